@@ -1,0 +1,87 @@
+// Command gpumarket is the platform binary.
+//
+//	gpumarket serve     run the platform (web; later gateway and meter) on PostgreSQL and NATS
+//	gpumarket migrate   apply database migrations and exit
+//	gpumarket seed      load the demo data (idempotent) and exit
+//	gpumarket dev       everything on one machine: find or start PostgreSQL, embed NATS,
+//	                    migrate, seed the demo, serve, and print the URL and demo logins
+//	gpumarket dev postgres
+//	                    find or start PostgreSQL and print its admin URL (make test uses it)
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel()}))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], log); err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintln(os.Stderr, "gpumarket:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, log *slog.Logger) error {
+	if len(args) == 0 {
+		usage()
+		return errors.New("name a subcommand")
+	}
+	cfg, err := configFromEnv()
+	if err != nil {
+		return err
+	}
+	switch args[0] {
+	case "serve":
+		return serve(ctx, cfg, log)
+	case "migrate":
+		return migrate(ctx, cfg, log)
+	case "seed":
+		return seed(ctx, cfg, log)
+	case "dev":
+		if len(args) > 1 && args[1] == "postgres" {
+			return devPostgres(ctx, cfg, log)
+		}
+		return dev(ctx, cfg, log)
+	case "help", "-h", "--help":
+		usage()
+		return nil
+	}
+	usage()
+	return fmt.Errorf("unknown subcommand %q", args[0])
+}
+
+func usage() {
+	fmt.Fprint(os.Stderr, `usage: gpumarket <subcommand>
+
+  serve          run the platform on DATABASE_URL and NATS_URL (embedded NATS when unset)
+  migrate        apply database migrations and exit
+  seed           load the demo data (idempotent) and exit
+  dev            the whole platform on this machine with demo data (what "make run" does)
+  dev postgres   find or start PostgreSQL and print its admin URL
+
+environment:
+  DATABASE_URL            PostgreSQL connection URL
+  NATS_URL                NATS server URL; unset: an embedded nats-server with JetStream
+  GPUMARKET_ADDR          listen address (default :8080)
+  GPUMARKET_DATA_DIR      data directory (default .data)
+  GPUMARKET_NATS_PORT     embedded NATS port (default 4222)
+  GPUMARKET_SESSION_KEY   at least 32 bytes signing session tokens (dev makes one)
+  GPUMARKET_LOG_LEVEL     debug, info, warn or error (default info)
+`)
+}
+
+func logLevel() slog.Level {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(os.Getenv("GPUMARKET_LOG_LEVEL"))); err != nil {
+		return slog.LevelInfo
+	}
+	return l
+}

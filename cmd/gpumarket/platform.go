@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/gpumarket/gpumarket/db"
+	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/demo"
+	"github.com/gpumarket/gpumarket/services/events"
+	"github.com/gpumarket/gpumarket/web"
+)
+
+// Platform is the running platform: its connections, services and HTTP server. Start it with
+// Open and Run; Close releases everything. Tests start it on port 0.
+type Platform struct {
+	cfg        Config
+	log        *slog.Logger
+	pool       *pgxpool.Pool
+	natsServer *server.Server // nil when NATS_URL names an external server
+	nc         *nats.Conn
+	accounts   *accounts.Service
+	catalog    *catalog.Service
+	listener   net.Listener
+	http       *http.Server
+}
+
+// Open connects to PostgreSQL (migrating it forward) and to NATS (embedding a server when no
+// NATS_URL is set), and builds the services and routes.
+func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err error) {
+	p := &Platform{cfg: cfg, log: log}
+	defer func() {
+		if err != nil {
+			p.Close()
+		}
+	}()
+	if p.pool, err = db.Open(ctx, cfg.DatabaseURL); err != nil {
+		return nil, err
+	}
+	if err = db.Migrate(ctx, p.pool, log); err != nil {
+		return nil, err
+	}
+	natsURL := cfg.NATSURL
+	if natsURL == "" {
+		p.natsServer, err = events.StartEmbedded(events.EmbeddedOptions{
+			Port: cfg.NATSPort, StoreDir: filepath.Join(cfg.DataDir, "nats"), Log: log,
+		})
+		if err != nil {
+			return nil, err
+		}
+		natsURL = p.natsServer.ClientURL()
+		log.Info("embedded NATS with JetStream", "url", natsURL, "store", filepath.Join(cfg.DataDir, "nats"))
+	}
+	if p.nc, _, err = events.Connect(ctx, natsURL, "gpumarket", log); err != nil {
+		return nil, err
+	}
+	if p.accounts, err = accounts.NewService(p.pool, accounts.Config{SessionKey: cfg.SessionKey}); err != nil {
+		return nil, err
+	}
+	p.catalog = catalog.NewService(p.pool, nil)
+	handler := web.New(web.Config{
+		Accounts: p.accounts, Catalog: p.catalog, Log: log,
+		Ready: []web.ReadyCheck{
+			{Name: "postgres", Check: p.pool.Ping},
+			{Name: "nats", Check: func(ctx context.Context) error { return events.Ping(ctx, p.nc) }},
+		},
+	})
+	if p.listener, err = net.Listen("tcp", cfg.Addr); err != nil {
+		return nil, fmt.Errorf("listen on %s: %w (set GPUMARKET_ADDR to another address)", cfg.Addr, err)
+	}
+	p.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	return p, nil
+}
+
+// URL is where the platform answers, for people and tests.
+func (p *Platform) URL() string {
+	addr := p.listener.Addr().(*net.TCPAddr)
+	host := addr.IP.String()
+	if addr.IP.IsUnspecified() {
+		host = "localhost"
+	}
+	return fmt.Sprintf("http://%s", net.JoinHostPort(host, fmt.Sprint(addr.Port)))
+}
+
+// Seed loads the demo data.
+func (p *Platform) Seed(ctx context.Context) error {
+	return demo.Seed(ctx, p.accounts, p.catalog, time.Now())
+}
+
+// Run serves until ctx ends, then shuts down gracefully: it stops accepting, lets requests in
+// flight finish (up to 20 s), and returns.
+func (p *Platform) Run(ctx context.Context) error {
+	errc := make(chan error, 1)
+	go func() { errc <- p.http.Serve(p.listener) }()
+	p.log.Info("serving", "url", p.URL())
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	p.log.Info("shutting down: finishing requests in flight")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := p.http.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// Close releases connections and stops the embedded NATS server.
+func (p *Platform) Close() {
+	if p.nc != nil {
+		_ = p.nc.Drain()
+	}
+	if p.natsServer != nil {
+		p.natsServer.Shutdown()
+		p.natsServer.WaitForShutdown()
+	}
+	if p.pool != nil {
+		p.pool.Close()
+	}
+	if p.listener != nil {
+		_ = p.listener.Close()
+	}
+}

@@ -1,0 +1,268 @@
+// Package accounts owns users, the organisations (accounts) they belong to, their roles and
+// their sessions.
+//
+// Invariants: every user belongs to exactly one account; passwords are stored only as
+// argon2id hashes; a session token is a signed JWT whose id names a row in sessions, so that
+// logging out revokes it server-side; only an admin grants the finance or admin role.
+package accounts
+
+import (
+	"context"
+	"errors"
+	"net/mail"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gpumarket/gpumarket/services"
+)
+
+// Role is what a user may do on the platform.
+type Role string
+
+const (
+	RoleDeveloper Role = "developer" // buys credits and calls the API
+	RoleProvider  Role = "provider"  // lists rigs
+	RoleFinance   Role = "finance"   // reviews invoices, statements and payouts
+	RoleAdmin     Role = "admin"     // runs the platform, grants finance and admin
+)
+
+// Roles lists every role in the order pages show them.
+var Roles = []Role{RoleDeveloper, RoleProvider, RoleFinance, RoleAdmin}
+
+// Valid reports whether r is a known role.
+func (r Role) Valid() bool {
+	for _, x := range Roles {
+		if r == x {
+			return true
+		}
+	}
+	return false
+}
+
+// User is a person who signs in.
+type User struct {
+	ID        string    `json:"id"`
+	AccountID string    `json:"account_id"`
+	Email     string    `json:"email"`
+	Role      Role      `json:"role"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// Service is the accounts domain on PostgreSQL.
+type Service struct {
+	pool       *pgxpool.Pool
+	now        func() time.Time
+	tokens     *TokenSigner
+	hasher     PasswordHasher
+	limiter    *LoginLimiter
+	sessionTTL time.Duration
+}
+
+// Config holds what the service needs besides its pool.
+type Config struct {
+	SessionKey []byte           // HMAC key for session tokens, from the environment
+	SessionTTL time.Duration    // how long a session lasts; 0 means 7 days
+	Now        func() time.Time // the clock; nil means time.Now
+	Hasher     PasswordHasher   // zero value means DefaultHasher
+}
+
+// NewService returns the accounts service.
+func NewService(pool *pgxpool.Pool, cfg Config) (*Service, error) {
+	if len(cfg.SessionKey) < 32 {
+		return nil, errors.New("accounts: the session key must be at least 32 bytes")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.SessionTTL == 0 {
+		cfg.SessionTTL = 7 * 24 * time.Hour
+	}
+	if cfg.Hasher == (PasswordHasher{}) {
+		cfg.Hasher = DefaultHasher
+	}
+	return &Service{
+		pool:       pool,
+		now:        cfg.Now,
+		tokens:     &TokenSigner{key: cfg.SessionKey},
+		hasher:     cfg.Hasher,
+		limiter:    NewLoginLimiter(cfg.Now),
+		sessionTTL: cfg.SessionTTL,
+	}, nil
+}
+
+// SignUpInput is what a new user gives.
+type SignUpInput struct {
+	Email       string `json:"email"`
+	Password    string `json:"password"`
+	Role        Role   `json:"role"`
+	AccountName string `json:"account_name"`
+}
+
+// Validate checks the input and normalises the email.
+func (in *SignUpInput) Validate() error {
+	fe := services.FieldErrors{}
+	in.Email = normaliseEmail(in.Email)
+	if err := validateEmail(in.Email); err != "" {
+		fe.Add("email", err)
+	}
+	if n := len(in.Password); n < 10 {
+		fe.Add("password", "Use at least 10 characters.")
+	} else if n > 200 {
+		fe.Add("password", "Use at most 200 characters.")
+	}
+	switch in.Role {
+	case RoleDeveloper, RoleProvider:
+	case RoleFinance, RoleAdmin:
+		fe.Add("role", "Finance and admin roles are granted by an admin.")
+	default:
+		fe.Add("role", "Choose developer or provider.")
+	}
+	in.AccountName = strings.TrimSpace(in.AccountName)
+	if len(in.AccountName) > 200 {
+		fe.Add("account_name", "Use at most 200 characters.")
+	}
+	return fe.Err()
+}
+
+// SignUp creates an account (organisation) and its first user.
+func (s *Service) SignUp(ctx context.Context, in SignUpInput) (u User, err error) {
+	defer services.Wrap(&err, "accounts.SignUp")
+	if err := in.Validate(); err != nil {
+		return User{}, err
+	}
+	return s.create(ctx, in.Email, in.Password, in.Role, in.AccountName)
+}
+
+func (s *Service) create(ctx context.Context, email, password string, role Role, accountName string) (User, error) {
+	hash, err := s.hasher.Hash(password)
+	if err != nil {
+		return User{}, err
+	}
+	if accountName == "" {
+		accountName = email
+	}
+	now := s.now().UTC()
+	var u User
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var accountID string
+		if err := tx.QueryRow(ctx,
+			`INSERT INTO accounts (name, created_at) VALUES ($1, $2) RETURNING id`,
+			accountName, now).Scan(&accountID); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, `
+			INSERT INTO users (account_id, email, password_hash, role, created_at)
+			VALUES ($1, $2, $3, $4, $5)
+			RETURNING id, account_id, email, role, created_at`,
+			accountID, email, hash, string(role), now).Scan(&u.ID, &u.AccountID, &u.Email, &u.Role, &u.CreatedAt)
+	})
+	if isUniqueViolation(err) {
+		return User{}, &services.Error{Code: services.CodeConflict, Message: "That email is already registered. Log in instead.",
+			Fields: map[string]string{"email": "This email is already registered."}}
+	}
+	return u, err
+}
+
+// EnsureUser creates the user with its own account unless the email exists; it is for demo
+// seeding, which must change nothing when run twice.
+func (s *Service) EnsureUser(ctx context.Context, email, password string, role Role, accountName string) (u User, err error) {
+	defer services.Wrap(&err, "accounts.EnsureUser(%s)", email)
+	u, err = s.UserByEmail(ctx, email)
+	if err == nil {
+		return u, nil
+	}
+	if services.ErrorCode(err) != services.CodeNotFound {
+		return User{}, err
+	}
+	return s.create(ctx, normaliseEmail(email), password, role, accountName)
+}
+
+// UserByEmail looks a user up by email.
+func (s *Service) UserByEmail(ctx context.Context, email string) (User, error) {
+	return s.userWhere(ctx, "email = $1", normaliseEmail(email))
+}
+
+// UserByID looks a user up by id.
+func (s *Service) UserByID(ctx context.Context, id string) (User, error) {
+	return s.userWhere(ctx, "id = $1", id)
+}
+
+func (s *Service) userWhere(ctx context.Context, where string, arg any) (User, error) {
+	var u User
+	err := s.pool.QueryRow(ctx,
+		`SELECT id, account_id, email, role, created_at FROM users WHERE `+where, arg).
+		Scan(&u.ID, &u.AccountID, &u.Email, &u.Role, &u.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) || isInvalidText(err) {
+		return User{}, services.Errorf(services.CodeNotFound, "No such user.")
+	}
+	return u, err
+}
+
+// ListUsers returns every user, newest first, for the admin page.
+func (s *Service) ListUsers(ctx context.Context) (_ []User, err error) {
+	defer services.Wrap(&err, "accounts.ListUsers")
+	rows, err := s.pool.Query(ctx,
+		`SELECT id, account_id, email, role, created_at FROM users ORDER BY created_at DESC, email LIMIT 500`)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (User, error) {
+		var u User
+		err := r.Scan(&u.ID, &u.AccountID, &u.Email, &u.Role, &u.CreatedAt)
+		return u, err
+	})
+}
+
+// GrantRole changes a user's role. Only an admin may do it; it is recorded with who did it.
+func (s *Service) GrantRole(ctx context.Context, by User, userID string, role Role) (err error) {
+	defer services.Wrap(&err, "accounts.GrantRole(%s, %s)", userID, role)
+	if by.Role != RoleAdmin {
+		return services.Errorf(services.CodeForbidden, "Only an admin can change roles.")
+	}
+	if !role.Valid() {
+		return &services.Error{Code: services.CodeInvalid, Message: "Unknown role.", Fields: map[string]string{"role": "Choose a listed role."}}
+	}
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE users SET role = $2 WHERE id = $1`, userID, string(role))
+		if isInvalidText(err) || (err == nil && tag.RowsAffected() == 0) {
+			return services.Errorf(services.CodeNotFound, "No such user.")
+		}
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO role_grants (user_id, role, granted_by, created_at) VALUES ($1, $2, $3, $4)`,
+			userID, string(role), by.ID, s.now().UTC())
+		return err
+	})
+}
+
+func normaliseEmail(e string) string { return strings.ToLower(strings.TrimSpace(e)) }
+
+func validateEmail(e string) string {
+	if e == "" {
+		return "Enter your email address."
+	}
+	if len(e) > 254 {
+		return "That email address is too long."
+	}
+	a, err := mail.ParseAddress(e)
+	if err != nil || a.Address != e || !strings.Contains(e[strings.LastIndex(e, "@")+1:], ".") {
+		return "Enter an email address like name@example.com."
+	}
+	return ""
+}
+
+func isUniqueViolation(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505"
+}
+
+// isInvalidText is true for a malformed uuid given as an id: to a caller it is simply not found.
+func isInvalidText(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "22P02"
+}

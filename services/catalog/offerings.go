@@ -1,0 +1,382 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/money"
+)
+
+const offeringColumns = `o.id, o.provider_account_id, a.name, o.gpu, o.gpu_count, o.region, o.model,
+	o.ask_micro_usd_per_mtok, o.agent_url, o.claimed_ttft_p50_ms, o.claimed_ttft_p99_ms, o.claimed_tokens_per_sec,
+	o.measured_requests, o.measured_ttft_p50_ms, o.measured_ttft_p99_ms, o.measured_tokens_per_sec,
+	o.tier, o.status, o.source, o.created_at, o.updated_at`
+
+func scanOffering(row pgx.CollectableRow) (Offering, error) {
+	var o Offering
+	var ask int64
+	err := row.Scan(&o.ID, &o.ProviderAccountID, &o.ProviderName, &o.GPU, &o.GPUCount, &o.Region, &o.Model,
+		&ask, &o.AgentURL, &o.ClaimedTTFTP50Ms, &o.ClaimedTTFTP99Ms, &o.ClaimedTokensPerSec,
+		&o.MeasuredRequests, &o.MeasuredTTFTP50Ms, &o.MeasuredTTFTP99Ms, &o.MeasuredTokensPerSec,
+		&o.Tier, &o.Status, &o.Source, &o.CreatedAt, &o.UpdatedAt)
+	o.Ask = money.MicroUSD(ask)
+	if g, ok := GPUBySKU(o.GPU); ok {
+		o.GPUName = g.Name
+		o.GPUMemoryGB = g.VRAMGB * o.GPUCount
+	}
+	return o, err
+}
+
+// Sort orders catalog listings.
+type Sort string
+
+const (
+	SortPrice      Sort = "price"      // provider ask, cheapest first
+	SortLatency    Sort = "latency"    // P99 time to first token, fastest first
+	SortThroughput Sort = "throughput" // tokens per second, highest first
+	SortCarbon     Sort = "carbon"     // gCO2e per million tokens, lowest first
+)
+
+// Sorts lists the orders the catalog offers.
+var Sorts = []Sort{SortPrice, SortLatency, SortThroughput, SortCarbon}
+
+// ListInput filters the public catalog. Zero values filter nothing.
+type ListInput struct {
+	Tier     Tier
+	Model    string
+	Region   string
+	MaxAsk   money.MicroUSD // per million tokens
+	MaxP99Ms float64
+	Sort     Sort
+}
+
+// Validate checks the filters.
+func (in ListInput) Validate() error {
+	fe := services.FieldErrors{}
+	if in.Tier != "" && !in.Tier.Valid() {
+		fe.Add("tier", "Choose realtime, standard or batch.")
+	}
+	if in.Region != "" {
+		if _, ok := RegionByCode(in.Region); !ok {
+			fe.Add("region", "Unknown region.")
+		}
+	}
+	if in.MaxP99Ms < 0 {
+		fe.Add("max_p99_ms", "Use a positive number of milliseconds.")
+	}
+	switch in.Sort {
+	case "", SortPrice, SortLatency, SortThroughput, SortCarbon:
+	default:
+		fe.Add("sort", "Sort by price, latency, throughput or carbon.")
+	}
+	return fe.Err()
+}
+
+// List returns the active offerings that match the filters, in the chosen order.
+func (s *Service) List(ctx context.Context, in ListInput) (_ []Offering, err error) {
+	defer services.Wrap(&err, "catalog.List")
+	if err := in.Validate(); err != nil {
+		return nil, err
+	}
+	where := []string{"o.status = 'active'"}
+	var args []any
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, fmt.Sprintf(cond, len(args)))
+	}
+	if in.Tier != "" {
+		add("o.tier = $%d", string(in.Tier))
+	}
+	if in.Model != "" {
+		add("o.model = $%d", in.Model)
+	}
+	if in.Region != "" {
+		add("o.region = $%d", in.Region)
+	}
+	if in.MaxAsk > 0 {
+		add("o.ask_micro_usd_per_mtok <= $%d", int64(in.MaxAsk))
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+offeringColumns+`
+		FROM offerings o JOIN accounts a ON a.id = o.provider_account_id
+		WHERE `+strings.Join(where, " AND ")+`
+		ORDER BY o.ask_micro_usd_per_mtok, o.id`, args...)
+	if err != nil {
+		return nil, err
+	}
+	all, err := pgx.CollectRows(rows, scanOffering)
+	if err != nil {
+		return nil, err
+	}
+	out := all[:0]
+	for _, o := range all {
+		if in.MaxP99Ms > 0 {
+			p := o.TTFTP99Ms()
+			if p == nil || *p > in.MaxP99Ms {
+				continue
+			}
+		}
+		out = append(out, o)
+	}
+	sortOfferings(out, in.Sort)
+	return out, nil
+}
+
+// sortOfferings orders by the shown (measured or claimed) figures; unknown figures go last.
+func sortOfferings(os []Offering, by Sort) {
+	key := func(o Offering) (float64, bool) {
+		switch by {
+		case SortLatency:
+			if p := o.TTFTP99Ms(); p != nil {
+				return *p, true
+			}
+		case SortThroughput:
+			if t := o.TokensPerSec(); t != nil {
+				return -*t, true
+			}
+		case SortCarbon:
+			if f, ok := o.Footprint(); ok {
+				return f.GCO2ePerMTok, true
+			}
+		default:
+			return float64(o.Ask), true
+		}
+		return 0, false
+	}
+	sort.SliceStable(os, func(i, j int) bool {
+		ki, oki := key(os[i])
+		kj, okj := key(os[j])
+		if oki != okj {
+			return oki
+		}
+		return ki < kj
+	})
+}
+
+// Models lists the distinct models of active offerings, for filters.
+func (s *Service) Models(ctx context.Context) (_ []string, err error) {
+	defer services.Wrap(&err, "catalog.Models")
+	rows, err := s.pool.Query(ctx, `SELECT DISTINCT model FROM offerings WHERE status = 'active' ORDER BY model`)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// Get returns one listed (not delisted) offering.
+func (s *Service) Get(ctx context.Context, id string) (_ Offering, err error) {
+	defer services.Wrap(&err, "catalog.Get(%s)", id)
+	return s.one(ctx, `o.id = $1 AND o.status <> 'delisted'`, id)
+}
+
+func (s *Service) one(ctx context.Context, where string, args ...any) (Offering, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+offeringColumns+`
+		FROM offerings o JOIN accounts a ON a.id = o.provider_account_id WHERE `+where, args...)
+	if err != nil {
+		return Offering{}, err
+	}
+	o, err := pgx.CollectExactlyOneRow(rows, scanOffering)
+	if errors.Is(err, pgx.ErrNoRows) || isInvalidText(err) {
+		return Offering{}, errNotFound
+	}
+	return o, err
+}
+
+var errNotFound = services.Errorf(services.CodeNotFound, "No such offering.")
+
+// ListingInput is what a provider gives to list or edit a rig.
+type ListingInput struct {
+	GPU                 string         `json:"gpu"`
+	GPUCount            int            `json:"gpu_count"`
+	Region              string         `json:"region"`
+	Model               string         `json:"model"`
+	Ask                 money.MicroUSD `json:"ask_usd_per_mtok"`
+	AgentURL            string         `json:"agent_url"`
+	ClaimedTTFTP50Ms    *float64       `json:"claimed_ttft_p50_ms"`
+	ClaimedTTFTP99Ms    *float64       `json:"claimed_ttft_p99_ms"`
+	ClaimedTokensPerSec *float64       `json:"claimed_tokens_per_second"`
+}
+
+var modelName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$`)
+
+// Validate checks every field and reports all problems at once.
+func (in *ListingInput) Validate() error {
+	fe := services.FieldErrors{}
+	if _, ok := GPUBySKU(in.GPU); !ok {
+		fe.Add("gpu", "Choose a GPU model from the list.")
+	}
+	if in.GPUCount < 1 || in.GPUCount > 8 {
+		fe.Add("gpu_count", "A rig has 1 to 8 GPUs.")
+	}
+	if _, ok := RegionByCode(in.Region); !ok {
+		fe.Add("region", "Choose a region from the list.")
+	}
+	in.Model = strings.TrimSpace(in.Model)
+	if !modelName.MatchString(in.Model) {
+		fe.Add("model", "Name the model as its repository does, like meta-llama/Meta-Llama-3-8B-Instruct (letters, digits, . _ - /).")
+	}
+	if in.Ask <= 0 {
+		fe.Add("ask_usd_per_mtok", "Set an ask above $0 per million tokens.")
+	} else if in.Ask > 1000*1_000_000 {
+		fe.Add("ask_usd_per_mtok", "Asks above $1,000 per million tokens are not accepted.")
+	}
+	in.AgentURL = strings.TrimSpace(in.AgentURL)
+	if u, err := url.Parse(in.AgentURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		fe.Add("agent_url", "Give the full URL where your agent listens, like https://rig1.example.com:8443.")
+	}
+	positive := func(field string, v *float64, max float64) {
+		if v != nil && (*v <= 0 || *v > max) {
+			fe.Add(field, fmt.Sprintf("Use a number above 0 and at most %g, or leave it empty.", max))
+		}
+	}
+	positive("claimed_ttft_p50_ms", in.ClaimedTTFTP50Ms, 600_000)
+	positive("claimed_ttft_p99_ms", in.ClaimedTTFTP99Ms, 600_000)
+	positive("claimed_tokens_per_second", in.ClaimedTokensPerSec, 1_000_000)
+	if in.ClaimedTTFTP50Ms != nil && in.ClaimedTTFTP99Ms != nil && *in.ClaimedTTFTP50Ms > *in.ClaimedTTFTP99Ms {
+		fe.Add("claimed_ttft_p99_ms", "P99 cannot be below P50.")
+	}
+	return fe.Err()
+}
+
+// claimedTier is the tier a listing starts in: its claimed P99, or batch (no promise) when it
+// claims none.
+func (in ListingInput) claimedTier() Tier {
+	if in.ClaimedTTFTP99Ms == nil {
+		return TierBatch
+	}
+	return TierForP99(*in.ClaimedTTFTP99Ms)
+}
+
+// Create lists a new rig for the provider account.
+func (s *Service) Create(ctx context.Context, providerAccountID string, in ListingInput) (_ Offering, err error) {
+	defer services.Wrap(&err, "catalog.Create")
+	if err := in.Validate(); err != nil {
+		return Offering{}, err
+	}
+	now := s.now().UTC()
+	var id string
+	err = s.pool.QueryRow(ctx, `
+		INSERT INTO offerings (provider_account_id, gpu, gpu_count, region, model, ask_micro_usd_per_mtok, agent_url,
+			claimed_ttft_p50_ms, claimed_ttft_p99_ms, claimed_tokens_per_sec, tier, status, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'active', $12, $12)
+		RETURNING id`,
+		providerAccountID, in.GPU, in.GPUCount, in.Region, in.Model, int64(in.Ask), in.AgentURL,
+		in.ClaimedTTFTP50Ms, in.ClaimedTTFTP99Ms, in.ClaimedTokensPerSec, string(in.claimedTier()), now,
+	).Scan(&id)
+	if err != nil {
+		return Offering{}, err
+	}
+	return s.one(ctx, `o.id = $1`, id)
+}
+
+// Update edits a provider's own listed rig. Another provider's rig is not found.
+func (s *Service) Update(ctx context.Context, providerAccountID, id string, in ListingInput) (_ Offering, err error) {
+	defer services.Wrap(&err, "catalog.Update(%s)", id)
+	if err := in.Validate(); err != nil {
+		return Offering{}, err
+	}
+	// The claimed tier is recomputed from the new claims unless traffic has measured it.
+	tag, err := s.pool.Exec(ctx, `
+		UPDATE offerings SET gpu = $3, gpu_count = $4, region = $5, model = $6, ask_micro_usd_per_mtok = $7,
+			agent_url = $8, claimed_ttft_p50_ms = $9, claimed_ttft_p99_ms = $10, claimed_tokens_per_sec = $11,
+			tier = CASE WHEN measured_requests >= $13 AND measured_ttft_p99_ms IS NOT NULL THEN tier ELSE $12 END,
+			updated_at = $14
+		WHERE id = $1 AND provider_account_id = $2 AND status <> 'delisted'`,
+		id, providerAccountID, in.GPU, in.GPUCount, in.Region, in.Model, int64(in.Ask), in.AgentURL,
+		in.ClaimedTTFTP50Ms, in.ClaimedTTFTP99Ms, in.ClaimedTokensPerSec, string(in.claimedTier()),
+		MinMeasuredRequests, s.now().UTC())
+	if isInvalidText(err) || (err == nil && tag.RowsAffected() == 0) {
+		return Offering{}, errNotFound
+	}
+	if err != nil {
+		return Offering{}, err
+	}
+	return s.Own(ctx, providerAccountID, id)
+}
+
+// SetStatus pauses, resumes or delists a provider's own rig. Delisting is final.
+func (s *Service) SetStatus(ctx context.Context, providerAccountID, id string, status Status) (err error) {
+	defer services.Wrap(&err, "catalog.SetStatus(%s, %s)", id, status)
+	switch status {
+	case StatusActive, StatusPaused, StatusDelisted:
+	default:
+		return &services.Error{Code: services.CodeInvalid, Message: "Choose active, paused or delisted.",
+			Fields: map[string]string{"status": "Choose active, paused or delisted."}}
+	}
+	tag, err := s.pool.Exec(ctx, `
+		UPDATE offerings SET status = $3, updated_at = $4
+		WHERE id = $1 AND provider_account_id = $2 AND status <> 'delisted'`,
+		id, providerAccountID, string(status), s.now().UTC())
+	if isInvalidText(err) || (err == nil && tag.RowsAffected() == 0) {
+		return errNotFound
+	}
+	return err
+}
+
+// Own returns one of the provider's own listed rigs, whatever its status but delisted.
+func (s *Service) Own(ctx context.Context, providerAccountID, id string) (_ Offering, err error) {
+	defer services.Wrap(&err, "catalog.Own(%s)", id)
+	return s.one(ctx, `o.id = $1 AND o.provider_account_id = $2 AND o.status <> 'delisted'`, id, providerAccountID)
+}
+
+// ListOwn returns the provider's listed rigs, newest first.
+func (s *Service) ListOwn(ctx context.Context, providerAccountID string) (_ []Offering, err error) {
+	defer services.Wrap(&err, "catalog.ListOwn")
+	rows, err := s.pool.Query(ctx, `SELECT `+offeringColumns+`
+		FROM offerings o JOIN accounts a ON a.id = o.provider_account_id
+		WHERE o.provider_account_id = $1 AND o.status <> 'delisted'
+		ORDER BY o.created_at DESC, o.id`, providerAccountID)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, scanOffering)
+}
+
+func isInvalidText(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "22P02"
+}
+
+// SeedInput is a listing with figures measured by a published benchmark run, for demo data.
+type SeedInput struct {
+	Listing           ListingInput
+	MeasuredRequests  int64
+	MeasuredTTFTP50Ms float64
+	MeasuredTTFTP99Ms float64
+	MeasuredTPS       float64
+	Source            string
+}
+
+// EnsureSeeded lists the offering under seedKey unless it exists; running it twice changes
+// nothing. Its tier follows the measured P99.
+func (s *Service) EnsureSeeded(ctx context.Context, providerAccountID, seedKey string, in SeedInput) (_ Offering, err error) {
+	defer services.Wrap(&err, "catalog.EnsureSeeded(%s)", seedKey)
+	if err := in.Listing.Validate(); err != nil {
+		return Offering{}, err
+	}
+	now := s.now().UTC()
+	l := in.Listing
+	_, err = s.pool.Exec(ctx, `
+		INSERT INTO offerings (provider_account_id, gpu, gpu_count, region, model, ask_micro_usd_per_mtok, agent_url,
+			claimed_ttft_p50_ms, claimed_ttft_p99_ms, claimed_tokens_per_sec,
+			measured_requests, measured_ttft_p50_ms, measured_ttft_p99_ms, measured_tokens_per_sec,
+			tier, status, source, seed_key, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, 'active', $16, $17, $18, $18)
+		ON CONFLICT (seed_key) DO NOTHING`,
+		providerAccountID, l.GPU, l.GPUCount, l.Region, l.Model, int64(l.Ask), l.AgentURL,
+		l.ClaimedTTFTP50Ms, l.ClaimedTTFTP99Ms, l.ClaimedTokensPerSec,
+		in.MeasuredRequests, in.MeasuredTTFTP50Ms, in.MeasuredTTFTP99Ms, in.MeasuredTPS,
+		string(TierForP99(in.MeasuredTTFTP99Ms)), in.Source, seedKey, now)
+	if err != nil {
+		return Offering{}, err
+	}
+	return s.one(ctx, `o.seed_key = $1`, seedKey)
+}

@@ -1,0 +1,172 @@
+// Package demo seeds the data that `make run` shows a new user: demo providers with one
+// offering per GPU configuration and model of the public benchmark, the default price book,
+// and one demo user per role. Seeding is idempotent: running it twice changes nothing.
+package demo
+
+import (
+	"context"
+	_ "embed"
+	"encoding/csv"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/money"
+)
+
+// Password is every demo user's password. Demo users exist only where `seed` or `dev` ran.
+const Password = "gpumarket-demo"
+
+// Login is a demo user to print for a new user.
+type Login struct {
+	Email string
+	Role  accounts.Role
+	What  string
+}
+
+// Logins lists the demo users, one per role first.
+var Logins = []Login{
+	{"developer@example.com", accounts.RoleDeveloper, "buys credits, calls the API"},
+	{"provider@example.com", accounts.RoleProvider, "Fjord GPU Co-op: 4x and 8x RTX 4090 rigs"},
+	{"finance@example.com", accounts.RoleFinance, "invoices, statements, payouts"},
+	{"admin@example.com", accounts.RoleAdmin, "runs the platform, grants roles"},
+	{"northwind@example.com", accounts.RoleProvider, "Northwind Compute: H100 PCIe nodes"},
+	{"lisboa@example.com", accounts.RoleProvider, "Garage Cluster Lisboa: 1x and 2x RTX 4090 rigs"},
+}
+
+var accountNames = map[string]string{
+	"developer@example.com": "Acme Labs",
+	"provider@example.com":  "Fjord GPU Co-op",
+	"finance@example.com":   "gpumarket finance",
+	"admin@example.com":     "gpumarket operations",
+	"northwind@example.com": "Northwind Compute",
+	"lisboa@example.com":    "Garage Cluster Lisboa",
+}
+
+// Row is one benchmark run that a demo offering carries.
+type Row struct {
+	Model      string
+	GPU        string
+	GPUCount   int
+	QPS        float64
+	Requests   int64
+	TotalTPS   float64
+	TTFTP50Ms  float64
+	TTFTP99Ms  float64
+	USDPerHour float64
+	RunFile    string
+}
+
+// Ask is the benchmark's hourly price turned into an ask per million tokens with the paper's
+// formula, rounded to the micro-dollar.
+func (r Row) Ask() money.MicroUSD {
+	usd := catalog.USDPerMillionTokens(r.USDPerHour/float64(r.GPUCount), r.GPUCount, r.TotalTPS)
+	return money.MicroUSD(math.Round(usd * 1e6))
+}
+
+// owner says which demo provider lists the rig: H100 nodes in the US, small 4090 rigs in the
+// EU, large 4090 rigs in Norway.
+func (r Row) owner() (email, region string) {
+	switch {
+	case strings.HasPrefix(r.GPU, "h100"):
+		return "northwind@example.com", "us"
+	case r.GPUCount <= 2:
+		return "lisboa@example.com", "eu"
+	default:
+		return "provider@example.com", "no"
+	}
+}
+
+//go:embed benchmark_offerings.csv
+var benchmarkCSV string
+
+// Rows parses the embedded benchmark figures.
+func Rows() ([]Row, error) {
+	cr := csv.NewReader(strings.NewReader(benchmarkCSV))
+	cr.Comment = '#'
+	recs, err := cr.ReadAll()
+	if err != nil {
+		return nil, fmt.Errorf("demo: benchmark_offerings.csv: %w", err)
+	}
+	var out []Row
+	for i, rec := range recs[1:] {
+		var r Row
+		var errs []error
+		num := func(s string) float64 {
+			v, err := strconv.ParseFloat(s, 64)
+			errs = append(errs, err)
+			return v
+		}
+		r.Model, r.GPU, r.RunFile = rec[0], rec[1], rec[9]
+		r.GPUCount = int(num(rec[2]))
+		r.QPS = num(rec[3])
+		r.Requests = int64(num(rec[4]))
+		r.TotalTPS = num(rec[5])
+		r.TTFTP50Ms = num(rec[6])
+		r.TTFTP99Ms = num(rec[7])
+		r.USDPerHour = num(rec[8])
+		for _, err := range errs {
+			if err != nil {
+				return nil, fmt.Errorf("demo: benchmark_offerings.csv row %d: %w", i+2, err)
+			}
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// AgentURL is where the simulated rig of the i-th demo offering listens.
+func AgentURL(i int) string { return fmt.Sprintf("http://127.0.0.1:%d", 9100+i) }
+
+// Seed creates what is missing of the demo data and changes nothing that exists.
+func Seed(ctx context.Context, acc *accounts.Service, cat *catalog.Service, now time.Time) (err error) {
+	defer services.Wrap(&err, "demo.Seed")
+	users := map[string]accounts.User{}
+	for _, l := range Logins {
+		u, err := acc.EnsureUser(ctx, l.Email, Password, l.Role, accountNames[l.Email])
+		if err != nil {
+			return err
+		}
+		users[l.Email] = u
+	}
+	for _, l := range Logins {
+		if u := users[l.Email]; u.Role != l.Role {
+			return fmt.Errorf("%s exists with role %s, not %s", l.Email, u.Role, l.Role)
+		}
+	}
+	// Prices take effect from the start of the month the platform was first seeded in.
+	start := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+	if err := cat.EnsureDefaultPrices(ctx, start); err != nil {
+		return err
+	}
+	rows, err := Rows()
+	if err != nil {
+		return err
+	}
+	for i, r := range rows {
+		email, region := r.owner()
+		p50, p99, tps := r.TTFTP50Ms, r.TTFTP99Ms, r.TotalTPS
+		in := catalog.SeedInput{
+			Listing: catalog.ListingInput{
+				GPU: r.GPU, GPUCount: r.GPUCount, Region: region, Model: r.Model, Ask: r.Ask(),
+				AgentURL:         AgentURL(i),
+				ClaimedTTFTP50Ms: &p50, ClaimedTTFTP99Ms: &p99, ClaimedTokensPerSec: &tps,
+			},
+			MeasuredRequests:  r.Requests,
+			MeasuredTTFTP50Ms: r.TTFTP50Ms,
+			MeasuredTTFTP99Ms: r.TTFTP99Ms,
+			MeasuredTPS:       r.TotalTPS,
+			Source:            fmt.Sprintf("IOG benchmark (AIBC 2025), %s, at %g requests/s", r.RunFile, r.QPS),
+		}
+		key := fmt.Sprintf("benchmark:%s:%dx%s", r.Model, r.GPUCount, r.GPU)
+		if _, err := cat.EnsureSeeded(ctx, users[email].AccountID, key, in); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,161 @@
+// Package templates renders the platform's pages with templ. Components take view models
+// declared here: plain, preformatted values that handlers fill from the services, so that
+// templates depend on no domain package.
+package templates
+
+// Page is what every page's layout needs.
+type Page struct {
+	Title string
+	CSRF  string
+	User  *User // nil when nobody is logged in
+	Path  string
+	Flash string
+}
+
+// User is the logged-in user as the layout shows it.
+type User struct {
+	Email     string
+	Role      string
+	AccountID string
+}
+
+// Is reports whether the user has one of the roles.
+func (u *User) Is(roles ...string) bool {
+	if u == nil {
+		return false
+	}
+	for _, r := range roles {
+		if u.Role == r {
+			return true
+		}
+	}
+	return false
+}
+
+// Option is one choice of a select.
+type Option struct {
+	Value string
+	Label string
+}
+
+// Form carries a form's submitted values and its per-field errors.
+type Form struct {
+	Values map[string]string
+	Errors map[string]string
+	Error  string // a message about the whole form
+}
+
+// Get returns the submitted value of a field.
+func (f Form) Get(name string) string { return f.Values[name] }
+
+// Err returns the error for a field, "" when there is none.
+func (f Form) Err(name string) string { return f.Errors[name] }
+
+// TierSection is one tier's block in the catalog.
+type TierSection struct {
+	Tier        string
+	Promise     string
+	InputPrice  string // per million input tokens
+	OutputPrice string // per million output tokens
+	Offerings   []OfferingRow
+}
+
+// OfferingRow is an offering as the catalog and the provider portal show it.
+type OfferingRow struct {
+	ID           string
+	Provider     string
+	Hardware     string // "4x NVIDIA GeForce RTX 4090"
+	Memory       string // "96 GB"
+	Model        string
+	Region       string
+	Ask          string // provider ask per million tokens
+	TTFTP99      string
+	TokensPerSec string
+	Basis        string // "claimed" or "measured over N requests"
+	EnergyKWh    string // per million tokens, estimate
+	CarbonG      string // gCO2e per million tokens, estimate
+	Tier         string
+	Status       string
+}
+
+// CatalogFilters are the catalog's filter values and choices.
+type CatalogFilters struct {
+	Tier, Model, Region, MaxPrice, MaxP99, Sort string
+	Models                                      []Option
+	Regions                                     []Option
+	Errors                                      map[string]string
+}
+
+// CatalogPage is the public catalog.
+type CatalogPage struct {
+	Page
+	Filters  CatalogFilters
+	Sections []TierSection
+	Count    int
+}
+
+// CalculatorResult is the calculator's answer.
+type CalculatorResult struct {
+	USDPerMTok string // three decimals
+	Exact      string // unrounded
+	EnergyKWh  string
+	CarbonG    string
+	Cheapest   *OfferingRow
+	P99Target  string
+}
+
+// CalculatorPage is the public cost calculator.
+type CalculatorPage struct {
+	Page
+	Form    Form
+	GPUs    []Option
+	Regions []Option
+	Result  *CalculatorResult
+}
+
+// AuthPage is the login or sign-up page.
+type AuthPage struct {
+	Page
+	Form Form
+	Next string
+}
+
+// ListingPage is the provider's form to list or edit a rig.
+type ListingPage struct {
+	Page
+	Form    Form
+	GPUs    []Option
+	Regions []Option
+	EditID  string // empty when listing a new rig
+}
+
+// RigsPage is the provider's list of rigs.
+type RigsPage struct {
+	Page
+	Rigs []OfferingRow
+}
+
+// UsersPage is the admin's list of users, with role changes.
+type UsersPage struct {
+	Page
+	Users []UserRow
+	Roles []string
+}
+
+// UserRow is a user on the admin page.
+type UserRow struct {
+	ID, Email, Role, AccountID, Created string
+}
+
+// HomePage is the landing page.
+type HomePage struct {
+	Page
+	Sections []TierSection
+}
+
+// ErrorPage tells a user what went wrong.
+type ErrorPage struct {
+	Page
+	Status  int
+	Message string
+}

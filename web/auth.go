@@ -1,0 +1,151 @@
+package web
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/templates"
+)
+
+func (s *Server) loginPage(c echo.Context) error {
+	if _, ok := currentSession(c); ok {
+		return c.Redirect(http.StatusSeeOther, "/")
+	}
+	return s.render(c, http.StatusOK, templates.Login(templates.AuthPage{Page: s.page(c, "Log in"), Next: safeNext(c.QueryParam("next"))}))
+}
+
+func (s *Server) loginSubmit(c echo.Context) error {
+	in := accounts.LoginInput{Email: c.FormValue("email"), Password: c.FormValue("password"), ClientIP: c.RealIP()}
+	next := safeNext(c.FormValue("next"))
+	sess, err := s.accounts.Login(c.Request().Context(), in)
+	if code := services.ErrorCode(err); code == services.CodeUnauthorized || code == services.CodeRateLimited {
+		status, body := s.describe(err)
+		form := templates.Form{Values: map[string]string{"email": in.Email}, Error: body.Message}
+		return s.render(c, status, templates.Login(templates.AuthPage{Page: s.page(c, "Log in"), Form: form, Next: next}))
+	}
+	if err != nil {
+		return err
+	}
+	s.setSessionCookie(c, sess)
+	if next == "" {
+		next = homeFor(sess.User.Role)
+	}
+	return c.Redirect(http.StatusSeeOther, next)
+}
+
+func (s *Server) signupPage(c echo.Context) error {
+	form := templates.Form{Values: map[string]string{"role": c.QueryParam("role")}}
+	return s.render(c, http.StatusOK, templates.Signup(templates.AuthPage{Page: s.page(c, "Sign up"), Form: form}))
+}
+
+func (s *Server) signupSubmit(c echo.Context) error {
+	in := accounts.SignUpInput{Email: c.FormValue("email"), Password: c.FormValue("password"),
+		Role: accounts.Role(c.FormValue("role")), AccountName: c.FormValue("account_name")}
+	ctx := c.Request().Context()
+	if _, err := s.accounts.SignUp(ctx, in); err != nil {
+		return s.formError(c, err, func(f templates.Form) error {
+			f.Values = map[string]string{"email": in.Email, "role": string(in.Role), "account_name": in.AccountName}
+			return s.render(c, statusFor(err), templates.Signup(templates.AuthPage{Page: s.page(c, "Sign up"), Form: f}))
+		})
+	}
+	sess, err := s.accounts.Login(ctx, accounts.LoginInput{Email: in.Email, Password: in.Password, ClientIP: c.RealIP()})
+	if err != nil {
+		return err
+	}
+	s.setSessionCookie(c, sess)
+	return c.Redirect(http.StatusSeeOther, homeFor(sess.User.Role)+"?flash=signed-up")
+}
+
+func (s *Server) logoutSubmit(c echo.Context) error {
+	sess, _ := currentSession(c)
+	if err := s.accounts.Logout(c.Request().Context(), sess.ID); err != nil {
+		return err
+	}
+	s.clearSessionCookie(c)
+	return c.Redirect(http.StatusSeeOther, "/?flash=logged-out")
+}
+
+// homeFor is where a user lands after logging in.
+func homeFor(r accounts.Role) string {
+	switch r {
+	case accounts.RoleProvider:
+		return "/provider/rigs"
+	case accounts.RoleAdmin:
+		return "/admin/users"
+	default:
+		return "/catalog"
+	}
+}
+
+// safeNext keeps a post-login redirect on this site.
+func safeNext(next string) string {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
+		return ""
+	}
+	return next
+}
+
+// formError re-renders a form with the error's field messages when the error is the user's
+// to fix, and passes any other error on.
+func (s *Server) formError(c echo.Context, err error, rerender func(templates.Form) error) error {
+	switch services.ErrorCode(err) {
+	case services.CodeInvalid, services.CodeConflict:
+		_, body := s.describe(err)
+		return rerender(templates.Form{Errors: body.Fields, Error: body.Message})
+	}
+	return err
+}
+
+func statusFor(err error) int {
+	if st, ok := statusOf[services.ErrorCode(err)]; ok {
+		return st
+	}
+	return http.StatusInternalServerError
+}
+
+// JSON API.
+
+func (s *Server) apiSignup(c echo.Context) error {
+	var in accounts.SignUpInput
+	if err := decodeJSON(c, &in); err != nil {
+		return err
+	}
+	u, err := s.accounts.SignUp(c.Request().Context(), in)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, u)
+}
+
+func (s *Server) apiLogin(c echo.Context) error {
+	var in accounts.LoginInput
+	if err := decodeJSON(c, &in); err != nil {
+		return err
+	}
+	in.ClientIP = c.RealIP()
+	sess, err := s.accounts.Login(c.Request().Context(), in)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{
+		"token": sess.Token, "token_type": "Bearer", "expires_at": sess.ExpiresAt, "user": sess.User,
+	})
+}
+
+func (s *Server) apiLogout(c echo.Context) error {
+	sess, _ := currentSession(c)
+	if err := s.accounts.Logout(c.Request().Context(), sess.ID); err != nil {
+		return err
+	}
+	s.clearSessionCookie(c)
+	return c.NoContent(http.StatusNoContent)
+}
+
+func (s *Server) apiMe(c echo.Context) error {
+	sess, _ := currentSession(c)
+	return c.JSON(http.StatusOK, map[string]any{"user": sess.User, "account_id": sess.User.AccountID})
+}

@@ -1,0 +1,194 @@
+package web
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/templates"
+)
+
+// listInput reads the catalog's filters from the query string.
+func listInput(c echo.Context) (catalog.ListInput, error) {
+	in := catalog.ListInput{
+		Tier: catalog.Tier(c.QueryParam("tier")), Model: c.QueryParam("model"), Region: c.QueryParam("region"),
+		Sort: catalog.Sort(c.QueryParam("sort")),
+	}
+	fe := services.FieldErrors{}
+	if v := strings.TrimSpace(c.QueryParam("max_price")); v != "" {
+		m, err := money.ParseMicroUSD(v)
+		if err != nil {
+			fe.Add("max_price", "Enter dollars per million tokens, like 0.15.")
+		}
+		in.MaxAsk = m
+	}
+	if v := strings.TrimSpace(c.QueryParam("max_p99_ms")); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f <= 0 {
+			fe.Add("max_p99_ms", "Enter milliseconds, like 500.")
+		}
+		in.MaxP99Ms = f
+	}
+	if err := in.Validate(); err != nil {
+		if ae, ok := err.(*services.Error); ok {
+			for k, v := range ae.Fields {
+				fe.Add(k, v)
+			}
+		}
+	}
+	return in, fe.Err()
+}
+
+// tierSections groups offerings by tier, each with the tier's current price.
+func tierSections(offerings []catalog.Offering, prices map[catalog.Tier]catalog.Price, only catalog.Tier) []templates.TierSection {
+	var out []templates.TierSection
+	for _, t := range catalog.Tiers {
+		if only != "" && t != only {
+			continue
+		}
+		sec := templates.TierSection{Tier: string(t), Promise: t.Promise(), InputPrice: "—", OutputPrice: "—"}
+		if p, ok := prices[t]; ok {
+			sec.InputPrice, sec.OutputPrice = p.Input.String(), p.Output.String()
+		}
+		for _, o := range offerings {
+			if o.Tier == t {
+				sec.Offerings = append(sec.Offerings, offeringRow(o))
+			}
+		}
+		out = append(out, sec)
+	}
+	return out
+}
+
+func (s *Server) homePage(c echo.Context) error {
+	ctx := c.Request().Context()
+	offerings, err := s.catalog.List(ctx, catalog.ListInput{})
+	if err != nil {
+		return err
+	}
+	prices, err := s.catalog.CurrentPrices(ctx)
+	if err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, templates.Home(templates.HomePage{Page: s.page(c, "Home"), Sections: tierSections(offerings, prices, "")}))
+}
+
+func (s *Server) catalogPage(c echo.Context) error {
+	ctx := c.Request().Context()
+	in, ferr := listInput(c)
+	filters := templates.CatalogFilters{
+		Tier: c.QueryParam("tier"), Model: in.Model, Region: in.Region, MaxPrice: c.QueryParam("max_price"),
+		MaxP99: c.QueryParam("max_p99_ms"), Sort: c.QueryParam("sort"), Regions: regionOptions(),
+	}
+	status := http.StatusOK
+	if ferr != nil {
+		// Show the catalog unfiltered by the bad values, with the problems beside them.
+		filters.Errors = ferr.(*services.Error).Fields
+		status = http.StatusUnprocessableEntity
+		in = catalog.ListInput{}
+	}
+	offerings, err := s.catalog.List(ctx, in)
+	if err != nil {
+		return err
+	}
+	prices, err := s.catalog.CurrentPrices(ctx)
+	if err != nil {
+		return err
+	}
+	models, err := s.catalog.Models(ctx)
+	if err != nil {
+		return err
+	}
+	for _, m := range models {
+		filters.Models = append(filters.Models, templates.Option{Value: m, Label: m})
+	}
+	return s.render(c, status, templates.Catalog(templates.CatalogPage{
+		Page: s.page(c, "Catalog"), Filters: filters, Sections: tierSections(offerings, prices, in.Tier), Count: len(offerings),
+	}))
+}
+
+// offeringJSON is an offering as the API shows it, with the figures the catalog shows.
+type offeringJSON struct {
+	catalog.Offering
+	TTFTP99Ms    *float64           `json:"ttft_p99_ms"`
+	TokensPerSec *float64           `json:"tokens_per_second"`
+	FiguresBasis string             `json:"figures_basis"`
+	Footprint    *catalog.Footprint `json:"footprint_estimate,omitempty"`
+	TierPriceIn  money.MicroUSD     `json:"tier_input_usd_per_mtok"`
+	TierPriceOut money.MicroUSD     `json:"tier_output_usd_per_mtok"`
+	OwnAgentURL  string             `json:"agent_url,omitempty"`
+}
+
+func toJSON(o catalog.Offering, prices map[catalog.Tier]catalog.Price, showAgent bool) offeringJSON {
+	j := offeringJSON{Offering: o, TTFTP99Ms: o.TTFTP99Ms(), TokensPerSec: o.TokensPerSec(), FiguresBasis: o.FiguresBasis()}
+	if f, ok := o.Footprint(); ok {
+		j.Footprint = &f
+	}
+	if p, ok := prices[o.Tier]; ok {
+		j.TierPriceIn, j.TierPriceOut = p.Input, p.Output
+	}
+	if showAgent {
+		j.OwnAgentURL = o.AgentURL
+	}
+	return j
+}
+
+func (s *Server) apiOfferings(c echo.Context) error {
+	ctx := c.Request().Context()
+	in, err := listInput(c)
+	if err != nil {
+		return err
+	}
+	offerings, err := s.catalog.List(ctx, in)
+	if err != nil {
+		return err
+	}
+	prices, err := s.catalog.CurrentPrices(ctx)
+	if err != nil {
+		return err
+	}
+	out := make([]offeringJSON, 0, len(offerings))
+	for _, o := range offerings {
+		out = append(out, toJSON(o, prices, false))
+	}
+	return c.JSON(http.StatusOK, map[string]any{"offerings": out, "count": len(out)})
+}
+
+func (s *Server) apiOffering(c echo.Context) error {
+	ctx := c.Request().Context()
+	o, err := s.catalog.Get(ctx, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	if o.Status != catalog.StatusActive {
+		return services.Errorf(services.CodeNotFound, "No such offering.")
+	}
+	prices, err := s.catalog.CurrentPrices(ctx)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, toJSON(o, prices, false))
+}
+
+func (s *Server) apiPrices(c echo.Context) error {
+	prices, err := s.catalog.CurrentPrices(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	out := make([]catalog.Price, 0, len(prices))
+	for _, t := range catalog.Tiers {
+		if p, ok := prices[t]; ok {
+			out = append(out, p)
+		}
+	}
+	return c.JSON(http.StatusOK, map[string]any{"prices": out})
+}
+
+func (s *Server) apiReference(c echo.Context) error {
+	return c.JSON(http.StatusOK, map[string]any{"gpus": catalog.GPUs, "regions": catalog.Regions})
+}

@@ -1,0 +1,283 @@
+package web
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/templates"
+)
+
+var listingFields = []string{"gpu", "gpu_count", "region", "model", "ask_usd_per_mtok", "agent_url",
+	"claimed_ttft_p50_ms", "claimed_ttft_p99_ms", "claimed_tokens_per_second"}
+
+// listingInput reads a listing from text values (a form, or a JSON body's values) and reports
+// every problem at once: what does not parse, and what breaks the catalog's rules.
+func listingInput(get func(string) string) (catalog.ListingInput, error) {
+	fe := services.FieldErrors{}
+	in := catalog.ListingInput{GPU: get("gpu"), Region: get("region"), Model: get("model"), AgentURL: get("agent_url")}
+	if v := strings.TrimSpace(get("gpu_count")); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			fe.Add("gpu_count", "A rig has 1 to 8 GPUs.")
+		}
+		in.GPUCount = n
+	}
+	if v := strings.TrimSpace(get("ask_usd_per_mtok")); v != "" {
+		m, err := money.ParseMicroUSD(v)
+		if err != nil {
+			fe.Add("ask_usd_per_mtok", "Enter dollars per million tokens, like 0.149.")
+		}
+		in.Ask = m
+	}
+	optional := func(name string) *float64 {
+		v := strings.TrimSpace(get(name))
+		if v == "" {
+			return nil
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			fe.Add(name, "Enter a number, or leave it empty.")
+			return nil
+		}
+		return &f
+	}
+	in.ClaimedTTFTP50Ms = optional("claimed_ttft_p50_ms")
+	in.ClaimedTTFTP99Ms = optional("claimed_ttft_p99_ms")
+	in.ClaimedTokensPerSec = optional("claimed_tokens_per_second")
+	if err := in.Validate(); err != nil {
+		if ae, ok := err.(*services.Error); ok {
+			for k, v := range ae.Fields {
+				fe.Add(k, v)
+			}
+		}
+	}
+	return in, fe.Err()
+}
+
+// listingFromJSON reads a JSON listing whose values may be numbers or strings.
+func listingFromJSON(c echo.Context) (catalog.ListingInput, error) {
+	raw := map[string]json.RawMessage{}
+	if err := decodeJSON(c, &raw); err != nil {
+		return catalog.ListingInput{}, err
+	}
+	known := map[string]bool{}
+	for _, f := range listingFields {
+		known[f] = true
+	}
+	for k := range raw {
+		if !known[k] {
+			return catalog.ListingInput{}, &services.Error{Code: services.CodeInvalid, Message: "Unknown field " + k + ".",
+				Fields: map[string]string{k: "Unknown field."}}
+		}
+	}
+	return listingInput(func(name string) string {
+		v := strings.TrimSpace(string(raw[name]))
+		if v == "null" {
+			return ""
+		}
+		if s, err := strconv.Unquote(v); err == nil {
+			return s
+		}
+		return v
+	})
+}
+
+func providerAccount(c echo.Context) string {
+	sess, _ := currentSession(c)
+	return sess.User.AccountID
+}
+
+func (s *Server) rigsPage(c echo.Context) error {
+	list, err := s.catalog.ListOwn(c.Request().Context(), providerAccount(c))
+	if err != nil {
+		return err
+	}
+	rows := make([]templates.OfferingRow, 0, len(list))
+	for _, o := range list {
+		rows = append(rows, offeringRow(o))
+	}
+	return s.render(c, http.StatusOK, templates.Rigs(templates.RigsPage{Page: s.page(c, "My rigs"), Rigs: rows}))
+}
+
+func (s *Server) listingPage(c echo.Context, status int, id string, form templates.Form) error {
+	title := "List a rig"
+	if id != "" {
+		title = "Edit rig"
+	}
+	return s.render(c, status, templates.Listing(templates.ListingPage{
+		Page: s.page(c, title), Form: form, GPUs: gpuOptions(), Regions: regionOptions(), EditID: id,
+	}))
+}
+
+func (s *Server) newRigPage(c echo.Context) error {
+	return s.listingPage(c, http.StatusOK, "", templates.Form{Values: map[string]string{
+		"gpu": "rtx-4090", "gpu_count": "4", "region": "eu",
+	}})
+}
+
+func formValues(c echo.Context) map[string]string {
+	v := map[string]string{}
+	for _, f := range listingFields {
+		v[f] = c.FormValue(f)
+	}
+	return v
+}
+
+func (s *Server) createRigSubmit(c echo.Context) error {
+	in, err := listingInput(c.FormValue)
+	if err == nil {
+		_, err = s.catalog.Create(c.Request().Context(), providerAccount(c), in)
+	}
+	if err != nil {
+		return s.formError(c, err, func(f templates.Form) error {
+			f.Values = formValues(c)
+			return s.listingPage(c, statusFor(err), "", f)
+		})
+	}
+	return c.Redirect(http.StatusSeeOther, "/provider/rigs?flash=listed")
+}
+
+func (s *Server) editRigPage(c echo.Context) error {
+	o, err := s.catalog.Own(c.Request().Context(), providerAccount(c), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	v := map[string]string{"gpu": o.GPU, "gpu_count": strconv.Itoa(o.GPUCount), "region": o.Region, "model": o.Model,
+		"ask_usd_per_mtok": o.Ask.Decimal(), "agent_url": o.AgentURL}
+	for name, p := range map[string]*float64{"claimed_ttft_p50_ms": o.ClaimedTTFTP50Ms, "claimed_ttft_p99_ms": o.ClaimedTTFTP99Ms,
+		"claimed_tokens_per_second": o.ClaimedTokensPerSec} {
+		if p != nil {
+			v[name] = strconv.FormatFloat(*p, 'f', -1, 64)
+		}
+	}
+	return s.listingPage(c, http.StatusOK, o.ID, templates.Form{Values: v})
+}
+
+func (s *Server) updateRigSubmit(c echo.Context) error {
+	id := c.Param("id")
+	ctx := c.Request().Context()
+	// Look the rig up first so that another provider's rig is a 404, not a form.
+	if _, err := s.catalog.Own(ctx, providerAccount(c), id); err != nil {
+		return err
+	}
+	in, err := listingInput(c.FormValue)
+	if err == nil {
+		_, err = s.catalog.Update(ctx, providerAccount(c), id, in)
+	}
+	if err != nil {
+		return s.formError(c, err, func(f templates.Form) error {
+			f.Values = formValues(c)
+			return s.listingPage(c, statusFor(err), id, f)
+		})
+	}
+	return c.Redirect(http.StatusSeeOther, "/provider/rigs?flash=saved")
+}
+
+var statusActions = map[string]struct {
+	status catalog.Status
+	flash  string
+}{
+	"pause":  {catalog.StatusPaused, "paused"},
+	"resume": {catalog.StatusActive, "resumed"},
+	"delist": {catalog.StatusDelisted, "delisted"},
+}
+
+func (s *Server) rigStatusSubmit(c echo.Context) error {
+	a, ok := statusActions[c.Param("action")]
+	if !ok {
+		return echo.ErrNotFound
+	}
+	if err := s.catalog.SetStatus(c.Request().Context(), providerAccount(c), c.Param("id"), a.status); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/provider/rigs?flash="+a.flash)
+}
+
+// JSON API for providers.
+
+func (s *Server) ownJSON(c echo.Context, o catalog.Offering, status int) error {
+	prices, err := s.catalog.CurrentPrices(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	return c.JSON(status, toJSON(o, prices, true))
+}
+
+func (s *Server) apiListRigs(c echo.Context) error {
+	ctx := c.Request().Context()
+	list, err := s.catalog.ListOwn(ctx, providerAccount(c))
+	if err != nil {
+		return err
+	}
+	prices, err := s.catalog.CurrentPrices(ctx)
+	if err != nil {
+		return err
+	}
+	out := make([]offeringJSON, 0, len(list))
+	for _, o := range list {
+		out = append(out, toJSON(o, prices, true))
+	}
+	return c.JSON(http.StatusOK, map[string]any{"offerings": out, "count": len(out)})
+}
+
+func (s *Server) apiCreateRig(c echo.Context) error {
+	in, err := listingFromJSON(c)
+	if err != nil {
+		return err
+	}
+	o, err := s.catalog.Create(c.Request().Context(), providerAccount(c), in)
+	if err != nil {
+		return err
+	}
+	return s.ownJSON(c, o, http.StatusCreated)
+}
+
+func (s *Server) apiGetRig(c echo.Context) error {
+	o, err := s.catalog.Own(c.Request().Context(), providerAccount(c), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return s.ownJSON(c, o, http.StatusOK)
+}
+
+func (s *Server) apiUpdateRig(c echo.Context) error {
+	ctx := c.Request().Context()
+	if _, err := s.catalog.Own(ctx, providerAccount(c), c.Param("id")); err != nil {
+		return err
+	}
+	in, err := listingFromJSON(c)
+	if err != nil {
+		return err
+	}
+	o, err := s.catalog.Update(ctx, providerAccount(c), c.Param("id"), in)
+	if err != nil {
+		return err
+	}
+	return s.ownJSON(c, o, http.StatusOK)
+}
+
+func (s *Server) apiSetStatus(c echo.Context, status catalog.Status) error {
+	ctx := c.Request().Context()
+	if err := s.catalog.SetStatus(ctx, providerAccount(c), c.Param("id"), status); err != nil {
+		return err
+	}
+	if status == catalog.StatusDelisted {
+		return c.NoContent(http.StatusNoContent)
+	}
+	o, err := s.catalog.Own(ctx, providerAccount(c), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return s.ownJSON(c, o, http.StatusOK)
+}
+
+func (s *Server) apiDelistRig(c echo.Context) error { return s.apiSetStatus(c, catalog.StatusDelisted) }
+func (s *Server) apiPauseRig(c echo.Context) error  { return s.apiSetStatus(c, catalog.StatusPaused) }
+func (s *Server) apiResumeRig(c echo.Context) error { return s.apiSetStatus(c, catalog.StatusActive) }

@@ -1,0 +1,149 @@
+// Package web is the platform's HTTP face: pages rendered with templ, the JSON API beside
+// them, static assets, and operations endpoints. Handlers are thin: decode, call a service,
+// render. Business rules live in services; this package maps their errors to statuses in one
+// place (errors.go).
+package web
+
+import (
+	"context"
+	"embed"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/services/catalog"
+)
+
+//go:embed static
+var staticFS embed.FS
+
+// ReadyCheck is a dependency that /readyz asks.
+type ReadyCheck struct {
+	Name  string
+	Check func(context.Context) error
+}
+
+// Config wires the web server to the services.
+type Config struct {
+	Accounts *accounts.Service
+	Catalog  *catalog.Service
+	Ready    []ReadyCheck
+	Log      *slog.Logger
+	Registry *prometheus.Registry // where HTTP metrics register; nil means a new one
+	Now      func() time.Time
+}
+
+// Server holds the routes' dependencies.
+type Server struct {
+	echo     *echo.Echo
+	accounts *accounts.Service
+	catalog  *catalog.Service
+	ready    []ReadyCheck
+	log      *slog.Logger
+	registry *prometheus.Registry
+	now      func() time.Time
+}
+
+// New builds the server and its routes.
+func New(cfg Config) *Server {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	s := &Server{echo: e, accounts: cfg.Accounts, catalog: cfg.Catalog, ready: cfg.Ready, log: cfg.Log,
+		registry: cfg.Registry, now: cfg.Now}
+	e.HTTPErrorHandler = s.handleError
+	e.Use(middleware.RequestID())
+	e.Use(newHTTPMetrics(cfg.Registry).middleware)
+	e.Use(s.accessLog)
+	e.Use(s.recoverer())
+	e.Use(middleware.BodyLimit("1M"))
+	e.Use(middleware.SecureWithConfig(middleware.SecureConfig{
+		XSSProtection: "0", ContentTypeNosniff: "nosniff", XFrameOptions: "DENY",
+		ReferrerPolicy:        "same-origin",
+		ContentSecurityPolicy: "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; form-action 'self'; frame-ancestors 'none'",
+	}))
+	e.Use(s.authenticate)
+	e.Use(s.csrf())
+	s.routes()
+	return s
+}
+
+// ServeHTTP makes the server an http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.ServeHTTP(w, r) }
+
+// Echo exposes the router for tests that list its routes.
+func (s *Server) Echo() *echo.Echo { return s.echo }
+
+func (s *Server) routes() {
+	e := s.echo
+	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
+	e.GET("/metrics", s.metrics())
+	e.GET("/static/*", echo.WrapHandler(http.FileServer(http.FS(staticFS))), cacheStatic)
+
+	// Pages.
+	e.GET("/", s.homePage)
+	e.GET("/catalog", s.catalogPage)
+	e.GET("/calculator", s.calculatorPage)
+	e.GET("/login", s.loginPage)
+	e.POST("/login", s.loginSubmit)
+	e.GET("/signup", s.signupPage)
+	e.POST("/signup", s.signupSubmit)
+	e.POST("/logout", s.logoutSubmit, s.requirePage())
+
+	provider := e.Group("/provider", s.requirePage(accounts.RoleProvider))
+	provider.GET("/rigs", s.rigsPage)
+	provider.GET("/rigs/new", s.newRigPage)
+	provider.POST("/rigs", s.createRigSubmit)
+	provider.GET("/rigs/:id/edit", s.editRigPage)
+	provider.POST("/rigs/:id", s.updateRigSubmit)
+	provider.POST("/rigs/:id/:action", s.rigStatusSubmit)
+
+	admin := e.Group("/admin", s.requirePage(accounts.RoleAdmin))
+	admin.GET("/users", s.usersPage)
+	admin.POST("/users/:id/role", s.grantRoleSubmit)
+
+	// JSON API.
+	api := e.Group("/api")
+	api.POST("/auth/signup", s.apiSignup)
+	api.POST("/auth/login", s.apiLogin)
+	api.POST("/auth/logout", s.apiLogout, s.requireAPI())
+	api.GET("/me", s.apiMe, s.requireAPI())
+	api.GET("/offerings", s.apiOfferings)
+	api.GET("/offerings/:id", s.apiOffering)
+	api.GET("/prices", s.apiPrices)
+	api.GET("/calculator", s.apiCalculator)
+	api.GET("/reference", s.apiReference)
+
+	rigs := api.Group("/provider/offerings", s.requireAPI(accounts.RoleProvider))
+	rigs.GET("", s.apiListRigs)
+	rigs.POST("", s.apiCreateRig)
+	rigs.GET("/:id", s.apiGetRig)
+	rigs.PUT("/:id", s.apiUpdateRig)
+	rigs.DELETE("/:id", s.apiDelistRig)
+	rigs.POST("/:id/pause", s.apiPauseRig)
+	rigs.POST("/:id/resume", s.apiResumeRig)
+
+	api.GET("/admin/users", s.apiUsers, s.requireAPI(accounts.RoleAdmin))
+	api.POST("/admin/users/:id/role", s.apiGrantRole, s.requireAPI(accounts.RoleAdmin))
+}
+
+func cacheStatic(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		c.Response().Header().Set("Cache-Control", "public, max-age=3600")
+		return next(c)
+	}
+}

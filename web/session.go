@@ -1,0 +1,172 @@
+package web
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+
+	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/templates"
+)
+
+const (
+	sessionCookie = "gpumarket_session"
+	csrfCookie    = "gpumarket_csrf"
+	sessionKey    = "session"
+)
+
+// authenticate reads a bearer token or the session cookie and, when it proves a live
+// session, puts the session on the context. It never refuses: routes decide what they need.
+func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		token := bearerToken(c.Request())
+		if token == "" {
+			if ck, err := c.Cookie(sessionCookie); err == nil {
+				token = ck.Value
+			}
+		}
+		if token != "" {
+			if sess, err := s.accounts.Authenticate(c.Request().Context(), token); err == nil {
+				c.Set(sessionKey, sess)
+			} else if services.ErrorCode(err) != services.CodeUnauthorized {
+				return err
+			}
+		}
+		return next(c)
+	}
+}
+
+func bearerToken(r *http.Request) string {
+	h := r.Header.Get(echo.HeaderAuthorization)
+	if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
+		return strings.TrimSpace(h[7:])
+	}
+	return ""
+}
+
+// currentSession returns the session on the context, if any.
+func currentSession(c echo.Context) (accounts.Session, bool) {
+	sess, ok := c.Get(sessionKey).(accounts.Session)
+	return sess, ok
+}
+
+func hasRole(u accounts.User, roles []accounts.Role) bool {
+	if len(roles) == 0 {
+		return true
+	}
+	for _, r := range roles {
+		if u.Role == r {
+			return true
+		}
+	}
+	return false
+}
+
+// requireAPI refuses API calls without a session (401) or without one of the roles (403).
+func (s *Server) requireAPI(roles ...accounts.Role) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			sess, ok := currentSession(c)
+			if !ok {
+				return services.Errorf(services.CodeUnauthorized, "Log in, or send a bearer token from POST /api/auth/login.")
+			}
+			if !hasRole(sess.User, roles) {
+				return services.Errorf(services.CodeForbidden, "Your role cannot do this.")
+			}
+			return next(c)
+		}
+	}
+}
+
+// requirePage sends anonymous visitors to the login page and refuses other roles (403).
+func (s *Server) requirePage(roles ...accounts.Role) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			sess, ok := currentSession(c)
+			if !ok {
+				next := c.Request().URL.RequestURI()
+				if c.Request().Method != http.MethodGet {
+					next = "/"
+				}
+				return c.Redirect(http.StatusSeeOther, "/login?next="+url.QueryEscape(next))
+			}
+			if !hasRole(sess.User, roles) {
+				return services.Errorf(services.CodeForbidden, "Your role cannot open this page.")
+			}
+			return next(c)
+		}
+	}
+}
+
+// csrf protects every state-changing request that a browser's cookies authenticate. Calls
+// that carry a bearer token, and API calls with no session cookie, carry no ambient
+// credentials for a forged request to ride on, so they are not checked.
+func (s *Server) csrf() echo.MiddlewareFunc {
+	return middleware.CSRFWithConfig(middleware.CSRFConfig{
+		TokenLookup:    "header:X-CSRF-Token,form:_csrf",
+		CookieName:     csrfCookie,
+		CookiePath:     "/",
+		CookieHTTPOnly: true,
+		CookieSameSite: http.SameSiteLaxMode,
+		Skipper: func(c echo.Context) bool {
+			r := c.Request()
+			if bearerToken(r) != "" {
+				return true
+			}
+			if strings.HasPrefix(r.URL.Path, "/api/") {
+				_, err := r.Cookie(sessionCookie)
+				return err != nil
+			}
+			return false
+		},
+		ErrorHandler: func(err error, c echo.Context) error {
+			return services.Errorf(services.CodeForbidden, "This form has expired. Reload the page and try again.")
+		},
+	})
+}
+
+func csrfToken(c echo.Context) string {
+	t, _ := c.Get("csrf").(string)
+	return t
+}
+
+func (s *Server) setSessionCookie(c echo.Context, sess accounts.Session) {
+	c.SetCookie(&http.Cookie{
+		Name: sessionCookie, Value: sess.Token, Path: "/", Expires: sess.ExpiresAt,
+		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: c.Scheme() == "https",
+	})
+}
+
+func (s *Server) clearSessionCookie(c echo.Context) {
+	c.SetCookie(&http.Cookie{
+		Name: sessionCookie, Value: "", Path: "/", Expires: time.Unix(0, 0), MaxAge: -1,
+		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: c.Scheme() == "https",
+	})
+}
+
+// page fills the layout's view model for the request.
+func (s *Server) page(c echo.Context, title string) templates.Page {
+	p := templates.Page{Title: title, CSRF: csrfToken(c), Path: c.Request().URL.Path, Flash: flashes[c.QueryParam("flash")]}
+	if sess, ok := currentSession(c); ok {
+		p.User = &templates.User{Email: sess.User.Email, Role: string(sess.User.Role), AccountID: sess.User.AccountID}
+	}
+	return p
+}
+
+// flashes are the notices a redirect can ask a page to show, by key, so that a link cannot
+// make the site say anything else.
+var flashes = map[string]string{
+	"signed-up":  "Welcome to gpumarket. Your account is ready.",
+	"logged-out": "You are logged out.",
+	"listed":     "Your rig is listed.",
+	"saved":      "Your changes are saved.",
+	"paused":     "The rig is paused: it takes no traffic until you resume it.",
+	"resumed":    "The rig is active again.",
+	"delisted":   "The rig is delisted.",
+	"role-set":   "The role is changed.",
+}

@@ -1,0 +1,70 @@
+package web
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/templates"
+)
+
+// offeringRow formats an offering for the catalog and portal tables.
+func offeringRow(o catalog.Offering) templates.OfferingRow {
+	r := templates.OfferingRow{
+		ID: o.ID, Provider: o.ProviderName, Model: o.Model, Region: regionLabel(o.Region),
+		Hardware: fmt.Sprintf("%dx %s", o.GPUCount, o.GPUName),
+		Memory:   fmt.Sprintf("%d GB", o.GPUMemoryGB),
+		Ask:      o.Ask.String(), Basis: o.FiguresBasis(), Tier: string(o.Tier), Status: string(o.Status),
+		TTFTP99: "—", TokensPerSec: "—", EnergyKWh: "—", CarbonG: "—",
+	}
+	if p := o.TTFTP99Ms(); p != nil {
+		r.TTFTP99 = formatMs(*p)
+	}
+	if t := o.TokensPerSec(); t != nil {
+		r.TokensPerSec = strconv.FormatFloat(*t, 'f', 0, 64)
+	}
+	if f, ok := o.Footprint(); ok {
+		r.EnergyKWh = strconv.FormatFloat(f.KWhPerMTok, 'f', 3, 64)
+		r.CarbonG = strconv.FormatFloat(f.GCO2ePerMTok, 'f', 1, 64)
+	}
+	return r
+}
+
+func formatMs(ms float64) string {
+	if ms >= 1000 {
+		return strconv.FormatFloat(ms/1000, 'f', 2, 64) + " s"
+	}
+	return strconv.FormatFloat(ms, 'f', 1, 64) + " ms"
+}
+
+func regionLabel(code string) string {
+	if r, ok := catalog.RegionByCode(code); ok {
+		return r.Name
+	}
+	return code
+}
+
+func gpuOptions() []templates.Option {
+	out := make([]templates.Option, 0, len(catalog.GPUs))
+	for _, g := range catalog.GPUs {
+		out = append(out, templates.Option{Value: g.SKU, Label: fmt.Sprintf("%s (%d GB, %d W)", g.Name, g.VRAMGB, g.BoardPowerW)})
+	}
+	return out
+}
+
+func regionOptions() []templates.Option {
+	out := make([]templates.Option, 0, len(catalog.Regions))
+	for _, r := range catalog.Regions {
+		out = append(out, templates.Option{Value: r.Code, Label: fmt.Sprintf("%s (%d gCO2e/kWh)", r.Name, r.GCO2ePerKWh)})
+	}
+	return out
+}
+
+func roleNames() []string {
+	out := make([]string, 0, len(accounts.Roles))
+	for _, r := range accounts.Roles {
+		out = append(out, string(r))
+	}
+	return out
+}
