@@ -1,0 +1,56 @@
+# gpumarket: the front door. `make help` lists the targets.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+GO       ?= go
+DATA_DIR ?= $(or $(GPUMARKET_DATA_DIR),.data)
+PKGS     := ./...
+
+.PHONY: help
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: run
+run: ## run the whole platform on this machine with demo data (finds or starts PostgreSQL, embeds NATS)
+	GPUMARKET_DATA_DIR=$(DATA_DIR) $(GO) run ./cmd/gpumarket dev
+
+.PHONY: test
+test: test-deps verify ## run the whole test suite (starts PostgreSQL and installs Chromium when missing)
+	@url=$$(GPUMARKET_DATA_DIR=$(DATA_DIR) $(GO) run ./cmd/gpumarket dev postgres); \
+	echo "tests use PostgreSQL at $$url"; \
+	GPUMARKET_TEST_DATABASE_URL="$$url" $(GO) test -count=1 -timeout 9m $(PKGS)
+
+.PHONY: test-deps
+test-deps: ## install Chromium for the browser tests when it is missing
+	@if ! command -v chromium >/dev/null && [ -z "$${CHROMIUM_BIN:-}" ]; then \
+		echo "installing Debian's chromium for the browser tests (apt-get)"; \
+		sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
+		$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq chromium >/dev/null; \
+	fi
+
+.PHONY: generate
+generate: ## regenerate templ components
+	$(GO) tool templ generate
+
+.PHONY: verify
+verify: lint ## fail when generated code is stale or the code is not formatted and vetted
+	@before=$$(cat templates/*_templ.go | sha256sum); \
+	$(GO) tool templ generate >/dev/null 2>&1; \
+	if [ "$$before" != "$$(cat templates/*_templ.go | sha256sum)" ]; then \
+		echo "generated templates were stale: 'make generate' has rewritten them; commit the result"; exit 1; \
+	fi
+
+.PHONY: lint
+lint: ## gofmt and go vet
+	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '_templ.go$$')); \
+	if [ -n "$$out" ]; then echo "gofmt would change: $$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+.PHONY: build
+build: ## build the binaries into bin/
+	$(GO) build -o bin/ ./cmd/...
+
+.PHONY: clean
+clean: ## remove built binaries (the data directory stays)
+	rm -rf bin

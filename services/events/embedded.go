@@ -1,0 +1,153 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// readyTimeout bounds how long StartEmbedded waits for the server to accept clients.
+const readyTimeout = 10 * time.Second
+
+// EmbeddedOptions configures the in-process NATS server.
+type EmbeddedOptions struct {
+	// Host is the address to listen on; "" means 127.0.0.1. Agents on other machines need 0.0.0.0 or a public
+	// address.
+	Host string
+	// Port is the client port; 0 picks a free one. When it is taken, a free one is used instead and a warning
+	// says so.
+	Port int
+	// StoreDir is the directory JetStream keeps its streams in. Required: a stream must survive a restart.
+	StoreDir string
+	// Users, when set, are the only clients let in, with the permissions given to each; nil lets any client in.
+	// Per-rig credentials will come through here.
+	Users []*server.User
+	// Log receives the server's log; nil means slog.Default().
+	Log *slog.Logger
+}
+
+// StartEmbedded starts a NATS server with JetStream inside this process and waits until it accepts clients.
+// Clients connect to s.ClientURL(); the caller stops it with s.Shutdown() and s.WaitForShutdown().
+func StartEmbedded(opts EmbeddedOptions) (s *server.Server, err error) {
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("events: start embedded NATS: %w", err)
+		}
+	}()
+	if opts.StoreDir == "" {
+		return nil, errors.New("no StoreDir for JetStream")
+	}
+	if opts.Host == "" {
+		opts.Host = "127.0.0.1"
+	}
+	log := opts.Log
+	if log == nil {
+		log = slog.Default()
+	}
+
+	port, fallback := opts.Port, false
+	switch {
+	case port == 0:
+		port = server.RANDOM_PORT // for nats-server, port 0 means its default, 4222
+	case !canListen(opts.Host, port):
+		port, fallback = server.RANDOM_PORT, true
+	}
+
+	s, err = server.NewServer(&server.Options{
+		ServerName: "gpumarket-embedded",
+		Host:       opts.Host,
+		Port:       port,
+		JetStream:  true,
+		StoreDir:   opts.StoreDir,
+		Users:      opts.Users,
+		NoSigs:     true, // signals belong to the process that embeds the server
+	})
+	if err != nil {
+		return nil, err
+	}
+	logger := &serverLog{log: log}
+	s.SetLoggerV2(logger, log.Enabled(context.Background(), slog.LevelDebug), false, false)
+	s.Start()
+	// Wait in short steps: when nats-server cannot listen or start JetStream, it logs a fatal error and will
+	// never be ready.
+	for deadline := time.Now().Add(readyTimeout); !s.ReadyForConnections(100 * time.Millisecond); {
+		if fatal := logger.lastFatal(); fatal != "" {
+			s.Shutdown()
+			return nil, errors.New(fatal)
+		}
+		if time.Now().After(deadline) {
+			s.Shutdown()
+			return nil, fmt.Errorf("not ready for clients on %s within %s", opts.Host, readyTimeout)
+		}
+	}
+
+	addr := s.Addr().(*net.TCPAddr)
+	if fallback {
+		log.Warn(fmt.Sprintf("port %d is taken; embedded NATS listens on %s instead",
+			opts.Port, net.JoinHostPort(opts.Host, strconv.Itoa(addr.Port))))
+	}
+	log.Info("embedded NATS ready", "url", s.ClientURL(), "jetstream_store", opts.StoreDir)
+	return s, nil
+}
+
+// canListen reports whether a listener can open on host:port now.
+func canListen(host string, port int) bool {
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		return false
+	}
+	ln.Close()
+	return true
+}
+
+// serverLog passes nats-server's log to slog. Its notices go to debug: its startup banner is a dozen lines, and
+// StartEmbedded says in one line that the server is ready. It keeps the last fatal message, which nats-server
+// logs instead of returning when it cannot listen or start JetStream.
+type serverLog struct {
+	log   *slog.Logger
+	mu    sync.Mutex
+	fatal string
+}
+
+var _ server.Logger = (*serverLog)(nil)
+
+func (l *serverLog) Noticef(format string, v ...any) {
+	l.log.Debug(fmt.Sprintf(format, v...), "from", "nats")
+}
+
+func (l *serverLog) Warnf(format string, v ...any) {
+	l.log.Warn(fmt.Sprintf(format, v...), "from", "nats")
+}
+
+func (l *serverLog) Errorf(format string, v ...any) {
+	l.log.Error(fmt.Sprintf(format, v...), "from", "nats")
+}
+
+func (l *serverLog) Debugf(format string, v ...any) {
+	l.log.Debug(fmt.Sprintf(format, v...), "from", "nats")
+}
+
+func (l *serverLog) Tracef(format string, v ...any) {
+	l.log.Debug(fmt.Sprintf(format, v...), "from", "nats")
+}
+
+func (l *serverLog) Fatalf(format string, v ...any) {
+	msg := fmt.Sprintf(format, v...)
+	l.mu.Lock()
+	l.fatal = msg
+	l.mu.Unlock()
+	l.log.Error(msg, "from", "nats")
+}
+
+func (l *serverLog) lastFatal() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.fatal
+}
