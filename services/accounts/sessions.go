@@ -33,7 +33,11 @@ var errBadLogin = &services.Error{Code: services.CodeUnauthorized, Message: "Wro
 func (s *Service) Login(ctx context.Context, in LoginInput) (sess Session, err error) {
 	defer services.Wrap(&err, "accounts.Login")
 	email := normaliseEmail(in.Email)
-	if !s.limiter.Allow("email:"+email, "ip:"+in.ClientIP) {
+	ipKey := ""
+	if in.ClientIP != "" {
+		ipKey = "ip:" + in.ClientIP
+	}
+	if !s.limiter.Allow("email:"+email, ipKey) {
 		return Session{}, services.Errorf(services.CodeRateLimited, "Too many login attempts. Wait a minute and try again.")
 	}
 	var (

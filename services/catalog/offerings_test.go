@@ -1,0 +1,263 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/gpumarket/gpumarket/db/dbtest"
+	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/money"
+)
+
+func setup(t *testing.T) (*Service, context.Context, func(name string) string) {
+	t.Helper()
+	pool := dbtest.New(t)
+	ctx := context.Background()
+	s := NewService(pool, func() time.Time { return time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC) })
+	newAccount := func(name string) string {
+		var id string
+		if err := pool.QueryRow(ctx, `INSERT INTO accounts (name, created_at) VALUES ($1, now()) RETURNING id`, name).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	return s, ctx, newAccount
+}
+
+func f(v float64) *float64 { return &v }
+
+func rig(model string, ask money.MicroUSD, p99 *float64) ListingInput {
+	return ListingInput{GPU: "rtx-4090", GPUCount: 4, Region: "eu", Model: model, Ask: ask,
+		AgentURL: "https://rig.example.com:8443", ClaimedTTFTP99Ms: p99, ClaimedTokensPerSec: f(1858.57)}
+}
+
+func TestListingFollowsItsClaimedTier(t *testing.T) {
+	t.Parallel()
+	s, ctx, newAccount := setup(t)
+	p := newAccount("Fjord")
+	cases := []struct {
+		p99  *float64
+		want Tier
+	}{{f(40), TierRealtime}, {f(448.04), TierStandard}, {f(871), TierBatch}, {nil, TierBatch}}
+	for _, c := range cases {
+		o, err := s.Create(ctx, p, rig("m", 100_000, c.p99))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.Tier != c.want || o.Status != StatusActive || o.FiguresBasis() != "claimed" {
+			t.Errorf("p99 %v: tier %s status %s basis %q; want %s active claimed", c.p99, o.Tier, o.Status, o.FiguresBasis(), c.want)
+		}
+	}
+}
+
+func TestInvalidListingSavesNothing(t *testing.T) {
+	t.Parallel()
+	s, ctx, newAccount := setup(t)
+	p := newAccount("Fjord")
+	in := ListingInput{GPU: "gtx-1080", GPUCount: 9, Region: "mars", Model: "bad model:tier", Ask: 0, AgentURL: "ftp://x",
+		ClaimedTTFTP50Ms: f(500), ClaimedTTFTP99Ms: f(100)}
+	_, err := s.Create(ctx, p, in)
+	var ae *services.Error
+	if !errors.As(err, &ae) || ae.Code != services.CodeInvalid {
+		t.Fatalf("Create = %v, want invalid", err)
+	}
+	for _, field := range []string{"gpu", "gpu_count", "region", "model", "ask_usd_per_mtok", "agent_url", "claimed_ttft_p99_ms"} {
+		if ae.Fields[field] == "" {
+			t.Errorf("no message for %s: %v", field, ae.Fields)
+		}
+	}
+	if own, _ := s.ListOwn(ctx, p); len(own) != 0 {
+		t.Fatalf("an invalid listing was saved: %+v", own)
+	}
+}
+
+func TestProvidersSeeAndChangeOnlyTheirOwnRigs(t *testing.T) {
+	t.Parallel()
+	s, ctx, newAccount := setup(t)
+	fjord, other := newAccount("Fjord"), newAccount("Other")
+	o, err := s.Create(ctx, fjord, rig("m", 100_000, f(300)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	notFound := func(what string, err error) {
+		t.Helper()
+		if services.ErrorCode(err) != services.CodeNotFound {
+			t.Errorf("%s another's rig: %v, want not found", what, err)
+		}
+	}
+	_, err = s.Own(ctx, other, o.ID)
+	notFound("get", err)
+	_, err = s.Update(ctx, other, o.ID, rig("m", 1, f(300)))
+	notFound("update", err)
+	notFound("pause", s.SetStatus(ctx, other, o.ID, StatusPaused))
+	notFound("delist", s.SetStatus(ctx, other, o.ID, StatusDelisted))
+	_, err = s.Own(ctx, fjord, "not-a-uuid")
+	notFound("malformed id", err)
+
+	got, err := s.Own(ctx, fjord, o.ID)
+	if err != nil || got.Ask != 100_000 || got.Status != StatusActive {
+		t.Fatalf("the owner's rig changed: %+v %v", got, err)
+	}
+}
+
+func TestPauseEditDelist(t *testing.T) {
+	t.Parallel()
+	s, ctx, newAccount := setup(t)
+	p := newAccount("Fjord")
+	o, err := s.Create(ctx, p, rig("m", 100_000, f(300)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := func() int {
+		l, err := s.List(ctx, ListInput{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(l)
+	}
+	if listed() != 1 {
+		t.Fatal("a new rig is not in the catalog")
+	}
+	if err := s.SetStatus(ctx, p, o.ID, StatusPaused); err != nil {
+		t.Fatal(err)
+	}
+	if listed() != 0 {
+		t.Fatal("a paused rig is in the catalog")
+	}
+	up, err := s.Update(ctx, p, o.ID, rig("m2", 90_000, f(40)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if up.Model != "m2" || up.Ask != 90_000 || up.Tier != TierRealtime || up.Status != StatusPaused {
+		t.Fatalf("after edit: %+v", up)
+	}
+	if err := s.SetStatus(ctx, p, o.ID, StatusActive); err != nil {
+		t.Fatal(err)
+	}
+	if listed() != 1 {
+		t.Fatal("a resumed rig is not in the catalog")
+	}
+	if err := s.SetStatus(ctx, p, o.ID, StatusDelisted); err != nil {
+		t.Fatal(err)
+	}
+	if listed() != 0 {
+		t.Fatal("a delisted rig is in the catalog")
+	}
+	if err := s.SetStatus(ctx, p, o.ID, StatusActive); services.ErrorCode(err) != services.CodeNotFound {
+		t.Fatalf("a delisted rig came back: %v", err)
+	}
+}
+
+func TestListFiltersAndSorts(t *testing.T) {
+	t.Parallel()
+	s, ctx, newAccount := setup(t)
+	p := newAccount("Fjord")
+	mk := func(model, region string, ask money.MicroUSD, p99, tps float64, gpu string, n int) {
+		in := ListingInput{GPU: gpu, GPUCount: n, Region: region, Model: model, Ask: ask,
+			AgentURL: "http://10.0.0.1:9000", ClaimedTTFTP99Ms: f(p99), ClaimedTokensPerSec: f(tps)}
+		if _, err := s.Create(ctx, p, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk("a", "eu", 300_000, 30, 3000, "h100-pcie", 1)
+	mk("a", "no", 150_000, 450, 1850, "rtx-4090", 4)
+	mk("b", "us", 90_000, 800, 1500, "rtx-4090", 2)
+
+	ids := func(in ListInput) []string {
+		l, err := s.List(ctx, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, o := range l {
+			out = append(out, o.Model+"/"+o.Region)
+		}
+		return out
+	}
+	check := func(name string, got []string, want ...string) {
+		t.Helper()
+		if len(got) != len(want) {
+			t.Errorf("%s: %v, want %v", name, got, want)
+			return
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Errorf("%s: %v, want %v", name, got, want)
+				return
+			}
+		}
+	}
+	check("price", ids(ListInput{}), "b/us", "a/no", "a/eu")
+	check("tier", ids(ListInput{Tier: TierStandard}), "a/no")
+	check("model", ids(ListInput{Model: "a"}), "a/no", "a/eu")
+	check("region", ids(ListInput{Region: "us"}), "b/us")
+	check("max ask", ids(ListInput{MaxAsk: 150_000}), "b/us", "a/no")
+	check("max p99", ids(ListInput{MaxP99Ms: 500}), "a/no", "a/eu")
+	check("latency", ids(ListInput{Sort: SortLatency}), "a/eu", "a/no", "b/us")
+	check("throughput", ids(ListInput{Sort: SortThroughput}), "a/eu", "a/no", "b/us")
+	// Carbon: H100 in the EU 350 W / 3000 tps x 242 g = 7.8 g; 4x4090 in Norway 1800 W / 1850 x 30 = 8.1 g;
+	// 2x4090 in the US 900 W / 1500 x 367 = 61 g.
+	check("carbon", ids(ListInput{Sort: SortCarbon}), "a/eu", "a/no", "b/us")
+	if _, err := s.List(ctx, ListInput{Tier: "gold", Sort: "vibes"}); services.ErrorCode(err) != services.CodeInvalid {
+		t.Errorf("bad filters: %v", err)
+	}
+}
+
+func TestMeasuredFiguresReplaceClaims(t *testing.T) {
+	t.Parallel()
+	s, ctx, newAccount := setup(t)
+	p := newAccount("Fjord")
+	o, err := s.EnsureSeeded(ctx, p, "k", SeedInput{Listing: rig("m", 100_000, f(40)), MeasuredRequests: 200,
+		MeasuredTTFTP50Ms: 300, MeasuredTTFTP99Ms: 802.63, MeasuredTPS: 1500.34, Source: "bench"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The provider claimed 40 ms; traffic measured 803 ms: traffic decides (FIELD-CASES 17).
+	if o.Tier != TierBatch || o.FiguresBasis() != "measured over 200 requests" || *o.TTFTP99Ms() != 802.63 {
+		t.Fatalf("tier %s basis %q p99 %v", o.Tier, o.FiguresBasis(), *o.TTFTP99Ms())
+	}
+	// An edit of the claims does not move a measured offering's tier.
+	up, err := s.Update(ctx, p, o.ID, rig("m", 100_000, f(20)))
+	if err != nil || up.Tier != TierBatch {
+		t.Fatalf("after editing claims: tier %s, %v", up.Tier, err)
+	}
+	again, err := s.EnsureSeeded(ctx, p, "k", SeedInput{Listing: rig("m", 1, f(1)), MeasuredTTFTP99Ms: 1})
+	if err != nil || again.ID != o.ID || again.Ask != 100_000 {
+		t.Fatalf("seeding twice changed the offering: %+v %v", again, err)
+	}
+}
+
+func TestPricesTakeEffectFromTheirDate(t *testing.T) {
+	t.Parallel()
+	s, ctx, _ := setup(t)
+	start := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	if err := s.EnsureDefaultPrices(ctx, start); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.EnsureDefaultPrices(ctx, start.AddDate(0, 0, 5)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, `INSERT INTO prices (tier, input_micro_usd_per_mtok, output_micro_usd_per_mtok, effective_from, created_at)
+		VALUES ('standard', 1, 2, $1, now())`, start.AddDate(0, 1, 0)); err != nil {
+		t.Fatal(err)
+	}
+	before, err := s.PricesAt(ctx, start.AddDate(0, 1, 0).Add(-time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := s.PricesAt(ctx, start.AddDate(0, 1, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before[TierStandard].Input != DefaultPrices[1].Input || after[TierStandard].Input != 1 || after[TierStandard].Output != 2 {
+		t.Fatalf("before %+v after %+v", before[TierStandard], after[TierStandard])
+	}
+	if len(before) != 3 || before[TierRealtime].Output != DefaultPrices[0].Output {
+		t.Fatalf("prices %+v", before)
+	}
+	if none, _ := s.PricesAt(ctx, start.Add(-time.Second)); len(none) != 0 {
+		t.Fatalf("prices before the book began: %+v", none)
+	}
+}
