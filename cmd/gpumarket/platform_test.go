@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpumarket/gpumarket/db/dbtest"
+)
+
+// TestPlatformServesAndShutsDown starts the whole platform as `serve` does, on port 0 with an
+// embedded NATS, seeds the demo, checks health, readiness and the catalog, then stops it the
+// way SIGTERM does.
+func TestPlatformServesAndShutsDown(t *testing.T) {
+	_, dbURL := dbtest.NewWithURL(t)
+	cfg := Config{DatabaseURL: dbURL, Addr: "127.0.0.1:0", DataDir: t.TempDir(), NATSPort: 0,
+		SessionKey: []byte(strings.Repeat("k", 32))}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p, err := Open(ctx, cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.Seed(ctx); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+
+	get := func(path string) (int, map[string]any) {
+		t.Helper()
+		res, err := http.Get(p.URL() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var body map[string]any
+		_ = json.NewDecoder(res.Body).Decode(&body)
+		return res.StatusCode, body
+	}
+	if code, _ := get("/healthz"); code != http.StatusOK {
+		t.Fatalf("/healthz: %d", code)
+	}
+	code, body := get("/readyz")
+	checks, _ := body["checks"].(map[string]any)
+	if code != http.StatusOK || checks["postgres"] != "ok" || checks["nats"] != "ok" {
+		t.Fatalf("/readyz: %d %v", code, body)
+	}
+	for _, tier := range []string{"realtime", "standard", "batch"} {
+		code, body := get("/api/offerings?tier=" + tier)
+		if n, _ := body["count"].(float64); code != http.StatusOK || n == 0 {
+			t.Errorf("no %s offerings: %d %v", tier, code, body["count"])
+		}
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run after shutdown: %v", err)
+		}
+	case <-time.After(25 * time.Second):
+		t.Fatal("the platform did not shut down")
+	}
+	if _, err := http.Get(p.URL() + "/healthz"); err == nil {
+		t.Fatal("the platform still answers after shutdown")
+	}
+}
+
+func TestServeRefusesWithoutItsSecrets(t *testing.T) {
+	err := serve(context.Background(), Config{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err == nil || !strings.Contains(err.Error(), "DATABASE_URL") || !strings.Contains(err.Error(), "GPUMARKET_SESSION_KEY") {
+		t.Fatalf("serve without configuration: %v", err)
+	}
+}
