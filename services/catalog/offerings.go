@@ -380,3 +380,8 @@ func (s *Service) EnsureSeeded(ctx context.Context, providerAccountID, seedKey s
 	}
 	return s.one(ctx, `o.seed_key = $1`, seedKey)
 }
+
+func isUniqueViolation(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505"
+}

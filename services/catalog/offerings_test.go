@@ -261,3 +261,39 @@ func TestPricesTakeEffectFromTheirDate(t *testing.T) {
 		t.Fatalf("prices before the book began: %+v", none)
 	}
 }
+
+func TestSchedulePriceIsNeverRetroactive(t *testing.T) {
+	t.Parallel()
+	s, ctx, _ := setup(t)
+	now := s.now()
+	var finance string
+	if err := s.pool.QueryRow(ctx, `WITH a AS (INSERT INTO accounts (name, created_at) VALUES ('ops', now()) RETURNING id)
+		INSERT INTO users (account_id, email, password_hash, role, created_at) SELECT id, 'fin@example.com', 'x', 'finance', now() FROM a
+		RETURNING id`).Scan(&finance); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.EnsureDefaultPrices(ctx, now.AddDate(0, -1, 0)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.SchedulePrice(ctx, finance, ScheduleInput{Tier: TierBatch, Input: 1, Output: 2, EffectiveFrom: now.Add(-time.Second)})
+	if services.ErrorCode(err) != services.CodeInvalid {
+		t.Fatalf("a retroactive change: %v", err)
+	}
+	from := now.AddDate(0, 0, 1)
+	if _, err := s.SchedulePrice(ctx, finance, ScheduleInput{Tier: TierBatch, Input: 70_000, Output: 140_000, EffectiveFrom: from}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SchedulePrice(ctx, finance, ScheduleInput{Tier: TierBatch, Input: 1, Output: 1, EffectiveFrom: from}); services.ErrorCode(err) != services.CodeConflict {
+		t.Fatalf("two changes at one moment: %v", err)
+	}
+	// FIELD-CASES 16: usage before the change keeps the old price.
+	before, _ := s.PricesAt(ctx, from.Add(-time.Millisecond))
+	after, _ := s.PricesAt(ctx, from)
+	if before[TierBatch].Input != DefaultPrices[2].Input || after[TierBatch].Input != 70_000 {
+		t.Fatalf("before %v after %v", before[TierBatch], after[TierBatch])
+	}
+	hist, err := s.PriceHistory(ctx)
+	if err != nil || len(hist) != 4 || hist[0].CreatedBy != "fin@example.com" || hist[0].Input != 70_000 {
+		t.Fatalf("history %+v %v", hist, err)
+	}
+}

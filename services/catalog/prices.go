@@ -74,3 +74,82 @@ func (s *Service) EnsureDefaultPrices(ctx context.Context, effectiveFrom time.Ti
 	}
 	return nil
 }
+
+// PriceChange is a row of the price book's history.
+type PriceChange struct {
+	Price
+	ID        int64     `json:"id"`
+	CreatedBy string    `json:"created_by"` // the email of who scheduled it; empty for the defaults
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// ScheduleInput is a price change a finance user or admin schedules.
+type ScheduleInput struct {
+	Tier          Tier           `json:"tier"`
+	Input         money.MicroUSD `json:"input_usd_per_mtok"`
+	Output        money.MicroUSD `json:"output_usd_per_mtok"`
+	EffectiveFrom time.Time      `json:"effective_from"`
+}
+
+// Validate checks the change against the clock: prices are never changed retroactively.
+func (in ScheduleInput) Validate(now time.Time) error {
+	fe := services.FieldErrors{}
+	if !in.Tier.Valid() {
+		fe.Add("tier", "Choose realtime, standard or batch.")
+	}
+	if in.Input < 0 || in.Input > 1000*1_000_000 {
+		fe.Add("input_usd_per_mtok", "Use a price from $0 to $1,000 per million tokens.")
+	}
+	if in.Output < 0 || in.Output > 1000*1_000_000 {
+		fe.Add("output_usd_per_mtok", "Use a price from $0 to $1,000 per million tokens.")
+	}
+	if in.EffectiveFrom.IsZero() {
+		fe.Add("effective_from", "Choose when the price takes effect.")
+	} else if in.EffectiveFrom.Before(now) {
+		fe.Add("effective_from", "A price change takes effect in the future; usage already served keeps its price.")
+	}
+	return fe.Err()
+}
+
+// SchedulePrice records a price change from its date on, with who made it. A second change
+// for the same tier and instant is a conflict, not an overwrite.
+func (s *Service) SchedulePrice(ctx context.Context, byUserID string, in ScheduleInput) (_ PriceChange, err error) {
+	defer services.Wrap(&err, "catalog.SchedulePrice(%s)", in.Tier)
+	now := s.now().UTC()
+	if err := in.Validate(now); err != nil {
+		return PriceChange{}, err
+	}
+	var id int64
+	err = s.pool.QueryRow(ctx, `
+		INSERT INTO prices (tier, input_micro_usd_per_mtok, output_micro_usd_per_mtok, effective_from, created_by, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`,
+		string(in.Tier), int64(in.Input), int64(in.Output), in.EffectiveFrom.UTC(), byUserID, now).Scan(&id)
+	if isUniqueViolation(err) {
+		return PriceChange{}, &services.Error{Code: services.CodeConflict, Message: "A change for this tier already takes effect at that moment.",
+			Fields: map[string]string{"effective_from": "Choose another moment."}}
+	}
+	if err != nil {
+		return PriceChange{}, err
+	}
+	return PriceChange{ID: id, Price: Price{Tier: in.Tier, Input: in.Input, Output: in.Output, EffectiveFrom: in.EffectiveFrom.UTC()}, CreatedAt: now}, nil
+}
+
+// PriceHistory lists every price of the book, latest effective first.
+func (s *Service) PriceHistory(ctx context.Context) (_ []PriceChange, err error) {
+	defer services.Wrap(&err, "catalog.PriceHistory")
+	rows, err := s.pool.Query(ctx, `
+		SELECT p.id, p.tier, p.input_micro_usd_per_mtok, p.output_micro_usd_per_mtok, p.effective_from,
+			coalesce(u.email, ''), p.created_at
+		FROM prices p LEFT JOIN users u ON u.id = p.created_by
+		ORDER BY p.effective_from DESC, p.tier`)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (PriceChange, error) {
+		var c PriceChange
+		var in, out int64
+		err := r.Scan(&c.ID, &c.Tier, &in, &out, &c.EffectiveFrom, &c.CreatedBy, &c.CreatedAt)
+		c.Input, c.Output = money.MicroUSD(in), money.MicroUSD(out)
+		return c, err
+	})
+}
