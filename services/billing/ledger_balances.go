@@ -1,0 +1,68 @@
+package billing
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/money"
+)
+
+// Balance is the ledger account's balance: the sum of its postings, read from the cached
+// column that posting keeps equal to it. A balance past the range of money.Pico
+// (±$9.2 million) is reported as money.ErrOverflow, never as a wrong number.
+func (l *Ledger) Balance(ctx context.Context, id LedgerAccountID) (_ money.Pico, err error) {
+	defer services.Wrap(&err, "billing.Balance(%s)", id)
+	if !canonicalUUID(string(id)) {
+		return 0, ledgerAccountNotFound(id)
+	}
+	var n pgtype.Numeric
+	err = l.pool.QueryRow(ctx, `SELECT balance FROM ledger_accounts WHERE id = $1`, string(id)).Scan(&n)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, ledgerAccountNotFound(id)
+	}
+	if err != nil {
+		return 0, err
+	}
+	return picoFromNumeric(n)
+}
+
+// AccountBalance is one ledger account on the finance page.
+type AccountBalance struct {
+	Account        LedgerAccountID
+	Kind           AccountKind
+	OwnerAccountID string // "" for the platform's own accounts
+	OwnerName      string // the owning organisation's name; "" for the platform's own accounts
+	Balance        money.Pico
+}
+
+// Balances lists every ledger account with its balance: the platform's accounts first, then
+// by kind and owner name. Like Balance, it fails with money.ErrOverflow if a balance has
+// grown past the range of money.Pico.
+func (l *Ledger) Balances(ctx context.Context) (_ []AccountBalance, err error) {
+	defer services.Wrap(&err, "billing.Balances")
+	rows, err := l.pool.Query(ctx, `
+		SELECT la.id, la.kind, coalesce(a.id::text, ''), coalesce(a.name, ''), la.balance
+		FROM ledger_accounts la
+		LEFT JOIN accounts a ON a.id = la.owner_account_id
+		ORDER BY la.owner_account_id IS NOT NULL, la.kind, a.name, la.id`)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (AccountBalance, error) {
+		var b AccountBalance
+		var n pgtype.Numeric
+		if err := r.Scan(&b.Account, &b.Kind, &b.OwnerAccountID, &b.OwnerName, &n); err != nil {
+			return AccountBalance{}, err
+		}
+		b.Balance, err = picoFromNumeric(n)
+		return b, err
+	})
+}
+
+func ledgerAccountNotFound(id LedgerAccountID) error {
+	return services.Errorf(services.CodeNotFound, "No ledger account %q.", id)
+}
