@@ -81,9 +81,10 @@ func homeFor(r accounts.Role) string {
 	}
 }
 
-// safeNext keeps a post-login redirect on this site.
+// safeNext keeps a post-login redirect on this site. Browsers drop tabs and newlines from a
+// URL and read \ as /, so a next holding any of them could turn into "//elsewhere".
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\t\r\n") {
 		return ""
 	}
 	return next

@@ -22,8 +22,8 @@ func listInput(c echo.Context) (catalog.ListInput, error) {
 	fe := services.FieldErrors{}
 	if v := strings.TrimSpace(c.QueryParam("max_price")); v != "" {
 		m, err := money.ParseMicroUSD(v)
-		if err != nil {
-			fe.Add("max_price", "Enter dollars per million tokens, like 0.15.")
+		if err != nil || m == 0 {
+			fe.Add("max_price", "Enter dollars per million tokens above 0, like 0.15.")
 		}
 		in.MaxAsk = m
 	}

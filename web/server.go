@@ -62,6 +62,10 @@ func New(cfg Config) *Server {
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
+	// The client address is the connection's: a client-supplied X-Forwarded-For must not reset
+	// its login rate limit. Behind a proxy, every client shares the proxy's address and the
+	// per-email limit still holds.
+	e.IPExtractor = echo.ExtractIPDirect()
 	s := &Server{echo: e, accounts: cfg.Accounts, catalog: cfg.Catalog, ready: cfg.Ready, log: cfg.Log,
 		registry: cfg.Registry, now: cfg.Now}
 	e.HTTPErrorHandler = s.handleError

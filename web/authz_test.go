@@ -1,0 +1,367 @@
+package web_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/services/demo"
+)
+
+// caller is who calls a route in the authorization table, in the order of its columns.
+type caller int
+
+const (
+	anonymous caller = iota
+	developer
+	provider
+	finance
+	admin
+)
+
+var callers = []caller{anonymous, developer, provider, finance, admin}
+
+func (c caller) String() string {
+	return [...]string{"anonymous", "developer", "provider", "finance", "admin"}[c]
+}
+
+// email is the demo user the caller logs in as; anonymous logs in as nobody.
+func (c caller) email() string {
+	if c == anonymous {
+		return ""
+	}
+	return c.String() + "@example.com"
+}
+
+// statuses holds one expected status per caller: anonymous, developer, provider, finance, admin.
+type statuses [5]int
+
+func everyone(status int) statuses { return statuses{status, status, status, status, status} }
+
+// csrfRefused is what every caller, logged in or not, gets from a page form posted without
+// the CSRF token its page carried.
+var csrfRefused = everyone(http.StatusForbidden)
+
+// route is one row of the authorization table.
+type route struct {
+	// path is the request path when the route has parameters: {offering} stands for an
+	// active offering of another provider (Northwind Compute, not the provider caller's
+	// Fjord GPU Co-op), {user} for the demo developer's user id.
+	path string
+	// method is the request method when it differs from the route's: catch-all routes
+	// answer any method.
+	method string
+	// body is a JSON body, or url.Values for a page form.
+	body any
+	// want is the status each caller gets; for a page form, with a valid CSRF token.
+	want statuses
+	// noCSRF is, for a page form, the status each caller gets when the form carries no
+	// CSRF token. Every page form must say.
+	noCSRF statuses
+	// login marks pages behind a login: an anonymous caller is sent (303) to
+	// /login?next=<the page>, or next=/ after a POST.
+	login bool
+	// endsSession marks calls that log the caller out: each gets a session of its own.
+	endsSession bool
+}
+
+// authzTable says who may call what. Keys are "METHOD path" as the router registers them
+// (echo_route_not_found is the catch-all a guarded group registers, so that its guard also
+// runs for addresses it does not have). A registered route without a row fails the test:
+// add the row with the new route.
+//
+// Provider routes with :id are called with another provider's offering, so a provider gets
+// 404: a rig that is not yours does not exist for you. Owners acting on their own rigs are
+// tested in api_test.go.
+var authzTable = map[string]route{
+	// statuses{anonymous, developer, provider, finance, admin}. API calls carry a bearer
+	// token and no CSRF token; page forms are posted by a browser with its session cookie,
+	// once without the CSRF token (noCSRF: 403 for everyone, logged in or not) and once with
+	// it (want).
+	"GET /healthz":    {want: everyone(http.StatusOK)},
+	"GET /readyz":     {want: everyone(http.StatusOK)},
+	"GET /metrics":    {want: everyone(http.StatusOK)},
+	"GET /static/*":   {path: "/static/app.css", want: everyone(http.StatusOK)},
+	"GET /":           {want: everyone(http.StatusOK)},
+	"GET /catalog":    {want: everyone(http.StatusOK)},
+	"GET /calculator": {want: everyone(http.StatusOK)},
+
+	// Logged-in users are sent home from the login page.
+	"GET /login": {want: statuses{200, 303, 303, 303, 303}},
+	"POST /login": {body: url.Values{"email": {"lisboa@example.com"}, "password": {demo.Password}},
+		want: everyone(http.StatusSeeOther), noCSRF: csrfRefused},
+	"GET /signup": {want: everyone(http.StatusOK)},
+	"POST /signup": {body: url.Values{"email": {"authz-form@example.com"}, "password": {"authz-password-1"}, "role": {"developer"}},
+		want: everyone(http.StatusSeeOther), noCSRF: csrfRefused},
+	"POST /logout": {body: url.Values{}, want: everyone(http.StatusSeeOther), noCSRF: csrfRefused, login: true, endsSession: true},
+
+	// Provider pages.
+	"GET /provider/rigs":     {want: statuses{303, 403, 200, 403, 403}, login: true},
+	"GET /provider/rigs/new": {want: statuses{303, 403, 200, 403, 403}, login: true},
+	"POST /provider/rigs":    {body: rigForm(), want: statuses{303, 403, 303, 403, 403}, noCSRF: csrfRefused, login: true},
+	"GET /provider/rigs/:id/edit": {path: "/provider/rigs/{offering}/edit",
+		want: statuses{303, 403, 404, 403, 403}, login: true},
+	"POST /provider/rigs/:id": {path: "/provider/rigs/{offering}", body: rigForm(),
+		want: statuses{303, 403, 404, 403, 403}, noCSRF: csrfRefused, login: true},
+	"POST /provider/rigs/:id/:action": {path: "/provider/rigs/{offering}/pause", body: url.Values{},
+		want: statuses{303, 403, 404, 403, 403}, noCSRF: csrfRefused, login: true},
+	"echo_route_not_found /provider": {method: http.MethodGet, path: "/provider",
+		want: statuses{303, 403, 404, 403, 403}, login: true},
+	"echo_route_not_found /provider/*": {method: http.MethodGet, path: "/provider/no-such-page",
+		want: statuses{303, 403, 404, 403, 403}, login: true},
+
+	// Admin pages. The admin sets the developer's role to what it is, which changes nothing.
+	"GET /admin/users": {want: statuses{303, 403, 403, 403, 200}, login: true},
+	"POST /admin/users/:id/role": {path: "/admin/users/{user}/role", body: url.Values{"role": {"developer"}},
+		want: statuses{303, 403, 403, 403, 303}, noCSRF: csrfRefused, login: true},
+	"echo_route_not_found /admin": {method: http.MethodGet, path: "/admin",
+		want: statuses{303, 403, 403, 403, 404}, login: true},
+	"echo_route_not_found /admin/*": {method: http.MethodGet, path: "/admin/no-such-page",
+		want: statuses{303, 403, 403, 403, 404}, login: true},
+
+	// Public API.
+	"POST /api/auth/signup": {body: map[string]string{"email": "authz-api@example.com", "password": "authz-password-1", "role": "provider"},
+		want: everyone(http.StatusCreated)},
+	"POST /api/auth/login": {body: map[string]string{"email": "lisboa@example.com", "password": demo.Password},
+		want: everyone(http.StatusOK)},
+	"POST /api/auth/logout":  {want: statuses{401, 204, 204, 204, 204}, endsSession: true},
+	"GET /api/me":            {want: statuses{401, 200, 200, 200, 200}},
+	"GET /api/offerings":     {want: everyone(http.StatusOK)},
+	"GET /api/offerings/:id": {path: "/api/offerings/{offering}", want: everyone(http.StatusOK)},
+	"GET /api/prices":        {want: everyone(http.StatusOK)},
+	"GET /api/calculator": {path: "/api/calculator?usd_per_gpu_hour=0.25&gpu_count=4&tokens_per_second=1994.82",
+		want: everyone(http.StatusOK)},
+	"GET /api/reference": {want: everyone(http.StatusOK)},
+
+	// Provider API.
+	"GET /api/provider/offerings":  {want: statuses{401, 403, 200, 403, 403}},
+	"POST /api/provider/offerings": {body: rigJSON(), want: statuses{401, 403, 201, 403, 403}},
+	"GET /api/provider/offerings/:id": {path: "/api/provider/offerings/{offering}",
+		want: statuses{401, 403, 404, 403, 403}},
+	"PUT /api/provider/offerings/:id": {path: "/api/provider/offerings/{offering}", body: rigJSON(),
+		want: statuses{401, 403, 404, 403, 403}},
+	"DELETE /api/provider/offerings/:id": {path: "/api/provider/offerings/{offering}",
+		want: statuses{401, 403, 404, 403, 403}},
+	"POST /api/provider/offerings/:id/pause": {path: "/api/provider/offerings/{offering}/pause",
+		want: statuses{401, 403, 404, 403, 403}},
+	"POST /api/provider/offerings/:id/resume": {path: "/api/provider/offerings/{offering}/resume",
+		want: statuses{401, 403, 404, 403, 403}},
+	"echo_route_not_found /api/provider/offerings": {method: http.MethodPatch, path: "/api/provider/offerings",
+		want: statuses{401, 403, 404, 403, 403}},
+	"echo_route_not_found /api/provider/offerings/*": {method: http.MethodGet, path: "/api/provider/offerings/{offering}/no-such-action",
+		want: statuses{401, 403, 404, 403, 403}},
+
+	// Admin API.
+	"GET /api/admin/users": {want: statuses{401, 403, 403, 403, 200}},
+	"POST /api/admin/users/:id/role": {path: "/api/admin/users/{user}/role", body: map[string]string{"role": "developer"},
+		want: statuses{401, 403, 403, 403, 200}},
+}
+
+// TestAuthz calls every registered route as an anonymous visitor and as each role and checks
+// the status against authzTable.
+func TestAuthz(t *testing.T) {
+	t.Parallel()
+	// Each caller gets a server and database of its own, so that one caller's calls (a login,
+	// a new rig, a role set) neither change what another sees nor spend another's login
+	// attempts: the limiter allows 5 a client address and 5 an email.
+	envs := make([]*authzEnv, len(callers))
+	for _, c := range callers {
+		envs[c] = newAuthzEnv(t, c)
+	}
+
+	var keys []string
+	for _, r := range envs[0].server.Echo().Routes() {
+		key := r.Method + " " + r.Path
+		keys = append(keys, key)
+		row, ok := authzTable[key]
+		if !ok {
+			t.Errorf("route %q has no row in authzTable: add one that says who may call it", key)
+			continue
+		}
+		method := r.Method
+		if row.method != "" {
+			method = row.method
+		}
+		if isPageForm(method, r.Path) && row.noCSRF == (statuses{}) {
+			t.Errorf("page form %q must say in noCSRF what a post without a CSRF token gets", key)
+		}
+	}
+	for key := range authzTable {
+		if !slices.Contains(keys, key) {
+			t.Errorf("authzTable row %q names no registered route: remove it", key)
+		}
+	}
+	slices.Sort(keys)
+
+	for _, key := range keys {
+		row, ok := authzTable[key]
+		if !ok {
+			continue
+		}
+		for _, c := range callers {
+			if row.noCSRF != (statuses{}) {
+				t.Run(fmt.Sprintf("%s as %s without CSRF token", key, c), func(t *testing.T) {
+					envs[c].check(t, c, key, row, false, row.noCSRF[c])
+				})
+			}
+			t.Run(fmt.Sprintf("%s as %s", key, c), func(t *testing.T) {
+				envs[c].check(t, c, key, row, true, row.want[c])
+			})
+		}
+	}
+}
+
+// isPageForm reports whether a request changes state through a page rather than the API.
+func isPageForm(method, path string) bool {
+	return method != http.MethodGet && method != http.MethodHead && !strings.HasPrefix(path, "/api/")
+}
+
+// authzEnv is a server as one caller sees it.
+type authzEnv struct {
+	*env
+	caller   caller
+	token    string // the caller's session; empty for anonymous
+	csrf     string // the CSRF token (and cookie value) the login page gave the caller
+	offering string // an active offering of Northwind Compute
+	user     string // the demo developer's user id
+}
+
+func newAuthzEnv(t *testing.T, c caller) *authzEnv {
+	t.Helper()
+	ctx := context.Background()
+	a := &authzEnv{env: setup(t), caller: c}
+	a.token = a.session(t)
+	northwind, err := a.accounts.UserByEmail(ctx, "northwind@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rigs, err := a.catalog.ListOwn(ctx, northwind.AccountID)
+	if err != nil || len(rigs) == 0 {
+		t.Fatalf("Northwind's rigs: %v, %d", err, len(rigs))
+	}
+	a.offering = rigs[0].ID
+	dev, err := a.accounts.UserByEmail(ctx, "developer@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.user = dev.ID
+	a.csrf = csrfFromPage(t, browserClient(t), a.srv.URL+"/login")
+	return a
+}
+
+// session logs the caller in through the service rather than the API, under a client address
+// of its own, so that the login routes under test keep their attempts.
+func (a *authzEnv) session(t *testing.T) string {
+	t.Helper()
+	if a.caller == anonymous {
+		return ""
+	}
+	sess, err := a.accounts.Login(context.Background(),
+		accounts.LoginInput{Email: a.caller.email(), Password: demo.Password, ClientIP: "authz-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sess.Token
+}
+
+// check sends the row's request as the caller, the way the caller would: API routes with a
+// bearer token, pages with the session and CSRF cookies, and checks the status and where a
+// redirect goes.
+func (a *authzEnv) check(t *testing.T, c caller, key string, row route, withCSRF bool, want int) {
+	method, path, _ := strings.Cut(key, " ")
+	if row.method != "" {
+		method = row.method
+	}
+	if row.path != "" {
+		path = row.path
+	}
+	path = strings.NewReplacer("{offering}", a.offering, "{user}", a.user).Replace(path)
+	api := strings.HasPrefix(path, "/api/")
+
+	var body io.Reader
+	contentType := ""
+	switch b := row.body.(type) {
+	case nil:
+	case url.Values:
+		form := url.Values{}
+		for k, v := range b {
+			form[k] = v
+		}
+		if withCSRF {
+			form.Set("_csrf", a.csrf)
+		}
+		body, contentType = strings.NewReader(form.Encode()), "application/x-www-form-urlencoded"
+	default:
+		raw, err := json.Marshal(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, contentType = bytes.NewReader(raw), "application/json"
+	}
+	req, err := http.NewRequest(method, a.srv.URL+path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	token := a.token
+	if row.endsSession {
+		token = a.session(t)
+	}
+	if api {
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+	} else {
+		req.AddCookie(&http.Cookie{Name: csrfCookieName, Value: a.csrf})
+		if token != "" {
+			req.AddCookie(&http.Cookie{Name: sessionCookieName, Value: token})
+		}
+	}
+	res, err := noRedirects.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+
+	if res.StatusCode != want {
+		t.Fatalf("%s %s as %s: status %d, want %d\n%.300s", method, path, c, res.StatusCode, want, raw)
+	}
+	switch {
+	case res.StatusCode == http.StatusSeeOther && c == anonymous && row.login:
+		next := req.URL.RequestURI()
+		if method != http.MethodGet {
+			next = "/"
+		}
+		if got, wantLoc := res.Header.Get("Location"), "/login?next="+url.QueryEscape(next); got != wantLoc {
+			t.Errorf("redirect to %q, want %q", got, wantLoc)
+		}
+	case res.StatusCode == http.StatusSeeOther:
+		// A logged-in caller is never sent to log in: its session counted.
+		if loc := res.Header.Get("Location"); loc == "" || (c != anonymous && strings.HasPrefix(loc, "/login")) {
+			t.Errorf("redirect to %q", loc)
+		}
+	case api && (res.StatusCode == http.StatusUnauthorized || res.StatusCode == http.StatusForbidden):
+		var e apiErrorJSON
+		if err := json.Unmarshal(raw, &e); err != nil {
+			t.Fatalf("decode %q: %v", raw, err)
+		}
+		wantCode := map[int]string{http.StatusUnauthorized: "unauthorized", http.StatusForbidden: "forbidden"}[res.StatusCode]
+		if e.Error.Code != wantCode {
+			t.Errorf("error code %q, want %q", e.Error.Code, wantCode)
+		}
+	}
+}
+
+// noRedirects is a client that shows a redirect rather than following it.
+var noRedirects = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}

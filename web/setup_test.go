@@ -1,0 +1,109 @@
+package web_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gpumarket/gpumarket/db/dbtest"
+	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/demo"
+	"github.com/gpumarket/gpumarket/web"
+)
+
+// fastHasher keeps argon2id but with tiny parameters, so tests that log in often stay quick.
+var fastHasher = accounts.PasswordHasher{MemoryKiB: 64, Time: 1, Threads: 1}
+
+// env is a running web server on a fresh database with the demo data.
+type env struct {
+	srv      *httptest.Server
+	server   *web.Server
+	pool     *pgxpool.Pool
+	accounts *accounts.Service
+	catalog  *catalog.Service
+}
+
+func setup(t *testing.T) *env {
+	t.Helper()
+	pool := dbtest.New(t)
+	acc, err := accounts.NewService(pool, accounts.Config{SessionKey: []byte(strings.Repeat("k", 32)), Hasher: fastHasher})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat := catalog.NewService(pool, nil)
+	if err := demo.Seed(context.Background(), acc, cat, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	h := web.New(web.Config{Accounts: acc, Catalog: cat, Ready: []web.ReadyCheck{{Name: "postgres", Check: pool.Ping}}})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return &env{srv: srv, server: h, pool: pool, accounts: acc, catalog: cat}
+}
+
+// token logs a user in through the API and returns the bearer token.
+func (e *env) token(t *testing.T, email, password string) string {
+	t.Helper()
+	var out struct {
+		Token string `json:"token"`
+	}
+	res := e.call(t, "", http.MethodPost, "/api/auth/login", map[string]string{"email": email, "password": password}, &out)
+	if res.StatusCode != http.StatusOK || out.Token == "" {
+		t.Fatalf("login %s: status %d", email, res.StatusCode)
+	}
+	return out.Token
+}
+
+// call sends a JSON request with an optional bearer token and decodes the JSON answer into out.
+func (e *env) call(t *testing.T, token, method, path string, body any, out any) *http.Response {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, e.srv.URL+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	if out != nil && len(raw) > 0 {
+		if err := json.Unmarshal(raw, out); err != nil {
+			t.Fatalf("%s %s: decode %q: %v", method, path, raw, err)
+		}
+	}
+	return res
+}
+
+// browserClient is an HTTP client with cookies that does not follow redirects, like a form
+// post seen by a test.
+func browserClient(t *testing.T) *http.Client {
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
