@@ -6,17 +6,20 @@ SHELL := /bin/bash
 GO       ?= go
 DATA_DIR ?= $(or $(GPUMARKET_DATA_DIR),.data)
 PKGS     := ./...
+STRIPE_MOCK_VERSION := v0.203.0
+BIN_DIR  := $(abspath $(DATA_DIR))/bin
+export STRIPE_MOCK_BIN ?= $(BIN_DIR)/stripe-mock
 
 .PHONY: help
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: run
-run: ## run the whole platform on this machine with demo data (finds or starts PostgreSQL, embeds NATS)
+run: stripe-mock ## run the whole platform on this machine with demo data (finds or starts PostgreSQL, embeds NATS)
 	GPUMARKET_DATA_DIR=$(DATA_DIR) $(GO) run ./cmd/gpumarket dev
 
 .PHONY: test
-test: test-deps verify ## run the whole test suite (starts PostgreSQL and installs Chromium when missing)
+test: test-deps stripe-mock verify ## run the whole test suite (starts PostgreSQL and installs Chromium when missing)
 	@url=$$(GPUMARKET_DATA_DIR=$(DATA_DIR) $(GO) run ./cmd/gpumarket dev postgres); \
 	echo "tests use PostgreSQL at $$url"; \
 	GPUMARKET_TEST_DATABASE_URL="$$url" $(GO) test -count=1 -timeout 9m $(PKGS)
@@ -28,6 +31,13 @@ test-deps: ## install Chromium for the browser tests when it is missing
 		sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
 		$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq chromium >/dev/null; \
 	fi
+
+.PHONY: stripe-mock
+stripe-mock: $(STRIPE_MOCK_BIN) ## install stripe-mock (Stripe's API mock) under the data directory
+
+$(STRIPE_MOCK_BIN):
+	@echo "installing stripe-mock $(STRIPE_MOCK_VERSION) into $(dir $@) (go install)"
+	GOBIN=$(dir $@) $(GO) install github.com/stripe/stripe-mock@$(STRIPE_MOCK_VERSION)
 
 .PHONY: generate
 generate: ## regenerate templ components

@@ -159,3 +159,44 @@ type ErrorPage struct {
 	Status  int
 	Message string
 }
+
+// CreditsPage is a developer's balance, purchases and history.
+type CreditsPage struct {
+	Page
+	Balance   string // "$20.00"
+	Negative  bool
+	Form      Form
+	Purchases []PurchaseRow
+	History   []HistoryRow
+	NextPage  string // link to older history, "" on the last page
+	TestMode  bool   // payments go to the local test-payment page
+}
+
+// PurchaseRow is a purchase of credits.
+type PurchaseRow struct {
+	ID, Amount, Status, Created string
+}
+
+// HistoryRow is a movement of credit.
+type HistoryRow struct {
+	When, Kind, Memo, Amount string
+	Negative                 bool
+}
+
+// PurchaseReturnPage is where a buyer lands back from the payment page.
+type PurchaseReturnPage struct {
+	Page
+	PurchaseID string
+	Amount     string
+	Status     string // pending, awaiting_payment, paid, failed
+	Balance    string
+}
+
+// TestPaymentPage stands in for Stripe's hosted page when no Stripe key is configured.
+type TestPaymentPage struct {
+	Page
+	PurchaseID string
+	SessionID  string
+	Amount     string
+	CancelURL  string
+}

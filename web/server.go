@@ -32,6 +32,7 @@ type ReadyCheck struct {
 type Config struct {
 	Accounts *accounts.Service
 	Catalog  *catalog.Service
+	Payments Payments
 	Ready    []ReadyCheck
 	Log      *slog.Logger
 	Registry *prometheus.Registry // where HTTP metrics register; nil means a new one
@@ -43,6 +44,7 @@ type Server struct {
 	echo     *echo.Echo
 	accounts *accounts.Service
 	catalog  *catalog.Service
+	payments Payments
 	ready    []ReadyCheck
 	log      *slog.Logger
 	registry *prometheus.Registry
@@ -66,7 +68,7 @@ func New(cfg Config) *Server {
 	// its login rate limit. Behind a proxy, every client shares the proxy's address and the
 	// per-email limit still holds.
 	e.IPExtractor = echo.ExtractIPDirect()
-	s := &Server{echo: e, accounts: cfg.Accounts, catalog: cfg.Catalog, ready: cfg.Ready, log: cfg.Log,
+	s := &Server{echo: e, accounts: cfg.Accounts, catalog: cfg.Catalog, payments: cfg.Payments, ready: cfg.Ready, log: cfg.Log,
 		registry: cfg.Registry, now: cfg.Now}
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.RequestID())
@@ -116,6 +118,15 @@ func (s *Server) routes() {
 	provider.POST("/rigs/:id", s.updateRigSubmit)
 	provider.POST("/rigs/:id/:action", s.rigStatusSubmit)
 
+	credits := e.Group("/credits", s.requirePage(accounts.RoleDeveloper))
+	credits.GET("", s.creditsPage)
+	credits.POST("/checkout", s.checkoutSubmit)
+	credits.GET("/return", s.purchaseReturnPage)
+	credits.GET("/test-pay/:id", s.testPaymentPage)
+	credits.POST("/test-pay/:id", s.testPaymentSubmit)
+
+	e.POST("/webhooks/stripe", s.stripeWebhook)
+
 	admin := e.Group("/admin", s.requirePage(accounts.RoleAdmin))
 	admin.GET("/users", s.usersPage)
 	admin.POST("/users/:id/role", s.grantRoleSubmit)
@@ -131,6 +142,12 @@ func (s *Server) routes() {
 	api.GET("/prices", s.apiPrices)
 	api.GET("/calculator", s.apiCalculator)
 	api.GET("/reference", s.apiReference)
+
+	developer := s.requireAPI(accounts.RoleDeveloper)
+	api.POST("/credits/checkout", s.apiCheckout, developer)
+	api.GET("/credits/purchases/:id", s.apiPurchase, developer)
+	api.GET("/credits/history", s.apiHistory, developer)
+	api.GET("/balance", s.apiBalance, developer)
 
 	rigs := api.Group("/provider/offerings", s.requireAPI(accounts.RoleProvider))
 	rigs.GET("", s.apiListRigs)

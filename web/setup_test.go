@@ -8,7 +8,9 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
+	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,10 +18,44 @@ import (
 
 	"github.com/gpumarket/gpumarket/db/dbtest"
 	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/billing/stripemock"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/web"
 )
+
+// webhookSecret signs the Stripe events of the web tests.
+const webhookSecret = "whsec_test_web"
+
+var (
+	stripeMock     *stripemock.Process
+	stripeMockErr  error
+	stripeMockOnce sync.Once
+)
+
+// stripeMockURL starts one stripe-mock for the package's tests, stopped by TestMain.
+func stripeMockURL(t *testing.T) string {
+	t.Helper()
+	stripeMockOnce.Do(func() {
+		bin, err := stripemock.Find()
+		if err != nil {
+			stripeMockErr = err
+			return
+		}
+		stripeMock, stripeMockErr = stripemock.Start(context.Background(), bin, nil)
+	})
+	if stripeMockErr != nil {
+		t.Fatalf("stripe-mock: %v (make test installs it)", stripeMockErr)
+	}
+	return stripeMock.URL
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	stripeMock.Stop()
+	os.Exit(code)
+}
 
 // fastHasher keeps argon2id but with tiny parameters, so tests that log in often stay quick.
 var fastHasher = accounts.PasswordHasher{MemoryKiB: 64, Time: 1, Threads: 1}
@@ -28,6 +64,8 @@ var fastHasher = accounts.PasswordHasher{MemoryKiB: 64, Time: 1, Threads: 1}
 type env struct {
 	srv      *httptest.Server
 	server   *web.Server
+	ledger   *billing.Ledger
+	credits  *billing.Credits
 	pool     *pgxpool.Pool
 	accounts *accounts.Service
 	catalog  *catalog.Service
@@ -44,10 +82,15 @@ func setup(t *testing.T) *env {
 	if err := demo.Seed(context.Background(), acc, cat, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	h := web.New(web.Config{Accounts: acc, Catalog: cat, Ready: []web.ReadyCheck{{Name: "postgres", Check: pool.Ping}}})
+	ledger := billing.NewLedger(pool, nil)
+	credits := billing.NewCredits(pool, ledger, billing.NewStripeCheckout("sk_test_web", stripeMockURL(t)), nil)
+	payments := web.Payments{Credits: credits, Ledger: ledger, Webhook: billing.NewStripeWebhook(credits, []string{webhookSecret}),
+		LocalWebhookSecret: webhookSecret}
+	h := web.New(web.Config{Accounts: acc, Catalog: cat, Payments: payments,
+		Ready: []web.ReadyCheck{{Name: "postgres", Check: pool.Ping}}})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &env{srv: srv, server: h, pool: pool, accounts: acc, catalog: cat}
+	return &env{srv: srv, server: h, pool: pool, accounts: acc, catalog: cat, ledger: ledger, credits: credits}
 }
 
 // token logs a user in through the API and returns the bearer token.

@@ -82,9 +82,18 @@ func dev(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	if len(cfg.SessionKey) < 32 {
-		if cfg.SessionKey, err = devSessionKey(cfg.DataDir); err != nil {
+		key, err := devSecret(cfg.DataDir, "session.key", "")
+		if err != nil {
 			return err
 		}
+		cfg.SessionKey = []byte(key)
+	}
+	if len(cfg.StripeWebhookSecrets) == 0 {
+		secret, err := devSecret(cfg.DataDir, "stripe-webhook.secret", "whsec_local_")
+		if err != nil {
+			return err
+		}
+		cfg.StripeWebhookSecrets = []string{secret}
 	}
 	p, err := Open(ctx, cfg, log)
 	if err != nil {

@@ -19,6 +19,11 @@ type Config struct {
 	DataDir     string
 	NATSPort    int
 	SessionKey  []byte
+	// Stripe: with no secret key the platform runs on stripe-mock and pays on a local test page.
+	StripeSecretKey      string
+	StripeWebhookSecrets []string // several, comma-separated, while a secret is rotated
+	StripeAPIURL         string   // a stripe-mock already running; empty starts one when needed
+	PublicURL            string
 }
 
 func configFromEnv() (Config, error) {
@@ -29,6 +34,15 @@ func configFromEnv() (Config, error) {
 		DataDir:     envOr("GPUMARKET_DATA_DIR", ".data"),
 		NATSPort:    4222,
 		SessionKey:  []byte(os.Getenv("GPUMARKET_SESSION_KEY")),
+
+		StripeSecretKey: os.Getenv("STRIPE_SECRET_KEY"),
+		StripeAPIURL:    os.Getenv("STRIPE_API_URL"),
+		PublicURL:       strings.TrimRight(os.Getenv("GPUMARKET_PUBLIC_URL"), "/"),
+	}
+	for _, sec := range strings.Split(os.Getenv("STRIPE_WEBHOOK_SECRET"), ",") {
+		if sec = strings.TrimSpace(sec); sec != "" {
+			c.StripeWebhookSecrets = append(c.StripeWebhookSecrets, sec)
+		}
 	}
 	if v := os.Getenv("GPUMARKET_NATS_PORT"); v != "" {
 		p, err := strconv.Atoi(v)
@@ -60,30 +74,33 @@ func (c Config) requireServe() error {
 	if len(c.SessionKey) < 32 {
 		missing = append(missing, "GPUMARKET_SESSION_KEY (at least 32 bytes)")
 	}
+	if len(c.StripeWebhookSecrets) == 0 {
+		missing = append(missing, "STRIPE_WEBHOOK_SECRET")
+	}
 	if len(missing) > 0 {
 		return errors.New("set " + strings.Join(missing, " and ") + "; or run `gpumarket dev` (make run) for a local platform")
 	}
 	return nil
 }
 
-// devSessionKey reads the development session key from the data directory, making one the
-// first time, so that sessions survive a restart of `make run`. Production sets
-// GPUMARKET_SESSION_KEY instead.
-func devSessionKey(dataDir string) ([]byte, error) {
-	path := filepath.Join(dataDir, "session.key")
+// devSecret reads a development secret from the data directory, making one the first time,
+// so that sessions and test webhooks survive a restart of `make run`. Production sets its
+// secrets in the environment instead.
+func devSecret(dataDir, name, prefix string) (string, error) {
+	path := filepath.Join(dataDir, name)
 	if b, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(b))) >= 32 {
-		return []byte(strings.TrimSpace(string(b))), nil
+		return strings.TrimSpace(string(b)), nil
 	}
 	buf := make([]byte, 32)
 	if _, err := rand.Read(buf); err != nil {
-		return nil, err
+		return "", err
 	}
-	key := hex.EncodeToString(buf)
+	secret := prefix + hex.EncodeToString(buf)
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return nil, err
+		return "", err
 	}
-	if err := os.WriteFile(path, []byte(key+"\n"), 0o600); err != nil {
-		return nil, err
+	if err := os.WriteFile(path, []byte(secret+"\n"), 0o600); err != nil {
+		return "", err
 	}
-	return []byte(key), nil
+	return secret, nil
 }

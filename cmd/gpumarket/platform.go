@@ -16,6 +16,8 @@ import (
 
 	"github.com/gpumarket/gpumarket/db"
 	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/billing/stripemock"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/events"
@@ -32,6 +34,7 @@ type Platform struct {
 	nc         *nats.Conn
 	accounts   *accounts.Service
 	catalog    *catalog.Service
+	stripeMock *stripemock.Process // nil with a real Stripe key or STRIPE_API_URL
 	listener   net.Listener
 	http       *http.Server
 }
@@ -69,8 +72,12 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 		return nil, err
 	}
 	p.catalog = catalog.NewService(p.pool, nil)
+	payments, err := p.payments(ctx)
+	if err != nil {
+		return nil, err
+	}
 	handler := web.New(web.Config{
-		Accounts: p.accounts, Catalog: p.catalog, Log: log,
+		Accounts: p.accounts, Catalog: p.catalog, Payments: payments, Log: log,
 		Ready: []web.ReadyCheck{
 			{Name: "postgres", Check: p.pool.Ping},
 			{Name: "nats", Check: func(ctx context.Context) error { return events.Ping(ctx, p.nc) }},
@@ -81,6 +88,39 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 	}
 	p.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
 	return p, nil
+}
+
+// payments connects to Stripe, or without a key to stripe-mock (started here unless
+// STRIPE_API_URL names one) with the local test-payment page in front of it.
+func (p *Platform) payments(ctx context.Context) (web.Payments, error) {
+	cfg := p.cfg
+	if len(cfg.StripeWebhookSecrets) == 0 {
+		return web.Payments{}, fmt.Errorf("set STRIPE_WEBHOOK_SECRET")
+	}
+	ledger := billing.NewLedger(p.pool, nil)
+	key, apiURL := cfg.StripeSecretKey, ""
+	testMode := key == ""
+	if testMode {
+		key, apiURL = "sk_test_gpumarket_local", cfg.StripeAPIURL
+		if apiURL == "" {
+			bin, err := stripemock.Find()
+			if err != nil {
+				return web.Payments{}, fmt.Errorf("no STRIPE_SECRET_KEY, so payments run on stripe-mock: %w", err)
+			}
+			if p.stripeMock, err = stripemock.Start(ctx, bin, p.log); err != nil {
+				return web.Payments{}, err
+			}
+			apiURL = p.stripeMock.URL
+		}
+		p.log.Warn("no STRIPE_SECRET_KEY: payments run on stripe-mock with a local test-payment page; no card is charged", "stripe_api", apiURL)
+	}
+	checkout := billing.NewStripeCheckout(key, apiURL)
+	credits := billing.NewCredits(p.pool, ledger, checkout, nil)
+	pay := web.Payments{Credits: credits, Ledger: ledger, Webhook: billing.NewStripeWebhook(credits, cfg.StripeWebhookSecrets), PublicURL: cfg.PublicURL}
+	if testMode {
+		pay.LocalWebhookSecret = cfg.StripeWebhookSecrets[0]
+	}
+	return pay, nil
 }
 
 // URL is where the platform answers, for people and tests.
@@ -127,6 +167,7 @@ func (p *Platform) Close() {
 		p.natsServer.Shutdown()
 		p.natsServer.WaitForShutdown()
 	}
+	p.stripeMock.Stop()
 	if p.pool != nil {
 		p.pool.Close()
 	}

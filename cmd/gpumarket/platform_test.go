@@ -19,7 +19,7 @@ import (
 func TestPlatformServesAndShutsDown(t *testing.T) {
 	_, dbURL := dbtest.NewWithURL(t)
 	cfg := Config{DatabaseURL: dbURL, Addr: "127.0.0.1:0", DataDir: t.TempDir(), NATSPort: 0,
-		SessionKey: []byte(strings.Repeat("k", 32))}
+		SessionKey: []byte(strings.Repeat("k", 32)), StripeWebhookSecrets: []string{"whsec_test_platform"}}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -1,0 +1,280 @@
+package billing
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/money"
+)
+
+// Limits on one purchase of credits, in cents.
+const (
+	MinPurchaseCents = 500       // $5
+	MaxPurchaseCents = 1_000_000 // $10,000
+)
+
+// PurchaseStatus is where a purchase of credits stands.
+type PurchaseStatus string
+
+const (
+	PurchasePending         PurchaseStatus = "pending"          // checkout started, nothing heard from Stripe
+	PurchaseAwaitingPayment PurchaseStatus = "awaiting_payment" // checkout completed, payment not yet settled
+	PurchasePaid            PurchaseStatus = "paid"             // credited
+	PurchaseFailed          PurchaseStatus = "failed"           // the payment failed; nothing credited
+)
+
+// Purchase is a purchase of prepaid credits.
+type Purchase struct {
+	ID              string         `json:"id"`
+	AccountID       string         `json:"account_id"`
+	AmountCents     int64          `json:"amount_cents"`
+	Status          PurchaseStatus `json:"status"`
+	StripeSessionID string         `json:"stripe_session_id,omitempty"`
+	RefundedCents   int64          `json:"refunded_cents"`
+	CreatedAt       time.Time      `json:"created_at"`
+	UpdatedAt       time.Time      `json:"updated_at"`
+}
+
+// CheckoutRequest is what the platform asks its payment provider for.
+type CheckoutRequest struct {
+	PurchaseID  string // also the idempotency key: a retried request creates one session
+	AccountID   string // client_reference_id
+	AmountCents int64
+	SuccessURL  string
+	CancelURL   string
+}
+
+// CheckoutSession is the payment provider's answer: where to send the buyer.
+type CheckoutSession struct {
+	ID  string
+	URL string
+}
+
+// Checkout creates hosted payment pages. StripeCheckout is the implementation; the same
+// code talks to Stripe and to stripe-mock.
+type Checkout interface {
+	CreateSession(ctx context.Context, req CheckoutRequest) (CheckoutSession, error)
+}
+
+// Credits sells prepaid credits and keeps the record of every purchase.
+type Credits struct {
+	pool     *pgxpool.Pool
+	ledger   *Ledger
+	checkout Checkout
+	now      func() time.Time
+}
+
+// NewCredits returns the credits service.
+func NewCredits(pool *pgxpool.Pool, ledger *Ledger, checkout Checkout, now func() time.Time) *Credits {
+	if now == nil {
+		now = time.Now
+	}
+	return &Credits{pool: pool, ledger: ledger, checkout: checkout, now: now}
+}
+
+// ParseAmountUSD reads a purchase amount in dollars ("20", "20.00", "$25.5") into cents and
+// checks the limits.
+func ParseAmountUSD(s string) (int64, error) {
+	p, err := money.ParseUSD(strings.TrimSpace(s))
+	if err != nil || p < 0 || p%money.PicoPerCent != 0 {
+		return 0, amountError("Enter an amount in dollars and cents, like 20 or 20.50.")
+	}
+	cents := int64(p / money.PicoPerCent)
+	if cents < MinPurchaseCents || cents > MaxPurchaseCents {
+		return 0, amountError("Buy between $5 and $10,000 of credits at a time.")
+	}
+	return cents, nil
+}
+
+func amountError(msg string) error {
+	return &services.Error{Code: services.CodeInvalid, Message: msg, Fields: map[string]string{"amount_usd": msg}}
+}
+
+// StartInput starts a purchase.
+type StartInput struct {
+	AccountID   string
+	UserID      string
+	AmountCents int64
+	// ReturnURL is where the buyer comes back to; the purchase id is appended as ?purchase=.
+	ReturnURL string
+	CancelURL string
+}
+
+// Start records a pending purchase, then creates its Checkout Session. The purchase id is the
+// session's idempotency key, so a retry after a timeout cannot create a second session.
+func (c *Credits) Start(ctx context.Context, in StartInput) (_ Purchase, _ CheckoutSession, err error) {
+	defer services.Wrap(&err, "billing.Credits.Start")
+	if in.AmountCents < MinPurchaseCents || in.AmountCents > MaxPurchaseCents {
+		return Purchase{}, CheckoutSession{}, amountError("Buy between $5 and $10,000 of credits at a time.")
+	}
+	id, err := newID()
+	if err != nil {
+		return Purchase{}, CheckoutSession{}, err
+	}
+	now := c.now().UTC()
+	if _, err := c.pool.Exec(ctx, `
+		INSERT INTO credit_purchases (id, account_id, created_by, amount_cents, status, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, 'pending', $5, $5)`, id, in.AccountID, in.UserID, in.AmountCents, now); err != nil {
+		return Purchase{}, CheckoutSession{}, err
+	}
+	sess, err := c.checkout.CreateSession(ctx, CheckoutRequest{
+		PurchaseID: id, AccountID: in.AccountID, AmountCents: in.AmountCents,
+		SuccessURL: in.ReturnURL + "?purchase=" + id, CancelURL: in.CancelURL,
+	})
+	if err != nil {
+		_, _ = c.pool.Exec(ctx, `UPDATE credit_purchases SET status = 'failed', problem = $2, updated_at = $3 WHERE id = $1`,
+			id, "checkout session: "+err.Error(), c.now().UTC())
+		return Purchase{}, CheckoutSession{}, &services.Error{Code: services.CodeUnavailable,
+			Message: "The payment provider did not answer. Nothing was charged; please try again."}
+	}
+	if _, err := c.pool.Exec(ctx, `UPDATE credit_purchases SET stripe_session_id = $2, updated_at = $3 WHERE id = $1`,
+		id, sess.ID, c.now().UTC()); err != nil {
+		return Purchase{}, CheckoutSession{}, err
+	}
+	p, err := c.Purchase(ctx, in.AccountID, id)
+	return p, sess, err
+}
+
+const purchaseColumns = `id, account_id, amount_cents, status, coalesce(stripe_session_id, ''), refunded_cents, created_at, updated_at`
+
+func scanPurchase(r pgx.CollectableRow) (Purchase, error) {
+	var p Purchase
+	err := r.Scan(&p.ID, &p.AccountID, &p.AmountCents, &p.Status, &p.StripeSessionID, &p.RefundedCents, &p.CreatedAt, &p.UpdatedAt)
+	return p, err
+}
+
+// Purchase returns one of the account's purchases; another account's is not found.
+func (c *Credits) Purchase(ctx context.Context, accountID, id string) (_ Purchase, err error) {
+	defer services.Wrap(&err, "billing.Credits.Purchase(%s)", id)
+	if !canonicalUUID(id) {
+		return Purchase{}, errPurchaseNotFound
+	}
+	rows, err := c.pool.Query(ctx, `SELECT `+purchaseColumns+` FROM credit_purchases WHERE id = $1 AND account_id = $2`, id, accountID)
+	if err != nil {
+		return Purchase{}, err
+	}
+	p, err := pgx.CollectExactlyOneRow(rows, scanPurchase)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Purchase{}, errPurchaseNotFound
+	}
+	return p, err
+}
+
+var errPurchaseNotFound = services.Errorf(services.CodeNotFound, "No such purchase.")
+
+// Purchases lists the account's purchases, newest first.
+func (c *Credits) Purchases(ctx context.Context, accountID string, limit int) (_ []Purchase, err error) {
+	defer services.Wrap(&err, "billing.Credits.Purchases")
+	if limit <= 0 || limit > 100 {
+		limit = 20
+	}
+	rows, err := c.pool.Query(ctx, `SELECT `+purchaseColumns+` FROM credit_purchases
+		WHERE account_id = $1 ORDER BY created_at DESC, id LIMIT $2`, accountID, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, scanPurchase)
+}
+
+// Balance is a customer's prepaid credit.
+type Balance struct {
+	Pico     money.Pico `json:"balance_pico"`
+	USD      string     `json:"balance_usd"` // exact decimal dollars, at least two decimals
+	Negative bool       `json:"negative"`    // flagged: refunds or usage took it below zero
+}
+
+// Balance returns the account's credit.
+func (c *Credits) Balance(ctx context.Context, accountID string) (_ Balance, err error) {
+	defer services.Wrap(&err, "billing.Credits.Balance")
+	id, err := c.ledger.AccountFor(ctx, AccountCustomerCredit, accountID)
+	if err != nil {
+		return Balance{}, err
+	}
+	b, err := c.ledger.Balance(ctx, id)
+	if err != nil {
+		return Balance{}, err
+	}
+	return balanceOf(b), nil
+}
+
+func balanceOf(b money.Pico) Balance {
+	return Balance{Pico: b, USD: strings.TrimPrefix(b.String(), "$"), Negative: b < 0}
+}
+
+// History returns a page of the account's credit movements, newest first.
+func (c *Credits) History(ctx context.Context, accountID string, limit int, before PostingID) (_ HistoryPage, err error) {
+	defer services.Wrap(&err, "billing.Credits.History")
+	id, err := c.ledger.AccountFor(ctx, AccountCustomerCredit, accountID)
+	if err != nil {
+		return HistoryPage{}, err
+	}
+	return c.ledger.History(ctx, id, limit, before)
+}
+
+// AdjustInput grants (positive) or takes back (negative) credit by hand.
+type AdjustInput struct {
+	AccountID string
+	Amount    money.Pico
+	Reason    string
+	ByUserID  string
+}
+
+// Adjust moves credit between the customer and platform revenue, with a required reason,
+// recorded with who made it.
+func (c *Credits) Adjust(ctx context.Context, in AdjustInput) (_ Transaction, err error) {
+	defer services.Wrap(&err, "billing.Credits.Adjust")
+	fe := services.FieldErrors{}
+	in.Reason = strings.TrimSpace(in.Reason)
+	if in.Reason == "" {
+		fe.Add("reason", "Say why: the reason is kept with the adjustment.")
+	} else if len(in.Reason) > 400 {
+		fe.Add("reason", "Keep the reason under 400 characters.")
+	}
+	if in.Amount == 0 {
+		fe.Add("amount_usd", "Enter a non-zero amount; negative takes credit back.")
+	}
+	if !canonicalUUID(in.AccountID) {
+		fe.Add("account_id", "Choose an account.")
+	}
+	if err := fe.Err(); err != nil {
+		return Transaction{}, err
+	}
+	customer, err := c.ledger.AccountFor(ctx, AccountCustomerCredit, in.AccountID)
+	if err != nil {
+		return Transaction{}, err
+	}
+	revenue, err := c.ledger.AccountFor(ctx, AccountPlatformRevenue, "")
+	if err != nil {
+		return Transaction{}, err
+	}
+	txn, _, err := c.ledger.Post(ctx, TransactionInput{
+		Kind: TransactionAdjustment, Memo: "Adjustment: " + in.Reason, CreatedBy: in.ByUserID, OccurredAt: c.now().UTC(),
+		Postings: []Posting{{Account: customer, Amount: in.Amount}, {Account: revenue, Amount: -in.Amount}},
+	})
+	return txn, err
+}
+
+func newID() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	b[6] = (b[6] & 0x0f) | 0x40
+	b[8] = (b[8] & 0x3f) | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16]), nil
+}
+
+func centsToPico(cents int64) money.Pico { return money.Pico(cents) * money.PicoPerCent }
+
+func formatCents(cents int64) string {
+	return "$" + strconv.FormatInt(cents/100, 10) + "." + fmt.Sprintf("%02d", cents%100)
+}

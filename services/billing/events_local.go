@@ -1,0 +1,54 @@
+package billing
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/stripe/stripe-go/v76"
+	"github.com/stripe/stripe-go/v76/webhook"
+)
+
+// CheckoutEvent builds a Stripe event about a purchase's Checkout Session, as Stripe sends it,
+// for the local test-payment page (no real Stripe) and for tests. paymentStatus is "paid" or
+// "unpaid".
+func CheckoutEvent(eventID, eventType string, p Purchase, paymentStatus, paymentIntent string, at time.Time) []byte {
+	ev := map[string]any{
+		"id": eventID, "object": "event", "api_version": stripe.APIVersion, "created": at.Unix(),
+		"type": eventType, "livemode": false, "pending_webhooks": 1,
+		"request": map[string]any{"id": nil, "idempotency_key": nil},
+		"data": map[string]any{"object": map[string]any{
+			"id": p.StripeSessionID, "object": "checkout.session", "mode": "payment", "status": "complete",
+			"client_reference_id": p.AccountID, "amount_total": p.AmountCents, "currency": "usd",
+			"payment_status": paymentStatus, "payment_intent": paymentIntent,
+			"metadata": map[string]string{"purchase_id": p.ID, "account_id": p.AccountID},
+		}},
+	}
+	b, _ := json.Marshal(ev)
+	return b
+}
+
+// RefundEvent builds a charge.refunded event whose charge has refunded amountRefunded
+// cents in all.
+func RefundEvent(eventID string, p Purchase, paymentIntent string, amountRefunded int64, at time.Time) []byte {
+	ev := map[string]any{
+		"id": eventID, "object": "event", "api_version": stripe.APIVersion, "created": at.Unix(),
+		"type": "charge.refunded", "livemode": false, "pending_webhooks": 1,
+		"data": map[string]any{"object": map[string]any{
+			"id": "ch_" + p.ID[:8], "object": "charge", "amount": p.AmountCents, "amount_refunded": amountRefunded,
+			"currency": "usd", "refunded": amountRefunded == p.AmountCents, "payment_intent": paymentIntent,
+			"metadata": map[string]string{"purchase_id": p.ID, "account_id": p.AccountID},
+		}},
+	}
+	b, _ := json.Marshal(ev)
+	return b
+}
+
+// SignEvent signs a payload as Stripe does, with stripe-go's test helper, at the given time.
+func SignEvent(payload []byte, secret string, at time.Time) string {
+	signed := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: payload, Secret: secret, Timestamp: at})
+	return signed.Header
+}
+
+// LocalPaymentIntent names the payment a test-payment page makes for a purchase.
+func LocalPaymentIntent(purchaseID string) string { return fmt.Sprintf("pi_test_%s", purchaseID[:8]) }

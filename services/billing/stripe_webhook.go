@@ -1,0 +1,268 @@
+package billing
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stripe/stripe-go/v76"
+	"github.com/stripe/stripe-go/v76/webhook"
+
+	"github.com/gpumarket/gpumarket/services"
+)
+
+// SignatureTolerance is how old a webhook's signed timestamp may be.
+const SignatureTolerance = 300 * time.Second
+
+// ErrBadSignature is returned for a webhook whose signature does not verify; nothing is
+// stored or changed.
+var ErrBadSignature = errors.New("billing: the Stripe-Signature does not verify")
+
+// StripeWebhook turns Stripe's events into credits, exactly once.
+//
+// Decisions (FIELD-CASES 9-12):
+//   - Only a Checkout Session grants credit: checkout.session.completed with
+//     payment_status=paid, or checkout.session.async_payment_succeeded. The grant is keyed by
+//     the purchase, so however many events say "paid", in any order and however often, one
+//     ledger transaction is posted. payment_intent.succeeded and charge.succeeded grant
+//     nothing.
+//   - The grant is what the platform recorded when the buyer started: the purchase's account
+//     and amount. An event whose session disagrees (another account, another amount) grants
+//     nothing and is kept with the problem for review.
+//   - charge.refunded carries the charge's cumulative amount_refunded; the ledger takes back
+//     the part not yet taken back, keyed by that cumulative amount, so partial refunds add up
+//     and a late or repeated event moves nothing. A balance may go negative.
+//   - Every event that verifies is stored with its raw body, whatever its type; a redelivery
+//     counts a delivery. Unknown types are acknowledged and ignored.
+type StripeWebhook struct {
+	credits *Credits
+	secrets []string
+}
+
+// NewStripeWebhook verifies with any of the secrets, so that a secret can be rotated.
+func NewStripeWebhook(credits *Credits, secrets []string) *StripeWebhook {
+	return &StripeWebhook{credits: credits, secrets: secrets}
+}
+
+// Handle verifies the raw body against its Stripe-Signature header, stores the event, and
+// applies it. It returns what it did, for the log and the audit table.
+func (w *StripeWebhook) Handle(ctx context.Context, payload []byte, signature string) (outcome string, err error) {
+	event, err := w.verify(payload, signature)
+	if err != nil {
+		return "", err
+	}
+	defer services.Wrap(&err, "billing.StripeWebhook.Handle(%s %s)", event.Type, event.ID)
+	c := w.credits
+	now := c.now().UTC()
+	err = pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `
+			INSERT INTO stripe_events (id, type, payload, first_received_at, last_received_at)
+			VALUES ($1, $2, $3, $4, $4)
+			ON CONFLICT (id) DO UPDATE SET deliveries = stripe_events.deliveries + 1, last_received_at = $4`,
+			event.ID, string(event.Type), payload, now); err != nil {
+			return err
+		}
+		var err error
+		outcome, err = w.apply(ctx, tx, event)
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `UPDATE stripe_events SET outcome = $2 WHERE id = $1`, event.ID, outcome)
+		return err
+	})
+	return outcome, err
+}
+
+func (w *StripeWebhook) verify(payload []byte, signature string) (stripe.Event, error) {
+	for _, secret := range w.secrets {
+		if secret == "" {
+			continue
+		}
+		ev, err := webhook.ConstructEventWithOptions(payload, signature, secret, webhook.ConstructEventOptions{
+			Tolerance: SignatureTolerance, IgnoreAPIVersionMismatch: true,
+		})
+		if err == nil {
+			if ev.ID == "" || ev.Type == "" {
+				return stripe.Event{}, fmt.Errorf("%w: the event has no id or type", ErrBadSignature)
+			}
+			return ev, nil
+		}
+	}
+	return stripe.Event{}, ErrBadSignature
+}
+
+// The parts of Stripe objects the platform reads, decoded from the event as it came.
+type sessionObject struct {
+	ID                string            `json:"id"`
+	ClientReferenceID string            `json:"client_reference_id"`
+	AmountTotal       int64             `json:"amount_total"`
+	Currency          string            `json:"currency"`
+	PaymentStatus     string            `json:"payment_status"`
+	PaymentIntent     json.RawMessage   `json:"payment_intent"`
+	Metadata          map[string]string `json:"metadata"`
+}
+
+type chargeObject struct {
+	ID             string            `json:"id"`
+	AmountRefunded int64             `json:"amount_refunded"`
+	PaymentIntent  json.RawMessage   `json:"payment_intent"`
+	Metadata       map[string]string `json:"metadata"`
+}
+
+// idOf reads an expandable Stripe field: a string id, or an object with an id.
+func idOf(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var o struct {
+		ID string `json:"id"`
+	}
+	_ = json.Unmarshal(raw, &o)
+	return o.ID
+}
+
+func (w *StripeWebhook) apply(ctx context.Context, tx pgx.Tx, ev stripe.Event) (string, error) {
+	switch ev.Type {
+	case "checkout.session.completed", "checkout.session.async_payment_succeeded", "checkout.session.async_payment_failed":
+		var s sessionObject
+		if err := json.Unmarshal(ev.Data.Raw, &s); err != nil {
+			return "unreadable session: " + err.Error(), nil
+		}
+		p, ok, err := w.purchaseFor(ctx, tx, "stripe_session_id = $1", s.ID, s.Metadata["purchase_id"])
+		if err != nil || !ok {
+			return "no purchase for session " + s.ID, err
+		}
+		if pi := idOf(s.PaymentIntent); pi != "" {
+			if _, err := tx.Exec(ctx, `UPDATE credit_purchases SET stripe_payment_intent = $2 WHERE id = $1`, p.ID, pi); err != nil {
+				return "", err
+			}
+		}
+		switch {
+		case ev.Type == "checkout.session.async_payment_failed":
+			return w.markFailed(ctx, tx, p)
+		case ev.Type == "checkout.session.completed" && s.PaymentStatus != "paid":
+			return w.markAwaiting(ctx, tx, p)
+		default:
+			return w.credit(ctx, tx, p, s)
+		}
+	case "charge.refunded":
+		var ch chargeObject
+		if err := json.Unmarshal(ev.Data.Raw, &ch); err != nil {
+			return "unreadable charge: " + err.Error(), nil
+		}
+		p, ok, err := w.purchaseFor(ctx, tx, "stripe_payment_intent = $1", idOf(ch.PaymentIntent), ch.Metadata["purchase_id"])
+		if err != nil || !ok {
+			return "no purchase for charge " + ch.ID, err
+		}
+		return w.refund(ctx, tx, p, ch)
+	}
+	return "ignored", nil
+}
+
+type lockedPurchase struct {
+	ID, AccountID, Status      string
+	AmountCents, RefundedCents int64
+}
+
+// purchaseFor finds and locks the purchase an event is about: by the Stripe id it carries,
+// else by the purchase id the platform put in its metadata.
+func (w *StripeWebhook) purchaseFor(ctx context.Context, tx pgx.Tx, where, stripeID, purchaseID string) (lockedPurchase, bool, error) {
+	var p lockedPurchase
+	q := `SELECT id, account_id, status, amount_cents, refunded_cents FROM credit_purchases WHERE `
+	err := pgx.ErrNoRows
+	if stripeID != "" {
+		err = tx.QueryRow(ctx, q+where+` FOR UPDATE`, stripeID).Scan(&p.ID, &p.AccountID, &p.Status, &p.AmountCents, &p.RefundedCents)
+	}
+	if errors.Is(err, pgx.ErrNoRows) && canonicalUUID(purchaseID) {
+		err = tx.QueryRow(ctx, q+`id = $1 FOR UPDATE`, purchaseID).Scan(&p.ID, &p.AccountID, &p.Status, &p.AmountCents, &p.RefundedCents)
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return p, false, nil
+	}
+	return p, err == nil, err
+}
+
+func (w *StripeWebhook) credit(ctx context.Context, tx pgx.Tx, p lockedPurchase, s sessionObject) (string, error) {
+	if p.Status == string(PurchasePaid) {
+		return "already credited", nil
+	}
+	if s.ClientReferenceID != p.AccountID || s.AmountTotal != p.AmountCents || (s.Currency != "" && s.Currency != "usd") {
+		problem := fmt.Sprintf("session says account %s, %d %s; the purchase is account %s, %d usd",
+			s.ClientReferenceID, s.AmountTotal, s.Currency, p.AccountID, p.AmountCents)
+		_, err := tx.Exec(ctx, `UPDATE credit_purchases SET problem = $2, updated_at = $3 WHERE id = $1`, p.ID, problem, w.credits.now().UTC())
+		return "not credited: " + problem, err
+	}
+	c := w.credits
+	customer, err := c.ledger.AccountFor(ctx, AccountCustomerCredit, p.AccountID)
+	if err != nil {
+		return "", err
+	}
+	clearing, err := c.ledger.AccountFor(ctx, AccountStripeClearing, "")
+	if err != nil {
+		return "", err
+	}
+	amount := centsToPico(p.AmountCents)
+	txn, _, err := c.ledger.PostTx(ctx, tx, TransactionInput{
+		Kind: TransactionPurchase, IdempotencyKey: "stripe-purchase:" + p.ID,
+		Memo:       fmt.Sprintf("Credits bought with Stripe: %s (checkout %s)", formatCents(p.AmountCents), s.ID),
+		OccurredAt: c.now().UTC(),
+		Postings:   []Posting{{Account: customer, Amount: amount}, {Account: clearing, Amount: -amount}},
+	})
+	if err != nil {
+		return "", err
+	}
+	_, err = tx.Exec(ctx, `UPDATE credit_purchases SET status = 'paid', credit_transaction_id = $2, problem = '', updated_at = $3
+		WHERE id = $1`, p.ID, txn.ID, c.now().UTC())
+	return "credited " + formatCents(p.AmountCents), err
+}
+
+func (w *StripeWebhook) markAwaiting(ctx context.Context, tx pgx.Tx, p lockedPurchase) (string, error) {
+	if p.Status != string(PurchasePending) {
+		return "completed without payment; purchase already " + p.Status, nil
+	}
+	_, err := tx.Exec(ctx, `UPDATE credit_purchases SET status = 'awaiting_payment', updated_at = $2 WHERE id = $1`, p.ID, w.credits.now().UTC())
+	return "awaiting payment", err
+}
+
+func (w *StripeWebhook) markFailed(ctx context.Context, tx pgx.Tx, p lockedPurchase) (string, error) {
+	if p.Status == string(PurchasePaid) {
+		return "payment failed after credit; left as paid", nil
+	}
+	_, err := tx.Exec(ctx, `UPDATE credit_purchases SET status = 'failed', updated_at = $2 WHERE id = $1`, p.ID, w.credits.now().UTC())
+	return "payment failed", err
+}
+
+func (w *StripeWebhook) refund(ctx context.Context, tx pgx.Tx, p lockedPurchase, ch chargeObject) (string, error) {
+	total := ch.AmountRefunded
+	if total > p.AmountCents {
+		total = p.AmountCents
+	}
+	delta := total - p.RefundedCents
+	if delta <= 0 {
+		return "refund already taken back", nil
+	}
+	c := w.credits
+	customer, err := c.ledger.AccountFor(ctx, AccountCustomerCredit, p.AccountID)
+	if err != nil {
+		return "", err
+	}
+	clearing, err := c.ledger.AccountFor(ctx, AccountStripeClearing, "")
+	if err != nil {
+		return "", err
+	}
+	amount := centsToPico(delta)
+	if _, _, err := c.ledger.PostTx(ctx, tx, TransactionInput{
+		Kind: TransactionRefund, IdempotencyKey: fmt.Sprintf("stripe-refund:%s:%d", p.ID, total),
+		Memo:       fmt.Sprintf("Refund of %s (charge %s)", formatCents(delta), ch.ID),
+		OccurredAt: c.now().UTC(),
+		Postings:   []Posting{{Account: customer, Amount: -amount}, {Account: clearing, Amount: amount}},
+	}); err != nil {
+		return "", err
+	}
+	_, err = tx.Exec(ctx, `UPDATE credit_purchases SET refunded_cents = $2, updated_at = $3 WHERE id = $1`, p.ID, total, c.now().UTC())
+	return "refunded " + formatCents(delta), err
+}

@@ -1,0 +1,276 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/templates"
+)
+
+// Payments wires credits and the Stripe webhook into the web server.
+type Payments struct {
+	Credits *billing.Credits
+	Ledger  *billing.Ledger
+	Webhook *billing.StripeWebhook
+	// LocalWebhookSecret, when set, turns on the local test-payment page, which signs its
+	// events with it: the platform runs on stripe-mock and no card is ever charged.
+	LocalWebhookSecret string
+	// PublicURL is where buyers come back to; empty means the request's own scheme and host.
+	PublicURL string
+}
+
+func (s *Server) baseURL(c echo.Context) string {
+	if s.payments.PublicURL != "" {
+		return s.payments.PublicURL
+	}
+	return c.Scheme() + "://" + c.Request().Host
+}
+
+func (s *Server) startPurchase(c echo.Context, amountText string) (billing.Purchase, billing.CheckoutSession, error) {
+	cents, err := billing.ParseAmountUSD(amountText)
+	if err != nil {
+		return billing.Purchase{}, billing.CheckoutSession{}, err
+	}
+	sess, _ := currentSession(c)
+	base := s.baseURL(c)
+	p, checkout, err := s.payments.Credits.Start(c.Request().Context(), billing.StartInput{
+		AccountID: sess.User.AccountID, UserID: sess.User.ID, AmountCents: cents,
+		ReturnURL: base + "/credits/return", CancelURL: base + "/credits",
+	})
+	if err == nil && s.payments.LocalWebhookSecret != "" {
+		// stripe-mock cannot host a payment page: the buyer pays on the local test page.
+		checkout.URL = base + "/credits/test-pay/" + p.ID
+	}
+	return p, checkout, err
+}
+
+func (s *Server) creditsPage(c echo.Context) error {
+	return s.renderCredits(c, http.StatusOK, templates.Form{Values: map[string]string{"amount_usd": "20"}})
+}
+
+func (s *Server) renderCredits(c echo.Context, status int, form templates.Form) error {
+	ctx := c.Request().Context()
+	sess, _ := currentSession(c)
+	bal, err := s.payments.Credits.Balance(ctx, sess.User.AccountID)
+	if err != nil {
+		return err
+	}
+	var before billing.PostingID
+	if v := c.QueryParam("before"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			return services.Errorf(services.CodeNotFound, "No such page of history.")
+		}
+		before = billing.PostingID(n)
+	}
+	hist, err := s.payments.Credits.History(ctx, sess.User.AccountID, 20, before)
+	if err != nil {
+		return err
+	}
+	purchases, err := s.payments.Credits.Purchases(ctx, sess.User.AccountID, 10)
+	if err != nil {
+		return err
+	}
+	p := templates.CreditsPage{Page: s.page(c, "Credits"), Balance: "$" + bal.Pico.Decimal(2), Negative: bal.Negative,
+		Form: form, TestMode: s.payments.LocalWebhookSecret != ""}
+	for _, pu := range purchases {
+		p.Purchases = append(p.Purchases, templates.PurchaseRow{ID: pu.ID, Amount: centsText(pu.AmountCents),
+			Status: purchaseStatusText(pu), Created: pu.CreatedAt.UTC().Format("2006-01-02 15:04")})
+	}
+	for _, h := range hist.Entries {
+		p.History = append(p.History, templates.HistoryRow{When: h.OccurredAt.UTC().Format("2006-01-02 15:04"),
+			Kind: string(h.Kind), Memo: h.Memo, Amount: h.Amount.String(), Negative: h.Amount < 0})
+	}
+	if hist.Next != 0 {
+		p.NextPage = "/credits?before=" + strconv.FormatInt(int64(hist.Next), 10)
+	}
+	return s.render(c, status, templates.Credits(p))
+}
+
+func (s *Server) checkoutSubmit(c echo.Context) error {
+	_, sess, err := s.startPurchase(c, c.FormValue("amount_usd"))
+	if err != nil {
+		switch services.ErrorCode(err) {
+		case services.CodeInvalid, services.CodeUnavailable:
+			_, body := s.describe(err)
+			return s.renderCredits(c, statusFor(err), templates.Form{Values: map[string]string{"amount_usd": c.FormValue("amount_usd")},
+				Errors: body.Fields, Error: body.Message})
+		}
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, sess.URL)
+}
+
+func (s *Server) purchaseReturnPage(c echo.Context) error {
+	ctx := c.Request().Context()
+	sess, _ := currentSession(c)
+	p, err := s.payments.Credits.Purchase(ctx, sess.User.AccountID, c.QueryParam("purchase"))
+	if err != nil {
+		return err
+	}
+	view := templates.PurchaseReturnPage{Page: s.page(c, "Payment"), PurchaseID: p.ID, Amount: centsText(p.AmountCents), Status: string(p.Status)}
+	if p.Status == billing.PurchasePaid {
+		bal, err := s.payments.Credits.Balance(ctx, sess.User.AccountID)
+		if err != nil {
+			return err
+		}
+		view.Balance = "$" + bal.Pico.Decimal(2)
+	} else if p.Status != billing.PurchaseFailed {
+		c.Response().Header().Set("Refresh", "2")
+	}
+	return s.render(c, http.StatusOK, templates.PurchaseReturn(view))
+}
+
+func (s *Server) testPaymentPage(c echo.Context) error {
+	if s.payments.LocalWebhookSecret == "" {
+		return echo.ErrNotFound
+	}
+	sess, _ := currentSession(c)
+	p, err := s.payments.Credits.Purchase(c.Request().Context(), sess.User.AccountID, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, templates.TestPayment(templates.TestPaymentPage{Page: s.page(c, "Test payment"),
+		PurchaseID: p.ID, SessionID: p.StripeSessionID, Amount: centsText(p.AmountCents), CancelURL: "/credits"}))
+}
+
+// testPaymentSubmit pays a purchase on the local test page: it sends a correctly signed
+// checkout.session.completed event to the platform's own webhook endpoint, over HTTP, so the
+// credit takes exactly the path a real Stripe payment takes.
+func (s *Server) testPaymentSubmit(c echo.Context) error {
+	if s.payments.LocalWebhookSecret == "" {
+		return echo.ErrNotFound
+	}
+	sess, _ := currentSession(c)
+	p, err := s.payments.Credits.Purchase(c.Request().Context(), sess.User.AccountID, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	now := s.now()
+	payload := billing.CheckoutEvent("evt_local_"+randomHex(12), "checkout.session.completed", p, "paid",
+		billing.LocalPaymentIntent(p.ID), now)
+	if err := s.deliverWebhook(c.Request().Context(), s.baseURL(c)+"/webhooks/stripe", payload,
+		billing.SignEvent(payload, s.payments.LocalWebhookSecret, now)); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/credits/return?purchase="+p.ID)
+}
+
+func (s *Server) deliverWebhook(ctx context.Context, url string, payload []byte, signature string) error {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(payload))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Stripe-Signature", signature)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("test payment: deliver webhook: %w", err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(res.Body, 512))
+		return fmt.Errorf("test payment: webhook answered %d: %s", res.StatusCode, body)
+	}
+	return nil
+}
+
+// stripeWebhook verifies and applies a Stripe event. It reads the raw body and hands it on
+// untouched: the signature is over those exact bytes.
+func (s *Server) stripeWebhook(c echo.Context) error {
+	payload, err := io.ReadAll(io.LimitReader(c.Request().Body, 1<<20))
+	if err != nil {
+		return err
+	}
+	outcome, err := s.payments.Webhook.Handle(c.Request().Context(), payload, c.Request().Header.Get("Stripe-Signature"))
+	if err == billing.ErrBadSignature {
+		s.log.Warn("stripe webhook refused: bad signature", "remote", c.RealIP())
+		return c.JSON(http.StatusBadRequest, apiError{Error: apiErrorBody{Code: "bad_signature", Message: "The Stripe-Signature header does not verify."}})
+	}
+	if err != nil {
+		return err
+	}
+	s.log.Info("stripe webhook", "outcome", outcome)
+	return c.JSON(http.StatusOK, map[string]string{"received": "true", "outcome": outcome})
+}
+
+// JSON API.
+
+func (s *Server) apiCheckout(c echo.Context) error {
+	var in struct {
+		AmountUSD money.MicroUSD `json:"amount_usd"`
+	}
+	if err := decodeJSON(c, &in); err != nil {
+		return err
+	}
+	p, sess, err := s.startPurchase(c, in.AmountUSD.Decimal())
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, map[string]any{"id": p.ID, "url": sess.URL, "checkout_session_id": sess.ID,
+		"amount_cents": p.AmountCents, "status": p.Status})
+}
+
+func (s *Server) apiPurchase(c echo.Context) error {
+	sess, _ := currentSession(c)
+	p, err := s.payments.Credits.Purchase(c.Request().Context(), sess.User.AccountID, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, p)
+}
+
+func (s *Server) apiBalance(c echo.Context) error {
+	sess, _ := currentSession(c)
+	b, err := s.payments.Credits.Balance(c.Request().Context(), sess.User.AccountID)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"account_id": sess.User.AccountID, "balance_pico": b.Pico,
+		"balance_usd": b.USD, "negative": b.Negative, "unit": "picodollar (1e-12 USD)"})
+}
+
+func (s *Server) apiHistory(c echo.Context) error {
+	sess, _ := currentSession(c)
+	limit, _ := strconv.Atoi(c.QueryParam("limit"))
+	before, _ := strconv.ParseInt(c.QueryParam("before"), 10, 64)
+	page, err := s.payments.Credits.History(c.Request().Context(), sess.User.AccountID, limit, billing.PostingID(before))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, page)
+}
+
+func centsText(cents int64) string { return fmt.Sprintf("$%d.%02d", cents/100, cents%100) }
+
+func purchaseStatusText(p billing.Purchase) string {
+	switch {
+	case p.RefundedCents == p.AmountCents && p.RefundedCents > 0:
+		return "refunded"
+	case p.RefundedCents > 0:
+		return "partly refunded (" + centsText(p.RefundedCents) + ")"
+	case p.Status == billing.PurchaseAwaitingPayment:
+		return "awaiting payment"
+	}
+	return string(p.Status)
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
