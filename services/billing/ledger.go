@@ -262,7 +262,8 @@ func (l *Ledger) Post(ctx context.Context, in TransactionInput) (txn Transaction
 // The account locks taken here are held until the caller commits. A caller that posts more
 // than once in one database transaction takes them in the order of its posts, so it may
 // deadlock with another such caller (PostgreSQL then aborts one of them with a retryable
-// error); one post per database transaction never does.
+// error), unless it takes every lock first with LockTx; one post per database transaction
+// never does.
 func (l *Ledger) PostTx(ctx context.Context, tx pgx.Tx, in TransactionInput) (_ Transaction, created bool, err error) {
 	defer services.Wrap(&err, "billing.Post(%s, %q)", in.Kind, in.IdempotencyKey)
 	if err := in.Validate(); err != nil {
@@ -314,6 +315,18 @@ func (l *Ledger) PostTx(ctx context.Context, tx pgx.Tx, in TransactionInput) (_ 
 		return Transaction{}, false, err
 	}
 	return txn, true, nil
+}
+
+// LockTx takes, in id order, the locks of every account that the caller is about to post to
+// in several transactions inside one database transaction (the meter posts one per customer
+// per batch). Taken up front, they make concurrent batches queue instead of deadlocking;
+// each PostTx then finds its locks already held.
+func (l *Ledger) LockTx(ctx context.Context, tx pgx.Tx, accounts []LedgerAccountID) error {
+	postings := make([]Posting, len(accounts))
+	for i, a := range accounts {
+		postings[i] = Posting{Account: a}
+	}
+	return lockAccounts(ctx, tx, postings)
 }
 
 // lockAccounts takes the row locks of every account the postings touch, in id order, so that
