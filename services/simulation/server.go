@@ -1,0 +1,538 @@
+package simulation
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	crand "crypto/rand"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+const (
+	// maxBodyBytes bounds a request body; larger ones are refused with 413.
+	maxBodyBytes = 8 << 20
+	// maxCompletionTokens bounds a requested completion length.
+	maxCompletionTokens = 32768
+	// defaultEmbeddingDims is the length of an embedding when the request names none, that of
+	// OpenAI's text-embedding-3-small.
+	defaultEmbeddingDims = 1536
+	maxEmbeddingDims     = 4096
+	// maxTokensPerFrame bounds how many tokens one streamed frame carries when the stream is
+	// behind its schedule (timer granularity, a fast -speed, the zero profile).
+	maxTokensPerFrame = 8
+)
+
+// Options configure a simulated inference server.
+type Options struct {
+	Profile  Profile          // the GPU configuration to behave like; Zero() for no latency
+	Model    string           // the served model's name; Profile.Model when empty
+	Speed    float64          // time runs this many times faster: 10 makes every wait a tenth; 0 means 1
+	FailRate float64          // fraction of inference requests answered 500 before any byte, in [0, 1]
+	Seed     uint64           // seeds latencies, failures, output lengths, text and embeddings
+	Now      func() time.Time // the clock of the "created" fields; time.Now when nil
+}
+
+// Validate reports what is wrong with the options, if anything.
+func (o Options) Validate() error {
+	switch {
+	case o.Model == "" && o.Profile.Model == "":
+		return errors.New("simulation: name the model to serve")
+	case o.Speed < 0 || math.IsNaN(o.Speed) || math.IsInf(o.Speed, 0):
+		return fmt.Errorf("simulation: speed %g is not a positive factor", o.Speed)
+	case !(o.FailRate >= 0 && o.FailRate <= 1):
+		return fmt.Errorf("simulation: fail rate %g is not in [0, 1]", o.FailRate)
+	}
+	return nil
+}
+
+// Handler is an OpenAI-compatible inference server that behaves like its profile:
+//
+//	POST /v1/chat/completions   streaming (server-sent events) and not
+//	POST /v1/completions        streaming and not
+//	POST /v1/embeddings         deterministic unit vectors
+//	GET  /v1/models             the served model
+//	GET  /health                200 when up, as vLLM answers it
+//
+// Each inference request counts as in flight from its arrival to its last byte; the number in
+// flight when it arrives, itself included, is the concurrency at which the profile's model
+// draws its latencies. It waits its time to first token, then emits a token every time per
+// output token, and stops as soon as its client goes away.
+type Handler struct {
+	opts     Options
+	model    string
+	latency  *Model
+	mux      *http.ServeMux
+	inFlight atomic.Int64
+	started  int64
+
+	mu      sync.Mutex
+	failRng *rand.Rand
+}
+
+var _ http.Handler = (*Handler)(nil)
+
+// NewHandler returns the server of the options. It panics on options that Validate refuses:
+// commands validate their flags first.
+func NewHandler(opts Options) *Handler {
+	if err := opts.Validate(); err != nil {
+		panic(err)
+	}
+	if opts.Speed == 0 {
+		opts.Speed = 1
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	h := &Handler{
+		opts:    opts,
+		model:   cmp.Or(opts.Model, opts.Profile.Model),
+		latency: NewModel(opts.Profile, opts.Seed),
+		failRng: rand.New(rand.NewPCG(opts.Seed, 0xfa11)),
+		started: opts.Now().Unix(),
+	}
+	h.mux = http.NewServeMux()
+	h.mux.HandleFunc("POST /v1/chat/completions", h.chatCompletions)
+	h.mux.HandleFunc("POST /v1/completions", h.completions)
+	h.mux.HandleFunc("POST /v1/embeddings", h.embeddings)
+	h.mux.HandleFunc("GET /v1/models", h.models)
+	h.mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {})
+	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "invalid_request_error", "", "",
+			fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path))
+	})
+	return h
+}
+
+// ServeHTTP serves the OpenAI endpoints.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+// InFlight is the number of inference requests being served now.
+func (h *Handler) InFlight() int { return int(h.inFlight.Load()) }
+
+// Model is the served model's name.
+func (h *Handler) Model() string { return h.model }
+
+// generation is one answer being produced: what it will say, how long, and how fast.
+type generation struct {
+	id               string
+	created          int64
+	promptTokens     int
+	completionTokens int
+	finishReason     string
+	text             *textGen
+	latency          Latency // already scaled by the speed
+	includeUsage     bool
+}
+
+func (g *generation) usage() usage {
+	return usage{g.promptTokens, g.completionTokens, g.promptTokens + g.completionTokens}
+}
+
+// plan sizes the answer to a prompt: limit tokens when the request sets a limit (finishing for
+// "length"), else a length drawn around the profile's mean output (finishing for "stop"). The
+// length is drawn in either case, so that a limited answer is a prefix of the unlimited one.
+func (h *Handler) plan(idPrefix, prompt string, promptTokens int, limit *int) *generation {
+	rng := keyedRand(h.opts.Seed, h.model+"\x00"+prompt)
+	g := &generation{
+		id:               idPrefix + crand.Text(),
+		created:          h.opts.Now().Unix(),
+		promptTokens:     promptTokens,
+		completionTokens: outputLength(rng, h.opts.Profile.MeanOutputTokens()),
+		finishReason:     "stop",
+	}
+	if limit != nil {
+		g.completionTokens, g.finishReason = *limit, "length"
+	}
+	g.text = newTextGen(rng)
+	return g
+}
+
+// enter counts a request in flight and draws its latency at the concurrency it found; the
+// returned function counts it out.
+func (h *Handler) enter() (Latency, func()) {
+	c := h.inFlight.Add(1)
+	l := h.latency.Draw(int(c))
+	scale := func(d time.Duration) time.Duration { return time.Duration(float64(d) / h.opts.Speed) }
+	return Latency{TTFT: scale(l.TTFT), TPOT: scale(l.TPOT)}, func() { h.inFlight.Add(-1) }
+}
+
+// failed answers the request 500, as often as the fail rate says, before reading it.
+func (h *Handler) failed(w http.ResponseWriter) bool {
+	if h.opts.FailRate == 0 {
+		return false
+	}
+	h.mu.Lock()
+	fail := h.failRng.Float64() < h.opts.FailRate
+	h.mu.Unlock()
+	if fail {
+		writeError(w, http.StatusInternalServerError, "server_error", "", "",
+			"The server had an error while processing your request. Sorry about that!")
+	}
+	return fail
+}
+
+// decode reads a JSON body into v, answering 400 (or 413) when it cannot.
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBodyBytes)).Decode(v)
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		writeError(w, http.StatusRequestEntityTooLarge, "invalid_request_error", "", "",
+			fmt.Sprintf("The request body is larger than %d bytes.", maxBodyBytes))
+		return false
+	case err != nil:
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "",
+			"We could not parse the JSON body of your request. ("+err.Error()+")")
+		return false
+	}
+	return true
+}
+
+// servesModel answers 404 when the request names a model other than the served one. A request
+// that names none gets the served model, as vLLM does.
+func (h *Handler) servesModel(w http.ResponseWriter, model string) bool {
+	if model == "" || model == h.model {
+		return true
+	}
+	writeError(w, http.StatusNotFound, "invalid_request_error", "model", "model_not_found",
+		fmt.Sprintf("The model `%s` does not exist.", model))
+	return false
+}
+
+// validLimit answers 400 unless the token limit, when set, is in range; n must be 1.
+func validLimit(w http.ResponseWriter, param string, limit, n *int) bool {
+	if n != nil && *n != 1 {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "n", "",
+			"This server returns one choice per request: set n to 1 or leave it out.")
+		return false
+	}
+	if limit != nil && (*limit < 1 || *limit > maxCompletionTokens) {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", param, "",
+			fmt.Sprintf("%s must be between 1 and %d.", param, maxCompletionTokens))
+		return false
+	}
+	return true
+}
+
+func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
+	if h.failed(w) {
+		return
+	}
+	var req chatRequest
+	if !decode(w, r, &req) || !h.servesModel(w, req.Model) {
+		return
+	}
+	limit, param := req.MaxCompletionTokens, "max_completion_tokens"
+	if limit == nil {
+		limit, param = req.MaxTokens, "max_tokens"
+	}
+	if !validLimit(w, param, limit, req.N) {
+		return
+	}
+	if len(req.Messages) == 0 {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "messages", "",
+			"messages must hold at least one message.")
+		return
+	}
+	var prompt strings.Builder
+	tokens := 0
+	for i, m := range req.Messages {
+		text, err := m.text()
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "invalid_request_error",
+				fmt.Sprintf("messages[%d].content", i), "", err.Error())
+			return
+		}
+		tokens += CountTokens(m.Role) + CountTokens(text)
+		prompt.WriteString(m.Role + "\x00" + text + "\x00")
+	}
+	g := h.plan("chatcmpl-", prompt.String(), tokens, limit)
+	g.includeUsage = req.Stream && req.StreamOptions != nil && req.StreamOptions.IncludeUsage
+	var leave func()
+	g.latency, leave = h.enter()
+	defer leave()
+
+	if !req.Stream {
+		text, err := g.whole(r.Context())
+		if err != nil {
+			return // the client is gone
+		}
+		writeJSON(w, http.StatusOK, chatCompletion{
+			ID: g.id, Object: "chat.completion", Created: g.created, Model: h.model,
+			Choices: []chatChoice{{Message: assistantReply{Role: "assistant", Content: text},
+				FinishReason: g.finishReason}},
+			Usage: g.usage(),
+		})
+		return
+	}
+	s := h.startStream(w, g, "chat.completion.chunk")
+	first := true
+	err := g.stream(r.Context(), func(text string) error {
+		if first {
+			first = false
+			if err := s.send(chatDelta{Delta: deltaContent{Role: "assistant", Content: new("")}}); err != nil {
+				return err
+			}
+		}
+		return s.send(chatDelta{Delta: deltaContent{Content: &text}})
+	})
+	if err != nil {
+		return
+	}
+	s.finish(chatDelta{FinishReason: &g.finishReason})
+}
+
+func (h *Handler) completions(w http.ResponseWriter, r *http.Request) {
+	if h.failed(w) {
+		return
+	}
+	var req completionRequest
+	if !decode(w, r, &req) || !h.servesModel(w, req.Model) || !validLimit(w, "max_tokens", req.MaxTokens, req.N) {
+		return
+	}
+	prompts, tokens, err := texts(req.Prompt)
+	if err == nil && len(prompts) != 1 {
+		err = errors.New("must hold exactly one prompt: this server answers one prompt per request")
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "prompt", "", "prompt "+err.Error())
+		return
+	}
+	g := h.plan("cmpl-", prompts[0], tokens[0], req.MaxTokens)
+	g.includeUsage = req.Stream && req.StreamOptions != nil && req.StreamOptions.IncludeUsage
+	var leave func()
+	g.latency, leave = h.enter()
+	defer leave()
+
+	if !req.Stream {
+		text, err := g.whole(r.Context())
+		if err != nil {
+			return
+		}
+		writeJSON(w, http.StatusOK, textCompletion{
+			ID: g.id, Object: "text_completion", Created: g.created, Model: h.model,
+			Choices: []textChoice{{Text: text, FinishReason: &g.finishReason}},
+			Usage:   g.usage(),
+		})
+		return
+	}
+	s := h.startStream(w, g, "text_completion")
+	if err := g.stream(r.Context(), func(text string) error { return s.send(textChoice{Text: text}) }); err != nil {
+		return
+	}
+	s.finish(textChoice{FinishReason: &g.finishReason})
+}
+
+func (h *Handler) embeddings(w http.ResponseWriter, r *http.Request) {
+	if h.failed(w) {
+		return
+	}
+	var req embeddingRequest
+	if !decode(w, r, &req) || !h.servesModel(w, req.Model) {
+		return
+	}
+	inputs, tokens, err := texts(req.Input)
+	if err == nil && len(inputs) == 0 {
+		err = errors.New("must not be empty")
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "input", "", "input "+err.Error())
+		return
+	}
+	dims := defaultEmbeddingDims
+	if req.Dimensions != nil {
+		dims = *req.Dimensions
+	}
+	if dims < 1 || dims > maxEmbeddingDims {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "dimensions", "",
+			fmt.Sprintf("dimensions must be between 1 and %d.", maxEmbeddingDims))
+		return
+	}
+	if req.EncodingFormat != "" && req.EncodingFormat != "float" && req.EncodingFormat != "base64" {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "encoding_format", "",
+			"encoding_format must be float or base64.")
+		return
+	}
+	// An embedding is a prefill without output: it waits one time to first token.
+	latency, leave := h.enter()
+	defer leave()
+	if sleep(r.Context(), latency.TTFT) != nil {
+		return
+	}
+	out := embeddingList{Object: "list", Model: h.model}
+	for i, in := range inputs {
+		v := embedding(h.opts.Seed, in, dims)
+		item := embeddingItem{Object: "embedding", Index: i, Embedding: v}
+		if req.EncodingFormat == "base64" {
+			b := make([]byte, 0, 4*len(v))
+			for _, x := range v {
+				b = binary.LittleEndian.AppendUint32(b, math.Float32bits(x))
+			}
+			item.Embedding = base64.StdEncoding.EncodeToString(b)
+		}
+		out.Data = append(out.Data, item)
+		out.Usage.PromptTokens += tokens[i]
+	}
+	out.Usage.TotalTokens = out.Usage.PromptTokens
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (h *Handler) models(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, modelList{Object: "list", Data: []modelCard{
+		{ID: h.model, Object: "model", Created: h.started, OwnedBy: "gpumarket"},
+	}})
+}
+
+// whole waits the answer's full time, its TTFT and a TPOT per further token, and returns its
+// text; it returns early with the context's error when the client goes away.
+func (g *generation) whole(ctx context.Context) (string, error) {
+	wait := g.latency.TTFT + time.Duration(max(0, g.completionTokens-1))*g.latency.TPOT
+	if err := sleep(ctx, wait); err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	for range g.completionTokens {
+		b.WriteString(g.text.next())
+	}
+	return b.String(), nil
+}
+
+// stream hands the answer's tokens to emit on their schedule: token k is due TTFT + k TPOT
+// after the start. Every token due when one is sent goes in the same frame, up to
+// maxTokensPerFrame, so that a stream behind its schedule catches up instead of drifting. It
+// stops at the first error of emit or of the context.
+func (g *generation) stream(ctx context.Context, emit func(text string) error) error {
+	start := time.Now()
+	due := func(k int) time.Time { return start.Add(g.latency.TTFT + time.Duration(k)*g.latency.TPOT) }
+	for k := 0; k < g.completionTokens; {
+		if err := sleep(ctx, time.Until(due(k))); err != nil {
+			return err
+		}
+		var b strings.Builder
+		now := time.Now()
+		for n := 0; n < maxTokensPerFrame && k < g.completionTokens && !due(k).After(now); n++ {
+			b.WriteString(g.text.next())
+			k++
+		}
+		if err := emit(b.String()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sleep waits d, or less when the context ends first; it returns the context's error then.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// sseStream writes server-sent events in OpenAI's framing, flushing each frame.
+type sseStream struct {
+	w      http.ResponseWriter
+	rc     *http.ResponseController
+	g      *generation
+	object string
+	model  string
+}
+
+// startStream sends the response headers at once, as vLLM does: the status is known before
+// the first token.
+func (h *Handler) startStream(w http.ResponseWriter, g *generation, object string) *sseStream {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	s := &sseStream{w: w, rc: http.NewResponseController(w), g: g, object: object, model: h.model}
+	_ = s.rc.Flush()
+	return s
+}
+
+// send writes one chunk with one choice.
+func (s *sseStream) send(choice any) error {
+	c := streamChunk{ID: s.g.id, Object: s.object, Created: s.g.created, Model: s.model, Choices: []any{choice}}
+	if s.g.includeUsage {
+		c.Usage = jsonNull
+	}
+	return s.frame(c)
+}
+
+// finish writes the chunk that carries the finish reason, the usage chunk (no choices) when
+// the client asked for it, and the closing [DONE].
+func (s *sseStream) finish(choice any) {
+	if s.send(choice) != nil {
+		return
+	}
+	if s.g.includeUsage {
+		u, _ := json.Marshal(s.g.usage())
+		c := streamChunk{ID: s.g.id, Object: s.object, Created: s.g.created, Model: s.model, Choices: []any{}, Usage: u}
+		if s.frame(c) != nil {
+			return
+		}
+	}
+	_ = s.write([]byte("[DONE]"))
+}
+
+func (s *sseStream) frame(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return s.write(b)
+}
+
+func (s *sseStream) write(data []byte) error {
+	var b bytes.Buffer
+	b.Grow(len(data) + 8)
+	b.WriteString("data: ")
+	b.Write(data)
+	b.WriteString("\n\n")
+	if _, err := s.w.Write(b.Bytes()); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "server_error", "", "", "The response could not be encoded.")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// writeError answers in OpenAI's error shape; an empty param or code is null.
+func writeError(w http.ResponseWriter, status int, typ, param, code, message string) {
+	orNull := func(s string) *string {
+		if s == "" {
+			return nil
+		}
+		return &s
+	}
+	b, _ := json.Marshal(errorBody{Error: errorDetail{Message: message, Type: typ, Param: orNull(param), Code: orNull(code)}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
