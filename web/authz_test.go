@@ -1,7 +1,6 @@
 package web_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/demo"
 )
 
@@ -54,7 +54,9 @@ var csrfRefused = everyone(http.StatusForbidden)
 type route struct {
 	// path is the request path when the route has parameters: {offering} stands for an
 	// active offering of another provider (Northwind Compute, not the provider caller's
-	// Fjord GPU Co-op), {user} for the demo developer's user id.
+	// Fjord GPU Co-op), {user} for the demo developer's user id, {account} for the demo
+	// developer's account id, {purchase} for a purchase of credits by another developer.
+	// Bodies may hold the same placeholders.
 	path string
 	// method is the request method when it differs from the route's: catch-all routes
 	// answer any method.
@@ -80,7 +82,8 @@ type route struct {
 //
 // Provider routes with :id are called with another provider's offering, so a provider gets
 // 404: a rig that is not yours does not exist for you. Owners acting on their own rigs are
-// tested in api_test.go.
+// tested in api_test.go. Likewise credits routes with a purchase id are called with another
+// developer's purchase; a developer's own purchases are tested in credits_test.go.
 var authzTable = map[string]route{
 	// statuses{anonymous, developer, provider, finance, admin}. API calls carry a bearer
 	// token and no CSRF token; page forms are posted by a browser with its session cookie,
@@ -127,6 +130,41 @@ var authzTable = map[string]route{
 	"echo_route_not_found /admin/*": {method: http.MethodGet, path: "/admin/no-such-page",
 		want: statuses{303, 403, 403, 403, 404}, login: true},
 
+	// Credits pages: a developer's own. HEAD reaches the group's catch-all at /credits,
+	// whose GET is a page; the check-out posts a valid amount and is sent on to pay.
+	"GET /credits": {want: statuses{303, 200, 403, 403, 403}, login: true},
+	"POST /credits/checkout": {body: url.Values{"amount_usd": {"20"}},
+		want: statuses{303, 303, 403, 403, 403}, noCSRF: csrfRefused, login: true},
+	"GET /credits/return": {path: "/credits/return?purchase={purchase}",
+		want: statuses{303, 404, 403, 403, 403}, login: true},
+	"GET /credits/test-pay/:id": {path: "/credits/test-pay/{purchase}",
+		want: statuses{303, 404, 403, 403, 403}, login: true},
+	"POST /credits/test-pay/:id": {path: "/credits/test-pay/{purchase}", body: url.Values{},
+		want: statuses{303, 404, 403, 403, 403}, noCSRF: csrfRefused, login: true},
+	"echo_route_not_found /credits": {method: http.MethodHead, path: "/credits",
+		want: statuses{303, 404, 403, 403, 403}, login: true},
+	"echo_route_not_found /credits/*": {method: http.MethodGet, path: "/credits/no-such-page",
+		want: statuses{303, 404, 403, 403, 403}, login: true},
+
+	// Stripe's webhook proves itself by its signature, not by a session or a CSRF token:
+	// unsigned, it is refused whoever sends it.
+	"POST /webhooks/stripe": {body: map[string]string{"id": "evt_authz", "type": "checkout.session.completed"},
+		want: everyone(http.StatusBadRequest), noCSRF: everyone(http.StatusBadRequest)},
+
+	// Finance pages, for finance and admins. The adjustment grants the demo developer $5;
+	// the price change is for a far future.
+	"GET /finance/balances": {want: statuses{303, 403, 403, 200, 200}, login: true},
+	"POST /finance/adjustments": {body: url.Values{"account_id": {"{account}"}, "amount_usd": {"5.00"}, "reason": {"authz test"}},
+		want: statuses{303, 403, 403, 303, 303}, noCSRF: csrfRefused, login: true},
+	"GET /finance/prices": {want: statuses{303, 403, 403, 200, 200}, login: true},
+	"POST /finance/prices": {body: priceForm(),
+		want: statuses{303, 403, 403, 303, 303}, noCSRF: csrfRefused, login: true},
+	"GET /finance/stripe-events": {want: statuses{303, 403, 403, 200, 200}, login: true},
+	"echo_route_not_found /finance": {method: http.MethodGet, path: "/finance",
+		want: statuses{303, 403, 403, 404, 404}, login: true},
+	"echo_route_not_found /finance/*": {method: http.MethodGet, path: "/finance/no-such-page",
+		want: statuses{303, 403, 403, 404, 404}, login: true},
+
 	// Public API.
 	"POST /api/auth/signup": {body: map[string]string{"email": "authz-api@example.com", "password": "authz-password-1", "role": "provider"},
 		want: everyone(http.StatusCreated)},
@@ -158,6 +196,25 @@ var authzTable = map[string]route{
 		want: statuses{401, 403, 404, 403, 403}},
 	"echo_route_not_found /api/provider/offerings/*": {method: http.MethodGet, path: "/api/provider/offerings/{offering}/no-such-action",
 		want: statuses{401, 403, 404, 403, 403}},
+
+	// Credits API, for developers.
+	"POST /api/credits/checkout": {body: map[string]any{"amount_usd": 20}, want: statuses{401, 201, 403, 403, 403}},
+	"GET /api/credits/purchases/:id": {path: "/api/credits/purchases/{purchase}",
+		want: statuses{401, 404, 403, 403, 403}},
+	"GET /api/credits/history": {want: statuses{401, 200, 403, 403, 403}},
+	"GET /api/balance":         {want: statuses{401, 200, 403, 403, 403}},
+
+	// Finance API, for finance and admins.
+	"GET /api/finance/balances": {want: statuses{401, 403, 403, 200, 200}},
+	"POST /api/finance/adjustments": {body: map[string]string{"account_id": "{account}", "amount_usd": "5.00", "reason": "authz test"},
+		want: statuses{401, 403, 403, 201, 201}},
+	"GET /api/finance/prices": {want: statuses{401, 403, 403, 200, 200}},
+	"POST /api/finance/prices": {body: map[string]string{"tier": "batch", "input_usd_per_mtok": "0.09",
+		"output_usd_per_mtok": "0.18", "effective_from": "2099-01-01T00:00:00Z"}, want: statuses{401, 403, 403, 201, 201}},
+	"echo_route_not_found /api/finance": {method: http.MethodPatch, path: "/api/finance",
+		want: statuses{401, 403, 403, 404, 404}},
+	"echo_route_not_found /api/finance/*": {method: http.MethodGet, path: "/api/finance/no-such-report",
+		want: statuses{401, 403, 403, 404, 404}},
 
 	// Admin API.
 	"GET /api/admin/users": {want: statuses{401, 403, 403, 403, 200}},
@@ -232,6 +289,8 @@ type authzEnv struct {
 	csrf     string // the CSRF token (and cookie value) the login page gave the caller
 	offering string // an active offering of Northwind Compute
 	user     string // the demo developer's user id
+	account  string // the demo developer's account id
+	purchase string // a purchase of credits by another developer
 }
 
 func newAuthzEnv(t *testing.T, c caller) *authzEnv {
@@ -252,7 +311,18 @@ func newAuthzEnv(t *testing.T, c caller) *authzEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.user = dev.ID
+	a.user, a.account = dev.ID, dev.AccountID
+	other, err := a.accounts.SignUp(ctx, accounts.SignUpInput{Email: "authz-other-dev@example.com", Password: demo.Password,
+		Role: accounts.RoleDeveloper, AccountName: "Other Labs"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _, err := a.credits.Start(ctx, billing.StartInput{AccountID: other.AccountID, UserID: other.ID, AmountCents: 2000,
+		ReturnURL: a.srv.URL + "/credits/return", CancelURL: a.srv.URL + "/credits"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.purchase = p.ID
 	a.csrf = csrfFromPage(t, browserClient(t), a.srv.URL+"/login")
 	return a
 }
@@ -283,7 +353,8 @@ func (a *authzEnv) check(t *testing.T, c caller, key string, row route, withCSRF
 	if row.path != "" {
 		path = row.path
 	}
-	path = strings.NewReplacer("{offering}", a.offering, "{user}", a.user).Replace(path)
+	ids := strings.NewReplacer("{offering}", a.offering, "{user}", a.user, "{account}", a.account, "{purchase}", a.purchase)
+	path = ids.Replace(path)
 	api := strings.HasPrefix(path, "/api/")
 
 	var body io.Reader
@@ -292,8 +363,10 @@ func (a *authzEnv) check(t *testing.T, c caller, key string, row route, withCSRF
 	case nil:
 	case url.Values:
 		form := url.Values{}
-		for k, v := range b {
-			form[k] = v
+		for k, vs := range b {
+			for _, v := range vs {
+				form.Add(k, ids.Replace(v))
+			}
 		}
 		if withCSRF {
 			form.Set("_csrf", a.csrf)
@@ -304,7 +377,7 @@ func (a *authzEnv) check(t *testing.T, c caller, key string, row route, withCSRF
 		if err != nil {
 			t.Fatal(err)
 		}
-		body, contentType = bytes.NewReader(raw), "application/json"
+		body, contentType = strings.NewReader(ids.Replace(string(raw))), "application/json"
 	}
 	req, err := http.NewRequest(method, a.srv.URL+path, body)
 	if err != nil {
@@ -365,3 +438,9 @@ func (a *authzEnv) check(t *testing.T, c caller, key string, row route, withCSRF
 
 // noRedirects is a client that shows a redirect rather than following it.
 var noRedirects = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+// priceForm is a valid price change as the price book page posts it, for a far future.
+func priceForm() url.Values {
+	return url.Values{"tier": {"standard"}, "input_usd_per_mtok": {"0.2"}, "output_usd_per_mtok": {"0.4"},
+		"effective_from": {"2099-01-01T00:00"}}
+}

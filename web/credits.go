@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -205,12 +206,14 @@ func (s *Server) stripeWebhook(c echo.Context) error {
 
 func (s *Server) apiCheckout(c echo.Context) error {
 	var in struct {
-		AmountUSD money.MicroUSD `json:"amount_usd"`
+		// A string or a number, read as its exact text, so that an unreadable or negative
+		// amount is refused beside the field like one out of bounds.
+		AmountUSD json.RawMessage `json:"amount_usd"`
 	}
 	if err := decodeJSON(c, &in); err != nil {
 		return err
 	}
-	p, sess, err := s.startPurchase(c, in.AmountUSD.Decimal())
+	p, sess, err := s.startPurchase(c, jsonText(in.AmountUSD))
 	if err != nil {
 		return err
 	}

@@ -44,11 +44,12 @@ func badJSON(err error) error {
 	if errors.Is(err, io.EOF) {
 		return services.Errorf(services.CodeInvalid, "The body is empty; send a JSON object.")
 	}
-	var mu interface{ Error() string }
-	if errors.As(err, &mu) && !strings.HasPrefix(err.Error(), "json:") && !strings.Contains(err.Error(), "invalid character") {
-		return services.Errorf(services.CodeInvalid, "Invalid value: %s.", err.Error())
+	var se *json.SyntaxError
+	if errors.As(err, &se) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return services.Errorf(services.CodeInvalid, "The body is not valid JSON.")
 	}
-	return services.Errorf(services.CodeInvalid, "The body is not valid JSON.")
+	// An error of a value's own decoder (an amount that does not parse, say).
+	return services.Errorf(services.CodeInvalid, "Invalid value: %s.", err.Error())
 }
 
 func jsonKind(k string) string {

@@ -127,6 +127,13 @@ func (s *Server) routes() {
 
 	e.POST("/webhooks/stripe", s.stripeWebhook)
 
+	finance := e.Group("/finance", s.requirePage(accounts.RoleFinance, accounts.RoleAdmin))
+	finance.GET("/balances", s.balancesPage)
+	finance.POST("/adjustments", s.adjustmentSubmit)
+	finance.GET("/prices", s.pricesPage)
+	finance.POST("/prices", s.priceSubmit)
+	finance.GET("/stripe-events", s.stripeEventsPage)
+
 	admin := e.Group("/admin", s.requirePage(accounts.RoleAdmin))
 	admin.GET("/users", s.usersPage)
 	admin.POST("/users/:id/role", s.grantRoleSubmit)
@@ -148,6 +155,12 @@ func (s *Server) routes() {
 	api.GET("/credits/purchases/:id", s.apiPurchase, developer)
 	api.GET("/credits/history", s.apiHistory, developer)
 	api.GET("/balance", s.apiBalance, developer)
+
+	financeAPI := api.Group("/finance", s.requireAPI(accounts.RoleFinance, accounts.RoleAdmin))
+	financeAPI.GET("/balances", s.apiFinanceBalances)
+	financeAPI.POST("/adjustments", s.apiAdjust)
+	financeAPI.GET("/prices", s.apiFinancePrices)
+	financeAPI.POST("/prices", s.apiSchedulePrice)
 
 	rigs := api.Group("/provider/offerings", s.requireAPI(accounts.RoleProvider))
 	rigs.GET("", s.apiListRigs)

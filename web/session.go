@@ -165,12 +165,14 @@ func (s *Server) page(c echo.Context, title string) templates.Page {
 // flashes are the notices a redirect can ask a page to show, by key, so that a link cannot
 // make the site say anything else.
 var flashes = map[string]string{
-	"signed-up":  "Welcome to gpumarket. Your account is ready.",
-	"logged-out": "You are logged out.",
-	"listed":     "Your rig is listed.",
-	"saved":      "Your changes are saved.",
-	"paused":     "The rig is paused: it takes no traffic until you resume it.",
-	"resumed":    "The rig is active again.",
-	"delisted":   "The rig is delisted.",
-	"role-set":   "The role is changed.",
+	"signed-up":       "Welcome to gpumarket. Your account is ready.",
+	"logged-out":      "You are logged out.",
+	"listed":          "Your rig is listed.",
+	"saved":           "Your changes are saved.",
+	"paused":          "The rig is paused: it takes no traffic until you resume it.",
+	"resumed":         "The rig is active again.",
+	"delisted":        "The rig is delisted.",
+	"role-set":        "The role is changed.",
+	"adjusted":        "The adjustment is recorded.",
+	"price-scheduled": "The price change is scheduled.",
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -236,8 +237,9 @@ func (c *Credits) Adjust(ctx context.Context, in AdjustInput) (_ Transaction, er
 	in.Reason = strings.TrimSpace(in.Reason)
 	if in.Reason == "" {
 		fe.Add("reason", "Say why: the reason is kept with the adjustment.")
-	} else if len(in.Reason) > 400 {
-		fe.Add("reason", "Keep the reason under 400 characters.")
+	} else if utf8.RuneCountInString(in.Reason) > 120 {
+		// 120 characters of up to 4 bytes fit the ledger's 500-byte memo with its prefix.
+		fe.Add("reason", "Keep the reason under 120 characters.")
 	}
 	if in.Amount == 0 {
 		fe.Add("amount_usd", "Enter a non-zero amount; negative takes credit back.")

@@ -17,20 +17,20 @@ type PostingID int64
 
 // HistoryEntry is one posting to an account, with the transaction it belongs to.
 type HistoryEntry struct {
-	Posting     PostingID
-	Transaction string
-	Kind        TransactionKind
-	Memo        string
-	OccurredAt  time.Time
-	Amount      money.Pico
+	Posting     PostingID       `json:"posting_id"`
+	Transaction string          `json:"transaction_id"`
+	Kind        TransactionKind `json:"kind"`
+	Memo        string          `json:"memo"`
+	OccurredAt  time.Time       `json:"occurred_at"`
+	Amount      money.Pico      `json:"amount_pico"`
 }
 
 // HistoryPage is a page of an account's postings, newest first.
 type HistoryPage struct {
-	Entries []HistoryEntry
+	Entries []HistoryEntry `json:"entries"`
 	// Next is the cursor of the following (older) page, to pass as before; 0 when this page
 	// is the last.
-	Next PostingID
+	Next PostingID `json:"next_before"`
 }
 
 // History page size bounds.

@@ -56,6 +56,10 @@ func (w *StripeWebhook) Handle(ctx context.Context, payload []byte, signature st
 	}
 	defer services.Wrap(&err, "billing.StripeWebhook.Handle(%s %s)", event.Type, event.ID)
 	c := w.credits
+	subj, err := w.subjectOf(ctx, event)
+	if err != nil {
+		return "", err
+	}
 	now := c.now().UTC()
 	err = pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `
@@ -66,11 +70,12 @@ func (w *StripeWebhook) Handle(ctx context.Context, payload []byte, signature st
 			return err
 		}
 		var err error
-		outcome, err = w.apply(ctx, tx, event)
+		outcome, err = w.apply(ctx, tx, event, subj)
 		if err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `UPDATE stripe_events SET outcome = $2 WHERE id = $1`, event.ID, outcome)
+		// The audit keeps what the first delivery did; redeliveries only count.
+		_, err = tx.Exec(ctx, `UPDATE stripe_events SET outcome = $2 WHERE id = $1 AND outcome = ''`, event.ID, outcome)
 		return err
 	})
 	return outcome, err
@@ -125,18 +130,71 @@ func idOf(raw json.RawMessage) string {
 	return o.ID
 }
 
-func (w *StripeWebhook) apply(ctx context.Context, tx pgx.Tx, ev stripe.Event) (string, error) {
+// subject is what an event is about: the Stripe object it carries, how to find the purchase
+// it names, and the ledger accounts that a credit or refund of that purchase moves.
+type subject struct {
+	session    sessionObject
+	charge     chargeObject
+	unreadable string // why the object could not be decoded; "" when it was
+	find       purchaseRef
+	// The purchase's organisation as first read, and its ledger accounts; empty when no
+	// purchase was found.
+	accountID          string
+	customer, clearing LedgerAccountID
+}
+
+// purchaseRef finds the purchase an event is about: by the Stripe id it carries in column,
+// else by the purchase id the platform put in its metadata.
+type purchaseRef struct {
+	column, stripeID, purchaseID string
+}
+
+// subjectOf decodes the object of an event about a purchase and opens the ledger accounts a
+// credit or refund of that purchase moves. It runs before the event's database transaction
+// opens, because AccountFor takes a pool connection of its own: a delivery that waited for a
+// second connection while its transaction held one would deadlock whenever as many
+// deliveries as the pool has connections arrived at once.
+func (w *StripeWebhook) subjectOf(ctx context.Context, ev stripe.Event) (subject, error) {
+	var s subject
 	switch ev.Type {
 	case "checkout.session.completed", "checkout.session.async_payment_succeeded", "checkout.session.async_payment_failed":
-		var s sessionObject
-		if err := json.Unmarshal(ev.Data.Raw, &s); err != nil {
-			return "unreadable session: " + err.Error(), nil
+		if err := json.Unmarshal(ev.Data.Raw, &s.session); err != nil {
+			s.unreadable = "unreadable session: " + err.Error()
+			return s, nil
 		}
-		p, ok, err := w.purchaseFor(ctx, tx, "stripe_session_id = $1", s.ID, s.Metadata["purchase_id"])
+		s.find = purchaseRef{"stripe_session_id", s.session.ID, s.session.Metadata["purchase_id"]}
+	case "charge.refunded":
+		if err := json.Unmarshal(ev.Data.Raw, &s.charge); err != nil {
+			s.unreadable = "unreadable charge: " + err.Error()
+			return s, nil
+		}
+		s.find = purchaseRef{"stripe_payment_intent", idOf(s.charge.PaymentIntent), s.charge.Metadata["purchase_id"]}
+	default:
+		return s, nil
+	}
+	p, ok, err := findPurchase(ctx, w.credits.pool, s.find, false)
+	if err != nil || !ok {
+		return s, err
+	}
+	s.accountID = p.AccountID
+	if s.customer, err = w.credits.ledger.AccountFor(ctx, AccountCustomerCredit, p.AccountID); err != nil {
+		return s, err
+	}
+	s.clearing, err = w.credits.ledger.AccountFor(ctx, AccountStripeClearing, "")
+	return s, err
+}
+
+func (w *StripeWebhook) apply(ctx context.Context, tx pgx.Tx, ev stripe.Event, s subject) (string, error) {
+	switch ev.Type {
+	case "checkout.session.completed", "checkout.session.async_payment_succeeded", "checkout.session.async_payment_failed":
+		if s.unreadable != "" {
+			return s.unreadable, nil
+		}
+		p, ok, err := w.purchaseFor(ctx, tx, s)
 		if err != nil || !ok {
-			return "no purchase for session " + s.ID, err
+			return "no purchase for session " + s.session.ID, err
 		}
-		if pi := idOf(s.PaymentIntent); pi != "" {
+		if pi := idOf(s.session.PaymentIntent); pi != "" {
 			if _, err := tx.Exec(ctx, `UPDATE credit_purchases SET stripe_payment_intent = $2 WHERE id = $1`, p.ID, pi); err != nil {
 				return "", err
 			}
@@ -144,21 +202,20 @@ func (w *StripeWebhook) apply(ctx context.Context, tx pgx.Tx, ev stripe.Event) (
 		switch {
 		case ev.Type == "checkout.session.async_payment_failed":
 			return w.markFailed(ctx, tx, p)
-		case ev.Type == "checkout.session.completed" && s.PaymentStatus != "paid":
+		case ev.Type == "checkout.session.completed" && s.session.PaymentStatus != "paid":
 			return w.markAwaiting(ctx, tx, p)
 		default:
 			return w.credit(ctx, tx, p, s)
 		}
 	case "charge.refunded":
-		var ch chargeObject
-		if err := json.Unmarshal(ev.Data.Raw, &ch); err != nil {
-			return "unreadable charge: " + err.Error(), nil
+		if s.unreadable != "" {
+			return s.unreadable, nil
 		}
-		p, ok, err := w.purchaseFor(ctx, tx, "stripe_payment_intent = $1", idOf(ch.PaymentIntent), ch.Metadata["purchase_id"])
+		p, ok, err := w.purchaseFor(ctx, tx, s)
 		if err != nil || !ok {
-			return "no purchase for charge " + ch.ID, err
+			return "no purchase for charge " + s.charge.ID, err
 		}
-		return w.refund(ctx, tx, p, ch)
+		return w.refund(ctx, tx, p, s)
 	}
 	return "ignored", nil
 }
@@ -168,17 +225,37 @@ type lockedPurchase struct {
 	AmountCents, RefundedCents int64
 }
 
-// purchaseFor finds and locks the purchase an event is about: by the Stripe id it carries,
-// else by the purchase id the platform put in its metadata.
-func (w *StripeWebhook) purchaseFor(ctx context.Context, tx pgx.Tx, where, stripeID, purchaseID string) (lockedPurchase, bool, error) {
-	var p lockedPurchase
-	q := `SELECT id, account_id, status, amount_cents, refunded_cents FROM credit_purchases WHERE `
-	err := pgx.ErrNoRows
-	if stripeID != "" {
-		err = tx.QueryRow(ctx, q+where+` FOR UPDATE`, stripeID).Scan(&p.ID, &p.AccountID, &p.Status, &p.AmountCents, &p.RefundedCents)
+// errPurchaseAppeared: the event's purchase was found only once its transaction had begun,
+// so its ledger accounts were not opened. The delivery fails and Stripe sends it again.
+var errPurchaseAppeared = errors.New("billing: the purchase appeared while the event was being read; it will be applied on redelivery")
+
+// purchaseFor finds and locks the purchase an event is about.
+func (w *StripeWebhook) purchaseFor(ctx context.Context, tx pgx.Tx, s subject) (lockedPurchase, bool, error) {
+	p, ok, err := findPurchase(ctx, tx, s.find, true)
+	if ok && p.AccountID != s.accountID {
+		return p, false, errPurchaseAppeared
 	}
-	if errors.Is(err, pgx.ErrNoRows) && canonicalUUID(purchaseID) {
-		err = tx.QueryRow(ctx, q+`id = $1 FOR UPDATE`, purchaseID).Scan(&p.ID, &p.AccountID, &p.Status, &p.AmountCents, &p.RefundedCents)
+	return p, ok, err
+}
+
+// findPurchase reads the purchase ref names, locking it when lock is set.
+func findPurchase(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, ref purchaseRef, lock bool) (lockedPurchase, bool, error) {
+	var p lockedPurchase
+	query := `SELECT id, account_id, status, amount_cents, refunded_cents FROM credit_purchases WHERE `
+	suffix := ""
+	if lock {
+		suffix = ` FOR UPDATE`
+	}
+	err := pgx.ErrNoRows
+	if ref.stripeID != "" {
+		err = q.QueryRow(ctx, query+ref.column+` = $1`+suffix, ref.stripeID).
+			Scan(&p.ID, &p.AccountID, &p.Status, &p.AmountCents, &p.RefundedCents)
+	}
+	if errors.Is(err, pgx.ErrNoRows) && canonicalUUID(ref.purchaseID) {
+		err = q.QueryRow(ctx, query+`id = $1`+suffix, ref.purchaseID).
+			Scan(&p.ID, &p.AccountID, &p.Status, &p.AmountCents, &p.RefundedCents)
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return p, false, nil
@@ -186,7 +263,8 @@ func (w *StripeWebhook) purchaseFor(ctx context.Context, tx pgx.Tx, where, strip
 	return p, err == nil, err
 }
 
-func (w *StripeWebhook) credit(ctx context.Context, tx pgx.Tx, p lockedPurchase, s sessionObject) (string, error) {
+func (w *StripeWebhook) credit(ctx context.Context, tx pgx.Tx, p lockedPurchase, subj subject) (string, error) {
+	s := subj.session
 	if p.Status == string(PurchasePaid) {
 		return "already credited", nil
 	}
@@ -197,20 +275,12 @@ func (w *StripeWebhook) credit(ctx context.Context, tx pgx.Tx, p lockedPurchase,
 		return "not credited: " + problem, err
 	}
 	c := w.credits
-	customer, err := c.ledger.AccountFor(ctx, AccountCustomerCredit, p.AccountID)
-	if err != nil {
-		return "", err
-	}
-	clearing, err := c.ledger.AccountFor(ctx, AccountStripeClearing, "")
-	if err != nil {
-		return "", err
-	}
 	amount := centsToPico(p.AmountCents)
 	txn, _, err := c.ledger.PostTx(ctx, tx, TransactionInput{
 		Kind: TransactionPurchase, IdempotencyKey: "stripe-purchase:" + p.ID,
 		Memo:       fmt.Sprintf("Credits bought with Stripe: %s (checkout %s)", formatCents(p.AmountCents), s.ID),
 		OccurredAt: c.now().UTC(),
-		Postings:   []Posting{{Account: customer, Amount: amount}, {Account: clearing, Amount: -amount}},
+		Postings:   []Posting{{Account: subj.customer, Amount: amount}, {Account: subj.clearing, Amount: -amount}},
 	})
 	if err != nil {
 		return "", err
@@ -236,7 +306,8 @@ func (w *StripeWebhook) markFailed(ctx context.Context, tx pgx.Tx, p lockedPurch
 	return "payment failed", err
 }
 
-func (w *StripeWebhook) refund(ctx context.Context, tx pgx.Tx, p lockedPurchase, ch chargeObject) (string, error) {
+func (w *StripeWebhook) refund(ctx context.Context, tx pgx.Tx, p lockedPurchase, subj subject) (string, error) {
+	ch := subj.charge
 	total := ch.AmountRefunded
 	if total > p.AmountCents {
 		total = p.AmountCents
@@ -246,23 +317,15 @@ func (w *StripeWebhook) refund(ctx context.Context, tx pgx.Tx, p lockedPurchase,
 		return "refund already taken back", nil
 	}
 	c := w.credits
-	customer, err := c.ledger.AccountFor(ctx, AccountCustomerCredit, p.AccountID)
-	if err != nil {
-		return "", err
-	}
-	clearing, err := c.ledger.AccountFor(ctx, AccountStripeClearing, "")
-	if err != nil {
-		return "", err
-	}
 	amount := centsToPico(delta)
 	if _, _, err := c.ledger.PostTx(ctx, tx, TransactionInput{
 		Kind: TransactionRefund, IdempotencyKey: fmt.Sprintf("stripe-refund:%s:%d", p.ID, total),
 		Memo:       fmt.Sprintf("Refund of %s (charge %s)", formatCents(delta), ch.ID),
 		OccurredAt: c.now().UTC(),
-		Postings:   []Posting{{Account: customer, Amount: -amount}, {Account: clearing, Amount: amount}},
+		Postings:   []Posting{{Account: subj.customer, Amount: -amount}, {Account: subj.clearing, Amount: amount}},
 	}); err != nil {
 		return "", err
 	}
-	_, err = tx.Exec(ctx, `UPDATE credit_purchases SET refunded_cents = $2, updated_at = $3 WHERE id = $1`, p.ID, total, c.now().UTC())
+	_, err := tx.Exec(ctx, `UPDATE credit_purchases SET refunded_cents = $2, updated_at = $3 WHERE id = $1`, p.ID, total, c.now().UTC())
 	return "refunded " + formatCents(delta), err
 }

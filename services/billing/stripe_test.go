@@ -1,0 +1,150 @@
+package billing
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/gpumarket/gpumarket/services/billing/stripemock"
+)
+
+var (
+	stripeMock     *stripemock.Process
+	stripeMockErr  error
+	stripeMockOnce sync.Once
+)
+
+// stripeMockURL starts one stripe-mock for the package's tests, on first use; TestMain
+// stops it.
+func stripeMockURL(t *testing.T) string {
+	t.Helper()
+	stripeMockOnce.Do(func() {
+		bin, err := stripemock.Find()
+		if err != nil {
+			stripeMockErr = err
+			return
+		}
+		stripeMock, stripeMockErr = stripemock.Start(context.Background(), bin, nil)
+	})
+	if stripeMockErr != nil {
+		t.Fatalf("stripe-mock: %v (make test installs it)", stripeMockErr)
+	}
+	return stripeMock.URL
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	stripeMock.Stop()
+	os.Exit(code)
+}
+
+// stripeRequest is a request the platform sent to the Stripe API.
+type stripeRequest struct {
+	Method, Path, IdempotencyKey string
+	Form                         url.Values
+}
+
+// recordingStripe forwards to stripe-mock and keeps what the platform asked for, so that a
+// test sees both stripe-mock's answer and the parameters it was given.
+func recordingStripe(t *testing.T) (apiURL string, requests func() []stripeRequest) {
+	t.Helper()
+	target, err := url.Parse(stripeMockURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	var mu sync.Mutex
+	var got []stripeRequest
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		form, _ := url.ParseQuery(string(body))
+		mu.Lock()
+		got = append(got, stripeRequest{Method: r.Method, Path: r.URL.Path, IdempotencyKey: r.Header.Get("Idempotency-Key"), Form: form})
+		mu.Unlock()
+		r.Body = io.NopCloser(strings.NewReader(string(body)))
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, func() []stripeRequest {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]stripeRequest(nil), got...)
+	}
+}
+
+// TestStartCreatesCheckoutSessionOnStripeMock buys credits through the real stripe-mock: the
+// purchase is recorded as pending with the session stripe-mock created, the session is a
+// one-off payment of exactly the amount for the buying account, keyed for idempotency by the
+// purchase; and the session's paid completion credits it.
+func TestStartCreatesCheckoutSessionOnStripeMock(t *testing.T) {
+	t.Parallel()
+	apiURL, requests := recordingStripe(t)
+	s := setupShop(t, NewStripeCheckout("sk_test_billing", apiURL))
+	ctx := context.Background()
+
+	p, sess, err := s.credits.Start(ctx, StartInput{AccountID: s.org, UserID: s.user, AmountCents: 2050,
+		ReturnURL: "https://gpumarket.test/credits/return", CancelURL: "https://gpumarket.test/credits"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(sess.ID, "cs_test_") || !strings.HasPrefix(sess.URL, "https://") {
+		t.Fatalf("session = %+v, want stripe-mock's", sess)
+	}
+	if p.Status != PurchasePending || p.StripeSessionID != sess.ID || p.AccountID != s.org || p.AmountCents != 2050 ||
+		p.RefundedCents != 0 || !p.CreatedAt.Equal(testNow) {
+		t.Fatalf("purchase = %+v", p)
+	}
+	if row := purchaseRow(t, s.pool, p.ID); row.Status != PurchasePending || row.SessionID != sess.ID || row.CreatedBy != s.user {
+		t.Fatalf("stored purchase = %+v", row)
+	}
+
+	sent := requests()
+	if len(sent) != 1 {
+		t.Fatalf("%d requests to Stripe, want 1: %+v", len(sent), sent)
+	}
+	r := sent[0]
+	for key, want := range map[string]string{
+		"mode":                                       "payment",
+		"client_reference_id":                        s.org,
+		"success_url":                                "https://gpumarket.test/credits/return?purchase=" + p.ID,
+		"cancel_url":                                 "https://gpumarket.test/credits",
+		"line_items[0][quantity]":                    "1",
+		"line_items[0][price_data][currency]":        "usd",
+		"line_items[0][price_data][unit_amount]":     "2050",
+		"metadata[purchase_id]":                      p.ID,
+		"metadata[account_id]":                       s.org,
+		"payment_intent_data[metadata][purchase_id]": p.ID,
+	} {
+		if got := r.Form.Get(key); got != want {
+			t.Errorf("%s = %q, want %q", key, got, want)
+		}
+	}
+	if r.Method != http.MethodPost || r.Path != "/v1/checkout/sessions" || r.IdempotencyKey != "checkout-"+p.ID {
+		t.Fatalf("request = %s %s, idempotency key %q", r.Method, r.Path, r.IdempotencyKey)
+	}
+
+	// A second purchase gets a session of its own.
+	q := s.buy(t, 500)
+	if q.StripeSessionID == "" || q.StripeSessionID == p.StripeSessionID {
+		t.Fatalf("second session %q, first %q: want two", q.StripeSessionID, p.StripeSessionID)
+	}
+
+	if got := deliver(t, s.webhook, CheckoutEvent("evt_mock_paid", "checkout.session.completed", p, "paid", "pi_mock_1", testNow)); got != "credited $20.50" {
+		t.Fatalf("outcome %q", got)
+	}
+	s.wantCredit(t, s.org, cents(2050))
+	if row := purchaseRow(t, s.pool, p.ID); row.Status != PurchasePaid || row.PaymentIntent != "pi_mock_1" {
+		t.Fatalf("paid purchase = %+v", row)
+	}
+}

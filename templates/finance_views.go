@@ -1,0 +1,55 @@
+package templates
+
+// BalancesPage is finance's view of every ledger account, with the form for a manual
+// adjustment of a customer's credit.
+type BalancesPage struct {
+	Page
+	Accounts  []AccountBalanceRow
+	Customers []Option // the accounts an adjustment may name
+	Form      Form
+}
+
+// AccountBalanceRow is one ledger account and its balance.
+type AccountBalanceRow struct {
+	Account  string // the ledger account id
+	Kind     string // "customer credit", "provider payable", ...
+	Owner    string // the owning organisation; the platform for its own accounts
+	Balance  string // exact, "$12.000000149"
+	Negative bool   // a customer's credit below zero: flagged for review
+}
+
+// PricesPage is the price book: what is in force, its history, and the form to schedule a
+// change.
+type PricesPage struct {
+	Page
+	Current []PriceRow
+	History []PriceChangeRow
+	Tiers   []Option
+	Form    Form
+}
+
+// PriceRow is a tier's price in force.
+type PriceRow struct {
+	Tier, Input, Output, EffectiveFrom string
+}
+
+// PriceChangeRow is one row of the price book's history.
+type PriceChangeRow struct {
+	Tier, Input, Output, EffectiveFrom string
+	ScheduledBy, ScheduledAt           string
+	Status                             string // scheduled, in force, superseded
+}
+
+// StripeEventsPage lists the Stripe events received, for audit.
+type StripeEventsPage struct {
+	Page
+	Limit  int // how many of the latest events the page shows at most
+	Events []StripeEventRow
+}
+
+// StripeEventRow is one Stripe event as received.
+type StripeEventRow struct {
+	ID, Type, Outcome           string
+	Deliveries                  int
+	FirstReceived, LastReceived string
+}

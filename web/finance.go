@@ -1,0 +1,410 @@
+package web
+
+import (
+	"cmp"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/templates"
+)
+
+// stripeEventsShown is how many of the latest Stripe events the audit page lists.
+const stripeEventsShown = 100
+
+var accountKindLabels = map[billing.AccountKind]string{
+	billing.AccountCustomerCredit:  "customer credit",
+	billing.AccountProviderPayable: "provider payable",
+	billing.AccountPlatformRevenue: "platform revenue",
+	billing.AccountStripeClearing:  "Stripe clearing",
+}
+
+// flagged reports a balance finance must look at: a customer's credit below zero, left by a
+// refund or by usage recorded after the credit ran out. Stripe clearing is negative by design.
+func flagged(b billing.AccountBalance) bool {
+	return b.Kind == billing.AccountCustomerCredit && b.Balance < 0
+}
+
+func usd(p money.Pico) string { return strings.TrimPrefix(p.String(), "$") }
+
+// fieldError is an invalid error about one field.
+func fieldError(field, problem string) error {
+	fe := services.FieldErrors{}
+	fe.Add(field, problem)
+	return fe.Err()
+}
+
+// submitted returns the named form fields as the page posted them, to show them again.
+func submitted(c echo.Context, names ...string) map[string]string {
+	v := make(map[string]string, len(names))
+	for _, n := range names {
+		v[n] = c.FormValue(n)
+	}
+	return v
+}
+
+// jsonText reads a JSON value that may be a string or a number as the text it holds: a
+// string's content, a number's exact digits (never through a float), "" for null or absent.
+func jsonText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return strings.TrimSpace(string(raw))
+}
+
+// Balances and adjustments.
+
+// adjust records a manual adjustment by the logged-in user. The amount is signed dollars,
+// exact to the picodollar; the credits service checks the account and the reason.
+func (s *Server) adjust(c echo.Context, accountID, amountUSD, reason string) (billing.Transaction, error) {
+	amount, err := money.ParseUSD(amountUSD)
+	if err != nil {
+		return billing.Transaction{}, fieldError("amount_usd", "Enter dollars, like 25.00 to grant credit or -5.00 to take it back.")
+	}
+	sess, _ := currentSession(c)
+	txn, err := s.payments.Credits.Adjust(c.Request().Context(), billing.AdjustInput{
+		AccountID: strings.TrimSpace(accountID), Amount: amount, Reason: reason, ByUserID: sess.User.ID,
+	})
+	if services.ErrorCode(err) == services.CodeNotFound {
+		// The only thing an adjustment looks up is the account it names.
+		return billing.Transaction{}, fieldError("account_id", "There is no such account.")
+	}
+	return txn, err
+}
+
+func (s *Server) balancesPage(c echo.Context) error {
+	return s.renderBalances(c, http.StatusOK, templates.Form{})
+}
+
+func (s *Server) renderBalances(c echo.Context, status int, form templates.Form) error {
+	ctx := c.Request().Context()
+	balances, err := s.payments.Ledger.Balances(ctx)
+	if err != nil {
+		return err
+	}
+	users, err := s.accounts.ListUsers(ctx)
+	if err != nil {
+		return err
+	}
+	p := templates.BalancesPage{Page: s.page(c, "Balances"), Form: form, Customers: customerOptions(users, balances)}
+	for _, b := range balances {
+		owner := b.OwnerName
+		if b.OwnerAccountID == "" {
+			owner = "gpumarket (platform)"
+		}
+		p.Accounts = append(p.Accounts, templates.AccountBalanceRow{Account: string(b.Account), Kind: accountKindLabels[b.Kind],
+			Owner: owner, Balance: b.Balance.String(), Negative: flagged(b)})
+	}
+	return s.render(c, status, templates.Balances(p))
+}
+
+// customerOptions lists the accounts an adjustment is usually for: every developer's, and
+// every account that already holds credit. Each is labelled by its organisation's name where
+// the ledger knows it, and by a user's email.
+func customerOptions(users []accounts.User, balances []billing.AccountBalance) []templates.Option {
+	names := map[string]string{} // accounts holding credit, by id
+	for _, b := range balances {
+		if b.Kind == billing.AccountCustomerCredit {
+			names[b.OwnerAccountID] = b.OwnerName
+		}
+	}
+	labels := map[string]string{}
+	for _, u := range users {
+		name, holdsCredit := names[u.AccountID]
+		if _, seen := labels[u.AccountID]; seen || (!holdsCredit && u.Role != accounts.RoleDeveloper) {
+			continue
+		}
+		labels[u.AccountID] = strings.TrimPrefix(name+" · "+u.Email, " · ")
+	}
+	for id, name := range names {
+		if _, ok := labels[id]; !ok {
+			labels[id] = name
+		}
+	}
+	out := make([]templates.Option, 0, len(labels)+1)
+	out = append(out, templates.Option{Value: "", Label: "Choose an account"})
+	for id, label := range labels {
+		out = append(out, templates.Option{Value: id, Label: label})
+	}
+	slices.SortFunc(out[1:], func(a, b templates.Option) int { return cmp.Compare(a.Label, b.Label) })
+	return out
+}
+
+func (s *Server) adjustmentSubmit(c echo.Context) error {
+	_, err := s.adjust(c, c.FormValue("account_id"), c.FormValue("amount_usd"), c.FormValue("reason"))
+	if err != nil {
+		return s.formError(c, err, func(f templates.Form) error {
+			f.Values = submitted(c, "account_id", "amount_usd", "reason")
+			return s.renderBalances(c, statusFor(err), f)
+		})
+	}
+	return c.Redirect(http.StatusSeeOther, "/finance/balances?flash=adjusted")
+}
+
+// Price book.
+
+// timeFormat is how a request writes a moment.
+type timeFormat struct {
+	layouts []string
+	example string // shown when a value does not parse
+}
+
+var (
+	// datetimeLocal is what a page's datetime-local field sends, read as UTC.
+	datetimeLocal = timeFormat{layouts: []string{"2006-01-02T15:04", "2006-01-02T15:04:05"}, example: "2026-12-01T00:00"}
+	rfc3339       = timeFormat{layouts: []string{time.RFC3339}, example: "2026-12-01T00:00:00Z"}
+)
+
+func (f timeFormat) parse(s string) (time.Time, bool) {
+	for _, l := range f.layouts {
+		if t, err := time.Parse(l, s); err == nil {
+			return t.UTC(), true
+		}
+	}
+	return time.Time{}, false
+}
+
+// priceChange reads a price change from text values and reports every problem at once: what
+// does not parse, and what breaks the price book's rules (a date in the past among them).
+func priceChange(tier, input, output, effectiveFrom string, when timeFormat, now time.Time) (catalog.ScheduleInput, error) {
+	fe := services.FieldErrors{}
+	in := catalog.ScheduleInput{Tier: catalog.Tier(strings.TrimSpace(tier))}
+	for _, p := range []struct {
+		field, text string
+		into        *money.MicroUSD
+	}{{"input_usd_per_mtok", input, &in.Input}, {"output_usd_per_mtok", output, &in.Output}} {
+		m, err := money.ParseMicroUSD(p.text)
+		if err != nil {
+			fe.Add(p.field, "Enter dollars per million tokens, like 0.15.")
+		}
+		*p.into = m
+	}
+	if v := strings.TrimSpace(effectiveFrom); v != "" {
+		t, ok := when.parse(v)
+		if !ok {
+			fe.Add("effective_from", "Enter a date and time in UTC, like "+when.example+".")
+		}
+		in.EffectiveFrom = t
+	}
+	if err := in.Validate(now); err != nil {
+		if ae, ok := err.(*services.Error); ok {
+			for k, v := range ae.Fields {
+				fe.Add(k, v)
+			}
+		}
+	}
+	return in, fe.Err()
+}
+
+// pricesInTierOrder lists a price per tier in the order pages show tiers.
+func pricesInTierOrder(prices map[catalog.Tier]catalog.Price) []catalog.Price {
+	out := make([]catalog.Price, 0, len(prices))
+	for _, t := range catalog.Tiers {
+		if p, ok := prices[t]; ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// priceStatus says where a row of the price book stands against the prices in force.
+func priceStatus(ch catalog.PriceChange, current map[catalog.Tier]catalog.Price) string {
+	cur, ok := current[ch.Tier]
+	switch {
+	case ok && cur.EffectiveFrom.Equal(ch.EffectiveFrom):
+		return "in force"
+	case !ok || ch.EffectiveFrom.After(cur.EffectiveFrom):
+		return "scheduled"
+	}
+	return "superseded"
+}
+
+const minuteUTC = "2006-01-02 15:04"
+
+func (s *Server) pricesPage(c echo.Context) error {
+	// The form suggests the next midnight, UTC.
+	next := s.now().UTC().Truncate(24 * time.Hour).Add(24 * time.Hour)
+	return s.renderPrices(c, http.StatusOK, templates.Form{Values: map[string]string{
+		"tier": string(catalog.TierStandard), "effective_from": next.Format(datetimeLocal.layouts[0]),
+	}})
+}
+
+func (s *Server) renderPrices(c echo.Context, status int, form templates.Form) error {
+	ctx := c.Request().Context()
+	current, err := s.catalog.CurrentPrices(ctx)
+	if err != nil {
+		return err
+	}
+	history, err := s.catalog.PriceHistory(ctx)
+	if err != nil {
+		return err
+	}
+	p := templates.PricesPage{Page: s.page(c, "Price book"), Form: form}
+	for _, t := range catalog.Tiers {
+		p.Tiers = append(p.Tiers, templates.Option{Value: string(t), Label: string(t)})
+	}
+	for _, pr := range pricesInTierOrder(current) {
+		p.Current = append(p.Current, templates.PriceRow{Tier: string(pr.Tier), Input: pr.Input.String(), Output: pr.Output.String(),
+			EffectiveFrom: pr.EffectiveFrom.UTC().Format(minuteUTC)})
+	}
+	for _, ch := range history {
+		by := ch.CreatedBy
+		if by == "" {
+			by = "platform default"
+		}
+		p.History = append(p.History, templates.PriceChangeRow{Tier: string(ch.Tier), Input: ch.Input.String(), Output: ch.Output.String(),
+			EffectiveFrom: ch.EffectiveFrom.UTC().Format(minuteUTC), ScheduledBy: by, ScheduledAt: ch.CreatedAt.UTC().Format(minuteUTC),
+			Status: priceStatus(ch, current)})
+	}
+	return s.render(c, status, templates.Prices(p))
+}
+
+func (s *Server) schedulePrice(c echo.Context, in catalog.ScheduleInput) (catalog.PriceChange, error) {
+	sess, _ := currentSession(c)
+	ch, err := s.catalog.SchedulePrice(c.Request().Context(), sess.User.ID, in)
+	if err != nil {
+		return catalog.PriceChange{}, err
+	}
+	ch.CreatedBy = sess.User.Email // as PriceHistory names who scheduled it
+	return ch, nil
+}
+
+func (s *Server) priceSubmit(c echo.Context) error {
+	in, err := priceChange(c.FormValue("tier"), c.FormValue("input_usd_per_mtok"), c.FormValue("output_usd_per_mtok"),
+		c.FormValue("effective_from"), datetimeLocal, s.now())
+	if err == nil {
+		_, err = s.schedulePrice(c, in)
+	}
+	if err != nil {
+		return s.formError(c, err, func(f templates.Form) error {
+			f.Values = submitted(c, "tier", "input_usd_per_mtok", "output_usd_per_mtok", "effective_from")
+			return s.renderPrices(c, statusFor(err), f)
+		})
+	}
+	return c.Redirect(http.StatusSeeOther, "/finance/prices?flash=price-scheduled")
+}
+
+// Stripe events.
+
+func (s *Server) stripeEventsPage(c echo.Context) error {
+	events, err := s.payments.Webhook.RecentEvents(c.Request().Context(), stripeEventsShown)
+	if err != nil {
+		return err
+	}
+	p := templates.StripeEventsPage{Page: s.page(c, "Stripe events"), Limit: stripeEventsShown}
+	for _, ev := range events {
+		p.Events = append(p.Events, templates.StripeEventRow{ID: ev.ID, Type: ev.Type, Outcome: ev.Outcome, Deliveries: ev.Deliveries,
+			FirstReceived: ev.FirstReceivedAt.UTC().Format(time.DateTime), LastReceived: ev.LastReceivedAt.UTC().Format(time.DateTime)})
+	}
+	return s.render(c, http.StatusOK, templates.StripeEvents(p))
+}
+
+// JSON API for finance.
+
+type accountBalanceJSON struct {
+	LedgerAccountID billing.LedgerAccountID `json:"ledger_account_id"`
+	Kind            billing.AccountKind     `json:"kind"`
+	OwnerAccountID  string                  `json:"owner_account_id,omitempty"`
+	OwnerName       string                  `json:"owner_name,omitempty"`
+	BalancePico     money.Pico              `json:"balance_pico"`
+	BalanceUSD      string                  `json:"balance_usd"`
+	Negative        bool                    `json:"negative"` // a customer's credit below zero
+}
+
+func (s *Server) apiFinanceBalances(c echo.Context) error {
+	balances, err := s.payments.Ledger.Balances(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	out := make([]accountBalanceJSON, 0, len(balances))
+	for _, b := range balances {
+		out = append(out, accountBalanceJSON{LedgerAccountID: b.Account, Kind: b.Kind, OwnerAccountID: b.OwnerAccountID,
+			OwnerName: b.OwnerName, BalancePico: b.Balance, BalanceUSD: usd(b.Balance), Negative: flagged(b)})
+	}
+	return c.JSON(http.StatusOK, map[string]any{"accounts": out, "unit": "picodollar (1e-12 USD)"})
+}
+
+type postingJSON struct {
+	LedgerAccountID billing.LedgerAccountID `json:"ledger_account_id"`
+	AmountPico      money.Pico              `json:"amount_pico"`
+	AmountUSD       string                  `json:"amount_usd"`
+}
+
+type transactionJSON struct {
+	ID         string                  `json:"id"`
+	Kind       billing.TransactionKind `json:"kind"`
+	Memo       string                  `json:"memo"`
+	CreatedBy  string                  `json:"created_by"`
+	OccurredAt time.Time               `json:"occurred_at"`
+	CreatedAt  time.Time               `json:"created_at"`
+	Postings   []postingJSON           `json:"postings"`
+}
+
+func transactionOf(t billing.Transaction) transactionJSON {
+	j := transactionJSON{ID: t.ID, Kind: t.Kind, Memo: t.Memo, CreatedBy: t.CreatedBy, OccurredAt: t.OccurredAt, CreatedAt: t.CreatedAt,
+		Postings: make([]postingJSON, 0, len(t.Postings))}
+	for _, p := range t.Postings {
+		j.Postings = append(j.Postings, postingJSON{LedgerAccountID: p.Account, AmountPico: p.Amount, AmountUSD: usd(p.Amount)})
+	}
+	return j
+}
+
+func (s *Server) apiAdjust(c echo.Context) error {
+	var in struct {
+		AccountID string          `json:"account_id"`
+		AmountUSD json.RawMessage `json:"amount_usd"` // a string or a number, signed
+		Reason    string          `json:"reason"`
+	}
+	if err := decodeJSON(c, &in); err != nil {
+		return err
+	}
+	txn, err := s.adjust(c, in.AccountID, jsonText(in.AmountUSD), in.Reason)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, transactionOf(txn))
+}
+
+func (s *Server) apiFinancePrices(c echo.Context) error {
+	ctx := c.Request().Context()
+	current, err := s.catalog.CurrentPrices(ctx)
+	if err != nil {
+		return err
+	}
+	history, err := s.catalog.PriceHistory(ctx)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"current": pricesInTierOrder(current), "history": history})
+}
+
+func (s *Server) apiSchedulePrice(c echo.Context) error {
+	var body struct {
+		Tier          string          `json:"tier"`
+		Input         json.RawMessage `json:"input_usd_per_mtok"`  // a string or a number
+		Output        json.RawMessage `json:"output_usd_per_mtok"` // a string or a number
+		EffectiveFrom string          `json:"effective_from"`      // RFC 3339
+	}
+	if err := decodeJSON(c, &body); err != nil {
+		return err
+	}
+	in, err := priceChange(body.Tier, jsonText(body.Input), jsonText(body.Output), body.EffectiveFrom, rfc3339, s.now())
+	if err != nil {
+		return err
+	}
+	ch, err := s.schedulePrice(c, in)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, ch)
+}
