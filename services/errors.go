@@ -30,9 +30,16 @@ type Error struct {
 	Code    Code
 	Message string
 	Fields  map[string]string
+	Cause   error // for the log only; never shown to users
 }
 
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Cause }
+
 func (e *Error) Error() string {
+	if e.Cause != nil {
+		return fmt.Sprintf("%s: %s: %v", e.Code, e.Message, e.Cause)
+	}
 	if len(e.Fields) == 0 {
 		return fmt.Sprintf("%s: %s", e.Code, e.Message)
 	}

@@ -101,7 +101,7 @@ func (p *Platform) payments(ctx context.Context) (web.Payments, error) {
 	key, apiURL := cfg.StripeSecretKey, ""
 	testMode := key == ""
 	if testMode {
-		key, apiURL = "sk_test_gpumarket_local", cfg.StripeAPIURL
+		key, apiURL = "sk_test_gpumarketlocal", cfg.StripeAPIURL
 		if apiURL == "" {
 			bin, err := stripemock.Find()
 			if err != nil {

@@ -60,6 +60,31 @@ func TestPlatformServesAndShutsDown(t *testing.T) {
 		}
 	}
 
+	// A demo developer starts a purchase: the platform's own stripe-mock answers.
+	var login struct {
+		Token string `json:"token"`
+	}
+	res, err := http.Post(p.URL()+"/api/auth/login", "application/json",
+		strings.NewReader(`{"email": "developer@example.com", "password": "gpumarket-demo"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = json.NewDecoder(res.Body).Decode(&login)
+	res.Body.Close()
+	req, _ := http.NewRequest(http.MethodPost, p.URL()+"/api/credits/checkout", strings.NewReader(`{"amount_usd": "20"}`))
+	req.Header.Set("Authorization", "Bearer "+login.Token)
+	req.Header.Set("Content-Type", "application/json")
+	res, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var checkout map[string]any
+	_ = json.NewDecoder(res.Body).Decode(&checkout)
+	res.Body.Close()
+	if url, _ := checkout["url"].(string); res.StatusCode != http.StatusCreated || !strings.Contains(url, "/credits/test-pay/") {
+		t.Fatalf("checkout: %d %v", res.StatusCode, checkout)
+	}
+
 	cancel()
 	select {
 	case err := <-done:

@@ -135,7 +135,7 @@ func (c *Credits) Start(ctx context.Context, in StartInput) (_ Purchase, _ Check
 		_, _ = c.pool.Exec(ctx, `UPDATE credit_purchases SET status = 'failed', problem = $2, updated_at = $3 WHERE id = $1`,
 			id, "checkout session: "+err.Error(), c.now().UTC())
 		return Purchase{}, CheckoutSession{}, &services.Error{Code: services.CodeUnavailable,
-			Message: "The payment provider did not answer. Nothing was charged; please try again."}
+			Message: "The payment provider did not answer. Nothing was charged; please try again.", Cause: err}
 	}
 	if _, err := c.pool.Exec(ctx, `UPDATE credit_purchases SET stripe_session_id = $2, updated_at = $3 WHERE id = $1`,
 		id, sess.ID, c.now().UTC()); err != nil {
