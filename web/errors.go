@@ -81,7 +81,7 @@ func (s *Server) describe(err error) (int, apiErrorBody) {
 		if status == 0 {
 			status = http.StatusInternalServerError
 		}
-		if status >= 500 {
+		if status >= 500 && ae.Code != services.CodeUnavailable {
 			return status, apiErrorBody{Code: string(ae.Code), Message: "Internal error. It has been logged; please try again."}
 		}
 		return status, apiErrorBody{Code: string(ae.Code), Message: ae.Message, Fields: ae.Fields}
