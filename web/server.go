@@ -37,6 +37,8 @@ type Config struct {
 	Log      *slog.Logger
 	Registry *prometheus.Registry // where HTTP metrics register; nil means a new one
 	Now      func() time.Time
+	// OpsOnly serves only health, readiness and metrics: a process that runs the meter alone.
+	OpsOnly bool
 }
 
 // Server holds the routes' dependencies.
@@ -81,8 +83,13 @@ func New(cfg Config) *Server {
 		ReferrerPolicy:        "same-origin",
 		ContentSecurityPolicy: "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; form-action 'self'; frame-ancestors 'none'",
 	}))
+	if cfg.OpsOnly {
+		s.opsRoutes()
+		return s
+	}
 	e.Use(s.authenticate)
 	e.Use(s.csrf())
+	s.opsRoutes()
 	s.routes()
 	return s
 }
@@ -93,11 +100,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.Serv
 // Echo exposes the router for tests that list its routes.
 func (s *Server) Echo() *echo.Echo { return s.echo }
 
+func (s *Server) opsRoutes() {
+	s.echo.GET("/healthz", s.healthz)
+	s.echo.GET("/readyz", s.readyz)
+	s.echo.GET("/metrics", s.metrics())
+}
+
 func (s *Server) routes() {
 	e := s.echo
-	e.GET("/healthz", s.healthz)
-	e.GET("/readyz", s.readyz)
-	e.GET("/metrics", s.metrics())
 	e.GET("/static/*", echo.WrapHandler(http.FileServer(http.FS(staticFS))), cacheStatic)
 
 	// Pages.

@@ -88,6 +88,13 @@ func dev(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		cfg.SessionKey = []byte(key)
 	}
+	if len(cfg.TicketKey) < 32 {
+		key, err := devSecret(cfg.DataDir, "ticket.key", "")
+		if err != nil {
+			return err
+		}
+		cfg.TicketKey = []byte(key)
+	}
 	if len(cfg.StripeWebhookSecrets) == 0 {
 		secret, err := devSecret(cfg.DataDir, "stripe-webhook.secret", "whsec_local_")
 		if err != nil {

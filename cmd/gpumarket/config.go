@@ -24,6 +24,45 @@ type Config struct {
 	StripeWebhookSecrets []string // several, comma-separated, while a secret is rotated
 	StripeAPIURL         string   // a stripe-mock already running; empty starts one when needed
 	PublicURL            string
+
+	Roles          Roles
+	TicketKey      []byte // signs and verifies route tickets: GPUMARKET_TICKET_KEY
+	StreamReplicas int    // 3 on a NATS cluster
+}
+
+// Roles says which parts of the platform a process runs: GPUMARKET_ROLES, a comma-separated
+// subset of web, meter (default: all).
+type Roles struct {
+	Web, Meter bool
+}
+
+func parseRoles(s string) (Roles, error) {
+	if strings.TrimSpace(s) == "" {
+		return Roles{Web: true, Meter: true}, nil
+	}
+	var r Roles
+	for _, part := range strings.Split(s, ",") {
+		switch strings.TrimSpace(part) {
+		case "web":
+			r.Web = true
+		case "meter":
+			r.Meter = true
+		default:
+			return r, fmt.Errorf("GPUMARKET_ROLES: unknown role %q (use web, meter)", part)
+		}
+	}
+	return r, nil
+}
+
+func (r Roles) String() string {
+	var parts []string
+	if r.Web {
+		parts = append(parts, "web")
+	}
+	if r.Meter {
+		parts = append(parts, "meter")
+	}
+	return strings.Join(parts, ",")
 }
 
 func configFromEnv() (Config, error) {
@@ -38,6 +77,20 @@ func configFromEnv() (Config, error) {
 		StripeSecretKey: os.Getenv("STRIPE_SECRET_KEY"),
 		StripeAPIURL:    os.Getenv("STRIPE_API_URL"),
 		PublicURL:       strings.TrimRight(os.Getenv("GPUMARKET_PUBLIC_URL"), "/"),
+		TicketKey:       []byte(os.Getenv("GPUMARKET_TICKET_KEY")),
+		StreamReplicas:  1,
+	}
+	roles, err := parseRoles(os.Getenv("GPUMARKET_ROLES"))
+	if err != nil {
+		return c, err
+	}
+	c.Roles = roles
+	if v := os.Getenv("GPUMARKET_STREAM_REPLICAS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 5 {
+			return c, fmt.Errorf("GPUMARKET_STREAM_REPLICAS=%q: use 1 to 5", v)
+		}
+		c.StreamReplicas = n
 	}
 	for _, sec := range strings.Split(os.Getenv("STRIPE_WEBHOOK_SECRET"), ",") {
 		if sec = strings.TrimSpace(sec); sec != "" {
@@ -71,11 +124,14 @@ func (c Config) requireServe() error {
 	if c.DatabaseURL == "" {
 		missing = append(missing, "DATABASE_URL")
 	}
-	if len(c.SessionKey) < 32 {
+	if c.Roles.Web && len(c.SessionKey) < 32 {
 		missing = append(missing, "GPUMARKET_SESSION_KEY (at least 32 bytes)")
 	}
-	if len(c.StripeWebhookSecrets) == 0 {
+	if c.Roles.Web && len(c.StripeWebhookSecrets) == 0 {
 		missing = append(missing, "STRIPE_WEBHOOK_SECRET")
+	}
+	if len(c.TicketKey) < 32 {
+		missing = append(missing, "GPUMARKET_TICKET_KEY (at least 32 bytes)")
 	}
 	if len(missing) > 0 {
 		return errors.New("set " + strings.Join(missing, " and ") + "; or run `gpumarket dev` (make run) for a local platform")

@@ -1,6 +1,7 @@
 // Command gpumarket is the platform binary.
 //
-//	gpumarket serve     run the platform (web; later gateway and meter) on PostgreSQL and NATS
+//	gpumarket serve     run the platform (roles web and meter) on PostgreSQL and NATS
+//	gpumarket meter     run only the meter (with health, readiness and metrics endpoints)
 //	gpumarket migrate   apply database migrations and exit
 //	gpumarket seed      load the demo data (idempotent) and exit
 //	gpumarket dev       everything on one machine: find or start PostgreSQL, embed NATS,
@@ -41,6 +42,9 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	switch args[0] {
 	case "serve":
 		return serve(ctx, cfg, log)
+	case "meter":
+		cfg.Roles = Roles{Meter: true}
+		return serve(ctx, cfg, log)
 	case "migrate":
 		return migrate(ctx, cfg, log)
 	case "seed":
@@ -62,6 +66,7 @@ func usage() {
 	fmt.Fprint(os.Stderr, `usage: gpumarket <subcommand>
 
   serve          run the platform on DATABASE_URL and NATS_URL (embedded NATS when unset)
+  meter          run only the meter: usage events from NATS into priced usage and the ledger
   migrate        apply database migrations and exit
   seed           load the demo data (idempotent) and exit
   dev            the whole platform on this machine with demo data (what "make run" does)
@@ -74,6 +79,10 @@ environment:
   GPUMARKET_DATA_DIR      data directory (default .data)
   GPUMARKET_NATS_PORT     embedded NATS port (default 4222)
   GPUMARKET_SESSION_KEY   at least 32 bytes signing session tokens (dev makes one)
+  GPUMARKET_TICKET_KEY    at least 32 bytes signing route tickets (dev makes one)
+  GPUMARKET_ROLES         web,meter (default both)
+  STRIPE_SECRET_KEY       Stripe secret key; unset: stripe-mock and local test payments
+  STRIPE_WEBHOOK_SECRET   Stripe webhook secret(s), comma-separated
   GPUMARKET_LOG_LEVEL     debug, info, warn or error (default info)
 `)
 }

@@ -8,11 +8,14 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gpumarket/gpumarket/db"
 	"github.com/gpumarket/gpumarket/services/accounts"
@@ -21,6 +24,8 @@ import (
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/events"
+	"github.com/gpumarket/gpumarket/services/metering"
+	"github.com/gpumarket/gpumarket/services/ticket"
 	"github.com/gpumarket/gpumarket/web"
 )
 
@@ -32,6 +37,9 @@ type Platform struct {
 	pool       *pgxpool.Pool
 	natsServer *server.Server // nil when NATS_URL names an external server
 	nc         *nats.Conn
+	js         jetstream.JetStream
+	meter      *metering.Meter // nil unless the meter role runs here
+	registry   *prometheus.Registry
 	accounts   *accounts.Service
 	catalog    *catalog.Service
 	stripeMock *stripemock.Process // nil with a real Stripe key or STRIPE_API_URL
@@ -65,19 +73,32 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 		natsURL = p.natsServer.ClientURL()
 		log.Info("embedded NATS with JetStream", "url", natsURL, "store", filepath.Join(cfg.DataDir, "nats"))
 	}
-	if p.nc, _, err = events.Connect(ctx, natsURL, "gpumarket", log); err != nil {
+	if p.nc, p.js, err = events.Connect(ctx, natsURL, "gpumarket", log); err != nil {
 		return nil, err
 	}
-	if p.accounts, err = accounts.NewService(p.pool, accounts.Config{SessionKey: cfg.SessionKey}); err != nil {
+	p.registry = prometheus.NewRegistry()
+	if cfg.Roles.Meter {
+		if p.meter, err = p.openMeter(ctx); err != nil {
+			return nil, err
+		}
+	}
+	sessionKey := cfg.SessionKey
+	if !cfg.Roles.Web {
+		sessionKey = []byte(strings.Repeat("-", 32)) // signs nothing: no login routes run here
+	}
+	if p.accounts, err = accounts.NewService(p.pool, accounts.Config{SessionKey: sessionKey}); err != nil {
 		return nil, err
 	}
 	p.catalog = catalog.NewService(p.pool, nil)
-	payments, err := p.payments(ctx)
-	if err != nil {
-		return nil, err
+	var payments web.Payments
+	if cfg.Roles.Web {
+		if payments, err = p.payments(ctx); err != nil {
+			return nil, err
+		}
 	}
 	handler := web.New(web.Config{
-		Accounts: p.accounts, Catalog: p.catalog, Payments: payments, Log: log,
+		OpsOnly:  !cfg.Roles.Web,
+		Accounts: p.accounts, Catalog: p.catalog, Payments: payments, Log: log, Registry: p.registry,
 		Ready: []web.ReadyCheck{
 			{Name: "postgres", Check: p.pool.Ping},
 			{Name: "nats", Check: func(ctx context.Context) error { return events.Ping(ctx, p.nc) }},
@@ -138,17 +159,46 @@ func (p *Platform) Seed(ctx context.Context) error {
 	return demo.Seed(ctx, p.accounts, p.catalog, time.Now())
 }
 
+// openMeter ensures the usage streams and builds the meter.
+func (p *Platform) openMeter(ctx context.Context) (*metering.Meter, error) {
+	signer, err := ticket.NewSigner(p.cfg.TicketKey)
+	if err != nil {
+		return nil, err
+	}
+	cons, err := metering.EnsureStreams(ctx, p.js, metering.StreamOptions{Replicas: p.cfg.StreamReplicas})
+	if err != nil {
+		return nil, err
+	}
+	return metering.NewMeter(metering.MeterConfig{
+		Pool: p.pool, Ledger: billing.NewLedger(p.pool, nil), Tickets: signer, JS: p.js, Consumer: cons,
+		Log: p.log.With("role", "meter"), Metrics: metering.NewMetrics(p.registry),
+	}), nil
+}
+
 // Run serves until ctx ends, then shuts down gracefully: it stops accepting, lets requests in
-// flight finish (up to 20 s), and returns.
+// flight finish (up to 20 s), stops the meter after its batch, and returns.
 func (p *Platform) Run(ctx context.Context) error {
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
+	meterDone := make(chan struct{})
+	if p.meter != nil {
+		go func() {
+			defer close(meterDone)
+			if err := p.meter.Run(ctx); err != nil && ctx.Err() == nil {
+				errc <- fmt.Errorf("meter: %w", err)
+			}
+		}()
+		p.log.Info("metering usage events", "stream", metering.StreamName, "consumer", metering.ConsumerName)
+	} else {
+		close(meterDone)
+	}
 	go func() { errc <- p.http.Serve(p.listener) }()
-	p.log.Info("serving", "url", p.URL())
+	p.log.Info("serving", "url", p.URL(), "roles", p.cfg.Roles.String())
 	select {
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
 	}
+	defer func() { <-meterDone }()
 	p.log.Info("shutting down: finishing requests in flight")
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

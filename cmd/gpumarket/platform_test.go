@@ -19,7 +19,8 @@ import (
 func TestPlatformServesAndShutsDown(t *testing.T) {
 	_, dbURL := dbtest.NewWithURL(t)
 	cfg := Config{DatabaseURL: dbURL, Addr: "127.0.0.1:0", DataDir: t.TempDir(), NATSPort: 0,
-		SessionKey: []byte(strings.Repeat("k", 32)), StripeWebhookSecrets: []string{"whsec_test_platform"}}
+		SessionKey: []byte(strings.Repeat("k", 32)), StripeWebhookSecrets: []string{"whsec_test_platform"},
+		Roles: Roles{Web: true, Meter: true}, TicketKey: []byte(strings.Repeat("t", 32))}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -100,7 +101,7 @@ func TestPlatformServesAndShutsDown(t *testing.T) {
 }
 
 func TestServeRefusesWithoutItsSecrets(t *testing.T) {
-	err := serve(context.Background(), Config{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	err := serve(context.Background(), Config{Roles: Roles{Web: true, Meter: true}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err == nil || !strings.Contains(err.Error(), "DATABASE_URL") || !strings.Contains(err.Error(), "GPUMARKET_SESSION_KEY") {
 		t.Fatalf("serve without configuration: %v", err)
 	}

@@ -42,6 +42,9 @@ func Connect(ctx context.Context, url, name string, log *slog.Logger) (nc *nats.
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
+	if log == nil {
+		log = slog.Default()
+	}
 
 	opts := []nats.Option{
 		nats.Name(name),

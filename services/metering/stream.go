@@ -31,6 +31,10 @@ type StreamOptions struct {
 	MaxBytes int64
 	// Replicas is 3 on a production cluster, 1 on the embedded server.
 	Replicas int
+	// AckWait is how long a delivered, unacknowledged event waits before it is delivered
+	// again: longer than a batch's commit, short enough that a crashed meter's events come
+	// back soon.
+	AckWait time.Duration
 }
 
 func (o StreamOptions) withDefaults() StreamOptions {
@@ -45,6 +49,9 @@ func (o StreamOptions) withDefaults() StreamOptions {
 	}
 	if o.Replicas == 0 {
 		o.Replicas = 1
+	}
+	if o.AckWait == 0 {
+		o.AckWait = 30 * time.Second
 	}
 	return o
 }
@@ -83,7 +90,7 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, opts StreamOptio
 		Durable:       ConsumerName,
 		Description:   "the meter: prices usage and posts it to the ledger",
 		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       60 * time.Second,
+		AckWait:       opts.AckWait,
 		MaxDeliver:    -1, // never give up on an event: exactly once means not zero times
 		MaxAckPending: 100_000,
 		DeliverPolicy: jetstream.DeliverAllPolicy,

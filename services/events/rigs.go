@@ -1,0 +1,94 @@
+package events
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// Rig credentials. Every rig (one provider's agent serving one offering) authenticates with its own user, and the
+// server lets that user publish only the rig's own subjects, so a subject names its sender truthfully: a rig
+// cannot report usage, or a heartbeat, for another offering or another provider.
+//
+// What a rig may do, and why each permission is there:
+//   - publish usage.<provider_id>.<offering_id> (metering.Subject): its usage events, captured by the USAGE stream.
+//   - publish heartbeat.<provider_id>.<offering_id> (HeartbeatSubject): its load, read by the gateway.
+//   - subscribe RigInboxPrefix(provider_id, offering_id) + ".>": a JetStream publish is a request, and the
+//     stream's acknowledgement comes back to the publisher's reply inbox, so the rig must be allowed to subscribe
+//     there. It needs nothing under $JS.API: publishing to a stream's subject is an ordinary publish.
+//
+// The inbox is the rig's own rather than the usual _INBOX.>: whoever may subscribe _INBOX.> receives every reply
+// sent to any client in the account, among them the batches of usage events the meter fetches (a pull consumer
+// delivers to the fetcher's inbox) with other providers' tickets and traffic. The agent sets its inbox prefix with
+// nats.CustomInboxPrefix(RigInboxPrefix(...)); nats.go's JetStream client takes its reply subjects from it.
+//
+// On an external NATS server the same rules are a users entry per rig in its authorization block:
+//
+//	{ user: "rig-<offering_id>", password: "<RigPassword>",
+//	  permissions: { publish: ["usage.<provider_id>.<offering_id>", "heartbeat.<provider_id>.<offering_id>"],
+//	                 subscribe: ["_INBOX_RIG.<provider_id>.<offering_id>.>"] } }
+const (
+	// HeartbeatPrefix is the first token of a rig's heartbeat subject.
+	HeartbeatPrefix = "heartbeat"
+	// usagePrefix is metering.SubjectPrefix; events defines no event types, so it does not import metering.
+	usagePrefix = "usage"
+	// rigInboxRoot is the first token of every rig's reply inbox, apart from nats.go's default _INBOX.
+	rigInboxRoot = "_INBOX_RIG"
+	// rigPasswordLabel separates rig passwords from anything else the platform derives from the same key.
+	rigPasswordLabel = "gpumarket rig NATS password v1\x00"
+)
+
+// HeartbeatSubject is the subject a rig publishes its load on: heartbeat.<provider_id>.<offering_id>. Both ids
+// must be subject tokens, as metering.Subject requires.
+func HeartbeatSubject(providerID, offeringID string) string {
+	return HeartbeatPrefix + "." + providerID + "." + offeringID
+}
+
+// RigInboxPrefix is the reply-inbox prefix a rig's connection must use (nats.CustomInboxPrefix): the only
+// subjects it may subscribe to are below it.
+func RigInboxPrefix(providerID, offeringID string) string {
+	return rigInboxRoot + "." + providerID + "." + offeringID
+}
+
+// RigUsername is the NATS user name of the rig serving an offering. Offering ids are unique across providers,
+// so the offering alone names the rig.
+func RigUsername(offeringID string) string {
+	return "rig-" + offeringID
+}
+
+// RigPassword derives the NATS password of an offering's rig from a platform secret: HMAC-SHA256 of the offering
+// id, base64url without padding (43 characters, safe in a URL and a config file). The platform stores no rig
+// password: it recomputes one to build the server's users and to show a provider the credential of its rig.
+// Rotating key changes every rig's password at once.
+func RigPassword(key []byte, offeringID string) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(rigPasswordLabel))
+	m.Write([]byte(offeringID))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// RigUser is the embedded server's user for the rig serving an offering (RigUsername), allowed only what the
+// package comment lists. Pass it in EmbeddedOptions.Users.
+func RigUser(providerID, offeringID, password string) *server.User {
+	return &server.User{
+		Username: RigUsername(offeringID),
+		Password: password,
+		Permissions: &server.Permissions{
+			Publish: &server.SubjectPermission{Allow: []string{
+				usagePrefix + "." + providerID + "." + offeringID,
+				HeartbeatSubject(providerID, offeringID),
+			}},
+			Subscribe: &server.SubjectPermission{Allow: []string{
+				RigInboxPrefix(providerID, offeringID) + ".>",
+			}},
+		},
+	}
+}
+
+// PlatformUser is a user with every permission, for the platform's own roles (web, gateway, meter) on a server
+// that also lets rigs in: once a server has users, a client without credentials is refused.
+func PlatformUser(name, password string) *server.User {
+	return &server.User{Username: name, Password: password}
+}

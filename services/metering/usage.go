@@ -1,0 +1,422 @@
+package metering
+
+// The read side of usage: what a customer's requests cost and what a provider's rigs earned,
+// as the usage pages, the API and the CSV export show them. Every query is scoped to one
+// account, the customer's (usage_events.account_id) or the provider's
+// (provider_account_id): no filter value can widen it. Money is read from NUMERIC exactly and
+// summed with overflow checks, never through a float.
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/csv"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/money"
+)
+
+// Page sizes of the request list.
+const (
+	DefaultUsageLimit = 50
+	MaxUsageLimit     = 500
+)
+
+// exportChunk is how many requests ExportCSV reads per query: the connection goes back to
+// the pool between chunks, not held while a slow client downloads.
+const exportChunk = MaxUsageLimit
+
+// Reports reads usage for the usage pages, the API and exports.
+type Reports struct {
+	pool *pgxpool.Pool
+}
+
+// NewReports returns the usage reports over the platform's database.
+func NewReports(pool *pgxpool.Pool) *Reports { return &Reports{pool: pool} }
+
+// UsageFilter selects usage. Zero values filter nothing.
+type UsageFilter struct {
+	// From and To bound the time a request finished: From <= time < To. Both are whole hours,
+	// so that the hourly totals and the requests they sum cover the same requests.
+	From, To time.Time
+	Model    string
+	Tier     catalog.Tier
+	// Limit and Before page the request list (Requests): at most Limit rows (0 means
+	// DefaultUsageLimit), older than the cursor a previous page returned as Next.
+	Limit  int
+	Before UsageCursor
+}
+
+// Validate checks the filter and names every bad field.
+func (f UsageFilter) Validate() error {
+	fe := services.FieldErrors{}
+	if !f.From.IsZero() && !f.From.Equal(f.From.Truncate(time.Hour)) {
+		fe.Add("from", "Start on a whole hour: totals are kept per hour.")
+	}
+	if !f.To.IsZero() && !f.To.Equal(f.To.Truncate(time.Hour)) {
+		fe.Add("to", "End on a whole hour: totals are kept per hour.")
+	}
+	if !f.From.IsZero() && !f.To.IsZero() && !f.To.After(f.From) {
+		fe.Add("to", "End after the start.")
+	}
+	if f.Tier != "" && !f.Tier.Valid() {
+		fe.Add("tier", "Choose realtime, standard or batch.")
+	}
+	if f.Limit < 0 || f.Limit > MaxUsageLimit {
+		fe.Add("limit", fmt.Sprintf("Ask for 1 to %d requests a page.", MaxUsageLimit))
+	}
+	if _, _, err := f.Before.decode(); err != nil {
+		fe.Add("before", "This page link is not valid; start again from the first page.")
+	}
+	return fe.Err()
+}
+
+// where adds the filter's conditions, on the table aliased t with its time column, to
+// conds and args.
+func (f UsageFilter) where(conds []string, args []any, t, timeColumn string) ([]string, []any) {
+	add := func(cond string, v any) {
+		args = append(args, v)
+		conds = append(conds, fmt.Sprintf(cond, len(args)))
+	}
+	if !f.From.IsZero() {
+		add(t+"."+timeColumn+" >= $%d", f.From)
+	}
+	if !f.To.IsZero() {
+		add(t+"."+timeColumn+" < $%d", f.To)
+	}
+	if f.Model != "" {
+		add(t+".model = $%d", f.Model)
+	}
+	if f.Tier != "" {
+		add(t+".tier = $%d", string(f.Tier))
+	}
+	return conds, args
+}
+
+// UsageCursor marks where a page of requests ended: opaque to callers, "" for the first page.
+type UsageCursor string
+
+func newUsageCursor(at time.Time, requestID string) UsageCursor {
+	raw := strconv.FormatInt(at.UnixMicro(), 10) + "|" + requestID
+	return UsageCursor(base64.RawURLEncoding.EncodeToString([]byte(raw)))
+}
+
+func (c UsageCursor) decode() (time.Time, string, error) {
+	if c == "" {
+		return time.Time{}, "", nil
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(string(c))
+	if err != nil {
+		return time.Time{}, "", err
+	}
+	micros, id, ok := strings.Cut(string(raw), "|")
+	n, err := strconv.ParseInt(micros, 10, 64)
+	if !ok || err != nil || id == "" {
+		return time.Time{}, "", fmt.Errorf("malformed usage cursor")
+	}
+	return time.UnixMicro(n).UTC(), id, nil
+}
+
+// RequestRecord is one metered request as its customer sees it.
+type RequestRecord struct {
+	OccurredAt     time.Time    `json:"occurred_at"`
+	RequestID      string       `json:"request_id"`
+	Model          string       `json:"model"`
+	Tier           catalog.Tier `json:"tier"`
+	OfferingID     string       `json:"offering_id"`
+	Provider       string       `json:"provider"`
+	GPU            string       `json:"gpu"`      // SKU, "rtx-4090"
+	GPUName        string       `json:"gpu_name"` // "NVIDIA GeForce RTX 4090"
+	GPUCount       int          `json:"gpu_count"`
+	InputTokens    int64        `json:"input_tokens"`
+	OutputTokens   int64        `json:"output_tokens"`
+	TTFTMillis     float64      `json:"ttft_ms"`
+	DurationMillis float64      `json:"duration_ms"`
+	Cost           money.Pico   `json:"cost_pico"`
+	CostUSD        string       `json:"cost_usd"` // exact decimal dollars
+	Status         Status       `json:"status"`
+}
+
+// RequestPage is one page of requests, newest first.
+type RequestPage struct {
+	Requests []RequestRecord `json:"requests"`
+	// Next continues the list as the next filter's Before; "" on the last page.
+	Next UsageCursor `json:"next,omitempty"`
+}
+
+// Requests lists the account's requests that match the filter, newest first.
+func (r *Reports) Requests(ctx context.Context, accountID string, f UsageFilter) (_ RequestPage, err error) {
+	defer services.Wrap(&err, "metering.Reports.Requests")
+	if err := f.Validate(); err != nil {
+		return RequestPage{}, err
+	}
+	limit := f.Limit
+	if limit == 0 {
+		limit = DefaultUsageLimit
+	}
+	conds, args := f.where([]string{"u.account_id = $1"}, []any{accountID}, "u", "occurred_at")
+	if at, id, _ := f.Before.decode(); id != "" {
+		args = append(args, at, id)
+		conds = append(conds, fmt.Sprintf("(u.occurred_at, u.request_id) < ($%d, $%d)", len(args)-1, len(args)))
+	}
+	args = append(args, limit+1)
+	rows, err := r.pool.Query(ctx, `
+		SELECT u.occurred_at, u.request_id, u.model, u.tier, u.offering_id, a.name, o.gpu, o.gpu_count,
+			u.input_tokens, u.output_tokens, u.ttft_ms, u.duration_ms, u.charge_pico, u.status
+		FROM usage_events u
+		JOIN offerings o ON o.id = u.offering_id
+		JOIN accounts a ON a.id = o.provider_account_id
+		WHERE `+strings.Join(conds, " AND ")+`
+		ORDER BY u.occurred_at DESC, u.request_id DESC
+		LIMIT $`+strconv.Itoa(len(args)), args...)
+	if err != nil {
+		return RequestPage{}, err
+	}
+	list, err := pgx.CollectRows(rows, scanRequestRecord)
+	if err != nil {
+		return RequestPage{}, err
+	}
+	page := RequestPage{Requests: list}
+	if len(list) > limit {
+		page.Requests = list[:limit]
+		last := page.Requests[limit-1]
+		page.Next = newUsageCursor(last.OccurredAt, last.RequestID)
+	}
+	return page, nil
+}
+
+func scanRequestRecord(row pgx.CollectableRow) (RequestRecord, error) {
+	var rec RequestRecord
+	var charge int64 // one request's charge fits: the meter computes it as a Pico
+	err := row.Scan(&rec.OccurredAt, &rec.RequestID, &rec.Model, &rec.Tier, &rec.OfferingID, &rec.Provider, &rec.GPU,
+		&rec.GPUCount, &rec.InputTokens, &rec.OutputTokens, &rec.TTFTMillis, &rec.DurationMillis, &charge, &rec.Status)
+	rec.OccurredAt = rec.OccurredAt.UTC()
+	rec.Cost, rec.CostUSD = money.Pico(charge), usdText(money.Pico(charge))
+	if g, ok := catalog.GPUBySKU(rec.GPU); ok {
+		rec.GPUName = g.Name
+	} else {
+		rec.GPUName = rec.GPU
+	}
+	return rec, err
+}
+
+// usdText writes an amount as exact decimal dollars without the sign: "0.000042", "12.50".
+func usdText(p money.Pico) string { return strings.TrimPrefix(p.String(), "$") }
+
+// UsageSum adds up requests.
+type UsageSum struct {
+	Requests     int64      `json:"requests"`
+	InputTokens  int64      `json:"input_tokens"`
+	OutputTokens int64      `json:"output_tokens"`
+	Cost         money.Pico `json:"cost_pico"`
+	CostUSD      string     `json:"cost_usd"`
+}
+
+func (s *UsageSum) add(o UsageSum) error {
+	cost, err := s.Cost.Add(o.Cost)
+	if err != nil {
+		return err
+	}
+	s.Requests += o.Requests
+	s.InputTokens += o.InputTokens
+	s.OutputTokens += o.OutputTokens
+	s.Cost, s.CostUSD = cost, usdText(cost)
+	return nil
+}
+
+// DailyTotal is what an account's requests of one tier came to on one day.
+type DailyTotal struct {
+	Day  string       `json:"day"` // the UTC date, 2006-01-02
+	Tier catalog.Tier `json:"tier"`
+	UsageSum
+}
+
+// UsageTotals are an account's totals per day and tier, newest day first, and their sum.
+type UsageTotals struct {
+	Days  []DailyTotal `json:"days"`
+	Total UsageSum     `json:"total"`
+}
+
+// DailyTotals sums the account's usage that matches the filter per UTC day and tier, from
+// the hourly rollups. Limit and Before, which page requests, do not apply.
+func (r *Reports) DailyTotals(ctx context.Context, accountID string, f UsageFilter) (_ UsageTotals, err error) {
+	defer services.Wrap(&err, "metering.Reports.DailyTotals")
+	if err := f.Validate(); err != nil {
+		return UsageTotals{}, err
+	}
+	conds, args := f.where([]string{"h.account_id = $1"}, []any{accountID}, "h", "hour")
+	rows, err := r.pool.Query(ctx, `
+		SELECT to_char(h.hour AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day, h.tier,
+			sum(h.requests)::bigint, sum(h.input_tokens)::bigint, sum(h.output_tokens)::bigint, sum(h.charge_pico)
+		FROM usage_hourly h
+		WHERE `+strings.Join(conds, " AND ")+`
+		GROUP BY day, h.tier
+		ORDER BY day DESC, array_position(ARRAY['realtime', 'standard', 'batch'], h.tier), h.tier`, args...)
+	if err != nil {
+		return UsageTotals{}, err
+	}
+	days, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (DailyTotal, error) {
+		var d DailyTotal
+		var cost int64 // numeric scanned exactly; a sum past the range of Pico is an error
+		err := row.Scan(&d.Day, &d.Tier, &d.Requests, &d.InputTokens, &d.OutputTokens, &cost)
+		d.Cost, d.CostUSD = money.Pico(cost), usdText(money.Pico(cost))
+		return d, err
+	})
+	if err != nil {
+		return UsageTotals{}, err
+	}
+	out := UsageTotals{Days: days, Total: UsageSum{CostUSD: usdText(0)}}
+	for _, d := range days {
+		if err := out.Total.add(d.UsageSum); err != nil {
+			return UsageTotals{}, err
+		}
+	}
+	return out, nil
+}
+
+// csvHeader names the columns of ExportCSV.
+var csvHeader = []string{"occurred_at", "request_id", "model", "tier", "provider", "offering_id", "gpu", "gpu_count",
+	"input_tokens", "output_tokens", "ttft_ms", "duration_ms", "status", "cost_usd"}
+
+// ExportCSV writes every request of the account that matches the filter to w as CSV, newest
+// first, with a header line. cost_usd is exact: dollars with twelve decimals, the
+// picodollar. Limit and Before do not apply: the export is the whole selection, read in
+// chunks so that its size bounds neither memory nor how long a connection is held.
+func (r *Reports) ExportCSV(ctx context.Context, accountID string, f UsageFilter, w io.Writer) (err error) {
+	defer services.Wrap(&err, "metering.Reports.ExportCSV")
+	f.Limit, f.Before = exportChunk, ""
+	if err := f.Validate(); err != nil {
+		return err
+	}
+	cw := csv.NewWriter(w)
+	if err := cw.Write(csvHeader); err != nil {
+		return err
+	}
+	for {
+		page, err := r.Requests(ctx, accountID, f)
+		if err != nil {
+			return err
+		}
+		for _, rec := range page.Requests {
+			if err := cw.Write(csvRecord(rec)); err != nil {
+				return err
+			}
+		}
+		cw.Flush()
+		if err := cw.Error(); err != nil {
+			return err
+		}
+		if page.Next == "" {
+			return nil
+		}
+		f.Before = page.Next
+	}
+}
+
+func csvRecord(rec RequestRecord) []string {
+	ms := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+	return []string{
+		rec.OccurredAt.Format(time.RFC3339Nano), rec.RequestID, csvText(rec.Model), string(rec.Tier), csvText(rec.Provider),
+		rec.OfferingID, rec.GPU, strconv.Itoa(rec.GPUCount), strconv.FormatInt(rec.InputTokens, 10),
+		strconv.FormatInt(rec.OutputTokens, 10), ms(rec.TTFTMillis), ms(rec.DurationMillis), string(rec.Status),
+		rec.Cost.Decimal(12),
+	}
+}
+
+// csvText defuses text that another party chose (a provider's name, a model's) for
+// spreadsheets, which would run a cell that starts like a formula: it gets a leading quote.
+func csvText(s string) string {
+	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
+		return "'" + s
+	}
+	return s
+}
+
+// TrafficSum adds up what a provider's rigs served and earned.
+type TrafficSum struct {
+	Requests     int64      `json:"requests"`
+	InputTokens  int64      `json:"input_tokens"`
+	OutputTokens int64      `json:"output_tokens"`
+	Earned       money.Pico `json:"earned_pico"` // payable to the provider: its ask, not the customer's price
+	EarnedUSD    string     `json:"earned_usd"`
+}
+
+func (s *TrafficSum) add(o TrafficSum) error {
+	earned, err := s.Earned.Add(o.Earned)
+	if err != nil {
+		return err
+	}
+	s.Requests += o.Requests
+	s.InputTokens += o.InputTokens
+	s.OutputTokens += o.OutputTokens
+	s.Earned, s.EarnedUSD = earned, usdText(earned)
+	return nil
+}
+
+// OfferingDay is what one offering served and earned on one UTC day.
+type OfferingDay struct {
+	Day        string `json:"day"` // 2006-01-02
+	OfferingID string `json:"offering_id"`
+	GPU        string `json:"gpu"`
+	GPUName    string `json:"gpu_name"`
+	GPUCount   int    `json:"gpu_count"`
+	Model      string `json:"model"`
+	TrafficSum
+}
+
+// Traffic is a provider's traffic per offering and day, newest day first, and its sum.
+type Traffic struct {
+	Days  []OfferingDay `json:"days"`
+	Total TrafficSum    `json:"total"`
+}
+
+// ProviderTraffic sums, per offering and UTC day, the requests the provider's rigs served
+// that match the filter and what the provider earned for them, from the hourly rollups.
+// Limit and Before do not apply.
+func (r *Reports) ProviderTraffic(ctx context.Context, providerAccountID string, f UsageFilter) (_ Traffic, err error) {
+	defer services.Wrap(&err, "metering.Reports.ProviderTraffic")
+	if err := f.Validate(); err != nil {
+		return Traffic{}, err
+	}
+	conds, args := f.where([]string{"h.provider_account_id = $1"}, []any{providerAccountID}, "h", "hour")
+	rows, err := r.pool.Query(ctx, `
+		SELECT to_char(h.hour AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day, h.offering_id, o.gpu, o.gpu_count, o.model,
+			sum(h.requests)::bigint, sum(h.input_tokens)::bigint, sum(h.output_tokens)::bigint, sum(h.payable_pico)
+		FROM usage_hourly h
+		JOIN offerings o ON o.id = h.offering_id
+		WHERE `+strings.Join(conds, " AND ")+`
+		GROUP BY day, h.offering_id, o.gpu, o.gpu_count, o.model
+		ORDER BY day DESC, o.model, o.gpu, o.gpu_count, h.offering_id`, args...)
+	if err != nil {
+		return Traffic{}, err
+	}
+	days, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (OfferingDay, error) {
+		var d OfferingDay
+		var earned int64 // numeric scanned exactly; a sum past the range of Pico is an error
+		err := row.Scan(&d.Day, &d.OfferingID, &d.GPU, &d.GPUCount, &d.Model, &d.Requests, &d.InputTokens, &d.OutputTokens, &earned)
+		d.Earned, d.EarnedUSD = money.Pico(earned), usdText(money.Pico(earned))
+		d.GPUName = d.GPU
+		if g, ok := catalog.GPUBySKU(d.GPU); ok {
+			d.GPUName = g.Name
+		}
+		return d, err
+	})
+	if err != nil {
+		return Traffic{}, err
+	}
+	out := Traffic{Days: days, Total: TrafficSum{EarnedUSD: usdText(0)}}
+	for _, d := range days {
+		if err := out.Total.add(d.TrafficSum); err != nil {
+			return Traffic{}, err
+		}
+	}
+	return out, nil
+}
