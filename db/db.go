@@ -27,6 +27,8 @@ func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("db.Open: parse url: %w", err)
 	}
+	// Every session works in UTC, so that date_trunc and dates agree with billing periods.
+	cfg.ConnConfig.RuntimeParams["timezone"] = "UTC"
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("db.Open: %w", err)

@@ -216,6 +216,15 @@ var authzTable = map[string]route{
 	"echo_route_not_found /api/finance/*": {method: http.MethodGet, path: "/api/finance/no-such-report",
 		want: statuses{401, 403, 403, 404, 404}},
 
+	// Usage: a developer's requests and their export, a provider's earnings; each the
+	// caller's own, so a role without usage of that kind is refused rather than shown nothing.
+	"GET /usage":                 {want: statuses{303, 200, 403, 403, 403}, login: true},
+	"GET /usage.csv":             {want: statuses{303, 200, 403, 403, 403}, login: true},
+	"GET /provider/earnings":     {want: statuses{303, 403, 200, 403, 403}, login: true},
+	"GET /api/usage":             {want: statuses{401, 200, 403, 403, 403}},
+	"GET /api/usage.csv":         {want: statuses{401, 200, 403, 403, 403}},
+	"GET /api/provider/earnings": {want: statuses{401, 403, 200, 403, 403}},
+
 	// Admin API.
 	"GET /api/admin/users": {want: statuses{401, 403, 403, 403, 200}},
 	"POST /api/admin/users/:id/role": {path: "/api/admin/users/{user}/role", body: map[string]string{"role": "developer"},

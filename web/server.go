@@ -17,6 +17,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/metering"
 )
 
 //go:embed static
@@ -33,6 +34,7 @@ type Config struct {
 	Accounts *accounts.Service
 	Catalog  *catalog.Service
 	Payments Payments
+	Usage    *metering.Reports // what requests cost and what rigs earned
 	Ready    []ReadyCheck
 	Log      *slog.Logger
 	Registry *prometheus.Registry // where HTTP metrics register; nil means a new one
@@ -47,6 +49,7 @@ type Server struct {
 	accounts *accounts.Service
 	catalog  *catalog.Service
 	payments Payments
+	usage    *metering.Reports
 	ready    []ReadyCheck
 	log      *slog.Logger
 	registry *prometheus.Registry
@@ -70,7 +73,7 @@ func New(cfg Config) *Server {
 	// its login rate limit. Behind a proxy, every client shares the proxy's address and the
 	// per-email limit still holds.
 	e.IPExtractor = echo.ExtractIPDirect()
-	s := &Server{echo: e, accounts: cfg.Accounts, catalog: cfg.Catalog, payments: cfg.Payments, ready: cfg.Ready, log: cfg.Log,
+	s := &Server{echo: e, accounts: cfg.Accounts, catalog: cfg.Catalog, payments: cfg.Payments, usage: cfg.Usage, ready: cfg.Ready, log: cfg.Log,
 		registry: cfg.Registry, now: cfg.Now}
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.RequestID())
@@ -183,6 +186,16 @@ func (s *Server) routes() {
 
 	api.GET("/admin/users", s.apiUsers, s.requireAPI(accounts.RoleAdmin))
 	api.POST("/admin/users/:id/role", s.apiGrantRole, s.requireAPI(accounts.RoleAdmin))
+
+	// Usage: a developer's requests and what they cost, a provider's traffic and what it
+	// earned. Each reads only the caller's own account.
+	developerPage, providerPage := s.requirePage(accounts.RoleDeveloper), s.requirePage(accounts.RoleProvider)
+	e.GET("/usage", s.usagePage, developerPage)
+	e.GET("/usage.csv", s.usageCSV, developerPage)
+	e.GET("/provider/earnings", s.earningsPage, providerPage)
+	api.GET("/usage", s.apiUsage, developer)
+	api.GET("/usage.csv", s.usageCSV, developer)
+	api.GET("/provider/earnings", s.apiEarnings, s.requireAPI(accounts.RoleProvider))
 }
 
 func cacheStatic(next echo.HandlerFunc) echo.HandlerFunc {

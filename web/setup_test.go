@@ -22,6 +22,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/billing/stripemock"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/demo"
+	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/web"
 )
 
@@ -86,7 +87,7 @@ func setup(t *testing.T) *env {
 	credits := billing.NewCredits(pool, ledger, billing.NewStripeCheckout("sk_test_web", stripeMockURL(t)), nil)
 	payments := web.Payments{Credits: credits, Ledger: ledger, Webhook: billing.NewStripeWebhook(credits, []string{webhookSecret}),
 		LocalWebhookSecret: webhookSecret}
-	h := web.New(web.Config{Accounts: acc, Catalog: cat, Payments: payments,
+	h := web.New(web.Config{Accounts: acc, Catalog: cat, Payments: payments, Usage: metering.NewReports(pool),
 		Ready: []web.ReadyCheck{{Name: "postgres", Check: pool.Ping}}})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Config is everything the platform reads from its environment. Secrets come only from here.
@@ -28,6 +29,12 @@ type Config struct {
 	Roles          Roles
 	TicketKey      []byte // signs and verifies route tickets: GPUMARKET_TICKET_KEY
 	StreamReplicas int    // 3 on a NATS cluster
+	// StreamDuplicateWindow (GPUMARKET_STREAM_DUPLICATE_WINDOW) and StreamAckWait
+	// (GPUMARKET_STREAM_ACK_WAIT) override the usage stream's deduplication window and the
+	// meter consumer's ack wait; zero keeps metering's defaults. The meter applies them to the
+	// stream at every start, so a process started without them puts the defaults back.
+	StreamDuplicateWindow time.Duration
+	StreamAckWait         time.Duration
 }
 
 // Roles says which parts of the platform a process runs: GPUMARKET_ROLES, a comma-separated
@@ -92,6 +99,12 @@ func configFromEnv() (Config, error) {
 		}
 		c.StreamReplicas = n
 	}
+	if c.StreamDuplicateWindow, err = envDuration("GPUMARKET_STREAM_DUPLICATE_WINDOW"); err != nil {
+		return c, err
+	}
+	if c.StreamAckWait, err = envDuration("GPUMARKET_STREAM_ACK_WAIT"); err != nil {
+		return c, err
+	}
 	for _, sec := range strings.Split(os.Getenv("STRIPE_WEBHOOK_SECRET"), ",") {
 		if sec = strings.TrimSpace(sec); sec != "" {
 			c.StripeWebhookSecrets = append(c.StripeWebhookSecrets, sec)
@@ -117,6 +130,19 @@ func envOr(name, def string) string {
 		return v
 	}
 	return def
+}
+
+// envDuration reads a positive Go duration ("2s", "5m") from the environment; unset is zero.
+func envDuration(name string) (time.Duration, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%s=%q: use a positive duration such as 30s or 5m", name, v)
+	}
+	return d, nil
 }
 
 func (c Config) requireServe() error {

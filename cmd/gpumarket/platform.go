@@ -98,7 +98,8 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 	}
 	handler := web.New(web.Config{
 		OpsOnly:  !cfg.Roles.Web,
-		Accounts: p.accounts, Catalog: p.catalog, Payments: payments, Log: log, Registry: p.registry,
+		Accounts: p.accounts, Catalog: p.catalog, Payments: payments, Usage: metering.NewReports(p.pool),
+		Log: log, Registry: p.registry,
 		Ready: []web.ReadyCheck{
 			{Name: "postgres", Check: p.pool.Ping},
 			{Name: "nats", Check: func(ctx context.Context) error { return events.Ping(ctx, p.nc) }},
@@ -165,7 +166,9 @@ func (p *Platform) openMeter(ctx context.Context) (*metering.Meter, error) {
 	if err != nil {
 		return nil, err
 	}
-	cons, err := metering.EnsureStreams(ctx, p.js, metering.StreamOptions{Replicas: p.cfg.StreamReplicas})
+	cons, err := metering.EnsureStreams(ctx, p.js, metering.StreamOptions{
+		Replicas: p.cfg.StreamReplicas, DuplicateWindow: p.cfg.StreamDuplicateWindow, AckWait: p.cfg.StreamAckWait,
+	})
 	if err != nil {
 		return nil, err
 	}
