@@ -53,3 +53,16 @@ type StripeEventRow struct {
 	Deliveries                  int
 	FirstReceived, LastReceived string
 }
+
+// RejectionsPage lists usage events the meter refused, for review.
+type RejectionsPage struct {
+	Page
+	Reason string // the filter, "" for all
+	Counts []Option
+	Events []RejectionRow
+}
+
+// RejectionRow is one refused usage event.
+type RejectionRow struct {
+	Seq, Received, Subject, EventID, Reason, Detail, Raw string
+}

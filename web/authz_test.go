@@ -159,7 +159,8 @@ var authzTable = map[string]route{
 	"GET /finance/prices": {want: statuses{303, 403, 403, 200, 200}, login: true},
 	"POST /finance/prices": {body: priceForm(),
 		want: statuses{303, 403, 403, 303, 303}, noCSRF: csrfRefused, login: true},
-	"GET /finance/stripe-events": {want: statuses{303, 403, 403, 200, 200}, login: true},
+	"GET /finance/stripe-events":    {want: statuses{303, 403, 403, 200, 200}, login: true},
+	"GET /finance/usage-rejections": {want: statuses{303, 403, 403, 200, 200}, login: true},
 	"echo_route_not_found /finance": {method: http.MethodGet, path: "/finance",
 		want: statuses{303, 403, 403, 404, 404}, login: true},
 	"echo_route_not_found /finance/*": {method: http.MethodGet, path: "/finance/no-such-page",
@@ -205,7 +206,8 @@ var authzTable = map[string]route{
 	"GET /api/balance":         {want: statuses{401, 200, 403, 403, 403}},
 
 	// Finance API, for finance and admins.
-	"GET /api/finance/balances": {want: statuses{401, 403, 403, 200, 200}},
+	"GET /api/finance/balances":         {want: statuses{401, 403, 403, 200, 200}},
+	"GET /api/finance/usage-rejections": {want: statuses{401, 403, 403, 200, 200}},
 	"POST /api/finance/adjustments": {body: map[string]string{"account_id": "{account}", "amount_usd": "5.00", "reason": "authz test"},
 		want: statuses{401, 403, 403, 201, 201}},
 	"GET /api/finance/prices": {want: statuses{401, 403, 403, 200, 200}},

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -307,6 +308,35 @@ func (s *Server) stripeEventsPage(c echo.Context) error {
 			FirstReceived: ev.FirstReceivedAt.UTC().Format(time.DateTime), LastReceived: ev.LastReceivedAt.UTC().Format(time.DateTime)})
 	}
 	return s.render(c, http.StatusOK, templates.StripeEvents(p))
+}
+
+// Rejected usage events.
+
+func (s *Server) rejectionsPage(c echo.Context) error {
+	reason := c.QueryParam("reason")
+	events, counts, err := s.usage.Rejections(c.Request().Context(), reason, 200)
+	if err != nil {
+		return err
+	}
+	p := templates.RejectionsPage{Page: s.page(c, "Rejected usage events"), Reason: reason}
+	for _, rc := range counts {
+		p.Counts = append(p.Counts, templates.Option{Value: rc.Reason, Label: strconv.FormatInt(rc.Count, 10)})
+	}
+	for _, ev := range events {
+		p.Events = append(p.Events, templates.RejectionRow{Seq: strconv.FormatInt(ev.StreamSeq, 10),
+			Received: ev.ReceivedAt.UTC().Format(time.DateTime), Subject: ev.Subject, EventID: ev.EventID,
+			Reason: ev.Reason, Detail: ev.Detail, Raw: ev.Raw})
+	}
+	return s.render(c, http.StatusOK, templates.Rejections(p))
+}
+
+func (s *Server) apiRejections(c echo.Context) error {
+	limit, _ := strconv.Atoi(c.QueryParam("limit"))
+	events, counts, err := s.usage.Rejections(c.Request().Context(), c.QueryParam("reason"), limit)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"rejections": events, "by_reason": counts})
 }
 
 // JSON API for finance.

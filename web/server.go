@@ -146,6 +146,7 @@ func (s *Server) routes() {
 	finance.GET("/prices", s.pricesPage)
 	finance.POST("/prices", s.priceSubmit)
 	finance.GET("/stripe-events", s.stripeEventsPage)
+	finance.GET("/usage-rejections", s.rejectionsPage)
 
 	admin := e.Group("/admin", s.requirePage(accounts.RoleAdmin))
 	admin.GET("/users", s.usersPage)
@@ -171,6 +172,7 @@ func (s *Server) routes() {
 
 	financeAPI := api.Group("/finance", s.requireAPI(accounts.RoleFinance, accounts.RoleAdmin))
 	financeAPI.GET("/balances", s.apiFinanceBalances)
+	financeAPI.GET("/usage-rejections", s.apiRejections)
 	financeAPI.POST("/adjustments", s.apiAdjust)
 	financeAPI.GET("/prices", s.apiFinancePrices)
 	financeAPI.POST("/prices", s.apiSchedulePrice)

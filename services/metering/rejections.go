@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gpumarket/gpumarket/services"
 )
@@ -28,10 +27,11 @@ type ReasonCount struct {
 	Count  int64  `json:"count"`
 }
 
-// RecentRejections lists the newest refused events, optionally of one reason, with the
-// count of every reason.
-func RecentRejections(ctx context.Context, pool *pgxpool.Pool, reason string, limit int) (_ []RejectedEvent, _ []ReasonCount, err error) {
-	defer services.Wrap(&err, "metering.RecentRejections")
+// Rejections lists the newest refused events, optionally of one reason, with the count of
+// every reason, for finance and admins to review.
+func (r *Reports) Rejections(ctx context.Context, reason string, limit int) (_ []RejectedEvent, _ []ReasonCount, err error) {
+	defer services.Wrap(&err, "metering.Rejections")
+	pool := r.pool
 	if limit <= 0 || limit > 500 {
 		limit = 100
 	}
