@@ -58,12 +58,13 @@ func newRigMeter(boardW float64, now func() time.Time) *rigMeter {
 	return &rigMeter{now: now, boardW: boardW, last: now()}
 }
 
-// advance brings the integrals up to now. The caller holds mu.
+// advance brings the integrals up to now. A time before the last advance (read by a concurrent request a
+// moment earlier) counts as that advance's. The caller holds mu.
 func (m *rigMeter) advance(now time.Time) {
 	if m.fresh && now.Sub(m.sampledAt) > sampleStale {
-		m.fresh = false
 		// Up to the staleness limit the last sample stands; past it the measurement is lost.
 		m.advanceTo(m.sampledAt.Add(sampleStale))
+		m.fresh = false
 	}
 	m.advanceTo(now)
 }
@@ -83,20 +84,20 @@ func (m *rigMeter) advanceTo(t time.Time) {
 	m.last = t
 }
 
-// enter counts a request in and marks its start.
-func (m *rigMeter) enter() meterMark {
+// enter counts a request in at its start, now.
+func (m *rigMeter) enter(now time.Time) meterMark {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.advance(m.now())
+	m.advance(now)
 	m.inFlight++
 	return meterMark{estimated: m.estimated, measured: m.measured, fresh: m.fresh, run: m.freshSince}
 }
 
-// leave counts a request out and returns its energy and how it was obtained.
-func (m *rigMeter) leave(start meterMark) (joules float64, source metering.EnergySource) {
+// leave counts a request out at its end, now, and returns its energy and how it was obtained.
+func (m *rigMeter) leave(start meterMark, now time.Time) (joules float64, source metering.EnergySource) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.advance(m.now())
+	m.advance(now)
 	m.inFlight--
 	if start.fresh && m.fresh && start.run == m.freshSince {
 		return m.measured - start.measured, metering.EnergyMeasured

@@ -1,0 +1,430 @@
+// Package agent is gpuagent, the provider's sidecar: a reverse proxy in front of an OpenAI-compatible inference
+// server (vLLM, llama.cpp's server, simbackend) that serves only requests the gateway routed to its offering and
+// reports what each one used as a usage event (package metering) on NATS JetStream. cmd/gpuagent runs it alone;
+// cmd/gpumarket runs it in process in front of simulated rigs.
+//
+// # What it serves
+//
+// POST /v1/chat/completions, /v1/completions, /v1/embeddings and GET /v1/models, each only with a route ticket
+// (header X-GPUMarket-Ticket) signed by the platform for this offering and issued at most TicketMaxAge ago;
+// anything else is answered 401 in OpenAI's error shape. The ticket stays with the agent: the inference server
+// gets the request's id in X-Request-Id instead. Responses are relayed as they come: a stream frame by frame,
+// flushed after each, a whole response as it is. An upstream error status (a 5xx before the first byte, which
+// the gateway fails over on) reaches the client unchanged.
+//
+// # What it counts
+//
+// Tokens are the upstream's own count, never the agent's guess: the usage of a whole response, or of a stream's
+// usage chunk. On a streaming chat or text completion the agent sets stream_options.include_usage upstream so
+// that the chunk comes; when the client had not asked for it, the client does not see it (the usage-only chunk
+// is dropped and the usage member taken out of the other chunks, every other byte relayed as it came). When no
+// usage arrives (the client went away mid-stream, the stream broke off, or a server ignores include_usage) the
+// output is the number of streamed chunks that carried output, one token each as vLLM and llama.cpp stream
+// them (a lower bound when a server packs several tokens in a chunk), and the input is 0: the agent has no
+// tokenizer, and under-billing a cut-off request is the safe side.
+//
+// The status is ok when the upstream answered 2xx and the response reached the client whole; canceled when the
+// client went away first (the upstream request is cancelled at once, and the event carries the tokens produced
+// until then); error when the upstream answered another status or could not be reached (0 tokens), or its
+// response broke off (the tokens relayed until then).
+//
+// The time to first token runs from the request's arrival to the moment the first chunk carrying output was
+// flushed to the client (for a whole response, its first byte); it is 0 when no output token came. The
+// duration runs from the arrival to the last byte.
+//
+// # Energy
+//
+// The rig's power is divided among the requests in flight, moment by moment: a request's energy is the integral
+// over its duration of P(t) / c(t), where c(t) is the number of requests in flight (itself included). The shares
+// of all requests add up to the rig's energy while it was busy; idle power is billed to no one.
+//
+//   - measured: with nvidia-smi on the machine (Config.NvidiaSMI), P is the sum of every GPU's power.draw,
+//     sampled every 100 ms by one nvidia-smi process in loop mode and held between samples. A request is measured
+//     only when samples arrived throughout it (none more than a second late).
+//   - estimated: otherwise P is the catalog's board power of the GPU model (its maximum, so the estimate is an
+//     upper bound) times the GPU count.
+//
+// # Delivery
+//
+// Every event is written to the outbox before the handler returns, and removed only when the USAGE stream has
+// acknowledged it. The outbox is a directory (Config.OutboxDir) with one file per event, named
+// "<unix nanoseconds, 20 digits>-<event id>.json" and holding exactly the encoded event that is published. A
+// file is written as ".tmp-<event id>", fsynced, renamed and the directory fsynced, so a file under its final
+// name is always whole; at start-up a temporary file that decodes as a whole event is kept and any other is
+// deleted. A background loop publishes the files in name order (the order they were written), each with its
+// event id as Nats-Msg-Id, in windows of 256, and waits for the stream's acknowledgements (a duplicate's too);
+// on failure it retries with backoff (from 100 ms, doubling, to 10 s), at once when the connection comes back,
+// and at start-up for what a previous run left. A re-send is the same bytes with the same id: the stream drops
+// it inside its duplicate window and the meter after it.
+//
+// The agent connects to NATS with its rig's own credentials (events.RigUser), which let it publish only its own
+// usage and heartbeat subjects and receive replies only under its own inbox prefix. Every HeartbeatInterval it
+// publishes a Heartbeat on heartbeat.<provider_id>.<offering_id>.
+package agent
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/events"
+	"github.com/gpumarket/gpumarket/services/metering"
+	"github.com/gpumarket/gpumarket/services/ticket"
+)
+
+// Defaults of the optional settings.
+const (
+	DefaultTicketMaxAge      = 10 * time.Minute
+	DefaultHeartbeatInterval = 5 * time.Second
+	// shutdownGrace is how long Run lets requests in flight finish once its context ends.
+	shutdownGrace = 10 * time.Second
+	// finalFlush bounds Run's last attempt to send the outbox before it returns.
+	finalFlush = 2 * time.Second
+)
+
+// Config is what an agent needs to know.
+type Config struct {
+	// ListenAddr is where Run serves the proxy ("127.0.0.1:0" picks a free port; Addr tells which). Empty when
+	// the caller serves Handler itself.
+	ListenAddr string
+	// Upstream is the base URL of the OpenAI-compatible server, without /v1: "http://127.0.0.1:8000".
+	Upstream string
+
+	ProviderID string // the provider's id; with OfferingID, a NATS subject token each
+	OfferingID string // the offering this rig serves: tickets must name it
+	GPUSKU     string // the GPU model, a catalog SKU: its board power drives the energy estimate
+	GPUCount   int    // GPUs in the rig
+	Capacity   int    // requests the rig serves at once, reported in heartbeats for the gateway
+
+	NATSURL      string // comma-separated nats:// URLs
+	NATSUser     string // the rig's NATS credential (events.RigUsername, events.RigPassword); empty for none
+	NATSPassword string
+
+	OutboxDir string // where unacknowledged usage events are kept; must survive restarts
+
+	TicketKey    []byte        // the platform's ticket key (GPUMARKET_TICKET_KEY), at least 32 bytes
+	TicketMaxAge time.Duration // tickets issued longer ago are refused; DefaultTicketMaxAge when 0
+
+	// NvidiaSMI is the nvidia-smi command that samples the GPUs' power. Empty, or not found, means energy is
+	// estimated.
+	NvidiaSMI string
+
+	HeartbeatInterval time.Duration // DefaultHeartbeatInterval when 0
+
+	Now        func() time.Time // the clock; time.Now when nil
+	NewEventID func() string    // usage event ids; "evt_" and 24 random hex digits when nil
+	Log        *slog.Logger     // slog.Default() when nil
+}
+
+func (c *Config) validate() error {
+	var problems []string
+	if _, _, err := metering.ParseSubject(metering.Subject(c.ProviderID, c.OfferingID)); err != nil {
+		problems = append(problems, "provider and offering ids must be 1 to 128 ASCII letters, digits, - and _")
+	}
+	if u, err := url.Parse(c.Upstream); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		problems = append(problems, fmt.Sprintf("upstream %q is not an http(s) URL", c.Upstream))
+	}
+	if _, ok := catalog.GPUBySKU(c.GPUSKU); !ok {
+		problems = append(problems, fmt.Sprintf("GPU SKU %q is not in the catalog", c.GPUSKU))
+	}
+	if c.GPUCount < 1 {
+		problems = append(problems, "GPU count must be at least 1")
+	}
+	if c.Capacity < 1 {
+		problems = append(problems, "capacity must be at least 1")
+	}
+	if c.NATSURL == "" {
+		problems = append(problems, "no NATS URL")
+	}
+	if c.OutboxDir == "" {
+		problems = append(problems, "no outbox directory")
+	}
+	if c.TicketMaxAge < 0 || c.HeartbeatInterval < 0 {
+		problems = append(problems, "durations must not be negative")
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("agent: %s", strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// Agent is one rig's sidecar. Its handler may serve before Run starts: events then wait in the outbox.
+type Agent struct {
+	cfg      Config
+	log      *slog.Logger
+	signer   *ticket.Signer
+	upstream string
+	client   *http.Client
+	handler  http.Handler
+	meter    *rigMeter
+	outbox   *outbox
+
+	nc        *nats.Conn
+	js        jetstream.JetStream
+	subject   string // usage.<provider>.<offering>
+	heartbeat string // heartbeat.<provider>.<offering>
+	wake      chan struct{}
+	acked     atomic.Int64
+
+	ln  net.Listener
+	srv *http.Server
+
+	closeOnce sync.Once
+}
+
+// New checks the configuration, opens the outbox, starts connecting to NATS (in the background: the agent
+// serves while NATS is away) and, when ListenAddr is set, opens its listener.
+func New(cfg Config) (*Agent, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	cfg.TicketMaxAge = cmp.Or(cfg.TicketMaxAge, DefaultTicketMaxAge)
+	cfg.HeartbeatInterval = cmp.Or(cfg.HeartbeatInterval, DefaultHeartbeatInterval)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.NewEventID == nil {
+		cfg.NewEventID = randomEventID
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	log := cfg.Log.With("offering", cfg.OfferingID)
+	signer, err := ticket.NewSigner(cfg.TicketKey)
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	if cfg.NvidiaSMI != "" {
+		path, err := exec.LookPath(cfg.NvidiaSMI)
+		if err != nil {
+			log.Info("no nvidia-smi: energy is estimated from board power", "looked_for", cfg.NvidiaSMI)
+		}
+		cfg.NvidiaSMI = path
+	}
+	gpu, _ := catalog.GPUBySKU(cfg.GPUSKU)
+	box, err := openOutbox(cfg.OutboxDir)
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+
+	a := &Agent{
+		cfg:      cfg,
+		log:      log,
+		signer:   signer,
+		upstream: strings.TrimRight(cfg.Upstream, "/"),
+		client: &http.Client{Transport: &http.Transport{
+			Proxy:               nil, // the inference server is local to the rig
+			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConnsPerHost: max(cfg.Capacity, 2),
+			IdleConnTimeout:     90 * time.Second,
+			DisableCompression:  true, // relay bytes as the server wrote them, and read them
+		}},
+		meter:     newRigMeter(float64(gpu.BoardPowerW*cfg.GPUCount), cfg.Now),
+		outbox:    box,
+		subject:   metering.Subject(cfg.ProviderID, cfg.OfferingID),
+		heartbeat: events.HeartbeatSubject(cfg.ProviderID, cfg.OfferingID),
+		wake:      make(chan struct{}, 1),
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/chat/completions", a.serveInference(true))
+	mux.HandleFunc("POST /v1/completions", a.serveInference(true))
+	mux.HandleFunc("POST /v1/embeddings", a.serveInference(false))
+	mux.HandleFunc("GET /v1/models", a.serveModels)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "invalid_request_error", "unknown_url",
+			fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path))
+	})
+	a.handler = a.requireTicket(mux)
+
+	if a.nc, a.js, err = a.connect(); err != nil {
+		return nil, err
+	}
+	if cfg.ListenAddr != "" {
+		if a.ln, err = net.Listen("tcp", cfg.ListenAddr); err != nil {
+			a.nc.Close()
+			return nil, fmt.Errorf("agent: %w", err)
+		}
+		a.srv = &http.Server{Handler: a.handler, ReadHeaderTimeout: 10 * time.Second}
+	}
+	if n := box.pending.Load(); n > 0 {
+		log.Info("outbox holds usage events from an earlier run; sending them", "events", n)
+	}
+	return a, nil
+}
+
+// Handler is the proxy: mount it, or let Run serve it on ListenAddr.
+func (a *Agent) Handler() http.Handler { return a.handler }
+
+// Addr is where Run serves, when ListenAddr was set; nil otherwise.
+func (a *Agent) Addr() net.Addr {
+	if a.ln == nil {
+		return nil
+	}
+	return a.ln.Addr()
+}
+
+// Run sends the outbox, heartbeats and samples power until ctx ends, serving on ListenAddr when it was set.
+// Then it lets requests in flight finish (up to ten seconds), tries once more to send what they left in the
+// outbox, and returns.
+func (a *Agent) Run(ctx context.Context) error {
+	loops, stop := context.WithCancel(context.WithoutCancel(ctx))
+	defer stop()
+	var wg sync.WaitGroup
+	wg.Go(func() { a.sendLoop(loops) })
+	wg.Go(func() { a.heartbeatLoop(loops) })
+	if a.cfg.NvidiaSMI != "" {
+		wg.Go(func() { a.samplePower(loops) })
+	}
+
+	var err error
+	if a.srv != nil {
+		a.log.Info("gpuagent serving", "addr", a.ln.Addr().String(), "upstream", a.upstream)
+		served := make(chan error, 1)
+		go func() { served <- a.srv.Serve(a.ln) }()
+		select {
+		case err = <-served:
+		case <-ctx.Done():
+			grace, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
+			if a.srv.Shutdown(grace) != nil {
+				_ = a.srv.Close()
+			}
+			cancel()
+			err = <-served
+		}
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+	} else {
+		<-ctx.Done()
+	}
+	stop()
+	wg.Wait()
+
+	last, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalFlush)
+	defer cancel()
+	if ferr := a.flush(last); ferr != nil && a.outbox.pending.Load() > 0 {
+		a.log.Warn("usage events stay in the outbox until the next start", "events", a.outbox.pending.Load(), "error", ferr)
+	}
+	return err
+}
+
+// Close closes the NATS connection and the listener. Events not yet acknowledged stay in the outbox.
+func (a *Agent) Close() error {
+	a.closeOnce.Do(func() {
+		if a.srv != nil {
+			_ = a.srv.Close()
+			_ = a.ln.Close() // when Run never served on it
+		}
+		a.nc.Close()
+	})
+	return nil
+}
+
+// Stats is the agent's state now.
+type Stats struct {
+	InFlight     int                   // inference requests being served
+	Outbox       int                   // usage events the stream has not acknowledged yet
+	Acked        int64                 // usage events the stream acknowledged since New
+	EnergySource metering.EnergySource // how a request served now gets its energy
+}
+
+// Stats reports the agent's state.
+func (a *Agent) Stats() Stats {
+	return Stats{
+		InFlight:     a.meter.inFlightNow(),
+		Outbox:       int(a.outbox.pending.Load()),
+		Acked:        a.acked.Load(),
+		EnergySource: a.meter.source(),
+	}
+}
+
+// report turns a relayed request into its usage event and keeps it in the outbox for the sender.
+func (a *Agent) report(t ticketed, x *exchange, start, end time.Time, joules float64, source metering.EnergySource) {
+	u := metering.Usage{
+		RequestID:    t.claims.RequestID,
+		Ticket:       t.raw,
+		OfferingID:   a.cfg.OfferingID,
+		Model:        eventModel(x.model),
+		EnergySource: source,
+		Status:       x.status,
+	}
+	if x.usage != nil {
+		u.InputTokens, u.OutputTokens = x.usage.PromptTokens, x.usage.CompletionTokens
+	} else {
+		u.OutputTokens = x.contentChunks
+	}
+	u.InputTokens = min(max(u.InputTokens, 0), metering.MaxTokens)
+	u.OutputTokens = min(max(u.OutputTokens, 0), metering.MaxTokens)
+	duration := max(end.Sub(start), 0)
+	u.DurationMillis = millis(duration)
+	if u.OutputTokens > 0 && !x.firstToken.IsZero() {
+		u.TTFTMillis = millis(min(max(x.firstToken.Sub(start), 0), duration))
+	}
+	u.EnergyJoules = min(max(joules, 0), metering.MaxEnergyJoules)
+
+	ev := metering.NewEvent(a.cfg.NewEventID(), a.cfg.ProviderID, a.cfg.OfferingID, end, u)
+	if err := metering.Validate(ev, a.subject, end); err != nil {
+		// Sent all the same: the meter keeps a refused event with its reason, for someone to look at.
+		a.log.Error("usage event breaks the contract", "event", ev.ID, "request", u.RequestID, "error", err)
+	}
+	raw, err := metering.Encode(ev)
+	if err == nil {
+		err = a.outbox.add(ev.ID, raw, end)
+	}
+	if err != nil {
+		a.log.Error("usage event could not be kept: it is lost unless replayed from this line",
+			"event", string(raw), "error", err)
+		return
+	}
+	a.log.Debug("request served", "request", u.RequestID, "status", u.Status, "input_tokens", u.InputTokens,
+		"output_tokens", u.OutputTokens, "ttft_ms", u.TTFTMillis, "duration_ms", u.DurationMillis,
+		"energy_j", u.EnergyJoules, "energy_source", u.EnergySource)
+	a.notify()
+}
+
+// notify wakes the sender without waiting.
+func (a *Agent) notify() {
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// eventModel is the model name an event can carry: 1 to 200 printable characters, else "unknown".
+func eventModel(m string) string {
+	if n := utf8.RuneCountInString(m); n == 0 || n > metering.MaxModelLength || !utf8.ValidString(m) {
+		return unknownModel
+	}
+	for _, r := range m {
+		if !unicode.IsPrint(r) {
+			return unknownModel
+		}
+	}
+	return m
+}
+
+func randomEventID() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails
+	return "evt_" + hex.EncodeToString(b)
+}

@@ -1,0 +1,341 @@
+package agent
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gpumarket/gpumarket/services/metering"
+	"github.com/gpumarket/gpumarket/services/ticket"
+)
+
+const (
+	// maxRequestBytes bounds a request body; vLLM's own default limit is of this order.
+	maxRequestBytes = 32 << 20
+	// maxFrameBytes bounds one server-sent event; a longer one ends the stream as an upstream error.
+	maxFrameBytes = 8 << 20
+	// unknownModel names the model of an event when neither the request nor the response named one.
+	unknownModel = "unknown"
+)
+
+// hopHeaders are the hop-by-hop headers (RFC 9110, 7.6.1), which a proxy does not forward.
+var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+type claimsKey struct{}
+
+// requireTicket refuses, with 401, a request without a valid route ticket for this offering issued within
+// TicketMaxAge, and hands the ticket's claims on in the request's context.
+func (a *Agent) requireTicket(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		raw := r.Header.Get(ticket.Header)
+		c, err := a.signer.Verify(raw, a.cfg.OfferingID, a.cfg.Now(), a.cfg.TicketMaxAge)
+		if err != nil {
+			msg := "This server answers only requests routed to it by the GPU Market gateway, and this one carries no valid route ticket."
+			switch {
+			case errors.Is(err, ticket.ErrExpired):
+				msg = "The route ticket of this request has expired: send the request through the gateway again."
+			case errors.Is(err, ticket.ErrOffering):
+				msg = "The route ticket of this request is for another offering."
+			}
+			a.log.Info("request refused: no valid route ticket", "path", r.URL.Path, "error", err, "ticket_present", raw != "")
+			writeError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_route_ticket", msg)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), claimsKey{}, ticketed{claims: c, raw: raw})))
+	})
+}
+
+// ticketed is a request's verified ticket.
+type ticketed struct {
+	claims ticket.Claims
+	raw    string
+}
+
+// exchange is what the agent learns of one request while relaying it.
+type exchange struct {
+	status        metering.Status
+	model         string      // from the response, else from the request
+	usage         *tokenUsage // the upstream's count, when it gave one
+	contentChunks int64       // streamed chunks that carried output
+	firstToken    time.Time   // when the first output reached the client
+}
+
+// serveInference relays an inference request and reports its usage. streamOptions says the endpoint takes
+// stream_options (chat and text completions).
+func (a *Agent) serveInference(streamOptions bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		t := r.Context().Value(claimsKey{}).(ticketed)
+		start := a.cfg.Now()
+		mark := a.meter.enter(start)
+		x := &exchange{status: metering.StatusOK}
+		a.relay(w, r, streamOptions, x)
+		end := a.cfg.Now()
+		joules, source := a.meter.leave(mark, end)
+		a.report(t, x, start, end, joules, source)
+	}
+}
+
+// serveModels relays GET /v1/models; it uses no GPU and bills nothing, so it makes no event.
+func (a *Agent) serveModels(w http.ResponseWriter, r *http.Request) {
+	a.relay(w, r, false, &exchange{})
+}
+
+// relay forwards the request upstream and the response back, filling x.
+func (a *Agent) relay(w http.ResponseWriter, r *http.Request, streamOptions bool, x *exchange) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBytes))
+	if err != nil {
+		x.status = metering.StatusError
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			writeError(w, http.StatusRequestEntityTooLarge, "invalid_request_error", "request_too_large",
+				fmt.Sprintf("The request body is larger than %d bytes.", maxRequestBytes))
+		} else {
+			x.status = metering.StatusCanceled // the client went away while sending
+		}
+		return
+	}
+	req := readInferenceRequest(body, streamOptions)
+	x.model = req.model
+
+	// Cancelled when the client goes away (the server cancels r's context) or stops reading.
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	out, err := http.NewRequestWithContext(ctx, r.Method, a.upstream+r.URL.RequestURI(), bytes.NewReader(req.body))
+	if err != nil {
+		x.status = metering.StatusError
+		writeError(w, http.StatusInternalServerError, "server_error", "", "The request could not be forwarded.")
+		return
+	}
+	copyHeaders(out.Header, r.Header)
+	out.Header.Del(ticket.Header)     // the platform's, not the inference server's
+	out.Header.Del("Accept-Encoding") // the agent reads what it relays: identity only
+	out.Header.Del("Content-Length")  // set from the body, which may have been rewritten
+	out.Header.Set("X-Request-Id", r.Context().Value(claimsKey{}).(ticketed).claims.RequestID)
+
+	resp, err := a.client.Do(out)
+	if err != nil {
+		if r.Context().Err() != nil {
+			x.status = metering.StatusCanceled
+			return
+		}
+		x.status = metering.StatusError
+		a.log.Warn("inference server unreachable", "upstream", a.upstream, "error", err)
+		writeError(w, http.StatusBadGateway, "server_error", "upstream_unavailable",
+			"The inference server behind this rig could not be reached.")
+		return
+	}
+	defer resp.Body.Close()
+
+	ok := resp.StatusCode >= 200 && resp.StatusCode < 300
+	streaming := ok && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
+	copyHeaders(w.Header(), resp.Header)
+	if streaming {
+		w.Header().Del("Content-Length") // frames may be dropped or trimmed
+	}
+	w.WriteHeader(resp.StatusCode)
+
+	var rerr error
+	if streaming {
+		rerr = a.relayStream(w, resp.Body, req.forcedUsage, x)
+	} else {
+		rerr = a.relayBody(w, resp.Body, x)
+	}
+	switch {
+	case !ok:
+		// The upstream refused or failed (a 5xx before the first byte, which the gateway fails over on): its
+		// status went to the client as it was, and nothing was produced.
+		x.status, x.usage, x.contentChunks, x.firstToken = metering.StatusError, nil, 0, time.Time{}
+	case errors.Is(rerr, errClientGone) || r.Context().Err() != nil:
+		x.status = metering.StatusCanceled
+	case rerr != nil:
+		x.status = metering.StatusError
+		a.log.Warn("inference response broke off", "upstream", a.upstream, "error", rerr)
+	}
+}
+
+// errClientGone is a failed write to the client.
+var errClientGone = errors.New("the client went away")
+
+// relayStream relays server-sent events frame by frame, flushing each, and reads each chunk for the model,
+// the output and the usage. When the agent forced include_usage, the client gets the stream it asked for: the
+// usage-only chunk is dropped and the usage member removed from the other chunks (OpenAI sends "usage":null
+// on each chunk only when the client asked for usage); every other byte is relayed as it came.
+func (a *Agent) relayStream(w http.ResponseWriter, body io.Reader, forcedUsage bool, x *exchange) error {
+	rc := http.NewResponseController(w)
+	br := bufio.NewReaderSize(body, 64<<10)
+	var frame []byte
+	for {
+		line, err := br.ReadSlice('\n')
+		frame = append(frame, line...)
+		if len(frame) > maxFrameBytes {
+			return fmt.Errorf("a server-sent event longer than %d bytes", maxFrameBytes)
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		end := err != nil
+		if !end && !isBlankLine(line) {
+			continue
+		}
+		if len(frame) > 0 {
+			out, output := a.readFrame(frame, forcedUsage, x)
+			if out != nil {
+				if _, werr := w.Write(out); werr != nil {
+					return errClientGone
+				}
+				if werr := rc.Flush(); werr != nil {
+					return errClientGone
+				}
+				if output && x.firstToken.IsZero() {
+					x.firstToken = a.cfg.Now()
+				}
+			}
+			frame = frame[:0]
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func isBlankLine(line []byte) bool {
+	return len(line) == 1 || len(line) == 2 && line[0] == '\r'
+}
+
+// readFrame reads one event and returns what to send the client (nil to drop it) and whether it carried
+// output.
+func (a *Agent) readFrame(frame []byte, forcedUsage bool, x *exchange) (out []byte, output bool) {
+	from, to, ok := dataPayload(frame)
+	if !ok {
+		return frame, false
+	}
+	payload := frame[from:to]
+	if len(payload) == 0 || payload[0] != '{' {
+		return frame, false // [DONE], or not a chunk
+	}
+	var chunk streamChunk
+	if err := json.Unmarshal(payload, &chunk); err != nil {
+		return frame, false
+	}
+	if chunk.Model != "" {
+		x.model = chunk.Model
+	}
+	if chunk.Usage != nil {
+		x.usage = chunk.Usage
+	}
+	output = chunk.carriesOutput()
+	if output {
+		x.contentChunks++
+	}
+	if !forcedUsage {
+		return frame, output
+	}
+	if chunk.Usage != nil && len(chunk.Choices) == 0 {
+		return nil, false // the usage-only chunk the client did not ask for
+	}
+	trimmed := withoutMember(payload, "usage")
+	if len(trimmed) == len(payload) {
+		return frame, output
+	}
+	out = make([]byte, 0, len(frame)-len(payload)+len(trimmed))
+	return append(append(append(out, frame[:from]...), trimmed...), frame[to:]...), output
+}
+
+// dataPayload finds the payload of the frame's data line: the frame must hold exactly one, as OpenAI-compatible
+// servers send them. It returns the payload's offsets, after "data:" and its optional space, before the line end.
+func dataPayload(frame []byte) (from, to int, ok bool) {
+	found := false
+	for start := 0; start < len(frame); {
+		end := bytes.IndexByte(frame[start:], '\n')
+		if end < 0 {
+			end = len(frame)
+		} else {
+			end += start
+		}
+		line := frame[start:end]
+		if rest, isData := bytes.CutPrefix(line, []byte("data:")); isData {
+			if found {
+				return 0, 0, false
+			}
+			found = true
+			from = start + len("data:")
+			if len(rest) > 0 && rest[0] == ' ' {
+				from++
+			}
+			to = end
+			if to > from && frame[to-1] == '\r' {
+				to--
+			}
+		}
+		start = end + 1
+	}
+	return from, to, found
+}
+
+// relayBody relays a whole response as it comes, reading its usage and model on the way.
+func (a *Agent) relayBody(w http.ResponseWriter, body io.Reader, x *exchange) error {
+	var scan memberScanner
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := body.Read(buf)
+		if n > 0 {
+			_, _ = scan.Write(buf[:n])
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return errClientGone
+			}
+			if x.firstToken.IsZero() {
+				x.firstToken = a.cfg.Now()
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+	}
+	usage, model := scan.result()
+	x.usage = usage
+	if model != "" {
+		x.model = model
+	}
+	return nil
+}
+
+// copyHeaders copies the end-to-end headers.
+func copyHeaders(dst, src http.Header) {
+	connection := src.Values("Connection")
+	for name, values := range src {
+		if isHopHeader(name, connection) {
+			continue
+		}
+		dst[name] = append([]string(nil), values...)
+	}
+}
+
+func isHopHeader(name string, connection []string) bool {
+	for _, h := range hopHeaders {
+		if strings.EqualFold(name, h) {
+			return true
+		}
+	}
+	for _, v := range connection {
+		for _, token := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(token), name) {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,197 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gpumarket/gpumarket/services/events"
+	"github.com/gpumarket/gpumarket/services/metering"
+)
+
+const (
+	// publishWindow is how many events are published before their acknowledgements are awaited.
+	publishWindow = 256
+	// ackTimeout bounds the wait for one acknowledgement.
+	ackTimeout = 5 * time.Second
+	// Retry backoff of the sender, doubling from min to max.
+	minBackoff = 100 * time.Millisecond
+	maxBackoff = 10 * time.Second
+	// rescanEvery is how often an idle sender looks at the outbox anyway.
+	rescanEvery = 30 * time.Second
+	// reconnectWait is the pause between attempts to reach a lost server; nats.go adds jitter.
+	reconnectWait = time.Second
+)
+
+var errNotConnected = errors.New("not connected to NATS")
+
+// connect starts connecting with the rig's credentials. It does not wait for the server: the connection keeps
+// trying for ever, and wakes the sender whenever it is up again.
+func (a *Agent) connect() (*nats.Conn, jetstream.JetStream, error) {
+	log := a.log
+	opts := []nats.Option{
+		nats.Name("gpuagent/" + a.cfg.ProviderID + "/" + a.cfg.OfferingID),
+		nats.CustomInboxPrefix(events.RigInboxPrefix(a.cfg.ProviderID, a.cfg.OfferingID)),
+		nats.RetryOnFailedConnect(true),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(reconnectWait),
+		// A refused credential may be fixed on the server side while the agent runs: keep trying.
+		nats.IgnoreAuthErrorAbort(),
+		nats.ConnectHandler(func(nc *nats.Conn) {
+			log.Info("connected to NATS", "server", nc.ConnectedUrlRedacted())
+			a.notify()
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.Info("NATS connection restored", "server", nc.ConnectedUrlRedacted())
+			a.notify()
+		}),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("NATS connection lost; usage events wait in the outbox", "error", err)
+			}
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			log.Error("NATS error", "error", err)
+		}),
+	}
+	if a.cfg.NATSUser != "" {
+		opts = append(opts, nats.UserInfo(a.cfg.NATSUser, a.cfg.NATSPassword))
+	}
+	nc, err := nats.Connect(a.cfg.NATSURL, opts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(ackTimeout))
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, js, nil
+}
+
+// sendLoop sends the outbox whenever an event is added or the connection comes back, and retries failures
+// with backoff, until ctx ends.
+func (a *Agent) sendLoop(ctx context.Context) {
+	backoff := minBackoff
+	failing := false
+	for {
+		err := a.flush(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		wait := rescanEvery
+		switch {
+		case err != nil:
+			if !failing {
+				a.log.Warn("usage events not acknowledged; retrying", "outbox", a.outbox.pending.Load(), "error", err)
+			}
+			failing, wait, backoff = true, backoff, min(2*backoff, maxBackoff)
+		case failing:
+			a.log.Info("usage events acknowledged; the outbox is empty")
+			failing, backoff = false, minBackoff
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-a.wake:
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+}
+
+// flush publishes the outbox, oldest first, in windows of publishWindow events, and removes each event the
+// stream acknowledges (a duplicate's acknowledgement too: the stream had it already). It stops at the first
+// window with a failure.
+func (a *Agent) flush(ctx context.Context) error {
+	entries, err := a.outbox.list()
+	if err != nil {
+		return err
+	}
+	if len(entries) > 0 && !a.nc.IsConnected() {
+		return errNotConnected
+	}
+	for len(entries) > 0 {
+		window := entries[:min(len(entries), publishWindow)]
+		entries = entries[len(window):]
+		futures := make([]jetstream.PubAckFuture, 0, len(window))
+		var failed error
+		for _, e := range window {
+			body, err := a.outbox.read(e)
+			if err != nil {
+				failed = err
+				break
+			}
+			msg := nats.NewMsg(a.subject)
+			msg.Data = body
+			f, err := a.js.PublishMsgAsync(msg, jetstream.WithMsgID(e.id), jetstream.WithExpectStream(metering.StreamName))
+			if err != nil {
+				failed = err
+				break
+			}
+			futures = append(futures, f)
+		}
+		for i, f := range futures {
+			select {
+			case <-f.Ok():
+				if err := a.outbox.remove(window[i]); err != nil {
+					failed = err
+				}
+				a.acked.Add(1)
+			case err := <-f.Err():
+				if failed == nil {
+					failed = err
+				}
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if failed != nil {
+			return failed
+		}
+	}
+	return nil
+}
+
+// Heartbeat is what a rig publishes every HeartbeatInterval on heartbeat.<provider_id>.<offering_id>
+// (events.HeartbeatSubject), for the gateway to route on.
+type Heartbeat struct {
+	OfferingID string    `json:"offering_id"`
+	ProviderID string    `json:"provider_id"`
+	InFlight   int       `json:"in_flight"` // requests being served
+	Queued     int       `json:"queued"`    // requests waiting: always 0, the agent queues nothing itself
+	Capacity   int       `json:"capacity"`  // requests the rig serves at once (Config.Capacity)
+	At         time.Time `json:"at"`
+}
+
+// heartbeatLoop publishes a heartbeat at once and then every HeartbeatInterval until ctx ends. A heartbeat is
+// worth nothing late, so none is sent while the connection is down.
+func (a *Agent) heartbeatLoop(ctx context.Context) {
+	t := time.NewTicker(a.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		if a.nc.IsConnected() {
+			b, _ := json.Marshal(Heartbeat{
+				OfferingID: a.cfg.OfferingID,
+				ProviderID: a.cfg.ProviderID,
+				InFlight:   a.meter.inFlightNow(),
+				Capacity:   a.cfg.Capacity,
+				At:         a.cfg.Now().UTC(),
+			})
+			if err := a.nc.Publish(a.heartbeat, b); err != nil {
+				a.log.Debug("heartbeat not sent", "error", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

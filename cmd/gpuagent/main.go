@@ -1,0 +1,114 @@
+// Command gpuagent is the provider's sidecar: it sits in front of an OpenAI-compatible inference server (vLLM,
+// llama.cpp's server, simbackend), serves only requests the GPU Market gateway routed to its offering, and
+// reports each request's usage to the platform over NATS JetStream (package agent says how).
+//
+//	gpuagent -provider P -offering O -gpu rtx-4090 -gpus 4 -capacity 16 \
+//	         [-addr :8100] [-upstream http://127.0.0.1:8000] [-nats nats://host:4222] \
+//	         [-nats-user rig-O] [-outbox DIR] [-nvidia-smi nvidia-smi] [-ticket-max-age 10m]
+//
+// Every flag can be set in the environment instead (the flag wins): GPUAGENT_ADDR, GPUAGENT_UPSTREAM,
+// GPUAGENT_PROVIDER_ID, GPUAGENT_OFFERING_ID, GPUAGENT_GPU, GPUAGENT_GPU_COUNT, GPUAGENT_CAPACITY, NATS_URL,
+// GPUAGENT_NATS_USER, GPUAGENT_NATS_PASSWORD, GPUAGENT_OUTBOX, GPUAGENT_NVIDIA_SMI. Secrets come from the
+// environment only: GPUMARKET_TICKET_KEY (the platform's ticket key) and GPUAGENT_NATS_PASSWORD (the rig's NATS
+// password, shown to the provider with the offering). GPUMARKET_LOG_LEVEL sets the log level (info).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+
+	"github.com/gpumarket/gpumarket/cmd/gpuagent/agent"
+)
+
+func main() {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(os.Getenv("GPUMARKET_LOG_LEVEL"))); err != nil {
+		level = slog.LevelInfo
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stderr, log); err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "gpuagent:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, out io.Writer, log *slog.Logger) error {
+	cfg, err := parseConfig(args, getenv, out)
+	if err != nil {
+		return err
+	}
+	cfg.Log = log
+	a, err := agent.New(cfg)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	return a.Run(ctx)
+}
+
+// parseConfig reads the flags, each defaulting to its environment variable, and the secrets from the
+// environment.
+func parseConfig(args []string, getenv func(string) string, out io.Writer) (agent.Config, error) {
+	env := func(name, fallback string) string {
+		if v := getenv(name); v != "" {
+			return v
+		}
+		return fallback
+	}
+	envInt := func(name string, fallback int) (int, error) {
+		v := getenv(name)
+		if v == "" {
+			return fallback, nil
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return 0, fmt.Errorf("%s=%q is not a whole number", name, v)
+		}
+		return n, nil
+	}
+	gpus, err := envInt("GPUAGENT_GPU_COUNT", 1)
+	if err != nil {
+		return agent.Config{}, err
+	}
+	capacity, err := envInt("GPUAGENT_CAPACITY", 8)
+	if err != nil {
+		return agent.Config{}, err
+	}
+
+	fs := flag.NewFlagSet("gpuagent", flag.ContinueOnError)
+	fs.SetOutput(out)
+	cfg := agent.Config{TicketKey: []byte(getenv("GPUMARKET_TICKET_KEY"))}
+	fs.StringVar(&cfg.ListenAddr, "addr", env("GPUAGENT_ADDR", ":8100"), "listen address of the proxy the gateway calls")
+	fs.StringVar(&cfg.Upstream, "upstream", env("GPUAGENT_UPSTREAM", "http://127.0.0.1:8000"), "base URL of the OpenAI-compatible server, without /v1")
+	fs.StringVar(&cfg.ProviderID, "provider", getenv("GPUAGENT_PROVIDER_ID"), "provider id")
+	fs.StringVar(&cfg.OfferingID, "offering", getenv("GPUAGENT_OFFERING_ID"), "offering id this rig serves")
+	fs.StringVar(&cfg.GPUSKU, "gpu", env("GPUAGENT_GPU", "rtx-4090"), "GPU model, a catalog SKU (board power for energy estimates)")
+	fs.IntVar(&cfg.GPUCount, "gpus", gpus, "GPUs in the rig")
+	fs.IntVar(&cfg.Capacity, "capacity", capacity, "requests the rig serves at once, reported in heartbeats")
+	fs.StringVar(&cfg.NATSURL, "nats", env("NATS_URL", "nats://127.0.0.1:4222"), "NATS server URLs, comma-separated")
+	fs.StringVar(&cfg.NATSUser, "nats-user", getenv("GPUAGENT_NATS_USER"), "the rig's NATS user (rig-<offering id>)")
+	fs.StringVar(&cfg.OutboxDir, "outbox", env("GPUAGENT_OUTBOX", "gpuagent-outbox"), "directory keeping usage events until the platform acknowledged them")
+	fs.StringVar(&cfg.NvidiaSMI, "nvidia-smi", env("GPUAGENT_NVIDIA_SMI", "nvidia-smi"), "nvidia-smi command for measured energy; empty to estimate")
+	fs.DurationVar(&cfg.TicketMaxAge, "ticket-max-age", agent.DefaultTicketMaxAge, "refuse route tickets issued longer ago")
+	if err := fs.Parse(args); err != nil {
+		return agent.Config{}, err
+	}
+	if fs.NArg() > 0 {
+		return agent.Config{}, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	cfg.NATSPassword = getenv("GPUAGENT_NATS_PASSWORD")
+	if cfg.NATSUser != "" && cfg.NATSPassword == "" {
+		return agent.Config{}, errors.New("-nats-user is set but GPUAGENT_NATS_PASSWORD is not")
+	}
+	return cfg, nil
+}
