@@ -95,6 +95,13 @@ func dev(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		cfg.TicketKey = []byte(key)
 	}
+	if len(cfg.RigKey) < 32 {
+		key, err := devSecret(cfg.DataDir, "rig.key", "")
+		if err != nil {
+			return err
+		}
+		cfg.RigKey = []byte(key)
+	}
 	if len(cfg.StripeWebhookSecrets) == 0 {
 		secret, err := devSecret(cfg.DataDir, "stripe-webhook.secret", "whsec_local_")
 		if err != nil {
@@ -110,13 +117,22 @@ func dev(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := p.Seed(ctx); err != nil {
 		return err
 	}
-	printWelcome(p.URL())
+	rigs, err := p.startSimulatedRigs(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, r := range rigs {
+			r.stop()
+		}
+	}()
+	printWelcome(p.URL(), len(rigs))
 	return p.Run(ctx)
 }
 
-func printWelcome(url string) {
+func printWelcome(url string, rigs int) {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n  gpumarket is running at %s\n\n", url)
+	fmt.Fprintf(&b, "\n  gpumarket is running at %s, with %d simulated GPU rigs\n\n", url, rigs)
 	fmt.Fprintf(&b, "  catalog     %s/catalog\n  calculator  %s/calculator\n  API         %s/api/offerings\n\n", url, url, url)
 	fmt.Fprintf(&b, "  demo logins (password %q):\n", demo.Password)
 	for _, l := range demo.Logins {

@@ -28,6 +28,7 @@ type Config struct {
 
 	Roles          Roles
 	TicketKey      []byte // signs and verifies route tickets: GPUMARKET_TICKET_KEY
+	RigKey         []byte // derives each rig's NATS password on the embedded server: GPUMARKET_RIG_KEY
 	StreamReplicas int    // 3 on a NATS cluster
 	// StreamDuplicateWindow (GPUMARKET_STREAM_DUPLICATE_WINDOW) and StreamAckWait
 	// (GPUMARKET_STREAM_ACK_WAIT) override the usage stream's deduplication window and the
@@ -85,6 +86,7 @@ func configFromEnv() (Config, error) {
 		StripeAPIURL:    os.Getenv("STRIPE_API_URL"),
 		PublicURL:       strings.TrimRight(os.Getenv("GPUMARKET_PUBLIC_URL"), "/"),
 		TicketKey:       []byte(os.Getenv("GPUMARKET_TICKET_KEY")),
+		RigKey:          []byte(os.Getenv("GPUMARKET_RIG_KEY")),
 		StreamReplicas:  1,
 	}
 	roles, err := parseRoles(os.Getenv("GPUMARKET_ROLES"))
@@ -158,6 +160,9 @@ func (c Config) requireServe() error {
 	}
 	if len(c.TicketKey) < 32 {
 		missing = append(missing, "GPUMARKET_TICKET_KEY (at least 32 bytes)")
+	}
+	if c.NATSURL == "" && len(c.RigKey) < 32 {
+		missing = append(missing, "GPUMARKET_RIG_KEY (at least 32 bytes, for rigs on the embedded NATS)")
 	}
 	if len(missing) > 0 {
 		return errors.New("set " + strings.Join(missing, " and ") + "; or run `gpumarket dev` (make run) for a local platform")

@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"time"
@@ -36,6 +39,7 @@ type Platform struct {
 	log        *slog.Logger
 	pool       *pgxpool.Pool
 	natsServer *server.Server // nil when NATS_URL names an external server
+	natsURL    string         // where rigs connect, without credentials
 	nc         *nats.Conn
 	js         jetstream.JetStream
 	meter      *metering.Meter // nil unless the meter role runs here
@@ -64,14 +68,22 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 	}
 	natsURL := cfg.NATSURL
 	if natsURL == "" {
+		// The embedded server lets in this process (a password made now) and each listed
+		// offering's rig with its own credential, allowed to publish only its own subjects.
+		platformPassword := randomToken()
 		p.natsServer, err = events.StartEmbedded(events.EmbeddedOptions{
 			Port: cfg.NATSPort, StoreDir: filepath.Join(cfg.DataDir, "nats"), Log: log,
+			Authenticator: &events.RigAuthenticator{PlatformName: "gpumarket", PlatformPassword: platformPassword,
+				RigKey: cfg.RigKey, ProviderOf: p.providerOf},
 		})
 		if err != nil {
 			return nil, err
 		}
-		natsURL = p.natsServer.ClientURL()
-		log.Info("embedded NATS with JetStream", "url", natsURL, "store", filepath.Join(cfg.DataDir, "nats"))
+		p.natsURL = p.natsServer.ClientURL()
+		natsURL = withUserInfo(p.natsURL, "gpumarket", platformPassword)
+		log.Info("embedded NATS with JetStream", "url", p.natsURL, "store", filepath.Join(cfg.DataDir, "nats"))
+	} else {
+		p.natsURL = natsURL
 	}
 	if p.nc, p.js, err = events.Connect(ctx, natsURL, "gpumarket", log); err != nil {
 		return nil, err
@@ -143,6 +155,29 @@ func (p *Platform) payments(ctx context.Context) (web.Payments, error) {
 		pay.LocalWebhookSecret = cfg.StripeWebhookSecrets[0]
 	}
 	return pay, nil
+}
+
+// providerOf tells the embedded NATS server whose offering a rig serves.
+func (p *Platform) providerOf(ctx context.Context, offeringID string) (string, bool) {
+	var provider string
+	err := p.pool.QueryRow(ctx, `SELECT provider_account_id::text FROM offerings
+		WHERE id::text = $1 AND status <> 'delisted'`, offeringID).Scan(&provider)
+	return provider, err == nil
+}
+
+func withUserInfo(rawURL, user, password string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return rawURL
+	}
+	u.User = url.UserPassword(user, password)
+	return u.String()
+}
+
+func randomToken() string {
+	b := make([]byte, 24)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // URL is where the platform answers, for people and tests.

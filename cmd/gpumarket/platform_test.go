@@ -20,7 +20,8 @@ func TestPlatformServesAndShutsDown(t *testing.T) {
 	_, dbURL := dbtest.NewWithURL(t)
 	cfg := Config{DatabaseURL: dbURL, Addr: "127.0.0.1:0", DataDir: t.TempDir(), NATSPort: 0,
 		SessionKey: []byte(strings.Repeat("k", 32)), StripeWebhookSecrets: []string{"whsec_test_platform"},
-		Roles: Roles{Web: true, Meter: true}, TicketKey: []byte(strings.Repeat("t", 32))}
+		Roles: Roles{Web: true, Meter: true}, TicketKey: []byte(strings.Repeat("t", 32)),
+		RigKey: []byte(strings.Repeat("r", 32))}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -29,6 +29,9 @@ type EmbeddedOptions struct {
 	// Users, when set, are the only clients let in, with the permissions given to each; nil lets any client in.
 	// Per-rig credentials will come through here.
 	Users []*server.User
+	// Authenticator, when set, decides who may connect and with what permissions, at connect time: rigs listed
+	// after the server started get in without a reload (see RigAuthenticator).
+	Authenticator server.Authentication
 	// Log receives the server's log; nil means slog.Default().
 	Log *slog.Logger
 }
@@ -67,7 +70,9 @@ func StartEmbedded(opts EmbeddedOptions) (s *server.Server, err error) {
 		JetStream:  true,
 		StoreDir:   opts.StoreDir,
 		Users:      opts.Users,
-		NoSigs:     true, // signals belong to the process that embeds the server
+
+		CustomClientAuthentication: opts.Authenticator,
+		NoSigs:                     true, // signals belong to the process that embeds the server
 	})
 	if err != nil {
 		return nil, err

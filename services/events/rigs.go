@@ -1,7 +1,12 @@
 package events
 
 import (
+	"context"
 	"crypto/hmac"
+	"crypto/subtle"
+	"strings"
+	"time"
+
 	"crypto/sha256"
 	"encoding/base64"
 
@@ -91,4 +96,47 @@ func RigUser(providerID, offeringID, password string) *server.User {
 // that also lets rigs in: once a server has users, a client without credentials is refused.
 func PlatformUser(name, password string) *server.User {
 	return &server.User{Username: name, Password: password}
+}
+
+// RigAuthenticator lets in the platform's own user and every listed offering's rig, each with the permissions
+// above, deciding at connect time: a rig listed after the server started needs no reload. It stores no rig
+// password: it recomputes the one a rig presents from the platform's key.
+type RigAuthenticator struct {
+	PlatformName, PlatformPassword string
+	RigKey                         []byte
+	// ProviderOf returns the provider of a listed (not delisted) offering.
+	ProviderOf func(ctx context.Context, offeringID string) (providerID string, ok bool)
+}
+
+var _ server.Authentication = (*RigAuthenticator)(nil)
+
+// Check implements server.Authentication.
+func (a *RigAuthenticator) Check(c server.ClientAuthentication) bool {
+	o := c.GetOpts()
+	if o == nil {
+		return false
+	}
+	if o.Username == a.PlatformName {
+		if subtle.ConstantTimeCompare([]byte(o.Password), []byte(a.PlatformPassword)) != 1 {
+			return false
+		}
+		c.RegisterUser(PlatformUser(a.PlatformName, a.PlatformPassword))
+		return true
+	}
+	offeringID, ok := strings.CutPrefix(o.Username, "rig-")
+	if !ok || offeringID == "" || len(offeringID) > 128 {
+		return false
+	}
+	want := RigPassword(a.RigKey, offeringID)
+	if subtle.ConstantTimeCompare([]byte(o.Password), []byte(want)) != 1 {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	providerID, ok := a.ProviderOf(ctx, offeringID)
+	if !ok {
+		return false
+	}
+	c.RegisterUser(RigUser(providerID, offeringID, want))
+	return true
 }

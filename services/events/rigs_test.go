@@ -40,6 +40,37 @@ func TestRigUserMayPublishOnlyItsOwnSubjects(t *testing.T) {
 		StoreDir: t.TempDir(),
 		Users:    []*server.User{rig, other, PlatformUser("platform", "platform-secret")},
 	})
+	checkRigPermissions(t, s, rig)
+}
+
+// The authenticator gives rigs listed at any time the same permissions, and refuses the rest.
+func TestRigAuthenticator(t *testing.T) {
+	t.Parallel()
+	key := []byte("0123456789abcdef0123456789abcdef")
+	providers := map[string]string{"off-1": "prov-1", "off-2": "prov-1"}
+	s, _ := startServer(t, EmbeddedOptions{
+		StoreDir: t.TempDir(),
+		Authenticator: &RigAuthenticator{PlatformName: "platform", PlatformPassword: "platform-secret", RigKey: key,
+			ProviderOf: func(_ context.Context, id string) (string, bool) { p, ok := providers[id]; return p, ok }},
+	})
+	checkRigPermissions(t, s, RigUser("prov-1", "off-1", RigPassword(key, "off-1")))
+	for name, opts := range map[string][]nats.Option{
+		"no credentials":               nil,
+		"wrong rig password":           {nats.UserInfo(RigUsername("off-1"), RigPassword(key, "off-2"))},
+		"unlisted offering, right key": {nats.UserInfo(RigUsername("off-9"), RigPassword(key, "off-9"))},
+		"platform, wrong password":     {nats.UserInfo("platform", "nope")},
+		"another key's rig password":   {nats.UserInfo(RigUsername("off-1"), RigPassword([]byte("another key, another platform...."), "off-1"))},
+	} {
+		nc, err := nats.Connect(s.ClientURL(), append(opts, nats.NoReconnect())...)
+		if err == nil {
+			nc.Close()
+			t.Errorf("%s: connected, want an authorization error", name)
+		}
+	}
+}
+
+func checkRigPermissions(t *testing.T, s *server.Server, rig *server.User) {
+	t.Helper()
 	ctx := t.Context()
 
 	platformNC, platformJS, _ := connectAs(t, s.ClientURL(), "platform", "platform-secret", "")

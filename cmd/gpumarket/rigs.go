@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"time"
+
+	"github.com/gpumarket/gpumarket/cmd/gpuagent/agent"
+	"github.com/gpumarket/gpumarket/services/events"
+	"github.com/gpumarket/gpumarket/services/simulation"
+)
+
+// simulatedRig is one demo offering served on this machine: a simbackend behaving like the
+// offering's GPU profile, behind a gpuagent listening at the offering's agent URL.
+type simulatedRig struct {
+	offeringID string
+	backend    *http.Server
+	agent      *agent.Agent
+}
+
+// startSimulatedRigs starts a rig for every active demo offering whose agent URL is on this
+// machine. Each agent connects to NATS with its own rig credential, as a provider's would.
+func (p *Platform) startSimulatedRigs(ctx context.Context) ([]*simulatedRig, error) {
+	rows, err := p.pool.Query(ctx, `SELECT id::text, provider_account_id::text, gpu, gpu_count, model, agent_url
+		FROM offerings WHERE seed_key IS NOT NULL AND status = 'active' ORDER BY seed_key`)
+	if err != nil {
+		return nil, err
+	}
+	type offering struct {
+		id, provider, gpu, model, agentURL string
+		count                              int
+	}
+	var list []offering
+	for rows.Next() {
+		var o offering
+		if err := rows.Scan(&o.id, &o.provider, &o.gpu, &o.count, &o.model, &o.agentURL); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		list = append(list, o)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	var rigs []*simulatedRig
+	for _, o := range list {
+		u, err := url.Parse(o.agentURL)
+		if err != nil || (u.Hostname() != "127.0.0.1" && u.Hostname() != "localhost") {
+			continue
+		}
+		profile, ok := simulation.Lookup(o.model, o.gpu, o.count)
+		if !ok {
+			p.log.Warn("no simulation profile for a demo offering; not started", "offering", o.id, "model", o.model)
+			continue
+		}
+		rig, err := p.startRig(ctx, o.id, o.provider, o.gpu, o.count, u.Host, profile)
+		if err != nil {
+			p.log.Warn("simulated rig not started", "offering", o.id, "agent_url", o.agentURL, "err", err)
+			continue
+		}
+		rigs = append(rigs, rig)
+	}
+	p.log.Info("simulated rigs running", "rigs", len(rigs))
+	return rigs, nil
+}
+
+func (p *Platform) startRig(ctx context.Context, offeringID, providerID, gpu string, count int, agentAddr string,
+	profile simulation.Profile) (*simulatedRig, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	backend := &http.Server{Handler: simulation.NewHandler(simulation.Options{Profile: profile}), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = backend.Serve(l) }()
+	a, err := agent.New(agent.Config{
+		ListenAddr: agentAddr, Upstream: "http://" + l.Addr().String(),
+		ProviderID: providerID, OfferingID: offeringID, GPUSKU: gpu, GPUCount: count, Capacity: 64,
+		NATSURL: p.natsURL, NATSUser: events.RigUsername(offeringID), NATSPassword: events.RigPassword(p.cfg.RigKey, offeringID),
+		OutboxDir: filepath.Join(p.cfg.DataDir, "rigs", offeringID, "outbox"),
+		TicketKey: p.cfg.TicketKey,
+		Log:       p.log.With("rig", offeringID).WithGroup("agent"),
+	})
+	if err != nil {
+		_ = backend.Close()
+		return nil, err
+	}
+	go func() {
+		if err := a.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			p.log.Error("simulated rig stopped", "offering", offeringID, "err", err)
+		}
+	}()
+	return &simulatedRig{offeringID: offeringID, backend: backend, agent: a}, nil
+}
+
+func (r *simulatedRig) stop() {
+	_ = r.agent.Close()
+	_ = r.backend.Close()
+}
