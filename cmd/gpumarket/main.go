@@ -80,7 +80,10 @@ environment:
   GPUMARKET_NATS_PORT     embedded NATS port (default 4222)
   GPUMARKET_SESSION_KEY   at least 32 bytes signing session tokens (dev makes one)
   GPUMARKET_TICKET_KEY    at least 32 bytes signing route tickets (dev makes one)
+  GPUMARKET_RIG_KEY       at least 32 bytes deriving each rig's NATS password on the embedded server (dev makes one)
   GPUMARKET_ROLES         web,meter (default both)
+  GPUMARKET_STREAM_REPLICAS, GPUMARKET_STREAM_DUPLICATE_WINDOW, GPUMARKET_STREAM_ACK_WAIT
+                          the usage stream's replicas (3 on a cluster), dedupe window (5m), redelivery wait (30s)
   STRIPE_SECRET_KEY       Stripe secret key; unset: stripe-mock and local test payments
   STRIPE_WEBHOOK_SECRET   Stripe webhook secret(s), comma-separated
   GPUMARKET_LOG_LEVEL     debug, info, warn or error (default info)

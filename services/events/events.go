@@ -3,8 +3,9 @@
 //
 // It owns three things: the embedded nats-server that `make run` and tests use in place of a cluster (same
 // protocol, JetStream on disk), the client connection every role opens (one set of reconnect rules: retry for
-// ever, log each disconnect and reconnect), and the readiness probe on that connection. It defines no streams,
-// subjects or event types: those belong to the packages that publish and consume them.
+// ever, log each disconnect and reconnect), and the readiness probe on that connection. It defines no streams or
+// event types, which belong to the packages that publish and consume them; it does own the rigs' credentials and
+// permissions on the embedded server (rigs.go), and so the heartbeat subject and the rigs' reply inboxes.
 package events
 
 import (
