@@ -9,7 +9,7 @@
 // Every flag can be set in the environment instead (the flag wins): GPUAGENT_ADDR, GPUAGENT_UPSTREAM,
 // GPUAGENT_PROVIDER_ID, GPUAGENT_OFFERING_ID, GPUAGENT_GPU, GPUAGENT_GPU_COUNT, GPUAGENT_CAPACITY, NATS_URL,
 // GPUAGENT_NATS_USER, GPUAGENT_NATS_PASSWORD, GPUAGENT_OUTBOX, GPUAGENT_NVIDIA_SMI. Secrets come from the
-// environment only: GPUMARKET_TICKET_KEY (the platform's ticket key) and GPUAGENT_NATS_PASSWORD (the rig's NATS
+// environment only: GPUAGENT_OFFERING_KEY (the key that verifies this offering's route tickets) and GPUAGENT_NATS_PASSWORD (the rig's NATS
 // password, shown to the provider with the offering). GPUMARKET_LOG_LEVEL sets the log level (info).
 package main
 
@@ -87,7 +87,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (agen
 
 	fs := flag.NewFlagSet("gpuagent", flag.ContinueOnError)
 	fs.SetOutput(out)
-	cfg := agent.Config{TicketKey: []byte(getenv("GPUMARKET_TICKET_KEY"))}
+	cfg := agent.Config{OfferingKey: []byte(getenv("GPUAGENT_OFFERING_KEY"))}
 	fs.StringVar(&cfg.ListenAddr, "addr", env("GPUAGENT_ADDR", ":8100"), "listen address of the proxy the gateway calls")
 	fs.StringVar(&cfg.Upstream, "upstream", env("GPUAGENT_UPSTREAM", "http://127.0.0.1:8000"), "base URL of the OpenAI-compatible server, without /v1")
 	fs.StringVar(&cfg.ProviderID, "provider", getenv("GPUAGENT_PROVIDER_ID"), "provider id")

@@ -12,6 +12,7 @@ import (
 	"github.com/gpumarket/gpumarket/cmd/gpuagent/agent"
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/simulation"
+	"github.com/gpumarket/gpumarket/services/ticket"
 )
 
 // simulatedRig is one demo offering served on this machine: a simbackend behaving like the
@@ -81,9 +82,9 @@ func (p *Platform) startRig(ctx context.Context, offeringID, providerID, gpu str
 		ListenAddr: agentAddr, Upstream: "http://" + l.Addr().String(),
 		ProviderID: providerID, OfferingID: offeringID, GPUSKU: gpu, GPUCount: count, Capacity: 64,
 		NATSURL: p.natsURL, NATSUser: events.RigUsername(offeringID), NATSPassword: events.RigPassword(p.cfg.RigKey, offeringID),
-		OutboxDir: filepath.Join(p.cfg.DataDir, "rigs", offeringID, "outbox"),
-		TicketKey: p.cfg.TicketKey,
-		Log:       p.log.With("rig", offeringID).WithGroup("agent"),
+		OutboxDir:   filepath.Join(p.cfg.DataDir, "rigs", offeringID, "outbox"),
+		OfferingKey: ticket.OfferingKey(p.cfg.TicketKey, offeringID),
+		Log:         p.log.With("rig", offeringID).WithGroup("agent"),
 	})
 	if err != nil {
 		_ = backend.Close()

@@ -4,9 +4,14 @@
 // event names, once per request, so a provider can neither bill a customer for a request the
 // platform did not route to it nor bill one request twice.
 //
-// A ticket is base64url(JSON claims) "." base64url(HMAC-SHA256(key, claims)). The key comes
-// from the environment (GPUMARKET_TICKET_KEY) and is shared by gateway, agents' verifier and
-// meter. The claims are readable, not secret: they carry ids, no credentials.
+// A ticket is base64url(JSON claims) "." platform MAC "." offering MAC, each MAC an
+// HMAC-SHA256 of the encoded claims. The platform MAC uses the platform's key
+// (GPUMARKET_TICKET_KEY), which only the gateway and the meter hold; the offering MAC uses a key
+// derived from it for the ticket's offering (OfferingKey), which that offering's agent holds.
+// So an agent can check that a request was routed to it, but a provider, holding only its own
+// offering's key, can forge no ticket the meter accepts: a single shared key would let any
+// provider mint tickets and bill any customer. The claims are readable, not secret: they
+// carry ids, no credentials.
 package ticket
 
 import (
@@ -58,6 +63,14 @@ func NewSigner(key []byte) (*Signer, error) {
 	return &Signer{key: append([]byte(nil), key...)}, nil
 }
 
+// OfferingKey derives the key an offering's agent verifies its tickets with.
+func OfferingKey(platformKey []byte, offeringID string) []byte {
+	m := hmac.New(sha256.New, platformKey)
+	m.Write([]byte("gpumarket offering ticket key v1\x00"))
+	m.Write([]byte(offeringID))
+	return m.Sum(nil)
+}
+
 // Sign encodes and signs the claims. IssuedAt is truncated to the millisecond.
 func (s *Signer) Sign(c Claims) (string, error) {
 	c.IssuedAt = c.IssuedAt.UTC().Truncate(time.Millisecond)
@@ -69,31 +82,35 @@ func (s *Signer) Sign(c Claims) (string, error) {
 		return "", err
 	}
 	enc := base64.RawURLEncoding.EncodeToString(body)
-	return enc + "." + base64.RawURLEncoding.EncodeToString(s.mac(enc)), nil
+	return enc + "." + base64.RawURLEncoding.EncodeToString(mac(s.key, enc)) + "." +
+		base64.RawURLEncoding.EncodeToString(mac(OfferingKey(s.key, c.OfferingID), enc)), nil
 }
 
-func (s *Signer) mac(encodedClaims string) []byte {
-	m := hmac.New(sha256.New, s.key)
+func mac(key []byte, encodedClaims string) []byte {
+	m := hmac.New(sha256.New, key)
 	m.Write([]byte(encodedClaims))
 	return m.Sum(nil)
 }
 
-// Parse checks the signature and returns the claims, without judging their age or offering.
-func (s *Signer) Parse(t string) (Claims, error) {
+// split cuts a ticket into its encoded claims and its two MACs.
+func split(t string) (enc string, platformMAC, offeringMAC []byte, err error) {
 	if len(t) == 0 || len(t) > MaxLength {
-		return Claims{}, ErrMalformed
+		return "", nil, nil, ErrMalformed
 	}
-	enc, sig, ok := strings.Cut(t, ".")
-	if !ok {
-		return Claims{}, ErrMalformed
+	parts := strings.Split(t, ".")
+	if len(parts) != 3 {
+		return "", nil, nil, ErrMalformed
 	}
-	got, err := base64.RawURLEncoding.DecodeString(sig)
-	if err != nil {
-		return Claims{}, ErrMalformed
+	if platformMAC, err = base64.RawURLEncoding.DecodeString(parts[1]); err != nil {
+		return "", nil, nil, ErrMalformed
 	}
-	if !hmac.Equal(got, s.mac(enc)) {
-		return Claims{}, ErrSignature
+	if offeringMAC, err = base64.RawURLEncoding.DecodeString(parts[2]); err != nil {
+		return "", nil, nil, ErrMalformed
 	}
+	return parts[0], platformMAC, offeringMAC, nil
+}
+
+func decodeClaims(enc string) (Claims, error) {
 	body, err := base64.RawURLEncoding.DecodeString(enc)
 	if err != nil {
 		return Claims{}, ErrMalformed
@@ -105,6 +122,19 @@ func (s *Signer) Parse(t string) (Claims, error) {
 	return c, nil
 }
 
+// Parse checks the platform's signature and returns the claims, without judging their age or
+// offering.
+func (s *Signer) Parse(t string) (Claims, error) {
+	enc, platformMAC, _, err := split(t)
+	if err != nil {
+		return Claims{}, err
+	}
+	if !hmac.Equal(platformMAC, mac(s.key, enc)) {
+		return Claims{}, ErrSignature
+	}
+	return decodeClaims(enc)
+}
+
 // Verify parses the ticket and checks that it is for the offering and was issued within
 // maxAge before now (with a little clock skew allowed the other way).
 func (s *Signer) Verify(t, offeringID string, now time.Time, maxAge time.Duration) (Claims, error) {
@@ -112,16 +142,54 @@ func (s *Signer) Verify(t, offeringID string, now time.Time, maxAge time.Duratio
 	if err != nil {
 		return Claims{}, err
 	}
+	return c, checkClaims(c, offeringID, now, maxAge)
+}
+
+func checkClaims(c Claims, offeringID string, now time.Time, maxAge time.Duration) error {
 	if c.OfferingID != offeringID {
-		return c, ErrOffering
+		return ErrOffering
 	}
 	if c.IssuedAt.After(now.Add(MaxSkew)) {
-		return c, ErrFuture
+		return ErrFuture
 	}
 	if now.Sub(c.IssuedAt) > maxAge {
-		return c, ErrExpired
+		return ErrExpired
 	}
-	return c, nil
+	return nil
+}
+
+// OfferingVerifier checks tickets for one offering with that offering's key: what an agent
+// holds.
+type OfferingVerifier struct {
+	key        []byte
+	offeringID string
+}
+
+// NewOfferingVerifier returns the verifier of an offering's tickets.
+func NewOfferingVerifier(offeringKey []byte, offeringID string) (*OfferingVerifier, error) {
+	if len(offeringKey) < 32 {
+		return nil, errors.New("ticket: the offering key must be at least 32 bytes")
+	}
+	return &OfferingVerifier{key: append([]byte(nil), offeringKey...), offeringID: offeringID}, nil
+}
+
+// Verify checks the offering's MAC and that the ticket is for this offering and fresh.
+func (v *OfferingVerifier) Verify(t string, now time.Time, maxAge time.Duration) (Claims, error) {
+	enc, _, offeringMAC, err := split(t)
+	if err != nil {
+		return Claims{}, err
+	}
+	c, err := decodeClaims(enc)
+	if err != nil {
+		return Claims{}, err
+	}
+	if c.OfferingID != v.offeringID {
+		return c, ErrOffering
+	}
+	if !hmac.Equal(offeringMAC, mac(v.key, enc)) {
+		return Claims{}, ErrSignature
+	}
+	return c, checkClaims(c, v.offeringID, now, maxAge)
 }
 
 // MaxSkew is how far ahead of a verifier's clock a ticket's issue time may be.

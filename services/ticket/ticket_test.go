@@ -1,6 +1,7 @@
 package ticket
 
 import (
+	"encoding/base64"
 	"errors"
 	"strings"
 	"testing"
@@ -85,3 +86,40 @@ func flip(b byte) string {
 	}
 	return "A"
 }
+
+// An agent verifies its own offering's tickets with the derived key; with that key a provider
+// cannot make a ticket the platform (the meter) accepts, nor one for another offering.
+func TestOfferingVerifier(t *testing.T) {
+	platform := []byte(strings.Repeat("p", 32))
+	s, _ := NewSigner(platform)
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	c := Claims{RequestID: "r1", AccountID: "acc", OfferingID: "off", Tier: "batch", IssuedAt: now}
+	tok, _ := s.Sign(c)
+	v, err := NewOfferingVerifier(OfferingKey(platform, "off"), "off")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := v.Verify(tok, now, time.Minute); err != nil || got != c {
+		t.Fatalf("the agent refused a ticket for its offering: %v", err)
+	}
+	other, _ := s.Sign(Claims{RequestID: "r2", AccountID: "acc", OfferingID: "off2", Tier: "batch", IssuedAt: now})
+	if _, err := v.Verify(other, now, time.Minute); !errors.Is(err, ErrOffering) {
+		t.Fatalf("another offering's ticket: %v", err)
+	}
+	// The provider signs claims of its own with the only key it holds, in both MAC places.
+	provider, _ := NewSigner(OfferingKey(platform, "off"))
+	forged, _ := provider.Sign(Claims{RequestID: "r3", AccountID: "victim", OfferingID: "off", Tier: "realtime", IssuedAt: now})
+	if _, err := s.Verify(forged, "off", now, time.Minute); !errors.Is(err, ErrSignature) {
+		t.Fatalf("the platform accepted a ticket forged with an offering key: %v", err)
+	}
+	enc, _, _ := strings.Cut(forged, ".")
+	handMade := enc + "." + base64URL(mac(OfferingKey(platform, "off"), enc)) + "." + base64URL(mac(OfferingKey(platform, "off"), enc))
+	if _, err := s.Verify(handMade, "off", now, time.Minute); !errors.Is(err, ErrSignature) {
+		t.Fatalf("the platform accepted a hand-made ticket: %v", err)
+	}
+	if _, err := v.Verify(tok, now.Add(time.Hour), time.Minute); !errors.Is(err, ErrExpired) {
+		t.Fatalf("an old ticket: %v", err)
+	}
+}
+
+func base64URL(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }

@@ -120,7 +120,9 @@ type Config struct {
 
 	OutboxDir string // where unacknowledged usage events are kept; must survive restarts
 
-	TicketKey    []byte        // the platform's ticket key (GPUMARKET_TICKET_KEY), at least 32 bytes
+	// OfferingKey verifies the offering's route tickets: ticket.OfferingKey of the platform's key for this
+	// offering, which the provider portal shows. The agent never holds the platform's key itself.
+	OfferingKey  []byte
 	TicketMaxAge time.Duration // tickets issued longer ago are refused; DefaultTicketMaxAge when 0
 
 	// NvidiaSMI is the nvidia-smi command that samples the GPUs' power. Empty, or not found, means energy is
@@ -170,7 +172,7 @@ func (c *Config) validate() error {
 type Agent struct {
 	cfg      Config
 	log      *slog.Logger
-	signer   *ticket.Signer
+	signer   *ticket.OfferingVerifier
 	upstream string
 	client   *http.Client
 	handler  http.Handler
@@ -208,7 +210,7 @@ func New(cfg Config) (*Agent, error) {
 		cfg.Log = slog.Default()
 	}
 	log := cfg.Log.With("offering", cfg.OfferingID)
-	signer, err := ticket.NewSigner(cfg.TicketKey)
+	signer, err := ticket.NewOfferingVerifier(cfg.OfferingKey, cfg.OfferingID)
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}

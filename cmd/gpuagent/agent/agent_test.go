@@ -636,7 +636,7 @@ func (r *rig) startAgent(t *testing.T, outboxDir string, noRun bool) *Agent {
 		NATSUser:          events.RigUsername(testOffering),
 		NATSPassword:      events.RigPassword(rigKey, testOffering),
 		OutboxDir:         outboxDir,
-		TicketKey:         ticketKey,
+		OfferingKey:       ticket.OfferingKey(ticketKey, testOffering),
 		NvidiaSMI:         r.opts.nvidiaSMI,
 		HeartbeatInterval: 50 * time.Millisecond,
 		Log:               slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug})).With("agent", t.Name()),

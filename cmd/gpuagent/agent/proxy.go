@@ -36,7 +36,7 @@ type claimsKey struct{}
 func (a *Agent) requireTicket(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		raw := r.Header.Get(ticket.Header)
-		c, err := a.signer.Verify(raw, a.cfg.OfferingID, a.cfg.Now(), a.cfg.TicketMaxAge)
+		c, err := a.signer.Verify(raw, a.cfg.Now(), a.cfg.TicketMaxAge)
 		if err != nil {
 			msg := "This server answers only requests routed to it by the GPU Market gateway, and this one carries no valid route ticket."
 			switch {
