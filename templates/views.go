@@ -200,3 +200,14 @@ type TestPaymentPage struct {
 	Amount     string
 	CancelURL  string
 }
+
+// RigConnectPage tells a provider how to run gpuagent for one of its rigs.
+type RigConnectPage struct {
+	Page
+	Rig          OfferingRow
+	ProviderID   string
+	NATSURL      string
+	NATSUser     string
+	NATSPassword string
+	OfferingKey  string
+}

@@ -281,3 +281,16 @@ func (s *Server) apiSetStatus(c echo.Context, status catalog.Status) error {
 func (s *Server) apiDelistRig(c echo.Context) error { return s.apiSetStatus(c, catalog.StatusDelisted) }
 func (s *Server) apiPauseRig(c echo.Context) error  { return s.apiSetStatus(c, catalog.StatusPaused) }
 func (s *Server) apiResumeRig(c echo.Context) error { return s.apiSetStatus(c, catalog.StatusActive) }
+
+func (s *Server) rigConnectPage(c echo.Context) error {
+	o, err := s.catalog.Own(c.Request().Context(), providerAccount(c), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	if s.rigs == nil {
+		return services.Errorf(services.CodeUnavailable, "Rig credentials are not available on this server.")
+	}
+	natsURL, user, password, key := s.rigs.RigCredentials(o.ID)
+	return s.render(c, http.StatusOK, templates.RigConnect(templates.RigConnectPage{Page: s.page(c, "Connect your rig"),
+		Rig: offeringRow(o), ProviderID: o.ProviderAccountID, NATSURL: natsURL, NATSUser: user, NATSPassword: password, OfferingKey: key}))
+}

@@ -41,6 +41,14 @@ type Config struct {
 	Now      func() time.Time
 	// OpsOnly serves only health, readiness and metrics: a process that runs the meter alone.
 	OpsOnly bool
+	// Rigs gives a provider what its agent needs to connect; nil hides the page.
+	Rigs RigCredentials
+}
+
+// RigCredentials derives a rig's secrets from the platform's keys.
+type RigCredentials interface {
+	// RigCredentials returns where the rig's agent connects and with what.
+	RigCredentials(offeringID string) (natsURL, natsUser, natsPassword, offeringKey string)
 }
 
 // Server holds the routes' dependencies.
@@ -50,6 +58,7 @@ type Server struct {
 	catalog  *catalog.Service
 	payments Payments
 	usage    *metering.Reports
+	rigs     RigCredentials
 	ready    []ReadyCheck
 	log      *slog.Logger
 	registry *prometheus.Registry
@@ -73,7 +82,7 @@ func New(cfg Config) *Server {
 	// its login rate limit. Behind a proxy, every client shares the proxy's address and the
 	// per-email limit still holds.
 	e.IPExtractor = echo.ExtractIPDirect()
-	s := &Server{echo: e, accounts: cfg.Accounts, catalog: cfg.Catalog, payments: cfg.Payments, usage: cfg.Usage, ready: cfg.Ready, log: cfg.Log,
+	s := &Server{echo: e, accounts: cfg.Accounts, catalog: cfg.Catalog, payments: cfg.Payments, usage: cfg.Usage, rigs: cfg.Rigs, ready: cfg.Ready, log: cfg.Log,
 		registry: cfg.Registry, now: cfg.Now}
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.RequestID())
@@ -128,6 +137,7 @@ func (s *Server) routes() {
 	provider.GET("/rigs/new", s.newRigPage)
 	provider.POST("/rigs", s.createRigSubmit)
 	provider.GET("/rigs/:id/edit", s.editRigPage)
+	provider.GET("/rigs/:id/connect", s.rigConnectPage)
 	provider.POST("/rigs/:id", s.updateRigSubmit)
 	provider.POST("/rigs/:id/:action", s.rigStatusSubmit)
 

@@ -15,6 +15,7 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -87,7 +88,11 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (agen
 
 	fs := flag.NewFlagSet("gpuagent", flag.ContinueOnError)
 	fs.SetOutput(out)
-	cfg := agent.Config{OfferingKey: []byte(getenv("GPUAGENT_OFFERING_KEY"))}
+	offeringKey, err := hex.DecodeString(getenv("GPUAGENT_OFFERING_KEY"))
+	if err != nil {
+		return agent.Config{}, fmt.Errorf("GPUAGENT_OFFERING_KEY: use the hexadecimal key shown with your offering: %w", err)
+	}
+	cfg := agent.Config{OfferingKey: offeringKey}
 	fs.StringVar(&cfg.ListenAddr, "addr", env("GPUAGENT_ADDR", ":8100"), "listen address of the proxy the gateway calls")
 	fs.StringVar(&cfg.Upstream, "upstream", env("GPUAGENT_UPSTREAM", "http://127.0.0.1:8000"), "base URL of the OpenAI-compatible server, without /v1")
 	fs.StringVar(&cfg.ProviderID, "provider", getenv("GPUAGENT_PROVIDER_ID"), "provider id")

@@ -110,7 +110,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 	}
 	handler := web.New(web.Config{
 		OpsOnly:  !cfg.Roles.Web,
-		Accounts: p.accounts, Catalog: p.catalog, Payments: payments, Usage: metering.NewReports(p.pool),
+		Accounts: p.accounts, Catalog: p.catalog, Payments: payments, Usage: metering.NewReports(p.pool), Rigs: p,
 		Log: log, Registry: p.registry,
 		Ready: []web.ReadyCheck{
 			{Name: "postgres", Check: p.pool.Ping},
@@ -155,6 +155,16 @@ func (p *Platform) payments(ctx context.Context) (web.Payments, error) {
 		pay.LocalWebhookSecret = cfg.StripeWebhookSecrets[0]
 	}
 	return pay, nil
+}
+
+// RigCredentials gives a provider what its agent needs: where NATS is, the rig's user and
+// password, and the key that verifies the offering's route tickets (never the platform's).
+func (p *Platform) RigCredentials(offeringID string) (natsURL, user, password, offeringKey string) {
+	natsURL = p.natsURL
+	if p.natsServer != nil {
+		user, password = events.RigUsername(offeringID), events.RigPassword(p.cfg.RigKey, offeringID)
+	}
+	return natsURL, user, password, hex.EncodeToString(ticket.OfferingKey(p.cfg.TicketKey, offeringID))
 }
 
 // providerOf tells the embedded NATS server whose offering a rig serves.
