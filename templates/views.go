@@ -210,4 +210,5 @@ type RigConnectPage struct {
 	NATSUser     string
 	NATSPassword string
 	OfferingKey  string
+	Command      string // the shell command that runs the agent, one option per line
 }

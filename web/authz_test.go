@@ -55,7 +55,8 @@ type route struct {
 	// path is the request path when the route has parameters: {offering} stands for an
 	// active offering of another provider (Northwind Compute, not the provider caller's
 	// Fjord GPU Co-op), {user} for the demo developer's user id, {account} for the demo
-	// developer's account id, {purchase} for a purchase of credits by another developer.
+	// developer's account id, {purchase} for a purchase of credits by another developer,
+	// {key} for an API key of another developer.
 	// Bodies may hold the same placeholders.
 	path string
 	// method is the request method when it differs from the route's: catch-all routes
@@ -229,6 +230,19 @@ var authzTable = map[string]route{
 	"GET /api/usage.csv":         {want: statuses{401, 200, 403, 403, 403}},
 	"GET /api/provider/earnings": {want: statuses{401, 403, 200, 403, 403}},
 
+	// API keys: a developer's own. Revoking is tried on another developer's key, which does
+	// not exist for the caller; a developer's own keys are tested in keys_test.go. The page
+	// form answers 201 with the new key's secret rather than redirecting.
+	"GET /keys": {want: statuses{303, 200, 403, 403, 403}, login: true},
+	"POST /keys": {body: url.Values{"name": {"authz form"}},
+		want: statuses{303, 201, 403, 403, 403}, noCSRF: csrfRefused, login: true},
+	"POST /keys/:id/revoke": {path: "/keys/{key}/revoke", body: url.Values{},
+		want: statuses{303, 404, 403, 403, 403}, noCSRF: csrfRefused, login: true},
+	"GET /api/keys":  {want: statuses{401, 200, 403, 403, 403}},
+	"POST /api/keys": {body: map[string]any{"name": "authz api"}, want: statuses{401, 201, 403, 403, 403}},
+	"DELETE /api/keys/:id": {path: "/api/keys/{key}",
+		want: statuses{401, 404, 403, 403, 403}},
+
 	// Admin API.
 	"GET /api/admin/users": {want: statuses{401, 403, 403, 403, 200}},
 	"POST /api/admin/users/:id/role": {path: "/api/admin/users/{user}/role", body: map[string]string{"role": "developer"},
@@ -304,6 +318,7 @@ type authzEnv struct {
 	user     string // the demo developer's user id
 	account  string // the demo developer's account id
 	purchase string // a purchase of credits by another developer
+	key      string // an API key of another developer
 }
 
 func newAuthzEnv(t *testing.T, c caller) *authzEnv {
@@ -336,6 +351,11 @@ func newAuthzEnv(t *testing.T, c caller) *authzEnv {
 		t.Fatal(err)
 	}
 	a.purchase = p.ID
+	k, _, err := a.accounts.CreateKey(ctx, other, accounts.NewKeyInput{Name: "other's app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.key = k.ID
 	a.csrf = csrfFromPage(t, browserClient(t), a.srv.URL+"/login")
 	return a
 }
@@ -366,7 +386,8 @@ func (a *authzEnv) check(t *testing.T, c caller, key string, row route, withCSRF
 	if row.path != "" {
 		path = row.path
 	}
-	ids := strings.NewReplacer("{offering}", a.offering, "{user}", a.user, "{account}", a.account, "{purchase}", a.purchase)
+	ids := strings.NewReplacer("{offering}", a.offering, "{user}", a.user, "{account}", a.account, "{purchase}", a.purchase,
+		"{key}", a.key)
 	path = ids.Replace(path)
 	api := strings.HasPrefix(path, "/api/")
 

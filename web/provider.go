@@ -291,6 +291,15 @@ func (s *Server) rigConnectPage(c echo.Context) error {
 		return services.Errorf(services.CodeUnavailable, "Rig credentials are not available on this server.")
 	}
 	natsURL, user, password, key := s.rigs.RigCredentials(o.ID)
+	command := strings.Join([]string{
+		"GPUAGENT_OFFERING_KEY=" + key + " \\",
+		"GPUAGENT_NATS_PASSWORD=" + password + " \\",
+		"gpuagent -provider " + o.ProviderAccountID + " -offering " + o.ID + " \\",
+		"  -gpu " + o.GPU + " -gpus " + strconv.Itoa(o.GPUCount) + " -capacity 16 \\",
+		"  -addr :8100 -upstream http://127.0.0.1:8000 \\",
+		"  -nats " + natsURL + " -nats-user " + user,
+	}, "\n")
 	return s.render(c, http.StatusOK, templates.RigConnect(templates.RigConnectPage{Page: s.page(c, "Connect your rig"),
-		Rig: offeringRow(o), ProviderID: o.ProviderAccountID, NATSURL: natsURL, NATSUser: user, NATSPassword: password, OfferingKey: key}))
+		Rig: offeringRow(o), ProviderID: o.ProviderAccountID, NATSURL: natsURL, NATSUser: user, NATSPassword: password,
+		OfferingKey: key, Command: command}))
 }

@@ -208,6 +208,15 @@ func (s *Server) routes() {
 	api.GET("/usage", s.apiUsage, developer)
 	api.GET("/usage.csv", s.usageCSV, developer)
 	api.GET("/provider/earnings", s.apiEarnings, s.requireAPI(accounts.RoleProvider))
+
+	// API keys for the /v1 gateway: a developer's own. The secret is in the answer that
+	// creates a key and nowhere else.
+	e.GET("/keys", s.keysPage, developerPage)
+	e.POST("/keys", s.createKeySubmit, developerPage)
+	e.POST("/keys/:id/revoke", s.revokeKeySubmit, developerPage)
+	api.GET("/keys", s.apiKeys, developer)
+	api.POST("/keys", s.apiCreateKey, developer)
+	api.DELETE("/keys/:id", s.apiRevokeKey, developer)
 }
 
 func cacheStatic(next echo.HandlerFunc) echo.HandlerFunc {

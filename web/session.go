@@ -175,4 +175,5 @@ var flashes = map[string]string{
 	"role-set":        "The role is changed.",
 	"adjusted":        "The adjustment is recorded.",
 	"price-scheduled": "The price change is scheduled.",
+	"key-revoked":     "The API key is revoked: calls with it are refused from now on.",
 }
