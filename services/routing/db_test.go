@@ -1,0 +1,152 @@
+package routing
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gpumarket/gpumarket/db/dbtest"
+	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/metering"
+	"github.com/gpumarket/gpumarket/services/money"
+)
+
+type dbBundle struct {
+	bundle
+	pool     *pgxpool.Pool
+	catalog  *catalog.Service
+	provider string
+}
+
+// setupDB returns a router on a fresh database holding the default price book and one provider account.
+func setupDB(t *testing.T) dbBundle {
+	t.Helper()
+	pool := dbtest.New(t)
+	ctx := context.Background()
+	clk := newClock()
+	cat := catalog.NewService(pool, clk.Now)
+	if err := cat.EnsureDefaultPrices(ctx, clk.Now().AddDate(0, -1, 0)); err != nil {
+		t.Fatal(err)
+	}
+	var provider string
+	if err := pool.QueryRow(ctx, `INSERT INTO accounts (name, created_at) VALUES ('Fjord', now()) RETURNING id`).Scan(&provider); err != nil {
+		t.Fatal(err)
+	}
+	r := New(Config{Pool: pool, Now: clk.Now, Rand: rand.New(rand.NewPCG(1, 2)), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	return dbBundle{bundle: bundle{r: r, clock: clk}, pool: pool, catalog: cat, provider: provider}
+}
+
+func (b dbBundle) list(t *testing.T, model string, ask money.MicroUSD, p99 float64) catalog.Offering {
+	t.Helper()
+	o, err := b.catalog.Create(context.Background(), b.provider, catalog.ListingInput{GPU: "rtx-4090", GPUCount: 4, Region: "eu",
+		Model: model, Ask: ask, AgentURL: "http://127.0.0.1:9100", ClaimedTTFTP50Ms: f64(p99 / 2), ClaimedTTFTP99Ms: f64(p99),
+		ClaimedTokensPerSec: f64(1858.57)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// TestRefreshLoadsRoutableOfferingsAndThePriceBook: from the catalog tables, active offerings only, and the
+// tier price in force decides what may be routed.
+func TestRefreshLoadsRoutableOfferingsAndThePriceBook(t *testing.T) {
+	t.Parallel()
+	b := setupDB(t)
+	ctx := context.Background()
+	cheap := b.list(t, "m", 100_000, 300)
+	dear := b.list(t, "m", 200_000, 300)
+	loss := b.list(t, "m", 230_000, 300) // above standard's blended $0.225
+	if err := b.r.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []catalog.Offering{cheap, dear, loss} {
+		b.beat(o, 0, 8)
+	}
+	if got := b.pickIDs(t, Request{Model: "m", Tier: st}); !slices.Equal(got, []string{cheap.ID, dear.ID}) {
+		t.Fatalf("Pick = %v, want cheap then dear, not the one above the tier's price", got)
+	}
+
+	// A paused offering leaves the routing table at the next refresh.
+	if err := b.catalog.SetStatus(ctx, b.provider, cheap.ID, catalog.StatusPaused); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.r.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.pickIDs(t, Request{Model: "m", Tier: st}); !slices.Equal(got, []string{dear.ID}) {
+		t.Fatalf("Pick = %v after pausing cheap", got)
+	}
+
+	// A price change in force makes the dear offering a loss too.
+	if _, err := b.pool.Exec(ctx, `INSERT INTO prices (tier, input_micro_usd_per_mtok, output_micro_usd_per_mtok, effective_from, created_at)
+		VALUES ('standard', 100000, 200000, $1, $1)`, b.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.r.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wantPickError(t, b.r, Request{Model: "m", Tier: st}, ErrUnknownModel, services.CodeNotFound)
+}
+
+// TestFlushWritesLiveFiguresAndTier: the catalog then shows the measured figures "over N requests" and the
+// tier traffic earned, not the claimed one (FIELD-CASES 17); an offering with too little traffic keeps its claim.
+func TestFlushWritesLiveFiguresAndTier(t *testing.T) {
+	t.Parallel()
+	b := setupDB(t)
+	ctx := context.Background()
+	liar := b.list(t, "m", 100_000, 40) // claims realtime
+	quiet := b.list(t, "m", 100_000, 300)
+	if liar.Tier != rt || quiet.Tier != st {
+		t.Fatalf("claimed tiers %s, %s", liar.Tier, quiet.Tier)
+	}
+	if err := b.r.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	end := b.clock.Now()
+	for i := range 150 {
+		ttft := 200.0 + float64(i) // 200..349 ms
+		b.r.ObserveUsage(metering.Usage{RequestID: fmt.Sprintf("req-%d", i), OfferingID: liar.ID,
+			InputTokens: 500, OutputTokens: 500, TTFTMillis: ttft, DurationMillis: 1000, Status: metering.StatusOK},
+			end.Add(-time.Duration(i)*time.Second))
+	}
+	b.observe(quiet.ID, catalog.MinMeasuredRequests-1, 20)
+	if err := b.r.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	got, err := b.catalog.Get(ctx, liar.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// P50 is the 75th of 200..349, P99 the 149th; 150 requests of 1,000 tokens over 150 s of busy time.
+	if got.MeasuredRequests != 150 || *got.MeasuredTTFTP50Ms != 274 || *got.MeasuredTTFTP99Ms != 348 ||
+		*got.MeasuredTokensPerSec != 1000 || got.Tier != st || got.FiguresBasis() != "measured over 150 requests" {
+		t.Fatalf("after Flush: %d requests, P50 %v, P99 %v, %v tokens/s, tier %s, %q", got.MeasuredRequests,
+			*got.MeasuredTTFTP50Ms, *got.MeasuredTTFTP99Ms, *got.MeasuredTokensPerSec, got.Tier, got.FiguresBasis())
+	}
+	if got, err := b.catalog.Get(ctx, quiet.ID); err != nil || got.MeasuredRequests != 0 || got.Tier != st || got.FiguresBasis() != "claimed" {
+		t.Fatalf("the quiet offering after Flush: %+v, %v; want its claim untouched", got, err)
+	}
+
+	// The moved tier routes at once, and survives a reload.
+	b.beat(liar, 0, 8)
+	for range 2 {
+		if _, err := b.r.Pick(Request{Model: "m", Tier: rt, Offering: liar.ID}); err == nil {
+			t.Fatal("the demoted offering is still routed as realtime")
+		}
+		if _, err := b.r.Pick(Request{Model: "m", Tier: st, Offering: liar.ID}); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.r.Refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,282 @@
+package routing
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/money"
+)
+
+const (
+	// MaxCandidates is how many offerings Pick returns at most: a first choice and two to fail over to.
+	MaxCandidates = 3
+	// nearEqualPercent: asks within this many percent of the cheapest are near-equals, among which the
+	// faster wins rather than the cheaper.
+	nearEqualPercent = 5
+	// minLiveSamples is how many live times to first token make the live P50 the expected wait. A median
+	// settles on far fewer requests than a P99 does (catalog.MinMeasuredRequests), and routing on it early is
+	// what moves traffic off a slow rig (FIELD-CASES 18).
+	minLiveSamples = 20
+	// unknownBatchTTFTMs is the expected time to first token of a batch offering nothing is known of.
+	unknownBatchTTFTMs = 10 * catalog.StandardMaxP99Ms
+)
+
+// Request is what a gateway request asks of routing.
+type Request struct {
+	Model string
+	// Tier is the service level asked for; empty means standard. Only offerings in that tier serve it.
+	Tier catalog.Tier
+	// MaxPricePerMTok caps the offering's ask per million tokens, as the catalog's max price filter does; 0 means
+	// no cap. The customer pays the tier's price whatever the ask; the cap chooses whose rig serves.
+	MaxPricePerMTok money.MicroUSD
+	// MaxTTFTMillis caps the offering's P99 time to first token: the live one with catalog.MinMeasuredRequests
+	// observations in the window, else the catalog's (measured earlier or claimed); an offering with neither is
+	// excluded. 0 means no cap.
+	MaxTTFTMillis float64
+	// Offering pins the request to one offering, which must pass every other rule; there is no failover.
+	Offering string
+}
+
+// Validate checks the request's fields, named as in the gateway's request body.
+func (req Request) Validate() error {
+	fe := services.FieldErrors{}
+	if req.Model == "" {
+		fe.Add("model", "Name a model; GET /v1/models lists them.")
+	}
+	if req.Tier != "" && !req.Tier.Valid() {
+		fe.Add("tier", "Choose realtime, standard or batch.")
+	}
+	if req.MaxPricePerMTok < 0 {
+		fe.Add("max_price_per_mtok", "Use a price of $0 or more per million tokens.")
+	}
+	if req.MaxTTFTMillis < 0 {
+		fe.Add("max_ttft_ms", "Use a positive number of milliseconds.")
+	}
+	return fe.Err()
+}
+
+// Candidate is an offering Pick chose, with what the gateway needs to send it the request.
+type Candidate struct {
+	OfferingID string
+	ProviderID string
+	Model      string
+	Tier       catalog.Tier
+	AgentURL   string
+	Ask        money.MicroUSD
+	// TTFTP50Ms is the expected time to first token routing used; TTFTP99Ms the P99 the latency cap was
+	// checked against (0 when unknown). Both are live figures when the window holds enough traffic, else the
+	// catalog's.
+	TTFTP50Ms float64
+	TTFTP99Ms float64
+	InFlight  int // the load routing saw: this gateway's in-flight requests or the rig's last report
+	Capacity  int // from the rig's heartbeat
+}
+
+// What Pick fails with, as the Cause of a *services.Error: errors.Is tells them apart, services.ErrorCode gives
+// the status. An unknown model is not_found (404 model_not_found, as OpenAI answers); a pinned offering that
+// does not serve the model is not_found; everything else is unavailable (503).
+var (
+	ErrNotLoaded       = errors.New("routing: the catalog is not loaded yet")
+	ErrUnknownModel    = errors.New("routing: no offering serves the model")
+	ErrUnknownOffering = errors.New("routing: the pinned offering does not serve the model")
+	ErrTierNotOffered  = errors.New("routing: the model is not offered in the tier")
+	ErrOverCaps        = errors.New("routing: no offering of the model in the tier is under the caps")
+	ErrUnavailable     = errors.New("routing: no offering of the model in the tier is healthy")
+)
+
+// choice is an offering going through Pick's filters.
+type choice struct {
+	*listed
+	v         view
+	tier      catalog.Tier
+	p50, p99  float64
+	saturated bool
+}
+
+// Pick returns up to MaxCandidates offerings for the request, in the order to try them.
+//
+// Candidates serve the model, are offered (active, ask within the tier's price), sit in the request's tier, are
+// under its caps, are healthy (a heartbeat from their own provider within HeartbeatTimeout) and their circuit is
+// not open; a half-open one is returned to one request at a time. Each place goes to the cheapest remaining
+// ask, except that among near-equals, asks within 5% of it, two are drawn at random and the one with the shorter
+// expected wait wins (the power of two choices): P50 time to first token times (1 + load / capacity). Rigs at
+// capacity come after those with room, cheapest first among them too.
+//
+// It fails with a *services.Error whose Cause is one of the Err values above, naming the first rule that left
+// no offering: the model, the pin, the tier, the caps, then health and circuits.
+func (r *Router) Pick(req Request) ([]Candidate, error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	tier := cmp.Or(req.Tier, catalog.TierStandard)
+	snap := r.snap.Load()
+	if snap == nil {
+		return nil, &services.Error{Code: services.CodeUnavailable, Message: "The gateway is starting; retry in a moment.", Cause: ErrNotLoaded}
+	}
+	now := r.cfg.Now()
+
+	var cs []choice
+	for _, l := range snap.byModel[req.Model] {
+		c := choice{listed: l, v: l.state.view(now)}
+		c.tier = cmp.Or(c.v.tier, l.Tier)
+		if snap.offered(l.Ask, c.tier) {
+			cs = append(cs, c)
+		}
+	}
+	if len(cs) == 0 {
+		return nil, &services.Error{Code: services.CodeNotFound, Cause: ErrUnknownModel,
+			Message: fmt.Sprintf("The model %q does not exist or is not on offer; GET /v1/models lists the models on offer.", req.Model)}
+	}
+	if req.Offering != "" {
+		if cs = slices.DeleteFunc(cs, func(c choice) bool { return c.ID != req.Offering }); len(cs) == 0 {
+			return nil, &services.Error{Code: services.CodeNotFound, Cause: ErrUnknownOffering,
+				Message: fmt.Sprintf("Offering %q does not serve %q; pin an offering of this model from the catalog, or none.", req.Offering, req.Model)}
+		}
+	}
+	tiers := tiersOf(cs)
+	if cs = slices.DeleteFunc(cs, func(c choice) bool { return c.tier != tier }); len(cs) == 0 {
+		msg := fmt.Sprintf("%s is not offered in the %s tier; it is offered in %s: ask for %s:%s.", req.Model, tier, joinTiers(tiers), req.Model, tiers[0])
+		if req.Offering != "" {
+			msg = fmt.Sprintf("Offering %q serves %s in the %s tier, not %s: ask for %s:%s.", req.Offering, req.Model, tiers[0], tier, req.Model, tiers[0])
+		}
+		return nil, &services.Error{Code: services.CodeUnavailable, Cause: ErrTierNotOffered, Message: msg}
+	}
+	for i := range cs {
+		cs[i].estimate()
+	}
+	if cs = slices.DeleteFunc(cs, func(c choice) bool { return !req.admits(c) }); len(cs) == 0 {
+		return nil, &services.Error{Code: services.CodeUnavailable, Cause: ErrOverCaps,
+			Message: fmt.Sprintf("No offering of %s in the %s tier meets %s; raise the cap or choose another tier.", req.Model, tier, req.caps())}
+	}
+	cs = slices.DeleteFunc(cs, func(c choice) bool {
+		return !c.v.healthy || c.v.provider != c.ProviderAccountID || c.v.circuit == circuitOpen
+	})
+	out := r.order(cs, now)
+	if len(out) == 0 {
+		return nil, &services.Error{Code: services.CodeUnavailable, Cause: ErrUnavailable,
+			Message: fmt.Sprintf("No offering of %s in the %s tier can take the request right now; retry shortly.", req.Model, tier)}
+	}
+	return out, nil
+}
+
+// estimate fills in the figures routing goes by: live when the window holds enough, else the catalog's.
+func (c *choice) estimate() {
+	f := c.v.figures
+	if f.Requests >= catalog.MinMeasuredRequests {
+		c.p99 = f.TTFTP99Ms
+	} else if p := c.TTFTP99Ms(); p != nil {
+		c.p99 = *p
+	}
+	switch {
+	case f.Requests >= minLiveSamples:
+		c.p50 = f.TTFTP50Ms
+	case c.Measured() && c.MeasuredTTFTP50Ms != nil:
+		c.p50 = *c.MeasuredTTFTP50Ms
+	case c.ClaimedTTFTP50Ms != nil:
+		c.p50 = *c.ClaimedTTFTP50Ms
+	case c.p99 > 0:
+		c.p50 = c.p99
+	case c.tier == catalog.TierRealtime:
+		c.p50 = catalog.RealtimeMaxP99Ms
+	case c.tier == catalog.TierStandard:
+		c.p50 = catalog.StandardMaxP99Ms
+	default:
+		c.p50 = unknownBatchTTFTMs
+	}
+	c.saturated = c.v.capacity > 0 && c.v.load >= c.v.capacity
+}
+
+// wait is the expected time to first token: P50, longer the more loaded the rig.
+func (c *choice) wait() float64 {
+	return c.p50 * (1 + float64(c.v.load)/float64(max(c.v.capacity, 1)))
+}
+
+func (req Request) admits(c choice) bool {
+	if req.MaxPricePerMTok > 0 && c.Ask > req.MaxPricePerMTok {
+		return false
+	}
+	return req.MaxTTFTMillis <= 0 || (c.p99 > 0 && c.p99 <= req.MaxTTFTMillis)
+}
+
+func (req Request) caps() string {
+	var caps []string
+	if req.MaxPricePerMTok > 0 {
+		caps = append(caps, "max_price_per_mtok "+req.MaxPricePerMTok.Decimal())
+	}
+	if req.MaxTTFTMillis > 0 {
+		caps = append(caps, fmt.Sprintf("max_ttft_ms %g", req.MaxTTFTMillis))
+	}
+	return strings.Join(caps, " and ")
+}
+
+// order ranks the candidates (see Pick) and returns the first MaxCandidates it may hand out.
+func (r *Router) order(cs []choice, now time.Time) []Candidate {
+	slices.SortFunc(cs, func(a, b choice) int {
+		if a.saturated != b.saturated {
+			if a.saturated {
+				return 1
+			}
+			return -1
+		}
+		return cmp.Or(cmp.Compare(a.Ask, b.Ask), strings.Compare(a.ID, b.ID))
+	})
+	out := make([]Candidate, 0, min(len(cs), MaxCandidates))
+	for len(out) < MaxCandidates && len(cs) > 0 {
+		k := 0
+		if g := nearEquals(cs); g > 1 {
+			i, j := r.intn(g), r.intn(g-1)
+			if j >= i {
+				j++
+			}
+			k = i
+			if wj, wi := cs[j].wait(), cs[i].wait(); wj < wi || (wj == wi && j < i) {
+				k = j
+			}
+		}
+		c := cs[k]
+		cs = slices.Delete(cs, k, k+1)
+		if c.v.circuit == circuitHalfOpen && !c.state.reserveTrial(now) {
+			continue
+		}
+		out = append(out, Candidate{
+			OfferingID: c.ID, ProviderID: c.ProviderAccountID, Model: c.Model, Tier: c.tier, AgentURL: c.AgentURL,
+			Ask: c.Ask, TTFTP50Ms: c.p50, TTFTP99Ms: c.p99, InFlight: c.v.load, Capacity: c.v.capacity,
+		})
+	}
+	return out
+}
+
+// nearEquals is how many of the sorted candidates, from the first, are near-equals of it: as full or free as
+// it, and asking at most nearEqualPercent more.
+func nearEquals(cs []choice) int {
+	g := 1
+	for g < len(cs) && cs[g].saturated == cs[0].saturated && cs[g].Ask*100 <= cs[0].Ask*(100+nearEqualPercent) {
+		g++
+	}
+	return g
+}
+
+// tiersOf lists the tiers the choices sit in, in catalog.Tiers order.
+func tiersOf(cs []choice) []catalog.Tier {
+	var out []catalog.Tier
+	for _, t := range catalog.Tiers {
+		if slices.ContainsFunc(cs, func(c choice) bool { return c.tier == t }) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func joinTiers(ts []catalog.Tier) string {
+	s := make([]string, len(ts))
+	for i, t := range ts {
+		s[i] = string(t)
+	}
+	return strings.Join(s, " and ")
+}

@@ -1,0 +1,252 @@
+package routing
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/catalog"
+)
+
+const (
+	rt = catalog.TierRealtime
+	st = catalog.TierStandard
+	ba = catalog.TierBatch
+)
+
+// TestPickFiltersCandidatesByEachRule: every rule a candidate must pass, one at a time. Asks are more than 5%
+// apart, so the order is cheapest first with no random draw.
+func TestPickFiltersCandidatesByEachRule(t *testing.T) {
+	t.Parallel()
+	cheap, mid, dear := offering("cheap", "m", st, 100_000), offering("mid", "m", st, 150_000), offering("dear", "m", st, 200_000)
+	cases := []struct {
+		name      string
+		offerings []catalog.Offering
+		prepare   func(b bundle)
+		req       Request
+		want      []string
+		wantErr   error
+		wantCode  services.Code
+	}{
+		{name: "serves the model", offerings: []catalog.Offering{cheap, offering("other", "m2", st, 50_000)},
+			req: Request{Model: "m"}, want: []string{"cheap"}},
+		{name: "cheapest first, at most three", offerings: []catalog.Offering{dear, offering("dearer", "m", st, 220_000), cheap, mid},
+			req: Request{Model: "m", Tier: st}, want: []string{"cheap", "mid", "dear"}},
+		{name: "no tier means standard", offerings: []catalog.Offering{offering("fast", "m", rt, 50_000), cheap},
+			req: Request{Model: "m"}, want: []string{"cheap"}},
+		{name: "in the tier", offerings: []catalog.Offering{offering("fast", "m", rt, 50_000), offering("slow", "m", ba, 60_000), cheap},
+			req: Request{Model: "m", Tier: rt}, want: []string{"fast"}},
+		{name: "unknown model", offerings: []catalog.Offering{cheap},
+			req: Request{Model: "nope"}, wantErr: ErrUnknownModel, wantCode: services.CodeNotFound},
+		{name: "model not offered in the tier", offerings: []catalog.Offering{cheap},
+			req: Request{Model: "m", Tier: rt}, wantErr: ErrTierNotOffered, wantCode: services.CodeUnavailable},
+		{name: "ask above the tier's blended price is not routed", offerings: []catalog.Offering{cheap, offering("loss", "m", st, 225_001), offering("even", "m", st, 225_000)},
+			req: Request{Model: "m", Tier: st}, want: []string{"cheap", "even"}},
+		{name: "a model offered only above its tier's price is unknown", offerings: []catalog.Offering{offering("loss", "m", ba, 120_001)},
+			req: Request{Model: "m", Tier: ba}, wantErr: ErrUnknownModel, wantCode: services.CodeNotFound},
+		{name: "paused offerings are not routed", offerings: []catalog.Offering{cheap, func() catalog.Offering {
+			o := offering("paused", "m", st, 50_000)
+			o.Status = catalog.StatusPaused
+			return o
+		}()}, req: Request{Model: "m"}, want: []string{"cheap"}},
+		{name: "no heartbeat for 15 s is unhealthy", offerings: []catalog.Offering{cheap, mid},
+			prepare: func(b bundle) {
+				b.clock.Advance(10 * time.Second)
+				b.beat(mid, 0, 8)
+				b.clock.Advance(5*time.Second + 1)
+			},
+			req: Request{Model: "m"}, want: []string{"mid"}},
+		{name: "all unhealthy", offerings: []catalog.Offering{cheap},
+			prepare: func(b bundle) { b.clock.Advance(HeartbeatTimeout + time.Millisecond) },
+			req:     Request{Model: "m"}, wantErr: ErrUnavailable, wantCode: services.CodeUnavailable},
+		{name: "a heartbeat from another provider does not count", offerings: []catalog.Offering{cheap, mid},
+			prepare: func(b bundle) {
+				b.clock.Advance(HeartbeatTimeout + time.Millisecond)
+				b.beat(mid, 0, 8)
+				b.r.recordHeartbeat(Heartbeat{OfferingID: "cheap", ProviderID: "someone-else", Capacity: 8})
+			},
+			req: Request{Model: "m"}, want: []string{"mid"}},
+		{name: "price cap on the ask", offerings: []catalog.Offering{cheap, mid, dear},
+			req: Request{Model: "m", MaxPricePerMTok: 150_000}, want: []string{"cheap", "mid"}},
+		{name: "price cap nobody meets", offerings: []catalog.Offering{cheap, mid},
+			req: Request{Model: "m", MaxPricePerMTok: 99_999}, wantErr: ErrOverCaps, wantCode: services.CodeUnavailable},
+		{name: "latency cap on the claimed P99 when traffic is thin",
+			offerings: []catalog.Offering{claims(cheap, 200, 400), claims(mid, 50, 90), dear},
+			req:       Request{Model: "m", MaxTTFTMillis: 100}, want: []string{"mid"}},
+		{name: "latency cap on the live P99 once measured",
+			offerings: []catalog.Offering{claims(cheap, 20, 40), claims(mid, 50, 90)},
+			prepare:   func(b bundle) { b.observe("cheap", catalog.MinMeasuredRequests, 300) },
+			req:       Request{Model: "m", MaxTTFTMillis: 100}, want: []string{"mid"}},
+		{name: "live traffic under the minimum does not replace the claim",
+			offerings: []catalog.Offering{claims(cheap, 20, 40), claims(mid, 50, 90)},
+			prepare:   func(b bundle) { b.observe("cheap", catalog.MinMeasuredRequests-1, 300) },
+			req:       Request{Model: "m", MaxTTFTMillis: 100}, want: []string{"cheap", "mid"}},
+		{name: "latency cap nobody meets", offerings: []catalog.Offering{claims(cheap, 200, 400)},
+			req: Request{Model: "m", MaxTTFTMillis: 100}, wantErr: ErrOverCaps, wantCode: services.CodeUnavailable},
+		{name: "open circuit", offerings: []catalog.Offering{cheap, mid},
+			prepare: func(b bundle) {
+				for range FailureThreshold {
+					b.r.Failure("cheap")
+				}
+			},
+			req: Request{Model: "m"}, want: []string{"mid"}},
+		{name: "pinned offering only", offerings: []catalog.Offering{cheap, mid, dear},
+			req: Request{Model: "m", Offering: "mid"}, want: []string{"mid"}},
+		{name: "pinned offering of another model", offerings: []catalog.Offering{cheap, offering("x", "m2", st, 1000)},
+			req: Request{Model: "m", Offering: "x"}, wantErr: ErrUnknownOffering, wantCode: services.CodeNotFound},
+		{name: "pinned offering in another tier", offerings: []catalog.Offering{cheap, offering("fast", "m", rt, 50_000)},
+			req: Request{Model: "m", Tier: st, Offering: "fast"}, wantErr: ErrTierNotOffered, wantCode: services.CodeUnavailable},
+		{name: "pinned offering over the caps", offerings: []catalog.Offering{cheap, mid},
+			req: Request{Model: "m", Offering: "mid", MaxPricePerMTok: 120_000}, wantErr: ErrOverCaps, wantCode: services.CodeUnavailable},
+		{name: "pinned offering unhealthy", offerings: []catalog.Offering{cheap, mid},
+			prepare: func(b bundle) { b.clock.Advance(HeartbeatTimeout + 1); b.beat(cheap, 0, 8) },
+			req:     Request{Model: "m", Offering: "mid"}, wantErr: ErrUnavailable, wantCode: services.CodeUnavailable},
+		{name: "invalid tier", offerings: []catalog.Offering{cheap},
+			req: Request{Model: "m", Tier: "premium"}, wantCode: services.CodeInvalid},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, c.offerings...)
+			if c.prepare != nil {
+				c.prepare(b)
+			}
+			if c.wantErr != nil {
+				wantPickError(t, b.r, c.req, c.wantErr, c.wantCode)
+				return
+			}
+			if c.wantCode != "" {
+				if cs, err := b.r.Pick(c.req); services.ErrorCode(err) != c.wantCode {
+					t.Fatalf("Pick = %v, %v; want %s", ids(cs), err, c.wantCode)
+				}
+				return
+			}
+			if got := b.pickIDs(t, c.req); !slices.Equal(got, c.want) {
+				t.Fatalf("Pick = %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+func TestPickTellsWhatToDoWhenTheTierIsNotOffered(t *testing.T) {
+	t.Parallel()
+	b := setup(t, offering("a", "m", rt, 100_000), offering("b", "m", ba, 100_000))
+	_, err := b.r.Pick(Request{Model: "m", Tier: st})
+	var ae *services.Error
+	if !errors.As(err, &ae) || ae.Message != "m is not offered in the standard tier; it is offered in realtime and batch: ask for m:realtime." {
+		t.Fatalf("Pick = %v", err)
+	}
+}
+
+func TestPickFailsUntilTheCatalogIsLoaded(t *testing.T) {
+	t.Parallel()
+	r := New(Config{Catalog: &fakeCatalog{}})
+	wantPickError(t, r, Request{Model: "m"}, ErrNotLoaded, services.CodeUnavailable)
+}
+
+// TestPowerOfTwoChoicesPrefersTheFasterOfNearEquals: FIELD-CASES 18, many providers behind one model with very
+// different latency. Among asks within 5% of each other, routing goes by measured time to first token: the
+// slowest is never the first choice (it loses every draw it is in), and the faster an offering the more often it
+// is first. An offering more than 5% cheaper is first whatever its latency.
+func TestPowerOfTwoChoicesPrefersTheFasterOfNearEquals(t *testing.T) {
+	t.Parallel()
+	b := setup(t,
+		offering("fast", "m", st, 102_000), offering("quick", "m", st, 100_000),
+		offering("slow", "m", st, 103_000), offering("slowest", "m", st, 101_000))
+	for id, p50 := range map[string]float64{"fast": 20, "quick": 60, "slow": 400, "slowest": 1900} {
+		b.observe(id, minLiveSamples, p50)
+	}
+	const n = 6000
+	first := map[string]int{}
+	var sumWait float64
+	for range n {
+		cs, err := b.r.Pick(Request{Model: "m"})
+		if err != nil || len(cs) != MaxCandidates {
+			t.Fatalf("Pick = %v, %v", ids(cs), err)
+		}
+		first[cs[0].OfferingID]++
+		sumWait += cs[0].TTFTP50Ms
+	}
+	// With four near-equals, the fastest is in a draw half the time and wins it: 1/2; the next 1/3, then 1/6.
+	if first["slowest"] != 0 || first["fast"] < n*45/100 || first["quick"] < n*28/100 || first["slow"] < n*12/100 ||
+		first["fast"] <= first["quick"] || first["quick"] <= first["slow"] {
+		t.Fatalf("first choices %v", first)
+	}
+	// Random choice would wait (20+60+400+1900)/4 = 595 ms on average.
+	if mean := sumWait / n; mean > 200 {
+		t.Fatalf("mean expected time to first token of first choices %.0f ms, want well under random's 595", mean)
+	}
+
+	cheapest := offering("cheapest", "m", st, 90_000)
+	b.cat.add(cheapest)
+	if err := b.r.Refresh(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	b.beat(cheapest, 0, 8)
+	b.observe("cheapest", minLiveSamples, 5000)
+	for range 100 {
+		if got := b.pickIDs(t, Request{Model: "m"}); got[0] != "cheapest" {
+			t.Fatalf("Pick = %v, want the cheapest first: price decides beyond near-equals", got)
+		}
+	}
+}
+
+// TestPickWeighsLoad: between near-equals with equal latency, the less loaded one wins; a rig at capacity goes
+// after those with room even when it is cheaper.
+func TestPickWeighsLoad(t *testing.T) {
+	t.Parallel()
+	a, c := claims(offering("a", "m", st, 100_000), 100, 200), claims(offering("c", "m", st, 104_000), 100, 200)
+	b := setup(t, a, c)
+	b.beat(a, 6, 8)
+	for range 50 {
+		if got := b.pickIDs(t, Request{Model: "m"}); !slices.Equal(got, []string{"c", "a"}) {
+			t.Fatalf("Pick = %v, want the less loaded first", got)
+		}
+	}
+
+	full := claims(offering("full", "m", st, 50_000), 100, 200)
+	b = setup(t, full, a)
+	b.beat(full, 0, 2)
+	end1, end2 := b.r.Begin("full"), b.r.Begin("full") // this gateway's own requests fill it between heartbeats
+	if got := b.pickIDs(t, Request{Model: "m"}); !slices.Equal(got, []string{"a", "full"}) {
+		t.Fatalf("Pick = %v, want the rig at capacity last", got)
+	}
+	end1()
+	end1() // a second end changes nothing
+	cs, _ := b.r.Pick(Request{Model: "m"})
+	if got := ids(cs); !slices.Equal(got, []string{"full", "a"}) || cs[0].InFlight != 1 || cs[0].Capacity != 2 {
+		t.Fatalf("Pick = %+v, want the cheap rig first once it has room", cs)
+	}
+	end2()
+}
+
+func TestCandidatesCarryWhatTheGatewayNeeds(t *testing.T) {
+	t.Parallel()
+	o := claims(offering("a", "m", rt, 200_000), 20, 40)
+	b := setup(t, o)
+	cs, err := b.r.Pick(Request{Model: "m", Tier: rt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Candidate{OfferingID: "a", ProviderID: "provider-a", Model: "m", Tier: rt, AgentURL: "http://rig-a:8443",
+		Ask: 200_000, TTFTP50Ms: 20, TTFTP99Ms: 40, Capacity: 8}
+	if len(cs) != 1 || cs[0] != want {
+		t.Fatalf("Pick = %+v, want %+v", cs, want)
+	}
+}
+
+func TestModelsListsEachModelWithItsTiers(t *testing.T) {
+	t.Parallel()
+	b := setup(t,
+		offering("a", "m1", ba, 100_000), offering("b", "m1", rt, 300_000), offering("c", "m1", rt, 200_000),
+		offering("d", "m2", st, 100_000),
+		offering("e", "m3", ba, 500_000)) // asks more than batch's price: not on offer
+	want := []ModelTiers{{Model: "m1", Tiers: []catalog.Tier{rt, ba}}, {Model: "m2", Tiers: []catalog.Tier{st}}}
+	if got := b.r.Models(); !slices.EqualFunc(got, want, func(x, y ModelTiers) bool {
+		return x.Model == y.Model && slices.Equal(x.Tiers, y.Tiers)
+	}) {
+		t.Fatalf("Models = %+v, want %+v", got, want)
+	}
+}
