@@ -1,0 +1,182 @@
+// Command loadgen measures an OpenAI-compatible endpoint by the public benchmark's method
+// (package load): N requests arriving as a Poisson process at a rate, their time to first token,
+// time per output token and latency percentiles, throughput, and the cost per million tokens at
+// an hourly price. A provider runs it against a rig before listing it; the gateway benchmark
+// runs it against the gateway.
+//
+//	loadgen -url http://127.0.0.1:8000/v1 [-model M] [-rate 8] [-n 200] [-concurrency 0]
+//	        [-max-tokens 200] [-prompt-tokens 200 | -prompts FILE] [-stream=true]
+//	        [-endpoint chat|completions] [-usd-per-hour 2.0] [-header K=V ...] [-api-key K]
+//	        [-timeout 10m] [-seed 1] [-json FILE] [-format table|json] [-quiet]
+//
+// A progress bar goes to stderr when it is a terminal; the result goes to stdout as a table, or
+// as JSON with -format json, and to a JSON file with -json. It exits 1 when no request succeeded.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gpumarket/gpumarket/cmd/loadgen/load"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, isTerminal(os.Stderr))
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "loadgen:", err)
+		os.Exit(1)
+	}
+}
+
+// config is what the flags chose.
+type config struct {
+	opts     load.Options
+	jsonFile string
+	format   string
+	quiet    bool
+}
+
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var c config
+	o := &c.opts
+	header := headerFlag{http.Header{}}
+	var endpoint, promptsFile string
+	fs.StringVar(&o.URL, "url", "http://127.0.0.1:8000/v1", "the API's base URL (a rig, an agent or the gateway)")
+	fs.StringVar(&o.APIKey, "api-key", "", "bearer token (default $OPENAI_API_KEY)")
+	fs.StringVar(&o.Model, "model", "", "model to request (default: the first GET <url>/models lists)")
+	fs.Float64Var(&o.Rate, "rate", 0, "Poisson arrivals per second; 0 or inf sends all at once")
+	fs.IntVar(&o.Requests, "n", 200, "requests to send (the benchmark sent 200 per run)")
+	fs.IntVar(&o.Concurrency, "concurrency", 0, "most requests in flight at once; 0 for no cap")
+	fs.IntVar(&o.MaxTokens, "max-tokens", 200, "max_tokens of each request; 0 leaves it to the endpoint")
+	fs.IntVar(&o.PromptTokens, "prompt-tokens", 200, "approximate length of each synthetic prompt in tokens")
+	fs.StringVar(&promptsFile, "prompts", "", "file of prompts, one a line, sent in turn instead of synthetic ones")
+	fs.BoolVar(&o.Stream, "stream", true, "stream the answers, measuring TTFT and TPOT; false measures latency only")
+	fs.StringVar(&endpoint, "endpoint", "chat", "chat (/chat/completions) or completions (/completions)")
+	fs.Float64Var(&o.USDPerHour, "usd-per-hour", 0, "hourly price of what serves the endpoint, for the cost per million tokens")
+	fs.Var(header, "header", "`K=V` header added to every request, e.g. X-GPUMarket-Tier=batch (repeatable)")
+	fs.DurationVar(&o.Timeout, "timeout", 10*time.Minute, "bound on each request; 0 for none")
+	fs.Uint64Var(&o.Seed, "seed", 1, "seed of the arrival schedule and the synthetic prompts")
+	fs.StringVar(&c.jsonFile, "json", "", "write the result as JSON to this file")
+	fs.StringVar(&c.format, "format", "table", "what goes to stdout: table or json")
+	fs.BoolVar(&c.quiet, "quiet", false, "no progress bar")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if c.format != "table" && c.format != "json" {
+		return c, fmt.Errorf("-format %q: want table or json", c.format)
+	}
+	if o.APIKey == "" {
+		o.APIKey = os.Getenv("OPENAI_API_KEY")
+	}
+	o.Endpoint = load.Endpoint(endpoint)
+	if len(header.h) > 0 {
+		o.Header = header.h
+	}
+	if promptsFile != "" {
+		prompts, err := readPrompts(promptsFile)
+		if err != nil {
+			return c, err
+		}
+		o.Prompts = prompts
+	}
+	return c, o.Validate()
+}
+
+// run is the command: flags, the run, its report. drawProgress says whether stderr is a
+// terminal to draw on.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, drawProgress bool) error {
+	c, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	var bar *progressBar
+	if drawProgress && !c.quiet {
+		bar = &progressBar{w: stderr}
+		c.opts.OnProgress = bar.draw
+	}
+	res, runErr := load.Run(ctx, c.opts)
+	bar.finish()
+	if runErr != nil && res.Requests == 0 {
+		return runErr // nothing was measured
+	}
+	out, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return err
+	}
+	out = append(out, '\n')
+	if c.jsonFile != "" {
+		if err := os.WriteFile(c.jsonFile, out, 0o644); err != nil {
+			return err
+		}
+	}
+	if c.format == "json" {
+		_, err = stdout.Write(out)
+	} else {
+		err = res.WriteTable(stdout)
+	}
+	switch {
+	case err != nil:
+		return err
+	case runErr != nil:
+		return fmt.Errorf("stopped after %d of %d requests: %w", res.Sent, res.Requests, runErr)
+	case res.Completed == 0:
+		return fmt.Errorf("no request succeeded (%d failed)", res.Failed)
+	}
+	return nil
+}
+
+// readPrompts reads a file of prompts, one a line; empty lines are skipped.
+func readPrompts(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var prompts []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 16<<20)
+	for sc.Scan() {
+		if line := strings.TrimSpace(sc.Text()); line != "" {
+			prompts = append(prompts, line)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("-prompts %s: %w", path, err)
+	}
+	if len(prompts) == 0 {
+		return nil, fmt.Errorf("-prompts %s: no prompt in the file", path)
+	}
+	return prompts, nil
+}
+
+// headerFlag collects repeated -header K=V flags.
+type headerFlag struct{ h http.Header }
+
+func (f headerFlag) String() string { return "" }
+
+func (f headerFlag) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if k = strings.TrimSpace(k); !ok || k == "" {
+		return fmt.Errorf("%q is not K=V", s)
+	}
+	f.h.Add(k, strings.TrimSpace(v))
+	return nil
+}
