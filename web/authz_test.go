@@ -128,6 +128,7 @@ var authzTable = map[string]route{
 	"GET /admin/users": {want: statuses{303, 403, 403, 403, 200}, login: true},
 	"POST /admin/users/:id/role": {path: "/admin/users/{user}/role", body: url.Values{"role": {"developer"}},
 		want: statuses{303, 403, 403, 403, 303}, noCSRF: csrfRefused, login: true},
+	"GET /admin/discrepancies": {want: statuses{303, 403, 403, 403, 200}, login: true},
 	"echo_route_not_found /admin": {method: http.MethodGet, path: "/admin",
 		want: statuses{303, 403, 403, 403, 404}, login: true},
 	"echo_route_not_found /admin/*": {method: http.MethodGet, path: "/admin/no-such-page",
@@ -243,8 +244,22 @@ var authzTable = map[string]route{
 	"DELETE /api/keys/:id": {path: "/api/keys/{key}",
 		want: statuses{401, 404, 403, 403, 403}},
 
+	// The OpenAI-compatible gateway authenticates with API keys only, never with a session: a
+	// session token sent as the bearer token is not an API key, so every caller is refused
+	// with 401 in OpenAI's error shape (code invalid_api_key), and no CSRF check applies (a
+	// page's cookies authenticate nothing here). Calls with API keys are tested on a whole
+	// platform in cmd/gpumarket/gateway_test.go. An address the gateway does not serve is
+	// 404 for anyone, as OpenAI answers it.
+	"POST /v1/chat/completions": {body: map[string]any{"model": "m", "messages": []any{}}, want: everyone(http.StatusUnauthorized)},
+	"POST /v1/completions":      {body: map[string]any{"model": "m", "prompt": "hi"}, want: everyone(http.StatusUnauthorized)},
+	"POST /v1/embeddings":       {body: map[string]any{"model": "m", "input": "hi"}, want: everyone(http.StatusUnauthorized)},
+	"GET /v1/models":            {want: everyone(http.StatusUnauthorized)},
+	"echo_route_not_found /v1/*": {method: http.MethodPost, path: "/v1/no-such-endpoint",
+		want: everyone(http.StatusNotFound)},
+
 	// Admin API.
-	"GET /api/admin/users": {want: statuses{401, 403, 403, 403, 200}},
+	"GET /api/admin/users":         {want: statuses{401, 403, 403, 403, 200}},
+	"GET /api/admin/discrepancies": {want: statuses{401, 403, 403, 403, 200}},
 	"POST /api/admin/users/:id/role": {path: "/api/admin/users/{user}/role", body: map[string]string{"role": "developer"},
 		want: statuses{401, 403, 403, 403, 200}},
 }
@@ -305,7 +320,13 @@ func TestAuthz(t *testing.T) {
 
 // isPageForm reports whether a request changes state through a page rather than the API.
 func isPageForm(method, path string) bool {
-	return method != http.MethodGet && method != http.MethodHead && !strings.HasPrefix(path, "/api/")
+	return method != http.MethodGet && method != http.MethodHead && !isAPIPath(path)
+}
+
+// isAPIPath reports whether a path is called with a bearer token rather than a page's cookies:
+// the JSON API and the /v1 gateway.
+func isAPIPath(path string) bool {
+	return strings.HasPrefix(path, "/api/") || strings.HasPrefix(path, "/v1/")
 }
 
 // authzEnv is a server as one caller sees it.
@@ -389,7 +410,7 @@ func (a *authzEnv) check(t *testing.T, c caller, key string, row route, withCSRF
 	ids := strings.NewReplacer("{offering}", a.offering, "{user}", a.user, "{account}", a.account, "{purchase}", a.purchase,
 		"{key}", a.key)
 	path = ids.Replace(path)
-	api := strings.HasPrefix(path, "/api/")
+	api := isAPIPath(path)
 
 	var body io.Reader
 	contentType := ""
@@ -457,6 +478,16 @@ func (a *authzEnv) check(t *testing.T, c caller, key string, row route, withCSRF
 		// A logged-in caller is never sent to log in: its session counted.
 		if loc := res.Header.Get("Location"); loc == "" || (c != anonymous && strings.HasPrefix(loc, "/login")) {
 			t.Errorf("redirect to %q", loc)
+		}
+	case strings.HasPrefix(path, "/v1/") && res.StatusCode == http.StatusUnauthorized:
+		var e struct {
+			Error struct {
+				Type string `json:"type"`
+				Code string `json:"code"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(raw, &e); err != nil || e.Error.Type != "invalid_request_error" || e.Error.Code != "invalid_api_key" {
+			t.Errorf("a /v1 refusal in OpenAI's shape with code invalid_api_key, got %s (%v)", raw, err)
 		}
 	case api && (res.StatusCode == http.StatusUnauthorized || res.StatusCode == http.StatusForbidden):
 		var e apiErrorJSON

@@ -43,6 +43,8 @@ type Config struct {
 	OpsOnly bool
 	// Rigs gives a provider what its agent needs to connect; nil hides the page.
 	Rigs RigCredentials
+	// Gateway is what the OpenAI-compatible /v1 endpoints need (gateway.go).
+	Gateway Gateway
 }
 
 // RigCredentials derives a rig's secrets from the platform's keys.
@@ -59,6 +61,7 @@ type Server struct {
 	payments Payments
 	usage    *metering.Reports
 	rigs     RigCredentials
+	gw       *gateway
 	ready    []ReadyCheck
 	log      *slog.Logger
 	registry *prometheus.Registry
@@ -84,12 +87,13 @@ func New(cfg Config) *Server {
 	e.IPExtractor = echo.ExtractIPDirect()
 	s := &Server{echo: e, accounts: cfg.Accounts, catalog: cfg.Catalog, payments: cfg.Payments, usage: cfg.Usage, rigs: cfg.Rigs, ready: cfg.Ready, log: cfg.Log,
 		registry: cfg.Registry, now: cfg.Now}
+	s.gw = newGateway(cfg.Gateway, cfg.Accounts, cfg.Log, cfg.Now)
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.RequestID())
 	e.Use(newHTTPMetrics(cfg.Registry).middleware)
 	e.Use(s.accessLog)
 	e.Use(s.recoverer())
-	e.Use(middleware.BodyLimit("1M"))
+	e.Use(exceptGateway(middleware.BodyLimit("1M")))
 	e.Use(middleware.SecureWithConfig(middleware.SecureConfig{
 		XSSProtection: "0", ContentTypeNosniff: "nosniff", XFrameOptions: "DENY",
 		ReferrerPolicy:        "same-origin",
@@ -99,10 +103,11 @@ func New(cfg Config) *Server {
 		s.opsRoutes()
 		return s
 	}
-	e.Use(s.authenticate)
-	e.Use(s.csrf())
+	e.Use(exceptGateway(s.authenticate))
+	e.Use(exceptGateway(s.csrf()))
 	s.opsRoutes()
 	s.routes()
+	s.gatewayRoutes()
 	return s
 }
 
@@ -161,6 +166,7 @@ func (s *Server) routes() {
 	admin := e.Group("/admin", s.requirePage(accounts.RoleAdmin))
 	admin.GET("/users", s.usersPage)
 	admin.POST("/users/:id/role", s.grantRoleSubmit)
+	admin.GET("/discrepancies", s.discrepanciesPage)
 
 	// JSON API.
 	api := e.Group("/api")
@@ -198,6 +204,7 @@ func (s *Server) routes() {
 
 	api.GET("/admin/users", s.apiUsers, s.requireAPI(accounts.RoleAdmin))
 	api.POST("/admin/users/:id/role", s.apiGrantRole, s.requireAPI(accounts.RoleAdmin))
+	api.GET("/admin/discrepancies", s.apiDiscrepancies, s.requireAPI(accounts.RoleAdmin))
 
 	// Usage: a developer's requests and what they cost, a provider's traffic and what it
 	// earned. Each reads only the caller's own account.

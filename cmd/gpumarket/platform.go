@@ -28,6 +28,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/metering"
+	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/ticket"
 	"github.com/gpumarket/gpumarket/web"
 )
@@ -46,15 +47,19 @@ type Platform struct {
 	registry   *prometheus.Registry
 	accounts   *accounts.Service
 	catalog    *catalog.Service
-	stripeMock *stripemock.Process // nil with a real Stripe key or STRIPE_API_URL
-	listener   net.Listener
-	http       *http.Server
+	router     *routing.Router     // nil unless the web role runs here: the /v1 gateway routes with it
+	requestLog *billing.RequestLog // what the gateway saw, reconciled with the meter
+	// reconcileEvery is how often the gateway's record is compared with the metered usage.
+	reconcileEvery time.Duration
+	stripeMock     *stripemock.Process // nil with a real Stripe key or STRIPE_API_URL
+	listener       net.Listener
+	http           *http.Server
 }
 
 // Open connects to PostgreSQL (migrating it forward) and to NATS (embedding a server when no
 // NATS_URL is set), and builds the services and routes.
 func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err error) {
-	p := &Platform{cfg: cfg, log: log}
+	p := &Platform{cfg: cfg, log: log, reconcileEvery: defaultReconcileEvery}
 	defer func() {
 		if err != nil {
 			p.Close()
@@ -103,15 +108,19 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 	}
 	p.catalog = catalog.NewService(p.pool, nil)
 	var payments web.Payments
+	var gateway web.Gateway
 	if cfg.Roles.Web {
 		if payments, err = p.payments(ctx); err != nil {
+			return nil, err
+		}
+		if gateway, err = p.gateway(); err != nil {
 			return nil, err
 		}
 	}
 	handler := web.New(web.Config{
 		OpsOnly:  !cfg.Roles.Web,
 		Accounts: p.accounts, Catalog: p.catalog, Payments: payments, Usage: metering.NewReports(p.pool), Rigs: p,
-		Log: log, Registry: p.registry,
+		Gateway: gateway, Log: log, Registry: p.registry,
 		Ready: []web.ReadyCheck{
 			{Name: "postgres", Check: p.pool.Ping},
 			{Name: "nats", Check: func(ctx context.Context) error { return events.Ping(ctx, p.nc) }},
@@ -155,6 +164,46 @@ func (p *Platform) payments(ctx context.Context) (web.Payments, error) {
 		pay.LocalWebhookSecret = cfg.StripeWebhookSecrets[0]
 	}
 	return pay, nil
+}
+
+// gateway builds what the /v1 gateway needs: the router (started in Run), route tickets,
+// admission and the request log.
+func (p *Platform) gateway() (web.Gateway, error) {
+	signer, err := ticket.NewSigner(p.cfg.TicketKey)
+	if err != nil {
+		return web.Gateway{}, err
+	}
+	p.router = routing.New(routing.Config{Pool: p.pool, Catalog: p.catalog, NATS: p.nc, Log: p.log.With("role", "gateway")})
+	p.requestLog = billing.NewRequestLog(p.pool, nil, p.log.With("role", "gateway"))
+	return web.Gateway{
+		Router: p.router, Tickets: signer, Requests: p.requestLog,
+		Admission: billing.NewAdmission(billing.AdmissionConfig{Pool: p.pool, Prices: p.catalog, Log: p.log.With("role", "gateway")}),
+	}, nil
+}
+
+// defaultReconcileEvery is how often Run reconciles the gateway's record with the meter.
+const defaultReconcileEvery = 30 * time.Second
+
+// reconcile compares what the gateway saw with what the meter billed, every reconcileEvery
+// until ctx ends.
+func (p *Platform) reconcile(ctx context.Context) {
+	t := time.NewTicker(p.reconcileEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		res, err := p.requestLog.Reconcile(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			p.log.Warn("reconciling the gateway's record with the meter failed", "err", err)
+		case res.Flagged > 0:
+			p.log.Warn("gateway requests flagged for review: their usage differs from the metered usage",
+				"flagged", res.Flagged, "matched", res.Matched, "unmetered", res.Unmetered)
+		}
+	}
 }
 
 // RigCredentials gives a provider what its agent needs: where NATS is, the rig's user and
@@ -226,6 +275,23 @@ func (p *Platform) openMeter(ctx context.Context) (*metering.Meter, error) {
 // Run serves until ctx ends, then shuts down gracefully: it stops accepting, lets requests in
 // flight finish (up to 20 s), stops the meter after its batch, and returns.
 func (p *Platform) Run(ctx context.Context) error {
+	// The gateway's record outlives ctx until the requests in flight have finished, so that
+	// their attempts are written too.
+	logCtx, stopLog := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopLog()
+	gatewayDone := make(chan struct{})
+	if p.router != nil {
+		if err := p.router.Start(ctx); err != nil {
+			return err
+		}
+		go func() {
+			defer close(gatewayDone)
+			p.requestLog.Run(logCtx)
+		}()
+		go p.reconcile(ctx)
+	} else {
+		close(gatewayDone)
+	}
 	errc := make(chan error, 2)
 	meterDone := make(chan struct{})
 	if p.meter != nil {
@@ -246,7 +312,11 @@ func (p *Platform) Run(ctx context.Context) error {
 		return err
 	case <-ctx.Done():
 	}
-	defer func() { <-meterDone }()
+	defer func() {
+		stopLog()
+		<-gatewayDone
+		<-meterDone
+	}()
 	p.log.Info("shutting down: finishing requests in flight")
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

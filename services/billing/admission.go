@@ -1,0 +1,731 @@
+package billing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/money"
+)
+
+// Admission decides whether a gateway request may start spending: it refuses when the
+// account's prepaid credit is spent or the API key has reached its monthly limit (FIELD-CASES
+// 21), and it bounds the overdraft that requests in flight can cause.
+//
+// What an account has to spend is its credit balance (the ledger's cached balance), less what
+// it has committed that the balance does not show yet:
+//   - in flight: each admitted request reserves an upper estimate of its cost until it ends,
+//     (prompt bytes x the tier's input price) + (max_tokens x its output price); a request
+//     without max_tokens reserves DefaultOutputReservation output tokens, one without output
+//     (embeddings) none. A prompt of n bytes holds at most n tokens for byte-level BPE
+//     tokenizers, so the input part is a true upper bound.
+//   - ended, not yet metered: when a request ends, its reservation turns into its cost as the
+//     gateway saw it in the response's usage (its reservation when no usage came by, nothing
+//     when no completion token was produced, FIELD-CASES 20), held until the meter's row for
+//     the request id shows up, or for HoldFor at most.
+//
+// The balance, the keys' metered spend this month and which held request ids are metered are
+// read in one statement, so from one snapshot: a held charge is dropped exactly when the
+// balance read with it includes it, and nothing is counted twice or missed, however stale the
+// cached figures are. Figures are reread in the background once BalanceTTL old, and on the
+// request path when older than maxStale or when a new month began.
+//
+// A request is refused when the account's balance less its commitments is <= 0, or when the
+// key's metered spend this calendar month (UTC) plus its commitments is >= its limit. The
+// check comes before the request's own reservation, so a customer with a few cents left can
+// still make a small request. The overdraft bound that follows, per account and per gateway
+// process: the balance can fall below zero by at most the reservation of the request admitted
+// last (at most its full cost when it set max_tokens), plus what requests cost beyond their
+// reservations (output past DefaultOutputReservation on requests without max_tokens), plus
+// metered charges of held requests after HoldFor (a rig whose events reach the meter more than
+// HoldFor late). A key's limit is overshot by the same amounts. Gateway replicas each hold
+// their own commitments, so with N replicas the bound is N times that. Credit taken back by
+// hand (an adjustment or a refund) is seen within BalanceTTL.
+type Admission struct {
+	cfg AdmissionConfig
+
+	pricesMu sync.Mutex
+	prices   map[catalog.Tier]catalog.Price
+	pricesAt time.Time
+
+	mu       sync.Mutex
+	spenders map[string]*spender // by account id
+}
+
+// PriceBook is where admission reads the tier prices its estimates use. *catalog.Service
+// implements it.
+type PriceBook interface {
+	CurrentPrices(ctx context.Context) (map[catalog.Tier]catalog.Price, error)
+}
+
+var _ PriceBook = (*catalog.Service)(nil)
+
+// Defaults of AdmissionConfig.
+const (
+	DefaultBalanceTTL = time.Second
+	DefaultHoldFor    = 15 * time.Minute
+	// DefaultOutputReservation is the output a request without max_tokens is assumed to
+	// produce, for its reservation.
+	DefaultOutputReservation = 4096
+	// maxStale is how old the cached figures may be before a request waits for fresh ones.
+	maxStale = 30 * time.Second
+	// pricesTTL is how long the price book is reused: a price change needs no faster effect on
+	// a reservation, which is an estimate; the meter prices at the price in force.
+	pricesTTL = 30 * time.Second
+	// maxEstimateTokens caps the token counts an estimate multiplies, so that a silly max_tokens
+	// cannot overflow it.
+	maxEstimateTokens = 1 << 26
+)
+
+// What Admit refuses with, as the Cause of a *services.Error; the gateway answers both with
+// 402 insufficient_quota.
+var (
+	ErrCreditSpent     = errors.New("billing: the account's credit is spent")
+	ErrKeyLimitReached = errors.New("billing: the API key's monthly limit is reached")
+)
+
+// AdmissionConfig wires an Admission.
+type AdmissionConfig struct {
+	Pool   *pgxpool.Pool
+	Prices PriceBook
+	Now    func() time.Time // nil means time.Now
+	// BalanceTTL is how old cached figures get before they are reread in the background.
+	BalanceTTL time.Duration
+	// HoldFor is how long an ended request's cost is held while its metered row is awaited.
+	HoldFor time.Duration
+	Log     *slog.Logger // nil means slog.Default()
+}
+
+// NewAdmission returns the admission control of one gateway process.
+func NewAdmission(cfg AdmissionConfig) *Admission {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.BalanceTTL <= 0 {
+		cfg.BalanceTTL = DefaultBalanceTTL
+	}
+	if cfg.HoldFor <= 0 {
+		cfg.HoldFor = DefaultHoldFor
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	return &Admission{cfg: cfg, spenders: map[string]*spender{}}
+}
+
+// AdmitInput is a request asking to be admitted.
+type AdmitInput struct {
+	AccountID    string
+	APIKeyID     string
+	MonthlyLimit *money.Pico // the key's limit; nil for none
+	Tier         catalog.Tier
+	// MaxInputTokens bounds the prompt's tokens: the gateway passes the body's size in bytes.
+	MaxInputTokens int64
+	// MaxOutputTokens is the request's max_tokens; nil when it set none (the reservation
+	// assumes DefaultOutputReservation), 0 for an endpoint that produces no output tokens.
+	MaxOutputTokens *int64
+}
+
+// TokenCount is a response's usage.
+type TokenCount struct {
+	Input, Output int64
+}
+
+// spender is one account's figures and commitments, guarded by its own lock.
+type spender struct {
+	mu         sync.Mutex
+	loadedAt   time.Time // when the snapshot the figures come from began; zero before the first
+	month      time.Time // the calendar month the keys' spend is of
+	refreshing bool
+
+	balance money.Pico
+	spent   map[string]money.Pico // metered spend this month, of the keys with a limit
+
+	inFlight      money.Pico
+	inFlightByKey map[string]money.Pico
+	held          map[string]heldCharge // by request id
+	heldTotal     money.Pico
+	heldByKey     map[string]money.Pico
+}
+
+type heldCharge struct {
+	key    string
+	amount money.Pico
+	since  time.Time
+}
+
+// Reservation is an admitted request's hold on its account's credit. Settle it once the
+// request ended.
+type Reservation struct {
+	a       *Admission
+	sp      *spender
+	key     string
+	amount  money.Pico
+	price   catalog.Price
+	settled bool
+}
+
+// Amount is what the reservation holds.
+func (r *Reservation) Amount() money.Pico { return r.amount }
+
+// Admit admits a request and reserves its estimated cost, or refuses it with ErrCreditSpent or
+// ErrKeyLimitReached (see Admission).
+func (a *Admission) Admit(ctx context.Context, in AdmitInput) (_ *Reservation, err error) {
+	defer services.Wrap(&err, "billing.Admit")
+	price, err := a.price(ctx, in.Tier)
+	if err != nil {
+		return nil, err
+	}
+	amount, err := estimate(in, price)
+	if err != nil {
+		return nil, err
+	}
+	sp := a.spender(in.AccountID)
+	limited := in.MonthlyLimit != nil && in.APIKeyID != ""
+
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	// Read under the lock, so that a snapshot this request loads is newer than any applied.
+	now := a.cfg.Now()
+	_, knownKey := sp.spent[in.APIKeyID]
+	switch age := now.Sub(sp.loadedAt); {
+	case sp.loadedAt.IsZero() || age > maxStale || !monthStart(now).Equal(sp.month) || (limited && !knownKey):
+		keys := sp.limitedKeys()
+		if limited && !knownKey {
+			keys = append(keys, in.APIKeyID)
+		}
+		snap, err := a.load(ctx, in.AccountID, keys, sp.heldIDs(), now)
+		if err != nil {
+			return nil, err
+		}
+		sp.apply(snap, a.cfg.HoldFor)
+	case age >= a.cfg.BalanceTTL && !sp.refreshing:
+		sp.refreshing = true
+		go a.refresh(sp, in.AccountID)
+	}
+
+	if sp.balance-sp.heldTotal-sp.inFlight <= 0 {
+		return nil, &services.Error{Code: services.CodeForbidden, Cause: ErrCreditSpent,
+			Message: "Your credit balance is spent. Buy credits on the Credits page, then retry."}
+	}
+	if limited && sp.spent[in.APIKeyID]+sp.heldByKey[in.APIKeyID]+sp.inFlightByKey[in.APIKeyID] >= *in.MonthlyLimit {
+		return nil, &services.Error{Code: services.CodeForbidden, Cause: ErrKeyLimitReached,
+			Message: fmt.Sprintf("This API key has reached its monthly spending limit of %s. Raise the limit on the API keys page, or wait for next month.", in.MonthlyLimit.String())}
+	}
+	sp.inFlight += amount
+	sp.inFlightByKey[in.APIKeyID] += amount
+	return &Reservation{a: a, sp: sp, key: in.APIKeyID, amount: amount, price: price}, nil
+}
+
+// Settle ends the reservation of a request. requestID is the id the request was billed under
+// ("" when it reached no rig, so that nothing can be billed); used is the usage the response
+// reported, nil when none came by. Calling Settle again does nothing.
+func (r *Reservation) Settle(requestID string, used *TokenCount) {
+	sp := r.sp
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if r.settled {
+		return
+	}
+	r.settled = true
+	sp.inFlight -= r.amount
+	if sp.inFlightByKey[r.key] -= r.amount; sp.inFlightByKey[r.key] == 0 {
+		delete(sp.inFlightByKey, r.key)
+	}
+	cost := r.amount
+	if used != nil {
+		cost = costOf(*used, r.price)
+	}
+	if requestID == "" || cost <= 0 {
+		return
+	}
+	if _, dup := sp.held[requestID]; dup {
+		return
+	}
+	sp.held[requestID] = heldCharge{key: r.key, amount: cost, since: r.a.cfg.Now()}
+	sp.heldTotal += cost
+	sp.heldByKey[r.key] += cost
+}
+
+// costOf is what the meter will charge for the usage at the price: nothing without a
+// completion token (FIELD-CASES 20). A count it cannot price is held at the most it can be.
+func costOf(u TokenCount, p catalog.Price) money.Pico {
+	if u.Output <= 0 {
+		return 0
+	}
+	in, err1 := money.ChargeFor(min(max(u.Input, 0), maxEstimateTokens), p.Input)
+	out, err2 := money.ChargeFor(min(u.Output, maxEstimateTokens), p.Output)
+	if err1 != nil || err2 != nil {
+		return money.Pico(1<<62 - 1)
+	}
+	return in + out
+}
+
+// estimate is a request's reservation (see Admission).
+func estimate(in AdmitInput, p catalog.Price) (money.Pico, error) {
+	output := int64(DefaultOutputReservation)
+	if in.MaxOutputTokens != nil {
+		output = *in.MaxOutputTokens
+	}
+	inCost, err := money.ChargeFor(min(max(in.MaxInputTokens, 0), maxEstimateTokens), p.Input)
+	if err != nil {
+		return 0, err
+	}
+	outCost, err := money.ChargeFor(min(max(output, 0), maxEstimateTokens), p.Output)
+	if err != nil {
+		return 0, err
+	}
+	return inCost.Add(outCost)
+}
+
+func (a *Admission) spender(accountID string) *spender {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	sp := a.spenders[accountID]
+	if sp == nil {
+		sp = &spender{spent: map[string]money.Pico{}, inFlightByKey: map[string]money.Pico{},
+			held: map[string]heldCharge{}, heldByKey: map[string]money.Pico{}}
+		a.spenders[accountID] = sp
+	}
+	return sp
+}
+
+// price returns the tier's price in force, from a copy of the price book at most pricesTTL old.
+func (a *Admission) price(ctx context.Context, tier catalog.Tier) (catalog.Price, error) {
+	a.pricesMu.Lock()
+	defer a.pricesMu.Unlock()
+	now := a.cfg.Now()
+	if a.prices == nil || now.Sub(a.pricesAt) >= pricesTTL {
+		prices, err := a.cfg.Prices.CurrentPrices(ctx)
+		if err != nil {
+			if a.prices == nil {
+				return catalog.Price{}, err
+			}
+			a.cfg.Log.Warn("billing: price book reload failed; estimating with the last one", "error", err)
+		} else {
+			a.prices, a.pricesAt = prices, now
+		}
+	}
+	p, ok := a.prices[tier]
+	if !ok {
+		return catalog.Price{}, &services.Error{Code: services.CodeUnavailable, Message: fmt.Sprintf("The %s tier has no price yet.", tier)}
+	}
+	return p, nil
+}
+
+// refresh rereads an account's figures in the background.
+func (a *Admission) refresh(sp *spender, accountID string) {
+	sp.mu.Lock()
+	keys, held := sp.limitedKeys(), sp.heldIDs()
+	sp.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	snap, err := a.load(ctx, accountID, keys, held, a.cfg.Now())
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	sp.refreshing = false
+	if err != nil {
+		a.cfg.Log.Warn("billing: balance refresh failed; admitting on the last figures", "account", accountID, "error", err)
+		return
+	}
+	sp.apply(snap, a.cfg.HoldFor)
+}
+
+// figures is what one snapshot of the database says of an account.
+type figures struct {
+	at      time.Time
+	month   time.Time
+	balance money.Pico
+	spent   map[string]money.Pico
+	metered []string // of the held request ids asked about, those with a usage row
+}
+
+// load reads the account's balance, its keys' spend this month and which of the held request
+// ids are metered, in one statement and so from one snapshot.
+func (a *Admission) load(ctx context.Context, accountID string, keys, held []string, now time.Time) (f figures, err error) {
+	defer services.Wrap(&err, "billing.Admission.load(%s)", accountID)
+	f = figures{at: now, month: monthStart(now), spent: make(map[string]money.Pico, len(keys))}
+	rows, err := a.cfg.Pool.Query(ctx, `
+		SELECT b.balance, m.metered, k.id, k.spent
+		FROM (SELECT (SELECT balance FROM ledger_accounts WHERE kind = 'customer_credit' AND owner_account_id = $1::uuid) AS balance) b
+		CROSS JOIN (SELECT ARRAY(SELECT request_id FROM usage_events WHERE request_id = ANY($4::text[])) AS metered) m
+		LEFT JOIN LATERAL (
+			SELECT id, (SELECT coalesce(sum(charge_pico), 0) FROM usage_events u
+				WHERE u.api_key_id = id AND u.occurred_at >= $3) AS spent
+			FROM unnest($2::text[]) AS id) k ON true`,
+		accountID, keys, f.month, held)
+	if err != nil {
+		return figures{}, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var balance, spent pgtype.Numeric
+		var key pgtype.Text
+		if err := rows.Scan(&balance, &f.metered, &key, &spent); err != nil {
+			return figures{}, err
+		}
+		if balance.Valid {
+			if f.balance, err = picoFromNumeric(balance); err != nil {
+				return figures{}, err
+			}
+		}
+		if key.Valid {
+			if f.spent[key.String], err = picoFromNumeric(spent); err != nil {
+				return figures{}, err
+			}
+		}
+	}
+	return f, rows.Err()
+}
+
+// apply takes in a snapshot newer than the one the figures come from: the balance and spend
+// it read, minus the held charges it shows metered; held charges older than holdFor go.
+func (sp *spender) apply(f figures, holdFor time.Duration) {
+	if !f.at.After(sp.loadedAt) {
+		return
+	}
+	sp.loadedAt, sp.month, sp.balance = f.at, f.month, f.balance
+	for k, v := range f.spent {
+		sp.spent[k] = v
+	}
+	for _, id := range f.metered {
+		sp.release(id)
+	}
+	for id, h := range sp.held {
+		if f.at.Sub(h.since) > holdFor {
+			sp.release(id)
+		}
+	}
+}
+
+func (sp *spender) release(requestID string) {
+	h, ok := sp.held[requestID]
+	if !ok {
+		return
+	}
+	delete(sp.held, requestID)
+	sp.heldTotal -= h.amount
+	if sp.heldByKey[h.key] -= h.amount; sp.heldByKey[h.key] == 0 {
+		delete(sp.heldByKey, h.key)
+	}
+}
+
+func (sp *spender) limitedKeys() []string {
+	keys := make([]string, 0, len(sp.spent))
+	for k := range sp.spent {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+func (sp *spender) heldIDs() []string {
+	ids := make([]string, 0, len(sp.held))
+	for id := range sp.held {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// monthStart is the start of t's calendar month in UTC.
+func monthStart(t time.Time) time.Time {
+	t = t.UTC()
+	return time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
+}
+
+// The gateway's record of what it saw (RequestLog), and its reconciliation with the meter.
+
+// GatewayStatus is how an attempt ended as the gateway saw it.
+type GatewayStatus string
+
+const (
+	GatewayOK         GatewayStatus = "ok"          // a 2xx relayed whole
+	GatewayError      GatewayStatus = "error"       // a refusal by the rig, or a response that broke off
+	GatewayCanceled   GatewayStatus = "canceled"    // the client went away first
+	GatewayFailedOver GatewayStatus = "failed_over" // a 5xx before the first byte; the next candidate was tried
+)
+
+// GatewayRequest is one attempt of a gateway request, as the gateway saw it.
+type GatewayRequest struct {
+	RequestID  string
+	AccountID  string
+	APIKeyID   string
+	OfferingID string
+	Tier       catalog.Tier
+	Model      string
+	HTTPStatus int
+	Status     GatewayStatus
+	Usage      *TokenCount   // from the response; nil when none came by
+	TTFT       time.Duration // to the first output; 0 when none came
+	Duration   time.Duration
+	At         time.Time // when the attempt ended
+}
+
+// Defaults of RequestLog.
+const (
+	// UnmeteredAfter is how long a request may go without a metered row before it is
+	// reconciled without one: flagged when its response reported output.
+	UnmeteredAfter  = 15 * time.Minute
+	requestLogEvery = 250 * time.Millisecond
+	requestLogBatch = 500
+	// requestLogMax bounds the records waiting to be written; beyond it new ones are dropped
+	// and counted, rather than holding up requests while the database is away.
+	requestLogMax  = 100_000
+	reconcileBatch = 10_000
+)
+
+// RequestLog keeps what the gateway saw of each request (table gateway_requests) and
+// reconciles it with the meter's usage rows: a difference of more than 1% in input or output
+// tokens, or output the response reported but no meter row after UnmeteredAfter, is flagged
+// for review (FIELD-CASES 19). Records are written in batches off the request path by Run.
+type RequestLog struct {
+	pool *pgxpool.Pool
+	now  func() time.Time
+	log  *slog.Logger
+
+	mu      sync.Mutex
+	buf     []GatewayRequest
+	dropped int64
+	wake    chan struct{}
+}
+
+// NewRequestLog returns the log; Run writes it.
+func NewRequestLog(pool *pgxpool.Pool, now func() time.Time, log *slog.Logger) *RequestLog {
+	if now == nil {
+		now = time.Now
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &RequestLog{pool: pool, now: now, log: log, wake: make(chan struct{}, 1)}
+}
+
+// Record queues an attempt to be written. It never waits on the database.
+func (l *RequestLog) Record(r GatewayRequest) {
+	l.mu.Lock()
+	if len(l.buf) >= requestLogMax {
+		l.dropped++
+		l.mu.Unlock()
+		return
+	}
+	l.buf = append(l.buf, r)
+	full := len(l.buf) >= requestLogBatch
+	l.mu.Unlock()
+	if full {
+		select {
+		case l.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Run writes the queued records every quarter second, or sooner when a batch is full, until
+// ctx ends; then it writes what is left, briefly.
+func (l *RequestLog) Run(ctx context.Context) {
+	t := time.NewTicker(requestLogEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			last, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			if err := l.Flush(last); err != nil {
+				l.log.Warn("gateway request log: last write failed", "error", err)
+			}
+			cancel()
+			return
+		case <-t.C:
+		case <-l.wake:
+		}
+		if err := l.Flush(ctx); err != nil && ctx.Err() == nil {
+			l.log.Warn("gateway request log: write failed; retrying", "error", err)
+		}
+	}
+}
+
+// Flush writes every queued record. Records a write failed on are queued again, unless the
+// database refused them as invalid (they are dropped and logged).
+func (l *RequestLog) Flush(ctx context.Context) (err error) {
+	defer services.Wrap(&err, "billing.RequestLog.Flush")
+	l.mu.Lock()
+	batch, dropped := l.buf, l.dropped
+	l.buf, l.dropped = nil, 0
+	l.mu.Unlock()
+	if dropped > 0 {
+		l.log.Error("gateway request log: records dropped while the database was behind", "dropped", dropped)
+	}
+	for len(batch) > 0 {
+		n := min(len(batch), requestLogBatch)
+		if err := l.insert(ctx, batch[:n]); err != nil {
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) && pe.Code[:2] == "23" {
+				l.log.Error("gateway request log: records refused by the database; dropped", "records", n, "error", err)
+				batch = batch[n:]
+				continue
+			}
+			l.mu.Lock()
+			l.buf = append(batch, l.buf...)
+			l.mu.Unlock()
+			return err
+		}
+		batch = batch[n:]
+	}
+	return nil
+}
+
+func (l *RequestLog) insert(ctx context.Context, rs []GatewayRequest) error {
+	n := len(rs)
+	ids, accts, keys, offerings := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	tiers, models, statuses := make([]string, n), make([]string, n), make([]string, n)
+	codes := make([]int32, n)
+	in, out := make([]*int64, n), make([]*int64, n)
+	ttft, dur := make([]*float64, n), make([]float64, n)
+	at := make([]time.Time, n)
+	for i, r := range rs {
+		ids[i], accts[i], keys[i], offerings[i] = r.RequestID, r.AccountID, r.APIKeyID, r.OfferingID
+		tiers[i], models[i], statuses[i], codes[i] = string(r.Tier), r.Model, string(r.Status), int32(r.HTTPStatus)
+		if r.Usage != nil {
+			in[i], out[i] = &r.Usage.Input, &r.Usage.Output
+		}
+		if r.TTFT > 0 {
+			ms := float64(r.TTFT) / float64(time.Millisecond)
+			ttft[i] = &ms
+		}
+		dur[i] = float64(r.Duration) / float64(time.Millisecond)
+		at[i] = r.At.UTC()
+	}
+	_, err := l.pool.Exec(ctx, `
+		INSERT INTO gateway_requests (request_id, account_id, api_key_id, offering_id, tier, model, http_status, status,
+			input_tokens, output_tokens, ttft_ms, duration_ms, at)
+		SELECT * FROM unnest($1::text[], $2::uuid[], $3::uuid[], $4::uuid[], $5::text[], $6::text[], $7::int[], $8::text[],
+			$9::bigint[], $10::bigint[], $11::float8[], $12::float8[], $13::timestamptz[])
+		ON CONFLICT (request_id) DO NOTHING`,
+		ids, accts, keys, offerings, tiers, models, codes, statuses, in, out, ttft, dur, at)
+	return err
+}
+
+// ReconcileResult says what a reconciliation did.
+type ReconcileResult struct {
+	Matched   int // compared with their metered rows
+	Unmetered int // given up on a metered row after UnmeteredAfter
+	Flagged   int // of both, flagged for review
+}
+
+// Reconcile compares the recorded requests not yet reconciled with their metered rows (see
+// RequestLog); the platform runs it periodically. Each record is reconciled once.
+func (l *RequestLog) Reconcile(ctx context.Context) (res ReconcileResult, err error) {
+	defer services.Wrap(&err, "billing.RequestLog.Reconcile")
+	now := l.now().UTC()
+	rows, err := l.pool.Query(ctx, `
+		WITH d AS (
+			SELECT g.request_id, concat_ws('; ',
+				CASE WHEN g.input_tokens IS NOT NULL AND abs(g.input_tokens - u.input_tokens) * 100 > greatest(g.input_tokens, u.input_tokens)
+					THEN format('input tokens: the response reported %s, the meter billed %s', g.input_tokens, u.input_tokens) END,
+				CASE WHEN g.output_tokens IS NOT NULL AND abs(g.output_tokens - u.output_tokens) * 100 > greatest(g.output_tokens, u.output_tokens)
+					THEN format('output tokens: the response reported %s, the meter billed %s', g.output_tokens, u.output_tokens) END
+			) AS reason
+			FROM gateway_requests g JOIN usage_events u ON u.request_id = g.request_id
+			WHERE g.reconciled_at IS NULL
+			ORDER BY g.at LIMIT $2
+		)
+		UPDATE gateway_requests g SET reconciled_at = $1,
+			flagged_at = CASE WHEN d.reason <> '' THEN $1::timestamptz END, flag_reason = nullif(d.reason, '')
+		FROM d WHERE g.request_id = d.request_id
+		RETURNING g.flagged_at IS NOT NULL`, now, reconcileBatch)
+	if err != nil {
+		return res, err
+	}
+	flagged, err := pgx.CollectRows(rows, pgx.RowTo[bool])
+	if err != nil {
+		return res, err
+	}
+	res.Matched = len(flagged)
+	for _, f := range flagged {
+		if f {
+			res.Flagged++
+		}
+	}
+	rows, err = l.pool.Query(ctx, `
+		WITH d AS (
+			SELECT g.request_id, coalesce(g.output_tokens, 0) > 0 AS billable,
+				format('not metered within %s: the response reported %s input and %s output tokens',
+					$3::text, g.input_tokens, g.output_tokens) AS reason
+			FROM gateway_requests g
+			WHERE g.reconciled_at IS NULL AND g.at < $2
+				AND NOT EXISTS (SELECT 1 FROM usage_events u WHERE u.request_id = g.request_id)
+			ORDER BY g.at LIMIT $4
+		)
+		UPDATE gateway_requests g SET reconciled_at = $1,
+			flagged_at = CASE WHEN d.billable THEN $1::timestamptz END, flag_reason = CASE WHEN d.billable THEN d.reason END
+		FROM d WHERE g.request_id = d.request_id
+		RETURNING g.flagged_at IS NOT NULL`, now, now.Add(-UnmeteredAfter), fmt.Sprintf("%d minutes", int(UnmeteredAfter.Minutes())), reconcileBatch)
+	if err != nil {
+		return res, err
+	}
+	if flagged, err = pgx.CollectRows(rows, pgx.RowTo[bool]); err != nil {
+		return res, err
+	}
+	res.Unmetered = len(flagged)
+	for _, f := range flagged {
+		if f {
+			res.Flagged++
+		}
+	}
+	return res, nil
+}
+
+// Discrepancy is a flagged request: what the gateway saw beside what the meter billed.
+type Discrepancy struct {
+	RequestID     string        `json:"request_id"`
+	AccountID     string        `json:"account_id"`
+	APIKeyID      string        `json:"api_key_id"`
+	OfferingID    string        `json:"offering_id"`
+	Tier          catalog.Tier  `json:"tier"`
+	Model         string        `json:"model"`
+	HTTPStatus    int           `json:"http_status"`
+	Status        GatewayStatus `json:"status"`
+	InputTokens   *int64        `json:"input_tokens"`          // as the response reported them
+	OutputTokens  *int64        `json:"output_tokens"`         // as the response reported them
+	MeteredInput  *int64        `json:"metered_input_tokens"`  // null when not metered
+	MeteredOutput *int64        `json:"metered_output_tokens"` // null when not metered
+	Charge        *money.Pico   `json:"charge_pico"`           // what the customer was charged; null when not metered
+	At            time.Time     `json:"at"`
+	FlaggedAt     time.Time     `json:"flagged_at"`
+	Reason        string        `json:"reason"`
+}
+
+// Discrepancies lists the flagged requests, the latest flagged first.
+func (l *RequestLog) Discrepancies(ctx context.Context, limit int) (_ []Discrepancy, err error) {
+	defer services.Wrap(&err, "billing.RequestLog.Discrepancies")
+	if limit <= 0 || limit > 500 {
+		limit = 100
+	}
+	rows, err := l.pool.Query(ctx, `
+		SELECT g.request_id, g.account_id::text, g.api_key_id::text, g.offering_id::text, g.tier, g.model, g.http_status, g.status,
+			g.input_tokens, g.output_tokens, u.input_tokens, u.output_tokens, u.charge_pico::bigint, g.at, g.flagged_at, g.flag_reason
+		FROM gateway_requests g LEFT JOIN usage_events u ON u.request_id = g.request_id
+		WHERE g.flagged_at IS NOT NULL
+		ORDER BY g.flagged_at DESC, g.request_id LIMIT $1`, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Discrepancy, error) {
+		var d Discrepancy
+		var charge *int64
+		err := r.Scan(&d.RequestID, &d.AccountID, &d.APIKeyID, &d.OfferingID, &d.Tier, &d.Model, &d.HTTPStatus, &d.Status,
+			&d.InputTokens, &d.OutputTokens, &d.MeteredInput, &d.MeteredOutput, &charge, &d.At, &d.FlaggedAt, &d.Reason)
+		if charge != nil {
+			c := money.Pico(*charge)
+			d.Charge = &c
+		}
+		return d, err
+	})
+}

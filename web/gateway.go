@@ -1,0 +1,611 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"html/template"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"golang.org/x/time/rate"
+
+	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/routing"
+	"github.com/gpumarket/gpumarket/services/ticket"
+)
+
+// The OpenAI-compatible gateway: POST /v1/chat/completions (streaming and not),
+// /v1/completions, /v1/embeddings and GET /v1/models, for any OpenAI SDK pointed at
+// <platform>/v1 with an API key.
+//
+// A request goes through, in order: the API key (Authorization: Bearer <key>; 401), the key's
+// rate limit (429 with Retry-After), the body (400 for bad JSON or more than MaxBodyBytes), its
+// tier and caps, routing (404 model_not_found, 503 when no offering can serve), admission
+// (402 insufficient_quota when the balance or the key's monthly limit is spent), and then the
+// candidates in routing's order (gateway_proxy.go). Each step's refusal is answered in OpenAI's
+// error shape (gateway_errors.go).
+//
+// The tier comes from the first of: a model suffix (<model>:realtime, :standard or :batch), the
+// X-GPUMarket-Tier header, the body object "gpumarket": {"tier", "max_price_per_mtok",
+// "max_ttft_ms", "offering"}, the key's default tier, else standard. The suffix and the
+// gpumarket object are taken out of the body before it goes to the rig.
+//
+// /v1 calls carry API keys, never sessions: the session middleware and the CSRF check do not
+// run on them (exceptGateway). API keys are looked up once per KeyCacheTTL, so a revoked key
+// keeps working for up to that long on each process; when a key was last used is written in
+// batches, every touchEvery.
+
+// Defaults of Gateway.
+const (
+	DefaultKeyRatePerSecond = 50
+	DefaultKeyRateBurst     = 100
+	DefaultMaxBodyBytes     = 1 << 20
+	DefaultKeyCacheTTL      = 5 * time.Second
+	// TierHeader chooses the tier when the model names none.
+	TierHeader = "X-GPUMarket-Tier"
+	// touchEvery is how often the keys' last use is written.
+	touchEvery = time.Second
+	// maxCachedKeys bounds the key cache; a flood of made-up keys empties it rather than grow it.
+	maxCachedKeys = 10_000
+)
+
+// Gateway is what the /v1 endpoints need. With no Router, they authenticate and then answer
+// 503: a process without the gateway wired.
+type Gateway struct {
+	Router    GatewayRouter
+	Tickets   *ticket.Signer
+	Admission *billing.Admission
+	Requests  *billing.RequestLog // what the gateway saw; also the admin's discrepancies
+	// Client sends requests to the rigs' agents; nil means a transport made for them.
+	Client *http.Client
+	// RatePerSecond and RateBurst are each key's token bucket; zero means the defaults.
+	RatePerSecond float64
+	RateBurst     int
+	MaxBodyBytes  int64         // zero means DefaultMaxBodyBytes
+	KeyCacheTTL   time.Duration // zero means DefaultKeyCacheTTL
+	NewRequestID  func() string // nil means "req_" and 24 random hex digits
+}
+
+// GatewayRouter is what the gateway asks of routing. *routing.Router implements it.
+type GatewayRouter interface {
+	Pick(routing.Request) ([]routing.Candidate, error)
+	Begin(offeringID string) (end func())
+	Failure(offeringID string)
+	Success(offeringID string)
+	Observe(offeringID string, o routing.Observation)
+	Models() []routing.ModelTiers
+}
+
+var _ GatewayRouter = (*routing.Router)(nil)
+
+// gateway is the /v1 handlers and their state.
+type gateway struct {
+	cfg      Gateway
+	accounts *accounts.Service
+	log      *slog.Logger
+	now      func() time.Time
+	client   *http.Client
+	keys     keyCache
+	limits   keyLimits
+	touches  keyTouches
+}
+
+func newGateway(cfg Gateway, acc *accounts.Service, log *slog.Logger, now func() time.Time) *gateway {
+	if cfg.RatePerSecond <= 0 {
+		cfg.RatePerSecond = DefaultKeyRatePerSecond
+	}
+	if cfg.RateBurst <= 0 {
+		cfg.RateBurst = DefaultKeyRateBurst
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.KeyCacheTTL <= 0 {
+		cfg.KeyCacheTTL = DefaultKeyCacheTTL
+	}
+	if cfg.NewRequestID == nil {
+		cfg.NewRequestID = newRequestID
+	}
+	client := cfg.Client
+	if client == nil {
+		client = &http.Client{Transport: &http.Transport{
+			Proxy:               nil, // agents are reached directly
+			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConns:        1024,
+			MaxIdleConnsPerHost: 256,
+			IdleConnTimeout:     90 * time.Second,
+			DisableCompression:  true, // relay the bytes as the rig wrote them, and read them
+		}}
+	}
+	return &gateway{
+		cfg: cfg, accounts: acc, log: log, now: now, client: client,
+		keys:    keyCache{ttl: cfg.KeyCacheTTL, entries: map[[32]byte]keyEntry{}},
+		limits:  keyLimits{rate: rate.Limit(cfg.RatePerSecond), burst: cfg.RateBurst, byKey: map[string]*rate.Limiter{}},
+		touches: keyTouches{write: acc.TouchKeys, log: log, pending: map[string]time.Time{}},
+	}
+}
+
+func newRequestID() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails
+	return "req_" + hex.EncodeToString(b)
+}
+
+// isGatewayPath reports whether a request is for the /v1 gateway.
+func isGatewayPath(path string) bool { return path == "/v1" || strings.HasPrefix(path, "/v1/") }
+
+// exceptGateway runs mw on every request but the gateway's. /v1 calls authenticate with API
+// keys, not sessions (so the session lookup would only cost a query), carry no cookies a
+// forged request could ride on (so no CSRF check), and answer an oversized body themselves.
+func exceptGateway(mw echo.MiddlewareFunc) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		wrapped := mw(next)
+		return func(c echo.Context) error {
+			if isGatewayPath(c.Request().URL.Path) {
+				return next(c)
+			}
+			return wrapped(c)
+		}
+	}
+}
+
+// endpoint is one of the inference endpoints.
+type endpoint struct {
+	path    string
+	streams bool // takes "stream" and "stream_options"
+	output  bool // produces output tokens (embeddings do not)
+}
+
+var (
+	chatEndpoint       = endpoint{path: "/v1/chat/completions", streams: true, output: true}
+	completionEndpoint = endpoint{path: "/v1/completions", streams: true, output: true}
+	embeddingEndpoint  = endpoint{path: "/v1/embeddings"}
+)
+
+// gatewayRoutes registers the /v1 endpoints.
+func (s *Server) gatewayRoutes() {
+	e := s.echo
+	e.POST(chatEndpoint.path, s.gw.serve(chatEndpoint))
+	e.POST(completionEndpoint.path, s.gw.serve(completionEndpoint))
+	e.POST(embeddingEndpoint.path, s.gw.serve(embeddingEndpoint))
+	e.GET("/v1/models", s.gw.models)
+	e.RouteNotFound("/v1/*", s.gw.notFound)
+}
+
+// serve answers an inference endpoint.
+func (g *gateway) serve(ep endpoint) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		key, err := g.admitKey(c)
+		if err != nil {
+			return g.writeGatewayError(c, err)
+		}
+		body, err := readGatewayBody(c, g.cfg.MaxBodyBytes)
+		if err != nil {
+			return g.writeGatewayError(c, err)
+		}
+		req, err := parseGatewayRequest(body, ep, c.Request().Header.Get(TierHeader), key)
+		if err != nil {
+			return g.writeGatewayError(c, err)
+		}
+		if g.cfg.Router == nil {
+			return g.writeGatewayError(c, services.Errorf(services.CodeUnavailable, "The gateway does not run in this process."))
+		}
+		candidates, err := g.cfg.Router.Pick(req.route)
+		if err != nil {
+			return g.writeGatewayError(c, err)
+		}
+		res, err := g.cfg.Admission.Admit(c.Request().Context(), billing.AdmitInput{
+			AccountID: key.AccountID, APIKeyID: key.ID, MonthlyLimit: key.MonthlyLimit, Tier: req.route.Tier,
+			MaxInputTokens: int64(len(body)), MaxOutputTokens: req.maxOutput,
+		})
+		if err != nil {
+			return g.writeGatewayError(c, err)
+		}
+		return g.forward(c, key, req, candidates, res)
+	}
+}
+
+// admitKey authenticates the API key and takes a token from its bucket.
+func (g *gateway) admitKey(c echo.Context) (accounts.APIKey, error) {
+	secret := bearerToken(c.Request())
+	if secret == "" {
+		return accounts.APIKey{}, services.Errorf(services.CodeUnauthorized, "No API key.")
+	}
+	now := g.now()
+	key, err := g.keys.lookup(c.Request().Context(), secret, now, g.accounts.KeyBySecret)
+	if err != nil {
+		return accounts.APIKey{}, err
+	}
+	if wait := g.limits.take(key.ID, now); wait > 0 {
+		return accounts.APIKey{}, &gatewayError{status: http.StatusTooManyRequests, typ: "requests", code: "rate_limit_exceeded",
+			retryAfter: wait, message: "Rate limit reached for this API key. Retry after the time in the Retry-After header."}
+	}
+	g.touches.touch(key.ID, now)
+	return key, nil
+}
+
+// readGatewayBody reads the request body, refusing more than limit bytes.
+func readGatewayBody(c echo.Context, limit int64) ([]byte, error) {
+	r := c.Request()
+	var buf bytes.Buffer
+	if r.ContentLength > 0 && r.ContentLength <= limit {
+		buf.Grow(int(r.ContentLength))
+	}
+	_, err := buf.ReadFrom(http.MaxBytesReader(c.Response(), r.Body, limit))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		return nil, invalidRequest("", "request_too_large", "The request body is larger than %d bytes.", limit)
+	case err != nil:
+		return nil, invalidRequest("", "", "The request body could not be read.")
+	}
+	return buf.Bytes(), nil
+}
+
+// gatewayRequest is an inference request as the gateway forwards it.
+type gatewayRequest struct {
+	ep     endpoint
+	route  routing.Request // the model without its tier suffix, the tier, the caps
+	stream bool
+	// forcedUsage says the gateway asked the rig for the usage chunk of a stream for its own
+	// record: the client did not ask for it and does not get it.
+	forcedUsage bool
+	maxOutput   *int64 // for admission: see billing.AdmitInput
+	body        []byte // what goes to the rig
+}
+
+// gatewayOptions is the body object "gpumarket".
+type gatewayOptions struct {
+	Tier            catalog.Tier    `json:"tier"`
+	MaxPricePerMTok json.RawMessage `json:"max_price_per_mtok"` // dollars, a number or a string
+	MaxTTFTMillis   float64         `json:"max_ttft_ms"`
+	Offering        string          `json:"offering"`
+}
+
+// parseGatewayRequest reads what the gateway needs of a body and rewrites the body for the rig
+// when it must: without the tier suffix and the gpumarket object, with the stream's usage
+// asked for. An untouched body goes out as it came.
+func parseGatewayRequest(body []byte, ep endpoint, headerTier string, key accounts.APIKey) (*gatewayRequest, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(body, &top); err != nil || top == nil {
+		return nil, invalidRequest("", "invalid_json", "We could not parse the JSON body of your request: send a JSON object.")
+	}
+	req := &gatewayRequest{ep: ep, body: body}
+	var model string
+	if err := json.Unmarshal(top["model"], &model); err != nil || model == "" {
+		return nil, invalidRequest("model", "", "You must provide a model parameter; GET /v1/models lists the models on offer.")
+	}
+	rewrite := false
+
+	// The tier: suffix, header, body object, the key's default, standard.
+	var tier catalog.Tier
+	if i := strings.LastIndexByte(model, ':'); i >= 0 && catalog.Tier(model[i+1:]).Valid() {
+		model, tier, rewrite = model[:i], catalog.Tier(model[i+1:]), true
+	}
+	if tier == "" && headerTier != "" {
+		if tier = catalog.Tier(strings.ToLower(strings.TrimSpace(headerTier))); !tier.Valid() {
+			return nil, invalidRequest(TierHeader, "invalid_tier", "%s must be realtime, standard or batch.", TierHeader)
+		}
+	}
+	if raw, ok := top["gpumarket"]; ok {
+		delete(top, "gpumarket")
+		rewrite = true
+		if string(raw) != "null" {
+			var opts gatewayOptions
+			dec := json.NewDecoder(bytes.NewReader(raw))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&opts); err != nil {
+				return nil, invalidRequest("gpumarket", "invalid_gpumarket_options",
+					`The "gpumarket" object takes tier, max_price_per_mtok, max_ttft_ms and offering: %v.`, err)
+			}
+			if opts.Tier != "" && !opts.Tier.Valid() {
+				return nil, invalidRequest("gpumarket.tier", "invalid_tier", "gpumarket.tier must be realtime, standard or batch.")
+			}
+			if tier == "" {
+				tier = opts.Tier
+			}
+			if len(opts.MaxPricePerMTok) > 0 && string(opts.MaxPricePerMTok) != "null" {
+				p, err := money.ParseMicroUSD(strings.Trim(string(opts.MaxPricePerMTok), `"`))
+				if err != nil {
+					return nil, invalidRequest("gpumarket.max_price_per_mtok", "invalid_price",
+						"gpumarket.max_price_per_mtok is dollars per million tokens, like 0.15: %v.", err)
+				}
+				req.route.MaxPricePerMTok = p
+			}
+			if math.IsNaN(opts.MaxTTFTMillis) || math.IsInf(opts.MaxTTFTMillis, 0) {
+				return nil, invalidRequest("gpumarket.max_ttft_ms", "", "gpumarket.max_ttft_ms is a number of milliseconds.")
+			}
+			req.route.MaxTTFTMillis, req.route.Offering = opts.MaxTTFTMillis, opts.Offering
+		}
+	}
+	if tier == "" {
+		tier = catalog.Tier(key.DefaultTier)
+	}
+	if tier == "" {
+		tier = catalog.TierStandard
+	}
+	req.route.Model, req.route.Tier = model, tier
+
+	if ep.streams {
+		if raw, ok := top["stream"]; ok && json.Unmarshal(raw, &req.stream) != nil {
+			return nil, invalidRequest("stream", "", "stream must be true or false.")
+		}
+	}
+	if req.stream {
+		options := map[string]json.RawMessage{}
+		if raw, ok := top["stream_options"]; ok && string(raw) != "null" {
+			if json.Unmarshal(raw, &options) != nil || options == nil {
+				return nil, invalidRequest("stream_options", "", "stream_options must be an object.")
+			}
+		}
+		var asked bool
+		if json.Unmarshal(options["include_usage"], &asked) != nil || !asked {
+			options["include_usage"] = json.RawMessage("true")
+			raw, err := marshalMembers(options)
+			if err != nil {
+				return nil, err
+			}
+			top["stream_options"], req.forcedUsage, rewrite = raw, true, true
+		}
+	}
+	var err error
+	if req.maxOutput, err = outputBound(top, ep); err != nil {
+		return nil, err
+	}
+	if rewrite {
+		if top["model"], err = json.Marshal(model); err != nil {
+			return nil, err
+		}
+		if req.body, err = marshalMembers(top); err != nil {
+			return nil, err
+		}
+	}
+	return req, nil
+}
+
+// outputBound is the most output tokens a request asks for: max_completion_tokens (else
+// max_tokens) times n choices; nil when it sets no limit, 0 for embeddings.
+func outputBound(top map[string]json.RawMessage, ep endpoint) (*int64, error) {
+	if !ep.output {
+		return new(int64), nil
+	}
+	var limit *int64
+	for _, name := range []string{"max_completion_tokens", "max_tokens"} {
+		raw, ok := top[name]
+		if !ok || string(raw) == "null" {
+			continue
+		}
+		var v int64
+		if json.Unmarshal(raw, &v) != nil || v < 0 {
+			return nil, invalidRequest(name, "", "%s must be a whole number of tokens, 0 or more.", name)
+		}
+		limit = &v
+		break
+	}
+	if limit == nil {
+		return nil, nil
+	}
+	n := int64(1)
+	if raw, ok := top["n"]; ok && string(raw) != "null" {
+		if json.Unmarshal(raw, &n) != nil || n < 1 || n > 128 {
+			return nil, invalidRequest("n", "", "n must be a whole number from 1 to 128.")
+		}
+	}
+	bound := *limit * n
+	return &bound, nil
+}
+
+// marshalMembers encodes a JSON object without escaping <, > and &, which a prompt holds as
+// it is.
+func marshalMembers(members map[string]json.RawMessage) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(members); err != nil {
+		return nil, invalidRequest("", "invalid_json", "We could not parse the JSON body of your request.")
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// openAIModel is an entry of GET /v1/models, in OpenAI's shape, with the tiers it is offered in.
+type openAIModel struct {
+	ID      string         `json:"id"`
+	Object  string         `json:"object"`
+	Created int64          `json:"created"`
+	OwnedBy string         `json:"owned_by"`
+	Tiers   []catalog.Tier `json:"tiers"`
+}
+
+// models lists the models on offer: each by its name, which routes to standard or the key's
+// default tier, and as <model>:<tier> for each tier it is offered in.
+func (g *gateway) models(c echo.Context) error {
+	if _, err := g.admitKey(c); err != nil {
+		return g.writeGatewayError(c, err)
+	}
+	if g.cfg.Router == nil {
+		return g.writeGatewayError(c, services.Errorf(services.CodeUnavailable, "The gateway does not run in this process."))
+	}
+	list := g.cfg.Router.Models()
+	data := make([]openAIModel, 0, 4*len(list))
+	for _, m := range list {
+		data = append(data, openAIModel{ID: m.Model, Object: "model", OwnedBy: "gpumarket", Tiers: m.Tiers})
+		for _, t := range m.Tiers {
+			data = append(data, openAIModel{ID: m.Model + ":" + string(t), Object: "model", OwnedBy: "gpumarket",
+				Tiers: []catalog.Tier{t}})
+		}
+	}
+	return c.JSON(http.StatusOK, map[string]any{"object": "list", "data": data})
+}
+
+// keyCache remembers API keys, and secrets that are none, for ttl.
+type keyCache struct {
+	ttl     time.Duration
+	mu      sync.RWMutex
+	entries map[[32]byte]keyEntry // by the secret's SHA-256
+}
+
+type keyEntry struct {
+	key   accounts.APIKey
+	valid bool
+	at    time.Time
+}
+
+// lookup returns the live key a secret proves, asking find on a miss.
+func (kc *keyCache) lookup(ctx context.Context, secret string, now time.Time,
+	find func(context.Context, string) (accounts.APIKey, error)) (accounts.APIKey, error) {
+	h := sha256.Sum256([]byte(secret))
+	kc.mu.RLock()
+	e, ok := kc.entries[h]
+	kc.mu.RUnlock()
+	if !ok || now.Sub(e.at) >= kc.ttl {
+		key, err := find(ctx, secret)
+		if err != nil && services.ErrorCode(err) != services.CodeUnauthorized {
+			return accounts.APIKey{}, err
+		}
+		e = keyEntry{key: key, valid: err == nil, at: now}
+		kc.mu.Lock()
+		if len(kc.entries) >= maxCachedKeys {
+			clear(kc.entries)
+		}
+		kc.entries[h] = e
+		kc.mu.Unlock()
+	}
+	if !e.valid {
+		return accounts.APIKey{}, services.Errorf(services.CodeUnauthorized, "Invalid API key.")
+	}
+	return e.key, nil
+}
+
+// keyLimits is a token bucket per API key.
+type keyLimits struct {
+	rate  rate.Limit
+	burst int
+	mu    sync.Mutex
+	byKey map[string]*rate.Limiter
+}
+
+// take takes a token from the key's bucket; when there is none, it returns how long until
+// there is one, and takes nothing.
+func (l *keyLimits) take(keyID string, now time.Time) time.Duration {
+	l.mu.Lock()
+	lim := l.byKey[keyID]
+	if lim == nil {
+		lim = rate.NewLimiter(l.rate, l.burst)
+		l.byKey[keyID] = lim
+	}
+	l.mu.Unlock()
+	r := lim.ReserveN(now, 1)
+	if !r.OK() {
+		return time.Second
+	}
+	if d := r.DelayFrom(now); d > 0 {
+		r.CancelAt(now)
+		return d
+	}
+	return 0
+}
+
+// keyTouches writes when keys were last used, in batches: at most one write per touchEvery.
+// What is pending when the process stops is not written: last use is informative.
+type keyTouches struct {
+	write     func(context.Context, map[string]time.Time) error
+	log       *slog.Logger
+	mu        sync.Mutex
+	pending   map[string]time.Time
+	scheduled bool
+}
+
+func (t *keyTouches) touch(keyID string, at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.pending[keyID] = at
+	if !t.scheduled {
+		t.scheduled = true
+		time.AfterFunc(touchEvery, t.flush)
+	}
+}
+
+func (t *keyTouches) flush() {
+	t.mu.Lock()
+	batch := t.pending
+	t.pending, t.scheduled = make(map[string]time.Time, len(batch)), false
+	t.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := t.write(ctx, batch); err != nil {
+		t.log.Warn("gateway: recording when API keys were last used failed", "keys", len(batch), "err", err)
+	}
+}
+
+// Discrepancies: requests whose usage as the gateway saw it differs from what was metered.
+
+func (s *Server) discrepancies(c echo.Context) ([]billing.Discrepancy, error) {
+	if s.gw.cfg.Requests == nil {
+		return []billing.Discrepancy{}, nil
+	}
+	return s.gw.cfg.Requests.Discrepancies(c.Request().Context(), 200)
+}
+
+func (s *Server) apiDiscrepancies(c echo.Context) error {
+	list, err := s.discrepancies(c)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"discrepancies": list, "count": len(list)})
+}
+
+// discrepanciesPage lists flagged requests for an admin to review.
+func (s *Server) discrepanciesPage(c echo.Context) error {
+	list, err := s.discrepancies(c)
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	if err := discrepanciesTemplate.Execute(&buf, list); err != nil {
+		return err
+	}
+	return c.HTMLBlob(http.StatusOK, buf.Bytes())
+}
+
+// discrepanciesTemplate is the admin's page of flagged requests. It stands apart from the templ
+// pages, without their layout, until templates/ has a component for it.
+var discrepanciesTemplate = template.Must(template.New("discrepancies").Funcs(template.FuncMap{
+	"tokens": func(n *int64) string {
+		if n == nil {
+			return "-"
+		}
+		return strconv.FormatInt(*n, 10)
+	},
+	"when": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
+}).Parse(`<!DOCTYPE html>
+<html lang="en">
+<head><meta charset="utf-8"><title>Discrepancies · gpumarket</title><link rel="stylesheet" href="/static/app.css"></head>
+<body><main>
+<p><a href="/admin/users">Admin</a></p>
+<h1>Discrepancies</h1>
+<p class="muted">Requests whose usage in the response, as the gateway saw it, differs by more than 1% from what the meter billed, or that were never metered. The latest flagged first.</p>
+{{if .}}<div class="table-wrap"><table>
+<thead><tr><th>Flagged</th><th>Request</th><th>Offering</th><th>Tier</th><th>Model</th><th>Response (in / out)</th><th>Metered (in / out)</th><th>Reason</th></tr></thead>
+<tbody>
+{{range .}}<tr data-testid="discrepancy">
+<td>{{when .FlaggedAt}}</td><td><code>{{.RequestID}}</code></td><td><code>{{.OfferingID}}</code></td><td>{{.Tier}}</td><td>{{.Model}}</td>
+<td>{{tokens .InputTokens}} / {{tokens .OutputTokens}}</td><td>{{tokens .MeteredInput}} / {{tokens .MeteredOutput}}</td><td>{{.Reason}}</td>
+</tr>{{end}}
+</tbody></table></div>{{else}}<p data-testid="no-discrepancies">No discrepancies.</p>{{end}}
+</main></body></html>`))

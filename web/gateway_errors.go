@@ -1,0 +1,152 @@
+package web
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/routing"
+)
+
+// The /v1 gateway answers errors in OpenAI's shape, {"error": {"message", "type", "param",
+// "code"}}, so that every OpenAI SDK reads them and retries only what is worth retrying: it
+// retries 429 and 5xx, never 402. This file is the one place that maps the gateway's errors
+// to statuses and types.
+
+// gatewayError is an error as the gateway answers it.
+type gatewayError struct {
+	status  int
+	typ     string // OpenAI's error type: invalid_request_error, insufficient_quota, ...
+	code    string // "" for null
+	param   string // "" for null
+	message string
+	// retryAfter, when set, goes out as a Retry-After header, in whole seconds.
+	retryAfter time.Duration
+	cause      error // for the log
+}
+
+func (e *gatewayError) Error() string {
+	if e.cause != nil {
+		return fmt.Sprintf("%d %s: %s: %v", e.status, e.typ, e.message, e.cause)
+	}
+	return fmt.Sprintf("%d %s: %s", e.status, e.typ, e.message)
+}
+
+func (e *gatewayError) Unwrap() error { return e.cause }
+
+// invalidRequest is a 400 about the request's body or headers.
+func invalidRequest(param, code, format string, args ...any) *gatewayError {
+	return &gatewayError{status: http.StatusBadRequest, typ: "invalid_request_error", param: param, code: code,
+		message: fmt.Sprintf(format, args...)}
+}
+
+// openAIError is OpenAI's error body.
+type openAIError struct {
+	Error openAIErrorBody `json:"error"`
+}
+
+type openAIErrorBody struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    *string `json:"code"`
+}
+
+// describeGatewayError maps any error the gateway meets to what it answers.
+func describeGatewayError(err error) *gatewayError {
+	var ge *gatewayError
+	if errors.As(err, &ge) {
+		return ge
+	}
+	msg := "Internal error. It has been logged; please try again."
+	var ae *services.Error
+	if errors.As(err, &ae) {
+		msg = ae.Message
+	}
+	switch {
+	case errors.Is(err, billing.ErrCreditSpent), errors.Is(err, billing.ErrKeyLimitReached):
+		return &gatewayError{status: http.StatusPaymentRequired, typ: "insufficient_quota", code: "insufficient_quota", message: msg}
+	case errors.Is(err, routing.ErrUnknownModel):
+		return &gatewayError{status: http.StatusNotFound, typ: "invalid_request_error", code: "model_not_found", param: "model", message: msg}
+	case errors.Is(err, routing.ErrUnknownOffering):
+		return &gatewayError{status: http.StatusNotFound, typ: "invalid_request_error", code: "offering_not_found",
+			param: "gpumarket.offering", message: msg}
+	case errors.Is(err, routing.ErrTierNotOffered):
+		return &gatewayError{status: http.StatusServiceUnavailable, typ: "server_error", code: "tier_not_offered", message: msg}
+	case errors.Is(err, routing.ErrOverCaps):
+		return &gatewayError{status: http.StatusServiceUnavailable, typ: "server_error", code: "no_offering_under_caps", message: msg}
+	case errors.Is(err, routing.ErrUnavailable), errors.Is(err, routing.ErrNotLoaded):
+		return &gatewayError{status: http.StatusServiceUnavailable, typ: "server_error", code: "no_capacity", message: msg,
+			retryAfter: time.Second}
+	}
+	switch services.ErrorCode(err) {
+	case services.CodeInvalid:
+		param, problems := "", ""
+		if ae != nil && len(ae.Fields) > 0 {
+			fields := make([]string, 0, len(ae.Fields))
+			for f := range ae.Fields {
+				fields = append(fields, f)
+			}
+			slices.Sort(fields)
+			param = fields[0]
+			for _, f := range fields {
+				problems += " " + f + ": " + ae.Fields[f]
+			}
+		}
+		return &gatewayError{status: http.StatusBadRequest, typ: "invalid_request_error", param: param, message: msg + problems}
+	case services.CodeUnauthorized:
+		return &gatewayError{status: http.StatusUnauthorized, typ: "invalid_request_error", code: "invalid_api_key",
+			message: "Invalid API key. Send Authorization: Bearer <key> with a key from the API keys page."}
+	case services.CodeUnavailable:
+		return &gatewayError{status: http.StatusServiceUnavailable, typ: "server_error", code: "unavailable", message: msg,
+			retryAfter: time.Second, cause: err}
+	}
+	return &gatewayError{status: http.StatusInternalServerError, typ: "server_error",
+		message: "Internal error. It has been logged; please try again.", cause: err}
+}
+
+// writeGatewayError answers the error; a 5xx's cause goes to the log. Once a response has
+// begun there is nothing left to answer.
+func (g *gateway) writeGatewayError(c echo.Context, err error) error {
+	if c.Response().Committed {
+		return nil
+	}
+	ge := describeGatewayError(err)
+	if ge.status >= 500 && ge.cause != nil {
+		g.log.Error("gateway request failed", "path", c.Request().URL.Path, "status", ge.status, "err", ge.cause)
+	}
+	body := openAIErrorBody{Message: ge.message, Type: ge.typ}
+	if ge.param != "" {
+		body.Param = &ge.param
+	}
+	if ge.code != "" {
+		body.Code = &ge.code
+	}
+	raw, merr := json.Marshal(openAIError{Error: body})
+	if merr != nil {
+		return merr
+	}
+	h := c.Response().Header()
+	if ge.retryAfter > 0 {
+		h.Set("Retry-After", strconv.Itoa(int(math.Ceil(ge.retryAfter.Seconds()))))
+	}
+	return c.Blob(ge.status, echo.MIMEApplicationJSON, raw)
+}
+
+// gatewayNotFound answers an address under /v1 that the gateway does not serve, as OpenAI does.
+func (g *gateway) notFound(c echo.Context) error {
+	r := c.Request()
+	return g.writeGatewayError(c, &gatewayError{status: http.StatusNotFound, typ: "invalid_request_error", code: "unknown_url",
+		message: fmt.Sprintf("Invalid URL (%s %s). The gateway serves POST /v1/chat/completions, /v1/completions, /v1/embeddings and GET /v1/models.",
+			r.Method, strings.TrimSpace(r.URL.Path))})
+}

@@ -1,0 +1,427 @@
+package web
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/metering"
+	"github.com/gpumarket/gpumarket/services/routing"
+	"github.com/gpumarket/gpumarket/services/ticket"
+)
+
+// Sending a request to the rigs routing chose, and relaying the answer.
+//
+// Each attempt has a request id of its own ("req_" and random hex) and a route ticket for its
+// offering: a rig that failed may still report its failed attempt, and the meter takes one
+// event per request id, so a retry under the same id would go unbilled. The candidates are
+// tried in routing's order (at most routing.MaxCandidates: a first choice and two retries); the
+// next is tried when an attempt fails before its first byte, on a connection error, a 5xx, or a
+// 401 or 403 (the rig refused a ticket the platform signed, so it is misconfigured, not the
+// customer). Any other answer is the answer: relayed with X-GPUMarket-Request-Id,
+// X-GPUMarket-Offering and X-GPUMarket-Tier, a stream frame by frame with a flush after each,
+// a whole response as it comes, never held whole. Only Content-Type, Content-Length and
+// Cache-Control of the rig's headers are passed on: a provider sets no cookie or other header
+// on the platform's origin.
+//
+// The gateway reads the usage of each response as it passes: a whole response's usage member,
+// a stream's usage chunk. A streaming request that did not ask for that chunk gets
+// stream_options.include_usage set on its way to the rig, and the client gets the stream it
+// asked for: the usage chunk is dropped and the trailing "usage":null taken out of the others.
+//
+// The client's going away cancels the request to the rig (it is the client request's
+// context), and the agent then reports what was produced until then. Every attempt that
+// reached a rig is recorded (billing.RequestLog) with the usage the response reported, and
+// observed by routing; the admission reservation is settled with the final attempt's id.
+
+const (
+	// statusClientClosed records an attempt the client left before the rig answered (nginx's
+	// 499); no response was written.
+	statusClientClosed = 499
+	// maxFrameBytes bounds one server-sent event; a longer one ends the stream as broken.
+	maxFrameBytes = 8 << 20
+	// maxUsageScan bounds how much of a whole response is kept to read its usage from; the
+	// usage of a larger one (a big batch of embeddings) goes unseen.
+	maxUsageScan = 4 << 20
+)
+
+// attempt is one try of a candidate.
+type attempt struct {
+	cand      routing.Candidate
+	requestID string
+	start     time.Time
+	end       func() // routing's in-flight count
+}
+
+// outcome is how an attempt ended, as the gateway saw it.
+type outcome struct {
+	httpStatus int
+	status     billing.GatewayStatus
+	usage      *billing.TokenCount
+	firstToken time.Time // zero when no output came
+	at         time.Time
+}
+
+// forward tries the candidates and relays the first answer that is not a failure.
+func (g *gateway) forward(c echo.Context, key accounts.APIKey, req *gatewayRequest, candidates []routing.Candidate,
+	res *billing.Reservation) error {
+	ctx := c.Request().Context()
+	settled := false
+	defer func() {
+		if !settled {
+			res.Settle("", nil)
+		}
+	}()
+	var lastErr error
+	for _, cand := range candidates {
+		a := &attempt{cand: cand, requestID: g.cfg.NewRequestID(), start: g.now()}
+		tk, err := g.cfg.Tickets.Sign(ticket.Claims{RequestID: a.requestID, AccountID: key.AccountID, APIKeyID: key.ID,
+			OfferingID: cand.OfferingID, Tier: string(cand.Tier), IssuedAt: a.start})
+		if err != nil {
+			return g.writeGatewayError(c, err)
+		}
+		resp, err := g.send(ctx, req, a, tk)
+		if err != nil {
+			a.end()
+			if ctx.Err() != nil {
+				// The client went away before the rig answered; the rig may have the request
+				// and report it, with nothing produced (FIELD-CASES 20).
+				o := outcome{httpStatus: statusClientClosed, status: billing.GatewayCanceled, at: g.now()}
+				g.observe(a, o)
+				g.record(key, req, a, o)
+				res.Settle(a.requestID, nil)
+				settled = true
+				return nil
+			}
+			g.cfg.Router.Failure(cand.OfferingID)
+			g.observe(a, outcome{status: billing.GatewayError, at: g.now()})
+			g.log.Warn("gateway: rig unreachable; trying the next", "offering", cand.OfferingID, "request_id", a.requestID, "err", err)
+			lastErr = err
+			continue
+		}
+		if failedOver(resp.StatusCode) {
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+			resp.Body.Close()
+			a.end()
+			g.cfg.Router.Failure(cand.OfferingID)
+			o := outcome{httpStatus: resp.StatusCode, status: billing.GatewayFailedOver, at: g.now()}
+			g.observe(a, o)
+			g.record(key, req, a, o)
+			g.log.Warn("gateway: rig failed before its first byte; trying the next", "offering", cand.OfferingID,
+				"request_id", a.requestID, "status", resp.StatusCode)
+			lastErr = fmt.Errorf("offering %s answered %d", cand.OfferingID, resp.StatusCode)
+			continue
+		}
+		g.cfg.Router.Success(cand.OfferingID)
+		o := g.relay(c, req, a, resp)
+		resp.Body.Close()
+		a.end()
+		g.observe(a, o)
+		g.record(key, req, a, o)
+		used := o.usage
+		if o.httpStatus < 200 || o.httpStatus >= 300 {
+			used = &billing.TokenCount{} // the rig refused the request: nothing was produced
+		}
+		res.Settle(a.requestID, used)
+		settled = true
+		return nil
+	}
+	return g.writeGatewayError(c, &gatewayError{status: http.StatusServiceUnavailable, typ: "server_error", code: "no_capacity",
+		retryAfter: time.Second, cause: lastErr,
+		message: fmt.Sprintf("No offering of %s in the %s tier could serve the request; retry shortly.", req.route.Model, req.route.Tier)})
+}
+
+// failedOver says whether an answer is a failure of the rig, to fail over on.
+func failedOver(status int) bool {
+	return status >= 500 || status == http.StatusUnauthorized || status == http.StatusForbidden
+}
+
+// send sends the request to the attempt's candidate with its route ticket, counting it in
+// flight with routing until a.end is called.
+func (g *gateway) send(ctx context.Context, req *gatewayRequest, a *attempt, tk string) (*http.Response, error) {
+	a.end = func() {}
+	out, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(a.cand.AgentURL, "/")+req.ep.path, bytes.NewReader(req.body))
+	if err != nil {
+		return nil, err
+	}
+	out.Header.Set("Content-Type", echo.MIMEApplicationJSON)
+	out.Header.Set(ticket.Header, tk)
+	if req.stream {
+		out.Header.Set("Accept", "text/event-stream")
+	}
+	a.end = g.cfg.Router.Begin(a.cand.OfferingID)
+	return g.client.Do(out)
+}
+
+// relay answers the client with the rig's response and reads its usage on the way.
+func (g *gateway) relay(c echo.Context, req *gatewayRequest, a *attempt, resp *http.Response) outcome {
+	w := c.Response()
+	h := w.Header()
+	h.Set("X-GPUMarket-Request-Id", a.requestID)
+	h.Set("X-GPUMarket-Offering", a.cand.OfferingID)
+	h.Set("X-GPUMarket-Tier", string(a.cand.Tier))
+	for _, name := range []string{"Content-Type", "Cache-Control"} {
+		if v := resp.Header.Get(name); v != "" {
+			h.Set(name, v)
+		}
+	}
+	ok := resp.StatusCode >= 200 && resp.StatusCode < 300
+	streaming := ok && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
+	if streaming {
+		h.Set("X-Accel-Buffering", "no") // a reverse proxy in front must not hold frames back
+	} else if resp.ContentLength >= 0 {
+		h.Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
+	}
+	w.WriteHeader(resp.StatusCode)
+	if streaming {
+		// The headers go at once, as the rig sent them: the client knows the stream started
+		// (and where it is served) before the first token.
+		_ = http.NewResponseController(w).Flush()
+	}
+
+	o := outcome{httpStatus: resp.StatusCode, status: billing.GatewayOK}
+	var err error
+	if streaming {
+		err = g.relayStream(w, resp.Body, req.forcedUsage, &o)
+	} else {
+		err = g.relayBody(w, resp.Body, ok, &o)
+	}
+	o.at = g.now()
+	switch {
+	case c.Request().Context().Err() != nil || errors.Is(err, errClientGone):
+		o.status = billing.GatewayCanceled
+	case err != nil:
+		o.status = billing.GatewayError
+		g.log.Warn("gateway: a rig's response broke off", "offering", a.cand.OfferingID, "request_id", a.requestID, "err", err)
+	case !ok:
+		o.status = billing.GatewayError
+	}
+	return o
+}
+
+// errClientGone is a failed write to the client.
+var errClientGone = errors.New("the client went away")
+
+// relayBody copies a whole response as it comes, keeping up to maxUsageScan bytes of it to
+// read the usage from once it is over.
+func (g *gateway) relayBody(w http.ResponseWriter, body io.Reader, ok bool, o *outcome) error {
+	var kept bytes.Buffer
+	overflow := false
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := body.Read(buf)
+		if n > 0 {
+			if o.firstToken.IsZero() {
+				o.firstToken = g.now()
+			}
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return errClientGone
+			}
+			if !overflow && kept.Len()+n <= maxUsageScan {
+				kept.Write(buf[:n])
+			} else {
+				overflow = true
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if ok && !overflow {
+		var resp struct {
+			Usage *tokenUsage `json:"usage"`
+		}
+		if json.Unmarshal(kept.Bytes(), &resp) == nil && resp.Usage != nil {
+			o.usage = resp.Usage.count()
+		}
+	}
+	return nil
+}
+
+// tokenUsage is the usage object of a response or of a stream's usage chunk.
+type tokenUsage struct {
+	PromptTokens     int64 `json:"prompt_tokens"`
+	CompletionTokens int64 `json:"completion_tokens"`
+}
+
+func (u *tokenUsage) count() *billing.TokenCount {
+	return &billing.TokenCount{Input: max(u.PromptTokens, 0), Output: max(u.CompletionTokens, 0)}
+}
+
+// relayStream relays server-sent events frame by frame, flushing after each. It reads the
+// chunks for the first output (the time to first token) and the usage, and drops the usage
+// chunk the gateway asked for when the client had not.
+func (g *gateway) relayStream(w http.ResponseWriter, body io.Reader, forcedUsage bool, o *outcome) error {
+	rc := http.NewResponseController(w)
+	br := bufio.NewReaderSize(body, 32<<10)
+	var frame []byte
+	for {
+		line, err := br.ReadSlice('\n')
+		frame = append(frame, line...)
+		if len(frame) > maxFrameBytes {
+			return fmt.Errorf("a server-sent event longer than %d bytes", maxFrameBytes)
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if err == nil && !isBlankLine(line) {
+			continue
+		}
+		if len(frame) > 0 {
+			out, output := readChunk(frame, forcedUsage, o)
+			if out != nil {
+				if _, werr := w.Write(out); werr != nil {
+					return errClientGone
+				}
+				if rc.Flush() != nil {
+					return errClientGone
+				}
+				if output && o.firstToken.IsZero() {
+					o.firstToken = g.now()
+				}
+			}
+			frame = frame[:0]
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func isBlankLine(line []byte) bool {
+	return len(line) == 1 || len(line) == 2 && line[0] == '\r'
+}
+
+// streamChunk is what the gateway reads of a streamed chunk.
+type streamChunk struct {
+	Choices []struct {
+		Text  string `json:"text"`
+		Delta struct {
+			Content          string          `json:"content"`
+			ReasoningContent string          `json:"reasoning_content"`
+			Reasoning        string          `json:"reasoning"`
+			ToolCalls        json.RawMessage `json:"tool_calls"`
+		} `json:"delta"`
+	} `json:"choices"`
+	Usage *tokenUsage `json:"usage"`
+}
+
+var (
+	usageMember   = []byte(`"usage"`)
+	usageNullTail = []byte(`,"usage":null}`)
+)
+
+// readChunk reads one frame and returns what to send the client (nil to drop it) and whether
+// it carried output. A frame is parsed only while the first output is awaited, or when it
+// mentions usage.
+func readChunk(frame []byte, forcedUsage bool, o *outcome) (out []byte, output bool) {
+	payload, from, ok := dataPayload(frame)
+	if !ok || len(payload) == 0 || payload[0] != '{' {
+		return frame, false // a comment, [DONE], or not a chunk
+	}
+	mentionsUsage := bytes.Contains(payload, usageMember)
+	if !o.firstToken.IsZero() && !mentionsUsage {
+		return frame, false
+	}
+	var chunk streamChunk
+	if json.Unmarshal(payload, &chunk) != nil {
+		return frame, false
+	}
+	for _, ch := range chunk.Choices {
+		d := ch.Delta
+		if ch.Text != "" || d.Content != "" || d.ReasoningContent != "" || d.Reasoning != "" ||
+			(len(d.ToolCalls) > 0 && string(d.ToolCalls) != "null" && string(d.ToolCalls) != "[]") {
+			output = true
+			break
+		}
+	}
+	if chunk.Usage != nil {
+		o.usage = chunk.Usage.count()
+	}
+	if !forcedUsage {
+		return frame, output
+	}
+	if chunk.Usage != nil && len(chunk.Choices) == 0 {
+		return nil, false // the usage chunk the client did not ask for
+	}
+	// The usage member OpenAI-compatible servers add, null, to every other chunk once usage is
+	// asked for: taken out when it ends the chunk, as they write it.
+	if bytes.HasSuffix(payload, usageNullTail) {
+		to := from + len(payload)
+		out = make([]byte, 0, len(frame)-len(usageNullTail)+1)
+		out = append(append(append(out, frame[:to-len(usageNullTail)]...), '}'), frame[to:]...)
+		return out, output
+	}
+	return frame, output
+}
+
+// dataPayload returns the payload of a frame that is a single data line, as OpenAI-compatible
+// servers send chunks, and where it starts in the frame.
+func dataPayload(frame []byte) (payload []byte, from int, ok bool) {
+	rest, found := bytes.CutPrefix(frame, []byte("data:"))
+	if !found {
+		return nil, 0, false
+	}
+	from = len("data:")
+	if len(rest) > 0 && rest[0] == ' ' {
+		rest, from = rest[1:], from+1
+	}
+	end := bytes.IndexByte(rest, '\n')
+	if end < 0 {
+		end = len(rest)
+	} else if tail := rest[end+1:]; len(tail) > 0 && !isBlankLine(tail) {
+		return nil, 0, false // more lines than the data line
+	}
+	payload = bytes.TrimSuffix(rest[:end], []byte("\r"))
+	return payload, from, true
+}
+
+// observe reports an attempt to routing.
+func (g *gateway) observe(a *attempt, o outcome) {
+	obs := routing.Observation{RequestID: a.requestID, At: o.at, Duration: o.at.Sub(a.start), Status: metering.StatusOK}
+	switch o.status {
+	case billing.GatewayCanceled:
+		obs.Status = metering.StatusCanceled
+	case billing.GatewayError, billing.GatewayFailedOver:
+		obs.Status = metering.StatusError
+	}
+	if !o.firstToken.IsZero() {
+		obs.TTFT = o.firstToken.Sub(a.start)
+	}
+	if o.usage != nil {
+		obs.InputTokens, obs.OutputTokens = o.usage.Input, o.usage.Output
+	}
+	g.cfg.Router.Observe(a.cand.OfferingID, obs)
+}
+
+// record keeps what the gateway saw of an attempt that reached a rig.
+func (g *gateway) record(key accounts.APIKey, req *gatewayRequest, a *attempt, o outcome) {
+	if g.cfg.Requests == nil {
+		return
+	}
+	r := billing.GatewayRequest{RequestID: a.requestID, AccountID: key.AccountID, APIKeyID: key.ID,
+		OfferingID: a.cand.OfferingID, Tier: a.cand.Tier, Model: req.route.Model, HTTPStatus: o.httpStatus,
+		Status: o.status, Usage: o.usage, Duration: o.at.Sub(a.start), At: o.at}
+	if !o.firstToken.IsZero() {
+		r.TTFT = o.firstToken.Sub(a.start)
+	}
+	g.cfg.Requests.Record(r)
+}
