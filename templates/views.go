@@ -212,3 +212,15 @@ type RigConnectPage struct {
 	OfferingKey  string
 	Command      string // the shell command that runs the agent, one option per line
 }
+
+// DiscrepanciesPage lists requests whose usage as the gateway saw it differs from what was
+// metered.
+type DiscrepanciesPage struct {
+	Page
+	Rows []DiscrepancyRow
+}
+
+// DiscrepancyRow is one flagged request.
+type DiscrepancyRow struct {
+	Flagged, RequestID, OfferingID, Tier, Model, Seen, Metered, Reason string
+}

@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"html/template"
 	"log/slog"
 	"math"
 	"net"
@@ -28,6 +27,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/ticket"
+	"github.com/gpumarket/gpumarket/templates"
 )
 
 // The OpenAI-compatible gateway: POST /v1/chat/completions (streaming and not),
@@ -576,36 +576,18 @@ func (s *Server) discrepanciesPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var buf bytes.Buffer
-	if err := discrepanciesTemplate.Execute(&buf, list); err != nil {
-		return err
-	}
-	return c.HTMLBlob(http.StatusOK, buf.Bytes())
-}
-
-// discrepanciesTemplate is the admin's page of flagged requests. It stands apart from the templ
-// pages, without their layout, until templates/ has a component for it.
-var discrepanciesTemplate = template.Must(template.New("discrepancies").Funcs(template.FuncMap{
-	"tokens": func(n *int64) string {
+	tokens := func(n *int64) string {
 		if n == nil {
 			return "-"
 		}
 		return strconv.FormatInt(*n, 10)
-	},
-	"when": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
-}).Parse(`<!DOCTYPE html>
-<html lang="en">
-<head><meta charset="utf-8"><title>Discrepancies · gpumarket</title><link rel="stylesheet" href="/static/app.css"></head>
-<body><main>
-<p><a href="/admin/users">Admin</a></p>
-<h1>Discrepancies</h1>
-<p class="muted">Requests whose usage in the response, as the gateway saw it, differs by more than 1% from what the meter billed, or that were never metered. The latest flagged first.</p>
-{{if .}}<div class="table-wrap"><table>
-<thead><tr><th>Flagged</th><th>Request</th><th>Offering</th><th>Tier</th><th>Model</th><th>Response (in / out)</th><th>Metered (in / out)</th><th>Reason</th></tr></thead>
-<tbody>
-{{range .}}<tr data-testid="discrepancy">
-<td>{{when .FlaggedAt}}</td><td><code>{{.RequestID}}</code></td><td><code>{{.OfferingID}}</code></td><td>{{.Tier}}</td><td>{{.Model}}</td>
-<td>{{tokens .InputTokens}} / {{tokens .OutputTokens}}</td><td>{{tokens .MeteredInput}} / {{tokens .MeteredOutput}}</td><td>{{.Reason}}</td>
-</tr>{{end}}
-</tbody></table></div>{{else}}<p data-testid="no-discrepancies">No discrepancies.</p>{{end}}
-</main></body></html>`))
+	}
+	p := templates.DiscrepanciesPage{Page: s.page(c, "Discrepancies")}
+	for _, d := range list {
+		p.Rows = append(p.Rows, templates.DiscrepancyRow{Flagged: d.FlaggedAt.UTC().Format(time.DateTime), RequestID: d.RequestID,
+			OfferingID: d.OfferingID, Tier: string(d.Tier), Model: d.Model,
+			Seen: tokens(d.InputTokens) + " / " + tokens(d.OutputTokens), Metered: tokens(d.MeteredInput) + " / " + tokens(d.MeteredOutput),
+			Reason: d.Reason})
+	}
+	return s.render(c, http.StatusOK, templates.Discrepancies(p))
+}
