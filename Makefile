@@ -7,6 +7,7 @@ GO       ?= go
 DATA_DIR ?= $(or $(GPUMARKET_DATA_DIR),.data)
 PKGS     := ./...
 STRIPE_MOCK_VERSION := v0.203.0
+BENCH_EVENTS ?= 1000000
 BIN_DIR  := $(abspath $(DATA_DIR))/bin
 export STRIPE_MOCK_BIN ?= $(BIN_DIR)/stripe-mock
 
@@ -31,6 +32,15 @@ test-deps: ## install Chromium for the browser tests when it is missing
 		sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
 		$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq chromium >/dev/null; \
 	fi
+
+.PHONY: bench
+bench: bench-meter ## run the benchmarks
+
+.PHONY: bench-meter
+bench-meter: ## meter BENCH_EVENTS usage events end to end and compare with this machine's ceilings (starts PostgreSQL when missing)
+	@url=$${GPUMARKET_TEST_DATABASE_URL:-$$(GPUMARKET_DATA_DIR=$(DATA_DIR) $(GO) run ./cmd/gpumarket dev postgres)}; \
+	echo "the benchmark uses PostgreSQL at $$url" >&2; \
+	GPUMARKET_TEST_DATABASE_URL="$$url" $(GO) run ./cmd/meterbench -n $(BENCH_EVENTS)
 
 .PHONY: stripe-mock
 stripe-mock: $(STRIPE_MOCK_BIN) ## install stripe-mock (Stripe's API mock) under the data directory

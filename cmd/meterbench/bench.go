@@ -1,0 +1,312 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"os"
+	"runtime/pprof"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/events"
+	"github.com/gpumarket/gpumarket/services/metering"
+	"github.com/gpumarket/gpumarket/services/ticket"
+)
+
+// stallTimeout is how long the benchmark waits for the meter's next commit before it gives up.
+const stallTimeout = 2 * time.Minute
+
+// bench runs the whole benchmark; see the package comment.
+func bench(ctx context.Context, args []string) error {
+	o, err := parseOptions(args)
+	if err != nil {
+		return err
+	}
+	if o.batchSize == 0 {
+		o.batchSize = metering.DefaultBatchSize
+	}
+	env, err := setup(ctx, o.events)
+	if err != nil {
+		return err
+	}
+	env.workload.Rate = o.rate
+	defer env.close()
+
+	res, err := env.meter(ctx, o)
+	if err != nil {
+		return err
+	}
+
+	jsRate, err := jetStreamCeiling(ctx, env.srv.ClientURL(), o.events, o.batchSize)
+	if err != nil {
+		return err
+	}
+	progress("ceiling: JetStream fetch and ack of the same %d messages: %.0f events/s", o.events, jsRate)
+	pgRate, err := copyCeiling(ctx, env.db.Pool, o.batchSize)
+	if err != nil {
+		return err
+	}
+	progress("ceiling: pgx CopyFrom of the same %d rows in batches of %d into a table shaped like usage_events: %.0f events/s",
+		o.events, o.batchSize, pgRate)
+
+	if err := verify(ctx, env.db.Pool, &env.workload); err != nil {
+		return err
+	}
+	progress("exactly once: %d distinct events stored, none rejected; charges, ledger and rollups agree with the workload", o.events)
+
+	ceiling := min(jsRate, pgRate)
+	fmt.Printf("publish to commit: p50 %s; p99 %s\n", res.p50.Round(time.Millisecond), res.p99.Round(time.Millisecond))
+	fmt.Printf("meter: %.0f events/s; ceiling: %.0f events/s; ratio: %.2f\n", res.rate, ceiling, res.rate/ceiling)
+	return nil
+}
+
+// benchEnv is what a run works on: its database, its NATS server and the workload.
+type benchEnv struct {
+	db       *scratchDatabase
+	srv      *server.Server
+	natsDir  string
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	consumer jetstream.Consumer
+	workload workload
+	tickets  *ticket.Signer
+}
+
+// setup creates the database with the workload's customers and offerings, and the NATS server
+// with the usage stream and the meter's consumer, as `gpumarket meter` creates them.
+func setup(ctx context.Context, events int) (_ *benchEnv, err error) {
+	env := &benchEnv{}
+	defer func() {
+		if err != nil {
+			env.close()
+		}
+	}()
+	if env.db, err = createDatabase(ctx); err != nil {
+		return nil, err
+	}
+	if env.workload, err = seed(ctx, env.db.Pool, events); err != nil {
+		return nil, err
+	}
+	progress("database %s created: %d customers, %d offerings", env.db.name, len(env.workload.Customers), len(env.workload.Offerings))
+	if err := env.startNATS(ctx); err != nil {
+		return nil, err
+	}
+	env.workload.NATSURL, env.workload.TicketKey = env.srv.ClientURL(), make([]byte, 32)
+	_, _ = rand.Read(env.workload.TicketKey)
+	env.tickets, err = ticket.NewSigner(env.workload.TicketKey)
+	return env, err
+}
+
+func (env *benchEnv) startNATS(ctx context.Context) (err error) {
+	if env.natsDir, err = os.MkdirTemp("", "meterbench-nats-"); err != nil {
+		return err
+	}
+	if env.srv, err = events.StartEmbedded(events.EmbeddedOptions{StoreDir: env.natsDir}); err != nil {
+		return err
+	}
+	if env.nc, env.js, err = events.Connect(ctx, env.srv.ClientURL(), "meterbench-meter", nil); err != nil {
+		return err
+	}
+	env.consumer, err = metering.EnsureStreams(ctx, env.js, metering.StreamOptions{})
+	return err
+}
+
+// close stops the NATS server, removes its directory and drops the database.
+func (env *benchEnv) close() {
+	if env.nc != nil {
+		env.nc.Close()
+	}
+	if env.srv != nil {
+		env.srv.Shutdown()
+		env.srv.WaitForShutdown()
+	}
+	if env.natsDir != "" {
+		_ = os.RemoveAll(env.natsDir)
+	}
+	if env.db != nil {
+		env.db.drop()
+	}
+}
+
+// meter runs the meter while the publisher publishes the workload, until every event is
+// metered, and returns the run's figures.
+func (env *benchEnv) meter(ctx context.Context, o options) (runResult, error) {
+	run := newMeterRun(o.events)
+	m := metering.NewMeter(metering.MeterConfig{
+		Pool: env.db.Pool, Ledger: billing.NewLedger(env.db.Pool, nil), Tickets: env.tickets, JS: env.js,
+		Consumer: env.consumer, BatchSize: o.batchSize, OnCommit: run.committed,
+	})
+	meterCtx, stopMeter := context.WithCancel(ctx)
+	meterErr := make(chan error, 1)
+	go func() {
+		meterErr <- m.Run(meterCtx)
+		close(meterErr)
+	}()
+	defer func() {
+		stopMeter()
+		for range meterErr {
+		}
+	}()
+
+	progress("preparing %d events in a separate process, the publisher", o.events)
+	pub, err := startPublisher(ctx, env.workload)
+	if err != nil {
+		return runResult{}, err
+	}
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return runResult{}, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return runResult{}, err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	progress("publishing while the meter runs")
+	cpuBefore := sampleCPU(env.db.name)
+	if err := pub.start(); err != nil {
+		return runResult{}, err
+	}
+	published := make(chan error, 1)
+	var report publishReport
+	go func() {
+		var err error
+		report, err = pub.wait()
+		published <- err
+	}()
+
+	var cpu cpuUse
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	for running := true; running; {
+		select {
+		case err := <-published:
+			if err != nil {
+				return runResult{}, err
+			}
+			published = nil
+		case <-run.done:
+			running = false
+			cpu = sampleCPU(env.db.name).since(cpuBefore)
+		case <-tick.C:
+			stored, rejected, idle := run.progress()
+			progress("metered %d events, rejected %d", stored, rejected)
+			if idle > stallTimeout {
+				return runResult{}, fmt.Errorf("the meter committed nothing for %s", idle.Round(time.Second))
+			}
+		case <-ctx.Done():
+			return runResult{}, ctx.Err()
+		}
+	}
+	if published != nil {
+		if err := <-published; err != nil {
+			return runResult{}, err
+		}
+	}
+	stopMeter()
+	if err := <-meterErr; err != nil && !errors.Is(err, context.Canceled) {
+		return runResult{}, fmt.Errorf("the meter: %w", err)
+	}
+	res := run.result(report.First)
+	progress("meter: %d events of %d bytes in %s from the first publication to the last commit: %.0f events/s; publish to commit p50 %s, p99 %s, max %s",
+		o.events, report.Bytes/report.Published, res.took.Round(time.Millisecond), res.rate,
+		res.p50.Round(time.Millisecond), res.p99.Round(time.Millisecond), res.max.Round(time.Millisecond))
+	reportCPU(cpu, report.CPU, o.events, res.took)
+	return res, nil
+}
+
+// meterRun gathers what the meter reports of each committed batch.
+type meterRun struct {
+	mu        sync.Mutex
+	want      int
+	stored    int
+	rejected  int
+	latencies []time.Duration
+	started   time.Time
+	last      time.Time // the last commit
+	finished  bool
+	done      chan struct{} // closed when every event is metered
+}
+
+func newMeterRun(want int) *meterRun {
+	return &meterRun{want: want, latencies: make([]time.Duration, 0, want), started: time.Now(), done: make(chan struct{})}
+}
+
+// committed is the meter's OnCommit.
+func (r *meterRun) committed(res metering.BatchResult, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.finished {
+		return
+	}
+	for _, t := range res.Occurred {
+		r.latencies = append(r.latencies, at.Sub(t))
+	}
+	r.stored += res.Stored
+	if r.rejected == 0 && len(res.Rejections) > 0 {
+		first := res.Rejections[0]
+		progress("the meter rejects events of the workload, first %s: %s: %s", first.EventID, first.Reason, first.Detail)
+	}
+	r.rejected += len(res.Rejections)
+	r.last = at
+	if r.stored+r.rejected >= r.want {
+		r.finished = true
+		close(r.done)
+	}
+}
+
+// progress is what has been metered so far, and for how long nothing has been committed.
+func (r *meterRun) progress() (stored, rejected int, idle time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	since := r.started
+	if r.last.After(since) {
+		since = r.last
+	}
+	return r.stored, r.rejected, time.Since(since)
+}
+
+type runResult struct {
+	took          time.Duration
+	rate          float64
+	p50, p99, max time.Duration
+}
+
+// result is the run's figures, timed from the publisher's first publication.
+func (r *meterRun) result(first time.Time) runResult {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	slices.Sort(r.latencies)
+	at := func(q float64) time.Duration {
+		if len(r.latencies) == 0 {
+			return 0
+		}
+		return r.latencies[min(len(r.latencies)-1, int(q*float64(len(r.latencies))))]
+	}
+	took := r.last.Sub(first)
+	return runResult{took: took, rate: float64(r.want) / took.Seconds(), p50: at(0.50), p99: at(0.99), max: at(1)}
+}
+
+// reportCPU says where the machine's CPU went from the first publication to the last commit.
+func reportCPU(c cpuUse, publisher time.Duration, events int, took time.Duration) {
+	perEvent := func(d time.Duration) string {
+		return fmt.Sprintf("%.1fs (%.0f µs/event)", d.Seconds(), float64(d.Microseconds())/float64(events))
+	}
+	if c.total == 0 {
+		progress("CPU: this process (meter and embedded NATS) %s, publisher %s", perEvent(c.meter), perEvent(publisher))
+		return
+	}
+	progress("CPU: this process (meter and embedded NATS) %s, publisher %s, PostgreSQL %s, the rest of the machine %s; machine busy %.0f%% of %.0f cores for %s",
+		perEvent(c.meter), perEvent(publisher), perEvent(c.postgres), perEvent(max(0, c.busy-c.meter-publisher-c.postgres)),
+		100*c.busy.Seconds()/c.total.Seconds(), c.total.Seconds()/took.Seconds(), took.Round(time.Millisecond))
+}

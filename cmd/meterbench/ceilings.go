@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gpumarket/gpumarket/services/events"
+	"github.com/gpumarket/gpumarket/services/metering"
+)
+
+// jetStreamCeiling is how fast a plain pull consumer fetches and acknowledges the n messages
+// the meter has just metered, from the same stream: a durable consumer of its own with the
+// meter's consumer settings, pulling as many at a time as the meter does and acknowledging
+// each message. It ends when the server has every acknowledgement.
+func jetStreamCeiling(ctx context.Context, natsURL string, n, batchSize int) (float64, error) {
+	nc, js, err := events.Connect(ctx, natsURL, "meterbench-ceiling", nil)
+	if err != nil {
+		return 0, err
+	}
+	defer nc.Close()
+	cons, err := js.CreateOrUpdateConsumer(ctx, metering.StreamName, jetstream.ConsumerConfig{
+		Durable: "meterbench_ceiling", AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second,
+		MaxDeliver: -1, MaxAckPending: 100_000, DeliverPolicy: jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("ceiling consumer: %w", err)
+	}
+	start := time.Now()
+	it, err := cons.Messages(jetstream.PullMaxMessages(2 * batchSize))
+	if err != nil {
+		return 0, err
+	}
+	for range n {
+		msg, err := it.Next()
+		if err != nil {
+			it.Stop()
+			return 0, fmt.Errorf("ceiling consumer: %w", err)
+		}
+		if err := msg.Ack(); err != nil {
+			it.Stop()
+			return 0, fmt.Errorf("ceiling consumer: %w", err)
+		}
+	}
+	it.Stop()
+	for {
+		info, err := cons.Info(ctx)
+		if err != nil {
+			return 0, err
+		}
+		if info.NumAckPending == 0 && info.AckFloor.Stream >= uint64(n) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return float64(n) / time.Since(start).Seconds(), nil
+}
+
+// usageRow is a stored usage row with the Go types the meter hands to CopyFrom.
+type usageRow struct {
+	eventID, requestID, accountID, apiKeyID, offeringID, providerID, tier, model string
+	inputTokens, outputTokens                                                    int64
+	ttft, duration, energy                                                       float64
+	energySource, status                                                         string
+	inputPrice, outputPrice, askPrice, charge, payable                           int64
+	occurred, metered                                                            time.Time
+	seq                                                                          int64
+}
+
+var usageColumns = []string{"event_id", "request_id", "account_id", "api_key_id", "offering_id", "provider_account_id",
+	"tier", "model", "input_tokens", "output_tokens", "ttft_ms", "duration_ms", "energy_j", "energy_source", "status",
+	"input_price", "output_price", "ask_price", "charge_pico", "payable_pico", "occurred_at", "metered_at", "stream_seq"}
+
+// copyCeiling is how fast pgx CopyFrom writes the usage rows the meter stored into a scratch
+// table with usage_events' columns, constraints and indexes (all but the foreign keys), in
+// batches of the meter's size, each its own transaction, one after the other.
+func copyCeiling(ctx context.Context, pool *pgxpool.Pool, batchSize int) (float64, error) {
+	rows, err := pool.Query(ctx, `SELECT event_id, request_id, account_id::text, api_key_id, offering_id::text,
+		provider_account_id::text, tier, model, input_tokens, output_tokens, ttft_ms, duration_ms, energy_j,
+		energy_source, status, input_price, output_price, ask_price, charge_pico::bigint, payable_pico::bigint,
+		occurred_at, metered_at, stream_seq
+		FROM usage_events ORDER BY stream_seq`)
+	if err != nil {
+		return 0, err
+	}
+	stored, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (u usageRow, err error) {
+		err = r.Scan(&u.eventID, &u.requestID, &u.accountID, &u.apiKeyID, &u.offeringID, &u.providerID, &u.tier,
+			&u.model, &u.inputTokens, &u.outputTokens, &u.ttft, &u.duration, &u.energy, &u.energySource, &u.status,
+			&u.inputPrice, &u.outputPrice, &u.askPrice, &u.charge, &u.payable, &u.occurred, &u.metered, &u.seq)
+		return u, err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("read the usage rows: %w", err)
+	}
+	if _, err := pool.Exec(ctx, `CREATE TABLE meterbench_copy (LIKE usage_events INCLUDING ALL)`); err != nil {
+		return 0, err
+	}
+	defer pool.Exec(context.WithoutCancel(ctx), `DROP TABLE meterbench_copy`) //nolint:errcheck
+
+	start := time.Now()
+	for from := 0; from < len(stored); from += batchSize {
+		batch := stored[from:min(from+batchSize, len(stored))]
+		if _, err := pool.CopyFrom(ctx, pgx.Identifier{"meterbench_copy"}, usageColumns, &rowSource{rows: batch, at: -1}); err != nil {
+			return 0, fmt.Errorf("copy: %w", err)
+		}
+	}
+	return float64(len(stored)) / time.Since(start).Seconds(), nil
+}
+
+// rowSource hands rows to CopyFrom one at a time, each as a fresh []any, as the meter does.
+type rowSource struct {
+	rows []usageRow
+	at   int
+}
+
+func (s *rowSource) Next() bool { s.at++; return s.at < len(s.rows) }
+func (s *rowSource) Err() error { return nil }
+func (s *rowSource) Values() ([]any, error) {
+	u := &s.rows[s.at]
+	return []any{u.eventID, u.requestID, u.accountID, u.apiKeyID, u.offeringID, u.providerID, u.tier, u.model,
+		u.inputTokens, u.outputTokens, u.ttft, u.duration, u.energy, u.energySource, u.status, u.inputPrice,
+		u.outputPrice, u.askPrice, u.charge, u.payable, u.occurred, u.metered, u.seq}, nil
+}

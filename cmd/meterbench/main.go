@@ -1,0 +1,94 @@
+// Command meterbench measures the meter end to end on this machine: how many usage events per
+// second it prices and commits exactly once, how long an event waits from its publication to
+// its commit, and how close that comes to what JetStream and PostgreSQL can do here at all.
+//
+//	meterbench [-n 1000000] [-rate 0] [-batch 0] [-cpuprofile file]
+//
+// One run, on a fresh database (created on the server of GPUMARKET_TEST_DATABASE_URL, else
+// 127.0.0.1:5432, and dropped at the end) and an embedded NATS server in a temporary directory:
+//
+//  1. The meter runs as `gpumarket meter` runs it, with its production stream and batch
+//     settings, waiting on the empty usage stream.
+//  2. A separate process (this program again, in its publish mode, standing for the rigs)
+//     signs N valid events for several customers and offerings, then publishes them as fast as
+//     the stream takes them (or at -rate events per second), each stamped with the time it is
+//     published. The meter's E is N over the time from the first publication to the last
+//     commit; the latency of an event is its commit time minus its stamp. Flat out, the
+//     latency is mostly the queue that builds when the rigs publish faster than the meter
+//     meters; -rate below E measures it at a load the meter keeps up with.
+//  3. The ceilings, on the same messages and rows, measured after the meter has finished so
+//     that neither takes the machine from the other: a plain pull consumer of its own on the
+//     same stream fetches and acknowledges all N messages as the meter's consumer does (same
+//     client, same pull size, one ack per message); and pgx CopyFrom writes the same usage
+//     rows, with the Go types the meter hands to pgx, in batches of the meter's size each
+//     committed, into a scratch table shaped like usage_events (same columns, constraints and
+//     indexes, but no foreign keys). C is the lower of the two: what this machine could do if
+//     metering were only moving the messages into the table.
+//  4. Exactly once is checked: N distinct events stored, none rejected, charges equal to the
+//     workload's own sum, the ledger balanced and equal to the charges, the rollups equal to
+//     the rows.
+//
+// Progress goes to stderr, with where the machine's CPU went while the meter ran (this
+// process, which holds the meter and the NATS server; the publisher; the PostgreSQL processes
+// working for the run's database; anything else, such as other work on the machine). The
+// last line on stdout reads
+// "meter: <E> events/s; ceiling: <C> events/s; ratio: <E/C>".
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	// The meter's and the NATS server's own logs would drown the progress lines: only
+	// warnings and errors from them.
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	if len(os.Args) > 1 && os.Args[1] == publishMode {
+		err = publish(ctx, os.Stdin, os.Stdout)
+	} else {
+		err = bench(ctx, os.Args[1:])
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintln(os.Stderr, "meterbench:", err)
+		os.Exit(1)
+	}
+}
+
+// options are the benchmark's flags.
+type options struct {
+	events     int
+	rate       int
+	batchSize  int
+	cpuProfile string
+}
+
+func parseOptions(args []string) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("meterbench", flag.ContinueOnError)
+	fs.IntVar(&o.events, "n", 1_000_000, "events to publish and meter")
+	fs.IntVar(&o.rate, "rate", 0, "events per second to publish (0: as fast as the stream takes them)")
+	fs.IntVar(&o.batchSize, "batch", 0, "the meter's batch size (0: the meter's default)")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process while the meter runs")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if o.events < 1 || o.rate < 0 {
+		return o, errors.New("-n must be at least 1 and -rate at least 0")
+	}
+	return o, nil
+}
+
+// progress prints a progress line to stderr.
+func progress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "meterbench: "+format+"\n", args...)
+}

@@ -1,0 +1,237 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gpumarket/gpumarket/services/events"
+	"github.com/gpumarket/gpumarket/services/metering"
+	"github.com/gpumarket/gpumarket/services/ticket"
+)
+
+// publishMode is the first argument with which this program runs as the publisher.
+const publishMode = "publish"
+
+// publishAhead is how many publications may wait for the stream's acknowledgement at once;
+// the next one waits (up to a minute) while that many are outstanding.
+const publishAhead = 8192
+
+// publishReport is what the publisher tells the parent when it is done.
+type publishReport struct {
+	First     time.Time     `json:"first"` // the first publication
+	Last      time.Time     `json:"last"`  // the last acknowledgement from the stream
+	Published int           `json:"published"`
+	Bytes     int           `json:"bytes"` // of the events' bodies
+	CPU       time.Duration `json:"cpu"`   // the publisher's CPU time from its first publication on
+}
+
+// The publisher's protocol on its standard input and output, one line each: the parent sends
+// the workload; the publisher prepares the events and answers ready; the parent says go; the
+// publisher publishes and answers with its report.
+const (
+	publisherReady = "ready"
+	publisherGo    = "go"
+)
+
+// preparedEvent is a signed, encoded event waiting for its time stamp.
+type preparedEvent struct {
+	subject, id string
+	body        []byte
+	stampAt     int // offset of the time in body
+}
+
+// publish is the publisher process: it reads the workload from in, signs and encodes every
+// event first (the rigs' and the gateway's work, not the meter's: it is not timed), then, told
+// to go, publishes them all, stamping each with the time it goes out, and reports to out.
+func publish(ctx context.Context, stdin io.Reader, out io.Writer) error {
+	in := bufio.NewReader(stdin)
+	line, err := in.ReadBytes('\n')
+	if err != nil {
+		return fmt.Errorf("publisher: read the workload: %w", err)
+	}
+	var w workload
+	if err := json.Unmarshal(line, &w); err != nil {
+		return fmt.Errorf("publisher: read the workload: %w", err)
+	}
+	start := time.Now()
+	prepared, err := prepare(&w, start)
+	if err != nil {
+		return err
+	}
+	progress("publisher: %d events signed and encoded in %s", len(prepared), time.Since(start).Round(time.Millisecond))
+
+	nc, _, err := events.Connect(ctx, w.NATSURL, "meterbench-publisher", nil)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	var failed atomic.Int64
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(publishAhead),
+		jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, _ *nats.Msg, err error) {
+			if failed.Add(1) == 1 {
+				progress("publisher: a publication failed: %v", err)
+			}
+		}))
+	if err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintln(out, publisherReady); err != nil {
+		return err
+	}
+	if line, err := in.ReadString('\n'); err != nil || strings.TrimSpace(line) != publisherGo {
+		return fmt.Errorf("publisher: waiting for %q: %q, %v", publisherGo, line, err)
+	}
+
+	cpu := selfCPU()
+	report := publishReport{First: time.Now()}
+	stamp := make([]byte, 0, 64)
+	for i := range prepared {
+		if w.Rate > 0 {
+			due := report.First.Add(time.Duration(i) * time.Second / time.Duration(w.Rate))
+			if ahead := time.Until(due); ahead > time.Millisecond {
+				time.Sleep(ahead)
+			}
+		}
+		ev := &prepared[i]
+		// Formatting straight into the body would not do: AppendFormat may use the room
+		// beyond what it returns as scratch space.
+		stamp = time.Now().UTC().AppendFormat(stamp[:0], stampLayout)
+		copy(ev.body[ev.stampAt:], stamp)
+		report.Bytes += len(ev.body)
+		msg := &nats.Msg{Subject: ev.subject, Data: ev.body, Header: nats.Header{metering.HeaderMsgID: {ev.id}}}
+		if _, err := js.PublishMsgAsync(msg, jetstream.WithStallWait(time.Minute)); err != nil {
+			return fmt.Errorf("publisher: event %d: %w", i, err)
+		}
+		prepared[i] = preparedEvent{} // let the body go once the client has it
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	report.Last, report.CPU = time.Now(), selfCPU()-cpu
+	if n := failed.Load(); n > 0 {
+		return fmt.Errorf("publisher: %d of %d publications failed", n, len(prepared))
+	}
+	report.Published = len(prepared)
+	took := report.Last.Sub(report.First)
+	progress("publisher: %d events published and acknowledged by the stream in %s (%.0f/s)",
+		report.Published, took.Round(time.Millisecond), float64(report.Published)/took.Seconds())
+	return json.NewEncoder(out).Encode(report)
+}
+
+// prepare signs each event's route ticket, issued a little before now, and encodes the event
+// with a placeholder time to be stamped at publication.
+func prepare(w *workload, now time.Time) ([]preparedEvent, error) {
+	signer, err := ticket.NewSigner(w.TicketKey)
+	if err != nil {
+		return nil, err
+	}
+	placeholder := []byte(placeholderTime.Format(stampLayout))
+	issued := now.Add(-2 * time.Second)
+	prepared := make([]preparedEvent, w.Events)
+	for i := range prepared {
+		off := w.offering(i)
+		tk, err := signer.Sign(ticket.Claims{RequestID: w.requestID(i), AccountID: w.customer(i), APIKeyID: "bench",
+			OfferingID: off.ID, Tier: off.Tier, IssuedAt: issued})
+		if err != nil {
+			return nil, err
+		}
+		ev := metering.NewEvent(w.eventID(i), off.Provider, off.ID, placeholderTime, w.usage(i, tk))
+		body, err := metering.Encode(ev)
+		if err != nil {
+			return nil, err
+		}
+		at := bytes.Index(body, placeholder)
+		if at < 0 {
+			return nil, errors.New("publisher: the encoded event does not hold its time as expected")
+		}
+		prepared[i] = preparedEvent{subject: metering.Subject(off.Provider, off.ID), id: ev.ID, body: body, stampAt: at}
+	}
+	return prepared, nil
+}
+
+// publisher is the publisher process seen from the benchmark.
+type publisher struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	lines chan string // what it writes to its standard output, line by line
+}
+
+// startPublisher runs this program again in its publish mode, hands it the workload and waits
+// until it is ready to publish.
+func startPublisher(ctx context.Context, w workload) (*publisher, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	in, err := json.Marshal(w)
+	if err != nil {
+		return nil, err
+	}
+	p := &publisher{cmd: exec.CommandContext(ctx, exe, publishMode), lines: make(chan string, 2)}
+	p.cmd.Stderr = os.Stderr
+	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
+		return nil, err
+	}
+	stdout, err := p.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := p.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start the publisher: %w", err)
+	}
+	go func() {
+		defer close(p.lines)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			p.lines <- sc.Text()
+		}
+	}()
+	if _, err := fmt.Fprintf(p.stdin, "%s\n", in); err != nil {
+		return nil, fmt.Errorf("the publisher: %w", err)
+	}
+	select {
+	case line := <-p.lines:
+		if line != publisherReady {
+			return nil, fmt.Errorf("the publisher: %w", p.cmd.Wait())
+		}
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return p, nil
+}
+
+// start tells the publisher to publish.
+func (p *publisher) start() error {
+	_, err := fmt.Fprintln(p.stdin, publisherGo)
+	return err
+}
+
+// wait waits for the publisher to finish and returns its report.
+func (p *publisher) wait() (publishReport, error) {
+	var r publishReport
+	line := <-p.lines
+	for range p.lines { // Wait closes the pipe: read it to its end first
+	}
+	if err := p.cmd.Wait(); err != nil {
+		return r, fmt.Errorf("the publisher: %w", err)
+	}
+	if err := json.Unmarshal([]byte(line), &r); err != nil {
+		return r, fmt.Errorf("the publisher's report %q: %w", line, err)
+	}
+	return r, nil
+}

@@ -1,0 +1,178 @@
+package metering
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/money"
+)
+
+// TestMeterPipelineStoresEveryEventOnce runs many small batches through the pipeline, two
+// committing at a time, with redeliveries of stored events mixed in: every event is stored
+// once, every redelivery is refused as a duplicate, and OnCommit reports the time of each
+// stored event once.
+func TestMeterPipelineStoresEveryEventOnce(t *testing.T) {
+	e := setupMeter(t)
+	var mu sync.Mutex
+	var occurred []time.Time
+	cfg := e.meter.cfg
+	cfg.BatchSize = 40
+	cfg.OnCommit = func(res BatchResult, committed time.Time) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(res.Occurred) != res.Stored {
+			t.Errorf("OnCommit: %d event times for %d stored events", len(res.Occurred), res.Stored)
+		}
+		occurred = append(occurred, res.Occurred...)
+	}
+	e.meter = NewMeter(cfg)
+
+	subject := Subject(e.provider, e.offering)
+	const events, again = 600, 60
+	var want []time.Time
+	var charge money.Pico
+	var bodies [][]byte
+	for i := range events {
+		at := e.now.Add(-time.Duration(i) * time.Second)
+		id, body := e.event(t, 10, int64(1+i%7), at)
+		e.publish(t, subject, id, body)
+		want = append(want, at)
+		charge += money.Pico(10*150_000 + (1+i%7)*300_000)
+		bodies = append(bodies, body)
+	}
+	e.drain(t)
+	// Redeliveries past the stream's dedupe window (no message id), mixed with new events.
+	for i := range again {
+		e.publish(t, subject, "", bodies[i*events/again])
+		at := e.now.Add(time.Duration(-events-i) * time.Second)
+		id, body := e.event(t, 10, 1, at)
+		e.publish(t, subject, id, body)
+		want = append(want, at)
+		charge += money.Pico(10*150_000 + 300_000)
+	}
+	e.drain(t)
+
+	if n := e.count(t, `SELECT count(*) FROM usage_events`); n != events+again {
+		t.Fatalf("%d usage rows, want %d", n, events+again)
+	}
+	if n := e.count(t, `SELECT count(*) FROM usage_rejections WHERE reason = 'duplicate'`); n != again {
+		t.Errorf("%d duplicates refused, want %d", n, again)
+	}
+	if n := e.count(t, `SELECT sum(requests) FROM usage_hourly`); n != events+again {
+		t.Errorf("rollups count %d requests, want %d", n, events+again)
+	}
+	if got := e.balance(t, billing.AccountCustomerCredit, e.customer); got != -charge {
+		t.Errorf("customer balance %s, want %s", got, -charge)
+	}
+	slices.SortFunc(occurred, time.Time.Compare)
+	slices.SortFunc(want, time.Time.Compare)
+	if !slices.EqualFunc(occurred, want, time.Time.Equal) {
+		t.Errorf("OnCommit reported %d event times; want the %d of the stored events", len(occurred), len(want))
+	}
+}
+
+// TestConcurrentBatchesOfTheSameEvents commits the same events in several transactions at
+// once, as two committers or two meters do when the stream delivers a batch again: one copy
+// of each event is stored and charged, the others are refused as duplicates, and no
+// transaction deadlocks for good.
+func TestConcurrentBatchesOfTheSameEvents(t *testing.T) {
+	e := setupMeter(t)
+	subject := Subject(e.provider, e.offering)
+	const events, copies = 300, 4
+	msgs := make([]Message, events)
+	for i := range msgs {
+		_, body := e.event(t, 100, 50, e.now.Add(-time.Minute))
+		msgs[i] = Message{Seq: uint64(i + 1), Subject: subject, Data: body}
+	}
+
+	results := make([]BatchResult, copies)
+	var wg sync.WaitGroup
+	for c := range copies {
+		// Each copy in its own order: the meter sorts what it inserts.
+		batch := slices.Clone(msgs)
+		slices.Reverse(batch[:c*events/copies])
+		wg.Go(func() {
+			for {
+				res, err := e.meter.ProcessMessages(context.Background(), batch)
+				var pe *pgconn.PgError
+				if errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001") {
+					continue // what commitWithRetry does with a deadlock victim
+				}
+				if err != nil {
+					t.Errorf("copy %d: %v", c, err)
+				}
+				results[c] = res
+				return
+			}
+		})
+	}
+	wg.Wait()
+
+	stored, duplicates := 0, 0
+	for _, r := range results {
+		stored += r.Stored
+		for _, rej := range r.Rejections {
+			if rej.Reason != RejectDuplicate {
+				t.Errorf("rejection %s: %s", rej.Reason, rej.Detail)
+			}
+			duplicates++
+		}
+	}
+	if stored != events || duplicates != (copies-1)*events {
+		t.Errorf("stored %d and refused %d as duplicates; want %d and %d", stored, duplicates, events, (copies-1)*events)
+	}
+	if n := e.count(t, `SELECT count(*) FROM usage_events`); n != events {
+		t.Fatalf("%d usage rows, want %d", n, events)
+	}
+	charge := money.Pico(events * (100*150_000 + 50*300_000))
+	if got := e.balance(t, billing.AccountCustomerCredit, e.customer); got != -charge {
+		t.Errorf("customer balance %s, want %s", got, -charge)
+	}
+	if n := e.count(t, `SELECT sum(requests) FROM usage_hourly`); n != events {
+		t.Errorf("rollups count %d requests, want %d", n, events)
+	}
+}
+
+// TestCommitStoresTheNewEventsOfABatchWithAStoredOne: a batch that takes its events for new
+// and meets a stored one is written again, event by event checked: the new events are
+// stored and charged once, the stored one refused, in one transaction.
+func TestCommitStoresTheNewEventsOfABatchWithAStoredOne(t *testing.T) {
+	e := setupMeter(t)
+	subject := Subject(e.provider, e.offering)
+	var msgs []Message
+	for i := range 5 {
+		_, body := e.event(t, 1000, 100, e.now.Add(-time.Minute))
+		msgs = append(msgs, Message{Seq: uint64(i + 1), Subject: subject, Data: body})
+	}
+	if res, err := e.meter.ProcessMessages(context.Background(), msgs[2:3]); err != nil || res.Stored != 1 {
+		t.Fatalf("first event: %+v, %v", res, err)
+	}
+	res, err := e.meter.ProcessMessages(context.Background(), msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Stored != 4 || len(res.Rejections) != 1 || res.Rejections[0].Reason != RejectDuplicate ||
+		res.Rejections[0].Seq != 3 {
+		t.Fatalf("stored %d, rejected %+v; want 4 stored and event 3 refused as a duplicate", res.Stored, res.Rejections)
+	}
+	charge := money.Pico(5 * (1000*150_000 + 100*300_000))
+	if res.Charged != charge*4/5 {
+		t.Errorf("batch charged %s, want %s", res.Charged, charge*4/5)
+	}
+	if got := e.balance(t, billing.AccountCustomerCredit, e.customer); got != -charge {
+		t.Errorf("customer balance %s, want %s", got, -charge)
+	}
+	if n := e.count(t, `SELECT count(*) FROM ledger_transactions WHERE kind = 'usage'`); n != 2 {
+		t.Errorf("%d usage transactions, want one per committed batch", n)
+	}
+	if n := e.count(t, `SELECT count(*) FROM usage_rejections`); n != 1 {
+		t.Errorf("%d rejections stored, want 1", n)
+	}
+}
