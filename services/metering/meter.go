@@ -183,7 +183,7 @@ func (m *Meter) collectAndCheck(ctx context.Context, it jetstream.MessagesContex
 		first, err := it.Next()
 		if err != nil {
 			if m.consumeError(ctx, err) {
-				return ctx.Err()
+				return stopError(ctx, err)
 			}
 			continue
 		}
@@ -212,7 +212,7 @@ func (m *Meter) collectAndCheck(ctx context.Context, it jetstream.MessagesContex
 			}
 		}
 		if err != nil && m.consumeError(ctx, err) {
-			return ctx.Err()
+			return stopError(ctx, err)
 		}
 	}
 }
@@ -220,6 +220,50 @@ func (m *Meter) collectAndCheck(ctx context.Context, it jetstream.MessagesContex
 // fillPoll is how long a batch waiting for a free committer waits for more events before it
 // looks again.
 const fillPoll = 2 * time.Millisecond
+
+// redeliveries finds which of the events not inserted are stored from the very same stream
+// message: deliveries again of what a batch already committed, not duplicates.
+func redeliveries(ctx context.Context, tx pgx.Tx, priced []pricedEvent, isNew map[string]bool) (map[string]bool, error) {
+	var ids []string
+	seqs := map[string]int64{}
+	for i := range priced {
+		id := priced[i].c.ev.ID
+		if !isNew[id] {
+			ids = append(ids, id)
+			seqs[id] = int64(priced[i].c.msg.Seq)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := tx.Query(ctx, `SELECT event_id, stream_seq FROM usage_events WHERE event_id = ANY ($1)`, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]bool{}
+	for rows.Next() {
+		var id string
+		var seq int64
+		if err := rows.Scan(&id, &seq); err != nil {
+			return nil, err
+		}
+		if seqs[id] == seq {
+			out[id] = true
+		}
+	}
+	return out, rows.Err()
+}
+
+// stopError is what Run returns when it stops: the context's error, or, while the process is
+// meant to run, an error saying the consumer's stream of messages closed, so that the
+// process ends and its supervisor restarts it rather than serving without metering.
+func stopError(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return fmt.Errorf("metering: the consumer's message stream closed; the meter must restart: %w", err)
+}
 
 // consumeError handles an error of the consumer: it stops Run when ctx has ended or the
 // consumer's iterator is closed; any other is logged and, after a pause, passed.
@@ -613,6 +657,7 @@ func (m *Meter) store(ctx context.Context, tx pgx.Tx, cands []candidate, now tim
 	}
 
 	var isNew map[string]bool // nil: every one is new
+	var redelivered map[string]bool
 	if assumeNew {
 		if _, err := tx.Exec(ctx, insertNewUsage, usageArrays(priced, now)...); err != nil {
 			return out, err
@@ -630,12 +675,20 @@ func (m *Meter) store(ctx context.Context, tx pgx.Tx, cands []candidate, now tim
 		for _, id := range newIDs {
 			isNew[id] = true
 		}
+		if redelivered, err = redeliveries(ctx, tx, priced, isNew); err != nil {
+			return out, err
+		}
 	}
 	stored := make([]*pricedEvent, 0, len(priced))
 	out.occurred = make([]time.Time, 0, len(priced))
 	for i := range priced {
 		pe := &priced[i]
 		if isNew != nil && !isNew[pe.c.ev.ID] {
+			if redelivered[pe.c.ev.ID] {
+				// The same message again (a crash or a lost ack after its commit): it is
+				// stored, so it is acknowledged and is no duplicate to review.
+				continue
+			}
 			out.rejections = append(out.rejections, StoredRejection{Message: pe.c.msg, EventID: pe.c.ev.ID, Reason: RejectDuplicate,
 				Detail: "event " + pe.c.ev.ID + " or request " + pe.c.ev.Data.RequestID + " is already metered"})
 			continue
