@@ -587,7 +587,7 @@ func (l *RequestLog) insert(ctx context.Context, rs []GatewayRequest) error {
 	tiers, models, statuses := make([]string, n), make([]string, n), make([]string, n)
 	codes := make([]int32, n)
 	in, out := make([]*int64, n), make([]*int64, n)
-	ttft, dur := make([]*float64, n), make([]float64, n)
+	ttftMs, durationMs := make([]*float64, n), make([]float64, n)
 	at := make([]time.Time, n)
 	for i, r := range rs {
 		ids[i], accts[i], keys[i], offerings[i] = r.RequestID, r.AccountID, r.APIKeyID, r.OfferingID
@@ -597,9 +597,9 @@ func (l *RequestLog) insert(ctx context.Context, rs []GatewayRequest) error {
 		}
 		if r.TTFT > 0 {
 			ms := float64(r.TTFT) / float64(time.Millisecond)
-			ttft[i] = &ms
+			ttftMs[i] = &ms
 		}
-		dur[i] = float64(r.Duration) / float64(time.Millisecond)
+		durationMs[i] = float64(r.Duration) / float64(time.Millisecond)
 		at[i] = r.At.UTC()
 	}
 	_, err := l.pool.Exec(ctx, `
@@ -608,7 +608,7 @@ func (l *RequestLog) insert(ctx context.Context, rs []GatewayRequest) error {
 		SELECT * FROM unnest($1::text[], $2::uuid[], $3::uuid[], $4::uuid[], $5::text[], $6::text[], $7::int[], $8::text[],
 			$9::bigint[], $10::bigint[], $11::float8[], $12::float8[], $13::timestamptz[])
 		ON CONFLICT (request_id) DO NOTHING`,
-		ids, accts, keys, offerings, tiers, models, codes, statuses, in, out, ttft, dur, at)
+		ids, accts, keys, offerings, tiers, models, codes, statuses, in, out, ttftMs, durationMs, at)
 	return err
 }
 
