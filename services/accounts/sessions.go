@@ -2,7 +2,6 @@ package accounts
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"time"
@@ -69,7 +68,7 @@ func (s *Service) Login(ctx context.Context, in LoginInput) (sess Session, err e
 func (s *Service) open(ctx context.Context, u User) (Session, error) {
 	now := s.now().UTC().Truncate(time.Second)
 	expires := now.Add(s.sessionTTL)
-	id, err := newUUID()
+	id, err := services.NewUUID()
 	if err != nil {
 		return Session{}, err
 	}
@@ -123,13 +122,3 @@ func (s *Service) Logout(ctx context.Context, sessionID string) (err error) {
 
 // dummyHash is checked against when the email is unknown, so both paths cost one hash.
 var dummyHash, _ = DefaultHasher.Hash("gpumarket-timing-equaliser")
-
-func newUUID() (string, error) {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", err
-	}
-	b[6] = (b[6] & 0x0f) | 0x40
-	b[8] = (b[8] & 0x3f) | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16]), nil
-}

@@ -2,7 +2,6 @@ package billing
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"strconv"
@@ -117,7 +116,7 @@ func (c *Credits) Start(ctx context.Context, in StartInput) (_ Purchase, _ Check
 	if in.AmountCents < MinPurchaseCents || in.AmountCents > MaxPurchaseCents {
 		return Purchase{}, CheckoutSession{}, amountError("Buy between $5 and $10,000 of credits at a time.")
 	}
-	id, err := newID()
+	id, err := services.NewUUID()
 	if err != nil {
 		return Purchase{}, CheckoutSession{}, err
 	}
@@ -263,16 +262,6 @@ func (c *Credits) Adjust(ctx context.Context, in AdjustInput) (_ Transaction, er
 		Postings: []Posting{{Account: customer, Amount: in.Amount}, {Account: revenue, Amount: -in.Amount}},
 	})
 	return txn, err
-}
-
-func newID() (string, error) {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", err
-	}
-	b[6] = (b[6] & 0x0f) | 0x40
-	b[8] = (b[8] & 0x3f) | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16]), nil
 }
 
 func centsToPico(cents int64) money.Pico { return money.Pico(cents) * money.PicoPerCent }
