@@ -21,7 +21,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
+	"io"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -52,7 +55,8 @@ var (
 
 // Signer signs and verifies tickets with one key.
 type Signer struct {
-	key []byte
+	key      []byte
+	platform *keyedMAC
 }
 
 // NewSigner returns a signer; the key must be at least 32 bytes.
@@ -60,7 +64,7 @@ func NewSigner(key []byte) (*Signer, error) {
 	if len(key) < 32 {
 		return nil, errors.New("ticket: the key must be at least 32 bytes (GPUMARKET_TICKET_KEY)")
 	}
-	return &Signer{key: append([]byte(nil), key...)}, nil
+	return &Signer{key: append([]byte(nil), key...), platform: newKeyedMAC(key)}, nil
 }
 
 // OfferingKey derives the key an offering's agent verifies its tickets with.
@@ -92,6 +96,27 @@ func mac(key []byte, encodedClaims string) []byte {
 	return m.Sum(nil)
 }
 
+// keyedMAC hands out HMACs keyed once with one key, so that checking a ticket costs no key
+// schedule: the meter checks one per usage event.
+type keyedMAC struct {
+	pool sync.Pool
+}
+
+func newKeyedMAC(key []byte) *keyedMAC {
+	k := append([]byte(nil), key...)
+	return &keyedMAC{pool: sync.Pool{New: func() any { return hmac.New(sha256.New, k) }}}
+}
+
+// equal reports whether sum is the MAC of the encoded claims.
+func (k *keyedMAC) equal(sum []byte, encodedClaims string) bool {
+	m := k.pool.Get().(hash.Hash)
+	defer k.pool.Put(m)
+	m.Reset()
+	io.WriteString(m, encodedClaims)
+	var buf [sha256.Size]byte
+	return hmac.Equal(sum, m.Sum(buf[:0]))
+}
+
 // split cuts a ticket into its encoded claims and its two MACs.
 func split(t string) (enc string, platformMAC, offeringMAC []byte, err error) {
 	if len(t) == 0 || len(t) > MaxLength {
@@ -115,11 +140,66 @@ func decodeClaims(enc string) (Claims, error) {
 	if err != nil {
 		return Claims{}, ErrMalformed
 	}
-	var c Claims
-	if err := json.Unmarshal(body, &c); err != nil || c.RequestID == "" || c.OfferingID == "" || c.AccountID == "" || c.IssuedAt.IsZero() {
+	c, ok := decodeCanonical(body)
+	if !ok {
+		// Not as Sign writes claims (escapes, other spacing or order): the full decoder.
+		c = Claims{}
+		if err := json.Unmarshal(body, &c); err != nil {
+			return Claims{}, ErrMalformed
+		}
+	}
+	if c.RequestID == "" || c.OfferingID == "" || c.AccountID == "" || c.IssuedAt.IsZero() {
 		return Claims{}, ErrMalformed
 	}
 	return c, nil
+}
+
+// decodeCanonical reads claims written exactly as Sign writes them, member by member in
+// Claims' order with no escapes, without the reflection and allocation of encoding/json: the
+// meter decodes a ticket per usage event. Anything else is not ok and left to encoding/json,
+// which decodes canonical claims to the very same values.
+func decodeCanonical(b []byte) (c Claims, ok bool) {
+	s := string(b)
+	fields := [...]struct {
+		name string
+		dst  *string
+	}{{"rid", &c.RequestID}, {"acc", &c.AccountID}, {"key", &c.APIKeyID}, {"off", &c.OfferingID}, {"tier", &c.Tier}}
+	sep := "{"
+	for _, f := range fields {
+		if s, ok = strings.CutPrefix(s, sep+`"`+f.name+`":"`); !ok {
+			return Claims{}, false
+		}
+		end := strings.IndexByte(s, '"')
+		if end < 0 || !plain(s[:end]) {
+			return Claims{}, false
+		}
+		*f.dst, s = s[:end], s[end+1:]
+		sep = ","
+	}
+	if s, ok = strings.CutPrefix(s, `,"iat":"`); !ok {
+		return Claims{}, false
+	}
+	end := strings.IndexByte(s, '"')
+	if end < 0 || s[end+1:] != "}" {
+		return Claims{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, s[:end])
+	if err != nil {
+		return Claims{}, false
+	}
+	c.IssuedAt = t
+	return c, true
+}
+
+// plain is true for a JSON string body that needs no unescaping and holds only printable
+// ASCII.
+func plain(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] >= 0x7f || s[i] == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 // Parse checks the platform's signature and returns the claims, without judging their age or
@@ -129,7 +209,7 @@ func (s *Signer) Parse(t string) (Claims, error) {
 	if err != nil {
 		return Claims{}, err
 	}
-	if !hmac.Equal(platformMAC, mac(s.key, enc)) {
+	if !s.platform.equal(platformMAC, enc) {
 		return Claims{}, ErrSignature
 	}
 	return decodeClaims(enc)
@@ -161,7 +241,7 @@ func checkClaims(c Claims, offeringID string, now time.Time, maxAge time.Duratio
 // OfferingVerifier checks tickets for one offering with that offering's key: what an agent
 // holds.
 type OfferingVerifier struct {
-	key        []byte
+	key        *keyedMAC
 	offeringID string
 }
 
@@ -170,7 +250,7 @@ func NewOfferingVerifier(offeringKey []byte, offeringID string) (*OfferingVerifi
 	if len(offeringKey) < 32 {
 		return nil, errors.New("ticket: the offering key must be at least 32 bytes")
 	}
-	return &OfferingVerifier{key: append([]byte(nil), offeringKey...), offeringID: offeringID}, nil
+	return &OfferingVerifier{key: newKeyedMAC(offeringKey), offeringID: offeringID}, nil
 }
 
 // Verify checks the offering's MAC and that the ticket is for this offering and fresh.
@@ -186,7 +266,7 @@ func (v *OfferingVerifier) Verify(t string, now time.Time, maxAge time.Duration)
 	if c.OfferingID != v.offeringID {
 		return c, ErrOffering
 	}
-	if !hmac.Equal(offeringMAC, mac(v.key, enc)) {
+	if !v.key.equal(offeringMAC, enc) {
 		return Claims{}, ErrSignature
 	}
 	return c, checkClaims(c, v.offeringID, now, maxAge)

@@ -2,6 +2,7 @@ package ticket
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -123,3 +124,61 @@ func TestOfferingVerifier(t *testing.T) {
 }
 
 func base64URL(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
+
+// The canonical decoder reads exactly what encoding/json reads from claims as Sign writes
+// them, and leaves every other spelling of claims to encoding/json.
+func TestDecodeCanonicalAgreesWithJSON(t *testing.T) {
+	at := time.Date(2026, 11, 30, 12, 0, 0, 123_000_000, time.UTC)
+	claims := []Claims{
+		{RequestID: "req_0191a", AccountID: "0b6f", APIKeyID: "", OfferingID: "off", Tier: "batch", IssuedAt: at},
+		{RequestID: `req "quoted"`, AccountID: "acc", APIKeyID: "k", OfferingID: "off", Tier: "realtime", IssuedAt: at},
+		{RequestID: "req_é", AccountID: "acc", APIKeyID: "k<>&", OfferingID: "off", Tier: "standard", IssuedAt: at.Add(-time.Hour)},
+		{RequestID: `back\slash`, AccountID: "acc", APIKeyID: "k", OfferingID: "off", Tier: "standard", IssuedAt: at},
+	}
+	for _, c := range claims {
+		body, err := json.Marshal(Claims{RequestID: c.RequestID, AccountID: c.AccountID, APIKeyID: c.APIKeyID,
+			OfferingID: c.OfferingID, Tier: c.Tier, IssuedAt: c.IssuedAt})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want Claims
+		if err := json.Unmarshal(body, &want); err != nil {
+			t.Fatal(err)
+		}
+		got, ok := decodeCanonical(body)
+		if ok && got != want {
+			t.Errorf("decodeCanonical(%s) = %+v, encoding/json reads %+v", body, got, want)
+		}
+		escaped := strings.ContainsAny(string(body), `\`)
+		if ok == escaped {
+			t.Errorf("decodeCanonical(%s) ok = %v", body, ok)
+		}
+		full, err := decodeClaims(base64URL(body))
+		if err != nil || full != want {
+			t.Errorf("decodeClaims(%s) = %+v, %v; want %+v", body, full, err, want)
+		}
+	}
+	for _, body := range []string{
+		`{"acc":"a","rid":"r","key":"k","off":"o","tier":"batch","iat":"2026-11-30T12:00:00Z"}`,  // order
+		`{"rid": "r","acc":"a","key":"k","off":"o","tier":"batch","iat":"2026-11-30T12:00:00Z"}`, // spacing
+		`{"rid":"r","acc":"a","key":"k","off":"o","tier":"batch","iat":"2026-11-30T12:00:00Z","x":1}`,
+		`{"rid":"r","acc":"a","key":"k","off":"o","tier":"batch","iat":"yesterday"}`,
+	} {
+		if c, ok := decodeCanonical([]byte(body)); ok {
+			t.Errorf("decodeCanonical(%s) = %+v, want it left to encoding/json", body, c)
+		}
+	}
+}
+
+func BenchmarkParse(b *testing.B) {
+	s, _ := NewSigner([]byte(strings.Repeat("k", 32)))
+	tok, _ := s.Sign(Claims{RequestID: "req_0191a2b3c4d5e6f7a8b9c0d1", AccountID: "0b6f1c2e-8d6a-4d7e-9c1b-2a3f4e5d6c7b",
+		APIKeyID: "6c1e2d3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f", OfferingID: "1f2e3d4c-5b6a-4978-8a9b-0c1d2e3f4a5b", Tier: "standard",
+		IssuedAt: time.Now()})
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.Parse(tok); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
