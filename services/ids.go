@@ -2,7 +2,9 @@ package services
 
 import (
 	"crypto/rand"
+	"encoding/hex"
 	"fmt"
+	"time"
 )
 
 // NewUUID returns a random (version 4) UUID, for ids the application chooses before it writes
@@ -15,4 +17,20 @@ func NewUUID() (string, error) {
 	b[6] = (b[6] & 0x0f) | 0x40
 	b[8] = (b[8] & 0x3f) | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16]), nil
+}
+
+// NewTimeOrderedID returns prefix followed by 32 lower-case hex digits: the time in
+// milliseconds since 1970 (12 digits), then 80 random bits. Ids made later sort later, so
+// the unique indexes that hold them (usage event and request ids) grow at their right edge
+// instead of splitting pages at random, and within a millisecond two ids collide with a
+// chance of one in 2^80.
+func NewTimeOrderedID(prefix string, now time.Time) string {
+	var b [16]byte
+	ms := uint64(now.UnixMilli())
+	for i := 5; i >= 0; i-- {
+		b[i] = byte(ms)
+		ms >>= 8
+	}
+	_, _ = rand.Read(b[6:]) // crypto/rand.Read never fails
+	return prefix + hex.EncodeToString(b[:])
 }

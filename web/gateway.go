@@ -3,9 +3,7 @@ package web
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -141,11 +139,7 @@ func newGateway(cfg Gateway, acc *accounts.Service, log *slog.Logger, now func()
 	}
 }
 
-func newRequestID() string {
-	b := make([]byte, 12)
-	_, _ = rand.Read(b) // crypto/rand.Read never fails
-	return "req_" + hex.EncodeToString(b)
-}
+func newRequestID() string { return services.NewTimeOrderedID("req_", time.Now()) }
 
 // isGatewayPath reports whether a request is for the /v1 gateway.
 func isGatewayPath(path string) bool { return path == "/v1" || strings.HasPrefix(path, "/v1/") }

@@ -65,8 +65,6 @@ package agent
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -84,6 +82,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/metering"
@@ -204,7 +203,7 @@ func New(cfg Config) (*Agent, error) {
 		cfg.Now = time.Now
 	}
 	if cfg.NewEventID == nil {
-		cfg.NewEventID = randomEventID
+		cfg.NewEventID = newEventID
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
@@ -425,8 +424,4 @@ func eventModel(m string) string {
 	return m
 }
 
-func randomEventID() string {
-	b := make([]byte, 12)
-	_, _ = rand.Read(b) // crypto/rand.Read never fails
-	return "evt_" + hex.EncodeToString(b)
-}
+func newEventID() string { return services.NewTimeOrderedID("evt_", time.Now()) }

@@ -66,7 +66,7 @@ func TestValidTicketIsServedAndReportedOnce(t *testing.T) {
 	evs := r.waitEvents(t, 1)
 	ev := evs[0]
 	d := ev.event.Data
-	if ev.subject != "usage.prov-1.off-1" || ev.msgID != ev.event.ID || !regexp.MustCompile(`^evt_[0-9a-f]{24}$`).MatchString(ev.event.ID) {
+	if ev.subject != "usage.prov-1.off-1" || ev.msgID != ev.event.ID || !regexp.MustCompile(`^evt_[0-9a-f]{32}$`).MatchString(ev.event.ID) {
 		t.Errorf("published on %q with Nats-Msg-Id %q, event id %q", ev.subject, ev.msgID, ev.event.ID)
 	}
 	if d.RequestID != "req_plain" || d.Ticket != r.lastTicket || d.OfferingID != testOffering || d.Model != testModel {
