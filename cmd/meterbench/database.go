@@ -74,8 +74,8 @@ func (d *scratchDatabase) drop() {
 // workload over them (without its NATS URL and ticket key).
 func seed(ctx context.Context, pool *pgxpool.Pool, events int) (workload, error) {
 	const customers, providers, offeringsPerProvider = 20, 4, 2
-	w := workload{Events: events}
 	now := time.Now()
+	w := workload{Events: events, IDsFrom: now.UnixMilli()}
 	account := func(name string) (string, error) {
 		var id string
 		err := pool.QueryRow(ctx, `INSERT INTO accounts (name, created_at) VALUES ($1, $2) RETURNING id::text`, name, now).Scan(&id)

@@ -145,7 +145,7 @@ func prepare(w *workload, now time.Time) ([]preparedEvent, error) {
 	prepared := make([]preparedEvent, w.Events)
 	for i := range prepared {
 		off := w.offering(i)
-		tk, err := signer.Sign(ticket.Claims{RequestID: w.requestID(i), AccountID: w.customer(i), APIKeyID: "bench",
+		tk, err := signer.Sign(ticket.Claims{RequestID: w.requestID(i), AccountID: w.customer(i), APIKeyID: w.apiKey(i),
 			OfferingID: off.ID, Tier: off.Tier, IssuedAt: issued})
 		if err != nil {
 			return nil, err

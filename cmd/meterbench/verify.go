@@ -9,7 +9,7 @@ import (
 
 // verify checks that the workload was metered exactly once: every event stored once and none
 // refused, the charges and payables the workload adds up to, a ledger that balances and
-// moved exactly those amounts, and rollups that sum to the rows.
+// moved exactly those amounts, and rollups and API key spend that sum to the rows.
 func verify(ctx context.Context, pool *pgxpool.Pool, w *workload) error {
 	charge, payable := w.expected()
 	var rows, eventIDs, requestIDs, rejected, storedCharge, storedPayable int64
@@ -58,6 +58,16 @@ func verify(ctx context.Context, pool *pgxpool.Pool, w *workload) error {
 	if requests != n || rolledCharge != charge || rolledPayable != payable {
 		return fmt.Errorf("verify: the rollups count %d requests, %d charged, %d payable; want %d, %d, %d",
 			requests, rolledCharge, rolledPayable, n, charge, payable)
+	}
+
+	var keyRequests, keyCharge, keys int64
+	if err := pool.QueryRow(ctx, `SELECT coalesce(sum(requests), 0)::bigint, coalesce(sum(charge_pico), 0)::bigint,
+		count(DISTINCT api_key_id) FROM api_key_spend`).Scan(&keyRequests, &keyCharge, &keys); err != nil {
+		return fmt.Errorf("verify: %w", err)
+	}
+	if keyRequests != n || keyCharge != charge || keys != int64(len(w.Customers)) {
+		return fmt.Errorf("verify: the API keys' monthly spend counts %d requests and %d charged over %d keys; want %d, %d, %d",
+			keyRequests, keyCharge, keys, n, charge, len(w.Customers))
 	}
 	return nil
 }

@@ -360,8 +360,8 @@ func (a *Admission) load(ctx context.Context, accountID string, keys, held []str
 		FROM (SELECT (SELECT balance FROM ledger_accounts WHERE kind = 'customer_credit' AND owner_account_id = $1::uuid) AS balance) b
 		CROSS JOIN (SELECT ARRAY(SELECT request_id FROM usage_events WHERE request_id = ANY($4::text[])) AS metered) m
 		LEFT JOIN LATERAL (
-			SELECT id, (SELECT coalesce(sum(charge_pico), 0) FROM usage_events u
-				WHERE u.api_key_id = id AND u.occurred_at >= $3) AS spent
+			SELECT id, coalesce((SELECT charge_pico FROM api_key_spend s
+				WHERE s.api_key_id = id AND s.month = $3), 0) AS spent
 			FROM unnest($2::text[]) AS id) k ON true`,
 		accountID, keys, f.month, held)
 	if err != nil {

@@ -659,8 +659,14 @@ func (m *Meter) store(ctx context.Context, tx pgx.Tx, cands []candidate, now tim
 	var isNew map[string]bool // nil: every one is new
 	var redelivered map[string]bool
 	if assumeNew {
-		if _, err := tx.Exec(ctx, insertNewUsage, usageArrays(priced, now)...); err != nil {
+		copied, err := copyNewUsage(ctx, tx, priced, now)
+		if err != nil {
 			return out, err
+		}
+		if !copied {
+			if _, err := tx.Exec(ctx, insertNewUsage, usageArrays(priced, now)...); err != nil {
+				return out, err
+			}
 		}
 	} else {
 		rows, err := tx.Query(ctx, insertUsageOnce, usageArrays(priced, now)...)
@@ -712,14 +718,16 @@ func (m *Meter) store(ctx context.Context, tx pgx.Tx, cands []candidate, now tim
 // order for the same reason.
 var (
 	// insertNewUsage takes every row for new: one already stored fails it.
-	insertNewUsage = `WITH ` + usageIncoming + `, inserted AS (` + usageInsert + `), ` + usageRollup("incoming") + `
+	insertNewUsage = `WITH ` + usageIncoming + `, inserted AS (` + usageInsert + `), ` + usageRollup("incoming") + `, ` +
+		keySpend("incoming") + `
 		SELECT 1`
 	// insertUsageOnce skips every event whose event id or request id is already stored, rolls
 	// up the rows it inserted, and returns their event ids.
 	insertUsageOnce = `WITH ` + usageIncoming + `, inserted AS (` + usageInsert + `
 			ON CONFLICT DO NOTHING
-			RETURNING event_id, occurred_at, account_id, offering_id, tier, model, provider_account_id,
-				input_tokens, output_tokens, charge_pico, payable_pico, energy_j), ` + usageRollup("inserted") + `
+			RETURNING event_id, occurred_at, account_id, api_key_id, offering_id, tier, model, provider_account_id,
+				input_tokens, output_tokens, charge_pico, payable_pico, energy_j), ` + usageRollup("inserted") + `, ` +
+		keySpend("inserted") + `
 		SELECT event_id FROM inserted`
 )
 
@@ -764,14 +772,24 @@ func usageRollup(rows string) string {
 			energy_j = usage_hourly.energy_j + EXCLUDED.energy_j)`
 }
 
+// keySpend adds the usage rows of the CTE named rows to their API keys' monthly spend.
+func keySpend(rows string) string {
+	return `spend AS (
+		INSERT INTO api_key_spend (api_key_id, month, requests, charge_pico)
+		SELECT api_key_id, date_trunc('month', occurred_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC', count(*), sum(charge_pico)
+		FROM ` + rows + `
+		WHERE api_key_id <> ''
+		GROUP BY 1, 2
+		ORDER BY 1, 2
+		ON CONFLICT (api_key_id, month) DO UPDATE SET
+			requests = api_key_spend.requests + EXCLUDED.requests,
+			charge_pico = api_key_spend.charge_pico + EXCLUDED.charge_pico)`
+}
+
 // usageArrays are the arguments of the usage statements: the priced events' columns in event id order, and
 // the metering time.
 func usageArrays(priced []pricedEvent, now time.Time) []any {
-	order := make([]int, len(priced))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int { return strings.Compare(priced[a].c.ev.ID, priced[b].c.ev.ID) })
+	order := byEventID(priced)
 	n := len(priced)
 	var (
 		eventID, requestID, accountID, apiKeyID = make([]string, n), make([]string, n), make([]string, n), make([]string, n)

@@ -76,6 +76,7 @@ func TestMeterPipelineStoresEveryEventOnce(t *testing.T) {
 	if !slices.EqualFunc(occurred, want, time.Time.Equal) {
 		t.Errorf("OnCommit reported %d event times; want the %d of the stored events", len(occurred), len(want))
 	}
+	assertSummariesMatchRows(t, e)
 }
 
 // TestConcurrentBatchesOfTheSameEvents commits the same messages in several transactions at
@@ -138,6 +139,7 @@ func TestConcurrentBatchesOfTheSameEvents(t *testing.T) {
 	if n := e.count(t, `SELECT sum(requests) FROM usage_hourly`); n != events {
 		t.Errorf("rollups count %d requests, want %d", n, events)
 	}
+	assertSummariesMatchRows(t, e)
 }
 
 // TestCommitStoresTheNewEventsOfABatchWithAStoredOne: a batch that takes its events for new
@@ -198,5 +200,54 @@ func TestRedeliveryOfACommittedMessageIsNoDuplicate(t *testing.T) {
 	}
 	if n := e.count(t, `SELECT count(*) FROM usage_rejections`); n != 0 {
 		t.Fatalf("%d rejections for deliveries of one message", n)
+	}
+}
+
+// assertSummariesMatchRows checks that the hourly rollups and the API keys' monthly spend,
+// which the meter keeps in the same transaction as the usage rows, equal the rows exactly.
+func assertSummariesMatchRows(t *testing.T, e *meterEnv) {
+	t.Helper()
+	if n := e.count(t, `
+		SELECT count(*) FROM (
+			SELECT date_trunc('hour', occurred_at) AS hour, account_id, offering_id, tier, model, provider_account_id,
+				count(*) AS requests, sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens,
+				sum(charge_pico) AS charge_pico, sum(payable_pico) AS payable_pico
+			FROM usage_events GROUP BY 1, 2, 3, 4, 5, 6
+		) r FULL JOIN usage_hourly h USING (hour, account_id, offering_id, tier, model)
+		WHERE r.requests IS DISTINCT FROM h.requests OR r.input_tokens IS DISTINCT FROM h.input_tokens
+			OR r.output_tokens IS DISTINCT FROM h.output_tokens OR r.charge_pico IS DISTINCT FROM h.charge_pico
+			OR r.payable_pico IS DISTINCT FROM h.payable_pico
+			OR r.provider_account_id IS DISTINCT FROM h.provider_account_id`); n != 0 {
+		t.Errorf("%d hourly rollups differ from the usage rows they sum", n)
+	}
+	if n := e.count(t, `
+		SELECT count(*) FROM (
+			SELECT api_key_id, date_trunc('month', occurred_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AS month,
+				count(*) AS requests, sum(charge_pico) AS charge_pico
+			FROM usage_events WHERE api_key_id <> '' GROUP BY 1, 2
+		) r FULL JOIN api_key_spend s USING (api_key_id, month)
+		WHERE r.requests IS DISTINCT FROM s.requests OR r.charge_pico IS DISTINCT FROM s.charge_pico`); n != 0 {
+		t.Errorf("%d API key monthly spends differ from the usage rows they sum", n)
+	}
+	if n := e.count(t, `SELECT count(*) FROM api_key_spend`); n == 0 {
+		t.Error("no API key spend recorded")
+	}
+}
+
+// A batch whose sums would overflow 64 bits is left to the statement that sums in NUMERIC.
+func TestSumsThatWouldOverflowAreLeftToTheDatabase(t *testing.T) {
+	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	c := &candidate{ev: UsageEvent{Time: at, Data: Usage{OfferingID: "o", Model: "m"}}}
+	c.claims.APIKeyID, c.claims.Tier = "k", "batch"
+	half := pricedEvent{c: c, charge: money.Pico(1 << 62), account: "a", provider: "p"}
+	if _, ok := rollUp([]pricedEvent{half, half}); ok {
+		t.Error("rollUp summed 2^63 in an int64")
+	}
+	if _, ok := sumKeySpend([]pricedEvent{half, half}); ok {
+		t.Error("sumKeySpend summed 2^63 in an int64")
+	}
+	r, ok := rollUp([]pricedEvent{half, half, half}[:1])
+	if !ok || len(r.keys) != 1 || r.sums[r.keys[0]].charge != 1<<62 || !r.keys[0].hour.Equal(at) {
+		t.Errorf("rollUp of one event: %+v, %v", r, ok)
 	}
 }

@@ -1,0 +1,253 @@
+package metering
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// The fast way a batch of new events is written: its usage rows by COPY, which costs the
+// database about two thirds of what an INSERT of the same rows from arrays costs, and its
+// rollups summed here and upserted in one statement of a few rows. It is taken when every
+// event is taken for new; a stored one fails the COPY with a unique violation, as it fails
+// insertNewUsage, and the batch goes the careful way (insertUsageOnce).
+
+var usageColumns = []string{"event_id", "request_id", "account_id", "api_key_id", "offering_id", "provider_account_id",
+	"tier", "model", "input_tokens", "output_tokens", "ttft_ms", "duration_ms", "energy_j", "energy_source", "status",
+	"input_price", "output_price", "ask_price", "charge_pico", "payable_pico", "occurred_at", "metered_at", "stream_seq"}
+
+// copyNewUsage writes the priced events' usage rows, in event id order (so that meters racing
+// on the same events take the unique indexes' locks in one order), and adds them to the
+// hourly rollups and to their API keys' monthly spend. ok is false, with nothing written, when a rollup's sums would not fit the
+// 64-bit integers they are summed in here; the caller then writes the batch with
+// insertNewUsage, which sums in NUMERIC.
+func copyNewUsage(ctx context.Context, tx pgx.Tx, priced []pricedEvent, now time.Time) (ok bool, err error) {
+	rollups, ok := rollUp(priced)
+	if !ok {
+		return false, nil
+	}
+	spend, ok := sumKeySpend(priced)
+	if !ok {
+		return false, nil
+	}
+	src := &usageSource{priced: priced, order: byEventID(priced), at: -1, now: now, uuids: map[string]pgtype.UUID{}}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"usage_events"}, usageColumns, src); err != nil {
+		return true, err
+	}
+	b := &pgx.Batch{}
+	b.Queue(upsertRollups, rollups.arrays()...)
+	if spend.keys != nil {
+		b.Queue(upsertKeySpend, spend.arrays()...)
+	}
+	return true, tx.SendBatch(ctx, b).Close()
+}
+
+// byEventID is the order of the priced events by event id.
+func byEventID(priced []pricedEvent) []int {
+	order := make([]int, len(priced))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(priced[a].c.ev.ID, priced[b].c.ev.ID) })
+	return order
+}
+
+// usageSource hands CopyFrom the usage rows.
+type usageSource struct {
+	priced []pricedEvent
+	order  []int
+	at     int
+	now    time.Time
+	uuids  map[string]pgtype.UUID // the batch's account and offering ids, parsed once
+	err    error
+}
+
+func (s *usageSource) Next() bool { s.at++; return s.at < len(s.order) }
+func (s *usageSource) Err() error { return s.err }
+func (s *usageSource) Values() ([]any, error) {
+	pe := &s.priced[s.order[s.at]]
+	c, u := pe.c, &pe.c.ev.Data
+	account, offering, provider := s.uuid(c.claims.AccountID), s.uuid(u.OfferingID), s.uuid(pe.provider)
+	if s.err != nil {
+		return nil, s.err
+	}
+	return []any{c.ev.ID, u.RequestID, account, c.claims.APIKeyID, offering, provider,
+		c.claims.Tier, u.Model, u.InputTokens, u.OutputTokens, u.TTFTMillis, u.DurationMillis, u.EnergyJoules,
+		string(u.EnergySource), string(u.Status), pe.price.input, pe.price.outp, pe.ask, int64(pe.charge),
+		int64(pe.payable), c.ev.Time, s.now, int64(c.msg.Seq)}, nil
+}
+
+// uuid is id as pgx sends a uuid column: handed a string, pgx would first fail to encode it,
+// building an error, then parse it, for every row.
+func (s *usageSource) uuid(id string) pgtype.UUID {
+	if u, ok := s.uuids[id]; ok {
+		return u
+	}
+	var u pgtype.UUID
+	if err := u.Scan(id); err != nil && s.err == nil {
+		s.err = fmt.Errorf("metering: %q is no uuid: %w", id, err)
+	}
+	s.uuids[id] = u
+	return u
+}
+
+// rollupKey is a row of usage_hourly.
+type rollupKey struct {
+	hour                           time.Time
+	account, offering, tier, model string
+	provider                       string
+}
+
+type rollupSums struct {
+	requests, input, output, charge, payable int64
+	energy                                   float64
+}
+
+type rollups struct {
+	keys []rollupKey
+	sums map[rollupKey]*rollupSums
+}
+
+// rollUp sums the priced events per hour, account, offering, tier and model. ok is false
+// when a sum would overflow.
+func rollUp(priced []pricedEvent) (r rollups, ok bool) {
+	r.sums = make(map[rollupKey]*rollupSums)
+	for i := range priced {
+		pe := &priced[i]
+		u := &pe.c.ev.Data
+		k := rollupKey{hour: pe.c.ev.Time.UTC().Truncate(time.Hour), account: pe.account, offering: u.OfferingID,
+			tier: pe.c.claims.Tier, model: u.Model, provider: pe.provider}
+		s := r.sums[k]
+		if s == nil {
+			s = &rollupSums{}
+			r.sums[k] = s
+			r.keys = append(r.keys, k)
+		}
+		var o1, o2, o3, o4 bool
+		s.requests++
+		s.input, o1 = addInt64(s.input, u.InputTokens)
+		s.output, o2 = addInt64(s.output, u.OutputTokens)
+		s.charge, o3 = addInt64(s.charge, int64(pe.charge))
+		s.payable, o4 = addInt64(s.payable, int64(pe.payable))
+		if o1 || o2 || o3 || o4 {
+			return rollups{}, false
+		}
+		s.energy += u.EnergyJoules
+	}
+	// Upserted in key order, as insertNewUsage does, so that committers lock rollup rows in
+	// one order.
+	slices.SortFunc(r.keys, func(a, b rollupKey) int {
+		if c := a.hour.Compare(b.hour); c != 0 {
+			return c
+		}
+		return strings.Compare(a.account+"\x00"+a.offering+"\x00"+a.tier+"\x00"+a.model,
+			b.account+"\x00"+b.offering+"\x00"+b.tier+"\x00"+b.model)
+	})
+	return r, true
+}
+
+// addInt64 returns a+b and whether that overflowed.
+func addInt64(a, b int64) (int64, bool) {
+	s := a + b
+	return s, (b > 0 && a > math.MaxInt64-b) || (b < 0 && a < math.MinInt64-b)
+}
+
+func (r rollups) arrays() []any {
+	n := len(r.keys)
+	hour := make([]time.Time, n)
+	account, offering, tier, model, provider := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	requests, input, output, charge, payable := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+	energy := make([]float64, n)
+	for i, k := range r.keys {
+		s := r.sums[k]
+		hour[i], account[i], offering[i], tier[i], model[i], provider[i] = k.hour, k.account, k.offering, k.tier, k.model, k.provider
+		requests[i], input[i], output[i], charge[i], payable[i], energy[i] = s.requests, s.input, s.output, s.charge, s.payable, s.energy
+	}
+	return []any{hour, account, offering, tier, model, provider, requests, input, output, charge, payable, energy}
+}
+
+// upsertRollups adds summed rows to usage_hourly, in the order given.
+const upsertRollups = `
+	INSERT INTO usage_hourly (hour, account_id, offering_id, tier, model, provider_account_id,
+		requests, input_tokens, output_tokens, charge_pico, payable_pico, energy_j)
+	SELECT hour, account_id::uuid, offering_id::uuid, tier, model, provider_account_id::uuid,
+		requests, input_tokens, output_tokens, charge_pico, payable_pico, energy_j
+	FROM unnest($1::timestamptz[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[],
+		$8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $12::float8[]) WITH ORDINALITY
+		AS r (hour, account_id, offering_id, tier, model, provider_account_id, requests, input_tokens,
+			output_tokens, charge_pico, payable_pico, energy_j, n)
+	ORDER BY n
+	ON CONFLICT (hour, account_id, offering_id, tier, model) DO UPDATE SET
+		requests = usage_hourly.requests + EXCLUDED.requests,
+		input_tokens = usage_hourly.input_tokens + EXCLUDED.input_tokens,
+		output_tokens = usage_hourly.output_tokens + EXCLUDED.output_tokens,
+		charge_pico = usage_hourly.charge_pico + EXCLUDED.charge_pico,
+		payable_pico = usage_hourly.payable_pico + EXCLUDED.payable_pico,
+		energy_j = usage_hourly.energy_j + EXCLUDED.energy_j`
+
+// keyMonth is a row of api_key_spend.
+type keyMonth struct {
+	key   string
+	month time.Time
+}
+
+type keySpends struct {
+	keys     []keyMonth
+	requests map[keyMonth]int64
+	charge   map[keyMonth]int64
+}
+
+// sumKeySpend sums the priced events' charges per API key and calendar month (UTC), as
+// keySpend does. ok is false when a sum would overflow.
+func sumKeySpend(priced []pricedEvent) (k keySpends, ok bool) {
+	k.requests, k.charge = map[keyMonth]int64{}, map[keyMonth]int64{}
+	for i := range priced {
+		pe := &priced[i]
+		if pe.c.claims.APIKeyID == "" {
+			continue
+		}
+		t := pe.c.ev.Time.UTC()
+		km := keyMonth{key: pe.c.claims.APIKeyID, month: time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)}
+		if _, seen := k.requests[km]; !seen {
+			k.keys = append(k.keys, km)
+		}
+		k.requests[km]++
+		var over bool
+		if k.charge[km], over = addInt64(k.charge[km], int64(pe.charge)); over {
+			return keySpends{}, false
+		}
+	}
+	slices.SortFunc(k.keys, func(a, b keyMonth) int {
+		if c := strings.Compare(a.key, b.key); c != 0 {
+			return c
+		}
+		return a.month.Compare(b.month)
+	})
+	return k, true
+}
+
+func (k keySpends) arrays() []any {
+	n := len(k.keys)
+	keys, months, requests, charge := make([]string, n), make([]time.Time, n), make([]int64, n), make([]int64, n)
+	for i, km := range k.keys {
+		keys[i], months[i], requests[i], charge[i] = km.key, km.month, k.requests[km], k.charge[km]
+	}
+	return []any{keys, months, requests, charge}
+}
+
+// upsertKeySpend adds summed charges to api_key_spend, in the order given.
+const upsertKeySpend = `
+	INSERT INTO api_key_spend (api_key_id, month, requests, charge_pico)
+	SELECT api_key_id, month, requests, charge_pico
+	FROM unnest($1::text[], $2::timestamptz[], $3::bigint[], $4::bigint[]) WITH ORDINALITY
+		AS s (api_key_id, month, requests, charge_pico, n)
+	ORDER BY n
+	ON CONFLICT (api_key_id, month) DO UPDATE SET
+		requests = api_key_spend.requests + EXCLUDED.requests,
+		charge_pico = api_key_spend.charge_pico + EXCLUDED.charge_pico`
