@@ -164,12 +164,13 @@ type endpoint struct {
 	path    string
 	streams bool // takes "stream" and "stream_options"
 	output  bool // produces output tokens (embeddings do not)
+	kind    ticket.Kind
 }
 
 var (
 	chatEndpoint       = endpoint{path: "/v1/chat/completions", streams: true, output: true}
 	completionEndpoint = endpoint{path: "/v1/completions", streams: true, output: true}
-	embeddingEndpoint  = endpoint{path: "/v1/embeddings"}
+	embeddingEndpoint  = endpoint{path: "/v1/embeddings", kind: ticket.KindEmbedding}
 )
 
 // gatewayRoutes registers the /v1 endpoints.

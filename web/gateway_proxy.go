@@ -88,7 +88,7 @@ func (g *gateway) forward(c echo.Context, key accounts.APIKey, req *gatewayReque
 	for _, cand := range candidates {
 		a := &attempt{cand: cand, requestID: g.cfg.NewRequestID(), start: g.now()}
 		tk, err := g.cfg.Tickets.Sign(ticket.Claims{RequestID: a.requestID, AccountID: key.AccountID, APIKeyID: key.ID,
-			OfferingID: cand.OfferingID, Tier: string(cand.Tier), IssuedAt: a.start})
+			OfferingID: cand.OfferingID, Tier: string(cand.Tier), Kind: req.ep.kind, IssuedAt: a.start})
 		if err != nil {
 			return g.writeGatewayError(c, err)
 		}

@@ -268,7 +268,14 @@ func (b *gatewayBundle) balance(t *testing.T, accountID string) money.Pico {
 // price is what a request costs at a tier's price: the meter's rule, restated.
 func (b *gatewayBundle) price(t *testing.T, tier string, input, output int64) money.Pico {
 	t.Helper()
-	if output == 0 {
+	return b.priceOf(t, tier, false, input, output)
+}
+
+// priceOf is what a request costs: a generation that produced no completion token nothing,
+// an embedding its input tokens.
+func (b *gatewayBundle) priceOf(t *testing.T, tier string, embedding bool, input, output int64) money.Pico {
+	t.Helper()
+	if output == 0 && !embedding {
 		return 0
 	}
 	p := b.prices[catalog.Tier(tier)]
@@ -394,6 +401,7 @@ func (b *gatewayBundle) testMeteredUsage(t *testing.T) {
 		t.Fatalf("embeddings: %d vectors, usage %+v", len(emb.Data), emb.Usage)
 	}
 	check(res, emb.Usage.PromptTokens, 0)
+	embeddingID, _, _ := headersOf(t, res)
 
 	var total money.Pico
 	for _, r := range requests {
@@ -404,7 +412,7 @@ func (b *gatewayBundle) testMeteredUsage(t *testing.T) {
 		if (r.input >= 0 && m.input != r.input) || m.output != r.output {
 			t.Errorf("%s: the response said %d in, %d out; the meter billed %d in, %d out", r.requestID, r.input, r.output, m.input, m.output)
 		}
-		if want := b.price(t, "standard", m.input, m.output); m.charge != want {
+		if want := b.priceOf(t, "standard", r.requestID == embeddingID, m.input, m.output); m.charge != want || m.charge == 0 {
 			t.Errorf("%s charged %s, want %s", r.requestID, m.charge, want)
 		}
 		total += m.charge

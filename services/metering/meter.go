@@ -644,7 +644,7 @@ func (m *Meter) store(ctx context.Context, tx pgx.Tx, cands []candidate, now tim
 			reject(RejectNoPrice, fmt.Sprintf("no %s price in force at %s", c.claims.Tier, c.ev.Time.Format(time.RFC3339)))
 			continue
 		}
-		pe, err := price(c.ev.Data, p, off.ask)
+		pe, err := price(c.ev.Data, c.claims.Kind, p, off.ask)
 		if err != nil {
 			reject(RejectSchema, err.Error())
 			continue
@@ -818,10 +818,16 @@ func usageArrays(priced []pricedEvent, now time.Time) []any {
 		payable, occurred, seq, now}
 }
 
-// price computes what a request costs its customer and earns its provider. No completion
-// token, no charge (FIELD-CASES 20).
-func price(u Usage, p priceRow, ask int64) (pricedEvent, error) {
-	if u.OutputTokens == 0 {
+// price computes what a request costs its customer and earns its provider. A generation
+// that produced no completion token is charged nothing (FIELD-CASES 20); an embedding, which
+// never produces one, is charged for its input, as the ticket the gateway signed says it is.
+func price(u Usage, kind ticket.Kind, p priceRow, ask int64) (pricedEvent, error) {
+	if kind == ticket.KindEmbedding {
+		if u.Status != StatusOK {
+			return pricedEvent{}, nil
+		}
+		u.OutputTokens = 0
+	} else if u.OutputTokens == 0 {
 		return pricedEvent{}, nil
 	}
 	in, err := money.ChargeFor(u.InputTokens, money.MicroUSD(p.input))

@@ -90,10 +90,16 @@ func setupMeter(t *testing.T) *meterEnv {
 // event builds a signed, valid usage event of the provider's offering.
 func (e *meterEnv) event(t *testing.T, in, out int64, at time.Time) (string, []byte) {
 	t.Helper()
+	return e.eventOfKind(t, ticket.KindGeneration, in, out, at)
+}
+
+// eventOfKind builds the event of a request of a kind (the ticket says which).
+func (e *meterEnv) eventOfKind(t *testing.T, kind ticket.Kind, in, out int64, at time.Time) (string, []byte) {
+	t.Helper()
 	n := e.seq.Add(1)
 	reqID := fmt.Sprintf("req_%d", n)
 	tk, err := e.signer.Sign(ticket.Claims{RequestID: reqID, AccountID: e.customer, APIKeyID: "key1", OfferingID: e.offering,
-		Tier: "standard", IssuedAt: at.Add(-time.Second)})
+		Tier: "standard", Kind: kind, IssuedAt: at.Add(-time.Second)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,6 +200,33 @@ func TestMeterPricesOnceAndPostsToTheLedger(t *testing.T) {
 	}
 	if n := e.count(t, `SELECT count(*) FROM ledger_transactions WHERE kind = 'usage'`); n != 1 {
 		t.Errorf("%d usage transactions, want one for the batch", n)
+	}
+}
+
+// An embedding produces no completion token and is charged for its input; a generation
+// without one is charged nothing.
+func TestMeterChargesEmbeddingsForTheirInput(t *testing.T) {
+	e := setupMeter(t)
+	subject := Subject(e.provider, e.offering)
+	embedding, body := e.eventOfKind(t, ticket.KindEmbedding, 4000, 0, e.now.Add(-time.Minute))
+	e.publish(t, subject, embedding, body)
+	generation, body := e.event(t, 4000, 0, e.now.Add(-time.Minute))
+	e.publish(t, subject, generation, body)
+	e.drain(t)
+
+	charge := money.Pico(4000 * 150_000) // 4,000 tokens at $0.15/M
+	payable := money.Pico(4000 * 100_000)
+	if got := e.balance(t, billing.AccountCustomerCredit, e.customer); got != -charge {
+		t.Errorf("customer balance %s, want %s", got, -charge)
+	}
+	if got := e.balance(t, billing.AccountProviderPayable, e.provider); got != payable {
+		t.Errorf("provider payable %s, want %s", got, payable)
+	}
+	if n := e.count(t, `SELECT count(*) FROM usage_events WHERE event_id = $1 AND charge_pico = $2`, embedding, int64(charge)); n != 1 {
+		t.Error("the embedding's usage row does not carry its charge")
+	}
+	if n := e.count(t, `SELECT count(*) FROM usage_events WHERE event_id = $1 AND charge_pico = 0`, generation); n != 1 {
+		t.Error("a generation without completion tokens was charged")
 	}
 }
 

@@ -41,8 +41,20 @@ type Claims struct {
 	APIKeyID   string    `json:"key"`
 	OfferingID string    `json:"off"`
 	Tier       string    `json:"tier"`
+	Kind       Kind      `json:"kind,omitempty"`
 	IssuedAt   time.Time `json:"iat"`
 }
+
+// Kind is what a request asks of the model, which decides how it is charged.
+type Kind string
+
+const (
+	// KindGeneration (a chat or text completion) is charged for its input and output tokens,
+	// and nothing when no output token was produced.
+	KindGeneration Kind = ""
+	// KindEmbedding produces no output tokens and is charged for its input tokens.
+	KindEmbedding Kind = "embedding"
+)
 
 // Errors a verification can end in.
 var (
@@ -175,6 +187,13 @@ func decodeCanonical(b []byte) (c Claims, ok bool) {
 		}
 		*f.dst, s = s[:end], s[end+1:]
 		sep = ","
+	}
+	if rest, found := strings.CutPrefix(s, `,"kind":"`); found {
+		end := strings.IndexByte(rest, '"')
+		if end < 0 || !plain(rest[:end]) {
+			return Claims{}, false
+		}
+		c.Kind, s = Kind(rest[:end]), rest[end+1:]
 	}
 	if s, ok = strings.CutPrefix(s, `,"iat":"`); !ok {
 		return Claims{}, false

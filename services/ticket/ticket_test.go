@@ -134,10 +134,10 @@ func TestDecodeCanonicalAgreesWithJSON(t *testing.T) {
 		{RequestID: `req "quoted"`, AccountID: "acc", APIKeyID: "k", OfferingID: "off", Tier: "realtime", IssuedAt: at},
 		{RequestID: "req_é", AccountID: "acc", APIKeyID: "k<>&", OfferingID: "off", Tier: "standard", IssuedAt: at.Add(-time.Hour)},
 		{RequestID: `back\slash`, AccountID: "acc", APIKeyID: "k", OfferingID: "off", Tier: "standard", IssuedAt: at},
+		{RequestID: "req_emb", AccountID: "acc", APIKeyID: "k", OfferingID: "off", Tier: "batch", Kind: KindEmbedding, IssuedAt: at},
 	}
 	for _, c := range claims {
-		body, err := json.Marshal(Claims{RequestID: c.RequestID, AccountID: c.AccountID, APIKeyID: c.APIKeyID,
-			OfferingID: c.OfferingID, Tier: c.Tier, IssuedAt: c.IssuedAt})
+		body, err := json.Marshal(c)
 		if err != nil {
 			t.Fatal(err)
 		}
