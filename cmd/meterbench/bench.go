@@ -109,6 +109,8 @@ func (env *benchEnv) startNATS(ctx context.Context) (err error) {
 	if env.natsDir, err = os.MkdirTemp("", "meterbench-nats-"); err != nil {
 		return err
 	}
+	// As gpumarket does when it embeds the server.
+	progress("the meter's process collects garbage at GOGC=%d", events.TuneGCForEmbedded())
 	if env.srv, err = events.StartEmbedded(events.EmbeddedOptions{StoreDir: env.natsDir}); err != nil {
 		return err
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"time"
@@ -155,4 +157,25 @@ func (l *serverLog) lastFatal() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.fatal
+}
+
+// EmbeddedGCPercent is the garbage collector's growth target (GOGC) for a process that holds
+// the embedded server, unless GOGC says otherwise. The server keeps the id of every usage
+// event of the stream's deduplication window on the heap, a million ids at full load, and
+// Go's default of 100 collects every time the heap grows by its live size, marking all those
+// ids each time: the more ids, the more of the process's CPU goes to marking them (a tenth of
+// it with 300,000 ids in the window). At 400 the heap peaks at five times what is live
+// instead of twice, and collections come four times less often.
+const EmbeddedGCPercent = 400
+
+// TuneGCForEmbedded sets EmbeddedGCPercent unless the GOGC environment variable is set, and
+// returns the growth target in force.
+func TuneGCForEmbedded() int {
+	if _, ok := os.LookupEnv("GOGC"); ok {
+		in := debug.SetGCPercent(100) // reading the target means setting one: set it back
+		debug.SetGCPercent(in)
+		return in
+	}
+	debug.SetGCPercent(EmbeddedGCPercent)
+	return EmbeddedGCPercent
 }
