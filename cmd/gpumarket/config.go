@@ -5,11 +5,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gpumarket/gpumarket/web"
 )
 
 // Config is everything the platform reads from its environment. Secrets come only from here.
@@ -36,6 +39,12 @@ type Config struct {
 	// stream at every start, so a process started without them puts the defaults back.
 	StreamDuplicateWindow time.Duration
 	StreamAckWait         time.Duration
+	// RateLimitRPS (GPUMARKET_RATE_LIMIT_RPS) and RateLimitBurst (GPUMARKET_RATE_LIMIT_BURST) are the /v1
+	// gateway's token bucket per API key: requests per second sustained, and requests at once. configFromEnv
+	// defaults them to web.DefaultKeyRatePerSecond and web.DefaultKeyRateBurst; zero means those defaults too.
+	// Each gateway process keeps its own buckets, so a key's limit is per process.
+	RateLimitRPS   float64
+	RateLimitBurst int
 }
 
 // Roles says which parts of the platform a process runs: GPUMARKET_ROLES, a comma-separated
@@ -88,6 +97,8 @@ func configFromEnv() (Config, error) {
 		TicketKey:       []byte(os.Getenv("GPUMARKET_TICKET_KEY")),
 		RigKey:          []byte(os.Getenv("GPUMARKET_RIG_KEY")),
 		StreamReplicas:  1,
+		RateLimitRPS:    web.DefaultKeyRatePerSecond,
+		RateLimitBurst:  web.DefaultKeyRateBurst,
 	}
 	roles, err := parseRoles(os.Getenv("GPUMARKET_ROLES"))
 	if err != nil {
@@ -106,6 +117,20 @@ func configFromEnv() (Config, error) {
 	}
 	if c.StreamAckWait, err = envDuration("GPUMARKET_STREAM_ACK_WAIT"); err != nil {
 		return c, err
+	}
+	if v := os.Getenv("GPUMARKET_RATE_LIMIT_RPS"); v != "" {
+		r, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil || math.IsNaN(r) || math.IsInf(r, 0) || r <= 0 {
+			return c, fmt.Errorf("GPUMARKET_RATE_LIMIT_RPS=%q: use a positive number of requests per second per API key, such as 50 or 0.5", v)
+		}
+		c.RateLimitRPS = r
+	}
+	if v := os.Getenv("GPUMARKET_RATE_LIMIT_BURST"); v != "" {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 1 {
+			return c, fmt.Errorf("GPUMARKET_RATE_LIMIT_BURST=%q: use a whole number of requests, at least 1, such as 100", v)
+		}
+		c.RateLimitBurst = n
 	}
 	for _, sec := range strings.Split(os.Getenv("STRIPE_WEBHOOK_SECRET"), ",") {
 		if sec = strings.TrimSpace(sec); sec != "" {

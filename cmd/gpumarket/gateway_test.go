@@ -54,6 +54,8 @@ func TestGateway(t *testing.T) {
 	t.Run("bad JSON, oversized body, bad tier: 400", b.testBadRequests)
 	t.Run("a client that disconnects mid-stream is billed for what was produced", b.testDisconnect)
 	t.Run("routing moves to the offering measured faster", b.testMeasuredLatency)
+	t.Run("the meter's feed brings the requests other gateways routed, each once", b.testMeteredFeed)
+	t.Run("a stream's headers reach the client before its first token", b.testStreamHeadersFirst)
 	t.Run("every request can be looked up and is reconciled with the meter", b.testReconciliation)
 	t.Run("GET /v1/models lists models and their tiers", b.testModels)
 }

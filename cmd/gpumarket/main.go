@@ -84,6 +84,8 @@ environment:
   GPUMARKET_ROLES         web,meter (default both)
   GPUMARKET_STREAM_REPLICAS, GPUMARKET_STREAM_DUPLICATE_WINDOW, GPUMARKET_STREAM_ACK_WAIT
                           the usage stream's replicas (3 on a cluster), dedupe window (5m), redelivery wait (30s)
+  GPUMARKET_RATE_LIMIT_RPS, GPUMARKET_RATE_LIMIT_BURST
+                          each API key's /v1 requests per second (default 50) and burst (default 100)
   STRIPE_SECRET_KEY       Stripe secret key; unset: stripe-mock and local test payments
   STRIPE_WEBHOOK_SECRET   Stripe webhook secret(s), comma-separated
   GPUMARKET_LOG_LEVEL     debug, info, warn or error (default info)

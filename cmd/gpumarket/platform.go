@@ -167,7 +167,7 @@ func (p *Platform) payments(ctx context.Context) (web.Payments, error) {
 }
 
 // gateway builds what the /v1 gateway needs: the router (started in Run), route tickets,
-// admission and the request log.
+// admission, the request log and the rate limit per API key.
 func (p *Platform) gateway() (web.Gateway, error) {
 	signer, err := ticket.NewSigner(p.cfg.TicketKey)
 	if err != nil {
@@ -177,6 +177,7 @@ func (p *Platform) gateway() (web.Gateway, error) {
 	p.requestLog = billing.NewRequestLog(p.pool, nil, p.log.With("role", "gateway"))
 	return web.Gateway{
 		Router: p.router, Tickets: signer, Requests: p.requestLog,
+		RatePerSecond: p.cfg.RateLimitRPS, RateBurst: p.cfg.RateLimitBurst,
 		Admission: billing.NewAdmission(billing.AdmissionConfig{Pool: p.pool, Prices: p.catalog, Log: p.log.With("role", "gateway")}),
 	}, nil
 }
@@ -254,7 +255,7 @@ func (p *Platform) Seed(ctx context.Context) error {
 	return demo.Seed(ctx, p.accounts, p.catalog, time.Now())
 }
 
-// openMeter ensures the usage streams and builds the meter.
+// openMeter ensures the usage streams and builds the meter, which feeds the routers what it stores.
 func (p *Platform) openMeter(ctx context.Context) (*metering.Meter, error) {
 	signer, err := ticket.NewSigner(p.cfg.TicketKey)
 	if err != nil {
@@ -266,9 +267,12 @@ func (p *Platform) openMeter(ctx context.Context) (*metering.Meter, error) {
 	if err != nil {
 		return nil, err
 	}
+	log := p.log.With("role", "meter")
+	// Each committed batch's stored events go to every gateway's router on core NATS (metering.Feed), in this
+	// process or another.
 	return metering.NewMeter(metering.MeterConfig{
 		Pool: p.pool, Ledger: billing.NewLedger(p.pool, nil), Tickets: signer, JS: p.js, Consumer: cons,
-		Log: p.log.With("role", "meter"), Metrics: metering.NewMetrics(p.registry),
+		Log: log, Metrics: metering.NewMetrics(p.registry), OnCommit: metering.NewFeed(p.nc, log).OnCommit,
 	}), nil
 }
 

@@ -379,6 +379,8 @@ type BatchResult struct {
 	Rejections []StoredRejection
 	// Occurred holds the event times of the Stored events, in no particular order.
 	Occurred []time.Time
+	// Usages holds the Stored events' data, each at the index of its time in Occurred.
+	Usages []Usage
 }
 
 // StoredRejection is a refused event as the rejections table keeps it.
@@ -574,7 +576,7 @@ func (m *Meter) commitTx(ctx context.Context, b checkedBatch, assumeNew bool) (B
 		if err := insertRejections(ctx, tx, all, b.now); err != nil {
 			return err
 		}
-		res = BatchResult{Stored: len(s.occurred), Charged: s.charged, Rejections: all, Occurred: s.occurred}
+		res = BatchResult{Stored: len(s.occurred), Charged: s.charged, Rejections: all, Occurred: s.occurred, Usages: s.usages}
 		return nil
 	})
 	if err != nil {
@@ -605,6 +607,7 @@ type pricedEvent struct {
 // storeResult is what store wrote.
 type storeResult struct {
 	occurred   []time.Time // of the events stored
+	usages     []Usage     // of the events stored, in the order of occurred
 	charged    money.Pico
 	rejections []StoredRejection
 }
@@ -687,6 +690,7 @@ func (m *Meter) store(ctx context.Context, tx pgx.Tx, cands []candidate, now tim
 	}
 	stored := make([]*pricedEvent, 0, len(priced))
 	out.occurred = make([]time.Time, 0, len(priced))
+	out.usages = make([]Usage, 0, len(priced))
 	for i := range priced {
 		pe := &priced[i]
 		if isNew != nil && !isNew[pe.c.ev.ID] {
@@ -701,6 +705,7 @@ func (m *Meter) store(ctx context.Context, tx pgx.Tx, cands []candidate, now tim
 		}
 		stored = append(stored, pe)
 		out.occurred = append(out.occurred, pe.c.ev.Time)
+		out.usages = append(out.usages, pe.c.ev.Data)
 	}
 	if len(stored) == 0 {
 		return out, nil

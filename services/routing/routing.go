@@ -5,8 +5,9 @@
 // The gateway's HTTP handlers call it on every request: Pick for an ordered list of candidates, Begin while a
 // request is in flight, Failure or Success once the upstream answered or failed before its first byte, and
 // Observe with what it saw when the request ended. The meter's stored usage comes in through ObserveUsage.
-// Start subscribes to heartbeats, reloads the catalog every few seconds and writes the live figures and tiers
-// back to the offerings table, so that the catalog shows "measured over N requests".
+// Start subscribes to heartbeats and to the meter's feed of committed usage (metering.FeedSubject, which it passes
+// to ObserveUsage), reloads the catalog every few seconds and writes the live figures and tiers back to the
+// offerings table, so that the catalog shows "measured over N requests".
 //
 // The rules, each in one place:
 //   - Routable: an offering is offered for routing when it is active and its ask is at most its tier's blended
@@ -24,9 +25,9 @@
 //     way, at most once a minute (Flush).
 //
 // All of it is in memory, per process, behind a lock per offering; PostgreSQL is read for the catalog and
-// written with the figures. Gateway replicas each keep their own view and the last Flush wins; the meter's feed,
-// where wired, adds the requests other replicas routed (ARCHITECTURE, Scaling: live figures are to be shared
-// through NATS).
+// written with the figures. Gateway replicas each keep their own view and the last Flush wins; the meter's feed
+// adds the requests other replicas routed, so that every replica's window holds the offering's whole metered
+// traffic (ARCHITECTURE, Scaling: live figures are shared through NATS).
 package routing
 
 import (
@@ -44,6 +45,7 @@ import (
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/events"
+	"github.com/gpumarket/gpumarket/services/metering"
 )
 
 // Defaults for Config.
@@ -68,7 +70,7 @@ type Config struct {
 	Pool *pgxpool.Pool
 	// Catalog is where routable offerings and prices come from; nil means catalog.NewService(Pool, Now).
 	Catalog Catalog
-	// NATS is the connection Start subscribes to heartbeats on.
+	// NATS is the connection Start subscribes to heartbeats and the meter's feed on.
 	NATS *nats.Conn
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
@@ -120,28 +122,42 @@ func New(cfg Config) *Router {
 	return &Router{cfg: cfg, cat: cat, log: cfg.Log, rnd: cfg.Rand, offerings: map[string]*offeringState{}}
 }
 
-// Start subscribes to every rig's heartbeats (heartbeat.>), loads the catalog, and then, until ctx ends,
-// reloads it every RefreshEvery and flushes the figures every FlushEvery (when there is a Pool). It returns once
-// the subscription is up and the first load is done; a failure of either is returned.
+// Start subscribes to every rig's heartbeats (heartbeat.>) and to the meter's feed (metering.FeedSubject), loads
+// the catalog, and then, until ctx ends, reloads it every RefreshEvery and flushes the figures every FlushEvery
+// (when there is a Pool). It returns once the subscriptions are up and the first load is done; a failure of
+// either is returned.
 func (r *Router) Start(ctx context.Context) (err error) {
 	defer services.Wrap(&err, "routing.Start")
 	if r.cfg.NATS == nil {
 		return errors.New("no NATS connection for heartbeats")
 	}
-	sub, err := r.cfg.NATS.Subscribe(events.HeartbeatPrefix+".>", r.onHeartbeat)
-	if err != nil {
-		return err
+	var subs []*nats.Subscription
+	unsubscribe := func() {
+		for _, sub := range subs {
+			_ = sub.Unsubscribe()
+		}
+	}
+	for subject, handler := range map[string]nats.MsgHandler{
+		events.HeartbeatPrefix + ".>": r.onHeartbeat,
+		metering.FeedSubject:          r.onMetered,
+	} {
+		sub, err := r.cfg.NATS.Subscribe(subject, handler)
+		if err != nil {
+			unsubscribe()
+			return err
+		}
+		subs = append(subs, sub)
 	}
 	if err := r.Refresh(ctx); err != nil {
-		_ = sub.Unsubscribe()
+		unsubscribe()
 		return err
 	}
-	go r.run(ctx, sub)
+	go r.run(ctx, unsubscribe)
 	return nil
 }
 
-func (r *Router) run(ctx context.Context, sub *nats.Subscription) {
-	defer sub.Unsubscribe() //nolint:errcheck
+func (r *Router) run(ctx context.Context, unsubscribe func()) {
+	defer unsubscribe()
 	refresh := time.NewTicker(r.cfg.RefreshEvery)
 	defer refresh.Stop()
 	flush := time.NewTicker(r.cfg.FlushEvery)

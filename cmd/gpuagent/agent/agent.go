@@ -8,9 +8,10 @@
 // POST /v1/chat/completions, /v1/completions, /v1/embeddings and GET /v1/models, each only with a route ticket
 // (header X-GPUMarket-Ticket) signed by the platform for this offering and issued at most TicketMaxAge ago;
 // anything else is answered 401 in OpenAI's error shape. The ticket stays with the agent: the inference server
-// gets the request's id in X-Request-Id instead. Responses are relayed as they come: a stream frame by frame,
-// flushed after each, a whole response as it is. An upstream error status (a 5xx before the first byte, which
-// the gateway fails over on) reaches the client unchanged.
+// gets the request's id in X-Request-Id instead. Responses are relayed as they come: a stream's status and headers
+// as soon as the upstream sent them, then its frames one by one, flushed after each; a whole response as it is. An
+// upstream error status (a 5xx before the first byte, which the gateway fails over on) reaches the client
+// unchanged.
 //
 // # What it counts
 //

@@ -559,8 +559,9 @@ type rigOptions struct {
 	profile   simulation.Profile
 	failRate  float64
 	nvidiaSMI string
-	noRun     bool // serve without Run: events stay in the outbox
-	listen    bool // let Run serve on a port of its own instead of httptest
+	noRun     bool         // serve without Run: events stay in the outbox
+	upstream  http.Handler // answers in place of the simulated inference server
+	listen    bool         // let Run serve on a port of its own instead of httptest
 }
 
 type rig struct {
@@ -601,6 +602,10 @@ func setup(t *testing.T, opts rigOptions) *rig {
 	r.upstream = simulation.NewHandler(simulation.Options{Profile: opts.profile, Model: testModel, FailRate: opts.failRate, Seed: 7})
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.upstreamCalls.Add(1)
+		if opts.upstream != nil {
+			opts.upstream.ServeHTTP(w, req)
+			return
+		}
 		r.upstream.ServeHTTP(w, req)
 	}))
 	t.Cleanup(up.Close)

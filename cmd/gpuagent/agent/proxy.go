@@ -144,7 +144,13 @@ func (a *Agent) relay(w http.ResponseWriter, r *http.Request, streamOptions bool
 
 	var rerr error
 	if streaming {
-		rerr = a.relayStream(w, resp.Body, req.forcedUsage, x)
+		// The status and headers go at once, as the upstream sent them: the client sees the response begin
+		// before the first token (the gateway times its first byte), not with the first frame.
+		if err := http.NewResponseController(w).Flush(); err != nil {
+			rerr = errClientGone
+		} else {
+			rerr = a.relayStream(w, resp.Body, req.forcedUsage, x)
+		}
 	} else {
 		rerr = a.relayBody(w, resp.Body, x)
 	}

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/gpumarket/gpumarket/web"
+)
+
+// TestRateLimitPerKeyComesFromTheEnvironment: GPUMARKET_RATE_LIMIT_RPS and GPUMARKET_RATE_LIMIT_BURST set the
+// gateway's token bucket per API key, default to the gateway's defaults, and a bad value stops the start with
+// an error naming the variable.
+func TestRateLimitPerKeyComesFromTheEnvironment(t *testing.T) {
+	load := func(rps, burst string) (Config, error) {
+		t.Helper()
+		t.Setenv("GPUMARKET_RATE_LIMIT_RPS", rps)
+		t.Setenv("GPUMARKET_RATE_LIMIT_BURST", burst)
+		return configFromEnv()
+	}
+
+	c, err := load("", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.RateLimitRPS != web.DefaultKeyRatePerSecond || c.RateLimitBurst != web.DefaultKeyRateBurst {
+		t.Errorf("unset: %g/s, burst %d; want the gateway's defaults %d/s, burst %d", c.RateLimitRPS, c.RateLimitBurst,
+			web.DefaultKeyRatePerSecond, web.DefaultKeyRateBurst)
+	}
+
+	for _, good := range []struct {
+		rps, burst string
+		wantRPS    float64
+		wantBurst  int
+	}{{"200", "400", 200, 400}, {"0.5", "1", 0.5, 1}, {" 7 ", " 9 ", 7, 9}, {"1e3", "", 1000, web.DefaultKeyRateBurst}} {
+		c, err := load(good.rps, good.burst)
+		if err != nil {
+			t.Errorf("RPS %q, burst %q: %v", good.rps, good.burst, err)
+			continue
+		}
+		if c.RateLimitRPS != good.wantRPS || c.RateLimitBurst != good.wantBurst {
+			t.Errorf("RPS %q, burst %q: %g/s, burst %d; want %g/s, burst %d", good.rps, good.burst, c.RateLimitRPS,
+				c.RateLimitBurst, good.wantRPS, good.wantBurst)
+		}
+	}
+
+	for _, bad := range []struct{ rps, burst, names string }{
+		{"fast", "", "GPUMARKET_RATE_LIMIT_RPS"},
+		{"0", "", "GPUMARKET_RATE_LIMIT_RPS"},
+		{"-5", "", "GPUMARKET_RATE_LIMIT_RPS"},
+		{"NaN", "", "GPUMARKET_RATE_LIMIT_RPS"},
+		{"+Inf", "", "GPUMARKET_RATE_LIMIT_RPS"},
+		{"", "0", "GPUMARKET_RATE_LIMIT_BURST"},
+		{"", "-1", "GPUMARKET_RATE_LIMIT_BURST"},
+		{"", "2.5", "GPUMARKET_RATE_LIMIT_BURST"},
+		{"", "lots", "GPUMARKET_RATE_LIMIT_BURST"},
+	} {
+		if _, err := load(bad.rps, bad.burst); err == nil || !strings.Contains(err.Error(), bad.names) {
+			t.Errorf("RPS %q, burst %q: error %v; want one naming %s", bad.rps, bad.burst, err, bad.names)
+		}
+	}
+
+	// The gateway gets what was configured.
+	c, err = load("12.5", "30")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.TicketKey = []byte(strings.Repeat("t", 32))
+	p := &Platform{cfg: c, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	gw, err := p.gateway()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gw.RatePerSecond != 12.5 || gw.RateBurst != 30 {
+		t.Errorf("the gateway limits each key to %g/s with a burst of %d; want 12.5/s, 30", gw.RatePerSecond, gw.RateBurst)
+	}
+}

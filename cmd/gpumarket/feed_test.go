@@ -1,0 +1,71 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/routing"
+	"github.com/gpumarket/gpumarket/services/ticket"
+)
+
+// testMeteredFeed: a request another gateway routed reaches this gateway's live figures through the meter's
+// feed; one this gateway routed itself counts once, though the meter reports it too.
+func (b *gatewayBundle) testMeteredFeed(t *testing.T) {
+	o := b.list(t, rigSpec{model: "gw-feed", ask: 100_000, p99: 300})
+	dev, key, secret := b.developer(t, "feed", 20*money.PicoPerUSD, accounts.NewKeyInput{})
+	cands, err := b.p.router.Pick(routing.Request{Model: o.Model, Offering: o.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := ticket.NewSigner(b.p.cfg.TicketKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	elsewhere := func(requestID string) {
+		t.Helper()
+		tk, err := signer.Sign(ticket.Claims{RequestID: requestID, AccountID: dev.AccountID, APIKeyID: key.ID,
+			OfferingID: o.ID, Tier: string(o.Tier), IssuedAt: time.Now()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := fmt.Sprintf(`{"model": %q, "max_tokens": 4, "stream": true, "messages": [{"role": "user", "content": "hi"}]}`, o.Model)
+		req, _ := http.NewRequestWithContext(b.ctx, http.MethodPost, cands[0].AgentURL+"/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(ticket.Header, tk)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("request %s straight to the rig: %d", requestID, res.StatusCode)
+		}
+		b.metered(t, requestID)
+	}
+	requests := func() int { return b.p.router.Figures(o.ID).Requests }
+
+	elsewhere("req_feed_elsewhere_1")
+	b.eventually(t, "the request another gateway routed is in the live figures", func() bool { return requests() == 1 })
+
+	var res *http.Response
+	if _, err := b.client(secret).Chat.Completions.New(b.ctx, chatParams(o.Model, 4), option.WithResponseInto(&res)); err != nil {
+		t.Fatal(err)
+	}
+	id, _, _ := headersOf(t, res)
+	b.metered(t, id)
+	elsewhere("req_feed_elsewhere_2") // metered after the gateway's request: its feed message comes after
+	b.eventually(t, "the second request routed elsewhere is in the live figures", func() bool { return requests() >= 3 })
+	time.Sleep(200 * time.Millisecond)
+	if n := requests(); n != 3 {
+		t.Fatalf("%d requests in the live figures; want 3, the gateway's own counted once", n)
+	}
+}
