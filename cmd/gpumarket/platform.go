@@ -76,6 +76,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 		// The embedded server lets in this process (a password made now) and each listed
 		// offering's rig with its own credential, allowed to publish only its own subjects.
 		platformPassword := randomToken()
+		events.TuneGCForEmbedded()
 		p.natsServer, err = events.StartEmbedded(events.EmbeddedOptions{
 			Port: cfg.NATSPort, StoreDir: filepath.Join(cfg.DataDir, "nats"), Log: log,
 			Authenticator: &events.RigAuthenticator{PlatformName: "gpumarket", PlatformPassword: platformPassword,

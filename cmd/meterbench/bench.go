@@ -142,9 +142,15 @@ func (env *benchEnv) close() {
 // metered, and returns the run's figures.
 func (env *benchEnv) meter(ctx context.Context, o options) (runResult, error) {
 	run := newMeterRun(o.events)
+	// The meter feeds the routers what it stored after every commit, as gpumarket's does.
+	feed := metering.NewFeed(env.nc, nil)
 	m := metering.NewMeter(metering.MeterConfig{
 		Pool: env.db.Pool, Ledger: billing.NewLedger(env.db.Pool, nil), Tickets: env.tickets, JS: env.js,
-		Consumer: env.consumer, BatchSize: o.batchSize, OnCommit: run.committed,
+		Consumer: env.consumer, BatchSize: o.batchSize,
+		OnCommit: func(res metering.BatchResult, committed time.Time) {
+			run.committed(res, committed)
+			feed.OnCommit(res, committed)
+		},
 	})
 	meterCtx, stopMeter := context.WithCancel(ctx)
 	meterErr := make(chan error, 1)
