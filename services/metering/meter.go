@@ -1059,7 +1059,7 @@ func insertRejections(ctx context.Context, tx pgx.Tx, rs []StoredRejection, now 
 	b := &pgx.Batch{}
 	for _, r := range rs {
 		b.Queue(`INSERT INTO usage_rejections (stream_seq, subject, event_id, reason, detail, raw, received_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (stream_seq) DO NOTHING`,
+			VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (stream_seq, raw_sha256) DO NOTHING`,
 			int64(r.Seq), r.Subject, r.EventID, string(r.Reason), truncate(r.Detail, 1000), r.Data, now)
 	}
 	return tx.SendBatch(ctx, b).Close()

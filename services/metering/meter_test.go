@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -298,5 +299,28 @@ func TestMeterUsesThePriceInForceAtTheEventsTime(t *testing.T) {
 	}
 	if a != 1000*150_000+1000*300_000 || b != 1000*200_000+1000*400_000 {
 		t.Fatalf("charges %d and %d: the price change did not apply from its date (FIELD-CASES 16)", a, b)
+	}
+}
+
+// A refusal delivered again is one row; a different message that has the same sequence
+// number (a stream deleted and made again) is a row of its own.
+func TestRejectionsAreKeptPerMessage(t *testing.T) {
+	e := setupMeter(t)
+	ctx := context.Background()
+	write := func(seq uint64, raw string) {
+		t.Helper()
+		err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+			return insertRejections(ctx, tx, []StoredRejection{{Message: Message{Seq: seq, Subject: "usage.p.o", Data: []byte(raw)},
+				Reason: RejectMalformed, Detail: "not JSON"}}, e.now)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(7, "first stream's message")
+	write(7, "first stream's message") // delivered again
+	write(7, "the new stream's message 7")
+	if n := e.count(t, `SELECT count(*) FROM usage_rejections WHERE stream_seq = 7`); n != 2 {
+		t.Errorf("%d rejections of sequence 7, want 2: one per message", n)
 	}
 }
