@@ -8,6 +8,7 @@ DATA_DIR ?= $(or $(GPUMARKET_DATA_DIR),.data)
 PKGS     := ./...
 STRIPE_MOCK_VERSION := v0.203.0
 BENCH_EVENTS ?= 1000000
+BENCH_GATEWAY_FLAGS ?=
 BIN_DIR  := $(abspath $(DATA_DIR))/bin
 export STRIPE_MOCK_BIN ?= $(BIN_DIR)/stripe-mock
 
@@ -36,13 +37,19 @@ test-deps: ## install Chromium for the browser tests when it is missing
 	fi
 
 .PHONY: bench
-bench: bench-meter ## run the benchmarks
+bench: bench-meter bench-gateway ## run the benchmarks
 
 .PHONY: bench-meter
 bench-meter: ## meter BENCH_EVENTS usage events end to end and compare with this machine's ceilings (starts PostgreSQL when missing)
 	@url=$${GPUMARKET_TEST_DATABASE_URL:-$$(GPUMARKET_DATA_DIR=$(DATA_DIR) $(GO) run ./cmd/gpumarket dev postgres)}; \
 	echo "the benchmark uses PostgreSQL at $$url" >&2; \
 	GPUMARKET_TEST_DATABASE_URL="$$url" $(GO) run ./cmd/meterbench -n $(BENCH_EVENTS)
+
+.PHONY: bench-gateway
+bench-gateway: ## the latency the /v1 gateway adds at 1,000 and 2,000 requests/s, against a zero-latency rig directly and through it (BENCH_GATEWAY_FLAGS; starts PostgreSQL when missing)
+	@url=$${GPUMARKET_TEST_DATABASE_URL:-$$(GPUMARKET_DATA_DIR=$(DATA_DIR) $(GO) run ./cmd/gpumarket dev postgres)}; \
+	echo "the benchmark uses PostgreSQL at $$url" >&2; \
+	GPUMARKET_TEST_DATABASE_URL="$$url" $(GO) run ./cmd/gpumarket bench-gateway $(BENCH_GATEWAY_FLAGS)
 
 .PHONY: stripe-mock
 stripe-mock: $(STRIPE_MOCK_BIN) ## install stripe-mock (Stripe's API mock) under the data directory

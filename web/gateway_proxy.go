@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -214,12 +215,18 @@ func (g *gateway) relay(c echo.Context, req *gatewayRequest, a *attempt, resp *h
 // errClientGone is a failed write to the client.
 var errClientGone = errors.New("the client went away")
 
+// relayBuffers holds relayBody's copy buffers for reuse: one made for every response would be
+// most of what the gateway allocates for a small one.
+var relayBuffers = sync.Pool{New: func() any { return new([32 << 10]byte) }}
+
 // relayBody copies a whole response as it comes, keeping up to maxUsageScan bytes of it to
 // read the usage from once it is over.
 func (g *gateway) relayBody(w http.ResponseWriter, body io.Reader, ok bool, o *outcome) error {
 	var kept bytes.Buffer
 	overflow := false
-	buf := make([]byte, 32<<10)
+	pooled := relayBuffers.Get().(*[32 << 10]byte)
+	defer relayBuffers.Put(pooled)
+	buf := pooled[:]
 	for {
 		n, err := body.Read(buf)
 		if n > 0 {

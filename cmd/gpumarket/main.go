@@ -8,6 +8,8 @@
 //	                    migrate, seed the demo, serve, and print the URL and demo logins
 //	gpumarket dev postgres
 //	                    find or start PostgreSQL and print its admin URL (make test uses it)
+//	gpumarket bench-gateway
+//	                    measure the latency the /v1 gateway adds (make bench-gateway)
 package main
 
 import (
@@ -54,6 +56,8 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 			return devPostgres(ctx, cfg, log)
 		}
 		return dev(ctx, cfg, log)
+	case "bench-gateway":
+		return benchGateway(ctx, cfg, args[1:])
 	case "help", "-h", "--help":
 		usage()
 		return nil
@@ -71,6 +75,7 @@ func usage() {
   seed           load the demo data (idempotent) and exit
   dev            the whole platform on this machine with demo data (what "make run" does)
   dev postgres   find or start PostgreSQL and print its admin URL
+  bench-gateway  measure the latency the /v1 gateway adds (make bench-gateway; -h for its flags)
 
 environment:
   DATABASE_URL            PostgreSQL connection URL

@@ -1,0 +1,668 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"net/url"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gpumarket/gpumarket/cmd/internal/devenv"
+	"github.com/gpumarket/gpumarket/cmd/loadgen/load"
+	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/demo"
+	"github.com/gpumarket/gpumarket/services/metering"
+	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/routing"
+	"github.com/gpumarket/gpumarket/services/simulation"
+	"github.com/gpumarket/gpumarket/services/ticket"
+	"github.com/gpumarket/gpumarket/web"
+)
+
+// benchOptions are bench-gateway's flags.
+type benchOptions struct {
+	rates        []int
+	duration     time.Duration
+	warmup       time.Duration
+	maxTokens    int
+	promptTokens int
+	cpuProfile   string
+}
+
+func parseBenchOptions(args []string) (benchOptions, error) {
+	o := benchOptions{}
+	fs := flag.NewFlagSet("bench-gateway", flag.ContinueOnError)
+	rates := fs.String("rates", "1000,2000", "request rates to measure, per second, comma-separated; the last line is the first rate's")
+	fs.DurationVar(&o.duration, "duration", 10*time.Second, "how long each run lasts at each rate and path (requests: rate x duration)")
+	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "warm-up on each path at the first rate before measuring")
+	fs.IntVar(&o.maxTokens, "max-tokens", 8, "max_tokens of each request")
+	fs.IntVar(&o.promptTokens, "prompt-tokens", 16, "length of each prompt in tokens, about")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write CPU profiles of this process during the runs at the first rate: "+
+		"`file` for the gateway's, file.direct for the direct one (go tool pprof -diff_base file.direct file)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	for _, s := range strings.Split(*rates, ",") {
+		r, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || r < 1 {
+			return o, fmt.Errorf("-rates: %q is not a whole number of requests per second", s)
+		}
+		o.rates = append(o.rates, r)
+	}
+	if o.duration <= 0 || o.warmup < 0 || o.maxTokens < 1 || o.promptTokens < 1 {
+		return o, errors.New("-duration, -max-tokens and -prompt-tokens must be positive, -warmup not negative")
+	}
+	return o, nil
+}
+
+const (
+	// benchModel is the model of the benchmark's offering: no demo offering serves it, so
+	// routing has this one candidate.
+	benchModel = "gpumarket-bench/zero-latency"
+	// benchKeyRate is the gateway's per-key rate limit (and burst) during the benchmark: far
+	// above any rate it measures, so that it never refuses a request.
+	benchKeyRate = 1_000_000
+	// benchRequestTimeout bounds each request: a zero-latency rig answers in milliseconds.
+	benchRequestTimeout = 30 * time.Second
+)
+
+// benchGateway is `gpumarket bench-gateway` (make bench-gateway): it measures what the /v1
+// gateway adds to a request.
+//
+//	gpumarket bench-gateway [-rates 1000,2000] [-duration 10s] [-warmup 2s] [-max-tokens 8]
+//	                        [-prompt-tokens 16] [-cpuprofile file]
+//
+// It is a subcommand of the platform binary, not a command of its own, because what it
+// measures is the platform as `gpumarket serve` runs it: the same Config, Open, Run and Close,
+// the same embedded NATS, meter, router, admission and request log, and the simulated rigs of
+// `gpumarket dev` (rigs.go), none of which is reachable from outside this package.
+//
+// One run, on a fresh database (created on the server of GPUMARKET_TEST_DATABASE_URL, else
+// DATABASE_URL, else the PostgreSQL `gpumarket dev postgres` finds or starts; dropped at the
+// end) and an embedded NATS server in a temporary directory (benchTempRoot):
+//
+//  1. The platform runs with its web and meter roles and the demo data. Its configuration
+//     differs from a default one only in the per-key rate limit, raised far above the rates
+//     measured, and a placeholder Stripe key: credit is granted by an adjustment and payments
+//     are never called. One offering of a model of its own is served by a zero-latency
+//     simbackend behind a real gpuagent, both in this process on loopback ports, heartbeating
+//     so that routing sees it healthy. A developer account has ample credit and an API key
+//     without a monthly limit.
+//  2. At each rate, the load generator (cmd/loadgen/load) sends small non-streamed chat
+//     completions with Poisson arrivals: first directly to the agent, with a route ticket for
+//     the offering signed for the run with the platform's ticket key, then through the
+//     gateway's /v1 with the API key, on the same arrival schedule and bodies, in the tier the
+//     offering is in at the time (routing moves it by its measured latency). A short warm-up on
+//     both paths comes first. Before each run the meter is let take every usage event of the
+//     last, so that no run pays for the metering of another.
+//
+// Per rate it prints the latency at the 50th and 99th percentiles, the throughput achieved and
+// the failed requests on each path; failures are listed with their causes, and the latencies
+// are of the requests that succeeded. The last lines read
+// "gateway: added p50 <X> us, p99 <Y> us at <R> rps; throughput ratio <T>", one per rate and
+// the first rate's last: X and Y are the gateway's percentile less the direct one, T the
+// gateway's achieved throughput over the direct one. Everything runs in this one process, the
+// load generator included, so the figures are for this machine's cores shared by all of it.
+// Logs are at warn level unless GPUMARKET_LOG_LEVEL is set; the platform's access log, one
+// line per request at info level in production, is not written.
+//
+// The direct run's requests all carry the run's one ticket, so the meter bills the first of
+// them and keeps the others as duplicates; the gateway's each carry their own and are billed.
+//
+// It prints figures and never fails on them: it fails only when it cannot set up, or when a
+// rate's runs completed no request at all.
+func benchGateway(ctx context.Context, env Config, args []string) error {
+	opts, err := parseBenchOptions(args)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	// The platform's logs would drown the figures: only warnings and errors, unless
+	// GPUMARKET_LOG_LEVEL asks for more.
+	level := slog.LevelWarn
+	if os.Getenv("GPUMARKET_LOG_LEVEL") != "" {
+		level = logLevel()
+	}
+	quiet := &quietHandler{Handler: slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}), counts: &logCounts{seen: map[string]int{}}}
+	log := slog.New(quiet)
+	slog.SetDefault(log)
+
+	summary, err := runBenchGateway(ctx, env, opts, log)
+	quiet.counts.report()
+	if err != nil {
+		return err
+	}
+	// The summary comes last, once everything is stopped and dropped.
+	fmt.Println()
+	for _, line := range summary {
+		fmt.Println(line)
+	}
+	return nil
+}
+
+// runBenchGateway sets up, measures and tears down, and returns the summary lines.
+func runBenchGateway(ctx context.Context, env Config, opts benchOptions, log *slog.Logger) ([]string, error) {
+	adminURL := os.Getenv("GPUMARKET_TEST_DATABASE_URL")
+	if adminURL == "" {
+		// DATABASE_URL when set, else the PostgreSQL `gpumarket dev postgres` finds or starts.
+		var err error
+		if adminURL, err = devenv.EnsureTestPostgres(ctx, env.DataDir, log); err != nil {
+			return nil, err
+		}
+	}
+	dbURL, dropDatabase, err := createScratchDatabase(ctx, adminURL)
+	if err != nil {
+		return nil, err
+	}
+	defer dropDatabase()
+	dataDir, err := os.MkdirTemp(benchTempRoot(), "gpumarket-bench-gateway-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dataDir)
+
+	b, err := startBenchPlatform(ctx, dbURL, dataDir, log)
+	if err != nil {
+		return nil, err
+	}
+	defer b.close()
+	return b.measure(ctx, opts)
+}
+
+// benchTempRoot is where the run's data directory goes: /dev/shm when the machine has it. The
+// agent writes and fsyncs each usage event to its outbox before it answers, and the embedded
+// NATS stores the usage stream under the same directory; on a disk those writes cost the rig
+// milliseconds a request, the same on both paths, and saturate it long before the gateway is
+// measured. In memory they cost microseconds.
+func benchTempRoot() string {
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		return "/dev/shm"
+	}
+	return os.TempDir()
+}
+
+// createScratchDatabase creates an empty database of its own on the server of adminURL, and
+// returns its URL and what drops it. Open migrates it.
+func createScratchDatabase(ctx context.Context, adminURL string) (dbURL string, drop func(), err error) {
+	u, err := url.Parse(adminURL)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return "", nil, errors.New("the benchmark needs a postgres:// URL in GPUMARKET_TEST_DATABASE_URL or DATABASE_URL")
+	}
+	name := "gpumarket_bench_gateway_" + randomHex(6)
+	admin, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return "", nil, fmt.Errorf("connect to PostgreSQL to create the benchmark's database: %w", err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		return "", nil, fmt.Errorf("create the benchmark's database: %w", err)
+	}
+	u.Path = "/" + name
+	drop = func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		admin, err := pgx.Connect(ctx, adminURL)
+		if err == nil {
+			defer admin.Close(ctx)
+			_, err = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+		}
+		if err != nil {
+			benchProgress("could not drop the database %s: %v", name, err)
+		}
+	}
+	return u.String(), drop, nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// benchPlatform is the running platform, its rig and its customer.
+type benchPlatform struct {
+	p        *Platform
+	cancel   context.CancelFunc
+	done     chan error // Run's result
+	rig      *simulatedRig
+	offering catalog.Offering
+	customer accounts.User
+	key      accounts.APIKey
+	secret   string
+	signer   *ticket.Signer
+}
+
+// startBenchPlatform opens and runs the platform, lists the benchmark's offering with its rig
+// and signs up its customer.
+func startBenchPlatform(ctx context.Context, dbURL, dataDir string, log *slog.Logger) (_ *benchPlatform, err error) {
+	cfg := Config{DatabaseURL: dbURL, Addr: "127.0.0.1:0", DataDir: dataDir, NATSPort: 0,
+		SessionKey: randomKey(), TicketKey: randomKey(), RigKey: randomKey(),
+		// Payments are never called (credit is granted by an adjustment): a placeholder key
+		// keeps Open from starting stripe-mock, and no request goes to Stripe.
+		StripeSecretKey: "sk_test_gpumarket_bench_unused", StripeWebhookSecrets: []string{"whsec_gpumarket_bench_unused"},
+		Roles: Roles{Web: true, Meter: true}, StreamReplicas: 1,
+		// The per-key rate limit (GPUMARKET_RATE_LIMIT_RPS and _BURST, 50/s and 100 by default)
+		// would refuse most of the load: far above the rates measured, it refuses nothing.
+		RateLimitRPS: benchKeyRate, RateLimitBurst: benchKeyRate}
+	benchProgress("starting the platform (database %s, embedded NATS under %s)", redactedURL(dbURL), dataDir)
+	runCtx, cancel := context.WithCancel(ctx)
+	p, err := Open(runCtx, cfg, log)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	b := &benchPlatform{p: p, cancel: cancel}
+	defer func() {
+		if err != nil {
+			b.close()
+		}
+	}()
+	if err := p.Seed(ctx); err != nil {
+		return nil, err
+	}
+	if b.signer, err = ticket.NewSigner(cfg.TicketKey); err != nil {
+		return nil, err
+	}
+	b.done = make(chan error, 1)
+	go func() { b.done <- p.Run(runCtx) }()
+	if err := waitFor(ctx, "the router to load the catalog", func() bool {
+		_, err := p.router.Pick(routing.Request{Model: benchModel})
+		return !errors.Is(err, routing.ErrNotLoaded)
+	}); err != nil {
+		return nil, err
+	}
+
+	// The customer: a developer with $100,000 of credit (a run costs cents) and a key without
+	// a monthly limit.
+	if b.customer, err = p.accounts.SignUp(ctx, accounts.SignUpInput{Email: "bench@gateway.example.com", Password: demo.Password,
+		Role: accounts.RoleDeveloper, AccountName: "Gateway benchmark"}); err != nil {
+		return nil, err
+	}
+	admin, err := p.accounts.UserByEmail(ctx, "admin@example.com")
+	if err != nil {
+		return nil, err
+	}
+	credits := billing.NewCredits(p.pool, billing.NewLedger(p.pool, nil), nil, nil)
+	if _, err := credits.Adjust(ctx, billing.AdjustInput{AccountID: b.customer.AccountID, Amount: 100_000 * money.PicoPerUSD,
+		Reason: "gateway benchmark", ByUserID: admin.ID}); err != nil {
+		return nil, err
+	}
+	if b.key, b.secret, err = p.accounts.CreateKey(ctx, b.customer, accounts.NewKeyInput{Name: "gateway benchmark"}); err != nil {
+		return nil, err
+	}
+
+	// The offering, listed by a demo provider, and its rig.
+	provider, err := p.accounts.UserByEmail(ctx, "provider@example.com")
+	if err != nil {
+		return nil, err
+	}
+	// Claimed as what a zero-latency rig measures up to: realtime. Routing moves an offering's
+	// tier by its measured P99 (routing/tiers.go), so each run asks for the tier it is in then.
+	p50, p99, tps := 5.0, 20.0, 1000.0
+	if b.offering, err = p.catalog.Create(ctx, provider.AccountID, catalog.ListingInput{GPU: "rtx-4090", GPUCount: 4, Region: "eu",
+		Model: benchModel, Ask: 100_000, AgentURL: "http://127.0.0.1:1", ClaimedTTFTP50Ms: &p50, ClaimedTTFTP99Ms: &p99,
+		ClaimedTokensPerSec: &tps}); err != nil {
+		return nil, err
+	}
+	profile := simulation.Zero()
+	profile.Model = benchModel
+	if b.rig, err = p.startRig(runCtx, b.offering.ID, provider.AccountID, b.offering.GPU, b.offering.GPUCount, "127.0.0.1:0", profile); err != nil {
+		return nil, err
+	}
+	if _, err := p.pool.Exec(ctx, `UPDATE offerings SET agent_url = $2 WHERE id = $1`, b.offering.ID, b.agentURL()); err != nil {
+		return nil, err
+	}
+	if err := p.router.Refresh(ctx); err != nil {
+		return nil, err
+	}
+	if err := waitFor(ctx, "the rig's heartbeat to reach routing", func() bool {
+		_, err := p.router.Pick(routing.Request{Model: benchModel, Tier: b.offering.Tier, Offering: b.offering.ID})
+		return err == nil
+	}); err != nil {
+		return nil, err
+	}
+	benchProgress("platform at %s; offering %s (%s tier) served by a zero-latency simbackend behind its agent at %s",
+		p.URL(), b.offering.ID, b.offering.Tier, b.agentURL())
+	return b, nil
+}
+
+func randomKey() []byte { return []byte(randomHex(32)) }
+
+func redactedURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}
+
+func (b *benchPlatform) agentURL() string { return "http://" + b.rig.agent.Addr().String() }
+
+// close stops the rig and the platform and releases everything.
+func (b *benchPlatform) close() {
+	b.cancel()
+	if b.rig != nil {
+		b.rig.stop()
+	}
+	if b.done != nil {
+		if err := <-b.done; err != nil && !errors.Is(err, context.Canceled) {
+			benchProgress("the platform stopped with an error: %v", err)
+		}
+	}
+	b.p.Close()
+}
+
+// waitFor polls ok until it holds, for up to 30 seconds.
+func waitFor(ctx context.Context, what string, ok func() bool) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out waiting for %s", what)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// benchPath is how the load generator reaches the rig.
+type benchPath string
+
+const (
+	pathDirect  benchPath = "direct"
+	pathGateway benchPath = "gateway"
+)
+
+// loadOptions are a run's options on a path: the same bodies and, at a rate, the same arrival
+// schedule on both paths.
+func (b *benchPlatform) loadOptions(ctx context.Context, path benchPath, o benchOptions, rate int, d time.Duration) (load.Options, error) {
+	var tier string
+	if err := b.p.pool.QueryRow(ctx, `SELECT tier FROM offerings WHERE id = $1`, b.offering.ID).Scan(&tier); err != nil {
+		return load.Options{}, err
+	}
+	lo := load.Options{Model: benchModel, Endpoint: load.EndpointChat, Rate: float64(rate),
+		Requests: max(1, int(math.Round(float64(rate)*d.Seconds()))), MaxTokens: o.maxTokens, PromptTokens: o.promptTokens,
+		Timeout: benchRequestTimeout, Seed: uint64(rate)}
+	switch path {
+	case pathDirect:
+		// One ticket for the run, signed as the gateway signs them: the agent takes it for
+		// its offering until it is DefaultTicketMaxAge old.
+		now := time.Now()
+		tk, err := b.signer.Sign(ticket.Claims{RequestID: services.NewTimeOrderedID("req_", now), AccountID: b.customer.AccountID,
+			APIKeyID: b.key.ID, OfferingID: b.offering.ID, Tier: tier, IssuedAt: now})
+		if err != nil {
+			return lo, err
+		}
+		lo.URL, lo.Header = b.agentURL()+"/v1", http.Header{ticket.Header: {tk}}
+	case pathGateway:
+		lo.URL, lo.APIKey, lo.Header = b.p.URL()+"/v1", b.secret, http.Header{web.TierHeader: {tier}}
+	}
+	return lo, nil
+}
+
+// run is one load run on a path, after the platform has settled from the last.
+func (b *benchPlatform) run(ctx context.Context, path benchPath, o benchOptions, rate int, d time.Duration, profile string) (load.Result, error) {
+	b.settle(ctx)
+	lo, err := b.loadOptions(ctx, path, o, rate, d)
+	if err != nil {
+		return load.Result{}, err
+	}
+	if profile != "" {
+		f, err := os.Create(profile)
+		if err != nil {
+			return load.Result{}, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return load.Result{}, err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	return load.Run(ctx, lo)
+}
+
+// settle waits until the meter has taken every usage event of the runs so far and the
+// gateway's record is written, then collects garbage, so that each run starts from the same
+// quiet state.
+func (b *benchPlatform) settle(ctx context.Context) {
+	if err := b.p.requestLog.Flush(ctx); err != nil && ctx.Err() == nil {
+		benchProgress("writing the gateway's request record failed: %v", err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	quiet := 0
+	for quiet < 2 && ctx.Err() == nil {
+		if time.Now().After(deadline) {
+			benchProgress("the meter has not caught up after 2 minutes; measuring anyway")
+			break
+		}
+		if pending, err := b.meterPending(ctx); err == nil && pending == 0 {
+			quiet++
+		} else {
+			quiet = 0
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	runtime.GC()
+}
+
+// meterPending is how many usage events the meter has yet to take or acknowledge.
+func (b *benchPlatform) meterPending(ctx context.Context) (uint64, error) {
+	cons, err := b.p.js.Consumer(ctx, metering.StreamName, metering.ConsumerName)
+	if err != nil {
+		return 0, err
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return info.NumPending + uint64(info.NumAckPending), nil
+}
+
+// measure warms up, then runs both paths at each rate, prints each rate's figures, and returns
+// the summary lines: one per rate, the first rate's last.
+func (b *benchPlatform) measure(ctx context.Context, o benchOptions) ([]string, error) {
+	if o.warmup > 0 {
+		for _, path := range []benchPath{pathDirect, pathGateway} {
+			benchProgress("warming up: %s at %d requests/s for %s", path, o.rates[0], o.warmup)
+			res, err := b.run(ctx, path, o, o.rates[0], o.warmup, "")
+			if err != nil {
+				return nil, err
+			}
+			if res.Completed == 0 {
+				return nil, fmt.Errorf("no request of the warm-up %s succeeded: %s", path, describeFailures(res))
+			}
+		}
+	}
+	type pair struct {
+		rate            int
+		direct, gateway load.Result
+	}
+	var pairs []pair
+	out := os.Stdout
+	fmt.Fprintf(out, "gateway benchmark: chat completions of about %d prompt tokens and max_tokens %d, not streamed, "+
+		"to a zero-latency simbackend behind its gpuagent; %s per run, Poisson arrivals; %d CPUs\n",
+		o.promptTokens, o.maxTokens, o.duration, runtime.GOMAXPROCS(0))
+	for i, rate := range o.rates {
+		pr := pair{rate: rate}
+		for _, path := range []benchPath{pathDirect, pathGateway} {
+			profile := ""
+			if i == 0 && o.cpuProfile != "" {
+				profile = o.cpuProfile
+				if path == pathDirect {
+					profile += ".direct"
+				}
+			}
+			benchProgress("measuring: %s at %d requests/s for %s", path, rate, o.duration)
+			res, err := b.run(ctx, path, o, rate, o.duration, profile)
+			if err != nil {
+				return nil, err
+			}
+			if path == pathDirect {
+				pr.direct = res
+			} else {
+				pr.gateway = res
+			}
+		}
+		printRate(out, pr.rate, pr.direct, pr.gateway)
+		pairs = append(pairs, pr)
+	}
+	failed := 0
+	for _, pr := range pairs {
+		failed += pr.direct.Failed + pr.gateway.Failed
+		if pr.direct.Completed == 0 || pr.gateway.Completed == 0 {
+			return nil, fmt.Errorf("at %d requests/s no request succeeded on one of the paths: nothing to compare", pr.rate)
+		}
+	}
+	if failed > 0 {
+		fmt.Fprintf(out, "\n%d requests failed (listed above): the latencies are of the requests that succeeded, "+
+			"and the throughput counts only those.\n", failed)
+	}
+	if o.cpuProfile != "" {
+		fmt.Fprintf(out, "\nCPU profiles at %d requests/s: %s (gateway), %s.direct (direct); compare with\n"+
+			"  go tool pprof -top -diff_base %s.direct %s\n", o.rates[0], o.cpuProfile, o.cpuProfile, o.cpuProfile, o.cpuProfile)
+	}
+	// The usage events of the last run are metered before the platform stops, and the gateway's
+	// once-a-second write of when keys were last used is let happen.
+	b.settle(ctx)
+	time.Sleep(1500 * time.Millisecond)
+	var summary []string
+	for _, pr := range append(pairs[1:], pairs[0]) {
+		summary = append(summary, fmt.Sprintf("gateway: added p50 %d us, p99 %d us at %d rps; throughput ratio %.2f",
+			addedMicros(pr.gateway.LatencyP50Ms, pr.direct.LatencyP50Ms), addedMicros(pr.gateway.LatencyP99Ms, pr.direct.LatencyP99Ms),
+			pr.rate, pr.gateway.ReqS/pr.direct.ReqS))
+	}
+	return summary, nil
+}
+
+// addedMicros is a-b, both milliseconds, in whole microseconds.
+func addedMicros(a, b float64) int64 { return int64(math.Round((a - b) * 1000)) }
+
+// printRate prints a rate's table: each path's latencies, throughput and failures, and what
+// the gateway added.
+func printRate(out io.Writer, rate int, direct, gateway load.Result) {
+	fmt.Fprintf(out, "\n%d requests/s, %d requests on each path:\n", rate, direct.Requests)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "\tp50 us\tp99 us\tmax us\tthroughput rps\tfailed\tsent late p99 ms\t")
+	for _, r := range []struct {
+		name string
+		res  load.Result
+	}{{"direct", direct}, {"gateway", gateway}} {
+		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f\t%.2f\t%d\t%.2f\t\n", r.name, r.res.LatencyP50Ms*1000, r.res.LatencyP99Ms*1000,
+			r.res.LatencyMaxMs*1000, r.res.ReqS, r.res.Failed, r.res.LagP99Ms)
+	}
+	ratio := 0.0
+	if direct.ReqS > 0 {
+		ratio = gateway.ReqS / direct.ReqS
+	}
+	fmt.Fprintf(tw, "added\t%d\t%d\t\tratio %.2f\t\t\t\n", addedMicros(gateway.LatencyP50Ms, direct.LatencyP50Ms),
+		addedMicros(gateway.LatencyP99Ms, direct.LatencyP99Ms), ratio)
+	_ = tw.Flush()
+	for _, r := range []struct {
+		name string
+		res  load.Result
+	}{{"direct", direct}, {"gateway", gateway}} {
+		if r.res.Failed > 0 {
+			fmt.Fprintf(out, "  %s: %s\n", r.name, describeFailures(r.res))
+		}
+		if r.res.LagP99Ms > 10 {
+			fmt.Fprintf(out, "  %s: %s\n", r.name, r.res.Note)
+		}
+	}
+}
+
+// describeFailures says how many requests of a run failed and why, by kind with an example.
+func describeFailures(r load.Result) string {
+	if r.Failed == 0 {
+		return "none failed"
+	}
+	parts := make([]string, 0, len(r.Failures))
+	for i, f := range r.Failures {
+		if i == 5 {
+			parts = append(parts, fmt.Sprintf("and %d more kinds", len(r.Failures)-i))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%d %s (e.g. %s)", f.Count, f.Kind, f.Example))
+	}
+	return fmt.Sprintf("%d of %d failed: %s", r.Failed, r.Sent, strings.Join(parts, "; "))
+}
+
+// quietHandler prints the first few log records of each message and counts the others, so
+// that a failure repeated at every request does not bury the figures.
+type quietHandler struct {
+	slog.Handler
+	counts *logCounts
+}
+
+// logCounts is how many records of each message were logged.
+type logCounts struct {
+	mu   sync.Mutex
+	seen map[string]int
+}
+
+// quietRepeats is how many records of one message are printed.
+const quietRepeats = 5
+
+func (h *quietHandler) Handle(ctx context.Context, r slog.Record) error {
+	h.counts.mu.Lock()
+	h.counts.seen[r.Message]++
+	n := h.counts.seen[r.Message]
+	h.counts.mu.Unlock()
+	if n > quietRepeats {
+		return nil
+	}
+	if n == quietRepeats {
+		r.AddAttrs(slog.String("bench", "further records of this message are counted, not printed"))
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h *quietHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return &quietHandler{Handler: h.Handler.WithAttrs(attrs), counts: h.counts}
+}
+
+func (h *quietHandler) WithGroup(name string) slog.Handler {
+	return &quietHandler{Handler: h.Handler.WithGroup(name), counts: h.counts}
+}
+
+// report says how many records of each message were not printed.
+func (c *logCounts) report() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for msg, n := range c.seen {
+		if n > quietRepeats {
+			benchProgress("%d more log records %q were not printed", n-quietRepeats, msg)
+		}
+	}
+}
+
+// benchProgress prints a progress line to stderr.
+func benchProgress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "bench-gateway: "+format+"\n", args...)
+}
