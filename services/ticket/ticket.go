@@ -67,8 +67,9 @@ var (
 
 // Signer signs and verifies tickets with one key.
 type Signer struct {
-	key      []byte
-	platform *keyedMAC
+	key       []byte
+	platform  *keyedMAC
+	offerings sync.Map // offering id -> *keyedMAC
 }
 
 // NewSigner returns a signer; the key must be at least 32 bytes.
@@ -93,23 +94,70 @@ func (s *Signer) Sign(c Claims) (string, error) {
 	if c.RequestID == "" || c.AccountID == "" || c.OfferingID == "" || c.Tier == "" || c.IssuedAt.IsZero() {
 		return "", fmt.Errorf("ticket: request, account, offering, tier and issue time are required")
 	}
-	body, err := json.Marshal(c)
-	if err != nil {
-		return "", err
+	body, ok := encodeCanonical(c)
+	if !ok {
+		var err error
+		if body, err = json.Marshal(c); err != nil {
+			return "", err
+		}
 	}
-	enc := base64.RawURLEncoding.EncodeToString(body)
-	return enc + "." + base64.RawURLEncoding.EncodeToString(mac(s.key, enc)) + "." +
-		base64.RawURLEncoding.EncodeToString(mac(OfferingKey(s.key, c.OfferingID), enc)), nil
+	// The gateway signs a ticket per request: the claims are written straight into the ticket,
+	// and the MACs come from HMACs keyed once, per offering for the offering's.
+	const macLen = 43 // base64url of 32 bytes, unpadded
+	enc := base64.RawURLEncoding
+	t := make([]byte, enc.EncodedLen(len(body)), enc.EncodedLen(len(body))+2+2*macLen)
+	enc.Encode(t, body)
+	claims := string(t)
+	var sum [sha256.Size]byte
+	t = append(t, '.')
+	t = enc.AppendEncode(t, s.platform.sum(sum[:0], claims))
+	t = append(t, '.')
+	t = enc.AppendEncode(t, s.offeringMAC(c.OfferingID).sum(sum[:0], claims))
+	return string(t), nil
 }
 
-func mac(key []byte, encodedClaims string) []byte {
-	m := hmac.New(sha256.New, key)
-	m.Write([]byte(encodedClaims))
-	return m.Sum(nil)
+// offeringMAC is the keyed HMAC of an offering's tickets, derived once per offering.
+func (s *Signer) offeringMAC(offeringID string) *keyedMAC {
+	if k, ok := s.offerings.Load(offeringID); ok {
+		return k.(*keyedMAC)
+	}
+	k, _ := s.offerings.LoadOrStore(offeringID, newKeyedMAC(OfferingKey(s.key, offeringID)))
+	return k.(*keyedMAC)
 }
 
-// keyedMAC hands out HMACs keyed once with one key, so that checking a ticket costs no key
-// schedule: the meter checks one per usage event.
+// encodeCanonical writes the claims as encoding/json does, byte for byte, when every string
+// is printable ASCII that JSON writes as is (no quote, backslash or HTML character, which
+// encoding/json escapes); ok is false otherwise.
+func encodeCanonical(c Claims) (b []byte, ok bool) {
+	for _, v := range []string{c.RequestID, c.AccountID, c.APIKeyID, c.OfferingID, c.Tier, string(c.Kind)} {
+		if !plain(v) || strings.ContainsAny(v, `"<>&`) {
+			return nil, false
+		}
+	}
+	b = make([]byte, 0, 64+len(c.RequestID)+len(c.AccountID)+len(c.APIKeyID)+len(c.OfferingID)+len(c.Tier)+len(c.Kind))
+	b = append(b, `{"rid":"`...)
+	b = append(b, c.RequestID...)
+	b = append(b, `","acc":"`...)
+	b = append(b, c.AccountID...)
+	b = append(b, `","key":"`...)
+	b = append(b, c.APIKeyID...)
+	b = append(b, `","off":"`...)
+	b = append(b, c.OfferingID...)
+	b = append(b, `","tier":"`...)
+	b = append(b, c.Tier...)
+	if c.Kind != "" {
+		b = append(b, `","kind":"`...)
+		b = append(b, c.Kind...)
+	}
+	b = append(b, `","iat":"`...)
+	b = c.IssuedAt.AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `"}`...)
+	return b, true
+}
+
+// keyedMAC hands out HMACs keyed once with one key, so that signing or checking a ticket
+// costs no key schedule: the gateway signs one per request, the meter checks one per usage
+// event.
 type keyedMAC struct {
 	pool sync.Pool
 }
@@ -119,14 +167,19 @@ func newKeyedMAC(key []byte) *keyedMAC {
 	return &keyedMAC{pool: sync.Pool{New: func() any { return hmac.New(sha256.New, k) }}}
 }
 
-// equal reports whether sum is the MAC of the encoded claims.
-func (k *keyedMAC) equal(sum []byte, encodedClaims string) bool {
+// sum appends the MAC of the encoded claims to b.
+func (k *keyedMAC) sum(b []byte, encodedClaims string) []byte {
 	m := k.pool.Get().(hash.Hash)
 	defer k.pool.Put(m)
 	m.Reset()
 	io.WriteString(m, encodedClaims)
+	return m.Sum(b)
+}
+
+// equal reports whether mac is the MAC of the encoded claims.
+func (k *keyedMAC) equal(mac []byte, encodedClaims string) bool {
 	var buf [sha256.Size]byte
-	return hmac.Equal(sum, m.Sum(buf[:0]))
+	return hmac.Equal(mac, k.sum(buf[:0], encodedClaims))
 }
 
 // split cuts a ticket into its encoded claims and its two MACs.
