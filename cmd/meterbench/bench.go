@@ -9,8 +9,10 @@ import (
 	"runtime/pprof"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -39,6 +41,7 @@ func bench(ctx context.Context, args []string) error {
 	}
 	env.workload.Rate = o.rate
 	defer env.close()
+	settle(ctx, env.db.Pool)
 
 	res, err := env.meter(ctx, o)
 	if err != nil {
@@ -66,6 +69,19 @@ func bench(ctx context.Context, args []string) error {
 	fmt.Printf("publish to commit: p50 %s; p99 %s\n", res.p50.Round(time.Millisecond), res.p99.Round(time.Millisecond))
 	fmt.Printf("meter: %.0f events/s; ceiling: %.0f events/s; ratio: %.2f\n", res.rate, ceiling, res.rate/ceiling)
 	return nil
+}
+
+// settle lets the run start on a quiet machine: earlier work's dirty pages written out (a
+// previous run leaves a gigabyte or more of them, and a kernel writing them back charges the
+// processes that write next, the NATS server first) and PostgreSQL checkpointed, so that its
+// checkpointer does not flush the previous run's pages during this one.
+func settle(ctx context.Context, pool *pgxpool.Pool) {
+	syscall.Sync()
+	if _, err := pool.Exec(ctx, "CHECKPOINT"); err != nil {
+		progress("PostgreSQL not checkpointed before the run (%v): earlier work may be written back during it", err)
+		return
+	}
+	progress("dirty pages written out and PostgreSQL checkpointed before the run")
 }
 
 // benchEnv is what a run works on: its database, its NATS server and the workload.

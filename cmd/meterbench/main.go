@@ -8,7 +8,9 @@
 // 127.0.0.1:5432, and dropped at the end) and an embedded NATS server in a temporary directory:
 //
 //  1. The meter runs as `gpumarket meter` runs it, with its production stream and batch
-//     settings, waiting on the empty usage stream.
+//     settings and its feed to the routers, waiting on the empty usage stream; before it
+//     starts, the machine's dirty pages are written out and PostgreSQL is checkpointed, so
+//     that the run does not pay for earlier work.
 //  2. A separate process (this program again, in its publish mode, standing for the rigs)
 //     signs N valid events for several customers and offerings, then publishes them as fast as
 //     the stream takes them (or at -rate events per second), each stamped with the time it is
