@@ -173,6 +173,9 @@ func (g *gateway) relay(c echo.Context, req *gatewayRequest, a *attempt, resp *h
 	h.Set("X-GPUMarket-Request-Id", a.requestID)
 	h.Set("X-GPUMarket-Offering", a.cand.OfferingID)
 	h.Set("X-GPUMarket-Tier", string(a.cand.Tier))
+	if a.cand.GPUName != "" {
+		h.Set("X-GPUMarket-Hardware", strconv.Itoa(a.cand.GPUCount)+"x "+a.cand.GPUName)
+	}
 	for _, name := range []string{"Content-Type", "Cache-Control"} {
 		if v := resp.Header.Get(name); v != "" {
 			h.Set(name, v)

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -296,8 +297,9 @@ func headersOf(t *testing.T, res *http.Response) (requestID, offering, tier stri
 		t.Fatal("no response")
 	}
 	requestID, offering, tier = res.Header.Get("X-GPUMarket-Request-Id"), res.Header.Get("X-GPUMarket-Offering"), res.Header.Get("X-GPUMarket-Tier")
-	if !strings.HasPrefix(requestID, "req_") || offering == "" || tier == "" {
-		t.Fatalf("routing headers: request id %q, offering %q, tier %q", requestID, offering, tier)
+	hardware := res.Header.Get("X-GPUMarket-Hardware")
+	if !strings.HasPrefix(requestID, "req_") || offering == "" || tier == "" || !regexp.MustCompile(`^[1-8]x \S`).MatchString(hardware) {
+		t.Fatalf("routing headers: request id %q, offering %q, tier %q, hardware %q", requestID, offering, tier, hardware)
 	}
 	return requestID, offering, tier
 }

@@ -69,6 +69,8 @@ type Candidate struct {
 	Tier       catalog.Tier
 	AgentURL   string
 	Ask        money.MicroUSD
+	GPUName    string // the rig's GPU model, e.g. "RTX 4090"
+	GPUCount   int
 	// TTFTP50Ms is the expected time to first token routing used; TTFTP99Ms the P99 the latency cap was
 	// checked against (0 when unknown). Both are live figures when the window holds enough traffic, else the
 	// catalog's.
@@ -246,7 +248,7 @@ func (r *Router) order(cs []choice, now time.Time) []Candidate {
 		}
 		out = append(out, Candidate{
 			OfferingID: c.ID, ProviderID: c.ProviderAccountID, Model: c.Model, Tier: c.tier, AgentURL: c.AgentURL,
-			Ask: c.Ask, TTFTP50Ms: c.p50, TTFTP99Ms: c.p99, InFlight: c.v.load, Capacity: c.v.capacity,
+			Ask: c.Ask, GPUName: c.GPUName, GPUCount: c.GPUCount, TTFTP50Ms: c.p50, TTFTP99Ms: c.p99, InFlight: c.v.load, Capacity: c.v.capacity,
 		})
 	}
 	return out
