@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -198,33 +199,64 @@ func (a *Admission) Admit(ctx context.Context, in AdmitInput) (_ *Reservation, e
 	// Read under the lock, so that a snapshot this request loads is newer than any applied.
 	now := a.cfg.Now()
 	_, knownKey := sp.spent[in.APIKeyID]
-	switch age := now.Sub(sp.loadedAt); {
-	case sp.loadedAt.IsZero() || age > maxStale || !monthStart(now).Equal(sp.month) || (limited && !knownKey):
+	reload := func() error {
 		keys := sp.limitedKeys()
-		if limited && !knownKey {
+		if limited && !slices.Contains(keys, in.APIKeyID) {
 			keys = append(keys, in.APIKeyID)
 		}
 		snap, err := a.load(ctx, in.AccountID, keys, sp.heldIDs(), now)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		sp.apply(snap, a.cfg.HoldFor)
+		return nil
+	}
+	loaded := false
+	switch age := now.Sub(sp.loadedAt); {
+	case sp.loadedAt.IsZero() || age > maxStale || !monthStart(now).Equal(sp.month) || (limited && !knownKey):
+		if err := reload(); err != nil {
+			return nil, err
+		}
+		loaded = true
 	case age >= a.cfg.BalanceTTL && !sp.refreshing:
 		sp.refreshing = true
 		go a.refresh(sp, in.AccountID)
 	}
 
-	if sp.balance-sp.heldTotal-sp.inFlight <= 0 {
-		return nil, &services.Error{Code: services.CodeForbidden, Cause: ErrCreditSpent,
-			Message: "Your credit balance is spent. Buy credits on the Credits page, then retry."}
+	refusal := sp.refusal(in, limited)
+	if refusal != nil && !loaded && now.Sub(sp.loadedAt) >= recheckAfter {
+		// Figures that would refuse are read again before they do: credits bought or a limit
+		// raised a moment ago let the very next request through, not the one after the
+		// background refresh.
+		if err := reload(); err != nil {
+			return nil, err
+		}
+		refusal = sp.refusal(in, limited)
 	}
-	if limited && sp.spent[in.APIKeyID]+sp.heldByKey[in.APIKeyID]+sp.inFlightByKey[in.APIKeyID] >= *in.MonthlyLimit {
-		return nil, &services.Error{Code: services.CodeForbidden, Cause: ErrKeyLimitReached,
-			Message: fmt.Sprintf("This API key has reached its monthly spending limit of %s. Raise the limit on the API keys page, or wait for next month.", in.MonthlyLimit.String())}
+	if refusal != nil {
+		return nil, refusal
 	}
 	sp.inFlight += amount
 	sp.inFlightByKey[in.APIKeyID] += amount
 	return &Reservation{a: a, sp: sp, key: in.APIKeyID, amount: amount, price: price}, nil
+}
+
+// recheckAfter is how old figures that would refuse a request must be for admission to read
+// them again first: so that a client looping on a spent balance costs each gateway at most a
+// few reads a second.
+const recheckAfter = 200 * time.Millisecond
+
+// refusal is why the figures refuse a request, nil when they admit it.
+func (sp *spender) refusal(in AdmitInput, limited bool) error {
+	if sp.balance-sp.heldTotal-sp.inFlight <= 0 {
+		return &services.Error{Code: services.CodeForbidden, Cause: ErrCreditSpent,
+			Message: "Your credit balance is spent. Buy credits on the Credits page, then retry."}
+	}
+	if limited && sp.spent[in.APIKeyID]+sp.heldByKey[in.APIKeyID]+sp.inFlightByKey[in.APIKeyID] >= *in.MonthlyLimit {
+		return &services.Error{Code: services.CodeForbidden, Cause: ErrKeyLimitReached,
+			Message: fmt.Sprintf("This API key has reached its monthly spending limit of %s. Raise the limit on the API keys page, or wait for next month.", in.MonthlyLimit.String())}
+	}
+	return nil
 }
 
 // Settle ends the reservation of a request. requestID is the id the request was billed under

@@ -1,0 +1,48 @@
+package billing
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/money"
+)
+
+// fixedPrices is a price book that never changes.
+type fixedPrices map[catalog.Tier]catalog.Price
+
+func (p fixedPrices) CurrentPrices(context.Context) (map[catalog.Tier]catalog.Price, error) { return p, nil }
+
+// Credits bought a moment ago let the very next request through: figures that would refuse
+// a request are read again first (when they are not brand new), rather than refusing until
+// the background refresh has run.
+func TestAdmissionRereadsFiguresBeforeRefusing(t *testing.T) {
+	t.Parallel()
+	s := setupShop(t, nil)
+	ctx := context.Background()
+	finance := newUser(t, s.pool, newOrg(t, s.pool, "gpumarket"), "finance@gpumarket.test")
+	a := NewAdmission(AdmissionConfig{Pool: s.pool, Now: s.clock.Now, BalanceTTL: time.Minute,
+		Prices: fixedPrices{catalog.TierStandard: {Tier: catalog.TierStandard, Input: 150_000, Output: 300_000}}})
+	output := int64(16)
+	in := AdmitInput{AccountID: s.org, APIKeyID: "key-1", Tier: catalog.TierStandard, MaxInputTokens: 100, MaxOutputTokens: &output}
+
+	if _, err := a.Admit(ctx, in); !errors.Is(err, ErrCreditSpent) {
+		t.Fatalf("Admit with no credit = %v, want ErrCreditSpent", err)
+	}
+	if _, err := s.credits.Adjust(ctx, AdjustInput{AccountID: s.org, Amount: 5 * money.PicoPerUSD, Reason: "welcome credit", ByUserID: finance}); err != nil {
+		t.Fatal(err)
+	}
+	// Within the same instant the figures are not read again: a client looping on a spent
+	// balance does not cost a read per request.
+	if _, err := a.Admit(ctx, in); !errors.Is(err, ErrCreditSpent) {
+		t.Fatalf("Admit again at once = %v, want ErrCreditSpent from the figures just read", err)
+	}
+	s.clock.Advance(300 * time.Millisecond)
+	r, err := a.Admit(ctx, in)
+	if err != nil {
+		t.Fatalf("Admit after the credit, long before the figures' TTL = %v, want admitted", err)
+	}
+	r.Settle("", nil)
+}
