@@ -13,7 +13,9 @@ import (
 // fixedPrices is a price book that never changes.
 type fixedPrices map[catalog.Tier]catalog.Price
 
-func (p fixedPrices) CurrentPrices(context.Context) (map[catalog.Tier]catalog.Price, error) { return p, nil }
+func (p fixedPrices) CurrentPrices(context.Context) (map[catalog.Tier]catalog.Price, error) {
+	return p, nil
+}
 
 // Credits bought a moment ago let the very next request through: figures that would refuse
 // a request are read again first (when they are not brand new), rather than refusing until
