@@ -1,0 +1,306 @@
+package billing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/money"
+)
+
+// The gateway's record of what it saw (RequestLog), and its reconciliation with the meter.
+
+// GatewayStatus is how an attempt ended as the gateway saw it.
+type GatewayStatus string
+
+const (
+	GatewayOK         GatewayStatus = "ok"          // a 2xx relayed whole
+	GatewayError      GatewayStatus = "error"       // a refusal by the rig, or a response that broke off
+	GatewayCanceled   GatewayStatus = "canceled"    // the client went away first
+	GatewayFailedOver GatewayStatus = "failed_over" // a 5xx before the first byte; the next candidate was tried
+)
+
+// GatewayRequest is one attempt of a gateway request, as the gateway saw it.
+type GatewayRequest struct {
+	RequestID  string
+	AccountID  string
+	APIKeyID   string
+	OfferingID string
+	Tier       catalog.Tier
+	Model      string
+	HTTPStatus int
+	Status     GatewayStatus
+	Usage      *TokenCount   // from the response; nil when none came by
+	TTFT       time.Duration // to the first output; 0 when none came
+	Duration   time.Duration
+	At         time.Time // when the attempt ended
+}
+
+// Defaults of RequestLog.
+const (
+	// UnmeteredAfter is how long a request may go without a metered row before it is
+	// reconciled without one: flagged when its response reported output.
+	UnmeteredAfter  = 15 * time.Minute
+	requestLogEvery = 250 * time.Millisecond
+	requestLogBatch = 500
+	// requestLogMax bounds the records waiting to be written; beyond it new ones are dropped
+	// and counted, rather than holding up requests while the database is away.
+	requestLogMax  = 100_000
+	reconcileBatch = 10_000
+)
+
+// RequestLog keeps what the gateway saw of each request (table gateway_requests) and
+// reconciles it with the meter's usage rows: a difference of more than 1% in input or output
+// tokens, or output the response reported but no meter row after UnmeteredAfter, is flagged
+// for review (FIELD-CASES 19). Records are written in batches off the request path by Run.
+type RequestLog struct {
+	pool *pgxpool.Pool
+	now  func() time.Time
+	log  *slog.Logger
+
+	mu      sync.Mutex
+	buf     []GatewayRequest
+	dropped int64
+	wake    chan struct{}
+}
+
+// NewRequestLog returns the log; Run writes it.
+func NewRequestLog(pool *pgxpool.Pool, now func() time.Time, log *slog.Logger) *RequestLog {
+	if now == nil {
+		now = time.Now
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &RequestLog{pool: pool, now: now, log: log, wake: make(chan struct{}, 1)}
+}
+
+// Record queues an attempt to be written. It never waits on the database.
+func (l *RequestLog) Record(r GatewayRequest) {
+	l.mu.Lock()
+	if len(l.buf) >= requestLogMax {
+		l.dropped++
+		l.mu.Unlock()
+		return
+	}
+	l.buf = append(l.buf, r)
+	full := len(l.buf) >= requestLogBatch
+	l.mu.Unlock()
+	if full {
+		select {
+		case l.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Run writes the queued records every quarter second, or sooner when a batch is full, until
+// ctx ends; then it writes what is left, briefly.
+func (l *RequestLog) Run(ctx context.Context) {
+	t := time.NewTicker(requestLogEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			last, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			if err := l.Flush(last); err != nil {
+				l.log.Warn("gateway request log: last write failed", "error", err)
+			}
+			cancel()
+			return
+		case <-t.C:
+		case <-l.wake:
+		}
+		if err := l.Flush(ctx); err != nil && ctx.Err() == nil {
+			l.log.Warn("gateway request log: write failed; retrying", "error", err)
+		}
+	}
+}
+
+// Flush writes every queued record. Records a write failed on are queued again, unless the
+// database refused them as invalid (they are dropped and logged).
+func (l *RequestLog) Flush(ctx context.Context) (err error) {
+	defer services.Wrap(&err, "billing.RequestLog.Flush")
+	l.mu.Lock()
+	batch, dropped := l.buf, l.dropped
+	l.buf, l.dropped = nil, 0
+	l.mu.Unlock()
+	if dropped > 0 {
+		l.log.Error("gateway request log: records dropped while the database was behind", "dropped", dropped)
+	}
+	for len(batch) > 0 {
+		n := min(len(batch), requestLogBatch)
+		if err := l.insert(ctx, batch[:n]); err != nil {
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) && pe.Code[:2] == "23" {
+				l.log.Error("gateway request log: records refused by the database; dropped", "records", n, "error", err)
+				batch = batch[n:]
+				continue
+			}
+			l.mu.Lock()
+			l.buf = append(batch, l.buf...)
+			l.mu.Unlock()
+			return err
+		}
+		batch = batch[n:]
+	}
+	return nil
+}
+
+func (l *RequestLog) insert(ctx context.Context, rs []GatewayRequest) error {
+	n := len(rs)
+	ids, accts, keys, offerings := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	tiers, models, statuses := make([]string, n), make([]string, n), make([]string, n)
+	codes := make([]int32, n)
+	in, out := make([]*int64, n), make([]*int64, n)
+	ttftMs, durationMs := make([]*float64, n), make([]float64, n)
+	at := make([]time.Time, n)
+	for i, r := range rs {
+		ids[i], accts[i], keys[i], offerings[i] = r.RequestID, r.AccountID, r.APIKeyID, r.OfferingID
+		tiers[i], models[i], statuses[i], codes[i] = string(r.Tier), r.Model, string(r.Status), int32(r.HTTPStatus)
+		if r.Usage != nil {
+			in[i], out[i] = &r.Usage.Input, &r.Usage.Output
+		}
+		if r.TTFT > 0 {
+			ms := float64(r.TTFT) / float64(time.Millisecond)
+			ttftMs[i] = &ms
+		}
+		durationMs[i] = float64(r.Duration) / float64(time.Millisecond)
+		at[i] = r.At.UTC()
+	}
+	_, err := l.pool.Exec(ctx, `
+		INSERT INTO gateway_requests (request_id, account_id, api_key_id, offering_id, tier, model, http_status, status,
+			input_tokens, output_tokens, ttft_ms, duration_ms, at)
+		SELECT * FROM unnest($1::text[], $2::uuid[], $3::uuid[], $4::uuid[], $5::text[], $6::text[], $7::int[], $8::text[],
+			$9::bigint[], $10::bigint[], $11::float8[], $12::float8[], $13::timestamptz[])
+		ON CONFLICT (request_id) DO NOTHING`,
+		ids, accts, keys, offerings, tiers, models, codes, statuses, in, out, ttftMs, durationMs, at)
+	return err
+}
+
+// ReconcileResult says what a reconciliation did.
+type ReconcileResult struct {
+	Matched   int // compared with their metered rows
+	Unmetered int // given up on a metered row after UnmeteredAfter
+	Flagged   int // of both, flagged for review
+}
+
+// Reconcile compares the recorded requests not yet reconciled with their metered rows (see
+// RequestLog); the platform runs it periodically. Each record is reconciled once.
+func (l *RequestLog) Reconcile(ctx context.Context) (res ReconcileResult, err error) {
+	defer services.Wrap(&err, "billing.RequestLog.Reconcile")
+	now := l.now().UTC()
+	rows, err := l.pool.Query(ctx, `
+		WITH d AS (
+			SELECT g.request_id, concat_ws('; ',
+				CASE WHEN g.input_tokens IS NOT NULL AND abs(g.input_tokens - u.input_tokens) * 100 > greatest(g.input_tokens, u.input_tokens)
+					THEN format('input tokens: the response reported %s, the meter billed %s', g.input_tokens, u.input_tokens) END,
+				CASE WHEN g.output_tokens IS NOT NULL AND abs(g.output_tokens - u.output_tokens) * 100 > greatest(g.output_tokens, u.output_tokens)
+					THEN format('output tokens: the response reported %s, the meter billed %s', g.output_tokens, u.output_tokens) END
+			) AS reason
+			FROM gateway_requests g JOIN usage_events u ON u.request_id = g.request_id
+			WHERE g.reconciled_at IS NULL
+			ORDER BY g.at LIMIT $2
+		)
+		UPDATE gateway_requests g SET reconciled_at = $1,
+			flagged_at = CASE WHEN d.reason <> '' THEN $1::timestamptz END, flag_reason = nullif(d.reason, '')
+		FROM d WHERE g.request_id = d.request_id
+		RETURNING g.flagged_at IS NOT NULL`, now, reconcileBatch)
+	if err != nil {
+		return res, err
+	}
+	flagged, err := pgx.CollectRows(rows, pgx.RowTo[bool])
+	if err != nil {
+		return res, err
+	}
+	res.Matched = len(flagged)
+	for _, f := range flagged {
+		if f {
+			res.Flagged++
+		}
+	}
+	rows, err = l.pool.Query(ctx, `
+		WITH d AS (
+			SELECT g.request_id, coalesce(g.output_tokens, 0) > 0 AS billable,
+				format('not metered within %s: the response reported %s input and %s output tokens',
+					$3::text, g.input_tokens, g.output_tokens) AS reason
+			FROM gateway_requests g
+			WHERE g.reconciled_at IS NULL AND g.at < $2
+				AND NOT EXISTS (SELECT 1 FROM usage_events u WHERE u.request_id = g.request_id)
+			ORDER BY g.at LIMIT $4
+		)
+		UPDATE gateway_requests g SET reconciled_at = $1,
+			flagged_at = CASE WHEN d.billable THEN $1::timestamptz END, flag_reason = CASE WHEN d.billable THEN d.reason END
+		FROM d WHERE g.request_id = d.request_id
+		RETURNING g.flagged_at IS NOT NULL`, now, now.Add(-UnmeteredAfter), fmt.Sprintf("%d minutes", int(UnmeteredAfter.Minutes())), reconcileBatch)
+	if err != nil {
+		return res, err
+	}
+	if flagged, err = pgx.CollectRows(rows, pgx.RowTo[bool]); err != nil {
+		return res, err
+	}
+	res.Unmetered = len(flagged)
+	for _, f := range flagged {
+		if f {
+			res.Flagged++
+		}
+	}
+	return res, nil
+}
+
+// Discrepancy is a flagged request: what the gateway saw beside what the meter billed.
+type Discrepancy struct {
+	RequestID     string        `json:"request_id"`
+	AccountID     string        `json:"account_id"`
+	APIKeyID      string        `json:"api_key_id"`
+	OfferingID    string        `json:"offering_id"`
+	Tier          catalog.Tier  `json:"tier"`
+	Model         string        `json:"model"`
+	HTTPStatus    int           `json:"http_status"`
+	Status        GatewayStatus `json:"status"`
+	InputTokens   *int64        `json:"input_tokens"`          // as the response reported them
+	OutputTokens  *int64        `json:"output_tokens"`         // as the response reported them
+	MeteredInput  *int64        `json:"metered_input_tokens"`  // null when not metered
+	MeteredOutput *int64        `json:"metered_output_tokens"` // null when not metered
+	Charge        *money.Pico   `json:"charge_pico"`           // what the customer was charged; null when not metered
+	At            time.Time     `json:"at"`
+	FlaggedAt     time.Time     `json:"flagged_at"`
+	Reason        string        `json:"reason"`
+}
+
+// Discrepancies lists the flagged requests, the latest flagged first.
+func (l *RequestLog) Discrepancies(ctx context.Context, limit int) (_ []Discrepancy, err error) {
+	defer services.Wrap(&err, "billing.RequestLog.Discrepancies")
+	if limit <= 0 || limit > 500 {
+		limit = 100
+	}
+	rows, err := l.pool.Query(ctx, `
+		SELECT g.request_id, g.account_id::text, g.api_key_id::text, g.offering_id::text, g.tier, g.model, g.http_status, g.status,
+			g.input_tokens, g.output_tokens, u.input_tokens, u.output_tokens, u.charge_pico::bigint, g.at, g.flagged_at, g.flag_reason
+		FROM gateway_requests g LEFT JOIN usage_events u ON u.request_id = g.request_id
+		WHERE g.flagged_at IS NOT NULL
+		ORDER BY g.flagged_at DESC, g.request_id LIMIT $1`, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Discrepancy, error) {
+		var d Discrepancy
+		var charge *int64
+		err := r.Scan(&d.RequestID, &d.AccountID, &d.APIKeyID, &d.OfferingID, &d.Tier, &d.Model, &d.HTTPStatus, &d.Status,
+			&d.InputTokens, &d.OutputTokens, &d.MeteredInput, &d.MeteredOutput, &charge, &d.At, &d.FlaggedAt, &d.Reason)
+		if charge != nil {
+			c := money.Pico(*charge)
+			d.Charge = &c
+		}
+		return d, err
+	})
+}
