@@ -26,7 +26,7 @@ test: test-deps stripe-mock verify ## run the whole test suite (starts PostgreSQ
 	echo "tests use PostgreSQL at $$url"; \
 	GPUMARKET_TEST_DATABASE_URL="$$url" $(GO) test -count=1 -timeout 9m $(PKGS)
 	@echo "fuzzing the usage event decoder and validator for 10 s"
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeValidate$$' -fuzztime 10s -fuzzminimizetime 2s ./services/metering/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeValidate$$' -fuzztime 10s -fuzzminimizetime 2s ./services/usage/
 
 .PHONY: test-deps
 test-deps: ## install Chromium for the browser tests when it is missing

@@ -1,6 +1,6 @@
 // Package agent is gpuagent, the provider's sidecar: a reverse proxy in front of an OpenAI-compatible inference
 // server (vLLM, llama.cpp's server, simbackend) that serves only requests the gateway routed to its offering and
-// reports what each one used as a usage event (package metering) on NATS JetStream. cmd/gpuagent runs it alone;
+// reports what each one used as a usage event (package usage) on NATS JetStream. cmd/gpuagent runs it alone;
 // cmd/gpumarket runs it in process in front of simulated rigs.
 //
 // # What it serves
@@ -84,10 +84,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gpumarket/gpumarket/services"
-	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/events"
-	"github.com/gpumarket/gpumarket/services/metering"
+	"github.com/gpumarket/gpumarket/services/hardware"
 	"github.com/gpumarket/gpumarket/services/ticket"
+	"github.com/gpumarket/gpumarket/services/usage"
 )
 
 // Defaults of the optional settings.
@@ -138,13 +138,13 @@ type Config struct {
 
 func (c *Config) validate() error {
 	var problems []string
-	if _, _, err := metering.ParseSubject(metering.Subject(c.ProviderID, c.OfferingID)); err != nil {
+	if _, _, err := usage.ParseSubject(usage.Subject(c.ProviderID, c.OfferingID)); err != nil {
 		problems = append(problems, "provider and offering ids must be 1 to 128 ASCII letters, digits, - and _")
 	}
 	if u, err := url.Parse(c.Upstream); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		problems = append(problems, fmt.Sprintf("upstream %q is not an http(s) URL", c.Upstream))
 	}
-	if _, ok := catalog.GPUBySKU(c.GPUSKU); !ok {
+	if _, ok := hardware.GPUBySKU(c.GPUSKU); !ok {
 		problems = append(problems, fmt.Sprintf("GPU SKU %q is not in the catalog", c.GPUSKU))
 	}
 	if c.GPUCount < 1 {
@@ -221,7 +221,7 @@ func New(cfg Config) (*Agent, error) {
 		}
 		cfg.NvidiaSMI = path
 	}
-	gpu, _ := catalog.GPUBySKU(cfg.GPUSKU)
+	gpu, _ := hardware.GPUBySKU(cfg.GPUSKU)
 	box, err := openOutbox(cfg.OutboxDir)
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
@@ -241,7 +241,7 @@ func New(cfg Config) (*Agent, error) {
 		}},
 		meter:     newRigMeter(float64(gpu.BoardPowerW*cfg.GPUCount), cfg.Now),
 		outbox:    box,
-		subject:   metering.Subject(cfg.ProviderID, cfg.OfferingID),
+		subject:   usage.Subject(cfg.ProviderID, cfg.OfferingID),
 		heartbeat: events.HeartbeatSubject(cfg.ProviderID, cfg.OfferingID),
 		wake:      make(chan struct{}, 1),
 	}
@@ -342,10 +342,10 @@ func (a *Agent) Close() error {
 
 // Stats is the agent's state now.
 type Stats struct {
-	InFlight     int                   // inference requests being served
-	Outbox       int                   // usage events the stream has not acknowledged yet
-	Acked        int64                 // usage events the stream acknowledged since New
-	EnergySource metering.EnergySource // how a request served now gets its energy
+	InFlight     int                // inference requests being served
+	Outbox       int                // usage events the stream has not acknowledged yet
+	Acked        int64              // usage events the stream acknowledged since New
+	EnergySource usage.EnergySource // how a request served now gets its energy
 }
 
 // Stats reports the agent's state.
@@ -359,8 +359,8 @@ func (a *Agent) Stats() Stats {
 }
 
 // report turns a relayed request into its usage event and keeps it in the outbox for the sender.
-func (a *Agent) report(t ticketed, x *exchange, start, end time.Time, joules float64, source metering.EnergySource) {
-	u := metering.Usage{
+func (a *Agent) report(t ticketed, x *exchange, start, end time.Time, joules float64, source usage.EnergySource) {
+	u := usage.Usage{
 		RequestID:    t.claims.RequestID,
 		Ticket:       t.raw,
 		OfferingID:   a.cfg.OfferingID,
@@ -373,21 +373,21 @@ func (a *Agent) report(t ticketed, x *exchange, start, end time.Time, joules flo
 	} else {
 		u.OutputTokens = x.contentChunks
 	}
-	u.InputTokens = min(max(u.InputTokens, 0), metering.MaxTokens)
-	u.OutputTokens = min(max(u.OutputTokens, 0), metering.MaxTokens)
+	u.InputTokens = min(max(u.InputTokens, 0), usage.MaxTokens)
+	u.OutputTokens = min(max(u.OutputTokens, 0), usage.MaxTokens)
 	duration := max(end.Sub(start), 0)
 	u.DurationMillis = millis(duration)
 	if u.OutputTokens > 0 && !x.firstToken.IsZero() {
 		u.TTFTMillis = millis(min(max(x.firstToken.Sub(start), 0), duration))
 	}
-	u.EnergyJoules = min(max(joules, 0), metering.MaxEnergyJoules)
+	u.EnergyJoules = min(max(joules, 0), usage.MaxEnergyJoules)
 
-	ev := metering.NewEvent(a.cfg.NewEventID(), a.cfg.ProviderID, a.cfg.OfferingID, end, u)
-	if err := metering.Validate(ev, a.subject, end); err != nil {
+	ev := usage.NewEvent(a.cfg.NewEventID(), a.cfg.ProviderID, a.cfg.OfferingID, end, u)
+	if err := usage.Validate(ev, a.subject, end); err != nil {
 		// Sent all the same: the meter keeps a refused event with its reason, for someone to look at.
 		a.log.Error("usage event breaks the contract", "event", ev.ID, "request", u.RequestID, "error", err)
 	}
-	raw, err := metering.Encode(ev)
+	raw, err := usage.Encode(ev)
 	if err == nil {
 		err = a.outbox.add(ev.ID, raw, end)
 	}
@@ -414,7 +414,7 @@ func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisec
 
 // eventModel is the model name an event can carry: 1 to 200 printable characters, else "unknown".
 func eventModel(m string) string {
-	if n := utf8.RuneCountInString(m); n == 0 || n > metering.MaxModelLength || !utf8.ValidString(m) {
+	if n := utf8.RuneCountInString(m); n == 0 || n > usage.MaxModelLength || !utf8.ValidString(m) {
 		return unknownModel
 	}
 	for _, r := range m {

@@ -25,9 +25,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gpumarket/gpumarket/services/events"
-	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/simulation"
 	"github.com/gpumarket/gpumarket/services/ticket"
+	"github.com/gpumarket/gpumarket/services/usage"
 )
 
 const (
@@ -75,20 +75,20 @@ func TestValidTicketIsServedAndReportedOnce(t *testing.T) {
 	if d.InputTokens != answer.Usage.PromptTokens || d.OutputTokens != answer.Usage.CompletionTokens {
 		t.Errorf("event tokens %d in / %d out, upstream said %+v", d.InputTokens, d.OutputTokens, answer.Usage)
 	}
-	if d.Status != metering.StatusOK {
+	if d.Status != usage.StatusOK {
 		t.Errorf("status %q, want ok", d.Status)
 	}
 	if !(d.TTFTMillis > 0 && d.TTFTMillis <= d.DurationMillis) {
 		t.Errorf("ttft %g ms, duration %g ms: want 0 < ttft <= duration", d.TTFTMillis, d.DurationMillis)
 	}
-	if d.EnergySource != metering.EnergyEstimated || !(d.EnergyJoules > 0) || d.EnergyJoules > testBoardW*d.DurationMillis/1000*1.001 {
+	if d.EnergySource != usage.EnergyEstimated || !(d.EnergyJoules > 0) || d.EnergyJoules > testBoardW*d.DurationMillis/1000*1.001 {
 		t.Errorf("energy %g J (%s) over %g ms: want estimated, above 0 and at most %d W over the duration",
 			d.EnergyJoules, d.EnergySource, d.DurationMillis, testBoardW)
 	}
-	if err := metering.Validate(ev.event, ev.subject, time.Now()); err != nil {
+	if err := usage.Validate(ev.event, ev.subject, time.Now()); err != nil {
 		t.Errorf("the event breaks the contract: %v", err)
 	}
-	if _, err := metering.VerifyTicket(ev.event, mustSigner(t), time.Now(), time.Hour); err != nil {
+	if _, err := usage.VerifyTicket(ev.event, mustSigner(t), time.Now(), time.Hour); err != nil {
 		t.Errorf("the meter would refuse the event's ticket: %v", err)
 	}
 	r.expectStreamHolds(t, 1)
@@ -171,7 +171,7 @@ func TestStreamWithoutIncludeUsageIsRelayedAsUpstreamSendsItAndStillCounted(t *t
 
 	want := upstreamUsage(t, r.upstreamURL, `{"model":"test-model","messages":[{"role":"user","content":"Stream me a story."}],"max_tokens":20}`)
 	d := r.waitEvents(t, 1)[0].event.Data
-	if d.InputTokens != want.PromptTokens || d.OutputTokens != want.CompletionTokens || d.Status != metering.StatusOK {
+	if d.InputTokens != want.PromptTokens || d.OutputTokens != want.CompletionTokens || d.Status != usage.StatusOK {
 		t.Errorf("event %d in / %d out (%s); the upstream counts %+v", d.InputTokens, d.OutputTokens, d.Status, want)
 	}
 	if !(d.TTFTMillis > 0 && d.TTFTMillis <= d.DurationMillis) {
@@ -251,7 +251,7 @@ func TestClientDisconnectCancelsUpstreamAndReportsPartialOutput(t *testing.T) {
 	resp.Body.Close()
 
 	d := r.waitEvents(t, 1)[0].event.Data
-	if d.Status != metering.StatusCanceled {
+	if d.Status != usage.StatusCanceled {
 		t.Errorf("status %q, want canceled", d.Status)
 	}
 	if d.OutputTokens < int64(seen) || d.OutputTokens >= 500 || d.InputTokens != 0 {
@@ -277,7 +277,7 @@ func TestUpstreamFailureIsPassedThroughAndReportedAsError(t *testing.T) {
 		t.Errorf("status %d %s, want the upstream's 500 as it sent it", resp.StatusCode, body)
 	}
 	d := r.waitEvents(t, 1)[0].event.Data
-	if d.Status != metering.StatusError || d.OutputTokens != 0 || d.InputTokens != 0 || d.TTFTMillis != 0 {
+	if d.Status != usage.StatusError || d.OutputTokens != 0 || d.InputTokens != 0 || d.TTFTMillis != 0 {
 		t.Errorf("event %+v, want status error with nothing produced", d)
 	}
 }
@@ -297,7 +297,7 @@ func TestEmbeddingsAreCountedAndModelsBillNothing(t *testing.T) {
 		t.Fatalf("embeddings: %v, usage %+v", err, list.Usage)
 	}
 	d := r.waitEvents(t, 1)[0].event.Data
-	if d.RequestID != "req_embed" || d.InputTokens != 5 || d.OutputTokens != 0 || d.TTFTMillis != 0 || d.Status != metering.StatusOK {
+	if d.RequestID != "req_embed" || d.InputTokens != 5 || d.OutputTokens != 0 || d.TTFTMillis != 0 || d.Status != usage.StatusOK {
 		t.Errorf("event %+v, want req_embed with 5 input tokens, no output and no ttft", d)
 	}
 	r.expectStreamHolds(t, 1)
@@ -318,7 +318,7 @@ func TestEventsWaitInTheOutboxWhileNATSIsDownAndAreSentOnceWhenItIsBack(t *testi
 	if err != nil || len(files) != 1 {
 		t.Fatalf("outbox files %v (%v), want one", files, err)
 	}
-	kept, err := metering.Decode(mustRead(t, files[0]))
+	kept, err := usage.Decode(mustRead(t, files[0]))
 	if err != nil {
 		t.Fatalf("the outbox file is not the event: %v", err)
 	}
@@ -396,13 +396,13 @@ func TestEnergyIsMeasuredWhenNvidiaSMIIsThere(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := setup(t, rigOptions{profile: slowProfile(), nvidiaSMI: smi})
-	waitFor(t, "power samples", func() bool { return r.agent.Stats().EnergySource == metering.EnergyMeasured })
+	waitFor(t, "power samples", func() bool { return r.agent.Stats().EnergySource == usage.EnergyMeasured })
 
 	readAll(t, r.post(t, "/v1/chat/completions", r.ticket(t, "req_measured"),
 		`{"messages":[{"role":"user","content":"hi"}],"max_tokens":10}`))
 	d := r.waitEvents(t, 1)[0].event.Data
 	seconds := d.DurationMillis / 1000
-	if d.EnergySource != metering.EnergyMeasured || d.EnergyJoules < 200*seconds*0.9 || d.EnergyJoules > 200*seconds*1.001 {
+	if d.EnergySource != usage.EnergyMeasured || d.EnergyJoules < 200*seconds*0.9 || d.EnergyJoules > 200*seconds*1.001 {
 		t.Errorf("energy %g J (%s) over %g ms: want about 200 W over the duration, measured", d.EnergyJoules, d.EnergySource, d.DurationMillis)
 	}
 }
@@ -504,7 +504,7 @@ func TestRigMeterSharesPowerAmongRequestsInFlight(t *testing.T) {
 	c := m.enter(now)
 	now = now.Add(time.Second)
 	ec, _ := m.leave(c, now)
-	if ea != 300 || eb != 200 || ec != 100 || src != metering.EnergyEstimated {
+	if ea != 300 || eb != 200 || ec != 100 || src != usage.EnergyEstimated {
 		t.Errorf("energies %g, %g, %g J (%s); want 300, 200, 100 estimated", ea, eb, ec, src)
 	}
 
@@ -516,19 +516,19 @@ func TestRigMeterSharesPowerAmongRequestsInFlight(t *testing.T) {
 	m.sample(40)
 	now = now.Add(500 * time.Millisecond)
 	ed, srcD := m.leave(d, now)
-	if srcD != metering.EnergyEstimated {
+	if srcD != usage.EnergyEstimated {
 		t.Errorf("a request started before the first sample is %s", srcD)
 	}
 	f := m.enter(now)
 	now = now.Add(100 * time.Millisecond)
 	m.sample(40)
 	ef, srcF := m.leave(f, now)
-	if srcF != metering.EnergyMeasured || ef < 1.99 || ef > 2.01 {
+	if srcF != usage.EnergyMeasured || ef < 1.99 || ef > 2.01 {
 		t.Errorf("f: %g J %s, want 2 J measured (40 W for 0.1 s, shared with e)", ef, srcF)
 	}
 	now = now.Add(2 * time.Second) // samples stale
 	ee, srcE := m.leave(e, now)
-	if srcE != metering.EnergyEstimated || ed <= 0 || ee <= 0 {
+	if srcE != usage.EnergyEstimated || ed <= 0 || ee <= 0 {
 		t.Errorf("e: %g J %s after its samples stopped; d: %g J", ee, srcE, ed)
 	}
 }
@@ -595,7 +595,7 @@ func setup(t *testing.T, opts rigOptions) *rig {
 		events.PlatformUser("platform", "platform-secret"),
 	}
 	r.startNATS(t, 0)
-	if _, err := metering.EnsureStreams(t.Context(), r.js, metering.StreamOptions{}); err != nil {
+	if _, err := usage.EnsureStreams(t.Context(), r.js, usage.StreamOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -745,7 +745,7 @@ func (r *rig) subscribe(t *testing.T, subject string) *nats.Subscription {
 type received struct {
 	subject string
 	msgID   string
-	event   metering.UsageEvent
+	event   usage.UsageEvent
 }
 
 // waitEvents waits until the usage stream holds n events and returns them.
@@ -753,7 +753,7 @@ func (r *rig) waitEvents(t *testing.T, n int) []received {
 	t.Helper()
 	var stream jetstream.Stream
 	waitFor(t, fmt.Sprintf("%d events on the stream", n), func() bool {
-		s, err := r.js.Stream(t.Context(), metering.StreamName)
+		s, err := r.js.Stream(t.Context(), usage.StreamName)
 		if err != nil {
 			return false
 		}
@@ -767,11 +767,11 @@ func (r *rig) waitEvents(t *testing.T, n int) []received {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ev, err := metering.Decode(msg.Data)
+		ev, err := usage.Decode(msg.Data)
 		if err != nil {
 			t.Fatalf("message %d is not a usage event: %v\n%s", seq, err, msg.Data)
 		}
-		out = append(out, received{subject: msg.Subject, msgID: msg.Header.Get(metering.HeaderMsgID), event: ev})
+		out = append(out, received{subject: msg.Subject, msgID: msg.Header.Get(usage.HeaderMsgID), event: ev})
 	}
 	return out
 }
@@ -787,7 +787,7 @@ func (r *rig) expectStreamHolds(t *testing.T, n int) {
 
 func (r *rig) streamCount(t *testing.T) int {
 	t.Helper()
-	s, err := r.js.Stream(t.Context(), metering.StreamName)
+	s, err := r.js.Stream(t.Context(), usage.StreamName)
 	if err != nil {
 		t.Fatal(err)
 	}

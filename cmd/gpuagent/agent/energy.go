@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gpumarket/gpumarket/services/metering"
+	"github.com/gpumarket/gpumarket/services/usage"
 )
 
 const (
@@ -94,15 +94,15 @@ func (m *rigMeter) enter(now time.Time) meterMark {
 }
 
 // leave counts a request out at its end, now, and returns its energy and how it was obtained.
-func (m *rigMeter) leave(start meterMark, now time.Time) (joules float64, source metering.EnergySource) {
+func (m *rigMeter) leave(start meterMark, now time.Time) (joules float64, source usage.EnergySource) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.advance(now)
 	m.inFlight--
 	if start.fresh && m.fresh && start.run == m.freshSince {
-		return m.measured - start.measured, metering.EnergyMeasured
+		return m.measured - start.measured, usage.EnergyMeasured
 	}
-	return m.estimated - start.estimated, metering.EnergyEstimated
+	return m.estimated - start.estimated, usage.EnergyEstimated
 }
 
 // sample records the rig's total power draw.
@@ -127,14 +127,14 @@ func (m *rigMeter) lost() {
 }
 
 // source is how a request starting and ending now would have its energy taken.
-func (m *rigMeter) source() metering.EnergySource {
+func (m *rigMeter) source() usage.EnergySource {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.advance(m.now())
 	if m.fresh {
-		return metering.EnergyMeasured
+		return usage.EnergyMeasured
 	}
-	return metering.EnergyEstimated
+	return usage.EnergyEstimated
 }
 
 func (m *rigMeter) inFlightNow() int {

@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gpumarket/gpumarket/services/metering"
+	"github.com/gpumarket/gpumarket/services/usage"
 )
 
 // outbox keeps every usage event on disk until the stream has acknowledged it; the package comment gives its
@@ -45,7 +45,7 @@ func openOutbox(dir string) (*outbox, error) {
 			if err != nil {
 				return nil, fmt.Errorf("outbox: %w", err)
 			}
-			if ev, err := metering.Decode(raw); err == nil && ev.ID == strings.TrimPrefix(name, tmpPrefix) {
+			if ev, err := usage.Decode(raw); err == nil && ev.ID == strings.TrimPrefix(name, tmpPrefix) {
 				if err := o.add(ev.ID, raw, ev.Time); err != nil {
 					return nil, err
 				}

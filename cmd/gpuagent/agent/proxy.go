@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/ticket"
+	"github.com/gpumarket/gpumarket/services/usage"
 )
 
 const (
@@ -61,7 +61,7 @@ type ticketed struct {
 
 // exchange is what the agent learns of one request while relaying it.
 type exchange struct {
-	status        metering.Status
+	status        usage.Status
 	model         string      // from the response, else from the request
 	usage         *tokenUsage // the upstream's count, when it gave one
 	contentChunks int64       // streamed chunks that carried output
@@ -75,7 +75,7 @@ func (a *Agent) serveInference(streamOptions bool) http.HandlerFunc {
 		t := r.Context().Value(claimsKey{}).(ticketed)
 		start := a.cfg.Now()
 		mark := a.meter.enter(start)
-		x := &exchange{status: metering.StatusOK}
+		x := &exchange{status: usage.StatusOK}
 		a.relay(w, r, streamOptions, x)
 		end := a.cfg.Now()
 		joules, source := a.meter.leave(mark, end)
@@ -92,13 +92,13 @@ func (a *Agent) serveModels(w http.ResponseWriter, r *http.Request) {
 func (a *Agent) relay(w http.ResponseWriter, r *http.Request, streamOptions bool, x *exchange) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBytes))
 	if err != nil {
-		x.status = metering.StatusError
+		x.status = usage.StatusError
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
 			writeError(w, http.StatusRequestEntityTooLarge, "invalid_request_error", "request_too_large",
 				fmt.Sprintf("The request body is larger than %d bytes.", maxRequestBytes))
 		} else {
-			x.status = metering.StatusCanceled // the client went away while sending
+			x.status = usage.StatusCanceled // the client went away while sending
 		}
 		return
 	}
@@ -110,7 +110,7 @@ func (a *Agent) relay(w http.ResponseWriter, r *http.Request, streamOptions bool
 	defer cancel()
 	out, err := http.NewRequestWithContext(ctx, r.Method, a.upstream+r.URL.RequestURI(), bytes.NewReader(req.body))
 	if err != nil {
-		x.status = metering.StatusError
+		x.status = usage.StatusError
 		writeError(w, http.StatusInternalServerError, "server_error", "", "The request could not be forwarded.")
 		return
 	}
@@ -123,10 +123,10 @@ func (a *Agent) relay(w http.ResponseWriter, r *http.Request, streamOptions bool
 	resp, err := a.client.Do(out)
 	if err != nil {
 		if r.Context().Err() != nil {
-			x.status = metering.StatusCanceled
+			x.status = usage.StatusCanceled
 			return
 		}
-		x.status = metering.StatusError
+		x.status = usage.StatusError
 		a.log.Warn("inference server unreachable", "upstream", a.upstream, "error", err)
 		writeError(w, http.StatusBadGateway, "server_error", "upstream_unavailable",
 			"The inference server behind this rig could not be reached.")
@@ -158,11 +158,11 @@ func (a *Agent) relay(w http.ResponseWriter, r *http.Request, streamOptions bool
 	case !ok:
 		// The upstream refused or failed (a 5xx before the first byte, which the gateway fails over on): its
 		// status went to the client as it was, and nothing was produced.
-		x.status, x.usage, x.contentChunks, x.firstToken = metering.StatusError, nil, 0, time.Time{}
+		x.status, x.usage, x.contentChunks, x.firstToken = usage.StatusError, nil, 0, time.Time{}
 	case errors.Is(rerr, errClientGone) || r.Context().Err() != nil:
-		x.status = metering.StatusCanceled
+		x.status = usage.StatusCanceled
 	case rerr != nil:
-		x.status = metering.StatusError
+		x.status = usage.StatusError
 		a.log.Warn("inference response broke off", "upstream", a.upstream, "error", rerr)
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gpumarket/gpumarket/services/events"
-	"github.com/gpumarket/gpumarket/services/metering"
+	"github.com/gpumarket/gpumarket/services/usage"
 )
 
 const (
@@ -130,7 +130,7 @@ func (a *Agent) flush(ctx context.Context) error {
 			}
 			msg := nats.NewMsg(a.subject)
 			msg.Data = body
-			f, err := a.js.PublishMsgAsync(msg, jetstream.WithMsgID(e.id), jetstream.WithExpectStream(metering.StreamName))
+			f, err := a.js.PublishMsgAsync(msg, jetstream.WithMsgID(e.id), jetstream.WithExpectStream(usage.StreamName))
 			if err != nil {
 				failed = err
 				break

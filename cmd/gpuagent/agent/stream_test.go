@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/ticket"
+	"github.com/gpumarket/gpumarket/services/usage"
 )
 
 // TestStreamHeadersReachTheClientBeforeTheFirstFrame: the agent sends a stream's status and headers as soon as the
@@ -92,7 +92,7 @@ func TestStreamHeadersReachTheClientBeforeTheFirstFrame(t *testing.T) {
 	readAll(t, resp)
 
 	d := r.waitEvents(t, 1)[0].event.Data
-	if d.Status != metering.StatusOK || d.OutputTokens != 1 || d.TTFTMillis < float64(hold.Milliseconds()) {
+	if d.Status != usage.StatusOK || d.OutputTokens != 1 || d.TTFTMillis < float64(hold.Milliseconds()) {
 		t.Errorf("event %+v: want ok, 1 output token and a time to first token of %s or more (the first frame, not the headers)", d, hold)
 	}
 }

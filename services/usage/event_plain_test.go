@@ -1,4 +1,4 @@
-package metering
+package usage
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package metering
+package usage
 
 import (
 	"context"
@@ -73,7 +73,7 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, opts StreamOptio
 		Duplicates:  opts.DuplicateWindow,
 		Replicas:    opts.Replicas,
 	}); err != nil {
-		return nil, fmt.Errorf("metering: stream %s: %w", StreamName, err)
+		return nil, fmt.Errorf("usage: stream %s: %w", StreamName, err)
 	}
 	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        RejectedStreamName,
@@ -84,7 +84,7 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, opts StreamOptio
 		MaxBytes:    1 << 30,
 		Replicas:    opts.Replicas,
 	}); err != nil {
-		return nil, fmt.Errorf("metering: stream %s: %w", RejectedStreamName, err)
+		return nil, fmt.Errorf("usage: stream %s: %w", RejectedStreamName, err)
 	}
 	cons, err := js.CreateOrUpdateConsumer(ctx, StreamName, jetstream.ConsumerConfig{
 		Durable:       ConsumerName,
@@ -96,7 +96,7 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, opts StreamOptio
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("metering: consumer %s: %w", ConsumerName, err)
+		return nil, fmt.Errorf("usage: consumer %s: %w", ConsumerName, err)
 	}
 	return cons, nil
 }

@@ -1,7 +1,12 @@
-// Package metering owns the usage event: the contract by which an inference backend (the
+// Package usage owns the usage event: the contract by which an inference backend (the
 // provider's gpuagent) tells the platform what one request used, and the rules that decide
-// whether the meter may bill it. CONTRACT.md beside this file is the contract in prose; this
-// file is the contract in code, and the tests hold the two together.
+// whether the meter (package metering) may bill it. CONTRACT.md beside this file is the
+// contract in prose; this file is the contract in code, and the tests hold the two together.
+// EnsureStreams sets up the JetStream stream the events travel on.
+//
+// Both sides import this package: the agent to write events, the meter to judge them. It
+// depends on nothing of the platform's but route tickets (package ticket), so the agent links
+// no database or ledger code.
 //
 // Invariants this package keeps:
 //   - Decode accepts only one strict shape: CloudEvents 1.0 structured JSON of type
@@ -18,7 +23,7 @@
 // Exactly once is the meter's job, built on two facts this contract fixes: an event keeps its
 // id across every re-send (the NATS Nats-Msg-Id header is that id), and one request id is
 // billed at most once, whatever event carries it.
-package metering
+package usage
 
 import (
 	"bytes"
@@ -218,7 +223,7 @@ func Encode(ev UsageEvent) ([]byte, error) {
 	// A bus message is never embedded in HTML; escaping <, > and & would only make it longer.
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(ev); err != nil {
-		return nil, fmt.Errorf("metering: encode usage event %.200q: %w", ev.ID, err)
+		return nil, fmt.Errorf("usage: encode usage event %.200q: %w", ev.ID, err)
 	}
 	b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	if len(b) > MaxEventBytes {
