@@ -204,6 +204,9 @@ func (g *gateway) relay(c echo.Context, req *gatewayRequest, a *attempt, resp *h
 	}
 	o.at = g.now()
 	switch {
+	case err == nil && ok:
+		// The whole response went out; a client that hangs up after its last byte canceled
+		// nothing.
 	case c.Request().Context().Err() != nil || errors.Is(err, errClientGone):
 		o.status = billing.GatewayCanceled
 	case err != nil:
@@ -305,6 +308,11 @@ func (g *gateway) relayStream(w http.ResponseWriter, body io.Reader, forcedUsage
 					o.firstToken = g.now()
 				}
 			}
+			if isDone(frame) {
+				// The stream is complete: the client has it all, and may hang up at once, as
+				// OpenAI's SDKs do on [DONE]. That is no cancellation.
+				return nil
+			}
 			frame = frame[:0]
 		}
 		if errors.Is(err, io.EOF) {
@@ -314,6 +322,12 @@ func (g *gateway) relayStream(w http.ResponseWriter, body io.Reader, forcedUsage
 			return err
 		}
 	}
+}
+
+// isDone is true for the frame that ends an OpenAI stream: "data: [DONE]".
+func isDone(frame []byte) bool {
+	payload, _, ok := dataPayload(frame)
+	return ok && string(bytes.TrimSpace(payload)) == "[DONE]"
 }
 
 func isBlankLine(line []byte) bool {

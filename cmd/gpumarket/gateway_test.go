@@ -59,6 +59,7 @@ func TestGateway(t *testing.T) {
 	t.Run("a stream's headers reach the client before its first token", b.testStreamHeadersFirst)
 	t.Run("every request can be looked up and is reconciled with the meter", b.testReconciliation)
 	t.Run("GET /v1/models lists models and their tiers", b.testModels)
+	t.Run("browser journey: a key made on the keys page streams from batch and realtime, both on the usage page", b.testBrowserJourney)
 }
 
 // gatewayBundle is a running platform and what the subtests share.

@@ -159,6 +159,8 @@ func (a *Agent) relay(w http.ResponseWriter, r *http.Request, streamOptions bool
 		// The upstream refused or failed (a 5xx before the first byte, which the gateway fails over on): its
 		// status went to the client as it was, and nothing was produced.
 		x.status, x.usage, x.contentChunks, x.firstToken = usage.StatusError, nil, 0, time.Time{}
+	case rerr == nil:
+		// The whole response went out; a client that hangs up after its last byte canceled nothing.
 	case errors.Is(rerr, errClientGone) || r.Context().Err() != nil:
 		x.status = usage.StatusCanceled
 	case rerr != nil:
@@ -204,6 +206,11 @@ func (a *Agent) relayStream(w http.ResponseWriter, body io.Reader, forcedUsage b
 					x.firstToken = a.cfg.Now()
 				}
 			}
+			if isDone(frame) {
+				// The stream is complete, its usage read: the client may hang up at once, as
+				// OpenAI's SDKs (and the gateway) do on [DONE]. That is no cancellation.
+				return nil
+			}
 			frame = frame[:0]
 		}
 		if errors.Is(err, io.EOF) {
@@ -213,6 +220,12 @@ func (a *Agent) relayStream(w http.ResponseWriter, body io.Reader, forcedUsage b
 			return err
 		}
 	}
+}
+
+// isDone is true for the frame that ends an OpenAI stream: "data: [DONE]".
+func isDone(frame []byte) bool {
+	from, to, ok := dataPayload(frame)
+	return ok && string(bytes.TrimSpace(frame[from:to])) == "[DONE]"
 }
 
 func isBlankLine(line []byte) bool {

@@ -96,3 +96,55 @@ func TestStreamHeadersReachTheClientBeforeTheFirstFrame(t *testing.T) {
 		t.Errorf("event %+v: want ok, 1 output token and a time to first token of %s or more (the first frame, not the headers)", d, hold)
 	}
 }
+
+// TestAClientThatHangsUpAfterDoneCanceledNothing: OpenAI's SDKs close the connection as soon as they read
+// "data: [DONE]". The request is complete and reported ok, even when the upstream has not closed its stream yet.
+func TestAClientThatHangsUpAfterDoneCanceledNothing(t *testing.T) {
+	t.Parallel()
+	upstream := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		rc := http.NewResponseController(w)
+		for _, f := range []string{
+			`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"test-model","choices":[{"index":0,"delta":{"content":"Hi"}}]}`,
+			`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"test-model","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1}}`,
+			`[DONE]`,
+		} {
+			_, _ = w.Write([]byte("data: " + f + "\n\n"))
+			_ = rc.Flush()
+		}
+		// The upstream lingers before it closes, as a server finishing its own bookkeeping may.
+		select {
+		case <-time.After(time.Second):
+		case <-req.Context().Done():
+		}
+	})
+	r := setup(t, rigOptions{upstream: upstream})
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, r.agentURL+"/v1/chat/completions",
+		strings.NewReader(`{"model":"test-model","messages":[{"role":"user","content":"hi"}],"stream":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(ticket.Header, r.ticket(t, "req_hangs_up_after_done"))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(resp.Body)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("the stream ended before [DONE]: %v", err)
+		}
+		if strings.TrimSpace(line) == "data: [DONE]" {
+			break
+		}
+	}
+	resp.Body.Close() // as the SDK does
+
+	d := r.waitEvents(t, 1)[0].event.Data
+	if d.Status != usage.StatusOK || d.OutputTokens != 1 {
+		t.Errorf("event %+v: want ok with 1 output token: the client had the whole stream", d)
+	}
+}
