@@ -43,27 +43,40 @@ func bench(ctx context.Context, args []string) error {
 	defer env.close()
 	settle(ctx, env.db.Pool)
 
-	res, err := env.meter(ctx, o)
+	// The warm-up round brings the meter, the NATS server, PostgreSQL and the machine to the
+	// state they meter in (caches, connections, the Go runtime's heap, the indexes' top
+	// pages); the figures come from the measured round only, and the exactly-once check
+	// covers both.
+	warm, measured := env.workload, env.workload
+	warm.From, warm.Events = 0, o.warmup
+	measured.From, measured.Events = o.warmup, o.events
+	if o.warmup > 0 {
+		if _, err := env.meter(ctx, o, warm, false); err != nil {
+			return fmt.Errorf("warm-up: %w", err)
+		}
+	}
+	res, err := env.meter(ctx, o, measured, true)
 	if err != nil {
 		return err
 	}
 
-	jsRate, err := jetStreamCeiling(ctx, env.srv.ClientURL(), o.events, o.batchSize)
+	jsRate, err := jetStreamCeiling(ctx, env.srv.ClientURL(), o.warmup, o.events, o.batchSize)
 	if err != nil {
 		return err
 	}
 	progress("ceiling: JetStream fetch and ack of the same %d messages: %.0f events/s", o.events, jsRate)
-	pgRate, err := copyCeiling(ctx, env.db.Pool, o.batchSize)
+	pgRate, err := copyCeiling(ctx, env.db.Pool, o.warmup, o.batchSize)
 	if err != nil {
 		return err
 	}
 	progress("ceiling: pgx CopyFrom of the same %d rows in batches of %d into a table shaped like usage_events: %.0f events/s",
 		o.events, o.batchSize, pgRate)
 
-	if err := verify(ctx, env.db.Pool, &env.workload); err != nil {
+	if err := verify(ctx, env.db.Pool, warm, measured); err != nil {
 		return err
 	}
-	progress("exactly once: %d distinct events stored, none rejected; charges, ledger and rollups agree with the workload", o.events)
+	progress("exactly once: %d distinct events stored (%d of the warm-up, %d measured), none rejected; charges, ledger, rollups and key spend agree with the workload",
+		o.warmup+o.events, o.warmup, o.events)
 
 	ceiling := min(jsRate, pgRate)
 	fmt.Printf("publish to commit: p50 %s; p99 %s\n", res.p50.Round(time.Millisecond), res.p99.Round(time.Millisecond))
@@ -154,10 +167,11 @@ func (env *benchEnv) close() {
 	}
 }
 
-// meter runs the meter while the publisher publishes the workload, until every event is
-// metered, and returns the run's figures.
-func (env *benchEnv) meter(ctx context.Context, o options) (runResult, error) {
-	run := newMeterRun(o.events)
+// meter runs the meter while the publisher publishes a round of the workload, until every
+// event of it is metered, and returns the round's figures; only a measured round is profiled
+// and reported.
+func (env *benchEnv) meter(ctx context.Context, o options, w workload, measured bool) (runResult, error) {
+	run := newMeterRun(w.Events)
 	// The meter feeds the routers what it stored after every commit, as gpumarket's does.
 	feed := metering.NewFeed(env.nc, nil)
 	m := metering.NewMeter(metering.MeterConfig{
@@ -180,12 +194,16 @@ func (env *benchEnv) meter(ctx context.Context, o options) (runResult, error) {
 		}
 	}()
 
-	progress("preparing %d events in a separate process, the publisher", o.events)
-	pub, err := startPublisher(ctx, env.workload)
+	round := "measured round"
+	if !measured {
+		round = "warm-up round"
+	}
+	progress("%s: preparing %d events in a separate process, the publisher", round, w.Events)
+	pub, err := startPublisher(ctx, w)
 	if err != nil {
 		return runResult{}, err
 	}
-	if o.cpuProfile != "" {
+	if measured && o.cpuProfile != "" {
 		f, err := os.Create(o.cpuProfile)
 		if err != nil {
 			return runResult{}, err
@@ -196,7 +214,7 @@ func (env *benchEnv) meter(ctx context.Context, o options) (runResult, error) {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	progress("publishing while the meter runs")
+	progress("%s: publishing while the meter runs", round)
 	cpuBefore := sampleCPU(env.db.name)
 	if err := pub.start(); err != nil {
 		return runResult{}, err
@@ -242,10 +260,14 @@ func (env *benchEnv) meter(ctx context.Context, o options) (runResult, error) {
 		return runResult{}, fmt.Errorf("the meter: %w", err)
 	}
 	res := run.result(report.First)
+	if !measured {
+		progress("warm-up round: %d events metered at %.0f events/s (not counted)", w.Events, res.rate)
+		return res, nil
+	}
 	progress("meter: %d events of %d bytes in %s from the first publication to the last commit: %.0f events/s; publish to commit p50 %s, p99 %s, max %s",
-		o.events, report.Bytes/report.Published, res.took.Round(time.Millisecond), res.rate,
+		w.Events, report.Bytes/report.Published, res.took.Round(time.Millisecond), res.rate,
 		res.p50.Round(time.Millisecond), res.p99.Round(time.Millisecond), res.max.Round(time.Millisecond))
-	reportCPU(cpu, report.CPU, o.events, res.took)
+	reportCPU(cpu, report.CPU, w.Events, res.took)
 	return res, nil
 }
 

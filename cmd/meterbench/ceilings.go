@@ -14,10 +14,11 @@ import (
 )
 
 // jetStreamCeiling is how fast a plain pull consumer fetches and acknowledges the n messages
-// the meter has just metered, from the same stream: a durable consumer of its own with the
-// meter's consumer settings, pulling as many at a time as the meter does and acknowledging
-// each message. It ends when the server has every acknowledgement.
-func jetStreamCeiling(ctx context.Context, natsURL string, n, batchSize int) (float64, error) {
+// the meter has just metered in its measured round, from the same stream (they follow the
+// warm-up round's skip messages): a durable consumer of its own with the meter's consumer
+// settings, pulling as many at a time as the meter does and acknowledging each message. It
+// ends when the server has every acknowledgement.
+func jetStreamCeiling(ctx context.Context, natsURL string, skip, n, batchSize int) (float64, error) {
 	nc, js, err := events.Connect(ctx, natsURL, "meterbench-ceiling", nil)
 	if err != nil {
 		return 0, err
@@ -25,7 +26,8 @@ func jetStreamCeiling(ctx context.Context, natsURL string, n, batchSize int) (fl
 	defer nc.Close()
 	cons, err := js.CreateOrUpdateConsumer(ctx, metering.StreamName, jetstream.ConsumerConfig{
 		Durable: "meterbench_ceiling", AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second,
-		MaxDeliver: -1, MaxAckPending: 100_000, DeliverPolicy: jetstream.DeliverAllPolicy,
+		MaxDeliver: -1, MaxAckPending: 100_000,
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: uint64(skip) + 1,
 	})
 	if err != nil {
 		return 0, fmt.Errorf("ceiling consumer: %w", err)
@@ -52,7 +54,7 @@ func jetStreamCeiling(ctx context.Context, natsURL string, n, batchSize int) (fl
 		if err != nil {
 			return 0, err
 		}
-		if info.NumAckPending == 0 && info.AckFloor.Stream >= uint64(n) {
+		if info.AckFloor.Stream >= uint64(skip+n) {
 			break
 		}
 		time.Sleep(time.Millisecond)
@@ -75,15 +77,16 @@ var usageColumns = []string{"event_id", "request_id", "account_id", "api_key_id"
 	"tier", "model", "input_tokens", "output_tokens", "ttft_ms", "duration_ms", "energy_j", "energy_source", "status",
 	"input_price", "output_price", "ask_price", "charge_pico", "payable_pico", "occurred_at", "metered_at", "stream_seq"}
 
-// copyCeiling is how fast pgx CopyFrom writes the usage rows the meter stored into a scratch
+// copyCeiling is how fast pgx CopyFrom writes the usage rows the meter stored in its measured
+// round (after the warm-up round's skip messages) into a scratch
 // table with usage_events' columns, constraints and indexes (all but the foreign keys), in
 // batches of the meter's size, each its own transaction, one after the other.
-func copyCeiling(ctx context.Context, pool *pgxpool.Pool, batchSize int) (float64, error) {
+func copyCeiling(ctx context.Context, pool *pgxpool.Pool, skip, batchSize int) (float64, error) {
 	rows, err := pool.Query(ctx, `SELECT event_id, request_id, account_id::text, api_key_id, offering_id::text,
 		provider_account_id::text, tier, model, input_tokens, output_tokens, ttft_ms, duration_ms, energy_j,
 		energy_source, status, input_price, output_price, ask_price, charge_pico::bigint, payable_pico::bigint,
 		occurred_at, metered_at, stream_seq
-		FROM usage_events ORDER BY stream_seq`)
+		FROM usage_events WHERE stream_seq > $1 ORDER BY stream_seq`, skip)
 	if err != nil {
 		return 0, err
 	}

@@ -2,7 +2,7 @@
 // second it prices and commits exactly once, how long an event waits from its publication to
 // its commit, and how close that comes to what JetStream and PostgreSQL can do here at all.
 //
-//	meterbench [-n 1000000] [-rate 0] [-batch 0] [-cpuprofile file]
+//	meterbench [-n 1000000] [-warmup -1] [-rate 0] [-batch 0] [-cpuprofile file]
 //
 // One run, on a fresh database (created on the server of GPUMARKET_TEST_DATABASE_URL, else
 // 127.0.0.1:5432, and dropped at the end) and an embedded NATS server in a temporary directory:
@@ -11,8 +11,11 @@
 //     settings and its feed to the routers, waiting on the empty usage stream; before it
 //     starts, the machine's dirty pages are written out and PostgreSQL is checkpointed, so
 //     that the run does not pay for earlier work.
-//  2. A separate process (this program again, in its publish mode, standing for the rigs)
-//     signs N valid events for several customers and offerings, then publishes them as fast as
+//  2. A warm-up round first meters -warmup events (by default a tenth of N, at most 100,000)
+//     the way the measured round does, unmeasured, so that the figures are those of a meter
+//     in its working state rather than of its first seconds on a machine fresh from other
+//     work. Then, for the measured round, a separate process (this program again, in its
+//     publish mode, standing for the rigs) signs N valid events for several customers and offerings, then publishes them as fast as
 //     the stream takes them (or at -rate events per second), each stamped with the time it is
 //     published. The meter's E is N over the time from the first publication to the last
 //     commit; the latency of an event is its commit time minus its stamp. Flat out, the
@@ -26,9 +29,9 @@
 //     committed, into a scratch table shaped like usage_events (same columns, constraints and
 //     indexes, but no foreign keys). C is the lower of the two: what this machine could do if
 //     metering were only moving the messages into the table.
-//  4. Exactly once is checked: N distinct events stored, none rejected, charges equal to the
-//     workload's own sum, the ledger balanced and equal to the charges, the rollups equal to
-//     the rows.
+//  4. Exactly once is checked over both rounds: every distinct event stored, none rejected,
+//     charges equal to the workload's own sum, the ledger balanced and equal to the charges,
+//     the rollups and the API keys' monthly spend equal to the rows.
 //
 // Progress goes to stderr, with where the machine's CPU went while the meter ran (this
 // process, which holds the meter and the NATS server; the publisher; the PostgreSQL processes
@@ -69,6 +72,7 @@ func main() {
 // options are the benchmark's flags.
 type options struct {
 	events     int
+	warmup     int
 	rate       int
 	batchSize  int
 	cpuProfile string
@@ -78,14 +82,18 @@ func parseOptions(args []string) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("meterbench", flag.ContinueOnError)
 	fs.IntVar(&o.events, "n", 1_000_000, "events to publish and meter")
+	fs.IntVar(&o.warmup, "warmup", -1, "events to meter first, unmeasured (-1: a tenth of -n, at most 100,000)")
 	fs.IntVar(&o.rate, "rate", 0, "events per second to publish (0: as fast as the stream takes them)")
 	fs.IntVar(&o.batchSize, "batch", 0, "the meter's batch size (0: the meter's default)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process while the meter runs")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
-	if o.events < 1 || o.rate < 0 {
-		return o, errors.New("-n must be at least 1 and -rate at least 0")
+	if o.events < 1 || o.rate < 0 || o.warmup < -1 {
+		return o, errors.New("-n must be at least 1, -rate and -warmup at least 0")
+	}
+	if o.warmup == -1 {
+		o.warmup = min(o.events/10, 100_000)
 	}
 	return o, nil
 }

@@ -143,7 +143,8 @@ func prepare(w *workload, now time.Time) ([]preparedEvent, error) {
 	placeholder := []byte(placeholderTime.Format(stampLayout))
 	issued := now.Add(-2 * time.Second)
 	prepared := make([]preparedEvent, w.Events)
-	for i := range prepared {
+	for k := range prepared {
+		i := w.From + k
 		off := w.offering(i)
 		tk, err := signer.Sign(ticket.Claims{RequestID: w.requestID(i), AccountID: w.customer(i), APIKeyID: w.apiKey(i),
 			OfferingID: off.ID, Tier: off.Tier, IssuedAt: issued})
@@ -159,7 +160,7 @@ func prepare(w *workload, now time.Time) ([]preparedEvent, error) {
 		if at < 0 {
 			return nil, errors.New("publisher: the encoded event does not hold its time as expected")
 		}
-		prepared[i] = preparedEvent{subject: metering.Subject(off.Provider, off.ID), id: ev.ID, body: body, stampAt: at}
+		prepared[k] = preparedEvent{subject: metering.Subject(off.Provider, off.ID), id: ev.ID, body: body, stampAt: at}
 	}
 	return prepared, nil
 }

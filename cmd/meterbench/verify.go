@@ -10,8 +10,13 @@ import (
 // verify checks that the workload was metered exactly once: every event stored once and none
 // refused, the charges and payables the workload adds up to, a ledger that balances and
 // moved exactly those amounts, and rollups and API key spend that sum to the rows.
-func verify(ctx context.Context, pool *pgxpool.Pool, w *workload) error {
-	charge, payable := w.expected()
+func verify(ctx context.Context, pool *pgxpool.Pool, rounds ...workload) error {
+	var charge, payable, n int64
+	for _, w := range rounds {
+		c, p := w.expected()
+		charge, payable, n = charge+c, payable+p, n+int64(w.Events)
+	}
+	w := rounds[0]
 	var rows, eventIDs, requestIDs, rejected, storedCharge, storedPayable int64
 	if err := pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT event_id), count(DISTINCT request_id),
 		coalesce(sum(charge_pico), 0)::bigint, coalesce(sum(payable_pico), 0)::bigint,
@@ -19,7 +24,6 @@ func verify(ctx context.Context, pool *pgxpool.Pool, w *workload) error {
 		FROM usage_events`).Scan(&rows, &eventIDs, &requestIDs, &storedCharge, &storedPayable, &rejected); err != nil {
 		return fmt.Errorf("verify: %w", err)
 	}
-	n := int64(w.Events)
 	if rows != n || eventIDs != n || requestIDs != n || rejected != 0 {
 		return fmt.Errorf("verify: %d usage rows (%d event ids, %d request ids) and %d rejections; want %d, %d, %d and 0",
 			rows, eventIDs, requestIDs, rejected, n, n, n)

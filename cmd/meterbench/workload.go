@@ -11,10 +11,12 @@ import (
 // and the customers and offerings the events are spread over. The parent process hands it to
 // the publisher on its standard input.
 type workload struct {
-	NATSURL   string     `json:"nats_url"`
-	TicketKey []byte     `json:"ticket_key"`
-	Events    int        `json:"events"`
-	Rate      int        `json:"rate"` // events per second to publish; 0 for as fast as possible
+	NATSURL   string `json:"nats_url"`
+	TicketKey []byte `json:"ticket_key"`
+	Events    int    `json:"events"`
+	Rate      int    `json:"rate"` // events per second to publish; 0 for as fast as possible
+	// From is the index of the first event: a round publishes events From to From+Events-1.
+	From      int        `json:"from"`
 	Customers []string   `json:"customers"`
 	Offerings []offering `json:"offerings"`
 	// IDsFrom is the millisecond (Unix) the event and request ids' time starts at.
@@ -81,7 +83,7 @@ func (w *workload) usage(i int, ticket string) metering.Usage {
 // expected is what metering the whole workload must bill, worked out here from the workload
 // alone, not from anything the meter wrote.
 func (w *workload) expected() (charge, payable int64) {
-	for i := range w.Events {
+	for i := w.From; i < w.From+w.Events; i++ {
 		u, off := w.usage(i, ""), w.offering(i)
 		if u.OutputTokens == 0 {
 			continue
