@@ -428,7 +428,9 @@ type batchBuilder struct {
 }
 
 func (m *Meter) newBatch() *batchBuilder {
-	return &batchBuilder{m: m, seenEvent: map[string]bool{}, seenRequest: map[string]bool{}}
+	// Sized for a full batch: grown from empty, the maps would rehash a dozen times a batch.
+	return &batchBuilder{m: m, seenEvent: make(map[string]bool, m.cfg.BatchSize),
+		seenRequest: make(map[string]bool, m.cfg.BatchSize)}
 }
 
 // checkBatch reads the deliveries' sequences and checks them.
