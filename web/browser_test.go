@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/gpumarket/gpumarket/web/webtest"
 )
 
 // Browser tests drive a real headless Chromium through the pages, as a user would. They
@@ -21,28 +20,6 @@ const (
 	browserTestTimeout = 60 * time.Second // the whole browser part of one test
 	browserStepTimeout = 15 * time.Second // one step: a page load, a click, a query
 )
-
-// chromiumPath finds the browser: $CHROMIUM_BIN, else /usr/bin/chromium, else chromium on
-// the PATH. It fails the test when there is none: a browser test never skips silently.
-func chromiumPath(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("CHROMIUM_BIN"); p != "" {
-		if _, err := exec.LookPath(p); err != nil {
-			t.Fatalf("CHROMIUM_BIN=%q is not an executable (%v): unset it to use Debian's chromium, "+
-				"which `make test` and .ci/run install (apt-get install chromium)", p, err)
-		}
-		return p
-	}
-	if _, err := exec.LookPath("/usr/bin/chromium"); err == nil {
-		return "/usr/bin/chromium"
-	}
-	if p, err := exec.LookPath("chromium"); err == nil {
-		return p
-	}
-	t.Fatal("no Chromium for the browser tests: run them with `make test` or .ci/run, which install it " +
-		"(apt-get install chromium), or set CHROMIUM_BIN to a Chromium or Chrome binary")
-	return ""
-}
 
 // browser is one tab of a headless Chromium that belongs to one test. Its methods fail the
 // test, with the page's address and text in the log, when a step does not work.
@@ -56,66 +33,10 @@ type browser struct {
 // browser stops, and its profile is removed, when the test ends.
 func newBrowser(t *testing.T, baseURL string) *browser {
 	t.Helper()
-	bin := chromiumPath(t)
-	profile, err := os.MkdirTemp("", "gpumarket-chromium-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		// Chromium's helpers can write in the profile for a moment after the browser stops.
-		for range 50 {
-			if err := os.RemoveAll(profile); err == nil {
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	})
-
 	deadline, cancelDeadline := context.WithTimeout(context.Background(), browserTestTimeout)
 	t.Cleanup(cancelDeadline)
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(deadline,
-		chromedp.ExecPath(bin),
-		chromedp.Flag("headless", true),
-		chromedp.Flag("no-sandbox", true),
-		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("no-first-run", true),
-		chromedp.Flag("no-default-browser-check", true),
-		chromedp.Flag("disable-dev-shm-usage", true), // /dev/shm is small in containers
-		chromedp.Flag("disable-extensions", true),
-		chromedp.Flag("password-store", "basic"),
-		chromedp.UserDataDir(profile),
-		chromedp.WindowSize(1280, 900),
-	)
-	t.Cleanup(cancelAlloc) // waits for the browser process to end
-
-	// chromedp logs protocol trouble from its own goroutines; route it to the test while
-	// the test runs, and drop it once the test is done with the browser.
-	var mu sync.Mutex
-	done := false
-	logf := func(format string, args ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		if !done {
-			t.Logf("chromium: "+format, args...)
-		}
-	}
-	tab, cancelTab := chromedp.NewContext(allocCtx, chromedp.WithErrorf(logf))
-	t.Cleanup(func() {
-		cancelTab()
-		mu.Lock()
-		done = true
-		mu.Unlock()
-	})
-
+	tab := webtest.StartChromium(t, deadline)
 	b := &browser{t: t, ctx: tab, base: strings.TrimRight(baseURL, "/")}
-	start := time.Now()
-	if err := chromedp.Do(tab); err != nil { // starts the browser and opens the tab
-		t.Fatalf("start Chromium (%s): %v", bin, err)
-	}
-	t.Logf("Chromium (%s) started in %v", bin, time.Since(start).Round(time.Millisecond))
 	// Runs before the tab closes (cleanups run last-in first-out): show where a failed
 	// test left the browser.
 	t.Cleanup(func() {

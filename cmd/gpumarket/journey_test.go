@@ -5,11 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,10 +18,11 @@ import (
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/web/webtest"
 )
 
-// The developer's journey of issue 5's "Done when", in a real browser and with the official
-// SDK: a developer creates a key on the keys page, an unmodified OpenAI client pointed at the
+// The developer's journey the gateway is for, in a real browser and with the official SDK: a
+// developer creates a key on the keys page, an unmodified OpenAI client pointed at the
 // gateway streams a completion from a model's batch tier and from its realtime tier, the
 // response headers name the GPU that served each, and the usage page lists both requests
 // with their tier, their hardware and their cost.
@@ -33,28 +31,6 @@ const (
 	journeyTimeout     = 30 * time.Second // the whole journey: browser, SDK calls and metering
 	journeyStepTimeout = 10 * time.Second // one browser step: a page load, a click, a query
 )
-
-// journeyChromium finds the browser: $CHROMIUM_BIN, else /usr/bin/chromium, else chromium on
-// the PATH. It fails the test when there is none: a browser test never skips silently.
-func journeyChromium(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("CHROMIUM_BIN"); p != "" {
-		if _, err := exec.LookPath(p); err != nil {
-			t.Fatalf("CHROMIUM_BIN=%q is not an executable (%v): unset it to use Debian's chromium, "+
-				"which `make test` and .ci/run install (apt-get install chromium)", p, err)
-		}
-		return p
-	}
-	if _, err := exec.LookPath("/usr/bin/chromium"); err == nil {
-		return "/usr/bin/chromium"
-	}
-	if p, err := exec.LookPath("chromium"); err == nil {
-		return p
-	}
-	t.Fatal("no Chromium for the browser tests: run them with `make test` or .ci/run, which install it " +
-		"(apt-get install chromium), or set CHROMIUM_BIN to a Chromium or Chrome binary")
-	return ""
-}
 
 // journeyTab is one tab of a headless Chromium of its own, on the platform's site. Its
 // methods fail the test, with the page's address and text in the log, when a step fails.
@@ -68,62 +44,7 @@ type journeyTab struct {
 // when the test ends.
 func newJourneyTab(t *testing.T, ctx context.Context, baseURL string) *journeyTab {
 	t.Helper()
-	bin := journeyChromium(t)
-	profile, err := os.MkdirTemp("", "gpumarket-journey-chromium-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		// Chromium's helpers can write in the profile for a moment after the browser stops.
-		for range 50 {
-			if err := os.RemoveAll(profile); err == nil {
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	})
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx,
-		chromedp.ExecPath(bin),
-		chromedp.Flag("headless", true),
-		chromedp.Flag("no-sandbox", true),
-		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("no-first-run", true),
-		chromedp.Flag("no-default-browser-check", true),
-		chromedp.Flag("disable-dev-shm-usage", true), // /dev/shm is small in containers
-		chromedp.Flag("disable-extensions", true),
-		chromedp.Flag("password-store", "basic"),
-		chromedp.UserDataDir(profile),
-		chromedp.WindowSize(1280, 900),
-	)
-	t.Cleanup(cancelAlloc) // waits for the browser process to end
-
-	// chromedp reports protocol trouble from its own goroutines: into the test's log while
-	// the test runs, nowhere after.
-	var mu sync.Mutex
-	done := false
-	logf := func(format string, args ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		if !done {
-			t.Logf("chromium: "+format, args...)
-		}
-	}
-	tab, cancelTab := chromedp.NewContext(allocCtx, chromedp.WithErrorf(logf))
-	t.Cleanup(func() {
-		cancelTab()
-		mu.Lock()
-		done = true
-		mu.Unlock()
-	})
-	b := &journeyTab{t: t, ctx: tab, base: strings.TrimRight(baseURL, "/")}
-	start := time.Now()
-	if err := chromedp.Do(tab); err != nil { // starts the browser and opens the tab
-		t.Fatalf("start Chromium (%s): %v", bin, err)
-	}
-	t.Logf("Chromium (%s) started in %v", bin, time.Since(start).Round(time.Millisecond))
+	b := &journeyTab{t: t, ctx: webtest.StartChromium(t, ctx), base: strings.TrimRight(baseURL, "/")}
 	t.Cleanup(func() { // before the tab closes: where a failed test left the browser
 		if t.Failed() {
 			b.logPage()
