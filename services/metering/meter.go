@@ -770,14 +770,17 @@ func usageRollup(rows string) string {
 		FROM ` + rows + `
 		GROUP BY 1, 2, 3, 4, 5, 6
 		ORDER BY 1, 2, 3, 4, 5
-		ON CONFLICT (hour, account_id, offering_id, tier, model) DO UPDATE SET
-			requests = usage_hourly.requests + EXCLUDED.requests,
-			input_tokens = usage_hourly.input_tokens + EXCLUDED.input_tokens,
-			output_tokens = usage_hourly.output_tokens + EXCLUDED.output_tokens,
-			charge_pico = usage_hourly.charge_pico + EXCLUDED.charge_pico,
-			payable_pico = usage_hourly.payable_pico + EXCLUDED.payable_pico,
-			energy_j = usage_hourly.energy_j + EXCLUDED.energy_j)`
+		` + addToRollup + `)`
 }
+
+// addToRollup adds the incoming sums to a usage_hourly row that is there already.
+const addToRollup = `ON CONFLICT (hour, account_id, offering_id, tier, model) DO UPDATE SET
+	requests = usage_hourly.requests + EXCLUDED.requests,
+	input_tokens = usage_hourly.input_tokens + EXCLUDED.input_tokens,
+	output_tokens = usage_hourly.output_tokens + EXCLUDED.output_tokens,
+	charge_pico = usage_hourly.charge_pico + EXCLUDED.charge_pico,
+	payable_pico = usage_hourly.payable_pico + EXCLUDED.payable_pico,
+	energy_j = usage_hourly.energy_j + EXCLUDED.energy_j`
 
 // keySpend adds the usage rows of the CTE named rows to their API keys' monthly spend.
 func keySpend(rows string) string {
@@ -788,10 +791,13 @@ func keySpend(rows string) string {
 		WHERE api_key_id <> ''
 		GROUP BY 1, 2
 		ORDER BY 1, 2
-		ON CONFLICT (api_key_id, month) DO UPDATE SET
-			requests = api_key_spend.requests + EXCLUDED.requests,
-			charge_pico = api_key_spend.charge_pico + EXCLUDED.charge_pico)`
+		` + addToKeySpend + `)`
 }
+
+// addToKeySpend adds the incoming sums to an api_key_spend row that is there already.
+const addToKeySpend = `ON CONFLICT (api_key_id, month) DO UPDATE SET
+	requests = api_key_spend.requests + EXCLUDED.requests,
+	charge_pico = api_key_spend.charge_pico + EXCLUDED.charge_pico`
 
 // usageArrays are the arguments of the usage statements: the priced events' columns in event id order, and
 // the metering time.

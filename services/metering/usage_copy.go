@@ -183,13 +183,7 @@ const upsertRollups = `
 		AS r (hour, account_id, offering_id, tier, model, provider_account_id, requests, input_tokens,
 			output_tokens, charge_pico, payable_pico, energy_j, n)
 	ORDER BY n
-	ON CONFLICT (hour, account_id, offering_id, tier, model) DO UPDATE SET
-		requests = usage_hourly.requests + EXCLUDED.requests,
-		input_tokens = usage_hourly.input_tokens + EXCLUDED.input_tokens,
-		output_tokens = usage_hourly.output_tokens + EXCLUDED.output_tokens,
-		charge_pico = usage_hourly.charge_pico + EXCLUDED.charge_pico,
-		payable_pico = usage_hourly.payable_pico + EXCLUDED.payable_pico,
-		energy_j = usage_hourly.energy_j + EXCLUDED.energy_j`
+	` + addToRollup
 
 // keyMonth is a row of api_key_spend.
 type keyMonth struct {
@@ -248,6 +242,4 @@ const upsertKeySpend = `
 	FROM unnest($1::text[], $2::timestamptz[], $3::bigint[], $4::bigint[]) WITH ORDINALITY
 		AS s (api_key_id, month, requests, charge_pico, n)
 	ORDER BY n
-	ON CONFLICT (api_key_id, month) DO UPDATE SET
-		requests = api_key_spend.requests + EXCLUDED.requests,
-		charge_pico = api_key_spend.charge_pico + EXCLUDED.charge_pico`
+	` + addToKeySpend
