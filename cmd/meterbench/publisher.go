@@ -10,12 +10,12 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/metering"
@@ -26,8 +26,78 @@ import (
 const publishMode = "publish"
 
 // publishAhead is how many publications may wait for the stream's acknowledgement at once;
-// the next one waits (up to a minute) while that many are outstanding.
+// the next one waits while that many are outstanding.
 const publishAhead = 8192
+
+// ackCounter counts the stream's acknowledgements of the publications, which come back to
+// one inbox. It is what jetstream's PublishMsgAsync does, less what the benchmark does not
+// need (a future per publication, each acknowledgement decoded): the publisher stands for
+// rigs on other machines, and the less of this machine it takes, the more the meter's
+// figure is the meter's.
+type ackCounter struct {
+	inbox  string        // + the publication's number
+	slots  chan struct{} // a token per publication in flight
+	acked  atomic.Int64
+	total  int64
+	failed atomic.Int64
+	first  atomic.Value // the first refusal's text
+	done   chan struct{}
+	sub    *nats.Subscription
+}
+
+func newAckCounter(nc *nats.Conn, total int) (*ackCounter, error) {
+	a := &ackCounter{inbox: nats.NewInbox() + ".", slots: make(chan struct{}, publishAhead),
+		total: int64(total), done: make(chan struct{})}
+	sub, err := nc.Subscribe(a.inbox+"*", func(m *nats.Msg) {
+		// A stored publication is acknowledged with {"stream":...,"seq":...}; a refused one
+		// with {"error":...}.
+		if bytes.Contains(m.Data, []byte(`"error"`)) && a.failed.Add(1) == 1 {
+			a.first.Store(string(m.Data))
+		}
+		<-a.slots
+		if a.acked.Add(1) == a.total {
+			close(a.done)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := sub.SetPendingLimits(-1, -1); err != nil {
+		return nil, err
+	}
+	a.sub = sub
+	return a, nil
+}
+
+// acquire waits for room for one more publication in flight.
+func (a *ackCounter) acquire(ctx context.Context) error {
+	select {
+	case a.slots <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case a.slots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(time.Minute):
+		return fmt.Errorf("publisher: no acknowledgement from the stream for a minute (%d of %d)", a.acked.Load(), a.total)
+	}
+}
+
+// wait waits for every acknowledgement and fails when the stream refused a publication.
+func (a *ackCounter) wait(ctx context.Context) error {
+	select {
+	case <-a.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if n := a.failed.Load(); n > 0 {
+		return fmt.Errorf("publisher: the stream refused %d of %d publications, the first with %s", n, a.total, a.first.Load())
+	}
+	return nil
+}
 
 // publishReport is what the publisher tells the parent when it is done.
 type publishReport struct {
@@ -78,13 +148,7 @@ func publish(ctx context.Context, stdin io.Reader, out io.Writer) error {
 		return err
 	}
 	defer nc.Close()
-	var failed atomic.Int64
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(publishAhead),
-		jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, _ *nats.Msg, err error) {
-			if failed.Add(1) == 1 {
-				progress("publisher: a publication failed: %v", err)
-			}
-		}))
+	acks, err := newAckCounter(nc, len(prepared))
 	if err != nil {
 		return err
 	}
@@ -111,21 +175,20 @@ func publish(ctx context.Context, stdin io.Reader, out io.Writer) error {
 		stamp = time.Now().UTC().AppendFormat(stamp[:0], stampLayout)
 		copy(ev.body[ev.stampAt:], stamp)
 		report.Bytes += len(ev.body)
-		msg := &nats.Msg{Subject: ev.subject, Data: ev.body, Header: nats.Header{metering.HeaderMsgID: {ev.id}}}
-		if _, err := js.PublishMsgAsync(msg, jetstream.WithStallWait(time.Minute)); err != nil {
+		if err := acks.acquire(ctx); err != nil {
+			return err
+		}
+		msg := &nats.Msg{Subject: ev.subject, Reply: acks.inbox + strconv.Itoa(i), Data: ev.body,
+			Header: nats.Header{metering.HeaderMsgID: {ev.id}}}
+		if err := nc.PublishMsg(msg); err != nil {
 			return fmt.Errorf("publisher: event %d: %w", i, err)
 		}
 		prepared[i] = preparedEvent{} // let the body go once the client has it
 	}
-	select {
-	case <-js.PublishAsyncComplete():
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := acks.wait(ctx); err != nil {
+		return err
 	}
 	report.Last, report.CPU = time.Now(), selfCPU()-cpu
-	if n := failed.Load(); n > 0 {
-		return fmt.Errorf("publisher: %d of %d publications failed", n, len(prepared))
-	}
 	report.Published = len(prepared)
 	took := report.Last.Sub(report.First)
 	progress("publisher: %d events published and acknowledged by the stream in %s (%.0f/s)",
