@@ -27,6 +27,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/events"
+	"github.com/gpumarket/gpumarket/services/events/natsserver"
 	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/ticket"
@@ -76,10 +77,10 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 		// The embedded server lets in this process (a password made now) and each listed
 		// offering's rig with its own credential, allowed to publish only its own subjects.
 		platformPassword := randomToken()
-		events.TuneGCForEmbedded()
-		p.natsServer, err = events.StartEmbedded(events.EmbeddedOptions{
+		natsserver.TuneGCForEmbedded()
+		p.natsServer, err = natsserver.StartEmbedded(natsserver.EmbeddedOptions{
 			Port: cfg.NATSPort, StoreDir: filepath.Join(cfg.DataDir, "nats"), Log: log,
-			Authenticator: &events.RigAuthenticator{PlatformName: "gpumarket", PlatformPassword: platformPassword,
+			Authenticator: &natsserver.RigAuthenticator{PlatformName: "gpumarket", PlatformPassword: platformPassword,
 				RigKey: cfg.RigKey, ProviderOf: p.providerOf},
 		})
 		if err != nil {

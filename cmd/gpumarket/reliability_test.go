@@ -34,6 +34,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/db/dbtest"
 	"github.com/gpumarket/gpumarket/services/events"
+	"github.com/gpumarket/gpumarket/services/events/natsserver"
 	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/ticket"
 )
@@ -228,7 +229,7 @@ func setupReliability(t *testing.T) *reliability {
 	r.logf("built the binary")
 
 	var err error
-	if r.srv, err = events.StartEmbedded(events.EmbeddedOptions{StoreDir: r.storeDir, Log: r.quiet}); err != nil {
+	if r.srv, err = natsserver.StartEmbedded(natsserver.EmbeddedOptions{StoreDir: r.storeDir, Log: r.quiet}); err != nil {
 		t.Fatal(err)
 	}
 	r.natsPort = r.srv.Addr().(*net.TCPAddr).Port
@@ -705,7 +706,7 @@ func (r *reliability) restartNATS() error {
 	defer r.pubMu.Unlock()
 	r.srv.Shutdown()
 	r.srv.WaitForShutdown()
-	srv, err := events.StartEmbedded(events.EmbeddedOptions{Port: r.natsPort, StoreDir: r.storeDir, Log: r.quiet})
+	srv, err := natsserver.StartEmbedded(natsserver.EmbeddedOptions{Port: r.natsPort, StoreDir: r.storeDir, Log: r.quiet})
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/events"
+	"github.com/gpumarket/gpumarket/services/events/natsserver"
 	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/ticket"
 )
@@ -139,8 +140,8 @@ func (env *benchEnv) startNATS(ctx context.Context) (err error) {
 		return err
 	}
 	// As gpumarket does when it embeds the server.
-	progress("the meter's process collects garbage at GOGC=%d", events.TuneGCForEmbedded())
-	if env.srv, err = events.StartEmbedded(events.EmbeddedOptions{StoreDir: env.natsDir}); err != nil {
+	progress("the meter's process collects garbage at GOGC=%d", natsserver.TuneGCForEmbedded())
+	if env.srv, err = natsserver.StartEmbedded(natsserver.EmbeddedOptions{StoreDir: env.natsDir}); err != nil {
 		return err
 	}
 	if env.nc, env.js, err = events.Connect(ctx, env.srv.ClientURL(), "meterbench-meter", nil); err != nil {

@@ -1,11 +1,12 @@
 // Package events is the platform's connection to NATS JetStream, the bus that carries usage events from the
 // agents to the meter.
 //
-// It owns three things: the embedded nats-server that `make run` and tests use in place of a cluster (same
-// protocol, JetStream on disk), the client connection every role opens (one set of reconnect rules: retry for
-// ever, log each disconnect and reconnect), and the readiness probe on that connection. It defines no streams or
-// event types, which belong to the packages that publish and consume them; it does own the rigs' credentials and
-// permissions on the embedded server (rigs.go), and so the heartbeat subject and the rigs' reply inboxes.
+// It owns the client connection every role opens (one set of reconnect rules: retry for ever, log each disconnect
+// and reconnect) and the readiness probe on that connection. It defines no streams or event types, which belong to
+// the packages that publish and consume them; it does own the rigs' credentials and what they permit (rigs.go),
+// and so the heartbeat subject and the rigs' reply inboxes. The embedded nats-server that `make run` and tests use
+// in place of a cluster, with the rigs' users on it, is package natsserver (services/events/natsserver), apart so
+// that a client such as the provider's agent does not link the server.
 package events
 
 import (

@@ -1,21 +1,16 @@
 package events
 
 import (
-	"context"
 	"crypto/hmac"
-	"crypto/subtle"
-	"strings"
-	"time"
-
 	"crypto/sha256"
 	"encoding/base64"
-
-	"github.com/nats-io/nats-server/v2/server"
 )
 
 // Rig credentials. Every rig (one provider's agent serving one offering) authenticates with its own user, and the
 // server lets that user publish only the rig's own subjects, so a subject names its sender truthfully: a rig
-// cannot report usage, or a heartbeat, for another offering or another provider.
+// cannot report usage, or a heartbeat, for another offering or another provider. On the embedded server,
+// natsserver.RigUser and natsserver.RigAuthenticator (package services/events/natsserver) grant exactly these
+// permissions.
 //
 // What a rig may do, and why each permission is there:
 //   - publish usage.<provider_id>.<offering_id> (metering.Subject): its usage events, captured by the USAGE stream.
@@ -37,8 +32,6 @@ import (
 const (
 	// HeartbeatPrefix is the first token of a rig's heartbeat subject.
 	HeartbeatPrefix = "heartbeat"
-	// usagePrefix is metering.SubjectPrefix; events defines no event types, so it does not import metering.
-	usagePrefix = "usage"
 	// rigInboxRoot is the first token of every rig's reply inbox, apart from nats.go's default _INBOX.
 	rigInboxRoot = "_INBOX_RIG"
 	// rigPasswordLabel separates rig passwords from anything else the platform derives from the same key.
@@ -72,71 +65,4 @@ func RigPassword(key []byte, offeringID string) string {
 	m.Write([]byte(rigPasswordLabel))
 	m.Write([]byte(offeringID))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
-}
-
-// RigUser is the embedded server's user for the rig serving an offering (RigUsername), allowed only what the
-// package comment lists. Pass it in EmbeddedOptions.Users.
-func RigUser(providerID, offeringID, password string) *server.User {
-	return &server.User{
-		Username: RigUsername(offeringID),
-		Password: password,
-		Permissions: &server.Permissions{
-			Publish: &server.SubjectPermission{Allow: []string{
-				usagePrefix + "." + providerID + "." + offeringID,
-				HeartbeatSubject(providerID, offeringID),
-			}},
-			Subscribe: &server.SubjectPermission{Allow: []string{
-				RigInboxPrefix(providerID, offeringID) + ".>",
-			}},
-		},
-	}
-}
-
-// PlatformUser is a user with every permission, for the platform's own roles (web, gateway, meter) on a server
-// that also lets rigs in: once a server has users, a client without credentials is refused.
-func PlatformUser(name, password string) *server.User {
-	return &server.User{Username: name, Password: password}
-}
-
-// RigAuthenticator lets in the platform's own user and every listed offering's rig, each with the permissions
-// above, deciding at connect time: a rig listed after the server started needs no reload. It stores no rig
-// password: it recomputes the one a rig presents from the platform's key.
-type RigAuthenticator struct {
-	PlatformName, PlatformPassword string
-	RigKey                         []byte
-	// ProviderOf returns the provider of a listed (not delisted) offering.
-	ProviderOf func(ctx context.Context, offeringID string) (providerID string, ok bool)
-}
-
-var _ server.Authentication = (*RigAuthenticator)(nil)
-
-// Check implements server.Authentication.
-func (a *RigAuthenticator) Check(c server.ClientAuthentication) bool {
-	o := c.GetOpts()
-	if o == nil {
-		return false
-	}
-	if o.Username == a.PlatformName {
-		if subtle.ConstantTimeCompare([]byte(o.Password), []byte(a.PlatformPassword)) != 1 {
-			return false
-		}
-		c.RegisterUser(PlatformUser(a.PlatformName, a.PlatformPassword))
-		return true
-	}
-	offeringID, ok := strings.CutPrefix(o.Username, "rig-")
-	if !ok || offeringID == "" || len(offeringID) > 128 {
-		return false
-	}
-	want := RigPassword(a.RigKey, offeringID)
-	if subtle.ConstantTimeCompare([]byte(o.Password), []byte(want)) != 1 {
-		return false
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	providerID, ok := a.ProviderOf(ctx, offeringID)
-	if !ok {
-		return false
-	}
-	c.RegisterUser(RigUser(providerID, offeringID, want))
-	return true
 }

@@ -28,7 +28,7 @@ import (
 
 const (
 	// FeedSubject is the core NATS subject of the feed. It is outside usage.>, which the USAGE stream captures, so
-	// the feed is never stored, and no rig may publish on it (events.RigUser).
+	// the feed is never stored, and no rig may publish on it (natsserver.RigUser).
 	FeedSubject = "metered.usage"
 	// feedChunk is the most events one feed message carries.
 	feedChunk = 1000

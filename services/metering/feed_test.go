@@ -11,7 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/gpumarket/gpumarket/services/events"
+	"github.com/gpumarket/gpumarket/services/events/natsserver"
 )
 
 // TestFeedCarriesEachStoredEventOnce: after its batch commits, every stored event goes out on the feed once,
@@ -142,7 +142,7 @@ func TestDecodeFeedRefusesAMalformedMessage(t *testing.T) {
 // TestFeedNeverHoldsUpACommit: with NATS gone, OnCommit returns at once and publishes nothing.
 func TestFeedNeverHoldsUpACommit(t *testing.T) {
 	t.Parallel()
-	srv, err := events.StartEmbedded(events.EmbeddedOptions{StoreDir: t.TempDir(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	srv, err := natsserver.StartEmbedded(natsserver.EmbeddedOptions{StoreDir: t.TempDir(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/gpumarket/gpumarket/db/dbtest"
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/events"
+	"github.com/gpumarket/gpumarket/services/events/natsserver"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/ticket"
 )
@@ -42,7 +43,7 @@ func setupMeter(t *testing.T) *meterEnv {
 	t.Helper()
 	ctx := context.Background()
 	e := &meterEnv{pool: dbtest.New(t), now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
-	srv, err := events.StartEmbedded(events.EmbeddedOptions{StoreDir: t.TempDir()})
+	srv, err := natsserver.StartEmbedded(natsserver.EmbeddedOptions{StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ type Heartbeat struct {
 }
 
 // onHeartbeat records a heartbeat. The subject names its sender truthfully (a rig may publish only its own, see
-// events.RigUser), so the body must name the same provider and offering or it is ignored.
+// natsserver.RigUser), so the body must name the same provider and offering or it is ignored.
 func (r *Router) onHeartbeat(msg *nats.Msg) {
 	provider, offering, ok := parseHeartbeatSubject(msg.Subject)
 	if !ok {

@@ -15,12 +15,13 @@ import (
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/events"
+	"github.com/gpumarket/gpumarket/services/events/natsserver"
 )
 
 // startNATS starts an embedded NATS server for the test and returns a connection to it.
 func startNATS(t *testing.T) *nats.Conn {
 	t.Helper()
-	s, err := events.StartEmbedded(events.EmbeddedOptions{StoreDir: t.TempDir(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	s, err := natsserver.StartEmbedded(natsserver.EmbeddedOptions{StoreDir: t.TempDir(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,8 +58,8 @@
 // and at start-up for what a previous run left. A re-send is the same bytes with the same id: the stream drops
 // it inside its duplicate window and the meter after it.
 //
-// The agent connects to NATS with its rig's own credentials (events.RigUser), which let it publish only its own
-// usage and heartbeat subjects and receive replies only under its own inbox prefix. Every HeartbeatInterval it
+// The agent connects to NATS with its rig's own credentials (natsserver.RigUser), which let it publish only its
+// own usage and heartbeat subjects and receive replies only under its own inbox prefix. Every HeartbeatInterval it
 // publishes a Heartbeat on heartbeat.<provider_id>.<offering_id>.
 package agent
 

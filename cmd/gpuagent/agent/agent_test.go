@@ -25,6 +25,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gpumarket/gpumarket/services/events"
+	"github.com/gpumarket/gpumarket/services/events/natsserver"
 	"github.com/gpumarket/gpumarket/services/simulation"
 	"github.com/gpumarket/gpumarket/services/ticket"
 	"github.com/gpumarket/gpumarket/services/usage"
@@ -591,8 +592,8 @@ func setup(t *testing.T, opts rigOptions) *rig {
 		}
 	})
 	r.users = []*server.User{
-		events.RigUser(testProvider, testOffering, events.RigPassword(rigKey, testOffering)),
-		events.PlatformUser("platform", "platform-secret"),
+		natsserver.RigUser(testProvider, testOffering, events.RigPassword(rigKey, testOffering)),
+		natsserver.PlatformUser("platform", "platform-secret"),
 	}
 	r.startNATS(t, 0)
 	if _, err := usage.EnsureStreams(t.Context(), r.js, usage.StreamOptions{}); err != nil {
@@ -667,7 +668,7 @@ func (r *rig) startAgent(t *testing.T, outboxDir string, noRun bool) *Agent {
 
 func (r *rig) startNATS(t *testing.T, port int) {
 	t.Helper()
-	s, err := events.StartEmbedded(events.EmbeddedOptions{
+	s, err := natsserver.StartEmbedded(natsserver.EmbeddedOptions{
 		Port:     port,
 		StoreDir: r.storeDir,
 		Users:    r.users,

@@ -1,4 +1,12 @@
-package events
+// Package natsserver is the NATS server the platform embeds: the nats-server with JetStream that `make run` and
+// tests use in place of a cluster (same protocol, JetStream on disk), and the rigs' users and permissions on it. It
+// is kept apart from package events so that a client, the provider's agent among them, connects to NATS without
+// linking the server.
+//
+// The permissions a rig gets here are the ones package events describes for rig credentials (its rigs.go), built
+// from its subjects and inboxes (events.HeartbeatSubject, events.RigInboxPrefix) and the usage subject
+// (usage.Subject).
+package natsserver
 
 import (
 	"context"
@@ -29,7 +37,7 @@ type EmbeddedOptions struct {
 	// StoreDir is the directory JetStream keeps its streams in. Required: a stream must survive a restart.
 	StoreDir string
 	// Users, when set, are the only clients let in, with the permissions given to each; nil lets any client in.
-	// Per-rig credentials will come through here.
+	// Rigs' users (RigUser) and the platform's own (PlatformUser) go here.
 	Users []*server.User
 	// Authenticator, when set, decides who may connect and with what permissions, at connect time: rigs listed
 	// after the server started get in without a reload (see RigAuthenticator).
@@ -43,7 +51,7 @@ type EmbeddedOptions struct {
 func StartEmbedded(opts EmbeddedOptions) (s *server.Server, err error) {
 	defer func() {
 		if err != nil {
-			err = fmt.Errorf("events: start embedded NATS: %w", err)
+			err = fmt.Errorf("natsserver: start embedded NATS: %w", err)
 		}
 	}()
 	if opts.StoreDir == "" {

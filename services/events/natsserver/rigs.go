@@ -1,0 +1,80 @@
+package natsserver
+
+import (
+	"context"
+	"crypto/subtle"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/gpumarket/gpumarket/services/events"
+	"github.com/gpumarket/gpumarket/services/usage"
+)
+
+// RigUser is the embedded server's user for the rig serving an offering (events.RigUsername), allowed only what
+// package events lists for rig credentials (its rigs.go). Pass it in EmbeddedOptions.Users.
+func RigUser(providerID, offeringID, password string) *server.User {
+	return &server.User{
+		Username: events.RigUsername(offeringID),
+		Password: password,
+		Permissions: &server.Permissions{
+			Publish: &server.SubjectPermission{Allow: []string{
+				usage.Subject(providerID, offeringID),
+				events.HeartbeatSubject(providerID, offeringID),
+			}},
+			Subscribe: &server.SubjectPermission{Allow: []string{
+				events.RigInboxPrefix(providerID, offeringID) + ".>",
+			}},
+		},
+	}
+}
+
+// PlatformUser is a user with every permission, for the platform's own roles (web, gateway, meter) on a server
+// that also lets rigs in: once a server has users, a client without credentials is refused.
+func PlatformUser(name, password string) *server.User {
+	return &server.User{Username: name, Password: password}
+}
+
+// RigAuthenticator lets in the platform's own user and every listed offering's rig, with the permissions
+// PlatformUser and RigUser give, deciding at connect time: a rig listed after the server started needs no reload.
+// It stores no rig password: it recomputes the one a rig presents from the platform's key.
+type RigAuthenticator struct {
+	PlatformName, PlatformPassword string
+	RigKey                         []byte
+	// ProviderOf returns the provider of a listed (not delisted) offering.
+	ProviderOf func(ctx context.Context, offeringID string) (providerID string, ok bool)
+}
+
+var _ server.Authentication = (*RigAuthenticator)(nil)
+
+// Check implements server.Authentication.
+func (a *RigAuthenticator) Check(c server.ClientAuthentication) bool {
+	o := c.GetOpts()
+	if o == nil {
+		return false
+	}
+	if o.Username == a.PlatformName {
+		if subtle.ConstantTimeCompare([]byte(o.Password), []byte(a.PlatformPassword)) != 1 {
+			return false
+		}
+		c.RegisterUser(PlatformUser(a.PlatformName, a.PlatformPassword))
+		return true
+	}
+	offeringID, ok := strings.CutPrefix(o.Username, "rig-")
+	if !ok || offeringID == "" || len(offeringID) > 128 {
+		return false
+	}
+	want := events.RigPassword(a.RigKey, offeringID)
+	if subtle.ConstantTimeCompare([]byte(o.Password), []byte(want)) != 1 {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	providerID, ok := a.ProviderOf(ctx, offeringID)
+	if !ok {
+		return false
+	}
+	c.RegisterUser(RigUser(providerID, offeringID, want))
+	return true
+}

@@ -1,0 +1,186 @@
+package natsserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gpumarket/gpumarket/services/events"
+)
+
+func TestRigUserMayPublishOnlyItsOwnSubjects(t *testing.T) {
+	t.Parallel()
+	key := []byte("0123456789abcdef0123456789abcdef")
+	rig := RigUser("prov-1", "off-1", events.RigPassword(key, "off-1"))
+	other := RigUser("prov-1", "off-2", events.RigPassword(key, "off-2"))
+	s, _ := startServer(t, EmbeddedOptions{
+		StoreDir: t.TempDir(),
+		Users:    []*server.User{rig, other, PlatformUser("platform", "platform-secret")},
+	})
+	checkRigPermissions(t, s, rig)
+}
+
+// The authenticator gives rigs listed at any time the same permissions, and refuses the rest.
+func TestRigAuthenticator(t *testing.T) {
+	t.Parallel()
+	key := []byte("0123456789abcdef0123456789abcdef")
+	providers := map[string]string{"off-1": "prov-1", "off-2": "prov-1"}
+	s, _ := startServer(t, EmbeddedOptions{
+		StoreDir: t.TempDir(),
+		Authenticator: &RigAuthenticator{PlatformName: "platform", PlatformPassword: "platform-secret", RigKey: key,
+			ProviderOf: func(_ context.Context, id string) (string, bool) { p, ok := providers[id]; return p, ok }},
+	})
+	checkRigPermissions(t, s, RigUser("prov-1", "off-1", events.RigPassword(key, "off-1")))
+	for name, opts := range map[string][]nats.Option{
+		"no credentials":               nil,
+		"wrong rig password":           {nats.UserInfo(events.RigUsername("off-1"), events.RigPassword(key, "off-2"))},
+		"unlisted offering, right key": {nats.UserInfo(events.RigUsername("off-9"), events.RigPassword(key, "off-9"))},
+		"platform, wrong password":     {nats.UserInfo("platform", "nope")},
+		"another key's rig password":   {nats.UserInfo(events.RigUsername("off-1"), events.RigPassword([]byte("another key, another platform...."), "off-1"))},
+	} {
+		nc, err := nats.Connect(s.ClientURL(), append(opts, nats.NoReconnect())...)
+		if err == nil {
+			nc.Close()
+			t.Errorf("%s: connected, want an authorization error", name)
+		}
+	}
+}
+
+func checkRigPermissions(t *testing.T, s *server.Server, rig *server.User) {
+	t.Helper()
+	ctx := t.Context()
+
+	platformNC, platformJS, _ := connectAs(t, s.ClientURL(), "platform", "platform-secret", "")
+	heartbeats, err := platformNC.SubscribeSync(events.HeartbeatPrefix + ".>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := platformJS.CreateStream(ctx, jetstream.StreamConfig{
+		Name:     "USAGE",
+		Subjects: []string{"usage.>"},
+		Storage:  jetstream.FileStorage,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	rigNC, rigJS, refusals := connectAs(t, s.ClientURL(), rig.Username, rig.Password, events.RigInboxPrefix("prov-1", "off-1"))
+
+	ack, err := rigJS.Publish(ctx, "usage.prov-1.off-1", []byte(`{}`), jetstream.WithMsgID("evt-1"))
+	if err != nil {
+		t.Fatalf("rig publishing on its own usage subject: %v", err)
+	}
+	if ack.Stream != "USAGE" || ack.Sequence != 1 {
+		t.Errorf("ack %+v, want sequence 1 of USAGE", ack)
+	}
+	if err := rigNC.Publish(events.HeartbeatSubject("prov-1", "off-1"), []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if hb, err := heartbeats.NextMsg(2 * time.Second); err != nil || hb.Subject != "heartbeat.prov-1.off-1" {
+		t.Errorf("the platform's heartbeat subscription got %v, %v; want the rig's heartbeat", hb, err)
+	}
+
+	for _, subject := range []string{
+		"usage.prov-1.off-2",        // another offering of the same provider
+		"usage.prov-2.off-1",        // the same offering id under another provider
+		"heartbeat.prov-1.off-2",    // another offering's heartbeat
+		"$JS.API.STREAM.INFO.USAGE", // the JetStream API
+	} {
+		short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		_, err := rigJS.Publish(short, subject, []byte(`{}`))
+		cancel()
+		if err == nil {
+			t.Errorf("rig published on %s: want a refusal", subject)
+		}
+		refusals.expect(t, "Publish", subject)
+	}
+
+	for _, subject := range []string{"usage.>", "_INBOX.>", "heartbeat.>", events.RigInboxPrefix("prov-1", "off-2") + ".>"} {
+		if _, err := rigNC.SubscribeSync(subject); err != nil {
+			t.Fatal(err)
+		}
+		refusals.expect(t, "Subscription", subject)
+	}
+
+	info, err := stream.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 1 {
+		t.Errorf("stream holds %d messages, want only the rig's own event", info.State.Msgs)
+	}
+}
+
+func TestServerWithUsersRefusesAnonymousAndWrongPasswords(t *testing.T) {
+	t.Parallel()
+	s, _ := startServer(t, EmbeddedOptions{
+		StoreDir: t.TempDir(),
+		Users:    []*server.User{RigUser("prov-1", "off-1", "right"), PlatformUser("platform", "platform-secret")},
+	})
+	for name, opts := range map[string][]nats.Option{
+		"no credentials":      nil,
+		"wrong rig password":  {nats.UserInfo(events.RigUsername("off-1"), "wrong")},
+		"unknown user":        {nats.UserInfo("rig-off-9", "right")},
+		"platform, wrong key": {nats.UserInfo("platform", "right")},
+	} {
+		nc, err := nats.Connect(s.ClientURL(), append(opts, nats.NoReconnect())...)
+		if err == nil {
+			nc.Close()
+			t.Errorf("%s: connected, want an authorization error", name)
+			continue
+		}
+		if !errors.Is(err, nats.ErrAuthorization) && !strings.Contains(strings.ToLower(err.Error()), "authorization") {
+			t.Errorf("%s: error %v, want an authorization error", name, err)
+		}
+	}
+}
+
+// connectAs connects with a user and password (and an inbox prefix, unless empty), closing at the test's end. The
+// permission violations the server reports to the client arrive on the returned channel.
+func connectAs(t *testing.T, url, user, password, inbox string) (*nats.Conn, jetstream.JetStream, violations) {
+	t.Helper()
+	refused := make(violations, 16)
+	opts := []nats.Option{nats.UserInfo(user, password), nats.Name(user),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if errors.Is(err, nats.ErrPermissionViolation) {
+				refused <- err
+			}
+		})}
+	if inbox != "" {
+		opts = append(opts, nats.CustomInboxPrefix(inbox))
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js, refused
+}
+
+// violations are the permission violations a server sent a client, in order.
+type violations chan error
+
+// expect waits for the server's refusal of an operation ("Publish" or "Subscription") on a subject.
+func (v violations) expect(t *testing.T, op, subject string) {
+	t.Helper()
+	want := fmt.Sprintf("Permissions Violation for %s to %q", op, subject)
+	select {
+	case err := <-v:
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("violation %q, want %q", err, want)
+		}
+	case <-time.After(2 * time.Second):
+		t.Errorf("the server did not refuse: %s", want)
+	}
+}
