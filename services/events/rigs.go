@@ -32,6 +32,10 @@ import (
 const (
 	// HeartbeatPrefix is the first token of a rig's heartbeat subject.
 	HeartbeatPrefix = "heartbeat"
+	// HeartbeatRequestSubject is where a gateway that has just started asks every rig for a heartbeat now,
+	// rather than at its next beat: a restarted gateway then routes within moments instead of a whole interval.
+	// Rigs may subscribe to it; its messages carry nothing.
+	HeartbeatRequestSubject = "heartbeat_request"
 	// rigInboxRoot is the first token of every rig's reply inbox, apart from nats.go's default _INBOX.
 	rigInboxRoot = "_INBOX_RIG"
 	// rigPasswordLabel separates rig passwords from anything else the platform derives from the same key.

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -34,15 +35,29 @@ const Header = "X-GPUMarket-Ticket"
 // MaxLength bounds an encoded ticket; anything longer is refused before it is decoded.
 const MaxLength = 1024
 
-// Claims are what a ticket asserts.
+// Claims are what a ticket asserts: who is billed for which request on which offering, and
+// the terms fixed when the gateway routed it, which the meter bills by whenever the request's
+// usage event arrives.
 type Claims struct {
-	RequestID  string    `json:"rid"`
-	AccountID  string    `json:"acc"`
-	APIKeyID   string    `json:"key"`
-	OfferingID string    `json:"off"`
-	Tier       string    `json:"tier"`
-	Kind       Kind      `json:"kind,omitempty"`
-	IssuedAt   time.Time `json:"iat"`
+	RequestID  string `json:"rid"`
+	AccountID  string `json:"acc"`
+	APIKeyID   string `json:"key"`
+	OfferingID string `json:"off"`
+	Tier       string `json:"tier"`
+	Kind       Kind   `json:"kind,omitempty"`
+	// AskInput and AskOutput are the offering's asks in force at routing, in micro-dollars per
+	// million input and output tokens: what the provider is paid, whatever it asks later.
+	AskInput  int64 `json:"ai"`
+	AskOutput int64 `json:"ao"`
+	// PriceID names the row of the price book (prices.id) in force for the tier at routing:
+	// what the customer pays. Zero only in tickets of a version that did not carry it.
+	PriceID int64 `json:"pv"`
+	// MaxInputTokens and MaxOutputTokens bound the billable tokens: the input by the size of
+	// the body the gateway forwarded, the output by the request's max_tokens (times its
+	// choices), or the model's limit when it set none. A rig reporting more is clipped to them.
+	MaxInputTokens  int64     `json:"mi"`
+	MaxOutputTokens int64     `json:"mo"`
+	IssuedAt        time.Time `json:"iat"`
 }
 
 // Kind is what a request asks of the model, which decides how it is charged.
@@ -94,6 +109,9 @@ func (s *Signer) Sign(c Claims) (string, error) {
 	if c.RequestID == "" || c.AccountID == "" || c.OfferingID == "" || c.Tier == "" || c.IssuedAt.IsZero() {
 		return "", fmt.Errorf("ticket: request, account, offering, tier and issue time are required")
 	}
+	if c.AskInput < 0 || c.AskOutput < 0 || c.PriceID < 0 || c.MaxInputTokens < 0 || c.MaxOutputTokens < 0 {
+		return "", fmt.Errorf("ticket: asks, price version and token bounds cannot be negative")
+	}
 	body, ok := encodeCanonical(c)
 	if !ok {
 		var err error
@@ -134,7 +152,7 @@ func encodeCanonical(c Claims) (b []byte, ok bool) {
 			return nil, false
 		}
 	}
-	b = make([]byte, 0, 64+len(c.RequestID)+len(c.AccountID)+len(c.APIKeyID)+len(c.OfferingID)+len(c.Tier)+len(c.Kind))
+	b = make([]byte, 0, 160+len(c.RequestID)+len(c.AccountID)+len(c.APIKeyID)+len(c.OfferingID)+len(c.Tier)+len(c.Kind))
 	b = append(b, `{"rid":"`...)
 	b = append(b, c.RequestID...)
 	b = append(b, `","acc":"`...)
@@ -149,10 +167,29 @@ func encodeCanonical(c Claims) (b []byte, ok bool) {
 		b = append(b, `","kind":"`...)
 		b = append(b, c.Kind...)
 	}
-	b = append(b, `","iat":"`...)
+	b = append(b, '"')
+	for _, f := range c.numbers() {
+		b = append(b, `,"`...)
+		b = append(b, f.name...)
+		b = append(b, `":`...)
+		b = strconv.AppendInt(b, *f.v, 10)
+	}
+	b = append(b, `,"iat":"`...)
 	b = c.IssuedAt.AppendFormat(b, time.RFC3339Nano)
 	b = append(b, `"}`...)
 	return b, true
+}
+
+// number is a numeric claim and its JSON name.
+type number struct {
+	name string
+	v    *int64
+}
+
+// numbers lists the numeric claims in the order Sign writes them.
+func (c *Claims) numbers() [5]number {
+	return [...]number{{"ai", &c.AskInput}, {"ao", &c.AskOutput}, {"pv", &c.PriceID},
+		{"mi", &c.MaxInputTokens}, {"mo", &c.MaxOutputTokens}}
 }
 
 // keyedMAC hands out HMACs keyed once with one key, so that signing or checking a ticket
@@ -216,6 +253,9 @@ func decodeClaims(enc string) (Claims, error) {
 	if c.RequestID == "" || c.OfferingID == "" || c.AccountID == "" || c.IssuedAt.IsZero() {
 		return Claims{}, ErrMalformed
 	}
+	if c.AskInput < 0 || c.AskOutput < 0 || c.PriceID < 0 || c.MaxInputTokens < 0 || c.MaxOutputTokens < 0 {
+		return Claims{}, ErrMalformed
+	}
 	return c, nil
 }
 
@@ -247,6 +287,23 @@ func decodeCanonical(b []byte) (c Claims, ok bool) {
 			return Claims{}, false
 		}
 		c.Kind, s = Kind(rest[:end]), rest[end+1:]
+	}
+	for _, f := range c.numbers() {
+		if s, ok = strings.CutPrefix(s, `,"`+f.name+`":`); !ok {
+			return Claims{}, false
+		}
+		end := 0
+		for end < len(s) && end < 19 && s[end] >= '0' && s[end] <= '9' {
+			end++
+		}
+		if end == 0 || (end > 1 && s[0] == '0') {
+			return Claims{}, false
+		}
+		n, err := strconv.ParseInt(s[:end], 10, 64)
+		if err != nil {
+			return Claims{}, false
+		}
+		*f.v, s = n, s[end:]
 	}
 	if s, ok = strings.CutPrefix(s, `,"iat":"`); !ok {
 		return Claims{}, false

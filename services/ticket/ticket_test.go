@@ -56,6 +56,19 @@ func TestSignVerify(t *testing.T) {
 	if _, err := s.Sign(Claims{RequestID: "r"}); err == nil {
 		t.Error("a ticket without offering was signed")
 	}
+	negative := c
+	negative.MaxOutputTokens = -1
+	if _, err := s.Sign(negative); err == nil {
+		t.Error("a ticket with a negative token bound was signed")
+	}
+	// A forged ticket with a negative ask is refused even with a valid MAC: claims are checked
+	// after the signature.
+	negBody := []byte(`{"rid":"r","acc":"a","key":"k","off":"off","tier":"batch","ai":-5,"ao":2,"pv":3,"mi":4,"mo":5,"iat":"2026-11-30T12:00:00Z"}`)
+	negEnc := base64URL(negBody)
+	neg := negEnc + "." + base64URL(mac([]byte(strings.Repeat("k", 32)), negEnc)) + "." + base64URL(mac(OfferingKey([]byte(strings.Repeat("k", 32)), "off"), negEnc))
+	if _, err := s.Parse(neg); !errors.Is(err, ErrMalformed) {
+		t.Errorf("a ticket with a negative ask parsed: %v", err)
+	}
 }
 
 func mustSign(t *testing.T, s *Signer, c Claims) string {
@@ -137,6 +150,8 @@ func TestDecodeCanonicalAgreesWithJSON(t *testing.T) {
 		{RequestID: "req_é", AccountID: "acc", APIKeyID: "k<>&", OfferingID: "off", Tier: "standard", IssuedAt: at.Add(-time.Hour)},
 		{RequestID: `back\slash`, AccountID: "acc", APIKeyID: "k", OfferingID: "off", Tier: "standard", IssuedAt: at},
 		{RequestID: "req_emb", AccountID: "acc", APIKeyID: "k", OfferingID: "off", Tier: "batch", Kind: KindEmbedding, IssuedAt: at},
+		{RequestID: "req_terms", AccountID: "acc", APIKeyID: "k", OfferingID: "off", Tier: "standard", AskInput: 74_667,
+			AskOutput: 149_333, PriceID: 17, MaxInputTokens: 1 << 40, MaxOutputTokens: 9_223_372_036_854_775_807, IssuedAt: at},
 	}
 	for _, c := range claims {
 		body, err := json.Marshal(c)
@@ -165,6 +180,9 @@ func TestDecodeCanonicalAgreesWithJSON(t *testing.T) {
 		`{"rid": "r","acc":"a","key":"k","off":"o","tier":"batch","iat":"2026-11-30T12:00:00Z"}`, // spacing
 		`{"rid":"r","acc":"a","key":"k","off":"o","tier":"batch","iat":"2026-11-30T12:00:00Z","x":1}`,
 		`{"rid":"r","acc":"a","key":"k","off":"o","tier":"batch","iat":"yesterday"}`,
+		`{"rid":"r","acc":"a","key":"k","off":"o","tier":"batch","ai":01,"ao":2,"pv":3,"mi":4,"mo":5,"iat":"2026-11-30T12:00:00Z"}`,
+		`{"rid":"r","acc":"a","key":"k","off":"o","tier":"batch","ai":-1,"ao":2,"pv":3,"mi":4,"mo":5,"iat":"2026-11-30T12:00:00Z"}`,
+		`{"rid":"r","acc":"a","key":"k","off":"o","tier":"batch","ai":1,"ao":2,"pv":3,"mi":4,"mo":92233720368547758070,"iat":"2026-11-30T12:00:00Z"}`,
 	} {
 		if c, ok := decodeCanonical([]byte(body)); ok {
 			t.Errorf("decodeCanonical(%s) = %+v, want it left to encoding/json", body, c)
@@ -195,6 +213,8 @@ func TestSignWritesWhatEncodingJSONWrites(t *testing.T) {
 		{RequestID: "req_019ad4b4fc00aa", AccountID: "acc", APIKeyID: "key", OfferingID: "off-1", Tier: "batch", IssuedAt: at},
 		{RequestID: "req_1", AccountID: "acc", OfferingID: "off-2", Tier: "standard", Kind: KindEmbedding, IssuedAt: at.Add(time.Millisecond)},
 		{RequestID: "a<b>&c", AccountID: `q"uote`, OfferingID: "off-1", Tier: "realtime", IssuedAt: at},
+		{RequestID: "req_2", AccountID: "acc", APIKeyID: "key", OfferingID: "off-3", Tier: "realtime", AskInput: 135_000,
+			AskOutput: 270_000, PriceID: 4, MaxInputTokens: 20_512, MaxOutputTokens: 256, IssuedAt: at},
 	} {
 		tok, err := s.Sign(c)
 		if err != nil {
