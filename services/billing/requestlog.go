@@ -43,6 +43,16 @@ type GatewayRequest struct {
 	TTFT       time.Duration // to the first output; 0 when none came
 	Duration   time.Duration
 	At         time.Time // when the attempt ended
+	// What the gateway bounded and relayed, which the meter bills the rig's report against.
+	InputBytes      int64 // the body forwarded to the rig
+	MaxInputTokens  int64 // the route ticket's bounds
+	MaxOutputTokens int64
+	Streamed        bool
+	// RelayedOutputBytes is the output text of a stream's chunks, or the whole body of a
+	// response that was not streamed; RelayedOutputChunks counts the stream's chunks that
+	// carried output.
+	RelayedOutputBytes  int64
+	RelayedOutputChunks int64
 }
 
 // Defaults of RequestLog.
@@ -50,7 +60,7 @@ const (
 	// UnmeteredAfter is how long a request may go without a metered row before it is
 	// reconciled without one: flagged when its response reported output.
 	UnmeteredAfter  = 15 * time.Minute
-	requestLogEvery = 250 * time.Millisecond
+	requestLogEvery = 100 * time.Millisecond
 	requestLogBatch = 500
 	// requestLogMax bounds the records waiting to be written; beyond it new ones are dropped
 	// and counted, rather than holding up requests while the database is away.
@@ -103,7 +113,7 @@ func (l *RequestLog) Record(r GatewayRequest) {
 	}
 }
 
-// Run writes the queued records every quarter second, or sooner when a batch is full, until
+// Run writes the queued records every tenth of a second, or sooner when a batch is full, until
 // ctx ends; then it writes what is left, briefly.
 func (l *RequestLog) Run(ctx context.Context) {
 	t := time.NewTicker(requestLogEvery)
@@ -164,7 +174,12 @@ func (l *RequestLog) insert(ctx context.Context, rs []GatewayRequest) error {
 	in, out := make([]*int64, n), make([]*int64, n)
 	ttftMs, durationMs := make([]*float64, n), make([]float64, n)
 	at := make([]time.Time, n)
+	inBytes, maxIn, maxOut := make([]int64, n), make([]int64, n), make([]int64, n)
+	streamed := make([]bool, n)
+	outBytes, outChunks := make([]int64, n), make([]int64, n)
 	for i, r := range rs {
+		inBytes[i], maxIn[i], maxOut[i], streamed[i] = r.InputBytes, r.MaxInputTokens, r.MaxOutputTokens, r.Streamed
+		outBytes[i], outChunks[i] = r.RelayedOutputBytes, r.RelayedOutputChunks
 		ids[i], accts[i], keys[i], offerings[i] = r.RequestID, r.AccountID, r.APIKeyID, r.OfferingID
 		tiers[i], models[i], statuses[i], codes[i] = string(r.Tier), r.Model, string(r.Status), int32(r.HTTPStatus)
 		if r.Usage != nil {
@@ -179,11 +194,14 @@ func (l *RequestLog) insert(ctx context.Context, rs []GatewayRequest) error {
 	}
 	_, err := l.pool.Exec(ctx, `
 		INSERT INTO gateway_requests (request_id, account_id, api_key_id, offering_id, tier, model, http_status, status,
-			input_tokens, output_tokens, ttft_ms, duration_ms, at)
+			input_tokens, output_tokens, ttft_ms, duration_ms, at, input_bytes, max_input_tokens, max_output_tokens,
+			streamed, relayed_output_bytes, relayed_output_chunks)
 		SELECT * FROM unnest($1::text[], $2::uuid[], $3::uuid[], $4::uuid[], $5::text[], $6::text[], $7::int[], $8::text[],
-			$9::bigint[], $10::bigint[], $11::float8[], $12::float8[], $13::timestamptz[])
+			$9::bigint[], $10::bigint[], $11::float8[], $12::float8[], $13::timestamptz[], $14::bigint[], $15::bigint[],
+			$16::bigint[], $17::bool[], $18::bigint[], $19::bigint[])
 		ON CONFLICT (request_id) DO NOTHING`,
-		ids, accts, keys, offerings, tiers, models, codes, statuses, in, out, ttftMs, durationMs, at)
+		ids, accts, keys, offerings, tiers, models, codes, statuses, in, out, ttftMs, durationMs, at,
+		inBytes, maxIn, maxOut, streamed, outBytes, outChunks)
 	return err
 }
 
