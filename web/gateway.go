@@ -23,6 +23,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/rigaddr"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/ticket"
 	"github.com/gpumarket/gpumarket/templates"
@@ -61,6 +62,9 @@ const (
 	touchEvery = time.Second
 	// maxCachedKeys bounds the key cache; a flood of made-up keys empties it rather than grow it.
 	maxCachedKeys = 10_000
+	// DefaultRigHeaderTimeout bounds the wait for a rig's response headers. A response that is not streamed has
+	// its headers only once the whole answer is generated, so this covers a long generation on a slow rig.
+	DefaultRigHeaderTimeout = 10 * time.Minute
 )
 
 // Gateway is what the /v1 endpoints need. With no Router, they authenticate and then answer
@@ -78,6 +82,11 @@ type Gateway struct {
 	MaxBodyBytes  int64         // zero means DefaultMaxBodyBytes
 	KeyCacheTTL   time.Duration // zero means DefaultKeyCacheTTL
 	NewRequestID  func() string // nil means "req_" and 24 random hex digits
+	// RigPolicy says which addresses the gateway may connect to a rig at (package rigaddr): checked on every
+	// connection, after DNS. The zero value allows public addresses only.
+	RigPolicy rigaddr.Policy
+	// RigHeaderTimeout bounds the wait for a rig's response headers; zero means DefaultRigHeaderTimeout.
+	RigHeaderTimeout time.Duration
 }
 
 // GatewayRouter is what the gateway asks of routing. *routing.Router implements it.
@@ -120,16 +129,28 @@ func newGateway(cfg Gateway, acc *accounts.Service, log *slog.Logger, now func()
 	if cfg.NewRequestID == nil {
 		cfg.NewRequestID = newRequestID
 	}
+	if cfg.RigHeaderTimeout <= 0 {
+		cfg.RigHeaderTimeout = DefaultRigHeaderTimeout
+	}
 	client := cfg.Client
 	if client == nil {
-		client = &http.Client{Transport: &http.Transport{
-			Proxy:               nil, // agents are reached directly
-			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-			MaxIdleConns:        1024,
-			MaxIdleConnsPerHost: 256,
-			IdleConnTimeout:     90 * time.Second,
-			DisableCompression:  true, // relay the bytes as the rig wrote them, and read them
-		}}
+		client = &http.Client{
+			Transport: &http.Transport{
+				Proxy: nil, // agents are reached directly
+				// Every connection is checked where DNS resolved it to, so that a rig's name cannot be made to
+				// resolve to the platform's own network after its listing was checked.
+				DialContext: (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second,
+					Control: cfg.RigPolicy.Control}).DialContext,
+				ResponseHeaderTimeout: cfg.RigHeaderTimeout,
+				MaxIdleConns:          1024,
+				MaxIdleConnsPerHost:   256,
+				IdleConnTimeout:       90 * time.Second,
+				DisableCompression:    true, // relay the bytes as the rig wrote them, and read them
+			},
+			// A rig's redirect is never followed: it would take the request, and its route ticket, wherever the
+			// provider pointed it. The redirect itself is a failure of the rig (gateway_proxy.go).
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
 	}
 	return &gateway{
 		cfg: cfg, accounts: acc, log: log, now: now, client: client,
@@ -194,6 +215,13 @@ func (g *gateway) serve(ep endpoint) echo.HandlerFunc {
 		if err != nil {
 			return g.writeGatewayError(c, err)
 		}
+		// The server's read and write timeouts bound a request's arrival, not an answer that a rig
+		// may take minutes to generate and stream: past the body they are lifted, and the relay
+		// bounds each write instead (deadlineWriter). An expired read deadline would cancel the
+		// request as if the client had gone.
+		rc := http.NewResponseController(c.Response())
+		_ = rc.SetReadDeadline(time.Time{})
+		_ = rc.SetWriteDeadline(time.Time{})
 		req, err := parseGatewayRequest(body, ep, c.Request().Header.Get(TierHeader), key)
 		if err != nil {
 			return g.writeGatewayError(c, err)
@@ -207,7 +235,7 @@ func (g *gateway) serve(ep endpoint) echo.HandlerFunc {
 		}
 		res, err := g.cfg.Admission.Admit(c.Request().Context(), billing.AdmitInput{
 			AccountID: key.AccountID, APIKeyID: key.ID, MonthlyLimit: key.MonthlyLimit, Tier: req.route.Tier,
-			MaxInputTokens: int64(len(body)), MaxOutputTokens: req.maxOutput,
+			MaxInputTokens: int64(len(req.body)), MaxOutputTokens: req.maxOutput,
 		})
 		if err != nil {
 			return g.writeGatewayError(c, err)
@@ -263,6 +291,8 @@ type gatewayRequest struct {
 	forcedUsage bool
 	maxOutput   *int64 // for admission: see billing.AdmitInput
 	body        []byte // what goes to the rig
+	// bounds are the billable tokens the route ticket allows (routing.BoundsFor).
+	bounds routing.Bounds
 }
 
 // gatewayOptions is the body object "gpumarket".
@@ -359,9 +389,15 @@ func parseGatewayRequest(body []byte, ep endpoint, headerTier string, key accoun
 			top["stream_options"], req.forcedUsage, rewrite = raw, true, true
 		}
 	}
-	var err error
-	if req.maxOutput, err = outputBound(top, ep); err != nil {
+	limit, choices, err := outputLimit(top, ep)
+	if err != nil {
 		return nil, err
+	}
+	if ep.output && limit != nil {
+		bound := *limit * choices
+		req.maxOutput = &bound
+	} else if !ep.output {
+		req.maxOutput = new(int64)
 	}
 	if rewrite {
 		if top["model"], err = json.Marshal(model); err != nil {
@@ -371,16 +407,17 @@ func parseGatewayRequest(body []byte, ep endpoint, headerTier string, key accoun
 			return nil, err
 		}
 	}
+	req.bounds = routing.BoundsFor(model, len(req.body), limit, choices, ep.output)
 	return req, nil
 }
 
-// outputBound is the most output tokens a request asks for: max_completion_tokens (else
-// max_tokens) times n choices; nil when it sets no limit, 0 for embeddings.
-func outputBound(top map[string]json.RawMessage, ep endpoint) (*int64, error) {
+// outputLimit reads the most output tokens each choice of a request asks for, max_completion_tokens (else
+// max_tokens), nil when it sets none, and its choices, n.
+func outputLimit(top map[string]json.RawMessage, ep endpoint) (limit *int64, choices int64, err error) {
+	choices = 1
 	if !ep.output {
-		return new(int64), nil
+		return nil, choices, nil
 	}
-	var limit *int64
 	for _, name := range []string{"max_completion_tokens", "max_tokens"} {
 		raw, ok := top[name]
 		if !ok || string(raw) == "null" {
@@ -388,22 +425,17 @@ func outputBound(top map[string]json.RawMessage, ep endpoint) (*int64, error) {
 		}
 		var v int64
 		if json.Unmarshal(raw, &v) != nil || v < 0 {
-			return nil, invalidRequest(name, "", "%s must be a whole number of tokens, 0 or more.", name)
+			return nil, 0, invalidRequest(name, "", "%s must be a whole number of tokens, 0 or more.", name)
 		}
 		limit = &v
 		break
 	}
-	if limit == nil {
-		return nil, nil
-	}
-	n := int64(1)
 	if raw, ok := top["n"]; ok && string(raw) != "null" {
-		if json.Unmarshal(raw, &n) != nil || n < 1 || n > 128 {
-			return nil, invalidRequest("n", "", "n must be a whole number from 1 to 128.")
+		if json.Unmarshal(raw, &choices) != nil || choices < 1 || choices > routing.MaxChoices {
+			return nil, 0, invalidRequest("n", "", "n must be a whole number from 1 to %d.", routing.MaxChoices)
 		}
 	}
-	bound := *limit * n
-	return &bound, nil
+	return limit, choices, nil
 }
 
 // marshalMembers encodes a JSON object without escaping <, > and &, which a prompt holds as

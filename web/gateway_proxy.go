@@ -26,12 +26,17 @@ import (
 // Sending a request to the rigs routing chose, and relaying the answer.
 //
 // Each attempt has a request id of its own ("req_" and random hex) and a route ticket for its
-// offering: a rig that failed may still report its failed attempt, and the meter takes one
-// event per request id, so a retry under the same id would go unbilled. The candidates are
-// tried in routing's order (at most routing.MaxCandidates: a first choice and two retries); the
-// next is tried when an attempt fails before its first byte, on a connection error, a 5xx, or a
-// 401 or 403 (the rig refused a ticket the platform signed, so it is misconfigured, not the
-// customer). Any other answer is the answer: relayed with X-GPUMarket-Request-Id,
+// offering, which fixes the terms the meter bills it by: the offering's asks and the tier's price
+// in force now, and the bounds on its billable tokens (routing.BoundsFor). A rig that failed may
+// still report its failed attempt, and the meter takes one event per request id, so a retry under
+// the same id would go unbilled. The candidates are tried in routing's order (at most
+// routing.MaxCandidates: a first choice and two retries); the next is tried when an attempt fails
+// before its first byte: a connection error, a 5xx, a 401 or 403 (the rig refused a ticket the
+// platform signed, so it is misconfigured, not the customer), a redirect (never followed), or an
+// answer that is not an OpenAI response (a 2xx that is neither JSON nor, for a stream, an event
+// stream; a body larger than maxResponseBytes). The agent URL is used for its scheme and host
+// only, checked again here (rigaddr), with the endpoint's path appended, and every connection is
+// checked where it resolved. Any other answer is the answer: relayed with X-GPUMarket-Request-Id,
 // X-GPUMarket-Offering and X-GPUMarket-Tier, a stream frame by frame with a flush after each,
 // a whole response as it comes, never held whole. Only Content-Type, Content-Length and
 // Cache-Control of the rig's headers are passed on: a provider sets no cookie or other header
@@ -56,6 +61,13 @@ const (
 	// maxUsageScan bounds how much of a whole response is kept to read its usage from; the
 	// usage of a larger one (a big batch of embeddings) goes unseen.
 	maxUsageScan = 4 << 20
+	// maxResponseBytes bounds what is relayed of one answer, streamed or not; a larger one ends as
+	// broken. The largest legitimate answers are big batches of embeddings.
+	maxResponseBytes = 256 << 20
+	// clientWriteIdle is how long a client may take to read what the gateway writes it: each
+	// write pushes the connection's write deadline this far, so a stream lasts as long as it
+	// flows and a client that stops reading is let go.
+	clientWriteIdle = 2 * time.Minute
 )
 
 // attempt is one try of a candidate.
@@ -73,6 +85,9 @@ type outcome struct {
 	usage      *billing.TokenCount
 	firstToken time.Time // zero when no output came
 	at         time.Time
+	// What was relayed: a stream's output text in bytes and the chunks that carried any, or
+	// the bytes of a whole answer (billing.GatewayRequest).
+	outputBytes, outputChunks int64
 }
 
 // forward tries the candidates and relays the first answer that is not a failure.
@@ -89,7 +104,9 @@ func (g *gateway) forward(c echo.Context, key accounts.APIKey, req *gatewayReque
 	for _, cand := range candidates {
 		a := &attempt{cand: cand, requestID: g.cfg.NewRequestID(), start: g.now()}
 		tk, err := g.cfg.Tickets.Sign(ticket.Claims{RequestID: a.requestID, AccountID: key.AccountID, APIKeyID: key.ID,
-			OfferingID: cand.OfferingID, Tier: string(cand.Tier), Kind: req.ep.kind, IssuedAt: a.start})
+			OfferingID: cand.OfferingID, Tier: string(cand.Tier), Kind: req.ep.kind,
+			AskInput: int64(cand.AskInput), AskOutput: int64(cand.AskOutput), PriceID: cand.PriceID,
+			MaxInputTokens: req.bounds.MaxInputTokens, MaxOutputTokens: req.bounds.MaxOutputTokens, IssuedAt: a.start})
 		if err != nil {
 			return g.writeGatewayError(c, err)
 		}
@@ -112,7 +129,7 @@ func (g *gateway) forward(c echo.Context, key accounts.APIKey, req *gatewayReque
 			lastErr = err
 			continue
 		}
-		if failedOver(resp.StatusCode) {
+		if why := failedAnswer(req, resp); why != "" {
 			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 			resp.Body.Close()
 			a.end()
@@ -121,8 +138,8 @@ func (g *gateway) forward(c echo.Context, key accounts.APIKey, req *gatewayReque
 			g.observe(a, o)
 			g.record(key, req, a, o)
 			g.log.Warn("gateway: rig failed before its first byte; trying the next", "offering", cand.OfferingID,
-				"request_id", a.requestID, "status", resp.StatusCode)
-			lastErr = fmt.Errorf("offering %s answered %d", cand.OfferingID, resp.StatusCode)
+				"request_id", a.requestID, "status", resp.StatusCode, "why", why)
+			lastErr = fmt.Errorf("offering %s answered %d: %s", cand.OfferingID, resp.StatusCode, why)
 			continue
 		}
 		g.cfg.Router.Success(cand.OfferingID)
@@ -144,16 +161,52 @@ func (g *gateway) forward(c echo.Context, key accounts.APIKey, req *gatewayReque
 		message: fmt.Sprintf("No offering of %s in the %s tier could serve the request; retry shortly.", req.route.Model, req.route.Tier)})
 }
 
-// failedOver says whether an answer is a failure of the rig, to fail over on.
-func failedOver(status int) bool {
-	return status >= 500 || status == http.StatusUnauthorized || status == http.StatusForbidden
+// failedAnswer says why an answer is a failure of the rig, to fail over on, or "" when it is an
+// answer to relay: a 5xx; a 401 or 403 to a ticket the platform signed; a redirect, which the
+// gateway never follows; a success that is not an OpenAI response (JSON, or an event stream when
+// one was asked for) or is declared larger than maxResponseBytes; an error that is not JSON.
+func failedAnswer(req *gatewayRequest, resp *http.Response) string {
+	status, ct := resp.StatusCode, mediaType(resp.Header.Get("Content-Type"))
+	switch {
+	case status >= 500:
+		return "a server error"
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		return "it refused the platform's route ticket"
+	case status >= 300 && status < 400:
+		return "a redirect, which the gateway does not follow"
+	case status < 200:
+		return "an informational status"
+	case resp.ContentLength > maxResponseBytes:
+		return fmt.Sprintf("an answer of %d bytes, more than %d", resp.ContentLength, maxResponseBytes)
+	case status < 300 && req.stream && ct != "text/event-stream" && ct != "application/json":
+		return fmt.Sprintf("a %q answer to a streaming request", ct)
+	case status < 300 && !req.stream && ct != "application/json":
+		return fmt.Sprintf("a %q answer where JSON was due", ct)
+	case status >= 400 && ct != "application/json":
+		return fmt.Sprintf("a %d error that is %q, not JSON", status, ct)
+	}
+	return ""
 }
 
+// mediaType is a Content-Type's media type, lower-case, without its parameters.
+func mediaType(contentType string) string {
+	mt, _, _ := strings.Cut(contentType, ";")
+	return strings.ToLower(strings.TrimSpace(mt))
+}
+
+// errRigURL is an agent URL the platform may not connect to.
+var errRigURL = errors.New("the offering's agent URL is refused")
+
 // send sends the request to the attempt's candidate with its route ticket, counting it in
-// flight with routing until a.end is called.
+// flight with routing until a.end is called. Only the agent URL's scheme and host are used:
+// the endpoint's path is the platform's.
 func (g *gateway) send(ctx context.Context, req *gatewayRequest, a *attempt, tk string) (*http.Response, error) {
 	a.end = func() {}
-	out, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(a.cand.AgentURL, "/")+req.ep.path, bytes.NewReader(req.body))
+	u, err := g.cfg.RigPolicy.CheckURL(a.cand.AgentURL)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errRigURL, err)
+	}
+	out, err := http.NewRequestWithContext(ctx, http.MethodPost, u.Scheme+"://"+u.Host+req.ep.path, bytes.NewReader(req.body))
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +235,7 @@ func (g *gateway) relay(c echo.Context, req *gatewayRequest, a *attempt, resp *h
 		}
 	}
 	ok := resp.StatusCode >= 200 && resp.StatusCode < 300
-	streaming := ok && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
+	streaming := ok && mediaType(resp.Header.Get("Content-Type")) == "text/event-stream"
 	if streaming {
 		h.Set("X-Accel-Buffering", "no") // a reverse proxy in front must not hold frames back
 	} else if resp.ContentLength >= 0 {
@@ -196,11 +249,13 @@ func (g *gateway) relay(c echo.Context, req *gatewayRequest, a *attempt, resp *h
 	}
 
 	o := outcome{httpStatus: resp.StatusCode, status: billing.GatewayOK}
+	body := &boundedReader{r: resp.Body, left: maxResponseBytes}
+	out := &deadlineWriter{w: w, rc: http.NewResponseController(w), now: g.now}
 	var err error
 	if streaming {
-		err = g.relayStream(w, resp.Body, req.forcedUsage, &o)
+		err = g.relayStream(out, body, req.forcedUsage, &o)
 	} else {
-		err = g.relayBody(w, resp.Body, ok, &o)
+		err = g.relayBody(out, body, ok, &o)
 	}
 	o.at = g.now()
 	switch {
@@ -221,13 +276,50 @@ func (g *gateway) relay(c echo.Context, req *gatewayRequest, a *attempt, resp *h
 // errClientGone is a failed write to the client.
 var errClientGone = errors.New("the client went away")
 
+// errTooLarge ends an answer longer than maxResponseBytes.
+var errTooLarge = fmt.Errorf("the answer is longer than %d bytes", maxResponseBytes)
+
+// boundedReader reads at most left bytes, then fails with errTooLarge.
+type boundedReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (b *boundedReader) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, errTooLarge
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.r.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+// deadlineWriter pushes the client connection's write deadline clientWriteIdle ahead before
+// each write, so that the server's write timeout does not cut a stream that flows.
+type deadlineWriter struct {
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	now func() time.Time
+}
+
+func (d *deadlineWriter) Header() http.Header  { return d.w.Header() }
+func (d *deadlineWriter) WriteHeader(code int) { d.w.WriteHeader(code) }
+func (d *deadlineWriter) Write(p []byte) (int, error) {
+	_ = d.rc.SetWriteDeadline(time.Now().Add(clientWriteIdle))
+	return d.w.Write(p)
+}
+func (d *deadlineWriter) Flush() error { return d.rc.Flush() }
+
 // relayBuffers holds relayBody's copy buffers for reuse: one made for every response would be
 // most of what the gateway allocates for a small one.
 var relayBuffers = sync.Pool{New: func() any { return new([32 << 10]byte) }}
 
 // relayBody copies a whole response as it comes, keeping up to maxUsageScan bytes of it to
 // read the usage from once it is over.
-func (g *gateway) relayBody(w http.ResponseWriter, body io.Reader, ok bool, o *outcome) error {
+func (g *gateway) relayBody(w *deadlineWriter, body io.Reader, ok bool, o *outcome) error {
 	var kept bytes.Buffer
 	overflow := false
 	pooled := relayBuffers.Get().(*[32 << 10]byte)
@@ -239,6 +331,7 @@ func (g *gateway) relayBody(w http.ResponseWriter, body io.Reader, ok bool, o *o
 			if o.firstToken.IsZero() {
 				o.firstToken = g.now()
 			}
+			o.outputBytes += int64(n)
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				return errClientGone
 			}
@@ -276,11 +369,10 @@ func (u *tokenUsage) count() *billing.TokenCount {
 	return &billing.TokenCount{Input: max(u.PromptTokens, 0), Output: max(u.CompletionTokens, 0)}
 }
 
-// relayStream relays server-sent events frame by frame, flushing after each. It reads the
-// chunks for the first output (the time to first token) and the usage, and drops the usage
-// chunk the gateway asked for when the client had not.
-func (g *gateway) relayStream(w http.ResponseWriter, body io.Reader, forcedUsage bool, o *outcome) error {
-	rc := http.NewResponseController(w)
+// relayStream relays server-sent events frame by frame, flushing after each. It reads every
+// chunk for its output text (what was relayed, and the time to first token) and the usage, and
+// drops the usage chunk the gateway asked for when the client had not.
+func (g *gateway) relayStream(w *deadlineWriter, body io.Reader, forcedUsage bool, o *outcome) error {
 	br := bufio.NewReaderSize(body, 32<<10)
 	var frame []byte
 	for {
@@ -301,11 +393,15 @@ func (g *gateway) relayStream(w http.ResponseWriter, body io.Reader, forcedUsage
 				if _, werr := w.Write(out); werr != nil {
 					return errClientGone
 				}
-				if rc.Flush() != nil {
+				if w.Flush() != nil {
 					return errClientGone
 				}
-				if output && o.firstToken.IsZero() {
-					o.firstToken = g.now()
+				if output > 0 {
+					o.outputChunks++
+					o.outputBytes += output
+					if o.firstToken.IsZero() {
+						o.firstToken = g.now()
+					}
 				}
 			}
 			if isDone(frame) {
@@ -348,33 +444,25 @@ type streamChunk struct {
 	Usage *tokenUsage `json:"usage"`
 }
 
-var (
-	usageMember   = []byte(`"usage"`)
-	usageNullTail = []byte(`,"usage":null}`)
-)
+var usageNullTail = []byte(`,"usage":null}`)
 
-// readChunk reads one frame and returns what to send the client (nil to drop it) and whether
-// it carried output. A frame is parsed only while the first output is awaited, or when it
-// mentions usage.
-func readChunk(frame []byte, forcedUsage bool, o *outcome) (out []byte, output bool) {
+// readChunk reads one frame and returns what to send the client (nil to drop it) and the bytes
+// of output text it carried, which bound the tokens its rig may bill for it: every chunk is
+// parsed.
+func readChunk(frame []byte, forcedUsage bool, o *outcome) (out []byte, output int64) {
 	payload, from, ok := dataPayload(frame)
 	if !ok || len(payload) == 0 || payload[0] != '{' {
-		return frame, false // a comment, [DONE], or not a chunk
-	}
-	mentionsUsage := bytes.Contains(payload, usageMember)
-	if !o.firstToken.IsZero() && !mentionsUsage {
-		return frame, false
+		return frame, 0 // a comment, [DONE], or not a chunk
 	}
 	var chunk streamChunk
 	if json.Unmarshal(payload, &chunk) != nil {
-		return frame, false
+		return frame, 0
 	}
 	for _, ch := range chunk.Choices {
 		d := ch.Delta
-		if ch.Text != "" || d.Content != "" || d.ReasoningContent != "" || d.Reasoning != "" ||
-			(len(d.ToolCalls) > 0 && string(d.ToolCalls) != "null" && string(d.ToolCalls) != "[]") {
-			output = true
-			break
+		output += int64(len(ch.Text) + len(d.Content) + len(d.ReasoningContent) + len(d.Reasoning))
+		if len(d.ToolCalls) > 0 && string(d.ToolCalls) != "null" && string(d.ToolCalls) != "[]" {
+			output += int64(len(d.ToolCalls))
 		}
 	}
 	if chunk.Usage != nil {
@@ -384,7 +472,7 @@ func readChunk(frame []byte, forcedUsage bool, o *outcome) (out []byte, output b
 		return frame, output
 	}
 	if chunk.Usage != nil && len(chunk.Choices) == 0 {
-		return nil, false // the usage chunk the client did not ask for
+		return nil, 0 // the usage chunk the client did not ask for
 	}
 	// The usage member OpenAI-compatible servers add, null, to every other chunk once usage is
 	// asked for: taken out when it ends the chunk, as they write it.
@@ -443,7 +531,10 @@ func (g *gateway) record(key accounts.APIKey, req *gatewayRequest, a *attempt, o
 	}
 	r := billing.GatewayRequest{RequestID: a.requestID, AccountID: key.AccountID, APIKeyID: key.ID,
 		OfferingID: a.cand.OfferingID, Tier: a.cand.Tier, Model: req.route.Model, HTTPStatus: o.httpStatus,
-		Status: o.status, Usage: o.usage, Duration: o.at.Sub(a.start), At: o.at}
+		Status: o.status, Usage: o.usage, Duration: o.at.Sub(a.start), At: o.at,
+		InputBytes: int64(len(req.body)), MaxInputTokens: req.bounds.MaxInputTokens,
+		MaxOutputTokens: req.bounds.MaxOutputTokens, Streamed: req.stream,
+		RelayedOutputBytes: o.outputBytes, RelayedOutputChunks: o.outputChunks}
 	if !o.firstToken.IsZero() {
 		r.TTFT = o.firstToken.Sub(a.start)
 	}

@@ -32,6 +32,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/rigaddr"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/simulation"
 	"github.com/gpumarket/gpumarket/services/ticket"
@@ -256,7 +257,7 @@ type benchPlatform struct {
 // startBenchPlatform opens and runs the platform, lists the benchmark's offering with its rig
 // and signs up its customer.
 func startBenchPlatform(ctx context.Context, dbURL, dataDir string, log *slog.Logger) (_ *benchPlatform, err error) {
-	cfg := Config{DatabaseURL: dbURL, Addr: "127.0.0.1:0", DataDir: dataDir, NATSPort: 0,
+	cfg := Config{DatabaseURL: dbURL, Addr: "127.0.0.1:0", RigPolicy: rigaddr.Policy{Development: true}, DataDir: dataDir, NATSPort: 0,
 		SessionKey: randomKey(), TicketKey: randomKey(), RigKey: randomKey(),
 		// Payments are never called (credit is granted by an adjustment): a placeholder key
 		// keeps Open from starting stripe-mock, and no request goes to Stripe.

@@ -77,6 +77,7 @@ func dev(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return err
 	}
+	cfg.RigPolicy.Development = true // the simulated rigs listen on loopback
 	var err error
 	if cfg.DatabaseURL, err = devenv.EnsurePostgres(ctx, cfg.DataDir, log); err != nil {
 		return err

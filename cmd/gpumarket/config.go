@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/rigaddr"
 	"github.com/gpumarket/gpumarket/web"
 )
 
@@ -45,6 +46,9 @@ type Config struct {
 	// Each gateway process keeps its own buckets, so a key's limit is per process.
 	RateLimitRPS   float64
 	RateLimitBurst int
+	// RigPolicy says where the gateway may connect to reach rigs (package rigaddr): public addresses only in
+	// production; `gpumarket dev` allows loopback and private ones for its simulated rigs.
+	RigPolicy rigaddr.Policy
 }
 
 // Roles says which parts of the platform a process runs: GPUMARKET_ROLES, a comma-separated

@@ -179,7 +179,7 @@ func (p *Platform) gateway() (web.Gateway, error) {
 	p.requestLog = billing.NewRequestLog(p.pool, nil, p.log.With("role", "gateway"))
 	return web.Gateway{
 		Router: p.router, Tickets: signer, Requests: p.requestLog,
-		RatePerSecond: p.cfg.RateLimitRPS, RateBurst: p.cfg.RateLimitBurst,
+		RatePerSecond: p.cfg.RateLimitRPS, RateBurst: p.cfg.RateLimitBurst, RigPolicy: p.cfg.RigPolicy,
 		Admission: billing.NewAdmission(billing.AdmissionConfig{Pool: p.pool, Prices: p.catalog, Log: p.log.With("role", "gateway")}),
 	}, nil
 }

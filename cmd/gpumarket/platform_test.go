@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/db/dbtest"
+	"github.com/gpumarket/gpumarket/services/rigaddr"
 )
 
 // TestPlatformServesAndShutsDown starts the whole platform as `serve` does, on port 0 with an
@@ -18,7 +19,7 @@ import (
 // way SIGTERM does.
 func TestPlatformServesAndShutsDown(t *testing.T) {
 	_, dbURL := dbtest.NewWithURL(t)
-	cfg := Config{DatabaseURL: dbURL, Addr: "127.0.0.1:0", DataDir: t.TempDir(), NATSPort: 0,
+	cfg := Config{DatabaseURL: dbURL, Addr: "127.0.0.1:0", RigPolicy: rigaddr.Policy{Development: true}, DataDir: t.TempDir(), NATSPort: 0,
 		SessionKey: []byte(strings.Repeat("k", 32)), StripeWebhookSecrets: []string{"whsec_test_platform"},
 		Roles: Roles{Web: true, Meter: true}, TicketKey: []byte(strings.Repeat("t", 32)),
 		RigKey: []byte(strings.Repeat("r", 32))}

@@ -69,8 +69,12 @@ type Candidate struct {
 	Tier       catalog.Tier
 	AgentURL   string
 	Ask        money.MicroUSD
-	GPUName    string // the rig's GPU model, e.g. "RTX 4090"
-	GPUCount   int
+	// The terms the route ticket fixes: the offering's asks and the tier's price in force at routing.
+	AskInput, AskOutput     money.MicroUSD
+	PriceID                 int64
+	PriceInput, PriceOutput money.MicroUSD
+	GPUName                 string // the rig's GPU model, e.g. "RTX 4090"
+	GPUCount                int
 	// TTFTP50Ms is the expected time to first token routing used; TTFTP99Ms the P99 the latency cap was
 	// checked against (0 when unknown). Both are live figures when the window holds enough traffic, else the
 	// catalog's.

@@ -1,0 +1,236 @@
+package main
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/ticket"
+)
+
+// TestGatewayIntegrity repeats, against the whole platform, what a dishonest provider tried: an agent URL that
+// sends the gateway somewhere else, and answers that are not what an OpenAI server sends. Each attack fails in the
+// way docs/metering-integrity.md says, and costs the customer nothing.
+func TestGatewayIntegrity(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a whole platform with simulated rigs")
+	}
+	b := setupGateway(t)
+	t.Run("an agent URL that redirects reaches nothing behind it", b.testRedirectingAgent)
+	t.Run("an agent URL with a path, query or fragment reaches no other path", b.testAgentURLSuffixes)
+	t.Run("an answer that is not an OpenAI response is not relayed", b.testNotAnOpenAIAnswer)
+	t.Run("the gateway's record holds the bounds and what it relayed", b.testRecordedBounds)
+}
+
+// probe is an HTTP server standing for what a rig could point the gateway at: it counts what reaches it and
+// whether a route ticket came along.
+type probe struct {
+	*httptest.Server
+	mu      sync.Mutex
+	paths   []string
+	tickets int
+}
+
+func newProbe(t *testing.T, h http.HandlerFunc) *probe {
+	p := &probe{}
+	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.mu.Lock()
+		p.paths = append(p.paths, r.URL.RequestURI())
+		if r.Header.Get(ticket.Header) != "" {
+			p.tickets++
+		}
+		p.mu.Unlock()
+		h(w, r)
+	}))
+	t.Cleanup(p.Close)
+	return p
+}
+
+func (p *probe) seen() (paths []string, tickets int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.paths...), p.tickets
+}
+
+// pointAt points a listed offering's agent URL at url, as a provider editing its row could, bypassing the
+// listing's checks, and reloads routing. The offering's real rig keeps heartbeating, so it stays routable.
+func (b *gatewayBundle) pointAt(t *testing.T, o catalog.Offering, url string) {
+	t.Helper()
+	if _, err := b.p.pool.Exec(b.ctx, `UPDATE offerings SET agent_url = $2 WHERE id = $1`, o.ID, url); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.p.router.Refresh(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// pinned asks for a chat completion on one offering, as a customer pinning it would.
+func pinned(o catalog.Offering, maxTokens int64) (openai.ChatCompletionNewParams, option.RequestOption) {
+	return chatParams(o.Model, maxTokens), option.WithJSONSet("gpumarket", map[string]any{"offering": o.ID})
+}
+
+func (b *gatewayBundle) testRedirectingAgent(t *testing.T) {
+	o := b.list(t, rigSpec{model: "gw-redirect", ask: 100_000, p99: 300})
+	dev, _, secret := b.developer(t, "redirect", 20*money.PicoPerUSD, accounts.NewKeyInput{})
+	start := b.balance(t, dev.AccountID)
+
+	// What the redirect points at: the platform's own metrics, and an internal service standing in for it here,
+	// whose every hit would be a leak.
+	internal := newProbe(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"secret": "internal"}`)
+	})
+	for _, target := range []string{b.p.URL() + "/metrics", internal.URL + "/v1/chat/completions"} {
+		redirector := newProbe(t, func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, target, http.StatusTemporaryRedirect)
+		})
+		b.pointAt(t, o, redirector.URL)
+		params, pin := pinned(o, 4)
+		var res *http.Response
+		_, err := b.client(secret).Chat.Completions.New(b.ctx, params, pin, option.WithResponseInto(&res))
+		e := apiError(t, err, http.StatusServiceUnavailable, "server_error", "no_capacity")
+		if strings.Contains(e.RawJSON(), "# HELP") || strings.Contains(e.RawJSON(), "internal") {
+			t.Fatalf("the redirect target's answer reached the customer: %s", e.RawJSON())
+		}
+		if paths, tickets := redirector.seen(); len(paths) != 1 || paths[0] != "/v1/chat/completions" || tickets != 1 {
+			t.Fatalf("the redirector saw %v with %d tickets, want one request to /v1/chat/completions", paths, tickets)
+		}
+	}
+	if paths, tickets := internal.seen(); len(paths) != 0 || tickets != 0 {
+		t.Fatalf("the internal service was reached through a redirect: %v, %d tickets", paths, tickets)
+	}
+	b.flushRequestLog(t)
+	var recorded int
+	if err := b.p.pool.QueryRow(b.ctx, `SELECT count(*) FROM gateway_requests
+		WHERE account_id = $1 AND status = 'failed_over' AND http_status = 307`, dev.AccountID).Scan(&recorded); err != nil {
+		t.Fatal(err)
+	}
+	if recorded != 2 {
+		t.Fatalf("%d redirected attempts recorded as failed, want 2", recorded)
+	}
+	if got := b.balance(t, dev.AccountID); got != start {
+		t.Fatalf("balance %s, want %s: a redirected attempt costs nothing", got, start)
+	}
+}
+
+func (b *gatewayBundle) testAgentURLSuffixes(t *testing.T) {
+	o := b.list(t, rigSpec{model: "gw-suffix", ask: 100_000, p99: 300})
+	_, _, secret := b.developer(t, "suffix", 20*money.PicoPerUSD, accounts.NewKeyInput{})
+	target := newProbe(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"id": "leak", "choices": []}`)
+	})
+	for _, suffix := range []string{"/metrics#", "/metrics?x=", "/admin", "#", "?"} {
+		b.pointAt(t, o, target.URL+suffix)
+		params, pin := pinned(o, 4)
+		_, err := b.client(secret).Chat.Completions.New(b.ctx, params, pin)
+		apiError(t, err, http.StatusServiceUnavailable, "server_error", "no_capacity")
+	}
+	if paths, _ := target.seen(); len(paths) != 0 {
+		t.Fatalf("agent URLs with suffixes reached %v", paths)
+	}
+	// The cloud's metadata service is never dialled, whatever the policy allows.
+	b.pointAt(t, o, "http://169.254.169.254")
+	params, pin := pinned(o, 4)
+	_, err := b.client(secret).Chat.Completions.New(b.ctx, params, pin)
+	apiError(t, err, http.StatusServiceUnavailable, "server_error", "no_capacity")
+}
+
+func (b *gatewayBundle) testNotAnOpenAIAnswer(t *testing.T) {
+	o := b.list(t, rigSpec{model: "gw-answers", ask: 100_000, p99: 300})
+	dev, _, secret := b.developer(t, "answers", 20*money.PicoPerUSD, accounts.NewKeyInput{})
+	start := b.balance(t, dev.AccountID)
+	var answered atomic.Int32
+	for name, h := range map[string]http.HandlerFunc{
+		"an HTML page": func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/html")
+			_, _ = io.WriteString(w, "<html>login</html>")
+		},
+		"plain text metrics": func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+			_, _ = io.WriteString(w, "# HELP go_goroutines\n")
+		},
+		"an error page that is not JSON": func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/html")
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = io.WriteString(w, "<html>not found</html>")
+		},
+	} {
+		fake := newProbe(t, func(w http.ResponseWriter, r *http.Request) { answered.Add(1); h(w, r) })
+		b.pointAt(t, o, fake.URL)
+		params, pin := pinned(o, 4)
+		_, err := b.client(secret).Chat.Completions.New(b.ctx, params, pin)
+		e := apiError(t, err, http.StatusServiceUnavailable, "server_error", "no_capacity")
+		if strings.Contains(e.RawJSON(), "html") || strings.Contains(e.RawJSON(), "HELP") {
+			t.Fatalf("%s reached the customer: %s", name, e.RawJSON())
+		}
+	}
+	if answered.Load() != 3 {
+		t.Fatalf("the fake rigs answered %d requests, want 3", answered.Load())
+	}
+	if got := b.balance(t, dev.AccountID); got != start {
+		t.Fatalf("balance %s, want %s", got, start)
+	}
+}
+
+func (b *gatewayBundle) testRecordedBounds(t *testing.T) {
+	o := b.list(t, rigSpec{model: "gw-bounds", ask: 100_000, p99: 300})
+	_, _, secret := b.developer(t, "bounds", 20*money.PicoPerUSD, accounts.NewKeyInput{})
+	client := b.client(secret)
+
+	var res *http.Response
+	stream := client.Chat.Completions.NewStreaming(b.ctx, chatParams(o.Model, 7), option.WithResponseInto(&res))
+	var text strings.Builder
+	chunks := 0
+	for stream.Next() {
+		if c := stream.Current(); len(c.Choices) > 0 && c.Choices[0].Delta.Content != "" {
+			text.WriteString(c.Choices[0].Delta.Content)
+			chunks++
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	streamID, _, _ := headersOf(t, res)
+
+	if _, err := client.Chat.Completions.New(b.ctx, chatParams(o.Model, 5), option.WithResponseInto(&res)); err != nil {
+		t.Fatal(err)
+	}
+	wholeID, _, _ := headersOf(t, res)
+
+	b.flushRequestLog(t)
+	type record struct {
+		inputBytes, maxIn, maxOut, outBytes, outChunks int64
+		streamed                                       bool
+	}
+	read := func(id string) record {
+		var r record
+		if err := b.p.pool.QueryRow(b.ctx, `SELECT input_bytes, max_input_tokens, max_output_tokens, relayed_output_bytes,
+			relayed_output_chunks, streamed FROM gateway_requests WHERE request_id = $1`, id).
+			Scan(&r.inputBytes, &r.maxIn, &r.maxOut, &r.outBytes, &r.outChunks, &r.streamed); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	s := read(streamID)
+	if !s.streamed || s.maxOut != 7 || s.maxIn != s.inputBytes+512 || s.inputBytes <= 0 {
+		t.Fatalf("stream recorded as %+v, want the bound 7 and the input bound 512 over the body", s)
+	}
+	if s.outBytes != int64(text.Len()) || s.outChunks != int64(chunks) {
+		t.Fatalf("stream relayed %d bytes in %d chunks; the record says %d in %d", text.Len(), chunks, s.outBytes, s.outChunks)
+	}
+	w := read(wholeID)
+	if w.streamed || w.maxOut != 5 || w.outBytes != res.ContentLength || w.outBytes <= 0 || w.outChunks != 0 {
+		t.Fatalf("whole answer of %d bytes recorded as %+v", res.ContentLength, w)
+	}
+}
