@@ -10,6 +10,9 @@ type Page struct {
 	User  *User // nil when nobody is logged in
 	Path  string
 	Flash string
+	// TestMode says payments run on the local test page (GPUMARKET_PAYMENTS=test): every page
+	// shows a banner.
+	TestMode bool
 }
 
 // User is the logged-in user as the layout shows it.

@@ -688,7 +688,9 @@ func TestOpsEndpoints(t *testing.T) {
 	id := list.Offerings[0].ID
 	wantStatus(t, e.call(t, "", http.MethodGet, "/api/offerings/"+id, nil, nil), http.StatusOK)
 
-	res, err := http.Get(e.srv.URL + "/metrics")
+	req, _ := http.NewRequest(http.MethodGet, e.srv.URL+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+testMetricsToken)
+	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

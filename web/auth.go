@@ -22,7 +22,8 @@ func (s *Server) loginSubmit(c echo.Context) error {
 	in := accounts.LoginInput{Email: c.FormValue("email"), Password: c.FormValue("password"), ClientIP: c.RealIP()}
 	next := safeNext(c.FormValue("next"))
 	sess, err := s.accounts.Login(c.Request().Context(), in)
-	if code := services.ErrorCode(err); code == services.CodeUnauthorized || code == services.CodeRateLimited {
+	if code := services.ErrorCode(err); code == services.CodeUnauthorized || code == services.CodeRateLimited ||
+		code == services.CodeUnavailable {
 		status, body := s.describe(err)
 		form := templates.Form{Values: map[string]string{"email": in.Email}, Error: body.Message}
 		return s.render(c, status, templates.Login(templates.AuthPage{Page: s.page(c, "Log in"), Form: form, Next: next}))
@@ -44,11 +45,17 @@ func (s *Server) signupPage(c echo.Context) error {
 
 func (s *Server) signupSubmit(c echo.Context) error {
 	in := accounts.SignUpInput{Email: c.FormValue("email"), Password: c.FormValue("password"),
-		Role: accounts.Role(c.FormValue("role")), AccountName: c.FormValue("account_name")}
+		Role: accounts.Role(c.FormValue("role")), AccountName: c.FormValue("account_name"), ClientIP: c.RealIP()}
 	ctx := c.Request().Context()
 	if _, err := s.accounts.SignUp(ctx, in); err != nil {
+		values := map[string]string{"email": in.Email, "role": string(in.Role), "account_name": in.AccountName}
+		if code := services.ErrorCode(err); code == services.CodeRateLimited || code == services.CodeUnavailable {
+			status, body := s.describe(err)
+			form := templates.Form{Values: values, Error: body.Message}
+			return s.render(c, status, templates.Signup(templates.AuthPage{Page: s.page(c, "Sign up"), Form: form}))
+		}
 		return s.formError(c, err, func(f templates.Form) error {
-			f.Values = map[string]string{"email": in.Email, "role": string(in.Role), "account_name": in.AccountName}
+			f.Values = values
 			return s.render(c, statusFor(err), templates.Signup(templates.AuthPage{Page: s.page(c, "Sign up"), Form: f}))
 		})
 	}
@@ -115,6 +122,7 @@ func (s *Server) apiSignup(c echo.Context) error {
 	if err := decodeJSON(c, &in); err != nil {
 		return err
 	}
+	in.ClientIP = c.RealIP()
 	u, err := s.accounts.SignUp(c.Request().Context(), in)
 	if err != nil {
 		return err

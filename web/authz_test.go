@@ -92,7 +92,7 @@ var authzTable = map[string]route{
 	// it (want).
 	"GET /healthz":    {want: everyone(http.StatusOK)},
 	"GET /readyz":     {want: everyone(http.StatusOK)},
-	"GET /metrics":    {want: everyone(http.StatusOK)},
+	"GET /metrics":    {want: everyone(http.StatusUnauthorized)}, // its bearer token is no session's (edges_test.go)
 	"GET /static/*":   {path: "/static/app.css", want: everyone(http.StatusOK)},
 	"GET /":           {want: everyone(http.StatusOK)},
 	"GET /catalog":    {want: everyone(http.StatusOK)},
@@ -231,17 +231,22 @@ var authzTable = map[string]route{
 	"GET /api/usage.csv":         {want: statuses{401, 200, 403, 403, 403}},
 	"GET /api/provider/earnings": {want: statuses{401, 403, 200, 403, 403}},
 
-	// API keys: a developer's own. Revoking is tried on another developer's key, which does
-	// not exist for the caller; a developer's own keys are tested in keys_test.go. The page
-	// form answers 201 with the new key's secret rather than redirecting.
+	// API keys: a developer's own. Revoking and changing a limit are tried on another
+	// developer's key, which does not exist for the caller; a developer's own keys are tested
+	// in keys_test.go. The page form answers 201 with the new key's secret rather than
+	// redirecting.
 	"GET /keys": {want: statuses{303, 200, 403, 403, 403}, login: true},
 	"POST /keys": {body: url.Values{"name": {"authz form"}},
 		want: statuses{303, 201, 403, 403, 403}, noCSRF: csrfRefused, login: true},
 	"POST /keys/:id/revoke": {path: "/keys/{key}/revoke", body: url.Values{},
 		want: statuses{303, 404, 403, 403, 403}, noCSRF: csrfRefused, login: true},
+	"POST /keys/:id/limit": {path: "/keys/{key}/limit", body: url.Values{"monthly_limit_usd": {"12.50"}},
+		want: statuses{303, 404, 403, 403, 403}, noCSRF: csrfRefused, login: true},
 	"GET /api/keys":  {want: statuses{401, 200, 403, 403, 403}},
 	"POST /api/keys": {body: map[string]any{"name": "authz api"}, want: statuses{401, 201, 403, 403, 403}},
 	"DELETE /api/keys/:id": {path: "/api/keys/{key}",
+		want: statuses{401, 404, 403, 403, 403}},
+	"PATCH /api/keys/:id": {path: "/api/keys/{key}", body: map[string]any{"monthly_limit_usd": "12.50"},
 		want: statuses{401, 404, 403, 403, 403}},
 
 	// The OpenAI-compatible gateway authenticates with API keys only, never with a session: a

@@ -10,7 +10,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -30,6 +33,31 @@ type Payments struct {
 	LocalWebhookSecret string
 	// PublicURL is where buyers come back to; empty means the request's own scheme and host.
 	PublicURL string
+	// CheckoutOrigins are the origins of the payment pages the buy form sends buyers to, such
+	// as https://checkout.stripe.com: the pages' CSP lets forms be redirected there.
+	CheckoutOrigins []string
+}
+
+// testMode reports whether payments run on the local test page: every page then says so.
+func (p Payments) testMode() bool { return p.LocalWebhookSecret != "" }
+
+// allowsCheckout reports whether the pages' CSP lets the buy form redirect to the URL: a path
+// on this site, the site's own origin as the request or PublicURL names it, or one of the
+// payment pages' origins.
+func (p Payments) allowsCheckout(checkoutURL, requestOrigin string) bool {
+	u, err := url.Parse(checkoutURL)
+	if err != nil {
+		return false
+	}
+	if u.Scheme == "" && u.Host == "" && strings.HasPrefix(u.Path, "/") && !strings.HasPrefix(u.Path, "//") {
+		return true
+	}
+	origin := u.Scheme + "://" + u.Host
+	if origin == requestOrigin || slices.Contains(p.CheckoutOrigins, origin) {
+		return true
+	}
+	public, err := url.Parse(p.PublicURL)
+	return err == nil && p.PublicURL != "" && origin == public.Scheme+"://"+public.Host
 }
 
 func (s *Server) baseURL(c echo.Context) string {
@@ -50,7 +78,7 @@ func (s *Server) startPurchase(c echo.Context, amountText string) (billing.Purch
 		AccountID: sess.User.AccountID, UserID: sess.User.ID, AmountCents: cents,
 		ReturnURL: base + "/credits/return", CancelURL: base + "/credits",
 	})
-	if err == nil && s.payments.LocalWebhookSecret != "" {
+	if err == nil && s.payments.testMode() {
 		// stripe-mock cannot host a payment page: the buyer pays on the local test page.
 		checkout.URL = base + "/credits/test-pay/" + p.ID
 	}
@@ -85,7 +113,7 @@ func (s *Server) renderCredits(c echo.Context, status int, form templates.Form) 
 		return err
 	}
 	p := templates.CreditsPage{Page: s.page(c, "Credits"), Balance: "$" + bal.Pico.Decimal(2), Negative: bal.Negative,
-		Form: form, TestMode: s.payments.LocalWebhookSecret != ""}
+		Form: form, TestMode: s.payments.testMode()}
 	for _, pu := range purchases {
 		p.Purchases = append(p.Purchases, templates.PurchaseRow{ID: pu.ID, Amount: centsText(pu.AmountCents),
 			Status: purchaseStatusText(pu), Created: pu.CreatedAt.UTC().Format("2006-01-02 15:04")})
@@ -102,9 +130,16 @@ func (s *Server) renderCredits(c echo.Context, status int, form templates.Form) 
 
 func (s *Server) checkoutSubmit(c echo.Context) error {
 	_, sess, err := s.startPurchase(c, c.FormValue("amount_usd"))
+	if err == nil && !s.payments.allowsCheckout(sess.URL, c.Scheme()+"://"+c.Request().Host) {
+		// The browser would refuse the redirect (the CSP's form-action) and show nothing: say
+		// what is wrong instead. The payment page's origin belongs in Payments.CheckoutOrigins.
+		s.log.Error("the payment page is on an origin the pages' CSP does not allow: the buy form cannot reach it",
+			"checkout_url", clip(sess.URL, 200), "allowed", s.payments.CheckoutOrigins)
+		err = services.Errorf(services.CodeUnavailable, "The payment page cannot be opened from here. Nothing was charged; please try again later.")
+	}
 	if err != nil {
 		switch services.ErrorCode(err) {
-		case services.CodeInvalid, services.CodeUnavailable:
+		case services.CodeInvalid, services.CodeUnavailable, services.CodeConflict:
 			_, body := s.describe(err)
 			return s.renderCredits(c, statusFor(err), templates.Form{Values: map[string]string{"amount_usd": c.FormValue("amount_usd")},
 				Errors: body.Fields, Error: body.Message})
@@ -135,7 +170,7 @@ func (s *Server) purchaseReturnPage(c echo.Context) error {
 }
 
 func (s *Server) testPaymentPage(c echo.Context) error {
-	if s.payments.LocalWebhookSecret == "" {
+	if !s.payments.testMode() {
 		return echo.ErrNotFound
 	}
 	sess, _ := currentSession(c)
@@ -151,7 +186,7 @@ func (s *Server) testPaymentPage(c echo.Context) error {
 // checkout.session.completed event to the platform's own webhook endpoint, over HTTP, so the
 // credit takes exactly the path a real Stripe payment takes.
 func (s *Server) testPaymentSubmit(c echo.Context) error {
-	if s.payments.LocalWebhookSecret == "" {
+	if !s.payments.testMode() {
 		return echo.ErrNotFound
 	}
 	sess, _ := currentSession(c)

@@ -46,9 +46,10 @@ import (
 // gpumarket object are taken out of the body before it goes to the rig.
 //
 // /v1 calls carry API keys, never sessions: the session middleware and the CSRF check do not
-// run on them (exceptGateway). API keys are looked up once per KeyCacheTTL, so a revoked key
-// keeps working for up to that long on each process; when a key was last used is written in
-// batches, every touchEvery.
+// run on them (exceptGateway). API keys are looked up once per KeyCacheTTL; a key revoked or
+// changed is forgotten by every gateway process as soon as word of it arrives (keychanges.go),
+// and KeyCacheTTL bounds how stale it can be when that word is lost; when a key was last used
+// is written in batches, every touchEvery.
 
 // Defaults of Gateway.
 const (
@@ -480,11 +481,16 @@ func (g *gateway) models(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]any{"object": "list", "data": data})
 }
 
-// keyCache remembers API keys, and secrets that are none, for ttl.
+// keyCache remembers API keys, and secrets that are none, for ttl. A key revoked or changed
+// is forgotten at once when word of it arrives (forget; see keychanges.go), so ttl bounds
+// only how stale a key can be when that word is lost.
 type keyCache struct {
 	ttl     time.Duration
 	mu      sync.RWMutex
 	entries map[[32]byte]keyEntry // by the secret's SHA-256
+	// forgets counts calls to forget: a lookup that read the database before a forget does
+	// not cache what it read, which may be the key as it was before the change.
+	forgets uint64
 }
 
 type keyEntry struct {
@@ -499,6 +505,7 @@ func (kc *keyCache) lookup(ctx context.Context, secret string, now time.Time,
 	h := sha256.Sum256([]byte(secret))
 	kc.mu.RLock()
 	e, ok := kc.entries[h]
+	forgets := kc.forgets
 	kc.mu.RUnlock()
 	if !ok || now.Sub(e.at) >= kc.ttl {
 		key, err := find(ctx, secret)
@@ -507,16 +514,30 @@ func (kc *keyCache) lookup(ctx context.Context, secret string, now time.Time,
 		}
 		e = keyEntry{key: key, valid: err == nil, at: now}
 		kc.mu.Lock()
-		if len(kc.entries) >= maxCachedKeys {
-			clear(kc.entries)
+		if kc.forgets == forgets {
+			if len(kc.entries) >= maxCachedKeys {
+				clear(kc.entries)
+			}
+			kc.entries[h] = e
 		}
-		kc.entries[h] = e
 		kc.mu.Unlock()
 	}
 	if !e.valid {
 		return accounts.APIKey{}, services.Errorf(services.CodeUnauthorized, "Invalid API key.")
 	}
 	return e.key, nil
+}
+
+// forget drops the cached entry of the key with this id, if any.
+func (kc *keyCache) forget(keyID string) {
+	kc.mu.Lock()
+	defer kc.mu.Unlock()
+	kc.forgets++
+	for h, e := range kc.entries {
+		if e.valid && e.key.ID == keyID {
+			delete(kc.entries, h)
+		}
+	}
 }
 
 // keyLimits is a token bucket per API key.

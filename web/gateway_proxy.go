@@ -64,8 +64,8 @@ const (
 	// maxResponseBytes bounds what is relayed of one answer, streamed or not; a larger one ends as
 	// broken. The largest legitimate answers are big batches of embeddings.
 	maxResponseBytes = 256 << 20
-	// clientWriteIdle is how long a client may take to read what the gateway writes it: each
-	// write pushes the connection's write deadline this far, so a stream lasts as long as it
+	// clientWriteIdle is how long a client may take to read what the gateway writes it: writing
+	// pushes the connection's deadlines this far (deadlineWriter), so a stream lasts as long as it
 	// flows and a client that stops reading is let go.
 	clientWriteIdle = 2 * time.Minute
 )
@@ -241,16 +241,18 @@ func (g *gateway) relay(c echo.Context, req *gatewayRequest, a *attempt, resp *h
 	} else if resp.ContentLength >= 0 {
 		h.Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
 	}
+	// The connection's deadlines were lifted while the rig worked; from here each write moves
+	// them on.
+	out, _ := newDeadlineWriter(w, clientWriteIdle)
 	w.WriteHeader(resp.StatusCode)
 	if streaming {
 		// The headers go at once, as the rig sent them: the client knows the stream started
 		// (and where it is served) before the first token.
-		_ = http.NewResponseController(w).Flush()
+		_ = out.Flush()
 	}
 
 	o := outcome{httpStatus: resp.StatusCode, status: billing.GatewayOK}
 	body := &boundedReader{r: resp.Body, left: maxResponseBytes}
-	out := &deadlineWriter{w: w, rc: http.NewResponseController(w), now: g.now}
 	var err error
 	if streaming {
 		err = g.relayStream(out, body, req.forcedUsage, &o)
@@ -297,21 +299,6 @@ func (b *boundedReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// deadlineWriter pushes the client connection's write deadline clientWriteIdle ahead before
-// each write, so that the server's write timeout does not cut a stream that flows.
-type deadlineWriter struct {
-	w   http.ResponseWriter
-	rc  *http.ResponseController
-	now func() time.Time
-}
-
-func (d *deadlineWriter) Header() http.Header  { return d.w.Header() }
-func (d *deadlineWriter) WriteHeader(code int) { d.w.WriteHeader(code) }
-func (d *deadlineWriter) Write(p []byte) (int, error) {
-	_ = d.rc.SetWriteDeadline(time.Now().Add(clientWriteIdle))
-	return d.w.Write(p)
-}
-func (d *deadlineWriter) Flush() error { return d.rc.Flush() }
 
 // relayBuffers holds relayBody's copy buffers for reuse: one made for every response would be
 // most of what the gateway allocates for a small one.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/templates"
 )
@@ -34,14 +36,11 @@ func keyTierOptions() []templates.Option {
 func newKeyInput(name, limitUSD, tier string) (accounts.NewKeyInput, error) {
 	fe := services.FieldErrors{}
 	in := accounts.NewKeyInput{Name: name, DefaultTier: strings.TrimSpace(tier)}
-	if v := strings.TrimSpace(limitUSD); v != "" {
-		limit, err := money.ParseUSD(v)
-		if err != nil || limit%money.PicoPerCent != 0 {
-			fe.Add("monthly_limit_usd", "Enter dollars and cents, like 25.00, or leave it empty for no limit.")
-		} else {
-			in.MonthlyLimit = &limit
-		}
+	limit, problem := parseKeyLimit(limitUSD)
+	if problem != "" {
+		fe.Add("monthly_limit_usd", problem)
 	}
+	in.MonthlyLimit = limit
 	var ae *services.Error
 	if err := in.Validate(); errors.As(err, &ae) {
 		for field, problem := range ae.Fields {
@@ -49,6 +48,50 @@ func newKeyInput(name, limitUSD, tier string) (accounts.NewKeyInput, error) {
 		}
 	}
 	return in, fe.Err()
+}
+
+// parseKeyLimit reads a monthly limit in dollars and cents; empty is no limit. It returns what
+// is wrong with it, or "".
+func parseKeyLimit(limitUSD string) (*money.Pico, string) {
+	v := strings.TrimSpace(limitUSD)
+	if v == "" {
+		return nil, ""
+	}
+	limit, err := money.ParseUSD(v)
+	if err != nil || limit%money.PicoPerCent != 0 {
+		return nil, "Enter dollars and cents, like 25.00, or leave it empty for no limit."
+	}
+	if limit <= 0 {
+		return nil, "Set a limit above $0, or leave it empty for none."
+	}
+	return &limit, ""
+}
+
+// setKeyLimit changes the monthly limit of one of the caller's keys (nil: none) and tells the
+// gateways.
+func (s *Server) setKeyLimit(c echo.Context, keyID string, limit *money.Pico) (accounts.APIKey, error) {
+	sess, _ := currentSession(c)
+	k, err := s.accounts.SetKeyLimit(c.Request().Context(), sess.User.AccountID, keyID, limit)
+	if err != nil {
+		return accounts.APIKey{}, err
+	}
+	s.keyChanged(c.Request().Context(), k.ID)
+	return k, nil
+}
+
+func keyLimitError(problem string) error {
+	return &services.Error{Code: services.CodeInvalid, Message: "Please correct the highlighted fields.",
+		Fields: map[string]string{"monthly_limit_usd": problem}}
+}
+
+// revokeKey revokes one of the caller's keys and tells the gateways.
+func (s *Server) revokeKey(c echo.Context, keyID string) error {
+	sess, _ := currentSession(c)
+	if err := s.accounts.RevokeKey(c.Request().Context(), sess.User.AccountID, keyID); err != nil {
+		return err
+	}
+	s.keyChanged(c.Request().Context(), keyID)
+	return nil
 }
 
 // createKey makes a key for the logged-in developer's account and returns its secret.
@@ -70,10 +113,13 @@ func showSecretOnce(c echo.Context) {
 // Pages.
 
 func (s *Server) keysPage(c echo.Context) error {
-	return s.renderKeys(c, http.StatusOK, templates.Form{}, nil)
+	return s.renderKeys(c, http.StatusOK, templates.Form{}, nil, nil)
 }
 
-func (s *Server) renderKeys(c echo.Context, status int, form templates.Form, created *templates.CreatedKey) error {
+// renderKeys renders the keys page: with the form's values and errors, the key just created
+// (shown once), and the limit a row's form could not set.
+func (s *Server) renderKeys(c echo.Context, status int, form templates.Form, created *templates.CreatedKey,
+	limitErr *templates.KeyLimitError) error {
 	sess, _ := currentSession(c)
 	keys, err := s.accounts.Keys(c.Request().Context(), sess.User.AccountID)
 	if err != nil {
@@ -84,7 +130,7 @@ func (s *Server) renderKeys(c echo.Context, status int, form templates.Form, cre
 		rows = append(rows, keyRow(k))
 	}
 	return s.render(c, status, templates.Keys(templates.KeysPage{Page: s.page(c, "API keys"), Keys: rows, Form: form,
-		Tiers: keyTierOptions(), Created: created}))
+		Tiers: keyTierOptions(), Created: created, LimitError: limitErr}))
 }
 
 // createKeySubmit creates a key and answers with the page that shows its secret, directly:
@@ -95,33 +141,71 @@ func (s *Server) createKeySubmit(c echo.Context) error {
 	if err != nil {
 		return s.formError(c, err, func(f templates.Form) error {
 			f.Values = submitted(c, keyFields...)
-			return s.renderKeys(c, statusFor(err), f, nil)
+			return s.renderKeys(c, statusFor(err), f, nil, nil)
 		})
 	}
 	showSecretOnce(c)
 	return s.renderKeys(c, http.StatusCreated, templates.Form{}, &templates.CreatedKey{Name: k.Name, Secret: secret,
-		BaseURL: s.baseURL(c) + "/v1", Model: s.exampleModel(c)})
+		BaseURL: s.baseURL(c) + "/v1", Model: s.exampleModel()}, nil)
 }
 
-// exampleModel is a model on offer, for the examples beside a new key. The key exists by
-// then, so a failed lookup must not cost its only showing: it falls back to a placeholder.
-func (s *Server) exampleModel(c echo.Context) string {
-	models, err := s.catalog.Models(c.Request().Context())
-	if err != nil {
-		s.log.Warn("models for the API key example", "err", err)
+// exampleModel is a model the gateway serves right now, for the examples beside a new key:
+// one offered in the standard tier (what a request without a tier gets) when there is one,
+// else any on offer; "" when none is.
+func (s *Server) exampleModel() string {
+	if s.gw.cfg.Router == nil {
+		return ""
 	}
-	if len(models) == 0 {
-		return "<model>"
+	models := s.gw.cfg.Router.Models()
+	for _, m := range models {
+		if slices.Contains(m.Tiers, catalog.TierStandard) {
+			return m.Model
+		}
 	}
-	return models[0]
+	if len(models) > 0 {
+		return models[0].Model
+	}
+	return ""
 }
 
 func (s *Server) revokeKeySubmit(c echo.Context) error {
-	sess, _ := currentSession(c)
-	if err := s.accounts.RevokeKey(c.Request().Context(), sess.User.AccountID, c.Param("id")); err != nil {
+	if err := s.revokeKey(c, c.Param("id")); err != nil {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, "/keys?flash=key-revoked")
+}
+
+// keyLimitSubmit changes a key's monthly limit from its row on the keys page; an empty field
+// removes the limit.
+func (s *Server) keyLimitSubmit(c echo.Context) error {
+	limit, problem := parseKeyLimit(c.FormValue("monthly_limit_usd"))
+	if problem != "" {
+		// Another account's key is not found, whatever the form holds.
+		if _, err := s.ownKey(c, c.Param("id")); err != nil {
+			return err
+		}
+		return s.renderKeys(c, http.StatusUnprocessableEntity, templates.Form{}, nil,
+			&templates.KeyLimitError{KeyID: c.Param("id"), Value: c.FormValue("monthly_limit_usd"), Message: problem})
+	}
+	if _, err := s.setKeyLimit(c, c.Param("id"), limit); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/keys?flash=key-limit-set")
+}
+
+// ownKey is one of the caller's live keys; any other is not found.
+func (s *Server) ownKey(c echo.Context, keyID string) (accounts.APIKey, error) {
+	sess, _ := currentSession(c)
+	keys, err := s.accounts.Keys(c.Request().Context(), sess.User.AccountID)
+	if err != nil {
+		return accounts.APIKey{}, err
+	}
+	for _, k := range keys {
+		if k.ID == keyID && k.RevokedAt == nil {
+			return k, nil
+		}
+	}
+	return accounts.APIKey{}, services.Errorf(services.CodeNotFound, "No such key.")
 }
 
 func keyRow(k accounts.APIKey) templates.KeyRow {
@@ -132,6 +216,7 @@ func keyRow(k accounts.APIKey) templates.KeyRow {
 	}
 	if k.MonthlyLimit != nil {
 		r.MonthlyLimit = k.MonthlyLimit.String()
+		r.MonthlyLimitUSD = strings.TrimPrefix(r.MonthlyLimit, "$")
 	}
 	if k.LastUsedAt != nil {
 		r.LastUsed = k.LastUsedAt.UTC().Format("2006-01-02 15:04")
@@ -211,9 +296,40 @@ func (s *Server) apiKeys(c echo.Context) error {
 }
 
 func (s *Server) apiRevokeKey(c echo.Context) error {
-	sess, _ := currentSession(c)
-	if err := s.accounts.RevokeKey(c.Request().Context(), sess.User.AccountID, c.Param("id")); err != nil {
+	if err := s.revokeKey(c, c.Param("id")); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
+}
+
+// apiUpdateKey changes a key: PATCH /api/keys/{id} {"monthly_limit_usd": "12.50"}, or null
+// for no limit. The field is required, so that an empty body changes nothing by mistake.
+func (s *Server) apiUpdateKey(c echo.Context) error {
+	var in struct {
+		// A string or a number, read as its exact text; null removes the limit.
+		MonthlyLimitUSD json.RawMessage `json:"monthly_limit_usd"`
+	}
+	if err := decodeJSON(c, &in); err != nil {
+		return err
+	}
+	var limit *money.Pico
+	switch raw := strings.TrimSpace(string(in.MonthlyLimitUSD)); raw {
+	case "":
+		return keyLimitError(`Required: dollars and cents such as "12.50", or null for no limit.`)
+	case "null":
+	default:
+		text := jsonText(in.MonthlyLimitUSD)
+		if strings.TrimSpace(text) == "" {
+			return keyLimitError(`Enter dollars and cents such as "12.50", or null for no limit.`)
+		}
+		var problem string
+		if limit, problem = parseKeyLimit(text); problem != "" {
+			return keyLimitError(problem)
+		}
+	}
+	k, err := s.setKeyLimit(c, c.Param("id"), limit)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, keyView(k))
 }

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"crypto/subtle"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -17,31 +18,49 @@ func (s *Server) healthz(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// readyz asks every dependency, each with a short deadline, and says which failed.
+// readyz asks every dependency, each with a short deadline, and says which failed, by name.
+// Why goes to the log only: an error's text can name hosts, users and paths.
 func (s *Server) readyz(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
 	defer cancel()
 	checks := map[string]string{}
-	status := http.StatusOK
+	failed := []string{}
 	for _, rc := range s.ready {
 		if err := rc.Check(ctx); err != nil {
-			checks[rc.Name] = err.Error()
-			status = http.StatusServiceUnavailable
+			checks[rc.Name] = "failed"
+			failed = append(failed, rc.Name)
+			s.log.Warn("readiness check failed", "dependency", rc.Name, "err", err)
 		} else {
 			checks[rc.Name] = "ok"
 		}
 	}
-	state := "ready"
-	if status != http.StatusOK {
-		state = "not ready"
+	if len(failed) > 0 {
+		return c.JSON(http.StatusServiceUnavailable, map[string]any{"status": "not ready", "checks": checks, "failed": failed})
 	}
-	return c.JSON(status, map[string]any{"status": state, "checks": checks})
+	return c.JSON(http.StatusOK, map[string]any{"status": "ready", "checks": checks, "failed": failed})
 }
 
-func (s *Server) metrics() echo.HandlerFunc {
+// metrics is the Prometheus handler: behind the metrics token when one is configured.
+func (s *Server) metrics() http.Handler {
 	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return echo.WrapHandler(promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{Registry: s.registry}))
+	h := promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{Registry: s.registry})
+	if s.metricsToken == "" {
+		return h
+	}
+	want := []byte(s.metricsToken)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(bearerToken(r)), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="metrics"`)
+			http.Error(w, "Send the metrics token as a bearer token.", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
+
+// MetricsHandler serves the Prometheus metrics, for a listener of their own
+// (GPUMARKET_METRICS_ADDR): with a metrics token configured, it asks for it there too.
+func (s *Server) MetricsHandler() http.Handler { return s.metricsHandler }
 
 type httpMetrics struct {
 	requests *prometheus.CounterVec
@@ -82,7 +101,8 @@ func (m *httpMetrics) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// accessLog writes one structured line per request.
+// accessLog writes one structured line per request. What a client chose (the path) is
+// clipped, so that no request makes a long line.
 func (s *Server) accessLog(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		start := time.Now()
@@ -98,9 +118,20 @@ func (s *Server) accessLog(next echo.HandlerFunc) echo.HandlerFunc {
 			level = slog.LevelDebug
 		}
 		s.log.Log(c.Request().Context(), level, "http",
-			"method", c.Request().Method, "path", c.Request().URL.Path, "route", c.Path(),
+			"method", clip(c.Request().Method, 16), "path", clip(c.Request().URL.Path, maxLoggedPath), "route", c.Path(),
 			"status", c.Response().Status, "took", time.Since(start),
 			"request_id", c.Response().Header().Get(echo.HeaderXRequestID))
 		return nil
 	}
+}
+
+// maxLoggedPath is how much of a request's path the access log keeps.
+const maxLoggedPath = 256
+
+// clip shortens s to at most n bytes, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }

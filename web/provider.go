@@ -291,9 +291,15 @@ func (s *Server) rigConnectPage(c echo.Context) error {
 		return services.Errorf(services.CodeUnavailable, "Rig credentials are not available on this server.")
 	}
 	natsURL, user, password, key := s.rigs.RigCredentials(o.ID)
+	shownPassword := password
+	if shownPassword == "" {
+		// The platform does not know it (an external NATS server whose rig users it does not
+		// derive): the operator who runs that server gives it.
+		shownPassword = "<rig password from the platform operator>"
+	}
 	command := strings.Join([]string{
 		"GPUAGENT_OFFERING_KEY=" + key + " \\",
-		"GPUAGENT_NATS_PASSWORD=" + password + " \\",
+		"GPUAGENT_NATS_PASSWORD=" + shownPassword + " \\",
 		"gpuagent -provider " + o.ProviderAccountID + " -offering " + o.ID + " \\",
 		"  -gpu " + o.GPU + " -gpus " + strconv.Itoa(o.GPUCount) + " -capacity 16 \\",
 		"  -addr :8100 -upstream http://127.0.0.1:8000 \\",

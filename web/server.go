@@ -8,7 +8,9 @@ import (
 	"context"
 	"embed"
 	"log/slog"
+	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -45,6 +47,17 @@ type Config struct {
 	Rigs RigCredentials
 	// Gateway is what the OpenAI-compatible /v1 endpoints need (gateway.go).
 	Gateway Gateway
+	// TrustedProxies are the networks whose connections may name, in X-Forwarded-For, the
+	// client they forward; any other connection's own address is the client's. See
+	// docs/web-security.md ("Client addresses").
+	TrustedProxies []*net.IPNet
+	// MetricsToken, when set, serves /metrics on this handler to requests that carry it as a
+	// bearer token. Without it /metrics is not served here (404): MetricsHandler serves it on
+	// a listener of its own.
+	MetricsToken string
+	// KeyChanges tells every gateway process that an API key was revoked or its limit changed;
+	// nil tells only this process's gateway (keychanges.go).
+	KeyChanges KeyChanges
 }
 
 // RigCredentials derives a rig's secrets from the platform's keys.
@@ -55,17 +68,20 @@ type RigCredentials interface {
 
 // Server holds the routes' dependencies.
 type Server struct {
-	echo     *echo.Echo
-	accounts *accounts.Service
-	catalog  *catalog.Service
-	payments Payments
-	usage    *metering.Reports
-	rigs     RigCredentials
-	gw       *gateway
-	ready    []ReadyCheck
-	log      *slog.Logger
-	registry *prometheus.Registry
-	now      func() time.Time
+	echo           *echo.Echo
+	accounts       *accounts.Service
+	catalog        *catalog.Service
+	payments       Payments
+	usage          *metering.Reports
+	rigs           RigCredentials
+	gw             *gateway
+	keyChanges     KeyChanges
+	metricsHandler http.Handler
+	metricsToken   string
+	ready          []ReadyCheck
+	log            *slog.Logger
+	registry       *prometheus.Registry
+	now            func() time.Time
 }
 
 // New builds the server and its routes.
@@ -81,15 +97,12 @@ func New(cfg Config) *Server {
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	// The client address is the connection's: a client-supplied X-Forwarded-For must not reset
-	// its login rate limit. Behind a proxy, every client shares the proxy's address and the
-	// per-email limit still holds.
-	e.IPExtractor = echo.ExtractIPDirect()
+	e.IPExtractor = clientIPExtractor(cfg.TrustedProxies)
 	s := &Server{echo: e, accounts: cfg.Accounts, catalog: cfg.Catalog, payments: cfg.Payments, usage: cfg.Usage, rigs: cfg.Rigs, ready: cfg.Ready, log: cfg.Log,
-		registry: cfg.Registry, now: cfg.Now}
+		registry: cfg.Registry, now: cfg.Now, keyChanges: cfg.KeyChanges, metricsToken: cfg.MetricsToken}
 	s.gw = newGateway(cfg.Gateway, cfg.Accounts, cfg.Log, cfg.Now)
 	e.HTTPErrorHandler = s.handleError
-	e.Use(middleware.RequestID())
+	e.Use(requestID)
 	e.Use(newHTTPMetrics(cfg.Registry).middleware)
 	e.Use(s.accessLog)
 	e.Use(s.recoverer())
@@ -97,7 +110,7 @@ func New(cfg Config) *Server {
 	e.Use(middleware.SecureWithConfig(middleware.SecureConfig{
 		XSSProtection: "0", ContentTypeNosniff: "nosniff", XFrameOptions: "DENY",
 		ReferrerPolicy:        "same-origin",
-		ContentSecurityPolicy: "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; form-action 'self'; frame-ancestors 'none'",
+		ContentSecurityPolicy: contentSecurityPolicy(cfg.Payments.CheckoutOrigins),
 	}))
 	if cfg.OpsOnly {
 		s.opsRoutes()
@@ -120,7 +133,19 @@ func (s *Server) Echo() *echo.Echo { return s.echo }
 func (s *Server) opsRoutes() {
 	s.echo.GET("/healthz", s.healthz)
 	s.echo.GET("/readyz", s.readyz)
-	s.echo.GET("/metrics", s.metrics())
+	s.metricsHandler = s.metrics()
+	if s.metricsToken != "" {
+		s.echo.GET("/metrics", echo.WrapHandler(s.metricsHandler))
+	}
+}
+
+// contentSecurityPolicy is the pages' CSP. Chromium applies form-action to every redirect
+// after a form is posted, so the buy form's redirect to the payment page needs the payment
+// page's origin in it (checkoutOrigins) beside the site's own.
+func contentSecurityPolicy(checkoutOrigins []string) string {
+	formAction := append([]string{"'self'"}, checkoutOrigins...)
+	return "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; form-action " +
+		strings.Join(formAction, " ") + "; frame-ancestors 'none'"
 }
 
 func (s *Server) routes() {
@@ -217,13 +242,16 @@ func (s *Server) routes() {
 	api.GET("/provider/earnings", s.apiEarnings, s.requireAPI(accounts.RoleProvider))
 
 	// API keys for the /v1 gateway: a developer's own. The secret is in the answer that
-	// creates a key and nowhere else.
+	// creates a key and nowhere else. Revoking a key or changing its limit tells every
+	// gateway (keychanges.go).
 	e.GET("/keys", s.keysPage, developerPage)
 	e.POST("/keys", s.createKeySubmit, developerPage)
 	e.POST("/keys/:id/revoke", s.revokeKeySubmit, developerPage)
+	e.POST("/keys/:id/limit", s.keyLimitSubmit, developerPage)
 	api.GET("/keys", s.apiKeys, developer)
 	api.POST("/keys", s.apiCreateKey, developer)
 	api.DELETE("/keys/:id", s.apiRevokeKey, developer)
+	api.PATCH("/keys/:id", s.apiUpdateKey, developer)
 }
 
 func cacheStatic(next echo.HandlerFunc) echo.HandlerFunc {

@@ -155,7 +155,8 @@ func (s *Server) clearSessionCookie(c echo.Context) {
 
 // page fills the layout's view model for the request.
 func (s *Server) page(c echo.Context, title string) templates.Page {
-	p := templates.Page{Title: title, CSRF: csrfToken(c), Path: c.Request().URL.Path, Flash: flashes[c.QueryParam("flash")]}
+	p := templates.Page{Title: title, CSRF: csrfToken(c), Path: c.Request().URL.Path, Flash: flashes[c.QueryParam("flash")],
+		TestMode: s.payments.testMode()}
 	if sess, ok := currentSession(c); ok {
 		p.User = &templates.User{Email: sess.User.Email, Role: string(sess.User.Role), AccountID: sess.User.AccountID}
 	}
@@ -176,4 +177,5 @@ var flashes = map[string]string{
 	"adjusted":        "The adjustment is recorded.",
 	"price-scheduled": "The price change is scheduled.",
 	"key-revoked":     "The API key is revoked: calls with it are refused from now on.",
+	"key-limit-set":   "The key's monthly limit is changed: the gateway applies it from its next request.",
 }

@@ -72,7 +72,14 @@ type env struct {
 	catalog  *catalog.Service
 }
 
-func setup(t *testing.T) *env {
+// testMetricsToken is the bearer token /metrics asks for in the web tests.
+const testMetricsToken = "metrics-token-for-the-web-tests"
+
+func setup(t *testing.T) *env { return setupWith(t, nil) }
+
+// setupWith is setup with the web configuration changed by configure before the server is
+// built: its accounts, payments and gateway are there to change, on the test's database.
+func setupWith(t *testing.T, configure func(*web.Config, *pgxpool.Pool)) *env {
 	t.Helper()
 	pool := dbtest.New(t)
 	acc, err := accounts.NewService(pool, accounts.Config{SessionKey: []byte(strings.Repeat("k", 32)), Hasher: fastHasher})
@@ -87,11 +94,16 @@ func setup(t *testing.T) *env {
 	credits := billing.NewCredits(pool, ledger, billing.NewStripeCheckout("sk_test_web", stripeMockURL(t)), nil)
 	payments := web.Payments{Credits: credits, Ledger: ledger, Webhook: billing.NewStripeWebhook(credits, []string{webhookSecret}),
 		LocalWebhookSecret: webhookSecret}
-	h := web.New(web.Config{Accounts: acc, Catalog: cat, Payments: payments, Usage: metering.NewReports(pool),
-		Ready: []web.ReadyCheck{{Name: "postgres", Check: pool.Ping}}})
+	cfg := web.Config{Accounts: acc, Catalog: cat, Payments: payments, Usage: metering.NewReports(pool),
+		Ready: []web.ReadyCheck{{Name: "postgres", Check: pool.Ping}}, MetricsToken: testMetricsToken}
+	if configure != nil {
+		configure(&cfg, pool)
+	}
+	h := web.New(cfg)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &env{srv: srv, server: h, pool: pool, accounts: acc, catalog: cat, ledger: ledger, credits: credits}
+	return &env{srv: srv, server: h, pool: pool, accounts: cfg.Accounts, catalog: cat, ledger: ledger,
+		credits: cfg.Payments.Credits}
 }
 
 // token logs a user in through the API and returns the bearer token.

@@ -191,9 +191,15 @@ func (s *Server) usageCSV(c echo.Context) error {
 	res.Header().Set(echo.HeaderContentType, "text/csv; charset=utf-8")
 	res.Header().Set(echo.HeaderContentDisposition,
 		fmt.Sprintf(`attachment; filename="gpumarket-usage-%s-to-%s.csv"`, q.from, q.to))
+	// An export of many months may take longer than the server's timeouts: it extends its own
+	// deadlines while it writes (deadlines.go).
+	out, err := newDeadlineWriter(res, exportWindow)
+	if err != nil {
+		return err
+	}
 	res.WriteHeader(http.StatusOK)
 	sess, _ := currentSession(c)
-	if err := s.usage.ExportCSV(c.Request().Context(), sess.User.AccountID, q.filter, res); err != nil {
+	if err := s.usage.ExportCSV(c.Request().Context(), sess.User.AccountID, q.filter, out); err != nil {
 		// The status is sent: the client sees a cut-off file, the log sees why.
 		s.log.Error("usage export failed", "path", c.Path(),
 			"request_id", res.Header().Get(echo.HeaderXRequestID), "err", err)

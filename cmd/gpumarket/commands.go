@@ -110,6 +110,14 @@ func dev(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		cfg.StripeWebhookSecrets = []string{secret}
 	}
+	// A local platform takes test payments unless given a Stripe key, and serves its metrics on
+	// a loopback port of their own.
+	if cfg.StripeSecretKey == "" && cfg.Payments == "" {
+		cfg.Payments = PaymentsTest
+	}
+	if cfg.MetricsAddr == "" && cfg.MetricsToken == "" {
+		cfg.MetricsAddr = "127.0.0.1:0"
+	}
 	p, err := Open(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -127,20 +135,29 @@ func dev(ctx context.Context, cfg Config, log *slog.Logger) error {
 			r.stop()
 		}
 	}()
-	printWelcome(p.URL(), len(rigs))
+	fmt.Fprint(os.Stdout, welcome(p.URL(), p.MetricsURL(), cfg.Payments == PaymentsTest, len(rigs)))
 	return p.Run(ctx)
 }
 
-func printWelcome(url string, rigs int) {
+// welcome is what `gpumarket dev` prints once the platform is up: where it is, where its
+// metrics are, whether payments are a test, and the demo logins.
+func welcome(url, metricsURL string, testPayments bool, rigs int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n  gpumarket is running at %s, with %d simulated GPU rigs\n\n", url, rigs)
-	fmt.Fprintf(&b, "  catalog     %s/catalog\n  calculator  %s/calculator\n  API         %s/api/offerings\n\n", url, url, url)
+	fmt.Fprintf(&b, "  catalog     %s/catalog\n  calculator  %s/calculator\n  API         %s/api/offerings\n", url, url, url)
+	if metricsURL != "" {
+		fmt.Fprintf(&b, "  metrics     %s\n", metricsURL)
+	}
+	b.WriteString("\n")
+	if testPayments {
+		b.WriteString("  payments    test mode (GPUMARKET_PAYMENTS=test): stripe-mock and a local test page; no card is charged\n\n")
+	}
 	fmt.Fprintf(&b, "  demo logins (password %q):\n", demo.Password)
 	for _, l := range demo.Logins {
 		fmt.Fprintf(&b, "    %-24s %-10s %s\n", l.Email, l.Role, l.What)
 	}
 	fmt.Fprintf(&b, "\n  Ctrl-C stops it; data stays under the data directory.\n\n")
-	fmt.Fprint(os.Stdout, b.String())
+	return b.String()
 }
 
 // devPostgres prints the admin URL of a PostgreSQL that tests can create databases on.

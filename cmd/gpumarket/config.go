@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -24,7 +25,10 @@ type Config struct {
 	DataDir     string
 	NATSPort    int
 	SessionKey  []byte
-	// Stripe: with no secret key the platform runs on stripe-mock and pays on a local test page.
+	// Payments is "test" (GPUMARKET_PAYMENTS=test) for stripe-mock and the local test-payment
+	// page; "" takes real payments and needs StripeSecretKey. See paymentsMode.
+	Payments string
+	// Stripe: the secret key takes real payments on Stripe Checkout.
 	StripeSecretKey      string
 	StripeWebhookSecrets []string // several, comma-separated, while a secret is rotated
 	StripeAPIURL         string   // a stripe-mock already running; empty starts one when needed
@@ -49,6 +53,34 @@ type Config struct {
 	// RigPolicy says where the gateway may connect to reach rigs (package rigaddr): public addresses only in
 	// production; `gpumarket dev` allows loopback and private ones for its simulated rigs.
 	RigPolicy rigaddr.Policy
+	// TrustedProxies (GPUMARKET_TRUSTED_PROXIES, comma-separated CIDRs) are the proxies whose
+	// X-Forwarded-For names the client; none means the connection's address is the client's.
+	TrustedProxies []*net.IPNet
+	// MetricsToken (GPUMARKET_METRICS_TOKEN) serves /metrics to requests bearing it; MetricsAddr
+	// (GPUMARKET_METRICS_ADDR) serves it on a listener of its own. With neither, /metrics is not
+	// served.
+	MetricsToken string
+	MetricsAddr  string
+}
+
+// PaymentsTest is the value of GPUMARKET_PAYMENTS that runs payments on stripe-mock and the
+// local test-payment page, where no card is charged.
+const PaymentsTest = "test"
+
+// paymentsMode says whether payments run in test mode, or why the configuration cannot take
+// payments at all. Test mode is never a fallback: it runs only when asked for in so many words,
+// so that a production start without its Stripe key stops rather than hand out credit for
+// nothing (see docs/web-security.md, "Test payments").
+func (c Config) paymentsMode() (test bool, err error) {
+	switch {
+	case c.Payments == PaymentsTest && c.StripeSecretKey != "":
+		return false, errors.New("GPUMARKET_PAYMENTS=test and STRIPE_SECRET_KEY are both set: unset GPUMARKET_PAYMENTS to take real payments with the key, or unset the key for test payments")
+	case c.Payments == PaymentsTest:
+		return true, nil
+	case c.StripeSecretKey == "":
+		return false, errors.New("no STRIPE_SECRET_KEY, so no payments can be taken: set it, or set GPUMARKET_PAYMENTS=test for test payments on stripe-mock (no card is charged, the credit is not real)")
+	}
+	return false, nil
 }
 
 // Roles says which parts of the platform a process runs: GPUMARKET_ROLES, a comma-separated
@@ -103,7 +135,21 @@ func configFromEnv() (Config, error) {
 		StreamReplicas:  1,
 		RateLimitRPS:    web.DefaultKeyRatePerSecond,
 		RateLimitBurst:  web.DefaultKeyRateBurst,
+		Payments:        os.Getenv("GPUMARKET_PAYMENTS"),
+		MetricsToken:    os.Getenv("GPUMARKET_METRICS_TOKEN"),
+		MetricsAddr:     os.Getenv("GPUMARKET_METRICS_ADDR"),
 	}
+	if c.Payments != "" && c.Payments != PaymentsTest {
+		return c, fmt.Errorf("GPUMARKET_PAYMENTS=%q: the only value is test (stripe-mock and the local test-payment page); unset it to take real payments with STRIPE_SECRET_KEY", c.Payments)
+	}
+	if c.MetricsToken != "" && len(c.MetricsToken) < 16 {
+		return c, errors.New("GPUMARKET_METRICS_TOKEN is shorter than 16 characters: use a long random token, such as `openssl rand -hex 24`")
+	}
+	proxies, err := parseTrustedProxies(os.Getenv("GPUMARKET_TRUSTED_PROXIES"))
+	if err != nil {
+		return c, err
+	}
+	c.TrustedProxies = proxies
 	roles, err := parseRoles(os.Getenv("GPUMARKET_ROLES"))
 	if err != nil {
 		return c, err
@@ -156,6 +202,33 @@ func configFromEnv() (Config, error) {
 	return c, nil
 }
 
+// parseTrustedProxies reads comma-separated CIDRs (a bare address is one host).
+func parseTrustedProxies(s string) ([]*net.IPNet, error) {
+	var out []*net.IPNet
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		if !strings.Contains(part, "/") {
+			if ip := net.ParseIP(part); ip != nil {
+				bits := 128
+				if ip.To4() != nil {
+					ip, bits = ip.To4(), 32
+				}
+				out = append(out, &net.IPNet{IP: ip, Mask: net.CIDRMask(bits, bits)})
+				continue
+			}
+		}
+		_, n, err := net.ParseCIDR(part)
+		if err != nil {
+			return nil, fmt.Errorf("GPUMARKET_TRUSTED_PROXIES: %q is not a network: use CIDRs such as 10.0.0.0/8 or 2001:db8::/32, comma-separated", part)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
 func envOr(name, def string) string {
 	if v := os.Getenv(name); v != "" {
 		return v
@@ -195,6 +268,11 @@ func (c Config) requireServe() error {
 	}
 	if len(missing) > 0 {
 		return errors.New("set " + strings.Join(missing, " and ") + "; or run `gpumarket dev` (make run) for a local platform")
+	}
+	if c.Roles.Web {
+		if _, err := c.paymentsMode(); err != nil {
+			return err
+		}
 	}
 	return nil
 }

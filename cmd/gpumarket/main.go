@@ -91,8 +91,13 @@ environment:
                           the usage stream's replicas (3 on a cluster), dedupe window (5m), redelivery wait (30s)
   GPUMARKET_RATE_LIMIT_RPS, GPUMARKET_RATE_LIMIT_BURST
                           each API key's /v1 requests per second (default 50) and burst (default 100)
-  STRIPE_SECRET_KEY       Stripe secret key; unset: stripe-mock and local test payments
+  STRIPE_SECRET_KEY       Stripe secret key; serve refuses to start without it unless GPUMARKET_PAYMENTS=test
   STRIPE_WEBHOOK_SECRET   Stripe webhook secret(s), comma-separated
+  GPUMARKET_PAYMENTS      test: stripe-mock and a local test-payment page, no card charged (dev sets it)
+  GPUMARKET_TRUSTED_PROXIES
+                          comma-separated CIDRs of proxies whose X-Forwarded-For names the client
+  GPUMARKET_METRICS_TOKEN, GPUMARKET_METRICS_ADDR
+                          /metrics for this bearer token, or on its own listen address; neither: not served
   GPUMARKET_LOG_LEVEL     debug, info, warn or error (default info)
 `)
 }

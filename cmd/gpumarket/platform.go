@@ -55,6 +55,10 @@ type Platform struct {
 	stripeMock     *stripemock.Process // nil with a real Stripe key or STRIPE_API_URL
 	listener       net.Listener
 	http           *http.Server
+	web            *web.Server
+	// metricsListener and metricsHTTP serve /metrics on GPUMARKET_METRICS_ADDR; nil without it.
+	metricsListener net.Listener
+	metricsHTTP     *http.Server
 }
 
 // Open connects to PostgreSQL (migrating it forward) and to NATS (embedding a server when no
@@ -90,7 +94,8 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 		natsURL = withUserInfo(p.natsURL, "gpumarket", platformPassword)
 		log.Info("embedded NATS with JetStream", "url", p.natsURL, "store", filepath.Join(cfg.DataDir, "nats"))
 	} else {
-		p.natsURL = natsURL
+		// NATS_URL may carry the platform's own user and password: rigs get the address only.
+		p.natsURL = withoutUserInfo(natsURL)
 	}
 	if p.nc, p.js, err = events.Connect(ctx, natsURL, "gpumarket", log); err != nil {
 		return nil, err
@@ -119,7 +124,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 			return nil, err
 		}
 	}
-	handler := web.New(web.Config{
+	p.web = web.New(web.Config{
 		OpsOnly:  !cfg.Roles.Web,
 		Accounts: p.accounts, Catalog: p.catalog, Payments: payments, Usage: metering.NewReports(p.pool), Rigs: p,
 		Gateway: gateway, Log: log, Registry: p.registry,
@@ -127,45 +132,97 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 			{Name: "postgres", Check: p.pool.Ping},
 			{Name: "nats", Check: func(ctx context.Context) error { return events.Ping(ctx, p.nc) }},
 		},
+		TrustedProxies: cfg.TrustedProxies, MetricsToken: cfg.MetricsToken, KeyChanges: natsKeyChanges{p.nc},
 	})
+	if cfg.Roles.Web {
+		if _, err = subscribeKeyChanges(p.nc, p.web, log); err != nil {
+			return nil, err
+		}
+	}
 	if p.listener, err = net.Listen("tcp", cfg.Addr); err != nil {
 		return nil, fmt.Errorf("listen on %s: %w (set GPUMARKET_ADDR to another address)", cfg.Addr, err)
 	}
-	p.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	p.http = newHTTPServer(p.web)
+	if cfg.MetricsAddr != "" {
+		if p.metricsListener, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
+			return nil, fmt.Errorf("listen on %s for /metrics: %w (set GPUMARKET_METRICS_ADDR to another address)", cfg.MetricsAddr, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", p.web.MetricsHandler())
+		p.metricsHTTP = newHTTPServer(mux)
+	}
 	return p, nil
 }
 
-// payments connects to Stripe, or without a key to stripe-mock (started here unless
-// STRIPE_API_URL names one) with the local test-payment page in front of it.
+// The platform's HTTP timeouts; why these, and what a longer response must do, is in
+// docs/web-security.md ("Timeouts").
+const (
+	readHeaderTimeout = 10 * time.Second
+	readTimeout       = 30 * time.Second
+	writeTimeout      = 60 * time.Second
+	idleTimeout       = 120 * time.Second
+	maxHeaderBytes    = 64 << 10
+)
+
+func newHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout,
+		WriteTimeout: writeTimeout, IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes}
+}
+
+// MetricsURL is where /metrics answers on its own listener; "" when it has none.
+func (p *Platform) MetricsURL() string {
+	if p.metricsListener == nil {
+		return ""
+	}
+	return "http://" + p.metricsListener.Addr().String() + "/metrics"
+}
+
+// payments connects to Stripe with STRIPE_SECRET_KEY; in test mode (GPUMARKET_PAYMENTS=test
+// only, see Config.paymentsMode) to stripe-mock, started here unless STRIPE_API_URL names one,
+// with the local test-payment page in front of it.
 func (p *Platform) payments(ctx context.Context) (web.Payments, error) {
 	cfg := p.cfg
 	if len(cfg.StripeWebhookSecrets) == 0 {
 		return web.Payments{}, fmt.Errorf("set STRIPE_WEBHOOK_SECRET")
 	}
+	testMode, err := cfg.paymentsMode()
+	if err != nil {
+		return web.Payments{}, err
+	}
 	ledger := billing.NewLedger(p.pool, nil)
 	key, apiURL := cfg.StripeSecretKey, ""
-	testMode := key == ""
 	if testMode {
 		key, apiURL = "sk_test_gpumarketlocal", cfg.StripeAPIURL
 		if apiURL == "" {
 			bin, err := stripemock.Find()
 			if err != nil {
-				return web.Payments{}, fmt.Errorf("no STRIPE_SECRET_KEY, so payments run on stripe-mock: %w", err)
+				return web.Payments{}, fmt.Errorf("GPUMARKET_PAYMENTS=test runs payments on stripe-mock: %w", err)
 			}
 			if p.stripeMock, err = stripemock.Start(ctx, bin, p.log); err != nil {
 				return web.Payments{}, err
 			}
 			apiURL = p.stripeMock.URL
 		}
-		p.log.Warn("no STRIPE_SECRET_KEY: payments run on stripe-mock with a local test-payment page; no card is charged", "stripe_api", apiURL)
+		p.log.Warn("GPUMARKET_PAYMENTS=test: payments run on stripe-mock with a local test-payment page; no card is charged", "stripe_api", apiURL)
 	}
 	checkout := billing.NewStripeCheckout(key, apiURL)
 	credits := billing.NewCredits(p.pool, ledger, checkout, nil)
-	pay := web.Payments{Credits: credits, Ledger: ledger, Webhook: billing.NewStripeWebhook(credits, cfg.StripeWebhookSecrets), PublicURL: cfg.PublicURL}
+	pay := web.Payments{Credits: credits, Ledger: ledger, Webhook: billing.NewStripeWebhook(credits, cfg.StripeWebhookSecrets),
+		PublicURL: cfg.PublicURL, CheckoutOrigins: checkoutOrigins(testMode)}
 	if testMode {
 		pay.LocalWebhookSecret = cfg.StripeWebhookSecrets[0]
 	}
 	return pay, nil
+}
+
+// checkoutOrigins are the origins of the payment pages buyers are sent to, which the pages'
+// CSP must let the buy form reach: Stripe Checkout's, where the Stripe client's sessions live.
+// In test mode buyers pay on the platform's own test page instead.
+func checkoutOrigins(testMode bool) []string {
+	if testMode {
+		return nil
+	}
+	return []string{billing.StripeCheckoutOrigin}
 }
 
 // gateway builds what the /v1 gateway needs: the router (started in Run), route tickets,
@@ -209,14 +266,17 @@ func (p *Platform) reconcile(ctx context.Context) {
 	}
 }
 
-// RigCredentials gives a provider what its agent needs: where NATS is, the rig's user and
-// password, and the key that verifies the offering's route tickets (never the platform's).
+// RigCredentials gives a provider what its agent needs: where NATS is (never with the
+// platform's own user and password), the rig's user and password, and the key that verifies
+// the offering's route tickets (never the platform's). On an external NATS server the rig's
+// password is the one derived from GPUMARKET_RIG_KEY when that is set (the server is then
+// configured with it), else the operator's to give, and empty here.
 func (p *Platform) RigCredentials(offeringID string) (natsURL, user, password, offeringKey string) {
-	natsURL = p.natsURL
-	if p.natsServer != nil {
-		user, password = events.RigUsername(offeringID), events.RigPassword(p.cfg.RigKey, offeringID)
+	user = events.RigUsername(offeringID)
+	if p.natsServer != nil || len(p.cfg.RigKey) >= 32 {
+		password = events.RigPassword(p.cfg.RigKey, offeringID)
 	}
-	return natsURL, user, password, hex.EncodeToString(ticket.OfferingKey(p.cfg.TicketKey, offeringID))
+	return p.natsURL, user, password, hex.EncodeToString(ticket.OfferingKey(p.cfg.TicketKey, offeringID))
 }
 
 // providerOf tells the embedded NATS server whose offering a rig serves.
@@ -234,6 +294,27 @@ func withUserInfo(rawURL, user, password string) string {
 	}
 	u.User = url.UserPassword(user, password)
 	return u.String()
+}
+
+// withoutUserInfo drops any user, password or token from a NATS URL, or from each of a
+// comma-separated list of them.
+func withoutUserInfo(rawURLs string) string {
+	parts := strings.Split(rawURLs, ",")
+	for i, raw := range parts {
+		raw = strings.TrimSpace(raw)
+		u, err := url.Parse(raw)
+		if err != nil || u.Host == "" {
+			// Not a URL we can read: keep only what follows the last @, if any.
+			if at := strings.LastIndex(raw, "@"); at >= 0 {
+				raw = raw[at+1:]
+			}
+			parts[i] = raw
+			continue
+		}
+		u.User = nil
+		parts[i] = u.String()
+	}
+	return strings.Join(parts, ",")
 }
 
 func randomToken() string {
@@ -298,7 +379,7 @@ func (p *Platform) Run(ctx context.Context) error {
 	} else {
 		close(gatewayDone)
 	}
-	errc := make(chan error, 2)
+	errc := make(chan error, 3) // the meter, the server and the metrics server
 	meterDone := make(chan struct{})
 	if p.meter != nil {
 		go func() {
@@ -312,6 +393,10 @@ func (p *Platform) Run(ctx context.Context) error {
 		close(meterDone)
 	}
 	go func() { errc <- p.http.Serve(p.listener) }()
+	if p.metricsHTTP != nil {
+		go func() { errc <- p.metricsHTTP.Serve(p.metricsListener) }()
+		p.log.Info("serving /metrics on its own address", "url", p.MetricsURL())
+	}
 	p.log.Info("serving", "url", p.URL(), "roles", p.cfg.Roles.String())
 	select {
 	case err := <-errc:
@@ -326,6 +411,9 @@ func (p *Platform) Run(ctx context.Context) error {
 	p.log.Info("shutting down: finishing requests in flight")
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	if p.metricsHTTP != nil {
+		_ = p.metricsHTTP.Shutdown(shutdownCtx)
+	}
 	if err := p.http.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
@@ -347,5 +435,8 @@ func (p *Platform) Close() {
 	}
 	if p.listener != nil {
 		_ = p.listener.Close()
+	}
+	if p.metricsListener != nil {
+		_ = p.metricsListener.Close()
 	}
 }

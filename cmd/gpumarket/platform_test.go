@@ -20,6 +20,7 @@ import (
 func TestPlatformServesAndShutsDown(t *testing.T) {
 	_, dbURL := dbtest.NewWithURL(t)
 	cfg := Config{DatabaseURL: dbURL, Addr: "127.0.0.1:0", RigPolicy: rigaddr.Policy{Development: true}, DataDir: t.TempDir(), NATSPort: 0,
+		Payments: PaymentsTest,
 		SessionKey: []byte(strings.Repeat("k", 32)), StripeWebhookSecrets: []string{"whsec_test_platform"},
 		Roles: Roles{Web: true, Meter: true}, TicketKey: []byte(strings.Repeat("t", 32)),
 		RigKey: []byte(strings.Repeat("r", 32))}
@@ -55,6 +56,10 @@ func TestPlatformServesAndShutsDown(t *testing.T) {
 	checks, _ := body["checks"].(map[string]any)
 	if code != http.StatusOK || checks["postgres"] != "ok" || checks["nats"] != "ok" {
 		t.Fatalf("/readyz: %d %v", code, body)
+	}
+	// Neither GPUMARKET_METRICS_TOKEN nor GPUMARKET_METRICS_ADDR: /metrics is not served.
+	if code, _ := get("/metrics"); code != http.StatusNotFound {
+		t.Errorf("/metrics without a token or an address of its own: %d, want 404", code)
 	}
 	for _, tier := range []string{"realtime", "standard", "batch"} {
 		code, body := get("/api/offerings?tier=" + tier)

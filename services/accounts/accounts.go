@@ -54,11 +54,15 @@ type User struct {
 
 // Service is the accounts domain on PostgreSQL.
 type Service struct {
-	pool       *pgxpool.Pool
-	now        func() time.Time
-	tokens     *TokenSigner
-	hasher     PasswordHasher
-	limiter    *LoginLimiter
+	pool   *pgxpool.Pool
+	now    func() time.Time
+	tokens *TokenSigner
+	hasher PasswordHasher
+	hashes *hashGate
+	// dummyHash is checked against when a login's email is unknown, so that both paths cost
+	// one hash with the same parameters.
+	dummyHash  string
+	limiter    *limiter // failed logins and sign-ups, by account and client address
 	sessionTTL time.Duration
 }
 
@@ -68,6 +72,13 @@ type Config struct {
 	SessionTTL time.Duration    // how long a session lasts; 0 means 7 days
 	Now        func() time.Time // the clock; nil means time.Now
 	Hasher     PasswordHasher   // zero value means DefaultHasher
+	// HashSlots is how many password hashes may run at once (0: DefaultHashSlots()), and
+	// HashWait how long a login or sign-up waits for a slot before it is told to retry (0:
+	// DefaultHashWait).
+	HashSlots int
+	HashWait  time.Duration
+	// TrackedKeys caps the login and sign-up buckets kept in memory (0: DefaultTrackedKeys).
+	TrackedKeys int
 }
 
 // NewService returns the accounts service.
@@ -84,12 +95,18 @@ func NewService(pool *pgxpool.Pool, cfg Config) (*Service, error) {
 	if cfg.Hasher == (PasswordHasher{}) {
 		cfg.Hasher = DefaultHasher
 	}
+	dummy, err := cfg.Hasher.Hash("gpumarket-timing-equaliser")
+	if err != nil {
+		return nil, err
+	}
 	return &Service{
+		dummyHash:  dummy,
 		pool:       pool,
 		now:        cfg.Now,
 		tokens:     &TokenSigner{key: cfg.SessionKey},
 		hasher:     cfg.Hasher,
-		limiter:    NewLoginLimiter(cfg.Now),
+		hashes:     newHashGate(cfg.HashSlots, cfg.HashWait),
+		limiter:    newLimiter(cfg.Now, cfg.TrackedKeys),
 		sessionTTL: cfg.SessionTTL,
 	}, nil
 }
@@ -100,6 +117,8 @@ type SignUpInput struct {
 	Password    string `json:"password"`
 	Role        Role   `json:"role"`
 	AccountName string `json:"account_name"`
+	// ClientIP is the address the sign-up came from, for its rate limit; empty sets none.
+	ClientIP string `json:"-"`
 }
 
 // Validate checks the input and normalises the email.
@@ -128,17 +147,32 @@ func (in *SignUpInput) Validate() error {
 	return fe.Err()
 }
 
-// SignUp creates an account (organisation) and its first user.
+// SignUp creates an account (organisation) and its first user. Each client address may sign
+// up a few accounts at once and then one every few minutes (see limiter.go); a valid sign-up
+// counts, whether or not its email was free.
 func (s *Service) SignUp(ctx context.Context, in SignUpInput) (u User, err error) {
 	defer services.Wrap(&err, "accounts.SignUp")
 	if err := in.Validate(); err != nil {
 		return User{}, err
 	}
-	return s.create(ctx, in.Email, in.Password, in.Role, in.AccountName)
+	charges := signupCharges(in.ClientIP)
+	if !s.limiter.take(charges...) {
+		return User{}, services.Errorf(services.CodeRateLimited,
+			"Too many sign-ups from your network. Wait a few minutes and try again.")
+	}
+	u, err = s.create(ctx, in.Email, in.Password, in.Role, in.AccountName)
+	if errors.Is(err, errBusy) || ctx.Err() != nil {
+		s.limiter.give(charges...) // nothing was tried
+	}
+	return u, err
 }
 
 func (s *Service) create(ctx context.Context, email, password string, role Role, accountName string) (User, error) {
-	hash, err := s.hasher.Hash(password)
+	var hash string
+	var err error
+	if gateErr := s.hashes.run(ctx, func() { hash, err = s.hasher.Hash(password) }); gateErr != nil {
+		return User{}, gateErr
+	}
 	if err != nil {
 		return User{}, err
 	}

@@ -87,29 +87,6 @@ func TestSignUpRefusesWhatItShould(t *testing.T) {
 	}
 }
 
-func TestLoginIsRateLimited(t *testing.T) {
-	t.Parallel()
-	s, c := setup(t)
-	ctx := context.Background()
-	if _, err := s.SignUp(ctx, SignUpInput{Email: "a@example.com", Password: "long enough!", Role: RoleDeveloper}); err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < loginBurst; i++ {
-		if _, err := s.Login(ctx, LoginInput{Email: "a@example.com", Password: "wrong", ClientIP: "10.0.0.1"}); services.ErrorCode(err) != services.CodeUnauthorized {
-			t.Fatalf("attempt %d: %v", i+1, err)
-		}
-	}
-	// Even the right password is refused while the bucket is empty...
-	if _, err := s.Login(ctx, LoginInput{Email: "a@example.com", Password: "long enough!", ClientIP: "10.0.0.2"}); services.ErrorCode(err) != services.CodeRateLimited {
-		t.Fatalf("attempt past the burst: %v", err)
-	}
-	// ...and accepted once it refills.
-	c.t = c.t.Add(loginInterval)
-	if _, err := s.Login(ctx, LoginInput{Email: "a@example.com", Password: "long enough!", ClientIP: "10.0.0.3"}); err != nil {
-		t.Fatalf("after the refill: %v", err)
-	}
-}
-
 func TestTokensThatMustNotAuthenticate(t *testing.T) {
 	t.Parallel()
 	s, c := setup(t)

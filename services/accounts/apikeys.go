@@ -19,6 +19,11 @@ import (
 // KeyPrefix starts every API key, so that secret scanners and people recognise one.
 const KeyPrefix = "gm_"
 
+// MaxLiveKeys is the most live (unrevoked) API keys an account may hold: enough for every app
+// and environment, few enough that a script gone wrong cannot fill the table. See
+// docs/web-security.md ("Caps per account").
+const MaxLiveKeys = 100
+
 // APIKey is a key as its owner sees it after creation: never the key itself.
 type APIKey struct {
 	ID           string      `json:"id"`
@@ -78,11 +83,31 @@ func (s *Service) CreateKey(ctx context.Context, by User, in NewKeyInput) (_ API
 	tier := pgtype.Text{String: in.DefaultTier, Valid: in.DefaultTier != ""}
 	k := APIKey{AccountID: by.AccountID, Name: in.Name, Prefix: secret[:len(KeyPrefix)+6], MonthlyLimit: in.MonthlyLimit,
 		DefaultTier: in.DefaultTier, CreatedAt: s.now().UTC()}
-	err = s.pool.QueryRow(ctx, `
-		INSERT INTO api_keys (account_id, created_by, name, prefix, key_hash, monthly_limit_pico, default_tier, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id`,
-		by.AccountID, by.ID, k.Name, k.Prefix, hash[:], limit, tier, k.CreatedAt).Scan(&k.ID)
-	return k, secret, err
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// The account's row is the lock that makes counting and inserting one step: two
+		// requests at once cannot both take the last place.
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE`, by.AccountID); err != nil {
+			return err
+		}
+		var live int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM api_keys WHERE account_id = $1 AND revoked_at IS NULL`,
+			by.AccountID).Scan(&live); err != nil {
+			return err
+		}
+		if live >= MaxLiveKeys {
+			return services.Errorf(services.CodeConflict,
+				"This account already has %d live API keys, the most it may hold. Revoke a key you no longer use, then create this one.",
+				MaxLiveKeys)
+		}
+		return tx.QueryRow(ctx, `
+			INSERT INTO api_keys (account_id, created_by, name, prefix, key_hash, monthly_limit_pico, default_tier, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id`,
+			by.AccountID, by.ID, k.Name, k.Prefix, hash[:], limit, tier, k.CreatedAt).Scan(&k.ID)
+	})
+	if err != nil {
+		return APIKey{}, "", err
+	}
+	return k, secret, nil
 }
 
 const keyColumns = `id, account_id, name, prefix, monthly_limit_pico::bigint, coalesce(default_tier, ''), created_at, last_used_at, revoked_at`
@@ -115,10 +140,42 @@ func (s *Service) RevokeKey(ctx context.Context, accountID, id string) (err erro
 	tag, err := s.pool.Exec(ctx, `UPDATE api_keys SET revoked_at = $3 WHERE id = $1 AND account_id = $2 AND revoked_at IS NULL`,
 		id, accountID, s.now().UTC())
 	if isInvalidText(err) || (err == nil && tag.RowsAffected() == 0) {
-		return services.Errorf(services.CodeNotFound, "No such key.")
+		return errNoKey
 	}
 	return err
 }
+
+// SetKeyLimit changes the monthly spending limit of one of the account's live keys (nil: no
+// limit beyond the balance) and returns the key; another account's key, or a revoked one, is
+// not found. The gateways learn of it when the web layer tells them (see
+// docs/web-security.md, "Revoked and changed keys").
+func (s *Service) SetKeyLimit(ctx context.Context, accountID, id string, limit *money.Pico) (_ APIKey, err error) {
+	defer services.Wrap(&err, "accounts.SetKeyLimit(%s)", id)
+	if limit != nil && *limit <= 0 {
+		return APIKey{}, &services.Error{Code: services.CodeInvalid, Message: "Please correct the highlighted fields.",
+			Fields: map[string]string{"monthly_limit_usd": "Set a limit above $0, or leave it empty for none."}}
+	}
+	var pico *int64
+	if limit != nil {
+		l := int64(*limit)
+		pico = &l
+	}
+	rows, err := s.pool.Query(ctx, `UPDATE api_keys SET monthly_limit_pico = $3
+		WHERE id = $1 AND account_id = $2 AND revoked_at IS NULL RETURNING `+keyColumns, id, accountID, pico)
+	if err != nil {
+		if isInvalidText(err) {
+			return APIKey{}, errNoKey
+		}
+		return APIKey{}, err
+	}
+	k, err := pgx.CollectExactlyOneRow(rows, scanKey)
+	if errors.Is(err, pgx.ErrNoRows) || isInvalidText(err) {
+		return APIKey{}, errNoKey
+	}
+	return k, err
+}
+
+var errNoKey = services.Errorf(services.CodeNotFound, "No such key.")
 
 // KeyBySecret finds the live key a secret proves.
 func (s *Service) KeyBySecret(ctx context.Context, secret string) (_ APIKey, err error) {

@@ -2,7 +2,9 @@ package accounts
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -59,5 +61,112 @@ func TestAPIKeysAreShownOnceAndStoredHashed(t *testing.T) {
 	}
 	if _, _, err := s.CreateKey(ctx, dev, NewKeyInput{Name: "", DefaultTier: "gold"}); services.ErrorCode(err) != services.CodeInvalid {
 		t.Fatalf("invalid key input: %v", err)
+	}
+}
+
+// An account holds at most MaxLiveKeys live keys, even when the last places are asked for at
+// once; a revoked key frees its place.
+func TestLiveKeysAreCapped(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t)
+	ctx := context.Background()
+	dev, err := s.SignUp(ctx, SignUpInput{Email: "dev@example.com", Password: "long enough!", Role: RoleDeveloper})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range MaxLiveKeys - 5 {
+		if _, _, err := s.CreateKey(ctx, dev, NewKeyInput{Name: fmt.Sprintf("app %d", i)}); err != nil {
+			t.Fatalf("key %d: %v", i+1, err)
+		}
+	}
+	// Ten at once for the last five places.
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	made, refused := 0, 0
+	for i := range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _, err := s.CreateKey(ctx, dev, NewKeyInput{Name: fmt.Sprintf("racer %d", i)})
+			mu.Lock()
+			defer mu.Unlock()
+			switch services.ErrorCode(err) {
+			case "":
+				made++
+			case services.CodeConflict:
+				refused++
+			default:
+				t.Errorf("racer %d: %v", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if made != 5 || refused != 5 {
+		t.Fatalf("ten keys asked for at once with five places left: %d made, %d refused; want 5 and 5", made, refused)
+	}
+	_, _, err = s.CreateKey(ctx, dev, NewKeyInput{Name: "one too many"})
+	if services.ErrorCode(err) != services.CodeConflict || !strings.Contains(err.Error(), "100 live API keys") ||
+		!strings.Contains(err.Error(), "Revoke") {
+		t.Fatalf("key %d: %v, want a conflict that says to revoke one", MaxLiveKeys+1, err)
+	}
+	keys, _ := s.Keys(ctx, dev.AccountID)
+	if len(keys) != MaxLiveKeys {
+		t.Fatalf("%d keys stored, want %d", len(keys), MaxLiveKeys)
+	}
+	if err := s.RevokeKey(ctx, dev.AccountID, keys[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.CreateKey(ctx, dev, NewKeyInput{Name: "in the freed place"}); err != nil {
+		t.Fatalf("after a revocation: %v", err)
+	}
+	// Another account has its own hundred.
+	other, _ := s.SignUp(ctx, SignUpInput{Email: "other@example.com", Password: "long enough!", Role: RoleDeveloper})
+	if _, _, err := s.CreateKey(ctx, other, NewKeyInput{Name: "mine"}); err != nil {
+		t.Fatalf("another account's first key: %v", err)
+	}
+}
+
+// A key's monthly limit is changed by its owner only, on a live key, and the gateway's lookup
+// sees the new limit.
+func TestKeyLimitCanBeChanged(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t)
+	ctx := context.Background()
+	dev, _ := s.SignUp(ctx, SignUpInput{Email: "dev@example.com", Password: "long enough!", Role: RoleDeveloper})
+	other, _ := s.SignUp(ctx, SignUpInput{Email: "other@example.com", Password: "long enough!", Role: RoleDeveloper})
+	five := money.Pico(5 * money.PicoPerUSD)
+	k, secret, err := s.CreateKey(ctx, dev, NewKeyInput{Name: "ci", MonthlyLimit: &five})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raised := money.Pico(1250 * money.PicoPerCent)
+	got, err := s.SetKeyLimit(ctx, dev.AccountID, k.ID, &raised)
+	if err != nil || got.MonthlyLimit == nil || *got.MonthlyLimit != raised || got.ID != k.ID {
+		t.Fatalf("raise to $12.50: %+v, %v", got, err)
+	}
+	if seen, _ := s.KeyBySecret(ctx, secret); seen.MonthlyLimit == nil || *seen.MonthlyLimit != raised {
+		t.Fatalf("the gateway's lookup sees limit %v, want $12.50", seen.MonthlyLimit)
+	}
+	if got, err := s.SetKeyLimit(ctx, dev.AccountID, k.ID, nil); err != nil || got.MonthlyLimit != nil {
+		t.Fatalf("remove the limit: %+v, %v", got, err)
+	}
+	if _, err := s.SetKeyLimit(ctx, other.AccountID, k.ID, &five); services.ErrorCode(err) != services.CodeNotFound {
+		t.Fatalf("another account set the limit: %v, want not found", err)
+	}
+	zero := money.Pico(0)
+	if _, err := s.SetKeyLimit(ctx, dev.AccountID, k.ID, &zero); services.ErrorCode(err) != services.CodeInvalid {
+		t.Fatalf("a $0 limit: %v, want invalid", err)
+	}
+	if _, err := s.SetKeyLimit(ctx, dev.AccountID, "not-a-uuid", &five); services.ErrorCode(err) != services.CodeNotFound {
+		t.Fatalf("a malformed id: %v, want not found", err)
+	}
+	if seen, _ := s.KeyBySecret(ctx, secret); seen.MonthlyLimit != nil {
+		t.Fatalf("the refused changes left limit %v, want none", *seen.MonthlyLimit)
+	}
+	if err := s.RevokeKey(ctx, dev.AccountID, k.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SetKeyLimit(ctx, dev.AccountID, k.ID, &five); services.ErrorCode(err) != services.CodeNotFound {
+		t.Fatalf("a revoked key's limit: %v, want not found", err)
 	}
 }

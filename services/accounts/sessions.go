@@ -11,7 +11,8 @@ import (
 	"github.com/gpumarket/gpumarket/services"
 )
 
-// LoginInput is what a user gives to log in; ClientIP feeds the rate limit.
+// LoginInput is what a user gives to log in; ClientIP, the address the attempt came from,
+// feeds the rate limit.
 type LoginInput struct {
 	Email    string `json:"email"`
 	Password string `json:"password"`
@@ -28,41 +29,55 @@ type Session struct {
 
 var errBadLogin = &services.Error{Code: services.CodeUnauthorized, Message: "Wrong email or password."}
 
-// Login checks the password and opens a session.
+// Login checks the password and opens a session. Each attempt is counted against the account
+// at the client's address and against the address alone (see limiter.go); a successful login
+// gives its token back, so only failures are counted.
 func (s *Service) Login(ctx context.Context, in LoginInput) (sess Session, err error) {
 	defer services.Wrap(&err, "accounts.Login")
 	email := normaliseEmail(in.Email)
-	ipKey := ""
-	if in.ClientIP != "" {
-		ipKey = "ip:" + in.ClientIP
+	charges := loginCharges(email, in.ClientIP)
+	if !s.limiter.take(charges...) {
+		return Session{}, services.Errorf(services.CodeRateLimited, "Too many failed logins. Wait a minute and try again.")
 	}
-	if !s.limiter.Allow("email:"+email, ipKey) {
-		return Session{}, services.Errorf(services.CodeRateLimited, "Too many login attempts. Wait a minute and try again.")
+	u, err := s.checkPassword(ctx, email, in.Password)
+	if err != errBadLogin {
+		s.limiter.give(charges...) // a success, or a failure of ours: not a guess
 	}
+	if err != nil {
+		return Session{}, err
+	}
+	return s.open(ctx, u)
+}
+
+// checkPassword returns the user whose email and password these are, errBadLogin when they
+// are not, or errBusy when no hashing slot came free.
+func (s *Service) checkPassword(ctx context.Context, email, password string) (User, error) {
 	var (
 		u    User
 		hash string
 	)
-	err = s.pool.QueryRow(ctx,
+	err := s.pool.QueryRow(ctx,
 		`SELECT id, account_id, email, role, created_at, password_hash FROM users WHERE email = $1`, email).
 		Scan(&u.ID, &u.AccountID, &u.Email, &u.Role, &u.CreatedAt, &hash)
+	known := err == nil
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Spend the same time as a real check so that response times do not reveal which
 		// emails are registered.
-		_, _ = s.hasher.Verify(in.Password, dummyHash)
-		return Session{}, errBadLogin
+		hash = s.dummyHash
+	} else if err != nil {
+		return User{}, err
+	}
+	var ok bool
+	if gateErr := s.hashes.run(ctx, func() { ok, err = s.hasher.Verify(password, hash) }); gateErr != nil {
+		return User{}, gateErr
 	}
 	if err != nil {
-		return Session{}, err
+		return User{}, err
 	}
-	ok, err := s.hasher.Verify(in.Password, hash)
-	if err != nil {
-		return Session{}, err
+	if !ok || !known {
+		return User{}, errBadLogin
 	}
-	if !ok {
-		return Session{}, errBadLogin
-	}
-	return s.open(ctx, u)
+	return u, nil
 }
 
 func (s *Service) open(ctx context.Context, u User) (Session, error) {
@@ -119,6 +134,3 @@ func (s *Service) Logout(ctx context.Context, sessionID string) (err error) {
 	}
 	return err
 }
-
-// dummyHash is checked against when the email is unknown, so both paths cost one hash.
-var dummyHash, _ = DefaultHasher.Hash("gpumarket-timing-equaliser")

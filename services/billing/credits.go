@@ -22,6 +22,15 @@ const (
 	MaxPurchaseCents = 1_000_000 // $10,000
 )
 
+// An account may have at most MaxOpenCheckouts checkouts started within OpenCheckoutWindow
+// and never completed (pending purchases): each one is a Checkout Session created at the
+// payment provider, so a script looping on the buy form must not create them without end. See
+// docs/web-security.md ("Caps per account").
+const (
+	MaxOpenCheckouts   = 10
+	OpenCheckoutWindow = 24 * time.Hour
+)
+
 // PurchaseStatus is where a purchase of credits stands.
 type PurchaseStatus string
 
@@ -121,9 +130,27 @@ func (c *Credits) Start(ctx context.Context, in StartInput) (_ Purchase, _ Check
 		return Purchase{}, CheckoutSession{}, err
 	}
 	now := c.now().UTC()
-	if _, err := c.pool.Exec(ctx, `
-		INSERT INTO credit_purchases (id, account_id, created_by, amount_cents, status, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, 'pending', $5, $5)`, id, in.AccountID, in.UserID, in.AmountCents, now); err != nil {
+	if err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		// The account's row is the lock that makes counting and inserting one step.
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE`, in.AccountID); err != nil {
+			return err
+		}
+		var open int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM credit_purchases
+			WHERE account_id = $1 AND status = 'pending' AND created_at > $2`,
+			in.AccountID, now.Add(-OpenCheckoutWindow)).Scan(&open); err != nil {
+			return err
+		}
+		if open >= MaxOpenCheckouts {
+			return services.Errorf(services.CodeConflict,
+				"You have %d checkouts from the last 24 hours that were never paid. Pay one of them, or start a new one once the oldest is a day old.",
+				open)
+		}
+		_, err := tx.Exec(ctx, `
+			INSERT INTO credit_purchases (id, account_id, created_by, amount_cents, status, created_at, updated_at)
+			VALUES ($1, $2, $3, $4, 'pending', $5, $5)`, id, in.AccountID, in.UserID, in.AmountCents, now)
+		return err
+	}); err != nil {
 		return Purchase{}, CheckoutSession{}, err
 	}
 	sess, err := c.checkout.CreateSession(ctx, CheckoutRequest{

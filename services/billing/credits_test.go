@@ -375,3 +375,71 @@ func TestAdjust(t *testing.T) {
 	}
 	checkInvariants(t, s.pool)
 }
+
+// A script loops on the buy form: each account gets at most MaxOpenCheckouts unpaid checkouts
+// in a day, even asked for at once; the one over is refused with what to do, creates no
+// session and stores nothing. A paid or failed checkout is not open, and a day later the
+// oldest no longer counts.
+func TestOpenCheckoutsAreCapped(t *testing.T) {
+	t.Parallel()
+	checkout := &fakeCheckout{}
+	s := setupShop(t, checkout)
+	ctx := context.Background()
+
+	paid := s.buy(t, 2000)
+	if got := deliver(t, s.webhook, CheckoutEvent("evt_cap_paid", "checkout.session.completed", paid, "paid", "pi_cap", testNow)); got != "credited $20.00" {
+		t.Fatalf("paying the first checkout: %s", got)
+	}
+	failing := &fakeCheckout{err: errors.New("stripe: timeout")}
+	if _, _, err := NewCredits(s.pool, s.ledger, failing, s.clock.Now).Start(ctx, StartInput{AccountID: s.org, UserID: s.user,
+		AmountCents: 2000}); services.ErrorCode(err) != services.CodeUnavailable {
+		t.Fatalf("a checkout the provider did not answer: %v", err)
+	}
+
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	started, refused := 0, 0
+	for range 2 * MaxOpenCheckouts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _, err := s.credits.Start(ctx, StartInput{AccountID: s.org, UserID: s.user, AmountCents: MaxPurchaseCents})
+			mu.Lock()
+			defer mu.Unlock()
+			switch services.ErrorCode(err) {
+			case "":
+				started++
+			case services.CodeConflict:
+				refused++
+				if !strings.Contains(err.Error(), "10 checkouts") || !strings.Contains(err.Error(), "Pay one of them") {
+					t.Errorf("the refusal says %q; want how many are open and what to do", err)
+				}
+			default:
+				t.Errorf("Start: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if started != MaxOpenCheckouts || refused != MaxOpenCheckouts {
+		t.Fatalf("20 $10,000 checkouts at once: %d started, %d refused; want %d and %d", started, refused,
+			MaxOpenCheckouts, MaxOpenCheckouts)
+	}
+	// The paid one, the failed one and the ten open ones; one session each, none for the refused.
+	if n := countRows(t, s.pool, "credit_purchases"); n != MaxOpenCheckouts+2 {
+		t.Fatalf("%d purchases stored, want %d", n, MaxOpenCheckouts+2)
+	}
+	if n := checkout.calls(); n != MaxOpenCheckouts+1 {
+		t.Fatalf("%d checkout sessions created, want %d", n, MaxOpenCheckouts+1)
+	}
+	// Another account is not affected.
+	other := newOrg(t, s.pool, "Other Org")
+	if _, _, err := s.credits.Start(ctx, StartInput{AccountID: other, UserID: newUser(t, s.pool, other, "o@other.test"),
+		AmountCents: 2000}); err != nil {
+		t.Fatalf("another account's checkout: %v", err)
+	}
+	s.clock.Advance(OpenCheckoutWindow)
+	if _, _, err := s.credits.Start(ctx, StartInput{AccountID: s.org, UserID: s.user, AmountCents: 2000}); err != nil {
+		t.Fatalf("a day later: %v", err)
+	}
+	s.wantCredit(t, s.org, cents(2000))
+}

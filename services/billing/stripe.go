@@ -10,6 +10,9 @@ import (
 	"github.com/stripe/stripe-go/v76/client"
 )
 
+// StripeCheckoutOrigin is where Stripe hosts the Checkout pages its sessions' URLs point to.
+const StripeCheckoutOrigin = "https://checkout.stripe.com"
+
 // StripeCheckout creates Checkout Sessions with stripe-go. Pointed at stripe-mock (no secret
 // key configured), it makes the same calls.
 type StripeCheckout struct {

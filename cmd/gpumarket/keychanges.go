@@ -1,0 +1,55 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/gpumarket/gpumarket/web"
+)
+
+// KeyChangesSubject carries, on core NATS, the id of an API key that was revoked or whose
+// limit changed: every gateway process subscribes and forgets what it cached of the key, so
+// that its next request reads the key as stored. Best effort: a gateway that misses the word
+// rereads the key when its cache entry expires (web.DefaultKeyCacheTTL). See
+// docs/web-security.md ("Revoked and changed keys").
+const KeyChangesSubject = "api_keys.changed"
+
+// natsKeyChanges tells the gateways through the platform's NATS connection.
+type natsKeyChanges struct{ nc *nats.Conn }
+
+var _ web.KeyChanges = natsKeyChanges{}
+
+// KeyChanged publishes the key's id and waits until the server has it, so that the owner is
+// told "revoked" only once every connected gateway is being told too.
+func (k natsKeyChanges) KeyChanged(ctx context.Context, keyID string) error {
+	if err := k.nc.Publish(KeyChangesSubject, []byte(keyID)); err != nil {
+		return fmt.Errorf("publish %s: %w", KeyChangesSubject, err)
+	}
+	if err := k.nc.FlushWithContext(ctx); err != nil {
+		return fmt.Errorf("publish %s: flush: %w", KeyChangesSubject, err)
+	}
+	return nil
+}
+
+// subscribeKeyChanges makes srv's gateway forget each key named on KeyChangesSubject.
+func subscribeKeyChanges(nc *nats.Conn, srv *web.Server, log *slog.Logger) (*nats.Subscription, error) {
+	sub, err := nc.Subscribe(KeyChangesSubject, func(m *nats.Msg) {
+		if len(m.Data) == 0 || len(m.Data) > 64 {
+			log.Warn("ignoring a malformed API key change", "subject", m.Subject, "bytes", len(m.Data))
+			return
+		}
+		srv.ForgetKey(string(m.Data))
+	})
+	if err != nil {
+		return nil, fmt.Errorf("subscribe to %s: %w", KeyChangesSubject, err)
+	}
+	// The subscription must be in place at the server before the gateway serves: a change
+	// made in between would be missed.
+	if err := nc.Flush(); err != nil {
+		return nil, fmt.Errorf("subscribe to %s: flush: %w", KeyChangesSubject, err)
+	}
+	return sub, nil
+}
