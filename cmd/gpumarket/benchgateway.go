@@ -262,6 +262,7 @@ func startBenchPlatform(ctx context.Context, dbURL, dataDir string, log *slog.Lo
 		// keeps Open from starting stripe-mock, and no request goes to Stripe.
 		StripeSecretKey: "sk_test_gpumarket_bench_unused", StripeWebhookSecrets: []string{"whsec_gpumarket_bench_unused"},
 		Roles: Roles{Web: true, Meter: true}, StreamReplicas: 1,
+		Development: true, // the benchmark's rig listens on loopback
 		// The per-key rate limit (GPUMARKET_RATE_LIMIT_RPS and _BURST, 50/s and 100 by default)
 		// would refuse most of the load: far above the rates measured, it refuses nothing.
 		RateLimitRPS: benchKeyRate, RateLimitBurst: benchKeyRate}
@@ -321,7 +322,7 @@ func startBenchPlatform(ctx context.Context, dbURL, dataDir string, log *slog.Lo
 	// tier by its measured P99 (routing/tiers.go), so each run asks for the tier it is in then.
 	p50, p99, tps := 5.0, 20.0, 1000.0
 	if b.offering, err = p.catalog.Create(ctx, provider.AccountID, catalog.ListingInput{GPU: "rtx-4090", GPUCount: 4, Region: "eu",
-		Model: benchModel, Ask: 100_000, AgentURL: "http://127.0.0.1:1", ClaimedTTFTP50Ms: &p50, ClaimedTTFTP99Ms: &p99,
+		Model: benchModel, AskInput: 60_000, AskOutput: 120_000, AgentURL: "http://127.0.0.1:1", ClaimedTTFTP50Ms: &p50, ClaimedTTFTP99Ms: &p99,
 		ClaimedTokensPerSec: &tps}); err != nil {
 		return nil, err
 	}

@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/rigaddr"
 	"github.com/gpumarket/gpumarket/web"
 )
 
@@ -45,6 +47,17 @@ type Config struct {
 	// Each gateway process keeps its own buckets, so a key's limit is per process.
 	RateLimitRPS   float64
 	RateLimitBurst int
+	// Development is set by `gpumarket dev`, which runs the simulated rigs on this machine: listings may then
+	// point their agent URL at loopback, private and link-local addresses. Never set by the environment.
+	Development bool
+	// RigNetworks (GPUMARKET_RIG_NETWORKS, comma-separated CIDR networks) are internal networks the operator
+	// allows rigs' agent URLs on, beyond the public internet: rigs on a private network of the operator's own.
+	RigNetworks []netip.Prefix
+}
+
+// RigPolicy is where listings may point their agent URL, and where the gateway may connect to reach a rig.
+func (c Config) RigPolicy() rigaddr.Policy {
+	return rigaddr.Policy{Development: c.Development, Allowed: c.RigNetworks}
 }
 
 // Roles says which parts of the platform a process runs: GPUMARKET_ROLES, a comma-separated
@@ -136,6 +149,9 @@ func configFromEnv() (Config, error) {
 		if sec = strings.TrimSpace(sec); sec != "" {
 			c.StripeWebhookSecrets = append(c.StripeWebhookSecrets, sec)
 		}
+	}
+	if c.RigNetworks, err = rigaddr.ParseNetworks(os.Getenv("GPUMARKET_RIG_NETWORKS")); err != nil {
+		return c, fmt.Errorf("GPUMARKET_RIG_NETWORKS: %w", err)
 	}
 	if v := os.Getenv("GPUMARKET_NATS_PORT"); v != "" {
 		p, err := strconv.Atoi(v)
