@@ -219,6 +219,17 @@ type RigConnectPage struct {
 	Command      string // the shell command that runs the agent, one option per line
 }
 
+// RigReportsPage lists, for admins, the rigs whose own figures disagree with the gateway's.
+type RigReportsPage struct {
+	Page
+	Rows []RigReportRow
+}
+
+// RigReportRow is one flagged rig.
+type RigReportRow struct {
+	OfferingID, Provider, Model, Hardware, Tier, Measured, Reported, Why string
+}
+
 // DiscrepanciesPage lists requests whose usage as the gateway saw it differs from what was
 // metered.
 type DiscrepanciesPage struct {

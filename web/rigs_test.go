@@ -105,3 +105,59 @@ func TestAPriceCutTakesARigOffTheCatalogAndTellsItsProvider(t *testing.T) {
 		t.Errorf("%d rigs flagged as not routed, want only the one above the new price", n)
 	}
 }
+
+// TestARigsOwnFiguresFarBetterThanTheGatewaysAreFlagged: the 4x RTX 4090 14B demo rig, measured at 448 ms P99 by
+// the gateway, reports 20 ms of itself over 500 requests. Admins find it on the rig reports page and API; its
+// provider sees the flag on its rigs; the public catalog shows both figures side by side.
+func TestARigsOwnFiguresFarBetterThanTheGatewaysAreFlagged(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	var id string
+	if err := e.pool.QueryRow(context.Background(), `UPDATE offerings SET measured_requests = 500, measured_ttft_p99_ms = 448.04,
+			reported_requests = 500, reported_ttft_p50_ms = 10, reported_ttft_p99_ms = 20, reported_tokens_per_sec = 1900
+		WHERE seed_key = 'benchmark:deepseek-ai/DeepSeek-R1-Distill-Qwen-14B:4xrtx-4090' RETURNING id`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	why := "The rig reports a P99 time to first token of 20.0 ms, under half the 448.0 ms the gateway measured."
+
+	admin := e.token(t, "admin@example.com", demo.Password)
+	var reports struct {
+		Rigs []struct {
+			ID  string `json:"id"`
+			Why string `json:"report_divergence"`
+		} `json:"rigs"`
+		Count int `json:"count"`
+	}
+	wantStatus(t, e.call(t, admin, http.MethodGet, "/api/admin/rig-reports", nil, &reports), http.StatusOK)
+	if reports.Count != 1 || len(reports.Rigs) != 1 || reports.Rigs[0].ID != id || reports.Rigs[0].Why != why {
+		t.Fatalf("rig reports %+v, want the one rig with %q", reports, why)
+	}
+	ab, _ := loginBrowser(t, e, "admin@example.com")
+	page := getPage(t, ab, e.srv.URL+"/admin/rig-reports")
+	if rows := page.Find(`[data-testid="rig-report"]`); rows.Length() != 1 || !strings.Contains(rows.Text(), id) ||
+		!strings.Contains(rows.Text(), why) || !strings.Contains(rows.Text(), "P99 20.0 ms, 1900 tokens/s over 500 requests") {
+		t.Fatalf("rig reports page rows: %q", rows.Text())
+	}
+
+	pb, _ := loginBrowser(t, e, "provider@example.com")
+	rigs := getPage(t, pb, e.srv.URL+"/provider/rigs")
+	row := rigs.Find(`[data-testid="offering"][data-offering-id="` + id + `"]`)
+	if got := strings.TrimSpace(row.Next().Find(`[data-testid="divergence"]`).Text()); !strings.HasPrefix(got, why) {
+		t.Fatalf("the provider's rigs page says %q, want it to start %q", got, why)
+	}
+	if got := strings.TrimSpace(row.Find(`[data-testid="reported"]`).Text()); got != "P99 20.0 ms, 1900 tokens/s over 500 requests" {
+		t.Errorf("the rig's own figures on its row: %q", got)
+	}
+
+	var public struct {
+		MeasuredP99 *float64 `json:"measured_ttft_p99_ms"`
+		ReportedP99 *float64 `json:"reported_ttft_p99_ms"`
+		Reported    int64    `json:"reported_requests"`
+		Why         string   `json:"report_divergence"`
+	}
+	wantStatus(t, e.call(t, "", http.MethodGet, "/api/offerings/"+id, nil, &public), http.StatusOK)
+	if public.MeasuredP99 == nil || *public.MeasuredP99 != 448.04 || public.ReportedP99 == nil || *public.ReportedP99 != 20 ||
+		public.Reported != 500 || public.Why != "" {
+		t.Fatalf("public offering %+v", public)
+	}
+}
