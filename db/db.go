@@ -60,6 +60,30 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) error {
 	return nil
 }
 
+// MigrateTo applies or reverts migrations until version is the newest applied. Only tests use
+// it, to write data as an older schema held it and check what a later migration, or its
+// revert, makes of it.
+func MigrateTo(ctx context.Context, pool *pgxpool.Pool, version int64) error {
+	p, closeDB, err := provider(pool)
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	current, err := p.GetDBVersion(ctx)
+	if err != nil {
+		return fmt.Errorf("db.MigrateTo(%d): %w", version, err)
+	}
+	if current < version {
+		_, err = p.UpTo(ctx, version)
+	} else {
+		_, err = p.DownTo(ctx, version)
+	}
+	if err != nil {
+		return fmt.Errorf("db.MigrateTo(%d): %w", version, err)
+	}
+	return nil
+}
+
 // MigrateDownAll reverts every applied migration. Only the migration test uses it.
 func MigrateDownAll(ctx context.Context, pool *pgxpool.Pool) error {
 	p, closeDB, err := provider(pool)

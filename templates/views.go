@@ -71,14 +71,20 @@ type OfferingRow struct {
 	Memory       string // "96 GB"
 	Model        string
 	Region       string
-	Ask          string // provider ask per million tokens
+	AskInput     string // provider ask per million input tokens
+	AskOutput    string // per million output tokens
 	TTFTP99      string
 	TokensPerSec string
 	Basis        string // "claimed" or "measured over N requests"
+	Reported     string // the rig's own figures, "P99 20.0 ms, 4000 tokens/s over 150 requests", or "—"
 	EnergyKWh    string // per million tokens, estimate
 	CarbonG      string // gCO2e per million tokens, estimate
 	Tier         string
 	Status       string
+	// For the offering's provider only: why it is neither listed nor routed, and how its rig's own figures
+	// disagree with the gateway's; "" when neither.
+	NotRouted  string
+	Divergence string
 }
 
 // CatalogFilters are the catalog's filter values and choices.
@@ -214,6 +220,17 @@ type RigConnectPage struct {
 	NATSPassword string
 	OfferingKey  string
 	Command      string // the shell command that runs the agent, one option per line
+}
+
+// RigReportsPage lists, for admins, the rigs whose own figures disagree with the gateway's.
+type RigReportsPage struct {
+	Page
+	Rows []RigReportRow
+}
+
+// RigReportRow is one flagged rig.
+type RigReportRow struct {
+	OfferingID, Provider, Model, Hardware, Tier, Measured, Reported, Why string
 }
 
 // DiscrepanciesPage lists requests whose usage as the gateway saw it differs from what was

@@ -43,7 +43,10 @@ type offeringJSON struct {
 	Model        string         `json:"model"`
 	Region       string         `json:"region"`
 	Status       string         `json:"status"`
-	Ask          money.MicroUSD `json:"ask_usd_per_mtok"`
+	AskInput     money.MicroUSD `json:"ask_input_usd_per_mtok"`
+	AskOutput    money.MicroUSD `json:"ask_output_usd_per_mtok"`
+	BlendedAsk   money.MicroUSD `json:"blended_ask_usd_per_mtok"`
+	NotRouted    string         `json:"not_routed_because"`
 	AgentURL     string         `json:"agent_url"`
 	TTFTP99Ms    *float64       `json:"ttft_p99_ms"`
 	TokensPerSec *float64       `json:"tokens_per_second"`
@@ -64,14 +67,14 @@ type offeringListJSON struct {
 // rigJSON is a valid listing with its values as JSON numbers; its claimed P99 earns realtime.
 func rigJSON() map[string]any {
 	return map[string]any{"gpu": "rtx-4090", "gpu_count": 4, "region": "eu", "model": "Qwen/Qwen2.5-7B-Instruct",
-		"ask_usd_per_mtok": 0.12, "agent_url": "https://rig1.example.com:8443",
+		"ask_input_usd_per_mtok": 0.12, "ask_output_usd_per_mtok": 0.24, "agent_url": "https://rig1.example.com:8443",
 		"claimed_ttft_p50_ms": 20, "claimed_ttft_p99_ms": 45, "claimed_tokens_per_second": 2500}
 }
 
 // rigForm is a valid listing as the listing page posts it.
 func rigForm() url.Values {
 	return url.Values{"gpu": {"rtx-4090"}, "gpu_count": {"4"}, "region": {"eu"}, "model": {"Qwen/Qwen2.5-7B-Instruct"},
-		"ask_usd_per_mtok": {"0.12"}, "agent_url": {"https://rig1.example.com:8443"}, "claimed_ttft_p99_ms": {"45"}}
+		"ask_input_usd_per_mtok": {"0.12"}, "ask_output_usd_per_mtok": {"0.24"}, "agent_url": {"https://rig1.example.com:8443"}, "claimed_ttft_p99_ms": {"45"}}
 }
 
 // csrfFromPage opens a page and returns the CSRF token its forms carry.
@@ -307,9 +310,9 @@ func TestAPIOfferings(t *testing.T) {
 		{"?tier=batch", func(o offeringJSON) bool { return o.Tier == "batch" }},
 		{"?model=deepseek-ai/DeepSeek-R1-Distill-Qwen-14B", func(o offeringJSON) bool { return o.Model == "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B" }},
 		{"?region=eu", func(o offeringJSON) bool { return o.Region == "eu" }},
-		{"?max_price=0.05", func(o offeringJSON) bool { return o.Ask <= 50_000 }},
+		{"?max_price=0.05", func(o offeringJSON) bool { return o.BlendedAsk <= 50_000 }},
 		{"?max_p99_ms=100", func(o offeringJSON) bool { return o.TTFTP99Ms != nil && *o.TTFTP99Ms <= 100 }},
-		{"?tier=standard&region=us", func(o offeringJSON) bool { return o.Tier == "standard" && o.Region == "us" }},
+		{"?tier=standard&region=eu", func(o offeringJSON) bool { return o.Tier == "standard" && o.Region == "eu" }},
 	}
 	for _, f := range filters {
 		t.Run("filter "+f.query, func(t *testing.T) {
@@ -335,7 +338,7 @@ func TestAPIOfferings(t *testing.T) {
 		sort string
 		key  func(offeringJSON) float64 // ascending
 	}{
-		{"price", func(o offeringJSON) float64 { return float64(o.Ask) }},
+		{"price", func(o offeringJSON) float64 { return float64(o.AskInput + o.AskOutput) }},
 		{"latency", func(o offeringJSON) float64 { return *o.TTFTP99Ms }},
 		{"throughput", func(o offeringJSON) float64 { return -*o.TokensPerSec }},
 		{"carbon", func(o offeringJSON) float64 { return o.Footprint.GCO2e }},
@@ -391,7 +394,7 @@ func TestAPIProviderOfferings(t *testing.T) {
 	// Values as JSON numbers.
 	var rig offeringJSON
 	wantStatus(t, e.call(t, owner, http.MethodPost, "/api/provider/offerings", rigJSON(), &rig), http.StatusCreated)
-	if rig.ID == "" || rig.Tier != "realtime" || rig.Status != "active" || rig.GPUCount != 4 || rig.Ask.Decimal() != "0.12" ||
+	if rig.ID == "" || rig.Tier != "realtime" || rig.Status != "active" || rig.GPUCount != 4 || rig.AskInput.Decimal() != "0.12" || rig.AskOutput.Decimal() != "0.24" ||
 		rig.AgentURL != "https://rig1.example.com:8443" || rig.FiguresBasis != "claimed" {
 		t.Fatalf("created %+v, want an active realtime rig (claimed P99 45 ms) with its agent URL", rig)
 	}
@@ -401,12 +404,13 @@ func TestAPIProviderOfferings(t *testing.T) {
 
 	t.Run("values as strings", func(t *testing.T) {
 		body := map[string]any{"gpu": "rtx-4090", "gpu_count": "2", "region": "no", "model": "Qwen/Qwen2.5-7B-Instruct",
-			"ask_usd_per_mtok": "0.149", "agent_url": "https://rig2.example.com", "claimed_ttft_p99_ms": "300",
+			"ask_input_usd_per_mtok": "0.149", "ask_output_usd_per_mtok": "0.298", "agent_url": "https://rig2.example.com", "claimed_ttft_p99_ms": "300",
 			"claimed_tokens_per_second": "1500.5"}
 		var o offeringJSON
 		wantStatus(t, e.call(t, owner, http.MethodPost, "/api/provider/offerings", body, &o), http.StatusCreated)
-		if o.Tier != "standard" || o.GPUCount != 2 || o.Ask.Decimal() != "0.149" || o.TokensPerSec == nil || *o.TokensPerSec != 1500.5 {
-			t.Errorf("created %+v, want a standard rig (claimed P99 300 ms) asking 0.149", o)
+		if o.Tier != "standard" || o.GPUCount != 2 || o.AskInput.Decimal() != "0.149" || o.AskOutput.Decimal() != "0.298" ||
+			o.BlendedAsk.Decimal() != "0.2235" || o.TokensPerSec == nil || *o.TokensPerSec != 1500.5 {
+			t.Errorf("created %+v, want a standard rig (claimed P99 300 ms) asking 0.149 and 0.298", o)
 		}
 	})
 
@@ -414,6 +418,7 @@ func TestAPIProviderOfferings(t *testing.T) {
 		body := rigJSON()
 		delete(body, "claimed_ttft_p50_ms")
 		delete(body, "claimed_ttft_p99_ms")
+		body["ask_input_usd_per_mtok"], body["ask_output_usd_per_mtok"] = "0.08", "0.16" // batch's prices
 		var o offeringJSON
 		wantStatus(t, e.call(t, owner, http.MethodPost, "/api/provider/offerings", body, &o), http.StatusCreated)
 		if o.Tier != "batch" {
@@ -424,10 +429,10 @@ func TestAPIProviderOfferings(t *testing.T) {
 	t.Run("invalid listing names every bad field and writes nothing", func(t *testing.T) {
 		before := offerings(t)
 		body := rigJSON()
-		body["gpu"], body["gpu_count"], body["region"], body["agent_url"], body["ask_usd_per_mtok"] = "gtx-280", 9, "xx", "ftp:/rig", "abc"
+		body["gpu"], body["gpu_count"], body["region"], body["agent_url"], body["ask_input_usd_per_mtok"] = "gtx-280", 9, "xx", "ftp:/rig", "abc"
 		var out apiErrorJSON
 		wantStatus(t, e.call(t, owner, http.MethodPost, "/api/provider/offerings", body, &out), http.StatusUnprocessableEntity)
-		wantFields(t, out, "gpu", "gpu_count", "region", "agent_url", "ask_usd_per_mtok")
+		wantFields(t, out, "gpu", "gpu_count", "region", "agent_url", "ask_input_usd_per_mtok")
 		if after := offerings(t); after != before {
 			t.Errorf("offerings %d -> %d", before, after)
 		}
@@ -453,18 +458,18 @@ func TestAPIProviderOfferings(t *testing.T) {
 		}
 		var o offeringJSON
 		wantStatus(t, e.call(t, owner, http.MethodGet, path, nil, &o), http.StatusOK)
-		if o.Status != "active" || o.GPUCount != 4 || o.Ask.Decimal() != "0.12" {
+		if o.Status != "active" || o.GPUCount != 4 || o.AskInput.Decimal() != "0.12" {
 			t.Errorf("after Northwind's calls the rig is %+v", o)
 		}
 	})
 
 	t.Run("owner edits", func(t *testing.T) {
 		body := rigJSON()
-		body["claimed_ttft_p99_ms"], body["ask_usd_per_mtok"] = 120, "0.1"
+		body["claimed_ttft_p99_ms"], body["ask_input_usd_per_mtok"] = 120, "0.1"
 		var o offeringJSON
 		wantStatus(t, e.call(t, owner, http.MethodPut, "/api/provider/offerings/"+rig.ID, body, &o), http.StatusOK)
-		if o.ID != rig.ID || o.Tier != "standard" || o.Ask.Decimal() != "0.10" {
-			t.Errorf("edited %+v, want standard asking 0.10", o)
+		if o.ID != rig.ID || o.Tier != "standard" || o.AskInput.Decimal() != "0.10" || o.AskOutput.Decimal() != "0.24" {
+			t.Errorf("edited %+v, want standard asking 0.10 and 0.24", o)
 		}
 	})
 
@@ -574,14 +579,14 @@ func TestAPICalculator(t *testing.T) {
 		wantStatus(t, e.call(t, "", http.MethodGet, "/api/offerings", nil, &all), http.StatusOK)
 		cheapest := money.MicroUSD(math.MaxInt64)
 		for _, o := range all.Offerings {
-			if o.TTFTP99Ms != nil && *o.TTFTP99Ms <= 55 && o.Ask < cheapest {
-				cheapest = o.Ask
+			if o.TTFTP99Ms != nil && *o.TTFTP99Ms <= 55 && o.AskInput+o.AskOutput < cheapest {
+				cheapest = o.AskInput + o.AskOutput
 			}
 		}
 		var a answer
 		wantStatus(t, e.call(t, "", http.MethodGet, base+"&p99_ms=55", nil, &a), http.StatusOK)
-		if a.Cheapest == nil || a.Cheapest.TTFTP99Ms == nil || *a.Cheapest.TTFTP99Ms > 55 || a.Cheapest.Ask != cheapest {
-			t.Errorf("cheapest %+v, want one with P99 <= 55 ms asking %s", a.Cheapest, cheapest)
+		if a.Cheapest == nil || a.Cheapest.TTFTP99Ms == nil || *a.Cheapest.TTFTP99Ms > 55 || a.Cheapest.AskInput+a.Cheapest.AskOutput != cheapest {
+			t.Errorf("cheapest %+v, want one with P99 <= 55 ms asking %s in and out together", a.Cheapest, cheapest)
 		}
 	})
 

@@ -23,7 +23,7 @@ func listInput(c echo.Context) (catalog.ListInput, error) {
 	if v := strings.TrimSpace(c.QueryParam("max_price")); v != "" {
 		m, err := money.ParseMicroUSD(v)
 		if err != nil || m == 0 {
-			fe.Add("max_price", "Enter dollars per million tokens above 0, like 0.15.")
+			fe.Add("max_price", "Enter dollars per million tokens above 0, like 0.15: it caps the ask at half input, half output tokens.")
 		}
 		in.MaxAsk = m
 	}
@@ -121,19 +121,29 @@ type offeringJSON struct {
 	Footprint    *catalog.Footprint `json:"footprint_estimate,omitempty"`
 	TierPriceIn  money.MicroUSD     `json:"tier_input_usd_per_mtok"`
 	TierPriceOut money.MicroUSD     `json:"tier_output_usd_per_mtok"`
+	BlendedAsk   money.MicroUSD     `json:"blended_ask_usd_per_mtok"` // what the catalog sorts and caps by
 	OwnAgentURL  string             `json:"agent_url,omitempty"`
+	// For the offering's provider: why it is not routed at the prices in force, and how its rig's own figures
+	// disagree with the gateway's; empty when neither.
+	NotRoutedBecause string `json:"not_routed_because,omitempty"`
+	ReportDivergence string `json:"report_divergence,omitempty"`
 }
 
-func toJSON(o catalog.Offering, prices map[catalog.Tier]catalog.Price, showAgent bool) offeringJSON {
-	j := offeringJSON{Offering: o, TTFTP99Ms: o.TTFTP99Ms(), TokensPerSec: o.TokensPerSec(), FiguresBasis: o.FiguresBasis()}
+func toJSON(o catalog.Offering, prices map[catalog.Tier]catalog.Price, owner bool) offeringJSON {
+	j := offeringJSON{Offering: o, TTFTP99Ms: o.TTFTP99Ms(), TokensPerSec: o.TokensPerSec(), FiguresBasis: o.FiguresBasis(),
+		BlendedAsk: o.BlendedAsk()}
 	if f, ok := o.Footprint(); ok {
 		j.Footprint = &f
 	}
 	if p, ok := prices[o.Tier]; ok {
 		j.TierPriceIn, j.TierPriceOut = p.Input, p.Output
 	}
-	if showAgent {
+	if owner {
 		j.OwnAgentURL = o.AgentURL
+		if o.Status == catalog.StatusActive {
+			j.NotRoutedBecause = o.NotRoutedBecause(prices)
+		}
+		j.ReportDivergence = o.ReportDivergence()
 	}
 	return j
 }
@@ -165,12 +175,13 @@ func (s *Server) apiOffering(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if o.Status != catalog.StatusActive {
-		return services.Errorf(services.CodeNotFound, "No such offering.")
-	}
 	prices, err := s.catalog.CurrentPrices(ctx)
 	if err != nil {
 		return err
+	}
+	// The public catalog shows only what it lists: active, and within its tier's price.
+	if o.Status != catalog.StatusActive || !o.Priced(prices) {
+		return services.Errorf(services.CodeNotFound, "No such offering.")
 	}
 	return c.JSON(http.StatusOK, toJSON(o, prices, false))
 }

@@ -76,7 +76,8 @@ func TestJourneyProviderListsRigAndFindsItInCatalog(t *testing.T) {
 		fill(form+` input[name="gpu_count"]`, "4"),
 		choose(form+` select[name="region"]`, "eu"),
 		fill(form+` input[name="model"]`, journeyModel),
-		fill(form+` input[name="ask_usd_per_mtok"]`, "0.123"),
+		fill(form+` input[name="ask_input_usd_per_mtok"]`, "0.123"),
+		fill(form+` input[name="ask_output_usd_per_mtok"]`, "0.246"),
 		fill(form+` input[name="agent_url"]`, "https://rig.example.com:8443"),
 		fill(form+` input[name="claimed_ttft_p50_ms"]`, "133.9"),
 		fill(form+` input[name="claimed_ttft_p99_ms"]`, "448.04"),
@@ -124,7 +125,7 @@ func TestJourneyProviderListsRigAndFindsItInCatalog(t *testing.T) {
 		t.Fatalf("the rig %s on My rigs is not the provider's: %v", id, err)
 	}
 	if o.GPU != "rtx-4090" || o.GPUCount != 4 || o.Region != "eu" || o.Model != journeyModel ||
-		o.Ask.Decimal() != "0.123" || o.AgentURL != "https://rig.example.com:8443" ||
+		o.AskInput.Decimal() != "0.123" || o.AskOutput.Decimal() != "0.246" || o.AgentURL != "https://rig.example.com:8443" ||
 		o.Tier != catalog.TierStandard || o.Status != catalog.StatusActive || o.ProviderName != org {
 		t.Errorf("saved offering = %+v", o)
 	}
@@ -154,8 +155,8 @@ func TestJourneyProviderListsRigAndFindsItInCatalog(t *testing.T) {
 	if hw := b.text(row + " " + testID("hardware")); !strings.Contains(hw, "4x NVIDIA GeForce RTX 4090") {
 		t.Errorf("catalog hardware = %q, want 4x NVIDIA GeForce RTX 4090", hw)
 	}
-	if ask := b.text(row + " " + testID("ask")); ask != "$0.123" {
-		t.Errorf("catalog ask = %q, want $0.123", ask)
+	if in, out := b.text(row+" "+testID("ask-input")), b.text(row+" "+testID("ask-output")); in != "$0.123" || out != "$0.246" {
+		t.Errorf("catalog asks = %q in, %q out; want $0.123 and $0.246", in, out)
 	}
 	if m := b.text(row + " " + testID("model")); m != journeyModel {
 		t.Errorf("catalog model = %q, want %s", m, journeyModel)
@@ -169,7 +170,7 @@ func TestJourneyProviderListsRigAndFindsItInCatalog(t *testing.T) {
 	}
 	// Found by its unique ask, the row is the same one.
 	byAsk := browserRun(b, "find rows by ask", chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('[data-testid="offering"]'))
-		.filter(r => r.querySelector('[data-testid="ask"]').innerText.trim() === "$0.123")
+		.filter(r => r.querySelector('[data-testid="ask-input"]').innerText.trim() === "$0.123")
 		.map(r => r.closest('[data-testid^="tier-"]').dataset.testid + "/" + r.dataset.offeringId)`))
 	if len(byAsk) != 1 || byAsk[0] != "tier-standard/"+id {
 		t.Errorf("rows with ask $0.123 = %v, want [tier-standard/%s]", byAsk, id)
@@ -222,7 +223,8 @@ func TestJourneyListingErrorsShowBesideFields(t *testing.T) {
 	form := testID("listing-form")
 	b.do("fill the listing form with no model and a bad ask",
 		fill(form+` input[name="model"]`, ""),
-		fill(form+` input[name="ask_usd_per_mtok"]`, "cheap"),
+		fill(form+` input[name="ask_input_usd_per_mtok"]`, "cheap"),
+		fill(form+` input[name="ask_output_usd_per_mtok"]`, "0.20"),
 		fill(form+` input[name="agent_url"]`, "https://rig.example.com:8443"),
 		fill(form+` input[name="claimed_ttft_p99_ms"]`, "448.04"),
 	)
@@ -241,8 +243,8 @@ func TestJourneyListingErrorsShowBesideFields(t *testing.T) {
 
 	// Each error sits in its field's label, and only those two fields are marked.
 	for field, want := range map[string]string{
-		"model":            "Name the model as its repository does",
-		"ask_usd_per_mtok": "Enter dollars per million tokens",
+		"model":                  "Name the model as its repository does",
+		"ask_input_usd_per_mtok": "Enter dollars per million input tokens",
 	} {
 		beside := fmt.Sprintf(`label.field.invalid:has(#%s) %s`, field, testID("error-"+field))
 		if n := b.count(beside); n != 1 {
@@ -258,13 +260,13 @@ func TestJourneyListingErrorsShowBesideFields(t *testing.T) {
 		}
 	}
 	if errs := browserRun(b, "list field errors", chromedp.Evaluate[[]string](
-		`Array.from(document.querySelectorAll('[data-testid^="error-"]')).map(e => e.dataset.testid).sort()`)); strings.Join(errs, ",") != "error-ask_usd_per_mtok,error-model" {
-		t.Errorf("field errors shown = %v, want only error-ask_usd_per_mtok and error-model", errs)
+		`Array.from(document.querySelectorAll('[data-testid^="error-"]')).map(e => e.dataset.testid).sort()`)); strings.Join(errs, ",") != "error-ask_input_usd_per_mtok,error-model" {
+		t.Errorf("field errors shown = %v, want only error-ask_input_usd_per_mtok and error-model", errs)
 	}
 
 	// What was typed is still there to fix.
 	for field, want := range map[string]string{
-		"ask_usd_per_mtok": "cheap", "agent_url": "https://rig.example.com:8443", "claimed_ttft_p99_ms": "448.04",
+		"ask_input_usd_per_mtok": "cheap", "ask_output_usd_per_mtok": "0.20", "agent_url": "https://rig.example.com:8443", "claimed_ttft_p99_ms": "448.04",
 		"gpu": "rtx-4090", "gpu_count": "4", "region": "eu",
 	} {
 		if got := browserRun(b, "read "+field, chromedp.Value(chromedp.CSS("#"+field))); got != want {

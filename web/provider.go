@@ -14,7 +14,7 @@ import (
 	"github.com/gpumarket/gpumarket/templates"
 )
 
-var listingFields = []string{"gpu", "gpu_count", "region", "model", "ask_usd_per_mtok", "agent_url",
+var listingFields = []string{"gpu", "gpu_count", "region", "model", catalog.FieldAskInput, catalog.FieldAskOutput, "agent_url",
 	"claimed_ttft_p50_ms", "claimed_ttft_p99_ms", "claimed_tokens_per_second"}
 
 // listingInput reads a listing from text values (a form, or a JSON body's values) and reports
@@ -29,13 +29,19 @@ func listingInput(get func(string) string) (catalog.ListingInput, error) {
 		}
 		in.GPUCount = n
 	}
-	if v := strings.TrimSpace(get("ask_usd_per_mtok")); v != "" {
+	ask := func(field, kind, example string) money.MicroUSD {
+		v := strings.TrimSpace(get(field))
+		if v == "" {
+			return 0
+		}
 		m, err := money.ParseMicroUSD(v)
 		if err != nil {
-			fe.Add("ask_usd_per_mtok", "Enter dollars per million tokens, like 0.149.")
+			fe.Add(field, "Enter dollars per million "+kind+" tokens, like "+example+".")
 		}
-		in.Ask = m
+		return m
 	}
+	in.AskInput = ask(catalog.FieldAskInput, "input", "0.10")
+	in.AskOutput = ask(catalog.FieldAskOutput, "output", "0.20")
 	optional := func(name string) *float64 {
 		v := strings.TrimSpace(get(name))
 		if v == "" {
@@ -95,13 +101,18 @@ func providerAccount(c echo.Context) string {
 }
 
 func (s *Server) rigsPage(c echo.Context) error {
-	list, err := s.catalog.ListOwn(c.Request().Context(), providerAccount(c))
+	ctx := c.Request().Context()
+	list, err := s.catalog.ListOwn(ctx, providerAccount(c))
+	if err != nil {
+		return err
+	}
+	prices, err := s.catalog.CurrentPrices(ctx)
 	if err != nil {
 		return err
 	}
 	rows := make([]templates.OfferingRow, 0, len(list))
 	for _, o := range list {
-		rows = append(rows, offeringRow(o))
+		rows = append(rows, ownOfferingRow(o, prices))
 	}
 	return s.render(c, http.StatusOK, templates.Rigs(templates.RigsPage{Page: s.page(c, "My rigs"), Rigs: rows}))
 }
@@ -150,7 +161,7 @@ func (s *Server) editRigPage(c echo.Context) error {
 		return err
 	}
 	v := map[string]string{"gpu": o.GPU, "gpu_count": strconv.Itoa(o.GPUCount), "region": o.Region, "model": o.Model,
-		"ask_usd_per_mtok": o.Ask.Decimal(), "agent_url": o.AgentURL}
+		catalog.FieldAskInput: o.AskInput.Decimal(), catalog.FieldAskOutput: o.AskOutput.Decimal(), "agent_url": o.AgentURL}
 	for name, p := range map[string]*float64{"claimed_ttft_p50_ms": o.ClaimedTTFTP50Ms, "claimed_ttft_p99_ms": o.ClaimedTTFTP99Ms,
 		"claimed_tokens_per_second": o.ClaimedTokensPerSec} {
 		if p != nil {

@@ -192,6 +192,7 @@ func (s *Server) routes() {
 	admin.GET("/users", s.usersPage)
 	admin.POST("/users/:id/role", s.grantRoleSubmit)
 	admin.GET("/discrepancies", s.discrepanciesPage)
+	admin.GET("/rig-reports", s.rigReportsPage)
 
 	// JSON API.
 	api := e.Group("/api")
@@ -230,6 +231,7 @@ func (s *Server) routes() {
 	api.GET("/admin/users", s.apiUsers, s.requireAPI(accounts.RoleAdmin))
 	api.POST("/admin/users/:id/role", s.apiGrantRole, s.requireAPI(accounts.RoleAdmin))
 	api.GET("/admin/discrepancies", s.apiDiscrepancies, s.requireAPI(accounts.RoleAdmin))
+	api.GET("/admin/rig-reports", s.apiRigReports, s.requireAPI(accounts.RoleAdmin))
 
 	// Usage: a developer's requests and what they cost, a provider's traffic and what it
 	// earned. Each reads only the caller's own account.

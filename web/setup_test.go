@@ -23,6 +23,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/metering"
+	"github.com/gpumarket/gpumarket/services/rigaddr"
 	"github.com/gpumarket/gpumarket/web"
 )
 
@@ -86,7 +87,8 @@ func setupWith(t *testing.T, configure func(*web.Config, *pgxpool.Pool)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat := catalog.NewService(pool, nil)
+	// The demo's rigs listen on this machine, as `gpumarket dev` lists them.
+	cat := catalog.NewService(pool, catalog.Config{Rigs: rigaddr.Policy{Development: true}})
 	if err := demo.Seed(context.Background(), acc, cat, time.Now()); err != nil {
 		t.Fatal(err)
 	}

@@ -15,11 +15,18 @@ func offeringRow(o catalog.Offering) templates.OfferingRow {
 		ID: o.ID, Provider: o.ProviderName, Model: o.Model, Region: regionLabel(o.Region),
 		Hardware: fmt.Sprintf("%dx %s", o.GPUCount, o.GPUName),
 		Memory:   fmt.Sprintf("%d GB", o.GPUMemoryGB),
-		Ask:      o.Ask.String(), Basis: o.FiguresBasis(), Tier: string(o.Tier), Status: string(o.Status),
-		TTFTP99: "—", TokensPerSec: "—", EnergyKWh: "—", CarbonG: "—",
+		AskInput: o.AskInput.String(), AskOutput: o.AskOutput.String(), Basis: o.FiguresBasis(), Tier: string(o.Tier),
+		Status: string(o.Status), TTFTP99: "—", TokensPerSec: "—", EnergyKWh: "—", CarbonG: "—", Reported: "—",
 	}
 	if p := o.TTFTP99Ms(); p != nil {
 		r.TTFTP99 = formatMs(*p)
+	}
+	if o.Reported() {
+		r.Reported = "P99 " + formatMs(*o.ReportedTTFTP99Ms)
+		if t := o.ReportedTokensPerSec; t != nil {
+			r.Reported += ", " + strconv.FormatFloat(*t, 'f', 0, 64) + " tokens/s"
+		}
+		r.Reported += " over " + strconv.FormatInt(o.ReportedRequests, 10) + " requests"
 	}
 	if t := o.TokensPerSec(); t != nil {
 		r.TokensPerSec = strconv.FormatFloat(*t, 'f', 0, 64)
@@ -28,6 +35,17 @@ func offeringRow(o catalog.Offering) templates.OfferingRow {
 		r.EnergyKWh = strconv.FormatFloat(f.KWhPerMTok, 'f', 3, 64)
 		r.CarbonG = strconv.FormatFloat(f.GCO2ePerMTok, 'f', 1, 64)
 	}
+	return r
+}
+
+// ownOfferingRow is offeringRow for the offering's provider, with what it should know: why the rig is not
+// routed at prices (the prices in force), and whether its agent's own figures disagree with the gateway's.
+func ownOfferingRow(o catalog.Offering, prices map[catalog.Tier]catalog.Price) templates.OfferingRow {
+	r := offeringRow(o)
+	if why := o.NotRoutedBecause(prices); why != "" && o.Status == catalog.StatusActive {
+		r.NotRouted = why
+	}
+	r.Divergence = o.ReportDivergence()
 	return r
 }
 

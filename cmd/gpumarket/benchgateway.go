@@ -32,7 +32,6 @@ import (
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/money"
-	"github.com/gpumarket/gpumarket/services/rigaddr"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/simulation"
 	"github.com/gpumarket/gpumarket/services/ticket"
@@ -257,12 +256,13 @@ type benchPlatform struct {
 // startBenchPlatform opens and runs the platform, lists the benchmark's offering with its rig
 // and signs up its customer.
 func startBenchPlatform(ctx context.Context, dbURL, dataDir string, log *slog.Logger) (_ *benchPlatform, err error) {
-	cfg := Config{DatabaseURL: dbURL, Addr: "127.0.0.1:0", RigPolicy: rigaddr.Policy{Development: true}, DataDir: dataDir, NATSPort: 0,
+	cfg := Config{DatabaseURL: dbURL, Addr: "127.0.0.1:0", DataDir: dataDir, NATSPort: 0,
 		SessionKey: randomKey(), TicketKey: randomKey(), RigKey: randomKey(),
 		// Payments are never called (credit is granted by an adjustment): a placeholder key
 		// keeps Open from starting stripe-mock, and no request goes to Stripe.
 		StripeSecretKey: "sk_test_gpumarket_bench_unused", StripeWebhookSecrets: []string{"whsec_gpumarket_bench_unused"},
 		Roles: Roles{Web: true, Meter: true}, StreamReplicas: 1,
+		Development: true, // the benchmark's rig listens on loopback
 		// The per-key rate limit (GPUMARKET_RATE_LIMIT_RPS and _BURST, 50/s and 100 by default)
 		// would refuse most of the load: far above the rates measured, it refuses nothing.
 		RateLimitRPS: benchKeyRate, RateLimitBurst: benchKeyRate}
@@ -322,7 +322,7 @@ func startBenchPlatform(ctx context.Context, dbURL, dataDir string, log *slog.Lo
 	// tier by its measured P99 (routing/tiers.go), so each run asks for the tier it is in then.
 	p50, p99, tps := 5.0, 20.0, 1000.0
 	if b.offering, err = p.catalog.Create(ctx, provider.AccountID, catalog.ListingInput{GPU: "rtx-4090", GPUCount: 4, Region: "eu",
-		Model: benchModel, Ask: 100_000, AgentURL: "http://127.0.0.1:1", ClaimedTTFTP50Ms: &p50, ClaimedTTFTP99Ms: &p99,
+		Model: benchModel, AskInput: 60_000, AskOutput: 120_000, AgentURL: "http://127.0.0.1:1", ClaimedTTFTP50Ms: &p50, ClaimedTTFTP99Ms: &p99,
 		ClaimedTokensPerSec: &tps}); err != nil {
 		return nil, err
 	}

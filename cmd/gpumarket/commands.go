@@ -13,6 +13,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/demo"
+	"github.com/gpumarket/gpumarket/services/rigaddr"
 )
 
 func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
@@ -64,7 +65,9 @@ func seed(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	if err := demo.Seed(ctx, acc, catalog.NewService(pool, nil), time.Now()); err != nil {
+	// The demo's rigs are simulated on this machine, as `gpumarket dev` runs them: their agent URLs are
+	// loopback ones, which the development policy allows.
+	if err := demo.Seed(ctx, acc, catalog.NewService(pool, catalog.Config{Rigs: rigaddr.Policy{Development: true}}), time.Now()); err != nil {
 		return err
 	}
 	log.Info("demo data is in place")
@@ -77,7 +80,7 @@ func dev(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return err
 	}
-	cfg.RigPolicy.Development = true // the simulated rigs listen on loopback
+	cfg.Development = true // the simulated rigs listen on this machine
 	var err error
 	if cfg.DatabaseURL, err = devenv.EnsurePostgres(ctx, cfg.DataDir, log); err != nil {
 		return err

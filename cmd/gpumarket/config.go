@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -50,9 +51,6 @@ type Config struct {
 	// Each gateway process keeps its own buckets, so a key's limit is per process.
 	RateLimitRPS   float64
 	RateLimitBurst int
-	// RigPolicy says where the gateway may connect to reach rigs (package rigaddr): public addresses only in
-	// production; `gpumarket dev` allows loopback and private ones for its simulated rigs.
-	RigPolicy rigaddr.Policy
 	// TrustedProxies (GPUMARKET_TRUSTED_PROXIES, comma-separated CIDRs) are the proxies whose
 	// X-Forwarded-For names the client; none means the connection's address is the client's.
 	TrustedProxies []*net.IPNet
@@ -61,6 +59,17 @@ type Config struct {
 	// served.
 	MetricsToken string
 	MetricsAddr  string
+	// Development is set by `gpumarket dev`, which runs the simulated rigs on this machine: listings may then
+	// point their agent URL at loopback, private and link-local addresses. Never set by the environment.
+	Development bool
+	// RigNetworks (GPUMARKET_RIG_NETWORKS, comma-separated CIDR networks) are internal networks the operator
+	// allows rigs' agent URLs on, beyond the public internet: rigs on a private network of the operator's own.
+	RigNetworks []netip.Prefix
+}
+
+// RigPolicy is where listings may point their agent URL, and where the gateway may connect to reach a rig.
+func (c Config) RigPolicy() rigaddr.Policy {
+	return rigaddr.Policy{Development: c.Development, Allowed: c.RigNetworks}
 }
 
 // PaymentsTest is the value of GPUMARKET_PAYMENTS that runs payments on stripe-mock and the
@@ -186,6 +195,9 @@ func configFromEnv() (Config, error) {
 		if sec = strings.TrimSpace(sec); sec != "" {
 			c.StripeWebhookSecrets = append(c.StripeWebhookSecrets, sec)
 		}
+	}
+	if c.RigNetworks, err = rigaddr.ParseNetworks(os.Getenv("GPUMARKET_RIG_NETWORKS")); err != nil {
+		return c, fmt.Errorf("GPUMARKET_RIG_NETWORKS: %w", err)
 	}
 	if v := os.Getenv("GPUMARKET_NATS_PORT"); v != "" {
 		p, err := strconv.Atoi(v)

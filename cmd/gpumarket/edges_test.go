@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/db/dbtest"
-	"github.com/gpumarket/gpumarket/services/rigaddr"
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/events"
@@ -43,7 +42,7 @@ func testConfig(t *testing.T, roles Roles) Config {
 	t.Helper()
 	_, dbURL := dbtest.NewWithURL(t)
 	return Config{DatabaseURL: dbURL, Addr: "127.0.0.1:0", DataDir: t.TempDir(), NATSPort: 0, Payments: PaymentsTest,
-		RigPolicy: rigaddr.Policy{Development: true}, // the tests' rigs listen on loopback
+		Development: true, // the tests' rigs listen on loopback
 		SessionKey: []byte(strings.Repeat("k", 32)), StripeWebhookSecrets: []string{"whsec_test_edges"},
 		Roles: roles, TicketKey: []byte(strings.Repeat("t", 32)), RigKey: []byte(strings.Repeat("r", 32))}
 }

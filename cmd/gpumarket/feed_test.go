@@ -16,8 +16,9 @@ import (
 	"github.com/gpumarket/gpumarket/services/ticket"
 )
 
-// testMeteredFeed: a request another gateway routed reaches this gateway's live figures through the meter's
-// feed; one this gateway routed itself counts once, though the meter reports it too.
+// testMeteredFeed: what a rig reports of its requests reaches this gateway's routing through the meter's feed, in
+// the rig's reported figures and never in the measured ones: a request the gateway did not route (sent straight to
+// the rig) is reported but not measured, and one the gateway routed is measured once and reported once.
 func (b *gatewayBundle) testMeteredFeed(t *testing.T) {
 	o := b.list(t, rigSpec{model: "gw-feed", ask: 100_000, p99: 300})
 	dev, key, secret := b.developer(t, "feed", 20*money.PicoPerUSD, accounts.NewKeyInput{})
@@ -51,10 +52,14 @@ func (b *gatewayBundle) testMeteredFeed(t *testing.T) {
 		}
 		b.metered(t, requestID)
 	}
-	requests := func() int { return b.p.router.Figures(o.ID).Requests }
-
+	counts := func() (measured, reported int) {
+		return b.p.router.Figures(o.ID).Requests, b.p.router.ReportedFigures(o.ID).Requests
+	}
 	elsewhere("req_feed_elsewhere_1")
-	b.eventually(t, "the request another gateway routed is in the live figures", func() bool { return requests() == 1 })
+	b.eventually(t, "the rig's report of a request the gateway did not route", func() bool { _, r := counts(); return r == 1 })
+	if m, _ := counts(); m != 0 {
+		t.Fatalf("%d requests measured; the rig's own report reached the gateway's figures", m)
+	}
 
 	var res *http.Response
 	if _, err := b.client(secret).Chat.Completions.New(b.ctx, chatParams(o.Model, 4), option.WithResponseInto(&res)); err != nil {
@@ -63,9 +68,9 @@ func (b *gatewayBundle) testMeteredFeed(t *testing.T) {
 	id, _, _ := headersOf(t, res)
 	b.metered(t, id)
 	elsewhere("req_feed_elsewhere_2") // metered after the gateway's request: its feed message comes after
-	b.eventually(t, "the second request routed elsewhere is in the live figures", func() bool { return requests() >= 3 })
+	b.eventually(t, "the rig's report of the second request", func() bool { _, r := counts(); return r >= 3 })
 	time.Sleep(200 * time.Millisecond)
-	if n := requests(); n != 3 {
-		t.Fatalf("%d requests in the live figures; want 3, the gateway's own counted once", n)
+	if m, r := counts(); m != 1 || r != 3 {
+		t.Fatalf("%d requests measured and %d reported; want the gateway's own measured once, all three reported once", m, r)
 	}
 }

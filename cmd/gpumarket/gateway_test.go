@@ -28,7 +28,6 @@ import (
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/money"
-	"github.com/gpumarket/gpumarket/services/rigaddr"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/simulation"
 	"github.com/gpumarket/gpumarket/services/ticket"
@@ -56,7 +55,7 @@ func TestGateway(t *testing.T) {
 	t.Run("bad JSON, oversized body, bad tier: 400", b.testBadRequests)
 	t.Run("a client that disconnects mid-stream is billed for what was produced", b.testDisconnect)
 	t.Run("routing moves to the offering measured faster", b.testMeasuredLatency)
-	t.Run("the meter's feed brings the requests other gateways routed, each once", b.testMeteredFeed)
+	t.Run("the meter's feed brings the rigs' own reports, kept apart from the gateway's measurements", b.testMeteredFeed)
 	t.Run("a stream's headers reach the client before its first token", b.testStreamHeadersFirst)
 	t.Run("every request can be looked up and is reconciled with the meter", b.testReconciliation)
 	t.Run("GET /v1/models lists models and their tiers", b.testModels)
@@ -76,10 +75,11 @@ type gatewayBundle struct {
 func setupGateway(t *testing.T) *gatewayBundle {
 	t.Helper()
 	_, dbURL := dbtest.NewWithURL(t)
-	cfg := Config{DatabaseURL: dbURL, Addr: "127.0.0.1:0", RigPolicy: rigaddr.Policy{Development: true}, DataDir: t.TempDir(), NATSPort: 0,
+	cfg := Config{DatabaseURL: dbURL, Addr: "127.0.0.1:0", DataDir: t.TempDir(), NATSPort: 0,
 		Payments: PaymentsTest,
 		SessionKey: []byte(strings.Repeat("k", 32)), StripeWebhookSecrets: []string{"whsec_test_gateway"},
-		Roles: Roles{Web: true, Meter: true}, TicketKey: []byte(strings.Repeat("t", 32)), RigKey: []byte(strings.Repeat("r", 32))}
+		Roles: Roles{Web: true, Meter: true}, TicketKey: []byte(strings.Repeat("t", 32)), RigKey: []byte(strings.Repeat("r", 32)),
+		Development: true} // the test's rigs listen on loopback
 	ctx, cancel := context.WithCancel(context.Background())
 	p, err := Open(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
@@ -161,8 +161,8 @@ type rigSpec struct {
 	model    string
 	gpu      string
 	count    int
-	ask      money.MicroUSD
-	p99      float64 // the claimed P99 time to first token: it decides the listed tier
+	ask      money.MicroUSD // blended: split a third of twice it per input token, the rest per output token
+	p99      float64        // the claimed P99 time to first token: it decides the listed tier
 	profile  simulation.Profile
 	failRate float64 // 1 makes the rig's backend answer every inference request 500
 }
@@ -176,7 +176,7 @@ func (b *gatewayBundle) list(t *testing.T, spec rigSpec) catalog.Offering {
 	}
 	p50, tps := spec.p99/2, 1000.0
 	o, err := b.p.catalog.Create(b.ctx, b.provider, catalog.ListingInput{GPU: spec.gpu, GPUCount: spec.count, Region: "eu",
-		Model: spec.model, Ask: spec.ask, AgentURL: "http://127.0.0.1:1", ClaimedTTFTP50Ms: &p50, ClaimedTTFTP99Ms: &spec.p99,
+		Model: spec.model, AskInput: 2 * spec.ask / 3, AskOutput: 2*spec.ask - 2*spec.ask/3, AgentURL: "http://127.0.0.1:1", ClaimedTTFTP50Ms: &p50, ClaimedTTFTP99Ms: &spec.p99,
 		ClaimedTokensPerSec: &tps})
 	if err != nil {
 		t.Fatal(err)
@@ -602,7 +602,7 @@ func (b *gatewayBundle) testFailover(t *testing.T) {
 func (b *gatewayBundle) testNoCandidate(t *testing.T) {
 	// An offering whose rig never beat: routing knows it, and cannot send it anything.
 	if _, err := b.p.catalog.Create(b.ctx, b.provider, catalog.ListingInput{GPU: "rtx-4090", GPUCount: 4, Region: "eu",
-		Model: "gw-dark", Ask: 100_000, AgentURL: "http://127.0.0.1:1", ClaimedTTFTP99Ms: ptr(300.0)}); err != nil {
+		Model: "gw-dark", AskInput: 50_000, AskOutput: 100_000, AgentURL: "http://127.0.0.1:1", ClaimedTTFTP99Ms: ptr(300.0)}); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.p.router.Refresh(b.ctx); err != nil {

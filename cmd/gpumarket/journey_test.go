@@ -304,9 +304,9 @@ func (b *gatewayBundle) testBrowserJourney(t *testing.T) {
 	}
 	got := map[catalog.Tier]served{catalog.TierBatch: stream(catalog.TierBatch), catalog.TierRealtime: stream(catalog.TierRealtime)}
 	// The batch request went to the rig with the lower ask, and different hardware.
-	if batch.Ask >= realtime.Ask || got[catalog.TierBatch].hardware == got[catalog.TierRealtime].hardware {
+	if batch.BlendedAsk() >= realtime.BlendedAsk() || got[catalog.TierBatch].hardware == got[catalog.TierRealtime].hardware {
 		t.Errorf("batch served by %s at ask %s, realtime by %s at ask %s: want batch on the cheaper rig",
-			got[catalog.TierBatch].hardware, batch.Ask, got[catalog.TierRealtime].hardware, realtime.Ask)
+			got[catalog.TierBatch].hardware, batch.BlendedAsk(), got[catalog.TierRealtime].hardware, realtime.BlendedAsk())
 	}
 
 	// 3. Both requests are metered at their tier's price, and the balance falls by exactly

@@ -113,7 +113,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 	if p.accounts, err = accounts.NewService(p.pool, accounts.Config{SessionKey: sessionKey}); err != nil {
 		return nil, err
 	}
-	p.catalog = catalog.NewService(p.pool, nil)
+	p.catalog = catalog.NewService(p.pool, catalog.Config{Rigs: cfg.RigPolicy()})
 	var payments web.Payments
 	var gateway web.Gateway
 	if cfg.Roles.Web {
@@ -124,14 +124,18 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 			return nil, err
 		}
 	}
+	ready := []web.ReadyCheck{
+		{Name: "postgres", Check: p.pool.Ping},
+		{Name: "nats", Check: func(ctx context.Context) error { return events.Ping(ctx, p.nc) }},
+	}
+	if p.router != nil {
+		// The gateway is ready once its routing table is: catalog loaded and the rigs' heartbeats in.
+		ready = append(ready, web.ReadyCheck{Name: "routing", Check: p.router.Ready})
+	}
 	p.web = web.New(web.Config{
 		OpsOnly:  !cfg.Roles.Web,
 		Accounts: p.accounts, Catalog: p.catalog, Payments: payments, Usage: metering.NewReports(p.pool), Rigs: p,
-		Gateway: gateway, Log: log, Registry: p.registry,
-		Ready: []web.ReadyCheck{
-			{Name: "postgres", Check: p.pool.Ping},
-			{Name: "nats", Check: func(ctx context.Context) error { return events.Ping(ctx, p.nc) }},
-		},
+		Gateway: gateway, Log: log, Registry: p.registry, Ready: ready,
 		TrustedProxies: cfg.TrustedProxies, MetricsToken: cfg.MetricsToken, KeyChanges: natsKeyChanges{p.nc},
 	})
 	if cfg.Roles.Web {
@@ -236,7 +240,7 @@ func (p *Platform) gateway() (web.Gateway, error) {
 	p.requestLog = billing.NewRequestLog(p.pool, nil, p.log.With("role", "gateway"))
 	return web.Gateway{
 		Router: p.router, Tickets: signer, Requests: p.requestLog,
-		RatePerSecond: p.cfg.RateLimitRPS, RateBurst: p.cfg.RateLimitBurst, RigPolicy: p.cfg.RigPolicy,
+		RatePerSecond: p.cfg.RateLimitRPS, RateBurst: p.cfg.RateLimitBurst, RigPolicy: p.cfg.RigPolicy(),
 		Admission: billing.NewAdmission(billing.AdmissionConfig{Pool: p.pool, Prices: p.catalog, Log: p.log.With("role", "gateway")}),
 	}, nil
 }

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/db/dbtest"
-	"github.com/gpumarket/gpumarket/services/rigaddr"
 )
 
 // TestPlatformServesAndShutsDown starts the whole platform as `serve` does, on port 0 with an
@@ -19,11 +18,11 @@ import (
 // way SIGTERM does.
 func TestPlatformServesAndShutsDown(t *testing.T) {
 	_, dbURL := dbtest.NewWithURL(t)
-	cfg := Config{DatabaseURL: dbURL, Addr: "127.0.0.1:0", RigPolicy: rigaddr.Policy{Development: true}, DataDir: t.TempDir(), NATSPort: 0,
+	cfg := Config{DatabaseURL: dbURL, Addr: "127.0.0.1:0", DataDir: t.TempDir(), NATSPort: 0,
 		Payments: PaymentsTest,
 		SessionKey: []byte(strings.Repeat("k", 32)), StripeWebhookSecrets: []string{"whsec_test_platform"},
 		Roles: Roles{Web: true, Meter: true}, TicketKey: []byte(strings.Repeat("t", 32)),
-		RigKey: []byte(strings.Repeat("r", 32))}
+		RigKey: []byte(strings.Repeat("r", 32)), Development: true} // the demo's rigs listen on loopback
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -52,9 +51,20 @@ func TestPlatformServesAndShutsDown(t *testing.T) {
 	if code, _ := get("/healthz"); code != http.StatusOK {
 		t.Fatalf("/healthz: %d", code)
 	}
-	code, body := get("/readyz")
+	// Readiness waits for the routing table: the demo's rigs are not running here, so none answers the heartbeat
+	// request and routing is ready two seconds after it.
+	var code int
+	var body map[string]any
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if code, body = get("/readyz"); code == http.StatusOK || time.Now().After(deadline) {
+			break
+		}
+		if checks, _ := body["checks"].(map[string]any); checks["routing"] == nil || checks["routing"] == "ok" {
+			t.Fatalf("/readyz not ready without naming routing: %v", body)
+		}
+	}
 	checks, _ := body["checks"].(map[string]any)
-	if code != http.StatusOK || checks["postgres"] != "ok" || checks["nats"] != "ok" {
+	if code != http.StatusOK || checks["postgres"] != "ok" || checks["nats"] != "ok" || checks["routing"] != "ok" {
 		t.Fatalf("/readyz: %d %v", code, body)
 	}
 	// Neither GPUMARKET_METRICS_TOKEN nor GPUMARKET_METRICS_ADDR: /metrics is not served.

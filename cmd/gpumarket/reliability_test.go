@@ -281,9 +281,9 @@ func setupReliability(t *testing.T) *reliability {
 		provider string
 		ask      int64
 	}{{r.providers[0], 100_000}, {r.providers[0], 130_000}, {r.providers[1], 90_000}} {
-		id := q(`INSERT INTO offerings (provider_account_id, gpu, gpu_count, region, model, ask_micro_usd_per_mtok,
-			agent_url, tier, status, created_at, updated_at)
-			VALUES ($1, 'rtx-4090', 4, 'eu', 'llama-3.1-8b', $2, 'http://rig', 'standard', 'active', now(), now())
+		id := q(`INSERT INTO offerings (provider_account_id, gpu, gpu_count, region, model, ask_input_micro_usd_per_mtok,
+			ask_output_micro_usd_per_mtok, agent_url, tier, status, created_at, updated_at)
+			VALUES ($1, 'rtx-4090', 4, 'eu', 'llama-3.1-8b', $2, $2, 'http://rig', 'standard', 'active', now(), now())
 			RETURNING id`, o.provider, o.ask)
 		r.offerings = append(r.offerings, reliabilityOffering{id: id, provider: o.provider, ask: o.ask})
 	}

@@ -91,7 +91,7 @@ func (b *gatewayBundle) listWithBackend(t *testing.T, model string, backend http
 	t.Helper()
 	p50, p99, tps := 150.0, 300.0, 1000.0
 	o, err := b.p.catalog.Create(b.ctx, b.provider, catalog.ListingInput{GPU: "rtx-4090", GPUCount: 4, Region: "eu",
-		Model: model, Ask: 100_000, AgentURL: "http://127.0.0.1:1", ClaimedTTFTP50Ms: &p50, ClaimedTTFTP99Ms: &p99,
+		Model: model, AskInput: 50_000, AskOutput: 100_000, AgentURL: "http://127.0.0.1:1", ClaimedTTFTP50Ms: &p50, ClaimedTTFTP99Ms: &p99,
 		ClaimedTokensPerSec: &tps})
 	if err != nil {
 		t.Fatal(err)

@@ -98,8 +98,8 @@ func seed(ctx context.Context, pool *pgxpool.Pool, events int) (workload, error)
 			off := offering{Provider: provider, Tier: tiers[len(w.Offerings)%len(tiers)],
 				Model: fmt.Sprintf("bench/model-%d", o), Ask: int64(10_000 + 5_000*len(w.Offerings))}
 			if err := pool.QueryRow(ctx, `INSERT INTO offerings (provider_account_id, gpu, gpu_count, region, model,
-				ask_micro_usd_per_mtok, agent_url, tier, status, created_at, updated_at)
-				VALUES ($1, 'rtx-4090', 4, 'eu', $2, $3, 'http://bench', $4, 'active', $5, $5) RETURNING id::text`,
+				ask_input_micro_usd_per_mtok, ask_output_micro_usd_per_mtok, agent_url, tier, status, created_at, updated_at)
+				VALUES ($1, 'rtx-4090', 4, 'eu', $2, $3, $3, 'http://bench', $4, 'active', $5, $5) RETURNING id::text`,
 				provider, off.Model, off.Ask, off.Tier, now).Scan(&off.ID); err != nil {
 				return w, fmt.Errorf("seed: %w", err)
 			}

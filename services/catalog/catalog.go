@@ -1,20 +1,37 @@
 // Package catalog owns GPU offerings, the tiers they sit in, and the price book customers pay.
 //
 // An offering is one provider's rig serving one model. Its tier follows its P99 time to first
-// token: claimed by the provider at listing, replaced by the measured figure once enough
-// requests have been observed, so that traffic, not a claim, decides (FIELD-CASES 17).
+// token: claimed by the provider at listing, replaced by the figure the gateway measured once
+// enough requests have been observed, so that traffic, not a claim, decides. The figures a
+// rig's agent reports of itself are kept apart and shown beside the measured ones; they decide
+// nothing (see docs/tiers-and-asks.md).
+//
+// The catalog's invariants:
+//   - An offering asks apart per million input and per million output tokens, and neither ask
+//     is above its tier's price in force for the same kind of token when it is listed or
+//     edited, so that no request pays a provider more than its customer paid. An offering that
+//     a later price change or tier move leaves above its tier's price stays listed to its
+//     provider, who is told why, but the public catalog does not show it and routing does not
+//     send it traffic (Price.Covers is the rule both apply).
+//   - A listing's agent URL is checked against the platform's rig address policy (package
+//     rigaddr): http(s) with a host only, never a cloud metadata address, and no internal
+//     address unless the platform allows it.
+//
 // Prices are integers of micro-dollars per million tokens; nothing here is a float of money.
 package catalog
 
 import (
-	"github.com/gpumarket/gpumarket/services/money"
 	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/rigaddr"
 )
 
-// MinMeasuredRequests is how many observed requests replace a provider's claimed figures.
+// MinMeasuredRequests is how many observed requests replace a provider's claimed figures; a rig's
+// own reports over fewer are not compared with the gateway's.
 const MinMeasuredRequests = 100
 
 // Status is where an offering stands in its listing.
@@ -37,7 +54,8 @@ type Offering struct {
 	GPUMemoryGB          int            `json:"gpu_memory_gb"`
 	Region               string         `json:"region"`
 	Model                string         `json:"model"`
-	Ask                  money.MicroUSD `json:"ask_usd_per_mtok"`
+	AskInput             money.MicroUSD `json:"ask_input_usd_per_mtok"`
+	AskOutput            money.MicroUSD `json:"ask_output_usd_per_mtok"`
 	AgentURL             string         `json:"agent_url,omitempty"`
 	ClaimedTTFTP50Ms     *float64       `json:"claimed_ttft_p50_ms"`
 	ClaimedTTFTP99Ms     *float64       `json:"claimed_ttft_p99_ms"`
@@ -46,11 +64,17 @@ type Offering struct {
 	MeasuredTTFTP50Ms    *float64       `json:"measured_ttft_p50_ms"`
 	MeasuredTTFTP99Ms    *float64       `json:"measured_ttft_p99_ms"`
 	MeasuredTokensPerSec *float64       `json:"measured_tokens_per_second"`
-	Tier                 Tier           `json:"tier"`
-	Status               Status         `json:"status"`
-	Source               string         `json:"source,omitempty"`
-	CreatedAt            time.Time      `json:"created_at"`
-	UpdatedAt            time.Time      `json:"updated_at"`
+	// The rig's own figures, from its usage events: shown beside the measured ones, never used
+	// to place or route the offering.
+	ReportedRequests     int64     `json:"reported_requests"`
+	ReportedTTFTP50Ms    *float64  `json:"reported_ttft_p50_ms"`
+	ReportedTTFTP99Ms    *float64  `json:"reported_ttft_p99_ms"`
+	ReportedTokensPerSec *float64  `json:"reported_tokens_per_second"`
+	Tier                 Tier      `json:"tier"`
+	Status               Status    `json:"status"`
+	Source               string    `json:"source,omitempty"`
+	CreatedAt            time.Time `json:"created_at"`
+	UpdatedAt            time.Time `json:"updated_at"`
 }
 
 // Measured reports whether enough traffic has been observed to show measured figures.
@@ -95,16 +119,32 @@ func (o Offering) Footprint() (Footprint, bool) {
 	return EstimateFootprint(gpu, o.GPUCount, *tps, region), true
 }
 
+// BlendedAsk is what the offering earns per million tokens at the benchmark's mix, half input and
+// half output: (AskInput + AskOutput) / 2, rounded up to the micro-dollar, so that it is at most a
+// whole cap exactly when the two asks sum to at most twice the cap. The catalog sorts by it and
+// its max price filter compares it.
+func (o Offering) BlendedAsk() money.MicroUSD { return (o.AskInput + o.AskOutput + 1) / 2 }
+
+// Config configures a Service.
+type Config struct {
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Rigs is where listings may point their agent URL; the zero value allows public addresses
+	// only. `gpumarket dev` allows this machine's (rigaddr.Policy.Development).
+	Rigs rigaddr.Policy
+}
+
 // Service is the catalog on PostgreSQL.
 type Service struct {
 	pool *pgxpool.Pool
 	now  func() time.Time
+	rigs rigaddr.Policy
 }
 
-// NewService returns the catalog service on the given clock (nil means time.Now).
-func NewService(pool *pgxpool.Pool, now func() time.Time) *Service {
-	if now == nil {
-		now = time.Now
+// NewService returns the catalog service.
+func NewService(pool *pgxpool.Pool, cfg Config) *Service {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
-	return &Service{pool: pool, now: now}
+	return &Service{pool: pool, now: cfg.Now, rigs: cfg.Rigs}
 }

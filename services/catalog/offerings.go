@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
+	"net/netip"
 	"regexp"
 	"sort"
 	"strings"
@@ -14,21 +14,25 @@ import (
 
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/rigaddr"
 )
 
 const offeringColumns = `o.id, o.provider_account_id, a.name, o.gpu, o.gpu_count, o.region, o.model,
-	o.ask_micro_usd_per_mtok, o.agent_url, o.claimed_ttft_p50_ms, o.claimed_ttft_p99_ms, o.claimed_tokens_per_sec,
+	o.ask_input_micro_usd_per_mtok, o.ask_output_micro_usd_per_mtok, o.agent_url,
+	o.claimed_ttft_p50_ms, o.claimed_ttft_p99_ms, o.claimed_tokens_per_sec,
 	o.measured_requests, o.measured_ttft_p50_ms, o.measured_ttft_p99_ms, o.measured_tokens_per_sec,
+	o.reported_requests, o.reported_ttft_p50_ms, o.reported_ttft_p99_ms, o.reported_tokens_per_sec,
 	o.tier, o.status, o.source, o.created_at, o.updated_at`
 
 func scanOffering(row pgx.CollectableRow) (Offering, error) {
 	var o Offering
-	var ask int64
+	var askIn, askOut int64
 	err := row.Scan(&o.ID, &o.ProviderAccountID, &o.ProviderName, &o.GPU, &o.GPUCount, &o.Region, &o.Model,
-		&ask, &o.AgentURL, &o.ClaimedTTFTP50Ms, &o.ClaimedTTFTP99Ms, &o.ClaimedTokensPerSec,
+		&askIn, &askOut, &o.AgentURL, &o.ClaimedTTFTP50Ms, &o.ClaimedTTFTP99Ms, &o.ClaimedTokensPerSec,
 		&o.MeasuredRequests, &o.MeasuredTTFTP50Ms, &o.MeasuredTTFTP99Ms, &o.MeasuredTokensPerSec,
+		&o.ReportedRequests, &o.ReportedTTFTP50Ms, &o.ReportedTTFTP99Ms, &o.ReportedTokensPerSec,
 		&o.Tier, &o.Status, &o.Source, &o.CreatedAt, &o.UpdatedAt)
-	o.Ask = money.MicroUSD(ask)
+	o.AskInput, o.AskOutput = money.MicroUSD(askIn), money.MicroUSD(askOut)
 	if g, ok := GPUBySKU(o.GPU); ok {
 		o.GPUName = g.Name
 		o.GPUMemoryGB = g.VRAMGB * o.GPUCount
@@ -40,7 +44,7 @@ func scanOffering(row pgx.CollectableRow) (Offering, error) {
 type Sort string
 
 const (
-	SortPrice      Sort = "price"      // provider ask, cheapest first
+	SortPrice      Sort = "price"      // blended ask (Offering.BlendedAsk), cheapest first
 	SortLatency    Sort = "latency"    // P99 time to first token, fastest first
 	SortThroughput Sort = "throughput" // tokens per second, highest first
 	SortCarbon     Sort = "carbon"     // gCO2e per million tokens, lowest first
@@ -54,7 +58,7 @@ type ListInput struct {
 	Tier     Tier
 	Model    string
 	Region   string
-	MaxAsk   money.MicroUSD // per million tokens
+	MaxAsk   money.MicroUSD // caps the blended ask (Offering.BlendedAsk), per million tokens
 	MaxP99Ms float64
 	Sort     Sort
 }
@@ -81,10 +85,15 @@ func (in ListInput) Validate() error {
 	return fe.Err()
 }
 
-// List returns the active offerings that match the filters, in the chosen order.
+// List returns the public catalog: the active offerings whose tier's price in force covers their
+// asks (Offering.Priced), that match the filters, in the chosen order.
 func (s *Service) List(ctx context.Context, in ListInput) (_ []Offering, err error) {
 	defer services.Wrap(&err, "catalog.List")
 	if err := in.Validate(); err != nil {
+		return nil, err
+	}
+	prices, err := s.CurrentPrices(ctx)
+	if err != nil {
 		return nil, err
 	}
 	where := []string{"o.status = 'active'"}
@@ -103,12 +112,13 @@ func (s *Service) List(ctx context.Context, in ListInput) (_ []Offering, err err
 		add("o.region = $%d", in.Region)
 	}
 	if in.MaxAsk > 0 {
-		add("o.ask_micro_usd_per_mtok <= $%d", int64(in.MaxAsk))
+		// BlendedAsk <= MaxAsk, exactly: the asks sum to at most twice the cap.
+		add("o.ask_input_micro_usd_per_mtok + o.ask_output_micro_usd_per_mtok <= 2 * $%d::bigint", int64(in.MaxAsk))
 	}
 	rows, err := s.pool.Query(ctx, `SELECT `+offeringColumns+`
 		FROM offerings o JOIN accounts a ON a.id = o.provider_account_id
 		WHERE `+strings.Join(where, " AND ")+`
-		ORDER BY o.ask_micro_usd_per_mtok, o.id`, args...)
+		ORDER BY o.ask_input_micro_usd_per_mtok + o.ask_output_micro_usd_per_mtok, o.id`, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -118,6 +128,9 @@ func (s *Service) List(ctx context.Context, in ListInput) (_ []Offering, err err
 	}
 	out := all[:0]
 	for _, o := range all {
+		if !o.Priced(prices) {
+			continue
+		}
 		if in.MaxP99Ms > 0 {
 			p := o.TTFTP99Ms()
 			if p == nil || *p > in.MaxP99Ms {
@@ -147,7 +160,7 @@ func sortOfferings(os []Offering, by Sort) {
 				return f.GCO2ePerMTok, true
 			}
 		default:
-			return float64(o.Ask), true
+			return float64(o.AskInput + o.AskOutput), true
 		}
 		return 0, false
 	}
@@ -161,14 +174,44 @@ func sortOfferings(os []Offering, by Sort) {
 	})
 }
 
-// Models lists the distinct models of active offerings, for filters.
+// Models lists the distinct models of the public catalog, for filters.
 func (s *Service) Models(ctx context.Context) (_ []string, err error) {
 	defer services.Wrap(&err, "catalog.Models")
-	rows, err := s.pool.Query(ctx, `SELECT DISTINCT model FROM offerings WHERE status = 'active' ORDER BY model`)
+	listed, err := s.List(ctx, ListInput{})
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, pgx.RowTo[string])
+	var out []string
+	for _, o := range listed {
+		out = append(out, o.Model)
+	}
+	sort.Strings(out)
+	return compactStrings(out), nil
+}
+
+func compactStrings(sorted []string) []string {
+	out := sorted[:0]
+	for i, s := range sorted {
+		if i == 0 || s != sorted[i-1] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// ListActive returns every active offering with an agent URL, whatever its asks: routing holds
+// them all and applies the price in force itself, at the moment it routes, so that a scheduled
+// price change or a tier move takes effect there without waiting for a reload.
+func (s *Service) ListActive(ctx context.Context) (_ []Offering, err error) {
+	defer services.Wrap(&err, "catalog.ListActive")
+	rows, err := s.pool.Query(ctx, `SELECT `+offeringColumns+`
+		FROM offerings o JOIN accounts a ON a.id = o.provider_account_id
+		WHERE o.status = 'active' AND o.agent_url <> ''
+		ORDER BY o.id`)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, scanOffering)
 }
 
 // Get returns one listed (not delisted) offering.
@@ -198,7 +241,8 @@ type ListingInput struct {
 	GPUCount            int            `json:"gpu_count"`
 	Region              string         `json:"region"`
 	Model               string         `json:"model"`
-	Ask                 money.MicroUSD `json:"ask_usd_per_mtok"`
+	AskInput            money.MicroUSD `json:"ask_input_usd_per_mtok"`
+	AskOutput           money.MicroUSD `json:"ask_output_usd_per_mtok"`
 	AgentURL            string         `json:"agent_url"`
 	ClaimedTTFTP50Ms    *float64       `json:"claimed_ttft_p50_ms"`
 	ClaimedTTFTP99Ms    *float64       `json:"claimed_ttft_p99_ms"`
@@ -207,9 +251,20 @@ type ListingInput struct {
 
 var modelName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$`)
 
-// Validate checks every field and reports all problems at once.
+// anyNetwork is the rig address policy that allows every network: with it, CheckURL checks
+// what every platform refuses (the URL's shape, metadata addresses), and the Service then applies
+// its own policy.
+var anyNetwork = rigaddr.Policy{Development: true}
+
+// Validate checks every field on its own, without the platform's policies, and reports all
+// problems at once; Create and Update check the rest (see Service.check).
 func (in *ListingInput) Validate() error {
 	fe := services.FieldErrors{}
+	in.validate(fe)
+	return fe.Err()
+}
+
+func (in *ListingInput) validate(fe services.FieldErrors) {
 	if _, ok := GPUBySKU(in.GPU); !ok {
 		fe.Add("gpu", "Choose a GPU model from the list.")
 	}
@@ -223,14 +278,19 @@ func (in *ListingInput) Validate() error {
 	if !modelName.MatchString(in.Model) {
 		fe.Add("model", "Name the model as its repository does, like meta-llama/Meta-Llama-3-8B-Instruct (letters, digits, . _ - /).")
 	}
-	if in.Ask <= 0 {
-		fe.Add("ask_usd_per_mtok", "Set an ask above $0 per million tokens.")
-	} else if in.Ask > 1000*1_000_000 {
-		fe.Add("ask_usd_per_mtok", "Asks above $1,000 per million tokens are not accepted.")
+	for _, a := range []struct {
+		field, kind string
+		ask         money.MicroUSD
+	}{{FieldAskInput, "input", in.AskInput}, {FieldAskOutput, "output", in.AskOutput}} {
+		if a.ask <= 0 {
+			fe.Add(a.field, "Set an ask above $0 per million "+a.kind+" tokens.")
+		} else if a.ask > maxAsk {
+			fe.Add(a.field, "Asks above $1,000 per million tokens are not accepted.")
+		}
 	}
 	in.AgentURL = strings.TrimSpace(in.AgentURL)
-	if u, err := url.Parse(in.AgentURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		fe.Add("agent_url", "Give the full URL where your agent listens, like https://rig1.example.com:8443.")
+	if _, err := anyNetwork.CheckURL(in.AgentURL); err != nil {
+		fe.Add("agent_url", agentURLProblem(err))
 	}
 	positive := func(field string, v *float64, max float64) {
 		if v != nil && (*v <= 0 || *v > max) {
@@ -242,6 +302,48 @@ func (in *ListingInput) Validate() error {
 	positive("claimed_tokens_per_second", in.ClaimedTokensPerSec, 1_000_000)
 	if in.ClaimedTTFTP50Ms != nil && in.ClaimedTTFTP99Ms != nil && *in.ClaimedTTFTP50Ms > *in.ClaimedTTFTP99Ms {
 		fe.Add("claimed_ttft_p99_ms", "P99 cannot be below P50.")
+	}
+}
+
+// agentURLProblem turns rigaddr's refusal into what the provider should fix.
+func agentURLProblem(err error) string {
+	reason := strings.TrimPrefix(err.Error(), rigaddr.ErrRefused.Error()+": ")
+	if reason != "" {
+		// A sentence starts with a capital, unless it starts with the address refused.
+		if first, _, _ := strings.Cut(reason, " "); !isAddr(first) {
+			reason = strings.ToUpper(reason[:1]) + reason[1:]
+		}
+		reason += ". "
+	}
+	return reason + "Give only the scheme, host and port where your agent listens, like https://rig1.example.com:8443."
+}
+
+func isAddr(s string) bool {
+	_, err := netip.ParseAddr(s)
+	return err == nil
+}
+
+// check validates a listing that will sit in tier: every rule of Validate, the platform's rig
+// address policy, and its asks against the tier's price in force (AskProblems), all problems at
+// once.
+func (s *Service) check(ctx context.Context, in *ListingInput, tier Tier) error {
+	fe := services.FieldErrors{}
+	in.validate(fe)
+	if _, bad := fe["agent_url"]; !bad {
+		if _, err := s.rigs.CheckURL(in.AgentURL); err != nil {
+			fe.Add("agent_url", agentURLProblem(err))
+		}
+	}
+	_, badIn := fe[FieldAskInput]
+	_, badOut := fe[FieldAskOutput]
+	if !badIn && !badOut {
+		prices, err := s.CurrentPrices(ctx)
+		if err != nil {
+			return err
+		}
+		for field, problem := range AskProblems(tier, prices, in.AskInput, in.AskOutput) {
+			fe.Add(field, problem)
+		}
 	}
 	return fe.Err()
 }
@@ -255,21 +357,23 @@ func (in ListingInput) claimedTier() Tier {
 	return TierForP99(*in.ClaimedTTFTP99Ms)
 }
 
-// Create lists a new rig for the provider account.
+// Create lists a new rig for the provider account, in the tier its claims place it.
 func (s *Service) Create(ctx context.Context, providerAccountID string, in ListingInput) (_ Offering, err error) {
 	defer services.Wrap(&err, "catalog.Create")
-	if err := in.Validate(); err != nil {
+	tier := in.claimedTier()
+	if err := s.check(ctx, &in, tier); err != nil {
 		return Offering{}, err
 	}
 	now := s.now().UTC()
 	var id string
 	err = s.pool.QueryRow(ctx, `
-		INSERT INTO offerings (provider_account_id, gpu, gpu_count, region, model, ask_micro_usd_per_mtok, agent_url,
+		INSERT INTO offerings (provider_account_id, gpu, gpu_count, region, model,
+			ask_input_micro_usd_per_mtok, ask_output_micro_usd_per_mtok, agent_url,
 			claimed_ttft_p50_ms, claimed_ttft_p99_ms, claimed_tokens_per_sec, tier, status, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'active', $12, $12)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'active', $13, $13)
 		RETURNING id`,
-		providerAccountID, in.GPU, in.GPUCount, in.Region, in.Model, int64(in.Ask), in.AgentURL,
-		in.ClaimedTTFTP50Ms, in.ClaimedTTFTP99Ms, in.ClaimedTokensPerSec, string(in.claimedTier()), now,
+		providerAccountID, in.GPU, in.GPUCount, in.Region, in.Model, int64(in.AskInput), int64(in.AskOutput), in.AgentURL,
+		in.ClaimedTTFTP50Ms, in.ClaimedTTFTP99Ms, in.ClaimedTokensPerSec, string(tier), now,
 	).Scan(&id)
 	if err != nil {
 		return Offering{}, err
@@ -277,26 +381,45 @@ func (s *Service) Create(ctx context.Context, providerAccountID string, in Listi
 	return s.one(ctx, `o.id = $1`, id)
 }
 
-// Update edits a provider's own listed rig. Another provider's rig is not found.
+// Update edits a provider's own listed rig. Another provider's rig is not found. The tier is
+// recomputed from the new claims unless traffic has measured it, and the asks are checked
+// against the tier the rig will be in.
 func (s *Service) Update(ctx context.Context, providerAccountID, id string, in ListingInput) (_ Offering, err error) {
 	defer services.Wrap(&err, "catalog.Update(%s)", id)
-	if err := in.Validate(); err != nil {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
 		return Offering{}, err
 	}
-	// The claimed tier is recomputed from the new claims unless traffic has measured it.
-	tag, err := s.pool.Exec(ctx, `
-		UPDATE offerings SET gpu = $3, gpu_count = $4, region = $5, model = $6, ask_micro_usd_per_mtok = $7,
-			agent_url = $8, claimed_ttft_p50_ms = $9, claimed_ttft_p99_ms = $10, claimed_tokens_per_sec = $11,
-			tier = CASE WHEN measured_requests >= $13 AND measured_ttft_p99_ms IS NOT NULL THEN tier ELSE $12 END,
-			updated_at = $14
-		WHERE id = $1 AND provider_account_id = $2 AND status <> 'delisted'`,
-		id, providerAccountID, in.GPU, in.GPUCount, in.Region, in.Model, int64(in.Ask), in.AgentURL,
-		in.ClaimedTTFTP50Ms, in.ClaimedTTFTP99Ms, in.ClaimedTokensPerSec, string(in.claimedTier()),
-		MinMeasuredRequests, s.now().UTC())
-	if isInvalidText(err) || (err == nil && tag.RowsAffected() == 0) {
+	defer func() { _ = tx.Rollback(ctx) }()
+	var measured bool
+	var tier Tier
+	// The row is locked so that routing's flush cannot move its tier between the check and the write.
+	err = tx.QueryRow(ctx, `SELECT measured_requests >= $3 AND measured_ttft_p99_ms IS NOT NULL, tier FROM offerings
+		WHERE id = $1 AND provider_account_id = $2 AND status <> 'delisted' FOR UPDATE`,
+		id, providerAccountID, MinMeasuredRequests).Scan(&measured, &tier)
+	if errors.Is(err, pgx.ErrNoRows) || isInvalidText(err) {
 		return Offering{}, errNotFound
 	}
 	if err != nil {
+		return Offering{}, err
+	}
+	if !measured {
+		tier = in.claimedTier()
+	}
+	if err := s.check(ctx, &in, tier); err != nil {
+		return Offering{}, err
+	}
+	if _, err := tx.Exec(ctx, `
+		UPDATE offerings SET gpu = $2, gpu_count = $3, region = $4, model = $5,
+			ask_input_micro_usd_per_mtok = $6, ask_output_micro_usd_per_mtok = $7,
+			agent_url = $8, claimed_ttft_p50_ms = $9, claimed_ttft_p99_ms = $10, claimed_tokens_per_sec = $11,
+			tier = $12, updated_at = $13
+		WHERE id = $1`,
+		id, in.GPU, in.GPUCount, in.Region, in.Model, int64(in.AskInput), int64(in.AskOutput), in.AgentURL,
+		in.ClaimedTTFTP50Ms, in.ClaimedTTFTP99Ms, in.ClaimedTokensPerSec, string(tier), s.now().UTC()); err != nil {
+		return Offering{}, err
+	}
+	if err := tx.Commit(ctx); err != nil {
 		return Offering{}, err
 	}
 	return s.Own(ctx, providerAccountID, id)
@@ -356,29 +479,41 @@ type SeedInput struct {
 }
 
 // EnsureSeeded lists the offering under seedKey unless it exists; running it twice changes
-// nothing. Its tier follows the measured P99.
+// nothing. Its tier follows the measured P99, and the listing is checked as Create checks one.
 func (s *Service) EnsureSeeded(ctx context.Context, providerAccountID, seedKey string, in SeedInput) (_ Offering, err error) {
 	defer services.Wrap(&err, "catalog.EnsureSeeded(%s)", seedKey)
-	if err := in.Listing.Validate(); err != nil {
+	tier := TierForP99(in.MeasuredTTFTP99Ms)
+	if err := s.check(ctx, &in.Listing, tier); err != nil {
 		return Offering{}, err
 	}
 	now := s.now().UTC()
 	l := in.Listing
 	_, err = s.pool.Exec(ctx, `
-		INSERT INTO offerings (provider_account_id, gpu, gpu_count, region, model, ask_micro_usd_per_mtok, agent_url,
+		INSERT INTO offerings (provider_account_id, gpu, gpu_count, region, model,
+			ask_input_micro_usd_per_mtok, ask_output_micro_usd_per_mtok, agent_url,
 			claimed_ttft_p50_ms, claimed_ttft_p99_ms, claimed_tokens_per_sec,
 			measured_requests, measured_ttft_p50_ms, measured_ttft_p99_ms, measured_tokens_per_sec,
 			tier, status, source, seed_key, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, 'active', $16, $17, $18, $18)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 'active', $17, $18, $19, $19)
 		ON CONFLICT (seed_key) DO NOTHING`,
-		providerAccountID, l.GPU, l.GPUCount, l.Region, l.Model, int64(l.Ask), l.AgentURL,
+		providerAccountID, l.GPU, l.GPUCount, l.Region, l.Model, int64(l.AskInput), int64(l.AskOutput), l.AgentURL,
 		l.ClaimedTTFTP50Ms, l.ClaimedTTFTP99Ms, l.ClaimedTokensPerSec,
 		in.MeasuredRequests, in.MeasuredTTFTP50Ms, in.MeasuredTTFTP99Ms, in.MeasuredTPS,
-		string(TierForP99(in.MeasuredTTFTP99Ms)), in.Source, seedKey, now)
+		string(tier), in.Source, seedKey, now)
 	if err != nil {
 		return Offering{}, err
 	}
 	return s.one(ctx, `o.seed_key = $1`, seedKey)
+}
+
+// PauseSeeded pauses the active offering listed under seedKey, if there is one, and reports
+// whether it did: seed data that should no longer take traffic leaves the catalog and routing,
+// its history kept.
+func (s *Service) PauseSeeded(ctx context.Context, seedKey string) (paused bool, err error) {
+	defer services.Wrap(&err, "catalog.PauseSeeded(%s)", seedKey)
+	tag, err := s.pool.Exec(ctx, `UPDATE offerings SET status = 'paused', updated_at = $2
+		WHERE seed_key = $1 AND status = 'active'`, seedKey, s.now().UTC())
+	return err == nil && tag.RowsAffected() == 1, err
 }
 
 func isUniqueViolation(err error) bool {

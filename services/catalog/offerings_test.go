@@ -9,13 +9,24 @@ import (
 	"github.com/gpumarket/gpumarket/db/dbtest"
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/rigaddr"
 )
 
+// setup returns a catalog on a fresh database with the default price book in force since the
+// month before its clock's 2026-11-30 12:00, with the production rig address policy.
 func setup(t *testing.T) (*Service, context.Context, func(name string) string) {
+	t.Helper()
+	return setupWith(t, rigaddr.Policy{})
+}
+
+func setupWith(t *testing.T, rigs rigaddr.Policy) (*Service, context.Context, func(name string) string) {
 	t.Helper()
 	pool := dbtest.New(t)
 	ctx := context.Background()
-	s := NewService(pool, func() time.Time { return time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC) })
+	s := NewService(pool, Config{Now: func() time.Time { return time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC) }, Rigs: rigs})
+	if err := s.EnsureDefaultPrices(ctx, time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)); err != nil {
+		t.Fatal(err)
+	}
 	newAccount := func(name string) string {
 		var id string
 		if err := pool.QueryRow(ctx, `INSERT INTO accounts (name, created_at) VALUES ($1, now()) RETURNING id`, name).Scan(&id); err != nil {
@@ -28,8 +39,10 @@ func setup(t *testing.T) (*Service, context.Context, func(name string) string) {
 
 func f(v float64) *float64 { return &v }
 
+// rig is a listing asking ask per million input tokens and twice that per million output tokens,
+// the default price book's ratio.
 func rig(model string, ask money.MicroUSD, p99 *float64) ListingInput {
-	return ListingInput{GPU: "rtx-4090", GPUCount: 4, Region: "eu", Model: model, Ask: ask,
+	return ListingInput{GPU: "rtx-4090", GPUCount: 4, Region: "eu", Model: model, AskInput: ask, AskOutput: 2 * ask,
 		AgentURL: "https://rig.example.com:8443", ClaimedTTFTP99Ms: p99, ClaimedTokensPerSec: f(1858.57)}
 }
 
@@ -42,7 +55,7 @@ func TestListingFollowsItsClaimedTier(t *testing.T) {
 		want Tier
 	}{{f(40), TierRealtime}, {f(448.04), TierStandard}, {f(871), TierBatch}, {nil, TierBatch}}
 	for _, c := range cases {
-		o, err := s.Create(ctx, p, rig("m", 100_000, c.p99))
+		o, err := s.Create(ctx, p, rig("m", 50_000, c.p99))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -56,14 +69,14 @@ func TestInvalidListingSavesNothing(t *testing.T) {
 	t.Parallel()
 	s, ctx, newAccount := setup(t)
 	p := newAccount("Fjord")
-	in := ListingInput{GPU: "gtx-1080", GPUCount: 9, Region: "mars", Model: "bad model:tier", Ask: 0, AgentURL: "ftp://x",
-		ClaimedTTFTP50Ms: f(500), ClaimedTTFTP99Ms: f(100)}
+	in := ListingInput{GPU: "gtx-1080", GPUCount: 9, Region: "mars", Model: "bad model:tier", AskInput: 0, AskOutput: -1,
+		AgentURL: "ftp://x", ClaimedTTFTP50Ms: f(500), ClaimedTTFTP99Ms: f(100)}
 	_, err := s.Create(ctx, p, in)
 	var ae *services.Error
 	if !errors.As(err, &ae) || ae.Code != services.CodeInvalid {
 		t.Fatalf("Create = %v, want invalid", err)
 	}
-	for _, field := range []string{"gpu", "gpu_count", "region", "model", "ask_usd_per_mtok", "agent_url", "claimed_ttft_p99_ms"} {
+	for _, field := range []string{"gpu", "gpu_count", "region", "model", FieldAskInput, FieldAskOutput, "agent_url", "claimed_ttft_p99_ms"} {
 		if ae.Fields[field] == "" {
 			t.Errorf("no message for %s: %v", field, ae.Fields)
 		}
@@ -97,7 +110,7 @@ func TestProvidersSeeAndChangeOnlyTheirOwnRigs(t *testing.T) {
 	notFound("malformed id", err)
 
 	got, err := s.Own(ctx, fjord, o.ID)
-	if err != nil || got.Ask != 100_000 || got.Status != StatusActive {
+	if err != nil || got.AskInput != 100_000 || got.AskOutput != 200_000 || got.Status != StatusActive {
 		t.Fatalf("the owner's rig changed: %+v %v", got, err)
 	}
 }
@@ -130,7 +143,7 @@ func TestPauseEditDelist(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if up.Model != "m2" || up.Ask != 90_000 || up.Tier != TierRealtime || up.Status != StatusPaused {
+	if up.Model != "m2" || up.AskInput != 90_000 || up.AskOutput != 180_000 || up.Tier != TierRealtime || up.Status != StatusPaused {
 		t.Fatalf("after edit: %+v", up)
 	}
 	if err := s.SetStatus(ctx, p, o.ID, StatusActive); err != nil {
@@ -154,16 +167,18 @@ func TestListFiltersAndSorts(t *testing.T) {
 	t.Parallel()
 	s, ctx, newAccount := setup(t)
 	p := newAccount("Fjord")
-	mk := func(model, region string, ask money.MicroUSD, p99, tps float64, gpu string, n int) {
-		in := ListingInput{GPU: gpu, GPUCount: n, Region: region, Model: model, Ask: ask,
-			AgentURL: "http://10.0.0.1:9000", ClaimedTTFTP99Ms: f(p99), ClaimedTokensPerSec: f(tps)}
+	mk := func(model, region string, askIn, askOut money.MicroUSD, p99, tps float64, gpu string, n int) {
+		in := ListingInput{GPU: gpu, GPUCount: n, Region: region, Model: model, AskInput: askIn, AskOutput: askOut,
+			AgentURL: "https://rig.example.com:9000", ClaimedTTFTP99Ms: f(p99), ClaimedTokensPerSec: f(tps)}
 		if _, err := s.Create(ctx, p, in); err != nil {
 			t.Fatal(err)
 		}
 	}
-	mk("a", "eu", 300_000, 30, 3000, "h100-pcie", 1)
-	mk("a", "no", 150_000, 450, 1850, "rtx-4090", 4)
-	mk("b", "us", 90_000, 800, 1500, "rtx-4090", 2)
+	// Blended asks: $0.30, $0.15 and $0.09 (the batch one asks more per input token than the standard
+	// one, and less per output token: the blend orders them).
+	mk("a", "eu", 200_000, 400_000, 30, 3000, "h100-pcie", 1)
+	mk("a", "no", 50_000, 250_000, 450, 1850, "rtx-4090", 4)
+	mk("b", "us", 60_000, 120_001, 800, 1500, "rtx-4090", 2)
 
 	ids := func(in ListInput) []string {
 		l, err := s.List(ctx, in)
@@ -194,6 +209,8 @@ func TestListFiltersAndSorts(t *testing.T) {
 	check("model", ids(ListInput{Model: "a"}), "a/no", "a/eu")
 	check("region", ids(ListInput{Region: "us"}), "b/us")
 	check("max ask", ids(ListInput{MaxAsk: 150_000}), "b/us", "a/no")
+	check("max ask, the blend rounded up", ids(ListInput{MaxAsk: 90_000}))
+	check("max ask at the blend", ids(ListInput{MaxAsk: 90_001}), "b/us")
 	check("max p99", ids(ListInput{MaxP99Ms: 500}), "a/no", "a/eu")
 	check("latency", ids(ListInput{Sort: SortLatency}), "a/eu", "a/no", "b/us")
 	check("throughput", ids(ListInput{Sort: SortThroughput}), "a/eu", "a/no", "b/us")
@@ -209,22 +226,22 @@ func TestMeasuredFiguresReplaceClaims(t *testing.T) {
 	t.Parallel()
 	s, ctx, newAccount := setup(t)
 	p := newAccount("Fjord")
-	o, err := s.EnsureSeeded(ctx, p, "k", SeedInput{Listing: rig("m", 100_000, f(40)), MeasuredRequests: 200,
+	o, err := s.EnsureSeeded(ctx, p, "k", SeedInput{Listing: rig("m", 50_000, f(40)), MeasuredRequests: 200,
 		MeasuredTTFTP50Ms: 300, MeasuredTTFTP99Ms: 802.63, MeasuredTPS: 1500.34, Source: "bench"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The provider claimed 40 ms; traffic measured 803 ms: traffic decides (FIELD-CASES 17).
+	// The provider claimed 40 ms; traffic measured 803 ms: traffic decides.
 	if o.Tier != TierBatch || o.FiguresBasis() != "measured over 200 requests" || *o.TTFTP99Ms() != 802.63 {
 		t.Fatalf("tier %s basis %q p99 %v", o.Tier, o.FiguresBasis(), *o.TTFTP99Ms())
 	}
 	// An edit of the claims does not move a measured offering's tier.
-	up, err := s.Update(ctx, p, o.ID, rig("m", 100_000, f(20)))
+	up, err := s.Update(ctx, p, o.ID, rig("m", 50_000, f(20)))
 	if err != nil || up.Tier != TierBatch {
 		t.Fatalf("after editing claims: tier %s, %v", up.Tier, err)
 	}
 	again, err := s.EnsureSeeded(ctx, p, "k", SeedInput{Listing: rig("m", 1, f(1)), MeasuredTTFTP99Ms: 1})
-	if err != nil || again.ID != o.ID || again.Ask != 100_000 {
+	if err != nil || again.ID != o.ID || again.AskInput != 50_000 || again.AskOutput != 100_000 {
 		t.Fatalf("seeding twice changed the offering: %+v %v", again, err)
 	}
 }
@@ -232,10 +249,7 @@ func TestMeasuredFiguresReplaceClaims(t *testing.T) {
 func TestPricesTakeEffectFromTheirDate(t *testing.T) {
 	t.Parallel()
 	s, ctx, _ := setup(t)
-	start := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
-	if err := s.EnsureDefaultPrices(ctx, start); err != nil {
-		t.Fatal(err)
-	}
+	start := time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC) // as setup made the defaults
 	if err := s.EnsureDefaultPrices(ctx, start.AddDate(0, 0, 5)); err != nil {
 		t.Fatal(err)
 	}
@@ -272,9 +286,6 @@ func TestSchedulePriceIsNeverRetroactive(t *testing.T) {
 		RETURNING id`).Scan(&finance); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.EnsureDefaultPrices(ctx, now.AddDate(0, -1, 0)); err != nil {
-		t.Fatal(err)
-	}
 	_, err := s.SchedulePrice(ctx, finance, ScheduleInput{Tier: TierBatch, Input: 1, Output: 2, EffectiveFrom: now.Add(-time.Second)})
 	if services.ErrorCode(err) != services.CodeInvalid {
 		t.Fatalf("a retroactive change: %v", err)
@@ -286,7 +297,7 @@ func TestSchedulePriceIsNeverRetroactive(t *testing.T) {
 	if _, err := s.SchedulePrice(ctx, finance, ScheduleInput{Tier: TierBatch, Input: 1, Output: 1, EffectiveFrom: from}); services.ErrorCode(err) != services.CodeConflict {
 		t.Fatalf("two changes at one moment: %v", err)
 	}
-	// FIELD-CASES 16: usage before the change keeps the old price.
+	// Usage before the change keeps the old price.
 	before, _ := s.PricesAt(ctx, from.Add(-time.Millisecond))
 	after, _ := s.PricesAt(ctx, from)
 	if before[TierBatch].Input != DefaultPrices[2].Input || after[TierBatch].Input != 70_000 {

@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"context"
+	"sort"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -10,8 +11,10 @@ import (
 	"github.com/gpumarket/gpumarket/services/money"
 )
 
-// Price is what a customer pays per million tokens in a tier, from a date on.
+// Price is what a customer pays per million tokens in a tier, from a date on: one row of the
+// price book, which a route ticket names by ID.
 type Price struct {
+	ID            int64          `json:"id"`
 	Tier          Tier           `json:"tier"`
 	Input         money.MicroUSD `json:"input_usd_per_mtok"`
 	Output        money.MicroUSD `json:"output_usd_per_mtok"`
@@ -31,19 +34,13 @@ var DefaultPrices = []Price{
 func (s *Service) PricesAt(ctx context.Context, t time.Time) (_ map[Tier]Price, err error) {
 	defer services.Wrap(&err, "catalog.PricesAt")
 	rows, err := s.pool.Query(ctx, `
-		SELECT DISTINCT ON (tier) tier, input_micro_usd_per_mtok, output_micro_usd_per_mtok, effective_from
+		SELECT DISTINCT ON (tier) id, tier, input_micro_usd_per_mtok, output_micro_usd_per_mtok, effective_from
 		FROM prices WHERE effective_from <= $1
 		ORDER BY tier, effective_from DESC`, t)
 	if err != nil {
 		return nil, err
 	}
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Price, error) {
-		var p Price
-		var in, out int64
-		err := r.Scan(&p.Tier, &in, &out, &p.EffectiveFrom)
-		p.Input, p.Output = money.MicroUSD(in), money.MicroUSD(out)
-		return p, err
-	})
+	list, err := pgx.CollectRows(rows, scanPrice)
 	if err != nil {
 		return nil, err
 	}
@@ -52,6 +49,49 @@ func (s *Service) PricesAt(ctx context.Context, t time.Time) (_ map[Tier]Price, 
 		m[p.Tier] = p
 	}
 	return m, nil
+}
+
+func scanPrice(r pgx.CollectableRow) (Price, error) {
+	var p Price
+	var in, out int64
+	err := r.Scan(&p.ID, &p.Tier, &in, &out, &p.EffectiveFrom)
+	p.Input, p.Output = money.MicroUSD(in), money.MicroUSD(out)
+	return p, err
+}
+
+// PriceBook is the whole price book: every tier's rows, oldest first.
+type PriceBook map[Tier][]Price
+
+// At returns the tier's price in force at t: the latest row effective at or before t.
+func (b PriceBook) At(tier Tier, t time.Time) (Price, bool) {
+	rows := b[tier]
+	i := sort.Search(len(rows), func(i int) bool { return rows[i].EffectiveFrom.After(t) })
+	if i == 0 {
+		return Price{}, false
+	}
+	return rows[i-1], true
+}
+
+// PriceBook returns every row of the price book, past, in force and scheduled, so that whoever
+// holds it can tell the price in force at any instant without asking again: routing does, and a
+// scheduled change takes effect there at its moment.
+func (s *Service) PriceBook(ctx context.Context) (_ PriceBook, err error) {
+	defer services.Wrap(&err, "catalog.PriceBook")
+	rows, err := s.pool.Query(ctx, `
+		SELECT id, tier, input_micro_usd_per_mtok, output_micro_usd_per_mtok, effective_from
+		FROM prices ORDER BY tier, effective_from`)
+	if err != nil {
+		return nil, err
+	}
+	list, err := pgx.CollectRows(rows, scanPrice)
+	if err != nil {
+		return nil, err
+	}
+	book := PriceBook{}
+	for _, p := range list {
+		book[p.Tier] = append(book[p.Tier], p)
+	}
+	return book, nil
 }
 
 // CurrentPrices is PricesAt now.
@@ -78,7 +118,6 @@ func (s *Service) EnsureDefaultPrices(ctx context.Context, effectiveFrom time.Ti
 // PriceChange is a row of the price book's history.
 type PriceChange struct {
 	Price
-	ID        int64     `json:"id"`
 	CreatedBy string    `json:"created_by"` // the email of who scheduled it; empty for the defaults
 	CreatedAt time.Time `json:"created_at"`
 }
@@ -131,7 +170,7 @@ func (s *Service) SchedulePrice(ctx context.Context, byUserID string, in Schedul
 	if err != nil {
 		return PriceChange{}, err
 	}
-	return PriceChange{ID: id, Price: Price{Tier: in.Tier, Input: in.Input, Output: in.Output, EffectiveFrom: in.EffectiveFrom.UTC()}, CreatedAt: now}, nil
+	return PriceChange{Price: Price{ID: id, Tier: in.Tier, Input: in.Input, Output: in.Output, EffectiveFrom: in.EffectiveFrom.UTC()}, CreatedAt: now}, nil
 }
 
 // PriceHistory lists every price of the book, latest effective first.

@@ -1,6 +1,14 @@
 // Package demo seeds the data that `make run` shows a new user: demo providers with one
-// offering per GPU configuration and model of the public benchmark, the default price book,
-// and one demo user per role. Seeding is idempotent: running it twice changes nothing.
+// offering per GPU configuration and model of the public benchmark that its tier can pay for,
+// the default price book, and one demo user per role. Seeding is idempotent: running it twice
+// changes nothing.
+//
+// A demo offering asks what its benchmark run cost per million tokens, split between input
+// and output tokens in its tier's input:output price ratio, so that at the benchmark's mix of
+// half input and half output tokens the provider earns exactly that cost (Row.Asks). A
+// configuration whose cost is above its tier's price for either kind of token would be paid
+// more than its customers pay: it is not listed, and where an earlier seed listed it, it is
+// paused (see docs/tiers-and-asks.md).
 package demo
 
 import (
@@ -62,11 +70,32 @@ type Row struct {
 	RunFile    string
 }
 
-// Ask is the benchmark's hourly price turned into an ask per million tokens with the paper's
-// formula, rounded to the micro-dollar.
-func (r Row) Ask() money.MicroUSD {
+// Cost is the benchmark's hourly price turned into a cost per million tokens, input and output
+// together, with the paper's formula, rounded to the micro-dollar.
+func (r Row) Cost() money.MicroUSD {
 	usd := catalog.USDPerMillionTokens(r.USDPerHour/float64(r.GPUCount), r.GPUCount, r.TotalTPS)
 	return money.MicroUSD(math.Round(usd * 1e6))
+}
+
+// Tier is the tier the run's measured P99 time to first token earns.
+func (r Row) Tier() catalog.Tier { return catalog.TierForP99(r.TTFTP99Ms) }
+
+// Asks splits the run's cost C between input and output tokens in the ratio of the tier's
+// prices p: the input ask is 2C x input / (input + output), rounded to the nearest micro-dollar,
+// and the output ask the rest of 2C, so that half a million tokens of each earn exactly C. When
+// C is at most the tier's blended price, (input + output) / 2, both asks are within p.
+func (r Row) Asks(p catalog.Price) (input, output money.MicroUSD) {
+	twice, sum := 2*r.Cost(), p.Input+p.Output
+	if sum <= 0 {
+		return r.Cost(), r.Cost()
+	}
+	input = (twice*p.Input + sum/2) / sum
+	return input, twice - input
+}
+
+// SeedKey names the run's offering among the seeded ones.
+func (r Row) SeedKey() string {
+	return fmt.Sprintf("benchmark:%s:%dx%s", r.Model, r.GPUCount, r.GPU)
 }
 
 // owner says which demo provider lists the rig: H100 nodes in the US, small 4090 rigs in the
@@ -144,16 +173,31 @@ func Seed(ctx context.Context, acc *accounts.Service, cat *catalog.Service, now 
 	if err := cat.EnsureDefaultPrices(ctx, start); err != nil {
 		return err
 	}
+	prices, err := cat.PricesAt(ctx, now)
+	if err != nil {
+		return err
+	}
 	rows, err := Rows()
 	if err != nil {
 		return err
 	}
 	for i, r := range rows {
+		p, ok := prices[r.Tier()]
+		if !ok {
+			return fmt.Errorf("no %s price in force at %s", r.Tier(), now.Format(time.RFC3339))
+		}
+		askIn, askOut := r.Asks(p)
+		if !p.Covers(askIn, askOut) {
+			if _, err := cat.PauseSeeded(ctx, r.SeedKey()); err != nil {
+				return err
+			}
+			continue
+		}
 		email, region := r.owner()
 		p50, p99, tps := r.TTFTP50Ms, r.TTFTP99Ms, r.TotalTPS
 		in := catalog.SeedInput{
 			Listing: catalog.ListingInput{
-				GPU: r.GPU, GPUCount: r.GPUCount, Region: region, Model: r.Model, Ask: r.Ask(),
+				GPU: r.GPU, GPUCount: r.GPUCount, Region: region, Model: r.Model, AskInput: askIn, AskOutput: askOut,
 				AgentURL:         AgentURL(i),
 				ClaimedTTFTP50Ms: &p50, ClaimedTTFTP99Ms: &p99, ClaimedTokensPerSec: &tps,
 			},
@@ -163,8 +207,7 @@ func Seed(ctx context.Context, acc *accounts.Service, cat *catalog.Service, now 
 			MeasuredTPS:       r.TotalTPS,
 			Source:            fmt.Sprintf("IOG benchmark (AIBC 2025), %s, at %g requests/s", r.RunFile, r.QPS),
 		}
-		key := fmt.Sprintf("benchmark:%s:%dx%s", r.Model, r.GPUCount, r.GPU)
-		if _, err := cat.EnsureSeeded(ctx, users[email].AccountID, key, in); err != nil {
+		if _, err := cat.EnsureSeeded(ctx, users[email].AccountID, r.SeedKey(), in); err != nil {
 			return err
 		}
 	}

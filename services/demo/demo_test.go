@@ -10,6 +10,8 @@ import (
 	"github.com/gpumarket/gpumarket/db/dbtest"
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/rigaddr"
 )
 
 func TestSeedIsIdempotentAndFillsEveryTier(t *testing.T) {
@@ -20,7 +22,7 @@ func TestSeedIsIdempotentAndFillsEveryTier(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat := catalog.NewService(pool, nil)
+	cat := catalog.NewService(pool, catalog.Config{Rigs: rigaddr.Policy{Development: true}})
 	now := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
 
 	counts := func() [4]int {
@@ -42,9 +44,8 @@ func TestSeedIsIdempotentAndFillsEveryTier(t *testing.T) {
 	if second := counts(); second != first {
 		t.Fatalf("seeding twice changed the data: %v then %v", first, second)
 	}
-	rows, _ := Rows()
-	if first[1] != len(Logins) || first[2] != len(rows) || first[3] != 3 {
-		t.Fatalf("accounts, users, offerings, prices = %v; want %d users, %d offerings, 3 prices", first, len(Logins), len(rows))
+	if first[1] != len(Logins) || first[2] != 18 || first[3] != 3 {
+		t.Fatalf("accounts, users, offerings, prices = %v; want %d users, 18 offerings, 3 prices", first, len(Logins))
 	}
 
 	list, err := cat.List(ctx, catalog.ListInput{})
@@ -82,8 +83,8 @@ func TestRowsCarryTheBenchmarkFigures(t *testing.T) {
 			t.Errorf("%s: load %g qps over %d requests, want the representative 8 qps over 200", r.RunFile, r.QPS, r.Requests)
 		}
 		want := r.USDPerHour * 1e6 / (3600 * r.TotalTPS)
-		if got := float64(r.Ask()) / 1e6; math.Abs(got-want) > 0.5e-6 {
-			t.Errorf("%s: ask %v, want %v", r.RunFile, got, want)
+		if got := float64(r.Cost()) / 1e6; math.Abs(got-want) > 0.5e-6 {
+			t.Errorf("%s: cost %v, want %v", r.RunFile, got, want)
 		}
 	}
 	for _, c := range []string{"h100-pciex1", "rtx-4090x1", "rtx-4090x2", "rtx-4090x4", "rtx-4090x8"} {
@@ -93,8 +94,73 @@ func TestRowsCarryTheBenchmarkFigures(t *testing.T) {
 	}
 	// The 4x RTX 4090 serving the 14B model: $0.1495 per million at 8 requests/s in the paper.
 	for _, r := range rows {
-		if r.GPUCount == 4 && strings.HasSuffix(r.Model, "Qwen-14B") && r.Ask() != 149458 {
-			t.Errorf("4x RTX 4090 14B ask = %d micro-dollars, want 149458", r.Ask())
+		if r.GPUCount == 4 && strings.HasSuffix(r.Model, "Qwen-14B") && r.Cost() != 149458 {
+			t.Errorf("4x RTX 4090 14B cost = %d micro-dollars, want 149458", r.Cost())
 		}
+	}
+}
+
+// TestAsksEarnTheBenchmarksCostAtItsMix: each run's cost split in its tier's price ratio, half a million
+// input tokens and half a million output tokens earning exactly the cost.
+func TestAsksEarnTheBenchmarksCostAtItsMix(t *testing.T) {
+	standard := catalog.Price{Tier: catalog.TierStandard, Input: 150_000, Output: 300_000}
+	cases := []struct {
+		cost    money.MicroUSD
+		p       catalog.Price
+		in, out money.MicroUSD
+	}{
+		{149_458, standard, 99_639, 199_277}, // 2 x 149,458 / 3 = 99,638.67
+		{31_653, standard, 21_102, 42_204},
+		{225_000, standard, 150_000, 300_000}, // at the blended price: at both prices
+		{202_453, catalog.Price{Input: 300_000, Output: 600_000}, 134_969, 269_937},
+		{100_000, catalog.Price{Input: 1, Output: 3}, 50_000, 150_000},
+	}
+	for _, c := range cases {
+		// A row whose cost is c.cost: $1 per GPU-hour at 1e6/3600/cost tokens per second is cost micro-dollars.
+		r := Row{GPUCount: 1, USDPerHour: 1, TotalTPS: 1e6 / 3600 / (float64(c.cost) / 1e6)}
+		if r.Cost() != c.cost {
+			t.Fatalf("test row costs %d, want %d", r.Cost(), c.cost)
+		}
+		in, out := r.Asks(c.p)
+		if in != c.in || out != c.out || in+out != 2*c.cost {
+			t.Errorf("Asks(%d at %d:%d) = %d, %d; want %d, %d, summing to %d", c.cost, c.p.Input, c.p.Output, in, out, c.in, c.out, 2*c.cost)
+		}
+	}
+}
+
+// overpriced are the six benchmark configurations that cost more per token than their tier pays at the
+// default prices: each cost above its tier's blended price, so the split is above both prices.
+var overpriced = map[string]money.MicroUSD{
+	"benchmark:Qwen/QwQ-32B-Preview:1xh100-pcie":                                       377_829,   // standard, $0.225
+	"benchmark:deepseek-ai/DeepSeek-R1-Distill-Qwen-32B:1xh100-pcie":                   361_234,   // standard
+	"benchmark:deepseek-ai/DeepSeek-R1-Distill-Qwen-14B:8xrtx-4090":                    300_343,   // standard
+	"benchmark:neuralmagic/Llama-3.1-Nemotron-70B-Instruct-HF-FP8-dynamic:2xh100-pcie": 674_226,   // standard
+	"benchmark:deepseek-ai/DeepSeek-R1-Distill-Llama-70B:2xh100-pcie":                  1_203_348, // batch, $0.12
+	"benchmark:meta-llama/Meta-Llama-3-70B-Instruct:2xh100-pcie":                       1_194_576, // batch
+}
+
+func TestSixConfigurationsCostMoreThanTheirTierPays(t *testing.T) {
+	rows, err := Rows()
+	if err != nil {
+		t.Fatal(err)
+	}
+	prices := map[catalog.Tier]catalog.Price{}
+	for _, p := range catalog.DefaultPrices {
+		prices[p.Tier] = p
+	}
+	n := 0
+	for _, r := range rows {
+		p := prices[r.Tier()]
+		in, out := r.Asks(p)
+		want, over := overpriced[r.SeedKey()]
+		if p.Covers(in, out) == over || (over && (r.Cost() != want || in <= p.Input || out <= p.Output)) {
+			t.Errorf("%s (%s): cost %d, asks %d and %d against %d and %d; overpriced %v", r.SeedKey(), r.Tier(), r.Cost(), in, out, p.Input, p.Output, over)
+		}
+		if over {
+			n++
+		}
+	}
+	if n != 6 {
+		t.Fatalf("%d overpriced configurations found, want 6", n)
 	}
 }

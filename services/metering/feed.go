@@ -12,8 +12,9 @@ import (
 )
 
 // The meter's feed: after a batch commits, the meter tells every gateway what the batch's stored events measured,
-// on core NATS, so that routing's live figures (package routing, Router.ObserveUsage) also hold the requests other
-// gateway replicas routed. Only committed events go out, each once: an event the database already held (a
+// on core NATS, so that routing holds each rig's own figures of its requests (package routing,
+// Router.ObserveUsage), to show beside the gateways' measurements and compare with them; they decide no tier and
+// no route. Only committed events go out, each once: an event the database already held (a
 // redelivery, a duplicate) is not in the batch's stored events.
 //
 // The feed is best effort and never holds up metering: a batch's events are encoded and published off the

@@ -1014,7 +1014,9 @@ func loadReferences(ctx context.Context, tx pgx.Tx, cands []candidate) (referenc
 		}
 	}
 	b := &pgx.Batch{}
-	b.Queue(`SELECT id::text, provider_account_id::text, ask_micro_usd_per_mtok FROM offerings
+	// The offering's blended ask (catalog.Offering.BlendedAsk), which an ask of both kinds of token at once was.
+	b.Queue(`SELECT id::text, provider_account_id::text,
+			(ask_input_micro_usd_per_mtok + ask_output_micro_usd_per_mtok + 1) / 2 FROM offerings
 		WHERE id = ANY (`+canonicalUUIDs+`)`, offeringIDs).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var id string

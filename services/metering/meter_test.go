@@ -71,9 +71,9 @@ func setupMeter(t *testing.T) *meterEnv {
 	e.customer = q(`INSERT INTO accounts (name, created_at) VALUES ('Acme', now()) RETURNING id`)
 	e.provider = q(`INSERT INTO accounts (name, created_at) VALUES ('Fjord', now()) RETURNING id`)
 	e.other = q(`INSERT INTO accounts (name, created_at) VALUES ('Other', now()) RETURNING id`)
-	offering := `INSERT INTO offerings (provider_account_id, gpu, gpu_count, region, model, ask_micro_usd_per_mtok,
-		agent_url, tier, status, created_at, updated_at)
-		VALUES ($1, 'rtx-4090', 4, 'eu', 'm', $2, 'http://x', 'standard', 'active', now(), now()) RETURNING id`
+	offering := `INSERT INTO offerings (provider_account_id, gpu, gpu_count, region, model, ask_input_micro_usd_per_mtok,
+		ask_output_micro_usd_per_mtok, agent_url, tier, status, created_at, updated_at)
+		VALUES ($1, 'rtx-4090', 4, 'eu', 'm', $2, $2, 'http://x', 'standard', 'active', now(), now()) RETURNING id`
 	e.offering = q(offering, e.provider, 100_000)
 	e.foreign = q(offering, e.other, 100_000)
 	// Standard costs $0.15 in and $0.30 out per million tokens; from tomorrow $0.20 and $0.40.

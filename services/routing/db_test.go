@@ -17,6 +17,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/rigaddr"
 )
 
 type dbBundle struct {
@@ -32,7 +33,7 @@ func setupDB(t *testing.T) dbBundle {
 	pool := dbtest.New(t)
 	ctx := context.Background()
 	clk := newClock()
-	cat := catalog.NewService(pool, clk.Now)
+	cat := catalog.NewService(pool, catalog.Config{Now: clk.Now, Rigs: rigaddr.Policy{Development: true}})
 	if err := cat.EnsureDefaultPrices(ctx, clk.Now().AddDate(0, -1, 0)); err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +48,7 @@ func setupDB(t *testing.T) dbBundle {
 func (b dbBundle) list(t *testing.T, model string, ask money.MicroUSD, p99 float64) catalog.Offering {
 	t.Helper()
 	o, err := b.catalog.Create(context.Background(), b.provider, catalog.ListingInput{GPU: "rtx-4090", GPUCount: 4, Region: "eu",
-		Model: model, Ask: ask, AgentURL: "http://127.0.0.1:9100", ClaimedTTFTP50Ms: f64(p99 / 2), ClaimedTTFTP99Ms: f64(p99),
+		Model: model, AskInput: 2 * ask / 3, AskOutput: 2*ask - 2*ask/3, AgentURL: "http://127.0.0.1:9100", ClaimedTTFTP50Ms: f64(p99 / 2), ClaimedTTFTP99Ms: f64(p99),
 		ClaimedTokensPerSec: f64(1858.57)})
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +64,13 @@ func TestRefreshLoadsRoutableOfferingsAndThePriceBook(t *testing.T) {
 	ctx := context.Background()
 	cheap := b.list(t, "m", 100_000, 300)
 	dear := b.list(t, "m", 200_000, 300)
-	loss := b.list(t, "m", 230_000, 300) // above standard's blended $0.225
+	loss := b.list(t, "m", 220_000, 300)
+	// Listed before standard's price was cut to what it is now, $0.14 in and $0.30 out: $0.146667 per input
+	// token is above it.
+	if _, err := b.pool.Exec(ctx, `INSERT INTO prices (tier, input_micro_usd_per_mtok, output_micro_usd_per_mtok, effective_from, created_at)
+		VALUES ('standard', 140000, 300000, $1, $1)`, b.clock.Now().Add(-time.Minute)); err != nil {
+		t.Fatal(err)
+	}
 	if err := b.r.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +104,7 @@ func TestRefreshLoadsRoutableOfferingsAndThePriceBook(t *testing.T) {
 }
 
 // TestFlushWritesLiveFiguresAndTier: the catalog then shows the measured figures "over N requests" and the
-// tier traffic earned, not the claimed one (FIELD-CASES 17); an offering with too little traffic keeps its claim.
+// tier traffic earned, not the claimed one; an offering with too little traffic keeps its claim.
 func TestFlushWritesLiveFiguresAndTier(t *testing.T) {
 	t.Parallel()
 	b := setupDB(t)
@@ -113,9 +120,8 @@ func TestFlushWritesLiveFiguresAndTier(t *testing.T) {
 	end := b.clock.Now()
 	for i := range 150 {
 		ttft := 200.0 + float64(i) // 200..349 ms
-		b.r.ObserveUsage(metering.Usage{RequestID: fmt.Sprintf("req-%d", i), OfferingID: liar.ID,
-			InputTokens: 500, OutputTokens: 500, TTFTMillis: ttft, DurationMillis: 1000, Status: metering.StatusOK},
-			end.Add(-time.Duration(i)*time.Second))
+		b.r.Observe(liar.ID, Observation{RequestID: fmt.Sprintf("req-%d", i), At: end.Add(-time.Duration(i) * time.Second),
+			TTFT: millis(ttft), Duration: time.Second, InputTokens: 500, OutputTokens: 500, Status: metering.StatusOK})
 	}
 	b.observe(quiet.ID, catalog.MinMeasuredRequests-1, 20)
 	if err := b.r.Flush(ctx); err != nil {
@@ -131,6 +137,9 @@ func TestFlushWritesLiveFiguresAndTier(t *testing.T) {
 		*got.MeasuredTokensPerSec != 1000 || got.Tier != st || got.FiguresBasis() != "measured over 150 requests" {
 		t.Fatalf("after Flush: %d requests, P50 %v, P99 %v, %v tokens/s, tier %s, %q", got.MeasuredRequests,
 			*got.MeasuredTTFTP50Ms, *got.MeasuredTTFTP99Ms, *got.MeasuredTokensPerSec, got.Tier, got.FiguresBasis())
+	}
+	if got.ReportedRequests != 0 || got.ReportedTTFTP99Ms != nil {
+		t.Fatalf("reported figures written with no report: %d, %v", got.ReportedRequests, got.ReportedTTFTP99Ms)
 	}
 	if got, err := b.catalog.Get(ctx, quiet.ID); err != nil || got.MeasuredRequests != 0 || got.Tier != st || got.FiguresBasis() != "claimed" {
 		t.Fatalf("the quiet offering after Flush: %+v, %v; want its claim untouched", got, err)
@@ -148,5 +157,50 @@ func TestFlushWritesLiveFiguresAndTier(t *testing.T) {
 		if err := b.r.Refresh(ctx); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestARigsOwnLatencyCannotPromoteIt: a standard rig's agent reports 20 ms to first token for 150 requests the
+// gateway measured at 200 to 349 ms. The tier stays standard, realtime's customers are never routed to it, and
+// the catalog holds the rig's figures beside the gateway's, flagged: its P99 is under half the gateway's.
+func TestARigsOwnLatencyCannotPromoteIt(t *testing.T) {
+	t.Parallel()
+	b := setupDB(t)
+	ctx := context.Background()
+	rig := b.list(t, "m", 100_000, 300)
+	if err := b.r.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	end := b.clock.Now()
+	for i := range 150 {
+		id, at := fmt.Sprintf("req-%d", i), end.Add(-time.Duration(i)*time.Second)
+		b.r.Observe(rig.ID, Observation{RequestID: id, At: at, TTFT: millis(200 + float64(i)), Duration: time.Second,
+			InputTokens: 500, OutputTokens: 500, Status: metering.StatusOK})
+		b.r.ObserveUsage(metering.Usage{RequestID: id, OfferingID: rig.ID, InputTokens: 500, OutputTokens: 500,
+			TTFTMillis: 20, DurationMillis: 250, Status: metering.StatusOK}, at)
+	}
+	for range 3 { // a minute apart: a tier could have moved each time
+		if err := b.r.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		b.clock.Advance(time.Minute)
+	}
+	got, err := b.catalog.Get(ctx, rig.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Tier != st || *got.MeasuredTTFTP99Ms != 348 || got.ReportedRequests != 150 || *got.ReportedTTFTP99Ms != 20 ||
+		*got.ReportedTokensPerSec != 4000 {
+		t.Fatalf("after Flush: tier %s, measured P99 %v, reported %d requests at P99 %v, %v tokens/s", got.Tier,
+			*got.MeasuredTTFTP99Ms, got.ReportedRequests, *got.ReportedTTFTP99Ms, *got.ReportedTokensPerSec)
+	}
+	if why := got.ReportDivergence(); why != "The rig reports a P99 time to first token of 20.0 ms, under half the 348.0 ms the gateway measured. "+
+		"The rig reports 4000.0 tokens per second, over twice the 1000.0 the gateway measured." {
+		t.Fatalf("ReportDivergence = %q", why)
+	}
+	b.beat(rig, 0, 8)
+	wantPickError(t, b.r, Request{Model: "m", Tier: rt}, ErrTierNotOffered, services.CodeUnavailable)
+	if cs := mustPick(t, b.r, Request{Model: "m", Tier: st}); cs[0].TTFTP99Ms != 348 {
+		t.Fatalf("routed on a P99 of %v ms, want the gateway's 348", cs[0].TTFTP99Ms)
 	}
 }

@@ -6,8 +6,8 @@ import (
 	"github.com/gpumarket/gpumarket/services/metering"
 )
 
-// onMetered records the metered requests of a message of the meter's feed (metering.FeedSubject), each as
-// ObserveUsage does: a request this gateway observed itself is not counted again. A malformed message is ignored.
+// onMetered records the metered requests of a message of the meter's feed (metering.FeedSubject) as their rigs
+// reported them (ObserveUsage), each request once. A malformed message is ignored.
 func (r *Router) onMetered(msg *nats.Msg) {
 	metered, err := metering.DecodeFeed(msg.Data)
 	if err != nil {

@@ -10,14 +10,14 @@ import (
 	"github.com/gpumarket/gpumarket/services/metering"
 )
 
-// TestTheMetersFeedReachesTheFiguresOncePerRequest: what the meter publishes after a commit (metering.Feed) shows
-// in the figures of the offerings it names, on every router subscribed; a request this gateway observed itself
-// keeps the gateway's measurement and counts once, and so does a request the feed carries twice.
-func TestTheMetersFeedReachesTheFiguresOncePerRequest(t *testing.T) {
+// TestTheMetersFeedReachesTheReportedFiguresOncePerRequest: what the meter publishes after a commit
+// (metering.Feed) shows in the reported figures of the offerings it names, on every router subscribed, once per
+// request however often the feed carries it; the measured figures, the gateways' own, do not move.
+func TestTheMetersFeedReachesTheReportedFiguresOncePerRequest(t *testing.T) {
 	t.Parallel()
 	nc := startNATS(t)
 	clk := newClock()
-	r := New(Config{Catalog: &fakeCatalog{prices: defaultPrices()}, NATS: nc, Now: clk.Now,
+	r := New(Config{Catalog: &fakeCatalog{book: defaultPrices()}, NATS: nc, Now: clk.Now,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -45,22 +45,25 @@ func TestTheMetersFeedReachesTheFiguresOncePerRequest(t *testing.T) {
 	if err := nc.Publish(metering.FeedSubject, []byte(`{"offerings":[{"offering_id":"a","request_id":["x"]}]}`)); err != nil {
 		t.Fatal(err) // malformed: ignored
 	}
-	commit(usage("a", "r1", 500), usage("a", "r2", 300), usage("b", "r3", 50))
-	eventually(t, "the metered requests in the figures", func() bool {
-		return r.Figures("a").Requests == 2 && r.Figures("b").Requests == 1
+	commit(usage("a", "r1", 10), usage("a", "r2", 30), usage("b", "r3", 50))
+	eventually(t, "the metered requests in the reported figures", func() bool {
+		return r.ReportedFigures("a").Requests == 2 && r.ReportedFigures("b").Requests == 1
 	})
-	if f := r.Figures("a"); f.TTFTP50Ms != 100 || f.TTFTP99Ms != 300 || f.TokensPerSec != 500 {
-		t.Errorf("offering a: %+v; want r1 at the gateway's 100 ms, r2 at the meter's 300 ms, 500 tokens/s", f)
+	if f := r.ReportedFigures("a"); f.TTFTP50Ms != 10 || f.TTFTP99Ms != 30 || f.TokensPerSec != 1000 {
+		t.Errorf("offering a reported: %+v; want r1 at 10 ms, r2 at 30 ms, 1,000 tokens over the same second", f)
 	}
-	if f := r.Figures("b"); f.TTFTP50Ms != 50 {
-		t.Errorf("offering b: %+v; want the metered request at 50 ms", f)
+	if f := r.Figures("a"); f.Requests != 1 || f.TTFTP99Ms != 100 {
+		t.Errorf("offering a measured: %+v; want the gateway's r1 alone, at 100 ms", f)
+	}
+	if f := r.Figures("b"); f.Requests != 0 {
+		t.Errorf("offering b measured: %+v; the rig's report reached the measured window", f)
 	}
 
 	// The same requests again, as another meter's copies, and one request more: once r4 is in, the copies before it
 	// were handled.
-	commit(usage("a", "r1", 900), usage("a", "r2", 900), usage("a", "r4", 200))
-	eventually(t, "the request after the copies", func() bool { return r.Figures("a").Requests >= 3 })
-	if f := r.Figures("a"); f.Requests != 3 || f.TTFTP99Ms != 300 {
-		t.Errorf("offering a: %+v; want r1, r2 and r4 once each, none at 900 ms", f)
+	commit(usage("a", "r1", 900), usage("a", "r2", 900), usage("a", "r4", 20))
+	eventually(t, "the request after the copies", func() bool { return r.ReportedFigures("a").Requests >= 3 })
+	if f := r.ReportedFigures("a"); f.Requests != 3 || f.TTFTP99Ms != 30 {
+		t.Errorf("offering a reported: %+v; want r1, r2 and r4 once each, none at 900 ms", f)
 	}
 }

@@ -16,27 +16,20 @@ const (
 	WindowSize = 2000
 	// sparseWindow lets an offering with little traffic keep its newest catalog.MinMeasuredRequests observations
 	// up to this old, so that a rig serving a few requests a minute still earns measured figures, and can lose
-	// a tier it only claimed (FIELD-CASES 17). Busy offerings are not affected: their last Window holds more.
+	// a tier it only claimed. Busy offerings are not affected: their last Window holds more.
 	sparseWindow = time.Hour
 	// figuresTTL is how long Pick reuses an offering's figures before computing them again: computing sorts
 	// the window, which the request path should not do on every request.
 	figuresTTL = time.Second
 )
 
-// Source says who saw a request.
-type Source string
-
-const (
-	SourceGateway Source = "gateway" // the gateway, from the outside: what the customer waited
-	SourceMeter   Source = "meter"   // the rig's agent, in a metered usage event
-)
-
-// Observation is one request to an offering as the gateway or the meter saw it.
+// Observation is one request to an offering as a gateway saw it, from outside the rig: network, queueing and
+// the rig's own work included, which is what the customer waited.
 type Observation struct {
-	// RequestID identifies the request to both sources, so that it is counted once. When the gateway and the
-	// meter both report it, the gateway's observation is kept, whichever arrived first: it is measured from
-	// outside the rig, network included, while the meter's is the provider's agent's own measurement. Empty
-	// means the observation is counted without that check.
+	// RequestID identifies the request, so that it is counted once however many times it reaches the window
+	// (this gateway's observation, and the same request shared by another replica or delivered twice). The first
+	// observation of a request stands. Empty means the observation is counted without that check, and is not
+	// shared with other replicas.
 	RequestID string
 	// At is when the request ended; zero means now. Observations older than an hour are ignored.
 	At time.Time
@@ -47,10 +40,9 @@ type Observation struct {
 	InputTokens  int64
 	OutputTokens int64
 	Status       metering.Status
-	Source       Source // empty means SourceGateway
 }
 
-// Figures are an offering's live figures over the window.
+// Figures are an offering's live figures over a window.
 //
 // Percentiles are exact, by nearest rank over the window's times to first token: P50 is the value ranked
 // ceil(0.50 N), P99 the one ranked ceil(0.99 N), of the N requests that produced a first token and did not fail.
@@ -69,26 +61,46 @@ type Figures struct {
 	TokensPerSec float64 `json:"tokens_per_second"`
 }
 
-// Observe records a request to an offering. It costs a map lookup and a slot in a ring: the gateway calls it on
-// the request path.
+// Observe records a request this gateway sent to an offering, in the window its tier and routing go by, and
+// shares it with the other gateway replicas once Start has run (see share.go). It costs a map lookup and a slot
+// in a ring: the gateway calls it on the request path.
 func (r *Router) Observe(offeringID string, o Observation) {
+	if r.observe(offeringID, o) && o.RequestID != "" {
+		r.share(offeringID, o)
+	}
+}
+
+// observe records a gateway observation, this replica's or another's, and reports whether it was new.
+func (r *Router) observe(offeringID string, o Observation) bool {
 	now := r.cfg.Now()
 	if o.At.IsZero() {
 		o.At = now
 	}
 	if now.Sub(o.At) > sparseWindow {
-		return
+		return false
 	}
 	s := r.state(offeringID)
 	s.mu.Lock()
-	s.add(o)
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	return s.measured.add(sampleOf(o))
 }
 
-// ObserveUsage records a metered request: the meter's feed, called with each stored usage event and the time
-// the request ended (the event's time).
+// ObserveUsage records a metered request as its rig's agent reported it: the meter's feed, called with each
+// stored usage event and the time the request ended (the event's time). The rig's figures go to a window of
+// their own (ReportedFigures), written to the catalog beside the gateway's and compared with them; they never
+// decide a tier or a route, for they are the provider's word about its own rig.
 func (r *Router) ObserveUsage(u metering.Usage, at time.Time) {
-	r.Observe(u.OfferingID, Observation{
+	now := r.cfg.Now()
+	if at.IsZero() {
+		at = now
+	}
+	if now.Sub(at) > sparseWindow {
+		return
+	}
+	s := r.state(u.OfferingID)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reported.add(sampleOf(Observation{
 		RequestID:    u.RequestID,
 		At:           at,
 		TTFT:         millis(u.TTFTMillis),
@@ -96,12 +108,21 @@ func (r *Router) ObserveUsage(u metering.Usage, at time.Time) {
 		InputTokens:  u.InputTokens,
 		OutputTokens: u.OutputTokens,
 		Status:       u.Status,
-		Source:       SourceMeter,
-	})
+	}))
 }
 
-// Figures returns the offering's live figures now; zero for an offering never observed.
+// Figures returns the offering's live figures now, as the gateways measured them; zero for an offering never
+// observed.
 func (r *Router) Figures(offeringID string) Figures {
+	return r.figures(offeringID, func(s *offeringState) *window { return &s.measured })
+}
+
+// ReportedFigures returns the offering's figures now as its rig reported them in its usage events.
+func (r *Router) ReportedFigures(offeringID string) Figures {
+	return r.figures(offeringID, func(s *offeringState) *window { return &s.reported })
+}
+
+func (r *Router) figures(offeringID string, which func(*offeringState) *window) Figures {
 	r.mu.RLock()
 	s := r.offerings[offeringID]
 	r.mu.RUnlock()
@@ -110,15 +131,14 @@ func (r *Router) Figures(offeringID string) Figures {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.computeLocked(r.cfg.Now())
+	return which(s).compute(r.cfg.Now())
 }
 
 func millis(ms float64) time.Duration { return time.Duration(ms * float64(time.Millisecond)) }
 
-// sample is an observation as the window keeps it.
+// sample is an observation as a window keeps it.
 type sample struct {
 	requestID  string
-	source     Source
 	at         time.Time
 	ttftMs     float64 // 0 when the request produced no first token or failed
 	durationMs float64
@@ -127,11 +147,8 @@ type sample struct {
 }
 
 func sampleOf(o Observation) sample {
-	x := sample{requestID: o.RequestID, source: SourceGateway, at: o.At, tokens: max(o.InputTokens, 0) + max(o.OutputTokens, 0),
+	x := sample{requestID: o.RequestID, at: o.At, tokens: max(o.InputTokens, 0) + max(o.OutputTokens, 0),
 		failed: o.Status == metering.StatusError}
-	if o.Source == SourceMeter {
-		x.source = SourceMeter
-	}
 	if !x.failed && o.TTFT > 0 {
 		x.ttftMs = float64(o.TTFT) / float64(time.Millisecond)
 	}
@@ -141,38 +158,52 @@ func sampleOf(o Observation) sample {
 	return x
 }
 
-// add puts an observation in the ring, counting each request id once (see Observation.RequestID).
-func (s *offeringState) add(o Observation) {
-	x := sampleOf(o)
+// window is a ring of the last WindowSize observations of one offering from one source, in arrival order, with
+// the figures last computed over it. Its owner's lock guards it.
+type window struct {
+	ring      []sample
+	next      int            // where the next observation goes
+	byRequest map[string]int // request id -> its slot in ring, to count a request once
+	// Figures as last computed, reused for figuresTTL.
+	cached   Figures
+	cachedAt time.Time
+	// Scratch space for computing figures without allocating each time.
+	ttfts []float64
+	spans []span
+}
+
+// add puts an observation in the ring unless its request is already there, and reports whether it did.
+func (w *window) add(x sample) bool {
 	if x.requestID != "" {
-		if i, ok := s.byRequest[x.requestID]; ok {
-			if x.source == SourceGateway && s.ring[i].source == SourceMeter {
-				s.ring[i] = x
-			}
-			return
+		if _, ok := w.byRequest[x.requestID]; ok {
+			return false
 		}
 	}
-	i := s.next
-	if len(s.ring) < WindowSize {
-		s.ring = append(s.ring, x)
+	if w.byRequest == nil {
+		w.byRequest = map[string]int{}
+	}
+	i := w.next
+	if len(w.ring) < WindowSize {
+		w.ring = append(w.ring, x)
 	} else {
-		if old := s.ring[i].requestID; old != "" && s.byRequest[old] == i {
-			delete(s.byRequest, old)
+		if old := w.ring[i].requestID; old != "" && w.byRequest[old] == i {
+			delete(w.byRequest, old)
 		}
-		s.ring[i] = x
+		w.ring[i] = x
 	}
-	s.next = (i + 1) % WindowSize
+	w.next = (i + 1) % WindowSize
 	if x.requestID != "" {
-		s.byRequest[x.requestID] = i
+		w.byRequest[x.requestID] = i
 	}
+	return true
 }
 
 // eachInWindow calls f with the window's observations, newest first: those of the last Window, and older ones
 // up to sparseWindow until catalog.MinMeasuredRequests are taken.
-func (s *offeringState) eachInWindow(now time.Time, f func(*sample)) {
-	n, taken := len(s.ring), 0
+func (w *window) eachInWindow(now time.Time, f func(*sample)) {
+	n, taken := len(w.ring), 0
 	for k := 1; k <= n; k++ {
-		x := &s.ring[(s.next-k+n)%n]
+		x := &w.ring[(w.next-k+n)%n]
 		age := now.Sub(x.at)
 		if age <= Window || (taken < catalog.MinMeasuredRequests && age <= sparseWindow) {
 			f(x)
@@ -181,44 +212,44 @@ func (s *offeringState) eachInWindow(now time.Time, f func(*sample)) {
 	}
 }
 
-// cachedFigures returns the figures Pick routes on, computed at most figuresTTL ago.
-func (s *offeringState) cachedFigures(now time.Time) Figures {
-	if s.cachedAt.IsZero() || now.Sub(s.cachedAt) >= figuresTTL || now.Before(s.cachedAt) {
-		return s.computeLocked(now)
+// cachedFigures returns the figures computed at most figuresTTL ago.
+func (w *window) cachedFigures(now time.Time) Figures {
+	if w.cachedAt.IsZero() || now.Sub(w.cachedAt) >= figuresTTL || now.Before(w.cachedAt) {
+		return w.compute(now)
 	}
-	return s.cached
+	return w.cached
 }
 
 // span is a request's busy interval in Unix nanoseconds.
 type span struct{ from, to int64 }
 
-// computeLocked computes the figures over the window (see Figures) and caches them.
-func (s *offeringState) computeLocked(now time.Time) Figures {
+// compute computes the figures over the window (see Figures) and caches them.
+func (w *window) compute(now time.Time) Figures {
 	var f Figures
 	var tokens int64
-	s.ttfts, s.spans = s.ttfts[:0], s.spans[:0]
-	s.eachInWindow(now, func(x *sample) {
+	w.ttfts, w.spans = w.ttfts[:0], w.spans[:0]
+	w.eachInWindow(now, func(x *sample) {
 		switch {
 		case x.failed:
 			f.Errors++
 		case x.ttftMs > 0:
-			s.ttfts = append(s.ttfts, x.ttftMs)
+			w.ttfts = append(w.ttfts, x.ttftMs)
 		}
 		if x.durationMs > 0 && x.tokens > 0 {
 			tokens += x.tokens
 			end := x.at.UnixNano()
-			s.spans = append(s.spans, span{from: end - int64(x.durationMs*float64(time.Millisecond)), to: end})
+			w.spans = append(w.spans, span{from: end - int64(x.durationMs*float64(time.Millisecond)), to: end})
 		}
 	})
-	if f.Requests = len(s.ttfts); f.Requests > 0 {
-		slices.Sort(s.ttfts)
-		f.TTFTP50Ms = nearestRank(s.ttfts, 50)
-		f.TTFTP99Ms = nearestRank(s.ttfts, 99)
+	if f.Requests = len(w.ttfts); f.Requests > 0 {
+		slices.Sort(w.ttfts)
+		f.TTFTP50Ms = nearestRank(w.ttfts, 50)
+		f.TTFTP99Ms = nearestRank(w.ttfts, 99)
 	}
-	if busy := busyNanos(s.spans); busy > 0 {
+	if busy := busyNanos(w.spans); busy > 0 {
 		f.TokensPerSec = float64(tokens) / (float64(busy) / float64(time.Second))
 	}
-	s.cached, s.cachedAt = f, now
+	w.cached, w.cachedAt = f, now
 	return f
 }
 

@@ -80,7 +80,7 @@ func TestTheWindowSlides(t *testing.T) {
 }
 
 // TestAQuietOfferingKeepsItsNewestRequestsForAnHour: a rig serving a few requests a minute still earns figures
-// over catalog.MinMeasuredRequests (FIELD-CASES 17: a claim is replaced by traffic, even thin traffic).
+// over catalog.MinMeasuredRequests: a claim is replaced by traffic, even thin traffic.
 func TestAQuietOfferingKeepsItsNewestRequestsForAnHour(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -101,34 +101,33 @@ func TestAQuietOfferingKeepsItsNewestRequestsForAnHour(t *testing.T) {
 	}
 }
 
-// TestARequestSeenByGatewayAndMeterCountsOnce: keyed by request id, in either order; the gateway's
-// measurement is kept.
-func TestARequestSeenByGatewayAndMeterCountsOnce(t *testing.T) {
+// TestARigsOwnReportsAreKeptApartFromTheGatewaysMeasurements: what the gateway observed is the measured
+// window (Figures), what the rig reported through the meter the reported one (ReportedFigures); neither moves
+// the other, and each counts a request id once, the first observation standing.
+func TestARigsOwnReportsAreKeptApartFromTheGatewaysMeasurements(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	now := b.clock.Now()
 	gateway := func(id string, ttftMs float64) {
-		b.r.Observe("o", Observation{RequestID: id, At: now, TTFT: millis(ttftMs), Status: metering.StatusOK, Source: SourceGateway})
+		b.r.Observe("o", Observation{RequestID: id, At: now, TTFT: millis(ttftMs), Status: metering.StatusOK})
 	}
-	meter := func(id string, ttftMs float64) {
+	rig := func(id string, ttftMs float64) {
 		b.r.ObserveUsage(metering.Usage{RequestID: id, OfferingID: "o", TTFTMillis: ttftMs, DurationMillis: 1000,
 			InputTokens: 10, OutputTokens: 10, Status: metering.StatusOK}, now)
 	}
-	meter("r1", 500)
-	gateway("r1", 100) // replaces the meter's
-	gateway("r2", 100)
-	meter("r2", 500) // ignored
-	meter("r3", 100)
-	meter("r3", 500) // a redelivery: ignored
-	gateway("r4", 100)
-	gateway("r4", 500) // the gateway reporting twice: the first stands
-	if f := b.r.Figures("o"); f.Requests != 4 || f.TTFTP99Ms != 100 {
-		t.Fatalf("figures %+v; want 4 requests, all at 100 ms", f)
+	rig("r1", 5)
+	gateway("r1", 300)
+	gateway("r2", 300)
+	rig("r2", 5)
+	rig("r3", 5)   // a request another replica routed, reported by its rig only
+	rig("r3", 900) // a redelivery: the first stands
+	gateway("r4", 300)
+	gateway("r4", 900) // the gateway reporting twice: the first stands
+	if f := b.r.Figures("o"); f.Requests != 3 || f.TTFTP50Ms != 300 || f.TTFTP99Ms != 300 {
+		t.Fatalf("measured figures %+v; want r1, r2 and r4 at the gateway's 300 ms", f)
 	}
-	// A request seen only by the meter (another gateway replica routed it) counts.
-	meter("r5", 300)
-	if f := b.r.Figures("o"); f.Requests != 5 || f.TTFTP99Ms != 300 {
-		t.Fatalf("figures %+v; want the metered-only request counted", f)
+	if f := b.r.ReportedFigures("o"); f.Requests != 3 || f.TTFTP99Ms != 5 || f.TokensPerSec != 60 {
+		t.Fatalf("reported figures %+v; want r1, r2 and r3 at the rig's 5 ms, 60 tokens over 1 s", f)
 	}
 }
 
@@ -143,8 +142,8 @@ func TestRequestIDsLeaveWithTheirObservations(t *testing.T) {
 	s := b.r.state("o")
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.byRequest) != WindowSize || len(s.ring) != WindowSize {
-		t.Fatalf("%d request ids for %d observations; want %d", len(s.byRequest), len(s.ring), WindowSize)
+	if len(s.measured.byRequest) != WindowSize || len(s.measured.ring) != WindowSize {
+		t.Fatalf("%d request ids for %d observations; want %d", len(s.measured.byRequest), len(s.measured.ring), WindowSize)
 	}
 }
 

@@ -51,7 +51,7 @@ func TestHeartbeatsOnNATSMakeAnOfferingHealthyFor15Seconds(t *testing.T) {
 	nc := startNATS(t)
 	clk := newClock()
 	a, other := offering("a", "m", st, 100_000), offering("other", "m", st, 200_000)
-	cat := &fakeCatalog{offerings: []catalog.Offering{a, other}, prices: defaultPrices()}
+	cat := &fakeCatalog{offerings: []catalog.Offering{a, other}, book: defaultPrices()}
 	r := New(Config{Catalog: cat, NATS: nc, Now: clk.Now, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -128,7 +128,7 @@ func TestHeartbeatJSONIsTheAgentsContract(t *testing.T) {
 func TestStartReloadsTheCatalog(t *testing.T) {
 	t.Parallel()
 	nc := startNATS(t)
-	cat := &fakeCatalog{prices: defaultPrices()}
+	cat := &fakeCatalog{book: defaultPrices()}
 	r := New(Config{Catalog: cat, NATS: nc, RefreshEvery: 10 * time.Millisecond, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)

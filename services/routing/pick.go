@@ -16,12 +16,12 @@ import (
 const (
 	// MaxCandidates is how many offerings Pick returns at most: a first choice and two to fail over to.
 	MaxCandidates = 3
-	// nearEqualPercent: asks within this many percent of the cheapest are near-equals, among which the
+	// nearEqualPercent: blended asks within this many percent of the cheapest are near-equals, among which the
 	// faster wins rather than the cheaper.
 	nearEqualPercent = 5
 	// minLiveSamples is how many live times to first token make the live P50 the expected wait. A median
 	// settles on far fewer requests than a P99 does (catalog.MinMeasuredRequests), and routing on it early is
-	// what moves traffic off a slow rig (FIELD-CASES 18).
+	// what moves traffic off a slow rig.
 	minLiveSamples = 20
 	// unknownBatchTTFTMs is the expected time to first token of a batch offering nothing is known of.
 	unknownBatchTTFTMs = 10 * catalog.StandardMaxP99Ms
@@ -32,8 +32,9 @@ type Request struct {
 	Model string
 	// Tier is the service level asked for; empty means standard. Only offerings in that tier serve it.
 	Tier catalog.Tier
-	// MaxPricePerMTok caps the offering's ask per million tokens, as the catalog's max price filter does; 0 means
-	// no cap. The customer pays the tier's price whatever the ask; the cap chooses whose rig serves.
+	// MaxPricePerMTok caps the offering's blended ask per million tokens, (input ask + output ask) / 2
+	// (catalog.Offering.BlendedAsk), as the catalog's max price filter does; 0 means no cap. The customer pays
+	// the tier's price whatever the ask; the cap chooses whose rig serves.
 	MaxPricePerMTok money.MicroUSD
 	// MaxTTFTMillis caps the offering's P99 time to first token: the live one with catalog.MinMeasuredRequests
 	// observations in the window, else the catalog's (measured earlier or claimed); an offering with neither is
@@ -61,20 +62,26 @@ func (req Request) Validate() error {
 	return fe.Err()
 }
 
-// Candidate is an offering Pick chose, with what the gateway needs to send it the request.
+// Candidate is an offering Pick chose, with what the gateway needs to send it the request and the terms the
+// route ticket fixes for it.
 type Candidate struct {
 	OfferingID string
 	ProviderID string
 	Model      string
 	Tier       catalog.Tier
 	AgentURL   string
-	Ask        money.MicroUSD
-	// The terms the route ticket fixes: the offering's asks and the tier's price in force at routing.
-	AskInput, AskOutput     money.MicroUSD
-	PriceID                 int64
-	PriceInput, PriceOutput money.MicroUSD
-	GPUName                 string // the rig's GPU model, e.g. "RTX 4090"
-	GPUCount                int
+	// AskInput and AskOutput are the offering's asks per million input and output tokens as the router held
+	// them at Pick: what its provider is paid for the request, whatever it asks later.
+	AskInput  money.MicroUSD
+	AskOutput money.MicroUSD
+	// PriceID is the row of the price book (catalog.Price.ID) in force for the tier at the moment of Pick, and
+	// PriceInput and PriceOutput its prices per million input and output tokens: what the customer pays. They
+	// cover the asks (catalog.Price.Covers).
+	PriceID     int64
+	PriceInput  money.MicroUSD
+	PriceOutput money.MicroUSD
+	GPUName     string // the rig's GPU model, e.g. "RTX 4090"
+	GPUCount    int
 	// TTFTP50Ms is the expected time to first token routing used; TTFTP99Ms the P99 the latency cap was
 	// checked against (0 when unknown). Both are live figures when the window holds enough traffic, else the
 	// catalog's.
@@ -101,18 +108,19 @@ type choice struct {
 	*listed
 	v         view
 	tier      catalog.Tier
+	price     catalog.Price // the tier's, in force at Pick
 	p50, p99  float64
 	saturated bool
 }
 
 // Pick returns up to MaxCandidates offerings for the request, in the order to try them.
 //
-// Candidates serve the model, are offered (active, ask within the tier's price), sit in the request's tier, are
-// under its caps, are healthy (a heartbeat from their own provider within HeartbeatTimeout) and their circuit is
-// not open; a half-open one is returned to one request at a time. Each place goes to the cheapest remaining
-// ask, except that among near-equals, asks within 5% of it, two are drawn at random and the one with the shorter
-// expected wait wins (the power of two choices): P50 time to first token times (1 + load / capacity). Rigs at
-// capacity come after those with room, cheapest first among them too.
+// Candidates serve the model, are offered (active, both asks within the tier's price in force now), sit in the
+// request's tier, are under its caps, are healthy (a heartbeat from their own provider within HeartbeatTimeout)
+// and their circuit is not open; a half-open one is returned to one request at a time. Each place goes to the
+// cheapest remaining blended ask, except that among near-equals, blended asks within 5% of it, two are drawn at
+// random and the one with the shorter expected wait wins (the power of two choices): P50 time to first token
+// times (1 + load / capacity). Rigs at capacity come after those with room, cheapest first among them too.
 //
 // It fails with a *services.Error whose Cause is one of the Err values above, naming the first rule that left
 // no offering: the model, the pin, the tier, the caps, then health and circuits.
@@ -131,7 +139,8 @@ func (r *Router) Pick(req Request) ([]Candidate, error) {
 	for _, l := range snap.byModel[req.Model] {
 		c := choice{listed: l, v: l.state.view(now)}
 		c.tier = cmp.Or(c.v.tier, l.Tier)
-		if snap.offered(l.Ask, c.tier) {
+		var ok bool
+		if c.price, ok = snap.offered(l, c.tier, now); ok {
 			cs = append(cs, c)
 		}
 	}
@@ -204,7 +213,7 @@ func (c *choice) wait() float64 {
 }
 
 func (req Request) admits(c choice) bool {
-	if req.MaxPricePerMTok > 0 && c.Ask > req.MaxPricePerMTok {
+	if req.MaxPricePerMTok > 0 && c.askSum() > 2*int64(req.MaxPricePerMTok) {
 		return false
 	}
 	return req.MaxTTFTMillis <= 0 || (c.p99 > 0 && c.p99 <= req.MaxTTFTMillis)
@@ -230,7 +239,7 @@ func (r *Router) order(cs []choice, now time.Time) []Candidate {
 			}
 			return -1
 		}
-		return cmp.Or(cmp.Compare(a.Ask, b.Ask), strings.Compare(a.ID, b.ID))
+		return cmp.Or(cmp.Compare(a.askSum(), b.askSum()), strings.Compare(a.ID, b.ID))
 	})
 	out := make([]Candidate, 0, min(len(cs), MaxCandidates))
 	for len(out) < MaxCandidates && len(cs) > 0 {
@@ -252,17 +261,18 @@ func (r *Router) order(cs []choice, now time.Time) []Candidate {
 		}
 		out = append(out, Candidate{
 			OfferingID: c.ID, ProviderID: c.ProviderAccountID, Model: c.Model, Tier: c.tier, AgentURL: c.AgentURL,
-			Ask: c.Ask, GPUName: c.GPUName, GPUCount: c.GPUCount, TTFTP50Ms: c.p50, TTFTP99Ms: c.p99, InFlight: c.v.load, Capacity: c.v.capacity,
+			AskInput: c.AskInput, AskOutput: c.AskOutput, PriceID: c.price.ID, PriceInput: c.price.Input, PriceOutput: c.price.Output,
+			GPUName: c.GPUName, GPUCount: c.GPUCount, TTFTP50Ms: c.p50, TTFTP99Ms: c.p99, InFlight: c.v.load, Capacity: c.v.capacity,
 		})
 	}
 	return out
 }
 
 // nearEquals is how many of the sorted candidates, from the first, are near-equals of it: as full or free as
-// it, and asking at most nearEqualPercent more.
+// it, and asking at most nearEqualPercent more, blended.
 func nearEquals(cs []choice) int {
 	g := 1
-	for g < len(cs) && cs[g].saturated == cs[0].saturated && cs[g].Ask*100 <= cs[0].Ask*(100+nearEqualPercent) {
+	for g < len(cs) && cs[g].saturated == cs[0].saturated && cs[g].askSum()*100 <= cs[0].askSum()*(100+nearEqualPercent) {
 		g++
 	}
 	return g

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/money"
 )
 
 const (
@@ -68,8 +69,12 @@ func TestPickFiltersCandidatesByEachRule(t *testing.T) {
 				b.r.recordHeartbeat(Heartbeat{OfferingID: "cheap", ProviderID: "someone-else", Capacity: 8})
 			},
 			req: Request{Model: "m"}, want: []string{"mid"}},
-		{name: "price cap on the ask", offerings: []catalog.Offering{cheap, mid, dear},
+		{name: "price cap on the blended ask", offerings: []catalog.Offering{cheap, mid, dear},
 			req: Request{Model: "m", MaxPricePerMTok: 150_000}, want: []string{"cheap", "mid"}},
+		{name: "price cap on the blend, not on either ask", offerings: []catalog.Offering{asking("lopsided", "m", st, 20_000, 280_000), cheap},
+			req: Request{Model: "m", MaxPricePerMTok: 150_000}, want: []string{"cheap", "lopsided"}},
+		{name: "price cap a micro-dollar under the blend", offerings: []catalog.Offering{asking("odd", "m", st, 100_000, 200_001)},
+			req: Request{Model: "m", MaxPricePerMTok: 150_000}, wantErr: ErrOverCaps, wantCode: services.CodeUnavailable},
 		{name: "price cap nobody meets", offerings: []catalog.Offering{cheap, mid},
 			req: Request{Model: "m", MaxPricePerMTok: 99_999}, wantErr: ErrOverCaps, wantCode: services.CodeUnavailable},
 		{name: "latency cap on the claimed P99 when traffic is thin",
@@ -146,7 +151,7 @@ func TestPickFailsUntilTheCatalogIsLoaded(t *testing.T) {
 	wantPickError(t, r, Request{Model: "m"}, ErrNotLoaded, services.CodeUnavailable)
 }
 
-// TestPowerOfTwoChoicesPrefersTheFasterOfNearEquals: FIELD-CASES 18, many providers behind one model with very
+// TestPowerOfTwoChoicesPrefersTheFasterOfNearEquals: many providers behind one model with very
 // different latency. Among asks within 5% of each other, routing goes by measured time to first token: the
 // slowest is never the first choice (it loses every draw it is in), and the faster an offering the more often it
 // is first. An offering more than 5% cheaper is first whatever its latency.
@@ -222,19 +227,87 @@ func TestPickWeighsLoad(t *testing.T) {
 	end2()
 }
 
+// TestCandidatesCarryWhatTheGatewayNeeds: and the terms the route ticket fixes, the asks and the price book's row
+// in force (realtime is row 1 of the default book: $0.30 in, $0.60 out).
 func TestCandidatesCarryWhatTheGatewayNeeds(t *testing.T) {
 	t.Parallel()
-	o := claims(offering("a", "m", rt, 200_000), 20, 40)
+	o := claims(asking("a", "m", rt, 150_000, 250_000), 20, 40)
 	b := setup(t, o)
 	cs, err := b.r.Pick(Request{Model: "m", Tier: rt})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := Candidate{OfferingID: "a", ProviderID: "provider-a", Model: "m", Tier: rt, AgentURL: "http://rig-a:8443",
-		Ask: 200_000, TTFTP50Ms: 20, TTFTP99Ms: 40, Capacity: 8}
+		AskInput: 150_000, AskOutput: 250_000, PriceID: 1, PriceInput: 300_000, PriceOutput: 600_000,
+		TTFTP50Ms: 20, TTFTP99Ms: 40, Capacity: 8}
 	if len(cs) != 1 || cs[0] != want {
 		t.Fatalf("Pick = %+v, want %+v", cs, want)
 	}
+}
+
+// TestEachAskIsHeldToItsOwnPrice: an offering is offered in a tier when its input ask is at most the tier's input
+// price and its output ask at most the output price, whatever its blend: standard pays $0.15 in and $0.30 out.
+func TestEachAskIsHeldToItsOwnPrice(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name    string
+		in, out money.MicroUSD
+		offered bool
+	}{
+		{"at both prices", 150_000, 300_000, true},
+		{"under both", 1, 1, true},
+		{"input over, blend under", 150_001, 100_000, false},
+		{"output over, blend under", 10_000, 300_001, false},
+		{"both over", 400_000, 400_000, false},
+	}
+	for _, c := range cases {
+		b := setup(t, asking("o", "m", st, c.in, c.out))
+		_, err := b.r.Pick(Request{Model: "m", Tier: st})
+		if offered := err == nil; offered != c.offered {
+			t.Errorf("%s (%d in, %d out): Pick = %v; want offered %v", c.name, c.in, c.out, err, c.offered)
+		}
+		if models := b.r.Models(); (len(models) == 1) != c.offered {
+			t.Errorf("%s: Models = %+v", c.name, models)
+		}
+		if !c.offered {
+			wantPickError(t, b.r, Request{Model: "m", Tier: st}, ErrUnknownModel, services.CodeNotFound)
+		}
+	}
+}
+
+// TestAScheduledPriceChangeTakesEffectAtItsInstant: the router holds the whole price book, so a change scheduled
+// for 13:00 routes by the new price from 13:00 on, with no catalog reload in between. At $0.12 in and $0.25 out
+// the dearer offering ($0.14 and $0.28) leaves standard; the cheaper one carries the new row's id.
+func TestAScheduledPriceChangeTakesEffectAtItsInstant(t *testing.T) {
+	t.Parallel()
+	cheap, dear := asking("cheap", "m", st, 100_000, 200_000), asking("dear", "m", st, 140_000, 280_000)
+	b := setup(t)
+	b.cat.book[st] = append(b.cat.book[st], catalog.Price{ID: 9, Tier: st, Input: 120_000, Output: 250_000,
+		EffectiveFrom: b.clock.Now().Add(time.Hour)})
+	b.cat.add(cheap, dear)
+	if err := b.r.Refresh(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	b.beat(cheap, 0, 8)
+	b.beat(dear, 0, 8)
+	cs := mustPick(t, b.r, Request{Model: "m", Offering: "dear"})
+	if cs[0].PriceID != 2 || cs[0].PriceInput != 150_000 || cs[0].PriceOutput != 300_000 {
+		t.Fatalf("before the change: %+v", cs[0])
+	}
+	b.clock.Advance(time.Hour - time.Nanosecond)
+	b.beat(cheap, 0, 8)
+	b.beat(dear, 0, 8)
+	if got := b.pickIDs(t, Request{Model: "m"}); !slices.Equal(got, []string{"cheap", "dear"}) {
+		t.Fatalf("a nanosecond before the change: %v", got)
+	}
+	b.clock.Advance(time.Nanosecond)
+	b.beat(cheap, 0, 8)
+	b.beat(dear, 0, 8)
+	cs = mustPick(t, b.r, Request{Model: "m"})
+	if got := ids(cs); !slices.Equal(got, []string{"cheap"}) || cs[0].PriceID != 9 || cs[0].PriceInput != 120_000 || cs[0].PriceOutput != 250_000 {
+		t.Fatalf("at the change: %+v", cs)
+	}
+	wantPickError(t, b.r, Request{Model: "m", Offering: "dear"}, ErrUnknownOffering, services.CodeNotFound)
 }
 
 func TestModelsListsEachModelWithItsTiers(t *testing.T) {

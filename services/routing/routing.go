@@ -1,33 +1,37 @@
 // Package routing chooses which offerings serve a gateway request, and owns the live figures that choice rests
-// on: per offering, time to first token and throughput over a sliding window of observed requests, health from
-// the rigs' heartbeats, a circuit breaker, and the tier that measured traffic earns (FIELD-CASES 17, 18).
+// on: per offering, time to first token and throughput over a sliding window of the gateways' observations,
+// health from the rigs' heartbeats, a circuit breaker, and the tier that measured traffic earns.
 //
 // The gateway's HTTP handlers call it on every request: Pick for an ordered list of candidates, Begin while a
 // request is in flight, Failure or Success once the upstream answered or failed before its first byte, and
-// Observe with what it saw when the request ended. The meter's stored usage comes in through ObserveUsage.
-// Start subscribes to heartbeats and to the meter's feed of committed usage (metering.FeedSubject, which it passes
-// to ObserveUsage), reloads the catalog every few seconds and writes the live figures and tiers back to the
-// offerings table, so that the catalog shows "measured over N requests".
+// Observe with what it saw when the request ended. Start subscribes to heartbeats, to the other gateway replicas'
+// observations (ObservedSubject) and to the meter's feed of committed usage (metering.FeedSubject, passed to
+// ObserveUsage); asks every rig for a heartbeat at once (events.HeartbeatRequestSubject), so that a restarted
+// gateway routes within moments; reloads the catalog every few seconds; and writes the live figures and tiers
+// back to the offerings table, so that the catalog shows "measured over N requests".
 //
-// The rules, each in one place:
-//   - Routable: an offering is offered for routing when it is active and its ask is at most its tier's blended
-//     price, (input + output) / 2, the break-even of the 50/50 token mix the asks are computed at. Above it the
-//     platform would pay a provider more than the customer pays for typical traffic (offered).
+// The rules, each in one place (see docs/tiers-and-asks.md):
+//   - Offered: an offering is offered for routing in a tier when it is active and the tier's price in force at
+//     the moment of Pick covers its asks: its input ask at most the tier's input price, its output ask at most
+//     the output price (catalog.Price.Covers), so that no request pays a provider more than its customer paid.
+//     The router holds the whole price book, so a scheduled change takes effect at its instant (offered).
 //   - Candidates serve the model, are offered, sit in the request's tier, are under the request's caps
-//     (MaxPricePerMTok against the ask, as the catalog's max price filter; MaxTTFTMillis against the live P99,
-//     or the catalog's P99 when live traffic is thin), have a heartbeat from their own provider within
-//     HeartbeatTimeout, and their circuit is not open (Pick).
-//   - Order: cheapest ask first; among near-equals (within 5% of the cheapest remaining ask), the power of two
-//     choices on expected wait, live P50 time to first token scaled by load (Pick).
-//   - Live figures: gateway observations win over metered ones for the same request id; a request is counted
-//     once whichever arrives first (Observe).
-//   - Tiers move on live P99 with at least catalog.MinMeasuredRequests observations, with a 10% margin each
-//     way, at most once a minute (Flush).
+//     (MaxPricePerMTok against the offering's blended ask, catalog.Offering.BlendedAsk, as the catalog's max
+//     price filter; MaxTTFTMillis against the live P99, or the catalog's P99 when live traffic is thin), have a
+//     heartbeat from their own provider within HeartbeatTimeout, and their circuit is not open (Pick).
+//   - Order: cheapest blended ask first; among near-equals (within 5% of the cheapest remaining), the power of
+//     two choices on expected wait, live P50 time to first token scaled by load (Pick).
+//   - Live figures are the gateways' own: what this replica and the others observed from outside the rigs,
+//     each request counted once (Observe, share.go). A rig's own figures, from its usage events, go to a window
+//     apart (ObserveUsage), are written beside the measured ones, and decide nothing.
+//   - Tiers move on the measured P99 with at least catalog.MinMeasuredRequests observations, with a 10% margin
+//     each way, at most once a minute (Flush).
+//   - Ready: once the catalog is loaded and the rigs have answered the heartbeat request, or readyWait has
+//     passed (Ready).
 //
 // All of it is in memory, per process, behind a lock per offering; PostgreSQL is read for the catalog and
-// written with the figures. Gateway replicas each keep their own view and the last Flush wins; the meter's feed
-// adds the requests other replicas routed, so that every replica's window holds the offering's whole metered
-// traffic (ARCHITECTURE, Scaling: live figures are shared through NATS).
+// written with the figures. Replicas share their observations, so their windows agree up to the requests in
+// flight between them, and the last Flush wins.
 package routing
 
 import (
@@ -54,11 +58,11 @@ const (
 	DefaultFlushEvery   = 15 * time.Second // figures and tiers written to the offerings table
 )
 
-// Catalog is what the router reads from the catalog: the active offerings and the price book in force.
-// *catalog.Service implements it.
+// Catalog is what the router reads from the catalog: every active offering, whatever its asks, and the whole
+// price book, so that the router applies the price in force itself at each Pick. *catalog.Service implements it.
 type Catalog interface {
-	List(ctx context.Context, in catalog.ListInput) ([]catalog.Offering, error)
-	CurrentPrices(ctx context.Context) (map[catalog.Tier]catalog.Price, error)
+	ListActive(ctx context.Context) ([]catalog.Offering, error)
+	PriceBook(ctx context.Context) (catalog.PriceBook, error)
 }
 
 var _ Catalog = (*catalog.Service)(nil)
@@ -68,17 +72,22 @@ type Config struct {
 	// Pool is where Flush writes the figures, and the catalog's database when Catalog is nil. Nil keeps the
 	// figures in memory only: Start then does not flush.
 	Pool *pgxpool.Pool
-	// Catalog is where routable offerings and prices come from; nil means catalog.NewService(Pool, Now).
+	// Catalog is where routable offerings and prices come from; nil means the catalog on Pool.
 	Catalog Catalog
-	// NATS is the connection Start subscribes to heartbeats and the meter's feed on.
+	// NATS is the connection Start subscribes to heartbeats, the other replicas' observations and the meter's
+	// feed on, and publishes this replica's observations and the heartbeat request on.
 	NATS *nats.Conn
+	// Instance names this router among the gateway replicas, so that it skips its own shared observations;
+	// empty means a random one.
+	Instance string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Rand drives the power of two choices; nil means a randomly seeded source. The router serialises its use.
 	Rand *rand.Rand
-	// RefreshEvery and FlushEvery are Start's periods; zero means the defaults.
+	// RefreshEvery, FlushEvery and ShareEvery are Start's periods; zero means the defaults.
 	RefreshEvery time.Duration
 	FlushEvery   time.Duration
+	ShareEvery   time.Duration
 	// Log gets failed reloads and flushes, ignored heartbeats and tier moves; nil means slog.Default().
 	Log *slog.Logger
 }
@@ -96,6 +105,9 @@ type Router struct {
 
 	mu        sync.RWMutex
 	offerings map[string]*offeringState
+
+	sharer sharer
+	ready  readiness
 }
 
 // New returns a router; Pick answers once Refresh (or Start) has loaded the catalog.
@@ -112,20 +124,31 @@ func New(cfg Config) *Router {
 	if cfg.FlushEvery <= 0 {
 		cfg.FlushEvery = DefaultFlushEvery
 	}
+	if cfg.ShareEvery <= 0 {
+		cfg.ShareEvery = DefaultShareEvery
+	}
+	if cfg.Instance == "" {
+		cfg.Instance = services.NewTimeOrderedID("gw_", time.Now())
+	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
 	cat := cfg.Catalog
 	if cat == nil {
-		cat = catalog.NewService(cfg.Pool, cfg.Now)
+		cat = catalog.NewService(cfg.Pool, catalog.Config{Now: cfg.Now})
 	}
-	return &Router{cfg: cfg, cat: cat, log: cfg.Log, rnd: cfg.Rand, offerings: map[string]*offeringState{}}
+	r := &Router{cfg: cfg, cat: cat, log: cfg.Log, rnd: cfg.Rand, offerings: map[string]*offeringState{}}
+	r.sharer.kick = make(chan struct{}, 1)
+	return r
 }
 
-// Start subscribes to every rig's heartbeats (heartbeat.>) and to the meter's feed (metering.FeedSubject), loads
-// the catalog, and then, until ctx ends, reloads it every RefreshEvery and flushes the figures every FlushEvery
-// (when there is a Pool). It returns once the subscriptions are up and the first load is done; a failure of
-// either is returned.
+// Start subscribes to every rig's heartbeats (heartbeat.>), to the other replicas' observations
+// (ObservedSubject) and to the meter's feed (metering.FeedSubject); loads the catalog; and asks every rig for a
+// heartbeat now (events.HeartbeatRequestSubject), once the server has the subscriptions, so that the answers
+// are not lost. Then, until ctx ends, it reloads the catalog every RefreshEvery, publishes this replica's
+// observations every ShareEvery and flushes the figures every FlushEvery (when there is a Pool). It returns once
+// the subscriptions are up, the first load is done and the heartbeat request is out; a failure of any is
+// returned.
 func (r *Router) Start(ctx context.Context) (err error) {
 	defer services.Wrap(&err, "routing.Start")
 	if r.cfg.NATS == nil {
@@ -139,6 +162,7 @@ func (r *Router) Start(ctx context.Context) (err error) {
 	}
 	for subject, handler := range map[string]nats.MsgHandler{
 		events.HeartbeatPrefix + ".>": r.onHeartbeat,
+		ObservedSubject:               r.onObserved,
 		metering.FeedSubject:          r.onMetered,
 	} {
 		sub, err := r.cfg.NATS.Subscribe(subject, handler)
@@ -148,13 +172,31 @@ func (r *Router) Start(ctx context.Context) (err error) {
 		}
 		subs = append(subs, sub)
 	}
+	// A flush round-trips to the server, which has then registered the subscriptions: a heartbeat sent in answer
+	// to the request below reaches them.
+	if err := r.cfg.NATS.FlushTimeout(subscribeTimeout); err != nil {
+		unsubscribe()
+		return err
+	}
 	if err := r.Refresh(ctx); err != nil {
 		unsubscribe()
 		return err
 	}
+	// The request's time is taken before it goes out, so that every answer is heard after it (Ready).
+	r.ready.requested(r.cfg.Now())
+	if err := r.cfg.NATS.Publish(events.HeartbeatRequestSubject, nil); err != nil {
+		unsubscribe()
+		return err
+	}
+	r.sharer.mu.Lock()
+	r.sharer.on = true
+	r.sharer.mu.Unlock()
 	go r.run(ctx, unsubscribe)
 	return nil
 }
+
+// subscribeTimeout bounds the wait for the server to confirm Start's subscriptions.
+const subscribeTimeout = 5 * time.Second
 
 func (r *Router) run(ctx context.Context, unsubscribe func()) {
 	defer unsubscribe()
@@ -162,9 +204,15 @@ func (r *Router) run(ctx context.Context, unsubscribe func()) {
 	defer refresh.Stop()
 	flush := time.NewTicker(r.cfg.FlushEvery)
 	defer flush.Stop()
+	share := time.NewTicker(r.cfg.ShareEvery)
+	defer share.Stop()
 	for {
 		select {
 		case <-ctx.Done():
+			r.sharer.mu.Lock()
+			r.sharer.on = false
+			r.sharer.mu.Unlock()
+			r.publishShared()
 			if r.cfg.Pool != nil {
 				// The last window is worth keeping: flush it once more, briefly, past the end of ctx.
 				fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
@@ -178,6 +226,10 @@ func (r *Router) run(ctx context.Context, unsubscribe func()) {
 			if err := r.Refresh(ctx); err != nil && ctx.Err() == nil {
 				r.log.Warn("routing: catalog reload failed; routing on the last one", "error", err)
 			}
+		case <-share.C:
+			r.publishShared()
+		case <-r.sharer.kick:
+			r.publishShared()
 		case <-flush.C:
 			if r.cfg.Pool == nil {
 				continue

@@ -36,23 +36,23 @@ func (c *clock) Advance(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-// fakeCatalog serves offerings and prices from memory.
+// fakeCatalog serves offerings and the price book from memory.
 type fakeCatalog struct {
 	mu        sync.Mutex
 	offerings []catalog.Offering
-	prices    map[catalog.Tier]catalog.Price
+	book      catalog.PriceBook
 }
 
-func (f *fakeCatalog) List(context.Context, catalog.ListInput) ([]catalog.Offering, error) {
+func (f *fakeCatalog) ListActive(context.Context) ([]catalog.Offering, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]catalog.Offering(nil), f.offerings...), nil
 }
 
-func (f *fakeCatalog) CurrentPrices(context.Context) (map[catalog.Tier]catalog.Price, error) {
+func (f *fakeCatalog) PriceBook(context.Context) (catalog.PriceBook, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.prices, nil
+	return f.book, nil
 }
 
 func (f *fakeCatalog) add(os ...catalog.Offering) {
@@ -61,20 +61,31 @@ func (f *fakeCatalog) add(os ...catalog.Offering) {
 	f.offerings = append(f.offerings, os...)
 }
 
-// defaultPrices is catalog.DefaultPrices: blended, realtime $0.45, standard $0.225, batch $0.12 per million.
-func defaultPrices() map[catalog.Tier]catalog.Price {
-	m := map[catalog.Tier]catalog.Price{}
-	for _, p := range catalog.DefaultPrices {
-		m[p.Tier] = p
+// defaultPrices is catalog.DefaultPrices in force since long ago, rows 1 to 3: realtime $0.30 in and $0.60 out
+// per million tokens, standard $0.15 and $0.30, batch $0.08 and $0.16.
+func defaultPrices() catalog.PriceBook {
+	book := catalog.PriceBook{}
+	for i, p := range catalog.DefaultPrices {
+		p.ID = int64(i + 1)
+		book[p.Tier] = []catalog.Price{p}
 	}
-	return m
+	return book
 }
 
 func f64(v float64) *float64 { return &v }
 
-// offering is an active offering of model in tier, asking ask, with no figures.
-func offering(id, model string, tier catalog.Tier, ask money.MicroUSD) catalog.Offering {
-	return catalog.Offering{ID: id, ProviderAccountID: "provider-" + id, Model: model, Tier: tier, Ask: ask,
+// offering is an active offering of model in tier, with no figures, whose asks are split from a blended ask
+// in the default prices' 1:2 ratio: a third of twice it per input token, the rest per output token, so that
+// the two sum to exactly twice the blend. It is offered in its tier exactly when the blend is at most the
+// tier's blended price (standard $0.225, batch $0.12, realtime $0.45).
+func offering(id, model string, tier catalog.Tier, blend money.MicroUSD) catalog.Offering {
+	in := 2 * blend / 3
+	return asking(id, model, tier, in, 2*blend-in)
+}
+
+// asking is an active offering of model in tier with these asks per input and output token.
+func asking(id, model string, tier catalog.Tier, in, out money.MicroUSD) catalog.Offering {
+	return catalog.Offering{ID: id, ProviderAccountID: "provider-" + id, Model: model, Tier: tier, AskInput: in, AskOutput: out,
 		AgentURL: "http://rig-" + id + ":8443", Status: catalog.StatusActive}
 }
 
@@ -93,7 +104,7 @@ type bundle struct {
 // setup returns a router over the offerings, loaded, with a heartbeat from every one of them.
 func setup(t testing.TB, offerings ...catalog.Offering) bundle {
 	t.Helper()
-	b := bundle{clock: newClock(), cat: &fakeCatalog{offerings: offerings, prices: defaultPrices()}}
+	b := bundle{clock: newClock(), cat: &fakeCatalog{offerings: offerings, book: defaultPrices()}}
 	b.r = New(Config{Catalog: b.cat, Now: b.clock.Now, Rand: rand.New(rand.NewPCG(1, 2)),
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err := b.r.Refresh(context.Background()); err != nil {

@@ -9,15 +9,14 @@ import (
 
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/catalog"
-	"github.com/gpumarket/gpumarket/services/money"
 )
 
-// snapshot is the catalog as last loaded: the active offerings, each with its router state, and the price
-// book in force. It is replaced whole, never changed.
+// snapshot is the catalog as last loaded: the active offerings, each with its router state, and the whole price
+// book. It is replaced whole, never changed.
 type snapshot struct {
 	listed   []*listed
-	byModel  map[string][]*listed // ordered by ask, then id
-	prices   map[catalog.Tier]catalog.Price
+	byModel  map[string][]*listed // ordered by blended ask, then id
+	book     catalog.PriceBook
 	loadedAt time.Time
 }
 
@@ -27,19 +26,22 @@ type listed struct {
 	state *offeringState
 }
 
-// Refresh reloads the active offerings and the price book in force. Start calls it every RefreshEvery; call it
-// after a change that should route at once. On failure the previous catalog stays in use.
+// askSum is twice the offering's blended ask, exact: what routing orders and caps by.
+func (l *listed) askSum() int64 { return int64(l.AskInput) + int64(l.AskOutput) }
+
+// Refresh reloads the active offerings and the price book. Start calls it every RefreshEvery; call it after a
+// change that should route at once. On failure the previous catalog stays in use.
 func (r *Router) Refresh(ctx context.Context) (err error) {
 	defer services.Wrap(&err, "routing.Refresh")
-	offerings, err := r.cat.List(ctx, catalog.ListInput{})
+	offerings, err := r.cat.ListActive(ctx)
 	if err != nil {
 		return err
 	}
-	prices, err := r.cat.CurrentPrices(ctx)
+	book, err := r.cat.PriceBook(ctx)
 	if err != nil {
 		return err
 	}
-	snap := &snapshot{byModel: map[string][]*listed{}, prices: prices, loadedAt: r.cfg.Now()}
+	snap := &snapshot{byModel: map[string][]*listed{}, book: book, loadedAt: r.cfg.Now()}
 	for _, o := range offerings {
 		if o.Status != catalog.StatusActive || o.AgentURL == "" {
 			continue
@@ -49,21 +51,20 @@ func (r *Router) Refresh(ctx context.Context) (err error) {
 		snap.byModel[o.Model] = append(snap.byModel[o.Model], l)
 	}
 	for _, ls := range snap.byModel {
-		slices.SortFunc(ls, func(a, b *listed) int { return cmp.Or(cmp.Compare(a.Ask, b.Ask), strings.Compare(a.ID, b.ID)) })
+		slices.SortFunc(ls, func(a, b *listed) int {
+			return cmp.Or(cmp.Compare(a.askSum(), b.askSum()), strings.Compare(a.ID, b.ID))
+		})
 	}
 	r.snap.Store(snap)
 	return nil
 }
 
-// offered reports whether an offering with this ask may be routed in the tier: the tier has a price in force
-// and the ask is at most its blended price, (input + output) / 2. Asks are per million tokens of either kind and
-// the benchmark they come from mixes input and output about 50/50, so above that price the platform would pay
-// the provider more than the customer pays it for typical traffic. (A request much heavier in input than that
-// can still cost the platform a little on an offering close to the bound; the strict bound, the input price,
-// would leave every batch offering of the benchmark unroutable.)
-func (s *snapshot) offered(ask money.MicroUSD, tier catalog.Tier) bool {
-	p, ok := s.prices[tier]
-	return ok && 2*ask <= p.Input+p.Output
+// offered returns the tier's price in force at now and whether it covers the offering's asks
+// (catalog.Price.Covers): only then may the offering be routed in the tier, for then no request pays its
+// provider more than its customer paid, whatever its mix of input and output tokens.
+func (s *snapshot) offered(l *listed, tier catalog.Tier, now time.Time) (catalog.Price, bool) {
+	p, ok := s.book.At(tier, now)
+	return p, ok && p.Covers(l.AskInput, l.AskOutput)
 }
 
 // ModelTiers is a model on offer and the tiers it can be asked for in.
@@ -79,12 +80,13 @@ func (r *Router) Models() []ModelTiers {
 	if snap == nil {
 		return nil
 	}
+	now := r.cfg.Now()
 	out := make([]ModelTiers, 0, len(snap.byModel))
 	for model, ls := range snap.byModel {
 		in := map[catalog.Tier]bool{}
 		for _, l := range ls {
-			if tier := l.liveTier(); snap.offered(l.Ask, tier) {
-				in[tier] = true
+			if tier := l.liveTier(); !in[tier] {
+				_, in[tier] = snap.offered(l, tier, now)
 			}
 		}
 		mt := ModelTiers{Model: model}

@@ -15,16 +15,14 @@ type offeringState struct {
 
 	mu sync.Mutex
 
-	// The window: a ring of the last WindowSize observations, in arrival order (figures.go).
-	ring      []sample
-	next      int            // where the next observation goes
-	byRequest map[string]int // request id -> its slot in ring, to count a request once
-	// Figures as Pick last computed them, reused for figuresTTL.
-	cached   Figures
-	cachedAt time.Time
-	// Scratch space for computing figures without allocating each time.
-	ttfts []float64
-	spans []span
+	// The windows (figures.go): measured holds the gateways' observations, this replica's and the others'
+	// (share.go), and decides the tier and routing; reported holds the rig's own figures from its usage events,
+	// kept to be shown beside them and compared.
+	measured window
+	reported window
+	// diverging is whether the last Flush found the rig's figures far better than the gateways' (logged when
+	// it starts).
+	diverging bool
 
 	// Health (health.go): the last heartbeat and when this process received it.
 	heartbeat Heartbeat
@@ -41,7 +39,7 @@ type offeringState struct {
 }
 
 func newOfferingState() *offeringState {
-	return &offeringState{byRequest: map[string]int{}}
+	return &offeringState{}
 }
 
 // view is what Pick needs of an offering at one instant, read under one lock.
@@ -59,7 +57,7 @@ func (s *offeringState) view(now time.Time) view {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	v := view{
-		figures:  s.cachedFigures(now),
+		figures:  s.measured.cachedFigures(now),
 		tier:     s.tier,
 		healthy:  s.healthyLocked(now),
 		provider: s.heartbeat.ProviderID,

@@ -13,7 +13,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/catalog"
 )
 
-// Tier movement. An offering's tier follows catalog.TierForP99 of its live P99 once its window holds
+// Tier movement. An offering's tier follows catalog.TierForP99 of its measured P99 once its window holds
 // catalog.MinMeasuredRequests observations, with hysteresis so that a P99 hovering at a bound does not flap it
 // between tiers: it is demoted only when its P99 exceeds its tier's bound by more than tierMarginPercent, and
 // promoted only when its P99 is below the better tier's bound by at least that much; and it moves at most once
@@ -48,13 +48,14 @@ func nextTier(cur catalog.Tier, p99Ms float64) catalog.Tier {
 
 func rank(t catalog.Tier) int { return slices.Index(catalog.Tiers, t) }
 
-// settle computes the offering's figures now and moves its tier when they say so. It reports false when the
-// window holds too few observations to stand for the offering: its stored figures and tier are then left as
-// they are, so that a quiet hour does not erase what earlier traffic, or a benchmark, measured.
+// settle computes the offering's measured figures now and moves its tier when they say so; the rig's reported
+// figures play no part. It reports false when the window holds too few observations to stand for the offering:
+// its stored figures and tier are then left as they are, so that a quiet hour does not erase what earlier
+// traffic, or a benchmark, measured.
 func (s *offeringState) settle(now time.Time, catalogTier catalog.Tier) (f Figures, tier catalog.Tier, moved, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	f = s.computeLocked(now)
+	f = s.measured.compute(now)
 	cur := catalogTier
 	if s.tier != "" {
 		cur = s.tier
@@ -70,9 +71,10 @@ func (s *offeringState) settle(now time.Time, catalogTier catalog.Tier) (f Figur
 	return f, next, true, true
 }
 
-// Flush moves tiers by the live figures and writes, for every listed offering whose window holds at least
-// catalog.MinMeasuredRequests observations, its figures and tier to the offerings table (measured_requests is
-// the window's count), so the catalog shows them "measured over N requests" (FIELD-CASES 17). Start runs it every
+// Flush moves tiers by the measured figures and writes, for every listed offering whose measured window holds at
+// least catalog.MinMeasuredRequests observations, its figures and tier to the offerings table (measured_requests
+// is the window's count), so the catalog shows them "measured over N requests"; and, apart, the rig's reported
+// figures when their window holds as many (reported_*), for the catalog to show beside them. Start runs it every
 // FlushEvery.
 func (r *Router) Flush(ctx context.Context) (err error) {
 	defer services.Wrap(&err, "routing.Flush")
@@ -86,25 +88,64 @@ func (r *Router) Flush(ctx context.Context) (err error) {
 	now := r.cfg.Now()
 	b := &pgx.Batch{}
 	for _, l := range snap.listed {
-		f, tier, moved, ok := l.state.settle(now, l.Tier)
-		if !ok {
-			continue
+		f, tier, moved, measured := l.state.settle(now, l.Tier)
+		if measured {
+			if moved {
+				r.log.Info("routing: offering moved tier by its measured P99", "offering", l.ID, "model", l.Model,
+					"to", tier, "ttft_p99_ms", f.TTFTP99Ms, "requests", f.Requests)
+			}
+			b.Queue(`UPDATE offerings SET measured_requests = $2, measured_ttft_p50_ms = $3, measured_ttft_p99_ms = $4,
+					measured_tokens_per_sec = coalesce($5, measured_tokens_per_sec), tier = $6
+				WHERE id = $1 AND status <> 'delisted'`,
+				l.ID, int64(f.Requests), f.TTFTP50Ms, f.TTFTP99Ms, positive(f.TokensPerSec), string(tier))
 		}
-		if moved {
-			r.log.Info("routing: offering moved tier by its live P99", "offering", l.ID, "model", l.Model,
-				"to", tier, "ttft_p99_ms", f.TTFTP99Ms, "requests", f.Requests)
+		if rep, reported := l.state.reportedFigures(now); reported {
+			b.Queue(`UPDATE offerings SET reported_requests = $2, reported_ttft_p50_ms = $3, reported_ttft_p99_ms = $4,
+					reported_tokens_per_sec = coalesce($5, reported_tokens_per_sec)
+				WHERE id = $1 AND status <> 'delisted'`,
+				l.ID, int64(rep.Requests), rep.TTFTP50Ms, rep.TTFTP99Ms, positive(rep.TokensPerSec))
+			r.checkDivergence(l, f, measured, rep)
 		}
-		var tps *float64
-		if f.TokensPerSec > 0 {
-			tps = &f.TokensPerSec
-		}
-		b.Queue(`UPDATE offerings SET measured_requests = $2, measured_ttft_p50_ms = $3, measured_ttft_p99_ms = $4,
-				measured_tokens_per_sec = coalesce($5, measured_tokens_per_sec), tier = $6
-			WHERE id = $1 AND status <> 'delisted'`,
-			l.ID, int64(f.Requests), f.TTFTP50Ms, f.TTFTP99Ms, tps, string(tier))
 	}
 	if b.Len() == 0 {
 		return nil
 	}
 	return r.cfg.Pool.SendBatch(ctx, b).Close()
+}
+
+func positive(v float64) *float64 {
+	if v > 0 {
+		return &v
+	}
+	return nil
+}
+
+// reportedFigures computes the rig's reported figures now, and reports false when their window holds fewer than
+// catalog.MinMeasuredRequests.
+func (s *offeringState) reportedFigures(now time.Time) (Figures, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.reported.compute(now)
+	return f, f.Requests >= catalog.MinMeasuredRequests
+}
+
+// checkDivergence logs, for admins, when an offering's rig starts reporting figures far better than the gateways
+// measured (catalog.Offering.ReportDivergence, the rule the catalog's pages flag by).
+func (r *Router) checkDivergence(l *listed, measured Figures, measuredOK bool, reported Figures) {
+	o := catalog.Offering{
+		MeasuredRequests: l.MeasuredRequests, MeasuredTTFTP99Ms: l.MeasuredTTFTP99Ms, MeasuredTokensPerSec: l.MeasuredTokensPerSec,
+		ReportedRequests: int64(reported.Requests), ReportedTTFTP99Ms: &reported.TTFTP99Ms, ReportedTokensPerSec: positive(reported.TokensPerSec),
+	}
+	if measuredOK {
+		o.MeasuredRequests, o.MeasuredTTFTP99Ms, o.MeasuredTokensPerSec = int64(measured.Requests), &measured.TTFTP99Ms, positive(measured.TokensPerSec)
+	}
+	why := o.ReportDivergence()
+	l.state.mu.Lock()
+	started := why != "" && !l.state.diverging
+	l.state.diverging = why != ""
+	l.state.mu.Unlock()
+	if started {
+		r.log.Warn("routing: a rig reports figures far better than the gateways measured", "offering", l.ID,
+			"provider", l.ProviderAccountID, "model", l.Model, "why", why)
+	}
 }

@@ -58,7 +58,7 @@ func (b bundle) settle() map[string]catalog.Tier {
 }
 
 // TestTiersFollowLiveP99WithoutFlapping: a P99 hovering around a bound leaves the tier alone; a clear move
-// changes it, at most once a minute; and too little traffic changes nothing (FIELD-CASES 17).
+// changes it, at most once a minute; and too little traffic changes nothing.
 func TestTiersFollowLiveP99WithoutFlapping(t *testing.T) {
 	t.Parallel()
 	o := claims(offering("o", "m", rt, 100_000), 10, 20) // claims realtime; its ask fits every tier's price

@@ -1,0 +1,72 @@
+package catalog
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gpumarket/gpumarket/services"
+)
+
+// divergenceFactor is how far a rig's own figures may be better than the gateway's before they
+// are flagged. The gateway measures from outside the rig, network and queueing included, so a
+// rig's time to first token is a little shorter and its throughput a little higher than the
+// gateway's; twice as fast is no network's doing (see docs/tiers-and-asks.md).
+const divergenceFactor = 2
+
+// Reported reports whether the rig's own figures rest on enough requests to be shown and
+// compared.
+func (o Offering) Reported() bool {
+	return o.ReportedRequests >= MinMeasuredRequests && o.ReportedTTFTP99Ms != nil
+}
+
+// ReportDivergence says how the rig's own figures disagree with the gateway's by more than
+// divergenceFactor: its P99 time to first token under half the gateway's, or its throughput
+// over twice the gateway's. It is "" when they agree, or when either side rests on fewer than
+// MinMeasuredRequests requests.
+func (o Offering) ReportDivergence() string {
+	if !o.Measured() || !o.Reported() {
+		return ""
+	}
+	var out string
+	if *o.ReportedTTFTP99Ms*divergenceFactor < *o.MeasuredTTFTP99Ms {
+		out = fmt.Sprintf("The rig reports a P99 time to first token of %s ms, under half the %s ms the gateway measured.",
+			oneDecimal(*o.ReportedTTFTP99Ms), oneDecimal(*o.MeasuredTTFTP99Ms))
+	}
+	if r, m := o.ReportedTokensPerSec, o.MeasuredTokensPerSec; r != nil && m != nil && *r > *m*divergenceFactor {
+		if out != "" {
+			out += " "
+		}
+		out += fmt.Sprintf("The rig reports %s tokens per second, over twice the %s the gateway measured.",
+			oneDecimal(*r), oneDecimal(*m))
+	}
+	return out
+}
+
+func oneDecimal(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
+
+// ListDivergent returns the listed offerings of every provider whose rig's own figures disagree
+// with the gateway's (ReportDivergence), for admins; the provider sees its own on its rigs.
+func (s *Service) ListDivergent(ctx context.Context) (_ []Offering, err error) {
+	defer services.Wrap(&err, "catalog.ListDivergent")
+	rows, err := s.pool.Query(ctx, `SELECT `+offeringColumns+`
+		FROM offerings o JOIN accounts a ON a.id = o.provider_account_id
+		WHERE o.status <> 'delisted' AND o.reported_requests >= $1 AND o.measured_requests >= $1
+		ORDER BY a.name, o.model, o.id`, MinMeasuredRequests)
+	if err != nil {
+		return nil, err
+	}
+	all, err := pgx.CollectRows(rows, scanOffering)
+	if err != nil {
+		return nil, err
+	}
+	out := all[:0]
+	for _, o := range all {
+		if o.ReportDivergence() != "" {
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,163 @@
+package web_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpumarket/gpumarket/services/demo"
+)
+
+// rigAt is rigJSON in the standard tier (claimed P99 300 ms) asking these dollars per million input and output
+// tokens.
+func rigAt(in, out string) map[string]any {
+	body := rigJSON()
+	body["claimed_ttft_p50_ms"], body["claimed_ttft_p99_ms"] = 150, 300
+	body["ask_input_usd_per_mtok"], body["ask_output_usd_per_mtok"] = in, out
+	return body
+}
+
+// TestAListingIsHeldToItsTiersPriceAndItsAgentURLToThePolicy: an ask above the standard tier's price for output
+// tokens ($0.30), and agent URLs with a path or at the cloud's metadata address, are refused with what to fix, and
+// nothing is saved.
+func TestAListingIsHeldToItsTiersPriceAndItsAgentURLToThePolicy(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	owner := e.token(t, "provider@example.com", demo.Password)
+	before := countRows(t, e, `SELECT count(*) FROM offerings`)
+	how := " Give only the scheme, host and port where your agent listens, like https://rig1.example.com:8443."
+	for _, c := range []struct {
+		name  string
+		edit  func(map[string]any)
+		field string
+		want  string
+	}{
+		{"output ask above the price", func(b map[string]any) { b["ask_output_usd_per_mtok"] = "0.40" }, "ask_output_usd_per_mtok",
+			"Your ask for output tokens, $0.40 per million, is above the standard tier's price of $0.30: customers would pay less than you are paid. Ask at most $0.30."},
+		{"a path", func(b map[string]any) { b["agent_url"] = "https://rig1.example.com:8443/metrics" }, "agent_url",
+			"No path: the platform adds /v1/... itself." + how},
+		{"a fragment", func(b map[string]any) { b["agent_url"] = "https://rig1.example.com:8443#" }, "agent_url", "No fragment." + how},
+		{"the metadata address", func(b map[string]any) { b["agent_url"] = "http://169.254.169.254" }, "agent_url",
+			"169.254.169.254 is a cloud metadata address." + how},
+	} {
+		body := rigAt("0.10", "0.20")
+		c.edit(body)
+		var out apiErrorJSON
+		wantStatus(t, e.call(t, owner, http.MethodPost, "/api/provider/offerings", body, &out), http.StatusUnprocessableEntity)
+		if got := out.Error.Fields[c.field]; got != c.want || len(out.Error.Fields) != 1 {
+			t.Errorf("%s: field errors %q, want %s: %q", c.name, out.Error.Fields, c.field, c.want)
+		}
+	}
+	if after := countRows(t, e, `SELECT count(*) FROM offerings`); after != before {
+		t.Fatalf("offerings %d -> %d", before, after)
+	}
+}
+
+// TestAPriceCutTakesARigOffTheCatalogAndTellsItsProvider: a rig listed at $0.14 in and $0.28 out in standard is
+// above the tier's price once it is cut to $0.12 and $0.25: the public catalog no longer lists it or shows it, and
+// its provider's rigs, on the API and the page, say why and what to ask.
+func TestAPriceCutTakesARigOffTheCatalogAndTellsItsProvider(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	owner := e.token(t, "provider@example.com", demo.Password)
+	var rig offeringJSON
+	wantStatus(t, e.call(t, owner, http.MethodPost, "/api/provider/offerings", rigAt("0.14", "0.28"), &rig), http.StatusCreated)
+	listed := func() bool {
+		var out offeringListJSON
+		wantStatus(t, e.call(t, "", http.MethodGet, "/api/offerings", nil, &out), http.StatusOK)
+		for _, o := range out.Offerings {
+			if o.ID == rig.ID {
+				return true
+			}
+		}
+		return false
+	}
+	if !listed() || rig.NotRouted != "" {
+		t.Fatalf("the new rig: listed %v, not routed because %q", listed(), rig.NotRouted)
+	}
+	if _, err := e.pool.Exec(context.Background(), `INSERT INTO prices (tier, input_micro_usd_per_mtok, output_micro_usd_per_mtok,
+		effective_from, created_at) VALUES ('standard', 120000, 250000, $1, $1)`, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if listed() {
+		t.Fatal("the rig above its tier's new price is still in the public catalog")
+	}
+	var gone apiErrorJSON
+	wantStatus(t, e.call(t, "", http.MethodGet, "/api/offerings/"+rig.ID, nil, &gone), http.StatusNotFound)
+
+	want := "Not routed and not in the public catalog. " +
+		"Your ask for input tokens, $0.14 per million, is above the standard tier's price of $0.12: customers would pay less than you are paid. Ask at most $0.12. " +
+		"Your ask for output tokens, $0.28 per million, is above the standard tier's price of $0.25: customers would pay less than you are paid. Ask at most $0.25."
+	var own offeringJSON
+	wantStatus(t, e.call(t, owner, http.MethodGet, "/api/provider/offerings/"+rig.ID, nil, &own), http.StatusOK)
+	if own.NotRouted != want {
+		t.Fatalf("not_routed_because = %q\nwant %q", own.NotRouted, want)
+	}
+	b, _ := loginBrowser(t, e, "provider@example.com")
+	doc := getPage(t, b, e.srv.URL+"/provider/rigs")
+	row := doc.Find(`[data-testid="offering"][data-offering-id="` + rig.ID + `"]`)
+	if got := strings.TrimSpace(row.Next().Find(`[data-testid="not-routed"]`).Text()); got != want {
+		t.Fatalf("the rigs page says %q\nwant %q", got, want)
+	}
+	if n := doc.Find(`[data-testid="not-routed"]`).Length(); n != 1 {
+		t.Errorf("%d rigs flagged as not routed, want only the one above the new price", n)
+	}
+}
+
+// TestARigsOwnFiguresFarBetterThanTheGatewaysAreFlagged: the 4x RTX 4090 14B demo rig, measured at 448 ms P99 by
+// the gateway, reports 20 ms of itself over 500 requests. Admins find it on the rig reports page and API; its
+// provider sees the flag on its rigs; the public catalog shows both figures side by side.
+func TestARigsOwnFiguresFarBetterThanTheGatewaysAreFlagged(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	var id string
+	if err := e.pool.QueryRow(context.Background(), `UPDATE offerings SET measured_requests = 500, measured_ttft_p99_ms = 448.04,
+			reported_requests = 500, reported_ttft_p50_ms = 10, reported_ttft_p99_ms = 20, reported_tokens_per_sec = 1900
+		WHERE seed_key = 'benchmark:deepseek-ai/DeepSeek-R1-Distill-Qwen-14B:4xrtx-4090' RETURNING id`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	why := "The rig reports a P99 time to first token of 20.0 ms, under half the 448.0 ms the gateway measured."
+
+	admin := e.token(t, "admin@example.com", demo.Password)
+	var reports struct {
+		Rigs []struct {
+			ID  string `json:"id"`
+			Why string `json:"report_divergence"`
+		} `json:"rigs"`
+		Count int `json:"count"`
+	}
+	wantStatus(t, e.call(t, admin, http.MethodGet, "/api/admin/rig-reports", nil, &reports), http.StatusOK)
+	if reports.Count != 1 || len(reports.Rigs) != 1 || reports.Rigs[0].ID != id || reports.Rigs[0].Why != why {
+		t.Fatalf("rig reports %+v, want the one rig with %q", reports, why)
+	}
+	ab, _ := loginBrowser(t, e, "admin@example.com")
+	page := getPage(t, ab, e.srv.URL+"/admin/rig-reports")
+	if rows := page.Find(`[data-testid="rig-report"]`); rows.Length() != 1 || !strings.Contains(rows.Text(), id) ||
+		!strings.Contains(rows.Text(), why) || !strings.Contains(rows.Text(), "P99 20.0 ms, 1900 tokens/s over 500 requests") {
+		t.Fatalf("rig reports page rows: %q", rows.Text())
+	}
+
+	pb, _ := loginBrowser(t, e, "provider@example.com")
+	rigs := getPage(t, pb, e.srv.URL+"/provider/rigs")
+	row := rigs.Find(`[data-testid="offering"][data-offering-id="` + id + `"]`)
+	if got := strings.TrimSpace(row.Next().Find(`[data-testid="divergence"]`).Text()); !strings.HasPrefix(got, why) {
+		t.Fatalf("the provider's rigs page says %q, want it to start %q", got, why)
+	}
+	if got := strings.TrimSpace(row.Find(`[data-testid="reported"]`).Text()); got != "P99 20.0 ms, 1900 tokens/s over 500 requests" {
+		t.Errorf("the rig's own figures on its row: %q", got)
+	}
+
+	var public struct {
+		MeasuredP99 *float64 `json:"measured_ttft_p99_ms"`
+		ReportedP99 *float64 `json:"reported_ttft_p99_ms"`
+		Reported    int64    `json:"reported_requests"`
+		Why         string   `json:"report_divergence"`
+	}
+	wantStatus(t, e.call(t, "", http.MethodGet, "/api/offerings/"+id, nil, &public), http.StatusOK)
+	if public.MeasuredP99 == nil || *public.MeasuredP99 != 448.04 || public.ReportedP99 == nil || *public.ReportedP99 != 20 ||
+		public.Reported != 500 || public.Why != "" {
+		t.Fatalf("public offering %+v", public)
+	}
+}
