@@ -51,8 +51,9 @@
 // acknowledged it. The outbox is a directory (Config.OutboxDir) with one file per event, named
 // "<unix nanoseconds, 20 digits>-<event id>.json" and holding exactly the encoded event that is published. A
 // file is written as ".tmp-<event id>", fsynced, renamed and the directory fsynced, so a file under its final
-// name is always whole; at start-up a temporary file that decodes as a whole event is kept and any other is
-// deleted. A background loop publishes the files in name order (the order they were written), each with its
+// name is always whole; at start-up a temporary file that decodes as the whole event its name says is fsynced
+// and renamed, as the crash kept it from being (once: a copy of an event kept already is deleted), and any other
+// is deleted. A background loop publishes the files in name order (the order they were written), each with its
 // event id as Nats-Msg-Id, in windows of 256, and waits for the stream's acknowledgements (a duplicate's too);
 // on failure it retries with backoff (from 100 ms, doubling, to 10 s), at once when the connection comes back,
 // and at start-up for what a previous run left. A re-send is the same bytes with the same id: the stream drops
