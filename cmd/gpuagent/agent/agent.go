@@ -24,7 +24,8 @@
 // them (a lower bound when a server packs several tokens in a chunk), and the input is 0: the agent has no
 // tokenizer, and under-billing a cut-off request is the safe side.
 //
-// The status is ok when the upstream answered 2xx and the response reached the client whole; canceled when the
+// The status is ok when the upstream answered 2xx and the response went to the client whole (its end, the
+// [DONE] frame or the last byte, follows the event: see Delivery); canceled when the
 // client went away first (the upstream request is cancelled at once, and the event carries the tokens produced
 // until then); error when the upstream answered another status or could not be reached (0 tokens), or its
 // response broke off (the tokens relayed until then).
@@ -47,8 +48,11 @@
 //
 // # Delivery
 //
-// Every event is written to the outbox before the handler returns, and removed only when the USAGE stream has
-// acknowledged it. The outbox is a directory (Config.OutboxDir) with one file per event, named
+// Every event is in the outbox before the client can learn that its request is over, and removed only when the
+// USAGE stream has acknowledged it: a stream's event is written before its [DONE] frame, a whole response's before
+// its last byte (held back until then: with a Content-Length that byte tells the client the response is whole),
+// and any other before the handler returns and the server ends the response. A crash can then leave an event
+// kept for a request whose client never saw its end, never a request completed for its client without an event. The outbox is a directory (Config.OutboxDir) with one file per event, named
 // "<unix nanoseconds, 20 digits>-<event id>.json" and holding exactly the encoded event that is published. A
 // file is written as ".tmp-<event id>", fsynced, renamed and the directory fsynced, so a file under its final
 // name is always whole; at start-up a temporary file that decodes as the whole event its name says is fsynced

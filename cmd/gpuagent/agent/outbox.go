@@ -18,6 +18,9 @@ import (
 type outbox struct {
 	dir     string
 	pending atomic.Int64
+	// testHookAdd, when set, runs as add begins: a test holds the write there to see what the client has
+	// received meanwhile.
+	testHookAdd func(id string)
 }
 
 const (
@@ -105,6 +108,9 @@ func (o *outbox) add(id string, body []byte, at time.Time) (err error) {
 			err = fmt.Errorf("outbox: keep event %s: %w", id, err)
 		}
 	}()
+	if o.testHookAdd != nil {
+		o.testHookAdd(id)
+	}
 	tmp := filepath.Join(o.dir, tmpPrefix+id)
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
