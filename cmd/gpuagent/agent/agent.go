@@ -64,8 +64,10 @@
 // it inside its duplicate window and the meter after it.
 //
 // The agent connects to NATS with its rig's own credentials (natsserver.RigUser), which let it publish only its
-// own usage and heartbeat subjects and receive replies only under its own inbox prefix. Every HeartbeatInterval it
-// publishes a Heartbeat on heartbeat.<provider_id>.<offering_id>.
+// own usage and heartbeat subjects and receive replies only under its own inbox prefix and heartbeat requests. Every
+// HeartbeatInterval it publishes a Heartbeat on heartbeat.<provider_id>.<offering_id>, and one more at once when a
+// gateway that has just started asks for it on events.HeartbeatRequestSubject (at most one such extra heartbeat
+// per events.HeartbeatRequestGap, however many requests arrive).
 package agent
 
 import (
@@ -189,6 +191,7 @@ type Agent struct {
 	subject   string // usage.<provider>.<offering>
 	heartbeat string // heartbeat.<provider>.<offering>
 	wake      chan struct{}
+	beatAsked chan struct{} // a heartbeat is wanted now: the connection came up, or a gateway asked
 	acked     atomic.Int64
 
 	ln  net.Listener
@@ -249,6 +252,7 @@ func New(cfg Config) (*Agent, error) {
 		subject:   usage.Subject(cfg.ProviderID, cfg.OfferingID),
 		heartbeat: events.HeartbeatSubject(cfg.ProviderID, cfg.OfferingID),
 		wake:      make(chan struct{}, 1),
+		beatAsked: make(chan struct{}, 1),
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", a.serveInference(true))

@@ -44,10 +44,12 @@ func (a *Agent) connect() (*nats.Conn, jetstream.JetStream, error) {
 		nats.ConnectHandler(func(nc *nats.Conn) {
 			log.Info("connected to NATS", "server", nc.ConnectedUrlRedacted())
 			a.notify()
+			a.askBeat()
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			log.Info("NATS connection restored", "server", nc.ConnectedUrlRedacted())
 			a.notify()
+			a.askBeat()
 		}),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
@@ -170,28 +172,67 @@ type Heartbeat struct {
 	At         time.Time `json:"at"`
 }
 
-// heartbeatLoop publishes a heartbeat at once and then every HeartbeatInterval until ctx ends. A heartbeat is
-// worth nothing late, so none is sent while the connection is down.
+// heartbeatLoop publishes a heartbeat at once and then every HeartbeatInterval until ctx ends, and one more
+// whenever the connection comes up (none is sent while it is down: a heartbeat is worth nothing late) or a
+// gateway asks on events.HeartbeatRequestSubject: at once, or, within events.HeartbeatRequestGap of the last
+// one sent so, when that gap has passed, one for every request that came meanwhile.
 func (a *Agent) heartbeatLoop(ctx context.Context) {
+	sub, err := a.nc.Subscribe(events.HeartbeatRequestSubject, func(*nats.Msg) { a.askBeat() })
+	if err != nil {
+		a.log.Warn("heartbeat requests not received: gateways learn of this rig at its next heartbeat", "error", err)
+	} else {
+		defer func() { _ = sub.Unsubscribe() }()
+	}
 	t := time.NewTicker(a.cfg.HeartbeatInterval)
 	defer t.Stop()
+	var lastAsked time.Time       // when the last heartbeat asked for went out
+	var deferred <-chan time.Time // a heartbeat asked for, waiting for the gap to pass
+	a.beat()
 	for {
-		if a.nc.IsConnected() {
-			b, _ := json.Marshal(Heartbeat{
-				OfferingID: a.cfg.OfferingID,
-				ProviderID: a.cfg.ProviderID,
-				InFlight:   a.meter.inFlightNow(),
-				Capacity:   a.cfg.Capacity,
-				At:         a.cfg.Now().UTC(),
-			})
-			if err := a.nc.Publish(a.heartbeat, b); err != nil {
-				a.log.Debug("heartbeat not sent", "error", err)
-			}
-		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			a.beat()
+		case <-a.beatAsked:
+			if deferred != nil {
+				continue // the heartbeat on its way answers this request too
+			}
+			if wait := events.HeartbeatRequestGap - time.Since(lastAsked); wait > 0 {
+				deferred = time.After(wait)
+				continue
+			}
+			a.beat()
+			lastAsked = time.Now()
+		case <-deferred:
+			deferred = nil
+			a.beat()
+			lastAsked = time.Now()
 		}
+	}
+}
+
+// askBeat asks the heartbeat loop for a heartbeat now, without waiting.
+func (a *Agent) askBeat() {
+	select {
+	case a.beatAsked <- struct{}{}:
+	default:
+	}
+}
+
+// beat publishes one heartbeat, if the connection is up.
+func (a *Agent) beat() {
+	if !a.nc.IsConnected() {
+		return
+	}
+	b, _ := json.Marshal(Heartbeat{
+		OfferingID: a.cfg.OfferingID,
+		ProviderID: a.cfg.ProviderID,
+		InFlight:   a.meter.inFlightNow(),
+		Capacity:   a.cfg.Capacity,
+		At:         a.cfg.Now().UTC(),
+	})
+	if err := a.nc.Publish(a.heartbeat, b); err != nil {
+		a.log.Debug("heartbeat not sent", "error", err)
 	}
 }

@@ -25,6 +25,7 @@ func RigUser(providerID, offeringID, password string) *server.User {
 			}},
 			Subscribe: &server.SubjectPermission{Allow: []string{
 				events.RigInboxPrefix(providerID, offeringID) + ".>",
+				events.HeartbeatRequestSubject,
 			}},
 		},
 	}

@@ -87,11 +87,26 @@ func checkRigPermissions(t *testing.T, s *server.Server, rig *server.User) {
 		t.Errorf("the platform's heartbeat subscription got %v, %v; want the rig's heartbeat", hb, err)
 	}
 
+	asked, err := rigNC.SubscribeSync(events.HeartbeatRequestSubject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rigNC.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := platformNC.Publish(events.HeartbeatRequestSubject, nil); err != nil {
+		t.Fatal(err)
+	}
+	if msg, err := asked.NextMsg(2 * time.Second); err != nil || msg.Subject != events.HeartbeatRequestSubject {
+		t.Errorf("the rig's subscription to heartbeat requests got %v, %v; want the platform's request", msg, err)
+	}
+
 	for _, subject := range []string{
-		"usage.prov-1.off-2",        // another offering of the same provider
-		"usage.prov-2.off-1",        // the same offering id under another provider
-		"heartbeat.prov-1.off-2",    // another offering's heartbeat
-		"$JS.API.STREAM.INFO.USAGE", // the JetStream API
+		events.HeartbeatRequestSubject, // asking every other rig to beat is the gateways' business
+		"usage.prov-1.off-2",           // another offering of the same provider
+		"usage.prov-2.off-1",           // the same offering id under another provider
+		"heartbeat.prov-1.off-2",       // another offering's heartbeat
+		"$JS.API.STREAM.INFO.USAGE",    // the JetStream API
 	} {
 		short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		_, err := rigJS.Publish(short, subject, []byte(`{}`))
