@@ -191,8 +191,10 @@ type Agent struct {
 	subject   string // usage.<provider>.<offering>
 	heartbeat string // heartbeat.<provider>.<offering>
 	wake      chan struct{}
-	beatAsked chan struct{} // a heartbeat is wanted now: the connection came up, or a gateway asked
-	acked     atomic.Int64
+	// refusedCredential is set once the server refused the rig's credential, until it connects again.
+	refusedCredential atomic.Bool
+	beatAsked         chan struct{} // a heartbeat is wanted now: the connection came up, or a gateway asked
+	acked             atomic.Int64
 
 	ln  net.Listener
 	srv *http.Server

@@ -565,6 +565,7 @@ type rigOptions struct {
 	upstream  http.Handler  // answers in place of the simulated inference server
 	listen    bool          // let Run serve on a port of its own instead of httptest
 	heartbeat time.Duration // the heartbeat interval; 50 ms when 0
+	pending   int64         // the usage stream's per-rig limit; its default when 0
 }
 
 type rig struct {
@@ -598,7 +599,7 @@ func setup(t *testing.T, opts rigOptions) *rig {
 		natsserver.PlatformUser("platform", "platform-secret"),
 	}
 	r.startNATS(t, 0)
-	if _, err := usage.EnsureStreams(t.Context(), r.js, usage.StreamOptions{}); err != nil {
+	if _, err := usage.EnsureStreams(t.Context(), r.js, usage.StreamOptions{MaxPendingPerRig: opts.pending}); err != nil {
 		t.Fatal(err)
 	}
 

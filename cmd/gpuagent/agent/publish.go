@@ -42,11 +42,13 @@ func (a *Agent) connect() (*nats.Conn, jetstream.JetStream, error) {
 		// A refused credential may be fixed on the server side while the agent runs: keep trying.
 		nats.IgnoreAuthErrorAbort(),
 		nats.ConnectHandler(func(nc *nats.Conn) {
+			a.refusedCredential.Store(false)
 			log.Info("connected to NATS", "server", nc.ConnectedUrlRedacted())
 			a.notify()
 			a.askBeat()
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
+			a.refusedCredential.Store(false)
 			log.Info("NATS connection restored", "server", nc.ConnectedUrlRedacted())
 			a.notify()
 			a.askBeat()
@@ -57,6 +59,10 @@ func (a *Agent) connect() (*nats.Conn, jetstream.JetStream, error) {
 			}
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if errors.Is(err, nats.ErrAuthorization) {
+				a.credentialRefused(err)
+				return
+			}
 			log.Error("NATS error", "error", err)
 		}),
 	}
@@ -75,11 +81,30 @@ func (a *Agent) connect() (*nats.Conn, jetstream.JetStream, error) {
 	return nc, js, nil
 }
 
+// credentialRefused says, once until the next connection, that the server refused the rig's credential. The
+// connection keeps trying: the platform's embedded server refuses a rig for a cooldown while it has published
+// usage events faster than the platform allows (docs/usage-stream.md), and a wrong credential may be fixed.
+func (a *Agent) credentialRefused(err error) {
+	if a.refusedCredential.Swap(true) {
+		return
+	}
+	a.log.Warn("NATS refuses this rig's credential; usage events wait in the outbox. The platform refuses a rig "+
+		"for a while after it published usage events faster than its limit; otherwise check the credential",
+		"subject", a.subject, "user", a.cfg.NATSUser, "error", err)
+}
+
+// logRefusal says why the usage stream refused this rig's events, naming the rig's subject.
+func (a *Agent) logRefusal(r *usage.RefusedError) {
+	a.log.Warn("the usage stream refuses this rig's events; they stay in the outbox and are sent again",
+		"subject", r.Subject, "reason", r.Reason, "outbox", a.outbox.pending.Load(), "error", r)
+}
+
 // sendLoop sends the outbox whenever an event is added or the connection comes back, and retries failures
 // with backoff, until ctx ends.
 func (a *Agent) sendLoop(ctx context.Context) {
 	backoff := minBackoff
 	failing := false
+	var lastReason usage.RefusalReason // of the last failure, when the stream refused
 	for {
 		err := a.flush(ctx)
 		if ctx.Err() != nil {
@@ -88,20 +113,37 @@ func (a *Agent) sendLoop(ctx context.Context) {
 		wait := rescanEvery
 		switch {
 		case err != nil:
-			if !failing {
+			// Said once per run of failures, and again when the stream's refusal changes.
+			var refused *usage.RefusedError
+			var reason usage.RefusalReason
+			if errors.As(err, &refused) {
+				reason = refused.Reason
+			}
+			switch {
+			case failing && reason == lastReason:
+			case refused != nil:
+				a.logRefusal(refused)
+			default:
 				a.log.Warn("usage events not acknowledged; retrying", "outbox", a.outbox.pending.Load(), "error", err)
 			}
+			lastReason = reason
 			failing, wait, backoff = true, backoff, min(2*backoff, maxBackoff)
 		case failing:
 			a.log.Info("usage events acknowledged; the outbox is empty")
-			failing, backoff = false, minBackoff
+			failing, backoff, lastReason = false, minBackoff, ""
+		}
+		// A new event or a restored connection sends at once, unless the stream is refusing this rig: then only
+		// the meter's catching up helps, and trying sooner would only be refused again.
+		wake := a.wake
+		if lastReason != "" {
+			wake = nil
 		}
 		timer := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			timer.Stop()
 			return
-		case <-a.wake:
+		case <-wake:
 		case <-timer.C:
 		}
 		timer.Stop()
@@ -149,6 +191,9 @@ func (a *Agent) flush(ctx context.Context) error {
 			case err := <-f.Err():
 				if failed == nil {
 					failed = err
+					if r := usage.Refused(a.subject, err); r != nil {
+						failed = r
+					}
 				}
 			case <-ctx.Done():
 				return ctx.Err()
