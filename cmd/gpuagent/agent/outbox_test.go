@@ -126,3 +126,35 @@ func TestOutboxRecoveryKeepsWholeTemporaryFilesUnderTheirFinalNames(t *testing.T
 		t.Errorf("opened again: %v, %d pending; want the one event", err, o.pending.Load())
 	}
 }
+
+// TestAFullOutboxIsSentNoFasterThanThePlatformAllows: an outbox of 1,256 events left by an outage goes out at
+// maxPublishRate, a window at once and then 1,000 a second, so that the rig stays under the platform's rate limit.
+func TestAFullOutboxIsSentNoFasterThanThePlatformAllows(t *testing.T) {
+	t.Parallel()
+	r := setup(t, rigOptions{noRun: true})
+	dir := t.TempDir()
+	const n = publishWindow + maxPublishRate
+	at := time.Now().Add(-time.Minute)
+	for i := range n {
+		id := fmt.Sprintf("evt_backlog%04d", i)
+		raw, err := usage.Encode(usage.NewEvent(id, testProvider, testOffering, at, usage.Usage{RequestID: "req_" + id,
+			Ticket: "t", OfferingID: testOffering, Model: testModel, EnergySource: usage.EnergyEstimated, Status: usage.StatusOK}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%020d-%s.json", at.UnixNano()+int64(i), id)), raw, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	a := r.startAgent(t, dir, false)
+	waitFor(t, "the outbox to drain", func() bool { return a.Stats().Outbox == 0 })
+	took := time.Since(start)
+	if took < 900*time.Millisecond {
+		t.Errorf("%d events sent in %s: faster than %d a second after the first window", n, took, maxPublishRate)
+	}
+	if got := r.streamCount(t); got != n {
+		t.Errorf("the stream holds %d events, want %d", got, n)
+	}
+	t.Logf("%d events sent in %s", n, took.Round(time.Millisecond))
+}

@@ -25,6 +25,10 @@ const (
 	rescanEvery = 30 * time.Second
 	// reconnectWait is the pause between attempts to reach a lost server; nats.go adds jitter.
 	reconnectWait = time.Second
+	// maxPublishRate is the most usage events a second the agent publishes, in bursts of a window: half the
+	// platform's default limit per rig (riglimits.DefaultMaxRate), so that an outbox emptied after an outage
+	// never gets the rig shut out. A rig serving faster than this keeps the excess in its outbox.
+	maxPublishRate = 1000
 )
 
 var errNotConnected = errors.New("not connected to NATS")
@@ -169,6 +173,10 @@ func (a *Agent) flush(ctx context.Context) error {
 		for _, e := range window {
 			body, err := a.outbox.read(e)
 			if err != nil {
+				failed = err
+				break
+			}
+			if err := a.pace.Wait(ctx); err != nil {
 				failed = err
 				break
 			}
