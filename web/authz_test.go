@@ -129,6 +129,7 @@ var authzTable = map[string]route{
 	"POST /admin/users/:id/role": {path: "/admin/users/{user}/role", body: url.Values{"role": {"developer"}},
 		want: statuses{303, 403, 403, 403, 303}, noCSRF: csrfRefused, login: true},
 	"GET /admin/discrepancies": {want: statuses{303, 403, 403, 403, 200}, login: true},
+	"GET /admin/usage-stream":  {want: statuses{303, 403, 403, 403, 200}, login: true},
 	"echo_route_not_found /admin": {method: http.MethodGet, path: "/admin",
 		want: statuses{303, 403, 403, 403, 404}, login: true},
 	"echo_route_not_found /admin/*": {method: http.MethodGet, path: "/admin/no-such-page",
@@ -260,6 +261,7 @@ var authzTable = map[string]route{
 	// Admin API.
 	"GET /api/admin/users":         {want: statuses{401, 403, 403, 403, 200}},
 	"GET /api/admin/discrepancies": {want: statuses{401, 403, 403, 403, 200}},
+	"GET /api/admin/usage-stream":  {want: statuses{401, 403, 403, 403, 200}},
 	"POST /api/admin/users/:id/role": {path: "/api/admin/users/{user}/role", body: map[string]string{"role": "developer"},
 		want: statuses{401, 403, 403, 403, 200}},
 }

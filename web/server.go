@@ -45,6 +45,9 @@ type Config struct {
 	Rigs RigCredentials
 	// Gateway is what the OpenAI-compatible /v1 endpoints need (gateway.go).
 	Gateway Gateway
+	// UsageStream says which rigs are at their limits on the usage stream; nil where this
+	// process does not watch it.
+	UsageStream UsageStreamReport
 }
 
 // RigCredentials derives a rig's secrets from the platform's keys.
@@ -66,6 +69,8 @@ type Server struct {
 	log      *slog.Logger
 	registry *prometheus.Registry
 	now      func() time.Time
+	// usageStream is nil where this process does not watch the usage stream.
+	usageStream UsageStreamReport
 }
 
 // New builds the server and its routes.
@@ -86,7 +91,7 @@ func New(cfg Config) *Server {
 	// per-email limit still holds.
 	e.IPExtractor = echo.ExtractIPDirect()
 	s := &Server{echo: e, accounts: cfg.Accounts, catalog: cfg.Catalog, payments: cfg.Payments, usage: cfg.Usage, rigs: cfg.Rigs, ready: cfg.Ready, log: cfg.Log,
-		registry: cfg.Registry, now: cfg.Now}
+		registry: cfg.Registry, now: cfg.Now, usageStream: cfg.UsageStream}
 	s.gw = newGateway(cfg.Gateway, cfg.Accounts, cfg.Log, cfg.Now)
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.RequestID())
@@ -167,6 +172,7 @@ func (s *Server) routes() {
 	admin.GET("/users", s.usersPage)
 	admin.POST("/users/:id/role", s.grantRoleSubmit)
 	admin.GET("/discrepancies", s.discrepanciesPage)
+	admin.GET("/usage-stream", s.usageStreamPage)
 
 	// JSON API.
 	api := e.Group("/api")
@@ -205,6 +211,7 @@ func (s *Server) routes() {
 	api.GET("/admin/users", s.apiUsers, s.requireAPI(accounts.RoleAdmin))
 	api.POST("/admin/users/:id/role", s.apiGrantRole, s.requireAPI(accounts.RoleAdmin))
 	api.GET("/admin/discrepancies", s.apiDiscrepancies, s.requireAPI(accounts.RoleAdmin))
+	api.GET("/admin/usage-stream", s.apiUsageStream, s.requireAPI(accounts.RoleAdmin))
 
 	// Usage: a developer's requests and what they cost, a provider's traffic and what it
 	// earned. Each reads only the caller's own account.

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -29,6 +30,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/events/natsserver"
 	"github.com/gpumarket/gpumarket/services/metering"
+	"github.com/gpumarket/gpumarket/services/riglimits"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/ticket"
 	"github.com/gpumarket/gpumarket/web"
@@ -55,6 +57,11 @@ type Platform struct {
 	stripeMock     *stripemock.Process // nil with a real Stripe key or STRIPE_API_URL
 	listener       net.Listener
 	http           *http.Server
+	// rigLimits watches the rigs' use of the usage stream (riglimits); set once NATS is up, and
+	// read by the embedded server's authenticator, which may run before. Nil where no web role
+	// runs and NATS is not embedded.
+	rigLimits   atomic.Pointer[riglimits.Watcher]
+	rigLimitsNC *nats.Conn // the watcher's own connection
 }
 
 // Open connects to PostgreSQL (migrating it forward) and to NATS (embedding a server when no
@@ -81,7 +88,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 		p.natsServer, err = natsserver.StartEmbedded(natsserver.EmbeddedOptions{
 			Port: cfg.NATSPort, StoreDir: filepath.Join(cfg.DataDir, "nats"), Log: log,
 			Authenticator: &natsserver.RigAuthenticator{PlatformName: "gpumarket", PlatformPassword: platformPassword,
-				RigKey: cfg.RigKey, ProviderOf: p.providerOf},
+				RigKey: cfg.RigKey, ProviderOf: p.providerOf, Refused: p.rigRefused},
 		})
 		if err != nil {
 			return nil, err
@@ -98,6 +105,11 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 	p.registry = prometheus.NewRegistry()
 	if cfg.Roles.Meter {
 		if p.meter, err = p.openMeter(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Roles.Web || p.natsServer != nil {
+		if err = p.watchRigLimits(ctx, natsURL); err != nil {
 			return nil, err
 		}
 	}
@@ -122,7 +134,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 	handler := web.New(web.Config{
 		OpsOnly:  !cfg.Roles.Web,
 		Accounts: p.accounts, Catalog: p.catalog, Payments: payments, Usage: metering.NewReports(p.pool), Rigs: p,
-		Gateway: gateway, Log: log, Registry: p.registry,
+		Gateway: gateway, Log: log, Registry: p.registry, UsageStream: p.usageStreamReport(),
 		Ready: []web.ReadyCheck{
 			{Name: "postgres", Check: p.pool.Ping},
 			{Name: "nats", Check: func(ctx context.Context) error { return events.Ping(ctx, p.nc) }},
@@ -265,6 +277,7 @@ func (p *Platform) openMeter(ctx context.Context) (*metering.Meter, error) {
 	}
 	cons, err := metering.EnsureStreams(ctx, p.js, metering.StreamOptions{
 		Replicas: p.cfg.StreamReplicas, DuplicateWindow: p.cfg.StreamDuplicateWindow, AckWait: p.cfg.StreamAckWait,
+		MaxPendingPerRig: p.cfg.StreamMaxPendingPerRig, Log: p.log.With("role", "meter"),
 	})
 	if err != nil {
 		return nil, err
@@ -298,7 +311,14 @@ func (p *Platform) Run(ctx context.Context) error {
 	} else {
 		close(gatewayDone)
 	}
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
+	if w := p.rigLimits.Load(); w != nil {
+		go func() {
+			if err := w.Run(ctx); err != nil {
+				errc <- err
+			}
+		}()
+	}
 	meterDone := make(chan struct{})
 	if p.meter != nil {
 		go func() {
@@ -334,6 +354,9 @@ func (p *Platform) Run(ctx context.Context) error {
 
 // Close releases connections and stops the embedded NATS server.
 func (p *Platform) Close() {
+	if p.rigLimitsNC != nil {
+		p.rigLimitsNC.Close()
+	}
 	if p.nc != nil {
 		_ = p.nc.Drain()
 	}

@@ -146,6 +146,9 @@ func (w *Watcher) Run(ctx context.Context) error {
 	if err := sub.SetPendingLimits(1<<20, 512<<20); err != nil {
 		return fmt.Errorf("riglimits: %w", err)
 	}
+	// The server has the subscription once the flush returns: the first check's report then counts arrivals. A
+	// connection that is down keeps the subscription and sends it when it is back.
+	_ = w.cfg.NATS.FlushTimeout(5 * time.Second)
 	t := time.NewTicker(w.cfg.CheckEvery)
 	defer t.Stop()
 	for {

@@ -234,6 +234,14 @@ func ApplyPendingLimit(ctx context.Context, js jetstream.JetStream, limit int64)
 		return PendingLimit{Applied: true, InForce: limit}, nil
 	}
 
+	// A first count, with the stream taking events: when a rig holds more already, there is no need to stop it.
+	most, count, err := mostPending(ctx, s)
+	if err != nil {
+		return res, err
+	}
+	if count > uint64(limit) {
+		return PendingLimit{InForce: max(cfg.MaxMsgsPerSubject, 0), Subject: most, Pending: count}, nil
+	}
 	paused := cfg
 	paused.Subjects = []string{pausedSubject}
 	if _, err := js.UpdateStream(ctx, paused); err != nil {
@@ -252,13 +260,12 @@ func ApplyPendingLimit(ctx context.Context, js jetstream.JetStream, limit int64)
 			err = fmt.Errorf("take events again: %w", ierr)
 		}
 	}()
-	most, count, err := mostPending(ctx, s)
-	if err != nil {
+	// The count that decides, with no event arriving.
+	if most, count, err = mostPending(ctx, s); err != nil {
 		return res, err
 	}
 	if count > uint64(limit) {
-		inForce := max(cfg.MaxMsgsPerSubject, 0)
-		return PendingLimit{InForce: inForce, Subject: most, Pending: count}, nil
+		return PendingLimit{InForce: max(cfg.MaxMsgsPerSubject, 0), Subject: most, Pending: count}, nil
 	}
 	next.Subjects = paused.Subjects
 	if _, err := js.UpdateStream(ctx, next); err != nil {
