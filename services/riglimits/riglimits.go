@@ -98,10 +98,11 @@ type Watcher struct {
 
 type rigIdentity struct{ provider, offering string }
 
-// shutOut is a rig refused until a time.
+// shutOut is a rig refused until a time, and the rate that got it shut out.
 type shutOut struct {
 	until   time.Time
 	subject string
+	rate    float64
 }
 
 // streamState is what the last check read of the usage stream.
@@ -187,22 +188,30 @@ func (w *Watcher) arrived(subject string) {
 		w.arrivals[subject] = a
 		w.rigs[subject] = rigIdentity{provider: provider, offering: offering}
 	}
-	n := a.add(now.Unix())
-	if w.limit == 0 || n <= w.limit || w.overRate[subject] {
+	rig := w.rigs[subject]
+	enforced := w.cfg.Disconnect != nil
+	if s, ok := w.shutOut[rig.offering]; enforced && ok && now.Before(s.until) {
+		// Events still in flight when the rig was shut out: its count starts again when it is let back in.
 		return
 	}
-	rig := w.rigs[subject]
-	w.overRate[subject] = true
-	w.metrics.overRate.Inc()
+	n := a.add(now.Unix())
+	if w.limit == 0 || n <= w.limit || !enforced && w.overRate[subject] {
+		return
+	}
+	if !w.overRate[subject] {
+		w.overRate[subject] = true
+		w.metrics.overRate.Inc()
+	}
 	rate := float64(n) / float64(windowSeconds)
-	if w.cfg.Disconnect == nil {
+	if !enforced {
 		w.cfg.Log.Warn("a rig publishes usage events faster than its limit; this NATS server cannot shut it out: "+
 			"revoke its credential if it goes on", "provider", rig.provider, "offering", rig.offering,
 			"events_per_second", rate, "limit", w.cfg.MaxRate)
 		return
 	}
 	until := now.Add(w.cfg.Cooldown)
-	w.shutOut[rig.offering] = shutOut{until: until, subject: subject}
+	w.shutOut[rig.offering] = shutOut{until: until, subject: subject, rate: rate}
+	*a = arrivals{head: now.Unix()}
 	w.metrics.shutOuts.Inc()
 	w.cfg.Log.Warn("a rig publishes usage events faster than its limit: its NATS connections are closed and its "+
 		"credential refused for the cooldown; its events wait in its outbox", "provider", rig.provider,
@@ -319,7 +328,7 @@ type RigState struct {
 	Subject        string     `json:"subject"`
 	Pending        uint64     `json:"pending"`
 	AtPendingLimit bool       `json:"at_pending_limit"`
-	Rate           float64    `json:"events_per_second"` // over the last RateWindow
+	Rate           float64    `json:"events_per_second"` // over the last RateWindow; for a rig shut out, when it was
 	OverRate       bool       `json:"over_rate"`
 	ShutOutUntil   *time.Time `json:"shut_out_until,omitempty"`
 }
@@ -356,8 +365,9 @@ func (w *Watcher) Report() Report {
 	}
 	for _, s := range w.shutOut {
 		if now.Before(s.until) {
-			u := s.until.UTC()
-			state(s.subject).ShutOutUntil = &u
+			// Its count starts again when it is let back in: what it is shown with is what got it shut out.
+			u, st := s.until.UTC(), state(s.subject)
+			st.ShutOutUntil, st.OverRate, st.Rate = &u, true, max(st.Rate, s.rate)
 		}
 	}
 	for _, s := range flagged {
