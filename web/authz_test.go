@@ -130,6 +130,7 @@ var authzTable = map[string]route{
 		want: statuses{303, 403, 403, 403, 303}, noCSRF: csrfRefused, login: true},
 	"GET /admin/discrepancies": {want: statuses{303, 403, 403, 403, 200}, login: true},
 	"GET /admin/rig-reports":   {want: statuses{303, 403, 403, 403, 200}, login: true},
+	"GET /admin/usage-stream":  {want: statuses{303, 403, 403, 403, 200}, login: true},
 	"echo_route_not_found /admin": {method: http.MethodGet, path: "/admin",
 		want: statuses{303, 403, 403, 403, 404}, login: true},
 	"echo_route_not_found /admin/*": {method: http.MethodGet, path: "/admin/no-such-page",
@@ -267,6 +268,7 @@ var authzTable = map[string]route{
 	"GET /api/admin/users":         {want: statuses{401, 403, 403, 403, 200}},
 	"GET /api/admin/discrepancies": {want: statuses{401, 403, 403, 403, 200}},
 	"GET /api/admin/rig-reports":   {want: statuses{401, 403, 403, 403, 200}},
+	"GET /api/admin/usage-stream":  {want: statuses{401, 403, 403, 403, 200}},
 	"POST /api/admin/users/:id/role": {path: "/api/admin/users/{user}/role", body: map[string]string{"role": "developer"},
 		want: statuses{401, 403, 403, 403, 200}},
 }

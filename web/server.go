@@ -58,6 +58,9 @@ type Config struct {
 	// KeyChanges tells every gateway process that an API key was revoked or its limit changed;
 	// nil tells only this process's gateway (keychanges.go).
 	KeyChanges KeyChanges
+	// UsageStream says which rigs are at their limits on the usage stream; nil where this
+	// process does not watch it.
+	UsageStream UsageStreamReport
 }
 
 // RigCredentials derives a rig's secrets from the platform's keys.
@@ -82,6 +85,8 @@ type Server struct {
 	log            *slog.Logger
 	registry       *prometheus.Registry
 	now            func() time.Time
+	// usageStream is nil where this process does not watch the usage stream.
+	usageStream UsageStreamReport
 }
 
 // New builds the server and its routes.
@@ -99,7 +104,8 @@ func New(cfg Config) *Server {
 	e.HideBanner, e.HidePort = true, true
 	e.IPExtractor = clientIPExtractor(cfg.TrustedProxies)
 	s := &Server{echo: e, accounts: cfg.Accounts, catalog: cfg.Catalog, payments: cfg.Payments, usage: cfg.Usage, rigs: cfg.Rigs, ready: cfg.Ready, log: cfg.Log,
-		registry: cfg.Registry, now: cfg.Now, keyChanges: cfg.KeyChanges, metricsToken: cfg.MetricsToken}
+		registry: cfg.Registry, now: cfg.Now, keyChanges: cfg.KeyChanges, metricsToken: cfg.MetricsToken,
+		usageStream: cfg.UsageStream}
 	s.gw = newGateway(cfg.Gateway, cfg.Accounts, cfg.Log, cfg.Now)
 	e.HTTPErrorHandler = s.handleError
 	e.Use(requestID)
@@ -193,6 +199,7 @@ func (s *Server) routes() {
 	admin.POST("/users/:id/role", s.grantRoleSubmit)
 	admin.GET("/discrepancies", s.discrepanciesPage)
 	admin.GET("/rig-reports", s.rigReportsPage)
+	admin.GET("/usage-stream", s.usageStreamPage)
 
 	// JSON API.
 	api := e.Group("/api")
@@ -232,6 +239,7 @@ func (s *Server) routes() {
 	api.POST("/admin/users/:id/role", s.apiGrantRole, s.requireAPI(accounts.RoleAdmin))
 	api.GET("/admin/discrepancies", s.apiDiscrepancies, s.requireAPI(accounts.RoleAdmin))
 	api.GET("/admin/rig-reports", s.apiRigReports, s.requireAPI(accounts.RoleAdmin))
+	api.GET("/admin/usage-stream", s.apiUsageStream, s.requireAPI(accounts.RoleAdmin))
 
 	// Usage: a developer's requests and what they cost, a provider's traffic and what it
 	// earned. Each reads only the caller's own account.

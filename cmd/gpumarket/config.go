@@ -45,6 +45,14 @@ type Config struct {
 	// stream at every start, so a process started without them puts the defaults back.
 	StreamDuplicateWindow time.Duration
 	StreamAckWait         time.Duration
+	// The per-rig limits on the usage stream (docs/usage-stream.md): StreamMaxPendingPerRig
+	// (GPUMARKET_STREAM_MAX_PENDING_PER_RIG) events of one rig held unmetered, StreamMaxRatePerRig
+	// (GPUMARKET_STREAM_MAX_RATE_PER_RIG) events a second one rig may publish, and StreamRateCooldown
+	// (GPUMARKET_STREAM_RATE_COOLDOWN) how long a rig over its rate is shut out; zero keeps the defaults
+	// (usage.DefaultMaxPendingPerRig, riglimits.DefaultMaxRate, riglimits.DefaultCooldown).
+	StreamMaxPendingPerRig int64
+	StreamMaxRatePerRig    float64
+	StreamRateCooldown     time.Duration
 	// RateLimitRPS (GPUMARKET_RATE_LIMIT_RPS) and RateLimitBurst (GPUMARKET_RATE_LIMIT_BURST) are the /v1
 	// gateway's token bucket per API key: requests per second sustained, and requests at once. configFromEnv
 	// defaults them to web.DefaultKeyRatePerSecond and web.DefaultKeyRateBurst; zero means those defaults too.
@@ -176,6 +184,23 @@ func configFromEnv() (Config, error) {
 	}
 	if c.StreamAckWait, err = envDuration("GPUMARKET_STREAM_ACK_WAIT"); err != nil {
 		return c, err
+	}
+	if c.StreamRateCooldown, err = envDuration("GPUMARKET_STREAM_RATE_COOLDOWN"); err != nil {
+		return c, err
+	}
+	if v := os.Getenv("GPUMARKET_STREAM_MAX_PENDING_PER_RIG"); v != "" {
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil || n < 1 {
+			return c, fmt.Errorf("GPUMARKET_STREAM_MAX_PENDING_PER_RIG=%q: use a whole number of usage events, at least 1, such as 10000", v)
+		}
+		c.StreamMaxPendingPerRig = n
+	}
+	if v := os.Getenv("GPUMARKET_STREAM_MAX_RATE_PER_RIG"); v != "" {
+		r, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil || math.IsNaN(r) || math.IsInf(r, 0) || r <= 0 {
+			return c, fmt.Errorf("GPUMARKET_STREAM_MAX_RATE_PER_RIG=%q: use a positive number of usage events per second per rig, such as 2000", v)
+		}
+		c.StreamMaxRatePerRig = r
 	}
 	if v := os.Getenv("GPUMARKET_RATE_LIMIT_RPS"); v != "" {
 		r, err := strconv.ParseFloat(strings.TrimSpace(v), 64)

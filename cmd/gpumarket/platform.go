@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -29,6 +30,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/events/natsserver"
 	"github.com/gpumarket/gpumarket/services/metering"
+	"github.com/gpumarket/gpumarket/services/riglimits"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/ticket"
 	"github.com/gpumarket/gpumarket/web"
@@ -59,6 +61,11 @@ type Platform struct {
 	// metricsListener and metricsHTTP serve /metrics on GPUMARKET_METRICS_ADDR; nil without it.
 	metricsListener net.Listener
 	metricsHTTP     *http.Server
+	// rigLimits watches the rigs' use of the usage stream (riglimits); set once NATS is up, and
+	// read by the embedded server's authenticator, which may run before. Nil where no web role
+	// runs and NATS is not embedded.
+	rigLimits   atomic.Pointer[riglimits.Watcher]
+	rigLimitsNC *nats.Conn // the watcher's own connection
 }
 
 // Open connects to PostgreSQL (migrating it forward) and to NATS (embedding a server when no
@@ -85,7 +92,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 		p.natsServer, err = natsserver.StartEmbedded(natsserver.EmbeddedOptions{
 			Port: cfg.NATSPort, StoreDir: filepath.Join(cfg.DataDir, "nats"), Log: log,
 			Authenticator: &natsserver.RigAuthenticator{PlatformName: "gpumarket", PlatformPassword: platformPassword,
-				RigKey: cfg.RigKey, ProviderOf: p.providerOf},
+				RigKey: cfg.RigKey, ProviderOf: p.providerOf, Refused: p.rigRefused},
 		})
 		if err != nil {
 			return nil, err
@@ -103,6 +110,11 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 	p.registry = prometheus.NewRegistry()
 	if cfg.Roles.Meter {
 		if p.meter, err = p.openMeter(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Roles.Web || p.natsServer != nil {
+		if err = p.watchRigLimits(ctx, natsURL); err != nil {
 			return nil, err
 		}
 	}
@@ -135,7 +147,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 	p.web = web.New(web.Config{
 		OpsOnly:  !cfg.Roles.Web,
 		Accounts: p.accounts, Catalog: p.catalog, Payments: payments, Usage: metering.NewReports(p.pool), Rigs: p,
-		Gateway: gateway, Log: log, Registry: p.registry, Ready: ready,
+		Gateway: gateway, Log: log, Registry: p.registry, Ready: ready, UsageStream: p.usageStreamReport(),
 		TrustedProxies: cfg.TrustedProxies, MetricsToken: cfg.MetricsToken, KeyChanges: natsKeyChanges{p.nc},
 	})
 	if cfg.Roles.Web {
@@ -350,6 +362,7 @@ func (p *Platform) openMeter(ctx context.Context) (*metering.Meter, error) {
 	}
 	cons, err := metering.EnsureStreams(ctx, p.js, metering.StreamOptions{
 		Replicas: p.cfg.StreamReplicas, DuplicateWindow: p.cfg.StreamDuplicateWindow, AckWait: p.cfg.StreamAckWait,
+		MaxPendingPerRig: p.cfg.StreamMaxPendingPerRig, Log: p.log.With("role", "meter"),
 	})
 	if err != nil {
 		return nil, err
@@ -383,7 +396,14 @@ func (p *Platform) Run(ctx context.Context) error {
 	} else {
 		close(gatewayDone)
 	}
-	errc := make(chan error, 3) // the meter, the server and the metrics server
+	errc := make(chan error, 4) // the meter, the server, the metrics server and the rig limits
+	if w := p.rigLimits.Load(); w != nil {
+		go func() {
+			if err := w.Run(ctx); err != nil {
+				errc <- err
+			}
+		}()
+	}
 	meterDone := make(chan struct{})
 	if p.meter != nil {
 		go func() {
@@ -426,6 +446,9 @@ func (p *Platform) Run(ctx context.Context) error {
 
 // Close releases connections and stops the embedded NATS server.
 func (p *Platform) Close() {
+	if p.rigLimitsNC != nil {
+		p.rigLimitsNC.Close()
+	}
 	if p.nc != nil {
 		_ = p.nc.Drain()
 	}

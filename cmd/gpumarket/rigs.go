@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
@@ -24,7 +25,9 @@ type simulatedRig struct {
 }
 
 // startSimulatedRigs starts a rig for every active demo offering whose agent URL is on this
-// machine. Each agent connects to NATS with its own rig credential, as a provider's would.
+// machine. Each agent connects to NATS with its own rig credential, as a provider's would, and
+// listens on a port free now, whatever the seed wrote: the offering's row gets the agent's
+// address at every start, before the router reads the catalog.
 func (p *Platform) startSimulatedRigs(ctx context.Context) ([]*simulatedRig, error) {
 	rows, err := p.pool.Query(ctx, `SELECT id::text, provider_account_id::text, gpu, gpu_count, model, agent_url
 		FROM offerings WHERE seed_key IS NOT NULL AND status = 'active' ORDER BY seed_key`)
@@ -59,12 +62,19 @@ func (p *Platform) startSimulatedRigs(ctx context.Context) ([]*simulatedRig, err
 			p.log.Warn("no simulation profile for a demo offering; not started", "offering", o.id, "model", o.model)
 			continue
 		}
-		rig, err := p.startRig(ctx, o.id, o.provider, o.gpu, o.count, u.Host, profile)
+		rig, err := p.startRig(ctx, o.id, o.provider, o.gpu, o.count, net.JoinHostPort(u.Hostname(), "0"), profile)
 		if err != nil {
 			p.log.Warn("simulated rig not started", "offering", o.id, "agent_url", o.agentURL, "err", err)
 			continue
 		}
 		rigs = append(rigs, rig)
+		if _, err := p.pool.Exec(ctx, `UPDATE offerings SET agent_url = $2 WHERE id::text = $1 AND seed_key IS NOT NULL`,
+			o.id, "http://"+rig.agent.Addr().String()); err != nil {
+			for _, r := range rigs {
+				r.stop()
+			}
+			return nil, fmt.Errorf("record the simulated rig's address: %w", err)
+		}
 	}
 	p.log.Info("simulated rigs running", "rigs", len(rigs))
 	return rigs, nil

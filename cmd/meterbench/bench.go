@@ -56,6 +56,9 @@ func bench(ctx context.Context, args []string) error {
 			return fmt.Errorf("warm-up: %w", err)
 		}
 	}
+	if err := holdForCeiling(ctx, env.js, o.warmup); err != nil {
+		return err
+	}
 	res, err := env.meter(ctx, o, measured, true)
 	if err != nil {
 		return err
@@ -147,7 +150,10 @@ func (env *benchEnv) startNATS(ctx context.Context) (err error) {
 	if env.nc, env.js, err = events.Connect(ctx, env.srv.ClientURL(), "meterbench-meter", nil); err != nil {
 		return err
 	}
-	env.consumer, err = metering.EnsureStreams(ctx, env.js, metering.StreamOptions{})
+	// The publisher stands for rigs releasing a backlog at once, faster than the meter meters:
+	// the stream has no per-rig limit on what it holds, so that the benchmark measures the meter
+	// and not the limit.
+	env.consumer, err = metering.EnsureStreams(ctx, env.js, metering.StreamOptions{MaxPendingPerRig: -1})
 	return err
 }
 

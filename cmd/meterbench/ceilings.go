@@ -13,22 +13,38 @@ import (
 	"github.com/gpumarket/gpumarket/services/metering"
 )
 
+// ceilingConsumer is the durable consumer jetStreamCeiling reads with: the meter's consumer
+// settings, from the first message after the warm-up round's skip messages.
+func ceilingConsumer(skip int) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable: "meterbench_ceiling", AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second,
+		MaxDeliver: -1, MaxAckPending: 100_000,
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: uint64(skip) + 1,
+	}
+}
+
+// holdForCeiling creates the ceiling's consumer before the measured round: the usage stream
+// keeps a message only while a consumer has yet to acknowledge it, so without this one the
+// messages the meter acknowledges would be gone when jetStreamCeiling reads them.
+func holdForCeiling(ctx context.Context, js jetstream.JetStream, skip int) error {
+	if _, err := js.CreateOrUpdateConsumer(ctx, metering.StreamName, ceilingConsumer(skip)); err != nil {
+		return fmt.Errorf("ceiling consumer: %w", err)
+	}
+	return nil
+}
+
 // jetStreamCeiling is how fast a plain pull consumer fetches and acknowledges the n messages
 // the meter has just metered in its measured round, from the same stream (they follow the
-// warm-up round's skip messages): a durable consumer of its own with the meter's consumer
-// settings, pulling as many at a time as the meter does and acknowledging each message. It
-// ends when the server has every acknowledgement.
+// warm-up round's skip messages, and holdForCeiling kept them): a durable consumer of its own
+// with the meter's consumer settings, pulling as many at a time as the meter does and
+// acknowledging each message. It ends when the server has every acknowledgement.
 func jetStreamCeiling(ctx context.Context, natsURL string, skip, n, batchSize int) (float64, error) {
 	nc, js, err := events.Connect(ctx, natsURL, "meterbench-ceiling", nil)
 	if err != nil {
 		return 0, err
 	}
 	defer nc.Close()
-	cons, err := js.CreateOrUpdateConsumer(ctx, metering.StreamName, jetstream.ConsumerConfig{
-		Durable: "meterbench_ceiling", AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second,
-		MaxDeliver: -1, MaxAckPending: 100_000,
-		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: uint64(skip) + 1,
-	})
+	cons, err := js.CreateOrUpdateConsumer(ctx, metering.StreamName, ceilingConsumer(skip))
 	if err != nil {
 		return 0, fmt.Errorf("ceiling consumer: %w", err)
 	}

@@ -149,7 +149,10 @@ func Rows() ([]Row, error) {
 	return out, nil
 }
 
-// AgentURL is where the simulated rig of the i-th demo offering listens.
+// AgentURL is the address the seed gives the i-th demo offering: a loopback one, which tells
+// `gpumarket dev` that the offering is a simulated rig of its own to start. Dev starts each
+// such rig on a port free at that moment and writes the rig's address over this one, so that
+// nothing else listening on these ports is ever reached.
 func AgentURL(i int) string { return fmt.Sprintf("http://127.0.0.1:%d", 9100+i) }
 
 // Seed creates what is missing of the demo data and changes nothing that exists.

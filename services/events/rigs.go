@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"time"
 )
 
 // Rig credentials. Every rig (one provider's agent serving one offering) authenticates with its own user, and the
@@ -18,6 +19,8 @@ import (
 //   - subscribe RigInboxPrefix(provider_id, offering_id) + ".>": a JetStream publish is a request, and the
 //     stream's acknowledgement comes back to the publisher's reply inbox, so the rig must be allowed to subscribe
 //     there. It needs nothing under $JS.API: publishing to a stream's subject is an ordinary publish.
+//   - subscribe HeartbeatRequestSubject: a gateway that has just started asks there for a heartbeat now, and the
+//     rig answers with one on its heartbeat subject. The requests carry nothing, and every rig receives the same.
 //
 // The inbox is the rig's own rather than the usual _INBOX.>: whoever may subscribe _INBOX.> receives every reply
 // sent to any client in the account, among them the batches of usage events the meter fetches (a pull consumer
@@ -28,19 +31,25 @@ import (
 //
 //	{ user: "rig-<offering_id>", password: "<RigPassword>",
 //	  permissions: { publish: ["usage.<provider_id>.<offering_id>", "heartbeat.<provider_id>.<offering_id>"],
-//	                 subscribe: ["_INBOX_RIG.<provider_id>.<offering_id>.>"] } }
+//	                 subscribe: ["_INBOX_RIG.<provider_id>.<offering_id>.>", "heartbeat_request"] } }
 const (
 	// HeartbeatPrefix is the first token of a rig's heartbeat subject.
 	HeartbeatPrefix = "heartbeat"
 	// HeartbeatRequestSubject is where a gateway that has just started asks every rig for a heartbeat now,
 	// rather than at its next beat: a restarted gateway then routes within moments instead of a whole interval.
-	// Rigs may subscribe to it; its messages carry nothing.
+	// Rigs may subscribe to it; its messages carry nothing. A rig answers each with a heartbeat at once, but
+	// sends at most one such extra heartbeat per quarter second (HeartbeatRequestGap), however many arrive.
 	HeartbeatRequestSubject = "heartbeat_request"
 	// rigInboxRoot is the first token of every rig's reply inbox, apart from nats.go's default _INBOX.
 	rigInboxRoot = "_INBOX_RIG"
 	// rigPasswordLabel separates rig passwords from anything else the platform derives from the same key.
 	rigPasswordLabel = "gpumarket rig NATS password v1\x00"
 )
+
+// HeartbeatRequestGap is the least time between two heartbeats a rig sends because it was asked: a request that
+// comes sooner after the last such heartbeat is answered when the gap has passed, and any number of requests
+// meanwhile by that one heartbeat.
+const HeartbeatRequestGap = 250 * time.Millisecond
 
 // HeartbeatSubject is the subject a rig publishes its load on: heartbeat.<provider_id>.<offering_id>. Both ids
 // must be subject tokens, as metering.Subject requires.

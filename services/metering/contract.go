@@ -80,6 +80,8 @@ const (
 	RejectedStreamName = usage.RejectedStreamName
 	RejectedSubject    = usage.RejectedSubject
 	ConsumerName       = usage.ConsumerName
+	// DefaultMaxPendingPerRig is usage.DefaultMaxPendingPerRig.
+	DefaultMaxPendingPerRig = usage.DefaultMaxPendingPerRig
 )
 
 // NewEvent is usage.NewEvent.

@@ -2,7 +2,9 @@ package usage
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -29,13 +31,27 @@ type StreamOptions struct {
 	// MaxBytes bounds the stream's storage; when full, new events are refused (the agents
 	// keep them in their outboxes) rather than old ones dropped.
 	MaxBytes int64
+	// MaxPendingPerRig is the most events of one rig (one subject) that the stream holds
+	// unmetered: beyond it the stream refuses that rig's new events, and only that rig's
+	// (DefaultMaxPendingPerRig when 0; none when negative, for a benchmark that stands for rigs
+	// releasing a backlog at once). See docs/usage-stream.md.
+	MaxPendingPerRig int64
 	// Replicas is 3 on a production cluster, 1 on the embedded server.
 	Replicas int
 	// AckWait is how long a delivered, unacknowledged event waits before it is delivered
 	// again: longer than a batch's commit, short enough that a crashed meter's events come
 	// back soon.
 	AckWait time.Duration
+	// Log receives what EnsureStreams has to say about an existing stream; slog.Default()
+	// when nil.
+	Log *slog.Logger
 }
+
+// DefaultMaxPendingPerRig is the usage stream's limit on one rig's unmetered events: about
+// 2.5 minutes of a busy rig's traffic (64 requests at once, a second each) while the meter is
+// stopped, after which the rig's events wait in its outbox instead. It bounds what one rig
+// holds in the stream to 10,000 x MaxEventBytes = 81,920,000 bytes (78 MiB).
+const DefaultMaxPendingPerRig = 10_000
 
 func (o StreamOptions) withDefaults() StreamOptions {
 	if o.DuplicateWindow == 0 {
@@ -47,32 +63,64 @@ func (o StreamOptions) withDefaults() StreamOptions {
 	if o.MaxBytes == 0 {
 		o.MaxBytes = 10 << 30
 	}
+	if o.MaxPendingPerRig == 0 {
+		o.MaxPendingPerRig = DefaultMaxPendingPerRig
+	}
 	if o.Replicas == 0 {
 		o.Replicas = 1
 	}
 	if o.AckWait == 0 {
 		o.AckWait = 30 * time.Second
 	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
 	return o
+}
+
+// usageStreamConfig is the usage stream as it should be: interest retention, so that an event
+// the meter has acknowledged leaves the stream and what the stream holds of a subject is what
+// its rig has pending, and a limit on that, per subject. See docs/usage-stream.md.
+func usageStreamConfig(o StreamOptions) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:                 StreamName,
+		Description:          "usage events from gpuagents, metered exactly once",
+		Subjects:             []string{SubjectPrefix + ".>"},
+		Storage:              jetstream.FileStorage,
+		Retention:            jetstream.InterestPolicy,
+		Discard:              jetstream.DiscardNew,
+		MaxAge:               o.MaxAge,
+		MaxBytes:             o.MaxBytes,
+		MaxMsgSize:           int32(MaxEventBytes),
+		MaxMsgsPerSubject:    o.MaxPendingPerRig,
+		DiscardNewPerSubject: o.MaxPendingPerRig > 0,
+		Duplicates:           o.DuplicateWindow,
+		Replicas:             o.Replicas,
+	}
 }
 
 // EnsureStreams creates or updates, idempotently, the usage stream, the stream of rejected
 // events, and the meter's durable pull consumer.
+//
+// An existing usage stream is brought to its configuration without losing an unmetered event
+// (docs/usage-stream.md): the consumer first, since a stream that turns to interest retention
+// without a consumer drops everything it holds; then interest retention, which removes what the
+// meter has acknowledged; then the per-rig limit, which nats-server enforces on the events a
+// stream holds already by removing the oldest of each subject above it, so it is applied only
+// while no subject holds more (ApplyPendingLimit). When one does, the stream keeps its earlier
+// limit, a warning says which rig holds what, and ApplyPendingLimit applies it later.
 func EnsureStreams(ctx context.Context, js jetstream.JetStream, opts StreamOptions) (jetstream.Consumer, error) {
 	opts = opts.withDefaults()
-	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:        StreamName,
-		Description: "usage events from gpuagents, metered exactly once",
-		Subjects:    []string{SubjectPrefix + ".>"},
-		Storage:     jetstream.FileStorage,
-		Retention:   jetstream.LimitsPolicy,
-		Discard:     jetstream.DiscardNew,
-		MaxAge:      opts.MaxAge,
-		MaxBytes:    opts.MaxBytes,
-		MaxMsgSize:  int32(MaxEventBytes),
-		Duplicates:  opts.DuplicateWindow,
-		Replicas:    opts.Replicas,
-	}); err != nil {
+	want := usageStreamConfig(opts)
+	if _, err := js.Stream(ctx, StreamName); errors.Is(err, jetstream.ErrStreamNotFound) {
+		// Created with limits retention and no per-rig limit, and turned to what it should be below once the
+		// meter's consumer exists: an interest stream drops what it receives while it has no consumer.
+		first := want
+		first.Retention, first.MaxMsgsPerSubject, first.DiscardNewPerSubject = jetstream.LimitsPolicy, 0, false
+		if _, err := js.CreateStream(ctx, first); err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return nil, fmt.Errorf("usage: create stream %s: %w", StreamName, err)
+		}
+	} else if err != nil {
 		return nil, fmt.Errorf("usage: stream %s: %w", StreamName, err)
 	}
 	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
@@ -98,5 +146,146 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, opts StreamOptio
 	if err != nil {
 		return nil, fmt.Errorf("usage: consumer %s: %w", ConsumerName, err)
 	}
+	if _, err := updateKeepingPendingLimit(ctx, js, want); err != nil {
+		return nil, err
+	}
+	res, err := ApplyPendingLimit(ctx, js, opts.MaxPendingPerRig)
+	if err != nil {
+		return nil, err
+	}
+	if !res.Applied {
+		opts.Log.Warn("the usage stream's per-rig limit waits until this rig's backlog is metered: "+
+			"applied now, it would remove its oldest unmetered events", "subject", res.Subject, "pending", res.Pending,
+			"limit", opts.MaxPendingPerRig, "in_force", res.InForce)
+	}
 	return cons, nil
+}
+
+// updateKeepingPendingLimit updates the usage stream to want in all but its per-subject limit,
+// which it changes only when that cannot remove a message: raising it, or leaving it.
+func updateKeepingPendingLimit(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig) (jetstream.Stream, error) {
+	s, err := js.Stream(ctx, StreamName)
+	if err != nil {
+		return nil, fmt.Errorf("usage: stream %s: %w", StreamName, err)
+	}
+	cur := s.CachedInfo().Config
+	if !raisesOrKeeps(cur.MaxMsgsPerSubject, want.MaxMsgsPerSubject) {
+		want.MaxMsgsPerSubject, want.DiscardNewPerSubject = cur.MaxMsgsPerSubject, cur.DiscardNewPerSubject
+	}
+	if s, err = js.UpdateStream(ctx, want); err != nil {
+		return nil, fmt.Errorf("usage: update stream %s: %w", StreamName, err)
+	}
+	return s, nil
+}
+
+// raisesOrKeeps says whether changing a stream's per-subject limit from cur to next removes no
+// message: nats-server trims each subject to the limit when one is set where none was (0 or
+// -1) or lowered, and leaves the messages alone otherwise.
+func raisesOrKeeps(cur, next int64) bool {
+	switch {
+	case next <= 0:
+		return true
+	case cur <= 0:
+		return false
+	default:
+		return next >= cur
+	}
+}
+
+// PendingLimit is what ApplyPendingLimit did.
+type PendingLimit struct {
+	Applied bool
+	// InForce is the per-rig limit the stream has now (0 for none).
+	InForce int64
+	// Subject and Pending name the rig that holds the most events, when the limit had to wait.
+	Subject string
+	Pending uint64
+}
+
+// pausedSubject is the only subject the usage stream listens on for the moment its per-rig
+// limit is lowered: no rig can publish there, so no subject grows between the count and the
+// change. Agents publishing meanwhile get no answer and send again from their outboxes.
+const pausedSubject = "usage_paused"
+
+// ApplyPendingLimit sets the usage stream's per-rig limit to limit when that removes no event:
+// directly when it raises the limit, and otherwise only after it has stopped the stream taking
+// events, counted every subject's events and found none above the limit; the stream takes
+// events again at once either way, within a few milliseconds. See docs/usage-stream.md.
+func ApplyPendingLimit(ctx context.Context, js jetstream.JetStream, limit int64) (res PendingLimit, err error) {
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("usage: per-rig limit on stream %s: %w", StreamName, err)
+		}
+	}()
+	s, err := js.Stream(ctx, StreamName)
+	if err != nil {
+		return res, err
+	}
+	cfg := s.CachedInfo().Config
+	if cfg.MaxMsgsPerSubject == limit && cfg.DiscardNewPerSubject == (limit > 0) {
+		return PendingLimit{Applied: true, InForce: limit}, nil
+	}
+	next := cfg
+	next.MaxMsgsPerSubject, next.DiscardNewPerSubject = limit, limit > 0
+	if raisesOrKeeps(cfg.MaxMsgsPerSubject, limit) {
+		if _, err := js.UpdateStream(ctx, next); err != nil {
+			return res, err
+		}
+		return PendingLimit{Applied: true, InForce: limit}, nil
+	}
+
+	// A first count, with the stream taking events: when a rig holds more already, there is no need to stop it.
+	most, count, err := mostPending(ctx, s)
+	if err != nil {
+		return res, err
+	}
+	if count > uint64(limit) {
+		return PendingLimit{InForce: max(cfg.MaxMsgsPerSubject, 0), Subject: most, Pending: count}, nil
+	}
+	paused := cfg
+	paused.Subjects = []string{pausedSubject}
+	if _, err := js.UpdateStream(ctx, paused); err != nil {
+		return res, err
+	}
+	defer func() {
+		// Whatever happened, the stream takes events again, with the limit it has now.
+		restore := context.WithoutCancel(ctx)
+		cur, ierr := js.Stream(restore, StreamName)
+		if ierr == nil {
+			back := cur.CachedInfo().Config
+			back.Subjects = cfg.Subjects
+			_, ierr = js.UpdateStream(restore, back)
+		}
+		if ierr != nil && err == nil {
+			err = fmt.Errorf("take events again: %w", ierr)
+		}
+	}()
+	// The count that decides, with no event arriving.
+	if most, count, err = mostPending(ctx, s); err != nil {
+		return res, err
+	}
+	if count > uint64(limit) {
+		return PendingLimit{InForce: max(cfg.MaxMsgsPerSubject, 0), Subject: most, Pending: count}, nil
+	}
+	next.Subjects = paused.Subjects
+	if _, err := js.UpdateStream(ctx, next); err != nil {
+		return res, err
+	}
+	return PendingLimit{Applied: true, InForce: limit}, nil
+}
+
+// mostPending is the subject of the usage stream that holds the most events, and how many.
+func mostPending(ctx context.Context, s jetstream.Stream) (string, uint64, error) {
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(SubjectPrefix+".>"))
+	if err != nil {
+		return "", 0, err
+	}
+	var most string
+	var count uint64
+	for subject, n := range info.State.Subjects {
+		if n > count || n == count && subject < most {
+			most, count = subject, n
+		}
+	}
+	return most, count, nil
 }

@@ -24,7 +24,8 @@
 // them (a lower bound when a server packs several tokens in a chunk), and the input is 0: the agent has no
 // tokenizer, and under-billing a cut-off request is the safe side.
 //
-// The status is ok when the upstream answered 2xx and the response reached the client whole; canceled when the
+// The status is ok when the upstream answered 2xx and the response went to the client whole (its end, the
+// [DONE] frame or the last byte, follows the event: see Delivery); canceled when the
 // client went away first (the upstream request is cancelled at once, and the event carries the tokens produced
 // until then); error when the upstream answered another status or could not be reached (0 tokens), or its
 // response broke off (the tokens relayed until then).
@@ -47,20 +48,33 @@
 //
 // # Delivery
 //
-// Every event is written to the outbox before the handler returns, and removed only when the USAGE stream has
-// acknowledged it. The outbox is a directory (Config.OutboxDir) with one file per event, named
-// "<unix nanoseconds, 20 digits>-<event id>.json" and holding exactly the encoded event that is published. A
-// file is written as ".tmp-<event id>", fsynced, renamed and the directory fsynced, so a file under its final
-// name is always whole; at start-up a temporary file that decodes as a whole event is kept and any other is
-// deleted. A background loop publishes the files in name order (the order they were written), each with its
-// event id as Nats-Msg-Id, in windows of 256, and waits for the stream's acknowledgements (a duplicate's too);
-// on failure it retries with backoff (from 100 ms, doubling, to 10 s), at once when the connection comes back,
-// and at start-up for what a previous run left. A re-send is the same bytes with the same id: the stream drops
-// it inside its duplicate window and the meter after it.
+// Every event is in the outbox before the client can learn that its request is over, and removed only when the
+// USAGE stream has acknowledged it: a stream's event is written before its [DONE] frame, a whole response's before
+// its last byte (held back until then: with a Content-Length that byte tells the client the response is whole),
+// and any other before the handler returns and the server ends the response. A crash can then leave an event
+// kept for a request whose client never saw its end, never a request completed for its client without an event.
+//
+// The outbox is a directory (Config.OutboxDir) with one file per event, named "<unix nanoseconds, 20
+// digits>-<event id>.json" and holding exactly the encoded event that is published. A file is written as
+// ".tmp-<event id>", fsynced, renamed and the directory fsynced, so a file under its final name is always whole;
+// at start-up a temporary file that decodes as the whole event its name says is fsynced and renamed, as the crash
+// kept it from being (once: a copy of an event kept already is deleted), and any other is deleted.
+//
+// A background loop publishes the files in name order (the order they were written), each with its event id as
+// Nats-Msg-Id, in windows of 256, at most maxPublishRate events a second, and waits for the stream's
+// acknowledgements (a duplicate's too); on failure it retries with backoff (from 100 ms, doubling, to 10 s), at
+// once when the connection comes back or an event is added (unless the stream is refusing the rig's events: then
+// only the backoff), and at start-up for what a previous run left. A re-send is the same bytes with the same id:
+// the stream drops it inside its duplicate window and the meter after it. A refusal by the stream (the rig has as
+// many events waiting to be metered as the stream holds for one) and a refused credential (the platform shuts a
+// rig out for a while after it published faster than its limit) are logged with the rig's subject: see
+// docs/usage-stream.md.
 //
 // The agent connects to NATS with its rig's own credentials (natsserver.RigUser), which let it publish only its
-// own usage and heartbeat subjects and receive replies only under its own inbox prefix. Every HeartbeatInterval it
-// publishes a Heartbeat on heartbeat.<provider_id>.<offering_id>.
+// own usage and heartbeat subjects and receive replies only under its own inbox prefix and heartbeat requests. Every
+// HeartbeatInterval it publishes a Heartbeat on heartbeat.<provider_id>.<offering_id>, and one more at once when a
+// gateway that has just started asks for it on events.HeartbeatRequestSubject (at most one such extra heartbeat
+// per events.HeartbeatRequestGap, however many requests arrive).
 package agent
 
 import (
@@ -82,6 +96,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/time/rate"
 
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/events"
@@ -184,7 +199,11 @@ type Agent struct {
 	subject   string // usage.<provider>.<offering>
 	heartbeat string // heartbeat.<provider>.<offering>
 	wake      chan struct{}
-	acked     atomic.Int64
+	// refusedCredential is set once the server refused the rig's credential, until it connects again.
+	refusedCredential atomic.Bool
+	beatAsked         chan struct{} // a heartbeat is wanted now: the connection came up, or a gateway asked
+	pace              *rate.Limiter // of the usage events published: maxPublishRate
+	acked             atomic.Int64
 
 	ln  net.Listener
 	srv *http.Server
@@ -244,6 +263,8 @@ func New(cfg Config) (*Agent, error) {
 		subject:   usage.Subject(cfg.ProviderID, cfg.OfferingID),
 		heartbeat: events.HeartbeatSubject(cfg.ProviderID, cfg.OfferingID),
 		wake:      make(chan struct{}, 1),
+		beatAsked: make(chan struct{}, 1),
+		pace:      rate.NewLimiter(maxPublishRate, publishWindow),
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", a.serveInference(true))

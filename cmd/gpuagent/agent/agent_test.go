@@ -3,6 +3,7 @@ package agent
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -560,9 +561,11 @@ type rigOptions struct {
 	profile   simulation.Profile
 	failRate  float64
 	nvidiaSMI string
-	noRun     bool         // serve without Run: events stay in the outbox
-	upstream  http.Handler // answers in place of the simulated inference server
-	listen    bool         // let Run serve on a port of its own instead of httptest
+	noRun     bool          // serve without Run: events stay in the outbox
+	upstream  http.Handler  // answers in place of the simulated inference server
+	listen    bool          // let Run serve on a port of its own instead of httptest
+	heartbeat time.Duration // the heartbeat interval; 50 ms when 0
+	pending   int64         // the usage stream's per-rig limit; its default when 0
 }
 
 type rig struct {
@@ -596,7 +599,7 @@ func setup(t *testing.T, opts rigOptions) *rig {
 		natsserver.PlatformUser("platform", "platform-secret"),
 	}
 	r.startNATS(t, 0)
-	if _, err := usage.EnsureStreams(t.Context(), r.js, usage.StreamOptions{}); err != nil {
+	if _, err := usage.EnsureStreams(t.Context(), r.js, usage.StreamOptions{MaxPendingPerRig: opts.pending}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -644,7 +647,7 @@ func (r *rig) startAgent(t *testing.T, outboxDir string, noRun bool) *Agent {
 		OutboxDir:         outboxDir,
 		OfferingKey:       ticket.OfferingKey(ticketKey, testOffering),
 		NvidiaSMI:         r.opts.nvidiaSMI,
-		HeartbeatInterval: 50 * time.Millisecond,
+		HeartbeatInterval: cmp.Or(r.opts.heartbeat, 50*time.Millisecond),
 		Log:               slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug})).With("agent", t.Name()),
 	})
 	if err != nil {

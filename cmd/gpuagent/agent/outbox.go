@@ -18,6 +18,9 @@ import (
 type outbox struct {
 	dir     string
 	pending atomic.Int64
+	// testHookAdd, when set, runs as add begins: a test holds the write there to see what the client has
+	// received meanwhile.
+	testHookAdd func(id string)
 }
 
 const (
@@ -26,38 +29,76 @@ const (
 )
 
 // openOutbox creates the directory if needed and recovers what a crash left: a temporary file that holds a
-// whole event (the crash came between its fsync and its rename) is kept; a partial one is removed.
+// whole event (the crash came after its write and before its rename) is fsynced and renamed to the name add
+// would have given it, unless the event is kept under that name already; any other temporary file (partial,
+// empty, or naming another event than it holds) is removed.
 func openOutbox(dir string) (*outbox, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("outbox: %w", err)
 	}
 	o := &outbox{dir: dir}
+	kept, err := o.list()
+	if err != nil {
+		return nil, err
+	}
+	keptIDs := make(map[string]bool, len(kept))
+	for _, e := range kept {
+		keptIDs[e.id] = true
+	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: %w", err)
 	}
 	for _, e := range entries {
-		name := e.Name()
-		switch {
-		case strings.HasPrefix(name, tmpPrefix):
-			path := filepath.Join(dir, name)
-			raw, err := os.ReadFile(path)
-			if err != nil {
-				return nil, fmt.Errorf("outbox: %w", err)
+		if name := e.Name(); strings.HasPrefix(name, tmpPrefix) {
+			if err := o.recover(name, keptIDs); err != nil {
+				return nil, fmt.Errorf("outbox: recover %s: %w", name, err)
 			}
-			if ev, err := usage.Decode(raw); err == nil && ev.ID == strings.TrimPrefix(name, tmpPrefix) {
-				if err := o.add(ev.ID, raw, ev.Time); err != nil {
-					return nil, err
-				}
-			}
-			if err := os.Remove(path); err != nil {
-				return nil, fmt.Errorf("outbox: %w", err)
-			}
-		case strings.HasSuffix(name, outboxExt):
-			o.pending.Add(1)
 		}
 	}
+	if err := syncDir(dir); err != nil {
+		return nil, fmt.Errorf("outbox: %w", err)
+	}
+	if kept, err = o.list(); err != nil {
+		return nil, err
+	}
+	o.pending.Store(int64(len(kept)))
 	return o, nil
+}
+
+// recover keeps or removes one temporary file that a crash left; kept holds the ids of the events kept under
+// their final names.
+func (o *outbox) recover(name string, kept map[string]bool) error {
+	path := filepath.Join(o.dir, name)
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	id := strings.TrimPrefix(name, tmpPrefix)
+	ev, err := usage.Decode(raw)
+	if err != nil || ev.ID != id {
+		return removeIfThere(path)
+	}
+	if kept[id] {
+		return removeIfThere(path) // kept already: this is a copy
+	}
+	if err := syncFile(path); err != nil {
+		return err
+	}
+	kept[id] = true
+	return os.Rename(path, filepath.Join(o.dir, o.fileName(id, ev.Time)))
+}
+
+func removeIfThere(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// fileName is the name an event is kept under: its time orders it among the others.
+func (o *outbox) fileName(id string, at time.Time) string {
+	return fmt.Sprintf("%020d-%s%s", at.UnixNano(), id, outboxExt)
 }
 
 // add stores an event durably. at orders it among the others.
@@ -67,6 +108,9 @@ func (o *outbox) add(id string, body []byte, at time.Time) (err error) {
 			err = fmt.Errorf("outbox: keep event %s: %w", id, err)
 		}
 	}()
+	if o.testHookAdd != nil {
+		o.testHookAdd(id)
+	}
 	tmp := filepath.Join(o.dir, tmpPrefix+id)
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
@@ -80,7 +124,7 @@ func (o *outbox) add(id string, body []byte, at time.Time) (err error) {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp, filepath.Join(o.dir, fmt.Sprintf("%020d-%s%s", at.UnixNano(), id, outboxExt)))
+		err = os.Rename(tmp, filepath.Join(o.dir, o.fileName(id, at)))
 	}
 	if err != nil {
 		_ = os.Remove(tmp)
@@ -135,13 +179,16 @@ func (o *outbox) remove(e outboxEntry) error {
 	return nil
 }
 
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
+func syncDir(dir string) error { return syncFile(dir) }
+
+// syncFile fsyncs a file or a directory.
+func syncFile(path string) error {
+	f, err := os.Open(path)
 	if err != nil {
 		return err
 	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	return err

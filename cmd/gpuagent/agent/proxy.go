@@ -66,6 +66,18 @@ type exchange struct {
 	usage         *tokenUsage // the upstream's count, when it gave one
 	contentChunks int64       // streamed chunks that carried output
 	firstToken    time.Time   // when the first output reached the client
+
+	report   func() // keeps the request's usage event in the outbox; nil when the request bills nothing
+	reported bool
+}
+
+// finish reports the request, once: relay calls it as soon as the response is whole, before the client can
+// learn that it is, and serveInference after relay for a request that ended otherwise.
+func (x *exchange) finish() {
+	if x.report != nil && !x.reported {
+		x.reported = true
+		x.report()
+	}
 }
 
 // serveInference relays an inference request and reports its usage. streamOptions says the endpoint takes
@@ -76,10 +88,13 @@ func (a *Agent) serveInference(streamOptions bool) http.HandlerFunc {
 		start := a.cfg.Now()
 		mark := a.meter.enter(start)
 		x := &exchange{status: usage.StatusOK}
+		x.report = func() {
+			end := a.cfg.Now()
+			joules, source := a.meter.leave(mark, end)
+			a.report(t, x, start, end, joules, source)
+		}
 		a.relay(w, r, streamOptions, x)
-		end := a.cfg.Now()
-		joules, source := a.meter.leave(mark, end)
-		a.report(t, x, start, end, joules, source)
+		x.finish()
 	}
 }
 
@@ -142,6 +157,28 @@ func (a *Agent) relay(w http.ResponseWriter, r *http.Request, streamOptions bool
 	}
 	w.WriteHeader(resp.StatusCode)
 
+	// settle decides the request's status; whole is called when the response is whole, before its end goes to
+	// the client, and reports the request then: the usage event is in the outbox before the client can learn
+	// that the request is over, so that no crash leaves a completed request unbilled.
+	settle := func(rerr error) {
+		switch {
+		case !ok:
+			// The upstream refused or failed (a 5xx before the first byte, which the gateway fails over on):
+			// its status went to the client as it was, and nothing was produced.
+			x.status, x.usage, x.contentChunks, x.firstToken = usage.StatusError, nil, 0, time.Time{}
+		case rerr == nil:
+			// The whole response went out; a client that hangs up after its last byte canceled nothing.
+		case errors.Is(rerr, errClientGone) || r.Context().Err() != nil:
+			x.status = usage.StatusCanceled
+		default:
+			x.status = usage.StatusError
+			a.log.Warn("inference response broke off", "upstream", a.upstream, "error", rerr)
+		}
+	}
+	whole := func() {
+		settle(nil)
+		x.finish()
+	}
 	var rerr error
 	if streaming {
 		// The status and headers go at once, as the upstream sent them: the client sees the response begin
@@ -149,23 +186,15 @@ func (a *Agent) relay(w http.ResponseWriter, r *http.Request, streamOptions bool
 		if err := http.NewResponseController(w).Flush(); err != nil {
 			rerr = errClientGone
 		} else {
-			rerr = a.relayStream(w, resp.Body, req.forcedUsage, x)
+			rerr = a.relayStream(w, resp.Body, req.forcedUsage, x, whole)
 		}
 	} else {
-		rerr = a.relayBody(w, resp.Body, x)
+		rerr = a.relayBody(w, resp.Body, x, whole)
 	}
-	switch {
-	case !ok:
-		// The upstream refused or failed (a 5xx before the first byte, which the gateway fails over on): its
-		// status went to the client as it was, and nothing was produced.
-		x.status, x.usage, x.contentChunks, x.firstToken = usage.StatusError, nil, 0, time.Time{}
-	case rerr == nil:
-		// The whole response went out; a client that hangs up after its last byte canceled nothing.
-	case errors.Is(rerr, errClientGone) || r.Context().Err() != nil:
-		x.status = usage.StatusCanceled
-	case rerr != nil:
-		x.status = usage.StatusError
-		a.log.Warn("inference response broke off", "upstream", a.upstream, "error", rerr)
+	if !x.reported {
+		// A stream that ended without [DONE] is reported here, before the handler returns and the server
+		// writes the response's end; so is a response that broke off.
+		settle(rerr)
 	}
 }
 
@@ -175,8 +204,9 @@ var errClientGone = errors.New("the client went away")
 // relayStream relays server-sent events frame by frame, flushing each, and reads each chunk for the model,
 // the output and the usage. When the agent forced include_usage, the client gets the stream it asked for: the
 // usage-only chunk is dropped and the usage member removed from the other chunks (OpenAI sends "usage":null
-// on each chunk only when the client asked for usage); every other byte is relayed as it came.
-func (a *Agent) relayStream(w http.ResponseWriter, body io.Reader, forcedUsage bool, x *exchange) error {
+// on each chunk only when the client asked for usage); every other byte is relayed as it came. whole runs
+// before the [DONE] frame is written.
+func (a *Agent) relayStream(w http.ResponseWriter, body io.Reader, forcedUsage bool, x *exchange, whole func()) error {
 	rc := http.NewResponseController(w)
 	br := bufio.NewReaderSize(body, 64<<10)
 	var frame []byte
@@ -194,7 +224,11 @@ func (a *Agent) relayStream(w http.ResponseWriter, body io.Reader, forcedUsage b
 			continue
 		}
 		if len(frame) > 0 {
+			done := isDone(frame)
 			out, output := a.readFrame(frame, forcedUsage, x)
+			if done {
+				whole()
+			}
 			if out != nil {
 				if _, werr := w.Write(out); werr != nil {
 					return errClientGone
@@ -206,7 +240,7 @@ func (a *Agent) relayStream(w http.ResponseWriter, body io.Reader, forcedUsage b
 					x.firstToken = a.cfg.Now()
 				}
 			}
-			if isDone(frame) {
+			if done {
 				// The stream is complete, its usage read: the client may hang up at once, as
 				// OpenAI's SDKs (and the gateway) do on [DONE]. That is no cancellation.
 				return nil
@@ -302,17 +336,21 @@ func dataPayload(frame []byte) (from, to int, ok bool) {
 	return from, to, found
 }
 
-// relayBody relays a whole response as it comes, reading its usage and model on the way.
-func (a *Agent) relayBody(w http.ResponseWriter, body io.Reader, x *exchange) error {
+// relayBody relays a whole response as it comes, reading its usage and model on the way. Its last byte is
+// held back until whole has run: with a Content-Length the client knows the response is whole at that byte,
+// and net/http sends a large write to the connection at once, before the handler returns.
+func (a *Agent) relayBody(w http.ResponseWriter, body io.Reader, x *exchange, whole func()) error {
 	var scan memberScanner
 	buf := make([]byte, 32<<10)
+	var last []byte // the byte held back: one, once any came
 	for {
 		n, err := body.Read(buf)
 		if n > 0 {
 			_, _ = scan.Write(buf[:n])
-			if _, werr := w.Write(buf[:n]); werr != nil {
-				return errClientGone
+			if err := writeAll(w, last, buf[:n-1]); err != nil {
+				return err
 			}
+			last = append(last[:0], buf[n-1])
 			if x.firstToken.IsZero() {
 				x.firstToken = a.cfg.Now()
 			}
@@ -328,6 +366,20 @@ func (a *Agent) relayBody(w http.ResponseWriter, body io.Reader, x *exchange) er
 	x.usage = usage
 	if model != "" {
 		x.model = model
+	}
+	whole()
+	return writeAll(w, last)
+}
+
+// writeAll writes the non-empty parts to the client.
+func writeAll(w io.Writer, parts ...[]byte) error {
+	for _, p := range parts {
+		if len(p) == 0 {
+			continue
+		}
+		if _, err := w.Write(p); err != nil {
+			return errClientGone
+		}
 	}
 	return nil
 }

@@ -25,6 +25,10 @@ const (
 	rescanEvery = 30 * time.Second
 	// reconnectWait is the pause between attempts to reach a lost server; nats.go adds jitter.
 	reconnectWait = time.Second
+	// maxPublishRate is the most usage events a second the agent publishes, in bursts of a window: half the
+	// platform's default limit per rig (riglimits.DefaultMaxRate), so that an outbox emptied after an outage
+	// never gets the rig shut out. A rig serving faster than this keeps the excess in its outbox.
+	maxPublishRate = 1000
 )
 
 var errNotConnected = errors.New("not connected to NATS")
@@ -42,12 +46,16 @@ func (a *Agent) connect() (*nats.Conn, jetstream.JetStream, error) {
 		// A refused credential may be fixed on the server side while the agent runs: keep trying.
 		nats.IgnoreAuthErrorAbort(),
 		nats.ConnectHandler(func(nc *nats.Conn) {
+			a.refusedCredential.Store(false)
 			log.Info("connected to NATS", "server", nc.ConnectedUrlRedacted())
 			a.notify()
+			a.askBeat()
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
+			a.refusedCredential.Store(false)
 			log.Info("NATS connection restored", "server", nc.ConnectedUrlRedacted())
 			a.notify()
+			a.askBeat()
 		}),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
@@ -55,6 +63,10 @@ func (a *Agent) connect() (*nats.Conn, jetstream.JetStream, error) {
 			}
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if errors.Is(err, nats.ErrAuthorization) {
+				a.credentialRefused(err)
+				return
+			}
 			log.Error("NATS error", "error", err)
 		}),
 	}
@@ -73,11 +85,30 @@ func (a *Agent) connect() (*nats.Conn, jetstream.JetStream, error) {
 	return nc, js, nil
 }
 
+// credentialRefused says, once until the next connection, that the server refused the rig's credential. The
+// connection keeps trying: the platform's embedded server refuses a rig for a cooldown while it has published
+// usage events faster than the platform allows (docs/usage-stream.md), and a wrong credential may be fixed.
+func (a *Agent) credentialRefused(err error) {
+	if a.refusedCredential.Swap(true) {
+		return
+	}
+	a.log.Warn("NATS refuses this rig's credential; usage events wait in the outbox. The platform refuses a rig "+
+		"for a while after it published usage events faster than its limit; otherwise check the credential",
+		"subject", a.subject, "user", a.cfg.NATSUser, "error", err)
+}
+
+// logRefusal says why the usage stream refused this rig's events, naming the rig's subject.
+func (a *Agent) logRefusal(r *usage.RefusedError) {
+	a.log.Warn("the usage stream refuses this rig's events; they stay in the outbox and are sent again",
+		"subject", r.Subject, "reason", r.Reason, "outbox", a.outbox.pending.Load(), "error", r)
+}
+
 // sendLoop sends the outbox whenever an event is added or the connection comes back, and retries failures
 // with backoff, until ctx ends.
 func (a *Agent) sendLoop(ctx context.Context) {
 	backoff := minBackoff
 	failing := false
+	var lastReason usage.RefusalReason // of the last failure, when the stream refused
 	for {
 		err := a.flush(ctx)
 		if ctx.Err() != nil {
@@ -86,20 +117,37 @@ func (a *Agent) sendLoop(ctx context.Context) {
 		wait := rescanEvery
 		switch {
 		case err != nil:
-			if !failing {
+			// Said once per run of failures, and again when the stream's refusal changes.
+			var refused *usage.RefusedError
+			var reason usage.RefusalReason
+			if errors.As(err, &refused) {
+				reason = refused.Reason
+			}
+			switch {
+			case failing && reason == lastReason:
+			case refused != nil:
+				a.logRefusal(refused)
+			default:
 				a.log.Warn("usage events not acknowledged; retrying", "outbox", a.outbox.pending.Load(), "error", err)
 			}
+			lastReason = reason
 			failing, wait, backoff = true, backoff, min(2*backoff, maxBackoff)
 		case failing:
 			a.log.Info("usage events acknowledged; the outbox is empty")
-			failing, backoff = false, minBackoff
+			failing, backoff, lastReason = false, minBackoff, ""
+		}
+		// A new event or a restored connection sends at once, unless the stream is refusing this rig: then only
+		// the meter's catching up helps, and trying sooner would only be refused again.
+		wake := a.wake
+		if lastReason != "" {
+			wake = nil
 		}
 		timer := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			timer.Stop()
 			return
-		case <-a.wake:
+		case <-wake:
 		case <-timer.C:
 		}
 		timer.Stop()
@@ -128,6 +176,10 @@ func (a *Agent) flush(ctx context.Context) error {
 				failed = err
 				break
 			}
+			if err := a.pace.Wait(ctx); err != nil {
+				failed = err
+				break
+			}
 			msg := nats.NewMsg(a.subject)
 			msg.Data = body
 			f, err := a.js.PublishMsgAsync(msg, jetstream.WithMsgID(e.id), jetstream.WithExpectStream(usage.StreamName))
@@ -147,6 +199,9 @@ func (a *Agent) flush(ctx context.Context) error {
 			case err := <-f.Err():
 				if failed == nil {
 					failed = err
+					if r := usage.Refused(a.subject, err); r != nil {
+						failed = r
+					}
 				}
 			case <-ctx.Done():
 				return ctx.Err()
@@ -170,28 +225,67 @@ type Heartbeat struct {
 	At         time.Time `json:"at"`
 }
 
-// heartbeatLoop publishes a heartbeat at once and then every HeartbeatInterval until ctx ends. A heartbeat is
-// worth nothing late, so none is sent while the connection is down.
+// heartbeatLoop publishes a heartbeat at once and then every HeartbeatInterval until ctx ends, and one more
+// whenever the connection comes up (none is sent while it is down: a heartbeat is worth nothing late) or a
+// gateway asks on events.HeartbeatRequestSubject: at once, or, within events.HeartbeatRequestGap of the last
+// one sent so, when that gap has passed, one for every request that came meanwhile.
 func (a *Agent) heartbeatLoop(ctx context.Context) {
+	sub, err := a.nc.Subscribe(events.HeartbeatRequestSubject, func(*nats.Msg) { a.askBeat() })
+	if err != nil {
+		a.log.Warn("heartbeat requests not received: gateways learn of this rig at its next heartbeat", "error", err)
+	} else {
+		defer func() { _ = sub.Unsubscribe() }()
+	}
 	t := time.NewTicker(a.cfg.HeartbeatInterval)
 	defer t.Stop()
+	var lastAsked time.Time       // when the last heartbeat asked for went out
+	var deferred <-chan time.Time // a heartbeat asked for, waiting for the gap to pass
+	a.beat()
 	for {
-		if a.nc.IsConnected() {
-			b, _ := json.Marshal(Heartbeat{
-				OfferingID: a.cfg.OfferingID,
-				ProviderID: a.cfg.ProviderID,
-				InFlight:   a.meter.inFlightNow(),
-				Capacity:   a.cfg.Capacity,
-				At:         a.cfg.Now().UTC(),
-			})
-			if err := a.nc.Publish(a.heartbeat, b); err != nil {
-				a.log.Debug("heartbeat not sent", "error", err)
-			}
-		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			a.beat()
+		case <-a.beatAsked:
+			if deferred != nil {
+				continue // the heartbeat on its way answers this request too
+			}
+			if wait := events.HeartbeatRequestGap - time.Since(lastAsked); wait > 0 {
+				deferred = time.After(wait)
+				continue
+			}
+			a.beat()
+			lastAsked = time.Now()
+		case <-deferred:
+			deferred = nil
+			a.beat()
+			lastAsked = time.Now()
 		}
+	}
+}
+
+// askBeat asks the heartbeat loop for a heartbeat now, without waiting.
+func (a *Agent) askBeat() {
+	select {
+	case a.beatAsked <- struct{}{}:
+	default:
+	}
+}
+
+// beat publishes one heartbeat, if the connection is up.
+func (a *Agent) beat() {
+	if !a.nc.IsConnected() {
+		return
+	}
+	b, _ := json.Marshal(Heartbeat{
+		OfferingID: a.cfg.OfferingID,
+		ProviderID: a.cfg.ProviderID,
+		InFlight:   a.meter.inFlightNow(),
+		Capacity:   a.cfg.Capacity,
+		At:         a.cfg.Now().UTC(),
+	})
+	if err := a.nc.Publish(a.heartbeat, b); err != nil {
+		a.log.Debug("heartbeat not sent", "error", err)
 	}
 }

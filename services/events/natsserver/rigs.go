@@ -3,6 +3,7 @@ package natsserver
 import (
 	"context"
 	"crypto/subtle"
+	"fmt"
 	"strings"
 	"time"
 
@@ -25,6 +26,7 @@ func RigUser(providerID, offeringID, password string) *server.User {
 			}},
 			Subscribe: &server.SubjectPermission{Allow: []string{
 				events.RigInboxPrefix(providerID, offeringID) + ".>",
+				events.HeartbeatRequestSubject,
 			}},
 		},
 	}
@@ -44,6 +46,9 @@ type RigAuthenticator struct {
 	RigKey                         []byte
 	// ProviderOf returns the provider of a listed (not delisted) offering.
 	ProviderOf func(ctx context.Context, offeringID string) (providerID string, ok bool)
+	// Refused, when set, says whether an offering's rig is shut out for now (riglimits.Watcher.Refused: it
+	// published usage events faster than its limit); its right credential is then refused.
+	Refused func(offeringID string) bool
 }
 
 var _ server.Authentication = (*RigAuthenticator)(nil)
@@ -69,6 +74,9 @@ func (a *RigAuthenticator) Check(c server.ClientAuthentication) bool {
 	if subtle.ConstantTimeCompare([]byte(o.Password), []byte(want)) != 1 {
 		return false
 	}
+	if a.Refused != nil && a.Refused(offeringID) {
+		return false
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	providerID, ok := a.ProviderOf(ctx, offeringID)
@@ -77,4 +85,25 @@ func (a *RigAuthenticator) Check(c server.ClientAuthentication) bool {
 	}
 	c.RegisterUser(RigUser(providerID, offeringID, want))
 	return true
+}
+
+// DisconnectUser closes every connection of a user on the server, as a rig shut out for a cooldown is
+// (riglimits.Config.Disconnect), and returns how many it closed.
+func DisconnectUser(s *server.Server, username string) (int, error) {
+	closed := 0
+	for {
+		conns, err := s.Connz(&server.ConnzOptions{User: username, Limit: 4096})
+		if err != nil {
+			return closed, fmt.Errorf("natsserver: connections of %s: %w", username, err)
+		}
+		before := closed
+		for _, c := range conns.Conns {
+			if s.DisconnectClientByID(c.Cid) == nil {
+				closed++
+			}
+		}
+		if closed == before || len(conns.Conns) == conns.Total {
+			return closed, nil
+		}
+	}
 }

@@ -31,11 +31,12 @@ func TestRigUserMayPublishOnlyItsOwnSubjects(t *testing.T) {
 func TestRigAuthenticator(t *testing.T) {
 	t.Parallel()
 	key := []byte("0123456789abcdef0123456789abcdef")
-	providers := map[string]string{"off-1": "prov-1", "off-2": "prov-1"}
+	providers := map[string]string{"off-1": "prov-1", "off-2": "prov-1", "off-3": "prov-1"}
 	s, _ := startServer(t, EmbeddedOptions{
 		StoreDir: t.TempDir(),
 		Authenticator: &RigAuthenticator{PlatformName: "platform", PlatformPassword: "platform-secret", RigKey: key,
-			ProviderOf: func(_ context.Context, id string) (string, bool) { p, ok := providers[id]; return p, ok }},
+			ProviderOf: func(_ context.Context, id string) (string, bool) { p, ok := providers[id]; return p, ok },
+			Refused:    func(id string) bool { return id == "off-3" }},
 	})
 	checkRigPermissions(t, s, RigUser("prov-1", "off-1", events.RigPassword(key, "off-1")))
 	for name, opts := range map[string][]nats.Option{
@@ -44,6 +45,7 @@ func TestRigAuthenticator(t *testing.T) {
 		"unlisted offering, right key": {nats.UserInfo(events.RigUsername("off-9"), events.RigPassword(key, "off-9"))},
 		"platform, wrong password":     {nats.UserInfo("platform", "nope")},
 		"another key's rig password":   {nats.UserInfo(events.RigUsername("off-1"), events.RigPassword([]byte("another key, another platform...."), "off-1"))},
+		"a rig shut out, right key":    {nats.UserInfo(events.RigUsername("off-3"), events.RigPassword(key, "off-3"))},
 	} {
 		nc, err := nats.Connect(s.ClientURL(), append(opts, nats.NoReconnect())...)
 		if err == nil {
@@ -87,11 +89,26 @@ func checkRigPermissions(t *testing.T, s *server.Server, rig *server.User) {
 		t.Errorf("the platform's heartbeat subscription got %v, %v; want the rig's heartbeat", hb, err)
 	}
 
+	asked, err := rigNC.SubscribeSync(events.HeartbeatRequestSubject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rigNC.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := platformNC.Publish(events.HeartbeatRequestSubject, nil); err != nil {
+		t.Fatal(err)
+	}
+	if msg, err := asked.NextMsg(2 * time.Second); err != nil || msg.Subject != events.HeartbeatRequestSubject {
+		t.Errorf("the rig's subscription to heartbeat requests got %v, %v; want the platform's request", msg, err)
+	}
+
 	for _, subject := range []string{
-		"usage.prov-1.off-2",        // another offering of the same provider
-		"usage.prov-2.off-1",        // the same offering id under another provider
-		"heartbeat.prov-1.off-2",    // another offering's heartbeat
-		"$JS.API.STREAM.INFO.USAGE", // the JetStream API
+		events.HeartbeatRequestSubject, // asking every other rig to beat is the gateways' business
+		"usage.prov-1.off-2",           // another offering of the same provider
+		"usage.prov-2.off-1",           // the same offering id under another provider
+		"heartbeat.prov-1.off-2",       // another offering's heartbeat
+		"$JS.API.STREAM.INFO.USAGE",    // the JetStream API
 	} {
 		short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		_, err := rigJS.Publish(short, subject, []byte(`{}`))
@@ -182,5 +199,43 @@ func (v violations) expect(t *testing.T, op, subject string) {
 		}
 	case <-time.After(2 * time.Second):
 		t.Errorf("the server did not refuse: %s", want)
+	}
+}
+
+func TestDisconnectUserClosesEveryConnectionOfThatUserOnly(t *testing.T) {
+	t.Parallel()
+	s, _ := startServer(t, EmbeddedOptions{
+		StoreDir: t.TempDir(),
+		Users:    []*server.User{RigUser("prov-1", "off-1", "one"), RigUser("prov-1", "off-2", "two")},
+	})
+	var conns []*nats.Conn
+	for range 3 {
+		nc, err := nats.Connect(s.ClientURL(), nats.UserInfo(events.RigUsername("off-1"), "one"), nats.NoReconnect())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		conns = append(conns, nc)
+	}
+	other, err := nats.Connect(s.ClientURL(), nats.UserInfo(events.RigUsername("off-2"), "two"), nats.NoReconnect())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(other.Close)
+	n, err := DisconnectUser(s, events.RigUsername("off-1"))
+	if err != nil || n != 3 {
+		t.Fatalf("DisconnectUser closed %d (%v), want the 3 connections of rig-off-1", n, err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for _, nc := range conns {
+		for !nc.IsClosed() && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if !nc.IsClosed() {
+			t.Error("a connection of rig-off-1 is still open")
+		}
+	}
+	if err := other.Flush(); err != nil || !other.IsConnected() {
+		t.Errorf("rig-off-2 lost its connection: %v", err)
 	}
 }

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"cmp"
+	"context"
+
+	"github.com/gpumarket/gpumarket/services/events"
+	"github.com/gpumarket/gpumarket/services/events/natsserver"
+	"github.com/gpumarket/gpumarket/services/metering"
+	"github.com/gpumarket/gpumarket/services/riglimits"
+	"github.com/gpumarket/gpumarket/web"
+)
+
+// watchRigLimits starts watching the rigs' use of the usage stream on a NATS connection of its
+// own (it receives a copy of every usage event). On the embedded server a rig over its rate is
+// shut out; on an external one it is reported. The process that meters also keeps the stream's
+// per-rig limit applied once a backlog that held it back is metered. See docs/usage-stream.md.
+func (p *Platform) watchRigLimits(ctx context.Context, natsURL string) error {
+	nc, _, err := events.Connect(ctx, natsURL, "gpumarket-riglimits", p.log)
+	if err != nil {
+		return err
+	}
+	p.rigLimitsNC = nc
+	cfg := riglimits.Config{NATS: nc, JS: p.js, MaxRate: p.cfg.StreamMaxRatePerRig, Cooldown: p.cfg.StreamRateCooldown,
+		Registerer: p.registry, Log: p.log.With("role", "riglimits")}
+	if srv := p.natsServer; srv != nil {
+		cfg.Disconnect = func(offeringID string) {
+			if _, err := natsserver.DisconnectUser(srv, events.RigUsername(offeringID)); err != nil {
+				p.log.Warn("a rig shut out could not be disconnected", "offering", offeringID, "err", err)
+			}
+		}
+	}
+	if p.cfg.Roles.Meter {
+		cfg.PendingLimit = cmp.Or(p.cfg.StreamMaxPendingPerRig, metering.DefaultMaxPendingPerRig)
+	}
+	p.rigLimits.Store(riglimits.New(cfg))
+	return nil
+}
+
+// rigRefused tells the embedded server's authenticator whether a rig is shut out for now.
+func (p *Platform) rigRefused(offeringID string) bool {
+	w := p.rigLimits.Load()
+	return w != nil && w.Refused(offeringID)
+}
+
+// usageStreamReport is what the admins' page on the usage stream reads; nil where no watcher runs.
+func (p *Platform) usageStreamReport() web.UsageStreamReport {
+	if w := p.rigLimits.Load(); w != nil {
+		return w
+	}
+	return nil
+}
