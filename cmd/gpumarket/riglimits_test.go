@@ -15,7 +15,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/gpumarket/gpumarket/db/dbtest"
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/riglimits"
@@ -59,12 +58,11 @@ func TestStreamLimitsComeFromTheEnvironment(t *testing.T) {
 }
 
 // openTestPlatform opens the platform as `dev` does, on a fresh database with the demo seeded, without running it.
-func openTestPlatform(t *testing.T, cfg Config) (*Platform, context.Context) {
+func openTestPlatform(t *testing.T, limits Config) (*Platform, context.Context) {
 	t.Helper()
-	_, dbURL := dbtest.NewWithURL(t)
-	cfg.DatabaseURL, cfg.Addr, cfg.DataDir = dbURL, "127.0.0.1:0", t.TempDir()
-	cfg.SessionKey, cfg.StripeWebhookSecrets = []byte(strings.Repeat("k", 32)), []string{"whsec_test_riglimits"}
-	cfg.Roles, cfg.TicketKey, cfg.RigKey = Roles{Web: true, Meter: true}, []byte(strings.Repeat("t", 32)), []byte(strings.Repeat("r", 32))
+	cfg := testConfig(t, Roles{Web: true, Meter: true})
+	cfg.StreamMaxPendingPerRig, cfg.StreamMaxRatePerRig, cfg.StreamRateCooldown =
+		limits.StreamMaxPendingPerRig, limits.StreamMaxRatePerRig, limits.StreamRateCooldown
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	p, err := Open(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -78,17 +76,19 @@ func openTestPlatform(t *testing.T, cfg Config) (*Platform, context.Context) {
 	return p, ctx
 }
 
-// TestSimulatedRigsTakeFreePorts: with 127.0.0.1:9100, the first demo offering's seeded address, taken by
+// TestSimulatedRigsTakeFreePorts: with the first demo offering's seeded address taken by
 // another program, every simulated rig starts on a free port, each demo offering's row names its rig's address,
 // and a request to the first offering reaches its rig, not the other program.
 func TestSimulatedRigsTakeFreePorts(t *testing.T) {
-	if ln, err := net.Listen("tcp", "127.0.0.1:9100"); err == nil { // else something holds it already
-		t.Cleanup(func() { ln.Close() })
-	}
 	p, ctx := openTestPlatform(t, Config{})
-	var first, firstModel string
-	if err := p.pool.QueryRow(ctx, `SELECT id::text, model FROM offerings WHERE agent_url = 'http://127.0.0.1:9100'`).Scan(&first, &firstModel); err != nil {
-		t.Fatalf("the seed gave no offering 127.0.0.1:9100: %v", err)
+	var first, firstModel, seeded string
+	if err := p.pool.QueryRow(ctx, `SELECT id::text, model, agent_url FROM offerings
+		WHERE seed_key IS NOT NULL AND status = 'active' ORDER BY agent_url LIMIT 1`).Scan(&first, &firstModel, &seeded); err != nil {
+		t.Fatalf("the seed listed no offering: %v", err)
+	}
+	taken := strings.TrimPrefix(seeded, "http://")
+	if ln, err := net.Listen("tcp", taken); err == nil { // else something holds it already
+		t.Cleanup(func() { ln.Close() })
 	}
 	rows, err := p.pool.Query(ctx, `SELECT id::text, model, gpu, gpu_count FROM offerings WHERE seed_key IS NOT NULL AND status = 'active'`)
 	if err != nil {
@@ -128,7 +128,7 @@ func TestSimulatedRigsTakeFreePorts(t *testing.T) {
 		if want := "http://" + r.agent.Addr().String(); agentURL != want {
 			t.Errorf("offering %s names %s, want its rig's %s", r.offeringID, agentURL, want)
 		}
-		if strings.HasSuffix(agentURL, ":9100") || ports[agentURL] {
+		if agentURL == seeded || ports[agentURL] {
 			t.Errorf("offering %s names %s: taken or shared", r.offeringID, agentURL)
 		}
 		ports[agentURL] = true
