@@ -3,6 +3,7 @@ package web
 import (
 	"cmp"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -32,10 +33,11 @@ var accountKindLabels = map[billing.AccountKind]string{
 // flagged reports a balance finance must look at: a customer's credit below zero, left by a
 // refund or by usage recorded after the credit ran out. Stripe clearing is negative by design.
 func flagged(b billing.AccountBalance) bool {
-	return b.Kind == billing.AccountCustomerCredit && b.Balance < 0
+	return b.Kind == billing.AccountCustomerCredit && b.Balance.Sign() < 0
 }
 
-func usd(p money.Pico) string { return strings.TrimPrefix(p.String(), "$") }
+// usd writes an amount (a money.Pico or a money.BigPico) as exact decimal dollars without the sign.
+func usd(p fmt.Stringer) string { return strings.TrimPrefix(p.String(), "$") }
 
 // fieldError is an invalid error about one field.
 func fieldError(field, problem string) error {
@@ -346,7 +348,7 @@ type accountBalanceJSON struct {
 	Kind            billing.AccountKind     `json:"kind"`
 	OwnerAccountID  string                  `json:"owner_account_id,omitempty"`
 	OwnerName       string                  `json:"owner_name,omitempty"`
-	BalancePico     money.Pico              `json:"balance_pico"`
+	BalancePico     money.BigPico           `json:"balance_pico"`
 	BalanceUSD      string                  `json:"balance_usd"`
 	Negative        bool                    `json:"negative"` // a customer's credit below zero
 }

@@ -148,7 +148,7 @@ func (e *meterEnv) drain(t *testing.T) {
 	<-done
 }
 
-func (e *meterEnv) balance(t *testing.T, kind billing.AccountKind, owner string) money.Pico {
+func (e *meterEnv) balance(t *testing.T, kind billing.AccountKind, owner string) money.BigPico {
 	t.Helper()
 	id, err := e.ledger.AccountFor(context.Background(), kind, owner)
 	if err != nil {
@@ -182,13 +182,13 @@ func TestMeterPricesOnceAndPostsToTheLedger(t *testing.T) {
 	// 1000 x $0.15/M + 500 x $0.30/M = $0.0003; the provider earns 1500 x $0.10/M = $0.00015.
 	charge := money.Pico(1000*150_000 + 500*300_000)
 	payable := money.Pico(1500 * 100_000)
-	if got := e.balance(t, billing.AccountCustomerCredit, e.customer); got != -charge {
+	if got := e.balance(t, billing.AccountCustomerCredit, e.customer); !got.Equal(-charge) {
 		t.Errorf("customer balance %s, want %s", got, -charge)
 	}
-	if got := e.balance(t, billing.AccountProviderPayable, e.provider); got != payable {
+	if got := e.balance(t, billing.AccountProviderPayable, e.provider); !got.Equal(payable) {
 		t.Errorf("provider payable %s, want %s", got, payable)
 	}
-	if got := e.balance(t, billing.AccountPlatformRevenue, ""); got != charge-payable {
+	if got := e.balance(t, billing.AccountPlatformRevenue, ""); !got.Equal(charge-payable) {
 		t.Errorf("revenue %s, want %s", got, charge-payable)
 	}
 	if n := e.count(t, `SELECT count(*) FROM usage_events`); n != 2 {
@@ -218,10 +218,10 @@ func TestMeterChargesEmbeddingsForTheirInput(t *testing.T) {
 
 	charge := money.Pico(4000 * 150_000) // 4,000 tokens at $0.15/M
 	payable := money.Pico(4000 * 100_000)
-	if got := e.balance(t, billing.AccountCustomerCredit, e.customer); got != -charge {
+	if got := e.balance(t, billing.AccountCustomerCredit, e.customer); !got.Equal(-charge) {
 		t.Errorf("customer balance %s, want %s", got, -charge)
 	}
-	if got := e.balance(t, billing.AccountProviderPayable, e.provider); got != payable {
+	if got := e.balance(t, billing.AccountProviderPayable, e.provider); !got.Equal(payable) {
 		t.Errorf("provider payable %s, want %s", got, payable)
 	}
 	if n := e.count(t, `SELECT count(*) FROM usage_events WHERE event_id = $1 AND charge_pico = $2`, embedding, int64(charge)); n != 1 {
@@ -276,7 +276,7 @@ func TestMeterRefusesDuplicatesAndBadEventsWithoutStalling(t *testing.T) {
 		}
 	}
 	charge := money.Pico(100*150_000+100*300_000) + money.Pico(10*150_000+20*300_000)
-	if got := e.balance(t, billing.AccountCustomerCredit, e.customer); got != -charge {
+	if got := e.balance(t, billing.AccountCustomerCredit, e.customer); !got.Equal(-charge) {
 		t.Errorf("customer balance %s, want %s", got, -charge)
 	}
 }
