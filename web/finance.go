@@ -316,15 +316,20 @@ func (s *Server) stripeEventsPage(c echo.Context) error {
 
 func (s *Server) rejectionsPage(c echo.Context) error {
 	reason := c.QueryParam("reason")
-	events, counts, err := s.usage.Rejections(c.Request().Context(), reason, 200)
+	report, err := s.usage.Rejections(c.Request().Context(), reason, 200)
 	if err != nil {
 		return err
 	}
 	p := templates.RejectionsPage{Page: s.page(c, "Rejected usage events"), Reason: reason}
-	for _, rc := range counts {
+	for _, rc := range report.ByReason {
 		p.Counts = append(p.Counts, templates.Option{Value: rc.Reason, Label: strconv.FormatInt(rc.Count, 10)})
 	}
-	for _, ev := range events {
+	for _, g := range report.ByRig {
+		p.Rigs = append(p.Rigs, templates.RigRejectionRow{Provider: g.ProviderName, ProviderID: g.ProviderID,
+			OfferingID: g.OfferingID, Reason: g.Reason, Count: strconv.FormatInt(g.Count, 10),
+			Samples: strconv.FormatInt(g.Samples, 10), Last: g.LastAt.UTC().Format(time.DateTime)})
+	}
+	for _, ev := range report.Samples {
 		p.Events = append(p.Events, templates.RejectionRow{Seq: strconv.FormatInt(ev.StreamSeq, 10),
 			Received: ev.ReceivedAt.UTC().Format(time.DateTime), Subject: ev.Subject, EventID: ev.EventID,
 			Reason: ev.Reason, Detail: ev.Detail, Raw: ev.Raw})
@@ -334,11 +339,11 @@ func (s *Server) rejectionsPage(c echo.Context) error {
 
 func (s *Server) apiRejections(c echo.Context) error {
 	limit, _ := strconv.Atoi(c.QueryParam("limit"))
-	events, counts, err := s.usage.Rejections(c.Request().Context(), c.QueryParam("reason"), limit)
+	report, err := s.usage.Rejections(c.Request().Context(), c.QueryParam("reason"), limit)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"rejections": events, "by_reason": counts})
+	return c.JSON(http.StatusOK, report)
 }
 
 // JSON API for finance.

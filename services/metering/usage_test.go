@@ -109,9 +109,9 @@ func (f *reportFixture) record(t *testing.T, u reportUse) string {
 	if _, err := f.pool.Exec(ctx, `
 		INSERT INTO usage_events (event_id, request_id, account_id, offering_id, provider_account_id, tier, model,
 			input_tokens, output_tokens, ttft_ms, duration_ms, energy_j, energy_source, status,
-			input_price, output_price, ask_price, charge_pico, payable_pico, occurred_at, metered_at, stream_seq)
+			input_price, output_price, ask_input_price, ask_output_price, charge_pico, payable_pico, occurred_at, metered_at, stream_seq)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 41.5, 1234.25, 12.5, 'estimated', $10,
-			100000, 200000, 60000, $11, $12, $13, $13, $14)`,
+			100000, 200000, 60000, 60000, $11, $12, $13, $13, $14)`,
 		"evt_"+id, id, u.customer, u.offering, provider, string(u.tier), model, u.in, u.out, string(u.status),
 		int64(u.charge), int64(u.payable), u.at, f.requests); err != nil {
 		t.Fatal(err)
@@ -445,9 +445,9 @@ func TestReportsExportCSV(t *testing.T) {
 		if _, err := f.pool.Exec(ctx, `
 			INSERT INTO usage_events (event_id, request_id, account_id, offering_id, provider_account_id, tier, model,
 				input_tokens, output_tokens, ttft_ms, duration_ms, energy_j, energy_source, status,
-				input_price, output_price, ask_price, charge_pico, payable_pico, occurred_at, metered_at, stream_seq)
+				input_price, output_price, ask_input_price, ask_output_price, charge_pico, payable_pico, occurred_at, metered_at, stream_seq)
 			SELECT 'evt_' || i, 'req_' || lpad(i::text, 6, '0'), $1, $2, $3, 'standard', $4, i, 1, 10, 20, 1, 'estimated', 'ok',
-				1, 1, 1, i, i, $5::timestamptz + (i / 3) * interval '1 second', $5, i
+				1, 1, 1, 1, i, i, $5::timestamptz + (i / 3) * interval '1 second', $5, i
 			FROM generate_series(1, $6) AS i`, f.acme, f.rtx4090, f.fjord, reportQwen, reportDay, n); err != nil {
 			t.Fatal(err)
 		}
