@@ -35,8 +35,8 @@ CREATE TABLE usage_rejection_counts (
     PRIMARY KEY (hour, provider_id, offering_id, reason)
 );
 INSERT INTO usage_rejection_counts (hour, provider_id, offering_id, reason, rejected, last_at)
-SELECT date_trunc('hour', received_at), split_part(subject, '.', 2), split_part(subject, '.', 3), reason, count(*),
-    max(received_at)
+SELECT date_trunc('hour', received_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC', split_part(subject, '.', 2),
+    split_part(subject, '.', 3), reason, count(*), max(received_at)
 FROM usage_rejections
 GROUP BY 1, 2, 3, 4;
 
