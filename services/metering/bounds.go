@@ -39,9 +39,10 @@ type gatewayRecord struct {
 	httpStatus int
 	status     billing.GatewayStatus
 	// relayedBytes and relayedChunks are the output the gateway relayed: a stream's output
-	// text bytes and its chunks that carried output, or a whole response's body bytes. Nil in
-	// records of a gateway that did not count them.
-	relayedBytes, relayedChunks *int64
+	// text bytes and its chunks that carried output, or a whole response's body bytes. counted
+	// is false in records of a gateway that did not count them.
+	relayedBytes, relayedChunks int64
+	counted                     bool
 }
 
 // failed is true for an attempt the gateway saw fail: nothing of it is billable.
@@ -60,14 +61,10 @@ const outputSlack = 8
 // or the first bytes of a character split across tokens, whose text comes in a later chunk),
 // and outputSlack covers what is generated and never relayed.
 func (r *gatewayRecord) relayBound() (int64, bool) {
-	if r.relayedBytes == nil {
+	if !r.counted {
 		return 0, false
 	}
-	n := *r.relayedBytes
-	if r.relayedChunks != nil {
-		n = satAdd(n, *r.relayedChunks)
-	}
-	return satAdd(n, outputSlack), true
+	return satAdd(satAdd(r.relayedBytes, r.relayedChunks), outputSlack), true
 }
 
 // tokenBill is what an event may be billed for: its tokens, with a flag when they are not
@@ -108,7 +105,7 @@ func billableTokens(u Usage, c ticket.Claims, rec *gatewayRecord, age time.Durat
 	b := tokenBill{in: min(u.InputTokens, c.MaxInputTokens)}
 	outBound, why := c.MaxOutputTokens, fmt.Sprintf("the ticket's bound of %d", c.MaxOutputTokens)
 	if relayed, ok := rec.relayBound(); ok && relayed < outBound {
-		outBound, why = relayed, fmt.Sprintf("what the gateway relayed, %d bytes in %d chunks", *rec.relayedBytes, deref(rec.relayedChunks))
+		outBound, why = relayed, fmt.Sprintf("what the gateway relayed, %d bytes in %d chunks", rec.relayedBytes, rec.relayedChunks)
 	}
 	b.out = min(reportedOut, outBound)
 	var clipped []string
@@ -155,11 +152,4 @@ func satAdd(a, b int64) int64 {
 		return math.MaxInt64
 	}
 	return a + b
-}
-
-func deref(p *int64) int64 {
-	if p == nil {
-		return 0
-	}
-	return *p
 }

@@ -10,9 +10,11 @@ import (
 
 func TestBillableTokens(t *testing.T) {
 	waits := recordWaits{settle: time.Second, max: 2 * time.Minute}
-	n := func(v int64) *int64 { return &v }
 	ok := func(bytes, chunks int64) *gatewayRecord {
-		return &gatewayRecord{httpStatus: 200, status: billing.GatewayOK, relayedBytes: n(bytes), relayedChunks: n(chunks)}
+		return &gatewayRecord{httpStatus: 200, status: billing.GatewayOK, relayedBytes: bytes, relayedChunks: chunks, counted: true}
+	}
+	ended := func(code int, status billing.GatewayStatus, bytes, chunks int64) *gatewayRecord {
+		return &gatewayRecord{httpStatus: code, status: status, relayedBytes: bytes, relayedChunks: chunks, counted: true}
 	}
 	generation := ticket.Claims{MaxInputTokens: 50, MaxOutputTokens: 1}
 	roomy := ticket.Claims{MaxInputTokens: 100_000, MaxOutputTokens: 4096}
@@ -44,10 +46,10 @@ func TestBillableTokens(t *testing.T) {
 		{"the client left before the rig answered (499): nothing",
 			Usage{InputTokens: 1000, OutputTokens: 500}, roomy, &gatewayRecord{httpStatus: 499, status: billing.GatewayCanceled}, 0, 0, 0, FlagFailedAttempt, 0},
 		{"canceled after a 200: billed within the bounds, flagged",
-			Usage{InputTokens: 200, OutputTokens: 80}, roomy, &gatewayRecord{httpStatus: 200, status: billing.GatewayCanceled, relayedBytes: n(400), relayedChunks: n(80)},
+			Usage{InputTokens: 200, OutputTokens: 80}, roomy, ended(200, billing.GatewayCanceled, 400, 80),
 			0, 200, 80, FlagIncomplete, 0},
 		{"broken off after a 200 and inflated: clipped, flagged incomplete",
-			Usage{InputTokens: 200, OutputTokens: 900}, roomy, &gatewayRecord{httpStatus: 200, status: billing.GatewayError, relayedBytes: n(40), relayedChunks: n(10)},
+			Usage{InputTokens: 200, OutputTokens: 900}, roomy, ended(200, billing.GatewayError, 40, 10),
 			0, 200, 40 + 10 + outputSlack, FlagIncomplete, 0},
 		{"an embedding is billed its input only",
 			Usage{InputTokens: 9000, OutputTokens: 12}, embedding, ok(5000, 0), 0, 8192, 0, FlagClipped, 0},

@@ -189,8 +189,8 @@ func (m *Meter) judge(cands []candidate, refs references, now time.Time, out *st
 			continue
 		}
 		var rec *gatewayRecord
-		if r, ok := refs.records[u.RequestID]; ok {
-			rec = &r
+		if refs.recorded[i] {
+			rec = &refs.records[i]
 		}
 		age := time.Duration(0)
 		if !c.msg.Stored.IsZero() {
@@ -519,8 +519,10 @@ func (m *Meter) ledgerAccount(ctx context.Context, kind billing.AccountKind, own
 type references struct {
 	offerings map[string]string // offering id: its provider's account id
 	accounts  map[string]bool
-	prices    map[int64]priceRow       // by id: the versions the batch's tickets name
-	records   map[string]gatewayRecord // by request id
+	prices    map[int64]priceRow // by id: the versions the batch's tickets name
+	// records[i] is the gateway's record of candidate i's request, when recorded[i].
+	records  []gatewayRecord
+	recorded []bool
 }
 
 // canonicalUUIDs is the uuid[] of the elements of the text[] parameter $1 written as the
@@ -534,7 +536,7 @@ const canonicalUUIDs = `ARRAY(SELECT id::uuid FROM unnest($1::text[]) AS id
 // the provider is paid the asks its tickets carry.
 func loadReferences(ctx context.Context, tx pgx.Tx, cands []candidate) (references, error) {
 	refs := references{offerings: map[string]string{}, accounts: map[string]bool{}, prices: map[int64]priceRow{},
-		records: make(map[string]gatewayRecord, len(cands))}
+		records: make([]gatewayRecord, len(cands)), recorded: make([]bool, len(cands))}
 	var offeringIDs, accountIDs []string
 	var priceIDs []int64
 	requestIDs := make([]string, len(cands))
@@ -587,15 +589,25 @@ func loadReferences(ctx context.Context, tx pgx.Tx, cands []candidate) (referenc
 		}
 		return rows.Err()
 	})
-	b.Queue(`SELECT request_id, http_status, status, relayed_output_bytes, relayed_output_chunks
-		FROM gateway_requests WHERE request_id = ANY ($1)`, requestIDs).Query(func(rows pgx.Rows) error {
+	// Each record comes back with the index of its request in requestIDs, and its status only
+	// when it is not "ok": no string to read back for nearly every one.
+	b.Queue(`SELECT r.n - 1, g.http_status, nullif(g.status, 'ok'), g.relayed_output_bytes, g.relayed_output_chunks
+		FROM unnest($1::text[]) WITH ORDINALITY AS r (request_id, n)
+		JOIN gateway_requests g ON g.request_id = r.request_id`, requestIDs).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
-			var id string
+			var i int
+			var status pgtype.Text
+			var bytes, chunks pgtype.Int8
 			var r gatewayRecord
-			if err := rows.Scan(&id, &r.httpStatus, &r.status, &r.relayedBytes, &r.relayedChunks); err != nil {
+			if err := rows.Scan(&i, &r.httpStatus, &status, &bytes, &chunks); err != nil {
 				return err
 			}
-			refs.records[id] = r
+			r.status = billing.GatewayOK
+			if status.Valid {
+				r.status = billing.GatewayStatus(status.String)
+			}
+			r.relayedBytes, r.relayedChunks, r.counted = bytes.Int64, chunks.Int64, bytes.Valid
+			refs.records[i], refs.recorded[i] = r, true
 		}
 		return rows.Err()
 	})
@@ -611,8 +623,8 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// errorIsEventData wraps err as found in an event's data (eventError).
-func errorIsEventData(err error) error {
+// eventDataError wraps err as found in an event's data (eventError).
+func eventDataError(err error) error {
 	if err == nil {
 		return nil
 	}

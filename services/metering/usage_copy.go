@@ -93,7 +93,7 @@ func (s *usageSource) uuid(id string) pgtype.UUID {
 	}
 	var u pgtype.UUID
 	if err := u.Scan(id); err != nil && s.err == nil {
-		s.err = errorIsEventData(fmt.Errorf("metering: %q is no uuid: %w", id, err))
+		s.err = eventDataError(fmt.Errorf("metering: %q is no uuid: %w", id, err))
 	}
 	s.uuids[id] = u
 	return u
