@@ -27,7 +27,7 @@ type terms struct {
 }
 
 // charges is what tokens cost the customer and earn the provider at the terms. A generation
-// that produced no completion token costs and earns nothing (FIELD-CASES 20); an embedding,
+// that produced no completion token costs and earns nothing; an embedding,
 // which never produces one, is charged for its input when it succeeded. Amounts past the
 // range of money.Pico are money.ErrOverflow.
 func (t terms) charges(in, out int64) (charge, payable money.Pico, err error) {
