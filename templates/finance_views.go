@@ -54,12 +54,19 @@ type StripeEventRow struct {
 	FirstReceived, LastReceived string
 }
 
-// RejectionsPage lists usage events the meter refused, for review.
+// RejectionsPage lists usage events the meter refused, for review: the counts per reason and
+// per rig, and the samples kept whole.
 type RejectionsPage struct {
 	Page
 	Reason string // the filter, "" for all
 	Counts []Option
+	Rigs   []RigRejectionRow
 	Events []RejectionRow
+}
+
+// RigRejectionRow is how many events one rig had refused for one reason.
+type RigRejectionRow struct {
+	Provider, ProviderID, OfferingID, Reason, Count, Samples, Last string
 }
 
 // RejectionRow is one refused usage event.

@@ -240,7 +240,8 @@ type DiscrepanciesPage struct {
 	Rows []DiscrepancyRow
 }
 
-// DiscrepancyRow is one flagged request.
+// DiscrepancyRow is one flagged request: the usage the response carried (Seen), what the rig
+// reported, what was billed (Metered), and the excess the rig reported beyond the bill.
 type DiscrepancyRow struct {
-	Flagged, RequestID, OfferingID, Tier, Model, Seen, Metered, Reason string
+	Flagged, RequestID, OfferingID, Tier, Model, Seen, Reported, Metered, Excess, Flag, Reason string
 }

@@ -120,7 +120,7 @@ func (s *Server) renderCredits(c echo.Context, status int, form templates.Form) 
 	}
 	for _, h := range hist.Entries {
 		p.History = append(p.History, templates.HistoryRow{When: h.OccurredAt.UTC().Format("2006-01-02 15:04"),
-			Kind: string(h.Kind), Memo: h.Memo, Amount: signedAmount(h.Amount), Negative: h.Amount < 0})
+			Kind: string(h.Kind), Memo: h.Memo, Amount: signedAmount(h.Amount), Negative: h.Amount.Sign() < 0})
 	}
 	if hist.Next != 0 {
 		p.NextPage = "/credits?before=" + strconv.FormatInt(int64(hist.Next), 10)
@@ -287,9 +287,9 @@ func (s *Server) apiHistory(c echo.Context) error {
 }
 
 // signedAmount writes a movement of credit with its sign: "+$20.00", "-$0.000042".
-func signedAmount(p money.Pico) string {
-	if p < 0 {
-		return "-" + (-p).String()
+func signedAmount(p money.BigPico) string {
+	if p.Sign() < 0 {
+		return "-" + p.Neg().String()
 	}
 	return "+" + p.String()
 }

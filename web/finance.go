@@ -3,6 +3,7 @@ package web
 import (
 	"cmp"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -32,10 +33,11 @@ var accountKindLabels = map[billing.AccountKind]string{
 // flagged reports a balance finance must look at: a customer's credit below zero, left by a
 // refund or by usage recorded after the credit ran out. Stripe clearing is negative by design.
 func flagged(b billing.AccountBalance) bool {
-	return b.Kind == billing.AccountCustomerCredit && b.Balance < 0
+	return b.Kind == billing.AccountCustomerCredit && b.Balance.Sign() < 0
 }
 
-func usd(p money.Pico) string { return strings.TrimPrefix(p.String(), "$") }
+// usd writes an amount (a money.Pico or a money.BigPico) as exact decimal dollars without the sign.
+func usd(p fmt.Stringer) string { return strings.TrimPrefix(p.String(), "$") }
 
 // fieldError is an invalid error about one field.
 func fieldError(field, problem string) error {
@@ -314,15 +316,20 @@ func (s *Server) stripeEventsPage(c echo.Context) error {
 
 func (s *Server) rejectionsPage(c echo.Context) error {
 	reason := c.QueryParam("reason")
-	events, counts, err := s.usage.Rejections(c.Request().Context(), reason, 200)
+	report, err := s.usage.Rejections(c.Request().Context(), reason, 200)
 	if err != nil {
 		return err
 	}
 	p := templates.RejectionsPage{Page: s.page(c, "Rejected usage events"), Reason: reason}
-	for _, rc := range counts {
+	for _, rc := range report.ByReason {
 		p.Counts = append(p.Counts, templates.Option{Value: rc.Reason, Label: strconv.FormatInt(rc.Count, 10)})
 	}
-	for _, ev := range events {
+	for _, g := range report.ByRig {
+		p.Rigs = append(p.Rigs, templates.RigRejectionRow{Provider: g.ProviderName, ProviderID: g.ProviderID,
+			OfferingID: g.OfferingID, Reason: g.Reason, Count: strconv.FormatInt(g.Count, 10),
+			Samples: strconv.FormatInt(g.Samples, 10), Last: g.LastAt.UTC().Format(time.DateTime)})
+	}
+	for _, ev := range report.Samples {
 		p.Events = append(p.Events, templates.RejectionRow{Seq: strconv.FormatInt(ev.StreamSeq, 10),
 			Received: ev.ReceivedAt.UTC().Format(time.DateTime), Subject: ev.Subject, EventID: ev.EventID,
 			Reason: ev.Reason, Detail: ev.Detail, Raw: ev.Raw})
@@ -332,11 +339,11 @@ func (s *Server) rejectionsPage(c echo.Context) error {
 
 func (s *Server) apiRejections(c echo.Context) error {
 	limit, _ := strconv.Atoi(c.QueryParam("limit"))
-	events, counts, err := s.usage.Rejections(c.Request().Context(), c.QueryParam("reason"), limit)
+	report, err := s.usage.Rejections(c.Request().Context(), c.QueryParam("reason"), limit)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"rejections": events, "by_reason": counts})
+	return c.JSON(http.StatusOK, report)
 }
 
 // JSON API for finance.
@@ -346,7 +353,7 @@ type accountBalanceJSON struct {
 	Kind            billing.AccountKind     `json:"kind"`
 	OwnerAccountID  string                  `json:"owner_account_id,omitempty"`
 	OwnerName       string                  `json:"owner_name,omitempty"`
-	BalancePico     money.Pico              `json:"balance_pico"`
+	BalancePico     money.BigPico           `json:"balance_pico"`
 	BalanceUSD      string                  `json:"balance_usd"`
 	Negative        bool                    `json:"negative"` // a customer's credit below zero
 }

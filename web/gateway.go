@@ -634,8 +634,9 @@ func (s *Server) discrepanciesPage(c echo.Context) error {
 	for _, d := range list {
 		p.Rows = append(p.Rows, templates.DiscrepancyRow{Flagged: d.FlaggedAt.UTC().Format(time.DateTime), RequestID: d.RequestID,
 			OfferingID: d.OfferingID, Tier: string(d.Tier), Model: d.Model,
-			Seen: tokens(d.InputTokens) + " / " + tokens(d.OutputTokens), Metered: tokens(d.MeteredInput) + " / " + tokens(d.MeteredOutput),
-			Reason: d.Reason})
+			Seen: tokens(d.InputTokens) + " / " + tokens(d.OutputTokens), Reported: tokens(d.ReportedInput) + " / " + tokens(d.ReportedOutput),
+			Metered: tokens(d.MeteredInput) + " / " + tokens(d.MeteredOutput), Excess: tokens(d.ExcessInput) + " / " + tokens(d.ExcessOutput),
+			Flag: d.MeterFlag, Reason: d.Reason})
 	}
 	return s.render(c, http.StatusOK, templates.Discrepancies(p))
 }

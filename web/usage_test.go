@@ -108,9 +108,9 @@ func (w *usageWorld) record(t *testing.T, u usageUse) string {
 	if _, err := w.pool.Exec(ctx, `
 		INSERT INTO usage_events (event_id, request_id, account_id, offering_id, provider_account_id, tier, model,
 			input_tokens, output_tokens, ttft_ms, duration_ms, energy_j, energy_source, status,
-			input_price, output_price, ask_price, charge_pico, payable_pico, occurred_at, metered_at, stream_seq)
+			input_price, output_price, ask_input_price, ask_output_price, charge_pico, payable_pico, occurred_at, metered_at, stream_seq)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 38.25, 900, 10, 'estimated', 'ok',
-			100000, 200000, 60000, $10, $11, $12, $12, $13)`,
+			100000, 200000, 60000, 60000, $10, $11, $12, $12, $13)`,
 		"evt_"+id, id, u.customer, u.rig.ID, u.rig.ProviderAccountID, string(u.rig.Tier), u.rig.Model, u.in, u.out,
 		int64(u.charge), int64(u.payable), u.at, w.requests); err != nil {
 		t.Fatal(err)

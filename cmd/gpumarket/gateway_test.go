@@ -268,7 +268,11 @@ func (b *gatewayBundle) balance(t *testing.T, accountID string) money.Pico {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return bal.Pico
+	p, err := bal.Pico.Pico()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // price is what a request costs at a tier's price: the meter's rule, restated.

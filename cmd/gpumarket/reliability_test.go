@@ -33,6 +33,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gpumarket/gpumarket/db/dbtest"
+	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/events/natsserver"
 	"github.com/gpumarket/gpumarket/services/metering"
@@ -45,9 +47,12 @@ import (
 // them), 1,000 re-sent after the window has passed (the database must refuse them), and 300
 // events the meter must refuse with a reason. Meanwhile the meter is killed with SIGKILL three
 // times part-way through its work, the NATS server is restarted once on the same port and
-// store, and every PostgreSQL connection to the database is terminated once. Then exactly the
-// distinct valid events are stored, each priced as the test prices it, the ledger balances to
-// the picodollar, and every refused event is kept with its reason.
+// store, and every PostgreSQL connection to the database is terminated once. The gateway's
+// record of each valid event's request is written as the gateway writes it, before the event
+// is published. Then exactly the distinct valid events are stored, each priced as the test
+// prices it (the price version and asks of its ticket), the ledger balances to the picodollar,
+// and every refused event is counted once against its rig with its reason, the first of each
+// rig and reason kept whole.
 const (
 	reliabilityDistinct  = 18_000
 	reliabilityDupWindow = 2 * time.Second // the stream's deduplication window, shortened
@@ -168,17 +173,20 @@ type reliability struct {
 	pubMu sync.RWMutex
 
 	customers []string
+	apiKeys   []string // the customers', index for index
 	providers []string
 	offerings []reliabilityOffering // the first two are providers[0]'s, the third providers[1]'s
 	prices    map[string][2]int64   // tier: input and output micro-dollars per million tokens
+	priceIDs  map[string]int64      // tier: the version of its price in force today
+	requests  *billing.RequestLog   // the gateway's record of each valid event's request
 
 	inWindow []resend // re-sent at once, inside the stream's window
 	late     []resend // re-sent after the window
 }
 
 type reliabilityOffering struct {
-	id, provider string
-	ask          int64
+	id, provider  string
+	askIn, askOut int64 // micro-dollars per million input and output tokens
 }
 
 // sentEvent is a valid event as the test built it, with what it must cost.
@@ -272,34 +280,46 @@ func setupReliability(t *testing.T) *reliability {
 		return id
 	}
 	for _, name := range []string{"Acme", "Globex"} {
-		r.customers = append(r.customers, q(`INSERT INTO accounts (name, created_at) VALUES ($1, now()) RETURNING id`, name))
+		customer := q(`INSERT INTO accounts (name, created_at) VALUES ($1, now()) RETURNING id`, name)
+		user := q(`INSERT INTO users (account_id, email, password_hash, role, created_at)
+			VALUES ($1, $2, 'x', 'developer', now()) RETURNING id`, customer, strings.ToLower(name)+"@reliability.test")
+		r.customers = append(r.customers, customer)
+		r.apiKeys = append(r.apiKeys, q(`INSERT INTO api_keys (account_id, created_by, name, prefix, key_hash, created_at)
+			VALUES ($1, $2, 'reliability', 'gm_rel', sha256(convert_to($3, 'UTF8')), now()) RETURNING id`, customer, user, name))
 	}
 	for _, name := range []string{"Fjord Compute", "Sogn GPU"} {
 		r.providers = append(r.providers, q(`INSERT INTO accounts (name, created_at) VALUES ($1, now()) RETURNING id`, name))
 	}
 	for _, o := range []struct {
-		provider string
-		ask      int64
-	}{{r.providers[0], 100_000}, {r.providers[0], 130_000}, {r.providers[1], 90_000}} {
+		provider      string
+		askIn, askOut int64
+	}{{r.providers[0], 100_000, 200_000}, {r.providers[0], 130_000, 260_000}, {r.providers[1], 90_000, 180_000}} {
 		id := q(`INSERT INTO offerings (provider_account_id, gpu, gpu_count, region, model, ask_input_micro_usd_per_mtok,
 			ask_output_micro_usd_per_mtok, agent_url, tier, status, created_at, updated_at)
-			VALUES ($1, 'rtx-4090', 4, 'eu', 'llama-3.1-8b', $2, $2, 'http://rig', 'standard', 'active', now(), now())
-			RETURNING id`, o.provider, o.ask)
-		r.offerings = append(r.offerings, reliabilityOffering{id: id, provider: o.provider, ask: o.ask})
+			VALUES ($1, 'rtx-4090', 4, 'eu', 'llama-3.1-8b', $2, $3, 'http://rig', 'standard', 'active', now(), now())
+			RETURNING id`, o.provider, o.askIn, o.askOut)
+		r.offerings = append(r.offerings, reliabilityOffering{id: id, provider: o.provider, askIn: o.askIn, askOut: o.askOut})
 	}
-	// The prices in force; tomorrow's change must not apply to today's events.
+	// The prices in force; tomorrow's change must not apply to today's events, whose tickets
+	// name today's price versions.
 	r.prices = map[string][2]int64{"standard": {150_000, 300_000}, "realtime": {400_000, 800_000}}
+	r.priceIDs = map[string]int64{}
 	for tier, p := range r.prices {
 		for _, at := range []struct {
 			from   time.Time
 			factor int64
 		}{{time.Now().AddDate(0, -1, 0), 1}, {time.Now().AddDate(0, 0, 1), 3}} {
-			if _, err := r.pool.Exec(ctx, `INSERT INTO prices (tier, input_micro_usd_per_mtok, output_micro_usd_per_mtok,
-				effective_from, created_at) VALUES ($1, $2, $3, $4, now())`, tier, p[0]*at.factor, p[1]*at.factor, at.from); err != nil {
+			var id int64
+			if err := r.pool.QueryRow(ctx, `INSERT INTO prices (tier, input_micro_usd_per_mtok, output_micro_usd_per_mtok,
+				effective_from, created_at) VALUES ($1, $2, $3, $4, now()) RETURNING id`, tier, p[0]*at.factor, p[1]*at.factor, at.from).Scan(&id); err != nil {
 				t.Fatal(err)
+			}
+			if at.factor == 1 {
+				r.priceIDs[tier] = id
 			}
 		}
 	}
+	r.requests = billing.NewRequestLog(r.pool, nil, r.quiet)
 	return r
 }
 
@@ -346,28 +366,51 @@ func (r *reliability) validEvents(n int) []*sentEvent {
 		if i%20 == 7 {
 			outTok = 0
 		}
-		e := &sentEvent{index: i, customer: r.customers[i%len(r.customers)], provider: off.provider,
+		c := i % len(r.customers)
+		e := &sentEvent{index: i, customer: r.customers[c], provider: off.provider,
 			subject: metering.Subject(off.provider, off.id)}
+		at := base.Add(time.Duration(i) * time.Millisecond)
 		e.ev = r.event(r.signer, fmt.Sprintf("evt-%05d", i), fmt.Sprintf("req-%05d", i), e.customer, off.provider,
-			off.id, off.id, tier, base.Add(time.Duration(i)*time.Millisecond), in, outTok)
+			off.id, off.id, tier, at, in, outTok)
 		e.body = r.encode(e.ev)
 		if outTok > 0 {
 			p := r.prices[tier]
 			e.charge = in*p[0] + outTok*p[1]
-			e.payable = (in + outTok) * off.ask
+			e.payable = in*off.askIn + outTok*off.askOut
 		}
+		// What the gateway saw: a 200 streamed whole, four bytes of text per output token.
+		r.requests.Record(billing.GatewayRequest{RequestID: e.ev.Data.RequestID, AccountID: e.customer, APIKeyID: r.apiKeys[c],
+			OfferingID: off.id, Tier: catalog.Tier(tier), Model: "llama-3.1-8b", HTTPStatus: 200, Status: billing.GatewayOK,
+			Duration: 1500 * time.Millisecond, At: at, InputBytes: 4 * in, MaxInputTokens: in, MaxOutputTokens: outTok,
+			Streamed: true, RelayedOutputBytes: 4 * outTok, RelayedOutputChunks: outTok})
 		out[i] = e
+	}
+	if err := r.requests.Flush(context.Background()); err != nil {
+		r.t.Fatal(err)
 	}
 	return out
 }
 
 // event builds a usage event of the offering, reported by provider, whose ticket is signed by
-// signer for ticketOffering.
+// signer for ticketOffering with the terms agreed at routing (the offering's asks, today's
+// price version of the tier) and bounds that are the tokens the event reports.
 func (r *reliability) event(signer *ticket.Signer, id, requestID, customer, provider, offering, ticketOffering, tier string,
 	at time.Time, in, out int64) metering.UsageEvent {
 	r.t.Helper()
-	tk, err := signer.Sign(ticket.Claims{RequestID: requestID, AccountID: customer, APIKeyID: "key-reliability",
-		OfferingID: ticketOffering, Tier: tier, IssuedAt: at.Add(-2 * time.Second)})
+	claims := ticket.Claims{RequestID: requestID, AccountID: customer, APIKeyID: r.apiKeys[0],
+		OfferingID: ticketOffering, Tier: tier, PriceID: r.priceIDs[tier], MaxInputTokens: in, MaxOutputTokens: out,
+		IssuedAt: at.Add(-2 * time.Second)}
+	for i, c := range r.customers {
+		if c == customer {
+			claims.APIKeyID = r.apiKeys[i]
+		}
+	}
+	for _, o := range r.offerings {
+		if o.id == ticketOffering {
+			claims.AskInput, claims.AskOutput = o.askIn, o.askOut
+		}
+	}
+	tk, err := signer.Sign(claims)
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -783,7 +826,7 @@ func (r *reliability) waitDrained() {
 		}
 		info := cons.CachedInfo()
 		var rejected int
-		_ = r.pool.QueryRow(ctx, `SELECT count(*) FROM usage_rejections`).Scan(&rejected)
+		_ = r.pool.QueryRow(ctx, `SELECT coalesce(sum(rejected), 0) FROM usage_rejection_counts`).Scan(&rejected)
 		prev := last
 		state = fmt.Sprintf("stored %d, rejections %d, pending %d, ack pending %d, redelivered %d",
 			r.stored(), rejected, info.NumPending, info.NumAckPending, info.NumRedelivered)
@@ -928,85 +971,127 @@ func (r *reliability) checkLedger(valid []*sentEvent) {
 	r.logf("ledger: %d usage transactions; revenue %d picodollars", usageTxns, revenue)
 }
 
-// checkRejections: every refusable event is kept once with its reason; every re-send the
-// stream let through is refused as a duplicate; every duplicate rejection is such a re-send or
-// a redelivery of a stored event.
+// checkRejections: every refusable event is counted once, against the rig whose subject it
+// came on, with its reason, however often the faults made the stream deliver it; the first of
+// each rig, reason and hour are kept whole, each one of those events; every re-send the stream
+// let through after its window is refused as a duplicate; and every duplicate kept whole is
+// such a re-send or a redelivery of a stored event.
 func (r *reliability) checkRejections(valid []*sentEvent, bad []*badEvent) {
 	t := r.t
 	t.Helper()
-	rows, err := r.pool.Query(context.Background(), `SELECT stream_seq, reason, event_id, detail FROM usage_rejections`)
+	ctx := context.Background()
+	type rig struct{ provider, offering, reason string }
+	rigOf := func(subject string, reason metering.RejectReason) rig {
+		parts := strings.SplitN(subject, ".", 4)
+		return rig{parts[1], parts[2], string(reason)}
+	}
+	want := map[rig]int{}
+	badBySeq := map[uint64]*badEvent{}
+	reasons := map[string]int{}
+	for _, b := range bad {
+		want[rigOf(b.subject, b.reason)]++
+		badBySeq[b.seq] = b
+		reasons[string(b.reason)]++
+	}
+	rows, err := r.pool.Query(ctx, `SELECT provider_id, offering_id, reason, sum(rejected)::int FROM usage_rejection_counts GROUP BY 1, 2, 3`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	type rejection struct{ reason, eventID, detail string }
-	got := map[uint64]rejection{}
+	got := map[rig]int{}
+	var duplicates int
 	for rows.Next() {
-		var seq int64
-		var rj rejection
-		if err := rows.Scan(&seq, &rj.reason, &rj.eventID, &rj.detail); err != nil {
+		var k rig
+		var n int
+		if err := rows.Scan(&k.provider, &k.offering, &k.reason, &n); err != nil {
 			t.Fatal(err)
 		}
-		got[uint64(seq)] = rj
+		if k.reason == string(metering.RejectDuplicate) {
+			duplicates += n
+			continue
+		}
+		got[k] = n
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-
-	reasons := map[string]int{}
-	for _, b := range bad {
-		rj, ok := got[b.seq]
-		switch {
-		case !ok:
-			t.Errorf("event at stream sequence %d (%s) was not rejected", b.seq, b.reason)
-		case rj.reason != string(b.reason) || rj.eventID != b.eventID || rj.detail == "":
-			t.Errorf("event at stream sequence %d rejected as %s (event %q, %q), want %s (event %q)",
-				b.seq, rj.reason, rj.eventID, rj.detail, b.reason, b.eventID)
-		}
-		reasons[string(b.reason)]++
-	}
-	var notDuplicate int
-	for _, rj := range got {
-		if rj.reason != string(metering.RejectDuplicate) {
-			notDuplicate++
+	for k, n := range want {
+		if got[k] != n {
+			t.Errorf("rig %s/%s: %d events counted as %s, want %d", k.provider, k.offering, got[k], k.reason, n)
 		}
 	}
-	if notDuplicate != len(bad) {
-		t.Errorf("%d rejections other than duplicates, want the %d refusable events", notDuplicate, len(bad))
+	for k, n := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("rig %s/%s: %d events counted as %s, want none", k.provider, k.offering, n, k.reason)
+		}
 	}
 
-	resent := map[uint64]bool{}
 	for _, d := range r.inWindow {
 		if !d.duplicate {
 			t.Errorf("the stream took the re-send of %s inside its %s window (sequence %d)", d.ev.ev.ID, reliabilityDupWindow, d.seq)
 		}
 	}
+	resent := map[uint64]string{}
 	for _, d := range r.late {
-		resent[d.seq] = true
 		if d.duplicate {
 			t.Errorf("the stream dropped the re-send of %s after its window: FIELD-CASES 5 went untested", d.ev.ev.ID)
 			continue
 		}
-		if rj := got[d.seq]; rj.reason != string(metering.RejectDuplicate) || rj.eventID != d.ev.ev.ID {
-			t.Errorf("the late re-send of %s (sequence %d) was kept as %+v, want a duplicate rejection", d.ev.ev.ID, d.seq, rj)
-		}
+		resent[d.seq] = d.ev.ev.ID
+	}
+	if duplicates < len(resent) {
+		t.Errorf("%d duplicates counted, want at least the %d late re-sends", duplicates, len(resent))
+	}
+
+	// The samples: as many as the counts allow per rig, reason and hour, each one of the events
+	// counted.
+	var overfull int
+	if err := r.pool.QueryRow(ctx, `
+		SELECT count(*) FROM usage_rejection_counts c
+		WHERE (SELECT count(*) FROM usage_rejections s WHERE split_part(s.subject, '.', 2) = c.provider_id
+			AND split_part(s.subject, '.', 3) = c.offering_id AND s.reason = c.reason
+			AND date_trunc('hour', s.received_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' = c.hour) <> least(c.rejected, $1)`,
+		metering.DefaultRejectionSamples).Scan(&overfull); err != nil {
+		t.Fatal(err)
+	}
+	if overfull != 0 {
+		t.Errorf("%d rigs, reasons and hours keep other than their first %d refusals whole", overfull, metering.DefaultRejectionSamples)
 	}
 	storedSeq := map[string]uint64{}
 	for _, e := range valid {
 		storedSeq[e.ev.ID] = e.seq
 	}
-	var redelivered int
-	for seq, rj := range got {
-		if rj.reason != string(metering.RejectDuplicate) || resent[seq] {
+	rows, err = r.pool.Query(ctx, `SELECT stream_seq, subject, reason, event_id, detail FROM usage_rejections`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var samples, redelivered int
+	for rows.Next() {
+		var seq int64
+		var subject, reason, eventID, detail string
+		if err := rows.Scan(&seq, &subject, &reason, &eventID, &detail); err != nil {
+			t.Fatal(err)
+		}
+		samples++
+		if reason == string(metering.RejectDuplicate) {
+			if _, late := resent[uint64(seq)]; !late {
+				if storedSeq[eventID] != uint64(seq) {
+					t.Errorf("duplicate kept at sequence %d of %q is neither a re-send nor a redelivery", seq, eventID)
+				}
+				redelivered++
+			}
 			continue
 		}
-		if storedSeq[rj.eventID] != seq {
-			t.Errorf("duplicate rejection at sequence %d of %q is neither a re-send nor a redelivery", seq, rj.eventID)
+		b := badBySeq[uint64(seq)]
+		if b == nil || string(b.reason) != reason || b.eventID != eventID || b.subject != subject || detail == "" {
+			t.Errorf("kept at sequence %d: %s %q on %s (%q); want one of the refusable events with its reason", seq, reason, eventID, subject, detail)
 		}
-		redelivered++
 	}
-	r.logf("rejections: %v; %d late re-sends refused by the database, %d in-window re-sends dropped by the stream; "+
-		"%d redeliveries of already stored events (a crash or a lost ack after the commit) kept as duplicates",
-		reasons, len(r.late), len(r.inWindow), redelivered)
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	r.logf("rejections: %v counted once each; %d duplicates counted (%d late re-sends refused by the database, %d in-window "+
+		"re-sends dropped by the stream); %d kept whole, %d of them redeliveries of stored events", reasons, duplicates,
+		len(resent), len(r.inWindow), samples, redelivered)
 }
 
 // summariseMeterLog reports what the meter processes said about the faults.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -81,17 +82,20 @@ func jetStreamCeiling(ctx context.Context, natsURL string, skip, n, batchSize in
 // usageRow is a stored usage row with the Go types the meter hands to CopyFrom.
 type usageRow struct {
 	eventID, requestID, accountID, apiKeyID, offeringID, providerID, tier, model string
-	inputTokens, outputTokens                                                    int64
+	inputTokens, outputTokens, reportedInput, reportedOutput                     int64
 	ttft, duration, energy                                                       float64
 	energySource, status                                                         string
-	inputPrice, outputPrice, askPrice, charge, payable                           int64
+	priceID, inputPrice, outputPrice, askIn, askOut, charge, payable             int64
+	flag, flagReason                                                             pgtype.Text
 	occurred, metered                                                            time.Time
 	seq                                                                          int64
 }
 
+// usageColumns are the columns the meter writes.
 var usageColumns = []string{"event_id", "request_id", "account_id", "api_key_id", "offering_id", "provider_account_id",
-	"tier", "model", "input_tokens", "output_tokens", "ttft_ms", "duration_ms", "energy_j", "energy_source", "status",
-	"input_price", "output_price", "ask_price", "charge_pico", "payable_pico", "occurred_at", "metered_at", "stream_seq"}
+	"tier", "model", "input_tokens", "output_tokens", "reported_input_tokens", "reported_output_tokens", "ttft_ms",
+	"duration_ms", "energy_j", "energy_source", "status", "price_id", "input_price", "output_price", "ask_input_price",
+	"ask_output_price", "charge_pico", "payable_pico", "flag", "flag_reason", "occurred_at", "metered_at", "stream_seq"}
 
 // copyCeiling is how fast pgx CopyFrom writes the usage rows the meter stored in its measured
 // round (after the warm-up round's skip messages) into a scratch
@@ -99,17 +103,18 @@ var usageColumns = []string{"event_id", "request_id", "account_id", "api_key_id"
 // batches of the meter's size, each its own transaction, one after the other.
 func copyCeiling(ctx context.Context, pool *pgxpool.Pool, skip, batchSize int) (float64, error) {
 	rows, err := pool.Query(ctx, `SELECT event_id, request_id, account_id::text, api_key_id, offering_id::text,
-		provider_account_id::text, tier, model, input_tokens, output_tokens, ttft_ms, duration_ms, energy_j,
-		energy_source, status, input_price, output_price, ask_price, charge_pico::bigint, payable_pico::bigint,
-		occurred_at, metered_at, stream_seq
+		provider_account_id::text, tier, model, input_tokens, output_tokens, reported_input_tokens, reported_output_tokens,
+		ttft_ms, duration_ms, energy_j, energy_source, status, price_id, input_price, output_price, ask_input_price,
+		ask_output_price, charge_pico::bigint, payable_pico::bigint, flag, flag_reason, occurred_at, metered_at, stream_seq
 		FROM usage_events WHERE stream_seq > $1 ORDER BY stream_seq`, skip)
 	if err != nil {
 		return 0, err
 	}
 	stored, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (u usageRow, err error) {
 		err = r.Scan(&u.eventID, &u.requestID, &u.accountID, &u.apiKeyID, &u.offeringID, &u.providerID, &u.tier,
-			&u.model, &u.inputTokens, &u.outputTokens, &u.ttft, &u.duration, &u.energy, &u.energySource, &u.status,
-			&u.inputPrice, &u.outputPrice, &u.askPrice, &u.charge, &u.payable, &u.occurred, &u.metered, &u.seq)
+			&u.model, &u.inputTokens, &u.outputTokens, &u.reportedInput, &u.reportedOutput, &u.ttft, &u.duration,
+			&u.energy, &u.energySource, &u.status, &u.priceID, &u.inputPrice, &u.outputPrice, &u.askIn, &u.askOut,
+			&u.charge, &u.payable, &u.flag, &u.flagReason, &u.occurred, &u.metered, &u.seq)
 		return u, err
 	})
 	if err != nil {
@@ -141,6 +146,7 @@ func (s *rowSource) Err() error { return nil }
 func (s *rowSource) Values() ([]any, error) {
 	u := &s.rows[s.at]
 	return []any{u.eventID, u.requestID, u.accountID, u.apiKeyID, u.offeringID, u.providerID, u.tier, u.model,
-		u.inputTokens, u.outputTokens, u.ttft, u.duration, u.energy, u.energySource, u.status, u.inputPrice,
-		u.outputPrice, u.askPrice, u.charge, u.payable, u.occurred, u.metered, u.seq}, nil
+		u.inputTokens, u.outputTokens, u.reportedInput, u.reportedOutput, u.ttft, u.duration, u.energy, u.energySource,
+		u.status, u.priceID, u.inputPrice, u.outputPrice, u.askIn, u.askOut, u.charge, u.payable, u.flag, u.flagReason,
+		u.occurred, u.metered, u.seq}, nil
 }

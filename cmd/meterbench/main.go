@@ -8,14 +8,17 @@
 // 127.0.0.1:5432, and dropped at the end) and an embedded NATS server in a temporary directory:
 //
 //  1. The meter runs as `gpumarket meter` runs it, with its production stream and batch
-//     settings and its feed to the routers, waiting on the empty usage stream; before it
-//     starts, the machine's dirty pages are written out and PostgreSQL is checkpointed, so
-//     that the run does not pay for earlier work.
+//     settings and its feed to the routers, waiting on the empty usage stream. The gateway's
+//     record of every request of both rounds is written first, by COPY, as the gateway writes
+//     it when it relays a response (the meter bills each event against its record, within
+//     the bounds its route ticket carries); then the machine's dirty pages are written out and
+//     PostgreSQL is checkpointed, so that the run does not pay for earlier work.
 //  2. A warm-up round first meters -warmup events (by default a tenth of N, at most 100,000)
 //     the way the measured round does, unmeasured, so that the figures are those of a meter
 //     in its working state rather than of its first seconds on a machine fresh from other
 //     work. Then, for the measured round, a separate process (this program again, in its
-//     publish mode, standing for the rigs) signs N valid events for several customers and offerings, then publishes them as fast as
+//     publish mode, standing for the rigs) signs N valid events for several customers and offerings, with the
+//     terms and bounds the gateway's tickets carry, then publishes them as fast as
 //     the stream takes them (or at -rate events per second), each stamped with the time it is
 //     published. The meter's E is N over the time from the first publication to the last
 //     commit; the latency of an event is its commit time minus its stamp. Flat out, the
@@ -29,7 +32,7 @@
 //     committed, into a scratch table shaped like usage_events (same columns, constraints and
 //     indexes, but no foreign keys). C is the lower of the two: what this machine could do if
 //     metering were only moving the messages into the table.
-//  4. Exactly once is checked over both rounds: every distinct event stored, none rejected,
+//  4. Exactly once is checked over both rounds: every distinct event stored, none rejected or flagged,
 //     charges equal to the workload's own sum, the ledger balanced and equal to the charges,
 //     the rollups and the API keys' monthly spend equal to the rows.
 //

@@ -209,8 +209,10 @@ func prepare(w *workload, now time.Time) ([]preparedEvent, error) {
 	for k := range prepared {
 		i := w.From + k
 		off := w.offering(i)
+		u := w.usage(i, "")
 		tk, err := signer.Sign(ticket.Claims{RequestID: w.requestID(i), AccountID: w.customer(i), APIKeyID: w.apiKey(i),
-			OfferingID: off.ID, Tier: off.Tier, IssuedAt: issued})
+			OfferingID: off.ID, Tier: off.Tier, AskInput: off.AskIn, AskOutput: off.AskOut, PriceID: off.PriceID,
+			MaxInputTokens: u.InputTokens, MaxOutputTokens: maxOutputTokens, IssuedAt: issued})
 		if err != nil {
 			return nil, err
 		}

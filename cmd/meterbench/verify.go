@@ -8,8 +8,8 @@ import (
 )
 
 // verify checks that the workload was metered exactly once: every event stored once and none
-// refused, the charges and payables the workload adds up to, a ledger that balances and
-// moved exactly those amounts, and rollups and API key spend that sum to the rows.
+// refused or flagged, the charges and payables the workload adds up to, a ledger that balances
+// and moved exactly those amounts, and rollups and API key spend that sum to the rows.
 func verify(ctx context.Context, pool *pgxpool.Pool, rounds ...workload) error {
 	var charge, payable, n int64
 	for _, w := range rounds {
@@ -17,16 +17,16 @@ func verify(ctx context.Context, pool *pgxpool.Pool, rounds ...workload) error {
 		charge, payable, n = charge+c, payable+p, n+int64(w.Events)
 	}
 	w := rounds[0]
-	var rows, eventIDs, requestIDs, rejected, storedCharge, storedPayable int64
+	var rows, eventIDs, requestIDs, rejected, flagged, storedCharge, storedPayable int64
 	if err := pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT event_id), count(DISTINCT request_id),
 		coalesce(sum(charge_pico), 0)::bigint, coalesce(sum(payable_pico), 0)::bigint,
-		(SELECT count(*) FROM usage_rejections)
-		FROM usage_events`).Scan(&rows, &eventIDs, &requestIDs, &storedCharge, &storedPayable, &rejected); err != nil {
+		(SELECT coalesce(sum(rejected), 0)::bigint FROM usage_rejection_counts), count(*) FILTER (WHERE flag IS NOT NULL)
+		FROM usage_events`).Scan(&rows, &eventIDs, &requestIDs, &storedCharge, &storedPayable, &rejected, &flagged); err != nil {
 		return fmt.Errorf("verify: %w", err)
 	}
-	if rows != n || eventIDs != n || requestIDs != n || rejected != 0 {
-		return fmt.Errorf("verify: %d usage rows (%d event ids, %d request ids) and %d rejections; want %d, %d, %d and 0",
-			rows, eventIDs, requestIDs, rejected, n, n, n)
+	if rows != n || eventIDs != n || requestIDs != n || rejected != 0 || flagged != 0 {
+		return fmt.Errorf("verify: %d usage rows (%d event ids, %d request ids), %d rejections and %d flagged; want %d, %d, %d, 0 and 0",
+			rows, eventIDs, requestIDs, rejected, flagged, n, n, n)
 	}
 	if storedCharge != charge || storedPayable != payable {
 		return fmt.Errorf("verify: the usage rows charge %d and owe providers %d picodollars; the workload makes %d and %d",

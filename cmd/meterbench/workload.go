@@ -18,18 +18,22 @@ type workload struct {
 	// From is the index of the first event: a round publishes events From to From+Events-1.
 	From      int        `json:"from"`
 	Customers []string   `json:"customers"`
+	APIKeys   []string   `json:"api_keys"` // the i-th customer's
 	Offerings []offering `json:"offerings"`
 	// IDsFrom is the millisecond (Unix) the event and request ids' time starts at.
 	IDsFrom int64 `json:"ids_from"`
 }
 
-// offering is one rig's offering as the workload uses it.
+// offering is one rig's offering as the workload uses it, with the terms its tickets carry: the
+// asks and the price version of its tier in force at routing.
 type offering struct {
 	ID       string `json:"id"`
 	Provider string `json:"provider"`
 	Tier     string `json:"tier"`
 	Model    string `json:"model"`
-	Ask      int64  `json:"ask"` // micro-dollars per million tokens
+	AskIn    int64  `json:"ask_in"`  // micro-dollars per million input tokens
+	AskOut   int64  `json:"ask_out"` // micro-dollars per million output tokens
+	PriceID  int64  `json:"price_id"`
 }
 
 // tierPrices are the price book the benchmark's database holds, in micro-dollars per million
@@ -39,6 +43,10 @@ var tierPrices = map[string]struct{ in, out int64 }{
 	"standard": {150_000, 300_000},
 	"batch":    {50_000, 100_000},
 }
+
+// maxOutputTokens is the max_tokens of every request of the workload, which its tickets carry
+// as their output bound; the workload's requests produce fewer.
+const maxOutputTokens = 64
 
 // Event i of the workload: its ids, whom it bills and what it used. Every 50th request
 // produced no completion token and is charged nothing (FIELD-CASES 20).
@@ -65,7 +73,7 @@ func splitmix64(x uint64) uint64 {
 	return x ^ (x >> 31)
 }
 func (w *workload) customer(i int) string { return w.Customers[i%len(w.Customers)] }
-func (w *workload) apiKey(i int) string   { return fmt.Sprintf("bench-key-%d", i%len(w.Customers)) }
+func (w *workload) apiKey(i int) string   { return w.APIKeys[i%len(w.Customers)] }
 func (w *workload) offering(i int) offering {
 	return w.Offerings[(i/len(w.Customers))%len(w.Offerings)]
 }
@@ -90,7 +98,7 @@ func (w *workload) expected() (charge, payable int64) {
 		}
 		p := tierPrices[off.Tier]
 		charge += u.InputTokens*p.in + u.OutputTokens*p.out
-		payable += (u.InputTokens + u.OutputTokens) * off.Ask
+		payable += u.InputTokens*off.AskIn + u.OutputTokens*off.AskOut
 	}
 	return charge, payable
 }

@@ -405,12 +405,12 @@ func (a *Admission) load(ctx context.Context, accountID string, keys, held []str
 			return figures{}, err
 		}
 		if balance.Valid {
-			if f.balance, err = picoFromNumeric(balance); err != nil {
+			if f.balance, err = admissionFigure(balance); err != nil {
 				return figures{}, err
 			}
 		}
 		if key.Valid {
-			if f.spent[key.String], err = picoFromNumeric(spent); err != nil {
+			if f.spent[key.String], err = admissionFigure(spent); err != nil {
 				return figures{}, err
 			}
 		}

@@ -48,3 +48,38 @@ func TestAdmissionRereadsFiguresBeforeRefusing(t *testing.T) {
 	}
 	r.Settle("", nil)
 }
+
+// Balances past the range of money.Pico decide admission as any balance beyond the bound
+// does: one at minus $20 million refuses, one at plus $20 million admits, and neither fails.
+func TestAdmissionReadsBalancesPastTheRangeOfPico(t *testing.T) {
+	t.Parallel()
+	s := setupShop(t, nil)
+	ctx := context.Background()
+	finance := newUser(t, s.pool, newOrg(t, s.pool, "gpumarket"), "finance@gpumarket.test")
+	rich := newOrg(t, s.pool, "Rich")
+	a := NewAdmission(AdmissionConfig{Pool: s.pool, Now: s.clock.Now, BalanceTTL: time.Minute,
+		Prices: fixedPrices{catalog.TierStandard: {Tier: catalog.TierStandard, Input: 150_000, Output: 300_000}}})
+	output := int64(16)
+	five := 5_000_000 * money.PicoPerUSD
+	for range 4 {
+		for _, adj := range []AdjustInput{{AccountID: s.org, Amount: -five}, {AccountID: rich, Amount: five}} {
+			adj.Reason, adj.ByUserID = "test", finance
+			if _, err := s.credits.Adjust(ctx, adj); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if b, err := s.credits.Balance(ctx, s.org); err != nil || b.USD != "-20000000.00" || !b.Negative {
+		t.Fatalf("Balance = %+v, %v; want -20000000.00", b, err)
+	}
+	in := AdmitInput{AccountID: s.org, APIKeyID: "key-1", Tier: catalog.TierStandard, MaxInputTokens: 100, MaxOutputTokens: &output}
+	if _, err := a.Admit(ctx, in); !errors.Is(err, ErrCreditSpent) {
+		t.Fatalf("Admit at -$20M = %v, want ErrCreditSpent", err)
+	}
+	in.AccountID = rich
+	r, err := a.Admit(ctx, in)
+	if err != nil {
+		t.Fatalf("Admit at +$20M = %v, want admitted", err)
+	}
+	r.Settle("", nil)
+}

@@ -214,9 +214,9 @@ func (c *Credits) Purchases(ctx context.Context, accountID string, limit int) (_
 
 // Balance is a customer's prepaid credit.
 type Balance struct {
-	Pico     money.Pico `json:"balance_pico"`
-	USD      string     `json:"balance_usd"` // exact decimal dollars, at least two decimals
-	Negative bool       `json:"negative"`    // flagged: refunds or usage took it below zero
+	Pico     money.BigPico `json:"balance_pico"`
+	USD      string        `json:"balance_usd"` // exact decimal dollars, at least two decimals
+	Negative bool          `json:"negative"`    // flagged: refunds or usage took it below zero
 }
 
 // Balance returns the account's credit.
@@ -233,8 +233,8 @@ func (c *Credits) Balance(ctx context.Context, accountID string) (_ Balance, err
 	return balanceOf(b), nil
 }
 
-func balanceOf(b money.Pico) Balance {
-	return Balance{Pico: b, USD: strings.TrimPrefix(b.String(), "$"), Negative: b < 0}
+func balanceOf(b money.BigPico) Balance {
+	return Balance{Pico: b, USD: strings.TrimPrefix(b.String(), "$"), Negative: b.Sign() < 0}
 }
 
 // History returns a page of the account's credit movements, newest first.

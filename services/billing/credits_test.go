@@ -163,7 +163,7 @@ func (s shop) wantCredit(t testing.TB, org string, want money.Pico) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.Pico != want || b.Negative != (want < 0) || "$"+b.USD != want.String() {
+	if !b.Pico.Equal(want) || b.Negative != (want < 0) || "$"+b.USD != want.String() {
 		t.Fatalf("Balance = %+v, want %s (negative %v)", b, want, want < 0)
 	}
 }
@@ -369,8 +369,8 @@ func TestAdjust(t *testing.T) {
 		t.Fatalf("%d adjustments recorded with their author, want 2", recorded)
 	}
 	page, err := s.credits.History(ctx, s.org, 10, 0)
-	if err != nil || len(page.Entries) != 2 || page.Entries[0].Amount != takeBack || page.Entries[0].Memo != "Adjustment: Chargeback" ||
-		page.Entries[1].Amount != grant {
+	if err != nil || len(page.Entries) != 2 || !page.Entries[0].Amount.Equal(takeBack) || page.Entries[0].Memo != "Adjustment: Chargeback" ||
+		!page.Entries[1].Amount.Equal(grant) {
 		t.Fatalf("History = %+v, %v", page, err)
 	}
 	checkInvariants(t, s.pool)

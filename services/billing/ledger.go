@@ -24,10 +24,10 @@
 //     concurrent postings to shared accounts serialise on those rows and never deadlock
 //     among themselves.
 //
-// The database sums in NUMERIC and never overflows. In Go an amount is a money.Pico (int64,
+// The database sums in NUMERIC and never overflows. In Go a posting is a money.Pico (int64,
 // ±$9.2 million): enough for any one posting, and a transaction moving more is refused. A
-// balance read back that has grown past that range (a platform account over years) is
-// reported as money.ErrOverflow, never as a wrong number.
+// balance, which may grow past that range (a platform account over years, a provider's
+// earnings), is read back as a money.BigPico, exact at any size.
 //
 // The ledger lets a customer's credit go negative: usage is recorded after it happened, and
 // refusing to record it would lose money. Stopping traffic at a zero balance is the gateway's
@@ -39,6 +39,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -429,6 +430,31 @@ func picoFromNumeric(n pgtype.Numeric) (money.Pico, error) {
 		return 0, fmt.Errorf("billing: a stored amount is outside the range of money.Pico: %w", money.ErrOverflow)
 	}
 	return money.Pico(v.Int64), nil
+}
+
+// admissionBound is the largest balance or spend admission reads as it is: one beyond it,
+// either way, is read as the bound. Every decision admission takes is the same for any figure
+// past $4.6 million (a balance that far below zero refuses, one that far above admits), and
+// the bound leaves room to add the held charges to it without overflowing.
+const admissionBound = money.Pico(math.MaxInt64 / 2)
+
+// admissionFigure reads a NUMERIC amount for admission, brought within ±admissionBound.
+func admissionFigure(n pgtype.Numeric) (money.Pico, error) {
+	v, err := n.Value()
+	if err != nil {
+		return 0, err
+	}
+	var b money.BigPico
+	if err := b.Scan(v); err != nil {
+		return 0, err
+	}
+	switch {
+	case b.Cmp(money.BigPicoOf(admissionBound)) > 0:
+		return admissionBound, nil
+	case b.Cmp(money.BigPicoOf(-admissionBound)) < 0:
+		return -admissionBound, nil
+	}
+	return b.Pico()
 }
 
 // canonicalUUID reports whether s is a uuid as PostgreSQL writes it: lower-case hex in groups

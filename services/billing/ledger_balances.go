@@ -5,29 +5,28 @@ import (
 	"errors"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/money"
 )
 
 // Balance is the ledger account's balance: the sum of its postings, read from the cached
-// column that posting keeps equal to it. A balance past the range of money.Pico
-// (±$9.2 million) is reported as money.ErrOverflow, never as a wrong number.
-func (l *Ledger) Balance(ctx context.Context, id LedgerAccountID) (_ money.Pico, err error) {
+// column that posting keeps equal to it, exactly, however far past the range of money.Pico
+// (±$9.2 million) it has grown.
+func (l *Ledger) Balance(ctx context.Context, id LedgerAccountID) (_ money.BigPico, err error) {
 	defer services.Wrap(&err, "billing.Balance(%s)", id)
 	if !canonicalUUID(string(id)) {
-		return 0, ledgerAccountNotFound(id)
+		return money.BigPico{}, ledgerAccountNotFound(id)
 	}
-	var n pgtype.Numeric
-	err = l.pool.QueryRow(ctx, `SELECT balance FROM ledger_accounts WHERE id = $1`, string(id)).Scan(&n)
+	var b money.BigPico
+	err = l.pool.QueryRow(ctx, `SELECT balance FROM ledger_accounts WHERE id = $1`, string(id)).Scan(&b)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, ledgerAccountNotFound(id)
+		return money.BigPico{}, ledgerAccountNotFound(id)
 	}
 	if err != nil {
-		return 0, err
+		return money.BigPico{}, err
 	}
-	return picoFromNumeric(n)
+	return b, nil
 }
 
 // AccountBalance is one ledger account on the finance page.
@@ -36,12 +35,11 @@ type AccountBalance struct {
 	Kind           AccountKind
 	OwnerAccountID string // "" for the platform's own accounts
 	OwnerName      string // the owning organisation's name; "" for the platform's own accounts
-	Balance        money.Pico
+	Balance        money.BigPico
 }
 
 // Balances lists every ledger account with its balance: the platform's accounts first, then
-// by kind and owner name. Like Balance, it fails with money.ErrOverflow if a balance has
-// grown past the range of money.Pico.
+// by kind and owner name. Like Balance, it reads every balance exactly, whatever its size.
 func (l *Ledger) Balances(ctx context.Context) (_ []AccountBalance, err error) {
 	defer services.Wrap(&err, "billing.Balances")
 	rows, err := l.pool.Query(ctx, `
@@ -54,11 +52,7 @@ func (l *Ledger) Balances(ctx context.Context) (_ []AccountBalance, err error) {
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (AccountBalance, error) {
 		var b AccountBalance
-		var n pgtype.Numeric
-		if err := r.Scan(&b.Account, &b.Kind, &b.OwnerAccountID, &b.OwnerName, &n); err != nil {
-			return AccountBalance{}, err
-		}
-		b.Balance, err = picoFromNumeric(n)
+		err := r.Scan(&b.Account, &b.Kind, &b.OwnerAccountID, &b.OwnerName, &b.Balance)
 		return b, err
 	})
 }

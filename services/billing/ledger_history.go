@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/money"
@@ -22,7 +21,7 @@ type HistoryEntry struct {
 	Kind        TransactionKind `json:"kind"`
 	Memo        string          `json:"memo"`
 	OccurredAt  time.Time       `json:"occurred_at"`
-	Amount      money.Pico      `json:"amount_pico"`
+	Amount      money.BigPico   `json:"amount_pico"`
 }
 
 // HistoryPage is a page of an account's postings, newest first.
@@ -72,11 +71,7 @@ func (l *Ledger) History(ctx context.Context, id LedgerAccountID, limit int, bef
 	}
 	entries, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (HistoryEntry, error) {
 		var e HistoryEntry
-		var n pgtype.Numeric
-		if err := r.Scan(&e.Posting, &e.Transaction, &e.Kind, &e.Memo, &e.OccurredAt, &n); err != nil {
-			return HistoryEntry{}, err
-		}
-		e.Amount, err = picoFromNumeric(n)
+		err := r.Scan(&e.Posting, &e.Transaction, &e.Kind, &e.Memo, &e.OccurredAt, &e.Amount)
 		return e, err
 	})
 	if err != nil {

@@ -275,24 +275,40 @@ func (l *RequestLog) Reconcile(ctx context.Context) (res ReconcileResult, err er
 	return res, nil
 }
 
-// Discrepancy is a flagged request: what the gateway saw beside what the meter billed.
+// Discrepancy is a flagged request: what the gateway saw beside what the rig reported and
+// what the meter billed. A request is flagged by the reconciliation (the usage in the
+// response differs from what was metered, or nothing was metered) or by the meter (it billed
+// less than the rig reported, or billed without a complete record of the request: the
+// meter's flag, see package metering); one row shows both.
 type Discrepancy struct {
-	RequestID     string        `json:"request_id"`
-	AccountID     string        `json:"account_id"`
-	APIKeyID      string        `json:"api_key_id"`
-	OfferingID    string        `json:"offering_id"`
-	Tier          catalog.Tier  `json:"tier"`
-	Model         string        `json:"model"`
-	HTTPStatus    int           `json:"http_status"`
-	Status        GatewayStatus `json:"status"`
-	InputTokens   *int64        `json:"input_tokens"`          // as the response reported them
-	OutputTokens  *int64        `json:"output_tokens"`         // as the response reported them
-	MeteredInput  *int64        `json:"metered_input_tokens"`  // null when not metered
-	MeteredOutput *int64        `json:"metered_output_tokens"` // null when not metered
-	Charge        *money.Pico   `json:"charge_pico"`           // what the customer was charged; null when not metered
-	At            time.Time     `json:"at"`
-	FlaggedAt     time.Time     `json:"flagged_at"`
-	Reason        string        `json:"reason"`
+	RequestID  string        `json:"request_id"`
+	AccountID  string        `json:"account_id"`
+	APIKeyID   string        `json:"api_key_id"`
+	OfferingID string        `json:"offering_id"`
+	Tier       catalog.Tier  `json:"tier"`
+	Model      string        `json:"model"`
+	HTTPStatus *int          `json:"http_status"` // null when the gateway has no record of the attempt
+	Status     GatewayStatus `json:"status,omitempty"`
+	// InputTokens and OutputTokens are the usage in the response as the gateway saw it.
+	InputTokens  *int64 `json:"input_tokens"`
+	OutputTokens *int64 `json:"output_tokens"`
+	// ReportedInput and ReportedOutput are what the rig reported; MeteredInput and
+	// MeteredOutput what the meter billed; ExcessInput and ExcessOutput the difference, the
+	// tokens the rig reported and was not paid for. Null when not metered.
+	ReportedInput  *int64      `json:"reported_input_tokens"`
+	ReportedOutput *int64      `json:"reported_output_tokens"`
+	MeteredInput   *int64      `json:"metered_input_tokens"`
+	MeteredOutput  *int64      `json:"metered_output_tokens"`
+	ExcessInput    *int64      `json:"excess_input_tokens"`
+	ExcessOutput   *int64      `json:"excess_output_tokens"`
+	Charge         *money.Pico `json:"charge_pico"` // what the customer was charged; null when not metered
+	At             time.Time   `json:"at"`          // when the attempt ended, or, without a gateway record, when the rig said
+	FlaggedAt      time.Time   `json:"flagged_at"`
+	// MeterFlag is the meter's flag ("clipped", "incomplete", "failed_attempt",
+	// "no_gateway_record"), "" when only the reconciliation flagged the request.
+	MeterFlag string `json:"meter_flag,omitempty"`
+	// Reason says why, the reconciliation's reason and the meter's, "; " between them.
+	Reason string `json:"reason"`
 }
 
 // Discrepancies lists the flagged requests, the latest flagged first.
@@ -302,11 +318,27 @@ func (l *RequestLog) Discrepancies(ctx context.Context, limit int) (_ []Discrepa
 		limit = 100
 	}
 	rows, err := l.pool.Query(ctx, `
-		SELECT g.request_id, g.account_id::text, g.api_key_id::text, g.offering_id::text, g.tier, g.model, g.http_status, g.status,
-			g.input_tokens, g.output_tokens, u.input_tokens, u.output_tokens, u.charge_pico::bigint, g.at, g.flagged_at, g.flag_reason
-		FROM gateway_requests g LEFT JOIN usage_events u ON u.request_id = g.request_id
-		WHERE g.flagged_at IS NOT NULL
-		ORDER BY g.flagged_at DESC, g.request_id LIMIT $1`, limit)
+		WITH flagged AS (
+			SELECT request_id, max(at) AS flagged_at FROM (
+				(SELECT request_id, flagged_at AS at FROM gateway_requests WHERE flagged_at IS NOT NULL
+					ORDER BY flagged_at DESC LIMIT $1)
+				UNION ALL
+				(SELECT request_id, metered_at FROM usage_events WHERE flag IS NOT NULL
+					ORDER BY metered_at DESC LIMIT $1)
+			) f GROUP BY request_id
+			ORDER BY 2 DESC, 1 LIMIT $1
+		)
+		SELECT f.request_id, coalesce(g.account_id, u.account_id)::text, coalesce(g.api_key_id::text, u.api_key_id),
+			coalesce(g.offering_id, u.offering_id)::text, coalesce(g.tier, u.tier), coalesce(g.model, u.model),
+			g.http_status, coalesce(g.status, ''), g.input_tokens, g.output_tokens,
+			u.reported_input_tokens, u.reported_output_tokens, u.input_tokens, u.output_tokens,
+			u.reported_input_tokens - u.input_tokens, u.reported_output_tokens - u.output_tokens,
+			u.charge_pico::bigint, coalesce(g.at, u.occurred_at), f.flagged_at,
+			coalesce(u.flag, ''), concat_ws('; ', g.flag_reason, u.flag_reason)
+		FROM flagged f
+		LEFT JOIN gateway_requests g ON g.request_id = f.request_id
+		LEFT JOIN usage_events u ON u.request_id = f.request_id
+		ORDER BY f.flagged_at DESC, f.request_id`, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -314,7 +346,8 @@ func (l *RequestLog) Discrepancies(ctx context.Context, limit int) (_ []Discrepa
 		var d Discrepancy
 		var charge *int64
 		err := r.Scan(&d.RequestID, &d.AccountID, &d.APIKeyID, &d.OfferingID, &d.Tier, &d.Model, &d.HTTPStatus, &d.Status,
-			&d.InputTokens, &d.OutputTokens, &d.MeteredInput, &d.MeteredOutput, &charge, &d.At, &d.FlaggedAt, &d.Reason)
+			&d.InputTokens, &d.OutputTokens, &d.ReportedInput, &d.ReportedOutput, &d.MeteredInput, &d.MeteredOutput,
+			&d.ExcessInput, &d.ExcessOutput, &charge, &d.At, &d.FlaggedAt, &d.MeterFlag, &d.Reason)
 		if charge != nil {
 			c := money.Pico(*charge)
 			d.Charge = &c

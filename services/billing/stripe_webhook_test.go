@@ -405,20 +405,20 @@ func TestWebhookFieldCase13ManyPurchasesAndRefunds(t *testing.T) {
 	if sum != fmt.Sprint(int64(want)) {
 		t.Fatalf("sum of postings %s, want %d", sum, int64(want))
 	}
-	var fromHistory money.Pico
+	var fromHistory money.BigPico
 	for before := PostingID(0); ; {
 		page, err := s.credits.History(ctx, s.org, 25, before)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, e := range page.Entries {
-			fromHistory += e.Amount
+			fromHistory = fromHistory.Add(e.Amount)
 		}
 		if before = page.Next; before == 0 {
 			break
 		}
 	}
-	if fromHistory != want {
+	if !fromHistory.Equal(want) {
 		t.Fatalf("history sums to %s, want %s", fromHistory, want)
 	}
 	checkInvariants(t, s.pool)

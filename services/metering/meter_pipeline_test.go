@@ -62,13 +62,16 @@ func TestMeterPipelineStoresEveryEventOnce(t *testing.T) {
 	if n := e.count(t, `SELECT count(*) FROM usage_events`); n != events+again {
 		t.Fatalf("%d usage rows, want %d", n, events+again)
 	}
-	if n := e.count(t, `SELECT count(*) FROM usage_rejections WHERE reason = 'duplicate'`); n != again {
+	if n := e.rejected(t)["duplicate"]; n != again {
 		t.Errorf("%d duplicates refused, want %d", n, again)
+	}
+	if n := e.count(t, `SELECT count(*) FROM usage_rejections WHERE reason = 'duplicate'`); n != DefaultRejectionSamples {
+		t.Errorf("%d duplicates kept whole, want the first %d of the rig's in the hour", n, DefaultRejectionSamples)
 	}
 	if n := e.count(t, `SELECT sum(requests) FROM usage_hourly`); n != events+again {
 		t.Errorf("rollups count %d requests, want %d", n, events+again)
 	}
-	if got := e.balance(t, billing.AccountCustomerCredit, e.customer); got != -charge {
+	if got := e.balance(t, billing.AccountCustomerCredit, e.customer); !got.Equal(-charge) {
 		t.Errorf("customer balance %s, want %s", got, -charge)
 	}
 	slices.SortFunc(occurred, time.Time.Compare)
@@ -133,7 +136,7 @@ func TestConcurrentBatchesOfTheSameEvents(t *testing.T) {
 		t.Fatalf("%d usage rows, want %d", n, events)
 	}
 	charge := money.Pico(events * (100*150_000 + 50*300_000))
-	if got := e.balance(t, billing.AccountCustomerCredit, e.customer); got != -charge {
+	if got := e.balance(t, billing.AccountCustomerCredit, e.customer); !got.Equal(-charge) {
 		t.Errorf("customer balance %s, want %s", got, -charge)
 	}
 	if n := e.count(t, `SELECT sum(requests) FROM usage_hourly`); n != events {
@@ -168,10 +171,10 @@ func TestCommitStoresTheNewEventsOfABatchWithAStoredOne(t *testing.T) {
 		t.Fatalf("stored %d, rejected %+v; want 4 stored and event 3 refused as a duplicate", res.Stored, res.Rejections)
 	}
 	charge := money.Pico(5 * (1000*150_000 + 100*300_000))
-	if res.Charged != charge*4/5 {
+	if !res.Charged.Equal(charge * 4 / 5) {
 		t.Errorf("batch charged %s, want %s", res.Charged, charge*4/5)
 	}
-	if got := e.balance(t, billing.AccountCustomerCredit, e.customer); got != -charge {
+	if got := e.balance(t, billing.AccountCustomerCredit, e.customer); !got.Equal(-charge) {
 		t.Errorf("customer balance %s, want %s", got, -charge)
 	}
 	if n := e.count(t, `SELECT count(*) FROM ledger_transactions WHERE kind = 'usage'`); n != 2 {
@@ -198,7 +201,7 @@ func TestRedeliveryOfACommittedMessageIsNoDuplicate(t *testing.T) {
 			t.Fatalf("delivery %d: stored %d, rejections %+v", i+1, res.Stored, res.Rejections)
 		}
 	}
-	if n := e.count(t, `SELECT count(*) FROM usage_rejections`); n != 0 {
+	if n := e.count(t, `SELECT count(*) FROM usage_rejection_counts`); n != 0 {
 		t.Fatalf("%d rejections for deliveries of one message", n)
 	}
 }

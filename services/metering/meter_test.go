@@ -15,29 +15,45 @@ import (
 
 	"github.com/gpumarket/gpumarket/db/dbtest"
 	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/events/natsserver"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/ticket"
 )
 
-// meterEnv is a meter on a fresh database and an embedded NATS server, with one customer,
-// one provider and two offerings.
+// meterEnv is a meter on a fresh database and an embedded NATS server, with one customer and
+// its API key, one provider and two offerings, and the gateway's record of requests
+// (billing.RequestLog), which the tests write as the gateway would.
 type meterEnv struct {
 	pool     *pgxpool.Pool
 	js       jetstream.JetStream
 	nc       *nats.Conn
+	cons     jetstream.Consumer
 	meter    *Meter
 	signer   *ticket.Signer
 	ledger   *billing.Ledger
+	requests *billing.RequestLog
 	customer string
+	apiKey   string // the customer's
 	provider string
 	other    string // another provider
-	offering string // the provider's, ask $0.10 per million tokens
+	offering string // the provider's
 	foreign  string // the other provider's
-	now      time.Time
-	seq      atomic.Int64
+	// price and nextPrice are the standard tier's price versions, $0.15/$0.30 per million
+	// input/output tokens until tomorrow, $0.20/$0.40 from then; batchPrice is the batch
+	// tier's.
+	price, nextPrice, batchPrice int64
+	now                          time.Time
+	seq                          atomic.Int64
 }
+
+// The asks the tests' tickets carry unless they say otherwise: $0.06 per million input tokens
+// and $0.12 per million output tokens.
+const (
+	testAskIn  = 60_000
+	testAskOut = 120_000
+)
 
 func setupMeter(t *testing.T) *meterEnv {
 	t.Helper()
@@ -53,13 +69,14 @@ func setupMeter(t *testing.T) *meterEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.nc.Close)
-	cons, err := EnsureStreams(ctx, e.js, StreamOptions{AckWait: 2 * time.Second})
+	e.cons, err = EnsureStreams(ctx, e.js, StreamOptions{AckWait: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.signer, _ = ticket.NewSigner([]byte(strings.Repeat("t", 32)))
 	e.ledger = billing.NewLedger(e.pool, func() time.Time { return e.now })
-	e.meter = NewMeter(MeterConfig{Pool: e.pool, Ledger: e.ledger, Tickets: e.signer, JS: e.js, Consumer: cons,
+	e.requests = billing.NewRequestLog(e.pool, nil, nil)
+	e.meter = NewMeter(MeterConfig{Pool: e.pool, Ledger: e.ledger, Tickets: e.signer, JS: e.js, Consumer: e.cons,
 		BatchSize: 500, Now: func() time.Time { return e.now }})
 	q := func(sql string, args ...any) string {
 		var id string
@@ -69,6 +86,10 @@ func setupMeter(t *testing.T) *meterEnv {
 		return id
 	}
 	e.customer = q(`INSERT INTO accounts (name, created_at) VALUES ('Acme', now()) RETURNING id`)
+	user := q(`INSERT INTO users (account_id, email, password_hash, role, created_at)
+		VALUES ($1, 'dev@acme.test', 'x', 'developer', now()) RETURNING id`, e.customer)
+	e.apiKey = q(`INSERT INTO api_keys (account_id, created_by, name, prefix, key_hash, created_at)
+		VALUES ($1, $2, 'test', 'gm_test', '\x01', now()) RETURNING id`, e.customer, user)
 	e.provider = q(`INSERT INTO accounts (name, created_at) VALUES ('Fjord', now()) RETURNING id`)
 	e.other = q(`INSERT INTO accounts (name, created_at) VALUES ('Other', now()) RETURNING id`)
 	offering := `INSERT INTO offerings (provider_account_id, gpu, gpu_count, region, model, ask_input_micro_usd_per_mtok,
@@ -76,20 +97,133 @@ func setupMeter(t *testing.T) *meterEnv {
 		VALUES ($1, 'rtx-4090', 4, 'eu', 'm', $2, $2, 'http://x', 'standard', 'active', now(), now()) RETURNING id`
 	e.offering = q(offering, e.provider, 100_000)
 	e.foreign = q(offering, e.other, 100_000)
-	// Standard costs $0.15 in and $0.30 out per million tokens; from tomorrow $0.20 and $0.40.
-	for _, p := range []struct {
-		from    time.Time
-		in, out int64
-	}{{e.now.AddDate(0, -1, 0), 150_000, 300_000}, {e.now.AddDate(0, 0, 1), 200_000, 400_000}} {
-		if _, err := e.pool.Exec(ctx, `INSERT INTO prices (tier, input_micro_usd_per_mtok, output_micro_usd_per_mtok, effective_from, created_at)
-			VALUES ('standard', $1, $2, $3, now())`, p.in, p.out, p.from); err != nil {
+	price := func(tier string, from time.Time, in, out int64) int64 {
+		var id int64
+		if err := e.pool.QueryRow(ctx, `INSERT INTO prices (tier, input_micro_usd_per_mtok, output_micro_usd_per_mtok,
+			effective_from, created_at) VALUES ($1, $2, $3, $4, now()) RETURNING id`, tier, in, out, from).Scan(&id); err != nil {
 			t.Fatal(err)
 		}
+		return id
 	}
+	e.price = price("standard", e.now.AddDate(0, -1, 0), 150_000, 300_000)
+	e.nextPrice = price("standard", e.now.AddDate(0, 0, 1), 200_000, 400_000)
+	e.batchPrice = price("batch", e.now.AddDate(0, -1, 0), 50_000, 100_000)
 	return e
 }
 
-// event builds a signed, valid usage event of the provider's offering.
+// route is a request the gateway routed to the provider's offering, as a test makes it: what
+// the rig reports (in, out), the ticket's terms and the gateway's record of the attempt.
+type route struct {
+	kind    ticket.Kind
+	in, out int64
+	at      time.Time
+	// rig, when set, is the offering served, its provider and tier, the customer billed and
+	// its API key; by default the provider's offering, standard, billed to the customer.
+	rig *testRig
+	// ticket adjusts the ticket's claims; by default the price version e.price, the asks
+	// testAskIn and testAskOut, and bounds that are the reported tokens.
+	ticket func(*ticket.Claims)
+	// record adjusts the gateway's record; by default a 200 streamed whole, relaying four bytes
+	// per output token in a chunk per token. noRecord writes none.
+	record   func(*billing.GatewayRequest)
+	noRecord bool
+}
+
+// routed builds the signed usage event of a route and writes the gateway's record of it; it
+// returns the event id and body and the request id.
+func (e *meterEnv) routed(t *testing.T, r route) (eventID string, body []byte, requestID string) {
+	t.Helper()
+	n := e.seq.Add(1)
+	requestID = fmt.Sprintf("req_%d", n)
+	maxOut := r.out
+	if r.kind == ticket.KindEmbedding {
+		maxOut = 0
+	}
+	rig := r.rig
+	if rig == nil {
+		rig = &testRig{provider: e.provider, offering: e.offering, tier: "standard", customer: e.customer, apiKey: e.apiKey,
+			priceID: e.price, askIn: testAskIn, askOut: testAskOut}
+	}
+	claims := ticket.Claims{RequestID: requestID, AccountID: rig.customer, APIKeyID: rig.apiKey, OfferingID: rig.offering,
+		Tier: rig.tier, Kind: r.kind, AskInput: rig.askIn, AskOutput: rig.askOut, PriceID: rig.priceID,
+		MaxInputTokens: r.in, MaxOutputTokens: maxOut, IssuedAt: r.at.Add(-time.Second)}
+	if r.ticket != nil {
+		r.ticket(&claims)
+	}
+	tk, err := e.signer.Sign(claims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := NewEvent(fmt.Sprintf("evt_%d", n), rig.provider, rig.offering, r.at, Usage{RequestID: requestID, Ticket: tk,
+		OfferingID: rig.offering, Model: "m", InputTokens: r.in, OutputTokens: r.out, TTFTMillis: 100, DurationMillis: 900,
+		EnergyJoules: 12.5, EnergySource: EnergyEstimated, Status: StatusOK})
+	if body, err = Encode(ev); err != nil {
+		t.Fatal(err)
+	}
+	if !r.noRecord {
+		g := billing.GatewayRequest{RequestID: requestID, AccountID: rig.customer, APIKeyID: rig.apiKey, OfferingID: rig.offering,
+			Tier: catalog.Tier(rig.tier), Model: "m", HTTPStatus: 200, Status: billing.GatewayOK, Duration: 900 * time.Millisecond,
+			At: r.at, InputBytes: 4 * r.in, MaxInputTokens: claims.MaxInputTokens, MaxOutputTokens: claims.MaxOutputTokens,
+			Streamed: true, RelayedOutputBytes: 4 * r.out, RelayedOutputChunks: r.out}
+		if r.record != nil {
+			r.record(&g)
+		}
+		e.record(t, g)
+	}
+	return ev.ID, body, requestID
+}
+
+// testRig is an offering as the tests route to it: its provider and tier, the customer billed
+// and its key, and the terms its tickets carry.
+type testRig struct {
+	provider, offering, tier string
+	customer, apiKey         string
+	priceID, askIn, askOut   int64
+}
+
+// newCustomer makes a customer account with a user and an API key; it returns the account and
+// the key.
+func (e *meterEnv) newCustomer(t *testing.T, name string) (account, apiKey string) {
+	t.Helper()
+	ctx := context.Background()
+	var user string
+	if err := e.pool.QueryRow(ctx, `INSERT INTO accounts (name, created_at) VALUES ($1, now()) RETURNING id`, name).Scan(&account); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.pool.QueryRow(ctx, `INSERT INTO users (account_id, email, password_hash, role, created_at)
+		VALUES ($1, $2, 'x', 'developer', now()) RETURNING id`, account, account+"@example.test").Scan(&user); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.pool.QueryRow(ctx, `INSERT INTO api_keys (account_id, created_by, name, prefix, key_hash, created_at)
+		VALUES ($1, $2, 'key', 'gm_test', decode(md5($3), 'hex'), now()) RETURNING id`, account, user, account).Scan(&apiKey); err != nil {
+		t.Fatal(err)
+	}
+	return account, apiKey
+}
+
+// newOffering lists an offering of the provider in a tier.
+func (e *meterEnv) newOffering(t *testing.T, provider, tier string) string {
+	t.Helper()
+	var id string
+	if err := e.pool.QueryRow(context.Background(), `INSERT INTO offerings (provider_account_id, gpu, gpu_count, region, model,
+		ask_input_micro_usd_per_mtok, ask_output_micro_usd_per_mtok, agent_url, tier, status, created_at, updated_at)
+		VALUES ($1, 'rtx-4090', 4, 'eu', 'm', 10000, 10000, 'http://x', $2, 'active', now(), now()) RETURNING id`, provider, tier).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// record writes the gateway's record of an attempt, as the gateway's request log does.
+func (e *meterEnv) record(t *testing.T, g billing.GatewayRequest) {
+	t.Helper()
+	e.requests.Record(g)
+	if err := e.requests.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// event builds a signed, valid usage event of the provider's offering, bounded and recorded as
+// the rig reported it.
 func (e *meterEnv) event(t *testing.T, in, out int64, at time.Time) (string, []byte) {
 	t.Helper()
 	return e.eventOfKind(t, ticket.KindGeneration, in, out, at)
@@ -98,21 +232,8 @@ func (e *meterEnv) event(t *testing.T, in, out int64, at time.Time) (string, []b
 // eventOfKind builds the event of a request of a kind (the ticket says which).
 func (e *meterEnv) eventOfKind(t *testing.T, kind ticket.Kind, in, out int64, at time.Time) (string, []byte) {
 	t.Helper()
-	n := e.seq.Add(1)
-	reqID := fmt.Sprintf("req_%d", n)
-	tk, err := e.signer.Sign(ticket.Claims{RequestID: reqID, AccountID: e.customer, APIKeyID: "key1", OfferingID: e.offering,
-		Tier: "standard", Kind: kind, IssuedAt: at.Add(-time.Second)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ev := NewEvent(fmt.Sprintf("evt_%d", n), e.provider, e.offering, at, Usage{RequestID: reqID, Ticket: tk,
-		OfferingID: e.offering, Model: "m", InputTokens: in, OutputTokens: out, TTFTMillis: 100, DurationMillis: 900,
-		EnergyJoules: 12.5, EnergySource: EnergyEstimated, Status: StatusOK})
-	b, err := Encode(ev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ev.ID, b
+	id, body, _ := e.routed(t, route{kind: kind, in: in, out: out, at: at})
+	return id, body
 }
 
 func (e *meterEnv) publish(t *testing.T, subject, id string, body []byte) {
@@ -133,22 +254,28 @@ func (e *meterEnv) drain(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- e.meter.Run(ctx) }()
-	deadline := time.Now().Add(20 * time.Second)
+	e.waitDrained(t, 20*time.Second)
+	cancel()
+	<-done
+}
+
+// waitDrained waits until the consumer has nothing pending or unacknowledged.
+func (e *meterEnv) waitDrained(t *testing.T, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
 	for {
-		info, err := e.meter.cfg.Consumer.Info(context.Background())
+		info, err := e.cons.Info(context.Background())
 		if err == nil && info.NumPending == 0 && info.NumAckPending == 0 && info.Delivered.Stream > 0 {
-			break
+			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the meter did not drain the stream: %+v", info)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	cancel()
-	<-done
 }
 
-func (e *meterEnv) balance(t *testing.T, kind billing.AccountKind, owner string) money.Pico {
+func (e *meterEnv) balance(t *testing.T, kind billing.AccountKind, owner string) money.BigPico {
 	t.Helper()
 	id, err := e.ledger.AccountFor(context.Background(), kind, owner)
 	if err != nil {
@@ -161,6 +288,21 @@ func (e *meterEnv) balance(t *testing.T, kind billing.AccountKind, owner string)
 	return b
 }
 
+// wantBalances asserts the customer's credit, the provider's payable and the platform's
+// revenue after the customer was charged charge and the provider is owed payable.
+func (e *meterEnv) wantBalances(t *testing.T, charge, payable money.Pico) {
+	t.Helper()
+	if got := e.balance(t, billing.AccountCustomerCredit, e.customer); !got.Equal(-charge) {
+		t.Errorf("customer balance %s, want %s", got, -charge)
+	}
+	if got := e.balance(t, billing.AccountProviderPayable, e.provider); !got.Equal(payable) {
+		t.Errorf("provider payable %s, want %s", got, payable)
+	}
+	if got := e.balance(t, billing.AccountPlatformRevenue, ""); !got.Equal(charge - payable) {
+		t.Errorf("revenue %s, want %s", got, charge-payable)
+	}
+}
+
 func (e *meterEnv) count(t *testing.T, sql string, args ...any) int {
 	t.Helper()
 	var n int
@@ -169,6 +311,30 @@ func (e *meterEnv) count(t *testing.T, sql string, args ...any) int {
 	}
 	return n
 }
+
+// rejected is how many events were refused, per reason, as the counts keep them.
+func (e *meterEnv) rejected(t *testing.T) map[string]int {
+	t.Helper()
+	rows, err := e.pool.Query(context.Background(), `SELECT reason, sum(rejected)::int FROM usage_rejection_counts GROUP BY reason`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for rows.Next() {
+		var r string
+		var n int
+		if err := rows.Scan(&r, &n); err != nil {
+			t.Fatal(err)
+		}
+		out[r] = n
+	}
+	return out
+}
+
+// charge is what in and out tokens cost at the standard tier's first price, and payable what
+// they earn at the tests' asks.
+func charge(in, out int64) money.Pico  { return money.Pico(in*150_000 + out*300_000) }
+func payable(in, out int64) money.Pico { return money.Pico(in*testAskIn + out*testAskOut) }
 
 func TestMeterPricesOnceAndPostsToTheLedger(t *testing.T) {
 	e := setupMeter(t)
@@ -179,23 +345,20 @@ func TestMeterPricesOnceAndPostsToTheLedger(t *testing.T) {
 	e.publish(t, subject, id2, ev2)
 	e.drain(t)
 
-	// 1000 x $0.15/M + 500 x $0.30/M = $0.0003; the provider earns 1500 x $0.10/M = $0.00015.
-	charge := money.Pico(1000*150_000 + 500*300_000)
-	payable := money.Pico(1500 * 100_000)
-	if got := e.balance(t, billing.AccountCustomerCredit, e.customer); got != -charge {
-		t.Errorf("customer balance %s, want %s", got, -charge)
-	}
-	if got := e.balance(t, billing.AccountProviderPayable, e.provider); got != payable {
-		t.Errorf("provider payable %s, want %s", got, payable)
-	}
-	if got := e.balance(t, billing.AccountPlatformRevenue, ""); got != charge-payable {
-		t.Errorf("revenue %s, want %s", got, charge-payable)
-	}
+	// 1000 x $0.15/M + 500 x $0.30/M = $0.0003; the provider earns 1000 x $0.06/M + 500 x
+	// $0.12/M = $0.00012.
+	e.wantBalances(t, 300_000_000, 120_000_000)
 	if n := e.count(t, `SELECT count(*) FROM usage_events`); n != 2 {
 		t.Fatalf("%d usage rows, want 2", n)
 	}
-	if n := e.count(t, `SELECT count(*) FROM usage_events WHERE event_id = $1 AND charge_pico = 0`, id2); n != 1 {
+	if n := e.count(t, `SELECT count(*) FROM usage_events WHERE event_id = $1 AND charge_pico = 0 AND payable_pico = 0`, id2); n != 1 {
 		t.Error("a request without completion tokens was charged")
+	}
+	if n := e.count(t, `SELECT count(*) FROM usage_events WHERE event_id = $1 AND price_id = $2 AND input_price = 150000
+		AND output_price = 300000 AND ask_input_price = $3 AND ask_output_price = $4 AND input_tokens = 1000
+		AND output_tokens = 500 AND reported_input_tokens = 1000 AND reported_output_tokens = 500 AND flag IS NULL`,
+		id1, e.price, testAskIn, testAskOut); n != 1 {
+		t.Error("the usage row does not carry the ticket's terms and the tokens reported and billed")
 	}
 	if n := e.count(t, `SELECT requests FROM usage_hourly WHERE account_id = $1`, e.customer); n != 2 {
 		t.Errorf("rollup counts %d requests, want 2", n)
@@ -216,15 +379,9 @@ func TestMeterChargesEmbeddingsForTheirInput(t *testing.T) {
 	e.publish(t, subject, generation, body)
 	e.drain(t)
 
-	charge := money.Pico(4000 * 150_000) // 4,000 tokens at $0.15/M
-	payable := money.Pico(4000 * 100_000)
-	if got := e.balance(t, billing.AccountCustomerCredit, e.customer); got != -charge {
-		t.Errorf("customer balance %s, want %s", got, -charge)
-	}
-	if got := e.balance(t, billing.AccountProviderPayable, e.provider); got != payable {
-		t.Errorf("provider payable %s, want %s", got, payable)
-	}
-	if n := e.count(t, `SELECT count(*) FROM usage_events WHERE event_id = $1 AND charge_pico = $2`, embedding, int64(charge)); n != 1 {
+	c, p := charge(4000, 0), payable(4000, 0) // 4,000 tokens at $0.15/M, earning $0.06/M
+	e.wantBalances(t, c, p)
+	if n := e.count(t, `SELECT count(*) FROM usage_events WHERE event_id = $1 AND charge_pico = $2`, embedding, int64(c)); n != 1 {
 		t.Error("the embedding's usage row does not carry its charge")
 	}
 	if n := e.count(t, `SELECT count(*) FROM usage_events WHERE event_id = $1 AND charge_pico = 0`, generation); n != 1 {
@@ -259,60 +416,31 @@ func TestMeterRefusesDuplicatesAndBadEventsWithoutStalling(t *testing.T) {
 	if n := e.count(t, `SELECT count(*) FROM usage_events`); n != 2 {
 		t.Fatalf("%d usage rows, want the 2 distinct valid events", n)
 	}
-	reasons := map[string]int{}
-	rows, err := e.pool.Query(context.Background(), `SELECT reason FROM usage_rejections`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var r string
-		_ = rows.Scan(&r)
-		reasons[r]++
-	}
+	reasons := e.rejected(t)
 	want := map[string]int{"duplicate": 3, "malformed": 1, "ticket_invalid": 1, "subject_mismatch": 1}
 	for r, n := range want {
 		if reasons[r] != n {
 			t.Errorf("%d rejections for %s, want %d (all: %v)", reasons[r], r, n, reasons)
 		}
 	}
-	charge := money.Pico(100*150_000+100*300_000) + money.Pico(10*150_000+20*300_000)
-	if got := e.balance(t, billing.AccountCustomerCredit, e.customer); got != -charge {
-		t.Errorf("customer balance %s, want %s", got, -charge)
+	// Few enough to be kept whole, every one of them.
+	if n := e.count(t, `SELECT count(*) FROM usage_rejections`); n != 6 {
+		t.Errorf("%d rejections kept whole, want all 6", n)
 	}
+	e.wantBalances(t, charge(100, 100)+charge(10, 20), payable(100, 100)+payable(10, 20))
 }
 
-func TestMeterUsesThePriceInForceAtTheEventsTime(t *testing.T) {
-	e := setupMeter(t)
-	subject := Subject(e.provider, e.offering)
-	// The clock is past tomorrow's price change; one event before it, one after.
-	change := e.now.AddDate(0, 0, 1)
-	e.now = change.Add(time.Hour)
-	idA, before := e.event(t, 1000, 1000, change.Add(-time.Millisecond))
-	idB, after := e.event(t, 1000, 1000, change)
-	e.publish(t, subject, idA, before)
-	e.publish(t, subject, idB, after)
-	e.drain(t)
-	var a, b int64
-	if err := e.pool.QueryRow(context.Background(), `SELECT
-		(SELECT charge_pico FROM usage_events WHERE event_id = $1)::bigint,
-		(SELECT charge_pico FROM usage_events WHERE event_id = $2)::bigint`, idA, idB).Scan(&a, &b); err != nil {
-		t.Fatal(err)
-	}
-	if a != 1000*150_000+1000*300_000 || b != 1000*200_000+1000*400_000 {
-		t.Fatalf("charges %d and %d: the price change did not apply from its date (FIELD-CASES 16)", a, b)
-	}
-}
-
-// A refusal delivered again is one row; a different message that has the same sequence
-// number (a stream deleted and made again) is a row of its own.
+// A refusal delivered again is counted and kept once; a different message that has the same
+// sequence number (a stream deleted and made again) is one of its own.
 func TestRejectionsAreKeptPerMessage(t *testing.T) {
 	e := setupMeter(t)
 	ctx := context.Background()
 	write := func(seq uint64, raw string) {
 		t.Helper()
 		err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
-			return insertRejections(ctx, tx, []StoredRejection{{Message: Message{Seq: seq, Subject: "usage.p.o", Data: []byte(raw)},
+			_, err := e.meter.insertRejections(ctx, tx, []StoredRejection{{Message: Message{Seq: seq, Subject: "usage.p.o", Data: []byte(raw)},
 				Reason: RejectMalformed, Detail: "not JSON"}}, e.now)
+			return err
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -322,6 +450,9 @@ func TestRejectionsAreKeptPerMessage(t *testing.T) {
 	write(7, "first stream's message") // delivered again
 	write(7, "the new stream's message 7")
 	if n := e.count(t, `SELECT count(*) FROM usage_rejections WHERE stream_seq = 7`); n != 2 {
-		t.Errorf("%d rejections of sequence 7, want 2: one per message", n)
+		t.Errorf("%d rejections of sequence 7 kept, want 2: one per message", n)
+	}
+	if n := e.count(t, `SELECT rejected FROM usage_rejection_counts WHERE provider_id = 'p' AND offering_id = 'o'`); n != 2 {
+		t.Errorf("%d rejections counted, want 2: one per message", n)
 	}
 }

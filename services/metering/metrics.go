@@ -51,8 +51,9 @@ func (m *Metrics) observe(res BatchResult, took time.Duration) {
 	m.batchSize.Observe(float64(res.Stored + len(res.Rejections)))
 }
 
-// watchLag samples the consumer's pending counts every few seconds.
-func (m *Meter) watchLag(ctx context.Context) {
+// watchConsumer samples the consumer's pending counts every few seconds, and forgets the
+// counted refusals its acknowledgement floor has passed.
+func (m *Meter) watchConsumer(ctx context.Context) {
 	t := time.NewTicker(5 * time.Second)
 	defer t.Stop()
 	for {
@@ -63,10 +64,13 @@ func (m *Meter) watchLag(ctx context.Context) {
 		}
 		infoCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		info, err := m.cfg.Consumer.Info(infoCtx)
-		cancel()
 		if err == nil {
 			m.cfg.Metrics.lag.Set(float64(info.NumPending))
 			m.cfg.Metrics.ackPending.Set(float64(info.NumAckPending))
+			if err := m.forgetCounted(infoCtx, info.AckFloor.Stream); err != nil && ctx.Err() == nil {
+				m.cfg.Log.Warn("meter: forgetting counted refusals", "err", err)
+			}
 		}
+		cancel()
 	}
 }

@@ -3,8 +3,9 @@ package metering
 // The read side of usage: what a customer's requests cost and what a provider's rigs earned,
 // as the usage pages, the API and the CSV export show them. Every query is scoped to one
 // account, the customer's (usage_events.account_id) or the provider's
-// (provider_account_id): no filter value can widen it. Money is read from NUMERIC exactly and
-// summed with overflow checks, never through a float.
+// (provider_account_id): no filter value can widen it. Money is read from NUMERIC exactly,
+// never through a float: one request's charge as a money.Pico (the meter computes it as one),
+// every sum as a money.BigPico, which holds any sum however large.
 
 import (
 	"context"
@@ -211,25 +212,24 @@ func scanRequestRecord(row pgx.CollectableRow) (RequestRecord, error) {
 // usdText writes an amount as exact decimal dollars without the sign: "0.000042", "12.50".
 func usdText(p money.Pico) string { return strings.TrimPrefix(p.String(), "$") }
 
+// bigUSDText is usdText of a sum.
+func bigUSDText(p money.BigPico) string { return strings.TrimPrefix(p.String(), "$") }
+
 // UsageSum adds up requests.
 type UsageSum struct {
-	Requests     int64      `json:"requests"`
-	InputTokens  int64      `json:"input_tokens"`
-	OutputTokens int64      `json:"output_tokens"`
-	Cost         money.Pico `json:"cost_pico"`
-	CostUSD      string     `json:"cost_usd"`
+	Requests     int64         `json:"requests"`
+	InputTokens  int64         `json:"input_tokens"`
+	OutputTokens int64         `json:"output_tokens"`
+	Cost         money.BigPico `json:"cost_pico"`
+	CostUSD      string        `json:"cost_usd"`
 }
 
-func (s *UsageSum) add(o UsageSum) error {
-	cost, err := s.Cost.Add(o.Cost)
-	if err != nil {
-		return err
-	}
+func (s *UsageSum) add(o UsageSum) {
 	s.Requests += o.Requests
 	s.InputTokens += o.InputTokens
 	s.OutputTokens += o.OutputTokens
-	s.Cost, s.CostUSD = cost, usdText(cost)
-	return nil
+	s.Cost = s.Cost.Add(o.Cost)
+	s.CostUSD = bigUSDText(s.Cost)
 }
 
 // DailyTotal is what an account's requests of one tier came to on one day.
@@ -265,9 +265,8 @@ func (r *Reports) DailyTotals(ctx context.Context, accountID string, f UsageFilt
 	}
 	days, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (DailyTotal, error) {
 		var d DailyTotal
-		var cost int64 // numeric scanned exactly; a sum past the range of Pico is an error
-		err := row.Scan(&d.Day, &d.Tier, &d.Requests, &d.InputTokens, &d.OutputTokens, &cost)
-		d.Cost, d.CostUSD = money.Pico(cost), usdText(money.Pico(cost))
+		err := row.Scan(&d.Day, &d.Tier, &d.Requests, &d.InputTokens, &d.OutputTokens, &d.Cost)
+		d.CostUSD = bigUSDText(d.Cost)
 		return d, err
 	})
 	if err != nil {
@@ -275,9 +274,7 @@ func (r *Reports) DailyTotals(ctx context.Context, accountID string, f UsageFilt
 	}
 	out := UsageTotals{Days: days, Total: UsageSum{CostUSD: usdText(0)}}
 	for _, d := range days {
-		if err := out.Total.add(d.UsageSum); err != nil {
-			return UsageTotals{}, err
-		}
+		out.Total.add(d.UsageSum)
 	}
 	return out, nil
 }
@@ -342,23 +339,19 @@ func csvText(s string) string {
 
 // TrafficSum adds up what a provider's rigs served and earned.
 type TrafficSum struct {
-	Requests     int64      `json:"requests"`
-	InputTokens  int64      `json:"input_tokens"`
-	OutputTokens int64      `json:"output_tokens"`
-	Earned       money.Pico `json:"earned_pico"` // payable to the provider: its ask, not the customer's price
-	EarnedUSD    string     `json:"earned_usd"`
+	Requests     int64         `json:"requests"`
+	InputTokens  int64         `json:"input_tokens"`
+	OutputTokens int64         `json:"output_tokens"`
+	Earned       money.BigPico `json:"earned_pico"` // payable to the provider: its asks, not the customer's price
+	EarnedUSD    string        `json:"earned_usd"`
 }
 
-func (s *TrafficSum) add(o TrafficSum) error {
-	earned, err := s.Earned.Add(o.Earned)
-	if err != nil {
-		return err
-	}
+func (s *TrafficSum) add(o TrafficSum) {
 	s.Requests += o.Requests
 	s.InputTokens += o.InputTokens
 	s.OutputTokens += o.OutputTokens
-	s.Earned, s.EarnedUSD = earned, usdText(earned)
-	return nil
+	s.Earned = s.Earned.Add(o.Earned)
+	s.EarnedUSD = bigUSDText(s.Earned)
 }
 
 // OfferingDay is what one offering served and earned on one UTC day.
@@ -400,9 +393,8 @@ func (r *Reports) ProviderTraffic(ctx context.Context, providerAccountID string,
 	}
 	days, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (OfferingDay, error) {
 		var d OfferingDay
-		var earned int64 // numeric scanned exactly; a sum past the range of Pico is an error
-		err := row.Scan(&d.Day, &d.OfferingID, &d.GPU, &d.GPUCount, &d.Model, &d.Requests, &d.InputTokens, &d.OutputTokens, &earned)
-		d.Earned, d.EarnedUSD = money.Pico(earned), usdText(money.Pico(earned))
+		err := row.Scan(&d.Day, &d.OfferingID, &d.GPU, &d.GPUCount, &d.Model, &d.Requests, &d.InputTokens, &d.OutputTokens, &d.Earned)
+		d.EarnedUSD = bigUSDText(d.Earned)
 		d.GPUName = d.GPU
 		if g, ok := catalog.GPUBySKU(d.GPU); ok {
 			d.GPUName = g.Name
@@ -414,9 +406,7 @@ func (r *Reports) ProviderTraffic(ctx context.Context, providerAccountID string,
 	}
 	out := Traffic{Days: days, Total: TrafficSum{EarnedUSD: usdText(0)}}
 	for _, d := range days {
-		if err := out.Total.add(d.TrafficSum); err != nil {
-			return Traffic{}, err
-		}
+		out.Total.add(d.TrafficSum)
 	}
 	return out, nil
 }

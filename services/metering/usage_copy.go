@@ -19,8 +19,9 @@ import (
 // insertNewUsage, and the batch goes the careful way (insertUsageOnce).
 
 var usageColumns = []string{"event_id", "request_id", "account_id", "api_key_id", "offering_id", "provider_account_id",
-	"tier", "model", "input_tokens", "output_tokens", "ttft_ms", "duration_ms", "energy_j", "energy_source", "status",
-	"input_price", "output_price", "ask_price", "charge_pico", "payable_pico", "occurred_at", "metered_at", "stream_seq"}
+	"tier", "model", "input_tokens", "output_tokens", "reported_input_tokens", "reported_output_tokens", "ttft_ms",
+	"duration_ms", "energy_j", "energy_source", "status", "price_id", "input_price", "output_price", "ask_input_price",
+	"ask_output_price", "charge_pico", "payable_pico", "flag", "flag_reason", "occurred_at", "metered_at", "stream_seq"}
 
 // copyNewUsage writes the priced events' usage rows, in event id order (so that meters racing
 // on the same events take the unique indexes' locks in one order), and adds them to the
@@ -77,10 +78,11 @@ func (s *usageSource) Values() ([]any, error) {
 	if s.err != nil {
 		return nil, s.err
 	}
+	flag, reason := pe.flagText()
 	return []any{c.ev.ID, u.RequestID, account, c.claims.APIKeyID, offering, provider,
-		c.claims.Tier, u.Model, u.InputTokens, u.OutputTokens, u.TTFTMillis, u.DurationMillis, u.EnergyJoules,
-		string(u.EnergySource), string(u.Status), pe.price.input, pe.price.outp, pe.ask, int64(pe.charge),
-		int64(pe.payable), c.ev.Time, s.now, int64(c.msg.Seq)}, nil
+		c.claims.Tier, u.Model, pe.in, pe.out, u.InputTokens, u.OutputTokens, u.TTFTMillis, u.DurationMillis,
+		u.EnergyJoules, string(u.EnergySource), string(u.Status), pe.t.price.id, pe.t.price.input, pe.t.price.outp,
+		pe.t.askIn, pe.t.askOut, int64(pe.charge), int64(pe.payable), flag, reason, c.ev.Time, s.now, int64(c.msg.Seq)}, nil
 }
 
 // uuid is id as pgx sends a uuid column: handed a string, pgx would first fail to encode it,
@@ -91,7 +93,7 @@ func (s *usageSource) uuid(id string) pgtype.UUID {
 	}
 	var u pgtype.UUID
 	if err := u.Scan(id); err != nil && s.err == nil {
-		s.err = fmt.Errorf("metering: %q is no uuid: %w", id, err)
+		s.err = eventDataError(fmt.Errorf("metering: %q is no uuid: %w", id, err))
 	}
 	s.uuids[id] = u
 	return u
@@ -131,8 +133,8 @@ func rollUp(priced []pricedEvent) (r rollups, ok bool) {
 		}
 		var o1, o2, o3, o4 bool
 		s.requests++
-		s.input, o1 = addInt64(s.input, u.InputTokens)
-		s.output, o2 = addInt64(s.output, u.OutputTokens)
+		s.input, o1 = addInt64(s.input, pe.in)
+		s.output, o2 = addInt64(s.output, pe.out)
 		s.charge, o3 = addInt64(s.charge, int64(pe.charge))
 		s.payable, o4 = addInt64(s.payable, int64(pe.payable))
 		if o1 || o2 || o3 || o4 {

@@ -109,9 +109,9 @@ func (f *reportFixture) record(t *testing.T, u reportUse) string {
 	if _, err := f.pool.Exec(ctx, `
 		INSERT INTO usage_events (event_id, request_id, account_id, offering_id, provider_account_id, tier, model,
 			input_tokens, output_tokens, ttft_ms, duration_ms, energy_j, energy_source, status,
-			input_price, output_price, ask_price, charge_pico, payable_pico, occurred_at, metered_at, stream_seq)
+			input_price, output_price, ask_input_price, ask_output_price, charge_pico, payable_pico, occurred_at, metered_at, stream_seq)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 41.5, 1234.25, 12.5, 'estimated', $10,
-			100000, 200000, 60000, $11, $12, $13, $13, $14)`,
+			100000, 200000, 60000, 60000, $11, $12, $13, $13, $14)`,
 		"evt_"+id, id, u.customer, u.offering, provider, string(u.tier), model, u.in, u.out, string(u.status),
 		int64(u.charge), int64(u.payable), u.at, f.requests); err != nil {
 		t.Fatal(err)
@@ -311,7 +311,7 @@ func TestReportsDailyTotals(t *testing.T) {
 		t.Fatal(err)
 	}
 	sum := func(requests, in, out int64, cost money.Pico) UsageSum {
-		return UsageSum{Requests: requests, InputTokens: in, OutputTokens: out, Cost: cost, CostUSD: usdText(cost)}
+		return UsageSum{Requests: requests, InputTokens: in, OutputTokens: out, Cost: money.BigPicoOf(cost), CostUSD: usdText(cost)}
 	}
 	want := []DailyTotal{
 		{Day: "2026-11-04", Tier: catalog.TierRealtime, UsageSum: sum(1, 30, 0, 0)},
@@ -355,21 +355,27 @@ func TestReportsDailyTotals(t *testing.T) {
 			t.Errorf("other's totals %+v, want its one request", got)
 		}
 		got, err = r.reports.DailyTotals(ctx, r.fjord, UsageFilter{})
-		if err != nil || len(got.Days) != 0 || got.Total.Cost != 0 || got.Total.CostUSD != "0.00" {
+		if err != nil || len(got.Days) != 0 || got.Total.Cost.Sign() != 0 || got.Total.CostUSD != "0.00" {
 			t.Errorf("the provider as a customer: %+v (%v), want nothing", got, err)
 		}
 	})
 
-	t.Run("a sum past the range of Pico is an error, never a wrong amount", func(t *testing.T) {
+	t.Run("a sum past the range of Pico is exact", func(t *testing.T) {
 		f := newReportFixture(t)
-		for _, h := range []time.Duration{0, time.Hour} {
+		// Two days of $9.2 million and more each: each day's sum and the total pass int64.
+		for _, h := range []time.Duration{0, time.Hour, 24 * time.Hour, 25 * time.Hour} {
 			f.record(t, reportUse{at: reportDay.Add(h), customer: f.acme, offering: f.rtx4090, tier: catalog.TierStandard,
 				in: 1, out: 1, charge: math.MaxInt64 / 2, payable: 1})
 		}
 		f.record(t, reportUse{at: reportDay.Add(2 * time.Hour), customer: f.acme, offering: f.rtx4090,
 			tier: catalog.TierStandard, in: 1, out: 1, charge: 2, payable: 1})
-		if got, err := f.reports.DailyTotals(context.Background(), f.acme, UsageFilter{}); err == nil {
-			t.Errorf("totals %+v, want an error", got)
+		got, err := f.reports.DailyTotals(context.Background(), f.acme, UsageFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Days) != 2 || got.Days[1].CostUSD != "9223372.036854775808" || got.Days[0].CostUSD != "9223372.036854775806" ||
+			got.Total.Cost.String() != "$18446744.073709551614" || got.Total.CostUSD != "18446744.073709551614" || got.Total.Requests != 5 {
+			t.Errorf("totals %+v, want $9223372.036854775808 and $9223372.036854775806, $18446744.073709551614 in all", got)
 		}
 	})
 }
@@ -439,9 +445,9 @@ func TestReportsExportCSV(t *testing.T) {
 		if _, err := f.pool.Exec(ctx, `
 			INSERT INTO usage_events (event_id, request_id, account_id, offering_id, provider_account_id, tier, model,
 				input_tokens, output_tokens, ttft_ms, duration_ms, energy_j, energy_source, status,
-				input_price, output_price, ask_price, charge_pico, payable_pico, occurred_at, metered_at, stream_seq)
+				input_price, output_price, ask_input_price, ask_output_price, charge_pico, payable_pico, occurred_at, metered_at, stream_seq)
 			SELECT 'evt_' || i, 'req_' || lpad(i::text, 6, '0'), $1, $2, $3, 'standard', $4, i, 1, 10, 20, 1, 'estimated', 'ok',
-				1, 1, 1, i, i, $5::timestamptz + (i / 3) * interval '1 second', $5, i
+				1, 1, 1, 1, i, i, $5::timestamptz + (i / 3) * interval '1 second', $5, i
 			FROM generate_series(1, $6) AS i`, f.acme, f.rtx4090, f.fjord, reportQwen, reportDay, n); err != nil {
 			t.Fatal(err)
 		}
@@ -487,7 +493,7 @@ func TestReportsProviderTraffic(t *testing.T) {
 	day := func(d string, requests, in, out int64, earned money.Pico) OfferingDay {
 		return OfferingDay{Day: d, OfferingID: r.rtx4090, GPU: "rtx-4090", GPUName: "NVIDIA GeForce RTX 4090", GPUCount: 4,
 			Model: reportQwen, TrafficSum: TrafficSum{Requests: requests, InputTokens: in, OutputTokens: out,
-				Earned: earned, EarnedUSD: usdText(earned)}}
+				Earned: money.BigPicoOf(earned), EarnedUSD: usdText(earned)}}
 	}
 	// Both customers' requests on Fjord's rig, the payable not the charge.
 	want := []OfferingDay{
@@ -497,7 +503,7 @@ func TestReportsProviderTraffic(t *testing.T) {
 	if !slices.Equal(traffic.Days, want) {
 		t.Errorf("Fjord's days\n%+v, want\n%+v", traffic.Days, want)
 	}
-	wantTotal := TrafficSum{Requests: 4, InputTokens: 1018, OutputTokens: 509, Earned: 91_620_001, EarnedUSD: "0.000091620001"}
+	wantTotal := TrafficSum{Requests: 4, InputTokens: 1018, OutputTokens: 509, Earned: money.BigPicoOf(91_620_001), EarnedUSD: "0.000091620001"}
 	if traffic.Total != wantTotal {
 		t.Errorf("Fjord's total %+v, want %+v", traffic.Total, wantTotal)
 	}
@@ -507,7 +513,7 @@ func TestReportsProviderTraffic(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(north.Days) != 2 || north.Total.Requests != 2 || north.Total.Earned != 1_620_000 {
+		if len(north.Days) != 2 || north.Total.Requests != 2 || !north.Total.Earned.Equal(1_620_000) {
 			t.Errorf("Northwind's traffic %+v, want 2 requests earning $0.00000162", north)
 		}
 		for _, d := range north.Days {
@@ -517,7 +523,7 @@ func TestReportsProviderTraffic(t *testing.T) {
 		}
 		// A customer's account is nobody's provider.
 		got, err := r.reports.ProviderTraffic(ctx, r.acme, UsageFilter{})
-		if err != nil || len(got.Days) != 0 || got.Total.Earned != 0 {
+		if err != nil || len(got.Days) != 0 || got.Total.Earned.Sign() != 0 {
 			t.Errorf("the customer as a provider: %+v (%v), want nothing", got, err)
 		}
 	})
@@ -529,6 +535,24 @@ func TestReportsProviderTraffic(t *testing.T) {
 		}
 		if !slices.Equal(got.Days, want[:1]) || got.Total != want[0].TrafficSum {
 			t.Errorf("from the 3rd: %+v, want %+v", got, want[:1])
+		}
+	})
+
+	t.Run("earnings past the range of Pico are exact", func(t *testing.T) {
+		f := newReportFixture(t)
+		// Three requests each paying the provider $4 million: one day's rollup and the total
+		// pass int64.
+		for _, h := range []time.Duration{0, time.Hour, 2 * time.Hour} {
+			f.record(t, reportUse{at: reportDay.Add(h), customer: f.acme, offering: f.rtx4090, tier: catalog.TierStandard,
+				in: 1, out: 1, charge: 4_000_000 * money.PicoPerUSD, payable: 4_000_000 * money.PicoPerUSD})
+		}
+		got, err := f.reports.ProviderTraffic(ctx, f.fjord, UsageFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Days) != 1 || got.Days[0].EarnedUSD != "12000000.00" || got.Total.Earned.Decimal(2) != "12000000.00" ||
+			got.Total.Requests != 3 {
+			t.Errorf("traffic %+v, want $12,000,000.00 earned", got)
 		}
 	})
 }

@@ -1,0 +1,155 @@
+package metering
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/ticket"
+)
+
+// What a rig may bill is bounded by what the gateway saw (see docs/metering-integrity.md):
+// the route ticket's bounds (the input the gateway forwarded, the max_tokens it sent) and the
+// gateway's record of the attempt (gateway_requests: how it ended, what output it relayed).
+// Nothing a rig reports is billed beyond them.
+
+// Flag says why a usage row's bill differs from what its rig reported, or why the bill could
+// not be checked against a complete record of the request. It is stored on the row (flag,
+// with flag_reason in words) and listed on the discrepancies page.
+type Flag string
+
+const (
+	// FlagClipped: the rig reported more tokens than the bounds allow; the bounds were billed.
+	FlagClipped Flag = "clipped"
+	// FlagIncomplete: the gateway did not see the request complete (the client went away or
+	// the response broke off after a 2xx); billed within the bounds.
+	FlagIncomplete Flag = "incomplete"
+	// FlagFailedAttempt: the gateway saw the attempt fail (it failed over, or the rig answered
+	// outside 2xx, or the client left before the rig answered); nothing was billed.
+	FlagFailedAttempt Flag = "failed_attempt"
+	// FlagNoGatewayRecord: the gateway's record of the attempt never came (the gateway
+	// stopped between relaying and recording); billed within the ticket's bounds only.
+	FlagNoGatewayRecord Flag = "no_gateway_record"
+)
+
+// gatewayRecord is what the gateway saw of an attempt, as the meter bills by it.
+type gatewayRecord struct {
+	httpStatus int
+	status     billing.GatewayStatus
+	// relayedBytes and relayedChunks are the output the gateway relayed: a stream's output
+	// text bytes and its chunks that carried output, or a whole response's body bytes. counted
+	// is false in records of a gateway that did not count them.
+	relayedBytes, relayedChunks int64
+	counted                     bool
+}
+
+// failed is true for an attempt the gateway saw fail: nothing of it is billable.
+func (r *gatewayRecord) failed() bool {
+	return r.status == billing.GatewayFailedOver || r.httpStatus < 200 || r.httpStatus > 299
+}
+
+// outputSlack is how many output tokens beyond the relayed bytes and chunks a request may
+// bill: the end-of-sequence token, which produces no text, and the few tokens of a stop
+// sequence, which the inference server generates and strips from the text.
+const outputSlack = 8
+
+// relayBound is the most output tokens the relayed output can hold: every token of the
+// tokenizers served here (byte-level BPE, or SentencePiece with byte fallback) decodes to at
+// least one byte of text, a chunk may carry one token that decodes to none (a special token,
+// or the first bytes of a character split across tokens, whose text comes in a later chunk),
+// and outputSlack covers what is generated and never relayed.
+func (r *gatewayRecord) relayBound() (int64, bool) {
+	if !r.counted {
+		return 0, false
+	}
+	return satAdd(satAdd(r.relayedBytes, r.relayedChunks), outputSlack), true
+}
+
+// tokenBill is what an event may be billed for: its tokens, with a flag when they are not
+// simply what the rig reported; or, with wait > 0, not yet anything: the gateway's record has
+// not landed and the event is looked at again after wait.
+type tokenBill struct {
+	in, out int64
+	flag    Flag
+	detail  string
+	wait    time.Duration
+}
+
+// recordWaits are how long an event waits for the gateway's record (MeterConfig).
+type recordWaits struct {
+	settle, max time.Duration
+}
+
+// billableTokens bounds what a rig reported by what the gateway saw. age is how long the
+// event has been in the stream.
+func billableTokens(u Usage, c ticket.Claims, rec *gatewayRecord, age time.Duration, w recordWaits) tokenBill {
+	reportedOut := u.OutputTokens
+	if c.Kind == ticket.KindEmbedding {
+		reportedOut = 0 // an embedding is billed for its input only
+	}
+	if rec == nil {
+		if age < w.max {
+			return tokenBill{wait: deferDelay(age, w)}
+		}
+		b := tokenBill{in: min(u.InputTokens, c.MaxInputTokens), out: min(reportedOut, c.MaxOutputTokens), flag: FlagNoGatewayRecord}
+		b.detail = fmt.Sprintf("no gateway record of the attempt after %s: billed within the ticket's bounds only "+
+			"(at most %d input and %d output tokens)", w.max, c.MaxInputTokens, c.MaxOutputTokens)
+		return b
+	}
+	if rec.failed() {
+		return tokenBill{flag: FlagFailedAttempt, detail: fmt.Sprintf("the gateway saw the attempt fail (%s, HTTP %d): "+
+			"nothing is billable of the rig's %d input and %d output tokens", rec.status, rec.httpStatus, u.InputTokens, reportedOut)}
+	}
+	b := tokenBill{in: min(u.InputTokens, c.MaxInputTokens)}
+	outBound, why := c.MaxOutputTokens, fmt.Sprintf("the ticket's bound of %d", c.MaxOutputTokens)
+	if relayed, ok := rec.relayBound(); ok && relayed < outBound {
+		outBound, why = relayed, fmt.Sprintf("what the gateway relayed, %d bytes in %d chunks", rec.relayedBytes, rec.relayedChunks)
+	}
+	b.out = min(reportedOut, outBound)
+	var clipped []string
+	if b.in < u.InputTokens {
+		clipped = append(clipped, fmt.Sprintf("input clipped from %d to the ticket's bound of %d tokens", u.InputTokens, b.in))
+	}
+	if b.out < reportedOut {
+		clipped = append(clipped, fmt.Sprintf("output clipped from %d to %d tokens, %s", reportedOut, b.out, why))
+	}
+	switch {
+	case rec.status != billing.GatewayOK:
+		b.flag = FlagIncomplete
+		b.detail = fmt.Sprintf("the gateway did not see the request complete (%s after HTTP %d): billed within its bounds",
+			rec.status, rec.httpStatus)
+		if len(clipped) > 0 {
+			b.detail += "; " + strings.Join(clipped, "; ")
+		}
+	case len(clipped) > 0:
+		b.flag, b.detail = FlagClipped, strings.Join(clipped, "; ")
+	}
+	return b
+}
+
+// minDeferral is the shortest an event is put off for, so that a clock that disagrees with
+// the stream's never makes the meter spin on one event.
+const minDeferral = 50 * time.Millisecond
+
+// deferDelay is how long an event without a gateway record waits before it is looked at
+// again: until it has been in the stream for the settle time, then for half its age again
+// (at least the settle time), so that an event whose record never comes is looked at about a
+// dozen times before it is billed without one, at w.max.
+func deferDelay(age time.Duration, w recordWaits) time.Duration {
+	age = max(age, 0)
+	if age < w.settle {
+		return max(w.settle-age, minDeferral)
+	}
+	d := min(max(age/2, w.settle), w.max-age)
+	return max(d, minDeferral)
+}
+
+// satAdd is a+b for non-negative a and b, at most math.MaxInt64.
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}

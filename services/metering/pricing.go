@@ -1,0 +1,113 @@
+package metering
+
+import (
+	"fmt"
+
+	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/ticket"
+)
+
+// What a request costs its customer and earns its provider (see docs/metering-integrity.md):
+// its billable tokens at the price version and the asks its route ticket fixed at routing.
+
+// priceRow is a version of a tier's price (a row of prices), in micro-dollars per million
+// tokens.
+type priceRow struct {
+	id          int64
+	tier        string
+	input, outp int64
+}
+
+// terms are what a request is billed at: the customer's price and the provider's asks.
+type terms struct {
+	price          priceRow
+	askIn, askOut  int64
+	kind           ticket.Kind
+	embeddingValid bool // for an embedding: the rig reported it served it (status ok)
+}
+
+// charges is what tokens cost the customer and earn the provider at the terms. A generation
+// that produced no completion token costs and earns nothing; an embedding,
+// which never produces one, is charged for its input when it succeeded. Amounts past the
+// range of money.Pico are money.ErrOverflow.
+func (t terms) charges(in, out int64) (charge, payable money.Pico, err error) {
+	if t.kind == ticket.KindEmbedding {
+		if !t.embeddingValid {
+			return 0, 0, nil
+		}
+		out = 0
+	} else if out == 0 {
+		return 0, 0, nil
+	}
+	if charge, err = cost(in, t.price.input, out, t.price.outp); err != nil {
+		return 0, 0, err
+	}
+	if payable, err = cost(in, t.askIn, out, t.askOut); err != nil {
+		return 0, 0, err
+	}
+	return charge, payable, nil
+}
+
+// cost is in tokens at inPrice plus out tokens at outPrice, exactly.
+func cost(in, inPrice, out, outPrice int64) (money.Pico, error) {
+	a, err := money.ChargeFor(in, money.MicroUSD(inPrice))
+	if err != nil {
+		return 0, err
+	}
+	b, err := money.ChargeFor(out, money.MicroUSD(outPrice))
+	if err != nil {
+		return 0, err
+	}
+	return a.Add(b)
+}
+
+// keepFlag decides whether a bill's flag goes on the discrepancies page: when the rig's
+// report would have cost the customer more than was billed, or, for a bill that could not be
+// checked against a complete record of the request, when it cost anything at all. A flag on
+// a request that costs nothing either way (a failed attempt reported as such) is no
+// discrepancy.
+func keepFlag(f Flag, reported money.Pico, reportedOverflow bool, billed money.Pico) bool {
+	switch {
+	case f == "":
+		return false
+	case reportedOverflow || reported > billed:
+		return true
+	case f == FlagIncomplete || f == FlagNoGatewayRecord:
+		return billed > 0
+	default:
+		return false
+	}
+}
+
+// batchSums are what a batch charges each customer account and owes each of its providers:
+// each becomes one ledger posting, whose amount is a money.Pico. An event whose addition
+// would take a sum past that range is refused (admit), never the batch.
+type batchSums map[string]*accountSums
+
+type accountSums struct {
+	charge    money.Pico
+	providers map[string]money.Pico
+}
+
+// admit adds an event's charge and payable to its account's sums, or leaves them unchanged
+// and returns money.ErrOverflow when either would pass the range of money.Pico. Every sum of
+// a batch that reaches the database (its rollups, its keys' spend, the platform's margin) is
+// one of these or a part of one, and charges and payables are never negative, so that none
+// of them can overflow either.
+func (s batchSums) admit(account, provider string, charge, payable money.Pico) error {
+	a := s[account]
+	if a == nil {
+		a = &accountSums{providers: map[string]money.Pico{}}
+		s[account] = a
+	}
+	c, err := a.charge.Add(charge)
+	if err != nil {
+		return fmt.Errorf("the batch's charges to account %s: %w", account, err)
+	}
+	p, err := a.providers[provider].Add(payable)
+	if err != nil {
+		return fmt.Errorf("the batch's payables to provider %s for account %s: %w", provider, account, err)
+	}
+	a.charge, a.providers[provider] = c, p
+	return nil
+}

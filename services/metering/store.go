@@ -1,0 +1,632 @@
+package metering
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/money"
+)
+
+// A checked batch's transaction: the references it is judged against, its usage rows and
+// rollups, its rejections and its ledger postings.
+
+// commit writes a checked batch in one database transaction. It first takes every event for
+// new, as nearly every one is, and inserts the batch without looking for stored duplicates;
+// if one is stored after all (a redelivery), the database refuses the insert with a unique
+// violation and the batch is written again in a second transaction that skips and reports
+// each duplicate.
+func (m *Meter) commit(ctx context.Context, b checkedBatch) (BatchResult, error) {
+	if b.err != nil {
+		return BatchResult{}, b.err
+	}
+	if err := m.resolveLedgers(ctx, b.cands); err != nil {
+		return BatchResult{}, err
+	}
+	res, err := m.commitTx(ctx, b, true)
+	if pgErrorCode(err) == codeUniqueViolation {
+		res, err = m.commitTx(ctx, b, false)
+	}
+	return res, err
+}
+
+// commitTx is one attempt at commit; assumeNew says whether to take every event for new.
+func (m *Meter) commitTx(ctx context.Context, b checkedBatch, assumeNew bool) (BatchResult, error) {
+	var res BatchResult
+	err := pgx.BeginFunc(ctx, m.cfg.Pool, func(tx pgx.Tx) error {
+		s, err := m.store(ctx, tx, b.cands, b.now, assumeNew)
+		if err != nil {
+			return err
+		}
+		all := append(slices.Clip(b.rejections), s.rejections...)
+		samples, err := m.insertRejections(ctx, tx, all, b.now)
+		if err != nil {
+			return err
+		}
+		res = BatchResult{Stored: len(s.occurred), Charged: s.charged, Rejections: all, Samples: samples,
+			Deferred: s.deferred, Occurred: s.occurred, Usages: s.usages}
+		return nil
+	})
+	if err != nil {
+		return BatchResult{}, err
+	}
+	return res, nil
+}
+
+// pricedEvent is a candidate the catalog, the price book and the gateway's record accept,
+// with what it is billed.
+type pricedEvent struct {
+	c                 *candidate
+	t                 terms
+	in, out           int64 // the tokens billed
+	flag              Flag  // "" unless the bill is flagged for review
+	flagReason        string
+	charge, payable   money.Pico
+	account, provider string
+}
+
+// storeResult is what store wrote.
+type storeResult struct {
+	occurred   []time.Time // of the events stored
+	usages     []Usage     // of the events stored, in the order of occurred, with the tokens billed
+	charged    money.BigPico
+	rejections []StoredRejection
+	deferred   []Deferral
+}
+
+// store writes the candidates' usage rows and rollups and the ledger postings of those that
+// were new. With assumeNew, a candidate already stored fails the whole statement.
+func (m *Meter) store(ctx context.Context, tx pgx.Tx, cands []candidate, now time.Time, assumeNew bool) (storeResult, error) {
+	var out storeResult
+	if len(cands) == 0 {
+		return out, nil
+	}
+	refs, err := loadReferences(ctx, tx, cands)
+	if err != nil {
+		return out, err
+	}
+	priced := m.judge(cands, refs, now, &out)
+	if len(priced) == 0 {
+		return out, nil
+	}
+
+	var isNew map[string]bool // nil: every one is new
+	var redelivered map[string]bool
+	if assumeNew {
+		copied, err := copyNewUsage(ctx, tx, priced, now)
+		if err != nil {
+			return out, err
+		}
+		if !copied {
+			if _, err := tx.Exec(ctx, insertNewUsage, usageArrays(priced, now)...); err != nil {
+				return out, err
+			}
+		}
+	} else {
+		rows, err := tx.Query(ctx, insertUsageOnce, usageArrays(priced, now)...)
+		if err != nil {
+			return out, err
+		}
+		newIDs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return out, err
+		}
+		isNew = make(map[string]bool, len(newIDs))
+		for _, id := range newIDs {
+			isNew[id] = true
+		}
+		if redelivered, err = redeliveries(ctx, tx, priced, isNew); err != nil {
+			return out, err
+		}
+	}
+	stored := make([]*pricedEvent, 0, len(priced))
+	out.occurred = make([]time.Time, 0, len(priced))
+	out.usages = make([]Usage, 0, len(priced))
+	for i := range priced {
+		pe := &priced[i]
+		if isNew != nil && !isNew[pe.c.ev.ID] {
+			if redelivered[pe.c.ev.ID] {
+				// The same message again (a crash or a lost ack after its commit): it is
+				// stored, so it is acknowledged and is no duplicate to review.
+				continue
+			}
+			out.rejections = append(out.rejections, StoredRejection{Message: pe.c.msg, EventID: pe.c.ev.ID, Reason: RejectDuplicate,
+				Detail: "event " + pe.c.ev.ID + " or request " + pe.c.ev.Data.RequestID + " is already metered"})
+			continue
+		}
+		stored = append(stored, pe)
+		u := pe.c.ev.Data
+		u.InputTokens, u.OutputTokens = pe.in, pe.out
+		out.occurred = append(out.occurred, pe.c.ev.Time)
+		out.usages = append(out.usages, u)
+	}
+	if len(stored) == 0 {
+		return out, nil
+	}
+	if out.charged, err = m.post(ctx, tx, stored, now); err != nil {
+		return out, err
+	}
+	return out, nil
+}
+
+// judge prices the candidates by the references, in order: each is refused, deferred to
+// wait for the gateway's record of its attempt, or priced. See docs/metering-integrity.md.
+func (m *Meter) judge(cands []candidate, refs references, now time.Time, out *storeResult) []pricedEvent {
+	priced := make([]pricedEvent, 0, len(cands))
+	sums := batchSums{}
+	waits := recordWaits{settle: m.cfg.SettleTime, max: m.cfg.RecordWait}
+	for i := range cands {
+		c := &cands[i]
+		u := &c.ev.Data
+		reject := func(reason RejectReason, detail string) {
+			out.rejections = append(out.rejections, StoredRejection{Message: c.msg, EventID: c.ev.ID, Reason: reason, Detail: detail})
+		}
+		provider, ok := refs.offerings[u.OfferingID]
+		if !ok {
+			reject(RejectUnknownOffering, "no offering "+u.OfferingID)
+			continue
+		}
+		if !refs.accounts[c.claims.AccountID] {
+			reject(RejectTicketInvalid, "the ticket names no account the platform holds: "+c.claims.AccountID)
+			continue
+		}
+		if provider != c.providerID {
+			reject(RejectForeign, fmt.Sprintf("provider %s reported for offering %s of provider %s", c.providerID, u.OfferingID, provider))
+			continue
+		}
+		p, ok := refs.prices[c.claims.PriceID]
+		if !ok || p.tier != c.claims.Tier {
+			reject(RejectNoPrice, fmt.Sprintf("the ticket's price version %d is no %s price of the price book", c.claims.PriceID, c.claims.Tier))
+			continue
+		}
+		var rec *gatewayRecord
+		if refs.recorded[i] {
+			rec = &refs.records[i]
+		}
+		age := time.Duration(0)
+		if !c.msg.Stored.IsZero() {
+			age = now.Sub(c.msg.Stored)
+		}
+		bill := billableTokens(*u, c.claims, rec, age, waits)
+		if bill.wait > 0 {
+			out.deferred = append(out.deferred, Deferral{Message: c.msg, EventID: c.ev.ID, Delay: bill.wait})
+			continue
+		}
+		t := terms{price: p, askIn: c.claims.AskInput, askOut: c.claims.AskOutput, kind: c.claims.Kind,
+			embeddingValid: u.Status == StatusOK}
+		charge, payable, err := t.charges(bill.in, bill.out)
+		if err != nil {
+			reject(RejectOverflow, fmt.Sprintf("%d input and %d output tokens at the ticket's terms: %v", bill.in, bill.out, err))
+			continue
+		}
+		if payable > charge {
+			reject(RejectAskAbovePrice, fmt.Sprintf("the ticket's asks (%d in, %d out per million tokens) would pay the provider %s "+
+				"for a request its customer pays %s at price version %d", t.askIn, t.askOut, payable, charge, p.id))
+			continue
+		}
+		if err := sums.admit(c.claims.AccountID, provider, charge, payable); err != nil {
+			reject(RejectOverflow, fmt.Sprintf("the event's charge %s: %v", charge, err))
+			continue
+		}
+		reported, _, rerr := t.charges(u.InputTokens, u.OutputTokens)
+		pe := pricedEvent{c: c, t: t, in: bill.in, out: bill.out, charge: charge, payable: payable,
+			account: c.claims.AccountID, provider: provider}
+		if keepFlag(bill.flag, reported, rerr != nil, charge) {
+			pe.flag, pe.flagReason = bill.flag, bill.detail
+		}
+		priced = append(priced, pe)
+	}
+	return priced
+}
+
+// redeliveries finds which of the events not inserted are stored from the very same stream
+// message: deliveries again of what a batch already committed, not duplicates.
+func redeliveries(ctx context.Context, tx pgx.Tx, priced []pricedEvent, isNew map[string]bool) (map[string]bool, error) {
+	var ids []string
+	seqs := map[string]int64{}
+	for i := range priced {
+		id := priced[i].c.ev.ID
+		if !isNew[id] {
+			ids = append(ids, id)
+			seqs[id] = int64(priced[i].c.msg.Seq)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := tx.Query(ctx, `SELECT event_id, stream_seq FROM usage_events WHERE event_id = ANY ($1)`, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]bool{}
+	for rows.Next() {
+		var id string
+		var seq int64
+		if err := rows.Scan(&id, &seq); err != nil {
+			return nil, err
+		}
+		if seqs[id] == seq {
+			out[id] = true
+		}
+	}
+	return out, rows.Err()
+}
+
+// The statements that write a batch's usage rows, given as one array per column ($29 is the
+// metering time), and add them to the hourly rollups, in one round trip. The rows go in in
+// the order of the arrays, which usageArrays sorts by event id, so that meters racing on the
+// same events take the unique indexes' locks in one order; rollup rows are upserted in key
+// order for the same reason.
+var (
+	// insertNewUsage takes every row for new: one already stored fails it.
+	insertNewUsage = `WITH ` + usageIncoming + `, inserted AS (` + usageInsert + `), ` + usageRollup("incoming") + `, ` +
+		keySpend("incoming") + `
+		SELECT 1`
+	// insertUsageOnce skips every event whose event id or request id is already stored, rolls
+	// up the rows it inserted, and returns their event ids.
+	insertUsageOnce = `WITH ` + usageIncoming + `, inserted AS (` + usageInsert + `
+			ON CONFLICT DO NOTHING
+			RETURNING event_id, occurred_at, account_id, api_key_id, offering_id, tier, model, provider_account_id,
+				input_tokens, output_tokens, charge_pico, payable_pico, energy_j), ` + usageRollup("inserted") + `, ` +
+		keySpend("inserted") + `
+		SELECT event_id FROM inserted`
+)
+
+const (
+	usageIncoming = `incoming AS (
+		SELECT event_id, request_id, account_id::uuid, api_key_id, offering_id::uuid, provider_account_id::uuid,
+			tier, model, input_tokens, output_tokens, reported_input_tokens, reported_output_tokens, ttft_ms,
+			duration_ms, energy_j, energy_source, status, price_id, input_price, output_price, ask_input_price,
+			ask_output_price, charge_pico, payable_pico, flag, flag_reason, occurred_at, stream_seq, n
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+			$8::text[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[], $13::float8[], $14::float8[],
+			$15::float8[], $16::text[], $17::text[], $18::bigint[], $19::bigint[], $20::bigint[], $21::bigint[],
+			$22::bigint[], $23::bigint[], $24::bigint[], $25::text[], $26::text[], $27::timestamptz[], $28::bigint[])
+			WITH ORDINALITY AS u (event_id, request_id, account_id, api_key_id, offering_id, provider_account_id,
+				tier, model, input_tokens, output_tokens, reported_input_tokens, reported_output_tokens, ttft_ms,
+				duration_ms, energy_j, energy_source, status, price_id, input_price, output_price, ask_input_price,
+				ask_output_price, charge_pico, payable_pico, flag, flag_reason, occurred_at, stream_seq, n))`
+	usageInsert = `
+		INSERT INTO usage_events (` + usageColumnList + `)
+		SELECT event_id, request_id, account_id, api_key_id, offering_id, provider_account_id,
+			tier, model, input_tokens, output_tokens, reported_input_tokens, reported_output_tokens, ttft_ms,
+			duration_ms, energy_j, energy_source, status, price_id, input_price, output_price, ask_input_price,
+			ask_output_price, charge_pico, payable_pico, flag, flag_reason, occurred_at, $29, stream_seq
+		FROM incoming ORDER BY n`
+	usageColumnList = `event_id, request_id, account_id, api_key_id, offering_id, provider_account_id,
+		tier, model, input_tokens, output_tokens, reported_input_tokens, reported_output_tokens, ttft_ms,
+		duration_ms, energy_j, energy_source, status, price_id, input_price, output_price, ask_input_price,
+		ask_output_price, charge_pico, payable_pico, flag, flag_reason, occurred_at, metered_at, stream_seq`
+)
+
+// usageRollup adds the usage rows of the CTE named rows to the hourly rollups.
+func usageRollup(rows string) string {
+	return `rollup AS (
+		INSERT INTO usage_hourly (hour, account_id, offering_id, tier, model, provider_account_id,
+			requests, input_tokens, output_tokens, charge_pico, payable_pico, energy_j)
+		SELECT date_trunc('hour', occurred_at), account_id, offering_id, tier, model, provider_account_id,
+			count(*), sum(input_tokens), sum(output_tokens), sum(charge_pico), sum(payable_pico), sum(energy_j)
+		FROM ` + rows + `
+		GROUP BY 1, 2, 3, 4, 5, 6
+		ORDER BY 1, 2, 3, 4, 5
+		` + addToRollup + `)`
+}
+
+// addToRollup adds the incoming sums to a usage_hourly row that is there already.
+const addToRollup = `ON CONFLICT (hour, account_id, offering_id, tier, model) DO UPDATE SET
+	requests = usage_hourly.requests + EXCLUDED.requests,
+	input_tokens = usage_hourly.input_tokens + EXCLUDED.input_tokens,
+	output_tokens = usage_hourly.output_tokens + EXCLUDED.output_tokens,
+	charge_pico = usage_hourly.charge_pico + EXCLUDED.charge_pico,
+	payable_pico = usage_hourly.payable_pico + EXCLUDED.payable_pico,
+	energy_j = usage_hourly.energy_j + EXCLUDED.energy_j`
+
+// keySpend adds the usage rows of the CTE named rows to their API keys' monthly spend.
+func keySpend(rows string) string {
+	return `spend AS (
+		INSERT INTO api_key_spend (api_key_id, month, requests, charge_pico)
+		SELECT api_key_id, date_trunc('month', occurred_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC', count(*), sum(charge_pico)
+		FROM ` + rows + `
+		WHERE api_key_id <> ''
+		GROUP BY 1, 2
+		ORDER BY 1, 2
+		` + addToKeySpend + `)`
+}
+
+// addToKeySpend adds the incoming sums to an api_key_spend row that is there already.
+const addToKeySpend = `ON CONFLICT (api_key_id, month) DO UPDATE SET
+	requests = api_key_spend.requests + EXCLUDED.requests,
+	charge_pico = api_key_spend.charge_pico + EXCLUDED.charge_pico`
+
+// usageArrays are the arguments of the usage statements: the priced events' columns in event id order, and
+// the metering time.
+func usageArrays(priced []pricedEvent, now time.Time) []any {
+	order := byEventID(priced)
+	n := len(priced)
+	var (
+		eventID, requestID, accountID, apiKeyID = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		offeringID, providerID, tier, model     = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		energySource, status                    = make([]string, n), make([]string, n)
+		inputTokens, outputTokens               = make([]int64, n), make([]int64, n)
+		reportedIn, reportedOut                 = make([]int64, n), make([]int64, n)
+		ttft, duration, energy                  = make([]float64, n), make([]float64, n), make([]float64, n)
+		priceID, inputPrice, outputPrice        = make([]int64, n), make([]int64, n), make([]int64, n)
+		askIn, askOut                           = make([]int64, n), make([]int64, n)
+		charge, payable, seq                    = make([]int64, n), make([]int64, n), make([]int64, n)
+		flag, flagReason                        = make([]pgtype.Text, n), make([]pgtype.Text, n)
+		occurred                                = make([]time.Time, n)
+	)
+	for i, j := range order {
+		pe := &priced[j]
+		c, u := pe.c, &pe.c.ev.Data
+		eventID[i], requestID[i], accountID[i], apiKeyID[i] = c.ev.ID, u.RequestID, c.claims.AccountID, c.claims.APIKeyID
+		offeringID[i], providerID[i], tier[i], model[i] = u.OfferingID, pe.provider, c.claims.Tier, u.Model
+		inputTokens[i], outputTokens[i], reportedIn[i], reportedOut[i] = pe.in, pe.out, u.InputTokens, u.OutputTokens
+		ttft[i], duration[i], energy[i] = u.TTFTMillis, u.DurationMillis, u.EnergyJoules
+		energySource[i], status[i] = string(u.EnergySource), string(u.Status)
+		priceID[i], inputPrice[i], outputPrice[i] = pe.t.price.id, pe.t.price.input, pe.t.price.outp
+		askIn[i], askOut[i] = pe.t.askIn, pe.t.askOut
+		charge[i], payable[i] = int64(pe.charge), int64(pe.payable)
+		flag[i], flagReason[i] = pe.flagText()
+		occurred[i], seq[i] = c.ev.Time, int64(c.msg.Seq)
+	}
+	return []any{eventID, requestID, accountID, apiKeyID, offeringID, providerID, tier, model, inputTokens,
+		outputTokens, reportedIn, reportedOut, ttft, duration, energy, energySource, status, priceID, inputPrice,
+		outputPrice, askIn, askOut, charge, payable, flag, flagReason, occurred, seq, now}
+}
+
+// flagText is the event's flag and its reason as the usage row stores them: NULL when unflagged.
+func (pe *pricedEvent) flagText() (flag, reason pgtype.Text) {
+	if pe.flag == "" {
+		return pgtype.Text{}, pgtype.Text{}
+	}
+	return pgtype.Text{String: string(pe.flag), Valid: true}, pgtype.Text{String: truncate(pe.flagReason, 1000), Valid: true}
+}
+
+// post writes one ledger transaction per customer account: its credit down by its charges,
+// each provider's payable up by its asks, platform revenue the difference. Each sum fits a
+// posting: judge refused every event that would have taken one past it.
+func (m *Meter) post(ctx context.Context, tx pgx.Tx, stored []*pricedEvent, now time.Time) (money.BigPico, error) {
+	type sums struct {
+		charge    money.Pico
+		providers map[string]money.Pico
+		requests  int
+	}
+	byAccount := map[string]*sums{}
+	var total money.BigPico
+	for _, pe := range stored {
+		if pe.charge == 0 && pe.payable == 0 {
+			continue
+		}
+		s := byAccount[pe.account]
+		if s == nil {
+			s = &sums{providers: map[string]money.Pico{}}
+			byAccount[pe.account] = s
+		}
+		var err error
+		if s.charge, err = s.charge.Add(pe.charge); err != nil {
+			return total, err
+		}
+		if s.providers[pe.provider], err = s.providers[pe.provider].Add(pe.payable); err != nil {
+			return total, err
+		}
+		total = total.AddPico(pe.charge)
+		s.requests++
+	}
+	if len(byAccount) == 0 {
+		return total, nil
+	}
+	revenue, err := m.ledgerAccount(ctx, billing.AccountPlatformRevenue, "")
+	if err != nil {
+		return total, err
+	}
+	accounts := sortedKeys(byAccount)
+	var txns []billing.TransactionInput
+	lock := []billing.LedgerAccountID{revenue}
+	for _, acc := range accounts {
+		s := byAccount[acc]
+		customer, err := m.ledgerAccount(ctx, billing.AccountCustomerCredit, acc)
+		if err != nil {
+			return total, err
+		}
+		postings := []billing.Posting{{Account: customer, Amount: -s.charge}}
+		lock = append(lock, customer)
+		margin := s.charge
+		for _, prov := range sortedKeys(s.providers) {
+			payable, err := m.ledgerAccount(ctx, billing.AccountProviderPayable, prov)
+			if err != nil {
+				return total, err
+			}
+			postings = append(postings, billing.Posting{Account: payable, Amount: s.providers[prov]})
+			lock = append(lock, payable)
+			margin -= s.providers[prov]
+		}
+		postings = append(postings, billing.Posting{Account: revenue, Amount: margin})
+		txns = append(txns, billing.TransactionInput{
+			Kind: billing.TransactionUsage, OccurredAt: now,
+			Memo:     "Usage: " + strconv.Itoa(s.requests) + " requests",
+			Postings: postings,
+		})
+	}
+	if err := m.cfg.Ledger.LockTx(ctx, tx, lock); err != nil {
+		return total, err
+	}
+	for _, in := range txns {
+		if _, _, err := m.cfg.Ledger.PostTx(ctx, tx, in); err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// resolveLedgers looks up the ledger accounts a batch's events may post to before its
+// transaction takes a connection, so that posting finds them remembered. Looked up from
+// inside the transaction, on a connection of their own, they could leave the committers
+// holding every connection of the pool, each waiting for one more. An id that names no
+// organisation is left for the checks in the transaction to refuse.
+func (m *Meter) resolveLedgers(ctx context.Context, cands []candidate) error {
+	if len(cands) == 0 {
+		return nil
+	}
+	need := map[ledgerKey]bool{{billing.AccountPlatformRevenue, ""}: true}
+	for i := range cands {
+		need[ledgerKey{billing.AccountCustomerCredit, cands[i].claims.AccountID}] = true
+		need[ledgerKey{billing.AccountProviderPayable, cands[i].providerID}] = true
+	}
+	for k := range need {
+		_, err := m.ledgerAccount(ctx, k.kind, k.owner)
+		if code := services.ErrorCode(err); err != nil && code != services.CodeNotFound && code != services.CodeInvalid {
+			return err
+		}
+	}
+	return nil
+}
+
+// ledgerAccount resolves a ledger account once and remembers it: ledger accounts never change
+// owner or kind. It runs outside the batch's transaction (AccountFor takes its own
+// connection), which is safe because creating an account is idempotent.
+func (m *Meter) ledgerAccount(ctx context.Context, kind billing.AccountKind, owner string) (billing.LedgerAccountID, error) {
+	k := ledgerKey{kind, owner}
+	m.mu.Lock()
+	id, ok := m.ledgers[k]
+	m.mu.Unlock()
+	if ok {
+		return id, nil
+	}
+	id, err := m.cfg.Ledger.AccountFor(ctx, kind, owner)
+	if err != nil {
+		return "", err
+	}
+	m.mu.Lock()
+	m.ledgers[k] = id
+	m.mu.Unlock()
+	return id, nil
+}
+
+// references are the catalog rows, the price versions and the gateway's records a batch is
+// judged against, read inside its transaction so that the batch is judged on one consistent
+// view.
+type references struct {
+	offerings map[string]string // offering id: its provider's account id
+	accounts  map[string]bool
+	prices    map[int64]priceRow // by id: the versions the batch's tickets name
+	// records[i] is the gateway's record of candidate i's request, when recorded[i].
+	records  []gatewayRecord
+	recorded []bool
+}
+
+// canonicalUUIDs is the uuid[] of the elements of the text[] parameter $1 written as the
+// database writes a uuid, lower-case and canonical; no other id can match a row, and casting
+// one could abort the batch's transaction.
+const canonicalUUIDs = `ARRAY(SELECT id::uuid FROM unnest($1::text[]) AS id
+	WHERE id ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$')`
+
+// loadReferences reads, in one round trip, the batch's offerings, customer accounts, price
+// versions and the gateway's records of its requests. The offering's current ask is not read:
+// the provider is paid the asks its tickets carry.
+func loadReferences(ctx context.Context, tx pgx.Tx, cands []candidate) (references, error) {
+	refs := references{offerings: map[string]string{}, accounts: map[string]bool{}, prices: map[int64]priceRow{},
+		records: make([]gatewayRecord, len(cands)), recorded: make([]bool, len(cands))}
+	var offeringIDs, accountIDs []string
+	var priceIDs []int64
+	requestIDs := make([]string, len(cands))
+	seenOffering, seenAccount, seenPrice := map[string]bool{}, map[string]bool{}, map[int64]bool{}
+	for i := range cands {
+		if id := cands[i].ev.Data.OfferingID; !seenOffering[id] {
+			seenOffering[id] = true
+			offeringIDs = append(offeringIDs, id)
+		}
+		if id := cands[i].claims.AccountID; !seenAccount[id] {
+			seenAccount[id] = true
+			accountIDs = append(accountIDs, id)
+		}
+		if id := cands[i].claims.PriceID; !seenPrice[id] {
+			seenPrice[id] = true
+			priceIDs = append(priceIDs, id)
+		}
+		requestIDs[i] = cands[i].ev.Data.RequestID
+	}
+	b := &pgx.Batch{}
+	b.Queue(`SELECT id::text, provider_account_id::text FROM offerings
+		WHERE id = ANY (`+canonicalUUIDs+`)`, offeringIDs).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var id, provider string
+			if err := rows.Scan(&id, &provider); err != nil {
+				return err
+			}
+			refs.offerings[id] = provider
+		}
+		return rows.Err()
+	})
+	b.Queue(`SELECT id::text FROM accounts WHERE id = ANY (`+canonicalUUIDs+`)`, accountIDs).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			refs.accounts[id] = true
+		}
+		return rows.Err()
+	})
+	b.Queue(`SELECT id, tier, input_micro_usd_per_mtok, output_micro_usd_per_mtok FROM prices WHERE id = ANY ($1)`,
+		priceIDs).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var p priceRow
+			if err := rows.Scan(&p.id, &p.tier, &p.input, &p.outp); err != nil {
+				return err
+			}
+			refs.prices[p.id] = p
+		}
+		return rows.Err()
+	})
+	// Each record comes back with the index of its request in requestIDs, and its status only
+	// when it is not "ok": no string to read back for nearly every one.
+	b.Queue(`SELECT r.n - 1, g.http_status, nullif(g.status, 'ok'), g.relayed_output_bytes, g.relayed_output_chunks
+		FROM unnest($1::text[]) WITH ORDINALITY AS r (request_id, n)
+		JOIN gateway_requests g ON g.request_id = r.request_id`, requestIDs).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var i int
+			var status pgtype.Text
+			var bytes, chunks pgtype.Int8
+			var r gatewayRecord
+			if err := rows.Scan(&i, &r.httpStatus, &status, &bytes, &chunks); err != nil {
+				return err
+			}
+			r.status = billing.GatewayOK
+			if status.Valid {
+				r.status = billing.GatewayStatus(status.String)
+			}
+			r.relayedBytes, r.relayedChunks, r.counted = bytes.Int64, chunks.Int64, bytes.Valid
+			refs.records[i], refs.recorded[i] = r, true
+		}
+		return rows.Err()
+	})
+	return refs, tx.SendBatch(ctx, b).Close()
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// eventDataError wraps err as found in an event's data (eventError).
+func eventDataError(err error) error {
+	if err == nil {
+		return nil
+	}
+	return errors.Join(errEventData, err)
+}
