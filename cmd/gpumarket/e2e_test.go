@@ -14,13 +14,14 @@ import (
 
 	"github.com/gpumarket/gpumarket/db/dbtest"
 	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/simulation"
-	"github.com/gpumarket/gpumarket/services/ticket"
 )
 
 // TestRequestsThroughASimulatedRigAreMeteredOnce is metering end to end: a developer buys
-// credits, sends requests with valid tickets through a simulated rig (gpuagent in front of
+// credits, sends requests through the gateway to a simulated rig (gpuagent in front of
 // simbackend), and finds each on the usage page once, with its cost, while the balance falls
 // by exactly their sum.
 func TestRequestsThroughASimulatedRigAreMeteredOnce(t *testing.T) {
@@ -94,22 +95,33 @@ func TestRequestsThroughASimulatedRigAreMeteredOnce(t *testing.T) {
 	}
 	defer rig.stop()
 	agentURL := "http://" + rig.agent.Addr().String()
+	if _, err := p.pool.Exec(ctx, `UPDATE offerings SET agent_url = $2 WHERE id = $1`, o.ID, agentURL); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.router.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for _, err := p.router.Pick(routing.Request{Model: o.Model, Tier: catalog.TierRealtime, Offering: o.ID}); err != nil; _, err = p.router.Pick(routing.Request{Model: o.Model, Tier: catalog.TierRealtime, Offering: o.ID}) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the rig is not routable: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 
-	signer, _ := ticket.NewSigner(cfg.TicketKey)
+	// Requests through the gateway, pinned to that offering, with an API key made through the API.
+	var key struct {
+		Secret string `json:"key"`
+	}
+	api.do(token, http.MethodPost, "/api/keys", map[string]any{"name": "e2e"}, &key, http.StatusCreated)
 	const n = 12
 	sent := map[string]bool{}
 	for i := range n {
-		reqID := fmt.Sprintf("req_e2e_%02d", i)
-		tk, err := signer.Sign(ticket.Claims{RequestID: reqID, AccountID: me.AccountID, APIKeyID: "test", OfferingID: o.ID,
-			Tier: "realtime", IssuedAt: time.Now()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		body := fmt.Sprintf(`{"model": %q, "max_tokens": 8, "stream": %t, "messages": [{"role": "user", "content": "hello number %d"}]}`,
-			o.Model, i%2 == 0, i)
-		req, _ := http.NewRequest(http.MethodPost, agentURL+"/v1/chat/completions", strings.NewReader(body))
+		body := fmt.Sprintf(`{"model": %q, "max_tokens": 8, "stream": %t, "gpumarket": {"offering": %q},
+			"messages": [{"role": "user", "content": "hello number %d"}]}`, o.Model+":realtime", i%2 == 0, o.ID, i)
+		req, _ := http.NewRequest(http.MethodPost, p.URL()+"/v1/chat/completions", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set(ticket.Header, tk)
+		req.Header.Set("Authorization", "Bearer "+key.Secret)
 		res, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -117,9 +129,9 @@ func TestRequestsThroughASimulatedRigAreMeteredOnce(t *testing.T) {
 		_, _ = io.Copy(io.Discard, res.Body)
 		res.Body.Close()
 		if res.StatusCode != http.StatusOK {
-			t.Fatalf("request %d through the rig: %d", i, res.StatusCode)
+			t.Fatalf("request %d through the gateway: %d", i, res.StatusCode)
 		}
-		sent[reqID] = true
+		sent[res.Header.Get("X-GPUMarket-Request-Id")] = true
 	}
 	// A request without a ticket is refused by the agent and never billed.
 	res, err := http.Post(agentURL+"/v1/chat/completions", "application/json", strings.NewReader(`{"model": "x", "messages": []}`))
@@ -136,7 +148,7 @@ func TestRequestsThroughASimulatedRigAreMeteredOnce(t *testing.T) {
 			Cost         money.Pico `json:"cost_pico"`
 		} `json:"requests"`
 	}
-	deadline := time.Now().Add(20 * time.Second)
+	deadline = time.Now().Add(20 * time.Second)
 	for {
 		api.do(token, http.MethodGet, "/api/usage?limit=100", nil, &usage, http.StatusOK)
 		if len(usage.Requests) >= n || time.Now().After(deadline) {

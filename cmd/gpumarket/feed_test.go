@@ -11,6 +11,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/ticket"
@@ -32,12 +33,18 @@ func (b *gatewayBundle) testMeteredFeed(t *testing.T) {
 	}
 	elsewhere := func(requestID string) {
 		t.Helper()
+		// Routed by another gateway: a ticket with the terms and bounds it would have fixed, and its record of the
+		// attempt, which the meter bills against.
+		body := fmt.Sprintf(`{"model": %q, "max_tokens": 4, "stream": true, "messages": [{"role": "user", "content": "hi"}]}`, o.Model)
+		c := cands[0]
+		bounds := routing.BoundsFor(o.Model, len(body), ptr(int64(4)), 1, true)
+		start := time.Now()
 		tk, err := signer.Sign(ticket.Claims{RequestID: requestID, AccountID: dev.AccountID, APIKeyID: key.ID,
-			OfferingID: o.ID, Tier: string(o.Tier), IssuedAt: time.Now()})
+			OfferingID: o.ID, Tier: string(o.Tier), AskInput: int64(c.AskInput), AskOutput: int64(c.AskOutput),
+			PriceID: c.PriceID, MaxInputTokens: bounds.MaxInputTokens, MaxOutputTokens: bounds.MaxOutputTokens, IssuedAt: start})
 		if err != nil {
 			t.Fatal(err)
 		}
-		body := fmt.Sprintf(`{"model": %q, "max_tokens": 4, "stream": true, "messages": [{"role": "user", "content": "hi"}]}`, o.Model)
 		req, _ := http.NewRequestWithContext(b.ctx, http.MethodPost, cands[0].AgentURL+"/v1/chat/completions", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set(ticket.Header, tk)
@@ -45,11 +52,16 @@ func (b *gatewayBundle) testMeteredFeed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, _ = io.Copy(io.Discard, res.Body)
+		relayed, _ := io.ReadAll(res.Body)
 		res.Body.Close()
 		if res.StatusCode != http.StatusOK {
 			t.Fatalf("request %s straight to the rig: %d", requestID, res.StatusCode)
 		}
+		b.p.requestLog.Record(billing.GatewayRequest{RequestID: requestID, AccountID: dev.AccountID, APIKeyID: key.ID,
+			OfferingID: o.ID, Tier: o.Tier, Model: o.Model, HTTPStatus: http.StatusOK, Status: billing.GatewayOK,
+			Duration: time.Since(start), At: time.Now(), InputBytes: int64(len(body)), MaxInputTokens: bounds.MaxInputTokens,
+			MaxOutputTokens: bounds.MaxOutputTokens, Streamed: true, RelayedOutputBytes: int64(len(relayed))})
+		b.flushRequestLog(t)
 		b.metered(t, requestID)
 	}
 	counts := func() (measured, reported int) {

@@ -1011,6 +1011,10 @@ func (b *gatewayBundle) testReconciliation(t *testing.T) {
 		Discrepancies []billing.Discrepancy `json:"discrepancies"`
 	}
 	api.do(admin, http.MethodGet, "/api/admin/discrepancies", nil, &list, http.StatusOK)
+	// Other subtests' accounts have flags of their own (a stream the client left is billed within what was relayed,
+	// and flagged): this one's are its account's.
+	all := len(list.Discrepancies)
+	list.Discrepancies = slices.DeleteFunc(list.Discrepancies, func(d billing.Discrepancy) bool { return d.AccountID != dev.AccountID })
 	if len(list.Discrepancies) != 1 || list.Discrepancies[0].RequestID != ids[1] ||
 		*list.Discrepancies[0].OutputTokens != 6 || *list.Discrepancies[0].MeteredOutput != 16 ||
 		!strings.Contains(list.Discrepancies[0].Reason, "output tokens") {
@@ -1025,7 +1029,7 @@ func (b *gatewayBundle) testReconciliation(t *testing.T) {
 	}
 	defer page.Body.Close()
 	html, _ := io.ReadAll(page.Body)
-	if page.StatusCode != http.StatusOK || !bytes.Contains(html, []byte(ids[1])) || bytes.Count(html, []byte(`data-testid="discrepancy"`)) != 1 {
+	if page.StatusCode != http.StatusOK || !bytes.Contains(html, []byte(ids[1])) || bytes.Count(html, []byte(`data-testid="discrepancy"`)) != all {
 		t.Fatalf("discrepancies page: %d\n%.2000s", page.StatusCode, html)
 	}
 }

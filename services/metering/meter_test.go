@@ -69,7 +69,9 @@ func setupMeter(t *testing.T) *meterEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.nc.Close)
-	e.cons, err = EnsureStreams(ctx, e.js, StreamOptions{AckWait: 2 * time.Second})
+	// No per-rig cap on the stream: these tests publish bursts larger than it before the meter runs, to see what
+	// the meter makes of them (the cap itself is the usage package's to test).
+	e.cons, err = EnsureStreams(ctx, e.js, StreamOptions{AckWait: 2 * time.Second, MaxPendingPerRig: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gpumarket/gpumarket/services/ticket"
 )
@@ -52,6 +53,12 @@ func TestRejectionsAreCountedPerRigWithBoundedSamples(t *testing.T) {
 	// An honest event among them is billed.
 	id, body, _ := e.routed(t, route{in: 100, out: 10, at: at})
 	msgs = append(msgs, usageMsg(Subject(e.provider, e.offering), id, body))
+	// A second consumer that never acknowledges keeps the stream's messages (the stream drops what every consumer
+	// has acknowledged), so that the first hundred can be delivered again below, as after a crash.
+	if _, err := e.js.CreateOrUpdateConsumer(ctx, StreamName, jetstream.ConsumerConfig{Durable: "keeper",
+		AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+		t.Fatal(err)
+	}
 	e.publishAll(t, msgs)
 	e.drain(t)
 
