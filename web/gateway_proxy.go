@@ -299,7 +299,6 @@ func (b *boundedReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-
 // relayBuffers holds relayBody's copy buffers for reuse: one made for every response would be
 // most of what the gateway allocates for a small one.
 var relayBuffers = sync.Pool{New: func() any { return new([32 << 10]byte) }}
