@@ -20,7 +20,7 @@ import (
 
 // TestGatewayIntegrity repeats, against the whole platform, what a dishonest provider tried: an agent URL that
 // sends the gateway somewhere else, and answers that are not what an OpenAI server sends. Each attack fails in the
-// way docs/metering-integrity.md says, and costs the customer nothing.
+// way docs/metering-integrity.md says: it costs the customer nothing, or no more than the gateway bounded.
 func TestGatewayIntegrity(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a whole platform with simulated rigs")
@@ -30,6 +30,12 @@ func TestGatewayIntegrity(t *testing.T) {
 	t.Run("an agent URL with a path, query or fragment reaches no other path", b.testAgentURLSuffixes)
 	t.Run("an answer that is not an OpenAI response is not relayed", b.testNotAnOpenAIAnswer)
 	t.Run("the gateway's record holds the bounds and what it relayed", b.testRecordedBounds)
+	t.Run("an ask raised after serving pays the ask agreed at routing", b.testAskRaisedAfterServing)
+	t.Run("ten million tokens reported for a one-token request bill one", b.testTenMillionTokensForOne)
+	t.Run("an attempt the rig answered 503 bills nothing", b.testFailedAttemptReported)
+	t.Run("usage the gateway never saw bills no more than it relayed", b.testUsageTheGatewayNeverSaw)
+	t.Run("a lying upstream behind the stock agent bills what the ticket bounded", b.testLyingUpstreamBehindTheStockAgent)
+	t.Run("a burst of held, inflated events from four rigs stalls nothing", b.testBurstOfHeldEvents)
 }
 
 // probe is an HTTP server standing for what a rig could point the gateway at: it counts what reaches it and
