@@ -45,6 +45,10 @@ type Config struct {
 	// stream at every start, so a process started without them puts the defaults back.
 	StreamDuplicateWindow time.Duration
 	StreamAckWait         time.Duration
+	// MeterRecordWait (GPUMARKET_METER_RECORD_WAIT) is how long the meter waits for the gateway's record of a
+	// request before it bills the rig's report within the ticket's bounds alone and flags it; zero keeps
+	// metering.DefaultRecordWait (2 minutes).
+	MeterRecordWait time.Duration
 	// The per-rig limits on the usage stream (docs/usage-stream.md): StreamMaxPendingPerRig
 	// (GPUMARKET_STREAM_MAX_PENDING_PER_RIG) events of one rig held unmetered, StreamMaxRatePerRig
 	// (GPUMARKET_STREAM_MAX_RATE_PER_RIG) events a second one rig may publish, and StreamRateCooldown
@@ -183,6 +187,9 @@ func configFromEnv() (Config, error) {
 		return c, err
 	}
 	if c.StreamAckWait, err = envDuration("GPUMARKET_STREAM_ACK_WAIT"); err != nil {
+		return c, err
+	}
+	if c.MeterRecordWait, err = envDuration("GPUMARKET_METER_RECORD_WAIT"); err != nil {
 		return c, err
 	}
 	if c.StreamRateCooldown, err = envDuration("GPUMARKET_STREAM_RATE_COOLDOWN"); err != nil {

@@ -373,6 +373,7 @@ func (p *Platform) openMeter(ctx context.Context) (*metering.Meter, error) {
 	return metering.NewMeter(metering.MeterConfig{
 		Pool: p.pool, Ledger: billing.NewLedger(p.pool, nil), Tickets: signer, JS: p.js, Consumer: cons,
 		Log: log, Metrics: metering.NewMetrics(p.registry), OnCommit: metering.NewFeed(p.nc, log).OnCommit,
+		RecordWait: p.cfg.MeterRecordWait,
 	}), nil
 }
 
