@@ -1,6 +1,6 @@
 package routing
 
-// The bounds a route ticket puts on a request's billable tokens (see docs/metering-integrity.md): the meter bills no
+// The bounds a route ticket puts on a request's billable tokens (see docs/gateway-integrity.md): the meter bills no
 // more than them, whatever a rig reports, so a rig cannot charge ten million tokens for a request that asked for one.
 
 const (
