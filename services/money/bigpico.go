@@ -133,14 +133,7 @@ func (b BigPico) Decimal(places int) string {
 
 // String writes the exact amount in dollars as Pico.String does: "$0.60", "$-1.25",
 // "$12345678.000000000001".
-func (b BigPico) String() string {
-	s := b.Decimal(picoDecimals)
-	s = strings.TrimRight(s, "0")
-	if dot := strings.IndexByte(s, '.'); len(s)-dot-1 < 2 {
-		s += strings.Repeat("0", 2-(len(s)-dot-1))
-	}
-	return "$" + s
-}
+func (b BigPico) String() string { return dollarText(b.Decimal(picoDecimals)) }
 
 // MarshalJSON writes the amount as a JSON number of picodollars, as a Pico is written.
 func (b BigPico) MarshalJSON() ([]byte, error) {

@@ -91,8 +91,11 @@ func (p Pico) Decimal(places int) string {
 
 // String writes the exact amount in dollars with the decimals it needs, at least two:
 // "$0.60", "$0.000000000149", "$-1.25". It never rounds; use Decimal to round for display.
-func (p Pico) String() string {
-	s := p.Decimal(picoDecimals)
+func (p Pico) String() string { return dollarText(p.Decimal(picoDecimals)) }
+
+// dollarText writes a decimal of dollars with every picodollar place as "$" and the decimals it
+// needs, at least two.
+func dollarText(s string) string {
 	s = strings.TrimRight(s, "0")
 	if dot := strings.IndexByte(s, '.'); len(s)-dot-1 < 2 {
 		s += strings.Repeat("0", 2-(len(s)-dot-1))
