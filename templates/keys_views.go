@@ -57,7 +57,7 @@ type CreatedKey struct {
 	Model   string // a model the gateway serves now, for the examples; "" when none is
 }
 
-// exampleModel is the model the examples name: a placeholder when none is on offer, which
+// exampleModel is the model the examples name, or a stand-in when none is on offer, which
 // the page then explains.
 func (k CreatedKey) exampleModel() string {
 	if k.Model == "" {
