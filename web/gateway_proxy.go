@@ -115,7 +115,7 @@ func (g *gateway) forward(c echo.Context, key accounts.APIKey, req *gatewayReque
 			a.end()
 			if ctx.Err() != nil {
 				// The client went away before the rig answered; the rig may have the request
-				// and report it, with nothing produced (FIELD-CASES 20).
+				// and report it, with nothing produced (docs/failure-cases.md, case 18).
 				o := outcome{httpStatus: statusClientClosed, status: billing.GatewayCanceled, at: g.now()}
 				g.observe(a, o)
 				g.record(key, req, a, o)

@@ -33,11 +33,11 @@ import (
 	"github.com/gpumarket/gpumarket/services/ticket"
 )
 
-// TestGateway is the /v1 gateway end to end (issue 5, items 2-5, 7 and 10; FIELD-CASES 18-21): a
-// whole platform with simulated rigs (gpuagent in front of simbackend) on free ports, called
-// with the official OpenAI Go SDK, streaming and not. Each subtest lists offerings of models
-// of its own, so that routing sees only them, and most use a developer account of their own,
-// so that balances are exact.
+// TestGateway is the /v1 gateway end to end (docs/failure-cases.md, cases 15-19): a whole
+// platform with simulated rigs (gpuagent in front of simbackend) on free ports, called with
+// the official OpenAI Go SDK, streaming and not. Each subtest lists offerings of models of its
+// own, so that routing sees only them, and most use a developer account of their own, so that
+// balances are exact.
 func TestGateway(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a whole platform with simulated rigs")
@@ -899,8 +899,9 @@ func (b *gatewayBundle) testDisconnect(t *testing.T) {
 
 // testMeasuredLatency: two offerings at the same ask. The slow one claims to be the faster
 // (50 ms to the first token against 150 ms), so it gets the first requests; once the gateway
-// has measured it (about 200 ms), routing sends the requests to the other (FIELD-CASES 17, 18):
-// on measured time to first token, not on claims, nor on errors, of which there are none.
+// has measured it (about 200 ms), routing sends the requests to the other
+// (docs/failure-cases.md, cases 15 and 16): on measured time to first token, not on claims,
+// nor on errors, of which there are none.
 func (b *gatewayBundle) testMeasuredLatency(t *testing.T) {
 	profile, ok := simulation.Lookup("deepseek-ai/DeepSeek-R1-Distill-Qwen-14B", "rtx-4090", 2)
 	if !ok {
@@ -981,8 +982,8 @@ func (b *gatewayBundle) testReconciliation(t *testing.T) {
 		t.Fatalf("a second reconciliation %+v, %v: each record is reconciled once", again, err)
 	}
 
-	// FIELD-CASES 19: each request, by the id in its response header, is on the usage page with
-	// its cost.
+	// Each request, by the id in its response header, is on the usage page with its cost
+	// (docs/failure-cases.md, case 17).
 	api := &apiClient{t: t, base: b.p.URL()}
 	token := api.login(dev.Email)
 	var usage struct {

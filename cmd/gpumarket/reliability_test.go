@@ -41,7 +41,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/ticket"
 )
 
-// The reliability test (issue 4, item 10; FIELD-CASES 1-8) runs `gpumarket meter` as its own
+// The reliability test (docs/failure-cases.md, cases 1-8) runs `gpumarket meter` as its own
 // process, as production does, and breaks what is around it while 20,000 usage events go
 // through: 18,000 distinct valid events, 1,000 re-sent at once (the stream's window drops
 // them), 1,000 re-sent after the window has passed (the database must refuse them), and 300
@@ -252,8 +252,8 @@ func setupReliability(t *testing.T) *reliability {
 		DuplicateWindow: reliabilityDupWindow, AckWait: reliabilityAckWait}); err != nil {
 		t.Fatal(err)
 	}
-	// FIELD-CASES 7, oversized: the stream itself refuses an event over MaxEventBytes, so it
-	// never reaches the meter.
+	// Oversized (docs/failure-cases.md, case 7): the stream itself refuses an event over
+	// MaxEventBytes, so it never reaches the meter.
 	if _, err := r.publish(metering.Subject("p", "o"), "", bytes.Repeat([]byte("x"), metering.MaxEventBytes+1)); err == nil {
 		t.Error("the stream accepted an event over MaxEventBytes")
 	}
@@ -429,7 +429,7 @@ func (r *reliability) encode(ev metering.UsageEvent) []byte {
 }
 
 // changed is the event under the same id with other tokens and time: the meter must keep the
-// first it stored (FIELD-CASES 3).
+// first it stored (docs/failure-cases.md, case 3).
 func (r *reliability) changed(e *sentEvent) []byte {
 	ev := e.ev
 	ev.Time = ev.Time.Add(time.Second)
@@ -438,7 +438,8 @@ func (r *reliability) changed(e *sentEvent) []byte {
 	return r.encode(ev)
 }
 
-// badEvents builds n events the meter must refuse, ten kinds in turn (FIELD-CASES 7).
+// badEvents builds n events the meter must refuse, ten kinds in turn (docs/failure-cases.md,
+// case 7).
 func (r *reliability) badEvents(n int) []*badEvent {
 	forger, err := ticket.NewSigner([]byte(strings.Repeat("f", 32)))
 	if err != nil {
@@ -560,8 +561,8 @@ func (r *reliability) mustPublish(subject, msgID string, body []byte) *jetstream
 }
 
 // lateResends picks 500 of the wave's events that the meter has stored, to re-send after the
-// stream's window (FIELD-CASES 5), waiting out the window (twice, since the stream forgets
-// ids on a timer) if it has not yet passed.
+// stream's window (docs/failure-cases.md, case 5), waiting out the window (twice, since the
+// stream forgets ids on a timer) if it has not yet passed.
 func (r *reliability) lateResends(wave []*sentEvent) []*sentEvent {
 	r.t.Helper()
 	const n = 500
@@ -906,7 +907,7 @@ func (r *reliability) checkUsage(valid []*sentEvent) {
 	}
 	wantCharge, wantPayable := strconv.FormatInt(charge, 10), strconv.FormatInt(payable, 10)
 	if sumCharge != wantCharge || sumPayable != wantPayable {
-		t.Errorf("usage sums to %s charged and %s payable, want exactly %s and %s (FIELD-CASES 8)", sumCharge, sumPayable, wantCharge, wantPayable)
+		t.Errorf("usage sums to %s charged and %s payable, want exactly %s and %s (docs/failure-cases.md, case 8)", sumCharge, sumPayable, wantCharge, wantPayable)
 	}
 	if hourlyRequests != len(valid) || hourlyCharge != wantCharge || hourlyPayable != wantPayable {
 		t.Errorf("hourly rollups hold %d requests, %s charged, %s payable; want %d, %s, %s",
@@ -966,7 +967,7 @@ func (r *reliability) checkLedger(valid []*sentEvent) {
 		t.Errorf("%d ledger transactions do not sum to zero", unbalanced)
 	}
 	if drifted > 0 {
-		t.Errorf("%d ledger accounts have a cached balance other than the sum of their postings (FIELD-CASES 13)", drifted)
+		t.Errorf("%d ledger accounts have a cached balance other than the sum of their postings (docs/failure-cases.md, case 13)", drifted)
 	}
 	r.logf("ledger: %d usage transactions; revenue %d picodollars", usageTxns, revenue)
 }
@@ -1033,7 +1034,7 @@ func (r *reliability) checkRejections(valid []*sentEvent, bad []*badEvent) {
 	resent := map[uint64]string{}
 	for _, d := range r.late {
 		if d.duplicate {
-			t.Errorf("the stream dropped the re-send of %s after its window: FIELD-CASES 5 went untested", d.ev.ev.ID)
+			t.Errorf("the stream dropped the re-send of %s after its window: case 5 of docs/failure-cases.md went untested", d.ev.ev.ID)
 			continue
 		}
 		resent[d.seq] = d.ev.ev.ID

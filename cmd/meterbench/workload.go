@@ -49,7 +49,7 @@ var tierPrices = map[string]struct{ in, out int64 }{
 const maxOutputTokens = 64
 
 // Event i of the workload: its ids, whom it bills and what it used. Every 50th request
-// produced no completion token and is charged nothing (FIELD-CASES 20).
+// produced no completion token and is charged nothing (docs/failure-cases.md, case 18).
 //
 // The ids have the shape agents and the gateway give them (services.NewTimeOrderedID): a
 // millisecond, then 80 bits that look random, here derived from i so that both processes

@@ -1,7 +1,8 @@
 -- +goose Up
 -- One row per metered request. The meter inserts it and the ledger postings in one database
 -- transaction per batch; the unique keys make a second row for an event id or a request id
--- impossible forever, whatever the broker's deduplication window (FIELD-CASES 1-5).
+-- impossible forever, whatever the broker's deduplication window (docs/failure-cases.md,
+-- cases 1-5).
 -- Charges are exact: picodollars (1e-12 USD) in NUMERIC.
 CREATE TABLE usage_events (
     event_id            text PRIMARY KEY,

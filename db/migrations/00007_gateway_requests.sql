@@ -4,7 +4,8 @@
 -- The tokens are those of the usage in the response as it passed through the gateway, NULL
 -- when none came by (a client that went away mid-stream, a refused request). Reconciliation
 -- compares them with the metered usage_events row of the same request id: a difference of
--- more than 1% sets flagged_at and flag_reason for an admin to review (FIELD-CASES 19).
+-- more than 1% sets flagged_at and flag_reason for an admin to review (docs/failure-cases.md,
+-- case 17).
 CREATE TABLE gateway_requests (
     request_id    text PRIMARY KEY,
     account_id    uuid NOT NULL REFERENCES accounts (id),

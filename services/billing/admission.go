@@ -18,8 +18,9 @@ import (
 )
 
 // Admission decides whether a gateway request may start spending: it refuses when the
-// account's prepaid credit is spent or the API key has reached its monthly limit (FIELD-CASES
-// 21), and it bounds the overdraft that requests in flight can cause.
+// account's prepaid credit is spent or the API key has reached its monthly limit
+// (docs/failure-cases.md, case 19), and it bounds the overdraft that requests in flight can
+// cause.
 //
 // What an account has to spend is its credit balance (the ledger's cached balance), less what
 // it has committed that the balance does not show yet:
@@ -30,8 +31,8 @@ import (
 //     tokenizers, so the input part is a true upper bound.
 //   - ended, not yet metered: when a request ends, its reservation turns into its cost as the
 //     gateway saw it in the response's usage (its reservation when no usage came by, nothing
-//     when no completion token was produced, FIELD-CASES 20), held until the meter's row for
-//     the request id shows up, or for HoldFor at most.
+//     when no completion token was produced; see docs/failure-cases.md, case 18), held until
+//     the meter's row for the request id shows up, or for HoldFor at most.
 //
 // The balance, the keys' metered spend this month and which held request ids are metered are
 // read in one statement, so from one snapshot: a held charge is dropped exactly when the
@@ -288,7 +289,8 @@ func (r *Reservation) Settle(requestID string, used *TokenCount) {
 }
 
 // costOf is what the meter will charge for the usage at the price: nothing without a
-// completion token (FIELD-CASES 20). A count it cannot price is held at the most it can be.
+// completion token (docs/failure-cases.md, case 18). A count it cannot price is held at the
+// most it can be.
 func costOf(u TokenCount, p catalog.Price) money.Pico {
 	if u.Output <= 0 {
 		return 0

@@ -31,7 +31,7 @@
 //
 // The ledger lets a customer's credit go negative: usage is recorded after it happened, and
 // refusing to record it would lose money. Stopping traffic at a zero balance is the gateway's
-// job (FIELD-CASES 21).
+// job (docs/failure-cases.md, case 19).
 package billing
 
 import (

@@ -592,10 +592,10 @@ func TestConcurrentPostsOnSharedAccounts(t *testing.T) {
 	checkInvariants(t, b.pool)
 }
 
-// TestFieldCase13SmallTopUpsAndBurnsNeverDrift (FIELD-CASES 13): many one-cent top-ups and
-// many burns of a few tokens each, every one far below a cent. The balance equals the sum of
-// the postings to the picodollar, and reading the history back page by page gives it again.
-// Rounding each burn to cents, instead, would lose all of them.
+// TestFieldCase13SmallTopUpsAndBurnsNeverDrift (docs/failure-cases.md, case 13): many one-cent
+// top-ups and many burns of a few tokens each, every one far below a cent. The balance equals
+// the sum of the postings to the picodollar, and reading the history back page by page gives
+// it again. Rounding each burn to cents, instead, would lose all of them.
 func TestFieldCase13SmallTopUpsAndBurnsNeverDrift(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -659,13 +659,13 @@ func TestFieldCase13SmallTopUpsAndBurnsNeverDrift(t *testing.T) {
 	}
 }
 
-// TestFieldCase8TenMillionEventsStayExact (FIELD-CASES 8): ten million events of a million
-// tokens each. A charge is tokens × price picodollars, an exact integer. At the realtime
-// output price ($0.60 per million) the total is $6,000,000 = 6e18 picodollars, inside int64
-// (9.2e18), so Go sums it exactly with checked additions. At a premium $15 per million the
-// total, 1.5e20, is past int64: Go reports the overflow at the exact event where it happens
-// instead of wrapping, and PostgreSQL's NUMERIC(38,0) (up to 1e38) sums it exactly. The
-// ledger stores the same NUMERIC, so a balance past int64 stays exact in the database and
+// TestFieldCase8TenMillionEventsStayExact (docs/failure-cases.md, case 8): ten million events
+// of a million tokens each. A charge is tokens × price picodollars, an exact integer. At the
+// realtime output price ($0.60 per million) the total is $6,000,000 = 6e18 picodollars, inside
+// int64 (9.2e18), so Go sums it exactly with checked additions. At a premium $15 per million
+// the total, 1.5e20, is past int64: Go reports the overflow at the exact event where it
+// happens instead of wrapping, and PostgreSQL's NUMERIC(38,0) (up to 1e38) sums it exactly.
+// The ledger stores the same NUMERIC, so a balance past int64 stays exact in the database and
 // reading it into a Pico fails loudly.
 func TestFieldCase8TenMillionEventsStayExact(t *testing.T) {
 	t.Parallel()

@@ -71,7 +71,8 @@ const (
 // RequestLog keeps what the gateway saw of each request (table gateway_requests) and
 // reconciles it with the meter's usage rows: a difference of more than 1% in input or output
 // tokens, or output the response reported but no meter row after UnmeteredAfter, is flagged
-// for review (FIELD-CASES 19). Records are written in batches off the request path by Run.
+// for review (docs/failure-cases.md, case 17). Records are written in batches off the request
+// path by Run.
 type RequestLog struct {
 	pool *pgxpool.Pool
 	now  func() time.Time

@@ -23,7 +23,7 @@ var ErrBadSignature = errors.New("billing: the Stripe-Signature does not verify"
 
 // StripeWebhook turns Stripe's events into credits, exactly once.
 //
-// Decisions (FIELD-CASES 9-12):
+// Decisions (docs/failure-cases.md, cases 9-12):
 //   - Only a Checkout Session grants credit: checkout.session.completed with
 //     payment_status=paid, or checkout.session.async_payment_succeeded. The grant is keyed by
 //     the purchase, so however many events say "paid", in any order and however often, one

@@ -61,9 +61,9 @@ func eventRow(t testing.TB, pool *pgxpool.Pool, id string) storedEvent {
 	return e
 }
 
-// TestWebhookFieldCase9UnpaidCompletionWaits (FIELD-CASES 9): a delayed payment method
-// completes the checkout unpaid. Nothing is credited until async_payment_succeeded, which
-// credits once.
+// TestWebhookFieldCase9UnpaidCompletionWaits (docs/failure-cases.md, case 9): a delayed
+// payment method completes the checkout unpaid. Nothing is credited until
+// async_payment_succeeded, which credits once.
 func TestWebhookFieldCase9UnpaidCompletionWaits(t *testing.T) {
 	t.Parallel()
 	s := setupShop(t, nil)
@@ -104,9 +104,9 @@ func TestWebhookFieldCase9UnpaidCompletionWaits(t *testing.T) {
 	checkInvariants(t, s.pool)
 }
 
-// TestWebhookFieldCase10OnlyTheSessionGrants (FIELD-CASES 10): payment_intent.succeeded and
-// charge.succeeded arrive for the same payment as the Checkout Session. Only the session
-// grants, once, keyed by the purchase.
+// TestWebhookFieldCase10OnlyTheSessionGrants (docs/failure-cases.md, case 10):
+// payment_intent.succeeded and charge.succeeded arrive for the same payment as the Checkout
+// Session. Only the session grants, once, keyed by the purchase.
 func TestWebhookFieldCase10OnlyTheSessionGrants(t *testing.T) {
 	t.Parallel()
 	s := setupShop(t, nil)
@@ -148,10 +148,10 @@ func TestWebhookFieldCase10OnlyTheSessionGrants(t *testing.T) {
 	checkInvariants(t, s.pool)
 }
 
-// TestWebhookFieldCase11SameFinalStateHoweverDelivered (FIELD-CASES 11): the events of one
-// purchase (an unpaid completion, its async_payment_succeeded, a partial refund) delivered
-// once in order, each three times, in reverse order, and all again three days later: the
-// same final state every time, and every delivery counted.
+// TestWebhookFieldCase11SameFinalStateHoweverDelivered (docs/failure-cases.md, case 11): the
+// events of one purchase (an unpaid completion, its async_payment_succeeded, a partial refund)
+// delivered once in order, each three times, in reverse order, and all again three days later:
+// the same final state every time, and every delivery counted.
 func TestWebhookFieldCase11SameFinalStateHoweverDelivered(t *testing.T) {
 	t.Parallel()
 	const completed, succeeded, refunded = "evt_c11_completed", "evt_c11_succeeded", "evt_c11_refunded"
@@ -232,9 +232,9 @@ func TestWebhookFieldCase11SameFinalStateHoweverDelivered(t *testing.T) {
 	}
 }
 
-// TestWebhookFieldCase12Signatures (FIELD-CASES 12): only a signature made with a configured
-// secret over the exact body, within 300 s, passes. A refused delivery stores nothing and
-// moves nothing.
+// TestWebhookFieldCase12Signatures (docs/failure-cases.md, case 12): only a signature made
+// with a configured secret over the exact body, within 300 s, passes. A refused delivery
+// stores nothing and moves nothing.
 func TestWebhookFieldCase12Signatures(t *testing.T) {
 	t.Parallel()
 	s := setupShop(t, nil)
@@ -342,10 +342,10 @@ func countDiff(a, b []byte) int {
 	return n
 }
 
-// TestWebhookFieldCase13ManyPurchasesAndRefunds (FIELD-CASES 13): many small purchases, then
-// partial and full refunds delivered in random order and some twice. The balance is what was
-// bought less what was refunded, to the picodollar, and equals the sum of its postings and
-// of its history.
+// TestWebhookFieldCase13ManyPurchasesAndRefunds (docs/failure-cases.md, case 13): many small
+// purchases, then partial and full refunds delivered in random order and some twice. The
+// balance is what was bought less what was refunded, to the picodollar, and equals the sum of
+// its postings and of its history.
 func TestWebhookFieldCase13ManyPurchasesAndRefunds(t *testing.T) {
 	t.Parallel()
 	s := setupShop(t, nil)

@@ -23,25 +23,25 @@ import (
 
 // The meter turns usage events into priced usage rows and ledger postings, exactly once.
 //
-// How exactly once holds (FIELD-CASES 1-8):
+// How exactly once holds (docs/failure-cases.md, cases 1-8):
 //   - Nothing is claimed before it is written: there is no "seen" set outside the database.
 //     A batch's usage rows, rollups, rejections and ledger postings are written in one
 //     PostgreSQL transaction; only after it commits are the batch's messages acknowledged.
 //     A crash before the commit leaves nothing and the messages are delivered again; a crash
 //     after the commit and before the acks delivers them again too, and then the database's
-//     unique keys (event id, request id) find every one already stored (FIELD-CASES 1, 2).
+//     unique keys (event id, request id) find every one already stored (cases 1 and 2).
 //   - The first event for an event id or a request id wins, whatever a later one says
-//     (FIELD-CASES 3): a later one is refused as a duplicate, for review.
+//     (case 3): a later one is refused as a duplicate, for review.
 //   - A batch holding stored events, duplicates of each other and new events stores every new
-//     event and reports each duplicate (FIELD-CASES 4); the stream's dedupe window is only an
-//     optimisation, the unique keys hold forever (FIELD-CASES 5).
+//     event and reports each duplicate (case 4); the stream's dedupe window is only an
+//     optimisation, the unique keys hold forever (case 5).
 //   - An event that breaks the contract is rejected with its reason, counted per rig, reason
 //     and hour, kept whole if it is among the first few of its rig and reason in the hour, and
-//     acknowledged: it never blocks the stream (FIELD-CASES 7).
+//     acknowledged: it never blocks the stream (case 7).
 //   - Charges are integers of picodollars: tokens times micro-dollars per million tokens,
 //     summed with overflow checks per request and per batch and in NUMERIC in the database
-//     (FIELD-CASES 8). A request that produced no completion token is stored and charged
-//     nothing (FIELD-CASES 20).
+//     (case 8). A request that produced no completion token is stored and charged nothing
+//     (case 18).
 //
 // What is billed (see docs/metering-integrity.md): the customer pays the price version its
 // route ticket names and the provider is paid the ticket's asks, whatever either is when the

@@ -398,9 +398,10 @@ func TestMeterRefusesDuplicatesAndBadEventsWithoutStalling(t *testing.T) {
 	e.publish(t, subject, id1, ev1)
 	e.drain(t)
 
-	// FIELD-CASES 3, 4, 5, 7: a stored event again (past the stream's window: no msg id), the
-	// same id with another payload, a new event and its twin in one batch, garbage, an
-	// unsigned event, and an event published for the other provider's offering.
+	// Cases 3, 4, 5 and 7 of docs/failure-cases.md: a stored event again (past the stream's
+	// window: no msg id), the same id with another payload, a new event and its twin in one
+	// batch, garbage, an unsigned event, and an event published for the other provider's
+	// offering.
 	_, changed := e.event(t, 999_999, 999_999, e.now.Add(-time.Minute))
 	changed = []byte(strings.Replace(string(changed), `"id":"evt_2"`, `"id":"`+id1+`"`, 1))
 	id3, ev3 := e.event(t, 10, 20, e.now.Add(-time.Minute))

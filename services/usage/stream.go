@@ -24,7 +24,7 @@ type StreamOptions struct {
 	// minutes covers an agent's reconnect-and-resend after a broker restart or a network
 	// blip, the common case, at the cost of an id per event in memory for that long
 	// (about 150 MB at 10,000 events/s); re-sends after it are refused by the database's
-	// unique keys, which hold forever (FIELD-CASES 5).
+	// unique keys, which hold forever (docs/failure-cases.md, case 5).
 	DuplicateWindow time.Duration
 	// MaxAge bounds how long unmetered events are kept: a meter down for longer loses them.
 	MaxAge time.Duration
