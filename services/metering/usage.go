@@ -321,20 +321,11 @@ func (r *Reports) ExportCSV(ctx context.Context, accountID string, f UsageFilter
 func csvRecord(rec RequestRecord) []string {
 	ms := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 	return []string{
-		rec.OccurredAt.Format(time.RFC3339Nano), rec.RequestID, csvText(rec.Model), string(rec.Tier), csvText(rec.Provider),
+		rec.OccurredAt.Format(time.RFC3339Nano), rec.RequestID, services.CSVText(rec.Model), string(rec.Tier), services.CSVText(rec.Provider),
 		rec.OfferingID, rec.GPU, strconv.Itoa(rec.GPUCount), strconv.FormatInt(rec.InputTokens, 10),
 		strconv.FormatInt(rec.OutputTokens, 10), ms(rec.TTFTMillis), ms(rec.DurationMillis), string(rec.Status),
 		rec.Cost.Decimal(12),
 	}
-}
-
-// csvText defuses text that another party chose (a provider's name, a model's) for
-// spreadsheets, which would run a cell that starts like a formula: it gets a leading quote.
-func csvText(s string) string {
-	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
-		return "'" + s
-	}
-	return s
 }
 
 // TrafficSum adds up what a provider's rigs served and earned.
