@@ -114,10 +114,11 @@ func TestJournalSumsToZeroAndMatchesTheLedger(t *testing.T) {
 	var charged money.Pico
 	for i := range 25 {
 		charge := usd("1.234567890123") + money.Pico(i)
-		b.usage(t, firstOfMar.Add(time.Duration(i)*time.Hour), charge, charge*7/10)
+		b.usage(t, firstOfMar.Add(time.Duration(i+1)*time.Hour), charge, charge*7/10)
 		charged += charge
 	}
-	b.post(t, billing.TransactionAdjustment, "=1+1", firstOfMar.Add(48*time.Hour),
+	// At the time of a usage batch: the two sort by transaction id.
+	b.post(t, billing.TransactionAdjustment, "=1+1", firstOfMar.Add(5*time.Hour),
 		billing.Posting{Account: b.customer, Amount: usd("0.000000000001")}, billing.Posting{Account: b.revenue, Amount: -usd("0.000000000001")})
 	b.usage(t, lastOfMar, usd("0.5"), usd("0.35"))
 	b.usage(t, firstOfApr, usd("2"), usd("1.4"))
