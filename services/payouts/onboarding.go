@@ -114,7 +114,8 @@ func (s *Service) Account(ctx context.Context, providerAccountID string) (_ Conn
 // Connect creates the provider's connected account at Stripe the first time it is asked, and
 // returns a link into Stripe's onboarding for it. However often a provider clicks, one account
 // is created: the row is claimed before Stripe is called, a click while the creation runs
-// waits for it, and the creation carries an idempotency key (docs/payouts.md, "Connecting").
+// waits for it, and the creation carries an idempotency key (docs/payouts.md, "Connecting a
+// Stripe account").
 func (s *Service) Connect(ctx context.Context, in ConnectInput) (_ ConnectedAccount, _ AccountLink, err error) {
 	defer services.Wrap(&err, "payouts.Connect(%s)", in.ProviderAccountID)
 	in.Email = strings.ToLower(strings.TrimSpace(in.Email))

@@ -44,7 +44,7 @@ func (a attempt) request(destination string) TransferRequest {
 // sent (no connected account, onboarding unfinished, a payable balance that does not cover it)
 // or that Stripe refuses is left failed with its reason, posts nothing, and is returned with
 // the error. A call that got no answer from Stripe is left failed and in doubt: the next
-// attempt looks for its transfer first, so it never pays twice (docs/payouts.md, "Paying").
+// attempt looks for its transfer first, so it never pays twice (docs/payouts.md, "Paying a statement").
 func (s *Service) Pay(ctx context.Context, st Statement) (_ Payout, err error) {
 	in, err := readStatement(st)
 	if err != nil {

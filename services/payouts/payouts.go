@@ -4,7 +4,7 @@
 // to Stripe clearing. It owns the tables provider_stripe_accounts and payouts, and writes the
 // ledger only through billing.Ledger.
 //
-// Invariants (docs/payouts.md says why each holds):
+// Invariants (docs/payouts.md says why each holds; docs/failure-cases.md, cases 28 and 29):
 //
 //   - A statement is paid at most once. Its payout is one row (unique on the statement), every
 //     attempt sends Stripe the same idempotency key and the same parameters, and an attempt
