@@ -161,7 +161,10 @@ func (s *Service) link(ctx context.Context, a ConnectedAccount, refreshURL, retu
 // ensureAccount returns the provider's account once Stripe has created it, creating it when no
 // one has.
 func (s *Service) ensureAccount(ctx context.Context, in ConnectInput) (ConnectedAccount, error) {
-	deadline := s.now().Add(creationWait)
+	deadline := time.NewTimer(creationWait)
+	defer deadline.Stop()
+	poll := time.NewTicker(200 * time.Millisecond)
+	defer poll.Stop()
 	for {
 		a, claimed, err := s.claimCreation(ctx, in)
 		if err != nil || a.StripeAccountID != "" {
@@ -170,14 +173,13 @@ func (s *Service) ensureAccount(ctx context.Context, in ConnectInput) (Connected
 		if claimed {
 			return s.create(ctx, in)
 		}
-		if !s.now().Before(deadline) {
-			return ConnectedAccount{}, services.Errorf(services.CodeConflict,
-				"Your Stripe account is still being set up. Please try again in a moment.")
-		}
 		select {
 		case <-ctx.Done():
 			return ConnectedAccount{}, ctx.Err()
-		case <-time.After(200 * time.Millisecond):
+		case <-deadline.C:
+			return ConnectedAccount{}, services.Errorf(services.CodeConflict,
+				"Your Stripe account is still being set up. Please try again in a moment.")
+		case <-poll.C:
 		}
 	}
 }
@@ -232,11 +234,17 @@ func (s *Service) create(ctx context.Context, in ConnectInput) (ConnectedAccount
 	if !strings.HasPrefix(state.ID, "acct_") {
 		return ConnectedAccount{}, fmt.Errorf("stripe created an account with the id %q", state.ID)
 	}
-	return scanAccount(s.pool.QueryRow(ctx, `
+	a, err := scanAccount(s.pool.QueryRow(ctx, `
 		UPDATE provider_stripe_accounts SET stripe_account_id = $2, details_submitted = $3, payouts_enabled = $4,
 			observed_at = $5, onboarded_at = CASE WHEN $3 AND $4 THEN $5::timestamptz END, creating_since = NULL, last_error = '', updated_at = $5
 		WHERE provider_account_id = $1 AND stripe_account_id IS NULL
 		RETURNING `+accountColumns, in.ProviderAccountID, state.ID, state.DetailsSubmitted, state.PayoutsEnabled, now.Truncate(time.Second)))
+	if errors.Is(err, pgx.ErrNoRows) {
+		// A creation that outlived its lease found the account recorded by the one after it
+		// (Stripe answered both with the same account, by the idempotency key).
+		return s.Account(ctx, in.ProviderAccountID)
+	}
+	return a, err
 }
 
 // Refresh asks Stripe for the provider's account as it is now and records it: the return from
