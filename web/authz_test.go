@@ -119,6 +119,18 @@ var authzTable = map[string]route{
 		want: statuses{303, 403, 404, 403, 403}, noCSRF: csrfRefused, login: true},
 	"POST /provider/rigs/:id/:action": {path: "/provider/rigs/{offering}/pause", body: url.Values{},
 		want: statuses{303, 403, 404, 403, 403}, noCSRF: csrfRefused, login: true},
+	// Payouts: the provider's own Stripe account. The GETs sort before the connect form, so
+	// they run while the provider has no account: the refresh and return links send it back
+	// to its Payouts page, and the test onboarding page is not found; the test onboarding
+	// form runs after the connect form and completes the account it created.
+	"GET /provider/payouts": {want: statuses{303, 403, 200, 403, 403}, login: true},
+	"POST /provider/payouts/connect": {body: url.Values{"country": {"US"}},
+		want: statuses{303, 403, 303, 403, 403}, noCSRF: csrfRefused, login: true},
+	"GET /provider/payouts/onboarding":      {want: statuses{303, 403, 303, 403, 403}, login: true},
+	"GET /provider/payouts/return":          {want: statuses{303, 403, 303, 403, 403}, login: true},
+	"GET /provider/payouts/test-onboarding": {want: statuses{303, 403, 404, 403, 403}, login: true},
+	"POST /provider/payouts/test-onboarding": {body: url.Values{},
+		want: statuses{303, 403, 303, 403, 403}, noCSRF: csrfRefused, login: true},
 	"echo_route_not_found /provider": {method: http.MethodGet, path: "/provider",
 		want: statuses{303, 403, 404, 403, 403}, login: true},
 	"echo_route_not_found /provider/*": {method: http.MethodGet, path: "/provider/no-such-page",
@@ -167,6 +179,10 @@ var authzTable = map[string]route{
 		want: statuses{303, 403, 403, 303, 303}, noCSRF: csrfRefused, login: true},
 	"GET /finance/stripe-events":    {want: statuses{303, 403, 403, 200, 200}, login: true},
 	"GET /finance/usage-rejections": {want: statuses{303, 403, 403, 200, 200}, login: true},
+	// Payouts for finance; the retry names a payout that does not exist.
+	"GET /finance/payouts": {want: statuses{303, 403, 403, 200, 200}, login: true},
+	"POST /finance/payouts/:id/retry": {path: "/finance/payouts/" + noSuchPayout + "/retry", body: url.Values{},
+		want: statuses{303, 403, 403, 404, 404}, noCSRF: csrfRefused, login: true},
 	"echo_route_not_found /finance": {method: http.MethodGet, path: "/finance",
 		want: statuses{303, 403, 403, 404, 404}, login: true},
 	"echo_route_not_found /finance/*": {method: http.MethodGet, path: "/finance/no-such-page",
@@ -199,6 +215,7 @@ var authzTable = map[string]route{
 		want: statuses{401, 403, 404, 403, 403}},
 	"POST /api/provider/offerings/:id/resume": {path: "/api/provider/offerings/{offering}/resume",
 		want: statuses{401, 403, 404, 403, 403}},
+	"GET /api/provider/payouts": {want: statuses{401, 403, 200, 403, 403}},
 	"echo_route_not_found /api/provider/offerings": {method: http.MethodPatch, path: "/api/provider/offerings",
 		want: statuses{401, 403, 404, 403, 403}},
 	"echo_route_not_found /api/provider/offerings/*": {method: http.MethodGet, path: "/api/provider/offerings/{offering}/no-such-action",
@@ -219,6 +236,9 @@ var authzTable = map[string]route{
 	"GET /api/finance/prices": {want: statuses{401, 403, 403, 200, 200}},
 	"POST /api/finance/prices": {body: map[string]string{"tier": "batch", "input_usd_per_mtok": "0.09",
 		"output_usd_per_mtok": "0.18", "effective_from": "2099-01-01T00:00:00Z"}, want: statuses{401, 403, 403, 201, 201}},
+	"GET /api/finance/payouts": {want: statuses{401, 403, 403, 200, 200}},
+	"POST /api/finance/payouts/:id/retry": {path: "/api/finance/payouts/" + noSuchPayout + "/retry",
+		want: statuses{401, 403, 403, 404, 404}},
 	"echo_route_not_found /api/finance": {method: http.MethodPatch, path: "/api/finance",
 		want: statuses{401, 403, 403, 404, 404}},
 	"echo_route_not_found /api/finance/*": {method: http.MethodGet, path: "/api/finance/no-such-report",
@@ -509,6 +529,9 @@ func (a *authzEnv) check(t *testing.T, c caller, key string, row route, withCSRF
 		}
 	}
 }
+
+// noSuchPayout is a payout id that names no payout.
+const noSuchPayout = "00000000-0000-4000-8000-000000000000"
 
 // noRedirects is a client that shows a redirect rather than following it.
 var noRedirects = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}

@@ -20,6 +20,7 @@ import (
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/payouts"
 	"github.com/gpumarket/gpumarket/templates"
 )
 
@@ -28,13 +29,16 @@ type Payments struct {
 	Credits *billing.Credits
 	Ledger  *billing.Ledger
 	Webhook *billing.StripeWebhook
+	// Payouts connects providers' Stripe accounts and pays their statements (payouts.go).
+	Payouts *payouts.Service
 	// LocalWebhookSecret, when set, turns on the local test-payment page, which signs its
 	// events with it: the platform runs on stripe-mock and no card is ever charged.
 	LocalWebhookSecret string
 	// PublicURL is where buyers come back to; empty means the request's own scheme and host.
 	PublicURL string
-	// CheckoutOrigins are the origins of the payment pages the buy form sends buyers to, such
-	// as https://checkout.stripe.com: the pages' CSP lets forms be redirected there.
+	// CheckoutOrigins are the origins of the Stripe pages forms send people to, such as
+	// https://checkout.stripe.com for the buy form and https://connect.stripe.com for a
+	// provider's onboarding: the pages' CSP lets forms be redirected there.
 	CheckoutOrigins []string
 }
 

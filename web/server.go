@@ -186,6 +186,9 @@ func (s *Server) routes() {
 
 	e.POST("/webhooks/stripe", s.stripeWebhook)
 
+	// Payouts: a provider's Stripe account and payouts, and every payout for finance.
+	s.payoutRoutes()
+
 	finance := e.Group("/finance", s.requirePage(accounts.RoleFinance, accounts.RoleAdmin))
 	finance.GET("/balances", s.balancesPage)
 	finance.POST("/adjustments", s.adjustmentSubmit)

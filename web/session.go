@@ -178,4 +178,10 @@ var flashes = map[string]string{
 	"price-scheduled": "The price change is scheduled.",
 	"key-revoked":     "The API key is revoked: calls with it are refused from now on.",
 	"key-limit-set":   "The key's monthly limit is changed: the gateway applies it from its next request.",
+
+	// Payouts (payouts.go).
+	"onboarded":             "Your Stripe account is connected and can receive payouts.",
+	"onboarding-unfinished": "Stripe cannot send payouts to your account yet: continue onboarding when you are ready.",
+	"payout-paid":           "The payout is paid.",
+	"payout-not-paid":       "The payout was not paid; its row says why.",
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/metering"
+	"github.com/gpumarket/gpumarket/services/payouts"
 	"github.com/gpumarket/gpumarket/services/rigaddr"
 	"github.com/gpumarket/gpumarket/web"
 )
@@ -71,6 +72,7 @@ type env struct {
 	pool     *pgxpool.Pool
 	accounts *accounts.Service
 	catalog  *catalog.Service
+	payouts  *payouts.Service
 }
 
 // testMetricsToken is the bearer token /metrics asks for in the web tests.
@@ -94,8 +96,11 @@ func setupWith(t *testing.T, configure func(*web.Config, *pgxpool.Pool)) *env {
 	}
 	ledger := billing.NewLedger(pool, nil)
 	credits := billing.NewCredits(pool, ledger, billing.NewStripeCheckout("sk_test_web", stripeMockURL(t)), nil)
-	payments := web.Payments{Credits: credits, Ledger: ledger, Webhook: billing.NewStripeWebhook(credits, []string{webhookSecret}),
-		LocalWebhookSecret: webhookSecret}
+	po := payouts.NewService(payouts.Config{Pool: pool, Ledger: ledger,
+		Stripe: payouts.NewStripeConnect(billing.NewStripeAPI("sk_test_web", stripeMockURL(t)))})
+	webhook := billing.NewStripeWebhook(credits, []string{webhookSecret})
+	webhook.On("account.updated", po.AccountUpdated)
+	payments := web.Payments{Credits: credits, Ledger: ledger, Webhook: webhook, Payouts: po, LocalWebhookSecret: webhookSecret}
 	cfg := web.Config{Accounts: acc, Catalog: cat, Payments: payments, Usage: metering.NewReports(pool),
 		Ready: []web.ReadyCheck{{Name: "postgres", Check: pool.Ping}}, MetricsToken: testMetricsToken}
 	if configure != nil {
@@ -105,7 +110,7 @@ func setupWith(t *testing.T, configure func(*web.Config, *pgxpool.Pool)) *env {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &env{srv: srv, server: h, pool: pool, accounts: cfg.Accounts, catalog: cat, ledger: ledger,
-		credits: cfg.Payments.Credits}
+		credits: cfg.Payments.Credits, payouts: cfg.Payments.Payouts}
 }
 
 // token logs a user in through the API and returns the bearer token.

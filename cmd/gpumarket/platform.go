@@ -30,6 +30,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/events/natsserver"
 	"github.com/gpumarket/gpumarket/services/metering"
+	"github.com/gpumarket/gpumarket/services/payouts"
 	"github.com/gpumarket/gpumarket/services/riglimits"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/ticket"
@@ -223,7 +224,14 @@ func (p *Platform) payments(ctx context.Context) (web.Payments, error) {
 	}
 	checkout := billing.NewStripeCheckout(key, apiURL)
 	credits := billing.NewCredits(p.pool, ledger, checkout, nil)
-	pay := web.Payments{Credits: credits, Ledger: ledger, Webhook: billing.NewStripeWebhook(credits, cfg.StripeWebhookSecrets),
+	webhook := billing.NewStripeWebhook(credits, cfg.StripeWebhookSecrets)
+	// Providers' Stripe accounts and payouts, on the same Stripe (or stripe-mock); the webhook
+	// hands them the account.updated events. Retrying a payout asks the statements, which
+	// payouts.Config.Statements names once statements are wired in.
+	po := payouts.NewService(payouts.Config{Pool: p.pool, Ledger: ledger,
+		Stripe: payouts.NewStripeConnect(billing.NewStripeAPI(key, apiURL))})
+	webhook.On("account.updated", po.AccountUpdated)
+	pay := web.Payments{Credits: credits, Ledger: ledger, Webhook: webhook, Payouts: po,
 		PublicURL: cfg.PublicURL, CheckoutOrigins: checkoutOrigins(testMode)}
 	if testMode {
 		pay.LocalWebhookSecret = cfg.StripeWebhookSecrets[0]
@@ -231,14 +239,14 @@ func (p *Platform) payments(ctx context.Context) (web.Payments, error) {
 	return pay, nil
 }
 
-// checkoutOrigins are the origins of the payment pages buyers are sent to, which the pages'
-// CSP must let the buy form reach: Stripe Checkout's, where the Stripe client's sessions live.
-// In test mode buyers pay on the platform's own test page instead.
+// checkoutOrigins are the origins of the Stripe pages forms send people to, which the pages'
+// CSP must let those forms reach: Stripe Checkout's, where buyers pay, and Stripe Connect's,
+// where providers onboard. In test mode both happen on the platform's own test pages instead.
 func checkoutOrigins(testMode bool) []string {
 	if testMode {
 		return nil
 	}
-	return []string{billing.StripeCheckoutOrigin}
+	return []string{billing.StripeCheckoutOrigin, payouts.StripeConnectOrigin}
 }
 
 // gateway builds what the /v1 gateway needs: the router (started in Run), route tickets,

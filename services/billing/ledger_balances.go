@@ -29,6 +29,22 @@ func (l *Ledger) Balance(ctx context.Context, id LedgerAccountID) (_ money.BigPi
 	return b, nil
 }
 
+// BalanceTx is Balance read inside the caller's database transaction. After LockTx on the
+// account it is the balance no other writer can change until the caller commits: what a
+// payout checks before it lets money leave (services/payouts).
+func (l *Ledger) BalanceTx(ctx context.Context, tx pgx.Tx, id LedgerAccountID) (_ money.BigPico, err error) {
+	defer services.Wrap(&err, "billing.BalanceTx(%s)", id)
+	if !canonicalUUID(string(id)) {
+		return money.BigPico{}, ledgerAccountNotFound(id)
+	}
+	var b money.BigPico
+	err = tx.QueryRow(ctx, `SELECT balance FROM ledger_accounts WHERE id = $1`, string(id)).Scan(&b)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return money.BigPico{}, ledgerAccountNotFound(id)
+	}
+	return b, err
+}
+
 // AccountBalance is one ledger account on the finance page.
 type AccountBalance struct {
 	Account        LedgerAccountID

@@ -24,6 +24,14 @@ var _ Checkout = (*StripeCheckout)(nil)
 // NewStripeCheckout returns a client for the Stripe API with the secret key; apiURL, when
 // not empty, points it elsewhere (stripe-mock).
 func NewStripeCheckout(secretKey, apiURL string) *StripeCheckout {
+	return &StripeCheckout{api: NewStripeAPI(secretKey, apiURL)}
+}
+
+// NewStripeAPI returns the platform's client for the Stripe API with the secret key: a 20 s
+// timeout, two retries of a request that got no answer (stripe-go sends each with its
+// idempotency key again), and no logging. apiURL, when not empty, points it elsewhere
+// (stripe-mock). Every part of the platform that calls Stripe builds its client here.
+func NewStripeAPI(secretKey, apiURL string) *client.API {
 	cfg := &stripe.BackendConfig{
 		HTTPClient:        &http.Client{Timeout: 20 * time.Second},
 		MaxNetworkRetries: stripe.Int64(2),
@@ -37,7 +45,7 @@ func NewStripeCheckout(secretKey, apiURL string) *StripeCheckout {
 		Connect: stripe.GetBackendWithConfig(stripe.ConnectBackend, cfg),
 		Uploads: stripe.GetBackendWithConfig(stripe.UploadsBackend, cfg),
 	}
-	return &StripeCheckout{api: client.New(secretKey, backends)}
+	return client.New(secretKey, backends)
 }
 
 // CreateSession creates a one-off payment of the credits' amount. The purchase id travels as

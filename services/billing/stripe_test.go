@@ -2,11 +2,8 @@ package billing
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -45,42 +42,18 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// stripeRequest is a request the platform sent to the Stripe API.
-type stripeRequest struct {
-	Method, Path, IdempotencyKey string
-	Form                         url.Values
-}
-
 // recordingStripe forwards to stripe-mock and keeps what the platform asked for, so that a
 // test sees both stripe-mock's answer and the parameters it was given.
-func recordingStripe(t *testing.T) (apiURL string, requests func() []stripeRequest) {
+func recordingStripe(t *testing.T) (apiURL string, requests func() []stripemock.Request) {
 	t.Helper()
-	target, err := url.Parse(stripeMockURL(t))
+	proxy, err := stripemock.Proxy(stripeMockURL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	var mu sync.Mutex
-	var got []stripeRequest
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		form, _ := url.ParseQuery(string(body))
-		mu.Lock()
-		got = append(got, stripeRequest{Method: r.Method, Path: r.URL.Path, IdempotencyKey: r.Header.Get("Idempotency-Key"), Form: form})
-		mu.Unlock()
-		r.Body = io.NopCloser(strings.NewReader(string(body)))
-		proxy.ServeHTTP(w, r)
-	}))
+	rec := stripemock.Record(proxy)
+	srv := httptest.NewServer(rec)
 	t.Cleanup(srv.Close)
-	return srv.URL, func() []stripeRequest {
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]stripeRequest(nil), got...)
-	}
+	return srv.URL, rec.Requests
 }
 
 // TestStartCreatesCheckoutSessionOnStripeMock buys credits through the real stripe-mock: the

@@ -36,15 +36,29 @@ var ErrBadSignature = errors.New("billing: the Stripe-Signature does not verify"
 //     the part not yet taken back, keyed by that cumulative amount, so partial refunds add up
 //     and a late or repeated event moves nothing. A balance may go negative.
 //   - Every event that verifies is stored with its raw body, whatever its type; a redelivery
-//     counts a delivery. Unknown types are acknowledged and ignored.
+//     counts a delivery. Types handed to another service with On are applied by it; other
+//     types are acknowledged and ignored.
 type StripeWebhook struct {
-	credits *Credits
-	secrets []string
+	credits  *Credits
+	secrets  []string
+	handlers map[stripe.EventType]EventHandler
 }
 
 // NewStripeWebhook verifies with any of the secrets, so that a secret can be rotated.
 func NewStripeWebhook(credits *Credits, secrets []string) *StripeWebhook {
-	return &StripeWebhook{credits: credits, secrets: secrets}
+	return &StripeWebhook{credits: credits, secrets: secrets, handlers: map[stripe.EventType]EventHandler{}}
+}
+
+// EventHandler applies a verified event of a type another service owns (payouts applies
+// account.updated). It runs inside the database transaction that stores the event, so the
+// event's record and its effect commit together; its outcome is kept beside the event.
+type EventHandler func(ctx context.Context, tx pgx.Tx, ev stripe.Event) (outcome string, err error)
+
+// On hands the events of one type, once verified and stored, to h. Call it while wiring, before
+// the first event arrives; the types the webhook applies itself (checkout sessions, refunds)
+// are not handed on.
+func (w *StripeWebhook) On(eventType stripe.EventType, h EventHandler) {
+	w.handlers[eventType] = h
 }
 
 // Handle verifies the raw body against its Stripe-Signature header, stores the event, and
@@ -216,6 +230,9 @@ func (w *StripeWebhook) apply(ctx context.Context, tx pgx.Tx, ev stripe.Event, s
 			return "no purchase for charge " + s.charge.ID, err
 		}
 		return w.refund(ctx, tx, p, s)
+	}
+	if h := w.handlers[ev.Type]; h != nil {
+		return h(ctx, tx, ev)
 	}
 	return "ignored", nil
 }

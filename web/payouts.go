@@ -1,0 +1,309 @@
+package web
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/services/payouts"
+	"github.com/gpumarket/gpumarket/templates"
+)
+
+// Where Stripe sends a provider from its onboarding: back (return), or for a fresh link when
+// the one it was given expired (refresh). In test mode the local onboarding page stands in for
+// Stripe's.
+const (
+	onboardingReturnPath  = "/provider/payouts/return"
+	onboardingRefreshPath = "/provider/payouts/onboarding"
+	testOnboardingPath    = "/provider/payouts/test-onboarding"
+)
+
+func (s *Server) payoutRoutes() {
+	provider := s.requirePage(accounts.RoleProvider)
+	s.echo.GET("/provider/payouts", s.providerPayoutsPage, provider)
+	s.echo.POST("/provider/payouts/connect", s.connectPayoutsSubmit, provider)
+	s.echo.GET(onboardingRefreshPath, s.onboardingRefresh, provider)
+	s.echo.GET(onboardingReturnPath, s.onboardingReturn, provider)
+	s.echo.GET(testOnboardingPath, s.testOnboardingPage, provider)
+	s.echo.POST(testOnboardingPath, s.testOnboardingSubmit, provider)
+	s.echo.GET("/api/provider/payouts", s.apiProviderPayouts, s.requireAPI(accounts.RoleProvider))
+
+	finance := s.requirePage(accounts.RoleFinance, accounts.RoleAdmin)
+	s.echo.GET("/finance/payouts", s.financePayoutsPage, finance)
+	s.echo.POST("/finance/payouts/:id/retry", s.retryPayoutSubmit, finance)
+	financeAPI := s.requireAPI(accounts.RoleFinance, accounts.RoleAdmin)
+	s.echo.GET("/api/finance/payouts", s.apiFinancePayouts, financeAPI)
+	s.echo.POST("/api/finance/payouts/:id/retry", s.apiRetryPayout, financeAPI)
+}
+
+// payoutsService is the payouts service, or an unavailable error where this server has none.
+func (s *Server) payoutsService() (*payouts.Service, error) {
+	if s.payments.Payouts == nil {
+		return nil, services.Errorf(services.CodeUnavailable, "Payouts are not available on this server.")
+	}
+	return s.payments.Payouts, nil
+}
+
+// onboardingURL is where the connect form sends the provider: Stripe's onboarding, or in test
+// mode the local page, since stripe-mock hosts none.
+func (s *Server) onboardingURL(c echo.Context, link payouts.AccountLink) string {
+	if s.payments.testMode() {
+		return s.baseURL(c) + testOnboardingPath
+	}
+	return link.URL
+}
+
+func (s *Server) providerPayoutsPage(c echo.Context) error {
+	return s.renderProviderPayouts(c, http.StatusOK, templates.Form{Values: map[string]string{"country": "US"}})
+}
+
+func (s *Server) renderProviderPayouts(c echo.Context, status int, form templates.Form) error {
+	po, err := s.payoutsService()
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	provider := providerAccount(c)
+	a, err := po.Account(ctx, provider)
+	if err != nil {
+		return err
+	}
+	list, err := po.List(ctx, payouts.ListFilter{ProviderAccountID: provider})
+	if err != nil {
+		return err
+	}
+	p := templates.ProviderPayoutsPage{Page: s.page(c, "Payouts"), Account: accountView(a), Form: form,
+		TestMode: s.payments.testMode()}
+	for _, o := range list {
+		p.Payouts = append(p.Payouts, payoutRow(o))
+	}
+	return s.render(c, status, templates.ProviderPayouts(p))
+}
+
+func accountView(a payouts.ConnectedAccount) templates.ConnectedAccountView {
+	v := templates.ConnectedAccountView{State: a.State, StripeAccountID: a.StripeAccountID, Email: a.Email, Country: a.Country,
+		LastError: a.LastError}
+	if a.OnboardedAt != nil {
+		v.OnboardedAt = a.OnboardedAt.UTC().Format("2006-01-02 15:04")
+	}
+	return v
+}
+
+func payoutRow(p payouts.Payout) templates.PayoutRow {
+	r := templates.PayoutRow{ID: p.ID, Provider: p.ProviderName, Statement: p.StatementNumber, StatementID: p.StatementID,
+		Period: p.Period, Amount: centsText(p.AmountCents), Status: string(p.Status), Attempts: p.Attempts, Error: p.LastError,
+		Transfer: p.StripeTransferID, Created: p.CreatedAt.UTC().Format("2006-01-02 15:04"), InDoubt: p.InDoubt}
+	if p.PaidAt != nil {
+		r.Paid = p.PaidAt.UTC().Format("2006-01-02 15:04")
+	}
+	for _, a := range p.Actions {
+		r.CanRetry = r.CanRetry || a == payouts.ActionRetry
+	}
+	return r
+}
+
+// connectPayoutsSubmit creates the provider's Stripe account on its first click and sends the
+// provider into Stripe's onboarding of it.
+func (s *Server) connectPayoutsSubmit(c echo.Context) error {
+	po, err := s.payoutsService()
+	if err != nil {
+		return err
+	}
+	sess, _ := currentSession(c)
+	base := s.baseURL(c)
+	_, link, err := po.Connect(c.Request().Context(), payouts.ConnectInput{ProviderAccountID: sess.User.AccountID,
+		Email: sess.User.Email, Country: c.FormValue("country"),
+		RefreshURL: base + onboardingRefreshPath, ReturnURL: base + onboardingReturnPath})
+	target := ""
+	if err == nil {
+		target = s.onboardingURL(c, link)
+		err = s.checkRedirect(c, target)
+	}
+	if err != nil {
+		switch services.ErrorCode(err) {
+		case services.CodeInvalid, services.CodeUnavailable, services.CodeConflict:
+			_, body := s.describe(err)
+			return s.renderProviderPayouts(c, statusFor(err), templates.Form{Values: submitted(c, "country"),
+				Errors: body.Fields, Error: body.Message})
+		}
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, target)
+}
+
+// checkRedirect refuses a redirect after a form post that the pages' CSP would block, with a
+// message instead of a page the browser silently refuses to leave (see docs/web-security.md,
+// "The buy form and the CSP").
+func (s *Server) checkRedirect(c echo.Context, target string) error {
+	if s.payments.allowsCheckout(target, c.Scheme()+"://"+c.Request().Host) {
+		return nil
+	}
+	s.log.Error("a form redirects to an origin the pages' CSP does not allow", "url", clip(target, 200),
+		"allowed", s.payments.CheckoutOrigins)
+	return services.Errorf(services.CodeUnavailable, "Stripe's page cannot be opened from here. Nothing was changed; please try again later.")
+}
+
+// onboardingRefresh is Stripe's refresh URL: the link expired or was used, so a new one is made
+// for the provider's account. It never creates an account (a GET carries no CSRF token).
+func (s *Server) onboardingRefresh(c echo.Context) error {
+	po, err := s.payoutsService()
+	if err != nil {
+		return err
+	}
+	base := s.baseURL(c)
+	link, err := po.OnboardingLink(c.Request().Context(), providerAccount(c), base+onboardingRefreshPath, base+onboardingReturnPath)
+	if services.ErrorCode(err) == services.CodeNotFound {
+		return c.Redirect(http.StatusSeeOther, "/provider/payouts")
+	}
+	if err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, s.onboardingURL(c, link))
+}
+
+// onboardingReturn is where Stripe sends the provider back: the account is read from Stripe and
+// recorded.
+func (s *Server) onboardingReturn(c echo.Context) error {
+	po, err := s.payoutsService()
+	if err != nil {
+		return err
+	}
+	a, err := po.Refresh(c.Request().Context(), providerAccount(c))
+	if services.ErrorCode(err) == services.CodeNotFound {
+		return c.Redirect(http.StatusSeeOther, "/provider/payouts")
+	}
+	if err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/provider/payouts?flash="+onboardingFlash(a))
+}
+
+func onboardingFlash(a payouts.ConnectedAccount) string {
+	if a.State == payouts.AccountComplete {
+		return "onboarded"
+	}
+	return "onboarding-unfinished"
+}
+
+// connectedAccount is the provider's account for the test onboarding page: it exists only in
+// test mode, and only for a provider whose account was created.
+func (s *Server) connectedAccount(c echo.Context) (*payouts.Service, payouts.ConnectedAccount, error) {
+	po, err := s.payoutsService()
+	if err != nil || !s.payments.testMode() {
+		return nil, payouts.ConnectedAccount{}, echo.ErrNotFound
+	}
+	a, err := po.Account(c.Request().Context(), providerAccount(c))
+	if err == nil && a.StripeAccountID == "" {
+		err = services.Errorf(services.CodeNotFound, "No Stripe account is connected yet: connect one on the Payouts page first.")
+	}
+	return po, a, err
+}
+
+func (s *Server) testOnboardingPage(c echo.Context) error {
+	_, a, err := s.connectedAccount(c)
+	if err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, templates.TestOnboarding(templates.TestOnboardingPage{Page: s.page(c, "Test onboarding"),
+		StripeAccountID: a.StripeAccountID, Email: a.Email, Country: a.Country}))
+}
+
+// testOnboardingSubmit completes onboarding on the local page: it records the account as
+// Stripe describes one that finished onboarding, through Observe, the call that records the
+// return from Stripe's page and its account.updated webhook.
+func (s *Server) testOnboardingSubmit(c echo.Context) error {
+	po, a, err := s.connectedAccount(c)
+	if err != nil {
+		return err
+	}
+	a, err = po.Observe(c.Request().Context(), payouts.AccountState{ID: a.StripeAccountID, DetailsSubmitted: true, PayoutsEnabled: true}, s.now())
+	if err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/provider/payouts?flash="+onboardingFlash(a))
+}
+
+func (s *Server) apiProviderPayouts(c echo.Context) error {
+	po, err := s.payoutsService()
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	provider := providerAccount(c)
+	a, err := po.Account(ctx, provider)
+	if err != nil {
+		return err
+	}
+	list, err := po.List(ctx, payouts.ListFilter{ProviderAccountID: provider})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"account": a, "payouts": list, "count": len(list)})
+}
+
+// Finance.
+
+var payoutStatuses = []string{string(payouts.StatusPending), string(payouts.StatusPaid), string(payouts.StatusFailed)}
+
+func (s *Server) financePayoutsPage(c echo.Context) error {
+	po, err := s.payoutsService()
+	if err != nil {
+		return err
+	}
+	status := c.QueryParam("status")
+	list, err := po.List(c.Request().Context(), payouts.ListFilter{Status: payouts.Status(status)})
+	if err != nil {
+		return err
+	}
+	p := templates.FinancePayoutsPage{Page: s.page(c, "Payouts"), Status: status, Statuses: payoutStatuses}
+	for _, o := range list {
+		p.Payouts = append(p.Payouts, payoutRow(o))
+	}
+	return s.render(c, http.StatusOK, templates.FinancePayouts(p))
+}
+
+// retryPayoutSubmit retries a failed payout. Whatever the attempt's outcome, finance lands back
+// on the list, where the payout's row says it; only an error of the request itself (no such
+// payout) is an error page.
+func (s *Server) retryPayoutSubmit(c echo.Context) error {
+	po, err := s.payoutsService()
+	if err != nil {
+		return err
+	}
+	p, err := po.Retry(c.Request().Context(), c.Param("id"))
+	switch {
+	case err == nil && p.Status == payouts.StatusPaid:
+		return c.Redirect(http.StatusSeeOther, "/finance/payouts?flash=payout-paid")
+	case p.ID != "" && (err == nil || services.ErrorCode(err) == services.CodeConflict || services.ErrorCode(err) == services.CodeUnavailable):
+		return c.Redirect(http.StatusSeeOther, "/finance/payouts?flash=payout-not-paid")
+	}
+	return err
+}
+
+func (s *Server) apiFinancePayouts(c echo.Context) error {
+	po, err := s.payoutsService()
+	if err != nil {
+		return err
+	}
+	list, err := po.List(c.Request().Context(), payouts.ListFilter{Status: payouts.Status(c.QueryParam("status"))})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"payouts": list, "count": len(list)})
+}
+
+// apiRetryPayout retries a payout and answers with it: 200 when paid; a refusal is the error,
+// with the payout's reason, as Pay returns it.
+func (s *Server) apiRetryPayout(c echo.Context) error {
+	po, err := s.payoutsService()
+	if err != nil {
+		return err
+	}
+	p, err := po.Retry(c.Request().Context(), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, p)
+}
