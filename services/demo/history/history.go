@@ -23,8 +23,9 @@
 // keys would refuse a second copy of any event. Admission is followed too: a customer whose
 // credit is spent makes no request until it buys more.
 //
-// It writes through the services that own the tables, and reads one figure directly: the
-// latest usage_events row of its own API keys, to know where to resume.
+// It writes through the services that own the tables, and reads two figures of usage_events
+// directly: the latest row of its own API keys, to know where to resume, and the latest row of
+// the tier whose price it changes, so as never to change a price already billed.
 package history
 
 import (

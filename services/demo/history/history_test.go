@@ -299,15 +299,46 @@ func TestHistoryOnADatabaseSeededByAnEarlierVersion(t *testing.T) {
 	if res.Days != 60 {
 		t.Fatalf("%+v", res)
 	}
-	// The demo's book now reaches back before the history; the cut comes after the earlier
-	// seed's row, so that no row of the old price follows it.
+	// The demo's book now reaches back before the history. The cut takes effect 30 days ago,
+	// and the earlier seed's row of the old price, which starts after it, ends it.
 	if n := one[int64](t, pool, `SELECT count(*) FROM prices WHERE tier = 'standard'`); n != 3 {
-		t.Errorf("%d standard price rows; want the default from 2026-01-15, the earlier seed's and the cut", n)
+		t.Errorf("%d standard price rows; want the default from 2026-01-15, the cut and the earlier seed's", n)
 	}
-	if from := one[time.Time](t, pool, `SELECT effective_from FROM prices WHERE tier = 'standard' AND input_micro_usd_per_mtok = 120000`); !from.Equal(monthStart.AddDate(0, 0, 1)) {
-		t.Errorf("the cut takes effect %s; want the day after the earlier seed's row", from)
+	if n := one[int64](t, pool, `SELECT count(*) FROM usage_events WHERE tier = 'standard' AND NOT (
+		(occurred_at < '2026-02-15' AND input_price = 150000) OR
+		(occurred_at >= '2026-02-15 00:00:05' AND occurred_at < '2026-03-01' AND input_price = 120000) OR
+		(occurred_at >= '2026-03-01 00:00:05' AND input_price = 150000))`); n != 0 {
+		t.Errorf("%d standard requests at another price than the one in force", n)
 	}
-	if n := one[int64](t, pool, `SELECT count(DISTINCT input_price) FROM usage_events WHERE tier = 'standard'`); n != 2 {
-		t.Errorf("standard usage at %d prices; want both sides of the cut", n)
+	if n := one[int64](t, pool, `SELECT count(DISTINCT price_id) FROM usage_events WHERE tier = 'standard'`); n != 3 {
+		t.Errorf("standard usage at %d price rows; want all three", n)
+	}
+}
+
+func TestThePriceChangeNeverComesBeforeUsageAlreadyBilled(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t)
+	ctx := context.Background()
+	seedDemo(t, pool, testNow)
+	// A platform that billed a standard request yesterday at the old price (a fixture: one row
+	// as the meter writes it).
+	if _, err := pool.Exec(ctx, `INSERT INTO usage_events (event_id, request_id, account_id, offering_id, provider_account_id,
+			tier, model, input_tokens, output_tokens, ttft_ms, duration_ms, energy_j, energy_source, status,
+			input_price, output_price, ask_input_price, ask_output_price, charge_pico, payable_pico, occurred_at, metered_at, stream_seq, price_id)
+		SELECT 'evt_live', 'req_live', u.account_id, o.id, o.provider_account_id, 'standard', o.model, 100, 100, 50, 900, 10,
+			'estimated', 'ok', p.input_micro_usd_per_mtok, p.output_micro_usd_per_mtok, 0, 0, 45000000, 0,
+			'2026-03-16 12:00:00+00', '2026-03-16 12:00:01+00', 1, p.id
+		FROM users u, offerings o, prices p
+		WHERE u.email = 'developer@example.com' AND o.tier = 'standard' AND p.tier = 'standard' LIMIT 1`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Seed(ctx, Config{Pool: pool}, testNow); err != nil {
+		t.Fatal(err)
+	}
+	if from := one[time.Time](t, pool, `SELECT effective_from FROM prices WHERE input_micro_usd_per_mtok = 120000`); !from.Equal(time.Date(2026, 3, 17, 0, 0, 0, 0, time.UTC)) {
+		t.Errorf("the cut takes effect %s; want the day after the standard tier's latest billed request", from)
+	}
+	if n := one[int64](t, pool, `SELECT count(DISTINCT input_price) FROM usage_events WHERE tier = 'standard'`); n != 1 {
+		t.Errorf("standard usage at %d prices; the history's requests were all before the cut", n)
 	}
 }

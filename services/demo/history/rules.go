@@ -83,8 +83,8 @@ const (
 
 // priceChange is the change of the price book the history holds: the standard tier's price cut
 // from the default $0.15 / $0.30 to $0.12 / $0.24 per million input / output tokens, effective
-// priceChangeDaysAgo days before today (or the day after the tier's latest row in force, when
-// that is later), scheduled by finance (financeEmail) priceChangeNotice ahead. Every demo
+// priceChangeDaysAgo days before today (later only where the tier has usage metered since:
+// ensurePriceChange), scheduled by finance (financeEmail) priceChangeNotice ahead. Every demo
 // offering of the tier asks less than the new price, and no configuration the seed leaves out
 // of the tier asks less (services/demo), so the cut changes no listing.
 var priceChange = catalog.Price{Tier: catalog.TierStandard, Input: 120_000, Output: 240_000}
