@@ -13,6 +13,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/demo"
+	"github.com/gpumarket/gpumarket/services/demo/history"
 	"github.com/gpumarket/gpumarket/services/rigaddr"
 )
 
@@ -70,12 +71,17 @@ func seed(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := demo.Seed(ctx, acc, catalog.NewService(pool, catalog.Config{Rigs: rigaddr.Policy{Development: true}}), time.Now()); err != nil {
 		return err
 	}
+	// The history's route tickets are signed with GPUMARKET_TICKET_KEY when it is set, else
+	// with a key of the run's own: its meter checks them as it runs.
+	if _, err := history.Seed(ctx, history.Config{Pool: pool, TicketKey: cfg.TicketKey, Log: log}, time.Now()); err != nil {
+		return err
+	}
 	log.Info("demo data is in place")
 	return nil
 }
 
 // dev runs the whole platform on this machine: it finds or starts PostgreSQL, embeds NATS
-// unless NATS_URL is set, migrates, seeds the demo data and serves.
+// unless NATS_URL is set, migrates, seeds the demo data and its past traffic, and serves.
 func dev(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return err
@@ -127,6 +133,9 @@ func dev(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	defer p.Close()
 	if err := p.Seed(ctx); err != nil {
+		return err
+	}
+	if _, err := p.SeedHistory(ctx); err != nil {
 		return err
 	}
 	rigs, err := p.startSimulatedRigs(ctx)

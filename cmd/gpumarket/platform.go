@@ -27,6 +27,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/billing/stripemock"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/demo"
+	"github.com/gpumarket/gpumarket/services/demo/history"
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/events/natsserver"
 	"github.com/gpumarket/gpumarket/services/metering"
@@ -360,6 +361,12 @@ func (p *Platform) URL() string {
 // Seed loads the demo data.
 func (p *Platform) Seed(ctx context.Context) error {
 	return demo.Seed(ctx, p.accounts, p.catalog, time.Now())
+}
+
+// SeedHistory adds what is missing of the demo's past traffic (services/demo/history), its
+// route tickets signed with the platform's ticket key. The demo data must be seeded first.
+func (p *Platform) SeedHistory(ctx context.Context) (history.Result, error) {
+	return history.Seed(ctx, history.Config{Pool: p.pool, TicketKey: p.cfg.TicketKey, Log: p.log}, time.Now())
 }
 
 // openMeter ensures the usage streams and builds the meter, which feeds the routers what it stores.

@@ -99,15 +99,17 @@ func (s *Service) CurrentPrices(ctx context.Context) (map[Tier]Price, error) {
 	return s.PricesAt(ctx, s.now())
 }
 
-// EnsureDefaultPrices gives every tier that has no price yet its default, effective from
-// effectiveFrom. Tiers that have prices are left alone, so running it twice changes nothing.
+// EnsureDefaultPrices gives every tier that has no price in force at effectiveFrom its default,
+// effective from effectiveFrom. A tier whose price book already reaches back that far is left
+// alone, so running it twice, or again later, changes nothing; one whose book starts later gets
+// the default for the time before its first row, which no usage can have been billed in.
 func (s *Service) EnsureDefaultPrices(ctx context.Context, effectiveFrom time.Time) (err error) {
 	defer services.Wrap(&err, "catalog.EnsureDefaultPrices")
 	for _, p := range DefaultPrices {
 		if _, err := s.pool.Exec(ctx, `
 			INSERT INTO prices (tier, input_micro_usd_per_mtok, output_micro_usd_per_mtok, effective_from, created_at)
 			SELECT $1, $2, $3, $4, $5
-			WHERE NOT EXISTS (SELECT 1 FROM prices WHERE tier = $1)`,
+			WHERE NOT EXISTS (SELECT 1 FROM prices WHERE tier = $1 AND effective_from <= $4)`,
 			string(p.Tier), int64(p.Input), int64(p.Output), effectiveFrom.UTC(), s.now().UTC()); err != nil {
 			return err
 		}

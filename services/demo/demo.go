@@ -1,7 +1,8 @@
 // Package demo seeds the data that `make run` shows a new user: demo providers with one
 // offering per GPU configuration and model of the public benchmark that its tier can pay for,
-// the default price book, and one demo user per role. Seeding is idempotent: running it twice
-// changes nothing.
+// the default price book from PriceBookStart, one demo user per role and two more customers.
+// Seeding is idempotent: running it twice changes nothing. The demo's past traffic is seeded
+// apart, by services/demo/history.
 //
 // A demo offering asks what its benchmark run cost per million tokens, split between input
 // and output tokens in its tier's input:output price ratio, so that at the benchmark's mix of
@@ -45,6 +46,8 @@ var Logins = []Login{
 	{"admin@example.com", accounts.RoleAdmin, "runs the platform, grants roles"},
 	{"northwind@example.com", accounts.RoleProvider, "Northwind Compute: H100 PCIe nodes"},
 	{"lisboa@example.com", accounts.RoleProvider, "Garage Cluster Lisboa: 1x and 2x RTX 4090 rigs"},
+	{"studio@example.com", accounts.RoleDeveloper, "Brightline Studio: a small team on the standard and batch tiers"},
+	{"tutor@example.com", accounts.RoleDeveloper, "Juniper Tutoring: a small app whose credit ran out"},
 }
 
 var accountNames = map[string]string{
@@ -54,6 +57,21 @@ var accountNames = map[string]string{
 	"admin@example.com":     "gpumarket operations",
 	"northwind@example.com": "Northwind Compute",
 	"lisboa@example.com":    "Garage Cluster Lisboa",
+	"studio@example.com":    "Brightline Studio",
+	"tutor@example.com":     "Juniper Tutoring",
+}
+
+// PriceBookDays is how many days before today the demo's price book starts: as far back as
+// the demo's history of traffic can start (services/demo/history: 60 days, or the whole
+// previous month, which after a 31st is 61 days), so that every request of it had a price in
+// force when it was routed.
+const PriceBookDays = 61
+
+// PriceBookStart is when the demo's price book starts, seen at now: midnight UTC PriceBookDays
+// days before today.
+func PriceBookStart(now time.Time) time.Time {
+	now = now.UTC()
+	return time.Date(now.Year(), now.Month(), now.Day()-PriceBookDays, 0, 0, 0, 0, time.UTC)
 }
 
 // Row is one benchmark run that a demo offering carries.
@@ -171,9 +189,9 @@ func Seed(ctx context.Context, acc *accounts.Service, cat *catalog.Service, now 
 			return fmt.Errorf("%s exists with role %s, not %s", l.Email, u.Role, l.Role)
 		}
 	}
-	// Prices take effect from the start of the month the platform was first seeded in.
-	start := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
-	if err := cat.EnsureDefaultPrices(ctx, start); err != nil {
+	// Prices take effect from PriceBookStart: on a platform seeded earlier, whose book starts
+	// later, the defaults are added for the days before it, and nothing else changes.
+	if err := cat.EnsureDefaultPrices(ctx, PriceBookStart(now)); err != nil {
 		return err
 	}
 	prices, err := cat.PricesAt(ctx, now)

@@ -1,0 +1,31 @@
+package catalog
+
+import (
+	"context"
+	"time"
+
+	"github.com/gpumarket/gpumarket/services"
+)
+
+// SeedPriceChange records a change of the price book as the user byUserID scheduled it at
+// scheduledAt, for demo data whose past is made after the fact (services/demo/history). Like
+// SchedulePrice it refuses a change that takes effect before it was scheduled, judged at
+// scheduledAt. It adds nothing, and reports created false, when the tier already holds a row at
+// the change's prices or a row at its instant, so that seeding twice changes nothing.
+func (s *Service) SeedPriceChange(ctx context.Context, byUserID string, in ScheduleInput, scheduledAt time.Time) (created bool, err error) {
+	defer services.Wrap(&err, "catalog.SeedPriceChange(%s)", in.Tier)
+	if err := in.Validate(scheduledAt); err != nil {
+		return false, err
+	}
+	tag, err := s.pool.Exec(ctx, `
+		INSERT INTO prices (tier, input_micro_usd_per_mtok, output_micro_usd_per_mtok, effective_from, created_by, created_at)
+		SELECT $1, $2, $3, $4, $5, $6
+		WHERE NOT EXISTS (SELECT 1 FROM prices
+			WHERE tier = $1 AND input_micro_usd_per_mtok = $2 AND output_micro_usd_per_mtok = $3)
+		ON CONFLICT (tier, effective_from) DO NOTHING`,
+		string(in.Tier), int64(in.Input), int64(in.Output), in.EffectiveFrom.UTC(), byUserID, scheduledAt.UTC())
+	if err != nil {
+		return false, err
+	}
+	return tag.RowsAffected() == 1, nil
+}
