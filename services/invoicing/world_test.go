@@ -148,6 +148,9 @@ type request struct {
 	priceID int64
 	// askIn and askOut are its ticket's asks: by default the tests' asks.
 	askIn, askOut int64
+	// relayed, when set, is how many output tokens' worth of text the gateway relayed (four
+	// bytes each): fewer than the rig reports makes the meter clip and flag the request.
+	relayed int64
 }
 
 // use routes, records and meters a request as the platform would, and returns its request id.
@@ -186,10 +189,14 @@ func (w *world) use(r request) string {
 	if err != nil {
 		w.t.Fatal(err)
 	}
+	relayed := r.out
+	if r.relayed > 0 {
+		relayed = r.relayed
+	}
 	w.requests.Record(billing.GatewayRequest{RequestID: requestID, AccountID: r.customer, APIKeyID: key, OfferingID: r.rig.offering,
 		Tier: catalog.TierStandard, Model: "llama-3.1-8b", HTTPStatus: 200, Status: billing.GatewayOK,
 		Duration: 800 * time.Millisecond, At: r.at, InputBytes: 4 * r.in, MaxInputTokens: r.in,
-		MaxOutputTokens: max(r.out, 1), Streamed: true, RelayedOutputBytes: 4 * r.out, RelayedOutputChunks: r.out})
+		MaxOutputTokens: max(r.out, 1), Streamed: true, RelayedOutputBytes: 4 * relayed, RelayedOutputChunks: relayed})
 	if err := w.requests.Flush(w.ctx()); err != nil {
 		w.t.Fatal(err)
 	}
