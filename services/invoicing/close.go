@@ -251,7 +251,7 @@ func (r *closeRun) customers(ctx context.Context, ids []string) error {
 		var drafts []pendingInvoice
 		for _, id := range ids {
 			in := inputs[id]
-			w, ok, err := r.s.invoiceDraft(r.p, in, r.prices)
+			w, ok, err := r.s.draftInvoice(r.p, in, r.prices)
 			if err != nil {
 				return err
 			}
@@ -273,9 +273,9 @@ func (r *closeRun) customers(ctx context.Context, ids []string) error {
 	})
 }
 
-// invoiceDraft computes an account's draft for the period: ok is false when the account has
+// draftInvoice computes an account's draft for the period: ok is false when the account has
 // nothing to invoice, or its invoice is issued already and left alone.
-func (s *Service) invoiceDraft(p Period, in *customerInputs, prices map[int64]price) (pendingInvoice, bool, error) {
+func (s *Service) draftInvoice(p Period, in *customerInputs, prices map[int64]price) (pendingInvoice, bool, error) {
 	if in.current != nil && in.current.status != string(StatusDraft) {
 		return pendingInvoice{}, false, nil
 	}
@@ -323,7 +323,7 @@ func (r *closeRun) providers(ctx context.Context, ids []string) error {
 			if in.current != nil && in.current.status != string(StatusDraft) {
 				r.progress.LeftIssued++
 			}
-			w, ok, err := r.s.statementDraft(r.p, in)
+			w, ok, err := r.s.draftStatement(r.p, in)
 			if err != nil {
 				return err
 			}
@@ -340,8 +340,8 @@ func (r *closeRun) providers(ctx context.Context, ids []string) error {
 	})
 }
 
-// statementDraft computes a provider's draft for the period, as invoiceDraft does.
-func (s *Service) statementDraft(p Period, in *providerInputs) (pendingStatement, bool, error) {
+// draftStatement computes a provider's draft for the period, as draftInvoice does.
+func (s *Service) draftStatement(p Period, in *providerInputs) (pendingStatement, bool, error) {
 	if in.current != nil && in.current.status != string(StatusDraft) {
 		return pendingStatement{}, false, nil
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/gpumarket/gpumarket/services/money"
 )
@@ -18,7 +17,6 @@ import (
 type existingDoc struct {
 	id, status, number string
 	poNumber           *string // a fixed PO number (a regenerated draft's); nil follows the customer's
-	createdAt          time.Time
 }
 
 // creditGiven is a credit note that put money back for the account's period: the regenerated

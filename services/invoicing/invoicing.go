@@ -25,7 +25,6 @@ package invoicing
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"log/slog"
@@ -33,7 +32,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gpumarket/gpumarket/services/audit"
@@ -156,14 +154,6 @@ func lockAccounts(ctx context.Context, tx pgx.Tx, class int32, ids []string) err
 	keys = slices.Compact(keys)
 	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, k) FROM unnest($2::int4[]) AS k`, class, keys)
 	return err
-}
-
-func pgCode(err error) string {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return pe.Code
-	}
-	return ""
 }
 
 // wrapf annotates err with what was being done.

@@ -215,7 +215,7 @@ func loadCustomers(ctx context.Context, q querier, p Period, lateOpen bool, boun
 	// total of the one before for the spike flag.
 	drafts := map[string]bool{} // accounts with a draft for the period before
 	b.Queue(`
-		SELECT account_id::text, period = $2, id::text, status, coalesce(number, ''), po_number, created_at, total_cents
+		SELECT account_id::text, period = $2, id::text, status, coalesce(number, ''), po_number, total_cents
 		FROM invoices WHERE account_id = ANY ($3::text[]::uuid[]) AND period IN ($1, $2) AND status <> 'void'`,
 		p.Prev().Start(), p.Start(), ids).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
@@ -223,7 +223,7 @@ func loadCustomers(ctx context.Context, q querier, p Period, lateOpen bool, boun
 			var current bool
 			var doc existingDoc
 			var total Cents
-			if err := rows.Scan(&id, &current, &doc.id, &doc.status, &doc.number, &doc.poNumber, &doc.createdAt, &total); err != nil {
+			if err := rows.Scan(&id, &current, &doc.id, &doc.status, &doc.number, &doc.poNumber, &total); err != nil {
 				return err
 			}
 			in := get(id)

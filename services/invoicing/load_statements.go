@@ -88,7 +88,7 @@ func loadProviders(ctx context.Context, q querier, p Period, lateOpen bool, boun
 	// this one continues.
 	drafts := map[string]bool{}
 	b.Queue(`
-		SELECT provider_account_id::text, period = $2, id::text, status, coalesce(number, ''), created_at, earnings_cents
+		SELECT provider_account_id::text, period = $2, id::text, status, coalesce(number, ''), earnings_cents
 		FROM statements WHERE provider_account_id = ANY ($3::text[]::uuid[]) AND period IN ($1, $2) AND status <> 'void'`,
 		p.Prev().Start(), p.Start(), ids).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
@@ -96,7 +96,7 @@ func loadProviders(ctx context.Context, q querier, p Period, lateOpen bool, boun
 			var current bool
 			var doc existingDoc
 			var earnings Cents
-			if err := rows.Scan(&id, &current, &doc.id, &doc.status, &doc.number, &doc.createdAt, &earnings); err != nil {
+			if err := rows.Scan(&id, &current, &doc.id, &doc.status, &doc.number, &earnings); err != nil {
 				return err
 			}
 			in := get(id)
