@@ -9,6 +9,7 @@ PKGS     := ./...
 STRIPE_MOCK_VERSION := v0.203.0
 BENCH_EVENTS ?= 1000000
 BENCH_GATEWAY_FLAGS ?=
+BENCH_CLOSE_FLAGS ?=
 BIN_DIR  := $(abspath $(DATA_DIR))/bin
 export STRIPE_MOCK_BIN ?= $(BIN_DIR)/stripe-mock
 
@@ -37,13 +38,19 @@ test-deps: ## install Chromium for the browser tests when it is missing
 	fi
 
 .PHONY: bench
-bench: bench-meter bench-gateway ## run the benchmarks
+bench: bench-meter bench-gateway bench-close ## run the benchmarks
 
 .PHONY: bench-meter
 bench-meter: ## meter BENCH_EVENTS usage events end to end and compare with this machine's ceilings (starts PostgreSQL when missing)
 	@url=$${GPUMARKET_TEST_DATABASE_URL:-$$(GPUMARKET_DATA_DIR=$(DATA_DIR) $(GO) run ./cmd/gpumarket dev postgres)}; \
 	echo "the benchmark uses PostgreSQL at $$url" >&2; \
 	GPUMARKET_TEST_DATABASE_URL="$$url" $(GO) run ./cmd/meterbench -n $(BENCH_EVENTS)
+
+.PHONY: bench-close
+bench-close: ## close a month of 10,000 accounts and 10 million usage events seeded through the rollups (BENCH_CLOSE_FLAGS; starts PostgreSQL when missing)
+	@url=$${GPUMARKET_TEST_DATABASE_URL:-$$(GPUMARKET_DATA_DIR=$(DATA_DIR) $(GO) run ./cmd/gpumarket dev postgres)}; \
+	echo "the benchmark uses PostgreSQL at $$url" >&2; \
+	GPUMARKET_TEST_DATABASE_URL="$$url" $(GO) run ./cmd/closebench $(BENCH_CLOSE_FLAGS)
 
 .PHONY: bench-gateway
 bench-gateway: ## the latency the /v1 gateway adds at 1,000 and 2,000 requests/s, against a zero-latency rig directly and through it (BENCH_GATEWAY_FLAGS; starts PostgreSQL when missing)

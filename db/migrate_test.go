@@ -174,3 +174,98 @@ func TestAsksAreSplitByTheirTiersPrices(t *testing.T) {
 		}
 	}
 }
+
+// TestRollupsAreRebuiltPerPriceAndAsk: migration 14 rebuilds the hourly rollups from the usage
+// rows per price version and asks (price version 0 for rows metered before tickets carried
+// it), counting the requests charged nothing apart; the way down sums them back per hour,
+// account, offering, tier and model.
+func TestRollupsAreRebuiltPerPriceAndAsk(t *testing.T) {
+	ctx := context.Background()
+	pool, err := db.Open(ctx, dbtest.NewEmpty(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if err := db.MigrateTo(ctx, pool, 13); err != nil {
+		t.Fatal(err)
+	}
+	var customer, provider, offering string
+	if err := pool.QueryRow(ctx, `INSERT INTO accounts (name, created_at) VALUES ('Acme', now()) RETURNING id`).Scan(&customer); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.QueryRow(ctx, `INSERT INTO accounts (name, created_at) VALUES ('Fjord', now()) RETURNING id`).Scan(&provider); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.QueryRow(ctx, `INSERT INTO offerings (provider_account_id, gpu, gpu_count, region, model,
+		ask_input_micro_usd_per_mtok, ask_output_micro_usd_per_mtok, agent_url, tier, status, created_at, updated_at)
+		VALUES ($1, 'rtx-4090', 4, 'eu', 'm', 60000, 120000, 'http://x', 'standard', 'active', now(), now()) RETURNING id`,
+		provider).Scan(&offering); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 3, 10, 12, 15, 0, 0, time.UTC)
+	// price version, asks, tokens, charge, payable
+	for i, r := range []struct {
+		price           any
+		askIn, askOut   int64
+		in, out         int64
+		charge, payable int64
+	}{
+		{int64(1), 60000, 120000, 1000, 100, 180_000_000, 72_000_000},
+		{int64(1), 60000, 120000, 500, 0, 0, 0}, // no output: not charged
+		{int64(2), 60000, 120000, 1000, 100, 240_000_000, 72_000_000},
+		{int64(1), 30000, 60000, 1000, 100, 180_000_000, 36_000_000},
+		{nil, 60000, 60000, 1000, 100, 180_000_000, 66_000_000},
+	} {
+		if _, err := pool.Exec(ctx, `INSERT INTO usage_events (event_id, request_id, account_id, offering_id, provider_account_id,
+			tier, model, input_tokens, output_tokens, ttft_ms, duration_ms, energy_j, energy_source, status, input_price,
+			output_price, ask_input_price, ask_output_price, price_id, charge_pico, payable_pico, occurred_at, metered_at, stream_seq)
+			VALUES ($1, $1, $2, $3, $4, 'standard', 'm', $5, $6, 1, 1, 2, 'estimated', 'ok', 150000, 300000, $7, $8, $9, $10, $11,
+				$12, $12, $13)`, "e"+string(rune('a'+i)), customer, offering, provider, r.in, r.out, r.askIn, r.askOut, r.price,
+			r.charge, r.payable, at, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Migrate(ctx, pool, nil); err != nil {
+		t.Fatal(err)
+	}
+	type row struct{ price, askIn, requests, in, out, unReq, unIn, charge, payable int64 }
+	read := func(sql string) []row {
+		t.Helper()
+		rows, err := pool.Query(ctx, sql)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []row
+		for rows.Next() {
+			var r row
+			if err := rows.Scan(&r.price, &r.askIn, &r.requests, &r.in, &r.out, &r.unReq, &r.unIn, &r.charge, &r.payable); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, r)
+		}
+		return out
+	}
+	got := read(`SELECT price_id, ask_input_price, requests, input_tokens, output_tokens, uncharged_requests,
+		uncharged_input_tokens, charge_pico::bigint, payable_pico::bigint FROM usage_hourly ORDER BY price_id, ask_input_price`)
+	want := []row{
+		{0, 60000, 1, 1000, 100, 0, 0, 180_000_000, 66_000_000},
+		{1, 30000, 1, 1000, 100, 0, 0, 180_000_000, 36_000_000},
+		{1, 60000, 2, 1500, 100, 1, 500, 180_000_000, 72_000_000},
+		{2, 60000, 1, 1000, 100, 0, 0, 240_000_000, 72_000_000},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("rollups after migration 14: %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("rollup %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	if err := db.MigrateTo(ctx, pool, 13); err != nil {
+		t.Fatal(err)
+	}
+	back := read(`SELECT 0, 0, requests, input_tokens, output_tokens, 0, 0, charge_pico::bigint, payable_pico::bigint FROM usage_hourly`)
+	if len(back) != 1 || back[0] != (row{0, 0, 5, 4500, 400, 0, 0, 780_000_000, 246_000_000}) {
+		t.Errorf("rollups after the way down: %+v", back)
+	}
+}

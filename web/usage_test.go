@@ -116,13 +116,19 @@ func (w *usageWorld) record(t *testing.T, u usageUse) string {
 		t.Fatal(err)
 	}
 	if _, err := w.pool.Exec(ctx, `
-		INSERT INTO usage_hourly (hour, account_id, offering_id, tier, model, provider_account_id, requests,
-			input_tokens, output_tokens, charge_pico, payable_pico, energy_j)
-		VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $8, $9, $10, 10)
-		ON CONFLICT (hour, account_id, offering_id, tier, model) DO UPDATE SET
+		INSERT INTO usage_hourly (hour, account_id, offering_id, tier, model, price_id, ask_input_price, ask_output_price,
+			provider_account_id, requests, input_tokens, output_tokens, uncharged_requests, uncharged_input_tokens,
+			uncharged_output_tokens, charge_pico, payable_pico, energy_j)
+		SELECT $1::timestamptz, $2::uuid, $3::uuid, $4, $5, 0, 60000, 60000, $6::uuid, 1, $7::bigint, $8::bigint, u, u * $7::bigint,
+			u * $8::bigint, $9::bigint, $10::bigint, 10
+		FROM (SELECT CASE WHEN $9::bigint = 0 THEN 1 ELSE 0 END AS u) uncharged
+		ON CONFLICT (hour, account_id, offering_id, tier, model, price_id, ask_input_price, ask_output_price) DO UPDATE SET
 			requests = usage_hourly.requests + 1,
 			input_tokens = usage_hourly.input_tokens + EXCLUDED.input_tokens,
 			output_tokens = usage_hourly.output_tokens + EXCLUDED.output_tokens,
+			uncharged_requests = usage_hourly.uncharged_requests + EXCLUDED.uncharged_requests,
+			uncharged_input_tokens = usage_hourly.uncharged_input_tokens + EXCLUDED.uncharged_input_tokens,
+			uncharged_output_tokens = usage_hourly.uncharged_output_tokens + EXCLUDED.uncharged_output_tokens,
 			charge_pico = usage_hourly.charge_pico + EXCLUDED.charge_pico,
 			payable_pico = usage_hourly.payable_pico + EXCLUDED.payable_pico,
 			energy_j = usage_hourly.energy_j + EXCLUDED.energy_j`,

@@ -14,6 +14,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/demo/history"
+	"github.com/gpumarket/gpumarket/services/invoicing"
 	"github.com/gpumarket/gpumarket/services/rigaddr"
 )
 
@@ -126,6 +127,10 @@ func dev(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	if cfg.MetricsAddr == "" && cfg.MetricsToken == "" {
 		cfg.MetricsAddr = "127.0.0.1:0"
+	}
+	// Documents name a demo seller unless the environment names the real one.
+	if cfg.Invoicing.Seller == (invoicing.Party{}) {
+		cfg.Invoicing.Seller = demoSeller
 	}
 	p, err := Open(ctx, cfg, log)
 	if err != nil {

@@ -77,6 +77,8 @@ type Config struct {
 	// RigNetworks (GPUMARKET_RIG_NETWORKS, comma-separated CIDR networks) are internal networks the operator
 	// allows rigs' agent URLs on, beyond the public internet: rigs on a private network of the operator's own.
 	RigNetworks []netip.Prefix
+	// Invoicing is the documents' numbering, the close's grace, the minimum payout and the seller's details.
+	Invoicing InvoicingConfig
 }
 
 // RigPolicy is where listings may point their agent URL, and where the gateway may connect to reach a rig.
@@ -230,6 +232,9 @@ func configFromEnv() (Config, error) {
 	}
 	if c.RigNetworks, err = rigaddr.ParseNetworks(os.Getenv("GPUMARKET_RIG_NETWORKS")); err != nil {
 		return c, fmt.Errorf("GPUMARKET_RIG_NETWORKS: %w", err)
+	}
+	if c.Invoicing, err = invoicingConfigFromEnv(); err != nil {
+		return c, err
 	}
 	if v := os.Getenv("GPUMARKET_NATS_PORT"); v != "" {
 		p, err := strconv.Atoi(v)

@@ -10,6 +10,8 @@
 //	                    find or start PostgreSQL and print its admin URL (make test uses it)
 //	gpumarket bench-gateway
 //	                    measure the latency the /v1 gateway adds (make bench-gateway)
+//	gpumarket invoices close --period YYYY-MM
+//	                    close a month: draft its invoices and provider statements
 package main
 
 import (
@@ -58,6 +60,8 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 		return dev(ctx, cfg, log)
 	case "bench-gateway":
 		return benchGateway(ctx, cfg, args[1:])
+	case "invoices":
+		return invoices(ctx, cfg, log, args[1:], os.Stdout)
 	case "help", "-h", "--help":
 		usage()
 		return nil
@@ -76,6 +80,8 @@ func usage() {
   dev            the whole platform on this machine with demo data (what "make run" does)
   dev postgres   find or start PostgreSQL and print its admin URL
   bench-gateway  measure the latency the /v1 gateway adds (make bench-gateway; -h for its flags)
+  invoices close --period YYYY-MM
+                 close a month (UTC): draft its invoices and provider statements, printing progress
 
 environment:
   DATABASE_URL            PostgreSQL connection URL
@@ -99,6 +105,16 @@ environment:
   GPUMARKET_METRICS_TOKEN, GPUMARKET_METRICS_ADDR
                           /metrics for this bearer token, or on its own listen address; neither: not served
   GPUMARKET_LOG_LEVEL     debug, info, warn or error (default info)
+  GPUMARKET_INVOICE_NUMBER_FORMAT, GPUMARKET_INVOICE_FIRST_NUMBER
+                          invoice numbers: {year} and {seq:0N} (default GPM-{year}-{seq:06}) from a first number (1)
+  GPUMARKET_STATEMENT_NUMBER_FORMAT, GPUMARKET_STATEMENT_FIRST_NUMBER
+                          provider statement numbers (default GPS-{year}-{seq:06}, from 1)
+  GPUMARKET_INVOICE_GRACE how long after a month ends it is closed by itself (default 72h)
+  GPUMARKET_PAYOUT_MINIMUM
+                          the least a provider statement pays out, in dollars (default 10.00); less carries over
+  GPUMARKET_SELLER_NAME, GPUMARKET_SELLER_ADDRESS, GPUMARKET_SELLER_COUNTRY, GPUMARKET_SELLER_VAT_ID
+                          the platform's details on its documents (address lines separated by | or \n);
+                          documents are not issued without a name, address and country (dev sets demo ones)
 `)
 }
 

@@ -23,6 +23,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/db"
 	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/services/audit"
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/billing/stripemock"
 	"github.com/gpumarket/gpumarket/services/catalog"
@@ -30,6 +31,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/demo/history"
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/events/natsserver"
+	"github.com/gpumarket/gpumarket/services/invoicing"
 	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/payouts"
 	"github.com/gpumarket/gpumarket/services/riglimits"
@@ -52,6 +54,8 @@ type Platform struct {
 	registry   *prometheus.Registry
 	accounts   *accounts.Service
 	catalog    *catalog.Service
+	audit      *audit.Log          // the finance audit log
+	invoicing  *invoicing.Service  // the close, invoices and statements; it closes due periods by itself in Run
 	router     *routing.Router     // nil unless the web role runs here: the /v1 gateway routes with it
 	requestLog *billing.RequestLog // what the gateway saw, reconciled with the meter
 	// reconcileEvery is how often the gateway's record is compared with the metered usage.
@@ -127,7 +131,9 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 	if p.accounts, err = accounts.NewService(p.pool, accounts.Config{SessionKey: sessionKey}); err != nil {
 		return nil, err
 	}
-	p.catalog = catalog.NewService(p.pool, catalog.Config{Rigs: cfg.RigPolicy()})
+	p.audit = audit.New(p.pool, nil)
+	p.catalog = catalog.NewService(p.pool, catalog.Config{Rigs: cfg.RigPolicy(), Audit: p.audit})
+	p.invoicing = newInvoicing(cfg.Invoicing, billing.NewLedger(p.pool, nil), p.audit, p.pool, log.With("role", "invoicing"))
 	var payments web.Payments
 	var gateway web.Gateway
 	if cfg.Roles.Web {
@@ -224,7 +230,7 @@ func (p *Platform) payments(ctx context.Context) (web.Payments, error) {
 		p.log.Warn("GPUMARKET_PAYMENTS=test: payments run on stripe-mock with a local test-payment page; no card is charged", "stripe_api", apiURL)
 	}
 	checkout := billing.NewStripeCheckout(key, apiURL)
-	credits := billing.NewCredits(p.pool, ledger, checkout, nil)
+	credits := billing.NewCredits(p.pool, ledger, checkout, nil).RecordTo(p.audit)
 	webhook := billing.NewStripeWebhook(credits, cfg.StripeWebhookSecrets)
 	// Providers' Stripe accounts and payouts, on the same Stripe (or stripe-mock); the webhook
 	// hands them the account.updated events. Retrying a payout asks the statements, which
@@ -432,6 +438,12 @@ func (p *Platform) Run(ctx context.Context) error {
 	} else {
 		close(meterDone)
 	}
+	// Every process closes due periods by itself; the period's lock lets one of them at a time.
+	autoCloseDone := make(chan struct{})
+	go func() {
+		defer close(autoCloseDone)
+		p.invoicing.RunAutoClose(ctx, autoCloseFirst, autoCloseEvery)
+	}()
 	go func() { errc <- p.http.Serve(p.listener) }()
 	if p.metricsHTTP != nil {
 		go func() { errc <- p.metricsHTTP.Serve(p.metricsListener) }()
@@ -447,6 +459,7 @@ func (p *Platform) Run(ctx context.Context) error {
 		stopLog()
 		<-gatewayDone
 		<-meterDone
+		<-autoCloseDone
 	}()
 	p.log.Info("shutting down: finishing requests in flight")
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gpumarket/gpumarket/cmd/internal/scratchdb"
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/events/natsserver"
@@ -111,7 +112,7 @@ func settle(ctx context.Context, pool *pgxpool.Pool) {
 
 // benchEnv is what a run works on: its database, its NATS server and the workload.
 type benchEnv struct {
-	db       *scratchDatabase
+	db       *scratchdb.Database
 	srv      *server.Server
 	natsDir  string
 	nc       *nats.Conn
@@ -130,13 +131,13 @@ func setup(ctx context.Context, events int) (_ *benchEnv, err error) {
 			env.close()
 		}
 	}()
-	if env.db, err = createDatabase(ctx); err != nil {
+	if env.db, err = scratchdb.Create(ctx, "gpumarket_bench_", progress); err != nil {
 		return nil, err
 	}
 	if env.workload, err = seed(ctx, env.db.Pool, events); err != nil {
 		return nil, err
 	}
-	progress("database %s created: %d customers, %d offerings", env.db.name, len(env.workload.Customers), len(env.workload.Offerings))
+	progress("database %s created: %d customers, %d offerings", env.db.Name, len(env.workload.Customers), len(env.workload.Offerings))
 	if err := env.startNATS(ctx); err != nil {
 		return nil, err
 	}
@@ -178,7 +179,7 @@ func (env *benchEnv) close() {
 		_ = os.RemoveAll(env.natsDir)
 	}
 	if env.db != nil {
-		env.db.drop()
+		env.db.Drop()
 	}
 }
 
@@ -230,7 +231,7 @@ func (env *benchEnv) meter(ctx context.Context, o options, w workload, measured 
 		defer pprof.StopCPUProfile()
 	}
 	progress("%s: publishing while the meter runs", round)
-	cpuBefore := sampleCPU(env.db.name)
+	cpuBefore := sampleCPU(env.db.Name)
 	if err := pub.start(); err != nil {
 		return runResult{}, err
 	}
@@ -254,7 +255,7 @@ func (env *benchEnv) meter(ctx context.Context, o options, w workload, measured 
 			published = nil
 		case <-run.done:
 			running = false
-			cpu = sampleCPU(env.db.name).since(cpuBefore)
+			cpu = sampleCPU(env.db.Name).since(cpuBefore)
 		case <-tick.C:
 			stored, rejected, idle := run.progress()
 			progress("metered %d events, rejected %d", stored, rejected)

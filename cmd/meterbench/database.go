@@ -2,73 +2,12 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
-	"net/url"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/gpumarket/gpumarket/db"
-	"github.com/gpumarket/gpumarket/db/dbtest"
 )
-
-// scratchDatabase is a fresh, migrated database of its own on the tests' PostgreSQL server
-// (dbtest.AdminURL), for one run.
-type scratchDatabase struct {
-	name string
-	Pool *pgxpool.Pool
-}
-
-// createDatabase creates and migrates a database named for this run.
-func createDatabase(ctx context.Context) (*scratchDatabase, error) {
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	d := &scratchDatabase{name: "gpumarket_bench_" + hex.EncodeToString(b)}
-	admin, err := pgx.Connect(ctx, dbtest.AdminURL())
-	if err != nil {
-		return nil, fmt.Errorf("connect %s: %w (is PostgreSQL running? `go run ./cmd/gpumarket dev postgres` starts it)", dbtest.AdminURL(), err)
-	}
-	defer admin.Close(ctx)
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+d.name); err != nil {
-		return nil, fmt.Errorf("create the scratch database: %w", err)
-	}
-	u, err := url.Parse(dbtest.AdminURL())
-	if err != nil {
-		d.drop()
-		return nil, err
-	}
-	u.Path = "/" + d.name
-	if d.Pool, err = db.Open(ctx, u.String()); err != nil {
-		d.drop()
-		return nil, err
-	}
-	if err := db.Migrate(ctx, d.Pool, nil); err != nil {
-		d.drop()
-		return nil, err
-	}
-	return d, nil
-}
-
-// drop closes the pool and drops the database, whatever state the run left it in.
-func (d *scratchDatabase) drop() {
-	if d.Pool != nil {
-		d.Pool.Close()
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	admin, err := pgx.Connect(ctx, dbtest.AdminURL())
-	if err != nil {
-		progress("could not drop database %s: %v", d.name, err)
-		return
-	}
-	defer admin.Close(ctx)
-	if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+d.name+" WITH (FORCE)"); err != nil {
-		progress("could not drop database %s: %v", d.name, err)
-	}
-}
 
 // seed writes the workload's customers with their API keys, providers, offerings and price
 // book, and returns the workload over them (without its NATS URL and ticket key).

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/audit"
 	"github.com/gpumarket/gpumarket/services/money"
 )
 
@@ -80,6 +81,19 @@ type Credits struct {
 	ledger   *Ledger
 	checkout Checkout
 	now      func() time.Time
+	audit    AuditLog // nil records no adjustment in the audit log
+}
+
+// AuditLog records a finance action inside the transaction that takes it (audit.Log).
+type AuditLog interface {
+	RecordTx(ctx context.Context, tx pgx.Tx, r audit.Record) error
+}
+
+// RecordTo makes Adjust record every adjustment in the finance audit log, in the transaction
+// that posts it, and returns c.
+func (c *Credits) RecordTo(log AuditLog) *Credits {
+	c.audit = log
+	return c
 }
 
 // NewCredits returns the credits service.
@@ -284,11 +298,42 @@ func (c *Credits) Adjust(ctx context.Context, in AdjustInput) (_ Transaction, er
 	if err != nil {
 		return Transaction{}, err
 	}
-	txn, _, err := c.ledger.Post(ctx, TransactionInput{
-		Kind: TransactionAdjustment, Memo: "Adjustment: " + in.Reason, CreatedBy: in.ByUserID, OccurredAt: c.now().UTC(),
-		Postings: []Posting{{Account: customer, Amount: in.Amount}, {Account: revenue, Amount: -in.Amount}},
+	var txn Transaction
+	err = pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		var err error
+		txn, _, err = c.ledger.PostTx(ctx, tx, TransactionInput{
+			Kind: TransactionAdjustment, Memo: "Adjustment: " + in.Reason, CreatedBy: in.ByUserID, OccurredAt: c.now().UTC(),
+			Postings: []Posting{{Account: customer, Amount: in.Amount}, {Account: revenue, Amount: -in.Amount}},
+		})
+		if err != nil || c.audit == nil {
+			return err
+		}
+		// PostTx holds the account's lock: the balance read here is the one the posting made.
+		var after money.BigPico
+		if err := tx.QueryRow(ctx, `SELECT balance FROM ledger_accounts WHERE id = $1`, string(customer)).Scan(&after); err != nil {
+			return err
+		}
+		verb, size := "Granted", money.BigPicoOf(in.Amount)
+		if in.Amount < 0 {
+			verb, size = "Took back", size.Neg()
+		}
+		type state struct {
+			Balance     money.BigPico `json:"balance_pico"`
+			Amount      money.Pico    `json:"amount_pico,omitempty"`
+			Reason      string        `json:"reason,omitempty"`
+			Transaction string        `json:"transaction_id,omitempty"`
+		}
+		return c.audit.RecordTx(ctx, tx, audit.Record{
+			ActorID: in.ByUserID, Action: audit.ActionAdjustment, SubjectKind: "account", SubjectID: in.AccountID,
+			Summary: fmt.Sprintf("%s %s of credit: %s", verb, size, in.Reason),
+			Before:  state{Balance: after.AddPico(-in.Amount)},
+			After:   state{Balance: after, Amount: in.Amount, Reason: in.Reason, Transaction: txn.ID},
+		})
 	})
-	return txn, err
+	if err != nil {
+		return Transaction{}, err
+	}
+	return txn, nil
 }
 
 func centsToPico(cents int64) money.Pico { return money.Pico(cents) * money.PicoPerCent }

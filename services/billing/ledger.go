@@ -1,5 +1,6 @@
 // Package billing owns the platform's money: the double-entry ledger that records every
-// purchase of credits, every batch of metered usage, refunds, adjustments and payouts.
+// purchase of credits, every batch of metered usage, refunds, adjustments, credit notes and
+// payouts.
 //
 // Amounts are signed integers of picodollars (money.Pico; 1e-12 USD, so that one token at one
 // MicroUSD per million tokens is one unit), stored as NUMERIC(38,0). The sign is the ledger's
@@ -83,12 +84,16 @@ const (
 	TransactionRefund     TransactionKind = "refund"     // credits given back through Stripe
 	TransactionAdjustment TransactionKind = "adjustment" // a correction made by finance
 	TransactionPayout     TransactionKind = "payout"     // a provider paid
+	// TransactionCreditNote is a credit note that puts the amount of a voided invoice back on
+	// the customer's credit and takes the providers' share back from their payables.
+	TransactionCreditNote TransactionKind = "credit_note"
 )
 
 // Valid reports whether k is a known kind.
 func (k TransactionKind) Valid() bool {
 	switch k {
-	case TransactionPurchase, TransactionUsage, TransactionRefund, TransactionAdjustment, TransactionPayout:
+	case TransactionPurchase, TransactionUsage, TransactionRefund, TransactionAdjustment, TransactionPayout,
+		TransactionCreditNote:
 		return true
 	}
 	return false

@@ -21,10 +21,14 @@
 package catalog
 
 import (
+	"context"
 	"strconv"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gpumarket/gpumarket/services/audit"
 
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/rigaddr"
@@ -132,13 +136,22 @@ type Config struct {
 	// Rigs is where listings may point their agent URL; the zero value allows public addresses
 	// only. `gpumarket dev` allows this machine's (rigaddr.Policy.Development).
 	Rigs rigaddr.Policy
+	// Audit records each price change in the finance audit log, in the transaction that makes
+	// it; nil records nothing.
+	Audit AuditLog
+}
+
+// AuditLog records a finance action inside the transaction that takes it (audit.Log).
+type AuditLog interface {
+	RecordTx(ctx context.Context, tx pgx.Tx, r audit.Record) error
 }
 
 // Service is the catalog on PostgreSQL.
 type Service struct {
-	pool *pgxpool.Pool
-	now  func() time.Time
-	rigs rigaddr.Policy
+	pool  *pgxpool.Pool
+	now   func() time.Time
+	rigs  rigaddr.Policy
+	audit AuditLog
 }
 
 // NewService returns the catalog service.
@@ -146,5 +159,5 @@ func NewService(pool *pgxpool.Pool, cfg Config) *Service {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Service{pool: pool, now: cfg.Now, rigs: cfg.Rigs}
+	return &Service{pool: pool, now: cfg.Now, rigs: cfg.Rigs, audit: cfg.Audit}
 }

@@ -2,12 +2,15 @@ package catalog
 
 import (
 	"context"
+	"fmt"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/audit"
 	"github.com/gpumarket/gpumarket/services/money"
 )
 
@@ -152,19 +155,49 @@ func (in ScheduleInput) Validate(now time.Time) error {
 	return fe.Err()
 }
 
-// SchedulePrice records a price change from its date on, with who made it. A second change
-// for the same tier and instant is a conflict, not an overwrite.
+// SchedulePrice records a price change from its date on, with who made it, and records it in
+// the finance audit log (before: the price that was to be in force from that moment) in the
+// same transaction. A second change for the same tier and instant is a conflict, not an
+// overwrite.
 func (s *Service) SchedulePrice(ctx context.Context, byUserID string, in ScheduleInput) (_ PriceChange, err error) {
 	defer services.Wrap(&err, "catalog.SchedulePrice(%s)", in.Tier)
 	now := s.now().UTC()
 	if err := in.Validate(now); err != nil {
 		return PriceChange{}, err
 	}
-	var id int64
-	err = s.pool.QueryRow(ctx, `
-		INSERT INTO prices (tier, input_micro_usd_per_mtok, output_micro_usd_per_mtok, effective_from, created_by, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`,
-		string(in.Tier), int64(in.Input), int64(in.Output), in.EffectiveFrom.UTC(), byUserID, now).Scan(&id)
+	change := PriceChange{Price: Price{Tier: in.Tier, Input: in.Input, Output: in.Output, EffectiveFrom: in.EffectiveFrom.UTC()}, CreatedAt: now}
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `
+			SELECT id, tier, input_micro_usd_per_mtok, output_micro_usd_per_mtok, effective_from
+			FROM prices WHERE tier = $1 AND effective_from <= $2
+			ORDER BY effective_from DESC LIMIT 1`, string(in.Tier), change.EffectiveFrom)
+		if err != nil {
+			return err
+		}
+		superseded, err := pgx.CollectRows(rows, scanPrice)
+		if err != nil {
+			return err
+		}
+		if err := tx.QueryRow(ctx, `
+			INSERT INTO prices (tier, input_micro_usd_per_mtok, output_micro_usd_per_mtok, effective_from, created_by, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`,
+			string(in.Tier), int64(in.Input), int64(in.Output), change.EffectiveFrom, byUserID, now).Scan(&change.ID); err != nil {
+			return err
+		}
+		if s.audit == nil {
+			return nil
+		}
+		var before any
+		if len(superseded) == 1 {
+			before = superseded[0]
+		}
+		return s.audit.RecordTx(ctx, tx, audit.Record{
+			ActorID: byUserID, Action: audit.ActionPriceChange, SubjectKind: "price", SubjectID: strconv.FormatInt(change.ID, 10),
+			Summary: fmt.Sprintf("%s price from %s: %s input, %s output per million tokens", in.Tier,
+				change.EffectiveFrom.Format(time.RFC3339), in.Input, in.Output),
+			Before: before, After: change.Price,
+		})
+	})
 	if isUniqueViolation(err) {
 		return PriceChange{}, &services.Error{Code: services.CodeConflict, Message: "A change for this tier already takes effect at that moment.",
 			Fields: map[string]string{"effective_from": "Choose another moment."}}
@@ -172,7 +205,7 @@ func (s *Service) SchedulePrice(ctx context.Context, byUserID string, in Schedul
 	if err != nil {
 		return PriceChange{}, err
 	}
-	return PriceChange{Price: Price{ID: id, Tier: in.Tier, Input: in.Input, Output: in.Output, EffectiveFrom: in.EffectiveFrom.UTC()}, CreatedAt: now}, nil
+	return change, nil
 }
 
 // PriceHistory lists every price of the book, latest effective first.

@@ -207,19 +207,27 @@ func TestRedeliveryOfACommittedMessageIsNoDuplicate(t *testing.T) {
 }
 
 // assertSummariesMatchRows checks that the hourly rollups and the API keys' monthly spend,
-// which the meter keeps in the same transaction as the usage rows, equal the rows exactly.
+// which the meter keeps in the same transaction as the usage rows, equal the rows exactly: a
+// rollup per hour, account, offering, tier, model, price version and asks, with the requests
+// charged nothing counted apart.
 func assertSummariesMatchRows(t *testing.T, e *meterEnv) {
 	t.Helper()
 	if n := e.count(t, `
 		SELECT count(*) FROM (
-			SELECT date_trunc('hour', occurred_at) AS hour, account_id, offering_id, tier, model, provider_account_id,
-				count(*) AS requests, sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens,
+			SELECT date_trunc('hour', occurred_at) AS hour, account_id, offering_id, tier, model, price_id, ask_input_price,
+				ask_output_price, provider_account_id, count(*) AS requests, sum(input_tokens) AS input_tokens,
+				sum(output_tokens) AS output_tokens, count(*) FILTER (WHERE charge_pico = 0) AS uncharged_requests,
+				coalesce(sum(input_tokens) FILTER (WHERE charge_pico = 0), 0) AS uncharged_input_tokens,
+				coalesce(sum(output_tokens) FILTER (WHERE charge_pico = 0), 0) AS uncharged_output_tokens,
 				sum(charge_pico) AS charge_pico, sum(payable_pico) AS payable_pico
-			FROM usage_events GROUP BY 1, 2, 3, 4, 5, 6
-		) r FULL JOIN usage_hourly h USING (hour, account_id, offering_id, tier, model)
+			FROM usage_events GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9
+		) r FULL JOIN usage_hourly h USING (hour, account_id, offering_id, tier, model, price_id, ask_input_price, ask_output_price)
 		WHERE r.requests IS DISTINCT FROM h.requests OR r.input_tokens IS DISTINCT FROM h.input_tokens
 			OR r.output_tokens IS DISTINCT FROM h.output_tokens OR r.charge_pico IS DISTINCT FROM h.charge_pico
 			OR r.payable_pico IS DISTINCT FROM h.payable_pico
+			OR r.uncharged_requests IS DISTINCT FROM h.uncharged_requests
+			OR r.uncharged_input_tokens IS DISTINCT FROM h.uncharged_input_tokens
+			OR r.uncharged_output_tokens IS DISTINCT FROM h.uncharged_output_tokens
 			OR r.provider_account_id IS DISTINCT FROM h.provider_account_id`); n != 0 {
 		t.Errorf("%d hourly rollups differ from the usage rows they sum", n)
 	}

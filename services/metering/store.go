@@ -276,8 +276,9 @@ var (
 	// up the rows it inserted, and returns their event ids.
 	insertUsageOnce = `WITH ` + usageIncoming + `, inserted AS (` + usageInsert + `
 			ON CONFLICT DO NOTHING
-			RETURNING event_id, occurred_at, account_id, api_key_id, offering_id, tier, model, provider_account_id,
-				input_tokens, output_tokens, charge_pico, payable_pico, energy_j), ` + usageRollup("inserted") + `, ` +
+			RETURNING event_id, occurred_at, account_id, api_key_id, offering_id, tier, model, price_id, ask_input_price,
+				ask_output_price, provider_account_id, input_tokens, output_tokens, charge_pico, payable_pico, energy_j), ` +
+		usageRollup("inserted") + `, ` +
 		keySpend("inserted") + `
 		SELECT event_id FROM inserted`
 )
@@ -309,24 +310,33 @@ const (
 		ask_output_price, charge_pico, payable_pico, flag, flag_reason, occurred_at, metered_at, stream_seq`
 )
 
-// usageRollup adds the usage rows of the CTE named rows to the hourly rollups.
+// usageRollup adds the usage rows of the CTE named rows to the hourly rollups: per hour,
+// account, offering, tier, model, price version and asks, as rollUp sums them.
 func usageRollup(rows string) string {
 	return `rollup AS (
-		INSERT INTO usage_hourly (hour, account_id, offering_id, tier, model, provider_account_id,
-			requests, input_tokens, output_tokens, charge_pico, payable_pico, energy_j)
-		SELECT date_trunc('hour', occurred_at), account_id, offering_id, tier, model, provider_account_id,
-			count(*), sum(input_tokens), sum(output_tokens), sum(charge_pico), sum(payable_pico), sum(energy_j)
+		INSERT INTO usage_hourly (hour, account_id, offering_id, tier, model, price_id, ask_input_price,
+			ask_output_price, provider_account_id, requests, input_tokens, output_tokens, uncharged_requests,
+			uncharged_input_tokens, uncharged_output_tokens, charge_pico, payable_pico, energy_j)
+		SELECT date_trunc('hour', occurred_at), account_id, offering_id, tier, model, price_id, ask_input_price,
+			ask_output_price, provider_account_id, count(*), sum(input_tokens), sum(output_tokens),
+			count(*) FILTER (WHERE charge_pico = 0), coalesce(sum(input_tokens) FILTER (WHERE charge_pico = 0), 0),
+			coalesce(sum(output_tokens) FILTER (WHERE charge_pico = 0), 0), sum(charge_pico), sum(payable_pico),
+			sum(energy_j)
 		FROM ` + rows + `
-		GROUP BY 1, 2, 3, 4, 5, 6
-		ORDER BY 1, 2, 3, 4, 5
+		GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9
+		ORDER BY 1, 2, 3, 4, 5, 6, 7, 8
 		` + addToRollup + `)`
 }
 
 // addToRollup adds the incoming sums to a usage_hourly row that is there already.
-const addToRollup = `ON CONFLICT (hour, account_id, offering_id, tier, model) DO UPDATE SET
+const addToRollup = `ON CONFLICT (hour, account_id, offering_id, tier, model, price_id, ask_input_price, ask_output_price)
+	DO UPDATE SET
 	requests = usage_hourly.requests + EXCLUDED.requests,
 	input_tokens = usage_hourly.input_tokens + EXCLUDED.input_tokens,
 	output_tokens = usage_hourly.output_tokens + EXCLUDED.output_tokens,
+	uncharged_requests = usage_hourly.uncharged_requests + EXCLUDED.uncharged_requests,
+	uncharged_input_tokens = usage_hourly.uncharged_input_tokens + EXCLUDED.uncharged_input_tokens,
+	uncharged_output_tokens = usage_hourly.uncharged_output_tokens + EXCLUDED.uncharged_output_tokens,
 	charge_pico = usage_hourly.charge_pico + EXCLUDED.charge_pico,
 	payable_pico = usage_hourly.payable_pico + EXCLUDED.payable_pico,
 	energy_j = usage_hourly.energy_j + EXCLUDED.energy_j`

@@ -1,6 +1,7 @@
 package metering
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -99,15 +100,22 @@ func (s *usageSource) uuid(id string) pgtype.UUID {
 	return u
 }
 
-// rollupKey is a row of usage_hourly.
+// rollupKey is a row of usage_hourly: an hour, account, offering, tier and model at one price
+// version and one pair of asks, so that invoices and statements price their lines exactly
+// from the rollups (see docs/invoicing.md, "Rollups").
 type rollupKey struct {
 	hour                           time.Time
 	account, offering, tier, model string
+	priceID, askIn, askOut         int64
 	provider                       string
 }
 
+// rollupSums are a rollup row's sums. The uncharged ones count the requests charged nothing
+// (no output token, a failed embedding) and their tokens.
 type rollupSums struct {
 	requests, input, output, charge, payable int64
+	unchargedRequests                        int64
+	unchargedInput, unchargedOutput          int64
 	energy                                   float64
 }
 
@@ -124,7 +132,8 @@ func rollUp(priced []pricedEvent) (r rollups, ok bool) {
 		pe := &priced[i]
 		u := &pe.c.ev.Data
 		k := rollupKey{hour: pe.c.ev.Time.UTC().Truncate(time.Hour), account: pe.account, offering: u.OfferingID,
-			tier: pe.c.claims.Tier, model: u.Model, provider: pe.provider}
+			tier: pe.c.claims.Tier, model: u.Model, priceID: pe.t.price.id, askIn: pe.t.askIn, askOut: pe.t.askOut,
+			provider: pe.provider}
 		s := r.sums[k]
 		if s == nil {
 			s = &rollupSums{}
@@ -140,6 +149,12 @@ func rollUp(priced []pricedEvent) (r rollups, ok bool) {
 		if o1 || o2 || o3 || o4 {
 			return rollups{}, false
 		}
+		if pe.charge == 0 {
+			// Within the sums above: these cannot overflow where they did not.
+			s.unchargedRequests++
+			s.unchargedInput += pe.in
+			s.unchargedOutput += pe.out
+		}
 		s.energy += u.EnergyJoules
 	}
 	// Upserted in key order, as insertNewUsage does, so that committers lock rollup rows in
@@ -148,8 +163,17 @@ func rollUp(priced []pricedEvent) (r rollups, ok bool) {
 		if c := a.hour.Compare(b.hour); c != 0 {
 			return c
 		}
-		return strings.Compare(a.account+"\x00"+a.offering+"\x00"+a.tier+"\x00"+a.model,
-			b.account+"\x00"+b.offering+"\x00"+b.tier+"\x00"+b.model)
+		if c := strings.Compare(a.account+"\x00"+a.offering+"\x00"+a.tier+"\x00"+a.model,
+			b.account+"\x00"+b.offering+"\x00"+b.tier+"\x00"+b.model); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.priceID, b.priceID); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.askIn, b.askIn); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.askOut, b.askOut)
 	})
 	return r, true
 }
@@ -164,26 +188,35 @@ func (r rollups) arrays() []any {
 	n := len(r.keys)
 	hour := make([]time.Time, n)
 	account, offering, tier, model, provider := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	priceID, askIn, askOut := make([]int64, n), make([]int64, n), make([]int64, n)
 	requests, input, output, charge, payable := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+	unchargedRequests, unchargedInput, unchargedOutput := make([]int64, n), make([]int64, n), make([]int64, n)
 	energy := make([]float64, n)
 	for i, k := range r.keys {
 		s := r.sums[k]
 		hour[i], account[i], offering[i], tier[i], model[i], provider[i] = k.hour, k.account, k.offering, k.tier, k.model, k.provider
+		priceID[i], askIn[i], askOut[i] = k.priceID, k.askIn, k.askOut
 		requests[i], input[i], output[i], charge[i], payable[i], energy[i] = s.requests, s.input, s.output, s.charge, s.payable, s.energy
+		unchargedRequests[i], unchargedInput[i], unchargedOutput[i] = s.unchargedRequests, s.unchargedInput, s.unchargedOutput
 	}
-	return []any{hour, account, offering, tier, model, provider, requests, input, output, charge, payable, energy}
+	return []any{hour, account, offering, tier, model, priceID, askIn, askOut, provider, requests, input, output,
+		unchargedRequests, unchargedInput, unchargedOutput, charge, payable, energy}
 }
 
 // upsertRollups adds summed rows to usage_hourly, in the order given.
 const upsertRollups = `
-	INSERT INTO usage_hourly (hour, account_id, offering_id, tier, model, provider_account_id,
-		requests, input_tokens, output_tokens, charge_pico, payable_pico, energy_j)
-	SELECT hour, account_id::uuid, offering_id::uuid, tier, model, provider_account_id::uuid,
-		requests, input_tokens, output_tokens, charge_pico, payable_pico, energy_j
-	FROM unnest($1::timestamptz[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[],
-		$8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $12::float8[]) WITH ORDINALITY
-		AS r (hour, account_id, offering_id, tier, model, provider_account_id, requests, input_tokens,
-			output_tokens, charge_pico, payable_pico, energy_j, n)
+	INSERT INTO usage_hourly (hour, account_id, offering_id, tier, model, price_id, ask_input_price, ask_output_price,
+		provider_account_id, requests, input_tokens, output_tokens, uncharged_requests, uncharged_input_tokens,
+		uncharged_output_tokens, charge_pico, payable_pico, energy_j)
+	SELECT hour, account_id::uuid, offering_id::uuid, tier, model, price_id, ask_input_price, ask_output_price,
+		provider_account_id::uuid, requests, input_tokens, output_tokens, uncharged_requests, uncharged_input_tokens,
+		uncharged_output_tokens, charge_pico, payable_pico, energy_j
+	FROM unnest($1::timestamptz[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[],
+		$8::bigint[], $9::text[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[], $14::bigint[],
+		$15::bigint[], $16::bigint[], $17::bigint[], $18::float8[]) WITH ORDINALITY
+		AS r (hour, account_id, offering_id, tier, model, price_id, ask_input_price, ask_output_price,
+			provider_account_id, requests, input_tokens, output_tokens, uncharged_requests, uncharged_input_tokens,
+			uncharged_output_tokens, charge_pico, payable_pico, energy_j, n)
 	ORDER BY n
 	` + addToRollup
 

@@ -1,0 +1,165 @@
+// Package invoicing owns the month's close and the documents it makes: customers' invoices,
+// providers' statements and credit notes, their numbering, review and approval, voiding, and
+// customers' billing details. docs/invoicing.md says what each decision is and why.
+//
+// It reads the tables of other packages and writes none of them but through their rules: the
+// hourly rollups (usage_hourly) and, for the exact check of a sample, the usage rows
+// (usage_events) that package metering keeps; the ledger (ledger_accounts, ledger_postings,
+// ledger_transactions) that package billing keeps, to which a credit note posts through
+// billing.Ledger; the price book (prices) and offerings of package catalog; accounts and users.
+//
+// Its invariants:
+//   - One document per account (or provider) and period that is not void, however often and
+//     wherever the close runs: a unique index holds it. A re-close refreshes drafts and never
+//     touches an issued document.
+//   - A document's amounts come from the rollups' exact sums (charge_pico, payable_pico),
+//     rounded to cents once per line (CentsOf); its total is the sum of its lines' cents.
+//   - An issued document never changes: database triggers refuse any change to it or its lines
+//     except recording its payment or its voiding. Usage of its period metered later goes on
+//     the next document as a late-usage line naming the period.
+//   - Issued documents are numbered without gaps or repeats per series and year, and a draft
+//     holds no number.
+//   - Every finance action is recorded in the audit log (package audit) in the transaction that
+//     takes it.
+package invoicing
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gpumarket/gpumarket/services/audit"
+	"github.com/gpumarket/gpumarket/services/billing"
+)
+
+// Defaults of Config.
+const (
+	// DefaultGrace is how long after a period ends the platform closes it by itself: time for
+	// late usage to arrive and for finance to look before drafts are made.
+	DefaultGrace = 72 * time.Hour
+	// DefaultMinimumPayout is the least a statement pays out; less carries over to the next.
+	DefaultMinimumPayout Cents = 10_00
+	// DefaultUsageChecks is how many accounts each close checks exactly against their usage rows.
+	DefaultUsageChecks = 10
+	// DefaultChunk is how many accounts the close computes in one database transaction.
+	DefaultChunk = 500
+)
+
+// AuditLog records a finance action inside the transaction that takes it (audit.Log).
+type AuditLog interface {
+	RecordTx(ctx context.Context, tx pgx.Tx, r audit.Record) error
+}
+
+// Config wires the service.
+type Config struct {
+	Pool   *pgxpool.Pool
+	Ledger *billing.Ledger
+	Audit  AuditLog
+	// Seller is the platform's details, written on every document it issues. Approval is
+	// refused while its name, address or country is missing.
+	Seller Party
+	// InvoiceNumbers and StatementNumbers write the two series' numbers; the zero value is
+	// DefaultInvoiceNumberFormat (DefaultStatementNumberFormat) from DefaultFirstNumber.
+	InvoiceNumbers   NumberFormat
+	StatementNumbers NumberFormat
+	// MinimumPayout is the least a statement pays out (0: DefaultMinimumPayout).
+	MinimumPayout Cents
+	// Grace is how long after its end a period is closed by itself (0: DefaultGrace).
+	Grace time.Duration
+	// UsageChecks is how many accounts a close checks exactly against usage_events
+	// (0: DefaultUsageChecks; negative: none).
+	UsageChecks int
+	// Chunk is how many accounts or providers a close computes per transaction (0: DefaultChunk).
+	Chunk int
+	Now   func() time.Time
+	Log   *slog.Logger
+}
+
+// Service is the close, the documents and billing details on PostgreSQL.
+type Service struct {
+	cfg  Config
+	pool *pgxpool.Pool
+	now  func() time.Time
+	log  *slog.Logger
+}
+
+// New returns the service; it panics without a pool, a ledger or an audit log, which nothing
+// can run without.
+func New(cfg Config) *Service {
+	if cfg.Pool == nil || cfg.Ledger == nil || cfg.Audit == nil {
+		panic("invoicing.New: a pool, a ledger and an audit log are required")
+	}
+	if cfg.InvoiceNumbers.layout == "" {
+		cfg.InvoiceNumbers, _ = ParseNumberFormat(DefaultInvoiceNumberFormat, DefaultFirstNumber)
+	}
+	if cfg.StatementNumbers.layout == "" {
+		cfg.StatementNumbers, _ = ParseNumberFormat(DefaultStatementNumberFormat, DefaultFirstNumber)
+	}
+	if cfg.MinimumPayout <= 0 {
+		cfg.MinimumPayout = DefaultMinimumPayout
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = DefaultGrace
+	}
+	if cfg.UsageChecks == 0 {
+		cfg.UsageChecks = DefaultUsageChecks
+	}
+	if cfg.Chunk <= 0 {
+		cfg.Chunk = DefaultChunk
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	return &Service{cfg: cfg, pool: cfg.Pool, now: cfg.Now, log: cfg.Log}
+}
+
+// Grace is how long after its end a period is closed by itself.
+func (s *Service) Grace() time.Duration { return s.cfg.Grace }
+
+// MinimumPayout is the least a statement pays out.
+func (s *Service) MinimumPayout() Cents { return s.cfg.MinimumPayout }
+
+// Seller is the platform's details as documents show them.
+func (s *Service) Seller() Party { return s.cfg.Seller.withCountryName() }
+
+// The advisory lock classes of the service (the first of the two keys of
+// pg_advisory_lock(int, int)): a period's close, and a customer's or provider's documents.
+const (
+	lockClose    int32 = 0x47504d43 // "GPMC"
+	lockCustomer int32 = 0x47504d49 // "GPMI"
+	lockProvider int32 = 0x47504d53 // "GPMS"
+)
+
+// lockAccounts takes the transaction's locks on the documents of every account given, in
+// the order of their keys: a close's chunk, an approval and a void of the same account queue
+// on them, and two transactions that take them this way never deadlock. The keys are sorted
+// here and locked in the order of the array, which a function scan keeps.
+func lockAccounts(ctx context.Context, tx pgx.Tx, class int32, ids []string) error {
+	keys := make([]int32, 0, len(ids))
+	for _, id := range ids {
+		h := fnv.New32a()
+		h.Write([]byte(id))
+		keys = append(keys, int32(h.Sum32()))
+	}
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, k) FROM unnest($2::int4[]) AS k`, class, keys)
+	return err
+}
+
+// wrapf annotates err with what was being done.
+func wrapf(err error, format string, args ...any) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf(format+": %w", append(args, err)...)
+}

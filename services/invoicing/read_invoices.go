@@ -1,0 +1,417 @@
+package invoicing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/money"
+)
+
+// Reading invoices and credit notes for pages, APIs and printed documents. Finance reads any
+// (Invoice, Invoices); a customer only its own account's, and never a draft (AccountInvoice,
+// AccountInvoices): a draft is finance's until it is issued.
+
+var errInvoiceNotFound = services.Errorf(services.CodeNotFound, "No such invoice.")
+
+// InvoiceSummary is an invoice in a list: the review queue, a customer's invoices.
+type InvoiceSummary struct {
+	ID                string     `json:"id"`
+	AccountID         string     `json:"account_id"`
+	AccountName       string     `json:"account_name"`
+	Period            Period     `json:"period"`
+	Status            Status     `json:"status"`
+	Number            string     `json:"number"`
+	DisplayNumber     string     `json:"display_number"`
+	Total             Cents      `json:"total_cents"`
+	AmountDue         Cents      `json:"amount_due_cents"`
+	Flags             []Flag     `json:"flags"`
+	Actions           []Action   `json:"actions"`
+	ReplacesInvoiceID string     `json:"replaces_invoice_id,omitempty"`
+	ComputedAt        time.Time  `json:"computed_at"`
+	IssuedAt          *time.Time `json:"issued_at,omitempty"`
+}
+
+// InvoiceFilter selects invoices for the review queue. Zero values filter nothing.
+type InvoiceFilter struct {
+	Period    Period
+	Status    Status
+	AccountID string
+	Flag      Flag
+	// MinTotal and MaxTotal bound the total, inclusive.
+	MinTotal, MaxTotal *Cents
+	// Limit is the most a page holds (0: DefaultListLimit); Offset skips that many.
+	Limit, Offset int
+}
+
+// List page sizes.
+const (
+	DefaultListLimit = 100
+	MaxListLimit     = 1000
+)
+
+// Validate names every bad field.
+func (f InvoiceFilter) Validate() error {
+	fe := services.FieldErrors{}
+	if f.Status != "" && !f.Status.Valid() {
+		fe.Add("status", "Choose draft, issued, paid or void.")
+	}
+	if f.AccountID != "" && !isUUID(f.AccountID) {
+		fe.Add("account_id", "Choose an account.")
+	}
+	if f.Flag != "" && !f.Flag.Valid() {
+		fe.Add("flag", "Choose usage_mismatch, discrepancy, negative_balance or spike.")
+	}
+	if f.MinTotal != nil && f.MaxTotal != nil && *f.MaxTotal < *f.MinTotal {
+		fe.Add("max_total", "Choose a maximum at least the minimum.")
+	}
+	if f.Limit < 0 || f.Limit > MaxListLimit || f.Offset < 0 {
+		fe.Add("limit", fmt.Sprintf("Ask for 1 to %d a page.", MaxListLimit))
+	}
+	return fe.Err()
+}
+
+// InvoicePage is a page of invoices: latest period first, then by account name.
+type InvoicePage struct {
+	Invoices []InvoiceSummary `json:"invoices"`
+	// More is true when a later page has more.
+	More bool `json:"more"`
+}
+
+const invoiceSummaryColumns = `
+	SELECT i.id::text, i.account_id::text, a.name, i.period, i.status, coalesce(i.number, ''), i.total_cents,
+		i.amount_due_cents, i.flags, coalesce(i.replaces_invoice_id::text, ''), i.computed_at, i.issued_at
+	FROM invoices i JOIN accounts a ON a.id = i.account_id`
+
+func scanInvoiceSummary(r pgx.CollectableRow) (InvoiceSummary, error) {
+	var v InvoiceSummary
+	var period time.Time
+	var flags []string
+	err := r.Scan(&v.ID, &v.AccountID, &v.AccountName, &period, &v.Status, &v.Number, &v.Total, &v.AmountDue, &flags,
+		&v.ReplacesInvoiceID, &v.ComputedAt, &v.IssuedAt)
+	v.Period, v.DisplayNumber, v.Flags = periodOfDate(period), displayNumber(v.Number), flagsOf(flags)
+	v.Actions = invoiceActions(v.Status, v.AmountDue)
+	v.ComputedAt, v.IssuedAt = v.ComputedAt.UTC(), utcPtr(v.IssuedAt)
+	return v, err
+}
+
+// Invoices lists the invoices that match the filter, for finance.
+func (s *Service) Invoices(ctx context.Context, f InvoiceFilter) (_ InvoicePage, err error) {
+	defer services.Wrap(&err, "invoicing.Invoices")
+	if err := f.Validate(); err != nil {
+		return InvoicePage{}, err
+	}
+	w := where{}
+	if !f.Period.IsZero() {
+		w.add("i.period = $?", f.Period.Start())
+	}
+	if f.Status != "" {
+		w.add("i.status = $?", string(f.Status))
+	}
+	if f.AccountID != "" {
+		w.add("i.account_id = $?::uuid", f.AccountID)
+	}
+	if f.Flag != "" {
+		w.add("$? = ANY (i.flags)", string(f.Flag))
+	}
+	if f.MinTotal != nil {
+		w.add("i.total_cents >= $?", int64(*f.MinTotal))
+	}
+	if f.MaxTotal != nil {
+		w.add("i.total_cents <= $?", int64(*f.MaxTotal))
+	}
+	limit := f.Limit
+	if limit == 0 {
+		limit = DefaultListLimit
+	}
+	rows, err := s.pool.Query(ctx, invoiceSummaryColumns+w.sql()+`
+		ORDER BY i.period DESC, a.name, i.created_at, i.id `+w.page(limit+1, f.Offset), w.args...)
+	if err != nil {
+		return InvoicePage{}, err
+	}
+	list, err := pgx.CollectRows(rows, scanInvoiceSummary)
+	if err != nil {
+		return InvoicePage{}, err
+	}
+	page := InvoicePage{Invoices: list}
+	if len(list) > limit {
+		page.Invoices, page.More = list[:limit], true
+	}
+	return page, nil
+}
+
+// AccountInvoices lists an account's issued, paid and void invoices, latest period first.
+func (s *Service) AccountInvoices(ctx context.Context, accountID string) (_ []InvoiceSummary, err error) {
+	defer services.Wrap(&err, "invoicing.AccountInvoices")
+	if !isUUID(accountID) {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, invoiceSummaryColumns+`
+		WHERE i.account_id = $1 AND i.status <> 'draft'
+		ORDER BY i.period DESC, i.issued_at DESC`, accountID)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, scanInvoiceSummary)
+}
+
+// Invoice returns an invoice with its lines, for finance.
+func (s *Service) Invoice(ctx context.Context, id string) (Invoice, error) {
+	return s.invoice(ctx, s.pool, id, "", true)
+}
+
+// AccountInvoice returns one of the account's invoices that is not a draft; any other is not
+// found.
+func (s *Service) AccountInvoice(ctx context.Context, accountID, id string) (Invoice, error) {
+	if !isUUID(accountID) {
+		return Invoice{}, errInvoiceNotFound
+	}
+	return s.invoice(ctx, s.pool, id, accountID, false)
+}
+
+func (s *Service) invoice(ctx context.Context, q querier, id, accountID string, drafts bool) (_ Invoice, err error) {
+	defer services.Wrap(&err, "invoicing.Invoice(%s)", id)
+	if !isUUID(id) {
+		return Invoice{}, errInvoiceNotFound
+	}
+	var v Invoice
+	var period time.Time
+	var flags []string
+	var po pgtype.Text
+	var buyer, seller [4]pgtype.Text
+	var reason string
+	err = q.QueryRow(ctx, `
+		SELECT i.id::text, i.account_id::text, a.name, i.period, i.status, coalesce(i.number, ''),
+			coalesce(i.replaces_invoice_id::text, ''),
+			coalesce((SELECT r.id::text FROM invoices r WHERE r.replaces_invoice_id = i.id ORDER BY r.created_at LIMIT 1), ''),
+			i.currency, i.total_cents, i.amount_due_cents, i.opening_balance_pico, i.purchases_pico, i.refunds_pico,
+			i.adjustments_pico, i.credit_notes_pico, i.usage_charged_pico, i.closing_balance_pico, i.po_number,
+			i.buyer_legal_name, i.buyer_address, i.buyer_country, i.buyer_vat_id,
+			i.seller_name, i.seller_address, i.seller_country, i.seller_vat_id,
+			i.flags, i.computed_at, i.created_at, i.issued_at, coalesce(ui.email, ''), i.paid_at, coalesce(up.email, ''),
+			coalesce(i.payment_reference, ''), i.voided_at, coalesce(uv.email, ''), coalesce(i.void_reason, ''),
+			coalesce(i.void_note, '')
+		FROM invoices i
+		JOIN accounts a ON a.id = i.account_id
+		LEFT JOIN users ui ON ui.id = i.issued_by
+		LEFT JOIN users up ON up.id = i.paid_by
+		LEFT JOIN users uv ON uv.id = i.voided_by
+		WHERE i.id = $1 AND ($2 = '' OR i.account_id::text = $2) AND ($3 OR i.status <> 'draft')`, id, accountID, drafts).Scan(
+		&v.ID, &v.AccountID, &v.AccountName, &period, &v.Status, &v.Number, &v.ReplacesInvoiceID, &v.ReplacedByInvoiceID,
+		&v.Currency, &v.Total, &v.AmountDue, &v.Balance.Opening, &v.Balance.Purchases, &v.Balance.Refunds,
+		&v.Balance.Adjustments, &v.Balance.CreditNotes, &v.Balance.UsageCharged, &v.Balance.Closing, &po,
+		&buyer[0], &buyer[1], &buyer[2], &buyer[3], &seller[0], &seller[1], &seller[2], &seller[3],
+		&flags, &v.ComputedAt, &v.CreatedAt, &v.IssuedAt, &v.IssuedBy, &v.PaidAt, &v.PaidBy, &v.PaymentReference,
+		&v.VoidedAt, &v.VoidedBy, &reason, &v.VoidNote)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Invoice{}, errInvoiceNotFound
+	}
+	if err != nil {
+		return Invoice{}, err
+	}
+	v.Period, v.DisplayNumber, v.Flags, v.VoidReason = periodOfDate(period), displayNumber(v.Number), flagsOf(flags), VoidReason(reason)
+	v.ComputedAt, v.CreatedAt = v.ComputedAt.UTC(), v.CreatedAt.UTC()
+	v.IssuedAt, v.PaidAt, v.VoidedAt = utcPtr(v.IssuedAt), utcPtr(v.PaidAt), utcPtr(v.VoidedAt)
+	v.Actions = invoiceActions(v.Status, v.AmountDue)
+	if v.Status == StatusDraft {
+		// A draft shows the customer's details and the seller's as they are now.
+		d, err := s.billingDetailsWith(ctx, q, v.AccountID)
+		if err != nil {
+			return Invoice{}, err
+		}
+		v.Buyer, v.Seller, v.PONumber = d.Party, s.Seller(), d.PONumber
+		if po.Valid {
+			v.PONumber = po.String
+		}
+	} else {
+		v.Buyer, v.Seller, v.PONumber = partyOf(buyer), partyOf(seller), po.String
+	}
+	if v.Lines, err = invoiceLines(ctx, q, v.ID); err != nil {
+		return Invoice{}, err
+	}
+	rows, err := q.Query(ctx, `SELECT transaction_id::text, kind, memo, occurred_at, amount_pico FROM invoice_ledger_entries
+		WHERE invoice_id = $1 ORDER BY occurred_at, transaction_id`, v.ID)
+	if err != nil {
+		return Invoice{}, err
+	}
+	if v.Entries, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (LedgerEntry, error) {
+		var e LedgerEntry
+		err := r.Scan(&e.TransactionID, &e.Kind, &e.Memo, &e.OccurredAt, &e.Amount)
+		e.OccurredAt = e.OccurredAt.UTC()
+		return e, err
+	}); err != nil {
+		return Invoice{}, err
+	}
+	rows, err = q.Query(ctx, `SELECT id::text, number, reason, amount_cents, credited_pico, issued_at FROM credit_notes
+		WHERE invoice_id = $1 ORDER BY seq`, v.ID)
+	if err != nil {
+		return Invoice{}, err
+	}
+	v.CreditNotes, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (CreditNoteSummary, error) {
+		var c CreditNoteSummary
+		err := r.Scan(&c.ID, &c.Number, &c.Reason, &c.Amount, &c.Credited, &c.IssuedAt)
+		c.IssuedAt = c.IssuedAt.UTC()
+		return c, err
+	})
+	return v, err
+}
+
+// invoiceLines reads an invoice's lines in order.
+func invoiceLines(ctx context.Context, q querier, invoiceID string) ([]InvoiceLine, error) {
+	rows, err := q.Query(ctx, `
+		SELECT l.line_no, l.kind, l.usage_period, l.tier, l.model, l.price_id, l.input_price, l.output_price, p.effective_from,
+			l.requests, l.input_tokens, l.output_tokens, l.uncharged_requests, l.uncharged_input_tokens,
+			l.uncharged_output_tokens, l.charge_pico, l.payable_pico, l.amount_cents, l.description,
+			coalesce(l.credit_note_id::text, '')
+		FROM invoice_lines l LEFT JOIN prices p ON p.id = l.price_id AND l.input_price IS NOT NULL
+		WHERE l.invoice_id = $1 ORDER BY l.line_no`, invoiceID)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (InvoiceLine, error) {
+		var l InvoiceLine
+		var usage pgtype.Date
+		var in, out pgtype.Int8
+		var from pgtype.Timestamptz
+		err := r.Scan(&l.No, &l.Kind, &usage, &l.Tier, &l.Model, &l.PriceID, &in, &out, &from, &l.Requests, &l.InputTokens,
+			&l.OutputTokens, &l.UnchargedRequests, &l.UnchargedInputTokens, &l.UnchargedOutputTokens, &l.Charge, &l.payable,
+			&l.Amount, &l.Description, &l.CreditNoteID)
+		if usage.Valid {
+			l.UsagePeriod = periodOfDate(usage.Time)
+		}
+		if in.Valid {
+			i, o := money.MicroUSD(in.Int64), money.MicroUSD(out.Int64)
+			l.InputPrice, l.OutputPrice = &i, &o
+		}
+		if from.Valid {
+			t := from.Time.UTC()
+			l.PriceFrom = &t
+		}
+		return l, err
+	})
+}
+
+// CreditNote returns a credit note with the voided invoice's lines, for finance.
+func (s *Service) CreditNote(ctx context.Context, id string) (CreditNote, error) {
+	return s.creditNote(ctx, id, "")
+}
+
+// AccountCreditNote returns one of the account's credit notes; any other is not found.
+func (s *Service) AccountCreditNote(ctx context.Context, accountID, id string) (CreditNote, error) {
+	if !isUUID(accountID) {
+		return CreditNote{}, errCreditNoteNotFound
+	}
+	return s.creditNote(ctx, id, accountID)
+}
+
+var errCreditNoteNotFound = services.Errorf(services.CodeNotFound, "No such credit note.")
+
+func (s *Service) creditNote(ctx context.Context, id, accountID string) (_ CreditNote, err error) {
+	defer services.Wrap(&err, "invoicing.CreditNote(%s)", id)
+	if !isUUID(id) {
+		return CreditNote{}, errCreditNoteNotFound
+	}
+	var c CreditNote
+	var period time.Time
+	var buyer, seller [4]pgtype.Text
+	err = s.pool.QueryRow(ctx, `
+		SELECT cn.id::text, cn.number, cn.invoice_id::text, coalesce(i.number, ''), cn.account_id::text, a.name, cn.period,
+			cn.reason, cn.note, cn.amount_cents, cn.credited_pico, coalesce(cn.ledger_transaction_id::text, ''),
+			cn.regenerated_invoice_id::text, cn.po_number, cn.buyer_legal_name, cn.buyer_address, cn.buyer_country,
+			cn.buyer_vat_id, cn.seller_name, cn.seller_address, cn.seller_country, cn.seller_vat_id, cn.issued_at, u.email
+		FROM credit_notes cn
+		JOIN invoices i ON i.id = cn.invoice_id
+		JOIN accounts a ON a.id = cn.account_id
+		JOIN users u ON u.id = cn.issued_by
+		WHERE cn.id = $1 AND ($2 = '' OR cn.account_id::text = $2)`, id, accountID).Scan(
+		&c.ID, &c.Number, &c.InvoiceID, &c.InvoiceNumber, &c.AccountID, &c.AccountName, &period, &c.Reason, &c.Note,
+		&c.Amount, &c.Credited, &c.LedgerTransactionID, &c.RegeneratedInvoiceID, &c.PONumber, &buyer[0], &buyer[1],
+		&buyer[2], &buyer[3], &seller[0], &seller[1], &seller[2], &seller[3], &c.IssuedAt, &c.IssuedBy)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return CreditNote{}, errCreditNoteNotFound
+	}
+	if err != nil {
+		return CreditNote{}, err
+	}
+	c.Period, c.ReasonText, c.IssuedAt = periodOfDate(period), c.Reason.Text(), c.IssuedAt.UTC()
+	c.Buyer, c.Seller = partyOf(buyer), partyOf(seller)
+	if c.Lines, err = invoiceLines(ctx, s.pool, c.InvoiceID); err != nil {
+		return CreditNote{}, err
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT c.provider_account_id::text, a.name, c.amount_pico FROM credit_note_clawbacks c
+		JOIN accounts a ON a.id = c.provider_account_id
+		WHERE c.credit_note_id = $1 ORDER BY a.name`, c.ID)
+	if err != nil {
+		return CreditNote{}, err
+	}
+	c.Clawbacks, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Clawback, error) {
+		var b Clawback
+		err := r.Scan(&b.ProviderAccountID, &b.ProviderName, &b.Amount)
+		return b, err
+	})
+	return c, err
+}
+
+// billingDetailsWith is BillingDetails on the given querier.
+func (s *Service) billingDetailsWith(ctx context.Context, q querier, accountID string) (BillingDetails, error) {
+	var name string
+	var d BillingDetails
+	b := &pgx.Batch{}
+	queueDetails(b, []string{accountID}, func(string) (*string, *BillingDetails) { return &name, &d })
+	if err := q.SendBatch(ctx, b).Close(); err != nil {
+		return BillingDetails{}, err
+	}
+	return d, nil
+}
+
+func partyOf(v [4]pgtype.Text) Party {
+	return Party{LegalName: v[0].String, Address: v[1].String, Country: v[2].String, VATID: v[3].String}.withCountryName()
+}
+
+func flagsOf(s []string) []Flag {
+	out := make([]Flag, len(s))
+	for i, f := range s {
+		out[i] = Flag(f)
+	}
+	return out
+}
+
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+// where builds a WHERE clause whose placeholders are written $? and numbered as added.
+type where struct {
+	conds []string
+	args  []any
+}
+
+func (w *where) add(cond string, v any) {
+	w.args = append(w.args, v)
+	w.conds = append(w.conds, strings.ReplaceAll(cond, "$?", "$"+strconv.Itoa(len(w.args))))
+}
+
+func (w *where) sql() string {
+	if len(w.conds) == 0 {
+		return ""
+	}
+	return " WHERE " + strings.Join(w.conds, " AND ")
+}
+
+// page adds LIMIT and OFFSET as parameters.
+func (w *where) page(limit, offset int) string {
+	w.args = append(w.args, limit, offset)
+	return fmt.Sprintf("LIMIT $%d OFFSET $%d", len(w.args)-1, len(w.args))
+}

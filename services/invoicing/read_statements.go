@@ -1,0 +1,240 @@
+package invoicing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/money"
+)
+
+// Reading statements: finance reads any (Statement, Statements), a provider only its own that
+// are issued (ProviderStatement, ProviderStatements).
+
+var errStatementNotFound = services.Errorf(services.CodeNotFound, "No such statement.")
+
+// StatementSummary is a statement in a list.
+type StatementSummary struct {
+	ID                string     `json:"id"`
+	ProviderAccountID string     `json:"provider_account_id"`
+	ProviderName      string     `json:"provider_name"`
+	Period            Period     `json:"period"`
+	Status            Status     `json:"status"`
+	Number            string     `json:"number"`
+	DisplayNumber     string     `json:"display_number"`
+	Earnings          Cents      `json:"earnings_cents"`
+	Net               Cents      `json:"net_cents"`
+	Payout            Cents      `json:"payout_cents"`
+	CarriedOut        Cents      `json:"carried_out_cents"`
+	Flags             []Flag     `json:"flags"`
+	Actions           []Action   `json:"actions"`
+	ComputedAt        time.Time  `json:"computed_at"`
+	IssuedAt          *time.Time `json:"issued_at,omitempty"`
+}
+
+// StatementFilter selects statements. Zero values filter nothing.
+type StatementFilter struct {
+	Period            Period
+	Status            Status
+	ProviderAccountID string
+	Flag              Flag
+	Limit, Offset     int
+}
+
+// Validate names every bad field.
+func (f StatementFilter) Validate() error {
+	fe := services.FieldErrors{}
+	if f.Status != "" && !f.Status.Valid() {
+		fe.Add("status", "Choose draft, issued, paid or void.")
+	}
+	if f.ProviderAccountID != "" && !isUUID(f.ProviderAccountID) {
+		fe.Add("provider_account_id", "Choose a provider.")
+	}
+	if f.Flag != "" && !f.Flag.Valid() {
+		fe.Add("flag", "Choose usage_mismatch, discrepancy, negative_balance or spike.")
+	}
+	if f.Limit < 0 || f.Limit > MaxListLimit || f.Offset < 0 {
+		fe.Add("limit", fmt.Sprintf("Ask for 1 to %d a page.", MaxListLimit))
+	}
+	return fe.Err()
+}
+
+// StatementPage is a page of statements: latest period first, then by provider name.
+type StatementPage struct {
+	Statements []StatementSummary `json:"statements"`
+	More       bool               `json:"more"`
+}
+
+// laterIssued says whether a later statement of the same provider is issued, which a void
+// would leave carrying on from a document that no longer stands.
+const laterIssued = `EXISTS (SELECT 1 FROM statements l WHERE l.provider_account_id = s.provider_account_id
+	AND l.period > s.period AND l.status IN ('issued', 'paid'))`
+
+const statementSummaryColumns = `
+	SELECT s.id::text, s.provider_account_id::text, a.name, s.period, s.status, coalesce(s.number, ''), s.earnings_cents,
+		s.net_cents, s.payout_cents, s.carried_out_cents, s.flags, s.computed_at, s.issued_at, ` + laterIssued + `
+	FROM statements s JOIN accounts a ON a.id = s.provider_account_id`
+
+func scanStatementSummary(r pgx.CollectableRow) (StatementSummary, error) {
+	var v StatementSummary
+	var period time.Time
+	var flags []string
+	var later bool
+	err := r.Scan(&v.ID, &v.ProviderAccountID, &v.ProviderName, &period, &v.Status, &v.Number, &v.Earnings, &v.Net,
+		&v.Payout, &v.CarriedOut, &flags, &v.ComputedAt, &v.IssuedAt, &later)
+	v.Period, v.DisplayNumber, v.Flags = periodOfDate(period), displayNumber(v.Number), flagsOf(flags)
+	v.Actions = statementActions(v.Status, v.Payout, later)
+	v.ComputedAt, v.IssuedAt = v.ComputedAt.UTC(), utcPtr(v.IssuedAt)
+	return v, err
+}
+
+// Statements lists the statements that match the filter, for finance.
+func (s *Service) Statements(ctx context.Context, f StatementFilter) (_ StatementPage, err error) {
+	defer services.Wrap(&err, "invoicing.Statements")
+	if err := f.Validate(); err != nil {
+		return StatementPage{}, err
+	}
+	w := where{}
+	if !f.Period.IsZero() {
+		w.add("s.period = $?", f.Period.Start())
+	}
+	if f.Status != "" {
+		w.add("s.status = $?", string(f.Status))
+	}
+	if f.ProviderAccountID != "" {
+		w.add("s.provider_account_id = $?::uuid", f.ProviderAccountID)
+	}
+	if f.Flag != "" {
+		w.add("$? = ANY (s.flags)", string(f.Flag))
+	}
+	limit := f.Limit
+	if limit == 0 {
+		limit = DefaultListLimit
+	}
+	rows, err := s.pool.Query(ctx, statementSummaryColumns+w.sql()+`
+		ORDER BY s.period DESC, a.name, s.created_at, s.id `+w.page(limit+1, f.Offset), w.args...)
+	if err != nil {
+		return StatementPage{}, err
+	}
+	list, err := pgx.CollectRows(rows, scanStatementSummary)
+	if err != nil {
+		return StatementPage{}, err
+	}
+	page := StatementPage{Statements: list}
+	if len(list) > limit {
+		page.Statements, page.More = list[:limit], true
+	}
+	return page, nil
+}
+
+// ProviderStatements lists a provider's statements that are not drafts, latest first.
+func (s *Service) ProviderStatements(ctx context.Context, providerID string) (_ []StatementSummary, err error) {
+	defer services.Wrap(&err, "invoicing.ProviderStatements")
+	if !isUUID(providerID) {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, statementSummaryColumns+`
+		WHERE s.provider_account_id = $1 AND s.status <> 'draft'
+		ORDER BY s.period DESC, s.issued_at DESC`, providerID)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, scanStatementSummary)
+}
+
+// Statement returns a statement with its lines, for finance.
+func (s *Service) Statement(ctx context.Context, id string) (Statement, error) {
+	return s.statement(ctx, s.pool, id, "", true)
+}
+
+// ProviderStatement returns one of the provider's statements that is not a draft; any other
+// is not found.
+func (s *Service) ProviderStatement(ctx context.Context, providerID, id string) (Statement, error) {
+	if !isUUID(providerID) {
+		return Statement{}, errStatementNotFound
+	}
+	return s.statement(ctx, s.pool, id, providerID, false)
+}
+
+func (s *Service) statement(ctx context.Context, q querier, id, providerID string, drafts bool) (_ Statement, err error) {
+	defer services.Wrap(&err, "invoicing.Statement(%s)", id)
+	if !isUUID(id) {
+		return Statement{}, errStatementNotFound
+	}
+	var v Statement
+	var period time.Time
+	var flags []string
+	var payee, payer [4]pgtype.Text
+	var reason string
+	var later bool
+	err = q.QueryRow(ctx, `
+		SELECT s.id::text, s.provider_account_id::text, a.name, s.period, s.status, coalesce(s.number, ''),
+			coalesce(s.replaces_statement_id::text, ''), s.currency, s.earnings_cents, s.late_earnings_cents,
+			s.clawbacks_cents, s.carried_in_cents, s.net_cents, s.payout_cents, s.carried_out_cents, s.minimum_payout_cents,
+			coalesce(s.carried_from_statement_id::text, ''), s.opening_payable_pico, s.usage_posted_pico,
+			s.credit_notes_posted_pico, s.payouts_posted_pico, s.other_posted_pico, s.closing_payable_pico,
+			s.payee_legal_name, s.payee_address, s.payee_country, s.payee_vat_id,
+			s.payer_name, s.payer_address, s.payer_country, s.payer_vat_id,
+			s.flags, s.computed_at, s.created_at, s.issued_at, coalesce(ui.email, ''), s.paid_at, coalesce(up.email, ''),
+			coalesce(s.payment_reference, ''), s.voided_at, coalesce(uv.email, ''), coalesce(s.void_reason, ''),
+			coalesce(s.void_note, ''), `+laterIssued+`
+		FROM statements s
+		JOIN accounts a ON a.id = s.provider_account_id
+		LEFT JOIN users ui ON ui.id = s.issued_by
+		LEFT JOIN users up ON up.id = s.paid_by
+		LEFT JOIN users uv ON uv.id = s.voided_by
+		WHERE s.id = $1 AND ($2 = '' OR s.provider_account_id::text = $2) AND ($3 OR s.status <> 'draft')`,
+		id, providerID, drafts).Scan(
+		&v.ID, &v.ProviderAccountID, &v.ProviderName, &period, &v.Status, &v.Number, &v.ReplacesStatementID, &v.Currency,
+		&v.Earnings, &v.LateEarnings, &v.Clawbacks, &v.CarriedIn, &v.Net, &v.Payout, &v.CarriedOut, &v.MinimumPayout,
+		&v.CarriedFromStatementID, &v.Payable.Opening, &v.Payable.Usage, &v.Payable.CreditNotes, &v.Payable.Payouts,
+		&v.Payable.Other, &v.Payable.Closing, &payee[0], &payee[1], &payee[2], &payee[3], &payer[0], &payer[1], &payer[2],
+		&payer[3], &flags, &v.ComputedAt, &v.CreatedAt, &v.IssuedAt, &v.IssuedBy, &v.PaidAt, &v.PaidBy,
+		&v.PaymentReference, &v.VoidedAt, &v.VoidedBy, &reason, &v.VoidNote, &later)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Statement{}, errStatementNotFound
+	}
+	if err != nil {
+		return Statement{}, err
+	}
+	v.Period, v.DisplayNumber, v.Flags, v.VoidReason = periodOfDate(period), displayNumber(v.Number), flagsOf(flags), VoidReason(reason)
+	v.ComputedAt, v.CreatedAt = v.ComputedAt.UTC(), v.CreatedAt.UTC()
+	v.IssuedAt, v.PaidAt, v.VoidedAt = utcPtr(v.IssuedAt), utcPtr(v.PaidAt), utcPtr(v.VoidedAt)
+	v.Actions = statementActions(v.Status, v.Payout, later)
+	if v.Status == StatusDraft {
+		d, err := s.billingDetailsWith(ctx, q, v.ProviderAccountID)
+		if err != nil {
+			return Statement{}, err
+		}
+		v.Payee, v.Payer = d.Party, s.Seller()
+	} else {
+		v.Payee, v.Payer = partyOf(payee), partyOf(payer)
+	}
+	rows, err := q.Query(ctx, `
+		SELECT line_no, kind, usage_period, coalesce(offering_id::text, ''), model, ask_input_price, ask_output_price,
+			requests, input_tokens, output_tokens, uncharged_requests, uncharged_input_tokens, uncharged_output_tokens,
+			payable_pico, amount_cents, description, coalesce(transaction_id::text, ''), coalesce(credit_note_id::text, '')
+		FROM statement_lines WHERE statement_id = $1 ORDER BY line_no`, v.ID)
+	if err != nil {
+		return Statement{}, err
+	}
+	v.Lines, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (StatementLine, error) {
+		var l StatementLine
+		var usage pgtype.Date
+		var in, out int64
+		err := r.Scan(&l.No, &l.Kind, &usage, &l.OfferingID, &l.Model, &in, &out, &l.Requests, &l.InputTokens,
+			&l.OutputTokens, &l.UnchargedRequests, &l.UnchargedInputTokens, &l.UnchargedOutputTokens, &l.Earned, &l.Amount,
+			&l.Description, &l.TransactionID, &l.CreditNoteID)
+		if usage.Valid {
+			l.UsagePeriod = periodOfDate(usage.Time)
+		}
+		l.AskInput, l.AskOutput = money.MicroUSD(in), money.MicroUSD(out)
+		return l, err
+	})
+	return v, err
+}

@@ -1,0 +1,210 @@
+package invoicing
+
+import (
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/audit"
+)
+
+// The review queue's flags: a total that differs from its usage rows (the close's exact check
+// of a sample, and a line whose charge is not its tokens at its prices), a request the meter
+// flagged, a negative balance (in TestBalancesAreTheirPostingsByLedgerTime) and a total more
+// than three times the month before's. Finance filters the queue by them.
+func TestTheReviewQueuesFlags(t *testing.T) {
+	w := newWorld(t)
+	fjord := w.rig(w.account("Fjord GPU Co-op"))
+	steady, spiky, clipped, counted, priced := w.account("Steady"), w.account("Spiky"), w.account("Clipped"),
+		w.account("Counted"), w.account("Priced")
+	for _, acc := range []string{steady, spiky, clipped, counted, priced} {
+		w.buy(acc, time.Date(2026, 2, 1, 9, 0, 0, 0, time.UTC), 100_00)
+		w.uses(acc, fjord, time.Date(2026, 2, 10, 0, 0, 0, 0, time.UTC), 1) // $1.80 in February
+	}
+	w.at(time.Date(2026, 3, 4, 0, 0, 0, 0, time.UTC))
+	w.close(MonthPeriod(2026, time.February))
+
+	w.uses(steady, fjord, time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC), 3) // $5.40: three times, not more
+	w.uses(spiky, fjord, time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC), 4)  // $7.20: four times
+	w.uses(counted, fjord, time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC), 1)
+	w.uses(priced, fjord, time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC), 1)
+	// The rig reports 1,000 output tokens; the gateway relayed 10: clipped and flagged.
+	w.use(request{customer: clipped, rig: fjord, at: time.Date(2026, 3, 3, 0, 0, 0, 0, time.UTC), in: 1000, out: 1000, relayed: 10})
+	// Rollups that no longer sum their rows: one counts a request more, one charges a
+	// picodollar more.
+	if _, err := w.pool.Exec(w.ctx(), `UPDATE usage_hourly SET requests = requests + 1 WHERE account_id = $1 AND hour >= $2`,
+		counted, march.Start()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.pool.Exec(w.ctx(), `UPDATE usage_hourly SET charge_pico = charge_pico + 1 WHERE account_id = $1 AND hour >= $2`,
+		priced, march.Start()); err != nil {
+		t.Fatal(err)
+	}
+	w.at(time.Date(2026, 4, 4, 0, 0, 0, 0, time.UTC))
+	w.close(march)
+	want := map[string][]Flag{
+		steady: {}, spiky: {FlagSpike}, clipped: {FlagDiscrepancy}, counted: {FlagUsageMismatch}, priced: {FlagUsageMismatch},
+	}
+	for acc, flags := range want {
+		inv := w.invoiceOf(acc, march)
+		if got := slices.Clone(inv.Flags); !sameFlags(got, flags) {
+			t.Errorf("%s: flags %v, want %v (total %s)", inv.AccountName, got, flags, inv.Total)
+		}
+	}
+	page, err := w.svc.Invoices(w.ctx(), InvoiceFilter{Period: march, Flag: FlagUsageMismatch})
+	if err != nil || len(page.Invoices) != 2 {
+		t.Errorf("the queue filtered by usage_mismatch: %+v, %v", page.Invoices, err)
+	}
+	min, max := Cents(5_00), Cents(6_00)
+	page, err = w.svc.Invoices(w.ctx(), InvoiceFilter{Period: march, MinTotal: &min, MaxTotal: &max})
+	if err != nil || len(page.Invoices) != 1 || page.Invoices[0].AccountID != steady {
+		t.Errorf("the queue filtered by total: %+v, %v", page.Invoices, err)
+	}
+	// The exact check, on demand, says what differs.
+	check, err := w.svc.CheckInvoiceUsage(w.ctx(), w.invoiceOf(counted, march).ID)
+	if err != nil || check.Matches || len(check.Differences) != 1 || check.Differences[0].RollupRequests != 2 ||
+		check.Differences[0].RowRequests != 1 {
+		t.Errorf("the check of the tampered rollup: %+v, %v", check, err)
+	}
+}
+
+func sameFlags(a, b []Flag) bool {
+	slices.Sort(a)
+	b = slices.Clone(b)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}
+
+// A customer sees its own invoices once issued, never a draft and never another account's; a
+// provider its own statements likewise. A draft shows the customer's billing details as they
+// are now; an issued invoice keeps the ones it was issued with.
+func TestDocumentsAreScopedToTheirAccount(t *testing.T) {
+	w := newWorld(t)
+	acme, globex := w.account("Acme Labs"), w.account("Globex")
+	fjordAccount, northwindAccount := w.account("Fjord GPU Co-op"), w.account("Northwind Compute")
+	fjord := w.rig(fjordAccount)
+	w.rig(northwindAccount)
+	w.uses(acme, fjord, time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC), 1)
+	w.uses(globex, fjord, time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC), 1)
+	set := func(name string) {
+		if _, err := w.svc.SetBillingDetails(w.ctx(), acme, "", BillingDetailsInput{LegalName: name, Address: "1 Road", Country: "IE"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set("Acme Labs Ltd")
+	w.at(time.Date(2026, 4, 4, 0, 0, 0, 0, time.UTC))
+	w.close(march)
+	mine, theirs := w.invoiceOf(acme, march), w.invoiceOf(globex, march)
+	if _, err := w.svc.AccountInvoice(w.ctx(), acme, mine.ID); services.ErrorCode(err) != services.CodeNotFound {
+		t.Errorf("a customer reading its draft: %v, want not found", err)
+	}
+	set("Acme Labs Limited")
+	if d := w.mustInvoice(mine.ID); d.Buyer.LegalName != "Acme Labs Limited" || d.Buyer.CountryName != "Ireland" {
+		t.Errorf("the draft shows %+v, want the details as they are now", d.Buyer)
+	}
+	w.approve(mine.ID, theirs.ID)
+	set("Acme Renamed")
+	got, err := w.svc.AccountInvoice(w.ctx(), acme, mine.ID)
+	if err != nil || got.Buyer.LegalName != "Acme Labs Limited" || got.Total != 1_80 {
+		t.Errorf("the issued invoice as its customer reads it: %+v, %v", got.Buyer, err)
+	}
+	if _, err := w.svc.AccountInvoice(w.ctx(), acme, theirs.ID); services.ErrorCode(err) != services.CodeNotFound {
+		t.Errorf("a customer reading another's invoice: %v, want not found", err)
+	}
+	list, err := w.svc.AccountInvoices(w.ctx(), acme)
+	if err != nil || len(list) != 1 || list[0].ID != mine.ID {
+		t.Errorf("the customer's invoices: %+v, %v", list, err)
+	}
+	st := w.statementOf(fjordAccount, march)
+	if _, err := w.svc.ProviderStatement(w.ctx(), fjordAccount, st.ID); services.ErrorCode(err) != services.CodeNotFound {
+		t.Errorf("a provider reading its draft: %v", err)
+	}
+	w.approveStatement(st.ID)
+	if _, err := w.svc.ProviderStatement(w.ctx(), northwindAccount, st.ID); services.ErrorCode(err) != services.CodeNotFound {
+		t.Errorf("a provider reading another's statement: %v", err)
+	}
+	if got, err := w.svc.ProviderStatement(w.ctx(), fjordAccount, st.ID); err != nil || got.Earnings != 1_44 {
+		t.Errorf("the provider's statement: %+v, %v", got, err)
+	}
+	if list, err := w.svc.ProviderStatements(w.ctx(), northwindAccount); err != nil || len(list) != 0 {
+		t.Errorf("Northwind's statements: %+v, %v", list, err)
+	}
+}
+
+// The close reports its progress chunk by chunk, keeps it where finance pages poll it, and is
+// recorded in the audit log; a close with nobody behind it is the platform's.
+func TestTheCloseReportsItsProgress(t *testing.T) {
+	w := newWorld(t, func(c *Config) { c.Chunk = 2 })
+	fjord := w.rig(w.account("Fjord GPU Co-op"))
+	for range 5 {
+		w.uses(w.account("Customer"), fjord, time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC), 1)
+	}
+	w.at(time.Date(2026, 4, 4, 0, 0, 0, 0, time.UTC))
+	var seen []CloseProgress
+	done, err := w.svc.Close(w.ctx(), CloseInput{Period: march, Progress: func(p CloseProgress) { seen = append(seen, p) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The lists, three chunks of customers, one of providers, and the end.
+	if len(seen) != 6 || seen[1].CustomersDone != 2 || seen[3].CustomersDone != 5 || seen[3].CustomersTotal != 5 ||
+		seen[4].ProvidersDone != 1 || seen[5].Status != CloseDone || done.Invoices != 5 || done.Statements != 1 {
+		t.Fatalf("progress %+v, done %+v", seen, done)
+	}
+	polled, err := w.svc.CloseProgressOf(w.ctx(), march)
+	if err != nil || polled.Status != CloseDone || polled.StartedBy != audit.SystemActor || polled.Invoices != 5 ||
+		polled.FinishedAt == nil || !polled.FinishedAt.Equal(w.clock()) {
+		t.Errorf("the close as pages poll it: %+v, %v", polled, err)
+	}
+	page, err := w.audit.List(w.ctx(), audit.Filter{Action: audit.ActionClose})
+	if err != nil || len(page.Entries) != 1 || page.Entries[0].Actor != audit.SystemActor || page.Entries[0].SubjectID != "2026-03" {
+		t.Errorf("the close in the audit log: %+v, %v", page.Entries, err)
+	}
+	if _, err := w.svc.CloseProgressOf(w.ctx(), april); services.ErrorCode(err) != services.CodeNotFound {
+		t.Errorf("the progress of a period never closed: %v", err)
+	}
+}
+
+// The platform closes a period by itself once its grace (72 hours) has passed, every period
+// from the first it closed on, and two processes doing it at once make one document each.
+func TestTheCloseRunsByItselfOnceTheGraceHasPassed(t *testing.T) {
+	w := newWorld(t)
+	acme := w.account("Acme Labs")
+	fjord := w.rig(w.account("Fjord GPU Co-op"))
+	w.uses(acme, fjord, time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC), 1)
+	w.uses(acme, fjord, time.Date(2026, 4, 2, 0, 0, 0, 0, time.UTC), 1)
+
+	w.at(time.Date(2026, 4, 3, 23, 59, 59, 0, time.UTC))
+	if due, err := w.svc.DuePeriods(w.ctx()); err != nil || len(due) != 1 || due[0] != MonthPeriod(2026, time.February) {
+		t.Fatalf("due 71 hours into April: %v, %v; want February only, March's grace not passed", due, err)
+	}
+	w.at(time.Date(2026, 4, 4, 0, 0, 0, 0, time.UTC))
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			if _, err := w.svc.CloseDue(w.ctx()); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	var invoices int
+	w.scan(`SELECT count(*) FROM invoices WHERE account_id = $1`, []any{acme}, &invoices)
+	if invoices != 1 || w.invoiceOf(acme, march).Total != 1_80 {
+		t.Fatalf("%d invoices after two automatic closes at once, want March's", invoices)
+	}
+	if due, _ := w.svc.DuePeriods(w.ctx()); len(due) != 0 {
+		t.Errorf("due once March is closed: %v", due)
+	}
+	// Down for two months: April and May are both due, oldest first.
+	w.at(time.Date(2026, 6, 5, 0, 0, 0, 0, time.UTC))
+	due, err := w.svc.DuePeriods(w.ctx())
+	if err != nil || len(due) != 2 || due[0] != april || due[1] != MonthPeriod(2026, time.May) {
+		t.Fatalf("due in June: %v, %v", due, err)
+	}
+	closed, err := w.svc.CloseDue(w.ctx())
+	if err != nil || len(closed) != 2 || closed[0].Invoices != 1 || closed[1].Invoices != 0 {
+		t.Errorf("closing April and May: %+v, %v", closed, err)
+	}
+}
