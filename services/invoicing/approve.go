@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/audit"
+	"github.com/gpumarket/gpumarket/services/payouts"
 )
 
 // Approval finalises drafts (see docs/invoicing.md, "Review and numbers"): each is computed
@@ -27,6 +28,13 @@ type Approved struct {
 	Err    error  `json:"-"`
 	// Problem is Err's message for the user, "" when approved.
 	Problem string `json:"problem,omitempty"`
+	// Payout is the payout of an approved statement that pays out, as its attempt left it
+	// (paid, or failed with its reason); nil for an invoice, a statement that carries over,
+	// or where no payer is wired. PayoutErr is why it did not pay, PayoutProblem its message
+	// for the user; the approval stands either way.
+	Payout        *payouts.Payout `json:"payout,omitempty"`
+	PayoutErr     error           `json:"-"`
+	PayoutProblem string          `json:"payout_problem,omitempty"`
 }
 
 // approveContext is what approving several drafts reads once.
@@ -185,7 +193,8 @@ func (s *Service) approveInvoice(ctx context.Context, ac *approveContext, by, id
 
 // ApproveStatements approves statement drafts as ApproveInvoices approves invoices. A
 // statement is approved only once its provider's previous statement is: it carries on from
-// that one.
+// that one. Each approved statement that pays out is then paid through the payer, once its
+// approval has committed (see docs/invoicing.md, "Paying statements"); the result says how.
 func (s *Service) ApproveStatements(ctx context.Context, by string, ids []string) ([]Approved, error) {
 	if err := s.checkApprover(by); err != nil {
 		return nil, err
@@ -196,27 +205,34 @@ func (s *Service) ApproveStatements(ctx context.Context, by string, ids []string
 	}
 	out := make([]Approved, len(ids))
 	for i, id := range ids {
-		if err := s.approveStatement(ctx, ac, by, id, &out[i]); err != nil {
+		st, err := s.approveStatement(ctx, ac, by, id, &out[i])
+		if err != nil {
 			out[i] = Approved{ID: id, Err: err, Problem: problemOf(err)}
+			continue
+		}
+		if st.payout > 0 && s.payer != nil {
+			s.payOut(ctx, by, st, &out[i])
 		}
 	}
 	return out, nil
 }
 
-func (s *Service) approveStatement(ctx context.Context, ac *approveContext, by, id string, res *Approved) (err error) {
+// approveStatement issues a statement draft and returns it as its payout pays it.
+func (s *Service) approveStatement(ctx context.Context, ac *approveContext, by, id string, res *Approved) (_ payableStatement, err error) {
 	defer services.Wrap(&err, "invoicing.ApproveStatement(%s)", id)
 	if !isUUID(id) {
-		return errStatementNotFound
+		return payableStatement{}, errStatementNotFound
 	}
 	provider, p, err := documentOwner(ctx, s, "statements", "provider_account_id", id)
 	if err != nil {
-		return err
+		return payableStatement{}, err
 	}
 	bound, err := ac.bound(ctx, s.pool, p)
 	if err != nil {
-		return err
+		return payableStatement{}, err
 	}
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	var issued payableStatement
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if err := lockAccounts(ctx, tx, lockProvider, []string{provider}); err != nil {
 			return err
 		}
@@ -228,7 +244,7 @@ func (s *Service) approveStatement(ctx context.Context, ac *approveContext, by, 
 			return err
 		}
 		if status != StatusDraft {
-			return notAllowed("statement", number, status, ActionApprove, statementActions(status, payout, true))
+			return notAllowed("statement", number, status, ActionApprove, statementActions(status, payout, true, false))
 		}
 		lateOpen, err := closed(ctx, tx, p.Prev())
 		if err != nil {
@@ -266,6 +282,7 @@ func (s *Service) approveStatement(ctx context.Context, ac *approveContext, by, 
 			return wrapf(err, "invoicing: issue the statement")
 		}
 		*res = Approved{ID: id, Number: number, Total: d.net}
+		issued = payableStatement{id: id, providerID: provider, number: number, period: p, payout: d.payout}
 		type state struct {
 			Status  Status `json:"status"`
 			Number  string `json:"number,omitempty"`
@@ -281,6 +298,7 @@ func (s *Service) approveStatement(ctx context.Context, ac *approveContext, by, 
 			After:  state{Status: StatusIssued, Number: number, Net: d.net, Payout: d.payout, Carried: d.carried},
 		})
 	})
+	return issued, err
 }
 
 // documentOwner reads whose document id is and its period.
@@ -345,7 +363,21 @@ func (s *Service) markPaid(ctx context.Context, kind, by, id, reference string) 
 	if !isUUID(id) {
 		return notFound
 	}
+	var provider string
+	if kind == "statement" {
+		var err error
+		if provider, _, err = documentOwner(ctx, s, "statements", "provider_account_id", id); err != nil {
+			return err
+		}
+	}
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// A statement's payout may be under way: the payable's lock orders this with the
+		// payout's check (see lockPayable).
+		if kind == "statement" {
+			if err := s.lockPayable(ctx, tx, provider); err != nil {
+				return err
+			}
+		}
 		var status Status
 		var number string
 		var amount Cents
@@ -359,7 +391,16 @@ func (s *Service) markPaid(ctx context.Context, kind, by, id, reference string) 
 		}
 		allowed := invoiceActions(status, amount)
 		if kind == "statement" {
-			allowed = statementActions(status, amount, true)
+			underway, err := statementPayoutUnderway(ctx, tx, id)
+			if err != nil {
+				return err
+			}
+			allowed = statementActions(status, amount, true, underway)
+			if underway && status == StatusIssued {
+				return services.Errorf(services.CodeConflict,
+					"Statement %s's payout is under way through Stripe: its outcome is recorded when it ends, and it cannot be marked paid by hand meanwhile.",
+					displayNumber(number))
+			}
 		}
 		if !containsAction(allowed, ActionMarkPaid) {
 			return notAllowed(kind, number, status, ActionMarkPaid, allowed)

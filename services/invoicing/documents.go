@@ -121,12 +121,15 @@ type LedgerEntry struct {
 
 // CreditNoteSummary names a credit note issued against an invoice.
 type CreditNoteSummary struct {
-	ID       string        `json:"id"`
-	Number   string        `json:"number"`
-	Reason   VoidReason    `json:"reason"`
-	Amount   Cents         `json:"amount_cents"`
-	Credited money.BigPico `json:"credited_pico"`
-	IssuedAt time.Time     `json:"issued_at"`
+	ID            string        `json:"id"`
+	Number        string        `json:"number"`
+	InvoiceID     string        `json:"invoice_id"`
+	InvoiceNumber string        `json:"invoice_number"`
+	Period        Period        `json:"period"`
+	Reason        VoidReason    `json:"reason"`
+	Amount        Cents         `json:"amount_cents"`
+	Credited      money.BigPico `json:"credited_pico"`
+	IssuedAt      time.Time     `json:"issued_at"`
 }
 
 // CreditNote cancels a voided invoice. Its lines are the voided invoice's; its amount is that

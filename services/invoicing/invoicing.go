@@ -6,7 +6,10 @@
 // hourly rollups (usage_hourly) and, for the exact check of a sample, the usage rows
 // (usage_events) that package metering keeps; the ledger (ledger_accounts, ledger_postings,
 // ledger_transactions) that package billing keeps, to which a credit note posts through
-// billing.Ledger; the price book (prices) and offerings of package catalog; accounts and users.
+// billing.Ledger; the price book (prices) and offerings of package catalog; accounts and users;
+// and the payouts of package payouts, to tell whether a statement's payout is under way. It
+// pays approved statements through package payouts (PayWith), and is that package's
+// payouts.Statements: it records a statement paid in the transaction that posts its payout.
 //
 // Its invariants:
 //   - One document per account (or provider) and period that is not void, however often and
@@ -21,6 +24,11 @@
 //     holds no number.
 //   - Every finance action is recorded in the audit log (package audit) in the transaction that
 //     takes it.
+//   - A statement is paid at most once and only as issued: it is marked paid in the transaction
+//     that posts its payout, and is neither voided nor marked paid by hand while its payout is
+//     under way.
+//   - A customer or provider reads only its own documents that are not drafts, without
+//     finance's flags, actions or staff.
 package invoicing
 
 import (
@@ -87,6 +95,8 @@ type Service struct {
 	pool *pgxpool.Pool
 	now  func() time.Time
 	log  *slog.Logger
+	// payer pays approved statements (PayWith); nil pays nothing.
+	payer Payer
 }
 
 // New returns the service; it panics without a pool, a ledger or an audit log, which nothing

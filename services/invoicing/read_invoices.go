@@ -147,11 +147,12 @@ func (s *Service) Invoices(ctx context.Context, f InvoiceFilter) (_ InvoicePage,
 	return page, nil
 }
 
-// AccountInvoices lists an account's issued, paid and void invoices, latest period first.
+// AccountInvoices lists an account's issued, paid and void invoices, latest period first, as
+// the customer sees them (see docs/invoicing.md, "Customers and providers").
 func (s *Service) AccountInvoices(ctx context.Context, accountID string) (_ []InvoiceSummary, err error) {
 	defer services.Wrap(&err, "invoicing.AccountInvoices")
 	if !isUUID(accountID) {
-		return nil, nil
+		return []InvoiceSummary{}, nil
 	}
 	rows, err := s.pool.Query(ctx, invoiceSummaryColumns+`
 		WHERE i.account_id = $1 AND i.status <> 'draft'
@@ -159,7 +160,11 @@ func (s *Service) AccountInvoices(ctx context.Context, accountID string) (_ []In
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, scanInvoiceSummary)
+	list, err := pgx.CollectRows(rows, scanInvoiceSummary)
+	for i := range list {
+		list[i].Flags, list[i].Actions = []Flag{}, []Action{}
+	}
+	return list, err
 }
 
 // Invoice returns an invoice with its lines, for finance.
@@ -167,13 +172,23 @@ func (s *Service) Invoice(ctx context.Context, id string) (Invoice, error) {
 	return s.invoice(ctx, s.pool, id, "", true)
 }
 
-// AccountInvoice returns one of the account's invoices that is not a draft; any other is not
-// found.
+// AccountInvoice returns one of the account's invoices that is not a draft, as the customer
+// sees it; any other is not found.
 func (s *Service) AccountInvoice(ctx context.Context, accountID, id string) (Invoice, error) {
 	if !isUUID(accountID) {
 		return Invoice{}, errInvoiceNotFound
 	}
-	return s.invoice(ctx, s.pool, id, accountID, false)
+	v, err := s.invoice(ctx, s.pool, id, accountID, false)
+	return v.forCustomer(), err
+}
+
+// forCustomer is what a customer sees of its own invoice: the document, without finance's
+// review flags, the actions only finance takes (a customer takes none), or the finance users
+// who took them.
+func (v Invoice) forCustomer() Invoice {
+	v.Flags, v.Actions = []Flag{}, []Action{}
+	v.IssuedBy, v.PaidBy, v.VoidedBy = "", "", ""
+	return v
 }
 
 func (s *Service) invoice(ctx context.Context, q querier, id, accountID string, drafts bool) (_ Invoice, err error) {
@@ -249,18 +264,40 @@ func (s *Service) invoice(ctx context.Context, q querier, id, accountID string, 
 	}); err != nil {
 		return Invoice{}, err
 	}
-	rows, err = q.Query(ctx, `SELECT id::text, number, reason, amount_cents, credited_pico, issued_at FROM credit_notes
-		WHERE invoice_id = $1 ORDER BY seq`, v.ID)
+	rows, err = q.Query(ctx, creditNoteSummaryColumns+` WHERE cn.invoice_id = $1 ORDER BY cn.seq`, v.ID)
 	if err != nil {
 		return Invoice{}, err
 	}
-	v.CreditNotes, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (CreditNoteSummary, error) {
-		var c CreditNoteSummary
-		err := r.Scan(&c.ID, &c.Number, &c.Reason, &c.Amount, &c.Credited, &c.IssuedAt)
-		c.IssuedAt = c.IssuedAt.UTC()
-		return c, err
-	})
+	v.CreditNotes, err = pgx.CollectRows(rows, scanCreditNoteSummary)
 	return v, err
+}
+
+const creditNoteSummaryColumns = `
+	SELECT cn.id::text, cn.number, cn.invoice_id::text, coalesce(i.number, ''), cn.period, cn.reason, cn.amount_cents,
+		cn.credited_pico, cn.issued_at
+	FROM credit_notes cn JOIN invoices i ON i.id = cn.invoice_id`
+
+func scanCreditNoteSummary(r pgx.CollectableRow) (CreditNoteSummary, error) {
+	var c CreditNoteSummary
+	var period time.Time
+	err := r.Scan(&c.ID, &c.Number, &c.InvoiceID, &c.InvoiceNumber, &period, &c.Reason, &c.Amount, &c.Credited, &c.IssuedAt)
+	c.Period, c.IssuedAt = periodOfDate(period), c.IssuedAt.UTC()
+	return c, err
+}
+
+// AccountCreditNotes lists the account's credit notes, latest period first and, within a
+// period, the latest first.
+func (s *Service) AccountCreditNotes(ctx context.Context, accountID string) (_ []CreditNoteSummary, err error) {
+	defer services.Wrap(&err, "invoicing.AccountCreditNotes")
+	if !isUUID(accountID) {
+		return []CreditNoteSummary{}, nil
+	}
+	rows, err := s.pool.Query(ctx, creditNoteSummaryColumns+` WHERE cn.account_id = $1
+		ORDER BY cn.period DESC, cn.issued_at DESC, cn.seq DESC`, accountID)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, scanCreditNoteSummary)
 }
 
 // invoiceLines reads an invoice's lines in order.
@@ -303,12 +340,15 @@ func (s *Service) CreditNote(ctx context.Context, id string) (CreditNote, error)
 	return s.creditNote(ctx, id, "")
 }
 
-// AccountCreditNote returns one of the account's credit notes; any other is not found.
+// AccountCreditNote returns one of the account's credit notes, without the finance user who
+// issued it; any other is not found.
 func (s *Service) AccountCreditNote(ctx context.Context, accountID, id string) (CreditNote, error) {
 	if !isUUID(accountID) {
 		return CreditNote{}, errCreditNoteNotFound
 	}
-	return s.creditNote(ctx, id, accountID)
+	c, err := s.creditNote(ctx, id, accountID)
+	c.IssuedBy = ""
+	return c, err
 }
 
 var errCreditNoteNotFound = services.Errorf(services.CodeNotFound, "No such credit note.")

@@ -28,6 +28,9 @@ type StatementSummary struct {
 	Number            string     `json:"number"`
 	DisplayNumber     string     `json:"display_number"`
 	Earnings          Cents      `json:"earnings_cents"`
+	LateEarnings      Cents      `json:"late_earnings_cents"`
+	Clawbacks         Cents      `json:"clawbacks_cents"`
+	CarriedIn         Cents      `json:"carried_in_cents"`
 	Net               Cents      `json:"net_cents"`
 	Payout            Cents      `json:"payout_cents"`
 	CarriedOut        Cents      `json:"carried_out_cents"`
@@ -75,20 +78,29 @@ type StatementPage struct {
 const laterIssued = `EXISTS (SELECT 1 FROM statements l WHERE l.provider_account_id = s.provider_account_id
 	AND l.period > s.period AND l.status IN ('issued', 'paid'))`
 
+// payoutUnderway says whether the statement's payout (package payouts' table) is under way: an
+// attempt holds it or ended without an outcome (pending), or a transfer may exist (in doubt).
+// Money may then be leaving for the statement, which is neither voided nor marked paid by hand
+// meanwhile (see docs/invoicing.md, "Paying statements").
+const payoutUnderway = `EXISTS (SELECT 1 FROM payouts po WHERE po.statement_id = s.id::text
+	AND (po.status = 'pending' OR po.in_doubt))`
+
 const statementSummaryColumns = `
 	SELECT s.id::text, s.provider_account_id::text, a.name, s.period, s.status, coalesce(s.number, ''), s.earnings_cents,
-		s.net_cents, s.payout_cents, s.carried_out_cents, s.flags, s.computed_at, s.issued_at, ` + laterIssued + `
+		s.late_earnings_cents, s.clawbacks_cents, s.carried_in_cents, s.net_cents, s.payout_cents, s.carried_out_cents,
+		s.flags, s.computed_at, s.issued_at, ` + laterIssued + `, ` + payoutUnderway + `
 	FROM statements s JOIN accounts a ON a.id = s.provider_account_id`
 
 func scanStatementSummary(r pgx.CollectableRow) (StatementSummary, error) {
 	var v StatementSummary
 	var period time.Time
 	var flags []string
-	var later bool
-	err := r.Scan(&v.ID, &v.ProviderAccountID, &v.ProviderName, &period, &v.Status, &v.Number, &v.Earnings, &v.Net,
-		&v.Payout, &v.CarriedOut, &flags, &v.ComputedAt, &v.IssuedAt, &later)
+	var later, underway bool
+	err := r.Scan(&v.ID, &v.ProviderAccountID, &v.ProviderName, &period, &v.Status, &v.Number, &v.Earnings,
+		&v.LateEarnings, &v.Clawbacks, &v.CarriedIn, &v.Net, &v.Payout, &v.CarriedOut, &flags, &v.ComputedAt, &v.IssuedAt,
+		&later, &underway)
 	v.Period, v.DisplayNumber, v.Flags = periodOfDate(period), displayNumber(v.Number), flagsOf(flags)
-	v.Actions = statementActions(v.Status, v.Payout, later)
+	v.Actions = statementActions(v.Status, v.Payout, later, underway)
 	v.ComputedAt, v.IssuedAt = v.ComputedAt.UTC(), utcPtr(v.IssuedAt)
 	return v, err
 }
@@ -132,11 +144,12 @@ func (s *Service) Statements(ctx context.Context, f StatementFilter) (_ Statemen
 	return page, nil
 }
 
-// ProviderStatements lists a provider's statements that are not drafts, latest first.
+// ProviderStatements lists a provider's statements that are not drafts, latest first, as the
+// provider sees them (see docs/invoicing.md, "Customers and providers").
 func (s *Service) ProviderStatements(ctx context.Context, providerID string) (_ []StatementSummary, err error) {
 	defer services.Wrap(&err, "invoicing.ProviderStatements")
 	if !isUUID(providerID) {
-		return nil, nil
+		return []StatementSummary{}, nil
 	}
 	rows, err := s.pool.Query(ctx, statementSummaryColumns+`
 		WHERE s.provider_account_id = $1 AND s.status <> 'draft'
@@ -144,7 +157,11 @@ func (s *Service) ProviderStatements(ctx context.Context, providerID string) (_ 
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, scanStatementSummary)
+	list, err := pgx.CollectRows(rows, scanStatementSummary)
+	for i := range list {
+		list[i].Flags, list[i].Actions = []Flag{}, []Action{}
+	}
+	return list, err
 }
 
 // Statement returns a statement with its lines, for finance.
@@ -152,13 +169,22 @@ func (s *Service) Statement(ctx context.Context, id string) (Statement, error) {
 	return s.statement(ctx, s.pool, id, "", true)
 }
 
-// ProviderStatement returns one of the provider's statements that is not a draft; any other
-// is not found.
+// ProviderStatement returns one of the provider's statements that is not a draft, as the
+// provider sees it; any other is not found.
 func (s *Service) ProviderStatement(ctx context.Context, providerID, id string) (Statement, error) {
 	if !isUUID(providerID) {
 		return Statement{}, errStatementNotFound
 	}
-	return s.statement(ctx, s.pool, id, providerID, false)
+	v, err := s.statement(ctx, s.pool, id, providerID, false)
+	return v.forProvider(), err
+}
+
+// forProvider is what a provider sees of its own statement: the document, without finance's
+// review flags, the actions only finance takes, or the finance users who took them.
+func (v Statement) forProvider() Statement {
+	v.Flags, v.Actions = []Flag{}, []Action{}
+	v.IssuedBy, v.PaidBy, v.VoidedBy = "", "", ""
+	return v
 }
 
 func (s *Service) statement(ctx context.Context, q querier, id, providerID string, drafts bool) (_ Statement, err error) {
@@ -171,7 +197,7 @@ func (s *Service) statement(ctx context.Context, q querier, id, providerID strin
 	var flags []string
 	var payee, payer [4]pgtype.Text
 	var reason string
-	var later bool
+	var later, underway bool
 	err = q.QueryRow(ctx, `
 		SELECT s.id::text, s.provider_account_id::text, a.name, s.period, s.status, coalesce(s.number, ''),
 			coalesce(s.replaces_statement_id::text, ''), s.currency, s.earnings_cents, s.late_earnings_cents,
@@ -182,7 +208,7 @@ func (s *Service) statement(ctx context.Context, q querier, id, providerID strin
 			s.payer_name, s.payer_address, s.payer_country, s.payer_vat_id,
 			s.flags, s.computed_at, s.created_at, s.issued_at, coalesce(ui.email, ''), s.paid_at, coalesce(up.email, ''),
 			coalesce(s.payment_reference, ''), s.voided_at, coalesce(uv.email, ''), coalesce(s.void_reason, ''),
-			coalesce(s.void_note, ''), `+laterIssued+`
+			coalesce(s.void_note, ''), `+laterIssued+`, `+payoutUnderway+`
 		FROM statements s
 		JOIN accounts a ON a.id = s.provider_account_id
 		LEFT JOIN users ui ON ui.id = s.issued_by
@@ -195,7 +221,7 @@ func (s *Service) statement(ctx context.Context, q querier, id, providerID strin
 		&v.CarriedFromStatementID, &v.Payable.Opening, &v.Payable.Usage, &v.Payable.CreditNotes, &v.Payable.Payouts,
 		&v.Payable.Other, &v.Payable.Closing, &payee[0], &payee[1], &payee[2], &payee[3], &payer[0], &payer[1], &payer[2],
 		&payer[3], &flags, &v.ComputedAt, &v.CreatedAt, &v.IssuedAt, &v.IssuedBy, &v.PaidAt, &v.PaidBy,
-		&v.PaymentReference, &v.VoidedAt, &v.VoidedBy, &reason, &v.VoidNote, &later)
+		&v.PaymentReference, &v.VoidedAt, &v.VoidedBy, &reason, &v.VoidNote, &later, &underway)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Statement{}, errStatementNotFound
 	}
@@ -205,7 +231,7 @@ func (s *Service) statement(ctx context.Context, q querier, id, providerID strin
 	v.Period, v.DisplayNumber, v.Flags, v.VoidReason = periodOfDate(period), displayNumber(v.Number), flagsOf(flags), VoidReason(reason)
 	v.ComputedAt, v.CreatedAt = v.ComputedAt.UTC(), v.CreatedAt.UTC()
 	v.IssuedAt, v.PaidAt, v.VoidedAt = utcPtr(v.IssuedAt), utcPtr(v.PaidAt), utcPtr(v.VoidedAt)
-	v.Actions = statementActions(v.Status, v.Payout, later)
+	v.Actions = statementActions(v.Status, v.Payout, later, underway)
 	if v.Status == StatusDraft {
 		d, err := s.billingDetailsWith(ctx, q, v.ProviderAccountID)
 		if err != nil {

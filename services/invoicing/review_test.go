@@ -133,6 +133,71 @@ func TestDocumentsAreScopedToTheirAccount(t *testing.T) {
 	}
 }
 
+// A customer reads its own invoices and credit notes as documents: finance's review flags, the
+// actions only finance takes and the finance users who took them are not in them. Another
+// account's credit notes are not listed, and a regenerated draft is not the customer's yet.
+func TestCustomersReadTheirDocumentsWithoutFinancesNotes(t *testing.T) {
+	w := newWorld(t)
+	acme, globex := w.account("Acme Labs"), w.account("Globex")
+	fjordAccount := w.account("Fjord GPU Co-op")
+	fjord := w.rig(fjordAccount)
+	w.uses(acme, fjord, time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC), 2) // $3.60, on no credit
+	w.uses(globex, fjord, time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC), 1)
+	w.at(time.Date(2026, 4, 4, 0, 0, 0, 0, time.UTC))
+	w.close(march)
+	mine, theirs := w.invoiceOf(acme, march), w.invoiceOf(globex, march)
+	w.approve(mine.ID, theirs.ID)
+	voided, err := w.svc.VoidInvoice(w.ctx(), VoidInput{ID: mine.ID, By: w.finance, Reason: VoidWrongDetails})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asFinance := w.mustInvoice(mine.ID)
+	if len(asFinance.Flags) == 0 || asFinance.IssuedBy != "finance@example.test" || asFinance.VoidedBy != "finance@example.test" {
+		t.Fatalf("finance's view: flags %v, issued by %q, voided by %q", asFinance.Flags, asFinance.IssuedBy, asFinance.VoidedBy)
+	}
+	got, err := w.svc.AccountInvoice(w.ctx(), acme, mine.ID)
+	if err != nil || got.Status != StatusVoid || got.Total != 3_60 || len(got.Lines) != 1 || len(got.Flags) != 0 || got.Flags == nil ||
+		len(got.Actions) != 0 || got.Actions == nil || got.IssuedBy != "" || got.VoidedBy != "" || got.VoidReason != VoidWrongDetails ||
+		len(got.CreditNotes) != 1 || got.CreditNotes[0].InvoiceNumber != got.Number {
+		t.Fatalf("the customer's view: %+v, %v", got, err)
+	}
+	list, err := w.svc.AccountInvoices(w.ctx(), acme)
+	if err != nil || len(list) != 1 || list[0].ID != mine.ID || len(list[0].Flags) != 0 || len(list[0].Actions) != 0 {
+		t.Fatalf("the customer's invoices: %+v, %v", list, err)
+	}
+	if _, err := w.svc.AccountInvoice(w.ctx(), acme, voided.RegeneratedID); services.ErrorCode(err) != services.CodeNotFound {
+		t.Errorf("the regenerated draft as its customer reads it: %v, want not found", err)
+	}
+	notes, err := w.svc.AccountCreditNotes(w.ctx(), acme)
+	if err != nil || len(notes) != 1 || notes[0].ID != voided.CreditNoteID || notes[0].Number != got.Number+"-CN01" ||
+		notes[0].InvoiceID != mine.ID || notes[0].InvoiceNumber != got.Number || notes[0].Period != march ||
+		notes[0].Amount != 3_60 || notes[0].Reason != VoidWrongDetails {
+		t.Fatalf("the customer's credit notes: %+v, %v", notes, err)
+	}
+	if others, err := w.svc.AccountCreditNotes(w.ctx(), globex); err != nil || len(others) != 0 {
+		t.Errorf("Globex's credit notes: %+v, %v", others, err)
+	}
+	note, err := w.svc.AccountCreditNote(w.ctx(), acme, voided.CreditNoteID)
+	if err != nil || note.IssuedBy != "" || note.Amount != 3_60 {
+		t.Errorf("the customer's credit note: issued by %q, %s, %v", note.IssuedBy, note.Amount, err)
+	}
+	if _, err := w.svc.AccountCreditNote(w.ctx(), globex, voided.CreditNoteID); services.ErrorCode(err) != services.CodeNotFound {
+		t.Errorf("another account's credit note: %v, want not found", err)
+	}
+
+	st := w.statementOf(fjordAccount, march)
+	w.approveStatement(st.ID)
+	mineSt, err := w.svc.ProviderStatement(w.ctx(), fjordAccount, st.ID)
+	if err != nil || len(mineSt.Actions) != 0 || mineSt.IssuedBy != "" || mineSt.Earnings != 2_16 {
+		t.Fatalf("the provider's statement: actions %v, issued by %q, earnings %s, %v", mineSt.Actions, mineSt.IssuedBy, mineSt.Earnings, err)
+	}
+	sts, err := w.svc.ProviderStatements(w.ctx(), fjordAccount)
+	if err != nil || len(sts) != 1 || len(sts[0].Actions) != 0 || sts[0].Earnings != 2_16 || sts[0].CarriedOut != 2_16 ||
+		sts[0].CarriedIn != 0 || sts[0].Clawbacks != 0 {
+		t.Fatalf("the provider's statements: %+v, %v", sts, err)
+	}
+}
+
 // The close reports its progress chunk by chunk, keeps it where finance pages poll it, and is
 // recorded in the audit log; a close with nobody behind it is the platform's.
 func TestTheCloseReportsItsProgress(t *testing.T) {

@@ -64,20 +64,23 @@ func TestInvoiceActions(t *testing.T) {
 		}
 	}
 	for _, c := range []struct {
-		status Status
-		payout Cents
-		later  bool
-		want   []Action
+		status   Status
+		payout   Cents
+		later    bool
+		underway bool
+		want     []Action
 	}{
-		{StatusDraft, 0, false, []Action{ActionApprove}},
-		{StatusIssued, 0, false, []Action{ActionVoid}},
-		{StatusIssued, 10_00, false, []Action{ActionMarkPaid, ActionVoid}},
-		{StatusIssued, 10_00, true, []Action{ActionMarkPaid}},
-		{StatusIssued, 0, true, []Action{}},
-		{StatusPaid, 10_00, false, []Action{}},
+		{StatusDraft, 0, false, false, []Action{ActionApprove}},
+		{StatusIssued, 0, false, false, []Action{ActionVoid}},
+		{StatusIssued, 10_00, false, false, []Action{ActionMarkPaid, ActionVoid}},
+		{StatusIssued, 10_00, true, false, []Action{ActionMarkPaid}},
+		{StatusIssued, 0, true, false, []Action{}},
+		{StatusIssued, 10_00, false, true, []Action{}},
+		{StatusPaid, 10_00, false, false, []Action{}},
 	} {
-		if got := statementActions(c.status, c.payout, c.later); !equalActions(got, c.want) {
-			t.Errorf("statement %s paying %s (later issued %v): %v, want %v", c.status, c.payout, c.later, got, c.want)
+		if got := statementActions(c.status, c.payout, c.later, c.underway); !equalActions(got, c.want) {
+			t.Errorf("statement %s paying %s (later issued %v, payout under way %v): %v, want %v", c.status, c.payout, c.later,
+				c.underway, got, c.want)
 		}
 	}
 }

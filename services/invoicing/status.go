@@ -63,21 +63,23 @@ func invoiceActions(s Status, due Cents) []Action {
 // statementActions are what a statement in this state allows: a draft is approved; an issued
 // statement is marked paid when it pays out, and voided while no later statement of its
 // provider is issued (that one carried on from it); a paid or void one allows nothing: a
-// payout is corrected on a later statement.
-func statementActions(s Status, payout Cents, laterIssued bool) []Action {
+// payout is corrected on a later statement. While the statement's payout is under way (an
+// attempt holds it, or a transfer may exist) neither is allowed: money may be leaving for it
+// (see docs/invoicing.md, "Paying statements").
+func statementActions(s Status, payout Cents, laterIssued, payoutUnderway bool) []Action {
 	switch s {
 	case StatusDraft:
 		return []Action{ActionApprove}
 	case StatusIssued:
-		var a []Action
+		a := []Action{}
+		if payoutUnderway {
+			return a
+		}
 		if payout > 0 {
 			a = append(a, ActionMarkPaid)
 		}
 		if !laterIssued {
 			a = append(a, ActionVoid)
-		}
-		if a == nil {
-			a = []Action{}
 		}
 		return a
 	}

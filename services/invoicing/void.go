@@ -359,16 +359,27 @@ func (s *Service) VoidStatement(ctx context.Context, in VoidInput) (_ Voided, er
 		if err := lockAccounts(ctx, tx, lockProvider, []string{provider}); err != nil {
 			return err
 		}
+		// The statement's payout may be under way: the payable's lock orders this void with
+		// the payout's check, so that one of them sees the other (see lockPayable).
+		if err := s.lockPayable(ctx, tx, provider); err != nil {
+			return err
+		}
 		var status Status
 		var number, name string
 		var payout Cents
-		var later bool
-		if err := tx.QueryRow(ctx, `SELECT s.status, coalesce(s.number, ''), s.payout_cents, a.name, `+laterIssued+`
+		var later, underway bool
+		if err := tx.QueryRow(ctx, `SELECT s.status, coalesce(s.number, ''), s.payout_cents, a.name, `+laterIssued+`,
+			`+payoutUnderway+`
 			FROM statements s JOIN accounts a ON a.id = s.provider_account_id WHERE s.id = $1 FOR UPDATE OF s`, in.ID).Scan(
-			&status, &number, &payout, &name, &later); err != nil {
+			&status, &number, &payout, &name, &later, &underway); err != nil {
 			return err
 		}
-		if allowed := statementActions(status, payout, later); !containsAction(allowed, ActionVoid) {
+		if underway && status == StatusIssued {
+			return services.Errorf(services.CodeConflict,
+				"Statement %s's payout is under way through Stripe, and money may be leaving for it: it cannot be voided until the payout's outcome is known.",
+				displayNumber(number))
+		}
+		if allowed := statementActions(status, payout, later, underway); !containsAction(allowed, ActionVoid) {
 			return notAllowed("statement", number, status, ActionVoid, allowed)
 		}
 		now := s.now().UTC()

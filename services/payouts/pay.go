@@ -175,10 +175,15 @@ func underway(p Payout, now time.Time) bool {
 // account, so that two payouts of one provider are checked one after the other. It returns the
 // transfer to send, or the refusal to record. The money rule (docs/payouts.md, "What may be
 // paid"): the payable balance less what the provider's other payouts on their way hold back
-// must cover the whole amount; a payout is never cut down to fit.
+// must cover the whole amount; a payout is never cut down to fit. The invoicing side is asked,
+// under the same lock, whether the statement still stands as the payout was made (docs/payouts.md,
+// "Joining the statements").
 func (s *Service) check(ctx context.Context, a attempt) (req TransferRequest, refusal *services.Error, err error) {
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if err := s.ledger.LockTx(ctx, tx, []billing.LedgerAccountID{a.payable}); err != nil {
+			return err
+		}
+		if refusal, err = s.stillToPay(ctx, a.in); err != nil || refusal != nil {
 			return err
 		}
 		var destination string
@@ -227,6 +232,30 @@ func (s *Service) check(ctx context.Context, a attempt) (req TransferRequest, re
 		return err
 	})
 	return req, refusal, err
+}
+
+// stillToPay asks the invoicing side whether the statement is still to be paid as its payout
+// was made: not voided nor paid since, the same amount to the same provider. It runs under the
+// provider's payable lock, which the invoicing side takes too before it voids a statement or
+// records it paid by hand, so that one of the two always sees the other. Without the invoicing
+// side wired in, Pay pays the statement it was given.
+func (s *Service) stillToPay(ctx context.Context, in statementInput) (*services.Error, error) {
+	if s.statements == nil {
+		return nil, nil
+	}
+	st, err := s.statements.StatementToPay(ctx, in.ID)
+	var e *services.Error
+	switch {
+	case errors.As(err, &e) && e.Code != services.CodeInternal:
+		return services.Errorf(services.CodeConflict, "%s Nothing was paid.", e.Message), nil
+	case err != nil:
+		return nil, err
+	case st.PayableCents() != in.AmountCents || st.PayeeAccountID() != in.ProviderAccountID:
+		return services.Errorf(services.CodeConflict,
+			"Statement %s now says %s to account %s, not the %s to account %s its payout was made for. Nothing was paid.",
+			in.Number, centsText(st.PayableCents()), st.PayeeAccountID(), centsText(in.AmountCents), in.ProviderAccountID), nil
+	}
+	return nil, nil
 }
 
 // fail records that the attempt did not pay, with its reason, and returns the payout and the

@@ -476,6 +476,38 @@ func TestRetryOfAVoidedStatementPaysNothing(t *testing.T) {
 	e.wantLedger(t, usd("100"), 0)
 }
 
+// A statement voided after Pay was handed it, or that now says another amount, is refused at
+// the check, under the provider's payable lock, before anything is sent: the invoicing side is
+// asked there whether the statement still stands as the payout was made.
+func TestPayChecksTheStatementStillStandsBeforeItSends(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	e.onboard(t)
+	e.earn(t, usd("100"), "usage-1")
+	st := e.march("st-0012", 5000)
+	e.statements.mu.Lock()
+	e.statements.voided = map[string]bool{"st-0012": true}
+	e.statements.mu.Unlock()
+	p, err := e.svc.Pay(ctx, st)
+	wantCode(t, err, services.CodeConflict, "The statement is void. Nothing was paid.")
+	if p.Status != StatusFailed || p.InDoubt || p.Attempts != 1 || !strings.Contains(p.LastError, "void") {
+		t.Fatalf("payout of a voided statement: %+v", p)
+	}
+
+	lowered := e.march("st-0013", 3000)
+	e.statements.add(statement{id: "st-0013", provider: e.provider, period: "2026-03", number: lowered.number, cents: 2000})
+	p, err = e.svc.Pay(ctx, lowered)
+	wantCode(t, err, services.CodeConflict, "now says $20.00")
+	if p.Status != StatusFailed || p.AmountCents != 3000 {
+		t.Fatalf("payout of a changed statement: %+v", p)
+	}
+	if n := e.stripe.rec.Count(http.MethodPost, "/v1/transfers"); n != 0 {
+		t.Fatalf("%d transfers sent for statements that no longer stand", n)
+	}
+	e.wantLedger(t, usd("100"), 0)
+}
+
 // The process dies after Stripe made the transfer and before it was recorded. The payout
 // stays pending: within the attempt's lease a second Pay is refused as under way; after it,
 // the retry looks for the transfer, finds it and pays without sending anything.
