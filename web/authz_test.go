@@ -129,6 +129,8 @@ var authzTable = map[string]route{
 	"GET /provider/payouts/onboarding":      {want: statuses{303, 403, 303, 403, 403}, login: true},
 	"GET /provider/payouts/return":          {want: statuses{303, 403, 303, 403, 403}, login: true},
 	"GET /provider/payouts/test-onboarding": {want: statuses{303, 403, 404, 403, 403}, login: true},
+	// Statements: the provider's own.
+	"GET /provider/statements": {want: statuses{303, 403, 200, 403, 403}, login: true},
 	"POST /provider/payouts/test-onboarding": {body: url.Values{},
 		want: statuses{303, 403, 303, 403, 403}, noCSRF: csrfRefused, login: true},
 	"echo_route_not_found /provider": {method: http.MethodGet, path: "/provider",
@@ -163,6 +165,13 @@ var authzTable = map[string]route{
 		want: statuses{303, 404, 403, 403, 403}, login: true},
 	"echo_route_not_found /credits/*": {method: http.MethodGet, path: "/credits/no-such-page",
 		want: statuses{303, 404, 403, 403, 403}, login: true},
+
+	// Invoices: a developer's own; the one asked for does not exist. Billing details: a
+	// developer's for its invoices, a provider's for its statements (without a PO number).
+	"GET /invoices":         {want: statuses{303, 200, 403, 403, 403}, login: true},
+	"GET /settings/billing": {want: statuses{303, 200, 200, 403, 403}, login: true},
+	"POST /settings/billing": {body: billingForm(),
+		want: statuses{303, 303, 303, 403, 403}, noCSRF: csrfRefused, login: true},
 
 	// Stripe's webhook proves itself by its signature, not by a session or a CSRF token:
 	// unsigned, it is refused whoever sends it.
@@ -227,6 +236,14 @@ var authzTable = map[string]route{
 		want: statuses{401, 404, 403, 403, 403}},
 	"GET /api/credits/history": {want: statuses{401, 200, 403, 403, 403}},
 	"GET /api/balance":         {want: statuses{401, 200, 403, 403, 403}},
+
+	// Invoices and billing details API.
+	"GET /api/invoices":         {want: statuses{401, 200, 403, 403, 403}},
+	"GET /api/invoices/:id":     {path: "/api/invoices/" + noSuchInvoice, want: statuses{401, 404, 403, 403, 403}},
+	"GET /api/settings/billing": {want: statuses{401, 200, 200, 403, 403}},
+	"PUT /api/settings/billing": {body: map[string]string{"legal_name": "Authz Ltd", "address": "1 Road", "country": "IE"},
+		want: statuses{401, 200, 200, 403, 403}},
+	"GET /api/provider/statements": {want: statuses{401, 403, 200, 403, 403}},
 
 	// Finance API, for finance and admins.
 	"GET /api/finance/balances":         {want: statuses{401, 403, 403, 200, 200}},
@@ -532,6 +549,14 @@ func (a *authzEnv) check(t *testing.T, c caller, key string, row route, withCSRF
 
 // noSuchPayout is a payout id that names no payout.
 const noSuchPayout = "00000000-0000-4000-8000-000000000000"
+
+// noSuchInvoice is an invoice id that names no invoice.
+const noSuchInvoice = "00000000-0000-4000-8000-00000000000a"
+
+// billingForm is valid billing details as the billing details page posts them.
+func billingForm() url.Values {
+	return url.Values{"legal_name": {"Authz Ltd"}, "address": {"1 Road\nDublin"}, "country": {"IE"}, "vat_id": {""}}
+}
 
 // noRedirects is a client that shows a redirect rather than following it.
 var noRedirects = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}

@@ -1,12 +1,14 @@
 package web
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/services/invoicing"
 	"github.com/gpumarket/gpumarket/services/payouts"
 	"github.com/gpumarket/gpumarket/templates"
 )
@@ -272,7 +274,7 @@ func (s *Server) retryPayoutSubmit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	p, err := po.Retry(c.Request().Context(), c.Param("id"))
+	p, err := po.Retry(retryContext(c), c.Param("id"))
 	switch {
 	case err == nil && p.Status == payouts.StatusPaid:
 		return c.Redirect(http.StatusSeeOther, "/finance/payouts?flash=payout-paid")
@@ -301,9 +303,16 @@ func (s *Server) apiRetryPayout(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	p, err := po.Retry(c.Request().Context(), c.Param("id"))
+	p, err := po.Retry(retryContext(c), c.Param("id"))
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, p)
+}
+
+// retryContext is the request's context naming the finance user who retries: the statement a
+// retry pays is recorded paid by them (see docs/invoicing.md, "Paying statements").
+func retryContext(c echo.Context) context.Context {
+	sess, _ := currentSession(c)
+	return invoicing.ActingAs(c.Request().Context(), sess.User.ID)
 }

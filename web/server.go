@@ -19,6 +19,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/invoicing"
 	"github.com/gpumarket/gpumarket/services/metering"
 )
 
@@ -61,6 +62,9 @@ type Config struct {
 	// UsageStream says which rigs are at their limits on the usage stream; nil where this
 	// process does not watch it.
 	UsageStream UsageStreamReport
+	// Invoicing is the month's close and its documents: invoices, statements, credit notes and
+	// billing details; nil makes their pages unavailable.
+	Invoicing *invoicing.Service
 }
 
 // RigCredentials derives a rig's secrets from the platform's keys.
@@ -87,6 +91,7 @@ type Server struct {
 	now            func() time.Time
 	// usageStream is nil where this process does not watch the usage stream.
 	usageStream UsageStreamReport
+	invoicing   *invoicing.Service
 }
 
 // New builds the server and its routes.
@@ -105,7 +110,7 @@ func New(cfg Config) *Server {
 	e.IPExtractor = clientIPExtractor(cfg.TrustedProxies)
 	s := &Server{echo: e, accounts: cfg.Accounts, catalog: cfg.Catalog, payments: cfg.Payments, usage: cfg.Usage, rigs: cfg.Rigs, ready: cfg.Ready, log: cfg.Log,
 		registry: cfg.Registry, now: cfg.Now, keyChanges: cfg.KeyChanges, metricsToken: cfg.MetricsToken,
-		usageStream: cfg.UsageStream}
+		usageStream: cfg.UsageStream, invoicing: cfg.Invoicing}
 	s.gw = newGateway(cfg.Gateway, cfg.Accounts, cfg.Log, cfg.Now)
 	e.HTTPErrorHandler = s.handleError
 	e.Use(requestID)
@@ -188,6 +193,10 @@ func (s *Server) routes() {
 
 	// Payouts: a provider's Stripe account and payouts, and every payout for finance.
 	s.payoutRoutes()
+
+	// A customer's invoices and credit notes, a provider's statements, and the billing
+	// details both put on them: each the caller's own account's.
+	s.customerDocumentRoutes()
 
 	finance := e.Group("/finance", s.requirePage(accounts.RoleFinance, accounts.RoleAdmin))
 	finance.GET("/balances", s.balancesPage)

@@ -184,4 +184,7 @@ var flashes = map[string]string{
 	"onboarding-unfinished": "Stripe cannot send payouts to your account yet: continue onboarding when you are ready.",
 	"payout-paid":           "The payout is paid.",
 	"payout-not-paid":       "The payout was not paid; its row says why.",
+
+	// Billing details (billing_details.go).
+	"billing-saved": "Your billing details are saved: documents issued from now on carry them.",
 }

@@ -18,10 +18,12 @@ import (
 
 	"github.com/gpumarket/gpumarket/db/dbtest"
 	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/services/audit"
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/billing/stripemock"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/demo"
+	"github.com/gpumarket/gpumarket/services/invoicing"
 	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/payouts"
 	"github.com/gpumarket/gpumarket/services/rigaddr"
@@ -73,7 +75,15 @@ type env struct {
 	accounts *accounts.Service
 	catalog  *catalog.Service
 	payouts  *payouts.Service
+	// invoicing is joined to payouts both ways, as the platform joins them: approving a
+	// statement pays it through payouts, and payouts records it paid through invoicing.
+	invoicing *invoicing.Service
+	audit     *audit.Log
 }
+
+// testSeller is the platform's details on the web tests' documents.
+var testSeller = invoicing.Party{LegalName: "gpumarket Test Ltd", Address: "1 Dock Road\nDublin D01 X2Y3", Country: "IE",
+	VATID: "IE1234567FA"}
 
 // testMetricsToken is the bearer token /metrics asks for in the web tests.
 const testMetricsToken = "metrics-token-for-the-web-tests"
@@ -96,13 +106,18 @@ func setupWith(t *testing.T, configure func(*web.Config, *pgxpool.Pool)) *env {
 	}
 	ledger := billing.NewLedger(pool, nil)
 	credits := billing.NewCredits(pool, ledger, billing.NewStripeCheckout("sk_test_web", stripeMockURL(t)), nil)
-	po := payouts.NewService(payouts.Config{Pool: pool, Ledger: ledger,
+	auditLog := audit.New(pool, nil)
+	// The demo's providers earn a few dollars a month: their statements pay out from $1, as
+	// under gpumarket dev.
+	inv := invoicing.New(invoicing.Config{Pool: pool, Ledger: ledger, Audit: auditLog, Seller: testSeller, MinimumPayout: 1_00})
+	po := payouts.NewService(payouts.Config{Pool: pool, Ledger: ledger, Statements: inv,
 		Stripe: payouts.NewStripeConnect(billing.NewStripeAPI("sk_test_web", stripeMockURL(t)))})
+	inv.PayWith(po)
 	webhook := billing.NewStripeWebhook(credits, []string{webhookSecret})
 	webhook.On("account.updated", po.AccountUpdated)
 	payments := web.Payments{Credits: credits, Ledger: ledger, Webhook: webhook, Payouts: po, LocalWebhookSecret: webhookSecret}
 	cfg := web.Config{Accounts: acc, Catalog: cat, Payments: payments, Usage: metering.NewReports(pool),
-		Ready: []web.ReadyCheck{{Name: "postgres", Check: pool.Ping}}, MetricsToken: testMetricsToken}
+		Ready: []web.ReadyCheck{{Name: "postgres", Check: pool.Ping}}, MetricsToken: testMetricsToken, Invoicing: inv}
 	if configure != nil {
 		configure(&cfg, pool)
 	}
@@ -110,7 +125,7 @@ func setupWith(t *testing.T, configure func(*web.Config, *pgxpool.Pool)) *env {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &env{srv: srv, server: h, pool: pool, accounts: cfg.Accounts, catalog: cat, ledger: ledger,
-		credits: cfg.Payments.Credits, payouts: cfg.Payments.Payouts}
+		credits: cfg.Payments.Credits, payouts: cfg.Payments.Payouts, invoicing: cfg.Invoicing, audit: auditLog}
 }
 
 // token logs a user in through the API and returns the bearer token.

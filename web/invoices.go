@@ -1,0 +1,206 @@
+package web
+
+import (
+	"cmp"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/services/invoicing"
+	"github.com/gpumarket/gpumarket/templates"
+)
+
+// A customer's own invoices and credit notes, a provider's own statements, and the billing
+// details each puts on them. Every call reads the caller's account only, and never a draft:
+// another account's document, or a draft, does not exist for the caller (404). The documents
+// themselves (the print-ready page, the PDF, the CSV) are served at the paths documentURLs
+// names.
+
+func (s *Server) customerDocumentRoutes() {
+	developerPage, developerAPI := s.requirePage(accounts.RoleDeveloper), s.requireAPI(accounts.RoleDeveloper)
+	s.echo.GET("/invoices", s.invoicesPage, developerPage)
+	s.echo.GET("/api/invoices", s.apiInvoices, developerAPI)
+	s.echo.GET("/api/invoices/:id", s.apiInvoice, developerAPI)
+
+	providerPage, providerAPI := s.requirePage(accounts.RoleProvider), s.requireAPI(accounts.RoleProvider)
+	s.echo.GET("/provider/statements", s.providerStatementsPage, providerPage)
+	s.echo.GET("/api/provider/statements", s.apiProviderStatements, providerAPI)
+
+	// Billing details: a customer's for its invoices, a provider's for its statements.
+	billedPage := s.requirePage(accounts.RoleDeveloper, accounts.RoleProvider)
+	billedAPI := s.requireAPI(accounts.RoleDeveloper, accounts.RoleProvider)
+	s.echo.GET("/settings/billing", s.billingDetailsPage, billedPage)
+	s.echo.POST("/settings/billing", s.billingDetailsSubmit, billedPage)
+	s.echo.GET("/api/settings/billing", s.apiBillingDetails, billedAPI)
+	s.echo.PUT("/api/settings/billing", s.apiSetBillingDetails, billedAPI)
+}
+
+// invoicingService is the invoicing service, or an unavailable error where this server has none.
+func (s *Server) invoicingService() (*invoicing.Service, error) {
+	if s.invoicing == nil {
+		return nil, services.Errorf(services.CodeUnavailable, "Invoices are not available on this server.")
+	}
+	return s.invoicing, nil
+}
+
+// documentURLs are where a document is read: its print-ready page, its PDF and its CSV.
+type documentURLs struct {
+	Page string `json:"page"`
+	PDF  string `json:"pdf"`
+	CSV  string `json:"csv"`
+}
+
+func documentURLsAt(base, id string) documentURLs {
+	page := base + id
+	return documentURLs{Page: page, PDF: page + "/pdf", CSV: page + "/csv"}
+}
+
+func invoiceURLs(id string) documentURLs    { return documentURLsAt("/invoices/", id) }
+func creditNoteURLs(id string) documentURLs { return documentURLsAt("/credit-notes/", id) }
+func statementURLs(id string) documentURLs  { return documentURLsAt("/statements/", id) }
+
+// customerInvoice is an invoice in a customer's list, with where to read it.
+type customerInvoice struct {
+	invoicing.InvoiceSummary
+	Links documentURLs `json:"links"`
+}
+
+// customerCreditNote is a credit note in a customer's list, with where to read it.
+type customerCreditNote struct {
+	invoicing.CreditNoteSummary
+	Links documentURLs `json:"links"`
+}
+
+// customerDocuments reads the caller's invoices and credit notes.
+func (s *Server) customerDocuments(c echo.Context) ([]customerInvoice, []customerCreditNote, error) {
+	inv, err := s.invoicingService()
+	if err != nil {
+		return nil, nil, err
+	}
+	sess, _ := currentSession(c)
+	ctx, account := c.Request().Context(), sess.User.AccountID
+	list, err := inv.AccountInvoices(ctx, account)
+	if err != nil {
+		return nil, nil, err
+	}
+	notes, err := inv.AccountCreditNotes(ctx, account)
+	if err != nil {
+		return nil, nil, err
+	}
+	invoices := make([]customerInvoice, len(list))
+	for i, v := range list {
+		invoices[i] = customerInvoice{InvoiceSummary: v, Links: invoiceURLs(v.ID)}
+	}
+	credits := make([]customerCreditNote, len(notes))
+	for i, n := range notes {
+		credits[i] = customerCreditNote{CreditNoteSummary: n, Links: creditNoteURLs(n.ID)}
+	}
+	return invoices, credits, nil
+}
+
+func (s *Server) invoicesPage(c echo.Context) error {
+	invoices, credits, err := s.customerDocuments(c)
+	if err != nil {
+		return err
+	}
+	numbers := map[string]string{}
+	for _, v := range invoices {
+		numbers[v.ID] = v.DisplayNumber
+	}
+	type dated struct {
+		row    templates.CustomerDocumentRow
+		period invoicing.Period
+		issued string
+	}
+	var rows []dated
+	for _, v := range invoices {
+		r := templates.CustomerDocumentRow{Kind: "invoice", KindLabel: "Invoice", ID: v.ID, Number: v.DisplayNumber,
+			Period: v.Period.Label(), Issued: dateOf(v.IssuedAt), Total: signedCents(v.Total), AmountDue: signedCents(v.AmountDue),
+			Status: string(v.Status), URL: v.Links.Page, PDFURL: v.Links.PDF, CSVURL: v.Links.CSV}
+		if n := numbers[v.ReplacesInvoiceID]; n != "" {
+			r.Note = "replaces " + n
+		}
+		rows = append(rows, dated{row: r, period: v.Period, issued: timeKey(v.IssuedAt)})
+	}
+	for _, n := range credits {
+		r := templates.CustomerDocumentRow{Kind: "credit_note", KindLabel: "Credit note", ID: n.ID, Number: n.Number,
+			Period: n.Period.Label(), Issued: dateOf(&n.IssuedAt), Total: signedCents(-n.Amount),
+			Status: "issued", Note: "cancels " + n.InvoiceNumber + ": " + strings.ToLower(n.Reason.Text()),
+			URL: n.Links.Page, PDFURL: n.Links.PDF, CSVURL: n.Links.CSV}
+		rows = append(rows, dated{row: r, period: n.Period, issued: timeKey(&n.IssuedAt)})
+	}
+	// Newest first: by period, then by the moment of issue.
+	slices.SortStableFunc(rows, func(a, b dated) int {
+		if c := b.period.Start().Compare(a.period.Start()); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.issued, a.issued)
+	})
+	p := templates.CustomerInvoicesPage{Page: s.page(c, "Invoices")}
+	for _, r := range rows {
+		p.Documents = append(p.Documents, r.row)
+	}
+	return s.render(c, http.StatusOK, templates.CustomerInvoices(p))
+}
+
+func (s *Server) apiInvoices(c echo.Context) error {
+	invoices, credits, err := s.customerDocuments(c)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"invoices": invoices, "credit_notes": credits, "count": len(invoices)})
+}
+
+// customerInvoiceDetail is a customer's invoice with its lines, and where to read it.
+type customerInvoiceDetail struct {
+	invoicing.Invoice
+	Links documentURLs `json:"links"`
+}
+
+// apiInvoice answers with one of the caller's invoices. GET /api/invoices/{id}.pdf is its PDF,
+// which the document's own address serves: the answer sends the caller there.
+func (s *Server) apiInvoice(c echo.Context) error {
+	inv, err := s.invoicingService()
+	if err != nil {
+		return err
+	}
+	sess, _ := currentSession(c)
+	id, pdf := strings.CutSuffix(c.Param("id"), ".pdf")
+	v, err := inv.AccountInvoice(c.Request().Context(), sess.User.AccountID, id)
+	if err != nil {
+		return err
+	}
+	if pdf {
+		return c.Redirect(http.StatusFound, invoiceURLs(v.ID).PDF)
+	}
+	return c.JSON(http.StatusOK, customerInvoiceDetail{Invoice: v, Links: invoiceURLs(v.ID)})
+}
+
+// signedCents writes a document's amount: "$1234.56", "-$0.05".
+func signedCents(c invoicing.Cents) string {
+	if c < 0 {
+		return "-" + centsText(-int64(c))
+	}
+	return centsText(int64(c))
+}
+
+// dateOf writes a moment's date in UTC, "" for none.
+func dateOf(t *time.Time) string {
+	if t == nil {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02")
+}
+
+// timeKey is a moment as text that sorts as the moments do.
+func timeKey(t *time.Time) string {
+	if t == nil {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02T15:04:05.000000")
+}
