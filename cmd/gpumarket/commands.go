@@ -132,6 +132,9 @@ func dev(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if cfg.Invoicing.Seller == (invoicing.Party{}) {
 		cfg.Invoicing.Seller = demoSeller
 	}
+	if strings.TrimSpace(os.Getenv("GPUMARKET_PAYOUT_MINIMUM")) == "" {
+		cfg.Invoicing.MinimumPayout = demoMinimumPayout
+	}
 	p, err := Open(ctx, cfg, log)
 	if err != nil {
 		return err

@@ -47,6 +47,11 @@ type InvoicingConfig struct {
 var demoSeller = invoicing.Party{LegalName: "gpumarket Demo Ltd", Address: "1 Grand Canal Square\nDublin 2\nD02 P820",
 	Country: "IE", VATID: "IE1234567FA"}
 
+// demoMinimumPayout is the least a statement pays out under `gpumarket dev` when the
+// environment sets none: the demo's providers earn a few dollars a month, and approving one of
+// their statements should show its transfer.
+const demoMinimumPayout invoicing.Cents = 1_00
+
 func invoicingConfigFromEnv() (InvoicingConfig, error) {
 	c := InvoicingConfig{Grace: invoicing.DefaultGrace, MinimumPayout: invoicing.DefaultMinimumPayout}
 	var err error

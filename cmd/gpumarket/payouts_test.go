@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/invoicing"
 	"github.com/gpumarket/gpumarket/services/payouts"
 )
 
@@ -130,5 +131,87 @@ func TestCheckoutOriginsNameStripesPages(t *testing.T) {
 	}
 	if got := checkoutOrigins(true); len(got) != 0 {
 		t.Fatalf("origins in test mode: %v", got)
+	}
+}
+
+// The whole platform in test mode, as `make run` runs it, with statements and payouts joined:
+// finance closes the last month of the demo's history and approves the providers' statements.
+// Fjord, onboarded on the local test page, is paid at once by a transfer on the platform's
+// stripe-mock and sees it on its Statements and Payouts pages; Northwind, not connected yet,
+// sees its payout failed, onboards, and finance's retry from the payouts page pays it, once.
+func TestPlatformPaysApprovedStatements(t *testing.T) {
+	cfg := testConfig(t, Roles{Web: true})
+	cfg.Invoicing.Seller, cfg.Invoicing.MinimumPayout = demoSeller, demoMinimumPayout
+	p := runPlatform(t, cfg)
+	ctx := context.Background()
+	if err := p.Seed(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.SeedHistory(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fjord := newPageClient(t, p.URL(), "provider@example.com")
+	if code, _ := fjord.post("/provider/payouts/connect", url.Values{"country": {"NO"}}); code != http.StatusSeeOther {
+		t.Fatalf("connect: %d", code)
+	}
+	if code, loc := fjord.post("/provider/payouts/test-onboarding", url.Values{}); code != http.StatusSeeOther || loc != "/provider/payouts?flash=onboarded" {
+		t.Fatalf("complete onboarding: %d to %q", code, loc)
+	}
+	finance, err := p.accounts.UserByEmail(ctx, "finance@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	period := invoicing.PeriodOf(time.Now()).Prev()
+	if _, err := p.invoicing.Close(ctx, invoicing.CloseInput{Period: period, By: finance.ID}); err != nil {
+		t.Fatal(err)
+	}
+	page, err := p.invoicing.Statements(ctx, invoicing.StatementFilter{Period: period})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]string{}
+	for _, st := range page.Statements {
+		ids[st.ProviderName] = st.ID
+	}
+	res, err := p.invoicing.ApproveStatements(ctx, finance.ID, []string{ids["Fjord GPU Co-op"], ids["Northwind Compute"]})
+	if err != nil || len(res) != 2 || res[0].Err != nil || res[1].Err != nil {
+		t.Fatalf("approve: %+v, %v", res, err)
+	}
+	if res[0].Payout == nil || res[0].Payout.Status != payouts.StatusPaid || !strings.HasPrefix(res[0].Payout.StripeTransferID, "tr_") {
+		t.Fatalf("Fjord's payout: %+v, %v", res[0].Payout, res[0].PayoutErr)
+	}
+	if res[1].Payout == nil || res[1].Payout.Status != payouts.StatusFailed || !strings.Contains(res[1].PayoutProblem, "no Stripe account") {
+		t.Fatalf("Northwind's payout: %+v, %q", res[1].Payout, res[1].PayoutProblem)
+	}
+	if _, body := fjord.get("/provider/statements"); !strings.Contains(body, `data-id="`+ids["Fjord GPU Co-op"]+`" data-status="paid" data-payout-status="paid"`) ||
+		!strings.Contains(body, res[0].Payout.StripeTransferID) {
+		t.Fatal("Fjord's Statements page does not show its statement paid by its transfer")
+	}
+	if _, body := fjord.get("/provider/payouts"); !strings.Contains(body, `href="/statements/`+ids["Fjord GPU Co-op"]+`"`) {
+		t.Fatal("Fjord's Payouts page does not link its payout to its statement")
+	}
+
+	northwind := newPageClient(t, p.URL(), "northwind@example.com")
+	if code, _ := northwind.post("/provider/payouts/connect", url.Values{"country": {"US"}}); code != http.StatusSeeOther {
+		t.Fatalf("connect: %d", code)
+	}
+	if code, _ := northwind.post("/provider/payouts/test-onboarding", url.Values{}); code != http.StatusSeeOther {
+		t.Fatalf("complete onboarding: %d", code)
+	}
+	fin := newPageClient(t, p.URL(), "finance@example.com")
+	if code, loc := fin.post("/finance/payouts/"+res[1].Payout.ID+"/retry", url.Values{}); code != http.StatusSeeOther ||
+		loc != "/finance/payouts?flash=payout-paid" {
+		t.Fatalf("retry: %d to %q", code, loc)
+	}
+	if code, _ := fin.post("/finance/payouts/"+res[1].Payout.ID+"/retry", url.Values{}); code != http.StatusSeeOther {
+		t.Fatalf("retry again: %d", code)
+	}
+	st, err := p.invoicing.Statement(ctx, ids["Northwind Compute"])
+	if err != nil || st.Status != invoicing.StatusPaid || st.PaidBy != "finance@example.com" {
+		t.Fatalf("Northwind's statement after the retry: %s by %q, %v", st.Status, st.PaidBy, err)
+	}
+	var posted int
+	if err := p.pool.QueryRow(ctx, `SELECT count(*) FROM ledger_transactions WHERE kind = 'payout'`).Scan(&posted); err != nil || posted != 2 {
+		t.Fatalf("%d payouts posted, want 2 (%v)", posted, err)
 	}
 }

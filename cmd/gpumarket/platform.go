@@ -157,6 +157,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 		Accounts: p.accounts, Catalog: p.catalog, Payments: payments, Usage: metering.NewReports(p.pool), Rigs: p,
 		Gateway: gateway, Log: log, Registry: p.registry, Ready: ready, UsageStream: p.usageStreamReport(),
 		TrustedProxies: cfg.TrustedProxies, MetricsToken: cfg.MetricsToken, KeyChanges: natsKeyChanges{p.nc},
+		Invoicing: p.invoicing,
 	})
 	if cfg.Roles.Web {
 		if _, err = subscribeKeyChanges(p.nc, p.web, log); err != nil {
@@ -233,10 +234,12 @@ func (p *Platform) payments(ctx context.Context) (web.Payments, error) {
 	credits := billing.NewCredits(p.pool, ledger, checkout, nil).RecordTo(p.audit)
 	webhook := billing.NewStripeWebhook(credits, cfg.StripeWebhookSecrets)
 	// Providers' Stripe accounts and payouts, on the same Stripe (or stripe-mock); the webhook
-	// hands them the account.updated events. Retrying a payout asks the statements, which
-	// payouts.Config.Statements names once statements are wired in.
-	po := payouts.NewService(payouts.Config{Pool: p.pool, Ledger: ledger,
+	// hands them the account.updated events. Statements and payouts are joined both ways:
+	// approving a statement pays it, and a payout asks invoicing for its statement and records
+	// it paid (see docs/invoicing.md, "Paying statements").
+	po := payouts.NewService(payouts.Config{Pool: p.pool, Ledger: ledger, Statements: p.invoicing,
 		Stripe: payouts.NewStripeConnect(billing.NewStripeAPI(key, apiURL))})
+	p.invoicing.PayWith(po)
 	webhook.On("account.updated", po.AccountUpdated)
 	pay := web.Payments{Credits: credits, Ledger: ledger, Webhook: webhook, Payouts: po,
 		PublicURL: cfg.PublicURL, CheckoutOrigins: checkoutOrigins(testMode)}
