@@ -4,7 +4,7 @@
 // to Stripe clearing. It owns the tables provider_stripe_accounts and payouts, and writes the
 // ledger only through billing.Ledger.
 //
-// Invariants (docs/payouts.md says why each holds; docs/failure-cases.md, cases 28 and 29):
+// Invariants (docs/payouts.md says why each holds; docs/failure-cases.md, cases 32 to 34):
 //
 //   - A statement is paid at most once. Its payout is one row (unique on the statement), every
 //     attempt sends Stripe the same idempotency key and the same parameters, and an attempt
@@ -17,6 +17,8 @@
 //     payable balance, less the payouts of that provider already on their way, covers it.
 //   - A provider is paid only to the Stripe account the platform created for it, and only once
 //     Stripe said the account can receive payouts.
+//   - A statement is paid only as it stands: the invoicing side is asked for it again, under the
+//     provider's payable lock, just before its transfer is sent.
 package payouts
 
 import (
