@@ -190,6 +190,7 @@ func (s *Service) invoice(ctx context.Context, q querier, id, accountID string, 
 	err = q.QueryRow(ctx, `
 		SELECT i.id::text, i.account_id::text, a.name, i.period, i.status, coalesce(i.number, ''),
 			coalesce(i.replaces_invoice_id::text, ''),
+			coalesce((SELECT r.number FROM invoices r WHERE r.id = i.replaces_invoice_id), ''),
 			coalesce((SELECT r.id::text FROM invoices r WHERE r.replaces_invoice_id = i.id ORDER BY r.created_at LIMIT 1), ''),
 			i.currency, i.total_cents, i.amount_due_cents, i.opening_balance_pico, i.purchases_pico, i.refunds_pico,
 			i.adjustments_pico, i.credit_notes_pico, i.usage_charged_pico, i.closing_balance_pico, i.po_number,
@@ -204,7 +205,8 @@ func (s *Service) invoice(ctx context.Context, q querier, id, accountID string, 
 		LEFT JOIN users up ON up.id = i.paid_by
 		LEFT JOIN users uv ON uv.id = i.voided_by
 		WHERE i.id = $1 AND ($2 = '' OR i.account_id::text = $2) AND ($3 OR i.status <> 'draft')`, id, accountID, drafts).Scan(
-		&v.ID, &v.AccountID, &v.AccountName, &period, &v.Status, &v.Number, &v.ReplacesInvoiceID, &v.ReplacedByInvoiceID,
+		&v.ID, &v.AccountID, &v.AccountName, &period, &v.Status, &v.Number, &v.ReplacesInvoiceID, &v.ReplacesNumber,
+		&v.ReplacedByInvoiceID,
 		&v.Currency, &v.Total, &v.AmountDue, &v.Balance.Opening, &v.Balance.Purchases, &v.Balance.Refunds,
 		&v.Balance.Adjustments, &v.Balance.CreditNotes, &v.Balance.UsageCharged, &v.Balance.Closing, &po,
 		&buyer[0], &buyer[1], &buyer[2], &buyer[3], &seller[0], &seller[1], &seller[2], &seller[3],
@@ -323,7 +325,7 @@ func (s *Service) creditNote(ctx context.Context, id, accountID string) (_ Credi
 	var buyer, seller [4]pgtype.Text
 	err = s.pool.QueryRow(ctx, `
 		SELECT cn.id::text, cn.number, cn.invoice_id::text, coalesce(i.number, ''), cn.account_id::text, a.name, cn.period,
-			cn.reason, cn.note, cn.amount_cents, cn.credited_pico, coalesce(cn.ledger_transaction_id::text, ''),
+			i.currency, cn.reason, cn.note, cn.amount_cents, cn.credited_pico, coalesce(cn.ledger_transaction_id::text, ''),
 			cn.regenerated_invoice_id::text, cn.po_number, cn.buyer_legal_name, cn.buyer_address, cn.buyer_country,
 			cn.buyer_vat_id, cn.seller_name, cn.seller_address, cn.seller_country, cn.seller_vat_id, cn.issued_at, u.email
 		FROM credit_notes cn
@@ -331,7 +333,7 @@ func (s *Service) creditNote(ctx context.Context, id, accountID string) (_ Credi
 		JOIN accounts a ON a.id = cn.account_id
 		JOIN users u ON u.id = cn.issued_by
 		WHERE cn.id = $1 AND ($2 = '' OR cn.account_id::text = $2)`, id, accountID).Scan(
-		&c.ID, &c.Number, &c.InvoiceID, &c.InvoiceNumber, &c.AccountID, &c.AccountName, &period, &c.Reason, &c.Note,
+		&c.ID, &c.Number, &c.InvoiceID, &c.InvoiceNumber, &c.AccountID, &c.AccountName, &period, &c.Currency, &c.Reason, &c.Note,
 		&c.Amount, &c.Credited, &c.LedgerTransactionID, &c.RegeneratedInvoiceID, &c.PONumber, &buyer[0], &buyer[1],
 		&buyer[2], &buyer[3], &seller[0], &seller[1], &seller[2], &seller[3], &c.IssuedAt, &c.IssuedBy)
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -29,6 +29,7 @@ type StatementSummary struct {
 	DisplayNumber     string     `json:"display_number"`
 	Earnings          Cents      `json:"earnings_cents"`
 	Net               Cents      `json:"net_cents"`
+	Total             Cents      `json:"total_cents"` // as its document prints it: Net
 	Payout            Cents      `json:"payout_cents"`
 	CarriedOut        Cents      `json:"carried_out_cents"`
 	Flags             []Flag     `json:"flags"`
@@ -87,7 +88,7 @@ func scanStatementSummary(r pgx.CollectableRow) (StatementSummary, error) {
 	var later bool
 	err := r.Scan(&v.ID, &v.ProviderAccountID, &v.ProviderName, &period, &v.Status, &v.Number, &v.Earnings, &v.Net,
 		&v.Payout, &v.CarriedOut, &flags, &v.ComputedAt, &v.IssuedAt, &later)
-	v.Period, v.DisplayNumber, v.Flags = periodOfDate(period), displayNumber(v.Number), flagsOf(flags)
+	v.Period, v.DisplayNumber, v.Flags, v.Total = periodOfDate(period), displayNumber(v.Number), flagsOf(flags), v.Net
 	v.Actions = statementActions(v.Status, v.Payout, later)
 	v.ComputedAt, v.IssuedAt = v.ComputedAt.UTC(), utcPtr(v.IssuedAt)
 	return v, err
@@ -205,7 +206,7 @@ func (s *Service) statement(ctx context.Context, q querier, id, providerID strin
 	v.Period, v.DisplayNumber, v.Flags, v.VoidReason = periodOfDate(period), displayNumber(v.Number), flagsOf(flags), VoidReason(reason)
 	v.ComputedAt, v.CreatedAt = v.ComputedAt.UTC(), v.CreatedAt.UTC()
 	v.IssuedAt, v.PaidAt, v.VoidedAt = utcPtr(v.IssuedAt), utcPtr(v.PaidAt), utcPtr(v.VoidedAt)
-	v.Actions = statementActions(v.Status, v.Payout, later)
+	v.Actions, v.Total = statementActions(v.Status, v.Payout, later), v.Net
 	if v.Status == StatusDraft {
 		d, err := s.billingDetailsWith(ctx, q, v.ProviderAccountID)
 		if err != nil {
