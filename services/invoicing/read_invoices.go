@@ -44,7 +44,9 @@ type InvoiceFilter struct {
 	Period    Period
 	Status    Status
 	AccountID string
-	Flag      Flag
+	// AccountName selects the accounts whose name holds it, in any case.
+	AccountName string
+	Flag        Flag
 	// MinTotal and MaxTotal bound the total, inclusive.
 	MinTotal, MaxTotal *Cents
 	// Limit is the most a page holds (0: DefaultListLimit); Offset skips that many.
@@ -66,16 +68,32 @@ func (f InvoiceFilter) Validate() error {
 	if f.AccountID != "" && !isUUID(f.AccountID) {
 		fe.Add("account_id", "Choose an account.")
 	}
-	if f.Flag != "" && !f.Flag.Valid() {
+	checkListFilter(fe, "account_name", f.AccountName, f.Flag, f.MinTotal, f.MaxTotal, f.Limit, f.Offset)
+	return fe.Err()
+}
+
+// MaxNameFilter bounds a filter on a name.
+const MaxNameFilter = 200
+
+// checkListFilter checks what the two review queues' filters share.
+func checkListFilter(fe services.FieldErrors, nameField, name string, flag Flag, minTotal, maxTotal *Cents, limit, offset int) {
+	if len(name) > MaxNameFilter {
+		fe.Add(nameField, fmt.Sprintf("Use at most %d characters.", MaxNameFilter))
+	}
+	if flag != "" && !flag.Valid() {
 		fe.Add("flag", "Choose usage_mismatch, discrepancy, negative_balance or spike.")
 	}
-	if f.MinTotal != nil && f.MaxTotal != nil && *f.MaxTotal < *f.MinTotal {
+	if minTotal != nil && maxTotal != nil && *maxTotal < *minTotal {
 		fe.Add("max_total", "Choose a maximum at least the minimum.")
 	}
-	if f.Limit < 0 || f.Limit > MaxListLimit || f.Offset < 0 {
+	if limit < 0 || limit > MaxListLimit || offset < 0 {
 		fe.Add("limit", fmt.Sprintf("Ask for 1 to %d a page.", MaxListLimit))
 	}
-	return fe.Err()
+}
+
+// nameLike is a pattern for ILIKE that matches names holding s, whatever it holds.
+func nameLike(s string) string {
+	return "%" + strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(s) + "%"
 }
 
 // InvoicePage is a page of invoices: latest period first, then by account name.
@@ -117,6 +135,9 @@ func (s *Service) Invoices(ctx context.Context, f InvoiceFilter) (_ InvoicePage,
 	}
 	if f.AccountID != "" {
 		w.add("i.account_id = $?::uuid", f.AccountID)
+	}
+	if f.AccountName != "" {
+		w.add("a.name ILIKE $?", nameLike(f.AccountName))
 	}
 	if f.Flag != "" {
 		w.add("$? = ANY (i.flags)", string(f.Flag))

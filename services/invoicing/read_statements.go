@@ -3,7 +3,6 @@ package invoicing
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -43,8 +42,12 @@ type StatementFilter struct {
 	Period            Period
 	Status            Status
 	ProviderAccountID string
-	Flag              Flag
-	Limit, Offset     int
+	// ProviderName selects the providers whose name holds it, in any case.
+	ProviderName string
+	Flag         Flag
+	// MinTotal and MaxTotal bound the statement's total (its net), inclusive.
+	MinTotal, MaxTotal *Cents
+	Limit, Offset      int
 }
 
 // Validate names every bad field.
@@ -56,12 +59,7 @@ func (f StatementFilter) Validate() error {
 	if f.ProviderAccountID != "" && !isUUID(f.ProviderAccountID) {
 		fe.Add("provider_account_id", "Choose a provider.")
 	}
-	if f.Flag != "" && !f.Flag.Valid() {
-		fe.Add("flag", "Choose usage_mismatch, discrepancy, negative_balance or spike.")
-	}
-	if f.Limit < 0 || f.Limit > MaxListLimit || f.Offset < 0 {
-		fe.Add("limit", fmt.Sprintf("Ask for 1 to %d a page.", MaxListLimit))
-	}
+	checkListFilter(fe, "provider_name", f.ProviderName, f.Flag, f.MinTotal, f.MaxTotal, f.Limit, f.Offset)
 	return fe.Err()
 }
 
@@ -109,6 +107,15 @@ func (s *Service) Statements(ctx context.Context, f StatementFilter) (_ Statemen
 	}
 	if f.ProviderAccountID != "" {
 		w.add("s.provider_account_id = $?::uuid", f.ProviderAccountID)
+	}
+	if f.ProviderName != "" {
+		w.add("a.name ILIKE $?", nameLike(f.ProviderName))
+	}
+	if f.MinTotal != nil {
+		w.add("s.net_cents >= $?", int64(*f.MinTotal))
+	}
+	if f.MaxTotal != nil {
+		w.add("s.net_cents <= $?", int64(*f.MaxTotal))
 	}
 	if f.Flag != "" {
 		w.add("$? = ANY (s.flags)", string(f.Flag))
