@@ -184,4 +184,9 @@ var flashes = map[string]string{
 	"onboarding-unfinished": "Stripe cannot send payouts to your account yet: continue onboarding when you are ready.",
 	"payout-paid":           "The payout is paid.",
 	"payout-not-paid":       "The payout was not paid; its row says why.",
+
+	// Finance's review of invoices and statements (review.go).
+	"approved":    "Approved: the document is numbered and issued.",
+	"voided":      "Voided: the credit note and the regenerated draft are linked below.",
+	"marked-paid": "The payment is recorded.",
 }

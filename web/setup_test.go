@@ -18,10 +18,13 @@ import (
 
 	"github.com/gpumarket/gpumarket/db/dbtest"
 	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/services/audit"
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/billing/stripemock"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/demo"
+	"github.com/gpumarket/gpumarket/services/documents"
+	"github.com/gpumarket/gpumarket/services/invoicing"
 	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/payouts"
 	"github.com/gpumarket/gpumarket/services/rigaddr"
@@ -73,7 +76,14 @@ type env struct {
 	accounts *accounts.Service
 	catalog  *catalog.Service
 	payouts  *payouts.Service
+	// invoicing closes months and keeps the documents, audit the finance audit log.
+	invoicing *invoicing.Service
+	audit     *audit.Log
 }
+
+// testSeller is the platform's details on the web tests' documents.
+var testSeller = invoicing.Party{LegalName: "gpumarket Test Ltd", Address: "1 Grand Canal Square\nDublin 2", Country: "IE",
+	VATID: "IE1234567FA"}
 
 // testMetricsToken is the bearer token /metrics asks for in the web tests.
 const testMetricsToken = "metrics-token-for-the-web-tests"
@@ -101,8 +111,13 @@ func setupWith(t *testing.T, configure func(*web.Config, *pgxpool.Pool)) *env {
 	webhook := billing.NewStripeWebhook(credits, []string{webhookSecret})
 	webhook.On("account.updated", po.AccountUpdated)
 	payments := web.Payments{Credits: credits, Ledger: ledger, Webhook: webhook, Payouts: po, LocalWebhookSecret: webhookSecret}
+	auditLog := audit.New(pool, nil)
+	inv := invoicing.New(invoicing.Config{Pool: pool, Ledger: ledger, Audit: auditLog, Seller: testSeller})
 	cfg := web.Config{Accounts: acc, Catalog: cat, Payments: payments, Usage: metering.NewReports(pool),
-		Ready: []web.ReadyCheck{{Name: "postgres", Check: pool.Ping}}, MetricsToken: testMetricsToken}
+		Ready: []web.ReadyCheck{{Name: "postgres", Check: pool.Ping}}, MetricsToken: testMetricsToken,
+		Invoicing: inv, Audit: auditLog, Journal: func(ctx context.Context, p documents.Period, w io.Writer) error {
+			return documents.WriteJournal(ctx, pool, p, w)
+		}}
 	if configure != nil {
 		configure(&cfg, pool)
 	}
@@ -110,7 +125,7 @@ func setupWith(t *testing.T, configure func(*web.Config, *pgxpool.Pool)) *env {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &env{srv: srv, server: h, pool: pool, accounts: cfg.Accounts, catalog: cat, ledger: ledger,
-		credits: cfg.Payments.Credits, payouts: cfg.Payments.Payouts}
+		credits: cfg.Payments.Credits, payouts: cfg.Payments.Payouts, invoicing: cfg.Invoicing, audit: cfg.Audit}
 }
 
 // token logs a user in through the API and returns the bearer token.
