@@ -226,7 +226,7 @@ func Close(p ClosePage) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			} else {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 21, "<div class=\"table-wrap\"><table data-testid=\"closes\"><thead><tr><th>Month</th><th>Status</th><th>Started by</th><th>Started (UTC)</th><th>Finished (UTC)</th><th class=\"num\">Runs</th><th>Customers</th><th>Providers</th><th class=\"num\">Invoices</th><th class=\"num\">Statements</th><th class=\"num\">Issued, left as they were</th></tr></thead> <tbody>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 21, "<div class=\"table-wrap\"><table data-testid=\"closes\"><thead><tr><th>Month</th><th>Status</th><th>Started by</th><th>Started (UTC)</th><th>Finished (UTC)</th><th class=\"num\">Runs</th><th>Customers</th><th>Providers</th><th class=\"num\">Invoices</th><th class=\"num\">Statements</th><th class=\"num\">Issued, kept</th></tr></thead> <tbody>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
@@ -477,7 +477,7 @@ func closeFigures(c CloseView) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 42, "<dl class=\"facts\" data-testid=\"close-figures\"><div><dt>Customers</dt><dd data-testid=\"close-customers\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 42, "<dl class=\"record\" data-testid=\"close-figures\"><div><dt>Customers</dt><dd data-testid=\"close-customers\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
