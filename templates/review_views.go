@@ -13,8 +13,9 @@ type ReviewQueuePage struct {
 	// invoices, "Net" and "Payout" on statements.
 	TotalLabel, DueLabel string
 	Rows                 []ReviewRow
-	// NextURL is the next page of the queue; "" on the last.
-	NextURL string
+	// NextURL is the next page of the queue; "" on the last. ApproveURL is where the checked
+	// drafts are posted, with the queue's filters, so that the answer is the same queue.
+	NextURL, ApproveURL string
 	// Results are the outcomes of an approval of many, one per document, when the page
 	// answers one.
 	Results []ApprovalResult

@@ -188,7 +188,12 @@ func TestApproveManyFromTheQueue(t *testing.T) {
 	}
 	const noSuch = "00000000-0000-4000-8000-000000000001"
 	form.Add("id", noSuch)
-	res, err := client.PostForm(w.srv.URL+"/finance/invoices/approve?period="+w.before.String(), form)
+	queue := getPage(t, client, w.srv.URL+"/finance/invoices?period="+w.before.String())
+	action := queue.Find(`[data-testid="approve-many-form"]`).AttrOr("action", "")
+	if action != "/finance/invoices/approve?period="+w.before.String() {
+		t.Fatalf("the queue's approval goes to %q, want its filters kept", action)
+	}
+	res, err := client.PostForm(w.srv.URL+action, form)
 	if err != nil {
 		t.Fatal(err)
 	}
