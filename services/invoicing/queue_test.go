@@ -14,7 +14,7 @@ func TestTheQueuesSelectByNameAndTotal(t *testing.T) {
 	acme, odd := w.account("Acme Labs"), w.account("100%_Odd Name")
 	fjordAccount, northwindAccount := w.account("Fjord GPU Co-op"), w.account("Northwind Compute")
 	fjord, northwind := w.rig(fjordAccount), w.rig(northwindAccount)
-	w.uses(acme, fjord, time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC), 2)      // $3.60, Fjord earns $1.44
+	w.uses(acme, fjord, time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC), 2)     // $3.60, Fjord earns $1.44
 	w.uses(odd, northwind, time.Date(2026, 3, 3, 0, 0, 0, 0, time.UTC), 20) // $36.00, Northwind earns $14.40
 	w.at(time.Date(2026, 4, 4, 0, 0, 0, 0, time.UTC))
 	w.close(march)
