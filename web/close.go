@@ -62,7 +62,8 @@ func (s *Server) startClose(ctx context.Context, p invoicing.Period, by string) 
 		return o.pr, o.err
 	case <-timer.C:
 	}
-	// Still running: answer once the close has recorded its start, so that its page finds it.
+	// Still running: answer once the close has recorded its start, so that its page finds it
+	// (or once the client is gone; the close goes on).
 	select {
 	case o := <-done:
 		return o.pr, o.err
@@ -70,6 +71,8 @@ func (s *Server) startClose(ctx context.Context, p invoicing.Period, by string) 
 		mu.Lock()
 		defer mu.Unlock()
 		return latest, nil
+	case <-ctx.Done():
+		return invoicing.CloseProgress{}, ctx.Err()
 	}
 }
 
