@@ -62,7 +62,7 @@ func TestReviewQueueFiltersFlagsAndActions(t *testing.T) {
 	w := newFinanceWorld(t)
 	w.closeBoth(t)
 	ctx := context.Background()
-	client, _ := loginBrowser(t, w.env, "finance@example.com")
+	client, csrf := loginBrowser(t, w.env, "finance@example.com")
 	all, err := w.invoicing.Invoices(ctx, invoicing.InvoiceFilter{})
 	if err != nil {
 		t.Fatal(err)
@@ -142,12 +142,26 @@ func TestReviewQueueFiltersFlagsAndActions(t *testing.T) {
 			t.Errorf("%s (%s): allows %v (checkbox %v), want %v (%v)", r.party, r.status, r.actions, r.selectable, want, selectable)
 		}
 	}
+	// Juniper pays what it owes outside Stripe: finance records it, and a paid invoice allows
+	// only a void.
+	res = postForm(t, client, w.srv.URL+"/finance/invoices/"+juniper.ID+"/paid", url.Values{"_csrf": {csrf}, "reference": {"bank transfer 4471"}})
+	wantStatus(t, res, http.StatusSeeOther)
+	doc := getPage(t, client, w.srv.URL+res.Header.Get("Location"))
+	if s, facts := text(doc.Find(`[data-testid="doc-status"]`)), text(doc.Find(`[data-testid="doc-facts"]`)); s != "paid" ||
+		!strings.Contains(facts, "by finance@example.com, reference bank transfer 4471") || doc.Find(`[data-testid="paid-form"]`).Length() != 0 ||
+		doc.Find(`[data-testid="void-form"]`).Length() != 1 {
+		t.Errorf("after marking paid: %s, %q", s, facts)
+	}
+	if paid := queueRows(getPage(t, client, w.srv.URL+"/finance/invoices?status=paid")); len(paid) != 1 || paid[0].id != juniper.ID ||
+		!slices.Equal(paid[0].actions, []string{"void"}) {
+		t.Errorf("the paid queue: %+v", paid)
+	}
 
 	statements, err := w.invoicing.Statements(ctx, invoicing.StatementFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc := getPage(t, client, w.srv.URL+"/finance/statements")
+	doc = getPage(t, client, w.srv.URL+"/finance/statements")
 	if got := queueRows(doc); len(got) != len(statements.Statements) || len(got) < 4 {
 		t.Errorf("the statement queue shows %d, want %d", len(got), len(statements.Statements))
 	}
