@@ -13,6 +13,9 @@ type Page struct {
 	// TestMode says payments run on the local test page (GPUMARKET_PAYMENTS=test): every page
 	// shows a banner.
 	TestMode bool
+	// Refresh, when above zero, reloads the page after that many seconds: a page that shows
+	// work under way (a close) follows it without a script.
+	Refresh int
 }
 
 // User is the logged-in user as the layout shows it.

@@ -10,10 +10,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/demo"
+	"github.com/gpumarket/gpumarket/services/demo/history"
+	"github.com/gpumarket/gpumarket/services/invoicing"
 )
 
 // caller is who calls a route in the authorization table, in the order of its columns.
@@ -196,6 +199,72 @@ var authzTable = map[string]route{
 		want: statuses{303, 403, 403, 404, 404}, login: true},
 	"echo_route_not_found /finance/*": {method: http.MethodGet, path: "/finance/no-such-page",
 		want: statuses{303, 403, 403, 404, 404}, login: true},
+
+	// Documents: {invoice} is an invoice of another developer's account (Brightline Studio),
+	// {creditnote} its credit note, {statement} a statement of another provider (Northwind
+	// Compute); each is not found for the developer or provider caller, whose own are tested in
+	// documents_routes_test.go, and refused to a role that has no such documents.
+	"GET /invoices/:id":         {path: "/invoices/{invoice}", want: statuses{303, 404, 403, 200, 200}, login: true},
+	"GET /invoices/:id/pdf":     {path: "/invoices/{invoice}/pdf", want: statuses{303, 404, 403, 200, 200}, login: true},
+	"GET /invoices/:id/csv":     {path: "/invoices/{invoice}/csv", want: statuses{303, 404, 403, 200, 200}, login: true},
+	"GET /credit-notes/:id":     {path: "/credit-notes/{creditnote}", want: statuses{303, 404, 403, 200, 200}, login: true},
+	"GET /credit-notes/:id/pdf": {path: "/credit-notes/{creditnote}/pdf", want: statuses{303, 404, 403, 200, 200}, login: true},
+	"GET /credit-notes/:id/csv": {path: "/credit-notes/{creditnote}/csv", want: statuses{303, 404, 403, 200, 200}, login: true},
+	"GET /statements/:id":       {path: "/statements/{statement}", want: statuses{303, 403, 404, 200, 200}, login: true},
+	"GET /statements/:id/pdf":   {path: "/statements/{statement}/pdf", want: statuses{303, 403, 404, 200, 200}, login: true},
+	"GET /statements/:id/csv":   {path: "/statements/{statement}/csv", want: statuses{303, 403, 404, 200, 200}, login: true},
+	"GET /api/invoices/:id/pdf": {path: "/api/invoices/{invoice}.pdf", want: statuses{401, 404, 403, 200, 200}},
+
+	// Finance's review, close and audit log. Actions name a document that does not exist, so
+	// that each caller's table runs in any order; the actions themselves are tested in
+	// review_test.go. Approving many answers with the outcome of each id; the close is of a
+	// month that has not ended.
+	"GET /finance/invoices": {want: statuses{303, 403, 403, 200, 200}, login: true},
+	"POST /finance/invoices/approve": {body: url.Values{"id": {noSuchDocument}},
+		want: statuses{303, 403, 403, 200, 200}, noCSRF: csrfRefused, login: true},
+	"GET /finance/invoices/:id": {path: "/finance/invoices/{invoice}", want: statuses{303, 403, 403, 200, 200}, login: true},
+	"POST /finance/invoices/:id/approve": {path: "/finance/invoices/" + noSuchDocument + "/approve", body: url.Values{},
+		want: statuses{303, 403, 403, 404, 404}, noCSRF: csrfRefused, login: true},
+	"POST /finance/invoices/:id/void": {path: "/finance/invoices/" + noSuchDocument + "/void", body: url.Values{"reason": {"wrong_details"}},
+		want: statuses{303, 403, 403, 404, 404}, noCSRF: csrfRefused, login: true},
+	"POST /finance/invoices/:id/paid": {path: "/finance/invoices/" + noSuchDocument + "/paid", body: url.Values{},
+		want: statuses{303, 403, 403, 404, 404}, noCSRF: csrfRefused, login: true},
+	"GET /finance/statements": {want: statuses{303, 403, 403, 200, 200}, login: true},
+	"POST /finance/statements/approve": {body: url.Values{"id": {noSuchDocument}},
+		want: statuses{303, 403, 403, 200, 200}, noCSRF: csrfRefused, login: true},
+	"GET /finance/statements/:id": {path: "/finance/statements/{statement}", want: statuses{303, 403, 403, 200, 200}, login: true},
+	"POST /finance/statements/:id/approve": {path: "/finance/statements/" + noSuchDocument + "/approve", body: url.Values{},
+		want: statuses{303, 403, 403, 404, 404}, noCSRF: csrfRefused, login: true},
+	"POST /finance/statements/:id/void": {path: "/finance/statements/" + noSuchDocument + "/void", body: url.Values{"reason": {"wrong_details"}},
+		want: statuses{303, 403, 403, 404, 404}, noCSRF: csrfRefused, login: true},
+	"POST /finance/statements/:id/paid": {path: "/finance/statements/" + noSuchDocument + "/paid", body: url.Values{},
+		want: statuses{303, 403, 403, 404, 404}, noCSRF: csrfRefused, login: true},
+	"GET /finance/close": {want: statuses{303, 403, 403, 200, 200}, login: true},
+	"POST /finance/close": {body: url.Values{"period": {"2099-01"}},
+		want: statuses{303, 403, 403, 422, 422}, noCSRF: csrfRefused, login: true},
+	"GET /finance/audit":        {want: statuses{303, 403, 403, 200, 200}, login: true},
+	"GET /api/finance/invoices": {want: statuses{401, 403, 403, 200, 200}},
+	"POST /api/finance/invoices/approve": {body: map[string]any{"ids": []string{noSuchDocument}},
+		want: statuses{401, 403, 403, 200, 200}},
+	"GET /api/finance/invoices/:id":          {path: "/api/finance/invoices/{invoice}", want: statuses{401, 403, 403, 200, 200}},
+	"POST /api/finance/invoices/:id/approve": {path: "/api/finance/invoices/" + noSuchDocument + "/approve", want: statuses{401, 403, 403, 404, 404}},
+	"POST /api/finance/invoices/:id/void": {path: "/api/finance/invoices/" + noSuchDocument + "/void",
+		body: map[string]string{"reason": "wrong_details"}, want: statuses{401, 403, 403, 404, 404}},
+	"POST /api/finance/invoices/:id/paid": {path: "/api/finance/invoices/" + noSuchDocument + "/paid", want: statuses{401, 403, 403, 404, 404}},
+	"GET /api/finance/credit-notes/:id":   {path: "/api/finance/credit-notes/{creditnote}", want: statuses{401, 403, 403, 200, 200}},
+	"GET /api/finance/statements":         {want: statuses{401, 403, 403, 200, 200}},
+	"POST /api/finance/statements/approve": {body: map[string]any{"ids": []string{noSuchDocument}},
+		want: statuses{401, 403, 403, 200, 200}},
+	"GET /api/finance/statements/:id":          {path: "/api/finance/statements/{statement}", want: statuses{401, 403, 403, 200, 200}},
+	"POST /api/finance/statements/:id/approve": {path: "/api/finance/statements/" + noSuchDocument + "/approve", want: statuses{401, 403, 403, 404, 404}},
+	"POST /api/finance/statements/:id/void": {path: "/api/finance/statements/" + noSuchDocument + "/void",
+		body: map[string]string{"reason": "wrong_details"}, want: statuses{401, 403, 403, 404, 404}},
+	"POST /api/finance/statements/:id/paid": {path: "/api/finance/statements/" + noSuchDocument + "/paid", want: statuses{401, 403, 403, 404, 404}},
+	"POST /api/finance/close":               {body: map[string]string{"period": "2099-01"}, want: statuses{401, 403, 403, 422, 422}},
+	"GET /api/finance/closes":               {want: statuses{401, 403, 403, 200, 200}},
+	"GET /api/finance/closes/:period":       {path: "/api/finance/closes/{period}", want: statuses{401, 403, 403, 200, 200}},
+	"GET /api/finance/audit":                {want: statuses{401, 403, 403, 200, 200}},
+	"GET /api/finance/journal.csv":          {path: "/api/finance/journal.csv?period={period}", want: statuses{401, 403, 403, 200, 200}},
 
 	// Public API.
 	"POST /api/auth/signup": {body: map[string]string{"email": "authz-api@example.com", "password": "authz-password-1", "role": "provider"},
@@ -386,6 +455,9 @@ type authzEnv struct {
 	account  string // the demo developer's account id
 	purchase string // a purchase of credits by another developer
 	key      string // an API key of another developer
+	// The documents of last month, closed over the demo's past traffic: another developer's
+	// invoice (issued, then voided) and its credit note, another provider's issued statement.
+	invoice, creditNote, statement, period string
 }
 
 func newAuthzEnv(t *testing.T, c caller) *authzEnv {
@@ -423,8 +495,55 @@ func newAuthzEnv(t *testing.T, c caller) *authzEnv {
 		t.Fatal(err)
 	}
 	a.key = k.ID
+	a.seedDocuments(t)
 	a.csrf = csrfFromPage(t, browserClient(t), a.srv.URL+"/login")
 	return a
+}
+
+// seedDocuments closes last month over the demo's past traffic and issues the documents the
+// table's rows name.
+func (a *authzEnv) seedDocuments(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := history.Seed(ctx, history.Config{Pool: a.pool}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	fin, err := a.accounts.UserByEmail(ctx, "finance@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := invoicing.PeriodOf(time.Now()).Prev()
+	if _, err := a.invoicing.Close(ctx, invoicing.CloseInput{Period: last, By: fin.ID}); err != nil {
+		t.Fatal(err)
+	}
+	a.period = last.String()
+	ofAccount := func(email string) string {
+		u, err := a.accounts.UserByEmail(ctx, email)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u.AccountID
+	}
+	invoices, err := a.invoicing.Invoices(ctx, invoicing.InvoiceFilter{Period: last, AccountID: ofAccount("studio@example.com")})
+	if err != nil || len(invoices.Invoices) != 1 {
+		t.Fatalf("Brightline's invoice of %s: %v, %v", last, invoices, err)
+	}
+	statements, err := a.invoicing.Statements(ctx, invoicing.StatementFilter{Period: last, ProviderAccountID: ofAccount("northwind@example.com")})
+	if err != nil || len(statements.Statements) != 1 {
+		t.Fatalf("Northwind's statement of %s: %v, %v", last, statements, err)
+	}
+	a.invoice, a.statement = invoices.Invoices[0].ID, statements.Statements[0].ID
+	if res, err := a.invoicing.ApproveInvoices(ctx, fin.ID, []string{a.invoice}); err != nil || res[0].Err != nil {
+		t.Fatalf("approve: %v %v", err, res)
+	}
+	if res, err := a.invoicing.ApproveStatements(ctx, fin.ID, []string{a.statement}); err != nil || res[0].Err != nil {
+		t.Fatalf("approve: %v %v", err, res)
+	}
+	v, err := a.invoicing.VoidInvoice(ctx, invoicing.VoidInput{ID: a.invoice, By: fin.ID, Reason: invoicing.VoidWrongDetails})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.creditNote = v.CreditNoteID
 }
 
 // session logs the caller in through the service rather than the API, under a client address
@@ -454,7 +573,7 @@ func (a *authzEnv) check(t *testing.T, c caller, key string, row route, withCSRF
 		path = row.path
 	}
 	ids := strings.NewReplacer("{offering}", a.offering, "{user}", a.user, "{account}", a.account, "{purchase}", a.purchase,
-		"{key}", a.key)
+		"{key}", a.key, "{invoice}", a.invoice, "{creditnote}", a.creditNote, "{statement}", a.statement, "{period}", a.period)
 	path = ids.Replace(path)
 	api := isAPIPath(path)
 
@@ -547,8 +666,12 @@ func (a *authzEnv) check(t *testing.T, c caller, key string, row route, withCSRF
 	}
 }
 
-// noSuchPayout is a payout id that names no payout.
-const noSuchPayout = "00000000-0000-4000-8000-000000000000"
+// noSuchPayout is a payout id that names no payout, noSuchDocument one that names no invoice
+// or statement.
+const (
+	noSuchPayout   = "00000000-0000-4000-8000-000000000000"
+	noSuchDocument = "00000000-0000-4000-8000-00000000000d"
+)
 
 // noSuchInvoice is an invoice id that names no invoice.
 const noSuchInvoice = "00000000-0000-4000-8000-00000000000a"

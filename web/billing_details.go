@@ -36,14 +36,14 @@ func (s *Server) billingDetailsPage(c echo.Context) error {
 func (s *Server) renderBillingDetails(c echo.Context, status int, d invoicing.BillingDetails, form templates.Form) error {
 	sess, _ := currentSession(c)
 	p := templates.BillingDetailsPage{Page: s.page(c, "Billing details"), Form: form, Set: d.Set,
-		Provider: sess.User.Role == accounts.RoleProvider, Seller: partyView(s.invoicing.Seller())}
+		Provider: sess.User.Role == accounts.RoleProvider, Seller: sellerView(s.invoicing.Seller())}
 	if d.Set {
 		p.Updated = d.UpdatedAt.UTC().Format("2006-01-02 15:04")
 	}
 	return s.render(c, status, templates.BillingDetails(p))
 }
 
-func partyView(p invoicing.Party) templates.PartyView {
+func sellerView(p invoicing.Party) templates.PartyView {
 	v := templates.PartyView{Name: p.LegalName, VATID: p.VATID, Country: p.Country}
 	if p.Address != "" {
 		v.Address = strings.Split(p.Address, "\n")

@@ -68,10 +68,11 @@ func TestJourneyCustomerFindsItsInvoice(t *testing.T) {
 	if p := b.path(); p != "/invoices/"+inv.ID {
 		t.Fatalf("the invoice's link went to %s", p)
 	}
-	if st == http.StatusOK {
-		if page := b.text("main"); !strings.Contains(page, inv.Number) {
-			t.Errorf("the invoice's page does not show its number %s", inv.Number)
-		}
+	if st != http.StatusOK {
+		t.Fatalf("the invoice's page answered %d", st)
 	}
-	t.Logf("the invoice's page answered %d", st)
+	page := b.text("main")
+	if !strings.Contains(page, inv.Number) || !strings.Contains(page, inv.Total.String()) {
+		t.Errorf("the invoice's page does not show its number %s and total %s", inv.Number, inv.Total)
+	}
 }

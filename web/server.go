@@ -7,6 +7,7 @@ package web
 import (
 	"context"
 	"embed"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -18,7 +19,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/services/audit"
 	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/documents"
 	"github.com/gpumarket/gpumarket/services/invoicing"
 	"github.com/gpumarket/gpumarket/services/metering"
 )
@@ -62,10 +65,17 @@ type Config struct {
 	// UsageStream says which rigs are at their limits on the usage stream; nil where this
 	// process does not watch it.
 	UsageStream UsageStreamReport
-	// Invoicing is the month's close and its documents: invoices, statements, credit notes and
-	// billing details; nil makes their pages unavailable.
+	// Invoicing is the close, the invoices, statements and credit notes, and their documents
+	// (review.go, documents.go); Audit the finance audit log (audit.go); Journal writes a
+	// month's ledger postings as CSV (documents.WriteJournal). Without Invoicing those pages
+	// answer that they are unavailable.
 	Invoicing *invoicing.Service
+	Audit     *audit.Log
+	Journal   Journal
 }
+
+// Journal writes the period's journal of ledger postings to w as CSV.
+type Journal func(ctx context.Context, period documents.Period, w io.Writer) error
 
 // RigCredentials derives a rig's secrets from the platform's keys.
 type RigCredentials interface {
@@ -92,6 +102,8 @@ type Server struct {
 	// usageStream is nil where this process does not watch the usage stream.
 	usageStream UsageStreamReport
 	invoicing   *invoicing.Service
+	audit       *audit.Log
+	journal     Journal
 }
 
 // New builds the server and its routes.
@@ -110,7 +122,7 @@ func New(cfg Config) *Server {
 	e.IPExtractor = clientIPExtractor(cfg.TrustedProxies)
 	s := &Server{echo: e, accounts: cfg.Accounts, catalog: cfg.Catalog, payments: cfg.Payments, usage: cfg.Usage, rigs: cfg.Rigs, ready: cfg.Ready, log: cfg.Log,
 		registry: cfg.Registry, now: cfg.Now, keyChanges: cfg.KeyChanges, metricsToken: cfg.MetricsToken,
-		usageStream: cfg.UsageStream, invoicing: cfg.Invoicing}
+		usageStream: cfg.UsageStream, invoicing: cfg.Invoicing, audit: cfg.Audit, journal: cfg.Journal}
 	s.gw = newGateway(cfg.Gateway, cfg.Accounts, cfg.Log, cfg.Now)
 	e.HTTPErrorHandler = s.handleError
 	e.Use(requestID)
@@ -127,6 +139,7 @@ func New(cfg Config) *Server {
 		s.opsRoutes()
 		return s
 	}
+	e.Pre(pdfSuffix)
 	e.Use(exceptGateway(s.authenticate))
 	e.Use(exceptGateway(s.csrf()))
 	s.opsRoutes()
@@ -197,6 +210,9 @@ func (s *Server) routes() {
 	// A customer's invoices and credit notes, a provider's statements, and the billing
 	// details both put on them: each the caller's own account's.
 	s.customerDocumentRoutes()
+	// Invoices, credit notes and statements: their documents for whoever may see them, and
+	// finance's review, close, audit log and journal (review.go).
+	s.invoicingRoutes()
 
 	finance := e.Group("/finance", s.requirePage(accounts.RoleFinance, accounts.RoleAdmin))
 	finance.GET("/balances", s.balancesPage)

@@ -187,4 +187,8 @@ var flashes = map[string]string{
 
 	// Billing details (billing_details.go).
 	"billing-saved": "Your billing details are saved: documents issued from now on carry them.",
+	// Finance's review of invoices and statements (review.go).
+	"approved":    "Approved: the document is numbered and issued.",
+	"voided":      "Voided: the credit note and the regenerated draft are linked below.",
+	"marked-paid": "The payment is recorded.",
 }

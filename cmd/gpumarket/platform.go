@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -29,6 +30,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/demo/history"
+	"github.com/gpumarket/gpumarket/services/documents"
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/events/natsserver"
 	"github.com/gpumarket/gpumarket/services/invoicing"
@@ -157,7 +159,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 		Accounts: p.accounts, Catalog: p.catalog, Payments: payments, Usage: metering.NewReports(p.pool), Rigs: p,
 		Gateway: gateway, Log: log, Registry: p.registry, Ready: ready, UsageStream: p.usageStreamReport(),
 		TrustedProxies: cfg.TrustedProxies, MetricsToken: cfg.MetricsToken, KeyChanges: natsKeyChanges{p.nc},
-		Invoicing: p.invoicing,
+		Invoicing: p.invoicing, Audit: p.audit, Journal: p.journal,
 	})
 	if cfg.Roles.Web {
 		if _, err = subscribeKeyChanges(p.nc, p.web, log); err != nil {
@@ -365,6 +367,11 @@ func (p *Platform) URL() string {
 		host = "localhost"
 	}
 	return fmt.Sprintf("http://%s", net.JoinHostPort(host, fmt.Sprint(addr.Port)))
+}
+
+// journal writes a month's journal of ledger postings for finance's download.
+func (p *Platform) journal(ctx context.Context, period documents.Period, w io.Writer) error {
+	return documents.WriteJournal(ctx, p.pool, period, w)
 }
 
 // Seed loads the demo data.

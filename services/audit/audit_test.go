@@ -72,6 +72,9 @@ func TestRecordAndList(t *testing.T) {
 	}{
 		{"by action", Filter{Action: ActionApprove}, []Action{ActionApprove}},
 		{"by actor", Filter{ActorID: bob}, []Action{ActionVoid}},
+		{"by subject", Filter{SubjectKind: "invoice", SubjectID: "i1"}, []Action{ActionVoid, ActionApprove}},
+		{"by kind of subject", Filter{SubjectKind: "period"}, []Action{ActionClose}},
+		{"another subject", Filter{SubjectKind: "invoice", SubjectID: "i2"}, nil},
 		{"by time", Filter{From: time.Date(2026, 4, 4, 9, 1, 30, 0, time.UTC), To: time.Date(2026, 4, 4, 9, 2, 30, 0, time.UTC)}, []Action{ActionApprove}},
 		{"a page of two", Filter{Limit: 2}, []Action{ActionVoid, ActionApprove}},
 		{"the next page", Filter{Limit: 2, Before: page.Entries[1].ID}, []Action{ActionClose}},
@@ -98,6 +101,9 @@ func TestRecordAndList(t *testing.T) {
 	}
 	if _, err := log.List(ctx, Filter{ActorID: "bob"}); !errors.As(err, &e) || e.Fields["actor"] == "" {
 		t.Errorf("an actor that is no user id: %v", err)
+	}
+	if _, err := log.List(ctx, Filter{SubjectID: "i1"}); !errors.As(err, &e) || e.Fields["subject_kind"] == "" {
+		t.Errorf("a subject id without its kind: %v", err)
 	}
 	if err := log.Record(ctx, Record{Action: "rewrite_history", SubjectKind: "x"}); err == nil {
 		t.Error("an unknown action was recorded")

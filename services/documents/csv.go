@@ -40,7 +40,9 @@ func LinesCSV(w io.Writer, d Document) (err error) {
 		}
 		if t := l.Tokens; t != nil {
 			row[5], row[6] = strconv.FormatInt(t.Input, 10), strconv.FormatInt(t.Output, 10)
-			row[7], row[8] = t.InputPrice.Decimal(), t.OutputPrice.Decimal()
+			if !t.Unpriced {
+				row[7], row[8] = t.InputPrice.Decimal(), t.OutputPrice.Decimal()
+			}
 		}
 		if l.Exact != nil {
 			row[10] = l.Exact.Decimal(12)

@@ -120,6 +120,10 @@ type Tokens struct {
 	// InputPrice and OutputPrice are per million tokens, in millionths of the currency
 	// (money.MicroUSD's unit); on a statement, the provider's asks.
 	InputPrice, OutputPrice money.MicroUSD
+	// Unpriced marks tokens whose unit prices were not recorded (usage metered before its
+	// route tickets carried the price): the prices print as "—", the CSV leaves them empty,
+	// and both prices are zero.
+	Unpriced bool
 }
 
 // Totals are the figures under the lines.
@@ -283,6 +287,9 @@ func (l Line) problem(period Period) string {
 	}
 	if t := l.Tokens; t != nil && (t.Input < 0 || t.Output < 0 || t.InputPrice < 0 || t.OutputPrice < 0) {
 		return "tokens and prices are never negative"
+	}
+	if t := l.Tokens; t != nil && t.Unpriced && (t.InputPrice != 0 || t.OutputPrice != 0) {
+		return "tokens without recorded prices carry no prices"
 	}
 	return ""
 }

@@ -203,3 +203,30 @@ func TestPrintableNamesWhatTheFontLacks(t *testing.T) {
 		t.Errorf("Printable of Japanese: %v", err)
 	}
 }
+
+// TestTokensWithoutRecordedPricesPrintNone: usage metered before its prices were recorded
+// prints a dash for each price, which the font can print, and leaves the CSV's price cells
+// empty; such tokens with a price are refused.
+func TestTokensWithoutRecordedPricesPrintNone(t *testing.T) {
+	d := sampleInvoice(t)
+	d.Lines[0].Tokens.InputPrice, d.Lines[0].Tokens.OutputPrice, d.Lines[0].Tokens.Unpriced = 0, 0, true
+	s, err := d.Sheet()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := s.Lines[0]; l.InputPrice != "—" || l.OutputPrice != "—" || l.InputTokens != "1,204,331" {
+		t.Errorf("line laid out as %+v", l)
+	}
+	if err := Printable(s.Lines[0].InputPrice); err != nil {
+		t.Errorf("the dash: %v", err)
+	}
+	rows := linesCSV(t, d)
+	if rows[1][7] != "" || rows[1][8] != "" || rows[1][5] != "1204331" {
+		t.Errorf("CSV row %q, want empty prices beside the tokens", rows[1])
+	}
+	d.Lines[0].Tokens.InputPrice = 1
+	var e *services.Error
+	if err := d.Validate(); !errors.As(err, &e) || e.Fields["lines[0]"] == "" {
+		t.Errorf("unpriced tokens with a price: %v", err)
+	}
+}

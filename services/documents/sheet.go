@@ -149,9 +149,15 @@ func sheetLine(currency string, l Line) SheetLine {
 	if t := l.Tokens; t != nil {
 		out.InputTokens, out.OutputTokens = countText(t.Input), countText(t.Output)
 		out.InputPrice, out.OutputPrice = priceText(currency, t.InputPrice), priceText(currency, t.OutputPrice)
+		if t.Unpriced {
+			out.InputPrice, out.OutputPrice = unpriced, unpriced
+		}
 	}
 	return out
 }
+
+// unpriced is what a price cell prints for tokens whose prices were not recorded.
+const unpriced = "—"
 
 // totalRows are the subtotal and total, then the prepaid balance with the credits that moved
 // it, then the amount due.

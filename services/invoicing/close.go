@@ -448,7 +448,48 @@ func (s *Service) CloseProgressOf(ctx context.Context, p Period) (_ CloseProgres
 	if errors.Is(err, pgx.ErrNoRows) {
 		return CloseProgress{}, services.Errorf(services.CodeNotFound, "%s has not been closed.", p)
 	}
-	return pr, err
+	if err != nil {
+		return CloseProgress{}, err
+	}
+	return s.settleInterrupted(ctx, pr)
+}
+
+// interruptedProblem is the problem of a close whose process stopped while it ran.
+const interruptedProblem = "The close stopped before it finished: the process running it ended. Close the period again to complete it."
+
+// settleInterrupted reports a close recorded as running that nothing runs any more as failed.
+// A close takes its period's lock before its row says running, and gives it back only after
+// the row says done or failed; a process that stops while closing gives the lock back with
+// its connection and leaves the row running. So a row that still says running when read
+// after the lock was seen free was left by a process that stopped: closing the period again
+// completes it (see docs/invoicing.md, "Pages and API").
+func (s *Service) settleInterrupted(ctx context.Context, pr CloseProgress) (CloseProgress, error) {
+	if pr.Status != CloseRunning {
+		return pr, nil
+	}
+	var held bool
+	if err := s.pool.QueryRow(ctx, `
+		SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted
+			AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+			AND classid::int8 = $1 AND objid::int8 = $2 AND objsubid = 2)`,
+		int64(lockClose), int64(pr.Period.lockKey())).Scan(&held); err != nil {
+		return CloseProgress{}, err
+	}
+	if held {
+		return pr, nil
+	}
+	rows, err := s.pool.Query(ctx, closeColumns+` WHERE c.period = $1`, pr.Period.Start())
+	if err != nil {
+		return CloseProgress{}, err
+	}
+	again, err := pgx.CollectExactlyOneRow(rows, scanClose)
+	if err != nil {
+		return CloseProgress{}, err
+	}
+	if again.Status == CloseRunning {
+		again.Status, again.Problem = CloseFailed, interruptedProblem
+	}
+	return again, nil
 }
 
 // Closes lists the periods closed, latest first.
@@ -461,7 +502,16 @@ func (s *Service) Closes(ctx context.Context, limit int) (_ []CloseProgress, err
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, scanClose)
+	list, err := pgx.CollectRows(rows, scanClose)
+	if err != nil {
+		return nil, err
+	}
+	for i := range list {
+		if list[i], err = s.settleInterrupted(ctx, list[i]); err != nil {
+			return nil, err
+		}
+	}
+	return list, nil
 }
 
 const closeColumns = `

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/documents"
 )
 
 // Party is one side of a document: the customer as buyer, the platform as seller, the provider
@@ -107,7 +108,23 @@ func (in BillingDetailsInput) Validate() error {
 	if utf8.RuneCountInString(in.PONumber) > MaxPONumber || hasControl(in.PONumber, false) {
 		fe.Add("po_number", fmt.Sprintf("Use at most %d characters on one line.", MaxPONumber))
 	}
+	for field, text := range map[string]string{"legal_name": in.LegalName, "address": in.Address, "po_number": in.PONumber} {
+		if problem := unprintable(text); problem != "" {
+			fe.Add(field, problem) // after any other problem with the field, which Add keeps
+		}
+	}
 	return fe.Err()
+}
+
+// unprintable says which characters of text the documents cannot print, or "": text that goes
+// on an invoice is refused as it is entered rather than when the invoice is printed (see
+// docs/documents.md, "The font"). Line breaks, where a field allows them, print as lines.
+func unprintable(text string) string {
+	if err := documents.Printable(strings.ReplaceAll(text, "\n", "")); err != nil {
+		return "Documents cannot print " + strings.TrimPrefix(err.Error(), "the document's font cannot print ") +
+			": write it in Latin, Greek or Cyrillic letters."
+	}
+	return ""
 }
 
 // vatProblem says what is wrong with a VAT ID for the country, or "". An EU VAT ID is its

@@ -23,6 +23,7 @@ type Invoice struct {
 	// ReplacesInvoiceID names the voided invoice this one was regenerated from;
 	// ReplacedByInvoiceID the one regenerated from this one when it was voided.
 	ReplacesInvoiceID   string `json:"replaces_invoice_id,omitempty"`
+	ReplacesNumber      string `json:"replaces_number,omitempty"` // the voided invoice's number
 	ReplacedByInvoiceID string `json:"replaced_by_invoice_id,omitempty"`
 	Currency            string `json:"currency"`
 
@@ -143,6 +144,7 @@ type CreditNote struct {
 	AccountID            string        `json:"account_id"`
 	AccountName          string        `json:"account_name"`
 	Period               Period        `json:"period"`
+	Currency             string        `json:"currency"` // the invoice's
 	Reason               VoidReason    `json:"reason"`
 	ReasonText           string        `json:"reason_text"`
 	Note                 string        `json:"note,omitempty"`
@@ -191,6 +193,9 @@ type Statement struct {
 	Payout        Cents `json:"payout_cents"`
 	CarriedOut    Cents `json:"carried_out_cents"`
 	MinimumPayout Cents `json:"minimum_payout_cents"`
+	// Total is the statement's total as its document prints it: its lines and what the
+	// previous statement carried in, that is Net.
+	Total Cents `json:"total_cents"`
 	// CarriedFromStatementID names the statement CarriedIn came from.
 	CarriedFromStatementID string `json:"carried_from_statement_id,omitempty"`
 	// Payable is the provider's payable over the period by ledger time.

@@ -44,7 +44,9 @@ type InvoiceFilter struct {
 	Period    Period
 	Status    Status
 	AccountID string
-	Flag      Flag
+	// AccountName selects the accounts whose name holds it, in any case.
+	AccountName string
+	Flag        Flag
 	// MinTotal and MaxTotal bound the total, inclusive.
 	MinTotal, MaxTotal *Cents
 	// Limit is the most a page holds (0: DefaultListLimit); Offset skips that many.
@@ -66,16 +68,32 @@ func (f InvoiceFilter) Validate() error {
 	if f.AccountID != "" && !isUUID(f.AccountID) {
 		fe.Add("account_id", "Choose an account.")
 	}
-	if f.Flag != "" && !f.Flag.Valid() {
+	checkListFilter(fe, "account_name", f.AccountName, f.Flag, f.MinTotal, f.MaxTotal, f.Limit, f.Offset)
+	return fe.Err()
+}
+
+// MaxNameFilter bounds a filter on a name.
+const MaxNameFilter = 200
+
+// checkListFilter checks what the two review queues' filters share.
+func checkListFilter(fe services.FieldErrors, nameField, name string, flag Flag, minTotal, maxTotal *Cents, limit, offset int) {
+	if len(name) > MaxNameFilter {
+		fe.Add(nameField, fmt.Sprintf("Use at most %d characters.", MaxNameFilter))
+	}
+	if flag != "" && !flag.Valid() {
 		fe.Add("flag", "Choose usage_mismatch, discrepancy, negative_balance or spike.")
 	}
-	if f.MinTotal != nil && f.MaxTotal != nil && *f.MaxTotal < *f.MinTotal {
+	if minTotal != nil && maxTotal != nil && *maxTotal < *minTotal {
 		fe.Add("max_total", "Choose a maximum at least the minimum.")
 	}
-	if f.Limit < 0 || f.Limit > MaxListLimit || f.Offset < 0 {
+	if limit < 0 || limit > MaxListLimit || offset < 0 {
 		fe.Add("limit", fmt.Sprintf("Ask for 1 to %d a page.", MaxListLimit))
 	}
-	return fe.Err()
+}
+
+// nameLike is a pattern for ILIKE that matches names holding s, whatever it holds.
+func nameLike(s string) string {
+	return "%" + strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(s) + "%"
 }
 
 // InvoicePage is a page of invoices: latest period first, then by account name.
@@ -117,6 +135,9 @@ func (s *Service) Invoices(ctx context.Context, f InvoiceFilter) (_ InvoicePage,
 	}
 	if f.AccountID != "" {
 		w.add("i.account_id = $?::uuid", f.AccountID)
+	}
+	if f.AccountName != "" {
+		w.add("a.name ILIKE $?", nameLike(f.AccountName))
 	}
 	if f.Flag != "" {
 		w.add("$? = ANY (i.flags)", string(f.Flag))
@@ -205,6 +226,7 @@ func (s *Service) invoice(ctx context.Context, q querier, id, accountID string, 
 	err = q.QueryRow(ctx, `
 		SELECT i.id::text, i.account_id::text, a.name, i.period, i.status, coalesce(i.number, ''),
 			coalesce(i.replaces_invoice_id::text, ''),
+			coalesce((SELECT r.number FROM invoices r WHERE r.id = i.replaces_invoice_id), ''),
 			coalesce((SELECT r.id::text FROM invoices r WHERE r.replaces_invoice_id = i.id ORDER BY r.created_at LIMIT 1), ''),
 			i.currency, i.total_cents, i.amount_due_cents, i.opening_balance_pico, i.purchases_pico, i.refunds_pico,
 			i.adjustments_pico, i.credit_notes_pico, i.usage_charged_pico, i.closing_balance_pico, i.po_number,
@@ -219,7 +241,8 @@ func (s *Service) invoice(ctx context.Context, q querier, id, accountID string, 
 		LEFT JOIN users up ON up.id = i.paid_by
 		LEFT JOIN users uv ON uv.id = i.voided_by
 		WHERE i.id = $1 AND ($2 = '' OR i.account_id::text = $2) AND ($3 OR i.status <> 'draft')`, id, accountID, drafts).Scan(
-		&v.ID, &v.AccountID, &v.AccountName, &period, &v.Status, &v.Number, &v.ReplacesInvoiceID, &v.ReplacedByInvoiceID,
+		&v.ID, &v.AccountID, &v.AccountName, &period, &v.Status, &v.Number, &v.ReplacesInvoiceID, &v.ReplacesNumber,
+		&v.ReplacedByInvoiceID,
 		&v.Currency, &v.Total, &v.AmountDue, &v.Balance.Opening, &v.Balance.Purchases, &v.Balance.Refunds,
 		&v.Balance.Adjustments, &v.Balance.CreditNotes, &v.Balance.UsageCharged, &v.Balance.Closing, &po,
 		&buyer[0], &buyer[1], &buyer[2], &buyer[3], &seller[0], &seller[1], &seller[2], &seller[3],
@@ -363,7 +386,7 @@ func (s *Service) creditNote(ctx context.Context, id, accountID string) (_ Credi
 	var buyer, seller [4]pgtype.Text
 	err = s.pool.QueryRow(ctx, `
 		SELECT cn.id::text, cn.number, cn.invoice_id::text, coalesce(i.number, ''), cn.account_id::text, a.name, cn.period,
-			cn.reason, cn.note, cn.amount_cents, cn.credited_pico, coalesce(cn.ledger_transaction_id::text, ''),
+			i.currency, cn.reason, cn.note, cn.amount_cents, cn.credited_pico, coalesce(cn.ledger_transaction_id::text, ''),
 			cn.regenerated_invoice_id::text, cn.po_number, cn.buyer_legal_name, cn.buyer_address, cn.buyer_country,
 			cn.buyer_vat_id, cn.seller_name, cn.seller_address, cn.seller_country, cn.seller_vat_id, cn.issued_at, u.email
 		FROM credit_notes cn
@@ -371,7 +394,7 @@ func (s *Service) creditNote(ctx context.Context, id, accountID string) (_ Credi
 		JOIN accounts a ON a.id = cn.account_id
 		JOIN users u ON u.id = cn.issued_by
 		WHERE cn.id = $1 AND ($2 = '' OR cn.account_id::text = $2)`, id, accountID).Scan(
-		&c.ID, &c.Number, &c.InvoiceID, &c.InvoiceNumber, &c.AccountID, &c.AccountName, &period, &c.Reason, &c.Note,
+		&c.ID, &c.Number, &c.InvoiceID, &c.InvoiceNumber, &c.AccountID, &c.AccountName, &period, &c.Currency, &c.Reason, &c.Note,
 		&c.Amount, &c.Credited, &c.LedgerTransactionID, &c.RegeneratedInvoiceID, &c.PONumber, &buyer[0], &buyer[1],
 		&buyer[2], &buyer[3], &seller[0], &seller[1], &seller[2], &seller[3], &c.IssuedAt, &c.IssuedBy)
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -3,7 +3,6 @@ package invoicing
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -32,6 +31,7 @@ type StatementSummary struct {
 	Clawbacks         Cents      `json:"clawbacks_cents"`
 	CarriedIn         Cents      `json:"carried_in_cents"`
 	Net               Cents      `json:"net_cents"`
+	Total             Cents      `json:"total_cents"` // as its document prints it: Net
 	Payout            Cents      `json:"payout_cents"`
 	CarriedOut        Cents      `json:"carried_out_cents"`
 	Flags             []Flag     `json:"flags"`
@@ -45,8 +45,12 @@ type StatementFilter struct {
 	Period            Period
 	Status            Status
 	ProviderAccountID string
-	Flag              Flag
-	Limit, Offset     int
+	// ProviderName selects the providers whose name holds it, in any case.
+	ProviderName string
+	Flag         Flag
+	// MinTotal and MaxTotal bound the statement's total (its net), inclusive.
+	MinTotal, MaxTotal *Cents
+	Limit, Offset      int
 }
 
 // Validate names every bad field.
@@ -58,12 +62,7 @@ func (f StatementFilter) Validate() error {
 	if f.ProviderAccountID != "" && !isUUID(f.ProviderAccountID) {
 		fe.Add("provider_account_id", "Choose a provider.")
 	}
-	if f.Flag != "" && !f.Flag.Valid() {
-		fe.Add("flag", "Choose usage_mismatch, discrepancy, negative_balance or spike.")
-	}
-	if f.Limit < 0 || f.Limit > MaxListLimit || f.Offset < 0 {
-		fe.Add("limit", fmt.Sprintf("Ask for 1 to %d a page.", MaxListLimit))
-	}
+	checkListFilter(fe, "provider_name", f.ProviderName, f.Flag, f.MinTotal, f.MaxTotal, f.Limit, f.Offset)
 	return fe.Err()
 }
 
@@ -99,7 +98,7 @@ func scanStatementSummary(r pgx.CollectableRow) (StatementSummary, error) {
 	err := r.Scan(&v.ID, &v.ProviderAccountID, &v.ProviderName, &period, &v.Status, &v.Number, &v.Earnings,
 		&v.LateEarnings, &v.Clawbacks, &v.CarriedIn, &v.Net, &v.Payout, &v.CarriedOut, &flags, &v.ComputedAt, &v.IssuedAt,
 		&later, &underway)
-	v.Period, v.DisplayNumber, v.Flags = periodOfDate(period), displayNumber(v.Number), flagsOf(flags)
+	v.Period, v.DisplayNumber, v.Flags, v.Total = periodOfDate(period), displayNumber(v.Number), flagsOf(flags), v.Net
 	v.Actions = statementActions(v.Status, v.Payout, later, underway)
 	v.ComputedAt, v.IssuedAt = v.ComputedAt.UTC(), utcPtr(v.IssuedAt)
 	return v, err
@@ -120,6 +119,15 @@ func (s *Service) Statements(ctx context.Context, f StatementFilter) (_ Statemen
 	}
 	if f.ProviderAccountID != "" {
 		w.add("s.provider_account_id = $?::uuid", f.ProviderAccountID)
+	}
+	if f.ProviderName != "" {
+		w.add("a.name ILIKE $?", nameLike(f.ProviderName))
+	}
+	if f.MinTotal != nil {
+		w.add("s.net_cents >= $?", int64(*f.MinTotal))
+	}
+	if f.MaxTotal != nil {
+		w.add("s.net_cents <= $?", int64(*f.MaxTotal))
 	}
 	if f.Flag != "" {
 		w.add("$? = ANY (s.flags)", string(f.Flag))
@@ -231,7 +239,7 @@ func (s *Service) statement(ctx context.Context, q querier, id, providerID strin
 	v.Period, v.DisplayNumber, v.Flags, v.VoidReason = periodOfDate(period), displayNumber(v.Number), flagsOf(flags), VoidReason(reason)
 	v.ComputedAt, v.CreatedAt = v.ComputedAt.UTC(), v.CreatedAt.UTC()
 	v.IssuedAt, v.PaidAt, v.VoidedAt = utcPtr(v.IssuedAt), utcPtr(v.PaidAt), utcPtr(v.VoidedAt)
-	v.Actions = statementActions(v.Status, v.Payout, later, underway)
+	v.Actions, v.Total = statementActions(v.Status, v.Payout, later, underway), v.Net
 	if v.Status == StatusDraft {
 		d, err := s.billingDetailsWith(ctx, q, v.ProviderAccountID)
 		if err != nil {

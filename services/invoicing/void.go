@@ -66,11 +66,21 @@ func (in *VoidInput) validate(reasons []VoidReason) error {
 	if utf8.RuneCountInString(in.Note) > MaxVoidNote || len(in.Note) > 4*MaxVoidNote {
 		fe.Add("note", fmt.Sprintf("Use at most %d characters.", MaxVoidNote))
 	}
+	// The note is printed on the credit note, a line break as a space.
+	if hasControl(in.Note, true) {
+		fe.Add("note", "Use letters, digits and punctuation only.")
+	}
+	if problem := unprintable(in.Note); problem != "" {
+		fe.Add("note", problem)
+	}
 	if in.PONumber != nil {
 		po := strings.TrimSpace(*in.PONumber)
 		in.PONumber = &po
 		if utf8.RuneCountInString(po) > MaxPONumber || hasControl(po, false) {
 			fe.Add("po_number", fmt.Sprintf("Use at most %d characters on one line.", MaxPONumber))
+		}
+		if problem := unprintable(po); problem != "" {
+			fe.Add("po_number", problem)
 		}
 	}
 	if !isUUID(in.By) {

@@ -1,0 +1,446 @@
+package web
+
+import (
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/services/invoicing"
+	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/templates"
+)
+
+// Finance's review of invoices and statements (see docs/invoicing.md, "Pages and API"): the
+// queues with their filters and flags, a page per document with the actions its state allows,
+// approval of one or many, void with a reason, payment recorded. Every action is the
+// service's; a page offers only what the document's Actions list, and the service refuses any
+// other anyway.
+
+func (s *Server) invoicingRoutes() {
+	e := s.echo
+	s.documentRoutes()
+
+	finance := []echo.MiddlewareFunc{s.requirePage(accounts.RoleFinance, accounts.RoleAdmin), s.needsInvoicing}
+	e.GET("/finance/invoices", s.invoiceQueuePage, finance...)
+	e.POST("/finance/invoices/approve", s.approveInvoicesSubmit, finance...)
+	e.GET("/finance/invoices/:id", s.invoiceReviewPage, finance...)
+	e.POST("/finance/invoices/:id/approve", s.approveInvoiceSubmit, finance...)
+	e.POST("/finance/invoices/:id/void", s.voidInvoiceSubmit, finance...)
+	e.POST("/finance/invoices/:id/paid", s.invoicePaidSubmit, finance...)
+	e.GET("/finance/statements", s.statementQueuePage, finance...)
+	e.POST("/finance/statements/approve", s.approveStatementsSubmit, finance...)
+	e.GET("/finance/statements/:id", s.statementReviewPage, finance...)
+	e.POST("/finance/statements/:id/approve", s.approveStatementSubmit, finance...)
+	e.POST("/finance/statements/:id/void", s.voidStatementSubmit, finance...)
+	e.POST("/finance/statements/:id/paid", s.statementPaidSubmit, finance...)
+	e.GET("/finance/close", s.closePage, finance...)
+	e.POST("/finance/close", s.closeSubmit, finance...)
+	e.GET("/finance/audit", s.auditPage, finance...)
+
+	api := []echo.MiddlewareFunc{s.requireAPI(accounts.RoleFinance, accounts.RoleAdmin), s.needsInvoicing}
+	e.GET("/api/finance/invoices", s.apiFinanceInvoices, api...)
+	e.POST("/api/finance/invoices/approve", s.apiApproveInvoices, api...)
+	e.GET("/api/finance/invoices/:id", s.apiFinanceInvoice, api...)
+	e.POST("/api/finance/invoices/:id/approve", s.apiApproveInvoice, api...)
+	e.POST("/api/finance/invoices/:id/void", s.apiVoidInvoice, api...)
+	e.POST("/api/finance/invoices/:id/paid", s.apiInvoicePaid, api...)
+	e.GET("/api/finance/credit-notes/:id", s.apiFinanceCreditNote, api...)
+	e.GET("/api/finance/statements", s.apiFinanceStatements, api...)
+	e.POST("/api/finance/statements/approve", s.apiApproveStatements, api...)
+	e.GET("/api/finance/statements/:id", s.apiFinanceStatement, api...)
+	e.POST("/api/finance/statements/:id/approve", s.apiApproveStatement, api...)
+	e.POST("/api/finance/statements/:id/void", s.apiVoidStatement, api...)
+	e.POST("/api/finance/statements/:id/paid", s.apiStatementPaid, api...)
+	e.POST("/api/finance/close", s.apiClose, api...)
+	e.GET("/api/finance/closes", s.apiCloses, api...)
+	e.GET("/api/finance/closes/:period", s.apiCloseProgress, api...)
+	e.GET("/api/finance/audit", s.apiAudit, api...)
+	e.GET("/api/finance/journal.csv", s.journalCSV, api...)
+}
+
+// needsInvoicing answers that invoicing is unavailable on a server built without it.
+func (s *Server) needsInvoicing(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if s.invoicing == nil || s.audit == nil {
+			return services.Errorf(services.CodeUnavailable, "Invoices are not available on this server.")
+		}
+		return next(c)
+	}
+}
+
+// Queues.
+
+// queueQuery is a queue's filters as the page's form or the API's query gives them.
+type queueQuery struct {
+	Period, Status, Party, MinTotal, MaxTotal, Flag string
+	Offset, Limit                                   int
+}
+
+func readQueueQuery(c echo.Context) queueQuery {
+	q := queueQuery{Period: strings.TrimSpace(c.QueryParam("period")), Status: c.QueryParam("status"),
+		Party: strings.TrimSpace(c.QueryParam("party")), MinTotal: strings.TrimSpace(c.QueryParam("min_total")),
+		MaxTotal: strings.TrimSpace(c.QueryParam("max_total")), Flag: c.QueryParam("flag")}
+	q.Offset, _ = strconv.Atoi(c.QueryParam("offset"))
+	q.Limit, _ = strconv.Atoi(c.QueryParam("limit"))
+	return q
+}
+
+// values writes the query back, for the next page's link and an approval's form.
+func (q queueQuery) values() url.Values {
+	v := url.Values{}
+	for k, x := range map[string]string{"period": q.Period, "status": q.Status, "party": q.Party, "min_total": q.MinTotal,
+		"max_total": q.MaxTotal, "flag": q.Flag} {
+		if x != "" {
+			v.Set(k, x)
+		}
+	}
+	if q.Limit > 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	return v
+}
+
+var uuidPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+
+// common reads what both queues' filters share, naming every field that does not parse.
+func (q queueQuery) common() (p invoicing.Period, minTotal, maxTotal *invoicing.Cents, party, partyID string, err error) {
+	fe := services.FieldErrors{}
+	if q.Period != "" {
+		if p, err = invoicing.ParsePeriod(q.Period); err != nil {
+			fe.Add("period", "Write the month as YYYY-MM, like 2026-03.")
+		}
+	}
+	for _, a := range []struct {
+		field, text string
+		into        **invoicing.Cents
+	}{{"min_total", q.MinTotal, &minTotal}, {"max_total", q.MaxTotal, &maxTotal}} {
+		if a.text == "" {
+			continue
+		}
+		c, ok := parseCents(a.text)
+		if !ok {
+			fe.Add(a.field, "Enter dollars and cents, like 25 or 12.50.")
+			continue
+		}
+		*a.into = &c
+	}
+	if uuidPattern.MatchString(strings.ToLower(q.Party)) {
+		partyID = strings.ToLower(q.Party)
+	} else {
+		party = q.Party
+	}
+	return p, minTotal, maxTotal, party, partyID, fe.Err()
+}
+
+// parseCents reads signed dollars with at most two decimals, exactly.
+func parseCents(s string) (invoicing.Cents, bool) {
+	p, err := money.ParseUSD(s)
+	if err != nil || p%money.PicoPerCent != 0 {
+		return 0, false
+	}
+	return invoicing.Cents(p / money.PicoPerCent), true
+}
+
+func (q queueQuery) invoiceFilter() (invoicing.InvoiceFilter, error) {
+	p, minTotal, maxTotal, name, id, err := q.common()
+	return invoicing.InvoiceFilter{Period: p, Status: invoicing.Status(q.Status), AccountID: id, AccountName: name,
+		Flag: invoicing.Flag(q.Flag), MinTotal: minTotal, MaxTotal: maxTotal, Limit: q.Limit, Offset: q.Offset}, err
+}
+
+func (q queueQuery) statementFilter() (invoicing.StatementFilter, error) {
+	p, minTotal, maxTotal, name, id, err := q.common()
+	return invoicing.StatementFilter{Period: p, Status: invoicing.Status(q.Status), ProviderAccountID: id, ProviderName: name,
+		Flag: invoicing.Flag(q.Flag), MinTotal: minTotal, MaxTotal: maxTotal, Limit: q.Limit, Offset: q.Offset}, err
+}
+
+// flagLabels say what each review flag means.
+var flagLabels = map[invoicing.Flag]string{
+	invoicing.FlagUsageMismatch:   "total differs from its usage",
+	invoicing.FlagDiscrepancy:     "gateway/meter discrepancy",
+	invoicing.FlagNegativeBalance: "negative balance",
+	invoicing.FlagSpike:           "more than 3x last month",
+}
+
+func flagViews(flags []invoicing.Flag) []templates.FlagView {
+	out := make([]templates.FlagView, 0, len(flags))
+	for _, f := range flags {
+		out = append(out, templates.FlagView{Key: string(f), Label: flagLabels[f]})
+	}
+	return out
+}
+
+func actionWords(actions []invoicing.Action) []string {
+	out := make([]string, 0, len(actions))
+	for _, a := range actions {
+		out = append(out, strings.ReplaceAll(string(a), "_", " "))
+	}
+	return out
+}
+
+func allows(actions []invoicing.Action, a invoicing.Action) bool {
+	for _, x := range actions {
+		if x == a {
+			return true
+		}
+	}
+	return false
+}
+
+func queueFilters(q queueQuery, partyLabel string) templates.ReviewFilters {
+	f := templates.ReviewFilters{Period: q.Period, Status: q.Status, Party: q.Party, MinTotal: q.MinTotal, MaxTotal: q.MaxTotal,
+		Flag: q.Flag, PartyLabel: partyLabel, Statuses: []templates.Option{{Value: "", Label: "any"}},
+		Flags: []templates.Option{{Value: "", Label: "any"}}}
+	for _, st := range invoicing.Statuses {
+		f.Statuses = append(f.Statuses, templates.Option{Value: string(st), Label: string(st)})
+	}
+	for _, fl := range invoicing.Flags {
+		f.Flags = append(f.Flags, templates.Option{Value: string(fl), Label: flagLabels[fl]})
+	}
+	return f
+}
+
+// journalLink is the journal of the filtered period, or of the month before this one.
+func (s *Server) journalLink(period string) (string, string) {
+	if _, err := invoicing.ParsePeriod(period); err != nil {
+		period = invoicing.PeriodOf(s.now()).Prev().String()
+	}
+	return "/api/finance/journal.csv?period=" + period, period
+}
+
+func (s *Server) invoiceQueuePage(c echo.Context) error {
+	return s.renderInvoiceQueue(c, http.StatusOK, nil)
+}
+
+func (s *Server) renderInvoiceQueue(c echo.Context, status int, results []templates.ApprovalResult) error {
+	q := readQueueQuery(c)
+	p := templates.ReviewQueuePage{Page: s.page(c, "Invoices"), Kind: "invoices", Heading: "Invoices",
+		Filters: queueFilters(q, "Customer"), TotalLabel: "Total", DueLabel: "Amount due", Results: results}
+	p.JournalURL, p.JournalPeriod = s.journalLink(q.Period)
+	f, err := q.invoiceFilter()
+	var page invoicing.InvoicePage
+	if err == nil {
+		page, err = s.invoicing.Invoices(c.Request().Context(), f)
+	}
+	if err != nil {
+		return s.formError(c, err, func(form templates.Form) error {
+			p.Form = form
+			return s.render(c, statusFor(err), templates.ReviewQueue(p))
+		})
+	}
+	for _, inv := range page.Invoices {
+		p.Rows = append(p.Rows, templates.ReviewRow{ID: inv.ID, URL: "/finance/invoices/" + inv.ID, Number: inv.DisplayNumber,
+			Party: inv.AccountName, Period: inv.Period.String(), Status: string(inv.Status), Total: inv.Total.String(),
+			Due: inv.AmountDue.String(), Flags: flagViews(inv.Flags), Actions: actionWords(inv.Actions),
+			Approvable: allows(inv.Actions, invoicing.ActionApprove), DocumentURL: "/invoices/" + inv.ID,
+			PDFURL: "/invoices/" + inv.ID + "/pdf"})
+	}
+	p.NextURL = nextPage("/finance/invoices", q, len(page.Invoices), page.More)
+	p.ApproveURL = withQuery("/finance/invoices/approve", q)
+	return s.render(c, status, templates.ReviewQueue(p))
+}
+
+func (s *Server) statementQueuePage(c echo.Context) error {
+	return s.renderStatementQueue(c, http.StatusOK, nil)
+}
+
+func (s *Server) renderStatementQueue(c echo.Context, status int, results []templates.ApprovalResult) error {
+	q := readQueueQuery(c)
+	p := templates.ReviewQueuePage{Page: s.page(c, "Provider statements"), Kind: "statements", Heading: "Provider statements",
+		Filters: queueFilters(q, "Provider"), TotalLabel: "Net", DueLabel: "Payout", Results: results}
+	p.JournalURL, p.JournalPeriod = s.journalLink(q.Period)
+	f, err := q.statementFilter()
+	var page invoicing.StatementPage
+	if err == nil {
+		page, err = s.invoicing.Statements(c.Request().Context(), f)
+	}
+	if err != nil {
+		return s.formError(c, err, func(form templates.Form) error {
+			p.Form = form
+			return s.render(c, statusFor(err), templates.ReviewQueue(p))
+		})
+	}
+	for _, st := range page.Statements {
+		p.Rows = append(p.Rows, templates.ReviewRow{ID: st.ID, URL: "/finance/statements/" + st.ID, Number: st.DisplayNumber,
+			Party: st.ProviderName, Period: st.Period.String(), Status: string(st.Status), Total: st.Net.String(),
+			Due: st.Payout.String(), Flags: flagViews(st.Flags), Actions: actionWords(st.Actions),
+			Approvable: allows(st.Actions, invoicing.ActionApprove), DocumentURL: "/statements/" + st.ID,
+			PDFURL: "/statements/" + st.ID + "/pdf"})
+	}
+	p.NextURL = nextPage("/finance/statements", q, len(page.Statements), page.More)
+	p.ApproveURL = withQuery("/finance/statements/approve", q)
+	return s.render(c, status, templates.ReviewQueue(p))
+}
+
+// nextPage is the link to the queue's next page, or "" on the last.
+func nextPage(path string, q queueQuery, shown int, more bool) string {
+	if !more {
+		return ""
+	}
+	v := q.values()
+	v.Set("offset", strconv.Itoa(q.Offset+shown))
+	return path + "?" + v.Encode()
+}
+
+// withQuery is the path with the queue's filters.
+func withQuery(path string, q queueQuery) string {
+	if v := q.values(); len(v) > 0 {
+		return path + "?" + v.Encode()
+	}
+	return path
+}
+
+// Approval.
+
+// approvalResults are the outcomes of an approval of many, with links to each document.
+func approvalResults(kind string, res []invoicing.Approved) []templates.ApprovalResult {
+	out := make([]templates.ApprovalResult, 0, len(res))
+	for _, r := range res {
+		out = append(out, templates.ApprovalResult{ID: r.ID, URL: "/finance/" + kind + "/" + url.PathEscape(r.ID), Number: r.Number,
+			Problem: r.Problem})
+	}
+	return out
+}
+
+// selectedIDs are the documents the queue's checkboxes selected.
+func selectedIDs(c echo.Context) ([]string, error) {
+	form, err := c.FormParams()
+	if err != nil {
+		return nil, err
+	}
+	ids := form["id"]
+	if len(ids) == 0 {
+		return nil, fieldError("id", "Select the drafts to approve.")
+	}
+	if len(ids) > invoicing.MaxListLimit {
+		return nil, fieldError("id", "Approve at most "+strconv.Itoa(invoicing.MaxListLimit)+" at once.")
+	}
+	return ids, nil
+}
+
+func (s *Server) approveInvoicesSubmit(c echo.Context) error {
+	ids, err := selectedIDs(c)
+	if err != nil {
+		return s.renderQueueError(c, err, s.renderInvoiceQueue)
+	}
+	res, err := s.invoicing.ApproveInvoices(c.Request().Context(), userID(c), ids)
+	if err != nil {
+		return s.renderQueueError(c, err, s.renderInvoiceQueue)
+	}
+	return s.renderInvoiceQueue(c, http.StatusOK, approvalResults("invoices", res))
+}
+
+func (s *Server) approveStatementsSubmit(c echo.Context) error {
+	ids, err := selectedIDs(c)
+	if err != nil {
+		return s.renderQueueError(c, err, s.renderStatementQueue)
+	}
+	res, err := s.invoicing.ApproveStatements(c.Request().Context(), userID(c), ids)
+	if err != nil {
+		return s.renderQueueError(c, err, s.renderStatementQueue)
+	}
+	return s.renderStatementQueue(c, http.StatusOK, approvalResults("statements", res))
+}
+
+// renderQueueError shows a refused approval of many on its queue, with what to do.
+func (s *Server) renderQueueError(c echo.Context, err error, render func(echo.Context, int, []templates.ApprovalResult) error) error {
+	switch services.ErrorCode(err) {
+	case services.CodeInvalid, services.CodeConflict, services.CodeUnavailable:
+		_, body := s.describe(err)
+		msg := body.Message
+		if v, ok := body.Fields["id"]; ok {
+			msg = v
+		}
+		return render(c, statusFor(err), []templates.ApprovalResult{{Problem: msg}})
+	}
+	return err
+}
+
+// userID is the logged-in user's id: who takes a finance action.
+func userID(c echo.Context) string {
+	sess, _ := currentSession(c)
+	return sess.User.ID
+}
+
+// approveOne approves one document and redirects to its page; a refusal is shown on the page.
+func (s *Server) approveOne(c echo.Context, approve func() ([]invoicing.Approved, error), page func(templates.Form, int) error,
+	path string) error {
+	res, err := approve()
+	if err == nil && len(res) == 1 {
+		err = res[0].Err
+	}
+	if err != nil {
+		switch services.ErrorCode(err) {
+		case services.CodeConflict, services.CodeInvalid, services.CodeUnavailable:
+			_, body := s.describe(err)
+			return page(templates.Form{Error: body.Message}, statusFor(err))
+		}
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, path+"?flash=approved")
+}
+
+func (s *Server) approveInvoiceSubmit(c echo.Context) error {
+	id := c.Param("id")
+	return s.approveOne(c, func() ([]invoicing.Approved, error) {
+		return s.invoicing.ApproveInvoices(c.Request().Context(), userID(c), []string{id})
+	}, func(f templates.Form, status int) error { return s.renderInvoiceReview(c, status, f) }, "/finance/invoices/"+id)
+}
+
+func (s *Server) approveStatementSubmit(c echo.Context) error {
+	id := c.Param("id")
+	return s.approveOne(c, func() ([]invoicing.Approved, error) {
+		return s.invoicing.ApproveStatements(c.Request().Context(), userID(c), []string{id})
+	}, func(f templates.Form, status int) error { return s.renderStatementReview(c, status, f) }, "/finance/statements/"+id)
+}
+
+// Void and payment.
+
+// voidInput reads a void's form or body: the reason, the note, and a new PO number when one is
+// given (none keeps the voided invoice's).
+func voidInput(c echo.Context, reason, note string, po *string) invoicing.VoidInput {
+	in := invoicing.VoidInput{ID: c.Param("id"), By: userID(c), Reason: invoicing.VoidReason(reason), Note: note}
+	if po != nil && strings.TrimSpace(*po) != "" {
+		in.PONumber = po
+	}
+	return in
+}
+
+func (s *Server) voidInvoiceSubmit(c echo.Context) error {
+	po := c.FormValue("po_number")
+	_, err := s.invoicing.VoidInvoice(c.Request().Context(), voidInput(c, c.FormValue("reason"), c.FormValue("note"), &po))
+	return s.afterAction(c, err, "voided", "/finance/invoices/", s.renderInvoiceReview, "reason", "note", "po_number")
+}
+
+func (s *Server) voidStatementSubmit(c echo.Context) error {
+	_, err := s.invoicing.VoidStatement(c.Request().Context(), voidInput(c, c.FormValue("reason"), c.FormValue("note"), nil))
+	return s.afterAction(c, err, "voided", "/finance/statements/", s.renderStatementReview, "reason", "note")
+}
+
+func (s *Server) invoicePaidSubmit(c echo.Context) error {
+	err := s.invoicing.MarkInvoicePaid(c.Request().Context(), userID(c), c.Param("id"), c.FormValue("reference"))
+	return s.afterAction(c, err, "marked-paid", "/finance/invoices/", s.renderInvoiceReview, "reference")
+}
+
+func (s *Server) statementPaidSubmit(c echo.Context) error {
+	err := s.invoicing.MarkStatementPaid(c.Request().Context(), userID(c), c.Param("id"), c.FormValue("reference"))
+	return s.afterAction(c, err, "marked-paid", "/finance/statements/", s.renderStatementReview, "reference")
+}
+
+// afterAction redirects to the document's page with the flash, or shows the page again with
+// the form's errors and the values posted.
+func (s *Server) afterAction(c echo.Context, err error, flash, path string, page func(echo.Context, int, templates.Form) error,
+	fields ...string) error {
+	if err != nil {
+		return s.formError(c, err, func(f templates.Form) error {
+			f.Values = submitted(c, fields...)
+			return page(c, statusFor(err), f)
+		})
+	}
+	return c.Redirect(http.StatusSeeOther, path+c.Param("id")+"?flash="+flash)
+}

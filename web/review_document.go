@@ -1,0 +1,206 @@
+package web
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/gpumarket/gpumarket/services/audit"
+	"github.com/gpumarket/gpumarket/services/invoicing"
+	"github.com/gpumarket/gpumarket/templates"
+)
+
+// A document's page for finance: its lines, totals, flags, parties, links, history, and the
+// forms of the actions its state allows (see docs/invoicing.md, "A document's page").
+
+func (s *Server) invoiceReviewPage(c echo.Context) error {
+	return s.renderInvoiceReview(c, http.StatusOK, templates.Form{})
+}
+
+func (s *Server) renderInvoiceReview(c echo.Context, status int, form templates.Form) error {
+	ctx := c.Request().Context()
+	inv, err := s.invoicing.Invoice(ctx, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	history, err := s.history(c, "invoice", inv.ID)
+	if err != nil {
+		return err
+	}
+	p := invoiceReview(s.page(c, "Invoice "+inv.DisplayNumber), inv, history, form)
+	return s.render(c, status, templates.FinanceDocument(p))
+}
+
+func (s *Server) statementReviewPage(c echo.Context) error {
+	return s.renderStatementReview(c, http.StatusOK, templates.Form{})
+}
+
+func (s *Server) renderStatementReview(c echo.Context, status int, form templates.Form) error {
+	ctx := c.Request().Context()
+	st, err := s.invoicing.Statement(ctx, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	history, err := s.history(c, "statement", st.ID)
+	if err != nil {
+		return err
+	}
+	p := statementReview(s.page(c, "Statement "+st.DisplayNumber), st, history, form)
+	return s.render(c, status, templates.FinanceDocument(p))
+}
+
+// history is a document's entries in the audit log, newest first.
+func (s *Server) history(c echo.Context, kind, id string) ([]audit.Entry, error) {
+	page, err := s.audit.List(c.Request().Context(), audit.Filter{SubjectKind: kind, SubjectID: id, Limit: audit.MaxLimit})
+	return page.Entries, err
+}
+
+func invoiceReview(page templates.Page, inv invoicing.Invoice, history []audit.Entry, form templates.Form) templates.FinanceDocumentPage {
+	base := "/finance/invoices/" + inv.ID
+	p := templates.FinanceDocumentPage{Page: page, Kind: "invoice", Title: "Invoice", ID: inv.ID, Path: base,
+		Number: inv.DisplayNumber, Status: string(inv.Status), Period: inv.Period.Label(), Party: inv.AccountName,
+		PartyID: inv.AccountID, PartyRole: "Customer", Flags: flagViews(inv.Flags), PriceLabel: "price",
+		Strong: "Total", BalanceTitle: "Prepaid balance", Form: form,
+		DocumentURL: "/invoices/" + inv.ID, PDFURL: "/invoices/" + inv.ID + "/pdf", CSVURL: "/invoices/" + inv.ID + "/csv",
+		History: auditRows(history)}
+	for _, l := range inv.Lines {
+		dl := templates.DocumentDetailLine{No: strconv.Itoa(l.No), Kind: strings.ReplaceAll(string(l.Kind), "_", " "),
+			Description: l.Description, Exact: l.Charge.String(), Amount: l.Amount.String()}
+		if l.Kind == invoicing.LineUsage || l.Kind == invoicing.LineLateUsage {
+			dl.Requests, dl.Uncharged = count(l.Requests), count(l.UnchargedRequests)
+			dl.InputTokens, dl.OutputTokens = count(l.InputTokens), count(l.OutputTokens)
+			dl.InputPrice, dl.OutputPrice = "—", "—"
+			if l.InputPrice != nil {
+				dl.InputPrice, dl.OutputPrice = l.InputPrice.String(), l.OutputPrice.String()
+			}
+		}
+		p.Lines = append(p.Lines, dl)
+	}
+	p.Totals = []templates.Fact{{Label: "Total", Value: inv.Total.String()}, {Label: "Amount due", Value: inv.AmountDue.String()}}
+	b := inv.Balance
+	p.Balance = []templates.Fact{{Label: "Opening", Value: b.Opening.String()}, {Label: "Purchases", Value: b.Purchases.String()},
+		{Label: "Refunds", Value: b.Refunds.String()}, {Label: "Adjustments", Value: b.Adjustments.String()},
+		{Label: "Credit notes", Value: b.CreditNotes.String()}, {Label: "Usage charged", Value: b.UsageCharged.String()},
+		{Label: "Closing", Value: b.Closing.String()}}
+	for _, e := range inv.Entries {
+		p.Entries = append(p.Entries, templates.EntryRow{At: e.OccurredAt.Format(minuteUTC), Kind: e.Kind, Memo: e.Memo, Amount: e.Amount.String()})
+	}
+	p.Parties = []templates.DocumentParty{partyView("Buyer", inv.Buyer, inv.PONumber), partyView("Seller", inv.Seller, "")}
+	if inv.ReplacesInvoiceID != "" {
+		p.Related = append(p.Related, templates.Link{Label: "Replaces " + inv.ReplacesNumber, URL: "/finance/invoices/" + inv.ReplacesInvoiceID,
+			TestID: "replaces-link"})
+	}
+	if inv.ReplacedByInvoiceID != "" {
+		p.Related = append(p.Related, templates.Link{Label: "Replaced by a regenerated invoice", URL: "/finance/invoices/" + inv.ReplacedByInvoiceID,
+			TestID: "replaced-by-link"})
+	}
+	for _, cn := range inv.CreditNotes {
+		p.Related = append(p.Related, templates.Link{Label: "Credit note " + cn.Number, URL: "/credit-notes/" + cn.ID, TestID: "credit-note-link"})
+	}
+	p.Facts = documentFactsOf(inv.ComputedAt, inv.CreatedAt, inv.IssuedAt, inv.IssuedBy, inv.PaidAt, inv.PaidBy, inv.PaymentReference,
+		inv.VoidedAt, inv.VoidedBy, inv.VoidReason, inv.VoidNote)
+	p.Actions = templates.DocumentActions{Approve: allows(inv.Actions, invoicing.ActionApprove),
+		MarkPaid: allows(inv.Actions, invoicing.ActionMarkPaid), Void: allows(inv.Actions, invoicing.ActionVoid),
+		VoidReasons: reasonOptions(invoicing.InvoiceVoidReasons), VoidPO: true}
+	return p
+}
+
+func statementReview(page templates.Page, st invoicing.Statement, history []audit.Entry, form templates.Form) templates.FinanceDocumentPage {
+	base := "/finance/statements/" + st.ID
+	p := templates.FinanceDocumentPage{Page: page, Kind: "statement", Title: "Provider statement", ID: st.ID, Path: base,
+		Number: st.DisplayNumber, Status: string(st.Status), Period: st.Period.Label(), Party: st.ProviderName,
+		PartyID: st.ProviderAccountID, PartyRole: "Provider", Flags: flagViews(st.Flags), PriceLabel: "ask",
+		Strong: "Net", BalanceTitle: "The provider's payable", Form: form,
+		DocumentURL: "/statements/" + st.ID, PDFURL: "/statements/" + st.ID + "/pdf", CSVURL: "/statements/" + st.ID + "/csv",
+		History: auditRows(history)}
+	for _, l := range st.Lines {
+		dl := templates.DocumentDetailLine{No: strconv.Itoa(l.No), Kind: strings.ReplaceAll(string(l.Kind), "_", " "),
+			Description: l.Description, Exact: l.Earned.String(), Amount: l.Amount.String()}
+		if l.Kind == invoicing.LineUsage || l.Kind == invoicing.LineLateUsage {
+			dl.Requests, dl.Uncharged = count(l.Requests), count(l.UnchargedRequests)
+			dl.InputTokens, dl.OutputTokens = count(l.InputTokens), count(l.OutputTokens)
+			dl.InputPrice, dl.OutputPrice = l.AskInput.String(), l.AskOutput.String()
+		}
+		p.Lines = append(p.Lines, dl)
+	}
+	p.Totals = []templates.Fact{{Label: "Earnings", Value: st.Earnings.String()}, {Label: "Late earnings", Value: st.LateEarnings.String()},
+		{Label: "Clawbacks", Value: st.Clawbacks.String()}, {Label: "Carried in", Value: st.CarriedIn.String()},
+		{Label: "Net", Value: st.Net.String()}, {Label: "Minimum payout", Value: st.MinimumPayout.String()},
+		{Label: "Payout", Value: st.Payout.String()}, {Label: "Carried out", Value: st.CarriedOut.String()}}
+	b := st.Payable
+	p.Balance = []templates.Fact{{Label: "Opening", Value: b.Opening.String()}, {Label: "Usage", Value: b.Usage.String()},
+		{Label: "Credit notes", Value: b.CreditNotes.String()}, {Label: "Payouts", Value: b.Payouts.String()},
+		{Label: "Other", Value: b.Other.String()}, {Label: "Closing", Value: b.Closing.String()}}
+	p.Parties = []templates.DocumentParty{partyView("Provider (seller)", st.Payee, ""), partyView("Issued by (buyer)", st.Payer, "")}
+	if st.ReplacesStatementID != "" {
+		p.Related = append(p.Related, templates.Link{Label: "Replaces a voided statement", URL: "/finance/statements/" + st.ReplacesStatementID,
+			TestID: "replaces-link"})
+	}
+	if st.CarriedFromStatementID != "" {
+		p.Related = append(p.Related, templates.Link{Label: "Carried over from the previous statement",
+			URL: "/finance/statements/" + st.CarriedFromStatementID, TestID: "carried-from-link"})
+	}
+	p.Facts = documentFactsOf(st.ComputedAt, st.CreatedAt, st.IssuedAt, st.IssuedBy, st.PaidAt, st.PaidBy, st.PaymentReference,
+		st.VoidedAt, st.VoidedBy, st.VoidReason, st.VoidNote)
+	p.Actions = templates.DocumentActions{Approve: allows(st.Actions, invoicing.ActionApprove),
+		MarkPaid: allows(st.Actions, invoicing.ActionMarkPaid), Void: allows(st.Actions, invoicing.ActionVoid),
+		VoidReasons: reasonOptions(invoicing.StatementVoidReasons)}
+	return p
+}
+
+func reasonOptions(reasons []invoicing.VoidReason) []templates.Option {
+	out := []templates.Option{{Value: "", Label: "Choose a reason"}}
+	for _, r := range reasons {
+		out = append(out, templates.Option{Value: string(r), Label: r.Text()})
+	}
+	return out
+}
+
+func partyView(label string, p invoicing.Party, po string) templates.DocumentParty {
+	v := templates.DocumentParty{Label: label, Name: p.LegalName}
+	for _, l := range strings.Split(p.Address, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			v.Lines = append(v.Lines, l)
+		}
+	}
+	if p.CountryName != "" {
+		v.Lines = append(v.Lines, p.CountryName)
+	}
+	if p.VATID != "" {
+		v.Lines = append(v.Lines, "VAT ID "+p.VATID)
+	}
+	if po != "" {
+		v.Lines = append(v.Lines, "PO number "+po)
+	}
+	return v
+}
+
+// documentFactsOf is a document's record: when its figures were computed, and who issued,
+// paid and voided it, when.
+func documentFactsOf(computed, created time.Time, issuedAt *time.Time, issuedBy string, paidAt *time.Time, paidBy, reference string,
+	voidedAt *time.Time, voidedBy string, reason invoicing.VoidReason, note string) []templates.Fact {
+	facts := []templates.Fact{{Label: "Drawn up", Value: created.Format(minuteUTC)}, {Label: "Figures computed", Value: computed.Format(minuteUTC)}}
+	if issuedAt != nil {
+		facts = append(facts, templates.Fact{Label: "Issued", Value: issuedAt.Format(minuteUTC) + " by " + issuedBy})
+	}
+	if paidAt != nil {
+		v := paidAt.Format(minuteUTC) + " by " + paidBy
+		if reference != "" {
+			v += ", reference " + reference
+		}
+		facts = append(facts, templates.Fact{Label: "Paid", Value: v})
+	}
+	if voidedAt != nil {
+		v := voidedAt.Format(minuteUTC) + " by " + voidedBy + ": " + reason.Text()
+		if note != "" {
+			v += " (" + note + ")"
+		}
+		facts = append(facts, templates.Fact{Label: "Voided", Value: v})
+	}
+	return facts
+}
+
+func count(n int64) string { return strconv.FormatInt(n, 10) }
