@@ -162,21 +162,17 @@ type customerInvoiceDetail struct {
 	Links documentURLs `json:"links"`
 }
 
-// apiInvoice answers with one of the caller's invoices. GET /api/invoices/{id}.pdf is its PDF,
-// which the document's own address serves: the answer sends the caller there.
+// apiInvoice answers with one of the caller's invoices. GET /api/invoices/{id}.pdf, its PDF, is
+// rewritten before routing to the document routes (documents.go), and never reaches here.
 func (s *Server) apiInvoice(c echo.Context) error {
 	inv, err := s.invoicingService()
 	if err != nil {
 		return err
 	}
 	sess, _ := currentSession(c)
-	id, pdf := strings.CutSuffix(c.Param("id"), ".pdf")
-	v, err := inv.AccountInvoice(c.Request().Context(), sess.User.AccountID, id)
+	v, err := inv.AccountInvoice(c.Request().Context(), sess.User.AccountID, c.Param("id"))
 	if err != nil {
 		return err
-	}
-	if pdf {
-		return c.Redirect(http.StatusFound, invoiceURLs(v.ID).PDF)
 	}
 	return c.JSON(http.StatusOK, customerInvoiceDetail{Invoice: v, Links: invoiceURLs(v.ID)})
 }

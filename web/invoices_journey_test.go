@@ -71,7 +71,7 @@ func TestJourneyCustomerFindsItsInvoice(t *testing.T) {
 	if st != http.StatusOK {
 		t.Fatalf("the invoice's page answered %d", st)
 	}
-	page := b.text("main")
+	page := b.text("body")
 	if !strings.Contains(page, inv.Number) || !strings.Contains(page, inv.Total.String()) {
 		t.Errorf("the invoice's page does not show its number %s and total %s", inv.Number, inv.Total)
 	}

@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -277,9 +278,11 @@ func TestCustomerFindsItsInvoicesAndCreditNotes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	head := make([]byte, 5)
+	_, _ = io.ReadFull(pdf.Body, head)
 	pdf.Body.Close()
-	if pdf.StatusCode != http.StatusFound || pdf.Header.Get("Location") != want.pdf {
-		t.Fatalf("GET /api/invoices/{id}.pdf: %d to %q", pdf.StatusCode, pdf.Header.Get("Location"))
+	if pdf.StatusCode != http.StatusOK || pdf.Header.Get("Content-Type") != "application/pdf" || string(head) != "%PDF-" {
+		t.Fatalf("GET /api/invoices/{id}.pdf: %d %q, starting %q; want the invoice's PDF", pdf.StatusCode, pdf.Header.Get("Content-Type"), head)
 	}
 	other := e.token(t, "studio@example.com", demo.Password)
 	wantStatus(t, e.call(t, other, http.MethodGet, "/api/invoices/"+acme.ID, nil, nil), http.StatusNotFound)
