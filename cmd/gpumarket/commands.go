@@ -146,6 +146,9 @@ func dev(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if _, err := p.SeedHistory(ctx); err != nil {
 		return err
 	}
+	if err := p.connectDemoProviders(ctx); err != nil {
+		return err
+	}
 	rigs, err := p.startSimulatedRigs(ctx)
 	if err != nil {
 		return err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/db/dbtest"
+	"github.com/gpumarket/gpumarket/services/documents/pdftext"
+	"github.com/gpumarket/gpumarket/services/invoicing"
 )
 
 // TestDemoHistoryShowsOnTheUsagePages seeds the demo and its history as `gpumarket dev` does,
@@ -28,6 +31,7 @@ func TestDemoHistoryShowsOnTheUsagePages(t *testing.T) {
 		SessionKey: []byte(strings.Repeat("k", 32)), StripeWebhookSecrets: []string{"whsec_test_history"},
 		Roles: Roles{Web: true, Meter: true}, TicketKey: []byte(strings.Repeat("t", 32)),
 		RigKey: []byte(strings.Repeat("r", 32)), Development: true}
+	cfg.Invoicing.Seller, cfg.Invoicing.MinimumPayout = demoSeller, demoMinimumPayout // as `gpumarket dev` sets them
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	p, err := Open(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -98,4 +102,124 @@ func TestDemoHistoryShowsOnTheUsagePages(t *testing.T) {
 	if len(earnings.Days) == 0 || earnings.Total.Requests == 0 || earnings.Total.EarnedUSD == "0.00" {
 		t.Errorf("the demo provider's earnings of the month: %+v", earnings)
 	}
+
+	t.Run("finance closes the month, approves an invoice and a statement; the provider sees its transfer", func(t *testing.T) {
+		if err := p.connectDemoProviders(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.connectDemoProviders(ctx); err != nil { // as a second `make run` does
+			t.Fatal(err)
+		}
+		month := first.Format("2006-01")
+		finance := api.login("finance@example.com")
+		api.do(finance, http.MethodPost, "/api/finance/close", map[string]string{"period": month}, nil, http.StatusOK)
+		var queue struct {
+			Invoices []struct {
+				ID          string `json:"id"`
+				AccountName string `json:"account_name"`
+				TotalCents  int64  `json:"total_cents"`
+			} `json:"invoices"`
+		}
+		api.do(finance, http.MethodGet, "/api/finance/invoices?status=draft&period="+month, nil, &queue, http.StatusOK)
+		drafts := map[string]string{}
+		for _, inv := range queue.Invoices {
+			drafts[inv.AccountName] = inv.ID
+		}
+		if drafts["Acme Labs"] == "" || drafts["Brightline Studio"] == "" {
+			t.Fatalf("the month's drafts: %+v; want one for each demo customer that used the platform", queue.Invoices)
+		}
+		var approved struct {
+			Number     string `json:"number"`
+			TotalCents int64  `json:"total_cents"`
+			Lines      []struct {
+				ExactPico json.Number `json:"exact_pico"`
+				Cents     int64       `json:"amount_cents"`
+				Kind      string      `json:"kind"`
+			} `json:"lines"`
+		}
+		api.do(finance, http.MethodPost, "/api/finance/invoices/"+drafts["Acme Labs"]+"/approve", nil, &approved, http.StatusOK)
+		var lines int64
+		for _, l := range approved.Lines {
+			lines += l.Cents
+		}
+		if !strings.HasPrefix(approved.Number, "GPM-") || lines != approved.TotalCents {
+			t.Fatalf("approved: number %q, total %d cents, lines %d", approved.Number, approved.TotalCents, lines)
+		}
+		// The usage page's month, exact, is the invoice's to the cent: every line is rounded once.
+		cents := usageCents(t, usage.Totals.Total.CostUSD)
+		if d := cents - approved.TotalCents; d < -int64(len(approved.Lines)) || d > int64(len(approved.Lines)) {
+			t.Errorf("the invoice's total %d cents, the usage page's month $%s", approved.TotalCents, usage.Totals.Total.CostUSD)
+		}
+		req, _ := http.NewRequest(http.MethodGet, p.URL()+"/api/invoices/"+drafts["Acme Labs"]+".pdf", nil)
+		req.Header.Set("Authorization", "Bearer "+finance)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pdf, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK || !bytes.HasPrefix(pdf, []byte("%PDF-")) {
+			t.Fatalf("the invoice's PDF: %d, %d bytes", res.StatusCode, len(pdf))
+		}
+		runs, err := pdftext.Runs(pdf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		texts := pdftext.Texts(runs)
+		if total := invoicing.Cents(approved.TotalCents).String(); !texts[approved.Number] || !texts[total] {
+			t.Errorf("the PDF does not hold the number %s and the total %s", approved.Number, total)
+		}
+
+		var statements struct {
+			Statements []struct {
+				ID           string `json:"id"`
+				ProviderName string `json:"provider_name"`
+				PayoutCents  int64  `json:"payout_cents"`
+			} `json:"statements"`
+		}
+		api.do(finance, http.MethodGet, "/api/finance/statements?status=draft&period="+month, nil, &statements, http.StatusOK)
+		var fjord string
+		for _, st := range statements.Statements {
+			if st.ProviderName == "Fjord GPU Co-op" && st.PayoutCents > 0 {
+				fjord = st.ID
+			}
+		}
+		if fjord == "" {
+			t.Fatalf("no statement of the demo provider that pays out: %+v", statements.Statements)
+		}
+		api.do(finance, http.MethodPost, "/api/finance/statements/"+fjord+"/approve", nil, nil, http.StatusOK)
+		var mine struct {
+			Statements []struct {
+				ID           string `json:"id"`
+				Status       string `json:"status"`
+				PayoutStatus string `json:"payout_status"`
+				Payout       struct {
+					StripeTransferID string `json:"stripe_transfer_id"`
+				} `json:"payout"`
+			} `json:"statements"`
+		}
+		api.do(api.login("provider@example.com"), http.MethodGet, "/api/provider/statements", nil, &mine, http.StatusOK)
+		paid := false
+		for _, st := range mine.Statements {
+			paid = paid || st.ID == fjord && st.Status == "paid" && st.PayoutStatus == "paid" && strings.HasPrefix(st.Payout.StripeTransferID, "tr_")
+		}
+		if !paid {
+			t.Fatalf("the provider's statements after approval: %+v", mine.Statements)
+		}
+	})
+}
+
+// usageCents is a decimal of dollars, as the usage page writes it, in whole cents rounded half up.
+func usageCents(t *testing.T, usd string) int64 {
+	t.Helper()
+	whole, frac, _ := strings.Cut(usd, ".")
+	frac += "000"
+	var cents int64
+	if _, err := fmt.Sscanf(whole+frac[:2], "%d", &cents); err != nil {
+		t.Fatalf("%q: %v", usd, err)
+	}
+	if frac[2] >= '5' {
+		cents++
+	}
+	return cents
 }

@@ -74,6 +74,10 @@ type Platform struct {
 	// runs and NATS is not embedded.
 	rigLimits   atomic.Pointer[riglimits.Watcher]
 	rigLimitsNC *nats.Conn // the watcher's own connection
+	// payouts pays statements through Stripe Connect (nil where no web role runs); testPayments
+	// says it runs on stripe-mock.
+	payouts      *payouts.Service
+	testPayments bool
 }
 
 // Open connects to PostgreSQL (migrating it forward) and to NATS (embedding a server when no
@@ -242,6 +246,7 @@ func (p *Platform) payments(ctx context.Context) (web.Payments, error) {
 	po := payouts.NewService(payouts.Config{Pool: p.pool, Ledger: ledger, Statements: p.invoicing,
 		Stripe: payouts.NewStripeConnect(billing.NewStripeAPI(key, apiURL))})
 	p.invoicing.PayWith(po)
+	p.payouts, p.testPayments = po, testMode
 	webhook.On("account.updated", po.AccountUpdated)
 	pay := web.Payments{Credits: credits, Ledger: ledger, Webhook: webhook, Payouts: po,
 		PublicURL: cfg.PublicURL, CheckoutOrigins: checkoutOrigins(testMode)}
