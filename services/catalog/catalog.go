@@ -29,7 +29,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gpumarket/gpumarket/services/audit"
-
+	"github.com/gpumarket/gpumarket/services/carbon"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/rigaddr"
 )
@@ -79,6 +79,9 @@ type Offering struct {
 	Source               string    `json:"source,omitempty"`
 	CreatedAt            time.Time `json:"created_at"`
 	UpdatedAt            time.Time `json:"updated_at"`
+	// Where the rig runs and the PUE its provider stated, if any (docs/methodology.md).
+	Site      carbon.Site `json:"site"`
+	StatedPUE *float64    `json:"stated_pue,omitempty"`
 }
 
 // Measured reports whether enough traffic has been observed to show measured figures.

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/carbon"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/rigaddr"
 )
@@ -22,7 +23,7 @@ const offeringColumns = `o.id, o.provider_account_id, a.name, o.gpu, o.gpu_count
 	o.claimed_ttft_p50_ms, o.claimed_ttft_p99_ms, o.claimed_tokens_per_sec,
 	o.measured_requests, o.measured_ttft_p50_ms, o.measured_ttft_p99_ms, o.measured_tokens_per_sec,
 	o.reported_requests, o.reported_ttft_p50_ms, o.reported_ttft_p99_ms, o.reported_tokens_per_sec,
-	o.tier, o.status, o.source, o.created_at, o.updated_at`
+	o.tier, o.status, o.source, o.created_at, o.updated_at, o.site, o.pue`
 
 func scanOffering(row pgx.CollectableRow) (Offering, error) {
 	var o Offering
@@ -31,7 +32,7 @@ func scanOffering(row pgx.CollectableRow) (Offering, error) {
 		&askIn, &askOut, &o.AgentURL, &o.ClaimedTTFTP50Ms, &o.ClaimedTTFTP99Ms, &o.ClaimedTokensPerSec,
 		&o.MeasuredRequests, &o.MeasuredTTFTP50Ms, &o.MeasuredTTFTP99Ms, &o.MeasuredTokensPerSec,
 		&o.ReportedRequests, &o.ReportedTTFTP50Ms, &o.ReportedTTFTP99Ms, &o.ReportedTokensPerSec,
-		&o.Tier, &o.Status, &o.Source, &o.CreatedAt, &o.UpdatedAt)
+		&o.Tier, &o.Status, &o.Source, &o.CreatedAt, &o.UpdatedAt, &o.Site, &o.StatedPUE)
 	o.AskInput, o.AskOutput = money.MicroUSD(askIn), money.MicroUSD(askOut)
 	if g, ok := GPUBySKU(o.GPU); ok {
 		o.GPUName = g.Name
@@ -247,6 +248,11 @@ type ListingInput struct {
 	ClaimedTTFTP50Ms    *float64       `json:"claimed_ttft_p50_ms"`
 	ClaimedTTFTP99Ms    *float64       `json:"claimed_ttft_p99_ms"`
 	ClaimedTokensPerSec *float64       `json:"claimed_tokens_per_second"`
+	// Site is where the rig runs; empty means a data centre for an enterprise GPU and a home
+	// otherwise. PUE is the provider's stated power usage effectiveness, or nil for the
+	// site's default (docs/methodology.md).
+	Site carbon.Site `json:"site"`
+	PUE  *float64    `json:"pue"`
 }
 
 var modelName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$`)
@@ -303,6 +309,24 @@ func (in *ListingInput) validate(fe services.FieldErrors) {
 	if in.ClaimedTTFTP50Ms != nil && in.ClaimedTTFTP99Ms != nil && *in.ClaimedTTFTP50Ms > *in.ClaimedTTFTP99Ms {
 		fe.Add("claimed_ttft_p99_ms", "P99 cannot be below P50.")
 	}
+	if in.Site == "" {
+		in.Site = DefaultSite(in.GPU)
+	}
+	if !in.Site.Valid() {
+		fe.Add("site", "Choose home or data centre.")
+	}
+	if in.PUE != nil && (*in.PUE < carbon.MinPUE || *in.PUE > carbon.MaxPUE) {
+		fe.Add("pue", fmt.Sprintf("A PUE is between %.1f and %.1f; leave it empty for the site's default.", carbon.MinPUE, carbon.MaxPUE))
+	}
+}
+
+// DefaultSite is where a rig of a GPU model runs unless its provider says otherwise: a data
+// centre for an enterprise card, a home for a consumer one.
+func DefaultSite(gpu string) carbon.Site {
+	if g, ok := GPUBySKU(gpu); ok && g.Class == "enterprise" {
+		return carbon.SiteDatacentre
+	}
+	return carbon.SiteHome
 }
 
 // agentURLProblem turns rigaddr's refusal into what the provider should fix.
@@ -369,11 +393,12 @@ func (s *Service) Create(ctx context.Context, providerAccountID string, in Listi
 	err = s.pool.QueryRow(ctx, `
 		INSERT INTO offerings (provider_account_id, gpu, gpu_count, region, model,
 			ask_input_micro_usd_per_mtok, ask_output_micro_usd_per_mtok, agent_url,
-			claimed_ttft_p50_ms, claimed_ttft_p99_ms, claimed_tokens_per_sec, tier, status, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'active', $13, $13)
+			claimed_ttft_p50_ms, claimed_ttft_p99_ms, claimed_tokens_per_sec, tier, status, created_at, updated_at,
+			site, pue)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'active', $13, $13, $14, $15)
 		RETURNING id`,
 		providerAccountID, in.GPU, in.GPUCount, in.Region, in.Model, int64(in.AskInput), int64(in.AskOutput), in.AgentURL,
-		in.ClaimedTTFTP50Ms, in.ClaimedTTFTP99Ms, in.ClaimedTokensPerSec, string(tier), now,
+		in.ClaimedTTFTP50Ms, in.ClaimedTTFTP99Ms, in.ClaimedTokensPerSec, string(tier), now, string(in.Site), in.PUE,
 	).Scan(&id)
 	if err != nil {
 		return Offering{}, err
@@ -413,10 +438,11 @@ func (s *Service) Update(ctx context.Context, providerAccountID, id string, in L
 		UPDATE offerings SET gpu = $2, gpu_count = $3, region = $4, model = $5,
 			ask_input_micro_usd_per_mtok = $6, ask_output_micro_usd_per_mtok = $7,
 			agent_url = $8, claimed_ttft_p50_ms = $9, claimed_ttft_p99_ms = $10, claimed_tokens_per_sec = $11,
-			tier = $12, updated_at = $13
+			tier = $12, updated_at = $13, site = $14, pue = $15
 		WHERE id = $1`,
 		id, in.GPU, in.GPUCount, in.Region, in.Model, int64(in.AskInput), int64(in.AskOutput), in.AgentURL,
-		in.ClaimedTTFTP50Ms, in.ClaimedTTFTP99Ms, in.ClaimedTokensPerSec, string(tier), s.now().UTC()); err != nil {
+		in.ClaimedTTFTP50Ms, in.ClaimedTTFTP99Ms, in.ClaimedTokensPerSec, string(tier), s.now().UTC(),
+		string(in.Site), in.PUE); err != nil {
 		return Offering{}, err
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -493,13 +519,14 @@ func (s *Service) EnsureSeeded(ctx context.Context, providerAccountID, seedKey s
 			ask_input_micro_usd_per_mtok, ask_output_micro_usd_per_mtok, agent_url,
 			claimed_ttft_p50_ms, claimed_ttft_p99_ms, claimed_tokens_per_sec,
 			measured_requests, measured_ttft_p50_ms, measured_ttft_p99_ms, measured_tokens_per_sec,
-			tier, status, source, seed_key, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 'active', $17, $18, $19, $19)
+			tier, status, source, seed_key, created_at, updated_at, site, pue)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 'active', $17, $18, $19, $19,
+			$20, $21)
 		ON CONFLICT (seed_key) DO NOTHING`,
 		providerAccountID, l.GPU, l.GPUCount, l.Region, l.Model, int64(l.AskInput), int64(l.AskOutput), l.AgentURL,
 		l.ClaimedTTFTP50Ms, l.ClaimedTTFTP99Ms, l.ClaimedTokensPerSec,
 		in.MeasuredRequests, in.MeasuredTTFTP50Ms, in.MeasuredTTFTP99Ms, in.MeasuredTPS,
-		string(tier), in.Source, seedKey, now)
+		string(tier), in.Source, seedKey, now, string(l.Site), l.PUE)
 	if err != nil {
 		return Offering{}, err
 	}

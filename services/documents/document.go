@@ -69,6 +69,25 @@ type Document struct {
 	// Summary is a block of labelled figures (what the customer saved, the carbon of its
 	// tokens), printed only when it has some.
 	Summary []Figure
+	// Charts illustrate the summary: each is drawn as an image under it in the PDF, and as
+	// its table of numbers on the page.
+	Charts []BarChart
+}
+
+// BarChart is a chart of a document's summary: one bar per series in each category, such as
+// spend against the baseline per tier. Its values are figures for the eye, already shown
+// exactly in the summary; they never feed a total.
+type BarChart struct {
+	Title  string
+	Unit   string   // what the values are in: "USD", "gCO2e"
+	Labels []string // the categories, in order
+	Series []BarSeries
+}
+
+// BarSeries is one series of a BarChart: a value per label.
+type BarSeries struct {
+	Name   string
+	Values []float64
 }
 
 // Party is the seller or the buyer of a document.

@@ -1,0 +1,128 @@
+// Package reports is what each customer saved and emitted: spend against a named baseline,
+// and the energy and carbon of its tokens against the same tokens on enterprise GPUs. Every
+// figure is computed from the hourly rollups (usage_hourly, written by services/metering),
+// the offerings they were served on (services/catalog's offerings table, for region, site and
+// PUE) and the price book (prices), which this package reads and never writes. The method,
+// its constants and their sources are in services/carbon and docs/methodology.md.
+package reports
+
+import (
+	"time"
+
+	"github.com/gpumarket/gpumarket/services/money"
+)
+
+// Group is the length of a report row's period.
+type Group string
+
+const (
+	GroupDay   Group = "day"
+	GroupMonth Group = "month"
+)
+
+// Query selects an account's report: the periods starting in [From, To), UTC, grouped by day
+// or month.
+type Query struct {
+	From, To time.Time
+	Group    Group
+}
+
+// SavingsRow is one period and tier of an account's spend against the baseline: the same
+// chargeable tokens priced at the realtime tier's price in force at the hour they were served
+// (everything on enterprise GPUs).
+type SavingsRow struct {
+	Period        time.Time     `json:"period"`
+	Tier          string        `json:"tier"`
+	Requests      int64         `json:"requests"`
+	InputTokens   int64         `json:"input_tokens"`
+	OutputTokens  int64         `json:"output_tokens"`
+	Spend         money.BigPico `json:"spend_usd"`
+	Baseline      money.BigPico `json:"baseline_usd"`
+	Savings       money.BigPico `json:"savings_usd"`
+	SavingsPct    string        `json:"savings_percent"` // one decimal, "" when the baseline is zero
+	MethodVersion string        `json:"method_version"`
+}
+
+// Savings is an account's savings report.
+type Savings struct {
+	AccountID string        `json:"account_id"`
+	From      time.Time     `json:"from"`
+	To        time.Time     `json:"to"`
+	Group     Group         `json:"group"`
+	Rows      []SavingsRow  `json:"rows"`
+	Totals    SavingsTotals `json:"totals"`
+	// Reference is the optional second baseline: a hyperscaler's on-demand H100, named with
+	// its source and date.
+	Reference     *PriceReference `json:"reference,omitempty"`
+	MethodVersion string          `json:"method_version"`
+}
+
+// SavingsTotals sums a report's rows.
+type SavingsTotals struct {
+	Requests     int64         `json:"requests"`
+	InputTokens  int64         `json:"input_tokens"`
+	OutputTokens int64         `json:"output_tokens"`
+	Spend        money.BigPico `json:"spend_usd"`
+	Baseline     money.BigPico `json:"baseline_usd"`
+	Savings      money.BigPico `json:"savings_usd"`
+	SavingsPct   string        `json:"savings_percent"`
+}
+
+// PriceReference is the same tokens priced at a named outside price.
+type PriceReference struct {
+	Name     string        `json:"name"`
+	Source   string        `json:"source"`
+	Date     string        `json:"date"`
+	USDPerMT string        `json:"usd_per_million_tokens"`
+	Cost     money.BigPico `json:"cost_usd"`
+}
+
+// CarbonRow is one period, tier and region of an account's energy and location-based
+// emissions, beside the baseline's.
+type CarbonRow struct {
+	Period        time.Time `json:"period"`
+	Tier          string    `json:"tier"`
+	Region        string    `json:"region"`
+	Requests      int64     `json:"requests"`
+	Tokens        int64     `json:"tokens"`
+	EnergyKWh     float64   `json:"energy_kwh"`
+	MeasuredKWh   float64   `json:"energy_measured_kwh"`
+	EstimatedKWh  float64   `json:"energy_estimated_kwh"`
+	GramsPerKWh   float64   `json:"grid_g_co2e_per_kwh"`
+	PUE           float64   `json:"pue"` // the energy-weighted PUE of the row's rigs
+	GCO2e         float64   `json:"g_co2e"`
+	BaselineKWh   float64   `json:"baseline_energy_kwh"`
+	BaselineGCO2e float64   `json:"baseline_g_co2e"`
+	MethodVersion string    `json:"method_version"`
+}
+
+// Carbon is an account's energy and carbon report.
+type Carbon struct {
+	AccountID     string       `json:"account_id"`
+	From          time.Time    `json:"from"`
+	To            time.Time    `json:"to"`
+	Group         Group        `json:"group"`
+	Rows          []CarbonRow  `json:"rows"`
+	Totals        CarbonTotals `json:"totals"`
+	Embodied      *Embodied    `json:"embodied,omitempty"`
+	MethodVersion string       `json:"method_version"`
+}
+
+// CarbonTotals sums a report's rows.
+type CarbonTotals struct {
+	Requests      int64   `json:"requests"`
+	Tokens        int64   `json:"tokens"`
+	EnergyKWh     float64 `json:"energy_kwh"`
+	MeasuredKWh   float64 `json:"energy_measured_kwh"`
+	EstimatedKWh  float64 `json:"energy_estimated_kwh"`
+	GCO2e         float64 `json:"g_co2e"`
+	BaselineKWh   float64 `json:"baseline_energy_kwh"`
+	BaselineGCO2e float64 `json:"baseline_g_co2e"`
+}
+
+// Embodied is the optional embodied-carbon line: the boards' manufacturing emissions over
+// their life, shared by the hours the account's requests kept them busy.
+type Embodied struct {
+	GCO2e       float64  `json:"g_co2e"`
+	Assumptions []string `json:"assumptions"`
+}
