@@ -180,6 +180,7 @@ func (s *Server) routes() {
 	e.GET("/", s.homePage)
 	e.GET("/catalog", s.catalogPage)
 	e.GET("/calculator", s.calculatorPage)
+	e.GET("/methodology", s.methodologyPage)
 	e.GET("/login", s.loginPage)
 	e.POST("/login", s.loginSubmit)
 	e.GET("/signup", s.signupPage)
