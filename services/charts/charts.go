@@ -68,7 +68,7 @@ const (
 
 // Limits keep one chart's drawing small and readable.
 const (
-	MaxLabels = 400
+	MaxLabels = 1200
 	MaxSeries = 8
 )
 
