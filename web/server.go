@@ -72,6 +72,9 @@ type Config struct {
 	Invoicing *invoicing.Service
 	Audit     *audit.Log
 	Journal   Journal
+	// Reports are each customer's savings and carbon (reports.go: the dashboard and its CSV);
+	// nil answers that they are unavailable.
+	Reports ReportSource
 }
 
 // Journal writes the period's journal of ledger postings to w as CSV.
@@ -104,6 +107,7 @@ type Server struct {
 	invoicing   *invoicing.Service
 	audit       *audit.Log
 	journal     Journal
+	reports     ReportSource
 }
 
 // New builds the server and its routes.
@@ -122,7 +126,8 @@ func New(cfg Config) *Server {
 	e.IPExtractor = clientIPExtractor(cfg.TrustedProxies)
 	s := &Server{echo: e, accounts: cfg.Accounts, catalog: cfg.Catalog, payments: cfg.Payments, usage: cfg.Usage, rigs: cfg.Rigs, ready: cfg.Ready, log: cfg.Log,
 		registry: cfg.Registry, now: cfg.Now, keyChanges: cfg.KeyChanges, metricsToken: cfg.MetricsToken,
-		usageStream: cfg.UsageStream, invoicing: cfg.Invoicing, audit: cfg.Audit, journal: cfg.Journal}
+		usageStream: cfg.UsageStream, invoicing: cfg.Invoicing, audit: cfg.Audit, journal: cfg.Journal,
+		reports: cfg.Reports}
 	s.gw = newGateway(cfg.Gateway, cfg.Accounts, cfg.Log, cfg.Now)
 	e.HTTPErrorHandler = s.handleError
 	e.Use(requestID)
@@ -180,6 +185,7 @@ func (s *Server) routes() {
 	e.GET("/", s.homePage)
 	e.GET("/catalog", s.catalogPage)
 	e.GET("/calculator", s.calculatorPage)
+	e.GET("/methodology", s.methodologyPage)
 	e.GET("/login", s.loginPage)
 	e.POST("/login", s.loginSubmit)
 	e.GET("/signup", s.signupPage)
@@ -275,6 +281,7 @@ func (s *Server) routes() {
 	e.GET("/usage", s.usagePage, developerPage)
 	e.GET("/usage.csv", s.usageCSV, developerPage)
 	e.GET("/provider/earnings", s.earningsPage, providerPage)
+	s.reportsRoutes()
 	api.GET("/usage", s.apiUsage, developer)
 	api.GET("/usage.csv", s.usageCSV, developer)
 	api.GET("/provider/earnings", s.apiEarnings, s.requireAPI(accounts.RoleProvider))
