@@ -104,6 +104,7 @@ var authzTable = map[string]route{
 	"GET /catalog":     {want: everyone(http.StatusOK)},
 	"GET /calculator":  {want: everyone(http.StatusOK)},
 	"GET /methodology": {want: everyone(http.StatusOK)},
+	"GET /planner":     {want: everyone(http.StatusOK)},
 
 	// Logged-in users are sent home from the login page.
 	"GET /login": {want: statuses{200, 303, 303, 303, 303}},
@@ -286,6 +287,7 @@ var authzTable = map[string]route{
 	"GET /api/calculator": {path: "/api/calculator?usd_per_gpu_hour=0.25&gpu_count=4&tokens_per_second=1994.82",
 		want: everyone(http.StatusOK)},
 	"GET /api/reference": {want: everyone(http.StatusOK)},
+	"GET /api/planner":   {path: "/api/planner?tokens_per_day=1000000", want: everyone(http.StatusOK)},
 
 	// Provider API.
 	"GET /api/provider/offerings":  {want: statuses{401, 403, 200, 403, 403}},

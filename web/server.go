@@ -186,6 +186,7 @@ func (s *Server) routes() {
 	e.GET("/catalog", s.catalogPage)
 	e.GET("/calculator", s.calculatorPage)
 	e.GET("/methodology", s.methodologyPage)
+	e.GET("/planner", s.plannerPage)
 	e.GET("/login", s.loginPage)
 	e.POST("/login", s.loginSubmit)
 	e.GET("/signup", s.signupPage)
@@ -245,6 +246,7 @@ func (s *Server) routes() {
 	api.GET("/offerings/:id", s.apiOffering)
 	api.GET("/prices", s.apiPrices)
 	api.GET("/calculator", s.apiCalculator)
+	api.GET("/planner", s.apiPlanner)
 	api.GET("/reference", s.apiReference)
 
 	developer := s.requireAPI(accounts.RoleDeveloper)
