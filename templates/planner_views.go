@@ -28,7 +28,7 @@ type PlanView struct {
 // PlanPartView is one tier's share of a plan.
 type PlanPartView struct {
 	Need, Tier, Tokens, Price, Cost, Energy, Carbon, Note string
-	Placements                                           []string
+	Placements                                            []string
 }
 
 // SweetSpotView is one benchmark configuration's sweet spot and loads.

@@ -35,7 +35,9 @@ var prices = map[catalog.Tier]catalog.Price{
 
 // gramsPerToken is the estimate written out: board power x count / tokens per second, in kWh,
 // x grid intensity x PUE.
-func gramsPerToken(watts, tps, gPerKWh, pue float64) float64 { return watts / tps / 3.6e6 * gPerKWh * pue }
+func gramsPerToken(watts, tps, gPerKWh, pue float64) float64 {
+	return watts / tps / 3.6e6 * gPerKWh * pue
+}
 
 func TestPlanFleet(t *testing.T) {
 	t.Parallel()
