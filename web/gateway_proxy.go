@@ -236,9 +236,11 @@ func (g *gateway) relay(c echo.Context, req *gatewayRequest, a *attempt, resp *h
 	}
 	ok := resp.StatusCode >= 200 && resp.StatusCode < 300
 	streaming := ok && mediaType(resp.Header.Get("Content-Type")) == "text/event-stream"
+	// A trailer needs a chunked answer: the rig's Content-Length is then not passed on.
+	trailer := setCarbonHeaders(h, a.cand, ok && !streaming)
 	if streaming {
 		h.Set("X-Accel-Buffering", "no") // a reverse proxy in front must not hold frames back
-	} else if resp.ContentLength >= 0 {
+	} else if resp.ContentLength >= 0 && !trailer {
 		h.Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
 	}
 	// The connection's deadlines were lifted while the rig worked; from here each write moves
@@ -258,6 +260,9 @@ func (g *gateway) relay(c echo.Context, req *gatewayRequest, a *attempt, resp *h
 		err = g.relayStream(out, body, req.forcedUsage, &o)
 	} else {
 		err = g.relayBody(out, body, ok, &o)
+	}
+	if trailer {
+		setCarbonTrailer(h, a.cand, o)
 	}
 	o.at = g.now()
 	switch {
