@@ -321,6 +321,8 @@ func parseGatewayRequest(body []byte, ep endpoint, headerTier string, key accoun
 		return nil, invalidRequest("model", "", "You must provide a model parameter; GET /v1/models lists the models on offer.")
 	}
 	rewrite := false
+	// Whether the request chose its routing order; if not, the key's setting decides.
+	preferSaid := false
 
 	// The tier: suffix, header, body object, the key's default, standard.
 	var tier catalog.Tier
@@ -361,6 +363,7 @@ func parseGatewayRequest(body []byte, ep endpoint, headerTier string, key accoun
 				return nil, invalidRequest("gpumarket.max_ttft_ms", "", "gpumarket.max_ttft_ms is a number of milliseconds.")
 			}
 			req.route.MaxTTFTMillis, req.route.Offering = opts.MaxTTFTMillis, opts.Offering
+			preferSaid = opts.Prefer != ""
 			switch opts.Prefer {
 			case "", "price":
 			case "carbon":
@@ -372,6 +375,9 @@ func parseGatewayRequest(body []byte, ep endpoint, headerTier string, key accoun
 	}
 	if tier == "" {
 		tier = catalog.Tier(key.DefaultTier)
+	}
+	if !preferSaid {
+		req.route.PreferCarbon = key.PreferCarbon
 	}
 	if tier == "" {
 		tier = catalog.TierStandard

@@ -21,18 +21,21 @@ func (b *gatewayBundle) testCarbonRouting(t *testing.T) {
 	const model = "gw-carbon"
 	poland := b.list(t, rigSpec{model: model, ask: 80_000, p99: 300, region: "pl"})
 	norway := b.list(t, rigSpec{model: model, ask: 100_000, p99: 300, region: "no"})
-	_, _, secret := b.developer(t, "carbon", 20*money.PicoPerUSD, accounts.NewKeyInput{})
-	client := b.client(secret)
+	dev, _, secret := b.developer(t, "carbon", 20*money.PicoPerUSD, accounts.NewKeyInput{})
+	_, carbonKey := b.key(t, dev, accounts.NewKeyInput{Name: "prefers carbon", PreferCarbon: true})
 	for _, tc := range []struct {
 		name     string
+		secret   string
 		options  map[string]any
 		want     string
 		perMTok  string
 		perToken float64
 	}{
-		{"by price without the preference", nil, poland.ID, "331.000", 0.5 * 662 / 1e6},
-		{"by price when asked for", map[string]any{"prefer": "price"}, poland.ID, "331.000", 0.5 * 662 / 1e6},
-		{"the low-carbon rig when carbon is preferred", map[string]any{"prefer": "carbon"}, norway.ID, "15.000", 0.5 * 30 / 1e6},
+		{"by price without the preference", secret, nil, poland.ID, "331.000", 0.5 * 662 / 1e6},
+		{"by price when asked for", secret, map[string]any{"prefer": "price"}, poland.ID, "331.000", 0.5 * 662 / 1e6},
+		{"the low-carbon rig when carbon is preferred", secret, map[string]any{"prefer": "carbon"}, norway.ID, "15.000", 0.5 * 30 / 1e6},
+		{"the low-carbon rig for a key that prefers carbon", carbonKey, nil, norway.ID, "15.000", 0.5 * 30 / 1e6},
+		{"a request's own preference before its key's", carbonKey, map[string]any{"prefer": "price"}, poland.ID, "331.000", 0.5 * 662 / 1e6},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var opts []option.RequestOption
@@ -40,7 +43,7 @@ func (b *gatewayBundle) testCarbonRouting(t *testing.T) {
 				opts = append(opts, option.WithJSONSet("gpumarket", tc.options))
 			}
 			var res *http.Response
-			chat, err := client.Chat.Completions.New(b.ctx, chatParams(model, 8), append(opts, option.WithResponseInto(&res))...)
+			chat, err := b.client(tc.secret).Chat.Completions.New(b.ctx, chatParams(model, 8), append(opts, option.WithResponseInto(&res))...)
 			if err != nil {
 				t.Fatal(err)
 			}
