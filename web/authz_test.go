@@ -341,12 +341,14 @@ var authzTable = map[string]route{
 
 	// Usage: a developer's requests and their export, a provider's earnings; each the
 	// caller's own, so a role without usage of that kind is refused rather than shown nothing.
-	"GET /usage":                 {want: statuses{303, 200, 403, 403, 403}, login: true},
-	"GET /usage.csv":             {want: statuses{303, 200, 403, 403, 403}, login: true},
-	"GET /provider/earnings":     {want: statuses{303, 403, 200, 403, 403}, login: true},
-	"GET /api/usage":             {want: statuses{401, 200, 403, 403, 403}},
-	"GET /api/usage.csv":         {want: statuses{401, 200, 403, 403, 403}},
-	"GET /api/provider/earnings": {want: statuses{401, 403, 200, 403, 403}},
+	"GET /usage":                    {want: statuses{303, 200, 403, 403, 403}, login: true},
+	"GET /usage.csv":                {want: statuses{303, 200, 403, 403, 403}, login: true},
+	"GET /provider/earnings":        {want: statuses{303, 403, 200, 403, 403}, login: true},
+	"GET /provider/performance":     {want: statuses{303, 403, 200, 403, 403}, login: true},
+	"GET /api/usage":                {want: statuses{401, 200, 403, 403, 403}},
+	"GET /api/usage.csv":            {want: statuses{401, 200, 403, 403, 403}},
+	"GET /api/provider/earnings":    {want: statuses{401, 403, 200, 403, 403}},
+	"GET /api/provider/performance": {want: statuses{401, 403, 200, 403, 403}},
 
 	// API keys: a developer's own. Revoking and changing a limit are tried on another
 	// developer's key, which does not exist for the caller; a developer's own keys are tested

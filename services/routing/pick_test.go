@@ -410,3 +410,13 @@ func TestPreferCarbonCountsPUEAndLiveThroughput(t *testing.T) {
 		t.Errorf("order %v", got)
 	}
 }
+
+func TestCapacityIsTheLastHeartbeats(t *testing.T) {
+	t.Parallel()
+	o := offering("a", "m", st, 100_000)
+	b := setup(t, o)
+	b.beat(o, 1, 12)
+	if got, none := b.r.Capacity("a"), b.r.Capacity("nobody"); got != 12 || none != 0 {
+		t.Errorf("Capacity = %d and %d, want 12 and 0", got, none)
+	}
+}
