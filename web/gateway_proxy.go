@@ -40,7 +40,8 @@ import (
 // X-GPUMarket-Offering and X-GPUMarket-Tier, a stream frame by frame with a flush after each,
 // a whole response as it comes, never held whole. Only Content-Type, Content-Length and
 // Cache-Control of the rig's headers are passed on: a provider sets no cookie or other header
-// on the platform's origin.
+// on the platform's origin. A whole answer whose carbon routing estimated goes out chunked, with
+// its estimate as a trailer (gateway_carbon.go).
 //
 // The gateway reads the usage of each response as it passes: a whole response's usage member,
 // a stream's usage chunk. A streaming request that did not ask for that chunk gets
