@@ -7,6 +7,7 @@ type KeysPage struct {
 	Keys    []KeyRow
 	Form    Form
 	Tiers   []Option
+	Prefers []Option
 	Created *CreatedKey
 	// LimitError is set when a row's form could not change its key's limit.
 	LimitError *KeyLimitError
@@ -41,6 +42,7 @@ type KeyRow struct {
 	Name            string
 	Prefix          string // "gm_AbC123", the start of the secret, to tell keys apart
 	DefaultTier     string // "none" when the gateway's default applies
+	Prefers         string // "carbon" when the key routes by carbon, else ""
 	MonthlyLimit    string // "$25.00", or "none"
 	MonthlyLimitUSD string // "25.00", or "" for none: the limit form's value
 	Created         string

@@ -74,6 +74,7 @@ type OfferingRow struct {
 	Memory       string // "96 GB"
 	Model        string
 	Region       string
+	SitePUE      string // "home, PUE default 1.0", "data centre, PUE 1.12 stated"
 	AskInput     string // provider ask per million input tokens
 	AskOutput    string // per million output tokens
 	TTFTP99      string
@@ -138,6 +139,8 @@ type ListingPage struct {
 	Form    Form
 	GPUs    []Option
 	Regions []Option
+	Sites   []Option
+	PUEHint string // what an empty PUE means: "default 1.0 (home)" or "default 1.3 (data centre)"
 	EditID  string // empty when listing a new rig
 }
 

@@ -104,6 +104,7 @@ var authzTable = map[string]route{
 	"GET /catalog":     {want: everyone(http.StatusOK)},
 	"GET /calculator":  {want: everyone(http.StatusOK)},
 	"GET /methodology": {want: everyone(http.StatusOK)},
+	"GET /planner":     {want: everyone(http.StatusOK)},
 
 	// Logged-in users are sent home from the login page.
 	"GET /login": {want: statuses{200, 303, 303, 303, 303}},
@@ -286,6 +287,7 @@ var authzTable = map[string]route{
 	"GET /api/calculator": {path: "/api/calculator?usd_per_gpu_hour=0.25&gpu_count=4&tokens_per_second=1994.82",
 		want: everyone(http.StatusOK)},
 	"GET /api/reference": {want: everyone(http.StatusOK)},
+	"GET /api/planner":   {path: "/api/planner?tokens_per_day=1000000", want: everyone(http.StatusOK)},
 
 	// Provider API.
 	"GET /api/provider/offerings":  {want: statuses{401, 403, 200, 403, 403}},
@@ -339,12 +341,14 @@ var authzTable = map[string]route{
 
 	// Usage: a developer's requests and their export, a provider's earnings; each the
 	// caller's own, so a role without usage of that kind is refused rather than shown nothing.
-	"GET /usage":                 {want: statuses{303, 200, 403, 403, 403}, login: true},
-	"GET /usage.csv":             {want: statuses{303, 200, 403, 403, 403}, login: true},
-	"GET /provider/earnings":     {want: statuses{303, 403, 200, 403, 403}, login: true},
-	"GET /api/usage":             {want: statuses{401, 200, 403, 403, 403}},
-	"GET /api/usage.csv":         {want: statuses{401, 200, 403, 403, 403}},
-	"GET /api/provider/earnings": {want: statuses{401, 403, 200, 403, 403}},
+	"GET /usage":                    {want: statuses{303, 200, 403, 403, 403}, login: true},
+	"GET /usage.csv":                {want: statuses{303, 200, 403, 403, 403}, login: true},
+	"GET /provider/earnings":        {want: statuses{303, 403, 200, 403, 403}, login: true},
+	"GET /provider/performance":     {want: statuses{303, 403, 200, 403, 403}, login: true},
+	"GET /api/usage":                {want: statuses{401, 200, 403, 403, 403}},
+	"GET /api/usage.csv":            {want: statuses{401, 200, 403, 403, 403}},
+	"GET /api/provider/earnings":    {want: statuses{401, 403, 200, 403, 403}},
+	"GET /api/provider/performance": {want: statuses{401, 403, 200, 403, 403}},
 
 	// API keys: a developer's own. Revoking and changing a limit are tried on another
 	// developer's key, which does not exist for the caller; a developer's own keys are tested

@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/carbon"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/templates"
@@ -123,6 +124,9 @@ type offeringJSON struct {
 	TierPriceOut money.MicroUSD     `json:"tier_output_usd_per_mtok"`
 	BlendedAsk   money.MicroUSD     `json:"blended_ask_usd_per_mtok"` // what the catalog sorts and caps by
 	OwnAgentURL  string             `json:"agent_url,omitempty"`
+	// PUE is the one the rig's figures use: stated by its provider, else its site's default.
+	PUE       float64 `json:"pue"`
+	PUEStated bool    `json:"pue_stated"`
 	// For the offering's provider: why it is not routed at the prices in force, and how its rig's own figures
 	// disagree with the gateway's; empty when neither.
 	NotRoutedBecause string `json:"not_routed_because,omitempty"`
@@ -132,6 +136,7 @@ type offeringJSON struct {
 func toJSON(o catalog.Offering, prices map[catalog.Tier]catalog.Price, owner bool) offeringJSON {
 	j := offeringJSON{Offering: o, TTFTP99Ms: o.TTFTP99Ms(), TokensPerSec: o.TokensPerSec(), FiguresBasis: o.FiguresBasis(),
 		BlendedAsk: o.BlendedAsk()}
+	j.PUE, j.PUEStated = carbon.PUE(o.Site, o.StatedPUE)
 	if f, ok := o.Footprint(); ok {
 		j.Footprint = &f
 	}

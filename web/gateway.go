@@ -42,7 +42,7 @@ import (
 //
 // The tier comes from the first of: a model suffix (<model>:realtime, :standard or :batch), the
 // X-GPUMarket-Tier header, the body object "gpumarket": {"tier", "max_price_per_mtok",
-// "max_ttft_ms", "offering"}, the key's default tier, else standard. The suffix and the
+// "max_ttft_ms", "offering", "prefer"}, the key's default tier, else standard. The suffix and the
 // gpumarket object are taken out of the body before it goes to the rig.
 //
 // /v1 calls carry API keys, never sessions: the session middleware and the CSRF check do not
@@ -302,6 +302,9 @@ type gatewayOptions struct {
 	MaxPricePerMTok json.RawMessage `json:"max_price_per_mtok"` // dollars, a number or a string
 	MaxTTFTMillis   float64         `json:"max_ttft_ms"`
 	Offering        string          `json:"offering"`
+	// Prefer "carbon" asks for the lowest-carbon offering that keeps the tier's promise and the caps
+	// (routing.Request.PreferCarbon); "price", the default, for the cheapest.
+	Prefer string `json:"prefer"`
 }
 
 // parseGatewayRequest reads what the gateway needs of a body and rewrites the body for the rig
@@ -318,6 +321,8 @@ func parseGatewayRequest(body []byte, ep endpoint, headerTier string, key accoun
 		return nil, invalidRequest("model", "", "You must provide a model parameter; GET /v1/models lists the models on offer.")
 	}
 	rewrite := false
+	// Whether the request chose its routing order; if not, the key's setting decides.
+	preferSaid := false
 
 	// The tier: suffix, header, body object, the key's default, standard.
 	var tier catalog.Tier
@@ -338,7 +343,7 @@ func parseGatewayRequest(body []byte, ep endpoint, headerTier string, key accoun
 			dec.DisallowUnknownFields()
 			if err := dec.Decode(&opts); err != nil {
 				return nil, invalidRequest("gpumarket", "invalid_gpumarket_options",
-					`The "gpumarket" object takes tier, max_price_per_mtok, max_ttft_ms and offering: %v.`, err)
+					`The "gpumarket" object takes tier, max_price_per_mtok, max_ttft_ms, offering and prefer: %v.`, err)
 			}
 			if opts.Tier != "" && !opts.Tier.Valid() {
 				return nil, invalidRequest("gpumarket.tier", "invalid_tier", "gpumarket.tier must be realtime, standard or batch.")
@@ -358,10 +363,21 @@ func parseGatewayRequest(body []byte, ep endpoint, headerTier string, key accoun
 				return nil, invalidRequest("gpumarket.max_ttft_ms", "", "gpumarket.max_ttft_ms is a number of milliseconds.")
 			}
 			req.route.MaxTTFTMillis, req.route.Offering = opts.MaxTTFTMillis, opts.Offering
+			preferSaid = opts.Prefer != ""
+			switch opts.Prefer {
+			case "", "price":
+			case "carbon":
+				req.route.PreferCarbon = true
+			default:
+				return nil, invalidRequest("gpumarket.prefer", "invalid_prefer", `gpumarket.prefer must be "carbon" or "price".`)
+			}
 		}
 	}
 	if tier == "" {
 		tier = catalog.Tier(key.DefaultTier)
+	}
+	if !preferSaid {
+		req.route.PreferCarbon = key.PreferCarbon
 	}
 	if tier == "" {
 		tier = catalog.TierStandard

@@ -40,7 +40,8 @@ import (
 // X-GPUMarket-Offering and X-GPUMarket-Tier, a stream frame by frame with a flush after each,
 // a whole response as it comes, never held whole. Only Content-Type, Content-Length and
 // Cache-Control of the rig's headers are passed on: a provider sets no cookie or other header
-// on the platform's origin.
+// on the platform's origin. A whole answer whose carbon routing estimated goes out chunked, with
+// its estimate as a trailer (gateway_carbon.go).
 //
 // The gateway reads the usage of each response as it passes: a whole response's usage member,
 // a stream's usage chunk. A streaming request that did not ask for that chunk gets
@@ -236,9 +237,11 @@ func (g *gateway) relay(c echo.Context, req *gatewayRequest, a *attempt, resp *h
 	}
 	ok := resp.StatusCode >= 200 && resp.StatusCode < 300
 	streaming := ok && mediaType(resp.Header.Get("Content-Type")) == "text/event-stream"
+	// A trailer needs a chunked answer: the rig's Content-Length is then not passed on.
+	trailer := setCarbonHeaders(h, a.cand, ok && !streaming)
 	if streaming {
 		h.Set("X-Accel-Buffering", "no") // a reverse proxy in front must not hold frames back
-	} else if resp.ContentLength >= 0 {
+	} else if resp.ContentLength >= 0 && !trailer {
 		h.Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
 	}
 	// The connection's deadlines were lifted while the rig worked; from here each write moves
@@ -258,6 +261,9 @@ func (g *gateway) relay(c echo.Context, req *gatewayRequest, a *attempt, resp *h
 		err = g.relayStream(out, body, req.forcedUsage, &o)
 	} else {
 		err = g.relayBody(out, body, ok, &o)
+	}
+	if trailer {
+		setCarbonTrailer(h, a.cand, o)
 	}
 	o.at = g.now()
 	switch {

@@ -18,7 +18,15 @@ import (
 )
 
 // keyFields are the fields of the form that creates a key, as the page posts them.
-var keyFields = []string{"name", "monthly_limit_usd", "default_tier"}
+var keyFields = []string{"name", "monthly_limit_usd", "default_tier", "prefer"}
+
+// keyPreferOptions are the orders a key's requests may be routed in.
+func keyPreferOptions() []templates.Option {
+	return []templates.Option{
+		{Value: "price", Label: "Price (the cheapest offering that keeps the tier's promise)"},
+		{Value: "carbon", Label: "Carbon (the lowest-carbon offering that keeps the tier's promise)"},
+	}
+}
 
 // keyTierOptions are the default tiers a key may carry; none leaves the choice to the gateway.
 func keyTierOptions() []templates.Option {
@@ -33,9 +41,16 @@ func keyTierOptions() []templates.Option {
 // newKeyInput reads a key to create from text values (a form, or a JSON body's values) and
 // reports every problem at once. A monthly limit is dollars and cents: that is how a person
 // budgets, and how the page shows it back.
-func newKeyInput(name, limitUSD, tier string) (accounts.NewKeyInput, error) {
+func newKeyInput(name, limitUSD, tier, prefer string) (accounts.NewKeyInput, error) {
 	fe := services.FieldErrors{}
 	in := accounts.NewKeyInput{Name: name, DefaultTier: strings.TrimSpace(tier)}
+	switch strings.TrimSpace(prefer) {
+	case "", "price":
+	case "carbon":
+		in.PreferCarbon = true
+	default:
+		fe.Add("prefer", "Choose price or carbon.")
+	}
 	limit, problem := parseKeyLimit(limitUSD)
 	if problem != "" {
 		fe.Add("monthly_limit_usd", problem)
@@ -95,8 +110,8 @@ func (s *Server) revokeKey(c echo.Context, keyID string) error {
 }
 
 // createKey makes a key for the logged-in developer's account and returns its secret.
-func (s *Server) createKey(c echo.Context, name, limitUSD, tier string) (accounts.APIKey, string, error) {
-	in, err := newKeyInput(name, limitUSD, tier)
+func (s *Server) createKey(c echo.Context, name, limitUSD, tier, prefer string) (accounts.APIKey, string, error) {
+	in, err := newKeyInput(name, limitUSD, tier, prefer)
 	if err != nil {
 		return accounts.APIKey{}, "", err
 	}
@@ -130,14 +145,14 @@ func (s *Server) renderKeys(c echo.Context, status int, form templates.Form, cre
 		rows = append(rows, keyRow(k))
 	}
 	return s.render(c, status, templates.Keys(templates.KeysPage{Page: s.page(c, "API keys"), Keys: rows, Form: form,
-		Tiers: keyTierOptions(), Created: created, LimitError: limitErr}))
+		Tiers: keyTierOptions(), Prefers: keyPreferOptions(), Created: created, LimitError: limitErr}))
 }
 
 // createKeySubmit creates a key and answers with the page that shows its secret, directly:
 // a redirect would have to carry the secret in its URL or keep it somewhere until the next
 // request, and it must be in neither.
 func (s *Server) createKeySubmit(c echo.Context) error {
-	k, secret, err := s.createKey(c, c.FormValue("name"), c.FormValue("monthly_limit_usd"), c.FormValue("default_tier"))
+	k, secret, err := s.createKey(c, c.FormValue("name"), c.FormValue("monthly_limit_usd"), c.FormValue("default_tier"), c.FormValue("prefer"))
 	if err != nil {
 		return s.formError(c, err, func(f templates.Form) error {
 			f.Values = submitted(c, keyFields...)
@@ -214,6 +229,9 @@ func keyRow(k accounts.APIKey) templates.KeyRow {
 	if k.DefaultTier != "" {
 		r.DefaultTier = k.DefaultTier
 	}
+	if k.PreferCarbon {
+		r.Prefers = "carbon"
+	}
 	if k.MonthlyLimit != nil {
 		r.MonthlyLimit = k.MonthlyLimit.String()
 		r.MonthlyLimitUSD = strings.TrimPrefix(r.MonthlyLimit, "$")
@@ -242,6 +260,7 @@ type keyJSON struct {
 	Prefix          string     `json:"prefix"`
 	MonthlyLimitUSD *string    `json:"monthly_limit_usd"` // exact decimal dollars; null: no limit
 	DefaultTier     *string    `json:"default_tier"`      // null: the gateway's default
+	Prefer          string     `json:"prefer"`            // price or carbon
 	Status          string     `json:"status"`            // live or revoked
 	CreatedAt       time.Time  `json:"created_at"`
 	LastUsedAt      *time.Time `json:"last_used_at"`
@@ -250,7 +269,10 @@ type keyJSON struct {
 
 func keyView(k accounts.APIKey) keyJSON {
 	v := keyJSON{ID: k.ID, Name: k.Name, Prefix: k.Prefix, Status: keyStatus(k), CreatedAt: k.CreatedAt,
-		LastUsedAt: k.LastUsedAt, RevokedAt: k.RevokedAt}
+		LastUsedAt: k.LastUsedAt, RevokedAt: k.RevokedAt, Prefer: "price"}
+	if k.PreferCarbon {
+		v.Prefer = "carbon"
+	}
 	if k.MonthlyLimit != nil {
 		usd := strings.TrimPrefix(k.MonthlyLimit.String(), "$")
 		v.MonthlyLimitUSD = &usd
@@ -268,11 +290,12 @@ func (s *Server) apiCreateKey(c echo.Context) error {
 		// refused beside the field like a negative one.
 		MonthlyLimitUSD json.RawMessage `json:"monthly_limit_usd"`
 		DefaultTier     string          `json:"default_tier"`
+		Prefer          string          `json:"prefer"`
 	}
 	if err := decodeJSON(c, &in); err != nil {
 		return err
 	}
-	k, secret, err := s.createKey(c, in.Name, jsonText(in.MonthlyLimitUSD), in.DefaultTier)
+	k, secret, err := s.createKey(c, in.Name, jsonText(in.MonthlyLimitUSD), in.DefaultTier, in.Prefer)
 	if err != nil {
 		return err
 	}

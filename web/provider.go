@@ -9,13 +9,14 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/carbon"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/templates"
 )
 
 var listingFields = []string{"gpu", "gpu_count", "region", "model", catalog.FieldAskInput, catalog.FieldAskOutput, "agent_url",
-	"claimed_ttft_p50_ms", "claimed_ttft_p99_ms", "claimed_tokens_per_second"}
+	"claimed_ttft_p50_ms", "claimed_ttft_p99_ms", "claimed_tokens_per_second", "site", "pue"}
 
 // listingInput reads a listing from text values (a form, or a JSON body's values) and reports
 // every problem at once: what does not parse, and what breaks the catalog's rules.
@@ -57,6 +58,7 @@ func listingInput(get func(string) string) (catalog.ListingInput, error) {
 	in.ClaimedTTFTP50Ms = optional("claimed_ttft_p50_ms")
 	in.ClaimedTTFTP99Ms = optional("claimed_ttft_p99_ms")
 	in.ClaimedTokensPerSec = optional("claimed_tokens_per_second")
+	in.Site, in.PUE = carbon.Site(strings.TrimSpace(get("site"))), optional("pue")
 	if err := in.Validate(); err != nil {
 		if ae, ok := err.(*services.Error); ok {
 			for k, v := range ae.Fields {
@@ -95,6 +97,46 @@ func listingFromJSON(c echo.Context) (catalog.ListingInput, error) {
 	})
 }
 
+// siteOptions are where a rig can run; empty lets the GPU model decide (catalog.DefaultSite).
+func siteOptions() []templates.Option {
+	return []templates.Option{
+		{Value: "", Label: "By GPU model: a data centre for enterprise cards, a home otherwise"},
+		{Value: string(carbon.SiteHome), Label: "Home (default PUE 1.0)"},
+		{Value: string(carbon.SiteDatacentre), Label: "Data centre (default PUE 1.3)"},
+	}
+}
+
+// siteName is a site in the page's words.
+func siteName(s carbon.Site) string {
+	if s == carbon.SiteDatacentre {
+		return "data centre"
+	}
+	return "home"
+}
+
+// pueHint says what an empty PUE field means for the site chosen (or the GPU's default site).
+func pueHint(site, gpu string) string {
+	s := carbon.Site(site)
+	if !s.Valid() {
+		s = catalog.DefaultSite(gpu)
+	}
+	return "Empty: " + defaultPUEText(s) + ". A stated PUE is between 1.0 and 3.0."
+}
+
+// defaultPUEText is the site's default PUE as the pages show it: "default 1.0 (home)".
+func defaultPUEText(s carbon.Site) string {
+	return "default " + strconv.FormatFloat(carbon.DefaultPUE(s), 'f', 1, 64) + " (" + siteName(s) + ")"
+}
+
+// sitePUE is a rig's site and the PUE its figures use: "home, PUE default 1.0 (home)" or
+// "data centre, PUE 1.12 (stated)".
+func sitePUE(s carbon.Site, stated *float64) string {
+	if stated != nil {
+		return siteName(s) + ", PUE " + strconv.FormatFloat(*stated, 'f', -1, 64) + " (stated)"
+	}
+	return siteName(s) + ", PUE " + defaultPUEText(s)
+}
+
 func providerAccount(c echo.Context) string {
 	sess, _ := currentSession(c)
 	return sess.User.AccountID
@@ -124,6 +166,7 @@ func (s *Server) listingPage(c echo.Context, status int, id string, form templat
 	}
 	return s.render(c, status, templates.Listing(templates.ListingPage{
 		Page: s.page(c, title), Form: form, GPUs: gpuOptions(), Regions: regionOptions(), EditID: id,
+		Sites: siteOptions(), PUEHint: pueHint(form.Get("site"), form.Get("gpu")),
 	}))
 }
 
@@ -162,8 +205,9 @@ func (s *Server) editRigPage(c echo.Context) error {
 	}
 	v := map[string]string{"gpu": o.GPU, "gpu_count": strconv.Itoa(o.GPUCount), "region": o.Region, "model": o.Model,
 		catalog.FieldAskInput: o.AskInput.Decimal(), catalog.FieldAskOutput: o.AskOutput.Decimal(), "agent_url": o.AgentURL}
+	v["site"] = string(o.Site)
 	for name, p := range map[string]*float64{"claimed_ttft_p50_ms": o.ClaimedTTFTP50Ms, "claimed_ttft_p99_ms": o.ClaimedTTFTP99Ms,
-		"claimed_tokens_per_second": o.ClaimedTokensPerSec} {
+		"claimed_tokens_per_second": o.ClaimedTokensPerSec, "pue": o.StatedPUE} {
 		if p != nil {
 			v[name] = strconv.FormatFloat(*p, 'f', -1, 64)
 		}

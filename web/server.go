@@ -24,6 +24,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/documents"
 	"github.com/gpumarket/gpumarket/services/invoicing"
 	"github.com/gpumarket/gpumarket/services/metering"
+	"github.com/gpumarket/gpumarket/services/performance"
 )
 
 //go:embed static
@@ -75,6 +76,8 @@ type Config struct {
 	// Reports are each customer's savings and carbon (reports.go: the dashboard and its CSV);
 	// nil answers that they are unavailable.
 	Reports ReportSource
+	// Performance is the provider's view of its rigs (provider_performance.go); nil hides it.
+	Performance *performance.Service
 }
 
 // Journal writes the period's journal of ledger postings to w as CSV.
@@ -108,6 +111,7 @@ type Server struct {
 	audit       *audit.Log
 	journal     Journal
 	reports     ReportSource
+	performance *performance.Service
 }
 
 // New builds the server and its routes.
@@ -127,7 +131,7 @@ func New(cfg Config) *Server {
 	s := &Server{echo: e, accounts: cfg.Accounts, catalog: cfg.Catalog, payments: cfg.Payments, usage: cfg.Usage, rigs: cfg.Rigs, ready: cfg.Ready, log: cfg.Log,
 		registry: cfg.Registry, now: cfg.Now, keyChanges: cfg.KeyChanges, metricsToken: cfg.MetricsToken,
 		usageStream: cfg.UsageStream, invoicing: cfg.Invoicing, audit: cfg.Audit, journal: cfg.Journal,
-		reports: cfg.Reports}
+		reports: cfg.Reports, performance: cfg.Performance}
 	s.gw = newGateway(cfg.Gateway, cfg.Accounts, cfg.Log, cfg.Now)
 	e.HTTPErrorHandler = s.handleError
 	e.Use(requestID)
@@ -186,6 +190,7 @@ func (s *Server) routes() {
 	e.GET("/catalog", s.catalogPage)
 	e.GET("/calculator", s.calculatorPage)
 	e.GET("/methodology", s.methodologyPage)
+	e.GET("/planner", s.plannerPage)
 	e.GET("/login", s.loginPage)
 	e.POST("/login", s.loginSubmit)
 	e.GET("/signup", s.signupPage)
@@ -245,6 +250,7 @@ func (s *Server) routes() {
 	api.GET("/offerings/:id", s.apiOffering)
 	api.GET("/prices", s.apiPrices)
 	api.GET("/calculator", s.apiCalculator)
+	api.GET("/planner", s.apiPlanner)
 	api.GET("/reference", s.apiReference)
 
 	developer := s.requireAPI(accounts.RoleDeveloper)
@@ -281,10 +287,12 @@ func (s *Server) routes() {
 	e.GET("/usage", s.usagePage, developerPage)
 	e.GET("/usage.csv", s.usageCSV, developerPage)
 	e.GET("/provider/earnings", s.earningsPage, providerPage)
+	e.GET("/provider/performance", s.performancePage, providerPage)
 	s.reportsRoutes()
 	api.GET("/usage", s.apiUsage, developer)
 	api.GET("/usage.csv", s.usageCSV, developer)
 	api.GET("/provider/earnings", s.apiEarnings, s.requireAPI(accounts.RoleProvider))
+	api.GET("/provider/performance", s.apiPerformance, s.requireAPI(accounts.RoleProvider))
 
 	// API keys for the /v1 gateway: a developer's own. The secret is in the answer that
 	// creates a key and nowhere else. Revoking a key or changing its limit tells every

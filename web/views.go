@@ -31,6 +31,7 @@ func offeringRow(o catalog.Offering) templates.OfferingRow {
 	if t := o.TokensPerSec(); t != nil {
 		r.TokensPerSec = strconv.FormatFloat(*t, 'f', 0, 64)
 	}
+	r.SitePUE = sitePUE(o.Site, o.StatedPUE)
 	if f, ok := o.Footprint(); ok {
 		r.EnergyKWh = strconv.FormatFloat(f.KWhPerMTok, 'f', 3, 64)
 		r.CarbonG = strconv.FormatFloat(f.GCO2ePerMTok, 'f', 1, 64)

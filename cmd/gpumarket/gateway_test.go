@@ -47,6 +47,7 @@ func TestGateway(t *testing.T) {
 	t.Run("usage in the response is the metered usage, and the balance falls by exactly its price", b.testMeteredUsage)
 	t.Run("tier by suffix, header, body object, key default, else standard", b.testTierChoice)
 	t.Run("price cap and latency cap", b.testCaps)
+	t.Run("prefer carbon: the low-carbon rig, and the answer's estimated gCO2e", b.testCarbonRouting)
 	t.Run("failover to the next offering when a rig answers 500", b.testFailover)
 	t.Run("no offering can serve: 503; unknown model: 404", b.testNoCandidate)
 	t.Run("invalid or revoked key: 401", b.testBadKey)
@@ -165,6 +166,7 @@ type rigSpec struct {
 	p99      float64        // the claimed P99 time to first token: it decides the listed tier
 	profile  simulation.Profile
 	failRate float64 // 1 makes the rig's backend answer every inference request 500
+	region   string  // "" is eu
 }
 
 // list lists an offering, starts its rig on a free port, points the offering's agent URL at
@@ -175,7 +177,10 @@ func (b *gatewayBundle) list(t *testing.T, spec rigSpec) catalog.Offering {
 		spec.gpu, spec.count = "rtx-4090", 4
 	}
 	p50, tps := spec.p99/2, 1000.0
-	o, err := b.p.catalog.Create(b.ctx, b.provider, catalog.ListingInput{GPU: spec.gpu, GPUCount: spec.count, Region: "eu",
+	if spec.region == "" {
+		spec.region = "eu"
+	}
+	o, err := b.p.catalog.Create(b.ctx, b.provider, catalog.ListingInput{GPU: spec.gpu, GPUCount: spec.count, Region: spec.region,
 		Model: spec.model, AskInput: 2 * spec.ask / 3, AskOutput: 2*spec.ask - 2*spec.ask/3, AgentURL: "http://127.0.0.1:1", ClaimedTTFTP50Ms: &p50, ClaimedTTFTP99Ms: &spec.p99,
 		ClaimedTokensPerSec: &tps})
 	if err != nil {

@@ -32,9 +32,12 @@ type APIKey struct {
 	Prefix       string      `json:"prefix"` // the first characters of the key, to tell keys apart
 	MonthlyLimit *money.Pico `json:"monthly_limit_pico,omitempty"`
 	DefaultTier  string      `json:"default_tier,omitempty"`
-	CreatedAt    time.Time   `json:"created_at"`
-	LastUsedAt   *time.Time  `json:"last_used_at"`
-	RevokedAt    *time.Time  `json:"revoked_at,omitempty"`
+	// PreferCarbon makes the gateway route the key's requests to the lowest-carbon offering that
+	// keeps the tier's promise, unless a request asks otherwise.
+	PreferCarbon bool       `json:"prefer_carbon"`
+	CreatedAt    time.Time  `json:"created_at"`
+	LastUsedAt   *time.Time `json:"last_used_at"`
+	RevokedAt    *time.Time `json:"revoked_at,omitempty"`
 }
 
 // NewKeyInput creates a key.
@@ -42,6 +45,7 @@ type NewKeyInput struct {
 	Name         string
 	MonthlyLimit *money.Pico // nil: no limit beyond the balance
 	DefaultTier  string      // "" means the gateway's default, standard
+	PreferCarbon bool        // route by estimated carbon rather than by price
 }
 
 // Validate checks the input.
@@ -82,7 +86,7 @@ func (s *Service) CreateKey(ctx context.Context, by User, in NewKeyInput) (_ API
 	}
 	tier := pgtype.Text{String: in.DefaultTier, Valid: in.DefaultTier != ""}
 	k := APIKey{AccountID: by.AccountID, Name: in.Name, Prefix: secret[:len(KeyPrefix)+6], MonthlyLimit: in.MonthlyLimit,
-		DefaultTier: in.DefaultTier, CreatedAt: s.now().UTC()}
+		DefaultTier: in.DefaultTier, PreferCarbon: in.PreferCarbon, CreatedAt: s.now().UTC()}
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		// The account's row is the lock that makes counting and inserting one step: two
 		// requests at once cannot both take the last place.
@@ -100,9 +104,10 @@ func (s *Service) CreateKey(ctx context.Context, by User, in NewKeyInput) (_ API
 				MaxLiveKeys)
 		}
 		return tx.QueryRow(ctx, `
-			INSERT INTO api_keys (account_id, created_by, name, prefix, key_hash, monthly_limit_pico, default_tier, created_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id`,
-			by.AccountID, by.ID, k.Name, k.Prefix, hash[:], limit, tier, k.CreatedAt).Scan(&k.ID)
+			INSERT INTO api_keys (account_id, created_by, name, prefix, key_hash, monthly_limit_pico, default_tier, created_at,
+				prefer_carbon)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id`,
+			by.AccountID, by.ID, k.Name, k.Prefix, hash[:], limit, tier, k.CreatedAt, k.PreferCarbon).Scan(&k.ID)
 	})
 	if err != nil {
 		return APIKey{}, "", err
@@ -110,12 +115,12 @@ func (s *Service) CreateKey(ctx context.Context, by User, in NewKeyInput) (_ API
 	return k, secret, nil
 }
 
-const keyColumns = `id, account_id, name, prefix, monthly_limit_pico::bigint, coalesce(default_tier, ''), created_at, last_used_at, revoked_at`
+const keyColumns = `id, account_id, name, prefix, monthly_limit_pico::bigint, coalesce(default_tier, ''), created_at, last_used_at, revoked_at, prefer_carbon`
 
 func scanKey(r pgx.CollectableRow) (APIKey, error) {
 	var k APIKey
 	var limit *int64
-	err := r.Scan(&k.ID, &k.AccountID, &k.Name, &k.Prefix, &limit, &k.DefaultTier, &k.CreatedAt, &k.LastUsedAt, &k.RevokedAt)
+	err := r.Scan(&k.ID, &k.AccountID, &k.Name, &k.Prefix, &limit, &k.DefaultTier, &k.CreatedAt, &k.LastUsedAt, &k.RevokedAt, &k.PreferCarbon)
 	if limit != nil {
 		l := money.Pico(*limit)
 		k.MonthlyLimit = &l

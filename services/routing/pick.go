@@ -42,6 +42,8 @@ type Request struct {
 	MaxTTFTMillis float64
 	// Offering pins the request to one offering, which must pass every other rule; there is no failover.
 	Offering string
+	// PreferCarbon orders the candidates by estimated gCO2e per token instead of by ask (carbon.go).
+	PreferCarbon bool
 }
 
 // Validate checks the request's fields, named as in the gateway's request body.
@@ -89,6 +91,8 @@ type Candidate struct {
 	TTFTP99Ms float64
 	InFlight  int // the load routing saw: this gateway's in-flight requests or the rig's last report
 	Capacity  int // from the rig's heartbeat
+	// GCO2ePerToken is the offering's estimated carbon per token (carbon.go); 0 when unknown.
+	GCO2ePerToken float64
 }
 
 // What Pick fails with, as the Cause of a *services.Error: errors.Is tells them apart, services.ErrorCode gives
@@ -111,6 +115,8 @@ type choice struct {
 	price     catalog.Price // the tier's, in force at Pick
 	p50, p99  float64
 	saturated bool
+	// gco2ePerToken is the estimated carbon per token, 0 when unknown (carbon.go).
+	gco2ePerToken float64
 }
 
 // Pick returns up to MaxCandidates offerings for the request, in the order to try them.
@@ -120,7 +126,8 @@ type choice struct {
 // and their circuit is not open; a half-open one is returned to one request at a time. Each place goes to the
 // cheapest remaining blended ask, except that among near-equals, blended asks within 5% of it, two are drawn at
 // random and the one with the shorter expected wait wins (the power of two choices): P50 time to first token
-// times (1 + load / capacity). Rigs at capacity come after those with room, cheapest first among them too.
+// times (1 + load / capacity). Rigs at capacity come after those with room, cheapest first among them too. A
+// request that prefers carbon passes the same filters and is ordered by estimated carbon instead (carbon.go).
 //
 // It fails with a *services.Error whose Cause is one of the Err values above, naming the first rule that left
 // no offering: the model, the pin, the tier, the caps, then health and circuits.
@@ -164,6 +171,7 @@ func (r *Router) Pick(req Request) ([]Candidate, error) {
 	}
 	for i := range cs {
 		cs[i].estimate()
+		cs[i].estimateCarbon()
 	}
 	if cs = slices.DeleteFunc(cs, func(c choice) bool { return !req.admits(c) }); len(cs) == 0 {
 		return nil, &services.Error{Code: services.CodeUnavailable, Cause: ErrOverCaps,
@@ -172,7 +180,7 @@ func (r *Router) Pick(req Request) ([]Candidate, error) {
 	cs = slices.DeleteFunc(cs, func(c choice) bool {
 		return !c.v.healthy || c.v.provider != c.ProviderAccountID || c.v.circuit == circuitOpen
 	})
-	out := r.order(cs, now)
+	out := r.order(cs, now, req.PreferCarbon)
 	if len(out) == 0 {
 		return nil, &services.Error{Code: services.CodeUnavailable, Cause: ErrUnavailable,
 			Message: fmt.Sprintf("No offering of %s in the %s tier can take the request right now; retry shortly.", req.Model, tier)}
@@ -230,21 +238,18 @@ func (req Request) caps() string {
 	return strings.Join(caps, " and ")
 }
 
-// order ranks the candidates (see Pick) and returns the first MaxCandidates it may hand out.
-func (r *Router) order(cs []choice, now time.Time) []Candidate {
-	slices.SortFunc(cs, func(a, b choice) int {
-		if a.saturated != b.saturated {
-			if a.saturated {
-				return 1
-			}
-			return -1
-		}
-		return cmp.Or(cmp.Compare(a.askSum(), b.askSum()), strings.Compare(a.ID, b.ID))
-	})
+// order ranks the candidates (see Pick) and returns the first MaxCandidates it may hand out. A request that
+// prefers carbon takes them in order of estimated carbon (byCarbon), with no draw among near-equals.
+func (r *Router) order(cs []choice, now time.Time, preferCarbon bool) []Candidate {
+	if preferCarbon {
+		slices.SortFunc(cs, byCarbon)
+	} else {
+		slices.SortFunc(cs, byAsk)
+	}
 	out := make([]Candidate, 0, min(len(cs), MaxCandidates))
 	for len(out) < MaxCandidates && len(cs) > 0 {
 		k := 0
-		if g := nearEquals(cs); g > 1 {
+		if g := nearEquals(cs); g > 1 && !preferCarbon {
 			i, j := r.intn(g), r.intn(g-1)
 			if j >= i {
 				j++
@@ -263,9 +268,21 @@ func (r *Router) order(cs []choice, now time.Time) []Candidate {
 			OfferingID: c.ID, ProviderID: c.ProviderAccountID, Model: c.Model, Tier: c.tier, AgentURL: c.AgentURL,
 			AskInput: c.AskInput, AskOutput: c.AskOutput, PriceID: c.price.ID, PriceInput: c.price.Input, PriceOutput: c.price.Output,
 			GPUName: c.GPUName, GPUCount: c.GPUCount, TTFTP50Ms: c.p50, TTFTP99Ms: c.p99, InFlight: c.v.load, Capacity: c.v.capacity,
+			GCO2ePerToken: c.gco2ePerToken,
 		})
 	}
 	return out
+}
+
+// byAsk orders candidates with room before saturated ones, then by blended ask, cheapest first, then id.
+func byAsk(a, b choice) int {
+	if a.saturated != b.saturated {
+		if a.saturated {
+			return 1
+		}
+		return -1
+	}
+	return cmp.Or(cmp.Compare(a.askSum(), b.askSum()), strings.Compare(a.ID, b.ID))
 }
 
 // nearEquals is how many of the sorted candidates, from the first, are near-equals of it: as full or free as

@@ -2,11 +2,13 @@ package routing
 
 import (
 	"errors"
+	"math"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/carbon"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/money"
 )
@@ -321,5 +323,100 @@ func TestModelsListsEachModelWithItsTiers(t *testing.T) {
 		return x.Model == y.Model && slices.Equal(x.Tiers, y.Tiers)
 	}) {
 		t.Fatalf("Models = %+v, want %+v", got, want)
+	}
+}
+
+// rig is an offering of the benchmark's 4x RTX 4090 at its sweet spot (1858.57 tokens/s claimed), home-run, in a
+// region.
+func rig(id, region string, tier catalog.Tier, blend money.MicroUSD) catalog.Offering {
+	o := claims(offering(id, "m", tier, blend), 100, 448)
+	o.GPU, o.GPUCount, o.Region, o.Site, o.ClaimedTokensPerSec = "rtx-4090", 4, region, carbon.SiteHome, f64(1858.57)
+	return o
+}
+
+// TestPreferCarbonPicksTheLowestCarbonRigThatKeepsThePromise: a Norwegian rig (30 gCO2e/kWh) over a cheaper Polish
+// one (662) in the same tier when the request prefers carbon; the cheaper one otherwise; and never one that breaks
+// the tier or the caps.
+func TestPreferCarbonPicksTheLowestCarbonRigThatKeepsThePromise(t *testing.T) {
+	t.Parallel()
+	poland, norway, germany := rig("poland", "pl", st, 100_000), rig("norway", "no", st, 200_000), rig("germany", "de", st, 150_000)
+	fastNorway := rig("fast-norway", "no", rt, 100_000)
+	fastNorway.GPU, fastNorway.GPUCount = "h100-pcie", 1
+	unknown := offering("unknown", "m", st, 120_000) // no GPU, region or throughput: no estimate
+	cases := []struct {
+		name string
+		req  Request
+		want []string
+	}{
+		{"by ask without the preference", Request{Model: "m", Tier: st}, []string{"poland", "unknown", "germany"}},
+		{"by carbon with it, the rig without an estimate last", Request{Model: "m", Tier: st, PreferCarbon: true}, []string{"norway", "germany", "poland"}},
+		{"the caps still hold", Request{Model: "m", Tier: st, PreferCarbon: true, MaxPricePerMTok: 150_000}, []string{"germany", "poland", "unknown"}},
+		{"the tier still holds", Request{Model: "m", Tier: rt, PreferCarbon: true}, []string{"fast-norway"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b := setup(t, poland, norway, germany, fastNorway, unknown)
+			if got := b.pickIDs(t, c.req); !slices.Equal(got, c.want) {
+				t.Errorf("Pick = %v, want %v", got, c.want)
+			}
+		})
+	}
+	// The candidate carries its estimate: 1800 W over 1858.57 tokens/s, in kWh, x 30 g/kWh x PUE 1.0 at home.
+	b := setup(t, poland, norway)
+	cs, err := b.r.Pick(Request{Model: "m", PreferCarbon: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 1800 / 1858.57 / 3.6e6 * 30; cs[0].OfferingID != "norway" || math.Abs(cs[0].GCO2ePerToken-want) > 1e-15 {
+		t.Errorf("first %s at %g g per token, want norway at %g", cs[0].OfferingID, cs[0].GCO2ePerToken, want)
+	}
+	if want := 1800 / 1858.57 / 3.6e6 * 662; math.Abs(cs[1].GCO2ePerToken-want) > 1e-15 {
+		t.Errorf("poland at %g g per token, want %g", cs[1].GCO2ePerToken, want)
+	}
+}
+
+// TestPreferCarbonCountsPUEAndLiveThroughput: a data centre's PUE 1.3 and a stated PUE weigh in, and enough live
+// traffic replaces the claimed throughput.
+func TestPreferCarbonCountsPUEAndLiveThroughput(t *testing.T) {
+	t.Parallel()
+	home, dc := rig("home", "de", st, 100_000), rig("dc", "de", st, 100_000)
+	dc.Site = carbon.SiteDatacentre
+	b := setup(t, home, dc)
+	if got := b.pickIDs(t, Request{Model: "m", PreferCarbon: true}); !slices.Equal(got, []string{"home", "dc"}) {
+		t.Errorf("home at PUE 1.0 should come before a data centre at 1.3: %v", got)
+	}
+	dc.StatedPUE = f64(1.0)
+	dc.ClaimedTokensPerSec = f64(2000)
+	b = setup(t, home, dc)
+	if got := b.pickIDs(t, Request{Model: "m", PreferCarbon: true}); !slices.Equal(got, []string{"dc", "home"}) {
+		t.Errorf("a data centre stating PUE 1.0 with more throughput should come first: %v", got)
+	}
+	// Live traffic replaces both claims: a hundred requests of 200 tokens over the same 1.1 s (observe) is
+	// 18,182 tokens/s, so both now estimate the same energy per token at PUE 1.0, and the id breaks the tie.
+	b.observe("dc", catalog.MinMeasuredRequests, 100)
+	b.observe("home", catalog.MinMeasuredRequests, 100)
+	b.clock.Advance(figuresTTL) // past the figures the last Pick cached
+	cs, err := b.r.Pick(Request{Model: "m", PreferCarbon: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := 1800 / (catalog.MinMeasuredRequests * 200 / 1.1) / 3.6e6 * 381
+	for _, c := range cs {
+		if math.Abs(c.GCO2ePerToken-want) > 1e-12 {
+			t.Errorf("%s at %g g per token, want %g from its live throughput", c.OfferingID, c.GCO2ePerToken, want)
+		}
+	}
+	if got := ids(cs); !slices.Equal(got, []string{"dc", "home"}) {
+		t.Errorf("order %v", got)
+	}
+}
+
+func TestCapacityIsTheLastHeartbeats(t *testing.T) {
+	t.Parallel()
+	o := offering("a", "m", st, 100_000)
+	b := setup(t, o)
+	b.beat(o, 1, 12)
+	if got, none := b.r.Capacity("a"), b.r.Capacity("nobody"); got != 12 || none != 0 {
+		t.Errorf("Capacity = %d and %d, want 12 and 0", got, none)
 	}
 }

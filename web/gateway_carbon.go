@@ -1,0 +1,41 @@
+package web
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/gpumarket/gpumarket/services/carbon"
+	"github.com/gpumarket/gpumarket/services/routing"
+)
+
+// The carbon of an answer (docs/planner-and-carbon-routing.md). Every answer from a rig whose
+// carbon routing can estimate carries the estimate per million tokens as a header; a whole
+// (non-streaming) answer also carries the request's own estimate, its usage's tokens times the
+// estimate per token, as a trailer: the gateway relays a body as it comes and learns the usage
+// only at its end, after the headers have gone.
+const (
+	CarbonPerMTokHeader = "X-GPUMarket-Gco2e-Per-Mtok"
+	CarbonHeader        = "X-GPUMarket-Gco2e"
+)
+
+// setCarbonHeaders sets the estimate per million tokens and, for a whole answer, announces the
+// request's estimate as a trailer. It reports whether it did.
+func setCarbonHeaders(h http.Header, cand routing.Candidate, whole bool) (trailer bool) {
+	if cand.GCO2ePerToken <= 0 {
+		return false
+	}
+	h.Set(CarbonPerMTokHeader, strconv.FormatFloat(carbon.PerMillionTokens(cand.GCO2ePerToken), 'f', 3, 64))
+	if whole {
+		h.Set("Trailer", CarbonHeader)
+	}
+	return whole
+}
+
+// setCarbonTrailer sets the request's estimate from the tokens its answer reported.
+func setCarbonTrailer(h http.Header, cand routing.Candidate, o outcome) {
+	if o.usage == nil {
+		return
+	}
+	tokens := float64(o.usage.Input + o.usage.Output)
+	h.Set(CarbonHeader, strconv.FormatFloat(tokens*cand.GCO2ePerToken, 'f', 6, 64))
+}

@@ -1,0 +1,119 @@
+package web
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/performance"
+	"github.com/gpumarket/gpumarket/templates"
+)
+
+// The provider's view of its own rigs over a window (services/performance): a page and
+// GET /api/provider/performance?days=N, both the caller's provider account's only.
+
+// performanceDays are the windows the page offers.
+var performanceDays = []string{"1", "7", "30", "90"}
+
+// performanceOf reads the caller's view over the last days (the "days" query, 7 by default).
+func (s *Server) performanceOf(c echo.Context) (performance.Window, []performance.Offering, error) {
+	if s.performance == nil {
+		return performance.Window{}, nil, services.Errorf(services.CodeUnavailable, "The performance view is not available here.")
+	}
+	days := 7
+	if v := c.QueryParam("days"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			n = 0
+		}
+		days = n
+	}
+	w, err := performance.WindowOf(s.now(), days)
+	if err != nil {
+		return w, nil, err
+	}
+	caps, _ := s.gw.cfg.Router.(performance.Capacities)
+	list, err := s.performance.Offerings(c.Request().Context(), providerAccount(c), w, caps)
+	return w, list, err
+}
+
+func (s *Server) apiPerformance(c echo.Context) error {
+	w, list, err := s.performanceOf(c)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"window": w, "offerings": list})
+}
+
+func (s *Server) performancePage(c echo.Context) error {
+	p := templates.PerformancePage{Page: s.page(c, "Performance"), Days: c.QueryParam("days")}
+	if p.Days == "" {
+		p.Days = "7"
+	}
+	for _, d := range performanceDays {
+		p.DayOptions = append(p.DayOptions, templates.Option{Value: d, Label: "last " + d + " days"})
+	}
+	w, list, err := s.performanceOf(c)
+	if err != nil {
+		if fields := invalidFields(err); fields != nil {
+			p.Error = fields["days"]
+			return s.render(c, http.StatusUnprocessableEntity, templates.Performance(p))
+		}
+		return err
+	}
+	p.Window = w.From.Format("2006-01-02 15:04") + " to " + w.To.Format("2006-01-02 15:04") + " UTC"
+	for _, o := range list {
+		p.Rigs = append(p.Rigs, performanceRow(o))
+	}
+	return s.render(c, http.StatusOK, templates.Performance(p))
+}
+
+func performanceRow(o performance.Offering) templates.PerformanceRow {
+	r := templates.PerformanceRow{ID: o.OfferingID, Rig: fmt.Sprintf("%dx %s", o.GPUCount, o.GPU), Model: o.Model,
+		Region: o.Region, Tier: string(o.Tier), Status: string(o.Status), Requests: strconv.FormatInt(o.Requests, 10),
+		Tokens:   tokens(o.InputTokens + o.OutputTokens),
+		InFlight: strconv.FormatFloat(o.MeanInFlight, 'f', 2, 64), Utilisation: "capacity unknown",
+		TTFTClaimed: msText(o.ClaimedTTFTP99Ms), TTFTMeasured: msText(o.MeasuredTTFTP99Ms),
+		TPSClaimed: numText(o.ClaimedTokensPerSec, 0), TPSMeasured: numText(o.MeasuredTokensPerSec, 0),
+		TTFTVerdict: verdict(o.TTFTKeepsClaim), TPSVerdict: verdict(o.TokensPerSecKeepsClaim),
+		KWhPerMTok: numText(o.KWhPerMTok, 4), EstimatedKWhPerMTok: numText(o.EstimatedKWhPerMTok, 4),
+		Earned: o.Earned.String(), EarnedPerKWh: "—"}
+	if o.Utilisation != nil {
+		r.Utilisation = strconv.FormatFloat(100**o.Utilisation, 'f', 1, 64) + "% of " + strconv.Itoa(o.Capacity)
+	}
+	if o.MeasuredEnergyShare != nil {
+		r.MeasuredShare = strconv.FormatFloat(100**o.MeasuredEnergyShare, 'f', 0, 64) + "% measured"
+	}
+	if o.EarnedPerKWh != nil {
+		r.EarnedPerKWh = "$" + o.EarnedPerKWh.Decimal(4)
+	}
+	return r
+}
+
+func msText(v *float64) string {
+	if v == nil {
+		return "—"
+	}
+	return strconv.FormatFloat(*v, 'f', 1, 64) + " ms"
+}
+
+func numText(v *float64, places int) string {
+	if v == nil {
+		return "—"
+	}
+	return strconv.FormatFloat(*v, 'f', places, 64)
+}
+
+func verdict(keeps *bool) string {
+	switch {
+	case keeps == nil:
+		return ""
+	case *keeps:
+		return "keeps the claim"
+	default:
+		return "misses the claim"
+	}
+}
