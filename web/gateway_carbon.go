@@ -11,8 +11,9 @@ import (
 // The carbon of an answer (docs/planner-and-carbon-routing.md). Every answer from a rig whose
 // carbon routing can estimate carries the estimate per million tokens as a header; a whole
 // (non-streaming) answer also carries the request's own estimate, its usage's tokens times the
-// estimate per token, as a trailer: the gateway relays a body as it comes and learns the usage
-// only at its end, after the headers have gone.
+// estimate per token: as a header when the answer is small enough to read before relaying it
+// (every chat answer is), and otherwise as a trailer, since the gateway relays a large body
+// as it comes and learns its usage only at its end, after the headers have gone.
 const (
 	CarbonPerMTokHeader = "X-GPUMarket-Gco2e-Per-Mtok"
 	CarbonHeader        = "X-GPUMarket-Gco2e"

@@ -237,8 +237,14 @@ func (g *gateway) relay(c echo.Context, req *gatewayRequest, a *attempt, resp *h
 	}
 	ok := resp.StatusCode >= 200 && resp.StatusCode < 300
 	streaming := ok && mediaType(resp.Header.Get("Content-Type")) == "text/event-stream"
-	// A trailer needs a chunked answer: the rig's Content-Length is then not passed on.
-	trailer := setCarbonHeaders(h, a.cand, ok && !streaming)
+	// A whole answer of known, small length is read before it is relayed, so that its own
+	// carbon goes in a header; any other whole answer's goes in a trailer, which needs it
+	// chunked: the rig's Content-Length is then not passed on.
+	small := ok && !streaming && resp.ContentLength >= 0 && resp.ContentLength <= maxUsageScan
+	trailer := setCarbonHeaders(h, a.cand, ok && !streaming && !small)
+	if small && a.cand.GCO2ePerToken > 0 {
+		return g.relaySmall(c, a, resp)
+	}
 	if streaming {
 		h.Set("X-Accel-Buffering", "no") // a reverse proxy in front must not hold frames back
 	} else if resp.ContentLength >= 0 && !trailer {
@@ -279,6 +285,52 @@ func (g *gateway) relay(c echo.Context, req *gatewayRequest, a *attempt, resp *h
 		o.status = billing.GatewayError
 	}
 	return o
+}
+
+// relaySmall reads a whole answer of known length at most maxUsageScan, sets the request's
+// carbon from its usage as a header, and relays it with its length.
+func (g *gateway) relaySmall(c echo.Context, a *attempt, resp *http.Response) outcome {
+	w := c.Response()
+	o := outcome{httpStatus: resp.StatusCode, status: billing.GatewayOK}
+	body, err := io.ReadAll(&boundedReader{r: resp.Body, left: resp.ContentLength + 1})
+	if len(body) > 0 {
+		o.firstToken = g.now()
+	}
+	if err == nil && int64(len(body)) != resp.ContentLength {
+		err = fmt.Errorf("the answer is %d bytes, not the %d it announced", len(body), resp.ContentLength)
+	}
+	if err == nil {
+		o.usage = usageOf(body)
+		setCarbonTrailer(w.Header(), a.cand, o)
+	}
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	out, _ := newDeadlineWriter(w, clientWriteIdle)
+	w.WriteHeader(resp.StatusCode)
+	o.outputBytes = int64(len(body))
+	if _, werr := out.Write(body); werr != nil && err == nil {
+		err = errClientGone
+	}
+	o.at = g.now()
+	switch {
+	case err == nil:
+	case c.Request().Context().Err() != nil || errors.Is(err, errClientGone):
+		o.status = billing.GatewayCanceled
+	default:
+		o.status = billing.GatewayError
+		g.log.Warn("gateway: a rig's response broke off", "offering", a.cand.OfferingID, "request_id", a.requestID, "err", err)
+	}
+	return o
+}
+
+// usageOf reads the usage member of a whole response.
+func usageOf(body []byte) *billing.TokenCount {
+	var resp struct {
+		Usage *tokenUsage `json:"usage"`
+	}
+	if json.Unmarshal(body, &resp) == nil && resp.Usage != nil {
+		return resp.Usage.count()
+	}
+	return nil
 }
 
 // errClientGone is a failed write to the client.
@@ -341,12 +393,7 @@ func (g *gateway) relayBody(w *deadlineWriter, body io.Reader, ok bool, o *outco
 		}
 	}
 	if ok && !overflow {
-		var resp struct {
-			Usage *tokenUsage `json:"usage"`
-		}
-		if json.Unmarshal(kept.Bytes(), &resp) == nil && resp.Usage != nil {
-			o.usage = resp.Usage.count()
-		}
+		o.usage = usageOf(kept.Bytes())
 	}
 	return nil
 }

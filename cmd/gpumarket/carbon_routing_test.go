@@ -16,7 +16,8 @@ import (
 // testCarbonRouting: two home 4x RTX 4090 rigs of one model in the standard tier, claiming 1000 tokens/s each,
 // one in Poland (662 gCO2e/kWh) asking less, one in Norway (30). Price routing takes Poland; a request that
 // prefers carbon takes Norway. Each answer names its estimate per million tokens, 1800 W / 1000 tokens/s =
-// 0.5 kWh per million x the grid x PUE 1.0, and a whole answer its own grams, its usage's tokens at that rate.
+// 0.5 kWh per million x the grid x PUE 1.0, and a whole answer its own grams, its usage's tokens at that rate, in a
+// header when it is small enough to read before relaying (a trailer otherwise).
 func (b *gatewayBundle) testCarbonRouting(t *testing.T) {
 	const model = "gw-carbon"
 	poland := b.list(t, rigSpec{model: model, ask: 80_000, p99: 300, region: "pl"})
@@ -59,9 +60,13 @@ func (b *gatewayBundle) testCarbonRouting(t *testing.T) {
 			if tokens == 0 || m.input+m.output != tokens {
 				t.Fatalf("usage %d tokens, metered %d", tokens, m.input+m.output)
 			}
-			got, err := strconv.ParseFloat(res.Trailer.Get("X-GPUMarket-Gco2e"), 64)
+			// A chat answer is small: its own grams come as a header, beside its length.
+			got, err := strconv.ParseFloat(res.Header.Get("X-GPUMarket-Gco2e"), 64)
 			if want := float64(tokens) * tc.perToken; err != nil || math.Abs(got-want) > 1e-6 {
-				t.Errorf("the answer's gCO2e %q, want %.6f for %d tokens", res.Trailer.Get("X-GPUMarket-Gco2e"), want, tokens)
+				t.Errorf("the answer's gCO2e %q, want %.6f for %d tokens", res.Header.Get("X-GPUMarket-Gco2e"), want, tokens)
+			}
+			if res.ContentLength <= 0 {
+				t.Errorf("the answer's length %d: a small answer keeps its Content-Length", res.ContentLength)
 			}
 		})
 	}
