@@ -24,6 +24,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/documents"
 	"github.com/gpumarket/gpumarket/services/invoicing"
 	"github.com/gpumarket/gpumarket/services/metering"
+	"github.com/gpumarket/gpumarket/services/reports"
 )
 
 //go:embed static
@@ -72,6 +73,9 @@ type Config struct {
 	Invoicing *invoicing.Service
 	Audit     *audit.Log
 	Journal   Journal
+	// Reports are each customer's savings and carbon (reports_api.go); nil answers that they
+	// are unavailable.
+	Reports *reports.Service
 }
 
 // Journal writes the period's journal of ledger postings to w as CSV.
@@ -104,6 +108,7 @@ type Server struct {
 	invoicing   *invoicing.Service
 	audit       *audit.Log
 	journal     Journal
+	reports     *reports.Service
 }
 
 // New builds the server and its routes.
@@ -122,7 +127,8 @@ func New(cfg Config) *Server {
 	e.IPExtractor = clientIPExtractor(cfg.TrustedProxies)
 	s := &Server{echo: e, accounts: cfg.Accounts, catalog: cfg.Catalog, payments: cfg.Payments, usage: cfg.Usage, rigs: cfg.Rigs, ready: cfg.Ready, log: cfg.Log,
 		registry: cfg.Registry, now: cfg.Now, keyChanges: cfg.KeyChanges, metricsToken: cfg.MetricsToken,
-		usageStream: cfg.UsageStream, invoicing: cfg.Invoicing, audit: cfg.Audit, journal: cfg.Journal}
+		usageStream: cfg.UsageStream, invoicing: cfg.Invoicing, audit: cfg.Audit, journal: cfg.Journal,
+		reports: cfg.Reports}
 	s.gw = newGateway(cfg.Gateway, cfg.Accounts, cfg.Log, cfg.Now)
 	e.HTTPErrorHandler = s.handleError
 	e.Use(requestID)
@@ -277,6 +283,7 @@ func (s *Server) routes() {
 	e.GET("/provider/earnings", s.earningsPage, providerPage)
 	api.GET("/usage", s.apiUsage, developer)
 	api.GET("/usage.csv", s.usageCSV, developer)
+	s.reportsAPIRoutes(api, developer)
 	api.GET("/provider/earnings", s.apiEarnings, s.requireAPI(accounts.RoleProvider))
 
 	// API keys for the /v1 gateway: a developer's own. The secret is in the answer that

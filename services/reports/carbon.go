@@ -19,10 +19,6 @@ import (
 // tokens on the model's reference enterprise configuration (carbon.ReferenceFor) in the same
 // region, at a data centre's default PUE, since enterprise cards run in data centres.
 
-// FallbackRegion is the grid a rig's figures use when its region is none the platform lists:
-// the world average, named on the row.
-const FallbackRegion = "world"
-
 // carbonGroup is the rollups of one period, tier and region on rigs of one kind: the grain
 // at which energy meets intensity and PUE.
 type carbonGroup struct {
@@ -64,10 +60,7 @@ func readCarbonGroups(ctx context.Context, q Querier, accountID string, from, to
 
 // grid is the region's intensity, or the world average's for a region not listed.
 func grid(region string) hardware.Region {
-	if r, ok := carbon.Intensity(strings.ToLower(region)); ok {
-		return r
-	}
-	r, _ := carbon.Intensity(FallbackRegion)
+	r, _ := carbon.Grid(region)
 	return r
 }
 
@@ -169,7 +162,7 @@ func (s *Service) Carbon(ctx context.Context, accountID string, q Query) (_ Carb
 }
 
 func gridSource(region string, r hardware.Region) string {
-	if r.Code != strings.ToLower(region) {
+	if _, listed := carbon.Grid(region); !listed {
 		return "region " + region + " is not listed: world average, " + r.Source
 	}
 	return r.Source
