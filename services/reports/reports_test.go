@@ -263,6 +263,35 @@ func TestMonthSpendEqualsTheInvoice(t *testing.T) {
 	if len(s.Rows) != 2 || s.Rows[0].InvoiceSpendUSD != "0.02" {
 		t.Errorf("rows = %+v", s.Rows)
 	}
+
+	// The invoice keeps its period's savings and carbon per tier, as the report computes them,
+	// and its document shows them with two charts; once issued they never change.
+	c, err := w.reports.Carbon(w.ctx(), customer, query(t, "2026-02-01", "2026-02-28", "month"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(invoice.Summary) != 2 {
+		t.Fatalf("summary = %+v", invoice.Summary)
+	}
+	for i, sum := range invoice.Summary {
+		row, crow := s.Rows[i], c.Rows[i]
+		if sum.Tier != row.Tier || sum.Spend != row.Spend || sum.Baseline != row.Baseline || sum.SpendCents != int64(byTier[sum.Tier]) ||
+			!near(sum.GCO2e, crow.GCO2e) || !near(sum.BaselineGCO2e, crow.BaselineGCO2e) || !near(sum.EnergyKWh, crow.EnergyKWh) ||
+			sum.MethodVersion != carbon.MethodVersion {
+			t.Errorf("summary %+v, report %+v %+v", sum, row, crow)
+		}
+	}
+	doc, err := invoicing.InvoiceDocument(invoice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Charts) != 2 || doc.Charts[0].Unit != "USD" || doc.Charts[1].Unit != "gCO2e" || len(doc.Charts[0].Labels) != 2 ||
+		doc.Charts[0].Series[0].Values[0] != 0.02 || len(doc.Summary) == 0 || doc.Summary[0].Value != "$0.03" {
+		t.Errorf("document summary %+v, charts %+v", doc.Summary, doc.Charts)
+	}
+	if _, err := w.pool.Exec(w.ctx(), `UPDATE invoice_summaries SET g_co2e = 0 WHERE invoice_id = $1`, id); err == nil {
+		t.Error("an issued invoice's summary changed")
+	}
 }
 
 func TestParseQuery(t *testing.T) {
