@@ -125,16 +125,16 @@ func writeInvoices(ctx context.Context, tx pgx.Tx, p Period, now time.Time, draf
 		return wrapf(err, "invoicing: write %d invoice drafts of %s", n, p)
 	}
 
+	// The savings and carbon of the period's usage per tier (docs/methodology.md): read in the
+	// close's transaction for the whole chunk, stored with the drafts, kept as issued.
+	summary, err := reports.PeriodSummaries(ctx, tx, accounts, p.Start(), p.End())
+	if err != nil {
+		return wrapf(err, "invoicing: the savings and carbon of %d invoices of %s", n, p)
+	}
 	var lines, shares, entries, summaries [][]any
 	for _, w := range drafts {
 		id := uuidOf(w.id)
-		// The savings and carbon of the period's usage, per tier (docs/methodology.md): read in
-		// the close's transaction, stored with the draft, kept as issued.
-		sum, err := reports.PeriodSummary(ctx, tx, w.accountID, p.Start(), p.End())
-		if err != nil {
-			return wrapf(err, "invoicing: the savings and carbon of %s's invoice of %s", w.accountID, p)
-		}
-		for _, t := range sum {
+		for _, t := range summary[w.accountID] {
 			summaries = append(summaries, []any{id, t.Tier, numeric(t.Spend), t.SpendCents, numeric(t.Baseline), t.EnergyKWh,
 				t.MeasuredKWh, t.GCO2e, t.BaselineGCO2e, t.MethodVersion})
 		}

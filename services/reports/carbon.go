@@ -22,6 +22,7 @@ import (
 // carbonGroup is the rollups of one period, tier and region on rigs of one kind: the grain
 // at which energy meets intensity and PUE.
 type carbonGroup struct {
+	accountID           string
 	period              time.Time
 	tier, region, model string
 	site                string
@@ -33,25 +34,25 @@ type carbonGroup struct {
 	busyMs              float64
 }
 
-// carbonQuery reads an account's carbon groups. $1 account, $2 from, $3 to, $4 the date_trunc
+// carbonQuery reads accounts' carbon groups. $1 the accounts, $2 from, $3 to, $4 the date_trunc
 // unit. It reads usage_hourly through usage_hourly_account_idx and the offerings it names.
 const carbonQuery = `
-	SELECT date_trunc($4, h.hour, 'UTC') AS period, h.tier, o.region, h.model, o.site, o.pue, o.gpu, o.gpu_count,
+	SELECT h.account_id::text, date_trunc($4, h.hour, 'UTC') AS period, h.tier, o.region, h.model, o.site, o.pue, o.gpu, o.gpu_count,
 		sum(h.requests)::bigint, sum(h.input_tokens + h.output_tokens)::bigint,
 		sum(h.energy_j), sum(h.energy_measured_j), sum(h.busy_ms)
 	FROM usage_hourly h
 	JOIN offerings o ON o.id = h.offering_id
-	WHERE h.account_id = $1 AND h.hour >= $2 AND h.hour < $3
-	GROUP BY 1, 2, 3, 4, 5, 6, 7, 8`
+	WHERE h.account_id = ANY ($1::text[]::uuid[]) AND h.hour >= $2 AND h.hour < $3
+	GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9`
 
-func readCarbonGroups(ctx context.Context, q Querier, accountID string, from, to time.Time, unit string) ([]carbonGroup, error) {
-	rows, err := q.Query(ctx, carbonQuery, accountID, from, to, unit)
+func readCarbonGroups(ctx context.Context, q Querier, accountIDs []string, from, to time.Time, unit string) ([]carbonGroup, error) {
+	rows, err := q.Query(ctx, carbonQuery, accountIDs, from, to, unit)
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (carbonGroup, error) {
 		var g carbonGroup
-		err := row.Scan(&g.period, &g.tier, &g.region, &g.model, &g.site, &g.pue, &g.gpu, &g.gpuCount, &g.requests,
+		err := row.Scan(&g.accountID, &g.period, &g.tier, &g.region, &g.model, &g.site, &g.pue, &g.gpu, &g.gpuCount, &g.requests,
 			&g.tokens, &g.energy, &g.measured, &g.busyMs)
 		g.period = g.period.UTC()
 		return g, err
@@ -87,7 +88,7 @@ func (s *Service) Carbon(ctx context.Context, accountID string, q Query) (_ Carb
 	if err := q.Validate(); err != nil {
 		return Carbon{}, err
 	}
-	groups, err := readCarbonGroups(ctx, s.pool, accountID, q.From, q.To, q.trunc())
+	groups, err := readCarbonGroups(ctx, s.pool, []string{accountID}, q.From, q.To, q.trunc())
 	if err != nil {
 		return Carbon{}, err
 	}
@@ -133,7 +134,7 @@ func (s *Service) Carbon(ctx context.Context, accountID string, q Query) (_ Carb
 	t := &out.Totals
 	for i := range out.Rows {
 		r := &out.Rows[i]
-		r.EstimatedKWh = r.EnergyKWh - r.MeasuredKWh
+		r.EstimatedKWh = max(0, r.EnergyKWh-r.MeasuredKWh)
 		r.PUE = 0
 		if r.EnergyKWh > 0 {
 			r.PUE = carbon.KWh(pueEnergy[key{r.Period, r.Tier, r.Region}]) / r.EnergyKWh
@@ -146,7 +147,7 @@ func (s *Service) Carbon(ctx context.Context, accountID string, q Query) (_ Carb
 		t.BaselineKWh += r.BaselineKWh
 		t.BaselineGCO2e += r.BaselineGCO2e
 	}
-	t.EstimatedKWh = t.EnergyKWh - t.MeasuredKWh
+	t.EstimatedKWh = max(0, t.EnergyKWh-t.MeasuredKWh)
 	if len(groups) > 0 {
 		out.Embodied = &Embodied{GCO2e: embodied, Assumptions: carbon.EmbodiedAssumptions()}
 		t.EmbodiedGCO2e = embodied

@@ -24,6 +24,7 @@ import (
 // savingsLine is the rollups of one period, tier, model and price version: the grain of an
 // invoice's usage lines (per month), so that month totals can be rounded as the invoice rounds.
 type savingsLine struct {
+	accountID               string
 	period                  time.Time
 	tier, model             string
 	priceID                 int64
@@ -32,7 +33,7 @@ type savingsLine struct {
 	spend, baseline         money.BigPico
 }
 
-// savingsQuery reads an account's savings lines. $1 account, $2 from, $3 to, $4 the
+// savingsQuery reads accounts' savings lines. $1 the accounts, $2 from, $3 to, $4 the
 // date_trunc unit. It reads usage_hourly through usage_hourly_account_idx (account, hour) and
 // the realtime rows of the price book, never usage_events.
 const savingsQuery = `
@@ -40,7 +41,7 @@ const savingsQuery = `
 		SELECT input_micro_usd_per_mtok AS pin, output_micro_usd_per_mtok AS pout, effective_from AS since,
 			coalesce(lead(effective_from) OVER (ORDER BY effective_from), 'infinity') AS until
 		FROM prices WHERE tier = 'realtime')
-	SELECT date_trunc($4, h.hour, 'UTC') AS period, h.tier, h.model, h.price_id,
+	SELECT h.account_id::text, date_trunc($4, h.hour, 'UTC') AS period, h.tier, h.model, h.price_id,
 		sum(h.requests)::bigint, sum(h.input_tokens)::bigint, sum(h.output_tokens)::bigint,
 		sum(h.input_tokens - h.uncharged_input_tokens + h.output_tokens - h.uncharged_output_tokens)::bigint,
 		sum(h.charge_pico),
@@ -49,17 +50,17 @@ const savingsQuery = `
 				+ (h.output_tokens - h.uncharged_output_tokens)::numeric * r.pout END)
 	FROM usage_hourly h
 	LEFT JOIN realtime r ON h.hour >= r.since AND h.hour < r.until
-	WHERE h.account_id = $1 AND h.hour >= $2 AND h.hour < $3
-	GROUP BY 1, 2, 3, 4`
+	WHERE h.account_id = ANY ($1::text[]::uuid[]) AND h.hour >= $2 AND h.hour < $3
+	GROUP BY 1, 2, 3, 4, 5`
 
-func readSavingsLines(ctx context.Context, q Querier, accountID string, from, to time.Time, unit string) ([]savingsLine, error) {
-	rows, err := q.Query(ctx, savingsQuery, accountID, from, to, unit)
+func readSavingsLines(ctx context.Context, q Querier, accountIDs []string, from, to time.Time, unit string) ([]savingsLine, error) {
+	rows, err := q.Query(ctx, savingsQuery, accountIDs, from, to, unit)
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (savingsLine, error) {
 		var l savingsLine
-		err := row.Scan(&l.period, &l.tier, &l.model, &l.priceID, &l.requests, &l.input, &l.output, &l.chargeableTokens,
+		err := row.Scan(&l.accountID, &l.period, &l.tier, &l.model, &l.priceID, &l.requests, &l.input, &l.output, &l.chargeableTokens,
 			&l.spend, &l.baseline)
 		l.period = l.period.UTC()
 		return l, err
@@ -74,7 +75,7 @@ func (s *Service) Savings(ctx context.Context, accountID string, q Query) (_ Sav
 	if err := q.Validate(); err != nil {
 		return Savings{}, err
 	}
-	lines, err := readSavingsLines(ctx, s.pool, accountID, q.From, q.To, q.trunc())
+	lines, err := readSavingsLines(ctx, s.pool, []string{accountID}, q.From, q.To, q.trunc())
 	if err != nil {
 		return Savings{}, err
 	}

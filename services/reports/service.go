@@ -36,7 +36,7 @@ const MethodVersion = carbon.MethodVersion
 func (s *Service) Plans(ctx context.Context, accountID string, q Query) (map[string]string, error) {
 	out := map[string]string{}
 	for name, sql := range map[string]string{"savings": savingsQuery, "carbon": carbonQuery} {
-		rows, err := s.pool.Query(ctx, "EXPLAIN "+sql, accountID, q.From, q.To, q.trunc())
+		rows, err := s.pool.Query(ctx, "EXPLAIN "+sql, []string{accountID}, q.From, q.To, q.trunc())
 		if err != nil {
 			return nil, err
 		}

@@ -2,6 +2,8 @@ package reports
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/gpumarket/gpumarket/services/carbon"
@@ -24,28 +26,32 @@ type TierSummary struct {
 	MethodVersion string        `json:"method_version"`
 }
 
-// PeriodSummary is the account's usage of [from, to) per tier, read through q (the close's
-// transaction), in tier order: the same figures as Savings and Carbon over the same hours.
-func PeriodSummary(ctx context.Context, q Querier, accountID string, from, to time.Time) ([]TierSummary, error) {
-	lines, err := readSavingsLines(ctx, q, accountID, from, to, "month")
+// PeriodSummaries are the accounts' usage of [from, to) per tier, by account, read through q
+// (the close's transaction, one query for each of the two reports however many accounts), in
+// tier order: the same figures as Savings and Carbon over the same hours. An account without
+// usage has none.
+func PeriodSummaries(ctx context.Context, q Querier, accountIDs []string, from, to time.Time) (map[string][]TierSummary, error) {
+	lines, err := readSavingsLines(ctx, q, accountIDs, from, to, "month")
 	if err != nil {
 		return nil, err
 	}
-	groups, err := readCarbonGroups(ctx, q, accountID, from, to, "month")
+	groups, err := readCarbonGroups(ctx, q, accountIDs, from, to, "month")
 	if err != nil {
 		return nil, err
 	}
-	by := map[string]*TierSummary{}
-	get := func(tier string) *TierSummary {
-		if s := by[tier]; s != nil {
+	type key struct{ account, tier string }
+	by := map[key]*TierSummary{}
+	get := func(account, tier string) *TierSummary {
+		k := key{account, tier}
+		if s := by[k]; s != nil {
 			return s
 		}
 		s := &TierSummary{Tier: tier, MethodVersion: MethodVersion}
-		by[tier] = s
+		by[k] = s
 		return s
 	}
 	for _, l := range lines {
-		s := get(l.tier)
+		s := get(l.accountID, l.tier)
 		s.Spend = s.Spend.Add(l.spend)
 		s.Baseline = s.Baseline.Add(l.baseline)
 		c, err := CentsOf(l.spend)
@@ -55,21 +61,23 @@ func PeriodSummary(ctx context.Context, q Querier, accountID string, from, to ti
 		s.SpendCents += c
 	}
 	for _, g := range groups {
-		s, f := get(g.tier), g.figures()
+		s, f := get(g.accountID, g.tier), g.figures()
 		s.EnergyKWh += carbon.KWh(f.energy)
 		s.MeasuredKWh += carbon.KWh(f.measured)
 		s.GCO2e += f.gco2e
 		s.BaselineGCO2e += f.baselineG
 	}
-	out := make([]TierSummary, 0, len(by))
-	for _, tier := range []string{"realtime", "standard", "batch"} {
-		if s := by[tier]; s != nil {
-			out = append(out, *s)
-			delete(by, tier)
-		}
+	out := map[string][]TierSummary{}
+	for k, s := range by {
+		out[k.account] = append(out[k.account], *s)
 	}
-	for _, s := range by {
-		out = append(out, *s)
+	for _, list := range out {
+		slices.SortFunc(list, func(a, b TierSummary) int {
+			if c := tierOrder(a.Tier) - tierOrder(b.Tier); c != 0 {
+				return c
+			}
+			return strings.Compare(a.Tier, b.Tier)
+		})
 	}
 	return out, nil
 }
