@@ -67,7 +67,11 @@ func bench(ctx context.Context, o options) error {
 		if !strings.Contains(plan, "usage_hourly_account_idx") || strings.Contains(plan, "Seq Scan on usage_hourly") {
 			return fmt.Errorf("the %s report does not read usage_hourly through usage_hourly_account_idx:\n%s", name, plan)
 		}
-		progress("the %s report reads usage_hourly through usage_hourly_account_idx", name)
+		how := "an index scan"
+		if strings.Contains(plan, "Index Only Scan using usage_hourly_account_idx") {
+			how = "an index-only scan"
+		}
+		progress("the %s report reads usage_hourly through usage_hourly_account_idx, %s", name, how)
 	}
 
 	srv, addr, err := serve(svc, d, q)
