@@ -17,6 +17,7 @@ type DocumentPage struct {
 	Totals  []DocumentTotal
 	Notes   []string
 	Summary []Fact // shown only when it has figures
+	Charts  []ChartView
 	Footer  string
 	// Links of the toolbar, hidden in print; "" leaves a link out.
 	BackURL, PDFURL, CSVURL string

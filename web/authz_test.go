@@ -12,11 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/demo/history"
 	"github.com/gpumarket/gpumarket/services/invoicing"
+	"github.com/gpumarket/gpumarket/web"
 )
 
 // caller is who calls a route in the authorization table, in the order of its columns.
@@ -93,13 +96,14 @@ var authzTable = map[string]route{
 	// token and no CSRF token; page forms are posted by a browser with its session cookie,
 	// once without the CSRF token (noCSRF: 403 for everyone, logged in or not) and once with
 	// it (want).
-	"GET /healthz":    {want: everyone(http.StatusOK)},
-	"GET /readyz":     {want: everyone(http.StatusOK)},
-	"GET /metrics":    {want: everyone(http.StatusUnauthorized)}, // its bearer token is no session's (edges_test.go)
-	"GET /static/*":   {path: "/static/app.css", want: everyone(http.StatusOK)},
-	"GET /":           {want: everyone(http.StatusOK)},
-	"GET /catalog":    {want: everyone(http.StatusOK)},
-	"GET /calculator": {want: everyone(http.StatusOK)},
+	"GET /healthz":     {want: everyone(http.StatusOK)},
+	"GET /readyz":      {want: everyone(http.StatusOK)},
+	"GET /metrics":     {want: everyone(http.StatusUnauthorized)}, // its bearer token is no session's (edges_test.go)
+	"GET /static/*":    {path: "/static/app.css", want: everyone(http.StatusOK)},
+	"GET /":            {want: everyone(http.StatusOK)},
+	"GET /catalog":     {want: everyone(http.StatusOK)},
+	"GET /calculator":  {want: everyone(http.StatusOK)},
+	"GET /methodology": {want: everyone(http.StatusOK)},
 
 	// Logged-in users are sent home from the login page.
 	"GET /login": {want: statuses{200, 303, 303, 303, 303}},
@@ -171,8 +175,11 @@ var authzTable = map[string]route{
 
 	// Invoices: a developer's own; the one asked for does not exist. Billing details: a
 	// developer's for its invoices, a provider's for its statements (without a PO number).
-	"GET /invoices":         {want: statuses{303, 200, 403, 403, 403}, login: true},
-	"GET /settings/billing": {want: statuses{303, 200, 200, 403, 403}, login: true},
+	"GET /invoices":            {want: statuses{303, 200, 403, 403, 403}, login: true},
+	"GET /reports":             {want: statuses{303, 200, 403, 403, 403}, login: true},
+	"GET /reports/savings.csv": {want: statuses{303, 200, 403, 403, 403}, login: true},
+	"GET /reports/carbon.csv":  {want: statuses{303, 200, 403, 403, 403}, login: true},
+	"GET /settings/billing":    {want: statuses{303, 200, 200, 403, 403}, login: true},
 	"POST /settings/billing": {body: billingForm(),
 		want: statuses{303, 303, 303, 403, 403}, noCSRF: csrfRefused, login: true},
 
@@ -337,6 +344,8 @@ var authzTable = map[string]route{
 	"GET /provider/earnings":     {want: statuses{303, 403, 200, 403, 403}, login: true},
 	"GET /api/usage":             {want: statuses{401, 200, 403, 403, 403}},
 	"GET /api/usage.csv":         {want: statuses{401, 200, 403, 403, 403}},
+	"GET /api/reports/savings":   {want: statuses{401, 200, 403, 403, 403}},
+	"GET /api/reports/carbon":    {want: statuses{401, 200, 403, 403, 403}},
 	"GET /api/provider/earnings": {want: statuses{401, 403, 200, 403, 403}},
 
 	// API keys: a developer's own. Revoking and changing a limit are tried on another
@@ -463,7 +472,11 @@ type authzEnv struct {
 func newAuthzEnv(t *testing.T, c caller) *authzEnv {
 	t.Helper()
 	ctx := context.Background()
-	a := &authzEnv{env: setup(t), caller: c}
+	// The reports pages answer from reports made here: who may see them is under test.
+	sav, car := sampleReports(t)
+	a := &authzEnv{env: setupWith(t, func(cfg *web.Config, _ *pgxpool.Pool) {
+		cfg.Reports = &fixedReports{savings: sav, carbon: car}
+	}), caller: c}
 	a.token = a.session(t)
 	northwind, err := a.accounts.UserByEmail(ctx, "northwind@example.com")
 	if err != nil {

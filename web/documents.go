@@ -5,11 +5,13 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/services/charts"
 	"github.com/gpumarket/gpumarket/services/documents"
 	"github.com/gpumarket/gpumarket/services/invoicing"
 	"github.com/gpumarket/gpumarket/templates"
@@ -23,7 +25,7 @@ type documentLinks struct {
 // documentPage fills a document's print-ready page from its sheet, the layout the PDF is
 // drawn from, so that the page and the PDF show the same figures. A handler makes the sheet
 // with documents.Document.Sheet, which refuses a document that does not add up.
-func documentPage(s documents.Sheet, links documentLinks) templates.DocumentPage {
+func documentPage(s documents.Sheet, links documentLinks) (templates.DocumentPage, error) {
 	p := templates.DocumentPage{
 		Title: s.Title, Number: s.Number, Status: s.Status, Marker: s.Marker,
 		Facts:   documentFacts(s.Facts),
@@ -46,7 +48,18 @@ func documentPage(s documents.Sheet, links documentLinks) templates.DocumentPage
 	for _, t := range s.Totals {
 		p.Totals = append(p.Totals, templates.DocumentTotal{Label: t.Label, Value: t.Value, Strong: t.Strong})
 	}
-	return p
+	for i, c := range s.Charts {
+		svg, err := charts.Draw(c.Chart, charts.Bars, charts.SVG)
+		if err != nil {
+			return templates.DocumentPage{}, err
+		}
+		v := templates.ChartView{ID: "summary-" + strconv.Itoa(i+1), Title: c.Title, SVG: string(svg), Columns: c.Columns}
+		for _, r := range c.Rows {
+			v.Rows = append(v.Rows, templates.ChartRow{Label: r.Label, Values: r.Values})
+		}
+		p.Charts = append(p.Charts, v)
+	}
+	return p, nil
 }
 
 func documentFacts(fs []documents.Figure) []templates.Fact {
@@ -187,8 +200,12 @@ func (s *Server) documentPageHandler(load documentLoader) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
+		page, err := documentPage(sheet, links)
+		if err != nil {
+			return err
+		}
 		c.Response().Header().Set("Cache-Control", "no-store")
-		return s.render(c, http.StatusOK, templates.Document(documentPage(sheet, links)))
+		return s.render(c, http.StatusOK, templates.Document(page))
 	}
 }
 

@@ -51,8 +51,12 @@ func renderDocumentPage(t *testing.T, d documents.Document, links documentLinks)
 	if err != nil {
 		t.Fatalf("Sheet: %v", err)
 	}
+	page, err := documentPage(s, links)
+	if err != nil {
+		t.Fatalf("documentPage: %v", err)
+	}
 	var b bytes.Buffer
-	if err := templates.Document(documentPage(s, links)).Render(context.Background(), &b); err != nil {
+	if err := templates.Document(page).Render(context.Background(), &b); err != nil {
 		t.Fatalf("render: %v", err)
 	}
 	doc, err := goquery.NewDocumentFromReader(&b)
@@ -197,5 +201,41 @@ func TestDocumentPageUsesNoExternalAsset(t *testing.T) {
 		if bytes.Contains(css, []byte(bad)) {
 			t.Errorf("document.css refers to %q", bad)
 		}
+	}
+}
+
+// TestDocumentPageDrawsTheSummaryCharts: a document's chart is on its page as an inline SVG
+// and as the table of the numbers the PDF prints beside its picture.
+func TestDocumentPageDrawsTheSummaryCharts(t *testing.T) {
+	d := pageInvoice()
+	d.Charts = []documents.BarChart{{
+		Title: "Carbon per tier", Unit: "gCO2e", Labels: []string{"standard", "batch <b>"},
+		Series: []documents.BarSeries{
+			{Name: "Your tokens", Values: []float64{1220.75, 0.00184}},
+			{Name: "On enterprise GPUs", Values: []float64{393.4, 0.0006}},
+		},
+	}}
+	page, s := renderDocumentPage(t, d, documentLinks{})
+	fig := page.Find(`[data-testid="chart-summary-1"]`)
+	if fig.Length() != 1 {
+		t.Fatal("the page has no chart")
+	}
+	if fig.Find("svg path").Length() < 2 || fig.Find("svg b").Length() != 0 {
+		t.Errorf("the chart's picture is not an SVG of paths (or carries markup from a label)")
+	}
+	var got [][]string
+	fig.Find(`[data-testid="chart-row"]`).Each(func(_ int, r *goquery.Selection) {
+		var row []string
+		r.Children().Each(func(_ int, c *goquery.Selection) { row = append(row, text(c)) })
+		got = append(got, row)
+	})
+	want := [][]string{{"standard", "1220.75", "393.4"}, {"batch <b>", "0.00184", "0.0006"}}
+	if !slices.EqualFunc(got, want, slices.Equal[[]string]) {
+		t.Errorf("chart table = %q, want %q", got, want)
+	}
+	var head []string
+	fig.Find("thead th").Each(func(_ int, c *goquery.Selection) { head = append(head, text(c)) })
+	if !slices.Equal(head, s.Charts[0].Columns) || head[2] != "On enterprise GPUs (gCO2e)" {
+		t.Errorf("chart head = %q, want the sheet's %q", head, s.Charts[0].Columns)
 	}
 }

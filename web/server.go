@@ -24,7 +24,6 @@ import (
 	"github.com/gpumarket/gpumarket/services/documents"
 	"github.com/gpumarket/gpumarket/services/invoicing"
 	"github.com/gpumarket/gpumarket/services/metering"
-	"github.com/gpumarket/gpumarket/services/reports"
 )
 
 //go:embed static
@@ -73,9 +72,9 @@ type Config struct {
 	Invoicing *invoicing.Service
 	Audit     *audit.Log
 	Journal   Journal
-	// Reports are each customer's savings and carbon (reports_api.go); nil answers that they
-	// are unavailable.
-	Reports *reports.Service
+	// Reports are each customer's savings and carbon (reports.go: the dashboard and its CSV;
+	// reports_api.go: the JSON); nil answers that they are unavailable.
+	Reports ReportSource
 }
 
 // Journal writes the period's journal of ledger postings to w as CSV.
@@ -108,7 +107,7 @@ type Server struct {
 	invoicing   *invoicing.Service
 	audit       *audit.Log
 	journal     Journal
-	reports     *reports.Service
+	reports     ReportSource
 }
 
 // New builds the server and its routes.
@@ -186,6 +185,7 @@ func (s *Server) routes() {
 	e.GET("/", s.homePage)
 	e.GET("/catalog", s.catalogPage)
 	e.GET("/calculator", s.calculatorPage)
+	e.GET("/methodology", s.methodologyPage)
 	e.GET("/login", s.loginPage)
 	e.POST("/login", s.loginSubmit)
 	e.GET("/signup", s.signupPage)
@@ -281,6 +281,7 @@ func (s *Server) routes() {
 	e.GET("/usage", s.usagePage, developerPage)
 	e.GET("/usage.csv", s.usageCSV, developerPage)
 	e.GET("/provider/earnings", s.earningsPage, providerPage)
+	s.reportsRoutes()
 	api.GET("/usage", s.apiUsage, developer)
 	api.GET("/usage.csv", s.usageCSV, developer)
 	s.reportsAPIRoutes(api, developer)

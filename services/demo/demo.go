@@ -129,6 +129,19 @@ func (r Row) owner() (email, region string) {
 	}
 }
 
+// statedPUE is the PUE a demo provider states for its rigs: Northwind's data centre publishes
+// one; the home rigs take their site's default (docs/methodology.md).
+func statedPUE(email string) *float64 {
+	if email == "northwind@example.com" {
+		pue := NorthwindPUE
+		return &pue
+	}
+	return nil
+}
+
+// NorthwindPUE is the PUE Northwind Compute states for its data centre.
+const NorthwindPUE = 1.15
+
 //go:embed benchmark_offerings.csv
 var benchmarkCSV string
 
@@ -219,6 +232,7 @@ func Seed(ctx context.Context, acc *accounts.Service, cat *catalog.Service, now 
 		in := catalog.SeedInput{
 			Listing: catalog.ListingInput{
 				GPU: r.GPU, GPUCount: r.GPUCount, Region: region, Model: r.Model, AskInput: askIn, AskOutput: askOut,
+				PUE:              statedPUE(email),
 				AgentURL:         AgentURL(i),
 				ClaimedTTFTP50Ms: &p50, ClaimedTTFTP99Ms: &p99, ClaimedTokensPerSec: &tps,
 			},

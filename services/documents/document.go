@@ -272,6 +272,7 @@ func (d Document) Validate() error {
 		checkText(fe, fmt.Sprintf("summary[%d].label", i), f.Label, true)
 		checkText(fe, fmt.Sprintf("summary[%d].value", i), f.Value, true)
 	}
+	checkCharts(fe, d.Charts)
 	return fe.Err()
 }
 

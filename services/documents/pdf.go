@@ -43,12 +43,16 @@ func PDF(w io.Writer, d Document) (err error) {
 	if err != nil {
 		return err
 	}
-	// The footer says "page 1 of N": a first drawing counts the pages, the second prints them.
-	first, err := draw(s, 0)
+	images, err := chartImages(s)
 	if err != nil {
 		return err
 	}
-	doc, err := draw(s, first.PageCount())
+	// The footer says "page 1 of N": a first drawing counts the pages, the second prints them.
+	first, err := draw(s, images, 0)
+	if err != nil {
+		return err
+	}
+	doc, err := draw(s, images, first.PageCount())
 	if err != nil {
 		return err
 	}
@@ -60,9 +64,9 @@ func PDF(w io.Writer, d Document) (err error) {
 	return err
 }
 
-// draw lays the sheet out on pages; pages is the page count printed in the footers, 0 while
-// it is not known yet.
-func draw(s Sheet, pages int) (*fpdf.Fpdf, error) {
+// draw lays the sheet out on pages; images are its charts as PNG; pages is the page count
+// printed in the footers, 0 while it is not known yet.
+func draw(s Sheet, images [][]byte, pages int) (*fpdf.Fpdf, error) {
 	p := fpdf.New("P", "mm", "A4", "")
 	p.SetCatalogSort(true)
 	p.SetCreationDate(s.Date)
@@ -86,6 +90,7 @@ func draw(s Sheet, pages int) (*fpdf.Fpdf, error) {
 	linesTable(p, s)
 	totals(p, s)
 	summary(p, s)
+	chartBlocks(p, s, images)
 	notes(p, s)
 	if err := p.Error(); err != nil {
 		return nil, fmt.Errorf("laying out the PDF: %w", err)

@@ -27,6 +27,9 @@ type Sheet struct {
 	Totals  []TotalRow
 	Notes   []string
 	Summary []Figure // empty when the document has no summary
+	// Charts illustrate the summary, printed under it: each as a picture in the PDF and as
+	// its table of numbers on the page and in the PDF. Empty when the document has none.
+	Charts []SheetChart
 	// Footer names the document on every page ("Invoice GPM-2026-000001 · Seller Ltd"); the
 	// PDF adds the page number.
 	Footer string
@@ -109,6 +112,9 @@ func (d Document) Sheet() (Sheet, error) {
 		s.Lines = append(s.Lines, sheetLine(d.Currency, l))
 	}
 	s.Totals = totalRows(d.Kind, d.Currency, d.Totals, credits)
+	for _, c := range d.Charts {
+		s.Charts = append(s.Charts, sheetChart(c))
+	}
 	s.Footer = s.Title + " " + s.Number + " · " + d.Seller.LegalName
 	return s, nil
 }

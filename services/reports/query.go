@@ -13,7 +13,7 @@ const DefaultDays = 30
 
 // MaxDays bounds a report's period, so that one request reads at most a few years of an
 // account's rollups.
-const MaxDays = 3 * 366
+const MaxDays = 3*366 + 1
 
 const dateLayout = "2006-01-02"
 

@@ -2,6 +2,7 @@ package history
 
 import (
 	"context"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -340,5 +341,37 @@ func TestThePriceChangeNeverComesBeforeUsageAlreadyBilled(t *testing.T) {
 	}
 	if n := one[int64](t, pool, `SELECT count(DISTINCT input_price) FROM usage_events WHERE tier = 'standard'`); n != 1 {
 		t.Errorf("standard usage at %d prices; the history's requests were all before the cut", n)
+	}
+}
+
+func TestDataCentreRigsMeasureTheirEnergyAndHomeRigsEstimateIt(t *testing.T) {
+	t.Parallel()
+	pool, _ := seeded(t, testNow, nil)
+	// Every row's source follows its rig's site; both kinds are in the history.
+	if n := one[int64](t, pool, `SELECT count(*) FROM usage_events u JOIN offerings o ON o.id = u.offering_id
+		WHERE (o.site = 'datacentre') <> (u.energy_source = 'measured')`); n != 0 {
+		t.Errorf("%d usage rows whose energy source does not follow their rig's site", n)
+	}
+	for _, src := range []string{"measured", "estimated"} {
+		if n := one[int64](t, pool, `SELECT count(*) FROM usage_events WHERE energy_source = $1 AND energy_j > 0`, src); n == 0 {
+			t.Errorf("no %s energy in the history", src)
+		}
+	}
+	// The rollups keep the measured energy apart, to the joule of their rows.
+	var rows, rolled float64
+	if err := pool.QueryRow(context.Background(), `SELECT
+		(SELECT sum(energy_j) FROM usage_events WHERE energy_source = 'measured'),
+		(SELECT sum(energy_measured_j) FROM usage_hourly)`).Scan(&rows, &rolled); err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(rows-rolled) > 1e-6*rows {
+		t.Errorf("measured energy: rows %.3f J, rollups %.3f J", rows, rolled)
+	}
+	// Northwind states its data centre's PUE; the home rigs state none.
+	if n := one[int64](t, pool, `SELECT count(*) FROM offerings WHERE site = 'datacentre' AND pue IS DISTINCT FROM $1`, demo.NorthwindPUE); n != 0 {
+		t.Errorf("%d data-centre offerings without Northwind's PUE", n)
+	}
+	if n := one[int64](t, pool, `SELECT count(*) FROM offerings WHERE site = 'home' AND pue IS NOT NULL`); n != 0 {
+		t.Errorf("%d home offerings with a stated PUE", n)
 	}
 }

@@ -68,6 +68,11 @@ const (
 // what its latencies are drawn at (simulation.Model) and what its energy is shared among.
 var concurrency = map[catalog.Tier]int{catalog.TierRealtime: 2, catalog.TierStandard: 4, catalog.TierBatch: 8}
 
+// measuredDraw is the share of board power a data-centre rig's sampler reads while it serves
+// the history's traffic: an H100 PCIe serving a moderate batch draws about three quarters of
+// its rated 350 W.
+const measuredDraw = 0.75
+
 // Failures.
 const (
 	// failoverEvery: on every failoverEvery-th day (counted from 1970-01-01), the day's first

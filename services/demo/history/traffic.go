@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/carbon"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/money"
@@ -318,13 +319,19 @@ func (h *history) record(c *customer, s *spec, off offering, rt routed, at, end 
 		Streamed: s.w.Stream}
 }
 
-// event is the rig's usage event of an attempt that ended at end, as its agent writes it:
-// energy estimated from the rig's board power over the request's share of the rig, and stored
-// by the stream storedLag later.
+// event is the rig's usage event of an attempt that ended at end, as its agent writes it,
+// stored by the stream storedLag later. Its energy is the request's share of the rig's power:
+// a rig in a data centre samples its GPUs' draw (nvidia-smi), which the history takes as
+// measuredDraw of board power; a home rig has no sampler, and its agent estimates from full
+// board power.
 func (h *history) event(off offering, rt routed, end time.Time, u metering.Usage, tier catalog.Tier) (metering.Message, error) {
 	u.RequestID, u.Ticket, u.OfferingID, u.Model = rt.requestID, rt.ticket, off.ID, off.Model
 	u.EnergyJoules = off.boardW * u.DurationMillis / 1000 / float64(concurrency[tier])
 	u.EnergySource = metering.EnergyEstimated
+	if off.Site == carbon.SiteDatacentre {
+		u.EnergyJoules *= measuredDraw
+		u.EnergySource = metering.EnergyMeasured
+	}
 	ev := metering.NewEvent(timeOrderedID("evt_", end, rt.requestID), off.ProviderAccountID, off.ID, end, u)
 	raw, err := metering.Encode(ev)
 	if err != nil {

@@ -1,0 +1,87 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"strconv"
+	"testing"
+
+	"github.com/PuerkitoBio/goquery"
+
+	"github.com/gpumarket/gpumarket/services/carbon"
+	"github.com/gpumarket/gpumarket/services/hardware"
+	"github.com/gpumarket/gpumarket/templates"
+)
+
+// methodologyAnchors are the sections other pages link figures to.
+var methodologyAnchors = []string{"version", "savings", "baseline", "energy", "gpus", "carbon", "market-based",
+	"scope3", "sci", "pue", "grid", "carbon-baseline", "embodied", "corrections"}
+
+func renderMethodology(t *testing.T) *goquery.Document {
+	t.Helper()
+	m, err := methodology()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := templates.Methodology(m).Render(context.Background(), &b); err != nil {
+		t.Fatal(err)
+	}
+	doc, err := goquery.NewDocumentFromReader(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return doc
+}
+
+// TestMethodologyShowsTheMethodsConstants: every constant the reports use is on the page as
+// the method holds it, and the corrections to the paper come out of its own runs: 3.1x at
+// 700 W becomes 6.2x at 350 W; $0.111 is the 2x row at 4 requests/s, $0.149 the 4x at 8.
+func TestMethodologyShowsTheMethodsConstants(t *testing.T) {
+	doc := renderMethodology(t)
+	for _, id := range methodologyAnchors {
+		if doc.Find("#"+id).Length() != 1 {
+			t.Errorf("no section #%s", id)
+		}
+	}
+	if v := text(doc.Find(`[data-testid="method-version"]`)); v != carbon.MethodVersion {
+		t.Errorf("method version = %q, want %q", v, carbon.MethodVersion)
+	}
+	for _, g := range hardware.GPUs {
+		row := doc.Find("#gpu-" + g.SKU)
+		if text(row.Find("td").Eq(2)) != strconv.Itoa(g.BoardPowerW) || text(row.Find("td").Eq(3)) != g.Source {
+			t.Errorf("%s row = %q", g.SKU, text(row))
+		}
+	}
+	if text(doc.Find("#gpu-h100-pcie td").Eq(2)) != "350" {
+		t.Error("the H100 PCIe is not shown at 350 W")
+	}
+	for _, r := range hardware.Regions {
+		row := doc.Find("#grid-" + r.Code)
+		if text(row.Find("td").Eq(1)) != strconv.Itoa(r.GCO2ePerKWh) || text(row.Find("td").Eq(2)) != strconv.Itoa(r.Year) || text(row.Find("td").Eq(3)) != r.Source {
+			t.Errorf("%s row = %q", r.Code, text(row))
+		}
+	}
+	for id, want := range map[string]string{"pue-home": "1", "pue-datacentre": "1.3", "pue-min": "1", "pue-max": "3",
+		"advantage-paper": "3.1x", "advantage-rated": "6.2x"} {
+		if got := text(doc.Find(`[data-testid="` + id + `"]`)); got != want {
+			t.Errorf("%s = %q, want %q", id, got, want)
+		}
+	}
+	price := text(doc.Find("#correction-4090-price"))
+	for _, want := range []string{"$0.111–0.149", "$0.111 is the 2x RTX 4090 at 4 requests/s (1250.59 tokens/s)",
+		"$0.149 is the 4x RTX 4090 at 8 requests/s (1858.57 tokens/s)", "$0.25 per GPU-hour"} {
+		if !bytes.Contains([]byte(price), []byte(want)) {
+			t.Errorf("price correction %q does not say %q", price, want)
+		}
+	}
+	power := text(doc.Find("#correction-h100-power"))
+	for _, want := range []string{"350 W, not 700 W", "48.4 gCO2e per million tokens on the consumer rig against 7.8, not 15.6"} {
+		if !bytes.Contains([]byte(power), []byte(want)) {
+			t.Errorf("power correction %q does not say %q", power, want)
+		}
+	}
+	if n := doc.Find(`[data-testid="method-references"] tbody tr`).Length(); n != 13 {
+		t.Errorf("%d reference runs, want the benchmark's 13 models", n)
+	}
+}

@@ -1,0 +1,49 @@
+package web
+
+import (
+	"testing"
+	"time"
+
+	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/reports"
+)
+
+// TestReportsViewSumsEachPeriod: the spend chart's table sums a day's tiers exactly, shows a
+// day without usage as zero, and the carbon chart sums a day's regions.
+func TestReportsViewSumsEachPeriod(t *testing.T) {
+	day := func(d int) time.Time { return time.Date(2026, 3, d, 0, 0, 0, 0, time.UTC) }
+	q, err := parseReportQuery("2026-03-01", "2026-03-02", "", day(20))
+	if err != nil || !q.From.Equal(day(1)) || !q.To.Equal(day(3)) || q.Group != reports.GroupDay {
+		t.Fatalf("parseReportQuery = %+v, %v", q, err)
+	}
+	usd := func(p money.Pico) money.BigPico { return money.BigPicoOf(p) }
+	sav := reports.Savings{From: day(1), To: day(3), Group: reports.GroupDay, MethodVersion: "m1", Rows: []reports.SavingsRow{
+		{Period: day(1), Tier: "standard", Requests: 2, InputTokens: 10, OutputTokens: 5, Spend: usd(42_000_000_001), Baseline: usd(252_000_000_000)},
+		{Period: day(1), Tier: "batch", Requests: 1, InputTokens: 7, OutputTokens: 1, Spend: usd(1), Baseline: usd(3)},
+	}}
+	car := reports.Carbon{From: day(1), To: day(3), Group: reports.GroupDay, Rows: []reports.CarbonRow{
+		{Period: day(2), Tier: "standard", Region: "eu", GCO2e: 9.68, BaselineGCO2e: 1.5},
+		{Period: day(2), Tier: "standard", Region: "no", GCO2e: 0.32, BaselineGCO2e: 0.25},
+	}}
+	p, err := reportsView(q, sav, car)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spend := p.Charts[0].Rows
+	if len(spend) != 2 || spend[0].Label != "2026-03-01" || spend[0].Values[0] != "$0.042000000002" ||
+		spend[0].Values[1] != "$0.252000000003" || spend[0].Values[2] != "$0.210000000001" || spend[1].Values[0] != "$0.00" {
+		t.Errorf("spend table = %+v", spend)
+	}
+	if tokens := p.Charts[1].Rows; tokens[0].Label != "realtime" || tokens[0].Values[1] != "0" || tokens[2].Values[1] != "7" {
+		t.Errorf("tokens table = %+v", tokens)
+	}
+	if c := p.Charts[3].Rows; c[0].Values[0] != "0" || c[1].Values[0] != "10" || c[1].Values[1] != "1.75" {
+		t.Errorf("carbon table = %+v", c)
+	}
+	if p.SavingsCSV != "/reports/savings.csv?from=2026-03-01&group=day&to=2026-03-02" || p.MethodVersion != "m1" {
+		t.Errorf("CSV link %q, method %q", p.SavingsCSV, p.MethodVersion)
+	}
+	if _, err := parseReportQuery("2026-03-05", "2026-03-01", "week", day(20)); invalidFields(err)["to"] == "" || invalidFields(err)["group"] == "" {
+		t.Errorf("a bad period: %v", err)
+	}
+}
