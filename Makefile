@@ -38,7 +38,7 @@ test-deps: ## install Chromium for the browser tests when it is missing
 	fi
 
 .PHONY: bench
-bench: bench-meter bench-gateway bench-close ## run the benchmarks
+bench: bench-meter bench-gateway bench-close bench-reports ## run the benchmarks
 
 .PHONY: bench-meter
 bench-meter: ## meter BENCH_EVENTS usage events end to end and compare with this machine's ceilings (starts PostgreSQL when missing)
@@ -51,6 +51,12 @@ bench-close: ## close a month of 10,000 accounts and 10 million usage events see
 	@url=$${GPUMARKET_TEST_DATABASE_URL:-$$(GPUMARKET_DATA_DIR=$(DATA_DIR) $(GO) run ./cmd/gpumarket dev postgres)}; \
 	echo "the benchmark uses PostgreSQL at $$url" >&2; \
 	GPUMARKET_TEST_DATABASE_URL="$$url" $(GO) run ./cmd/closebench $(BENCH_CLOSE_FLAGS)
+
+.PHONY: bench-reports
+bench-reports: ## the savings and carbon reports' p99 at 100 requests/s over 10 million usage rows, beside a SELECT 1 handler's (BENCH_REPORTS_FLAGS; starts PostgreSQL when missing)
+	@url=$${GPUMARKET_TEST_DATABASE_URL:-$$(GPUMARKET_DATA_DIR=$(DATA_DIR) $(GO) run ./cmd/gpumarket dev postgres)}; \
+	echo "the benchmark uses PostgreSQL at $$url" >&2; \
+	GPUMARKET_TEST_DATABASE_URL="$$url" $(GO) run ./cmd/reportsbench $(BENCH_REPORTS_FLAGS)
 
 .PHONY: bench-gateway
 bench-gateway: ## the latency the /v1 gateway adds at 1,000 and 2,000 requests/s, against a zero-latency rig directly and through it (BENCH_GATEWAY_FLAGS; starts PostgreSQL when missing)

@@ -349,6 +349,8 @@ var authzTable = map[string]route{
 	"GET /api/usage.csv":            {want: statuses{401, 200, 403, 403, 403}},
 	"GET /api/provider/earnings":    {want: statuses{401, 403, 200, 403, 403}},
 	"GET /api/provider/performance": {want: statuses{401, 403, 200, 403, 403}},
+	"GET /api/reports/savings":      {want: statuses{401, 200, 403, 403, 403}},
+	"GET /api/reports/carbon":       {want: statuses{401, 200, 403, 403, 403}},
 
 	// API keys: a developer's own. Revoking and changing a limit are tried on another
 	// developer's key, which does not exist for the caller; a developer's own keys are tested

@@ -47,67 +47,12 @@ func (s *Server) needsReports(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// reportDays is the period the reports show without dates: the last 30 UTC days, today
-// included. reportMaxDays bounds one report: three years.
-const (
-	reportDays    = 30
-	reportMaxDays = 3*366 + 1
-)
-
 // parseReportQuery reads a report's period as the dashboard's form and the CSV links give
-// it: from and to are UTC dates, both included (without them the last reportDays days to
-// today); group is "day" (the default) or "month", and a month report covers whole months.
-// Every bad value is named in the error. It reads the query as reports.ParseQuery does.
+// it, as the JSON does (reports.ParseQuery): from and to are UTC dates, both included (the last
+// 30 days to today without them); group is "day" (the default) or "month", and a month report
+// covers whole months. Every bad value is named in the error.
 func parseReportQuery(from, to, group string, now time.Time) (reports.Query, error) {
-	fe := services.FieldErrors{}
-	date := func(field, v string) (time.Time, bool) {
-		if v = strings.TrimSpace(v); v == "" {
-			return time.Time{}, false
-		}
-		d, err := time.Parse(dateLayout, v)
-		if err != nil {
-			fe.Add(field, "Enter a date as YYYY-MM-DD, like 2026-11-30.")
-			return time.Time{}, false
-		}
-		return d, true
-	}
-	q := reports.Query{Group: reports.Group(strings.TrimSpace(group))}
-	switch q.Group {
-	case "":
-		q.Group = reports.GroupDay
-	case reports.GroupDay, reports.GroupMonth:
-	default:
-		fe.Add("group", "Group by day or month.")
-	}
-	now = now.UTC()
-	today := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
-	first, fromSet := date("from", from)
-	last, toSet := date("to", to)
-	if !toSet {
-		last = today
-		if fromSet && first.After(today) {
-			last = first
-		}
-	}
-	if !fromSet {
-		first = last.AddDate(0, 0, -(reportDays - 1))
-	}
-	if last.Before(first) {
-		fe.Add("to", "End on or after the start date.")
-	} else if last.Sub(first) > reportMaxDays*24*time.Hour {
-		fe.Add("to", "Ask for at most three years at a time.")
-	}
-	if err := fe.Err(); err != nil {
-		return reports.Query{}, err
-	}
-	q.From, q.To = first, last.AddDate(0, 0, 1)
-	if q.Group == reports.GroupMonth {
-		q.From = time.Date(q.From.Year(), q.From.Month(), 1, 0, 0, 0, 0, time.UTC)
-		if m := time.Date(q.To.Year(), q.To.Month(), 1, 0, 0, 0, 0, time.UTC); !m.Equal(q.To) {
-			q.To = m.AddDate(0, 1, 0)
-		}
-	}
-	return q, nil
+	return reports.ParseQuery(from, to, group, now)
 }
 
 // reportQueryValues is the query string of a report's period, for its links.

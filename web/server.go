@@ -73,8 +73,8 @@ type Config struct {
 	Invoicing *invoicing.Service
 	Audit     *audit.Log
 	Journal   Journal
-	// Reports are each customer's savings and carbon (reports.go: the dashboard and its CSV);
-	// nil answers that they are unavailable.
+	// Reports are each customer's savings and carbon (reports.go: the dashboard and its CSV;
+	// reports_api.go: the JSON); nil answers that they are unavailable.
 	Reports ReportSource
 	// Performance is the provider's view of its rigs (provider_performance.go); nil hides it.
 	Performance *performance.Service
@@ -291,6 +291,7 @@ func (s *Server) routes() {
 	s.reportsRoutes()
 	api.GET("/usage", s.apiUsage, developer)
 	api.GET("/usage.csv", s.usageCSV, developer)
+	s.reportsAPIRoutes(api, developer)
 	api.GET("/provider/earnings", s.apiEarnings, s.requireAPI(accounts.RoleProvider))
 	api.GET("/provider/performance", s.apiPerformance, s.requireAPI(accounts.RoleProvider))
 

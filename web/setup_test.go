@@ -28,6 +28,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/payouts"
 	"github.com/gpumarket/gpumarket/services/performance"
+	"github.com/gpumarket/gpumarket/services/reports"
 	"github.com/gpumarket/gpumarket/services/rigaddr"
 	"github.com/gpumarket/gpumarket/web"
 )
@@ -122,7 +123,7 @@ func setupWith(t *testing.T, configure func(*web.Config, *pgxpool.Pool)) *env {
 		Ready: []web.ReadyCheck{{Name: "postgres", Check: pool.Ping}}, MetricsToken: testMetricsToken,
 		Invoicing: inv, Audit: auditLog, Journal: func(ctx context.Context, p documents.Period, w io.Writer) error {
 			return documents.WriteJournal(ctx, pool, p, w)
-		}, Performance: performance.NewService(pool, cat)}
+		}, Performance: performance.NewService(pool, cat), Reports: reports.New(pool)}
 	if configure != nil {
 		configure(&cfg, pool)
 	}

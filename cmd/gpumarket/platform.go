@@ -37,6 +37,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/payouts"
 	"github.com/gpumarket/gpumarket/services/performance"
+	"github.com/gpumarket/gpumarket/services/reports"
 	"github.com/gpumarket/gpumarket/services/riglimits"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/ticket"
@@ -165,6 +166,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 		Gateway: gateway, Log: log, Registry: p.registry, Ready: ready, UsageStream: p.usageStreamReport(),
 		TrustedProxies: cfg.TrustedProxies, MetricsToken: cfg.MetricsToken, KeyChanges: natsKeyChanges{p.nc},
 		Invoicing: p.invoicing, Audit: p.audit, Journal: p.journal, Performance: performance.NewService(p.pool, p.catalog),
+		Reports: reports.New(p.pool),
 	})
 	if cfg.Roles.Web {
 		if _, err = subscribeKeyChanges(p.nc, p.web, log); err != nil {

@@ -64,7 +64,11 @@ func InvoiceDocument(inv Invoice) (documents.Document, error) {
 	d.Totals = documents.Totals{Subtotal: documents.Cents(inv.Total), Total: documents.Cents(inv.Total),
 		AmountDue: documents.Cents(inv.AmountDue), Balance: &documents.Balance{Opening: documents.Cents(opening), Closing: documents.Cents(closing)}}
 
+	d.Summary, d.Charts = invoiceSummaryFigures(inv.Summary)
 	d.Notes = append(d.Notes, roundingNote, balanceNote)
+	if len(inv.Summary) > 0 {
+		d.Notes = append(d.Notes, summaryNote(inv.Summary[0].MethodVersion))
+	}
 	if inv.AmountDue > 0 {
 		d.Notes = append(d.Notes, "The amount due is what the prepaid balance is overdrawn by at the period's end.")
 	}

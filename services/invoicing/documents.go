@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/reports"
 )
 
 // The documents as pages, APIs and printed documents render them. Amounts on lines and totals
@@ -44,6 +45,9 @@ type Invoice struct {
 	// Actions are what finance may do with it now; the service refuses any other.
 	Actions     []Action            `json:"actions"`
 	CreditNotes []CreditNoteSummary `json:"credit_notes"`
+	// Summary is the period's savings and carbon per tier, as stored with the invoice
+	// (docs/methodology.md); none on an invoice computed before summaries were kept.
+	Summary []reports.TierSummary `json:"summary"`
 
 	ComputedAt       time.Time  `json:"computed_at"` // when its figures were last computed
 	CreatedAt        time.Time  `json:"created_at"`

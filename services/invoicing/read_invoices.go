@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/reports"
 )
 
 // Reading invoices and credit notes for pages, APIs and printed documents. Finance reads any
@@ -291,8 +292,27 @@ func (s *Service) invoice(ctx context.Context, q querier, id, accountID string, 
 	if err != nil {
 		return Invoice{}, err
 	}
-	v.CreditNotes, err = pgx.CollectRows(rows, scanCreditNoteSummary)
+	if v.CreditNotes, err = pgx.CollectRows(rows, scanCreditNoteSummary); err != nil {
+		return Invoice{}, err
+	}
+	v.Summary, err = invoiceSummary(ctx, q, v.ID)
 	return v, err
+}
+
+// invoiceSummary reads an invoice's savings and carbon per tier, in tier order.
+func invoiceSummary(ctx context.Context, q querier, invoiceID string) ([]reports.TierSummary, error) {
+	rows, err := q.Query(ctx, `
+		SELECT tier, spend_pico, spend_cents, baseline_pico, energy_kwh, measured_kwh, g_co2e, baseline_g_co2e, method_version
+		FROM invoice_summaries WHERE invoice_id = $1
+		ORDER BY array_position(ARRAY['realtime', 'standard', 'batch'], tier), tier`, invoiceID)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (reports.TierSummary, error) {
+		var t reports.TierSummary
+		err := r.Scan(&t.Tier, &t.Spend, &t.SpendCents, &t.Baseline, &t.EnergyKWh, &t.MeasuredKWh, &t.GCO2e, &t.BaselineGCO2e, &t.MethodVersion)
+		return t, err
+	})
 }
 
 const creditNoteSummaryColumns = `

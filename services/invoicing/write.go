@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/reports"
 )
 
 // Writing computed drafts: a chunk's headers in one statement, their parts (lines, shares,
@@ -100,7 +101,7 @@ func writeInvoices(ctx context.Context, tx pgx.Tx, p Period, now time.Time, draf
 		credits[i], usage[i], closing[i] = picoText(b.CreditNotes), picoText(b.UsageCharged), picoText(b.Closing)
 	}
 	if len(existing) > 0 {
-		for _, table := range []string{"invoice_lines", "invoice_provider_shares", "invoice_ledger_entries"} {
+		for _, table := range []string{"invoice_lines", "invoice_provider_shares", "invoice_ledger_entries", "invoice_summaries"} {
 			if _, err := tx.Exec(ctx, `DELETE FROM `+table+` WHERE invoice_id = ANY ($1::text[]::uuid[])`, existing); err != nil {
 				return wrapf(err, "invoicing: clear the drafts' %s", table)
 			}
@@ -124,9 +125,19 @@ func writeInvoices(ctx context.Context, tx pgx.Tx, p Period, now time.Time, draf
 		return wrapf(err, "invoicing: write %d invoice drafts of %s", n, p)
 	}
 
-	var lines, shares, entries [][]any
+	// The savings and carbon of the period's usage per tier (docs/methodology.md): read in the
+	// close's transaction for the whole chunk, stored with the drafts, kept as issued.
+	summary, err := reports.PeriodSummaries(ctx, tx, accounts, p.Start(), p.End())
+	if err != nil {
+		return wrapf(err, "invoicing: the savings and carbon of %d invoices of %s", n, p)
+	}
+	var lines, shares, entries, summaries [][]any
 	for _, w := range drafts {
 		id := uuidOf(w.id)
+		for _, t := range summary[w.accountID] {
+			summaries = append(summaries, []any{id, t.Tier, numeric(t.Spend), t.SpendCents, numeric(t.Baseline), t.EnergyKWh,
+				t.MeasuredKWh, t.GCO2e, t.BaselineGCO2e, t.MethodVersion})
+		}
 		for _, l := range w.d.lines {
 			var in, out any
 			if l.InputPrice != nil {
@@ -154,6 +165,8 @@ func writeInvoices(ctx context.Context, tx pgx.Tx, p Period, now time.Time, draf
 			"uncharged_output_tokens", "charge_pico", "payable_pico", "amount_cents", "description", "credit_note_id"}, lines},
 		{"invoice_provider_shares", []string{"invoice_id", "usage_period", "provider_account_id", "charge_pico", "payable_pico"}, shares},
 		{"invoice_ledger_entries", []string{"invoice_id", "transaction_id", "kind", "memo", "occurred_at", "amount_pico"}, entries},
+		{"invoice_summaries", []string{"invoice_id", "tier", "spend_pico", "spend_cents", "baseline_pico", "energy_kwh",
+			"measured_kwh", "g_co2e", "baseline_g_co2e", "method_version"}, summaries},
 	} {
 		if len(c.rows) == 0 {
 			continue

@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/carbon"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/money"
 )
@@ -144,6 +145,18 @@ type RequestRecord struct {
 	Cost           money.Pico   `json:"cost_pico"`
 	CostUSD        string       `json:"cost_usd"` // exact decimal dollars
 	Status         Status       `json:"status"`
+	// EnergyJoules is the energy the rig measured or estimated for the request (EnergySource
+	// says which); GCO2e its location-based emissions at the rig's region and PUE, by the
+	// method of services/carbon (docs/methodology.md).
+	EnergyJoules float64      `json:"energy_j"`
+	EnergySource EnergySource `json:"energy_source"`
+	Region       string       `json:"region"`
+	GCO2e        float64      `json:"gco2e"`
+	// BaselineCost is what the request's charged tokens would have cost at the realtime tier's
+	// price in force when it finished: nothing for a request charged nothing, its own charge
+	// on the realtime tier (the savings report's baseline, docs/methodology.md).
+	BaselineCost    money.BigPico `json:"baseline_cost"`
+	BaselineCostUSD string        `json:"baseline_cost_usd"`
 }
 
 // RequestPage is one page of requests, newest first.
@@ -171,10 +184,18 @@ func (r *Reports) Requests(ctx context.Context, accountID string, f UsageFilter)
 	args = append(args, limit+1)
 	rows, err := r.pool.Query(ctx, `
 		SELECT u.occurred_at, u.request_id, u.model, u.tier, u.offering_id, a.name, o.gpu, o.gpu_count,
-			u.input_tokens, u.output_tokens, u.ttft_ms, u.duration_ms, u.charge_pico, u.status
+			u.input_tokens, u.output_tokens, u.ttft_ms, u.duration_ms, u.charge_pico, u.status,
+			u.energy_j, u.energy_source, o.region, o.site, o.pue,
+			CASE WHEN u.charge_pico = 0 THEN 0
+				WHEN u.tier = 'realtime' OR rt.pin IS NULL THEN u.charge_pico
+				ELSE u.input_tokens::numeric * rt.pin + u.output_tokens::numeric * rt.pout END
 		FROM usage_events u
 		JOIN offerings o ON o.id = u.offering_id
 		JOIN accounts a ON a.id = o.provider_account_id
+		LEFT JOIN LATERAL (
+			SELECT input_micro_usd_per_mtok AS pin, output_micro_usd_per_mtok AS pout FROM prices
+			WHERE tier = 'realtime' AND effective_from <= u.occurred_at
+			ORDER BY effective_from DESC LIMIT 1) rt ON true
 		WHERE `+strings.Join(conds, " AND ")+`
 		ORDER BY u.occurred_at DESC, u.request_id DESC
 		LIMIT $`+strconv.Itoa(len(args)), args...)
@@ -197,9 +218,14 @@ func (r *Reports) Requests(ctx context.Context, accountID string, f UsageFilter)
 func scanRequestRecord(row pgx.CollectableRow) (RequestRecord, error) {
 	var rec RequestRecord
 	var charge int64 // one request's charge fits: the meter computes it as a Pico
+	var site string
+	var pue *float64
 	err := row.Scan(&rec.OccurredAt, &rec.RequestID, &rec.Model, &rec.Tier, &rec.OfferingID, &rec.Provider, &rec.GPU,
-		&rec.GPUCount, &rec.InputTokens, &rec.OutputTokens, &rec.TTFTMillis, &rec.DurationMillis, &charge, &rec.Status)
+		&rec.GPUCount, &rec.InputTokens, &rec.OutputTokens, &rec.TTFTMillis, &rec.DurationMillis, &charge, &rec.Status,
+		&rec.EnergyJoules, &rec.EnergySource, &rec.Region, &site, &pue, &rec.BaselineCost)
 	rec.OccurredAt = rec.OccurredAt.UTC()
+	rec.BaselineCostUSD = bigUSDText(rec.BaselineCost)
+	rec.GCO2e = requestGCO2e(rec.EnergyJoules, rec.Region, site, pue)
 	rec.Cost, rec.CostUSD = money.Pico(charge), usdText(money.Pico(charge))
 	if g, ok := catalog.GPUBySKU(rec.GPU); ok {
 		rec.GPUName = g.Name
@@ -207,6 +233,14 @@ func scanRequestRecord(row pgx.CollectableRow) (RequestRecord, error) {
 		rec.GPUName = rec.GPU
 	}
 	return rec, err
+}
+
+// requestGCO2e is a request's location-based emissions: its energy at its rig's region's grid
+// (the world average for a region not listed) and PUE.
+func requestGCO2e(joules float64, region, site string, statedPUE *float64) float64 {
+	r, _ := carbon.Grid(region)
+	pue, _ := carbon.PUE(carbon.Site(site), statedPUE)
+	return carbon.GCO2e(joules, float64(r.GCO2ePerKWh), pue)
 }
 
 // usdText writes an amount as exact decimal dollars without the sign: "0.000042", "12.50".

@@ -207,6 +207,10 @@ func TestReportsRequests(t *testing.T) {
 			OfferingID: r.rtx4090, Provider: "=HYPERLINK(\"http://evil.example\") Fjord", GPU: "rtx-4090",
 			GPUName: "NVIDIA GeForce RTX 4090", GPUCount: 4, InputTokens: 12, OutputTokens: 3, TTFTMillis: 41.5,
 			DurationMillis: 1234.25, Cost: bigCharge, CostUSD: "9007.199254740993", Status: StatusOK,
+			// 12.5 J estimated at home in the EU-27 (242 g/kWh, PUE 1.0); with no realtime price
+			// in this book, the request is its own baseline.
+			EnergyJoules: 12.5, EnergySource: EnergyEstimated, Region: "eu", GCO2e: 12.5 / 3.6e6 * 242,
+			BaselineCost: money.BigPicoOf(bigCharge), BaselineCostUSD: "9007.199254740993",
 		}
 		if big != want {
 			t.Errorf("row\n%+v, want\n%+v", big, want)

@@ -31,16 +31,19 @@ type Query struct {
 // chargeable tokens priced at the realtime tier's price in force at the hour they were served
 // (everything on enterprise GPUs).
 type SavingsRow struct {
-	Period        time.Time     `json:"period"`
-	Tier          string        `json:"tier"`
-	Requests      int64         `json:"requests"`
-	InputTokens   int64         `json:"input_tokens"`
-	OutputTokens  int64         `json:"output_tokens"`
-	Spend         money.BigPico `json:"spend_usd"`
-	Baseline      money.BigPico `json:"baseline_usd"`
-	Savings       money.BigPico `json:"savings_usd"`
-	SavingsPct    string        `json:"savings_percent"` // one decimal, "" when the baseline is zero
-	MethodVersion string        `json:"method_version"`
+	Period       time.Time     `json:"period"`
+	Tier         string        `json:"tier"`
+	Requests     int64         `json:"requests"`
+	InputTokens  int64         `json:"input_tokens"`
+	OutputTokens int64         `json:"output_tokens"`
+	Spend        money.BigPico `json:"spend_usd"`
+	Baseline     money.BigPico `json:"baseline_usd"`
+	Savings      money.BigPico `json:"savings_usd"`
+	SavingsPct   string        `json:"savings_percent"` // one decimal, "" when the baseline is zero
+	// InvoiceSpendUSD is, in a month report, the month's spend of the tier as its invoice
+	// rounds it (each usage line to the cent, then summed): dollars with two decimals.
+	InvoiceSpendUSD string `json:"invoice_spend_usd,omitempty"`
+	MethodVersion   string `json:"method_version"`
 }
 
 // Savings is an account's savings report.
@@ -66,6 +69,8 @@ type SavingsTotals struct {
 	Baseline     money.BigPico `json:"baseline_usd"`
 	Savings      money.BigPico `json:"savings_usd"`
 	SavingsPct   string        `json:"savings_percent"`
+	// InvoiceSpendUSD is, in a month report, the spend as the months' invoices round it.
+	InvoiceSpendUSD string `json:"invoice_spend_usd,omitempty"`
 }
 
 // PriceReference is the same tokens priced at a named outside price.
@@ -89,6 +94,8 @@ type CarbonRow struct {
 	MeasuredKWh   float64   `json:"energy_measured_kwh"`
 	EstimatedKWh  float64   `json:"energy_estimated_kwh"`
 	GramsPerKWh   float64   `json:"grid_g_co2e_per_kwh"`
+	GridYear      int       `json:"grid_year"`
+	GridSource    string    `json:"grid_source"`
 	PUE           float64   `json:"pue"` // the energy-weighted PUE of the row's rigs
 	GCO2e         float64   `json:"g_co2e"`
 	BaselineKWh   float64   `json:"baseline_energy_kwh"`
@@ -118,6 +125,12 @@ type CarbonTotals struct {
 	GCO2e         float64 `json:"g_co2e"`
 	BaselineKWh   float64 `json:"baseline_energy_kwh"`
 	BaselineGCO2e float64 `json:"baseline_g_co2e"`
+	// EmbodiedGCO2e is the embodied line's grams (0 without one), and the SCI figures are
+	// (operational + embodied) grams per request and per million tokens.
+	EmbodiedGCO2e         float64 `json:"embodied_g_co2e"`
+	SCIPerRequest         float64 `json:"sci_g_co2e_per_request"`
+	SCIPerMillionTokens   float64 `json:"sci_g_co2e_per_million_tokens"`
+	BaselinePerMillionTok float64 `json:"baseline_g_co2e_per_million_tokens"`
 }
 
 // Embodied is the optional embodied-carbon line: the boards' manufacturing emissions over

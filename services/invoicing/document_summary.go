@@ -1,0 +1,73 @@
+package invoicing
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/gpumarket/gpumarket/services/documents"
+	"github.com/gpumarket/gpumarket/services/reports"
+)
+
+// An invoice's summary block: what the period's usage saved against the same tokens at the
+// realtime price, and what its energy emitted against the same tokens on the H100 PCIe
+// reference, with two charts of the same figures per tier (docs/methodology.md).
+
+// invoiceSummaryFigures are the summary's figures and charts; none without a summary.
+func invoiceSummaryFigures(sum []reports.TierSummary) ([]documents.Figure, []documents.BarChart) {
+	if len(sum) == 0 {
+		return nil, nil
+	}
+	var spend, baseline, cents int64
+	var kwh, measured, g, baseG float64
+	labels := make([]string, len(sum))
+	spendUSD, baseUSD, grams, baseGrams := make([]float64, len(sum)), make([]float64, len(sum)), make([]float64, len(sum)), make([]float64, len(sum))
+	for i, t := range sum {
+		sc, _ := reports.CentsOf(t.Spend)
+		bc, _ := reports.CentsOf(t.Baseline)
+		spend, baseline, cents = spend+sc, baseline+bc, cents+t.SpendCents
+		kwh, measured, g, baseG = kwh+t.EnergyKWh, measured+t.MeasuredKWh, g+t.GCO2e, baseG+t.BaselineGCO2e
+		labels[i] = titleCase(t.Tier)
+		// Chart values are for drawing only: the figures above them are exact.
+		spendUSD[i], baseUSD[i] = float64(t.SpendCents)/100, float64(bc)/100
+		grams[i], baseGrams[i] = t.GCO2e, t.BaselineGCO2e
+	}
+	saved := baseline - cents
+	figures := []documents.Figure{
+		{Label: "Usage", Value: Cents(cents).String()},
+		{Label: "The same tokens at the realtime price", Value: Cents(baseline).String()},
+		{Label: "Saved", Value: Cents(saved).String() + savedPercent(saved, baseline)},
+		{Label: "Energy", Value: fmt.Sprintf("%s kWh (%s kWh measured)", kwhText(kwh), kwhText(measured))},
+		{Label: "Emissions, location-based", Value: gramsText(g)},
+		{Label: "The same tokens on H100 PCIe", Value: gramsText(baseG)},
+	}
+	charts := []documents.BarChart{
+		{Title: "Spend against the realtime price, per tier", Unit: "USD", Labels: labels,
+			Series: []documents.BarSeries{{Name: "Spend", Values: spendUSD}, {Name: "At the realtime price", Values: baseUSD}}},
+		{Title: "Emissions against H100 PCIe, per tier", Unit: "gCO2e", Labels: labels,
+			Series: []documents.BarSeries{{Name: "Emissions", Values: grams}, {Name: "On H100 PCIe", Values: baseGrams}}},
+	}
+	return figures, charts
+}
+
+func savedPercent(saved, baseline int64) string {
+	if baseline <= 0 {
+		return ""
+	}
+	return " (" + strconv.FormatFloat(float64(saved)*100/float64(baseline), 'f', 1, 64) + "%)"
+}
+
+func kwhText(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
+
+func gramsText(v float64) string {
+	if v >= 10_000 {
+		return strconv.FormatFloat(v/1000, 'f', 2, 64) + " kgCO2e"
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64) + " gCO2e"
+}
+
+// summaryNote says where the summary's figures come from.
+func summaryNote(method string) string {
+	return "Savings compare the usage with the same charged tokens at the realtime tier's price in force; emissions are " +
+		"location-based (energy x the region's grid average x PUE) against the same tokens on an H100 PCIe in a data centre. " +
+		"Method " + method + ", described at /methodology."
+}

@@ -1,0 +1,170 @@
+package reports
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/carbon"
+	"github.com/gpumarket/gpumarket/services/hardware"
+)
+
+// The carbon report is location-based (docs/methodology.md, "Carbon"): each rig's energy, as
+// it measured it or as its agent estimated it, times its region's average grid intensity,
+// times its PUE (stated by its provider, else its site's default). The baseline is the same
+// tokens on the model's reference enterprise configuration (carbon.ReferenceFor) in the same
+// region, at a data centre's default PUE, since enterprise cards run in data centres.
+
+// carbonGroup is the rollups of one period, tier and region on rigs of one kind: the grain
+// at which energy meets intensity and PUE.
+type carbonGroup struct {
+	accountID           string
+	period              time.Time
+	tier, region, model string
+	site                string
+	pue                 *float64
+	gpu                 string
+	gpuCount            int
+	requests, tokens    int64
+	energy, measured    float64
+	busyMs              float64
+}
+
+// carbonQuery reads accounts' carbon groups. $1 the accounts, $2 from, $3 to, $4 the date_trunc
+// unit. It reads usage_hourly through usage_hourly_account_idx and the offerings it names.
+const carbonQuery = `
+	SELECT h.account_id::text, date_trunc($4, h.hour, 'UTC') AS period, h.tier, o.region, h.model, o.site, o.pue, o.gpu, o.gpu_count,
+		sum(h.requests)::bigint, sum(h.input_tokens + h.output_tokens)::bigint,
+		sum(h.energy_j), sum(h.energy_measured_j), sum(h.busy_ms)
+	FROM usage_hourly h
+	JOIN offerings o ON o.id = h.offering_id
+	WHERE h.account_id = ANY ($1::text[]::uuid[]) AND h.hour >= $2 AND h.hour < $3
+	GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9`
+
+func readCarbonGroups(ctx context.Context, q Querier, accountIDs []string, from, to time.Time, unit string) ([]carbonGroup, error) {
+	rows, err := q.Query(ctx, carbonQuery, accountIDs, from, to, unit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (carbonGroup, error) {
+		var g carbonGroup
+		err := row.Scan(&g.accountID, &g.period, &g.tier, &g.region, &g.model, &g.site, &g.pue, &g.gpu, &g.gpuCount, &g.requests,
+			&g.tokens, &g.energy, &g.measured, &g.busyMs)
+		g.period = g.period.UTC()
+		return g, err
+	})
+}
+
+// grid is the region's intensity, or the world average's for a region not listed.
+func grid(region string) hardware.Region {
+	r, _ := carbon.Grid(region)
+	return r
+}
+
+// figures are one group's energy and emissions, and its baseline's.
+type figures struct {
+	energy, measured, gco2e, pueEnergy float64
+	baselineJ, baselineG, embodied     float64
+}
+
+func (g carbonGroup) figures() figures {
+	pue, _ := carbon.PUE(carbon.Site(g.site), g.pue)
+	intensity := float64(grid(g.region).GCO2ePerKWh)
+	baselineJ := float64(g.tokens) * carbon.ReferenceFor(g.model).JoulesPerToken()
+	return figures{energy: g.energy, measured: g.measured, gco2e: carbon.GCO2e(g.energy, intensity, pue),
+		pueEnergy: pue * g.energy, baselineJ: baselineJ,
+		baselineG: carbon.GCO2e(baselineJ, intensity, carbon.DefaultPUEDatacentre),
+		embodied:  carbon.EmbodiedGCO2e(g.gpu, g.gpuCount, g.busyMs)}
+}
+
+// Carbon is the account's energy and location-based emissions per period, tier and region,
+// beside the baseline's, with the embodied line and the SCI figures in the totals.
+func (s *Service) Carbon(ctx context.Context, accountID string, q Query) (_ Carbon, err error) {
+	defer services.Wrap(&err, "reports.Carbon(%s)", accountID)
+	if err := q.Validate(); err != nil {
+		return Carbon{}, err
+	}
+	groups, err := readCarbonGroups(ctx, s.pool, []string{accountID}, q.From, q.To, q.trunc())
+	if err != nil {
+		return Carbon{}, err
+	}
+	out := Carbon{AccountID: accountID, From: q.From, To: q.To, Group: q.Group, Rows: []CarbonRow{}, MethodVersion: MethodVersion}
+	type key struct {
+		period       time.Time
+		tier, region string
+	}
+	at := map[key]int{}
+	pueEnergy := map[key]float64{}
+	var embodied float64
+	for _, g := range groups {
+		k := key{g.period, g.tier, g.region}
+		i, ok := at[k]
+		if !ok {
+			i = len(out.Rows)
+			at[k] = i
+			r := grid(g.region)
+			out.Rows = append(out.Rows, CarbonRow{Period: g.period, Tier: g.tier, Region: g.region,
+				GramsPerKWh: float64(r.GCO2ePerKWh), GridYear: r.Year, GridSource: gridSource(g.region, r), MethodVersion: MethodVersion})
+		}
+		f := g.figures()
+		r := &out.Rows[i]
+		r.Requests += g.requests
+		r.Tokens += g.tokens
+		r.EnergyKWh += carbon.KWh(f.energy)
+		r.MeasuredKWh += carbon.KWh(f.measured)
+		r.GCO2e += f.gco2e
+		r.BaselineKWh += carbon.KWh(f.baselineJ)
+		r.BaselineGCO2e += f.baselineG
+		pueEnergy[k] += f.pueEnergy
+		embodied += f.embodied
+	}
+	slices.SortFunc(out.Rows, func(a, b CarbonRow) int {
+		if c := a.Period.Compare(b.Period); c != 0 {
+			return c
+		}
+		if c := tierOrder(a.Tier) - tierOrder(b.Tier); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Region, b.Region)
+	})
+	t := &out.Totals
+	for i := range out.Rows {
+		r := &out.Rows[i]
+		r.EstimatedKWh = max(0, r.EnergyKWh-r.MeasuredKWh)
+		r.PUE = 0
+		if r.EnergyKWh > 0 {
+			r.PUE = carbon.KWh(pueEnergy[key{r.Period, r.Tier, r.Region}]) / r.EnergyKWh
+		}
+		t.Requests += r.Requests
+		t.Tokens += r.Tokens
+		t.EnergyKWh += r.EnergyKWh
+		t.MeasuredKWh += r.MeasuredKWh
+		t.GCO2e += r.GCO2e
+		t.BaselineKWh += r.BaselineKWh
+		t.BaselineGCO2e += r.BaselineGCO2e
+	}
+	t.EstimatedKWh = max(0, t.EnergyKWh-t.MeasuredKWh)
+	if len(groups) > 0 {
+		out.Embodied = &Embodied{GCO2e: embodied, Assumptions: carbon.EmbodiedAssumptions()}
+		t.EmbodiedGCO2e = embodied
+	}
+	if t.Requests > 0 {
+		t.SCIPerRequest = (t.GCO2e + t.EmbodiedGCO2e) / float64(t.Requests)
+	}
+	if t.Tokens > 0 {
+		t.SCIPerMillionTokens = (t.GCO2e + t.EmbodiedGCO2e) / float64(t.Tokens) * 1e6
+		t.BaselinePerMillionTok = t.BaselineGCO2e / float64(t.Tokens) * 1e6
+	}
+	return out, nil
+}
+
+func gridSource(region string, r hardware.Region) string {
+	if _, listed := carbon.Grid(region); !listed {
+		return "region " + region + " is not listed: world average, " + r.Source
+	}
+	return r.Source
+}

@@ -1,0 +1,207 @@
+package reports
+
+import (
+	"context"
+	"fmt"
+	"math/big"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/money"
+)
+
+// The baseline of savings is everything on enterprise GPUs: each hour's chargeable tokens
+// (what the customer was charged for: a request charged nothing is in no baseline) priced at
+// the realtime tier's price in force at the start of that hour. Rows served on the realtime
+// tier are their own baseline (what they were charged), so that a realtime-only customer saves
+// exactly nothing; an hour with no realtime price in the book is its own baseline as well, a
+// saving the platform cannot show being no saving at all. docs/methodology.md, "Savings".
+
+// savingsLine is the rollups of one period, tier, model and price version: the grain of an
+// invoice's usage lines (per month), so that month totals can be rounded as the invoice rounds.
+type savingsLine struct {
+	accountID               string
+	period                  time.Time
+	tier, model             string
+	priceID                 int64
+	requests, input, output int64
+	chargeableTokens        int64
+	spend, baseline         money.BigPico
+}
+
+// savingsQuery reads accounts' savings lines. $1 the accounts, $2 from, $3 to, $4 the
+// date_trunc unit. It reads usage_hourly through usage_hourly_account_idx (account, hour) and
+// the realtime rows of the price book, never usage_events.
+const savingsQuery = `
+	WITH realtime AS (
+		SELECT input_micro_usd_per_mtok AS pin, output_micro_usd_per_mtok AS pout, effective_from AS since,
+			coalesce(lead(effective_from) OVER (ORDER BY effective_from), 'infinity') AS until
+		FROM prices WHERE tier = 'realtime')
+	SELECT h.account_id::text, date_trunc($4, h.hour, 'UTC') AS period, h.tier, h.model, h.price_id,
+		sum(h.requests)::bigint, sum(h.input_tokens)::bigint, sum(h.output_tokens)::bigint,
+		sum(h.input_tokens - h.uncharged_input_tokens + h.output_tokens - h.uncharged_output_tokens)::bigint,
+		sum(h.charge_pico),
+		sum(CASE WHEN h.tier = 'realtime' OR r.pin IS NULL THEN h.charge_pico
+			ELSE (h.input_tokens - h.uncharged_input_tokens)::numeric * r.pin
+				+ (h.output_tokens - h.uncharged_output_tokens)::numeric * r.pout END)
+	FROM usage_hourly h
+	LEFT JOIN realtime r ON h.hour >= r.since AND h.hour < r.until
+	WHERE h.account_id = ANY ($1::text[]::uuid[]) AND h.hour >= $2 AND h.hour < $3
+	GROUP BY 1, 2, 3, 4, 5`
+
+func readSavingsLines(ctx context.Context, q Querier, accountIDs []string, from, to time.Time, unit string) ([]savingsLine, error) {
+	rows, err := q.Query(ctx, savingsQuery, accountIDs, from, to, unit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (savingsLine, error) {
+		var l savingsLine
+		err := row.Scan(&l.accountID, &l.period, &l.tier, &l.model, &l.priceID, &l.requests, &l.input, &l.output, &l.chargeableTokens,
+			&l.spend, &l.baseline)
+		l.period = l.period.UTC()
+		return l, err
+	})
+}
+
+// Savings is the account's spend against the baseline per period and tier, with the totals
+// and the benchmark's H100 figure as a second reference. For a month report each row also
+// carries the month's spend as its invoice rounds it (InvoiceSpendUSD).
+func (s *Service) Savings(ctx context.Context, accountID string, q Query) (_ Savings, err error) {
+	defer services.Wrap(&err, "reports.Savings(%s)", accountID)
+	if err := q.Validate(); err != nil {
+		return Savings{}, err
+	}
+	lines, err := readSavingsLines(ctx, s.pool, []string{accountID}, q.From, q.To, q.trunc())
+	if err != nil {
+		return Savings{}, err
+	}
+	out := Savings{AccountID: accountID, From: q.From, To: q.To, Group: q.Group, Rows: []SavingsRow{},
+		MethodVersion: MethodVersion}
+	type key struct {
+		period time.Time
+		tier   string
+	}
+	at := map[key]int{}
+	cents := map[key]int64{}
+	var chargeable int64
+	var totalCents int64
+	for _, l := range lines {
+		k := key{l.period, l.tier}
+		i, ok := at[k]
+		if !ok {
+			i = len(out.Rows)
+			at[k] = i
+			out.Rows = append(out.Rows, SavingsRow{Period: l.period, Tier: l.tier, MethodVersion: MethodVersion})
+		}
+		r := &out.Rows[i]
+		r.Requests += l.requests
+		r.InputTokens += l.input
+		r.OutputTokens += l.output
+		r.Spend = r.Spend.Add(l.spend)
+		r.Baseline = r.Baseline.Add(l.baseline)
+		chargeable += l.chargeableTokens
+		if q.Group == GroupMonth {
+			c, err := CentsOf(l.spend)
+			if err != nil {
+				return Savings{}, err
+			}
+			cents[k] += c
+			totalCents += c
+		}
+	}
+	slices.SortFunc(out.Rows, func(a, b SavingsRow) int {
+		if c := a.Period.Compare(b.Period); c != 0 {
+			return c
+		}
+		return tierOrder(a.Tier) - tierOrder(b.Tier)
+	})
+	t := &out.Totals
+	for i := range out.Rows {
+		r := &out.Rows[i]
+		r.Savings = r.Baseline.Add(r.Spend.Neg())
+		r.SavingsPct = percent(r.Savings, r.Baseline)
+		if q.Group == GroupMonth {
+			r.InvoiceSpendUSD = centsText(cents[key{r.Period, r.Tier}])
+		}
+		t.Requests += r.Requests
+		t.InputTokens += r.InputTokens
+		t.OutputTokens += r.OutputTokens
+		t.Spend = t.Spend.Add(r.Spend)
+		t.Baseline = t.Baseline.Add(r.Baseline)
+	}
+	t.Savings = t.Baseline.Add(t.Spend.Neg())
+	t.SavingsPct = percent(t.Savings, t.Baseline)
+	if q.Group == GroupMonth {
+		t.InvoiceSpendUSD = centsText(totalCents)
+	}
+	out.Reference = h100Reference(chargeable)
+	return out, nil
+}
+
+// The second reference: the benchmark paper's assumed on-demand price of an H100, $2.00 an
+// hour, over the throughput it measured on one H100 PCIe at 16 requests per second on
+// DeepSeek-R1-Distill-Qwen-14B, which it writes as $0.185 per million tokens.
+const (
+	h100ReferenceMicroUSDPerMTok = 185_000
+	h100ReferenceName            = "1x H100 PCIe on demand at $2.00 an hour, at 16 requests/s on DeepSeek-R1-Distill-Qwen-14B"
+	h100ReferenceSource          = "benchmark paper's assumption, AIBC 2025"
+	h100ReferenceDate            = "2025"
+)
+
+// h100Reference prices the chargeable tokens at the benchmark's H100 figure.
+func h100Reference(tokens int64) *PriceReference {
+	cost := new(big.Int).Mul(big.NewInt(tokens), big.NewInt(h100ReferenceMicroUSDPerMTok))
+	var p money.BigPico
+	_ = p.Scan(cost.String())
+	return &PriceReference{Name: h100ReferenceName, Source: h100ReferenceSource, Date: h100ReferenceDate,
+		USDPerMT: money.MicroUSD(h100ReferenceMicroUSDPerMTok).Decimal(), Cost: p}
+}
+
+// CentsOf rounds an exact amount to the cent by the invoice's rule: half up, away from zero,
+// the rule of money.BigPico.Decimal (services/invoicing rounds each line with it). A month's
+// spend as its invoice shows it is the sum of its lines' cents, one line per tier, model and
+// price version.
+func CentsOf(p money.BigPico) (int64, error) {
+	d := p.Decimal(2)
+	whole, frac := d[:len(d)-3], d[len(d)-2:]
+	v, err := strconv.ParseInt(whole+frac, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("reports: %s in cents: %w", p, money.ErrOverflow)
+	}
+	return v, nil
+}
+
+func centsText(c int64) string {
+	sign := ""
+	if c < 0 {
+		sign, c = "-", -c
+	}
+	return fmt.Sprintf("%s%d.%02d", sign, c/100, c%100)
+}
+
+// percent is part of whole in percent with one decimal, rounded half away from zero; "" when
+// whole is zero.
+func percent(part, whole money.BigPico) string {
+	if whole.Sign() == 0 {
+		return ""
+	}
+	p, _ := new(big.Rat).SetString(part.Decimal(12))
+	w, _ := new(big.Rat).SetString(whole.Decimal(12))
+	return new(big.Rat).Mul(new(big.Rat).Quo(p, w), big.NewRat(100, 1)).FloatString(1)
+}
+
+func tierOrder(tier string) int {
+	switch tier {
+	case "realtime":
+		return 0
+	case "standard":
+		return 1
+	case "batch":
+		return 2
+	}
+	return 3
+}
