@@ -14,10 +14,10 @@ import (
 
 	"github.com/gpumarket/gpumarket/services/carbon"
 	"github.com/gpumarket/gpumarket/services/demo"
-	"github.com/gpumarket/gpumarket/services/documents"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/reports"
 	"github.com/gpumarket/gpumarket/web"
+	"github.com/gpumarket/gpumarket/web/webtest"
 )
 
 // TestMethodologyInChromium: the public methodology page, with nobody logged in, has the
@@ -159,7 +159,7 @@ func checkReportsDashboard(t *testing.T, b *browser, path string, sav reports.Sa
 	if v := b.text(testID("report-method-version")); v != sav.MethodVersion {
 		t.Errorf("method version shown %q, want %q", v, sav.MethodVersion)
 	}
-	want := expectedReportTables(sav, car)
+	want := webtest.ReportTables(sav, car)
 	for _, id := range []string{"spend", "tokens", "energy", "carbon"} {
 		sel := "#chart-" + id
 		if n := b.count(sel + " .chart-picture > svg"); n != 1 {
@@ -174,9 +174,7 @@ func checkReportsDashboard(t *testing.T, b *browser, path string, sav reports.Sa
 		if drawn < 2 {
 			t.Errorf("%s: %d drawn paths, want the axes and a line or bars per series", id, drawn)
 		}
-		got := browserRun(b, "read the table of "+id, chromedp.Evaluate[[][]string](fmt.Sprintf(
-			`[...document.querySelectorAll(%q)].map(r => [...r.children].map(c => c.innerText.trim()))`,
-			sel+` [data-testid="chart-row"]`)))
+		got := browserRun(b, "read the table of "+id, chromedp.Evaluate[[][]string](webtest.ReportTableScript(id)))
 		if !slices.EqualFunc(got, want[id], slices.Equal[[]string]) {
 			t.Errorf("%s table = %q, want %q", id, got, want[id])
 		}
@@ -196,44 +194,4 @@ func checkReportsDashboard(t *testing.T, b *browser, path string, sav reports.Sa
 			t.Errorf("%s = %q, want the same period", csv, href)
 		}
 	}
-}
-
-// expectedReportTables are the dashboard's tables as the reports give them: per period the
-// sums of the rows, zero where a period has none, and per tier the tokens.
-func expectedReportTables(sav reports.Savings, car reports.Carbon) map[string][][]string {
-	out := map[string][][]string{}
-	next := func(t time.Time) time.Time {
-		if sav.Group == reports.GroupMonth {
-			return t.AddDate(0, 1, 0)
-		}
-		return t.AddDate(0, 0, 1)
-	}
-	for p := sav.From; p.Before(sav.To); p = next(p) {
-		var spend, base money.BigPico
-		for _, r := range sav.Rows {
-			if r.Period.Equal(p) {
-				spend, base = spend.Add(r.Spend), base.Add(r.Baseline)
-			}
-		}
-		var kwh, baseKWh, g, baseG float64
-		for _, r := range car.Rows {
-			if r.Period.Equal(p) {
-				kwh, baseKWh, g, baseG = kwh+r.EnergyKWh, baseKWh+r.BaselineKWh, g+r.GCO2e, baseG+r.BaselineGCO2e
-			}
-		}
-		label := web.ReportPeriodLabel(sav.Group, p)
-		out["spend"] = append(out["spend"], []string{label, spend.String(), base.String(), base.Add(spend.Neg()).String()})
-		out["energy"] = append(out["energy"], []string{label, documents.ChartValue(kwh), documents.ChartValue(baseKWh)})
-		out["carbon"] = append(out["carbon"], []string{label, documents.ChartValue(g), documents.ChartValue(baseG)})
-	}
-	for _, tier := range []string{"realtime", "standard", "batch"} {
-		var req, in, outTok int64
-		for _, r := range sav.Rows {
-			if r.Tier == tier {
-				req, in, outTok = req+r.Requests, in+r.InputTokens, outTok+r.OutputTokens
-			}
-		}
-		out["tokens"] = append(out["tokens"], []string{tier, fmt.Sprint(req), fmt.Sprint(in), fmt.Sprint(outTok)})
-	}
-	return out
 }

@@ -8,13 +8,20 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/gpumarket/gpumarket/db/dbtest"
+	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/documents/pdftext"
 	"github.com/gpumarket/gpumarket/services/invoicing"
+	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/reports"
+	"github.com/gpumarket/gpumarket/web/webtest"
 )
 
 // TestDemoHistoryShowsOnTheUsagePages seeds the demo and its history as `gpumarket dev` does,
@@ -103,6 +110,56 @@ func TestDemoHistoryShowsOnTheUsagePages(t *testing.T) {
 		t.Errorf("the demo provider's earnings of the month: %+v", earnings)
 	}
 
+	t.Run("the developer's reports show the month in charts whose tables are the JSON's figures", func(t *testing.T) {
+		dev := api.login("developer@example.com")
+		q := period + "&group=day"
+		var sav reports.Savings
+		var car reports.Carbon
+		api.do(dev, http.MethodGet, "/api/reports/savings?"+q, nil, &sav, http.StatusOK)
+		api.do(dev, http.MethodGet, "/api/reports/carbon?"+q, nil, &car, http.StatusOK)
+		// The month's figures are the usage page's: the same requests and the same exact spend.
+		cost, err := money.ParseUSD(usage.Totals.Total.CostUSD)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sav.Totals.Requests != usage.Totals.Total.Requests || !sav.Totals.Spend.Equal(cost) {
+			t.Errorf("the report: %d requests for %s; the usage page: %d for $%s", sav.Totals.Requests, sav.Totals.Spend,
+				usage.Totals.Total.Requests, usage.Totals.Total.CostUSD)
+		}
+		if car.Totals.MeasuredKWh <= 0 || car.Totals.EstimatedKWh <= 0 || car.Totals.GCO2e <= 0 || car.Totals.BaselineGCO2e <= 0 {
+			t.Errorf("the month's carbon: %+v; want measured and estimated energy, grams and the baseline's", car.Totals)
+		}
+
+		tab := newJourneyTab(t, ctx, p.URL())
+		tab.open("/login", http.StatusOK)
+		tab.do("fill the login form", journeyFill("#email", "developer@example.com"), journeyFill("#password", demo.Password))
+		if res := tab.navigate("log in", journeyClick(byTestID("login-submit"))); res == nil || res.StatusCode != http.StatusOK {
+			t.Fatalf("after logging in: %+v", res)
+		}
+		tab.open("/reports?"+q, http.StatusOK)
+		want := webtest.ReportTables(sav, car)
+		for _, chart := range []string{"spend", "tokens", "energy", "carbon"} {
+			if n := tab.count("#chart-" + chart + " .chart-picture > svg path"); n < 2 {
+				t.Errorf("%s: %d paths drawn, want the axes and a line or bars per series", chart, n)
+			}
+			var got [][]string
+			tab.step("read the table of "+chart, func(ctx context.Context) (err error) {
+				got, err = chromedp.Run(ctx, chromedp.Evaluate[[][]string](webtest.ReportTableScript(chart)))
+				return err
+			})
+			if len(got) == 0 || !slices.EqualFunc(got, want[chart], slices.Equal[[]string]) {
+				t.Errorf("%s: the page's table %q, the JSON's figures %q", chart, got, want[chart])
+			}
+			if href := tab.attr("#chart-"+chart+" "+byTestID("chart-method"), "href"); !strings.HasPrefix(href, "/methodology#") {
+				t.Errorf("%s links its method to %q", chart, href)
+			}
+		}
+		if v := tab.text(byTestID("report-method-version")); v != sav.MethodVersion || v == "" {
+			t.Errorf("the method version shown %q, the JSON's %q", v, sav.MethodVersion)
+		}
+		tab.open("/methodology", http.StatusOK)
+	})
+
 	t.Run("finance closes the month, approves an invoice and a statement; the provider sees its transfer", func(t *testing.T) {
 		if err := p.connectDemoProviders(ctx); err != nil {
 			t.Fatal(err)
@@ -149,6 +206,23 @@ func TestDemoHistoryShowsOnTheUsagePages(t *testing.T) {
 		cents := usageCents(t, usage.Totals.Total.CostUSD)
 		if d := cents - approved.TotalCents; d < -int64(len(approved.Lines)) || d > int64(len(approved.Lines)) {
 			t.Errorf("the invoice's total %d cents, the usage page's month $%s", approved.TotalCents, usage.Totals.Total.CostUSD)
+		}
+		// The savings report's month is the invoice's, cent for cent: its spend as the invoice
+		// rounds it equals the invoice's usage lines.
+		var monthly reports.Savings
+		api.do(api.login("developer@example.com"), http.MethodGet, "/api/reports/savings?"+period+"&group=month", nil, &monthly, http.StatusOK)
+		var usageLines int64
+		for _, l := range approved.Lines {
+			if l.Kind == "usage" {
+				usageLines += l.Cents
+			}
+		}
+		if len(monthly.Rows) == 0 || usageCents(t, monthly.Totals.InvoiceSpendUSD) != usageLines {
+			t.Errorf("the report's month spends $%s as its invoice rounds it; the invoice's usage lines %d cents",
+				monthly.Totals.InvoiceSpendUSD, usageLines)
+		}
+		if monthly.Totals.Baseline.Cmp(monthly.Totals.Spend) <= 0 {
+			t.Errorf("the demo customer's month: spend %s, baseline %s; the standard and batch tiers save", monthly.Totals.Spend, monthly.Totals.Baseline)
 		}
 		req, _ := http.NewRequest(http.MethodGet, p.URL()+"/api/invoices/"+drafts["Acme Labs"]+".pdf", nil)
 		req.Header.Set("Authorization", "Bearer "+finance)
