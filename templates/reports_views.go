@@ -12,6 +12,13 @@ type ReportsPage struct {
 	Charts          []ChartView
 	// SavingsCSV and CarbonCSV export the reports' rows for the same period.
 	SavingsCSV, CarbonCSV string
+	// Shortcuts are the periods asked for most, as links.
+	Shortcuts []ReportLink
+}
+
+// ReportLink is a link to the dashboard for a period.
+type ReportLink struct {
+	Label, URL string
 }
 
 // ReportFigure is one headline figure, linked to the method behind it.

@@ -60,8 +60,41 @@ func reportQueryValues(q reports.Query) url.Values {
 	return url.Values{"from": {q.From.Format(dateLayout)}, "to": {q.To.AddDate(0, 0, -1).Format(dateLayout)}, "group": {string(q.Group)}}
 }
 
+// readReportQuery reads the dashboard's period. A customer who asks for none sees the last
+// whole month by day, the month of its latest invoice, so that the figures can be set beside
+// it; the JSON's default is the last 30 days.
 func (s *Server) readReportQuery(c echo.Context) (reports.Query, error) {
-	return parseReportQuery(c.QueryParam("from"), c.QueryParam("to"), c.QueryParam("group"), s.now())
+	from, to, group := c.QueryParam("from"), c.QueryParam("to"), c.QueryParam("group")
+	if from == "" && to == "" && group == "" {
+		first, last := lastMonth(s.now())
+		from, to = first.Format(dateLayout), last.Format(dateLayout)
+	}
+	return parseReportQuery(from, to, group, s.now())
+}
+
+// lastMonth is the first and the last day of the calendar month before now's, UTC.
+func lastMonth(now time.Time) (first, last time.Time) {
+	now = now.UTC()
+	this := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+	return this.AddDate(0, -1, 0), this.AddDate(0, 0, -1)
+}
+
+// reportShortcuts are the periods a customer asks for most, as links.
+func reportShortcuts(now time.Time) []templates.ReportLink {
+	now = now.UTC()
+	first, last := lastMonth(now)
+	this := last.AddDate(0, 0, 1)
+	link := func(label string, from, to time.Time, group reports.Group) templates.ReportLink {
+		v := url.Values{"from": {from.Format(dateLayout)}, "to": {to.Format(dateLayout)}, "group": {string(group)}}
+		return templates.ReportLink{Label: label, URL: "/reports?" + v.Encode()}
+	}
+	today := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
+	return []templates.ReportLink{
+		link("Last month", first, last, reports.GroupDay),
+		link("This month", this, today, reports.GroupDay),
+		link("Last 30 days", today.AddDate(0, 0, -(reports.DefaultDays-1)), today, reports.GroupDay),
+		link("Last 12 months by month", this.AddDate(-1, 0, 0), today, reports.GroupMonth),
+	}
 }
 
 // reportsPage is the customer's dashboard: spend against the baseline per period, tokens per
@@ -71,7 +104,7 @@ func (s *Server) reportsPage(c echo.Context) error {
 	q, qerr := s.readReportQuery(c)
 	if fields := invalidFields(qerr); fields != nil {
 		p := templates.ReportsPage{Page: s.page(c, "Reports"), From: c.QueryParam("from"), To: c.QueryParam("to"),
-			Group: c.QueryParam("group"), Errors: fields}
+			Group: c.QueryParam("group"), Errors: fields, Shortcuts: reportShortcuts(s.now())}
 		return s.render(c, http.StatusUnprocessableEntity, templates.Reports(p))
 	} else if qerr != nil {
 		return qerr
@@ -89,7 +122,7 @@ func (s *Server) reportsPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	p.Page = s.page(c, "Reports")
+	p.Page, p.Shortcuts = s.page(c, "Reports"), reportShortcuts(s.now())
 	return s.render(c, http.StatusOK, templates.Reports(p))
 }
 
@@ -112,11 +145,17 @@ func reportsView(q reports.Query, sav reports.Savings, car reports.Carbon) (temp
 		{ID: "spend", Label: "Spend", Value: t.Spend.String(), MethodURL: "/methodology#savings"},
 		{ID: "baseline", Label: "Baseline (realtime price)", Value: t.Baseline.String(), MethodURL: "/methodology#baseline"},
 		{ID: "savings", Label: "Saved", Value: saved, MethodURL: "/methodology#savings"},
+	}
+	if t.InvoiceSpendUSD != "" {
+		p.Totals = append(p.Totals, templates.ReportFigure{ID: "invoiced", Label: "Spend as invoiced",
+			Value: "$" + t.InvoiceSpendUSD, MethodURL: "/methodology#savings"})
+	}
+	p.Totals = append(p.Totals, []templates.ReportFigure{
 		{ID: "energy", Label: "Energy", Value: fmt.Sprintf("%s kWh (%s measured, %s estimated)",
 			reportFloat(ct.EnergyKWh), reportFloat(ct.MeasuredKWh), reportFloat(ct.EstimatedKWh)), MethodURL: "/methodology#energy"},
 		{ID: "carbon", Label: "Carbon (location-based)", Value: reportFloat(ct.GCO2e) + " gCO2e", MethodURL: "/methodology#carbon"},
 		{ID: "carbon-baseline", Label: "Carbon on enterprise GPUs", Value: reportFloat(ct.BaselineGCO2e) + " gCO2e", MethodURL: "/methodology#carbon-baseline"},
-	}
+	}...)
 	// Each chart spans the periods its report covers, which may be wider than asked: a
 	// month report covers whole months.
 	sq, cq := reportSpan(q, sav.From, sav.To, sav.Group), reportSpan(q, car.From, car.To, car.Group)

@@ -47,3 +47,21 @@ func TestReportsViewSumsEachPeriod(t *testing.T) {
 		t.Errorf("a bad period: %v", err)
 	}
 }
+
+func TestTheDashboardOpensOnLastMonth(t *testing.T) {
+	for _, c := range []struct{ now, first, last string }{
+		{"2026-12-01T20:00:00Z", "2026-11-01", "2026-11-30"},
+		{"2026-03-31T23:59:59Z", "2026-02-01", "2026-02-28"},
+		{"2027-01-15T00:00:00Z", "2026-12-01", "2026-12-31"},
+	} {
+		now, _ := time.Parse(time.RFC3339, c.now)
+		first, last := lastMonth(now)
+		if first.Format(dateLayout) != c.first || last.Format(dateLayout) != c.last {
+			t.Errorf("at %s: last month %s to %s, want %s to %s", c.now, first.Format(dateLayout), last.Format(dateLayout), c.first, c.last)
+		}
+		links := reportShortcuts(now)
+		if len(links) == 0 || links[0].URL != "/reports?from="+c.first+"&group=day&to="+c.last {
+			t.Errorf("at %s: the first shortcut %+v", c.now, links)
+		}
+	}
+}
