@@ -11,6 +11,8 @@ type MethodologyPage struct {
 	Regions                                []MethodRegion
 	Reference                              MethodReference
 	Corrections                            MethodCorrections
+	// Embodied are the embodied line's assumptions, in words, from the method's constants.
+	Embodied []string
 }
 
 // MethodGPU is a GPU model's board power and where it comes from.

@@ -38,6 +38,7 @@ func methodology() (templates.MethodologyPage, error) {
 		MethodVersion: carbon.MethodVersion,
 		PUEHome:       ratio(carbon.DefaultPUEHome), PUEDatacentre: ratio(carbon.DefaultPUEDatacentre),
 		PUEMin: ratio(carbon.MinPUE), PUEMax: ratio(carbon.MaxPUE), PUESource: carbon.PUESource,
+		Embodied: carbon.EmbodiedAssumptions(),
 	}
 	for _, g := range hardware.GPUs {
 		m.GPUs = append(m.GPUs, templates.MethodGPU{SKU: g.SKU, Name: g.Name, Class: g.Class,

@@ -68,6 +68,12 @@ func TestMethodologyShowsTheMethodsConstants(t *testing.T) {
 			t.Errorf("%s = %q, want %q", id, got, want)
 		}
 	}
+	embodied := text(doc.Find(`[data-testid="method-embodied"]`))
+	for _, want := range []string{"60 kgCO2e", "318 kgCO2e", "4-year life", "upper bound"} {
+		if !bytes.Contains([]byte(embodied), []byte(want)) {
+			t.Errorf("the embodied assumptions %q do not say %q", embodied, want)
+		}
+	}
 	price := text(doc.Find("#correction-4090-price"))
 	for _, want := range []string{"$0.111–0.149", "$0.111 is the 2x RTX 4090 at 4 requests/s (1250.59 tokens/s)",
 		"$0.149 is the 4x RTX 4090 at 8 requests/s (1858.57 tokens/s)", "$0.25 per GPU-hour"} {
