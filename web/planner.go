@@ -181,7 +181,13 @@ func plannerView(plan planner.Plan) *templates.PlanView {
 		}
 	}
 	if plan.Total.EnergyKnown && plan.AllRealtime.EnergyKnown {
-		v.CarbonSaved = grams(plan.SavedGCO2e)
+		// Honest either way: consumer cards use more energy per token, so a cheaper mix
+		// may emit more than all-realtime.
+		if plan.SavedGCO2e >= 0 {
+			v.CarbonSaved = "Emits " + grams(plan.SavedGCO2e) + " CO2e a day less than all-realtime."
+		} else {
+			v.CarbonSaved = "Emits " + grams(-plan.SavedGCO2e) + " CO2e a day more than all-realtime."
+		}
 	}
 	if plan.WithinBudget != nil {
 		if *plan.WithinBudget {
