@@ -76,3 +76,25 @@ func TestRateLimitPerKeyComesFromTheEnvironment(t *testing.T) {
 		t.Errorf("the gateway limits each key to %g/s with a burst of %d; want 12.5/s, 30", gw.RatePerSecond, gw.RateBurst)
 	}
 }
+
+// TestStreamReplicasComeFromTheEnvironment: GPUMARKET_STREAM_REPLICAS is how many NATS nodes hold each of the
+// platform's streams, 1 unless set (the embedded server), 3 on a three-node cluster; JetStream takes 1 to 5, and
+// anything else stops the start with an error naming the variable (docs/deploy.md).
+func TestStreamReplicasComeFromTheEnvironment(t *testing.T) {
+	for _, good := range []struct {
+		env  string
+		want int
+	}{{"", 1}, {"1", 1}, {"3", 3}, {"5", 5}} {
+		t.Setenv("GPUMARKET_STREAM_REPLICAS", good.env)
+		c, err := configFromEnv()
+		if err != nil || c.StreamReplicas != good.want {
+			t.Errorf("GPUMARKET_STREAM_REPLICAS=%q: %d replicas, %v; want %d", good.env, c.StreamReplicas, err, good.want)
+		}
+	}
+	for _, bad := range []string{"0", "6", "-1", "three", "2.5"} {
+		t.Setenv("GPUMARKET_STREAM_REPLICAS", bad)
+		if _, err := configFromEnv(); err == nil || !strings.Contains(err.Error(), "GPUMARKET_STREAM_REPLICAS") {
+			t.Errorf("GPUMARKET_STREAM_REPLICAS=%q: error %v; want one naming the variable", bad, err)
+		}
+	}
+}

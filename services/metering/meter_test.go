@@ -57,21 +57,29 @@ const (
 
 func setupMeter(t *testing.T) *meterEnv {
 	t.Helper()
-	ctx := context.Background()
-	e := &meterEnv{pool: dbtest.New(t), now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
 	srv, err := natsserver.StartEmbedded(natsserver.EmbeddedOptions{StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	e.nc, e.js, err = events.Connect(ctx, srv.ClientURL(), "meter-test", nil)
+	// No per-rig cap on the stream: these tests publish bursts larger than it before the meter runs, to see what
+	// the meter makes of them (the cap itself is the usage package's to test).
+	return setupMeterOn(t, srv.ClientURL(), StreamOptions{AckWait: 2 * time.Second, MaxPendingPerRig: -1})
+}
+
+// setupMeterOn is setupMeter on the NATS at url (one server, or a cluster's URLs comma-separated), its usage
+// streams made with opts.
+func setupMeterOn(t *testing.T, url string, opts StreamOptions) *meterEnv {
+	t.Helper()
+	ctx := context.Background()
+	e := &meterEnv{pool: dbtest.New(t), now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	var err error
+	e.nc, e.js, err = events.Connect(ctx, url, "meter-test", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.nc.Close)
-	// No per-rig cap on the stream: these tests publish bursts larger than it before the meter runs, to see what
-	// the meter makes of them (the cap itself is the usage package's to test).
-	e.cons, err = EnsureStreams(ctx, e.js, StreamOptions{AckWait: 2 * time.Second, MaxPendingPerRig: -1})
+	e.cons, err = EnsureStreams(ctx, e.js, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"bufio"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/coreos/go-systemd/v22/unit"
+)
+
+// The systemd unit and the environment file that deploy/install-gpuagent.md installs on a provider's rig.
+const (
+	unitFile = "../../deploy/gpuagent.service"
+	envFile  = "../../deploy/gpuagent.env.example"
+)
+
+// TestSystemdUnitStartsTheAgentFromItsEnvironmentFile: deploy/gpuagent.service, read as systemd reads it, starts
+// gpuagent after the network is up, again whenever it stops, from the environment file the guide installs, with
+// the outbox in the unit's state directory (kept across restarts and upgrades); the command line and the
+// environment file, filled in with an offering's values, make a valid agent configuration, and the file names
+// only variables the agent reads.
+func TestSystemdUnitStartsTheAgentFromItsEnvironmentFile(t *testing.T) {
+	f, err := os.Open(unitFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sections, err := unit.DeserializeSections(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := map[string]map[string][]string{}
+	for _, s := range sections {
+		if opts[s.Section] == nil {
+			opts[s.Section] = map[string][]string{}
+		}
+		for _, e := range s.Entries {
+			opts[s.Section][e.Name] = append(opts[s.Section][e.Name], e.Value)
+		}
+	}
+	one := func(section, name string) string {
+		t.Helper()
+		v := opts[section][name]
+		if len(v) != 1 {
+			t.Errorf("[%s] %s is set %d times, want once", section, name, len(v))
+			return ""
+		}
+		return v[0]
+	}
+	for _, want := range []struct{ section, name, value string }{
+		{"Unit", "After", "network-online.target"},
+		{"Unit", "Wants", "network-online.target"},
+		{"Service", "Type", "simple"},
+		{"Service", "Restart", "always"},
+		{"Service", "KillSignal", "SIGTERM"},
+		{"Service", "StateDirectory", "gpuagent"},
+		{"Service", "EnvironmentFile", "/etc/gpuagent/gpuagent.env"},
+		{"Install", "WantedBy", "multi-user.target"},
+	} {
+		if got := one(want.section, want.name); got != want.value {
+			t.Errorf("[%s] %s=%q, want %q", want.section, want.name, got, want.value)
+		}
+	}
+
+	exec := strings.Fields(one("Service", "ExecStart"))
+	if len(exec) == 0 || exec[0] != "/usr/local/bin/gpuagent" {
+		t.Fatalf("ExecStart %q does not run /usr/local/bin/gpuagent", exec)
+	}
+
+	// The environment file with an offering's values, as the provider fills it in.
+	env := readEnvFile(t)
+	known := agentEnvNames(t)
+	for name := range env {
+		if !known[name] {
+			t.Errorf("%s sets %s, which gpuagent does not read", filepath.Base(envFile), name)
+		}
+	}
+	for _, secret := range []string{"GPUAGENT_OFFERING_KEY", "GPUAGENT_NATS_PASSWORD"} {
+		if _, ok := env[secret]; !ok {
+			t.Errorf("%s has no %s: secrets come only from the environment", filepath.Base(envFile), secret)
+		}
+	}
+	filled := map[string]string{
+		"GPUAGENT_PROVIDER_ID": "prov_1", "GPUAGENT_OFFERING_ID": "off_1", "GPUAGENT_OFFERING_KEY": strings.Repeat("ab", 32),
+		"NATS_URL": "nats://nats-1.example.com:4222,nats://nats-2.example.com:4222", "GPUAGENT_NATS_USER": "rig-off_1",
+		"GPUAGENT_NATS_PASSWORD": "rig-password",
+	}
+	for k, v := range filled {
+		if _, ok := env[k]; !ok {
+			t.Errorf("%s has no %s to fill in", filepath.Base(envFile), k)
+		}
+		env[k] = v
+	}
+	cfg, err := parseConfig(exec[1:], func(name string) string { return env[name] }, io.Discard)
+	if err != nil {
+		t.Fatalf("gpuagent %q with the environment file: %v", exec[1:], err)
+	}
+	if !strings.HasPrefix(cfg.OutboxDir, "/var/lib/"+one("Service", "StateDirectory")+"/") {
+		t.Errorf("the outbox is %q, not under the unit's state directory: it would not survive a restart", cfg.OutboxDir)
+	}
+	if cfg.ProviderID != "prov_1" || cfg.OfferingID != "off_1" || len(cfg.OfferingKey) != 32 || cfg.NATSUser != "rig-off_1" ||
+		cfg.NATSPassword != "rig-password" || cfg.NATSURL != filled["NATS_URL"] {
+		t.Errorf("the agent's configuration %+v is not the environment file's", cfg)
+	}
+	if cfg.GPUSKU != "rtx-4090" || cfg.GPUCount != 1 || cfg.Capacity != 8 || cfg.ListenAddr != ":8100" ||
+		cfg.Upstream != "http://127.0.0.1:8000" {
+		t.Errorf("the rig is %s x%d serving %d at once on %s in front of %s", cfg.GPUSKU, cfg.GPUCount, cfg.Capacity,
+			cfg.ListenAddr, cfg.Upstream)
+	}
+}
+
+// readEnvFile reads the example environment file as systemd does: KEY=VALUE lines, # comments.
+func readEnvFile(t *testing.T) map[string]string {
+	t.Helper()
+	f, err := os.Open(envFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	env := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok || strings.ContainsAny(k, " \t") {
+			t.Fatalf("%s:%d: %q is not KEY=VALUE", filepath.Base(envFile), n, line)
+		}
+		env[k] = v
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+// agentEnvNames is the environment variables main.go reads.
+func agentEnvNames(t *testing.T) map[string]bool {
+	t.Helper()
+	b, err := os.ReadFile("main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, m := range regexp.MustCompile(`"((?:GPUAGENT|GPUMARKET)_[A-Z_]+|NATS_URL)"`).FindAllSubmatch(b, -1) {
+		names[string(m[1])] = true
+	}
+	return names
+}

@@ -1,0 +1,520 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/compose-spec/compose-go/v2/cli"
+	"github.com/compose-spec/compose-go/v2/types"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// The deployment files in deploy/ are read here with the libraries their own tools use (compose-go for Compose,
+// the Kubernetes API types for the manifests), and the environment they give each process is read by
+// configFromEnv, as the process would read it. See docs/deploy.md.
+
+// deployDir is the repository's deploy directory, from this package's directory.
+const deployDir = "../../deploy"
+
+// envNamesRead is every environment variable the repository's programs read: the names in its Go sources (not
+// its tests) that look like one. A deployment file that sets another sets it for nothing.
+func envNamesRead(t *testing.T) map[string]bool {
+	t.Helper()
+	re := regexp.MustCompile(`"((?:GPUMARKET|GPUAGENT|STRIPE)_[A-Z0-9_]+|DATABASE_URL|NATS_URL)"`)
+	names := map[string]bool{}
+	for _, dir := range []string{"../../cmd", "../../web", "../../services", "../../db"} {
+		err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+				return err
+			}
+			b, err := os.ReadFile(path)
+			for _, m := range re.FindAllSubmatch(b, -1) {
+				names[string(m[1])] = true
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !names["GPUMARKET_STREAM_REPLICAS"] || !names["GPUAGENT_OFFERING_KEY"] {
+		t.Fatalf("the scan of the sources found %d variable names, not the ones it must", len(names))
+	}
+	return names
+}
+
+// withEnv sets exactly env among the variables the platform reads, for configFromEnv.
+func withEnv(t *testing.T, known map[string]bool, env map[string]string) {
+	t.Helper()
+	for name := range known {
+		t.Setenv(name, "")
+	}
+	for name, v := range env {
+		t.Setenv(name, v)
+	}
+}
+
+// composeSecrets stand for what an operator puts in deploy/.env.
+var composeSecrets = []string{
+	"POSTGRES_PASSWORD=pg-secret",
+	"GPUMARKET_TICKET_KEY=" + strings.Repeat("t", 64),
+	"GPUMARKET_SESSION_KEY=" + strings.Repeat("s", 64),
+	"STRIPE_WEBHOOK_SECRET=whsec_compose",
+}
+
+func loadCompose(t *testing.T, env []string) (*types.Project, error) {
+	t.Helper()
+	opts, err := cli.NewProjectOptions([]string{filepath.Join(deployDir, "compose.yaml")},
+		cli.WithEnv(env), cli.WithProfiles([]string{"rigs"}), cli.WithWorkingDirectory(deployDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return opts.LoadProject(context.Background())
+}
+
+// flagValue is the value after flag in a command line.
+func flagValue(cmd []string, flag string) string {
+	if i := slices.Index(cmd, flag); i >= 0 && i+1 < len(cmd) {
+		return cmd[i+1]
+	}
+	return ""
+}
+
+// TestComposeRunsAClusteredPlatform: deploy/compose.yaml, as Compose loads it, runs PostgreSQL, three NATS nodes
+// with JetStream clustered with one another, two replicas of the web and gateway, one meter, stripe-mock and two
+// simulated rigs; each platform process's environment starts the platform in its role on that cluster with
+// three stream replicas, and the file refuses to load without its secrets.
+func TestComposeRunsAClusteredPlatform(t *testing.T) {
+	if _, err := loadCompose(t, nil); err == nil || !strings.Contains(err.Error(), "POSTGRES_PASSWORD") {
+		t.Errorf("compose.yaml loads without its secrets: %v; want an error naming the first missing", err)
+	}
+	p, err := loadCompose(t, composeSecrets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"postgres", "nats-1", "nats-2", "nats-3", "stripe-mock", "migrate", "web", "meter",
+		"rig-1", "rig-1-backend", "rig-2", "rig-2-backend"} {
+		if _, ok := p.Services[name]; !ok {
+			t.Errorf("no service %s", name)
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	// The NATS nodes: distinct names and stores, one cluster name, each routing to all three route ports.
+	var natsNodes []string
+	clusterNames, stores := map[string]bool{}, map[string]bool{}
+	for _, name := range []string{"nats-1", "nats-2", "nats-3"} {
+		s := p.Services[name]
+		cmd := []string(s.Command)
+		if !slices.Contains(cmd, "--jetstream") || flagValue(cmd, "--store_dir") == "" {
+			t.Errorf("%s runs without JetStream on a store: %q", name, cmd)
+		}
+		if flagValue(cmd, "--name") != name {
+			t.Errorf("%s is named %q in the cluster", name, flagValue(cmd, "--name"))
+		}
+		clusterNames[flagValue(cmd, "--cluster_name")] = true
+		routes := strings.Split(flagValue(cmd, "--routes"), ",")
+		for _, peer := range []string{"nats-1", "nats-2", "nats-3"} {
+			if !slices.Contains(routes, "nats://"+peer+":6222") {
+				t.Errorf("%s has no route to %s: %q", name, peer, routes)
+			}
+		}
+		if !strings.HasSuffix(flagValue(cmd, "--cluster"), ":6222") {
+			t.Errorf("%s listens for routes on %q, not :6222", name, flagValue(cmd, "--cluster"))
+		}
+		for _, v := range s.Volumes {
+			if v.Target == flagValue(cmd, "--store_dir") {
+				stores[v.Source] = true
+			}
+		}
+		natsNodes = append(natsNodes, "nats://"+name+":4222")
+	}
+	if len(clusterNames) != 1 || clusterNames[""] {
+		t.Errorf("the NATS nodes are in clusters %v, want one", clusterNames)
+	}
+	if len(stores) != 3 {
+		t.Errorf("the NATS nodes keep JetStream on %d volumes, want one each: %v", len(stores), stores)
+	}
+
+	if web := p.Services["web"]; web.GetScale() != 2 {
+		t.Errorf("%d web replicas, want 2", web.GetScale())
+	}
+	if meter := p.Services["meter"]; meter.GetScale() != 1 || !slices.Equal([]string(meter.Command), []string{"meter"}) {
+		t.Errorf("the meter runs %d replicas of %q, want one of `meter`", meter.GetScale(), meter.Command)
+	}
+
+	// Every variable the file sets is one a program reads, and each platform process's environment starts it as
+	// it should.
+	known := envNamesRead(t)
+	for name, s := range p.Services {
+		for k := range s.Environment {
+			if strings.HasPrefix(k, "POSTGRES_") && name == "postgres" {
+				continue
+			}
+			if !known[k] {
+				t.Errorf("service %s sets %s, which nothing reads", name, k)
+			}
+		}
+	}
+	envOf := func(name string) map[string]string {
+		out := map[string]string{}
+		for k, v := range p.Services[name].Environment {
+			if v != nil {
+				out[k] = *v
+			}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		service string
+		roles   Roles
+	}{{"web", Roles{Web: true}}, {"meter", Roles{Meter: true}}} {
+		env := envOf(tc.service)
+		withEnv(t, known, env)
+		c, err := configFromEnv()
+		if err != nil {
+			t.Errorf("%s: %v", tc.service, err)
+			continue
+		}
+		if tc.service == "meter" {
+			c.Roles = Roles{Meter: true} // what `gpumarket meter` does
+		}
+		if c.Roles != tc.roles {
+			t.Errorf("%s runs roles %s, want %s", tc.service, c.Roles, tc.roles)
+		}
+		if err := c.requireServe(); err != nil {
+			t.Errorf("%s would not start: %v", tc.service, err)
+		}
+		if c.StreamReplicas != 3 {
+			t.Errorf("%s makes streams of %d replicas, want 3", tc.service, c.StreamReplicas)
+		}
+		if got := strings.Split(c.NATSURL, ","); !slices.Equal(got, natsNodes) {
+			t.Errorf("%s connects to NATS at %q, want the three nodes %q", tc.service, got, natsNodes)
+		}
+		if !strings.Contains(c.DatabaseURL, "@postgres:5432/") || !strings.Contains(c.DatabaseURL, "pg-secret") {
+			t.Errorf("%s's database is %q, not the postgres service with its password", tc.service, c.DatabaseURL)
+		}
+		if tc.service == "web" {
+			if test, err := c.paymentsMode(); !test || err != nil || c.StripeAPIURL != "http://stripe-mock:12111" {
+				t.Errorf("web's payments: test mode %v (%v) on %q, want stripe-mock's", test, err, c.StripeAPIURL)
+			}
+		}
+	}
+	if a, b := envOf("web")["GPUMARKET_TICKET_KEY"], envOf("meter")["GPUMARKET_TICKET_KEY"]; a == "" || a != b {
+		t.Error("the gateway and the meter do not share the key that signs route tickets")
+	}
+	for _, rig := range []string{"rig-1", "rig-2"} {
+		env := envOf(rig)
+		if got := strings.Split(env["NATS_URL"], ","); !slices.Equal(got, natsNodes) {
+			t.Errorf("%s publishes usage to %q, want the three nodes", rig, got)
+		}
+		if !strings.HasPrefix(env["GPUAGENT_UPSTREAM"], "http://"+rig+"-backend:") {
+			t.Errorf("%s forwards to %q, not its simbackend", rig, env["GPUAGENT_UPSTREAM"])
+		}
+	}
+}
+
+// manifest is one object of a Kubernetes manifest file.
+type manifest struct {
+	Kind string `json:"kind"`
+	doc  []byte
+}
+
+// readManifests splits the manifest files kustomization.yaml lists into their objects.
+func readManifests(t *testing.T) []manifest {
+	t.Helper()
+	dir := filepath.Join(deployDir, "k8s")
+	b, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k struct {
+		Resources []string `json:"resources"`
+	}
+	if err := yaml.Unmarshal(b, &k); err != nil {
+		t.Fatal(err)
+	}
+	if len(k.Resources) == 0 {
+		t.Fatal("kustomization.yaml lists no resources")
+	}
+	var out []manifest
+	for _, file := range k.Resources {
+		b, err := os.ReadFile(filepath.Join(dir, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, doc := range bytes.Split(b, []byte("\n---\n")) {
+			var m manifest
+			if err := yaml.Unmarshal(doc, &m); err != nil {
+				t.Fatalf("%s: %v", file, err)
+			}
+			if m.Kind != "" {
+				m.doc = doc
+				out = append(out, m)
+			}
+		}
+	}
+	return out
+}
+
+// TestKubernetesManifestsProbeAndConfigureEachRole: the Deployments of deploy/k8s, read as the API's types,
+// run the web (two replicas) and the meter (one) from the image, probe liveness on /healthz and readiness on
+// /readyz at the port the process listens on, take PostgreSQL's URL and the keys from the Secret, and with the
+// ConfigMap's values start the platform in their role on the NATS cluster with three stream replicas; each
+// Service selects a Deployment's Pods; and the NATS chart's values make a cluster of three with JetStream on
+// file storage.
+func TestKubernetesManifestsProbeAndConfigureEachRole(t *testing.T) {
+	known := envNamesRead(t)
+	var deployments []appsv1.Deployment
+	var services []corev1.Service
+	configMaps := map[string]map[string]string{}
+	for _, m := range readManifests(t) {
+		var err error
+		switch m.Kind {
+		case "Deployment":
+			var d appsv1.Deployment
+			err = yaml.UnmarshalStrict(m.doc, &d)
+			deployments = append(deployments, d)
+		case "Service":
+			var s corev1.Service
+			err = yaml.UnmarshalStrict(m.doc, &s)
+			services = append(services, s)
+		case "ConfigMap":
+			var c corev1.ConfigMap
+			err = yaml.UnmarshalStrict(m.doc, &c)
+			configMaps[c.Name] = c.Data
+		default:
+			t.Errorf("unexpected %s in the manifests", m.Kind)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", m.Kind, err)
+		}
+	}
+	secret := readSecretExample(t)
+
+	want := map[string]struct {
+		replicas int32
+		roles    Roles
+	}{"gpumarket-web": {2, Roles{Web: true}}, "gpumarket-meter": {1, Roles{Meter: true}}}
+	if len(deployments) != len(want) {
+		t.Errorf("%d Deployments, want %d", len(deployments), len(want))
+	}
+	for _, d := range deployments {
+		w, ok := want[d.Name]
+		if !ok {
+			t.Errorf("unexpected Deployment %s", d.Name)
+			continue
+		}
+		if d.Spec.Replicas == nil || *d.Spec.Replicas != w.replicas {
+			t.Errorf("%s: replicas %v, want %d", d.Name, ptrText(d.Spec.Replicas), w.replicas)
+		}
+		if len(d.Spec.Template.Spec.Containers) != 1 {
+			t.Fatalf("%s: %d containers, want 1", d.Name, len(d.Spec.Template.Spec.Containers))
+		}
+		c := d.Spec.Template.Spec.Containers[0]
+		if c.Image != "gpumarket" { // kustomization.yaml's images: sets the registry and tag
+			t.Errorf("%s: image %q, want gpumarket", d.Name, c.Image)
+		}
+		for k, v := range d.Spec.Selector.MatchLabels {
+			if d.Spec.Template.Labels[k] != v {
+				t.Errorf("%s: its selector does not select its Pods", d.Name)
+			}
+		}
+
+		// The environment as the kubelet makes it: the ConfigMap, then env, with the Secret's values.
+		env := map[string]string{}
+		for _, from := range c.EnvFrom {
+			if from.ConfigMapRef == nil || configMaps[from.ConfigMapRef.Name] == nil {
+				t.Fatalf("%s: envFrom %+v names no ConfigMap of the manifests", d.Name, from)
+			}
+			for k, v := range configMaps[from.ConfigMapRef.Name] {
+				env[k] = v
+			}
+		}
+		for _, e := range c.Env {
+			switch {
+			case e.ValueFrom == nil:
+				env[e.Name] = e.Value
+			case e.ValueFrom.SecretKeyRef != nil && e.ValueFrom.SecretKeyRef.Name == secret.Name:
+				v, ok := secret.StringData[e.ValueFrom.SecretKeyRef.Key]
+				if !ok {
+					t.Errorf("%s: %s from key %q, which the Secret does not have", d.Name, e.Name, e.ValueFrom.SecretKeyRef.Key)
+				}
+				env[e.Name] = v
+			default:
+				t.Errorf("%s: %s comes from %+v, not the Secret %s", d.Name, e.Name, e.ValueFrom, secret.Name)
+			}
+		}
+		for k := range env {
+			if !known[k] {
+				t.Errorf("%s sets %s, which nothing reads", d.Name, k)
+			}
+		}
+		if env["DATABASE_URL"] == "" {
+			t.Errorf("%s: no DATABASE_URL", d.Name)
+		}
+		withEnv(t, known, env)
+		cfg, err := configFromEnv()
+		if err != nil {
+			t.Errorf("%s: %v", d.Name, err)
+			continue
+		}
+		if slices.Equal(c.Args, []string{"meter"}) {
+			cfg.Roles = Roles{Meter: true}
+		} else if !slices.Equal(c.Args, []string{"serve"}) {
+			t.Errorf("%s runs %q, want serve or meter", d.Name, c.Args)
+		}
+		if cfg.Roles != w.roles {
+			t.Errorf("%s runs roles %s, want %s", d.Name, cfg.Roles, w.roles)
+		}
+		if err := cfg.requireServe(); err != nil {
+			t.Errorf("%s would not start: %v", d.Name, err)
+		}
+		if cfg.StreamReplicas != 3 || cfg.NATSURL == "" {
+			t.Errorf("%s: streams of %d replicas on NATS %q, want 3 on the cluster", d.Name, cfg.StreamReplicas, cfg.NATSURL)
+		}
+
+		// The probes reach the port the process listens on (GPUMARKET_ADDR), by name or number.
+		port := strings.TrimPrefix(cfg.Addr, ":")
+		portName := ""
+		for _, p := range c.Ports {
+			if p.ContainerPort > 0 && strings.TrimPrefix(cfg.Addr, ":") == strconv.Itoa(int(p.ContainerPort)) {
+				portName = p.Name
+			}
+		}
+		probe := func(kind string, pr *corev1.Probe, path string) {
+			if pr == nil || pr.HTTPGet == nil {
+				t.Errorf("%s: no %s probe over HTTP", d.Name, kind)
+				return
+			}
+			if pr.HTTPGet.Path != path {
+				t.Errorf("%s: %s probe on %s, want %s", d.Name, kind, pr.HTTPGet.Path, path)
+			}
+			if p := pr.HTTPGet.Port.String(); p != port && (portName == "" || p != portName) {
+				t.Errorf("%s: %s probe on port %s; the process listens on %s", d.Name, kind, p, cfg.Addr)
+			}
+		}
+		probe("liveness", c.LivenessProbe, "/healthz")
+		probe("readiness", c.ReadinessProbe, "/readyz")
+		if c.StartupProbe != nil {
+			probe("startup", c.StartupProbe, "/healthz")
+		}
+	}
+
+	for _, s := range services {
+		selected := false
+		for _, d := range deployments {
+			matches := len(s.Spec.Selector) > 0
+			for k, v := range s.Spec.Selector {
+				matches = matches && d.Spec.Template.Labels[k] == v
+			}
+			selected = selected || matches
+		}
+		if !selected {
+			t.Errorf("Service %s selects no Deployment's Pods", s.Name)
+		}
+	}
+
+	// The NATS chart's values: a cluster of three, JetStream on file storage on a volume per node.
+	b, err := os.ReadFile(filepath.Join(deployDir, "k8s", "nats-values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values struct {
+		Config struct {
+			Cluster struct {
+				Enabled  bool `json:"enabled"`
+				Replicas int  `json:"replicas"`
+			} `json:"cluster"`
+			JetStream struct {
+				Enabled   bool `json:"enabled"`
+				FileStore struct {
+					Enabled bool `json:"enabled"`
+					PVC     struct {
+						Enabled bool   `json:"enabled"`
+						Size    string `json:"size"`
+					} `json:"pvc"`
+				} `json:"fileStore"`
+			} `json:"jetstream"`
+		} `json:"config"`
+	}
+	if err := yaml.Unmarshal(b, &values); err != nil {
+		t.Fatal(err)
+	}
+	c := values.Config
+	if !c.Cluster.Enabled || c.Cluster.Replicas != 3 {
+		t.Errorf("the NATS chart runs cluster %v of %d nodes, want a cluster of 3", c.Cluster.Enabled, c.Cluster.Replicas)
+	}
+	if !c.JetStream.Enabled || !c.JetStream.FileStore.Enabled || !c.JetStream.FileStore.PVC.Enabled || c.JetStream.FileStore.PVC.Size == "" {
+		t.Errorf("the NATS chart's JetStream %+v, want file storage on a persistent volume", c.JetStream)
+	}
+}
+
+func ptrText(n *int32) string {
+	if n == nil {
+		return "unset"
+	}
+	return strconv.Itoa(int(*n))
+}
+
+// readSecretExample is deploy/k8s/secret.example.yaml, the keys the Deployments read.
+func readSecretExample(t *testing.T) corev1.Secret {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(deployDir, "k8s", "secret.example.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s corev1.Secret
+	if err := yaml.UnmarshalStrict(b, &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Kind != "Secret" || len(s.StringData) == 0 {
+		t.Fatalf("secret.example.yaml is a %s with %d keys", s.Kind, len(s.StringData))
+	}
+	return s
+}
+
+// TestDeployImageBuilds builds deploy/Dockerfile with docker or podman where one is installed.
+func TestDeployImageBuilds(t *testing.T) {
+	tool := ""
+	for _, name := range []string{"docker", "podman"} {
+		if _, err := exec.LookPath(name); err != nil {
+			continue
+		}
+		// The client alone builds nothing: the daemon (docker) or the runtime (podman) must answer.
+		if err := exec.Command(name, "info").Run(); err != nil {
+			t.Logf("%s is installed but `%s info` fails (%v): not used", name, name, err)
+			continue
+		}
+		tool = name
+		break
+	}
+	if tool == "" {
+		t.Skip("no docker daemon or podman answers here: deploy/Dockerfile is not built")
+	}
+	if testing.Short() {
+		t.Skip("-short: building the image takes minutes")
+	}
+	cmd := exec.Command(tool, "build", "-f", filepath.Join(deployDir, "Dockerfile"), "-t", "gpumarket:test", "../..")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s build: %v\n%s", tool, err, out)
+	}
+	for _, bin := range []string{"/gpumarket", "/gpuagent", "/simbackend"} {
+		out, err := exec.Command(tool, "run", "--rm", "--entrypoint", bin, "gpumarket:test", "-h").CombinedOutput()
+		if !strings.Contains(string(out), "usage") && !strings.Contains(string(out), "Usage") {
+			t.Errorf("%s -h in the image: %v\n%s", bin, err, out)
+		}
+	}
+}
