@@ -227,6 +227,9 @@ func (g *gateway) serve(ep endpoint) echo.HandlerFunc {
 		if err != nil {
 			return g.writeGatewayError(c, err)
 		}
+		if batchLineOf(c.Request().Context()) != nil {
+			req.route.Tier = catalog.TierBatch // a batch's line runs at the batch tier, whatever it names (batches.go)
+		}
 		if g.cfg.Router == nil {
 			return g.writeGatewayError(c, services.Errorf(services.CodeUnavailable, "The gateway does not run in this process."))
 		}
@@ -247,6 +250,9 @@ func (g *gateway) serve(ep endpoint) echo.HandlerFunc {
 
 // admitKey authenticates the API key and takes a token from its bucket.
 func (g *gateway) admitKey(c echo.Context) (accounts.APIKey, error) {
+	if line := batchLineOf(c.Request().Context()); line != nil {
+		return g.batchKey(c.Request().Context(), line)
+	}
 	secret := bearerToken(c.Request())
 	if secret == "" {
 		return accounts.APIKey{}, services.Errorf(services.CodeUnauthorized, "No API key.")
