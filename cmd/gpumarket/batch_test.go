@@ -430,4 +430,3 @@ func (b *gatewayBundle) testBatchRestart(t *testing.T) {
 	}
 	t.Logf("stopped with %d of %d done; the new scheduler ran the other %d once each", doneAtStop, lines, lines-doneAtStop)
 }
-

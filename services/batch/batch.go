@@ -66,7 +66,7 @@ type Batch struct {
 
 // BatchErrors are a batch's validation errors, OpenAI's list.
 type BatchErrors struct {
-	Object string       `json:"object"` // "list"
+	Object string      `json:"object"` // "list"
 	Data   []LineError `json:"data"`
 }
 
