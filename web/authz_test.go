@@ -380,6 +380,16 @@ var authzTable = map[string]route{
 	"POST /v1/completions":      {body: map[string]any{"model": "m", "prompt": "hi"}, want: everyone(http.StatusUnauthorized)},
 	"POST /v1/embeddings":       {body: map[string]any{"model": "m", "input": "hi"}, want: everyone(http.StatusUnauthorized)},
 	"GET /v1/models":            {want: everyone(http.StatusUnauthorized)},
+	// The Batch API takes API keys too: a session is no credential for it.
+	"POST /v1/files":              {want: everyone(http.StatusUnauthorized)},
+	"GET /v1/files":               {want: everyone(http.StatusUnauthorized)},
+	"GET /v1/files/:id":           {want: everyone(http.StatusUnauthorized)},
+	"GET /v1/files/:id/content":   {want: everyone(http.StatusUnauthorized)},
+	"DELETE /v1/files/:id":        {want: everyone(http.StatusUnauthorized)},
+	"POST /v1/batches":            {body: map[string]any{"input_file_id": "file-x"}, want: everyone(http.StatusUnauthorized)},
+	"GET /v1/batches":             {want: everyone(http.StatusUnauthorized)},
+	"GET /v1/batches/:id":         {want: everyone(http.StatusUnauthorized)},
+	"POST /v1/batches/:id/cancel": {want: everyone(http.StatusUnauthorized)},
 	"echo_route_not_found /v1/*": {method: http.MethodPost, path: "/v1/no-such-endpoint",
 		want: everyone(http.StatusNotFound)},
 
