@@ -33,6 +33,8 @@ func TestBatches(t *testing.T) {
 	t.Run("another account's file and batch are 404", b.testBatchOtherAccount)
 	t.Run("cancel mid-batch: the lines that finished are in the output, the rest never sent", b.testBatchCancel)
 	t.Run("a new scheduler after a stop mid-batch runs no line twice", b.testBatchRestart)
+	t.Run("a worker lost mid-line: its metered line is not sent again, its unsent line is", b.testBatchLostWorker)
+	t.Run("at expiry what completed is returned and charged, the rest expires unsent", b.testBatchExpiry)
 }
 
 // batchLine is a line of an input file.
@@ -391,7 +393,7 @@ func (b *gatewayBundle) testBatchRestart(t *testing.T) {
 	b.slowRig(t, model)
 	dev, _, secret := b.developer(t, "batch-restart", 20*money.PicoPerUSD, accounts.NewKeyInput{})
 	client := b.client(secret)
-	bt := b.createBatch(t, client, b.upload(t, client, chatLines(model, lines, 64)).ID)
+	bt := b.createBatch(t, client, b.upload(t, client, chatLines(model, lines, 24)).ID)
 	b.eventually(t, "some lines are done", func() bool { done, _, _ := b.lineCounts(t, bt.ID); return done >= 3 })
 	b.p.batchScheduler.Close() // the lines in flight finish and are recorded
 	doneAtStop, pendingAtStop, _ := b.lineCounts(t, bt.ID)
@@ -429,4 +431,110 @@ func (b *gatewayBundle) testBatchRestart(t *testing.T) {
 		t.Fatalf("%d usage rows and %d output lines, want %d of each", n, len(out), lines)
 	}
 	t.Logf("stopped with %d of %d done; the new scheduler ran the other %d once each", doneAtStop, lines, lines-doneAtStop)
+}
+
+// restartScheduler starts a new scheduler in place of the platform's, which must be closed.
+func (b *gatewayBundle) restartScheduler() {
+	next := b.p.newBatchScheduler()
+	next.Start(context.WithoutCancel(b.ctx))
+	b.p.batchScheduler = next
+}
+
+func (b *gatewayBundle) testBatchLostWorker(t *testing.T) {
+	const model, lines = "bt-lost", 12
+	b.slowRig(t, model)
+	dev, _, secret := b.developer(t, "batch-lost", 20*money.PicoPerUSD, accounts.NewKeyInput{})
+	client := b.client(secret)
+	bt := b.createBatch(t, client, b.upload(t, client, chatLines(model, lines, 16)).ID)
+	b.eventually(t, "some lines are done", func() bool { done, _, _ := b.lineCounts(t, bt.ID); return done >= 2 })
+	b.p.batchScheduler.Close()
+	// Make it as if a worker had died twice: once after its line was answered and metered but
+	// before the answer was recorded, once right after claiming a line.
+	var answeredLine int
+	var answeredReq string
+	var unsentLine int
+	if err := b.p.pool.QueryRow(b.ctx, `SELECT line, request_id FROM batch_lines WHERE batch_id = $1 AND status = 'done'
+		ORDER BY line LIMIT 1`, bt.ID).Scan(&answeredLine, &answeredReq); err != nil {
+		t.Fatal(err)
+	}
+	b.metered(t, answeredReq)
+	if err := b.p.pool.QueryRow(b.ctx, `SELECT line FROM batch_lines WHERE batch_id = $1 AND status = 'pending'
+		ORDER BY line LIMIT 1`, bt.ID).Scan(&unsentLine); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.p.pool.Exec(b.ctx, `UPDATE batch_lines SET status = 'running', claimed_at = now() - interval '1 hour',
+		request_id = NULL, status_code = NULL, response = NULL WHERE batch_id = $1 AND line = $2`, bt.ID, answeredLine); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.p.pool.Exec(b.ctx, `UPDATE batch_lines SET status = 'running', attempts = attempts + 1,
+		claimed_at = now() - interval '1 hour' WHERE batch_id = $1 AND line = $2`, bt.ID, unsentLine); err != nil {
+		t.Fatal(err)
+	}
+	b.p.batchLease = time.Minute
+	b.restartScheduler()
+	bt = b.pollBatch(t, client, bt.ID, openai.BatchStatusCompleted)
+	if bt.RequestCounts.Completed != lines-1 || bt.RequestCounts.Failed != 1 || bt.ErrorFileID == "" {
+		t.Fatalf("counts %+v, error file %q", bt.RequestCounts, bt.ErrorFileID)
+	}
+	errs := b.download(t, client, bt.ErrorFileID)
+	if len(errs) != 1 || errs[0].Error == nil || errs[0].Error.Code != "batch_line_interrupted" {
+		t.Fatalf("error file %+v", errs)
+	}
+	var status, reqID string
+	var attempts int
+	if err := b.p.pool.QueryRow(b.ctx, `SELECT status, request_id FROM batch_lines WHERE batch_id = $1 AND line = $2`,
+		bt.ID, answeredLine).Scan(&status, &reqID); err != nil || status != "failed" || reqID != answeredReq {
+		t.Fatalf("the metered line: %s %s (%v), want failed with %s", status, reqID, err, answeredReq)
+	}
+	if err := b.p.pool.QueryRow(b.ctx, `SELECT status, attempts FROM batch_lines WHERE batch_id = $1 AND line = $2`,
+		bt.ID, unsentLine).Scan(&status, &attempts); err != nil || status != "done" || attempts != 2 {
+		t.Fatalf("the unsent line: %s after %d attempts (%v), want done after 2", status, attempts, err)
+	}
+	var ids []string
+	for _, l := range b.download(t, client, bt.OutputFileID) {
+		ids = append(ids, l.Response.RequestID)
+	}
+	charged := b.batchUsage(t, append(ids, answeredReq))
+	if n := b.usageRows(t, dev.AccountID); n != lines {
+		t.Fatalf("%d usage rows, want one per line: %d", n, lines)
+	}
+	cost, _ := gpumarketFigures(t, bt)
+	if cost != charged.Decimal(12) {
+		t.Fatalf("batch cost %s, metered %s", cost, charged.Decimal(12))
+	}
+}
+
+func (b *gatewayBundle) testBatchExpiry(t *testing.T) {
+	const model, lines = "bt-expiry", 40
+	b.slowRig(t, model)
+	dev, _, secret := b.developer(t, "batch-expiry", 20*money.PicoPerUSD, accounts.NewKeyInput{})
+	client := b.client(secret)
+	bt := b.createBatch(t, client, b.upload(t, client, chatLines(model, lines, 24)).ID)
+	b.eventually(t, "some lines are done", func() bool { done, _, _ := b.lineCounts(t, bt.ID); return done >= 2 })
+	if _, err := b.p.pool.Exec(b.ctx, `UPDATE batches SET expires_at = now() - interval '1 second' WHERE id = $1`, bt.ID); err != nil {
+		t.Fatal(err)
+	}
+	bt = b.pollBatch(t, client, bt.ID, openai.BatchStatusExpired, openai.BatchStatusCompleted)
+	done, _, attempts := b.lineCounts(t, bt.ID)
+	if bt.Status != openai.BatchStatusExpired || bt.ExpiredAt == 0 || done == lines || attempts != done ||
+		bt.RequestCounts.Completed != int64(done) || bt.RequestCounts.Failed != int64(lines-done) {
+		t.Fatalf("batch %s: counts %+v, %d done, %d attempts", bt.Status, bt.RequestCounts, done, attempts)
+	}
+	out, errs := b.download(t, client, bt.OutputFileID), b.download(t, client, bt.ErrorFileID)
+	for _, e := range errs {
+		if e.Error == nil || e.Error.Code != "batch_expired" || e.Response != nil {
+			t.Fatalf("error line %+v", e)
+		}
+	}
+	if len(out) != done || len(errs) != lines-done {
+		t.Fatalf("%d output and %d error lines, %d done of %d", len(out), len(errs), done, lines)
+	}
+	var ids []string
+	for _, l := range out {
+		ids = append(ids, l.Response.RequestID)
+	}
+	b.batchUsage(t, ids)
+	if n := b.usageRows(t, dev.AccountID); n != done {
+		t.Fatalf("%d usage rows, %d lines done", n, done)
+	}
 }
