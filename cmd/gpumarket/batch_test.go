@@ -498,6 +498,10 @@ func (b *gatewayBundle) testBatchLostWorker(t *testing.T) {
 	if n := b.usageRows(t, dev.AccountID); n != lines {
 		t.Fatalf("%d usage rows, want one per line: %d", n, lines)
 	}
+	bt, err := client.Batches.Get(b.ctx, bt.ID) // the cost, now that every line is metered
+	if err != nil {
+		t.Fatal(err)
+	}
 	cost, _ := gpumarketFigures(t, bt)
 	if cost != charged.Decimal(12) {
 		t.Fatalf("batch cost %s, metered %s", cost, charged.Decimal(12))
