@@ -66,6 +66,9 @@ type Config struct {
 	// BatchConcurrency (GPUMARKET_BATCH_CONCURRENCY) is how many batch lines this process sends at once: the
 	// share of capacity batches may take (docs/batches.md); zero means batch.DefaultConcurrency.
 	BatchConcurrency int
+	// routingFlushEvery overrides how often routing writes figures and moves tiers; zero keeps its default.
+	// bench-batch holds its zero-latency batch offering in the batch tier with it.
+	routingFlushEvery time.Duration
 	// TrustedProxies (GPUMARKET_TRUSTED_PROXIES, comma-separated CIDRs) are the proxies whose
 	// X-Forwarded-For names the client; none means the connection's address is the client's.
 	TrustedProxies []*net.IPNet

@@ -286,7 +286,8 @@ func (p *Platform) gateway() (web.Gateway, error) {
 	if err != nil {
 		return web.Gateway{}, err
 	}
-	p.router = routing.New(routing.Config{Pool: p.pool, Catalog: p.catalog, NATS: p.nc, Log: p.log.With("role", "gateway")})
+	p.router = routing.New(routing.Config{Pool: p.pool, Catalog: p.catalog, NATS: p.nc, Log: p.log.With("role", "gateway"),
+		FlushEvery: p.cfg.routingFlushEvery})
 	p.requestLog = billing.NewRequestLog(p.pool, nil, p.log.With("role", "gateway"))
 	return web.Gateway{
 		Router: p.router, Tickets: signer, Requests: p.requestLog,
