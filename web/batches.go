@@ -42,18 +42,22 @@ func batchLineOf(ctx context.Context) *batchLine {
 	return l
 }
 
-// batchKey is the live API key a batch was created with.
+// batchKey is the live API key a batch was created with, cached as keys by secret are (and
+// forgotten with them when a key changes), in a cache of its own: no bearer token can name an
+// entry of it.
 func (g *gateway) batchKey(ctx context.Context, line *batchLine) (accounts.APIKey, error) {
-	keys, err := g.accounts.Keys(ctx, line.accountID)
-	if err != nil {
-		return accounts.APIKey{}, err
-	}
-	for _, k := range keys {
-		if k.ID == line.apiKeyID && k.RevokedAt == nil {
-			return k, nil
+	return g.batchKeys.lookup(ctx, line.accountID+"/"+line.apiKeyID, g.now(), func(ctx context.Context, _ string) (accounts.APIKey, error) {
+		keys, err := g.accounts.Keys(ctx, line.accountID)
+		if err != nil {
+			return accounts.APIKey{}, err
 		}
-	}
-	return accounts.APIKey{}, services.Errorf(services.CodeUnauthorized, "The batch's API key was revoked.")
+		for _, k := range keys {
+			if k.ID == line.apiKeyID && k.RevokedAt == nil {
+				return k, nil
+			}
+		}
+		return accounts.APIKey{}, services.Errorf(services.CodeUnauthorized, "The batch's API key was revoked.")
+	})
 }
 
 // attemptID is the request id of an attempt at the i-th candidate: a batch line's is made from

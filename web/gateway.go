@@ -110,8 +110,10 @@ type gateway struct {
 	now      func() time.Time
 	client   *http.Client
 	keys     keyCache
-	limits   keyLimits
-	touches  keyTouches
+	// batchKeys are the keys batches' lines go out with, by account and key id (batches.go).
+	batchKeys keyCache
+	limits    keyLimits
+	touches   keyTouches
 }
 
 func newGateway(cfg Gateway, acc *accounts.Service, log *slog.Logger, now func() time.Time) *gateway {
@@ -155,9 +157,10 @@ func newGateway(cfg Gateway, acc *accounts.Service, log *slog.Logger, now func()
 	}
 	return &gateway{
 		cfg: cfg, accounts: acc, log: log, now: now, client: client,
-		keys:    keyCache{ttl: cfg.KeyCacheTTL, entries: map[[32]byte]keyEntry{}},
-		limits:  keyLimits{rate: rate.Limit(cfg.RatePerSecond), burst: cfg.RateBurst, byKey: map[string]*rate.Limiter{}},
-		touches: keyTouches{write: acc.TouchKeys, log: log, pending: map[string]time.Time{}},
+		keys:      keyCache{ttl: cfg.KeyCacheTTL, entries: map[[32]byte]keyEntry{}},
+		batchKeys: keyCache{ttl: cfg.KeyCacheTTL, entries: map[[32]byte]keyEntry{}},
+		limits:    keyLimits{rate: rate.Limit(cfg.RatePerSecond), burst: cfg.RateBurst, byKey: map[string]*rate.Limiter{}},
+		touches:   keyTouches{write: acc.TouchKeys, log: log, pending: map[string]time.Time{}},
 	}
 }
 

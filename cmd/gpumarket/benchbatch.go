@@ -41,7 +41,7 @@ import (
 //  1. Direct: -direct chat completions sent straight to the agent with a route ticket, by
 //     -concurrency clients at once, timed from first to last.
 //  2. Batch: a file of -lines chat completions, the same body each, uploaded with the official
-//     SDK, a batch created from it and polled every 50 ms until it ends, timed from its creation
+//     SDK, a batch created from it and polled every second until it ends, timed from its creation
 //     to when it is seen completed: checking, admission, every line through the gateway, and the
 //     output file.
 //
@@ -206,7 +206,7 @@ func (b *benchPlatform) runBatch(ctx context.Context, path string, lines int) (f
 		select {
 		case <-ctx.Done():
 			return 0, openai.BatchRequestCounts{}, ctx.Err()
-		case <-time.After(50 * time.Millisecond):
+		case <-time.After(time.Second):
 		}
 		if bt, err = client.Batches.Get(ctx, bt.ID); err != nil {
 			return 0, openai.BatchRequestCounts{}, err

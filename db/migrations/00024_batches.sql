@@ -60,6 +60,7 @@ CREATE TABLE batch_lines (
     PRIMARY KEY (batch_id, line)
 );
 CREATE INDEX batch_lines_pending_idx ON batch_lines (batch_id, line) WHERE status IN ('pending', 'running');
+CREATE INDEX batch_lines_running_idx ON batch_lines (claimed_at) WHERE status = 'running';
 CREATE UNIQUE INDEX batch_lines_request_idx ON batch_lines (request_id) WHERE request_id IS NOT NULL;
 
 -- +goose Down

@@ -260,25 +260,38 @@ func (l claimed) requestIDPrefix() string {
 	return "req_" + strings.TrimPrefix(l.batchID, "batch_") + "_" + strconv.Itoa(l.line) + "_" + strconv.Itoa(l.attempts)
 }
 
-// claim takes the next pending line of a batch in progress, marking it running and counting the
-// attempt, in one statement: SKIP LOCKED lets every worker of every scheduler claim at once.
+// claim takes the next pending line of a batch in progress, oldest batch first, marking it
+// running and counting the attempt in one statement: SKIP LOCKED lets every worker of every
+// scheduler claim at once. The open batches are read first, and each one's lines by its own
+// index, so a claim costs the same in a batch of 50,000 lines as in one of ten.
 func (s *Scheduler) claim(ctx context.Context) (claimed, bool, error) {
 	now := s.now()
-	var l claimed
-	err := s.svc.pool.QueryRow(ctx, `
-		UPDATE batch_lines l SET status = 'running', attempts = l.attempts + 1, claimed_at = $1
-		FROM (SELECT l.batch_id, l.line FROM batch_lines l JOIN batches b ON b.id = l.batch_id
-		      WHERE l.status = 'pending' AND b.status = 'in_progress' AND b.expires_at > $1
-		        AND (l.not_before IS NULL OR l.not_before <= $1)
-		      ORDER BY l.batch_id, l.line LIMIT 1 FOR UPDATE OF l SKIP LOCKED) c, batches b
-		WHERE l.batch_id = c.batch_id AND l.line = c.line AND b.id = l.batch_id
-		RETURNING l.batch_id, b.account_id::text, b.api_key_id, b.input_file_id, l.custom_id, l.line, l.attempts,
-			l.body_length, l.body_offset`, now).
-		Scan(&l.batchID, &l.accountID, &l.apiKeyID, &l.fileID, &l.customID, &l.line, &l.attempts, &l.length, &l.offset)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return claimed{}, false, nil
+	rows, err := s.svc.pool.Query(ctx, `SELECT id, account_id::text, api_key_id, input_file_id FROM batches
+		WHERE status = 'in_progress' AND expires_at > $1 ORDER BY created_at, id LIMIT 100`, now)
+	if err != nil {
+		return claimed{}, false, err
 	}
-	return l, err == nil, err
+	open, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (claimed, error) {
+		var l claimed
+		return l, r.Scan(&l.batchID, &l.accountID, &l.apiKeyID, &l.fileID)
+	})
+	if err != nil {
+		return claimed{}, false, err
+	}
+	for _, l := range open {
+		err := s.svc.pool.QueryRow(ctx, `
+			UPDATE batch_lines SET status = 'running', attempts = attempts + 1, claimed_at = $2
+			WHERE batch_id = $1 AND line = (SELECT line FROM batch_lines
+				WHERE batch_id = $1 AND status = 'pending' AND (not_before IS NULL OR not_before <= $2)
+				ORDER BY line LIMIT 1 FOR UPDATE SKIP LOCKED)
+			RETURNING custom_id, line, attempts, body_length, body_offset`, l.batchID, now).
+			Scan(&l.customID, &l.line, &l.attempts, &l.length, &l.offset)
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue
+		}
+		return l, err == nil, err
+	}
+	return claimed{}, false, nil
 }
 
 // work claims and runs lines until ctx ends. A line in flight is finished and recorded even
