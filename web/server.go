@@ -291,6 +291,7 @@ func (s *Server) routes() {
 	developerPage, providerPage := s.requirePage(accounts.RoleDeveloper), s.requirePage(accounts.RoleProvider)
 	e.GET("/usage", s.usagePage, developerPage)
 	e.GET("/usage.csv", s.usageCSV, developerPage)
+	s.batchPageRoutes(developerPage)
 	e.GET("/provider/earnings", s.earningsPage, providerPage)
 	e.GET("/provider/performance", s.performancePage, providerPage)
 	s.reportsRoutes()

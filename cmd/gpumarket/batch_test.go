@@ -5,14 +5,19 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/openai/openai-go/v3"
 
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/simulation"
 )
@@ -35,6 +40,7 @@ func TestBatches(t *testing.T) {
 	t.Run("a new scheduler after a stop mid-batch runs no line twice", b.testBatchRestart)
 	t.Run("a worker lost mid-line: its metered line is not sent again, its unsent line is", b.testBatchLostWorker)
 	t.Run("at expiry what completed is returned and charged, the rest expires unsent", b.testBatchExpiry)
+	t.Run("browser: the batches page uploads a file, follows the batch and downloads its output", b.testBatchesPage)
 }
 
 // batchLine is a line of an input file.
@@ -540,5 +546,64 @@ func (b *gatewayBundle) testBatchExpiry(t *testing.T) {
 	b.batchUsage(t, ids)
 	if n := b.usageRows(t, dev.AccountID); n != done {
 		t.Fatalf("%d usage rows, %d lines done", n, done)
+	}
+}
+
+func (b *gatewayBundle) testBatchesPage(t *testing.T) {
+	const model, lines = "bt-page", 5
+	b.list(t, rigSpec{model: model, ask: 60_000, p99: 2000})
+	dev, key, _ := b.developer(t, "batch-page", 20*money.PicoPerUSD, accounts.NewKeyInput{Name: "page key"})
+	input := filepath.Join(t.TempDir(), "page.jsonl")
+	if err := os.WriteFile(input, []byte(chatLines(model, lines, 8)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, journeyTimeout)
+	t.Cleanup(cancel)
+	tab := newJourneyTab(t, ctx, b.p.URL())
+	tab.open("/login", http.StatusOK)
+	tab.do("fill the login form", journeyFill("#email", dev.Email), journeyFill("#password", demo.Password))
+	tab.navigate("log in", journeyClick(byTestID("login-submit")))
+	tab.open("/batches", http.StatusOK)
+	if n := tab.count(byTestID("no-batches")); n != 1 {
+		t.Fatalf("a new account's batches page lists batches")
+	}
+	tab.do("choose the file and the key", chromedp.SetUploadFiles(chromedp.CSS("#file"), []string{input}, chromedp.NodeReady),
+		chromedp.SetValue(chromedp.CSS("#key"), key.ID, chromedp.NodeReady))
+	if res := tab.navigate("start the batch", journeyClick(byTestID("batch-submit"))); res == nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("starting the batch: %+v", res)
+	}
+	id := tab.attr(byTestID("batch"), "data-batch")
+	if !strings.HasPrefix(id, "batch_") {
+		t.Fatalf("the page lists batch %q", id)
+	}
+	b.eventually(t, "the page shows the batch completed", func() bool {
+		tab.open("/batches", http.StatusOK)
+		return tab.attr(byTestID("batch"), "data-status") == "completed"
+	})
+	if got := tab.text(byTestID("batch-progress")); !strings.Contains(got, fmt.Sprintf("%d done, 0 failed of %d", lines, lines)) {
+		t.Fatalf("progress reads %q", got)
+	}
+	// The output, downloaded as the page links it, under the browser's session.
+	href := tab.attr(byTestID("batch-output"), "href")
+	body := tab.eval("download the output", fmt.Sprintf(`(() => { const x = new XMLHttpRequest(); x.open("GET", %q, false); x.send();
+		return x.status + "\n" + x.responseText })()`, href))
+	status, content, _ := strings.Cut(body, "\n")
+	seen := map[string]bool{}
+	var ids []string
+	for _, line := range strings.Split(strings.TrimSpace(content), "\n") {
+		var l outputLine
+		if err := json.Unmarshal([]byte(line), &l); err != nil || l.Response == nil || l.Response.StatusCode != 200 || seen[l.CustomID] {
+			t.Fatalf("downloaded output line %q: %v", line, err)
+		}
+		seen[l.CustomID] = true
+		ids = append(ids, l.Response.RequestID)
+	}
+	if status != "200" || len(seen) != lines {
+		t.Fatalf("download: status %s, %d lines", status, len(seen))
+	}
+	charged := b.batchUsage(t, ids)
+	tab.open("/batches", http.StatusOK)
+	if got, want := tab.text(byTestID("batch-cost")), "$"+charged.Decimal(12); got != want {
+		t.Fatalf("the page shows a cost of %s, the meter charged %s", got, want)
 	}
 }
