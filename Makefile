@@ -38,7 +38,7 @@ test-deps: ## install Chromium for the browser tests when it is missing
 	fi
 
 .PHONY: bench
-bench: bench-meter bench-gateway bench-close bench-reports ## run the benchmarks
+bench: bench-meter bench-gateway bench-close bench-reports bench-batch ## run the benchmarks
 
 .PHONY: bench-meter
 bench-meter: ## meter BENCH_EVENTS usage events end to end and compare with this machine's ceilings (starts PostgreSQL when missing)
