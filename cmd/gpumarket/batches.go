@@ -30,6 +30,7 @@ func (p *Platform) newBatchScheduler() *batch.Scheduler {
 	return batch.NewScheduler(batch.SchedulerConfig{
 		Service: p.batches, Gateway: p.web, Concurrency: p.cfg.BatchConcurrency, PollEvery: p.batchPollEvery,
 		Lease: p.batchLease, Log: p.log.With("role", "batch"),
+		Ready: p.router.Ready,
 		Offered: func(model string) bool {
 			for _, m := range p.router.Models() {
 				if m.Model == model {

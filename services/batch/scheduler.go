@@ -64,7 +64,10 @@ type SchedulerConfig struct {
 	Gateway Gateway
 	// Offered says whether the catalog offers a model; BatchPrice is the batch tier's price in
 	// force; Balance is an account's prepaid balance.
-	Offered    func(model string) bool
+	Offered func(model string) bool
+	// Ready says whether Offered knows the catalog yet: no batch is checked before, so that none
+	// fails for models not loaded. Nil means always.
+	Ready      func(ctx context.Context) error
 	BatchPrice func(ctx context.Context) (catalog.Price, error)
 	Balance    func(ctx context.Context, accountID string) (money.BigPico, error)
 	// Concurrency is how many lines are in flight at once, across all batches: the share of
@@ -181,6 +184,9 @@ func (s *Scheduler) kickWorkers() {
 // validateOne checks the oldest validating batch and fails or admits it; false when there was none.
 func (s *Scheduler) validateOne(ctx context.Context) (_ bool, err error) {
 	defer services.Wrap(&err, "batch.validate")
+	if s.cfg.Ready != nil && s.cfg.Ready(ctx) != nil {
+		return false, nil
+	}
 	tx, err := s.svc.pool.Begin(ctx)
 	if err != nil {
 		return false, err
