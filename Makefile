@@ -38,7 +38,7 @@ test-deps: ## install Chromium for the browser tests when it is missing
 	fi
 
 .PHONY: bench
-bench: bench-meter bench-gateway bench-close bench-reports ## run the benchmarks
+bench: bench-meter bench-gateway bench-close bench-reports bench-batch ## run the benchmarks
 
 .PHONY: bench-meter
 bench-meter: ## meter BENCH_EVENTS usage events end to end and compare with this machine's ceilings (starts PostgreSQL when missing)
@@ -63,6 +63,12 @@ bench-gateway: ## the latency the /v1 gateway adds at 1,000 and 2,000 requests/s
 	@url=$${GPUMARKET_TEST_DATABASE_URL:-$$(GPUMARKET_DATA_DIR=$(DATA_DIR) $(GO) run ./cmd/gpumarket dev postgres)}; \
 	echo "the benchmark uses PostgreSQL at $$url" >&2; \
 	GPUMARKET_TEST_DATABASE_URL="$$url" $(GO) run ./cmd/gpumarket bench-gateway $(BENCH_GATEWAY_FLAGS)
+
+.PHONY: bench-batch
+bench-batch: ## a 50,000-line batch against a zero-latency rig: lines per second and the overhead per line over direct calls (BENCH_BATCH_FLAGS; starts PostgreSQL when missing)
+	@url=$${GPUMARKET_TEST_DATABASE_URL:-$$(GPUMARKET_DATA_DIR=$(DATA_DIR) $(GO) run ./cmd/gpumarket dev postgres)}; \
+	echo "the benchmark uses PostgreSQL at $$url" >&2; \
+	GPUMARKET_TEST_DATABASE_URL="$$url" $(GO) run ./cmd/gpumarket bench-batch $(BENCH_BATCH_FLAGS)
 
 .PHONY: stripe-mock
 stripe-mock: $(STRIPE_MOCK_BIN) ## install stripe-mock (Stripe's API mock) under the data directory

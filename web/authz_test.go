@@ -356,7 +356,13 @@ var authzTable = map[string]route{
 	// developer's key, which does not exist for the caller; a developer's own keys are tested
 	// in keys_test.go. The page form answers 201 with the new key's secret rather than
 	// redirecting.
-	"GET /keys": {want: statuses{303, 200, 403, 403, 403}, login: true},
+	"GET /keys":    {want: statuses{303, 200, 403, 403, 403}, login: true},
+	"GET /batches": {want: statuses{303, 200, 403, 403, 403}, login: true},
+	"POST /batches": {body: url.Values{"endpoint": {"/v1/chat/completions"}},
+		want: statuses{303, 422, 403, 403, 403}, noCSRF: csrfRefused, login: true},
+	"POST /batches/:id/cancel": {path: "/batches/batch_none/cancel", body: url.Values{},
+		want: statuses{303, 404, 403, 403, 403}, noCSRF: csrfRefused, login: true},
+	"GET /batches/files/:id": {path: "/batches/files/file-none", want: statuses{303, 404, 403, 403, 403}, login: true},
 	"POST /keys": {body: url.Values{"name": {"authz form"}},
 		want: statuses{303, 201, 403, 403, 403}, noCSRF: csrfRefused, login: true},
 	"POST /keys/:id/revoke": {path: "/keys/{key}/revoke", body: url.Values{},
@@ -380,6 +386,16 @@ var authzTable = map[string]route{
 	"POST /v1/completions":      {body: map[string]any{"model": "m", "prompt": "hi"}, want: everyone(http.StatusUnauthorized)},
 	"POST /v1/embeddings":       {body: map[string]any{"model": "m", "input": "hi"}, want: everyone(http.StatusUnauthorized)},
 	"GET /v1/models":            {want: everyone(http.StatusUnauthorized)},
+	// The Batch API takes API keys too: a session is no credential for it.
+	"POST /v1/files":              {want: everyone(http.StatusUnauthorized)},
+	"GET /v1/files":               {want: everyone(http.StatusUnauthorized)},
+	"GET /v1/files/:id":           {want: everyone(http.StatusUnauthorized)},
+	"GET /v1/files/:id/content":   {want: everyone(http.StatusUnauthorized)},
+	"DELETE /v1/files/:id":        {want: everyone(http.StatusUnauthorized)},
+	"POST /v1/batches":            {body: map[string]any{"input_file_id": "file-x"}, want: everyone(http.StatusUnauthorized)},
+	"GET /v1/batches":             {want: everyone(http.StatusUnauthorized)},
+	"GET /v1/batches/:id":         {want: everyone(http.StatusUnauthorized)},
+	"POST /v1/batches/:id/cancel": {want: everyone(http.StatusUnauthorized)},
 	"echo_route_not_found /v1/*": {method: http.MethodPost, path: "/v1/no-such-endpoint",
 		want: everyone(http.StatusNotFound)},
 

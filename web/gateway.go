@@ -110,8 +110,10 @@ type gateway struct {
 	now      func() time.Time
 	client   *http.Client
 	keys     keyCache
-	limits   keyLimits
-	touches  keyTouches
+	// batchKeys are the keys batches' lines go out with, by account and key id (batches.go).
+	batchKeys keyCache
+	limits    keyLimits
+	touches   keyTouches
 }
 
 func newGateway(cfg Gateway, acc *accounts.Service, log *slog.Logger, now func() time.Time) *gateway {
@@ -155,9 +157,10 @@ func newGateway(cfg Gateway, acc *accounts.Service, log *slog.Logger, now func()
 	}
 	return &gateway{
 		cfg: cfg, accounts: acc, log: log, now: now, client: client,
-		keys:    keyCache{ttl: cfg.KeyCacheTTL, entries: map[[32]byte]keyEntry{}},
-		limits:  keyLimits{rate: rate.Limit(cfg.RatePerSecond), burst: cfg.RateBurst, byKey: map[string]*rate.Limiter{}},
-		touches: keyTouches{write: acc.TouchKeys, log: log, pending: map[string]time.Time{}},
+		keys:      keyCache{ttl: cfg.KeyCacheTTL, entries: map[[32]byte]keyEntry{}},
+		batchKeys: keyCache{ttl: cfg.KeyCacheTTL, entries: map[[32]byte]keyEntry{}},
+		limits:    keyLimits{rate: rate.Limit(cfg.RatePerSecond), burst: cfg.RateBurst, byKey: map[string]*rate.Limiter{}},
+		touches:   keyTouches{write: acc.TouchKeys, log: log, pending: map[string]time.Time{}},
 	}
 }
 
@@ -227,6 +230,9 @@ func (g *gateway) serve(ep endpoint) echo.HandlerFunc {
 		if err != nil {
 			return g.writeGatewayError(c, err)
 		}
+		if batchLineOf(c.Request().Context()) != nil {
+			req.route.Tier = catalog.TierBatch // a batch's line runs at the batch tier, whatever it names (batches.go)
+		}
 		if g.cfg.Router == nil {
 			return g.writeGatewayError(c, services.Errorf(services.CodeUnavailable, "The gateway does not run in this process."))
 		}
@@ -247,6 +253,9 @@ func (g *gateway) serve(ep endpoint) echo.HandlerFunc {
 
 // admitKey authenticates the API key and takes a token from its bucket.
 func (g *gateway) admitKey(c echo.Context) (accounts.APIKey, error) {
+	if line := batchLineOf(c.Request().Context()); line != nil {
+		return g.batchKey(c.Request().Context(), line)
+	}
 	secret := bearerToken(c.Request())
 	if secret == "" {
 		return accounts.APIKey{}, services.Errorf(services.CodeUnauthorized, "No API key.")

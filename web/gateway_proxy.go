@@ -102,8 +102,8 @@ func (g *gateway) forward(c echo.Context, key accounts.APIKey, req *gatewayReque
 		}
 	}()
 	var lastErr error
-	for _, cand := range candidates {
-		a := &attempt{cand: cand, requestID: g.cfg.NewRequestID(), start: g.now()}
+	for i, cand := range candidates {
+		a := &attempt{cand: cand, requestID: g.attemptID(ctx, i), start: g.now()}
 		tk, err := g.cfg.Tickets.Sign(ticket.Claims{RequestID: a.requestID, AccountID: key.AccountID, APIKeyID: key.ID,
 			OfferingID: cand.OfferingID, Tier: string(cand.Tier), Kind: req.ep.kind,
 			AskInput: int64(cand.AskInput), AskOutput: int64(cand.AskOutput), PriceID: cand.PriceID,

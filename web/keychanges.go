@@ -19,7 +19,10 @@ const keyChangeTimeout = 2 * time.Second
 
 // ForgetKey drops what this process's gateway cached of the key, so that its next request
 // reads the key as it is stored now.
-func (s *Server) ForgetKey(keyID string) { s.gw.keys.forget(keyID) }
+func (s *Server) ForgetKey(keyID string) {
+	s.gw.keys.forget(keyID)
+	s.gw.batchKeys.forget(keyID)
+}
 
 // keyChanged tells this process's gateway at once and every other one through KeyChanges.
 // The change is stored by then; when the word cannot be sent, each gateway still rereads the

@@ -20,6 +20,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/audit"
+	"github.com/gpumarket/gpumarket/services/batch"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/documents"
 	"github.com/gpumarket/gpumarket/services/invoicing"
@@ -78,6 +79,8 @@ type Config struct {
 	Reports ReportSource
 	// Performance is the provider's view of its rigs (provider_performance.go); nil hides it.
 	Performance *performance.Service
+	// Batches are the Batch API's files and batches (batches.go); nil answers 503.
+	Batches *batch.Service
 }
 
 // Journal writes the period's journal of ledger postings to w as CSV.
@@ -112,6 +115,7 @@ type Server struct {
 	journal     Journal
 	reports     ReportSource
 	performance *performance.Service
+	batches     *batch.Service
 }
 
 // New builds the server and its routes.
@@ -131,7 +135,7 @@ func New(cfg Config) *Server {
 	s := &Server{echo: e, accounts: cfg.Accounts, catalog: cfg.Catalog, payments: cfg.Payments, usage: cfg.Usage, rigs: cfg.Rigs, ready: cfg.Ready, log: cfg.Log,
 		registry: cfg.Registry, now: cfg.Now, keyChanges: cfg.KeyChanges, metricsToken: cfg.MetricsToken,
 		usageStream: cfg.UsageStream, invoicing: cfg.Invoicing, audit: cfg.Audit, journal: cfg.Journal,
-		reports: cfg.Reports, performance: cfg.Performance}
+		reports: cfg.Reports, performance: cfg.Performance, batches: cfg.Batches}
 	s.gw = newGateway(cfg.Gateway, cfg.Accounts, cfg.Log, cfg.Now)
 	e.HTTPErrorHandler = s.handleError
 	e.Use(requestID)
@@ -153,6 +157,7 @@ func New(cfg Config) *Server {
 	e.Use(exceptGateway(s.csrf()))
 	s.opsRoutes()
 	s.routes()
+	s.batchRoutes()
 	s.gatewayRoutes()
 	return s
 }
@@ -286,6 +291,7 @@ func (s *Server) routes() {
 	developerPage, providerPage := s.requirePage(accounts.RoleDeveloper), s.requirePage(accounts.RoleProvider)
 	e.GET("/usage", s.usagePage, developerPage)
 	e.GET("/usage.csv", s.usageCSV, developerPage)
+	s.batchPageRoutes(developerPage)
 	e.GET("/provider/earnings", s.earningsPage, providerPage)
 	e.GET("/provider/performance", s.performancePage, providerPage)
 	s.reportsRoutes()

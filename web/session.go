@@ -178,6 +178,9 @@ var flashes = map[string]string{
 	"price-scheduled": "The price change is scheduled.",
 	"key-revoked":     "The API key is revoked: calls with it are refused from now on.",
 	"key-limit-set":   "The key's monthly limit is changed: the gateway applies it from its next request.",
+	// Batches (batches_page.go).
+	"batch-started":    "The batch is started: its lines are checked first, then run at the batch tier.",
+	"batch-cancelling": "The batch is cancelling: no more of its lines are sent, and those in flight finish.",
 
 	// Payouts (payouts.go).
 	"onboarded":             "Your Stripe account is connected and can receive payouts.",

@@ -19,6 +19,7 @@ import (
 	"github.com/gpumarket/gpumarket/db/dbtest"
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/audit"
+	"github.com/gpumarket/gpumarket/services/batch"
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/billing/stripemock"
 	"github.com/gpumarket/gpumarket/services/catalog"
@@ -123,7 +124,8 @@ func setupWith(t *testing.T, configure func(*web.Config, *pgxpool.Pool)) *env {
 		Ready: []web.ReadyCheck{{Name: "postgres", Check: pool.Ping}}, MetricsToken: testMetricsToken,
 		Invoicing: inv, Audit: auditLog, Journal: func(ctx context.Context, p documents.Period, w io.Writer) error {
 			return documents.WriteJournal(ctx, pool, p, w)
-		}, Performance: performance.NewService(pool, cat), Reports: reports.New(pool)}
+		}, Performance: performance.NewService(pool, cat), Reports: reports.New(pool),
+		Batches: batch.NewService(batch.Config{Pool: pool, Storage: batch.LocalDir{Dir: t.TempDir()}})}
 	if configure != nil {
 		configure(&cfg, pool)
 	}

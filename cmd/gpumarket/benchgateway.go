@@ -182,7 +182,7 @@ func runBenchGateway(ctx context.Context, env Config, opts benchOptions, log *sl
 	}
 	defer os.RemoveAll(dataDir)
 
-	b, err := startBenchPlatform(ctx, dbURL, dataDir, log)
+	b, err := startBenchPlatform(ctx, dbURL, dataDir, log, benchSetup{p50: 5, p99: 20})
 	if err != nil {
 		return nil, err
 	}
@@ -253,9 +253,16 @@ type benchPlatform struct {
 	signer   *ticket.Signer
 }
 
+// benchSetup is what a benchmark changes of the platform: its configuration, and the latency the
+// offering claims, which decides the tier it is listed in.
+type benchSetup struct {
+	adjust   func(*Config)
+	p50, p99 float64
+}
+
 // startBenchPlatform opens and runs the platform, lists the benchmark's offering with its rig
 // and signs up its customer.
-func startBenchPlatform(ctx context.Context, dbURL, dataDir string, log *slog.Logger) (_ *benchPlatform, err error) {
+func startBenchPlatform(ctx context.Context, dbURL, dataDir string, log *slog.Logger, setup benchSetup) (_ *benchPlatform, err error) {
 	cfg := Config{DatabaseURL: dbURL, Addr: "127.0.0.1:0", DataDir: dataDir, NATSPort: 0,
 		SessionKey: randomKey(), TicketKey: randomKey(), RigKey: randomKey(),
 		// Payments are never called (credit is granted by an adjustment): a placeholder key
@@ -266,6 +273,9 @@ func startBenchPlatform(ctx context.Context, dbURL, dataDir string, log *slog.Lo
 		// The per-key rate limit (GPUMARKET_RATE_LIMIT_RPS and _BURST, 50/s and 100 by default)
 		// would refuse most of the load: far above the rates measured, it refuses nothing.
 		RateLimitRPS: benchKeyRate, RateLimitBurst: benchKeyRate}
+	if setup.adjust != nil {
+		setup.adjust(&cfg)
+	}
 	benchProgress("starting the platform (database %s, embedded NATS under %s)", redactedURL(dbURL), dataDir)
 	runCtx, cancel := context.WithCancel(ctx)
 	p, err := Open(runCtx, cfg, log)
@@ -318,9 +328,9 @@ func startBenchPlatform(ctx context.Context, dbURL, dataDir string, log *slog.Lo
 	if err != nil {
 		return nil, err
 	}
-	// Claimed as what a zero-latency rig measures up to: realtime. Routing moves an offering's
-	// tier by its measured P99 (routing/tiers.go), so each run asks for the tier it is in then.
-	p50, p99, tps := 5.0, 20.0, 1000.0
+	// bench-gateway claims what a zero-latency rig measures up to: realtime. Routing moves an
+	// offering's tier by its measured P99 (routing/tiers.go), so each run asks for the tier it is in then.
+	p50, p99, tps := setup.p50, setup.p99, 1000.0
 	if b.offering, err = p.catalog.Create(ctx, provider.AccountID, catalog.ListingInput{GPU: "rtx-4090", GPUCount: 4, Region: "eu",
 		Model: benchModel, AskInput: 60_000, AskOutput: 120_000, AgentURL: "http://127.0.0.1:1", ClaimedTTFTP50Ms: &p50, ClaimedTTFTP99Ms: &p99,
 		ClaimedTokensPerSec: &tps}); err != nil {

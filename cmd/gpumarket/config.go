@@ -63,6 +63,12 @@ type Config struct {
 	// Each gateway process keeps its own buckets, so a key's limit is per process.
 	RateLimitRPS   float64
 	RateLimitBurst int
+	// BatchConcurrency (GPUMARKET_BATCH_CONCURRENCY) is how many batch lines this process sends at once: the
+	// share of capacity batches may take (docs/batches.md); zero means batch.DefaultConcurrency.
+	BatchConcurrency int
+	// routingFlushEvery overrides how often routing writes figures and moves tiers; zero keeps its default.
+	// bench-batch holds its zero-latency batch offering in the batch tier with it.
+	routingFlushEvery time.Duration
 	// TrustedProxies (GPUMARKET_TRUSTED_PROXIES, comma-separated CIDRs) are the proxies whose
 	// X-Forwarded-For names the client; none means the connection's address is the client's.
 	TrustedProxies []*net.IPNet
@@ -178,6 +184,13 @@ func configFromEnv() (Config, error) {
 		return c, err
 	}
 	c.Roles = roles
+	if v := os.Getenv("GPUMARKET_BATCH_CONCURRENCY"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1024 {
+			return c, fmt.Errorf("GPUMARKET_BATCH_CONCURRENCY=%q: use 1 to 1024 lines at once", v)
+		}
+		c.BatchConcurrency = n
+	}
 	if v := os.Getenv("GPUMARKET_STREAM_REPLICAS"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 5 {

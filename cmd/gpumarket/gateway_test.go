@@ -75,6 +75,12 @@ type gatewayBundle struct {
 
 func setupGateway(t *testing.T) *gatewayBundle {
 	t.Helper()
+	return setupGatewayWith(t, nil)
+}
+
+// setupGatewayWith is setupGateway with a chance to adjust the platform before it runs.
+func setupGatewayWith(t *testing.T, adjust func(*Platform)) *gatewayBundle {
+	t.Helper()
 	_, dbURL := dbtest.NewWithURL(t)
 	cfg := Config{DatabaseURL: dbURL, Addr: "127.0.0.1:0", DataDir: t.TempDir(), NATSPort: 0,
 		Payments:   PaymentsTest,
@@ -93,6 +99,9 @@ func setupGateway(t *testing.T) *gatewayBundle {
 		t.Fatal(err)
 	}
 	p.reconcileEvery = time.Hour // reconciled on demand here
+	if adjust != nil {
+		adjust(p)
+	}
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
 	t.Cleanup(func() {

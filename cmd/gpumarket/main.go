@@ -10,6 +10,8 @@
 //	                    find or start PostgreSQL and print its admin URL (make test uses it)
 //	gpumarket bench-gateway
 //	                    measure the latency the /v1 gateway adds (make bench-gateway)
+//	gpumarket bench-batch
+//	                    measure a batch's lines per second and overhead over direct calls (make bench-batch)
 //	gpumarket invoices close --period YYYY-MM
 //	                    close a month: draft its invoices and provider statements
 package main
@@ -60,6 +62,8 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 		return dev(ctx, cfg, log)
 	case "bench-gateway":
 		return benchGateway(ctx, cfg, args[1:])
+	case "bench-batch":
+		return benchBatch(ctx, cfg, args[1:])
 	case "invoices":
 		return invoices(ctx, cfg, log, args[1:], os.Stdout)
 	case "help", "-h", "--help":
@@ -80,6 +84,7 @@ func usage() {
   dev            the whole platform on this machine with demo data (what "make run" does)
   dev postgres   find or start PostgreSQL and print its admin URL
   bench-gateway  measure the latency the /v1 gateway adds (make bench-gateway; -h for its flags)
+  bench-batch    a 50,000-line batch's lines per second and overhead over direct calls (make bench-batch)
   invoices close --period YYYY-MM
                  close a month (UTC): draft its invoices and provider statements, printing progress
 

@@ -25,6 +25,7 @@ import (
 	"github.com/gpumarket/gpumarket/db"
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/audit"
+	"github.com/gpumarket/gpumarket/services/batch"
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/billing/stripemock"
 	"github.com/gpumarket/gpumarket/services/catalog"
@@ -80,12 +81,18 @@ type Platform struct {
 	// says it runs on stripe-mock.
 	payouts      *payouts.Service
 	testPayments bool
+	// batches are the Batch API's files and batches, and batchScheduler runs their lines (batches.go);
+	// nil where no web role runs.
+	batches        *batch.Service
+	batchScheduler *batch.Scheduler
+	batchPollEvery time.Duration
+	batchLease     time.Duration
 }
 
 // Open connects to PostgreSQL (migrating it forward) and to NATS (embedding a server when no
 // NATS_URL is set), and builds the services and routes.
 func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err error) {
-	p := &Platform{cfg: cfg, log: log, reconcileEvery: defaultReconcileEvery}
+	p := &Platform{cfg: cfg, log: log, reconcileEvery: defaultReconcileEvery, batchPollEvery: defaultBatchPollEvery}
 	defer func() {
 		if err != nil {
 			p.Close()
@@ -151,6 +158,9 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 		if gateway, err = p.gateway(); err != nil {
 			return nil, err
 		}
+		if p.batches, err = p.openBatches(); err != nil {
+			return nil, err
+		}
 	}
 	ready := []web.ReadyCheck{
 		{Name: "postgres", Check: p.pool.Ping},
@@ -166,7 +176,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 		Gateway: gateway, Log: log, Registry: p.registry, Ready: ready, UsageStream: p.usageStreamReport(),
 		TrustedProxies: cfg.TrustedProxies, MetricsToken: cfg.MetricsToken, KeyChanges: natsKeyChanges{p.nc},
 		Invoicing: p.invoicing, Audit: p.audit, Journal: p.journal, Performance: performance.NewService(p.pool, p.catalog),
-		Reports: reports.New(p.pool),
+		Reports: reports.New(p.pool), Batches: p.batches,
 	})
 	if cfg.Roles.Web {
 		if _, err = subscribeKeyChanges(p.nc, p.web, log); err != nil {
@@ -276,7 +286,8 @@ func (p *Platform) gateway() (web.Gateway, error) {
 	if err != nil {
 		return web.Gateway{}, err
 	}
-	p.router = routing.New(routing.Config{Pool: p.pool, Catalog: p.catalog, NATS: p.nc, Log: p.log.With("role", "gateway")})
+	p.router = routing.New(routing.Config{Pool: p.pool, Catalog: p.catalog, NATS: p.nc, Log: p.log.With("role", "gateway"),
+		FlushEvery: p.cfg.routingFlushEvery})
 	p.requestLog = billing.NewRequestLog(p.pool, nil, p.log.With("role", "gateway"))
 	return web.Gateway{
 		Router: p.router, Tickets: signer, Requests: p.requestLog,
@@ -433,6 +444,8 @@ func (p *Platform) Run(ctx context.Context) error {
 			p.requestLog.Run(logCtx)
 		}()
 		go p.reconcile(ctx)
+		p.batchScheduler = p.newBatchScheduler()
+		p.batchScheduler.Start(ctx)
 	} else {
 		close(gatewayDone)
 	}
@@ -480,6 +493,9 @@ func (p *Platform) Run(ctx context.Context) error {
 		<-autoCloseDone
 	}()
 	p.log.Info("shutting down: finishing requests in flight")
+	if p.batchScheduler != nil {
+		p.batchScheduler.Close() // the batch lines in flight finish and are recorded
+	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if p.metricsHTTP != nil {
@@ -493,6 +509,9 @@ func (p *Platform) Run(ctx context.Context) error {
 
 // Close releases connections and stops the embedded NATS server.
 func (p *Platform) Close() {
+	if p.batchScheduler != nil {
+		p.batchScheduler.Close()
+	}
 	if p.rigLimitsNC != nil {
 		p.rigLimitsNC.Close()
 	}

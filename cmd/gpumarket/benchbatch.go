@@ -1,0 +1,229 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/gpumarket/gpumarket/cmd/internal/devenv"
+	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/ticket"
+)
+
+// benchBatch is `gpumarket bench-batch` (make bench-batch): what running a request as a batch line
+// costs over sending it to the rig directly.
+//
+//	gpumarket bench-batch [-lines 50000] [-concurrency 16] [-direct 5000] [-max-tokens 8]
+//
+// On the platform bench-gateway starts (startBenchPlatform: a fresh database, embedded NATS, the
+// meter, one zero-latency simulated rig behind its gpuagent), with GPUMARKET_BATCH_CONCURRENCY set
+// to -concurrency and the offering listed in the batch tier. Routing would promote a zero-latency
+// rig out of the batch tier as soon as it measures it (routing/tiers.go), leaving batch lines no
+// offering; the benchmark holds tiers still by writing routing's figures only once a day.
+//
+//  1. Direct: -direct chat completions sent straight to the agent with a route ticket, by
+//     -concurrency clients at once, timed from first to last.
+//  2. Batch: a file of -lines chat completions, the same body each, uploaded with the official
+//     SDK, a batch created from it and polled every second until it ends, timed from its creation
+//     to when it is seen completed: checking, admission, every line through the gateway, and the
+//     output file.
+//
+// It prints "batch: <L> lines/s, overhead <X> us per line over direct calls", where L is lines
+// over the batch's time and X is what each line holds a worker for beyond a direct call:
+// concurrency x (1/L - 1/D), D being the direct calls per second.
+func benchBatch(ctx context.Context, env Config, args []string) error {
+	fs := flag.NewFlagSet("bench-batch", flag.ContinueOnError)
+	lines := fs.Int("lines", 50_000, "lines of the batch")
+	concurrency := fs.Int("concurrency", 16, "batch lines in flight at once (GPUMARKET_BATCH_CONCURRENCY), and direct clients")
+	direct := fs.Int("direct", 5_000, "direct calls to time")
+	maxTokens := fs.Int("max-tokens", 8, "max_tokens of each request")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if *lines < 1 || *lines > 50_000 || *concurrency < 1 || *direct < 1 || *maxTokens < 1 {
+		return errors.New("-lines is 1 to 50000; -concurrency, -direct and -max-tokens are positive")
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	adminURL := os.Getenv("GPUMARKET_TEST_DATABASE_URL")
+	if adminURL == "" {
+		var err error
+		if adminURL, err = devenv.EnsureTestPostgres(ctx, env.DataDir, log); err != nil {
+			return err
+		}
+	}
+	dbURL, drop, err := createScratchDatabase(ctx, adminURL)
+	if err != nil {
+		return err
+	}
+	defer drop()
+	dataDir, err := os.MkdirTemp(benchTempRoot(), "gpumarket-bench-batch-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dataDir)
+	b, err := startBenchPlatform(ctx, dbURL, dataDir, log, benchSetup{p50: 1000, p99: 2000, adjust: func(c *Config) {
+		c.BatchConcurrency = *concurrency
+		c.routingFlushEvery = 24 * time.Hour
+	}})
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	body, err := json.Marshal(map[string]any{"model": benchModel, "max_tokens": *maxTokens,
+		"messages": []map[string]string{{"role": "user", "content": "Write one line about consumer GPUs serving batch traffic."}}})
+	if err != nil {
+		return err
+	}
+
+	directRate, err := b.directCalls(ctx, body, *direct, *concurrency)
+	if err != nil {
+		return err
+	}
+	benchProgress("direct: %d calls at %.0f/s with %d at once", *direct, directRate, *concurrency)
+
+	path := filepath.Join(dataDir, "input.jsonl")
+	if err := writeBatchInput(path, body, *lines); err != nil {
+		return err
+	}
+	batchRate, counts, err := b.runBatch(ctx, path, *lines)
+	if err != nil {
+		return err
+	}
+	overhead := float64(*concurrency) * (1/batchRate - 1/directRate) * 1e6
+	fmt.Printf("\nbatch benchmark: %d chat completions (max_tokens %d) to a zero-latency simbackend behind its gpuagent, "+
+		"%d in flight; %d CPUs; %d lines completed, %d failed\n", *lines, *maxTokens, *concurrency, runtime.GOMAXPROCS(0), counts.Completed, counts.Failed)
+	fmt.Printf("direct: %.0f calls/s\n", directRate)
+	fmt.Printf("batch: %.0f lines/s, overhead %d us per line over direct calls\n", batchRate, int64(math.Round(overhead)))
+	return nil
+}
+
+// directCalls sends n chat completions straight to the agent, conc at once, and returns calls per second.
+func (b *benchPlatform) directCalls(ctx context.Context, body []byte, n, conc int) (float64, error) {
+	now := time.Now()
+	tk, err := b.signer.Sign(ticket.Claims{RequestID: services.NewTimeOrderedID("req_", now), AccountID: b.customer.AccountID,
+		APIKeyID: b.key.ID, OfferingID: b.offering.ID, Tier: string(b.offering.Tier), IssuedAt: now})
+	if err != nil {
+		return 0, err
+	}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conc}, Timeout: benchRequestTimeout}
+	var next, failed atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(n) && ctx.Err() == nil {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, b.agentURL()+"/v1/chat/completions", bytes.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set(ticket.Header, tk)
+				res, err := client.Do(req)
+				if err != nil {
+					failed.Add(1)
+					continue
+				}
+				_, _ = io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+				if res.StatusCode != http.StatusOK {
+					failed.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if failed.Load() > 0 {
+		return 0, fmt.Errorf("%d of %d direct calls failed", failed.Load(), n)
+	}
+	return float64(n) / elapsed.Seconds(), nil
+}
+
+func writeBatchInput(path string, body []byte, lines int) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	for i := range lines {
+		raw, err := json.Marshal(map[string]any{"custom_id": fmt.Sprintf("line-%d", i), "method": "POST",
+			"url": "/v1/chat/completions", "body": json.RawMessage(body)})
+		if err != nil {
+			f.Close()
+			return err
+		}
+		w.Write(raw)
+		w.WriteByte('\n')
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// runBatch uploads the file, creates a batch and polls it until it ends; it returns lines per second
+// from creation to completion.
+func (b *benchPlatform) runBatch(ctx context.Context, path string, lines int) (float64, openai.BatchRequestCounts, error) {
+	client := openai.NewClient(option.WithBaseURL(b.p.URL()+"/v1/"), option.WithAPIKey(b.secret), option.WithMaxRetries(0))
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, openai.BatchRequestCounts{}, err
+	}
+	defer f.Close()
+	file, err := client.Files.New(ctx, openai.FileNewParams{File: openai.File(f, "bench.jsonl", "application/jsonl"), Purpose: openai.FilePurposeBatch})
+	if err != nil {
+		return 0, openai.BatchRequestCounts{}, err
+	}
+	benchProgress("uploaded %s: %d bytes", file.ID, file.Bytes)
+	start := time.Now()
+	bt, err := client.Batches.New(ctx, openai.BatchNewParams{InputFileID: file.ID, Endpoint: openai.BatchNewParamsEndpointV1ChatCompletions,
+		CompletionWindow: openai.BatchNewParamsCompletionWindow24h})
+	if err != nil {
+		return 0, openai.BatchRequestCounts{}, err
+	}
+	lastReport := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return 0, openai.BatchRequestCounts{}, ctx.Err()
+		case <-time.After(time.Second):
+		}
+		if bt, err = client.Batches.Get(ctx, bt.ID); err != nil {
+			return 0, openai.BatchRequestCounts{}, err
+		}
+		switch bt.Status {
+		case openai.BatchStatusCompleted:
+			elapsed := time.Since(start)
+			if bt.RequestCounts.Completed != int64(lines) {
+				return 0, bt.RequestCounts, fmt.Errorf("the batch completed %d of %d lines", bt.RequestCounts.Completed, lines)
+			}
+			return float64(lines) / elapsed.Seconds(), bt.RequestCounts, nil
+		case openai.BatchStatusFailed, openai.BatchStatusExpired, openai.BatchStatusCancelled:
+			return 0, bt.RequestCounts, fmt.Errorf("the batch ended %s: %+v", bt.Status, bt.Errors)
+		}
+		if time.Since(lastReport) > 5*time.Second {
+			benchProgress("batch %s: %s, %d of %d lines done", bt.ID, bt.Status, bt.RequestCounts.Completed, lines)
+			lastReport = time.Now()
+		}
+	}
+}

@@ -1,0 +1,303 @@
+package batch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/money"
+)
+
+// Statuses of a batch, OpenAI's.
+const (
+	StatusValidating = "validating"
+	StatusFailed     = "failed"
+	StatusInProgress = "in_progress"
+	StatusFinalizing = "finalizing"
+	StatusCompleted  = "completed"
+	StatusExpired    = "expired"
+	StatusCancelling = "cancelling"
+	StatusCancelled  = "cancelled"
+)
+
+// Endpoints a batch may send its lines to.
+var Endpoints = []string{"/v1/chat/completions", "/v1/completions", "/v1/embeddings"}
+
+func validEndpoint(e string) bool {
+	for _, x := range Endpoints {
+		if x == e {
+			return true
+		}
+	}
+	return false
+}
+
+// CompletionWindow is the only window OpenAI offers, and the batch tier's promise.
+const CompletionWindow = "24h"
+
+// Batch is a batch in OpenAI's shape, with the platform's figures under "gpumarket".
+type Batch struct {
+	ID               string            `json:"id"`
+	Object           string            `json:"object"` // "batch"
+	Endpoint         string            `json:"endpoint"`
+	Errors           *BatchErrors      `json:"errors"`
+	InputFileID      string            `json:"input_file_id"`
+	CompletionWindow string            `json:"completion_window"`
+	Status           string            `json:"status"`
+	OutputFileID     *string           `json:"output_file_id"`
+	ErrorFileID      *string           `json:"error_file_id"`
+	CreatedAt        int64             `json:"created_at"`
+	InProgressAt     *int64            `json:"in_progress_at"`
+	ExpiresAt        *int64            `json:"expires_at"`
+	FinalizingAt     *int64            `json:"finalizing_at"`
+	CompletedAt      *int64            `json:"completed_at"`
+	FailedAt         *int64            `json:"failed_at"`
+	ExpiredAt        *int64            `json:"expired_at"`
+	CancellingAt     *int64            `json:"cancelling_at"`
+	CancelledAt      *int64            `json:"cancelled_at"`
+	RequestCounts    RequestCounts     `json:"request_counts"`
+	Metadata         map[string]string `json:"metadata"`
+	GPUMarket        Figures           `json:"gpumarket"`
+}
+
+// BatchErrors are a batch's validation errors, OpenAI's list.
+type BatchErrors struct {
+	Object string      `json:"object"` // "list"
+	Data   []LineError `json:"data"`
+}
+
+// LineError is one reason a batch failed validation; Line is 1-based, nil for the whole file.
+type LineError struct {
+	Code    string  `json:"code"`
+	Message string  `json:"message"`
+	Param   *string `json:"param"`
+	Line    *int    `json:"line"`
+}
+
+// RequestCounts are the batch's lines by outcome.
+type RequestCounts struct {
+	Total     int `json:"total"`
+	Completed int `json:"completed"`
+	Failed    int `json:"failed"`
+}
+
+// Figures are the platform's extension: what the batch's metered lines cost, and the bound on its
+// cost it was admitted with. Dollars, exact.
+type Figures struct {
+	CostUSD     string `json:"cost_usd"`
+	EstimateUSD string `json:"estimate_usd"`
+}
+
+// CreateInput is POST /v1/batches.
+type CreateInput struct {
+	AccountID        string
+	APIKeyID         string
+	InputFileID      string            `json:"input_file_id"`
+	Endpoint         string            `json:"endpoint"`
+	CompletionWindow string            `json:"completion_window"`
+	Metadata         map[string]string `json:"metadata"`
+}
+
+// Validate checks the request; the file's lines are checked by the scheduler, as OpenAI does.
+func (in CreateInput) Validate() error {
+	fe := services.FieldErrors{}
+	if in.InputFileID == "" {
+		fe.Add("input_file_id", "Name the uploaded file of requests.")
+	}
+	if !validEndpoint(in.Endpoint) {
+		fe.Add("endpoint", "The endpoint must be /v1/chat/completions, /v1/completions or /v1/embeddings.")
+	}
+	if in.CompletionWindow != CompletionWindow {
+		fe.Add("completion_window", `The completion window must be "24h".`)
+	}
+	if len(in.Metadata) > 16 {
+		fe.Add("metadata", "Metadata holds at most 16 pairs.")
+	}
+	for k, v := range in.Metadata {
+		if len(k) > 64 || len(v) > 512 {
+			fe.Add("metadata", "Metadata keys are up to 64 characters, values up to 512.")
+		}
+	}
+	return fe.Err()
+}
+
+var errBatchNotFound = services.Errorf(services.CodeNotFound, "No such batch.")
+
+// Create records a batch, validating; the scheduler checks its lines and admits it.
+func (s *Service) Create(ctx context.Context, in CreateInput) (_ Batch, err error) {
+	defer services.Wrap(&err, "batch.Create")
+	if err := in.Validate(); err != nil {
+		return Batch{}, err
+	}
+	f, err := s.File(ctx, in.AccountID, in.InputFileID)
+	if err != nil {
+		return Batch{}, err
+	}
+	if f.Purpose != PurposeBatch {
+		return Batch{}, services.Errorf(services.CodeInvalid, `The input file must have been uploaded with purpose "batch".`)
+	}
+	now := s.now().UTC()
+	id := services.NewTimeOrderedID("batch_", now)
+	var meta []byte
+	if in.Metadata != nil {
+		if meta, err = json.Marshal(in.Metadata); err != nil {
+			return Batch{}, err
+		}
+	}
+	if _, err := s.pool.Exec(ctx, `INSERT INTO batches (id, account_id, api_key_id, input_file_id, endpoint,
+		completion_window, metadata, status, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, 'validating', $8, $9)`,
+		id, in.AccountID, in.APIKeyID, in.InputFileID, in.Endpoint, in.CompletionWindow, meta, now, now.Add(24*time.Hour)); err != nil {
+		return Batch{}, err
+	}
+	s.Wake()
+	return s.Batch(ctx, in.AccountID, id)
+}
+
+// Wake tells a scheduler in this process to look for work now rather than at its next poll.
+func (s *Service) Wake() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// batchSelect reads batches with their line counts and cost: the cost is what the meter billed
+// the lines' requests, so it is exact once their usage is metered.
+const batchSelect = `SELECT b.id, b.endpoint, b.errors, b.input_file_id, b.completion_window, b.status,
+	b.output_file_id, b.error_file_id, b.created_at, b.in_progress_at, b.expires_at, b.finalizing_at, b.completed_at,
+	b.failed_at, b.expired_at, b.cancelling_at, b.cancelled_at, b.metadata, coalesce(b.estimate_pico, 0)::text,
+	c.total, c.done, c.failed,
+	(SELECT coalesce(sum(u.charge_pico), 0)::text FROM batch_lines l JOIN usage_events u ON u.request_id = l.request_id
+	 WHERE l.batch_id = b.id)
+	FROM batches b, LATERAL (SELECT count(*) AS total, count(*) FILTER (WHERE status = 'done') AS done,
+		count(*) FILTER (WHERE status = 'failed') AS failed FROM batch_lines WHERE batch_id = b.id) c`
+
+func unix(t *time.Time) *int64 {
+	if t == nil {
+		return nil
+	}
+	u := t.Unix()
+	return &u
+}
+
+func scanBatch(r pgx.CollectableRow) (Batch, error) {
+	b := Batch{Object: "batch"}
+	var errs, meta []byte
+	var created, expires time.Time
+	var inProgress, finalizing, completed, failed, expired, cancelling, cancelled *time.Time
+	var estimate, cost money.BigPico
+	var estimateText, costText string
+	err := r.Scan(&b.ID, &b.Endpoint, &errs, &b.InputFileID, &b.CompletionWindow, &b.Status, &b.OutputFileID, &b.ErrorFileID,
+		&created, &inProgress, &expires, &finalizing, &completed, &failed, &expired, &cancelling, &cancelled, &meta,
+		&estimateText, &b.RequestCounts.Total, &b.RequestCounts.Completed, &b.RequestCounts.Failed, &costText)
+	if err != nil {
+		return Batch{}, err
+	}
+	if err := estimate.Scan(estimateText); err != nil {
+		return Batch{}, err
+	}
+	if err := cost.Scan(costText); err != nil {
+		return Batch{}, err
+	}
+	b.CreatedAt, b.ExpiresAt = created.Unix(), unix(&expires)
+	b.InProgressAt, b.FinalizingAt, b.CompletedAt, b.FailedAt = unix(inProgress), unix(finalizing), unix(completed), unix(failed)
+	b.ExpiredAt, b.CancellingAt, b.CancelledAt = unix(expired), unix(cancelling), unix(cancelled)
+	if len(errs) > 0 {
+		b.Errors = &BatchErrors{Object: "list"}
+		if err := json.Unmarshal(errs, &b.Errors.Data); err != nil {
+			return Batch{}, err
+		}
+	}
+	if len(meta) > 0 {
+		if err := json.Unmarshal(meta, &b.Metadata); err != nil {
+			return Batch{}, err
+		}
+	}
+	b.GPUMarket = Figures{CostUSD: cost.Decimal(12), EstimateUSD: estimate.Decimal(12)}
+	return b, nil
+}
+
+// Batch returns the account's batch.
+func (s *Service) Batch(ctx context.Context, accountID, id string) (_ Batch, err error) {
+	defer services.Wrap(&err, "batch.Batch")
+	rows, err := s.pool.Query(ctx, batchSelect+` WHERE b.id = $1 AND b.account_id::text = $2`, id, accountID)
+	if err != nil {
+		return Batch{}, err
+	}
+	b, err := pgx.CollectExactlyOneRow(rows, scanBatch)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Batch{}, errBatchNotFound
+	}
+	return b, err
+}
+
+// Page is a page of batches, newest first.
+type Page struct {
+	Object  string  `json:"object"` // "list"
+	Data    []Batch `json:"data"`
+	FirstID *string `json:"first_id"`
+	LastID  *string `json:"last_id"`
+	HasMore bool    `json:"has_more"`
+}
+
+// Batches lists the account's batches newest first: limit of them (1 to 100, default 20) after
+// the batch named by after, if any.
+func (s *Service) Batches(ctx context.Context, accountID, after string, limit int) (_ Page, err error) {
+	defer services.Wrap(&err, "batch.Batches")
+	if limit <= 0 {
+		limit = 20
+	}
+	limit = min(limit, 100)
+	rows, err := s.pool.Query(ctx, batchSelect+` WHERE b.account_id::text = $1 AND ($2 = '' OR (b.created_at, b.id) <
+		(SELECT created_at, id FROM batches WHERE id = $2 AND account_id::text = $1))
+		ORDER BY b.created_at DESC, b.id DESC LIMIT $3`, accountID, after, limit+1)
+	if err != nil {
+		return Page{}, err
+	}
+	list, err := pgx.CollectRows(rows, scanBatch)
+	if err != nil {
+		return Page{}, err
+	}
+	p := Page{Object: "list", Data: list}
+	if len(list) > limit {
+		p.Data, p.HasMore = list[:limit], true
+	}
+	if p.Data == nil {
+		p.Data = []Batch{}
+	}
+	if n := len(p.Data); n > 0 {
+		p.FirstID, p.LastID = &p.Data[0].ID, &p.Data[n-1].ID
+	}
+	return p, nil
+}
+
+// Cancel asks for the account's batch to stop: no line is sent after this, the lines in flight
+// finish, and the scheduler writes the output of what finished (docs/batches.md).
+func (s *Service) Cancel(ctx context.Context, accountID, id string) (_ Batch, err error) {
+	defer services.Wrap(&err, "batch.Cancel")
+	b, err := s.Batch(ctx, accountID, id)
+	if err != nil {
+		return Batch{}, err
+	}
+	switch b.Status {
+	case StatusCancelling, StatusCancelled:
+		return b, nil
+	case StatusValidating, StatusInProgress:
+	default:
+		return Batch{}, services.Errorf(services.CodeConflict, "A batch that is %s cannot be cancelled.", b.Status)
+	}
+	tag, err := s.pool.Exec(ctx, `UPDATE batches SET status = 'cancelling', cancelling_at = $2
+		WHERE id = $1 AND status IN ('validating', 'in_progress')`, id, s.now().UTC())
+	if err != nil {
+		return Batch{}, err
+	}
+	if tag.RowsAffected() == 0 { // it moved on meanwhile
+		return s.Cancel(ctx, accountID, id)
+	}
+	s.Wake()
+	return s.Batch(ctx, accountID, id)
+}

@@ -1,0 +1,674 @@
+package batch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/routing"
+)
+
+// The scheduler runs admitted batches: it checks each new batch's lines and admits it, sends its
+// lines through the gateway a few at a time, retries a line whose rigs failed, and writes the
+// output and error files when the batch completes, is cancelled or expires. Its state is in
+// PostgreSQL only, so any number of schedulers may run on one database and one that stops loses
+// nothing (docs/batches.md, "Lines").
+
+// Call is one line sent to the gateway with its batch owner's API key, at the batch tier.
+type Call struct {
+	AccountID, APIKeyID string
+	URL                 string // the endpoint's path
+	Body                []byte
+	// RequestIDPrefix names this attempt of this line: the gateway's request ids for it are this
+	// prefix and the candidate's index, so a stopped worker's attempt can be found in the usage rows.
+	RequestIDPrefix string
+}
+
+// Answer is what the gateway answered.
+type Answer struct {
+	StatusCode int
+	Body       []byte
+	RequestID  string // "" when no rig was reached
+}
+
+// Gateway sends a line the way the /v1 endpoints send an interactive request.
+type Gateway interface {
+	Send(ctx context.Context, c Call) (Answer, error)
+}
+
+// Defaults of SchedulerConfig.
+const (
+	DefaultConcurrency = 4
+	DefaultMaxAttempts = 3
+	DefaultRetryAfter  = 2 * time.Second
+	DefaultPollEvery   = time.Second
+	// DefaultLease is how long a line may stay running before another scheduler takes it for
+	// lost: longer than the gateway waits for a rig.
+	DefaultLease = 15 * time.Minute
+)
+
+// SchedulerConfig builds a Scheduler.
+type SchedulerConfig struct {
+	Service *Service
+	Gateway Gateway
+	// Offered says whether the catalog offers a model; BatchPrice is the batch tier's price in
+	// force; Balance is an account's prepaid balance.
+	Offered func(model string) bool
+	// Ready says whether Offered knows the catalog yet: no batch is checked before, so that none
+	// fails for models not loaded. Nil means always.
+	Ready      func(ctx context.Context) error
+	BatchPrice func(ctx context.Context) (catalog.Price, error)
+	Balance    func(ctx context.Context, accountID string) (money.BigPico, error)
+	// Concurrency is how many lines are in flight at once, across all batches: the share of
+	// capacity batch lines may take. Zero means DefaultConcurrency.
+	Concurrency int
+	MaxAttempts int           // tries of a line whose rigs failed; zero means DefaultMaxAttempts
+	RetryAfter  time.Duration // wait before a retry, times the attempts so far
+	PollEvery   time.Duration
+	Lease       time.Duration
+	Log         *slog.Logger
+}
+
+// Scheduler is the background worker; Start it, Close it.
+type Scheduler struct {
+	cfg    SchedulerConfig
+	svc    *Service
+	log    *slog.Logger
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	kick   chan struct{}
+}
+
+// NewScheduler builds a scheduler.
+func NewScheduler(cfg SchedulerConfig) *Scheduler {
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = DefaultConcurrency
+	}
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = DefaultMaxAttempts
+	}
+	if cfg.RetryAfter <= 0 {
+		cfg.RetryAfter = DefaultRetryAfter
+	}
+	if cfg.PollEvery <= 0 {
+		cfg.PollEvery = DefaultPollEvery
+	}
+	if cfg.Lease <= 0 {
+		cfg.Lease = DefaultLease
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	return &Scheduler{cfg: cfg, svc: cfg.Service, log: cfg.Log, kick: make(chan struct{}, cfg.Concurrency)}
+}
+
+// Start runs the scheduler until ctx ends or Close is called.
+func (s *Scheduler) Start(ctx context.Context) {
+	ctx, s.cancel = context.WithCancel(ctx)
+	s.wg.Add(1 + s.cfg.Concurrency)
+	go func() {
+		defer s.wg.Done()
+		s.housekeep(ctx)
+	}()
+	for range s.cfg.Concurrency {
+		go func() {
+			defer s.wg.Done()
+			s.work(ctx)
+		}()
+	}
+}
+
+// Close stops claiming lines and waits for those in flight to be answered and recorded.
+func (s *Scheduler) Close() {
+	if s.cancel != nil {
+		s.cancel()
+	}
+	s.wg.Wait()
+}
+
+func (s *Scheduler) now() time.Time { return s.svc.now().UTC() }
+
+// housekeep checks new batches, takes back lost lines, expires and finalizes batches.
+func (s *Scheduler) housekeep(ctx context.Context) {
+	t := time.NewTicker(s.cfg.PollEvery)
+	defer t.Stop()
+	for {
+		s.tick(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-s.svc.wake:
+		}
+	}
+}
+
+func (s *Scheduler) tick(ctx context.Context) {
+	for {
+		ok, err := s.validateOne(ctx)
+		if err != nil {
+			s.log.Error("batch: checking a batch failed", "err", err)
+		}
+		if !ok || err != nil {
+			break
+		}
+	}
+	if err := s.recoverLines(ctx); err != nil {
+		s.log.Error("batch: taking back lost lines failed", "err", err)
+	}
+	if err := s.advance(ctx); err != nil && ctx.Err() == nil {
+		s.log.Error("batch: finalizing batches failed", "err", err)
+	}
+}
+
+func (s *Scheduler) kickWorkers() {
+	for range s.cfg.Concurrency {
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// validateOne checks the oldest validating batch and fails or admits it; false when there was none.
+func (s *Scheduler) validateOne(ctx context.Context) (_ bool, err error) {
+	defer services.Wrap(&err, "batch.validate")
+	if s.cfg.Ready != nil && s.cfg.Ready(ctx) != nil {
+		return false, nil
+	}
+	tx, err := s.svc.pool.Begin(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer tx.Rollback(ctx)
+	var id, accountID, fileID, endpoint string
+	err = tx.QueryRow(ctx, `SELECT id, account_id::text, input_file_id, endpoint FROM batches WHERE status = 'validating'
+		ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED`).Scan(&id, &accountID, &fileID, &endpoint)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	price, err := s.cfg.BatchPrice(ctx)
+	if err != nil {
+		return false, err
+	}
+	f, err := s.svc.store.Open(fileID)
+	if err != nil {
+		return false, err
+	}
+	c, err := checkLines(f, endpoint, s.cfg.Offered, price)
+	f.Close()
+	if err != nil {
+		return false, err
+	}
+	now := s.now()
+	if len(c.errors) == 0 {
+		bal, err := s.cfg.Balance(ctx, accountID)
+		if err != nil {
+			return false, err
+		}
+		if bal.Cmp(money.BigPicoOf(c.estimate)) < 0 {
+			c.fail(0, "insufficient_quota", "", "The batch may cost up to %s at the batch price (its lines' max_tokens bound it) and the balance is %s: add credit or set lower max_tokens.",
+				c.estimate, bal)
+		}
+	}
+	if len(c.errors) > 0 {
+		raw, err := json.Marshal(c.errors)
+		if err != nil {
+			return false, err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE batches SET status = 'failed', failed_at = $2, errors = $3, estimate_pico = $4 WHERE id = $1`,
+			id, now, raw, int64(c.estimate)); err != nil {
+			return false, err
+		}
+		return true, tx.Commit(ctx)
+	}
+	rows := make([][]any, len(c.lines))
+	for i, l := range c.lines {
+		rows[i] = []any{id, l.line, l.customID, l.offset, l.length, "pending"}
+	}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"batch_lines"},
+		[]string{"batch_id", "line", "custom_id", "body_offset", "body_length", "status"}, pgx.CopyFromRows(rows)); err != nil {
+		return false, err
+	}
+	if _, err := tx.Exec(ctx, `UPDATE batches SET status = 'in_progress', in_progress_at = $2, estimate_pico = $3 WHERE id = $1`,
+		id, now, int64(c.estimate)); err != nil {
+		return false, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return false, err
+	}
+	s.kickWorkers()
+	return true, nil
+}
+
+// claimed is a line a worker holds.
+type claimed struct {
+	batchID, accountID, apiKeyID, fileID, customID string
+	line, attempts, length                         int
+	offset                                         int64
+}
+
+func (l claimed) requestIDPrefix() string {
+	return "req_" + strings.TrimPrefix(l.batchID, "batch_") + "_" + strconv.Itoa(l.line) + "_" + strconv.Itoa(l.attempts)
+}
+
+// claim takes the next pending line of a batch in progress, oldest batch first, marking it
+// running and counting the attempt in one statement: SKIP LOCKED lets every worker of every
+// scheduler claim at once. The open batches are read first, and each one's lines by its own
+// index, so a claim costs the same in a batch of 50,000 lines as in one of ten.
+func (s *Scheduler) claim(ctx context.Context) (claimed, bool, error) {
+	now := s.now()
+	rows, err := s.svc.pool.Query(ctx, `SELECT id, account_id::text, api_key_id, input_file_id FROM batches
+		WHERE status = 'in_progress' AND expires_at > $1 ORDER BY created_at, id LIMIT 100`, now)
+	if err != nil {
+		return claimed{}, false, err
+	}
+	open, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (claimed, error) {
+		var l claimed
+		return l, r.Scan(&l.batchID, &l.accountID, &l.apiKeyID, &l.fileID)
+	})
+	if err != nil {
+		return claimed{}, false, err
+	}
+	for _, l := range open {
+		err := s.svc.pool.QueryRow(ctx, `
+			UPDATE batch_lines SET status = 'running', attempts = attempts + 1, claimed_at = $2
+			WHERE batch_id = $1 AND line = (SELECT line FROM batch_lines
+				WHERE batch_id = $1 AND status = 'pending' AND (not_before IS NULL OR not_before <= $2)
+				ORDER BY line LIMIT 1 FOR UPDATE SKIP LOCKED)
+			RETURNING custom_id, line, attempts, body_length, body_offset`, l.batchID, now).
+			Scan(&l.customID, &l.line, &l.attempts, &l.length, &l.offset)
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue
+		}
+		return l, err == nil, err
+	}
+	return claimed{}, false, nil
+}
+
+// work claims and runs lines until ctx ends. A line in flight is finished and recorded even
+// after ctx ends: Close waits for it.
+func (s *Scheduler) work(ctx context.Context) {
+	for ctx.Err() == nil {
+		l, ok, err := s.claim(ctx)
+		if err != nil && ctx.Err() == nil {
+			s.log.Error("batch: claiming a line failed", "err", err)
+		}
+		if !ok {
+			select {
+			case <-ctx.Done():
+			case <-s.kick:
+			case <-time.After(s.cfg.PollEvery):
+			}
+			continue
+		}
+		if err := s.run(context.WithoutCancel(ctx), l); err != nil {
+			s.log.Error("batch: running a line failed", "batch", l.batchID, "line", l.line, "err", err)
+		}
+	}
+}
+
+// lineError is the error member of an output line.
+type lineError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// run sends one line and records its outcome: done on a 2xx; back to pending, later, on a 5xx or
+// 429 while attempts remain; failed otherwise.
+func (s *Scheduler) run(ctx context.Context, l claimed) (err error) {
+	defer services.Wrap(&err, "batch.run(%s, %d)", l.batchID, l.line)
+	in, err := s.readLine(l)
+	if err != nil {
+		return s.finish(ctx, l, "failed", Answer{}, &lineError{Code: "input_unreadable", Message: "The line could not be read from the input file."}, nil)
+	}
+	ans, err := s.cfg.Gateway.Send(ctx, Call{AccountID: l.accountID, APIKeyID: l.apiKeyID, URL: in.URL, Body: in.Body,
+		RequestIDPrefix: l.requestIDPrefix()})
+	if err != nil {
+		s.log.Warn("batch: sending a line failed", "batch", l.batchID, "line", l.line, "err", err)
+		ans = Answer{StatusCode: 500}
+	}
+	retriable := ans.StatusCode >= 500 || ans.StatusCode == 429
+	switch {
+	case ans.StatusCode >= 200 && ans.StatusCode < 300:
+		return s.finish(ctx, l, "done", ans, nil, nil)
+	case retriable && l.attempts < s.cfg.MaxAttempts:
+		at := s.now().Add(time.Duration(l.attempts) * s.cfg.RetryAfter)
+		return s.finish(ctx, l, "pending", Answer{}, nil, &at)
+	case err != nil:
+		return s.finish(ctx, l, "failed", Answer{}, &lineError{Code: "server_error", Message: "The request could not be sent."}, nil)
+	default:
+		return s.finish(ctx, l, "failed", ans, nil, nil)
+	}
+}
+
+func (s *Scheduler) readLine(l claimed) (inputLine, error) {
+	f, err := s.svc.store.Open(l.fileID)
+	if err != nil {
+		return inputLine{}, err
+	}
+	defer f.Close()
+	buf := make([]byte, l.length)
+	if _, err := f.ReadAt(buf, l.offset); err != nil {
+		return inputLine{}, err
+	}
+	var in inputLine
+	if err := json.Unmarshal(buf, &in); err != nil {
+		return inputLine{}, err
+	}
+	return in, nil
+}
+
+// finish records a line's outcome, if the line is still this attempt's: a line taken back as
+// lost meanwhile is another attempt's now.
+func (s *Scheduler) finish(ctx context.Context, l claimed, status string, ans Answer, le *lineError, notBefore *time.Time) error {
+	var errJSON []byte
+	if le != nil {
+		var err error
+		if errJSON, err = json.Marshal(le); err != nil {
+			return err
+		}
+	}
+	var reqID, body *string
+	var code *int
+	if ans.StatusCode != 0 {
+		code = &ans.StatusCode
+		b := string(ans.Body)
+		body = &b
+	}
+	if ans.RequestID != "" {
+		reqID = &ans.RequestID
+	}
+	_, err := s.svc.pool.Exec(ctx, `UPDATE batch_lines SET status = $4, request_id = $5, status_code = $6, response = $7,
+		error = $8, not_before = $9, claimed_at = NULL
+		WHERE batch_id = $1 AND line = $2 AND attempts = $3 AND status = 'running'`,
+		l.batchID, l.line, l.attempts, status, reqID, code, body, errJSON, notBefore)
+	return err
+}
+
+// recoverLines takes back the lines whose scheduler stopped mid-line (running past the lease). A
+// line whose attempt was answered and metered is not sent again: it fails, charged, as
+// interrupted; any other goes back to pending.
+func (s *Scheduler) recoverLines(ctx context.Context) (err error) {
+	defer services.Wrap(&err, "batch.recoverLines")
+	tx, err := s.svc.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx)
+	rows, err := tx.Query(ctx, `SELECT batch_id, line, attempts FROM batch_lines WHERE status = 'running' AND claimed_at < $1
+		LIMIT 1000 FOR UPDATE SKIP LOCKED`, s.now().Add(-s.cfg.Lease))
+	if err != nil {
+		return err
+	}
+	lost, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (claimed, error) {
+		var l claimed
+		return l, r.Scan(&l.batchID, &l.line, &l.attempts)
+	})
+	if err != nil || len(lost) == 0 {
+		return err
+	}
+	for _, l := range lost {
+		ids := make([]string, routing.MaxCandidates)
+		for i := range ids {
+			ids[i] = AttemptRequestID(l.requestIDPrefix(), i)
+		}
+		var answered string
+		err := tx.QueryRow(ctx, `SELECT request_id FROM usage_events WHERE request_id = ANY($1) ORDER BY request_id DESC LIMIT 1`, ids).Scan(&answered)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			_, err = tx.Exec(ctx, `UPDATE batch_lines SET status = 'pending', claimed_at = NULL WHERE batch_id = $1 AND line = $2`,
+				l.batchID, l.line)
+		case err == nil:
+			_, err = tx.Exec(ctx, `UPDATE batch_lines SET status = 'failed', claimed_at = NULL, request_id = $3,
+				error = '{"code":"batch_line_interrupted","message":"The request was answered and charged, but its answer was lost when the batch worker stopped."}'
+				WHERE batch_id = $1 AND line = $2`, l.batchID, l.line, answered)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	s.log.Warn("batch: took back lines of a stopped worker", "lines", len(lost))
+	return tx.Commit(ctx)
+}
+
+// AttemptRequestID is the gateway's request id for a line's attempt at its i-th candidate.
+func AttemptRequestID(prefix string, i int) string { return prefix + "_" + strconv.Itoa(i) }
+
+// openBatch is a batch that may need to move on.
+type openBatch struct {
+	id, status       string
+	expires          time.Time
+	pending, running int
+}
+
+// advance expires, finalizes and cancels the batches whose lines allow it.
+func (s *Scheduler) advance(ctx context.Context) error {
+	rows, err := s.svc.pool.Query(ctx, `SELECT b.id, b.status, b.expires_at,
+		count(l.line) FILTER (WHERE l.status = 'pending'), count(l.line) FILTER (WHERE l.status = 'running')
+		FROM batches b LEFT JOIN batch_lines l ON l.batch_id = b.id AND l.status IN ('pending', 'running')
+		WHERE b.status IN ('in_progress', 'cancelling', 'finalizing') GROUP BY b.id`)
+	if err != nil {
+		return err
+	}
+	open, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (openBatch, error) {
+		var b openBatch
+		return b, r.Scan(&b.id, &b.status, &b.expires, &b.pending, &b.running)
+	})
+	if err != nil {
+		return err
+	}
+	now := s.now()
+	for _, b := range open {
+		switch {
+		case b.status == StatusInProgress && !now.Before(b.expires) && b.pending > 0:
+			// The window closed: what was not sent is not sent; what is in flight finishes.
+			if _, err := s.svc.pool.Exec(ctx, `UPDATE batch_lines SET status = 'failed',
+				error = '{"code":"batch_expired","message":"This line was not executed because the batch expired before it was reached."}'
+				WHERE batch_id = $1 AND status = 'pending'`, b.id); err != nil {
+				return err
+			}
+			if b.running == 0 {
+				err = s.finalize(ctx, b.id, StatusInProgress)
+			}
+		case b.status == StatusInProgress && b.pending == 0 && b.running == 0:
+			err = s.finalize(ctx, b.id, StatusInProgress)
+		case b.status == StatusFinalizing:
+			err = s.finalize(ctx, b.id, StatusFinalizing)
+		case b.status == StatusCancelling && b.running == 0:
+			err = s.finalize(ctx, b.id, StatusCancelling)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// finalize writes a batch's output and error files and ends it: completed, expired (a line was
+// expired) or cancelled. A batch in progress shows finalizing while its files are written.
+func (s *Scheduler) finalize(ctx context.Context, id, from string) (err error) {
+	defer services.Wrap(&err, "batch.finalize(%s)", id)
+	now := s.now()
+	if from == StatusInProgress {
+		tag, err := s.svc.pool.Exec(ctx, `UPDATE batches SET status = 'finalizing', finalizing_at = $2
+			WHERE id = $1 AND status = 'in_progress'`, id, now)
+		if err != nil || tag.RowsAffected() == 0 {
+			return err
+		}
+		from = StatusFinalizing
+	}
+	tx, err := s.svc.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx)
+	var accountID string
+	err = tx.QueryRow(ctx, `SELECT account_id::text FROM batches WHERE id = $1 AND status = $2 FOR UPDATE SKIP LOCKED`, id, from).Scan(&accountID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	outID, errID, expired, err := s.writeResults(ctx, tx, id, accountID)
+	if err != nil {
+		return err
+	}
+	final, column := StatusCompleted, "completed_at"
+	switch {
+	case from == StatusCancelling:
+		final, column = StatusCancelled, "cancelled_at"
+	case expired:
+		final, column = StatusExpired, "expired_at"
+	}
+	if _, err := tx.Exec(ctx, `UPDATE batches SET status = $2, `+column+` = $3, output_file_id = $4, error_file_id = $5 WHERE id = $1`,
+		id, final, now, outID, errID); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// outputLine is a line of an output or error file, OpenAI's.
+type outputLine struct {
+	ID       string          `json:"id"`
+	CustomID string          `json:"custom_id"`
+	Response *outputResponse `json:"response"`
+	Error    *lineError      `json:"error"`
+}
+
+type outputResponse struct {
+	StatusCode int             `json:"status_code"`
+	RequestID  string          `json:"request_id"`
+	Body       json.RawMessage `json:"body"`
+}
+
+// resultFile is an output or error file being written, made on its first line.
+type resultFile struct {
+	svc       *Service
+	accountID string
+	name      string
+	file      File
+	up        Upload
+}
+
+func (r *resultFile) write(line []byte) error {
+	if r.up == nil {
+		id := services.NewTimeOrderedID("file-", r.svc.now())
+		up, err := r.svc.store.Create(id)
+		if err != nil {
+			return err
+		}
+		r.up = up
+		r.file = File{ID: id, Object: "file", CreatedAt: r.svc.now().Unix(), Filename: r.name, Purpose: PurposeBatchOutput,
+			Status: "processed", accountID: r.accountID}
+	}
+	r.file.Bytes += int64(len(line)) + 1
+	r.file.lines++
+	if _, err := r.up.Write(line); err != nil {
+		return err
+	}
+	_, err := r.up.Write([]byte{'\n'})
+	return err
+}
+
+func (r *resultFile) commit(ctx context.Context, tx pgx.Tx) (*string, error) {
+	if r.up == nil {
+		return nil, nil
+	}
+	if err := r.up.Commit(); err != nil {
+		return nil, err
+	}
+	if err := r.svc.insertFile(ctx, tx, r.file); err != nil {
+		return nil, err
+	}
+	return &r.file.ID, nil
+}
+
+func (r *resultFile) abort() {
+	if r.up != nil {
+		r.up.Abort()
+	}
+}
+
+// writeResults streams the batch's finished lines, in line order, into its output file (the
+// 2xx answers) and its error file (the rest); it reports whether a line expired.
+func (s *Scheduler) writeResults(ctx context.Context, tx pgx.Tx, id, accountID string) (outID, errID *string, expired bool, err error) {
+	out := &resultFile{svc: s.svc, accountID: accountID, name: id + "_output.jsonl"}
+	errs := &resultFile{svc: s.svc, accountID: accountID, name: id + "_error.jsonl"}
+	defer func() {
+		if err != nil {
+			out.abort()
+			errs.abort()
+		}
+	}()
+	rows, err := tx.Query(ctx, `SELECT line, custom_id, status, coalesce(request_id, ''), coalesce(status_code, 0),
+		coalesce(response, ''), error FROM batch_lines WHERE batch_id = $1 AND status IN ('done', 'failed') ORDER BY line`, id)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	short := strings.TrimPrefix(id, "batch_")
+	for rows.Next() {
+		var line, code int
+		var customID, status, reqID, body string
+		var errJSON []byte
+		if err := rows.Scan(&line, &customID, &status, &reqID, &code, &body, &errJSON); err != nil {
+			rows.Close()
+			return nil, nil, false, err
+		}
+		ol := outputLine{ID: fmt.Sprintf("batch_req_%s_%d", short, line), CustomID: customID}
+		if code != 0 {
+			raw := json.RawMessage(body)
+			if !json.Valid(raw) {
+				raw, _ = json.Marshal(body)
+			}
+			ol.Response = &outputResponse{StatusCode: code, RequestID: reqID, Body: raw}
+		}
+		if len(errJSON) > 0 {
+			ol.Error = &lineError{}
+			if err := json.Unmarshal(errJSON, ol.Error); err != nil {
+				rows.Close()
+				return nil, nil, false, err
+			}
+			expired = expired || ol.Error.Code == "batch_expired"
+		}
+		raw, err := json.Marshal(ol)
+		if err != nil {
+			rows.Close()
+			return nil, nil, false, err
+		}
+		dest := errs
+		if status == "done" {
+			dest = out
+		}
+		if err := dest.write(raw); err != nil {
+			rows.Close()
+			return nil, nil, false, err
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, nil, false, err
+	}
+	if outID, err = out.commit(ctx, tx); err != nil {
+		return nil, nil, false, err
+	}
+	if errID, err = errs.commit(ctx, tx); err != nil {
+		return nil, nil, false, err
+	}
+	return outID, errID, expired, nil
+}
