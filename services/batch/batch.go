@@ -148,13 +148,31 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (_ Batch, err erro
 			return Batch{}, err
 		}
 	}
-	if _, err := s.pool.Exec(ctx, `INSERT INTO batches (id, account_id, api_key_id, input_file_id, endpoint,
+	// The answer is the batch as created, validating, as OpenAI answers: read in the
+	// transaction that writes it, before any scheduler can see it and admit it.
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return Batch{}, err
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `INSERT INTO batches (id, account_id, api_key_id, input_file_id, endpoint,
 		completion_window, metadata, status, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, 'validating', $8, $9)`,
 		id, in.AccountID, in.APIKeyID, in.InputFileID, in.Endpoint, in.CompletionWindow, meta, now, now.Add(24*time.Hour)); err != nil {
 		return Batch{}, err
 	}
+	rows, err := tx.Query(ctx, batchSelect+` WHERE b.id = $1`, id)
+	if err != nil {
+		return Batch{}, err
+	}
+	b, err := pgx.CollectExactlyOneRow(rows, scanBatch)
+	if err != nil {
+		return Batch{}, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return Batch{}, err
+	}
 	s.Wake()
-	return s.Batch(ctx, in.AccountID, id)
+	return b, nil
 }
 
 // Wake tells a scheduler in this process to look for work now rather than at its next poll.
