@@ -4,6 +4,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -33,4 +35,26 @@ func NewTimeOrderedID(prefix string, now time.Time) string {
 	}
 	_, _ = rand.Read(b[6:]) // crypto/rand.Read never fails
 	return prefix + hex.EncodeToString(b[:])
+}
+
+// BatchRequestPrefix is the request id of a batch line's attempt, without the candidate's
+// index the gateway appends: "req_" and the batch id's hex, the line and the attempt, joined
+// by underscores. Interactive request ids ("req_" and hex) have no underscore after the
+// prefix, so BatchOfRequest can tell a batch line's request from any other (docs/batches.md).
+func BatchRequestPrefix(batchID string, line, attempt int) string {
+	return "req_" + strings.TrimPrefix(batchID, "batch_") + "_" + strconv.Itoa(line) + "_" + strconv.Itoa(attempt)
+}
+
+// BatchOfRequest is the batch whose line a request served, from its request id; ok is false
+// for a request that was no batch line's.
+func BatchOfRequest(requestID string) (batchID string, ok bool) {
+	rest, found := strings.CutPrefix(requestID, "req_")
+	if !found {
+		return "", false
+	}
+	hex, tail, found := strings.Cut(rest, "_")
+	if !found || hex == "" || tail == "" {
+		return "", false
+	}
+	return "batch_" + hex, true
 }

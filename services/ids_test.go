@@ -30,3 +30,22 @@ func TestTimeOrderedIDsSortByTime(t *testing.T) {
 		t.Errorf("time part %s, want %s (%d ms in hex)", got, want, at.UnixMilli())
 	}
 }
+
+func TestBatchOfRequest(t *testing.T) {
+	prefix := BatchRequestPrefix("batch_01a2338504f5be63", 17, 2)
+	if prefix != "req_01a2338504f5be63_17_2" {
+		t.Fatalf("prefix %q", prefix)
+	}
+	for id, want := range map[string]string{
+		prefix + "_0": "batch_01a2338504f5be63",
+		prefix + "_3": "batch_01a2338504f5be63",
+		NewTimeOrderedID("req_", time.Now()): "",
+		"req_":                               "",
+		"evt_01a2_1_1_0":                     "",
+	} {
+		got, ok := BatchOfRequest(id)
+		if got != want || ok != (want != "") {
+			t.Errorf("BatchOfRequest(%q) = %q, %v; want %q", id, got, ok, want)
+		}
+	}
+}

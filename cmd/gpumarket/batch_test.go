@@ -225,6 +225,25 @@ func (b *gatewayBundle) testBatchCompletes(t *testing.T) {
 		t.Fatalf("%d usage rows for the account, want one per line: %d", n, lines)
 	}
 	b.eventually(t, "the balance reflects the batch", func() bool { return b.balance(t, dev.AccountID) == before-charged })
+	// The developer's usage lists each line with its batch.
+	api := &apiClient{t: t, base: b.p.URL()}
+	var usage struct {
+		Requests []struct {
+			RequestID string `json:"request_id"`
+			BatchID   string `json:"batch_id"`
+		} `json:"requests"`
+	}
+	api.do(api.login(dev.Email), http.MethodGet, "/api/usage?limit=100", nil, &usage, http.StatusOK)
+	inBatch := 0
+	for _, u := range usage.Requests {
+		if u.BatchID != bt.ID {
+			t.Errorf("usage row %s names batch %q, want %s", u.RequestID, u.BatchID, bt.ID)
+		}
+		inBatch++
+	}
+	if inBatch != lines {
+		t.Errorf("%d usage rows on /api/usage, want the batch's %d", inBatch, lines)
+	}
 	bt, err = client.Batches.Get(b.ctx, bt.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -557,7 +576,7 @@ func (b *gatewayBundle) testBatchesPage(t *testing.T) {
 	if err := os.WriteFile(input, []byte(chatLines(model, lines, 8)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(b.ctx, journeyTimeout)
+	ctx, cancel := context.WithTimeout(b.ctx, 3*journeyTimeout) // the batch runs while the tab waits
 	t.Cleanup(cancel)
 	tab := newJourneyTab(t, ctx, b.p.URL())
 	tab.open("/login", http.StatusOK)
@@ -576,10 +595,18 @@ func (b *gatewayBundle) testBatchesPage(t *testing.T) {
 	if !strings.HasPrefix(id, "batch_") {
 		t.Fatalf("the page lists batch %q", id)
 	}
-	b.eventually(t, "the page shows the batch completed", func() bool {
+	// As long as pollBatch waits: on a loaded machine five lines can take longer than
+	// eventually's 20 s.
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
 		tab.open("/batches", http.StatusOK)
-		return tab.attr(byTestID("batch"), "data-status") == "completed"
-	})
+		if tab.attr(byTestID("batch"), "data-status") == "completed" {
+			break
+		}
+		if time.Now().After(deadline) {
+			tab.logPage()
+			t.Fatal("the page never showed the batch completed")
+		}
+	}
 	if got := tab.text(byTestID("batch-progress")); !strings.Contains(got, fmt.Sprintf("%d done, 0 failed of %d", lines, lines)) {
 		t.Fatalf("progress reads %q", got)
 	}

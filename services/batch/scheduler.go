@@ -263,7 +263,7 @@ type claimed struct {
 }
 
 func (l claimed) requestIDPrefix() string {
-	return "req_" + strings.TrimPrefix(l.batchID, "batch_") + "_" + strconv.Itoa(l.line) + "_" + strconv.Itoa(l.attempts)
+	return services.BatchRequestPrefix(l.batchID, l.line, l.attempts)
 }
 
 // claim takes the next pending line of a batch in progress, oldest batch first, marking it

@@ -157,6 +157,9 @@ type RequestRecord struct {
 	// on the realtime tier (the savings report's baseline, docs/methodology.md).
 	BaselineCost    money.BigPico `json:"baseline_cost"`
 	BaselineCostUSD string        `json:"baseline_cost_usd"`
+	// BatchID is the batch whose line the request served, "" for a request of the API's
+	// own (services.BatchOfRequest).
+	BatchID string `json:"batch_id,omitempty"`
 }
 
 // RequestPage is one page of requests, newest first.
@@ -225,6 +228,7 @@ func scanRequestRecord(row pgx.CollectableRow) (RequestRecord, error) {
 		&rec.EnergyJoules, &rec.EnergySource, &rec.Region, &site, &pue, &rec.BaselineCost)
 	rec.OccurredAt = rec.OccurredAt.UTC()
 	rec.BaselineCostUSD = bigUSDText(rec.BaselineCost)
+	rec.BatchID, _ = services.BatchOfRequest(rec.RequestID)
 	rec.GCO2e = requestGCO2e(rec.EnergyJoules, rec.Region, site, pue)
 	rec.Cost, rec.CostUSD = money.Pico(charge), usdText(money.Pico(charge))
 	if g, ok := catalog.GPUBySKU(rec.GPU); ok {
