@@ -37,8 +37,8 @@ func TestBatchOfRequest(t *testing.T) {
 		t.Fatalf("prefix %q", prefix)
 	}
 	for id, want := range map[string]string{
-		prefix + "_0": "batch_01a2338504f5be63",
-		prefix + "_3": "batch_01a2338504f5be63",
+		prefix + "_0":                        "batch_01a2338504f5be63",
+		prefix + "_3":                        "batch_01a2338504f5be63",
 		NewTimeOrderedID("req_", time.Now()): "",
 		"req_":                               "",
 		"evt_01a2_1_1_0":                     "",

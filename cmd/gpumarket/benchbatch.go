@@ -12,16 +12,20 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	"github.com/gpumarket/gpumarket/cmd/internal/cpuuse"
 	"github.com/gpumarket/gpumarket/cmd/internal/devenv"
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/ticket"
@@ -46,8 +50,10 @@ import (
 //     output file.
 //
 // It prints "batch: <L> lines/s, overhead <X> us per line over direct calls", where L is lines
-// over the batch's time and X is what each line holds a worker for beyond a direct call:
-// concurrency x (1/L - 1/D), D being the direct calls per second.
+// over the batch's time and X the CPU a line costs beyond a direct call: this process's CPU per
+// line less its CPU per direct call, plus the same for PostgreSQL (the target is 2 ms on a
+// 2-core machine). Beside it, the time a line holds a worker beyond a direct call,
+// concurrency x (1/L - 1/D) with D the direct calls per second, and the process's peak memory.
 func benchBatch(ctx context.Context, env Config, args []string) error {
 	fs := flag.NewFlagSet("bench-batch", flag.ContinueOnError)
 	lines := fs.Int("lines", 50_000, "lines of the batch")
@@ -95,25 +101,47 @@ func benchBatch(ctx context.Context, env Config, args []string) error {
 		return err
 	}
 
+	database := ""
+	if u, err := url.Parse(dbURL); err == nil {
+		database = strings.TrimPrefix(u.Path, "/")
+	}
+	before := cpuuse.Take(database)
 	directRate, err := b.directCalls(ctx, body, *direct, *concurrency)
 	if err != nil {
 		return err
 	}
+	directCPU := cpuuse.Take(database).Since(before)
 	benchProgress("direct: %d calls at %.0f/s with %d at once", *direct, directRate, *concurrency)
 
 	path := filepath.Join(dataDir, "input.jsonl")
 	if err := writeBatchInput(path, body, *lines); err != nil {
 		return err
 	}
+	before = cpuuse.Take(database)
 	batchRate, counts, err := b.runBatch(ctx, path, *lines)
 	if err != nil {
 		return err
 	}
-	overhead := float64(*concurrency) * (1/batchRate - 1/directRate) * 1e6
+	batchCPU := cpuuse.Take(database).Since(before)
+	// What a line costs the platform: this process's CPU per line (gateway, scheduler, meter,
+	// embedded NATS, and the agent and simulated rig) less its CPU per direct call (the client,
+	// the agent and the rig), plus PostgreSQL's per line less its per direct call.
+	perLine := func(d time.Duration, n int) float64 { return float64(d.Microseconds()) / float64(n) }
+	selfOver := perLine(batchCPU.Self, *lines) - perLine(directCPU.Self, *direct)
+	pgOver := perLine(batchCPU.Postgres, *lines) - perLine(directCPU.Postgres, *direct)
+	overhead := selfOver + pgOver
+	wallOverhead := float64(*concurrency) * (1/batchRate - 1/directRate) * 1e6
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	fmt.Printf("\nbatch benchmark: %d chat completions (max_tokens %d) to a zero-latency simbackend behind its gpuagent, "+
 		"%d in flight; %d CPUs; %d lines completed, %d failed\n", *lines, *maxTokens, *concurrency, runtime.GOMAXPROCS(0), counts.Completed, counts.Failed)
-	fmt.Printf("direct: %.0f calls/s\n", directRate)
-	fmt.Printf("batch: %.0f lines/s, overhead %d us per line over direct calls\n", batchRate, int64(math.Round(overhead)))
+	fmt.Printf("direct: %.0f calls/s, CPU %.0f us per call in this process and %.0f us in PostgreSQL\n", directRate,
+		perLine(directCPU.Self, *direct), perLine(directCPU.Postgres, *direct))
+	fmt.Printf("batch CPU: %.0f us per line in this process and %.0f us in PostgreSQL; a line holds a worker %.0f us longer than a direct call\n",
+		perLine(batchCPU.Self, *lines), perLine(batchCPU.Postgres, *lines), wallOverhead)
+	fmt.Printf("memory: %d MiB at most (this process's peak resident set; target 300 MiB)\n", ru.Maxrss/1024)
+	fmt.Printf("batch: %.0f lines/s, overhead %d us per line over direct calls (CPU; target 2000 us, ratio %.2f)\n", batchRate,
+		int64(math.Round(overhead)), overhead/2000)
 	return nil
 }
 

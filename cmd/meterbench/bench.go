@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gpumarket/gpumarket/cmd/internal/cpuuse"
 	"github.com/gpumarket/gpumarket/cmd/internal/scratchdb"
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/events"
@@ -231,7 +232,7 @@ func (env *benchEnv) meter(ctx context.Context, o options, w workload, measured 
 		defer pprof.StopCPUProfile()
 	}
 	progress("%s: publishing while the meter runs", round)
-	cpuBefore := sampleCPU(env.db.Name)
+	cpuBefore := cpuuse.Take(env.db.Name)
 	if err := pub.start(); err != nil {
 		return runResult{}, err
 	}
@@ -243,7 +244,7 @@ func (env *benchEnv) meter(ctx context.Context, o options, w workload, measured 
 		published <- err
 	}()
 
-	var cpu cpuUse
+	var cpu cpuuse.Use
 	tick := time.NewTicker(2 * time.Second)
 	defer tick.Stop()
 	for running := true; running; {
@@ -255,7 +256,7 @@ func (env *benchEnv) meter(ctx context.Context, o options, w workload, measured 
 			published = nil
 		case <-run.done:
 			running = false
-			cpu = sampleCPU(env.db.Name).since(cpuBefore)
+			cpu = cpuuse.Take(env.db.Name).Since(cpuBefore)
 		case <-tick.C:
 			stored, rejected, idle := run.progress()
 			progress("metered %d events, rejected %d", stored, rejected)
@@ -360,15 +361,15 @@ func (r *meterRun) result(first time.Time) runResult {
 }
 
 // reportCPU says where the machine's CPU went from the first publication to the last commit.
-func reportCPU(c cpuUse, publisher time.Duration, events int, took time.Duration) {
+func reportCPU(c cpuuse.Use, publisher time.Duration, events int, took time.Duration) {
 	perEvent := func(d time.Duration) string {
 		return fmt.Sprintf("%.1fs (%.0f µs/event)", d.Seconds(), float64(d.Microseconds())/float64(events))
 	}
-	if c.total == 0 {
-		progress("CPU: this process (meter and embedded NATS) %s, publisher %s", perEvent(c.meter), perEvent(publisher))
+	if c.Total == 0 {
+		progress("CPU: this process (meter and embedded NATS) %s, publisher %s", perEvent(c.Self), perEvent(publisher))
 		return
 	}
 	progress("CPU: this process (meter and embedded NATS) %s, publisher %s, PostgreSQL %s, the rest of the machine %s; machine busy %.0f%% of %.0f cores for %s",
-		perEvent(c.meter), perEvent(publisher), perEvent(c.postgres), perEvent(max(0, c.busy-c.meter-publisher-c.postgres)),
-		100*c.busy.Seconds()/c.total.Seconds(), c.total.Seconds()/took.Seconds(), took.Round(time.Millisecond))
+		perEvent(c.Self), perEvent(publisher), perEvent(c.Postgres), perEvent(max(0, c.Busy-c.Self-publisher-c.Postgres)),
+		100*c.Busy.Seconds()/c.Total.Seconds(), c.Total.Seconds()/took.Seconds(), took.Round(time.Millisecond))
 }

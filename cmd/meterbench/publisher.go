@@ -17,6 +17,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/gpumarket/gpumarket/cmd/internal/cpuuse"
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/ticket"
@@ -159,7 +160,7 @@ func publish(ctx context.Context, stdin io.Reader, out io.Writer) error {
 		return fmt.Errorf("publisher: waiting for %q: %q, %v", publisherGo, line, err)
 	}
 
-	cpu := selfCPU()
+	cpu := cpuuse.Self()
 	report := publishReport{First: time.Now()}
 	stamp := make([]byte, 0, 64)
 	for i := range prepared {
@@ -188,7 +189,7 @@ func publish(ctx context.Context, stdin io.Reader, out io.Writer) error {
 	if err := acks.wait(ctx); err != nil {
 		return err
 	}
-	report.Last, report.CPU = time.Now(), selfCPU()-cpu
+	report.Last, report.CPU = time.Now(), cpuuse.Self()-cpu
 	report.Published = len(prepared)
 	took := report.Last.Sub(report.First)
 	progress("publisher: %d events published and acknowledged by the stream in %s (%.0f/s)",

@@ -117,6 +117,26 @@ type choice struct {
 	saturated bool
 	// gco2ePerToken is the estimated carbon per token, 0 when unknown (carbon.go).
 	gco2ePerToken float64
+	// borrowed marks a rig of a faster tier serving a batch request in an idle slot
+	// (idleForBatch).
+	borrowed bool
+}
+
+// idleForBatch is c as a candidate for a batch request when its rig sits in a faster tier but
+// has idle capacity: its last heartbeat reports at least two free slots, so that one stays
+// for the requests of its own tier, and both its asks are within the batch tier's price in
+// force, which the request pays. Such a rig serves batch work only when it would otherwise sit
+// idle, and after every batch rig (docs/batches.md, "Idle capacity").
+func (s *snapshot) idleForBatch(c choice, tier catalog.Tier, now time.Time) (choice, bool) {
+	if tier != catalog.TierBatch || c.tier == catalog.TierBatch || c.v.capacity <= 0 || c.v.load+2 > c.v.capacity {
+		return choice{}, false
+	}
+	p, ok := s.offered(c.listed, catalog.TierBatch, now)
+	if !ok {
+		return choice{}, false
+	}
+	c.tier, c.price, c.borrowed = catalog.TierBatch, p, true
+	return c, true
 }
 
 // Pick returns up to MaxCandidates offerings for the request, in the order to try them.
@@ -142,13 +162,16 @@ func (r *Router) Pick(req Request) ([]Candidate, error) {
 	}
 	now := r.cfg.Now()
 
-	var cs []choice
+	var cs, idle []choice
 	for _, l := range snap.byModel[req.Model] {
 		c := choice{listed: l, v: l.state.view(now)}
 		c.tier = cmp.Or(c.v.tier, l.Tier)
 		var ok bool
 		if c.price, ok = snap.offered(l, c.tier, now); ok {
 			cs = append(cs, c)
+		}
+		if b, ok := snap.idleForBatch(c, tier, now); ok && req.Offering == "" {
+			idle = append(idle, b)
 		}
 	}
 	if len(cs) == 0 {
@@ -162,7 +185,9 @@ func (r *Router) Pick(req Request) ([]Candidate, error) {
 		}
 	}
 	tiers := tiersOf(cs)
-	if cs = slices.DeleteFunc(cs, func(c choice) bool { return c.tier != tier }); len(cs) == 0 {
+	cs = slices.DeleteFunc(cs, func(c choice) bool { return c.tier != tier })
+	cs = append(cs, idle...)
+	if len(cs) == 0 {
 		msg := fmt.Sprintf("%s is not offered in the %s tier; it is offered in %s: ask for %s:%s.", req.Model, tier, joinTiers(tiers), req.Model, tiers[0])
 		if req.Offering != "" {
 			msg = fmt.Sprintf("Offering %q serves %s in the %s tier, not %s: ask for %s:%s.", req.Offering, req.Model, tiers[0], tier, req.Model, tiers[0])
@@ -180,7 +205,14 @@ func (r *Router) Pick(req Request) ([]Candidate, error) {
 	cs = slices.DeleteFunc(cs, func(c choice) bool {
 		return !c.v.healthy || c.v.provider != c.ProviderAccountID || c.v.circuit == circuitOpen
 	})
+	// A rig of a faster tier lending an idle slot comes after every batch rig.
+	borrowed := slices.DeleteFunc(slices.Clone(cs), func(c choice) bool { return !c.borrowed })
+	cs = slices.DeleteFunc(cs, func(c choice) bool { return c.borrowed })
 	out := r.order(cs, now, req.PreferCarbon)
+	if len(out) < MaxCandidates && len(borrowed) > 0 {
+		more := r.order(borrowed, now, req.PreferCarbon)
+		out = append(out, more[:min(len(more), MaxCandidates-len(out))]...)
+	}
 	if len(out) == 0 {
 		return nil, &services.Error{Code: services.CodeUnavailable, Cause: ErrUnavailable,
 			Message: fmt.Sprintf("No offering of %s in the %s tier can take the request right now; retry shortly.", req.Model, tier)}

@@ -420,3 +420,55 @@ func TestCapacityIsTheLastHeartbeats(t *testing.T) {
 		t.Errorf("Capacity = %d and %d, want 12 and 0", got, none)
 	}
 }
+
+// TestBatchRequestsTakeIdleSlotsOfFasterRigs: a batch request goes to batch rigs first, then to a
+// realtime or standard rig only while its heartbeat reports at least two free slots and its
+// asks are within the batch price it is paid at; it is ticketed at the batch tier and price.
+// A request of a faster tier never borrows, and a pinned batch request does not either.
+func TestBatchRequestsTakeIdleSlotsOfFasterRigs(t *testing.T) {
+	t.Parallel()
+	slow := claims(offering("slow", "m", ba, 110_000), 3000, 6000)
+	fast := claims(offering("fast", "m", rt, 60_000), 20, 40)
+	dear := claims(offering("dear", "m", st, 130_000), 200, 400) // over the batch price: never borrowed
+	b := setup(t, slow, fast, dear)
+	b.beat(fast, 0, 8)
+	cs, err := b.r.Pick(Request{Model: "m", Tier: ba})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(cs); !slices.Equal(got, []string{"slow", "fast"}) {
+		t.Fatalf("Pick = %v, want the batch rig, then the idle realtime one", got)
+	}
+	batch := cs[0]
+	if f := cs[1]; f.Tier != ba || f.PriceID != batch.PriceID || f.PriceInput != batch.PriceInput || f.PriceOutput != batch.PriceOutput {
+		t.Errorf("the borrowed slot is ticketed at %s, price %d (%d/%d); want the batch tier's %d (%d/%d)",
+			f.Tier, f.PriceID, f.PriceInput, f.PriceOutput, batch.PriceID, batch.PriceInput, batch.PriceOutput)
+	}
+	b.beat(fast, 7, 8) // one free slot: kept for its own tier
+	if got := b.pickIDs(t, Request{Model: "m", Tier: ba}); !slices.Equal(got, []string{"slow"}) {
+		t.Errorf("with one free slot: Pick = %v, want the batch rig alone", got)
+	}
+	b.beat(fast, 0, 0) // no capacity reported
+	if got := b.pickIDs(t, Request{Model: "m", Tier: ba}); !slices.Equal(got, []string{"slow"}) {
+		t.Errorf("without a reported capacity: Pick = %v, want the batch rig alone", got)
+	}
+	b.beat(fast, 0, 8)
+	if got := b.pickIDs(t, Request{Model: "m", Tier: rt}); !slices.Equal(got, []string{"fast"}) {
+		t.Errorf("a realtime request: Pick = %v", got)
+	}
+	if got := b.pickIDs(t, Request{Model: "m", Tier: ba, Offering: "slow"}); !slices.Equal(got, []string{"slow"}) {
+		t.Errorf("a pinned batch request: Pick = %v", got)
+	}
+
+	// A model whose only rig was promoted out of the batch tier still serves batch work while
+	// that rig has room.
+	b = setup(t, fast)
+	b.beat(fast, 1, 8)
+	if got := b.pickIDs(t, Request{Model: "m", Tier: ba}); !slices.Equal(got, []string{"fast"}) {
+		t.Errorf("no batch rig: Pick = %v, want the idle realtime one", got)
+	}
+	b.beat(fast, 7, 8)
+	if _, err := b.r.Pick(Request{Model: "m", Tier: ba}); !errors.Is(err, ErrTierNotOffered) {
+		t.Errorf("no batch rig and no idle slot: %v, want %v", err, ErrTierNotOffered)
+	}
+}
