@@ -36,6 +36,7 @@ func TestBatches(t *testing.T) {
 	t.Run("a malformed file fails the batch with per-line errors and charges nothing", b.testBatchMalformed)
 	t.Run("a batch the balance cannot cover fails before any charge", b.testBatchRefused)
 	t.Run("another account's file and batch are 404", b.testBatchOtherAccount)
+	t.Run("files page as OpenAI's: after, limit, order, has_more, first_id, last_id; only the account's own", b.testFilesPages)
 	t.Run("cancel mid-batch: the lines that finished are in the output, the rest never sent", b.testBatchCancel)
 	t.Run("a new scheduler after a stop mid-batch runs no line twice", b.testBatchRestart)
 	t.Run("a worker lost mid-line: its metered line is not sent again, its unsent line is", b.testBatchLostWorker)
@@ -358,6 +359,68 @@ func (b *gatewayBundle) testBatchOtherAccount(t *testing.T) {
 		t.Fatalf("the other account lists %d files (%v)", len(list.Data), err)
 	}
 	b.pollBatch(t, owner, bt.ID, openai.BatchStatusCompleted)
+}
+
+func (b *gatewayBundle) testFilesPages(t *testing.T) {
+	const model = "bt-pages"
+	b.list(t, rigSpec{model: model, ask: 60_000, p99: 2000})
+	_, _, ownerSecret := b.developer(t, "files-owner", 20*money.PicoPerUSD, accounts.NewKeyInput{})
+	_, _, otherSecret := b.developer(t, "files-other", 20*money.PicoPerUSD, accounts.NewKeyInput{})
+	owner, other := b.client(ownerSecret), b.client(otherSecret)
+	var ids []string // oldest first
+	for i := range 3 {
+		ids = append(ids, b.upload(t, owner, chatLines(model, i+1, 8)).ID)
+	}
+	theirs := b.upload(t, other, chatLines(model, 1, 8)).ID
+
+	// The default order is newest first.
+	page, err := owner.Files.List(b.ctx, openai.FileListParams{Limit: openai.Int(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fileIDs(page.Data); !page.HasMore || fmt.Sprint(got) != fmt.Sprint([]string{ids[2], ids[1]}) {
+		t.Fatalf("first page %v has_more %v, want [%s %s] and more", got, page.HasMore, ids[2], ids[1])
+	}
+	if first, last := page.JSON.ExtraFields["first_id"].Raw(), page.JSON.ExtraFields["last_id"].Raw(); first != `"`+ids[2]+`"` || last != `"`+ids[1]+`"` {
+		t.Fatalf("first_id %s last_id %s", first, last)
+	}
+	page, err = owner.Files.List(b.ctx, openai.FileListParams{Limit: openai.Int(2), After: openai.String(ids[1])})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fileIDs(page.Data); page.HasMore || fmt.Sprint(got) != fmt.Sprint([]string{ids[0]}) {
+		t.Fatalf("second page %v has_more %v, want [%s] and no more", got, page.HasMore, ids[0])
+	}
+
+	// Oldest first, and the SDK's own pager following after= from page to page.
+	var all []string
+	iter := owner.Files.ListAutoPaging(b.ctx, openai.FileListParams{Limit: openai.Int(1), Order: openai.FileListParamsOrderAsc})
+	for iter.Next() {
+		all = append(all, iter.Current().ID)
+	}
+	if err := iter.Err(); err != nil || fmt.Sprint(all) != fmt.Sprint(ids) {
+		t.Fatalf("paged oldest first one at a time: %v (%v), want %v", all, err, ids)
+	}
+	page, err = owner.Files.List(b.ctx, openai.FileListParams{})
+	if err != nil || page.HasMore || len(page.Data) != 3 {
+		t.Fatalf("default page: %v has_more %v (%v)", fileIDs(page.Data), page.HasMore, err)
+	}
+
+	// The other account sees its one file; an after naming the owner's file is not found.
+	page, err = other.Files.List(b.ctx, openai.FileListParams{})
+	if err != nil || fmt.Sprint(fileIDs(page.Data)) != fmt.Sprint([]string{theirs}) || page.HasMore {
+		t.Fatalf("the other account lists %v has_more %v (%v), want only [%s]", fileIDs(page.Data), page.HasMore, err, theirs)
+	}
+	_, err = other.Files.List(b.ctx, openai.FileListParams{After: openai.String(ids[1])})
+	apiError(t, err, 404, "invalid_request_error", "")
+}
+
+func fileIDs(files []openai.FileObject) []string {
+	out := make([]string, 0, len(files))
+	for _, f := range files {
+		out = append(out, f.ID)
+	}
+	return out
 }
 
 // slowRig lists a batch-tier offering on a rig with a benchmark profile's latency, so that a
