@@ -62,7 +62,9 @@ func TestQueue(t *testing.T) {
 		BatchPrice: func(context.Context) (catalog.Price, error) {
 			return catalog.Price{Tier: catalog.TierBatch, Input: 100_000, Output: 200_000}, nil
 		},
-		Balance: func(context.Context, string) (money.BigPico, error) { return money.BigPicoOf(100 * money.PicoPerUSD), nil }})
+		Balance: func(context.Context, string) (money.BigPico, error) {
+			return money.BigPicoOf(100 * money.PicoPerUSD), nil
+		}})
 
 	newBatch := func(ids ...string) Batch {
 		t.Helper()
