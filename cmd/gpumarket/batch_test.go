@@ -425,13 +425,55 @@ func fileIDs(files []openai.FileObject) []string {
 
 // slowRig lists a batch-tier offering on a rig with a benchmark profile's latency, so that a
 // batch's lines take long enough to act mid-batch.
-func (b *gatewayBundle) slowRig(t *testing.T, model string) {
+func (b *gatewayBundle) slowRig(t *testing.T, model string) catalog.Offering {
 	t.Helper()
 	profile, ok := simulation.Lookup("meta-llama/Meta-Llama-3-8B-Instruct", "rtx-4090", 4)
 	if !ok {
 		profile = simulation.Profiles()[0]
 	}
-	b.list(t, rigSpec{model: model, ask: 60_000, p99: 2000, profile: profile})
+	return b.list(t, rigSpec{model: model, ask: 60_000, p99: 2000, profile: profile})
+}
+
+// batchQueue is the admin's GET /api/admin/batches.
+type batchQueue struct {
+	Batches   map[string]int   `json:"batches"`
+	Lines     map[string]int64 `json:"lines"`
+	Oldest    *int64           `json:"oldest_pending_age_seconds"`
+	LastHour  int64            `json:"lines_last_hour"`
+	PerMinute float64          `json:"lines_per_minute"`
+	Offerings []struct {
+		OfferingID string `json:"offering_id"`
+		Model      string `json:"model"`
+		Tier       string `json:"tier"`
+		InFlight   int    `json:"batch_lines_in_flight"`
+		Capacity   int    `json:"capacity"`
+	} `json:"offerings"`
+}
+
+func (b *gatewayBundle) adminBatchQueue(t *testing.T) batchQueue {
+	t.Helper()
+	var login struct {
+		Token string `json:"token"`
+	}
+	res, err := http.Post(b.p.URL()+"/api/auth/login", "application/json",
+		strings.NewReader(`{"email": "admin@example.com", "password": "`+demo.Password+`"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = json.NewDecoder(res.Body).Decode(&login)
+	res.Body.Close()
+	req, _ := http.NewRequest(http.MethodGet, b.p.URL()+"/api/admin/batches", nil)
+	req.Header.Set("Authorization", "Bearer "+login.Token)
+	res, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var q batchQueue
+	if err := json.NewDecoder(res.Body).Decode(&q); err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("GET /api/admin/batches: %d %v", res.StatusCode, err)
+	}
+	return q
 }
 
 // lineCounts are a batch's lines by status and their attempts.
@@ -446,11 +488,28 @@ func (b *gatewayBundle) lineCounts(t *testing.T, batchID string) (done, pending,
 
 func (b *gatewayBundle) testBatchCancel(t *testing.T) {
 	const model, lines = "bt-cancel", 60
-	b.slowRig(t, model)
+	o := b.slowRig(t, model)
 	dev, _, secret := b.developer(t, "batch-cancel", 20*money.PicoPerUSD, accounts.NewKeyInput{})
 	client := b.client(secret)
 	bt := b.createBatch(t, client, b.upload(t, client, chatLines(model, lines, 64)).ID)
 	b.eventually(t, "some lines are done", func() bool { done, _, _ := b.lineCounts(t, bt.ID); return done >= 2 })
+
+	// Mid-batch the admin's queue shows it: its lines, and the slow rig serving up to the
+	// scheduler's 4 workers' lines against the 64 its heartbeat reports.
+	var q batchQueue
+	b.eventually(t, "the admin sees a batch line in flight", func() bool {
+		q = b.adminBatchQueue(t)
+		return len(q.Offerings) == 1 && q.Offerings[0].InFlight > 0
+	})
+	if off := q.Offerings[0]; off.OfferingID != o.ID || off.Model != model || off.Tier != "batch" || off.InFlight > 4 || off.Capacity != 64 {
+		t.Fatalf("offering serving batch lines %+v, want %s with 1 to 4 in flight of 64", off, o.ID)
+	}
+	if q.Batches["in_progress"] != 1 || q.Lines["done"] < 2 || q.Lines["pending"]+q.Lines["running"]+q.Lines["done"]+q.Lines["failed"] != lines ||
+		q.Oldest == nil || *q.Oldest < 0 || q.LastHour < q.Lines["done"] || q.PerMinute != float64(q.LastHour)/60 {
+		t.Fatalf("queue mid-batch %+v", q)
+	}
+	t.Logf("queue mid-batch: lines %v, %d ended in the hour, oldest pending %d s, %d in flight of %d",
+		q.Lines, q.LastHour, *q.Oldest, q.Offerings[0].InFlight, q.Offerings[0].Capacity)
 	c, err := client.Batches.Cancel(b.ctx, bt.ID)
 	if err != nil || (c.Status != openai.BatchStatusCancelling && c.Status != openai.BatchStatusCancelled) || c.CancellingAt == 0 {
 		t.Fatalf("cancel: %+v %v", c, err)
