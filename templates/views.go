@@ -239,6 +239,28 @@ type RigReportRow struct {
 	OfferingID, Provider, Model, Hardware, Tier, Measured, Reported, Why string
 }
 
+// BatchQueuePage is the batch queue for admins.
+type BatchQueuePage struct {
+	Page
+	Batches                        []BatchStatusCount
+	Pending, Running, Done, Failed int64
+	LinesLastHour                  int64
+	PerMinute, Oldest              string
+	Offerings                      []BatchOfferingRow
+}
+
+// BatchStatusCount is how many open batches have a status.
+type BatchStatusCount struct {
+	Status string
+	Count  int
+}
+
+// BatchOfferingRow is an offering serving batch lines now.
+type BatchOfferingRow struct {
+	OfferingID, Provider, Model, Tier, Capacity string
+	InFlight                                    int
+}
+
 // DiscrepanciesPage lists requests whose usage as the gateway saw it differs from what was
 // metered.
 type DiscrepanciesPage struct {

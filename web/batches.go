@@ -209,14 +209,12 @@ func (s *Server) listFiles(c echo.Context) error {
 		return s.batchError(c, err)
 	}
 	limit, _ := strconv.Atoi(c.QueryParam("limit"))
-	list, err := s.batches.Files(c.Request().Context(), key.AccountID, c.QueryParam("purpose"), limit)
+	p, err := s.batches.Files(c.Request().Context(), key.AccountID, batch.FileQuery{Purpose: c.QueryParam("purpose"),
+		After: c.QueryParam("after"), Order: c.QueryParam("order"), Limit: limit})
 	if err != nil {
 		return s.batchError(c, err)
 	}
-	if list == nil {
-		list = []batch.File{}
-	}
-	return c.JSON(http.StatusOK, map[string]any{"object": "list", "data": list, "has_more": false})
+	return c.JSON(http.StatusOK, p)
 }
 
 func (s *Server) getFile(c echo.Context) error {

@@ -98,6 +98,8 @@ type GatewayRouter interface {
 	Success(offeringID string)
 	Observe(offeringID string, o routing.Observation)
 	Models() []routing.ModelTiers
+	// Capacity is the requests an offering's rig serves at once by its last heartbeat (0: none).
+	Capacity(offeringID string) int
 }
 
 var _ GatewayRouter = (*routing.Router)(nil)
@@ -112,6 +114,8 @@ type gateway struct {
 	keys     keyCache
 	// batchKeys are the keys batches' lines go out with, by account and key id (batches.go).
 	batchKeys keyCache
+	// batchLoad is the batch lines in flight on each offering (batches_admin.go).
+	batchLoad batchLoad
 	limits    keyLimits
 	touches   keyTouches
 }

@@ -217,6 +217,10 @@ func (g *gateway) send(ctx context.Context, req *gatewayRequest, a *attempt, tk 
 		out.Header.Set("Accept", "text/event-stream")
 	}
 	a.end = g.cfg.Router.Begin(a.cand.OfferingID)
+	if batchLineOf(ctx) != nil { // the admin's batch queue shows where batch lines run
+		end, endLine := a.end, g.batchLoad.begin(a.cand.OfferingID)
+		a.end = func() { end(); endLine() }
+	}
 	return g.client.Do(out)
 }
 

@@ -243,6 +243,7 @@ func (s *Server) routes() {
 	admin.POST("/users/:id/role", s.grantRoleSubmit)
 	admin.GET("/discrepancies", s.discrepanciesPage)
 	admin.GET("/rig-reports", s.rigReportsPage)
+	admin.GET("/batches", s.batchQueuePage)
 	admin.GET("/usage-stream", s.usageStreamPage)
 
 	// JSON API.
@@ -284,6 +285,7 @@ func (s *Server) routes() {
 	api.POST("/admin/users/:id/role", s.apiGrantRole, s.requireAPI(accounts.RoleAdmin))
 	api.GET("/admin/discrepancies", s.apiDiscrepancies, s.requireAPI(accounts.RoleAdmin))
 	api.GET("/admin/rig-reports", s.apiRigReports, s.requireAPI(accounts.RoleAdmin))
+	api.GET("/admin/batches", s.apiBatchQueue, s.requireAPI(accounts.RoleAdmin))
 	api.GET("/admin/usage-stream", s.apiUsageStream, s.requireAPI(accounts.RoleAdmin))
 
 	// Usage: a developer's requests and what they cost, a provider's traffic and what it

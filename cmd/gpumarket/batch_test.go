@@ -36,6 +36,7 @@ func TestBatches(t *testing.T) {
 	t.Run("a malformed file fails the batch with per-line errors and charges nothing", b.testBatchMalformed)
 	t.Run("a batch the balance cannot cover fails before any charge", b.testBatchRefused)
 	t.Run("another account's file and batch are 404", b.testBatchOtherAccount)
+	t.Run("files page as OpenAI's: after, limit, order, has_more, first_id, last_id; only the account's own", b.testFilesPages)
 	t.Run("cancel mid-batch: the lines that finished are in the output, the rest never sent", b.testBatchCancel)
 	t.Run("a new scheduler after a stop mid-batch runs no line twice", b.testBatchRestart)
 	t.Run("a worker lost mid-line: its metered line is not sent again, its unsent line is", b.testBatchLostWorker)
@@ -360,15 +361,119 @@ func (b *gatewayBundle) testBatchOtherAccount(t *testing.T) {
 	b.pollBatch(t, owner, bt.ID, openai.BatchStatusCompleted)
 }
 
+func (b *gatewayBundle) testFilesPages(t *testing.T) {
+	const model = "bt-pages"
+	b.list(t, rigSpec{model: model, ask: 60_000, p99: 2000})
+	_, _, ownerSecret := b.developer(t, "files-owner", 20*money.PicoPerUSD, accounts.NewKeyInput{})
+	_, _, otherSecret := b.developer(t, "files-other", 20*money.PicoPerUSD, accounts.NewKeyInput{})
+	owner, other := b.client(ownerSecret), b.client(otherSecret)
+	var ids []string // oldest first
+	for i := range 3 {
+		ids = append(ids, b.upload(t, owner, chatLines(model, i+1, 8)).ID)
+	}
+	theirs := b.upload(t, other, chatLines(model, 1, 8)).ID
+
+	// The default order is newest first.
+	page, err := owner.Files.List(b.ctx, openai.FileListParams{Limit: openai.Int(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fileIDs(page.Data); !page.HasMore || fmt.Sprint(got) != fmt.Sprint([]string{ids[2], ids[1]}) {
+		t.Fatalf("first page %v has_more %v, want [%s %s] and more", got, page.HasMore, ids[2], ids[1])
+	}
+	if first, last := page.JSON.ExtraFields["first_id"].Raw(), page.JSON.ExtraFields["last_id"].Raw(); first != `"`+ids[2]+`"` || last != `"`+ids[1]+`"` {
+		t.Fatalf("first_id %s last_id %s", first, last)
+	}
+	page, err = owner.Files.List(b.ctx, openai.FileListParams{Limit: openai.Int(2), After: openai.String(ids[1])})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fileIDs(page.Data); page.HasMore || fmt.Sprint(got) != fmt.Sprint([]string{ids[0]}) {
+		t.Fatalf("second page %v has_more %v, want [%s] and no more", got, page.HasMore, ids[0])
+	}
+
+	// Oldest first, and the SDK's own pager following after= from page to page.
+	var all []string
+	iter := owner.Files.ListAutoPaging(b.ctx, openai.FileListParams{Limit: openai.Int(1), Order: openai.FileListParamsOrderAsc})
+	for iter.Next() {
+		all = append(all, iter.Current().ID)
+	}
+	if err := iter.Err(); err != nil || fmt.Sprint(all) != fmt.Sprint(ids) {
+		t.Fatalf("paged oldest first one at a time: %v (%v), want %v", all, err, ids)
+	}
+	page, err = owner.Files.List(b.ctx, openai.FileListParams{})
+	if err != nil || page.HasMore || len(page.Data) != 3 {
+		t.Fatalf("default page: %v has_more %v (%v)", fileIDs(page.Data), page.HasMore, err)
+	}
+
+	// The other account sees its one file; an after naming the owner's file is not found.
+	page, err = other.Files.List(b.ctx, openai.FileListParams{})
+	if err != nil || fmt.Sprint(fileIDs(page.Data)) != fmt.Sprint([]string{theirs}) || page.HasMore {
+		t.Fatalf("the other account lists %v has_more %v (%v), want only [%s]", fileIDs(page.Data), page.HasMore, err, theirs)
+	}
+	_, err = other.Files.List(b.ctx, openai.FileListParams{After: openai.String(ids[1])})
+	apiError(t, err, 404, "invalid_request_error", "")
+}
+
+func fileIDs(files []openai.FileObject) []string {
+	out := make([]string, 0, len(files))
+	for _, f := range files {
+		out = append(out, f.ID)
+	}
+	return out
+}
+
 // slowRig lists a batch-tier offering on a rig with a benchmark profile's latency, so that a
 // batch's lines take long enough to act mid-batch.
-func (b *gatewayBundle) slowRig(t *testing.T, model string) {
+func (b *gatewayBundle) slowRig(t *testing.T, model string) catalog.Offering {
 	t.Helper()
 	profile, ok := simulation.Lookup("meta-llama/Meta-Llama-3-8B-Instruct", "rtx-4090", 4)
 	if !ok {
 		profile = simulation.Profiles()[0]
 	}
-	b.list(t, rigSpec{model: model, ask: 60_000, p99: 2000, profile: profile})
+	return b.list(t, rigSpec{model: model, ask: 60_000, p99: 2000, profile: profile})
+}
+
+// batchQueue is the admin's GET /api/admin/batches.
+type batchQueue struct {
+	Batches   map[string]int   `json:"batches"`
+	Lines     map[string]int64 `json:"lines"`
+	Oldest    *int64           `json:"oldest_pending_age_seconds"`
+	LastHour  int64            `json:"lines_last_hour"`
+	PerMinute float64          `json:"lines_per_minute"`
+	Offerings []struct {
+		OfferingID string `json:"offering_id"`
+		Model      string `json:"model"`
+		Tier       string `json:"tier"`
+		InFlight   int    `json:"batch_lines_in_flight"`
+		Capacity   int    `json:"capacity"`
+	} `json:"offerings"`
+}
+
+func (b *gatewayBundle) adminBatchQueue(t *testing.T) batchQueue {
+	t.Helper()
+	var login struct {
+		Token string `json:"token"`
+	}
+	res, err := http.Post(b.p.URL()+"/api/auth/login", "application/json",
+		strings.NewReader(`{"email": "admin@example.com", "password": "`+demo.Password+`"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = json.NewDecoder(res.Body).Decode(&login)
+	res.Body.Close()
+	req, _ := http.NewRequest(http.MethodGet, b.p.URL()+"/api/admin/batches", nil)
+	req.Header.Set("Authorization", "Bearer "+login.Token)
+	res, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var q batchQueue
+	if err := json.NewDecoder(res.Body).Decode(&q); err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("GET /api/admin/batches: %d %v", res.StatusCode, err)
+	}
+	return q
 }
 
 // lineCounts are a batch's lines by status and their attempts.
@@ -383,11 +488,28 @@ func (b *gatewayBundle) lineCounts(t *testing.T, batchID string) (done, pending,
 
 func (b *gatewayBundle) testBatchCancel(t *testing.T) {
 	const model, lines = "bt-cancel", 60
-	b.slowRig(t, model)
+	o := b.slowRig(t, model)
 	dev, _, secret := b.developer(t, "batch-cancel", 20*money.PicoPerUSD, accounts.NewKeyInput{})
 	client := b.client(secret)
 	bt := b.createBatch(t, client, b.upload(t, client, chatLines(model, lines, 64)).ID)
 	b.eventually(t, "some lines are done", func() bool { done, _, _ := b.lineCounts(t, bt.ID); return done >= 2 })
+
+	// Mid-batch the admin's queue shows it: its lines, and the slow rig serving up to the
+	// scheduler's 4 workers' lines against the 64 its heartbeat reports.
+	var q batchQueue
+	b.eventually(t, "the admin sees a batch line in flight", func() bool {
+		q = b.adminBatchQueue(t)
+		return len(q.Offerings) == 1 && q.Offerings[0].InFlight > 0
+	})
+	if off := q.Offerings[0]; off.OfferingID != o.ID || off.Model != model || off.Tier != "batch" || off.InFlight > 4 || off.Capacity != 64 {
+		t.Fatalf("offering serving batch lines %+v, want %s with 1 to 4 in flight of 64", off, o.ID)
+	}
+	if q.Batches["in_progress"] != 1 || q.Lines["done"] < 2 || q.Lines["pending"]+q.Lines["running"]+q.Lines["done"]+q.Lines["failed"] != lines ||
+		q.Oldest == nil || *q.Oldest < 0 || q.LastHour < q.Lines["done"] || q.PerMinute != float64(q.LastHour)/60 {
+		t.Fatalf("queue mid-batch %+v", q)
+	}
+	t.Logf("queue mid-batch: lines %v, %d ended in the hour, oldest pending %d s, %d in flight of %d",
+		q.Lines, q.LastHour, *q.Oldest, q.Offerings[0].InFlight, q.Offerings[0].Capacity)
 	c, err := client.Batches.Cancel(b.ctx, bt.ID)
 	if err != nil || (c.Status != openai.BatchStatusCancelling && c.Status != openai.BatchStatusCancelled) || c.CancellingAt == 0 {
 		t.Fatalf("cancel: %+v %v", c, err)

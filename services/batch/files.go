@@ -200,19 +200,67 @@ func (s *Service) File(ctx context.Context, accountID, id string) (_ File, err e
 	return f, err
 }
 
-// Files lists the account's files, newest first, of a purpose when one is given.
-func (s *Service) Files(ctx context.Context, accountID, purpose string, limit int) (_ []File, err error) {
+// FileQuery is a page of GET /v1/files, as OpenAI pages it: the files after the one named by
+// After, in Order of creation ("asc" or "desc", the default), Limit of them (1 to 10,000, the
+// default), of Purpose when one is given.
+type FileQuery struct {
+	Purpose, After, Order string
+	Limit                 int
+}
+
+// FilePage is a page of files, OpenAI's list object.
+type FilePage struct {
+	Object  string  `json:"object"` // "list"
+	Data    []File  `json:"data"`
+	FirstID *string `json:"first_id"`
+	LastID  *string `json:"last_id"`
+	HasMore bool    `json:"has_more"`
+}
+
+// Files lists a page of the account's files. The order is (created_at, id), so files created in
+// the same second still page without a gap or a repeat (ids are time-ordered, so id order is
+// creation order within the second); one row past the limit is read to tell has_more. An after
+// that names no file of the account is not found, as OpenAI answers it.
+func (s *Service) Files(ctx context.Context, accountID string, q FileQuery) (_ FilePage, err error) {
 	defer services.Wrap(&err, "batch.Files")
-	if limit <= 0 || limit > 10_000 {
-		limit = 10_000
+	if q.Limit <= 0 || q.Limit > 10_000 {
+		q.Limit = 10_000
+	}
+	cmp, dir := "<", "DESC"
+	switch q.Order {
+	case "", "desc":
+	case "asc":
+		cmp, dir = ">", "ASC"
+	default:
+		return FilePage{}, services.Errorf(services.CodeInvalid, `The order must be "asc" or "desc".`)
+	}
+	if q.After != "" {
+		if _, err := s.File(ctx, accountID, q.After); err != nil {
+			return FilePage{}, err
+		}
 	}
 	rows, err := s.pool.Query(ctx, `SELECT `+fileColumns+` FROM batch_files
 		WHERE account_id::text = $1 AND deleted_at IS NULL AND ($2 = '' OR purpose = $2)
-		ORDER BY created_at DESC, id DESC LIMIT $3`, accountID, purpose, limit)
+		AND ($3 = '' OR (created_at, id) `+cmp+` (SELECT created_at, id FROM batch_files WHERE id = $3 AND account_id::text = $1))
+		ORDER BY created_at `+dir+`, id `+dir+` LIMIT $4`, accountID, q.Purpose, q.After, q.Limit+1)
 	if err != nil {
-		return nil, err
+		return FilePage{}, err
 	}
-	return pgx.CollectRows(rows, scanFile)
+	list, err := pgx.CollectRows(rows, scanFile)
+	if err != nil {
+		return FilePage{}, err
+	}
+	p := FilePage{Object: "list", Data: list}
+	if len(list) > q.Limit {
+		p.Data, p.HasMore = list[:q.Limit], true
+	}
+	if p.Data == nil {
+		p.Data = []File{}
+	}
+	if n := len(p.Data); n > 0 {
+		p.FirstID, p.LastID = &p.Data[0].ID, &p.Data[n-1].ID
+	}
+	return p, nil
 }
 
 // Content opens the account's file for reading.

@@ -393,10 +393,15 @@ func (s *Scheduler) finish(ctx context.Context, l claimed, status string, ans An
 	if ans.RequestID != "" {
 		reqID = &ans.RequestID
 	}
+	var finished *time.Time // a line that ends counts in the queue's lines per minute (Queue)
+	if status != "pending" {
+		now := s.now()
+		finished = &now
+	}
 	_, err := s.svc.pool.Exec(ctx, `UPDATE batch_lines SET status = $4, request_id = $5, status_code = $6, response = $7,
-		error = $8, not_before = $9, claimed_at = NULL
+		error = $8, not_before = $9, claimed_at = NULL, finished_at = $10
 		WHERE batch_id = $1 AND line = $2 AND attempts = $3 AND status = 'running'`,
-		l.batchID, l.line, l.attempts, status, reqID, code, body, errJSON, notBefore)
+		l.batchID, l.line, l.attempts, status, reqID, code, body, errJSON, notBefore, finished)
 	return err
 }
 
@@ -434,9 +439,9 @@ func (s *Scheduler) recoverLines(ctx context.Context) (err error) {
 			_, err = tx.Exec(ctx, `UPDATE batch_lines SET status = 'pending', claimed_at = NULL WHERE batch_id = $1 AND line = $2`,
 				l.batchID, l.line)
 		case err == nil:
-			_, err = tx.Exec(ctx, `UPDATE batch_lines SET status = 'failed', claimed_at = NULL, request_id = $3,
+			_, err = tx.Exec(ctx, `UPDATE batch_lines SET status = 'failed', claimed_at = NULL, request_id = $3, finished_at = $4,
 				error = '{"code":"batch_line_interrupted","message":"The request was answered and charged, but its answer was lost when the batch worker stopped."}'
-				WHERE batch_id = $1 AND line = $2`, l.batchID, l.line, answered)
+				WHERE batch_id = $1 AND line = $2`, l.batchID, l.line, answered, s.now())
 		}
 		if err != nil {
 			return err
