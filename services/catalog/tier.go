@@ -12,6 +12,16 @@ const (
 // Tiers in the order pages show them.
 var Tiers = []Tier{TierRealtime, TierStandard, TierBatch}
 
+// TierRank is a tier's place in Tiers, for sorting by tier; an unknown tier comes last.
+func TierRank(t string) int {
+	for i, x := range Tiers {
+		if string(x) == t {
+			return i
+		}
+	}
+	return len(Tiers)
+}
+
 // Valid reports whether t is a known tier.
 func (t Tier) Valid() bool { return t == TierRealtime || t == TierStandard || t == TierBatch }
 

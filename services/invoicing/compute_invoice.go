@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/money"
 )
 
@@ -80,7 +81,7 @@ func buildInvoice(p Period, in *customerInputs, prices map[int64]price) (invoice
 	addLines := func(kind LineKind, usagePeriod Period, usage, invoiced map[usageKey]usageSums) error {
 		keys := unionKeys(usage, invoiced)
 		slices.SortFunc(keys, func(a, b usageKey) int {
-			if c := cmp.Compare(tierOrder(a.tier), tierOrder(b.tier)); c != 0 {
+			if c := cmp.Compare(catalog.TierRank(a.tier), catalog.TierRank(b.tier)); c != 0 {
 				return c
 			}
 			if c := strings.Compare(a.tier, b.tier); c != 0 {
@@ -207,18 +208,6 @@ func unionKeys[K comparable](a, b map[K]usageSums) []K {
 		}
 	}
 	return keys
-}
-
-func tierOrder(tier string) int {
-	switch tier {
-	case "realtime":
-		return 0
-	case "standard":
-		return 1
-	case "batch":
-		return 2
-	}
-	return 3
 }
 
 // usageDescription writes a usage line as documents show it: "Standard tier · model · $0.15

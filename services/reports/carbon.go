@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/carbon"
+	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/hardware"
 )
 
@@ -126,7 +127,7 @@ func (s *Service) Carbon(ctx context.Context, accountID string, q Query) (_ Carb
 		if c := a.Period.Compare(b.Period); c != 0 {
 			return c
 		}
-		if c := tierOrder(a.Tier) - tierOrder(b.Tier); c != 0 {
+		if c := catalog.TierRank(a.Tier) - catalog.TierRank(b.Tier); c != 0 {
 			return c
 		}
 		return strings.Compare(a.Region, b.Region)

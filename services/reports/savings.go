@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/money"
 )
 
@@ -117,7 +118,7 @@ func (s *Service) Savings(ctx context.Context, accountID string, q Query) (_ Sav
 		if c := a.Period.Compare(b.Period); c != 0 {
 			return c
 		}
-		return tierOrder(a.Tier) - tierOrder(b.Tier)
+		return catalog.TierRank(a.Tier) - catalog.TierRank(b.Tier)
 	})
 	t := &out.Totals
 	for i := range out.Rows {
@@ -192,16 +193,4 @@ func percent(part, whole money.BigPico) string {
 	p, _ := new(big.Rat).SetString(part.Decimal(12))
 	w, _ := new(big.Rat).SetString(whole.Decimal(12))
 	return new(big.Rat).Mul(new(big.Rat).Quo(p, w), big.NewRat(100, 1)).FloatString(1)
-}
-
-func tierOrder(tier string) int {
-	switch tier {
-	case "realtime":
-		return 0
-	case "standard":
-		return 1
-	case "batch":
-		return 2
-	}
-	return 3
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/services/carbon"
+	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/money"
 )
 
@@ -73,7 +74,7 @@ func PeriodSummaries(ctx context.Context, q Querier, accountIDs []string, from, 
 	}
 	for _, list := range out {
 		slices.SortFunc(list, func(a, b TierSummary) int {
-			if c := tierOrder(a.Tier) - tierOrder(b.Tier); c != 0 {
+			if c := catalog.TierRank(a.Tier) - catalog.TierRank(b.Tier); c != 0 {
 				return c
 			}
 			return strings.Compare(a.Tier, b.Tier)
