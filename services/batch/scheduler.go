@@ -304,7 +304,10 @@ func (s *Scheduler) claim(ctx context.Context) (claimed, bool, error) {
 // after ctx ends: Close waits for it.
 func (s *Scheduler) work(ctx context.Context) {
 	for ctx.Err() == nil {
-		l, ok, err := s.claim(ctx)
+		// A claim is not cancelled halfway: a claim whose update committed while its caller
+		// stopped waiting would leave its line running, unseen, until the lease ran out. Close
+		// waits for it, and the line claimed is run and recorded.
+		l, ok, err := s.claim(context.WithoutCancel(ctx))
 		if err != nil && ctx.Err() == nil {
 			s.log.Error("batch: claiming a line failed", "err", err)
 		}
