@@ -449,8 +449,9 @@ func (h *restart) checkBilling(results []loadResult) {
 	}
 	// The others were in flight when the platform died: their rigs served them, but the client saw no answer. Each
 	// is either one the gateway recorded relaying whole (the connection died with the process before the client
-	// read it) or flagged for review: none is billed on the rig's word alone.
-	unseen, relayed := 0, 0
+	// read it), billed nothing (the gateway recorded the attempt failing, or it produced no output token), or
+	// flagged for review: none is billed on the rig's word alone.
+	unseen, relayed, free := 0, 0, 0
 	for id, r := range rows {
 		total += r.charge
 		if _, ok := answered[id]; !ok {
@@ -458,6 +459,8 @@ func (h *restart) checkBilling(results []loadResult) {
 			switch {
 			case r.relayed && r.flag == "":
 				relayed++
+			case r.charge == 0 && r.flag == "":
+				free++
 			case r.flag == "":
 				h.t.Errorf("request %s, which the client never saw answered, is billed %s without a flag", id, r.charge)
 			}
@@ -476,6 +479,6 @@ func (h *restart) checkBilling(results []loadResult) {
 	if payable != earned {
 		h.t.Errorf("the providers are owed %s; their usage rows earned %s", money.Pico(payable), money.Pico(earned))
 	}
-	h.t.Logf("%d usage rows: %d answers the client saw, %d in flight at a kill (%d relayed whole by the gateway, %d flagged); "+
-		"the customer paid %s", len(rows), len(answered), unseen, relayed, unseen-relayed, total)
+	h.t.Logf("%d usage rows: %d answers the client saw, %d in flight at a kill (%d relayed whole by the gateway, %d billed "+
+		"nothing, %d flagged); the customer paid %s", len(rows), len(answered), unseen, relayed, free, unseen-relayed-free, total)
 }
