@@ -49,11 +49,12 @@ func invoiceSummaryFigures(sum []reports.TierSummary) ([]documents.Figure, []doc
 	return figures, charts
 }
 
+// savedPercent is the saving's share of the baseline, exact (reports.Percent).
 func savedPercent(saved, baseline int64) string {
 	if baseline <= 0 {
 		return ""
 	}
-	return " (" + strconv.FormatFloat(float64(saved)*100/float64(baseline), 'f', 1, 64) + "%)"
+	return " (" + reports.Percent(Cents(saved).BigPico(), Cents(baseline).BigPico()) + "%)"
 }
 
 func kwhText(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }

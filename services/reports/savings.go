@@ -124,7 +124,7 @@ func (s *Service) Savings(ctx context.Context, accountID string, q Query) (_ Sav
 	for i := range out.Rows {
 		r := &out.Rows[i]
 		r.Savings = r.Baseline.Add(r.Spend.Neg())
-		r.SavingsPct = percent(r.Savings, r.Baseline)
+		r.SavingsPct = Percent(r.Savings, r.Baseline)
 		if q.Group == GroupMonth {
 			r.InvoiceSpendUSD = centsText(cents[key{r.Period, r.Tier}])
 		}
@@ -135,7 +135,7 @@ func (s *Service) Savings(ctx context.Context, accountID string, q Query) (_ Sav
 		t.Baseline = t.Baseline.Add(r.Baseline)
 	}
 	t.Savings = t.Baseline.Add(t.Spend.Neg())
-	t.SavingsPct = percent(t.Savings, t.Baseline)
+	t.SavingsPct = Percent(t.Savings, t.Baseline)
 	if q.Group == GroupMonth {
 		t.InvoiceSpendUSD = centsText(totalCents)
 	}
@@ -184,9 +184,9 @@ func centsText(c int64) string {
 	return fmt.Sprintf("%s%d.%02d", sign, c/100, c%100)
 }
 
-// percent is part of whole in percent with one decimal, rounded half away from zero; "" when
-// whole is zero.
-func percent(part, whole money.BigPico) string {
+// Percent is part of whole in percent with one decimal, exactly, rounded half away from zero;
+// "" when whole is zero. The invoice's summary writes its saving with it too.
+func Percent(part, whole money.BigPico) string {
 	if whole.Sign() == 0 {
 		return ""
 	}
