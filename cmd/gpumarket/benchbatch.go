@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
@@ -29,6 +30,7 @@ import (
 	"github.com/gpumarket/gpumarket/cmd/internal/devenv"
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/ticket"
+	usageevent "github.com/gpumarket/gpumarket/services/usage"
 )
 
 // benchBatch is `gpumarket bench-batch` (make bench-batch): what running a request as a batch line
@@ -110,8 +112,14 @@ func benchBatch(ctx context.Context, env Config, args []string) error {
 	if err != nil {
 		return err
 	}
-	directCPU := cpuuse.Take(database).Since(before)
 	benchProgress("direct: %d calls at %.0f/s with %d at once", *direct, directRate, *concurrency)
+	// The CPU of a call includes its usage event's way through the agent's outbox, the stream
+	// and the meter, which may run on after the last answer: each phase is sampled once all its
+	// events are metered.
+	if err := b.waitMetered(ctx); err != nil {
+		return err
+	}
+	directCPU := cpuuse.Take(database).Since(before)
 
 	path := filepath.Join(dataDir, "input.jsonl")
 	if err := writeBatchInput(path, body, *lines); err != nil {
@@ -120,6 +128,9 @@ func benchBatch(ctx context.Context, env Config, args []string) error {
 	before = cpuuse.Take(database)
 	batchRate, counts, err := b.runBatch(ctx, path, *lines)
 	if err != nil {
+		return err
+	}
+	if err := b.waitMetered(ctx); err != nil {
 		return err
 	}
 	batchCPU := cpuuse.Take(database).Since(before)
@@ -143,6 +154,36 @@ func benchBatch(ctx context.Context, env Config, args []string) error {
 	fmt.Printf("batch: %.0f lines/s, overhead %d us per line over direct calls (CPU; target 2000 us, ratio %.2f)\n", batchRate,
 		int64(math.Round(overhead)), overhead/2000)
 	return nil
+}
+
+// waitMetered waits until the rig's outbox is empty and the meter has taken every event of the
+// usage stream, for up to five minutes.
+func (b *benchPlatform) waitMetered(ctx context.Context) error {
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		outbox := b.rig.agent.Stats().Outbox
+		var pending uint64
+		var acks int
+		c, err := b.p.js.Consumer(ctx, usageevent.StreamName, usageevent.ConsumerName)
+		if err == nil {
+			var info *jetstream.ConsumerInfo
+			if info, err = c.Info(ctx); err == nil {
+				pending, acks = info.NumPending, info.NumAckPending
+			}
+		}
+		if err == nil && outbox == 0 && pending == 0 && acks == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("usage events not metered after five minutes: %d in the rig's outbox, %d in the stream, %d being metered (%v)",
+				outbox, pending, acks, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // directCalls sends n chat completions straight to the agent, conc at once, and returns calls per second.
