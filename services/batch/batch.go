@@ -184,7 +184,9 @@ func (s *Service) Wake() {
 }
 
 // batchSelect reads batches with their line counts and cost: the cost is what the meter billed
-// the lines' requests, so it is exact once their usage is metered.
+// the lines' requests, so it is exact once their usage is metered. It is planned for each call
+// (pgx.QueryExecModeExec): a plan cached while batch_lines or usage_events was nearly empty
+// would scan them whole, and go on doing so as they grow.
 const batchSelect = `SELECT b.id, b.endpoint, b.errors, b.input_file_id, b.completion_window, b.status,
 	b.output_file_id, b.error_file_id, b.created_at, b.in_progress_at, b.expires_at, b.finalizing_at, b.completed_at,
 	b.failed_at, b.expired_at, b.cancelling_at, b.cancelled_at, b.metadata, coalesce(b.estimate_pico, 0)::text,
@@ -242,7 +244,7 @@ func scanBatch(r pgx.CollectableRow) (Batch, error) {
 // Batch returns the account's batch.
 func (s *Service) Batch(ctx context.Context, accountID, id string) (_ Batch, err error) {
 	defer services.Wrap(&err, "batch.Batch")
-	rows, err := s.pool.Query(ctx, batchSelect+` WHERE b.id = $1 AND b.account_id::text = $2`, id, accountID)
+	rows, err := s.pool.Query(ctx, batchSelect+` WHERE b.id = $1 AND b.account_id::text = $2`, pgx.QueryExecModeExec, id, accountID)
 	if err != nil {
 		return Batch{}, err
 	}
@@ -272,7 +274,7 @@ func (s *Service) Batches(ctx context.Context, accountID, after string, limit in
 	limit = min(limit, 100)
 	rows, err := s.pool.Query(ctx, batchSelect+` WHERE b.account_id::text = $1 AND ($2 = '' OR (b.created_at, b.id) <
 		(SELECT created_at, id FROM batches WHERE id = $2 AND account_id::text = $1))
-		ORDER BY b.created_at DESC, b.id DESC LIMIT $3`, accountID, after, limit+1)
+		ORDER BY b.created_at DESC, b.id DESC LIMIT $3`, pgx.QueryExecModeExec, accountID, after, limit+1)
 	if err != nil {
 		return Page{}, err
 	}

@@ -86,8 +86,14 @@ type Scheduler struct {
 	svc    *Service
 	log    *slog.Logger
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	kick   chan struct{}
+	wg     sync.WaitGroup // the housekeeper, the claimer and the workers
+	done   chan struct{}  // closed when the recorder has written every outcome
+	kick   chan struct{}  // a batch was admitted: claim at once
+	freed  chan struct{}  // a worker took a claimed line: there is room to claim another
+	// The claimer hands claimed lines to the workers through lines, and the workers hand their
+	// outcomes to the recorder through outcomes (docs/batches.md, "Lines").
+	lines    chan claimed
+	outcomes chan outcome
 }
 
 // NewScheduler builds a scheduler.
@@ -110,31 +116,47 @@ func NewScheduler(cfg SchedulerConfig) *Scheduler {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	return &Scheduler{cfg: cfg, svc: cfg.Service, log: cfg.Log, kick: make(chan struct{}, cfg.Concurrency)}
+	return &Scheduler{cfg: cfg, svc: cfg.Service, log: cfg.Log, kick: make(chan struct{}, 1), freed: make(chan struct{}, 1)}
 }
 
 // Start runs the scheduler until ctx ends or Close is called.
 func (s *Scheduler) Start(ctx context.Context) {
 	ctx, s.cancel = context.WithCancel(ctx)
-	s.wg.Add(1 + s.cfg.Concurrency)
+	s.lines = make(chan claimed, s.cfg.Concurrency)
+	s.outcomes = make(chan outcome, 2*s.cfg.Concurrency)
+	s.done = make(chan struct{})
+	s.wg.Add(2 + s.cfg.Concurrency)
 	go func() {
 		defer s.wg.Done()
 		s.housekeep(ctx)
 	}()
+	go func() {
+		defer s.wg.Done()
+		s.claimLoop(ctx)
+	}()
 	for range s.cfg.Concurrency {
 		go func() {
 			defer s.wg.Done()
-			s.work(ctx)
+			s.work()
 		}()
 	}
+	go func() {
+		defer close(s.done)
+		s.recordLoop(context.WithoutCancel(ctx))
+	}()
+	go func() {
+		s.wg.Wait()
+		close(s.outcomes)
+	}()
 }
 
-// Close stops claiming lines and waits for those in flight to be answered and recorded.
+// Close stops claiming lines and waits for those claimed to be answered and recorded.
 func (s *Scheduler) Close() {
-	if s.cancel != nil {
-		s.cancel()
+	if s.cancel == nil {
+		return
 	}
-	s.wg.Wait()
+	s.cancel()
+	<-s.done
 }
 
 func (s *Scheduler) now() time.Time { return s.svc.now().UTC() }
@@ -173,11 +195,9 @@ func (s *Scheduler) tick(ctx context.Context) {
 }
 
 func (s *Scheduler) kickWorkers() {
-	for range s.cfg.Concurrency {
-		select {
-		case s.kick <- struct{}{}:
-		default:
-		}
+	select {
+	case s.kick <- struct{}{}:
+	default:
 	}
 }
 
@@ -266,62 +286,142 @@ func (l claimed) requestIDPrefix() string {
 	return services.BatchRequestPrefix(l.batchID, l.line, l.attempts)
 }
 
-// claim takes the next pending line of a batch in progress, oldest batch first, marking it
-// running and counting the attempt in one statement: SKIP LOCKED lets every worker of every
-// scheduler claim at once. The open batches are read first, and each one's lines by its own
-// index, so a claim costs the same in a batch of 50,000 lines as in one of ten.
-func (s *Scheduler) claim(ctx context.Context) (claimed, bool, error) {
-	now := s.now()
-	rows, err := s.svc.pool.Query(ctx, `SELECT id, account_id::text, api_key_id, input_file_id FROM batches
-		WHERE status = 'in_progress' AND expires_at > $1 ORDER BY created_at, id LIMIT 100`, now)
-	if err != nil {
-		return claimed{}, false, err
-	}
-	open, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (claimed, error) {
-		var l claimed
-		return l, r.Scan(&l.batchID, &l.accountID, &l.apiKeyID, &l.fileID)
-	})
-	if err != nil {
-		return claimed{}, false, err
-	}
-	for _, l := range open {
-		err := s.svc.pool.QueryRow(ctx, `
-			UPDATE batch_lines SET status = 'running', attempts = attempts + 1, claimed_at = $2
-			WHERE batch_id = $1 AND line = (SELECT line FROM batch_lines
-				WHERE batch_id = $1 AND status = 'pending' AND (not_before IS NULL OR not_before <= $2)
-				ORDER BY line LIMIT 1 FOR UPDATE SKIP LOCKED)
-			RETURNING custom_id, line, attempts, body_length, body_offset`, l.batchID, now).
-			Scan(&l.customID, &l.line, &l.attempts, &l.length, &l.offset)
-		if errors.Is(err, pgx.ErrNoRows) {
-			continue
-		}
-		return l, err == nil, err
-	}
-	return claimed{}, false, nil
+// claimBatch is the most lines one claim takes: a claim costs PostgreSQL about as much for a
+// few lines as for one.
+const claimBatch = 32
+
+// claimer is the claim loop's memory: the open batches, read at most every PollEvery, and where
+// in each batch's lines the next pending one may be.
+type claimer struct {
+	open   []claimed // the batches in progress, oldest first, as lines without a line yet
+	readAt time.Time
+	from   map[string]int // batch id → the line after the last one claimed
+	fromAt time.Time      // when from was last forgotten
 }
 
-// work claims and runs lines until ctx ends. A line in flight is finished and recorded even
-// after ctx ends: Close waits for it.
-func (s *Scheduler) work(ctx context.Context) {
-	for ctx.Err() == nil {
-		// A claim is not cancelled halfway: a claim whose update committed while its caller
-		// stopped waiting would leave its line running, unseen, until the lease ran out. Close
-		// waits for it, and the line claimed is run and recorded.
-		l, ok, err := s.claim(context.WithoutCancel(ctx))
-		if err != nil && ctx.Err() == nil {
-			s.log.Error("batch: claiming a line failed", "err", err)
+// claimLines takes up to n pending lines of the batches in progress, oldest batch first,
+// marking them running and counting their attempt in one statement per batch: SKIP LOCKED lets
+// every scheduler claim at once. The batch's status is checked in the statement itself, so a
+// batch cancelled or expired since the open batches were read gives no line.
+//
+// Each batch's claim starts after the last line claimed, on the batch's own index: the lines
+// before it are done or running, and a scan from the first line would walk past every one of them
+// on each claim. A line put back for a retry lies behind that point; every PollEvery the scan
+// starts from the first line again and finds it.
+func (s *Scheduler) claimLines(ctx context.Context, c *claimer, n int) ([]claimed, error) {
+	now := s.now()
+	if c.from == nil || now.Sub(c.fromAt) >= s.cfg.PollEvery {
+		c.from, c.fromAt = map[string]int{}, now
+	}
+	if c.open == nil || now.Sub(c.readAt) >= s.cfg.PollEvery {
+		rows, err := s.svc.pool.Query(ctx, `SELECT id, account_id::text, api_key_id, input_file_id FROM batches
+			WHERE status = 'in_progress' AND expires_at > $1 ORDER BY created_at, id LIMIT 100`, now)
+		if err != nil {
+			return nil, err
 		}
-		if !ok {
+		open, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (claimed, error) {
+			var l claimed
+			return l, r.Scan(&l.batchID, &l.accountID, &l.apiKeyID, &l.fileID)
+		})
+		if err != nil {
+			return nil, err
+		}
+		c.open, c.readAt = open, now
+	}
+	var got []claimed
+	for _, b := range c.open {
+		for _, from := range []int{c.from[b.batchID], 0} {
+			lines, err := s.claimFrom(ctx, b, from, n-len(got), now)
+			if err != nil {
+				return got, err
+			}
+			for _, l := range lines {
+				c.from[b.batchID] = max(c.from[b.batchID], l.line+1)
+			}
+			got = append(got, lines...)
+			if len(got) == n || from == 0 {
+				break
+			}
+		}
+		if len(got) == n {
+			break
+		}
+	}
+	if len(got) == 0 {
+		c.open = nil // read the open batches again before the next claim
+	}
+	return got, nil
+}
+
+// claimFrom claims up to n pending lines of batch b from line from on.
+func (s *Scheduler) claimFrom(ctx context.Context, b claimed, from, n int, now time.Time) ([]claimed, error) {
+	rows, err := s.svc.pool.Query(ctx, `
+		UPDATE batch_lines SET status = 'running', attempts = attempts + 1, claimed_at = $2
+		WHERE batch_id = $1 AND line = ANY (ARRAY(SELECT line FROM batch_lines
+				WHERE batch_id = $1 AND line >= $3 AND status = 'pending' AND (not_before IS NULL OR not_before <= $2)
+				ORDER BY line LIMIT $4 FOR UPDATE SKIP LOCKED))
+			AND EXISTS (SELECT FROM batches WHERE id = $1 AND status = 'in_progress' AND expires_at > $2)
+		RETURNING custom_id, line, attempts, body_length, body_offset`, b.batchID, now, from, n)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (claimed, error) {
+		l := b
+		return l, r.Scan(&l.customID, &l.line, &l.attempts, &l.length, &l.offset)
+	})
+}
+
+// claim takes one line, as claimLines does.
+func (s *Scheduler) claim(ctx context.Context) (claimed, bool, error) {
+	lines, err := s.claimLines(ctx, &claimer{}, 1)
+	if err != nil || len(lines) == 0 {
+		return claimed{}, false, err
+	}
+	return lines[0], true, nil
+}
+
+// claimLoop claims lines as the workers have room for them and hands them over, until ctx ends;
+// then it closes lines, and the workers run what was handed over. A claim is not cancelled
+// halfway: a claim whose update committed while its caller stopped waiting would leave its lines
+// running, unseen, until the lease ran out.
+func (s *Scheduler) claimLoop(ctx context.Context) {
+	defer close(s.lines)
+	var c claimer
+	for ctx.Err() == nil {
+		room := cap(s.lines) - len(s.lines)
+		if room == 0 {
 			select {
 			case <-ctx.Done():
-			case <-s.kick:
-			case <-time.After(s.cfg.PollEvery):
+			case <-s.freed:
 			}
 			continue
 		}
-		if err := s.run(context.WithoutCancel(ctx), l); err != nil {
-			s.log.Error("batch: running a line failed", "batch", l.batchID, "line", l.line, "err", err)
+		lines, err := s.claimLines(context.WithoutCancel(ctx), &c, min(room, claimBatch))
+		if err != nil && ctx.Err() == nil {
+			s.log.Error("batch: claiming lines failed", "err", err)
 		}
+		for _, l := range lines {
+			s.lines <- l // only this loop sends: there is room
+		}
+		if len(lines) > 0 {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+		case <-s.kick:
+		case <-time.After(s.cfg.PollEvery):
+		}
+	}
+}
+
+// work runs the lines handed over until there are no more, and hands each outcome to the recorder.
+func (s *Scheduler) work() {
+	for l := range s.lines {
+		select {
+		case s.freed <- struct{}{}:
+		default:
+		}
+		s.outcomes <- s.attempt(context.Background(), l)
 	}
 }
 
@@ -331,13 +431,31 @@ type lineError struct {
 	Message string `json:"message"`
 }
 
-// run sends one line and records its outcome: done on a 2xx; back to pending, later, on a 5xx or
-// 429 while attempts remain; failed otherwise.
-func (s *Scheduler) run(ctx context.Context, l claimed) (err error) {
-	defer services.Wrap(&err, "batch.run(%s, %d)", l.batchID, l.line)
+// outcome is what became of a line's attempt, to be recorded.
+type outcome struct {
+	l         claimed
+	status    string // done, failed, or pending for a retry
+	ans       Answer
+	err       *lineError
+	notBefore *time.Time
+	at        time.Time
+}
+
+// run sends one line and records its outcome at once.
+func (s *Scheduler) run(ctx context.Context, l claimed) error {
+	return s.record(ctx, []outcome{s.attempt(ctx, l)})
+}
+
+// attempt sends one line and says what became of it: done on a 2xx; back to pending, later, on a
+// 5xx or 429 while attempts remain; failed otherwise.
+func (s *Scheduler) attempt(ctx context.Context, l claimed) (o outcome) {
+	o = outcome{l: l, status: "failed"}
+	defer func() { o.at = s.now() }()
 	in, err := s.readLine(l)
 	if err != nil {
-		return s.finish(ctx, l, "failed", Answer{}, &lineError{Code: "input_unreadable", Message: "The line could not be read from the input file."}, nil)
+		s.log.Error("batch: reading a line failed", "batch", l.batchID, "line", l.line, "err", err)
+		o.err = &lineError{Code: "input_unreadable", Message: "The line could not be read from the input file."}
+		return o
 	}
 	ans, err := s.cfg.Gateway.Send(ctx, Call{AccountID: l.accountID, APIKeyID: l.apiKeyID, URL: in.URL, Body: in.Body,
 		RequestIDPrefix: l.requestIDPrefix()})
@@ -348,15 +466,16 @@ func (s *Scheduler) run(ctx context.Context, l claimed) (err error) {
 	retriable := ans.StatusCode >= 500 || ans.StatusCode == 429
 	switch {
 	case ans.StatusCode >= 200 && ans.StatusCode < 300:
-		return s.finish(ctx, l, "done", ans, nil, nil)
+		o.status, o.ans = "done", ans
 	case retriable && l.attempts < s.cfg.MaxAttempts:
 		at := s.now().Add(time.Duration(l.attempts) * s.cfg.RetryAfter)
-		return s.finish(ctx, l, "pending", Answer{}, nil, &at)
+		o.status, o.notBefore = "pending", &at
 	case err != nil:
-		return s.finish(ctx, l, "failed", Answer{}, &lineError{Code: "server_error", Message: "The request could not be sent."}, nil)
+		o.err = &lineError{Code: "server_error", Message: "The request could not be sent."}
 	default:
-		return s.finish(ctx, l, "failed", ans, nil, nil)
+		o.ans = ans
 	}
+	return o
 }
 
 func (s *Scheduler) readLine(l claimed) (inputLine, error) {
@@ -376,35 +495,93 @@ func (s *Scheduler) readLine(l claimed) (inputLine, error) {
 	return in, nil
 }
 
-// finish records a line's outcome, if the line is still this attempt's: a line taken back as
-// lost meanwhile is another attempt's now.
-func (s *Scheduler) finish(ctx context.Context, l claimed, status string, ans Answer, le *lineError, notBefore *time.Time) error {
-	var errJSON []byte
-	if le != nil {
-		var err error
-		if errJSON, err = json.Marshal(le); err != nil {
-			return err
+// recordEvery bounds how long an outcome waits for others to be recorded with it.
+const recordEvery = 20 * time.Millisecond
+
+// recordLoop writes the workers' outcomes, those that arrive together in one statement, until
+// outcomes is closed and drained. A write that fails is tried again; an outcome never written
+// leaves its line running, and the lease takes it back (recoverLines).
+func (s *Scheduler) recordLoop(ctx context.Context) {
+	var pending []outcome
+	var flush <-chan time.Time
+	write := func() {
+		for try := 1; ; try++ {
+			err := s.record(ctx, pending)
+			if err == nil {
+				break
+			}
+			if try == 5 {
+				s.log.Error("batch: recording line outcomes failed; the lease takes the lines back", "lines", len(pending), "err", err)
+				break
+			}
+			s.log.Warn("batch: recording line outcomes failed; trying again", "lines", len(pending), "err", err)
+			time.Sleep(time.Duration(try) * 100 * time.Millisecond)
+		}
+		pending, flush = pending[:0], nil
+	}
+	for {
+		select {
+		case o, ok := <-s.outcomes:
+			if !ok {
+				if len(pending) > 0 {
+					write()
+				}
+				return
+			}
+			pending = append(pending, o)
+			if len(pending) >= s.cfg.Concurrency {
+				write()
+			} else if flush == nil {
+				flush = time.After(recordEvery)
+			}
+		case <-flush:
+			write()
 		}
 	}
-	var reqID, body *string
-	var code *int
-	if ans.StatusCode != 0 {
-		code = &ans.StatusCode
-		b := string(ans.Body)
-		body = &b
+}
+
+// record writes lines' outcomes in one statement, each only if its line is still this attempt's:
+// a line taken back as lost meanwhile is another attempt's now.
+func (s *Scheduler) record(ctx context.Context, outs []outcome) (err error) {
+	defer services.Wrap(&err, "batch.record(%d lines)", len(outs))
+	n := len(outs)
+	batchIDs, statuses := make([]string, n), make([]string, n)
+	lines, attempts := make([]int32, n), make([]int32, n)
+	reqIDs, bodies, errs := make([]*string, n), make([]*string, n), make([]*string, n)
+	codes := make([]*int32, n)
+	notBefore, finished := make([]*time.Time, n), make([]*time.Time, n)
+	for i, o := range outs {
+		batchIDs[i], lines[i], attempts[i], statuses[i] = o.l.batchID, int32(o.l.line), int32(o.l.attempts), o.status
+		if o.err != nil {
+			raw, err := json.Marshal(o.err)
+			if err != nil {
+				return err
+			}
+			e := string(raw)
+			errs[i] = &e
+		}
+		if o.ans.StatusCode != 0 {
+			code, body := int32(o.ans.StatusCode), string(o.ans.Body)
+			codes[i], bodies[i] = &code, &body
+		}
+		if o.ans.RequestID != "" {
+			id := o.ans.RequestID
+			reqIDs[i] = &id
+		}
+		notBefore[i] = o.notBefore
+		if o.status != "pending" { // a line that ends counts in the queue's lines per minute (Queue)
+			at := o.at
+			finished[i] = &at
+		}
 	}
-	if ans.RequestID != "" {
-		reqID = &ans.RequestID
-	}
-	var finished *time.Time // a line that ends counts in the queue's lines per minute (Queue)
-	if status != "pending" {
-		now := s.now()
-		finished = &now
-	}
-	_, err := s.svc.pool.Exec(ctx, `UPDATE batch_lines SET status = $4, request_id = $5, status_code = $6, response = $7,
-		error = $8, not_before = $9, claimed_at = NULL, finished_at = $10
-		WHERE batch_id = $1 AND line = $2 AND attempts = $3 AND status = 'running'`,
-		l.batchID, l.line, l.attempts, status, reqID, code, body, errJSON, notBefore, finished)
+	_, err = s.svc.pool.Exec(ctx, `UPDATE batch_lines l SET status = v.status, request_id = v.request_id,
+		status_code = v.status_code, response = v.response, error = v.error::jsonb, not_before = v.not_before,
+		claimed_at = NULL, finished_at = v.finished_at
+		FROM unnest($1::text[], $2::int[], $3::int[], $4::text[], $5::text[], $6::int[], $7::text[], $8::text[],
+			$9::timestamptz[], $10::timestamptz[])
+			AS v (batch_id, line, attempts, status, request_id, status_code, response, error, not_before, finished_at)
+		WHERE l.batch_id = v.batch_id AND l.line = v.line AND l.attempts = v.attempts AND l.status = 'running'`,
+		batchIDs, lines, attempts, statuses, reqIDs, codes, bodies, errs, notBefore, finished)
 	return err
 }
 
@@ -464,12 +641,13 @@ type openBatch struct {
 	pending, running int
 }
 
-// advance expires, finalizes and cancels the batches whose lines allow it.
+// advance expires, finalizes and cancels the batches whose lines allow it. Its counts are planned
+// for each call, as batchSelect's are.
 func (s *Scheduler) advance(ctx context.Context) error {
 	rows, err := s.svc.pool.Query(ctx, `SELECT b.id, b.status, b.expires_at,
 		count(l.line) FILTER (WHERE l.status = 'pending'), count(l.line) FILTER (WHERE l.status = 'running')
 		FROM batches b LEFT JOIN batch_lines l ON l.batch_id = b.id AND l.status IN ('pending', 'running')
-		WHERE b.status IN ('in_progress', 'cancelling', 'finalizing') GROUP BY b.id`)
+		WHERE b.status IN ('in_progress', 'cancelling', 'finalizing') GROUP BY b.id`, pgx.QueryExecModeExec)
 	if err != nil {
 		return err
 	}

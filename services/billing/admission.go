@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -383,7 +384,9 @@ type figures struct {
 }
 
 // load reads the account's balance, its keys' spend this month and which of the held request
-// ids are metered, in one statement and so from one snapshot.
+// ids are metered, in one statement and so from one snapshot. The statement is planned for each
+// call (QueryExecModeExec): a plan cached while usage_events was nearly empty scans the whole
+// table for the held ids, and keeps doing so as it grows until the next ANALYZE.
 func (a *Admission) load(ctx context.Context, accountID string, keys, held []string, now time.Time) (f figures, err error) {
 	defer services.Wrap(&err, "billing.Admission.load(%s)", accountID)
 	f = figures{at: now, month: monthStart(now), spent: make(map[string]money.Pico, len(keys))}
@@ -395,7 +398,7 @@ func (a *Admission) load(ctx context.Context, accountID string, keys, held []str
 			SELECT id, coalesce((SELECT charge_pico FROM api_key_spend s
 				WHERE s.api_key_id = id AND s.month = $3), 0) AS spent
 			FROM unnest($2::text[]) AS id) k ON true`,
-		accountID, keys, f.month, held)
+		pgx.QueryExecModeExec, accountID, keys, f.month, held)
 	if err != nil {
 		return figures{}, err
 	}

@@ -545,8 +545,8 @@ type references struct {
 const canonicalUUIDs = `ARRAY(SELECT id::uuid FROM unnest($1::text[]) AS id
 	WHERE id ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$')`
 
-// loadReferences reads, in one round trip, the batch's offerings, customer accounts, price
-// versions and the gateway's records of its requests. The offering's current ask is not read:
+// loadReferences reads, in two round trips, the batch's offerings, customer accounts and price
+// versions, then the gateway's records of its requests. The offering's current ask is not read:
 // the provider is paid the asks its tickets carry.
 func loadReferences(ctx context.Context, tx pgx.Tx, cands []candidate) (references, error) {
 	refs := references{offerings: map[string]string{}, accounts: map[string]bool{}, prices: map[int64]priceRow{},
@@ -603,29 +603,37 @@ func loadReferences(ctx context.Context, tx pgx.Tx, cands []candidate) (referenc
 		}
 		return rows.Err()
 	})
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return refs, err
+	}
 	// Each record comes back with the index of its request in requestIDs, and its status only
-	// when it is not "ok": no string to read back for nearly every one.
-	b.Queue(`SELECT r.n - 1, g.http_status, nullif(g.status, 'ok'), g.relayed_output_bytes, g.relayed_output_chunks
+	// when it is not "ok": no string to read back for nearly every one. This lookup runs on its
+	// own, planned for each call (QueryExecModeExec), not in the batch's cached statements: a
+	// plan cached while gateway_requests was nearly empty scans the whole table, and keeps
+	// scanning it as the table grows until the next ANALYZE, at milliseconds a batch.
+	rows, err := tx.Query(ctx, `SELECT r.n - 1, g.http_status, nullif(g.status, 'ok'), g.relayed_output_bytes, g.relayed_output_chunks
 		FROM unnest($1::text[]) WITH ORDINALITY AS r (request_id, n)
-		JOIN gateway_requests g ON g.request_id = r.request_id`, requestIDs).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			var i int
-			var status pgtype.Text
-			var bytes, chunks pgtype.Int8
-			var r gatewayRecord
-			if err := rows.Scan(&i, &r.httpStatus, &status, &bytes, &chunks); err != nil {
-				return err
-			}
-			r.status = billing.GatewayOK
-			if status.Valid {
-				r.status = billing.GatewayStatus(status.String)
-			}
-			r.relayedBytes, r.relayedChunks, r.counted = bytes.Int64, chunks.Int64, bytes.Valid
-			refs.records[i], refs.recorded[i] = r, true
+		JOIN gateway_requests g ON g.request_id = r.request_id`, pgx.QueryExecModeExec, requestIDs)
+	if err != nil {
+		return refs, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var i int
+		var status pgtype.Text
+		var bytes, chunks pgtype.Int8
+		var r gatewayRecord
+		if err := rows.Scan(&i, &r.httpStatus, &status, &bytes, &chunks); err != nil {
+			return refs, err
 		}
-		return rows.Err()
-	})
-	return refs, tx.SendBatch(ctx, b).Close()
+		r.status = billing.GatewayOK
+		if status.Valid {
+			r.status = billing.GatewayStatus(status.String)
+		}
+		r.relayedBytes, r.relayedChunks, r.counted = bytes.Int64, chunks.Int64, bytes.Valid
+		refs.records[i], refs.recorded[i] = r, true
+	}
+	return refs, rows.Err()
 }
 
 func sortedKeys[V any](m map[string]V) []string {
