@@ -35,7 +35,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/simulation"
 	"github.com/gpumarket/gpumarket/services/ticket"
-	"github.com/gpumarket/gpumarket/web"
+	"github.com/gpumarket/gpumarket/web/gateway"
 )
 
 // benchOptions are bench-gateway's flags.
@@ -430,7 +430,7 @@ func (b *benchPlatform) loadOptions(ctx context.Context, path benchPath, o bench
 		}
 		lo.URL, lo.Header = b.agentURL()+"/v1", http.Header{ticket.Header: {tk}}
 	case pathGateway:
-		lo.URL, lo.APIKey, lo.Header = b.p.URL()+"/v1", b.secret, http.Header{web.TierHeader: {tier}}
+		lo.URL, lo.APIKey, lo.Header = b.p.URL()+"/v1", b.secret, http.Header{gateway.TierHeader: {tier}}
 	}
 	return lo, nil
 }

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/services/rigaddr"
-	"github.com/gpumarket/gpumarket/web"
+	"github.com/gpumarket/gpumarket/web/gateway"
 )
 
 // Config is everything the platform reads from its environment. Secrets come only from here.
@@ -59,7 +59,7 @@ type Config struct {
 	StreamRateCooldown     time.Duration
 	// RateLimitRPS (GPUMARKET_RATE_LIMIT_RPS) and RateLimitBurst (GPUMARKET_RATE_LIMIT_BURST) are the /v1
 	// gateway's token bucket per API key: requests per second sustained, and requests at once. configFromEnv
-	// defaults them to web.DefaultKeyRatePerSecond and web.DefaultKeyRateBurst; zero means those defaults too.
+	// defaults them to gateway.DefaultKeyRatePerSecond and gateway.DefaultKeyRateBurst; zero means those defaults too.
 	// Each gateway process keeps its own buckets, so a key's limit is per process.
 	RateLimitRPS   float64
 	RateLimitBurst int
@@ -162,8 +162,8 @@ func configFromEnv() (Config, error) {
 		TicketKey:       []byte(os.Getenv("GPUMARKET_TICKET_KEY")),
 		RigKey:          []byte(os.Getenv("GPUMARKET_RIG_KEY")),
 		StreamReplicas:  1,
-		RateLimitRPS:    web.DefaultKeyRatePerSecond,
-		RateLimitBurst:  web.DefaultKeyRateBurst,
+		RateLimitRPS:    gateway.DefaultKeyRatePerSecond,
+		RateLimitBurst:  gateway.DefaultKeyRateBurst,
 		Payments:        os.Getenv("GPUMARKET_PAYMENTS"),
 		MetricsToken:    os.Getenv("GPUMARKET_METRICS_TOKEN"),
 		MetricsAddr:     os.Getenv("GPUMARKET_METRICS_ADDR"),
