@@ -12,10 +12,11 @@
 // The files:
 //
 //   - gateway.go: Config, New, the routes, and a request's way in: the API key (with its cache
-//     and its rate limit), the body, the tier and caps, routing and admission
-//     (billing.Admission).
-//   - proxy.go: the attempts at the candidates routing chose, the relay of the answer, and
-//     what the gateway records of each attempt.
+//     and its rate limit), the body, the tier and caps (routing.RequestFor), the output bound
+//     (routing.OutputBound), routing and admission (billing.Admission).
+//   - proxy.go: the attempts at the candidates routing chose, the relay of the answer, what
+//     the gateway records of each attempt, and the settlement of the request's reservation
+//     (billing.SettlementOf).
 //   - errors.go: OpenAI's error shape, the one place that maps errors to statuses here.
 //   - carbon.go: the X-GPUMarket-Gco2e headers and trailer.
 //   - keychanges.go: forgetting a revoked or changed key (ForgetKey).

@@ -361,68 +361,29 @@ func parseGatewayRequest(body []byte, ep endpoint, headerTier string, key accoun
 		return nil, invalidRequest("model", "", "You must provide a model parameter; GET /v1/models lists the models on offer.")
 	}
 	rewrite := false
-	// Whether the request chose its routing order; if not, the key's setting decides.
-	preferSaid := false
-
-	// The tier: suffix, header, body object, the key's default, standard.
-	var tier catalog.Tier
-	if i := strings.LastIndexByte(model, ':'); i >= 0 && catalog.Tier(model[i+1:]).Valid() {
-		model, tier, rewrite = model[:i], catalog.Tier(model[i+1:]), true
-	}
-	if tier == "" && headerTier != "" {
-		if tier = catalog.Tier(strings.ToLower(strings.TrimSpace(headerTier))); !tier.Valid() {
-			return nil, invalidRequest(TierHeader, "invalid_tier", "%s must be realtime, standard or batch.", TierHeader)
+	ask := routing.Ask{Model: model, KeyTier: catalog.Tier(key.DefaultTier), KeyPrefersCarbon: key.PreferCarbon}
+	if headerTier != "" {
+		if ask.HeaderTier = catalog.Tier(strings.ToLower(strings.TrimSpace(headerTier))); !ask.HeaderTier.Valid() {
+			if _, suffix := routing.SplitModelTier(model); suffix == "" {
+				return nil, invalidRequest(TierHeader, "invalid_tier", "%s must be realtime, standard or batch.", TierHeader)
+			}
+			ask.HeaderTier = "" // the model's suffix chooses the tier: the header is not read
 		}
 	}
 	if raw, ok := top["gpumarket"]; ok {
 		delete(top, "gpumarket")
 		rewrite = true
 		if string(raw) != "null" {
-			var opts gatewayOptions
-			dec := json.NewDecoder(bytes.NewReader(raw))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(&opts); err != nil {
-				return nil, invalidRequest("gpumarket", "invalid_gpumarket_options",
-					`The "gpumarket" object takes tier, max_price_per_mtok, max_ttft_ms, offering and prefer: %v.`, err)
-			}
-			if opts.Tier != "" && !opts.Tier.Valid() {
-				return nil, invalidRequest("gpumarket.tier", "invalid_tier", "gpumarket.tier must be realtime, standard or batch.")
-			}
-			if tier == "" {
-				tier = opts.Tier
-			}
-			if len(opts.MaxPricePerMTok) > 0 && string(opts.MaxPricePerMTok) != "null" {
-				p, err := money.ParseMicroUSD(strings.Trim(string(opts.MaxPricePerMTok), `"`))
-				if err != nil {
-					return nil, invalidRequest("gpumarket.max_price_per_mtok", "invalid_price",
-						"gpumarket.max_price_per_mtok is dollars per million tokens, like 0.15: %v.", err)
-				}
-				req.route.MaxPricePerMTok = p
-			}
-			if math.IsNaN(opts.MaxTTFTMillis) || math.IsInf(opts.MaxTTFTMillis, 0) {
-				return nil, invalidRequest("gpumarket.max_ttft_ms", "", "gpumarket.max_ttft_ms is a number of milliseconds.")
-			}
-			req.route.MaxTTFTMillis, req.route.Offering = opts.MaxTTFTMillis, opts.Offering
-			preferSaid = opts.Prefer != ""
-			switch opts.Prefer {
-			case "", "price":
-			case "carbon":
-				req.route.PreferCarbon = true
-			default:
-				return nil, invalidRequest("gpumarket.prefer", "invalid_prefer", `gpumarket.prefer must be "carbon" or "price".`)
+			if err := readGatewayOptions(raw, &ask); err != nil {
+				return nil, err
 			}
 		}
 	}
-	if tier == "" {
-		tier = catalog.Tier(key.DefaultTier)
+	// The tier: suffix, header, body object, the key's default, standard (routing.RequestFor).
+	req.route = routing.RequestFor(ask)
+	if req.route.Model != model {
+		model, rewrite = req.route.Model, true // the tier suffix is taken out
 	}
-	if !preferSaid {
-		req.route.PreferCarbon = key.PreferCarbon
-	}
-	if tier == "" {
-		tier = catalog.TierStandard
-	}
-	req.route.Model, req.route.Tier = model, tier
 
 	if ep.streams {
 		if raw, ok := top["stream"]; ok && json.Unmarshal(raw, &req.stream) != nil {
@@ -450,12 +411,7 @@ func parseGatewayRequest(body []byte, ep endpoint, headerTier string, key accoun
 	if err != nil {
 		return nil, err
 	}
-	if ep.output && limit != nil {
-		bound := *limit * choices
-		req.maxOutput = &bound
-	} else if !ep.output {
-		req.maxOutput = new(int64)
-	}
+	req.maxOutput = routing.OutputBound(model, limit, choices, ep.output)
 	if rewrite {
 		if top["model"], err = json.Marshal(model); err != nil {
 			return nil, err
@@ -466,6 +422,43 @@ func parseGatewayRequest(body []byte, ep endpoint, headerTier string, key accoun
 	}
 	req.bounds = routing.BoundsFor(model, len(req.body), limit, choices, ep.output)
 	return req, nil
+}
+
+// readGatewayOptions reads the body object "gpumarket" into the ask, refusing a field it does
+// not know or a value it cannot take, beside the field's name.
+func readGatewayOptions(raw json.RawMessage, ask *routing.Ask) error {
+	var opts gatewayOptions
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&opts); err != nil {
+		return invalidRequest("gpumarket", "invalid_gpumarket_options",
+			`The "gpumarket" object takes tier, max_price_per_mtok, max_ttft_ms, offering and prefer: %v.`, err)
+	}
+	if opts.Tier != "" && !opts.Tier.Valid() {
+		return invalidRequest("gpumarket.tier", "invalid_tier", "gpumarket.tier must be realtime, standard or batch.")
+	}
+	ask.BodyTier = opts.Tier
+	if len(opts.MaxPricePerMTok) > 0 && string(opts.MaxPricePerMTok) != "null" {
+		p, err := money.ParseMicroUSD(strings.Trim(string(opts.MaxPricePerMTok), `"`))
+		if err != nil {
+			return invalidRequest("gpumarket.max_price_per_mtok", "invalid_price",
+				"gpumarket.max_price_per_mtok is dollars per million tokens, like 0.15: %v.", err)
+		}
+		ask.MaxPricePerMTok = p
+	}
+	if math.IsNaN(opts.MaxTTFTMillis) || math.IsInf(opts.MaxTTFTMillis, 0) {
+		return invalidRequest("gpumarket.max_ttft_ms", "", "gpumarket.max_ttft_ms is a number of milliseconds.")
+	}
+	ask.MaxTTFTMillis, ask.Offering = opts.MaxTTFTMillis, opts.Offering
+	switch opts.Prefer {
+	case "":
+	case "price", "carbon":
+		carbon := opts.Prefer == "carbon"
+		ask.PreferCarbon = &carbon
+	default:
+		return invalidRequest("gpumarket.prefer", "invalid_prefer", `gpumarket.prefer must be "carbon" or "price".`)
+	}
+	return nil
 }
 
 // outputLimit reads the most output tokens each choice of a request asks for, max_completion_tokens (else

@@ -97,9 +97,13 @@ func (g *Gateway) forward(c echo.Context, key accounts.APIKey, req *gatewayReque
 	res *billing.Reservation) error {
 	ctx := c.Request().Context()
 	settled := false
+	settle := func(e billing.Ending) {
+		res.Settle(billing.SettlementOf(e))
+		settled = true
+	}
 	defer func() {
 		if !settled {
-			res.Settle("", nil)
+			settle(billing.Ending{}) // no attempt reached a rig
 		}
 	}()
 	var lastErr error
@@ -121,8 +125,7 @@ func (g *Gateway) forward(c echo.Context, key accounts.APIKey, req *gatewayReque
 				o := outcome{httpStatus: statusClientClosed, status: billing.GatewayCanceled, at: g.now()}
 				g.observe(a, o)
 				g.record(key, req, a, o)
-				res.Settle(a.requestID, nil)
-				settled = true
+				settle(billing.Ending{RequestID: a.requestID})
 				return nil
 			}
 			g.cfg.Router.Failure(cand.OfferingID)
@@ -150,12 +153,7 @@ func (g *Gateway) forward(c echo.Context, key accounts.APIKey, req *gatewayReque
 		a.end()
 		g.observe(a, o)
 		g.record(key, req, a, o)
-		used := o.usage
-		if o.httpStatus < 200 || o.httpStatus >= 300 {
-			used = &billing.TokenCount{} // the rig refused the request: nothing was produced
-		}
-		res.Settle(a.requestID, used)
-		settled = true
+		settle(billing.Ending{RequestID: a.requestID, Answered: true, HTTPStatus: o.httpStatus, Usage: o.usage})
 		return nil
 	}
 	return g.writeGatewayError(c, &gatewayError{status: http.StatusServiceUnavailable, typ: "server_error", code: "no_capacity",
