@@ -75,14 +75,14 @@ func TestKeyChangesReachEveryGatewayWithinASecond(t *testing.T) {
 	}
 	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
 
-	cfgA := testConfig(t, Roles{Web: true, Meter: true})
+	cfgA := testConfig(t, Roles{Web: true, Gateway: true, Meter: true})
 	cfgA.NATSURL = ns.ClientURL()
 	a := runPlatform(t, cfgA)
 	if err := a.Seed(ctx); err != nil {
 		t.Fatal(err)
 	}
 	cfgB := cfgA
-	cfgB.Roles, cfgB.DataDir = Roles{Web: true}, t.TempDir()
+	cfgB.Roles, cfgB.DataDir = Roles{Web: true, Gateway: true}, t.TempDir()
 	b := runPlatform(t, cfgB)
 
 	// A developer with credit and two keys; its session is on the first process.

@@ -85,8 +85,8 @@ type Platform struct {
 	// says it runs on stripe-mock.
 	payouts      *payouts.Service
 	testPayments bool
-	// batches are the Batch API's files and batches, and batchScheduler runs their lines (batches.go);
-	// nil where no web role runs.
+	// batches are the Batch API's files and batches (nil where neither the web nor the gateway role
+	// runs), and batchScheduler runs their lines (batches.go), with the gateway role.
 	batches        *batch.Service
 	batchScheduler *batch.Scheduler
 	batchPollEvery time.Duration
@@ -159,9 +159,14 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 		if payments, err = p.payments(ctx); err != nil {
 			return nil, err
 		}
+	}
+	if cfg.Roles.Gateway {
 		if gw, err = p.gatewayConfig(); err != nil {
 			return nil, err
 		}
+	}
+	if cfg.Roles.Web || cfg.Roles.Gateway {
+		// The batch pages (web) and the Batch API and its scheduler (gateway) share the files and batches.
 		if p.batches, err = p.openBatches(); err != nil {
 			return nil, err
 		}

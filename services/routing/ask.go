@@ -7,12 +7,12 @@ import (
 	"github.com/gpumarket/gpumarket/services/money"
 )
 
-// How a gateway request's own words become a routing Request (docs/tiers-and-asks.md): the tier
-// is the first of a model suffix (<model>:realtime, :standard or :batch), the X-GPUMarket-Tier
-// header, the body's gpumarket.tier, the API key's default tier, else standard; the routing
-// order is the body's gpumarket.prefer, else the key's setting, else the cheapest first. The
-// gateway checks each field's spelling first, answering a bad one beside its name; these rules
-// take what it checked.
+// How a gateway request's own words become a routing Request (docs/gateway.md, "The rules the
+// gateway asks of the services"): the tier is the first of a model suffix (<model>:realtime,
+// :standard or :batch), the X-GPUMarket-Tier header, the body's gpumarket.tier, the API key's
+// default tier, else standard; the routing order is the body's gpumarket.prefer, else the key's
+// setting, else the cheapest first. The gateway checks each field's spelling first, answering a
+// bad one beside its name; these rules take what it checked.
 
 // Ask is what a request and its API key say about where it is served.
 type Ask struct {
