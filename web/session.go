@@ -12,6 +12,7 @@ import (
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/templates"
+	"github.com/gpumarket/gpumarket/web/internal/httpx"
 )
 
 const (
@@ -41,13 +42,7 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-func bearerToken(r *http.Request) string {
-	h := r.Header.Get(echo.HeaderAuthorization)
-	if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
-		return strings.TrimSpace(h[7:])
-	}
-	return ""
-}
+func bearerToken(r *http.Request) string { return httpx.BearerToken(r) }
 
 // currentSession returns the session on the context, if any.
 func currentSession(c echo.Context) (accounts.Session, bool) {

@@ -32,6 +32,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/reports"
 	"github.com/gpumarket/gpumarket/services/rigaddr"
 	"github.com/gpumarket/gpumarket/web"
+	"github.com/gpumarket/gpumarket/web/gateway"
 )
 
 // webhookSecret signs the Stripe events of the web tests.
@@ -71,8 +72,10 @@ var fastHasher = accounts.PasswordHasher{MemoryKiB: 64, Time: 1, Threads: 1}
 
 // env is a running web server on a fresh database with the demo data.
 type env struct {
-	srv      *httptest.Server
-	server   *web.Server
+	srv    *httptest.Server
+	server *web.Server
+	// gateway serves /v1 beside server, as the platform mounts them (gateway.Mount).
+	gateway  *gateway.Gateway
 	ledger   *billing.Ledger
 	credits  *billing.Credits
 	pool     *pgxpool.Pool
@@ -129,11 +132,31 @@ func setupWith(t *testing.T, configure func(*web.Config, *pgxpool.Pool)) *env {
 	if configure != nil {
 		configure(&cfg, pool)
 	}
+	// A changed key is forgotten by the gateway at once, as the platform's own gateway is told.
+	changes := &forgetAndTell{next: cfg.KeyChanges}
+	cfg.KeyChanges = changes
 	h := web.New(cfg)
-	srv := httptest.NewServer(h)
+	gw := gateway.New(gateway.Config{Accounts: cfg.Accounts, Batches: cfg.Batches, Log: cfg.Log, Now: cfg.Now,
+		Middleware: h.EdgeMiddleware(), IPExtractor: h.IPExtractor()})
+	changes.gw = gw
+	srv := httptest.NewServer(gateway.Mount(gw, h))
 	t.Cleanup(srv.Close)
-	return &env{srv: srv, server: h, pool: pool, accounts: cfg.Accounts, catalog: cat, ledger: ledger,
+	return &env{srv: srv, server: h, gateway: gw, pool: pool, accounts: cfg.Accounts, catalog: cat, ledger: ledger,
 		credits: cfg.Payments.Credits, payouts: cfg.Payments.Payouts, invoicing: cfg.Invoicing, audit: cfg.Audit}
+}
+
+// forgetAndTell makes the test's gateway forget a changed key, then tells next, if any.
+type forgetAndTell struct {
+	gw   *gateway.Gateway
+	next web.KeyChanges
+}
+
+func (f *forgetAndTell) KeyChanged(ctx context.Context, keyID string) error {
+	f.gw.ForgetKey(keyID)
+	if f.next == nil {
+		return nil
+	}
+	return f.next.KeyChanged(ctx, keyID)
 }
 
 // token logs a user in through the API and returns the bearer token.

@@ -24,11 +24,11 @@ func (p *Platform) openBatches() (*batch.Service, error) {
 	return batch.NewService(batch.Config{Pool: p.pool, Storage: store}), nil
 }
 
-// newBatchScheduler builds a scheduler that runs lines through p.web at the batch tier.
+// newBatchScheduler builds a scheduler that runs lines through p.gateway at the batch tier.
 func (p *Platform) newBatchScheduler() *batch.Scheduler {
 	credits := billing.NewCredits(p.pool, billing.NewLedger(p.pool, nil), nil, nil)
 	return batch.NewScheduler(batch.SchedulerConfig{
-		Service: p.batches, Gateway: p.web, Concurrency: p.cfg.BatchConcurrency, PollEvery: p.batchPollEvery,
+		Service: p.batches, Gateway: p.gateway, Concurrency: p.cfg.BatchConcurrency, PollEvery: p.batchPollEvery,
 		Lease: p.batchLease, Log: p.log.With("role", "batch"),
 		Ready: p.router.Ready,
 		Offered: func(model string) bool {

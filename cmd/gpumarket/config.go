@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/services/rigaddr"
-	"github.com/gpumarket/gpumarket/web"
+	"github.com/gpumarket/gpumarket/web/gateway"
 )
 
 // Config is everything the platform reads from its environment. Secrets come only from here.
@@ -59,7 +59,7 @@ type Config struct {
 	StreamRateCooldown     time.Duration
 	// RateLimitRPS (GPUMARKET_RATE_LIMIT_RPS) and RateLimitBurst (GPUMARKET_RATE_LIMIT_BURST) are the /v1
 	// gateway's token bucket per API key: requests per second sustained, and requests at once. configFromEnv
-	// defaults them to web.DefaultKeyRatePerSecond and web.DefaultKeyRateBurst; zero means those defaults too.
+	// defaults them to gateway.DefaultKeyRatePerSecond and gateway.DefaultKeyRateBurst; zero means those defaults too.
 	// Each gateway process keeps its own buckets, so a key's limit is per process.
 	RateLimitRPS   float64
 	RateLimitBurst int
@@ -113,24 +113,36 @@ func (c Config) paymentsMode() (test bool, err error) {
 }
 
 // Roles says which parts of the platform a process runs: GPUMARKET_ROLES, a comma-separated
-// subset of web, meter (default: all).
+// subset of web, gateway and meter, in any order (default: all three). See docs/deploy.md
+// ("The processes and their roles").
+//   - web: the pages, the JSON API and payments (package web); /v1 answers 503 without gateway.
+//   - gateway: the OpenAI-compatible /v1 gateway (package web/gateway) with its routing table,
+//     the request log and its reconciliation, and the batch scheduler.
+//   - meter: usage events from NATS into priced usage and the ledger.
+//
+// Every process serves /healthz, /readyz and, when configured, /metrics.
 type Roles struct {
-	Web, Meter bool
+	Web, Gateway, Meter bool
 }
+
+// allRoles is what a process runs when GPUMARKET_ROLES is unset.
+var allRoles = Roles{Web: true, Gateway: true, Meter: true}
 
 func parseRoles(s string) (Roles, error) {
 	if strings.TrimSpace(s) == "" {
-		return Roles{Web: true, Meter: true}, nil
+		return allRoles, nil
 	}
 	var r Roles
 	for _, part := range strings.Split(s, ",") {
-		switch strings.TrimSpace(part) {
+		switch strings.ToLower(strings.TrimSpace(part)) {
 		case "web":
 			r.Web = true
+		case "gateway":
+			r.Gateway = true
 		case "meter":
 			r.Meter = true
 		default:
-			return r, fmt.Errorf("GPUMARKET_ROLES: unknown role %q (use web, meter)", part)
+			return r, fmt.Errorf("GPUMARKET_ROLES: unknown role %q (use web, gateway and meter, comma-separated)", strings.TrimSpace(part))
 		}
 	}
 	return r, nil
@@ -140,6 +152,9 @@ func (r Roles) String() string {
 	var parts []string
 	if r.Web {
 		parts = append(parts, "web")
+	}
+	if r.Gateway {
+		parts = append(parts, "gateway")
 	}
 	if r.Meter {
 		parts = append(parts, "meter")
@@ -162,8 +177,8 @@ func configFromEnv() (Config, error) {
 		TicketKey:       []byte(os.Getenv("GPUMARKET_TICKET_KEY")),
 		RigKey:          []byte(os.Getenv("GPUMARKET_RIG_KEY")),
 		StreamReplicas:  1,
-		RateLimitRPS:    web.DefaultKeyRatePerSecond,
-		RateLimitBurst:  web.DefaultKeyRateBurst,
+		RateLimitRPS:    gateway.DefaultKeyRatePerSecond,
+		RateLimitBurst:  gateway.DefaultKeyRateBurst,
 		Payments:        os.Getenv("GPUMARKET_PAYMENTS"),
 		MetricsToken:    os.Getenv("GPUMARKET_METRICS_TOKEN"),
 		MetricsAddr:     os.Getenv("GPUMARKET_METRICS_ADDR"),

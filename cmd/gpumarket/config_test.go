@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpumarket/gpumarket/web"
+	"github.com/gpumarket/gpumarket/web/gateway"
 )
 
 // TestRateLimitPerKeyComesFromTheEnvironment: GPUMARKET_RATE_LIMIT_RPS and GPUMARKET_RATE_LIMIT_BURST set the
@@ -24,16 +24,16 @@ func TestRateLimitPerKeyComesFromTheEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.RateLimitRPS != web.DefaultKeyRatePerSecond || c.RateLimitBurst != web.DefaultKeyRateBurst {
+	if c.RateLimitRPS != gateway.DefaultKeyRatePerSecond || c.RateLimitBurst != gateway.DefaultKeyRateBurst {
 		t.Errorf("unset: %g/s, burst %d; want the gateway's defaults %d/s, burst %d", c.RateLimitRPS, c.RateLimitBurst,
-			web.DefaultKeyRatePerSecond, web.DefaultKeyRateBurst)
+			gateway.DefaultKeyRatePerSecond, gateway.DefaultKeyRateBurst)
 	}
 
 	for _, good := range []struct {
 		rps, burst string
 		wantRPS    float64
 		wantBurst  int
-	}{{"200", "400", 200, 400}, {"0.5", "1", 0.5, 1}, {" 7 ", " 9 ", 7, 9}, {"1e3", "", 1000, web.DefaultKeyRateBurst}} {
+	}{{"200", "400", 200, 400}, {"0.5", "1", 0.5, 1}, {" 7 ", " 9 ", 7, 9}, {"1e3", "", 1000, gateway.DefaultKeyRateBurst}} {
 		c, err := load(good.rps, good.burst)
 		if err != nil {
 			t.Errorf("RPS %q, burst %q: %v", good.rps, good.burst, err)
@@ -68,7 +68,7 @@ func TestRateLimitPerKeyComesFromTheEnvironment(t *testing.T) {
 	}
 	c.TicketKey = []byte(strings.Repeat("t", 32))
 	p := &Platform{cfg: c, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	gw, err := p.gateway()
+	gw, err := p.gatewayConfig()
 	if err != nil {
 		t.Fatal(err)
 	}

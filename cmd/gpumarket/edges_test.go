@@ -122,7 +122,7 @@ func TestConnectPageShowsNoPlatformCredential(t *testing.T) {
 	bare := ns.ClientURL()
 	external := strings.Replace(bare, "nats://", "nats://gpumarket:"+platformPassword+"@", 1)
 
-	cfg := testConfig(t, Roles{Web: true, Meter: true})
+	cfg := testConfig(t, Roles{Web: true, Gateway: true, Meter: true})
 	cfg.NATSURL, cfg.RigKey = external, rigKey
 	p := runPlatform(t, cfg)
 	if err := p.Seed(context.Background()); err != nil {

@@ -85,7 +85,7 @@ func setupGatewayWith(t *testing.T, adjust func(*Platform)) *gatewayBundle {
 	cfg := Config{DatabaseURL: dbURL, Addr: "127.0.0.1:0", DataDir: t.TempDir(), NATSPort: 0,
 		Payments:   PaymentsTest,
 		SessionKey: []byte(strings.Repeat("k", 32)), StripeWebhookSecrets: []string{"whsec_test_gateway"},
-		Roles: Roles{Web: true, Meter: true}, TicketKey: []byte(strings.Repeat("t", 32)), RigKey: []byte(strings.Repeat("r", 32)),
+		Roles: Roles{Web: true, Gateway: true, Meter: true}, TicketKey: []byte(strings.Repeat("t", 32)), RigKey: []byte(strings.Repeat("r", 32)),
 		Development: true} // the test's rigs listen on loopback
 	ctx, cancel := context.WithCancel(context.Background())
 	p, err := Open(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))

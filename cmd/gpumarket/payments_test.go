@@ -138,7 +138,7 @@ func TestOpenRefusesPaymentsWithoutAKeyOrTestMode(t *testing.T) {
 	_, dbURL := dbtest.NewWithURL(t)
 	cfg := Config{DatabaseURL: dbURL, Addr: "127.0.0.1:0", DataDir: t.TempDir(), NATSPort: 0,
 		SessionKey: []byte(strings.Repeat("k", 32)), StripeWebhookSecrets: []string{"whsec_test_open"},
-		Roles: Roles{Web: true, Meter: true}, TicketKey: []byte(strings.Repeat("t", 32)), RigKey: []byte(strings.Repeat("r", 32))}
+		Roles: Roles{Web: true, Gateway: true, Meter: true}, TicketKey: []byte(strings.Repeat("t", 32)), RigKey: []byte(strings.Repeat("r", 32))}
 	p, err := Open(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err == nil {
 		p.Close()

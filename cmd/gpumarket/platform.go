@@ -43,6 +43,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/ticket"
 	"github.com/gpumarket/gpumarket/web"
+	"github.com/gpumarket/gpumarket/web/gateway"
 )
 
 // Platform is the running platform: its connections, services and HTTP server. Start it with
@@ -61,7 +62,7 @@ type Platform struct {
 	catalog    *catalog.Service
 	audit      *audit.Log          // the finance audit log
 	invoicing  *invoicing.Service  // the close, invoices and statements; it closes due periods by itself in Run
-	router     *routing.Router     // nil unless the web role runs here: the /v1 gateway routes with it
+	router     *routing.Router     // nil unless the gateway runs here: the /v1 gateway routes with it
 	requestLog *billing.RequestLog // what the gateway saw, reconciled with the meter
 	// reconcileEvery is how often the gateway's record is compared with the metered usage.
 	reconcileEvery time.Duration
@@ -69,6 +70,9 @@ type Platform struct {
 	listener       net.Listener
 	http           *http.Server
 	web            *web.Server
+	// gateway serves /v1 (package web/gateway) beside web on the same address; nil where it
+	// does not run here.
+	gateway *gateway.Gateway
 	// metricsListener and metricsHTTP serve /metrics on GPUMARKET_METRICS_ADDR; nil without it.
 	metricsListener net.Listener
 	metricsHTTP     *http.Server
@@ -81,8 +85,8 @@ type Platform struct {
 	// says it runs on stripe-mock.
 	payouts      *payouts.Service
 	testPayments bool
-	// batches are the Batch API's files and batches, and batchScheduler runs their lines (batches.go);
-	// nil where no web role runs.
+	// batches are the Batch API's files and batches (nil where neither the web nor the gateway role
+	// runs), and batchScheduler runs their lines (batches.go), with the gateway role.
 	batches        *batch.Service
 	batchScheduler *batch.Scheduler
 	batchPollEvery time.Duration
@@ -150,14 +154,19 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 	p.catalog = catalog.NewService(p.pool, catalog.Config{Rigs: cfg.RigPolicy(), Audit: p.audit})
 	p.invoicing = newInvoicing(cfg.Invoicing, billing.NewLedger(p.pool, nil), p.audit, p.pool, log.With("role", "invoicing"))
 	var payments web.Payments
-	var gateway web.Gateway
+	var gw gateway.Config
 	if cfg.Roles.Web {
 		if payments, err = p.payments(ctx); err != nil {
 			return nil, err
 		}
-		if gateway, err = p.gateway(); err != nil {
+	}
+	if cfg.Roles.Gateway {
+		if gw, err = p.gatewayConfig(); err != nil {
 			return nil, err
 		}
+	}
+	if cfg.Roles.Web || cfg.Roles.Gateway {
+		// The batch pages (web) and the Batch API and its scheduler (gateway) share the files and batches.
 		if p.batches, err = p.openBatches(); err != nil {
 			return nil, err
 		}
@@ -170,23 +179,36 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 		// The gateway is ready once its routing table is: catalog loaded and the rigs' heartbeats in.
 		ready = append(ready, web.ReadyCheck{Name: "routing", Check: p.router.Ready})
 	}
-	p.web = web.New(web.Config{
+	keyChanges := &natsKeyChanges{nc: p.nc}
+	webCfg := web.Config{
 		OpsOnly:  !cfg.Roles.Web,
 		Accounts: p.accounts, Catalog: p.catalog, Payments: payments, Usage: metering.NewReports(p.pool), Rigs: p,
-		Gateway: gateway, Log: log, Registry: p.registry, Ready: ready, UsageStream: p.usageStreamReport(),
-		TrustedProxies: cfg.TrustedProxies, MetricsToken: cfg.MetricsToken, KeyChanges: natsKeyChanges{p.nc},
+		Requests: p.requestLog, Log: log, Registry: p.registry, Ready: ready, UsageStream: p.usageStreamReport(),
+		TrustedProxies: cfg.TrustedProxies, MetricsToken: cfg.MetricsToken, KeyChanges: keyChanges,
 		Invoicing: p.invoicing, Audit: p.audit, Journal: p.journal, Performance: performance.NewService(p.pool, p.catalog),
 		Reports: reports.New(p.pool), Batches: p.batches,
-	})
-	if cfg.Roles.Web {
-		if _, err = subscribeKeyChanges(p.nc, p.web, log); err != nil {
+	}
+	if p.router != nil {
+		webCfg.Router = p.router
+		webCfg.BatchLoad = func() map[string]int { return p.gateway.BatchLoad() }
+	}
+	p.web = web.New(webCfg)
+	// The gateway serves /v1 on the same address, through the same request ids, metrics and
+	// access log as the pages; a process without it answers /v1 that it does not run here.
+	var v1 http.Handler
+	if p.router != nil {
+		gw.Accounts, gw.Batches, gw.Log, gw.Middleware, gw.IPExtractor = p.accounts, p.batches, log, p.web.EdgeMiddleware(), p.web.IPExtractor()
+		p.gateway = gateway.New(gw)
+		keyChanges.local = p.gateway
+		if _, err = subscribeKeyChanges(p.nc, p.gateway, log); err != nil {
 			return nil, err
 		}
+		v1 = p.gateway
 	}
 	if p.listener, err = net.Listen("tcp", cfg.Addr); err != nil {
 		return nil, fmt.Errorf("listen on %s: %w (set GPUMARKET_ADDR to another address)", cfg.Addr, err)
 	}
-	p.http = newHTTPServer(p.web)
+	p.http = newHTTPServer(gateway.Mount(v1, p.web))
 	if cfg.MetricsAddr != "" {
 		if p.metricsListener, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
 			return nil, fmt.Errorf("listen on %s for /metrics: %w (set GPUMARKET_METRICS_ADDR to another address)", cfg.MetricsAddr, err)
@@ -279,17 +301,17 @@ func checkoutOrigins(testMode bool) []string {
 	return []string{billing.StripeCheckoutOrigin, payouts.StripeConnectOrigin}
 }
 
-// gateway builds what the /v1 gateway needs: the router (started in Run), route tickets,
+// gatewayConfig builds what the /v1 gateway needs: the router (started in Run), route tickets,
 // admission, the request log and the rate limit per API key.
-func (p *Platform) gateway() (web.Gateway, error) {
+func (p *Platform) gatewayConfig() (gateway.Config, error) {
 	signer, err := ticket.NewSigner(p.cfg.TicketKey)
 	if err != nil {
-		return web.Gateway{}, err
+		return gateway.Config{}, err
 	}
 	p.router = routing.New(routing.Config{Pool: p.pool, Catalog: p.catalog, NATS: p.nc, Log: p.log.With("role", "gateway"),
 		FlushEvery: p.cfg.routingFlushEvery})
 	p.requestLog = billing.NewRequestLog(p.pool, nil, p.log.With("role", "gateway"))
-	return web.Gateway{
+	return gateway.Config{
 		Router: p.router, Tickets: signer, Requests: p.requestLog,
 		RatePerSecond: p.cfg.RateLimitRPS, RateBurst: p.cfg.RateLimitBurst, RigPolicy: p.cfg.RigPolicy(),
 		Admission: billing.NewAdmission(billing.AdmissionConfig{Pool: p.pool, Prices: p.catalog, Log: p.log.With("role", "gateway")}),

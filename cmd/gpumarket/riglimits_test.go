@@ -60,7 +60,7 @@ func TestStreamLimitsComeFromTheEnvironment(t *testing.T) {
 // openTestPlatform opens the platform as `dev` does, on a fresh database with the demo seeded, without running it.
 func openTestPlatform(t *testing.T, limits Config) (*Platform, context.Context) {
 	t.Helper()
-	cfg := testConfig(t, Roles{Web: true, Meter: true})
+	cfg := testConfig(t, Roles{Web: true, Gateway: true, Meter: true})
 	cfg.StreamMaxPendingPerRig, cfg.StreamMaxRatePerRig, cfg.StreamRateCooldown =
 		limits.StreamMaxPendingPerRig, limits.StreamMaxRatePerRig, limits.StreamRateCooldown
 	ctx, cancel := context.WithCancel(context.Background())
