@@ -244,7 +244,10 @@ func redeliveries(ctx context.Context, tx pgx.Tx, priced []pricedEvent, isNew ma
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	rows, err := tx.Query(ctx, `SELECT event_id, stream_seq FROM usage_event_keys WHERE event_id = ANY ($1)`, ids)
+	// Planned for each call (QueryExecModeExec): a plan cached while usage_event_keys was nearly
+	// empty would scan the whole table as it grows.
+	rows, err := tx.Query(ctx, `SELECT event_id, stream_seq FROM usage_event_keys WHERE event_id = ANY ($1)`,
+		pgx.QueryExecModeExec, ids)
 	if err != nil {
 		return nil, err
 	}
