@@ -85,6 +85,10 @@ type Config struct {
 	RigNetworks []netip.Prefix
 	// Invoicing is the documents' numbering, the close's grace, the minimum payout and the seller's details.
 	Invoicing InvoicingConfig
+	// UsageRetentionMonths (GPUMARKET_USAGE_RETENTION_MONTHS) is how many whole months a month's raw usage rows are
+	// kept after it ends, then dropped once its invoices and statements are final; 0, the default, keeps them
+	// forever. Rollups and documents are always kept (docs/usage-storage.md, "Retention").
+	UsageRetentionMonths int
 }
 
 // RigPolicy is where listings may point their agent URL, and where the gateway may connect to reach a rig.
@@ -205,6 +209,13 @@ func configFromEnv() (Config, error) {
 			return c, fmt.Errorf("GPUMARKET_BATCH_CONCURRENCY=%q: use 1 to 1024 lines at once", v)
 		}
 		c.BatchConcurrency = n
+	}
+	if v := os.Getenv("GPUMARKET_USAGE_RETENTION_MONTHS"); v != "" {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 0 || n > 1200 {
+			return c, fmt.Errorf("GPUMARKET_USAGE_RETENTION_MONTHS=%q: use a whole number of months, such as 13, or 0 to keep usage rows forever", v)
+		}
+		c.UsageRetentionMonths = n
 	}
 	if v := os.Getenv("GPUMARKET_STREAM_REPLICAS"); v != "" {
 		n, err := strconv.Atoi(v)

@@ -98,3 +98,25 @@ func TestStreamReplicasComeFromTheEnvironment(t *testing.T) {
 		}
 	}
 }
+
+// TestUsageRetentionComesFromTheEnvironment: GPUMARKET_USAGE_RETENTION_MONTHS is how many whole months raw usage
+// rows are kept after their month ends, 0 (forever) unless set; anything but a whole number of months stops the
+// start with an error naming the variable (docs/usage-storage.md).
+func TestUsageRetentionComesFromTheEnvironment(t *testing.T) {
+	for _, good := range []struct {
+		env  string
+		want int
+	}{{"", 0}, {"0", 0}, {"1", 1}, {" 13 ", 13}} {
+		t.Setenv("GPUMARKET_USAGE_RETENTION_MONTHS", good.env)
+		c, err := configFromEnv()
+		if err != nil || c.UsageRetentionMonths != good.want {
+			t.Errorf("GPUMARKET_USAGE_RETENTION_MONTHS=%q: %d months, %v; want %d", good.env, c.UsageRetentionMonths, err, good.want)
+		}
+	}
+	for _, bad := range []string{"-1", "a year", "1.5", "5000"} {
+		t.Setenv("GPUMARKET_USAGE_RETENTION_MONTHS", bad)
+		if _, err := configFromEnv(); err == nil || !strings.Contains(err.Error(), "GPUMARKET_USAGE_RETENTION_MONTHS") {
+			t.Errorf("GPUMARKET_USAGE_RETENTION_MONTHS=%q: error %v; want one naming the variable", bad, err)
+		}
+	}
+}

@@ -42,6 +42,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/riglimits"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/ticket"
+	"github.com/gpumarket/gpumarket/services/usagestore"
 	"github.com/gpumarket/gpumarket/web"
 	"github.com/gpumarket/gpumarket/web/gateway"
 )
@@ -91,6 +92,9 @@ type Platform struct {
 	batchScheduler *batch.Scheduler
 	batchPollEvery time.Duration
 	batchLease     time.Duration
+	// usageStore makes usage_events' monthly partitions ahead and applies the usage retention, at the start and
+	// every day (docs/usage-storage.md).
+	usageStore *usagestore.Store
 }
 
 // Open connects to PostgreSQL (migrating it forward) and to NATS (embedding a server when no
@@ -107,6 +111,12 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 	}
 	if err = db.Migrate(ctx, p.pool, log); err != nil {
 		return nil, err
+	}
+	// The usage table's months ahead, and its retention, before anything writes usage; then once a day (Run).
+	p.usageStore = usagestore.New(usagestore.Config{Pool: p.pool, RetentionMonths: cfg.UsageRetentionMonths,
+		Log: log.With("part", "usage storage")})
+	if err := p.usageStore.Maintain(ctx); err != nil {
+		log.Warn("keeping the usage partitions failed; the meter makes the months it writes, and the next pass tries again", "err", err)
 	}
 	natsURL := cfg.NATSURL
 	if natsURL == "" {
@@ -491,6 +501,8 @@ func (p *Platform) Run(ctx context.Context) error {
 	} else {
 		close(meterDone)
 	}
+	// Every process keeps the usage partitions; a lock lets one of them at a time.
+	p.usageStore.Start(ctx)
 	// Every process closes due periods by itself; the period's lock lets one of them at a time.
 	autoCloseDone := make(chan struct{})
 	go func() {
@@ -513,6 +525,7 @@ func (p *Platform) Run(ctx context.Context) error {
 		<-gatewayDone
 		<-meterDone
 		<-autoCloseDone
+		p.usageStore.Close()
 	}()
 	p.log.Info("shutting down: finishing requests in flight")
 	if p.batchScheduler != nil {
@@ -531,6 +544,9 @@ func (p *Platform) Run(ctx context.Context) error {
 
 // Close releases connections and stops the embedded NATS server.
 func (p *Platform) Close() {
+	if p.usageStore != nil {
+		p.usageStore.Close()
+	}
 	if p.batchScheduler != nil {
 		p.batchScheduler.Close()
 	}

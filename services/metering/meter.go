@@ -19,6 +19,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/ticket"
+	"github.com/gpumarket/gpumarket/services/usagestore"
 )
 
 // The meter turns usage events into priced usage rows and ledger postings, exactly once.
@@ -151,6 +152,9 @@ type Meter struct {
 	committing atomic.Int32 // batches being committed
 	mu         sync.Mutex   // guards ledgers, which the committers share
 	ledgers    map[ledgerKey]billing.LedgerAccountID
+	// months makes the monthly partition of usage_events an event's row goes to, before the
+	// batch is written (docs/usage-storage.md, "Partitions ahead").
+	months *usagestore.Store
 }
 
 type ledgerKey struct {
@@ -184,7 +188,8 @@ func NewMeter(cfg MeterConfig) *Meter {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
 	}
-	return &Meter{cfg: cfg, ledgers: map[ledgerKey]billing.LedgerAccountID{}}
+	return &Meter{cfg: cfg, ledgers: map[ledgerKey]billing.LedgerAccountID{},
+		months: usagestore.New(usagestore.Config{Pool: cfg.Pool, Log: cfg.Log})}
 }
 
 // Run meters until ctx ends. A batch that fails to commit for a fault of the database or the

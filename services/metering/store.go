@@ -32,6 +32,7 @@ func (m *Meter) commit(ctx context.Context, b checkedBatch) (BatchResult, error)
 	if err := m.resolveLedgers(ctx, b.cands); err != nil {
 		return BatchResult{}, err
 	}
+	m.makeMonths(ctx, b.cands)
 	res, err := m.commitTx(ctx, b, true)
 	if pgErrorCode(err) == codeUniqueViolation {
 		res, err = m.commitTx(ctx, b, false)
@@ -243,7 +244,10 @@ func redeliveries(ctx context.Context, tx pgx.Tx, priced []pricedEvent, isNew ma
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	rows, err := tx.Query(ctx, `SELECT event_id, stream_seq FROM usage_events WHERE event_id = ANY ($1)`, ids)
+	// Planned for each call (QueryExecModeExec): a plan cached while usage_event_keys was nearly
+	// empty would scan the whole table as it grows.
+	rows, err := tx.Query(ctx, `SELECT event_id, stream_seq FROM usage_event_keys WHERE event_id = ANY ($1)`,
+		pgx.QueryExecModeExec, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -268,14 +272,20 @@ func redeliveries(ctx context.Context, tx pgx.Tx, priced []pricedEvent, isNew ma
 // same events take the unique indexes' locks in one order; rollup rows are upserted in key
 // order for the same reason.
 var (
-	// insertNewUsage takes every row for new: one already stored fails it.
-	insertNewUsage = `WITH ` + usageIncoming + `, inserted AS (` + usageInsert + `), ` + usageRollup("incoming") + `, ` +
-		keySpend("incoming") + `
+	// insertNewUsage takes every row for new: one already stored fails its keys.
+	insertNewUsage = `WITH ` + usageIncoming + `, keyed AS (` + usageKeysInsert + `), inserted AS (` + usageInsert + `
+			FROM incoming ORDER BY n), ` + usageRollup("incoming") + `, ` + keySpend("incoming") + `
 		SELECT 1`
 	// insertUsageOnce skips every event whose event id or request id is already stored, rolls
-	// up the rows it inserted, and returns their event ids.
-	insertUsageOnce = `WITH ` + usageIncoming + `, inserted AS (` + usageInsert + `
+	// up the rows it inserted, and returns their event ids. The keys decide (as the usage
+	// table's unique indexes did before it was partitioned by month): the rows inserted are
+	// those whose keys were.
+	insertUsageOnce = `WITH ` + usageIncoming + `, keyed AS (` + usageKeysInsert + `
 			ON CONFLICT DO NOTHING
+			RETURNING event_id, request_id, stream_seq), inserted AS (` + usageInsert + `
+			FROM (SELECT DISTINCT ON (event_id) i.* FROM incoming i JOIN keyed k USING (event_id, request_id, stream_seq)
+				ORDER BY event_id, n) incoming
+			ORDER BY n
 			RETURNING event_id, occurred_at, account_id, api_key_id, offering_id, tier, model, price_id, ask_input_price,
 				ask_output_price, provider_account_id, input_tokens, output_tokens, charge_pico, payable_pico, energy_j,
 				energy_source, duration_ms), ` +
@@ -303,8 +313,12 @@ const (
 		SELECT event_id, request_id, account_id, api_key_id, offering_id, provider_account_id,
 			tier, model, input_tokens, output_tokens, reported_input_tokens, reported_output_tokens, ttft_ms,
 			duration_ms, energy_j, energy_source, status, price_id, input_price, output_price, ask_input_price,
-			ask_output_price, charge_pico, payable_pico, flag, flag_reason, occurred_at, $29, stream_seq
-		FROM incoming ORDER BY n`
+			ask_output_price, charge_pico, payable_pico, flag, flag_reason, occurred_at, $29, stream_seq`
+	// usageKeysInsert writes the incoming rows' keys (docs/usage-storage.md, "One event id, one
+	// request id, over all months").
+	usageKeysInsert = `
+		INSERT INTO usage_event_keys (event_id, request_id, occurred_at, stream_seq)
+		SELECT event_id, request_id, occurred_at, stream_seq FROM incoming ORDER BY n`
 	usageColumnList = `event_id, request_id, account_id, api_key_id, offering_id, provider_account_id,
 		tier, model, input_tokens, output_tokens, reported_input_tokens, reported_output_tokens, ttft_ms,
 		duration_ms, energy_j, energy_source, status, price_id, input_price, output_price, ask_input_price,
