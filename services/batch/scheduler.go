@@ -613,7 +613,7 @@ func (s *Scheduler) recoverLines(ctx context.Context) (err error) {
 			ids[i] = AttemptRequestID(l.requestIDPrefix(), i)
 		}
 		var answered string
-		err := tx.QueryRow(ctx, `SELECT request_id FROM usage_events WHERE request_id = ANY($1) ORDER BY request_id DESC LIMIT 1`, ids).Scan(&answered)
+		err := tx.QueryRow(ctx, `SELECT request_id FROM usage_event_keys WHERE request_id = ANY($1) ORDER BY request_id DESC LIMIT 1`, ids).Scan(&answered)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			_, err = tx.Exec(ctx, `UPDATE batch_lines SET status = 'pending', claimed_at = NULL WHERE batch_id = $1 AND line = $2`,

@@ -156,6 +156,9 @@ func (m *Meter) store(ctx context.Context, tx pgx.Tx, cands []candidate, now tim
 	if out.charged, err = m.post(ctx, tx, stored, now); err != nil {
 		return out, err
 	}
+	if err := addBatchCosts(ctx, tx, stored); err != nil {
+		return out, err
+	}
 	return out, nil
 }
 
