@@ -21,6 +21,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	usageevent "github.com/gpumarket/gpumarket/services/usage"
+
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpumarket/gpumarket/cmd/internal/devenv"
@@ -30,7 +32,6 @@ import (
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/demo"
-	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/simulation"
@@ -485,7 +486,7 @@ func (b *benchPlatform) settle(ctx context.Context) {
 
 // meterPending is how many usage events the meter has yet to take or acknowledge.
 func (b *benchPlatform) meterPending(ctx context.Context) (uint64, error) {
-	cons, err := b.p.js.Consumer(ctx, metering.StreamName, metering.ConsumerName)
+	cons, err := b.p.js.Consumer(ctx, usageevent.StreamName, usageevent.ConsumerName)
 	if err != nil {
 		return 0, err
 	}

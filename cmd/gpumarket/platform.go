@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	usageevent "github.com/gpumarket/gpumarket/services/usage"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -442,7 +444,7 @@ func (p *Platform) openMeter(ctx context.Context) (*metering.Meter, error) {
 	if err != nil {
 		return nil, err
 	}
-	cons, err := metering.EnsureStreams(ctx, p.js, metering.StreamOptions{
+	cons, err := usageevent.EnsureStreams(ctx, p.js, usageevent.StreamOptions{
 		Replicas: p.cfg.StreamReplicas, DuplicateWindow: p.cfg.StreamDuplicateWindow, AckWait: p.cfg.StreamAckWait,
 		MaxPendingPerRig: p.cfg.StreamMaxPendingPerRig, Log: p.log.With("role", "meter"),
 	})
@@ -497,7 +499,7 @@ func (p *Platform) Run(ctx context.Context) error {
 				errc <- fmt.Errorf("meter: %w", err)
 			}
 		}()
-		p.log.Info("metering usage events", "stream", metering.StreamName, "consumer", metering.ConsumerName)
+		p.log.Info("metering usage events", "stream", usageevent.StreamName, "consumer", usageevent.ConsumerName)
 	} else {
 		close(meterDone)
 	}

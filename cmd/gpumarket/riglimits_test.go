@@ -12,11 +12,12 @@ import (
 	"testing"
 	"time"
 
+	usageevent "github.com/gpumarket/gpumarket/services/usage"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gpumarket/gpumarket/services/events"
-	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/riglimits"
 	"github.com/gpumarket/gpumarket/services/simulation"
 	"github.com/gpumarket/gpumarket/services/ticket"
@@ -200,7 +201,7 @@ func TestARigFloodingTheUsageStreamIsShutOutAndShownToAdmins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	subject := metering.Subject(provider, offering)
+	subject := usageevent.Subject(provider, offering)
 	var futures []jetstream.PubAckFuture
 	for i := range 3000 {
 		f, err := js.PublishAsync(subject, []byte(`{"not":"an event"}`), jetstream.WithMsgID(fmt.Sprintf("flood-%d", i)))
@@ -242,7 +243,7 @@ func TestARigFloodingTheUsageStreamIsShutOutAndShownToAdmins(t *testing.T) {
 	err = json.NewDecoder(res.Body).Decode(&out)
 	res.Body.Close()
 	if err != nil || res.StatusCode != http.StatusOK || !out.Watched || !out.Report.Enforced || out.Report.MaxRate != 100 ||
-		out.Report.MaxPendingPerRig != metering.DefaultMaxPendingPerRig {
+		out.Report.MaxPendingPerRig != usageevent.DefaultMaxPendingPerRig {
 		t.Fatalf("admin API: %d %+v (%v); want the watched report with the configured limits", res.StatusCode, out, err)
 	}
 	var found bool
