@@ -35,7 +35,7 @@ func TestRigAuthenticator(t *testing.T) {
 	s, _ := startServer(t, EmbeddedOptions{
 		StoreDir: t.TempDir(),
 		Authenticator: &RigAuthenticator{PlatformName: "platform", PlatformPassword: "platform-secret", RigKey: key,
-			ProviderOf: func(_ context.Context, id string) (string, bool) { p, ok := providers[id]; return p, ok },
+			RigOf: func(_ context.Context, id string) (string, int, bool) { p, ok := providers[id]; return p, 1, ok },
 			Refused:    func(id string) bool { return id == "off-3" }},
 	})
 	checkRigPermissions(t, s, RigUser("prov-1", "off-1", events.RigPassword(key, "off-1")))
