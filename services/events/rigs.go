@@ -28,11 +28,22 @@ import (
 // delivers to the fetcher's inbox) with other providers' tickets and traffic. The agent sets its inbox prefix with
 // nats.CustomInboxPrefix(RigInboxPrefix(...)); nats.go's JetStream client takes its reply subjects from it.
 //
-// On an external NATS server the same rules are a users entry per rig in its authorization block:
+// On the embedded server the rigs' users are in an account of their own, natsserver.RigsAccount, which shares only
+// the usage and heartbeat subjects with the platform's (docs/usage-stream.md, "The rigs' entry point"). On an
+// external NATS server the same rules are two accounts in its configuration, and a users entry per rig:
 //
-//	{ user: "rig-<offering_id>", password: "<RigPassword>",
-//	  permissions: { publish: ["usage.<provider_id>.<offering_id>", "heartbeat.<provider_id>.<offering_id>"],
-//	                 subscribe: ["_INBOX_RIG.<provider_id>.<offering_id>.>", "heartbeat_request"] } }
+//	accounts: {
+//	  PLATFORM: { jetstream: enabled, users: [{ user: gpumarket, password: "<the platform's own>" }],
+//	    exports: [{ service: "usage.*.*", accounts: [RIGS] }, { stream: "heartbeat_request", accounts: [RIGS] }],
+//	    imports: [{ stream: { account: RIGS, subject: "heartbeat.*.*" } }] }
+//	  RIGS: {
+//	    exports: [{ stream: "heartbeat.*.*", accounts: [PLATFORM] }],
+//	    imports: [{ service: { account: PLATFORM, subject: "usage.*.*" } },
+//	              { stream: { account: PLATFORM, subject: "heartbeat_request" } }],
+//	    users: [{ user: "rig-<offering_id>", password: "<RigPasswordIssue>",
+//	      permissions: { publish: ["usage.<provider_id>.<offering_id>", "heartbeat.<provider_id>.<offering_id>"],
+//	                     subscribe: ["_INBOX_RIG.<provider_id>.<offering_id>.>", "heartbeat_request"] } }] }
+//	}
 const (
 	// HeartbeatPrefix is the first token of a rig's heartbeat subject.
 	HeartbeatPrefix = "heartbeat"

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -363,5 +365,59 @@ func TestDisconnectUserClosesEveryConnectionOfThatUserOnly(t *testing.T) {
 	}
 	if err := other.Flush(); err != nil || !other.IsConnected() {
 		t.Errorf("rig-off-2 lost its connection: %v", err)
+	}
+}
+
+// TestExternalServerConfigurationForRigs: the two accounts package events documents for an external NATS server
+// (its rigs.go), given to a nats-server as its configuration file, let a rig do what it does on the embedded
+// server, and no more.
+func TestExternalServerConfigurationForRigs(t *testing.T) {
+	t.Parallel()
+	src, err := os.ReadFile("../rigs.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var block []string
+	for _, line := range strings.Split(string(src), "\n") {
+		text, ok := strings.CutPrefix(line, "//\t")
+		if !ok {
+			continue
+		}
+		if strings.HasPrefix(text, "accounts: {") || len(block) > 0 {
+			block = append(block, text)
+		}
+		if text == "}" && len(block) > 0 {
+			break
+		}
+	}
+	if len(block) < 3 {
+		t.Fatal("events/rigs.go documents no accounts block")
+	}
+	conf := strings.NewReplacer("user: gpumarket", "user: platform", "<the platform's own>", "platform-secret",
+		"<RigPasswordIssue>", "rig-secret", "<provider_id>", "prov-1", "<offering_id>", "off-1").Replace(strings.Join(block, "\n"))
+	dir := t.TempDir()
+	path := filepath.Join(dir, "nats.conf")
+	conf = fmt.Sprintf("port: -1\nhost: 127.0.0.1\njetstream: { store_dir: %q }\n%s\n", filepath.Join(dir, "js"), conf)
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(path)
+	if err != nil {
+		t.Fatalf("the documented configuration:\n%s\n%v", conf, err)
+	}
+	opts.NoSigs, opts.NoLog = true, true
+	s, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("the server with the documented configuration is not ready")
+	}
+	checkRigPermissions(t, s, RigUser("prov-1", "off-1", "rig-secret"))
+	conns, err := s.Connz(&server.ConnzOptions{User: events.RigUsername("off-1"), Username: true})
+	if err != nil || len(conns.Conns) != 1 || conns.Conns[0].Account != RigsAccount {
+		t.Errorf("the rig's connections %+v (%v), want one in the %s account", conns.Conns, err, RigsAccount)
 	}
 }
