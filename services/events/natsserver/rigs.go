@@ -124,11 +124,12 @@ func (a *RigAuthenticator) Check(c server.ClientAuthentication) bool {
 		return false
 	}
 	offeringID, ok := strings.CutPrefix(o.Username, "rig-")
-	if !ok || offeringID == "" || len(offeringID) > 128 {
+	if !ok || offeringID == "" || len(offeringID) > 128 || len(o.Password) != rigPasswordLen {
 		return false
 	}
-	// The listing is read before the password is checked, since the password depends on its issue; the
-	// offering id was bounded above, and every refusal looks the same to the client.
+	// The listing is read before the password is checked, since the password depends on its issue: whoever
+	// reaches the entry point with a name and a password of the right length makes one lookup by primary key.
+	// Every refusal looks the same to the client.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	providerID, issue, ok := a.RigOf(ctx, offeringID)
@@ -147,6 +148,9 @@ func (a *RigAuthenticator) Check(c server.ClientAuthentication) bool {
 	c.RegisterUser(u)
 	return true
 }
+
+// rigPasswordLen is the length of every password events.RigPasswordIssue derives.
+const rigPasswordLen = 43
 
 // DisconnectUser closes every connection of a user on the server, as a rig shut out for a cooldown is
 // (riglimits.Config.Disconnect), and returns how many it closed.

@@ -36,10 +36,14 @@ func TestRigAuthenticator(t *testing.T) {
 	key := []byte("0123456789abcdef0123456789abcdef")
 	providers := map[string]string{"off-1": "prov-1", "off-2": "prov-1", "off-3": "prov-1", "off-4": "prov-1"}
 	issues := map[string]int{"off-4": 3} // re-issued twice
+	var lookedUp atomic.Int32
 	s, _ := startServer(t, EmbeddedOptions{
 		StoreDir: t.TempDir(),
 		Authenticator: &RigAuthenticator{PlatformName: "platform", PlatformPassword: "platform-secret", RigKey: key,
 			RigOf: func(_ context.Context, id string) (string, int, bool) {
+				if id == "off-5" {
+					lookedUp.Add(1)
+				}
 				p, ok := providers[id]
 				return p, max(issues[id], 1), ok
 			},
@@ -57,20 +61,24 @@ func TestRigAuthenticator(t *testing.T) {
 		nc.Close()
 	}
 	for name, opts := range map[string][]nats.Option{
-		"a re-issued rig's first password":  {nats.UserInfo(events.RigUsername("off-4"), events.RigPassword(key, "off-4"))},
-		"a re-issued rig's second password": {nats.UserInfo(events.RigUsername("off-4"), events.RigPasswordIssue(key, "off-4", 2))},
-		"no credentials":                    nil,
-		"wrong rig password":                {nats.UserInfo(events.RigUsername("off-1"), events.RigPassword(key, "off-2"))},
-		"unlisted offering, right key":      {nats.UserInfo(events.RigUsername("off-9"), events.RigPassword(key, "off-9"))},
-		"platform, wrong password":          {nats.UserInfo("platform", "nope")},
-		"another key's rig password":        {nats.UserInfo(events.RigUsername("off-1"), events.RigPassword([]byte("another key, another platform...."), "off-1"))},
-		"a rig shut out, right key":         {nats.UserInfo(events.RigUsername("off-3"), events.RigPassword(key, "off-3"))},
+		"a password no rig has the length of": {nats.UserInfo(events.RigUsername("off-5"), "short")},
+		"a re-issued rig's first password":    {nats.UserInfo(events.RigUsername("off-4"), events.RigPassword(key, "off-4"))},
+		"a re-issued rig's second password":   {nats.UserInfo(events.RigUsername("off-4"), events.RigPasswordIssue(key, "off-4", 2))},
+		"no credentials":                      nil,
+		"wrong rig password":                  {nats.UserInfo(events.RigUsername("off-1"), events.RigPassword(key, "off-2"))},
+		"unlisted offering, right key":        {nats.UserInfo(events.RigUsername("off-9"), events.RigPassword(key, "off-9"))},
+		"platform, wrong password":            {nats.UserInfo("platform", "nope")},
+		"another key's rig password":          {nats.UserInfo(events.RigUsername("off-1"), events.RigPassword([]byte("another key, another platform...."), "off-1"))},
+		"a rig shut out, right key":           {nats.UserInfo(events.RigUsername("off-3"), events.RigPassword(key, "off-3"))},
 	} {
 		nc, err := nats.Connect(s.ClientURL(), append(opts, nats.NoReconnect())...)
 		if err == nil {
 			nc.Close()
 			t.Errorf("%s: connected, want an authorization error", name)
 		}
+	}
+	if n := lookedUp.Load(); n != 0 {
+		t.Errorf("a password of the wrong length made %d lookups of the listing, want none", n)
 	}
 }
 
