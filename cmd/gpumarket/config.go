@@ -8,6 +8,7 @@ import (
 	"math"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -24,8 +25,16 @@ type Config struct {
 	NATSURL     string
 	Addr        string
 	DataDir     string
-	NATSPort    int
-	SessionKey  []byte
+	// NATSHost and NATSPort are where the embedded NATS listens: the rigs' entry point, which the platform's own
+	// processes reach too (docs/usage-stream.md, "The rigs' entry point"). GPUMARKET_RIG_NATS_ADDR sets both;
+	// else NATSHost is "" (127.0.0.1) and NATSPort is GPUMARKET_NATS_PORT.
+	NATSHost   string
+	NATSPort   int
+	SessionKey []byte
+	// RigNATSURL (GPUMARKET_RIG_NATS_URL) is the NATS address providers are shown for their rigs, one URL or
+	// several comma-separated, without credentials: the entry point's public name. Empty shows the embedded
+	// server's own listen URL, or NATS_URL without its credentials.
+	RigNATSURL string
 	// Payments is "test" (GPUMARKET_PAYMENTS=test) for stripe-mock and the local test-payment
 	// page; "" takes real payments and needs StripeSecretKey. See paymentsMode.
 	Payments string
@@ -282,12 +291,72 @@ func configFromEnv() (Config, error) {
 		}
 		c.NATSPort = p
 	}
+	if err := c.readRigEntryPoint(os.Getenv("GPUMARKET_RIG_NATS_ADDR"), os.Getenv("GPUMARKET_NATS_PORT") != "",
+		os.Getenv("GPUMARKET_RIG_NATS_URL")); err != nil {
+		return c, err
+	}
 	abs, err := filepath.Abs(c.DataDir)
 	if err != nil {
 		return c, err
 	}
 	c.DataDir = abs
 	return c, nil
+}
+
+// readRigEntryPoint reads where the embedded NATS listens for rigs (GPUMARKET_RIG_NATS_ADDR, host:port) and the URL
+// providers are shown for it (GPUMARKET_RIG_NATS_URL).
+func (c *Config) readRigEntryPoint(addr string, portSet bool, rigURL string) error {
+	if addr = strings.TrimSpace(addr); addr != "" {
+		switch {
+		case c.NATSURL != "":
+			return errors.New("GPUMARKET_RIG_NATS_ADDR is where the embedded NATS listens, and NATS_URL names an external one: unset GPUMARKET_RIG_NATS_ADDR and set GPUMARKET_RIG_NATS_URL to the address your NATS server gives rigs")
+		case portSet:
+			return errors.New("GPUMARKET_RIG_NATS_ADDR and GPUMARKET_NATS_PORT are both set: GPUMARKET_RIG_NATS_ADDR (host:port) says all, unset GPUMARKET_NATS_PORT")
+		}
+		host, port, err := net.SplitHostPort(addr)
+		n, perr := strconv.Atoi(port)
+		if err != nil || perr != nil || n < 0 || n > 65535 {
+			return fmt.Errorf("GPUMARKET_RIG_NATS_ADDR=%q: use host:port, such as 0.0.0.0:4222 or 203.0.113.7:4222", addr)
+		}
+		if host != "" && net.ParseIP(host) == nil {
+			return fmt.Errorf("GPUMARKET_RIG_NATS_ADDR=%q: the host must be an IP address of this machine (0.0.0.0 for all of them)", addr)
+		}
+		if host == "" {
+			host = "0.0.0.0"
+		}
+		c.NATSHost, c.NATSPort = host, n
+	}
+	u, err := parseRigNATSURL(rigURL)
+	if err != nil {
+		return err
+	}
+	c.RigNATSURL = u
+	return nil
+}
+
+// parseRigNATSURL checks GPUMARKET_RIG_NATS_URL: NATS URLs (nats://, tls://, ws://, wss://) with a host and no
+// credentials, comma-separated, since every provider is shown them.
+func parseRigNATSURL(raw string) (string, error) {
+	if strings.TrimSpace(raw) == "" {
+		return "", nil
+	}
+	var out []string
+	for _, part := range strings.Split(raw, ",") {
+		part = strings.TrimSpace(part)
+		u, err := url.Parse(part)
+		switch {
+		case err != nil || u.Host == "" || u.Port() == "":
+			return "", fmt.Errorf("GPUMARKET_RIG_NATS_URL: %q is not a NATS URL: use scheme://host:port, such as tls://nats.example.com:4222", part)
+		case u.Scheme != "nats" && u.Scheme != "tls" && u.Scheme != "ws" && u.Scheme != "wss":
+			return "", fmt.Errorf("GPUMARKET_RIG_NATS_URL: %q: the scheme must be nats, tls, ws or wss", part)
+		case u.User != nil:
+			return "", fmt.Errorf("GPUMARKET_RIG_NATS_URL: %q holds credentials: every provider is shown this URL, so give it none (each rig has its own)", u.Redacted())
+		case u.Path != "" && u.Path != "/" || u.RawQuery != "":
+			return "", fmt.Errorf("GPUMARKET_RIG_NATS_URL: %q: give only scheme://host:port", part)
+		}
+		out = append(out, u.Scheme+"://"+u.Host)
+	}
+	return strings.Join(out, ","), nil
 }
 
 // parseTrustedProxies reads comma-separated CIDRs (a bare address is one host).

@@ -135,10 +135,12 @@ func setupRestart(t *testing.T) *restart {
 	var err error
 	h.nats, err = natsserver.StartEmbedded(natsserver.EmbeddedOptions{StoreDir: t.TempDir(), Log: discardLog(),
 		Authenticator: &natsserver.RigAuthenticator{PlatformName: "gpumarket", PlatformPassword: platformPassword,
-			RigKey: []byte(restartRigKey), ProviderOf: func(ctx context.Context, offeringID string) (string, bool) {
+			RigKey: []byte(restartRigKey), RigOf: func(ctx context.Context, offeringID string) (string, int, bool) {
 				var provider string
-				err := h.pool.QueryRow(ctx, `SELECT provider_account_id::text FROM offerings WHERE id::text = $1`, offeringID).Scan(&provider)
-				return provider, err == nil
+				var issue int
+				err := h.pool.QueryRow(ctx, `SELECT provider_account_id::text, rig_credential_issue FROM offerings WHERE id::text = $1`,
+					offeringID).Scan(&provider, &issue)
+				return provider, issue, err == nil
 			}}})
 	if err != nil {
 		t.Fatal(err)

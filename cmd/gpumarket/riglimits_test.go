@@ -190,8 +190,11 @@ func TestARigFloodingTheUsageStreamIsShutOutAndShownToAdmins(t *testing.T) {
 		ORDER BY seed_key LIMIT 1`).Scan(&offering, &provider); err != nil {
 		t.Fatal(err)
 	}
-	natsURL, user, password, _ := p.RigCredentials(offering)
-	nc, err := nats.Connect(natsURL, nats.UserInfo(user, password), nats.CustomInboxPrefix(events.RigInboxPrefix(provider, offering)),
+	cred, err := p.RigCredentials(ctx, offering)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(cred.NATSURL, nats.UserInfo(cred.NATSUser, cred.NATSPassword), nats.CustomInboxPrefix(events.RigInboxPrefix(provider, offering)),
 		nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond), nats.IgnoreAuthErrorAbort())
 	if err != nil {
 		t.Fatal(err)
@@ -215,7 +218,7 @@ func TestARigFloodingTheUsageStreamIsShutOutAndShownToAdmins(t *testing.T) {
 			t.Fatalf("the rig was not shut out after publishing %d events", len(futures))
 		}
 	}
-	if c, err := nats.Connect(natsURL, nats.UserInfo(user, password), nats.NoReconnect()); err == nil {
+	if c, err := nats.Connect(cred.NATSURL, nats.UserInfo(cred.NATSUser, cred.NATSPassword), nats.NoReconnect()); err == nil {
 		c.Close()
 		t.Error("the rig's credential was accepted during its cooldown")
 	}

@@ -54,8 +54,8 @@ func startPlatform(t *testing.T, stream usage.StreamOptions, cfg riglimits.Confi
 	providers := map[string]string{flooder.offering: flooder.provider, calm.offering: calm.provider}
 	srv, err := natsserver.StartEmbedded(natsserver.EmbeddedOptions{StoreDir: t.TempDir(), Log: slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil)),
 		Authenticator: &natsserver.RigAuthenticator{PlatformName: "platform", PlatformPassword: "platform-secret", RigKey: rigKey,
-			ProviderOf: func(_ context.Context, id string) (string, bool) { p, ok := providers[id]; return p, ok },
-			Refused:    func(id string) bool { w := watcher.Load(); return w != nil && w.Refused(id) }}})
+			RigOf:   func(_ context.Context, id string) (string, int, bool) { p, ok := providers[id]; return p, 1, ok },
+			Refused: func(id string) bool { w := watcher.Load(); return w != nil && w.Refused(id) }}})
 	if err != nil {
 		t.Fatal(err)
 	}
