@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/batch"
 	"github.com/gpumarket/gpumarket/services/rigaddr"
 	"github.com/gpumarket/gpumarket/web/gateway"
 )
@@ -75,6 +76,11 @@ type Config struct {
 	// BatchConcurrency (GPUMARKET_BATCH_CONCURRENCY) is how many batch lines this process sends at once: the
 	// share of capacity batches may take (docs/batches.md); zero means batch.DefaultConcurrency.
 	BatchConcurrency int
+	// BatchS3 is the S3-compatible store of batch files (docs/batches.md, "The S3 store"), read by batchS3FromEnv:
+	// GPUMARKET_BATCH_S3_ENDPOINT (a URL, its scheme saying TLS), _BUCKET, _PREFIX, _REGION, _CACHE_MB, and the
+	// secrets GPUMARKET_BATCH_S3_ACCESS_KEY and _SECRET_KEY. With no endpoint the files stay under the data
+	// directory, which only this process sees. The read cache's directory is set when the store opens.
+	BatchS3 batch.S3Config
 	// routingFlushEvery overrides how often routing writes figures and moves tiers; zero keeps its default.
 	// bench-batch holds its zero-latency batch offering in the batch tier with it.
 	routingFlushEvery time.Duration
@@ -219,6 +225,9 @@ func configFromEnv() (Config, error) {
 		}
 		c.BatchConcurrency = n
 	}
+	if c.BatchS3, err = batchS3FromEnv(); err != nil {
+		return c, err
+	}
 	if v := os.Getenv("GPUMARKET_USAGE_RETENTION_MONTHS"); v != "" {
 		n, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil || n < 0 || n > 1200 {
@@ -357,6 +366,50 @@ func parseRigNATSURL(raw string) (string, error) {
 		out = append(out, u.Scheme+"://"+u.Host)
 	}
 	return strings.Join(out, ","), nil
+}
+
+// batchS3FromEnv reads the S3 store of batch files; no endpoint is no store, and then no other of its
+// settings may be set, so a half-made setting is not silently the local directory.
+func batchS3FromEnv() (batch.S3Config, error) {
+	c := batch.S3Config{
+		Endpoint:  strings.TrimSpace(os.Getenv("GPUMARKET_BATCH_S3_ENDPOINT")),
+		Bucket:    strings.TrimSpace(os.Getenv("GPUMARKET_BATCH_S3_BUCKET")),
+		Prefix:    strings.TrimSpace(os.Getenv("GPUMARKET_BATCH_S3_PREFIX")),
+		Region:    strings.TrimSpace(os.Getenv("GPUMARKET_BATCH_S3_REGION")),
+		AccessKey: os.Getenv("GPUMARKET_BATCH_S3_ACCESS_KEY"),
+		SecretKey: os.Getenv("GPUMARKET_BATCH_S3_SECRET_KEY"),
+	}
+	cacheMB := strings.TrimSpace(os.Getenv("GPUMARKET_BATCH_S3_CACHE_MB"))
+	if c.Endpoint == "" {
+		if c.Bucket != "" || c.Prefix != "" || c.Region != "" || c.AccessKey != "" || c.SecretKey != "" || cacheMB != "" {
+			return c, errors.New("GPUMARKET_BATCH_S3_* settings are set but not GPUMARKET_BATCH_S3_ENDPOINT: set the endpoint (such as http://minio:9000) for the S3 store of batch files, or unset them to keep the files in the data directory")
+		}
+		return c, nil
+	}
+	if _, _, err := batch.S3Endpoint(c.Endpoint); err != nil {
+		return c, fmt.Errorf("GPUMARKET_BATCH_S3_ENDPOINT: %w", err)
+	}
+	var missing []string
+	if c.Bucket == "" {
+		missing = append(missing, "GPUMARKET_BATCH_S3_BUCKET")
+	}
+	if c.AccessKey == "" {
+		missing = append(missing, "GPUMARKET_BATCH_S3_ACCESS_KEY")
+	}
+	if c.SecretKey == "" {
+		missing = append(missing, "GPUMARKET_BATCH_S3_SECRET_KEY")
+	}
+	if len(missing) > 0 {
+		return c, fmt.Errorf("GPUMARKET_BATCH_S3_ENDPOINT is set: set %s too", strings.Join(missing, " and "))
+	}
+	if cacheMB != "" {
+		n, err := strconv.ParseInt(cacheMB, 10, 64)
+		if err != nil || n < batch.MaxFileBytes>>20 || n > 1<<24 {
+			return c, fmt.Errorf("GPUMARKET_BATCH_S3_CACHE_MB=%q: use a whole number of megabytes, at least %d (the largest file), such as 2000", cacheMB, batch.MaxFileBytes>>20)
+		}
+		c.CacheBytes = n << 20
+	}
+	return c, nil
 }
 
 // parseTrustedProxies reads comma-separated CIDRs (a bare address is one host).

@@ -177,3 +177,50 @@ func TestRigEntryPointComesFromTheEnvironment(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchS3ComesFromTheEnvironment: with no GPUMARKET_BATCH_S3_ENDPOINT batch files stay in the data directory;
+// with one, its bucket and both keys are required, the cache bound is read in megabytes, and a setting without its
+// endpoint or a wrong value stops the start with an error naming the variables (docs/batches.md, "The S3 store").
+func TestBatchS3ComesFromTheEnvironment(t *testing.T) {
+	vars := []string{"ENDPOINT", "BUCKET", "PREFIX", "REGION", "ACCESS_KEY", "SECRET_KEY", "CACHE_MB"}
+	set := func(env map[string]string) {
+		for _, v := range vars {
+			t.Setenv("GPUMARKET_BATCH_S3_"+v, env[v])
+		}
+	}
+	full := map[string]string{"ENDPOINT": "http://minio:9000", "BUCKET": "gpumarket-batches", "PREFIX": "prod/files/",
+		"REGION": "eu-west-1", "ACCESS_KEY": "access", "SECRET_KEY": "secret", "CACHE_MB": "4096"}
+	set(full)
+	c, err := configFromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := c.BatchS3; s.Endpoint != "http://minio:9000" || s.Bucket != "gpumarket-batches" || s.Prefix != "prod/files/" ||
+		s.Region != "eu-west-1" || s.AccessKey != "access" || s.SecretKey != "secret" || s.CacheBytes != 4096<<20 {
+		t.Fatalf("S3 store %+v", s)
+	}
+	set(nil)
+	if c, err := configFromEnv(); err != nil || c.BatchS3.Endpoint != "" {
+		t.Fatalf("unset: %+v, %v; want the data directory", c.BatchS3, err)
+	}
+	for _, bad := range []struct {
+		name, value, want string
+	}{
+		{"ENDPOINT", "", "not GPUMARKET_BATCH_S3_ENDPOINT"},
+		{"ENDPOINT", "minio:9000", "GPUMARKET_BATCH_S3_ENDPOINT: the S3 endpoint"},
+		{"BUCKET", "", "set GPUMARKET_BATCH_S3_BUCKET too"},
+		{"SECRET_KEY", "", "set GPUMARKET_BATCH_S3_SECRET_KEY too"},
+		{"CACHE_MB", "100", "GPUMARKET_BATCH_S3_CACHE_MB"},
+		{"CACHE_MB", "lots", "GPUMARKET_BATCH_S3_CACHE_MB"},
+	} {
+		env := map[string]string{}
+		for k, v := range full {
+			env[k] = v
+		}
+		env[bad.name] = bad.value
+		set(env)
+		if _, err := configFromEnv(); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("GPUMARKET_BATCH_S3_%s=%q: error %v; want %q", bad.name, bad.value, err, bad.want)
+		}
+	}
+}

@@ -203,7 +203,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 	}
 	if cfg.Roles.Web || cfg.Roles.Gateway {
 		// The batch pages (web) and the Batch API and its scheduler (gateway) share the files and batches.
-		if p.batches, err = p.openBatches(); err != nil {
+		if p.batches, err = p.openBatches(ctx); err != nil {
 			return nil, err
 		}
 	}
