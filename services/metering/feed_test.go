@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/events/natstest"
+
 	"github.com/gpumarket/gpumarket/services/usage"
 
 	"github.com/nats-io/nats.go"
@@ -144,10 +146,7 @@ func TestDecodeFeedRefusesAMalformedMessage(t *testing.T) {
 // TestFeedNeverHoldsUpACommit: with NATS gone, OnCommit returns at once and publishes nothing.
 func TestFeedNeverHoldsUpACommit(t *testing.T) {
 	t.Parallel()
-	srv, err := natsserver.StartEmbedded(natsserver.EmbeddedOptions{StoreDir: t.TempDir(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := natstest.Start(t, natsserver.EmbeddedOptions{})
 	nc, err := nats.Connect(srv.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(time.Hour))
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/events/natstest"
+
 	"github.com/gpumarket/gpumarket/services/usage"
 
 	"github.com/jackc/pgx/v5"
@@ -59,11 +61,7 @@ const (
 
 func setupMeter(t *testing.T) *meterEnv {
 	t.Helper()
-	srv, err := natsserver.StartEmbedded(natsserver.EmbeddedOptions{StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	srv := natstest.Start(t, natsserver.EmbeddedOptions{})
 	// No per-rig cap on the stream: these tests publish bursts larger than it before the meter runs, to see what
 	// the meter makes of them (the cap itself is the usage package's to test).
 	return setupMeterOn(t, srv.ClientURL(), usage.StreamOptions{AckWait: 2 * time.Second, MaxPendingPerRig: -1})
