@@ -62,3 +62,15 @@ func skipShort(t testing.TB) {
 		t.Skip("needs stripe-mock: left out of the short run; make test runs it")
 	}
 }
+
+// Start starts a stripe-mock of the test's own and returns its API URL; it stops when the test
+// ends.
+func Start(t testing.TB) string {
+	t.Helper()
+	p, err := stripemock.Start(context.Background(), Bin(t), nil)
+	if err != nil {
+		t.Fatalf("start stripe-mock: %v", err)
+	}
+	t.Cleanup(p.Stop)
+	return p.URL
+}
