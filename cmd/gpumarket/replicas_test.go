@@ -10,16 +10,20 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/demo"
@@ -27,8 +31,9 @@ import (
 )
 
 // Two `gpumarket serve` replicas, A and B, each its own process with its own port and data directory, on one
-// PostgreSQL database and one NATS server (external to both, as production's cluster is), with the same session,
-// ticket and rig keys, in front of the same rigs (docs/deploy.md, "Replicas"):
+// PostgreSQL database and a three-node NATS cluster (external to both, as production's is; each replica connects
+// first to a node of its own), with the same session, ticket and rig keys, in front of the same rigs
+// (docs/deploy.md, "Replicas"):
 //   - a session cookie made by logging in on A is valid on B, and its CSRF token too; logging out on B ends it on A;
 //   - an API key created on A works on B; the key revoked on A is refused by B within a second;
 //   - a key's rate limit is each replica's own: with A's bucket empty, B still admits the key a whole burst;
@@ -72,10 +77,11 @@ func TestTwoReplicas(t *testing.T) {
 		t.Skip("runs two platform processes and kills one under traffic (about 40 seconds)")
 	}
 	begin := time.Now()
-	h := setupRestartWith(t, replicaRigDelay)
+	h := setupRestartWith(t, restartOptions{rigDelay: replicaRigDelay, natsCluster: true})
 	figures := h.listFiguresOffering()
+	t.Logf("%v: the binary built, PostgreSQL, three NATS nodes and three rigs ready", time.Since(begin).Round(time.Millisecond))
 
-	a, b := h.startReplica("A"), h.startReplica("B")
+	a, b := h.startReplica("A", 0), h.startReplica("B", 1)
 	var results []loadResult
 	for _, r := range []*replica{a, b} {
 		waitHealthy(t, r.addr, r.process, "replica "+r.name)
@@ -158,11 +164,61 @@ func (h *restart) listFiguresOffering() catalog.Offering {
 	return o
 }
 
-// startReplica starts a replica on a port, a metrics port and a data directory of its own.
-func (h *restart) startReplica(name string) *replica {
+// startAuthenticatedNATSCluster starts three nats-server nodes with JetStream, clustered on loopback, each with its
+// own store and the rigs' users as the embedded server has them, and waits until they have a JetStream leader.
+func startAuthenticatedNATSCluster(t *testing.T, auth server.Authentication) []*server.Server {
+	t.Helper()
+	var ports []int // a client and a cluster port per node
+	for range 6 {
+		_, port, err := net.SplitHostPort(freeAddr(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, _ := strconv.Atoi(port)
+		ports = append(ports, n)
+	}
+	var routes []string
+	for i := range 3 {
+		routes = append(routes, "nats://127.0.0.1:"+strconv.Itoa(ports[3+i]))
+	}
+	store := t.TempDir()
+	nodes := make([]*server.Server, 3)
+	for i := range nodes {
+		s, err := server.NewServer(&server.Options{
+			ServerName: fmt.Sprintf("nats-%d", i+1), Host: "127.0.0.1", Port: ports[i],
+			JetStream: true, StoreDir: filepath.Join(store, fmt.Sprintf("nats-%d", i+1)),
+			Cluster:                    server.ClusterOpts{Name: "gpumarket", Host: "127.0.0.1", Port: ports[3+i]},
+			Routes:                     server.RoutesFromStr(strings.Join(routes, ",")),
+			CustomClientAuthentication: auth, NoLog: true, NoSigs: true,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Start()
+		t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+		if !s.ReadyForConnections(10 * time.Second) {
+			t.Fatalf("NATS node %d is not ready for clients", i+1)
+		}
+		nodes[i] = s
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for !slices.ContainsFunc(nodes, (*server.Server).JetStreamIsLeader) {
+		if time.Now().After(deadline) {
+			t.Fatal("the three NATS nodes elected no JetStream leader within 20 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return nodes
+}
+
+// startReplica starts a replica on a port, a metrics port and a data directory of its own, connected first to
+// NATS node first.
+func (h *restart) startReplica(name string, first int) *replica {
 	h.t.Helper()
 	r := &replica{name: name, addr: freeAddr(h.t), metricsAddr: freeAddr(h.t), logPath: filepath.Join(h.dataDir, "replica-"+name+".log")}
 	r.process = h.serve(r.addr, h.t.TempDir(), r.logPath, "replica "+name,
+		"NATS_URL="+h.platformNATSURL(first),
+		"GPUMARKET_STREAM_REPLICAS="+strconv.Itoa(len(h.nats)),
 		"GPUMARKET_ROLES="+replicaRoles,
 		"GPUMARKET_METRICS_ADDR="+r.metricsAddr,
 		"GPUMARKET_RATE_LIMIT_RPS="+strconv.Itoa(replicaRatePerSec),

@@ -95,8 +95,10 @@ type restart struct {
 	dataDir    string
 	logPath    string
 	addr       string
-	nats       *server.Server
-	natsURL    string // with the platform's credentials
+	nats       []*server.Server // one embedded server, or the nodes of a cluster
+	natsPass   string           // the platform's NATS password
+	natsURL    string           // with the platform's credentials
+	rigs       int              // rigs started, which spread over the NATS nodes
 	stripeURL  string
 	customer   accounts.User
 	secret     string // the customer's API key
@@ -108,16 +110,23 @@ type restart struct {
 	rigDelay   time.Duration // how long each rig waits before it answers
 }
 
-func setupRestart(t *testing.T) *restart { return setupRestartWith(t, 0) }
+func setupRestart(t *testing.T) *restart { return setupRestartWith(t, restartOptions{}) }
 
-// setupRestartWith is setupRestart with rigs that wait rigDelay before each answer: the time to first token the
-// gateways measure, and what keeps a rig in the standard tier once its figures are flushed (a P99 under 49.5 ms
-// would promote it to realtime, where requests for the standard tier no longer reach it).
-func setupRestartWith(t *testing.T, rigDelay time.Duration) *restart {
+// restartOptions change the world setupRestartWith makes.
+type restartOptions struct {
+	// rigDelay is how long each rig waits before it answers: the time to first token the gateways measure, and
+	// what keeps a rig in the standard tier once its figures are flushed (a P99 under 49.5 ms would promote it to
+	// realtime, where requests for the standard tier no longer reach it).
+	rigDelay time.Duration
+	// natsCluster runs NATS as a cluster of three nodes instead of one server.
+	natsCluster bool
+}
+
+func setupRestartWith(t *testing.T, opts restartOptions) *restart {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	h := &restart{t: t, ctx: ctx, dataDir: t.TempDir(), httpClient: &http.Client{Timeout: 10 * time.Second}, rigDelay: rigDelay}
+	h := &restart{t: t, ctx: ctx, dataDir: t.TempDir(), httpClient: &http.Client{Timeout: 10 * time.Second}, rigDelay: opts.rigDelay}
 	h.pool, h.dbURL = dbtest.NewWithURL(t)
 	if err := db.Migrate(ctx, h.pool, nil); err != nil {
 		t.Fatal(err)
@@ -137,20 +146,24 @@ func setupRestartWith(t *testing.T, rigDelay time.Duration) *restart {
 	})
 
 	// NATS outlives the platform, with the rigs' users as the embedded server has them.
-	platformPassword := randomToken()
-	var err error
-	h.nats, err = natsserver.StartEmbedded(natsserver.EmbeddedOptions{StoreDir: t.TempDir(), Log: discardLog(),
-		Authenticator: &natsserver.RigAuthenticator{PlatformName: "gpumarket", PlatformPassword: platformPassword,
-			RigKey: []byte(restartRigKey), ProviderOf: func(ctx context.Context, offeringID string) (string, bool) {
-				var provider string
-				err := h.pool.QueryRow(ctx, `SELECT provider_account_id::text FROM offerings WHERE id::text = $1`, offeringID).Scan(&provider)
-				return provider, err == nil
-			}}})
-	if err != nil {
-		t.Fatal(err)
+	h.natsPass = randomToken()
+	auth := &natsserver.RigAuthenticator{PlatformName: "gpumarket", PlatformPassword: h.natsPass,
+		RigKey: []byte(restartRigKey), ProviderOf: func(ctx context.Context, offeringID string) (string, bool) {
+			var provider string
+			err := h.pool.QueryRow(ctx, `SELECT provider_account_id::text FROM offerings WHERE id::text = $1`, offeringID).Scan(&provider)
+			return provider, err == nil
+		}}
+	if opts.natsCluster {
+		h.nats = startAuthenticatedNATSCluster(t, auth)
+	} else {
+		ns, err := natsserver.StartEmbedded(natsserver.EmbeddedOptions{StoreDir: t.TempDir(), Log: discardLog(), Authenticator: auth})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+		h.nats = []*server.Server{ns}
 	}
-	t.Cleanup(func() { h.nats.Shutdown(); h.nats.WaitForShutdown() })
-	h.natsURL = withUserInfo(h.nats.ClientURL(), "gpumarket", platformPassword)
+	h.natsURL = h.platformNATSURL(0)
 	bin, err := stripemock.Find()
 	if err != nil {
 		t.Fatal(err)
@@ -207,10 +220,21 @@ func setupRestartWith(t *testing.T, rigDelay time.Duration) *restart {
 	return h
 }
 
+// platformNATSURL is where the platform connects, with its credentials: the NATS nodes' addresses, starting from
+// node first.
+func (h *restart) platformNATSURL(first int) string {
+	var urls []string
+	for k := range h.nats {
+		urls = append(urls, withUserInfo(h.nats[(first+k)%len(h.nats)].ClientURL(), "gpumarket", h.natsPass))
+	}
+	return strings.Join(urls, ",")
+}
+
 // startRig runs a provider's rig for the offering: a stock gpuagent in front of a simulated backend, connected to
-// NATS with the rig's own credential. It returns the agent's address.
+// NATS with the rig's own credential (on a cluster, each rig to the next node). It returns the agent's address.
 func (h *restart) startRig(o catalog.Offering, providerID string) string {
 	h.t.Helper()
+	defer func() { h.rigs++ }()
 	profile := simulation.Zero()
 	profile.Model = o.Model
 	var handler http.Handler = simulation.NewHandler(simulation.Options{Profile: profile})
@@ -223,7 +247,7 @@ func (h *restart) startRig(o catalog.Offering, providerID string) string {
 	}
 	backend := httptestServer(h.t, handler)
 	a, err := agent.New(agent.Config{ListenAddr: "127.0.0.1:0", Upstream: backend, ProviderID: providerID, OfferingID: o.ID,
-		GPUSKU: "rtx-4090", GPUCount: 4, Capacity: 64, NATSURL: h.nats.ClientURL(), NATSUser: events.RigUsername(o.ID),
+		GPUSKU: "rtx-4090", GPUCount: 4, Capacity: 64, NATSURL: h.nats[h.rigs%len(h.nats)].ClientURL(), NATSUser: events.RigUsername(o.ID),
 		NATSPassword: events.RigPassword([]byte(restartRigKey), o.ID), OutboxDir: h.t.TempDir(),
 		OfferingKey: ticket.OfferingKey([]byte(restartTicketKey), o.ID), Log: discardLog()})
 	if err != nil {
