@@ -269,3 +269,75 @@ func TestRollupsAreRebuiltPerPriceAndAsk(t *testing.T) {
 		t.Errorf("rollups after the way down: %+v", back)
 	}
 }
+
+// Migration 00026 moves the usage rows into one partition per month of their occurred_at, with
+// a key row each that keeps event ids and request ids unique over all months; the way down
+// makes one table again with its unique keys.
+func TestUsageMovesIntoMonthlyPartitions(t *testing.T) {
+	ctx := context.Background()
+	pool, err := db.Open(ctx, dbtest.NewEmpty(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if err := db.MigrateTo(ctx, pool, 25); err != nil {
+		t.Fatal(err)
+	}
+	insert := func(id string, at time.Time) error {
+		_, err := pool.Exec(ctx, `INSERT INTO usage_events (event_id, request_id, account_id, offering_id, provider_account_id,
+			tier, model, input_tokens, output_tokens, ttft_ms, duration_ms, energy_j, energy_source, status, input_price,
+			output_price, ask_input_price, ask_output_price, charge_pico, payable_pico, occurred_at, metered_at, stream_seq)
+			VALUES ($1, $1, gen_random_uuid(), gen_random_uuid(), gen_random_uuid(), 'standard', 'm', 10, 20, 1, 1, 2,
+				'estimated', 'ok', 150000, 300000, 60000, 120000, 7500000, 3000000, $2, $2, 7)`, id, at)
+		return err
+	}
+	rows := map[string]time.Time{
+		"evt_a": time.Date(2025, 1, 31, 23, 59, 59, 999_000_000, time.UTC),
+		"evt_b": time.Date(2025, 2, 1, 0, 0, 0, 0, time.UTC),
+		"evt_c": time.Date(2025, 3, 15, 0, 0, 0, 0, time.UTC),
+	}
+	for id, at := range rows {
+		if err := insert(id, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.MigrateTo(ctx, pool, 26); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]string{"evt_a": "usage_events_2025_01", "evt_b": "usage_events_2025_02", "evt_c": "usage_events_2025_03"} {
+		var part string
+		var keys int
+		if err := pool.QueryRow(ctx, `SELECT u.tableoid::regclass::text, (SELECT count(*) FROM usage_event_keys k
+			WHERE k.event_id = u.event_id AND k.request_id = u.request_id AND k.occurred_at = u.occurred_at AND k.stream_seq = 7)
+			FROM usage_events u WHERE u.event_id = $1`, id).Scan(&part, &keys); err != nil {
+			t.Fatal(err)
+		}
+		if part != want || keys != 1 {
+			t.Errorf("%s is in %s with %d key rows, want %s and 1", id, part, keys, want)
+		}
+	}
+	// Every month from the oldest row's to three months after this one has its partition.
+	var months int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_inherits WHERE inhparent = 'usage_events'::regclass`).Scan(&months); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	if want := (now.Year()-2025)*12 + int(now.Month()) - 1 + 3 + 1 + 1; months != want {
+		t.Errorf("%d partitions, want %d (January 2025 to three months ahead, and the default)", months, want)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO usage_event_keys (event_id, request_id, occurred_at, stream_seq)
+		VALUES ('evt_a', 'req_new', '2025-03-01', 8)`); err == nil {
+		t.Error("a second key row for an event id of another month was taken")
+	}
+
+	if err := db.MigrateTo(ctx, pool, 25); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM usage_events`).Scan(&n); err != nil || n != 3 {
+		t.Fatalf("%d usage rows after the way down, %v; want 3", n, err)
+	}
+	if err := insert("evt_a", time.Date(2025, 5, 1, 0, 0, 0, 0, time.UTC)); err == nil {
+		t.Error("after the way down, a second row for an event id was taken")
+	}
+}

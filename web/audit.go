@@ -15,6 +15,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/audit"
 	"github.com/gpumarket/gpumarket/services/documents"
 	"github.com/gpumarket/gpumarket/templates"
+	"github.com/gpumarket/gpumarket/web/internal/httpx"
 )
 
 // The finance audit log, as a page and as JSON, and the month's journal of ledger postings.
@@ -168,7 +169,7 @@ func (s *Server) journalCSV(c echo.Context) error {
 			Fields: map[string]string{"period": "Give the month, like period=2026-03."}}
 	}
 	res := c.Response()
-	out, err := newDeadlineWriter(res, exportWindow)
+	out, err := httpx.NewDeadlineWriter(res, httpx.ExportWindow)
 	if err != nil {
 		return err
 	}
@@ -193,7 +194,7 @@ func (s *Server) journalCSV(c echo.Context) error {
 // startOnWrite calls start before its first write: the response's status and headers are
 // sent only once there is something to send.
 type startOnWrite struct {
-	w       *deadlineWriter
+	w       *httpx.DeadlineWriter
 	start   func()
 	started bool
 }

@@ -123,6 +123,8 @@ var authzTable = map[string]route{
 		want: statuses{303, 403, 404, 403, 403}, login: true},
 	"GET /provider/rigs/:id/connect": {path: "/provider/rigs/{offering}/connect",
 		want: statuses{303, 403, 404, 403, 403}, login: true},
+	"POST /provider/rigs/:id/connect": {path: "/provider/rigs/{offering}/connect", body: url.Values{},
+		want: statuses{303, 403, 404, 403, 403}, noCSRF: csrfRefused, login: true},
 	"POST /provider/rigs/:id": {path: "/provider/rigs/{offering}", body: rigForm(),
 		want: statuses{303, 403, 404, 403, 403}, noCSRF: csrfRefused, login: true},
 	"POST /provider/rigs/:id/:action": {path: "/provider/rigs/{offering}/pause", body: url.Values{},
@@ -423,7 +425,9 @@ func TestAuthz(t *testing.T) {
 	}
 
 	var keys []string
-	for _, r := range envs[0].server.Echo().Routes() {
+	// The pages' and the API's routes, and the /v1 gateway's, mounted beside them.
+	routes := append(envs[0].server.Echo().Routes(), envs[0].gateway.Echo().Routes()...)
+	for _, r := range routes {
 		key := r.Method + " " + r.Path
 		keys = append(keys, key)
 		row, ok := authzTable[key]

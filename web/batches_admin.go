@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -17,45 +16,8 @@ import (
 
 // The batch queue for admins (docs/batches.md, "The queue"): GET /admin/batches and GET
 // /api/admin/batches. The queue's figures are the database's (batch.Service.Queue); the batch
-// lines in flight on each offering are this process's gateway's, beside the capacity the
-// offering's last heartbeat to this process reported.
-
-// batchLoad counts the batch lines this gateway has in flight on each offering: the gateway
-// sends every line, so it alone knows which rig a line is on while it runs.
-type batchLoad struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-// begin counts a batch line in flight on the offering until end is called (again does nothing).
-func (b *batchLoad) begin(offeringID string) (end func()) {
-	b.mu.Lock()
-	if b.n == nil {
-		b.n = map[string]int{}
-	}
-	b.n[offeringID]++
-	b.mu.Unlock()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			b.mu.Lock()
-			defer b.mu.Unlock()
-			if b.n[offeringID]--; b.n[offeringID] <= 0 {
-				delete(b.n, offeringID)
-			}
-		})
-	}
-}
-
-func (b *batchLoad) snapshot() map[string]int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	out := make(map[string]int, len(b.n))
-	for id, n := range b.n {
-		out[id] = n
-	}
-	return out
-}
+// lines in flight on each offering are this process's gateway's (Config.BatchLoad), beside the
+// capacity the offering's last heartbeat to this process reported (Config.Router).
 
 // batchOffering is an offering serving batch lines now: the lines in flight on it from this
 // process and the requests its rig serves at once by its last heartbeat (0: none heard).
@@ -85,10 +47,14 @@ func (s *Server) batchQueue(ctx context.Context) (batchQueueJSON, error) {
 		return batchQueueJSON{}, err
 	}
 	out := batchQueueJSON{Queue: q, Offerings: []batchOffering{}}
-	for id, n := range s.gw.batchLoad.snapshot() {
+	var load map[string]int
+	if s.batchLoad != nil {
+		load = s.batchLoad()
+	}
+	for id, n := range load {
 		o := batchOffering{OfferingID: id, InFlight: n}
-		if s.gw.cfg.Router != nil {
-			o.Capacity = s.gw.cfg.Router.Capacity(id)
+		if s.router != nil {
+			o.Capacity = s.router.Capacity(id)
 		}
 		if off, err := s.catalog.Get(ctx, id); err == nil {
 			o.Provider, o.Model, o.Tier = off.ProviderName, off.Model, string(off.Tier)

@@ -25,7 +25,7 @@ func TestAdminSeesTheMetersFlagsWithTheExcess(t *testing.T) {
 	h := web.New(web.Config{Accounts: e.accounts, Catalog: e.catalog, Usage: metering.NewReports(e.pool),
 		Payments: web.Payments{Credits: credits, Ledger: ledger, Webhook: billing.NewStripeWebhook(credits, []string{webhookSecret}),
 			LocalWebhookSecret: webhookSecret},
-		Gateway: web.Gateway{Requests: billing.NewRequestLog(e.pool, nil, nil)}})
+		Requests: billing.NewRequestLog(e.pool, nil, nil)})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	e.srv = srv

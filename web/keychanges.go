@@ -8,7 +8,7 @@ import (
 // KeyChanges carries word of a changed API key (revoked, or its monthly limit changed) to
 // every gateway process, which then forgets what it cached of the key: the web role that
 // changes a key and the gateways that serve it may be different processes. cmd/gpumarket
-// implements it on NATS and calls ForgetKey on each process when word arrives. See
+// implements it on NATS (telling this process's own gateway at once, when one runs here). See
 // docs/web-security.md ("Revoked and changed keys").
 type KeyChanges interface {
 	KeyChanged(ctx context.Context, keyID string) error
@@ -17,18 +17,10 @@ type KeyChanges interface {
 // keyChangeTimeout bounds how long telling the gateways may hold up the answer to the owner.
 const keyChangeTimeout = 2 * time.Second
 
-// ForgetKey drops what this process's gateway cached of the key, so that its next request
-// reads the key as it is stored now.
-func (s *Server) ForgetKey(keyID string) {
-	s.gw.keys.forget(keyID)
-	s.gw.batchKeys.forget(keyID)
-}
-
-// keyChanged tells this process's gateway at once and every other one through KeyChanges.
-// The change is stored by then; when the word cannot be sent, each gateway still rereads the
-// key within its cache's lifetime, and the log says so.
+// keyChanged tells every gateway through KeyChanges. The change is stored by then; when the
+// word cannot be sent, each gateway still rereads the key within its cache's lifetime, and the
+// log says so.
 func (s *Server) keyChanged(ctx context.Context, keyID string) {
-	s.ForgetKey(keyID)
 	if s.keyChanges == nil {
 		return
 	}
@@ -36,6 +28,6 @@ func (s *Server) keyChanged(ctx context.Context, keyID string) {
 	defer cancel()
 	if err := s.keyChanges.KeyChanged(ctx, keyID); err != nil {
 		s.log.Error("telling the gateways that an API key changed failed: they reread it when their cache expires",
-			"key", keyID, "cache_ttl", s.gw.cfg.KeyCacheTTL, "err", err)
+			"key", keyID, "err", err)
 	}
 }

@@ -168,10 +168,10 @@ func (s *Server) createKeySubmit(c echo.Context) error {
 // one offered in the standard tier (what a request without a tier gets) when there is one,
 // else any on offer; "" when none is.
 func (s *Server) exampleModel() string {
-	if s.gw.cfg.Router == nil {
+	if s.router == nil {
 		return ""
 	}
-	models := s.gw.cfg.Router.Models()
+	models := s.router.Models()
 	for _, m := range models {
 		if slices.Contains(m.Tiers, catalog.TierStandard) {
 			return m.Model

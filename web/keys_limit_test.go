@@ -217,13 +217,13 @@ func TestRevokedKeyIsForgottenAtOnce(t *testing.T) {
 	token := e.token(t, "developer@example.com", demo.Password)
 	wantStatus(t, e.call(t, token, http.MethodDelete, "/api/keys/"+k.ID, nil, nil), http.StatusNoContent)
 	if st := models(); st != http.StatusUnauthorized {
-		t.Fatalf("the key just revoked: %d, want 401 at once (the cache keeps keys %v)", st, web.DefaultKeyCacheTTL)
+		t.Fatalf("the key just revoked: %d, want 401 at once (the cache keeps keys %v)", st, e.gateway.KeyCacheTTL())
 	}
 }
 
 // modelsOnly is a gateway router that answers only Models: what the keys page asks of it.
 type modelsOnly struct {
-	web.GatewayRouter
+	web.Router
 	models []routing.ModelTiers
 }
 
@@ -247,7 +247,7 @@ func TestNewKeyExampleNamesAModelOnOffer(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			e := setupWith(t, func(cfg *web.Config, _ *pgxpool.Pool) { cfg.Gateway.Router = modelsOnly{models: c.models} })
+			e := setupWith(t, func(cfg *web.Config, _ *pgxpool.Pool) { cfg.Router = modelsOnly{models: c.models} })
 			b, csrf := loginBrowser(t, e, "developer@example.com")
 			res, body := postPage(t, b, e.srv.URL+"/keys", url.Values{"_csrf": {csrf}, "name": {"first app"}})
 			wantStatus(t, res, http.StatusCreated)

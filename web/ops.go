@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/gpumarket/gpumarket/web/internal/httpx"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -49,7 +51,7 @@ func (s *Server) metrics() http.Handler {
 	}
 	want := []byte(s.metricsToken)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if subtle.ConstantTimeCompare([]byte(bearerToken(r)), want) != 1 {
+		if subtle.ConstantTimeCompare([]byte(httpx.BearerToken(r)), want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="metrics"`)
 			http.Error(w, "Send the metrics token as a bearer token.", http.StatusUnauthorized)
 			return

@@ -35,7 +35,7 @@ func (s *Server) performanceOf(c echo.Context) (performance.Window, []performanc
 	if err != nil {
 		return w, nil, err
 	}
-	caps, _ := s.gw.cfg.Router.(performance.Capacities)
+	caps, _ := s.router.(performance.Capacities)
 	list, err := s.performance.Offerings(c.Request().Context(), providerAccount(c), w, caps)
 	return w, list, err
 }

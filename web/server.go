@@ -21,11 +21,13 @@ import (
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/audit"
 	"github.com/gpumarket/gpumarket/services/batch"
+	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/documents"
 	"github.com/gpumarket/gpumarket/services/invoicing"
 	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/performance"
+	"github.com/gpumarket/gpumarket/services/routing"
 )
 
 //go:embed static
@@ -51,8 +53,16 @@ type Config struct {
 	OpsOnly bool
 	// Rigs gives a provider what its agent needs to connect; nil hides the page.
 	Rigs RigCredentials
-	// Gateway is what the OpenAI-compatible /v1 endpoints need (gateway.go).
-	Gateway Gateway
+	// Router is the routing table of this process's gateway, for the models on offer (the
+	// examples beside a new API key), the rigs' capacities (the provider's performance, the batch
+	// queue); nil where no gateway runs here. The /v1 gateway itself is package web/gateway: its
+	// requests never reach this server.
+	Router Router
+	// Requests is what the gateway saw of each request, for the admin's discrepancies; nil shows none.
+	Requests *billing.RequestLog
+	// BatchLoad is the batch lines this process's gateway has in flight on each offering
+	// (gateway.Gateway.BatchLoad); nil where no gateway runs here.
+	BatchLoad func() map[string]int
 	// TrustedProxies are the networks whose connections may name, in X-Forwarded-For, the
 	// client they forward; any other connection's own address is the client's. See
 	// docs/web-security.md ("Client addresses").
@@ -62,7 +72,7 @@ type Config struct {
 	// a listener of its own.
 	MetricsToken string
 	// KeyChanges tells every gateway process that an API key was revoked or its limit changed;
-	// nil tells only this process's gateway (keychanges.go).
+	// nil tells none (keychanges.go).
 	KeyChanges KeyChanges
 	// UsageStream says which rigs are at their limits on the usage stream; nil where this
 	// process does not watch it.
@@ -86,10 +96,24 @@ type Config struct {
 // Journal writes the period's journal of ledger postings to w as CSV.
 type Journal func(ctx context.Context, period documents.Period, w io.Writer) error
 
-// RigCredentials derives a rig's secrets from the platform's keys.
+// RigCredentials derives a rig's secrets from the platform's keys: never one of the platform's own
+// (docs/usage-stream.md, "The rigs' entry point").
 type RigCredentials interface {
 	// RigCredentials returns where the rig's agent connects and with what.
-	RigCredentials(offeringID string) (natsURL, natsUser, natsPassword, offeringKey string)
+	RigCredentials(ctx context.Context, offeringID string) (RigCredential, error)
+	// ReissueRigCredential ends the credential the provider's rig holds, closing the rig's connections, and
+	// issues the next; a CodeUnavailable error when the platform does not run the rigs' entry point.
+	ReissueRigCredential(ctx context.Context, providerAccountID, offeringID string) error
+}
+
+// RigCredential is what one rig's agent needs to reach the platform, as its Connect page shows it.
+type RigCredential struct {
+	NATSURL      string // the rigs' entry point, without credentials
+	NATSUser     string // events.RigUsername
+	NATSPassword string // empty when the operator of an external NATS server gives it
+	OfferingKey  string // verifies the offering's route tickets, hexadecimal
+	// Reissuable says the platform runs the rigs' entry point itself and can re-issue the credential.
+	Reissuable bool
 }
 
 // Server holds the routes' dependencies.
@@ -100,7 +124,10 @@ type Server struct {
 	payments       Payments
 	usage          *metering.Reports
 	rigs           RigCredentials
-	gw             *gateway
+	router         Router
+	requests       *billing.RequestLog
+	batchLoad      func() map[string]int
+	edge           []echo.MiddlewareFunc
 	keyChanges     KeyChanges
 	metricsHandler http.Handler
 	metricsToken   string
@@ -135,32 +162,48 @@ func New(cfg Config) *Server {
 	s := &Server{echo: e, accounts: cfg.Accounts, catalog: cfg.Catalog, payments: cfg.Payments, usage: cfg.Usage, rigs: cfg.Rigs, ready: cfg.Ready, log: cfg.Log,
 		registry: cfg.Registry, now: cfg.Now, keyChanges: cfg.KeyChanges, metricsToken: cfg.MetricsToken,
 		usageStream: cfg.UsageStream, invoicing: cfg.Invoicing, audit: cfg.Audit, journal: cfg.Journal,
-		reports: cfg.Reports, performance: cfg.Performance, batches: cfg.Batches}
-	s.gw = newGateway(cfg.Gateway, cfg.Accounts, cfg.Log, cfg.Now)
+		reports: cfg.Reports, performance: cfg.Performance, batches: cfg.Batches,
+		router: cfg.Router, requests: cfg.Requests, batchLoad: cfg.BatchLoad}
 	e.HTTPErrorHandler = s.handleError
-	e.Use(requestID)
-	e.Use(newHTTPMetrics(cfg.Registry).middleware)
-	e.Use(s.accessLog)
-	e.Use(s.recoverer())
-	e.Use(exceptGateway(middleware.BodyLimit("1M")))
-	e.Use(middleware.SecureWithConfig(middleware.SecureConfig{
-		XSSProtection: "0", ContentTypeNosniff: "nosniff", XFrameOptions: "DENY",
-		ReferrerPolicy:        "same-origin",
-		ContentSecurityPolicy: contentSecurityPolicy(cfg.Payments.CheckoutOrigins),
-	}))
+	s.edge = []echo.MiddlewareFunc{requestID, newHTTPMetrics(cfg.Registry).middleware, s.accessLog, s.recoverer(),
+		middleware.SecureWithConfig(middleware.SecureConfig{
+			XSSProtection: "0", ContentTypeNosniff: "nosniff", XFrameOptions: "DENY",
+			ReferrerPolicy:        "same-origin",
+			ContentSecurityPolicy: contentSecurityPolicy(cfg.Payments.CheckoutOrigins),
+		})}
+	e.Use(s.edge...)
+	e.Use(middleware.BodyLimit("1M"))
 	if cfg.OpsOnly {
 		s.opsRoutes()
 		return s
 	}
 	e.Pre(pdfSuffix)
-	e.Use(exceptGateway(s.authenticate))
-	e.Use(exceptGateway(s.csrf()))
+	e.Use(s.authenticate)
+	e.Use(s.csrf())
 	s.opsRoutes()
 	s.routes()
-	s.batchRoutes()
-	s.gatewayRoutes()
 	return s
 }
+
+// Router is what the pages and the API ask of this process's gateway's routing table.
+// *routing.Router implements it.
+type Router interface {
+	Models() []routing.ModelTiers
+	// Capacity is the requests an offering's rig serves at once by its last heartbeat (0: none).
+	Capacity(offeringID string) int
+}
+
+var _ Router = (*routing.Router)(nil)
+
+// EdgeMiddleware is what every request to the platform's address goes through first, whichever
+// handler serves it: the request id, the HTTP metrics (on this server's registry), the access
+// log, panic recovery and the security headers. The /v1 gateway (package web/gateway) runs it on
+// its own router, so that its requests are counted, logged and identified as every other is.
+// Its errors go to the router that runs it.
+func (s *Server) EdgeMiddleware() []echo.MiddlewareFunc { return s.edge }
+
+// IPExtractor says where a request comes from, by Config.TrustedProxies.
+func (s *Server) IPExtractor() echo.IPExtractor { return s.echo.IPExtractor }
 
 // ServeHTTP makes the server an http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.ServeHTTP(w, r) }
@@ -208,6 +251,7 @@ func (s *Server) routes() {
 	provider.POST("/rigs", s.createRigSubmit)
 	provider.GET("/rigs/:id/edit", s.editRigPage)
 	provider.GET("/rigs/:id/connect", s.rigConnectPage)
+	provider.POST("/rigs/:id/connect", s.rigCredentialReissueSubmit)
 	provider.POST("/rigs/:id", s.updateRigSubmit)
 	provider.POST("/rigs/:id/:action", s.rigStatusSubmit)
 
@@ -303,9 +347,9 @@ func (s *Server) routes() {
 	api.GET("/provider/earnings", s.apiEarnings, s.requireAPI(accounts.RoleProvider))
 	api.GET("/provider/performance", s.apiPerformance, s.requireAPI(accounts.RoleProvider))
 
-	// API keys for the /v1 gateway: a developer's own. The secret is in the answer that
-	// creates a key and nowhere else. Revoking a key or changing its limit tells every
-	// gateway (keychanges.go).
+	// API keys for the /v1 gateway (package web/gateway): a developer's own. The secret is in
+	// the answer that creates a key and nowhere else. Revoking a key or changing its limit tells
+	// every gateway (keychanges.go).
 	e.GET("/keys", s.keysPage, developerPage)
 	e.POST("/keys", s.createKeySubmit, developerPage)
 	e.POST("/keys/:id/revoke", s.revokeKeySubmit, developerPage)

@@ -12,6 +12,7 @@ import (
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/templates"
+	"github.com/gpumarket/gpumarket/web/internal/httpx"
 )
 
 const (
@@ -41,13 +42,7 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-func bearerToken(r *http.Request) string {
-	h := r.Header.Get(echo.HeaderAuthorization)
-	if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
-		return strings.TrimSpace(h[7:])
-	}
-	return ""
-}
+func bearerToken(r *http.Request) string { return httpx.BearerToken(r) }
 
 // currentSession returns the session on the context, if any.
 func currentSession(c echo.Context) (accounts.Session, bool) {
@@ -173,6 +168,7 @@ var flashes = map[string]string{
 	"paused":          "The rig is paused: it takes no traffic until you resume it.",
 	"resumed":         "The rig is active again.",
 	"delisted":        "The rig is delisted.",
+	"rig-reissued":    "The rig has a new NATS password: its earlier one no longer works. Put the new one on the rig and restart its agent.",
 	"role-set":        "The role is changed.",
 	"adjusted":        "The adjustment is recorded.",
 	"price-scheduled": "The price change is scheduled.",

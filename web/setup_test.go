@@ -10,9 +10,10 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/gpumarket/gpumarket/services/billing/stripemock/stripemocktest"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -21,7 +22,6 @@ import (
 	"github.com/gpumarket/gpumarket/services/audit"
 	"github.com/gpumarket/gpumarket/services/batch"
 	"github.com/gpumarket/gpumarket/services/billing"
-	"github.com/gpumarket/gpumarket/services/billing/stripemock"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/documents"
@@ -32,33 +32,18 @@ import (
 	"github.com/gpumarket/gpumarket/services/reports"
 	"github.com/gpumarket/gpumarket/services/rigaddr"
 	"github.com/gpumarket/gpumarket/web"
+	"github.com/gpumarket/gpumarket/web/gateway"
 )
 
 // webhookSecret signs the Stripe events of the web tests.
 const webhookSecret = "whsec_test_web"
 
 var (
-	stripeMock     *stripemock.Process
-	stripeMockErr  error
-	stripeMockOnce sync.Once
+	stripeMock stripemocktest.Shared
 )
 
 // stripeMockURL starts one stripe-mock for the package's tests, stopped by TestMain.
-func stripeMockURL(t *testing.T) string {
-	t.Helper()
-	stripeMockOnce.Do(func() {
-		bin, err := stripemock.Find()
-		if err != nil {
-			stripeMockErr = err
-			return
-		}
-		stripeMock, stripeMockErr = stripemock.Start(context.Background(), bin, nil)
-	})
-	if stripeMockErr != nil {
-		t.Fatalf("stripe-mock: %v (make test installs it)", stripeMockErr)
-	}
-	return stripeMock.URL
-}
+func stripeMockURL(t *testing.T) string { return stripeMock.URL(t) }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
@@ -71,8 +56,10 @@ var fastHasher = accounts.PasswordHasher{MemoryKiB: 64, Time: 1, Threads: 1}
 
 // env is a running web server on a fresh database with the demo data.
 type env struct {
-	srv      *httptest.Server
-	server   *web.Server
+	srv    *httptest.Server
+	server *web.Server
+	// gateway serves /v1 beside server, as the platform mounts them (gateway.Mount).
+	gateway  *gateway.Gateway
 	ledger   *billing.Ledger
 	credits  *billing.Credits
 	pool     *pgxpool.Pool
@@ -129,11 +116,31 @@ func setupWith(t *testing.T, configure func(*web.Config, *pgxpool.Pool)) *env {
 	if configure != nil {
 		configure(&cfg, pool)
 	}
+	// A changed key is forgotten by the gateway at once, as the platform's own gateway is told.
+	changes := &forgetAndTell{next: cfg.KeyChanges}
+	cfg.KeyChanges = changes
 	h := web.New(cfg)
-	srv := httptest.NewServer(h)
+	gw := gateway.New(gateway.Config{Accounts: cfg.Accounts, Batches: cfg.Batches, Log: cfg.Log, Now: cfg.Now,
+		Middleware: h.EdgeMiddleware(), IPExtractor: h.IPExtractor()})
+	changes.gw = gw
+	srv := httptest.NewServer(gateway.Mount(gw, h))
 	t.Cleanup(srv.Close)
-	return &env{srv: srv, server: h, pool: pool, accounts: cfg.Accounts, catalog: cat, ledger: ledger,
+	return &env{srv: srv, server: h, gateway: gw, pool: pool, accounts: cfg.Accounts, catalog: cat, ledger: ledger,
 		credits: cfg.Payments.Credits, payouts: cfg.Payments.Payouts, invoicing: cfg.Invoicing, audit: cfg.Audit}
+}
+
+// forgetAndTell makes the test's gateway forget a changed key, then tells next, if any.
+type forgetAndTell struct {
+	gw   *gateway.Gateway
+	next web.KeyChanges
+}
+
+func (f *forgetAndTell) KeyChanged(ctx context.Context, keyID string) error {
+	f.gw.ForgetKey(keyID)
+	if f.next == nil {
+		return nil
+	}
+	return f.next.KeyChanged(ctx, keyID)
 }
 
 // token logs a user in through the API and returns the bearer token.

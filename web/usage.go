@@ -16,6 +16,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/templates"
+	"github.com/gpumarket/gpumarket/web/internal/httpx"
 )
 
 // usageDays is the period the usage pages show when no dates are given: the last 30 UTC
@@ -193,7 +194,7 @@ func (s *Server) usageCSV(c echo.Context) error {
 		fmt.Sprintf(`attachment; filename="gpumarket-usage-%s-to-%s.csv"`, q.from, q.to))
 	// An export of many months may take longer than the server's timeouts: it extends its own
 	// deadlines while it writes (deadlines.go).
-	out, err := newDeadlineWriter(res, exportWindow)
+	out, err := httpx.NewDeadlineWriter(res, httpx.ExportWindow)
 	if err != nil {
 		return err
 	}

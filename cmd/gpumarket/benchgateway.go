@@ -21,6 +21,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	usageevent "github.com/gpumarket/gpumarket/services/usage"
+
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpumarket/gpumarket/cmd/internal/devenv"
@@ -30,12 +32,11 @@ import (
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/demo"
-	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/simulation"
 	"github.com/gpumarket/gpumarket/services/ticket"
-	"github.com/gpumarket/gpumarket/web"
+	"github.com/gpumarket/gpumarket/web/gateway"
 )
 
 // benchOptions are bench-gateway's flags.
@@ -268,7 +269,7 @@ func startBenchPlatform(ctx context.Context, dbURL, dataDir string, log *slog.Lo
 		// Payments are never called (credit is granted by an adjustment): a placeholder key
 		// keeps Open from starting stripe-mock, and no request goes to Stripe.
 		StripeSecretKey: "sk_test_gpumarket_bench_unused", StripeWebhookSecrets: []string{"whsec_gpumarket_bench_unused"},
-		Roles: Roles{Web: true, Meter: true}, StreamReplicas: 1,
+		Roles: Roles{Web: true, Gateway: true, Meter: true}, StreamReplicas: 1,
 		Development: true, // the benchmark's rig listens on loopback
 		// The per-key rate limit (GPUMARKET_RATE_LIMIT_RPS and _BURST, 50/s and 100 by default)
 		// would refuse most of the load: far above the rates measured, it refuses nothing.
@@ -430,7 +431,7 @@ func (b *benchPlatform) loadOptions(ctx context.Context, path benchPath, o bench
 		}
 		lo.URL, lo.Header = b.agentURL()+"/v1", http.Header{ticket.Header: {tk}}
 	case pathGateway:
-		lo.URL, lo.APIKey, lo.Header = b.p.URL()+"/v1", b.secret, http.Header{web.TierHeader: {tier}}
+		lo.URL, lo.APIKey, lo.Header = b.p.URL()+"/v1", b.secret, http.Header{gateway.TierHeader: {tier}}
 	}
 	return lo, nil
 }
@@ -485,7 +486,7 @@ func (b *benchPlatform) settle(ctx context.Context) {
 
 // meterPending is how many usage events the meter has yet to take or acknowledge.
 func (b *benchPlatform) meterPending(ctx context.Context) (uint64, error) {
-	cons, err := b.p.js.Consumer(ctx, metering.StreamName, metering.ConsumerName)
+	cons, err := b.p.js.Consumer(ctx, usageevent.StreamName, usageevent.ConsumerName)
 	if err != nil {
 		return 0, err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/compose-spec/compose-go/v2/types"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -70,6 +71,7 @@ var composeSecrets = []string{
 	"GPUMARKET_TICKET_KEY=" + strings.Repeat("t", 64),
 	"GPUMARKET_SESSION_KEY=" + strings.Repeat("s", 64),
 	"STRIPE_WEBHOOK_SECRET=whsec_compose",
+	"MINIO_ROOT_PASSWORD=minio-secret",
 }
 
 func loadCompose(t *testing.T, env []string) (*types.Project, error) {
@@ -91,7 +93,8 @@ func flagValue(cmd []string, flag string) string {
 }
 
 // TestComposeRunsAClusteredPlatform: deploy/compose.yaml, as Compose loads it, runs PostgreSQL, three NATS nodes
-// with JetStream clustered with one another, two replicas of the web and gateway, one meter, stripe-mock and two
+// with JetStream clustered with one another, two replicas of the web and gateway (roles web,gateway in each
+// process), one meter, stripe-mock and two
 // simulated rigs; each platform process's environment starts the platform in its role on that cluster with
 // three stream replicas, and the file refuses to load without its secrets.
 func TestComposeRunsAClusteredPlatform(t *testing.T) {
@@ -102,7 +105,7 @@ func TestComposeRunsAClusteredPlatform(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"postgres", "nats-1", "nats-2", "nats-3", "stripe-mock", "migrate", "web", "meter",
+	for _, name := range []string{"postgres", "nats-1", "nats-2", "nats-3", "stripe-mock", "minio", "minio-bucket", "migrate", "web", "meter",
 		"rig-1", "rig-1-backend", "rig-2", "rig-2-backend"} {
 		if _, ok := p.Services[name]; !ok {
 			t.Errorf("no service %s", name)
@@ -160,7 +163,8 @@ func TestComposeRunsAClusteredPlatform(t *testing.T) {
 	known := envNamesRead(t)
 	for name, s := range p.Services {
 		for k := range s.Environment {
-			if strings.HasPrefix(k, "POSTGRES_") && name == "postgres" {
+			if strings.HasPrefix(k, "POSTGRES_") && name == "postgres" || strings.HasPrefix(k, "MINIO_") && name == "minio" ||
+				strings.HasPrefix(k, "MC_HOST_") && name == "minio-bucket" {
 				continue
 			}
 			if !known[k] {
@@ -180,7 +184,7 @@ func TestComposeRunsAClusteredPlatform(t *testing.T) {
 	for _, tc := range []struct {
 		service string
 		roles   Roles
-	}{{"web", Roles{Web: true}}, {"meter", Roles{Meter: true}}} {
+	}{{"web", Roles{Web: true, Gateway: true}}, {"meter", Roles{Meter: true}}} {
 		env := envOf(tc.service)
 		withEnv(t, known, env)
 		c, err := configFromEnv()
@@ -207,6 +211,15 @@ func TestComposeRunsAClusteredPlatform(t *testing.T) {
 			t.Errorf("%s's database is %q, not the postgres service with its password", tc.service, c.DatabaseURL)
 		}
 		if tc.service == "web" {
+			// Both replicas keep batch files in MinIO's bucket, which minio-bucket makes, with MinIO's own key.
+			if s3 := c.BatchS3; s3.Endpoint != "http://minio:9000" || s3.Bucket != "gpumarket-batches" || s3.SecretKey != "minio-secret" ||
+				s3.AccessKey != envOf("minio")["MINIO_ROOT_USER"] {
+				t.Errorf("web's batch files: %+v, want MinIO's bucket with its root key", s3)
+			}
+			if mb := p.Services["minio-bucket"]; !slices.Contains([]string(mb.Command), "minio/"+c.BatchS3.Bucket) ||
+				envOf("minio-bucket")["MC_HOST_minio"] != "http://gpumarket:minio-secret@minio:9000" {
+				t.Errorf("minio-bucket makes %q with %q", mb.Command, envOf("minio-bucket")["MC_HOST_minio"])
+			}
 			if test, err := c.paymentsMode(); !test || err != nil || c.StripeAPIURL != "http://stripe-mock:12111" {
 				t.Errorf("web's payments: test mode %v (%v) on %q, want stripe-mock's", test, err, c.StripeAPIURL)
 			}
@@ -270,16 +283,18 @@ func readManifests(t *testing.T) []manifest {
 }
 
 // TestKubernetesManifestsProbeAndConfigureEachRole: the Deployments of deploy/k8s, read as the API's types,
-// run the web (two replicas) and the meter (one) from the image, probe liveness on /healthz and readiness on
+// run the web (two replicas), the gateway (two) and the meter (one) from the image, one role each, probe liveness on /healthz and readiness on
 // /readyz at the port the process listens on, take PostgreSQL's URL and the keys from the Secret, and with the
 // ConfigMap's values start the platform in their role on the NATS cluster with three stream replicas; each
-// Service selects a Deployment's Pods; and the NATS chart's values make a cluster of three with JetStream on
-// file storage.
+// Service selects a Deployment's Pods; the Ingress sends /v1 and every path under it to the gateway's Service
+// and every other path to the web's; the web and the gateway keep batch files on one S3 bucket; and the NATS
+// chart's values make a cluster of three with JetStream on file storage.
 func TestKubernetesManifestsProbeAndConfigureEachRole(t *testing.T) {
 	known := envNamesRead(t)
 	var deployments []appsv1.Deployment
 	var services []corev1.Service
 	configMaps := map[string]map[string]string{}
+	var ingresses []networkingv1.Ingress
 	for _, m := range readManifests(t) {
 		var err error
 		switch m.Kind {
@@ -295,6 +310,10 @@ func TestKubernetesManifestsProbeAndConfigureEachRole(t *testing.T) {
 			var c corev1.ConfigMap
 			err = yaml.UnmarshalStrict(m.doc, &c)
 			configMaps[c.Name] = c.Data
+		case "Ingress":
+			var in networkingv1.Ingress
+			err = yaml.UnmarshalStrict(m.doc, &in)
+			ingresses = append(ingresses, in)
 		default:
 			t.Errorf("unexpected %s in the manifests", m.Kind)
 		}
@@ -303,11 +322,12 @@ func TestKubernetesManifestsProbeAndConfigureEachRole(t *testing.T) {
 		}
 	}
 	secret := readSecretExample(t)
+	batchStores := map[string]bool{}
 
 	want := map[string]struct {
 		replicas int32
 		roles    Roles
-	}{"gpumarket-web": {2, Roles{Web: true}}, "gpumarket-meter": {1, Roles{Meter: true}}}
+	}{"gpumarket-web": {2, Roles{Web: true}}, "gpumarket-gateway": {2, Roles{Gateway: true}}, "gpumarket-meter": {1, Roles{Meter: true}}}
 	if len(deployments) != len(want) {
 		t.Errorf("%d Deployments, want %d", len(deployments), len(want))
 	}
@@ -385,6 +405,14 @@ func TestKubernetesManifestsProbeAndConfigureEachRole(t *testing.T) {
 		if cfg.StreamReplicas != 3 || cfg.NATSURL == "" {
 			t.Errorf("%s: streams of %d replicas on NATS %q, want 3 on the cluster", d.Name, cfg.StreamReplicas, cfg.NATSURL)
 		}
+		// The web and the gateway each have their own /data, so the batch files are on one S3 bucket for both.
+		if cfg.Roles.Web || cfg.Roles.Gateway {
+			if s3 := cfg.BatchS3; s3.Endpoint == "" || s3.Bucket == "" || s3.AccessKey == "" || s3.SecretKey == "" {
+				t.Errorf("%s keeps batch files in its own /data: %+v", d.Name, s3)
+			} else {
+				batchStores[s3.Endpoint+"/"+s3.Bucket] = true
+			}
+		}
 
 		// The probes reach the port the process listens on (GPUMARKET_ADDR), by name or number.
 		port := strings.TrimPrefix(cfg.Addr, ":")
@@ -412,6 +440,9 @@ func TestKubernetesManifestsProbeAndConfigureEachRole(t *testing.T) {
 			probe("startup", c.StartupProbe, "/healthz")
 		}
 	}
+	if len(batchStores) != 1 {
+		t.Errorf("the web and the gateway keep batch files on %v, want one bucket", batchStores)
+	}
 
 	for _, s := range services {
 		selected := false
@@ -424,6 +455,46 @@ func TestKubernetesManifestsProbeAndConfigureEachRole(t *testing.T) {
 		}
 		if !selected {
 			t.Errorf("Service %s selects no Deployment's Pods", s.Name)
+		}
+	}
+
+	// The Ingress: a path's Service is the one its longest matching Prefix names, as the Ingress API defines it.
+	serviceNamed := map[string]corev1.Service{}
+	for _, s := range services {
+		serviceNamed[s.Name] = s
+	}
+	if len(ingresses) != 1 || len(ingresses[0].Spec.Rules) != 1 || ingresses[0].Spec.Rules[0].HTTP == nil {
+		t.Fatalf("%d Ingresses, want one with one rule of HTTP paths", len(ingresses))
+	}
+	paths := ingresses[0].Spec.Rules[0].HTTP.Paths
+	for _, p := range paths {
+		if p.PathType == nil || *p.PathType != networkingv1.PathTypePrefix {
+			t.Errorf("Ingress path %s is not of type Prefix", p.Path)
+		}
+		svc, ok := serviceNamed[p.Backend.Service.Name]
+		if !ok {
+			t.Errorf("Ingress path %s goes to Service %q, which the manifests do not have", p.Path, p.Backend.Service.Name)
+			continue
+		}
+		if !slices.ContainsFunc(svc.Spec.Ports, func(sp corev1.ServicePort) bool { return sp.Name == p.Backend.Service.Port.Name }) {
+			t.Errorf("Ingress path %s goes to port %q of %s, which it does not have", p.Path, p.Backend.Service.Port.Name, svc.Name)
+		}
+	}
+	backendOf := func(path string) string {
+		best, name := -1, ""
+		for _, p := range paths {
+			prefix := strings.TrimSuffix(p.Path, "/")
+			if (path == prefix || strings.HasPrefix(path, prefix+"/") || prefix == "") && len(prefix) > best {
+				best, name = len(prefix), p.Backend.Service.Name
+			}
+		}
+		return name
+	}
+	for path, want := range map[string]string{"/v1": "gpumarket-gateway", "/v1/chat/completions": "gpumarket-gateway",
+		"/v1/batches/b1/cancel": "gpumarket-gateway", "/": "gpumarket-web", "/api/offerings": "gpumarket-web",
+		"/keys": "gpumarket-web", "/v10": "gpumarket-web", "/v1x/models": "gpumarket-web", "/healthz": "gpumarket-web"} {
+		if got := backendOf(path); got != want {
+			t.Errorf("the Ingress sends %s to %q, want %s", path, got, want)
 		}
 	}
 

@@ -114,7 +114,7 @@ func TestConnectPageShowsNoPlatformCredential(t *testing.T) {
 	rigKey := []byte(strings.Repeat("r", 32))
 	ns, err := natsserver.StartEmbedded(natsserver.EmbeddedOptions{StoreDir: t.TempDir(), Log: discardLog(),
 		Authenticator: &natsserver.RigAuthenticator{PlatformName: "gpumarket", PlatformPassword: platformPassword, RigKey: rigKey,
-			ProviderOf: func(context.Context, string) (string, bool) { return "", false }}})
+			RigOf: func(context.Context, string) (string, int, bool) { return "", 0, false }}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestConnectPageShowsNoPlatformCredential(t *testing.T) {
 	bare := ns.ClientURL()
 	external := strings.Replace(bare, "nats://", "nats://gpumarket:"+platformPassword+"@", 1)
 
-	cfg := testConfig(t, Roles{Web: true, Meter: true})
+	cfg := testConfig(t, Roles{Web: true, Gateway: true, Meter: true})
 	cfg.NATSURL, cfg.RigKey = external, rigKey
 	p := runPlatform(t, cfg)
 	if err := p.Seed(context.Background()); err != nil {

@@ -36,7 +36,7 @@ func TestDemoHistoryShowsOnTheUsagePages(t *testing.T) {
 	cfg := Config{DatabaseURL: dbURL, Addr: "127.0.0.1:0", DataDir: t.TempDir(), NATSPort: 0,
 		Payments:   PaymentsTest,
 		SessionKey: []byte(strings.Repeat("k", 32)), StripeWebhookSecrets: []string{"whsec_test_history"},
-		Roles: Roles{Web: true, Meter: true}, TicketKey: []byte(strings.Repeat("t", 32)),
+		Roles: Roles{Web: true, Gateway: true, Meter: true}, TicketKey: []byte(strings.Repeat("t", 32)),
 		RigKey: []byte(strings.Repeat("r", 32)), Development: true}
 	cfg.Invoicing.Seller, cfg.Invoicing.MinimumPayout = demoSeller, demoMinimumPayout // as `gpumarket dev` sets them
 	ctx, cancel := context.WithCancel(context.Background())

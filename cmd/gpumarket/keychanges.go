@@ -8,23 +8,32 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/gpumarket/gpumarket/web"
+	"github.com/gpumarket/gpumarket/web/gateway"
 )
 
 // KeyChangesSubject carries, on core NATS, the id of an API key that was revoked or whose
 // limit changed: every gateway process subscribes and forgets what it cached of the key, so
 // that its next request reads the key as stored. Best effort: a gateway that misses the word
-// rereads the key when its cache entry expires (web.DefaultKeyCacheTTL). See
+// rereads the key when its cache entry expires (gateway.DefaultKeyCacheTTL). See
 // docs/web-security.md ("Revoked and changed keys").
 const KeyChangesSubject = "api_keys.changed"
 
-// natsKeyChanges tells the gateways through the platform's NATS connection.
-type natsKeyChanges struct{ nc *nats.Conn }
+// natsKeyChanges tells the gateways through the platform's NATS connection, and this process's
+// own gateway (local, nil where none runs here) at once.
+type natsKeyChanges struct {
+	nc    *nats.Conn
+	local *gateway.Gateway
+}
 
-var _ web.KeyChanges = natsKeyChanges{}
+var _ web.KeyChanges = (*natsKeyChanges)(nil)
 
-// KeyChanged publishes the key's id and waits until the server has it, so that the owner is
-// told "revoked" only once every connected gateway is being told too.
-func (k natsKeyChanges) KeyChanged(ctx context.Context, keyID string) error {
+// KeyChanged forgets the key in this process's gateway, publishes the key's id and waits until
+// the server has it, so that the owner is told "revoked" only once every connected gateway is
+// being told too.
+func (k *natsKeyChanges) KeyChanged(ctx context.Context, keyID string) error {
+	if k.local != nil {
+		k.local.ForgetKey(keyID)
+	}
 	if err := k.nc.Publish(KeyChangesSubject, []byte(keyID)); err != nil {
 		return fmt.Errorf("publish %s: %w", KeyChangesSubject, err)
 	}
@@ -34,14 +43,14 @@ func (k natsKeyChanges) KeyChanged(ctx context.Context, keyID string) error {
 	return nil
 }
 
-// subscribeKeyChanges makes srv's gateway forget each key named on KeyChangesSubject.
-func subscribeKeyChanges(nc *nats.Conn, srv *web.Server, log *slog.Logger) (*nats.Subscription, error) {
+// subscribeKeyChanges makes the gateway forget each key named on KeyChangesSubject.
+func subscribeKeyChanges(nc *nats.Conn, gw *gateway.Gateway, log *slog.Logger) (*nats.Subscription, error) {
 	sub, err := nc.Subscribe(KeyChangesSubject, func(m *nats.Msg) {
 		if len(m.Data) == 0 || len(m.Data) > 64 {
 			log.Warn("ignoring a malformed API key change", "subject", m.Subject, "bytes", len(m.Data))
 			return
 		}
-		srv.ForgetKey(string(m.Data))
+		gw.ForgetKey(string(m.Data))
 	})
 	if err != nil {
 		return nil, fmt.Errorf("subscribe to %s: %w", KeyChangesSubject, err)

@@ -18,7 +18,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/simulation"
-	"github.com/gpumarket/gpumarket/web"
+	"github.com/gpumarket/gpumarket/web/gateway"
 )
 
 // call sends a JSON request with a bearer token and returns the status and body.
@@ -63,7 +63,7 @@ func within(t *testing.T, limit time.Duration, what string, ok func() bool) time
 }
 
 // The attack: a key is revoked because it leaked, and the thief keeps calling another gateway
-// process, whose cache holds the key for web.DefaultKeyCacheTTL (5 s). Two gateway processes
+// process, whose cache holds the key for gateway.DefaultKeyCacheTTL (5 s). Two gateway processes
 // share one NATS server and one database: the key revoked through the first is refused by the
 // second within a second. A key's new monthly limit reaches the second the same way.
 func TestKeyChangesReachEveryGatewayWithinASecond(t *testing.T) {
@@ -75,14 +75,14 @@ func TestKeyChangesReachEveryGatewayWithinASecond(t *testing.T) {
 	}
 	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
 
-	cfgA := testConfig(t, Roles{Web: true, Meter: true})
+	cfgA := testConfig(t, Roles{Web: true, Gateway: true, Meter: true})
 	cfgA.NATSURL = ns.ClientURL()
 	a := runPlatform(t, cfgA)
 	if err := a.Seed(ctx); err != nil {
 		t.Fatal(err)
 	}
 	cfgB := cfgA
-	cfgB.Roles, cfgB.DataDir = Roles{Web: true}, t.TempDir()
+	cfgB.Roles, cfgB.DataDir = Roles{Web: true, Gateway: true}, t.TempDir()
 	b := runPlatform(t, cfgB)
 
 	// A developer with credit and two keys; its session is on the first process.
@@ -121,7 +121,7 @@ func TestKeyChangesReachEveryGatewayWithinASecond(t *testing.T) {
 			st, _ := call(t, http.MethodGet, b.URL()+"/v1/models", secret, nil)
 			return st == http.StatusUnauthorized
 		})
-		t.Logf("the second gateway refused the revoked key %v after the revocation (its cache keeps keys %v)", took, web.DefaultKeyCacheTTL)
+		t.Logf("the second gateway refused the revoked key %v after the revocation (its cache keeps keys %v)", took, gateway.DefaultKeyCacheTTL)
 		if st, _ := call(t, http.MethodGet, a.URL()+"/v1/models", secret, nil); st != http.StatusUnauthorized {
 			t.Errorf("the first gateway answers the revoked key %d, want 401", st)
 		}

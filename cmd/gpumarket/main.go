@@ -1,6 +1,6 @@
 // Command gpumarket is the platform binary.
 //
-//	gpumarket serve     run the platform (roles web and meter) on PostgreSQL and NATS
+//	gpumarket serve     run the platform (roles web, gateway and meter; GPUMARKET_ROLES) on PostgreSQL and NATS
 //	gpumarket meter     run only the meter (with health, readiness and metrics endpoints)
 //	gpumarket migrate   apply database migrations and exit
 //	gpumarket seed      load the demo data (idempotent) and exit
@@ -94,10 +94,12 @@ environment:
   GPUMARKET_ADDR          listen address (default :8080)
   GPUMARKET_DATA_DIR      data directory (default .data)
   GPUMARKET_NATS_PORT     embedded NATS port (default 4222)
+  GPUMARKET_RIG_NATS_ADDR where the embedded NATS listens for rigs, host:port (default 127.0.0.1:4222)
+  GPUMARKET_RIG_NATS_URL  the NATS URL providers' rigs are shown (default the embedded listener, or NATS_URL)
   GPUMARKET_SESSION_KEY   at least 32 bytes signing session tokens (dev makes one)
   GPUMARKET_TICKET_KEY    at least 32 bytes signing route tickets (dev makes one)
   GPUMARKET_RIG_KEY       at least 32 bytes deriving each rig's NATS password on the embedded server (dev makes one)
-  GPUMARKET_ROLES         web,meter (default both)
+  GPUMARKET_ROLES         any of web,gateway,meter, comma-separated (default all three)
   GPUMARKET_STREAM_REPLICAS, GPUMARKET_STREAM_DUPLICATE_WINDOW, GPUMARKET_STREAM_ACK_WAIT
                           the usage stream's replicas (3 on a cluster), dedupe window (5m), redelivery wait (30s)
   GPUMARKET_RATE_LIMIT_RPS, GPUMARKET_RATE_LIMIT_BURST

@@ -13,8 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/billing/stripemock/stripemocktest"
+
 	"github.com/gpumarket/gpumarket/db/dbtest"
-	"github.com/gpumarket/gpumarket/services/billing/stripemock"
 )
 
 // stripeMockOnPath puts a stripe-mock on the PATH, as an operator's machine may have one, and
@@ -22,10 +23,7 @@ import (
 // the PATH is where the platform would find it.
 func stripeMockOnPath(t *testing.T) (starts func() int) {
 	t.Helper()
-	real, err := stripemock.Find()
-	if err != nil {
-		t.Fatalf("stripe-mock: %v (make test installs it)", err)
-	}
+	real := stripemocktest.Bin(t)
 	dir := t.TempDir()
 	record := filepath.Join(dir, "started")
 	script := fmt.Sprintf("#!/bin/sh\necho started >> %q\nexec %q \"$@\"\n", record, real)
@@ -138,7 +136,7 @@ func TestOpenRefusesPaymentsWithoutAKeyOrTestMode(t *testing.T) {
 	_, dbURL := dbtest.NewWithURL(t)
 	cfg := Config{DatabaseURL: dbURL, Addr: "127.0.0.1:0", DataDir: t.TempDir(), NATSPort: 0,
 		SessionKey: []byte(strings.Repeat("k", 32)), StripeWebhookSecrets: []string{"whsec_test_open"},
-		Roles: Roles{Web: true, Meter: true}, TicketKey: []byte(strings.Repeat("t", 32)), RigKey: []byte(strings.Repeat("r", 32))}
+		Roles: Roles{Web: true, Gateway: true, Meter: true}, TicketKey: []byte(strings.Repeat("t", 32)), RigKey: []byte(strings.Repeat("r", 32))}
 	p, err := Open(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err == nil {
 		p.Close()

@@ -74,7 +74,7 @@ func (c *pageClient) post(path string, form url.Values) (int, string) {
 // onboarding on the local test page; another provider, who never comes back, is completed by
 // Stripe's account.updated event on the platform's webhook, signed with its secret.
 func TestPlatformOnboardsProvidersOnStripeMock(t *testing.T) {
-	cfg := testConfig(t, Roles{Web: true})
+	cfg := testConfig(t, Roles{Web: true, Gateway: true})
 	p := runPlatform(t, cfg)
 	ctx := context.Background()
 	if err := p.Seed(ctx); err != nil {
@@ -140,7 +140,7 @@ func TestCheckoutOriginsNameStripesPages(t *testing.T) {
 // stripe-mock and sees it on its Statements and Payouts pages; Northwind, not connected yet,
 // sees its payout failed, onboards, and finance's retry from the payouts page pays it, once.
 func TestPlatformPaysApprovedStatements(t *testing.T) {
-	cfg := testConfig(t, Roles{Web: true})
+	cfg := testConfig(t, Roles{Web: true, Gateway: true})
 	cfg.Invoicing.Seller, cfg.Invoicing.MinimumPayout = demoSeller, demoMinimumPayout
 	p := runPlatform(t, cfg)
 	ctx := context.Background()

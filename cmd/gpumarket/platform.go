@@ -12,9 +12,12 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
+
+	usageevent "github.com/gpumarket/gpumarket/services/usage"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats-server/v2/server"
@@ -23,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gpumarket/gpumarket/db"
+	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/audit"
 	"github.com/gpumarket/gpumarket/services/batch"
@@ -42,7 +46,9 @@ import (
 	"github.com/gpumarket/gpumarket/services/riglimits"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/ticket"
+	"github.com/gpumarket/gpumarket/services/usagestore"
 	"github.com/gpumarket/gpumarket/web"
+	"github.com/gpumarket/gpumarket/web/gateway"
 )
 
 // Platform is the running platform: its connections, services and HTTP server. Start it with
@@ -52,23 +58,29 @@ type Platform struct {
 	log        *slog.Logger
 	pool       *pgxpool.Pool
 	natsServer *server.Server // nil when NATS_URL names an external server
-	natsURL    string         // where rigs connect, without credentials
-	nc         *nats.Conn
-	js         jetstream.JetStream
-	meter      *metering.Meter // nil unless the meter role runs here
-	registry   *prometheus.Registry
-	accounts   *accounts.Service
-	catalog    *catalog.Service
-	audit      *audit.Log          // the finance audit log
-	invoicing  *invoicing.Service  // the close, invoices and statements; it closes due periods by itself in Run
-	router     *routing.Router     // nil unless the web role runs here: the /v1 gateway routes with it
-	requestLog *billing.RequestLog // what the gateway saw, reconciled with the meter
+	natsURL    string         // where rigs connect, without credentials: what providers are shown
+	// natsLocalURL is where this machine's simulated rigs connect, without credentials: the embedded server's
+	// local address, else natsURL.
+	natsLocalURL string
+	nc           *nats.Conn
+	js           jetstream.JetStream
+	meter        *metering.Meter // nil unless the meter role runs here
+	registry     *prometheus.Registry
+	accounts     *accounts.Service
+	catalog      *catalog.Service
+	audit        *audit.Log          // the finance audit log
+	invoicing    *invoicing.Service  // the close, invoices and statements; it closes due periods by itself in Run
+	router       *routing.Router     // nil unless the gateway runs here: the /v1 gateway routes with it
+	requestLog   *billing.RequestLog // what the gateway saw, reconciled with the meter
 	// reconcileEvery is how often the gateway's record is compared with the metered usage.
 	reconcileEvery time.Duration
 	stripeMock     *stripemock.Process // nil with a real Stripe key or STRIPE_API_URL
 	listener       net.Listener
 	http           *http.Server
 	web            *web.Server
+	// gateway serves /v1 (package web/gateway) beside web on the same address; nil where it
+	// does not run here.
+	gateway *gateway.Gateway
 	// metricsListener and metricsHTTP serve /metrics on GPUMARKET_METRICS_ADDR; nil without it.
 	metricsListener net.Listener
 	metricsHTTP     *http.Server
@@ -81,12 +93,15 @@ type Platform struct {
 	// says it runs on stripe-mock.
 	payouts      *payouts.Service
 	testPayments bool
-	// batches are the Batch API's files and batches, and batchScheduler runs their lines (batches.go);
-	// nil where no web role runs.
+	// batches are the Batch API's files and batches (nil where neither the web nor the gateway role
+	// runs), and batchScheduler runs their lines (batches.go), with the gateway role.
 	batches        *batch.Service
 	batchScheduler *batch.Scheduler
 	batchPollEvery time.Duration
 	batchLease     time.Duration
+	// usageStore makes usage_events' monthly partitions ahead and applies the usage retention, at the start and
+	// every day (docs/usage-storage.md).
+	usageStore *usagestore.Store
 }
 
 // Open connects to PostgreSQL (migrating it forward) and to NATS (embedding a server when no
@@ -104,26 +119,53 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 	if err = db.Migrate(ctx, p.pool, log); err != nil {
 		return nil, err
 	}
+	// The usage table's months ahead, and its retention, before anything writes usage; then once a day (Run).
+	p.usageStore = usagestore.New(usagestore.Config{Pool: p.pool, RetentionMonths: cfg.UsageRetentionMonths,
+		Log: log.With("part", "usage storage")})
+	if err := p.usageStore.Maintain(ctx); err != nil {
+		log.Warn("keeping the usage partitions failed; the meter makes the months it writes, and the next pass tries again", "err", err)
+	}
+	// The catalog is there before NATS: the embedded server asks it for each rig that connects.
+	p.audit = audit.New(p.pool, nil)
+	p.catalog = catalog.NewService(p.pool, catalog.Config{Rigs: cfg.RigPolicy(), Audit: p.audit})
 	natsURL := cfg.NATSURL
 	if natsURL == "" {
-		// The embedded server lets in this process (a password made now) and each listed
-		// offering's rig with its own credential, allowed to publish only its own subjects.
+		// The embedded server is the rigs' entry point: it lets in this process (a password made now, in the
+		// platform's account) and each listed offering's rig with its own credential, in the rigs' account,
+		// allowed to publish only its own subjects (docs/usage-stream.md, "The rigs' entry point").
 		platformPassword := randomToken()
 		natsserver.TuneGCForEmbedded()
 		p.natsServer, err = natsserver.StartEmbedded(natsserver.EmbeddedOptions{
-			Port: cfg.NATSPort, StoreDir: filepath.Join(cfg.DataDir, "nats"), Log: log,
+			Host: cfg.NATSHost, Port: cfg.NATSPort, StoreDir: filepath.Join(cfg.DataDir, "nats"), Log: log,
 			Authenticator: &natsserver.RigAuthenticator{PlatformName: "gpumarket", PlatformPassword: platformPassword,
-				RigKey: cfg.RigKey, ProviderOf: p.providerOf, Refused: p.rigRefused},
+				RigKey: cfg.RigKey, RigOf: p.rigOf, Refused: p.rigRefused},
 		})
 		if err != nil {
 			return nil, err
 		}
-		p.natsURL = p.natsServer.ClientURL()
-		natsURL = withUserInfo(p.natsURL, "gpumarket", platformPassword)
-		log.Info("embedded NATS with JetStream", "url", p.natsURL, "store", filepath.Join(cfg.DataDir, "nats"))
+		local := localNATSURL(p.natsServer)
+		p.natsURL = cfg.RigNATSURL
+		if p.natsURL == "" {
+			p.natsURL = p.natsServer.ClientURL()
+			if unspecifiedHost(cfg.NATSHost) {
+				// A wildcard is no address a rig can dial: show this machine's loopback, and say what to set.
+				p.natsURL = local
+				log.Warn("the embedded NATS listens on every address but GPUMARKET_RIG_NATS_URL is unset: providers are shown " +
+					local + "; set GPUMARKET_RIG_NATS_URL to the address their rigs reach")
+			}
+		}
+		p.natsLocalURL = local
+		natsURL = withUserInfo(local, "gpumarket", platformPassword)
+		log.Info("embedded NATS with JetStream", "url", p.natsServer.ClientURL(), "rigs_url", p.natsURL,
+			"store", filepath.Join(cfg.DataDir, "nats"))
 	} else {
-		// NATS_URL may carry the platform's own user and password: rigs get the address only.
-		p.natsURL = withoutUserInfo(natsURL)
+		// NATS_URL may carry the platform's own user and password: rigs get the address only, or the one
+		// GPUMARKET_RIG_NATS_URL names.
+		p.natsURL = cfg.RigNATSURL
+		if p.natsURL == "" {
+			p.natsURL = withoutUserInfo(natsURL)
+		}
+		p.natsLocalURL = withoutUserInfo(natsURL)
 	}
 	if p.nc, p.js, err = events.Connect(ctx, natsURL, "gpumarket", log); err != nil {
 		return nil, err
@@ -146,19 +188,22 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 	if p.accounts, err = accounts.NewService(p.pool, accounts.Config{SessionKey: sessionKey}); err != nil {
 		return nil, err
 	}
-	p.audit = audit.New(p.pool, nil)
-	p.catalog = catalog.NewService(p.pool, catalog.Config{Rigs: cfg.RigPolicy(), Audit: p.audit})
 	p.invoicing = newInvoicing(cfg.Invoicing, billing.NewLedger(p.pool, nil), p.audit, p.pool, log.With("role", "invoicing"))
 	var payments web.Payments
-	var gateway web.Gateway
+	var gw gateway.Config
 	if cfg.Roles.Web {
 		if payments, err = p.payments(ctx); err != nil {
 			return nil, err
 		}
-		if gateway, err = p.gateway(); err != nil {
+	}
+	if cfg.Roles.Gateway {
+		if gw, err = p.gatewayConfig(); err != nil {
 			return nil, err
 		}
-		if p.batches, err = p.openBatches(); err != nil {
+	}
+	if cfg.Roles.Web || cfg.Roles.Gateway {
+		// The batch pages (web) and the Batch API and its scheduler (gateway) share the files and batches.
+		if p.batches, err = p.openBatches(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -170,23 +215,36 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 		// The gateway is ready once its routing table is: catalog loaded and the rigs' heartbeats in.
 		ready = append(ready, web.ReadyCheck{Name: "routing", Check: p.router.Ready})
 	}
-	p.web = web.New(web.Config{
+	keyChanges := &natsKeyChanges{nc: p.nc}
+	webCfg := web.Config{
 		OpsOnly:  !cfg.Roles.Web,
 		Accounts: p.accounts, Catalog: p.catalog, Payments: payments, Usage: metering.NewReports(p.pool), Rigs: p,
-		Gateway: gateway, Log: log, Registry: p.registry, Ready: ready, UsageStream: p.usageStreamReport(),
-		TrustedProxies: cfg.TrustedProxies, MetricsToken: cfg.MetricsToken, KeyChanges: natsKeyChanges{p.nc},
+		Requests: p.requestLog, Log: log, Registry: p.registry, Ready: ready, UsageStream: p.usageStreamReport(),
+		TrustedProxies: cfg.TrustedProxies, MetricsToken: cfg.MetricsToken, KeyChanges: keyChanges,
 		Invoicing: p.invoicing, Audit: p.audit, Journal: p.journal, Performance: performance.NewService(p.pool, p.catalog),
 		Reports: reports.New(p.pool), Batches: p.batches,
-	})
-	if cfg.Roles.Web {
-		if _, err = subscribeKeyChanges(p.nc, p.web, log); err != nil {
+	}
+	if p.router != nil {
+		webCfg.Router = p.router
+		webCfg.BatchLoad = func() map[string]int { return p.gateway.BatchLoad() }
+	}
+	p.web = web.New(webCfg)
+	// The gateway serves /v1 on the same address, through the same request ids, metrics and
+	// access log as the pages; a process without it answers /v1 that it does not run here.
+	var v1 http.Handler
+	if p.router != nil {
+		gw.Accounts, gw.Batches, gw.Log, gw.Middleware, gw.IPExtractor = p.accounts, p.batches, log, p.web.EdgeMiddleware(), p.web.IPExtractor()
+		p.gateway = gateway.New(gw)
+		keyChanges.local = p.gateway
+		if _, err = subscribeKeyChanges(p.nc, p.gateway, log); err != nil {
 			return nil, err
 		}
+		v1 = p.gateway
 	}
 	if p.listener, err = net.Listen("tcp", cfg.Addr); err != nil {
 		return nil, fmt.Errorf("listen on %s: %w (set GPUMARKET_ADDR to another address)", cfg.Addr, err)
 	}
-	p.http = newHTTPServer(p.web)
+	p.http = newHTTPServer(gateway.Mount(v1, p.web))
 	if cfg.MetricsAddr != "" {
 		if p.metricsListener, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
 			return nil, fmt.Errorf("listen on %s for /metrics: %w (set GPUMARKET_METRICS_ADDR to another address)", cfg.MetricsAddr, err)
@@ -279,17 +337,17 @@ func checkoutOrigins(testMode bool) []string {
 	return []string{billing.StripeCheckoutOrigin, payouts.StripeConnectOrigin}
 }
 
-// gateway builds what the /v1 gateway needs: the router (started in Run), route tickets,
+// gatewayConfig builds what the /v1 gateway needs: the router (started in Run), route tickets,
 // admission, the request log and the rate limit per API key.
-func (p *Platform) gateway() (web.Gateway, error) {
+func (p *Platform) gatewayConfig() (gateway.Config, error) {
 	signer, err := ticket.NewSigner(p.cfg.TicketKey)
 	if err != nil {
-		return web.Gateway{}, err
+		return gateway.Config{}, err
 	}
 	p.router = routing.New(routing.Config{Pool: p.pool, Catalog: p.catalog, NATS: p.nc, Log: p.log.With("role", "gateway"),
 		FlushEvery: p.cfg.routingFlushEvery})
 	p.requestLog = billing.NewRequestLog(p.pool, nil, p.log.With("role", "gateway"))
-	return web.Gateway{
+	return gateway.Config{
 		Router: p.router, Tickets: signer, Requests: p.requestLog,
 		RatePerSecond: p.cfg.RateLimitRPS, RateBurst: p.cfg.RateLimitBurst, RigPolicy: p.cfg.RigPolicy(),
 		Admission: billing.NewAdmission(billing.AdmissionConfig{Pool: p.pool, Prices: p.catalog, Log: p.log.With("role", "gateway")}),
@@ -321,25 +379,70 @@ func (p *Platform) reconcile(ctx context.Context) {
 	}
 }
 
-// RigCredentials gives a provider what its agent needs: where NATS is (never with the
-// platform's own user and password), the rig's user and password, and the key that verifies
-// the offering's route tickets (never the platform's). On an external NATS server the rig's
-// password is the one derived from GPUMARKET_RIG_KEY when that is set (the server is then
-// configured with it), else the operator's to give, and empty here.
-func (p *Platform) RigCredentials(offeringID string) (natsURL, user, password, offeringKey string) {
-	user = events.RigUsername(offeringID)
+// RigCredentials gives a provider what its agent needs: where the rigs' entry point is (never with the
+// platform's own user and password), the rig's user and the password of its credential's current issue, and the
+// key that verifies the offering's route tickets (never the platform's). On an external NATS server the rig's
+// password is the one derived from GPUMARKET_RIG_KEY when that is set (the server is then configured with it),
+// else the operator's to give, and empty here.
+func (p *Platform) RigCredentials(ctx context.Context, offeringID string) (web.RigCredential, error) {
+	cred := web.RigCredential{NATSURL: p.natsURL, NATSUser: events.RigUsername(offeringID),
+		OfferingKey: hex.EncodeToString(ticket.OfferingKey(p.cfg.TicketKey, offeringID)), Reissuable: p.natsServer != nil}
 	if p.natsServer != nil || len(p.cfg.RigKey) >= 32 {
-		password = events.RigPassword(p.cfg.RigKey, offeringID)
+		_, issue, err := p.catalog.RigCredentialIssue(ctx, offeringID)
+		if err != nil {
+			return web.RigCredential{}, err
+		}
+		cred.NATSPassword = events.RigPasswordIssue(p.cfg.RigKey, offeringID, issue)
 	}
-	return p.natsURL, user, password, hex.EncodeToString(ticket.OfferingKey(p.cfg.TicketKey, offeringID))
+	return cred, nil
 }
 
-// providerOf tells the embedded NATS server whose offering a rig serves.
-func (p *Platform) providerOf(ctx context.Context, offeringID string) (string, bool) {
-	var provider string
-	err := p.pool.QueryRow(ctx, `SELECT provider_account_id::text FROM offerings
-		WHERE id::text = $1 AND status <> 'delisted'`, offeringID).Scan(&provider)
-	return provider, err == nil
+// ReissueRigCredential moves the provider's rig on to its credential's next issue and closes the connections the
+// earlier one opened: from now on the embedded server lets the rig in with the new password only. An external
+// NATS server keeps its own users, which the platform cannot change.
+func (p *Platform) ReissueRigCredential(ctx context.Context, providerAccountID, offeringID string) error {
+	if p.natsServer == nil {
+		return services.Errorf(services.CodeUnavailable,
+			"This platform's NATS is run by its operator: ask them for a new password for your rig.")
+	}
+	issue, err := p.catalog.ReissueRigCredential(ctx, providerAccountID, offeringID)
+	if err != nil {
+		return err
+	}
+	closed, err := natsserver.DisconnectUser(p.natsServer, events.RigUsername(offeringID))
+	if err != nil {
+		return err
+	}
+	p.log.Info("rig credential re-issued", "offering", offeringID, "issue", issue, "connections_closed", closed)
+	return nil
+}
+
+// rigOf tells the embedded NATS server whose offering a rig serves and which issue of its credential is valid.
+func (p *Platform) rigOf(ctx context.Context, offeringID string) (string, int, bool) {
+	provider, issue, err := p.catalog.RigCredentialIssue(ctx, offeringID)
+	if err != nil && services.ErrorCode(err) != services.CodeNotFound {
+		p.log.Warn("a rig's listing could not be read; its connection is refused", "offering", offeringID, "err", err)
+	}
+	return provider, issue, err == nil
+}
+
+// localNATSURL is where this process reaches the embedded server it started: its listen address, or loopback when
+// it listens on every address.
+func localNATSURL(s *server.Server) string {
+	addr := s.Addr().(*net.TCPAddr)
+	host := addr.IP.String()
+	if addr.IP.IsUnspecified() {
+		host = "127.0.0.1"
+		if addr.IP.To4() == nil {
+			host = "::1"
+		}
+	}
+	return "nats://" + net.JoinHostPort(host, strconv.Itoa(addr.Port))
+}
+
+func unspecifiedHost(host string) bool {
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsUnspecified()
 }
 
 func withUserInfo(rawURL, user, password string) string {
@@ -410,7 +513,7 @@ func (p *Platform) openMeter(ctx context.Context) (*metering.Meter, error) {
 	if err != nil {
 		return nil, err
 	}
-	cons, err := metering.EnsureStreams(ctx, p.js, metering.StreamOptions{
+	cons, err := usageevent.EnsureStreams(ctx, p.js, usageevent.StreamOptions{
 		Replicas: p.cfg.StreamReplicas, DuplicateWindow: p.cfg.StreamDuplicateWindow, AckWait: p.cfg.StreamAckWait,
 		MaxPendingPerRig: p.cfg.StreamMaxPendingPerRig, Log: p.log.With("role", "meter"),
 	})
@@ -465,10 +568,12 @@ func (p *Platform) Run(ctx context.Context) error {
 				errc <- fmt.Errorf("meter: %w", err)
 			}
 		}()
-		p.log.Info("metering usage events", "stream", metering.StreamName, "consumer", metering.ConsumerName)
+		p.log.Info("metering usage events", "stream", usageevent.StreamName, "consumer", usageevent.ConsumerName)
 	} else {
 		close(meterDone)
 	}
+	// Every process keeps the usage partitions; a lock lets one of them at a time.
+	p.usageStore.Start(ctx)
 	// Every process closes due periods by itself; the period's lock lets one of them at a time.
 	autoCloseDone := make(chan struct{})
 	go func() {
@@ -491,6 +596,7 @@ func (p *Platform) Run(ctx context.Context) error {
 		<-gatewayDone
 		<-meterDone
 		<-autoCloseDone
+		p.usageStore.Close()
 	}()
 	p.log.Info("shutting down: finishing requests in flight")
 	if p.batchScheduler != nil {
@@ -509,6 +615,9 @@ func (p *Platform) Run(ctx context.Context) error {
 
 // Close releases connections and stops the embedded NATS server.
 func (p *Platform) Close() {
+	if p.usageStore != nil {
+		p.usageStore.Close()
+	}
 	if p.batchScheduler != nil {
 		p.batchScheduler.Close()
 	}

@@ -21,7 +21,7 @@ func TestPlatformServesAndShutsDown(t *testing.T) {
 	cfg := Config{DatabaseURL: dbURL, Addr: "127.0.0.1:0", DataDir: t.TempDir(), NATSPort: 0,
 		Payments:   PaymentsTest,
 		SessionKey: []byte(strings.Repeat("k", 32)), StripeWebhookSecrets: []string{"whsec_test_platform"},
-		Roles: Roles{Web: true, Meter: true}, TicketKey: []byte(strings.Repeat("t", 32)),
+		Roles: Roles{Web: true, Gateway: true, Meter: true}, TicketKey: []byte(strings.Repeat("t", 32)),
 		RigKey: []byte(strings.Repeat("r", 32)), Development: true} // the demo's rigs listen on loopback
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -118,7 +118,7 @@ func TestPlatformServesAndShutsDown(t *testing.T) {
 }
 
 func TestServeRefusesWithoutItsSecrets(t *testing.T) {
-	err := serve(context.Background(), Config{Roles: Roles{Web: true, Meter: true}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	err := serve(context.Background(), Config{Roles: Roles{Web: true, Gateway: true, Meter: true}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err == nil || !strings.Contains(err.Error(), "DATABASE_URL") || !strings.Contains(err.Error(), "GPUMARKET_SESSION_KEY") {
 		t.Fatalf("serve without configuration: %v", err)
 	}

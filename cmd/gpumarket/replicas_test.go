@@ -46,7 +46,7 @@ import (
 //     ledger balances.
 const (
 	// replicaRoles is what each replica runs (GPUMARKET_ROLES).
-	replicaRoles = "web,meter"
+	replicaRoles = "web,gateway,meter"
 	// replicaRigDelay keeps the rigs in the standard tier: a measured P99 below 49.5 ms would promote them.
 	replicaRigDelay = 60 * time.Millisecond
 	// The key rate limit each replica applies (GPUMARKET_RATE_LIMIT_RPS and _BURST).
@@ -164,9 +164,9 @@ func (h *restart) listFiguresOffering() catalog.Offering {
 	return o
 }
 
-// startAuthenticatedNATSCluster starts three nats-server nodes with JetStream, clustered on loopback, each with its
-// own store and the rigs' users as the embedded server has them, and waits until they have a JetStream leader.
-func startAuthenticatedNATSCluster(t *testing.T, auth server.Authentication) []*server.Server {
+// startNATSCluster starts three nats-server nodes with JetStream, clustered on loopback, each with its own store,
+// and waits until they have a JetStream leader.
+func startNATSCluster(t *testing.T) []*server.Server {
 	t.Helper()
 	var ports []int // a client and a cluster port per node
 	for range 6 {
@@ -187,9 +187,9 @@ func startAuthenticatedNATSCluster(t *testing.T, auth server.Authentication) []*
 		s, err := server.NewServer(&server.Options{
 			ServerName: fmt.Sprintf("nats-%d", i+1), Host: "127.0.0.1", Port: ports[i],
 			JetStream: true, StoreDir: filepath.Join(store, fmt.Sprintf("nats-%d", i+1)),
-			Cluster:                    server.ClusterOpts{Name: "gpumarket", Host: "127.0.0.1", Port: ports[3+i]},
-			Routes:                     server.RoutesFromStr(strings.Join(routes, ",")),
-			CustomClientAuthentication: auth, NoLog: true, NoSigs: true,
+			Cluster: server.ClusterOpts{Name: "gpumarket", Host: "127.0.0.1", Port: ports[3+i]},
+			Routes:  server.RoutesFromStr(strings.Join(routes, ",")),
+			NoLog:   true, NoSigs: true,
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/billing/stripemock/stripemocktest"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats-server/v2/server"
 
@@ -28,7 +30,6 @@ import (
 	"github.com/gpumarket/gpumarket/db/dbtest"
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/billing"
-	"github.com/gpumarket/gpumarket/services/billing/stripemock"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/events"
@@ -118,7 +119,9 @@ type restartOptions struct {
 	// what keeps a rig in the standard tier once its figures are flushed (a P99 under 49.5 ms would promote it to
 	// realtime, where requests for the standard tier no longer reach it).
 	rigDelay time.Duration
-	// natsCluster runs NATS as a cluster of three nodes instead of one server.
+	// natsCluster runs NATS as a cluster of three nodes instead of one server, with no users: the rigs' account
+	// and credentials are the embedded server's (natsserver.RigAuthenticator), and an external cluster's are its
+	// own configuration's.
 	natsCluster bool
 }
 
@@ -148,13 +151,15 @@ func setupRestartWith(t *testing.T, opts restartOptions) *restart {
 	// NATS outlives the platform, with the rigs' users as the embedded server has them.
 	h.natsPass = randomToken()
 	auth := &natsserver.RigAuthenticator{PlatformName: "gpumarket", PlatformPassword: h.natsPass,
-		RigKey: []byte(restartRigKey), ProviderOf: func(ctx context.Context, offeringID string) (string, bool) {
+		RigKey: []byte(restartRigKey), RigOf: func(ctx context.Context, offeringID string) (string, int, bool) {
 			var provider string
-			err := h.pool.QueryRow(ctx, `SELECT provider_account_id::text FROM offerings WHERE id::text = $1`, offeringID).Scan(&provider)
-			return provider, err == nil
+			var issue int
+			err := h.pool.QueryRow(ctx, `SELECT provider_account_id::text, rig_credential_issue FROM offerings WHERE id::text = $1`,
+				offeringID).Scan(&provider, &issue)
+			return provider, issue, err == nil
 		}}
 	if opts.natsCluster {
-		h.nats = startAuthenticatedNATSCluster(t, auth)
+		h.nats = startNATSCluster(t) // with no users, as the Compose cluster (docs/deploy.md, "Rigs on the cluster")
 	} else {
 		ns, err := natsserver.StartEmbedded(natsserver.EmbeddedOptions{StoreDir: t.TempDir(), Log: discardLog(), Authenticator: auth})
 		if err != nil {
@@ -164,16 +169,7 @@ func setupRestartWith(t *testing.T, opts restartOptions) *restart {
 		h.nats = []*server.Server{ns}
 	}
 	h.natsURL = h.platformNATSURL(0)
-	bin, err := stripemock.Find()
-	if err != nil {
-		t.Fatal(err)
-	}
-	mock, err := stripemock.Start(ctx, bin, discardLog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(mock.Stop)
-	h.stripeURL = mock.URL
+	h.stripeURL = stripemocktest.Start(t)
 
 	// A provider with two standard offerings, each a stock agent in front of a simulated backend, and a customer
 	// with credit and a key.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/cmd/internal/scratchdb"
+	"github.com/gpumarket/gpumarket/services/usagestore"
 )
 
 // seedChunk is how many usage rows one INSERT writes, so that progress shows.
@@ -61,6 +62,14 @@ func seed(ctx context.Context, d *scratchdb.Database, o options, end time.Time) 
 		if err := exec(s.what, s.sql, s.args...); err != nil {
 			return err
 		}
+	}
+	// Each month of the rows gets its partition first, as the meter makes it (docs/usage-storage.md).
+	var months []time.Time
+	for m := start; !m.After(end); m = m.AddDate(0, 0, 1) {
+		months = append(months, m)
+	}
+	if err := usagestore.New(usagestore.Config{Pool: d.Pool}).MakeMonths(ctx, append(months, end)); err != nil {
+		return fmt.Errorf("seed the usage months: %w", err)
 	}
 	perAccount := (o.events + o.accounts - 1) / o.accounts
 	for from := 0; from < o.events; from += seedChunk {

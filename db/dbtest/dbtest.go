@@ -39,6 +39,15 @@ var (
 	templateErr  error
 )
 
+// SkipShort skips a test that needs PostgreSQL in the short run (go test -short, make
+// test-short), which keeps to the tests that need nothing but the code.
+func SkipShort(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs PostgreSQL: left out of the short run; make test runs it")
+	}
+}
+
 // New returns a pool on a fresh migrated database that is dropped when the test ends.
 func New(t testing.TB) *pgxpool.Pool {
 	t.Helper()
@@ -49,6 +58,7 @@ func New(t testing.TB) *pgxpool.Pool {
 // NewWithURL is New, also returning the database's URL for code that opens its own pool.
 func NewWithURL(t testing.TB) (*pgxpool.Pool, string) {
 	t.Helper()
+	SkipShort(t)
 	ctx := context.Background()
 	templateOnce.Do(func() { templateName, templateErr = ensureTemplate(ctx) })
 	if templateErr != nil {
@@ -83,6 +93,7 @@ func NewWithURL(t testing.TB) (*pgxpool.Pool, string) {
 // NewEmpty returns the URL of a fresh database with no migrations applied, dropped at cleanup.
 func NewEmpty(t testing.TB) string {
 	t.Helper()
+	SkipShort(t)
 	ctx := context.Background()
 	name := "gpumarket_test_" + randomHex(6)
 	admin, err := pgx.Connect(ctx, AdminURL())

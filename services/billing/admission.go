@@ -26,7 +26,8 @@ import (
 // What an account has to spend is its credit balance (the ledger's cached balance), less what
 // it has committed that the balance does not show yet:
 //   - in flight: each admitted request reserves an upper estimate of its cost until it ends,
-//     (prompt bytes x the tier's input price) + (max_tokens x its output price); a request
+//     (prompt bytes x the tier's input price) + (max_tokens x its output price), max_tokens
+//     capped at the model's window and times the choices (routing.OutputBound); a request
 //     without max_tokens reserves DefaultOutputReservation output tokens, one without output
 //     (embeddings) none. A prompt of n bytes holds at most n tokens for byte-level BPE
 //     tokenizers, so the input part is a true upper bound.
@@ -132,8 +133,9 @@ type AdmitInput struct {
 	Tier         catalog.Tier
 	// MaxInputTokens bounds the prompt's tokens: the gateway passes the body's size in bytes.
 	MaxInputTokens int64
-	// MaxOutputTokens is the request's max_tokens; nil when it set none (the reservation
-	// assumes DefaultOutputReservation), 0 for an endpoint that produces no output tokens.
+	// MaxOutputTokens is the most output tokens the request may be billed for
+	// (routing.OutputBound); nil when it set no max_tokens (the reservation assumes
+	// DefaultOutputReservation), 0 for an endpoint that produces no output tokens.
 	MaxOutputTokens *int64
 }
 
@@ -246,17 +248,14 @@ func (a *Admission) Admit(ctx context.Context, in AdmitInput) (_ *Reservation, e
 // few reads a second.
 const recheckAfter = 200 * time.Millisecond
 
-// refusal is why the figures refuse a request, nil when they admit it.
+// refusal is why the figures refuse a request, nil when they admit it (Refusal).
 func (sp *spender) refusal(in AdmitInput, limited bool) error {
-	if sp.balance-sp.heldTotal-sp.inFlight <= 0 {
-		return &services.Error{Code: services.CodeForbidden, Cause: ErrCreditSpent,
-			Message: "Your credit balance is spent. Buy credits on the Credits page, then retry."}
+	st := Standing{Balance: sp.balance, Held: sp.heldTotal, InFlight: sp.inFlight}
+	if limited {
+		st.KeySpent, st.KeyHeld, st.KeyInFlight = sp.spent[in.APIKeyID], sp.heldByKey[in.APIKeyID], sp.inFlightByKey[in.APIKeyID]
+		st.KeyLimit = in.MonthlyLimit
 	}
-	if limited && sp.spent[in.APIKeyID]+sp.heldByKey[in.APIKeyID]+sp.inFlightByKey[in.APIKeyID] >= *in.MonthlyLimit {
-		return &services.Error{Code: services.CodeForbidden, Cause: ErrKeyLimitReached,
-			Message: fmt.Sprintf("This API key has reached its monthly spending limit of %s. Raise the limit on the API keys page, or wait for next month.", in.MonthlyLimit.String())}
-	}
-	return nil
+	return Refusal(st)
 }
 
 // Settle ends the reservation of a request. requestID is the id the request was billed under
@@ -393,7 +392,7 @@ func (a *Admission) load(ctx context.Context, accountID string, keys, held []str
 	rows, err := a.cfg.Pool.Query(ctx, `
 		SELECT b.balance, m.metered, k.id, k.spent
 		FROM (SELECT (SELECT balance FROM ledger_accounts WHERE kind = 'customer_credit' AND owner_account_id = $1::uuid) AS balance) b
-		CROSS JOIN (SELECT ARRAY(SELECT request_id FROM usage_events WHERE request_id = ANY($4::text[])) AS metered) m
+		CROSS JOIN (SELECT ARRAY(SELECT request_id FROM usage_event_keys WHERE request_id = ANY($4::text[])) AS metered) m
 		LEFT JOIN LATERAL (
 			SELECT id, coalesce((SELECT charge_pico FROM api_key_spend s
 				WHERE s.api_key_id = id AND s.month = $3), 0) AS spent

@@ -21,6 +21,10 @@ type UsageCheck struct {
 	InvoiceID   string            `json:"invoice_id"`
 	Matches     bool              `json:"matches"`
 	Differences []UsageDifference `json:"differences"`
+	// RowsDropped says the period's usage rows were dropped after their retention, its
+	// documents being final (docs/usage-storage.md, "Retention"): there is nothing to check the
+	// rollups against, so nothing is flagged.
+	RowsDropped bool `json:"rows_dropped"`
 }
 
 // UsageDifference is a line whose rollups and usage rows disagree.
@@ -57,7 +61,7 @@ func (s *Service) CheckInvoiceUsage(ctx context.Context, invoiceID string) (_ Us
 		return UsageCheck{}, err
 	}
 	check.InvoiceID = invoiceID
-	if !check.Matches {
+	if !check.Matches && !check.RowsDropped {
 		if _, err := s.pool.Exec(ctx, `
 			UPDATE invoices SET flags = array_append(flags, $2)
 			WHERE id = $1 AND status = 'draft' AND NOT ($2 = ANY (flags))`, invoiceID, string(FlagUsageMismatch)); err != nil {
@@ -69,6 +73,14 @@ func (s *Service) CheckInvoiceUsage(ctx context.Context, invoiceID string) (_ Us
 
 // checkUsage compares an account's rollups of a period with its usage rows.
 func (s *Service) checkUsage(ctx context.Context, q querier, accountID string, p Period) (UsageCheck, error) {
+	var dropped bool
+	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM usage_months_dropped WHERE month = $1)`, p.Start()).
+		Scan(&dropped); err != nil {
+		return UsageCheck{}, wrapf(err, "invoicing: check the usage of %s in %s", accountID, p)
+	}
+	if dropped {
+		return UsageCheck{RowsDropped: true, Differences: []UsageDifference{}}, nil
+	}
 	b := &pgx.Batch{}
 	var rollups, rows = map[usageKey]usageSums{}, map[usageKey]usageSums{}
 	b.Queue(`

@@ -70,6 +70,38 @@ func TestTheReviewQueuesFlags(t *testing.T) {
 	}
 }
 
+// A month whose usage rows were dropped after their retention has nothing to check its
+// rollups against: the check says so and flags nothing, on demand or in a close run again.
+func TestTheCheckOfAMonthWithoutItsRowsFlagsNothing(t *testing.T) {
+	w := newWorld(t)
+	acme := w.account("Acme Labs")
+	fjord := w.rig(w.account("Fjord GPU Co-op"))
+	march := MonthPeriod(2026, 3)
+	w.uses(acme, fjord, time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC), 3)
+	w.at(time.Date(2026, 4, 4, 0, 0, 0, 0, time.UTC))
+	w.close(march)
+	if check, err := w.svc.CheckInvoiceUsage(w.ctx(), w.invoiceOf(acme, march).ID); err != nil || !check.Matches || check.RowsDropped {
+		t.Fatalf("the check with the rows: %+v, %v", check, err)
+	}
+	// As the retention leaves the month: its rows gone, its rollups kept, the drop recorded.
+	if _, err := w.pool.Exec(w.ctx(), `DELETE FROM usage_events WHERE occurred_at >= $1 AND occurred_at < $2`,
+		march.Start(), march.End()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.pool.Exec(w.ctx(), `INSERT INTO usage_months_dropped (month, events, dropped_at) VALUES ($1, 3, $2)`,
+		march.Start(), march.End()); err != nil {
+		t.Fatal(err)
+	}
+	check, err := w.svc.CheckInvoiceUsage(w.ctx(), w.invoiceOf(acme, march).ID)
+	if err != nil || !check.RowsDropped || len(check.Differences) != 0 {
+		t.Errorf("the check without the rows: %+v, %v; want rows_dropped and no difference", check, err)
+	}
+	w.close(march)
+	if flags := w.invoiceOf(acme, march).Flags; slices.Contains(flags, FlagUsageMismatch) {
+		t.Errorf("flags %v after a close without the rows: want no usage_mismatch", flags)
+	}
+}
+
 func sameFlags(a, b []Flag) bool {
 	slices.Sort(a)
 	b = slices.Clone(b)

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/usage"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
@@ -32,6 +34,7 @@ func (m *Meter) commit(ctx context.Context, b checkedBatch) (BatchResult, error)
 	if err := m.resolveLedgers(ctx, b.cands); err != nil {
 		return BatchResult{}, err
 	}
+	m.makeMonths(ctx, b.cands)
 	res, err := m.commitTx(ctx, b, true)
 	if pgErrorCode(err) == codeUniqueViolation {
 		res, err = m.commitTx(ctx, b, false)
@@ -76,8 +79,8 @@ type pricedEvent struct {
 
 // storeResult is what store wrote.
 type storeResult struct {
-	occurred   []time.Time // of the events stored
-	usages     []Usage     // of the events stored, in the order of occurred, with the tokens billed
+	occurred   []time.Time   // of the events stored
+	usages     []usage.Usage // of the events stored, in the order of occurred, with the tokens billed
 	charged    money.BigPico
 	rejections []StoredRejection
 	deferred   []Deferral
@@ -130,7 +133,7 @@ func (m *Meter) store(ctx context.Context, tx pgx.Tx, cands []candidate, now tim
 	}
 	stored := make([]*pricedEvent, 0, len(priced))
 	out.occurred = make([]time.Time, 0, len(priced))
-	out.usages = make([]Usage, 0, len(priced))
+	out.usages = make([]usage.Usage, 0, len(priced))
 	for i := range priced {
 		pe := &priced[i]
 		if isNew != nil && !isNew[pe.c.ev.ID] {
@@ -139,7 +142,7 @@ func (m *Meter) store(ctx context.Context, tx pgx.Tx, cands []candidate, now tim
 				// stored, so it is acknowledged and is no duplicate to review.
 				continue
 			}
-			out.rejections = append(out.rejections, StoredRejection{Message: pe.c.msg, EventID: pe.c.ev.ID, Reason: RejectDuplicate,
+			out.rejections = append(out.rejections, StoredRejection{Message: pe.c.msg, EventID: pe.c.ev.ID, Reason: usage.RejectDuplicate,
 				Detail: "event " + pe.c.ev.ID + " or request " + pe.c.ev.Data.RequestID + " is already metered"})
 			continue
 		}
@@ -155,6 +158,9 @@ func (m *Meter) store(ctx context.Context, tx pgx.Tx, cands []candidate, now tim
 	if out.charged, err = m.post(ctx, tx, stored, now); err != nil {
 		return out, err
 	}
+	if err := addBatchCosts(ctx, tx, stored); err != nil {
+		return out, err
+	}
 	return out, nil
 }
 
@@ -167,7 +173,7 @@ func (m *Meter) judge(cands []candidate, refs references, now time.Time, out *st
 	for i := range cands {
 		c := &cands[i]
 		u := &c.ev.Data
-		reject := func(reason RejectReason, detail string) {
+		reject := func(reason usage.RejectReason, detail string) {
 			out.rejections = append(out.rejections, StoredRejection{Message: c.msg, EventID: c.ev.ID, Reason: reason, Detail: detail})
 		}
 		provider, ok := refs.offerings[u.OfferingID]
@@ -176,7 +182,7 @@ func (m *Meter) judge(cands []candidate, refs references, now time.Time, out *st
 			continue
 		}
 		if !refs.accounts[c.claims.AccountID] {
-			reject(RejectTicketInvalid, "the ticket names no account the platform holds: "+c.claims.AccountID)
+			reject(usage.RejectTicketInvalid, "the ticket names no account the platform holds: "+c.claims.AccountID)
 			continue
 		}
 		if provider != c.providerID {
@@ -202,7 +208,7 @@ func (m *Meter) judge(cands []candidate, refs references, now time.Time, out *st
 			continue
 		}
 		t := terms{price: p, askIn: c.claims.AskInput, askOut: c.claims.AskOutput, kind: c.claims.Kind,
-			embeddingValid: u.Status == StatusOK}
+			embeddingValid: u.Status == usage.StatusOK}
 		charge, payable, err := t.charges(bill.in, bill.out)
 		if err != nil {
 			reject(RejectOverflow, fmt.Sprintf("%d input and %d output tokens at the ticket's terms: %v", bill.in, bill.out, err))
@@ -243,7 +249,10 @@ func redeliveries(ctx context.Context, tx pgx.Tx, priced []pricedEvent, isNew ma
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	rows, err := tx.Query(ctx, `SELECT event_id, stream_seq FROM usage_events WHERE event_id = ANY ($1)`, ids)
+	// Planned for each call (QueryExecModeExec): a plan cached while usage_event_keys was nearly
+	// empty would scan the whole table as it grows.
+	rows, err := tx.Query(ctx, `SELECT event_id, stream_seq FROM usage_event_keys WHERE event_id = ANY ($1)`,
+		pgx.QueryExecModeExec, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -268,14 +277,20 @@ func redeliveries(ctx context.Context, tx pgx.Tx, priced []pricedEvent, isNew ma
 // same events take the unique indexes' locks in one order; rollup rows are upserted in key
 // order for the same reason.
 var (
-	// insertNewUsage takes every row for new: one already stored fails it.
-	insertNewUsage = `WITH ` + usageIncoming + `, inserted AS (` + usageInsert + `), ` + usageRollup("incoming") + `, ` +
-		keySpend("incoming") + `
+	// insertNewUsage takes every row for new: one already stored fails its keys.
+	insertNewUsage = `WITH ` + usageIncoming + `, keyed AS (` + usageKeysInsert + `), inserted AS (` + usageInsert + `
+			FROM incoming ORDER BY n), ` + usageRollup("incoming") + `, ` + keySpend("incoming") + `
 		SELECT 1`
 	// insertUsageOnce skips every event whose event id or request id is already stored, rolls
-	// up the rows it inserted, and returns their event ids.
-	insertUsageOnce = `WITH ` + usageIncoming + `, inserted AS (` + usageInsert + `
+	// up the rows it inserted, and returns their event ids. The keys decide (as the usage
+	// table's unique indexes did before it was partitioned by month): the rows inserted are
+	// those whose keys were.
+	insertUsageOnce = `WITH ` + usageIncoming + `, keyed AS (` + usageKeysInsert + `
 			ON CONFLICT DO NOTHING
+			RETURNING event_id, request_id, stream_seq), inserted AS (` + usageInsert + `
+			FROM (SELECT DISTINCT ON (event_id) i.* FROM incoming i JOIN keyed k USING (event_id, request_id, stream_seq)
+				ORDER BY event_id, n) incoming
+			ORDER BY n
 			RETURNING event_id, occurred_at, account_id, api_key_id, offering_id, tier, model, price_id, ask_input_price,
 				ask_output_price, provider_account_id, input_tokens, output_tokens, charge_pico, payable_pico, energy_j,
 				energy_source, duration_ms), ` +
@@ -303,8 +318,12 @@ const (
 		SELECT event_id, request_id, account_id, api_key_id, offering_id, provider_account_id,
 			tier, model, input_tokens, output_tokens, reported_input_tokens, reported_output_tokens, ttft_ms,
 			duration_ms, energy_j, energy_source, status, price_id, input_price, output_price, ask_input_price,
-			ask_output_price, charge_pico, payable_pico, flag, flag_reason, occurred_at, $29, stream_seq
-		FROM incoming ORDER BY n`
+			ask_output_price, charge_pico, payable_pico, flag, flag_reason, occurred_at, $29, stream_seq`
+	// usageKeysInsert writes the incoming rows' keys (docs/usage-storage.md, "One event id, one
+	// request id, over all months").
+	usageKeysInsert = `
+		INSERT INTO usage_event_keys (event_id, request_id, occurred_at, stream_seq)
+		SELECT event_id, request_id, occurred_at, stream_seq FROM incoming ORDER BY n`
 	usageColumnList = `event_id, request_id, account_id, api_key_id, offering_id, provider_account_id,
 		tier, model, input_tokens, output_tokens, reported_input_tokens, reported_output_tokens, ttft_ms,
 		duration_ms, energy_j, energy_source, status, price_id, input_price, output_price, ask_input_price,

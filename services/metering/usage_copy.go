@@ -9,20 +9,26 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/usage"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-// The fast way a batch of new events is written: its usage rows by COPY, which costs the
-// database about two thirds of what an INSERT of the same rows from arrays costs, and its
+// The fast way a batch of new events is written: its keys and usage rows by COPY, which costs
+// the database about two thirds of what an INSERT of the same rows from arrays costs, and its
 // rollups summed here and upserted in one statement of a few rows. It is taken when every
-// event is taken for new; a stored one fails the COPY with a unique violation, as it fails
-// insertNewUsage, and the batch goes the careful way (insertUsageOnce).
+// event is taken for new; a stored one fails the COPY of the keys with a unique violation, as
+// it fails insertNewUsage, and the batch goes the careful way (insertUsageOnce).
 
 var usageColumns = []string{"event_id", "request_id", "account_id", "api_key_id", "offering_id", "provider_account_id",
 	"tier", "model", "input_tokens", "output_tokens", "reported_input_tokens", "reported_output_tokens", "ttft_ms",
 	"duration_ms", "energy_j", "energy_source", "status", "price_id", "input_price", "output_price", "ask_input_price",
 	"ask_output_price", "charge_pico", "payable_pico", "flag", "flag_reason", "occurred_at", "metered_at", "stream_seq"}
+
+// usageKeyColumns are a usage row's keys, which usage_event_keys holds once over all months
+// (docs/usage-storage.md, "One event id, one request id, over all months").
+var usageKeyColumns = []string{"event_id", "request_id", "occurred_at", "stream_seq"}
 
 // copyNewUsage writes the priced events' usage rows, in event id order (so that meters racing
 // on the same events take the unique indexes' locks in one order), and adds them to the
@@ -38,7 +44,11 @@ func copyNewUsage(ctx context.Context, tx pgx.Tx, priced []pricedEvent, now time
 	if !ok {
 		return false, nil
 	}
-	src := &usageSource{priced: priced, order: byEventID(priced), at: -1, now: now, uuids: map[string]pgtype.UUID{}}
+	order := byEventID(priced)
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"usage_event_keys"}, usageKeyColumns, &keySource{priced: priced, order: order, at: -1}); err != nil {
+		return true, err
+	}
+	src := &usageSource{priced: priced, order: order, at: -1, now: now, uuids: map[string]pgtype.UUID{}}
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"usage_events"}, usageColumns, src); err != nil {
 		return true, err
 	}
@@ -58,6 +68,20 @@ func byEventID(priced []pricedEvent) []int {
 	}
 	slices.SortFunc(order, func(a, b int) int { return strings.Compare(priced[a].c.ev.ID, priced[b].c.ev.ID) })
 	return order
+}
+
+// keySource hands CopyFrom the usage rows' keys.
+type keySource struct {
+	priced []pricedEvent
+	order  []int
+	at     int
+}
+
+func (s *keySource) Next() bool { s.at++; return s.at < len(s.order) }
+func (s *keySource) Err() error { return nil }
+func (s *keySource) Values() ([]any, error) {
+	c := s.priced[s.order[s.at]].c
+	return []any{c.ev.ID, c.ev.Data.RequestID, c.ev.Time, int64(c.msg.Seq)}, nil
 }
 
 // usageSource hands CopyFrom the usage rows.
@@ -156,7 +180,7 @@ func rollUp(priced []pricedEvent) (r rollups, ok bool) {
 			s.unchargedOutput += pe.out
 		}
 		s.energy += u.EnergyJoules
-		if u.EnergySource == EnergyMeasured {
+		if u.EnergySource == usage.EnergyMeasured {
 			s.energyMeasured += u.EnergyJoules
 		}
 		s.busyMillis += u.DurationMillis

@@ -17,6 +17,9 @@ import (
 // PATH. It fails the test when there is none: a browser test never skips silently.
 func ChromiumPath(t testing.TB) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("needs Chromium: left out of the short run; make test runs it")
+	}
 	if p := os.Getenv("CHROMIUM_BIN"); p != "" {
 		if _, err := exec.LookPath(p); err != nil {
 			t.Fatalf("CHROMIUM_BIN=%q is not an executable (%v): unset it to use Debian's chromium, "+

@@ -1,14 +1,12 @@
-package web
+package gateway
 
 import (
 	"errors"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/gpumarket/gpumarket/services/rigaddr"
 )
@@ -21,7 +19,7 @@ func TestGatewayClientToRigs(t *testing.T) {
 	defer internal.Close()
 	port := internal.URL[strings.LastIndexByte(internal.URL, ':'):]
 
-	production := newGateway(Gateway{}, nil, slog.Default(), time.Now)
+	production := New(Config{})
 	for _, url := range []string{"http://localhost" + port + "/v1/models", internal.URL + "/v1/models"} {
 		_, err := production.client.Get(url)
 		if !errors.Is(err, rigaddr.ErrRefused) {
@@ -36,7 +34,7 @@ func TestGatewayClientToRigs(t *testing.T) {
 		http.Redirect(w, r, internal.URL+"/metrics", http.StatusFound)
 	}))
 	defer redirector.Close()
-	dev := newGateway(Gateway{RigPolicy: rigaddr.Policy{Development: true}}, nil, slog.Default(), time.Now)
+	dev := New(Config{RigPolicy: rigaddr.Policy{Development: true}})
 	res, err := dev.client.Get(redirector.URL + "/v1/chat/completions")
 	if err != nil {
 		t.Fatal(err)

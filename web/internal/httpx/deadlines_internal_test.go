@@ -1,4 +1,4 @@
-package web
+package httpx
 
 import (
 	"io"
@@ -19,7 +19,7 @@ func TestDeadlineWriterOutlivesTheServerTimeouts(t *testing.T) {
 		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			var out io.Writer = w
 			if extend {
-				d, err := newDeadlineWriter(w, time.Second)
+				d, err := NewDeadlineWriter(w, time.Second)
 				if err != nil {
 					t.Error(err)
 					return

@@ -1,4 +1,4 @@
-package web
+package gateway
 
 import (
 	"bufio"
@@ -14,13 +14,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/usage"
+
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/billing"
-	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/ticket"
+	"github.com/gpumarket/gpumarket/web/internal/httpx"
 )
 
 // Sending a request to the rigs routing chose, and relaying the answer.
@@ -41,7 +43,7 @@ import (
 // a whole response as it comes, never held whole. Only Content-Type, Content-Length and
 // Cache-Control of the rig's headers are passed on: a provider sets no cookie or other header
 // on the platform's origin. A whole answer whose carbon routing estimated goes out chunked, with
-// its estimate as a trailer (gateway_carbon.go).
+// its estimate as a trailer (carbon.go).
 //
 // The gateway reads the usage of each response as it passes: a whole response's usage member,
 // a stream's usage chunk. A streaming request that did not ask for that chunk gets
@@ -66,7 +68,7 @@ const (
 	// broken. The largest legitimate answers are big batches of embeddings.
 	maxResponseBytes = 256 << 20
 	// clientWriteIdle is how long a client may take to read what the gateway writes it: writing
-	// pushes the connection's deadlines this far (deadlineWriter), so a stream lasts as long as it
+	// pushes the connection's deadlines this far (httpx.DeadlineWriter), so a stream lasts as long as it
 	// flows and a client that stops reading is let go.
 	clientWriteIdle = 2 * time.Minute
 )
@@ -92,13 +94,17 @@ type outcome struct {
 }
 
 // forward tries the candidates and relays the first answer that is not a failure.
-func (g *gateway) forward(c echo.Context, key accounts.APIKey, req *gatewayRequest, candidates []routing.Candidate,
+func (g *Gateway) forward(c echo.Context, key accounts.APIKey, req *gatewayRequest, candidates []routing.Candidate,
 	res *billing.Reservation) error {
 	ctx := c.Request().Context()
 	settled := false
+	settle := func(e billing.Ending) {
+		res.Settle(billing.SettlementOf(e))
+		settled = true
+	}
 	defer func() {
 		if !settled {
-			res.Settle("", nil)
+			settle(billing.Ending{}) // no attempt reached a rig
 		}
 	}()
 	var lastErr error
@@ -120,8 +126,7 @@ func (g *gateway) forward(c echo.Context, key accounts.APIKey, req *gatewayReque
 				o := outcome{httpStatus: statusClientClosed, status: billing.GatewayCanceled, at: g.now()}
 				g.observe(a, o)
 				g.record(key, req, a, o)
-				res.Settle(a.requestID, nil)
-				settled = true
+				settle(billing.Ending{RequestID: a.requestID})
 				return nil
 			}
 			g.cfg.Router.Failure(cand.OfferingID)
@@ -149,12 +154,7 @@ func (g *gateway) forward(c echo.Context, key accounts.APIKey, req *gatewayReque
 		a.end()
 		g.observe(a, o)
 		g.record(key, req, a, o)
-		used := o.usage
-		if o.httpStatus < 200 || o.httpStatus >= 300 {
-			used = &billing.TokenCount{} // the rig refused the request: nothing was produced
-		}
-		res.Settle(a.requestID, used)
-		settled = true
+		settle(billing.Ending{RequestID: a.requestID, Answered: true, HTTPStatus: o.httpStatus, Usage: o.usage})
 		return nil
 	}
 	return g.writeGatewayError(c, &gatewayError{status: http.StatusServiceUnavailable, typ: "server_error", code: "no_capacity",
@@ -201,7 +201,7 @@ var errRigURL = errors.New("the offering's agent URL is refused")
 // send sends the request to the attempt's candidate with its route ticket, counting it in
 // flight with routing until a.end is called. Only the agent URL's scheme and host are used:
 // the endpoint's path is the platform's.
-func (g *gateway) send(ctx context.Context, req *gatewayRequest, a *attempt, tk string) (*http.Response, error) {
+func (g *Gateway) send(ctx context.Context, req *gatewayRequest, a *attempt, tk string) (*http.Response, error) {
 	a.end = func() {}
 	u, err := g.cfg.RigPolicy.CheckURL(a.cand.AgentURL)
 	if err != nil {
@@ -225,7 +225,7 @@ func (g *gateway) send(ctx context.Context, req *gatewayRequest, a *attempt, tk 
 }
 
 // relay answers the client with the rig's response and reads its usage on the way.
-func (g *gateway) relay(c echo.Context, req *gatewayRequest, a *attempt, resp *http.Response) outcome {
+func (g *Gateway) relay(c echo.Context, req *gatewayRequest, a *attempt, resp *http.Response) outcome {
 	w := c.Response()
 	h := w.Header()
 	h.Set("X-GPUMarket-Request-Id", a.requestID)
@@ -256,7 +256,7 @@ func (g *gateway) relay(c echo.Context, req *gatewayRequest, a *attempt, resp *h
 	}
 	// The connection's deadlines were lifted while the rig worked; from here each write moves
 	// them on.
-	out, _ := newDeadlineWriter(w, clientWriteIdle)
+	out, _ := httpx.NewDeadlineWriter(w, clientWriteIdle)
 	w.WriteHeader(resp.StatusCode)
 	if streaming {
 		// The headers go at once, as the rig sent them: the client knows the stream started
@@ -293,7 +293,7 @@ func (g *gateway) relay(c echo.Context, req *gatewayRequest, a *attempt, resp *h
 
 // relaySmall reads a whole answer of known length at most maxUsageScan, sets the request's
 // carbon from its usage as a header, and relays it with its length.
-func (g *gateway) relaySmall(c echo.Context, a *attempt, resp *http.Response) outcome {
+func (g *Gateway) relaySmall(c echo.Context, a *attempt, resp *http.Response) outcome {
 	w := c.Response()
 	o := outcome{httpStatus: resp.StatusCode, status: billing.GatewayOK}
 	body, err := io.ReadAll(&boundedReader{r: resp.Body, left: resp.ContentLength + 1})
@@ -308,7 +308,7 @@ func (g *gateway) relaySmall(c echo.Context, a *attempt, resp *http.Response) ou
 		setCarbonTrailer(w.Header(), a.cand, o)
 	}
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	out, _ := newDeadlineWriter(w, clientWriteIdle)
+	out, _ := httpx.NewDeadlineWriter(w, clientWriteIdle)
 	w.WriteHeader(resp.StatusCode)
 	o.outputBytes = int64(len(body))
 	if _, werr := out.Write(body); werr != nil && err == nil {
@@ -367,7 +367,7 @@ var relayBuffers = sync.Pool{New: func() any { return new([32 << 10]byte) }}
 
 // relayBody copies a whole response as it comes, keeping up to maxUsageScan bytes of it to
 // read the usage from once it is over.
-func (g *gateway) relayBody(w *deadlineWriter, body io.Reader, ok bool, o *outcome) error {
+func (g *Gateway) relayBody(w *httpx.DeadlineWriter, body io.Reader, ok bool, o *outcome) error {
 	var kept bytes.Buffer
 	overflow := false
 	pooled := relayBuffers.Get().(*[32 << 10]byte)
@@ -415,7 +415,7 @@ func (u *tokenUsage) count() *billing.TokenCount {
 // relayStream relays server-sent events frame by frame, flushing after each. It reads every
 // chunk for its output text (what was relayed, and the time to first token) and the usage, and
 // drops the usage chunk the gateway asked for when the client had not.
-func (g *gateway) relayStream(w *deadlineWriter, body io.Reader, forcedUsage bool, o *outcome) error {
+func (g *Gateway) relayStream(w *httpx.DeadlineWriter, body io.Reader, forcedUsage bool, o *outcome) error {
 	br := bufio.NewReaderSize(body, 32<<10)
 	var frame []byte
 	for {
@@ -550,13 +550,13 @@ func dataPayload(frame []byte) (payload []byte, from int, ok bool) {
 }
 
 // observe reports an attempt to routing.
-func (g *gateway) observe(a *attempt, o outcome) {
-	obs := routing.Observation{RequestID: a.requestID, At: o.at, Duration: o.at.Sub(a.start), Status: metering.StatusOK}
+func (g *Gateway) observe(a *attempt, o outcome) {
+	obs := routing.Observation{RequestID: a.requestID, At: o.at, Duration: o.at.Sub(a.start), Status: usage.StatusOK}
 	switch o.status {
 	case billing.GatewayCanceled:
-		obs.Status = metering.StatusCanceled
+		obs.Status = usage.StatusCanceled
 	case billing.GatewayError, billing.GatewayFailedOver:
-		obs.Status = metering.StatusError
+		obs.Status = usage.StatusError
 	}
 	if !o.firstToken.IsZero() {
 		obs.TTFT = o.firstToken.Sub(a.start)
@@ -568,7 +568,7 @@ func (g *gateway) observe(a *attempt, o outcome) {
 }
 
 // record keeps what the gateway saw of an attempt that reached a rig.
-func (g *gateway) record(key accounts.APIKey, req *gatewayRequest, a *attempt, o outcome) {
+func (g *Gateway) record(key accounts.APIKey, req *gatewayRequest, a *attempt, o outcome) {
 	if g.cfg.Requests == nil {
 		return
 	}

@@ -1,9 +1,12 @@
-package web
+// Package httpx holds what the platform's HTTP handlers share, the pages' and the /v1 gateway's alike:
+// responses that outlive the server's timeouts (DeadlineWriter) and the bearer token of a request.
+package httpx
 
 import (
 	"errors"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -16,8 +19,8 @@ import (
 // background read, and when the read deadline passes that read fails and cancels the
 // request's context, even while the handler is still writing.
 
-// exportWindow is how long an export may go without writing before its connection times out.
-const exportWindow = 30 * time.Second
+// ExportWindow is how long an export may go without writing before its connection times out.
+const ExportWindow = 30 * time.Second
 
 // extendDeadlines moves the connection's read and write deadlines to until. Writers that do
 // not support deadlines (a test's recorder) are left as they are.
@@ -32,24 +35,24 @@ func extendDeadlines(w http.ResponseWriter, until time.Time) error {
 	return nil
 }
 
-// deadlineWriter writes to a response and, at most once a second, moves the connection's
+// DeadlineWriter writes to a response and, at most once a second, moves the connection's
 // deadlines to window from now.
-type deadlineWriter struct {
+type DeadlineWriter struct {
 	w        http.ResponseWriter
 	window   time.Duration
 	extended time.Time
 }
 
-var _ io.Writer = (*deadlineWriter)(nil)
+var _ io.Writer = (*DeadlineWriter)(nil)
 
-// newDeadlineWriter returns a writer to w whose connection's deadlines are window from now,
+// NewDeadlineWriter returns a writer to w whose connection's deadlines are window from now,
 // and are moved on as it writes.
-func newDeadlineWriter(w http.ResponseWriter, window time.Duration) (*deadlineWriter, error) {
-	d := &deadlineWriter{w: w, window: window}
+func NewDeadlineWriter(w http.ResponseWriter, window time.Duration) (*DeadlineWriter, error) {
+	d := &DeadlineWriter{w: w, window: window}
 	return d, d.extend(time.Now())
 }
 
-func (d *deadlineWriter) extend(now time.Time) error {
+func (d *DeadlineWriter) extend(now time.Time) error {
 	if now.Sub(d.extended) < time.Second {
 		return nil
 	}
@@ -57,7 +60,7 @@ func (d *deadlineWriter) extend(now time.Time) error {
 	return extendDeadlines(d.w, now.Add(d.window))
 }
 
-func (d *deadlineWriter) Write(p []byte) (int, error) {
+func (d *DeadlineWriter) Write(p []byte) (int, error) {
 	if err := d.extend(time.Now()); err != nil {
 		return 0, err
 	}
@@ -65,4 +68,13 @@ func (d *deadlineWriter) Write(p []byte) (int, error) {
 }
 
 // Flush sends what was written so far to the client.
-func (d *deadlineWriter) Flush() error { return http.NewResponseController(d.w).Flush() }
+func (d *DeadlineWriter) Flush() error { return http.NewResponseController(d.w).Flush() }
+
+// BearerToken is the token of the request's Authorization: Bearer header, "" without one.
+func BearerToken(r *http.Request) string {
+	h := r.Header.Get("Authorization")
+	if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
+		return strings.TrimSpace(h[7:])
+	}
+	return ""
+}

@@ -1,4 +1,4 @@
-package web
+package gateway
 
 import (
 	"bytes"
@@ -45,7 +45,7 @@ func batchLineOf(ctx context.Context) *batchLine {
 // batchKey is the live API key a batch was created with, cached as keys by secret are (and
 // forgotten with them when a key changes), in a cache of its own: no bearer token can name an
 // entry of it.
-func (g *gateway) batchKey(ctx context.Context, line *batchLine) (accounts.APIKey, error) {
+func (g *Gateway) batchKey(ctx context.Context, line *batchLine) (accounts.APIKey, error) {
 	return g.batchKeys.lookup(ctx, line.accountID+"/"+line.apiKeyID, g.now(), func(ctx context.Context, _ string) (accounts.APIKey, error) {
 		keys, err := g.accounts.Keys(ctx, line.accountID)
 		if err != nil {
@@ -62,17 +62,17 @@ func (g *gateway) batchKey(ctx context.Context, line *batchLine) (accounts.APIKe
 
 // attemptID is the request id of an attempt at the i-th candidate: a batch line's is made from
 // its line and attempt (batch.AttemptRequestID), any other's is new.
-func (g *gateway) attemptID(ctx context.Context, i int) string {
+func (g *Gateway) attemptID(ctx context.Context, i int) string {
 	if line := batchLineOf(ctx); line != nil {
 		return batch.AttemptRequestID(line.requestIDPrefix, i)
 	}
 	return g.cfg.NewRequestID()
 }
 
-var _ batch.Gateway = (*Server)(nil)
+var _ batch.Gateway = (*Gateway)(nil)
 
 // Send runs a batch's line through the gateway in process and returns its answer.
-func (s *Server) Send(ctx context.Context, call batch.Call) (batch.Answer, error) {
+func (g *Gateway) Send(ctx context.Context, call batch.Call) (batch.Answer, error) {
 	ctx = context.WithValue(ctx, batchLineKey{}, &batchLine{accountID: call.AccountID, apiKeyID: call.APIKeyID,
 		requestIDPrefix: call.RequestIDPrefix})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, call.URL, bytes.NewReader(call.Body))
@@ -82,7 +82,7 @@ func (s *Server) Send(ctx context.Context, call batch.Call) (batch.Answer, error
 	req.Header.Set("Content-Type", "application/json")
 	req.RemoteAddr = "127.0.0.1:0"
 	rec := &lineRecorder{header: http.Header{}}
-	s.echo.ServeHTTP(rec, req)
+	g.echo.ServeHTTP(rec, req)
 	if rec.status == 0 {
 		rec.status = http.StatusOK
 	}
@@ -108,22 +108,22 @@ func (r *lineRecorder) Write(p []byte) (int, error) {
 }
 func (r *lineRecorder) Flush() {}
 
-// batchRoutes registers the Batch API's endpoints beside the gateway's.
-func (s *Server) batchRoutes() {
-	e := s.echo
-	e.POST("/v1/files", s.uploadFile)
-	e.GET("/v1/files", s.listFiles)
-	e.GET("/v1/files/:id", s.getFile)
-	e.GET("/v1/files/:id/content", s.fileContent)
-	e.DELETE("/v1/files/:id", s.deleteFile)
-	e.POST("/v1/batches", s.createBatch)
-	e.GET("/v1/batches", s.listBatches)
-	e.GET("/v1/batches/:id", s.getBatch)
-	e.POST("/v1/batches/:id/cancel", s.cancelBatch)
+// batchRoutes registers the Batch API's endpoints beside the inference endpoints.
+func (g *Gateway) batchRoutes() {
+	e := g.echo
+	e.POST("/v1/files", g.uploadFile)
+	e.GET("/v1/files", g.listFiles)
+	e.GET("/v1/files/:id", g.getFile)
+	e.GET("/v1/files/:id/content", g.fileContent)
+	e.DELETE("/v1/files/:id", g.deleteFile)
+	e.POST("/v1/batches", g.createBatch)
+	e.GET("/v1/batches", g.listBatches)
+	e.GET("/v1/batches/:id", g.getBatch)
+	e.POST("/v1/batches/:id/cancel", g.cancelBatch)
 }
 
 // batchError answers a Batch API error in OpenAI's shape.
-func (s *Server) batchError(c echo.Context, err error) error {
+func (g *Gateway) batchError(c echo.Context, err error) error {
 	var ae *services.Error
 	msg := ""
 	if errors.As(err, &ae) {
@@ -135,33 +135,33 @@ func (s *Server) batchError(c echo.Context, err error) error {
 	case services.CodeConflict:
 		err = &gatewayError{status: http.StatusConflict, typ: "invalid_request_error", message: msg}
 	}
-	return s.gw.writeGatewayError(c, err)
+	return g.writeGatewayError(c, err)
 }
 
 // batchCaller authenticates a Batch API call; with no batch service it answers 503.
-func (s *Server) batchCaller(c echo.Context) (accounts.APIKey, error) {
-	key, err := s.gw.admitKey(c)
+func (g *Gateway) batchCaller(c echo.Context) (accounts.APIKey, error) {
+	key, err := g.admitKey(c)
 	if err != nil {
 		return accounts.APIKey{}, err
 	}
-	if s.batches == nil {
+	if g.batches == nil {
 		return accounts.APIKey{}, services.Errorf(services.CodeUnavailable, "The Batch API does not run in this process.")
 	}
 	return key, nil
 }
 
 // uploadFile takes a multipart upload (file, purpose=batch) and streams the file to storage.
-func (s *Server) uploadFile(c echo.Context) error {
-	key, err := s.batchCaller(c)
+func (g *Gateway) uploadFile(c echo.Context) error {
+	key, err := g.batchCaller(c)
 	if err != nil {
-		return s.batchError(c, err)
+		return g.batchError(c, err)
 	}
 	// An upload of 200 MB outlasts the server's read timeout; it is bounded by its size instead.
 	rc := http.NewResponseController(c.Response())
 	_ = rc.SetReadDeadline(time.Now().Add(30 * time.Minute))
 	mr, err := c.Request().MultipartReader()
 	if err != nil {
-		return s.batchError(c, invalidRequest("file", "", "Send the file as multipart/form-data with the fields file and purpose."))
+		return g.batchError(c, invalidRequest("file", "", "Send the file as multipart/form-data with the fields file and purpose."))
 	}
 	var staged *batch.Staged
 	purpose := ""
@@ -176,15 +176,15 @@ func (s *Server) uploadFile(c echo.Context) error {
 			break
 		}
 		if err != nil {
-			return s.batchError(c, invalidRequest("file", "", "The multipart body could not be read."))
+			return g.batchError(c, invalidRequest("file", "", "The multipart body could not be read."))
 		}
 		switch part.FormName() {
 		case "file":
 			if staged != nil {
-				return s.batchError(c, invalidRequest("file", "", "Send one file."))
+				return g.batchError(c, invalidRequest("file", "", "Send one file."))
 			}
-			if staged, err = s.batches.Stage(key.AccountID, part.FileName(), part); err != nil {
-				return s.batchError(c, err)
+			if staged, err = g.batches.Stage(key.AccountID, part.FileName(), part); err != nil {
+				return g.batchError(c, err)
 			}
 		case "purpose":
 			raw, _ := io.ReadAll(io.LimitReader(part, 64))
@@ -193,51 +193,51 @@ func (s *Server) uploadFile(c echo.Context) error {
 		part.Close()
 	}
 	if staged == nil {
-		return s.batchError(c, invalidRequest("file", "", "The form has no file."))
+		return g.batchError(c, invalidRequest("file", "", "The form has no file."))
 	}
-	f, err := s.batches.Commit(c.Request().Context(), staged, purpose)
+	f, err := g.batches.Commit(c.Request().Context(), staged, purpose)
 	staged = nil // committed or thrown away
 	if err != nil {
-		return s.batchError(c, err)
+		return g.batchError(c, err)
 	}
 	return c.JSON(http.StatusOK, f)
 }
 
-func (s *Server) listFiles(c echo.Context) error {
-	key, err := s.batchCaller(c)
+func (g *Gateway) listFiles(c echo.Context) error {
+	key, err := g.batchCaller(c)
 	if err != nil {
-		return s.batchError(c, err)
+		return g.batchError(c, err)
 	}
 	limit, _ := strconv.Atoi(c.QueryParam("limit"))
-	p, err := s.batches.Files(c.Request().Context(), key.AccountID, batch.FileQuery{Purpose: c.QueryParam("purpose"),
+	p, err := g.batches.Files(c.Request().Context(), key.AccountID, batch.FileQuery{Purpose: c.QueryParam("purpose"),
 		After: c.QueryParam("after"), Order: c.QueryParam("order"), Limit: limit})
 	if err != nil {
-		return s.batchError(c, err)
+		return g.batchError(c, err)
 	}
 	return c.JSON(http.StatusOK, p)
 }
 
-func (s *Server) getFile(c echo.Context) error {
-	key, err := s.batchCaller(c)
+func (g *Gateway) getFile(c echo.Context) error {
+	key, err := g.batchCaller(c)
 	if err != nil {
-		return s.batchError(c, err)
+		return g.batchError(c, err)
 	}
-	f, err := s.batches.File(c.Request().Context(), key.AccountID, c.Param("id"))
+	f, err := g.batches.File(c.Request().Context(), key.AccountID, c.Param("id"))
 	if err != nil {
-		return s.batchError(c, err)
+		return g.batchError(c, err)
 	}
 	return c.JSON(http.StatusOK, f)
 }
 
 // fileContent streams a file as stored.
-func (s *Server) fileContent(c echo.Context) error {
-	key, err := s.batchCaller(c)
+func (g *Gateway) fileContent(c echo.Context) error {
+	key, err := g.batchCaller(c)
 	if err != nil {
-		return s.batchError(c, err)
+		return g.batchError(c, err)
 	}
-	f, r, err := s.batches.Content(c.Request().Context(), key.AccountID, c.Param("id"))
+	f, r, err := g.batches.Content(c.Request().Context(), key.AccountID, c.Param("id"))
 	if err != nil {
-		return s.batchError(c, err)
+		return g.batchError(c, err)
 	}
 	defer r.Close()
 	rc := http.NewResponseController(c.Response())
@@ -246,72 +246,72 @@ func (s *Server) fileContent(c echo.Context) error {
 	return c.Stream(http.StatusOK, "application/octet-stream", r)
 }
 
-func (s *Server) deleteFile(c echo.Context) error {
-	key, err := s.batchCaller(c)
+func (g *Gateway) deleteFile(c echo.Context) error {
+	key, err := g.batchCaller(c)
 	if err != nil {
-		return s.batchError(c, err)
+		return g.batchError(c, err)
 	}
 	id := c.Param("id")
-	if err := s.batches.DeleteFile(c.Request().Context(), key.AccountID, id); err != nil {
-		return s.batchError(c, err)
+	if err := g.batches.DeleteFile(c.Request().Context(), key.AccountID, id); err != nil {
+		return g.batchError(c, err)
 	}
 	return c.JSON(http.StatusOK, map[string]any{"id": id, "object": "file", "deleted": true})
 }
 
-func (s *Server) createBatch(c echo.Context) error {
-	key, err := s.batchCaller(c)
+func (g *Gateway) createBatch(c echo.Context) error {
+	key, err := g.batchCaller(c)
 	if err != nil {
-		return s.batchError(c, err)
+		return g.batchError(c, err)
 	}
 	body, err := readGatewayBody(c, 64<<10)
 	if err != nil {
-		return s.batchError(c, err)
+		return g.batchError(c, err)
 	}
 	var in batch.CreateInput
 	if err := json.Unmarshal(body, &in); err != nil {
-		return s.batchError(c, invalidRequest("", "invalid_json", "We could not parse the JSON body of your request."))
+		return g.batchError(c, invalidRequest("", "invalid_json", "We could not parse the JSON body of your request."))
 	}
 	in.AccountID, in.APIKeyID = key.AccountID, key.ID
-	b, err := s.batches.Create(c.Request().Context(), in)
+	b, err := g.batches.Create(c.Request().Context(), in)
 	if err != nil {
-		return s.batchError(c, err)
+		return g.batchError(c, err)
 	}
 	return c.JSON(http.StatusOK, b)
 }
 
-func (s *Server) getBatch(c echo.Context) error {
-	key, err := s.batchCaller(c)
+func (g *Gateway) getBatch(c echo.Context) error {
+	key, err := g.batchCaller(c)
 	if err != nil {
-		return s.batchError(c, err)
+		return g.batchError(c, err)
 	}
-	b, err := s.batches.Batch(c.Request().Context(), key.AccountID, c.Param("id"))
+	b, err := g.batches.Batch(c.Request().Context(), key.AccountID, c.Param("id"))
 	if err != nil {
-		return s.batchError(c, err)
+		return g.batchError(c, err)
 	}
 	return c.JSON(http.StatusOK, b)
 }
 
-func (s *Server) listBatches(c echo.Context) error {
-	key, err := s.batchCaller(c)
+func (g *Gateway) listBatches(c echo.Context) error {
+	key, err := g.batchCaller(c)
 	if err != nil {
-		return s.batchError(c, err)
+		return g.batchError(c, err)
 	}
 	limit, _ := strconv.Atoi(c.QueryParam("limit"))
-	p, err := s.batches.Batches(c.Request().Context(), key.AccountID, c.QueryParam("after"), limit)
+	p, err := g.batches.Batches(c.Request().Context(), key.AccountID, c.QueryParam("after"), limit)
 	if err != nil {
-		return s.batchError(c, err)
+		return g.batchError(c, err)
 	}
 	return c.JSON(http.StatusOK, p)
 }
 
-func (s *Server) cancelBatch(c echo.Context) error {
-	key, err := s.batchCaller(c)
+func (g *Gateway) cancelBatch(c echo.Context) error {
+	key, err := g.batchCaller(c)
 	if err != nil {
-		return s.batchError(c, err)
+		return g.batchError(c, err)
 	}
-	b, err := s.batches.Cancel(c.Request().Context(), key.AccountID, c.Param("id"))
+	b, err := g.batches.Cancel(c.Request().Context(), key.AccountID, c.Param("id"))
 	if err != nil {
-		return s.batchError(c, err)
+		return g.batchError(c, err)
 	}
 	return c.JSON(http.StatusOK, b)
 }

@@ -1,6 +1,7 @@
-package web
+package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -68,6 +69,23 @@ func describeGatewayError(err error) *gatewayError {
 	if errors.As(err, &ge) {
 		return ge
 	}
+	var he *echo.HTTPError
+	if errors.As(err, &he) {
+		// The router's own refusals: an address under /v1 that does not take the method.
+		msg := http.StatusText(he.Code)
+		if he.Code == http.StatusMethodNotAllowed {
+			msg = "This address does not take that method."
+		}
+		typ := "invalid_request_error"
+		if he.Code >= 500 {
+			typ = "server_error"
+		}
+		return &gatewayError{status: he.Code, typ: typ, code: strings.ReplaceAll(strings.ToLower(http.StatusText(he.Code)), " ", "_"),
+			message: msg, cause: he}
+	}
+	if errors.Is(err, context.Canceled) {
+		return &gatewayError{status: statusClientClosed, typ: "invalid_request_error", code: "canceled", message: "The request was canceled."}
+	}
 	msg := "Internal error. It has been logged; please try again."
 	var ae *services.Error
 	if errors.As(err, &ae) {
@@ -117,7 +135,7 @@ func describeGatewayError(err error) *gatewayError {
 
 // writeGatewayError answers the error; a 5xx's cause goes to the log. Once a response has
 // begun there is nothing left to answer.
-func (g *gateway) writeGatewayError(c echo.Context, err error) error {
+func (g *Gateway) writeGatewayError(c echo.Context, err error) error {
 	if c.Response().Committed {
 		return nil
 	}
@@ -143,8 +161,20 @@ func (g *gateway) writeGatewayError(c echo.Context, err error) error {
 	return c.Blob(ge.status, echo.MIMEApplicationJSON, raw)
 }
 
-// gatewayNotFound answers an address under /v1 that the gateway does not serve, as OpenAI does.
-func (g *gateway) notFound(c echo.Context) error {
+// handleError answers an error a handler or the router returned, in OpenAI's shape: what the
+// gateway's own router refuses (an address it does not serve, a method an address does not
+// take) and a panic the platform's middleware recovered.
+func (g *Gateway) handleError(err error, c echo.Context) {
+	var he *echo.HTTPError
+	if errors.As(err, &he) && he.Code == http.StatusNotFound {
+		_ = g.notFound(c)
+		return
+	}
+	_ = g.writeGatewayError(c, err)
+}
+
+// notFound answers an address under /v1 that the gateway does not serve, as OpenAI does.
+func (g *Gateway) notFound(c echo.Context) error {
 	r := c.Request()
 	return g.writeGatewayError(c, &gatewayError{status: http.StatusNotFound, typ: "invalid_request_error", code: "unknown_url",
 		message: fmt.Sprintf("Invalid URL (%s %s). The gateway serves POST /v1/chat/completions, /v1/completions, /v1/embeddings and GET /v1/models.",

@@ -1,4 +1,4 @@
-package web
+package gateway
 
 import (
 	"bytes"
@@ -10,7 +10,6 @@ import (
 	"math"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -20,13 +19,14 @@ import (
 
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/services/batch"
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/rigaddr"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/ticket"
-	"github.com/gpumarket/gpumarket/templates"
+	"github.com/gpumarket/gpumarket/web/internal/httpx"
 )
 
 // The OpenAI-compatible gateway: POST /v1/chat/completions (streaming and not),
@@ -37,21 +37,21 @@ import (
 // rate limit (429 with Retry-After), the body (400 for bad JSON or more than MaxBodyBytes), its
 // tier and caps, routing (404 model_not_found, 503 when no offering can serve), admission
 // (402 insufficient_quota when the balance or the key's monthly limit is spent), and then the
-// candidates in routing's order (gateway_proxy.go). Each step's refusal is answered in OpenAI's
-// error shape (gateway_errors.go).
+// candidates in routing's order (proxy.go). Each step's refusal is answered in OpenAI's
+// error shape (errors.go).
 //
 // The tier comes from the first of: a model suffix (<model>:realtime, :standard or :batch), the
 // X-GPUMarket-Tier header, the body object "gpumarket": {"tier", "max_price_per_mtok",
 // "max_ttft_ms", "offering", "prefer"}, the key's default tier, else standard. The suffix and the
 // gpumarket object are taken out of the body before it goes to the rig.
 //
-// /v1 calls carry API keys, never sessions: the session middleware and the CSRF check do not
-// run on them (exceptGateway). API keys are looked up once per KeyCacheTTL; a key revoked or
+// /v1 calls carry API keys, never sessions: they are served by this package's own router, which
+// has no session middleware and no CSRF check (a request's cookies authenticate nothing here). API keys are looked up once per KeyCacheTTL; a key revoked or
 // changed is forgotten by every gateway process as soon as word of it arrives (keychanges.go),
 // and KeyCacheTTL bounds how stale it can be when that word is lost; when a key was last used
 // is written in batches, every touchEvery.
 
-// Defaults of Gateway.
+// Defaults of Config.
 const (
 	DefaultKeyRatePerSecond = 50
 	DefaultKeyRateBurst     = 100
@@ -68,13 +68,26 @@ const (
 	DefaultRigHeaderTimeout = 10 * time.Minute
 )
 
-// Gateway is what the /v1 endpoints need. With no Router, they authenticate and then answer
-// 503: a process without the gateway wired.
-type Gateway struct {
-	Router    GatewayRouter
-	Tickets   *ticket.Signer
-	Admission *billing.Admission
-	Requests  *billing.RequestLog // what the gateway saw; also the admin's discrepancies
+// Config is what the /v1 endpoints need. With no Router, they authenticate and then answer
+// 503: a process without routing wired.
+type Config struct {
+	// Accounts finds the API keys requests carry and records when they were last used.
+	Accounts *accounts.Service
+	// Batches are the Batch API's files and batches (batches.go); nil answers them with 503.
+	Batches *batch.Service
+	Log     *slog.Logger     // nil means slog.Default()
+	Now     func() time.Time // nil means time.Now
+	// Middleware runs first on every request, as it does on the platform's other addresses: the
+	// request id, the HTTP metrics, the access log, panic recovery and the security headers
+	// (web.Server.EdgeMiddleware). Nil runs none.
+	Middleware []echo.MiddlewareFunc
+	// IPExtractor says where a request comes from (web.Server.IPExtractor); nil means the
+	// connection's own address.
+	IPExtractor echo.IPExtractor
+	Router      Router
+	Tickets     *ticket.Signer
+	Admission   *billing.Admission
+	Requests    *billing.RequestLog // what the gateway saw; also the admin's discrepancies
 	// Client sends requests to the rigs' agents; nil means a transport made for them.
 	Client *http.Client
 	// RatePerSecond and RateBurst are each key's token bucket; zero means the defaults.
@@ -90,8 +103,8 @@ type Gateway struct {
 	RigHeaderTimeout time.Duration
 }
 
-// GatewayRouter is what the gateway asks of routing. *routing.Router implements it.
-type GatewayRouter interface {
+// Router is what the gateway asks of routing. *routing.Router implements it.
+type Router interface {
 	Pick(routing.Request) ([]routing.Candidate, error)
 	Begin(offeringID string) (end func())
 	Failure(offeringID string)
@@ -102,12 +115,15 @@ type GatewayRouter interface {
 	Capacity(offeringID string) int
 }
 
-var _ GatewayRouter = (*routing.Router)(nil)
+var _ Router = (*routing.Router)(nil)
 
-// gateway is the /v1 handlers and their state.
-type gateway struct {
-	cfg      Gateway
+// Gateway is the /v1 handlers and their state: an http.Handler that serves /v1 and every
+// address under it, and nothing else.
+type Gateway struct {
+	echo     *echo.Echo
+	cfg      Config
 	accounts *accounts.Service
+	batches  *batch.Service
 	log      *slog.Logger
 	now      func() time.Time
 	client   *http.Client
@@ -120,7 +136,14 @@ type gateway struct {
 	touches   keyTouches
 }
 
-func newGateway(cfg Gateway, acc *accounts.Service, log *slog.Logger, now func() time.Time) *gateway {
+// New builds the gateway and its routes.
+func New(cfg Config) *Gateway {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	if cfg.RatePerSecond <= 0 {
 		cfg.RatePerSecond = DefaultKeyRatePerSecond
 	}
@@ -155,38 +178,42 @@ func newGateway(cfg Gateway, acc *accounts.Service, log *slog.Logger, now func()
 				DisableCompression:    true, // relay the bytes as the rig wrote them, and read them
 			},
 			// A rig's redirect is never followed: it would take the request, and its route ticket, wherever the
-			// provider pointed it. The redirect itself is a failure of the rig (gateway_proxy.go).
+			// provider pointed it. The redirect itself is a failure of the rig (proxy.go).
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}
 	}
-	return &gateway{
-		cfg: cfg, accounts: acc, log: log, now: now, client: client,
+	acc, log := cfg.Accounts, cfg.Log
+	touchKeys := func(context.Context, map[string]time.Time) error { return nil }
+	if acc != nil {
+		touchKeys = acc.TouchKeys
+	}
+	g := &Gateway{
+		cfg: cfg, accounts: acc, batches: cfg.Batches, log: log, now: cfg.Now, client: client,
 		keys:      keyCache{ttl: cfg.KeyCacheTTL, entries: map[[32]byte]keyEntry{}},
 		batchKeys: keyCache{ttl: cfg.KeyCacheTTL, entries: map[[32]byte]keyEntry{}},
 		limits:    keyLimits{rate: rate.Limit(cfg.RatePerSecond), burst: cfg.RateBurst, byKey: map[string]*rate.Limiter{}},
-		touches:   keyTouches{write: acc.TouchKeys, log: log, pending: map[string]time.Time{}},
+		touches:   keyTouches{write: touchKeys, log: log, pending: map[string]time.Time{}},
 	}
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	if cfg.IPExtractor != nil {
+		e.IPExtractor = cfg.IPExtractor
+	}
+	e.HTTPErrorHandler = g.handleError
+	e.Use(cfg.Middleware...)
+	g.echo = e
+	g.routes()
+	g.batchRoutes()
+	return g
 }
+
+// ServeHTTP makes the gateway an http.Handler.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.echo.ServeHTTP(w, r) }
+
+// Echo exposes the router for tests that list its routes.
+func (g *Gateway) Echo() *echo.Echo { return g.echo }
 
 func newRequestID() string { return services.NewTimeOrderedID("req_", time.Now()) }
-
-// isGatewayPath reports whether a request is for the /v1 gateway.
-func isGatewayPath(path string) bool { return path == "/v1" || strings.HasPrefix(path, "/v1/") }
-
-// exceptGateway runs mw on every request but the gateway's. /v1 calls authenticate with API
-// keys, not sessions (so the session lookup would only cost a query), carry no cookies a
-// forged request could ride on (so no CSRF check), and answer an oversized body themselves.
-func exceptGateway(mw echo.MiddlewareFunc) echo.MiddlewareFunc {
-	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		wrapped := mw(next)
-		return func(c echo.Context) error {
-			if isGatewayPath(c.Request().URL.Path) {
-				return next(c)
-			}
-			return wrapped(c)
-		}
-	}
-}
 
 // endpoint is one of the inference endpoints.
 type endpoint struct {
@@ -202,18 +229,18 @@ var (
 	embeddingEndpoint  = endpoint{path: "/v1/embeddings", kind: ticket.KindEmbedding}
 )
 
-// gatewayRoutes registers the /v1 endpoints.
-func (s *Server) gatewayRoutes() {
-	e := s.echo
-	e.POST(chatEndpoint.path, s.gw.serve(chatEndpoint))
-	e.POST(completionEndpoint.path, s.gw.serve(completionEndpoint))
-	e.POST(embeddingEndpoint.path, s.gw.serve(embeddingEndpoint))
-	e.GET("/v1/models", s.gw.models)
-	e.RouteNotFound("/v1/*", s.gw.notFound)
+// routes registers the /v1 endpoints.
+func (g *Gateway) routes() {
+	e := g.echo
+	e.POST(chatEndpoint.path, g.serve(chatEndpoint))
+	e.POST(completionEndpoint.path, g.serve(completionEndpoint))
+	e.POST(embeddingEndpoint.path, g.serve(embeddingEndpoint))
+	e.GET("/v1/models", g.models)
+	e.RouteNotFound("/v1/*", g.notFound)
 }
 
 // serve answers an inference endpoint.
-func (g *gateway) serve(ep endpoint) echo.HandlerFunc {
+func (g *Gateway) serve(ep endpoint) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		key, err := g.admitKey(c)
 		if err != nil {
@@ -225,7 +252,7 @@ func (g *gateway) serve(ep endpoint) echo.HandlerFunc {
 		}
 		// The server's read and write timeouts bound a request's arrival, not an answer that a rig
 		// may take minutes to generate and stream: past the body they are lifted, and the relay
-		// bounds each write instead (deadlineWriter). An expired read deadline would cancel the
+		// bounds each write instead (httpx.DeadlineWriter). An expired read deadline would cancel the
 		// request as if the client had gone.
 		rc := http.NewResponseController(c.Response())
 		_ = rc.SetReadDeadline(time.Time{})
@@ -256,11 +283,11 @@ func (g *gateway) serve(ep endpoint) echo.HandlerFunc {
 }
 
 // admitKey authenticates the API key and takes a token from its bucket.
-func (g *gateway) admitKey(c echo.Context) (accounts.APIKey, error) {
+func (g *Gateway) admitKey(c echo.Context) (accounts.APIKey, error) {
 	if line := batchLineOf(c.Request().Context()); line != nil {
 		return g.batchKey(c.Request().Context(), line)
 	}
-	secret := bearerToken(c.Request())
+	secret := httpx.BearerToken(c.Request())
 	if secret == "" {
 		return accounts.APIKey{}, services.Errorf(services.CodeUnauthorized, "No API key.")
 	}
@@ -334,68 +361,29 @@ func parseGatewayRequest(body []byte, ep endpoint, headerTier string, key accoun
 		return nil, invalidRequest("model", "", "You must provide a model parameter; GET /v1/models lists the models on offer.")
 	}
 	rewrite := false
-	// Whether the request chose its routing order; if not, the key's setting decides.
-	preferSaid := false
-
-	// The tier: suffix, header, body object, the key's default, standard.
-	var tier catalog.Tier
-	if i := strings.LastIndexByte(model, ':'); i >= 0 && catalog.Tier(model[i+1:]).Valid() {
-		model, tier, rewrite = model[:i], catalog.Tier(model[i+1:]), true
-	}
-	if tier == "" && headerTier != "" {
-		if tier = catalog.Tier(strings.ToLower(strings.TrimSpace(headerTier))); !tier.Valid() {
-			return nil, invalidRequest(TierHeader, "invalid_tier", "%s must be realtime, standard or batch.", TierHeader)
+	ask := routing.Ask{Model: model, KeyTier: catalog.Tier(key.DefaultTier), KeyPrefersCarbon: key.PreferCarbon}
+	if headerTier != "" {
+		if ask.HeaderTier = catalog.Tier(strings.ToLower(strings.TrimSpace(headerTier))); !ask.HeaderTier.Valid() {
+			if _, suffix := routing.SplitModelTier(model); suffix == "" {
+				return nil, invalidRequest(TierHeader, "invalid_tier", "%s must be realtime, standard or batch.", TierHeader)
+			}
+			ask.HeaderTier = "" // the model's suffix chooses the tier: the header is not read
 		}
 	}
 	if raw, ok := top["gpumarket"]; ok {
 		delete(top, "gpumarket")
 		rewrite = true
 		if string(raw) != "null" {
-			var opts gatewayOptions
-			dec := json.NewDecoder(bytes.NewReader(raw))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(&opts); err != nil {
-				return nil, invalidRequest("gpumarket", "invalid_gpumarket_options",
-					`The "gpumarket" object takes tier, max_price_per_mtok, max_ttft_ms, offering and prefer: %v.`, err)
-			}
-			if opts.Tier != "" && !opts.Tier.Valid() {
-				return nil, invalidRequest("gpumarket.tier", "invalid_tier", "gpumarket.tier must be realtime, standard or batch.")
-			}
-			if tier == "" {
-				tier = opts.Tier
-			}
-			if len(opts.MaxPricePerMTok) > 0 && string(opts.MaxPricePerMTok) != "null" {
-				p, err := money.ParseMicroUSD(strings.Trim(string(opts.MaxPricePerMTok), `"`))
-				if err != nil {
-					return nil, invalidRequest("gpumarket.max_price_per_mtok", "invalid_price",
-						"gpumarket.max_price_per_mtok is dollars per million tokens, like 0.15: %v.", err)
-				}
-				req.route.MaxPricePerMTok = p
-			}
-			if math.IsNaN(opts.MaxTTFTMillis) || math.IsInf(opts.MaxTTFTMillis, 0) {
-				return nil, invalidRequest("gpumarket.max_ttft_ms", "", "gpumarket.max_ttft_ms is a number of milliseconds.")
-			}
-			req.route.MaxTTFTMillis, req.route.Offering = opts.MaxTTFTMillis, opts.Offering
-			preferSaid = opts.Prefer != ""
-			switch opts.Prefer {
-			case "", "price":
-			case "carbon":
-				req.route.PreferCarbon = true
-			default:
-				return nil, invalidRequest("gpumarket.prefer", "invalid_prefer", `gpumarket.prefer must be "carbon" or "price".`)
+			if err := readGatewayOptions(raw, &ask); err != nil {
+				return nil, err
 			}
 		}
 	}
-	if tier == "" {
-		tier = catalog.Tier(key.DefaultTier)
+	// The tier: suffix, header, body object, the key's default, standard (routing.RequestFor).
+	req.route = routing.RequestFor(ask)
+	if req.route.Model != model {
+		model, rewrite = req.route.Model, true // the tier suffix is taken out
 	}
-	if !preferSaid {
-		req.route.PreferCarbon = key.PreferCarbon
-	}
-	if tier == "" {
-		tier = catalog.TierStandard
-	}
-	req.route.Model, req.route.Tier = model, tier
 
 	if ep.streams {
 		if raw, ok := top["stream"]; ok && json.Unmarshal(raw, &req.stream) != nil {
@@ -423,12 +411,7 @@ func parseGatewayRequest(body []byte, ep endpoint, headerTier string, key accoun
 	if err != nil {
 		return nil, err
 	}
-	if ep.output && limit != nil {
-		bound := *limit * choices
-		req.maxOutput = &bound
-	} else if !ep.output {
-		req.maxOutput = new(int64)
-	}
+	req.maxOutput = routing.OutputBound(model, limit, choices, ep.output)
 	if rewrite {
 		if top["model"], err = json.Marshal(model); err != nil {
 			return nil, err
@@ -439,6 +422,43 @@ func parseGatewayRequest(body []byte, ep endpoint, headerTier string, key accoun
 	}
 	req.bounds = routing.BoundsFor(model, len(req.body), limit, choices, ep.output)
 	return req, nil
+}
+
+// readGatewayOptions reads the body object "gpumarket" into the ask, refusing a field it does
+// not know or a value it cannot take, beside the field's name.
+func readGatewayOptions(raw json.RawMessage, ask *routing.Ask) error {
+	var opts gatewayOptions
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&opts); err != nil {
+		return invalidRequest("gpumarket", "invalid_gpumarket_options",
+			`The "gpumarket" object takes tier, max_price_per_mtok, max_ttft_ms, offering and prefer: %v.`, err)
+	}
+	if opts.Tier != "" && !opts.Tier.Valid() {
+		return invalidRequest("gpumarket.tier", "invalid_tier", "gpumarket.tier must be realtime, standard or batch.")
+	}
+	ask.BodyTier = opts.Tier
+	if len(opts.MaxPricePerMTok) > 0 && string(opts.MaxPricePerMTok) != "null" {
+		p, err := money.ParseMicroUSD(strings.Trim(string(opts.MaxPricePerMTok), `"`))
+		if err != nil {
+			return invalidRequest("gpumarket.max_price_per_mtok", "invalid_price",
+				"gpumarket.max_price_per_mtok is dollars per million tokens, like 0.15: %v.", err)
+		}
+		ask.MaxPricePerMTok = p
+	}
+	if math.IsNaN(opts.MaxTTFTMillis) || math.IsInf(opts.MaxTTFTMillis, 0) {
+		return invalidRequest("gpumarket.max_ttft_ms", "", "gpumarket.max_ttft_ms is a number of milliseconds.")
+	}
+	ask.MaxTTFTMillis, ask.Offering = opts.MaxTTFTMillis, opts.Offering
+	switch opts.Prefer {
+	case "":
+	case "price", "carbon":
+		carbon := opts.Prefer == "carbon"
+		ask.PreferCarbon = &carbon
+	default:
+		return invalidRequest("gpumarket.prefer", "invalid_prefer", `gpumarket.prefer must be "carbon" or "price".`)
+	}
+	return nil
 }
 
 // outputLimit reads the most output tokens each choice of a request asks for, max_completion_tokens (else
@@ -491,7 +511,7 @@ type openAIModel struct {
 
 // models lists the models on offer: each by its name, which routes to standard or the key's
 // default tier, and as <model>:<tier> for each tier it is offered in.
-func (g *gateway) models(c echo.Context) error {
+func (g *Gateway) models(c echo.Context) error {
 	if _, err := g.admitKey(c); err != nil {
 		return g.writeGatewayError(c, err)
 	}
@@ -628,44 +648,4 @@ func (t *keyTouches) flush() {
 	if err := t.write(ctx, batch); err != nil {
 		t.log.Warn("gateway: recording when API keys were last used failed", "keys", len(batch), "err", err)
 	}
-}
-
-// Discrepancies: requests whose usage as the gateway saw it differs from what was metered.
-
-func (s *Server) discrepancies(c echo.Context) ([]billing.Discrepancy, error) {
-	if s.gw.cfg.Requests == nil {
-		return []billing.Discrepancy{}, nil
-	}
-	return s.gw.cfg.Requests.Discrepancies(c.Request().Context(), 200)
-}
-
-func (s *Server) apiDiscrepancies(c echo.Context) error {
-	list, err := s.discrepancies(c)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, map[string]any{"discrepancies": list, "count": len(list)})
-}
-
-// discrepanciesPage lists flagged requests for an admin to review.
-func (s *Server) discrepanciesPage(c echo.Context) error {
-	list, err := s.discrepancies(c)
-	if err != nil {
-		return err
-	}
-	tokens := func(n *int64) string {
-		if n == nil {
-			return "-"
-		}
-		return strconv.FormatInt(*n, 10)
-	}
-	p := templates.DiscrepanciesPage{Page: s.page(c, "Discrepancies")}
-	for _, d := range list {
-		p.Rows = append(p.Rows, templates.DiscrepancyRow{Flagged: d.FlaggedAt.UTC().Format(time.DateTime), RequestID: d.RequestID,
-			OfferingID: d.OfferingID, Tier: string(d.Tier), Model: d.Model,
-			Seen: tokens(d.InputTokens) + " / " + tokens(d.OutputTokens), Reported: tokens(d.ReportedInput) + " / " + tokens(d.ReportedOutput),
-			Metered: tokens(d.MeteredInput) + " / " + tokens(d.MeteredOutput), Excess: tokens(d.ExcessInput) + " / " + tokens(d.ExcessOutput),
-			Flag: d.MeterFlag, Reason: d.Reason})
-	}
-	return s.render(c, http.StatusOK, templates.Discrepancies(p))
 }

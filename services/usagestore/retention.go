@@ -1,0 +1,130 @@
+package usagestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/gpumarket/gpumarket/services"
+)
+
+// Retention (docs/usage-storage.md, "Retention"): with RetentionMonths R above 0, a month's
+// usage rows are dropped once R whole months have passed since it ended, and only when
+//   - its close has run to the end (invoice_closes, status done) and none of its invoices or
+//     statements is still a draft: every document that reads its usage is final;
+//   - its rollups hold every one of its rows: usage_hourly's requests of the month are the
+//     partition's rows, and the DEFAULT partition holds none of the month.
+// A month that fails a condition is kept, and the log says why; the next pass looks again.
+// Its rollups, invoices and statements are never touched.
+
+// Retired is what Retire did with an old month.
+type Retired struct {
+	Month   time.Time
+	Dropped bool
+	Events  int64  // the rows dropped, or kept
+	Kept    string // why it was kept; "" when dropped
+}
+
+// Retire applies the retention to the months past it, oldest first.
+func (s *Store) Retire(ctx context.Context) (_ []Retired, err error) {
+	defer services.Wrap(&err, "usagestore.Retire")
+	if s.cfg.RetentionMonths <= 0 {
+		return nil, nil
+	}
+	months, err := s.Months(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// A month ending at or before this is past its retention.
+	cutoff := MonthOf(s.cfg.Now()).AddDate(0, -s.cfg.RetentionMonths, 0)
+	var out []Retired
+	for _, m := range months {
+		if m.AddDate(0, 1, 0).After(cutoff) {
+			break
+		}
+		r, err := s.retireMonth(ctx, m)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, r)
+		if r.Dropped {
+			s.cfg.Log.Info("dropped a month of usage rows past its retention; its rollups and documents stay",
+				"month", m.Format("2006-01"), "events", r.Events, "retention_months", s.cfg.RetentionMonths)
+		} else {
+			s.cfg.Log.Info("kept a month of usage rows past its retention", "month", m.Format("2006-01"),
+				"events", r.Events, "why", r.Kept)
+		}
+	}
+	return out, nil
+}
+
+// retireMonth drops month's partition, its rows' keys and records it, in one transaction, when
+// the month's documents are final and its rollups hold its rows; else it says why not.
+func (s *Store) retireMonth(ctx context.Context, month time.Time) (Retired, error) {
+	r := Retired{Month: month}
+	name := PartitionName(month)
+	end := month.AddDate(0, 1, 0)
+	err := pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
+		if err := lockPartitions(ctx, tx); err != nil {
+			return err
+		}
+		var closeStatus string
+		var draftInvoices, draftStatements, rolledUp, waiting int64
+		if err := tx.QueryRow(ctx, `
+			SELECT coalesce((SELECT status FROM invoice_closes WHERE period = $1::date), ''),
+				(SELECT count(*) FROM invoices WHERE period = $1::date AND status = 'draft'),
+				(SELECT count(*) FROM statements WHERE period = $1::date AND status = 'draft'),
+				(SELECT coalesce(sum(requests), 0)::bigint FROM usage_hourly WHERE hour >= $2 AND hour < $3),
+				(SELECT count(*) FROM `+defaultPartition+` WHERE occurred_at >= $2 AND occurred_at < $3),
+				(SELECT count(*) FROM `+name+`)`,
+			month.Format("2006-01-02"), month, end).
+			Scan(&closeStatus, &draftInvoices, &draftStatements, &rolledUp, &waiting, &r.Events); err != nil {
+			return err
+		}
+		switch {
+		case closeStatus != "done":
+			r.Kept = "not invoiced: the month's close has not run to the end"
+		case draftInvoices > 0 || draftStatements > 0:
+			r.Kept = fmt.Sprintf("not invoiced: %d invoices and %d statements of the month are still drafts", draftInvoices, draftStatements)
+		case waiting > 0:
+			r.Kept = fmt.Sprintf("%d rows of the month wait in the default partition", waiting)
+		case rolledUp != r.Events:
+			r.Kept = fmt.Sprintf("the rollups count %d requests and the month holds %d rows", rolledUp, r.Events)
+		}
+		if r.Kept != "" {
+			return nil
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO usage_months_dropped (month, events, dropped_at) VALUES ($1, $2, $3)
+			ON CONFLICT (month) DO UPDATE SET events = usage_months_dropped.events + EXCLUDED.events, dropped_at = EXCLUDED.dropped_at`,
+			month, r.Events, s.cfg.Now()); err != nil {
+			return err
+		}
+		// The month's keys go with its rows: no event of it can reach the database again, since
+		// the meter refuses an event older than usage.MaxEventAge before it looks at keys.
+		if _, err := tx.Exec(ctx, `DELETE FROM usage_event_keys k USING `+name+` u WHERE k.event_id = u.event_id`); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `ALTER TABLE usage_events DETACH PARTITION `+name+`; DROP TABLE `+name)
+		return err
+	})
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == codeLockNotAvailable {
+		return Retired{Month: month, Kept: "the table's lock was not granted within " + lockTimeout + "; tried again at the next pass"}, nil
+	}
+	if err != nil {
+		return Retired{}, fmt.Errorf("retire %s: %w", name, err)
+	}
+	r.Dropped = r.Kept == ""
+	s.mu.Lock()
+	if r.Dropped {
+		delete(s.made, month)
+	}
+	s.mu.Unlock()
+	return r, nil
+}
+
+const codeLockNotAvailable = "55P03"
