@@ -70,7 +70,7 @@ type Config struct {
 	// RateLimitRPS (GPUMARKET_RATE_LIMIT_RPS) and RateLimitBurst (GPUMARKET_RATE_LIMIT_BURST) are the /v1
 	// gateway's token bucket per API key: requests per second sustained, and requests at once. configFromEnv
 	// defaults them to gateway.DefaultKeyRatePerSecond and gateway.DefaultKeyRateBurst; zero means those defaults too.
-	// Each gateway process keeps its own buckets, so a key's limit is per process.
+	// Each gateway process keeps its own buckets, so a key's limit is per process (docs/deploy.md, "Replicas").
 	RateLimitRPS   float64
 	RateLimitBurst int
 	// BatchConcurrency (GPUMARKET_BATCH_CONCURRENCY) is how many batch lines this process sends at once: the

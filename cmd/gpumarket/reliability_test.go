@@ -956,8 +956,16 @@ func (r *reliability) checkLedger(valid []*sentEvent) {
 	if len(got) != len(want) {
 		t.Errorf("ledger accounts %v, want only %v", got, want)
 	}
-	var unbalanced, drifted, usageTxns int
-	if err := r.pool.QueryRow(ctx, `SELECT
+	usageTxns := checkLedgerBalanced(t, ctx, r.pool)
+	r.logf("ledger: %d usage transactions; revenue %d picodollars", usageTxns, revenue)
+}
+
+// checkLedgerBalanced checks that every ledger transaction has postings summing to zero and every cached balance is
+// the sum of its account's postings, and returns how many usage transactions there are.
+func checkLedgerBalanced(t *testing.T, ctx context.Context, pool *pgxpool.Pool) (usageTxns int) {
+	t.Helper()
+	var unbalanced, drifted int
+	if err := pool.QueryRow(ctx, `SELECT
 		(SELECT count(*) FROM (SELECT t.id FROM ledger_transactions t LEFT JOIN ledger_postings p ON p.transaction_id = t.id
 			GROUP BY t.id HAVING count(p.id) = 0 OR sum(p.amount) <> 0) x),
 		(SELECT count(*) FROM ledger_accounts a
@@ -971,7 +979,7 @@ func (r *reliability) checkLedger(valid []*sentEvent) {
 	if drifted > 0 {
 		t.Errorf("%d ledger accounts have a cached balance other than the sum of their postings (docs/failure-cases.md, case 13)", drifted)
 	}
-	r.logf("ledger: %d usage transactions; revenue %d picodollars", usageTxns, revenue)
+	return usageTxns
 }
 
 // checkRejections: every refusable event is counted once, against the rig whose subject it

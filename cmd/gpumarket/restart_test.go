@@ -96,8 +96,10 @@ type restart struct {
 	dataDir    string
 	logPath    string
 	addr       string
-	nats       *server.Server
-	natsURL    string // with the platform's credentials
+	nats       []*server.Server // one embedded server, or the nodes of a cluster
+	natsPass   string           // the platform's NATS password
+	natsURL    string           // with the platform's credentials
+	rigs       int              // rigs started, which spread over the NATS nodes
 	stripeURL  string
 	customer   accounts.User
 	secret     string // the customer's API key
@@ -106,13 +108,28 @@ type restart struct {
 	starts     int
 	killedAt   time.Time
 	httpClient *http.Client
+	rigDelay   time.Duration // how long each rig waits before it answers
 }
 
-func setupRestart(t *testing.T) *restart {
+func setupRestart(t *testing.T) *restart { return setupRestartWith(t, restartOptions{}) }
+
+// restartOptions change the world setupRestartWith makes.
+type restartOptions struct {
+	// rigDelay is how long each rig waits before it answers: the time to first token the gateways measure, and
+	// what keeps a rig in the standard tier once its figures are flushed (a P99 under 49.5 ms would promote it to
+	// realtime, where requests for the standard tier no longer reach it).
+	rigDelay time.Duration
+	// natsCluster runs NATS as a cluster of three nodes instead of one server, with no users: the rigs' account
+	// and credentials are the embedded server's (natsserver.RigAuthenticator), and an external cluster's are its
+	// own configuration's.
+	natsCluster bool
+}
+
+func setupRestartWith(t *testing.T, opts restartOptions) *restart {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	h := &restart{t: t, ctx: ctx, dataDir: t.TempDir(), httpClient: &http.Client{Timeout: 10 * time.Second}}
+	h := &restart{t: t, ctx: ctx, dataDir: t.TempDir(), httpClient: &http.Client{Timeout: 10 * time.Second}, rigDelay: opts.rigDelay}
 	h.pool, h.dbURL = dbtest.NewWithURL(t)
 	if err := db.Migrate(ctx, h.pool, nil); err != nil {
 		t.Fatal(err)
@@ -132,22 +149,26 @@ func setupRestart(t *testing.T) *restart {
 	})
 
 	// NATS outlives the platform, with the rigs' users as the embedded server has them.
-	platformPassword := randomToken()
-	var err error
-	h.nats, err = natsserver.StartEmbedded(natsserver.EmbeddedOptions{StoreDir: t.TempDir(), Log: discardLog(),
-		Authenticator: &natsserver.RigAuthenticator{PlatformName: "gpumarket", PlatformPassword: platformPassword,
-			RigKey: []byte(restartRigKey), RigOf: func(ctx context.Context, offeringID string) (string, int, bool) {
-				var provider string
-				var issue int
-				err := h.pool.QueryRow(ctx, `SELECT provider_account_id::text, rig_credential_issue FROM offerings WHERE id::text = $1`,
-					offeringID).Scan(&provider, &issue)
-				return provider, issue, err == nil
-			}}})
-	if err != nil {
-		t.Fatal(err)
+	h.natsPass = randomToken()
+	auth := &natsserver.RigAuthenticator{PlatformName: "gpumarket", PlatformPassword: h.natsPass,
+		RigKey: []byte(restartRigKey), RigOf: func(ctx context.Context, offeringID string) (string, int, bool) {
+			var provider string
+			var issue int
+			err := h.pool.QueryRow(ctx, `SELECT provider_account_id::text, rig_credential_issue FROM offerings WHERE id::text = $1`,
+				offeringID).Scan(&provider, &issue)
+			return provider, issue, err == nil
+		}}
+	if opts.natsCluster {
+		h.nats = startNATSCluster(t) // with no users, as the Compose cluster (docs/deploy.md, "Rigs on the cluster")
+	} else {
+		ns, err := natsserver.StartEmbedded(natsserver.EmbeddedOptions{StoreDir: t.TempDir(), Log: discardLog(), Authenticator: auth})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+		h.nats = []*server.Server{ns}
 	}
-	t.Cleanup(func() { h.nats.Shutdown(); h.nats.WaitForShutdown() })
-	h.natsURL = withUserInfo(h.nats.ClientURL(), "gpumarket", platformPassword)
+	h.natsURL = h.platformNATSURL(0)
 	h.stripeURL = stripemocktest.Start(t)
 
 	// A provider with two standard offerings, each a stock agent in front of a simulated backend, and a customer
@@ -195,15 +216,34 @@ func setupRestart(t *testing.T) *restart {
 	return h
 }
 
+// platformNATSURL is where the platform connects, with its credentials: the NATS nodes' addresses, starting from
+// node first.
+func (h *restart) platformNATSURL(first int) string {
+	var urls []string
+	for k := range h.nats {
+		urls = append(urls, withUserInfo(h.nats[(first+k)%len(h.nats)].ClientURL(), "gpumarket", h.natsPass))
+	}
+	return strings.Join(urls, ",")
+}
+
 // startRig runs a provider's rig for the offering: a stock gpuagent in front of a simulated backend, connected to
-// NATS with the rig's own credential. It returns the agent's address.
+// NATS with the rig's own credential (on a cluster, each rig to the next node). It returns the agent's address.
 func (h *restart) startRig(o catalog.Offering, providerID string) string {
 	h.t.Helper()
+	defer func() { h.rigs++ }()
 	profile := simulation.Zero()
 	profile.Model = o.Model
-	backend := httptestServer(h.t, simulation.NewHandler(simulation.Options{Profile: profile}))
+	var handler http.Handler = simulation.NewHandler(simulation.Options{Profile: profile})
+	if delay := h.rigDelay; delay > 0 {
+		sim := handler
+		handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			time.Sleep(delay)
+			sim.ServeHTTP(w, r)
+		})
+	}
+	backend := httptestServer(h.t, handler)
 	a, err := agent.New(agent.Config{ListenAddr: "127.0.0.1:0", Upstream: backend, ProviderID: providerID, OfferingID: o.ID,
-		GPUSKU: "rtx-4090", GPUCount: 4, Capacity: 64, NATSURL: h.nats.ClientURL(), NATSUser: events.RigUsername(o.ID),
+		GPUSKU: "rtx-4090", GPUCount: 4, Capacity: 64, NATSURL: h.nats[h.rigs%len(h.nats)].ClientURL(), NATSUser: events.RigUsername(o.ID),
 		NATSPassword: events.RigPassword([]byte(restartRigKey), o.ID), OutboxDir: h.t.TempDir(),
 		OfferingKey: ticket.OfferingKey([]byte(restartTicketKey), o.ID), Log: discardLog()})
 	if err != nil {
@@ -230,20 +270,28 @@ func httptestServer(t *testing.T, handler http.Handler) string {
 func (h *restart) start() {
 	h.t.Helper()
 	h.starts++
-	logFile, err := os.OpenFile(h.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	h.process = h.serve(h.addr, h.dataDir, h.logPath, fmt.Sprintf("start %d", h.starts))
+}
+
+// serve starts a `gpumarket serve` process listening on addr with its own data directory, its output appended to
+// logPath after a line naming it; extra settings come after the common ones, and win.
+func (h *restart) serve(addr, dataDir, logPath, name string, extra ...string) *meterProcess {
+	h.t.Helper()
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	defer logFile.Close()
-	fmt.Fprintf(logFile, "=== start %d ===\n", h.starts)
+	fmt.Fprintf(logFile, "=== %s ===\n", name)
 	cmd := exec.Command(h.bin, "serve")
 	cmd.Env = append(environWithout("GPUMARKET_", "DATABASE_URL=", "NATS_URL=", "STRIPE_"),
 		"DATABASE_URL="+h.dbURL,
 		"NATS_URL="+h.natsURL,
-		"GPUMARKET_ADDR="+h.addr,
-		"GPUMARKET_DATA_DIR="+h.dataDir,
+		"GPUMARKET_ADDR="+addr,
+		"GPUMARKET_DATA_DIR="+dataDir,
 		"GPUMARKET_SESSION_KEY="+strings.Repeat("s", 32),
 		"GPUMARKET_TICKET_KEY="+restartTicketKey,
+		"GPUMARKET_RIG_KEY="+restartRigKey,
 		"GPUMARKET_PAYMENTS=test",
 		"STRIPE_API_URL="+h.stripeURL,
 		"STRIPE_WEBHOOK_SECRET=whsec_restart_test",
@@ -252,6 +300,7 @@ func (h *restart) start() {
 		"GPUMARKET_RATE_LIMIT_BURST=1000",
 		"GPUMARKET_METER_RECORD_WAIT="+restartRecordWait.String(),
 	)
+	cmd.Env = append(cmd.Env, extra...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -259,7 +308,7 @@ func (h *restart) start() {
 	}
 	m := &meterProcess{cmd: cmd, exited: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(m.exited) }()
-	h.process = m
+	return m
 }
 
 func (h *restart) kill() {
@@ -270,17 +319,23 @@ func (h *restart) kill() {
 // waitHealthy waits until /healthz answers 200 and returns when it did.
 func (h *restart) waitHealthy() time.Time {
 	h.t.Helper()
+	return waitHealthy(h.t, h.addr, h.process, fmt.Sprintf("start %d", h.starts))
+}
+
+// waitHealthy waits until the process at addr answers /healthz with 200 and returns when it did.
+func waitHealthy(t *testing.T, addr string, process *meterProcess, name string) time.Time {
+	t.Helper()
 	client := &http.Client{Timeout: 200 * time.Millisecond}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if res, err := client.Get("http://" + h.addr + "/healthz"); err == nil {
+		if res, err := client.Get("http://" + addr + "/healthz"); err == nil {
 			res.Body.Close()
 			if res.StatusCode == http.StatusOK {
 				return time.Now()
 			}
 		}
-		if h.process.gone() || time.Now().After(deadline) {
-			h.t.Fatalf("the platform did not become healthy (start %d)", h.starts)
+		if process.gone() || time.Now().After(deadline) {
+			t.Fatalf("the platform did not become healthy (%s)", name)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -306,16 +361,20 @@ type loadResult struct {
 	sent          time.Time
 	ok            bool // answered 200 with a whole body
 	requestID     string
+	offering      string // the offering that served it
 	input, output int64
 }
 
 // chat sends one small chat completion through the gateway.
-func (h *restart) chat() loadResult {
+func (h *restart) chat() loadResult { return h.chatAt(h.addr, "restart-model", h.secret) }
+
+// chatAt sends one small chat completion for the model, with the API key secret, through the gateway at addr.
+func (h *restart) chatAt(addr, model, secret string) loadResult {
 	r := loadResult{sent: time.Now()}
-	body := `{"model": "restart-model", "max_tokens": 6, "messages": [{"role": "user", "content": "count to six"}]}`
-	req, _ := http.NewRequestWithContext(h.ctx, http.MethodPost, "http://"+h.addr+"/v1/chat/completions", strings.NewReader(body))
+	body := `{"model": "` + model + `", "max_tokens": 6, "messages": [{"role": "user", "content": "count to six"}]}`
+	req, _ := http.NewRequestWithContext(h.ctx, http.MethodPost, "http://"+addr+"/v1/chat/completions", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+h.secret)
+	req.Header.Set("Authorization", "Bearer "+secret)
 	res, err := h.httpClient.Do(req)
 	if err != nil {
 		return r
@@ -334,12 +393,12 @@ func (h *restart) chat() loadResult {
 	if json.Unmarshal(raw, &answer) != nil {
 		return r
 	}
-	r.ok, r.requestID = true, res.Header.Get("X-GPUMarket-Request-Id")
+	r.ok, r.requestID, r.offering = true, res.Header.Get("X-GPUMarket-Request-Id"), res.Header.Get("X-GPUMarket-Offering")
 	r.input, r.output = answer.Usage.PromptTokens, answer.Usage.CompletionTokens
 	return r
 }
 
-// restartLoad sends restartRate requests a second until stopped.
+// restartLoad sends requests at a steady rate until stopped (startPaced).
 type restartLoad struct {
 	stopped chan struct{}
 	wg      sync.WaitGroup
@@ -347,10 +406,13 @@ type restartLoad struct {
 	results []loadResult
 }
 
-func (h *restart) startLoad() *restartLoad {
+func (h *restart) startLoad() *restartLoad { return startPaced(restartRate, h.chat) }
+
+// startPaced calls send rate times a second, each call on its own goroutine, until stopped.
+func startPaced(rate int, send func() loadResult) *restartLoad {
 	l := &restartLoad{stopped: make(chan struct{})}
 	l.wg.Go(func() {
-		tick := time.NewTicker(time.Second / restartRate)
+		tick := time.NewTicker(time.Second / time.Duration(rate))
 		defer tick.Stop()
 		for {
 			select {
@@ -359,7 +421,7 @@ func (h *restart) startLoad() *restartLoad {
 			case <-tick.C:
 			}
 			l.wg.Go(func() {
-				r := h.chat()
+				r := send()
 				l.mu.Lock()
 				l.results = append(l.results, r)
 				l.mu.Unlock()
@@ -375,9 +437,17 @@ func (l *restartLoad) stop() []loadResult {
 	return l.results
 }
 
+// billingSummary is what checkBilling found.
+type billingSummary struct {
+	rows   int // the customer's usage rows
+	unseen int // of which for requests the client never saw answered
+	paid   money.Pico
+}
+
 // checkBilling waits until the meter has caught up, then checks that each answered request is billed once, at its
-// answer's usage, and that the money adds up.
-func (h *restart) checkBilling(results []loadResult) {
+// answer's usage, and that the money adds up: the customer's balance fell by the sum of its usage rows' charges,
+// the providers are owed what their rows earned, and the ledger balances.
+func (h *restart) checkBilling(results []loadResult) billingSummary {
 	h.t.Helper()
 	answered := map[string]loadResult{}
 	for _, r := range results {
@@ -385,7 +455,7 @@ func (h *restart) checkBilling(results []loadResult) {
 			answered[r.requestID] = r
 		}
 	}
-	h.t.Logf("%d requests sent, %d answered, %d failed across %d kills", len(results), len(answered), len(results)-len(answered), restartKills)
+	h.t.Logf("%d requests sent, %d answered, %d failed", len(results), len(answered), len(results)-len(answered))
 	if len(answered) < len(results)/2 {
 		h.t.Fatalf("only %d of %d requests were answered", len(answered), len(results))
 	}
@@ -473,6 +543,8 @@ func (h *restart) checkBilling(results []loadResult) {
 	if payable != earned {
 		h.t.Errorf("the providers are owed %s; their usage rows earned %s", money.Pico(payable), money.Pico(earned))
 	}
+	checkLedgerBalanced(h.t, h.ctx, h.pool)
 	h.t.Logf("%d usage rows: %d answers the client saw, %d in flight at a kill (%d relayed whole by the gateway, %d billed "+
 		"nothing, %d flagged); the customer paid %s", len(rows), len(answered), unseen, relayed, free, unseen-relayed-free, total)
+	return billingSummary{rows: len(rows), unseen: unseen, paid: total}
 }

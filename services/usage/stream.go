@@ -85,7 +85,7 @@ func usageStreamConfig(o StreamOptions) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:                 StreamName,
 		Description:          "usage events from gpuagents, metered exactly once",
-		Subjects:             []string{SubjectPrefix + ".>"},
+		Subjects:             usageSubjects(),
 		Storage:              jetstream.FileStorage,
 		Retention:            jetstream.InterestPolicy,
 		Discard:              jetstream.DiscardNew,
@@ -112,6 +112,11 @@ func usageStreamConfig(o StreamOptions) jetstream.StreamConfig {
 func EnsureStreams(ctx context.Context, js jetstream.JetStream, opts StreamOptions) (jetstream.Consumer, error) {
 	opts = opts.withDefaults()
 	want := usageStreamConfig(opts)
+	unlock, err := lockConfig(ctx, js, opts.Replicas)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	if _, err := js.Stream(ctx, StreamName); errors.Is(err, jetstream.ErrStreamNotFound) {
 		// Created with limits retention and no per-rig limit, and turned to what it should be below once the
 		// meter's consumer exists: an interest stream drops what it receives while it has no consumer.
@@ -149,7 +154,7 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, opts StreamOptio
 	if _, err := updateKeepingPendingLimit(ctx, js, want); err != nil {
 		return nil, err
 	}
-	res, err := ApplyPendingLimit(ctx, js, opts.MaxPendingPerRig)
+	res, err := applyPendingLimit(ctx, js, opts.MaxPendingPerRig)
 	if err != nil {
 		return nil, err
 	}
@@ -207,11 +212,72 @@ type PendingLimit struct {
 // change. Agents publishing meanwhile get no answer and send again from their outboxes.
 const pausedSubject = "usage_paused"
 
+// usageSubjects are the subjects the usage stream takes events on. A pause always ends on
+// these, never on the subjects the stream had when the pause began: that may have been
+// another meter's pause, and restoring it would leave the stream refusing every event.
+func usageSubjects() []string { return []string{SubjectPrefix + ".>"} }
+
+// The usage stream's configuration is changed by one meter at a time: each change reads the
+// whole configuration and writes it back, so two meters starting together (replicas,
+// docs/deploy.md) would each write back what the other had just changed, pause or limit. The
+// lock is a key in a JetStream key-value bucket, created only when absent; a meter that stopped
+// while holding it leaves it to lapse after configLockTTL.
+const (
+	configLockBucket = "USAGE_CONFIG_LOCK"
+	configLockKey    = "usage"
+	configLockTTL    = 15 * time.Second
+	configLockPoll   = 20 * time.Millisecond
+)
+
+// lockConfig waits for the lock on the usage stream's configuration and returns its release.
+// replicas is the lock bucket's, the usage stream's own.
+func lockConfig(ctx context.Context, js jetstream.JetStream, replicas int) (unlock func(), err error) {
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: configLockBucket,
+		Description: "held by the meter changing the usage stream's configuration", TTL: configLockTTL, History: 1,
+		Storage: jetstream.FileStorage, Replicas: max(replicas, 1)})
+	if err != nil {
+		// Another meter may have created it in the same moment.
+		if kv, err = js.KeyValue(ctx, configLockBucket); err != nil {
+			return nil, fmt.Errorf("usage: lock bucket %s: %w", configLockBucket, err)
+		}
+	}
+	for {
+		rev, err := kv.Create(ctx, configLockKey, []byte(time.Now().UTC().Format(time.RFC3339Nano)))
+		if err == nil {
+			return func() {
+				_ = kv.Delete(context.WithoutCancel(ctx), configLockKey, jetstream.LastRevision(rev))
+			}, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return nil, fmt.Errorf("usage: lock %s: %w", configLockBucket, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("usage: waiting for another meter to finish changing stream %s: %w", StreamName, ctx.Err())
+		case <-time.After(configLockPoll):
+		}
+	}
+}
+
 // ApplyPendingLimit sets the usage stream's per-rig limit to limit when that removes no event:
 // directly when it raises the limit, and otherwise only after it has stopped the stream taking
 // events, counted every subject's events and found none above the limit; the stream takes
 // events again at once either way, within a few milliseconds. See docs/usage-stream.md.
 func ApplyPendingLimit(ctx context.Context, js jetstream.JetStream, limit int64) (res PendingLimit, err error) {
+	s, err := js.Stream(ctx, StreamName)
+	if err != nil {
+		return res, fmt.Errorf("usage: per-rig limit on stream %s: %w", StreamName, err)
+	}
+	unlock, err := lockConfig(ctx, js, s.CachedInfo().Config.Replicas)
+	if err != nil {
+		return res, err
+	}
+	defer unlock()
+	return applyPendingLimit(ctx, js, limit)
+}
+
+// applyPendingLimit is ApplyPendingLimit under the lock already held.
+func applyPendingLimit(ctx context.Context, js jetstream.JetStream, limit int64) (res PendingLimit, err error) {
 	defer func() {
 		if err != nil {
 			err = fmt.Errorf("usage: per-rig limit on stream %s: %w", StreamName, err)
@@ -221,8 +287,17 @@ func ApplyPendingLimit(ctx context.Context, js jetstream.JetStream, limit int64)
 	if err != nil {
 		return res, err
 	}
+	// A stream found paused was left so by a meter that stopped mid-count: this one ends the
+	// pause, on the stream's own subjects.
 	cfg := s.CachedInfo().Config
+	paused := len(cfg.Subjects) == 1 && cfg.Subjects[0] == pausedSubject
+	cfg.Subjects = usageSubjects()
 	if cfg.MaxMsgsPerSubject == limit && cfg.DiscardNewPerSubject == (limit > 0) {
+		if paused {
+			if _, err := js.UpdateStream(ctx, cfg); err != nil {
+				return res, err
+			}
+		}
 		return PendingLimit{Applied: true, InForce: limit}, nil
 	}
 	next := cfg
@@ -242,9 +317,9 @@ func ApplyPendingLimit(ctx context.Context, js jetstream.JetStream, limit int64)
 	if count > uint64(limit) {
 		return PendingLimit{InForce: max(cfg.MaxMsgsPerSubject, 0), Subject: most, Pending: count}, nil
 	}
-	paused := cfg
-	paused.Subjects = []string{pausedSubject}
-	if _, err := js.UpdateStream(ctx, paused); err != nil {
+	pause := cfg
+	pause.Subjects = []string{pausedSubject}
+	if _, err := js.UpdateStream(ctx, pause); err != nil {
 		return res, err
 	}
 	defer func() {
@@ -253,7 +328,7 @@ func ApplyPendingLimit(ctx context.Context, js jetstream.JetStream, limit int64)
 		cur, ierr := js.Stream(restore, StreamName)
 		if ierr == nil {
 			back := cur.CachedInfo().Config
-			back.Subjects = cfg.Subjects
+			back.Subjects = usageSubjects()
 			_, ierr = js.UpdateStream(restore, back)
 		}
 		if ierr != nil && err == nil {
@@ -267,7 +342,7 @@ func ApplyPendingLimit(ctx context.Context, js jetstream.JetStream, limit int64)
 	if count > uint64(limit) {
 		return PendingLimit{InForce: max(cfg.MaxMsgsPerSubject, 0), Subject: most, Pending: count}, nil
 	}
-	next.Subjects = paused.Subjects
+	next.Subjects = pause.Subjects
 	if _, err := js.UpdateStream(ctx, next); err != nil {
 		return res, err
 	}

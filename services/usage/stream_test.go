@@ -274,3 +274,100 @@ func TestNATSDropsEventsOnCarelessChanges(t *testing.T) {
 		t.Errorf("after turning to interest retention with no consumer the stream holds %d; the guard in EnsureStreams assumes 0", total)
 	}
 }
+
+// Meters started together, as replicas are, each bring the usage stream to its configuration at once. However their
+// steps interleave (the per-rig limit pauses the stream while it counts), the stream ends taking every rig's events,
+// with its limit, and no step fails.
+func TestMetersStartingTogetherLeaveTheStreamTakingEvents(t *testing.T) {
+	t.Parallel()
+	js := startJetStream(t)
+	const meters, rounds = 3, 15
+	for round := range rounds {
+		errs := make(chan error, meters)
+		for range meters {
+			go func() {
+				_, err := usage.EnsureStreams(t.Context(), js, usage.StreamOptions{})
+				errs <- err
+			}()
+		}
+		for range meters {
+			if err := <-errs; err != nil {
+				t.Fatalf("round %d: %v", round+1, err)
+			}
+		}
+		s, err := js.Stream(t.Context(), usage.StreamName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := s.CachedInfo().Config
+		if len(cfg.Subjects) != 1 || cfg.Subjects[0] != usage.SubjectPrefix+".>" || cfg.MaxMsgsPerSubject != usage.DefaultMaxPendingPerRig {
+			t.Fatalf("round %d: the stream listens on %v with %d per rig, want %s.> with %d", round+1, cfg.Subjects,
+				cfg.MaxMsgsPerSubject, usage.SubjectPrefix, usage.DefaultMaxPendingPerRig)
+		}
+		if refused := publish(t, js, "usage.p.o", fmt.Sprintf("r%d-", round), 1); len(refused) > 0 {
+			t.Fatalf("round %d: an event was refused: %v", round+1, refused[0])
+		}
+		if err := js.DeleteStream(t.Context(), usage.StreamName); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A meter that stopped while it had the stream paused to count leaves it refusing every event; the next check of the
+// limit (every meter's, every few seconds) ends the pause, even with the limit already in force.
+func TestAStreamLeftPausedTakesEventsAgain(t *testing.T) {
+	t.Parallel()
+	js := startJetStream(t)
+	if _, err := usage.EnsureStreams(t.Context(), js, usage.StreamOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(t.Context(), usage.StreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paused := s.CachedInfo().Config
+	paused.Subjects = []string{"usage_paused"}
+	if _, err := js.UpdateStream(t.Context(), paused); err != nil {
+		t.Fatal(err)
+	}
+	res, err := usage.ApplyPendingLimit(t.Context(), js, usage.DefaultMaxPendingPerRig)
+	if err != nil || !res.Applied {
+		t.Fatalf("ApplyPendingLimit: %+v, %v", res, err)
+	}
+	if s, err = js.Stream(t.Context(), usage.StreamName); err != nil {
+		t.Fatal(err)
+	}
+	if subj := s.CachedInfo().Config.Subjects; len(subj) != 1 || subj[0] != usage.SubjectPrefix+".>" {
+		t.Fatalf("the stream listens on %v, want %s.>", subj, usage.SubjectPrefix)
+	}
+	if refused := publish(t, js, "usage.p.o", "after-pause", 1); len(refused) > 0 {
+		t.Fatalf("an event was refused: %v", refused[0])
+	}
+}
+
+// While another meter holds the lock on the stream's configuration, a meter starting waits for it.
+func TestAMeterWaitsForTheConfigurationLock(t *testing.T) {
+	t.Parallel()
+	js := startJetStream(t)
+	if _, err := usage.EnsureStreams(t.Context(), js, usage.StreamOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(t.Context(), "USAGE_CONFIG_LOCK")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Create(t.Context(), "usage", []byte("another meter")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	if _, err := usage.EnsureStreams(ctx, js, usage.StreamOptions{}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("EnsureStreams with the lock held elsewhere: %v, want it to wait until its deadline", err)
+	}
+	if err := kv.Delete(t.Context(), "usage"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := usage.EnsureStreams(t.Context(), js, usage.StreamOptions{}); err != nil {
+		t.Fatalf("EnsureStreams once the lock is released: %v", err)
+	}
+}
