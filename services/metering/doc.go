@@ -5,4 +5,17 @@
 // The usage event itself, the contract between the provider's gpuagent and the meter, lives
 // in package usage (services/usage, with CONTRACT.md), and the platform's code names it
 // there: usage.UsageEvent, usage.Decode.
+//
+// The files, by job: meter.go is the pipeline (consume, collect, check, commit, acknowledge);
+// checks.go judges each message against the contract; references.go reads what a batch is
+// judged against; pricing.go and bounds.go decide what each event is billed; store.go writes the
+// usage rows and rollups in the batch's transaction (usage_copy.go is its fast path) and
+// ledger.go the postings; batch_costs.go sums batch lines' charges; results.go is what a
+// committed batch did; rejections.go and rejection_samples.go keep what was refused; usage.go
+// reads usage back; feed.go carries stored usage to routing.
+//
+// Tables: the meter writes usage_events, usage_event_keys, usage_hourly, api_key_spend,
+// usage_by_batch and the rejection tables, and posts to the ledger through package billing's
+// Ledger, in its own transaction; it reads offerings, accounts, prices and gateway_requests,
+// which other packages own.
 package metering

@@ -5,21 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/gpumarket/gpumarket/services/usage"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gpumarket/gpumarket/services/billing"
-	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/ticket"
 	"github.com/gpumarket/gpumarket/services/usagestore"
 )
@@ -390,152 +386,7 @@ func (m *Meter) finish(b checkedBatch, res BatchResult, took time.Duration) {
 	}
 }
 
-// eventError is true for a failure that comes from what a batch's events hold, which
-// retrying the same events cannot cure and splitting the batch can: a data exception or an
-// integrity violation (SQLSTATE classes 22 and 23), a limit of the database a batch went past
-// (class 54), or an amount out of range. Everything else is taken for a fault of the database
-// or the network, to be retried. See docs/metering-integrity.md.
-func eventError(err error) bool {
-	if errors.Is(err, money.ErrOverflow) || errors.Is(err, errEventData) {
-		return true
-	}
-	code := pgErrorCode(err)
-	return strings.HasPrefix(code, "22") || strings.HasPrefix(code, "23") || strings.HasPrefix(code, "54")
-}
-
-// errEventData marks an error the meter's own writing found in an event's data.
-var errEventData = errors.New("metering: an event's data cannot be written")
-
-// rejectionOfError is the reason an event alone in its batch is refused with, after the
-// database refused the batch for it.
-func rejectionOfError(err error) usage.RejectReason {
-	if errors.Is(err, money.ErrOverflow) || pgErrorCode(err) == codeNumericOutOfRange {
-		return RejectOverflow
-	}
-	return RejectRefusedByDatabase
-}
-
 const (
 	codeUniqueViolation   = "23505"
 	codeNumericOutOfRange = "22003"
 )
-
-func pgErrorCode(err error) string {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return pe.Code
-	}
-	return ""
-}
-
-// rejectAlone refuses an event the database refused, as any other refusal is kept, so the
-// stream moves on and the event waits for review.
-func (m *Meter) rejectAlone(ctx context.Context, msg jetstream.Msg, cause error) error {
-	meta, err := msg.Metadata()
-	if err != nil {
-		return err
-	}
-	r := StoredRejection{Message: Message{Seq: meta.Sequence.Stream, Subject: msg.Subject(), Data: msg.Data(), Stored: meta.Timestamp},
-		Reason: rejectionOfError(cause), Detail: "refused by the database: " + cause.Error()}
-	if ev, err := usage.Decode(msg.Data()); err == nil {
-		r.EventID = ev.ID
-	}
-	var samples []StoredRejection
-	err = pgx.BeginFunc(ctx, m.cfg.Pool, func(tx pgx.Tx) error {
-		var err error
-		samples, err = m.insertRejections(ctx, tx, []StoredRejection{r}, m.cfg.Now())
-		return err
-	})
-	if err == nil {
-		m.cfg.Metrics.observe(BatchResult{Rejections: []StoredRejection{r}}, 0)
-		m.publishRejections(samples)
-	}
-	return err
-}
-
-// Message is one delivery from the stream: its sequence, subject and body, and when the
-// stream stored it.
-type Message struct {
-	Seq     uint64
-	Subject string
-	Data    []byte
-	// Stored is the stream's timestamp of the message: how long an event has waited for the
-	// gateway's record is measured from it. Zero is taken for the metering time.
-	Stored time.Time
-}
-
-// BatchResult says what a committed batch did.
-type BatchResult struct {
-	Stored  int
-	Charged money.BigPico
-	// Rejections are the batch's refused events; Samples those of them kept whole (the first
-	// few of their rig and reason in the hour).
-	Rejections []StoredRejection
-	Samples    []StoredRejection
-	// Deferred are the events left to wait for the gateway's record of their attempt: not
-	// stored, not refused, delivered again after their delay.
-	Deferred []Deferral
-	// Occurred holds the event times of the Stored events, in no particular order.
-	Occurred []time.Time
-	// Usages holds the Stored events' data, with the tokens billed, each at the index of its
-	// time in Occurred.
-	Usages []usage.Usage
-}
-
-// Deferral is an event put off until the gateway's record of its attempt may have landed.
-type Deferral struct {
-	Message
-	EventID string
-	Delay   time.Duration
-}
-
-// StoredRejection is a refused event as the rejections table keeps it.
-type StoredRejection struct {
-	Message
-	EventID string
-	Reason  usage.RejectReason
-	Detail  string
-}
-
-// Process meters a batch of messages in one database transaction and returns what it did. It
-// is safe to run again on the same messages: what is stored stays stored once. Deferred
-// events are left to the caller.
-func (m *Meter) Process(ctx context.Context, batch []jetstream.Msg) (BatchResult, error) {
-	return m.commit(ctx, m.checkBatch(batch))
-}
-
-// ProcessMessages is Process on messages already read off the stream.
-func (m *Meter) ProcessMessages(ctx context.Context, msgs []Message) (BatchResult, error) {
-	return m.commit(ctx, m.check(msgs))
-}
-
-// publishRejections copies the refused events kept whole to the dead-letter subject, best
-// effort: the rejections table, written in the batch's transaction, is the record.
-func (m *Meter) publishRejections(rs []StoredRejection) {
-	if m.cfg.JS == nil {
-		return
-	}
-	for _, r := range rs {
-		msg := natsMsg(usage.RejectedSubject+"."+string(r.Reason), r.Data, r.Seq, r.Subject, r.Detail)
-		if _, err := m.cfg.JS.PublishMsgAsync(msg); err != nil {
-			m.cfg.Log.Warn("meter: dead-letter publish", "err", err)
-			return
-		}
-	}
-}
-
-func natsMsg(subject string, data []byte, seq uint64, origSubject, detail string) *nats.Msg {
-	msg := nats.NewMsg(subject)
-	msg.Data = data
-	msg.Header.Set("Gpumarket-Stream-Seq", fmt.Sprint(seq))
-	msg.Header.Set("Gpumarket-Subject", origSubject)
-	msg.Header.Set("Gpumarket-Reason", truncate(detail, 500))
-	return msg
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
-}

@@ -2,9 +2,11 @@ package metering
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/ticket"
+	"github.com/gpumarket/gpumarket/services/usage"
 )
 
 // What a request costs its customer and earns its provider (see docs/metering-integrity.md):
@@ -110,4 +112,74 @@ func (s batchSums) admit(account, provider string, charge, payable money.Pico) e
 	}
 	a.charge, a.providers[provider] = c, p
 	return nil
+}
+
+// judge prices the candidates by the references, in order: each is refused, deferred to
+// wait for the gateway's record of its attempt, or priced. See docs/metering-integrity.md.
+func (m *Meter) judge(cands []candidate, refs references, now time.Time, out *storeResult) []pricedEvent {
+	priced := make([]pricedEvent, 0, len(cands))
+	sums := batchSums{}
+	waits := recordWaits{settle: m.cfg.SettleTime, max: m.cfg.RecordWait}
+	for i := range cands {
+		c := &cands[i]
+		u := &c.ev.Data
+		reject := func(reason usage.RejectReason, detail string) {
+			out.rejections = append(out.rejections, StoredRejection{Message: c.msg, EventID: c.ev.ID, Reason: reason, Detail: detail})
+		}
+		provider, ok := refs.offerings[u.OfferingID]
+		if !ok {
+			reject(RejectUnknownOffering, "no offering "+u.OfferingID)
+			continue
+		}
+		if !refs.accounts[c.claims.AccountID] {
+			reject(usage.RejectTicketInvalid, "the ticket names no account the platform holds: "+c.claims.AccountID)
+			continue
+		}
+		if provider != c.providerID {
+			reject(RejectForeign, fmt.Sprintf("provider %s reported for offering %s of provider %s", c.providerID, u.OfferingID, provider))
+			continue
+		}
+		p, ok := refs.prices[c.claims.PriceID]
+		if !ok || p.tier != c.claims.Tier {
+			reject(RejectNoPrice, fmt.Sprintf("the ticket's price version %d is no %s price of the price book", c.claims.PriceID, c.claims.Tier))
+			continue
+		}
+		var rec *gatewayRecord
+		if refs.recorded[i] {
+			rec = &refs.records[i]
+		}
+		age := time.Duration(0)
+		if !c.msg.Stored.IsZero() {
+			age = now.Sub(c.msg.Stored)
+		}
+		bill := billableTokens(*u, c.claims, rec, age, waits)
+		if bill.wait > 0 {
+			out.deferred = append(out.deferred, Deferral{Message: c.msg, EventID: c.ev.ID, Delay: bill.wait})
+			continue
+		}
+		t := terms{price: p, askIn: c.claims.AskInput, askOut: c.claims.AskOutput, kind: c.claims.Kind,
+			embeddingValid: u.Status == usage.StatusOK}
+		charge, payable, err := t.charges(bill.in, bill.out)
+		if err != nil {
+			reject(RejectOverflow, fmt.Sprintf("%d input and %d output tokens at the ticket's terms: %v", bill.in, bill.out, err))
+			continue
+		}
+		if payable > charge {
+			reject(RejectAskAbovePrice, fmt.Sprintf("the ticket's asks (%d in, %d out per million tokens) would pay the provider %s "+
+				"for a request its customer pays %s at price version %d", t.askIn, t.askOut, payable, charge, p.id))
+			continue
+		}
+		if err := sums.admit(c.claims.AccountID, provider, charge, payable); err != nil {
+			reject(RejectOverflow, fmt.Sprintf("the event's charge %s: %v", charge, err))
+			continue
+		}
+		reported, _, rerr := t.charges(u.InputTokens, u.OutputTokens)
+		pe := pricedEvent{c: c, t: t, in: bill.in, out: bill.out, charge: charge, payable: payable,
+			account: c.claims.AccountID, provider: provider}
+		if keepFlag(bill.flag, reported, rerr != nil, charge) {
+			pe.flag, pe.flagReason = bill.flag, bill.detail
+		}
+		priced = append(priced, pe)
+	}
+	return priced
 }

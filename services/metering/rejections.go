@@ -2,12 +2,18 @@ package metering
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/usage"
 )
 
@@ -113,4 +119,93 @@ func (r *Reports) Rejections(ctx context.Context, reason string, limit int) (_ R
 // reject is a refusal for one of the meter's own checks.
 func reject(reason usage.RejectReason, format string, args ...any) *usage.Rejection {
 	return &usage.Rejection{Reason: reason, Detail: fmt.Sprintf(format, args...)}
+}
+
+// eventError is true for a failure that comes from what a batch's events hold, which
+// retrying the same events cannot cure and splitting the batch can: a data exception or an
+// integrity violation (SQLSTATE classes 22 and 23), a limit of the database a batch went past
+// (class 54), or an amount out of range. Everything else is taken for a fault of the database
+// or the network, to be retried. See docs/metering-integrity.md.
+func eventError(err error) bool {
+	if errors.Is(err, money.ErrOverflow) || errors.Is(err, errEventData) {
+		return true
+	}
+	code := pgErrorCode(err)
+	return strings.HasPrefix(code, "22") || strings.HasPrefix(code, "23") || strings.HasPrefix(code, "54")
+}
+
+// errEventData marks an error the meter's own writing found in an event's data.
+var errEventData = errors.New("metering: an event's data cannot be written")
+
+// rejectionOfError is the reason an event alone in its batch is refused with, after the
+// database refused the batch for it.
+func rejectionOfError(err error) usage.RejectReason {
+	if errors.Is(err, money.ErrOverflow) || pgErrorCode(err) == codeNumericOutOfRange {
+		return RejectOverflow
+	}
+	return RejectRefusedByDatabase
+}
+
+func pgErrorCode(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}
+
+// rejectAlone refuses an event the database refused, as any other refusal is kept, so the
+// stream moves on and the event waits for review.
+func (m *Meter) rejectAlone(ctx context.Context, msg jetstream.Msg, cause error) error {
+	meta, err := msg.Metadata()
+	if err != nil {
+		return err
+	}
+	r := StoredRejection{Message: Message{Seq: meta.Sequence.Stream, Subject: msg.Subject(), Data: msg.Data(), Stored: meta.Timestamp},
+		Reason: rejectionOfError(cause), Detail: "refused by the database: " + cause.Error()}
+	if ev, err := usage.Decode(msg.Data()); err == nil {
+		r.EventID = ev.ID
+	}
+	var samples []StoredRejection
+	err = pgx.BeginFunc(ctx, m.cfg.Pool, func(tx pgx.Tx) error {
+		var err error
+		samples, err = m.insertRejections(ctx, tx, []StoredRejection{r}, m.cfg.Now())
+		return err
+	})
+	if err == nil {
+		m.cfg.Metrics.observe(BatchResult{Rejections: []StoredRejection{r}}, 0)
+		m.publishRejections(samples)
+	}
+	return err
+}
+
+// publishRejections copies the refused events kept whole to the dead-letter subject, best
+// effort: the rejections table, written in the batch's transaction, is the record.
+func (m *Meter) publishRejections(rs []StoredRejection) {
+	if m.cfg.JS == nil {
+		return
+	}
+	for _, r := range rs {
+		msg := natsMsg(usage.RejectedSubject+"."+string(r.Reason), r.Data, r.Seq, r.Subject, r.Detail)
+		if _, err := m.cfg.JS.PublishMsgAsync(msg); err != nil {
+			m.cfg.Log.Warn("meter: dead-letter publish", "err", err)
+			return
+		}
+	}
+}
+
+func natsMsg(subject string, data []byte, seq uint64, origSubject, detail string) *nats.Msg {
+	msg := nats.NewMsg(subject)
+	msg.Data = data
+	msg.Header.Set("Gpumarket-Stream-Seq", fmt.Sprint(seq))
+	msg.Header.Set("Gpumarket-Subject", origSubject)
+	msg.Header.Set("Gpumarket-Reason", truncate(detail, 500))
+	return msg
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
 }

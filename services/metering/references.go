@@ -1,0 +1,128 @@
+package metering
+
+import (
+	"context"
+	"sort"
+
+	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// references are the catalog rows, the price versions and the gateway's records a batch is
+// judged against, read inside its transaction so that the batch is judged on one consistent
+// view.
+type references struct {
+	offerings map[string]string // offering id: its provider's account id
+	accounts  map[string]bool
+	prices    map[int64]priceRow // by id: the versions the batch's tickets name
+	// records[i] is the gateway's record of candidate i's request, when recorded[i].
+	records  []gatewayRecord
+	recorded []bool
+}
+
+// canonicalUUIDs is the uuid[] of the elements of the text[] parameter $1 written as the
+// database writes a uuid, lower-case and canonical; no other id can match a row, and casting
+// one could abort the batch's transaction.
+const canonicalUUIDs = `ARRAY(SELECT id::uuid FROM unnest($1::text[]) AS id
+	WHERE id ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$')`
+
+// loadReferences reads, in two round trips, the batch's offerings, customer accounts and price
+// versions, then the gateway's records of its requests. The offering's current ask is not read:
+// the provider is paid the asks its tickets carry.
+func loadReferences(ctx context.Context, tx pgx.Tx, cands []candidate) (references, error) {
+	refs := references{offerings: map[string]string{}, accounts: map[string]bool{}, prices: map[int64]priceRow{},
+		records: make([]gatewayRecord, len(cands)), recorded: make([]bool, len(cands))}
+	var offeringIDs, accountIDs []string
+	var priceIDs []int64
+	requestIDs := make([]string, len(cands))
+	seenOffering, seenAccount, seenPrice := map[string]bool{}, map[string]bool{}, map[int64]bool{}
+	for i := range cands {
+		if id := cands[i].ev.Data.OfferingID; !seenOffering[id] {
+			seenOffering[id] = true
+			offeringIDs = append(offeringIDs, id)
+		}
+		if id := cands[i].claims.AccountID; !seenAccount[id] {
+			seenAccount[id] = true
+			accountIDs = append(accountIDs, id)
+		}
+		if id := cands[i].claims.PriceID; !seenPrice[id] {
+			seenPrice[id] = true
+			priceIDs = append(priceIDs, id)
+		}
+		requestIDs[i] = cands[i].ev.Data.RequestID
+	}
+	b := &pgx.Batch{}
+	b.Queue(`SELECT id::text, provider_account_id::text FROM offerings
+		WHERE id = ANY (`+canonicalUUIDs+`)`, offeringIDs).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var id, provider string
+			if err := rows.Scan(&id, &provider); err != nil {
+				return err
+			}
+			refs.offerings[id] = provider
+		}
+		return rows.Err()
+	})
+	b.Queue(`SELECT id::text FROM accounts WHERE id = ANY (`+canonicalUUIDs+`)`, accountIDs).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			refs.accounts[id] = true
+		}
+		return rows.Err()
+	})
+	b.Queue(`SELECT id, tier, input_micro_usd_per_mtok, output_micro_usd_per_mtok FROM prices WHERE id = ANY ($1)`,
+		priceIDs).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var p priceRow
+			if err := rows.Scan(&p.id, &p.tier, &p.input, &p.outp); err != nil {
+				return err
+			}
+			refs.prices[p.id] = p
+		}
+		return rows.Err()
+	})
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return refs, err
+	}
+	// Each record comes back with the index of its request in requestIDs, and its status only
+	// when it is not "ok": no string to read back for nearly every one. This lookup runs on its
+	// own, planned for each call (QueryExecModeExec), not in the batch's cached statements: a
+	// plan cached while gateway_requests was nearly empty scans the whole table, and keeps
+	// scanning it as the table grows until the next ANALYZE, at milliseconds a batch.
+	rows, err := tx.Query(ctx, `SELECT r.n - 1, g.http_status, nullif(g.status, 'ok'), g.relayed_output_bytes, g.relayed_output_chunks
+		FROM unnest($1::text[]) WITH ORDINALITY AS r (request_id, n)
+		JOIN gateway_requests g ON g.request_id = r.request_id`, pgx.QueryExecModeExec, requestIDs)
+	if err != nil {
+		return refs, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var i int
+		var status pgtype.Text
+		var bytes, chunks pgtype.Int8
+		var r gatewayRecord
+		if err := rows.Scan(&i, &r.httpStatus, &status, &bytes, &chunks); err != nil {
+			return refs, err
+		}
+		r.status = billing.GatewayOK
+		if status.Valid {
+			r.status = billing.GatewayStatus(status.String)
+		}
+		r.relayedBytes, r.relayedChunks, r.counted = bytes.Int64, chunks.Int64, bytes.Valid
+		refs.records[i], refs.recorded[i] = r, true
+	}
+	return refs, rows.Err()
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
