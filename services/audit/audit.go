@@ -6,6 +6,8 @@
 // (audit_log). An action records its entry in the same database transaction as its own
 // writes (RecordTx), so that an action without its entry, or an entry without its action,
 // cannot be committed.
+//
+// Tables of other packages it reads: accounts, users (package accounts). It writes only its own.
 package audit
 
 import (

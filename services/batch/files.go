@@ -3,6 +3,9 @@
 // tier. It owns three invariants: a file is seen whole or not at all (written to a temporary
 // name and renamed, or an S3 multipart upload completed only on commit), a batch is admitted only when the account's balance covers the
 // bound on its cost, and no line of a batch is sent twice once its answer was kept.
+//
+// Tables of other packages it reads: usage_by_batch, usage_event_keys (package metering). It writes
+// only its own.
 package batch
 
 import (

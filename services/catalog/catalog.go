@@ -18,6 +18,8 @@
 //     address unless the platform allows it.
 //
 // Prices are integers of micro-dollars per million tokens; nothing here is a float of money.
+//
+// Tables of other packages it reads: accounts, users (package accounts). It writes only its own.
 package catalog
 
 import (

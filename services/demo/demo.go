@@ -10,6 +10,9 @@
 // configuration whose cost is above its tier's price for either kind of token would be paid
 // more than its customers pay: it is not listed, and where an earlier seed listed it, it is
 // paused (see docs/tiers-and-asks.md).
+//
+// Tables of other packages it reads: accounts (package accounts); offerings (package catalog). It
+// writes only its own.
 package demo
 
 import (

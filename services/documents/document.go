@@ -14,6 +14,9 @@
 // The journal (journal.go) reads the ledger tables of services/billing (ledger_transactions,
 // ledger_postings, ledger_accounts) and the accounts table of services/accounts, and writes
 // nothing.
+//
+// Tables of other packages it reads: accounts (package accounts); ledger_accounts, ledger_postings,
+// ledger_transactions (package billing). It writes only its own.
 package documents
 
 import (

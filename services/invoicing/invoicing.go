@@ -29,6 +29,11 @@
 //     under way.
 //   - A customer or provider reads only its own documents that are not drafts, without
 //     finance's flags, actions or staff.
+//
+// Tables of other packages it reads: accounts, users, api_keys (package accounts); audit_log
+// (package audit); ledger_accounts, ledger_postings, ledger_transactions (package billing);
+// offerings, prices (package catalog); usage_events, usage_hourly (package metering); payouts
+// (package payouts); usage_months_dropped (package usagestore). It writes only its own.
 package invoicing
 
 import (

@@ -19,6 +19,9 @@
 //     Stripe said the account can receive payouts.
 //   - A statement is paid only as it stands: the invoicing side is asked for it again, under the
 //     provider's payable lock, just before its transfer is sent.
+//
+// Tables of other packages it reads: accounts (package accounts); ledger_postings,
+// ledger_transactions (package billing). It writes only its own.
 package payouts
 
 import (

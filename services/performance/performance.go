@@ -3,6 +3,9 @@
 // a million tokens took, and what it earned per kWh. It reads the hourly rollups
 // (usage_hourly, indexed by provider and hour) and the catalog's rows, never usage rows, and
 // only the caller's provider account's. docs/planner-and-carbon-routing.md defines each figure.
+//
+// Tables of other packages it reads: accounts (package accounts); usage_hourly (package metering).
+// It writes only its own.
 package performance
 
 import (

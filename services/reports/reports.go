@@ -4,6 +4,10 @@
 // the offerings they were served on (services/catalog's offerings table, for region, site and
 // PUE) and the price book (prices), which this package reads and never writes. The method,
 // its constants and their sources are in services/carbon and docs/methodology.md.
+//
+// Tables of other packages it reads: accounts, api_keys (package accounts); offerings, prices
+// (package catalog); invoices, invoice_summaries (package invoicing); usage_events, usage_hourly
+// (package metering). It writes only its own.
 package reports
 
 import (

@@ -32,6 +32,10 @@
 // All of it is in memory, per process, behind a lock per offering; PostgreSQL is read for the catalog and
 // written with the figures. Replicas share their observations, so their windows agree up to the requests in
 // flight between them, and the last Flush wins.
+//
+// Tables of other packages it reads: accounts (package accounts); offerings, prices (package
+// catalog). It writes one column of catalog's: offerings.tier, the tier it moves an offering to by
+// its measured latency (docs/tiers-and-asks.md).
 package routing
 
 import (

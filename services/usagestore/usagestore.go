@@ -8,6 +8,11 @@
 // stays empty (a row found there is moved to its month when that month is made); a month whose
 // documents are not all final is never dropped; a month is dropped whole, its usage rows and
 // their keys (usage_event_keys) in one transaction.
+//
+// Tables of other packages it reads: invoices, statements, invoice_closes (package invoicing);
+// usage_hourly (package metering). It keeps metering's usage_events table: makes its monthly
+// partitions and, under the retention, drops them with their rows of usage_event_keys
+// (docs/usage-storage.md); usage_months_dropped is its own.
 package usagestore
 
 import (
