@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/events/natstest"
+	"github.com/gpumarket/gpumarket/services/testlog"
+
 	"github.com/gpumarket/gpumarket/db/dbtest"
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/demo"
@@ -16,7 +19,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/events/natsserver"
 )
 
-func discardLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func discardLog() *slog.Logger { return testlog.Discard() }
 
 // runPlatform opens the platform on cfg, runs it until the test ends, and returns it.
 func runPlatform(t *testing.T, cfg Config) *Platform {
@@ -112,13 +115,9 @@ func TestConnectPageShowsNoPlatformCredential(t *testing.T) {
 	t.Parallel()
 	const platformPassword = "pl4tform-s3cret-password"
 	rigKey := []byte(strings.Repeat("r", 32))
-	ns, err := natsserver.StartEmbedded(natsserver.EmbeddedOptions{StoreDir: t.TempDir(), Log: discardLog(),
+	ns := natstest.Start(t, natsserver.EmbeddedOptions{
 		Authenticator: &natsserver.RigAuthenticator{PlatformName: "gpumarket", PlatformPassword: platformPassword, RigKey: rigKey,
 			RigOf: func(context.Context, string) (string, int, bool) { return "", 0, false }}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
 	bare := ns.ClientURL()
 	external := strings.Replace(bare, "nats://", "nats://gpumarket:"+platformPassword+"@", 1)
 

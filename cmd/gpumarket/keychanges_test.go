@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/events/natstest"
+
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/catalog"
@@ -69,11 +71,7 @@ func within(t *testing.T, limit time.Duration, what string, ok func() bool) time
 func TestKeyChangesReachEveryGatewayWithinASecond(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	ns, err := natsserver.StartEmbedded(natsserver.EmbeddedOptions{StoreDir: t.TempDir(), Log: discardLog()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	ns := natstest.Start(t, natsserver.EmbeddedOptions{})
 
 	cfgA := testConfig(t, Roles{Web: true, Gateway: true, Meter: true})
 	cfgA.NATSURL = ns.ClientURL()
