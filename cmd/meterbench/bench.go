@@ -85,7 +85,7 @@ func bench(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	progress("ceiling: pgx CopyFrom of the same %d rows in batches of %d into a table shaped like usage_events: %.0f events/s",
+	progress("ceiling: pgx CopyFrom of the same %d rows in batches of %d into tables shaped like usage_event_keys and usage_events: %.0f events/s",
 		o.events, o.batchSize, pgRate)
 
 	if err := verify(ctx, env.db.Pool, warm, measured); err != nil {

@@ -99,9 +99,11 @@ var usageColumns = []string{"event_id", "request_id", "account_id", "api_key_id"
 	"ask_output_price", "charge_pico", "payable_pico", "flag", "flag_reason", "occurred_at", "metered_at", "stream_seq"}
 
 // copyCeiling is how fast pgx CopyFrom writes the usage rows the meter stored in its measured
-// round (after the warm-up round's skip messages) into a scratch
-// table with usage_events' columns, constraints and indexes (all but the foreign keys), in
-// batches of the meter's size, each its own transaction, one after the other.
+// round (after the warm-up round's skip messages) as the meter must at the least: each row's keys
+// into a scratch copy of usage_event_keys (the event and request ids, unique across the monthly
+// partitions) and the row into a scratch table with usage_events' columns, constraints and
+// indexes (all but the foreign keys), partitioned as it is, in batches of the meter's size, each its own transaction,
+// one after the other.
 func copyCeiling(ctx context.Context, pool *pgxpool.Pool, skip, batchSize int) (float64, error) {
 	rows, err := pool.Query(ctx, `SELECT event_id, request_id, account_id::text, api_key_id, offering_id::text,
 		provider_account_id::text, tier, model, input_tokens, output_tokens, reported_input_tokens, reported_output_tokens,
@@ -121,15 +123,31 @@ func copyCeiling(ctx context.Context, pool *pgxpool.Pool, skip, batchSize int) (
 	if err != nil {
 		return 0, fmt.Errorf("read the usage rows: %w", err)
 	}
-	if _, err := pool.Exec(ctx, `CREATE TABLE meterbench_copy (LIKE usage_events INCLUDING ALL)`); err != nil {
+	// Partitioned by month as usage_events is, so that a row is routed to its partition as the
+	// meter's are; one partition takes every month (the measured events are all of this one).
+	if _, err := pool.Exec(ctx, `CREATE TABLE meterbench_copy (LIKE usage_events INCLUDING ALL) PARTITION BY RANGE (occurred_at);
+		CREATE TABLE meterbench_copy_months PARTITION OF meterbench_copy DEFAULT;
+		CREATE TABLE meterbench_keys (LIKE usage_event_keys INCLUDING ALL)`); err != nil {
 		return 0, err
 	}
-	defer pool.Exec(context.WithoutCancel(ctx), `DROP TABLE meterbench_copy`) //nolint:errcheck
+	defer pool.Exec(context.WithoutCancel(ctx), `DROP TABLE meterbench_copy, meterbench_keys`) //nolint:errcheck
 
 	start := time.Now()
 	for from := 0; from < len(stored); from += batchSize {
 		batch := stored[from:min(from+batchSize, len(stored))]
-		if _, err := pool.CopyFrom(ctx, pgx.Identifier{"meterbench_copy"}, usageColumns, &rowSource{rows: batch, at: -1}); err != nil {
+		keys := make([][]any, len(batch))
+		for i, u := range batch {
+			keys[i] = []any{u.eventID, u.requestID, u.occurred, u.seq}
+		}
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			if _, err := tx.CopyFrom(ctx, pgx.Identifier{"meterbench_keys"}, []string{"event_id", "request_id", "occurred_at", "stream_seq"},
+				pgx.CopyFromRows(keys)); err != nil {
+				return err
+			}
+			_, err := tx.CopyFrom(ctx, pgx.Identifier{"meterbench_copy"}, usageColumns, &rowSource{rows: batch, at: -1})
+			return err
+		})
+		if err != nil {
 			return 0, fmt.Errorf("copy: %w", err)
 		}
 	}
