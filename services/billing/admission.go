@@ -397,7 +397,9 @@ func (a *Admission) refresh(sp *spender, accountID string) {
 	defer sp.mu.Unlock()
 	sp.refreshing = false
 	if err != nil {
-		a.cfg.Log.Warn("billing: balance refresh failed; admitting on the last figures", "account", accountID, "error", err)
+		if a.background.Err() == nil { // not cut off by Close
+			a.cfg.Log.Warn("billing: balance refresh failed; admitting on the last figures", "account", accountID, "error", err)
+		}
 		return
 	}
 	sp.apply(snap, a.cfg.HoldFor)
