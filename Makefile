@@ -37,6 +37,10 @@ test-deps: ## install Chromium for the browser tests when it is missing
 		$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq chromium >/dev/null; \
 	fi
 
+.PHONY: test-short
+test-short: ## the fast tests alone, in under a minute once built: those that need PostgreSQL, stripe-mock or a browser skip themselves (go test -short)
+	$(GO) test -short -count=1 $(PKGS)
+
 .PHONY: bench
 bench: bench-meter bench-gateway bench-close bench-reports bench-batch ## run the benchmarks
 

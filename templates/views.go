@@ -219,13 +219,12 @@ type TestPaymentPage struct {
 // RigConnectPage tells a provider how to run gpuagent for one of its rigs.
 type RigConnectPage struct {
 	Page
-	Rig          OfferingRow
-	ProviderID   string
-	NATSURL      string
-	NATSUser     string
-	NATSPassword string
-	OfferingKey  string
-	Command      string // the shell command that runs the agent, one option per line
+	Rig     OfferingRow
+	NATSURL string // the rigs' entry point
+	Command string // the shell command that runs the agent, one option per line
+	EnvFile string // the same as /etc/gpuagent/gpuagent.env for deploy/gpuagent.service
+	// Reissuable offers a form that re-issues the rig's credential.
+	Reissuable bool
 }
 
 // RigReportsPage lists, for admins, the rigs whose own figures disagree with the gateway's.

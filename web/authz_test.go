@@ -123,6 +123,8 @@ var authzTable = map[string]route{
 		want: statuses{303, 403, 404, 403, 403}, login: true},
 	"GET /provider/rigs/:id/connect": {path: "/provider/rigs/{offering}/connect",
 		want: statuses{303, 403, 404, 403, 403}, login: true},
+	"POST /provider/rigs/:id/connect": {path: "/provider/rigs/{offering}/connect", body: url.Values{},
+		want: statuses{303, 403, 404, 403, 403}, noCSRF: csrfRefused, login: true},
 	"POST /provider/rigs/:id": {path: "/provider/rigs/{offering}", body: rigForm(),
 		want: statuses{303, 403, 404, 403, 403}, noCSRF: csrfRefused, login: true},
 	"POST /provider/rigs/:id/:action": {path: "/provider/rigs/{offering}/pause", body: url.Values{},

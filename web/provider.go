@@ -336,31 +336,3 @@ func (s *Server) apiSetStatus(c echo.Context, status catalog.Status) error {
 func (s *Server) apiDelistRig(c echo.Context) error { return s.apiSetStatus(c, catalog.StatusDelisted) }
 func (s *Server) apiPauseRig(c echo.Context) error  { return s.apiSetStatus(c, catalog.StatusPaused) }
 func (s *Server) apiResumeRig(c echo.Context) error { return s.apiSetStatus(c, catalog.StatusActive) }
-
-func (s *Server) rigConnectPage(c echo.Context) error {
-	o, err := s.catalog.Own(c.Request().Context(), providerAccount(c), c.Param("id"))
-	if err != nil {
-		return err
-	}
-	if s.rigs == nil {
-		return services.Errorf(services.CodeUnavailable, "Rig credentials are not available on this server.")
-	}
-	natsURL, user, password, key := s.rigs.RigCredentials(o.ID)
-	shownPassword := password
-	if shownPassword == "" {
-		// The platform does not know it (an external NATS server whose rig users it does not
-		// derive): the operator who runs that server gives it.
-		shownPassword = "<rig password from the platform operator>"
-	}
-	command := strings.Join([]string{
-		"GPUAGENT_OFFERING_KEY=" + key + " \\",
-		"GPUAGENT_NATS_PASSWORD=" + shownPassword + " \\",
-		"gpuagent -provider " + o.ProviderAccountID + " -offering " + o.ID + " \\",
-		"  -gpu " + o.GPU + " -gpus " + strconv.Itoa(o.GPUCount) + " -capacity 16 \\",
-		"  -addr :8100 -upstream http://127.0.0.1:8000 \\",
-		"  -nats " + natsURL + " -nats-user " + user,
-	}, "\n")
-	return s.render(c, http.StatusOK, templates.RigConnect(templates.RigConnectPage{Page: s.page(c, "Connect your rig"),
-		Rig: offeringRow(o), ProviderID: o.ProviderAccountID, NATSURL: natsURL, NATSUser: user, NATSPassword: password,
-		OfferingKey: key, Command: command}))
-}

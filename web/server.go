@@ -97,10 +97,24 @@ type Config struct {
 // Journal writes the period's journal of ledger postings to w as CSV.
 type Journal func(ctx context.Context, period documents.Period, w io.Writer) error
 
-// RigCredentials derives a rig's secrets from the platform's keys.
+// RigCredentials derives a rig's secrets from the platform's keys: never one of the platform's own
+// (docs/usage-stream.md, "The rigs' entry point").
 type RigCredentials interface {
 	// RigCredentials returns where the rig's agent connects and with what.
-	RigCredentials(offeringID string) (natsURL, natsUser, natsPassword, offeringKey string)
+	RigCredentials(ctx context.Context, offeringID string) (RigCredential, error)
+	// ReissueRigCredential ends the credential the provider's rig holds, closing the rig's connections, and
+	// issues the next; a CodeUnavailable error when the platform does not run the rigs' entry point.
+	ReissueRigCredential(ctx context.Context, providerAccountID, offeringID string) error
+}
+
+// RigCredential is what one rig's agent needs to reach the platform, as its Connect page shows it.
+type RigCredential struct {
+	NATSURL      string // the rigs' entry point, without credentials
+	NATSUser     string // events.RigUsername
+	NATSPassword string // empty when the operator of an external NATS server gives it
+	OfferingKey  string // verifies the offering's route tickets, hexadecimal
+	// Reissuable says the platform runs the rigs' entry point itself and can re-issue the credential.
+	Reissuable bool
 }
 
 // Server holds the routes' dependencies.
@@ -252,6 +266,7 @@ func (s *Server) routes() {
 	provider.POST("/rigs", s.createRigSubmit)
 	provider.GET("/rigs/:id/edit", s.editRigPage)
 	provider.GET("/rigs/:id/connect", s.rigConnectPage)
+	provider.POST("/rigs/:id/connect", s.rigCredentialReissueSubmit)
 	provider.POST("/rigs/:id", s.updateRigSubmit)
 	provider.POST("/rigs/:id/:action", s.rigStatusSubmit)
 

@@ -168,6 +168,7 @@ var flashes = map[string]string{
 	"paused":          "The rig is paused: it takes no traffic until you resume it.",
 	"resumed":         "The rig is active again.",
 	"delisted":        "The rig is delisted.",
+	"rig-reissued":    "The rig has a new NATS password: its earlier one no longer works. Put the new one on the rig and restart its agent.",
 	"role-set":        "The role is changed.",
 	"adjusted":        "The adjustment is recorded.",
 	"price-scheduled": "The price change is scheduled.",

@@ -10,9 +10,10 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/gpumarket/gpumarket/services/billing/stripemock/stripemocktest"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -21,7 +22,6 @@ import (
 	"github.com/gpumarket/gpumarket/services/audit"
 	"github.com/gpumarket/gpumarket/services/batch"
 	"github.com/gpumarket/gpumarket/services/billing"
-	"github.com/gpumarket/gpumarket/services/billing/stripemock"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/documents"
@@ -39,27 +39,11 @@ import (
 const webhookSecret = "whsec_test_web"
 
 var (
-	stripeMock     *stripemock.Process
-	stripeMockErr  error
-	stripeMockOnce sync.Once
+	stripeMock stripemocktest.Shared
 )
 
 // stripeMockURL starts one stripe-mock for the package's tests, stopped by TestMain.
-func stripeMockURL(t *testing.T) string {
-	t.Helper()
-	stripeMockOnce.Do(func() {
-		bin, err := stripemock.Find()
-		if err != nil {
-			stripeMockErr = err
-			return
-		}
-		stripeMock, stripeMockErr = stripemock.Start(context.Background(), bin, nil)
-	})
-	if stripeMockErr != nil {
-		t.Fatalf("stripe-mock: %v (make test installs it)", stripeMockErr)
-	}
-	return stripeMock.URL
-}
+func stripeMockURL(t *testing.T) string { return stripeMock.URL(t) }
 
 func TestMain(m *testing.M) {
 	code := m.Run()

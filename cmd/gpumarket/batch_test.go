@@ -13,9 +13,13 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/openai/openai-go/v3"
 
 	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/services/batch"
+	"github.com/gpumarket/gpumarket/services/batch/s3fake"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/money"
@@ -754,5 +758,61 @@ func (b *gatewayBundle) testBatchesPage(t *testing.T) {
 	tab.open("/batches", http.StatusOK)
 	if got, want := tab.text(byTestID("batch-cost")), "$"+charged.Decimal(12); got != want {
 		t.Fatalf("the page shows a cost of %s, the meter charged %s", got, want)
+	}
+}
+
+// TestBatchesOnS3 runs a small batch on a platform whose batch files are on an S3-compatible
+// store (s3fake in this process): the input, output and nothing else are objects of the bucket,
+// and the data directory holds no file of its own.
+func TestBatchesOnS3(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a whole platform with simulated rigs")
+	}
+	endpoint := s3fake.Start(t, "gpumarket-batches")
+	b := setupGatewayConfig(t, func(c *Config) {
+		c.BatchS3 = batch.S3Config{Endpoint: endpoint, Bucket: "gpumarket-batches", Prefix: "batch-files/",
+			AccessKey: "test-access", SecretKey: "test-secret", Region: "us-east-1"}
+	}, func(p *Platform) { p.batchPollEvery = 20 * time.Millisecond })
+	const model, lines = "bt-s3", 4
+	b.list(t, rigSpec{model: model, ask: 60_000, p99: 2000})
+	_, _, secret := b.developer(t, "batch-s3", 20*money.PicoPerUSD, accounts.NewKeyInput{})
+	client := b.client(secret)
+
+	f := b.upload(t, client, chatLines(model, lines, 16))
+	bt := b.pollBatch(t, client, b.createBatch(t, client, f.ID).ID, openai.BatchStatusCompleted, openai.BatchStatusFailed)
+	if bt.Status != openai.BatchStatusCompleted || bt.RequestCounts.Completed != lines || bt.OutputFileID == "" {
+		t.Fatalf("batch %s: counts %+v, output %q, errors %+v", bt.Status, bt.RequestCounts, bt.OutputFileID, bt.Errors)
+	}
+	var ids []string
+	for _, l := range b.download(t, client, bt.OutputFileID) {
+		if l.Response == nil || l.Response.StatusCode != http.StatusOK {
+			t.Fatalf("output line %+v", l)
+		}
+		ids = append(ids, l.CustomID)
+	}
+	if strings.Join(ids, ",") != "req-0,req-1,req-2,req-3" {
+		t.Fatalf("output custom ids %v", ids)
+	}
+
+	host, _, err := batch.S3Endpoint(endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s3, err := minio.New(host, &minio.Options{Creds: credentials.NewStaticV4("test-access", "test-secret", ""), Region: "us-east-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for o := range s3.ListObjects(b.ctx, "gpumarket-batches", minio.ListObjectsOptions{Recursive: true}) {
+		if o.Err != nil {
+			t.Fatal(o.Err)
+		}
+		keys = append(keys, o.Key)
+	}
+	if want := "batch-files/" + f.ID + ",batch-files/" + bt.OutputFileID; strings.Join(keys, ",") != want {
+		t.Fatalf("objects %v, want %s", keys, want)
+	}
+	if list, err := os.ReadDir(filepath.Join(b.p.cfg.DataDir, "batch-files")); err == nil && len(list) > 0 {
+		t.Fatalf("files kept in the data directory too: %d", len(list))
 	}
 }

@@ -12,16 +12,37 @@ import (
 	"github.com/gpumarket/gpumarket/services/money"
 )
 
-// The Batch API's wiring (docs/batches.md): files under the data directory, and a scheduler that
-// sends batches' lines through this process's own gateway.
+// The Batch API's wiring (docs/batches.md): files on the S3 store when one is set, else under the
+// data directory, and a scheduler that sends batches' lines through this process's own gateway.
 
 // openBatches builds the files and batches service; the scheduler is built once the web server is.
-func (p *Platform) openBatches() (*batch.Service, error) {
-	store, err := batch.NewLocalDir(filepath.Join(p.cfg.DataDir, "batch-files"))
+// The S3 store is checked here, so a wrong setting stops the start.
+func (p *Platform) openBatches(ctx context.Context) (*batch.Service, error) {
+	store, err := p.openBatchStore(ctx)
 	if err != nil {
 		return nil, err
 	}
 	return batch.NewService(batch.Config{Pool: p.pool, Storage: store}), nil
+}
+
+func (p *Platform) openBatchStore(ctx context.Context) (batch.Storage, error) {
+	if p.cfg.BatchS3.Endpoint == "" {
+		dir := filepath.Join(p.cfg.DataDir, "batch-files")
+		store, err := batch.NewLocalDir(dir)
+		if err != nil {
+			return nil, err
+		}
+		p.log.Info("batch files in the data directory, seen by this process alone", "dir", dir)
+		return store, nil
+	}
+	s3 := p.cfg.BatchS3
+	s3.CacheDir = filepath.Join(p.cfg.DataDir, "batch-cache")
+	store, err := batch.NewS3Store(ctx, s3)
+	if err != nil {
+		return nil, fmt.Errorf("batch files (GPUMARKET_BATCH_S3_*): %w", err)
+	}
+	p.log.Info("batch files in the S3 bucket, reachable", "store", store.String(), "cache", s3.CacheDir)
+	return store, nil
 }
 
 // newBatchScheduler builds a scheduler that runs lines through p.gateway at the batch tier.

@@ -21,6 +21,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	usageevent "github.com/gpumarket/gpumarket/services/usage"
+
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpumarket/gpumarket/cmd/internal/devenv"
@@ -30,7 +32,6 @@ import (
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/demo"
-	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/simulation"
@@ -100,7 +101,8 @@ const (
 // DATABASE_URL, else the PostgreSQL `gpumarket dev postgres` finds or starts; dropped at the
 // end) and an embedded NATS server in a temporary directory (benchTempRoot):
 //
-//  1. The platform runs with its web and meter roles and the demo data. Its configuration
+//  1. The platform runs with its gateway and meter roles, the gateway in a role of its own as a
+//     gateway process runs it (no web role: pages are not what is measured), and the demo data. Its configuration
 //     differs from a default one only in the per-key rate limit, raised far above the rates
 //     measured, and a placeholder Stripe key: credit is granted by an adjustment and payments
 //     are never called. One offering of a model of its own is served by a zero-latency
@@ -268,7 +270,7 @@ func startBenchPlatform(ctx context.Context, dbURL, dataDir string, log *slog.Lo
 		// Payments are never called (credit is granted by an adjustment): a placeholder key
 		// keeps Open from starting stripe-mock, and no request goes to Stripe.
 		StripeSecretKey: "sk_test_gpumarket_bench_unused", StripeWebhookSecrets: []string{"whsec_gpumarket_bench_unused"},
-		Roles: Roles{Web: true, Gateway: true, Meter: true}, StreamReplicas: 1,
+		Roles: Roles{Gateway: true, Meter: true}, StreamReplicas: 1,
 		Development: true, // the benchmark's rig listens on loopback
 		// The per-key rate limit (GPUMARKET_RATE_LIMIT_RPS and _BURST, 50/s and 100 by default)
 		// would refuse most of the load: far above the rates measured, it refuses nothing.
@@ -485,7 +487,7 @@ func (b *benchPlatform) settle(ctx context.Context) {
 
 // meterPending is how many usage events the meter has yet to take or acknowledge.
 func (b *benchPlatform) meterPending(ctx context.Context) (uint64, error) {
-	cons, err := b.p.js.Consumer(ctx, metering.StreamName, metering.ConsumerName)
+	cons, err := b.p.js.Consumer(ctx, usageevent.StreamName, usageevent.ConsumerName)
 	if err != nil {
 		return 0, err
 	}

@@ -8,12 +8,14 @@ import (
 	"math"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/batch"
 	"github.com/gpumarket/gpumarket/services/rigaddr"
 	"github.com/gpumarket/gpumarket/web/gateway"
 )
@@ -24,8 +26,16 @@ type Config struct {
 	NATSURL     string
 	Addr        string
 	DataDir     string
-	NATSPort    int
-	SessionKey  []byte
+	// NATSHost and NATSPort are where the embedded NATS listens: the rigs' entry point, which the platform's own
+	// processes reach too (docs/usage-stream.md, "The rigs' entry point"). GPUMARKET_RIG_NATS_ADDR sets both;
+	// else NATSHost is "" (127.0.0.1) and NATSPort is GPUMARKET_NATS_PORT.
+	NATSHost   string
+	NATSPort   int
+	SessionKey []byte
+	// RigNATSURL (GPUMARKET_RIG_NATS_URL) is the NATS address providers are shown for their rigs, one URL or
+	// several comma-separated, without credentials: the entry point's public name. Empty shows the embedded
+	// server's own listen URL, or NATS_URL without its credentials.
+	RigNATSURL string
 	// Payments is "test" (GPUMARKET_PAYMENTS=test) for stripe-mock and the local test-payment
 	// page; "" takes real payments and needs StripeSecretKey. See paymentsMode.
 	Payments string
@@ -66,6 +76,11 @@ type Config struct {
 	// BatchConcurrency (GPUMARKET_BATCH_CONCURRENCY) is how many batch lines this process sends at once: the
 	// share of capacity batches may take (docs/batches.md); zero means batch.DefaultConcurrency.
 	BatchConcurrency int
+	// BatchS3 is the S3-compatible store of batch files (docs/batches.md, "The S3 store"), read by batchS3FromEnv:
+	// GPUMARKET_BATCH_S3_ENDPOINT (a URL, its scheme saying TLS), _BUCKET, _PREFIX, _REGION, _CACHE_MB, and the
+	// secrets GPUMARKET_BATCH_S3_ACCESS_KEY and _SECRET_KEY. With no endpoint the files stay under the data
+	// directory, which only this process sees. The read cache's directory is set when the store opens.
+	BatchS3 batch.S3Config
 	// routingFlushEvery overrides how often routing writes figures and moves tiers; zero keeps its default.
 	// bench-batch holds its zero-latency batch offering in the batch tier with it.
 	routingFlushEvery time.Duration
@@ -210,6 +225,9 @@ func configFromEnv() (Config, error) {
 		}
 		c.BatchConcurrency = n
 	}
+	if c.BatchS3, err = batchS3FromEnv(); err != nil {
+		return c, err
+	}
 	if v := os.Getenv("GPUMARKET_USAGE_RETENTION_MONTHS"); v != "" {
 		n, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil || n < 0 || n > 1200 {
@@ -282,11 +300,115 @@ func configFromEnv() (Config, error) {
 		}
 		c.NATSPort = p
 	}
+	if err := c.readRigEntryPoint(os.Getenv("GPUMARKET_RIG_NATS_ADDR"), os.Getenv("GPUMARKET_NATS_PORT") != "",
+		os.Getenv("GPUMARKET_RIG_NATS_URL")); err != nil {
+		return c, err
+	}
 	abs, err := filepath.Abs(c.DataDir)
 	if err != nil {
 		return c, err
 	}
 	c.DataDir = abs
+	return c, nil
+}
+
+// readRigEntryPoint reads where the embedded NATS listens for rigs (GPUMARKET_RIG_NATS_ADDR, host:port) and the URL
+// providers are shown for it (GPUMARKET_RIG_NATS_URL).
+func (c *Config) readRigEntryPoint(addr string, portSet bool, rigURL string) error {
+	if addr = strings.TrimSpace(addr); addr != "" {
+		switch {
+		case c.NATSURL != "":
+			return errors.New("GPUMARKET_RIG_NATS_ADDR is where the embedded NATS listens, and NATS_URL names an external one: unset GPUMARKET_RIG_NATS_ADDR and set GPUMARKET_RIG_NATS_URL to the address your NATS server gives rigs")
+		case portSet:
+			return errors.New("GPUMARKET_RIG_NATS_ADDR and GPUMARKET_NATS_PORT are both set: GPUMARKET_RIG_NATS_ADDR (host:port) says all, unset GPUMARKET_NATS_PORT")
+		}
+		host, port, err := net.SplitHostPort(addr)
+		n, perr := strconv.Atoi(port)
+		if err != nil || perr != nil || n < 0 || n > 65535 {
+			return fmt.Errorf("GPUMARKET_RIG_NATS_ADDR=%q: use host:port, such as 0.0.0.0:4222 or 203.0.113.7:4222", addr)
+		}
+		if host != "" && net.ParseIP(host) == nil {
+			return fmt.Errorf("GPUMARKET_RIG_NATS_ADDR=%q: the host must be an IP address of this machine (0.0.0.0 for all of them)", addr)
+		}
+		if host == "" {
+			host = "0.0.0.0"
+		}
+		c.NATSHost, c.NATSPort = host, n
+	}
+	u, err := parseRigNATSURL(rigURL)
+	if err != nil {
+		return err
+	}
+	c.RigNATSURL = u
+	return nil
+}
+
+// parseRigNATSURL checks GPUMARKET_RIG_NATS_URL: NATS URLs (nats://, tls://, ws://, wss://) with a host and no
+// credentials, comma-separated, since every provider is shown them.
+func parseRigNATSURL(raw string) (string, error) {
+	if strings.TrimSpace(raw) == "" {
+		return "", nil
+	}
+	var out []string
+	for _, part := range strings.Split(raw, ",") {
+		part = strings.TrimSpace(part)
+		u, err := url.Parse(part)
+		switch {
+		case err != nil || u.Host == "" || u.Port() == "":
+			return "", fmt.Errorf("GPUMARKET_RIG_NATS_URL: %q is not a NATS URL: use scheme://host:port, such as tls://nats.example.com:4222", part)
+		case u.Scheme != "nats" && u.Scheme != "tls" && u.Scheme != "ws" && u.Scheme != "wss":
+			return "", fmt.Errorf("GPUMARKET_RIG_NATS_URL: %q: the scheme must be nats, tls, ws or wss", part)
+		case u.User != nil:
+			return "", fmt.Errorf("GPUMARKET_RIG_NATS_URL: %q holds credentials: every provider is shown this URL, so give it none (each rig has its own)", u.Redacted())
+		case u.Path != "" && u.Path != "/" || u.RawQuery != "":
+			return "", fmt.Errorf("GPUMARKET_RIG_NATS_URL: %q: give only scheme://host:port", part)
+		}
+		out = append(out, u.Scheme+"://"+u.Host)
+	}
+	return strings.Join(out, ","), nil
+}
+
+// batchS3FromEnv reads the S3 store of batch files; no endpoint is no store, and then no other of its
+// settings may be set, so a half-made setting is not silently the local directory.
+func batchS3FromEnv() (batch.S3Config, error) {
+	c := batch.S3Config{
+		Endpoint:  strings.TrimSpace(os.Getenv("GPUMARKET_BATCH_S3_ENDPOINT")),
+		Bucket:    strings.TrimSpace(os.Getenv("GPUMARKET_BATCH_S3_BUCKET")),
+		Prefix:    strings.TrimSpace(os.Getenv("GPUMARKET_BATCH_S3_PREFIX")),
+		Region:    strings.TrimSpace(os.Getenv("GPUMARKET_BATCH_S3_REGION")),
+		AccessKey: os.Getenv("GPUMARKET_BATCH_S3_ACCESS_KEY"),
+		SecretKey: os.Getenv("GPUMARKET_BATCH_S3_SECRET_KEY"),
+	}
+	cacheMB := strings.TrimSpace(os.Getenv("GPUMARKET_BATCH_S3_CACHE_MB"))
+	if c.Endpoint == "" {
+		if c.Bucket != "" || c.Prefix != "" || c.Region != "" || c.AccessKey != "" || c.SecretKey != "" || cacheMB != "" {
+			return c, errors.New("GPUMARKET_BATCH_S3_* settings are set but not GPUMARKET_BATCH_S3_ENDPOINT: set the endpoint (such as http://minio:9000) for the S3 store of batch files, or unset them to keep the files in the data directory")
+		}
+		return c, nil
+	}
+	if _, _, err := batch.S3Endpoint(c.Endpoint); err != nil {
+		return c, fmt.Errorf("GPUMARKET_BATCH_S3_ENDPOINT: %w", err)
+	}
+	var missing []string
+	if c.Bucket == "" {
+		missing = append(missing, "GPUMARKET_BATCH_S3_BUCKET")
+	}
+	if c.AccessKey == "" {
+		missing = append(missing, "GPUMARKET_BATCH_S3_ACCESS_KEY")
+	}
+	if c.SecretKey == "" {
+		missing = append(missing, "GPUMARKET_BATCH_S3_SECRET_KEY")
+	}
+	if len(missing) > 0 {
+		return c, fmt.Errorf("GPUMARKET_BATCH_S3_ENDPOINT is set: set %s too", strings.Join(missing, " and "))
+	}
+	if cacheMB != "" {
+		n, err := strconv.ParseInt(cacheMB, 10, 64)
+		if err != nil || n < batch.MaxFileBytes>>20 || n > 1<<24 {
+			return c, fmt.Errorf("GPUMARKET_BATCH_S3_CACHE_MB=%q: use a whole number of megabytes, at least %d (the largest file), such as 2000", cacheMB, batch.MaxFileBytes>>20)
+		}
+		c.CacheBytes = n << 20
+	}
 	return c, nil
 }
 

@@ -120,3 +120,107 @@ func TestUsageRetentionComesFromTheEnvironment(t *testing.T) {
 		}
 	}
 }
+
+// TestRigEntryPointComesFromTheEnvironment: GPUMARKET_RIG_NATS_ADDR is where the embedded NATS listens for rigs
+// (127.0.0.1 and GPUMARKET_NATS_PORT when unset), GPUMARKET_RIG_NATS_URL the address providers are shown; bad
+// values, and settings that contradict each other, stop the start with an error naming the variable.
+func TestRigEntryPointComesFromTheEnvironment(t *testing.T) {
+	load := func(natsURL, port, addr, rigURL string) (Config, error) {
+		t.Helper()
+		t.Setenv("NATS_URL", natsURL)
+		t.Setenv("GPUMARKET_NATS_PORT", port)
+		t.Setenv("GPUMARKET_RIG_NATS_ADDR", addr)
+		t.Setenv("GPUMARKET_RIG_NATS_URL", rigURL)
+		return configFromEnv()
+	}
+	for _, good := range []struct {
+		natsURL, port, addr, rigURL string
+		host                        string
+		wantPort                    int
+		shown                       string
+	}{
+		{"", "", "", "", "", 4222, ""},
+		{"", "4333", "", "", "", 4333, ""},
+		{"", "", "0.0.0.0:4222", "tls://nats.example.com:4222", "0.0.0.0", 4222, "tls://nats.example.com:4222"},
+		{"", "", ":4999", "", "0.0.0.0", 4999, ""},
+		{"", "", "192.0.2.10:0", " nats://a.example.com:4222 , nats://b.example.com:4222", "192.0.2.10", 0,
+			"nats://a.example.com:4222,nats://b.example.com:4222"},
+		{"", "", "[2001:db8::1]:4222", "", "2001:db8::1", 4222, ""},
+		{"nats://n1:4222", "", "", "wss://rigs.example.com:443", "", 4222, "wss://rigs.example.com:443"},
+	} {
+		c, err := load(good.natsURL, good.port, good.addr, good.rigURL)
+		if err != nil {
+			t.Errorf("%+v: %v", good, err)
+			continue
+		}
+		if c.NATSHost != good.host || c.NATSPort != good.wantPort || c.RigNATSURL != good.shown {
+			t.Errorf("%+v: host %q, port %d, shown %q", good, c.NATSHost, c.NATSPort, c.RigNATSURL)
+		}
+	}
+	for _, bad := range []struct{ natsURL, port, addr, rigURL, names string }{
+		{"", "", "4222", "", "GPUMARKET_RIG_NATS_ADDR"},
+		{"", "", "nats.example.com:4222", "", "GPUMARKET_RIG_NATS_ADDR"},
+		{"", "", "0.0.0.0:70000", "", "GPUMARKET_RIG_NATS_ADDR"},
+		{"", "4222", "0.0.0.0:4222", "", "GPUMARKET_NATS_PORT"},
+		{"nats://n1:4222", "", "0.0.0.0:4222", "", "GPUMARKET_RIG_NATS_URL"},
+		{"", "", "", "nats.example.com:4222", "GPUMARKET_RIG_NATS_URL"},
+		{"", "", "", "http://nats.example.com:4222", "GPUMARKET_RIG_NATS_URL"},
+		{"", "", "", "nats://nats.example.com", "GPUMARKET_RIG_NATS_URL"},
+		{"", "", "", "nats://gpumarket:secret@nats.example.com:4222", "GPUMARKET_RIG_NATS_URL"},
+	} {
+		_, err := load(bad.natsURL, bad.port, bad.addr, bad.rigURL)
+		if err == nil || !strings.Contains(err.Error(), bad.names) {
+			t.Errorf("%+v: %v, want an error naming %s", bad, err, bad.names)
+		}
+		if err != nil && strings.Contains(err.Error(), "secret") {
+			t.Errorf("the error repeats the credential: %v", err)
+		}
+	}
+}
+
+// TestBatchS3ComesFromTheEnvironment: with no GPUMARKET_BATCH_S3_ENDPOINT batch files stay in the data directory;
+// with one, its bucket and both keys are required, the cache bound is read in megabytes, and a setting without its
+// endpoint or a wrong value stops the start with an error naming the variables (docs/batches.md, "The S3 store").
+func TestBatchS3ComesFromTheEnvironment(t *testing.T) {
+	vars := []string{"ENDPOINT", "BUCKET", "PREFIX", "REGION", "ACCESS_KEY", "SECRET_KEY", "CACHE_MB"}
+	set := func(env map[string]string) {
+		for _, v := range vars {
+			t.Setenv("GPUMARKET_BATCH_S3_"+v, env[v])
+		}
+	}
+	full := map[string]string{"ENDPOINT": "http://minio:9000", "BUCKET": "gpumarket-batches", "PREFIX": "prod/files/",
+		"REGION": "eu-west-1", "ACCESS_KEY": "access", "SECRET_KEY": "secret", "CACHE_MB": "4096"}
+	set(full)
+	c, err := configFromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := c.BatchS3; s.Endpoint != "http://minio:9000" || s.Bucket != "gpumarket-batches" || s.Prefix != "prod/files/" ||
+		s.Region != "eu-west-1" || s.AccessKey != "access" || s.SecretKey != "secret" || s.CacheBytes != 4096<<20 {
+		t.Fatalf("S3 store %+v", s)
+	}
+	set(nil)
+	if c, err := configFromEnv(); err != nil || c.BatchS3.Endpoint != "" {
+		t.Fatalf("unset: %+v, %v; want the data directory", c.BatchS3, err)
+	}
+	for _, bad := range []struct {
+		name, value, want string
+	}{
+		{"ENDPOINT", "", "not GPUMARKET_BATCH_S3_ENDPOINT"},
+		{"ENDPOINT", "minio:9000", "GPUMARKET_BATCH_S3_ENDPOINT: the S3 endpoint"},
+		{"BUCKET", "", "set GPUMARKET_BATCH_S3_BUCKET too"},
+		{"SECRET_KEY", "", "set GPUMARKET_BATCH_S3_SECRET_KEY too"},
+		{"CACHE_MB", "100", "GPUMARKET_BATCH_S3_CACHE_MB"},
+		{"CACHE_MB", "lots", "GPUMARKET_BATCH_S3_CACHE_MB"},
+	} {
+		env := map[string]string{}
+		for k, v := range full {
+			env[k] = v
+		}
+		env[bad.name] = bad.value
+		set(env)
+		if _, err := configFromEnv(); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("GPUMARKET_BATCH_S3_%s=%q: error %v; want %q", bad.name, bad.value, err, bad.want)
+		}
+	}
+}

@@ -71,6 +71,7 @@ var composeSecrets = []string{
 	"GPUMARKET_TICKET_KEY=" + strings.Repeat("t", 64),
 	"GPUMARKET_SESSION_KEY=" + strings.Repeat("s", 64),
 	"STRIPE_WEBHOOK_SECRET=whsec_compose",
+	"MINIO_ROOT_PASSWORD=minio-secret",
 }
 
 func loadCompose(t *testing.T, env []string) (*types.Project, error) {
@@ -104,7 +105,7 @@ func TestComposeRunsAClusteredPlatform(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"postgres", "nats-1", "nats-2", "nats-3", "stripe-mock", "migrate", "web", "meter",
+	for _, name := range []string{"postgres", "nats-1", "nats-2", "nats-3", "stripe-mock", "minio", "minio-bucket", "migrate", "web", "meter",
 		"rig-1", "rig-1-backend", "rig-2", "rig-2-backend"} {
 		if _, ok := p.Services[name]; !ok {
 			t.Errorf("no service %s", name)
@@ -162,7 +163,8 @@ func TestComposeRunsAClusteredPlatform(t *testing.T) {
 	known := envNamesRead(t)
 	for name, s := range p.Services {
 		for k := range s.Environment {
-			if strings.HasPrefix(k, "POSTGRES_") && name == "postgres" {
+			if strings.HasPrefix(k, "POSTGRES_") && name == "postgres" || strings.HasPrefix(k, "MINIO_") && name == "minio" ||
+				strings.HasPrefix(k, "MC_HOST_") && name == "minio-bucket" {
 				continue
 			}
 			if !known[k] {
@@ -209,6 +211,15 @@ func TestComposeRunsAClusteredPlatform(t *testing.T) {
 			t.Errorf("%s's database is %q, not the postgres service with its password", tc.service, c.DatabaseURL)
 		}
 		if tc.service == "web" {
+			// Both replicas keep batch files in MinIO's bucket, which minio-bucket makes, with MinIO's own key.
+			if s3 := c.BatchS3; s3.Endpoint != "http://minio:9000" || s3.Bucket != "gpumarket-batches" || s3.SecretKey != "minio-secret" ||
+				s3.AccessKey != envOf("minio")["MINIO_ROOT_USER"] {
+				t.Errorf("web's batch files: %+v, want MinIO's bucket with its root key", s3)
+			}
+			if mb := p.Services["minio-bucket"]; !slices.Contains([]string(mb.Command), "minio/"+c.BatchS3.Bucket) ||
+				envOf("minio-bucket")["MC_HOST_minio"] != "http://gpumarket:minio-secret@minio:9000" {
+				t.Errorf("minio-bucket makes %q with %q", mb.Command, envOf("minio-bucket")["MC_HOST_minio"])
+			}
 			if test, err := c.paymentsMode(); !test || err != nil || c.StripeAPIURL != "http://stripe-mock:12111" {
 				t.Errorf("web's payments: test mode %v (%v) on %q, want stripe-mock's", test, err, c.StripeAPIURL)
 			}
@@ -276,8 +287,8 @@ func readManifests(t *testing.T) []manifest {
 // /readyz at the port the process listens on, take PostgreSQL's URL and the keys from the Secret, and with the
 // ConfigMap's values start the platform in their role on the NATS cluster with three stream replicas; each
 // Service selects a Deployment's Pods; the Ingress sends /v1 and every path under it to the gateway's Service
-// and every other path to the web's; and the NATS chart's values make a cluster of three with JetStream on
-// file storage.
+// and every other path to the web's; the web and the gateway keep batch files on one S3 bucket; and the NATS
+// chart's values make a cluster of three with JetStream on file storage.
 func TestKubernetesManifestsProbeAndConfigureEachRole(t *testing.T) {
 	known := envNamesRead(t)
 	var deployments []appsv1.Deployment
@@ -311,6 +322,7 @@ func TestKubernetesManifestsProbeAndConfigureEachRole(t *testing.T) {
 		}
 	}
 	secret := readSecretExample(t)
+	batchStores := map[string]bool{}
 
 	want := map[string]struct {
 		replicas int32
@@ -393,6 +405,14 @@ func TestKubernetesManifestsProbeAndConfigureEachRole(t *testing.T) {
 		if cfg.StreamReplicas != 3 || cfg.NATSURL == "" {
 			t.Errorf("%s: streams of %d replicas on NATS %q, want 3 on the cluster", d.Name, cfg.StreamReplicas, cfg.NATSURL)
 		}
+		// The web and the gateway each have their own /data, so the batch files are on one S3 bucket for both.
+		if cfg.Roles.Web || cfg.Roles.Gateway {
+			if s3 := cfg.BatchS3; s3.Endpoint == "" || s3.Bucket == "" || s3.AccessKey == "" || s3.SecretKey == "" {
+				t.Errorf("%s keeps batch files in its own /data: %+v", d.Name, s3)
+			} else {
+				batchStores[s3.Endpoint+"/"+s3.Bucket] = true
+			}
+		}
 
 		// The probes reach the port the process listens on (GPUMARKET_ADDR), by name or number.
 		port := strings.TrimPrefix(cfg.Addr, ":")
@@ -419,6 +439,9 @@ func TestKubernetesManifestsProbeAndConfigureEachRole(t *testing.T) {
 		if c.StartupProbe != nil {
 			probe("startup", c.StartupProbe, "/healthz")
 		}
+	}
+	if len(batchStores) != 1 {
+		t.Errorf("the web and the gateway keep batch files on %v, want one bucket", batchStores)
 	}
 
 	for _, s := range services {

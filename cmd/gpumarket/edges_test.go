@@ -114,7 +114,7 @@ func TestConnectPageShowsNoPlatformCredential(t *testing.T) {
 	rigKey := []byte(strings.Repeat("r", 32))
 	ns, err := natsserver.StartEmbedded(natsserver.EmbeddedOptions{StoreDir: t.TempDir(), Log: discardLog(),
 		Authenticator: &natsserver.RigAuthenticator{PlatformName: "gpumarket", PlatformPassword: platformPassword, RigKey: rigKey,
-			ProviderOf: func(context.Context, string) (string, bool) { return "", false }}})
+			RigOf: func(context.Context, string) (string, int, bool) { return "", 0, false }}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,12 +81,21 @@ func setupGateway(t *testing.T) *gatewayBundle {
 // setupGatewayWith is setupGateway with a chance to adjust the platform before it runs.
 func setupGatewayWith(t *testing.T, adjust func(*Platform)) *gatewayBundle {
 	t.Helper()
+	return setupGatewayConfig(t, nil, adjust)
+}
+
+// setupGatewayConfig is setupGatewayWith with a chance to change the configuration first.
+func setupGatewayConfig(t *testing.T, configure func(*Config), adjust func(*Platform)) *gatewayBundle {
+	t.Helper()
 	_, dbURL := dbtest.NewWithURL(t)
 	cfg := Config{DatabaseURL: dbURL, Addr: "127.0.0.1:0", DataDir: t.TempDir(), NATSPort: 0,
 		Payments:   PaymentsTest,
 		SessionKey: []byte(strings.Repeat("k", 32)), StripeWebhookSecrets: []string{"whsec_test_gateway"},
 		Roles: Roles{Web: true, Gateway: true, Meter: true}, TicketKey: []byte(strings.Repeat("t", 32)), RigKey: []byte(strings.Repeat("r", 32)),
 		Development: true} // the test's rigs listen on loopback
+	if configure != nil {
+		configure(&cfg)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p, err := Open(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/gpumarket/gpumarket/services/metering"
+	usageevent "github.com/gpumarket/gpumarket/services/usage"
 )
 
 // How the platform's parts start and stop (docs/lifecycle.md). Open connects to PostgreSQL
@@ -100,7 +100,7 @@ func (p *Platform) start(r *running) error {
 				r.fail("meter", err)
 			}
 		})
-		p.log.Info("metering usage events", "stream", metering.StreamName, "consumer", metering.ConsumerName)
+		p.log.Info("metering usage events", "stream", usageevent.StreamName, "consumer", usageevent.ConsumerName)
 	}
 	// Every process keeps the usage partitions; a lock lets one of them at a time.
 	p.usageStore.Start(r.ctx)

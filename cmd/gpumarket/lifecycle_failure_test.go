@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net/http"
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +15,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/gpumarket/gpumarket/services/events/natsserver"
+	"github.com/gpumarket/gpumarket/services/events/natstest"
+	"github.com/gpumarket/gpumarket/services/testlog"
 )
 
 // stopOrder is the order the platform's parts stop in, as docs/lifecycle.md lists them.
@@ -48,7 +48,7 @@ func TestAFailingPartStopsThePlatformInOrder(t *testing.T) {
 				n = startRevocableNATS(t)
 				cfg.NATSURL = n.platformURL
 			}
-			var logs logBuffer
+			var logs testlog.Buffer
 			before := goleak.IgnoreCurrent()
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
@@ -108,24 +108,6 @@ func stoppedParts(log string) []string {
 	return parts
 }
 
-// logBuffer is a log destination the platform's goroutines may write to at once.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // revocableNATS is a NATS server as the embedded one (the platform's user and the rigs'), whose operator can
 // revoke the platform's credential.
 type revocableNATS struct {
@@ -139,14 +121,9 @@ func startRevocableNATS(t *testing.T) *revocableNATS {
 	t.Helper()
 	password := randomToken()
 	n := &revocableNATS{rigs: &natsserver.RigAuthenticator{PlatformName: "gpumarket", PlatformPassword: password,
-		RigKey:     []byte(strings.Repeat("r", 32)),
-		ProviderOf: func(context.Context, string) (string, bool) { return "", false }}}
-	var err error
-	if n.srv, err = natsserver.StartEmbedded(natsserver.EmbeddedOptions{StoreDir: t.TempDir(), Log: discardLog(),
-		Authenticator: n}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.srv.Shutdown(); n.srv.WaitForShutdown() })
+		RigKey: []byte(strings.Repeat("r", 32)),
+		RigOf:  func(context.Context, string) (string, int, bool) { return "", 0, false }}}
+	n.srv = natstest.Start(t, natsserver.EmbeddedOptions{Authenticator: n})
 	n.platformURL = withUserInfo(n.srv.ClientURL(), "gpumarket", password)
 	return n
 }

@@ -7,7 +7,6 @@ package main
 import (
 	"errors"
 	"net/http"
-	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -16,6 +15,8 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/db/dbtest"
+	"github.com/gpumarket/gpumarket/services/billing/stripemock/stripemocktest"
+	"github.com/gpumarket/gpumarket/services/testlog"
 )
 
 // `gpumarket serve` as its own process, as production runs it: when the NATS server refuses its credential, the
@@ -28,7 +29,7 @@ func TestServeExitsNonZeroWhenAPartFails(t *testing.T) {
 	bin := buildGPUMarket(t, dir)
 	n := startRevocableNATS(t)
 	addr := freeAddr(t)
-	var out logBuffer
+	var out testlog.Buffer
 	cmd := exec.Command(bin, "serve")
 	cmd.Env = append(environWithout("GPUMARKET_", "DATABASE_URL=", "NATS_URL=", "STRIPE_"),
 		"DATABASE_URL="+dbURL,
@@ -39,7 +40,7 @@ func TestServeExitsNonZeroWhenAPartFails(t *testing.T) {
 		"GPUMARKET_TICKET_KEY="+strings.Repeat("t", 32),
 		"GPUMARKET_RIG_KEY="+strings.Repeat("r", 32),
 		"GPUMARKET_PAYMENTS=test", // stripe-mock started by the process, and stopped with it
-		"STRIPE_MOCK_BIN="+os.Getenv("STRIPE_MOCK_BIN"),
+		"STRIPE_MOCK_BIN="+stripemocktest.Bin(t),
 		"STRIPE_WEBHOOK_SECRET=whsec_lifecycle_test",
 	)
 	cmd.Stdout, cmd.Stderr = &out, &out

@@ -12,7 +12,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/billing"
-	"github.com/gpumarket/gpumarket/services/billing/stripemock"
+	"github.com/gpumarket/gpumarket/services/billing/stripemock/stripemocktest"
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/money"
 )
@@ -26,16 +26,7 @@ func TestPlatformStopsEverythingItStarts(t *testing.T) {
 	cfg.MetricsAddr = "127.0.0.1:0"
 	// One stripe-mock for every round (a process of its own, slow to start); the rounds' platforms use it as
 	// they would STRIPE_API_URL.
-	bin, err := stripemock.Find()
-	if err != nil {
-		t.Fatal(err)
-	}
-	mock, err := stripemock.Start(context.Background(), bin, discardLog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(mock.Stop)
-	cfg.StripeAPIURL = mock.URL
+	cfg.StripeAPIURL = stripemocktest.Start(t)
 	// The database is migrated and seeded once, before the count starts.
 	call := seedPlatform(t, cfg)
 	before := goleak.IgnoreCurrent()

@@ -94,6 +94,8 @@ environment:
   GPUMARKET_ADDR          listen address (default :8080)
   GPUMARKET_DATA_DIR      data directory (default .data)
   GPUMARKET_NATS_PORT     embedded NATS port (default 4222)
+  GPUMARKET_RIG_NATS_ADDR where the embedded NATS listens for rigs, host:port (default 127.0.0.1:4222)
+  GPUMARKET_RIG_NATS_URL  the NATS URL providers' rigs are shown (default the embedded listener, or NATS_URL)
   GPUMARKET_SESSION_KEY   at least 32 bytes signing session tokens (dev makes one)
   GPUMARKET_TICKET_KEY    at least 32 bytes signing route tickets (dev makes one)
   GPUMARKET_RIG_KEY       at least 32 bytes deriving each rig's NATS password on the embedded server (dev makes one)

@@ -13,8 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/billing/stripemock/stripemocktest"
+
 	"github.com/gpumarket/gpumarket/db/dbtest"
-	"github.com/gpumarket/gpumarket/services/billing/stripemock"
 )
 
 // stripeMockOnPath puts a stripe-mock on the PATH, as an operator's machine may have one, and
@@ -22,10 +23,7 @@ import (
 // the PATH is where the platform would find it.
 func stripeMockOnPath(t *testing.T) (starts func() int) {
 	t.Helper()
-	real, err := stripemock.Find()
-	if err != nil {
-		t.Fatalf("stripe-mock: %v (make test installs it)", err)
-	}
+	real := stripemocktest.Bin(t)
 	dir := t.TempDir()
 	record := filepath.Join(dir, "started")
 	script := fmt.Sprintf("#!/bin/sh\necho started >> %q\nexec %q \"$@\"\n", record, real)

@@ -11,9 +11,12 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
+
+	usageevent "github.com/gpumarket/gpumarket/services/usage"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats-server/v2/server"
@@ -22,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gpumarket/gpumarket/db"
+	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/audit"
 	"github.com/gpumarket/gpumarket/services/batch"
@@ -53,18 +57,21 @@ type Platform struct {
 	log        *slog.Logger
 	pool       *pgxpool.Pool
 	natsServer *server.Server // nil when NATS_URL names an external server
-	natsURL    string         // where rigs connect, without credentials
-	nc         *nats.Conn
-	js         jetstream.JetStream
-	meter      *metering.Meter // nil unless the meter role runs here
-	feed       *metering.Feed  // the meter's feed of committed usage to the routers; nil with the meter
-	registry   *prometheus.Registry
-	accounts   *accounts.Service
-	catalog    *catalog.Service
-	audit      *audit.Log          // the finance audit log
-	invoicing  *invoicing.Service  // the close, invoices and statements; it closes due periods by itself in Run
-	router     *routing.Router     // nil unless the gateway runs here: the /v1 gateway routes with it
-	requestLog *billing.RequestLog // what the gateway saw, reconciled with the meter
+	natsURL    string         // where rigs connect, without credentials: what providers are shown
+	// natsLocalURL is where this machine's simulated rigs connect, without credentials: the embedded server's
+	// local address, else natsURL.
+	natsLocalURL string
+	nc           *nats.Conn
+	js           jetstream.JetStream
+	meter        *metering.Meter // nil unless the meter role runs here
+	feed         *metering.Feed  // the meter's feed of committed usage to the routers; nil with the meter
+	registry     *prometheus.Registry
+	accounts     *accounts.Service
+	catalog      *catalog.Service
+	audit        *audit.Log          // the finance audit log
+	invoicing    *invoicing.Service  // the close, invoices and statements; it closes due periods by itself in Run
+	router       *routing.Router     // nil unless the gateway runs here: the /v1 gateway routes with it
+	requestLog   *billing.RequestLog // what the gateway saw, reconciled with the meter
 	// reconcileEvery is how often the gateway's record is compared with the metered usage.
 	reconcileEvery time.Duration
 	stripeMock     *stripemock.Process // nil with a real Stripe key or STRIPE_API_URL
@@ -118,26 +125,47 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 	if err := p.usageStore.Maintain(ctx); err != nil {
 		log.Warn("keeping the usage partitions failed; the meter makes the months it writes, and the next pass tries again", "err", err)
 	}
+	// The catalog is there before NATS: the embedded server asks it for each rig that connects.
+	p.audit = audit.New(p.pool, nil)
+	p.catalog = catalog.NewService(p.pool, catalog.Config{Rigs: cfg.RigPolicy(), Audit: p.audit})
 	natsURL := cfg.NATSURL
 	if natsURL == "" {
-		// The embedded server lets in this process (a password made now) and each listed
-		// offering's rig with its own credential, allowed to publish only its own subjects.
+		// The embedded server is the rigs' entry point: it lets in this process (a password made now, in the
+		// platform's account) and each listed offering's rig with its own credential, in the rigs' account,
+		// allowed to publish only its own subjects (docs/usage-stream.md, "The rigs' entry point").
 		platformPassword := randomToken()
 		natsserver.TuneGCForEmbedded()
 		p.natsServer, err = natsserver.StartEmbedded(natsserver.EmbeddedOptions{
-			Port: cfg.NATSPort, StoreDir: filepath.Join(cfg.DataDir, "nats"), Log: log,
+			Host: cfg.NATSHost, Port: cfg.NATSPort, StoreDir: filepath.Join(cfg.DataDir, "nats"), Log: log,
 			Authenticator: &natsserver.RigAuthenticator{PlatformName: "gpumarket", PlatformPassword: platformPassword,
-				RigKey: cfg.RigKey, ProviderOf: p.providerOf, Refused: p.rigRefused},
+				RigKey: cfg.RigKey, RigOf: p.rigOf, Refused: p.rigRefused},
 		})
 		if err != nil {
 			return nil, err
 		}
-		p.natsURL = p.natsServer.ClientURL()
-		natsURL = withUserInfo(p.natsURL, "gpumarket", platformPassword)
-		log.Info("embedded NATS with JetStream", "url", p.natsURL, "store", filepath.Join(cfg.DataDir, "nats"))
+		local := localNATSURL(p.natsServer)
+		p.natsURL = cfg.RigNATSURL
+		if p.natsURL == "" {
+			p.natsURL = p.natsServer.ClientURL()
+			if unspecifiedHost(cfg.NATSHost) {
+				// A wildcard is no address a rig can dial: show this machine's loopback, and say what to set.
+				p.natsURL = local
+				log.Warn("the embedded NATS listens on every address but GPUMARKET_RIG_NATS_URL is unset: providers are shown " +
+					local + "; set GPUMARKET_RIG_NATS_URL to the address their rigs reach")
+			}
+		}
+		p.natsLocalURL = local
+		natsURL = withUserInfo(local, "gpumarket", platformPassword)
+		log.Info("embedded NATS with JetStream", "url", p.natsServer.ClientURL(), "rigs_url", p.natsURL,
+			"store", filepath.Join(cfg.DataDir, "nats"))
 	} else {
-		// NATS_URL may carry the platform's own user and password: rigs get the address only.
-		p.natsURL = withoutUserInfo(natsURL)
+		// NATS_URL may carry the platform's own user and password: rigs get the address only, or the one
+		// GPUMARKET_RIG_NATS_URL names.
+		p.natsURL = cfg.RigNATSURL
+		if p.natsURL == "" {
+			p.natsURL = withoutUserInfo(natsURL)
+		}
+		p.natsLocalURL = withoutUserInfo(natsURL)
 	}
 	if p.nc, p.js, err = events.Connect(ctx, natsURL, "gpumarket", log); err != nil {
 		return nil, err
@@ -160,8 +188,6 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 	if p.accounts, err = accounts.NewService(p.pool, accounts.Config{SessionKey: sessionKey}); err != nil {
 		return nil, err
 	}
-	p.audit = audit.New(p.pool, nil)
-	p.catalog = catalog.NewService(p.pool, catalog.Config{Rigs: cfg.RigPolicy(), Audit: p.audit})
 	p.invoicing = newInvoicing(cfg.Invoicing, billing.NewLedger(p.pool, nil), p.audit, p.pool, log.With("role", "invoicing"))
 	var payments web.Payments
 	var gw gateway.Config
@@ -177,7 +203,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 	}
 	if cfg.Roles.Web || cfg.Roles.Gateway {
 		// The batch pages (web) and the Batch API and its scheduler (gateway) share the files and batches.
-		if p.batches, err = p.openBatches(); err != nil {
+		if p.batches, err = p.openBatches(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -353,25 +379,70 @@ func (p *Platform) reconcile(ctx context.Context) {
 	}
 }
 
-// RigCredentials gives a provider what its agent needs: where NATS is (never with the
-// platform's own user and password), the rig's user and password, and the key that verifies
-// the offering's route tickets (never the platform's). On an external NATS server the rig's
-// password is the one derived from GPUMARKET_RIG_KEY when that is set (the server is then
-// configured with it), else the operator's to give, and empty here.
-func (p *Platform) RigCredentials(offeringID string) (natsURL, user, password, offeringKey string) {
-	user = events.RigUsername(offeringID)
+// RigCredentials gives a provider what its agent needs: where the rigs' entry point is (never with the
+// platform's own user and password), the rig's user and the password of its credential's current issue, and the
+// key that verifies the offering's route tickets (never the platform's). On an external NATS server the rig's
+// password is the one derived from GPUMARKET_RIG_KEY when that is set (the server is then configured with it),
+// else the operator's to give, and empty here.
+func (p *Platform) RigCredentials(ctx context.Context, offeringID string) (web.RigCredential, error) {
+	cred := web.RigCredential{NATSURL: p.natsURL, NATSUser: events.RigUsername(offeringID),
+		OfferingKey: hex.EncodeToString(ticket.OfferingKey(p.cfg.TicketKey, offeringID)), Reissuable: p.natsServer != nil}
 	if p.natsServer != nil || len(p.cfg.RigKey) >= 32 {
-		password = events.RigPassword(p.cfg.RigKey, offeringID)
+		_, issue, err := p.catalog.RigCredentialIssue(ctx, offeringID)
+		if err != nil {
+			return web.RigCredential{}, err
+		}
+		cred.NATSPassword = events.RigPasswordIssue(p.cfg.RigKey, offeringID, issue)
 	}
-	return p.natsURL, user, password, hex.EncodeToString(ticket.OfferingKey(p.cfg.TicketKey, offeringID))
+	return cred, nil
 }
 
-// providerOf tells the embedded NATS server whose offering a rig serves.
-func (p *Platform) providerOf(ctx context.Context, offeringID string) (string, bool) {
-	var provider string
-	err := p.pool.QueryRow(ctx, `SELECT provider_account_id::text FROM offerings
-		WHERE id::text = $1 AND status <> 'delisted'`, offeringID).Scan(&provider)
-	return provider, err == nil
+// ReissueRigCredential moves the provider's rig on to its credential's next issue and closes the connections the
+// earlier one opened: from now on the embedded server lets the rig in with the new password only. An external
+// NATS server keeps its own users, which the platform cannot change.
+func (p *Platform) ReissueRigCredential(ctx context.Context, providerAccountID, offeringID string) error {
+	if p.natsServer == nil {
+		return services.Errorf(services.CodeUnavailable,
+			"This platform's NATS is run by its operator: ask them for a new password for your rig.")
+	}
+	issue, err := p.catalog.ReissueRigCredential(ctx, providerAccountID, offeringID)
+	if err != nil {
+		return err
+	}
+	closed, err := natsserver.DisconnectUser(p.natsServer, events.RigUsername(offeringID))
+	if err != nil {
+		return err
+	}
+	p.log.Info("rig credential re-issued", "offering", offeringID, "issue", issue, "connections_closed", closed)
+	return nil
+}
+
+// rigOf tells the embedded NATS server whose offering a rig serves and which issue of its credential is valid.
+func (p *Platform) rigOf(ctx context.Context, offeringID string) (string, int, bool) {
+	provider, issue, err := p.catalog.RigCredentialIssue(ctx, offeringID)
+	if err != nil && services.ErrorCode(err) != services.CodeNotFound {
+		p.log.Warn("a rig's listing could not be read; its connection is refused", "offering", offeringID, "err", err)
+	}
+	return provider, issue, err == nil
+}
+
+// localNATSURL is where this process reaches the embedded server it started: its listen address, or loopback when
+// it listens on every address.
+func localNATSURL(s *server.Server) string {
+	addr := s.Addr().(*net.TCPAddr)
+	host := addr.IP.String()
+	if addr.IP.IsUnspecified() {
+		host = "127.0.0.1"
+		if addr.IP.To4() == nil {
+			host = "::1"
+		}
+	}
+	return "nats://" + net.JoinHostPort(host, strconv.Itoa(addr.Port))
+}
+
+func unspecifiedHost(host string) bool {
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsUnspecified()
 }
 
 func withUserInfo(rawURL, user, password string) string {
@@ -442,7 +513,7 @@ func (p *Platform) openMeter(ctx context.Context) (*metering.Meter, error) {
 	if err != nil {
 		return nil, err
 	}
-	cons, err := metering.EnsureStreams(ctx, p.js, metering.StreamOptions{
+	cons, err := usageevent.EnsureStreams(ctx, p.js, usageevent.StreamOptions{
 		Replicas: p.cfg.StreamReplicas, DuplicateWindow: p.cfg.StreamDuplicateWindow, AckWait: p.cfg.StreamAckWait,
 		MaxPendingPerRig: p.cfg.StreamMaxPendingPerRig, Log: p.log.With("role", "meter"),
 	})

@@ -26,6 +26,8 @@ import (
 	"testing"
 	"time"
 
+	usageevent "github.com/gpumarket/gpumarket/services/usage"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats-server/v2/server"
@@ -192,7 +194,7 @@ type reliabilityOffering struct {
 // sentEvent is a valid event as the test built it, with what it must cost.
 type sentEvent struct {
 	index    int
-	ev       metering.UsageEvent
+	ev       usageevent.UsageEvent
 	subject  string
 	body     []byte
 	customer string
@@ -215,7 +217,7 @@ type badEvent struct {
 	subject string
 	eventID string
 	body    []byte
-	reason  metering.RejectReason
+	reason  usageevent.RejectReason
 	seq     uint64
 }
 
@@ -248,13 +250,13 @@ func setupReliability(t *testing.T) *reliability {
 	t.Cleanup(r.nc.Close)
 	// Created before the meter starts, with the short window and ack wait; the meter process
 	// must keep them (it is given the same settings).
-	if _, err := metering.EnsureStreams(ctx, r.js, metering.StreamOptions{
+	if _, err := usageevent.EnsureStreams(ctx, r.js, usageevent.StreamOptions{
 		DuplicateWindow: reliabilityDupWindow, AckWait: reliabilityAckWait}); err != nil {
 		t.Fatal(err)
 	}
 	// Oversized (docs/failure-cases.md, case 7): the stream itself refuses an event over
 	// MaxEventBytes, so it never reaches the meter.
-	if _, err := r.publish(metering.Subject("p", "o"), "", bytes.Repeat([]byte("x"), metering.MaxEventBytes+1)); err == nil {
+	if _, err := r.publish(usageevent.Subject("p", "o"), "", bytes.Repeat([]byte("x"), usageevent.MaxEventBytes+1)); err == nil {
 		t.Error("the stream accepted an event over MaxEventBytes")
 	}
 
@@ -362,13 +364,13 @@ func (r *reliability) validEvents(n int) []*sentEvent {
 	for i := range out {
 		off := r.offerings[r.rng.IntN(len(r.offerings))]
 		tier := []string{"standard", "realtime"}[r.rng.IntN(2)]
-		in, outTok := r.rng.Int64N(metering.MaxTokens+1), r.rng.Int64N(2_000_001)
+		in, outTok := r.rng.Int64N(usageevent.MaxTokens+1), r.rng.Int64N(2_000_001)
 		if i%20 == 7 {
 			outTok = 0
 		}
 		c := i % len(r.customers)
 		e := &sentEvent{index: i, customer: r.customers[c], provider: off.provider,
-			subject: metering.Subject(off.provider, off.id)}
+			subject: usageevent.Subject(off.provider, off.id)}
 		at := base.Add(time.Duration(i) * time.Millisecond)
 		e.ev = r.event(r.signer, fmt.Sprintf("evt-%05d", i), fmt.Sprintf("req-%05d", i), e.customer, off.provider,
 			off.id, off.id, tier, at, in, outTok)
@@ -395,7 +397,7 @@ func (r *reliability) validEvents(n int) []*sentEvent {
 // signer for ticketOffering with the terms agreed at routing (the offering's asks, today's
 // price version of the tier) and bounds that are the tokens the event reports.
 func (r *reliability) event(signer *ticket.Signer, id, requestID, customer, provider, offering, ticketOffering, tier string,
-	at time.Time, in, out int64) metering.UsageEvent {
+	at time.Time, in, out int64) usageevent.UsageEvent {
 	r.t.Helper()
 	claims := ticket.Claims{RequestID: requestID, AccountID: customer, APIKeyID: r.apiKeys[0],
 		OfferingID: ticketOffering, Tier: tier, PriceID: r.priceIDs[tier], MaxInputTokens: in, MaxOutputTokens: out,
@@ -414,14 +416,14 @@ func (r *reliability) event(signer *ticket.Signer, id, requestID, customer, prov
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	return metering.NewEvent(id, provider, offering, at, metering.Usage{RequestID: requestID, Ticket: tk,
+	return usageevent.NewEvent(id, provider, offering, at, usageevent.Usage{RequestID: requestID, Ticket: tk,
 		OfferingID: offering, Model: "llama-3.1-8b", InputTokens: in, OutputTokens: out, TTFTMillis: 120,
-		DurationMillis: 1500, EnergyJoules: 40.5, EnergySource: metering.EnergyEstimated, Status: metering.StatusOK})
+		DurationMillis: 1500, EnergyJoules: 40.5, EnergySource: usageevent.EnergyEstimated, Status: usageevent.StatusOK})
 }
 
-func (r *reliability) encode(ev metering.UsageEvent) []byte {
+func (r *reliability) encode(ev usageevent.UsageEvent) []byte {
 	r.t.Helper()
-	b, err := metering.Encode(ev)
+	b, err := usageevent.Encode(ev)
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -454,34 +456,34 @@ func (r *reliability) badEvents(n int) []*badEvent {
 		ev := func(signer *ticket.Signer, offering, ticketOffering string, at time.Time) []byte {
 			return r.encode(r.event(signer, id, req, customer, prov, offering, ticketOffering, "standard", at, 1000, 1000))
 		}
-		b := &badEvent{subject: metering.Subject(prov, own.id), eventID: id}
+		b := &badEvent{subject: usageevent.Subject(prov, own.id), eventID: id}
 		switch i % 10 {
 		case 0:
-			b.body, b.reason, b.eventID = []byte(`{"specversion":"1.0","id":"`+id+`","data":{`), metering.RejectMalformed, ""
+			b.body, b.reason, b.eventID = []byte(`{"specversion":"1.0","id":"`+id+`","data":{`), usageevent.RejectMalformed, ""
 		case 1:
-			b.body = bytes.Replace(ev(r.signer, own.id, own.id, now), []byte(metering.EventType), []byte("gpumarket.usage.v9"), 1)
-			b.reason, b.eventID = metering.RejectSchema, ""
+			b.body = bytes.Replace(ev(r.signer, own.id, own.id, now), []byte(usageevent.EventType), []byte("gpumarket.usage.v9"), 1)
+			b.reason, b.eventID = usageevent.RejectSchema, ""
 		case 2: // unsigned: the ticket's signature no longer matches
 			b.body = bytes.Replace(ev(r.signer, own.id, own.id, now), []byte(`"ticket":"`), []byte(`"ticket":"x`), 1)
-			b.reason = metering.RejectTicketInvalid
+			b.reason = usageevent.RejectTicketInvalid
 		case 3: // signed with another key
-			b.body, b.reason = ev(forger, own.id, own.id, now), metering.RejectTicketInvalid
+			b.body, b.reason = ev(forger, own.id, own.id, now), usageevent.RejectTicketInvalid
 		case 4: // a genuine ticket for the provider's other offering
-			b.body, b.reason = ev(r.signer, own.id, sibling.id, now), metering.RejectTicketOffering
+			b.body, b.reason = ev(r.signer, own.id, sibling.id, now), usageevent.RejectTicketOffering
 		case 5: // foreign: the provider reports usage of another provider's offering
-			b.subject = metering.Subject(prov, foreign.id)
+			b.subject = usageevent.Subject(prov, foreign.id)
 			b.body, b.reason = ev(r.signer, foreign.id, foreign.id, now), metering.RejectForeign
 		case 6:
 			unknown := fmt.Sprintf("00000000-0000-4000-8000-%012d", i)
-			b.subject = metering.Subject(prov, unknown)
+			b.subject = usageevent.Subject(prov, unknown)
 			b.body, b.reason = ev(r.signer, unknown, unknown, now), metering.RejectUnknownOffering
 		case 7: // published on the subject of another offering
-			b.subject = metering.Subject(prov, sibling.id)
-			b.body, b.reason = ev(r.signer, own.id, own.id, now), metering.RejectSubjectMismatch
+			b.subject = usageevent.Subject(prov, sibling.id)
+			b.body, b.reason = ev(r.signer, own.id, own.id, now), usageevent.RejectSubjectMismatch
 		case 8:
-			b.body, b.reason = ev(r.signer, own.id, own.id, now.Add(-8*24*time.Hour)), metering.RejectStale
+			b.body, b.reason = ev(r.signer, own.id, own.id, now.Add(-8*24*time.Hour)), usageevent.RejectStale
 		case 9:
-			b.body, b.reason = ev(r.signer, own.id, own.id, now.Add(time.Hour)), metering.RejectFuture
+			b.body, b.reason = ev(r.signer, own.id, own.id, now.Add(time.Hour)), usageevent.RejectFuture
 		}
 		out[i] = b
 	}
@@ -492,7 +494,7 @@ func (r *reliability) publish(subject, msgID string, body []byte) (*jetstream.Pu
 	msg := nats.NewMsg(subject)
 	msg.Data = body
 	if msgID != "" {
-		msg.Header.Set(metering.HeaderMsgID, msgID)
+		msg.Header.Set(usageevent.HeaderMsgID, msgID)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -760,7 +762,7 @@ func (r *reliability) restartNATS() error {
 	}
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err := r.js.Stream(ctx, metering.StreamName)
+		_, err := r.js.Stream(ctx, usageevent.StreamName)
 		cancel()
 		if r.nc.IsConnected() && err == nil {
 			return nil
@@ -798,11 +800,11 @@ func (r *reliability) terminatePostgres() error {
 func (r *reliability) checkStreamSettings() {
 	r.t.Helper()
 	ctx := context.Background()
-	stream, err := r.js.Stream(ctx, metering.StreamName)
+	stream, err := r.js.Stream(ctx, usageevent.StreamName)
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	cons, err := r.js.Consumer(ctx, metering.StreamName, metering.ConsumerName)
+	cons, err := r.js.Consumer(ctx, usageevent.StreamName, usageevent.ConsumerName)
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -821,7 +823,7 @@ func (r *reliability) waitDrained() {
 	ctx := context.Background()
 	var last, state string
 	r.waitFor(60*time.Second, "the meter did not drain the stream", func() bool {
-		cons, err := r.js.Consumer(ctx, metering.StreamName, metering.ConsumerName)
+		cons, err := r.js.Consumer(ctx, usageevent.StreamName, usageevent.ConsumerName)
 		if err != nil {
 			return false
 		}
@@ -982,7 +984,7 @@ func (r *reliability) checkRejections(valid []*sentEvent, bad []*badEvent) {
 	t.Helper()
 	ctx := context.Background()
 	type rig struct{ provider, offering, reason string }
-	rigOf := func(subject string, reason metering.RejectReason) rig {
+	rigOf := func(subject string, reason usageevent.RejectReason) rig {
 		parts := strings.SplitN(subject, ".", 4)
 		return rig{parts[1], parts[2], string(reason)}
 	}
@@ -1006,7 +1008,7 @@ func (r *reliability) checkRejections(valid []*sentEvent, bad []*badEvent) {
 		if err := rows.Scan(&k.provider, &k.offering, &k.reason, &n); err != nil {
 			t.Fatal(err)
 		}
-		if k.reason == string(metering.RejectDuplicate) {
+		if k.reason == string(usageevent.RejectDuplicate) {
 			duplicates += n
 			continue
 		}
@@ -1073,7 +1075,7 @@ func (r *reliability) checkRejections(valid []*sentEvent, bad []*badEvent) {
 			t.Fatal(err)
 		}
 		samples++
-		if reason == string(metering.RejectDuplicate) {
+		if reason == string(usageevent.RejectDuplicate) {
 			if _, late := resent[uint64(seq)]; !late {
 				if storedSeq[eventID] != uint64(seq) {
 					t.Errorf("duplicate kept at sequence %d of %q is neither a re-send nor a redelivery", seq, eventID)

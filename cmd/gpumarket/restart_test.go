@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/billing/stripemock/stripemocktest"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats-server/v2/server"
 
@@ -28,7 +30,6 @@ import (
 	"github.com/gpumarket/gpumarket/db/dbtest"
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/billing"
-	"github.com/gpumarket/gpumarket/services/billing/stripemock"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/events"
@@ -135,26 +136,19 @@ func setupRestart(t *testing.T) *restart {
 	var err error
 	h.nats, err = natsserver.StartEmbedded(natsserver.EmbeddedOptions{StoreDir: t.TempDir(), Log: discardLog(),
 		Authenticator: &natsserver.RigAuthenticator{PlatformName: "gpumarket", PlatformPassword: platformPassword,
-			RigKey: []byte(restartRigKey), ProviderOf: func(ctx context.Context, offeringID string) (string, bool) {
+			RigKey: []byte(restartRigKey), RigOf: func(ctx context.Context, offeringID string) (string, int, bool) {
 				var provider string
-				err := h.pool.QueryRow(ctx, `SELECT provider_account_id::text FROM offerings WHERE id::text = $1`, offeringID).Scan(&provider)
-				return provider, err == nil
+				var issue int
+				err := h.pool.QueryRow(ctx, `SELECT provider_account_id::text, rig_credential_issue FROM offerings WHERE id::text = $1`,
+					offeringID).Scan(&provider, &issue)
+				return provider, issue, err == nil
 			}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.nats.Shutdown(); h.nats.WaitForShutdown() })
 	h.natsURL = withUserInfo(h.nats.ClientURL(), "gpumarket", platformPassword)
-	bin, err := stripemock.Find()
-	if err != nil {
-		t.Fatal(err)
-	}
-	mock, err := stripemock.Start(ctx, bin, discardLog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(mock.Stop)
-	h.stripeURL = mock.URL
+	h.stripeURL = stripemocktest.Start(t)
 
 	// A provider with two standard offerings, each a stock agent in front of a simulated backend, and a customer
 	// with credit and a key.

@@ -4,9 +4,10 @@ import (
 	"cmp"
 	"context"
 
+	usageevent "github.com/gpumarket/gpumarket/services/usage"
+
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/events/natsserver"
-	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/riglimits"
 	"github.com/gpumarket/gpumarket/web"
 )
@@ -31,7 +32,7 @@ func (p *Platform) watchRigLimits(ctx context.Context, natsURL string) error {
 		}
 	}
 	if p.cfg.Roles.Meter {
-		cfg.PendingLimit = cmp.Or(p.cfg.StreamMaxPendingPerRig, metering.DefaultMaxPendingPerRig)
+		cfg.PendingLimit = cmp.Or(p.cfg.StreamMaxPendingPerRig, usageevent.DefaultMaxPendingPerRig)
 	}
 	p.rigLimits.Store(riglimits.New(cfg))
 	return nil

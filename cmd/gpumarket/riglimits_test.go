@@ -12,11 +12,12 @@ import (
 	"testing"
 	"time"
 
+	usageevent "github.com/gpumarket/gpumarket/services/usage"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gpumarket/gpumarket/services/events"
-	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/riglimits"
 	"github.com/gpumarket/gpumarket/services/simulation"
 	"github.com/gpumarket/gpumarket/services/ticket"
@@ -189,8 +190,11 @@ func TestARigFloodingTheUsageStreamIsShutOutAndShownToAdmins(t *testing.T) {
 		ORDER BY seed_key LIMIT 1`).Scan(&offering, &provider); err != nil {
 		t.Fatal(err)
 	}
-	natsURL, user, password, _ := p.RigCredentials(offering)
-	nc, err := nats.Connect(natsURL, nats.UserInfo(user, password), nats.CustomInboxPrefix(events.RigInboxPrefix(provider, offering)),
+	cred, err := p.RigCredentials(ctx, offering)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(cred.NATSURL, nats.UserInfo(cred.NATSUser, cred.NATSPassword), nats.CustomInboxPrefix(events.RigInboxPrefix(provider, offering)),
 		nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond), nats.IgnoreAuthErrorAbort())
 	if err != nil {
 		t.Fatal(err)
@@ -200,7 +204,7 @@ func TestARigFloodingTheUsageStreamIsShutOutAndShownToAdmins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	subject := metering.Subject(provider, offering)
+	subject := usageevent.Subject(provider, offering)
 	var futures []jetstream.PubAckFuture
 	for i := range 3000 {
 		f, err := js.PublishAsync(subject, []byte(`{"not":"an event"}`), jetstream.WithMsgID(fmt.Sprintf("flood-%d", i)))
@@ -214,7 +218,7 @@ func TestARigFloodingTheUsageStreamIsShutOutAndShownToAdmins(t *testing.T) {
 			t.Fatalf("the rig was not shut out after publishing %d events", len(futures))
 		}
 	}
-	if c, err := nats.Connect(natsURL, nats.UserInfo(user, password), nats.NoReconnect()); err == nil {
+	if c, err := nats.Connect(cred.NATSURL, nats.UserInfo(cred.NATSUser, cred.NATSPassword), nats.NoReconnect()); err == nil {
 		c.Close()
 		t.Error("the rig's credential was accepted during its cooldown")
 	}
@@ -242,7 +246,7 @@ func TestARigFloodingTheUsageStreamIsShutOutAndShownToAdmins(t *testing.T) {
 	err = json.NewDecoder(res.Body).Decode(&out)
 	res.Body.Close()
 	if err != nil || res.StatusCode != http.StatusOK || !out.Watched || !out.Report.Enforced || out.Report.MaxRate != 100 ||
-		out.Report.MaxPendingPerRig != metering.DefaultMaxPendingPerRig {
+		out.Report.MaxPendingPerRig != usageevent.DefaultMaxPendingPerRig {
 		t.Fatalf("admin API: %d %+v (%v); want the watched report with the configured limits", res.StatusCode, out, err)
 	}
 	var found bool

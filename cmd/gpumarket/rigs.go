@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/cmd/gpuagent/agent"
-	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/simulation"
 	"github.com/gpumarket/gpumarket/services/ticket"
 )
@@ -86,6 +85,11 @@ func (p *Platform) startSimulatedRigs(ctx context.Context) ([]*simulatedRig, err
 
 func (p *Platform) startRig(ctx context.Context, offeringID, providerID, gpu string, count int, agentAddr string,
 	profile simulation.Profile) (*simulatedRig, error) {
+	// The rig's credential is the one its Connect page shows; it reaches NATS where this process does.
+	cred, err := p.RigCredentials(ctx, offeringID)
+	if err != nil {
+		return nil, err
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -94,7 +98,7 @@ func (p *Platform) startRig(ctx context.Context, offeringID, providerID, gpu str
 	a, err := agent.New(agent.Config{
 		ListenAddr: agentAddr, Upstream: "http://" + l.Addr().String(),
 		ProviderID: providerID, OfferingID: offeringID, GPUSKU: gpu, GPUCount: count, Capacity: 64,
-		NATSURL: p.natsURL, NATSUser: events.RigUsername(offeringID), NATSPassword: events.RigPassword(p.cfg.RigKey, offeringID),
+		NATSURL: p.natsLocalURL, NATSUser: cred.NATSUser, NATSPassword: cred.NATSPassword,
 		OutboxDir:   filepath.Join(p.cfg.DataDir, "rigs", offeringID, "outbox"),
 		OfferingKey: ticket.OfferingKey(p.cfg.TicketKey, offeringID),
 		Log:         p.log.With("rig", offeringID).WithGroup("agent"),

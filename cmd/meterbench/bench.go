@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/usage"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -163,7 +165,7 @@ func (env *benchEnv) startNATS(ctx context.Context) (err error) {
 	// The publisher stands for rigs releasing a backlog at once, faster than the meter meters:
 	// the stream has no per-rig limit on what it holds, so that the benchmark measures the meter
 	// and not the limit.
-	env.consumer, err = metering.EnsureStreams(ctx, env.js, metering.StreamOptions{MaxPendingPerRig: -1})
+	env.consumer, err = usage.EnsureStreams(ctx, env.js, usage.StreamOptions{MaxPendingPerRig: -1})
 	return err
 }
 

@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/usage"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gpumarket/gpumarket/services/events"
-	"github.com/gpumarket/gpumarket/services/metering"
 )
 
 // ceilingConsumer is the durable consumer jetStreamCeiling reads with: the meter's consumer
@@ -28,7 +29,7 @@ func ceilingConsumer(skip int) jetstream.ConsumerConfig {
 // keeps a message only while a consumer has yet to acknowledge it, so without this one the
 // messages the meter acknowledges would be gone when jetStreamCeiling reads them.
 func holdForCeiling(ctx context.Context, js jetstream.JetStream, skip int) error {
-	if _, err := js.CreateOrUpdateConsumer(ctx, metering.StreamName, ceilingConsumer(skip)); err != nil {
+	if _, err := js.CreateOrUpdateConsumer(ctx, usage.StreamName, ceilingConsumer(skip)); err != nil {
 		return fmt.Errorf("ceiling consumer: %w", err)
 	}
 	return nil
@@ -45,7 +46,7 @@ func jetStreamCeiling(ctx context.Context, natsURL string, skip, n, batchSize in
 		return 0, err
 	}
 	defer nc.Close()
-	cons, err := js.CreateOrUpdateConsumer(ctx, metering.StreamName, ceilingConsumer(skip))
+	cons, err := js.CreateOrUpdateConsumer(ctx, usage.StreamName, ceilingConsumer(skip))
 	if err != nil {
 		return 0, fmt.Errorf("ceiling consumer: %w", err)
 	}

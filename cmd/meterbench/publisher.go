@@ -15,11 +15,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/usage"
+
 	"github.com/nats-io/nats.go"
 
 	"github.com/gpumarket/gpumarket/cmd/internal/cpuuse"
 	"github.com/gpumarket/gpumarket/services/events"
-	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/ticket"
 )
 
@@ -180,7 +181,7 @@ func publish(ctx context.Context, stdin io.Reader, out io.Writer) error {
 			return err
 		}
 		msg := &nats.Msg{Subject: ev.subject, Reply: acks.inbox + strconv.Itoa(i), Data: ev.body,
-			Header: nats.Header{metering.HeaderMsgID: {ev.id}}}
+			Header: nats.Header{usage.HeaderMsgID: {ev.id}}}
 		if err := nc.PublishMsg(msg); err != nil {
 			return fmt.Errorf("publisher: event %d: %w", i, err)
 		}
@@ -217,8 +218,8 @@ func prepare(w *workload, now time.Time) ([]preparedEvent, error) {
 		if err != nil {
 			return nil, err
 		}
-		ev := metering.NewEvent(w.eventID(i), off.Provider, off.ID, placeholderTime, w.usage(i, tk))
-		body, err := metering.Encode(ev)
+		ev := usage.NewEvent(w.eventID(i), off.Provider, off.ID, placeholderTime, w.usage(i, tk))
+		body, err := usage.Encode(ev)
 		if err != nil {
 			return nil, err
 		}
@@ -226,7 +227,7 @@ func prepare(w *workload, now time.Time) ([]preparedEvent, error) {
 		if at < 0 {
 			return nil, errors.New("publisher: the encoded event does not hold its time as expected")
 		}
-		prepared[k] = preparedEvent{subject: metering.Subject(off.Provider, off.ID), id: ev.ID, body: body, stampAt: at}
+		prepared[k] = preparedEvent{subject: usage.Subject(off.Provider, off.ID), id: ev.ID, body: body, stampAt: at}
 	}
 	return prepared, nil
 }

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/gpumarket/gpumarket/services/metering"
+	"github.com/gpumarket/gpumarket/services/usage"
 )
 
 // workload is what the publisher needs to build the events: where to publish, the ticket key,
@@ -78,13 +78,13 @@ func (w *workload) offering(i int) offering {
 	return w.Offerings[(i/len(w.Customers))%len(w.Offerings)]
 }
 
-func (w *workload) usage(i int, ticket string) metering.Usage {
+func (w *workload) usage(i int, ticket string) usage.Usage {
 	off := w.offering(i)
-	return metering.Usage{
+	return usage.Usage{
 		RequestID: w.requestID(i), Ticket: ticket, OfferingID: off.ID, Model: off.Model,
 		InputTokens: int64(50 + i%2000), OutputTokens: int64(i % 50),
 		TTFTMillis: 120, DurationMillis: 850 + float64(i%400), EnergyJoules: 40 + float64(i%100)/4,
-		EnergySource: metering.EnergyEstimated, Status: metering.StatusOK,
+		EnergySource: usage.EnergyEstimated, Status: usage.StatusOK,
 	}
 }
 

@@ -184,15 +184,15 @@ func (s *Service) Wake() {
 }
 
 // batchSelect reads batches with their line counts and cost: the cost is what the meter billed
-// the lines' requests, so it is exact once their usage is metered. It is planned for each call
-// (pgx.QueryExecModeExec): a plan cached while batch_lines or usage_events was nearly empty
-// would scan them whole, and go on doing so as they grow.
+// the requests of the batch's lines, every attempt's, which the meter sums in usage_by_batch as
+// it stores their usage rows (metering's table), so it is exact once their usage is metered. It
+// is planned for each call (pgx.QueryExecModeExec): a plan cached while batch_lines was nearly
+// empty would scan it whole, and go on doing so as it grows.
 const batchSelect = `SELECT b.id, b.endpoint, b.errors, b.input_file_id, b.completion_window, b.status,
 	b.output_file_id, b.error_file_id, b.created_at, b.in_progress_at, b.expires_at, b.finalizing_at, b.completed_at,
 	b.failed_at, b.expired_at, b.cancelling_at, b.cancelled_at, b.metadata, coalesce(b.estimate_pico, 0)::text,
 	c.total, c.done, c.failed,
-	(SELECT coalesce(sum(u.charge_pico), 0)::text FROM batch_lines l JOIN usage_events u ON u.request_id = l.request_id
-	 WHERE l.batch_id = b.id)
+	(SELECT coalesce(sum(u.charge_pico), 0)::text FROM usage_by_batch u WHERE u.batch_id = b.id AND u.account_id = b.account_id)
 	FROM batches b, LATERAL (SELECT count(*) AS total, count(*) FILTER (WHERE status = 'done') AS done,
 		count(*) FILTER (WHERE status = 'failed') AS failed FROM batch_lines WHERE batch_id = b.id) c`
 

@@ -1,7 +1,7 @@
 // Package batch is the OpenAI Batch API (docs/batches.md): files uploaded for batches, the
 // batches themselves, and the scheduler that runs their lines through the gateway at the batch
-// tier. It owns three invariants: a file is seen whole or not at all (it is written to a
-// temporary name and renamed), a batch is admitted only when the account's balance covers the
+// tier. It owns three invariants: a file is seen whole or not at all (written to a temporary
+// name and renamed, or an S3 multipart upload completed only on commit), a batch is admitted only when the account's balance covers the
 // bound on its cost, and no line of a batch is sent twice once its answer was kept.
 package batch
 

@@ -613,7 +613,7 @@ func (s *Scheduler) recoverLines(ctx context.Context) (err error) {
 			ids[i] = AttemptRequestID(l.requestIDPrefix(), i)
 		}
 		var answered string
-		err := tx.QueryRow(ctx, `SELECT request_id FROM usage_events WHERE request_id = ANY($1) ORDER BY request_id DESC LIMIT 1`, ids).Scan(&answered)
+		err := tx.QueryRow(ctx, `SELECT request_id FROM usage_event_keys WHERE request_id = ANY($1) ORDER BY request_id DESC LIMIT 1`, ids).Scan(&answered)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			_, err = tx.Exec(ctx, `UPDATE batch_lines SET status = 'pending', claimed_at = NULL WHERE batch_id = $1 AND line = $2`,
@@ -638,16 +638,17 @@ func AttemptRequestID(prefix string, i int) string { return prefix + "_" + strco
 type openBatch struct {
 	id, status       string
 	expires          time.Time
-	pending, running int
+	pending, running bool // whether any line is
 }
 
-// advance expires, finalizes and cancels the batches whose lines allow it. Its counts are planned
-// for each call, as batchSelect's are.
+// advance expires, finalizes and cancels the batches whose lines allow it. It asks only whether
+// a batch has a line pending or running, which stops at the first one found on the batch's index
+// of such lines; counting them would read every one, once a second, all through a long batch.
 func (s *Scheduler) advance(ctx context.Context) error {
 	rows, err := s.svc.pool.Query(ctx, `SELECT b.id, b.status, b.expires_at,
-		count(l.line) FILTER (WHERE l.status = 'pending'), count(l.line) FILTER (WHERE l.status = 'running')
-		FROM batches b LEFT JOIN batch_lines l ON l.batch_id = b.id AND l.status IN ('pending', 'running')
-		WHERE b.status IN ('in_progress', 'cancelling', 'finalizing') GROUP BY b.id`, pgx.QueryExecModeExec)
+		EXISTS (SELECT FROM batch_lines l WHERE l.batch_id = b.id AND l.status = 'pending'),
+		EXISTS (SELECT FROM batch_lines l WHERE l.batch_id = b.id AND l.status = 'running')
+		FROM batches b WHERE b.status IN ('in_progress', 'cancelling', 'finalizing')`, pgx.QueryExecModeExec)
 	if err != nil {
 		return err
 	}
@@ -661,21 +662,21 @@ func (s *Scheduler) advance(ctx context.Context) error {
 	now := s.now()
 	for _, b := range open {
 		switch {
-		case b.status == StatusInProgress && !now.Before(b.expires) && b.pending > 0:
+		case b.status == StatusInProgress && !now.Before(b.expires) && b.pending:
 			// The window closed: what was not sent is not sent; what is in flight finishes.
 			if _, err := s.svc.pool.Exec(ctx, `UPDATE batch_lines SET status = 'failed',
 				error = '{"code":"batch_expired","message":"This line was not executed because the batch expired before it was reached."}'
 				WHERE batch_id = $1 AND status = 'pending'`, b.id); err != nil {
 				return err
 			}
-			if b.running == 0 {
+			if !b.running {
 				err = s.finalize(ctx, b.id, StatusInProgress)
 			}
-		case b.status == StatusInProgress && b.pending == 0 && b.running == 0:
+		case b.status == StatusInProgress && !b.pending && !b.running:
 			err = s.finalize(ctx, b.id, StatusInProgress)
 		case b.status == StatusFinalizing:
 			err = s.finalize(ctx, b.id, StatusFinalizing)
-		case b.status == StatusCancelling && b.running == 0:
+		case b.status == StatusCancelling && !b.running:
 			err = s.finalize(ctx, b.id, StatusCancelling)
 		}
 		if err != nil {

@@ -9,7 +9,8 @@ import (
 	"strings"
 )
 
-// Storage holds the bytes of batch files by id. Create returns a writer whose content appears under
+// Storage holds the bytes of batch files by id (docs/batches.md, "Files"): LocalDir, a directory
+// of this process, or S3Store, a bucket any number of processes share. Create returns a writer whose content appears under
 // the id only once Commit is called: a file that failed half-way through its upload is never seen.
 type Storage interface {
 	Create(id string) (Upload, error)
@@ -47,9 +48,18 @@ func NewLocalDir(dir string) (LocalDir, error) {
 	return LocalDir{Dir: dir}, nil
 }
 
-func (d LocalDir) path(id string) (string, error) {
+// checkID refuses an id that is not a plain name, so no id reaches outside the store's directory
+// or prefix.
+func checkID(id string) error {
 	if id == "" || strings.ContainsAny(id, `/\.`) {
-		return "", fmt.Errorf("file id %q is not a name", id)
+		return fmt.Errorf("file id %q is not a name", id)
+	}
+	return nil
+}
+
+func (d LocalDir) path(id string) (string, error) {
+	if err := checkID(id); err != nil {
+		return "", err
 	}
 	return filepath.Join(d.Dir, id), nil
 }

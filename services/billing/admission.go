@@ -424,7 +424,7 @@ func (a *Admission) load(ctx context.Context, accountID string, keys, held []str
 	rows, err := a.cfg.Pool.Query(ctx, `
 		SELECT b.balance, m.metered, k.id, k.spent
 		FROM (SELECT (SELECT balance FROM ledger_accounts WHERE kind = 'customer_credit' AND owner_account_id = $1::uuid) AS balance) b
-		CROSS JOIN (SELECT ARRAY(SELECT request_id FROM usage_events WHERE request_id = ANY($4::text[])) AS metered) m
+		CROSS JOIN (SELECT ARRAY(SELECT request_id FROM usage_event_keys WHERE request_id = ANY($4::text[])) AS metered) m
 		LEFT JOIN LATERAL (
 			SELECT id, coalesce((SELECT charge_pico FROM api_key_spend s
 				WHERE s.api_key_id = id AND s.month = $3), 0) AS spent

@@ -226,7 +226,9 @@ func (l *RequestLog) Reconcile(ctx context.Context) (res ReconcileResult, err er
 				CASE WHEN g.output_tokens IS NOT NULL AND abs(g.output_tokens - u.output_tokens) * 100 > greatest(g.output_tokens, u.output_tokens)
 					THEN format('output tokens: the response reported %s, the meter billed %s', g.output_tokens, u.output_tokens) END
 			) AS reason
-			FROM gateway_requests g JOIN usage_events u ON u.request_id = g.request_id
+			FROM gateway_requests g
+			JOIN usage_event_keys k ON k.request_id = g.request_id
+			JOIN usage_events u ON u.occurred_at = k.occurred_at AND u.request_id = k.request_id
 			WHERE g.reconciled_at IS NULL
 			ORDER BY g.at LIMIT $2
 		)
@@ -254,7 +256,7 @@ func (l *RequestLog) Reconcile(ctx context.Context) (res ReconcileResult, err er
 					$3::text, g.input_tokens, g.output_tokens) AS reason
 			FROM gateway_requests g
 			WHERE g.reconciled_at IS NULL AND g.at < $2
-				AND NOT EXISTS (SELECT 1 FROM usage_events u WHERE u.request_id = g.request_id)
+				AND NOT EXISTS (SELECT 1 FROM usage_event_keys k WHERE k.request_id = g.request_id)
 			ORDER BY g.at LIMIT $4
 		)
 		UPDATE gateway_requests g SET reconciled_at = $1,

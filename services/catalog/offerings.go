@@ -470,6 +470,35 @@ func (s *Service) SetStatus(ctx context.Context, providerAccountID, id string, s
 	return err
 }
 
+// ReissueRigCredential moves the provider's offering on to the next issue of its rig's NATS credential and returns
+// that issue: the rig's earlier password is refused from now on (events.RigPasswordIssue; docs/usage-stream.md,
+// "The rigs' entry point"). A delisted offering has no credential to re-issue.
+func (s *Service) ReissueRigCredential(ctx context.Context, providerAccountID, id string) (issue int, err error) {
+	defer services.Wrap(&err, "catalog.ReissueRigCredential(%s)", id)
+	err = s.pool.QueryRow(ctx, `
+		UPDATE offerings SET rig_credential_issue = rig_credential_issue + 1, updated_at = $3
+		WHERE id = $1 AND provider_account_id = $2 AND status <> 'delisted'
+		RETURNING rig_credential_issue`,
+		id, providerAccountID, s.now().UTC()).Scan(&issue)
+	if isInvalidText(err) || errors.Is(err, pgx.ErrNoRows) {
+		return 0, errNotFound
+	}
+	return issue, err
+}
+
+// RigCredentialIssue is the issue of the NATS credential an offering's rig holds now, whoever provides it: the
+// platform's own lookup when a rig connects. A delisted offering's rig has none.
+func (s *Service) RigCredentialIssue(ctx context.Context, id string) (providerAccountID string, issue int, err error) {
+	defer services.Wrap(&err, "catalog.RigCredentialIssue(%s)", id)
+	// By primary key: whoever reaches the rigs' entry point can make the platform look up a name.
+	err = s.pool.QueryRow(ctx, `SELECT provider_account_id::text, rig_credential_issue FROM offerings
+		WHERE id = $1 AND status <> 'delisted'`, id).Scan(&providerAccountID, &issue)
+	if isInvalidText(err) || errors.Is(err, pgx.ErrNoRows) {
+		return "", 0, errNotFound
+	}
+	return providerAccountID, issue, err
+}
+
 // Own returns one of the provider's own listed rigs, whatever its status but delisted.
 func (s *Service) Own(ctx context.Context, providerAccountID, id string) (_ Offering, err error) {
 	defer services.Wrap(&err, "catalog.Own(%s)", id)

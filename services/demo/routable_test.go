@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/events/natstest"
+
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/nats-io/nats.go"
 
 	"github.com/gpumarket/gpumarket/db/dbtest"
 	"github.com/gpumarket/gpumarket/services/accounts"
@@ -68,16 +69,7 @@ func TestEveryListedDemoOfferingIsRoutable(t *testing.T) {
 		}
 	}
 
-	srv, err := natsserver.StartEmbedded(natsserver.EmbeddedOptions{StoreDir: t.TempDir(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc := natstest.Connect(t, natstest.Start(t, natsserver.EmbeddedOptions{}))
 	r := routing.New(routing.Config{Pool: s.pool, NATS: nc, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	rctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)

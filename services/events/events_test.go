@@ -1,14 +1,14 @@
 package events
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/gpumarket/gpumarket/services/testlog"
 )
 
 func TestConnectReportsAnUnreachableServer(t *testing.T) {
@@ -33,31 +33,5 @@ func TestConnectReportsAnUnreachableServer(t *testing.T) {
 	}
 }
 
-// testLogger returns a logger at debug level whose output the test can read, and which is shown when it fails.
-// It outlives the test safely: NATS calls back from its own goroutines.
-func testLogger(t *testing.T) (*slog.Logger, *syncBuffer) {
-	buf := &syncBuffer{}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("log:\n%s", buf)
-		}
-	})
-	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})), buf
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// testLogger is testlog.New: a logger the test can read, shown when it fails.
+func testLogger(t *testing.T) (*slog.Logger, *testlog.Buffer) { return testlog.New(t) }

@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"strconv"
 	"time"
 )
 
@@ -27,11 +28,22 @@ import (
 // delivers to the fetcher's inbox) with other providers' tickets and traffic. The agent sets its inbox prefix with
 // nats.CustomInboxPrefix(RigInboxPrefix(...)); nats.go's JetStream client takes its reply subjects from it.
 //
-// On an external NATS server the same rules are a users entry per rig in its authorization block:
+// On the embedded server the rigs' users are in an account of their own, natsserver.RigsAccount, which shares only
+// the usage and heartbeat subjects with the platform's (docs/usage-stream.md, "The rigs' entry point"). On an
+// external NATS server the same rules are two accounts in its configuration, and a users entry per rig:
 //
-//	{ user: "rig-<offering_id>", password: "<RigPassword>",
-//	  permissions: { publish: ["usage.<provider_id>.<offering_id>", "heartbeat.<provider_id>.<offering_id>"],
-//	                 subscribe: ["_INBOX_RIG.<provider_id>.<offering_id>.>", "heartbeat_request"] } }
+//	accounts: {
+//	  PLATFORM: { jetstream: enabled, users: [{ user: gpumarket, password: "<the platform's own>" }],
+//	    exports: [{ service: "usage.*.*", accounts: [RIGS] }, { stream: "heartbeat_request", accounts: [RIGS] }],
+//	    imports: [{ stream: { account: RIGS, subject: "heartbeat.*.*" } }] }
+//	  RIGS: {
+//	    exports: [{ stream: "heartbeat.*.*", accounts: [PLATFORM] }],
+//	    imports: [{ service: { account: PLATFORM, subject: "usage.*.*" } },
+//	              { stream: { account: PLATFORM, subject: "heartbeat_request" } }],
+//	    users: [{ user: "rig-<offering_id>", password: "<RigPasswordIssue>",
+//	      permissions: { publish: ["usage.<provider_id>.<offering_id>", "heartbeat.<provider_id>.<offering_id>"],
+//	                     subscribe: ["_INBOX_RIG.<provider_id>.<offering_id>.>", "heartbeat_request"] } }] }
+//	}
 const (
 	// HeartbeatPrefix is the first token of a rig's heartbeat subject.
 	HeartbeatPrefix = "heartbeat"
@@ -69,13 +81,25 @@ func RigUsername(offeringID string) string {
 	return "rig-" + offeringID
 }
 
-// RigPassword derives the NATS password of an offering's rig from a platform secret: HMAC-SHA256 of the offering
-// id, base64url without padding (43 characters, safe in a URL and a config file). The platform stores no rig
-// password: it recomputes one to build the server's users and to show a provider the credential of its rig.
-// Rotating key changes every rig's password at once.
+// RigPassword derives the NATS password of an offering's rig from a platform secret, for the credential's first
+// issue: RigPasswordIssue(key, offeringID, 1).
 func RigPassword(key []byte, offeringID string) string {
+	return RigPasswordIssue(key, offeringID, 1)
+}
+
+// RigPasswordIssue derives the NATS password of an offering's rig for one issue of its credential: HMAC-SHA256 of
+// the offering id (and, from the second issue on, the issue number), base64url without padding (43 characters,
+// safe in a URL and a config file). The platform stores no rig password: it recomputes one to let a rig in and to
+// show a provider the credential of its rig, and the key cannot be recovered from it. A provider re-issuing the
+// credential moves the offering's issue on (catalog.Service.ReissueRigCredential), which makes the earlier
+// password useless; rotating the key changes every rig's password at once. An issue below 1 is the first.
+func RigPasswordIssue(key []byte, offeringID string, issue int) string {
 	m := hmac.New(sha256.New, key)
 	m.Write([]byte(rigPasswordLabel))
 	m.Write([]byte(offeringID))
+	if issue > 1 {
+		// The first issue is the password rigs held before credentials were re-issuable.
+		m.Write([]byte("\x00issue " + strconv.Itoa(issue)))
+	}
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }

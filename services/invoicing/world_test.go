@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/usage"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gpumarket/gpumarket/db/dbtest"
@@ -181,11 +183,11 @@ func (w *world) use(r request) string {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	ev := metering.NewEvent(fmt.Sprintf("evt_%06d", n), r.rig.provider, r.rig.offering, r.at, metering.Usage{
+	ev := usage.NewEvent(fmt.Sprintf("evt_%06d", n), r.rig.provider, r.rig.offering, r.at, usage.Usage{
 		RequestID: requestID, Ticket: tk, OfferingID: r.rig.offering, Model: "llama-3.1-8b", InputTokens: r.in,
-		OutputTokens: r.out, TTFTMillis: 90, DurationMillis: 800, EnergyJoules: 10, EnergySource: metering.EnergyEstimated,
-		Status: metering.StatusOK})
-	body, err := metering.Encode(ev)
+		OutputTokens: r.out, TTFTMillis: 90, DurationMillis: 800, EnergyJoules: 10, EnergySource: usage.EnergyEstimated,
+		Status: usage.StatusOK})
+	body, err := usage.Encode(ev)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -202,7 +204,7 @@ func (w *world) use(r request) string {
 	}
 	w.at(r.meteredAt)
 	res, err := w.meter.ProcessMessages(w.ctx(), []metering.Message{{Seq: uint64(n),
-		Subject: metering.SubjectPrefix + "." + r.rig.provider + "." + r.rig.offering, Data: body}})
+		Subject: usage.SubjectPrefix + "." + r.rig.provider + "." + r.rig.offering, Data: body}})
 	if err != nil {
 		w.t.Fatal(err)
 	}

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/usage"
+
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gpumarket/gpumarket/services/ticket"
@@ -28,7 +30,7 @@ type checkedBatch struct {
 // candidate is an event that passed the checks that need no database.
 type candidate struct {
 	msg        Message
-	ev         UsageEvent
+	ev         usage.UsageEvent
 	claims     ticket.Claims
 	providerID string
 }
@@ -110,7 +112,7 @@ func (b *batchBuilder) addMessages(msgs []Message) {
 		ev := &v.cand.ev
 		if b.seenEvent[ev.ID] || b.seenRequest[ev.Data.RequestID] {
 			b.rejections = append(b.rejections, rejection(v.cand.msg, ev.ID,
-				reject(RejectDuplicate, "event %s or request %s earlier in the same batch", ev.ID, ev.Data.RequestID)))
+				reject(usage.RejectDuplicate, "event %s or request %s earlier in the same batch", ev.ID, ev.Data.RequestID)))
 			continue
 		}
 		b.seenEvent[ev.ID], b.seenRequest[ev.Data.RequestID] = true, true
@@ -127,14 +129,14 @@ type verdict struct {
 }
 
 func (m *Meter) checkOne(msg Message, now time.Time) verdict {
-	ev, err := Decode(msg.Data)
+	ev, err := usage.Decode(msg.Data)
 	if err != nil {
 		return verdict{rejected: true, rejection: rejection(msg, "", err)}
 	}
-	if err := Validate(ev, msg.Subject, now); err != nil {
+	if err := usage.Validate(ev, msg.Subject, now); err != nil {
 		return verdict{rejected: true, rejection: rejection(msg, ev.ID, err)}
 	}
-	claims, err := VerifyTicket(ev, m.cfg.Tickets, now, MaxEventAge+24*time.Hour)
+	claims, err := usage.VerifyTicket(ev, m.cfg.Tickets, now, usage.MaxEventAge+24*time.Hour)
 	if err != nil {
 		return verdict{rejected: true, rejection: rejection(msg, ev.ID, err)}
 	}
@@ -142,17 +144,17 @@ func (m *Meter) checkOne(msg Message, now time.Time) verdict {
 		// A ticket of a gateway that did not yet fix the price at routing: without it the
 		// customer's price and the provider's asks are not known (see docs/metering-integrity.md).
 		return verdict{rejected: true, rejection: rejection(msg, ev.ID,
-			reject(RejectTicketInvalid, "the ticket names no price version: it fixes no terms to bill by"))}
+			reject(usage.RejectTicketInvalid, "the ticket names no price version: it fixes no terms to bill by"))}
 	}
-	providerID, _, _ := ParseSubject(msg.Subject)
+	providerID, _, _ := usage.ParseSubject(msg.Subject)
 	return verdict{cand: candidate{msg: msg, ev: ev, claims: claims, providerID: providerID}}
 }
 
 // rejection is the stored form of a check's refusal.
 func rejection(msg Message, eventID string, err error) StoredRejection {
-	reason := ReasonOf(err)
+	reason := usage.ReasonOf(err)
 	if reason == "" {
-		reason = RejectMalformed
+		reason = usage.RejectMalformed
 	}
 	return StoredRejection{Message: msg, EventID: eventID, Reason: reason, Detail: err.Error()}
 }

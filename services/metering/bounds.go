@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/usage"
+
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/ticket"
 )
@@ -84,7 +86,7 @@ type recordWaits struct {
 
 // billableTokens bounds what a rig reported by what the gateway saw. age is how long the
 // event has been in the stream.
-func billableTokens(u Usage, c ticket.Claims, rec *gatewayRecord, age time.Duration, w recordWaits) tokenBill {
+func billableTokens(u usage.Usage, c ticket.Claims, rec *gatewayRecord, age time.Duration, w recordWaits) tokenBill {
 	reportedOut := u.OutputTokens
 	if c.Kind == ticket.KindEmbedding {
 		reportedOut = 0 // an embedding is billed for its input only

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/usage"
+
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/ticket"
 )
@@ -21,7 +23,7 @@ func TestBillableTokens(t *testing.T) {
 	embedding := ticket.Claims{Kind: ticket.KindEmbedding, MaxInputTokens: 8192}
 	cases := []struct {
 		name    string
-		u       Usage
+		u       usage.Usage
 		c       ticket.Claims
 		rec     *gatewayRecord
 		age     time.Duration
@@ -30,35 +32,35 @@ func TestBillableTokens(t *testing.T) {
 		wait    time.Duration
 	}{
 		{"a max_tokens 1 request reported as ten million tokens each way is billed its bounds",
-			Usage{InputTokens: 10_000_000, OutputTokens: 10_000_000}, generation, ok(3, 1), 0, 50, 1, FlagClipped, 0},
+			usage.Usage{InputTokens: 10_000_000, OutputTokens: 10_000_000}, generation, ok(3, 1), 0, 50, 1, FlagClipped, 0},
 		{"within the bounds and what was relayed: billed as reported",
-			Usage{InputTokens: 40, OutputTokens: 1}, generation, ok(3, 1), 0, 40, 1, "", 0},
+			usage.Usage{InputTokens: 40, OutputTokens: 1}, generation, ok(3, 1), 0, 40, 1, "", 0},
 		{"output beyond what was relayed: bytes + chunks + slack",
-			Usage{InputTokens: 900, OutputTokens: 4000}, roomy, ok(100, 20), 0, 900, 100 + 20 + outputSlack, FlagClipped, 0},
+			usage.Usage{InputTokens: 900, OutputTokens: 4000}, roomy, ok(100, 20), 0, 900, 100 + 20 + outputSlack, FlagClipped, 0},
 		{"a non-streamed response: its body's bytes bound the output",
-			Usage{InputTokens: 900, OutputTokens: 4000}, roomy, ok(700, 0), 0, 900, 700 + outputSlack, FlagClipped, 0},
+			usage.Usage{InputTokens: 900, OutputTokens: 4000}, roomy, ok(700, 0), 0, 900, 700 + outputSlack, FlagClipped, 0},
 		{"a gateway that did not count what it relayed: the ticket's bound only",
-			Usage{InputTokens: 900, OutputTokens: 5000}, roomy, &gatewayRecord{httpStatus: 200, status: billing.GatewayOK}, 0, 900, 4096, FlagClipped, 0},
+			usage.Usage{InputTokens: 900, OutputTokens: 5000}, roomy, &gatewayRecord{httpStatus: 200, status: billing.GatewayOK}, 0, 900, 4096, FlagClipped, 0},
 		{"failed over on a 503: nothing, whatever the rig reports",
-			Usage{InputTokens: 1000, OutputTokens: 500}, roomy, &gatewayRecord{httpStatus: 503, status: billing.GatewayFailedOver}, 0, 0, 0, FlagFailedAttempt, 0},
+			usage.Usage{InputTokens: 1000, OutputTokens: 500}, roomy, &gatewayRecord{httpStatus: 503, status: billing.GatewayFailedOver}, 0, 0, 0, FlagFailedAttempt, 0},
 		{"a 400 relayed as an error: nothing",
-			Usage{InputTokens: 1000, OutputTokens: 500}, roomy, &gatewayRecord{httpStatus: 400, status: billing.GatewayError}, 0, 0, 0, FlagFailedAttempt, 0},
+			usage.Usage{InputTokens: 1000, OutputTokens: 500}, roomy, &gatewayRecord{httpStatus: 400, status: billing.GatewayError}, 0, 0, 0, FlagFailedAttempt, 0},
 		{"the client left before the rig answered (499): nothing",
-			Usage{InputTokens: 1000, OutputTokens: 500}, roomy, &gatewayRecord{httpStatus: 499, status: billing.GatewayCanceled}, 0, 0, 0, FlagFailedAttempt, 0},
+			usage.Usage{InputTokens: 1000, OutputTokens: 500}, roomy, &gatewayRecord{httpStatus: 499, status: billing.GatewayCanceled}, 0, 0, 0, FlagFailedAttempt, 0},
 		{"canceled after a 200: billed within the bounds, flagged",
-			Usage{InputTokens: 200, OutputTokens: 80}, roomy, ended(200, billing.GatewayCanceled, 400, 80),
+			usage.Usage{InputTokens: 200, OutputTokens: 80}, roomy, ended(200, billing.GatewayCanceled, 400, 80),
 			0, 200, 80, FlagIncomplete, 0},
 		{"broken off after a 200 and inflated: clipped, flagged incomplete",
-			Usage{InputTokens: 200, OutputTokens: 900}, roomy, ended(200, billing.GatewayError, 40, 10),
+			usage.Usage{InputTokens: 200, OutputTokens: 900}, roomy, ended(200, billing.GatewayError, 40, 10),
 			0, 200, 40 + 10 + outputSlack, FlagIncomplete, 0},
 		{"an embedding is billed its input only",
-			Usage{InputTokens: 9000, OutputTokens: 12}, embedding, ok(5000, 0), 0, 8192, 0, FlagClipped, 0},
+			usage.Usage{InputTokens: 9000, OutputTokens: 12}, embedding, ok(5000, 0), 0, 8192, 0, FlagClipped, 0},
 		{"no record yet, just arrived: wait until the settle time",
-			Usage{InputTokens: 10, OutputTokens: 10}, roomy, nil, 300 * time.Millisecond, 0, 0, "", 700 * time.Millisecond},
+			usage.Usage{InputTokens: 10, OutputTokens: 10}, roomy, nil, 300 * time.Millisecond, 0, 0, "", 700 * time.Millisecond},
 		{"no record after the settle time: look again later",
-			Usage{InputTokens: 10, OutputTokens: 10}, roomy, nil, 10 * time.Second, 0, 0, "", 5 * time.Second},
+			usage.Usage{InputTokens: 10, OutputTokens: 10}, roomy, nil, 10 * time.Second, 0, 0, "", 5 * time.Second},
 		{"no record after the longest wait: billed within the ticket's bounds, flagged",
-			Usage{InputTokens: 10_000_000, OutputTokens: 10_000_000}, generation, nil, 2 * time.Minute, 50, 1, FlagNoGatewayRecord, 0},
+			usage.Usage{InputTokens: 10_000_000, OutputTokens: 10_000_000}, generation, nil, 2 * time.Minute, 50, 1, FlagNoGatewayRecord, 0},
 	}
 	for _, c := range cases {
 		got := billableTokens(c.u, c.c, c.rec, c.age, waits)

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/usage"
+
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -148,10 +150,10 @@ func (c *natsCluster) node(name string) int {
 // had acknowledged is metered exactly once, and the ledger balances to the picodollar.
 func TestClusteredNATSLosesNoUsageWhenANodeDies(t *testing.T) {
 	cluster := startNATSCluster(t)
-	e := setupMeterOn(t, cluster.urls(0), StreamOptions{Replicas: 3, AckWait: 2 * time.Second})
+	e := setupMeterOn(t, cluster.urls(0), usage.StreamOptions{Replicas: 3, AckWait: 2 * time.Second})
 	ctx := context.Background()
 
-	info, err := e.js.Stream(ctx, StreamName)
+	info, err := e.js.Stream(ctx, usage.StreamName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +162,7 @@ func TestClusteredNATSLosesNoUsageWhenANodeDies(t *testing.T) {
 		t.Fatalf("the usage stream has %d replicas (cluster %+v), want 3: a leader and two followers", si.Config.Replicas, si.Cluster)
 	}
 	leader := cluster.node(si.Cluster.Leader)
-	rejected, err := e.js.Stream(ctx, RejectedStreamName)
+	rejected, err := e.js.Stream(ctx, usage.RejectedStreamName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +188,7 @@ func TestClusteredNATSLosesNoUsageWhenANodeDies(t *testing.T) {
 		}
 		rig := &testRig{provider: provider, offering: e.newOffering(t, provider, "standard"), tier: "standard",
 			customer: e.customer, apiKey: e.apiKey, priceID: e.price, askIn: testAskIn, askOut: testAskOut}
-		sim := rigEvents{subject: Subject(provider, rig.offering)}
+		sim := rigEvents{subject: usage.Subject(provider, rig.offering)}
 		for i := range perRig {
 			in, out := int64(100+r*10+i), int64(50+i)
 			id, body, _ := e.routed(t, route{rig: rig, in: in, out: out, at: e.now.Add(-time.Minute)})
@@ -230,7 +232,7 @@ func TestClusteredNATSLosesNoUsageWhenANodeDies(t *testing.T) {
 				for attempt := 0; ; attempt++ {
 					msg := nats.NewMsg(sim.subject)
 					msg.Data = sim.bodies[i]
-					msg.Header.Set(HeaderMsgID, sim.ids[i])
+					msg.Header.Set(usage.HeaderMsgID, sim.ids[i])
 					pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 					_, err := js.PublishMsg(pctx, msg)
 					cancel()
@@ -291,7 +293,7 @@ func TestClusteredNATSLosesNoUsageWhenANodeDies(t *testing.T) {
 	// The restarted node has caught up on the stream.
 	waitFor("the restarted node catches up on the usage stream", 20*time.Second, func() bool {
 		s := cluster.nodes[leader]
-		return s.JetStreamIsStreamCurrent("$G", StreamName)
+		return s.JetStreamIsStreamCurrent("$G", usage.StreamName)
 	})
 	t.Logf("%d events from %d rigs: the stream's leader %s shut down after %d were acknowledged; while it was down %d were acknowledged "+
 		"and %d metered; %d events had to be sent again", total, rigs, cluster.opts[leader].ServerName, killedAt,

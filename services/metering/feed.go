@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/usage"
+
 	"github.com/nats-io/nats.go"
 )
 
@@ -46,30 +48,30 @@ type FeedMessage struct {
 // FeedOffering is one offering's stored events in a FeedMessage: the i-th element of every column belongs to the
 // i-th event.
 type FeedOffering struct {
-	OfferingID     string    `json:"offering_id"`
-	RequestIDs     []string  `json:"request_id"`
-	TimesMicro     []int64   `json:"time_us"` // the event's time (when the request ended), Unix microseconds
-	TTFTMillis     []float64 `json:"ttft_ms"` // to the microsecond
-	DurationMillis []float64 `json:"duration_ms"`
-	InputTokens    []int64   `json:"input_tokens"`
-	OutputTokens   []int64   `json:"output_tokens"`
-	Statuses       []Status  `json:"status"`
+	OfferingID     string         `json:"offering_id"`
+	RequestIDs     []string       `json:"request_id"`
+	TimesMicro     []int64        `json:"time_us"` // the event's time (when the request ended), Unix microseconds
+	TTFTMillis     []float64      `json:"ttft_ms"` // to the microsecond
+	DurationMillis []float64      `json:"duration_ms"`
+	InputTokens    []int64        `json:"input_tokens"`
+	OutputTokens   []int64        `json:"output_tokens"`
+	Statuses       []usage.Status `json:"status"`
 }
 
 // Metered is a stored event as the feed carries it: of its Usage, the request and offering ids, the times, the
 // token counts and the status (no ticket, model or energy); At is the event's time.
 type Metered struct {
-	Usage Usage
+	Usage usage.Usage
 	At    time.Time
 }
 
 // EncodeFeed encodes stored events, usages[i] having ended at occurred[i], as feed messages of at most feedChunk
 // events each, in the order given.
-func EncodeFeed(usages []Usage, occurred []time.Time) ([][]byte, error) {
+func EncodeFeed(usages []usage.Usage, occurred []time.Time) ([][]byte, error) {
 	return encodeFeed(usages, occurred, feedChunk)
 }
 
-func encodeFeed(usages []Usage, occurred []time.Time, chunk int) ([][]byte, error) {
+func encodeFeed(usages []usage.Usage, occurred []time.Time, chunk int) ([][]byte, error) {
 	if len(usages) != len(occurred) {
 		return nil, fmt.Errorf("metering: feed of %d events with %d times", len(usages), len(occurred))
 	}
@@ -86,7 +88,7 @@ func encodeFeed(usages []Usage, occurred []time.Time, chunk int) ([][]byte, erro
 }
 
 // feedMessage groups events by offering, in the order each offering first appears.
-func feedMessage(usages []Usage, occurred []time.Time) FeedMessage {
+func feedMessage(usages []usage.Usage, occurred []time.Time) FeedMessage {
 	var msg FeedMessage
 	index := map[string]int{}
 	for i := range usages {
@@ -144,10 +146,10 @@ func DecodeFeed(data []byte) ([]Metered, error) {
 	for _, o := range msg.Offerings {
 		for i, id := range o.RequestIDs {
 			s := o.Statuses[i]
-			if s != StatusOK && s != StatusError && s != StatusCanceled {
+			if s != usage.StatusOK && s != usage.StatusError && s != usage.StatusCanceled {
 				return nil, fmt.Errorf("metering: feed message with status %.50q", s)
 			}
-			out = append(out, Metered{At: time.UnixMicro(o.TimesMicro[i]).UTC(), Usage: Usage{
+			out = append(out, Metered{At: time.UnixMicro(o.TimesMicro[i]).UTC(), Usage: usage.Usage{
 				RequestID: id, OfferingID: o.OfferingID, TTFTMillis: o.TTFTMillis[i], DurationMillis: o.DurationMillis[i],
 				InputTokens: o.InputTokens[i], OutputTokens: o.OutputTokens[i], Status: s,
 			}})
@@ -216,7 +218,7 @@ func (f *Feed) Close() {
 
 // publish sends the events in messages of at most chunk events, halving the chunk for a server whose maximum
 // payload is smaller than a message.
-func (f *Feed) publish(usages []Usage, occurred []time.Time, chunk int) {
+func (f *Feed) publish(usages []usage.Usage, occurred []time.Time, chunk int) {
 	msgs, err := encodeFeed(usages, occurred, chunk)
 	if err != nil {
 		f.log.Debug("meter: feed: a batch's figures could not be encoded", "error", err)

@@ -9,6 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/events/natstest"
+
+	"github.com/gpumarket/gpumarket/services/usage"
+
 	"github.com/nats-io/nats.go"
 
 	"github.com/gpumarket/gpumarket/services/events/natsserver"
@@ -29,7 +33,7 @@ func TestFeedCarriesEachStoredEventOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	subject := Subject(e.provider, e.offering)
+	subject := usage.Subject(e.provider, e.offering)
 	at := e.now.Add(-time.Minute).Truncate(time.Microsecond)
 	var ids []string
 	var first []byte
@@ -65,7 +69,7 @@ func TestFeedCarriesEachStoredEventOnce(t *testing.T) {
 	for i, m := range got {
 		u := m.Usage
 		if u.OfferingID != e.offering || !strings.HasPrefix(u.RequestID, "req_") || !m.At.Equal(at) || u.TTFTMillis != 100 ||
-			u.DurationMillis != 900 || u.InputTokens != 10 || u.OutputTokens != int64(1+i) || u.Status != StatusOK {
+			u.DurationMillis != 900 || u.InputTokens != 10 || u.OutputTokens != int64(1+i) || u.Status != usage.StatusOK {
 			t.Errorf("feed event %d: %+v at %s; want the stored event's figures at %s", i, u, m.At, at)
 		}
 	}
@@ -80,11 +84,11 @@ func TestFeedMessagesAreChunkedAndGroupedByOffering(t *testing.T) {
 	t.Parallel()
 	const n = DefaultBatchSize
 	base := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	usages, occurred := make([]Usage, n), make([]time.Time, n)
-	statuses := []Status{StatusOK, StatusError, StatusCanceled}
+	usages, occurred := make([]usage.Usage, n), make([]time.Time, n)
+	statuses := []usage.Status{usage.StatusOK, usage.StatusError, usage.StatusCanceled}
 	for i := range usages {
 		id := fmt.Sprintf("req_%d_", i)
-		usages[i] = Usage{RequestID: id + strings.Repeat("x", MaxIDLength-len(id)), OfferingID: fmt.Sprintf("off-%d", i%3),
+		usages[i] = usage.Usage{RequestID: id + strings.Repeat("x", usage.MaxIDLength-len(id)), OfferingID: fmt.Sprintf("off-%d", i%3),
 			Ticket: "not carried", Model: "not carried", EnergyJoules: 1, TTFTMillis: float64(i) + 0.123456789,
 			DurationMillis: 2000.5, InputTokens: int64(i), OutputTokens: int64(2 * i), Status: statuses[i%3]}
 		occurred[i] = base.Add(-time.Duration(i) * time.Millisecond)
@@ -142,10 +146,7 @@ func TestDecodeFeedRefusesAMalformedMessage(t *testing.T) {
 // TestFeedNeverHoldsUpACommit: with NATS gone, OnCommit returns at once and publishes nothing.
 func TestFeedNeverHoldsUpACommit(t *testing.T) {
 	t.Parallel()
-	srv, err := natsserver.StartEmbedded(natsserver.EmbeddedOptions{StoreDir: t.TempDir(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := natstest.Start(t, natsserver.EmbeddedOptions{})
 	nc, err := nats.Connect(srv.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(time.Hour))
 	if err != nil {
 		t.Fatal(err)
@@ -156,9 +157,9 @@ func TestFeedNeverHoldsUpACommit(t *testing.T) {
 	for nc.IsConnected() {
 		time.Sleep(5 * time.Millisecond)
 	}
-	usages, occurred := make([]Usage, DefaultBatchSize), make([]time.Time, DefaultBatchSize)
+	usages, occurred := make([]usage.Usage, DefaultBatchSize), make([]time.Time, DefaultBatchSize)
 	for i := range usages {
-		usages[i] = Usage{RequestID: fmt.Sprintf("req_%d", i), OfferingID: "o", Status: StatusOK}
+		usages[i] = usage.Usage{RequestID: fmt.Sprintf("req_%d", i), OfferingID: "o", Status: usage.StatusOK}
 		occurred[i] = time.Now()
 	}
 	f := NewFeed(nc, slog.New(slog.NewTextHandler(io.Discard, nil)))

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/usage"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -71,26 +73,26 @@ import (
 // one is stored already, the database refuses it and the batch is written again by a
 // statement that skips and reports each duplicate (commit).
 
-// The meter's own reasons for refusing an event, beside the contract's (contract.go).
+// The meter's own reasons for refusing an event, beside the contract's (package usage).
 const (
 	// RejectUnknownOffering is an event for an offering the catalog does not hold.
-	RejectUnknownOffering RejectReason = "unknown_offering"
+	RejectUnknownOffering usage.RejectReason = "unknown_offering"
 	// RejectForeign is an event whose NATS subject names another provider than the offering's.
-	RejectForeign RejectReason = "foreign_offering"
+	RejectForeign usage.RejectReason = "foreign_offering"
 	// RejectNoPrice is an event whose ticket names no price of its tier: a price version the
 	// price book does not hold, or one of another tier.
-	RejectNoPrice RejectReason = "no_price"
+	RejectNoPrice usage.RejectReason = "no_price"
 	// RejectAskAbovePrice is an event that would pay its provider, at the ticket's asks, more
 	// than its customer pays at the ticket's price version.
-	RejectAskAbovePrice RejectReason = "ask_above_price"
+	RejectAskAbovePrice usage.RejectReason = "ask_above_price"
 	// RejectOverflow is an event whose charge, or whose addition to its batch's sums, does not
 	// fit the 64-bit picodollars of a ledger posting, or that the database refused as out of
 	// range.
-	RejectOverflow RejectReason = "overflow"
+	RejectOverflow usage.RejectReason = "overflow"
 	// RejectRefusedByDatabase is an event the database refused for a reason the meter's
 	// checks did not foresee (a data exception or an integrity violation), found by splitting
 	// its batch.
-	RejectRefusedByDatabase RejectReason = "refused_by_database"
+	RejectRefusedByDatabase usage.RejectReason = "refused_by_database"
 )
 
 // MeterConfig wires the meter.
@@ -413,7 +415,7 @@ var errEventData = errors.New("metering: an event's data cannot be written")
 
 // rejectionOfError is the reason an event alone in its batch is refused with, after the
 // database refused the batch for it.
-func rejectionOfError(err error) RejectReason {
+func rejectionOfError(err error) usage.RejectReason {
 	if errors.Is(err, money.ErrOverflow) || pgErrorCode(err) == codeNumericOutOfRange {
 		return RejectOverflow
 	}
@@ -442,7 +444,7 @@ func (m *Meter) rejectAlone(ctx context.Context, msg jetstream.Msg, cause error)
 	}
 	r := StoredRejection{Message: Message{Seq: meta.Sequence.Stream, Subject: msg.Subject(), Data: msg.Data(), Stored: meta.Timestamp},
 		Reason: rejectionOfError(cause), Detail: "refused by the database: " + cause.Error()}
-	if ev, err := Decode(msg.Data()); err == nil {
+	if ev, err := usage.Decode(msg.Data()); err == nil {
 		r.EventID = ev.ID
 	}
 	var samples []StoredRejection
@@ -484,7 +486,7 @@ type BatchResult struct {
 	Occurred []time.Time
 	// Usages holds the Stored events' data, with the tokens billed, each at the index of its
 	// time in Occurred.
-	Usages []Usage
+	Usages []usage.Usage
 }
 
 // Deferral is an event put off until the gateway's record of its attempt may have landed.
@@ -498,7 +500,7 @@ type Deferral struct {
 type StoredRejection struct {
 	Message
 	EventID string
-	Reason  RejectReason
+	Reason  usage.RejectReason
 	Detail  string
 }
 
@@ -521,7 +523,7 @@ func (m *Meter) publishRejections(rs []StoredRejection) {
 		return
 	}
 	for _, r := range rs {
-		msg := natsMsg(RejectedSubject+"."+string(r.Reason), r.Data, r.Seq, r.Subject, r.Detail)
+		msg := natsMsg(usage.RejectedSubject+"."+string(r.Reason), r.Data, r.Seq, r.Subject, r.Detail)
 		if _, err := m.cfg.JS.PublishMsgAsync(msg); err != nil {
 			m.cfg.Log.Warn("meter: dead-letter publish", "err", err)
 			return

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/usage"
+
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/ticket"
@@ -18,7 +20,7 @@ import (
 func TestMeterBillsNoMoreThanTheGatewaySaw(t *testing.T) {
 	e := setupMeter(t)
 	ctx := context.Background()
-	subject := Subject(e.provider, e.offering)
+	subject := usage.Subject(e.provider, e.offering)
 	at := e.now.Add(-time.Minute)
 	type want struct {
 		in, out int64
@@ -126,7 +128,7 @@ func TestMeterBillsNoMoreThanTheGatewaySaw(t *testing.T) {
 func TestMeterWaitsForTheGatewaysRecord(t *testing.T) {
 	e := setupMeter(t)
 	ctx := context.Background()
-	subject := Subject(e.provider, e.offering)
+	subject := usage.Subject(e.provider, e.offering)
 	// The meter's clock is the machine's here: ages are the stream's timestamps against it.
 	cfg := e.meter.cfg
 	cfg.Now = time.Now

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/usage"
+
 	"github.com/nats-io/nats.go"
 
 	"github.com/gpumarket/gpumarket/services/billing"
@@ -65,7 +67,7 @@ func (e *meterEnv) publishAll(t *testing.T, msgs []*nats.Msg) {
 func usageMsg(subject, id string, body []byte) *nats.Msg {
 	m := nats.NewMsg(subject)
 	m.Data = body
-	m.Header.Set(HeaderMsgID, id)
+	m.Header.Set(usage.HeaderMsgID, id)
 	return m
 }
 
@@ -112,7 +114,7 @@ func TestMeterRefusesOverflowingEventsAndMetersTheRest(t *testing.T) {
 			customer: mallory, apiKey: malloryKey, priceID: premium, askIn: 125_000_000_000, askOut: 125_000_000_000}
 		for range held {
 			id, body, req := e.routed(t, route{rig: rig, in: 10_000_000, out: 10_000_000, at: now.Add(-time.Minute)})
-			burst = append(burst, usageMsg(Subject(attacker, rig.offering), id, body))
+			burst = append(burst, usageMsg(usage.Subject(attacker, rig.offering), id, body))
 			inflated[req] = true
 		}
 	}
@@ -139,7 +141,7 @@ func TestMeterRefusesOverflowingEventsAndMetersTheRest(t *testing.T) {
 	wg.Go(func() {
 		for i, s := range traffic {
 			publishedAt.Store(s.req, time.Now())
-			msg := usageMsg(Subject(e.provider, e.offering), s.id, s.body)
+			msg := usageMsg(usage.Subject(e.provider, e.offering), s.id, s.body)
 			if _, err := e.js.PublishMsg(ctx, msg); err != nil {
 				t.Errorf("ordinary event %d: %v", i, err)
 				return

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/usage"
+
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/gpumarket/gpumarket/services/billing"
@@ -34,7 +36,7 @@ func TestMeterPipelineStoresEveryEventOnce(t *testing.T) {
 	}
 	e.meter = NewMeter(cfg)
 
-	subject := Subject(e.provider, e.offering)
+	subject := usage.Subject(e.provider, e.offering)
 	const events, again = 600, 60
 	var want []time.Time
 	var charge money.Pico
@@ -88,7 +90,7 @@ func TestMeterPipelineStoresEveryEventOnce(t *testing.T) {
 // same messages (not duplicates to review), and no transaction deadlocks for good.
 func TestConcurrentBatchesOfTheSameEvents(t *testing.T) {
 	e := setupMeter(t)
-	subject := Subject(e.provider, e.offering)
+	subject := usage.Subject(e.provider, e.offering)
 	const events, copies = 300, 4
 	msgs := make([]Message, events)
 	for i := range msgs {
@@ -123,7 +125,7 @@ func TestConcurrentBatchesOfTheSameEvents(t *testing.T) {
 	for _, r := range results {
 		stored += r.Stored
 		for _, rej := range r.Rejections {
-			if rej.Reason != RejectDuplicate {
+			if rej.Reason != usage.RejectDuplicate {
 				t.Errorf("rejection %s: %s", rej.Reason, rej.Detail)
 			}
 			duplicates++
@@ -150,7 +152,7 @@ func TestConcurrentBatchesOfTheSameEvents(t *testing.T) {
 // stored and charged once, the stored one refused, in one transaction.
 func TestCommitStoresTheNewEventsOfABatchWithAStoredOne(t *testing.T) {
 	e := setupMeter(t)
-	subject := Subject(e.provider, e.offering)
+	subject := usage.Subject(e.provider, e.offering)
 	var msgs []Message
 	for i := range 5 {
 		_, body := e.event(t, 1000, 100, e.now.Add(-time.Minute))
@@ -166,7 +168,7 @@ func TestCommitStoresTheNewEventsOfABatchWithAStoredOne(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Stored != 4 || len(res.Rejections) != 1 || res.Rejections[0].Reason != RejectDuplicate ||
+	if res.Stored != 4 || len(res.Rejections) != 1 || res.Rejections[0].Reason != usage.RejectDuplicate ||
 		res.Rejections[0].Seq != 3 {
 		t.Fatalf("stored %d, rejected %+v; want 4 stored and event 3 refused as a duplicate", res.Stored, res.Rejections)
 	}
@@ -189,7 +191,7 @@ func TestCommitStoresTheNewEventsOfABatchWithAStoredOne(t *testing.T) {
 // once and acknowledged quietly: it is not a duplicate for review.
 func TestRedeliveryOfACommittedMessageIsNoDuplicate(t *testing.T) {
 	e := setupMeter(t)
-	subject := Subject(e.provider, e.offering)
+	subject := usage.Subject(e.provider, e.offering)
 	_, body := e.event(t, 10, 10, e.now.Add(-time.Minute))
 	msg := Message{Seq: 7, Subject: subject, Data: body}
 	for i := range 3 {
@@ -248,7 +250,7 @@ func assertSummariesMatchRows(t *testing.T, e *meterEnv) {
 // A batch whose sums would overflow 64 bits is left to the statement that sums in NUMERIC.
 func TestSumsThatWouldOverflowAreLeftToTheDatabase(t *testing.T) {
 	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	c := &candidate{ev: UsageEvent{Time: at, Data: Usage{OfferingID: "o", Model: "m"}}}
+	c := &candidate{ev: usage.UsageEvent{Time: at, Data: usage.Usage{OfferingID: "o", Model: "m"}}}
 	c.claims.APIKeyID, c.claims.Tier = "k", "batch"
 	half := pricedEvent{c: c, charge: money.Pico(1 << 62), account: "a", provider: "p"}
 	if _, ok := rollUp([]pricedEvent{half, half}); ok {

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/usage"
+
 	"github.com/nats-io/nats.go"
 )
 
@@ -20,7 +22,7 @@ func TestMeterSplitsABatchTheDatabaseRefuses(t *testing.T) {
 	cfg := e.meter.cfg
 	cfg.Log = slog.New(logs)
 	e.meter = NewMeter(cfg)
-	subject := Subject(e.provider, e.offering)
+	subject := usage.Subject(e.provider, e.offering)
 	at := e.now.Add(-time.Minute)
 
 	const events = 64
@@ -85,7 +87,7 @@ func TestMeterRetriesABatchThroughAFaultOfTheDatabase(t *testing.T) {
 	cfg := e.meter.cfg
 	cfg.Log = slog.New(logs)
 	e.meter = NewMeter(cfg)
-	subject := Subject(e.provider, e.offering)
+	subject := usage.Subject(e.provider, e.offering)
 	const events = 20
 	var msgs []*nats.Msg
 	for range events {

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/usage"
+
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/ticket"
 )
@@ -17,7 +19,7 @@ import (
 func TestMeterPaysTheTermsAgreedAtRouting(t *testing.T) {
 	e := setupMeter(t)
 	ctx := context.Background()
-	subject := Subject(e.provider, e.offering)
+	subject := usage.Subject(e.provider, e.offering)
 	routedAt := e.now.AddDate(0, 0, 1).Add(-time.Minute) // a minute before tomorrow's price
 	id, body, _ := e.routed(t, route{in: 1000, out: 1000, at: routedAt.Add(2 * time.Minute), ticket: func(c *ticket.Claims) {
 		c.AskInput, c.AskOutput, c.IssuedAt = 10_000, 10_000, routedAt
@@ -44,14 +46,14 @@ func TestMeterPaysTheTermsAgreedAtRouting(t *testing.T) {
 // tier, and one whose asks would pay the provider more than the customer pays.
 func TestMeterRefusesTicketsWithoutUsableTerms(t *testing.T) {
 	e := setupMeter(t)
-	subject := Subject(e.provider, e.offering)
+	subject := usage.Subject(e.provider, e.offering)
 	at := e.now.Add(-time.Minute)
 	cases := []struct {
 		name   string
 		adjust func(*ticket.Claims)
-		reason RejectReason
+		reason usage.RejectReason
 	}{
-		{"no price version", func(c *ticket.Claims) { c.PriceID = 0 }, RejectTicketInvalid},
+		{"no price version", func(c *ticket.Claims) { c.PriceID = 0 }, usage.RejectTicketInvalid},
 		{"a version the price book does not hold", func(c *ticket.Claims) { c.PriceID = 999_999 }, RejectNoPrice},
 		{"the batch tier's price for a standard request", func(c *ticket.Claims) { c.PriceID = e.batchPrice }, RejectNoPrice},
 		{"asks above the price", func(c *ticket.Claims) { c.AskInput, c.AskOutput = 150_000, 400_000 }, RejectAskAbovePrice},

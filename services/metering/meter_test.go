@@ -8,6 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/events/natstest"
+
+	"github.com/gpumarket/gpumarket/services/usage"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
@@ -57,19 +61,15 @@ const (
 
 func setupMeter(t *testing.T) *meterEnv {
 	t.Helper()
-	srv, err := natsserver.StartEmbedded(natsserver.EmbeddedOptions{StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	srv := natstest.Start(t, natsserver.EmbeddedOptions{})
 	// No per-rig cap on the stream: these tests publish bursts larger than it before the meter runs, to see what
 	// the meter makes of them (the cap itself is the usage package's to test).
-	return setupMeterOn(t, srv.ClientURL(), StreamOptions{AckWait: 2 * time.Second, MaxPendingPerRig: -1})
+	return setupMeterOn(t, srv.ClientURL(), usage.StreamOptions{AckWait: 2 * time.Second, MaxPendingPerRig: -1})
 }
 
 // setupMeterOn is setupMeter on the NATS at url (one server, or a cluster's URLs comma-separated), its usage
 // streams made with opts.
-func setupMeterOn(t *testing.T, url string, opts StreamOptions) *meterEnv {
+func setupMeterOn(t *testing.T, url string, opts usage.StreamOptions) *meterEnv {
 	t.Helper()
 	ctx := context.Background()
 	e := &meterEnv{pool: dbtest.New(t), now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
@@ -79,7 +79,7 @@ func setupMeterOn(t *testing.T, url string, opts StreamOptions) *meterEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.nc.Close)
-	e.cons, err = EnsureStreams(ctx, e.js, opts)
+	e.cons, err = usage.EnsureStreams(ctx, e.js, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,10 +164,10 @@ func (e *meterEnv) routed(t *testing.T, r route) (eventID string, body []byte, r
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev := NewEvent(fmt.Sprintf("evt_%d", n), rig.provider, rig.offering, r.at, Usage{RequestID: requestID, Ticket: tk,
+	ev := usage.NewEvent(fmt.Sprintf("evt_%d", n), rig.provider, rig.offering, r.at, usage.Usage{RequestID: requestID, Ticket: tk,
 		OfferingID: rig.offering, Model: "m", InputTokens: r.in, OutputTokens: r.out, TTFTMillis: 100, DurationMillis: 900,
-		EnergyJoules: 12.5, EnergySource: EnergyEstimated, Status: StatusOK})
-	if body, err = Encode(ev); err != nil {
+		EnergyJoules: 12.5, EnergySource: usage.EnergyEstimated, Status: usage.StatusOK})
+	if body, err = usage.Encode(ev); err != nil {
 		t.Fatal(err)
 	}
 	if !r.noRecord {
@@ -251,7 +251,7 @@ func (e *meterEnv) publish(t *testing.T, subject, id string, body []byte) {
 	msg := nats.NewMsg(subject)
 	msg.Data = body
 	if id != "" {
-		msg.Header.Set(HeaderMsgID, id)
+		msg.Header.Set(usage.HeaderMsgID, id)
 	}
 	if _, err := e.js.PublishMsg(context.Background(), msg); err != nil {
 		t.Fatal(err)
@@ -348,7 +348,7 @@ func payable(in, out int64) money.Pico { return money.Pico(in*testAskIn + out*te
 
 func TestMeterPricesOnceAndPostsToTheLedger(t *testing.T) {
 	e := setupMeter(t)
-	subject := Subject(e.provider, e.offering)
+	subject := usage.Subject(e.provider, e.offering)
 	id1, ev1 := e.event(t, 1000, 500, e.now.Add(-time.Minute))
 	id2, ev2 := e.event(t, 2000, 0, e.now.Add(-time.Minute)) // no completion token: no charge
 	e.publish(t, subject, id1, ev1)
@@ -382,7 +382,7 @@ func TestMeterPricesOnceAndPostsToTheLedger(t *testing.T) {
 // without one is charged nothing.
 func TestMeterChargesEmbeddingsForTheirInput(t *testing.T) {
 	e := setupMeter(t)
-	subject := Subject(e.provider, e.offering)
+	subject := usage.Subject(e.provider, e.offering)
 	embedding, body := e.eventOfKind(t, ticket.KindEmbedding, 4000, 0, e.now.Add(-time.Minute))
 	e.publish(t, subject, embedding, body)
 	generation, body := e.event(t, 4000, 0, e.now.Add(-time.Minute))
@@ -401,7 +401,7 @@ func TestMeterChargesEmbeddingsForTheirInput(t *testing.T) {
 
 func TestMeterRefusesDuplicatesAndBadEventsWithoutStalling(t *testing.T) {
 	e := setupMeter(t)
-	subject := Subject(e.provider, e.offering)
+	subject := usage.Subject(e.provider, e.offering)
 	id1, ev1 := e.event(t, 100, 100, e.now.Add(-time.Minute))
 	e.publish(t, subject, id1, ev1)
 	e.drain(t)
@@ -421,7 +421,7 @@ func TestMeterRefusesDuplicatesAndBadEventsWithoutStalling(t *testing.T) {
 	unsigned := []byte(strings.Replace(string(ev3), `"ticket":"`, `"ticket":"x`, 1))
 	e.publish(t, subject, "", unsigned)
 	_, forForeign := e.event(t, 10, 20, e.now.Add(-time.Minute))
-	e.publish(t, Subject(e.provider, e.foreign), "", forForeign)
+	e.publish(t, usage.Subject(e.provider, e.foreign), "", forForeign)
 	e.drain(t)
 
 	if n := e.count(t, `SELECT count(*) FROM usage_events`); n != 2 {
@@ -450,7 +450,7 @@ func TestRejectionsAreKeptPerMessage(t *testing.T) {
 		t.Helper()
 		err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
 			_, err := e.meter.insertRejections(ctx, tx, []StoredRejection{{Message: Message{Seq: seq, Subject: "usage.p.o", Data: []byte(raw)},
-				Reason: RejectMalformed, Detail: "not JSON"}}, e.now)
+				Reason: usage.RejectMalformed, Detail: "not JSON"}}, e.now)
 			return err
 		})
 		if err != nil {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/usage"
+
 	"github.com/jackc/pgx/v5"
 )
 
@@ -27,10 +29,10 @@ func rigOf(subject string) rig {
 	parts := strings.SplitN(subject, ".", 4)
 	var r rig
 	if len(parts) > 1 {
-		r.provider = truncate(parts[1], MaxIDLength)
+		r.provider = truncate(parts[1], usage.MaxIDLength)
 	}
 	if len(parts) > 2 {
-		r.offering = truncate(parts[2], MaxIDLength)
+		r.offering = truncate(parts[2], usage.MaxIDLength)
 	}
 	return r
 }
@@ -39,7 +41,7 @@ func rigOf(subject string) rig {
 type rejectionKey struct {
 	hour   time.Time
 	rig    rig
-	reason RejectReason
+	reason usage.RejectReason
 }
 
 func (k rejectionKey) compare(o rejectionKey) int {
@@ -102,7 +104,7 @@ func (m *Meter) insertRejections(ctx context.Context, tx pgx.Tx, rs []StoredReje
 			rows.Close()
 			return nil, err
 		}
-		k.hour, k.reason = k.hour.UTC(), RejectReason(reason)
+		k.hour, k.reason = k.hour.UTC(), usage.RejectReason(reason)
 		totals[k] = total
 	}
 	if err := rows.Err(); err != nil {

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/usage"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -33,14 +35,14 @@ func TestRejectionsAreCountedPerRigWithBoundedSamples(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ev := NewEvent(fmt.Sprintf("evt_forged_%d", i), provider, offering, at, Usage{RequestID: req, Ticket: tk,
+		ev := usage.NewEvent(fmt.Sprintf("evt_forged_%d", i), provider, offering, at, usage.Usage{RequestID: req, Ticket: tk,
 			OfferingID: offering, Model: "m", InputTokens: 1000, OutputTokens: 1000, DurationMillis: 900,
-			EnergySource: EnergyEstimated, Status: StatusOK})
-		body, err := Encode(ev)
+			EnergySource: usage.EnergyEstimated, Status: usage.StatusOK})
+		body, err := usage.Encode(ev)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return usageMsg(Subject(provider, offering), ev.ID, body)
+		return usageMsg(usage.Subject(provider, offering), ev.ID, body)
 	}
 	const flood, others = 20_000, 5
 	msgs := make([]*nats.Msg, 0, flood+others)
@@ -52,10 +54,10 @@ func TestRejectionsAreCountedPerRigWithBoundedSamples(t *testing.T) {
 	}
 	// An honest event among them is billed.
 	id, body, _ := e.routed(t, route{in: 100, out: 10, at: at})
-	msgs = append(msgs, usageMsg(Subject(e.provider, e.offering), id, body))
+	msgs = append(msgs, usageMsg(usage.Subject(e.provider, e.offering), id, body))
 	// A second consumer that never acknowledges keeps the stream's messages (the stream drops what every consumer
 	// has acknowledged), so that the first hundred can be delivered again below, as after a crash.
-	if _, err := e.js.CreateOrUpdateConsumer(ctx, StreamName, jetstream.ConsumerConfig{Durable: "keeper",
+	if _, err := e.js.CreateOrUpdateConsumer(ctx, usage.StreamName, jetstream.ConsumerConfig{Durable: "keeper",
 		AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
 		t.Fatal(err)
 	}
@@ -84,10 +86,10 @@ func TestRejectionsAreCountedPerRigWithBoundedSamples(t *testing.T) {
 	if got := counts(); len(got) != 2 || got[flooder] != flood || got[other] != others {
 		t.Fatalf("counts %v, want %v", got, want)
 	}
-	if n := e.count(t, `SELECT count(*) FROM usage_rejections WHERE subject = $1`, Subject(e.provider, e.offering)); n != DefaultRejectionSamples {
+	if n := e.count(t, `SELECT count(*) FROM usage_rejections WHERE subject = $1`, usage.Subject(e.provider, e.offering)); n != DefaultRejectionSamples {
 		t.Errorf("%d of the flood kept whole, want the first %d", n, DefaultRejectionSamples)
 	}
-	if n := e.count(t, `SELECT count(*) FROM usage_rejections WHERE subject = $1`, Subject(e.other, e.foreign)); n != others {
+	if n := e.count(t, `SELECT count(*) FROM usage_rejections WHERE subject = $1`, usage.Subject(e.other, e.foreign)); n != others {
 		t.Errorf("%d of the other rig's refusals kept whole, want all %d", n, others)
 	}
 	if n := e.count(t, `SELECT count(*) FROM usage_events`); n != 1 {
@@ -96,7 +98,7 @@ func TestRejectionsAreCountedPerRigWithBoundedSamples(t *testing.T) {
 	e.wantBalances(t, charge(100, 10), payable(100, 10))
 
 	// The dead-letter stream holds the samples only.
-	rejected, err := e.js.Stream(ctx, RejectedStreamName)
+	rejected, err := e.js.Stream(ctx, usage.RejectedStreamName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +118,7 @@ func TestRejectionsAreCountedPerRigWithBoundedSamples(t *testing.T) {
 	}
 
 	// Delivered again (a crash after the commit), the same messages are not counted again.
-	usage, err := e.js.Stream(ctx, StreamName)
+	usage, err := e.js.Stream(ctx, usage.StreamName)
 	if err != nil {
 		t.Fatal(err)
 	}

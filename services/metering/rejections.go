@@ -2,11 +2,13 @@ package metering
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/usage"
 )
 
 // RejectedEvent is a refused event kept whole, as finance and admins review it.
@@ -106,4 +108,9 @@ func (r *Reports) Rejections(ctx context.Context, reason string, limit int) (_ R
 		return RejectionReport{}, err
 	}
 	return out, nil
+}
+
+// reject is a refusal for one of the meter's own checks.
+func reject(reason usage.RejectReason, format string, args ...any) *usage.Rejection {
+	return &usage.Rejection{Reason: reason, Detail: fmt.Sprintf(format, args...)}
 }

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/usage"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
@@ -77,8 +79,8 @@ type pricedEvent struct {
 
 // storeResult is what store wrote.
 type storeResult struct {
-	occurred   []time.Time // of the events stored
-	usages     []Usage     // of the events stored, in the order of occurred, with the tokens billed
+	occurred   []time.Time   // of the events stored
+	usages     []usage.Usage // of the events stored, in the order of occurred, with the tokens billed
 	charged    money.BigPico
 	rejections []StoredRejection
 	deferred   []Deferral
@@ -131,7 +133,7 @@ func (m *Meter) store(ctx context.Context, tx pgx.Tx, cands []candidate, now tim
 	}
 	stored := make([]*pricedEvent, 0, len(priced))
 	out.occurred = make([]time.Time, 0, len(priced))
-	out.usages = make([]Usage, 0, len(priced))
+	out.usages = make([]usage.Usage, 0, len(priced))
 	for i := range priced {
 		pe := &priced[i]
 		if isNew != nil && !isNew[pe.c.ev.ID] {
@@ -140,7 +142,7 @@ func (m *Meter) store(ctx context.Context, tx pgx.Tx, cands []candidate, now tim
 				// stored, so it is acknowledged and is no duplicate to review.
 				continue
 			}
-			out.rejections = append(out.rejections, StoredRejection{Message: pe.c.msg, EventID: pe.c.ev.ID, Reason: RejectDuplicate,
+			out.rejections = append(out.rejections, StoredRejection{Message: pe.c.msg, EventID: pe.c.ev.ID, Reason: usage.RejectDuplicate,
 				Detail: "event " + pe.c.ev.ID + " or request " + pe.c.ev.Data.RequestID + " is already metered"})
 			continue
 		}
@@ -156,6 +158,9 @@ func (m *Meter) store(ctx context.Context, tx pgx.Tx, cands []candidate, now tim
 	if out.charged, err = m.post(ctx, tx, stored, now); err != nil {
 		return out, err
 	}
+	if err := addBatchCosts(ctx, tx, stored); err != nil {
+		return out, err
+	}
 	return out, nil
 }
 
@@ -168,7 +173,7 @@ func (m *Meter) judge(cands []candidate, refs references, now time.Time, out *st
 	for i := range cands {
 		c := &cands[i]
 		u := &c.ev.Data
-		reject := func(reason RejectReason, detail string) {
+		reject := func(reason usage.RejectReason, detail string) {
 			out.rejections = append(out.rejections, StoredRejection{Message: c.msg, EventID: c.ev.ID, Reason: reason, Detail: detail})
 		}
 		provider, ok := refs.offerings[u.OfferingID]
@@ -177,7 +182,7 @@ func (m *Meter) judge(cands []candidate, refs references, now time.Time, out *st
 			continue
 		}
 		if !refs.accounts[c.claims.AccountID] {
-			reject(RejectTicketInvalid, "the ticket names no account the platform holds: "+c.claims.AccountID)
+			reject(usage.RejectTicketInvalid, "the ticket names no account the platform holds: "+c.claims.AccountID)
 			continue
 		}
 		if provider != c.providerID {
@@ -203,7 +208,7 @@ func (m *Meter) judge(cands []candidate, refs references, now time.Time, out *st
 			continue
 		}
 		t := terms{price: p, askIn: c.claims.AskInput, askOut: c.claims.AskOutput, kind: c.claims.Kind,
-			embeddingValid: u.Status == StatusOK}
+			embeddingValid: u.Status == usage.StatusOK}
 		charge, payable, err := t.charges(bill.in, bill.out)
 		if err != nil {
 			reject(RejectOverflow, fmt.Sprintf("%d input and %d output tokens at the ticket's terms: %v", bill.in, bill.out, err))

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/usage"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -144,14 +146,14 @@ type RequestRecord struct {
 	DurationMillis float64      `json:"duration_ms"`
 	Cost           money.Pico   `json:"cost_pico"`
 	CostUSD        string       `json:"cost_usd"` // exact decimal dollars
-	Status         Status       `json:"status"`
+	Status         usage.Status `json:"status"`
 	// EnergyJoules is the energy the rig measured or estimated for the request (EnergySource
 	// says which); GCO2e its location-based emissions at the rig's region and PUE, by the
 	// method of services/carbon (docs/methodology.md).
-	EnergyJoules float64      `json:"energy_j"`
-	EnergySource EnergySource `json:"energy_source"`
-	Region       string       `json:"region"`
-	GCO2e        float64      `json:"gco2e"`
+	EnergyJoules float64            `json:"energy_j"`
+	EnergySource usage.EnergySource `json:"energy_source"`
+	Region       string             `json:"region"`
+	GCO2e        float64            `json:"gco2e"`
 	// BaselineCost is what the request's charged tokens would have cost at the realtime tier's
 	// price in force when it finished: nothing for a request charged nothing, its own charge
 	// on the realtime tier (the savings report's baseline, docs/methodology.md).

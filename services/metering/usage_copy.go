@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/usage"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 )
@@ -178,7 +180,7 @@ func rollUp(priced []pricedEvent) (r rollups, ok bool) {
 			s.unchargedOutput += pe.out
 		}
 		s.energy += u.EnergyJoules
-		if u.EnergySource == EnergyMeasured {
+		if u.EnergySource == usage.EnergyMeasured {
 			s.energyMeasured += u.EnergyJoules
 		}
 		s.busyMillis += u.DurationMillis

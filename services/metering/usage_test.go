@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/usage"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gpumarket/gpumarket/db/dbtest"
@@ -88,7 +90,7 @@ type reportUse struct {
 	in, out  int64
 	charge   money.Pico
 	payable  money.Pico
-	status   Status
+	status   usage.Status
 }
 
 // record writes a usage row and adds it to its hourly rollup, as the meter does, and returns
@@ -99,7 +101,7 @@ func (f *reportFixture) record(t *testing.T, u reportUse) string {
 	f.requests++
 	id := "req_" + strconv.Itoa(f.requests)
 	if u.status == "" {
-		u.status = StatusOK
+		u.status = usage.StatusOK
 	}
 	var provider, model string
 	if err := f.pool.QueryRow(ctx, `SELECT provider_account_id, model FROM offerings WHERE id = $1`, u.offering).
@@ -165,7 +167,7 @@ func newReportTraffic(t *testing.T) *reportTraffic {
 		{at: day.Add(34 * time.Hour), offering: f.rtx4090, tier: catalog.TierStandard, in: 12, out: 3,
 			charge: bigCharge, payable: 900_001},
 		{at: day.Add(50 * time.Hour), offering: f.h100, tier: catalog.TierRealtime, in: 30, out: 0,
-			status: StatusError},
+			status: usage.StatusError},
 	} {
 		u.customer = f.acme
 		r.ids = append(r.ids, f.record(t, u))
@@ -206,16 +208,16 @@ func TestReportsRequests(t *testing.T) {
 			OccurredAt: reportDay.Add(34 * time.Hour), RequestID: ids[3], Model: reportQwen, Tier: catalog.TierStandard,
 			OfferingID: r.rtx4090, Provider: "=HYPERLINK(\"http://evil.example\") Fjord", GPU: "rtx-4090",
 			GPUName: "NVIDIA GeForce RTX 4090", GPUCount: 4, InputTokens: 12, OutputTokens: 3, TTFTMillis: 41.5,
-			DurationMillis: 1234.25, Cost: bigCharge, CostUSD: "9007.199254740993", Status: StatusOK,
+			DurationMillis: 1234.25, Cost: bigCharge, CostUSD: "9007.199254740993", Status: usage.StatusOK,
 			// 12.5 J estimated at home in the EU-27 (242 g/kWh, PUE 1.0); with no realtime price
 			// in this book, the request is its own baseline.
-			EnergyJoules: 12.5, EnergySource: EnergyEstimated, Region: "eu", GCO2e: 12.5 / 3.6e6 * 242,
+			EnergyJoules: 12.5, EnergySource: usage.EnergyEstimated, Region: "eu", GCO2e: 12.5 / 3.6e6 * 242,
 			BaselineCost: money.BigPicoOf(bigCharge), BaselineCostUSD: "9007.199254740993",
 		}
 		if big != want {
 			t.Errorf("row\n%+v, want\n%+v", big, want)
 		}
-		if failed := page.Requests[0]; failed.Status != StatusError || failed.Cost != 0 || failed.CostUSD != "0.00" ||
+		if failed := page.Requests[0]; failed.Status != usage.StatusError || failed.Cost != 0 || failed.CostUSD != "0.00" ||
 			failed.GPUName != "NVIDIA H100 PCIe 80GB" || failed.Provider != "Northwind Compute" {
 			t.Errorf("failed request %+v, want an error at no cost on Northwind's H100", failed)
 		}

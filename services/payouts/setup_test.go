@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/billing/stripemock/stripemocktest"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -22,27 +24,11 @@ import (
 )
 
 var (
-	stripeMock     *stripemock.Process
-	stripeMockErr  error
-	stripeMockOnce sync.Once
+	stripeMock stripemocktest.Shared
 )
 
 // stripeMockURL starts one stripe-mock for the package's tests, on first use; TestMain stops it.
-func stripeMockURL(t *testing.T) string {
-	t.Helper()
-	stripeMockOnce.Do(func() {
-		bin, err := stripemock.Find()
-		if err != nil {
-			stripeMockErr = err
-			return
-		}
-		stripeMock, stripeMockErr = stripemock.Start(context.Background(), bin, nil)
-	})
-	if stripeMockErr != nil {
-		t.Fatalf("stripe-mock: %v (make test installs it)", stripeMockErr)
-	}
-	return stripeMock.URL
-}
+func stripeMockURL(t *testing.T) string { return stripeMock.URL(t) }
 
 func TestMain(m *testing.M) {
 	code := m.Run()

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/usage"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gpumarket/gpumarket/db/dbtest"
@@ -175,15 +177,15 @@ func (w *world) use(r request) {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	source := metering.EnergyEstimated
+	source := usage.EnergyEstimated
 	if r.measured {
-		source = metering.EnergyMeasured
+		source = usage.EnergyMeasured
 	}
-	ev := metering.NewEvent(fmt.Sprintf("evt_%06d", n), r.rig.provider, r.rig.offering, r.at, metering.Usage{
+	ev := usage.NewEvent(fmt.Sprintf("evt_%06d", n), r.rig.provider, r.rig.offering, r.at, usage.Usage{
 		RequestID: requestID, Ticket: tk, OfferingID: r.rig.offering, Model: model, InputTokens: r.in,
 		OutputTokens: r.out, TTFTMillis: 90, DurationMillis: r.duration, EnergyJoules: r.energyJ, EnergySource: source,
-		Status: metering.StatusOK})
-	body, err := metering.Encode(ev)
+		Status: usage.StatusOK})
+	body, err := usage.Encode(ev)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -196,7 +198,7 @@ func (w *world) use(r request) {
 	}
 	w.at(r.at.Add(time.Second))
 	res, err := w.meter.ProcessMessages(w.ctx(), []metering.Message{{Seq: uint64(n),
-		Subject: metering.SubjectPrefix + "." + r.rig.provider + "." + r.rig.offering, Data: body}})
+		Subject: usage.SubjectPrefix + "." + r.rig.provider + "." + r.rig.offering, Data: body}})
 	if err != nil {
 		w.t.Fatal(err)
 	}

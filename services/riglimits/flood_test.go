@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/events/natstest"
+
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -52,17 +54,10 @@ func startPlatform(t *testing.T, stream usage.StreamOptions, cfg riglimits.Confi
 	log := slog.New(slog.NewTextHandler(p.logs, nil))
 	var watcher atomic.Pointer[riglimits.Watcher]
 	providers := map[string]string{flooder.offering: flooder.provider, calm.offering: calm.provider}
-	srv, err := natsserver.StartEmbedded(natsserver.EmbeddedOptions{StoreDir: t.TempDir(), Log: slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil)),
+	srv := natstest.Start(t, natsserver.EmbeddedOptions{
 		Authenticator: &natsserver.RigAuthenticator{PlatformName: "platform", PlatformPassword: "platform-secret", RigKey: rigKey,
-			ProviderOf: func(_ context.Context, id string) (string, bool) { p, ok := providers[id]; return p, ok },
-			Refused:    func(id string) bool { w := watcher.Load(); return w != nil && w.Refused(id) }}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		srv.Shutdown()
-		srv.WaitForShutdown()
-	})
+			RigOf:   func(_ context.Context, id string) (string, int, bool) { p, ok := providers[id]; return p, 1, ok },
+			Refused: func(id string) bool { w := watcher.Load(); return w != nil && w.Refused(id) }}})
 	p.srv = srv
 	platformURL := "nats://platform:platform-secret@" + strings.TrimPrefix(srv.ClientURL(), "nats://")
 	nc, js, err := events.Connect(t.Context(), platformURL, "platform", log)

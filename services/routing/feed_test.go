@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/usage"
+
 	"github.com/gpumarket/gpumarket/services/metering"
 )
 
@@ -26,7 +28,7 @@ func TestTheMetersFeedReachesTheReportedFiguresOncePerRequest(t *testing.T) {
 	}
 	feed := metering.NewFeed(nc, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	now := clk.Now()
-	commit := func(us ...metering.Usage) {
+	commit := func(us ...usage.Usage) {
 		t.Helper()
 		res := metering.BatchResult{Stored: len(us), Usages: us}
 		for range us {
@@ -34,18 +36,18 @@ func TestTheMetersFeedReachesTheReportedFiguresOncePerRequest(t *testing.T) {
 		}
 		feed.OnCommit(res, now)
 	}
-	usage := func(offering, request string, ttftMs float64) metering.Usage {
-		return metering.Usage{OfferingID: offering, RequestID: request, TTFTMillis: ttftMs, DurationMillis: 1000,
-			InputTokens: 100, OutputTokens: 400, Status: metering.StatusOK}
+	usageOf := func(offering, request string, ttftMs float64) usage.Usage {
+		return usage.Usage{OfferingID: offering, RequestID: request, TTFTMillis: ttftMs, DurationMillis: 1000,
+			InputTokens: 100, OutputTokens: 400, Status: usage.StatusOK}
 	}
 
 	// The gateway saw r1 itself, at 100 ms.
 	r.Observe("a", Observation{RequestID: "r1", At: now, TTFT: 100 * time.Millisecond, Duration: time.Second,
-		InputTokens: 100, OutputTokens: 400, Status: metering.StatusOK})
+		InputTokens: 100, OutputTokens: 400, Status: usage.StatusOK})
 	if err := nc.Publish(metering.FeedSubject, []byte(`{"offerings":[{"offering_id":"a","request_id":["x"]}]}`)); err != nil {
 		t.Fatal(err) // malformed: ignored
 	}
-	commit(usage("a", "r1", 10), usage("a", "r2", 30), usage("b", "r3", 50))
+	commit(usageOf("a", "r1", 10), usageOf("a", "r2", 30), usageOf("b", "r3", 50))
 	eventually(t, "the metered requests in the reported figures", func() bool {
 		return r.ReportedFigures("a").Requests == 2 && r.ReportedFigures("b").Requests == 1
 	})
@@ -61,7 +63,7 @@ func TestTheMetersFeedReachesTheReportedFiguresOncePerRequest(t *testing.T) {
 
 	// The same requests again, as another meter's copies, and one request more: once r4 is in, the copies before it
 	// were handled.
-	commit(usage("a", "r1", 900), usage("a", "r2", 900), usage("a", "r4", 20))
+	commit(usageOf("a", "r1", 900), usageOf("a", "r2", 900), usageOf("a", "r4", 20))
 	eventually(t, "the request after the copies", func() bool { return r.ReportedFigures("a").Requests >= 3 })
 	if f := r.ReportedFigures("a"); f.Requests != 3 || f.TTFTP99Ms != 30 {
 		t.Errorf("offering a reported: %+v; want r1, r2 and r4 once each, none at 900 ms", f)

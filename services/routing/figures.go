@@ -5,8 +5,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/usage"
+
 	"github.com/gpumarket/gpumarket/services/catalog"
-	"github.com/gpumarket/gpumarket/services/metering"
 )
 
 // The sliding window the live figures are computed over: the observations of the last Window, at most the last
@@ -39,7 +40,7 @@ type Observation struct {
 	Duration     time.Duration
 	InputTokens  int64
 	OutputTokens int64
-	Status       metering.Status
+	Status       usage.Status
 }
 
 // Figures are an offering's live figures over a window.
@@ -89,7 +90,7 @@ func (r *Router) observe(offeringID string, o Observation) bool {
 // stored usage event and the time the request ended (the event's time). The rig's figures go to a window of
 // their own (ReportedFigures), written to the catalog beside the gateway's and compared with them; they never
 // decide a tier or a route, for they are the provider's word about its own rig.
-func (r *Router) ObserveUsage(u metering.Usage, at time.Time) {
+func (r *Router) ObserveUsage(u usage.Usage, at time.Time) {
 	now := r.cfg.Now()
 	if at.IsZero() {
 		at = now
@@ -148,7 +149,7 @@ type sample struct {
 
 func sampleOf(o Observation) sample {
 	x := sample{requestID: o.RequestID, at: o.At, tokens: max(o.InputTokens, 0) + max(o.OutputTokens, 0),
-		failed: o.Status == metering.StatusError}
+		failed: o.Status == usage.StatusError}
 	if !x.failed && o.TTFT > 0 {
 		x.ttftMs = float64(o.TTFT) / float64(time.Millisecond)
 	}

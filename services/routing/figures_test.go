@@ -6,8 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/usage"
+
 	"github.com/gpumarket/gpumarket/services/catalog"
-	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/money"
 )
 
@@ -20,7 +21,7 @@ func TestFiguresAreExactPercentilesOverTheWindow(t *testing.T) {
 	for _, c := range cases {
 		b := setup(t)
 		for i := c.n; i >= 1; i-- { // out of order: the window sorts
-			b.r.Observe("o", Observation{TTFT: millis(float64(i)), Status: metering.StatusOK})
+			b.r.Observe("o", Observation{TTFT: millis(float64(i)), Status: usage.StatusOK})
 		}
 		f := b.r.Figures("o")
 		if f.Requests != c.n || f.TTFTP50Ms != c.wantP50 || f.TTFTP99Ms != c.want {
@@ -34,10 +35,10 @@ func TestFailedRequestsAreCountedApartFromLatency(t *testing.T) {
 	b := setup(t)
 	b.observe("o", 10, 30)
 	for range 5 {
-		b.r.Observe("o", Observation{TTFT: millis(9000), Duration: millis(9000), Status: metering.StatusError})
+		b.r.Observe("o", Observation{TTFT: millis(9000), Duration: millis(9000), Status: usage.StatusError})
 	}
-	b.r.Observe("o", Observation{TTFT: millis(40), Duration: millis(500), OutputTokens: 3, Status: metering.StatusCanceled})
-	b.r.Observe("o", Observation{Duration: millis(500), Status: metering.StatusCanceled}) // no first token
+	b.r.Observe("o", Observation{TTFT: millis(40), Duration: millis(500), OutputTokens: 3, Status: usage.StatusCanceled})
+	b.r.Observe("o", Observation{Duration: millis(500), Status: usage.StatusCanceled}) // no first token
 	if f := b.r.Figures("o"); f.Requests != 11 || f.Errors != 5 || f.TTFTP99Ms != 40 {
 		t.Fatalf("figures %+v; want 11 requests with a first token, 5 errors, P99 40 ms", f)
 	}
@@ -50,7 +51,7 @@ func TestTokensPerSecondIsOverBusyTime(t *testing.T) {
 	b := setup(t)
 	end := b.clock.Now()
 	obs := func(at time.Time, d time.Duration, in, out int64) {
-		b.r.Observe("o", Observation{At: at, TTFT: 50 * time.Millisecond, Duration: d, InputTokens: in, OutputTokens: out, Status: metering.StatusOK})
+		b.r.Observe("o", Observation{At: at, TTFT: 50 * time.Millisecond, Duration: d, InputTokens: in, OutputTokens: out, Status: usage.StatusOK})
 	}
 	obs(end.Add(-60*time.Second), time.Second, 50, 50)     // alone: 100 tokens in 1 s
 	obs(end, 2*time.Second, 100, 300)                      // [end-2s, end]
@@ -95,7 +96,7 @@ func TestAQuietOfferingKeepsItsNewestRequestsForAnHour(t *testing.T) {
 	if f := b.r.Figures("o"); f.Requests != 0 {
 		t.Fatalf("figures %+v; want none after an hour", f)
 	}
-	b.r.Observe("o", Observation{At: b.clock.Now().Add(-61 * time.Minute), TTFT: time.Millisecond, Status: metering.StatusOK})
+	b.r.Observe("o", Observation{At: b.clock.Now().Add(-61 * time.Minute), TTFT: time.Millisecond, Status: usage.StatusOK})
 	if f := b.r.Figures("o"); f.Requests != 0 {
 		t.Fatalf("figures %+v; an observation over an hour old was kept", f)
 	}
@@ -109,11 +110,11 @@ func TestARigsOwnReportsAreKeptApartFromTheGatewaysMeasurements(t *testing.T) {
 	b := setup(t)
 	now := b.clock.Now()
 	gateway := func(id string, ttftMs float64) {
-		b.r.Observe("o", Observation{RequestID: id, At: now, TTFT: millis(ttftMs), Status: metering.StatusOK})
+		b.r.Observe("o", Observation{RequestID: id, At: now, TTFT: millis(ttftMs), Status: usage.StatusOK})
 	}
 	rig := func(id string, ttftMs float64) {
-		b.r.ObserveUsage(metering.Usage{RequestID: id, OfferingID: "o", TTFTMillis: ttftMs, DurationMillis: 1000,
-			InputTokens: 10, OutputTokens: 10, Status: metering.StatusOK}, now)
+		b.r.ObserveUsage(usage.Usage{RequestID: id, OfferingID: "o", TTFTMillis: ttftMs, DurationMillis: 1000,
+			InputTokens: 10, OutputTokens: 10, Status: usage.StatusOK}, now)
 	}
 	rig("r1", 5)
 	gateway("r1", 300)
@@ -137,7 +138,7 @@ func TestRequestIDsLeaveWithTheirObservations(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	for i := range WindowSize + 500 {
-		b.r.Observe("o", Observation{RequestID: fmt.Sprintf("r%d", i), TTFT: time.Millisecond, Status: metering.StatusOK})
+		b.r.Observe("o", Observation{RequestID: fmt.Sprintf("r%d", i), TTFT: time.Millisecond, Status: usage.StatusOK})
 	}
 	s := b.r.state("o")
 	s.mu.Lock()
@@ -149,7 +150,7 @@ func TestRequestIDsLeaveWithTheirObservations(t *testing.T) {
 
 func BenchmarkObserve(b *testing.B) {
 	r := New(Config{Catalog: &fakeCatalog{}})
-	o := Observation{RequestID: "", TTFT: 30 * time.Millisecond, Duration: time.Second, OutputTokens: 100, Status: metering.StatusOK}
+	o := Observation{RequestID: "", TTFT: 30 * time.Millisecond, Duration: time.Second, OutputTokens: 100, Status: usage.StatusOK}
 	for b.Loop() {
 		r.Observe("o", o)
 	}

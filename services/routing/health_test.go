@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/events/natstest"
+
 	"github.com/nats-io/nats.go"
 
 	"github.com/gpumarket/gpumarket/services"
@@ -21,17 +23,7 @@ import (
 // startNATS starts an embedded NATS server for the test and returns a connection to it.
 func startNATS(t *testing.T) *nats.Conn {
 	t.Helper()
-	s, err := natsserver.StartEmbedded(natsserver.EmbeddedOptions{StoreDir: t.TempDir(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	nc, err := nats.Connect(s.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	return nc
+	return natstest.Connect(t, natstest.Start(t, natsserver.EmbeddedOptions{}))
 }
 
 // eventually polls cond for up to five seconds of real time: heartbeats arrive on NATS's goroutine.

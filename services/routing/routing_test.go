@@ -10,9 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/usage"
+
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/catalog"
-	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/money"
 )
 
@@ -126,7 +127,7 @@ func (b bundle) beat(o catalog.Offering, inFlight, capacity int) {
 func (b bundle) observe(id string, n int, ttftMs float64) {
 	for range n {
 		b.r.Observe(id, Observation{TTFT: millis(ttftMs), Duration: millis(ttftMs + 1000), InputTokens: 100,
-			OutputTokens: 100, Status: metering.StatusOK})
+			OutputTokens: 100, Status: usage.StatusOK})
 	}
 }
 

@@ -6,9 +6,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
+	"github.com/gpumarket/gpumarket/services/usage"
 
-	"github.com/gpumarket/gpumarket/services/metering"
+	"github.com/nats-io/nats.go"
 )
 
 // Gateway replicas share what they observe, so that every replica's window holds an offering's whole traffic as
@@ -40,14 +40,14 @@ type ObservedBatch struct {
 
 // ObservedRequest is one gateway observation as replicas share it.
 type ObservedRequest struct {
-	OfferingID   string          `json:"offering_id"`
-	RequestID    string          `json:"request_id"`
-	At           time.Time       `json:"at"`
-	TTFTMs       float64         `json:"ttft_ms"`
-	DurationMs   float64         `json:"duration_ms"`
-	InputTokens  int64           `json:"input_tokens"`
-	OutputTokens int64           `json:"output_tokens"`
-	Status       metering.Status `json:"status"`
+	OfferingID   string       `json:"offering_id"`
+	RequestID    string       `json:"request_id"`
+	At           time.Time    `json:"at"`
+	TTFTMs       float64      `json:"ttft_ms"`
+	DurationMs   float64      `json:"duration_ms"`
+	InputTokens  int64        `json:"input_tokens"`
+	OutputTokens int64        `json:"output_tokens"`
+	Status       usage.Status `json:"status"`
 }
 
 // observation turns a shared request back into an Observation, or reports false for one no gateway would
@@ -56,7 +56,7 @@ func (o ObservedRequest) observation() (Observation, bool) {
 	ok := o.OfferingID != "" && len(o.OfferingID) <= 100 && o.RequestID != "" && len(o.RequestID) <= 200 && !o.At.IsZero() &&
 		finiteNonNegative(o.TTFTMs) && finiteNonNegative(o.DurationMs) && o.InputTokens >= 0 && o.OutputTokens >= 0
 	switch o.Status {
-	case metering.StatusOK, metering.StatusError, metering.StatusCanceled:
+	case usage.StatusOK, usage.StatusError, usage.StatusCanceled:
 	default:
 		ok = false
 	}

@@ -5,8 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/usage"
+
 	"github.com/gpumarket/gpumarket/services/catalog"
-	"github.com/gpumarket/gpumarket/services/metering"
 )
 
 func TestNextTierHasHysteresis(t *testing.T) {
@@ -43,7 +44,7 @@ func (b bundle) fillWindow(id string, p99Ms float64) {
 		if i >= WindowSize*99/100-1 {
 			ttft = p99Ms
 		}
-		b.r.Observe(id, Observation{TTFT: millis(ttft), Duration: time.Second, OutputTokens: 10, Status: metering.StatusOK})
+		b.r.Observe(id, Observation{TTFT: millis(ttft), Duration: time.Second, OutputTokens: 10, Status: usage.StatusOK})
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/events/natstest"
+
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gpumarket/gpumarket/services/events"
@@ -18,15 +20,7 @@ import (
 
 func startJetStream(t *testing.T) jetstream.JetStream {
 	t.Helper()
-	s, err := natsserver.StartEmbedded(natsserver.EmbeddedOptions{StoreDir: t.TempDir(),
-		Log: slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		s.Shutdown()
-		s.WaitForShutdown()
-	})
+	s := natstest.Start(t, natsserver.EmbeddedOptions{})
 	nc, js, err := events.Connect(t.Context(), s.ClientURL(), "test", slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil)))
 	if err != nil {
 		t.Fatal(err)

@@ -14,11 +14,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/usage"
+
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/billing"
-	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/ticket"
 	"github.com/gpumarket/gpumarket/web/internal/httpx"
@@ -550,12 +551,12 @@ func dataPayload(frame []byte) (payload []byte, from int, ok bool) {
 
 // observe reports an attempt to routing.
 func (g *Gateway) observe(a *attempt, o outcome) {
-	obs := routing.Observation{RequestID: a.requestID, At: o.at, Duration: o.at.Sub(a.start), Status: metering.StatusOK}
+	obs := routing.Observation{RequestID: a.requestID, At: o.at, Duration: o.at.Sub(a.start), Status: usage.StatusOK}
 	switch o.status {
 	case billing.GatewayCanceled:
-		obs.Status = metering.StatusCanceled
+		obs.Status = usage.StatusCanceled
 	case billing.GatewayError, billing.GatewayFailedOver:
-		obs.Status = metering.StatusError
+		obs.Status = usage.StatusError
 	}
 	if !o.firstToken.IsZero() {
 		obs.TTFT = o.firstToken.Sub(a.start)

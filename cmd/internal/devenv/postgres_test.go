@@ -1,7 +1,6 @@
 package devenv
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -11,9 +10,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/gpumarket/gpumarket/services/testlog"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -273,30 +273,5 @@ func dropDatabase(t *testing.T, port int, name string) {
 	}
 }
 
-// testLogger returns a logger at debug level whose output the test can read, and which is shown when it fails.
-func testLogger(t *testing.T) (*slog.Logger, *syncBuffer) {
-	buf := &syncBuffer{}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("log:\n%s", buf)
-		}
-	})
-	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})), buf
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// testLogger is testlog.New: a logger the test can read, shown when it fails.
+func testLogger(t *testing.T) (*slog.Logger, *testlog.Buffer) { return testlog.New(t) }

@@ -139,7 +139,9 @@ func TestStreamingMeasuresTTFTAndTPOT(t *testing.T) {
 	within("TTFT p50", res.TTFTP50Ms, ttft, 10)
 	within("TTFT mean", res.TTFTMeanMs, ttft, 20)
 	within("TPOT p50", res.TPOTP50Ms, tpot, 2)
-	within("TPOT p99", res.TPOTP99Ms, tpot, 4)
+	// The p99 of 20 requests is their second worst: one timer late on a busy machine moves it, so
+	// it has the slack of a scheduler's delay; the p50 above holds the measure itself to 2 ms.
+	within("TPOT p99", res.TPOTP99Ms, tpot, 10)
 	within("latency p50", res.LatencyP50Ms, ttft+(tokens-1)*tpot, 15)
 	if !(res.TTFTP50Ms <= res.TTFTP90Ms && res.TTFTP90Ms <= res.TTFTP99Ms && res.LatencyP99Ms <= res.LatencyMaxMs) {
 		t.Errorf("percentiles out of order: %+v", res)

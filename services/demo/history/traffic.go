@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/usage"
+
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/carbon"
 	"github.com/gpumarket/gpumarket/services/catalog"
@@ -267,9 +269,9 @@ func (h *history) servedAttempt(c *customer, day time.Time, s *spec, off offerin
 	if err != nil {
 		return attempt{}, time.Time{}, 0, err
 	}
-	out, status, gwStatus := s.out, metering.StatusOK, billing.GatewayOK
+	out, status, gwStatus := s.out, usage.StatusOK, billing.GatewayOK
 	if s.cancel {
-		out, status, gwStatus = max(1, int64(math.Round(float64(s.out)*cancelShare))), metering.StatusCanceled, billing.GatewayCanceled
+		out, status, gwStatus = max(1, int64(math.Round(float64(s.out)*cancelShare))), usage.StatusCanceled, billing.GatewayCanceled
 	}
 	served := lat.TTFT + time.Duration(out-1)*lat.TPOT
 	agentStart := at.Add(agentLag)
@@ -277,7 +279,7 @@ func (h *history) servedAttempt(c *customer, day time.Time, s *spec, off offerin
 	end := agentEnd.Add(relayLag)
 	rec := h.record(c, s, off, rt, at, end)
 	rec.HTTPStatus, rec.Status, rec.TTFT = 200, gwStatus, agentLag+lat.TTFT+relayLag
-	if status == metering.StatusOK {
+	if status == usage.StatusOK {
 		rec.Usage = &billing.TokenCount{Input: s.in, Output: out} // the stream's usage chunk
 	}
 	rec.RelayedOutputBytes = out * bytesPerToken
@@ -286,7 +288,7 @@ func (h *history) servedAttempt(c *customer, day time.Time, s *spec, off offerin
 	} else {
 		rec.RelayedOutputBytes += responseOverhead
 	}
-	msg, err := h.event(off, rt, agentEnd, metering.Usage{InputTokens: s.in, OutputTokens: out,
+	msg, err := h.event(off, rt, agentEnd, usage.Usage{InputTokens: s.in, OutputTokens: out,
 		TTFTMillis: millis(lat.TTFT), DurationMillis: millis(served), Status: status}, s.w.Tier)
 	if err != nil {
 		return attempt{}, time.Time{}, 0, err
@@ -307,7 +309,7 @@ func (h *history) failedAttempt(c *customer, day time.Time, s *spec, off offerin
 	end := agentEnd.Add(relayLag)
 	rec := h.record(c, s, off, rt, at, end)
 	rec.HTTPStatus, rec.Status = 503, billing.GatewayFailedOver
-	msg, err := h.event(off, rt, agentEnd, metering.Usage{DurationMillis: millis(failedAfter), Status: metering.StatusError}, s.w.Tier)
+	msg, err := h.event(off, rt, agentEnd, usage.Usage{DurationMillis: millis(failedAfter), Status: usage.StatusError}, s.w.Tier)
 	return attempt{record: rec, msg: msg}, end, err
 }
 
@@ -324,20 +326,20 @@ func (h *history) record(c *customer, s *spec, off offering, rt routed, at, end 
 // a rig in a data centre samples its GPUs' draw (nvidia-smi), which the history takes as
 // measuredDraw of board power; a home rig has no sampler, and its agent estimates from full
 // board power.
-func (h *history) event(off offering, rt routed, end time.Time, u metering.Usage, tier catalog.Tier) (metering.Message, error) {
+func (h *history) event(off offering, rt routed, end time.Time, u usage.Usage, tier catalog.Tier) (metering.Message, error) {
 	u.RequestID, u.Ticket, u.OfferingID, u.Model = rt.requestID, rt.ticket, off.ID, off.Model
 	u.EnergyJoules = off.boardW * u.DurationMillis / 1000 / float64(concurrency[tier])
-	u.EnergySource = metering.EnergyEstimated
+	u.EnergySource = usage.EnergyEstimated
 	if off.Site == carbon.SiteDatacentre {
 		u.EnergyJoules *= measuredDraw
-		u.EnergySource = metering.EnergyMeasured
+		u.EnergySource = usage.EnergyMeasured
 	}
-	ev := metering.NewEvent(timeOrderedID("evt_", end, rt.requestID), off.ProviderAccountID, off.ID, end, u)
-	raw, err := metering.Encode(ev)
+	ev := usage.NewEvent(timeOrderedID("evt_", end, rt.requestID), off.ProviderAccountID, off.ID, end, u)
+	raw, err := usage.Encode(ev)
 	if err != nil {
 		return metering.Message{}, err
 	}
-	return metering.Message{Subject: metering.Subject(off.ProviderAccountID, off.ID), Data: raw, Stored: end.Add(storedLag)}, nil
+	return metering.Message{Subject: usage.Subject(off.ProviderAccountID, off.ID), Data: raw, Stored: end.Add(storedLag)}, nil
 }
 
 // chargeOf is what a request's billable tokens cost at its price, as the meter charges it:

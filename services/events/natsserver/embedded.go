@@ -36,11 +36,13 @@ type EmbeddedOptions struct {
 	Port int
 	// StoreDir is the directory JetStream keeps its streams in. Required: a stream must survive a restart.
 	StoreDir string
-	// Users, when set, are the only clients let in, with the permissions given to each; nil lets any client in.
-	// Rigs' users (RigUser) and the platform's own (PlatformUser) go here.
+	// Users, when set, are the only clients let in, with the permissions given to each, all in the platform's
+	// account; nil lets any client in. Tests put rigs' users (RigUser) and the platform's own (PlatformUser) here;
+	// the platform uses Authenticator, which puts rigs in RigsAccount.
 	Users []*server.User
 	// Authenticator, when set, decides who may connect and with what permissions, at connect time: rigs listed
-	// after the server started get in without a reload (see RigAuthenticator).
+	// after the server started get in without a reload (see RigAuthenticator). The server always has the rigs'
+	// account (RigsAccount); a RigAuthenticator is given it.
 	Authenticator server.Authentication
 	// Log receives the server's log; nil means slog.Default().
 	Log *slog.Logger
@@ -101,6 +103,15 @@ func StartEmbedded(opts EmbeddedOptions) (s *server.Server, err error) {
 			s.Shutdown()
 			return nil, fmt.Errorf("not ready for clients on %s within %s", opts.Host, readyTimeout)
 		}
+	}
+
+	rigs, err := openRigsAccount(s)
+	if err != nil {
+		s.Shutdown()
+		return nil, err
+	}
+	if ra, ok := opts.Authenticator.(*RigAuthenticator); ok {
+		ra.rigs.Store(rigs)
 	}
 
 	addr := s.Addr().(*net.TCPAddr)

@@ -1,16 +1,16 @@
 package natsserver
 
 import (
-	"bytes"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/gpumarket/gpumarket/services/testlog"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -200,7 +200,7 @@ func TestStartEmbeddedRefusesAStoreDirItCannotUse(t *testing.T) {
 }
 
 // startServer starts an embedded server that is shut down when the test ends, logging into the returned buffer.
-func startServer(t *testing.T, opts EmbeddedOptions) (*server.Server, *syncBuffer) {
+func startServer(t *testing.T, opts EmbeddedOptions) (*server.Server, *testlog.Buffer) {
 	t.Helper()
 	log, logs := testLogger(t)
 	opts.Log = log
@@ -216,7 +216,7 @@ func startServer(t *testing.T, opts EmbeddedOptions) (*server.Server, *syncBuffe
 }
 
 // connect connects to url, logging into logs, and closes the connection when the test ends.
-func connect(t *testing.T, url string, logs *syncBuffer) (*nats.Conn, jetstream.JetStream) {
+func connect(t *testing.T, url string, logs *testlog.Buffer) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
 	nc, js, err := events.Connect(t.Context(), url, t.Name(), slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
@@ -226,31 +226,5 @@ func connect(t *testing.T, url string, logs *syncBuffer) (*nats.Conn, jetstream.
 	return nc, js
 }
 
-// testLogger returns a logger at debug level whose output the test can read, and which is shown when it fails.
-// It outlives the test safely: NATS calls back from its own goroutines.
-func testLogger(t *testing.T) (*slog.Logger, *syncBuffer) {
-	buf := &syncBuffer{}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("log:\n%s", buf)
-		}
-	})
-	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})), buf
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// testLogger is testlog.New: a logger the test can read, shown when it fails.
+func testLogger(t *testing.T) (*slog.Logger, *testlog.Buffer) { return testlog.New(t) }

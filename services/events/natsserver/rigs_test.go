@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,27 +34,51 @@ func TestRigUserMayPublishOnlyItsOwnSubjects(t *testing.T) {
 func TestRigAuthenticator(t *testing.T) {
 	t.Parallel()
 	key := []byte("0123456789abcdef0123456789abcdef")
-	providers := map[string]string{"off-1": "prov-1", "off-2": "prov-1", "off-3": "prov-1"}
+	providers := map[string]string{"off-1": "prov-1", "off-2": "prov-1", "off-3": "prov-1", "off-4": "prov-1"}
+	issues := map[string]int{"off-4": 3} // re-issued twice
+	var lookedUp atomic.Int32
 	s, _ := startServer(t, EmbeddedOptions{
 		StoreDir: t.TempDir(),
 		Authenticator: &RigAuthenticator{PlatformName: "platform", PlatformPassword: "platform-secret", RigKey: key,
-			ProviderOf: func(_ context.Context, id string) (string, bool) { p, ok := providers[id]; return p, ok },
-			Refused:    func(id string) bool { return id == "off-3" }},
+			RigOf: func(_ context.Context, id string) (string, int, bool) {
+				if id == "off-5" {
+					lookedUp.Add(1)
+				}
+				p, ok := providers[id]
+				return p, max(issues[id], 1), ok
+			},
+			Refused: func(id string) bool { return id == "off-3" }},
 	})
 	checkRigPermissions(t, s, RigUser("prov-1", "off-1", events.RigPassword(key, "off-1")))
+	conns, err := s.Connz(&server.ConnzOptions{User: events.RigUsername("off-1"), Username: true})
+	if err != nil || len(conns.Conns) != 1 || conns.Conns[0].Account != RigsAccount {
+		t.Errorf("the rig's connections %+v (%v), want one in the %s account", conns.Conns, err, RigsAccount)
+	}
+	if nc, err := nats.Connect(s.ClientURL(), nats.UserInfo(events.RigUsername("off-4"), events.RigPasswordIssue(key, "off-4", 3)),
+		nats.NoReconnect()); err != nil {
+		t.Errorf("a rig with its credential's current issue: %v", err)
+	} else {
+		nc.Close()
+	}
 	for name, opts := range map[string][]nats.Option{
-		"no credentials":               nil,
-		"wrong rig password":           {nats.UserInfo(events.RigUsername("off-1"), events.RigPassword(key, "off-2"))},
-		"unlisted offering, right key": {nats.UserInfo(events.RigUsername("off-9"), events.RigPassword(key, "off-9"))},
-		"platform, wrong password":     {nats.UserInfo("platform", "nope")},
-		"another key's rig password":   {nats.UserInfo(events.RigUsername("off-1"), events.RigPassword([]byte("another key, another platform...."), "off-1"))},
-		"a rig shut out, right key":    {nats.UserInfo(events.RigUsername("off-3"), events.RigPassword(key, "off-3"))},
+		"a password no rig has the length of": {nats.UserInfo(events.RigUsername("off-5"), "short")},
+		"a re-issued rig's first password":    {nats.UserInfo(events.RigUsername("off-4"), events.RigPassword(key, "off-4"))},
+		"a re-issued rig's second password":   {nats.UserInfo(events.RigUsername("off-4"), events.RigPasswordIssue(key, "off-4", 2))},
+		"no credentials":                      nil,
+		"wrong rig password":                  {nats.UserInfo(events.RigUsername("off-1"), events.RigPassword(key, "off-2"))},
+		"unlisted offering, right key":        {nats.UserInfo(events.RigUsername("off-9"), events.RigPassword(key, "off-9"))},
+		"platform, wrong password":            {nats.UserInfo("platform", "nope")},
+		"another key's rig password":          {nats.UserInfo(events.RigUsername("off-1"), events.RigPassword([]byte("another key, another platform...."), "off-1"))},
+		"a rig shut out, right key":           {nats.UserInfo(events.RigUsername("off-3"), events.RigPassword(key, "off-3"))},
 	} {
 		nc, err := nats.Connect(s.ClientURL(), append(opts, nats.NoReconnect())...)
 		if err == nil {
 			nc.Close()
 			t.Errorf("%s: connected, want an authorization error", name)
 		}
+	}
+	if n := lookedUp.Load(); n != 0 {
+		t.Errorf("a password of the wrong length made %d lookups of the listing, want none", n)
 	}
 }
 
@@ -133,6 +160,115 @@ func checkRigPermissions(t *testing.T, s *server.Server, rig *server.User) {
 	if info.State.Msgs != 1 {
 		t.Errorf("stream holds %d messages, want only the rig's own event", info.State.Msgs)
 	}
+}
+
+// TestRigsAccountSharesOnlyUsageAndHeartbeats: the rigs' account is a boundary of its own, whatever a rig's user
+// may do within it. A user of that account with every permission there can publish usage events to the
+// platform's stream (and get their acknowledgements) and heartbeats to the platform, and receives the platform's
+// heartbeat requests; and nothing else crosses either way: not the JetStream API, not any other subject the rig
+// publishes, not any other subject the platform publishes.
+func TestRigsAccountSharesOnlyUsageAndHeartbeats(t *testing.T) {
+	t.Parallel()
+	auth := &accountAuthenticator{}
+	s, _ := startServer(t, EmbeddedOptions{StoreDir: t.TempDir(), Authenticator: auth})
+	rigs, err := s.LookupAccount(RigsAccount)
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth.rigs.Store(rigs)
+	ctx := t.Context()
+
+	platformNC, platformJS, _ := connectAs(t, s.ClientURL(), "platform", "-", "")
+	if _, err := platformJS.CreateStream(ctx, jetstream.StreamConfig{Name: "USAGE", Subjects: []string{"usage.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	platformSees, err := platformNC.SubscribeSync(">")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rigNC, rigJS, _ := connectAs(t, s.ClientURL(), "anyrig", "-", "")
+	rigSees, err := rigNC.SubscribeSync(">")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, nc := range []*nats.Conn{platformNC, rigNC} {
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// What crosses.
+	ack, err := rigJS.Publish(ctx, "usage.prov-1.off-1", []byte("rig: usage"), jetstream.WithMsgID("evt-1"))
+	if err != nil || ack.Stream != "USAGE" {
+		t.Fatalf("a usage event from the rigs' account: %+v, %v; want the stream's acknowledgement", ack, err)
+	}
+	if err := rigNC.Publish("heartbeat.prov-1.off-1", []byte("rig: heartbeat")); err != nil {
+		t.Fatal(err)
+	}
+	if err := platformNC.Publish(events.HeartbeatRequestSubject, []byte("platform: beat now")); err != nil {
+		t.Fatal(err)
+	}
+	// What must not: the rig's other subjects, and the platform's.
+	short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	if _, err := rigJS.Stream(short, "USAGE"); err == nil {
+		t.Error("the rigs' account reached the platform's JetStream API")
+	}
+	cancel()
+	for _, subject := range []string{"feed.committed", "_INBOX.platform.reply", "heartbeat_request.extra", "usage.prov-1"} {
+		if err := rigNC.Publish(subject, []byte("rig: other")); err != nil {
+			t.Fatal(err)
+		}
+		if err := platformNC.Publish(subject, []byte("platform: other")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, nc := range []*nats.Conn{platformNC, rigNC} {
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+
+	got := func(sub *nats.Subscription, from string) map[string]bool {
+		seen := map[string]bool{}
+		for {
+			m, err := sub.NextMsg(100 * time.Millisecond)
+			if err != nil {
+				return seen
+			}
+			// Each side's own messages come back to its own subscription, and the JetStream traffic of
+			// each side's own calls; only what came from the other account counts here.
+			if strings.HasPrefix(string(m.Data), from) {
+				seen[m.Subject] = true
+			}
+		}
+	}
+	if seen := got(platformSees, "rig:"); !seen["usage.prov-1.off-1"] || !seen["heartbeat.prov-1.off-1"] || len(seen) != 2 {
+		t.Errorf("the platform's account saw %v from the rigs', want only the usage event and the heartbeat", seen)
+	}
+	if seen := got(rigSees, "platform:"); !seen[events.HeartbeatRequestSubject] || len(seen) != 1 {
+		t.Errorf("the rigs' account saw %v from the platform's, want only the heartbeat request", seen)
+	}
+}
+
+// accountAuthenticator lets "platform" into the platform's account and "anyrig" into the rigs' account with every
+// permission there, to test the account's boundary apart from the rigs' permissions.
+type accountAuthenticator struct {
+	rigs atomic.Pointer[server.Account]
+}
+
+func (a *accountAuthenticator) Check(c server.ClientAuthentication) bool {
+	switch c.GetOpts().Username {
+	case "platform":
+		c.RegisterUser(&server.User{Username: "platform"})
+		return true
+	case "anyrig":
+		if rigs := a.rigs.Load(); rigs != nil {
+			c.RegisterUser(&server.User{Username: "anyrig", Account: rigs})
+			return true
+		}
+	}
+	return false
 }
 
 func TestServerWithUsersRefusesAnonymousAndWrongPasswords(t *testing.T) {
@@ -237,5 +373,59 @@ func TestDisconnectUserClosesEveryConnectionOfThatUserOnly(t *testing.T) {
 	}
 	if err := other.Flush(); err != nil || !other.IsConnected() {
 		t.Errorf("rig-off-2 lost its connection: %v", err)
+	}
+}
+
+// TestExternalServerConfigurationForRigs: the two accounts package events documents for an external NATS server
+// (its rigs.go), given to a nats-server as its configuration file, let a rig do what it does on the embedded
+// server, and no more.
+func TestExternalServerConfigurationForRigs(t *testing.T) {
+	t.Parallel()
+	src, err := os.ReadFile("../rigs.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var block []string
+	for _, line := range strings.Split(string(src), "\n") {
+		text, ok := strings.CutPrefix(line, "//\t")
+		if !ok {
+			continue
+		}
+		if strings.HasPrefix(text, "accounts: {") || len(block) > 0 {
+			block = append(block, text)
+		}
+		if text == "}" && len(block) > 0 {
+			break
+		}
+	}
+	if len(block) < 3 {
+		t.Fatal("events/rigs.go documents no accounts block")
+	}
+	conf := strings.NewReplacer("user: gpumarket", "user: platform", "<the platform's own>", "platform-secret",
+		"<RigPasswordIssue>", "rig-secret", "<provider_id>", "prov-1", "<offering_id>", "off-1").Replace(strings.Join(block, "\n"))
+	dir := t.TempDir()
+	path := filepath.Join(dir, "nats.conf")
+	conf = fmt.Sprintf("port: -1\nhost: 127.0.0.1\njetstream: { store_dir: %q }\n%s\n", filepath.Join(dir, "js"), conf)
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(path)
+	if err != nil {
+		t.Fatalf("the documented configuration:\n%s\n%v", conf, err)
+	}
+	opts.NoSigs, opts.NoLog = true, true
+	s, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("the server with the documented configuration is not ready")
+	}
+	checkRigPermissions(t, s, RigUser("prov-1", "off-1", "rig-secret"))
+	conns, err := s.Connz(&server.ConnzOptions{User: events.RigUsername("off-1"), Username: true})
+	if err != nil || len(conns.Conns) != 1 || conns.Conns[0].Account != RigsAccount {
+		t.Errorf("the rig's connections %+v (%v), want one in the %s account", conns.Conns, err, RigsAccount)
 	}
 }
