@@ -121,8 +121,10 @@ func (p *Platform) startRig(ctx context.Context, offeringID, providerID, gpu str
 // stop ends the rig and waits for it: the agent finishes its requests in flight and sends its
 // outbox (NATS must still be up), then its connection and the backend close.
 func (r *simulatedRig) stop() {
-	r.cancel()
-	r.running.Wait()
+	if r.cancel != nil { // nil for a rig a test runs itself
+		r.cancel()
+		r.running.Wait()
+	}
 	_ = r.agent.Close()
 	_ = r.backend.Close()
 	r.serving.Wait()
