@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/http"
 	"sync"
 	"time"
 
@@ -106,17 +104,11 @@ func (p *Platform) start(r *running) error {
 	p.usageStore.Start(r.ctx)
 	// Every process closes due periods by itself; the period's lock lets one of them at a time.
 	r.loops.Go(func() { p.invoicing.RunAutoClose(r.ctx, autoCloseFirst, autoCloseEvery) })
-	r.servers.Go(func() {
-		if err := p.http.Serve(p.listener); !errors.Is(err, http.ErrServerClosed) {
-			r.fail("http", err)
-		}
-	})
+	// A server that stops serving before stop shut it down (its listener gone, or closed by
+	// another hand) is a failure; once stop has begun, a failure is no longer read.
+	r.servers.Go(func() { r.fail("http", p.http.Serve(p.listener)) })
 	if p.metricsHTTP != nil {
-		r.servers.Go(func() {
-			if err := p.metricsHTTP.Serve(p.metricsListener); !errors.Is(err, http.ErrServerClosed) {
-				r.fail("metrics http", err)
-			}
-		})
+		r.servers.Go(func() { r.fail("metrics http", p.metricsHTTP.Serve(p.metricsListener)) })
 		p.log.Info("serving /metrics on its own address", "url", p.MetricsURL())
 	}
 	return nil

@@ -47,7 +47,7 @@ func TestPlatformStopsEverythingItStarts(t *testing.T) {
 }
 
 // lifecycleCall is the gateway request each round makes: a customer's key, and a model and tier one of the
-// demo's simulated rigs serves.
+// demo's simulated rigs serves, the one that claims the quickest first token.
 type lifecycleCall struct{ secret, model string }
 
 // seedPlatform migrates cfg's database and seeds the demo, with a platform that is not run; it gives a customer
@@ -81,7 +81,7 @@ func seedPlatform(t *testing.T, cfg Config) lifecycleCall {
 	}
 	var tier string
 	if err := p.pool.QueryRow(ctx, `SELECT model, tier FROM offerings WHERE seed_key IS NOT NULL AND status = 'active'
-		AND agent_url LIKE 'http://127.0.0.1:%' ORDER BY seed_key LIMIT 1`).Scan(&call.model, &tier); err != nil {
+		AND agent_url LIKE 'http://127.0.0.1:%' ORDER BY claimed_ttft_p50_ms, seed_key LIMIT 1`).Scan(&call.model, &tier); err != nil {
 		t.Fatal(err)
 	}
 	call.model += ":" + tier
