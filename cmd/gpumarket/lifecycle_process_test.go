@@ -57,7 +57,7 @@ func TestServeExitsNonZeroWhenAPartFails(t *testing.T) {
 			t.Logf("gpumarket serve's output:\n%s", out.String())
 		}
 	})
-	waitHealthy(t, "http://"+addr+"/healthz", exited)
+	waitServing(t, "http://"+addr+"/healthz", exited)
 
 	n.revoke(t)
 	var err error
@@ -80,8 +80,8 @@ func TestServeExitsNonZeroWhenAPartFails(t *testing.T) {
 	}
 }
 
-// waitHealthy waits until url answers 200, failing when the process exits first or it takes 60 s.
-func waitHealthy(t *testing.T, url string, exited chan error) {
+// waitServing waits until url answers 200, failing when the process exits first or it takes 60 s.
+func waitServing(t *testing.T, url string, exited chan error) {
 	t.Helper()
 	client := &http.Client{Timeout: time.Second}
 	defer client.CloseIdleConnections()
