@@ -42,8 +42,13 @@ func (s *Server) startClose(ctx context.Context, p invoicing.Period, by string) 
 	var once sync.Once
 	var mu sync.Mutex
 	var latest invoicing.CloseProgress
-	go func() {
-		pr, err := s.invoicing.Close(context.WithoutCancel(ctx), invoicing.CloseInput{Period: p, By: by,
+	// The close outlives the request, not the server (Server.Close).
+	closeCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	stopWithServer := context.AfterFunc(s.background, stop)
+	s.closes.Go(func() {
+		defer stop()
+		defer stopWithServer()
+		pr, err := s.invoicing.Close(closeCtx, invoicing.CloseInput{Period: p, By: by,
 			Progress: func(pr invoicing.CloseProgress) {
 				mu.Lock()
 				latest = pr
@@ -54,7 +59,7 @@ func (s *Server) startClose(ctx context.Context, p invoicing.Period, by string) 
 			s.log.Error("close failed", "period", p.String(), "err", err)
 		}
 		done <- outcome{pr, err}
-	}()
+	})
 	timer := time.NewTimer(closeWait)
 	defer timer.Stop()
 	select {

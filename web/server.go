@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -143,6 +144,11 @@ type Server struct {
 	reports     ReportSource
 	performance *performance.Service
 	batches     *batch.Service
+	// closes are the month closes started from a page or the API that outlive their request
+	// (close.go); background ends them when the server closes.
+	closes     sync.WaitGroup
+	background context.Context
+	stop       context.CancelFunc
 }
 
 // New builds the server and its routes.
@@ -164,6 +170,7 @@ func New(cfg Config) *Server {
 		usageStream: cfg.UsageStream, invoicing: cfg.Invoicing, audit: cfg.Audit, journal: cfg.Journal,
 		reports: cfg.Reports, performance: cfg.Performance, batches: cfg.Batches,
 		router: cfg.Router, requests: cfg.Requests, batchLoad: cfg.BatchLoad}
+	s.background, s.stop = context.WithCancel(context.Background())
 	e.HTTPErrorHandler = s.handleError
 	s.edge = []echo.MiddlewareFunc{requestID, newHTTPMetrics(cfg.Registry).middleware, s.accessLog, s.recoverer(),
 		middleware.SecureWithConfig(middleware.SecureConfig{
@@ -204,6 +211,14 @@ func (s *Server) EdgeMiddleware() []echo.MiddlewareFunc { return s.edge }
 
 // IPExtractor says where a request comes from, by Config.TrustedProxies.
 func (s *Server) IPExtractor() echo.IPExtractor { return s.echo.IPExtractor }
+
+// Close ends the month closes still running that requests started, once the HTTP server has
+// finished the requests themselves, and waits for them: a close cut off so reads as failed and is
+// completed by closing again (docs/invoicing.md). Calling it again does nothing more.
+func (s *Server) Close() {
+	s.stop()
+	s.closes.Wait()
+}
 
 // ServeHTTP makes the server an http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.ServeHTTP(w, r) }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -65,6 +64,7 @@ type Platform struct {
 	nc           *nats.Conn
 	js           jetstream.JetStream
 	meter        *metering.Meter // nil unless the meter role runs here
+	feed         *metering.Feed  // the meter's feed of committed usage to the routers; nil with the meter
 	registry     *prometheus.Registry
 	accounts     *accounts.Service
 	catalog      *catalog.Service
@@ -523,122 +523,10 @@ func (p *Platform) openMeter(ctx context.Context) (*metering.Meter, error) {
 	log := p.log.With("role", "meter")
 	// Each committed batch's stored events go to every gateway's router on core NATS (metering.Feed), in this
 	// process or another.
+	p.feed = metering.NewFeed(p.nc, log)
 	return metering.NewMeter(metering.MeterConfig{
 		Pool: p.pool, Ledger: billing.NewLedger(p.pool, nil), Tickets: signer, JS: p.js, Consumer: cons,
-		Log: log, Metrics: metering.NewMetrics(p.registry), OnCommit: metering.NewFeed(p.nc, log).OnCommit,
+		Log: log, Metrics: metering.NewMetrics(p.registry), OnCommit: p.feed.OnCommit,
 		RecordWait: p.cfg.MeterRecordWait,
 	}), nil
-}
-
-// Run serves until ctx ends, then shuts down gracefully: it stops accepting, lets requests in
-// flight finish (up to 20 s), stops the meter after its batch, and returns.
-func (p *Platform) Run(ctx context.Context) error {
-	// The gateway's record outlives ctx until the requests in flight have finished, so that
-	// their attempts are written too.
-	logCtx, stopLog := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopLog()
-	gatewayDone := make(chan struct{})
-	if p.router != nil {
-		if err := p.router.Start(ctx); err != nil {
-			return err
-		}
-		go func() {
-			defer close(gatewayDone)
-			p.requestLog.Run(logCtx)
-		}()
-		go p.reconcile(ctx)
-		p.batchScheduler = p.newBatchScheduler()
-		p.batchScheduler.Start(ctx)
-	} else {
-		close(gatewayDone)
-	}
-	errc := make(chan error, 4) // the meter, the server, the metrics server and the rig limits
-	if w := p.rigLimits.Load(); w != nil {
-		go func() {
-			if err := w.Run(ctx); err != nil {
-				errc <- err
-			}
-		}()
-	}
-	meterDone := make(chan struct{})
-	if p.meter != nil {
-		go func() {
-			defer close(meterDone)
-			if err := p.meter.Run(ctx); err != nil && ctx.Err() == nil {
-				errc <- fmt.Errorf("meter: %w", err)
-			}
-		}()
-		p.log.Info("metering usage events", "stream", usageevent.StreamName, "consumer", usageevent.ConsumerName)
-	} else {
-		close(meterDone)
-	}
-	// Every process keeps the usage partitions; a lock lets one of them at a time.
-	p.usageStore.Start(ctx)
-	// Every process closes due periods by itself; the period's lock lets one of them at a time.
-	autoCloseDone := make(chan struct{})
-	go func() {
-		defer close(autoCloseDone)
-		p.invoicing.RunAutoClose(ctx, autoCloseFirst, autoCloseEvery)
-	}()
-	go func() { errc <- p.http.Serve(p.listener) }()
-	if p.metricsHTTP != nil {
-		go func() { errc <- p.metricsHTTP.Serve(p.metricsListener) }()
-		p.log.Info("serving /metrics on its own address", "url", p.MetricsURL())
-	}
-	p.log.Info("serving", "url", p.URL(), "roles", p.cfg.Roles.String())
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	defer func() {
-		stopLog()
-		<-gatewayDone
-		<-meterDone
-		<-autoCloseDone
-		p.usageStore.Close()
-	}()
-	p.log.Info("shutting down: finishing requests in flight")
-	if p.batchScheduler != nil {
-		p.batchScheduler.Close() // the batch lines in flight finish and are recorded
-	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if p.metricsHTTP != nil {
-		_ = p.metricsHTTP.Shutdown(shutdownCtx)
-	}
-	if err := p.http.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
-}
-
-// Close releases connections and stops the embedded NATS server.
-func (p *Platform) Close() {
-	if p.usageStore != nil {
-		p.usageStore.Close()
-	}
-	if p.batchScheduler != nil {
-		p.batchScheduler.Close()
-	}
-	if p.rigLimitsNC != nil {
-		p.rigLimitsNC.Close()
-	}
-	if p.nc != nil {
-		_ = p.nc.Drain()
-	}
-	if p.natsServer != nil {
-		p.natsServer.Shutdown()
-		p.natsServer.WaitForShutdown()
-	}
-	p.stripeMock.Stop()
-	if p.pool != nil {
-		p.pool.Close()
-	}
-	if p.listener != nil {
-		_ = p.listener.Close()
-	}
-	if p.metricsListener != nil {
-		_ = p.metricsListener.Close()
-	}
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/gpumarket/gpumarket/cmd/gpuagent/agent"
@@ -21,6 +22,9 @@ type simulatedRig struct {
 	offeringID string
 	backend    *http.Server
 	agent      *agent.Agent
+	// cancel ends the agent's Run; running waits for it, serving for the backend's Serve.
+	cancel           context.CancelFunc
+	running, serving sync.WaitGroup
 }
 
 // startSimulatedRigs starts a rig for every active demo offering whose agent URL is on this
@@ -91,7 +95,6 @@ func (p *Platform) startRig(ctx context.Context, offeringID, providerID, gpu str
 		return nil, err
 	}
 	backend := &http.Server{Handler: simulation.NewHandler(simulation.Options{Profile: profile}), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = backend.Serve(l) }()
 	a, err := agent.New(agent.Config{
 		ListenAddr: agentAddr, Upstream: "http://" + l.Addr().String(),
 		ProviderID: providerID, OfferingID: offeringID, GPUSKU: gpu, GPUCount: count, Capacity: 64,
@@ -101,18 +104,28 @@ func (p *Platform) startRig(ctx context.Context, offeringID, providerID, gpu str
 		Log:         p.log.With("rig", offeringID).WithGroup("agent"),
 	})
 	if err != nil {
-		_ = backend.Close()
+		_ = l.Close()
 		return nil, err
 	}
-	go func() {
+	r := &simulatedRig{offeringID: offeringID, backend: backend, agent: a}
+	ctx, r.cancel = context.WithCancel(ctx)
+	r.serving.Go(func() { _ = backend.Serve(l) })
+	r.running.Go(func() {
 		if err := a.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 			p.log.Error("simulated rig stopped", "offering", offeringID, "err", err)
 		}
-	}()
-	return &simulatedRig{offeringID: offeringID, backend: backend, agent: a}, nil
+	})
+	return r, nil
 }
 
+// stop ends the rig and waits for it: the agent finishes its requests in flight and sends its
+// outbox (NATS must still be up), then its connection and the backend close.
 func (r *simulatedRig) stop() {
+	if r.cancel != nil { // nil for a rig a test runs itself
+		r.cancel()
+		r.running.Wait()
+	}
 	_ = r.agent.Close()
 	_ = r.backend.Close()
+	r.serving.Wait()
 }

@@ -62,6 +62,14 @@ type Admission struct {
 
 	mu       sync.Mutex
 	spenders map[string]*spender // by account id
+
+	// background ends the rereads in the background (Close); refreshing counts those under way,
+	// and closed (under closeMu) stops new ones.
+	closeMu    sync.Mutex
+	background context.Context
+	stop       context.CancelFunc
+	refreshing sync.WaitGroup
+	closed     bool
 }
 
 // PriceBook is where admission reads the tier prices its estimates use. *catalog.Service
@@ -122,7 +130,30 @@ func NewAdmission(cfg AdmissionConfig) *Admission {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	return &Admission{cfg: cfg, spenders: map[string]*spender{}}
+	a := &Admission{cfg: cfg, spenders: map[string]*spender{}}
+	a.background, a.stop = context.WithCancel(context.Background())
+	return a
+}
+
+// Close ends the rereads under way in the background and waits for them; Admit then rereads
+// only on the request path. Calling it again does nothing.
+func (a *Admission) Close() {
+	a.closeMu.Lock()
+	a.closed = true
+	a.closeMu.Unlock()
+	a.stop()
+	a.refreshing.Wait()
+}
+
+// refreshLater rereads the account's figures in the background, unless Close was called.
+func (a *Admission) refreshLater(sp *spender, accountID string) bool {
+	a.closeMu.Lock()
+	defer a.closeMu.Unlock()
+	if a.closed {
+		return false
+	}
+	a.refreshing.Go(func() { a.refresh(sp, accountID) })
+	return true
 }
 
 // AdmitInput is a request asking to be admitted.
@@ -221,8 +252,7 @@ func (a *Admission) Admit(ctx context.Context, in AdmitInput) (_ *Reservation, e
 		}
 		loaded = true
 	case age >= a.cfg.BalanceTTL && !sp.refreshing:
-		sp.refreshing = true
-		go a.refresh(sp, in.AccountID)
+		sp.refreshing = a.refreshLater(sp, in.AccountID)
 	}
 
 	refusal := sp.refusal(in, limited)
@@ -360,14 +390,16 @@ func (a *Admission) refresh(sp *spender, accountID string) {
 	sp.mu.Lock()
 	keys, held := sp.limitedKeys(), sp.heldIDs()
 	sp.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(a.background, 5*time.Second)
 	defer cancel()
 	snap, err := a.load(ctx, accountID, keys, held, a.cfg.Now())
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	sp.refreshing = false
 	if err != nil {
-		a.cfg.Log.Warn("billing: balance refresh failed; admitting on the last figures", "account", accountID, "error", err)
+		if a.background.Err() == nil { // not cut off by Close
+			a.cfg.Log.Warn("billing: balance refresh failed; admitting on the last figures", "account", accountID, "error", err)
+		}
 		return
 	}
 	sp.apply(snap, a.cfg.HoldFor)

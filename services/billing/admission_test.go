@@ -83,3 +83,50 @@ func TestAdmissionReadsBalancesPastTheRangeOfPico(t *testing.T) {
 	}
 	r.Settle("", nil)
 }
+
+// Close waits for the figures being reread in the background, and no reread starts after it: a request then
+// rereads on its own path once the figures are stale.
+func TestAdmissionCloseWaitsForItsRereads(t *testing.T) {
+	t.Parallel()
+	s := setupShop(t, nil)
+	ctx := context.Background()
+	finance := newUser(t, s.pool, newOrg(t, s.pool, "gpumarket"), "finance@gpumarket.test")
+	if _, err := s.credits.Adjust(ctx, AdjustInput{AccountID: s.org, Amount: 5 * money.PicoPerUSD, Reason: "welcome credit", ByUserID: finance}); err != nil {
+		t.Fatal(err)
+	}
+	a := NewAdmission(AdmissionConfig{Pool: s.pool, Now: s.clock.Now, BalanceTTL: time.Second,
+		Prices: fixedPrices{catalog.TierStandard: {Tier: catalog.TierStandard, Input: 150_000, Output: 300_000}}})
+	output := int64(16)
+	in := AdmitInput{AccountID: s.org, APIKeyID: "key-1", Tier: catalog.TierStandard, MaxInputTokens: 100, MaxOutputTokens: &output}
+	refreshing := func() bool {
+		sp := a.spender(s.org)
+		sp.mu.Lock()
+		defer sp.mu.Unlock()
+		return sp.refreshing
+	}
+	admit := func() {
+		t.Helper()
+		r, err := a.Admit(ctx, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Settle("", nil)
+	}
+	admit()
+	s.clock.Advance(2 * time.Second)
+	admit() // past BalanceTTL: a reread starts in the background
+	if !refreshing() {
+		t.Fatal("no reread started in the background")
+	}
+	a.Close()
+	if refreshing() {
+		t.Fatal("Close returned while a reread was under way")
+	}
+	s.clock.Advance(2 * time.Second)
+	admit()
+	if refreshing() {
+		t.Fatal("a reread started in the background after Close")
+	}
+	s.clock.Advance(maxStale + time.Second)
+	admit() // stale: read on the request path
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/gpumarket/gpumarket/services/usage"
@@ -162,6 +163,7 @@ type Feed struct {
 	nc    *nats.Conn
 	log   *slog.Logger
 	slots chan struct{} // a token per batch being published
+	once  sync.Once     // Close takes every slot once
 }
 
 // NewFeed returns a feed publishing on nc; log (nil: slog.Default()) gets, at debug level, what was dropped.
@@ -197,6 +199,21 @@ func (f *Feed) OnCommit(res BatchResult, _ time.Time) {
 		defer func() { <-f.slots }()
 		f.publish(res.Usages, res.Occurred, feedChunk)
 	}()
+}
+
+// Close waits for the batches being published and drops every batch committed after it. Call it once the meter
+// has stopped, before the NATS connection closes; calling it again does nothing.
+func (f *Feed) Close() {
+	if f == nil {
+		return
+	}
+	// Each publication holds a slot until it is done: holding them all, Close has waited for every one, and
+	// OnCommit finds none free.
+	f.once.Do(func() {
+		for range cap(f.slots) {
+			f.slots <- struct{}{}
+		}
+	})
 }
 
 // publish sends the events in messages of at most chunk events, halving the chunk for a server whose maximum

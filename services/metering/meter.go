@@ -193,14 +193,21 @@ func NewMeter(cfg MeterConfig) *Meter {
 // Run meters until ctx ends. A batch that fails to commit for a fault of the database or the
 // network is retried, with backoff, until it commits or ctx ends; its messages stay
 // unacknowledged meanwhile. One that fails for what its events hold is split (commitWithRetry).
+// Run returns once the batches in hand are committed (or left unacknowledged) and its own
+// goroutines have ended.
 func (m *Meter) Run(ctx context.Context) error {
 	it, err := m.cfg.Consumer.Messages(jetstream.PullMaxMessages(2 * m.cfg.BatchSize))
 	if err != nil {
 		return fmt.Errorf("metering: consume: %w", err)
 	}
 	defer it.Stop()
-	go func() { <-ctx.Done(); it.Stop() }()
-	go m.watchConsumer(ctx)
+	// The watchers end with Run, whether ctx ended or the stream of messages did.
+	ctx, cancel := context.WithCancel(ctx)
+	var watchers sync.WaitGroup
+	defer watchers.Wait()
+	defer cancel()
+	watchers.Go(func() { <-ctx.Done(); it.Stop() })
+	watchers.Go(func() { m.watchConsumer(ctx) })
 
 	// The collector stays one checked batch ahead of the committers: the channel is unbuffered.
 	checked := make(chan checkedBatch)

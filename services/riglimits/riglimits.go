@@ -94,6 +94,10 @@ type Watcher struct {
 	stream   streamState            // as of the last check
 	atLimit  map[string]bool        // by subject: at the stream's per-rig limit as of the last check
 	rigs     map[string]rigIdentity // by subject
+	// disconnecting are the Disconnect calls under way, which Run waits for before it returns; once stopped
+	// (under mu) no other starts.
+	disconnecting sync.WaitGroup
+	stopped       bool
 }
 
 type rigIdentity struct{ provider, offering string }
@@ -136,8 +140,13 @@ func New(cfg Config) *Watcher {
 	return w
 }
 
-// Run counts the usage events as they arrive and checks the stream every CheckEvery until ctx ends.
+// Run counts the usage events as they arrive and checks the stream every CheckEvery until ctx ends. It returns
+// once the rigs it was shutting out are disconnected.
 func (w *Watcher) Run(ctx context.Context) error {
+	w.mu.Lock()
+	w.stopped = false
+	w.mu.Unlock()
+	defer w.stopDisconnecting()
 	sub, err := w.cfg.NATS.Subscribe(usage.SubjectPrefix+".*.*", func(m *nats.Msg) { w.arrived(m.Subject) })
 	if err != nil {
 		return fmt.Errorf("riglimits: watch the usage subjects: %w", err)
@@ -216,7 +225,18 @@ func (w *Watcher) arrived(subject string) {
 	w.cfg.Log.Warn("a rig publishes usage events faster than its limit: its NATS connections are closed and its "+
 		"credential refused for the cooldown; its events wait in its outbox", "provider", rig.provider,
 		"offering", rig.offering, "events_per_second", rate, "limit", w.cfg.MaxRate, "until", until.UTC())
-	go w.cfg.Disconnect(rig.offering)
+	if !w.stopped {
+		// Off the subscription's goroutine and the lock: the server closes the rig's connections meanwhile.
+		w.disconnecting.Go(func() { w.cfg.Disconnect(rig.offering) })
+	}
+}
+
+// stopDisconnecting lets no further Disconnect start and waits for those under way.
+func (w *Watcher) stopDisconnecting() {
+	w.mu.Lock()
+	w.stopped = true
+	w.mu.Unlock()
+	w.disconnecting.Wait()
 }
 
 // Check reads the usage stream's per-subject state, applies the per-rig limit this process asked for if it

@@ -112,6 +112,10 @@ type Router struct {
 
 	sharer sharer
 	ready  readiness
+
+	// stop ends Start's loop and done is closed once it has returned (Close).
+	stop context.CancelFunc
+	done chan struct{}
 }
 
 // New returns a router; Pick answers once Refresh (or Start) has loaded the catalog.
@@ -152,11 +156,14 @@ func New(cfg Config) *Router {
 // are not lost. Then, until ctx ends, it reloads the catalog every RefreshEvery, publishes this replica's
 // observations every ShareEvery and flushes the figures every FlushEvery (when there is a Pool). It returns once
 // the subscriptions are up, the first load is done and the heartbeat request is out; a failure of any is
-// returned.
+// returned. Close ends the loop and waits for its last flush.
 func (r *Router) Start(ctx context.Context) (err error) {
 	defer services.Wrap(&err, "routing.Start")
 	if r.cfg.NATS == nil {
 		return errors.New("no NATS connection for heartbeats")
+	}
+	if r.done != nil {
+		return errors.New("the router is started already")
 	}
 	var subs []*nats.Subscription
 	unsubscribe := func() {
@@ -195,8 +202,23 @@ func (r *Router) Start(ctx context.Context) (err error) {
 	r.sharer.mu.Lock()
 	r.sharer.on = true
 	r.sharer.mu.Unlock()
-	go r.run(ctx, unsubscribe)
+	ctx, r.stop = context.WithCancel(ctx)
+	r.done = make(chan struct{})
+	go func() {
+		defer close(r.done)
+		r.run(ctx, unsubscribe)
+	}()
 	return nil
+}
+
+// Close ends what Start runs and waits for it: the subscriptions are gone, and the last observations shared and
+// the last figures flushed, once it returns. It does nothing for a router never started, and may be called again.
+func (r *Router) Close() {
+	if r.done == nil {
+		return
+	}
+	r.stop()
+	<-r.done
 }
 
 // subscribeTimeout bounds the wait for the server to confirm Start's subscriptions.

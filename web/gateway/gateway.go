@@ -207,6 +207,20 @@ func New(cfg Config) *Gateway {
 	return g
 }
 
+// Close ends the gateway's work in the background, once the HTTP server has finished the
+// requests in flight: the scheduled write of when keys were last used is dropped (see
+// keyTouches), admission's rereads end, and idle connections to the rigs are closed. Calling
+// it again does nothing more.
+func (g *Gateway) Close() {
+	g.touches.close()
+	if g.cfg.Admission != nil {
+		g.cfg.Admission.Close()
+	}
+	if g.cfg.Client == nil {
+		g.client.CloseIdleConnections() // the gateway's own transport
+	}
+}
+
 // ServeHTTP makes the gateway an http.Handler.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.echo.ServeHTTP(w, r) }
 
@@ -626,16 +640,36 @@ type keyTouches struct {
 	mu        sync.Mutex
 	pending   map[string]time.Time
 	scheduled bool
+	// timer is the write scheduled, writing the write under way (close waits for it), and
+	// closed says no other is scheduled.
+	timer   *time.Timer
+	writing sync.WaitGroup
+	closed  bool
 }
 
 func (t *keyTouches) touch(keyID string, at time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.pending[keyID] = at
-	if !t.scheduled {
+	if !t.scheduled && !t.closed {
 		t.scheduled = true
-		time.AfterFunc(touchEvery, t.flush)
+		t.writing.Add(1)
+		t.timer = time.AfterFunc(touchEvery, func() {
+			defer t.writing.Done()
+			t.flush()
+		})
 	}
+}
+
+// close cancels the write scheduled, waits for one under way and schedules no other.
+func (t *keyTouches) close() {
+	t.mu.Lock()
+	t.closed = true
+	if t.timer != nil && t.timer.Stop() {
+		t.writing.Done() // stopped before it ran: it never will
+	}
+	t.mu.Unlock()
+	t.writing.Wait()
 }
 
 func (t *keyTouches) flush() {

@@ -77,6 +77,7 @@ func Start(ctx context.Context, bin string, log *slog.Logger) (*Process, error) 
 	for {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.URL+"/v1/balance", nil)
 		req.Header.Set("Authorization", "Bearer sk_test_123")
+		req.Close = true // no idle connection outlives the wait
 		if res, err := http.DefaultClient.Do(req); err == nil {
 			res.Body.Close()
 			if res.StatusCode == http.StatusOK {
@@ -91,7 +92,7 @@ func Start(ctx context.Context, bin string, log *slog.Logger) (*Process, error) 
 	}
 }
 
-// Stop ends the process.
+// Stop ends the process and waits until it has exited.
 func (p *Process) Stop() {
 	if p == nil || p.cmd.Process == nil {
 		return
@@ -103,6 +104,7 @@ func (p *Process) Stop() {
 	case <-done:
 	case <-time.After(5 * time.Second):
 		_ = p.cmd.Process.Kill()
+		<-done
 	}
 }
 
