@@ -137,7 +137,7 @@ func (s *Scheduler) Start(ctx context.Context) {
 	for range s.cfg.Concurrency {
 		go func() {
 			defer s.wg.Done()
-			s.work()
+			s.work(ctx)
 		}()
 	}
 	go func() {
@@ -179,14 +179,14 @@ func (s *Scheduler) housekeep(ctx context.Context) {
 func (s *Scheduler) tick(ctx context.Context) {
 	for {
 		ok, err := s.validateOne(ctx)
-		if err != nil {
+		if err != nil && ctx.Err() == nil {
 			s.log.Error("batch: checking a batch failed", "err", err)
 		}
 		if !ok || err != nil {
 			break
 		}
 	}
-	if err := s.recoverLines(ctx); err != nil {
+	if err := s.recoverLines(ctx); err != nil && ctx.Err() == nil {
 		s.log.Error("batch: taking back lost lines failed", "err", err)
 	}
 	if err := s.advance(ctx); err != nil && ctx.Err() == nil {
@@ -414,16 +414,26 @@ func (s *Scheduler) claimLoop(ctx context.Context) {
 	}
 }
 
-// work runs the lines handed over until there are no more, and hands each outcome to the recorder.
-func (s *Scheduler) work() {
+// work runs the lines handed over until there are no more, and hands each outcome to the
+// recorder. Once ctx ends, a line handed over but not started is not sent: it goes back to
+// pending as it was (released), so that Close waits only for the lines in flight.
+func (s *Scheduler) work(ctx context.Context) {
 	for l := range s.lines {
 		select {
 		case s.freed <- struct{}{}:
 		default:
 		}
+		if ctx.Err() != nil {
+			s.outcomes <- outcome{l: l, status: statusReleased}
+			continue
+		}
 		s.outcomes <- s.attempt(context.Background(), l)
 	}
 }
+
+// statusReleased is the outcome of a line claimed and never sent: back to pending, its attempt
+// not counted.
+const statusReleased = "released"
 
 // lineError is the error member of an output line.
 type lineError struct {
@@ -544,6 +554,22 @@ func (s *Scheduler) recordLoop(ctx context.Context) {
 // a line taken back as lost meanwhile is another attempt's now.
 func (s *Scheduler) record(ctx context.Context, outs []outcome) (err error) {
 	defer services.Wrap(&err, "batch.record(%d lines)", len(outs))
+	var released []outcome
+	sent := outs[:0:0]
+	for _, o := range outs {
+		if o.status == statusReleased {
+			released = append(released, o)
+		} else {
+			sent = append(sent, o)
+		}
+	}
+	if err := s.release(ctx, released); err != nil {
+		return err
+	}
+	outs = sent
+	if len(outs) == 0 {
+		return nil
+	}
 	n := len(outs)
 	batchIDs, statuses := make([]string, n), make([]string, n)
 	lines, attempts := make([]int32, n), make([]int32, n)
@@ -582,6 +608,22 @@ func (s *Scheduler) record(ctx context.Context, outs []outcome) (err error) {
 			AS v (batch_id, line, attempts, status, request_id, status_code, response, error, not_before, finished_at)
 		WHERE l.batch_id = v.batch_id AND l.line = v.line AND l.attempts = v.attempts AND l.status = 'running'`,
 		batchIDs, lines, attempts, statuses, reqIDs, codes, bodies, errs, notBefore, finished)
+	return err
+}
+
+// release puts lines claimed and never sent back to pending, their attempt uncounted.
+func (s *Scheduler) release(ctx context.Context, outs []outcome) error {
+	if len(outs) == 0 {
+		return nil
+	}
+	batchIDs, lines, attempts := make([]string, len(outs)), make([]int32, len(outs)), make([]int32, len(outs))
+	for i, o := range outs {
+		batchIDs[i], lines[i], attempts[i] = o.l.batchID, int32(o.l.line), int32(o.l.attempts)
+	}
+	_, err := s.svc.pool.Exec(ctx, `UPDATE batch_lines l SET status = 'pending', attempts = l.attempts - 1, claimed_at = NULL
+		FROM unnest($1::text[], $2::int[], $3::int[]) AS v (batch_id, line, attempts)
+		WHERE l.batch_id = v.batch_id AND l.line = v.line AND l.attempts = v.attempts AND l.status = 'running'`,
+		batchIDs, lines, attempts)
 	return err
 }
 

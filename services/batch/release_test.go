@@ -1,0 +1,118 @@
+package batch
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpumarket/gpumarket/db/dbtest"
+	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/money"
+)
+
+// heldGateway answers a line only when the test lets it, and says when one arrives.
+type heldGateway struct {
+	arrived chan string
+	answer  chan struct{}
+}
+
+func (g heldGateway) Send(_ context.Context, c Call) (Answer, error) {
+	g.arrived <- c.RequestIDPrefix
+	<-g.answer
+	return Answer{StatusCode: 200, Body: []byte(`{}`), RequestID: c.RequestIDPrefix + "_0"}, nil
+}
+
+// TestCloseReleasesLinesNotSent: a scheduler holds more lines than it has in flight (its
+// claimer runs ahead of its workers). Closed while a line is in flight, it waits for that line,
+// which is answered and recorded, and puts every line it claimed but never sent back to pending
+// with no attempt counted: none is sent after Close, none is left running for the lease.
+func TestCloseReleasesLinesNotSent(t *testing.T) {
+	ctx := context.Background()
+	pool := dbtest.New(t)
+	acc, err := accounts.NewService(pool, accounts.Config{SessionKey: []byte(strings.Repeat("k", 32)),
+		Hasher: accounts.PasswordHasher{MemoryKiB: 64, Time: 1, Threads: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := acc.EnsureUser(ctx, "release@example.com", "a long password here", accounts.RoleDeveloper, "Release Co")
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := NewLocalDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := NewService(Config{Pool: pool, Storage: store})
+	gw := heldGateway{arrived: make(chan string, 8), answer: make(chan struct{})}
+	sch := NewScheduler(SchedulerConfig{Service: svc, Gateway: gw, Offered: func(string) bool { return true },
+		BatchPrice: func(context.Context) (catalog.Price, error) {
+			return catalog.Price{Tier: catalog.TierBatch, Input: 100_000, Output: 200_000}, nil
+		},
+		Balance: func(context.Context, string) (money.BigPico, error) {
+			return money.BigPicoOf(100 * money.PicoPerUSD), nil
+		},
+		Concurrency: 2, PollEvery: 20 * time.Millisecond})
+
+	var sb strings.Builder
+	for i := range 6 {
+		fmt.Fprintf(&sb, `{"custom_id":"ok-%d","method":"POST","url":"/v1/chat/completions","body":{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}}`+"\n", i)
+	}
+	st, err := svc.Stage(u.AccountID, "in.jsonl", strings.NewReader(sb.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := svc.Commit(ctx, st, PurposeBatch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := svc.Create(ctx, CreateInput{AccountID: u.AccountID, APIKeyID: "key", InputFileID: f.ID,
+		Endpoint: "/v1/chat/completions", CompletionWindow: CompletionWindow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sch.Start(ctx)
+	// Both workers hold a line; the claimer has claimed two more, waiting in its hand-over.
+	<-gw.arrived
+	<-gw.arrived
+	count := func(status string) (n, attempts int) {
+		t.Helper()
+		if err := pool.QueryRow(ctx, `SELECT count(*), coalesce(sum(attempts), 0) FROM batch_lines WHERE batch_id = $1 AND status = $2`,
+			b.ID, status).Scan(&n, &attempts); err != nil {
+			t.Fatal(err)
+		}
+		return n, attempts
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for n, _ := count("running"); n < 4; n, _ = count("running") {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d lines running, want the two in flight and two handed over", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	closed := make(chan struct{})
+	go func() { sch.Close(); close(closed) }()
+	time.Sleep(50 * time.Millisecond)
+	close(gw.answer) // the two in flight are answered
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not return")
+	}
+	select {
+	case id := <-gw.arrived:
+		t.Fatalf("line %s was sent after Close", id)
+	default:
+	}
+	if n, _ := count("running"); n != 0 {
+		t.Fatalf("%d lines left running", n)
+	}
+	if n, attempts := count("done"); n != 2 || attempts != 2 {
+		t.Fatalf("%d lines done with %d attempts, want the 2 in flight, one attempt each", n, attempts)
+	}
+	if n, attempts := count("pending"); n != 4 || attempts != 0 {
+		t.Fatalf("%d lines pending with %d attempts, want 4 with none counted", n, attempts)
+	}
+}
