@@ -31,6 +31,7 @@ type UsageRequestRow struct {
 	TTFT, Duration               string
 	Cost                         string // exact, "$0.000042"
 	Status                       string
+	BatchID                      string // the batch whose line the request served, "" for none
 }
 
 // UsageTotalRow is what a day's requests of one tier came to; the total row has no day or

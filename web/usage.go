@@ -158,6 +158,7 @@ func (s *Server) usagePage(c echo.Context) error {
 			Hardware: fmt.Sprintf("%dx %s", r.GPUCount, r.GPUName), Provider: r.Provider, Offering: r.OfferingID,
 			TokensIn: strconv.FormatInt(r.InputTokens, 10), TokensOut: strconv.FormatInt(r.OutputTokens, 10),
 			TTFT: formatMs(r.TTFTMillis), Duration: formatMs(r.DurationMillis), Cost: r.Cost.String(), Status: string(r.Status),
+			BatchID: r.BatchID,
 		})
 	}
 	for _, d := range totals.Days {

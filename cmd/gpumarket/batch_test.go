@@ -759,6 +759,14 @@ func (b *gatewayBundle) testBatchesPage(t *testing.T) {
 	if got, want := tab.text(byTestID("batch-cost")), "$"+charged.Decimal(12); got != want {
 		t.Fatalf("the page shows a cost of %s, the meter charged %s", got, want)
 	}
+	// The usage page lists each line's request with the batch it served.
+	tab.open("/usage", http.StatusOK)
+	for _, reqID := range ids {
+		row := fmt.Sprintf(`%s[data-request-id=%q]`, byTestID("request"), reqID)
+		if got := tab.text(row + " " + byTestID("batch-id")); got != id {
+			t.Fatalf("the usage page shows request %s of batch %q, want %s", reqID, got, id)
+		}
+	}
 }
 
 // TestBatchesOnS3 runs a small batch on a platform whose batch files are on an S3-compatible
