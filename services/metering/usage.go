@@ -321,7 +321,7 @@ func (r *Reports) DailyTotals(ctx context.Context, accountID string, f UsageFilt
 
 // csvHeader names the columns of ExportCSV.
 var csvHeader = []string{"occurred_at", "request_id", "model", "tier", "provider", "offering_id", "gpu", "gpu_count",
-	"input_tokens", "output_tokens", "ttft_ms", "duration_ms", "status", "cost_usd"}
+	"input_tokens", "output_tokens", "ttft_ms", "duration_ms", "status", "cost_usd", "batch_id"}
 
 // ExportCSV writes every request of the account that matches the filter to w as CSV, newest
 // first, with a header line. cost_usd is exact: dollars with twelve decimals, the
@@ -364,7 +364,7 @@ func csvRecord(rec RequestRecord) []string {
 		rec.OccurredAt.Format(time.RFC3339Nano), rec.RequestID, services.CSVText(rec.Model), string(rec.Tier), services.CSVText(rec.Provider),
 		rec.OfferingID, rec.GPU, strconv.Itoa(rec.GPUCount), strconv.FormatInt(rec.InputTokens, 10),
 		strconv.FormatInt(rec.OutputTokens, 10), ms(rec.TTFTMillis), ms(rec.DurationMillis), string(rec.Status),
-		rec.Cost.Decimal(12),
+		rec.Cost.Decimal(12), rec.BatchID,
 	}
 }
 
