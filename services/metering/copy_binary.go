@@ -103,7 +103,7 @@ func (c *copyRows) numeric(v int64) {
 	sign := uint16(0)
 	u := uint64(v)
 	if v < 0 {
-		sign, u = 0x4000, uint64(-(v + 1))+1 // -MinInt64 without overflow
+		sign, u = 0x4000, uint64(-(v+1))+1 // -MinInt64 without overflow
 	}
 	n := 0
 	for ; u > 0; u /= 10000 {
