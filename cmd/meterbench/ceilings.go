@@ -80,7 +80,7 @@ func jetStreamCeiling(ctx context.Context, natsURL string, skip, n, batchSize in
 	return float64(n) / time.Since(start).Seconds(), nil
 }
 
-// usageRow is a stored usage row with the Go types the meter hands to CopyFrom.
+// usageRow is a stored usage row as plain Go values, for pgx to encode.
 type usageRow struct {
 	eventID, requestID, accountID, apiKeyID, offeringID, providerID, tier, model string
 	inputTokens, outputTokens, reportedInput, reportedOutput                     int64
@@ -154,7 +154,7 @@ func copyCeiling(ctx context.Context, pool *pgxpool.Pool, skip, batchSize int) (
 	return float64(len(stored)) / time.Since(start).Seconds(), nil
 }
 
-// rowSource hands rows to CopyFrom one at a time, each as a fresh []any, as the meter does.
+// rowSource hands rows to CopyFrom one at a time, each as a fresh []any.
 type rowSource struct {
 	rows []usageRow
 	at   int

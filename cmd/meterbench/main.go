@@ -28,8 +28,8 @@
 //     that neither takes the machine from the other: a plain pull consumer of its own on the
 //     same stream fetches and acknowledges all N messages as the meter's consumer does (same
 //     client, same pull size, one ack per message); and pgx CopyFrom writes the same usage
-//     rows, with the Go types the meter hands to pgx, in batches of the meter's size each
-//     committed, into a scratch table shaped like usage_events (same columns, constraints and
+//     rows, as plain Go values that pgx encodes (the meter writes the same binary rows
+//     without pgx's encoding), in batches of the meter's size each committed, into a scratch table shaped like usage_events (same columns, constraints and
 //     indexes, but no foreign keys). C is the lower of the two: what this machine could do if
 //     metering were only moving the messages into the table.
 //  4. Exactly once is checked over both rounds: every distinct event stored, none rejected or flagged,

@@ -43,9 +43,12 @@ type batchBuilder struct {
 }
 
 func (m *Meter) newBatch() *batchBuilder {
-	// Sized for a full batch: grown from empty, the maps would rehash a dozen times a batch.
-	return &batchBuilder{m: m, seenEvent: make(map[string]bool, m.cfg.BatchSize),
+	// Sized for a full batch: grown from empty, the maps would rehash a dozen times a batch
+	// and the candidates be copied as often.
+	b := &batchBuilder{m: m, seenEvent: make(map[string]bool, m.cfg.BatchSize),
 		seenRequest: make(map[string]bool, m.cfg.BatchSize)}
+	b.cands = make([]candidate, 0, m.cfg.BatchSize)
+	return b
 }
 
 // checkBatch reads the deliveries' sequences and checks them.

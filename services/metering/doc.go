@@ -9,7 +9,7 @@
 // The files, by job: meter.go is the pipeline (consume, collect, check, commit, acknowledge);
 // checks.go judges each message against the contract; references.go reads what a batch is
 // judged against; pricing.go and bounds.go decide what each event is billed; store.go writes the
-// usage rows and rollups in the batch's transaction (usage_copy.go is its fast path) and
+// usage rows and rollups in the batch's transaction (usage_copy.go is its fast path, and copy_binary.go writes its rows in COPY's binary form) and
 // ledger.go the postings; batch_costs.go sums batch lines' charges; results.go is what a
 // committed batch did; rejections.go and rejection_samples.go keep what was refused; usage.go
 // reads usage back; feed.go carries stored usage to routing.

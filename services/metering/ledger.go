@@ -38,8 +38,12 @@ func (m *Meter) post(ctx context.Context, tx pgx.Tx, stored []*pricedEvent, now 
 		if s.providers[pe.provider], err = s.providers[pe.provider].Add(pe.payable); err != nil {
 			return total, err
 		}
-		total = total.AddPico(pe.charge)
 		s.requests++
+	}
+	// The total is summed from the accounts' sums, a few big additions a batch, not one per
+	// event.
+	for _, s := range byAccount {
+		total = total.AddPico(s.charge)
 	}
 	if len(byAccount) == 0 {
 		return total, nil

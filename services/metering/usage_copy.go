@@ -1,6 +1,7 @@
 package metering
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"fmt"
@@ -45,11 +46,27 @@ func copyNewUsage(ctx context.Context, tx pgx.Tx, priced []pricedEvent, now time
 		return false, nil
 	}
 	order := byEventID(priced)
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"usage_event_keys"}, usageKeyColumns, &keySource{priced: priced, order: order, at: -1}); err != nil {
+	keys := newCopyRows(len(usageKeyColumns))
+	defer keys.release()
+	for _, j := range order {
+		c := priced[j].c
+		keys.row()
+		keys.text(c.ev.ID)
+		keys.text(c.ev.Data.RequestID)
+		keys.timestamptz(c.ev.Time)
+		keys.int8(int64(c.msg.Seq))
+	}
+	if err := copyIn(ctx, tx, "usage_event_keys", usageKeyColumns, keys); err != nil {
 		return true, err
 	}
-	src := &usageSource{priced: priced, order: order, at: -1, now: now, uuids: map[string]pgtype.UUID{}}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"usage_events"}, usageColumns, src); err != nil {
+	rows, err := usageRows(priced, order, now)
+	if rows != nil {
+		defer rows.release()
+	}
+	if err != nil {
+		return true, err
+	}
+	if err := copyIn(ctx, tx, "usage_events", usageColumns, rows); err != nil {
 		return true, err
 	}
 	b := &pgx.Batch{}
@@ -70,58 +87,65 @@ func byEventID(priced []pricedEvent) []int {
 	return order
 }
 
-// keySource hands CopyFrom the usage rows' keys.
-type keySource struct {
-	priced []pricedEvent
-	order  []int
-	at     int
+// copyIn writes rows into table's columns by COPY, in the batch's transaction.
+func copyIn(ctx context.Context, tx pgx.Tx, table string, columns []string, rows *copyRows) error {
+	_, err := tx.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(rows.bytes()),
+		"COPY "+pgx.Identifier{table}.Sanitize()+" ("+strings.Join(columns, ", ")+") FROM STDIN BINARY")
+	return err
 }
 
-func (s *keySource) Next() bool { s.at++; return s.at < len(s.order) }
-func (s *keySource) Err() error { return nil }
-func (s *keySource) Values() ([]any, error) {
-	c := s.priced[s.order[s.at]].c
-	return []any{c.ev.ID, c.ev.Data.RequestID, c.ev.Time, int64(c.msg.Seq)}, nil
-}
-
-// usageSource hands CopyFrom the usage rows.
-type usageSource struct {
-	priced []pricedEvent
-	order  []int
-	at     int
-	now    time.Time
-	uuids  map[string]pgtype.UUID // the batch's account and offering ids, parsed once
-	err    error
-}
-
-func (s *usageSource) Next() bool { s.at++; return s.at < len(s.order) }
-func (s *usageSource) Err() error { return s.err }
-func (s *usageSource) Values() ([]any, error) {
-	pe := &s.priced[s.order[s.at]]
-	c, u := pe.c, &pe.c.ev.Data
-	account, offering, provider := s.uuid(c.claims.AccountID), s.uuid(u.OfferingID), s.uuid(pe.provider)
-	if s.err != nil {
-		return nil, s.err
+// usageRows are the priced events' usage rows, in the given order, in usageColumns' order.
+// An account, offering or provider id that is no uuid is an error of the event's data.
+func usageRows(priced []pricedEvent, order []int, now time.Time) (*copyRows, error) {
+	rows := newCopyRows(len(usageColumns))
+	uuids := map[string]pgtype.UUID{} // the batch's account and offering ids, parsed once
+	var bad error
+	uuid := func(id string) [16]byte {
+		u, ok := uuids[id]
+		if !ok {
+			if err := u.Scan(id); err != nil && bad == nil {
+				bad = eventDataError(fmt.Errorf("metering: %q is no uuid: %w", id, err))
+			}
+			uuids[id] = u
+		}
+		return u.Bytes
 	}
-	flag, reason := pe.flagText()
-	return []any{c.ev.ID, u.RequestID, account, c.claims.APIKeyID, offering, provider,
-		c.claims.Tier, u.Model, pe.in, pe.out, u.InputTokens, u.OutputTokens, u.TTFTMillis, u.DurationMillis,
-		u.EnergyJoules, string(u.EnergySource), string(u.Status), pe.t.price.id, pe.t.price.input, pe.t.price.outp,
-		pe.t.askIn, pe.t.askOut, int64(pe.charge), int64(pe.payable), flag, reason, c.ev.Time, s.now, int64(c.msg.Seq)}, nil
-}
-
-// uuid is id as pgx sends a uuid column: handed a string, pgx would first fail to encode it,
-// building an error, then parse it, for every row.
-func (s *usageSource) uuid(id string) pgtype.UUID {
-	if u, ok := s.uuids[id]; ok {
-		return u
+	for _, j := range order {
+		pe := &priced[j]
+		c, u := pe.c, &pe.c.ev.Data
+		flag, reason := pe.flagText()
+		rows.row()
+		rows.text(c.ev.ID)
+		rows.text(u.RequestID)
+		rows.uuid(uuid(c.claims.AccountID))
+		rows.text(c.claims.APIKeyID)
+		rows.uuid(uuid(u.OfferingID))
+		rows.uuid(uuid(pe.provider))
+		rows.text(c.claims.Tier)
+		rows.text(u.Model)
+		rows.int8(pe.in)
+		rows.int8(pe.out)
+		rows.int8(u.InputTokens)
+		rows.int8(u.OutputTokens)
+		rows.float8(u.TTFTMillis)
+		rows.float8(u.DurationMillis)
+		rows.float8(u.EnergyJoules)
+		rows.text(string(u.EnergySource))
+		rows.text(string(u.Status))
+		rows.int8(pe.t.price.id)
+		rows.int8(pe.t.price.input)
+		rows.int8(pe.t.price.outp)
+		rows.int8(pe.t.askIn)
+		rows.int8(pe.t.askOut)
+		rows.numeric(int64(pe.charge))
+		rows.numeric(int64(pe.payable))
+		rows.nullableText(flag.String, flag.Valid)
+		rows.nullableText(reason.String, reason.Valid)
+		rows.timestamptz(c.ev.Time)
+		rows.timestamptz(now)
+		rows.int8(int64(c.msg.Seq))
 	}
-	var u pgtype.UUID
-	if err := u.Scan(id); err != nil && s.err == nil {
-		s.err = eventDataError(fmt.Errorf("metering: %q is no uuid: %w", id, err))
-	}
-	s.uuids[id] = u
-	return u
+	return rows, bad
 }
 
 // rollupKey is a row of usage_hourly: an hour, account, offering, tier and model at one price

@@ -192,6 +192,15 @@ func (c *Claims) numbers() [5]number {
 		{"mi", &c.MaxInputTokens}, {"mo", &c.MaxOutputTokens}}
 }
 
+// numberPrefixes are what Sign writes before each of the numbers, in their order.
+var numberPrefixes = func() (p [5]string) {
+	var c Claims
+	for i, f := range c.numbers() {
+		p[i] = `,"` + f.name + `":`
+	}
+	return p
+}()
+
 // keyedMAC hands out HMACs keyed once with one key, so that signing or checking a ticket
 // costs no key schedule: the gateway signs one per request, the meter checks one per usage
 // event.
@@ -219,22 +228,47 @@ func (k *keyedMAC) equal(mac []byte, encodedClaims string) bool {
 	return hmac.Equal(mac, k.sum(buf[:0], encodedClaims))
 }
 
-// split cuts a ticket into its encoded claims and its two MACs.
-func split(t string) (enc string, platformMAC, offeringMAC []byte, err error) {
+// split cuts a ticket into its encoded claims and its two MACs, still encoded.
+func split(t string) (enc, platformMAC, offeringMAC string, err error) {
 	if len(t) == 0 || len(t) > MaxLength {
-		return "", nil, nil, ErrMalformed
+		return "", "", "", ErrMalformed
 	}
-	parts := strings.Split(t, ".")
-	if len(parts) != 3 {
-		return "", nil, nil, ErrMalformed
+	enc, rest, ok := strings.Cut(t, ".")
+	if !ok {
+		return "", "", "", ErrMalformed
 	}
-	if platformMAC, err = base64.RawURLEncoding.DecodeString(parts[1]); err != nil {
-		return "", nil, nil, ErrMalformed
+	platformMAC, offeringMAC, ok = strings.Cut(rest, ".")
+	if !ok || strings.Contains(offeringMAC, ".") {
+		return "", "", "", ErrMalformed
 	}
-	if offeringMAC, err = base64.RawURLEncoding.DecodeString(parts[2]); err != nil {
-		return "", nil, nil, ErrMalformed
+	return enc, platformMAC, offeringMAC, nil
+}
+
+// decodeMAC decodes an encoded MAC into buf when it fits there. A ticket whose MACs do not
+// decode is malformed, whatever its signature.
+func decodeMAC(buf []byte, encoded string) ([]byte, error) {
+	if n := base64.RawURLEncoding.DecodedLen(len(encoded)); n > len(buf) {
+		buf = make([]byte, n)
 	}
-	return parts[0], platformMAC, offeringMAC, nil
+	n, err := base64.RawURLEncoding.Decode(buf, []byte(encoded))
+	if err != nil {
+		return nil, ErrMalformed
+	}
+	return buf[:n], nil
+}
+
+// decodeMACs decodes both of a ticket's MACs, as a ticket is malformed when either does not
+// decode.
+func decodeMACs(platform, offering *[sha256.Size]byte, platformMAC, offeringMAC string) ([]byte, []byte, error) {
+	p, err := decodeMAC(platform[:], platformMAC)
+	if err != nil {
+		return nil, nil, err
+	}
+	o, err := decodeMAC(offering[:], offeringMAC)
+	if err != nil {
+		return nil, nil, err
+	}
+	return p, o, nil
 }
 
 func decodeClaims(enc string) (Claims, error) {
@@ -266,12 +300,12 @@ func decodeClaims(enc string) (Claims, error) {
 func decodeCanonical(b []byte) (c Claims, ok bool) {
 	s := string(b)
 	fields := [...]struct {
-		name string
-		dst  *string
-	}{{"rid", &c.RequestID}, {"acc", &c.AccountID}, {"key", &c.APIKeyID}, {"off", &c.OfferingID}, {"tier", &c.Tier}}
-	sep := "{"
+		prefix string // what Sign writes before the value
+		dst    *string
+	}{{`{"rid":"`, &c.RequestID}, {`,"acc":"`, &c.AccountID}, {`,"key":"`, &c.APIKeyID}, {`,"off":"`, &c.OfferingID},
+		{`,"tier":"`, &c.Tier}}
 	for _, f := range fields {
-		if s, ok = strings.CutPrefix(s, sep+`"`+f.name+`":"`); !ok {
+		if s, ok = strings.CutPrefix(s, f.prefix); !ok {
 			return Claims{}, false
 		}
 		end := strings.IndexByte(s, '"')
@@ -279,7 +313,6 @@ func decodeCanonical(b []byte) (c Claims, ok bool) {
 			return Claims{}, false
 		}
 		*f.dst, s = s[:end], s[end+1:]
-		sep = ","
 	}
 	if rest, found := strings.CutPrefix(s, `,"kind":"`); found {
 		end := strings.IndexByte(rest, '"')
@@ -288,8 +321,8 @@ func decodeCanonical(b []byte) (c Claims, ok bool) {
 		}
 		c.Kind, s = Kind(rest[:end]), rest[end+1:]
 	}
-	for _, f := range c.numbers() {
-		if s, ok = strings.CutPrefix(s, `,"`+f.name+`":`); !ok {
+	for i, f := range c.numbers() {
+		if s, ok = strings.CutPrefix(s, numberPrefixes[i]); !ok {
 			return Claims{}, false
 		}
 		end := 0
@@ -334,7 +367,12 @@ func plain(s string) bool {
 // Parse checks the platform's signature and returns the claims, without judging their age or
 // offering.
 func (s *Signer) Parse(t string) (Claims, error) {
-	enc, platformMAC, _, err := split(t)
+	enc, platformEnc, offeringEnc, err := split(t)
+	if err != nil {
+		return Claims{}, err
+	}
+	var platformBuf, offeringBuf [sha256.Size]byte
+	platformMAC, _, err := decodeMACs(&platformBuf, &offeringBuf, platformEnc, offeringEnc)
 	if err != nil {
 		return Claims{}, err
 	}
@@ -384,7 +422,12 @@ func NewOfferingVerifier(offeringKey []byte, offeringID string) (*OfferingVerifi
 
 // Verify checks the offering's MAC and that the ticket is for this offering and fresh.
 func (v *OfferingVerifier) Verify(t string, now time.Time, maxAge time.Duration) (Claims, error) {
-	enc, _, offeringMAC, err := split(t)
+	enc, platformEnc, offeringEnc, err := split(t)
+	if err != nil {
+		return Claims{}, err
+	}
+	var platformBuf, offeringBuf [sha256.Size]byte
+	_, offeringMAC, err := decodeMACs(&platformBuf, &offeringBuf, platformEnc, offeringEnc)
 	if err != nil {
 		return Claims{}, err
 	}
