@@ -69,7 +69,7 @@ func httpGet(t *testing.T, url, bearer string) (int, string) {
 }
 
 // /metrics is never on the public listener without a token: with GPUMARKET_METRICS_ADDR it is
-// on that address alone; with GPUMARKET_METRICS_TOKEN, for that bearer token alone. Every
+// on that address alone, with the runtime's profiles; with GPUMARKET_METRICS_TOKEN, for that bearer token alone. Every
 // listener has its four timeouts.
 func TestMetricsAreOnlyForTheTokenOrTheirOwnAddress(t *testing.T) {
 	t.Parallel()
@@ -84,6 +84,14 @@ func TestMetricsAreOnlyForTheTokenOrTheirOwnAddress(t *testing.T) {
 	}
 	if st, body := httpGet(t, own.MetricsURL(), ""); st != http.StatusOK || !strings.Contains(body, "gpumarket_http_requests_total") {
 		t.Errorf("%s: %d, want the metrics", own.MetricsURL(), st)
+	}
+	// The runtime's profiles are on the metrics address, and never on the public listener.
+	profiles := strings.TrimSuffix(own.MetricsURL(), "/metrics") + "/debug/pprof/"
+	if st, body := httpGet(t, profiles, ""); st != http.StatusOK || !strings.Contains(body, "goroutine") {
+		t.Errorf("%s: %d, want the index of the runtime's profiles", profiles, st)
+	}
+	if st, _ := httpGet(t, own.URL()+"/debug/pprof/", ""); st != http.StatusNotFound {
+		t.Errorf("/debug/pprof/ on the public listener: %d, want 404", st)
 	}
 	for name, srv := range map[string]*http.Server{"public": own.http, "metrics": own.metricsHTTP} {
 		if srv.ReadHeaderTimeout != 10*time.Second || srv.ReadTimeout != 30*time.Second || srv.WriteTimeout != 60*time.Second ||

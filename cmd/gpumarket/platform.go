@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"net/url"
 	"path/filepath"
 	"strconv"
@@ -61,17 +62,21 @@ type Platform struct {
 	// natsLocalURL is where this machine's simulated rigs connect, without credentials: the embedded server's
 	// local address, else natsURL.
 	natsLocalURL string
-	nc           *nats.Conn
-	js           jetstream.JetStream
-	meter        *metering.Meter // nil unless the meter role runs here
-	feed         *metering.Feed  // the meter's feed of committed usage to the routers; nil with the meter
-	registry     *prometheus.Registry
-	accounts     *accounts.Service
-	catalog      *catalog.Service
-	audit        *audit.Log          // the finance audit log
-	invoicing    *invoicing.Service  // the close, invoices and statements; it closes due periods by itself in Run
-	router       *routing.Router     // nil unless the gateway runs here: the /v1 gateway routes with it
-	requestLog   *billing.RequestLog // what the gateway saw, reconciled with the meter
+	// natsPlatformURL is where this process's own connection goes, with the platform's credentials: for
+	// the embedded server, its local address and the password made at this start. A benchmark hands it
+	// to the platform processes it starts beside this one (benchprocess.go); nothing shows it.
+	natsPlatformURL string
+	nc              *nats.Conn
+	js              jetstream.JetStream
+	meter           *metering.Meter // nil unless the meter role runs here
+	feed            *metering.Feed  // the meter's feed of committed usage to the routers; nil with the meter
+	registry        *prometheus.Registry
+	accounts        *accounts.Service
+	catalog         *catalog.Service
+	audit           *audit.Log          // the finance audit log
+	invoicing       *invoicing.Service  // the close, invoices and statements; it closes due periods by itself in Run
+	router          *routing.Router     // nil unless the gateway runs here: the /v1 gateway routes with it
+	requestLog      *billing.RequestLog // what the gateway saw, reconciled with the meter
 	// reconcileEvery is how often the gateway's record is compared with the metered usage.
 	reconcileEvery time.Duration
 	stripeMock     *stripemock.Process // nil with a real Stripe key or STRIPE_API_URL
@@ -167,6 +172,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 		}
 		p.natsLocalURL = withoutUserInfo(natsURL)
 	}
+	p.natsPlatformURL = natsURL
 	if p.nc, p.js, err = events.Connect(ctx, natsURL, "gpumarket", log); err != nil {
 		return nil, err
 	}
@@ -251,6 +257,12 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 		}
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", p.web.MetricsHandler())
+		// The Go runtime's profiles, for an operator looking into where a process's time goes: on this
+		// internal address only, never on the public one (docs/web-security.md, "/metrics and /readyz").
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 		p.metricsHTTP = newHTTPServer(mux)
 	}
 	return p, nil
