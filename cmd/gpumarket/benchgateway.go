@@ -47,6 +47,7 @@ type benchOptions struct {
 	maxTokens    int
 	promptTokens int
 	cpuProfile   string
+	processes    bool
 }
 
 func parseBenchOptions(args []string) (benchOptions, error) {
@@ -57,8 +58,11 @@ func parseBenchOptions(args []string) (benchOptions, error) {
 	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "warm-up on each path at the first rate before measuring")
 	fs.IntVar(&o.maxTokens, "max-tokens", 8, "max_tokens of each request")
 	fs.IntVar(&o.promptTokens, "prompt-tokens", 16, "length of each prompt in tokens, about")
-	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write CPU profiles of this process during the runs at the first rate: "+
-		"`file` for the gateway's, file.direct for the direct one (go tool pprof -diff_base file.direct file)")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write CPU profiles during the runs at the first rate: "+
+		"`file` for the gateway's during the gateway run and file.direct for this process's during the direct run; "+
+		"with -processes, file is the gateway process's and file.bench this process's during the gateway run")
+	fs.BoolVar(&o.processes, "processes", false, "run the gateway and the meter each in a `gpumarket serve` process of its own, "+
+		"as a deployment does, and print each process's CPU time a request")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -90,7 +94,7 @@ const (
 // gateway adds to a request.
 //
 //	gpumarket bench-gateway [-rates 1000,2000] [-duration 10s] [-warmup 2s] [-max-tokens 8]
-//	                        [-prompt-tokens 16] [-cpuprofile file]
+//	                        [-prompt-tokens 16] [-cpuprofile file] [-processes]
 //
 // It is a subcommand of the platform binary, not a command of its own, because what it
 // measures is the platform as `gpumarket serve` runs it: the same Config, Open, Run and Close,
@@ -101,14 +105,17 @@ const (
 // DATABASE_URL, else the PostgreSQL `gpumarket dev postgres` finds or starts; dropped at the
 // end) and an embedded NATS server in a temporary directory (benchTempRoot):
 //
-//  1. The platform runs with its gateway and meter roles, the gateway in a role of its own as a
-//     gateway process runs it (no web role: pages are not what is measured), and the demo data. Its configuration
-//     differs from a default one only in the per-key rate limit, raised far above the rates
-//     measured, and a placeholder Stripe key: credit is granted by an adjustment and payments
-//     are never called. One offering of a model of its own is served by a zero-latency
-//     simbackend behind a real gpuagent, both in this process on loopback ports, heartbeating
-//     so that routing sees it healthy. A developer account has ample credit and an API key
-//     without a monthly limit.
+//  1. The platform runs with its gateway and meter roles (no web role: pages are not what is
+//     measured) in this process, or with -processes each in a `gpumarket serve` process of its
+//     own, as a deployment runs them (GPUMARKET_ROLES=gateway, GPUMARKET_ROLES=meter), started
+//     from this very binary on this process's database and embedded NATS (benchprocess.go).
+//     Either way this process holds the embedded NATS server, the demo data, the rig and the
+//     load generator. The platform's configuration differs from a default one only in the
+//     per-key rate limit, raised far above the rates measured, and loopback allowed for the
+//     rig's agent URL; credit is granted by an adjustment and payments are never called. One
+//     offering of a model of its own is served by a zero-latency simbackend behind a real
+//     gpuagent, both in this process on loopback ports, heartbeating so that routing sees it
+//     healthy. A developer account has ample credit and an API key without a monthly limit.
 //  2. At each rate, the load generator (cmd/loadgen/load) sends small non-streamed chat
 //     completions with Poisson arrivals: first directly to the agent, with a route ticket for
 //     the offering signed for the run with the platform's ticket key, then through the
@@ -122,10 +129,14 @@ const (
 // are of the requests that succeeded. The last lines read
 // "gateway: added p50 <X> us, p99 <Y> us at <R> rps; throughput ratio <T>", one per rate and
 // the first rate's last: X and Y are the gateway's percentile less the direct one, T the
-// gateway's achieved throughput over the direct one. Everything runs in this one process, the
-// load generator included, so the figures are for this machine's cores shared by all of it.
-// Logs are at warn level unless GPUMARKET_LOG_LEVEL is set; the platform's access log, one
-// line per request at info level in production, is not written.
+// gateway's achieved throughput over the direct one. All the processes run on this machine, so
+// the figures are for its cores shared by all of them. The platform processes log at warn level
+// unless GPUMARKET_LOG_LEVEL is set (their logs are in the run's data directory, and shown when
+// one fails to start); the platform's access log, one line per request at info level in
+// production, is not written. Each rate's table is followed by the CPU time each process used a
+// request, from the start of a run until the meter has taken its events. With -cpuprofile and
+// -processes the gateway process's CPU profile over the gateway run at the first rate is read
+// from its metrics address (/debug/pprof/profile).
 //
 // The direct run's requests all carry the run's one ticket, so the meter bills the first of
 // them and keeps the others as duplicates; the gateway's each carry their own and are billed.
@@ -184,7 +195,7 @@ func runBenchGateway(ctx context.Context, env Config, opts benchOptions, log *sl
 	}
 	defer os.RemoveAll(dataDir)
 
-	b, err := startBenchPlatform(ctx, dbURL, dataDir, log, benchSetup{p50: 5, p99: 20})
+	b, err := startBenchPlatform(ctx, dbURL, dataDir, log, benchSetup{p50: 5, p99: 20, processes: opts.processes})
 	if err != nil {
 		return nil, err
 	}
@@ -244,15 +255,19 @@ func randomHex(n int) string {
 
 // benchPlatform is the running platform, its rig and its customer.
 type benchPlatform struct {
-	p        *Platform
-	cancel   context.CancelFunc
-	done     chan error // Run's result
-	rig      *simulatedRig
-	offering catalog.Offering
-	customer accounts.User
-	key      accounts.APIKey
-	secret   string
-	signer   *ticket.Signer
+	p      *Platform
+	cfg    Config
+	cancel context.CancelFunc
+	// gatewayProc and meterProc are the gateway and the meter in processes of their own (benchSetup.processes);
+	// nil when they run in p.
+	gatewayProc, meterProc *platformProcess
+	done                   chan error // Run's result
+	rig                    *simulatedRig
+	offering               catalog.Offering
+	customer               accounts.User
+	key                    accounts.APIKey
+	secret                 string
+	signer                 *ticket.Signer
 }
 
 // benchSetup is what a benchmark changes of the platform: its configuration, and the latency the
@@ -260,6 +275,11 @@ type benchPlatform struct {
 type benchSetup struct {
 	adjust   func(*Config)
 	p50, p99 float64
+	// processes runs the gateway and the meter each in a `gpumarket serve` process of its own, as a deployment
+	// runs them (GPUMARKET_ROLES=gateway, GPUMARKET_ROLES=meter), on this process's database and embedded
+	// NATS; this process then holds the NATS server, the rig and the load generator. Otherwise both roles run
+	// in this process.
+	processes bool
 }
 
 // startBenchPlatform opens and runs the platform, lists the benchmark's offering with its rig
@@ -270,7 +290,7 @@ func startBenchPlatform(ctx context.Context, dbURL, dataDir string, log *slog.Lo
 		// Payments are never called (credit is granted by an adjustment): a placeholder key
 		// keeps Open from starting stripe-mock, and no request goes to Stripe.
 		StripeSecretKey: "sk_test_gpumarket_bench_unused", StripeWebhookSecrets: []string{"whsec_gpumarket_bench_unused"},
-		Roles: Roles{Gateway: true, Meter: true}, StreamReplicas: 1,
+		Roles: Roles{Gateway: !setup.processes, Meter: !setup.processes}, StreamReplicas: 1,
 		Development: true, // the benchmark's rig listens on loopback
 		// The per-key rate limit (GPUMARKET_RATE_LIMIT_RPS and _BURST, 50/s and 100 by default)
 		// would refuse most of the load: far above the rates measured, it refuses nothing.
@@ -285,7 +305,7 @@ func startBenchPlatform(ctx context.Context, dbURL, dataDir string, log *slog.Lo
 		cancel()
 		return nil, err
 	}
-	b := &benchPlatform{p: p, cancel: cancel}
+	b := &benchPlatform{p: p, cfg: cfg, cancel: cancel}
 	defer func() {
 		if err != nil {
 			b.close()
@@ -299,7 +319,13 @@ func startBenchPlatform(ctx context.Context, dbURL, dataDir string, log *slog.Lo
 	}
 	b.done = make(chan error, 1)
 	go func() { b.done <- p.Run(runCtx) }()
-	if err := waitFor(ctx, "the router to load the catalog", func() bool {
+	if setup.processes {
+		// The meter first: it makes the usage stream and its consumer, which the rig publishes to.
+		benchProgress("starting the meter in a process of its own")
+		if b.meterProc, err = startPlatformProcess(ctx, "meter", "meter", dataDir, b.processEnv()); err != nil {
+			return nil, err
+		}
+	} else if err := waitFor(ctx, "the router to load the catalog", func() bool {
 		_, err := p.router.Pick(routing.Request{Model: benchModel})
 		return !errors.Is(err, routing.ErrNotLoaded)
 	}); err != nil {
@@ -346,6 +372,16 @@ func startBenchPlatform(ctx context.Context, dbURL, dataDir string, log *slog.Lo
 	if _, err := p.pool.Exec(ctx, `UPDATE offerings SET agent_url = $2 WHERE id = $1`, b.offering.ID, b.agentURL()); err != nil {
 		return nil, err
 	}
+	if setup.processes {
+		// The gateway last, so that it loads the catalog with the offering in it; ready once its routing is.
+		benchProgress("starting the gateway in a process of its own")
+		if b.gatewayProc, err = startPlatformProcess(ctx, "gateway", "gateway", dataDir, b.processEnv()); err != nil {
+			return nil, err
+		}
+		benchProgress("gateway at %s, meter at %s; offering %s (%s tier) served by a zero-latency simbackend behind its agent at %s",
+			b.gatewayURL(), b.meterProc.URL(), b.offering.ID, b.offering.Tier, b.agentURL())
+		return b, nil
+	}
 	if err := p.router.Refresh(ctx); err != nil {
 		return nil, err
 	}
@@ -372,12 +408,42 @@ func redactedURL(s string) string {
 
 func (b *benchPlatform) agentURL() string { return "http://" + b.rig.agent.Addr().String() }
 
-// close stops the rig and the platform and releases everything.
+// gatewayURL is where the gateway serves /v1: its own process's address, else this process's.
+func (b *benchPlatform) gatewayURL() string {
+	if b.gatewayProc != nil {
+		return b.gatewayProc.URL()
+	}
+	return b.p.URL()
+}
+
+// processEnv is the environment of a platform process this one starts: the same database, NATS (with the
+// platform's credentials), keys and per-key rate limit, loopback allowed for the rig's agent URL (the operator's
+// GPUMARKET_RIG_NETWORKS), warnings only in its log unless GPUMARKET_LOG_LEVEL says otherwise.
+func (b *benchPlatform) processEnv() []string {
+	level := os.Getenv("GPUMARKET_LOG_LEVEL")
+	if level == "" {
+		level = "warn"
+	}
+	return []string{"DATABASE_URL=" + b.cfg.DatabaseURL, "NATS_URL=" + b.p.natsPlatformURL,
+		"GPUMARKET_SESSION_KEY=" + string(b.cfg.SessionKey), "GPUMARKET_TICKET_KEY=" + string(b.cfg.TicketKey),
+		"GPUMARKET_RIG_KEY=" + string(b.cfg.RigKey), "GPUMARKET_RIG_NETWORKS=127.0.0.0/8",
+		"GPUMARKET_RATE_LIMIT_RPS=" + strconv.FormatFloat(b.cfg.RateLimitRPS, 'f', -1, 64), "GPUMARKET_RATE_LIMIT_BURST=" + strconv.Itoa(b.cfg.RateLimitBurst),
+		"GPUMARKET_STREAM_REPLICAS=1", "GPUMARKET_LOG_LEVEL=" + level}
+}
+
+// close stops the gateway, the rig, the meter and the platform, in that order (the rig sends its outbox
+// before it stops, for the meter to take), and releases everything.
 func (b *benchPlatform) close() {
-	b.cancel()
+	if b.gatewayProc != nil {
+		b.gatewayProc.stop()
+	}
 	if b.rig != nil {
 		b.rig.stop()
 	}
+	if b.meterProc != nil {
+		b.meterProc.stop()
+	}
+	b.cancel()
 	if b.done != nil {
 		if err := <-b.done; err != nil && !errors.Is(err, context.Canceled) {
 			benchProgress("the platform stopped with an error: %v", err)
@@ -432,7 +498,7 @@ func (b *benchPlatform) loadOptions(ctx context.Context, path benchPath, o bench
 		}
 		lo.URL, lo.Header = b.agentURL()+"/v1", http.Header{ticket.Header: {tk}}
 	case pathGateway:
-		lo.URL, lo.APIKey, lo.Header = b.p.URL()+"/v1", b.secret, http.Header{gateway.TierHeader: {tier}}
+		lo.URL, lo.APIKey, lo.Header = b.gatewayURL()+"/v1", b.secret, http.Header{gateway.TierHeader: {tier}}
 	}
 	return lo, nil
 }
@@ -443,6 +509,17 @@ func (b *benchPlatform) run(ctx context.Context, path benchPath, o benchOptions,
 	lo, err := b.loadOptions(ctx, path, o, rate, d)
 	if err != nil {
 		return load.Result{}, err
+	}
+	if profile != "" && path == pathGateway && b.gatewayProc != nil {
+		// The gateway's own process, over the run; this one (the load generator, the rig, NATS) beside it.
+		profiled, gatewayProfile := make(chan error, 1), profile
+		go func() { profiled <- b.gatewayProc.cpuProfile(ctx, d, gatewayProfile) }()
+		defer func() {
+			if err := <-profiled; err != nil {
+				benchProgress("the gateway's CPU profile: %v", err)
+			}
+		}()
+		profile += ".bench"
 	}
 	if profile != "" {
 		f, err := os.Create(profile)
@@ -462,7 +539,10 @@ func (b *benchPlatform) run(ctx context.Context, path benchPath, o benchOptions,
 // gateway's record is written, then collects garbage, so that each run starts from the same
 // quiet state.
 func (b *benchPlatform) settle(ctx context.Context) {
-	if err := b.p.requestLog.Flush(ctx); err != nil && ctx.Err() == nil {
+	if b.gatewayProc != nil {
+		// The gateway's process writes its record every tenth of a second.
+		time.Sleep(300 * time.Millisecond)
+	} else if err := b.p.requestLog.Flush(ctx); err != nil && ctx.Err() == nil {
 		benchProgress("writing the gateway's request record failed: %v", err)
 	}
 	deadline := time.Now().Add(2 * time.Minute)
@@ -514,8 +594,10 @@ func (b *benchPlatform) measure(ctx context.Context, o benchOptions) ([]string, 
 		}
 	}
 	type pair struct {
-		rate            int
-		direct, gateway load.Result
+		rate                  int
+		direct, gateway       load.Result
+		directCPU, gatewayCPU cpuUse
+		split                 timeSplit
 	}
 	var pairs []pair
 	out := os.Stdout
@@ -533,17 +615,30 @@ func (b *benchPlatform) measure(ctx context.Context, o benchOptions) ([]string, 
 				}
 			}
 			benchProgress("measuring: %s at %d requests/s for %s", path, rate, o.duration)
+			b.settle(ctx)
+			before, started := b.cpuNow(), time.Now()
 			res, err := b.run(ctx, path, o, rate, o.duration, profile)
 			if err != nil {
 				return nil, err
 			}
+			b.settle(ctx) // the meter's part of the run is done once it has taken the run's events
+			used := b.cpuNow().since(before)
+			if path == pathGateway {
+				if split, err := b.gatewaySplit(ctx, started, time.Now()); err != nil {
+					benchProgress("reading where the gateway's requests spent their time: %v", err)
+				} else {
+					pr.split = split
+				}
+			}
 			if path == pathDirect {
-				pr.direct = res
+				pr.direct, pr.directCPU = res, used
 			} else {
-				pr.gateway = res
+				pr.gateway, pr.gatewayCPU = res, used
 			}
 		}
 		printRate(out, pr.rate, pr.direct, pr.gateway)
+		printCPU(out, pr.direct, pr.gateway, pr.directCPU, pr.gatewayCPU, b.gatewayProc != nil)
+		printSplit(out, pr.gateway, pr.split)
 		pairs = append(pairs, pr)
 	}
 	failed := 0
@@ -558,8 +653,14 @@ func (b *benchPlatform) measure(ctx context.Context, o benchOptions) ([]string, 
 			"and the throughput counts only those.\n", failed)
 	}
 	if o.cpuProfile != "" {
-		fmt.Fprintf(out, "\nCPU profiles at %d requests/s: %s (gateway), %s.direct (direct); compare with\n"+
-			"  go tool pprof -top -diff_base %s.direct %s\n", o.rates[0], o.cpuProfile, o.cpuProfile, o.cpuProfile, o.cpuProfile)
+		if b.gatewayProc != nil {
+			fmt.Fprintf(out, "\nCPU profiles at %d requests/s: %s (the gateway process, gateway run), %s.bench and %s.direct "+
+				"(this process, gateway and direct runs); see where the gateway's time goes with\n  go tool pprof -top -cum %s\n",
+				o.rates[0], o.cpuProfile, o.cpuProfile, o.cpuProfile, o.cpuProfile)
+		} else {
+			fmt.Fprintf(out, "\nCPU profiles at %d requests/s: %s (gateway), %s.direct (direct); compare with\n"+
+				"  go tool pprof -top -diff_base %s.direct %s\n", o.rates[0], o.cpuProfile, o.cpuProfile, o.cpuProfile, o.cpuProfile)
+		}
 	}
 	// The usage events of the last run are metered before the platform stops, and the gateway's
 	// once-a-second write of when keys were last used is let happen.
@@ -572,6 +673,80 @@ func (b *benchPlatform) measure(ctx context.Context, o benchOptions) ([]string, 
 			pr.rate, pr.gateway.ReqS/pr.direct.ReqS))
 	}
 	return summary, nil
+}
+
+// timeSplit is where a gateway run's requests spent their time, at the median, as the platform
+// recorded them: the gateway's attempt (gateway_requests.duration_ms: from the route ticket to the
+// answer relayed) and the agent's handling (the usage event's duration_ms: from the request's
+// arrival at the agent to the answer whole).
+type timeSplit struct {
+	requests         int
+	attemptMs, rigMs float64
+}
+
+// gatewaySplit reads the medians of the customer's gateway requests between from and to.
+func (b *benchPlatform) gatewaySplit(ctx context.Context, from, to time.Time) (timeSplit, error) {
+	var t timeSplit
+	err := b.p.pool.QueryRow(ctx, `
+		SELECT count(*), coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY g.duration_ms), 0),
+			coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY u.duration_ms), 0)
+		FROM gateway_requests g
+		JOIN usage_event_keys k ON k.request_id = g.request_id
+		JOIN usage_events u ON u.occurred_at = k.occurred_at AND u.request_id = k.request_id
+		WHERE g.account_id = $1 AND g.at >= $2 AND g.at < $3`, b.customer.AccountID, from, to).Scan(&t.requests, &t.attemptMs, &t.rigMs)
+	return t, err
+}
+
+// printSplit prints where the gateway run's requests spent their time, at the median: what the
+// client saw, the gateway's attempt, the agent's handling, and the differences, which are the
+// hops and the gateway's own work on either side of its attempt.
+func printSplit(out io.Writer, gw load.Result, t timeSplit) {
+	if t.requests == 0 {
+		return
+	}
+	client := gw.LatencyP50Ms * 1000
+	attempt, rig := t.attemptMs*1000, t.rigMs*1000
+	fmt.Fprintf(out, "  where a gateway request's time goes, medians of %d requests, us: %.0f at the client; %.0f of them the "+
+		"gateway's attempt (from the route ticket to the answer relayed), %.0f of those the agent's handling (its usage "+
+		"events' duration); so about %.0f between the client and the attempt (the client's hop and the gateway's "+
+		"checks) and %.0f between the attempt and the agent (the gateway's hop to the rig)\n",
+		t.requests, client, attempt, rig, client-attempt, attempt-rig)
+}
+
+// cpuUse is the CPU time each process has used: this one (the load generator, the rig, NATS), the
+// gateway's and the meter's.
+type cpuUse struct{ bench, gateway, meter time.Duration }
+
+// cpuNow is what each process has used so far; only this one's when the roles run in it.
+func (b *benchPlatform) cpuNow() cpuUse {
+	u := cpuUse{bench: procCPUTime(os.Getpid())}
+	if b.gatewayProc != nil {
+		u.gateway, u.meter = b.gatewayProc.cpuTime(), b.meterProc.cpuTime()
+	}
+	return u
+}
+
+func (u cpuUse) since(v cpuUse) cpuUse {
+	return cpuUse{bench: u.bench - v.bench, gateway: u.gateway - v.gateway, meter: u.meter - v.meter}
+}
+
+// printCPU prints each process's CPU time a request on each path, from the start of a run until
+// the meter has taken its events.
+func printCPU(out io.Writer, direct, gateway load.Result, dc, gc cpuUse, processes bool) {
+	per := func(d time.Duration, r load.Result) string {
+		if r.Sent == 0 || d == 0 {
+			return "-"
+		}
+		return strconv.FormatInt(int64(d/time.Microsecond)/int64(r.Sent), 10)
+	}
+	if !processes {
+		fmt.Fprintf(out, "  CPU a request, us (this process: the gateway, the meter, the load generator, the rig, NATS): %s direct, "+
+			"%s gateway\n", per(dc.bench, direct), per(gc.bench, gateway))
+		return
+	}
+	fmt.Fprintf(out, "  CPU a request, us: this process (load generator, rig, NATS) %s direct, %s gateway; "+
+		"the gateway process %s; the meter process %s direct, %s gateway\n",
+		per(dc.bench, direct), per(gc.bench, gateway), per(gc.gateway, gateway), per(dc.meter, direct), per(gc.meter, gateway))
 }
 
 // addedMicros is a-b, both milliseconds, in whole microseconds.

@@ -708,20 +708,6 @@ func (r *reliability) spawnMeter() {
 	r.meter = m
 }
 
-func environWithout(prefixes ...string) []string {
-	var env []string
-next:
-	for _, kv := range os.Environ() {
-		for _, p := range prefixes {
-			if strings.HasPrefix(kv, p) {
-				continue next
-			}
-		}
-		env = append(env, kv)
-	}
-	return env
-}
-
 func (r *reliability) killMeter() error {
 	r.meter.kill()
 	return nil
