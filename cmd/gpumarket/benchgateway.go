@@ -130,10 +130,10 @@ const (
 // "gateway: added p50 <X> us, p99 <Y> us at <R> rps; throughput ratio <T>", one per rate and
 // the first rate's last: X and Y are the gateway's percentile less the direct one, T the
 // gateway's achieved throughput over the direct one. All the processes run on this machine, so
-// the figures are for its cores shared by all of them. The platform processes log at warn level
-// unless GPUMARKET_LOG_LEVEL is set (their logs are in the run's data directory, and shown when
-// one fails to start); the platform's access log, one line per request at info level in
-// production, is not written. Each rate's table is followed by the CPU time each process used a
+// the figures are for its cores shared by all of them. The platform logs at warn level unless
+// GPUMARKET_LOG_LEVEL is set (with -processes, each process's log is in the run's data
+// directory, and shown when one fails to start); the platform's access log, one line per
+// request at info level in production, is not written. Each rate's table is followed by the CPU time each process used a
 // request, from the start of a run until the meter has taken its events. With -cpuprofile and
 // -processes the gateway process's CPU profile over the gateway run at the first rate is read
 // from its metrics address (/debug/pprof/profile).
