@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/db/dbtest"
-	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/money"
 )
@@ -43,15 +42,7 @@ func (answerBy) Send(_ context.Context, c Call) (Answer, error) {
 func TestQueue(t *testing.T) {
 	ctx := context.Background()
 	pool := dbtest.New(t)
-	acc, err := accounts.NewService(pool, accounts.Config{SessionKey: []byte(strings.Repeat("k", 32)),
-		Hasher: accounts.PasswordHasher{MemoryKiB: 64, Time: 1, Threads: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	u, err := acc.EnsureUser(ctx, "queue@example.com", "a long password here", accounts.RoleDeveloper, "Queue Co")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, u := testDeveloper(t, pool, "queue@example.com", "Queue Co")
 	store, err := NewLocalDir(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

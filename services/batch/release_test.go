@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/db/dbtest"
-	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/money"
 )
@@ -32,15 +31,7 @@ func (g heldGateway) Send(_ context.Context, c Call) (Answer, error) {
 func TestCloseReleasesLinesNotSent(t *testing.T) {
 	ctx := context.Background()
 	pool := dbtest.New(t)
-	acc, err := accounts.NewService(pool, accounts.Config{SessionKey: []byte(strings.Repeat("k", 32)),
-		Hasher: accounts.PasswordHasher{MemoryKiB: 64, Time: 1, Threads: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	u, err := acc.EnsureUser(ctx, "release@example.com", "a long password here", accounts.RoleDeveloper, "Release Co")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, u := testDeveloper(t, pool, "release@example.com", "Release Co")
 	store, err := NewLocalDir(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

@@ -25,15 +25,7 @@ import (
 func TestFilesOnS3(t *testing.T) {
 	ctx := context.Background()
 	pool := dbtest.New(t)
-	acc, err := accounts.NewService(pool, accounts.Config{SessionKey: []byte(strings.Repeat("k", 32)),
-		Hasher: accounts.PasswordHasher{MemoryKiB: 64, Time: 1, Threads: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	owner, err := acc.EnsureUser(ctx, "s3-owner@example.com", "a long password here", accounts.RoleDeveloper, "S3 Co")
-	if err != nil {
-		t.Fatal(err)
-	}
+	acc, owner := testDeveloper(t, pool, "s3-owner@example.com", "S3 Co")
 	other, err := acc.EnsureUser(ctx, "s3-other@example.com", "a long password here", accounts.RoleDeveloper, "Other Co")
 	if err != nil {
 		t.Fatal(err)
