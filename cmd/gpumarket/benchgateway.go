@@ -15,6 +15,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,6 +48,7 @@ type benchOptions struct {
 	maxTokens    int
 	promptTokens int
 	cpuProfile   string
+	trace        string
 	processes    bool
 }
 
@@ -61,6 +63,9 @@ func parseBenchOptions(args []string) (benchOptions, error) {
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write CPU profiles during the runs at the first rate: "+
 		"`file` for the gateway's during the gateway run and file.direct for this process's during the direct run; "+
 		"with -processes, file is the gateway process's and file.bench this process's during the gateway run")
+	fs.StringVar(&o.trace, "trace", "", "write execution traces of this process during the runs at the first rate: "+
+		"`file` during the gateway run and file.direct during the direct run; read with go tool trace "+
+		"(-pprof=sched: where goroutines waited for a processor)")
 	fs.BoolVar(&o.processes, "processes", false, "run the gateway and the meter each in a `gpumarket serve` process of its own, "+
 		"as a deployment does, and print each process's CPU time a request")
 	if err := fs.Parse(args); err != nil {
@@ -94,7 +99,7 @@ const (
 // gateway adds to a request.
 //
 //	gpumarket bench-gateway [-rates 1000,2000] [-duration 10s] [-warmup 2s] [-max-tokens 8]
-//	                        [-prompt-tokens 16] [-cpuprofile file] [-processes]
+//	                        [-prompt-tokens 16] [-cpuprofile file] [-trace file] [-processes]
 //
 // It is a subcommand of the platform binary, not a command of its own, because what it
 // measures is the platform as `gpumarket serve` runs it: the same Config, Open, Run and Close,
@@ -504,7 +509,7 @@ func (b *benchPlatform) loadOptions(ctx context.Context, path benchPath, o bench
 }
 
 // run is one load run on a path, after the platform has settled from the last.
-func (b *benchPlatform) run(ctx context.Context, path benchPath, o benchOptions, rate int, d time.Duration, profile string) (load.Result, error) {
+func (b *benchPlatform) run(ctx context.Context, path benchPath, o benchOptions, rate int, d time.Duration, profile, traced string) (load.Result, error) {
 	b.settle(ctx)
 	lo, err := b.loadOptions(ctx, path, o, rate, d)
 	if err != nil {
@@ -531,6 +536,17 @@ func (b *benchPlatform) run(ctx context.Context, path benchPath, o benchOptions,
 			return load.Result{}, err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if traced != "" {
+		f, err := os.Create(traced)
+		if err != nil {
+			return load.Result{}, err
+		}
+		defer f.Close()
+		if err := trace.Start(f); err != nil {
+			return load.Result{}, err
+		}
+		defer trace.Stop()
 	}
 	return load.Run(ctx, lo)
 }
@@ -584,7 +600,7 @@ func (b *benchPlatform) measure(ctx context.Context, o benchOptions) ([]string, 
 	if o.warmup > 0 {
 		for _, path := range []benchPath{pathDirect, pathGateway} {
 			benchProgress("warming up: %s at %d requests/s for %s", path, o.rates[0], o.warmup)
-			res, err := b.run(ctx, path, o, o.rates[0], o.warmup, "")
+			res, err := b.run(ctx, path, o, o.rates[0], o.warmup, "", "")
 			if err != nil {
 				return nil, err
 			}
@@ -607,17 +623,23 @@ func (b *benchPlatform) measure(ctx context.Context, o benchOptions) ([]string, 
 	for i, rate := range o.rates {
 		pr := pair{rate: rate}
 		for _, path := range []benchPath{pathDirect, pathGateway} {
-			profile := ""
+			profile, traced := "", ""
 			if i == 0 && o.cpuProfile != "" {
 				profile = o.cpuProfile
 				if path == pathDirect {
 					profile += ".direct"
 				}
 			}
+			if i == 0 && o.trace != "" {
+				traced = o.trace
+				if path == pathDirect {
+					traced += ".direct"
+				}
+			}
 			benchProgress("measuring: %s at %d requests/s for %s", path, rate, o.duration)
 			b.settle(ctx)
 			before, started := b.cpuNow(), time.Now()
-			res, err := b.run(ctx, path, o, rate, o.duration, profile)
+			res, err := b.run(ctx, path, o, rate, o.duration, profile, traced)
 			if err != nil {
 				return nil, err
 			}
