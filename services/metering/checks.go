@@ -24,7 +24,8 @@ type checkedBatch struct {
 	cands      []candidate
 	rejections []StoredRejection
 	checkTook  time.Duration
-	err        error // the deliveries could not be read
+	received   time.Time // when its newest delivery came
+	err        error     // the deliveries could not be read
 }
 
 // candidate is an event that passed the checks that need no database.
@@ -67,6 +68,9 @@ func (m *Meter) check(msgs []Message) checkedBatch {
 
 // add reads the deliveries' sequences and stream times, checks them and adds them to the batch.
 func (b *batchBuilder) add(deliveries []jetstream.Msg) {
+	if len(deliveries) > 0 {
+		b.received = time.Now()
+	}
 	b.acks = append(b.acks, deliveries...)
 	msgs := make([]Message, 0, len(deliveries))
 	for _, d := range deliveries {

@@ -108,6 +108,12 @@ type MeterConfig struct {
 	// An event that finds no record is looked at again once it has been in the stream that
 	// long (DefaultSettleTime when 0).
 	SettleTime time.Duration
+	// RecordLag is how long the gateway's record of an attempt may take to land after the
+	// attempt's usage event reached the meter (the gateway writes its records every tenth of a
+	// second): a batch that is not full is committed once its newest event has been in hand
+	// this long, so that its events find their records at the first look rather than being put
+	// off for SettleTime and delivered again (DefaultRecordLag when 0; negative: no wait).
+	RecordLag time.Duration
 	// RecordWait is how long an event waits for the gateway's record of its attempt before it
 	// is billed without one, within its ticket's bounds only and flagged no_gateway_record
 	// (DefaultRecordWait when 0). Ages are measured from the stream's own timestamp of the
@@ -135,6 +141,7 @@ const (
 	// stream's AckWait.
 	DefaultBatchSize        = 5000
 	DefaultSettleTime       = time.Second
+	DefaultRecordLag        = 250 * time.Millisecond
 	DefaultRecordWait       = 2 * time.Minute
 	DefaultRejectionSamples = 20
 )
@@ -173,6 +180,9 @@ func NewMeter(cfg MeterConfig) *Meter {
 	}
 	if cfg.RecordWait <= 0 {
 		cfg.RecordWait = DefaultRecordWait
+	}
+	if cfg.RecordLag == 0 {
+		cfg.RecordLag = DefaultRecordLag
 	}
 	if cfg.RejectionSamples <= 0 {
 		cfg.RejectionSamples = DefaultRejectionSamples
@@ -221,13 +231,39 @@ func (m *Meter) Run(ctx context.Context) error {
 		wg.Go(func() {
 			for b := range checked {
 				m.committing.Add(1)
-				m.commitWithRetry(ctx, b)
+				if m.hold(ctx, b) {
+					m.commitWithRetry(ctx, b)
+				}
 				m.committing.Add(-1)
 			}
 		})
 	}
 	wg.Wait()
 	return <-collected
+}
+
+// hold waits until the gateway's records of a batch's attempts have had time to land
+// (RecordLag after its newest event came), unless the batch is full: a full batch is what a
+// backlog or a burst gives, whose events are mostly older, and holding it would only slow the
+// meter down when it has the most to do. Meanwhile the batch counts as committing, so the
+// collector goes on filling the next one. It is false when ctx ended first: the batch is left
+// unacknowledged, for the stream to deliver again.
+func (m *Meter) hold(ctx context.Context, b checkedBatch) bool {
+	if m.cfg.RecordLag <= 0 || len(b.acks) >= m.cfg.BatchSize || b.received.IsZero() {
+		return true
+	}
+	wait := time.Until(b.received.Add(m.cfg.RecordLag))
+	if wait <= 0 {
+		return true
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // collectAndCheck feeds the committers checked batches until the stream ends or ctx does. A
