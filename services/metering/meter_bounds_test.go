@@ -132,6 +132,7 @@ func TestMeterWaitsForTheGatewaysRecord(t *testing.T) {
 	// The meter's clock is the machine's here: ages are the stream's timestamps against it.
 	cfg := e.meter.cfg
 	cfg.Now = time.Now
+	cfg.RecordLag = -1 // no hold: the event is looked at before its record lands
 	e.meter = NewMeter(cfg)
 	at := time.Now().Add(-10 * time.Second)
 
@@ -194,5 +195,61 @@ func TestMeterWaitsForTheGatewaysRecord(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("the request without a gateway record is not on the discrepancies page as such: %+v", list)
+	}
+}
+
+// A batch that is not full waits RecordLag for the gateway's records of its events before it
+// commits: a record that lands meanwhile is found at the first look, and its event is billed
+// without being handed back to the stream (which would take the settle time). A full batch is
+// not held.
+func TestMeterHoldsABatchForTheGatewaysRecords(t *testing.T) {
+	e := setupMeter(t)
+	ctx := context.Background()
+	subject := usage.Subject(e.provider, e.offering)
+	cfg := e.meter.cfg
+	cfg.Now = time.Now
+	cfg.RecordLag = 400 * time.Millisecond
+	e.meter = NewMeter(cfg)
+	at := time.Now().Add(-10 * time.Second)
+
+	id, body, req := e.routed(t, route{in: 500, out: 600, at: at, noRecord: true})
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- e.meter.Run(runCtx) }()
+	published := time.Now()
+	e.publish(t, subject, id, body)
+	time.Sleep(150 * time.Millisecond)
+	if n := e.count(t, `SELECT count(*) FROM usage_events`); n != 0 {
+		t.Fatal("a batch was committed before its hold ended")
+	}
+	e.record(t, billing.GatewayRequest{RequestID: req, AccountID: e.customer, APIKeyID: e.apiKey, OfferingID: e.offering,
+		Tier: "standard", Model: "m", HTTPStatus: 200, Status: billing.GatewayOK, Duration: time.Second, At: at,
+		MaxInputTokens: 500, MaxOutputTokens: 600, Streamed: true, RelayedOutputBytes: 2400, RelayedOutputChunks: 600})
+	e.waitDrained(t, 10*time.Second)
+	took := time.Since(published)
+	stop()
+	<-done
+	if n := e.count(t, `SELECT count(*) FROM usage_events WHERE request_id = '`+req+`' AND output_tokens = 600`); n != 1 {
+		t.Fatalf("the held event was not billed by its record: %d rows", n)
+	}
+	if took < cfg.RecordLag/2 || took >= DefaultSettleTime {
+		t.Errorf("billed %s after publication; want after the hold and before the settle time (%s) a deferral waits", took, DefaultSettleTime)
+	}
+
+	// A full batch (of one) commits at once.
+	cfg.BatchSize = 1
+	cfg.RecordLag = 5 * time.Second
+	e.meter = NewMeter(cfg)
+	id, body, req = e.routed(t, route{in: 500, out: 600, at: at})
+	runCtx, stop = context.WithCancel(ctx)
+	go func() { done <- e.meter.Run(runCtx) }()
+	published = time.Now()
+	e.publish(t, subject, id, body)
+	e.waitDrained(t, 10*time.Second)
+	took = time.Since(published)
+	stop()
+	<-done
+	if n := e.count(t, `SELECT count(*) FROM usage_events WHERE request_id = '`+req+`'`); n != 1 || took >= cfg.RecordLag {
+		t.Errorf("a full batch: %d rows after %s, want its event billed before the %s hold", n, took, cfg.RecordLag)
 	}
 }
