@@ -1,9 +1,11 @@
 package gateway
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -20,10 +22,10 @@ func TestGatewayClientToRigs(t *testing.T) {
 	port := internal.URL[strings.LastIndexByte(internal.URL, ':'):]
 
 	production := New(Config{})
-	for _, url := range []string{"http://localhost" + port + "/v1/models", internal.URL + "/v1/models"} {
-		_, err := production.client.Get(url)
+	for _, rawURL := range []string{"http://localhost" + port + "/v1/models", internal.URL + "/v1/models"} {
+		_, err := postURL(production.client, rawURL)
 		if !errors.Is(err, rigaddr.ErrRefused) {
-			t.Errorf("GET %s in production: %v, want a refusal", url, err)
+			t.Errorf("POST %s in production: %v, want a refusal", rawURL, err)
 		}
 	}
 	if hits.Load() != 0 {
@@ -35,7 +37,7 @@ func TestGatewayClientToRigs(t *testing.T) {
 	}))
 	defer redirector.Close()
 	dev := New(Config{RigPolicy: rigaddr.Policy{Development: true}})
-	res, err := dev.client.Get(redirector.URL + "/v1/chat/completions")
+	res, err := postURL(dev.client, redirector.URL+"/v1/chat/completions")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,6 +45,15 @@ func TestGatewayClientToRigs(t *testing.T) {
 	if res.StatusCode != http.StatusFound || hits.Load() != 0 {
 		t.Fatalf("a redirect answered %d and the target was reached %d times; want the 302 itself and none", res.StatusCode, hits.Load())
 	}
+}
+
+// postURL posts an empty JSON body to rawURL with c.
+func postURL(c *rigClient, rawURL string) (*http.Response, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	return c.post(context.Background(), u.Scheme, u.Host, u.RequestURI(), http.Header{"Content-Type": {"application/json"}}, []byte("{}"))
 }
 
 // failedAnswer tells a rig's failure, to fail over on, from an answer to relay.

@@ -88,8 +88,6 @@ type Config struct {
 	Tickets     *ticket.Signer
 	Admission   *billing.Admission
 	Requests    *billing.RequestLog // what the gateway saw; also the admin's discrepancies
-	// Client sends requests to the rigs' agents; nil means a transport made for them.
-	Client *http.Client
 	// RatePerSecond and RateBurst are each key's token bucket; zero means the defaults.
 	RatePerSecond float64
 	RateBurst     int
@@ -126,7 +124,7 @@ type Gateway struct {
 	batches  *batch.Service
 	log      *slog.Logger
 	now      func() time.Time
-	client   *http.Client
+	client   *rigClient // to the rigs' agents
 	keys     keyCache
 	// batchKeys are the keys batches' lines go out with, by account and key id (batches.go).
 	batchKeys keyCache
@@ -162,26 +160,10 @@ func New(cfg Config) *Gateway {
 	if cfg.RigHeaderTimeout <= 0 {
 		cfg.RigHeaderTimeout = DefaultRigHeaderTimeout
 	}
-	client := cfg.Client
-	if client == nil {
-		client = &http.Client{
-			Transport: &http.Transport{
-				Proxy: nil, // agents are reached directly
-				// Every connection is checked where DNS resolved it to, so that a rig's name cannot be made to
-				// resolve to the platform's own network after its listing was checked.
-				DialContext: (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second,
-					Control: cfg.RigPolicy.Control}).DialContext,
-				ResponseHeaderTimeout: cfg.RigHeaderTimeout,
-				MaxIdleConns:          1024,
-				MaxIdleConnsPerHost:   256,
-				IdleConnTimeout:       90 * time.Second,
-				DisableCompression:    true, // relay the bytes as the rig wrote them, and read them
-			},
-			// A rig's redirect is never followed: it would take the request, and its route ticket, wherever the
-			// provider pointed it. The redirect itself is a failure of the rig (proxy.go).
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		}
-	}
+	// Every connection is checked where DNS resolved it to, so that a rig's name cannot be made
+	// to resolve to the platform's own network after its listing was checked.
+	client := newRigClient((&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second,
+		Control: cfg.RigPolicy.Control}).DialContext, cfg.RigHeaderTimeout)
 	acc, log := cfg.Accounts, cfg.Log
 	touchKeys := func(context.Context, map[string]time.Time) error { return nil }
 	if acc != nil {
@@ -216,9 +198,7 @@ func (g *Gateway) Close() {
 	if g.cfg.Admission != nil {
 		g.cfg.Admission.Close()
 	}
-	if g.cfg.Client == nil {
-		g.client.CloseIdleConnections() // the gateway's own transport
-	}
+	g.client.Close()
 }
 
 // ServeHTTP makes the gateway an http.Handler.

@@ -207,21 +207,16 @@ func (g *Gateway) send(ctx context.Context, req *gatewayRequest, a *attempt, tk 
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errRigURL, err)
 	}
-	out, err := http.NewRequestWithContext(ctx, http.MethodPost, u.Scheme+"://"+u.Host+req.ep.path, bytes.NewReader(req.body))
-	if err != nil {
-		return nil, err
-	}
-	out.Header.Set("Content-Type", echo.MIMEApplicationJSON)
-	out.Header.Set(ticket.Header, tk)
+	header := http.Header{"Content-Type": {echo.MIMEApplicationJSON}, ticket.Header: {tk}}
 	if req.stream {
-		out.Header.Set("Accept", "text/event-stream")
+		header["Accept"] = []string{"text/event-stream"}
 	}
 	a.end = g.cfg.Router.Begin(a.cand.OfferingID)
 	if batchLineOf(ctx) != nil { // the admin's batch queue shows where batch lines run
 		end, endLine := a.end, g.batchLoad.begin(a.cand.OfferingID)
 		a.end = func() { end(); endLine() }
 	}
-	return g.client.Do(out)
+	return g.client.post(ctx, u.Scheme, u.Host, req.ep.path, header, req.body)
 }
 
 // relay answers the client with the rig's response and reads its usage on the way.
