@@ -306,7 +306,13 @@ func (g *Gateway) relaySmall(c echo.Context, a *attempt, resp *http.Response) ou
 	out, _ := httpx.NewDeadlineWriter(w, clientWriteIdle)
 	w.WriteHeader(resp.StatusCode)
 	o.outputBytes = int64(len(body))
-	if _, werr := out.Write(body); werr != nil && err == nil {
+	// Flushed at once: the answer is whole, and the client need not wait for the gateway's
+	// records of it (observe, record, settle), which follow.
+	_, werr := out.Write(body)
+	if werr == nil {
+		werr = out.Flush()
+	}
+	if werr != nil && err == nil {
 		err = errClientGone
 	}
 	o.at = g.now()
