@@ -139,7 +139,9 @@ const (
 // GPUMARKET_LOG_LEVEL is set (with -processes, each process's log is in the run's data
 // directory, and shown when one fails to start); the platform's access log, one line per
 // request at info level in production, is not written. Each rate's table is followed by the CPU time each process used a
-// request, from the start of a run until the meter has taken its events. With -cpuprofile and
+// request, from the start of a run until the meter has taken its events, and by how busy the
+// machine's CPUs were over the same time (every process's, PostgreSQL's included) and how much
+// of them the hypervisor gave other guests: a run whose machine was taken is told apart. With -cpuprofile and
 // -processes the gateway process's CPU profile over the gateway run at the first rate is read
 // from its metrics address (/debug/pprof/profile).
 //
@@ -737,11 +739,14 @@ func printSplit(out io.Writer, gw load.Result, t timeSplit) {
 
 // cpuUse is the CPU time each process has used: this one (the load generator, the rig, NATS), the
 // gateway's and the meter's.
-type cpuUse struct{ bench, gateway, meter time.Duration }
+type cpuUse struct {
+	bench, gateway, meter time.Duration
+	machine               machineTicks // every CPU of the machine, whatever runs on it
+}
 
 // cpuNow is what each process has used so far; only this one's when the roles run in it.
 func (b *benchPlatform) cpuNow() cpuUse {
-	u := cpuUse{bench: procCPUTime(os.Getpid())}
+	u := cpuUse{bench: procCPUTime(os.Getpid()), machine: readMachineTicks()}
 	if b.gatewayProc != nil {
 		u.gateway, u.meter = b.gatewayProc.cpuTime(), b.meterProc.cpuTime()
 	}
@@ -749,7 +754,40 @@ func (b *benchPlatform) cpuNow() cpuUse {
 }
 
 func (u cpuUse) since(v cpuUse) cpuUse {
-	return cpuUse{bench: u.bench - v.bench, gateway: u.gateway - v.gateway, meter: u.meter - v.meter}
+	return cpuUse{bench: u.bench - v.bench, gateway: u.gateway - v.gateway, meter: u.meter - v.meter,
+		machine: machineTicks{busy: u.machine.busy - v.machine.busy, steal: u.machine.steal - v.machine.steal,
+			total: u.machine.total - v.machine.total}}
+}
+
+// machineTicks are the machine's CPU time since boot, in clock ticks, from /proc/stat: busy
+// (user, nice, system, irq, softirq: PostgreSQL's and every other process's too), stolen by
+// the hypervisor for other guests, and in all. Zero where /proc/stat is not.
+type machineTicks struct{ busy, steal, total uint64 }
+
+func readMachineTicks() machineTicks {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return machineTicks{}
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return machineTicks{}
+	}
+	var v [8]uint64
+	for i := range v {
+		v[i], _ = strconv.ParseUint(f[i+1], 10, 64)
+	}
+	// user nice system idle iowait irq softirq steal
+	return machineTicks{busy: v[0] + v[1] + v[2] + v[5] + v[6], steal: v[7], total: v[0] + v[1] + v[2] + v[3] + v[4] + v[5] + v[6] + v[7]}
+}
+
+// share is part of the machine's CPU time, in percent, or "-".
+func (m machineTicks) share(part uint64) string {
+	if m.total == 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(100*float64(part)/float64(m.total), 'f', 0, 64) + "%"
 }
 
 // printCPU prints each process's CPU time a request on each path, from the start of a run until
@@ -761,6 +799,9 @@ func printCPU(out io.Writer, direct, gateway load.Result, dc, gc cpuUse, process
 		}
 		return strconv.FormatInt(int64(d/time.Microsecond)/int64(r.Sent), 10)
 	}
+	defer fmt.Fprintf(out, "  the machine's CPUs over each run: busy %s direct, %s gateway (PostgreSQL and every other process "+
+		"included); taken by the hypervisor for other guests %s direct, %s gateway\n",
+		dc.machine.share(dc.machine.busy), gc.machine.share(gc.machine.busy), dc.machine.share(dc.machine.steal), gc.machine.share(gc.machine.steal))
 	if !processes {
 		fmt.Fprintf(out, "  CPU a request, us (this process: the gateway, the meter, the load generator, the rig, NATS): %s direct, "+
 			"%s gateway\n", per(dc.bench, direct), per(gc.bench, gateway))
