@@ -464,3 +464,41 @@ func TestOptionsAreValidated(t *testing.T) {
 		t.Errorf("valid options refused: %v", err)
 	}
 }
+
+// Merge makes one result of runs back to back: every request counted, the percentiles of them
+// all, the throughput over the sum of their durations, and the sending rate as if there were no
+// gap between them.
+func TestMergeIsTheRunsBackToBack(t *testing.T) {
+	var slow atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if slow.Load() {
+			time.Sleep(20 * time.Millisecond)
+		}
+		simulation.NewHandler(simulation.Options{Profile: simulation.Zero(), Model: "sim"}).ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	o := Options{URL: srv.URL + "/v1", Model: "sim", Rate: 400, Requests: 200, MaxTokens: 4, PromptTokens: 8}
+	fast := run(t, o)
+	slow.Store(true)
+	o.Seed = 1
+	slowRes := run(t, o)
+	m := Merge([]Result{fast, slowRes})
+	if m.Requests != 400 || m.Sent != 400 || m.Completed != 400 || m.Failed != 0 {
+		t.Fatalf("merged %d requests, %d sent, %d ok, %d failed; want 400 of each sent and ok", m.Requests, m.Sent, m.Completed, m.Failed)
+	}
+	if d := fast.DurationS + slowRes.DurationS; math.Abs(m.DurationS-d) > 1e-9 || math.Abs(m.ReqS-400/d) > 1e-6 {
+		t.Errorf("merged %g s at %g req/s, want %g s at %g", m.DurationS, m.ReqS, d, 400/d)
+	}
+	// Half the requests took 20 ms more: the median lies between the two runs', the maximum is
+	// the slow run's.
+	if m.LatencyP50Ms < fast.LatencyP50Ms || m.LatencyP50Ms > slowRes.LatencyP50Ms || m.LatencyMaxMs != max(fast.LatencyMaxMs, slowRes.LatencyMaxMs) {
+		t.Errorf("merged p50 %g max %g from p50s %g and %g, maxima %g and %g", m.LatencyP50Ms, m.LatencyMaxMs,
+			fast.LatencyP50Ms, slowRes.LatencyP50Ms, fast.LatencyMaxMs, slowRes.LatencyMaxMs)
+	}
+	if math.Abs(m.SendRate-400)/400 > 0.2 {
+		t.Errorf("merged send rate %g/s, want about the 400/s each run kept", m.SendRate)
+	}
+	if one := Merge([]Result{fast}); one.LatencyP50Ms != fast.LatencyP50Ms || one.LatencyP99Ms != fast.LatencyP99Ms || one.ReqS != fast.ReqS {
+		t.Errorf("one run merged: %+v, want the run itself %+v", one, fast)
+	}
+}

@@ -68,6 +68,10 @@ type Result struct {
 	USDPerMOutput float64 `json:"usd_per_M_output"`
 
 	Note string `json:"note"` // what the figures include, and whether the client held the rate
+
+	// What Merge needs of the run: its options and every request's sample.
+	opts    Options
+	samples []sample
 }
 
 // Failure counts the failed requests of one kind: an HTTP status ("500", "429", ...),
@@ -160,7 +164,45 @@ func (r *runner) result(startedAt time.Time, duration time.Duration) Result {
 	res.USDPerMTotal = CostPerMillion(o.USDPerHour, res.TotalTPS)
 	res.USDPerMOutput = CostPerMillion(o.USDPerHour, res.OutputTPS)
 	res.Note = res.note()
+	res.opts, res.samples = o, r.samples
 	return res
+}
+
+// Merge is one Result of several runs with the same options, as if they had been one run of
+// them all back to back: segments of one measurement, interleaved with another's so that both
+// meet the same conditions of the machine. Its percentiles are of every request of them all, its
+// throughput their requests over the sum of their durations. The first run's options and start
+// stand for them all.
+func Merge(runs []Result) Result {
+	if len(runs) == 0 {
+		return Result{}
+	}
+	r := &runner{opts: runs[0].opts, url: runs[0].URL, failures: map[string]*Failure{}}
+	var total time.Duration
+	requests := 0
+	for _, run := range runs {
+		offset := total
+		for _, s := range run.samples {
+			s.sent += offset // back to back: each run starts where the last ended
+			r.samples = append(r.samples, s)
+		}
+		r.sent.Add(int64(run.Sent))
+		r.completed.Add(int64(run.Completed))
+		r.failed.Add(int64(run.Failed))
+		r.maxInFlight.Store(max(r.maxInFlight.Load(), int64(run.MaxInFlight)))
+		for _, f := range run.Failures {
+			if had := r.failures[f.Kind]; had != nil {
+				had.Count += f.Count
+			} else {
+				f := f
+				r.failures[f.Kind] = &f
+			}
+		}
+		total += time.Duration(run.DurationS * float64(time.Second))
+		requests += run.Requests
+	}
+	r.opts.Requests = requests
+	return r.result(runs[0].StartedAt, total)
 }
 
 // note says what the figures include and whether the client held the schedule.
