@@ -60,10 +60,10 @@ func parseBenchOptions(args []string) (benchOptions, error) {
 	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "warm-up on each path at the first rate before measuring")
 	fs.IntVar(&o.maxTokens, "max-tokens", 8, "max_tokens of each request")
 	fs.IntVar(&o.promptTokens, "prompt-tokens", 16, "length of each prompt in tokens, about")
-	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write CPU profiles during the runs at the first rate: "+
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write CPU profiles during the first segment of each path at the first rate: "+
 		"`file` for the gateway's during the gateway run and file.direct for this process's during the direct run; "+
 		"with -processes, file is the gateway process's and file.bench this process's during the gateway run")
-	fs.StringVar(&o.trace, "trace", "", "write execution traces of this process during the runs at the first rate: "+
+	fs.StringVar(&o.trace, "trace", "", "write execution traces of this process during the first segment of each path at the first rate: "+
 		"`file` during the gateway run and file.direct during the direct run; read with go tool trace "+
 		"(-pprof=sched: where goroutines waited for a processor)")
 	fs.BoolVar(&o.processes, "processes", false, "run the gateway and the meter each in a `gpumarket serve` process of its own, "+
@@ -91,6 +91,8 @@ const (
 	// benchKeyRate is the gateway's per-key rate limit (and burst) during the benchmark: far
 	// above any rate it measures, so that it never refuses a request.
 	benchKeyRate = 1_000_000
+	// benchSegment is how long each path is measured at a time before the other takes over.
+	benchSegment = 2 * time.Second
 	// benchRequestTimeout bounds each request: a zero-latency rig answers in milliseconds.
 	benchRequestTimeout = 30 * time.Second
 )
@@ -126,8 +128,12 @@ const (
 //     the offering signed for the run with the platform's ticket key, then through the
 //     gateway's /v1 with the API key, on the same arrival schedule and bodies, in the tier the
 //     offering is in at the time (routing moves it by its measured latency). A short warm-up on
-//     both paths comes first. Before each run the meter is let take every usage event of the
-//     last, so that no run pays for the metering of another.
+//     both paths comes first. Each path's run is cut in segments of benchSegment that alternate
+//     with the other path's (direct then gateway, then gateway then direct, and so on), each
+//     pair on an arrival schedule of its own, and a path's segments are merged into one result
+//     (load.Merge): both paths meet the machine as it is over the whole measurement, whose speed
+//     drifts from one ten seconds to the next. Before each segment the meter is let take every
+//     usage event of the last, so that none pays for the metering of another.
 //
 // Per rate it prints the latency at the 50th and 99th percentiles, the throughput achieved and
 // the failed requests on each path; failures are listed with their causes, and the latencies
@@ -485,14 +491,14 @@ const (
 
 // loadOptions are a run's options on a path: the same bodies and, at a rate, the same arrival
 // schedule on both paths.
-func (b *benchPlatform) loadOptions(ctx context.Context, path benchPath, o benchOptions, rate int, d time.Duration) (load.Options, error) {
+func (b *benchPlatform) loadOptions(ctx context.Context, path benchPath, o benchOptions, rate int, d time.Duration, seed uint64) (load.Options, error) {
 	var tier string
 	if err := b.p.pool.QueryRow(ctx, `SELECT tier FROM offerings WHERE id = $1`, b.offering.ID).Scan(&tier); err != nil {
 		return load.Options{}, err
 	}
 	lo := load.Options{Model: benchModel, Endpoint: load.EndpointChat, Rate: float64(rate),
 		Requests: max(1, int(math.Round(float64(rate)*d.Seconds()))), MaxTokens: o.maxTokens, PromptTokens: o.promptTokens,
-		Timeout: benchRequestTimeout, Seed: uint64(rate)}
+		Timeout: benchRequestTimeout, Seed: seed}
 	switch path {
 	case pathDirect:
 		// One ticket for the run, signed as the gateway signs them: the agent takes it for
@@ -511,9 +517,10 @@ func (b *benchPlatform) loadOptions(ctx context.Context, path benchPath, o bench
 }
 
 // run is one load run on a path, after the platform has settled from the last.
-func (b *benchPlatform) run(ctx context.Context, path benchPath, o benchOptions, rate int, d time.Duration, profile, traced string) (load.Result, error) {
+func (b *benchPlatform) run(ctx context.Context, path benchPath, o benchOptions, rate int, d time.Duration, seed uint64,
+	profile, traced string) (load.Result, error) {
 	b.settle(ctx)
-	lo, err := b.loadOptions(ctx, path, o, rate, d)
+	lo, err := b.loadOptions(ctx, path, o, rate, d, seed)
 	if err != nil {
 		return load.Result{}, err
 	}
@@ -602,7 +609,7 @@ func (b *benchPlatform) measure(ctx context.Context, o benchOptions) ([]string, 
 	if o.warmup > 0 {
 		for _, path := range []benchPath{pathDirect, pathGateway} {
 			benchProgress("warming up: %s at %d requests/s for %s", path, o.rates[0], o.warmup)
-			res, err := b.run(ctx, path, o, o.rates[0], o.warmup, "", "")
+			res, err := b.run(ctx, path, o, o.rates[0], o.warmup, uint64(o.rates[0]), "", "")
 			if err != nil {
 				return nil, err
 			}
@@ -624,41 +631,57 @@ func (b *benchPlatform) measure(ctx context.Context, o benchOptions) ([]string, 
 		o.promptTokens, o.maxTokens, o.duration, runtime.GOMAXPROCS(0))
 	for i, rate := range o.rates {
 		pr := pair{rate: rate}
-		for _, path := range []benchPath{pathDirect, pathGateway} {
-			profile, traced := "", ""
-			if i == 0 && o.cpuProfile != "" {
-				profile = o.cpuProfile
-				if path == pathDirect {
-					profile += ".direct"
+		// The run on each path is cut in segments that alternate between the paths, each pair
+		// in the other order from the last, so that both paths meet the machine as it is over
+		// the whole measurement: these machines' speed drifts from one ten seconds to the next.
+		segments := max(1, int(o.duration/benchSegment))
+		runs := map[benchPath][]load.Result{}
+		var measuredFrom time.Time
+		benchProgress("measuring: direct and gateway at %d requests/s for %s each, in %d segments of each in turn", rate, o.duration, segments)
+		for seg := range segments {
+			paths := []benchPath{pathDirect, pathGateway}
+			if seg%2 == 1 {
+				paths = []benchPath{pathGateway, pathDirect}
+			}
+			for _, path := range paths {
+				profile, traced := "", ""
+				if i == 0 && seg == 0 && o.cpuProfile != "" { // the first segment of each path
+					profile = o.cpuProfile
+					if path == pathDirect {
+						profile += ".direct"
+					}
 				}
-			}
-			if i == 0 && o.trace != "" {
-				traced = o.trace
-				if path == pathDirect {
-					traced += ".direct"
+				if i == 0 && seg == 0 && o.trace != "" {
+					traced = o.trace
+					if path == pathDirect {
+						traced += ".direct"
+					}
 				}
-			}
-			benchProgress("measuring: %s at %d requests/s for %s", path, rate, o.duration)
-			b.settle(ctx)
-			before, started := b.cpuNow(), time.Now()
-			res, err := b.run(ctx, path, o, rate, o.duration, profile, traced)
-			if err != nil {
-				return nil, err
-			}
-			b.settle(ctx) // the meter's part of the run is done once it has taken the run's events
-			used := b.cpuNow().since(before)
-			if path == pathGateway {
-				if split, err := b.gatewaySplit(ctx, started, time.Now()); err != nil {
-					benchProgress("reading where the gateway's requests spent their time: %v", err)
+				b.settle(ctx)
+				before, started := b.cpuNow(), time.Now()
+				if measuredFrom.IsZero() {
+					measuredFrom = started
+				}
+				res, err := b.run(ctx, path, o, rate, o.duration/time.Duration(segments), uint64(rate)*1000+uint64(seg), profile, traced)
+				if err != nil {
+					return nil, err
+				}
+				b.settle(ctx) // the meter's part of the run is done once it has taken the run's events
+				used := b.cpuNow().since(before)
+				runs[path] = append(runs[path], res)
+				if path == pathDirect {
+					pr.directCPU = pr.directCPU.plus(used)
 				} else {
-					pr.split = split
+					pr.gatewayCPU = pr.gatewayCPU.plus(used)
 				}
 			}
-			if path == pathDirect {
-				pr.direct, pr.directCPU = res, used
-			} else {
-				pr.gateway, pr.gatewayCPU = res, used
-			}
+		}
+		pr.direct, pr.gateway = load.Merge(runs[pathDirect]), load.Merge(runs[pathGateway])
+		// Only the gateway's requests have a gateway record: the whole measurement's are its.
+		if split, err := b.gatewaySplit(ctx, measuredFrom, time.Now()); err != nil {
+			benchProgress("reading where the gateway's requests spent their time: %v", err)
+		} else {
+			pr.split = split
 		}
 		printRate(out, pr.rate, pr.direct, pr.gateway)
 		printCPU(out, pr.direct, pr.gateway, pr.directCPU, pr.gatewayCPU, b.gatewayProc != nil)
@@ -751,6 +774,13 @@ func (b *benchPlatform) cpuNow() cpuUse {
 		u.gateway, u.meter = b.gatewayProc.cpuTime(), b.meterProc.cpuTime()
 	}
 	return u
+}
+
+// plus is u and v together.
+func (u cpuUse) plus(v cpuUse) cpuUse {
+	return cpuUse{bench: u.bench + v.bench, gateway: u.gateway + v.gateway, meter: u.meter + v.meter,
+		machine: machineTicks{busy: u.machine.busy + v.machine.busy, steal: u.machine.steal + v.machine.steal,
+			total: u.machine.total + v.machine.total}}
 }
 
 func (u cpuUse) since(v cpuUse) cpuUse {
