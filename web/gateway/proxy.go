@@ -344,14 +344,18 @@ var errClientGone = errors.New("the client went away")
 // errTooLarge ends an answer longer than maxResponseBytes.
 var errTooLarge = fmt.Errorf("the answer is longer than %d bytes", maxResponseBytes)
 
-// boundedReader reads at most left bytes, then fails with errTooLarge.
+// boundedReader reads at most left bytes, then fails with err (errTooLarge when nil).
 type boundedReader struct {
 	r    io.Reader
 	left int64
+	err  error
 }
 
 func (b *boundedReader) Read(p []byte) (int, error) {
 	if b.left <= 0 {
+		if b.err != nil {
+			return 0, b.err
+		}
 		return 0, errTooLarge
 	}
 	if int64(len(p)) > b.left {

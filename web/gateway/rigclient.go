@@ -68,8 +68,7 @@ type rigConn struct {
 
 // headerLimit reads from the connection, bounding what is read while a response's headers are.
 type headerLimit struct {
-	r       io.Reader
-	left    int64
+	bounded boundedReader
 	limited bool
 }
 
@@ -77,17 +76,15 @@ var errRigHeaderTooLarge = errors.New("the rig's response headers are too large"
 
 func (h *headerLimit) Read(p []byte) (int, error) {
 	if h.limited {
-		if h.left <= 0 {
-			return 0, errRigHeaderTooLarge
-		}
-		if int64(len(p)) > h.left {
-			p = p[:h.left]
-		}
+		return h.bounded.Read(p)
 	}
-	n, err := h.r.Read(p)
-	h.left -= int64(n)
-	return n, err
+	return h.bounded.r.Read(p)
 }
+
+// limit bounds what is read from now on to n bytes, until unlimit.
+func (h *headerLimit) limit(n int64) { h.limited, h.bounded.left = true, n }
+
+func (h *headerLimit) unlimit() { h.limited = false }
 
 func newRigClient(dial func(ctx context.Context, network, addr string) (net.Conn, error), headerTimeout time.Duration) *rigClient {
 	return &rigClient{dial: dial, headerTimeout: headerTimeout, idleTimeout: 90 * time.Second,
@@ -145,7 +142,7 @@ func (c *rigClient) post(ctx context.Context, scheme, host, path string, header 
 	if err != nil {
 		return fail(err)
 	}
-	pc.in.limited, pc.in.left = true, maxRigHeaderBytes
+	pc.in.limit(maxRigHeaderBytes)
 	var resp *http.Response
 	for i := 0; ; i++ {
 		if resp, err = http.ReadResponse(pc.br, nil); err != nil {
@@ -157,7 +154,7 @@ func (c *rigClient) post(ctx context.Context, scheme, host, path string, header 
 			break
 		}
 	}
-	pc.in.limited = false
+	pc.in.unlimit()
 	if c.headerTimeout > 0 {
 		_ = pc.nc.SetDeadline(time.Time{})
 		if ctx.Err() != nil { // ended between the deadline's being lifted and now: end it again
@@ -251,7 +248,7 @@ func (c *rigClient) get(ctx context.Context, scheme, addr string) (*rigConn, err
 		}
 		pc.nc, pc.secure = tc, true
 	}
-	pc.in = &headerLimit{r: pc.nc}
+	pc.in = &headerLimit{bounded: boundedReader{r: pc.nc, err: errRigHeaderTooLarge}}
 	pc.br = bufio.NewReaderSize(pc.in, 4096)
 	return pc, nil
 }
