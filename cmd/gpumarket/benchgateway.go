@@ -535,27 +535,23 @@ func (b *benchPlatform) run(ctx context.Context, path benchPath, o benchOptions,
 		}()
 		profile += ".bench"
 	}
-	if profile != "" {
-		f, err := os.Create(profile)
+	for _, c := range []struct {
+		file  string
+		start func(io.Writer) error
+		stop  func()
+	}{{profile, pprof.StartCPUProfile, pprof.StopCPUProfile}, {traced, trace.Start, trace.Stop}} {
+		if c.file == "" {
+			continue
+		}
+		f, err := os.Create(c.file)
 		if err != nil {
 			return load.Result{}, err
 		}
 		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
+		if err := c.start(f); err != nil {
 			return load.Result{}, err
 		}
-		defer pprof.StopCPUProfile()
-	}
-	if traced != "" {
-		f, err := os.Create(traced)
-		if err != nil {
-			return load.Result{}, err
-		}
-		defer f.Close()
-		if err := trace.Start(f); err != nil {
-			return load.Result{}, err
-		}
-		defer trace.Stop()
+		defer c.stop()
 	}
 	return load.Run(ctx, lo)
 }
