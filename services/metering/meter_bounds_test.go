@@ -139,9 +139,7 @@ func TestMeterWaitsForTheGatewaysRecord(t *testing.T) {
 	// The record lands 300 ms after the event; it bounds the output to what was relayed.
 	id, body, req := e.routed(t, route{in: 500, out: 600, at: at, noRecord: true,
 		ticket: func(c *ticket.Claims) { c.MaxOutputTokens = 1000 }})
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- e.meter.Run(runCtx) }()
+	stop := e.start()
 	published := time.Now()
 	e.publish(t, subject, id, body)
 	time.Sleep(300 * time.Millisecond)
@@ -154,7 +152,6 @@ func TestMeterWaitsForTheGatewaysRecord(t *testing.T) {
 	e.waitDrained(t, 10*time.Second)
 	took := time.Since(published)
 	stop()
-	<-done
 	var out int64
 	var flag *string
 	if err := e.pool.QueryRow(ctx, `SELECT output_tokens, flag FROM usage_events WHERE request_id = $1`, req).Scan(&out, &flag); err != nil {
@@ -204,7 +201,6 @@ func TestMeterWaitsForTheGatewaysRecord(t *testing.T) {
 // not held.
 func TestMeterHoldsABatchForTheGatewaysRecords(t *testing.T) {
 	e := setupMeter(t)
-	ctx := context.Background()
 	subject := usage.Subject(e.provider, e.offering)
 	cfg := e.meter.cfg
 	cfg.Now = time.Now
@@ -213,9 +209,7 @@ func TestMeterHoldsABatchForTheGatewaysRecords(t *testing.T) {
 	at := time.Now().Add(-10 * time.Second)
 
 	id, body, req := e.routed(t, route{in: 500, out: 600, at: at, noRecord: true})
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- e.meter.Run(runCtx) }()
+	stop := e.start()
 	published := time.Now()
 	e.publish(t, subject, id, body)
 	time.Sleep(150 * time.Millisecond)
@@ -228,7 +222,6 @@ func TestMeterHoldsABatchForTheGatewaysRecords(t *testing.T) {
 	e.waitDrained(t, 10*time.Second)
 	took := time.Since(published)
 	stop()
-	<-done
 	if n := e.count(t, `SELECT count(*) FROM usage_events WHERE request_id = '`+req+`' AND output_tokens = 600`); n != 1 {
 		t.Fatalf("the held event was not billed by its record: %d rows", n)
 	}
@@ -241,14 +234,12 @@ func TestMeterHoldsABatchForTheGatewaysRecords(t *testing.T) {
 	cfg.RecordLag = 5 * time.Second
 	e.meter = NewMeter(cfg)
 	id, body, req = e.routed(t, route{in: 500, out: 600, at: at})
-	runCtx, stop = context.WithCancel(ctx)
-	go func() { done <- e.meter.Run(runCtx) }()
+	stop = e.start()
 	published = time.Now()
 	e.publish(t, subject, id, body)
 	e.waitDrained(t, 10*time.Second)
 	took = time.Since(published)
 	stop()
-	<-done
 	if n := e.count(t, `SELECT count(*) FROM usage_events WHERE request_id = '`+req+`'`); n != 1 || took >= cfg.RecordLag {
 		t.Errorf("a full batch: %d rows after %s, want its event billed before the %s hold", n, took, cfg.RecordLag)
 	}

@@ -132,10 +132,7 @@ func TestMeterRefusesOverflowingEventsAndMetersTheRest(t *testing.T) {
 		traffic = append(traffic, sent{id: id, req: req, body: body, in: in, out: out})
 	}
 
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- e.meter.Run(runCtx) }()
-	defer func() { stop(); <-done }()
+	defer e.start()()
 	publishedAt := sync.Map{}
 	var wg sync.WaitGroup
 	wg.Go(func() {

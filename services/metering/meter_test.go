@@ -258,15 +258,20 @@ func (e *meterEnv) publish(t *testing.T, subject, id string, body []byte) {
 	}
 }
 
-// drain runs the meter until every published event is acknowledged.
-func (e *meterEnv) drain(t *testing.T) {
-	t.Helper()
+// start runs the meter until the returned stop is called; stop returns once Run has.
+func (e *meterEnv) start() (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- e.meter.Run(ctx) }()
+	return func() { cancel(); <-done }
+}
+
+// drain runs the meter until every published event is acknowledged.
+func (e *meterEnv) drain(t *testing.T) {
+	t.Helper()
+	stop := e.start()
 	e.waitDrained(t, 20*time.Second)
-	cancel()
-	<-done
+	stop()
 }
 
 // waitDrained waits until the consumer has nothing pending or unacknowledged.
