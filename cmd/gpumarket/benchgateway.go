@@ -10,7 +10,9 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net"
 	"net/http"
+	"net/http/httputil"
 	"net/url"
 	"os"
 	"runtime"
@@ -91,7 +93,7 @@ const (
 	// benchKeyRate is the gateway's per-key rate limit (and burst) during the benchmark: far
 	// above any rate it measures, so that it never refuses a request.
 	benchKeyRate = 1_000_000
-	// benchSegment is how long each path is measured at a time before the other takes over.
+	// benchSegment is how long each path is measured at a time before the next takes over.
 	benchSegment = 2 * time.Second
 	// benchRequestTimeout bounds each request: a zero-latency rig answers in milliseconds.
 	benchRequestTimeout = 30 * time.Second
@@ -128,19 +130,24 @@ const (
 //     the offering signed for the run with the platform's ticket key, then through the
 //     gateway's /v1 with the API key, on the same arrival schedule and bodies, in the tier the
 //     offering is in at the time (routing moves it by its measured latency). A short warm-up on
-//     both paths comes first. Each path's run is cut in segments of benchSegment that alternate
-//     with the other path's (direct then gateway, then gateway then direct, and so on), each
-//     pair on an arrival schedule of its own, and a path's segments are merged into one result
-//     (load.Merge): both paths meet the machine as it is over the whole measurement, whose speed
+//     each path comes first. Each path's run is cut in segments of benchSegment that take turns
+//     with the other paths' (direct, proxy, gateway, then proxy, gateway, direct, and so on), each
+//     turn on an arrival schedule of its own, and a path's segments are merged into one result
+//     (load.Merge): the paths meet the machine as it is over the whole measurement, whose speed
 //     drifts from one ten seconds to the next. Before each segment the meter is let take every
-//     usage event of the last, so that none pays for the metering of another.
+//     usage event of the last, so that none pays for the metering of another. A third path,
+//     measured in the same turns, goes through the standard library's reverse proxy
+//     (httputil.ReverseProxy, no check of its own) to the agent with the direct path's ticket:
+//     what a bare proxy hop adds on this machine at this moment, the floor the gateway's added
+//     latency is read against.
 //
 // Per rate it prints the latency at the 50th and 99th percentiles, the throughput achieved and
 // the failed requests on each path; failures are listed with their causes, and the latencies
 // are of the requests that succeeded. The last lines read
-// "gateway: added p50 <X> us, p99 <Y> us at <R> rps; throughput ratio <T>", one per rate and
-// the first rate's last: X and Y are the gateway's percentile less the direct one, T the
-// gateway's achieved throughput over the direct one. All the processes run on this machine, so
+// "gateway: added p50 <X> us, p99 <Y> us at <R> rps; throughput ratio <T>; added p50 / direct
+// p50 <A> (a bare reverse proxy's <B>)", one per rate and the first rate's last: X and Y are the
+// gateway's percentile less the direct one, T the gateway's achieved throughput over the direct
+// one, A is X over the direct p50 and B the same for the bare proxy. All the processes run on this machine, so
 // the figures are for its cores shared by all of them. The platform logs at warn level unless
 // GPUMARKET_LOG_LEVEL is set (with -processes, each process's log is in the run's data
 // directory, and shown when one fails to start); the platform's access log, one line per
@@ -281,6 +288,8 @@ type benchPlatform struct {
 	key                    accounts.APIKey
 	secret                 string
 	signer                 *ticket.Signer
+	proxy                  *http.Server // pathProxy's, once started
+	proxyURL               string
 }
 
 // benchSetup is what a benchmark changes of the platform: its configuration, and the latency the
@@ -487,7 +496,30 @@ type benchPath string
 const (
 	pathDirect  benchPath = "direct"
 	pathGateway benchPath = "gateway"
+	// pathProxy is the standard library's reverse proxy in front of the agent, with no check of
+	// its own: the hop any proxy adds on this machine, measured beside the gateway's.
+	pathProxy benchPath = "proxy"
 )
+
+// startProxy serves a bare httputil.ReverseProxy to the agent on a loopback port.
+func (b *benchPlatform) startProxy() error {
+	target, err := url.Parse(b.agentURL())
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	tr := &http.Transport{MaxIdleConnsPerHost: 1024, MaxIdleConns: 1024, IdleConnTimeout: 90 * time.Second}
+	rp.Transport = tr
+	b.proxy = &http.Server{Handler: rp, ReadHeaderTimeout: 10 * time.Second}
+	b.proxy.RegisterOnShutdown(tr.CloseIdleConnections)
+	b.proxyURL = "http://" + ln.Addr().String()
+	go b.proxy.Serve(ln)
+	return nil
+}
 
 // loadOptions are a run's options on a path: the same bodies and, at a rate, the same arrival
 // schedule on both paths.
@@ -500,7 +532,7 @@ func (b *benchPlatform) loadOptions(ctx context.Context, path benchPath, o bench
 		Requests: max(1, int(math.Round(float64(rate)*d.Seconds()))), MaxTokens: o.maxTokens, PromptTokens: o.promptTokens,
 		Timeout: benchRequestTimeout, Seed: seed}
 	switch path {
-	case pathDirect:
+	case pathDirect, pathProxy:
 		// One ticket for the run, signed as the gateway signs them: the agent takes it for
 		// its offering until it is DefaultTicketMaxAge old.
 		now := time.Now()
@@ -510,6 +542,9 @@ func (b *benchPlatform) loadOptions(ctx context.Context, path benchPath, o bench
 			return lo, err
 		}
 		lo.URL, lo.Header = b.agentURL()+"/v1", http.Header{ticket.Header: {tk}}
+		if path == pathProxy {
+			lo.URL = b.proxyURL + "/v1"
+		}
 	case pathGateway:
 		lo.URL, lo.APIKey, lo.Header = b.gatewayURL()+"/v1", b.secret, http.Header{gateway.TierHeader: {tier}}
 	}
@@ -602,8 +637,12 @@ func (b *benchPlatform) meterPending(ctx context.Context) (uint64, error) {
 // measure warms up, then runs both paths at each rate, prints each rate's figures, and returns
 // the summary lines: one per rate, the first rate's last.
 func (b *benchPlatform) measure(ctx context.Context, o benchOptions) ([]string, error) {
+	if err := b.startProxy(); err != nil {
+		return nil, err
+	}
+	defer func() { _ = b.proxy.Shutdown(context.WithoutCancel(ctx)) }()
 	if o.warmup > 0 {
-		for _, path := range []benchPath{pathDirect, pathGateway} {
+		for _, path := range []benchPath{pathDirect, pathProxy, pathGateway} {
 			benchProgress("warming up: %s at %d requests/s for %s", path, o.rates[0], o.warmup)
 			res, err := b.run(ctx, path, o, o.rates[0], o.warmup, uint64(o.rates[0]), "", "")
 			if err != nil {
@@ -617,6 +656,7 @@ func (b *benchPlatform) measure(ctx context.Context, o benchOptions) ([]string, 
 	type pair struct {
 		rate                  int
 		direct, gateway       load.Result
+		proxy                 load.Result
 		directCPU, gatewayCPU cpuUse
 		split                 timeSplit
 	}
@@ -627,27 +667,26 @@ func (b *benchPlatform) measure(ctx context.Context, o benchOptions) ([]string, 
 		o.promptTokens, o.maxTokens, o.duration, runtime.GOMAXPROCS(0))
 	for i, rate := range o.rates {
 		pr := pair{rate: rate}
-		// The run on each path is cut in segments that alternate between the paths, each pair
-		// in the other order from the last, so that both paths meet the machine as it is over
+		// The run on each path is cut in segments that take turns between the paths, each turn
+		// starting one path later than the last, so that the paths meet the machine as it is over
 		// the whole measurement: these machines' speed drifts from one ten seconds to the next.
 		segments := max(1, int(o.duration/benchSegment))
 		runs := map[benchPath][]load.Result{}
 		var measuredFrom time.Time
-		benchProgress("measuring: direct and gateway at %d requests/s for %s each, in %d segments of each in turn", rate, o.duration, segments)
+		benchProgress("measuring: direct, proxy and gateway at %d requests/s for %s each, in %d segments of each in turn", rate, o.duration, segments)
 		for seg := range segments {
-			paths := []benchPath{pathDirect, pathGateway}
-			if seg%2 == 1 {
-				paths = []benchPath{pathGateway, pathDirect}
-			}
+			all := []benchPath{pathDirect, pathProxy, pathGateway}
+			paths := append(all[seg%3:], all[:seg%3]...)
 			for _, path := range paths {
 				profile, traced := "", ""
-				if i == 0 && seg == 0 && o.cpuProfile != "" { // the first segment of each path
+				first := i == 0 && seg == 0 && path != pathProxy
+				if first && o.cpuProfile != "" { // the first segment of the direct and gateway paths
 					profile = o.cpuProfile
 					if path == pathDirect {
 						profile += ".direct"
 					}
 				}
-				if i == 0 && seg == 0 && o.trace != "" {
+				if first && o.trace != "" {
 					traced = o.trace
 					if path == pathDirect {
 						traced += ".direct"
@@ -667,27 +706,28 @@ func (b *benchPlatform) measure(ctx context.Context, o benchOptions) ([]string, 
 				runs[path] = append(runs[path], res)
 				if path == pathDirect {
 					pr.directCPU = pr.directCPU.plus(used)
-				} else {
+				} else if path == pathGateway {
 					pr.gatewayCPU = pr.gatewayCPU.plus(used)
 				}
 			}
 		}
 		pr.direct, pr.gateway = load.Merge(runs[pathDirect]), load.Merge(runs[pathGateway])
+		pr.proxy = load.Merge(runs[pathProxy])
 		// Only the gateway's requests have a gateway record: the whole measurement's are its.
 		if split, err := b.gatewaySplit(ctx, measuredFrom, time.Now()); err != nil {
 			benchProgress("reading where the gateway's requests spent their time: %v", err)
 		} else {
 			pr.split = split
 		}
-		printRate(out, pr.rate, pr.direct, pr.gateway)
+		printRate(out, pr.rate, pr.direct, pr.proxy, pr.gateway)
 		printCPU(out, pr.direct, pr.gateway, pr.directCPU, pr.gatewayCPU, b.gatewayProc != nil)
 		printSplit(out, pr.gateway, pr.split)
 		pairs = append(pairs, pr)
 	}
 	failed := 0
 	for _, pr := range pairs {
-		failed += pr.direct.Failed + pr.gateway.Failed
-		if pr.direct.Completed == 0 || pr.gateway.Completed == 0 {
+		failed += pr.direct.Failed + pr.proxy.Failed + pr.gateway.Failed
+		if pr.direct.Completed == 0 || pr.proxy.Completed == 0 || pr.gateway.Completed == 0 {
 			return nil, fmt.Errorf("at %d requests/s no request succeeded on one of the paths: nothing to compare", pr.rate)
 		}
 	}
@@ -711,9 +751,10 @@ func (b *benchPlatform) measure(ctx context.Context, o benchOptions) ([]string, 
 	time.Sleep(1500 * time.Millisecond)
 	var summary []string
 	for _, pr := range append(pairs[1:], pairs[0]) {
-		summary = append(summary, fmt.Sprintf("gateway: added p50 %d us, p99 %d us at %d rps; throughput ratio %.2f",
+		summary = append(summary, fmt.Sprintf("gateway: added p50 %d us, p99 %d us at %d rps; throughput ratio %.2f; "+
+			"added p50 / direct p50 %.2f (a bare reverse proxy's %.2f)",
 			addedMicros(pr.gateway.LatencyP50Ms, pr.direct.LatencyP50Ms), addedMicros(pr.gateway.LatencyP99Ms, pr.direct.LatencyP99Ms),
-			pr.rate, pr.gateway.ReqS/pr.direct.ReqS))
+			pr.rate, pr.gateway.ReqS/pr.direct.ReqS, addedRatio(pr.gateway, pr.direct), addedRatio(pr.proxy, pr.direct)))
 	}
 	return summary, nil
 }
@@ -843,14 +884,22 @@ func addedMicros(a, b float64) int64 { return int64(math.Round((a - b) * 1000)) 
 
 // printRate prints a rate's table: each path's latencies, throughput and failures, and what
 // the gateway added.
-func printRate(out io.Writer, rate int, direct, gateway load.Result) {
+// addedRatio is what a path adds to the direct path's p50, over the direct p50.
+func addedRatio(path, direct load.Result) float64 {
+	if direct.LatencyP50Ms <= 0 {
+		return 0
+	}
+	return (path.LatencyP50Ms - direct.LatencyP50Ms) / direct.LatencyP50Ms
+}
+
+func printRate(out io.Writer, rate int, direct, proxy, gateway load.Result) {
 	fmt.Fprintf(out, "\n%d requests/s, %d requests on each path:\n", rate, direct.Requests)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "\tp50 us\tp99 us\tmax us\tthroughput rps\tfailed\tsent late p99 ms\t")
 	for _, r := range []struct {
 		name string
 		res  load.Result
-	}{{"direct", direct}, {"gateway", gateway}} {
+	}{{"direct", direct}, {"proxy", proxy}, {"gateway", gateway}} {
 		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f\t%.2f\t%d\t%.2f\t\n", r.name, r.res.LatencyP50Ms*1000, r.res.LatencyP99Ms*1000,
 			r.res.LatencyMaxMs*1000, r.res.ReqS, r.res.Failed, r.res.LagP99Ms)
 	}
@@ -858,13 +907,15 @@ func printRate(out io.Writer, rate int, direct, gateway load.Result) {
 	if direct.ReqS > 0 {
 		ratio = gateway.ReqS / direct.ReqS
 	}
-	fmt.Fprintf(tw, "added\t%d\t%d\t\tratio %.2f\t\t\t\n", addedMicros(gateway.LatencyP50Ms, direct.LatencyP50Ms),
+	fmt.Fprintf(tw, "proxy added\t%d\t%d\t\t\t\t\t\n", addedMicros(proxy.LatencyP50Ms, direct.LatencyP50Ms),
+		addedMicros(proxy.LatencyP99Ms, direct.LatencyP99Ms))
+	fmt.Fprintf(tw, "gateway added\t%d\t%d\t\tratio %.2f\t\t\t\n", addedMicros(gateway.LatencyP50Ms, direct.LatencyP50Ms),
 		addedMicros(gateway.LatencyP99Ms, direct.LatencyP99Ms), ratio)
 	_ = tw.Flush()
 	for _, r := range []struct {
 		name string
 		res  load.Result
-	}{{"direct", direct}, {"gateway", gateway}} {
+	}{{"direct", direct}, {"proxy", proxy}, {"gateway", gateway}} {
 		if r.res.Failed > 0 {
 			fmt.Fprintf(out, "  %s: %s\n", r.name, describeFailures(r.res))
 		}
