@@ -373,7 +373,7 @@ func (b *gatewayBundle) testUsageTheGatewayNeverSaw(t *testing.T) {
 	id, _, _ := headersOf(t, res)
 	h := rig.held()[0]
 	rig.report(h, 30, 4000)
-	b.flushRequestLog(t)
+	b.awaitRecords(t, id)
 	var relayed int64
 	if err := b.p.pool.QueryRow(b.ctx, `SELECT relayed_output_bytes FROM gateway_requests WHERE request_id = $1`, id).Scan(&relayed); err != nil {
 		t.Fatal(err)

@@ -955,6 +955,29 @@ func (b *gatewayBundle) flushRequestLog(t *testing.T) {
 	}
 }
 
+// awaitRecords writes the gateway's records of the given requests, waiting for each to be taken:
+// the gateway records an attempt once its answer is on its way to the client, so a client that
+// has read the answer can be a moment ahead of the record (docs/gateway.md, "The hop to the rig").
+func (b *gatewayBundle) awaitRecords(t *testing.T, requestIDs ...string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b.flushRequestLog(t)
+		var found int
+		if err := b.p.pool.QueryRow(b.ctx, `SELECT count(*) FROM gateway_requests WHERE request_id = ANY($1)`,
+			requestIDs).Scan(&found); err != nil {
+			t.Fatal(err)
+		}
+		if found == len(requestIDs) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the gateway recorded %d of the requests %v after 10 s", found, requestIDs)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func (b *gatewayBundle) testReconciliation(t *testing.T) {
 	o := b.list(t, rigSpec{model: "gw-reconcile", ask: 100_000, p99: 300})
 	dev, _, secret := b.developer(t, "reconcile", 20*money.PicoPerUSD, accounts.NewKeyInput{})

@@ -218,7 +218,7 @@ func (b *gatewayBundle) testRecordedBounds(t *testing.T) {
 	}
 	wholeID, _, _ := headersOf(t, res)
 
-	b.flushRequestLog(t)
+	b.awaitRecords(t, streamID, wholeID)
 	type record struct {
 		inputBytes, maxIn, maxOut, outBytes, outChunks int64
 		streamed                                       bool
