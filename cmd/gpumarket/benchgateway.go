@@ -147,8 +147,8 @@ const (
 // "gateway: added p50 <X> us, p99 <Y> us at <R> rps; throughput ratio <T>; added p50 / direct
 // p50 <A> (a bare reverse proxy's <B>)", one per rate and the first rate's last: X and Y are the
 // gateway's percentile less the direct one, T the gateway's achieved throughput over the direct
-// one, A is X over the direct p50 and B the same for the bare proxy. All the processes run on this machine, so
-// the figures are for its cores shared by all of them. The platform logs at warn level unless
+// one, A is X over the direct p50 and B the same for the bare proxy. All the processes run on
+// this machine, so the figures are for its cores shared by all of them. The platform logs at warn level unless
 // GPUMARKET_LOG_LEVEL is set (with -processes, each process's log is in the run's data
 // directory, and shown when one fails to start); the platform's access log, one line per
 // request at info level in production, is not written. Each rate's table is followed by the CPU time each process used a
