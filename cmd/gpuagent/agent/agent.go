@@ -62,9 +62,11 @@
 //
 // A background loop publishes the files in name order (the order they were written), each with its event id as
 // Nats-Msg-Id, in windows of 256, at most maxPublishRate events a second, and waits for the stream's
-// acknowledgements (a duplicate's too); on failure it retries with backoff (from 100 ms, doubling, to 10 s), at
-// once when the connection comes back or an event is added (unless the stream is refusing the rig's events: then
-// only the backoff), and at start-up for what a previous run left. A re-send is the same bytes with the same id:
+// acknowledgements (a duplicate's too). It starts 20 ms after an event is added or the connection comes back
+// (publishLinger: the events of those 20 ms go in one round, apart from the responses on their way), and at
+// start-up for what a previous run left; on failure it retries with backoff (from 100 ms, doubling, to 10 s),
+// sooner when the connection comes back or an event is added (unless the stream is refusing the rig's events:
+// then only the backoff). A re-send is the same bytes with the same id:
 // the stream drops it inside its duplicate window and the meter after it. A refusal by the stream (the rig has as
 // many events waiting to be metered as the stream holds for one) and a refused credential (the platform shuts a
 // rig out for a while after it published faster than its limit) are logged with the rig's subject: see
@@ -204,6 +206,7 @@ type Agent struct {
 	beatAsked         chan struct{} // a heartbeat is wanted now: the connection came up, or a gateway asked
 	pace              *rate.Limiter // of the usage events published: maxPublishRate
 	acked             atomic.Int64
+	rounds            atomic.Int64
 
 	ln  net.Listener
 	srv *http.Server
@@ -366,6 +369,7 @@ type Stats struct {
 	InFlight     int                // inference requests being served
 	Outbox       int                // usage events the stream has not acknowledged yet
 	Acked        int64              // usage events the stream acknowledged since New
+	Rounds       int64              // rounds of publishing that sent any event since New (publishLinger)
 	EnergySource usage.EnergySource // how a request served now gets its energy
 }
 
@@ -375,6 +379,7 @@ func (a *Agent) Stats() Stats {
 		InFlight:     a.meter.inFlightNow(),
 		Outbox:       int(a.outbox.pending.Load()),
 		Acked:        a.acked.Load(),
+		Rounds:       a.rounds.Load(),
 		EnergySource: a.meter.source(),
 	}
 }

@@ -341,6 +341,38 @@ func TestEventsWaitInTheOutboxWhileNATSIsDownAndAreSentOnceWhenItIsBack(t *testi
 	}
 }
 
+func TestEventsKeptWithinTheLingerArePublishedInOneRound(t *testing.T) {
+	t.Parallel()
+	r := setup(t, rigOptions{})
+	waitFor(t, "the agent's connection", func() bool { return r.agent.nc.IsConnected() })
+	body := `{"messages":[{"role":"user","content":"hi"}],"max_tokens":3}`
+	// Two requests one after the other: the second's event is kept while the sender still waits
+	// out the first's linger, so one round publishes both; a sender that published on every
+	// event would need two. On a machine too slow for two requests in half the linger the
+	// count is not checked, only that both arrive.
+	for attempt := range 5 {
+		before := r.agent.Stats()
+		start := time.Now()
+		for i := range 2 {
+			resp := r.post(t, "/v1/chat/completions", r.ticket(t, fmt.Sprintf("req_linger_%d_%d", attempt, i)), body)
+			if b := readAll(t, resp); resp.StatusCode != http.StatusOK {
+				t.Fatalf("%d %s", resp.StatusCode, b)
+			}
+		}
+		took := time.Since(start)
+		waitFor(t, "both events acknowledged", func() bool { return r.agent.Stats().Acked == before.Acked+2 })
+		rounds := r.agent.Stats().Rounds - before.Rounds
+		if took < publishLinger/2 {
+			if rounds != 1 {
+				t.Fatalf("two events kept %s apart went out in %d rounds, want one", took, rounds)
+			}
+			r.expectStreamHolds(t, 2*(attempt+1))
+			return
+		}
+		t.Logf("two requests took %s, over half the %s linger: trying again", took, publishLinger)
+	}
+}
+
 func TestOutboxLeftByAnEarlierRunIsSentAtStart(t *testing.T) {
 	t.Parallel()
 	r := setup(t, rigOptions{noRun: true}) // an agent that serves but never sends, then stops
