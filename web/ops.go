@@ -119,6 +119,9 @@ func (s *Server) accessLog(next echo.HandlerFunc) echo.HandlerFunc {
 		if c.Path() == "/healthz" || c.Path() == "/metrics" || c.Path() == "/static/*" {
 			level = slog.LevelDebug
 		}
+		if !s.log.Enabled(c.Request().Context(), level) {
+			return nil // the line's attributes are not even made
+		}
 		s.log.Log(c.Request().Context(), level, "http",
 			"method", clip(c.Request().Method, 16), "path", clip(c.Request().URL.Path, maxLoggedPath), "route", c.Path(),
 			"status", c.Response().Status, "took", time.Since(start),

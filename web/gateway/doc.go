@@ -17,6 +17,9 @@
 //   - proxy.go: the attempts at the candidates routing chose, the relay of the answer, what
 //     the gateway records of each attempt, and the settlement of the request's reservation
 //     (billing.SettlementOf).
+//   - rigclient.go: the HTTP/1.1 client to the rigs' agents.
+//   - jsonobject.go: a JSON object's top-level members, read in one pass without a map: the
+//     request's members the gateway needs, and a whole answer's usage.
 //   - errors.go: OpenAI's error shape, the one place that maps errors to statuses here.
 //   - carbon.go: the X-GPUMarket-Gco2e headers and trailer.
 //   - keychanges.go: forgetting a revoked or changed key (ForgetKey).

@@ -345,13 +345,22 @@ type gatewayOptions struct {
 // when it must: without the tier suffix and the gpumarket object, with the stream's usage
 // asked for. An untouched body goes out as it came.
 func parseGatewayRequest(body []byte, ep endpoint, headerTier string, key accounts.APIKey) (*gatewayRequest, error) {
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(body, &top); err != nil || top == nil {
+	top, ok := readJSONObject(body)
+	if !ok {
 		return nil, invalidRequest("", "invalid_json", "We could not parse the JSON body of your request: send a JSON object.")
 	}
+	// A body the gateway must rewrite is rewritten from its members as a map.
+	var edits map[string]json.RawMessage
+	edit := func() map[string]json.RawMessage {
+		if edits == nil {
+			edits = top.members()
+		}
+		return edits
+	}
 	req := &gatewayRequest{ep: ep, body: body}
-	var model string
-	if err := json.Unmarshal(top["model"], &model); err != nil || model == "" {
+	rawModel, _ := top.get("model")
+	model, ok := jsonString(rawModel)
+	if !ok || model == "" {
 		return nil, invalidRequest("model", "", "You must provide a model parameter; GET /v1/models lists the models on offer.")
 	}
 	rewrite := false
@@ -364,8 +373,8 @@ func parseGatewayRequest(body []byte, ep endpoint, headerTier string, key accoun
 			ask.HeaderTier = "" // the model's suffix chooses the tier: the header is not read
 		}
 	}
-	if raw, ok := top["gpumarket"]; ok {
-		delete(top, "gpumarket")
+	if raw, ok := top.get("gpumarket"); ok {
+		delete(edit(), "gpumarket")
 		rewrite = true
 		if string(raw) != "null" {
 			if err := readGatewayOptions(raw, &ask); err != nil {
@@ -380,13 +389,13 @@ func parseGatewayRequest(body []byte, ep endpoint, headerTier string, key accoun
 	}
 
 	if ep.streams {
-		if raw, ok := top["stream"]; ok && json.Unmarshal(raw, &req.stream) != nil {
+		if raw, ok := top.get("stream"); ok && json.Unmarshal(raw, &req.stream) != nil {
 			return nil, invalidRequest("stream", "", "stream must be true or false.")
 		}
 	}
 	if req.stream {
 		options := map[string]json.RawMessage{}
-		if raw, ok := top["stream_options"]; ok && string(raw) != "null" {
+		if raw, ok := top.get("stream_options"); ok && string(raw) != "null" {
 			if json.Unmarshal(raw, &options) != nil || options == nil {
 				return nil, invalidRequest("stream_options", "", "stream_options must be an object.")
 			}
@@ -398,7 +407,7 @@ func parseGatewayRequest(body []byte, ep endpoint, headerTier string, key accoun
 			if err != nil {
 				return nil, err
 			}
-			top["stream_options"], req.forcedUsage, rewrite = raw, true, true
+			edit()["stream_options"], req.forcedUsage, rewrite = raw, true, true
 		}
 	}
 	limit, choices, err := outputLimit(top, ep)
@@ -407,10 +416,11 @@ func parseGatewayRequest(body []byte, ep endpoint, headerTier string, key accoun
 	}
 	req.maxOutput = routing.OutputBound(model, limit, choices, ep.output)
 	if rewrite {
-		if top["model"], err = json.Marshal(model); err != nil {
+		members := edit()
+		if members["model"], err = json.Marshal(model); err != nil {
 			return nil, err
 		}
-		if req.body, err = marshalMembers(top); err != nil {
+		if req.body, err = marshalMembers(members); err != nil {
 			return nil, err
 		}
 	}
@@ -457,13 +467,13 @@ func readGatewayOptions(raw json.RawMessage, ask *routing.Ask) error {
 
 // outputLimit reads the most output tokens each choice of a request asks for, max_completion_tokens (else
 // max_tokens), nil when it sets none, and its choices, n.
-func outputLimit(top map[string]json.RawMessage, ep endpoint) (limit *int64, choices int64, err error) {
+func outputLimit(top jsonObject, ep endpoint) (limit *int64, choices int64, err error) {
 	choices = 1
 	if !ep.output {
 		return nil, choices, nil
 	}
 	for _, name := range []string{"max_completion_tokens", "max_tokens"} {
-		raw, ok := top[name]
+		raw, ok := top.get(name)
 		if !ok || string(raw) == "null" {
 			continue
 		}
@@ -474,7 +484,7 @@ func outputLimit(top map[string]json.RawMessage, ep endpoint) (limit *int64, cho
 		limit = &v
 		break
 	}
-	if raw, ok := top["n"]; ok && string(raw) != "null" {
+	if raw, ok := top.get("n"); ok && string(raw) != "null" {
 		if json.Unmarshal(raw, &choices) != nil || choices < 1 || choices > routing.MaxChoices {
 			return nil, 0, invalidRequest("n", "", "n must be a whole number from 1 to %d.", routing.MaxChoices)
 		}

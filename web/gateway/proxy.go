@@ -219,15 +219,24 @@ func (g *Gateway) send(ctx context.Context, req *gatewayRequest, a *attempt, tk 
 	return g.client.post(ctx, u.Scheme, u.Host, req.ep.path, header, req.body)
 }
 
+// The headers every answer carries, in their canonical form.
+var (
+	requestIDHeader = http.CanonicalHeaderKey("X-GPUMarket-Request-Id")
+	offeringHeader  = http.CanonicalHeaderKey("X-GPUMarket-Offering")
+	tierHeader      = http.CanonicalHeaderKey("X-GPUMarket-Tier")
+	hardwareHeader  = http.CanonicalHeaderKey("X-GPUMarket-Hardware")
+)
+
 // relay answers the client with the rig's response and reads its usage on the way.
 func (g *Gateway) relay(c echo.Context, req *gatewayRequest, a *attempt, resp *http.Response) outcome {
 	w := c.Response()
 	h := w.Header()
-	h.Set("X-GPUMarket-Request-Id", a.requestID)
-	h.Set("X-GPUMarket-Offering", a.cand.OfferingID)
-	h.Set("X-GPUMarket-Tier", string(a.cand.Tier))
+	// Set under their canonical names, as Header.Set would, without canonicalising each anew.
+	h[requestIDHeader] = []string{a.requestID}
+	h[offeringHeader] = []string{a.cand.OfferingID}
+	h[tierHeader] = []string{string(a.cand.Tier)}
 	if a.cand.GPUName != "" {
-		h.Set("X-GPUMarket-Hardware", strconv.Itoa(a.cand.GPUCount)+"x "+a.cand.GPUName)
+		h[hardwareHeader] = []string{strconv.Itoa(a.cand.GPUCount) + "x " + a.cand.GPUName}
 	}
 	for _, name := range []string{"Content-Type", "Cache-Control"} {
 		if v := resp.Header.Get(name); v != "" {
@@ -291,7 +300,13 @@ func (g *Gateway) relay(c echo.Context, req *gatewayRequest, a *attempt, resp *h
 func (g *Gateway) relaySmall(c echo.Context, a *attempt, resp *http.Response) outcome {
 	w := c.Response()
 	o := outcome{httpStatus: resp.StatusCode, status: billing.GatewayOK}
-	body, err := io.ReadAll(&boundedReader{r: resp.Body, left: resp.ContentLength + 1})
+	// Read into a buffer of the announced length and one byte more, to tell a longer answer.
+	body := make([]byte, resp.ContentLength+1)
+	n, err := io.ReadFull(resp.Body, body)
+	body = body[:n]
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		err = nil // shorter than announced, or exactly as long: told apart below
+	}
 	if len(body) > 0 {
 		o.firstToken = g.now()
 	}
@@ -329,13 +344,23 @@ func (g *Gateway) relaySmall(c echo.Context, a *attempt, resp *http.Response) ou
 
 // usageOf reads the usage member of a whole response.
 func usageOf(body []byte) *billing.TokenCount {
-	var resp struct {
-		Usage *tokenUsage `json:"usage"`
+	top, ok := readJSONObject(body)
+	if !ok {
+		return nil
 	}
-	if json.Unmarshal(body, &resp) == nil && resp.Usage != nil {
-		return resp.Usage.count()
+	raw, _ := top.get("usage")
+	members, ok := splitObject(raw) // a part of the body, which readJSONObject checked
+	if !ok {
+		return nil // none, null, or not an object
 	}
-	return nil
+	var u tokenUsage
+	var okIn, okOut bool
+	u.PromptTokens, okIn = members.jsonInt("prompt_tokens")
+	u.CompletionTokens, okOut = members.jsonInt("completion_tokens")
+	if !okIn || !okOut {
+		return nil
+	}
+	return u.count()
 }
 
 // errClientGone is a failed write to the client.

@@ -1,0 +1,118 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"github.com/gpumarket/gpumarket/services/accounts"
+)
+
+// jsonObjectCases are bodies whose members readJSONObject must read as encoding/json reads
+// them into a map: names escaped or repeated, values holding braces, quotes and escapes,
+// space anywhere, and bodies that are not objects at all.
+var jsonObjectCases = []string{
+	`{}`,
+	` { } `,
+	`{"model":"m","max_tokens":8}`,
+	"{\n\t\"model\" :\r\n \"m\" , \"n\" : 2 \n}",
+	`{"max_tokens":8,"max_tokens":4000}`,
+	`{"mo\u0064el":"hidden","model":"plain"}`,
+	`{"model":"plain","mo\u0064el":"escaped last"}`,
+	`{"a":{"model":"inner"},"model":"outer"}`,
+	`{"messages":[{"role":"user","content":"} ] { [ \" \\ \u00e9"}],"model":"m"}`,
+	`{"x":"a\"b","y":[1,2,[3,{"z":null}]],"t":true,"f":false,"n":null,"e":-1.5e+3}`,
+	"{\"na\xffme\":1,\"model\":\"m\"}",
+	`{"usage":{"prompt_tokens":16,"completion_tokens":8},"usage":null}`,
+	`[1,2]`, `"model"`, `null`, `12`, ``, `{`, `{"a":}`, `{"a":1,}`, `{"a" 1}`, `{"a":1}{"b":2}`, `{"a":"\x01"}`,
+}
+
+func TestReadJSONObjectReadsMembersAsEncodingJSONDoes(t *testing.T) {
+	for _, body := range jsonObjectCases {
+		checkJSONObject(t, []byte(body))
+	}
+}
+
+func FuzzReadJSONObject(f *testing.F) {
+	for _, body := range jsonObjectCases {
+		f.Add([]byte(body))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) { checkJSONObject(t, body) })
+}
+
+func checkJSONObject(t *testing.T, body []byte) {
+	t.Helper()
+	var want map[string]json.RawMessage
+	wantOK := json.Unmarshal(body, &want) == nil && want != nil
+	obj, ok := readJSONObject(body)
+	if ok != wantOK {
+		t.Fatalf("%q: read as an object %v, encoding/json %v", body, ok, wantOK)
+	}
+	if !ok {
+		return
+	}
+	got := obj.members()
+	if len(got) != len(want) {
+		t.Fatalf("%q: %d members, encoding/json %d", body, len(got), len(want))
+	}
+	for name, w := range want {
+		g, found := obj.get(name)
+		if !found || !bytes.Equal(g, w) || !bytes.Equal(got[name], w) {
+			t.Fatalf("%q: member %q is %q, encoding/json %q", body, name, g, w)
+		}
+	}
+}
+
+func TestUsageOfReadsTheLastUsageMemberOfAValidAnswer(t *testing.T) {
+	for _, c := range []struct {
+		body    string
+		in, out int64
+		none    bool
+	}{
+		{body: `{"id":"x","choices":[{"message":{"content":"\"usage\":{}"}}],"usage":{"prompt_tokens":16,"completion_tokens":8,"total_tokens":24}}`, in: 16, out: 8},
+		{body: `{"usage":{"prompt_tokens":3,"completion_tokens":1},"usage":{"prompt_tokens":30,"completion_tokens":10}}`, in: 30, out: 10},
+		{body: `{"usage":{"prompt_tokens":null,"completion_tokens":5}}`, in: 0, out: 5},
+		{body: `{"usage":{"prompt_tokens":-4,"completion_tokens":5}}`, in: 0, out: 5}, // counted as none, never below
+		{body: `{"usage":{"completion_tokens":5}}`, in: 0, out: 5},
+		{body: `{"usage":{"prompt_tokens":1.5,"completion_tokens":5}}`, none: true},
+		{body: `{"usage":{"prompt_tokens":"7","completion_tokens":5}}`, none: true},
+		{body: `{"usage":{"prompt_tokens":99999999999999999999,"completion_tokens":5}}`, none: true},
+		{body: `{"usage":null}`, none: true},
+		{body: `{"usage":[1]}`, none: true},
+		{body: `{"choices":[{"usage":{"prompt_tokens":1,"completion_tokens":1}}]}`, none: true},
+		{body: `{"usage":{"prompt_tokens":1,"completion_tokens":1}`, none: true}, // cut short
+		{body: `not json`, none: true},
+	} {
+		u := usageOf([]byte(c.body))
+		switch {
+		case c.none && u != nil:
+			t.Errorf("%s: usage %+v, want none", c.body, *u)
+		case !c.none && (u == nil || u.Input != c.in || u.Output != c.out):
+			t.Errorf("%s: usage %+v, want %d in, %d out", c.body, u, c.in, c.out)
+		}
+	}
+}
+
+// A chat request and answer of the gateway benchmark's size (make bench-gateway).
+var (
+	benchRequestBody = []byte(`{"model":"gpumarket-bench/zero-latency","messages":[{"role":"user","content":"lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor incididunt ut labore et dolore"}],"max_tokens":8}`)
+	benchAnswerBody  = []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1764680000,"model":"gpumarket-bench/zero-latency","choices":[{"index":0,"message":{"role":"assistant","content":"lorem ipsum dolor sit amet consectetur adipiscing"},"finish_reason":"length"}],"usage":{"prompt_tokens":16,"completion_tokens":8,"total_tokens":24}}`)
+)
+
+func BenchmarkParseGatewayRequest(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := parseGatewayRequest(benchRequestBody, chatEndpoint, "realtime", accounts.APIKey{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkUsageOf(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if usageOf(benchAnswerBody) == nil {
+			b.Fatal("no usage")
+		}
+	}
+}
