@@ -19,13 +19,20 @@ const (
 	CarbonHeader        = "X-GPUMarket-Gco2e"
 )
 
+// The two in their canonical form, as Header.Set would write them, to be set without
+// canonicalising them anew on every answer.
+var (
+	carbonPerMTokKey = http.CanonicalHeaderKey(CarbonPerMTokHeader)
+	carbonKey        = http.CanonicalHeaderKey(CarbonHeader)
+)
+
 // setCarbonHeaders sets the estimate per million tokens and, for a whole answer, announces the
 // request's estimate as a trailer. It reports whether it did.
 func setCarbonHeaders(h http.Header, cand routing.Candidate, whole bool) (trailer bool) {
 	if cand.GCO2ePerToken <= 0 {
 		return false
 	}
-	h.Set(CarbonPerMTokHeader, strconv.FormatFloat(carbon.PerMillionTokens(cand.GCO2ePerToken), 'f', 3, 64))
+	h[carbonPerMTokKey] = []string{strconv.FormatFloat(carbon.PerMillionTokens(cand.GCO2ePerToken), 'f', 3, 64)}
 	if whole {
 		h.Set("Trailer", CarbonHeader)
 	}
@@ -38,5 +45,5 @@ func setCarbonTrailer(h http.Header, cand routing.Candidate, o outcome) {
 		return
 	}
 	tokens := float64(o.usage.Input + o.usage.Output)
-	h.Set(CarbonHeader, strconv.FormatFloat(tokens*cand.GCO2ePerToken, 'f', 6, 64))
+	h[carbonKey] = []string{strconv.FormatFloat(tokens*cand.GCO2ePerToken, 'f', 6, 64)}
 }

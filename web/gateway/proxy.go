@@ -318,14 +318,17 @@ func (g *Gateway) relaySmall(c echo.Context, a *attempt, resp *http.Response) ou
 		setCarbonTrailer(w.Header(), a.cand, o)
 	}
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	out, _ := httpx.NewDeadlineWriter(w, clientWriteIdle)
+	// One write, bounded by a write deadline; the read deadline stays lifted (serve), so the
+	// connection's background read goes on watching for the client's leaving.
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Now().Add(clientWriteIdle))
 	w.WriteHeader(resp.StatusCode)
 	o.outputBytes = int64(len(body))
 	// Flushed at once: the answer is whole, and the client need not wait for the gateway's
 	// records of it (observe, record, settle), which follow.
-	_, werr := out.Write(body)
+	_, werr := w.Write(body)
 	if werr == nil {
-		werr = out.Flush()
+		werr = rc.Flush()
 	}
 	if werr != nil && err == nil {
 		err = errClientGone
