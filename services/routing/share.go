@@ -32,6 +32,10 @@ const (
 	maxSharePending = 20_000
 )
 
+// instanceHeader names the publishing router's instance on each batch, so that a router skips its own without
+// decoding it; the body names it too (ObservedBatch.Instance).
+const instanceHeader = "Gpumarket-Instance"
+
 // ObservedBatch is a message on ObservedSubject.
 type ObservedBatch struct {
 	Instance     string            `json:"instance"` // the publishing router's Config.Instance
@@ -115,7 +119,10 @@ func (r *Router) publishShared() {
 		n := min(len(pending), maxShareBatch)
 		body, err := json.Marshal(ObservedBatch{Instance: r.cfg.Instance, Observations: pending[:n]})
 		if err == nil {
-			err = r.cfg.NATS.Publish(ObservedSubject, body)
+			msg := nats.NewMsg(ObservedSubject)
+			msg.Header.Set(instanceHeader, r.cfg.Instance)
+			msg.Data = body
+			err = r.cfg.NATS.PublishMsg(msg)
 		}
 		if err != nil {
 			r.log.Warn("routing: sharing observations with the other gateways failed", "observations", n, "error", err)
@@ -127,6 +134,9 @@ func (r *Router) publishShared() {
 // onObserved adds another replica's observations to the windows; this router's own batches, and requests
 // already in a window, are skipped. A malformed message, or observation, is ignored.
 func (r *Router) onObserved(msg *nats.Msg) {
+	if msg.Header.Get(instanceHeader) == r.cfg.Instance {
+		return // this router's own batch: not even decoded
+	}
 	var b ObservedBatch
 	if err := json.Unmarshal(msg.Data, &b); err != nil {
 		r.log.Debug("routing: malformed batch of shared observations ignored", "error", err)
