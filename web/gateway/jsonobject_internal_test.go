@@ -95,8 +95,8 @@ func TestUsageOfReadsTheLastUsageMemberOfAValidAnswer(t *testing.T) {
 
 // A chat request and answer of the gateway benchmark's size (make bench-gateway).
 var (
-	benchRequestBody = []byte(`{"model":"gpumarket-bench/zero-latency","messages":[{"role":"user","content":"lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor incididunt ut labore et dolore"}],"max_tokens":8}`)
-	benchAnswerBody  = []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1764680000,"model":"gpumarket-bench/zero-latency","choices":[{"index":0,"message":{"role":"assistant","content":"lorem ipsum dolor sit amet consectetur adipiscing"},"finish_reason":"length"}],"usage":{"prompt_tokens":16,"completion_tokens":8,"total_tokens":24}}`)
+	benchRequestBody = []byte(`{"model":"gpumarket-bench/zero-latency","messages":[{"role":"user","content":"Explain in two sentences why a batch job can wait for an idle consumer GPU while a chat cannot."}],"max_tokens":8}`)
+	benchAnswerBody  = []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1764680000,"model":"gpumarket-bench/zero-latency","choices":[{"index":0,"message":{"role":"assistant","content":"A batch job tolerates minutes of queueing, so"},"finish_reason":"length"}],"usage":{"prompt_tokens":16,"completion_tokens":8,"total_tokens":24}}`)
 )
 
 func BenchmarkParseGatewayRequest(b *testing.B) {
