@@ -300,12 +300,13 @@ func (g *Gateway) relay(c echo.Context, req *gatewayRequest, a *attempt, resp *h
 func (g *Gateway) relaySmall(c echo.Context, a *attempt, resp *http.Response) outcome {
 	w := c.Response()
 	o := outcome{httpStatus: resp.StatusCode, status: billing.GatewayOK}
-	// Read into a buffer of the announced length and one byte more, to tell a longer answer.
+	// Read into a buffer one byte longer than announced, so that the read goes on to the body's
+	// end, which hands the connection back to the pool (rigBody). The body stops at its length.
 	body := make([]byte, resp.ContentLength+1)
 	n, err := io.ReadFull(resp.Body, body)
 	body = body[:n]
 	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-		err = nil // shorter than announced, or exactly as long: told apart below
+		err = nil // it ended: at its length, or short of it, which the check below tells
 	}
 	if len(body) > 0 {
 		o.firstToken = g.now()
