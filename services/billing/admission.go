@@ -16,43 +16,48 @@ import (
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/ticket"
+	"github.com/gpumarket/gpumarket/services/usage"
 )
 
 // Admission decides whether a gateway request may start spending: it refuses when the
 // account's prepaid credit is spent or the API key has reached its monthly limit
-// (docs/failure-cases.md, case 19), and it bounds the overdraft that requests in flight can
-// cause.
+// (docs/failure-cases.md, case 19), and it bounds the overdraft that requests can cause,
+// whatever their rigs claim (docs/gateway-integrity.md, "Holds until metered").
 //
 // What an account has to spend is its credit balance (the ledger's cached balance), less what
-// it has committed that the balance does not show yet:
-//   - in flight: each admitted request reserves an upper estimate of its cost until it ends,
-//     (prompt bytes x the tier's input price) + (max_tokens x its output price), max_tokens
-//     capped at the model's window and times the choices (routing.OutputBound); a request
-//     without max_tokens reserves DefaultOutputReservation output tokens, one without output
-//     (embeddings) none. A prompt of n bytes holds at most n tokens for byte-level BPE
-//     tokenizers, so the input part is a true upper bound.
-//   - ended, not yet metered: when a request ends, its reservation turns into its cost as the
-//     gateway saw it in the response's usage (its reservation when no usage came by, nothing
-//     when no completion token was produced; see docs/failure-cases.md, case 18), held until
-//     the meter's row for the request id shows up, or for HoldFor at most.
+// it has committed that the balance does not show yet, each request at the most the meter may
+// bill it (ticket.BillableOf), never at the usage its rig's answer claims:
+//   - in flight: each admitted request reserves its route ticket's bound, (input bound x the
+//     tier's input price) + (output bound x its output price), the input bound being the body's
+//     bytes plus routing.InputAllowance and the output bound max_tokens (or the model's limit)
+//     times the choices, as the ticket carries them.
+//   - ended, not yet metered: when a request ends, its reservation turns into a hold of the
+//     same bound, its output lowered to the bound on the output the gateway relayed; nothing
+//     when the gateway saw the attempt fail, as the meter then bills nothing. The gateway
+//     writes the hold with its record of the attempt (RequestLog, table admission_holds), and
+//     the meter deletes it in the transaction that posts the request's charge. Until the
+//     record is written the hold is kept here, in this process.
 //
-// The balance, the keys' metered spend this month and which held request ids are metered are
-// read in one statement, so from one snapshot: a held charge is dropped exactly when the
-// balance read with it includes it, and nothing is counted twice or missed, however stale the
-// cached figures are. Figures are reread in the background once BalanceTTL old, and on the
-// request path when older than maxStale or when a new month began.
+// The balance, the keys' metered spend this month, the account's holds and which of the holds
+// kept here are recorded or metered are read in one statement, so from one snapshot: every
+// ended request is counted once, either in the balance or as a hold, however stale the cached
+// figures are. A hold lasts until the meter bills its request, or until the meter would no
+// longer bill it (its ticket is older than usage.MaxTicketAge), so an event a rig releases
+// days late finds its charge already held. Since the holds live in PostgreSQL, every gateway
+// replica counts the holds of every other, and a restart loses none of them. Figures are reread
+// in the background once BalanceTTL old, and on the request path when older than maxStale or
+// when a new month began.
 //
 // A request is refused when the account's balance less its commitments is <= 0, or when the
 // key's metered spend this calendar month (UTC) plus its commitments is >= its limit. The
 // check comes before the request's own reservation, so a customer with a few cents left can
-// still make a small request. The overdraft bound that follows, per account and per gateway
-// process: the balance can fall below zero by at most the reservation of the request admitted
-// last (at most its full cost when it set max_tokens), plus what requests cost beyond their
-// reservations (output past DefaultOutputReservation on requests without max_tokens), plus
-// metered charges of held requests after HoldFor (a rig whose events reach the meter more than
-// HoldFor late). A key's limit is overshot by the same amounts. Gateway replicas each hold
-// their own commitments, so with N replicas the bound is N times that. Credit taken back by
-// hand (an adjustment or a refund) is seen within BalanceTTL.
+// still make a small request. The overdraft bound that follows, per account: the balance can
+// fall below zero by at most the bound of the request admitted last on each gateway replica,
+// plus what other replicas admitted within the age of this one's figures (BalanceTTL), plus the
+// bounds of requests whose gateway stopped before writing its record (the meter bills those
+// within their tickets' bounds). A key's limit is overshot by the same amounts. Credit taken
+// back by hand (an adjustment or a refund) is seen within BalanceTTL.
 type Admission struct {
 	cfg AdmissionConfig
 
@@ -83,10 +88,9 @@ var _ PriceBook = (*catalog.Service)(nil)
 // Defaults of AdmissionConfig.
 const (
 	DefaultBalanceTTL = time.Second
-	DefaultHoldFor    = 15 * time.Minute
-	// DefaultOutputReservation is the output a request without max_tokens is assumed to
-	// produce, for its reservation.
-	DefaultOutputReservation = 4096
+	// DefaultHoldFor is as long as the meter bills a request, and a little longer for the clock
+	// skew it allows.
+	DefaultHoldFor = usage.MaxTicketAge + usage.MaxClockSkew
 	// maxStale is how old the cached figures may be before a request waits for fresh ones.
 	maxStale = 30 * time.Second
 	// pricesTTL is how long the price book is reused: a price change needs no faster effect on
@@ -111,7 +115,9 @@ type AdmissionConfig struct {
 	Now    func() time.Time // nil means time.Now
 	// BalanceTTL is how old cached figures get before they are reread in the background.
 	BalanceTTL time.Duration
-	// HoldFor is how long an ended request's cost is held while its metered row is awaited.
+	// HoldFor is how long an ended request's hold is kept in this process while neither its
+	// recorded hold nor its metered row shows; nil means usage.MaxTicketAge, the longest the
+	// meter bills a request.
 	HoldFor time.Duration
 	Log     *slog.Logger // nil means slog.Default()
 }
@@ -162,12 +168,12 @@ type AdmitInput struct {
 	APIKeyID     string
 	MonthlyLimit *money.Pico // the key's limit; nil for none
 	Tier         catalog.Tier
-	// MaxInputTokens bounds the prompt's tokens: the gateway passes the body's size in bytes.
-	MaxInputTokens int64
-	// MaxOutputTokens is the most output tokens the request may be billed for
-	// (routing.OutputBound); nil when it set no max_tokens (the reservation assumes
-	// DefaultOutputReservation), 0 for an endpoint that produces no output tokens.
-	MaxOutputTokens *int64
+	// MaxInputTokens and MaxOutputTokens are the bounds of the request's route ticket
+	// (routing.BoundsFor, ticket.Claims): the most input and output tokens the meter may bill
+	// it. The input bound is the body's bytes plus routing.InputAllowance; the output bound is
+	// 0 for an endpoint that produces no output tokens.
+	MaxInputTokens  int64
+	MaxOutputTokens int64
 }
 
 // TokenCount is a response's usage.
@@ -185,11 +191,18 @@ type spender struct {
 	balance money.Pico
 	spent   map[string]money.Pico // metered spend this month, of the keys with a limit
 
+	// recorded and recordedByKey are the account's holds in PostgreSQL (admission_holds), of
+	// every gateway replica, as of the snapshot.
+	recorded      money.Pico
+	recordedByKey map[string]money.Pico
+
 	inFlight      money.Pico
 	inFlightByKey map[string]money.Pico
-	held          map[string]heldCharge // by request id
-	heldTotal     money.Pico
-	heldByKey     map[string]money.Pico
+	// held are the holds of requests that ended here and whose hold the snapshot did not show
+	// recorded or metered yet, by request id.
+	held      map[string]heldCharge
+	heldTotal money.Pico
+	heldByKey map[string]money.Pico
 }
 
 type heldCharge struct {
@@ -205,6 +218,7 @@ type Reservation struct {
 	sp      *spender
 	key     string
 	amount  money.Pico
+	bounds  AdmitInput
 	price   catalog.Price
 	settled bool
 }
@@ -220,10 +234,7 @@ func (a *Admission) Admit(ctx context.Context, in AdmitInput) (_ *Reservation, e
 	if err != nil {
 		return nil, err
 	}
-	amount, err := estimate(in, price)
-	if err != nil {
-		return nil, err
-	}
+	amount := estimate(in, price)
 	sp := a.spender(in.AccountID)
 	limited := in.MonthlyLimit != nil && in.APIKeyID != ""
 
@@ -270,7 +281,7 @@ func (a *Admission) Admit(ctx context.Context, in AdmitInput) (_ *Reservation, e
 	}
 	sp.inFlight += amount
 	sp.inFlightByKey[in.APIKeyID] += amount
-	return &Reservation{a: a, sp: sp, key: in.APIKeyID, amount: amount, price: price}, nil
+	return &Reservation{a: a, sp: sp, key: in.APIKeyID, amount: amount, bounds: in, price: price}, nil
 }
 
 // recheckAfter is how old figures that would refuse a request must be for admission to read
@@ -280,74 +291,71 @@ const recheckAfter = 200 * time.Millisecond
 
 // refusal is why the figures refuse a request, nil when they admit it (Refusal).
 func (sp *spender) refusal(in AdmitInput, limited bool) error {
-	st := Standing{Balance: sp.balance, Held: sp.heldTotal, InFlight: sp.inFlight}
+	st := Standing{Balance: sp.balance, Held: sp.recorded + sp.heldTotal, InFlight: sp.inFlight}
 	if limited {
-		st.KeySpent, st.KeyHeld, st.KeyInFlight = sp.spent[in.APIKeyID], sp.heldByKey[in.APIKeyID], sp.inFlightByKey[in.APIKeyID]
+		st.KeySpent, st.KeyInFlight = sp.spent[in.APIKeyID], sp.inFlightByKey[in.APIKeyID]
+		st.KeyHeld = sp.recordedByKey[in.APIKeyID] + sp.heldByKey[in.APIKeyID]
 		st.KeyLimit = in.MonthlyLimit
 	}
 	return Refusal(st)
 }
 
-// Settle ends the reservation of a request. requestID is the id the request was billed under
-// ("" when it reached no rig, so that nothing can be billed); used is the usage the response
-// reported, nil when none came by. Calling Settle again does nothing.
-func (r *Reservation) Settle(requestID string, used *TokenCount) {
+// Hold is what an ended request leaves held until the meter bills it: Amount, the most the
+// meter may charge for it, until Until, when the meter no longer bills it. The gateway writes it
+// with its record of the attempt (GatewayRequest).
+type Hold struct {
+	Amount money.Pico
+	Until  time.Time
+}
+
+// Settle ends the reservation of a request as SettlementOf says, and returns what it leaves
+// held: nothing when nothing can be billed, else the request's bound (see Admission), kept here
+// until the snapshot shows it recorded or metered. Calling Settle again does nothing and
+// returns no hold.
+func (r *Reservation) Settle(s Settlement) Hold {
 	sp := r.sp
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	if r.settled {
-		return
+		return Hold{}
 	}
 	r.settled = true
 	sp.inFlight -= r.amount
 	if sp.inFlightByKey[r.key] -= r.amount; sp.inFlightByKey[r.key] == 0 {
 		delete(sp.inFlightByKey, r.key)
 	}
-	cost := r.amount
-	if used != nil {
-		cost = costOf(*used, r.price)
+	if s.RequestID == "" || !s.Billable {
+		return Hold{}
 	}
-	if requestID == "" || cost <= 0 {
-		return
+	bound := ticket.BillableOf(r.bounds.MaxInputTokens, r.bounds.MaxOutputTokens, s.Relayed, s.RelayedBytes, s.RelayedChunks)
+	cost := costOf(bound, r.price)
+	if cost <= 0 {
+		return Hold{}
 	}
-	if _, dup := sp.held[requestID]; dup {
-		return
+	if _, dup := sp.held[s.RequestID]; dup {
+		return Hold{}
 	}
-	sp.held[requestID] = heldCharge{key: r.key, amount: cost, since: r.a.cfg.Now()}
+	now := r.a.cfg.Now()
+	sp.held[s.RequestID] = heldCharge{key: r.key, amount: cost, since: now}
 	sp.heldTotal += cost
 	sp.heldByKey[r.key] += cost
+	return Hold{Amount: cost, Until: now.Add(r.a.cfg.HoldFor)}
 }
 
-// costOf is what the meter will charge for the usage at the price: nothing without a
-// completion token (docs/failure-cases.md, case 18). A count it cannot price is held at the
+// costOf is the charge for the tokens at the price; a count it cannot price is held at the
 // most it can be.
-func costOf(u TokenCount, p catalog.Price) money.Pico {
-	if u.Output <= 0 {
-		return 0
-	}
-	in, err1 := money.ChargeFor(min(max(u.Input, 0), maxEstimateTokens), p.Input)
-	out, err2 := money.ChargeFor(min(u.Output, maxEstimateTokens), p.Output)
+func costOf(b ticket.Billable, p catalog.Price) money.Pico {
+	in, err1 := money.ChargeFor(min(b.Input, maxEstimateTokens), p.Input)
+	out, err2 := money.ChargeFor(min(b.Output, maxEstimateTokens), p.Output)
 	if err1 != nil || err2 != nil {
-		return money.Pico(1<<62 - 1)
+		return admissionBound
 	}
-	return in + out
+	return min(in+out, admissionBound)
 }
 
-// estimate is a request's reservation (see Admission).
-func estimate(in AdmitInput, p catalog.Price) (money.Pico, error) {
-	output := int64(DefaultOutputReservation)
-	if in.MaxOutputTokens != nil {
-		output = *in.MaxOutputTokens
-	}
-	inCost, err := money.ChargeFor(min(max(in.MaxInputTokens, 0), maxEstimateTokens), p.Input)
-	if err != nil {
-		return 0, err
-	}
-	outCost, err := money.ChargeFor(min(max(output, 0), maxEstimateTokens), p.Output)
-	if err != nil {
-		return 0, err
-	}
-	return inCost.Add(outCost)
+// estimate is a request's reservation: its route ticket's bound at the price (see Admission).
+func estimate(in AdmitInput, p catalog.Price) money.Pico {
+	return costOf(ticket.BillableOf(in.MaxInputTokens, in.MaxOutputTokens, false, 0, 0), p)
 }
 
 func (a *Admission) spender(accountID string) *spender {
@@ -355,7 +363,7 @@ func (a *Admission) spender(accountID string) *spender {
 	defer a.mu.Unlock()
 	sp := a.spenders[accountID]
 	if sp == nil {
-		sp = &spender{spent: map[string]money.Pico{}, inFlightByKey: map[string]money.Pico{},
+		sp = &spender{spent: map[string]money.Pico{}, recordedByKey: map[string]money.Pico{}, inFlightByKey: map[string]money.Pico{},
 			held: map[string]heldCharge{}, heldByKey: map[string]money.Pico{}}
 		a.spenders[accountID] = sp
 	}
@@ -411,33 +419,45 @@ type figures struct {
 	month   time.Time
 	balance money.Pico
 	spent   map[string]money.Pico
-	metered []string // of the held request ids asked about, those with a usage row
+	// recorded is the account's holds in admission_holds, byKey those of the keys asked about.
+	recorded money.Pico
+	byKey    map[string]money.Pico
+	known    []string // of the held request ids asked about, those recorded or metered
 }
 
-// load reads the account's balance, its keys' spend this month and which of the held request
-// ids are metered, in one statement and so from one snapshot. The statement is planned for each
-// call (QueryExecModeExec): a plan cached while usage_events was nearly empty scans the whole
-// table for the held ids, and keeps doing so as it grows until the next ANALYZE.
+// load reads the account's balance, its keys' spend this month, its recorded holds and which of
+// the held request ids are recorded or metered, in one statement and so from one snapshot. A
+// recorded hold counts until it expires, unless its request is metered: the meter deletes the
+// hold as it bills, and a hold recorded after its request was metered (a record written late)
+// counts for nothing. The statement is planned for each call (QueryExecModeExec): a plan cached
+// while usage_events was nearly empty scans the whole table for the held ids, and keeps doing
+// so as it grows until the next ANALYZE.
 func (a *Admission) load(ctx context.Context, accountID string, keys, held []string, now time.Time) (f figures, err error) {
 	defer services.Wrap(&err, "billing.Admission.load(%s)", accountID)
-	f = figures{at: now, month: monthStart(now), spent: make(map[string]money.Pico, len(keys))}
+	f = figures{at: now, month: monthStart(now), spent: make(map[string]money.Pico, len(keys)), byKey: make(map[string]money.Pico, len(keys))}
 	rows, err := a.cfg.Pool.Query(ctx, `
-		SELECT b.balance, m.metered, k.id, k.spent
+		WITH holds AS (
+			SELECT h.api_key_id, h.amount_pico FROM admission_holds h
+			WHERE h.account_id = $1::uuid AND h.expires_at > $5
+				AND NOT EXISTS (SELECT 1 FROM usage_event_keys u WHERE u.request_id = h.request_id))
+		SELECT b.balance, m.known, (SELECT coalesce(sum(amount_pico), 0) FROM holds), k.id, k.spent,
+			(SELECT coalesce(sum(amount_pico), 0) FROM holds WHERE holds.api_key_id = k.id)
 		FROM (SELECT (SELECT balance FROM ledger_accounts WHERE kind = 'customer_credit' AND owner_account_id = $1::uuid) AS balance) b
-		CROSS JOIN (SELECT ARRAY(SELECT request_id FROM usage_event_keys WHERE request_id = ANY($4::text[])) AS metered) m
+		CROSS JOIN (SELECT ARRAY(SELECT request_id FROM usage_event_keys WHERE request_id = ANY($4::text[])
+			UNION SELECT request_id FROM admission_holds WHERE request_id = ANY($4::text[])) AS known) m
 		LEFT JOIN LATERAL (
 			SELECT id, coalesce((SELECT charge_pico FROM api_key_spend s
 				WHERE s.api_key_id = id AND s.month = $3), 0) AS spent
 			FROM unnest($2::text[]) AS id) k ON true`,
-		pgx.QueryExecModeExec, accountID, keys, f.month, held)
+		pgx.QueryExecModeExec, accountID, keys, f.month, held, now)
 	if err != nil {
 		return figures{}, err
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var balance, spent pgtype.Numeric
+		var balance, recorded, spent, keyHeld pgtype.Numeric
 		var key pgtype.Text
-		if err := rows.Scan(&balance, &f.metered, &key, &spent); err != nil {
+		if err := rows.Scan(&balance, &f.known, &recorded, &key, &spent, &keyHeld); err != nil {
 			return figures{}, err
 		}
 		if balance.Valid {
@@ -445,8 +465,14 @@ func (a *Admission) load(ctx context.Context, accountID string, keys, held []str
 				return figures{}, err
 			}
 		}
+		if f.recorded, err = admissionFigure(recorded); err != nil {
+			return figures{}, err
+		}
 		if key.Valid {
 			if f.spent[key.String], err = admissionFigure(spent); err != nil {
+				return figures{}, err
+			}
+			if f.byKey[key.String], err = admissionFigure(keyHeld); err != nil {
 				return figures{}, err
 			}
 		}
@@ -454,17 +480,22 @@ func (a *Admission) load(ctx context.Context, accountID string, keys, held []str
 	return f, rows.Err()
 }
 
-// apply takes in a snapshot newer than the one the figures come from: the balance and spend
-// it read, minus the held charges it shows metered; held charges older than holdFor go.
+// apply takes in a snapshot newer than the one the figures come from: the balance, spend and
+// recorded holds it read; the holds kept here that it shows recorded or metered go (it counts
+// them), and so do those older than holdFor.
 func (sp *spender) apply(f figures, holdFor time.Duration) {
 	if !f.at.After(sp.loadedAt) {
 		return
 	}
-	sp.loadedAt, sp.month, sp.balance = f.at, f.month, f.balance
+	sp.loadedAt, sp.month, sp.balance, sp.recorded = f.at, f.month, f.balance, f.recorded
 	for k, v := range f.spent {
 		sp.spent[k] = v
 	}
-	for _, id := range f.metered {
+	clear(sp.recordedByKey)
+	for k, v := range f.byKey {
+		sp.recordedByKey[k] = v
+	}
+	for _, id := range f.known {
 		sp.release(id)
 	}
 	for id, h := range sp.held {

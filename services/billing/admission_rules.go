@@ -44,26 +44,36 @@ type Ending struct {
 	// Answered says the rig answered, with HTTPStatus; false when the client went away first.
 	Answered   bool
 	HTTPStatus int
-	// Usage is what the answer reported; nil when none came by.
-	Usage *TokenCount
+	// RelayedBytes and RelayedChunks are the output the gateway relayed of the answer
+	// (GatewayRequest's fields of the same names).
+	RelayedBytes, RelayedChunks int64
 }
 
-// SettlementOf is what Reservation.Settle is given for a request that ended so: the request id
-// it may be billed under and the usage to hold as its cost (nil: its whole reservation).
+// Settlement is what Reservation.Settle is given for an ended request: the request id it may
+// be billed under, whether the meter may bill it anything, and what the gateway relayed of its
+// answer, which bounds the output the meter may bill (ticket.BillableOf).
+type Settlement struct {
+	RequestID string
+	Billable  bool
+	// Relayed says the answer was relayed, in RelayedBytes and RelayedChunks.
+	Relayed                     bool
+	RelayedBytes, RelayedChunks int64
+}
+
+// SettlementOf is the settlement of a request that ended so. The usage the rig's answer
+// claimed plays no part: the meter bills what the rig's usage event reports later, within the
+// ticket's bounds, so that is what stays held.
 //   - No attempt reached a rig: no request id, so nothing is held and nothing can be billed.
-//   - The client went away before the rig answered: the rig may still report the attempt, so
-//     its reservation is held under its id until the meter's row shows (docs/failure-cases.md,
-//     case 18).
-//   - The rig refused the request (any status but 2xx): nothing was produced, nothing is held.
-//   - The rig answered: the usage it reported, or the reservation when it reported none.
-func SettlementOf(e Ending) (requestID string, used *TokenCount) {
+//   - The client went away before the rig answered, or the rig refused the request (any
+//     status but 2xx): the gateway's record says the attempt failed, and the meter bills
+//     nothing of it (docs/failure-cases.md, case 18), so nothing is held.
+//   - The rig answered: its ticket's bound, the output no more than the relayed output holds.
+func SettlementOf(e Ending) Settlement {
 	switch {
 	case e.RequestID == "":
-		return "", nil
-	case !e.Answered:
-		return e.RequestID, nil
-	case e.HTTPStatus < 200 || e.HTTPStatus >= 300:
-		return e.RequestID, &TokenCount{}
+		return Settlement{}
+	case !e.Answered || e.HTTPStatus < 200 || e.HTTPStatus >= 300:
+		return Settlement{RequestID: e.RequestID}
 	}
-	return e.RequestID, e.Usage
+	return Settlement{RequestID: e.RequestID, Billable: true, Relayed: true, RelayedBytes: e.RelayedBytes, RelayedChunks: e.RelayedChunks}
 }

@@ -40,34 +40,30 @@ func TestRefusal(t *testing.T) {
 	}
 }
 
+// What an ended request leaves held never rests on the usage its answer claims: an answer
+// leaves its ticket's bound held, lowered to what the gateway relayed; an attempt the gateway
+// saw fail leaves nothing, as the meter bills nothing of it.
 func TestSettlementOf(t *testing.T) {
-	usage := &TokenCount{Input: 10, Output: 20}
 	for _, c := range []struct {
-		name   string
-		e      Ending
-		wantID string
-		want   *TokenCount // nil: the whole reservation
+		name string
+		e    Ending
+		want Settlement
 	}{
-		{"no attempt reached a rig: nothing held or billed", Ending{}, "", nil},
-		{"no attempt, whatever else is said", Ending{Answered: true, HTTPStatus: 200, Usage: usage}, "", nil},
-		{"the client left before the answer: the reservation held", Ending{RequestID: "req_1"}, "req_1", nil},
-		{"answered with usage", Ending{RequestID: "req_1", Answered: true, HTTPStatus: 200, Usage: usage}, "req_1", usage},
-		{"answered without usage: the reservation held", Ending{RequestID: "req_1", Answered: true, HTTPStatus: 201},
-			"req_1", nil},
-		{"refused by the rig: nothing", Ending{RequestID: "req_1", Answered: true, HTTPStatus: 400, Usage: usage},
-			"req_1", &TokenCount{}},
-		{"a 404: nothing", Ending{RequestID: "req_1", Answered: true, HTTPStatus: 404}, "req_1", &TokenCount{}},
-		{"a 1xx is no answer to bill", Ending{RequestID: "req_1", Answered: true, HTTPStatus: 101}, "req_1", &TokenCount{}},
+		{"no attempt reached a rig: nothing held or billed", Ending{}, Settlement{}},
+		{"no attempt, whatever else is said", Ending{Answered: true, HTTPStatus: 200, RelayedBytes: 60_000}, Settlement{}},
+		{"the client left before the answer: the meter bills nothing", Ending{RequestID: "req_1"}, Settlement{RequestID: "req_1"}},
+		{"answered: the bound on what was relayed",
+			Ending{RequestID: "req_1", Answered: true, HTTPStatus: 200, RelayedBytes: 60_000, RelayedChunks: 1},
+			Settlement{RequestID: "req_1", Billable: true, Relayed: true, RelayedBytes: 60_000, RelayedChunks: 1}},
+		{"answered with nothing relayed", Ending{RequestID: "req_1", Answered: true, HTTPStatus: 201},
+			Settlement{RequestID: "req_1", Billable: true, Relayed: true}},
+		{"refused by the rig: nothing", Ending{RequestID: "req_1", Answered: true, HTTPStatus: 400, RelayedBytes: 80},
+			Settlement{RequestID: "req_1"}},
+		{"a 404: nothing", Ending{RequestID: "req_1", Answered: true, HTTPStatus: 404}, Settlement{RequestID: "req_1"}},
+		{"a 1xx is no answer to bill", Ending{RequestID: "req_1", Answered: true, HTTPStatus: 101}, Settlement{RequestID: "req_1"}},
 	} {
-		id, used := SettlementOf(c.e)
-		if id != c.wantID {
-			t.Errorf("%s: request id %q; want %q", c.name, id, c.wantID)
-		}
-		switch {
-		case (used == nil) != (c.want == nil):
-			t.Errorf("%s: used %v; want %v", c.name, used, c.want)
-		case used != nil && *used != *c.want:
-			t.Errorf("%s: used %+v; want %+v", c.name, *used, *c.want)
+		if got := SettlementOf(c.e); got != c.want {
+			t.Errorf("%s: SettlementOf = %+v; want %+v", c.name, got, c.want)
 		}
 	}
 }

@@ -27,8 +27,7 @@ func TestAdmissionRereadsFiguresBeforeRefusing(t *testing.T) {
 	finance := newUser(t, s.pool, newOrg(t, s.pool, "gpumarket"), "finance@gpumarket.test")
 	a := NewAdmission(AdmissionConfig{Pool: s.pool, Now: s.clock.Now, BalanceTTL: time.Minute,
 		Prices: fixedPrices{catalog.TierStandard: {Tier: catalog.TierStandard, Input: 150_000, Output: 300_000}}})
-	output := int64(16)
-	in := AdmitInput{AccountID: s.org, APIKeyID: "key-1", Tier: catalog.TierStandard, MaxInputTokens: 100, MaxOutputTokens: &output}
+	in := AdmitInput{AccountID: s.org, APIKeyID: "key-1", Tier: catalog.TierStandard, MaxInputTokens: 100, MaxOutputTokens: 16}
 
 	if _, err := a.Admit(ctx, in); !errors.Is(err, ErrCreditSpent) {
 		t.Fatalf("Admit with no credit = %v, want ErrCreditSpent", err)
@@ -46,7 +45,7 @@ func TestAdmissionRereadsFiguresBeforeRefusing(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Admit after the credit, long before the figures' TTL = %v, want admitted", err)
 	}
-	r.Settle("", nil)
+	r.Settle(Settlement{})
 }
 
 // Balances past the range of money.Pico decide admission as any balance beyond the bound
@@ -59,7 +58,6 @@ func TestAdmissionReadsBalancesPastTheRangeOfPico(t *testing.T) {
 	rich := newOrg(t, s.pool, "Rich")
 	a := NewAdmission(AdmissionConfig{Pool: s.pool, Now: s.clock.Now, BalanceTTL: time.Minute,
 		Prices: fixedPrices{catalog.TierStandard: {Tier: catalog.TierStandard, Input: 150_000, Output: 300_000}}})
-	output := int64(16)
 	five := 5_000_000 * money.PicoPerUSD
 	for range 4 {
 		for _, adj := range []AdjustInput{{AccountID: s.org, Amount: -five}, {AccountID: rich, Amount: five}} {
@@ -72,7 +70,7 @@ func TestAdmissionReadsBalancesPastTheRangeOfPico(t *testing.T) {
 	if b, err := s.credits.Balance(ctx, s.org); err != nil || b.USD != "-20000000.00" || !b.Negative {
 		t.Fatalf("Balance = %+v, %v; want -20000000.00", b, err)
 	}
-	in := AdmitInput{AccountID: s.org, APIKeyID: "key-1", Tier: catalog.TierStandard, MaxInputTokens: 100, MaxOutputTokens: &output}
+	in := AdmitInput{AccountID: s.org, APIKeyID: "key-1", Tier: catalog.TierStandard, MaxInputTokens: 100, MaxOutputTokens: 16}
 	if _, err := a.Admit(ctx, in); !errors.Is(err, ErrCreditSpent) {
 		t.Fatalf("Admit at -$20M = %v, want ErrCreditSpent", err)
 	}
@@ -81,7 +79,7 @@ func TestAdmissionReadsBalancesPastTheRangeOfPico(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Admit at +$20M = %v, want admitted", err)
 	}
-	r.Settle("", nil)
+	r.Settle(Settlement{})
 }
 
 // Close waits for the figures being reread in the background, and no reread starts after it: a request then
@@ -96,8 +94,7 @@ func TestAdmissionCloseWaitsForItsRereads(t *testing.T) {
 	}
 	a := NewAdmission(AdmissionConfig{Pool: s.pool, Now: s.clock.Now, BalanceTTL: time.Second,
 		Prices: fixedPrices{catalog.TierStandard: {Tier: catalog.TierStandard, Input: 150_000, Output: 300_000}}})
-	output := int64(16)
-	in := AdmitInput{AccountID: s.org, APIKeyID: "key-1", Tier: catalog.TierStandard, MaxInputTokens: 100, MaxOutputTokens: &output}
+	in := AdmitInput{AccountID: s.org, APIKeyID: "key-1", Tier: catalog.TierStandard, MaxInputTokens: 100, MaxOutputTokens: 16}
 	refreshing := func() bool {
 		sp := a.spender(s.org)
 		sp.mu.Lock()
@@ -110,7 +107,7 @@ func TestAdmissionCloseWaitsForItsRereads(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r.Settle("", nil)
+		r.Settle(Settlement{})
 	}
 	admit()
 	s.clock.Advance(2 * time.Second)

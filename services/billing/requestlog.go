@@ -53,6 +53,9 @@ type GatewayRequest struct {
 	// carried output.
 	RelayedOutputBytes  int64
 	RelayedOutputChunks int64
+	// Hold is what admission holds of the account's credit until the meter bills the attempt
+	// (Reservation.Settle); written with the record, in admission_holds, when above zero.
+	Hold Hold
 }
 
 // Defaults of RequestLog.
@@ -178,7 +181,9 @@ func (l *RequestLog) insert(ctx context.Context, rs []GatewayRequest) error {
 	inBytes, maxIn, maxOut := make([]int64, n), make([]int64, n), make([]int64, n)
 	streamed := make([]bool, n)
 	outBytes, outChunks := make([]int64, n), make([]int64, n)
+	holds, holdUntil := make([]int64, n), make([]time.Time, n)
 	for i, r := range rs {
+		holds[i], holdUntil[i] = int64(r.Hold.Amount), r.Hold.Until.UTC()
 		inBytes[i], maxIn[i], maxOut[i], streamed[i] = r.InputBytes, r.MaxInputTokens, r.MaxOutputTokens, r.Streamed
 		outBytes[i], outChunks[i] = r.RelayedOutputBytes, r.RelayedOutputChunks
 		ids[i], accts[i], keys[i], offerings[i] = r.RequestID, r.AccountID, r.APIKeyID, r.OfferingID
@@ -193,16 +198,33 @@ func (l *RequestLog) insert(ctx context.Context, rs []GatewayRequest) error {
 		durationMs[i] = float64(r.Duration) / float64(time.Millisecond)
 		at[i] = r.At.UTC()
 	}
+	// The record and its hold are written by one statement, so that the hold exists exactly
+	// when the record the meter bills by does. A hold whose request the meter billed already (a
+	// record written late) is not written.
 	_, err := l.pool.Exec(ctx, `
-		INSERT INTO gateway_requests (request_id, account_id, api_key_id, offering_id, tier, model, http_status, status,
-			input_tokens, output_tokens, ttft_ms, duration_ms, at, input_bytes, max_input_tokens, max_output_tokens,
-			streamed, relayed_output_bytes, relayed_output_chunks)
-		SELECT * FROM unnest($1::text[], $2::uuid[], $3::uuid[], $4::uuid[], $5::text[], $6::text[], $7::int[], $8::text[],
-			$9::bigint[], $10::bigint[], $11::float8[], $12::float8[], $13::timestamptz[], $14::bigint[], $15::bigint[],
-			$16::bigint[], $17::bool[], $18::bigint[], $19::bigint[])
+		WITH r AS (
+			SELECT * FROM unnest($1::text[], $2::uuid[], $3::uuid[], $4::uuid[], $5::text[], $6::text[], $7::int[], $8::text[],
+				$9::bigint[], $10::bigint[], $11::float8[], $12::float8[], $13::timestamptz[], $14::bigint[], $15::bigint[],
+				$16::bigint[], $17::bool[], $18::bigint[], $19::bigint[], $20::bigint[], $21::timestamptz[])
+				AS r(request_id, account_id, api_key_id, offering_id, tier, model, http_status, status, input_tokens,
+					output_tokens, ttft_ms, duration_ms, at, input_bytes, max_input_tokens, max_output_tokens, streamed,
+					relayed_output_bytes, relayed_output_chunks, hold_pico, hold_until)
+		), g AS (
+			INSERT INTO gateway_requests (request_id, account_id, api_key_id, offering_id, tier, model, http_status, status,
+				input_tokens, output_tokens, ttft_ms, duration_ms, at, input_bytes, max_input_tokens, max_output_tokens,
+				streamed, relayed_output_bytes, relayed_output_chunks)
+			SELECT request_id, account_id, api_key_id, offering_id, tier, model, http_status, status, input_tokens,
+				output_tokens, ttft_ms, duration_ms, at, input_bytes, max_input_tokens, max_output_tokens, streamed,
+				relayed_output_bytes, relayed_output_chunks
+			FROM r
+			ON CONFLICT (request_id) DO NOTHING
+		)
+		INSERT INTO admission_holds (request_id, account_id, api_key_id, amount_pico, held_at, expires_at)
+		SELECT request_id, account_id, api_key_id::text, hold_pico, at, hold_until FROM r
+		WHERE hold_pico > 0 AND NOT EXISTS (SELECT 1 FROM usage_event_keys k WHERE k.request_id = r.request_id)
 		ON CONFLICT (request_id) DO NOTHING`,
 		ids, accts, keys, offerings, tiers, models, codes, statuses, in, out, ttftMs, durationMs, at,
-		inBytes, maxIn, maxOut, streamed, outBytes, outChunks)
+		inBytes, maxIn, maxOut, streamed, outBytes, outChunks, holds, holdUntil)
 	return err
 }
 
@@ -211,6 +233,9 @@ type ReconcileResult struct {
 	Matched   int // compared with their metered rows
 	Unmetered int // given up on a metered row after UnmeteredAfter
 	Flagged   int // of both, flagged for review
+	// HoldsExpired counts the admission holds deleted because the meter can no longer bill
+	// their requests (Admission).
+	HoldsExpired int
 }
 
 // Reconcile compares the recorded requests not yet reconciled with their metered rows (see
@@ -275,6 +300,12 @@ func (l *RequestLog) Reconcile(ctx context.Context) (res ReconcileResult, err er
 			res.Flagged++
 		}
 	}
+	// Holds the meter can no longer bill against count for nothing (Admission.load); they go.
+	tag, err := l.pool.Exec(ctx, `DELETE FROM admission_holds WHERE expires_at <= $1`, now)
+	if err != nil {
+		return res, err
+	}
+	res.HoldsExpired = int(tag.RowsAffected())
 	return res, nil
 }
 

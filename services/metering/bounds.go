@@ -2,7 +2,6 @@ package metering
 
 import (
 	"fmt"
-	"math"
 	"strings"
 	"time"
 
@@ -52,22 +51,8 @@ func (r *gatewayRecord) failed() bool {
 	return r.status == billing.GatewayFailedOver || r.httpStatus < 200 || r.httpStatus > 299
 }
 
-// outputSlack is how many output tokens beyond the relayed bytes and chunks a request may
-// bill: the end-of-sequence token, which produces no text, and the few tokens of a stop
-// sequence, which the inference server generates and strips from the text.
-const outputSlack = 8
-
-// relayBound is the most output tokens the relayed output can hold: every token of the
-// tokenizers served here (byte-level BPE, or SentencePiece with byte fallback) decodes to at
-// least one byte of text, a chunk may carry one token that decodes to none (a special token,
-// or the first bytes of a character split across tokens, whose text comes in a later chunk),
-// and outputSlack covers what is generated and never relayed.
-func (r *gatewayRecord) relayBound() (int64, bool) {
-	if !r.counted {
-		return 0, false
-	}
-	return satAdd(satAdd(r.relayedBytes, r.relayedChunks), outputSlack), true
-}
+// outputSlack is ticket.OutputSlack, named here for the tests that check the bill by it.
+const outputSlack = ticket.OutputSlack
 
 // tokenBill is what an event may be billed for: its tokens, with a flag when they are not
 // simply what the rig reported; or, with wait > 0, not yet anything: the gateway's record has
@@ -95,7 +80,8 @@ func billableTokens(u usage.Usage, c ticket.Claims, rec *gatewayRecord, age time
 		if age < w.max {
 			return tokenBill{wait: deferDelay(age, w)}
 		}
-		b := tokenBill{in: min(u.InputTokens, c.MaxInputTokens), out: min(reportedOut, c.MaxOutputTokens), flag: FlagNoGatewayRecord}
+		bound := ticket.BillableOf(c.MaxInputTokens, c.MaxOutputTokens, false, 0, 0)
+		b := tokenBill{in: min(u.InputTokens, bound.Input), out: min(reportedOut, bound.Output), flag: FlagNoGatewayRecord}
 		b.detail = fmt.Sprintf("no gateway record of the attempt after %s: billed within the ticket's bounds only "+
 			"(at most %d input and %d output tokens)", w.max, c.MaxInputTokens, c.MaxOutputTokens)
 		return b
@@ -104,12 +90,14 @@ func billableTokens(u usage.Usage, c ticket.Claims, rec *gatewayRecord, age time
 		return tokenBill{flag: FlagFailedAttempt, detail: fmt.Sprintf("the gateway saw the attempt fail (%s, HTTP %d): "+
 			"nothing is billable of the rig's %d input and %d output tokens", rec.status, rec.httpStatus, u.InputTokens, reportedOut)}
 	}
-	b := tokenBill{in: min(u.InputTokens, c.MaxInputTokens)}
-	outBound, why := c.MaxOutputTokens, fmt.Sprintf("the ticket's bound of %d", c.MaxOutputTokens)
-	if relayed, ok := rec.relayBound(); ok && relayed < outBound {
-		outBound, why = relayed, fmt.Sprintf("what the gateway relayed, %d bytes in %d chunks", rec.relayedBytes, rec.relayedChunks)
+	// The bounds admission holds by too (ticket.BillableOf): what a rig reports is never billed
+	// past them, so admission's hold covers whatever the meter bills.
+	bound := ticket.BillableOf(c.MaxInputTokens, c.MaxOutputTokens, rec.counted, rec.relayedBytes, rec.relayedChunks)
+	b := tokenBill{in: min(u.InputTokens, bound.Input), out: min(reportedOut, bound.Output)}
+	why := fmt.Sprintf("the ticket's bound of %d", c.MaxOutputTokens)
+	if bound.Output < c.MaxOutputTokens {
+		why = fmt.Sprintf("what the gateway relayed, %d bytes in %d chunks", rec.relayedBytes, rec.relayedChunks)
 	}
-	b.out = min(reportedOut, outBound)
 	var clipped []string
 	if b.in < u.InputTokens {
 		clipped = append(clipped, fmt.Sprintf("input clipped from %d to the ticket's bound of %d tokens", u.InputTokens, b.in))
@@ -146,12 +134,4 @@ func deferDelay(age time.Duration, w recordWaits) time.Duration {
 	}
 	d := min(max(age/2, w.settle), w.max-age)
 	return max(d, minDeferral)
-}
-
-// satAdd is a+b for non-negative a and b, at most math.MaxInt64.
-func satAdd(a, b int64) int64 {
-	if a > math.MaxInt64-b {
-		return math.MaxInt64
-	}
-	return a + b
 }

@@ -143,7 +143,7 @@ func (m *Meter) checkOne(msg Message, now time.Time) verdict {
 	if err := usage.Validate(ev, msg.Subject, now); err != nil {
 		return verdict{rejected: true, rejection: rejection(msg, ev.ID, err)}
 	}
-	claims, err := usage.VerifyTicket(ev, m.cfg.Tickets, now, usage.MaxEventAge+24*time.Hour)
+	claims, err := usage.VerifyTicket(ev, m.cfg.Tickets, now, usage.MaxTicketAge)
 	if err != nil {
 		return verdict{rejected: true, rejection: rejection(msg, ev.ID, err)}
 	}

@@ -153,10 +153,25 @@ func (m *Meter) store(ctx context.Context, tx pgx.Tx, cands []candidate, now tim
 	if out.charged, err = m.post(ctx, tx, stored, now); err != nil {
 		return out, err
 	}
+	if err := releaseHolds(ctx, tx, stored); err != nil {
+		return out, err
+	}
 	if err := addBatchCosts(ctx, tx, stored); err != nil {
 		return out, err
 	}
 	return out, nil
+}
+
+// releaseHolds deletes what admission holds for the requests stored (admission_holds), in the
+// transaction that posts their charges: a snapshot shows each request either held or charged
+// (billing.Admission).
+func releaseHolds(ctx context.Context, tx pgx.Tx, stored []*pricedEvent) error {
+	ids := make([]string, len(stored))
+	for i, pe := range stored {
+		ids[i] = pe.c.ev.Data.RequestID
+	}
+	_, err := tx.Exec(ctx, `DELETE FROM admission_holds WHERE request_id = ANY($1::text[])`, ids)
+	return err
 }
 
 // redeliveries finds which of the events not inserted are stored from the very same stream

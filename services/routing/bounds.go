@@ -64,18 +64,3 @@ func BoundsFor(model string, bodyBytes int, maxTokens *int64, choices int64, mak
 	b.MaxOutputTokens = per * min(max(choices, 1), MaxChoices)
 	return b
 }
-
-// OutputBound is the most output tokens a request's admission reserves for (billing.AdmitInput.MaxOutputTokens):
-// nil for a request that makes output and set no max tokens, when admission assumes its default; 0 for one that
-// makes none (an embedding); else the output bound of its route ticket (BoundsFor), which the meter never bills
-// past: maxTokens capped at the model's OutputLimit, times its choices.
-func OutputBound(model string, maxTokens *int64, choices int64, makesOutput bool) *int64 {
-	if !makesOutput {
-		return new(int64)
-	}
-	if maxTokens == nil {
-		return nil
-	}
-	n := BoundsFor(model, 0, maxTokens, choices, true).MaxOutputTokens
-	return &n
-}

@@ -27,36 +27,3 @@ func TestBoundsFor(t *testing.T) {
 		}
 	}
 }
-
-// What admission reserves output for: nothing for an embedding, its default without max tokens, else the route
-// ticket's output bound, never past the model's window times the choices, and never overflowing.
-func TestOutputBound(t *testing.T) {
-	ptr := func(v int64) *int64 { return &v }
-	const model = "meta-llama/Meta-Llama-3-8B-Instruct" // an 8,192-token window
-	for _, c := range []struct {
-		name      string
-		model     string
-		maxTokens *int64
-		choices   int64
-		output    bool
-		want      *int64 // nil: admission's default
-	}{
-		{"an embedding makes none", model, ptr(100), 1, false, ptr(0)},
-		{"an embedding without max tokens", model, nil, 1, false, ptr(0)},
-		{"no max tokens: admission's default", model, nil, 3, true, nil},
-		{"max tokens", model, ptr(100), 1, true, ptr(100)},
-		{"times the choices", model, ptr(100), 4, true, ptr(400)},
-		{"zero max tokens", model, ptr(0), 2, true, ptr(0)},
-		{"capped at the model's window", model, ptr(1_000_000), 2, true, ptr(2 * 8_192)},
-		{"an unknown model: the largest window", "some/model", ptr(1 << 40), 1, true, ptr(DefaultOutputLimit)},
-		{"a huge ask cannot overflow", model, ptr(1 << 62), MaxChoices, true, ptr(MaxChoices * 8_192)},
-	} {
-		got := OutputBound(c.model, c.maxTokens, c.choices, c.output)
-		switch {
-		case (got == nil) != (c.want == nil):
-			t.Errorf("%s: OutputBound = %v; want %v", c.name, got, c.want)
-		case got != nil && *got != *c.want:
-			t.Errorf("%s: OutputBound = %d; want %d", c.name, *got, *c.want)
-		}
-	}
-}

@@ -57,6 +57,12 @@ const (
 	// agent that held an event in its outbox longer than this sees it rejected as stale.
 	MaxEventAge = 7 * 24 * time.Hour
 
+	// MaxTicketAge is the oldest a route ticket may be when the meter bills an event under it:
+	// the longest an event may wait in an agent's outbox, MaxEventAge, plus a day for the
+	// longest request. Past it no event of the request is billed any more, so admission holds
+	// an unmetered request's bound this long (billing.Admission).
+	MaxTicketAge = MaxEventAge + 24*time.Hour
+
 	// MaxClockSkew is how far an agent's clock may be off the platform's: an event may be
 	// stamped up to this far in the future, and a request may appear to start up to this long
 	// before its ticket was issued.

@@ -12,8 +12,8 @@
 // The files:
 //
 //   - gateway.go: Config, New, the routes, and a request's way in: the API key (with its cache
-//     and its rate limit), the body, the tier and caps (routing.RequestFor), the output bound
-//     (routing.OutputBound), routing and admission (billing.Admission).
+//     and its rate limit), the body, the tier and caps (routing.RequestFor), the route ticket's
+//     bounds (routing.BoundsFor), routing and admission (billing.Admission).
 //   - proxy.go: the attempts at the candidates routing chose, the relay of the answer, what
 //     the gateway records of each attempt, and the settlement of the request's reservation
 //     (billing.SettlementOf).

@@ -267,7 +267,7 @@ func (g *Gateway) serve(ep endpoint) echo.HandlerFunc {
 		}
 		res, err := g.cfg.Admission.Admit(c.Request().Context(), billing.AdmitInput{
 			AccountID: key.AccountID, APIKeyID: key.ID, MonthlyLimit: key.MonthlyLimit, Tier: req.route.Tier,
-			MaxInputTokens: int64(len(req.body)), MaxOutputTokens: req.maxOutput,
+			MaxInputTokens: req.bounds.MaxInputTokens, MaxOutputTokens: req.bounds.MaxOutputTokens,
 		})
 		if err != nil {
 			return g.writeGatewayError(c, err)
@@ -324,7 +324,6 @@ type gatewayRequest struct {
 	// forcedUsage says the gateway asked the rig for the usage chunk of a stream for its own
 	// record: the client did not ask for it and does not get it.
 	forcedUsage bool
-	maxOutput   *int64 // for admission: see billing.AdmitInput
 	body        []byte // what goes to the rig
 	// bounds are the billable tokens the route ticket allows (routing.BoundsFor).
 	bounds routing.Bounds
@@ -414,7 +413,6 @@ func parseGatewayRequest(body []byte, ep endpoint, headerTier string, key accoun
 	if err != nil {
 		return nil, err
 	}
-	req.maxOutput = routing.OutputBound(model, limit, choices, ep.output)
 	if rewrite {
 		members := edit()
 		if members["model"], err = json.Marshal(model); err != nil {

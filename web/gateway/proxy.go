@@ -98,9 +98,9 @@ func (g *Gateway) forward(c echo.Context, key accounts.APIKey, req *gatewayReque
 	res *billing.Reservation) error {
 	ctx := c.Request().Context()
 	settled := false
-	settle := func(e billing.Ending) {
-		res.Settle(billing.SettlementOf(e))
+	settle := func(e billing.Ending) billing.Hold {
 		settled = true
+		return res.Settle(billing.SettlementOf(e))
 	}
 	defer func() {
 		if !settled {
@@ -125,8 +125,7 @@ func (g *Gateway) forward(c echo.Context, key accounts.APIKey, req *gatewayReque
 				// and report it, with nothing produced (docs/failure-cases.md, case 18).
 				o := outcome{httpStatus: statusClientClosed, status: billing.GatewayCanceled, at: g.now()}
 				g.observe(a, o)
-				g.record(key, req, a, o)
-				settle(billing.Ending{RequestID: a.requestID})
+				g.record(key, req, a, o, settle(billing.Ending{RequestID: a.requestID}))
 				return nil
 			}
 			g.cfg.Router.Failure(cand.OfferingID)
@@ -142,7 +141,7 @@ func (g *Gateway) forward(c echo.Context, key accounts.APIKey, req *gatewayReque
 			g.cfg.Router.Failure(cand.OfferingID)
 			o := outcome{httpStatus: resp.StatusCode, status: billing.GatewayFailedOver, at: g.now()}
 			g.observe(a, o)
-			g.record(key, req, a, o)
+			g.record(key, req, a, o, billing.Hold{})
 			g.log.Warn("gateway: rig failed before its first byte; trying the next", "offering", cand.OfferingID,
 				"request_id", a.requestID, "status", resp.StatusCode, "why", why)
 			lastErr = fmt.Errorf("offering %s answered %d: %s", cand.OfferingID, resp.StatusCode, why)
@@ -153,8 +152,10 @@ func (g *Gateway) forward(c echo.Context, key accounts.APIKey, req *gatewayReque
 		resp.Body.Close()
 		a.end()
 		g.observe(a, o)
-		g.record(key, req, a, o)
-		settle(billing.Ending{RequestID: a.requestID, Answered: true, HTTPStatus: o.httpStatus, Usage: o.usage})
+		// Settled before the record is written, which carries the hold it leaves.
+		hold := settle(billing.Ending{RequestID: a.requestID, Answered: true, HTTPStatus: o.httpStatus,
+			RelayedBytes: o.outputBytes, RelayedChunks: o.outputChunks})
+		g.record(key, req, a, o, hold)
 		return nil
 	}
 	return g.writeGatewayError(c, &gatewayError{status: http.StatusServiceUnavailable, typ: "server_error", code: "no_capacity",
@@ -601,8 +602,9 @@ func (g *Gateway) observe(a *attempt, o outcome) {
 	g.cfg.Router.Observe(a.cand.OfferingID, obs)
 }
 
-// record keeps what the gateway saw of an attempt that reached a rig.
-func (g *Gateway) record(key accounts.APIKey, req *gatewayRequest, a *attempt, o outcome) {
+// record keeps what the gateway saw of an attempt that reached a rig, with what admission holds
+// for it until the meter bills it.
+func (g *Gateway) record(key accounts.APIKey, req *gatewayRequest, a *attempt, o outcome, hold billing.Hold) {
 	if g.cfg.Requests == nil {
 		return
 	}
@@ -611,7 +613,7 @@ func (g *Gateway) record(key accounts.APIKey, req *gatewayRequest, a *attempt, o
 		Status: o.status, Usage: o.usage, Duration: o.at.Sub(a.start), At: o.at,
 		InputBytes: int64(len(req.body)), MaxInputTokens: req.bounds.MaxInputTokens,
 		MaxOutputTokens: req.bounds.MaxOutputTokens, Streamed: req.stream,
-		RelayedOutputBytes: o.outputBytes, RelayedOutputChunks: o.outputChunks}
+		RelayedOutputBytes: o.outputBytes, RelayedOutputChunks: o.outputChunks, Hold: hold}
 	if !o.firstToken.IsZero() {
 		r.TTFT = o.firstToken.Sub(a.start)
 	}
