@@ -127,3 +127,70 @@ func TestAdmissionCloseWaitsForItsRereads(t *testing.T) {
 	s.clock.Advance(maxStale + time.Second)
 	admit() // stale: read on the request path
 }
+
+// A request reserves its route ticket's bound, and its answer leaves held the bound on what was
+// relayed, whatever usage the answer claimed: kept in the process until the gateway's record
+// carries it to admission_holds, where every replica reads it, until the meter bills it.
+func TestAdmissionHoldsTheBoundNotTheClaim(t *testing.T) {
+	t.Parallel()
+	s := setupShop(t, nil)
+	ctx := context.Background()
+	finance := newUser(t, s.pool, newOrg(t, s.pool, "gpumarket"), "finance@gpumarket.test")
+	// $0.03 of credit; $0.15 and $0.30 per million input and output tokens.
+	if _, err := s.credits.Adjust(ctx, AdjustInput{AccountID: s.org, Amount: 3 * money.PicoPerCent, Reason: "welcome credit", ByUserID: finance}); err != nil {
+		t.Fatal(err)
+	}
+	prices := fixedPrices{catalog.TierStandard: {Tier: catalog.TierStandard, Input: 150_000, Output: 300_000}}
+	a := NewAdmission(AdmissionConfig{Pool: s.pool, Now: s.clock.Now, Prices: prices})
+	replica := NewAdmission(AdmissionConfig{Pool: s.pool, Now: s.clock.Now, Prices: prices})
+	in := AdmitInput{AccountID: s.org, APIKeyID: "key-1", Tier: catalog.TierStandard, MaxInputTokens: 712, MaxOutputTokens: 131_072}
+
+	r, err := a.Admit(ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Amount() != 712*150_000+131_072*300_000 { // $0.0394284
+		t.Fatalf("reservation %d; want the ticket's bound", r.Amount())
+	}
+	hold := r.Settle(SettlementOf(Ending{RequestID: "req_1", Answered: true, HTTPStatus: 200, RelayedBytes: 60_000, RelayedChunks: 600}))
+	if hold.Amount != 712*150_000+60_608*300_000 { // $0.0182892
+		t.Fatalf("hold %d; want the bound on 60,000 bytes in 600 chunks", hold.Amount)
+	}
+	if want := s.clock.Now().Add(DefaultHoldFor); !hold.Until.Equal(want) || DefaultHoldFor < 8*24*time.Hour {
+		t.Errorf("held until %s; want %s, past the meter's last day for the request", hold.Until, want)
+	}
+	if again := r.Settle(SettlementOf(Ending{RequestID: "req_1", Answered: true, HTTPStatus: 200})); again != (Hold{}) {
+		t.Errorf("settled twice: %+v", again)
+	}
+	// $0.03 - $0.0182892 leaves room for one more request here; after it, none.
+	r2, err := a.Admit(ctx, in)
+	if err != nil {
+		t.Fatalf("second request: %v", err)
+	}
+	r2.Settle(SettlementOf(Ending{RequestID: "req_2", Answered: true, HTTPStatus: 200, RelayedBytes: 60_000, RelayedChunks: 600}))
+	s.clock.Advance(time.Second)
+	if _, err := a.Admit(ctx, in); !errors.Is(err, ErrCreditSpent) {
+		t.Fatalf("third request with $0.0365784 held of $0.03: %v; want ErrCreditSpent", err)
+	}
+	// The other replica reads the holds the records carried to PostgreSQL.
+	if _, err := s.pool.Exec(ctx, `INSERT INTO admission_holds (request_id, account_id, api_key_id, amount_pico, held_at, expires_at)
+		VALUES ('req_1', $1, 'key-1', $2, $3, $4), ('req_2', $1, 'key-1', $2, $3, $4)`,
+		s.org, int64(hold.Amount), s.clock.Now(), hold.Until); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := replica.Admit(ctx, in); !errors.Is(err, ErrCreditSpent) {
+		t.Fatalf("another replica: %v; want ErrCreditSpent from the recorded holds", err)
+	}
+	// Recorded, they leave the process's own keeping and are counted once: still refused.
+	s.clock.Advance(maxStale + time.Second)
+	if _, err := a.Admit(ctx, in); !errors.Is(err, ErrCreditSpent) {
+		t.Fatalf("once recorded: %v; want ErrCreditSpent", err)
+	}
+	// A hold past its expiry, when the meter bills the request no more, counts for nothing.
+	s.clock.Advance(DefaultHoldFor)
+	r3, err := replica.Admit(ctx, in)
+	if err != nil {
+		t.Fatalf("after the holds expired: %v", err)
+	}
+	r3.Settle(Settlement{})
+}
