@@ -115,8 +115,9 @@ type AdmissionConfig struct {
 	Now    func() time.Time // nil means time.Now
 	// BalanceTTL is how old cached figures get before they are reread in the background.
 	BalanceTTL time.Duration
-	// HoldFor is how long an ended request's hold is kept in this process while neither its
-	// recorded hold nor its metered row shows; nil means usage.MaxTicketAge, the longest the
+	// HoldFor is how long an ended request's hold lasts unless the meter bills the request
+	// first: the expiry of the hold the gateway records, and how long the process keeps it while
+	// neither that record nor the metered row shows. Zero means DefaultHoldFor, as long as the
 	// meter bills a request.
 	HoldFor time.Duration
 	Log     *slog.Logger // nil means slog.Default()
