@@ -101,15 +101,15 @@ func (s *Server) renderFlags(c echo.Context, status int, q flagQuery, form templ
 			Reported: flagTokens(r.ReportedInput) + " / " + flagTokens(r.ReportedOutput),
 			Billed:   flagTokens(r.BilledInput) + " / " + flagTokens(r.BilledOutput),
 			Excess:   flagTokens(r.ExcessInput) + " / " + flagTokens(r.ExcessOutput),
-			Reason:   r.Reason, Charged: r.Charged.String(), Earned: r.Earned.String(),
+			Reason:   r.Reason, Charged: invoicing.RequestDollars(r.Charge),
+			Earned: invoicing.RequestDollars(r.Payable),
 			Resolution: strings.ReplaceAll(string(r.Resolution), "_", " "), ResolvedBy: r.ResolvedBy, Note: r.Note}
 		if r.ResolvedAt != nil {
 			row.ResolvedAt = r.ResolvedAt.UTC().Format("2006-01-02 15:04")
 		}
 		if r.Resolution == "" {
-			row.Release = "Release " + r.Earned.String() + " to " + r.ProviderName + " on its next statement"
-			row.ClawBack = "Claw back " + r.Earned.String() + " from " + r.ProviderName + ", credit " + r.Charged.String() +
-				" to " + r.AccountName
+			row.Release = "Release " + row.Earned + " to " + r.ProviderName + " on its next statement"
+			row.ClawBack = "Claw back " + row.Earned + " from " + r.ProviderName + ", credit " + row.Charged + " to " + r.AccountName
 		}
 		p.Rows = append(p.Rows, row)
 	}

@@ -176,13 +176,9 @@ func buildInvoice(p Period, in *customerInputs, prices map[int64]price) (invoice
 		d.notes[FlagUsageMismatch] = mismatchNote
 	}
 	if in.flagged > 0 {
-		charged, err := CentsOf(in.flaggedCharge)
-		if err != nil {
-			return d, err
-		}
 		d.flags = append(d.flags, FlagDiscrepancy)
-		d.notes[FlagDiscrepancy] = fmt.Sprintf("%s billed below what its rig reported, %s charged for it, not yet resolved",
-			requestsText(in.flagged), charged)
+		d.notes[FlagDiscrepancy] = fmt.Sprintf("%s billed below what its rig reported, %s charged, not yet resolved",
+			requestsText(in.flagged), RequestDollars(in.flaggedCharge))
 	}
 	if d.balance.Closing.Sign() < 0 {
 		d.flags = append(d.flags, FlagNegativeBalance)

@@ -178,13 +178,9 @@ func buildStatement(p Period, in *providerInputs, minimum Cents) (statementDraft
 		d.notes[FlagUsageMismatch] = mismatchNote
 	}
 	if in.unresolved > 0 {
-		held, err := CentsOf(in.unresolvedPayable)
-		if err != nil {
-			return d, err
-		}
 		d.flags = appendFlag(d.flags, FlagDiscrepancy)
 		d.notes[FlagDiscrepancy] = fmt.Sprintf("%s reported more tokens than were billed: %s of earnings held until finance resolves them",
-			requestsText(in.unresolved), held)
+			requestsText(in.unresolved), RequestDollars(in.unresolvedPayable))
 	}
 	if d.net < 0 {
 		d.flags = appendFlag(d.flags, FlagNegativeBalance)

@@ -286,14 +286,7 @@ func (s *Service) ResolveFlag(ctx context.Context, in ResolveInput) (_ Resolved,
 			txnID); err != nil {
 			return wrapf(err, "invoicing: record the resolution")
 		}
-		earned, err := CentsOf(v.payable)
-		if err != nil {
-			return err
-		}
-		charged, err := CentsOf(v.charge)
-		if err != nil {
-			return err
-		}
+		earned, charged := RequestDollars(v.payable), RequestDollars(v.charge)
 		summary := fmt.Sprintf("Released %s of earnings held on flagged request %s, paid on the provider's next statement",
 			earned, in.RequestID)
 		if in.Resolution == ResolutionClawBack {
@@ -343,4 +336,30 @@ func clawBackPostings(charge, earned money.BigPico, customer, payable, revenue b
 		postings = append(postings, billing.Posting{Account: revenue, Amount: -rest})
 	}
 	return postings, nil
+}
+
+// RequestDollars writes a flagged request's amount (never negative) as pages and notes show
+// it: in dollars and cents from a cent up ("$1.58"), and below a cent with the decimals it
+// needs, at most six significant digits, rounded half up ("$0.0003852"), so that a request
+// worth a fraction of a cent does not read as nothing.
+func RequestDollars(b money.BigPico) string {
+	if b.Sign() <= 0 {
+		return "$0.00"
+	}
+	exact := b.Decimal(12)
+	whole, frac, _ := strings.Cut(exact, ".")
+	if whole != "0" || strings.TrimLeft(frac, "0") == "" || frac[:2] != "00" {
+		c, err := CentsOf(b)
+		if err == nil && c > 0 {
+			return c.String()
+		}
+	}
+	lead := len(frac) - len(strings.TrimLeft(frac, "0"))
+	s := b.Decimal(min(12, lead+6))
+	whole, frac, _ = strings.Cut(s, ".")
+	frac = strings.TrimRight(frac, "0")
+	for len(frac) < 2 {
+		frac += "0"
+	}
+	return "$" + whole + "." + frac
 }

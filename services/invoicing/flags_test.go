@@ -148,3 +148,21 @@ func linesOf(st Statement, kind LineKind) []StatementLine {
 	}
 	return out
 }
+
+func TestRequestDollars(t *testing.T) {
+	for v, want := range map[int64]string{
+		0:                 "$0.00",
+		385_200_000:       "$0.0003852",
+		51_087_792:        "$0.0000510878",
+		1_575_002_400_000: "$1.58",
+		9_999_999_999:     "$0.01",
+		5_000_000_000:     "$0.005",
+		4_999_999_999:     "$0.005",
+		4_999_990_000:     "$0.00499999",
+		123_456_789_012:   "$0.12",
+	} {
+		if got := RequestDollars(pico(v)); got != want {
+			t.Errorf("RequestDollars(%d pico) = %q, want %q", v, got, want)
+		}
+	}
+}
