@@ -102,7 +102,7 @@ func (s *Server) renderFlags(c echo.Context, status int, q flagQuery, form templ
 			Billed:   flagTokens(r.BilledInput) + " / " + flagTokens(r.BilledOutput),
 			Excess:   flagTokens(r.ExcessInput) + " / " + flagTokens(r.ExcessOutput),
 			Reason:   r.Reason, Charged: invoicing.RequestDollars(r.Charge),
-			Earned: invoicing.RequestDollars(r.Payable),
+			Earned:     invoicing.RequestDollars(r.Payable),
 			Resolution: strings.ReplaceAll(string(r.Resolution), "_", " "), ResolvedBy: r.ResolvedBy, Note: r.Note}
 		if r.ResolvedAt != nil {
 			row.ResolvedAt = r.ResolvedAt.UTC().Format("2006-01-02 15:04")
