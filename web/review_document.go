@@ -130,7 +130,7 @@ func statementReview(page templates.Page, st invoicing.Statement, history []audi
 	}
 	p.Totals = []templates.Fact{{Label: "Earnings", Value: st.Earnings.String()}, {Label: "Late earnings", Value: st.LateEarnings.String()},
 		{Label: "Clawbacks", Value: st.Clawbacks.String()}, {Label: "Carried in", Value: st.CarriedIn.String()},
-		{Label: "Net", Value: st.Net.String()}, {Label: "Minimum payout", Value: st.MinimumPayout.String()},
+		{Label: "Held and released (flagged requests)", Value: st.Held.String()}, {Label: "Net", Value: st.Net.String()}, {Label: "Minimum payout", Value: st.MinimumPayout.String()},
 		{Label: "Payout", Value: st.Payout.String()}, {Label: "Carried out", Value: st.CarriedOut.String()}}
 	b := st.Payable
 	p.Balance = []templates.Fact{{Label: "Opening", Value: b.Opening.String()}, {Label: "Usage", Value: b.Usage.String()},
