@@ -195,7 +195,7 @@ type FlagsPage struct {
 // amounts; both are empty once it is resolved.
 type FlagRow struct {
 	RequestID, Occurred, Period, Customer, Provider, Model string
-	Reported, Billed, Excess, Reason                       string
+	Reported, Billed, Seen, Excess, Reason                 string
 	Charged, Earned                                        string
 	Resolution, ResolvedAt, ResolvedBy, Note               string
 	Release, ClawBack                                      string

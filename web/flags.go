@@ -100,6 +100,7 @@ func (s *Server) renderFlags(c echo.Context, status int, q flagQuery, form templ
 			Period: r.Period.String(), Customer: r.AccountName, Provider: r.ProviderName, Model: r.Model,
 			Reported: flagTokens(r.ReportedInput) + " / " + flagTokens(r.ReportedOutput),
 			Billed:   flagTokens(r.BilledInput) + " / " + flagTokens(r.BilledOutput),
+			Seen:     seenTokens(r.SeenInput) + " / " + seenTokens(r.SeenOutput),
 			Excess:   flagTokens(r.ExcessInput) + " / " + flagTokens(r.ExcessOutput),
 			Reason:   r.Reason, Charged: invoicing.RequestDollars(r.Charge),
 			Earned:     invoicing.RequestDollars(r.Payable),
@@ -185,4 +186,12 @@ func flagTokens(n int64) string {
 		b.WriteRune(c)
 	}
 	return b.String()
+}
+
+// seenTokens is what a response's usage said, "-" when it said nothing.
+func seenTokens(n *int64) string {
+	if n == nil {
+		return "-"
+	}
+	return flagTokens(*n)
 }

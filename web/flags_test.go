@@ -30,7 +30,7 @@ func TestFinanceResolvesTheDemosOneFlag(t *testing.T) {
 		t.Fatalf("invoices flagged with a discrepancy: %+v; want Brightline's of %s alone", all.Invoices, w.last)
 	}
 	inv := all.Invoices[0]
-	if len(inv.FlagNotes) != len(inv.Flags) || !strings.Contains(inv.FlagNotes[slices.Index(inv.Flags, invoicing.FlagDiscrepancy)], "1 request billed below") {
+	if len(inv.FlagNotes) != len(inv.Flags) || !strings.Contains(inv.FlagNotes[slices.Index(inv.Flags, invoicing.FlagDiscrepancy)], "1 request flagged with an excess") {
 		t.Errorf("the invoice's flag notes: %q", inv.FlagNotes)
 	}
 	list, err := w.invoicing.FlaggedRequests(ctx, invoicing.FlagFilter{})
@@ -56,7 +56,7 @@ func TestFinanceResolvesTheDemosOneFlag(t *testing.T) {
 	link := doc.Find(`[data-testid="doc-flags"] [data-flag="discrepancy"]`)
 	href, _ := link.Attr("href")
 	if !strings.HasPrefix(href, "/finance/flags?") || !strings.Contains(href, "account="+w.brightline) ||
-		!strings.Contains(text(link), "1 request billed below what its rig reported") {
+		!strings.Contains(text(link), "usage in excess: 1 request flagged with an excess") {
 		t.Fatalf("the invoice's discrepancy flag: %q linking to %q", text(link), href)
 	}
 	page := getPage(t, client, w.srv.URL+href)

@@ -162,7 +162,7 @@ func (q queueQuery) statementFilter() (invoicing.StatementFilter, error) {
 // flagLabels say what each review flag means.
 var flagLabels = map[invoicing.Flag]string{
 	invoicing.FlagUsageMismatch:   "total differs from its usage",
-	invoicing.FlagDiscrepancy:     "rig reported more than was billed",
+	invoicing.FlagDiscrepancy:     "usage in excess",
 	invoicing.FlagNegativeBalance: "negative balance",
 	invoicing.FlagSpike:           "more than 3x last month",
 }

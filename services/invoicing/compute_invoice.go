@@ -177,7 +177,7 @@ func buildInvoice(p Period, in *customerInputs, prices map[int64]price) (invoice
 	}
 	if in.flagged > 0 {
 		d.flags = append(d.flags, FlagDiscrepancy)
-		d.notes[FlagDiscrepancy] = fmt.Sprintf("%s billed below what its rig reported, %s charged, not yet resolved",
+		d.notes[FlagDiscrepancy] = fmt.Sprintf("%s flagged with an excess, %s charged, not yet resolved",
 			requestsText(in.flagged), RequestDollars(in.flaggedCharge))
 	}
 	if d.balance.Closing.Sign() < 0 {

@@ -134,8 +134,8 @@ func buildStatement(p Period, in *providerInputs, minimum Cents) (statementDraft
 			return d, err
 		}
 		d.lines = append(d.lines, StatementLine{Kind: LineHeld, UsagePeriod: p, Requests: in.held, Earned: in.heldPayable.Neg(),
-			Amount: -amount, Description: fmt.Sprintf("Held: the earnings of %s flagged for reporting more tokens than "+
-				"were billed, paid on a later statement once finance releases them", requestsText(in.held))})
+			Amount: -amount, Description: fmt.Sprintf("Held: the earnings of %s flagged with an excess (reported above "+
+				"the bill, or billed above the response), paid on a later statement once finance releases them", requestsText(in.held))})
 		d.held -= amount
 	}
 	if in.released > 0 && in.releasedPayable.Sign() > 0 {
@@ -179,7 +179,7 @@ func buildStatement(p Period, in *providerInputs, minimum Cents) (statementDraft
 	}
 	if in.unresolved > 0 {
 		d.flags = appendFlag(d.flags, FlagDiscrepancy)
-		d.notes[FlagDiscrepancy] = fmt.Sprintf("%s reported more tokens than were billed: %s of earnings held until finance resolves them",
+		d.notes[FlagDiscrepancy] = fmt.Sprintf("%s flagged with an excess: %s of earnings held until finance resolves them",
 			requestsText(in.unresolved), RequestDollars(in.unresolvedPayable))
 	}
 	if d.net < 0 {

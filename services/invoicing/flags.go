@@ -18,18 +18,49 @@ import (
 )
 
 // Flagged requests and their resolution (see docs/invoicing.md, "Flags and held earnings").
-// A request is flagged with an excess when the meter flagged its usage row and its rig
-// reported more tokens than were billed: the rig claimed money it was not given, and its
+// A request is flagged with an excess when its rig reported more tokens than were billed, or
+// was billed more than its response told the customer: the rig claimed money, and its
 // earnings on the request are held out of its provider's statements until finance resolves
 // the flag. Released, they are paid on the statement of the month of the release; clawed back,
 // the provider's payable gives them up and the customer's credit gets back what the request
 // was charged, the platform's revenue giving up its margin, in one ledger transaction.
 
-// flaggedWithExcess selects, of usage_events u, the rows flagged with an excess above zero.
-// A row flagged without one (excess 0/0: billed within its bounds, the rig claiming no more)
-// puts no money at stake and is never held or flagged on a document.
-const flaggedWithExcess = `u.flag IS NOT NULL
+// A usage row u is flagged with an excess when its rig claimed more than it was given, seen
+// by the meter or by the gateway:
+//   - meterExcess: the meter flagged it and the rig reported more tokens than were billed;
+//   - gatewayExcess: the gateway's reconciliation flagged it (g, its gateway_requests row) and
+//     the meter billed more tokens than the response told the customer.
+//
+// A row flagged without either (excess 0/0: billed within its bounds, the rig claiming no
+// more, the response saying as much) puts no money at stake and is never held or flagged on a
+// document.
+const (
+	meterExcess = `u.flag IS NOT NULL
 	AND (u.reported_input_tokens > u.input_tokens OR u.reported_output_tokens > u.output_tokens)`
+	gatewayExcess = `g.flagged_at IS NOT NULL AND (u.input_tokens > g.input_tokens OR u.output_tokens > g.output_tokens)`
+)
+
+// flaggedIDs is a query of the request ids of the usage rows flagged with an excess that
+// match uCond (over u, usage_events) and, of those the gateway flagged, gCond too (over g and
+// u): two halves, each on an index of flagged rows (the meter's, the gateway's).
+func flaggedIDs(uCond, gCond string) string {
+	return `SELECT u.request_id FROM usage_events u WHERE ` + meterExcess + ` AND ` + uCond + `
+		UNION
+		SELECT u.request_id FROM gateway_requests g JOIN usage_events u ON u.request_id = g.request_id
+		WHERE ` + gatewayExcess + ` AND ` + uCond + ` AND ` + gCond
+}
+
+// periodFlags is flaggedIDs for a period's rows ($1 its start, $2 its end) of the parties in
+// $3 (column party of both tables: account_id or provider_account_id; the gateway records the
+// customer's account only).
+func periodFlags(party string) string {
+	gCond := `g.flagged_at >= $1`
+	if party == "account_id" {
+		gCond += ` AND g.account_id = ANY ($3::text[]::uuid[])`
+	}
+	return flaggedIDs(`u.metered_at >= $1 AND u.occurred_at >= $1 AND u.occurred_at < $2 AND u.`+party+` = ANY ($3::text[]::uuid[])`,
+		gCond)
+}
 
 // Resolution is finance's decision on a flagged request.
 type Resolution string
@@ -60,12 +91,15 @@ type FlaggedRequest struct {
 	ProviderID   string    `json:"provider_account_id"`
 	ProviderName string    `json:"provider_name"`
 	Model        string    `json:"model"`
-	// Reported is what the rig reported, Billed what the meter billed, Excess the difference,
-	// input and output tokens each.
+	// Reported is what the rig reported, Billed what the meter billed, Seen what the response
+	// told the customer (null when it told nothing), Excess the larger of what the rig reported
+	// beyond the bill and what the bill went beyond the response, input and output tokens each.
 	ReportedInput  int64  `json:"reported_input_tokens"`
 	ReportedOutput int64  `json:"reported_output_tokens"`
 	BilledInput    int64  `json:"billed_input_tokens"`
 	BilledOutput   int64  `json:"billed_output_tokens"`
+	SeenInput      *int64 `json:"response_input_tokens"`
+	SeenOutput     *int64 `json:"response_output_tokens"`
 	ExcessInput    int64  `json:"excess_input_tokens"`
 	ExcessOutput   int64  `json:"excess_output_tokens"`
 	MeterFlag      string `json:"meter_flag"`
@@ -100,7 +134,7 @@ func (s *Service) FlaggedRequests(ctx context.Context, f FlagFilter) (_ []Flagge
 	if f.Limit <= 0 || f.Limit > 500 {
 		f.Limit = 200
 	}
-	where := []string{flaggedWithExcess}
+	where := []string{"true"}
 	args := []any{f.Limit}
 	add := func(cond string, v any) {
 		args = append(args, v)
@@ -123,21 +157,26 @@ func (s *Service) FlaggedRequests(ctx context.Context, f FlagFilter) (_ []Flagge
 		}
 		add("u.provider_account_id = $?", f.ProviderID)
 	}
+	unresolved := "true"
 	if f.Unresolved {
-		where = append(where, "r.request_id IS NULL")
+		unresolved = "r.request_id IS NULL"
 	}
+	cond := strings.Join(where, " AND ")
 	rows, err := s.pool.Query(ctx, `
 		SELECT u.request_id, u.occurred_at, u.account_id::text, a.name, u.provider_account_id::text, pa.name, u.model,
 			coalesce(u.reported_input_tokens, u.input_tokens), coalesce(u.reported_output_tokens, u.output_tokens),
-			u.input_tokens, u.output_tokens, u.flag, coalesce(u.flag_reason, ''), u.charge_pico, u.payable_pico,
+			u.input_tokens, u.output_tokens, g.input_tokens, g.output_tokens, coalesce(u.flag, ''),
+			concat_ws('; ', g.flag_reason, u.flag_reason), u.charge_pico, u.payable_pico,
 			coalesce(r.resolution, ''), r.resolved_at, coalesce(ur.email, ''), coalesce(r.note, ''),
 			coalesce(r.transaction_id::text, '')
-		FROM usage_events u
+		FROM (`+flaggedIDs(cond, "true")+`) f
+		JOIN usage_events u ON u.request_id = f.request_id
 		JOIN accounts a ON a.id = u.account_id
 		JOIN accounts pa ON pa.id = u.provider_account_id
+		LEFT JOIN gateway_requests g ON g.request_id = u.request_id
 		LEFT JOIN flag_resolutions r ON r.request_id = u.request_id
 		LEFT JOIN users ur ON ur.id = r.resolved_by
-		WHERE `+strings.Join(where, " AND ")+`
+		WHERE `+unresolved+`
 		ORDER BY u.occurred_at DESC, u.request_id LIMIT $1`, args...)
 	if err != nil {
 		return nil, err
@@ -145,12 +184,13 @@ func (s *Service) FlaggedRequests(ctx context.Context, f FlagFilter) (_ []Flagge
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (FlaggedRequest, error) {
 		var v FlaggedRequest
 		err := r.Scan(&v.RequestID, &v.OccurredAt, &v.AccountID, &v.AccountName, &v.ProviderID, &v.ProviderName, &v.Model,
-			&v.ReportedInput, &v.ReportedOutput, &v.BilledInput, &v.BilledOutput, &v.MeterFlag, &v.Reason, &v.Charge, &v.Payable,
+			&v.ReportedInput, &v.ReportedOutput, &v.BilledInput, &v.BilledOutput, &v.SeenInput, &v.SeenOutput, &v.MeterFlag,
+			&v.Reason, &v.Charge, &v.Payable,
 			&v.Resolution, &v.ResolvedAt, &v.ResolvedBy, &v.Note, &v.TransactionID)
 		if err != nil {
 			return v, err
 		}
-		v.ExcessInput, v.ExcessOutput = max(v.ReportedInput-v.BilledInput, 0), max(v.ReportedOutput-v.BilledOutput, 0)
+		v.ExcessInput, v.ExcessOutput = excess(v.ReportedInput, v.BilledInput, v.SeenInput), excess(v.ReportedOutput, v.BilledOutput, v.SeenOutput)
 		v.Period = PeriodOf(v.OccurredAt)
 		if v.Charged, err = CentsOf(v.Charge); err != nil {
 			return v, err
@@ -211,7 +251,10 @@ func (s *Service) ResolveFlag(ctx context.Context, in ResolveInput) (_ Resolved,
 	}
 	err = s.pool.QueryRow(ctx, `
 		SELECT u.account_id::text, u.provider_account_id::text, u.model, u.occurred_at, u.charge_pico, u.payable_pico
-		FROM usage_events u WHERE u.request_id = $1 AND `+flaggedWithExcess, in.RequestID).Scan(
+		FROM usage_event_keys k
+		JOIN usage_events u ON u.occurred_at = k.occurred_at AND u.request_id = k.request_id
+		LEFT JOIN gateway_requests g ON g.request_id = u.request_id
+		WHERE k.request_id = $1 AND ((`+meterExcess+`) OR (`+gatewayExcess+`))`, in.RequestID).Scan(
 		&v.account, &v.provider, &v.model, &v.occurred, &v.charge, &v.payable)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Resolved{}, errFlagNotFound
@@ -311,6 +354,16 @@ func (s *Service) ResolveFlag(ctx context.Context, in ResolveInput) (_ Resolved,
 		return Resolved{}, err
 	}
 	return out, nil
+}
+
+// excess is the larger of what the rig reported beyond the bill and what the bill went
+// beyond the response (when the response said), never below zero.
+func excess(reported, billed int64, seen *int64) int64 {
+	e := max(reported-billed, 0)
+	if seen != nil {
+		e = max(e, billed-*seen)
+	}
+	return e
 }
 
 // clawBackPostings take a request's earnings back from its provider's payable and give the

@@ -139,6 +139,46 @@ func TestFlaggedEarningsAreHeldUntilResolved(t *testing.T) {
 	}
 }
 
+// A request billed above what its response told the customer (the rig's report within the
+// bounds, so the meter flags nothing) is a discrepancy the gateway's reconciliation finds:
+// money is at stake, and it is held and flagged like a report above the bill.
+func TestABillAboveTheResponseIsHeld(t *testing.T) {
+	w := newWorld(t)
+	acme := w.account("Acme Labs")
+	fjordAccount := w.account("Fjord GPU Co-op")
+	fjord := w.rig(fjordAccount)
+	w.buy(acme, time.Date(2026, 3, 1, 1, 0, 0, 0, time.UTC), 100_00)
+	w.uses(acme, fjord, time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC), 14) // $10.08 earned
+	// The response said 100,000 output tokens; the rig reported, and the meter billed,
+	// 1,000,000: $1.80 charged, $0.72 earned.
+	over := w.use(request{customer: acme, rig: fjord, at: time.Date(2026, 3, 20, 0, 0, 0, 0, time.UTC), in: 10_000_000,
+		out: 1_000_000, seenOut: 100_000, priceID: w.price})
+	if _, err := w.requests.Reconcile(w.ctx()); err != nil {
+		t.Fatal(err)
+	}
+	w.at(time.Date(2026, 4, 4, 0, 0, 0, 0, time.UTC))
+	w.close(march)
+	inv := w.invoiceOf(acme, march)
+	if !slices.Equal(inv.Flags, []Flag{FlagDiscrepancy}) || !strings.Contains(inv.FlagNotes[0], "1 request") ||
+		!strings.Contains(inv.FlagNotes[0], "$1.80 charged") {
+		t.Errorf("Acme's invoice: flags %v %q", inv.Flags, inv.FlagNotes)
+	}
+	mar := w.statementOf(fjordAccount, march)
+	if mar.Earnings != 10_80 || mar.Held != -72 || mar.Net != 10_08 || mar.Payout != 10_08 {
+		t.Errorf("March's statement: earnings %s, held %s, net %s, payout %s", mar.Earnings, mar.Held, mar.Net, mar.Payout)
+	}
+	list, err := w.svc.FlaggedRequests(w.ctx(), FlagFilter{Unresolved: true})
+	if err != nil || len(list) != 1 || list[0].RequestID != over || list[0].ExcessOutput != 900_000 || list[0].ExcessInput != 0 {
+		t.Fatalf("the flagged requests: %+v, %v", list, err)
+	}
+	if _, err := w.svc.ResolveFlag(w.ctx(), ResolveInput{RequestID: over, By: w.finance, Resolution: ResolutionRelease}); err != nil {
+		t.Fatal(err)
+	}
+	if list, err := w.svc.FlaggedRequests(w.ctx(), FlagFilter{Unresolved: true}); err != nil || len(list) != 0 {
+		t.Errorf("unresolved after the release: %+v, %v", list, err)
+	}
+}
+
 func linesOf(st Statement, kind LineKind) []StatementLine {
 	var out []StatementLine
 	for _, l := range st.Lines {

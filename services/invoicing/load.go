@@ -240,10 +240,10 @@ func loadCustomers(ctx context.Context, q querier, p Period, lateOpen bool, boun
 	})
 	queueLedger(b, "customer_credit", ids, bound, p, func(owner string) *ledgerFigures { return &get(owner).ledger })
 	b.Queue(`
-		SELECT u.account_id::text, count(*), sum(u.charge_pico) FROM usage_events u
-		WHERE `+flaggedWithExcess+` AND u.metered_at >= $1 AND u.occurred_at >= $1 AND u.occurred_at < $2
-			AND u.account_id = ANY ($3::text[]::uuid[])
-			AND NOT EXISTS (SELECT 1 FROM flag_resolutions r WHERE r.request_id = u.request_id)
+		SELECT u.account_id::text, count(*), sum(u.charge_pico)
+		FROM (`+periodFlags("account_id")+`) f
+		JOIN usage_events u ON u.request_id = f.request_id AND u.occurred_at >= $1 AND u.occurred_at < $2
+		WHERE NOT EXISTS (SELECT 1 FROM flag_resolutions r WHERE r.request_id = u.request_id)
 		GROUP BY 1`, p.Start(), p.End(), ids).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var id string

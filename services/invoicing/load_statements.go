@@ -134,10 +134,10 @@ func loadProviders(ctx context.Context, q querier, p Period, lateOpen bool, boun
 	b.Queue(`
 		SELECT u.provider_account_id::text, count(*), coalesce(sum(u.payable_pico), 0),
 			count(*) FILTER (WHERE r.request_id IS NULL), coalesce(sum(u.payable_pico) FILTER (WHERE r.request_id IS NULL), 0)
-		FROM usage_events u LEFT JOIN flag_resolutions r ON r.request_id = u.request_id
-		WHERE `+flaggedWithExcess+` AND u.metered_at >= $1 AND u.occurred_at >= $1 AND u.occurred_at < $2
-			AND u.provider_account_id = ANY ($3::text[]::uuid[])
-			AND NOT (r.resolution IS NOT DISTINCT FROM 'released' AND r.resolved_at < $2)
+		FROM (`+periodFlags("provider_account_id")+`) f
+		JOIN usage_events u ON u.request_id = f.request_id AND u.occurred_at >= $1 AND u.occurred_at < $2
+		LEFT JOIN flag_resolutions r ON r.request_id = u.request_id
+		WHERE NOT (r.resolution IS NOT DISTINCT FROM 'released' AND r.resolved_at < $2)
 		GROUP BY 1`, p.Start(), p.End(), ids).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var id string
