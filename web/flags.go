@@ -133,7 +133,7 @@ func (s *Server) resolveFlagSubmit(c echo.Context) error {
 	v := q.values()
 	v.Set("flash", "flag-released")
 	if res.Resolution == invoicing.ResolutionClawBack {
-		v.Set("flash", "flag-clawed-back")
+		v.Set("flash", "flag-clawback")
 	}
 	return c.Redirect(http.StatusSeeOther, "/finance/flags?"+v.Encode())
 }
