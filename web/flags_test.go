@@ -77,7 +77,7 @@ func TestFinanceResolvesTheDemosOneFlag(t *testing.T) {
 	form.Set("_csrf", csrf)
 	res := postForm(t, client, w.srv.URL+"/finance/flags/resolve", form)
 	wantStatus(t, res, http.StatusSeeOther)
-	if loc := res.Header.Get("Location"); !strings.Contains(loc, "flash=flag-clawed-back") {
+	if loc := res.Header.Get("Location"); !strings.Contains(loc, "flash=flag-clawback") {
 		t.Errorf("the resolution redirects to %q", loc)
 	}
 	page = getPage(t, client, w.srv.URL+href)
