@@ -39,6 +39,7 @@ type ProviderStatementRow struct {
 	Earnings     string // the period's earnings and late earnings of the period before
 	CarriedIn    string
 	Clawbacks    string
+	Held         string // released less held earnings of flagged requests
 	Payout       string
 	CarriedOut   string
 	PayoutStatus string // carried_over, awaiting, pending, paid, failed, void

@@ -43,9 +43,18 @@ type ReviewRow struct {
 	ComputedAt, IssuedAt, Problem string
 }
 
-// FlagView is a review flag: its key and what it means.
+// FlagView is a review flag: its key, what it means, what it is about and how much (Note),
+// and the page finance looks into it on (URL).
 type FlagView struct {
-	Key, Label string
+	Key, Label, Note, URL string
+}
+
+// Text is the flag in words: its label, and its note when it has one.
+func (f FlagView) Text() string {
+	if f.Note == "" {
+		return f.Label
+	}
+	return f.Label + ": " + f.Note
 }
 
 // ApprovalResult is the outcome of approving one document: its number, or why not.
@@ -167,4 +176,27 @@ func sortedKeys(m map[string]string) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// FlagsPage lists the requests flagged with an excess, with the forms that resolve the
+// unresolved ones.
+type FlagsPage struct {
+	Page
+	Form       Form
+	Period     string
+	Account    string // the customer's account id the list is narrowed to, or ""
+	Provider   string // likewise the provider's
+	Unresolved bool
+	Back       string // the page as filtered
+	Rows       []FlagRow
+}
+
+// FlagRow is a flagged request. Release and ClawBack say what each resolution does, with its
+// amounts; both are empty once it is resolved.
+type FlagRow struct {
+	RequestID, Occurred, Period, Customer, Provider, Model string
+	Reported, Billed, Seen, Excess, Reason                 string
+	Charged, Earned                                        string
+	Resolution, ResolvedAt, ResolvedBy, Note               string
+	Release, ClawBack                                      string
 }

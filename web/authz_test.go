@@ -253,7 +253,16 @@ var authzTable = map[string]route{
 	"GET /finance/close": {want: statuses{303, 403, 403, 200, 200}, login: true},
 	"POST /finance/close": {body: url.Values{"period": {"2099-01"}},
 		want: statuses{303, 403, 403, 422, 422}, noCSRF: csrfRefused, login: true},
-	"GET /finance/audit":        {want: statuses{303, 403, 403, 200, 200}, login: true},
+	"GET /finance/audit": {want: statuses{303, 403, 403, 200, 200}, login: true},
+	// Flagged requests: finance reads them and resolves them; the resolution names a request
+	// that is not flagged.
+	"GET /finance/flags":         {want: statuses{303, 403, 403, 200, 200}, login: true},
+	"GET /finance/discrepancies": {want: statuses{303, 403, 403, 200, 200}, login: true},
+	"POST /finance/flags/resolve": {body: url.Values{"request_id": {"req_not_flagged"}, "resolution": {"released"}},
+		want: statuses{303, 403, 403, 404, 404}, noCSRF: csrfRefused, login: true},
+	"GET /api/finance/flags": {want: statuses{401, 403, 403, 200, 200}},
+	"POST /api/finance/flags/resolve": {body: map[string]string{"request_id": "req_not_flagged", "resolution": "released"},
+		want: statuses{401, 403, 403, 404, 404}},
 	"GET /api/finance/invoices": {want: statuses{401, 403, 403, 200, 200}},
 	"POST /api/finance/invoices/approve": {body: map[string]any{"ids": []string{noSuchDocument}},
 		want: statuses{401, 403, 403, 200, 200}},

@@ -162,15 +162,37 @@ func (q queueQuery) statementFilter() (invoicing.StatementFilter, error) {
 // flagLabels say what each review flag means.
 var flagLabels = map[invoicing.Flag]string{
 	invoicing.FlagUsageMismatch:   "total differs from its usage",
-	invoicing.FlagDiscrepancy:     "gateway/meter discrepancy",
+	invoicing.FlagDiscrepancy:     "usage in excess",
 	invoicing.FlagNegativeBalance: "negative balance",
 	invoicing.FlagSpike:           "more than 3x last month",
 }
 
-func flagViews(flags []invoicing.Flag) []templates.FlagView {
+// flagTarget is the document a flag is on, which says where the flag leads: a discrepancy to
+// the flagged requests of the document's party and month, where finance resolves them; any
+// other flag to the document's review page, whose figures it is about.
+type flagTarget struct {
+	party   string // "account" or "provider"
+	partyID string
+	period  invoicing.Period
+	review  string
+}
+
+// flagViews are a document's flags as pages show them: what each is, what it is about and how
+// much (the note stored with the document), and where finance looks into it.
+func flagViews(flags []invoicing.Flag, notes []string, t flagTarget) []templates.FlagView {
 	out := make([]templates.FlagView, 0, len(flags))
-	for _, f := range flags {
-		out = append(out, templates.FlagView{Key: string(f), Label: flagLabels[f]})
+	for i, f := range flags {
+		v := templates.FlagView{Key: string(f), Label: flagLabels[f], URL: t.review}
+		if v.Label == "" {
+			v.Label = strings.ReplaceAll(string(f), "_", " ")
+		}
+		if i < len(notes) {
+			v.Note = notes[i]
+		}
+		if f == invoicing.FlagDiscrepancy {
+			v.URL = "/finance/flags?" + url.Values{"period": {t.period.String()}, t.party: {t.partyID}}.Encode()
+		}
+		out = append(out, v)
 	}
 	return out
 }
@@ -236,7 +258,8 @@ func (s *Server) renderInvoiceQueue(c echo.Context, status int, results []templa
 	for _, inv := range page.Invoices {
 		p.Rows = append(p.Rows, templates.ReviewRow{ID: inv.ID, URL: "/finance/invoices/" + inv.ID, Number: inv.DisplayNumber,
 			Party: inv.AccountName, Period: inv.Period.String(), Status: string(inv.Status), Total: inv.Total.String(),
-			Due: inv.AmountDue.String(), Flags: flagViews(inv.Flags), Actions: actionWords(inv.Actions),
+			Due: inv.AmountDue.String(), Flags: flagViews(inv.Flags, inv.FlagNotes,
+				flagTarget{party: "account", partyID: inv.AccountID, period: inv.Period, review: "/finance/invoices/" + inv.ID}), Actions: actionWords(inv.Actions),
 			Approvable: allows(inv.Actions, invoicing.ActionApprove), DocumentURL: "/invoices/" + inv.ID,
 			PDFURL: "/invoices/" + inv.ID + "/pdf"})
 	}
@@ -268,7 +291,8 @@ func (s *Server) renderStatementQueue(c echo.Context, status int, results []temp
 	for _, st := range page.Statements {
 		p.Rows = append(p.Rows, templates.ReviewRow{ID: st.ID, URL: "/finance/statements/" + st.ID, Number: st.DisplayNumber,
 			Party: st.ProviderName, Period: st.Period.String(), Status: string(st.Status), Total: st.Net.String(),
-			Due: st.Payout.String(), Flags: flagViews(st.Flags), Actions: actionWords(st.Actions),
+			Due: st.Payout.String(), Flags: flagViews(st.Flags, st.FlagNotes,
+				flagTarget{party: "provider", partyID: st.ProviderAccountID, period: st.Period, review: "/finance/statements/" + st.ID}), Actions: actionWords(st.Actions),
 			Approvable: allows(st.Actions, invoicing.ActionApprove), DocumentURL: "/statements/" + st.ID,
 			PDFURL: "/statements/" + st.ID + "/pdf"})
 	}

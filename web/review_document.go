@@ -62,7 +62,8 @@ func invoiceReview(page templates.Page, inv invoicing.Invoice, history []audit.E
 	base := "/finance/invoices/" + inv.ID
 	p := templates.FinanceDocumentPage{Page: page, Kind: "invoice", Title: "Invoice", ID: inv.ID, Path: base,
 		Number: inv.DisplayNumber, Status: string(inv.Status), Period: inv.Period.Label(), Party: inv.AccountName,
-		PartyID: inv.AccountID, PartyRole: "Customer", Flags: flagViews(inv.Flags), PriceLabel: "price",
+		PartyID: inv.AccountID, PartyRole: "Customer", Flags: flagViews(inv.Flags, inv.FlagNotes,
+			flagTarget{party: "account", partyID: inv.AccountID, period: inv.Period, review: base}), PriceLabel: "price",
 		Strong: "Total", BalanceTitle: "Prepaid balance", Form: form,
 		DocumentURL: "/invoices/" + inv.ID, PDFURL: "/invoices/" + inv.ID + "/pdf", CSVURL: "/invoices/" + inv.ID + "/csv",
 		History: auditRows(history)}
@@ -112,7 +113,8 @@ func statementReview(page templates.Page, st invoicing.Statement, history []audi
 	base := "/finance/statements/" + st.ID
 	p := templates.FinanceDocumentPage{Page: page, Kind: "statement", Title: "Provider statement", ID: st.ID, Path: base,
 		Number: st.DisplayNumber, Status: string(st.Status), Period: st.Period.Label(), Party: st.ProviderName,
-		PartyID: st.ProviderAccountID, PartyRole: "Provider", Flags: flagViews(st.Flags), PriceLabel: "ask",
+		PartyID: st.ProviderAccountID, PartyRole: "Provider", Flags: flagViews(st.Flags, st.FlagNotes,
+			flagTarget{party: "provider", partyID: st.ProviderAccountID, period: st.Period, review: base}), PriceLabel: "ask",
 		Strong: "Net", BalanceTitle: "The provider's payable", Form: form,
 		DocumentURL: "/statements/" + st.ID, PDFURL: "/statements/" + st.ID + "/pdf", CSVURL: "/statements/" + st.ID + "/csv",
 		History: auditRows(history)}
@@ -128,7 +130,7 @@ func statementReview(page templates.Page, st invoicing.Statement, history []audi
 	}
 	p.Totals = []templates.Fact{{Label: "Earnings", Value: st.Earnings.String()}, {Label: "Late earnings", Value: st.LateEarnings.String()},
 		{Label: "Clawbacks", Value: st.Clawbacks.String()}, {Label: "Carried in", Value: st.CarriedIn.String()},
-		{Label: "Net", Value: st.Net.String()}, {Label: "Minimum payout", Value: st.MinimumPayout.String()},
+		{Label: "Held and released (flagged requests)", Value: st.Held.String()}, {Label: "Net", Value: st.Net.String()}, {Label: "Minimum payout", Value: st.MinimumPayout.String()},
 		{Label: "Payout", Value: st.Payout.String()}, {Label: "Carried out", Value: st.CarriedOut.String()}}
 	b := st.Payable
 	p.Balance = []templates.Fact{{Label: "Opening", Value: b.Opening.String()}, {Label: "Usage", Value: b.Usage.String()},

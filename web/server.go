@@ -288,6 +288,8 @@ func (s *Server) routes() {
 	// Invoices, credit notes and statements: their documents for whoever may see them, and
 	// finance's review, close, audit log and journal (review.go).
 	s.invoicingRoutes()
+	// Flagged requests and their resolution, for finance (flags.go).
+	s.flagRoutes()
 
 	finance := e.Group("/finance", s.requirePage(accounts.RoleFinance, accounts.RoleAdmin))
 	finance.GET("/balances", s.balancesPage)

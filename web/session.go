@@ -171,6 +171,8 @@ var flashes = map[string]string{
 	"rig-reissued":    "The rig has a new NATS password: its earlier one no longer works. Put the new one on the rig and restart its agent.",
 	"role-set":        "The role is changed.",
 	"adjusted":        "The adjustment is recorded.",
+	"flag-released":   "The flag is resolved: the held earnings are paid on the provider's next statement.",
+	"flag-clawback":   "The flag is resolved: the earnings are taken back from the provider and the customer is credited.",
 	"price-scheduled": "The price change is scheduled.",
 	"key-revoked":     "The API key is revoked: calls with it are refused from now on.",
 	"key-limit-set":   "The key's monthly limit is changed: the gateway applies it from its next request.",

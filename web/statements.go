@@ -93,7 +93,7 @@ func (s *Server) providerStatementsPage(c echo.Context) error {
 	for _, st := range list {
 		r := templates.ProviderStatementRow{ID: st.ID, Number: st.DisplayNumber, Period: st.Period.Label(), Status: string(st.Status),
 			Earnings: signedCents(st.Earnings + st.LateEarnings), CarriedIn: signedCents(st.CarriedIn),
-			Clawbacks: signedCents(st.Clawbacks), Payout: signedCents(st.Payout), CarriedOut: signedCents(st.CarriedOut),
+			Clawbacks: signedCents(st.Clawbacks), Held: signedCents(st.Held), Payout: signedCents(st.Payout), CarriedOut: signedCents(st.CarriedOut),
 			PayoutStatus: st.PayoutStatus, PayoutText: payoutText(st), URL: st.Links.Page, PDFURL: st.Links.PDF}
 		if made := st.PayoutMade; made != nil {
 			r.Transfer, r.PayoutError = made.StripeTransferID, made.LastError

@@ -38,10 +38,12 @@ const (
 	ActionAdjustment  Action = "adjustment"   // credit granted or taken back by hand
 	ActionPriceChange Action = "price_change" // a price of the price book scheduled
 	ActionPayout      Action = "payout"       // a provider paid
+	ActionResolveFlag Action = "resolve_flag" // a flagged request's held earnings released or clawed back
 )
 
 // Actions lists the actions in the order pages offer them as filters.
-var Actions = []Action{ActionClose, ActionApprove, ActionVoid, ActionMarkPaid, ActionAdjustment, ActionPriceChange, ActionPayout}
+var Actions = []Action{ActionClose, ActionApprove, ActionVoid, ActionMarkPaid, ActionAdjustment, ActionPriceChange, ActionPayout,
+	ActionResolveFlag}
 
 // Valid reports whether a is a known action.
 func (a Action) Valid() bool {

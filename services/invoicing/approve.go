@@ -150,6 +150,7 @@ func (s *Service) approveInvoice(ctx context.Context, ac *approveContext, by, id
 		// A usage mismatch found by an exact check stays on the draft as it is issued.
 		if containsFlag(flags, FlagUsageMismatch) {
 			d.flags = appendFlag(d.flags, FlagUsageMismatch)
+			d.notes[FlagUsageMismatch] = mismatchNote
 		}
 		w := pendingInvoice{id: id, accountID: account, existed: true, d: d}
 		if in.current != nil {

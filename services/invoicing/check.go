@@ -63,7 +63,7 @@ func (s *Service) CheckInvoiceUsage(ctx context.Context, invoiceID string) (_ Us
 	check.InvoiceID = invoiceID
 	if !check.Matches && !check.RowsDropped {
 		if _, err := s.pool.Exec(ctx, `
-			UPDATE invoices SET flags = array_append(flags, $2)
+			UPDATE invoices SET flags = array_append(flags, $2), flag_notes = array_append(flag_notes, 'the total differs from the usage rows it sums')
 			WHERE id = $1 AND status = 'draft' AND NOT ($2 = ANY (flags))`, invoiceID, string(FlagUsageMismatch)); err != nil {
 			return UsageCheck{}, err
 		}

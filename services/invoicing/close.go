@@ -370,7 +370,7 @@ func (r *closeRun) checkSample(ctx context.Context) error {
 			continue
 		}
 		if _, err := r.conn.Exec(ctx, `
-			UPDATE invoices SET flags = array_append(flags, $2)
+			UPDATE invoices SET flags = array_append(flags, $2), flag_notes = array_append(flag_notes, 'the total differs from the usage rows it sums')
 			WHERE id = $1 AND status = 'draft' AND NOT ($2 = ANY (flags))`, c.invoiceID, string(FlagUsageMismatch)); err != nil {
 			return err
 		}

@@ -45,7 +45,10 @@ type customerInputs struct {
 	ledger      ledgerFigures
 	credits     []creditGiven
 	previous    *Cents // the previous period's invoice total
-	flagged     int64  // requests of the period the meter flagged
+	// flagged counts the period's requests flagged with an excess above zero that finance has
+	// not resolved, flaggedCharge what the customer was charged for them.
+	flagged       int64
+	flaggedCharge money.BigPico
 }
 
 // invoiceDraft is a computed invoice.
@@ -57,6 +60,7 @@ type invoiceDraft struct {
 	total   Cents
 	due     Cents
 	flags   []Flag
+	notes   map[Flag]string // what each flag is about, and how much
 	// active is false when the account did nothing in the period that an invoice would show.
 	active bool
 }
@@ -166,20 +170,42 @@ func buildInvoice(p Period, in *customerInputs, prices map[int64]price) (invoice
 		d.due = due
 	}
 
+	d.notes = map[Flag]string{}
 	if mismatch {
 		d.flags = append(d.flags, FlagUsageMismatch)
+		d.notes[FlagUsageMismatch] = mismatchNote
 	}
 	if in.flagged > 0 {
 		d.flags = append(d.flags, FlagDiscrepancy)
+		d.notes[FlagDiscrepancy] = fmt.Sprintf("%s flagged with an excess, %s charged, not yet resolved",
+			requestsText(in.flagged), RequestDollars(in.flaggedCharge))
 	}
 	if d.balance.Closing.Sign() < 0 {
 		d.flags = append(d.flags, FlagNegativeBalance)
+		d.notes[FlagNegativeBalance] = fmt.Sprintf("credit below zero at the end of the month: %s due", d.due)
 	}
 	if in.previous != nil && *in.previous > 0 && d.total > spikeFactor**in.previous {
 		d.flags = append(d.flags, FlagSpike)
+		d.notes[FlagSpike] = spikeNote(d.total, *in.previous)
 	}
 	d.active = len(d.lines) > 0 || f.moved() || in.current != nil
 	return d, nil
+}
+
+// mismatchNote is what the usage-mismatch flag says.
+const mismatchNote = "the total differs from the usage rows it sums"
+
+// requestsText is "1 request" or "3 requests".
+func requestsText(n int64) string {
+	if n == 1 {
+		return "1 request"
+	}
+	return grouped(n) + " requests"
+}
+
+// spikeNote says how a total jumped against last month's.
+func spikeNote(total, previous Cents) string {
+	return fmt.Sprintf("%s this month against %s last month, more than %d times", total, previous, spikeFactor)
 }
 
 // sharesLeft are the providers' shares of a period's usage less what issued invoices billed.

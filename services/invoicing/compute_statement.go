@@ -40,16 +40,25 @@ type providerInputs struct {
 	ledger                   ledgerFigures // the provider's payable
 	previous                 *previousStatement
 	lastMonth                *Cents // the previous period's statement earnings
-	flagged                  int64
+	// held counts the period's requests flagged with an excess above zero that finance had
+	// not released by the period's end (unresolved, released later, or clawed back);
+	// heldPayable is their earnings, held out of the statement. unresolved and
+	// unresolvedPayable are those of them finance has not resolved at all. released counts the
+	// held requests of earlier periods finance released in this one, releasedPayable their
+	// earnings, paid on this statement.
+	held, unresolved, released                      int64
+	heldPayable, unresolvedPayable, releasedPayable money.BigPico
 }
 
 // statementDraft is a computed statement.
 type statementDraft struct {
 	lines                                                      []StatementLine
 	earnings, late, clawbacks, carriedIn, net, payout, carried Cents
+	held                                                       Cents // released less held
 	carriedFrom                                                string
 	payable                                                    PayableSummary
 	flags                                                      []Flag
+	notes                                                      map[Flag]string
 	active                                                     bool
 }
 
@@ -119,6 +128,26 @@ func buildStatement(p Period, in *providerInputs, minimum Cents) (statementDraft
 			Description: fmt.Sprintf("Credit note %s: the share of a credited invoice taken back", e.creditNoteNumber)})
 		d.clawbacks += amount
 	}
+	if in.held > 0 && in.heldPayable.Sign() > 0 {
+		amount, err := CentsOf(in.heldPayable)
+		if err != nil {
+			return d, err
+		}
+		d.lines = append(d.lines, StatementLine{Kind: LineHeld, UsagePeriod: p, Requests: in.held, Earned: in.heldPayable.Neg(),
+			Amount: -amount, Description: fmt.Sprintf("Held: the earnings of %s flagged with an excess (reported above "+
+				"the bill, or billed above the response), paid on a later statement once finance releases them", requestsText(in.held))})
+		d.held -= amount
+	}
+	if in.released > 0 && in.releasedPayable.Sign() > 0 {
+		amount, err := CentsOf(in.releasedPayable)
+		if err != nil {
+			return d, err
+		}
+		d.lines = append(d.lines, StatementLine{Kind: LineReleased, UsagePeriod: p, Requests: in.released, Earned: in.releasedPayable,
+			Amount: amount, Description: fmt.Sprintf("Released by finance: the held earnings of %s of earlier months",
+				requestsText(in.released))})
+		d.held += amount
+	}
 	for i := range d.lines {
 		d.lines[i].No = i + 1
 	}
@@ -126,7 +155,7 @@ func buildStatement(p Period, in *providerInputs, minimum Cents) (statementDraft
 	if in.previous != nil {
 		d.carriedIn, d.carriedFrom = in.previous.carriedOut, in.previous.id
 	}
-	d.net = d.carriedIn + d.earnings + d.late + d.clawbacks
+	d.net = d.carriedIn + d.earnings + d.late + d.clawbacks + d.held
 	if d.net >= minimum {
 		d.payout = d.net
 	} else {
@@ -144,14 +173,22 @@ func buildStatement(p Period, in *providerInputs, minimum Cents) (statementDraft
 		}
 	}
 
-	if in.flagged > 0 {
+	d.notes = map[Flag]string{}
+	if slices.Contains(d.flags, FlagUsageMismatch) {
+		d.notes[FlagUsageMismatch] = mismatchNote
+	}
+	if in.unresolved > 0 {
 		d.flags = appendFlag(d.flags, FlagDiscrepancy)
+		d.notes[FlagDiscrepancy] = fmt.Sprintf("%s flagged with an excess: %s of earnings held until finance resolves them",
+			requestsText(in.unresolved), RequestDollars(in.unresolvedPayable))
 	}
 	if d.net < 0 {
 		d.flags = appendFlag(d.flags, FlagNegativeBalance)
+		d.notes[FlagNegativeBalance] = fmt.Sprintf("the net is %s, below zero", d.net)
 	}
 	if in.lastMonth != nil && *in.lastMonth > 0 && d.earnings > spikeFactor**in.lastMonth {
 		d.flags = appendFlag(d.flags, FlagSpike)
+		d.notes[FlagSpike] = spikeNote(d.earnings, *in.lastMonth)
 	}
 	d.active = len(d.lines) > 0 || in.current != nil
 	return d, nil

@@ -42,6 +42,8 @@ type Invoice struct {
 	Buyer    Party  `json:"buyer"`  // the customer's current details on a draft, those it was issued with after
 	Seller   Party  `json:"seller"` // likewise the platform's
 	Flags    []Flag `json:"flags"`
+	// FlagNotes say what each flag is about, and how much, in the order of Flags.
+	FlagNotes []string `json:"flag_notes"`
 	// Actions are what finance may do with it now; the service refuses any other.
 	Actions     []Action            `json:"actions"`
 	CreditNotes []CreditNoteSummary `json:"credit_notes"`
@@ -189,11 +191,14 @@ type Statement struct {
 	// Clawbacks (negative) of what credit notes took back in the period. CarriedIn is what the
 	// provider's previous statement carried over (under the minimum payout, or negative). Net is
 	// their sum; a Net of at least MinimumPayout is paid out (Payout), less is CarriedOut.
-	Earnings      Cents `json:"earnings_cents"`
-	LateEarnings  Cents `json:"late_earnings_cents"`
-	Clawbacks     Cents `json:"clawbacks_cents"`
-	CarriedIn     Cents `json:"carried_in_cents"`
-	Net           Cents `json:"net_cents"`
+	Earnings     Cents `json:"earnings_cents"`
+	LateEarnings Cents `json:"late_earnings_cents"`
+	Clawbacks    Cents `json:"clawbacks_cents"`
+	CarriedIn    Cents `json:"carried_in_cents"`
+	Net          Cents `json:"net_cents"`
+	// Held is the statement's held and released lines (docs/invoicing.md, "Flags and held
+	// earnings"): released less held, part of Net.
+	Held          Cents `json:"held_cents"`
 	Payout        Cents `json:"payout_cents"`
 	CarriedOut    Cents `json:"carried_out_cents"`
 	MinimumPayout Cents `json:"minimum_payout_cents"`
@@ -205,10 +210,11 @@ type Statement struct {
 	// Payable is the provider's payable over the period by ledger time.
 	Payable PayableSummary `json:"payable"`
 
-	Payee   Party    `json:"payee"` // the provider's details
-	Payer   Party    `json:"payer"` // the platform's
-	Flags   []Flag   `json:"flags"`
-	Actions []Action `json:"actions"`
+	Payee     Party    `json:"payee"` // the provider's details
+	Payer     Party    `json:"payer"` // the platform's
+	Flags     []Flag   `json:"flags"`
+	FlagNotes []string `json:"flag_notes"` // what each flag is about, and how much
+	Actions   []Action `json:"actions"`
 
 	ComputedAt       time.Time  `json:"computed_at"`
 	CreatedAt        time.Time  `json:"created_at"`

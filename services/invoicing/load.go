@@ -240,17 +240,20 @@ func loadCustomers(ctx context.Context, q querier, p Period, lateOpen bool, boun
 	})
 	queueLedger(b, "customer_credit", ids, bound, p, func(owner string) *ledgerFigures { return &get(owner).ledger })
 	b.Queue(`
-		SELECT account_id::text, count(*) FROM usage_events
-		WHERE flag IS NOT NULL AND metered_at >= $1 AND occurred_at >= $1 AND occurred_at < $2
-			AND account_id = ANY ($3::text[]::uuid[])
+		SELECT u.account_id::text, count(*), sum(u.charge_pico)
+		FROM (`+periodFlags("account_id")+`) f
+		JOIN usage_events u ON u.request_id = f.request_id AND u.occurred_at >= $1 AND u.occurred_at < $2
+		WHERE NOT EXISTS (SELECT 1 FROM flag_resolutions r WHERE r.request_id = u.request_id)
 		GROUP BY 1`, p.Start(), p.End(), ids).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var id string
 			var n int64
-			if err := rows.Scan(&id, &n); err != nil {
+			var charge money.BigPico
+			if err := rows.Scan(&id, &n, &charge); err != nil {
 				return err
 			}
-			get(id).flagged = n
+			in := get(id)
+			in.flagged, in.flaggedCharge = n, charge
 		}
 		return rows.Err()
 	})

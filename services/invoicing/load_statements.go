@@ -128,18 +128,43 @@ func loadProviders(ctx context.Context, q querier, p Period, lateOpen bool, boun
 		return rows.Err()
 	})
 	queueLedger(b, "provider_payable", ids, bound, p, func(owner string) *ledgerFigures { return &get(owner).ledger })
+	// The period's requests flagged with an excess: held unless released before the period
+	// ended; and the held requests of earlier periods released in this one (docs/invoicing.md,
+	// "Flags and held earnings").
 	b.Queue(`
-		SELECT provider_account_id::text, count(*) FROM usage_events
-		WHERE flag IS NOT NULL AND metered_at >= $1 AND occurred_at >= $1 AND occurred_at < $2
+		SELECT u.provider_account_id::text, count(*), coalesce(sum(u.payable_pico), 0),
+			count(*) FILTER (WHERE r.request_id IS NULL), coalesce(sum(u.payable_pico) FILTER (WHERE r.request_id IS NULL), 0)
+		FROM (`+periodFlags("provider_account_id")+`) f
+		JOIN usage_events u ON u.request_id = f.request_id AND u.occurred_at >= $1 AND u.occurred_at < $2
+		LEFT JOIN flag_resolutions r ON r.request_id = u.request_id
+		WHERE NOT (r.resolution IS NOT DISTINCT FROM 'released' AND r.resolved_at < $2)
+		GROUP BY 1`, p.Start(), p.End(), ids).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var id string
+			var held, unresolved int64
+			var heldPayable, unresolvedPayable money.BigPico
+			if err := rows.Scan(&id, &held, &heldPayable, &unresolved, &unresolvedPayable); err != nil {
+				return err
+			}
+			in := get(id)
+			in.held, in.heldPayable, in.unresolved, in.unresolvedPayable = held, heldPayable, unresolved, unresolvedPayable
+		}
+		return rows.Err()
+	})
+	b.Queue(`
+		SELECT provider_account_id::text, count(*), sum(held_pico) FROM flag_resolutions
+		WHERE resolution = 'released' AND resolved_at >= $1 AND resolved_at < $2 AND occurred_at < $1
 			AND provider_account_id = ANY ($3::text[]::uuid[])
 		GROUP BY 1`, p.Start(), p.End(), ids).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var id string
 			var n int64
-			if err := rows.Scan(&id, &n); err != nil {
+			var payable money.BigPico
+			if err := rows.Scan(&id, &n, &payable); err != nil {
 				return err
 			}
-			get(id).flagged = n
+			in := get(id)
+			in.released, in.releasedPayable = n, payable
 		}
 		return rows.Err()
 	})

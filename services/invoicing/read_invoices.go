@@ -34,6 +34,7 @@ type InvoiceSummary struct {
 	Total             Cents      `json:"total_cents"`
 	AmountDue         Cents      `json:"amount_due_cents"`
 	Flags             []Flag     `json:"flags"`
+	FlagNotes         []string   `json:"flag_notes"` // what each flag is about, and how much
 	Actions           []Action   `json:"actions"`
 	ReplacesInvoiceID string     `json:"replaces_invoice_id,omitempty"`
 	ComputedAt        time.Time  `json:"computed_at"`
@@ -106,7 +107,7 @@ type InvoicePage struct {
 
 const invoiceSummaryColumns = `
 	SELECT i.id::text, i.account_id::text, a.name, i.period, i.status, coalesce(i.number, ''), i.total_cents,
-		i.amount_due_cents, i.flags, coalesce(i.replaces_invoice_id::text, ''), i.computed_at, i.issued_at
+		i.amount_due_cents, i.flags, coalesce(i.replaces_invoice_id::text, ''), i.computed_at, i.issued_at, i.flag_notes
 	FROM invoices i JOIN accounts a ON a.id = i.account_id`
 
 func scanInvoiceSummary(r pgx.CollectableRow) (InvoiceSummary, error) {
@@ -114,7 +115,7 @@ func scanInvoiceSummary(r pgx.CollectableRow) (InvoiceSummary, error) {
 	var period time.Time
 	var flags []string
 	err := r.Scan(&v.ID, &v.AccountID, &v.AccountName, &period, &v.Status, &v.Number, &v.Total, &v.AmountDue, &flags,
-		&v.ReplacesInvoiceID, &v.ComputedAt, &v.IssuedAt)
+		&v.ReplacesInvoiceID, &v.ComputedAt, &v.IssuedAt, &v.FlagNotes)
 	v.Period, v.DisplayNumber, v.Flags = periodOfDate(period), displayNumber(v.Number), flagsOf(flags)
 	v.Actions = invoiceActions(v.Status, v.AmountDue)
 	v.ComputedAt, v.IssuedAt = v.ComputedAt.UTC(), utcPtr(v.IssuedAt)
@@ -184,7 +185,7 @@ func (s *Service) AccountInvoices(ctx context.Context, accountID string) (_ []In
 	}
 	list, err := pgx.CollectRows(rows, scanInvoiceSummary)
 	for i := range list {
-		list[i].Flags, list[i].Actions = []Flag{}, []Action{}
+		list[i].Flags, list[i].FlagNotes, list[i].Actions = []Flag{}, []string{}, []Action{}
 	}
 	return list, err
 }
@@ -208,7 +209,7 @@ func (s *Service) AccountInvoice(ctx context.Context, accountID, id string) (Inv
 // review flags, the actions only finance takes (a customer takes none), or the finance users
 // who took them.
 func (v Invoice) forCustomer() Invoice {
-	v.Flags, v.Actions = []Flag{}, []Action{}
+	v.Flags, v.FlagNotes, v.Actions = []Flag{}, []string{}, []Action{}
 	v.IssuedBy, v.PaidBy, v.VoidedBy = "", "", ""
 	return v
 }
@@ -235,7 +236,7 @@ func (s *Service) invoice(ctx context.Context, q querier, id, accountID string, 
 			i.seller_name, i.seller_address, i.seller_country, i.seller_vat_id,
 			i.flags, i.computed_at, i.created_at, i.issued_at, coalesce(ui.email, ''), i.paid_at, coalesce(up.email, ''),
 			coalesce(i.payment_reference, ''), i.voided_at, coalesce(uv.email, ''), coalesce(i.void_reason, ''),
-			coalesce(i.void_note, '')
+			coalesce(i.void_note, ''), i.flag_notes
 		FROM invoices i
 		JOIN accounts a ON a.id = i.account_id
 		LEFT JOIN users ui ON ui.id = i.issued_by
@@ -248,7 +249,7 @@ func (s *Service) invoice(ctx context.Context, q querier, id, accountID string, 
 		&v.Balance.Adjustments, &v.Balance.CreditNotes, &v.Balance.UsageCharged, &v.Balance.Closing, &po,
 		&buyer[0], &buyer[1], &buyer[2], &buyer[3], &seller[0], &seller[1], &seller[2], &seller[3],
 		&flags, &v.ComputedAt, &v.CreatedAt, &v.IssuedAt, &v.IssuedBy, &v.PaidAt, &v.PaidBy, &v.PaymentReference,
-		&v.VoidedAt, &v.VoidedBy, &reason, &v.VoidNote)
+		&v.VoidedAt, &v.VoidedBy, &reason, &v.VoidNote, &v.FlagNotes)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Invoice{}, errInvoiceNotFound
 	}

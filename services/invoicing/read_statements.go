@@ -34,7 +34,9 @@ type StatementSummary struct {
 	Total             Cents      `json:"total_cents"` // as its document prints it: Net
 	Payout            Cents      `json:"payout_cents"`
 	CarriedOut        Cents      `json:"carried_out_cents"`
+	Held              Cents      `json:"held_cents"` // released less held earnings of flagged requests
 	Flags             []Flag     `json:"flags"`
+	FlagNotes         []string   `json:"flag_notes"` // what each flag is about, and how much
 	Actions           []Action   `json:"actions"`
 	ComputedAt        time.Time  `json:"computed_at"`
 	IssuedAt          *time.Time `json:"issued_at,omitempty"`
@@ -87,7 +89,7 @@ const payoutUnderway = `EXISTS (SELECT 1 FROM payouts po WHERE po.statement_id =
 const statementSummaryColumns = `
 	SELECT s.id::text, s.provider_account_id::text, a.name, s.period, s.status, coalesce(s.number, ''), s.earnings_cents,
 		s.late_earnings_cents, s.clawbacks_cents, s.carried_in_cents, s.net_cents, s.payout_cents, s.carried_out_cents,
-		s.flags, s.computed_at, s.issued_at, ` + laterIssued + `, ` + payoutUnderway + `
+		s.held_cents, s.flags, s.flag_notes, s.computed_at, s.issued_at, ` + laterIssued + `, ` + payoutUnderway + `
 	FROM statements s JOIN accounts a ON a.id = s.provider_account_id`
 
 func scanStatementSummary(r pgx.CollectableRow) (StatementSummary, error) {
@@ -96,8 +98,8 @@ func scanStatementSummary(r pgx.CollectableRow) (StatementSummary, error) {
 	var flags []string
 	var later, underway bool
 	err := r.Scan(&v.ID, &v.ProviderAccountID, &v.ProviderName, &period, &v.Status, &v.Number, &v.Earnings,
-		&v.LateEarnings, &v.Clawbacks, &v.CarriedIn, &v.Net, &v.Payout, &v.CarriedOut, &flags, &v.ComputedAt, &v.IssuedAt,
-		&later, &underway)
+		&v.LateEarnings, &v.Clawbacks, &v.CarriedIn, &v.Net, &v.Payout, &v.CarriedOut, &v.Held, &flags, &v.FlagNotes,
+		&v.ComputedAt, &v.IssuedAt, &later, &underway)
 	v.Period, v.DisplayNumber, v.Flags, v.Total = periodOfDate(period), displayNumber(v.Number), flagsOf(flags), v.Net
 	v.Actions = statementActions(v.Status, v.Payout, later, underway)
 	v.ComputedAt, v.IssuedAt = v.ComputedAt.UTC(), utcPtr(v.IssuedAt)
@@ -167,7 +169,7 @@ func (s *Service) ProviderStatements(ctx context.Context, providerID string) (_ 
 	}
 	list, err := pgx.CollectRows(rows, scanStatementSummary)
 	for i := range list {
-		list[i].Flags, list[i].Actions = []Flag{}, []Action{}
+		list[i].Flags, list[i].FlagNotes, list[i].Actions = []Flag{}, []string{}, []Action{}
 	}
 	return list, err
 }
@@ -190,7 +192,7 @@ func (s *Service) ProviderStatement(ctx context.Context, providerID, id string) 
 // forProvider is what a provider sees of its own statement: the document, without finance's
 // review flags, the actions only finance takes, or the finance users who took them.
 func (v Statement) forProvider() Statement {
-	v.Flags, v.Actions = []Flag{}, []Action{}
+	v.Flags, v.FlagNotes, v.Actions = []Flag{}, []string{}, []Action{}
 	v.IssuedBy, v.PaidBy, v.VoidedBy = "", "", ""
 	return v
 }
@@ -216,7 +218,7 @@ func (s *Service) statement(ctx context.Context, q querier, id, providerID strin
 			s.payer_name, s.payer_address, s.payer_country, s.payer_vat_id,
 			s.flags, s.computed_at, s.created_at, s.issued_at, coalesce(ui.email, ''), s.paid_at, coalesce(up.email, ''),
 			coalesce(s.payment_reference, ''), s.voided_at, coalesce(uv.email, ''), coalesce(s.void_reason, ''),
-			coalesce(s.void_note, ''), `+laterIssued+`, `+payoutUnderway+`
+			coalesce(s.void_note, ''), `+laterIssued+`, `+payoutUnderway+`, s.held_cents, s.flag_notes
 		FROM statements s
 		JOIN accounts a ON a.id = s.provider_account_id
 		LEFT JOIN users ui ON ui.id = s.issued_by
@@ -229,7 +231,7 @@ func (s *Service) statement(ctx context.Context, q querier, id, providerID strin
 		&v.CarriedFromStatementID, &v.Payable.Opening, &v.Payable.Usage, &v.Payable.CreditNotes, &v.Payable.Payouts,
 		&v.Payable.Other, &v.Payable.Closing, &payee[0], &payee[1], &payee[2], &payee[3], &payer[0], &payer[1], &payer[2],
 		&payer[3], &flags, &v.ComputedAt, &v.CreatedAt, &v.IssuedAt, &v.IssuedBy, &v.PaidAt, &v.PaidBy,
-		&v.PaymentReference, &v.VoidedAt, &v.VoidedBy, &reason, &v.VoidNote, &later, &underway)
+		&v.PaymentReference, &v.VoidedAt, &v.VoidedBy, &reason, &v.VoidNote, &later, &underway, &v.Held, &v.FlagNotes)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Statement{}, errStatementNotFound
 	}

@@ -148,6 +148,11 @@ const (
 	LineLateUsage LineKind = "late_usage" // usage of the earlier period, metered after its document was issued
 	LineCredit    LineKind = "credit"     // an invoice's credit by a credit note for its period
 	LineClawback  LineKind = "clawback"   // a statement's payable taken back by a credit note
+	// LineHeld takes out of a statement the earnings of its period's requests flagged with
+	// an excess (the rig reported more than was billed) that finance has not released.
+	LineHeld LineKind = "held"
+	// LineReleased pays on a statement the held earnings finance released in its period.
+	LineReleased LineKind = "released"
 )
 
 // Flag marks a draft for finance's review queue.
@@ -159,8 +164,10 @@ const (
 	// exactly against usage_events for a sample of accounts at each close), or a line's amount
 	// is not its tokens at its unit prices.
 	FlagUsageMismatch Flag = "usage_mismatch"
-	// FlagDiscrepancy: the meter flagged a request of the period (a gateway/meter discrepancy,
-	// usage_events.flag).
+	// FlagDiscrepancy: a request of the period is flagged with an excess above zero (its rig
+	// reported more tokens than the meter billed) and finance has not resolved it. A flagged
+	// request whose report did not exceed its bill (excess 0/0, billed within its bounds) puts
+	// no money at stake and raises no flag on a document.
 	FlagDiscrepancy Flag = "discrepancy"
 	// FlagNegativeBalance: the customer's credit is below zero at the period's end, or the
 	// provider's statement nets below zero.

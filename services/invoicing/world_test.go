@@ -153,6 +153,11 @@ type request struct {
 	// relayed, when set, is how many output tokens' worth of text the gateway relayed (four
 	// bytes each): fewer than the rig reports makes the meter clip and flag the request.
 	relayed int64
+	// status is how the gateway saw the attempt end: by default ok.
+	status billing.GatewayStatus
+	// seenOut, when set, is the output the response's usage told the customer (the input is
+	// in): by default the response carries no usage.
+	seenOut int64
 }
 
 // use routes, records and meters a request as the platform would, and returns its request id.
@@ -195,10 +200,19 @@ func (w *world) use(r request) string {
 	if r.relayed > 0 {
 		relayed = r.relayed
 	}
+	var seen *billing.TokenCount
+	if r.seenOut > 0 {
+		seen = &billing.TokenCount{Input: r.in, Output: r.seenOut}
+	}
+	status := billing.GatewayOK
+	if r.status != "" {
+		status = r.status
+	}
 	w.requests.Record(billing.GatewayRequest{RequestID: requestID, AccountID: r.customer, APIKeyID: key, OfferingID: r.rig.offering,
-		Tier: catalog.TierStandard, Model: "llama-3.1-8b", HTTPStatus: 200, Status: billing.GatewayOK,
+		Tier: catalog.TierStandard, Model: "llama-3.1-8b", HTTPStatus: 200, Status: status,
 		Duration: 800 * time.Millisecond, At: r.at, InputBytes: 4 * r.in, MaxInputTokens: r.in,
-		MaxOutputTokens: max(r.out, 1), Streamed: true, RelayedOutputBytes: 4 * relayed, RelayedOutputChunks: relayed})
+		MaxOutputTokens: max(r.out, 1), Streamed: true, RelayedOutputBytes: 4 * relayed, RelayedOutputChunks: relayed,
+		Usage: seen})
 	if err := w.requests.Flush(w.ctx()); err != nil {
 		w.t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package invoicing
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"time"
 
@@ -76,6 +77,16 @@ func flagsText(flags []Flag) string {
 	return strings.Join(parts, ",")
 }
 
+// notesText is what each flag says, in the order of flags, as a JSON array for the database.
+func notesText(flags []Flag, notes map[Flag]string) string {
+	out := make([]string, len(flags))
+	for i, f := range flags {
+		out[i] = notes[f]
+	}
+	raw, _ := json.Marshal(out)
+	return string(raw)
+}
+
 // writeInvoices writes the drafts of period p, inside tx.
 func writeInvoices(ctx context.Context, tx pgx.Tx, p Period, now time.Time, drafts []pendingInvoice) error {
 	if len(drafts) == 0 {
@@ -84,6 +95,7 @@ func writeInvoices(ctx context.Context, tx pgx.Tx, p Period, now time.Time, draf
 	var existing []string
 	n := len(drafts)
 	ids, accounts, po, flags := make([]string, n), make([]string, n), make([]pgtype.Text, n), make([]string, n)
+	notes := make([]string, n)
 	total, due := make([]int64, n), make([]int64, n)
 	opening, purchases, refunds, adjustments, credits, usage, closing := make([]string, n), make([]string, n),
 		make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
@@ -92,7 +104,7 @@ func writeInvoices(ctx context.Context, tx pgx.Tx, p Period, now time.Time, draf
 			existing = append(existing, w.id)
 		}
 		b := w.d.balance
-		ids[i], accounts[i], flags[i] = w.id, w.accountID, flagsText(w.d.flags)
+		ids[i], accounts[i], flags[i], notes[i] = w.id, w.accountID, flagsText(w.d.flags), notesText(w.d.flags, w.d.notes)
 		if w.poNumber != nil {
 			po[i] = pgtype.Text{String: *w.poNumber, Valid: true}
 		}
@@ -110,18 +122,21 @@ func writeInvoices(ctx context.Context, tx pgx.Tx, p Period, now time.Time, draf
 	if _, err := tx.Exec(ctx, `
 		INSERT INTO invoices (id, account_id, period, status, total_cents, amount_due_cents, opening_balance_pico,
 			purchases_pico, refunds_pico, adjustments_pico, credit_notes_pico, usage_charged_pico, closing_balance_pico,
-			po_number, flags, computed_at, created_at)
+			po_number, flags, flag_notes, computed_at, created_at)
 		SELECT id::uuid, account_id::uuid, $1, 'draft', total, due, opening::numeric, purchases::numeric, refunds::numeric,
-			adjustments::numeric, credits::numeric, usage::numeric, closing::numeric, po, string_to_array(flags, ','), $2, $2
+			adjustments::numeric, credits::numeric, usage::numeric, closing::numeric, po, string_to_array(flags, ','),
+			ARRAY(SELECT jsonb_array_elements_text(notes::jsonb)), $2, $2
 		FROM unnest($3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::text[], $8::text[], $9::text[], $10::text[],
-			$11::text[], $12::text[], $13::text[], $14::text[], $15::text[])
-			AS u (id, account_id, total, due, opening, purchases, refunds, adjustments, credits, usage, closing, po, flags)
+			$11::text[], $12::text[], $13::text[], $14::text[], $15::text[], $16::text[])
+			AS u (id, account_id, total, due, opening, purchases, refunds, adjustments, credits, usage, closing, po, flags, notes)
 		ON CONFLICT (id) DO UPDATE SET total_cents = EXCLUDED.total_cents, amount_due_cents = EXCLUDED.amount_due_cents,
 			opening_balance_pico = EXCLUDED.opening_balance_pico, purchases_pico = EXCLUDED.purchases_pico,
 			refunds_pico = EXCLUDED.refunds_pico, adjustments_pico = EXCLUDED.adjustments_pico,
 			credit_notes_pico = EXCLUDED.credit_notes_pico, usage_charged_pico = EXCLUDED.usage_charged_pico,
-			closing_balance_pico = EXCLUDED.closing_balance_pico, flags = EXCLUDED.flags, computed_at = EXCLUDED.computed_at`,
-		p.Start(), now, ids, accounts, total, due, opening, purchases, refunds, adjustments, credits, usage, closing, po, flags); err != nil {
+			closing_balance_pico = EXCLUDED.closing_balance_pico, flags = EXCLUDED.flags, flag_notes = EXCLUDED.flag_notes,
+			computed_at = EXCLUDED.computed_at`,
+		p.Start(), now, ids, accounts, total, due, opening, purchases, refunds, adjustments, credits, usage, closing, po, flags,
+		notes); err != nil {
 		return wrapf(err, "invoicing: write %d invoice drafts of %s", n, p)
 	}
 
@@ -186,6 +201,7 @@ func writeStatements(ctx context.Context, tx pgx.Tx, p Period, now time.Time, mi
 	var existing []string
 	n := len(drafts)
 	ids, providers, carriedFrom, flags := make([]string, n), make([]string, n), make([]pgtype.Text, n), make([]string, n)
+	notes, held := make([]string, n), make([]int64, n)
 	earnings, late, clawbacks, carriedIn, net, payout, carried := make([]int64, n), make([]int64, n), make([]int64, n),
 		make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 	opening, usage, credits, payouts, other, closing := make([]string, n), make([]string, n), make([]string, n),
@@ -195,7 +211,7 @@ func writeStatements(ctx context.Context, tx pgx.Tx, p Period, now time.Time, mi
 			existing = append(existing, w.id)
 		}
 		d := w.d
-		ids[i], providers[i], flags[i] = w.id, w.providerID, flagsText(d.flags)
+		ids[i], providers[i], flags[i], notes[i], held[i] = w.id, w.providerID, flagsText(d.flags), notesText(d.flags, d.notes), int64(d.held)
 		if d.carriedFrom != "" {
 			carriedFrom[i] = pgtype.Text{String: d.carriedFrom, Valid: true}
 		}
@@ -213,14 +229,15 @@ func writeStatements(ctx context.Context, tx pgx.Tx, p Period, now time.Time, mi
 		INSERT INTO statements (id, provider_account_id, period, status, earnings_cents, late_earnings_cents, clawbacks_cents,
 			carried_in_cents, carried_from_statement_id, net_cents, payout_cents, carried_out_cents, minimum_payout_cents,
 			opening_payable_pico, usage_posted_pico, credit_notes_posted_pico, payouts_posted_pico, other_posted_pico,
-			closing_payable_pico, flags, computed_at, created_at)
+			closing_payable_pico, flags, flag_notes, held_cents, computed_at, created_at)
 		SELECT id::uuid, provider::uuid, $1, 'draft', earnings, late, clawbacks, carried_in, carried_from::uuid, net, payout,
 			carried, $3, opening::numeric, usage::numeric, credits::numeric, payouts::numeric, other::numeric,
-			closing::numeric, string_to_array(flags, ','), $2, $2
+			closing::numeric, string_to_array(flags, ','), ARRAY(SELECT jsonb_array_elements_text(notes::jsonb)), held, $2, $2
 		FROM unnest($4::text[], $5::text[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::text[], $11::bigint[],
-			$12::bigint[], $13::bigint[], $14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::text[])
+			$12::bigint[], $13::bigint[], $14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::text[],
+			$21::text[], $22::bigint[])
 			AS u (id, provider, earnings, late, clawbacks, carried_in, carried_from, net, payout, carried, opening, usage,
-				credits, payouts, other, closing, flags)
+				credits, payouts, other, closing, flags, notes, held)
 		ON CONFLICT (id) DO UPDATE SET earnings_cents = EXCLUDED.earnings_cents, late_earnings_cents = EXCLUDED.late_earnings_cents,
 			clawbacks_cents = EXCLUDED.clawbacks_cents, carried_in_cents = EXCLUDED.carried_in_cents,
 			carried_from_statement_id = EXCLUDED.carried_from_statement_id, net_cents = EXCLUDED.net_cents,
@@ -228,9 +245,10 @@ func writeStatements(ctx context.Context, tx pgx.Tx, p Period, now time.Time, mi
 			minimum_payout_cents = EXCLUDED.minimum_payout_cents, opening_payable_pico = EXCLUDED.opening_payable_pico,
 			usage_posted_pico = EXCLUDED.usage_posted_pico, credit_notes_posted_pico = EXCLUDED.credit_notes_posted_pico,
 			payouts_posted_pico = EXCLUDED.payouts_posted_pico, other_posted_pico = EXCLUDED.other_posted_pico,
-			closing_payable_pico = EXCLUDED.closing_payable_pico, flags = EXCLUDED.flags, computed_at = EXCLUDED.computed_at`,
+			closing_payable_pico = EXCLUDED.closing_payable_pico, flags = EXCLUDED.flags, flag_notes = EXCLUDED.flag_notes,
+			held_cents = EXCLUDED.held_cents, computed_at = EXCLUDED.computed_at`,
 		p.Start(), now, int64(minimum), ids, providers, earnings, late, clawbacks, carriedIn, carriedFrom, net, payout, carried,
-		opening, usage, credits, payouts, other, closing, flags); err != nil {
+		opening, usage, credits, payouts, other, closing, flags, notes, held); err != nil {
 		return wrapf(err, "invoicing: write %d statement drafts of %s", n, p)
 	}
 	var lines [][]any

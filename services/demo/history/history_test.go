@@ -226,6 +226,25 @@ func TestHistoryHoldsEveryTierFailuresRefundsAndBothPricesOfTheChangedTier(t *te
 	if canceled == 0 || canceled != one[int64](t, pool, `SELECT count(*) FROM gateway_requests WHERE status = 'canceled'`) {
 		t.Errorf("%d canceled requests recorded and metered as canceled", canceled)
 	}
+	// One request, and one only, whose rig reported more than was billed: Brightline's, on the
+	// first day of the month before today's, clipped to its max_tokens of 512.
+	if n := one[int64](t, pool, `SELECT count(*) FROM usage_events u WHERE u.flag IS NOT NULL
+		AND (u.reported_input_tokens > u.input_tokens OR u.reported_output_tokens > u.output_tokens)`); n != 1 {
+		t.Errorf("%d requests billed below what their rig reported; want 1", n)
+	}
+	var email string
+	var day time.Time
+	var reported, billed int64
+	if err := pool.QueryRow(context.Background(), `SELECT us.email, u.occurred_at, u.reported_output_tokens, u.output_tokens
+		FROM usage_events u JOIN users us ON us.account_id = u.account_id AND us.role = 'developer'
+		WHERE us.email LIKE '%@example.com' AND u.flag IS NOT NULL AND (u.reported_input_tokens > u.input_tokens OR u.reported_output_tokens > u.output_tokens)`).Scan(
+		&email, &day, &reported, &billed); err != nil {
+		t.Errorf("the one over-reported request: %v", err)
+	} else if want := time.Date(testNow.Year(), testNow.Month()-1, 1, 0, 0, 0, 0, time.UTC); email != overReporter ||
+		!day.Truncate(24*time.Hour).Equal(want) || reported != 2048 || billed > 512 {
+		t.Errorf("the over-reported request: %s on %s, reported %d, billed %d; want %s's on %s, 2,048 reported, at most 512 billed",
+			email, day, reported, billed, overReporter, want.Format(time.DateOnly))
+	}
 	// The refunds: Acme's $8 of $20, and Juniper's $5 whole, each a ledger refund.
 	for email, want := range map[string]int64{"developer@example.com": 800, "tutor@example.com": 500} {
 		got := one[int64](t, pool, `SELECT coalesce(sum(c.refunded_cents), 0) FROM credit_purchases c

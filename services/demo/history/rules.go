@@ -84,6 +84,13 @@ const (
 	// day is canceled by its client once cancelShare of its answer has been relayed.
 	cancelEvery = 12
 	cancelShare = 0.4
+	// overReporter's rig over-reports once in the history: on the first day of the month
+	// before today's, its first streamed request that neither fails over nor is
+	// canceled is reported by its rig with overReportFactor times its max_tokens as output.
+	// The meter bills no more than the bounds and flags it with the excess: the one real flag
+	// of the demo's documents, which finance resolves on /finance/flags.
+	overReporter     = "studio@example.com"
+	overReportFactor = 4
 )
 
 // priceChange is the change of the price book the history holds: the standard tier's price cut

@@ -144,6 +144,9 @@ func (h *history) requestsOf(c *customer, day time.Time) ([]request, error) {
 		return cmp.Or(a.start.Compare(b.start), strings.Compare(a.w.Key, b.w.Key), cmp.Compare(a.i, b.i))
 	})
 	markFailures(specs, day)
+	if c.Email == overReporter && day.Equal(h.overReportDay()) {
+		markOverReport(specs)
+	}
 	out := make([]request, 0, len(specs))
 	for i := range specs {
 		r, err := h.build(c, day, &specs[i])
@@ -166,6 +169,8 @@ type spec struct {
 	// lat are the latencies of its first and second candidates.
 	lat              [2]simulation.Latency
 	failover, cancel bool
+	// overReport: its rig reports more output than it produced (overReporter).
+	overReport bool
 }
 
 // draw draws the request's prompt and answer, as the benchmark's rigs saw them, and its
@@ -206,6 +211,23 @@ func markFailures(specs []spec, day time.Time) {
 			s.cancel, canceled = true, true
 		}
 	}
+}
+
+// markOverReport marks the first streamed request with a max_tokens that neither fails over
+// nor is canceled: its rig over-reports it.
+func markOverReport(specs []spec) {
+	for i := range specs {
+		if s := &specs[i]; s.w.Stream && s.maxTokens > 0 && !s.failover && !s.cancel {
+			s.overReport = true
+			return
+		}
+	}
+}
+
+// overReportDay is the first day of the month before today's: always in the history (see
+// firstDay), in a month the platform closes.
+func (h *history) overReportDay() time.Time {
+	return time.Date(h.today.Year(), h.today.Month()-1, 1, 0, 0, 0, 0, time.UTC)
 }
 
 // build routes a request as the gateway would: one attempt on its first candidate, or, when it
@@ -288,7 +310,11 @@ func (h *history) servedAttempt(c *customer, day time.Time, s *spec, off offerin
 	} else {
 		rec.RelayedOutputBytes += responseOverhead
 	}
-	msg, err := h.event(off, rt, agentEnd, usage.Usage{InputTokens: s.in, OutputTokens: out,
+	reported := out
+	if s.overReport {
+		reported = s.maxTokens * overReportFactor
+	}
+	msg, err := h.event(off, rt, agentEnd, usage.Usage{InputTokens: s.in, OutputTokens: reported,
 		TTFTMillis: millis(lat.TTFT), DurationMillis: millis(served), Status: status}, s.w.Tier)
 	if err != nil {
 		return attempt{}, time.Time{}, 0, err
