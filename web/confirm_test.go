@@ -188,3 +188,80 @@ func formOf(doc *goquery.Document) url.Values {
 	})
 	return values
 }
+
+// One statement's approval names its transfer on the statement's page, on its confirmation
+// (which a GET shows too) and nowhere moves money before it is confirmed; the confirmed POST
+// pays it once, and the same confirmation again is refused on the statement's page. Marking a
+// statement paid by hand says no Stripe transfer will be sent, and records nothing until
+// confirmed.
+func TestApprovingOneStatementNamesItsTransfer(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	m := e.closeLastMonth(t)
+	u, err := e.accounts.UserByEmail(ctx, "northwind@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _, err := e.payouts.Connect(ctx, payoutsConnect(e, u, "US"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.payouts.Observe(ctx, stateComplete(a.StripeAccountID), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	northwind := e.statementOf(t, m, "northwind@example.com")
+	fin, csrf := loginBrowser(t, e, "finance@example.com")
+	path := "/finance/statements/" + northwind.ID
+	want := "Approve and pay " + cents(northwind.Payout) + " to Northwind Compute through Stripe"
+
+	shown := getPage(t, fin, e.srv.URL+path+"/approve")
+	if b := text(shown.Find(testID("confirm"))); b != want {
+		t.Errorf("GET of the approval: button %q, want %q", b, want)
+	}
+	ask := askedToConfirm(t, fin, e.srv.URL+path+"/approve", url.Values{"_csrf": {csrf}})
+	if b := text(ask.Find(testID("confirm"))); b != want {
+		t.Errorf("the confirmation's button %q, want %q", b, want)
+	}
+	if c := consequences(ask); !strings.Contains(c, "Stripe transfer") || !strings.Contains(c, cents(northwind.Payout)+" in all, in 1 transfer") {
+		t.Errorf("the confirmation says %q", c)
+	}
+	if n := countRows(t, e, `SELECT count(*) FROM payouts`); n != 0 {
+		t.Fatalf("%d payouts after the first POST, want none", n)
+	}
+	if st := e.statementOf(t, m, "northwind@example.com"); st.Status != invoicing.StatusDraft {
+		t.Fatalf("after the first POST the statement is %s", st.Status)
+	}
+	res := confirmation(t, fin, e.srv.URL, ask)
+	wantStatus(t, res, http.StatusSeeOther)
+	again := confirmation(t, fin, e.srv.URL, ask)
+	if again.StatusCode != http.StatusConflict {
+		t.Fatalf("the same confirmation again: status %d, want 409", again.StatusCode)
+	}
+	var n int
+	var paid int64
+	if err := e.pool.QueryRow(ctx, `SELECT count(*), coalesce(sum(amount_cents), 0)::bigint FROM payouts WHERE status = 'paid'`).Scan(&n, &paid); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 || paid != int64(northwind.Payout) {
+		t.Fatalf("%d payouts of %d cents in all, want one of %d", n, paid, northwind.Payout)
+	}
+
+	// Fjord has no Stripe account: approved, its payout fails; finance pays it by hand.
+	fjord := e.statementOf(t, m, "provider@example.com")
+	if _, err := e.invoicing.ApproveStatements(ctx, m.finance.ID, []string{fjord.ID}); err != nil {
+		t.Fatal(err)
+	}
+	ask = askedToConfirm(t, fin, e.srv.URL+"/finance/statements/"+fjord.ID+"/paid", url.Values{"_csrf": {csrf}, "reference": {"wire 88"}})
+	if c := consequences(ask); !strings.Contains(c, "Fjord GPU Co-op was paid the "+cents(fjord.Payout)+" payout") ||
+		!strings.Contains(c, "No Stripe transfer is sent for it") {
+		t.Errorf("marking the statement paid says %q", c)
+	}
+	if st := e.statementOf(t, m, "provider@example.com"); st.Status != invoicing.StatusIssued {
+		t.Fatalf("after the first POST Fjord's statement is %s, want issued", st.Status)
+	}
+	wantStatus(t, confirmation(t, fin, e.srv.URL, ask), http.StatusSeeOther)
+	if st := e.statementOf(t, m, "provider@example.com"); st.Status != invoicing.StatusPaid || st.PaymentReference != "wire 88" {
+		t.Fatalf("after the confirmation Fjord's statement is %s with %q", st.Status, st.PaymentReference)
+	}
+}
