@@ -482,4 +482,21 @@ func TestStatementPage(t *testing.T) {
 	if e := text(doc.Find(`[data-testid="form-error"]`)); !strings.Contains(e, "not mark paid") {
 		t.Errorf("marking paid a statement that pays nothing: %q", e)
 	}
+
+	// Voiding it asks first, says it cannot be undone and moves no money; confirmed, it voids
+	// it once.
+	ask = askedToConfirm(t, client, w.srv.URL+path+"/void", url.Values{"_csrf": {csrf}, "reason": {"wrong_details"}})
+	if c := consequences(ask); !strings.Contains(c, "cannot be undone") || !strings.Contains(c, "No money moves") {
+		t.Errorf("voiding the statement says %q", c)
+	}
+	if now, err := w.invoicing.Statement(context.Background(), st.ID); err != nil || now.Status != invoicing.StatusIssued {
+		t.Fatalf("after the void's first POST the statement is %s (%v), want issued", now.Status, err)
+	}
+	wantStatus(t, confirmation(t, client, w.srv.URL, ask), http.StatusSeeOther)
+	if again := confirmation(t, client, w.srv.URL, ask); again.StatusCode != http.StatusConflict {
+		t.Errorf("the void's confirmation again: status %d, want 409", again.StatusCode)
+	}
+	if now, err := w.invoicing.Statement(context.Background(), st.ID); err != nil || now.Status != invoicing.StatusVoid {
+		t.Fatalf("after the void's confirmation the statement is %s (%v), want void", now.Status, err)
+	}
 }
