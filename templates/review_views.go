@@ -16,6 +16,8 @@ type ReviewQueuePage struct {
 	// NextURL is the next page of the queue; "" on the last. ApproveURL is where the checked
 	// drafts are posted, with the queue's filters, so that the answer is the same queue.
 	NextURL, ApproveURL string
+	// ApproveLabel is the approval's button: what it does, confirmed on the next page.
+	ApproveLabel string
 	// Results are the outcomes of an approval of many, one per document, when the page
 	// answers one.
 	Results []ApprovalResult
@@ -118,7 +120,9 @@ type Link struct {
 // DocumentActions are the actions a document's state allows, each shown as a form.
 type DocumentActions struct {
 	Approve, MarkPaid, Void bool
-	VoidReasons             []Option
+	// ApproveLabel says what approving does: for a statement, the transfer it sends.
+	ApproveLabel string
+	VoidReasons  []Option
 	// VoidPO offers a new PO number for the regenerated invoice (invoices only).
 	VoidPO bool
 }

@@ -206,6 +206,8 @@ var authzTable = map[string]route{
 	"GET /finance/payouts": {want: statuses{303, 403, 403, 200, 200}, login: true},
 	"POST /finance/payouts/:id/retry": {path: "/finance/payouts/" + noSuchPayout + "/retry", body: url.Values{},
 		want: statuses{303, 403, 403, 404, 404}, noCSRF: csrfRefused, login: true},
+	"GET /finance/payouts/:id/retry": {path: "/finance/payouts/" + noSuchPayout + "/retry",
+		want: statuses{303, 403, 403, 404, 404}, login: true},
 	"echo_route_not_found /finance": {method: http.MethodGet, path: "/finance",
 		want: statuses{303, 403, 403, 404, 404}, login: true},
 	"echo_route_not_found /finance/*": {method: http.MethodGet, path: "/finance/no-such-page",
@@ -228,11 +230,28 @@ var authzTable = map[string]route{
 
 	// Finance's review, close and audit log. Actions name a document that does not exist, so
 	// that each caller's table runs in any order; the actions themselves are tested in
-	// review_test.go. Approving many answers with the outcome of each id; the close is of a
-	// month that has not ended.
+	// review_test.go and confirm_test.go. Approving many asks to confirm what it would do: of
+	// no draft, nothing (409 when posted; the GET shows it); the close is of a month that has
+	// not ended.
 	"GET /finance/invoices": {want: statuses{303, 403, 403, 200, 200}, login: true},
 	"POST /finance/invoices/approve": {body: url.Values{"id": {noSuchDocument}},
-		want: statuses{303, 403, 403, 200, 200}, noCSRF: csrfRefused, login: true},
+		want: statuses{303, 403, 403, 409, 409}, noCSRF: csrfRefused, login: true},
+	"GET /finance/invoices/approve": {path: "/finance/invoices/approve?id=" + noSuchDocument,
+		want: statuses{303, 403, 403, 200, 200}, login: true},
+	"GET /finance/invoices/:id/approve": {path: "/finance/invoices/" + noSuchDocument + "/approve",
+		want: statuses{303, 403, 403, 404, 404}, login: true},
+	"GET /finance/invoices/:id/void": {path: "/finance/invoices/" + noSuchDocument + "/void?reason=wrong_details",
+		want: statuses{303, 403, 403, 404, 404}, login: true},
+	"GET /finance/invoices/:id/paid": {path: "/finance/invoices/" + noSuchDocument + "/paid",
+		want: statuses{303, 403, 403, 404, 404}, login: true},
+	"GET /finance/statements/approve": {path: "/finance/statements/approve?id=" + noSuchDocument,
+		want: statuses{303, 403, 403, 200, 200}, login: true},
+	"GET /finance/statements/:id/approve": {path: "/finance/statements/" + noSuchDocument + "/approve",
+		want: statuses{303, 403, 403, 404, 404}, login: true},
+	"GET /finance/statements/:id/void": {path: "/finance/statements/" + noSuchDocument + "/void?reason=wrong_details",
+		want: statuses{303, 403, 403, 404, 404}, login: true},
+	"GET /finance/statements/:id/paid": {path: "/finance/statements/" + noSuchDocument + "/paid",
+		want: statuses{303, 403, 403, 404, 404}, login: true},
 	"GET /finance/invoices/:id": {path: "/finance/invoices/{invoice}", want: statuses{303, 403, 403, 200, 200}, login: true},
 	"POST /finance/invoices/:id/approve": {path: "/finance/invoices/" + noSuchDocument + "/approve", body: url.Values{},
 		want: statuses{303, 403, 403, 404, 404}, noCSRF: csrfRefused, login: true},
@@ -242,7 +261,7 @@ var authzTable = map[string]route{
 		want: statuses{303, 403, 403, 404, 404}, noCSRF: csrfRefused, login: true},
 	"GET /finance/statements": {want: statuses{303, 403, 403, 200, 200}, login: true},
 	"POST /finance/statements/approve": {body: url.Values{"id": {noSuchDocument}},
-		want: statuses{303, 403, 403, 200, 200}, noCSRF: csrfRefused, login: true},
+		want: statuses{303, 403, 403, 409, 409}, noCSRF: csrfRefused, login: true},
 	"GET /finance/statements/:id": {path: "/finance/statements/{statement}", want: statuses{303, 403, 403, 200, 200}, login: true},
 	"POST /finance/statements/:id/approve": {path: "/finance/statements/" + noSuchDocument + "/approve", body: url.Values{},
 		want: statuses{303, 403, 403, 404, 404}, noCSRF: csrfRefused, login: true},
@@ -379,6 +398,7 @@ var authzTable = map[string]route{
 		want: statuses{303, 201, 403, 403, 403}, noCSRF: csrfRefused, login: true},
 	"POST /keys/:id/revoke": {path: "/keys/{key}/revoke", body: url.Values{},
 		want: statuses{303, 404, 403, 403, 403}, noCSRF: csrfRefused, login: true},
+	"GET /keys/:id/revoke": {path: "/keys/{key}/revoke", want: statuses{303, 404, 403, 403, 403}, login: true},
 	"POST /keys/:id/limit": {path: "/keys/{key}/limit", body: url.Values{"monthly_limit_usd": {"12.50"}},
 		want: statuses{303, 404, 403, 403, 403}, noCSRF: csrfRefused, login: true},
 	"GET /api/keys":  {want: statuses{401, 200, 403, 403, 403}},

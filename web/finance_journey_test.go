@@ -74,6 +74,12 @@ func TestJourneyFinanceClosesApprovesAndDownloads(t *testing.T) {
 		t.Fatalf("a draft's page shows the number %q", n)
 	}
 	if st := b.navigate("approve it", click(testID("approve"))); st != http.StatusOK {
+		t.Fatalf("approving: %d", st)
+	}
+	if c := b.text(testID("confirm-consequence")); !strings.Contains(c, "can then only be voided with a credit note") {
+		t.Errorf("approving asks to confirm with %q", c)
+	}
+	if st := b.navigate("confirm the approval", click(testID("confirm"))); st != http.StatusOK {
 		t.Fatalf("after approving: %d", st)
 	}
 	if f := b.text(testID("flash")); !strings.Contains(f, "Approved") {

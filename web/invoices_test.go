@@ -579,7 +579,8 @@ func TestProviderSeesItsStatementsAndTheirPayouts(t *testing.T) {
 		t.Fatal(err)
 	}
 	fin, csrf := loginBrowser(t, e, "finance@example.com")
-	retry := postForm(t, fin, e.srv.URL+"/finance/payouts/"+res[1].Payout.ID+"/retry", url.Values{"_csrf": {csrf}})
+	retry := confirmation(t, fin, e.srv.URL, askedToConfirm(t, fin, e.srv.URL+"/finance/payouts/"+res[1].Payout.ID+"/retry",
+		url.Values{"_csrf": {csrf}}))
 	wantStatus(t, retry, http.StatusSeeOther)
 	if loc := retry.Header.Get("Location"); loc != "/finance/payouts?flash=payout-paid" {
 		t.Fatalf("the retry: %q", loc)

@@ -183,8 +183,26 @@ func (s *Server) exampleModel() string {
 	return ""
 }
 
+// revokeKeySubmit revokes a key once confirmed; before, and for any other POST, it says what
+// stops working (confirm.go). A key already revoked, or another account's, is not found.
 func (s *Server) revokeKeySubmit(c echo.Context) error {
-	if err := s.revokeKey(c, c.Param("id")); err != nil {
+	k, err := s.ownKey(c, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	conf := confirmation{ConfirmPage: templates.ConfirmPage{Title: "Revoke the key " + k.Name,
+		Consequences: []string{
+			"Revoking the key " + k.Name + " (" + k.Prefix + "…) cannot be undone.",
+			"From the moment it is revoked, every gateway refuses requests made with it (401): any app, script or server that uses it stops working until it is given another key.",
+			"Batches created with it stop: their lines not yet run fail with \"The batch's API key was revoked.\" and are not run.",
+			"What it has already spent stays on your usage and invoices. Create a new key first if something still needs one.",
+		},
+		Button: "Revoke " + k.Name, Action: "/keys/" + k.ID + "/revoke", Back: "/keys"},
+		binds: []string{"revoke key", k.ID}}
+	if !confirmed(c, conf) {
+		return s.askToConfirm(c, "Revoke a key", conf)
+	}
+	if err := s.revokeKey(c, k.ID); err != nil {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, "/keys?flash=key-revoked")

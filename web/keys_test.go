@@ -347,8 +347,21 @@ func TestKeysPageFlow(t *testing.T) {
 	if n := doc.Find(`[data-key="` + key.ID + `"] form[action="/keys/` + key.ID + `/revoke"] input[name="_csrf"]`).Length(); n != 1 {
 		t.Fatalf("the row has %d revoke forms with a CSRF token, want 1", n)
 	}
-	res, _ = postPage(t, b, revokeURL, url.Values{"_csrf": {csrf}})
+	// The first POST says what stops working and revokes nothing; the confirmation revokes it,
+	// and posting it again finds no live key to revoke.
+	ask := askedToConfirm(t, b, revokeURL, url.Values{"_csrf": {csrf}})
+	if c := consequences(ask); !strings.Contains(c, "cannot be undone") || !strings.Contains(c, "refuses requests made with it (401)") ||
+		!strings.Contains(c, "Batches created with it stop") {
+		t.Errorf("revoking says %q, want what stops working", c)
+	}
+	if _, err := e.accounts.KeyBySecret(ctx, secret); err != nil {
+		t.Fatalf("the first POST revoked the key: %v", err)
+	}
+	res = confirmation(t, b, e.srv.URL, ask)
 	wantStatus(t, res, http.StatusSeeOther)
+	if again := confirmation(t, b, e.srv.URL, ask); again.StatusCode != http.StatusNotFound {
+		t.Errorf("the same confirmation again: status %d, want 404", again.StatusCode)
+	}
 	if loc := res.Header.Get("Location"); loc != "/keys?flash=key-revoked" {
 		t.Fatalf("revoking sent the browser to %q", loc)
 	}

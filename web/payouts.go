@@ -3,6 +3,8 @@ package web
 import (
 	"context"
 	"net/http"
+	"slices"
+	"strconv"
 
 	"github.com/labstack/echo/v4"
 
@@ -34,6 +36,7 @@ func (s *Server) payoutRoutes() {
 
 	finance := s.requirePage(accounts.RoleFinance, accounts.RoleAdmin)
 	s.echo.GET("/finance/payouts", s.financePayoutsPage, finance)
+	s.echo.GET("/finance/payouts/:id/retry", s.retryPayoutSubmit, finance)
 	s.echo.POST("/finance/payouts/:id/retry", s.retryPayoutSubmit, finance)
 	financeAPI := s.requireAPI(accounts.RoleFinance, accounts.RoleAdmin)
 	s.echo.GET("/api/finance/payouts", s.apiFinancePayouts, financeAPI)
@@ -274,7 +277,15 @@ func (s *Server) retryPayoutSubmit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	p, err := po.Retry(retryContext(c), c.Param("id"))
+	before, err := po.Get(c.Request().Context(), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	conf := retryConfirmation(before)
+	if !confirmed(c, conf) {
+		return s.askToConfirm(c, "Retry a payout", conf)
+	}
+	p, err := po.Retry(retryContext(c), before.ID)
 	switch {
 	case err == nil && p.Status == payouts.StatusPaid:
 		return c.Redirect(http.StatusSeeOther, "/finance/payouts?flash=payout-paid")
@@ -282,6 +293,30 @@ func (s *Server) retryPayoutSubmit(c echo.Context) error {
 		return c.Redirect(http.StatusSeeOther, "/finance/payouts?flash=payout-not-paid")
 	}
 	return err
+}
+
+// retryConfirmation says what a retry sends: a Stripe transfer of the payout's amount to its
+// provider. It binds the payout's state, so a retry confirmed before the payout was paid (by
+// this retry or another) is asked again, and a paid one offers nothing.
+func retryConfirmation(p payouts.Payout) confirmation {
+	conf := confirmation{ConfirmPage: templates.ConfirmPage{Title: "Retry the payout of statement " + p.StatementNumber,
+		Action: "/finance/payouts/" + p.ID + "/retry", Back: "/finance/payouts"},
+		binds: []string{"retry payout", p.ID, string(p.Status), strconv.FormatInt(p.AmountCents, 10), strconv.Itoa(p.Attempts)}}
+	if !slices.Contains(p.Actions, payouts.ActionRetry) {
+		conf.Consequences = []string{"This payout is " + string(p.Status) + ": it cannot be retried now, and nothing is sent."}
+		return conf
+	}
+	amount := centsText(p.AmountCents)
+	conf.Consequences = []string{
+		"Retrying sends a Stripe transfer of " + amount + " to " + p.ProviderName + "'s connected Stripe account, at once, for statement " +
+			p.StatementNumber + " (" + p.Period + ").",
+		"It is sent with the payout's idempotency key: a transfer an earlier attempt already made is not made again.",
+	}
+	if p.LastError != "" {
+		conf.Consequences = append(conf.Consequences, "The last attempt failed: "+p.LastError)
+	}
+	conf.Button = "Pay " + amount + " to " + p.ProviderName + " through Stripe"
+	return conf
 }
 
 func (s *Server) apiFinancePayouts(c echo.Context) error {

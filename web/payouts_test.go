@@ -218,8 +218,18 @@ func TestFinanceRetriesAFailedPayout(t *testing.T) {
 		t.Fatalf("failed payout row: %q", row.Text())
 	}
 
+	// The first POST says what a retry sends and sends nothing.
+	retryURL := e.srv.URL + "/finance/payouts/" + failed.ID + "/retry"
+	ask := askedToConfirm(t, fin, retryURL, url.Values{"_csrf": {csrf}})
+	if c, b := consequences(ask), text(ask.Find(testID("confirm"))); !strings.Contains(c, "Stripe transfer of $40.00 to Fjord GPU Co-op") ||
+		b != "Pay $40.00 to Fjord GPU Co-op through Stripe" {
+		t.Errorf("the retry's confirmation says %q, button %q", c, b)
+	}
+	if p, _ := e.payouts.Get(ctx, failed.ID); p.Attempts != 1 {
+		t.Fatalf("the first POST attempted the payout: %d attempts", p.Attempts)
+	}
 	// Retried before the provider onboarded: still failed, and the list says why.
-	res := postForm(t, fin, e.srv.URL+"/finance/payouts/"+failed.ID+"/retry", url.Values{"_csrf": {csrf}})
+	res := confirmation(t, fin, e.srv.URL, ask)
 	wantStatus(t, res, http.StatusSeeOther)
 	if loc := res.Header.Get("Location"); loc != "/finance/payouts?flash=payout-not-paid" {
 		t.Fatalf("after a retry that failed: %q", loc)
@@ -233,10 +243,18 @@ func TestFinanceRetriesAFailedPayout(t *testing.T) {
 	if _, err := e.payouts.Observe(ctx, payouts.AccountState{ID: a.StripeAccountID, DetailsSubmitted: true, PayoutsEnabled: true}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	res = postForm(t, fin, e.srv.URL+"/finance/payouts/"+failed.ID+"/retry", url.Values{"_csrf": {csrf}})
+	// A confirmation from before the failed attempt no longer matches: asked again.
+	if stale := confirmation(t, fin, e.srv.URL, ask); stale.StatusCode != http.StatusConflict {
+		t.Fatalf("an earlier retry's confirmation: status %d, want 409", stale.StatusCode)
+	}
+	ask = askedToConfirm(t, fin, retryURL, url.Values{"_csrf": {csrf}})
+	res = confirmation(t, fin, e.srv.URL, ask)
 	wantStatus(t, res, http.StatusSeeOther)
 	if loc := res.Header.Get("Location"); loc != "/finance/payouts?flash=payout-paid" {
 		t.Fatalf("after the retry: %q", loc)
+	}
+	if again := confirmation(t, fin, e.srv.URL, ask); again.StatusCode != http.StatusConflict {
+		t.Fatalf("the paid retry's confirmation again: status %d, want 409", again.StatusCode)
 	}
 	doc = getPage(t, fin, e.srv.URL+"/finance/payouts")
 	row = doc.Find(`[data-payout="` + failed.ID + `"]`)

@@ -28,17 +28,20 @@ func (s *Server) invoicingRoutes() {
 
 	finance := []echo.MiddlewareFunc{s.requirePage(accounts.RoleFinance, accounts.RoleAdmin), s.needsInvoicing}
 	e.GET("/finance/invoices", s.invoiceQueuePage, finance...)
-	e.POST("/finance/invoices/approve", s.approveInvoicesSubmit, finance...)
 	e.GET("/finance/invoices/:id", s.invoiceReviewPage, finance...)
-	e.POST("/finance/invoices/:id/approve", s.approveInvoiceSubmit, finance...)
-	e.POST("/finance/invoices/:id/void", s.voidInvoiceSubmit, finance...)
-	e.POST("/finance/invoices/:id/paid", s.invoicePaidSubmit, finance...)
 	e.GET("/finance/statements", s.statementQueuePage, finance...)
-	e.POST("/finance/statements/approve", s.approveStatementsSubmit, finance...)
 	e.GET("/finance/statements/:id", s.statementReviewPage, finance...)
-	e.POST("/finance/statements/:id/approve", s.approveStatementSubmit, finance...)
-	e.POST("/finance/statements/:id/void", s.voidStatementSubmit, finance...)
-	e.POST("/finance/statements/:id/paid", s.statementPaidSubmit, finance...)
+	// The actions that move money or cannot be undone: the GET, and any POST without its
+	// confirmation, shows what the action would do; only the confirmed POST acts (confirm.go).
+	for path, h := range map[string]echo.HandlerFunc{
+		"/finance/invoices/approve": s.approveInvoicesSubmit, "/finance/invoices/:id/approve": s.approveInvoiceSubmit,
+		"/finance/invoices/:id/void": s.voidInvoiceSubmit, "/finance/invoices/:id/paid": s.invoicePaidSubmit,
+		"/finance/statements/approve": s.approveStatementsSubmit, "/finance/statements/:id/approve": s.approveStatementSubmit,
+		"/finance/statements/:id/void": s.voidStatementSubmit, "/finance/statements/:id/paid": s.statementPaidSubmit,
+	} {
+		e.GET(path, h, finance...)
+		e.POST(path, h, finance...)
+	}
 	e.GET("/finance/close", s.closePage, finance...)
 	e.POST("/finance/close", s.closeSubmit, finance...)
 	e.GET("/finance/audit", s.auditPage, finance...)
@@ -265,6 +268,7 @@ func (s *Server) renderInvoiceQueue(c echo.Context, status int, results []templa
 	}
 	p.NextURL = nextPage("/finance/invoices", q, len(page.Invoices), page.More)
 	p.ApproveURL = withQuery("/finance/invoices/approve", q)
+	p.ApproveLabel = "Approve the selected drafts…"
 	return s.render(c, status, templates.ReviewQueue(p))
 }
 
@@ -298,6 +302,10 @@ func (s *Server) renderStatementQueue(c echo.Context, status int, results []temp
 	}
 	p.NextURL = nextPage("/finance/statements", q, len(page.Statements), page.More)
 	p.ApproveURL = withQuery("/finance/statements/approve", q)
+	p.ApproveLabel = "Approve the selected drafts…"
+	if s.invoicing.PaysOut() {
+		p.ApproveLabel = "Approve the selected drafts and pay them through Stripe…"
+	}
 	return s.render(c, status, templates.ReviewQueue(p))
 }
 
@@ -347,28 +355,60 @@ func selectedIDs(c echo.Context) ([]string, error) {
 	return ids, nil
 }
 
+// approveInvoicesSubmit approves the selected drafts once confirmed; before, and for any
+// other POST, it shows what the approval would do (confirm.go).
 func (s *Server) approveInvoicesSubmit(c echo.Context) error {
 	ids, err := selectedIDs(c)
 	if err != nil {
 		return s.renderQueueError(c, err, s.renderInvoiceQueue)
 	}
-	res, err := s.invoicing.ApproveInvoices(c.Request().Context(), userID(c), ids)
+	invs, err := s.loadInvoices(c, ids)
+	if err != nil {
+		return err
+	}
+	q := readQueueQuery(c)
+	conf := invoiceApproval(invs, ids, withQuery("/finance/invoices/approve", q), withQuery("/finance/invoices", q), idFields(ids))
+	if !confirmed(c, conf) {
+		return s.askToConfirm(c, "Approve invoices", conf)
+	}
+	res, err := s.invoicing.ApproveConfirmedInvoices(c.Request().Context(), userID(c), confirmedInvoices(invs, ids))
 	if err != nil {
 		return s.renderQueueError(c, err, s.renderInvoiceQueue)
 	}
 	return s.renderInvoiceQueue(c, http.StatusOK, approvalResults("invoices", res))
 }
 
+// approveStatementsSubmit approves the selected drafts and pays their payouts once confirmed;
+// before, it shows each statement, its provider and payout, and their total.
 func (s *Server) approveStatementsSubmit(c echo.Context) error {
 	ids, err := selectedIDs(c)
 	if err != nil {
 		return s.renderQueueError(c, err, s.renderStatementQueue)
 	}
-	res, err := s.invoicing.ApproveStatements(c.Request().Context(), userID(c), ids)
+	sts, err := s.loadStatements(c, ids)
+	if err != nil {
+		return err
+	}
+	q := readQueueQuery(c)
+	conf := statementApproval(sts, ids, s.invoicing.PaysOut(), withQuery("/finance/statements/approve", q),
+		withQuery("/finance/statements", q), idFields(ids))
+	if !confirmed(c, conf) {
+		return s.askToConfirm(c, "Approve statements", conf)
+	}
+	res, err := s.invoicing.ApproveConfirmedStatements(c.Request().Context(), userID(c), confirmedStatements(sts, ids))
 	if err != nil {
 		return s.renderQueueError(c, err, s.renderStatementQueue)
 	}
 	return s.renderStatementQueue(c, http.StatusOK, approvalResults("statements", res))
+}
+
+// idFields carries the selected ids to the confirmation's form.
+func idFields(ids []string) []templates.HiddenField {
+	out := make([]templates.HiddenField, len(ids))
+	for i, id := range ids {
+		out[i] = templates.HiddenField{Name: "id", Value: id}
+	}
+	return out
 }
 
 // renderQueueError shows a refused approval of many on its queue, with what to do.
@@ -411,16 +451,42 @@ func (s *Server) approveOne(c echo.Context, approve func() ([]invoicing.Approved
 
 func (s *Server) approveInvoiceSubmit(c echo.Context) error {
 	id := c.Param("id")
+	inv, err := s.invoicing.Invoice(c.Request().Context(), id)
+	if err != nil {
+		return err
+	}
+	path := "/finance/invoices/" + id
+	if err := refusal("invoice", inv.Number, inv.Status, invoicing.ActionApprove, inv.Actions); err != nil {
+		return s.afterAction(c, err, "", "/finance/invoices/", s.renderInvoiceReview)
+	}
+	invs := []*invoicing.Invoice{&inv}
+	conf := invoiceApproval(invs, []string{id}, path+"/approve", path, nil)
+	if !confirmed(c, conf) {
+		return s.askToConfirm(c, "Approve invoice", conf)
+	}
 	return s.approveOne(c, func() ([]invoicing.Approved, error) {
-		return s.invoicing.ApproveInvoices(c.Request().Context(), userID(c), []string{id})
-	}, func(f templates.Form, status int) error { return s.renderInvoiceReview(c, status, f) }, "/finance/invoices/"+id)
+		return s.invoicing.ApproveConfirmedInvoices(c.Request().Context(), userID(c), confirmedInvoices(invs, []string{id}))
+	}, func(f templates.Form, status int) error { return s.renderInvoiceReview(c, status, f) }, path)
 }
 
 func (s *Server) approveStatementSubmit(c echo.Context) error {
 	id := c.Param("id")
+	st, err := s.invoicing.Statement(c.Request().Context(), id)
+	if err != nil {
+		return err
+	}
+	path := "/finance/statements/" + id
+	if err := refusal("statement", st.Number, st.Status, invoicing.ActionApprove, st.Actions); err != nil {
+		return s.afterAction(c, err, "", "/finance/statements/", s.renderStatementReview)
+	}
+	sts := []*invoicing.Statement{&st}
+	conf := statementApproval(sts, []string{id}, s.invoicing.PaysOut(), path+"/approve", path, nil)
+	if !confirmed(c, conf) {
+		return s.askToConfirm(c, "Approve statement", conf)
+	}
 	return s.approveOne(c, func() ([]invoicing.Approved, error) {
-		return s.invoicing.ApproveStatements(c.Request().Context(), userID(c), []string{id})
-	}, func(f templates.Form, status int) error { return s.renderStatementReview(c, status, f) }, "/finance/statements/"+id)
+		return s.invoicing.ApproveConfirmedStatements(c.Request().Context(), userID(c), confirmedStatements(sts, []string{id}))
+	}, func(f templates.Form, status int) error { return s.renderStatementReview(c, status, f) }, path)
 }
 
 // Void and payment.
@@ -436,23 +502,107 @@ func voidInput(c echo.Context, reason, note string, po *string) invoicing.VoidIn
 }
 
 func (s *Server) voidInvoiceSubmit(c echo.Context) error {
+	inv, err := s.invoicing.Invoice(c.Request().Context(), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	if err := refusal("invoice", inv.Number, inv.Status, invoicing.ActionVoid, inv.Actions); err != nil {
+		return s.afterAction(c, err, "", "/finance/invoices/", s.renderInvoiceReview, "reason", "note", "po_number")
+	}
+	if err := checkVoidForm(c, invoicing.InvoiceVoidReasons); err != nil {
+		return s.afterAction(c, err, "", "/finance/invoices/", s.renderInvoiceReview, "reason", "note", "po_number")
+	}
+	path := "/finance/invoices/" + inv.ID
+	fields := hiddenFields(c, "reason", "note", "po_number")
+	conf := voidConfirmation("invoice", inv.DisplayNumber, inv.AccountName, inv.Total, inv.Status,
+		invoicing.VoidReason(c.FormValue("reason")), path+"/void", path, fields)
+	if !confirmed(c, conf) {
+		return s.askToConfirm(c, "Void invoice", conf)
+	}
 	po := c.FormValue("po_number")
-	_, err := s.invoicing.VoidInvoice(c.Request().Context(), voidInput(c, c.FormValue("reason"), c.FormValue("note"), &po))
+	_, err = s.invoicing.VoidInvoice(c.Request().Context(), voidInput(c, c.FormValue("reason"), c.FormValue("note"), &po))
 	return s.afterAction(c, err, "voided", "/finance/invoices/", s.renderInvoiceReview, "reason", "note", "po_number")
 }
 
 func (s *Server) voidStatementSubmit(c echo.Context) error {
-	_, err := s.invoicing.VoidStatement(c.Request().Context(), voidInput(c, c.FormValue("reason"), c.FormValue("note"), nil))
+	st, err := s.invoicing.Statement(c.Request().Context(), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	if err := refusal("statement", st.Number, st.Status, invoicing.ActionVoid, st.Actions); err != nil {
+		return s.afterAction(c, err, "", "/finance/statements/", s.renderStatementReview, "reason", "note")
+	}
+	if err := checkVoidForm(c, invoicing.StatementVoidReasons); err != nil {
+		return s.afterAction(c, err, "", "/finance/statements/", s.renderStatementReview, "reason", "note")
+	}
+	path := "/finance/statements/" + st.ID
+	fields := hiddenFields(c, "reason", "note")
+	conf := voidConfirmation("statement", st.DisplayNumber, st.ProviderName, st.Net, st.Status,
+		invoicing.VoidReason(c.FormValue("reason")), path+"/void", path, fields)
+	if !confirmed(c, conf) {
+		return s.askToConfirm(c, "Void statement", conf)
+	}
+	_, err = s.invoicing.VoidStatement(c.Request().Context(), voidInput(c, c.FormValue("reason"), c.FormValue("note"), nil))
 	return s.afterAction(c, err, "voided", "/finance/statements/", s.renderStatementReview, "reason", "note")
 }
 
+// refusal is the refusal of an action the document's state does not allow, before its
+// confirmation is asked: the service's own words, and nothing is done.
+func refusal(kind, number string, status invoicing.Status, a invoicing.Action, allowed []invoicing.Action) error {
+	if allows(allowed, a) {
+		return nil
+	}
+	return invoicing.NotAllowed(kind, number, status, a, allowed)
+}
+
+// checkVoidForm refuses, before its confirmation is asked, a void the service would refuse
+// for its form: no reason, or one of another kind, or the note its reason needs missing.
+func checkVoidForm(c echo.Context, reasons []invoicing.VoidReason) error {
+	reason := invoicing.VoidReason(c.FormValue("reason"))
+	for _, r := range reasons {
+		if r == reason {
+			if r == invoicing.VoidOther && strings.TrimSpace(c.FormValue("note")) == "" {
+				return fieldError("note", "Say why it is voided.")
+			}
+			return nil
+		}
+	}
+	return fieldError("reason", "Choose why it is voided.")
+}
+
 func (s *Server) invoicePaidSubmit(c echo.Context) error {
-	err := s.invoicing.MarkInvoicePaid(c.Request().Context(), userID(c), c.Param("id"), c.FormValue("reference"))
+	inv, err := s.invoicing.Invoice(c.Request().Context(), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	if err := refusal("invoice", inv.Number, inv.Status, invoicing.ActionMarkPaid, inv.Actions); err != nil {
+		return s.afterAction(c, err, "", "/finance/invoices/", s.renderInvoiceReview, "reference")
+	}
+	path := "/finance/invoices/" + inv.ID
+	conf := paidConfirmation("invoice", inv.DisplayNumber, inv.AccountName, inv.AmountDue, inv.Status, path+"/paid", path,
+		hiddenFields(c, "reference"))
+	if !confirmed(c, conf) {
+		return s.askToConfirm(c, "Mark invoice paid", conf)
+	}
+	err = s.invoicing.MarkInvoicePaid(c.Request().Context(), userID(c), c.Param("id"), c.FormValue("reference"))
 	return s.afterAction(c, err, "marked-paid", "/finance/invoices/", s.renderInvoiceReview, "reference")
 }
 
 func (s *Server) statementPaidSubmit(c echo.Context) error {
-	err := s.invoicing.MarkStatementPaid(c.Request().Context(), userID(c), c.Param("id"), c.FormValue("reference"))
+	st, err := s.invoicing.Statement(c.Request().Context(), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	if err := refusal("statement", st.Number, st.Status, invoicing.ActionMarkPaid, st.Actions); err != nil {
+		return s.afterAction(c, err, "", "/finance/statements/", s.renderStatementReview, "reference")
+	}
+	path := "/finance/statements/" + st.ID
+	conf := paidConfirmation("statement", st.DisplayNumber, st.ProviderName, st.Payout, st.Status, path+"/paid", path,
+		hiddenFields(c, "reference"))
+	if !confirmed(c, conf) {
+		return s.askToConfirm(c, "Mark statement paid", conf)
+	}
+	err = s.invoicing.MarkStatementPaid(c.Request().Context(), userID(c), c.Param("id"), c.FormValue("reference"))
 	return s.afterAction(c, err, "marked-paid", "/finance/statements/", s.renderStatementReview, "reference")
 }
 

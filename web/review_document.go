@@ -49,6 +49,7 @@ func (s *Server) renderStatementReview(c echo.Context, status int, form template
 		return err
 	}
 	p := statementReview(s.page(c, "Statement "+st.DisplayNumber), st, history, form)
+	p.Actions.ApproveLabel = statementApproveButton(st, s.invoicing.PaysOut()) + "…"
 	return s.render(c, status, templates.FinanceDocument(p))
 }
 
@@ -105,7 +106,7 @@ func invoiceReview(page templates.Page, inv invoicing.Invoice, history []audit.E
 		inv.VoidedAt, inv.VoidedBy, inv.VoidReason, inv.VoidNote)
 	p.Actions = templates.DocumentActions{Approve: allows(inv.Actions, invoicing.ActionApprove),
 		MarkPaid: allows(inv.Actions, invoicing.ActionMarkPaid), Void: allows(inv.Actions, invoicing.ActionVoid),
-		VoidReasons: reasonOptions(invoicing.InvoiceVoidReasons), VoidPO: true}
+		VoidReasons: reasonOptions(invoicing.InvoiceVoidReasons), VoidPO: true, ApproveLabel: "Approve and issue…"}
 	return p
 }
 

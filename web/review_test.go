@@ -144,8 +144,21 @@ func TestReviewQueueFiltersFlagsAndActions(t *testing.T) {
 	}
 	// Juniper pays what it owes outside Stripe: finance records it, and a paid invoice allows
 	// only a void.
-	res = postForm(t, client, w.srv.URL+"/finance/invoices/"+juniper.ID+"/paid", url.Values{"_csrf": {csrf}, "reference": {"bank transfer 4471"}})
+	// The first POST asks to confirm, with the amount due, and records nothing; the
+	// confirmation records it, once.
+	juniperDue := w.invoiceOf(t, w.juniper, w.before).AmountDue
+	ask := askedToConfirm(t, client, w.srv.URL+"/finance/invoices/"+juniper.ID+"/paid", url.Values{"_csrf": {csrf}, "reference": {"bank transfer 4471"}})
+	if c := consequences(ask); !strings.Contains(c, "paid the "+cents(juniperDue)+" due") || !strings.Contains(c, "cannot be undone") {
+		t.Errorf("marking paid says %q, want the %s due and that it cannot be undone", c, cents(juniperDue))
+	}
+	if st := w.invoiceOf(t, w.juniper, w.before).Status; st != invoicing.StatusIssued {
+		t.Fatalf("after the first POST the invoice is %s, want still issued", st)
+	}
+	res = confirmation(t, client, w.srv.URL, ask)
 	wantStatus(t, res, http.StatusSeeOther)
+	if again := confirmation(t, client, w.srv.URL, ask); again.StatusCode != http.StatusConflict {
+		t.Errorf("the same confirmation again: status %d, want 409", again.StatusCode)
+	}
 	doc := getPage(t, client, w.srv.URL+res.Header.Get("Location"))
 	if s, facts := text(doc.Find(`[data-testid="doc-status"]`)), text(doc.Find(`[data-testid="doc-facts"]`)); s != "paid" ||
 		!strings.Contains(facts, "by finance@example.com, reference bank transfer 4471") || doc.Find(`[data-testid="paid-form"]`).Length() != 0 ||
@@ -207,11 +220,24 @@ func TestApproveManyFromTheQueue(t *testing.T) {
 	if action != "/finance/invoices/approve?period="+w.before.String() {
 		t.Fatalf("the queue's approval goes to %q, want its filters kept", action)
 	}
-	res, err := client.PostForm(w.srv.URL+action, form)
+	ask := askedToConfirm(t, client, w.srv.URL+action, form)
+	var total invoicing.Cents
+	for _, s := range page.Invoices {
+		total += s.Total
+		if a := text(ask.Find(`[data-testid="confirm-item"][data-id="` + s.ID + `"] [data-testid="confirm-amount"]`)); a != cents(s.Total) {
+			t.Errorf("the confirmation shows %s's invoice at %q, want %s", s.AccountName, a, cents(s.Total))
+		}
+	}
+	if got := text(ask.Find(testID("confirm-total"))); got != cents(total) {
+		t.Errorf("the confirmation's total %q, want %s", got, cents(total))
+	}
+	if n := countRows(t, w.env, `SELECT count(*) FROM invoices WHERE period = $1 AND status = 'draft'`, w.before.Start()); n != 3 {
+		t.Fatalf("after the first POST %d drafts, want all 3 still drafts", n)
+	}
+	res, err := client.PostForm(w.srv.URL+ask.Find(testID("confirm-form")).AttrOr("action", ""), formOf(ask))
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantStatus(t, res, http.StatusOK)
 	doc, err := goqueryFrom(res)
 	if err != nil {
 		t.Fatal(err)
@@ -235,6 +261,9 @@ func TestApproveManyFromTheQueue(t *testing.T) {
 	if n := countRows(t, w.env, `SELECT count(*) FROM invoices WHERE period = $1 AND status = 'issued' AND number IS NOT NULL`,
 		w.before.Start()); n != 3 {
 		t.Errorf("%d issued invoices in the database, want 3", n)
+	}
+	if again := confirmation(t, client, w.srv.URL, ask); again.StatusCode != http.StatusConflict {
+		t.Errorf("the same confirmation again: status %d, want 409", again.StatusCode)
 	}
 	entries, err := w.audit.List(ctx, audit.Filter{Action: audit.ActionApprove})
 	if err != nil || len(entries.Entries) != 3 || entries.Entries[0].Actor != "finance@example.com" {
@@ -302,7 +331,14 @@ func TestInvoicePageApproveAndVoid(t *testing.T) {
 		t.Errorf("PDF link %q", href)
 	}
 
-	res := postForm(t, client, w.srv.URL+path+"/approve", url.Values{"_csrf": {csrf}})
+	ask := askedToConfirm(t, client, w.srv.URL+path+"/approve", url.Values{"_csrf": {csrf}})
+	if c := consequences(ask); !strings.Contains(c, "No money moves") || text(ask.Find(testID("confirm-amount"))) != cents(inv.Total) {
+		t.Errorf("approving an invoice says %q at %q, want no money moved and its total %s", c, text(ask.Find(testID("confirm-amount"))), cents(inv.Total))
+	}
+	if st := w.invoiceOf(t, w.acme, w.last).Status; st != invoicing.StatusDraft {
+		t.Fatalf("after the first POST the invoice is %s", st)
+	}
+	res := confirmation(t, client, w.srv.URL, ask)
 	wantStatus(t, res, http.StatusSeeOther)
 	if loc := res.Header.Get("Location"); loc != path+"?flash=approved" {
 		t.Errorf("after approval: %s", loc)
@@ -340,9 +376,26 @@ func TestInvoicePageApproveAndVoid(t *testing.T) {
 	if doc.Find(`[data-testid="error-note"]`).Length() != 1 {
 		t.Errorf("a void for another reason without a note is not refused on the note")
 	}
-	res = postForm(t, client, w.srv.URL+path+"/void", url.Values{"_csrf": {csrf}, "reason": {"wrong_details"},
+	// Voiding for a service not delivered would put the total back on the balance: its
+	// confirmation (a GET shows it too) says so with the amount.
+	notDelivered := getPage(t, client, w.srv.URL+path+"/void?reason=not_delivered")
+	if c := consequences(notDelivered); !strings.Contains(c, "cannot be undone") ||
+		!strings.Contains(c, "puts "+cents(inv.Total)+" back on Acme Labs's prepaid balance") {
+		t.Errorf("voiding for a service not delivered says %q", c)
+	}
+	ask = askedToConfirm(t, client, w.srv.URL+path+"/void", url.Values{"_csrf": {csrf}, "reason": {"wrong_details"},
 		"note": {"The customer's legal name changed"}, "po_number": {"PO-NEW-7"}})
+	if c := consequences(ask); !strings.Contains(c, "cannot be undone") || !strings.Contains(c, "No money moves") {
+		t.Errorf("voiding for wrong details says %q", c)
+	}
+	if st := w.invoiceOf(t, w.acme, w.last).Status; st != invoicing.StatusIssued {
+		t.Fatalf("after the void's first POST the invoice is %s, want still issued", st)
+	}
+	res = confirmation(t, client, w.srv.URL, ask)
 	wantStatus(t, res, http.StatusSeeOther)
+	if again := confirmation(t, client, w.srv.URL, ask); again.StatusCode != http.StatusConflict {
+		t.Errorf("the void's confirmation again: status %d, want 409", again.StatusCode)
+	}
 	doc = getPage(t, client, w.srv.URL+res.Header.Get("Location"))
 	voided, err := w.invoicing.Invoice(context.Background(), inv.ID)
 	if err != nil {
@@ -403,7 +456,14 @@ func TestStatementPage(t *testing.T) {
 		t.Errorf("statement page: %d lines (want %d), party %q, net %q (want %s)", doc.Find(`[data-testid="doc-line"]`).Length(),
 			len(st.Lines), text(doc.Find(`[data-testid="doc-party"]`)), text(doc.Find(`[data-label="Net"] td`)), st.Net)
 	}
-	res := postForm(t, client, w.srv.URL+path+"/approve", url.Values{"_csrf": {csrf}})
+	if b := text(doc.Find(testID("approve"))); b != "Approve and issue (pays nothing now)…" {
+		t.Errorf("a statement that pays nothing: approve button %q", b)
+	}
+	ask := askedToConfirm(t, client, w.srv.URL+path+"/approve", url.Values{"_csrf": {csrf}})
+	if c := consequences(ask); !strings.Contains(c, "carried over") || strings.Contains(c, "Stripe transfer") {
+		t.Errorf("approving a statement under the minimum says %q", c)
+	}
+	res := confirmation(t, client, w.srv.URL, ask)
 	wantStatus(t, res, http.StatusSeeOther)
 	doc = getPage(t, client, w.srv.URL+path)
 	if n := text(doc.Find(`[data-testid="doc-number"]`)); !regexp.MustCompile(`^GPS-\d{4}-\d{6}$`).MatchString(n) {
@@ -421,5 +481,22 @@ func TestStatementPage(t *testing.T) {
 	doc, _ = goqueryFrom(res)
 	if e := text(doc.Find(`[data-testid="form-error"]`)); !strings.Contains(e, "not mark paid") {
 		t.Errorf("marking paid a statement that pays nothing: %q", e)
+	}
+
+	// Voiding it asks first, says it cannot be undone and moves no money; confirmed, it voids
+	// it once.
+	ask = askedToConfirm(t, client, w.srv.URL+path+"/void", url.Values{"_csrf": {csrf}, "reason": {"wrong_details"}})
+	if c := consequences(ask); !strings.Contains(c, "cannot be undone") || !strings.Contains(c, "No money moves") {
+		t.Errorf("voiding the statement says %q", c)
+	}
+	if now, err := w.invoicing.Statement(context.Background(), st.ID); err != nil || now.Status != invoicing.StatusIssued {
+		t.Fatalf("after the void's first POST the statement is %s (%v), want issued", now.Status, err)
+	}
+	wantStatus(t, confirmation(t, client, w.srv.URL, ask), http.StatusSeeOther)
+	if again := confirmation(t, client, w.srv.URL, ask); again.StatusCode != http.StatusConflict {
+		t.Errorf("the void's confirmation again: status %d, want 409", again.StatusCode)
+	}
+	if now, err := w.invoicing.Statement(context.Background(), st.ID); err != nil || now.Status != invoicing.StatusVoid {
+		t.Fatalf("after the void's confirmation the statement is %s (%v), want void", now.Status, err)
 	}
 }

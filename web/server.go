@@ -369,6 +369,7 @@ func (s *Server) routes() {
 	// every gateway (keychanges.go).
 	e.GET("/keys", s.keysPage, developerPage)
 	e.POST("/keys", s.createKeySubmit, developerPage)
+	e.GET("/keys/:id/revoke", s.revokeKeySubmit, developerPage)
 	e.POST("/keys/:id/revoke", s.revokeKeySubmit, developerPage)
 	e.POST("/keys/:id/limit", s.keyLimitSubmit, developerPage)
 	api.GET("/keys", s.apiKeys, developer)

@@ -69,6 +69,29 @@ func (c *pageClient) post(path string, form url.Values) (int, string) {
 	return res.StatusCode, res.Header.Get("Location")
 }
 
+var confirmTokenField = regexp.MustCompile(`name="confirm_token" value="([^"]+)"`)
+
+// confirmed posts a form of an action that asks for confirmation: the first POST must answer
+// the confirmation page (200), whose token the second carries with confirm=yes. It returns
+// the second's status and where it redirects.
+func (c *pageClient) confirmed(path string, form url.Values) (int, string) {
+	c.t.Helper()
+	form.Set("_csrf", c.csrf)
+	res, err := c.http.PostForm(c.base+path, form)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	m := confirmTokenField.FindStringSubmatch(string(b))
+	if res.StatusCode != http.StatusOK || m == nil {
+		c.t.Fatalf("POST %s: %d without a confirmation to confirm", path, res.StatusCode)
+	}
+	form.Set("confirm", "yes")
+	form.Set("confirm_token", m[1])
+	return c.post(path, form)
+}
+
 // The whole platform in test mode, as `make run` runs it: a provider connects Stripe through
 // its Payouts page (the account is created on the platform's own stripe-mock) and completes
 // onboarding on the local test page; another provider, who never comes back, is completed by
@@ -199,12 +222,13 @@ func TestPlatformPaysApprovedStatements(t *testing.T) {
 		t.Fatalf("complete onboarding: %d", code)
 	}
 	fin := newPageClient(t, p.URL(), "finance@example.com")
-	if code, loc := fin.post("/finance/payouts/"+res[1].Payout.ID+"/retry", url.Values{}); code != http.StatusSeeOther ||
+	if code, loc := fin.confirmed("/finance/payouts/"+res[1].Payout.ID+"/retry", url.Values{}); code != http.StatusSeeOther ||
 		loc != "/finance/payouts?flash=payout-paid" {
 		t.Fatalf("retry: %d to %q", code, loc)
 	}
-	if code, _ := fin.post("/finance/payouts/"+res[1].Payout.ID+"/retry", url.Values{}); code != http.StatusSeeOther {
-		t.Fatalf("retry again: %d", code)
+	// A paid payout offers no retry: asked again, its page says so and sends nothing.
+	if code, _ := fin.post("/finance/payouts/"+res[1].Payout.ID+"/retry", url.Values{}); code != http.StatusConflict {
+		t.Fatalf("retry again: %d, want 409", code)
 	}
 	st, err := p.invoicing.Statement(ctx, ids["Northwind Compute"])
 	if err != nil || st.Status != invoicing.StatusPaid || st.PaidBy != "finance@example.com" {

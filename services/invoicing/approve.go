@@ -41,6 +41,41 @@ type Approved struct {
 type approveContext struct {
 	prices map[int64]price
 	bounds map[Period]int64
+	// confirmed holds, per id, the figure a person confirmed: an invoice's total, a statement's
+	// payout. A draft whose figure computed again differs is refused (see Confirmed); nil
+	// approves at whatever the figures now are.
+	confirmed map[string]Cents
+}
+
+// Confirmed is a draft to approve with the figure its approver was shown and confirmed: an
+// invoice's total, or a statement's payout, in cents. An approval with it issues the draft
+// only while that figure, computed again at approval, is unchanged; otherwise it is refused
+// with the new figure and nothing is issued or paid (docs/web-security.md, "Confirming what
+// moves money").
+type Confirmed struct {
+	ID    string
+	Cents Cents
+}
+
+// checkConfirmed refuses the draft id when its figure computed now is not the one confirmed.
+func (a *approveContext) checkConfirmed(kind, id string, now Cents, what string) error {
+	if a.confirmed == nil {
+		return nil
+	}
+	if want := a.confirmed[id]; want != now {
+		return services.Errorf(services.CodeConflict,
+			"The %s of this %s is now %s, not the %s confirmed: nothing was approved or paid. Confirm the new figure.",
+			what, kind, now, want)
+	}
+	return nil
+}
+
+func confirmedIDs(list []Confirmed) ([]string, map[string]Cents) {
+	ids, m := make([]string, len(list)), make(map[string]Cents, len(list))
+	for i, c := range list {
+		ids[i], m[c.ID] = c.ID, c.Cents
+	}
+	return ids, m
 }
 
 func (s *Service) newApproveContext(ctx context.Context) (*approveContext, error) {
@@ -66,6 +101,17 @@ func (a *approveContext) bound(ctx context.Context, q querier, p Period) (int64,
 // ApproveInvoices approves the drafts by the finance user by, each on its own; the result
 // says, per id in order, the number it was issued with or why it was not.
 func (s *Service) ApproveInvoices(ctx context.Context, by string, ids []string) ([]Approved, error) {
+	return s.approveInvoices(ctx, by, ids, nil)
+}
+
+// ApproveConfirmedInvoices approves as ApproveInvoices, each draft only at the total it was
+// confirmed at.
+func (s *Service) ApproveConfirmedInvoices(ctx context.Context, by string, list []Confirmed) ([]Approved, error) {
+	ids, confirmed := confirmedIDs(list)
+	return s.approveInvoices(ctx, by, ids, confirmed)
+}
+
+func (s *Service) approveInvoices(ctx context.Context, by string, ids []string, confirmed map[string]Cents) ([]Approved, error) {
 	if err := s.checkApprover(by); err != nil {
 		return nil, err
 	}
@@ -73,6 +119,7 @@ func (s *Service) ApproveInvoices(ctx context.Context, by string, ids []string) 
 	if err != nil {
 		return nil, err
 	}
+	ac.confirmed = confirmed
 	out := make([]Approved, len(ids))
 	for i, id := range ids {
 		if err := s.approveInvoice(ctx, ac, by, id, &out[i]); err != nil {
@@ -147,6 +194,9 @@ func (s *Service) approveInvoice(ctx context.Context, ac *approveContext, by, id
 		if err != nil {
 			return err
 		}
+		if err := ac.checkConfirmed("invoice", id, d.total, "total"); err != nil {
+			return err
+		}
 		// A usage mismatch found by an exact check stays on the draft as it is issued.
 		if containsFlag(flags, FlagUsageMismatch) {
 			d.flags = appendFlag(d.flags, FlagUsageMismatch)
@@ -197,6 +247,22 @@ func (s *Service) approveInvoice(ctx context.Context, ac *approveContext, by, id
 // that one. Each approved statement that pays out is then paid through the payer, once its
 // approval has committed (see docs/invoicing.md, "Paying statements"); the result says how.
 func (s *Service) ApproveStatements(ctx context.Context, by string, ids []string) ([]Approved, error) {
+	return s.approveStatements(ctx, by, ids, nil)
+}
+
+// ApproveConfirmedStatements approves as ApproveStatements, each draft only while the payout
+// it computes to is the one confirmed: a statement whose payout changed since is refused,
+// and nothing of it is issued or transferred.
+func (s *Service) ApproveConfirmedStatements(ctx context.Context, by string, list []Confirmed) ([]Approved, error) {
+	ids, confirmed := confirmedIDs(list)
+	return s.approveStatements(ctx, by, ids, confirmed)
+}
+
+// PaysOut reports whether approving a statement that pays out sends its payout (a payer is
+// wired), rather than leaving it to be paid by hand.
+func (s *Service) PaysOut() bool { return s.payer != nil }
+
+func (s *Service) approveStatements(ctx context.Context, by string, ids []string, confirmed map[string]Cents) ([]Approved, error) {
 	if err := s.checkApprover(by); err != nil {
 		return nil, err
 	}
@@ -204,6 +270,7 @@ func (s *Service) ApproveStatements(ctx context.Context, by string, ids []string
 	if err != nil {
 		return nil, err
 	}
+	ac.confirmed = confirmed
 	out := make([]Approved, len(ids))
 	for i, id := range ids {
 		st, err := s.approveStatement(ctx, ac, by, id, &out[i])
@@ -262,6 +329,9 @@ func (s *Service) approveStatement(ctx context.Context, ac *approveContext, by, 
 		}
 		d, err := buildStatement(p, in, s.cfg.MinimumPayout)
 		if err != nil {
+			return err
+		}
+		if err := ac.checkConfirmed("statement", id, d.payout, "payout"); err != nil {
 			return err
 		}
 		now := s.now().UTC()

@@ -376,3 +376,51 @@ func TestMarkPaidTxRecordsOnlyThePayoutTheStatementSays(t *testing.T) {
 		t.Fatalf("the payout's audit entry names %q, want the platform", actors[len(actors)-1])
 	}
 }
+
+// An approval confirmed at a payout pays that payout or nothing: usage metered since the
+// draft was shown raises its payout from $14.40 to $18.00, so the approval confirmed at
+// $14.40 is refused with the new figure, sends no transfer and leaves the draft; confirmed at
+// $18.00 it pays $18.00, once, and confirming it again pays nothing more.
+func TestAConfirmedApprovalPaysOnlyTheConfirmedPayout(t *testing.T) {
+	w := newWorld(t)
+	pay := w.payouts()
+	acme := w.account("Acme Labs")
+	fjordAccount := w.account("Fjord GPU Co-op")
+	fjord := w.rig(fjordAccount)
+	w.buy(acme, time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC), 50_00)
+	w.uses(acme, fjord, time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC), 20) // $14.40 earned
+	w.at(time.Date(2026, 4, 4, 0, 0, 0, 0, time.UTC))
+	w.close(march)
+	pay.onboard(w, fjordAccount)
+	st := w.statementOf(fjordAccount, march)
+	if st.Payout != 14_40 {
+		t.Fatalf("the draft pays %s, want $14.40", st.Payout)
+	}
+	w.uses(acme, fjord, time.Date(2026, 3, 3, 0, 0, 0, 0, time.UTC), 5) // $3.60 more, metered after the close
+
+	res, err := w.svc.ApproveConfirmedStatements(w.ctx(), w.finance, []Confirmed{{ID: st.ID, Cents: 14_40}})
+	if err != nil || services.ErrorCode(res[0].Err) != services.CodeConflict || res[0].Payout != nil ||
+		!strings.Contains(res[0].Problem, "now $18.00, not the $14.40 confirmed") {
+		t.Fatalf("approval confirmed at the old payout: %+v, %v", res, err)
+	}
+	if n := len(pay.transfers()); n != 0 {
+		t.Fatalf("%d transfers after a refused approval, want none", n)
+	}
+	if again := w.statementOf(fjordAccount, march); again.Status != StatusDraft || again.Number != "" {
+		t.Fatalf("after a refused approval the statement is %s %q, want an unnumbered draft", again.Status, again.Number)
+	}
+
+	res, err = w.svc.ApproveConfirmedStatements(w.ctx(), w.finance, []Confirmed{{ID: st.ID, Cents: 18_00}})
+	if err != nil || res[0].Err != nil || res[0].Payout == nil || res[0].Payout.Status != payouts.StatusPaid ||
+		res[0].Payout.AmountCents != 18_00 {
+		t.Fatalf("approval confirmed at the new payout: %+v, %v", res, err)
+	}
+	res, err = w.svc.ApproveConfirmedStatements(w.ctx(), w.finance, []Confirmed{{ID: st.ID, Cents: 18_00}})
+	if err != nil || services.ErrorCode(res[0].Err) != services.CodeConflict || res[0].Payout != nil {
+		t.Fatalf("the same confirmation again: %+v, %v", res, err)
+	}
+	sent := pay.transfers()
+	if len(sent) != 1 || sent[0].Form.Get("amount") != "1800" {
+		t.Fatalf("transfers sent: %+v, want one of $18.00", sent)
+	}
+}

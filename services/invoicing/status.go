@@ -184,3 +184,9 @@ func (f Flag) Valid() bool { return slices.Contains(Flags, f) }
 
 // spikeFactor is how many times the previous period's total makes a spike.
 const spikeFactor = 3
+
+// NotAllowed is the refusal of the action a on a document in state s that allows only
+// allowed, as the service itself words it: for a page that refuses before asking to confirm.
+func NotAllowed(kind, number string, s Status, a Action, allowed []Action) error {
+	return notAllowed(kind, number, s, a, allowed)
+}
