@@ -133,7 +133,10 @@ func (s *Service) Stage(accountID, filename string, body io.Reader) (_ *Staged, 
 			break
 		}
 		if rerr != nil {
-			return nil, rerr
+			// The body stopped before its end: a multipart form cut off before its closing
+			// boundary, a connection dropped. That is the upload's fault, not ours.
+			return nil, &services.Error{Code: services.CodeInvalid, Cause: rerr, Message: fmt.Sprintf(
+				"The upload was cut off after %d bytes of the file; send the whole file again.", st.bytes)}
 		}
 	}
 	if last != '\n' {
