@@ -111,3 +111,18 @@ func TestTruncatedUploadIs400(t *testing.T) {
 		t.Fatalf("%d files stored (%v), want the whole one only", n, err)
 	}
 }
+
+// A file uploaded under a name with a right-to-left override is listed without it.
+func TestUploadedFileNameLosesBidiOverrides(t *testing.T) {
+	t.Parallel()
+	e, secret, _ := uploadEnv(t)
+	body, ct := multipartUpload(t, "requests\u202Elnosj.exe", uploadLine)
+	status, out := postFile(t, e, secret, body, ct)
+	if status != http.StatusOK || out["filename"] != "requestslnosj.exe" {
+		t.Fatalf("status %d, filename %q, want requestslnosj.exe", status, out["filename"])
+	}
+	var stored string
+	if err := e.pool.QueryRow(context.Background(), `SELECT filename FROM batch_files`).Scan(&stored); err != nil || stored != "requestslnosj.exe" {
+		t.Fatalf("stored %q (%v)", stored, err)
+	}
+}
