@@ -110,6 +110,13 @@ type Scheduler struct {
 	mu        sync.Mutex
 	held      map[heldKey]struct{}
 	renewedAt time.Time
+	// inHand counts the lines handed to the workers and not yet answered, in all and by account:
+	// the claimer claims only for idle workers, and for the account with the fewest lines in hand
+	// (docs/batches.md, "Fair shares").
+	inHand     int
+	inHandBy   map[string]int
+	servedAt   map[string]uint64 // account → the claim round it was last given a line in
+	claimRound uint64
 }
 
 // NewScheduler builds a scheduler.
@@ -133,7 +140,7 @@ func NewScheduler(cfg SchedulerConfig) *Scheduler {
 		cfg.Log = slog.Default()
 	}
 	return &Scheduler{cfg: cfg, svc: cfg.Service, log: cfg.Log, kick: make(chan struct{}, 1), freed: make(chan struct{}, 1),
-		held: map[heldKey]struct{}{}}
+		held: map[heldKey]struct{}{}, inHandBy: map[string]int{}, servedAt: map[string]uint64{}}
 }
 
 // Start runs the scheduler until ctx ends or Close is called.
@@ -348,8 +355,63 @@ func (s *Scheduler) claimLines(ctx context.Context, c *claimer, n int) ([]claime
 		}
 		c.open, c.readAt = open, now
 	}
-	var got []claimed
+	// The open batches by account, each account's oldest first, accounts in the order their
+	// oldest batch came.
+	var order []string
+	byAccount := map[string][]claimed{}
 	for _, b := range c.open {
+		if _, ok := byAccount[b.accountID]; !ok {
+			order = append(order, b.accountID)
+		}
+		byAccount[b.accountID] = append(byAccount[b.accountID], b)
+	}
+	var got []claimed
+	gotBy := map[string]int{}
+	for len(got) < n && len(order) > 0 {
+		// The account with the fewest lines in hand, then the one served longest ago, then the
+		// one whose batch came first. With several accounts waiting, it gets one line, and the
+		// choice is made again for the next; alone, it gets all there is room for.
+		s.mu.Lock()
+		best := 0
+		key := func(a string) (int, uint64) { return s.inHandBy[a] + gotBy[a], s.servedAt[a] }
+		for i, a := range order[1:] {
+			ha, sa := key(a)
+			hb, sb := key(order[best])
+			if ha < hb || (ha == hb && sa < sb) {
+				best = i + 1
+			}
+		}
+		s.mu.Unlock()
+		a := order[best]
+		want := n - len(got)
+		if len(order) > 1 {
+			want = 1
+		}
+		lines, err := s.claimAccount(ctx, c, byAccount[a], want, now)
+		if err != nil {
+			return got, err
+		}
+		if len(lines) == 0 {
+			order = append(order[:best], order[best+1:]...) // nothing of it is pending now
+			continue
+		}
+		s.mu.Lock()
+		s.claimRound++
+		s.servedAt[a] = s.claimRound
+		s.mu.Unlock()
+		gotBy[a] += len(lines)
+		got = append(got, lines...)
+	}
+	if len(got) == 0 {
+		c.open = nil // read the open batches again before the next claim
+	}
+	return got, nil
+}
+
+// claimAccount claims up to n pending lines of an account's batches, oldest batch first.
+func (s *Scheduler) claimAccount(ctx context.Context, c *claimer, batches []claimed, n int, now time.Time) ([]claimed, error) {
+	var got []claimed
+	for _, b := range batches {
 		for _, from := range []int{c.from[b.batchID], 0} {
 			lines, err := s.claimFrom(ctx, b, from, n-len(got), now)
 			if err != nil {
@@ -366,9 +428,6 @@ func (s *Scheduler) claimLines(ctx context.Context, c *claimer, n int) ([]claime
 		if len(got) == n {
 			break
 		}
-	}
-	if len(got) == 0 {
-		c.open = nil // read the open batches again before the next claim
 	}
 	return got, nil
 }
@@ -408,8 +467,13 @@ func (s *Scheduler) claimLoop(ctx context.Context) {
 	defer close(s.lines)
 	var c claimer
 	for ctx.Err() == nil {
-		room := cap(s.lines) - len(s.lines)
-		if room == 0 {
+		// Lines are claimed only for idle workers, never ahead of them: a line claimed ahead
+		// would wait behind the lines in flight, and an account whose batch came later would wait
+		// behind it (docs/batches.md, "Fair shares").
+		s.mu.Lock()
+		room := s.cfg.Concurrency - s.inHand
+		s.mu.Unlock()
+		if room <= 0 {
 			select {
 			case <-ctx.Done():
 			case <-s.freed:
@@ -422,6 +486,10 @@ func (s *Scheduler) claimLoop(ctx context.Context) {
 		}
 		s.hold(lines)
 		for _, l := range lines {
+			s.mu.Lock()
+			s.inHand++
+			s.inHandBy[l.accountID]++
+			s.mu.Unlock()
 			s.lines <- l // only this loop sends: there is room
 		}
 		if len(lines) > 0 {
@@ -440,15 +508,23 @@ func (s *Scheduler) claimLoop(ctx context.Context) {
 // pending as it was (released), so that Close waits only for the lines in flight.
 func (s *Scheduler) work(ctx context.Context) {
 	for l := range s.lines {
-		select {
+		var o outcome
+		if ctx.Err() != nil {
+			o = outcome{l: l, status: statusReleased}
+		} else {
+			o = s.attempt(context.Background(), l)
+		}
+		s.mu.Lock()
+		s.inHand--
+		if s.inHandBy[l.accountID]--; s.inHandBy[l.accountID] <= 0 {
+			delete(s.inHandBy, l.accountID)
+		}
+		s.mu.Unlock()
+		select { // this worker is idle: the claimer may claim for it
 		case s.freed <- struct{}{}:
 		default:
 		}
-		if ctx.Err() != nil {
-			s.outcomes <- outcome{l: l, status: statusReleased}
-			continue
-		}
-		s.outcomes <- s.attempt(context.Background(), l)
+		s.outcomes <- o
 	}
 }
 
