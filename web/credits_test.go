@@ -599,6 +599,55 @@ func TestFinancePriceForm(t *testing.T) {
 	}
 }
 
+// A price of $0 is refused unless marked free on purpose, through the API and the form alike;
+// marked free it is scheduled.
+func TestZeroPriceNeedsFreeOnPurpose(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	fin := e.token(t, "finance@example.com", demo.Password)
+	before := countRows(t, e, `SELECT count(*) FROM prices`)
+	when := time.Now().UTC().Add(48 * time.Hour).Truncate(time.Hour)
+
+	var refused apiErrorJSON
+	body := map[string]any{"tier": "batch", "input_usd_per_mtok": "0", "output_usd_per_mtok": "0.16", "effective_from": when.Format(time.RFC3339)}
+	wantStatus(t, e.call(t, fin, http.MethodPost, "/api/finance/prices", body, &refused), http.StatusUnprocessableEntity)
+	wantFields(t, refused, "input_usd_per_mtok")
+
+	b, csrf := loginBrowser(t, e, "finance@example.com")
+	form := url.Values{"tier": {"standard"}, "input_usd_per_mtok": {"0.15"}, "output_usd_per_mtok": {"0"},
+		"effective_from": {when.Format("2006-01-02T15:04")}, "_csrf": {csrf}}
+	res, err := b.PostForm(e.srv.URL+"/finance/prices", form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, res, http.StatusUnprocessableEntity)
+	doc, err := goqueryFrom(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg := doc.Find(`[data-testid="error-output_usd_per_mtok"]`).Text(); !strings.Contains(msg, "Free on purpose") {
+		t.Errorf("error beside the output price %q, want it to name the box", msg)
+	}
+	if doc.Find(`[data-testid="price-free"]`).Length() != 1 {
+		t.Error("the form has no free-on-purpose box")
+	}
+	if after := countRows(t, e, `SELECT count(*) FROM prices`); after != before {
+		t.Fatalf("prices %d -> %d after a $0 price not marked free", before, after)
+	}
+
+	body["free"] = true
+	var created priceChangeJSON
+	wantStatus(t, e.call(t, fin, http.MethodPost, "/api/finance/prices", body, &created), http.StatusCreated)
+	if created.Tier != "batch" || created.Input != 0 || created.Output != 160_000 {
+		t.Errorf("created %+v, want batch at $0 input, $0.16 output", created)
+	}
+	form.Set("free", "on")
+	wantStatus(t, postForm(t, b, e.srv.URL+"/finance/prices", form), http.StatusSeeOther)
+	if n := countRows(t, e, `SELECT count(*) FROM prices WHERE created_by IS NOT NULL AND (input_micro_usd_per_mtok = 0 OR output_micro_usd_per_mtok = 0)`); n != 2 {
+		t.Errorf("%d $0 prices scheduled, want the 2 marked free", n)
+	}
+}
+
 func goqueryFrom(res *http.Response) (*goquery.Document, error) {
 	defer res.Body.Close()
 	return goquery.NewDocumentFromReader(res.Body)

@@ -179,9 +179,10 @@ func (f timeFormat) parse(s string) (time.Time, bool) {
 
 // priceChange reads a price change from text values and reports every problem at once: what
 // does not parse, and what breaks the price book's rules (a date in the past among them).
-func priceChange(tier, input, output, effectiveFrom string, when timeFormat, now time.Time) (catalog.ScheduleInput, error) {
+// free marks a $0 price as meant.
+func priceChange(tier, input, output, effectiveFrom string, free bool, when timeFormat, now time.Time) (catalog.ScheduleInput, error) {
 	fe := services.FieldErrors{}
-	in := catalog.ScheduleInput{Tier: catalog.Tier(strings.TrimSpace(tier))}
+	in := catalog.ScheduleInput{Tier: catalog.Tier(strings.TrimSpace(tier)), Free: free}
 	for _, p := range []struct {
 		field, text string
 		into        *money.MicroUSD
@@ -284,13 +285,13 @@ func (s *Server) schedulePrice(c echo.Context, in catalog.ScheduleInput) (catalo
 
 func (s *Server) priceSubmit(c echo.Context) error {
 	in, err := priceChange(c.FormValue("tier"), c.FormValue("input_usd_per_mtok"), c.FormValue("output_usd_per_mtok"),
-		c.FormValue("effective_from"), datetimeLocal, s.now())
+		c.FormValue("effective_from"), c.FormValue(catalog.FieldFree) != "", datetimeLocal, s.now())
 	if err == nil {
 		_, err = s.schedulePrice(c, in)
 	}
 	if err != nil {
 		return s.formError(c, err, func(f templates.Form) error {
-			f.Values = submitted(c, "tier", "input_usd_per_mtok", "output_usd_per_mtok", "effective_from")
+			f.Values = submitted(c, "tier", "input_usd_per_mtok", "output_usd_per_mtok", "effective_from", catalog.FieldFree)
 			return s.renderPrices(c, statusFor(err), f)
 		})
 	}
@@ -431,11 +432,12 @@ func (s *Server) apiSchedulePrice(c echo.Context) error {
 		Input         json.RawMessage `json:"input_usd_per_mtok"`  // a string or a number
 		Output        json.RawMessage `json:"output_usd_per_mtok"` // a string or a number
 		EffectiveFrom string          `json:"effective_from"`      // RFC 3339
+		Free          bool            `json:"free"`                // a $0 price is meant
 	}
 	if err := decodeJSON(c, &body); err != nil {
 		return err
 	}
-	in, err := priceChange(body.Tier, jsonText(body.Input), jsonText(body.Output), body.EffectiveFrom, rfc3339, s.now())
+	in, err := priceChange(body.Tier, jsonText(body.Input), jsonText(body.Output), body.EffectiveFrom, body.Free, rfc3339, s.now())
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -92,10 +93,25 @@ type Staged struct {
 // Abort throws the staged bytes away.
 func (st *Staged) Abort() { st.up.Abort() }
 
+// StripBidi drops the characters that change the direction text is shown in: the embeddings and
+// overrides U+202A..U+202E, the isolates U+2066..U+2069 and the marks U+200E, U+200F. In a file
+// name they make "x\u202Elnosj.exe" show as "xexe.jsonl"; nothing a file is named for
+// needs them.
+func StripBidi(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= '\u202A' && r <= '\u202E', r >= '\u2066' && r <= '\u2069', r == '\u200E', r == '\u200F':
+			return -1
+		}
+		return r
+	}, s)
+}
+
 // Stage streams an upload to storage, counting its bytes and lines as they pass, and refuses one
 // larger than the limits; what it refuses is thrown away. Nothing is held whole in memory.
 func (s *Service) Stage(accountID, filename string, body io.Reader) (_ *Staged, err error) {
 	defer services.Wrap(&err, "batch.Stage")
+	filename = StripBidi(filename)
 	if filename == "" || len(filename) > 255 {
 		return nil, services.Errorf(services.CodeInvalid, "Name the file (up to 255 characters).")
 	}
@@ -133,7 +149,10 @@ func (s *Service) Stage(accountID, filename string, body io.Reader) (_ *Staged, 
 			break
 		}
 		if rerr != nil {
-			return nil, rerr
+			// The body stopped before its end: a multipart form cut off before its closing
+			// boundary, a connection dropped. That is the upload's fault, not ours.
+			return nil, &services.Error{Code: services.CodeInvalid, Cause: rerr, Message: fmt.Sprintf(
+				"The upload was cut off after %d bytes of the file; send the whole file again.", st.bytes)}
 		}
 	}
 	if last != '\n' {

@@ -106,3 +106,28 @@ func testStage(t *testing.T, onS3 bool, tc stageCase) {
 		t.Fatalf("stored %d bytes in %d files", len(got), stored())
 	}
 }
+
+// A file name loses the characters that turn text around, so "x\u202Elnosj.exe" cannot pass for
+// "xexe.jsonl"; a name made only of them is no name.
+func TestStageStripsBidiFromTheFileName(t *testing.T) {
+	svc, _ := stageService(t, false, 0)
+	for name, want := range map[string]string{
+		"x\u202Elnosj.exe":                          "xlnosj.exe",
+		"\u202Aa\u202Bb\u202Cc\u202Dd\u202Ee.jsonl": "abcde.jsonl",
+		"\u2066f\u2067g\u2068h\u2069.jsonl":         "fgh.jsonl",
+		"\u200Emarked\u200F.jsonl":                  "marked.jsonl",
+		"données ✓ שלום.jsonl":                      "données ✓ שלום.jsonl",
+	} {
+		st, err := svc.Stage("acct", name, strings.NewReader("{}\n"))
+		if err != nil {
+			t.Fatalf("%q: %v", name, err)
+		}
+		if st.filename != want {
+			t.Errorf("%q staged as %q, want %q", name, st.filename, want)
+		}
+		st.Abort()
+	}
+	if _, err := svc.Stage("acct", "\u202E\u2066\u200F", strings.NewReader("{}\n")); err == nil || !strings.Contains(err.Error(), "Name the file") {
+		t.Fatalf("a name of bidi characters alone: %v, want it refused", err)
+	}
+}

@@ -53,9 +53,15 @@ const (
 	DefaultMaxAttempts = 3
 	DefaultRetryAfter  = 2 * time.Second
 	DefaultPollEvery   = time.Second
-	// DefaultLease is how long a line may stay running before another scheduler takes it for
-	// lost: longer than the gateway waits for a rig.
-	DefaultLease = 15 * time.Minute
+	// DefaultLease is how long a line's claim holds without being renewed: its holder renews the
+	// claims of the lines it holds every Lease/3 while it works on them, however long a rig takes,
+	// so a claim not renewed for a whole lease is a holder gone (killed, cut off from PostgreSQL),
+	// and another scheduler takes its lines back within a minute (docs/batches.md, "Lines").
+	DefaultLease = 45 * time.Second
+	// MeterWait is how long a line taken back waits, since its holder's last renewal, for the
+	// usage row of an attempt the gateway recorded as answered: the meter stores it within seconds
+	// unless it is behind, and re-running the line before would charge it twice.
+	MeterWait = 15 * time.Minute
 )
 
 // SchedulerConfig builds a Scheduler.
@@ -76,8 +82,14 @@ type SchedulerConfig struct {
 	MaxAttempts int           // tries of a line whose rigs failed; zero means DefaultMaxAttempts
 	RetryAfter  time.Duration // wait before a retry, times the attempts so far
 	PollEvery   time.Duration
-	Lease       time.Duration
+	Lease       time.Duration // zero means DefaultLease
 	Log         *slog.Logger
+}
+
+// heldKey is a line's attempt that this scheduler holds.
+type heldKey struct {
+	batchID        string
+	line, attempts int
 }
 
 // Scheduler is the background worker; Start it, Close it.
@@ -94,6 +106,17 @@ type Scheduler struct {
 	// outcomes to the recorder through outcomes (docs/batches.md, "Lines").
 	lines    chan claimed
 	outcomes chan outcome
+	// held is every line claimed and not yet recorded; their claims are renewed every Lease/3.
+	mu        sync.Mutex
+	held      map[heldKey]struct{}
+	renewedAt time.Time
+	// inHand counts the lines handed to the workers and not yet answered, in all and by account:
+	// the claimer claims only for idle workers, and for the account with the fewest lines in hand
+	// (docs/batches.md, "Fair shares").
+	inHand     int
+	inHandBy   map[string]int
+	servedAt   map[string]uint64 // account → the claim round it was last given a line in
+	claimRound uint64
 }
 
 // NewScheduler builds a scheduler.
@@ -116,7 +139,8 @@ func NewScheduler(cfg SchedulerConfig) *Scheduler {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	return &Scheduler{cfg: cfg, svc: cfg.Service, log: cfg.Log, kick: make(chan struct{}, 1), freed: make(chan struct{}, 1)}
+	return &Scheduler{cfg: cfg, svc: cfg.Service, log: cfg.Log, kick: make(chan struct{}, 1), freed: make(chan struct{}, 1),
+		held: map[heldKey]struct{}{}, inHandBy: map[string]int{}, servedAt: map[string]uint64{}}
 }
 
 // Start runs the scheduler until ctx ends or Close is called.
@@ -185,6 +209,9 @@ func (s *Scheduler) tick(ctx context.Context) {
 		if !ok || err != nil {
 			break
 		}
+	}
+	if err := s.renewClaims(ctx); err != nil && ctx.Err() == nil {
+		s.log.Error("batch: renewing the claims of lines in flight failed", "err", err)
 	}
 	if err := s.recoverLines(ctx); err != nil && ctx.Err() == nil {
 		s.log.Error("batch: taking back lost lines failed", "err", err)
@@ -328,8 +355,63 @@ func (s *Scheduler) claimLines(ctx context.Context, c *claimer, n int) ([]claime
 		}
 		c.open, c.readAt = open, now
 	}
-	var got []claimed
+	// The open batches by account, each account's oldest first, accounts in the order their
+	// oldest batch came.
+	var order []string
+	byAccount := map[string][]claimed{}
 	for _, b := range c.open {
+		if _, ok := byAccount[b.accountID]; !ok {
+			order = append(order, b.accountID)
+		}
+		byAccount[b.accountID] = append(byAccount[b.accountID], b)
+	}
+	var got []claimed
+	gotBy := map[string]int{}
+	for len(got) < n && len(order) > 0 {
+		// The account with the fewest lines in hand, then the one served longest ago, then the
+		// one whose batch came first. With several accounts waiting, it gets one line, and the
+		// choice is made again for the next; alone, it gets all there is room for.
+		s.mu.Lock()
+		best := 0
+		key := func(a string) (int, uint64) { return s.inHandBy[a] + gotBy[a], s.servedAt[a] }
+		for i, a := range order[1:] {
+			ha, sa := key(a)
+			hb, sb := key(order[best])
+			if ha < hb || (ha == hb && sa < sb) {
+				best = i + 1
+			}
+		}
+		s.mu.Unlock()
+		a := order[best]
+		want := n - len(got)
+		if len(order) > 1 {
+			want = 1
+		}
+		lines, err := s.claimAccount(ctx, c, byAccount[a], want, now)
+		if err != nil {
+			return got, err
+		}
+		if len(lines) == 0 {
+			order = append(order[:best], order[best+1:]...) // nothing of it is pending now
+			continue
+		}
+		s.mu.Lock()
+		s.claimRound++
+		s.servedAt[a] = s.claimRound
+		s.mu.Unlock()
+		gotBy[a] += len(lines)
+		got = append(got, lines...)
+	}
+	if len(got) == 0 {
+		c.open = nil // read the open batches again before the next claim
+	}
+	return got, nil
+}
+
+// claimAccount claims up to n pending lines of an account's batches, oldest batch first.
+func (s *Scheduler) claimAccount(ctx context.Context, c *claimer, batches []claimed, n int, now time.Time) ([]claimed, error) {
+	var got []claimed
+	for _, b := range batches {
 		for _, from := range []int{c.from[b.batchID], 0} {
 			lines, err := s.claimFrom(ctx, b, from, n-len(got), now)
 			if err != nil {
@@ -346,9 +428,6 @@ func (s *Scheduler) claimLines(ctx context.Context, c *claimer, n int) ([]claime
 		if len(got) == n {
 			break
 		}
-	}
-	if len(got) == 0 {
-		c.open = nil // read the open batches again before the next claim
 	}
 	return got, nil
 }
@@ -388,8 +467,13 @@ func (s *Scheduler) claimLoop(ctx context.Context) {
 	defer close(s.lines)
 	var c claimer
 	for ctx.Err() == nil {
-		room := cap(s.lines) - len(s.lines)
-		if room == 0 {
+		// Lines are claimed only for idle workers, never ahead of them: a line claimed ahead
+		// would wait behind the lines in flight, and an account whose batch came later would wait
+		// behind it (docs/batches.md, "Fair shares").
+		s.mu.Lock()
+		room := s.cfg.Concurrency - s.inHand
+		s.mu.Unlock()
+		if room <= 0 {
 			select {
 			case <-ctx.Done():
 			case <-s.freed:
@@ -400,7 +484,12 @@ func (s *Scheduler) claimLoop(ctx context.Context) {
 		if err != nil && ctx.Err() == nil {
 			s.log.Error("batch: claiming lines failed", "err", err)
 		}
+		s.hold(lines)
 		for _, l := range lines {
+			s.mu.Lock()
+			s.inHand++
+			s.inHandBy[l.accountID]++
+			s.mu.Unlock()
 			s.lines <- l // only this loop sends: there is room
 		}
 		if len(lines) > 0 {
@@ -419,15 +508,23 @@ func (s *Scheduler) claimLoop(ctx context.Context) {
 // pending as it was (released), so that Close waits only for the lines in flight.
 func (s *Scheduler) work(ctx context.Context) {
 	for l := range s.lines {
-		select {
+		var o outcome
+		if ctx.Err() != nil {
+			o = outcome{l: l, status: statusReleased}
+		} else {
+			o = s.attempt(context.Background(), l)
+		}
+		s.mu.Lock()
+		s.inHand--
+		if s.inHandBy[l.accountID]--; s.inHandBy[l.accountID] <= 0 {
+			delete(s.inHandBy, l.accountID)
+		}
+		s.mu.Unlock()
+		select { // this worker is idle: the claimer may claim for it
 		case s.freed <- struct{}{}:
 		default:
 		}
-		if ctx.Err() != nil {
-			s.outcomes <- outcome{l: l, status: statusReleased}
-			continue
-		}
-		s.outcomes <- s.attempt(context.Background(), l)
+		s.outcomes <- o
 	}
 }
 
@@ -527,6 +624,7 @@ func (s *Scheduler) recordLoop(ctx context.Context) {
 			s.log.Warn("batch: recording line outcomes failed; trying again", "lines", len(pending), "err", err)
 			time.Sleep(time.Duration(try) * 100 * time.Millisecond)
 		}
+		s.unhold(pending) // recorded, or left to the lease, which no renewal holds any more
 		pending, flush = pending[:0], nil
 	}
 	for {
@@ -627,9 +725,60 @@ func (s *Scheduler) release(ctx context.Context, outs []outcome) error {
 	return err
 }
 
-// recoverLines takes back the lines whose scheduler stopped mid-line (running past the lease). A
-// line whose attempt was answered and metered is not sent again: it fails, charged, as
-// interrupted; any other goes back to pending.
+// hold records lines as claimed by this scheduler: their claims are renewed until unhold.
+func (s *Scheduler) hold(lines []claimed) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, l := range lines {
+		s.held[heldKey{l.batchID, l.line, l.attempts}] = struct{}{}
+	}
+}
+
+// unhold stops renewing the claims of lines whose outcomes were recorded (or given up on).
+func (s *Scheduler) unhold(outs []outcome) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, o := range outs {
+		delete(s.held, heldKey{o.l.batchID, o.l.line, o.l.attempts})
+	}
+}
+
+// renewClaims sets claimed_at to now on every line this scheduler holds, every Lease/3: a line
+// whose claim was not renewed for a whole lease has lost its holder (recoverLines). One
+// statement renews them all, each only while it is still this attempt's and running.
+func (s *Scheduler) renewClaims(ctx context.Context) error {
+	now := s.now()
+	s.mu.Lock()
+	if now.Sub(s.renewedAt) < s.cfg.Lease/3 {
+		s.mu.Unlock()
+		return nil
+	}
+	var batchIDs []string
+	var lines, attempts []int32
+	for k := range s.held {
+		batchIDs, lines, attempts = append(batchIDs, k.batchID), append(lines, int32(k.line)), append(attempts, int32(k.attempts))
+	}
+	s.renewedAt = now
+	s.mu.Unlock()
+	if len(batchIDs) == 0 {
+		return nil
+	}
+	_, err := s.svc.pool.Exec(ctx, `UPDATE batch_lines l SET claimed_at = $4
+		FROM unnest($1::text[], $2::int[], $3::int[]) AS v (batch_id, line, attempts)
+		WHERE l.batch_id = v.batch_id AND l.line = v.line AND l.attempts = v.attempts AND l.status = 'running'`,
+		batchIDs, lines, attempts, now)
+	return err
+}
+
+// lineInterrupted is the error of a line taken back whose attempt was charged.
+const lineInterrupted = `{"code":"batch_line_interrupted","message":"The request was answered and charged, but its answer was lost when the batch worker stopped."}`
+
+// recoverLines takes back the lines whose holder is gone: running, and their claim not renewed
+// for a whole lease. A line whose attempt was charged (a usage row with a charge or a provider's
+// earning) is not sent again: it fails as interrupted, the charge standing. A line whose attempt
+// has no usage row, or only uncharged ones (a request cancelled when its holder died), goes back
+// to pending at once and is sent again. Only a line the gateway recorded as answered whose usage
+// row has not been stored yet waits, up to MeterWait since its last renewal, for the meter.
 func (s *Scheduler) recoverLines(ctx context.Context) (err error) {
 	defer services.Wrap(&err, "batch.recoverLines")
 	tx, err := s.svc.pool.Begin(ctx)
@@ -637,39 +786,59 @@ func (s *Scheduler) recoverLines(ctx context.Context) (err error) {
 		return err
 	}
 	defer tx.Rollback(ctx)
-	rows, err := tx.Query(ctx, `SELECT batch_id, line, attempts FROM batch_lines WHERE status = 'running' AND claimed_at < $1
-		LIMIT 1000 FOR UPDATE SKIP LOCKED`, s.now().Add(-s.cfg.Lease))
+	now := s.now()
+	rows, err := tx.Query(ctx, `SELECT batch_id, line, attempts, claimed_at FROM batch_lines WHERE status = 'running' AND claimed_at < $1
+		LIMIT 1000 FOR UPDATE SKIP LOCKED`, now.Add(-s.cfg.Lease))
 	if err != nil {
 		return err
 	}
-	lost, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (claimed, error) {
-		var l claimed
-		return l, r.Scan(&l.batchID, &l.line, &l.attempts)
+	type lostLine struct {
+		claimed
+		claimedAt time.Time
+	}
+	lost, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (lostLine, error) {
+		var l lostLine
+		return l, r.Scan(&l.batchID, &l.line, &l.attempts, &l.claimedAt)
 	})
 	if err != nil || len(lost) == 0 {
 		return err
 	}
+	var requeued, failed, waiting int
 	for _, l := range lost {
 		ids := make([]string, routing.MaxCandidates)
 		for i := range ids {
 			ids[i] = AttemptRequestID(l.requestIDPrefix(), i)
 		}
-		var answered string
-		err := tx.QueryRow(ctx, `SELECT request_id FROM usage_event_keys WHERE request_id = ANY($1) ORDER BY request_id DESC LIMIT 1`, ids).Scan(&answered)
+		var charged *string
+		var unmetered bool
+		if err := tx.QueryRow(ctx, `SELECT
+			(SELECT request_id FROM usage_events WHERE request_id = ANY($1) AND (charge_pico > 0 OR payable_pico > 0)
+				ORDER BY request_id DESC LIMIT 1),
+			EXISTS (SELECT FROM gateway_requests g WHERE g.request_id = ANY($1) AND g.status = 'ok'
+				AND NOT EXISTS (SELECT FROM usage_events e WHERE e.request_id = g.request_id))`, ids).Scan(&charged, &unmetered); err != nil {
+			return err
+		}
 		switch {
-		case errors.Is(err, pgx.ErrNoRows):
+		case charged != nil:
+			_, err = tx.Exec(ctx, `UPDATE batch_lines SET status = 'failed', claimed_at = NULL, request_id = $3, finished_at = $4,
+				error = $5::jsonb WHERE batch_id = $1 AND line = $2`, l.batchID, l.line, *charged, now, lineInterrupted)
+			failed++
+		case unmetered && now.Sub(l.claimedAt) < MeterWait:
+			waiting++
+			continue
+		default:
 			_, err = tx.Exec(ctx, `UPDATE batch_lines SET status = 'pending', claimed_at = NULL WHERE batch_id = $1 AND line = $2`,
 				l.batchID, l.line)
-		case err == nil:
-			_, err = tx.Exec(ctx, `UPDATE batch_lines SET status = 'failed', claimed_at = NULL, request_id = $3, finished_at = $4,
-				error = '{"code":"batch_line_interrupted","message":"The request was answered and charged, but its answer was lost when the batch worker stopped."}'
-				WHERE batch_id = $1 AND line = $2`, l.batchID, l.line, answered, s.now())
+			requeued++
 		}
 		if err != nil {
 			return err
 		}
 	}
-	s.log.Warn("batch: took back lines of a stopped worker", "lines", len(lost))
+	if requeued+failed > 0 {
+		s.log.Warn("batch: took back lines whose holder is gone", "requeued", requeued, "failed_charged", failed,
+			"waiting_for_the_meter", waiting)
+	}
 	return tx.Commit(ctx)
 }
 

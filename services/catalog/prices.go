@@ -133,19 +133,35 @@ type ScheduleInput struct {
 	Input         money.MicroUSD `json:"input_usd_per_mtok"`
 	Output        money.MicroUSD `json:"output_usd_per_mtok"`
 	EffectiveFrom time.Time      `json:"effective_from"`
+	// Free says a price of $0 is meant: without it a $0 input or output price is refused as a
+	// slip (an empty field, a misplaced decimal), since it gives the tier's tokens away.
+	Free bool `json:"free"`
 }
 
-// Validate checks the change against the clock: prices are never changed retroactively.
+// FieldFree names the box that marks a $0 price as meant, in forms, the API and field errors.
+const FieldFree = "free"
+
+// Validate checks the change against the clock: prices are never changed retroactively. A price
+// of $0 is taken only marked free, and a change marked free must have a $0 price in it.
 func (in ScheduleInput) Validate(now time.Time) error {
 	fe := services.FieldErrors{}
 	if !in.Tier.Valid() {
 		fe.Add("tier", "Choose realtime, standard or batch.")
 	}
-	if in.Input < 0 || in.Input > 1000*1_000_000 {
-		fe.Add("input_usd_per_mtok", "Use a price from $0 to $1,000 per million tokens.")
+	for _, f := range []struct {
+		field, kind string
+		price       money.MicroUSD
+	}{{"input_usd_per_mtok", "input", in.Input}, {"output_usd_per_mtok", "output", in.Output}} {
+		switch {
+		case f.price < 0 || f.price > 1000*1_000_000:
+			fe.Add(f.field, "Use a price from $0 to $1,000 per million tokens.")
+		case f.price == 0 && !in.Free:
+			fe.Add(f.field, "A price of $0 gives the tier's "+f.kind+" tokens away, and no rig asking more than $0 "+
+				"is routed at it. If that is meant, tick \"Free on purpose\"; otherwise enter the price.")
+		}
 	}
-	if in.Output < 0 || in.Output > 1000*1_000_000 {
-		fe.Add("output_usd_per_mtok", "Use a price from $0 to $1,000 per million tokens.")
+	if in.Free && in.Input != 0 && in.Output != 0 {
+		fe.Add(FieldFree, "Neither price is $0: untick \"Free on purpose\", or set the free one to 0.")
 	}
 	if in.EffectiveFrom.IsZero() {
 		fe.Add("effective_from", "Choose when the price takes effect.")
@@ -193,8 +209,8 @@ func (s *Service) SchedulePrice(ctx context.Context, byUserID string, in Schedul
 		}
 		return s.audit.RecordTx(ctx, tx, audit.Record{
 			ActorID: byUserID, Action: audit.ActionPriceChange, SubjectKind: "price", SubjectID: strconv.FormatInt(change.ID, 10),
-			Summary: fmt.Sprintf("%s price from %s: %s input, %s output per million tokens", in.Tier,
-				change.EffectiveFrom.Format(time.RFC3339), in.Input, in.Output),
+			Summary: fmt.Sprintf("%s price from %s: %s input, %s output per million tokens%s", in.Tier,
+				change.EffectiveFrom.Format(time.RFC3339), in.Input, in.Output, freeNote(in.Free)),
 			Before: before, After: change.Price,
 		})
 	})
@@ -226,4 +242,12 @@ func (s *Service) PriceHistory(ctx context.Context) (_ []PriceChange, err error)
 		c.Input, c.Output = money.MicroUSD(in), money.MicroUSD(out)
 		return c, err
 	})
+}
+
+// freeNote marks, in the audit log, a price change whose $0 was meant.
+func freeNote(free bool) string {
+	if free {
+		return ", free on purpose"
+	}
+	return ""
 }

@@ -13,10 +13,18 @@ import (
 
 // DuePeriods are the periods the platform closes by itself now: every period from the first
 // one ever closed to the last one whose grace has passed that is not closed yet (done), or,
-// on a platform that has closed nothing, that last one alone.
+// on a platform that has closed nothing, that last one alone; never one that ended before the
+// platform's first activity, which Close refuses.
 func (s *Service) DuePeriods(ctx context.Context) (_ []Period, err error) {
 	defer services.Wrap(&err, "invoicing.DuePeriods")
 	last := PeriodOf(s.now().UTC().Add(-s.cfg.Grace)).Prev()
+	firstActivity, found, err := s.FirstActivity(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, nil
+	}
 	rows, err := s.pool.Query(ctx, `SELECT period, status FROM invoice_closes ORDER BY period`)
 	if err != nil {
 		return nil, err
@@ -43,7 +51,7 @@ func (s *Service) DuePeriods(ctx context.Context) (_ []Period, err error) {
 	}
 	var due []Period
 	for p := first; !last.Before(p); p = p.Next() {
-		if !done[p] {
+		if !done[p] && p.End().After(firstActivity) {
 			due = append(due, p)
 		}
 	}

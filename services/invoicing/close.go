@@ -77,6 +77,19 @@ func (s *Service) Close(ctx context.Context, in CloseInput) (_ CloseProgress, er
 	case in.By != "" && !isUUID(in.By):
 		return CloseProgress{}, services.Errorf(services.CodeInvalid, "A close is made by a user, or by the platform itself.")
 	}
+	first, found, err := s.FirstActivity(ctx)
+	if err != nil {
+		return CloseProgress{}, err
+	}
+	switch {
+	case !found:
+		return CloseProgress{}, &services.Error{Code: services.CodeInvalid, Message: "Please correct the highlighted fields.",
+			Fields: map[string]string{"period": "The platform has no usage and no ledger movement yet: there is nothing to close."}}
+	case !p.End().After(first):
+		return CloseProgress{}, &services.Error{Code: services.CodeInvalid, Message: "Please correct the highlighted fields.",
+			Fields: map[string]string{"period": fmt.Sprintf("%s ended before the platform's first usage (%s): there is nothing to close. "+
+				"The first period to close is %s.", p, first.UTC().Format("2006-01-02 15:04 UTC"), PeriodOf(first.UTC()))}}
+	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return CloseProgress{}, err
@@ -103,6 +116,19 @@ func (s *Service) Close(ctx context.Context, in CloseInput) (_ CloseProgress, er
 		return run.progress, err
 	}
 	return run.progress, nil
+}
+
+// FirstActivity is when the platform's money first moved: its first hour of usage or its first
+// ledger transaction (a credit bought before any request), whichever is earlier; found is false
+// while there is neither. No period ending at or before it has anything to close.
+func (s *Service) FirstActivity(ctx context.Context) (first time.Time, found bool, err error) {
+	defer services.Wrap(&err, "invoicing.FirstActivity")
+	var t pgtype.Timestamptz
+	if err := s.pool.QueryRow(ctx, `SELECT least((SELECT min(hour) FROM usage_hourly),
+		(SELECT min(occurred_at) FROM ledger_transactions))`).Scan(&t); err != nil {
+		return time.Time{}, false, err
+	}
+	return t.Time, t.Valid, nil
 }
 
 // closeRun is one run of a period's close.

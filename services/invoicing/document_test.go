@@ -308,6 +308,7 @@ func TestTextForDocumentsIsRefusedWhenItCannotBePrinted(t *testing.T) {
 // running, and a second close is refused.
 func TestAnInterruptedCloseReadsAsFailed(t *testing.T) {
 	w := newWorld(t)
+	w.uses(w.account("Acme Labs"), w.rig(w.account("Fjord GPU Co-op")), time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC), 1)
 	w.at(time.Date(2026, 4, 4, 0, 0, 0, 0, time.UTC))
 	if _, err := w.pool.Exec(w.ctx(), `INSERT INTO invoice_closes (period, status, started_at, runs) VALUES ($1, 'running', $2, 1)`,
 		march.Start(), w.clock()); err != nil {

@@ -1,7 +1,9 @@
 package invoicing
 
 import (
+	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -263,6 +265,46 @@ func TestTheCloseReportsItsProgress(t *testing.T) {
 	}
 }
 
+// A close of a period that ended before the platform's first usage is refused, saying which
+// period is the first to close; on a platform with no usage at all, every close is. The
+// automatic close never offers such a period, and nothing is recorded for a refused one.
+func TestACloseBeforeTheFirstUsageIsRefused(t *testing.T) {
+	w := newWorld(t)
+	w.at(time.Date(2026, 4, 4, 0, 0, 0, 0, time.UTC))
+	_, err := w.svc.Close(w.ctx(), CloseInput{Period: march, By: w.finance})
+	var ae *services.Error
+	if !errors.As(err, &ae) || ae.Code != services.CodeInvalid || !strings.Contains(ae.Fields["period"], "no usage") {
+		t.Fatalf("closing March on a platform with no usage: %v", err)
+	}
+	if due, err := w.svc.DuePeriods(w.ctx()); err != nil || len(due) != 0 {
+		t.Fatalf("due with no usage: %v, %v", due, err)
+	}
+
+	acme := w.account("Acme Labs")
+	fjord := w.rig(w.account("Fjord GPU Co-op"))
+	w.uses(acme, fjord, time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC), 1) // the first usage: April's first hour
+	for _, p := range []Period{MonthPeriod(2025, time.December), march} {
+		_, err := w.svc.Close(w.ctx(), CloseInput{Period: p, By: w.finance})
+		if !errors.As(err, &ae) || ae.Code != services.CodeInvalid ||
+			ae.Fields["period"] != p.String()+" ended before the platform's first usage (2026-04-01 00:00 UTC): there is nothing to close. The first period to close is 2026-04." {
+			t.Fatalf("closing %s: %v", p, err)
+		}
+	}
+	var closes int
+	w.scan(`SELECT count(*) FROM invoice_closes`, nil, &closes)
+	if closes != 0 {
+		t.Fatalf("%d closes recorded for refused periods", closes)
+	}
+	w.at(time.Date(2026, 6, 5, 0, 0, 0, 0, time.UTC))
+	due, err := w.svc.DuePeriods(w.ctx())
+	if err != nil || len(due) != 1 || due[0] != MonthPeriod(2026, time.May) {
+		t.Fatalf("due in June: %v, %v; want May, the last period past its grace", due, err)
+	}
+	if pr := w.close(april); pr.Status != CloseDone || pr.Invoices != 1 || w.invoiceOf(acme, april).Total != 2_50 { // at the price from March 16
+		t.Fatalf("closing April, the first usage's period: %+v", pr)
+	}
+}
+
 // The platform closes a period by itself once its grace (72 hours) has passed, every period
 // from the first it closed on, and two processes doing it at once make one document each.
 func TestTheCloseRunsByItselfOnceTheGraceHasPassed(t *testing.T) {
@@ -273,8 +315,8 @@ func TestTheCloseRunsByItselfOnceTheGraceHasPassed(t *testing.T) {
 	w.uses(acme, fjord, time.Date(2026, 4, 2, 0, 0, 0, 0, time.UTC), 1)
 
 	w.at(time.Date(2026, 4, 3, 23, 59, 59, 0, time.UTC))
-	if due, err := w.svc.DuePeriods(w.ctx()); err != nil || len(due) != 1 || due[0] != MonthPeriod(2026, time.February) {
-		t.Fatalf("due 71 hours into April: %v, %v; want February only, March's grace not passed", due, err)
+	if due, err := w.svc.DuePeriods(w.ctx()); err != nil || len(due) != 0 {
+		t.Fatalf("due 71 hours into April: %v, %v; want none: March's grace has not passed, February is before the first usage", due, err)
 	}
 	w.at(time.Date(2026, 4, 4, 0, 0, 0, 0, time.UTC))
 	var wg sync.WaitGroup

@@ -52,6 +52,24 @@ func freePorts(t *testing.T, n int) []int {
 
 func startNATSCluster(t *testing.T) *natsCluster {
 	t.Helper()
+	c := newNATSCluster(t)
+	for i := range 3 {
+		c.start(i)
+	}
+	// JetStream answers only once the nodes have elected a meta leader.
+	deadline := time.Now().Add(20 * time.Second)
+	for !c.hasMetaLeader() {
+		if time.Now().After(deadline) {
+			t.Fatal("the three NATS nodes elected no JetStream leader within 20 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return c
+}
+
+// newNATSCluster is the three nodes' options, none started; all are shut down at the test's end.
+func newNATSCluster(t *testing.T) *natsCluster {
+	t.Helper()
 	ports := freePorts(t, 6) // a client and a cluster port per node
 	var routes []string
 	for i := range 3 {
@@ -72,22 +90,11 @@ func startNATSCluster(t *testing.T) *natsCluster {
 			NoSigs:     true,
 		})
 	}
-	for i := range 3 {
-		c.start(i)
-	}
 	t.Cleanup(func() {
 		for i := range c.nodes {
 			c.stop(i)
 		}
 	})
-	// JetStream answers only once the nodes have elected a meta leader.
-	deadline := time.Now().Add(20 * time.Second)
-	for !c.hasMetaLeader() {
-		if time.Now().After(deadline) {
-			t.Fatal("the three NATS nodes elected no JetStream leader within 20 s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 	return c
 }
 

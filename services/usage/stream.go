@@ -42,10 +42,19 @@ type StreamOptions struct {
 	// again: longer than a batch's commit, short enough that a crashed meter's events come
 	// back soon.
 	AckWait time.Duration
-	// Log receives what EnsureStreams has to say about an existing stream; slog.Default()
-	// when nil.
+	// Log receives what EnsureStreams has to say about an existing stream and what it waits
+	// for; slog.Default() when nil.
 	Log *slog.Logger
+	// WaitForJetStream is how long EnsureStreams waits for JetStream to answer (a cluster that
+	// has not elected its JetStream leader yet) before it gives up and says what failed;
+	// DefaultWaitForJetStream when 0.
+	WaitForJetStream time.Duration
 }
+
+// DefaultWaitForJetStream is how long a meter waits for JetStream at its start: three NATS nodes
+// started together elect their JetStream leader within seconds, and one restarted into a cluster
+// that lost its quorum waits for the other nodes for as long as they take to come back.
+const DefaultWaitForJetStream = 2 * time.Minute
 
 // DefaultMaxPendingPerRig is the usage stream's limit on one rig's unmetered events: about
 // 2.5 minutes of a busy rig's traffic (64 requests at once, a second each) while the meter is
@@ -75,7 +84,62 @@ func (o StreamOptions) withDefaults() StreamOptions {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
+	if o.WaitForJetStream == 0 {
+		o.WaitForJetStream = DefaultWaitForJetStream
+	}
 	return o
+}
+
+// jetStreamRetry is how often a step that JetStream did not answer is tried again: from the
+// first pause, doubling up to the last.
+const (
+	jetStreamRetryFirst = 100 * time.Millisecond
+	jetStreamRetryMax   = 3 * time.Second
+	jetStreamCallWait   = 5 * time.Second // one attempt's own bound
+)
+
+// retryJetStream runs step until it succeeds, waiting between attempts with a doubling pause,
+// until the deadline; each failed attempt is logged with what it waits for. When the deadline
+// passes, the error says what it was waiting for, how long, how many tries, and the last
+// failure, never only what a later step made of it.
+func retryJetStream(ctx context.Context, log *slog.Logger, deadline time.Time, what string, step func(ctx context.Context) error) error {
+	pause := jetStreamRetryFirst
+	start := time.Now()
+	for attempt := 1; ; attempt++ {
+		callCtx, cancel := context.WithTimeout(ctx, min(jetStreamCallWait, max(time.Until(deadline), time.Millisecond)))
+		err := step(callCtx)
+		cancel()
+		if err == nil {
+			if attempt > 1 {
+				log.Info("JetStream answered", "waited_for", what, "after", time.Since(start).Round(time.Millisecond), "attempts", attempt)
+			}
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("usage: waiting for JetStream (%s): %w; last failure: %v", what, ctx.Err(), err)
+		}
+		if time.Now().Add(pause).After(deadline) {
+			return fmt.Errorf("usage: JetStream did not answer within %s (%s, %d attempts): %w",
+				time.Since(start).Round(time.Second), what, attempt, err)
+		}
+		log.Warn("waiting for JetStream", "for", what, "attempt", attempt, "err", err, "retry_in", pause)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("usage: waiting for JetStream (%s): %w; last failure: %v", what, ctx.Err(), err)
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, jetStreamRetryMax)
+	}
+}
+
+// waitForJetStream waits until JetStream answers for the account: on a cluster, once its nodes
+// have elected their JetStream leader.
+func waitForJetStream(ctx context.Context, js jetstream.JetStream, log *slog.Logger, deadline time.Time) error {
+	return retryJetStream(ctx, log, deadline, "its cluster to elect a JetStream leader and answer for the account",
+		func(ctx context.Context) error {
+			_, err := js.AccountInfo(ctx)
+			return err
+		})
 }
 
 // usageStreamConfig is the usage stream as it should be: interest retention, so that an event
@@ -112,7 +176,11 @@ func usageStreamConfig(o StreamOptions) jetstream.StreamConfig {
 func EnsureStreams(ctx context.Context, js jetstream.JetStream, opts StreamOptions) (jetstream.Consumer, error) {
 	opts = opts.withDefaults()
 	want := usageStreamConfig(opts)
-	unlock, err := lockConfig(ctx, js, opts.Replicas)
+	deadline := time.Now().Add(opts.WaitForJetStream)
+	if err := waitForJetStream(ctx, js, opts.Log, deadline); err != nil {
+		return nil, err
+	}
+	unlock, err := lockConfigWaiting(ctx, js, opts.Replicas, opts.Log, deadline)
 	if err != nil {
 		return nil, err
 	}
@@ -232,15 +300,45 @@ const (
 // lockConfig waits for the lock on the usage stream's configuration and returns its release.
 // replicas is the lock bucket's, the usage stream's own.
 func lockConfig(ctx context.Context, js jetstream.JetStream, replicas int) (unlock func(), err error) {
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: configLockBucket,
+	kv, err := lockBucket(ctx, js, replicas)
+	if err != nil {
+		return nil, err
+	}
+	return takeLock(ctx, kv)
+}
+
+// lockConfigWaiting is lockConfig at a start, when the lock bucket's own replicas may still be
+// electing their leader: its bucket is tried again until the deadline.
+func lockConfigWaiting(ctx context.Context, js jetstream.JetStream, replicas int, log *slog.Logger, deadline time.Time) (unlock func(), err error) {
+	var kv jetstream.KeyValue
+	if err := retryJetStream(ctx, log, deadline, "the lock bucket "+configLockBucket, func(ctx context.Context) (err error) {
+		kv, err = lockBucket(ctx, js, replicas)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	return takeLock(ctx, kv)
+}
+
+// lockBucket creates the lock bucket, or opens it when another meter has just created it. When
+// neither works, the error is the creation's: that the bucket is not there only follows from it.
+func lockBucket(ctx context.Context, js jetstream.JetStream, replicas int) (jetstream.KeyValue, error) {
+	kv, createErr := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: configLockBucket,
 		Description: "held by the meter changing the usage stream's configuration", TTL: configLockTTL, History: 1,
 		Storage: jetstream.FileStorage, Replicas: max(replicas, 1)})
-	if err != nil {
-		// Another meter may have created it in the same moment.
-		if kv, err = js.KeyValue(ctx, configLockBucket); err != nil {
-			return nil, fmt.Errorf("usage: lock bucket %s: %w", configLockBucket, err)
-		}
+	if createErr == nil {
+		return kv, nil
 	}
+	// Another meter may have created it in the same moment.
+	kv, err := js.KeyValue(ctx, configLockBucket)
+	if err == nil {
+		return kv, nil
+	}
+	return nil, fmt.Errorf("usage: lock bucket %s: create: %w (open: %v)", configLockBucket, createErr, err)
+}
+
+// takeLock waits for the lock's key in kv and returns its release.
+func takeLock(ctx context.Context, kv jetstream.KeyValue) (unlock func(), err error) {
 	for {
 		rev, err := kv.Create(ctx, configLockKey, []byte(time.Now().UTC().Format(time.RFC3339Nano)))
 		if err == nil {
