@@ -30,8 +30,8 @@ func TestReportsViewSumsEachPeriod(t *testing.T) {
 		t.Fatal(err)
 	}
 	spend := p.Charts[0].Rows
-	if len(spend) != 2 || spend[0].Label != "2026-03-01" || spend[0].Values[0] != "$0.042000000002" ||
-		spend[0].Values[1] != "$0.252000000003" || spend[0].Values[2] != "$0.210000000001" || spend[1].Values[0] != "$0.00" {
+	if len(spend) != 2 || spend[0].Label != "2026-03-01" || spend[0].Values[0] != "$0.04" ||
+		spend[0].Values[1] != "$0.25" || spend[0].Values[2] != "$0.21" || spend[1].Values[0] != "$0.00" {
 		t.Errorf("spend table = %+v", spend)
 	}
 	if tokens := p.Charts[1].Rows; tokens[0].Label != "realtime" || tokens[0].Values[1] != "0" || tokens[2].Values[1] != "7" {
