@@ -43,6 +43,13 @@ func TestReportsViewSumsEachPeriod(t *testing.T) {
 	if p.SavingsCSV != "/reports/savings.csv?from=2026-03-01&group=day&to=2026-03-02" || p.MethodVersion != "m1" {
 		t.Errorf("CSV link %q, method %q", p.SavingsCSV, p.MethodVersion)
 	}
+	// By month the figures are the invoice's, saving and percent included.
+	sav.Group, sav.Totals.Savings, sav.Totals.SavingsPct = reports.GroupMonth, usd(210_000_000_002), "83.3"
+	sav.Totals.Invoiced = &reports.Invoiced{SpendCents: 3, BaselineCents: 9, SavedCents: 6, SavedPct: "66.7"}
+	if p, err = reportsView(q, sav, car); err != nil || p.Totals[0].Value != "$0.03" || p.Totals[1].Value != "$0.09" ||
+		p.Totals[2].Value != "$0.06 (66.7%)" {
+		t.Errorf("month totals %+v, %v", p.Totals, err)
+	}
 	if _, err := parseReportQuery("2026-03-05", "2026-03-01", "week", day(20)); invalidFields(err)["to"] == "" || invalidFields(err)["group"] == "" {
 		t.Errorf("a bad period: %v", err)
 	}

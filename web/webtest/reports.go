@@ -36,7 +36,7 @@ func ReportTables(sav reports.Savings, car reports.Carbon) map[string][][]string
 			}
 		}
 		label := web.ReportPeriodLabel(sav.Group, p)
-		out["spend"] = append(out["spend"], []string{label, spend.String(), base.String(), base.Add(spend.Neg()).String()})
+		out["spend"] = append(out["spend"], []string{label, money.FormatBigCents(spend), money.FormatBigCents(base), money.FormatBigCents(base.Add(spend.Neg()))})
 		out["energy"] = append(out["energy"], []string{label, documents.ChartValue(kwh), documents.ChartValue(baseKWh)})
 		out["carbon"] = append(out["carbon"], []string{label, documents.ChartValue(g), documents.ChartValue(baseG)})
 	}

@@ -1,0 +1,73 @@
+package web_test
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/gpumarket/gpumarket/services/demo"
+)
+
+// overPrecise finds, in the page's visible text, every dollar amount written with more than
+// two decimals, leaving out the cells marked as unit prices or per-request costs
+// (data-precise) and the unit prices a statement line's description names ("asks $0.074914
+// input, $0.149828 output"), which carry the decimals they need.
+const overPrecise = `(() => {
+	const body = document.body.cloneNode(true);
+	body.querySelectorAll("[data-precise], script, style").forEach(e => e.remove());
+	document.documentElement.appendChild(body);
+	const text = body.innerText;
+	body.remove();
+	return text.match(/[^\n]{0,40}[-−]?\$[-−]?[0-9,]+\.[0-9]{3,}(?![0-9]| input| output)/g) || [];
+})()`
+
+// No page a demo user opens shows a balance, a total, an earning or a document amount with
+// more than two decimals, or a minus sign after the dollar sign: the developer's credits,
+// usage, invoices and reports, the provider's earnings, statements and payouts, and
+// finance's balances and review pages, on a platform with a month of demo traffic closed.
+func TestNoPageShowsAnAmountPastTheCentInChromium(t *testing.T) {
+	e := setup(t)
+	m := e.closeLastMonth(t)
+	inv := e.invoiceOf(t, m, "developer@example.com")
+	e.approveInvoices(t, m, inv.ID)
+	st := e.statementOf(t, m, "provider@example.com")
+	if _, err := e.invoicing.ApproveStatements(t.Context(), m.finance.ID, []string{st.ID}); err != nil {
+		t.Fatal(err)
+	}
+	month := m.period.Start().Format("2006-01-02")
+	last := m.period.Start().AddDate(0, 1, -1).Format("2006-01-02")
+
+	for _, role := range []struct {
+		email string
+		pages []string
+	}{
+		{"developer@example.com", []string{"/credits", "/usage", "/keys", "/invoices", "/invoices/" + inv.ID,
+			"/reports?from=" + month + "&to=" + last + "&group=month", "/reports?from=" + month + "&to=" + last + "&group=day"}},
+		{"provider@example.com", []string{"/provider/earnings", "/provider/statements", "/statements/" + st.ID,
+			"/provider/payouts", "/provider/performance"}},
+		{"finance@example.com", []string{"/finance/balances", "/finance/invoices", "/finance/invoices/" + inv.ID,
+			"/finance/statements", "/finance/statements/" + st.ID, "/finance/payouts"}},
+	} {
+		b := newBrowser(t, e.srv.URL)
+		b.open("/login")
+		b.do("fill the login form", fill("#email", role.email), fill("#password", demo.Password))
+		if s := b.navigate("log in as "+role.email, click(testID("login-submit"))); s != http.StatusOK {
+			t.Fatalf("log in as %s: %d", role.email, s)
+		}
+		for _, path := range role.pages {
+			if s := b.open(path); s != http.StatusOK {
+				t.Errorf("%s: GET %s: %d", role.email, path, s)
+				continue
+			}
+			if found := browserRun(b, "read the amounts of "+path, chromedp.Evaluate[[]string](overPrecise)); len(found) > 0 {
+				t.Errorf("%s shows %s amounts past the cent: %q", path, role.email, found)
+			}
+			if n := browserRun(b, "count the amounts of "+path, chromedp.Evaluate[int](
+				`(document.body.innerText.match(/\$[0-9]/g) || []).length`)); n == 0 && path != "/keys" && path != "/provider/payouts" &&
+				path != "/finance/payouts" {
+				t.Errorf("%s as %s shows no amount at all", path, role.email)
+			}
+		}
+	}
+}
