@@ -42,7 +42,7 @@ func TestNoPageShowsAnAmountPastTheCentInChromium(t *testing.T) {
 		email string
 		pages []string
 	}{
-		{"developer@example.com", []string{"/credits", "/usage", "/keys", "/invoices", "/invoices/" + inv.ID,
+		{"developer@example.com", []string{"/credits", "/usage", "/keys", "/batches", "/invoices", "/invoices/" + inv.ID,
 			"/reports?from=" + month + "&to=" + last + "&group=month", "/reports?from=" + month + "&to=" + last + "&group=day"}},
 		{"provider@example.com", []string{"/provider/earnings", "/provider/statements", "/statements/" + st.ID,
 			"/provider/payouts", "/provider/performance"}},
@@ -64,8 +64,8 @@ func TestNoPageShowsAnAmountPastTheCentInChromium(t *testing.T) {
 				t.Errorf("%s shows %s amounts past the cent: %q", path, role.email, found)
 			}
 			if n := browserRun(b, "count the amounts of "+path, chromedp.Evaluate[int](
-				`(document.body.innerText.match(/\$[0-9]/g) || []).length`)); n == 0 && path != "/keys" && path != "/provider/payouts" &&
-				path != "/finance/payouts" {
+				`(document.body.innerText.match(/\$[0-9]/g) || []).length`)); n == 0 && path != "/keys" && path != "/batches" &&
+				path != "/provider/payouts" && path != "/finance/payouts" {
 				t.Errorf("%s as %s shows no amount at all", path, role.email)
 			}
 		}
