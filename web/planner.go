@@ -135,13 +135,7 @@ func grams(g float64) string {
 
 func kwh(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) + " kWh" }
 
-func tokens(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
-}
+func tokens(n int64) string { return money.FormatCount(n) }
 
 func plannerView(plan planner.Plan) *templates.PlanView {
 	v := &templates.PlanView{Considered: plan.OfferingsSeen, Method: plan.CarbonMethod}

@@ -302,7 +302,7 @@ func tokensChart(q reports.Query, sav reports.Savings, _ reports.Carbon) (report
 		rc.chart.Labels = append(rc.chart.Labels, tier)
 		in.Values, out.Values = append(in.Values, float64(t.in)), append(out.Values, float64(t.out))
 		rc.rows = append(rc.rows, templates.ChartRow{Label: tier, Values: []string{
-			strconv.FormatInt(t.req, 10), strconv.FormatInt(t.in, 10), strconv.FormatInt(t.out, 10)}})
+			money.FormatCount(t.req), money.FormatCount(t.in), money.FormatCount(t.out)}})
 	}
 	rc.chart.Series = []charts.Series{in, out}
 	return rc, nil

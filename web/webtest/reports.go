@@ -47,7 +47,7 @@ func ReportTables(sav reports.Savings, car reports.Carbon) map[string][][]string
 				req, in, outTok = req+r.Requests, in+r.InputTokens, outTok+r.OutputTokens
 			}
 		}
-		out["tokens"] = append(out["tokens"], []string{tier, fmt.Sprint(req), fmt.Sprint(in), fmt.Sprint(outTok)})
+		out["tokens"] = append(out["tokens"], []string{tier, money.FormatCount(req), money.FormatCount(in), money.FormatCount(outTok)})
 	}
 	return out
 }
