@@ -23,7 +23,7 @@ const overPrecise = `(() => {
 })()`
 
 // No page a demo user opens shows a balance, a total, an earning or a document amount with
-// more than two decimals, or a minus sign after the dollar sign: the developer's credits,
+// more than two decimals, or a minus sign other than "-$": the developer's credits,
 // usage, invoices and reports, the provider's earnings, statements and payouts, and
 // finance's balances and review pages, on a platform with a month of demo traffic closed.
 func TestNoPageShowsAnAmountPastTheCentInChromium(t *testing.T) {
@@ -62,6 +62,10 @@ func TestNoPageShowsAnAmountPastTheCentInChromium(t *testing.T) {
 			}
 			if found := browserRun(b, "read the amounts of "+path, chromedp.Evaluate[[]string](overPrecise)); len(found) > 0 {
 				t.Errorf("%s shows %s amounts past the cent: %q", path, role.email, found)
+			}
+			if bad := browserRun(b, "read the signs of "+path, chromedp.Evaluate[[]string](
+				`document.body.innerText.match(/[^\n]{0,30}(\$[-−]|−\$)[0-9]/g) || []`)); len(bad) > 0 {
+				t.Errorf("%s as %s writes a minus sign other than before the dollar sign: %q", path, role.email, bad)
 			}
 			if n := browserRun(b, "count the amounts of "+path, chromedp.Evaluate[int](
 				`(document.body.innerText.match(/\$[0-9]/g) || []).length`)); n == 0 && path != "/keys" && path != "/batches" &&
