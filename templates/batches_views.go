@@ -21,8 +21,8 @@ type BatchRow struct {
 	Completed int
 	Failed    int
 	Percent   int    // of the lines that are finished, done or failed
-	Cost      string // what its metered lines cost, dollars
-	Estimate  string // the bound it was admitted with
+	Cost      string // what its metered lines cost, in cents: "$1,234.57"
+	Estimate  string // the bound it was admitted with, in cents
 	Errors    []string
 	InputID   string
 	OutputID  string // "" until it ends with answers

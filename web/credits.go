@@ -116,7 +116,7 @@ func (s *Server) renderCredits(c echo.Context, status int, form templates.Form) 
 	if err != nil {
 		return err
 	}
-	p := templates.CreditsPage{Page: s.page(c, "Credits"), Balance: "$" + bal.Pico.Decimal(2), Negative: bal.Negative,
+	p := templates.CreditsPage{Page: s.page(c, "Credits"), Balance: money.FormatBigCents(bal.Pico), Negative: bal.Negative,
 		Form: form, TestMode: s.payments.testMode()}
 	for _, pu := range purchases {
 		p.Purchases = append(p.Purchases, templates.PurchaseRow{ID: pu.ID, Amount: centsText(pu.AmountCents),
@@ -166,7 +166,7 @@ func (s *Server) purchaseReturnPage(c echo.Context) error {
 		if err != nil {
 			return err
 		}
-		view.Balance = "$" + bal.Pico.Decimal(2)
+		view.Balance = money.FormatBigCents(bal.Pico)
 	} else if p.Status != billing.PurchaseFailed {
 		c.Response().Header().Set("Refresh", "2")
 	}
@@ -290,15 +290,17 @@ func (s *Server) apiHistory(c echo.Context) error {
 	return c.JSON(http.StatusOK, page)
 }
 
-// signedAmount writes a movement of credit with its sign: "+$20.00", "-$0.000042".
+// signedAmount writes a movement of credit in cents with its sign: "+$20.00", "-$0.20"; a
+// movement smaller than half a cent reads "$0.00", and its exact amount is in the JSON.
 func signedAmount(p money.BigPico) string {
-	if p.Sign() < 0 {
-		return "-" + p.Neg().String()
+	s := money.FormatBigCents(p)
+	if p.Sign() > 0 && s != "$0.00" {
+		return "+" + s
 	}
-	return "+" + p.String()
+	return s
 }
 
-func centsText(cents int64) string { return fmt.Sprintf("$%d.%02d", cents/100, cents%100) }
+func centsText(cents int64) string { return money.FormatCents(cents) }
 
 func purchaseStatusText(p billing.Purchase) string {
 	switch {

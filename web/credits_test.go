@@ -419,8 +419,8 @@ func TestAPIFinanceAdjustment(t *testing.T) {
 			t.Errorf("%d balances flagged negative on the page, want 1", n)
 		}
 		row := doc.Find(`[data-testid="account"][data-account="` + ledgerAccount + `"]`)
-		if row.Find(`[data-testid="negative-balance"]`).Length() != 1 || !strings.Contains(row.Text(), "$-10.155") {
-			t.Errorf("developer's row %q, want $-10.155 flagged", row.Text())
+		if row.Find(`[data-testid="negative-balance"]`).Length() != 1 || !strings.Contains(row.Text(), "-$10.16") {
+			t.Errorf("developer's row %q, want -$10.16 ($-10.155 in cents) flagged", row.Text())
 		}
 	})
 }

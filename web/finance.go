@@ -106,7 +106,7 @@ func (s *Server) renderBalances(c echo.Context, status int, form templates.Form)
 			owner = "gpumarket (platform)"
 		}
 		p.Accounts = append(p.Accounts, templates.AccountBalanceRow{Account: string(b.Account), Kind: accountKindLabels[b.Kind],
-			Owner: owner, Balance: b.Balance.String(), Negative: flagged(b)})
+			Owner: owner, Balance: money.FormatBigCents(b.Balance), Negative: flagged(b)})
 	}
 	return s.render(c, status, templates.Balances(p))
 }

@@ -251,8 +251,8 @@ func keyRow(k accounts.APIKey) templates.KeyRow {
 		r.Prefers = "carbon"
 	}
 	if k.MonthlyLimit != nil {
-		r.MonthlyLimit = k.MonthlyLimit.String()
-		r.MonthlyLimitUSD = strings.TrimPrefix(r.MonthlyLimit, "$")
+		r.MonthlyLimit = money.FormatPrecisePico(*k.MonthlyLimit)
+		r.MonthlyLimitUSD = strings.TrimPrefix(k.MonthlyLimit.String(), "$")
 	}
 	if k.LastUsedAt != nil {
 		r.LastUsed = k.LastUsedAt.UTC().Format("2006-01-02 15:04")

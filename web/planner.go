@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/planner"
 	"github.com/gpumarket/gpumarket/templates"
 )
@@ -134,13 +135,7 @@ func grams(g float64) string {
 
 func kwh(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) + " kWh" }
 
-func tokens(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
-}
+func tokens(n int64) string { return money.FormatCount(n) }
 
 func plannerView(plan planner.Plan) *templates.PlanView {
 	v := &templates.PlanView{Considered: plan.OfferingsSeen, Method: plan.CarbonMethod}
@@ -148,7 +143,7 @@ func plannerView(plan planner.Plan) *templates.PlanView {
 		pv := templates.PlanPartView{Need: p.Need, Tier: string(p.Tier), Tokens: tokens(p.Tokens), Note: p.Note}
 		if p.Tier != "" {
 			pv.Price = p.Price.Input.String() + " in / " + p.Price.Output.String() + " out"
-			pv.Cost = p.Cost.String()
+			pv.Cost = money.FormatCentsOf(p.Cost)
 		}
 		if p.EnergyKnown {
 			pv.Energy, pv.Carbon = kwh(p.KWh), grams(p.GCO2e)
@@ -165,7 +160,7 @@ func plannerView(plan planner.Plan) *templates.PlanView {
 	total := func(t planner.Totals) (cost, energy, carbon string) {
 		cost, energy, carbon = "—", "—", "—"
 		if t.CostKnown {
-			cost = t.Cost.String()
+			cost = money.FormatCentsOf(t.Cost)
 		}
 		if t.EnergyKnown {
 			energy, carbon = kwh(t.KWh), grams(t.GCO2e)
@@ -175,7 +170,7 @@ func plannerView(plan planner.Plan) *templates.PlanView {
 	v.Cost, v.Energy, v.Carbon = total(plan.Total)
 	v.AllCost, v.AllEnergy, v.AllCarbon = total(plan.AllRealtime)
 	if plan.Total.CostKnown && plan.AllRealtime.CostKnown {
-		v.Savings = plan.Savings.String()
+		v.Savings = money.FormatCentsOf(plan.Savings)
 		if plan.AllRealtime.Cost > 0 {
 			v.SavingsPercent = strconv.FormatFloat(100*float64(plan.Savings)/float64(plan.AllRealtime.Cost), 'f', 1, 64) + "%"
 		}
@@ -191,9 +186,9 @@ func plannerView(plan planner.Plan) *templates.PlanView {
 	}
 	if plan.WithinBudget != nil {
 		if *plan.WithinBudget {
-			v.Budget = "Within the budget of " + plan.Workload.Budget.String() + " a day."
+			v.Budget = "Within the budget of " + money.FormatCentsOf(plan.Workload.Budget) + " a day."
 		} else {
-			v.Budget = "Over the budget of " + plan.Workload.Budget.String() + " a day by " + plan.OverBudget.String() + "."
+			v.Budget = "Over the budget of " + money.FormatCentsOf(plan.Workload.Budget) + " a day by " + money.FormatCentsOf(plan.OverBudget) + "."
 			v.OverBudget = true
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/performance"
 	"github.com/gpumarket/gpumarket/templates"
 )
@@ -80,7 +81,7 @@ func performanceRow(o performance.Offering) templates.PerformanceRow {
 		TPSClaimed: numText(o.ClaimedTokensPerSec, 0), TPSMeasured: numText(o.MeasuredTokensPerSec, 0),
 		TTFTVerdict: verdict(o.TTFTKeepsClaim), TPSVerdict: verdict(o.TokensPerSecKeepsClaim),
 		KWhPerMTok: numText(o.KWhPerMTok, 4), EstimatedKWhPerMTok: numText(o.EstimatedKWhPerMTok, 4),
-		Earned: o.Earned.String(), EarnedPerKWh: "—"}
+		Earned: money.FormatBigCents(o.Earned), EarnedPerKWh: "—"}
 	if o.Utilisation != nil {
 		r.Utilisation = strconv.FormatFloat(100**o.Utilisation, 'f', 1, 64) + "% of " + strconv.Itoa(o.Capacity)
 	}
@@ -88,7 +89,7 @@ func performanceRow(o performance.Offering) templates.PerformanceRow {
 		r.MeasuredShare = strconv.FormatFloat(100**o.MeasuredEnergyShare, 'f', 0, 64) + "% measured"
 	}
 	if o.EarnedPerKWh != nil {
-		r.EarnedPerKWh = "$" + o.EarnedPerKWh.Decimal(4)
+		r.EarnedPerKWh = money.FormatPrecisePico(*o.EarnedPerKWh)
 	}
 	return r
 }

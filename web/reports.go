@@ -137,18 +137,19 @@ func reportsView(q reports.Query, sav reports.Savings, car reports.Carbon) (temp
 		p.MethodVersion = car.MethodVersion
 	}
 	t, ct := sav.Totals, car.Totals
-	saved := t.Savings.String()
-	if t.SavingsPct != "" {
-		saved += " (" + t.SavingsPct + "%)"
+	// A month report shows the months' figures as their invoices print them, saving and its
+	// percent included (reports.InvoicedSaving); a report by day rounds its exact sums once.
+	spend, base, saved, pct := money.FormatBigCents(t.Spend), money.FormatBigCents(t.Baseline), money.FormatBigCents(t.Savings), t.SavingsPct
+	if inv := t.Invoiced; inv != nil {
+		spend, base, saved, pct = money.FormatCents(inv.SpendCents), money.FormatCents(inv.BaselineCents), money.FormatCents(inv.SavedCents), inv.SavedPct
+	}
+	if pct != "" {
+		saved += " (" + pct + "%)"
 	}
 	p.Totals = []templates.ReportFigure{
-		{ID: "spend", Label: "Spend", Value: t.Spend.String(), MethodURL: "/methodology#savings"},
-		{ID: "baseline", Label: "Baseline (realtime price)", Value: t.Baseline.String(), MethodURL: "/methodology#baseline"},
+		{ID: "spend", Label: "Spend", Value: spend, MethodURL: "/methodology#savings"},
+		{ID: "baseline", Label: "Baseline (realtime price)", Value: base, MethodURL: "/methodology#baseline"},
 		{ID: "savings", Label: "Saved", Value: saved, MethodURL: "/methodology#savings"},
-	}
-	if t.InvoiceSpendUSD != "" {
-		p.Totals = append(p.Totals, templates.ReportFigure{ID: "invoiced", Label: "Spend as invoiced",
-			Value: "$" + t.InvoiceSpendUSD, MethodURL: "/methodology#savings"})
 	}
 	p.Totals = append(p.Totals, []templates.ReportFigure{
 		{ID: "energy", Label: "Energy", Value: fmt.Sprintf("%s kWh (%s measured, %s estimated)",
@@ -265,7 +266,7 @@ func spendChart(q reports.Query, sav reports.Savings, _ reports.Carbon) (reportC
 		rc.chart.Labels = append(rc.chart.Labels, label)
 		s.Values, b.Values = append(s.Values, usdFigure(spend[i])), append(b.Values, usdFigure(base[i]))
 		rc.rows = append(rc.rows, templates.ChartRow{Label: label,
-			Values: []string{spend[i].String(), base[i].String(), base[i].Add(spend[i].Neg()).String()}})
+			Values: []string{money.FormatBigCents(spend[i]), money.FormatBigCents(base[i]), money.FormatBigCents(base[i].Add(spend[i].Neg()))}})
 	}
 	rc.chart.Series = []charts.Series{s, b}
 	return rc, nil
@@ -301,7 +302,7 @@ func tokensChart(q reports.Query, sav reports.Savings, _ reports.Carbon) (report
 		rc.chart.Labels = append(rc.chart.Labels, tier)
 		in.Values, out.Values = append(in.Values, float64(t.in)), append(out.Values, float64(t.out))
 		rc.rows = append(rc.rows, templates.ChartRow{Label: tier, Values: []string{
-			strconv.FormatInt(t.req, 10), strconv.FormatInt(t.in, 10), strconv.FormatInt(t.out, 10)}})
+			money.FormatCount(t.req), money.FormatCount(t.in), money.FormatCount(t.out)}})
 	}
 	rc.chart.Series = []charts.Series{in, out}
 	return rc, nil

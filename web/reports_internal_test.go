@@ -30,8 +30,8 @@ func TestReportsViewSumsEachPeriod(t *testing.T) {
 		t.Fatal(err)
 	}
 	spend := p.Charts[0].Rows
-	if len(spend) != 2 || spend[0].Label != "2026-03-01" || spend[0].Values[0] != "$0.042000000002" ||
-		spend[0].Values[1] != "$0.252000000003" || spend[0].Values[2] != "$0.210000000001" || spend[1].Values[0] != "$0.00" {
+	if len(spend) != 2 || spend[0].Label != "2026-03-01" || spend[0].Values[0] != "$0.04" ||
+		spend[0].Values[1] != "$0.25" || spend[0].Values[2] != "$0.21" || spend[1].Values[0] != "$0.00" {
 		t.Errorf("spend table = %+v", spend)
 	}
 	if tokens := p.Charts[1].Rows; tokens[0].Label != "realtime" || tokens[0].Values[1] != "0" || tokens[2].Values[1] != "7" {
@@ -42,6 +42,13 @@ func TestReportsViewSumsEachPeriod(t *testing.T) {
 	}
 	if p.SavingsCSV != "/reports/savings.csv?from=2026-03-01&group=day&to=2026-03-02" || p.MethodVersion != "m1" {
 		t.Errorf("CSV link %q, method %q", p.SavingsCSV, p.MethodVersion)
+	}
+	// By month the figures are the invoice's, saving and percent included.
+	sav.Group, sav.Totals.Savings, sav.Totals.SavingsPct = reports.GroupMonth, usd(210_000_000_002), "83.3"
+	sav.Totals.Invoiced = &reports.Invoiced{SpendCents: 3, BaselineCents: 9, SavedCents: 6, SavedPct: "66.7"}
+	if p, err = reportsView(q, sav, car); err != nil || p.Totals[0].Value != "$0.03" || p.Totals[1].Value != "$0.09" ||
+		p.Totals[2].Value != "$0.06 (66.7%)" {
+		t.Errorf("month totals %+v, %v", p.Totals, err)
 	}
 	if _, err := parseReportQuery("2026-03-05", "2026-03-01", "week", day(20)); invalidFields(err)["to"] == "" || invalidFields(err)["group"] == "" {
 		t.Errorf("a bad period: %v", err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/services/audit"
 	"github.com/gpumarket/gpumarket/services/invoicing"
+	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/templates"
 )
 
@@ -82,13 +83,17 @@ func invoiceReview(page templates.Page, inv invoicing.Invoice, history []audit.E
 		p.Lines = append(p.Lines, dl)
 	}
 	p.Totals = []templates.Fact{{Label: "Total", Value: inv.Total.String()}, {Label: "Amount due", Value: inv.AmountDue.String()}}
-	b := inv.Balance
-	p.Balance = []templates.Fact{{Label: "Opening", Value: b.Opening.String()}, {Label: "Purchases", Value: b.Purchases.String()},
-		{Label: "Refunds", Value: b.Refunds.String()}, {Label: "Adjustments", Value: b.Adjustments.String()},
-		{Label: "Credit notes", Value: b.CreditNotes.String()}, {Label: "Usage charged", Value: b.UsageCharged.String()},
-		{Label: "Closing", Value: b.Closing.String()}}
+	// The prepaid balance as the document prints it, footing to the cent.
+	if moves, opening, closing, err := invoicing.BalanceInCents(inv); err == nil {
+		p.Balance = append(p.Balance, templates.Fact{Label: "Opening", Value: opening.String()})
+		for _, m := range moves {
+			p.Balance = append(p.Balance, templates.Fact{Label: m.Description, Value: m.Amount.String()})
+		}
+		p.Balance = append(p.Balance, templates.Fact{Label: "Closing", Value: closing.String()})
+	}
 	for _, e := range inv.Entries {
-		p.Entries = append(p.Entries, templates.EntryRow{At: e.OccurredAt.Format(minuteUTC), Kind: e.Kind, Memo: e.Memo, Amount: e.Amount.String()})
+		p.Entries = append(p.Entries, templates.EntryRow{At: e.OccurredAt.Format(minuteUTC), Kind: e.Kind, Memo: e.Memo,
+			Amount: money.FormatBigCents(e.Amount)})
 	}
 	p.Parties = []templates.DocumentParty{partyView("Buyer", inv.Buyer, inv.PONumber), partyView("Seller", inv.Seller, "")}
 	if inv.ReplacesInvoiceID != "" {
@@ -134,9 +139,8 @@ func statementReview(page templates.Page, st invoicing.Statement, history []audi
 		{Label: "Held and released (flagged requests)", Value: st.Held.String()}, {Label: "Net", Value: st.Net.String()}, {Label: "Minimum payout", Value: st.MinimumPayout.String()},
 		{Label: "Payout", Value: st.Payout.String()}, {Label: "Carried out", Value: st.CarriedOut.String()}}
 	b := st.Payable
-	p.Balance = []templates.Fact{{Label: "Opening", Value: b.Opening.String()}, {Label: "Usage", Value: b.Usage.String()},
-		{Label: "Credit notes", Value: b.CreditNotes.String()}, {Label: "Payouts", Value: b.Payouts.String()},
-		{Label: "Other", Value: b.Other.String()}, {Label: "Closing", Value: b.Closing.String()}}
+	p.Balance = footedFacts(b.Opening, b.Closing, []templates.Fact{{Label: "Usage"}, {Label: "Credit notes"}, {Label: "Payouts"},
+		{Label: "Other"}}, []money.BigPico{b.Usage, b.CreditNotes, b.Payouts, b.Other})
 	p.Parties = []templates.DocumentParty{partyView("Provider (seller)", st.Payee, ""), partyView("Issued by (buyer)", st.Payer, "")}
 	if st.ReplacesStatementID != "" {
 		p.Related = append(p.Related, templates.Link{Label: "Replaces a voided statement", URL: "/finance/statements/" + st.ReplacesStatementID,
@@ -207,3 +211,27 @@ func documentFactsOf(computed, created time.Time, issuedAt *time.Time, issuedBy 
 }
 
 func count(n int64) string { return strconv.FormatInt(n, 10) }
+
+// footedFacts writes an opening balance, its movements (labelled, exact) and its closing
+// balance each rounded to the cent, with a rounding row where the rounded movements do not
+// add up to the rounded closing balance, as documents print a balance (invoicing.BalanceInCents).
+func footedFacts(opening, closing money.BigPico, labels []templates.Fact, moves []money.BigPico) []templates.Fact {
+	o, err1 := invoicing.CentsOf(opening)
+	c, err2 := invoicing.CentsOf(closing)
+	if err1 != nil || err2 != nil {
+		return nil
+	}
+	out, sum := []templates.Fact{{Label: "Opening", Value: o.String()}}, o
+	for i, m := range moves {
+		mc, err := invoicing.CentsOf(m)
+		if err != nil {
+			return nil
+		}
+		sum += mc
+		out = append(out, templates.Fact{Label: labels[i].Label, Value: mc.String()})
+	}
+	if r := c - sum; r != 0 {
+		out = append(out, templates.Fact{Label: invoicing.RoundingDescription, Value: r.String()})
+	}
+	return append(out, templates.Fact{Label: "Closing", Value: c.String()})
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/metering"
+	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/templates"
 	"github.com/gpumarket/gpumarket/web/internal/httpx"
 )
@@ -156,8 +157,8 @@ func (s *Server) usagePage(c echo.Context) error {
 		p.Requests = append(p.Requests, templates.UsageRequestRow{
 			When: r.OccurredAt.Format("2006-01-02 15:04:05"), RequestID: r.RequestID, Model: r.Model, Tier: string(r.Tier),
 			Hardware: fmt.Sprintf("%dx %s", r.GPUCount, r.GPUName), Provider: r.Provider, Offering: r.OfferingID,
-			TokensIn: strconv.FormatInt(r.InputTokens, 10), TokensOut: strconv.FormatInt(r.OutputTokens, 10),
-			TTFT: formatMs(r.TTFTMillis), Duration: formatMs(r.DurationMillis), Cost: r.Cost.String(), Status: string(r.Status),
+			TokensIn: money.FormatCount(r.InputTokens), TokensOut: money.FormatCount(r.OutputTokens),
+			TTFT: formatMs(r.TTFTMillis), Duration: formatMs(r.DurationMillis), Cost: money.FormatPrecisePico(r.Cost), Status: string(r.Status),
 			BatchID: r.BatchID,
 		})
 	}
@@ -178,8 +179,8 @@ func (s *Server) usagePage(c echo.Context) error {
 }
 
 func usageTotalRow(day, tier string, sum metering.UsageSum) templates.UsageTotalRow {
-	return templates.UsageTotalRow{Day: day, Tier: tier, Requests: strconv.FormatInt(sum.Requests, 10),
-		TokensIn: strconv.FormatInt(sum.InputTokens, 10), TokensOut: strconv.FormatInt(sum.OutputTokens, 10), Cost: sum.Cost.String()}
+	return templates.UsageTotalRow{Day: day, Tier: tier, Requests: money.FormatCount(sum.Requests),
+		TokensIn: money.FormatCount(sum.InputTokens), TokensOut: money.FormatCount(sum.OutputTokens), Cost: money.FormatBigCents(sum.Cost)}
 }
 
 // usageCSV exports the filtered requests, all of them, as a CSV attachment: the page's
@@ -262,8 +263,8 @@ func (s *Server) earningsPage(c echo.Context) error {
 }
 
 func earningsRow(sum metering.TrafficSum) templates.EarningsRow {
-	return templates.EarningsRow{Requests: strconv.FormatInt(sum.Requests, 10), TokensIn: strconv.FormatInt(sum.InputTokens, 10),
-		TokensOut: strconv.FormatInt(sum.OutputTokens, 10), Earn: sum.Earned.String()}
+	return templates.EarningsRow{Requests: money.FormatCount(sum.Requests), TokensIn: money.FormatCount(sum.InputTokens),
+		TokensOut: money.FormatCount(sum.OutputTokens), Earn: money.FormatBigCents(sum.Earned)}
 }
 
 func (s *Server) apiEarnings(c echo.Context) error {

@@ -444,8 +444,9 @@ func TestUsagePage(t *testing.T) {
 		t.Fatalf("requests %v, want %v", got, w.recent)
 	}
 	first := doc.Find(`[data-testid="request"]`).First()
-	if cost := first.Find(`[data-testid="cost"]`).Text(); cost != "$9007.199254740993" {
-		t.Errorf("cost %q, want the exact $9007.199254740993", cost)
+	// One request's cost to six significant digits, grouped; the JSON has it exactly.
+	if cost := first.Find(`[data-testid="cost"]`).Text(); cost != "$9,007.20" {
+		t.Errorf("cost %q, want $9,007.20 for $9007.199254740993", cost)
 	}
 	if hw := first.Find(`[data-testid="hardware"]`).Text(); hw != "4x NVIDIA GeForce RTX 4090" {
 		t.Errorf("GPU %q, want 4x NVIDIA GeForce RTX 4090", hw)
@@ -453,8 +454,9 @@ func TestUsagePage(t *testing.T) {
 	if ttft := first.Find(`[data-testid="ttft"]`).Text(); ttft != "38.2 ms" {
 		t.Errorf("time to first token %q", ttft)
 	}
+	// A total in cents: $9007.199458141 is $9,007.20.
 	total := doc.Find(`[data-testid="period-total"] [data-testid="cost"]`).Text()
-	if want := (bigCharge + 3_400_007 + 200_000_000).String(); total != want {
+	if want := money.FormatCentsOf(bigCharge + 3_400_007 + 200_000_000); total != want || want != "$9,007.20" {
 		t.Errorf("period total %q, want %q", total, want)
 	}
 	if n := doc.Find(`[data-testid="day-total"]`).Length(); n != 3 {
@@ -469,8 +471,12 @@ func TestUsagePage(t *testing.T) {
 		if got := pageIDs(doc); !slices.Equal(got, []string{w.recent[1]}) {
 			t.Errorf("filtered by model: %v, want %v", got, []string{w.recent[1]})
 		}
-		if cost := doc.Find(`[data-testid="period-total"] [data-testid="cost"]`).Text(); cost != "$0.000003400007" {
-			t.Errorf("filtered total %q, want $0.000003400007", cost)
+		// The request's cost of $0.000003400007 to six significant digits; the total, in cents.
+		if cost := doc.Find(`[data-testid="request"] [data-testid="cost"]`).Text(); cost != "$0.00000340001" {
+			t.Errorf("the request's cost %q, want $0.00000340001", cost)
+		}
+		if cost := doc.Find(`[data-testid="period-total"] [data-testid="cost"]`).Text(); cost != "$0.00" {
+			t.Errorf("filtered total %q, want $0.00", cost)
 		}
 
 		var seen []string
@@ -595,14 +601,15 @@ func TestProviderEarnings(t *testing.T) {
 		if doc.Find(`[data-testid="nav-earnings"]`).Length() != 1 {
 			t.Error("no Earnings link in the navigation")
 		}
-		if total := doc.Find(`[data-testid="earned-total"]`).Text(); total != "$0.000091500001" {
-			t.Errorf("earned %q, want $0.000091500001", total)
+		// Earnings are shown in cents ($0.000091500001 is $0.00); the JSON has them exactly.
+		if total := doc.Find(`[data-testid="earned-total"]`).Text(); total != "$0.00" {
+			t.Errorf("earned %q, want $0.00", total)
 		}
 		var earned []string
 		doc.Find(`[data-testid="earning"]`).Each(func(_ int, s *goquery.Selection) {
 			earned = append(earned, s.Find(`[data-testid="day"]`).Text()+" "+s.Find(`[data-testid="earned"]`).Text())
 		})
-		if want := []string{date(w.day1) + " $0.000001500001", date(w.day0) + " $0.00009"}; !slices.Equal(earned, want) {
+		if want := []string{date(w.day1) + " $0.00", date(w.day0) + " $0.00"}; !slices.Equal(earned, want) {
 			t.Errorf("rows %q, want %q", earned, want)
 		}
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -338,6 +337,4 @@ func (c *Credits) Adjust(ctx context.Context, in AdjustInput) (_ Transaction, er
 
 func centsToPico(cents int64) money.Pico { return money.Pico(cents) * money.PicoPerCent }
 
-func formatCents(cents int64) string {
-	return "$" + strconv.FormatInt(cents/100, 10) + "." + fmt.Sprintf("%02d", cents%100)
-}
+func formatCents(cents int64) string { return money.FormatCents(cents) }

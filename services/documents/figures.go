@@ -30,52 +30,21 @@ func validCurrency(code string) bool {
 	return ok
 }
 
-// amountText writes cents for a person: the currency's symbol, the whole units grouped by
-// thousands, two decimals, "-" before a negative amount: "$1,234.56", "-€5.00".
+// amountText writes cents for a person by money's one formatter, in the currency's symbol: the
+// whole units grouped by thousands, two decimals, "-" before a negative amount: "$1,234.56",
+// "-€5.00".
 func amountText(currency string, c Cents) string {
-	d := c.Decimal()
-	sign := ""
-	if strings.HasPrefix(d, "-") {
-		sign, d = "-", d[1:]
-	}
-	whole, frac, _ := strings.Cut(d, ".")
-	return sign + currencySymbols[currency] + grouped(whole) + "." + frac
+	return strings.Replace(money.FormatCents(int64(c)), "$", currencySymbols[currency], 1)
 }
 
 // priceText writes a price per million tokens exactly, with the decimals it needs and at
 // least two: "$0.149", "€2.00".
 func priceText(currency string, p money.MicroUSD) string {
-	whole, frac, _ := strings.Cut(p.Decimal(), ".")
-	return currencySymbols[currency] + grouped(whole) + "." + frac
+	return strings.Replace(money.FormatPrice(p), "$", currencySymbols[currency], 1)
 }
 
 // countText writes a count grouped by thousands: "1,234,567".
-func countText(n int64) string {
-	d := strconv.FormatInt(n, 10)
-	if strings.HasPrefix(d, "-") {
-		return "-" + grouped(d[1:])
-	}
-	return grouped(d)
-}
-
-// grouped puts a comma between each group of three digits, counted from the right.
-func grouped(digits string) string {
-	if len(digits) <= 3 {
-		return digits
-	}
-	var b strings.Builder
-	head := len(digits) % 3
-	if head > 0 {
-		b.WriteString(digits[:head])
-	}
-	for i := head; i < len(digits); i += 3 {
-		if b.Len() > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(digits[i : i+3])
-	}
-	return b.String()
-}
+func countText(n int64) string { return money.FormatCount(n) }
 
 func twoDigits(v uint64) string {
 	if v < 10 {

@@ -51,5 +51,5 @@ func (c Cents) Decimal() string {
 	return fmt.Sprintf("%s%d.%02d", sign, v/100, v%100)
 }
 
-// String writes the amount as money.Pico does: "$1234.56", "$-0.05".
-func (c Cents) String() string { return "$" + c.Decimal() }
+// String writes the amount for a person by money's one formatter: "$1,234.56", "-$0.05".
+func (c Cents) String() string { return money.FormatCents(int64(c)) }

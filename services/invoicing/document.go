@@ -21,8 +21,59 @@ const roundingNote = "Each line's amount is its exact amount rounded once to the
 	"the total is the sum of the lines' amounts."
 
 // balanceNote says how the prepaid balance under an invoice's total is made.
-const balanceNote = "The prepaid balance is the ledger's, by the time each movement was posted; the movements " +
-	"between the opening and the closing balance are each rounded to the cent on their own."
+const balanceNote = "The prepaid balance is the ledger's, by the time each movement was posted. The opening and the " +
+	"closing balance and each movement between them are rounded to the cent on their own; where those roundings do " +
+	"not add up, a rounding line says by how much, so that the opening balance and the movements printed add up to the " +
+	"closing balance printed."
+
+// Movement is one printed movement of an invoice's prepaid balance: a ledger transaction of the
+// period, the usage the ledger charged, or the rounding that makes the printed figures add up.
+type Movement struct {
+	Description string
+	Amount      Cents
+	Exact       *money.BigPico // nil on the rounding line
+}
+
+// RoundingDescription names the movement that makes an invoice's printed balance foot.
+const RoundingDescription = "Rounding of the figures above to the cent"
+
+// BalanceInCents is an invoice's prepaid balance as its document and its page print it: the
+// opening and the closing balance each rounded once to the cent (so the closing balance is the
+// one the credits page shows), the period's movements each rounded once, and, when those do
+// not add up, a rounding movement of the difference. Opening plus the movements is always the
+// closing balance, to the cent (docs/money.md, "Documents foot").
+func BalanceInCents(inv Invoice) (movements []Movement, opening, closing Cents, err error) {
+	if opening, err = CentsOf(inv.Balance.Opening); err != nil {
+		return nil, 0, 0, err
+	}
+	if closing, err = CentsOf(inv.Balance.Closing); err != nil {
+		return nil, 0, 0, err
+	}
+	sum := opening
+	add := func(desc string, exactAmount money.BigPico) error {
+		c, err := CentsOf(exactAmount)
+		if err != nil {
+			return err
+		}
+		movements = append(movements, Movement{Description: desc, Amount: c, Exact: exact(exactAmount)})
+		sum += c
+		return nil
+	}
+	for _, e := range inv.Entries {
+		if err := add(entryDescription(e), e.Amount); err != nil {
+			return nil, 0, 0, err
+		}
+	}
+	if inv.Balance.UsageCharged.Sign() != 0 {
+		if err := add("Usage charged in the period", inv.Balance.UsageCharged); err != nil {
+			return nil, 0, 0, err
+		}
+	}
+	if r := closing - sum; r != 0 {
+		movements = append(movements, Movement{Description: RoundingDescription, Amount: r})
+	}
+	return movements, opening, closing, nil
+}
 
 // InvoiceDocument is the invoice as a document. Its usage, late-usage and credit lines are the
 // invoice's; the period's purchases, refunds, adjustments, credit notes and the usage charged
@@ -37,35 +88,23 @@ func InvoiceDocument(inv Invoice) (documents.Document, error) {
 	for _, l := range inv.Lines {
 		d.Lines = append(d.Lines, invoiceLine(l))
 	}
-	for _, e := range inv.Entries {
-		amount, err := CentsOf(e.Amount)
-		if err != nil {
-			return documents.Document{}, err
-		}
-		d.Lines = append(d.Lines, documents.Line{Kind: documents.LineCredits, Description: entryDescription(e),
-			Amount: documents.Cents(amount), Exact: exact(e.Amount)})
-	}
-	if inv.Balance.UsageCharged.Sign() != 0 {
-		amount, err := CentsOf(inv.Balance.UsageCharged)
-		if err != nil {
-			return documents.Document{}, err
-		}
-		d.Lines = append(d.Lines, documents.Line{Kind: documents.LineCredits, Description: "Usage charged in the period",
-			Amount: documents.Cents(amount), Exact: exact(inv.Balance.UsageCharged)})
-	}
-	opening, err := CentsOf(inv.Balance.Opening)
+	movements, opening, closing, err := BalanceInCents(inv)
 	if err != nil {
 		return documents.Document{}, err
 	}
-	closing, err := CentsOf(inv.Balance.Closing)
-	if err != nil {
-		return documents.Document{}, err
+	for _, m := range movements {
+		d.Lines = append(d.Lines, documents.Line{Kind: documents.LineCredits, Description: m.Description,
+			Amount: documents.Cents(m.Amount), Exact: m.Exact})
 	}
 	d.Totals = documents.Totals{Subtotal: documents.Cents(inv.Total), Total: documents.Cents(inv.Total),
 		AmountDue: documents.Cents(inv.AmountDue), Balance: &documents.Balance{Opening: documents.Cents(opening), Closing: documents.Cents(closing)}}
 
 	d.Summary, d.Charts = invoiceSummaryFigures(inv.Summary)
 	d.Notes = append(d.Notes, roundingNote, balanceNote)
+	if usage, err := CentsOf(inv.Balance.UsageCharged.Neg()); err == nil && usage != inv.Total && inv.Balance.UsageCharged.Sign() != 0 {
+		d.Notes = append(d.Notes, fmt.Sprintf("The prepaid balance is charged each request's exact amount as it is metered, %s "+
+			"in the period; the total rounds each usage line to the cent.", money.FormatCents(int64(usage))))
+	}
 	if len(inv.Summary) > 0 {
 		d.Notes = append(d.Notes, summaryNote(inv.Summary[0].MethodVersion))
 	}

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/gpumarket/gpumarket/services/documents"
+	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/reports"
 )
 
@@ -17,25 +18,29 @@ func invoiceSummaryFigures(sum []reports.TierSummary) ([]documents.Figure, []doc
 	if len(sum) == 0 {
 		return nil, nil
 	}
-	var spend, baseline, cents int64
 	var kwh, measured, g, baseG float64
 	labels := make([]string, len(sum))
 	spendUSD, baseUSD, grams, baseGrams := make([]float64, len(sum)), make([]float64, len(sum)), make([]float64, len(sum)), make([]float64, len(sum))
+	spends, baselines := make([]int64, len(sum)), make([]money.BigPico, len(sum))
 	for i, t := range sum {
-		sc, _ := reports.CentsOf(t.Spend)
 		bc, _ := reports.CentsOf(t.Baseline)
-		spend, baseline, cents = spend+sc, baseline+bc, cents+t.SpendCents
+		spends[i], baselines[i] = t.SpendCents, t.Baseline
 		kwh, measured, g, baseG = kwh+t.EnergyKWh, measured+t.MeasuredKWh, g+t.GCO2e, baseG+t.BaselineGCO2e
 		labels[i] = titleCase(t.Tier)
 		// Chart values are for drawing only: the figures above them are exact.
 		spendUSD[i], baseUSD[i] = float64(t.SpendCents)/100, float64(bc)/100
 		grams[i], baseGrams[i] = t.GCO2e, t.BaselineGCO2e
 	}
-	saved := baseline - cents
+	// The saving is the one the month's report on /reports shows (reports.InvoicedSaving).
+	inv, _ := reports.InvoicedSaving(spends, baselines)
+	saved := money.FormatCents(inv.SavedCents)
+	if inv.SavedPct != "" {
+		saved += " (" + inv.SavedPct + "%)"
+	}
 	figures := []documents.Figure{
-		{Label: "Usage", Value: Cents(cents).String()},
-		{Label: "The same tokens at the realtime price", Value: Cents(baseline).String()},
-		{Label: "Saved", Value: Cents(saved).String() + savedPercent(saved, baseline)},
+		{Label: "Usage", Value: money.FormatCents(inv.SpendCents)},
+		{Label: "The same tokens at the realtime price", Value: money.FormatCents(inv.BaselineCents)},
+		{Label: "Saved", Value: saved},
 		{Label: "Energy", Value: fmt.Sprintf("%s kWh (%s kWh measured)", kwhText(kwh), kwhText(measured))},
 		{Label: "Emissions, location-based", Value: gramsText(g)},
 		{Label: "The same tokens on H100 PCIe", Value: gramsText(baseG)},
@@ -47,14 +52,6 @@ func invoiceSummaryFigures(sum []reports.TierSummary) ([]documents.Figure, []doc
 			Series: []documents.BarSeries{{Name: "Emissions", Values: grams}, {Name: "On H100 PCIe", Values: baseGrams}}},
 	}
 	return figures, charts
-}
-
-// savedPercent is the saving's share of the baseline, exact (reports.Percent).
-func savedPercent(saved, baseline int64) string {
-	if baseline <= 0 {
-		return ""
-	}
-	return " (" + reports.Percent(Cents(saved).BigPico(), Cents(baseline).BigPico()) + "%)"
 }
 
 func kwhText(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }

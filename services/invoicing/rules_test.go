@@ -39,8 +39,11 @@ func TestCentsOf(t *testing.T) {
 	if _, err := CentsOf(huge); !errors.Is(err, money.ErrOverflow) {
 		t.Errorf("past the range of cents: %v, want ErrOverflow", err)
 	}
-	if got := Cents(-5).String(); got != "$-0.05" {
+	if got := Cents(-5).String(); got != "-$0.05" {
 		t.Errorf("-5 cents is %q", got)
+	}
+	if got := Cents(123456).String(); got != "$1,234.56" {
+		t.Errorf("123456 cents is %q", got)
 	}
 	if got := Cents(123456).BigPico().String(); got != "$1234.56" {
 		t.Errorf("123456 cents in picodollars: %s", got)

@@ -105,13 +105,7 @@ func clip(s string) string {
 }
 
 // centsText writes cents as dollars: "$12.34", "-$0.05".
-func centsText(cents int64) string {
-	sign, u := "", uint64(cents)
-	if cents < 0 {
-		sign, u = "-", uint64(-(cents+1))+1 // the magnitude, even of math.MinInt64
-	}
-	return fmt.Sprintf("%s$%d.%02d", sign, u/100, u%100)
-}
+func centsText(cents int64) string { return money.FormatCents(cents) }
 
 // centsToPico is an amount in cents as a ledger amount; readStatement bounds it so that it
 // never overflows.

@@ -121,8 +121,8 @@ func TestReadStatement(t *testing.T) {
 
 func TestCentsText(t *testing.T) {
 	t.Parallel()
-	for cents, want := range map[int64]string{0: "$0.00", 5: "$0.05", 1234: "$12.34", -5: "-$0.05", -100000: "-$1000.00",
-		math.MinInt64: "-$92233720368547758.08", math.MaxInt64: "$92233720368547758.07"} {
+	for cents, want := range map[int64]string{0: "$0.00", 5: "$0.05", 1234: "$12.34", -5: "-$0.05", -100000: "-$1,000.00",
+		math.MinInt64: "-$92,233,720,368,547,758.08", math.MaxInt64: "$92,233,720,368,547,758.07"} {
 		if got := centsText(cents); got != want {
 			t.Errorf("centsText(%d) = %q, want %q", cents, got, want)
 		}

@@ -75,6 +75,9 @@ type SavingsTotals struct {
 	SavingsPct   string        `json:"savings_percent"`
 	// InvoiceSpendUSD is, in a month report, the spend as the months' invoices round it.
 	InvoiceSpendUSD string `json:"invoice_spend_usd,omitempty"`
+	// Invoiced is, in a month report, the spend, the baseline and the saving as the months'
+	// invoices print them (InvoicedSaving).
+	Invoiced *Invoiced `json:"invoiced,omitempty"`
 }
 
 // PriceReference is the same tokens priced at a named outside price.

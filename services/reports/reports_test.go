@@ -289,6 +289,18 @@ func TestMonthSpendEqualsTheInvoice(t *testing.T) {
 		doc.Charts[0].Series[0].Values[0] != 0.02 || len(doc.Summary) == 0 || doc.Summary[0].Value != "$0.03" {
 		t.Errorf("document summary %+v, charts %+v", doc.Summary, doc.Charts)
 	}
+	// The saving and its percent are the same on the invoice and in the month's report: one
+	// function computes them from the invoice's cents.
+	got := s.Totals.Invoiced
+	if got == nil || *got != (reports.Invoiced{SpendCents: 3, BaselineCents: 9, SavedCents: 6, SavedPct: "66.7"}) {
+		t.Fatalf("the report's invoiced figures: %+v, want 3 cents spent against 9, 6 saved (66.7%%)", got)
+	}
+	if s.Totals.SavingsPct == got.SavedPct {
+		t.Errorf("the exact saving's percent %s: the test no longer tells the exact figures from the invoice's", s.Totals.SavingsPct)
+	}
+	if len(doc.Summary) < 3 || doc.Summary[1].Value != "$0.09" || doc.Summary[2].Value != "$0.06 (66.7%)" {
+		t.Errorf("the invoice's summary %+v, the report's %+v", doc.Summary, got)
+	}
 	if _, err := w.pool.Exec(w.ctx(), `UPDATE invoice_summaries SET g_co2e = 0 WHERE invoice_id = $1`, id); err == nil {
 		t.Error("an issued invoice's summary changed")
 	}

@@ -138,6 +138,16 @@ func (s *Service) Savings(ctx context.Context, accountID string, q Query) (_ Sav
 	t.SavingsPct = Percent(t.Savings, t.Baseline)
 	if q.Group == GroupMonth {
 		t.InvoiceSpendUSD = centsText(totalCents)
+		var spends []int64
+		var bases []money.BigPico
+		for _, r := range out.Rows {
+			spends, bases = append(spends, cents[key{r.Period, r.Tier}]), append(bases, r.Baseline)
+		}
+		inv, err := InvoicedSaving(spends, bases)
+		if err != nil {
+			return Savings{}, err
+		}
+		t.Invoiced = &inv
 	}
 	out.Reference = h100Reference(chargeable)
 	return out, nil
@@ -182,6 +192,42 @@ func centsText(c int64) string {
 		sign, c = "-", -c
 	}
 	return fmt.Sprintf("%s%d.%02d", sign, c/100, c%100)
+}
+
+// Invoiced is a month's saving as its invoice prints it: the spend as the invoice's lines round
+// it, the baseline rounded to the cent per tier, the saving their difference, and its share of
+// the baseline. The invoice's summary and the month report on /reports both take their figures
+// from InvoicedSaving, so that they never differ (docs/money.md, "Documents foot").
+type Invoiced struct {
+	SpendCents    int64  `json:"spend_cents"`
+	BaselineCents int64  `json:"baseline_cents"`
+	SavedCents    int64  `json:"saved_cents"`
+	SavedPct      string `json:"saved_percent"` // one decimal, "" when the baseline is zero
+}
+
+// InvoicedSaving is the saving of tiers whose spend is already in cents as the invoice's lines
+// round it (spendCents[i]) and whose exact baselines are baselines[i].
+func InvoicedSaving(spendCents []int64, baselines []money.BigPico) (Invoiced, error) {
+	var out Invoiced
+	for i, b := range baselines {
+		c, err := CentsOf(b)
+		if err != nil {
+			return Invoiced{}, err
+		}
+		out.BaselineCents += c
+		out.SpendCents += spendCents[i]
+	}
+	out.SavedCents = out.BaselineCents - out.SpendCents
+	if out.BaselineCents > 0 {
+		out.SavedPct = Percent(centsPico(out.SavedCents), centsPico(out.BaselineCents))
+	}
+	return out, nil
+}
+
+func centsPico(c int64) money.BigPico {
+	var b money.BigPico
+	_ = b.Scan(new(big.Int).Mul(big.NewInt(c), big.NewInt(int64(money.PicoPerCent))).String())
+	return b
 }
 
 // Percent is part of whole in percent with one decimal, exactly, rounded half away from zero;

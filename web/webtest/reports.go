@@ -36,7 +36,7 @@ func ReportTables(sav reports.Savings, car reports.Carbon) map[string][][]string
 			}
 		}
 		label := web.ReportPeriodLabel(sav.Group, p)
-		out["spend"] = append(out["spend"], []string{label, spend.String(), base.String(), base.Add(spend.Neg()).String()})
+		out["spend"] = append(out["spend"], []string{label, money.FormatBigCents(spend), money.FormatBigCents(base), money.FormatBigCents(base.Add(spend.Neg()))})
 		out["energy"] = append(out["energy"], []string{label, documents.ChartValue(kwh), documents.ChartValue(baseKWh)})
 		out["carbon"] = append(out["carbon"], []string{label, documents.ChartValue(g), documents.ChartValue(baseG)})
 	}
@@ -47,7 +47,7 @@ func ReportTables(sav reports.Savings, car reports.Carbon) map[string][][]string
 				req, in, outTok = req+r.Requests, in+r.InputTokens, outTok+r.OutputTokens
 			}
 		}
-		out["tokens"] = append(out["tokens"], []string{tier, fmt.Sprint(req), fmt.Sprint(in), fmt.Sprint(outTok)})
+		out["tokens"] = append(out["tokens"], []string{tier, money.FormatCount(req), money.FormatCount(in), money.FormatCount(outTok)})
 	}
 	return out
 }
