@@ -391,28 +391,8 @@ func clawBackPostings(charge, earned money.BigPico, customer, payable, revenue b
 	return postings, nil
 }
 
-// RequestDollars writes a flagged request's amount (never negative) as pages and notes show
-// it: in dollars and cents from a cent up ("$1.58"), and below a cent with the decimals it
-// needs, at most six significant digits, rounded half up ("$0.0003852"), so that a request
-// worth a fraction of a cent does not read as nothing.
-func RequestDollars(b money.BigPico) string {
-	if b.Sign() <= 0 {
-		return "$0.00"
-	}
-	exact := b.Decimal(12)
-	whole, frac, _ := strings.Cut(exact, ".")
-	if whole != "0" || strings.TrimLeft(frac, "0") == "" || frac[:2] != "00" {
-		c, err := CentsOf(b)
-		if err == nil && c > 0 {
-			return c.String()
-		}
-	}
-	lead := len(frac) - len(strings.TrimLeft(frac, "0"))
-	s := b.Decimal(min(12, lead+6))
-	whole, frac, _ = strings.Cut(s, ".")
-	frac = strings.TrimRight(frac, "0")
-	for len(frac) < 2 {
-		frac += "0"
-	}
-	return "$" + whole + "." + frac
-}
+// RequestDollars writes a flagged request's amount as pages and notes show one request's
+// cost: by money's one formatter, with the decimals it needs and at most six significant
+// digits ("$0.0003852", "$1.575"), so that a request worth a fraction of a cent does not read
+// as nothing.
+func RequestDollars(b money.BigPico) string { return money.FormatPrecise(b) }
