@@ -1,6 +1,7 @@
 package web
 
 import (
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/templates"
 )
 
@@ -132,7 +134,7 @@ func (s *Server) calculatorPage(c echo.Context) error {
 		return err
 	}
 	r := &templates.CalculatorResult{
-		USDPerMTok: "$" + strconv.FormatFloat(a.USDPerMillionTokens, 'f', 3, 64),
+		USDPerMTok: modelledPrice(a.USDPerMillionTokens),
 		Exact:      strconv.FormatFloat(a.USDPerMillionTokens, 'f', -1, 64),
 	}
 	if a.Footprint != nil {
@@ -148,4 +150,11 @@ func (s *Server) calculatorPage(c echo.Context) error {
 	}
 	p.Result = r
 	return s.render(c, http.StatusOK, templates.Calculator(p))
+}
+
+// modelledPrice writes a modelled price per million tokens (the calculator's and the planner's,
+// worked out from the benchmark's figures in floating point) as every price is written: rounded
+// to the micro-dollar, by money's one formatter ("$0.13925").
+func modelledPrice(usdPerMTok float64) string {
+	return money.FormatPrice(money.MicroUSD(math.Round(usdPerMTok * 1e6)))
 }

@@ -208,7 +208,7 @@ func sweetSpotViews(spots []planner.SweetSpot) []templates.SweetSpotView {
 		v := templates.SweetSpotView{Config: s.Name(), Why: stopWords[s.Stop]}
 		if at, ok := s.At(); ok {
 			v.Rate = strconv.FormatFloat(at.RequestsPerSecond, 'f', -1, 64)
-			v.Cost = "$" + strconv.FormatFloat(at.USDPerMTok, 'f', 3, 64)
+			v.Cost = modelledPrice(at.USDPerMTok)
 			v.P99 = strconv.FormatFloat(at.TTFTP99Ms, 'f', 0, 64) + " ms"
 		}
 		if s.Stop == planner.StopSmallSaving || s.Stop == planner.StopOverTarget {
@@ -223,7 +223,7 @@ func sweetSpotViews(spots []planner.SweetSpot) []templates.SweetSpotView {
 		for i, l := range s.Loads {
 			v.Loads = append(v.Loads, templates.LoadView{Rate: strconv.FormatFloat(l.RequestsPerSecond, 'f', -1, 64),
 				P99: strconv.FormatFloat(l.TTFTP99Ms, 'f', 1, 64), TPS: strconv.FormatFloat(l.TokensPerSecond, 'f', 1, 64),
-				Cost: "$" + strconv.FormatFloat(l.USDPerMTok, 'f', 3, 64), Meets: l.MeetsTarget, Spot: i == s.Spot})
+				Cost: modelledPrice(l.USDPerMTok), Meets: l.MeetsTarget, Spot: i == s.Spot})
 		}
 		out = append(out, v)
 	}

@@ -95,11 +95,11 @@ func TestPlannerPage(t *testing.T) {
 		t.Errorf("2x RTX 4090 within 500 ms: %q, want none", got)
 	}
 	doc = getPage(t, http.DefaultClient, e.srv.URL+"/planner?tokens_per_day=1000000&realtime_percent=0&target_p99_ms=")
-	if got := strings.TrimSpace(doc.Find(testID("sweet-spot-2x rtx-4090") + " " + testID("spot-cost")).Text()); got != "$0.111" {
-		t.Errorf("2x RTX 4090 without a target: %q, want $0.111", got)
+	if got := strings.TrimSpace(doc.Find(testID("sweet-spot-2x rtx-4090") + " " + testID("spot-cost")).Text()); got != "$0.111059" {
+		t.Errorf("2x RTX 4090 without a target: %q, want $0.111059", got)
 	}
-	if got := strings.TrimSpace(doc.Find(testID("sweet-spot-1x h100-pcie") + " " + testID("spot-cost")).Text()); got != "$0.185" {
-		t.Errorf("1x H100 without a target: %q, want $0.185", got)
+	if got := strings.TrimSpace(doc.Find(testID("sweet-spot-1x h100-pcie") + " " + testID("spot-cost")).Text()); got != "$0.185408" {
+		t.Errorf("1x H100 without a target: %q, want $0.185408", got)
 	}
 	if doc.Find(testID("plan-part-batch")).Length() != 1 {
 		t.Error("without a target the tokens should go to batch")
