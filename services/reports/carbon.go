@@ -17,8 +17,10 @@ import (
 // The carbon report is location-based (docs/methodology.md, "Carbon"): each rig's energy, as
 // it measured it or as its agent estimated it, times its region's average grid intensity,
 // times its PUE (stated by its provider, else its site's default). The baseline is the same
-// tokens on the model's reference enterprise configuration (carbon.ReferenceFor) in the same
-// region, at a data centre's default PUE, since enterprise cards run in data centres.
+// traffic at the same load on the model's reference enterprise configuration
+// (carbon.BaselineJoules: the rig's energy times the reference's energy per token over the
+// rig's configuration's, both from the benchmark at the same model and request rate), on the
+// same grid and at the same PUE: only the hardware differs.
 
 // carbonGroup is the rollups of one period, tier and region on rigs of one kind: the grain
 // at which energy meets intensity and PUE.
@@ -75,10 +77,10 @@ type figures struct {
 func (g carbonGroup) figures() figures {
 	pue, _ := carbon.PUE(carbon.Site(g.site), g.pue)
 	intensity := float64(grid(g.region).GCO2ePerKWh)
-	baselineJ := float64(g.tokens) * carbon.ReferenceFor(g.model).JoulesPerToken()
+	baselineJ := carbon.BaselineJoules(g.energy, g.model, g.gpu, g.gpuCount)
 	return figures{energy: g.energy, measured: g.measured, gco2e: carbon.GCO2e(g.energy, intensity, pue),
 		pueEnergy: pue * g.energy, baselineJ: baselineJ,
-		baselineG: carbon.GCO2e(baselineJ, intensity, carbon.DefaultPUEDatacentre),
+		baselineG: carbon.GCO2e(baselineJ, intensity, pue),
 		embodied:  carbon.EmbodiedGCO2e(g.gpu, g.gpuCount, g.busyMs)}
 }
 
