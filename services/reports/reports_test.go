@@ -232,7 +232,7 @@ func TestH100AgainstTheH100Baseline(t *testing.T) {
 	dc := w.rig(provider, "h100-pcie", 1, "fr", "datacentre", nil)
 	home := w.rig(provider, "h100-pcie", 1, "no", "home", nil)
 	for h := range 3 {
-		w.use(request{customer: customer, rig: dc, tier: catalog.TierRealtime, at: day(time.May, 4, h), in: 8_000, out: 12_000, energyJ: 10_000})
+		w.use(request{customer: customer, rig: dc, tier: catalog.TierRealtime, at: day(time.May, 4, h), in: 8_000, out: 12_000, energyJ: 10_000, simulated: true})
 		w.use(request{customer: customer, rig: home, tier: catalog.TierRealtime, at: day(time.May, 5, h), in: 8_000, out: 12_000, energyJ: 10_000, measured: true})
 	}
 	c, err := w.reports.Carbon(w.ctx(), customer, query(t, "2026-05-01", "2026-05-31", "month"))
@@ -243,6 +243,12 @@ func TestH100AgainstTheH100Baseline(t *testing.T) {
 	wantG := map[string]float64{"fr": 30_000 / 3.6e6 * 56 * 1.3, "no": 30_000 / 3.6e6 * 30}
 	if len(c.Rows) != 2 {
 		t.Fatalf("rows = %+v", c.Rows)
+	}
+	// The French rig's energy came from a simulated sensor, the Norwegian's was measured: each
+	// is shown as what it is, none as estimated.
+	if fr, no := c.Rows[0], c.Rows[1]; !near(fr.SimulatedKWh, 30_000/3.6e6) || fr.MeasuredKWh != 0 || fr.EstimatedKWh != 0 ||
+		!near(no.MeasuredKWh, 30_000/3.6e6) || no.SimulatedKWh != 0 || no.EstimatedKWh != 0 || !near(c.Totals.SimulatedKWh, 30_000/3.6e6) {
+		t.Errorf("energy by source: %+v, %+v, totals %+v", fr, no, c.Totals)
 	}
 	for _, r := range c.Rows {
 		if !near(r.GCO2e, wantG[r.Region]) || math.Abs(r.GCO2e/r.BaselineGCO2e-1) > 0.10 || math.Abs(r.EnergyKWh/r.BaselineKWh-1) > 0.10 {
@@ -255,7 +261,7 @@ func TestH100AgainstTheH100Baseline(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := sums[customer]
-	if len(s) != 1 || !near(s[0].GCO2e, wantG["fr"]+wantG["no"]) || math.Abs(s[0].GCO2e/s[0].BaselineGCO2e-1) > 0.10 {
+	if len(s) != 1 || !near(s[0].GCO2e, wantG["fr"]+wantG["no"]) || !near(s[0].SimulatedKWh, 30_000/3.6e6) || !near(s[0].MeasuredKWh, 30_000/3.6e6) || math.Abs(s[0].GCO2e/s[0].BaselineGCO2e-1) > 0.10 {
 		t.Errorf("the invoice's summary = %+v, want %.4f g within 10 %% of its baseline", s, wantG["fr"]+wantG["no"])
 	}
 }
