@@ -1,6 +1,8 @@
 package carbon
 
 import (
+	"sync"
+
 	"github.com/gpumarket/gpumarket/services/hardware"
 	"github.com/gpumarket/gpumarket/services/simulation"
 )
@@ -112,9 +114,28 @@ type Comparison struct {
 	Benchmarked bool
 }
 
+// comparisons caches Compare: a report compares every group it sums, and the benchmark's
+// table does not change while the process runs.
+var comparisons sync.Map // comparisonKey -> Comparison
+
+type comparisonKey struct {
+	model, gpu string
+	count      int
+}
+
 // Compare compares count GPUs of a SKU serving a model with the model's reference. A model
 // the benchmark did not run is compared as the fallback model, on both sides.
 func Compare(model, gpu string, count int) Comparison {
+	k := comparisonKey{model, gpu, count}
+	if c, ok := comparisons.Load(k); ok {
+		return c.(Comparison)
+	}
+	c := compare(model, gpu, count)
+	comparisons.Store(k, c)
+	return c
+}
+
+func compare(model, gpu string, count int) Comparison {
 	ref := ReferenceFor(model)
 	run := model
 	if ref.Fallback {
