@@ -28,7 +28,17 @@ type MethodRegion struct {
 // MethodReference is the enterprise configuration the carbon baseline is computed on.
 type MethodReference struct {
 	GPU, BoardPowerW, RequestsPerSecond, Source, FallbackModel string
-	Rows                                                       []MethodReferenceRow
+	// LoadSource is where the effect of load on energy per token is taken from.
+	LoadSource string
+	Rows       []MethodReferenceRow
+	// Comparisons are the benchmark's other configurations against their model's reference.
+	Comparisons []MethodComparisonRow
+}
+
+// MethodComparisonRow is one configuration the benchmark ran, against its model's reference at
+// the same request rate: Factor is what its energy is multiplied by to make the baseline.
+type MethodComparisonRow struct {
+	Model, Configuration, JoulesPerToken, ReferenceJoulesPerToken, Factor string
 }
 
 // MethodReferenceRow is one model's reference run.
@@ -42,6 +52,8 @@ type MethodCorrections struct {
 	Model                                 string
 	PaperBoardPowerW, RatedBoardPowerW    string
 	ReferenceTPS, ConsumerTPS             string
+	ReferenceRate                         string // requests/s of the paper's enterprise run
+	AdvantageEqual, EqualRate             string // the advantage at the same request rate
 	ConsumerPowerW                        string
 	AdvantagePaper, AdvantageRated        string // the enterprise card's advantage per token
 	GramsConsumer, GramsPaper, GramsRated string // gCO2e per million tokens on GridName

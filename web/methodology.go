@@ -51,11 +51,24 @@ func methodology() (templates.MethodologyPage, error) {
 	ref := carbon.ReferenceFor(correctionsModel)
 	h100, _ := hardware.GPUBySKU(ref.GPU)
 	m.Reference = templates.MethodReference{GPU: h100.Name, BoardPowerW: strconv.Itoa(ref.BoardPowerW),
-		RequestsPerSecond: fmt.Sprintf("%g", ref.RequestsPerSec), Source: carbon.ReferenceSource, FallbackModel: correctionsModel}
+		RequestsPerSecond: fmt.Sprintf("%g", ref.RequestsPerSec), Source: carbon.ReferenceSource, FallbackModel: correctionsModel,
+		LoadSource: carbon.LoadSource}
 	for _, model := range referenceModels() {
 		r := carbon.ReferenceFor(model)
 		m.Reference.Rows = append(m.Reference.Rows, templates.MethodReferenceRow{Model: model, GPUCount: strconv.Itoa(r.GPUCount),
 			TokensPerSecond: fmt.Sprintf("%.2f", r.TokensPerSecond), JoulesPerToken: fmt.Sprintf("%.4f", r.JoulesPerToken())})
+	}
+	for _, p := range simulation.Profiles() {
+		if p.GPU == carbon.ReferenceGPU {
+			continue
+		}
+		c := carbon.Compare(p.Model, p.GPU, p.Count)
+		if !c.Benchmarked {
+			continue
+		}
+		m.Reference.Comparisons = append(m.Reference.Comparisons, templates.MethodComparisonRow{Model: p.Model,
+			Configuration: fmt.Sprintf("%dx %s", p.Count, p.GPU), JoulesPerToken: fmt.Sprintf("%.4f", c.JoulesPerToken),
+			ReferenceJoulesPerToken: fmt.Sprintf("%.4f", c.Reference.JoulesPerToken()), Factor: fmt.Sprintf("%.3f", c.Ratio)})
 	}
 	corr, err := corrections()
 	if err != nil {
@@ -90,9 +103,15 @@ func corrections() (templates.MethodCorrections, error) {
 	if err != nil {
 		return templates.MethodCorrections{}, err
 	}
-	ref := carbon.ReferenceFor(correctionsModel)
+	// The paper's enterprise figure: one H100 PCIe at 16 requests/s.
+	h100, err := benchmarkLevel("h100-pcie", 1, 16)
+	if err != nil {
+		return templates.MethodCorrections{}, err
+	}
+	rated := carbon.EstimatedJoulesPerToken(carbon.ReferenceBoardPowerW, 1, h100.TotalTPS)
 	consumer := carbon.EstimatedJoulesPerToken(rtx.BoardPowerW, 2, two.TotalTPS)
-	paper := carbon.EstimatedJoulesPerToken(sxm.BoardPowerW, ref.GPUCount, ref.TokensPerSecond)
+	paper := carbon.EstimatedJoulesPerToken(sxm.BoardPowerW, 1, h100.TotalTPS)
+	equal := carbon.Compare(correctionsModel, rtx.SKU, 2)
 	eu, _ := hardware.RegionByCode("eu")
 	grams := func(jPerToken float64) string {
 		return fmt.Sprintf("%.1f", carbon.GCO2e(carbon.PerMillionTokens(jPerToken), float64(eu.GCO2ePerKWh), carbon.DefaultPUEHome))
@@ -103,15 +122,18 @@ func corrections() (templates.MethodCorrections, error) {
 	}
 	return templates.MethodCorrections{
 		Model:            correctionsModel,
-		PaperBoardPowerW: strconv.Itoa(sxm.BoardPowerW), RatedBoardPowerW: strconv.Itoa(ref.BoardPowerW),
-		ReferenceTPS:      fmt.Sprintf("%.2f", ref.TokensPerSecond),
+		PaperBoardPowerW: strconv.Itoa(sxm.BoardPowerW), RatedBoardPowerW: strconv.Itoa(carbon.ReferenceBoardPowerW),
+		ReferenceTPS:      fmt.Sprintf("%.2f", h100.TotalTPS),
+		ReferenceRate:     fmt.Sprintf("%g", h100.QPS),
+		AdvantageEqual:    fmt.Sprintf("%.1f", 1/equal.Ratio),
+		EqualRate:         fmt.Sprintf("%g", equal.Reference.RequestsPerSec),
 		ConsumerTPS:       fmt.Sprintf("%.2f", two.TotalTPS),
 		ConsumerPowerW:    strconv.Itoa(2 * rtx.BoardPowerW),
 		AdvantagePaper:    fmt.Sprintf("%.1f", consumer/paper),
-		AdvantageRated:    fmt.Sprintf("%.1f", consumer/ref.JoulesPerToken()),
+		AdvantageRated:    fmt.Sprintf("%.1f", consumer/rated),
 		GramsConsumer:     grams(consumer),
 		GramsPaper:        grams(paper),
-		GramsRated:        grams(ref.JoulesPerToken()),
+		GramsRated:        grams(rated),
 		GridName:          eu.Name,
 		GridGCO2ePerKWh:   strconv.Itoa(eu.GCO2ePerKWh),
 		USDPerGPUHour:     fmt.Sprintf("%.2f", price),
@@ -126,7 +148,12 @@ func corrections() (templates.MethodCorrections, error) {
 
 // benchmarkRun is the first run of the corrections' model on count RTX 4090s at qps.
 func benchmarkRun(count int, qps float64) (simulation.Level, error) {
-	p, ok := simulation.Lookup(correctionsModel, "rtx-4090", count)
+	return benchmarkLevel("rtx-4090", count, qps)
+}
+
+// benchmarkLevel is the first run of the corrections' model on count GPUs of a SKU at qps.
+func benchmarkLevel(gpu string, count int, qps float64) (simulation.Level, error) {
+	p, ok := simulation.Lookup(correctionsModel, gpu, count)
 	if ok {
 		for _, l := range p.Levels {
 			if l.QPS == qps && l.Run == 0 {
@@ -134,7 +161,7 @@ func benchmarkRun(count int, qps float64) (simulation.Level, error) {
 			}
 		}
 	}
-	return simulation.Level{}, fmt.Errorf("methodology: no benchmark run of %dx RTX 4090 at %g requests/s", count, qps)
+	return simulation.Level{}, fmt.Errorf("methodology: no benchmark run of %dx %s at %g requests/s", count, gpu, qps)
 }
 
 // gpuHourPrice is the price per GPU-hour the benchmark's costs assume for a SKU.

@@ -14,7 +14,7 @@ import (
 )
 
 // methodologyAnchors are the sections other pages link figures to.
-var methodologyAnchors = []string{"version", "savings", "baseline", "energy", "gpus", "carbon", "market-based",
+var methodologyAnchors = []string{"version", "savings", "baseline", "energy", "load", "gpus", "carbon", "market-based",
 	"scope3", "sci", "pue", "grid", "carbon-baseline", "embodied", "corrections"}
 
 func renderMethodology(t *testing.T) *goquery.Document {
@@ -36,7 +36,8 @@ func renderMethodology(t *testing.T) *goquery.Document {
 
 // TestMethodologyShowsTheMethodsConstants: every constant the reports use is on the page as
 // the method holds it, and the corrections to the paper come out of its own runs: 3.1x at
-// 700 W becomes 6.2x at 350 W; $0.111 is the 2x row at 4 requests/s, $0.149 the 4x at 8.
+// 700 W becomes 6.2x at 350 W, and 3.8x at the same request rate; $0.111 is the 2x row at 4
+// requests/s, $0.149 the 4x at 8.
 func TestMethodologyShowsTheMethodsConstants(t *testing.T) {
 	doc := renderMethodology(t)
 	for _, id := range methodologyAnchors {
@@ -63,7 +64,7 @@ func TestMethodologyShowsTheMethodsConstants(t *testing.T) {
 		}
 	}
 	for id, want := range map[string]string{"pue-home": "1", "pue-datacentre": "1.3", "pue-min": "1", "pue-max": "3",
-		"advantage-paper": "3.1x", "advantage-rated": "6.2x"} {
+		"advantage-paper": "3.1x", "advantage-rated": "6.2x", "advantage-equal": "3.8x"} {
 		if got := text(doc.Find(`[data-testid="` + id + `"]`)); got != want {
 			t.Errorf("%s = %q, want %q", id, got, want)
 		}
@@ -89,5 +90,36 @@ func TestMethodologyShowsTheMethodsConstants(t *testing.T) {
 	}
 	if n := doc.Find(`[data-testid="method-references"] tbody tr`).Length(); n != 13 {
 		t.Errorf("%d reference runs, want the benchmark's 13 models", n)
+	}
+	// The reference and the baseline's basis, with their sources.
+	base := text(doc.Find("#carbon-baseline"))
+	for _, want := range []string{"8 requests per second", "input and output tokens", "same grid and at the same PUE",
+		"its own baseline"} {
+		if !bytes.Contains([]byte(base), []byte(want)) {
+			t.Errorf("the carbon baseline %q does not say %q", base, want)
+		}
+	}
+	load := text(doc.Find("#load"))
+	for _, want := range []string{"ML.ENERGY", "0.46 J per output token at batch 8", "0.07 J at batch 512"} {
+		if !bytes.Contains([]byte(load), []byte(want)) {
+			t.Errorf("the load section %q does not say %q", load, want)
+		}
+	}
+	if !bytes.Contains([]byte(text(doc.Find("#energy"))), []byte("energy_source=simulated")) {
+		t.Error("the energy section does not name the simulated source")
+	}
+	// DeepSeek-R1-Distill-Qwen-14B on 2x RTX 4090 at 8 requests/s: 900 W / 1,500.34 tokens/s
+	// against 350 W / 2,240.95.
+	found := false
+	doc.Find(`[data-testid="method-comparison"]`).Each(func(_ int, row *goquery.Selection) {
+		if text(row.Find("td").Eq(0)) == "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B" && text(row.Find("td").Eq(1)) == "2x rtx-4090" {
+			found = true
+			if got := text(row.Find("td").Eq(2)) + " " + text(row.Find("td").Eq(3)) + " " + text(row.Find("td").Eq(4)); got != "0.5999 0.1562 0.260" {
+				t.Errorf("2x RTX 4090 row = %q, want 0.5999 0.1562 0.260", got)
+			}
+		}
+	})
+	if n := doc.Find(`[data-testid="method-comparison"]`).Length(); !found || n != 11 {
+		t.Errorf("%d comparisons (2x RTX 4090 for the 14B found: %v), want the benchmark's 11 consumer configurations", n, found)
 	}
 }

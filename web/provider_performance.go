@@ -87,6 +87,9 @@ func performanceRow(o performance.Offering) templates.PerformanceRow {
 	}
 	if o.MeasuredEnergyShare != nil {
 		r.MeasuredShare = strconv.FormatFloat(100**o.MeasuredEnergyShare, 'f', 0, 64) + "% measured"
+		if o.SimulatedEnergyShare != nil && *o.SimulatedEnergyShare > 0 {
+			r.MeasuredShare += ", " + strconv.FormatFloat(100**o.SimulatedEnergyShare, 'f', 0, 64) + "% simulated"
+		}
 	}
 	if o.EarnedPerKWh != nil {
 		r.EarnedPerKWh = money.FormatPrecisePico(*o.EarnedPerKWh)

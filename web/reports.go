@@ -152,8 +152,9 @@ func reportsView(q reports.Query, sav reports.Savings, car reports.Carbon) (temp
 		{ID: "savings", Label: "Saved", Value: saved, MethodURL: "/methodology#savings"},
 	}
 	p.Totals = append(p.Totals, []templates.ReportFigure{
-		{ID: "energy", Label: "Energy", Value: fmt.Sprintf("%s kWh (%s measured, %s estimated)",
-			reportFloat(ct.EnergyKWh), reportFloat(ct.MeasuredKWh), reportFloat(ct.EstimatedKWh)), MethodURL: "/methodology#energy"},
+		{ID: "energy", Label: "Energy", Value: fmt.Sprintf("%s kWh (%s measured, %s simulated, %s estimated)",
+			reportFloat(ct.EnergyKWh), reportFloat(ct.MeasuredKWh), reportFloat(ct.SimulatedKWh), reportFloat(ct.EstimatedKWh)),
+			MethodURL: "/methodology#energy"},
 		{ID: "carbon", Label: "Carbon (location-based)", Value: reportFloat(ct.GCO2e) + " gCO2e", MethodURL: "/methodology#carbon"},
 		{ID: "carbon-baseline", Label: "Carbon on enterprise GPUs", Value: reportFloat(ct.BaselineGCO2e) + " gCO2e", MethodURL: "/methodology#carbon-baseline"},
 	}...)
@@ -394,11 +395,11 @@ func (s *Server) carbonCSV(c echo.Context) error {
 	}
 	f := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 	rows := [][]string{{"period", "tier", "region", "requests", "tokens", "energy_kwh", "energy_measured_kwh",
-		"energy_estimated_kwh", "grid_g_co2e_per_kwh", "pue", "g_co2e", "baseline_energy_kwh", "baseline_g_co2e", "method_version"}}
+		"energy_simulated_kwh", "energy_estimated_kwh", "grid_g_co2e_per_kwh", "pue", "g_co2e", "baseline_energy_kwh", "baseline_g_co2e", "method_version"}}
 	for _, r := range car.Rows {
 		rows = append(rows, []string{ReportPeriodLabel(q.Group, r.Period), services.CSVText(r.Tier), services.CSVText(r.Region),
 			strconv.FormatInt(r.Requests, 10), strconv.FormatInt(r.Tokens, 10), f(r.EnergyKWh), f(r.MeasuredKWh),
-			f(r.EstimatedKWh), f(r.GramsPerKWh), f(r.PUE), f(r.GCO2e), f(r.BaselineKWh), f(r.BaselineGCO2e),
+			f(r.SimulatedKWh), f(r.EstimatedKWh), f(r.GramsPerKWh), f(r.PUE), f(r.GCO2e), f(r.BaselineKWh), f(r.BaselineGCO2e),
 			services.CSVText(r.MethodVersion)})
 	}
 	return writeReportCSV(c, "carbon", q, rows)

@@ -10,7 +10,7 @@ import "github.com/gpumarket/gpumarket/services/hardware"
 
 // MethodVersion names this method. It changes whenever a constant or a formula here
 // changes, so that a figure can always be traced to the method that produced it.
-const MethodVersion = "gpumarket-carbon-2026.12"
+const MethodVersion = "gpumarket-carbon-2026.12.2"
 
 // JoulesPerKWh converts joules to kilowatt-hours.
 const JoulesPerKWh = 3.6e6

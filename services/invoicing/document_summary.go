@@ -18,7 +18,7 @@ func invoiceSummaryFigures(sum []reports.TierSummary) ([]documents.Figure, []doc
 	if len(sum) == 0 {
 		return nil, nil
 	}
-	var kwh, measured, g, baseG float64
+	var kwh, measured, simulated, g, baseG float64
 	labels := make([]string, len(sum))
 	spendUSD, baseUSD, grams, baseGrams := make([]float64, len(sum)), make([]float64, len(sum)), make([]float64, len(sum)), make([]float64, len(sum))
 	spends, baselines := make([]int64, len(sum)), make([]money.BigPico, len(sum))
@@ -26,6 +26,7 @@ func invoiceSummaryFigures(sum []reports.TierSummary) ([]documents.Figure, []doc
 		bc, _ := reports.CentsOf(t.Baseline)
 		spends[i], baselines[i] = t.SpendCents, t.Baseline
 		kwh, measured, g, baseG = kwh+t.EnergyKWh, measured+t.MeasuredKWh, g+t.GCO2e, baseG+t.BaselineGCO2e
+		simulated += t.SimulatedKWh
 		labels[i] = titleCase(t.Tier)
 		// Chart values are for drawing only: the figures above them are exact.
 		spendUSD[i], baseUSD[i] = float64(t.SpendCents)/100, float64(bc)/100
@@ -41,7 +42,7 @@ func invoiceSummaryFigures(sum []reports.TierSummary) ([]documents.Figure, []doc
 		{Label: "Usage", Value: money.FormatCents(inv.SpendCents)},
 		{Label: "The same tokens at the realtime price", Value: money.FormatCents(inv.BaselineCents)},
 		{Label: "Saved", Value: saved},
-		{Label: "Energy", Value: fmt.Sprintf("%s kWh (%s kWh measured)", kwhText(kwh), kwhText(measured))},
+		{Label: "Energy", Value: energyText(kwh, measured, simulated)},
 		{Label: "Emissions, location-based", Value: gramsText(g)},
 		{Label: "The same tokens on H100 PCIe", Value: gramsText(baseG)},
 	}
@@ -52,6 +53,15 @@ func invoiceSummaryFigures(sum []reports.TierSummary) ([]documents.Figure, []doc
 			Series: []documents.BarSeries{{Name: "Emissions", Values: grams}, {Name: "On H100 PCIe", Values: baseGrams}}},
 	}
 	return figures, charts
+}
+
+// energyText is the energy with its measured part, and its simulated part when there is one:
+// a simulated figure is never shown as measured.
+func energyText(kwh, measured, simulated float64) string {
+	if simulated > 0 {
+		return fmt.Sprintf("%s kWh (%s kWh measured, %s kWh simulated)", kwhText(kwh), kwhText(measured), kwhText(simulated))
+	}
+	return fmt.Sprintf("%s kWh (%s kWh measured)", kwhText(kwh), kwhText(measured))
 }
 
 func kwhText(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
@@ -66,6 +76,7 @@ func gramsText(v float64) string {
 // summaryNote says where the summary's figures come from.
 func summaryNote(method string) string {
 	return "Savings compare the usage with the same charged tokens at the realtime tier's price in force; emissions are " +
-		"location-based (energy x the region's grid average x PUE) against the same tokens on an H100 PCIe in a data centre. " +
+		"location-based (energy x the region's grid average x PUE) against the same traffic at the same load on an H100 PCIe, " +
+		"on the same grid and at the same PUE. " +
 		"Method " + method + ", described at /methodology."
 }

@@ -303,7 +303,8 @@ func (s *Service) invoice(ctx context.Context, q querier, id, accountID string, 
 // invoiceSummary reads an invoice's savings and carbon per tier, in tier order.
 func invoiceSummary(ctx context.Context, q querier, invoiceID string) ([]reports.TierSummary, error) {
 	rows, err := q.Query(ctx, `
-		SELECT tier, spend_pico, spend_cents, baseline_pico, energy_kwh, measured_kwh, g_co2e, baseline_g_co2e, method_version
+		SELECT tier, spend_pico, spend_cents, baseline_pico, energy_kwh, measured_kwh, simulated_kwh, g_co2e, baseline_g_co2e,
+			method_version
 		FROM invoice_summaries WHERE invoice_id = $1
 		ORDER BY array_position(ARRAY['realtime', 'standard', 'batch'], tier), tier`, invoiceID)
 	if err != nil {
@@ -311,7 +312,8 @@ func invoiceSummary(ctx context.Context, q querier, invoiceID string) ([]reports
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (reports.TierSummary, error) {
 		var t reports.TierSummary
-		err := r.Scan(&t.Tier, &t.Spend, &t.SpendCents, &t.Baseline, &t.EnergyKWh, &t.MeasuredKWh, &t.GCO2e, &t.BaselineGCO2e, &t.MethodVersion)
+		err := r.Scan(&t.Tier, &t.Spend, &t.SpendCents, &t.Baseline, &t.EnergyKWh, &t.MeasuredKWh, &t.SimulatedKWh, &t.GCO2e,
+			&t.BaselineGCO2e, &t.MethodVersion)
 		return t, err
 	})
 }

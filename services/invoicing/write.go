@@ -151,7 +151,7 @@ func writeInvoices(ctx context.Context, tx pgx.Tx, p Period, now time.Time, draf
 		id := uuidOf(w.id)
 		for _, t := range summary[w.accountID] {
 			summaries = append(summaries, []any{id, t.Tier, numeric(t.Spend), t.SpendCents, numeric(t.Baseline), t.EnergyKWh,
-				t.MeasuredKWh, t.GCO2e, t.BaselineGCO2e, t.MethodVersion})
+				t.MeasuredKWh, t.SimulatedKWh, t.GCO2e, t.BaselineGCO2e, t.MethodVersion})
 		}
 		for _, l := range w.d.lines {
 			var in, out any
@@ -181,7 +181,7 @@ func writeInvoices(ctx context.Context, tx pgx.Tx, p Period, now time.Time, draf
 		{"invoice_provider_shares", []string{"invoice_id", "usage_period", "provider_account_id", "charge_pico", "payable_pico"}, shares},
 		{"invoice_ledger_entries", []string{"invoice_id", "transaction_id", "kind", "memo", "occurred_at", "amount_pico"}, entries},
 		{"invoice_summaries", []string{"invoice_id", "tier", "spend_pico", "spend_cents", "baseline_pico", "energy_kwh",
-			"measured_kwh", "g_co2e", "baseline_g_co2e", "method_version"}, summaries},
+			"measured_kwh", "simulated_kwh", "g_co2e", "baseline_g_co2e", "method_version"}, summaries},
 	} {
 		if len(c.rows) == 0 {
 			continue

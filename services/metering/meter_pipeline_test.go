@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/ticket"
 )
 
 // TestMeterPipelineStoresEveryEventOnce runs many small batches through the pipeline, two
@@ -208,6 +209,31 @@ func TestRedeliveryOfACommittedMessageIsNoDuplicate(t *testing.T) {
 	}
 }
 
+// Energy from a simulated power sensor is rolled up apart from measured and estimated energy:
+// a report can never count it as measured.
+func TestSimulatedEnergyIsRolledUpApart(t *testing.T) {
+	e := setupMeter(t)
+	subject := usage.Subject(e.provider, e.offering)
+	var msgs []Message
+	for i, src := range []usage.EnergySource{usage.EnergyMeasured, usage.EnergySimulated, usage.EnergySimulated, usage.EnergyEstimated} {
+		_, body, _ := e.routed(t, route{kind: ticket.KindGeneration, in: 10, out: 10, at: e.now.Add(-time.Minute), source: src})
+		msgs = append(msgs, Message{Seq: uint64(i + 1), Subject: subject, Data: body})
+	}
+	res, err := e.meter.ProcessMessages(context.Background(), msgs)
+	if err != nil || res.Stored != 4 || len(res.Rejections) != 0 {
+		t.Fatalf("stored %d, rejections %+v, %v", res.Stored, res.Rejections, err)
+	}
+	var energy, measured, simulated float64
+	if err := e.pool.QueryRow(context.Background(), `SELECT sum(energy_j), sum(energy_measured_j), sum(energy_simulated_j)
+		FROM usage_hourly`).Scan(&energy, &measured, &simulated); err != nil {
+		t.Fatal(err)
+	}
+	if energy != 50 || measured != 12.5 || simulated != 25 {
+		t.Errorf("rollups: %v J, %v measured, %v simulated; want 50, 12.5 and 25", energy, measured, simulated)
+	}
+	assertSummariesMatchRows(t, e)
+}
+
 // assertSummariesMatchRows checks that the hourly rollups and the API keys' monthly spend,
 // which the meter keeps in the same transaction as the usage rows, equal the rows exactly: a
 // rollup per hour, account, offering, tier, model, price version and asks, with the requests
@@ -221,7 +247,9 @@ func assertSummariesMatchRows(t *testing.T, e *meterEnv) {
 				sum(output_tokens) AS output_tokens, count(*) FILTER (WHERE charge_pico = 0) AS uncharged_requests,
 				coalesce(sum(input_tokens) FILTER (WHERE charge_pico = 0), 0) AS uncharged_input_tokens,
 				coalesce(sum(output_tokens) FILTER (WHERE charge_pico = 0), 0) AS uncharged_output_tokens,
-				sum(charge_pico) AS charge_pico, sum(payable_pico) AS payable_pico
+				sum(charge_pico) AS charge_pico, sum(payable_pico) AS payable_pico, sum(energy_j) AS energy_j,
+				coalesce(sum(energy_j) FILTER (WHERE energy_source = 'measured'), 0) AS energy_measured_j,
+				coalesce(sum(energy_j) FILTER (WHERE energy_source = 'simulated'), 0) AS energy_simulated_j
 			FROM usage_events GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9
 		) r FULL JOIN usage_hourly h USING (hour, account_id, offering_id, tier, model, price_id, ask_input_price, ask_output_price)
 		WHERE r.requests IS DISTINCT FROM h.requests OR r.input_tokens IS DISTINCT FROM h.input_tokens
@@ -230,7 +258,9 @@ func assertSummariesMatchRows(t *testing.T, e *meterEnv) {
 			OR r.uncharged_requests IS DISTINCT FROM h.uncharged_requests
 			OR r.uncharged_input_tokens IS DISTINCT FROM h.uncharged_input_tokens
 			OR r.uncharged_output_tokens IS DISTINCT FROM h.uncharged_output_tokens
-			OR r.provider_account_id IS DISTINCT FROM h.provider_account_id`); n != 0 {
+			OR r.provider_account_id IS DISTINCT FROM h.provider_account_id
+			OR abs(r.energy_j - h.energy_j) > 1e-6 OR abs(r.energy_measured_j - h.energy_measured_j) > 1e-6
+			OR abs(r.energy_simulated_j - h.energy_simulated_j) > 1e-6`); n != 0 {
 		t.Errorf("%d hourly rollups differ from the usage rows they sum", n)
 	}
 	if n := e.count(t, `

@@ -1,6 +1,7 @@
 package metering
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -137,6 +138,8 @@ type route struct {
 	// per output token in a chunk per token. noRecord writes none.
 	record   func(*billing.GatewayRequest)
 	noRecord bool
+	// source is how the rig obtained the request's 12.5 J; estimated by default.
+	source usage.EnergySource
 }
 
 // routed builds the signed usage event of a route and writes the gateway's record of it; it
@@ -166,7 +169,7 @@ func (e *meterEnv) routed(t *testing.T, r route) (eventID string, body []byte, r
 	}
 	ev := usage.NewEvent(fmt.Sprintf("evt_%d", n), rig.provider, rig.offering, r.at, usage.Usage{RequestID: requestID, Ticket: tk,
 		OfferingID: rig.offering, Model: "m", InputTokens: r.in, OutputTokens: r.out, TTFTMillis: 100, DurationMillis: 900,
-		EnergyJoules: 12.5, EnergySource: usage.EnergyEstimated, Status: usage.StatusOK})
+		EnergyJoules: 12.5, EnergySource: cmp.Or(r.source, usage.EnergyEstimated), Status: usage.StatusOK})
 	if body, err = usage.Encode(ev); err != nil {
 		t.Fatal(err)
 	}

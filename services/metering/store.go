@@ -277,12 +277,13 @@ func usageRollup(rows string) string {
 		INSERT INTO usage_hourly (hour, account_id, offering_id, tier, model, price_id, ask_input_price,
 			ask_output_price, provider_account_id, requests, input_tokens, output_tokens, uncharged_requests,
 			uncharged_input_tokens, uncharged_output_tokens, charge_pico, payable_pico, energy_j, energy_measured_j,
-			busy_ms)
+			energy_simulated_j, busy_ms)
 		SELECT date_trunc('hour', occurred_at), account_id, offering_id, tier, model, price_id, ask_input_price,
 			ask_output_price, provider_account_id, count(*), sum(input_tokens), sum(output_tokens),
 			count(*) FILTER (WHERE charge_pico = 0), coalesce(sum(input_tokens) FILTER (WHERE charge_pico = 0), 0),
 			coalesce(sum(output_tokens) FILTER (WHERE charge_pico = 0), 0), sum(charge_pico), sum(payable_pico),
-			sum(energy_j), coalesce(sum(energy_j) FILTER (WHERE energy_source = 'measured'), 0), sum(duration_ms)
+			sum(energy_j), coalesce(sum(energy_j) FILTER (WHERE energy_source = 'measured'), 0),
+			coalesce(sum(energy_j) FILTER (WHERE energy_source = 'simulated'), 0), sum(duration_ms)
 		FROM ` + rows + `
 		GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9
 		ORDER BY 1, 2, 3, 4, 5, 6, 7, 8
@@ -302,6 +303,7 @@ const addToRollup = `ON CONFLICT (hour, account_id, offering_id, tier, model, pr
 	payable_pico = usage_hourly.payable_pico + EXCLUDED.payable_pico,
 	energy_j = usage_hourly.energy_j + EXCLUDED.energy_j,
 	energy_measured_j = usage_hourly.energy_measured_j + EXCLUDED.energy_measured_j,
+	energy_simulated_j = usage_hourly.energy_simulated_j + EXCLUDED.energy_simulated_j,
 	busy_ms = usage_hourly.busy_ms + EXCLUDED.busy_ms`
 
 // keySpend adds the usage rows of the CTE named rows to their API keys' monthly spend.

@@ -164,7 +164,8 @@ type rollupSums struct {
 	requests, input, output, charge, payable int64
 	unchargedRequests                        int64
 	unchargedInput, unchargedOutput          int64
-	energy, energyMeasured, busyMillis       float64
+	energy, energyMeasured, energySimulated  float64
+	busyMillis                               float64
 }
 
 type rollups struct {
@@ -204,8 +205,11 @@ func rollUp(priced []pricedEvent) (r rollups, ok bool) {
 			s.unchargedOutput += pe.out
 		}
 		s.energy += u.EnergyJoules
-		if u.EnergySource == usage.EnergyMeasured {
+		switch u.EnergySource {
+		case usage.EnergyMeasured:
 			s.energyMeasured += u.EnergyJoules
+		case usage.EnergySimulated:
+			s.energySimulated += u.EnergyJoules
 		}
 		s.busyMillis += u.DurationMillis
 	}
@@ -243,33 +247,33 @@ func (r rollups) arrays() []any {
 	priceID, askIn, askOut := make([]int64, n), make([]int64, n), make([]int64, n)
 	requests, input, output, charge, payable := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 	unchargedRequests, unchargedInput, unchargedOutput := make([]int64, n), make([]int64, n), make([]int64, n)
-	energy, energyMeasured, busy := make([]float64, n), make([]float64, n), make([]float64, n)
+	energy, energyMeasured, energySimulated, busy := make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
 	for i, k := range r.keys {
 		s := r.sums[k]
 		hour[i], account[i], offering[i], tier[i], model[i], provider[i] = k.hour, k.account, k.offering, k.tier, k.model, k.provider
 		priceID[i], askIn[i], askOut[i] = k.priceID, k.askIn, k.askOut
 		requests[i], input[i], output[i], charge[i], payable[i], energy[i] = s.requests, s.input, s.output, s.charge, s.payable, s.energy
 		unchargedRequests[i], unchargedInput[i], unchargedOutput[i] = s.unchargedRequests, s.unchargedInput, s.unchargedOutput
-		energyMeasured[i], busy[i] = s.energyMeasured, s.busyMillis
+		energyMeasured[i], energySimulated[i], busy[i] = s.energyMeasured, s.energySimulated, s.busyMillis
 	}
 	return []any{hour, account, offering, tier, model, priceID, askIn, askOut, provider, requests, input, output,
-		unchargedRequests, unchargedInput, unchargedOutput, charge, payable, energy, energyMeasured, busy}
+		unchargedRequests, unchargedInput, unchargedOutput, charge, payable, energy, energyMeasured, energySimulated, busy}
 }
 
 // upsertRollups adds summed rows to usage_hourly, in the order given.
 const upsertRollups = `
 	INSERT INTO usage_hourly (hour, account_id, offering_id, tier, model, price_id, ask_input_price, ask_output_price,
 		provider_account_id, requests, input_tokens, output_tokens, uncharged_requests, uncharged_input_tokens,
-		uncharged_output_tokens, charge_pico, payable_pico, energy_j, energy_measured_j, busy_ms)
+		uncharged_output_tokens, charge_pico, payable_pico, energy_j, energy_measured_j, energy_simulated_j, busy_ms)
 	SELECT hour, account_id::uuid, offering_id::uuid, tier, model, price_id, ask_input_price, ask_output_price,
 		provider_account_id::uuid, requests, input_tokens, output_tokens, uncharged_requests, uncharged_input_tokens,
-		uncharged_output_tokens, charge_pico, payable_pico, energy_j, energy_measured_j, busy_ms
+		uncharged_output_tokens, charge_pico, payable_pico, energy_j, energy_measured_j, energy_simulated_j, busy_ms
 	FROM unnest($1::timestamptz[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[],
 		$8::bigint[], $9::text[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[], $14::bigint[],
-		$15::bigint[], $16::bigint[], $17::bigint[], $18::float8[], $19::float8[], $20::float8[]) WITH ORDINALITY
-		AS r (hour, account_id, offering_id, tier, model, price_id, ask_input_price, ask_output_price,
+		$15::bigint[], $16::bigint[], $17::bigint[], $18::float8[], $19::float8[], $20::float8[], $21::float8[])
+		WITH ORDINALITY AS r (hour, account_id, offering_id, tier, model, price_id, ask_input_price, ask_output_price,
 			provider_account_id, requests, input_tokens, output_tokens, uncharged_requests, uncharged_input_tokens,
-			uncharged_output_tokens, charge_pico, payable_pico, energy_j, energy_measured_j, busy_ms, n)
+			uncharged_output_tokens, charge_pico, payable_pico, energy_j, energy_measured_j, energy_simulated_j, busy_ms, n)
 	ORDER BY n
 	` + addToRollup
 

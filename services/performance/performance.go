@@ -34,7 +34,9 @@ type Rollup struct {
 	BusyMs          float64 // the requests' durations, summed
 	EnergyJ         float64 // what the rig reported, measured or estimated
 	EnergyMeasuredJ float64 // of which measured
-	Payable         money.BigPico
+	// EnergySimulatedJ is the part a simulated power sensor reported: neither measured nor estimated.
+	EnergySimulatedJ float64
+	Payable          money.BigPico
 }
 
 // Offering is one rig's figures over the window.
@@ -73,11 +75,13 @@ type Offering struct {
 	TokensPerSecKeepsClaim *bool `json:"tokens_per_second_keeps_claim"`
 
 	// KWhPerMTok is the rig's reported energy over its tokens (input and output), per million;
-	// MeasuredEnergyShare the part of that energy it measured rather than estimated. Estimated
-	// is the board-power estimate at the catalog's throughput, for comparison.
+	// MeasuredEnergyShare the part of that energy it measured rather than estimated, and
+	// SimulatedEnergyShare the part a simulated power sensor reported. Estimated is the
+	// board-power estimate at the catalog's throughput, for comparison.
 	EnergyKWh             float64  `json:"energy_kwh"`
 	KWhPerMTok            *float64 `json:"kwh_per_million_tokens"`
 	MeasuredEnergyShare   *float64 `json:"measured_energy_share"`
+	SimulatedEnergyShare  *float64 `json:"simulated_energy_share"`
 	EstimatedKWhPerMTok   *float64 `json:"estimated_kwh_per_million_tokens"`
 	EstimatedGCO2ePerMTok *float64 `json:"estimated_g_co2e_per_million_tokens"`
 
@@ -110,8 +114,8 @@ func Summarise(o catalog.Offering, r Rollup, windowMs float64, capacity int) Off
 	out.EnergyKWh = carbon.KWh(r.EnergyJ)
 	if tokens := r.InputTokens + r.OutputTokens; tokens > 0 && r.EnergyJ > 0 {
 		k := carbon.KWh(carbon.PerMillionTokens(r.EnergyJ / float64(tokens)))
-		share := r.EnergyMeasuredJ / r.EnergyJ
-		out.KWhPerMTok, out.MeasuredEnergyShare = &k, &share
+		share, simulated := r.EnergyMeasuredJ/r.EnergyJ, r.EnergySimulatedJ/r.EnergyJ
+		out.KWhPerMTok, out.MeasuredEnergyShare, out.SimulatedEnergyShare = &k, &share, &simulated
 	}
 	if e, ok := o.Emissions(); ok {
 		k, g := carbon.KWh(carbon.PerMillionTokens(e.JoulesPerToken)), e.GCO2ePerMTok()
@@ -196,7 +200,7 @@ func (s *Service) Offerings(ctx context.Context, providerAccountID string, w Win
 	}
 	rows, err := s.pool.Query(ctx, `
 		SELECT offering_id, sum(requests)::bigint, sum(input_tokens)::bigint, sum(output_tokens)::bigint,
-			sum(busy_ms), sum(energy_j), sum(energy_measured_j), sum(payable_pico)
+			sum(busy_ms), sum(energy_j), sum(energy_measured_j), sum(energy_simulated_j), sum(payable_pico)
 		FROM usage_hourly
 		WHERE provider_account_id = $1 AND hour >= $2 AND hour < $3
 		GROUP BY offering_id`, providerAccountID, w.From, w.To)
@@ -207,7 +211,7 @@ func (s *Service) Offerings(ctx context.Context, providerAccountID string, w Win
 	var id string
 	var r Rollup
 	if _, err := pgx.ForEachRow(rows, []any{&id, &r.Requests, &r.InputTokens, &r.OutputTokens, &r.BusyMs, &r.EnergyJ,
-		&r.EnergyMeasuredJ, &r.Payable}, func() error {
+		&r.EnergyMeasuredJ, &r.EnergySimulatedJ, &r.Payable}, func() error {
 		rollups[id] = r
 		return nil
 	}); err != nil {

@@ -31,7 +31,7 @@ func TestSummarise(t *testing.T) {
 	// A day of 1,000,000 input and 1,000,000 output tokens, busy 43,200,000 ms (half a day of one request in
 	// flight, on average 0.5), 7.2 MJ (2 kWh) of which 5.4 MJ measured, $3.00 owed.
 	r := Rollup{Requests: 1000, InputTokens: 1_000_000, OutputTokens: 1_000_000, BusyMs: day / 2, EnergyJ: 7.2e6,
-		EnergyMeasuredJ: 5.4e6, Payable: money.BigPicoOf(3 * money.PicoPerUSD)}
+		EnergyMeasuredJ: 5.4e6, EnergySimulatedJ: 0.9e6, Payable: money.BigPicoOf(3 * money.PicoPerUSD)}
 	cases := []struct {
 		name       string
 		o          catalog.Offering
@@ -63,6 +63,9 @@ func TestSummarise(t *testing.T) {
 			}
 			if c.r.EnergyJ > 0 && (got.MeasuredEnergyShare == nil || *got.MeasuredEnergyShare != 0.75) {
 				t.Errorf("measured share %v, want 0.75", got.MeasuredEnergyShare)
+			}
+			if c.r.EnergyJ > 0 && (got.SimulatedEnergyShare == nil || *got.SimulatedEnergyShare != 0.125) {
+				t.Errorf("simulated share %v, want 0.125", got.SimulatedEnergyShare)
 			}
 			if c.r.BusyMs > 0 && got.MeanInFlight != 0.5 {
 				t.Errorf("mean in flight %v, want 0.5", got.MeanInFlight)

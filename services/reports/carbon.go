@@ -17,8 +17,10 @@ import (
 // The carbon report is location-based (docs/methodology.md, "Carbon"): each rig's energy, as
 // it measured it or as its agent estimated it, times its region's average grid intensity,
 // times its PUE (stated by its provider, else its site's default). The baseline is the same
-// tokens on the model's reference enterprise configuration (carbon.ReferenceFor) in the same
-// region, at a data centre's default PUE, since enterprise cards run in data centres.
+// traffic at the same load on the model's reference enterprise configuration
+// (carbon.BaselineJoules: the rig's energy times the reference's energy per token over the
+// rig's configuration's, both from the benchmark at the same model and request rate), on the
+// same grid and at the same PUE: only the hardware differs.
 
 // carbonGroup is the rollups of one period, tier and region on rigs of one kind: the grain
 // at which energy meets intensity and PUE.
@@ -32,6 +34,7 @@ type carbonGroup struct {
 	gpuCount            int
 	requests, tokens    int64
 	energy, measured    float64
+	simulated           float64
 	busyMs              float64
 }
 
@@ -40,7 +43,7 @@ type carbonGroup struct {
 const carbonQuery = `
 	SELECT h.account_id::text, date_trunc($4, h.hour, 'UTC') AS period, h.tier, o.region, h.model, o.site, o.pue, o.gpu, o.gpu_count,
 		sum(h.requests)::bigint, sum(h.input_tokens + h.output_tokens)::bigint,
-		sum(h.energy_j), sum(h.energy_measured_j), sum(h.busy_ms)
+		sum(h.energy_j), sum(h.energy_measured_j), sum(h.energy_simulated_j), sum(h.busy_ms)
 	FROM usage_hourly h
 	JOIN offerings o ON o.id = h.offering_id
 	WHERE h.account_id = ANY ($1::text[]::uuid[]) AND h.hour >= $2 AND h.hour < $3
@@ -54,7 +57,7 @@ func readCarbonGroups(ctx context.Context, q Querier, accountIDs []string, from,
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (carbonGroup, error) {
 		var g carbonGroup
 		err := row.Scan(&g.accountID, &g.period, &g.tier, &g.region, &g.model, &g.site, &g.pue, &g.gpu, &g.gpuCount, &g.requests,
-			&g.tokens, &g.energy, &g.measured, &g.busyMs)
+			&g.tokens, &g.energy, &g.measured, &g.simulated, &g.busyMs)
 		g.period = g.period.UTC()
 		return g, err
 	})
@@ -69,16 +72,17 @@ func grid(region string) hardware.Region {
 // figures are one group's energy and emissions, and its baseline's.
 type figures struct {
 	energy, measured, gco2e, pueEnergy float64
+	simulated                          float64
 	baselineJ, baselineG, embodied     float64
 }
 
 func (g carbonGroup) figures() figures {
 	pue, _ := carbon.PUE(carbon.Site(g.site), g.pue)
 	intensity := float64(grid(g.region).GCO2ePerKWh)
-	baselineJ := float64(g.tokens) * carbon.ReferenceFor(g.model).JoulesPerToken()
-	return figures{energy: g.energy, measured: g.measured, gco2e: carbon.GCO2e(g.energy, intensity, pue),
+	baselineJ := carbon.BaselineJoules(g.energy, g.model, g.gpu, g.gpuCount)
+	return figures{energy: g.energy, measured: g.measured, simulated: g.simulated, gco2e: carbon.GCO2e(g.energy, intensity, pue),
 		pueEnergy: pue * g.energy, baselineJ: baselineJ,
-		baselineG: carbon.GCO2e(baselineJ, intensity, carbon.DefaultPUEDatacentre),
+		baselineG: carbon.GCO2e(baselineJ, intensity, pue),
 		embodied:  carbon.EmbodiedGCO2e(g.gpu, g.gpuCount, g.busyMs)}
 }
 
@@ -117,6 +121,7 @@ func (s *Service) Carbon(ctx context.Context, accountID string, q Query) (_ Carb
 		r.Tokens += g.tokens
 		r.EnergyKWh += carbon.KWh(f.energy)
 		r.MeasuredKWh += carbon.KWh(f.measured)
+		r.SimulatedKWh += carbon.KWh(f.simulated)
 		r.GCO2e += f.gco2e
 		r.BaselineKWh += carbon.KWh(f.baselineJ)
 		r.BaselineGCO2e += f.baselineG
@@ -135,7 +140,7 @@ func (s *Service) Carbon(ctx context.Context, accountID string, q Query) (_ Carb
 	t := &out.Totals
 	for i := range out.Rows {
 		r := &out.Rows[i]
-		r.EstimatedKWh = max(0, r.EnergyKWh-r.MeasuredKWh)
+		r.EstimatedKWh = max(0, r.EnergyKWh-r.MeasuredKWh-r.SimulatedKWh)
 		r.PUE = 0
 		if r.EnergyKWh > 0 {
 			r.PUE = carbon.KWh(pueEnergy[key{r.Period, r.Tier, r.Region}]) / r.EnergyKWh
@@ -144,11 +149,12 @@ func (s *Service) Carbon(ctx context.Context, accountID string, q Query) (_ Carb
 		t.Tokens += r.Tokens
 		t.EnergyKWh += r.EnergyKWh
 		t.MeasuredKWh += r.MeasuredKWh
+		t.SimulatedKWh += r.SimulatedKWh
 		t.GCO2e += r.GCO2e
 		t.BaselineKWh += r.BaselineKWh
 		t.BaselineGCO2e += r.BaselineGCO2e
 	}
-	t.EstimatedKWh = max(0, t.EnergyKWh-t.MeasuredKWh)
+	t.EstimatedKWh = max(0, t.EnergyKWh-t.MeasuredKWh-t.SimulatedKWh)
 	if len(groups) > 0 {
 		out.Embodied = &Embodied{GCO2e: embodied, Assumptions: carbon.EmbodiedAssumptions()}
 		t.EmbodiedGCO2e = embodied

@@ -99,6 +99,7 @@ type CarbonRow struct {
 	Tokens        int64     `json:"tokens"`
 	EnergyKWh     float64   `json:"energy_kwh"`
 	MeasuredKWh   float64   `json:"energy_measured_kwh"`
+	SimulatedKWh  float64   `json:"energy_simulated_kwh"` // from a simulated power sensor: never measured
 	EstimatedKWh  float64   `json:"energy_estimated_kwh"`
 	GramsPerKWh   float64   `json:"grid_g_co2e_per_kwh"`
 	GridYear      int       `json:"grid_year"`
@@ -128,6 +129,7 @@ type CarbonTotals struct {
 	Tokens        int64   `json:"tokens"`
 	EnergyKWh     float64 `json:"energy_kwh"`
 	MeasuredKWh   float64 `json:"energy_measured_kwh"`
+	SimulatedKWh  float64 `json:"energy_simulated_kwh"`
 	EstimatedKWh  float64 `json:"energy_estimated_kwh"`
 	GCO2e         float64 `json:"g_co2e"`
 	BaselineKWh   float64 `json:"baseline_energy_kwh"`

@@ -22,6 +22,7 @@ type TierSummary struct {
 	Baseline      money.BigPico `json:"baseline_usd"`
 	EnergyKWh     float64       `json:"energy_kwh"`
 	MeasuredKWh   float64       `json:"energy_measured_kwh"`
+	SimulatedKWh  float64       `json:"energy_simulated_kwh"`
 	GCO2e         float64       `json:"g_co2e"`
 	BaselineGCO2e float64       `json:"baseline_g_co2e"`
 	MethodVersion string        `json:"method_version"`
@@ -65,6 +66,7 @@ func PeriodSummaries(ctx context.Context, q Querier, accountIDs []string, from, 
 		s, f := get(g.accountID, g.tier), g.figures()
 		s.EnergyKWh += carbon.KWh(f.energy)
 		s.MeasuredKWh += carbon.KWh(f.measured)
+		s.SimulatedKWh += carbon.KWh(f.simulated)
 		s.GCO2e += f.gco2e
 		s.BaselineGCO2e += f.baselineG
 	}

@@ -154,7 +154,9 @@ type request struct {
 	in, out  int64
 	energyJ  float64
 	measured bool
-	duration float64 // ms; 0 is 800
+	// simulated: the energy came from a simulated power sensor
+	simulated bool
+	duration  float64 // ms; 0 is 800
 }
 
 // use routes, records and meters a request as the platform would, priced at its tier's price
@@ -180,6 +182,9 @@ func (w *world) use(r request) {
 	source := usage.EnergyEstimated
 	if r.measured {
 		source = usage.EnergyMeasured
+	}
+	if r.simulated {
+		source = usage.EnergySimulated
 	}
 	ev := usage.NewEvent(fmt.Sprintf("evt_%06d", n), r.rig.provider, r.rig.offering, r.at, usage.Usage{
 		RequestID: requestID, Ticket: tk, OfferingID: r.rig.offering, Model: model, InputTokens: r.in,

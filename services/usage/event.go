@@ -85,8 +85,14 @@ type EnergySource string
 
 const (
 	EnergyMeasured  EnergySource = "measured"  // from GPU power samples over the request
+	EnergySimulated EnergySource = "simulated" // from a simulated power sensor (the demo's rigs): never counted as measured
 	EnergyEstimated EnergySource = "estimated" // from board power times GPU count over the request's share of the rig
 )
+
+// Valid says whether s is one of the three sources.
+func (s EnergySource) Valid() bool {
+	return s == EnergyMeasured || s == EnergySimulated || s == EnergyEstimated
+}
 
 // Status is how the request ended.
 type Status string

@@ -282,6 +282,7 @@ func TestValidate(t *testing.T) {
 		{name: "a canceled request, energy measured", edit: func(ev *UsageEvent) {
 			ev.Data.Status, ev.Data.EnergySource = StatusCanceled, EnergyMeasured
 		}},
+		{name: "energy from a simulated sensor", edit: func(ev *UsageEvent) { ev.Data.EnergySource = EnergySimulated }},
 		{name: "ttft equal to duration", edit: func(ev *UsageEvent) { ev.Data.TTFTMillis = ev.Data.DurationMillis }},
 		{name: "duration at the limit", edit: func(ev *UsageEvent) { ev.Data.DurationMillis = MaxDurationMillis }},
 		{name: "energy at the limit", edit: func(ev *UsageEvent) { ev.Data.EnergyJoules = MaxEnergyJoules }},
@@ -326,6 +327,7 @@ func TestValidate(t *testing.T) {
 		{name: "too much energy", edit: func(ev *UsageEvent) { ev.Data.EnergyJoules = MaxEnergyJoules * 2 }, want: RejectSchema},
 		{name: "NaN energy", edit: func(ev *UsageEvent) { ev.Data.EnergyJoules = math.NaN() }, want: RejectSchema},
 		{name: "an unknown energy source", edit: func(ev *UsageEvent) { ev.Data.EnergySource = "guessed" }, want: RejectSchema},
+		{name: "an energy source in capitals", edit: func(ev *UsageEvent) { ev.Data.EnergySource = "Simulated" }, want: RejectSchema},
 		{name: "an unknown status", edit: func(ev *UsageEvent) { ev.Data.Status = "done" }, want: RejectSchema},
 		{name: "a status in capitals", edit: func(ev *UsageEvent) { ev.Data.Status = "OK" }, want: RejectSchema},
 

@@ -125,8 +125,8 @@ func validateUsage(u Usage) error {
 	if !(u.EnergyJoules >= 0 && u.EnergyJoules <= MaxEnergyJoules) {
 		return reject(RejectSchema, "data.energy_j %g is not between 0 and %g", u.EnergyJoules, float64(MaxEnergyJoules))
 	}
-	if u.EnergySource != EnergyMeasured && u.EnergySource != EnergyEstimated {
-		return reject(RejectSchema, "data.energy_source %.50q is not %q or %q", u.EnergySource, EnergyMeasured, EnergyEstimated)
+	if !u.EnergySource.Valid() {
+		return reject(RejectSchema, "data.energy_source %.50q is not %q, %q or %q", u.EnergySource, EnergyMeasured, EnergySimulated, EnergyEstimated)
 	}
 	if u.Status != StatusOK && u.Status != StatusError && u.Status != StatusCanceled {
 		return reject(RejectSchema, "data.status %.50q is not %q, %q or %q", u.Status, StatusOK, StatusError, StatusCanceled)

@@ -363,28 +363,60 @@ func TestThePriceChangeNeverComesBeforeUsageAlreadyBilled(t *testing.T) {
 	}
 }
 
-func TestDataCentreRigsMeasureTheirEnergyAndHomeRigsEstimateIt(t *testing.T) {
+func TestDataCentreRigsSimulateTheirEnergyAndHomeRigsEstimateIt(t *testing.T) {
 	t.Parallel()
 	pool, _ := seeded(t, testNow, nil)
-	// Every row's source follows its rig's site; both kinds are in the history.
+	// Every row's source follows its rig's site: a data centre's simulated sensor is simulated,
+	// never measured; both kinds are in the history, and nothing in it is measured.
 	if n := one[int64](t, pool, `SELECT count(*) FROM usage_events u JOIN offerings o ON o.id = u.offering_id
-		WHERE (o.site = 'datacentre') <> (u.energy_source = 'measured')`); n != 0 {
+		WHERE (o.site = 'datacentre') <> (u.energy_source = 'simulated')`); n != 0 {
 		t.Errorf("%d usage rows whose energy source does not follow their rig's site", n)
 	}
-	for _, src := range []string{"measured", "estimated"} {
+	for _, src := range []string{"simulated", "estimated"} {
 		if n := one[int64](t, pool, `SELECT count(*) FROM usage_events WHERE energy_source = $1 AND energy_j > 0`, src); n == 0 {
 			t.Errorf("no %s energy in the history", src)
 		}
 	}
-	// The rollups keep the measured energy apart, to the joule of their rows.
-	var rows, rolled float64
+	// The rollups keep the simulated energy apart, to the joule of their rows.
+	var rows, rolled, measured float64
 	if err := pool.QueryRow(context.Background(), `SELECT
-		(SELECT sum(energy_j) FROM usage_events WHERE energy_source = 'measured'),
-		(SELECT sum(energy_measured_j) FROM usage_hourly)`).Scan(&rows, &rolled); err != nil {
+		(SELECT sum(energy_j) FROM usage_events WHERE energy_source = 'simulated'),
+		(SELECT sum(energy_simulated_j) FROM usage_hourly), (SELECT sum(energy_measured_j) FROM usage_hourly)`).Scan(&rows, &rolled, &measured); err != nil {
 		t.Fatal(err)
 	}
-	if math.Abs(rows-rolled) > 1e-6*rows {
-		t.Errorf("measured energy: rows %.3f J, rollups %.3f J", rows, rolled)
+	if math.Abs(rows-rolled) > 1e-6*rows || measured != 0 {
+		t.Errorf("simulated energy: rows %.3f J, rollups %.3f J; measured %.3f J, want none", rows, rolled, measured)
+	}
+	// Energy per million tokens is the rig's configuration's, whatever the request: from
+	// 0.0325 kWh on an H100 PCIe (350 W x 0.75 over 2,240.95 tokens/s for the 14B model) to
+	// 0.54 kWh on 8x RTX 4090 (3,600 W over 1,849.74 tokens/s), never 0.005 on one rig and 1.45
+	// on its twin.
+	got, err := pool.Query(context.Background(), `SELECT o.gpu, o.gpu_count, o.model,
+		min(u.energy_j / (u.input_tokens + u.output_tokens)) * 1e6 / 3.6e6, max(u.energy_j / (u.input_tokens + u.output_tokens)) * 1e6 / 3.6e6
+		FROM usage_events u JOIN offerings o ON o.id = u.offering_id
+		WHERE u.input_tokens + u.output_tokens > 0 GROUP BY o.id, o.gpu, o.gpu_count, o.model`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer got.Close()
+	n := 0
+	for got.Next() {
+		var gpu, model string
+		var count int
+		var lo, hi float64
+		if err := got.Scan(&gpu, &count, &model, &lo, &hi); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		if hi > lo*(1+1e-9) || lo < 0.02 || hi > 0.6 {
+			t.Errorf("%dx %s %s: %.4f to %.4f kWh per million tokens, want one figure between 0.02 and 0.6", count, gpu, model, lo, hi)
+		}
+		if gpu == "h100-pcie" && model == "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B" && math.Abs(lo-350*0.75/2240.95/3.6) > 1e-6 {
+			t.Errorf("1x H100 PCIe, 14B: %.6f kWh per million tokens, want 0.032538", lo)
+		}
+	}
+	if err := got.Err(); err != nil || n == 0 {
+		t.Fatalf("%d rigs, %v", n, err)
 	}
 	// Northwind states its data centre's PUE; the home rigs state none.
 	if n := one[int64](t, pool, `SELECT count(*) FROM offerings WHERE site = 'datacentre' AND pue IS DISTINCT FROM $1`, demo.NorthwindPUE); n != 0 {

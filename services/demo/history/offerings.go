@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/services/carbon"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/hardware"
@@ -20,8 +21,9 @@ type offering struct {
 	profile simulation.Profile
 	// meanPrompt is the mean prompt of the profile's benchmark runs, in tokens.
 	meanPrompt float64
-	// boardW is the rig's board power, every GPU's: what the agent's energy estimate uses.
-	boardW float64
+	// joulesPerToken is the rig's configuration's board power over its benchmark throughput at
+	// carbon.ReferenceRate: what its requests' energy is made from.
+	joulesPerToken float64
 }
 
 // demoOfferings are the active offerings of the demo providers whose rig the benchmark
@@ -42,7 +44,7 @@ func (h *history) demoOfferings(ctx context.Context) ([]offering, error) {
 		}
 		for _, o := range list {
 			p, ok := simulation.Lookup(o.Model, o.GPU, o.GPUCount)
-			gpu, known := hardware.GPUBySKU(o.GPU)
+			_, known := hardware.GPUBySKU(o.GPU)
 			if o.Status != catalog.StatusActive || !ok || !known {
 				continue
 			}
@@ -51,7 +53,7 @@ func (h *history) demoOfferings(ctx context.Context) ([]offering, error) {
 				prompt += l.MeanInputTokens
 			}
 			out = append(out, offering{Offering: o, profile: p, meanPrompt: prompt / float64(len(p.Levels)),
-				boardW: float64(gpu.BoardPowerW * o.GPUCount)})
+				joulesPerToken: carbon.Compare(o.Model, o.GPU, o.GPUCount).JoulesPerToken})
 		}
 	}
 	return out, nil

@@ -348,17 +348,20 @@ func (h *history) record(c *customer, s *spec, off offering, rt routed, at, end 
 }
 
 // event is the rig's usage event of an attempt that ended at end, as its agent writes it,
-// stored by the stream storedLag later. Its energy is the request's share of the rig's power:
-// a rig in a data centre samples its GPUs' draw (nvidia-smi), which the history takes as
-// measuredDraw of board power; a home rig has no sampler, and its agent estimates from full
-// board power.
+// stored by the stream storedLag later. Its energy is its tokens (input and output) at the
+// rig's configuration's energy per token in the benchmark (board power over the run's tokens
+// per second at carbon.ReferenceRate), so that a rig's energy per million tokens is the same
+// from request to request and hardware to hardware as the benchmark has it. A rig in a data
+// centre has a power sensor, here a simulated one that reads measuredDraw of board power, and
+// says so (simulated, never measured); a home rig has none, and its agent estimates from full
+// board power. An attempt that produced nothing took no energy worth counting.
 func (h *history) event(off offering, rt routed, end time.Time, u usage.Usage, tier catalog.Tier) (metering.Message, error) {
 	u.RequestID, u.Ticket, u.OfferingID, u.Model = rt.requestID, rt.ticket, off.ID, off.Model
-	u.EnergyJoules = off.boardW * u.DurationMillis / 1000 / float64(concurrency[tier])
+	u.EnergyJoules = float64(u.InputTokens+u.OutputTokens) * off.joulesPerToken
 	u.EnergySource = usage.EnergyEstimated
 	if off.Site == carbon.SiteDatacentre {
 		u.EnergyJoules *= measuredDraw
-		u.EnergySource = usage.EnergyMeasured
+		u.EnergySource = usage.EnergySimulated
 	}
 	ev := usage.NewEvent(timeOrderedID("evt_", end, rt.requestID), off.ProviderAccountID, off.ID, end, u)
 	raw, err := usage.Encode(ev)
