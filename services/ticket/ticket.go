@@ -55,9 +55,13 @@ type Claims struct {
 	// MaxInputTokens and MaxOutputTokens bound the billable tokens: the input by the size of
 	// the body the gateway forwarded, the output by the request's max_tokens (times its
 	// choices), or the model's limit when it set none. A rig reporting more is clipped to them.
-	MaxInputTokens  int64     `json:"mi"`
-	MaxOutputTokens int64     `json:"mo"`
-	IssuedAt        time.Time `json:"iat"`
+	MaxInputTokens  int64 `json:"mi"`
+	MaxOutputTokens int64 `json:"mo"`
+	// Stream says the request asked for a streamed answer. Only then is the time to its first
+	// token observable: a whole answer's first byte comes with its last, so the meter keeps no
+	// first-token time for a request whose ticket does not say it was streamed.
+	Stream   bool      `json:"st,omitempty"`
+	IssuedAt time.Time `json:"iat"`
 }
 
 // Kind is what a request asks of the model, which decides how it is charged.
