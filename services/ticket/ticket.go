@@ -178,6 +178,9 @@ func encodeCanonical(c Claims) (b []byte, ok bool) {
 		b = append(b, `":`...)
 		b = strconv.AppendInt(b, *f.v, 10)
 	}
+	if c.Stream {
+		b = append(b, `,"st":true`...)
+	}
 	b = append(b, `,"iat":"`...)
 	b = c.IssuedAt.AppendFormat(b, time.RFC3339Nano)
 	b = append(b, `"}`...)
@@ -342,6 +345,7 @@ func decodeCanonical(b []byte) (c Claims, ok bool) {
 		}
 		*f.v, s = n, s[end:]
 	}
+	s, c.Stream = strings.CutPrefix(s, `,"st":true`)
 	if s, ok = strings.CutPrefix(s, `,"iat":"`); !ok {
 		return Claims{}, false
 	}
