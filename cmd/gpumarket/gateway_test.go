@@ -952,6 +952,18 @@ func (b *gatewayBundle) testMeasuredLatency(t *testing.T) {
 	if order[0] != "slow" || slices.Contains(order[40:], "slow") {
 		t.Fatalf("served by %v: want the slow one first, on its claim, and none of the last 40 once measured", order)
 	}
+	b.pause(t, slow) // demoted, it would be probed through the later subtests
+}
+
+// pause takes the offering out of routing, and so out of the gateway's probes.
+func (b *gatewayBundle) pause(t *testing.T, o catalog.Offering) {
+	t.Helper()
+	if _, err := b.p.pool.Exec(b.ctx, `UPDATE offerings SET status = 'paused' WHERE id = $1`, o.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.p.router.Refresh(b.ctx); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // A slow spell the gateways measured demotes a realtime offering; the gateway then probes it, as the platform's own
@@ -992,6 +1004,7 @@ func (b *gatewayBundle) testProbes(t *testing.T) {
 	if m := b.metered(t, requestID); m.offering != o.ID || m.tier != tier || m.output != 1 || m.charge <= 0 {
 		t.Fatalf("probe metered as %+v; want one output token on %s in %s, charged to the probe account", m, o.ID, tier)
 	}
+	b.pause(t, o) // no more probes through the later subtests
 }
 
 func (b *gatewayBundle) flushRequestLog(t *testing.T) {
