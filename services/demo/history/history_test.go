@@ -422,6 +422,8 @@ func TestDemoRigsAreMeasuredOnTheirTrafficNotCopiedFromTheirClaims(t *testing.T)
 			if *tps < 1.5*alone {
 				t.Errorf("offering %s: measured %g tokens/s, one request at a time would make %g", id, *tps, alone)
 			}
+			t.Logf("offering %s: measured P99 %.1f ms and %.0f tokens/s over %d requests; claimed %.1f ms and %.0f tokens/s",
+				id, *p99, *tps, requests, *claimedP99, *claimedTPS)
 			measured++
 		}
 	}
