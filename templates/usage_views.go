@@ -29,6 +29,7 @@ type UsageRequestRow struct {
 	Hardware, Provider, Offering string // "4x NVIDIA GeForce RTX 4090", its provider, the offering id
 	TokensIn, TokensOut          string
 	TTFT, Duration               string
+	TTFTTitle                    string // why there is no first-token time ("—"), or what the figure is
 	Cost                         string // exact, "$0.000042"
 	Status                       string
 	BatchID                      string // the batch whose line the request served, "" for none

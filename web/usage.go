@@ -154,11 +154,15 @@ func (s *Server) usagePage(c echo.Context) error {
 		return err
 	}
 	for _, r := range page.Requests {
+		ttft, ttftTitle := "—", "No first-token time: the answer was not streamed, or had no output"
+		if r.TTFTMillis != nil {
+			ttft, ttftTitle = formatMs(*r.TTFTMillis), "Time to the first streamed token"
+		}
 		p.Requests = append(p.Requests, templates.UsageRequestRow{
 			When: r.OccurredAt.Format("2006-01-02 15:04:05"), RequestID: r.RequestID, Model: r.Model, Tier: string(r.Tier),
 			Hardware: fmt.Sprintf("%dx %s", r.GPUCount, r.GPUName), Provider: r.Provider, Offering: r.OfferingID,
 			TokensIn: money.FormatCount(r.InputTokens), TokensOut: money.FormatCount(r.OutputTokens),
-			TTFT: formatMs(r.TTFTMillis), Duration: formatMs(r.DurationMillis), Cost: money.FormatPrecisePico(r.Cost), Status: string(r.Status),
+			TTFT: ttft, TTFTTitle: ttftTitle, Duration: formatMs(r.DurationMillis), Cost: money.FormatPrecisePico(r.Cost), Status: string(r.Status),
 			BatchID: r.BatchID,
 		})
 	}

@@ -46,6 +46,7 @@ type usageUse struct {
 	rig             catalog.Offering
 	in, out         int64
 	charge, payable money.Pico
+	whole           bool // answered whole, not streamed: no time to first token (NULL)
 }
 
 func newUsageWorld(t *testing.T) *usageWorld {
@@ -89,7 +90,7 @@ func newUsageWorld(t *testing.T) *usageWorld {
 	a1 := w.record(t, usageUse{at: w.day0.Add(9 * time.Hour), customer: w.acme, rig: w.fjordRig,
 		in: 1000, out: 500, charge: 200_000_000, payable: 90_000_000})
 	a2 := w.record(t, usageUse{at: w.day1.Add(-time.Second), customer: w.acme, rig: w.northRig,
-		in: 20, out: 7, charge: 3_400_007, payable: 1_620_000})
+		in: 20, out: 7, charge: 3_400_007, payable: 1_620_000, whole: true})
 	a3 := w.record(t, usageUse{at: w.day1.Add(10 * time.Hour), customer: w.acme, rig: w.fjordRig,
 		in: 12, out: 3, charge: bigCharge, payable: 900_001})
 	w.recent = []string{a3, a2, a1}
@@ -109,10 +110,10 @@ func (w *usageWorld) record(t *testing.T, u usageUse) string {
 		INSERT INTO usage_events (event_id, request_id, account_id, offering_id, provider_account_id, tier, model,
 			input_tokens, output_tokens, ttft_ms, duration_ms, energy_j, energy_source, status,
 			input_price, output_price, ask_input_price, ask_output_price, charge_pico, payable_pico, occurred_at, metered_at, stream_seq)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 38.25, 900, 10, 'estimated', 'ok',
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, CASE WHEN $14 THEN NULL ELSE 38.25 END, 900, 10, 'estimated', 'ok',
 			100000, 200000, 60000, 60000, $10, $11, $12, $12, $13)`,
 		"evt_"+id, id, u.customer, u.rig.ID, u.rig.ProviderAccountID, string(u.rig.Tier), u.rig.Model, u.in, u.out,
-		int64(u.charge), int64(u.payable), u.at, w.requests); err != nil {
+		int64(u.charge), int64(u.payable), u.at, w.requests, u.whole); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := w.pool.Exec(ctx, `
@@ -146,18 +147,18 @@ type usageJSON struct {
 	From     string `json:"from"`
 	To       string `json:"to"`
 	Requests []struct {
-		RequestID    string  `json:"request_id"`
-		Model        string  `json:"model"`
-		Tier         string  `json:"tier"`
-		OfferingID   string  `json:"offering_id"`
-		Provider     string  `json:"provider"`
-		GPU          string  `json:"gpu"`
-		GPUCount     int     `json:"gpu_count"`
-		InputTokens  int64   `json:"input_tokens"`
-		OutputTokens int64   `json:"output_tokens"`
-		TTFTMillis   float64 `json:"ttft_ms"`
-		CostPico     int64   `json:"cost_pico"`
-		CostUSD      string  `json:"cost_usd"`
+		RequestID    string   `json:"request_id"`
+		Model        string   `json:"model"`
+		Tier         string   `json:"tier"`
+		OfferingID   string   `json:"offering_id"`
+		Provider     string   `json:"provider"`
+		GPU          string   `json:"gpu"`
+		GPUCount     int      `json:"gpu_count"`
+		InputTokens  int64    `json:"input_tokens"`
+		OutputTokens int64    `json:"output_tokens"`
+		TTFTMillis   *float64 `json:"ttft_ms"`
+		CostPico     int64    `json:"cost_pico"`
+		CostUSD      string   `json:"cost_usd"`
 	} `json:"requests"`
 	Next   string `json:"next"`
 	Totals struct {
@@ -204,8 +205,12 @@ func TestUsageAPI(t *testing.T) {
 	if big.CostPico != int64(bigCharge) || big.CostUSD != "9007.199254740993" || big.Model != w.fjordRig.Model ||
 		big.Tier != string(w.fjordRig.Tier) || big.OfferingID != w.fjordRig.ID || big.Provider != "Fjord GPU Co-op" ||
 		big.GPU != "rtx-4090" || big.GPUCount != 4 || big.InputTokens != 12 || big.OutputTokens != 3 ||
-		big.TTFTMillis != 38.25 {
+		big.TTFTMillis == nil || *big.TTFTMillis != 38.25 {
 		t.Errorf("request %+v, want the $9007.199254740993 request on Fjord's %s", big, w.fjordRig.ID)
+	}
+
+	if whole := got.Requests[1]; whole.TTFTMillis != nil {
+		t.Errorf("request %s answered whole has a time to first token %g ms; want null", whole.RequestID, *whole.TTFTMillis)
 	}
 
 	t.Run("totals per day and tier, exact", func(t *testing.T) {
@@ -369,6 +374,9 @@ func TestUsageCSV(t *testing.T) {
 		row[col("input_tokens")] != "12" || row[col("output_tokens")] != "3" || row[col("ttft_ms")] != "38.25" {
 		t.Errorf("row %q, want the $9007.199254740993 request", row)
 	}
+	if ttft := rows[1][col("ttft_ms")]; ttft != "" {
+		t.Errorf("ttft_ms %q for a request answered whole; want an empty cell", ttft)
+	}
 	if rows[1][col("cost_usd")] != "0.000003400007" {
 		t.Errorf("cost %q, want twelve exact decimals 0.000003400007", rows[1][col("cost_usd")])
 	}
@@ -455,6 +463,11 @@ func TestUsagePage(t *testing.T) {
 		t.Errorf("time to first token %q", ttft)
 	}
 	// A total in cents: $9007.199458141 is $9,007.20.
+	// The request answered whole (not streamed) has none: the finding was its whole duration shown instead.
+	whole := doc.Find(`[data-testid="request"]`).Eq(1).Find(`[data-testid="ttft"]`)
+	if title, _ := whole.Attr("title"); whole.Text() != "—" || !strings.Contains(title, "not streamed") {
+		t.Errorf("time to first token of a request answered whole %q (%q); want — saying it was not streamed", whole.Text(), title)
+	}
 	total := doc.Find(`[data-testid="period-total"] [data-testid="cost"]`).Text()
 	if want := money.FormatCentsOf(bigCharge + 3_400_007 + 200_000_000); total != want || want != "$9,007.20" {
 		t.Errorf("period total %q, want %q", total, want)

@@ -41,7 +41,8 @@ func (b *gatewayBundle) testMeteredFeed(t *testing.T) {
 		start := time.Now()
 		tk, err := signer.Sign(ticket.Claims{RequestID: requestID, AccountID: dev.AccountID, APIKeyID: key.ID,
 			OfferingID: o.ID, Tier: string(o.Tier), AskInput: int64(c.AskInput), AskOutput: int64(c.AskOutput),
-			PriceID: c.PriceID, MaxInputTokens: bounds.MaxInputTokens, MaxOutputTokens: bounds.MaxOutputTokens, IssuedAt: start})
+			PriceID: c.PriceID, MaxInputTokens: bounds.MaxInputTokens, MaxOutputTokens: bounds.MaxOutputTokens, Stream: true,
+			IssuedAt: start})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,8 +74,12 @@ func (b *gatewayBundle) testMeteredFeed(t *testing.T) {
 		t.Fatalf("%d requests measured; the rig's own report reached the gateway's figures", m)
 	}
 
+	// Streamed, as the requests the figures count are: a whole answer has no time to first token.
 	var res *http.Response
-	if _, err := b.client(secret).Chat.Completions.New(b.ctx, chatParams(o.Model, 4), option.WithResponseInto(&res)); err != nil {
+	stream := b.client(secret).Chat.Completions.NewStreaming(b.ctx, chatParams(o.Model, 4), option.WithResponseInto(&res))
+	for stream.Next() {
+	}
+	if err := stream.Err(); err != nil {
 		t.Fatal(err)
 	}
 	id, _, _ := headersOf(t, res)

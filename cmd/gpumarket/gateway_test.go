@@ -31,6 +31,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/simulation"
 	"github.com/gpumarket/gpumarket/services/ticket"
+	usageevent "github.com/gpumarket/gpumarket/services/usage"
 )
 
 // TestGateway is the /v1 gateway end to end (docs/failure-cases.md, cases 15-19): a whole
@@ -56,6 +57,7 @@ func TestGateway(t *testing.T) {
 	t.Run("bad JSON, oversized body, bad tier: 400", b.testBadRequests)
 	t.Run("a client that disconnects mid-stream is billed for what was produced", b.testDisconnect)
 	t.Run("routing moves to the offering measured faster", b.testMeasuredLatency)
+	t.Run("a demoted offering is probed in its live tier, billed to the platform's probe account", b.testProbes)
 	t.Run("the meter's feed brings the rigs' own reports, kept apart from the gateway's measurements", b.testMeteredFeed)
 	t.Run("a stream's headers reach the client before its first token", b.testStreamHeadersFirst)
 	t.Run("every request can be looked up and is reconciled with the meter", b.testReconciliation)
@@ -936,8 +938,12 @@ func (b *gatewayBundle) testMeasuredLatency(t *testing.T) {
 	client := b.client(secret)
 	var order []string
 	for range 80 {
+		// Streamed: only a streamed answer's first token is a time to first token the gateway measures.
 		var res *http.Response
-		if _, err := client.Chat.Completions.New(b.ctx, chatParams("gw-measured", 1), option.WithResponseInto(&res)); err != nil {
+		stream := client.Chat.Completions.NewStreaming(b.ctx, chatParams("gw-measured", 1), option.WithResponseInto(&res))
+		for stream.Next() {
+		}
+		if err := stream.Err(); err != nil {
 			t.Fatal(err)
 		}
 		_, offering, _ := headersOf(t, res)
@@ -946,6 +952,59 @@ func (b *gatewayBundle) testMeasuredLatency(t *testing.T) {
 	if order[0] != "slow" || slices.Contains(order[40:], "slow") {
 		t.Fatalf("served by %v: want the slow one first, on its claim, and none of the last 40 once measured", order)
 	}
+	b.pause(t, slow) // demoted, it would be probed through the later subtests
+}
+
+// pause takes the offering out of routing, and so out of the gateway's probes.
+func (b *gatewayBundle) pause(t *testing.T, o catalog.Offering) {
+	t.Helper()
+	if _, err := b.p.pool.Exec(b.ctx, `UPDATE offerings SET status = 'paused' WHERE id = $1`, o.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.p.router.Refresh(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A slow spell the gateways measured demotes a realtime offering; the gateway then probes it, as the platform's own
+// customer: one-token streamed requests through its agent, in its live tier, recorded with their time to first
+// token and metered to the probe account. (Promotion once the probes fill the window: routing's
+// TestDemotedOfferingIsProbedBackIntoItsTier.)
+func (b *gatewayBundle) testProbes(t *testing.T) {
+	o := b.list(t, rigSpec{model: "gw-probed", ask: 100_000, p99: 40})
+	if o.Tier != catalog.TierRealtime {
+		t.Fatalf("listed in %s; want realtime by its 40 ms claim", o.Tier)
+	}
+	now := time.Now()
+	for i := range 150 {
+		b.p.router.Observe(o.ID, routing.Observation{RequestID: fmt.Sprintf("slow-%s-%d", o.ID, i), At: now,
+			TTFT: 900 * time.Millisecond, Streamed: true, Duration: time.Second, InputTokens: 10, OutputTokens: 10, Status: usageevent.StatusOK})
+	}
+	if err := b.p.router.Flush(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	var tier string
+	if err := b.p.pool.QueryRow(b.ctx, `SELECT tier FROM offerings WHERE id = $1`, o.ID).Scan(&tier); err != nil {
+		t.Fatal(err)
+	}
+	if tier == string(catalog.TierRealtime) {
+		t.Fatalf("still realtime after a measured P99 of 900 ms")
+	}
+	var requestID, account, probeTier string
+	var ttft float64
+	b.eventually(t, "a probe reaches the demoted offering", func() bool {
+		return b.p.pool.QueryRow(b.ctx, `SELECT g.request_id, a.name, g.tier, g.ttft_ms FROM gateway_requests g
+			JOIN accounts a ON a.id = g.account_id
+			WHERE g.offering_id = $1 AND g.streamed AND g.status = 'ok' AND g.ttft_ms IS NOT NULL LIMIT 1`, o.ID).
+			Scan(&requestID, &account, &probeTier, &ttft) == nil
+	})
+	if account != "GPUMarket probes" || probeTier != tier || ttft <= 0 {
+		t.Fatalf("probe %s by %q in %s, %g ms to its first token; want the probe account's, in the live tier %s", requestID, account, probeTier, ttft, tier)
+	}
+	if m := b.metered(t, requestID); m.offering != o.ID || m.tier != tier || m.output != 1 || m.charge <= 0 {
+		t.Fatalf("probe metered as %+v; want one output token on %s in %s, charged to the probe account", m, o.ID, tier)
+	}
+	b.pause(t, o) // no more probes through the later subtests
 }
 
 func (b *gatewayBundle) flushRequestLog(t *testing.T) {

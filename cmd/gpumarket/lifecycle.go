@@ -82,6 +82,7 @@ func (p *Platform) start(r *running) error {
 		}
 		r.requestLog.Go(func() { p.requestLog.Run(r.logCtx) })
 		r.loops.Go(func() { p.reconcile(r.ctx) })
+		r.loops.Go(func() { p.gateway.RunProbes(r.ctx, p.probeAccount) })
 		p.batchScheduler = p.newBatchScheduler()
 		p.batchScheduler.Start(r.ctx)
 	}

@@ -461,8 +461,9 @@ func (h *restart) checkRateLimitsPerReplica(a, b *replica, sess browserSession) 
 	}
 }
 
-// figuresThroughA sends replicaFigures chat completions for the figures model through A alone, four at a time,
-// and requires every one answered.
+// figuresThroughA sends replicaFigures streamed chat completions for the figures model through A alone, four at a
+// time, and requires every one answered: only a streamed answer's first token is a time to first token the
+// gateway measures (docs/tiers-and-asks.md).
 func (h *restart) figuresThroughA(a *replica, o catalog.Offering) []loadResult {
 	h.t.Helper()
 	var mu sync.Mutex
@@ -472,7 +473,7 @@ func (h *restart) figuresThroughA(a *replica, o catalog.Offering) []loadResult {
 	for range 4 {
 		wg.Go(func() {
 			for range next {
-				r := h.chatAt(a.addr, o.Model, h.secret)
+				r := h.streamAt(a.addr, o.Model, h.secret)
 				mu.Lock()
 				out = append(out, r)
 				mu.Unlock()
@@ -490,6 +491,43 @@ func (h *restart) figuresThroughA(a *replica, o catalog.Offering) []loadResult {
 		}
 	}
 	return out
+}
+
+// streamAt sends a streamed chat completion with its usage chunk to the replica at addr.
+func (h *restart) streamAt(addr, model, secret string) loadResult {
+	r := loadResult{sent: time.Now(), streamed: true}
+	body := `{"model": "` + model + `", "max_tokens": 6, "stream": true, "stream_options": {"include_usage": true},
+		"messages": [{"role": "user", "content": "count to six"}]}`
+	req, _ := http.NewRequestWithContext(h.ctx, http.MethodPost, "http://"+addr+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+secret)
+	res, err := h.httpClient.Do(req)
+	if err != nil {
+		return r
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	if err != nil || res.StatusCode != http.StatusOK {
+		return r
+	}
+	for line := range strings.Lines(string(raw)) {
+		payload, ok := strings.CutPrefix(strings.TrimSpace(line), "data: ")
+		if !ok || payload == "[DONE]" {
+			continue
+		}
+		var chunk struct {
+			Usage *struct {
+				PromptTokens     int64 `json:"prompt_tokens"`
+				CompletionTokens int64 `json:"completion_tokens"`
+			} `json:"usage"`
+		}
+		if json.Unmarshal([]byte(payload), &chunk) == nil && chunk.Usage != nil {
+			r.input, r.output = chunk.Usage.PromptTokens, chunk.Usage.CompletionTokens
+			r.ok = true
+		}
+	}
+	r.requestID, r.offering = res.Header.Get("X-GPUMarket-Request-Id"), res.Header.Get("X-GPUMarket-Offering")
+	return r
 }
 
 var storedTotal = regexp.MustCompile(`(?m)^gpumarket_meter_events_stored_total ([0-9.e+]+)$`)
@@ -538,7 +576,7 @@ func (h *restart) checkFiguresReachB(o catalog.Offering, results []loadResult) {
 	t.Helper()
 	var ids []string
 	for _, r := range results {
-		if r.ok && r.offering == o.ID {
+		if r.ok && r.streamed && r.offering == o.ID { // a whole answer is not among the measured
 			ids = append(ids, r.requestID)
 		}
 	}

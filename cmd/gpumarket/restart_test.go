@@ -363,6 +363,7 @@ type loadResult struct {
 	requestID     string
 	offering      string // the offering that served it
 	input, output int64
+	streamed      bool // asked for a stream: only then is its time to first token measured
 }
 
 // chat sends one small chat completion through the gateway.

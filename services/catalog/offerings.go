@@ -523,7 +523,9 @@ func isInvalidText(err error) bool {
 	return errors.As(err, &pe) && pe.Code == "22P02"
 }
 
-// SeedInput is a listing with figures measured by a published benchmark run, for demo data.
+// SeedInput is a listing for demo data, with the figures the platform measured of it when MeasuredRequests is
+// above zero. The demo lists its rigs with their claims only (the benchmark run each one copies): what the
+// platform measures of them comes from their traffic (MeasureSeeded).
 type SeedInput struct {
 	Listing           ListingInput
 	MeasuredRequests  int64
@@ -534,10 +536,19 @@ type SeedInput struct {
 }
 
 // EnsureSeeded lists the offering under seedKey unless it exists; running it twice changes
-// nothing. Its tier follows the measured P99, and the listing is checked as Create checks one.
+// nothing. Its tier follows the measured P99, or the claimed one when nothing was measured, and the listing is
+// checked as Create checks one.
 func (s *Service) EnsureSeeded(ctx context.Context, providerAccountID, seedKey string, in SeedInput) (_ Offering, err error) {
 	defer services.Wrap(&err, "catalog.EnsureSeeded(%s)", seedKey)
-	tier := TierForP99(in.MeasuredTTFTP99Ms)
+	var measuredP50, measuredP99, measuredTPS *float64
+	tier := TierBatch
+	switch {
+	case in.MeasuredRequests > 0:
+		measuredP50, measuredP99, measuredTPS = &in.MeasuredTTFTP50Ms, &in.MeasuredTTFTP99Ms, &in.MeasuredTPS
+		tier = TierForP99(in.MeasuredTTFTP99Ms)
+	case in.Listing.ClaimedTTFTP99Ms != nil:
+		tier = TierForP99(*in.Listing.ClaimedTTFTP99Ms)
+	}
 	if err := s.check(ctx, &in.Listing, tier); err != nil {
 		return Offering{}, err
 	}
@@ -554,12 +565,30 @@ func (s *Service) EnsureSeeded(ctx context.Context, providerAccountID, seedKey s
 		ON CONFLICT (seed_key) DO NOTHING`,
 		providerAccountID, l.GPU, l.GPUCount, l.Region, l.Model, int64(l.AskInput), int64(l.AskOutput), l.AgentURL,
 		l.ClaimedTTFTP50Ms, l.ClaimedTTFTP99Ms, l.ClaimedTokensPerSec,
-		in.MeasuredRequests, in.MeasuredTTFTP50Ms, in.MeasuredTTFTP99Ms, in.MeasuredTPS,
+		in.MeasuredRequests, measuredP50, measuredP99, measuredTPS,
 		string(tier), in.Source, seedKey, now, string(l.Site), l.PUE)
 	if err != nil {
 		return Offering{}, err
 	}
 	return s.one(ctx, `o.seed_key = $1`, seedKey)
+}
+
+// MeasureSeeded writes the figures the platform measured of a seeded offering's traffic, as routing writes its
+// live ones (measured_*), and leaves its tier: the demo's history measures the rigs it served this way
+// (docs/demo-history.md). It reports whether the offering is one the seed listed and not delisted.
+func (s *Service) MeasureSeeded(ctx context.Context, offeringID string, requests int64, p50Ms, p99Ms, tokensPerSec float64) (_ bool, err error) {
+	defer services.Wrap(&err, "catalog.MeasureSeeded(%s)", offeringID)
+	var tps *float64
+	if tokensPerSec > 0 {
+		tps = &tokensPerSec
+	}
+	tag, err := s.pool.Exec(ctx, `UPDATE offerings SET measured_requests = $2, measured_ttft_p50_ms = $3,
+			measured_ttft_p99_ms = $4, measured_tokens_per_sec = coalesce($5, measured_tokens_per_sec)
+		WHERE id = $1 AND seed_key IS NOT NULL AND status <> 'delisted'`, offeringID, requests, p50Ms, p99Ms, tps)
+	if err != nil {
+		return false, err
+	}
+	return tag.RowsAffected() > 0, nil
 }
 
 // PauseSeeded pauses the active offering listed under seedKey, if there is one, and reports

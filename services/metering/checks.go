@@ -153,6 +153,11 @@ func (m *Meter) checkOne(msg Message, now time.Time) verdict {
 		return verdict{rejected: true, rejection: rejection(msg, ev.ID,
 			reject(usage.RejectTicketInvalid, "the ticket names no price version: it fixes no terms to bill by"))}
 	}
+	if !claims.Stream {
+		// A whole answer's first byte comes with its last: what a rig reports as its time to first token is
+		// its generation time. The row keeps none (NULL), and routing's feed none either.
+		ev.Data.TTFTMillis = 0
+	}
 	providerID, _, _ := usage.ParseSubject(msg.Subject)
 	return verdict{cand: candidate{msg: msg, ev: ev, claims: claims, providerID: providerID}}
 }

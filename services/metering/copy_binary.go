@@ -74,6 +74,15 @@ func (c *copyRows) int8(v int64) {
 	c.b = binary.BigEndian.AppendUint64(c.b, uint64(v))
 }
 
+// nullableFloat8 is NULL when valid is false.
+func (c *copyRows) nullableFloat8(v float64, valid bool) {
+	if !valid {
+		c.null()
+		return
+	}
+	c.float8(v)
+}
+
 // float8 is a double precision.
 func (c *copyRows) float8(v float64) {
 	c.length(8)

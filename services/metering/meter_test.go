@@ -159,7 +159,7 @@ func (e *meterEnv) routed(t *testing.T, r route) (eventID string, body []byte, r
 	}
 	claims := ticket.Claims{RequestID: requestID, AccountID: rig.customer, APIKeyID: rig.apiKey, OfferingID: rig.offering,
 		Tier: rig.tier, Kind: r.kind, AskInput: rig.askIn, AskOutput: rig.askOut, PriceID: rig.priceID,
-		MaxInputTokens: r.in, MaxOutputTokens: maxOut, IssuedAt: r.at.Add(-time.Second)}
+		MaxInputTokens: r.in, MaxOutputTokens: maxOut, Stream: true, IssuedAt: r.at.Add(-time.Second)}
 	if r.ticket != nil {
 		r.ticket(&claims)
 	}
@@ -383,6 +383,37 @@ func TestMeterPricesOnceAndPostsToTheLedger(t *testing.T) {
 	}
 	if n := e.count(t, `SELECT count(*) FROM ledger_transactions WHERE kind = 'usage'`); n != 1 {
 		t.Errorf("%d usage transactions, want one for the batch", n)
+	}
+}
+
+// A request answered whole has no time to first token: whatever its rig reports in its place (the
+// generation time, 100 ms of 900 here) is not kept. Its row stores NULL, the streamed one its 100 ms.
+func TestMeterKeepsNoFirstTokenTimeOfAWholeAnswer(t *testing.T) {
+	e := setupMeter(t)
+	subject := usage.Subject(e.provider, e.offering)
+	at := e.now.Add(-time.Minute)
+	id1, ev1, streamed := e.routed(t, route{in: 1000, out: 500, at: at})
+	id2, ev2, whole := e.routed(t, route{in: 1000, out: 500, at: at, ticket: func(c *ticket.Claims) { c.Stream = false },
+		record: func(g *billing.GatewayRequest) { g.Streamed, g.RelayedOutputChunks = false, 0 }})
+	e.publish(t, subject, id1, ev1)
+	e.publish(t, subject, id2, ev2)
+	e.drain(t)
+	if n := e.count(t, `SELECT count(*) FROM usage_events WHERE request_id = $1 AND ttft_ms = 100`, streamed); n != 1 {
+		t.Error("the streamed request lost its 100 ms to the first token")
+	}
+	if n := e.count(t, `SELECT count(*) FROM usage_events WHERE request_id = $1 AND ttft_ms IS NULL AND output_tokens = 500`, whole); n != 1 {
+		t.Error("the request answered whole was stored with a time to first token")
+	}
+	page, err := NewReports(e.pool).Requests(context.Background(), e.customer, UsageFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]*float64{}
+	for _, r := range page.Requests {
+		got[r.RequestID] = r.TTFTMillis
+	}
+	if len(got) != 2 || got[streamed] == nil || *got[streamed] != 100 || got[whole] != nil {
+		t.Errorf("usage rows' first-token times %v; want 100 ms streamed and none (null) for the whole answer", got)
 	}
 }
 

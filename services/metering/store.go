@@ -334,7 +334,8 @@ func usageArrays(priced []pricedEvent, now time.Time) []any {
 		energySource, status                    = make([]string, n), make([]string, n)
 		inputTokens, outputTokens               = make([]int64, n), make([]int64, n)
 		reportedIn, reportedOut                 = make([]int64, n), make([]int64, n)
-		ttft, duration, energy                  = make([]float64, n), make([]float64, n), make([]float64, n)
+		ttft                                    = make([]*float64, n) // NULL: no first-token time
+		duration, energy                        = make([]float64, n), make([]float64, n)
 		priceID, inputPrice, outputPrice        = make([]int64, n), make([]int64, n), make([]int64, n)
 		askIn, askOut                           = make([]int64, n), make([]int64, n)
 		charge, payable, seq                    = make([]int64, n), make([]int64, n), make([]int64, n)
@@ -347,7 +348,10 @@ func usageArrays(priced []pricedEvent, now time.Time) []any {
 		eventID[i], requestID[i], accountID[i], apiKeyID[i] = c.ev.ID, u.RequestID, c.claims.AccountID, c.claims.APIKeyID
 		offeringID[i], providerID[i], tier[i], model[i] = u.OfferingID, pe.provider, c.claims.Tier, u.Model
 		inputTokens[i], outputTokens[i], reportedIn[i], reportedOut[i] = pe.in, pe.out, u.InputTokens, u.OutputTokens
-		ttft[i], duration[i], energy[i] = u.TTFTMillis, u.DurationMillis, u.EnergyJoules
+		if u.TTFTMillis > 0 {
+			ttft[i] = &u.TTFTMillis
+		}
+		duration[i], energy[i] = u.DurationMillis, u.EnergyJoules
 		energySource[i], status[i] = string(u.EnergySource), string(u.Status)
 		priceID[i], inputPrice[i], outputPrice[i] = pe.t.price.id, pe.t.price.input, pe.t.price.outp
 		askIn[i], askOut[i] = pe.t.askIn, pe.t.askOut

@@ -131,18 +131,20 @@ func (c UsageCursor) decode() (time.Time, string, error) {
 
 // RequestRecord is one metered request as its customer sees it.
 type RequestRecord struct {
-	OccurredAt     time.Time    `json:"occurred_at"`
-	RequestID      string       `json:"request_id"`
-	Model          string       `json:"model"`
-	Tier           catalog.Tier `json:"tier"`
-	OfferingID     string       `json:"offering_id"`
-	Provider       string       `json:"provider"`
-	GPU            string       `json:"gpu"`      // SKU, "rtx-4090"
-	GPUName        string       `json:"gpu_name"` // "NVIDIA GeForce RTX 4090"
-	GPUCount       int          `json:"gpu_count"`
-	InputTokens    int64        `json:"input_tokens"`
-	OutputTokens   int64        `json:"output_tokens"`
-	TTFTMillis     float64      `json:"ttft_ms"`
+	OccurredAt   time.Time    `json:"occurred_at"`
+	RequestID    string       `json:"request_id"`
+	Model        string       `json:"model"`
+	Tier         catalog.Tier `json:"tier"`
+	OfferingID   string       `json:"offering_id"`
+	Provider     string       `json:"provider"`
+	GPU          string       `json:"gpu"`      // SKU, "rtx-4090"
+	GPUName      string       `json:"gpu_name"` // "NVIDIA GeForce RTX 4090"
+	GPUCount     int          `json:"gpu_count"`
+	InputTokens  int64        `json:"input_tokens"`
+	OutputTokens int64        `json:"output_tokens"`
+	// TTFTMillis is the time to the first token of a streamed request; null for a request answered
+	// whole (its first byte comes with its last) or that produced no output.
+	TTFTMillis     *float64     `json:"ttft_ms"`
 	DurationMillis float64      `json:"duration_ms"`
 	Cost           money.Pico   `json:"cost_pico"`
 	CostUSD        string       `json:"cost_usd"` // exact decimal dollars
@@ -360,10 +362,14 @@ func (r *Reports) ExportCSV(ctx context.Context, accountID string, f UsageFilter
 
 func csvRecord(rec RequestRecord) []string {
 	ms := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+	ttft := "" // empty: not streamed, or no output
+	if rec.TTFTMillis != nil {
+		ttft = ms(*rec.TTFTMillis)
+	}
 	return []string{
 		rec.OccurredAt.Format(time.RFC3339Nano), rec.RequestID, services.CSVText(rec.Model), string(rec.Tier), services.CSVText(rec.Provider),
 		rec.OfferingID, rec.GPU, strconv.Itoa(rec.GPUCount), strconv.FormatInt(rec.InputTokens, 10),
-		strconv.FormatInt(rec.OutputTokens, 10), ms(rec.TTFTMillis), ms(rec.DurationMillis), string(rec.Status),
+		strconv.FormatInt(rec.OutputTokens, 10), ttft, ms(rec.DurationMillis), string(rec.Status),
 		rec.Cost.Decimal(12), rec.BatchID,
 	}
 }

@@ -127,7 +127,7 @@ func usageRows(priced []pricedEvent, order []int, now time.Time) (*copyRows, err
 		rows.int8(pe.out)
 		rows.int8(u.InputTokens)
 		rows.int8(u.OutputTokens)
-		rows.float8(u.TTFTMillis)
+		rows.nullableFloat8(u.TTFTMillis, u.TTFTMillis > 0)
 		rows.float8(u.DurationMillis)
 		rows.float8(u.EnergyJoules)
 		rows.text(string(u.EnergySource))

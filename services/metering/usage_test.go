@@ -207,15 +207,15 @@ func TestReportsRequests(t *testing.T) {
 		want := RequestRecord{
 			OccurredAt: reportDay.Add(34 * time.Hour), RequestID: ids[3], Model: reportQwen, Tier: catalog.TierStandard,
 			OfferingID: r.rtx4090, Provider: "=HYPERLINK(\"http://evil.example\") Fjord", GPU: "rtx-4090",
-			GPUName: "NVIDIA GeForce RTX 4090", GPUCount: 4, InputTokens: 12, OutputTokens: 3, TTFTMillis: 41.5,
+			GPUName: "NVIDIA GeForce RTX 4090", GPUCount: 4, InputTokens: 12, OutputTokens: 3, TTFTMillis: big.TTFTMillis,
 			DurationMillis: 1234.25, Cost: bigCharge, CostUSD: "9007.199254740993", Status: usage.StatusOK,
 			// 12.5 J estimated at home in the EU-27 (242 g/kWh, PUE 1.0); with no realtime price
 			// in this book, the request is its own baseline.
 			EnergyJoules: 12.5, EnergySource: usage.EnergyEstimated, Region: "eu", GCO2e: 12.5 / 3.6e6 * 242,
 			BaselineCost: money.BigPicoOf(bigCharge), BaselineCostUSD: "9007.199254740993",
 		}
-		if big != want {
-			t.Errorf("row\n%+v, want\n%+v", big, want)
+		if big != want || big.TTFTMillis == nil || *big.TTFTMillis != 41.5 {
+			t.Errorf("row\n%+v, want\n%+v, 41.5 ms to the first token", big, want)
 		}
 		if failed := page.Requests[0]; failed.Status != usage.StatusError || failed.Cost != 0 || failed.CostUSD != "0.00" ||
 			failed.GPUName != "NVIDIA H100 PCIe 80GB" || failed.Provider != "Northwind Compute" {

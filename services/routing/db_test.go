@@ -122,7 +122,7 @@ func TestFlushWritesLiveFiguresAndTier(t *testing.T) {
 	for i := range 150 {
 		ttft := 200.0 + float64(i) // 200..349 ms
 		b.r.Observe(liar.ID, Observation{RequestID: fmt.Sprintf("req-%d", i), At: end.Add(-time.Duration(i) * time.Second),
-			TTFT: millis(ttft), Duration: time.Second, InputTokens: 500, OutputTokens: 500, Status: usage.StatusOK})
+			TTFT: millis(ttft), Streamed: true, Duration: time.Second, InputTokens: 500, OutputTokens: 500, Status: usage.StatusOK})
 	}
 	b.observe(quiet.ID, catalog.MinMeasuredRequests-1, 20)
 	if err := b.r.Flush(ctx); err != nil {
@@ -175,7 +175,7 @@ func TestARigsOwnLatencyCannotPromoteIt(t *testing.T) {
 	end := b.clock.Now()
 	for i := range 150 {
 		id, at := fmt.Sprintf("req-%d", i), end.Add(-time.Duration(i)*time.Second)
-		b.r.Observe(rig.ID, Observation{RequestID: id, At: at, TTFT: millis(200 + float64(i)), Duration: time.Second,
+		b.r.Observe(rig.ID, Observation{RequestID: id, At: at, TTFT: millis(200 + float64(i)), Streamed: true, Duration: time.Second,
 			InputTokens: 500, OutputTokens: 500, Status: usage.StatusOK})
 		b.r.ObserveUsage(usage.Usage{RequestID: id, OfferingID: rig.ID, InputTokens: 500, OutputTokens: 500,
 			TTFTMillis: 20, DurationMillis: 250, Status: usage.StatusOK}, at)

@@ -42,7 +42,7 @@ func TestTheMetersFeedReachesTheReportedFiguresOncePerRequest(t *testing.T) {
 	}
 
 	// The gateway saw r1 itself, at 100 ms.
-	r.Observe("a", Observation{RequestID: "r1", At: now, TTFT: 100 * time.Millisecond, Duration: time.Second,
+	r.Observe("a", Observation{RequestID: "r1", At: now, TTFT: 100 * time.Millisecond, Streamed: true, Duration: time.Second,
 		InputTokens: 100, OutputTokens: 400, Status: usage.StatusOK})
 	if err := nc.Publish(metering.FeedSubject, []byte(`{"offerings":[{"offering_id":"a","request_id":["x"]}]}`)); err != nil {
 		t.Fatal(err) // malformed: ignored

@@ -36,6 +36,11 @@ type Observation struct {
 	At time.Time
 	// TTFT is the time to the first token; zero when none came.
 	TTFT time.Duration
+	// Streamed says the answer was relayed as a stream, where the first token is seen when it comes: only then
+	// is TTFT a time to first token. A whole answer's first byte comes when the whole answer is done, so its
+	// TTFT would be its generation time; the window keeps such a request for throughput and errors, but not
+	// among the times to first token a tier's promise is judged on. The platform's own probes are streamed.
+	Streamed bool
 	// Duration runs from the request's arrival to its last byte.
 	Duration     time.Duration
 	InputTokens  int64
@@ -46,7 +51,8 @@ type Observation struct {
 // Figures are an offering's live figures over a window.
 //
 // Percentiles are exact, by nearest rank over the window's times to first token: P50 is the value ranked
-// ceil(0.50 N), P99 the one ranked ceil(0.99 N), of the N requests that produced a first token and did not fail.
+// ceil(0.50 N), P99 the one ranked ceil(0.99 N), of the N streamed requests (customers' and the platform's
+// probes) that produced a first token and did not fail. A request answered whole has no time to first token.
 // Failed requests are counted apart: they have no time to first token, and the circuit breaker deals with them.
 //
 // TokensPerSec is what the catalog's tokens per second means (the benchmark's total_tps, which its cost and
@@ -101,10 +107,13 @@ func (r *Router) ObserveUsage(u usage.Usage, at time.Time) {
 	s := r.state(u.OfferingID)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// The meter zeroes the time to first token of a request whose route ticket says it was not streamed
+	// (ticket.Claims.Stream), so a rig's figure that is left is one of a streamed request.
 	s.reported.add(sampleOf(Observation{
 		RequestID:    u.RequestID,
 		At:           at,
 		TTFT:         millis(u.TTFTMillis),
+		Streamed:     u.TTFTMillis > 0,
 		Duration:     millis(u.DurationMillis),
 		InputTokens:  u.InputTokens,
 		OutputTokens: u.OutputTokens,
@@ -150,7 +159,7 @@ type sample struct {
 func sampleOf(o Observation) sample {
 	x := sample{requestID: o.RequestID, at: o.At, tokens: max(o.InputTokens, 0) + max(o.OutputTokens, 0),
 		failed: o.Status == usage.StatusError}
-	if !x.failed && o.TTFT > 0 {
+	if !x.failed && o.Streamed && o.TTFT > 0 {
 		x.ttftMs = float64(o.TTFT) / float64(time.Millisecond)
 	}
 	if o.Duration > 0 {
@@ -226,10 +235,33 @@ type span struct{ from, to int64 }
 
 // compute computes the figures over the window (see Figures) and caches them.
 func (w *window) compute(now time.Time) Figures {
+	f := w.figuresOver(func(each func(*sample)) { w.eachInWindow(now, each) })
+	w.cached, w.cachedAt = f, now
+	return f
+}
+
+// FiguresOf computes the figures of past observations by the rules of the live ones (see Figures), over the
+// newest WindowSize of them whatever their age: figures measured of traffic served before now, such as the
+// demo's history (docs/demo-history.md).
+func FiguresOf(obs []Observation) Figures {
+	sorted := slices.SortedStableFunc(slices.Values(obs), func(a, b Observation) int { return a.At.Compare(b.At) })
+	var w window
+	for _, o := range sorted {
+		w.add(sampleOf(o))
+	}
+	return w.figuresOver(func(each func(*sample)) {
+		for i := range w.ring {
+			each(&w.ring[i])
+		}
+	})
+}
+
+// figuresOver computes the figures over the observations each yields.
+func (w *window) figuresOver(each func(func(*sample))) Figures {
 	var f Figures
 	var tokens int64
 	w.ttfts, w.spans = w.ttfts[:0], w.spans[:0]
-	w.eachInWindow(now, func(x *sample) {
+	each(func(x *sample) {
 		switch {
 		case x.failed:
 			f.Errors++
@@ -250,7 +282,6 @@ func (w *window) compute(now time.Time) Figures {
 	if busy := busyNanos(w.spans); busy > 0 {
 		f.TokensPerSec = float64(tokens) / (float64(busy) / float64(time.Second))
 	}
-	w.cached, w.cachedAt = f, now
 	return f
 }
 

@@ -21,7 +21,7 @@ func TestFiguresAreExactPercentilesOverTheWindow(t *testing.T) {
 	for _, c := range cases {
 		b := setup(t)
 		for i := c.n; i >= 1; i-- { // out of order: the window sorts
-			b.r.Observe("o", Observation{TTFT: millis(float64(i)), Status: usage.StatusOK})
+			b.r.Observe("o", Observation{TTFT: millis(float64(i)), Streamed: true, Status: usage.StatusOK})
 		}
 		f := b.r.Figures("o")
 		if f.Requests != c.n || f.TTFTP50Ms != c.wantP50 || f.TTFTP99Ms != c.want {
@@ -35,9 +35,9 @@ func TestFailedRequestsAreCountedApartFromLatency(t *testing.T) {
 	b := setup(t)
 	b.observe("o", 10, 30)
 	for range 5 {
-		b.r.Observe("o", Observation{TTFT: millis(9000), Duration: millis(9000), Status: usage.StatusError})
+		b.r.Observe("o", Observation{TTFT: millis(9000), Streamed: true, Duration: millis(9000), Status: usage.StatusError})
 	}
-	b.r.Observe("o", Observation{TTFT: millis(40), Duration: millis(500), OutputTokens: 3, Status: usage.StatusCanceled})
+	b.r.Observe("o", Observation{TTFT: millis(40), Streamed: true, Duration: millis(500), OutputTokens: 3, Status: usage.StatusCanceled})
 	b.r.Observe("o", Observation{Duration: millis(500), Status: usage.StatusCanceled}) // no first token
 	if f := b.r.Figures("o"); f.Requests != 11 || f.Errors != 5 || f.TTFTP99Ms != 40 {
 		t.Fatalf("figures %+v; want 11 requests with a first token, 5 errors, P99 40 ms", f)
@@ -51,7 +51,7 @@ func TestTokensPerSecondIsOverBusyTime(t *testing.T) {
 	b := setup(t)
 	end := b.clock.Now()
 	obs := func(at time.Time, d time.Duration, in, out int64) {
-		b.r.Observe("o", Observation{At: at, TTFT: 50 * time.Millisecond, Duration: d, InputTokens: in, OutputTokens: out, Status: usage.StatusOK})
+		b.r.Observe("o", Observation{At: at, TTFT: 50 * time.Millisecond, Streamed: true, Duration: d, InputTokens: in, OutputTokens: out, Status: usage.StatusOK})
 	}
 	obs(end.Add(-60*time.Second), time.Second, 50, 50)     // alone: 100 tokens in 1 s
 	obs(end, 2*time.Second, 100, 300)                      // [end-2s, end]
@@ -96,7 +96,7 @@ func TestAQuietOfferingKeepsItsNewestRequestsForAnHour(t *testing.T) {
 	if f := b.r.Figures("o"); f.Requests != 0 {
 		t.Fatalf("figures %+v; want none after an hour", f)
 	}
-	b.r.Observe("o", Observation{At: b.clock.Now().Add(-61 * time.Minute), TTFT: time.Millisecond, Status: usage.StatusOK})
+	b.r.Observe("o", Observation{At: b.clock.Now().Add(-61 * time.Minute), TTFT: time.Millisecond, Streamed: true, Status: usage.StatusOK})
 	if f := b.r.Figures("o"); f.Requests != 0 {
 		t.Fatalf("figures %+v; an observation over an hour old was kept", f)
 	}
@@ -110,7 +110,7 @@ func TestARigsOwnReportsAreKeptApartFromTheGatewaysMeasurements(t *testing.T) {
 	b := setup(t)
 	now := b.clock.Now()
 	gateway := func(id string, ttftMs float64) {
-		b.r.Observe("o", Observation{RequestID: id, At: now, TTFT: millis(ttftMs), Status: usage.StatusOK})
+		b.r.Observe("o", Observation{RequestID: id, At: now, TTFT: millis(ttftMs), Streamed: true, Status: usage.StatusOK})
 	}
 	rig := func(id string, ttftMs float64) {
 		b.r.ObserveUsage(usage.Usage{RequestID: id, OfferingID: "o", TTFTMillis: ttftMs, DurationMillis: 1000,
@@ -138,7 +138,7 @@ func TestRequestIDsLeaveWithTheirObservations(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	for i := range WindowSize + 500 {
-		b.r.Observe("o", Observation{RequestID: fmt.Sprintf("r%d", i), TTFT: time.Millisecond, Status: usage.StatusOK})
+		b.r.Observe("o", Observation{RequestID: fmt.Sprintf("r%d", i), TTFT: time.Millisecond, Streamed: true, Status: usage.StatusOK})
 	}
 	s := b.r.state("o")
 	s.mu.Lock()
@@ -150,7 +150,7 @@ func TestRequestIDsLeaveWithTheirObservations(t *testing.T) {
 
 func BenchmarkObserve(b *testing.B) {
 	r := New(Config{Catalog: &fakeCatalog{}})
-	o := Observation{RequestID: "", TTFT: 30 * time.Millisecond, Duration: time.Second, OutputTokens: 100, Status: usage.StatusOK}
+	o := Observation{RequestID: "", TTFT: 30 * time.Millisecond, Streamed: true, Duration: time.Second, OutputTokens: 100, Status: usage.StatusOK}
 	for b.Loop() {
 		r.Observe("o", o)
 	}

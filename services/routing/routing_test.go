@@ -126,7 +126,7 @@ func (b bundle) beat(o catalog.Offering, inFlight, capacity int) {
 // observe records n gateway observations of the offering with this time to first token, ending now.
 func (b bundle) observe(id string, n int, ttftMs float64) {
 	for range n {
-		b.r.Observe(id, Observation{TTFT: millis(ttftMs), Duration: millis(ttftMs + 1000), InputTokens: 100,
+		b.r.Observe(id, Observation{TTFT: millis(ttftMs), Streamed: true, Duration: millis(ttftMs + 1000), InputTokens: 100,
 			OutputTokens: 100, Status: usage.StatusOK})
 	}
 }

@@ -48,6 +48,7 @@ type ObservedRequest struct {
 	RequestID    string       `json:"request_id"`
 	At           time.Time    `json:"at"`
 	TTFTMs       float64      `json:"ttft_ms"`
+	Streamed     bool         `json:"streamed"`
 	DurationMs   float64      `json:"duration_ms"`
 	InputTokens  int64        `json:"input_tokens"`
 	OutputTokens int64        `json:"output_tokens"`
@@ -64,7 +65,7 @@ func (o ObservedRequest) observation() (Observation, bool) {
 	default:
 		ok = false
 	}
-	return Observation{RequestID: o.RequestID, At: o.At, TTFT: millis(o.TTFTMs), Duration: millis(o.DurationMs),
+	return Observation{RequestID: o.RequestID, At: o.At, TTFT: millis(o.TTFTMs), Streamed: o.Streamed, Duration: millis(o.DurationMs),
 		InputTokens: o.InputTokens, OutputTokens: o.OutputTokens, Status: o.Status}, ok
 }
 
@@ -95,7 +96,7 @@ func (r *Router) share(offeringID string, o Observation) {
 		o.At = r.cfg.Now()
 	}
 	sh.pending = append(sh.pending, ObservedRequest{OfferingID: offeringID, RequestID: o.RequestID, At: o.At.UTC(),
-		TTFTMs: float64(o.TTFT) / float64(time.Millisecond), DurationMs: float64(o.Duration) / float64(time.Millisecond),
+		TTFTMs: float64(o.TTFT) / float64(time.Millisecond), Streamed: o.Streamed, DurationMs: float64(o.Duration) / float64(time.Millisecond),
 		InputTokens: o.InputTokens, OutputTokens: o.OutputTokens, Status: o.Status})
 	if len(sh.pending) == maxShareBatch {
 		select {

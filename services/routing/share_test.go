@@ -38,7 +38,7 @@ func TestReplicasShareWhatTheyObserve(t *testing.T) {
 	one, two := replica("one"), replica("two")
 	observe := func(r *Router, prefix string, n int, ttftMs float64) {
 		for i := range n {
-			r.Observe("a", Observation{RequestID: fmt.Sprintf("%s-%d", prefix, i), At: clk.Now(), TTFT: millis(ttftMs),
+			r.Observe("a", Observation{RequestID: fmt.Sprintf("%s-%d", prefix, i), At: clk.Now(), TTFT: millis(ttftMs), Streamed: true,
 				Duration: time.Second, InputTokens: 100, OutputTokens: 100, Status: usage.StatusOK})
 		}
 	}
@@ -48,12 +48,12 @@ func TestReplicasShareWhatTheyObserve(t *testing.T) {
 
 	// Another replica's copy of requests already counted, and of requests no gateway would publish.
 	dup, _ := json.Marshal(ObservedBatch{Instance: "three", Observations: []ObservedRequest{
-		{OfferingID: "a", RequestID: "one-0", At: clk.Now(), TTFTMs: 9000, Status: usage.StatusOK},
-		{OfferingID: "a", RequestID: "", At: clk.Now(), TTFTMs: 9000, Status: usage.StatusOK},
-		{OfferingID: "a", RequestID: "neg", At: clk.Now(), TTFTMs: -1, Status: usage.StatusOK},
-		{OfferingID: "a", RequestID: "status", At: clk.Now(), TTFTMs: 9000, Status: "done"},
-		{OfferingID: "a", RequestID: "no-time", TTFTMs: 9000, Status: usage.StatusOK},
-		{OfferingID: "a", RequestID: "last", At: clk.Now(), TTFTMs: 100, Status: usage.StatusOK},
+		{OfferingID: "a", RequestID: "one-0", At: clk.Now(), TTFTMs: 9000, Streamed: true, Status: usage.StatusOK},
+		{OfferingID: "a", RequestID: "", At: clk.Now(), TTFTMs: 9000, Streamed: true, Status: usage.StatusOK},
+		{OfferingID: "a", RequestID: "neg", At: clk.Now(), TTFTMs: -1, Streamed: true, Status: usage.StatusOK},
+		{OfferingID: "a", RequestID: "status", At: clk.Now(), TTFTMs: 9000, Streamed: true, Status: "done"},
+		{OfferingID: "a", RequestID: "no-time", TTFTMs: 9000, Streamed: true, Status: usage.StatusOK},
+		{OfferingID: "a", RequestID: "last", At: clk.Now(), TTFTMs: 100, Streamed: true, Status: usage.StatusOK},
 	}})
 	if err := nc.Publish(ObservedSubject, []byte("not json")); err != nil {
 		t.Fatal(err)
@@ -95,7 +95,7 @@ func TestSharedBatchesStayBounded(t *testing.T) {
 	}
 	const n = 2*maxShareBatch + 1
 	for i := range n {
-		r.Observe("a", Observation{RequestID: fmt.Sprintf("r%d", i), TTFT: time.Millisecond, Status: usage.StatusOK})
+		r.Observe("a", Observation{RequestID: fmt.Sprintf("r%d", i), TTFT: time.Millisecond, Streamed: true, Status: usage.StatusOK})
 	}
 	seen := map[string]bool{}
 	take := func(batch []ObservedRequest) {

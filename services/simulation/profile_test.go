@@ -2,8 +2,6 @@ package simulation
 
 import (
 	"testing"
-
-	"github.com/gpumarket/gpumarket/services/demo"
 )
 
 func TestProfilesHoldEveryRun(t *testing.T) {
@@ -26,37 +24,6 @@ func TestProfilesHoldEveryRun(t *testing.T) {
 	// The figures of the paper's headline: P99 54.41 ms at 16 requests/s, 211 ms at 32.
 	if l := p.Levels[6]; l.QPS != 16 || l.Run != 0 || l.TTFTP99Ms != 54.41 || l.MeanOutputTokens != 208.52 {
 		t.Errorf("16 qps run 0 = %+v", l)
-	}
-}
-
-func TestLookupFindsEveryDemoConfiguration(t *testing.T) {
-	t.Parallel()
-	rows, err := demo.Rows()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rows) == 0 {
-		t.Fatal("no demo rows")
-	}
-	for _, r := range rows {
-		p, ok := Lookup(r.Model, r.GPU, r.GPUCount)
-		if !ok {
-			t.Errorf("no profile for demo offering %dx %s %s", r.GPUCount, r.GPU, r.Model)
-			continue
-		}
-		// The demo lists the 8 qps run; the profile must carry the same figures.
-		found := false
-		for _, l := range p.Levels {
-			if l.QPS == r.QPS && l.Run == 0 {
-				found = l.TTFTP50Ms == r.TTFTP50Ms && l.TTFTP99Ms == r.TTFTP99Ms && l.TotalTPS == r.TotalTPS
-			}
-		}
-		if !found {
-			t.Errorf("%s: the %g qps run differs from the demo's figures", p, r.QPS)
-		}
-	}
-	if _, ok := Lookup("deepseek-ai/DeepSeek-R1-Distill-Qwen-14B", "h100-pcie", 3); ok {
-		t.Error("found a configuration that was never measured")
 	}
 }
 

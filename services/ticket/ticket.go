@@ -55,9 +55,13 @@ type Claims struct {
 	// MaxInputTokens and MaxOutputTokens bound the billable tokens: the input by the size of
 	// the body the gateway forwarded, the output by the request's max_tokens (times its
 	// choices), or the model's limit when it set none. A rig reporting more is clipped to them.
-	MaxInputTokens  int64     `json:"mi"`
-	MaxOutputTokens int64     `json:"mo"`
-	IssuedAt        time.Time `json:"iat"`
+	MaxInputTokens  int64 `json:"mi"`
+	MaxOutputTokens int64 `json:"mo"`
+	// Stream says the request asked for a streamed answer. Only then is the time to its first
+	// token observable: a whole answer's first byte comes with its last, so the meter keeps no
+	// first-token time for a request whose ticket does not say it was streamed.
+	Stream   bool      `json:"st,omitempty"`
+	IssuedAt time.Time `json:"iat"`
 }
 
 // Kind is what a request asks of the model, which decides how it is charged.
@@ -173,6 +177,9 @@ func encodeCanonical(c Claims) (b []byte, ok bool) {
 		b = append(b, f.name...)
 		b = append(b, `":`...)
 		b = strconv.AppendInt(b, *f.v, 10)
+	}
+	if c.Stream {
+		b = append(b, `,"st":true`...)
 	}
 	b = append(b, `,"iat":"`...)
 	b = c.IssuedAt.AppendFormat(b, time.RFC3339Nano)
@@ -338,6 +345,7 @@ func decodeCanonical(b []byte) (c Claims, ok bool) {
 		}
 		*f.v, s = n, s[end:]
 	}
+	s, c.Stream = strings.CutPrefix(s, `,"st":true`)
 	if s, ok = strings.CutPrefix(s, `,"iat":"`); !ok {
 		return Claims{}, false
 	}

@@ -152,8 +152,15 @@ func TestDecodeCanonicalAgreesWithJSON(t *testing.T) {
 		{RequestID: "req_emb", AccountID: "acc", APIKeyID: "k", OfferingID: "off", Tier: "batch", Kind: KindEmbedding, IssuedAt: at},
 		{RequestID: "req_terms", AccountID: "acc", APIKeyID: "k", OfferingID: "off", Tier: "standard", AskInput: 74_667,
 			AskOutput: 149_333, PriceID: 17, MaxInputTokens: 1 << 40, MaxOutputTokens: 9_223_372_036_854_775_807, IssuedAt: at},
+		{RequestID: "req_stream", AccountID: "acc", APIKeyID: "k", OfferingID: "off", Tier: "realtime", PriceID: 3,
+			MaxInputTokens: 40, MaxOutputTokens: 1, Stream: true, IssuedAt: at},
 	}
 	for _, c := range claims {
+		if enc, ok := encodeCanonical(c); ok {
+			if body, _ := json.Marshal(c); string(enc) != string(body) {
+				t.Errorf("Sign writes %s, encoding/json %s", enc, body)
+			}
+		}
 		body, err := json.Marshal(c)
 		if err != nil {
 			t.Fatal(err)

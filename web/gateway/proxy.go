@@ -113,7 +113,8 @@ func (g *Gateway) forward(c echo.Context, key accounts.APIKey, req *gatewayReque
 		tk, err := g.cfg.Tickets.Sign(ticket.Claims{RequestID: a.requestID, AccountID: key.AccountID, APIKeyID: key.ID,
 			OfferingID: cand.OfferingID, Tier: string(cand.Tier), Kind: req.ep.kind,
 			AskInput: int64(cand.AskInput), AskOutput: int64(cand.AskOutput), PriceID: cand.PriceID,
-			MaxInputTokens: req.bounds.MaxInputTokens, MaxOutputTokens: req.bounds.MaxOutputTokens, IssuedAt: a.start})
+			MaxInputTokens: req.bounds.MaxInputTokens, MaxOutputTokens: req.bounds.MaxOutputTokens, Stream: req.stream,
+			IssuedAt: a.start})
 		if err != nil {
 			return g.writeGatewayError(c, err)
 		}
@@ -124,12 +125,12 @@ func (g *Gateway) forward(c echo.Context, key accounts.APIKey, req *gatewayReque
 				// The client went away before the rig answered; the rig may have the request
 				// and report it, with nothing produced (docs/failure-cases.md, case 18).
 				o := outcome{httpStatus: statusClientClosed, status: billing.GatewayCanceled, at: g.now()}
-				g.observe(a, o)
+				g.observe(req, a, o)
 				g.record(key, req, a, o, settle(billing.Ending{RequestID: a.requestID}))
 				return nil
 			}
 			g.cfg.Router.Failure(cand.OfferingID)
-			g.observe(a, outcome{status: billing.GatewayError, at: g.now()})
+			g.observe(req, a, outcome{status: billing.GatewayError, at: g.now()})
 			g.log.Warn("gateway: rig unreachable; trying the next", "offering", cand.OfferingID, "request_id", a.requestID, "err", err)
 			lastErr = err
 			continue
@@ -140,7 +141,7 @@ func (g *Gateway) forward(c echo.Context, key accounts.APIKey, req *gatewayReque
 			a.end()
 			g.cfg.Router.Failure(cand.OfferingID)
 			o := outcome{httpStatus: resp.StatusCode, status: billing.GatewayFailedOver, at: g.now()}
-			g.observe(a, o)
+			g.observe(req, a, o)
 			g.record(key, req, a, o, billing.Hold{})
 			g.log.Warn("gateway: rig failed before its first byte; trying the next", "offering", cand.OfferingID,
 				"request_id", a.requestID, "status", resp.StatusCode, "why", why)
@@ -151,7 +152,7 @@ func (g *Gateway) forward(c echo.Context, key accounts.APIKey, req *gatewayReque
 		o := g.relay(c, req, a, resp)
 		resp.Body.Close()
 		a.end()
-		g.observe(a, o)
+		g.observe(req, a, o)
 		// Settled before the record is written, which carries the hold it leaves.
 		hold := settle(billing.Ending{RequestID: a.requestID, Answered: true, HTTPStatus: o.httpStatus,
 			RelayedBytes: o.outputBytes, RelayedChunks: o.outputChunks})
@@ -584,9 +585,11 @@ func dataPayload(frame []byte) (payload []byte, from int, ok bool) {
 	return payload, from, true
 }
 
-// observe reports an attempt to routing.
-func (g *Gateway) observe(a *attempt, o outcome) {
-	obs := routing.Observation{RequestID: a.requestID, At: o.at, Duration: o.at.Sub(a.start), Status: usage.StatusOK}
+// observe reports an attempt to routing. Only a streamed answer's first token is a time to first token: a
+// whole answer's first byte comes with its last, and routing keeps it out of the tier's latency (Streamed).
+func (g *Gateway) observe(req *gatewayRequest, a *attempt, o outcome) {
+	obs := routing.Observation{RequestID: a.requestID, At: o.at, Duration: o.at.Sub(a.start), Status: usage.StatusOK,
+		Streamed: req.stream}
 	switch o.status {
 	case billing.GatewayCanceled:
 		obs.Status = usage.StatusCanceled
@@ -614,7 +617,7 @@ func (g *Gateway) record(key accounts.APIKey, req *gatewayRequest, a *attempt, o
 		InputBytes: int64(len(req.body)), MaxInputTokens: req.bounds.MaxInputTokens,
 		MaxOutputTokens: req.bounds.MaxOutputTokens, Streamed: req.stream,
 		RelayedOutputBytes: o.outputBytes, RelayedOutputChunks: o.outputChunks, Hold: hold}
-	if !o.firstToken.IsZero() {
+	if !o.firstToken.IsZero() && req.stream { // a whole answer has no time to first token
 		r.TTFT = o.firstToken.Sub(a.start)
 	}
 	g.cfg.Requests.Record(r)

@@ -90,6 +90,9 @@ func Seed(ctx context.Context, cfg Config, now time.Time) (res Result, err error
 	if err := h.touchKeys(ctx); err != nil {
 		return res, err
 	}
+	if err := h.measure(ctx); err != nil {
+		return res, err
+	}
 	res.Took = time.Since(began)
 	if res.Days > 0 {
 		h.log.Info("demo history seeded", "days", res.Days, "requests", res.Requests, "events", res.Events,

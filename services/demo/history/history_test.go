@@ -426,3 +426,62 @@ func TestDataCentreRigsSimulateTheirEnergyAndHomeRigsEstimateIt(t *testing.T) {
 		t.Errorf("%d home offerings with a stated PUE", n)
 	}
 }
+
+// The catalog's measured figures of a demo rig are the platform's own observations of the history's traffic,
+// never its claim copied: the finding was every demo rig's measured P99 and throughput equal to its claim. The
+// rigs the history serves are measured over their streamed requests, which came in bursts, several in flight at
+// once; the figures differ from the claims, as a measurement of a sample does; the rigs it never served have no
+// measured figures at all.
+func TestDemoRigsAreMeasuredOnTheirTrafficNotCopiedFromTheirClaims(t *testing.T) {
+	t.Parallel()
+	pool, _ := seeded(t, testNow, nil)
+	rows, err := pool.Query(context.Background(), `SELECT o.id::text, o.measured_requests, o.measured_ttft_p99_ms,
+			o.measured_tokens_per_sec, o.claimed_ttft_p99_ms, o.claimed_tokens_per_sec,
+			(SELECT count(*) FROM gateway_requests g WHERE g.offering_id = o.id AND g.streamed AND g.ttft_ms IS NOT NULL)
+		FROM offerings o WHERE o.seed_key IS NOT NULL`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	measured, unserved := 0, 0
+	for rows.Next() {
+		var id string
+		var requests, streamed int64
+		var p99, tps, claimedP99, claimedTPS *float64
+		if err := rows.Scan(&id, &requests, &p99, &tps, &claimedP99, &claimedTPS, &streamed); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case streamed < catalog.MinMeasuredRequests:
+			if requests != 0 || p99 != nil || tps != nil {
+				t.Errorf("offering %s: measured %d requests, P99 %v, %v tokens/s with %d streamed requests served; want nothing measured",
+					id, requests, p99, tps, streamed)
+			}
+			unserved++
+		default:
+			if requests < catalog.MinMeasuredRequests || requests > streamed || p99 == nil || tps == nil || claimedP99 == nil || claimedTPS == nil {
+				t.Fatalf("offering %s: measured %d requests (of %d streamed), P99 %v, %v tokens/s", id, requests, streamed, p99, tps)
+			}
+			if *p99 == *claimedP99 || *tps == *claimedTPS {
+				t.Errorf("offering %s: measured P99 %g ms and %g tokens/s, claimed %g ms and %g tokens/s: copied, not measured",
+					id, *p99, *tps, *claimedP99, *claimedTPS)
+			}
+			// Several requests in flight at once: the rig's throughput over its busy time is well above the
+			// tokens over the summed durations, which is what it would be one request at a time.
+			alone := one[float64](t, pool, `SELECT sum(coalesce(input_tokens, 0) + coalesce(output_tokens, 0)) / (sum(duration_ms) / 1000)
+				FROM gateway_requests WHERE offering_id = $1 AND duration_ms > 0 AND output_tokens > 0`, id)
+			if *tps < 1.5*alone {
+				t.Errorf("offering %s: measured %g tokens/s, one request at a time would make %g", id, *tps, alone)
+			}
+			t.Logf("offering %s: measured P99 %.1f ms and %.0f tokens/s over %d requests; claimed %.1f ms and %.0f tokens/s",
+				id, *p99, *tps, requests, *claimedP99, *claimedTPS)
+			measured++
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if measured < 3 || unserved == 0 {
+		t.Fatalf("%d demo offerings measured, %d unserved; want at least three measured on the history's traffic", measured, unserved)
+	}
+}

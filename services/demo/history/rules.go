@@ -64,6 +64,9 @@ const (
 	responseOverhead = 320
 )
 
+// burstSize is how many requests of a workload come together, at the benchmark's rate (see requestsOf).
+const burstSize = 8
+
 // concurrency is how many requests a rig of a tier serves at once while serving the history's:
 // what its latencies are drawn at (simulation.Model) and what its energy is shared among.
 var concurrency = map[catalog.Tier]int{catalog.TierRealtime: 2, catalog.TierStandard: 4, catalog.TierBatch: 8}
@@ -204,6 +207,11 @@ func (w Workload) requestsOn(day time.Time, u float64) int {
 	swell := 1 + swellShare*math.Sin(2*math.Pi*float64(dayNumber(day))/swellDays)
 	jitter := 1 + jitterShare*(2*u-1)
 	return int(math.Round(float64(base) * swell * jitter))
+}
+
+// lastStart is the latest a request of the workload starts on the day: just before the end of its hours.
+func (w Workload) lastStart(day time.Time) time.Time {
+	return day.Add(time.Duration(min(w.To, lastStartHour))*time.Hour - time.Millisecond)
 }
 
 // startIn is when in the day a request of the workload starts, for draws u1 and u2 in [0, 1):

@@ -134,8 +134,20 @@ func (h *history) requestsOf(c *customer, day time.Time) ([]request, error) {
 			models[i] = simulation.NewModel(cands[i].profile, rng.Uint64())
 		}
 		n := w.requestsOn(day, rng.Float64())
+		rate, last := benchRate(cands[0]), w.lastStart(day)
+		var start time.Time
 		for i := range n {
-			s := spec{w: &c.Workloads[wi], cands: cands, i: i, start: w.startIn(day, rng.Float64(), rng.Float64())}
+			// Requests come in bursts of burstSize, each after the last at the benchmark's rate (Poisson
+			// arrivals), so that several are in flight on the rig at once, as in the run its claim copies.
+			if i%burstSize == 0 {
+				start = w.startIn(day, rng.Float64(), rng.Float64())
+			} else {
+				start = start.Add(time.Duration(rng.ExpFloat64() / rate * float64(time.Second)))
+			}
+			if start.After(last) {
+				start = last
+			}
+			s := spec{w: &c.Workloads[wi], cands: cands, i: i, start: start}
 			s.draw(rng, models)
 			specs = append(specs, s)
 		}
@@ -156,6 +168,21 @@ func (h *history) requestsOf(c *customer, day time.Time) ([]request, error) {
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// benchRate is the request rate of the benchmark run an offering's claims copy (the level whose P99 time to
+// first token is the claimed one), in requests per second; the profile's lowest rate when none is.
+func benchRate(o offering) float64 {
+	rate := 0.0
+	for _, l := range o.profile.Levels {
+		if o.ClaimedTTFTP99Ms != nil && l.TTFTP99Ms == *o.ClaimedTTFTP99Ms {
+			return l.QPS
+		}
+		if rate == 0 || l.QPS < rate {
+			rate = l.QPS
+		}
+	}
+	return max(rate, 1)
 }
 
 // spec is a request before it is routed: what its client sends and what its rigs would do.
@@ -279,7 +306,7 @@ func (h *history) route(c *customer, day time.Time, s *spec, off offering, at ti
 	r.ticket, err = h.signer.Sign(ticket.Claims{RequestID: r.requestID, AccountID: c.user.AccountID,
 		APIKeyID: c.keys[keyName(*s.w)], OfferingID: off.ID, Tier: string(off.Tier),
 		AskInput: int64(off.AskInput), AskOutput: int64(off.AskOutput), PriceID: price.ID,
-		MaxInputTokens: r.bounds.MaxInputTokens, MaxOutputTokens: r.bounds.MaxOutputTokens, IssuedAt: at})
+		MaxInputTokens: r.bounds.MaxInputTokens, MaxOutputTokens: r.bounds.MaxOutputTokens, Stream: s.w.Stream, IssuedAt: at})
 	return r, err
 }
 
@@ -300,7 +327,10 @@ func (h *history) servedAttempt(c *customer, day time.Time, s *spec, off offerin
 	agentEnd := agentStart.Add(served)
 	end := agentEnd.Add(relayLag)
 	rec := h.record(c, s, off, rt, at, end)
-	rec.HTTPStatus, rec.Status, rec.TTFT = 200, gwStatus, agentLag+lat.TTFT+relayLag
+	rec.HTTPStatus, rec.Status = 200, gwStatus
+	if s.w.Stream { // a whole answer has no time to first token
+		rec.TTFT = agentLag + lat.TTFT + relayLag
+	}
 	if status == usage.StatusOK {
 		rec.Usage = &billing.TokenCount{Input: s.in, Output: out} // the stream's usage chunk
 	}
