@@ -69,21 +69,22 @@ func (s *Server) renderBatches(c echo.Context, status int, form templates.Form) 
 	return s.render(c, status, templates.Batches(p))
 }
 
-// usdCents writes an exact amount of dollars, as the batch API gives it, in cents for the page;
-// the API keeps the exact figure.
-func usdCents(usd string) string {
+// usdPrecise writes a batch's cost as one request's cost is written: a batch of a few lines
+// costs a fraction of a cent, which in cents would read as nothing. The exact figure is in the
+// JSON (cost_usd).
+func usdPrecise(usd string) string {
 	p, err := money.ParseUSD(usd)
 	if err != nil {
 		return "$" + usd
 	}
-	return money.FormatCentsOf(p)
+	return money.FormatPrecisePico(p)
 }
 
 func batchRow(b batch.Batch) templates.BatchRow {
 	r := templates.BatchRow{ID: b.ID, Status: strings.ReplaceAll(b.Status, "_", " "), Endpoint: b.Endpoint,
 		Created: time.Unix(b.CreatedAt, 0).UTC().Format(time.DateTime), Total: b.RequestCounts.Total,
-		Completed: b.RequestCounts.Completed, Failed: b.RequestCounts.Failed, Cost: usdCents(b.GPUMarket.CostUSD),
-		Estimate: usdCents(b.GPUMarket.EstimateUSD), InputID: b.InputFileID,
+		Completed: b.RequestCounts.Completed, Failed: b.RequestCounts.Failed, Cost: usdPrecise(b.GPUMarket.CostUSD),
+		Estimate: usdPrecise(b.GPUMarket.EstimateUSD), InputID: b.InputFileID,
 		Cancellable: b.Status == batch.StatusValidating || b.Status == batch.StatusInProgress}
 	if r.Total > 0 {
 		r.Percent = 100 * (r.Completed + r.Failed) / r.Total

@@ -13,7 +13,7 @@ import (
 
 // overPrecise finds, in the page's visible text, every dollar amount written with more than
 // two decimals, leaving out the cells marked as unit prices or per-request costs
-// (data-precise) and the unit prices a statement line's description names ("asks $0.074914
+// (data-precise: also a flag, which names a flagged request's own cost) and the unit prices a statement line's description names ("asks $0.074914
 // input, $0.149828 output"), which carry the decimals they need.
 const overPrecise = `(() => {
 	const body = document.body.cloneNode(true);

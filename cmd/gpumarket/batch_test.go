@@ -756,7 +756,7 @@ func (b *gatewayBundle) testBatchesPage(t *testing.T) {
 	}
 	charged := b.batchUsage(t, ids)
 	tab.open("/batches", http.StatusOK)
-	if got, want := tab.text(byTestID("batch-cost")), "$"+charged.Decimal(12); got != want {
+	if got, want := tab.text(byTestID("batch-cost")), money.FormatPrecisePico(charged); got != want {
 		t.Fatalf("the page shows a cost of %s, the meter charged %s", got, want)
 	}
 	// The usage page lists each line's request with the batch it served.
