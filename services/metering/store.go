@@ -334,7 +334,7 @@ func usageArrays(priced []pricedEvent, now time.Time) []any {
 		energySource, status                    = make([]string, n), make([]string, n)
 		inputTokens, outputTokens               = make([]int64, n), make([]int64, n)
 		reportedIn, reportedOut                 = make([]int64, n), make([]int64, n)
-		ttft                                    = make([]*float64, n) // NULL: no first-token time
+		ttftMs                                  = make([]*float64, n) // NULL: no first-token time
 		duration, energy                        = make([]float64, n), make([]float64, n)
 		priceID, inputPrice, outputPrice        = make([]int64, n), make([]int64, n), make([]int64, n)
 		askIn, askOut                           = make([]int64, n), make([]int64, n)
@@ -349,7 +349,7 @@ func usageArrays(priced []pricedEvent, now time.Time) []any {
 		offeringID[i], providerID[i], tier[i], model[i] = u.OfferingID, pe.provider, c.claims.Tier, u.Model
 		inputTokens[i], outputTokens[i], reportedIn[i], reportedOut[i] = pe.in, pe.out, u.InputTokens, u.OutputTokens
 		if u.TTFTMillis > 0 {
-			ttft[i] = &u.TTFTMillis
+			ttftMs[i] = &u.TTFTMillis
 		}
 		duration[i], energy[i] = u.DurationMillis, u.EnergyJoules
 		energySource[i], status[i] = string(u.EnergySource), string(u.Status)
@@ -360,7 +360,7 @@ func usageArrays(priced []pricedEvent, now time.Time) []any {
 		occurred[i], seq[i] = c.ev.Time, int64(c.msg.Seq)
 	}
 	return []any{eventID, requestID, accountID, apiKeyID, offeringID, providerID, tier, model, inputTokens,
-		outputTokens, reportedIn, reportedOut, ttft, duration, energy, energySource, status, priceID, inputPrice,
+		outputTokens, reportedIn, reportedOut, ttftMs, duration, energy, energySource, status, priceID, inputPrice,
 		outputPrice, askIn, askOut, charge, payable, flag, flagReason, occurred, seq, now}
 }
 

@@ -165,7 +165,7 @@ type rollupSums struct {
 	unchargedRequests                        int64
 	unchargedInput, unchargedOutput          int64
 	energy, energyMeasured, energySimulated  float64
-	busyMillis                               float64
+	busyMs                                   float64
 }
 
 type rollups struct {
@@ -211,7 +211,7 @@ func rollUp(priced []pricedEvent) (r rollups, ok bool) {
 		case usage.EnergySimulated:
 			s.energySimulated += u.EnergyJoules
 		}
-		s.busyMillis += u.DurationMillis
+		s.busyMs += u.DurationMillis
 	}
 	// Upserted in key order, as insertNewUsage does, so that committers lock rollup rows in
 	// one order.
@@ -254,7 +254,7 @@ func (r rollups) arrays() []any {
 		priceID[i], askIn[i], askOut[i] = k.priceID, k.askIn, k.askOut
 		requests[i], input[i], output[i], charge[i], payable[i], energy[i] = s.requests, s.input, s.output, s.charge, s.payable, s.energy
 		unchargedRequests[i], unchargedInput[i], unchargedOutput[i] = s.unchargedRequests, s.unchargedInput, s.unchargedOutput
-		energyMeasured[i], energySimulated[i], busy[i] = s.energyMeasured, s.energySimulated, s.busyMillis
+		energyMeasured[i], energySimulated[i], busy[i] = s.energyMeasured, s.energySimulated, s.busyMs
 	}
 	return []any{hour, account, offering, tier, model, priceID, askIn, askOut, provider, requests, input, output,
 		unchargedRequests, unchargedInput, unchargedOutput, charge, payable, energy, energyMeasured, energySimulated, busy}
