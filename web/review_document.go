@@ -210,7 +210,8 @@ func documentFactsOf(computed, created time.Time, issuedAt *time.Time, issuedBy 
 	return facts
 }
 
-func count(n int64) string { return strconv.FormatInt(n, 10) }
+// count writes a count of requests or tokens grouped by thousands, as every page does.
+func count(n int64) string { return money.FormatCount(n) }
 
 // footedFacts writes an opening balance, its movements (labelled, exact) and its closing
 // balance each rounded to the cent, with a rounding row where the rounded movements do not
