@@ -2,6 +2,7 @@ package web
 
 import (
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 
@@ -78,7 +79,7 @@ func performanceRow(o performance.Offering) templates.PerformanceRow {
 		Tokens:   tokens(o.InputTokens + o.OutputTokens),
 		InFlight: strconv.FormatFloat(o.MeanInFlight, 'f', 2, 64), Utilisation: "capacity unknown",
 		TTFTClaimed: msText(o.ClaimedTTFTP99Ms), TTFTMeasured: msText(o.MeasuredTTFTP99Ms),
-		TPSClaimed: numText(o.ClaimedTokensPerSec, 0), TPSMeasured: numText(o.MeasuredTokensPerSec, 0),
+		TPSClaimed: rateText(o.ClaimedTokensPerSec), TPSMeasured: rateText(o.MeasuredTokensPerSec),
 		TTFTVerdict: verdict(o.TTFTKeepsClaim), TPSVerdict: verdict(o.TokensPerSecKeepsClaim),
 		KWhPerMTok: numText(o.KWhPerMTok, 4), EstimatedKWhPerMTok: numText(o.EstimatedKWhPerMTok, 4),
 		Earned: money.FormatBigCents(o.Earned), EarnedPerKWh: "—"}
@@ -109,6 +110,14 @@ func numText(v *float64, places int) string {
 		return "—"
 	}
 	return strconv.FormatFloat(*v, 'f', places, 64)
+}
+
+// rateText writes tokens per second whole and grouped by thousands ("2,688"), as counts are.
+func rateText(v *float64) string {
+	if v == nil {
+		return "—"
+	}
+	return money.FormatCount(int64(math.Round(*v)))
 }
 
 func verdict(keeps *bool) string {
