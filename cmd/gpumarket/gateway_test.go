@@ -1001,10 +1001,31 @@ func (b *gatewayBundle) testProbes(t *testing.T) {
 	if account != "GPUMarket probes" || probeTier != tier || ttft <= 0 {
 		t.Fatalf("probe %s by %q in %s, %g ms to its first token; want the probe account's, in the live tier %s", requestID, account, probeTier, ttft, tier)
 	}
-	if m := b.metered(t, requestID); m.offering != o.ID || m.tier != tier || m.output != 1 || m.charge <= 0 {
+	m := b.metered(t, requestID)
+	if m.offering != o.ID || m.tier != tier || m.output != 1 || m.charge <= 0 {
 		t.Fatalf("probe metered as %+v; want one output token on %s in %s, charged to the probe account", m, o.ID, tier)
 	}
 	b.pause(t, o) // no more probes through the later subtests
+
+	// The platform pays its probes: the probe account's credit, taken below zero by their cost,
+	// is brought back to exactly zero from platform revenue.
+	credits := billing.NewCredits(b.p.pool, billing.NewLedger(b.p.pool, nil), nil, nil).RecordTo(b.p.audit)
+	if err := fundProbesOnce(b.ctx, b.p.accounts, credits); err != nil {
+		t.Fatal(err)
+	}
+	var before, after, amount int64
+	var n int
+	if err := b.p.pool.QueryRow(b.ctx, `SELECT (array_agg((before->>'balance_pico')::bigint ORDER BY l.id DESC))[1],
+		(array_agg((after->>'balance_pico')::bigint ORDER BY l.id DESC))[1], (array_agg((after->>'amount_pico')::bigint ORDER BY l.id DESC))[1], count(*)
+		FROM audit_log l JOIN accounts a ON a.id::text = l.subject_id
+		WHERE l.action = 'adjustment' AND a.name = 'GPUMarket probes'`).Scan(&before, &after, &amount, &n); err != nil {
+		t.Fatal(err)
+	}
+	// The platform's own round (fundProbes, every minute) may have paid some of them first.
+	if n < 1 || before >= 0 || after != 0 || amount != -before {
+		t.Fatalf("probe funding: %d adjustments, the last from a balance of %d pico to %d, paying %d; want the probes paid back to zero",
+			n, before, after, amount)
+	}
 }
 
 func (b *gatewayBundle) flushRequestLog(t *testing.T) {

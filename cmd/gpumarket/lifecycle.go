@@ -100,6 +100,7 @@ func (p *Platform) start(r *running) error {
 			}
 		})
 		p.log.Info("metering usage events", "stream", usageevent.StreamName, "consumer", usageevent.ConsumerName)
+		r.loops.Go(func() { p.fundProbes(r.ctx, probeFundingEvery) })
 	}
 	// Every process keeps the usage partitions; a lock lets one of them at a time.
 	p.usageStore.Start(r.ctx)

@@ -4,6 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"time"
+
+	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/billing"
 
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/web/gateway"
@@ -40,4 +44,51 @@ func (p *Platform) probeAccount(ctx context.Context) (gateway.ProbeAccount, erro
 		return gateway.ProbeAccount{}, err
 	}
 	return gateway.ProbeAccount{AccountID: u.AccountID, APIKeyID: k.ID}, nil
+}
+
+// probeFundingEvery is how often the platform pays its probe account's spending (fundProbes).
+const probeFundingEvery = time.Minute
+
+// fundProbes brings the probe account's credit back to zero from the platform's revenue, every
+// probeFundingEvery until ctx ends: probes skip admission and are metered like any request, so
+// their cost first takes the account below zero; the platform pays it with an adjustment (platform
+// revenue to the account's credit, recorded in the audit log as the probe account's own), so that
+// the account never ends a month owing money and its invoice carries no negative balance to
+// review. One process funds at a time: the one that meters (docs/tiers-and-asks.md, "Probes").
+func (p *Platform) fundProbes(ctx context.Context, every time.Duration) {
+	credits := billing.NewCredits(p.pool, billing.NewLedger(p.pool, nil), nil, nil).RecordTo(p.audit)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		if err := fundProbesOnce(ctx, p.accounts, credits); err != nil && ctx.Err() == nil {
+			p.log.Warn("probes: their spending not paid yet", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// fundProbesOnce pays what the probe account owes, when it owes anything.
+func fundProbesOnce(ctx context.Context, accts *accounts.Service, credits *billing.Credits) error {
+	u, err := accts.UserByEmail(ctx, probeEmail)
+	if services.ErrorCode(err) == services.CodeNotFound {
+		return nil // nothing has been probed yet
+	}
+	if err != nil {
+		return err
+	}
+	b, err := credits.Balance(ctx, u.AccountID)
+	if err != nil || b.Pico.Sign() >= 0 {
+		return err
+	}
+	owed, err := b.Pico.Neg().Pico()
+	if err != nil {
+		return err
+	}
+	_, err = credits.Adjust(ctx, billing.AdjustInput{AccountID: u.AccountID, Amount: owed,
+		Reason: "the platform pays its probes of demoted offerings", ByUserID: u.ID})
+	return err
 }
