@@ -192,11 +192,11 @@ var authzTable = map[string]route{
 	"POST /webhooks/stripe": {body: map[string]string{"id": "evt_authz", "type": "checkout.session.completed"},
 		want: everyone(http.StatusBadRequest), noCSRF: everyone(http.StatusBadRequest)},
 
-	// Finance pages, for finance and admins. The adjustment grants the demo developer $5;
+	// Finance pages, for finance and admins. The adjustment asks to confirm granting the demo developer $5;
 	// the price change is for a far future.
 	"GET /finance/balances": {want: statuses{303, 403, 403, 200, 200}, login: true},
 	"POST /finance/adjustments": {body: url.Values{"account_id": {"{account}"}, "amount_usd": {"5.00"}, "reason": {"authz test"}},
-		want: statuses{303, 403, 403, 303, 303}, noCSRF: csrfRefused, login: true},
+		want: statuses{303, 403, 403, 200, 200}, noCSRF: csrfRefused, login: true}, // 200: the confirmation page
 	"GET /finance/prices": {want: statuses{303, 403, 403, 200, 200}, login: true},
 	"POST /finance/prices": {body: priceForm(),
 		want: statuses{303, 403, 403, 303, 303}, noCSRF: csrfRefused, login: true},

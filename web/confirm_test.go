@@ -265,3 +265,45 @@ func TestApprovingOneStatementNamesItsTransfer(t *testing.T) {
 		t.Fatalf("after the confirmation Fjord's statement is %s with %q", st.Status, st.PaymentReference)
 	}
 }
+
+// A hand adjustment of a customer's credit moves money at once: the first POST shows what it
+// moves (the amount, the customer, the balance before and after) and posts nothing; the
+// confirmed POST posts it once; the same confirmation posted again no longer matches the
+// balance it showed and posts nothing more.
+func TestAdjustingABalanceConfirmsFirst(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	dev, err := e.accounts.UserByEmail(ctx, "developer@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	adjustments := func() int {
+		return countRows(t, e, `SELECT count(*) FROM ledger_transactions WHERE kind = 'adjustment'`)
+	}
+	before := adjustments()
+	fin, csrf := loginBrowser(t, e, "finance@example.com")
+	ask := askedToConfirm(t, fin, e.srv.URL+"/finance/adjustments", url.Values{"_csrf": {csrf},
+		"account_id": {dev.AccountID}, "amount_usd": {"12.50"}, "reason": {"goodwill after an outage"}})
+	if b := text(ask.Find(testID("confirm"))); b != "Grant $12.50" {
+		t.Errorf("the confirmation's button %q, want Grant $12.50", b)
+	}
+	if c := consequences(ask); !strings.Contains(c, "Grants $12.50 of credit to Acme Labs") ||
+		!strings.Contains(c, "goodwill after an outage") || !strings.Contains(c, "the balance goes from $") {
+		t.Errorf("the confirmation says %q", c)
+	}
+	if n := adjustments(); n != before {
+		t.Fatalf("%d adjustments after the first POST, want %d", n, before)
+	}
+	wantStatus(t, confirmation(t, fin, e.srv.URL, ask), http.StatusSeeOther)
+	if n := adjustments(); n != before+1 {
+		t.Fatalf("%d adjustments after the confirmation, want %d", n, before+1)
+	}
+	again := confirmation(t, fin, e.srv.URL, ask)
+	if again.StatusCode != http.StatusConflict {
+		t.Errorf("the same confirmation again: status %d, want 409", again.StatusCode)
+	}
+	if n := adjustments(); n != before+1 {
+		t.Fatalf("%d adjustments after the confirmation was posted twice, want %d", n, before+1)
+	}
+}

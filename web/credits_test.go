@@ -462,7 +462,8 @@ func TestFinanceAdjustmentForm(t *testing.T) {
 	}
 
 	form.Set("reason", "Welcome credit")
-	res = postForm(t, b, e.srv.URL+"/finance/adjustments", form)
+	ask := askedToConfirm(t, b, e.srv.URL+"/finance/adjustments", form)
+	res = confirmation(t, b, e.srv.URL, ask)
 	wantStatus(t, res, http.StatusSeeOther)
 	if loc := res.Header.Get("Location"); loc != "/finance/balances?flash=adjusted" {
 		t.Fatalf("redirect to %q", loc)

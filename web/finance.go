@@ -144,14 +144,80 @@ func customerOptions(users []accounts.User, balances []billing.AccountBalance) [
 }
 
 func (s *Server) adjustmentSubmit(c echo.Context) error {
-	_, err := s.adjust(c, c.FormValue("account_id"), c.FormValue("amount_usd"), c.FormValue("reason"))
-	if err != nil {
+	formError := func(err error) error {
 		return s.formError(c, err, func(f templates.Form) error {
 			f.Values = submitted(c, "account_id", "amount_usd", "reason")
 			return s.renderBalances(c, statusFor(err), f)
 		})
 	}
+	conf, err := s.adjustmentConfirmation(c)
+	if err != nil {
+		return formError(err)
+	}
+	if !confirmed(c, conf) {
+		return s.askToConfirm(c, "Adjust a balance", conf)
+	}
+	if _, err := s.adjust(c, c.FormValue("account_id"), c.FormValue("amount_usd"), c.FormValue("reason")); err != nil {
+		return formError(err)
+	}
 	return c.Redirect(http.StatusSeeOther, "/finance/balances?flash=adjusted")
+}
+
+// adjustmentConfirmation is the page that says what an adjustment moves before it is made
+// (confirm.go): from platform revenue to the customer's credit or back, the balance before and
+// after. It binds the balance as it is, so a confirmation posted twice adjusts once: the first
+// changes the balance, and the second no longer matches it.
+func (s *Server) adjustmentConfirmation(c echo.Context) (confirmation, error) {
+	accountID, reason := strings.TrimSpace(c.FormValue("account_id")), strings.TrimSpace(c.FormValue("reason"))
+	fe := services.FieldErrors{}
+	amount, err := money.ParseUSD(c.FormValue("amount_usd"))
+	if err != nil || amount == 0 {
+		fe.Add("amount_usd", "Enter dollars, like 25.00 to grant credit or -5.00 to take it back.")
+	}
+	if reason == "" {
+		fe.Add("reason", "Say why: the reason is kept with the adjustment.")
+	}
+	if err := fe.Err(); err != nil {
+		return confirmation{}, err
+	}
+	// The credit's balance first: it opens the account's credit when it has none yet, and
+	// finds no account that does not exist.
+	ctx := c.Request().Context()
+	if _, err := s.payments.Credits.Balance(ctx, accountID); err != nil {
+		if code := services.ErrorCode(err); code == services.CodeNotFound || code == services.CodeInvalid {
+			return confirmation{}, fieldError("account_id", "There is no such account.")
+		}
+		return confirmation{}, err
+	}
+	balances, err := s.payments.Ledger.Balances(ctx)
+	if err != nil {
+		return confirmation{}, err
+	}
+	var held *billing.AccountBalance
+	for i, b := range balances {
+		if b.Kind == billing.AccountCustomerCredit && b.OwnerAccountID == accountID {
+			held = &balances[i]
+		}
+	}
+	if held == nil {
+		return confirmation{}, fieldError("account_id", "There is no such account.")
+	}
+	after := held.Balance.AddPico(amount)
+	size, verb, button := money.FormatPrecisePico(amount), "Grants", "Grant "
+	what := fmt.Sprintf("%s %s of credit to %s", verb, size, held.OwnerName)
+	if amount < 0 {
+		size, verb, button = money.FormatPrecisePico(-amount), "Takes back", "Take back "
+		what = fmt.Sprintf("%s %s of credit from %s", verb, size, held.OwnerName)
+	}
+	return confirmation{ConfirmPage: templates.ConfirmPage{Title: "Adjust the credit of " + held.OwnerName,
+		Consequences: []string{
+			fmt.Sprintf("%s: the balance goes from %s to %s.", what, money.FormatBigCents(held.Balance), money.FormatBigCents(after)),
+			"The money moves between the customer's credit and platform revenue at once. It cannot be undone; another adjustment can reverse it.",
+			"It is recorded in the audit log with your name and the reason: " + reason,
+		},
+		Button: button + size, Action: "/finance/adjustments", Back: "/finance/balances",
+		Hidden: hiddenFields(c, "account_id", "amount_usd", "reason")},
+		binds: []string{"adjust", accountID, fmt.Sprint(int64(amount)), reason, held.Balance.Decimal(12)}}, nil
 }
 
 // Price book.
