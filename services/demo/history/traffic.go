@@ -345,7 +345,7 @@ func (h *history) servedAttempt(c *customer, day time.Time, s *spec, off offerin
 		reported = s.maxTokens * overReportFactor
 	}
 	msg, err := h.event(off, rt, agentEnd, usage.Usage{InputTokens: s.in, OutputTokens: reported,
-		TTFTMillis: millis(lat.TTFT), DurationMillis: millis(served), Status: status}, s.w.Tier)
+		TTFTMillis: millis(lat.TTFT), DurationMillis: millis(served), Status: status})
 	if err != nil {
 		return attempt{}, time.Time{}, 0, err
 	}
@@ -365,7 +365,7 @@ func (h *history) failedAttempt(c *customer, day time.Time, s *spec, off offerin
 	end := agentEnd.Add(relayLag)
 	rec := h.record(c, s, off, rt, at, end)
 	rec.HTTPStatus, rec.Status = 503, billing.GatewayFailedOver
-	msg, err := h.event(off, rt, agentEnd, usage.Usage{DurationMillis: millis(failedAfter), Status: usage.StatusError}, s.w.Tier)
+	msg, err := h.event(off, rt, agentEnd, usage.Usage{DurationMillis: millis(failedAfter), Status: usage.StatusError})
 	return attempt{record: rec, msg: msg}, end, err
 }
 
@@ -385,7 +385,7 @@ func (h *history) record(c *customer, s *spec, off offering, rt routed, at, end 
 // centre has a power sensor, here a simulated one that reads measuredDraw of board power, and
 // says so (simulated, never measured); a home rig has none, and its agent estimates from full
 // board power. An attempt that produced nothing took no energy worth counting.
-func (h *history) event(off offering, rt routed, end time.Time, u usage.Usage, tier catalog.Tier) (metering.Message, error) {
+func (h *history) event(off offering, rt routed, end time.Time, u usage.Usage) (metering.Message, error) {
 	u.RequestID, u.Ticket, u.OfferingID, u.Model = rt.requestID, rt.ticket, off.ID, off.Model
 	u.EnergyJoules = float64(u.InputTokens+u.OutputTokens) * off.joulesPerToken
 	u.EnergySource = usage.EnergyEstimated
