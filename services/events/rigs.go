@@ -103,3 +103,43 @@ func RigPasswordIssue(key []byte, offeringID string, issue int) string {
 	}
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
+
+// Calls to a rig. The platform never dials a rig: the rig's agent holds its NATS connection, and a gateway
+// reaches it there (docs/rig-transport.md). A call is a request the gateway publishes on the rig's call subject
+// and an answer the agent streams back, as numbered chunks with an end marker, on the rig's reply subject under
+// the calling gateway's own token; the gateway's acknowledgements (flow control) go back on the rig's call
+// subject too. Each rig may subscribe to its own calls only and publish its own replies only, so no rig can
+// read another's requests or answer for another.
+const (
+	// RigCallPrefix is the first token of the subjects a gateway publishes to a rig on.
+	RigCallPrefix = "rigcall"
+	// RigReplyPrefix is the first token of the subjects a rig publishes its answers on.
+	RigReplyPrefix = "rigreply"
+)
+
+// RigCallSubject is the subject calls to the rig serving an offering go to: rigcall.<provider_id>.<offering_id>.
+// The rig subscribes to it and to everything below it (RigCallSubject + ".>": acknowledgements).
+func RigCallSubject(providerID, offeringID string) string {
+	return RigCallPrefix + "." + providerID + "." + offeringID
+}
+
+// RigReplySubject is the subject space the rig serving an offering answers in: rigreply.<provider_id>.<offering_id>.
+// A call names the subject below it where its answer goes.
+func RigReplySubject(providerID, offeringID string) string {
+	return RigReplyPrefix + "." + providerID + "." + offeringID
+}
+
+// RigPermissions is everything the rig serving an offering may publish and subscribe to, and nothing else: the
+// one list every way of letting a rig in grants (the embedded server's, the auth callout's).
+func RigPermissions(providerID, offeringID string) (publish, subscribe []string) {
+	return []string{
+			"usage." + providerID + "." + offeringID, // usage.Subject; package usage imports this one
+			HeartbeatSubject(providerID, offeringID),
+			RigReplySubject(providerID, offeringID) + ".>",
+		}, []string{
+			RigInboxPrefix(providerID, offeringID) + ".>",
+			HeartbeatRequestSubject,
+			RigCallSubject(providerID, offeringID),
+			RigCallSubject(providerID, offeringID) + ".>",
+		}
+}

@@ -22,6 +22,8 @@ import (
 //     the rig's own inbox.
 //   - heartbeat.*.*, a stream RIGS exports to the platform: the rigs' heartbeats.
 //   - heartbeat_request, a stream the platform exports to RIGS: a gateway asking every rig for a heartbeat now.
+//   - rigcall.*.*.>, a stream the platform exports to RIGS: a gateway's calls to a rig (events.RigCallSubject).
+//   - rigreply.*.*.>, a stream RIGS exports to the platform: the rigs' answers (events.RigReplySubject).
 //
 // Within RIGS each rig's user may still publish only its own subjects (RigUser), so a rig cannot speak for another,
 // and no subject of the platform's account (the JetStream API, the meter's fetches, the gateways' feeds) exists for
@@ -39,6 +41,8 @@ func openRigsAccount(s *server.Server) (*server.Account, error) {
 	platform := s.GlobalAccount()
 	usageSubjects := usage.Subject("*", "*")
 	heartbeats := events.HeartbeatSubject("*", "*")
+	rigCalls := events.RigCallSubject("*", "*") + ".>"
+	rigReplies := events.RigReplySubject("*", "*") + ".>"
 	for _, step := range []struct {
 		what string
 		do   func() error
@@ -53,6 +57,10 @@ func openRigsAccount(s *server.Server) (*server.Account, error) {
 		{"import heartbeat requests", func() error {
 			return rigs.AddStreamImport(platform, events.HeartbeatRequestSubject, "")
 		}},
+		{"export calls", func() error { return platform.AddStreamExport(rigCalls, []*server.Account{rigs}) }},
+		{"import calls", func() error { return rigs.AddStreamImport(platform, rigCalls, "") }},
+		{"export replies", func() error { return rigs.AddStreamExport(rigReplies, []*server.Account{platform}) }},
+		{"import replies", func() error { return platform.AddStreamImport(rigs, rigReplies, "") }},
 	} {
 		if err := step.do(); err != nil {
 			return nil, fmt.Errorf("natsserver: %s account: %s: %w", RigsAccount, step.what, err)
@@ -64,18 +72,13 @@ func openRigsAccount(s *server.Server) (*server.Account, error) {
 // RigUser is the embedded server's user for the rig serving an offering (events.RigUsername), allowed only what
 // package events lists for rig credentials (its rigs.go). Pass it in EmbeddedOptions.Users.
 func RigUser(providerID, offeringID, password string) *server.User {
+	publish, subscribe := events.RigPermissions(providerID, offeringID)
 	return &server.User{
 		Username: events.RigUsername(offeringID),
 		Password: password,
 		Permissions: &server.Permissions{
-			Publish: &server.SubjectPermission{Allow: []string{
-				usage.Subject(providerID, offeringID),
-				events.HeartbeatSubject(providerID, offeringID),
-			}},
-			Subscribe: &server.SubjectPermission{Allow: []string{
-				events.RigInboxPrefix(providerID, offeringID) + ".>",
-				events.HeartbeatRequestSubject,
-			}},
+			Publish:   &server.SubjectPermission{Allow: publish},
+			Subscribe: &server.SubjectPermission{Allow: subscribe},
 		},
 	}
 }

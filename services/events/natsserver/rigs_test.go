@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gpumarket/gpumarket/services/events"
+	"github.com/gpumarket/gpumarket/services/usage"
 )
 
 func TestRigUserMayPublishOnlyItsOwnSubjects(t *testing.T) {
@@ -427,5 +428,12 @@ func TestExternalServerConfigurationForRigs(t *testing.T) {
 	conns, err := s.Connz(&server.ConnzOptions{User: events.RigUsername("off-1"), Username: true})
 	if err != nil || len(conns.Conns) != 1 || conns.Conns[0].Account != RigsAccount {
 		t.Errorf("the rig's connections %+v (%v), want one in the %s account", conns.Conns, err, RigsAccount)
+	}
+}
+
+func TestRigPermissionsPublishTheUsageSubject(t *testing.T) {
+	publish, _ := events.RigPermissions("prov-1", "off-1")
+	if publish[0] != usage.Subject("prov-1", "off-1") {
+		t.Fatalf("a rig may publish %q for its usage, but its usage subject is %q", publish[0], usage.Subject("prov-1", "off-1"))
 	}
 }
