@@ -2,9 +2,16 @@ package routing
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
+	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/reliability"
 )
 
@@ -114,5 +121,64 @@ func TestReplicasReadingTheSameRecordAgree(t *testing.T) {
 	a, b := one.pickIDs(t, Request{Model: "m"}), two.pickIDs(t, Request{Model: "m"})
 	if !slices.Equal(a, []string{"dear", "mid", "cheap"}) || !slices.Equal(a, b) {
 		t.Fatalf("replicas picked %v and %v, want both [dear mid cheap]", a, b)
+	}
+}
+
+// TestReplicasRouteByTheRecordInPostgres: two gateway replicas over one database, each with its own board read
+// from the gateway's record, place the offerings alike: 79 successes and 21 failovers in the day make the
+// cheapest a fallback, 90 and 10 the next degraded, and the dearest, without a record, is tried first.
+func TestReplicasRouteByTheRecordInPostgres(t *testing.T) {
+	t.Parallel()
+	b := setupDB(t)
+	ctx := context.Background()
+	cheap, mid, dear := b.list(t, "m", 100_000, 300), b.list(t, "m", 150_000, 300), b.list(t, "m", 200_000, 300)
+	var customer, user, key string
+	scan := func(dst *string, sql string, args ...any) {
+		if err := b.pool.QueryRow(ctx, sql, args...).Scan(dst); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scan(&customer, `INSERT INTO accounts (name, created_at) VALUES ('Acme', now()) RETURNING id`)
+	scan(&user, `INSERT INTO users (account_id, email, password_hash, role, created_at)
+		VALUES ($1, 'dev@acme.test', 'x', 'developer', now()) RETURNING id`, customer)
+	scan(&key, `INSERT INTO api_keys (account_id, created_by, name, prefix, key_hash, created_at)
+		VALUES ($1, $2, 'test', 'gm_test', '\x01', now()) RETURNING id`, customer, user)
+	log := billing.NewRequestLog(b.pool, nil, nil)
+	n := 0
+	attempts := func(o catalog.Offering, status billing.GatewayStatus, httpStatus, times int) {
+		for range times {
+			n++
+			log.Record(billing.GatewayRequest{RequestID: fmt.Sprintf("req_%d", n), AccountID: customer, APIKeyID: key,
+				OfferingID: o.ID, Tier: st, Model: "m", HTTPStatus: httpStatus, Status: status, Duration: time.Second,
+				At: b.clock.Now().Add(-time.Hour)})
+		}
+	}
+	attempts(cheap, billing.GatewayOK, 200, 79)
+	attempts(cheap, billing.GatewayFailedOver, 502, 21)
+	attempts(mid, billing.GatewayOK, 200, 90)
+	attempts(mid, billing.GatewayFailedOver, 503, 10)
+	if err := log.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	replica := func() []string {
+		board := reliability.NewBoard(reliability.Config{Source: billing.NewRequestLog(b.pool, nil, nil), Now: b.clock.Now})
+		if err := board.Refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r := New(Config{Pool: b.pool, Now: b.clock.Now, Rand: rand.New(rand.NewPCG(3, 4)), Reliability: board,
+			Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err := r.Refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+		rb := bundle{r: r, clock: b.clock}
+		for _, o := range []catalog.Offering{cheap, mid, dear} {
+			rb.beat(o, 0, 8)
+		}
+		return rb.pickIDs(t, Request{Model: "m", Tier: st})
+	}
+	want := []string{dear.ID, mid.ID, cheap.ID}
+	if one, two := replica(), replica(); !slices.Equal(one, want) || !slices.Equal(two, want) {
+		t.Fatalf("replicas picked %v and %v, want dear, mid, cheap: %v", one, two, want)
 	}
 }
