@@ -151,6 +151,8 @@ func (s *snapshot) idleForBatch(c choice, tier catalog.Tier, now time.Time) (cho
 // random and the one with the shorter expected wait wins (the power of two choices): P50 time to first token
 // times (1 + load / capacity). Rigs at capacity come after those with room, cheapest first among them too. A
 // request that prefers carbon passes the same filters and is ordered by estimated carbon instead (carbon.go).
+// Above every other rule of order, the offerings below 95% uptime come after the others, and those below 80% last
+// (reliability.go).
 //
 // It fails with a *services.Error whose Cause is one of the Err values above, naming the first rule that left
 // no offering: the model, the pin, the tier, the caps, then health and circuits.
