@@ -18,4 +18,5 @@ type PerformanceRow struct {
 	TPSClaimed, TPSMeasured, TPSVerdict            string
 	KWhPerMTok, MeasuredShare, EstimatedKWhPerMTok string
 	Earned, EarnedPerKWh                           string
+	Reliability                                    ReliabilityCell // as the public catalog shows it
 }

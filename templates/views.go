@@ -89,6 +89,8 @@ type OfferingRow struct {
 	// disagree with the gateway's; "" when neither.
 	NotRouted  string
 	Divergence string
+	// Reliability is the offering's reliability record, shown in the public catalog.
+	Reliability ReliabilityCell
 }
 
 // CatalogFilters are the catalog's filter values and choices.

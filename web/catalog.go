@@ -11,6 +11,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/carbon"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/reliability"
 	"github.com/gpumarket/gpumarket/templates"
 )
 
@@ -109,7 +110,7 @@ func (s *Server) catalogPage(c echo.Context) error {
 		filters.Models = append(filters.Models, templates.Option{Value: m, Label: m})
 	}
 	return s.render(c, status, templates.Catalog(templates.CatalogPage{
-		Page: s.page(c, "Catalog"), Filters: filters, Sections: tierSections(offerings, prices, in.Tier), Count: len(offerings),
+		Page: s.page(c, "Catalog"), Filters: filters, Sections: s.withRecords(tierSections(offerings, prices, in.Tier)), Count: len(offerings),
 	}))
 }
 
@@ -131,6 +132,8 @@ type offeringJSON struct {
 	// disagree with the gateway's; empty when neither.
 	NotRoutedBecause string `json:"not_routed_because,omitempty"`
 	ReportDivergence string `json:"report_divergence,omitempty"`
+	// Reliability is the offering's reliability record, in the public catalog (reliability.go).
+	Reliability *reliability.Record `json:"reliability,omitempty"`
 }
 
 func toJSON(o catalog.Offering, prices map[catalog.Tier]catalog.Price, owner bool) offeringJSON {
@@ -169,7 +172,9 @@ func (s *Server) apiOfferings(c echo.Context) error {
 	}
 	out := make([]offeringJSON, 0, len(offerings))
 	for _, o := range offerings {
-		out = append(out, toJSON(o, prices, false))
+		j := toJSON(o, prices, false)
+		j.Reliability = s.publishedRecord(o.ID)
+		out = append(out, j)
 	}
 	return c.JSON(http.StatusOK, map[string]any{"offerings": out, "count": len(out)})
 }
@@ -188,7 +193,9 @@ func (s *Server) apiOffering(c echo.Context) error {
 	if o.Status != catalog.StatusActive || !o.Priced(prices) {
 		return services.Errorf(services.CodeNotFound, "No such offering.")
 	}
-	return c.JSON(http.StatusOK, toJSON(o, prices, false))
+	j := toJSON(o, prices, false)
+	j.Reliability = s.publishedRecord(o.ID)
+	return c.JSON(http.StatusOK, j)
 }
 
 func (s *Server) apiPrices(c echo.Context) error {

@@ -39,6 +39,9 @@ func (s *Server) performanceOf(c echo.Context) (performance.Window, []performanc
 	}
 	caps, _ := s.router.(performance.Capacities)
 	list, err := s.performance.Offerings(c.Request().Context(), providerAccount(c), w, caps)
+	for i := range list {
+		list[i].Reliability = s.recordOf(list[i].OfferingID)
+	}
 	return w, list, err
 }
 
@@ -82,7 +85,7 @@ func performanceRow(o performance.Offering) templates.PerformanceRow {
 		TPSClaimed: rateText(o.ClaimedTokensPerSec), TPSMeasured: rateText(o.MeasuredTokensPerSec),
 		TTFTVerdict: verdict(o.TTFTKeepsClaim), TPSVerdict: verdict(o.TokensPerSecKeepsClaim),
 		KWhPerMTok: numText(o.KWhPerMTok, 4), EstimatedKWhPerMTok: numText(o.EstimatedKWhPerMTok, 4),
-		Earned: money.FormatBigCents(o.Earned), EarnedPerKWh: "—"}
+		Earned: money.FormatBigCents(o.Earned), EarnedPerKWh: "—", Reliability: reliabilityCell(o.Reliability)}
 	if o.Utilisation != nil {
 		r.Utilisation = strconv.FormatFloat(100**o.Utilisation, 'f', 1, 64) + "% of " + strconv.Itoa(o.Capacity)
 	}

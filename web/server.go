@@ -90,6 +90,9 @@ type Config struct {
 	Reports ReportSource
 	// Performance is the provider's view of its rigs (provider_performance.go); nil hides it.
 	Performance *performance.Service
+	// Reliability is each offering's reliability record (reliability.go); nil shows every offering without
+	// enough traffic yet.
+	Reliability Records
 	// Batches are the Batch API's files and batches (batches.go); nil answers 503.
 	Batches *batch.Service
 }
@@ -143,6 +146,7 @@ type Server struct {
 	journal     Journal
 	reports     ReportSource
 	performance *performance.Service
+	reliability Records
 	batches     *batch.Service
 	// closes are the month closes started from a page or the API that outlive their request
 	// (close.go); background ends them when the server closes.
@@ -168,7 +172,7 @@ func New(cfg Config) *Server {
 	s := &Server{echo: e, accounts: cfg.Accounts, catalog: cfg.Catalog, payments: cfg.Payments, usage: cfg.Usage, rigs: cfg.Rigs, ready: cfg.Ready, log: cfg.Log,
 		registry: cfg.Registry, now: cfg.Now, keyChanges: cfg.KeyChanges, metricsToken: cfg.MetricsToken,
 		usageStream: cfg.UsageStream, invoicing: cfg.Invoicing, audit: cfg.Audit, journal: cfg.Journal,
-		reports: cfg.Reports, performance: cfg.Performance, batches: cfg.Batches,
+		reports: cfg.Reports, performance: cfg.Performance, reliability: cfg.Reliability, batches: cfg.Batches,
 		router: cfg.Router, requests: cfg.Requests, batchLoad: cfg.BatchLoad}
 	s.background, s.stop = context.WithCancel(context.Background())
 	e.HTTPErrorHandler = s.handleError

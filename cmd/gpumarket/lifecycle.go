@@ -76,6 +76,7 @@ func (p *Platform) Run(ctx context.Context) (err error) {
 // partitions' and the automatic close's rounds; and the HTTP servers last, once what they serve
 // runs.
 func (p *Platform) start(r *running) error {
+	p.startReliability(r)
 	if p.router != nil {
 		if err := p.router.Start(r.ctx); err != nil {
 			return fmt.Errorf("gateway: %w", err)

@@ -42,6 +42,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/payouts"
 	"github.com/gpumarket/gpumarket/services/performance"
+	records "github.com/gpumarket/gpumarket/services/reliability"
 	"github.com/gpumarket/gpumarket/services/reports"
 	"github.com/gpumarket/gpumarket/services/riglimits"
 	"github.com/gpumarket/gpumarket/services/routing"
@@ -77,6 +78,9 @@ type Platform struct {
 	invoicing       *invoicing.Service  // the close, invoices and statements; it closes due periods by itself in Run
 	router          *routing.Router     // nil unless the gateway runs here: the /v1 gateway routes with it
 	requestLog      *billing.RequestLog // what the gateway saw, reconciled with the meter
+	// reliability holds the offerings' reliability records, which routing and the pages read; nil where
+	// neither runs (reliabilityrecord.go).
+	reliability *records.Board
 	// reconcileEvery is how often the gateway's record is compared with the metered usage.
 	reconcileEvery time.Duration
 	stripeMock     *stripemock.Process // nil with a real Stripe key or STRIPE_API_URL
@@ -230,6 +234,9 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 		Invoicing: p.invoicing, Audit: p.audit, Journal: p.journal, Performance: performance.NewService(p.pool, p.catalog),
 		Reports: reports.New(p.pool), Batches: p.batches,
 	}
+	if cfg.Roles.Web {
+		webCfg.Reliability = p.reliabilityBoard()
+	}
 	if p.router != nil {
 		webCfg.Router = p.router
 		webCfg.BatchLoad = func() map[string]int { return p.gateway.BatchLoad() }
@@ -357,7 +364,7 @@ func (p *Platform) gatewayConfig() (gateway.Config, error) {
 		return gateway.Config{}, err
 	}
 	p.router = routing.New(routing.Config{Pool: p.pool, Catalog: p.catalog, NATS: p.nc, Log: p.log.With("role", "gateway"),
-		FlushEvery: p.cfg.routingFlushEvery})
+		FlushEvery: p.cfg.routingFlushEvery, Reliability: p.reliabilityBoard()})
 	p.requestLog = billing.NewRequestLog(p.pool, nil, p.log.With("role", "gateway"))
 	return gateway.Config{
 		Router: p.router, Tickets: signer, Requests: p.requestLog,

@@ -21,6 +21,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/carbon"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/reliability"
 )
 
 // MaxDays bounds the window a view may ask for.
@@ -89,6 +90,10 @@ type Offering struct {
 	// over EnergyKWh, rounded once to the picodollar; nil without energy.
 	Earned       money.BigPico `json:"earned_pico"`
 	EarnedPerKWh *money.Pico   `json:"earned_per_kwh_pico"`
+
+	// Reliability is the offering's reliability record, the one the public catalog shows (filled in by the
+	// page, which holds the records).
+	Reliability reliability.Record `json:"reliability"`
 }
 
 // Summarise computes an offering's figures from its rollup over a window of windowMs, with the

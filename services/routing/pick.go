@@ -11,6 +11,7 @@ import (
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/reliability"
 )
 
 const (
@@ -120,6 +121,8 @@ type choice struct {
 	// borrowed marks a rig of a faster tier serving a batch request in an idle slot
 	// (idleForBatch).
 	borrowed bool
+	// standing is where its uptime places it (reliability.go).
+	standing reliability.Standing
 }
 
 // idleForBatch is c as a candidate for a batch request when its rig sits in a faster tier but
@@ -148,6 +151,8 @@ func (s *snapshot) idleForBatch(c choice, tier catalog.Tier, now time.Time) (cho
 // random and the one with the shorter expected wait wins (the power of two choices): P50 time to first token
 // times (1 + load / capacity). Rigs at capacity come after those with room, cheapest first among them too. A
 // request that prefers carbon passes the same filters and is ordered by estimated carbon instead (carbon.go).
+// Above every other rule of order, the offerings below 95% uptime come after the others, and those below 80% last
+// (reliability.go).
 //
 // It fails with a *services.Error whose Cause is one of the Err values above, naming the first rule that left
 // no offering: the model, the pin, the tier, the caps, then health and circuits.
@@ -164,7 +169,7 @@ func (r *Router) Pick(req Request) ([]Candidate, error) {
 
 	var cs, idle []choice
 	for _, l := range snap.byModel[req.Model] {
-		c := choice{listed: l, v: l.state.view(now)}
+		c := choice{listed: l, v: l.state.view(now), standing: r.standing(l.ID)}
 		c.tier = cmp.Or(c.v.tier, l.Tier)
 		var ok bool
 		if c.price, ok = snap.offered(l, c.tier, now); ok {
@@ -205,13 +210,14 @@ func (r *Router) Pick(req Request) ([]Candidate, error) {
 	cs = slices.DeleteFunc(cs, func(c choice) bool {
 		return !c.v.healthy || c.v.provider != c.ProviderAccountID || c.v.circuit == circuitOpen
 	})
-	// A rig of a faster tier lending an idle slot comes after every batch rig.
-	borrowed := slices.DeleteFunc(slices.Clone(cs), func(c choice) bool { return !c.borrowed })
-	cs = slices.DeleteFunc(cs, func(c choice) bool { return c.borrowed })
-	out := r.order(cs, now, req.PreferCarbon)
-	if len(out) < MaxCandidates && len(borrowed) > 0 {
-		more := r.order(borrowed, now, req.PreferCarbon)
-		out = append(out, more[:min(len(more), MaxCandidates-len(out))]...)
+	// By uptime first (reliability.go); within a standing, a rig of a faster tier lending an idle slot comes
+	// after every batch rig.
+	var out []Candidate
+	for _, group := range byStanding(cs) {
+		borrowed := slices.DeleteFunc(slices.Clone(group), func(c choice) bool { return !c.borrowed })
+		group = slices.DeleteFunc(group, func(c choice) bool { return c.borrowed })
+		out = r.order(out, group, now, req.PreferCarbon)
+		out = r.order(out, borrowed, now, req.PreferCarbon)
 	}
 	if len(out) == 0 {
 		return nil, &services.Error{Code: services.CodeUnavailable, Cause: ErrUnavailable,
@@ -270,15 +276,15 @@ func (req Request) caps() string {
 	return strings.Join(caps, " and ")
 }
 
-// order ranks the candidates (see Pick) and returns the first MaxCandidates it may hand out. A request that
-// prefers carbon takes them in order of estimated carbon (byCarbon), with no draw among near-equals.
-func (r *Router) order(cs []choice, now time.Time, preferCarbon bool) []Candidate {
+// order ranks the candidates (see Pick) and appends to out those it may hand out, until out holds
+// MaxCandidates. A request that prefers carbon takes them in order of estimated carbon (byCarbon), with no draw
+// among near-equals.
+func (r *Router) order(out []Candidate, cs []choice, now time.Time, preferCarbon bool) []Candidate {
 	if preferCarbon {
 		slices.SortFunc(cs, byCarbon)
 	} else {
 		slices.SortFunc(cs, byAsk)
 	}
-	out := make([]Candidate, 0, min(len(cs), MaxCandidates))
 	for len(out) < MaxCandidates && len(cs) > 0 {
 		k := 0
 		if g := nearEquals(cs); g > 1 && !preferCarbon {

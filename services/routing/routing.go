@@ -19,6 +19,8 @@
 //     (MaxPricePerMTok against the offering's blended ask, catalog.Offering.BlendedAsk, as the catalog's max
 //     price filter; MaxTTFTMillis against the live P99, or the catalog's P99 when live traffic is thin), have a
 //     heartbeat from their own provider within HeartbeatTimeout, and their circuit is not open (Pick).
+//   - Uptime first: an offering below 95% uptime over the last day, with at least 100 requests in it, comes after
+//     every other; below 80%, only when no other is left (reliability.go, docs/reliability.md).
 //   - Order: cheapest blended ask first; among near-equals (within 5% of the cheapest remaining), the power of
 //     two choices on expected wait, live P50 time to first token scaled by load (Pick).
 //   - Live figures are the gateways' own: what this replica and the others observed from outside the rigs,
@@ -94,6 +96,8 @@ type Config struct {
 	ShareEvery   time.Duration
 	// Log gets failed reloads and flushes, ignored heartbeats and tier moves; nil means slog.Default().
 	Log *slog.Logger
+	// Reliability places each offering by its uptime (reliability.go); nil places every offering alike.
+	Reliability Standings
 }
 
 // Router is the gateway's routing table. Its methods are safe for concurrent use.
