@@ -89,6 +89,8 @@ type OfferingRow struct {
 	// disagree with the gateway's; "" when neither.
 	NotRouted  string
 	Divergence string
+	// Benchmark is the benchmark its provider attached; nil when none.
+	Benchmark *ProviderBenchmark
 }
 
 // CatalogFilters are the catalog's filter values and choices.
