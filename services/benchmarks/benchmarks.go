@@ -144,15 +144,15 @@ func (s *Service) Own(ctx context.Context, providerAccountID, offeringID string)
 	return b, err == nil, err
 }
 
-// ForOfferings are the results attached to the offerings, by offering id. The caller shows
-// them only beside offerings it may show.
+// ForOfferings are the results attached to the offerings (ids as the catalog gives them), by
+// offering id. The caller shows them only beside offerings it may show.
 func (s *Service) ForOfferings(ctx context.Context, offeringIDs []string) (_ map[string]Benchmark, err error) {
 	defer services.Wrap(&err, "benchmarks.ForOfferings")
 	out := map[string]Benchmark{}
 	if len(offeringIDs) == 0 {
 		return out, nil
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+columns+` FROM provider_benchmarks WHERE offering_id::text = ANY($1)`, offeringIDs)
+	rows, err := s.pool.Query(ctx, `SELECT `+columns+` FROM provider_benchmarks WHERE offering_id = ANY($1::uuid[])`, offeringIDs)
 	if err != nil {
 		return nil, err
 	}

@@ -119,6 +119,17 @@ func TestAPinnedRunCountsWhatItsOfferingServedAndPricesItAtTheCatalog(t *testing
 		t.Errorf("charge %q, basis %q", p.ChargeUSD, p.Basis)
 	}
 
+	var table strings.Builder
+	if err := res.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{pinnedID + ": 16 answers from it, 4 from elsewhere", "at the standard tier's $0.10 in, $0.30 out",
+		"computed from the catalog's price, not invoiced", "gpumarket-loadgen/1, loadgen "} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
+	}
+
 	// The JSON names the offering, the method and the parameters.
 	b, err := json.Marshal(res)
 	if err != nil {
