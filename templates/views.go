@@ -91,6 +91,8 @@ type OfferingRow struct {
 	Divergence string
 	// Reliability is the offering's reliability record, shown in the public catalog.
 	Reliability ReliabilityCell
+	// Benchmark is the benchmark its provider attached; nil when none.
+	Benchmark *ProviderBenchmark
 }
 
 // CatalogFilters are the catalog's filter values and choices.

@@ -129,6 +129,12 @@ var authzTable = map[string]route{
 		want: statuses{303, 403, 404, 403, 403}, noCSRF: csrfRefused, login: true},
 	"POST /provider/rigs/:id/:action": {path: "/provider/rigs/{offering}/pause", body: url.Values{},
 		want: statuses{303, 403, 404, 403, 403}, noCSRF: csrfRefused, login: true},
+	"GET /provider/rigs/:id/benchmark": {path: "/provider/rigs/{offering}/benchmark",
+		want: statuses{303, 403, 404, 403, 403}, login: true},
+	"POST /provider/rigs/:id/benchmark": {path: "/provider/rigs/{offering}/benchmark", body: url.Values{"result": {"{}"}},
+		want: statuses{303, 403, 404, 403, 403}, noCSRF: csrfRefused, login: true},
+	"POST /provider/rigs/:id/benchmark/remove": {path: "/provider/rigs/{offering}/benchmark/remove", body: url.Values{},
+		want: statuses{303, 403, 404, 403, 403}, noCSRF: csrfRefused, login: true},
 	// Payouts: the provider's own Stripe account. The GETs sort before the connect form, so
 	// they run while the provider has no account: the refresh and return links send it back
 	// to its Payouts page, and the test onboarding page is not found; the test onboarding
@@ -320,6 +326,9 @@ var authzTable = map[string]route{
 	"GET /api/reference": {want: everyone(http.StatusOK)},
 	"GET /api/planner":   {path: "/api/planner?tokens_per_day=1000000", want: everyone(http.StatusOK)},
 
+	// No benchmark is attached to the offering: anyone may ask, and is told so.
+	"GET /api/offerings/:id/benchmark": {path: "/api/offerings/{offering}/benchmark", want: everyone(http.StatusNotFound)},
+
 	// Provider API.
 	"GET /api/provider/offerings":  {want: statuses{401, 403, 200, 403, 403}},
 	"POST /api/provider/offerings": {body: rigJSON(), want: statuses{401, 403, 201, 403, 403}},
@@ -332,6 +341,12 @@ var authzTable = map[string]route{
 	"POST /api/provider/offerings/:id/pause": {path: "/api/provider/offerings/{offering}/pause",
 		want: statuses{401, 403, 404, 403, 403}},
 	"POST /api/provider/offerings/:id/resume": {path: "/api/provider/offerings/{offering}/resume",
+		want: statuses{401, 403, 404, 403, 403}},
+	"GET /api/provider/offerings/:id/benchmark": {path: "/api/provider/offerings/{offering}/benchmark",
+		want: statuses{401, 403, 404, 403, 403}},
+	"PUT /api/provider/offerings/:id/benchmark": {path: "/api/provider/offerings/{offering}/benchmark", body: map[string]any{},
+		want: statuses{401, 403, 404, 403, 403}},
+	"DELETE /api/provider/offerings/:id/benchmark": {path: "/api/provider/offerings/{offering}/benchmark",
 		want: statuses{401, 403, 404, 403, 403}},
 	"GET /api/provider/payouts": {want: statuses{401, 403, 200, 403, 403}},
 	"echo_route_not_found /api/provider/offerings": {method: http.MethodPatch, path: "/api/provider/offerings",

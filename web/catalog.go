@@ -109,8 +109,12 @@ func (s *Server) catalogPage(c echo.Context) error {
 	for _, m := range models {
 		filters.Models = append(filters.Models, templates.Option{Value: m, Label: m})
 	}
+	sections := tierSections(offerings, prices, in.Tier)
+	if err := s.withSectionBenchmarks(c, sections); err != nil {
+		return err
+	}
 	return s.render(c, status, templates.Catalog(templates.CatalogPage{
-		Page: s.page(c, "Catalog"), Filters: filters, Sections: s.withRecords(tierSections(offerings, prices, in.Tier)), Count: len(offerings),
+		Page: s.page(c, "Catalog"), Filters: filters, Sections: s.withRecords(sections), Count: len(offerings),
 	}))
 }
 

@@ -156,6 +156,9 @@ func (s *Server) rigsPage(c echo.Context) error {
 	for _, o := range list {
 		rows = append(rows, ownOfferingRow(o, prices))
 	}
+	if err := s.withProviderBenchmarks(c, ownBenchmarkURL, rows); err != nil {
+		return err
+	}
 	return s.render(c, http.StatusOK, templates.Rigs(templates.RigsPage{Page: s.page(c, "My rigs"), Rigs: rows}))
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/audit"
 	"github.com/gpumarket/gpumarket/services/batch"
+	"github.com/gpumarket/gpumarket/services/benchmarks"
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/documents"
@@ -95,6 +96,9 @@ type Config struct {
 	Reliability Records
 	// Batches are the Batch API's files and batches (batches.go); nil answers 503.
 	Batches *batch.Service
+	// Benchmarks are the results providers attach to their listings (provider_benchmark.go); nil
+	// answers that they are unavailable.
+	Benchmarks *benchmarks.Service
 }
 
 // Journal writes the period's journal of ledger postings to w as CSV.
@@ -148,6 +152,7 @@ type Server struct {
 	performance *performance.Service
 	reliability Records
 	batches     *batch.Service
+	benchmarks  *benchmarks.Service
 	// closes are the month closes started from a page or the API that outlive their request
 	// (close.go); background ends them when the server closes.
 	closes     sync.WaitGroup
@@ -172,7 +177,7 @@ func New(cfg Config) *Server {
 	s := &Server{echo: e, accounts: cfg.Accounts, catalog: cfg.Catalog, payments: cfg.Payments, usage: cfg.Usage, rigs: cfg.Rigs, ready: cfg.Ready, log: cfg.Log,
 		registry: cfg.Registry, now: cfg.Now, keyChanges: cfg.KeyChanges, metricsToken: cfg.MetricsToken,
 		usageStream: cfg.UsageStream, invoicing: cfg.Invoicing, audit: cfg.Audit, journal: cfg.Journal,
-		reports: cfg.Reports, performance: cfg.Performance, reliability: cfg.Reliability, batches: cfg.Batches,
+		reports: cfg.Reports, performance: cfg.Performance, reliability: cfg.Reliability, batches: cfg.Batches, benchmarks: cfg.Benchmarks,
 		router: cfg.Router, requests: cfg.Requests, batchLoad: cfg.BatchLoad}
 	s.background, s.stop = context.WithCancel(context.Background())
 	e.HTTPErrorHandler = s.handleError
@@ -345,6 +350,8 @@ func (s *Server) routes() {
 	rigs.DELETE("/:id", s.apiDelistRig)
 	rigs.POST("/:id/pause", s.apiPauseRig)
 	rigs.POST("/:id/resume", s.apiResumeRig)
+	// A rig's benchmark, attached by its provider: the page, the form, the API, the public result.
+	s.benchmarkRoutes(provider, api)
 
 	api.GET("/admin/users", s.apiUsers, s.requireAPI(accounts.RoleAdmin))
 	api.POST("/admin/users/:id/role", s.apiGrantRole, s.requireAPI(accounts.RoleAdmin))

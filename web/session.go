@@ -168,6 +168,8 @@ var flashes = map[string]string{
 	"paused":          "The rig is paused: it takes no traffic until you resume it.",
 	"resumed":         "The rig is active again.",
 	"delisted":        "The rig is delisted.",
+	"bench-attached":  "Your benchmark is attached: the catalog shows it beside the offering as your own claim.",
+	"bench-removed":   "Your benchmark is removed from the listing.",
 	"rig-reissued":    "The rig has a new NATS password: its earlier one no longer works. Put the new one on the rig and restart its agent.",
 	"role-set":        "The role is changed.",
 	"adjusted":        "The adjustment is recorded.",

@@ -21,6 +21,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/audit"
 	"github.com/gpumarket/gpumarket/services/batch"
+	"github.com/gpumarket/gpumarket/services/benchmarks"
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/demo"
@@ -112,7 +113,8 @@ func setupWith(t *testing.T, configure func(*web.Config, *pgxpool.Pool)) *env {
 		Invoicing: inv, Audit: auditLog, Journal: func(ctx context.Context, p documents.Period, w io.Writer) error {
 			return documents.WriteJournal(ctx, pool, p, w)
 		}, Performance: performance.NewService(pool, cat), Reports: reports.New(pool),
-		Batches: batch.NewService(batch.Config{Pool: pool, Storage: batch.LocalDir{Dir: t.TempDir()}})}
+		Batches:    batch.NewService(batch.Config{Pool: pool, Storage: batch.LocalDir{Dir: t.TempDir()}}),
+		Benchmarks: benchmarks.NewService(pool, cat, nil)}
 	if configure != nil {
 		configure(&cfg, pool)
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/audit"
 	"github.com/gpumarket/gpumarket/services/batch"
+	"github.com/gpumarket/gpumarket/services/benchmarks"
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/billing/stripemock"
 	"github.com/gpumarket/gpumarket/services/catalog"
@@ -232,7 +233,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 		Requests: p.requestLog, Log: log, Registry: p.registry, Ready: ready, UsageStream: p.usageStreamReport(),
 		TrustedProxies: cfg.TrustedProxies, MetricsToken: cfg.MetricsToken, KeyChanges: keyChanges,
 		Invoicing: p.invoicing, Audit: p.audit, Journal: p.journal, Performance: performance.NewService(p.pool, p.catalog),
-		Reports: reports.New(p.pool), Batches: p.batches,
+		Reports: reports.New(p.pool), Batches: p.batches, Benchmarks: benchmarks.NewService(p.pool, p.catalog, nil),
 	}
 	if cfg.Roles.Web {
 		webCfg.Reliability = p.reliabilityBoard()

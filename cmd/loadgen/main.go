@@ -1,10 +1,16 @@
 // Command loadgen measures an OpenAI-compatible endpoint by the public benchmark's method
 // (package load): N requests arriving as a Poisson process at a rate, their time to first token,
 // time per output token and latency percentiles, throughput, and the cost per million tokens at
-// an hourly price. A provider runs it against a rig before listing it; the gateway benchmark
-// runs it against the gateway.
+// an hourly price. A provider runs it against a rig before listing it, and against the listing
+// through the platform's gateway, as a customer reaches it, to attach the result to the listing
+// (docs/provider-benchmarks.md); the gateway benchmark runs it against the gateway.
 //
-//	loadgen -url http://127.0.0.1:8000/v1 [-model M] [-rate 8] [-n 200] [-concurrency 0]
+//	loadgen -url https://gpumarket.example/v1 -offering <id> -api-key K (or $GPUMARKET_API_KEY) ...
+//
+// pins every request to the offering, checks that each answer came from it, and prices the
+// tokens at what the platform's catalog publishes for it as well as at -usd-per-hour.
+//
+//	loadgen -url http://127.0.0.1:8000/v1 [-model M] [-offering ID] [-rate 8] [-n 200] [-concurrency 0]
 //	        [-max-tokens 200] [-prompt-tokens 200 | -prompts FILE] [-stream=true]
 //	        [-endpoint chat|completions] [-usd-per-hour 2.0] [-header K=V ...] [-api-key K]
 //	        [-timeout 10m] [-seed 1] [-json FILE] [-format table|json] [-quiet]
@@ -15,6 +21,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -57,8 +64,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	header := headerFlag{http.Header{}}
 	var endpoint, promptsFile string
 	fs.StringVar(&o.URL, "url", "http://127.0.0.1:8000/v1", "the API's base URL (a rig, an agent or the gateway)")
-	fs.StringVar(&o.APIKey, "api-key", "", "bearer token (default $OPENAI_API_KEY)")
-	fs.StringVar(&o.Model, "model", "", "model to request (default: the first GET <url>/models lists)")
+	fs.StringVar(&o.APIKey, "api-key", "", "bearer token (default $OPENAI_API_KEY, else $GPUMARKET_API_KEY)")
+	fs.StringVar(&o.Model, "model", "", "model to request (default: the offering's, else the first GET <url>/models lists)")
+	fs.StringVar(&o.Offering, "offering", "", "pin every request to this offering of the platform's gateway, and check that it served each")
 	fs.Float64Var(&o.Rate, "rate", 0, "Poisson arrivals per second; 0 or inf sends all at once")
 	fs.IntVar(&o.Requests, "n", 200, "requests to send (the benchmark sent 200 per run)")
 	fs.IntVar(&o.Concurrency, "concurrency", 0, "most requests in flight at once; 0 for no cap")
@@ -84,7 +92,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return c, fmt.Errorf("-format %q: want table or json", c.format)
 	}
 	if o.APIKey == "" {
-		o.APIKey = os.Getenv("OPENAI_API_KEY")
+		o.APIKey = cmp.Or(os.Getenv("OPENAI_API_KEY"), os.Getenv("GPUMARKET_API_KEY"))
 	}
 	o.Endpoint = load.Endpoint(endpoint)
 	if len(header.h) > 0 {

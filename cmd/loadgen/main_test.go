@@ -91,3 +91,18 @@ func TestRunFailsWhenNothingSucceeds(t *testing.T) {
 		t.Errorf("err %v, table:\n%s", err, stdout.String())
 	}
 }
+
+func TestOfferingFlagAndThePlatformsKey(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "")
+	t.Setenv("GPUMARKET_API_KEY", "gm-key")
+	c, err := parseFlags([]string{"-url", "https://gpumarket.example/v1", "-offering", "3f0c9e1a-0000-4000-8000-000000000001"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.opts.APIKey != "gm-key" || c.opts.Offering != "3f0c9e1a-0000-4000-8000-000000000001" {
+		t.Errorf("options %+v", c.opts)
+	}
+	if _, err := parseFlags([]string{"-offering", "a b"}, io.Discard); err == nil {
+		t.Error("an offering id with a space accepted")
+	}
+}

@@ -25,6 +25,15 @@
 // A client can fall behind its schedule when it is saturated, or when a concurrency cap holds
 // arrivals back: each request records how late it was sent, and the result carries the
 // achieved sending rate and that lag, so that a run limited by the client is visible as one.
+//
+// # Through the platform
+//
+// Pointed at the platform's gateway with an API key and an offering (Options.Offering), a run
+// measures one listing as a customer reaches it: every request is pinned to the offering, an
+// answer that does not say it came from there (X-GPUMarket-Offering) is a failure of its own
+// kind and in no figure, and the tokens are priced at what the platform's catalog publishes for
+// the offering's tier (platform.go). The result names the method (Method), the offering and
+// every parameter, so that a provider can attach it to the listing.
 package load
 
 import (
@@ -69,6 +78,11 @@ type Options struct {
 	Timeout      time.Duration  // bounds each request; 0 for no bound
 	Seed         uint64         // seeds the arrival schedule and the synthetic prompts
 	OnProgress   func(Progress) // when set, called about ten times a second and once at the end
+	// Offering pins every request to one offering of the gateway (the body option
+	// "gpumarket": {"offering": ...}); each answer must then say it came from there
+	// (X-GPUMarket-Offering), and the run prices its tokens at the price the platform's catalog
+	// publishes for the offering (platform.go).
+	Offering string
 }
 
 // Progress is how far a run has come.
@@ -101,6 +115,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("load: price %g per hour is not an amount of dollars", o.USDPerHour)
 	case o.Timeout < 0:
 		return errors.New("load: the timeout cannot be negative (0 means none)")
+	case len(o.Offering) > 100 || strings.ContainsAny(o.Offering, " \t\r\n\"/"):
+		return fmt.Errorf("load: %q is not an offering id; the catalog shows each offering's", o.Offering)
 	}
 	return nil
 }
@@ -147,6 +163,19 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		header[http.CanonicalHeaderKey(k)] = vs
 	}
 	base := strings.TrimSuffix(o.URL, "/")
+	var listed *listedOffering
+	var unlisted string
+	if o.Offering != "" {
+		var err error
+		if listed, err = catalogOffering(ctx, client, base, o.Offering); err != nil && o.Model == "" {
+			return Result{}, fmt.Errorf("%w; name the model with -model", err)
+		} else if err != nil {
+			unlisted = err.Error()
+		}
+		if listed != nil && o.Model == "" {
+			o.Model = listed.Model
+		}
+	}
 	if o.Model == "" {
 		m, err := firstModel(ctx, client, base, header)
 		if err != nil {
@@ -172,6 +201,8 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		schedule: poissonSchedule(o.Requests, o.Rate, o.Seed),
 		samples:  make([]sample, o.Requests),
 		failures: map[string]*Failure{},
+		listed:   listed,
+		unlisted: unlisted,
 	}
 	startedAt := time.Now()
 	r.start = startedAt
@@ -199,6 +230,11 @@ type runner struct {
 
 	mu       sync.Mutex
 	failures map[string]*Failure // by kind
+
+	// listed is the pinned offering as the catalog publishes it; nil without a pin or when the
+	// catalog could not be read.
+	listed   *listedOffering
+	unlisted string // why the catalog could not be read, when it could not
 }
 
 // dispatch keeps to the schedule: one timer, and a pool of workers that grows whenever a request

@@ -404,6 +404,8 @@ func TestResultJSONHasEveryField(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{
+		"method", "loadgen_version", "base_url", "offering", "given_prompts", "seed", "timeout_s",
+		"from_offering", "not_from_offering",
 		"url", "endpoint", "model", "stream", "rate", "requests", "max_concurrency", "max_tokens", "prompt_tokens",
 		"usd_per_h", "started_at", "sent", "completed", "failed", "failures", "duration_s", "req_s", "in_tok",
 		"out_tok", "without_usage", "in_tps", "out_tps", "total_tps", "send_rate", "lag_p50_ms", "lag_p99_ms",

@@ -41,6 +41,7 @@ type chatBody struct {
 	MaxTokens     int            `json:"max_tokens,omitempty"`
 	Stream        bool           `json:"stream"`
 	StreamOptions *streamOptions `json:"stream_options,omitempty"`
+	GPUMarket     *pinOptions    `json:"gpumarket,omitempty"`
 }
 
 type chatMessage struct {
@@ -54,14 +55,22 @@ type completionBody struct {
 	MaxTokens     int            `json:"max_tokens,omitempty"`
 	Stream        bool           `json:"stream"`
 	StreamOptions *streamOptions `json:"stream_options,omitempty"`
+	GPUMarket     *pinOptions    `json:"gpumarket,omitempty"`
 }
 
 type streamOptions struct {
 	IncludeUsage bool `json:"include_usage"`
 }
 
+// pinOptions is the gateway's body object "gpumarket" that pins a request to one offering: the gateway
+// sends it there or nowhere, without failover.
+type pinOptions struct {
+	Offering string `json:"offering"`
+}
+
 // requestBodies encodes the run's requests before it starts: one body per given prompt, or up
-// to distinctPrompts synthetic ones. Request i sends body i modulo their number.
+// to distinctPrompts synthetic ones, each pinned to the offering when one is named. Request i
+// sends body i modulo their number.
 func requestBodies(o Options) ([][]byte, error) {
 	prompts := o.Prompts
 	if len(prompts) == 0 {
@@ -74,12 +83,16 @@ func requestBodies(o Options) ([][]byte, error) {
 	if o.Stream {
 		so = &streamOptions{IncludeUsage: true}
 	}
+	var pin *pinOptions
+	if o.Offering != "" {
+		pin = &pinOptions{Offering: o.Offering}
+	}
 	bodies := make([][]byte, len(prompts))
 	for i, p := range prompts {
 		var v any = chatBody{Model: o.Model, Messages: []chatMessage{{Role: "user", Content: p}},
-			MaxTokens: o.MaxTokens, Stream: o.Stream, StreamOptions: so}
+			MaxTokens: o.MaxTokens, Stream: o.Stream, StreamOptions: so, GPUMarket: pin}
 		if o.Endpoint == EndpointCompletions {
-			v = completionBody{Model: o.Model, Prompt: p, MaxTokens: o.MaxTokens, Stream: o.Stream, StreamOptions: so}
+			v = completionBody{Model: o.Model, Prompt: p, MaxTokens: o.MaxTokens, Stream: o.Stream, StreamOptions: so, GPUMarket: pin}
 		}
 		b, err := json.Marshal(v)
 		if err != nil {

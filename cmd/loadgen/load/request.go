@@ -37,7 +37,13 @@ const (
 	failNoContent  = "no content"   // a stream that finished without any content
 	failStream     = "stream error" // an error event in the stream
 	failMalformed  = "malformed"    // a 200 whose body is not the API's JSON
+	// An answer that does not say it came from the pinned offering: it is in no figure, since
+	// they are the offering's.
+	failOtherOffering = "other offering"
 )
+
+// offeringHeader names the offering that served an answer of the gateway.
+const offeringHeader = "X-GPUMarket-Offering"
 
 // worker sends requests one after the other, reusing its buffers.
 type worker struct {
@@ -47,6 +53,8 @@ type worker struct {
 	line  []byte
 	chunk streamChunk
 	whole wholeResponse
+	// servedBy is the offering the last answer named (offeringHeader), "" when it named none.
+	servedBy string
 }
 
 func newWorker(r *runner) *worker {
@@ -117,6 +125,12 @@ func (w *worker) do(ctx context.Context, i int) {
 	defer r.inFlight.Add(-1)
 
 	kind, msg := w.exchange(req, s)
+	if kind == "" && r.opts.Offering != "" && w.servedBy != r.opts.Offering {
+		kind, msg = failOtherOffering, "the gateway answered from offering "+strconv.Quote(w.servedBy)+", not the pinned "+r.opts.Offering
+		if w.servedBy == "" {
+			kind, msg = failOtherOffering, "the answer does not name the offering that served it ("+offeringHeader+"): is -url the platform's gateway?"
+		}
+	}
 	if kind != "" {
 		switch {
 		case runCtx.Err() != nil:
@@ -145,6 +159,7 @@ func (w *worker) exchange(req *http.Request, s *sample) (kind, msg string) {
 	if resp.StatusCode != http.StatusOK {
 		return strconv.Itoa(resp.StatusCode), errorMessage(resp)
 	}
+	w.servedBy = resp.Header.Get(offeringHeader)
 	if w.r.opts.Stream {
 		return w.readStream(resp.Body, s)
 	}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -14,18 +15,29 @@ import (
 // usd_per_M_total, ...). Figures a run could not measure are zero: TTFT and TPOT without
 // streaming, costs without a price, every latency when no request succeeded.
 type Result struct {
+	// How it was measured: the method (Method) and the build of loadgen that ran it.
+	Method  string `json:"method"`
+	Version string `json:"loadgen_version"`
+
 	// What was asked.
-	URL          string    `json:"url"` // the endpoint called, path included
-	Endpoint     Endpoint  `json:"endpoint"`
-	Model        string    `json:"model"`
-	Stream       bool      `json:"stream"`
-	Rate         float64   `json:"rate"` // Poisson arrivals per second; 0 when all were sent at once
-	Requests     int       `json:"requests"`
-	Concurrency  int       `json:"max_concurrency"` // 0 for no cap
-	MaxTokens    int       `json:"max_tokens"`
-	PromptTokens int       `json:"prompt_tokens"` // of synthetic prompts; 0 when prompts were given
-	USDPerHour   float64   `json:"usd_per_h"`
-	StartedAt    time.Time `json:"started_at"`
+	URL          string   `json:"url"`      // the endpoint called, path included
+	BaseURL      string   `json:"base_url"` // the API's base URL, as given: the gateway's /v1 through the platform
+	Offering     string   `json:"offering"` // the offering every request was pinned to; "" for none
+	Endpoint     Endpoint `json:"endpoint"`
+	Model        string   `json:"model"`
+	Stream       bool     `json:"stream"`
+	Rate         float64  `json:"rate"` // Poisson arrivals per second; 0 when all were sent at once
+	Requests     int      `json:"requests"`
+	Concurrency  int      `json:"max_concurrency"` // 0 for no cap
+	MaxTokens    int      `json:"max_tokens"`
+	PromptTokens int      `json:"prompt_tokens"` // of synthetic prompts; 0 when prompts were given
+	Prompts      int      `json:"given_prompts"` // prompts given (-prompts); 0 for synthetic ones
+	Seed         uint64   `json:"seed"`
+	TimeoutS     float64  `json:"timeout_s"` // bound on each request; 0 for none
+	// Headers are those added to every request; a value that may be a secret is not written.
+	Headers    map[string]string `json:"headers,omitempty"`
+	USDPerHour float64           `json:"usd_per_h"`
+	StartedAt  time.Time         `json:"started_at"`
 
 	// What happened.
 	Sent      int       `json:"sent"` // fewer than Requests only when the run was stopped
@@ -33,6 +45,10 @@ type Result struct {
 	Failed    int       `json:"failed"`
 	Failures  []Failure `json:"failures"` // by kind, most frequent first
 	DurationS float64   `json:"duration_s"`
+	// With a pinned offering: the answers that said they came from it (the successes), and
+	// those that did not, which are failures of kind "other offering".
+	FromOffering    int `json:"from_offering"`
+	NotFromOffering int `json:"not_from_offering"`
 
 	// Throughput over the whole duration, of successful requests.
 	ReqS         float64 `json:"req_s"`
@@ -66,12 +82,17 @@ type Result struct {
 	CostRunUSD    float64 `json:"cost_run"`
 	USDPerMTotal  float64 `json:"usd_per_M_total"`
 	USDPerMOutput float64 `json:"usd_per_M_output"`
+	// What the tokens cost a customer of the platform, with a pinned offering whose price the
+	// catalog publishes; nil otherwise.
+	Platform *PlatformCost `json:"platform_cost,omitempty"`
 
 	Note string `json:"note"` // what the figures include, and whether the client held the rate
 
-	// What Merge needs of the run: its options and every request's sample.
-	opts    Options
-	samples []sample
+	// What Merge needs of the run: its options, every request's sample, and the pinned offering.
+	opts     Options
+	samples  []sample
+	listed   *listedOffering
+	unlisted string
 }
 
 // Failure counts the failed requests of one kind: an HTTP status ("500", "429", ...),
@@ -102,8 +123,10 @@ const lateLag = 10 * time.Millisecond
 func (r *runner) result(startedAt time.Time, duration time.Duration) Result {
 	o := r.opts
 	res := Result{
-		URL: r.url, Endpoint: o.Endpoint, Model: o.Model, Stream: o.Stream, Requests: o.Requests,
-		Concurrency: o.Concurrency, MaxTokens: o.MaxTokens, USDPerHour: o.USDPerHour,
+		Method: Method, Version: Version(), URL: r.url, BaseURL: o.URL, Offering: o.Offering,
+		Endpoint: o.Endpoint, Model: o.Model, Stream: o.Stream, Requests: o.Requests,
+		Concurrency: o.Concurrency, MaxTokens: o.MaxTokens, Prompts: len(o.Prompts), Seed: o.Seed,
+		TimeoutS: o.Timeout.Seconds(), Headers: writtenHeaders(o.Header), USDPerHour: o.USDPerHour,
 		StartedAt: startedAt.UTC(), DurationS: duration.Seconds(),
 		Sent: int(r.sent.Load()), Completed: int(r.completed.Load()), Failed: int(r.failed.Load()),
 		MaxInFlight: int(r.maxInFlight.Load()),
@@ -117,6 +140,12 @@ func (r *runner) result(startedAt time.Time, duration time.Duration) Result {
 	}
 	for _, f := range r.failures {
 		res.Failures = append(res.Failures, *f)
+	}
+	if o.Offering != "" {
+		res.FromOffering = res.Completed
+		if f := r.failures[failOtherOffering]; f != nil {
+			res.NotFromOffering = f.Count
+		}
 	}
 	slices.SortFunc(res.Failures, func(a, b Failure) int { return cmp.Or(b.Count-a.Count, strings.Compare(a.Kind, b.Kind)) })
 
@@ -163,8 +192,9 @@ func (r *runner) result(startedAt time.Time, duration time.Duration) Result {
 	res.CostRunUSD = o.USDPerHour * duration.Hours()
 	res.USDPerMTotal = CostPerMillion(o.USDPerHour, res.TotalTPS)
 	res.USDPerMOutput = CostPerMillion(o.USDPerHour, res.OutputTPS)
+	res.Platform = platformCost(r.listed, r.samples)
+	res.opts, res.samples, res.listed, res.unlisted = o, r.samples, r.listed, r.unlisted
 	res.Note = res.note()
-	res.opts, res.samples = o, r.samples
 	return res
 }
 
@@ -177,7 +207,8 @@ func Merge(runs []Result) Result {
 	if len(runs) == 0 {
 		return Result{}
 	}
-	r := &runner{opts: runs[0].opts, url: runs[0].URL, failures: map[string]*Failure{}}
+	r := &runner{opts: runs[0].opts, url: runs[0].URL, failures: map[string]*Failure{}, listed: runs[0].listed,
+		unlisted: runs[0].unlisted}
 	var total time.Duration
 	requests := 0
 	for _, run := range runs {
@@ -224,11 +255,41 @@ func (r Result) note() string {
 			"so it, not the endpoint, limited the load; lower the rate or use a faster client machine.",
 			lag, r.SendRate, r.Rate))
 	}
+	if r.Offering != "" {
+		notes = append(notes, fmt.Sprintf("Every request was pinned to offering %s; %d answers came from it and %d did not "+
+			"(those are failures, in no figure).", r.Offering, r.FromOffering, r.NotFromOffering))
+	}
+	if r.unlisted != "" {
+		notes = append(notes, "The platform's cost is not computed: "+r.unlisted+".")
+	}
+	if r.Platform != nil {
+		notes = append(notes, "The platform's cost is each answer's usage at the price the catalog publishes for the "+
+			"offering's tier, as the meter charges it: computed, not read from an invoice.")
+	}
 	if r.WithoutUsage > 0 {
 		notes = append(notes, fmt.Sprintf("%d responses reported no usage: their input tokens are not counted, "+
 			"and their output tokens are their content chunks.", r.WithoutUsage))
 	}
 	return strings.Join(notes, " ")
+}
+
+// writtenHeaders are the added headers as the result writes them: the value of one whose name
+// suggests a credential (Authorization, an API key, a token, a cookie) is not written.
+func writtenHeaders(h http.Header) map[string]string {
+	if len(h) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(h))
+	for k, vs := range h {
+		name := strings.ToLower(k)
+		if strings.Contains(name, "auth") || strings.Contains(name, "key") || strings.Contains(name, "token") ||
+			strings.Contains(name, "cookie") || strings.Contains(name, "secret") {
+			out[k] = "(not written)"
+			continue
+		}
+		out[k] = strings.Join(vs, ", ")
+	}
+	return out
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 )
 
 // WriteTable writes the result for a person to read: one figure or group of figures a line.
@@ -26,6 +27,9 @@ func (r Result) WriteTable(w io.Writer) error {
 		arrivals += fmt.Sprintf(", at most %d in flight", r.Concurrency)
 	}
 	row("endpoint", "%s (model %s)", r.URL, r.Model)
+	if r.Offering != "" {
+		row("offering", "%s: %d answers from it, %d from elsewhere", r.Offering, r.FromOffering, r.NotFromOffering)
+	}
 	row("load", "%d requests, %s, %s, max_tokens %d", r.Requests, arrivals, mode, r.MaxTokens)
 	outcome := fmt.Sprintf("%d ok, %d failed", r.Completed, r.Failed)
 	if r.Sent < r.Requests {
@@ -53,6 +57,11 @@ func (r Result) WriteTable(w io.Writer) error {
 	} else {
 		row("cost", "give a price per hour (-usd-per-hour) for the cost per million tokens")
 	}
+	if p := r.Platform; p != nil {
+		row("platform", "%s per M total tokens, %s per M output tokens at the %s tier's %s in, %s out (%s this run; computed from the catalog's price, not invoiced)",
+			p.USDPerMTotal, p.USDPerMOutput, p.Tier, p.InputPrice, p.OutputPrice, p.ChargeUSD)
+	}
+	row("method", "%s, loadgen %s, started %s", r.Method, r.Version, r.StartedAt.Format(time.RFC3339))
 	row("note", "%s", r.Note)
 	return tw.Flush()
 }
