@@ -192,6 +192,22 @@ func TestConnectPageShowsOnlyTheRigsOwnCredential(t *testing.T) {
 	if page.Find(`[data-testid="reissue-credential"]`).Length() != 1 {
 		t.Error("the page of a rig on the embedded entry point offers no new password")
 	}
+
+	// This platform publishes no agent (its downloads directory is empty): the page says so for each architecture
+	// and gives no download that would fail, and it warns that the addresses it shows are this machine's loopback.
+	for _, arch := range downloads.Arches {
+		if page.Find(`[data-testid="download-unavailable-`+arch+`"]`).Length() != 1 {
+			t.Errorf("the page does not say the agent for %s is not available for download", arch)
+		}
+		if c := page.Find(`[data-testid="agent-command"][data-arch="` + arch + `"]`).Text(); strings.Contains(c, "curl") || !strings.HasPrefix(c, "GPUAGENT_OFFERING_KEY=") {
+			t.Errorf("with no agent published, the %s command is:\n%s", arch, c)
+		}
+	}
+	for _, warning := range []string{"nats-loopback", "download-loopback"} {
+		if page.Find(`[data-testid="`+warning+`"]`).Length() != 1 {
+			t.Errorf("the page, served and showing rigs a loopback address, has no %s warning", warning)
+		}
+	}
 }
 
 // TestARigsReissuedCredentialShutsOutTheEarlierOne: re-issuing from the Connect page closes the rig's connection,
