@@ -91,6 +91,9 @@ func TestDownloadsPublishTheAgentAndItsChecksums(t *testing.T) {
 			t.Errorf("%s: %q, want %q", header, got, want)
 		}
 	}
+	if cookies := res.Header.Values("Set-Cookie"); len(cookies) > 0 {
+		t.Errorf("the download sets cookies %q: a shared cache would not keep it", cookies)
+	}
 	if res, _ := get(http.MethodGet, "/downloads/gpuagent-linux-amd64", http.Header{"If-None-Match": {`"` + sha256Hex(agent) + `"`}}); res.StatusCode != http.StatusNotModified {
 		t.Errorf("revalidating the binary the client holds: %d, want 304", res.StatusCode)
 	}
