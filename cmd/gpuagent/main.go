@@ -58,7 +58,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 	if err := agent.Preflight(ctx, cfg); err != nil {
 		return err
 	}
-	log.Info("preflight passed: the upstream lists the model and the platform lets this rig in",
+	log.Info("preflight passed: the upstream answers, lists the model when one is given, and the platform lets this rig in",
 		"upstream", cfg.Upstream, "model", cfg.Model, "nats", cfg.NATSURL, "user", cfg.NATSUser)
 	a, err := agent.New(cfg)
 	if err != nil {
