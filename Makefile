@@ -11,6 +11,9 @@ BENCH_EVENTS ?= 1000000
 BENCH_GATEWAY_FLAGS ?=
 BENCH_CLOSE_FLAGS ?=
 BIN_DIR  := $(abspath $(DATA_DIR))/bin
+# Where the platform publishes the agent at /downloads/ (GPUMARKET_DOWNLOADS_DIR, else under the data directory).
+DOWNLOADS_DIR ?= $(or $(GPUMARKET_DOWNLOADS_DIR),$(abspath $(DATA_DIR))/downloads)
+HOST_ARCH := $(shell $(GO) env GOARCH)
 export STRIPE_MOCK_BIN ?= $(BIN_DIR)/stripe-mock
 
 .PHONY: help
@@ -18,8 +21,20 @@ help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: run
-run: stripe-mock ## run the whole platform on this machine with demo data (finds or starts PostgreSQL, embeds NATS)
-	GPUMARKET_DATA_DIR=$(DATA_DIR) $(GO) run ./cmd/gpumarket dev
+run: stripe-mock agent-download ## run the whole platform on this machine with demo data (finds or starts PostgreSQL, embeds NATS)
+	GPUMARKET_DATA_DIR=$(DATA_DIR) GPUMARKET_DOWNLOADS_DIR=$(DOWNLOADS_DIR) $(GO) run ./cmd/gpumarket dev
+
+# The agent for Linux on this machine's architecture, which `make run` publishes at /downloads/. The other
+# architecture is left to agent-downloads: built cold, it costs about a minute more.
+.PHONY: agent-download
+agent-download: ## build the agent for Linux on this machine's architecture into the downloads directory
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(HOST_ARCH) $(GO) build -trimpath -o $(DOWNLOADS_DIR)/gpuagent-linux-$(HOST_ARCH) ./cmd/gpuagent
+
+.PHONY: agent-downloads
+agent-downloads: ## build the agent for Linux on amd64 and arm64 into the downloads directory, as the image publishes them
+	for arch in amd64 arm64; do \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -o $(DOWNLOADS_DIR)/gpuagent-linux-$$arch ./cmd/gpuagent; \
+	done
 
 .PHONY: test
 test: test-deps stripe-mock verify ## run the whole test suite (starts PostgreSQL and installs Chromium when missing)

@@ -220,15 +220,34 @@ type TestPaymentPage struct {
 	CancelURL  string
 }
 
-// RigConnectPage tells a provider how to run gpuagent for one of its rigs.
+// RigConnectPage tells a provider how to download and run gpuagent for one of its rigs.
 type RigConnectPage struct {
 	Page
 	Rig     OfferingRow
 	NATSURL string // the rigs' entry point
-	Command string // the shell command that runs the agent, one option per line
-	EnvFile string // the same as /etc/gpuagent/gpuagent.env for deploy/gpuagent.service
+	// NATSLoopback says the entry point is a loopback address, which no other machine reaches.
+	NATSLoopback bool
+	// DownloadBase is where rigs download the agent (the platform's public URL); DownloadLoopback says it is a
+	// loopback address.
+	DownloadBase     string
+	DownloadLoopback bool
+	// Agents is the command for each architecture the agent is published for, the most common first.
+	Agents  []AgentDownload
+	EnvFile string // the same configuration as /etc/gpuagent/gpuagent.env for deploy/gpuagent.service
+	UnitURL string // where the systemd unit is downloaded
+	Unit    string // the unit itself
 	// Reissuable offers a form that re-issues the rig's credential.
 	Reissuable bool
+}
+
+// AgentDownload is the Connect page's command for one architecture.
+type AgentDownload struct {
+	Arch    string // as Go names it: amd64, arm64
+	Machine string // as `uname -m` names it: x86_64, aarch64
+	// Available says this server publishes the agent for the architecture: Command downloads, verifies and runs
+	// it. Otherwise Command runs an agent built by hand.
+	Available bool
+	Command   string
 }
 
 // RigReportsPage lists, for admins, the rigs whose own figures disagree with the gateway's.

@@ -105,6 +105,9 @@ var authzTable = map[string]route{
 	"GET /calculator":  {want: everyone(http.StatusOK)},
 	"GET /methodology": {want: everyone(http.StatusOK)},
 	"GET /planner":     {want: everyone(http.StatusOK)},
+	// What a rig downloads: public. These tests' server publishes no agent binary, so SHA256SUMS is not found.
+	"GET /downloads/:name":  {path: "/downloads/gpuagent.service", want: everyone(http.StatusOK)},
+	"HEAD /downloads/:name": {path: "/downloads/SHA256SUMS", want: everyone(http.StatusNotFound)},
 
 	// Logged-in users are sent home from the login page.
 	"GET /login": {want: statuses{200, 303, 303, 303, 303}},

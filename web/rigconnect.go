@@ -1,21 +1,25 @@
 package web
 
 import (
-	"net"
+	"errors"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/gpumarket/gpumarket/deploy"
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/downloads"
 	"github.com/gpumarket/gpumarket/templates"
 )
 
-// The rig's Connect page: how a provider runs gpuagent on the rig's own machine, with the rig's own credential on
-// the rigs' entry point (docs/usage-stream.md, "The rigs' entry point"; deploy/install-gpuagent.md).
+// The rig's Connect page: how a provider downloads and runs gpuagent on the rig's own machine, with the rig's own
+// credential on the rigs' entry point (docs/agent-distribution.md; docs/usage-stream.md, "The rigs' entry point";
+// deploy/install-gpuagent.md).
 
 // operatorPassword stands for a rig password the platform does not know: an external NATS server whose rig
 // users its operator keeps.
@@ -40,10 +44,31 @@ func (s *Server) rigConnectPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return s.render(c, http.StatusOK, templates.RigConnect(templates.RigConnectPage{Page: s.page(c, "Connect your rig"),
-		Rig: offeringRow(o), NATSURL: cred.NATSURL, Command: AgentCommand(o, cred), EnvFile: AgentEnvFile(o, cred),
-		Reissuable: cred.Reissuable}))
+	base := s.baseURL(c)
+	page := templates.RigConnectPage{Page: s.page(c, "Connect your rig"), Rig: offeringRow(o),
+		NATSURL: cred.NATSURL, NATSLoopback: loopbackURL(cred.NATSURL),
+		DownloadBase: base, DownloadLoopback: loopbackURL(base),
+		EnvFile: AgentEnvFile(o, cred), UnitURL: base + "/downloads/" + deploy.AgentUnitName, Unit: deploy.AgentUnit,
+		Reissuable: cred.Reissuable}
+	for _, arch := range downloads.Arches {
+		dl := AgentDownload{Arch: arch}
+		if s.downloads != nil {
+			bin, err := s.downloads.Agent(arch)
+			switch {
+			case err == nil:
+				dl.URL, dl.SHA256 = base+"/downloads/"+bin.Name, bin.SHA256
+			case !errors.Is(err, downloads.ErrNotPublished):
+				return err
+			}
+		}
+		page.Agents = append(page.Agents, templates.AgentDownload{Arch: arch, Machine: unameMachine[arch],
+			Available: dl.URL != "", Command: AgentCommand(o, cred, dl)})
+	}
+	return s.render(c, http.StatusOK, templates.RigConnect(page))
 }
+
+// unameMachine is what `uname -m` says on each architecture the agent is published for.
+var unameMachine = map[string]string{"amd64": "x86_64", "arm64": "aarch64"}
 
 // rigCredentialReissueSubmit re-issues the rig's credential and shows its Connect page with the new one.
 func (s *Server) rigCredentialReissueSubmit(c echo.Context) error {
@@ -61,18 +86,36 @@ func (s *Server) rigCredentialReissueSubmit(c echo.Context) error {
 	return c.Redirect(http.StatusSeeOther, "/provider/rigs/"+url.PathEscape(o.ID)+"/connect?flash=rig-reissued")
 }
 
-// AgentCommand is the shell command that runs gpuagent on the rig's machine for an offering, one option per line:
-// the secrets in the environment (gpuagent reads them only there), the rest as flags. The agent listens on the
-// port of the offering's agent URL and forwards to the inference server on agentUpstream.
-func AgentCommand(o catalog.Offering, cred RigCredential) string {
-	return strings.Join([]string{
-		"GPUAGENT_OFFERING_KEY=" + cred.OfferingKey + " \\",
-		"GPUAGENT_NATS_PASSWORD=" + shownPassword(cred) + " \\",
-		"gpuagent -provider " + o.ProviderAccountID + " -offering " + o.ID + " \\",
-		"  -gpu " + o.GPU + " -gpus " + strconv.Itoa(o.GPUCount) + " -capacity " + strconv.Itoa(agentCapacity) + " \\",
-		"  -addr " + agentListenAddr(o.AgentURL) + " -upstream " + agentUpstream + " \\",
-		"  -nats " + cred.NATSURL + " -nats-user " + cred.NATSUser,
-	}, "\n")
+// AgentDownload is where a rig downloads gpuagent for one architecture, and the SHA-256 the file must have; URL is
+// empty when this server does not publish it.
+type AgentDownload struct {
+	Arch   string // as GOARCH names it: amd64, arm64
+	URL    string
+	SHA256 string
+}
+
+// AgentCommand is the one shell command that downloads gpuagent, checks its SHA-256 and runs it for an offering,
+// for a plain POSIX shell with curl and sha256sum: every step runs only when the one before it succeeded, so a
+// file that is not the published one is never run. The secrets go in the environment (gpuagent reads them only
+// there), the rest as flags, one group a line. Without a download (this server publishes none for the
+// architecture), it is the run alone, of a gpuagent built by hand in the current directory.
+func AgentCommand(o catalog.Offering, cred RigCredential, dl AgentDownload) string {
+	run := []string{
+		"GPUAGENT_OFFERING_KEY=" + shellWord(cred.OfferingKey) + " GPUAGENT_NATS_PASSWORD=" + shellWord(shownPassword(cred)) + " \\",
+		"./gpuagent -provider " + shellWord(o.ProviderAccountID) + " -offering " + shellWord(o.ID) + " -model " + shellWord(o.Model) + " \\",
+		"  -gpu " + shellWord(o.GPU) + " -gpus " + strconv.Itoa(o.GPUCount) + " -capacity " + strconv.Itoa(agentCapacity) +
+			" -upstream " + agentUpstream + " \\",
+		"  -nats " + shellWord(cred.NATSURL) + " -nats-user " + shellWord(cred.NATSUser),
+	}
+	if dl.URL == "" {
+		return strings.Join(run, "\n")
+	}
+	fetch := []string{
+		"curl -fsSLo gpuagent " + shellWord(dl.URL) + " &&",
+		"echo " + shellWord(dl.SHA256+"  gpuagent") + " | sha256sum -c - &&",
+		"chmod +x gpuagent &&",
+	}
+	return strings.Join(append(fetch, run...), "\n")
 }
 
 // AgentEnvFile is /etc/gpuagent/gpuagent.env for the offering, in the form of deploy/gpuagent.env.example, which
@@ -82,10 +125,10 @@ func AgentEnvFile(o catalog.Offering, cred RigCredential) string {
 		"GPUAGENT_PROVIDER_ID=" + o.ProviderAccountID,
 		"GPUAGENT_OFFERING_ID=" + o.ID,
 		"GPUAGENT_OFFERING_KEY=" + cred.OfferingKey,
+		"GPUAGENT_MODEL=" + o.Model,
 		"NATS_URL=" + cred.NATSURL,
 		"GPUAGENT_NATS_USER=" + cred.NATSUser,
 		"GPUAGENT_NATS_PASSWORD=" + shownPassword(cred),
-		"GPUAGENT_ADDR=" + agentListenAddr(o.AgentURL),
 		"GPUAGENT_GPU=" + o.GPU,
 		"GPUAGENT_GPU_COUNT=" + strconv.Itoa(o.GPUCount),
 		"GPUAGENT_CAPACITY=" + strconv.Itoa(agentCapacity),
@@ -99,13 +142,32 @@ func shownPassword(cred RigCredential) string {
 	return cred.NATSPassword
 }
 
-// agentListenAddr is where the agent listens so that the gateway reaches it at the offering's agent URL: every
-// address of the rig's machine, on the URL's port. A URL without one (a proxy in front of the agent on 80 or 443)
-// gets the agent's default, 8100.
-func agentListenAddr(agentURL string) string {
-	port := "8100"
-	if u, err := url.Parse(agentURL); err == nil && u.Port() != "" {
-		port = u.Port()
+// shellWord is s as one word of a POSIX shell command: as it is when it holds only characters the shell takes
+// literally, else in single quotes.
+func shellWord(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_-./:,@%+=", r))
+	}) < 0 {
+		return s
 	}
-	return net.JoinHostPort("", port)
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// loopbackURL says whether any of the comma-separated URLs names a loopback host (127.0.0.0/8, ::1, localhost),
+// which no machine but this server reaches.
+func loopbackURL(urls string) bool {
+	for _, part := range strings.Split(urls, ",") {
+		u, err := url.Parse(strings.TrimSpace(part))
+		if err != nil {
+			continue
+		}
+		host := strings.ToLower(strings.TrimSuffix(u.Hostname(), "."))
+		if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+			return true
+		}
+		if ip, err := netip.ParseAddr(host); err == nil && ip.Unmap().IsLoopback() {
+			return true
+		}
+	}
+	return false
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/documents"
+	"github.com/gpumarket/gpumarket/services/downloads"
 	"github.com/gpumarket/gpumarket/services/invoicing"
 	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/performance"
@@ -55,6 +56,9 @@ type Config struct {
 	OpsOnly bool
 	// Rigs gives a provider what its agent needs to connect; nil hides the page.
 	Rigs RigCredentials
+	// Downloads are the agent's binaries published at /downloads/ (downloads.go); nil publishes none, and the
+	// Connect page then says so.
+	Downloads *downloads.Shelf
 	// Router is the routing table of this process's gateway, for the models on offer (the
 	// examples beside a new API key), the rigs' capacities (the provider's performance, the batch
 	// queue); nil where no gateway runs here. The /v1 gateway itself is package web/gateway: its
@@ -132,6 +136,7 @@ type Server struct {
 	payments       Payments
 	usage          *metering.Reports
 	rigs           RigCredentials
+	downloads      *downloads.Shelf
 	router         Router
 	requests       *billing.RequestLog
 	batchLoad      func() map[string]int
@@ -174,7 +179,7 @@ func New(cfg Config) *Server {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.IPExtractor = clientIPExtractor(cfg.TrustedProxies)
-	s := &Server{echo: e, accounts: cfg.Accounts, catalog: cfg.Catalog, payments: cfg.Payments, usage: cfg.Usage, rigs: cfg.Rigs, ready: cfg.Ready, log: cfg.Log,
+	s := &Server{echo: e, accounts: cfg.Accounts, catalog: cfg.Catalog, payments: cfg.Payments, usage: cfg.Usage, rigs: cfg.Rigs, downloads: cfg.Downloads, ready: cfg.Ready, log: cfg.Log,
 		registry: cfg.Registry, now: cfg.Now, keyChanges: cfg.KeyChanges, metricsToken: cfg.MetricsToken,
 		usageStream: cfg.UsageStream, invoicing: cfg.Invoicing, audit: cfg.Audit, journal: cfg.Journal,
 		reports: cfg.Reports, performance: cfg.Performance, reliability: cfg.Reliability, batches: cfg.Batches, benchmarks: cfg.Benchmarks,
@@ -268,6 +273,7 @@ func (s *Server) routes() {
 	e.GET("/signup", s.signupPage)
 	e.POST("/signup", s.signupSubmit)
 	e.POST("/logout", s.logoutSubmit, s.requirePage())
+	s.downloadRoutes()
 
 	provider := e.Group("/provider", s.requirePage(accounts.RoleProvider))
 	provider.GET("/rigs", s.rigsPage)

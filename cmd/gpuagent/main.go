@@ -2,15 +2,18 @@
 // llama.cpp's server, simbackend), serves only requests the GPU Market gateway routed to its offering, and
 // reports each request's usage to the platform over NATS JetStream (package agent says how).
 //
-//	gpuagent -provider P -offering O -gpu rtx-4090 -gpus 4 -capacity 16 \
+//	gpuagent -provider P -offering O -model M -gpu rtx-4090 -gpus 4 -capacity 16 \
 //	         [-addr :8100] [-upstream http://127.0.0.1:8000] [-nats nats://host:4222] \
 //	         [-nats-user rig-O] [-outbox DIR] [-nvidia-smi nvidia-smi] [-ticket-max-age 10m]
 //
 // Every flag can be set in the environment instead (the flag wins): GPUAGENT_ADDR, GPUAGENT_UPSTREAM,
-// GPUAGENT_PROVIDER_ID, GPUAGENT_OFFERING_ID, GPUAGENT_GPU, GPUAGENT_GPU_COUNT, GPUAGENT_CAPACITY, NATS_URL,
+// GPUAGENT_PROVIDER_ID, GPUAGENT_OFFERING_ID, GPUAGENT_MODEL, GPUAGENT_GPU, GPUAGENT_GPU_COUNT, GPUAGENT_CAPACITY, NATS_URL,
 // GPUAGENT_NATS_USER, GPUAGENT_NATS_PASSWORD, GPUAGENT_OUTBOX, GPUAGENT_NVIDIA_SMI. Secrets come from the
 // environment only: GPUAGENT_OFFERING_KEY (the key that verifies this offering's route tickets) and GPUAGENT_NATS_PASSWORD (the rig's NATS
 // password, shown to the provider with the offering). GPUMARKET_LOG_LEVEL sets the log level (info).
+//
+// Before it serves, it checks its upstream and its credentials (agent.Preflight) and exits with a plain message
+// when either is wrong.
 package main
 
 import (
@@ -49,6 +52,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 		return err
 	}
 	cfg.Log = log
+	if cfg.Model == "" {
+		log.Warn("no -model: the upstream's models are not checked against the offering's")
+	}
+	if err := agent.Preflight(ctx, cfg); err != nil {
+		return err
+	}
+	log.Info("preflight passed: the upstream answers, lists the model when one is given, and the platform lets this rig in",
+		"upstream", cfg.Upstream, "model", cfg.Model, "nats", cfg.NATSURL, "user", cfg.NATSUser)
 	a, err := agent.New(cfg)
 	if err != nil {
 		return err
@@ -97,6 +108,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (agen
 	fs.StringVar(&cfg.Upstream, "upstream", env("GPUAGENT_UPSTREAM", "http://127.0.0.1:8000"), "base URL of the OpenAI-compatible server, without /v1")
 	fs.StringVar(&cfg.ProviderID, "provider", getenv("GPUAGENT_PROVIDER_ID"), "provider id")
 	fs.StringVar(&cfg.OfferingID, "offering", getenv("GPUAGENT_OFFERING_ID"), "offering id this rig serves")
+	fs.StringVar(&cfg.Model, "model", getenv("GPUAGENT_MODEL"), "the offering's listed model, which the upstream must list in /v1/models")
 	fs.StringVar(&cfg.GPUSKU, "gpu", env("GPUAGENT_GPU", "rtx-4090"), "GPU model, a catalog SKU (board power for energy estimates)")
 	fs.IntVar(&cfg.GPUCount, "gpus", gpus, "GPUs in the rig")
 	fs.IntVar(&cfg.Capacity, "capacity", capacity, "requests the rig serves at once, reported in heartbeats")

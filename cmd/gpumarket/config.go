@@ -26,6 +26,9 @@ type Config struct {
 	NATSURL     string
 	Addr        string
 	DataDir     string
+	// DownloadsDir (GPUMARKET_DOWNLOADS_DIR) holds the agent's binaries the platform publishes at /downloads/
+	// (docs/agent-distribution.md); DataDir/downloads when unset.
+	DownloadsDir string
 	// NATSHost and NATSPort are where the embedded NATS listens: the rigs' entry point, which the platform's own
 	// processes reach too (docs/usage-stream.md, "The rigs' entry point"). GPUMARKET_RIG_NATS_ADDR sets both;
 	// else NATSHost is "" (127.0.0.1) and NATSPort is GPUMARKET_NATS_PORT.
@@ -309,6 +312,11 @@ func configFromEnv() (Config, error) {
 		return c, err
 	}
 	c.DataDir = abs
+	if dir := os.Getenv("GPUMARKET_DOWNLOADS_DIR"); dir != "" {
+		if c.DownloadsDir, err = filepath.Abs(dir); err != nil {
+			return c, err
+		}
+	}
 	return c, nil
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -222,5 +223,27 @@ func TestBatchS3ComesFromTheEnvironment(t *testing.T) {
 		if _, err := configFromEnv(); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("GPUMARKET_BATCH_S3_%s=%q: error %v; want %q", bad.name, bad.value, err, bad.want)
 		}
+	}
+}
+
+// TestDownloadsDirectoryComesFromTheEnvironment: GPUMARKET_DOWNLOADS_DIR is where the platform publishes the agent
+// from, made absolute; unset, the agent is published from the data directory's downloads (docs/agent-distribution.md).
+func TestDownloadsDirectoryComesFromTheEnvironment(t *testing.T) {
+	data := t.TempDir()
+	t.Setenv("GPUMARKET_DATA_DIR", data)
+	t.Setenv("GPUMARKET_DOWNLOADS_DIR", "")
+	c, err := configFromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if shelf, err := agentDownloads(c, slog.New(slog.DiscardHandler)); err != nil || shelf.Dir() != filepath.Join(data, "downloads") {
+		t.Errorf("unset, the agent is published from %q (%v), want the data directory's downloads", shelf.Dir(), err)
+	}
+	t.Setenv("GPUMARKET_DOWNLOADS_DIR", "published/agents")
+	if c, err = configFromEnv(); err != nil {
+		t.Fatal(err)
+	}
+	if want, _ := filepath.Abs("published/agents"); c.DownloadsDir != want {
+		t.Errorf("GPUMARKET_DOWNLOADS_DIR=published/agents: %q, want %q", c.DownloadsDir, want)
 	}
 }

@@ -93,6 +93,7 @@ environment:
   NATS_URL                NATS server URL; unset: an embedded nats-server with JetStream
   GPUMARKET_ADDR          listen address (default :8080)
   GPUMARKET_DATA_DIR      data directory (default .data)
+  GPUMARKET_DOWNLOADS_DIR the agent's binaries published at /downloads/ (default <data directory>/downloads)
   GPUMARKET_NATS_PORT     embedded NATS port (default 4222)
   GPUMARKET_RIG_NATS_ADDR where the embedded NATS listens for rigs, host:port (default 127.0.0.1:4222)
   GPUMARKET_RIG_NATS_URL  the NATS URL providers' rigs are shown (default the embedded listener, or NATS_URL)

@@ -227,6 +227,10 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 		ready = append(ready, web.ReadyCheck{Name: "routing", Check: p.router.Ready})
 	}
 	keyChanges := &natsKeyChanges{nc: p.nc}
+	shelf, err := agentDownloads(cfg, log)
+	if err != nil {
+		return nil, err
+	}
 	webCfg := web.Config{
 		OpsOnly:  !cfg.Roles.Web,
 		Accounts: p.accounts, Catalog: p.catalog, Payments: payments, Usage: metering.NewReports(p.pool), Rigs: p,
@@ -234,6 +238,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 		TrustedProxies: cfg.TrustedProxies, MetricsToken: cfg.MetricsToken, KeyChanges: keyChanges,
 		Invoicing: p.invoicing, Audit: p.audit, Journal: p.journal, Performance: performance.NewService(p.pool, p.catalog),
 		Reports: reports.New(p.pool), Batches: p.batches, Benchmarks: benchmarks.NewService(p.pool, p.catalog, nil),
+		Downloads: shelf,
 	}
 	if cfg.Roles.Web {
 		webCfg.Reliability = p.reliabilityBoard()

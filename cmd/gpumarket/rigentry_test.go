@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -26,6 +27,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/downloads"
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/events/natsserver"
 	"github.com/gpumarket/gpumarket/services/money"
@@ -34,7 +36,8 @@ import (
 )
 
 // TestARigRunsFromItsConnectPage is a provider's rig as the Connect page tells the provider to run it: the page's
-// command, and then its environment file under deploy/gpuagent.service's command line, run the gpuagent binary in
+// command for this machine's architecture downloads the gpuagent binary the platform publishes, checks its SHA-256
+// and runs it, and then its environment file under deploy/gpuagent.service's command line runs the same binary, in
 // an environment holding nothing but what the page shows (no platform secret at all), against the rigs' entry
 // point at the URL the page names. The only change the test makes is the inference server's address. The rig
 // connects as its own user in the rigs' account, gets routed a request, and the meter meters its usage event.
@@ -54,7 +57,14 @@ func TestARigRunsFromItsConnectPage(t *testing.T) {
 }
 
 func testRigFromConnectPage(t *testing.T, bin, host string) {
-	b := setupGatewayConfig(t, func(c *Config) { c.NATSHost = host }, nil)
+	published := filepath.Join(t.TempDir(), "downloads")
+	if err := os.MkdirAll(published, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(bin, filepath.Join(published, downloads.AgentName(runtime.GOARCH))); err != nil {
+		t.Fatal(err)
+	}
+	b := setupGatewayConfig(t, func(c *Config) { c.NATSHost, c.DownloadsDir = host, published }, nil)
 	p := b.p
 	if host != "127.0.0.1" {
 		if nc, err := nats.Connect("nats://127.0.0.1:"+strconv.Itoa(p.natsServer.Addr().(*net.TCPAddr).Port),
@@ -77,11 +87,17 @@ func testRigFromConnectPage(t *testing.T, bin, host string) {
 	upstream := startInferenceServer(t, model)
 
 	page := connectPage(t, p, "provider@example.com", o.ID)
-	command := page.Find(`[data-testid="agent-command"]`).Text()
+	command := page.Find(`[data-testid="agent-command"][data-arch="` + runtime.GOARCH + `"]`).Text()
 	envFile := page.Find(`[data-testid="agent-env-file"]`).Text()
 	wantURL := "nats://" + net.JoinHostPort(host, strconv.Itoa(p.natsServer.Addr().(*net.TCPAddr).Port))
 	if got := page.Find(`[data-testid="rig-nats-url"]`).Text(); got != wantURL {
 		t.Errorf("the page names the entry point %q, want %q", got, wantURL)
+	}
+	if warned := page.Find(`[data-testid="nats-loopback"]`).Length() == 1; warned != (host == "127.0.0.1") {
+		t.Errorf("with the entry point on %s, the page warns that it is loopback: %v", host, warned)
+	}
+	if !strings.HasPrefix(command, "curl -fsSLo gpuagent "+p.URL()+"/downloads/"+downloads.AgentName(runtime.GOARCH)+" &&") {
+		t.Fatalf("the command does not download the agent the platform publishes:\n%s", command)
 	}
 	html, _ := page.Html()
 	assertNoPlatformSecret(t, p, html)
@@ -110,11 +126,13 @@ func testRigFromConnectPage(t *testing.T, bin, host string) {
 		}
 	}
 
-	// The command, as the provider pastes it into a shell.
+	// The command, as the provider pastes it into a shell. GPUAGENT_ADDR is where the agent of this version listens
+	// for the gateway, which calls the offering's agent URL.
 	if !strings.Contains(command, " -upstream "+agentUpstreamOnPage+" ") {
 		t.Fatalf("the command does not forward to %s:\n%s", agentUpstreamOnPage, command)
 	}
-	stop := runAgent(t, bin, exec.Command("sh", "-c", strings.Replace(command, agentUpstreamOnPage, upstream, 1)), nil)
+	listen := map[string]string{"GPUAGENT_ADDR": "127.0.0.1:" + strconv.Itoa(agentPort)}
+	stop := runAgent(t, bin, exec.Command("sh", "-c", strings.Replace(command, agentUpstreamOnPage, upstream, 1)), listen)
 	serve("the page's command")
 	stop()
 
@@ -128,7 +146,9 @@ func testRigFromConnectPage(t *testing.T, bin, host string) {
 			args[i] = filepath.Join(t.TempDir(), "outbox")
 		}
 	}
-	stop = runAgent(t, bin, exec.Command(bin, args...), parseEnvFile(t, envFile))
+	env := parseEnvFile(t, envFile)
+	env["GPUAGENT_ADDR"] = listen["GPUAGENT_ADDR"]
+	stop = runAgent(t, bin, exec.Command(bin, args...), env)
 	serve("the page's environment file")
 	stop()
 }
@@ -171,6 +191,22 @@ func TestConnectPageShowsOnlyTheRigsOwnCredential(t *testing.T) {
 	}
 	if page.Find(`[data-testid="reissue-credential"]`).Length() != 1 {
 		t.Error("the page of a rig on the embedded entry point offers no new password")
+	}
+
+	// This platform publishes no agent (its downloads directory is empty): the page says so for each architecture
+	// and gives no download that would fail, and it warns that the addresses it shows are this machine's loopback.
+	for _, arch := range downloads.Arches {
+		if page.Find(`[data-testid="download-unavailable-`+arch+`"]`).Length() != 1 {
+			t.Errorf("the page does not say the agent for %s is not available for download", arch)
+		}
+		if c := page.Find(`[data-testid="agent-command"][data-arch="` + arch + `"]`).Text(); strings.Contains(c, "curl") || !strings.HasPrefix(c, "GPUAGENT_OFFERING_KEY=") {
+			t.Errorf("with no agent published, the %s command is:\n%s", arch, c)
+		}
+	}
+	for _, warning := range []string{"nats-loopback", "download-loopback"} {
+		if page.Find(`[data-testid="`+warning+`"]`).Length() != 1 {
+			t.Errorf("the page, served and showing rigs a loopback address, has no %s warning", warning)
+		}
 	}
 }
 
@@ -320,14 +356,15 @@ func assertNoPlatformSecret(t *testing.T, p *Platform, page string) {
 	}
 }
 
-// rigConnected says whether the rig's user has exactly one connection.
+// rigConnected says whether the rig's user has exactly one connection, the agent's own: not the one its preflight
+// opens and closes at start, before the agent serves (named ".../preflight").
 func rigConnected(t *testing.T, s *server.Server, offeringID string) bool {
 	t.Helper()
 	conns, err := s.Connz(&server.ConnzOptions{User: events.RigUsername(offeringID)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return len(conns.Conns) == 1
+	return len(conns.Conns) == 1 && !strings.HasSuffix(conns.Conns[0].Name, "/preflight")
 }
 
 // checkRigConnection checks that the rig's agent is connected as the rig's own user, in the rigs' account, at the

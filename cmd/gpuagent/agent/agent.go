@@ -124,6 +124,8 @@ type Config struct {
 	ListenAddr string
 	// Upstream is the base URL of the OpenAI-compatible server, without /v1: "http://127.0.0.1:8000".
 	Upstream string
+	// Model is the offering's listed model, which Preflight checks the upstream lists; empty skips that check.
+	Model string
 
 	ProviderID string // the provider's id; with OfferingID, a NATS subject token each
 	OfferingID string // the offering this rig serves: tickets must name it
