@@ -37,12 +37,14 @@ type EmbeddedOptions struct {
 	// StoreDir is the directory JetStream keeps its streams in. Required: a stream must survive a restart.
 	StoreDir string
 	// Users, when set, are the only clients let in, with the permissions given to each, all in the platform's
-	// account; nil lets any client in. Tests put rigs' users (RigUser) and the platform's own (PlatformUser) here;
-	// the platform uses Authenticator, which puts rigs in RigsAccount.
+	// account; nil (and no Rigs) lets any client in. Tests put rigs' users (RigUser) and the platform's own
+	// (PlatformUser) here.
 	Users []*server.User
-	// Authenticator, when set, decides who may connect and with what permissions, at connect time: rigs listed
-	// after the server started get in without a reload (see RigAuthenticator). The server always has the rigs'
-	// account (RigsAccount); a RigAuthenticator is given it.
+	// Rigs, when set, lets rigs in as the platform does everywhere: the platform's own users, and the auth callout
+	// for every other name, answered by the platform (package rigauth) with a user in the rigs' account.
+	Rigs *RigEntry
+	// Authenticator, when set, decides who may connect and with what permissions, in place of Users and Rigs'
+	// users (a test's own rule).
 	Authenticator server.Authentication
 	// Log receives the server's log; nil means slog.Default().
 	Log *slog.Logger
@@ -75,7 +77,7 @@ func StartEmbedded(opts EmbeddedOptions) (s *server.Server, err error) {
 		port, fallback = server.RANDOM_PORT, true
 	}
 
-	s, err = server.NewServer(&server.Options{
+	so := &server.Options{
 		ServerName: "gpumarket-embedded",
 		Host:       opts.Host,
 		Port:       port,
@@ -85,7 +87,11 @@ func StartEmbedded(opts EmbeddedOptions) (s *server.Server, err error) {
 
 		CustomClientAuthentication: opts.Authenticator,
 		NoSigs:                     true, // signals belong to the process that embeds the server
-	})
+	}
+	if opts.Rigs != nil {
+		opts.Rigs.configure(so)
+	}
+	s, err = server.NewServer(so)
 	if err != nil {
 		return nil, err
 	}
@@ -105,13 +111,9 @@ func StartEmbedded(opts EmbeddedOptions) (s *server.Server, err error) {
 		}
 	}
 
-	rigs, err := openRigsAccount(s)
-	if err != nil {
+	if _, err := openRigsAccount(s); err != nil {
 		s.Shutdown()
 		return nil, err
-	}
-	if ra, ok := opts.Authenticator.(*RigAuthenticator); ok {
-		ra.rigs.Store(rigs)
 	}
 
 	addr := s.Addr().(*net.TCPAddr)
