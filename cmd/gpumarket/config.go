@@ -36,6 +36,11 @@ type Config struct {
 	// several comma-separated, without credentials: the entry point's public name. Empty shows the embedded
 	// server's own listen URL, or NATS_URL without its credentials.
 	RigNATSURL string
+	// NATSSystemURL (GPUMARKET_NATS_SYSTEM_URL) is NATS_URL's servers with the system account's user and password:
+	// where a web process closes a rig's connections on every node when its credential is re-issued, its offering
+	// delisted or the rig shut out (rigauth.Revoker). Empty on an external NATS: the rig is then refused only when
+	// it reconnects, and re-issuing is not offered. The embedded server makes its own.
+	NATSSystemURL string
 	// Payments is "test" (GPUMARKET_PAYMENTS=test) for stripe-mock and the local test-payment
 	// page; "" takes real payments and needs StripeSecretKey. See paymentsMode.
 	Payments string
@@ -45,10 +50,12 @@ type Config struct {
 	StripeAPIURL         string   // a stripe-mock already running; empty starts one when needed
 	PublicURL            string
 
-	Roles          Roles
-	TicketKey      []byte // signs and verifies route tickets: GPUMARKET_TICKET_KEY
-	RigKey         []byte // derives each rig's NATS password on the embedded server: GPUMARKET_RIG_KEY
-	StreamReplicas int    // 3 on a NATS cluster
+	Roles     Roles
+	TicketKey []byte // signs and verifies route tickets: GPUMARKET_TICKET_KEY
+	// RigKey (GPUMARKET_RIG_KEY) derives each rig's NATS password and the key that signs the platform's answers
+	// to the auth callout (rigauth.Issuer), on the embedded server and a cluster alike.
+	RigKey         []byte
+	StreamReplicas int // 3 on a NATS cluster
 	// StreamDuplicateWindow (GPUMARKET_STREAM_DUPLICATE_WINDOW) and StreamAckWait
 	// (GPUMARKET_STREAM_ACK_WAIT) override the usage stream's deduplication window and the
 	// meter consumer's ack wait; zero keeps metering's defaults. The meter applies them to the
@@ -195,6 +202,7 @@ func configFromEnv() (Config, error) {
 		PublicURL:       strings.TrimRight(os.Getenv("GPUMARKET_PUBLIC_URL"), "/"),
 		TicketKey:       []byte(os.Getenv("GPUMARKET_TICKET_KEY")),
 		RigKey:          []byte(os.Getenv("GPUMARKET_RIG_KEY")),
+		NATSSystemURL:   os.Getenv("GPUMARKET_NATS_SYSTEM_URL"),
 		StreamReplicas:  1,
 		RateLimitRPS:    gateway.DefaultKeyRatePerSecond,
 		RateLimitBurst:  gateway.DefaultKeyRateBurst,
@@ -303,6 +311,9 @@ func configFromEnv() (Config, error) {
 	if err := c.readRigEntryPoint(os.Getenv("GPUMARKET_RIG_NATS_ADDR"), os.Getenv("GPUMARKET_NATS_PORT") != "",
 		os.Getenv("GPUMARKET_RIG_NATS_URL")); err != nil {
 		return c, err
+	}
+	if c.NATSSystemURL != "" && c.NATSURL == "" {
+		return c, errors.New("GPUMARKET_NATS_SYSTEM_URL names the system account's user on an external NATS, and NATS_URL is unset: the embedded server has its own; set NATS_URL or unset GPUMARKET_NATS_SYSTEM_URL")
 	}
 	abs, err := filepath.Abs(c.DataDir)
 	if err != nil {

@@ -320,14 +320,15 @@ func assertNoPlatformSecret(t *testing.T, p *Platform, page string) {
 	}
 }
 
-// rigConnected says whether the rig's user has exactly one connection.
+// rigConnected says whether the rig's user has exactly one connection, let in: in the rigs' account (one the auth
+// callout has not answered yet is in none).
 func rigConnected(t *testing.T, s *server.Server, offeringID string) bool {
 	t.Helper()
-	conns, err := s.Connz(&server.ConnzOptions{User: events.RigUsername(offeringID)})
+	conns, err := s.Connz(&server.ConnzOptions{User: events.RigUsername(offeringID), Username: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return len(conns.Conns) == 1
+	return len(conns.Conns) == 1 && conns.Conns[0].Account == natsserver.RigsAccount
 }
 
 // checkRigConnection checks that the rig's agent is connected as the rig's own user, in the rigs' account, at the
