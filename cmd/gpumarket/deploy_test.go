@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/compose-spec/compose-go/v2/cli"
 	"github.com/compose-spec/compose-go/v2/types"
+	"github.com/nats-io/nats-server/v2/conf"
 	"github.com/nats-io/nats-server/v2/server"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -649,7 +652,20 @@ func TestKubernetesManifestsProbeAndConfigureEachRole(t *testing.T) {
 					} `json:"pvc"`
 				} `json:"fileStore"`
 			} `json:"jetstream"`
+			Websocket struct {
+				Enabled bool `json:"enabled"`
+				Port    int  `json:"port"`
+				TLS     struct {
+					Enabled    bool   `json:"enabled"`
+					SecretName string `json:"secretName"`
+				} `json:"tls"`
+			} `json:"websocket"`
+			Merge map[string]any `json:"merge"`
 		} `json:"config"`
+		Container struct {
+			Env map[string]corev1.EnvVar `json:"env"`
+		} `json:"container"`
+		ExtraResources []corev1.Service `json:"extraResources"`
 	}
 	if err := yaml.Unmarshal(b, &values); err != nil {
 		t.Fatal(err)
@@ -661,6 +677,80 @@ func TestKubernetesManifestsProbeAndConfigureEachRole(t *testing.T) {
 	if !c.JetStream.Enabled || !c.JetStream.FileStore.Enabled || !c.JetStream.FileStore.PVC.Enabled || c.JetStream.FileStore.PVC.Size == "" {
 		t.Errorf("the NATS chart's JetStream %+v, want file storage on a persistent volume", c.JetStream)
 	}
+	// The rigs' entry point: wss:// with a certificate, reached from outside on 443 and on nothing else.
+	if !c.Websocket.Enabled || !c.Websocket.TLS.Enabled || c.Websocket.TLS.SecretName == "" {
+		t.Errorf("the NATS chart's WebSocket %+v, want one with TLS", c.Websocket)
+	}
+	if len(values.ExtraResources) != 1 || len(values.ExtraResources[0].Spec.Ports) != 1 ||
+		values.ExtraResources[0].Spec.Ports[0].Port != 443 || values.ExtraResources[0].Spec.Ports[0].TargetPort.IntValue() != c.Websocket.Port {
+		t.Errorf("the rigs reach NATS through %+v, want one Service from 443 to the WebSocket port %d only", values.ExtraResources, c.Websocket.Port)
+	}
+	// The accounts, users and auth callout are deploy/nats/nats.conf's, and their secrets come from the Secret.
+	merged := natsConfigFromChartMerge(t, c.Merge)
+	file := natsConfigSections(t, filepath.Join(deployDir, "nats", "nats.conf"))
+	for _, section := range []string{"accounts", "system_account", "authorization"} {
+		if !reflect.DeepEqual(merged[section], file[section]) {
+			t.Errorf("the NATS chart's %s:\n%v\ndeploy/nats/nats.conf's:\n%v", section, merged[section], file[section])
+		}
+	}
+	for name, key := range map[string]string{"NATS_PLATFORM_PASSWORD": "nats-platform-password",
+		"NATS_SYSTEM_PASSWORD": "nats-system-password", "NATS_AUTH_CALLOUT_ISSUER": "nats-auth-callout-issuer"} {
+		e := values.Container.Env[name]
+		if e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil || e.ValueFrom.SecretKeyRef.Name != secret.Name || secret.StringData[key] == "" ||
+			e.ValueFrom.SecretKeyRef.Key != key {
+			t.Errorf("the NATS chart's %s comes from %+v, want the Secret's %s", name, e.ValueFrom, key)
+		}
+	}
+	// The platform's processes connect as the users the chart's configuration has.
+	platform, _ := url.Parse(secret.StringData["nats-url"])
+	system, _ := url.Parse(secret.StringData["nats-system-url"])
+	if pw, _ := platform.User.Password(); platform.User.Username() != "gpumarket" || pw != secret.StringData["nats-platform-password"] {
+		t.Errorf("the Secret's nats-url is not the platform's NATS user with nats-platform-password")
+	}
+	if pw, _ := system.User.Password(); system.User.Username() != "system" || pw != secret.StringData["nats-system-password"] {
+		t.Errorf("the Secret's nats-system-url is not the system account's NATS user with nats-system-password")
+	}
+}
+
+// natsConfigVariableValues are values for every variable deploy/nats/nats.conf reads, for parsing it.
+func natsConfigVariableValues(t *testing.T) {
+	t.Helper()
+	for name := range natsConfigVariables(t) {
+		t.Setenv(name, "v"+strings.ToLower(name))
+	}
+	for _, port := range []string{"NATS_CLIENT_PORT", "NATS_HTTP_PORT", "NATS_CLUSTER_PORT", "NATS_RIGS_PORT"} {
+		t.Setenv(port, "4222")
+	}
+	t.Setenv("NATS_ROUTES", "[nats://a:6222]")
+}
+
+// natsConfigSections is a NATS configuration file as nats-server's parser reads it, its variables given values.
+func natsConfigSections(t *testing.T, path string) map[string]any {
+	t.Helper()
+	natsConfigVariableValues(t)
+	m, err := conf.ParseFile(path)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return m
+}
+
+// natsConfigFromChartMerge is the NATS configuration the chart writes for config.merge, parsed: the chart writes
+// the values as JSON (which nats-server reads), with "<< $NAME >>" unquoted.
+func natsConfigFromChartMerge(t *testing.T, merge map[string]any) map[string]any {
+	t.Helper()
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(merge); err != nil {
+		t.Fatal(err)
+	}
+	text := regexp.MustCompile(`"<< (\$[A-Z_]+) >>"`).ReplaceAllString(buf.String(), "$1")
+	path := filepath.Join(t.TempDir(), "merge.conf")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return natsConfigSections(t, path)
 }
 
 func ptrText(n *int32) string {
