@@ -174,8 +174,9 @@ func TestConnectPageShowsOnlyTheRigsOwnCredential(t *testing.T) {
 	}
 }
 
-// TestARigsReissuedCredentialShutsOutTheEarlierOne: re-issuing from the Connect page closes the rig's connection,
-// refuses its earlier password and lets the new one in, which the page then shows.
+// TestARigsReissuedCredentialShutsOutTheEarlierOne: re-issuing from the Connect page closes the rig's connection
+// within a second, refuses its earlier password and lets the new one in, which the page then shows; delisting the
+// offering closes that one within a second too, and refuses the rig altogether.
 func TestARigsReissuedCredentialShutsOutTheEarlierOne(t *testing.T) {
 	t.Parallel()
 	p := runPlatform(t, testConfig(t, Roles{Web: true, Meter: true}))
@@ -207,12 +208,13 @@ func TestARigsReissuedCredentialShutsOutTheEarlierOne(t *testing.T) {
 	if code := reissue(t, p, "northwind@example.com", rig.ID); code != http.StatusNotFound {
 		t.Errorf("another provider re-issuing the rig's credential: %d, want 404", code)
 	}
+	start := time.Now()
 	if code := reissue(t, p, "provider@example.com", rig.ID); code != http.StatusSeeOther {
 		t.Fatalf("re-issuing: %d, want 303", code)
 	}
-	for deadline := time.Now().Add(5 * time.Second); !live.IsClosed(); time.Sleep(20 * time.Millisecond) {
+	for deadline := start.Add(time.Second); !live.IsClosed(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatal("the rig's connection with its earlier password is still open")
+			t.Fatal("the rig's connection with its earlier password is still open a second after re-issuing")
 		}
 	}
 	if nc, err := connect(before); err == nil {
@@ -224,10 +226,24 @@ func TestARigsReissuedCredentialShutsOutTheEarlierOne(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the new password: %v", err)
 	}
-	nc.Close()
+	defer nc.Close()
 	command := connectPage(t, p, "provider@example.com", rig.ID).Find(`[data-testid="agent-command"]`).Text()
 	if !strings.Contains(command, "GPUAGENT_NATS_PASSWORD="+after+" ") || strings.Contains(command, before) {
 		t.Errorf("after re-issuing, the page shows:\n%s", command)
+	}
+
+	start = time.Now()
+	if err := p.catalog.SetStatus(ctx, provider.AccountID, rig.ID, catalog.StatusDelisted); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := start.Add(time.Second); !nc.IsClosed(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the delisted rig's connection is still open a second after delisting")
+		}
+	}
+	if nc, err := connect(after); err == nil {
+		nc.Close()
+		t.Error("the delisted rig's password still lets it in")
 	}
 }
 
