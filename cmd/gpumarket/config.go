@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/services/batch"
+	"github.com/gpumarket/gpumarket/services/events/natsserver"
 	"github.com/gpumarket/gpumarket/services/rigaddr"
 	"github.com/gpumarket/gpumarket/web/gateway"
 )
@@ -41,6 +42,9 @@ type Config struct {
 	// delisted or the rig shut out (rigauth.Revoker). Empty on an external NATS: the rig is then refused only when
 	// it reconnects, and re-issuing is not offered. The embedded server makes its own.
 	NATSSystemURL string
+	// RigTLS (GPUMARKET_RIG_NATS_WSS_ADDR, host:port, with GPUMARKET_RIG_NATS_TLS_CERT and GPUMARKET_RIG_NATS_TLS_KEY)
+	// is the embedded server's entry point for rigs over wss://, beside its client port; nil for none.
+	RigTLS *natsserver.TLSEntry
 	// Payments is "test" (GPUMARKET_PAYMENTS=test) for stripe-mock and the local test-payment
 	// page; "" takes real payments and needs StripeSecretKey. See paymentsMode.
 	Payments string
@@ -312,6 +316,10 @@ func configFromEnv() (Config, error) {
 		os.Getenv("GPUMARKET_RIG_NATS_URL")); err != nil {
 		return c, err
 	}
+	if c.RigTLS, err = readRigTLS(c.NATSURL != "", os.Getenv("GPUMARKET_RIG_NATS_WSS_ADDR"),
+		os.Getenv("GPUMARKET_RIG_NATS_TLS_CERT"), os.Getenv("GPUMARKET_RIG_NATS_TLS_KEY")); err != nil {
+		return c, err
+	}
 	if c.NATSSystemURL != "" && c.NATSURL == "" {
 		return c, errors.New("GPUMARKET_NATS_SYSTEM_URL names the system account's user on an external NATS, and NATS_URL is unset: the embedded server has its own; set NATS_URL or unset GPUMARKET_NATS_SYSTEM_URL")
 	}
@@ -321,6 +329,25 @@ func configFromEnv() (Config, error) {
 	}
 	c.DataDir = abs
 	return c, nil
+}
+
+// readRigTLS reads the embedded server's wss:// entry point for rigs: its address and certificate, all three or none.
+func readRigTLS(external bool, addr, certFile, keyFile string) (*natsserver.TLSEntry, error) {
+	if addr == "" && certFile == "" && keyFile == "" {
+		return nil, nil
+	}
+	switch {
+	case external:
+		return nil, errors.New("GPUMARKET_RIG_NATS_WSS_ADDR is the embedded NATS's entry point, and NATS_URL names an external one: its TLS is in its own configuration (deploy/nats/nats.conf)")
+	case addr == "" || certFile == "" || keyFile == "":
+		return nil, errors.New("set GPUMARKET_RIG_NATS_WSS_ADDR (host:port), GPUMARKET_RIG_NATS_TLS_CERT and GPUMARKET_RIG_NATS_TLS_KEY together, for rigs over wss://")
+	}
+	host, port, err := net.SplitHostPort(addr)
+	n, perr := strconv.Atoi(port)
+	if err != nil || perr != nil || n < 1 || n > 65535 || host != "" && net.ParseIP(host) == nil {
+		return nil, fmt.Errorf("GPUMARKET_RIG_NATS_WSS_ADDR=%q: use ip:port, such as 0.0.0.0:8443", addr)
+	}
+	return &natsserver.TLSEntry{Host: host, Port: n, CertFile: certFile, KeyFile: keyFile}, nil
 }
 
 // readRigEntryPoint reads where the embedded NATS listens for rigs (GPUMARKET_RIG_NATS_ADDR, host:port) and the URL

@@ -102,6 +102,8 @@ environment:
   GPUMARKET_NATS_PORT     embedded NATS port (default 4222)
   GPUMARKET_RIG_NATS_ADDR where the embedded NATS listens for rigs, host:port (default 127.0.0.1:4222)
   GPUMARKET_RIG_NATS_URL  the NATS URL providers' rigs are shown (default the embedded listener, or NATS_URL)
+  GPUMARKET_RIG_NATS_WSS_ADDR, GPUMARKET_RIG_NATS_TLS_CERT, GPUMARKET_RIG_NATS_TLS_KEY
+                          the embedded NATS's wss:// entry point for rigs (ip:port) and its certificate and key
   GPUMARKET_SESSION_KEY   at least 32 bytes signing session tokens (dev makes one)
   GPUMARKET_TICKET_KEY    at least 32 bytes signing route tickets (dev makes one)
   GPUMARKET_RIG_KEY       at least 32 bytes deriving each rig's NATS password and the auth callout's key (dev makes one)

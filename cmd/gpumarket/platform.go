@@ -153,6 +153,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 			Host: cfg.NATSHost, Port: cfg.NATSPort, StoreDir: filepath.Join(cfg.DataDir, "nats"), Log: log,
 			Rigs: &natsserver.RigEntry{PlatformUser: "gpumarket", PlatformPassword: platformPassword,
 				SystemUser: "system", SystemPassword: systemPassword, Issuer: issuer},
+			RigsTLS: cfg.RigTLS,
 		})
 		if err != nil {
 			return nil, err

@@ -1,25 +1,29 @@
 package rigauth_test
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 
 	"github.com/gpumarket/gpumarket/services/events/natsserver"
 	"github.com/gpumarket/gpumarket/services/events/natstest"
 )
 
 // TestEmbeddedServerLetsRigsInByTheCallout: the embedded server (natsserver.RigEntry) with the platform's responder
-// admits a listed rig with its own password and only its own subjects, refuses every other, and a re-issued
-// credential's connections are closed through the system account.
+// admits a listed rig with its own password over wss:// (natsserver.TLSEntry) and only its own subjects, refuses
+// every other, and a revoked rig's connections are closed through the system account.
 func TestEmbeddedServerLetsRigsInByTheCallout(t *testing.T) {
 	t.Parallel()
 	l := newListings()
-	e := natstest.StartRigEntry(t, natsserver.EmbeddedOptions{}, l.responder())
-	bare := e.Server.ClientURL()
-	checkRigEntry(t, &entry{rigURLs: []string{bare}, platformURLs: []string{e.PlatformURL}, platformUser: "platform",
-		revoker: e.Revoker, replicas: 1}, l)
+	cert, key := natstest.WriteCertificate(t, t.TempDir())
+	port := freePorts(t, 1)[0]
+	e := natstest.StartRigEntry(t, natsserver.EmbeddedOptions{
+		RigsTLS: &natsserver.TLSEntry{Host: "127.0.0.1", Port: port, CertFile: cert, KeyFile: key}}, l.responder())
+	checkRigEntry(t, &entry{rigURLs: []string{"wss://127.0.0.1:" + strconv.Itoa(port)}, rigOpts: []nats.Option{nats.RootCAs(cert)},
+		platformURLs: []string{e.PlatformURL}, platformUser: "platform", revoker: e.Revoker, replicas: 1}, l)
 	conns, err := e.Server.Connz(&server.ConnzOptions{Username: true})
 	if err != nil {
 		t.Fatal(err)
