@@ -29,6 +29,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/events/natsserver"
 	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/rigauth"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/simulation"
 )
@@ -319,14 +320,31 @@ func assertNoPlatformSecret(t *testing.T, p *Platform, page string) {
 	if !ok || len(platformPassword) < 32 {
 		t.Fatalf("the platform's own NATS connection has no password to look for (%q)", u.Redacted())
 	}
-	for name, secret := range map[string]string{
+	secrets := map[string]string{
 		"the platform's NATS password": platformPassword,
 		"the rig key":                  string(p.cfg.RigKey),
 		"the ticket key":               string(p.cfg.TicketKey),
 		"the session key":              string(p.cfg.SessionKey),
 		"the rig key, hexadecimal":     fmt.Sprintf("%x", p.cfg.RigKey),
 		"the ticket key, hexadecimal":  fmt.Sprintf("%x", p.cfg.TicketKey),
-	} {
+	}
+	if p.rigRevoker != nil {
+		s, err := url.Parse(p.rigRevoker.NC.ConnectedUrl())
+		if err != nil {
+			t.Fatal(err)
+		}
+		secrets["the system account's NATS password"], _ = s.User.Password()
+	}
+	issuer, err := rigauth.Issuer(p.cfg.RigKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed, _ := issuer.Seed()
+	secrets["the auth callout's signing key"] = string(seed)
+	for name, secret := range secrets {
+		if secret == "" {
+			t.Fatalf("no %s to look for", name)
+		}
 		if strings.Contains(page, secret) {
 			t.Errorf("the Connect page shows %s", name)
 		}
