@@ -25,6 +25,7 @@ type listings struct {
 	mu      sync.Mutex
 	rigs    map[string]listing
 	shutOut map[string]bool
+	lookups map[string]int // of each offering, by the responder
 }
 
 type listing struct {
@@ -35,12 +36,13 @@ type listing struct {
 func newListings() *listings {
 	return &listings{rigs: map[string]listing{
 		"off-1": {"prov-1", 1}, "off-2": {"prov-1", 1}, "off-3": {"prov-2", 1}, "off-4": {"prov-2", 1},
-	}, shutOut: map[string]bool{}}
+	}, shutOut: map[string]bool{}, lookups: map[string]int{}}
 }
 
 func (l *listings) rigOf(_ context.Context, offeringID string) (string, int, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.lookups[offeringID]++
 	r, ok := l.rigs[offeringID]
 	return r.provider, r.issue, ok
 }
@@ -249,6 +251,7 @@ func checkRigEntry(t *testing.T, e *entry, l *listings) {
 		"an unlisted offering":    {"off-9", events.RigPassword(rigKey, "off-9")},
 		"a rig shut out":          {"off-4", l.password("off-4")},
 		"a password of no length": {"off-1", ""},
+		"a short password":        {"off-5", "short"},
 	} {
 		if r, err := e.connectRig(t, 0, "prov-1", c.offering, c.password); err == nil {
 			r.nc.Close()
@@ -257,6 +260,11 @@ func checkRigEntry(t *testing.T, e *entry, l *listings) {
 			t.Errorf("%s: %v, want an authorization error", name, err)
 		}
 	}
+	l.mu.Lock()
+	if n := l.lookups["off-5"]; n != 0 {
+		t.Errorf("a password no rig has the length of made %d lookups of the listing, want none", n)
+	}
+	l.mu.Unlock()
 	if nc, err := nats.Connect(strings.Replace(e.rigURLs[0], "://", "://"+e.platformUser+":"+l.password("off-1")+"@", 1),
 		append([]nats.Option{nats.NoReconnect()}, e.rigOpts...)...); err == nil {
 		nc.Close()
