@@ -135,14 +135,15 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 	if err := p.usageStore.Maintain(ctx); err != nil {
 		log.Warn("keeping the usage partitions failed; the meter makes the months it writes, and the next pass tries again", "err", err)
 	}
-	// The catalog is there before NATS: the embedded server asks it for each rig that connects.
+	// The catalog is there before NATS: the answer to the auth callout reads it for each rig that connects.
 	p.audit = audit.New(p.pool, nil)
 	p.catalog = catalog.NewService(p.pool, catalog.Config{Rigs: cfg.RigPolicy(), Audit: p.audit, Delisted: p.disconnectRig})
 	natsURL, systemURL := cfg.NATSURL, cfg.NATSSystemURL
 	if natsURL == "" {
-		// The embedded server is the rigs' entry point: it lets in this process (a password made now, in the
-		// platform's account) and each listed offering's rig with its own credential, in the rigs' account,
-		// allowed to publish only its own subjects (docs/usage-stream.md, "The rigs' entry point").
+		// The embedded server is the rigs' entry point: it lets in this process's users (the platform's and the
+		// system account's, with passwords made now) and puts every other name to the auth callout, which this
+		// process answers (openRigEntry): each listed offering's rig with its own credential, in the rigs'
+		// account, allowed only its own subjects (docs/usage-stream.md, "The rigs' entry point").
 		platformPassword, systemPassword := randomToken(), randomToken()
 		issuer, err := rigauth.IssuerPublicKey(cfg.RigKey)
 		if err != nil {
