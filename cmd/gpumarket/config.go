@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/services/batch"
+	"github.com/gpumarket/gpumarket/services/events/natsserver"
 	"github.com/gpumarket/gpumarket/services/rigaddr"
 	"github.com/gpumarket/gpumarket/web/gateway"
 )
@@ -39,6 +40,14 @@ type Config struct {
 	// several comma-separated, without credentials: the entry point's public name. Empty shows the embedded
 	// server's own listen URL, or NATS_URL without its credentials.
 	RigNATSURL string
+	// NATSSystemURL (GPUMARKET_NATS_SYSTEM_URL) is NATS_URL's servers with the system account's user and password:
+	// where a web process closes a rig's connections on every node when its credential is re-issued, its offering
+	// delisted or the rig shut out (rigauth.Revoker). Empty on an external NATS: the rig is then refused only when
+	// it reconnects, and re-issuing is not offered. The embedded server makes its own.
+	NATSSystemURL string
+	// RigTLS (GPUMARKET_RIG_NATS_WSS_ADDR, host:port, with GPUMARKET_RIG_NATS_TLS_CERT and GPUMARKET_RIG_NATS_TLS_KEY)
+	// is the embedded server's entry point for rigs over wss://, beside its client port; nil for none.
+	RigTLS *natsserver.TLSEntry
 	// Payments is "test" (GPUMARKET_PAYMENTS=test) for stripe-mock and the local test-payment
 	// page; "" takes real payments and needs StripeSecretKey. See paymentsMode.
 	Payments string
@@ -48,10 +57,12 @@ type Config struct {
 	StripeAPIURL         string   // a stripe-mock already running; empty starts one when needed
 	PublicURL            string
 
-	Roles          Roles
-	TicketKey      []byte // signs and verifies route tickets: GPUMARKET_TICKET_KEY
-	RigKey         []byte // derives each rig's NATS password on the embedded server: GPUMARKET_RIG_KEY
-	StreamReplicas int    // 3 on a NATS cluster
+	Roles     Roles
+	TicketKey []byte // signs and verifies route tickets: GPUMARKET_TICKET_KEY
+	// RigKey (GPUMARKET_RIG_KEY) derives each rig's NATS password and the key that signs the platform's answers
+	// to the auth callout (rigauth.Issuer), on the embedded server and a cluster alike.
+	RigKey         []byte
+	StreamReplicas int // 3 on a NATS cluster
 	// StreamDuplicateWindow (GPUMARKET_STREAM_DUPLICATE_WINDOW) and StreamAckWait
 	// (GPUMARKET_STREAM_ACK_WAIT) override the usage stream's deduplication window and the
 	// meter consumer's ack wait; zero keeps metering's defaults. The meter applies them to the
@@ -198,6 +209,7 @@ func configFromEnv() (Config, error) {
 		PublicURL:       strings.TrimRight(os.Getenv("GPUMARKET_PUBLIC_URL"), "/"),
 		TicketKey:       []byte(os.Getenv("GPUMARKET_TICKET_KEY")),
 		RigKey:          []byte(os.Getenv("GPUMARKET_RIG_KEY")),
+		NATSSystemURL:   os.Getenv("GPUMARKET_NATS_SYSTEM_URL"),
 		StreamReplicas:  1,
 		RateLimitRPS:    gateway.DefaultKeyRatePerSecond,
 		RateLimitBurst:  gateway.DefaultKeyRateBurst,
@@ -307,6 +319,13 @@ func configFromEnv() (Config, error) {
 		os.Getenv("GPUMARKET_RIG_NATS_URL")); err != nil {
 		return c, err
 	}
+	if c.RigTLS, err = readRigTLS(c.NATSURL != "", os.Getenv("GPUMARKET_RIG_NATS_WSS_ADDR"),
+		os.Getenv("GPUMARKET_RIG_NATS_TLS_CERT"), os.Getenv("GPUMARKET_RIG_NATS_TLS_KEY")); err != nil {
+		return c, err
+	}
+	if c.NATSSystemURL != "" && c.NATSURL == "" {
+		return c, errors.New("GPUMARKET_NATS_SYSTEM_URL names the system account's user on an external NATS, and NATS_URL is unset: the embedded server has its own; set NATS_URL or unset GPUMARKET_NATS_SYSTEM_URL")
+	}
 	abs, err := filepath.Abs(c.DataDir)
 	if err != nil {
 		return c, err
@@ -318,6 +337,25 @@ func configFromEnv() (Config, error) {
 		}
 	}
 	return c, nil
+}
+
+// readRigTLS reads the embedded server's wss:// entry point for rigs: its address and certificate, all three or none.
+func readRigTLS(external bool, addr, certFile, keyFile string) (*natsserver.TLSEntry, error) {
+	if addr == "" && certFile == "" && keyFile == "" {
+		return nil, nil
+	}
+	switch {
+	case external:
+		return nil, errors.New("GPUMARKET_RIG_NATS_WSS_ADDR is the embedded NATS's entry point, and NATS_URL names an external one: its TLS is in its own configuration (deploy/nats/nats.conf)")
+	case addr == "" || certFile == "" || keyFile == "":
+		return nil, errors.New("set GPUMARKET_RIG_NATS_WSS_ADDR (host:port), GPUMARKET_RIG_NATS_TLS_CERT and GPUMARKET_RIG_NATS_TLS_KEY together, for rigs over wss://")
+	}
+	host, port, err := net.SplitHostPort(addr)
+	n, perr := strconv.Atoi(port)
+	if err != nil || perr != nil || n < 1 || n > 65535 || host != "" && net.ParseIP(host) == nil {
+		return nil, fmt.Errorf("GPUMARKET_RIG_NATS_WSS_ADDR=%q: use ip:port, such as 0.0.0.0:8443", addr)
+	}
+	return &natsserver.TLSEntry{Host: host, Port: n, CertFile: certFile, KeyFile: keyFile}, nil
 }
 
 // readRigEntryPoint reads where the embedded NATS listens for rigs (GPUMARKET_RIG_NATS_ADDR, host:port) and the URL

@@ -179,6 +179,43 @@ func TestRigEntryPointComesFromTheEnvironment(t *testing.T) {
 	}
 }
 
+// TestRigTLSAndSystemURLComeFromTheEnvironment: the embedded server's wss:// entry point needs its address,
+// certificate and key together, and only with the embedded server; GPUMARKET_NATS_SYSTEM_URL only with an external
+// NATS.
+func TestRigTLSAndSystemURLComeFromTheEnvironment(t *testing.T) {
+	load := func(natsURL, addr, cert, key, system string) (Config, error) {
+		t.Helper()
+		t.Setenv("NATS_URL", natsURL)
+		t.Setenv("GPUMARKET_RIG_NATS_WSS_ADDR", addr)
+		t.Setenv("GPUMARKET_RIG_NATS_TLS_CERT", cert)
+		t.Setenv("GPUMARKET_RIG_NATS_TLS_KEY", key)
+		t.Setenv("GPUMARKET_NATS_SYSTEM_URL", system)
+		return configFromEnv()
+	}
+	c, err := load("", "0.0.0.0:8443", "/etc/rigs.crt", "/etc/rigs.key", "")
+	if err != nil || c.RigTLS == nil || c.RigTLS.Host != "0.0.0.0" || c.RigTLS.Port != 8443 || c.RigTLS.CertFile != "/etc/rigs.crt" ||
+		c.RigTLS.KeyFile != "/etc/rigs.key" {
+		t.Errorf("the wss:// entry point: %+v, %v", c.RigTLS, err)
+	}
+	if c, err := load("", "", "", "", ""); err != nil || c.RigTLS != nil {
+		t.Errorf("no wss:// entry point set: %+v, %v", c.RigTLS, err)
+	}
+	if c, err := load("nats://gpumarket:p@n1:4222", "", "", "", "nats://system:s@n1:4222"); err != nil || c.NATSSystemURL != "nats://system:s@n1:4222" {
+		t.Errorf("the system URL: %q, %v", c.NATSSystemURL, err)
+	}
+	for _, bad := range []struct{ natsURL, addr, cert, key, system, names string }{
+		{"", "0.0.0.0:8443", "/etc/rigs.crt", "", "", "GPUMARKET_RIG_NATS_TLS_KEY"},
+		{"", "", "/etc/rigs.crt", "/etc/rigs.key", "", "GPUMARKET_RIG_NATS_WSS_ADDR"},
+		{"", "rigs.example.com:8443", "/etc/rigs.crt", "/etc/rigs.key", "", "GPUMARKET_RIG_NATS_WSS_ADDR"},
+		{"nats://n1:4222", "0.0.0.0:8443", "/etc/rigs.crt", "/etc/rigs.key", "", "GPUMARKET_RIG_NATS_WSS_ADDR"},
+		{"", "", "", "", "nats://system:s@n1:4222", "GPUMARKET_NATS_SYSTEM_URL"},
+	} {
+		if _, err := load(bad.natsURL, bad.addr, bad.cert, bad.key, bad.system); err == nil || !strings.Contains(err.Error(), bad.names) {
+			t.Errorf("%+v: %v, want an error naming %s", bad, err, bad.names)
+		}
+	}
+}
+
 // TestBatchS3ComesFromTheEnvironment: with no GPUMARKET_BATCH_S3_ENDPOINT batch files stay in the data directory;
 // with one, its bucket and both keys are required, the cache bound is read in megabytes, and a setting without its
 // endpoint or a wrong value stops the start with an error naming the variables (docs/batches.md, "The S3 store").

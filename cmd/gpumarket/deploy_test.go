@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -14,10 +17,15 @@ import (
 
 	"github.com/compose-spec/compose-go/v2/cli"
 	"github.com/compose-spec/compose-go/v2/types"
+	"github.com/nats-io/nats-server/v2/conf"
+	"github.com/nats-io/nats-server/v2/server"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/gpumarket/gpumarket/services/events/natstest"
+	"github.com/gpumarket/gpumarket/services/rigauth"
 )
 
 // The deployment files in deploy/ are read here with the libraries their own tools use (compose-go for Compose,
@@ -65,6 +73,9 @@ func withEnv(t *testing.T, known map[string]bool, env map[string]string) {
 	}
 }
 
+// composeRigKey is GPUMARKET_RIG_KEY in composeSecrets.
+var composeRigKey = strings.Repeat("r", 64)
+
 // composeSecrets stand for what an operator puts in deploy/.env.
 var composeSecrets = []string{
 	"POSTGRES_PASSWORD=pg-secret",
@@ -72,6 +83,19 @@ var composeSecrets = []string{
 	"GPUMARKET_SESSION_KEY=" + strings.Repeat("s", 64),
 	"STRIPE_WEBHOOK_SECRET=whsec_compose",
 	"MINIO_ROOT_PASSWORD=minio-secret",
+	"NATS_PLATFORM_PASSWORD=platform-nats-secret",
+	"NATS_SYSTEM_PASSWORD=system-nats-secret",
+	"GPUMARKET_RIG_KEY=" + composeRigKey,
+	"NATS_AUTH_CALLOUT_ISSUER=" + must(rigauth.IssuerPublicKey([]byte(composeRigKey))),
+	"GPUMARKET_RIG_NATS_URL=wss://rigs.example.com:443,wss://rigs.example.com:8444,wss://rigs.example.com:8445",
+	"RIG1_OFFERING_ID=off-1", "RIG1_NATS_PASSWORD=rig-1-own-password",
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
 
 func loadCompose(t *testing.T, env []string) (*types.Project, error) {
@@ -115,32 +139,53 @@ func TestComposeRunsAClusteredPlatform(t *testing.T) {
 		t.FailNow()
 	}
 
-	// The NATS nodes: distinct names and stores, one cluster name, each routing to all three route ports.
+	// The NATS nodes, each deploy/nats/nats.conf read by nats-server with the node's environment: distinct names
+	// and stores, one cluster, each routing to all three route ports, the rigs' entry point with TLS.
+	envOf := func(name string) map[string]string {
+		out := map[string]string{}
+		for k, v := range p.Services[name].Environment {
+			if v != nil {
+				out[k] = *v
+			}
+		}
+		return out
+	}
 	var natsNodes []string
+	nodes := map[string]*server.Options{}
 	clusterNames, stores := map[string]bool{}, map[string]bool{}
 	for _, name := range []string{"nats-1", "nats-2", "nats-3"} {
 		s := p.Services[name]
-		cmd := []string(s.Command)
-		if !slices.Contains(cmd, "--jetstream") || flagValue(cmd, "--store_dir") == "" {
-			t.Errorf("%s runs without JetStream on a store: %q", name, cmd)
+		o := natsNodeOptions(t, s, envOf(name))
+		nodes[name] = o
+		if !o.JetStream || o.StoreDir == "" {
+			t.Errorf("%s runs without JetStream on a store: %+v", name, o)
 		}
-		if flagValue(cmd, "--name") != name {
-			t.Errorf("%s is named %q in the cluster", name, flagValue(cmd, "--name"))
+		if o.ServerName != name {
+			t.Errorf("%s is named %q in the cluster", name, o.ServerName)
 		}
-		clusterNames[flagValue(cmd, "--cluster_name")] = true
-		routes := strings.Split(flagValue(cmd, "--routes"), ",")
+		clusterNames[o.Cluster.Name] = true
+		var routes []string
+		for _, r := range o.Routes {
+			routes = append(routes, r.String())
+		}
 		for _, peer := range []string{"nats-1", "nats-2", "nats-3"} {
 			if !slices.Contains(routes, "nats://"+peer+":6222") {
 				t.Errorf("%s has no route to %s: %q", name, peer, routes)
 			}
 		}
-		if !strings.HasSuffix(flagValue(cmd, "--cluster"), ":6222") {
-			t.Errorf("%s listens for routes on %q, not :6222", name, flagValue(cmd, "--cluster"))
+		if o.Cluster.Port != 6222 || o.Port != 4222 {
+			t.Errorf("%s listens for routes on %d and clients on %d, not 6222 and 4222", name, o.Cluster.Port, o.Port)
 		}
 		for _, v := range s.Volumes {
-			if v.Target == flagValue(cmd, "--store_dir") {
+			if v.Target == o.StoreDir {
 				stores[v.Source] = true
 			}
+		}
+		if o.Websocket.TLSConfig == nil || !slices.ContainsFunc(s.Ports, func(pc types.ServicePortConfig) bool {
+			return pc.Target == uint32(o.Websocket.Port) && pc.Published != ""
+		}) {
+			t.Errorf("%s's rigs' entry point: TLS %v on port %d, published as %+v; want wss:// published on the host",
+				name, o.Websocket.TLSConfig != nil, o.Websocket.Port, s.Ports)
 		}
 		natsNodes = append(natsNodes, "nats://"+name+":4222")
 	}
@@ -161,25 +206,17 @@ func TestComposeRunsAClusteredPlatform(t *testing.T) {
 	// Every variable the file sets is one a program reads, and each platform process's environment starts it as
 	// it should.
 	known := envNamesRead(t)
+	natsVars := natsConfigVariables(t)
 	for name, s := range p.Services {
 		for k := range s.Environment {
 			if strings.HasPrefix(k, "POSTGRES_") && name == "postgres" || strings.HasPrefix(k, "MINIO_") && name == "minio" ||
-				strings.HasPrefix(k, "MC_HOST_") && name == "minio-bucket" {
+				strings.HasPrefix(k, "MC_HOST_") && name == "minio-bucket" || natsVars[k] && strings.HasPrefix(name, "nats-") {
 				continue
 			}
 			if !known[k] {
 				t.Errorf("service %s sets %s, which nothing reads", name, k)
 			}
 		}
-	}
-	envOf := func(name string) map[string]string {
-		out := map[string]string{}
-		for k, v := range p.Services[name].Environment {
-			if v != nil {
-				out[k] = *v
-			}
-		}
-		return out
 	}
 	for _, tc := range []struct {
 		service string
@@ -204,9 +241,11 @@ func TestComposeRunsAClusteredPlatform(t *testing.T) {
 		if c.StreamReplicas != 3 {
 			t.Errorf("%s makes streams of %d replicas, want 3", tc.service, c.StreamReplicas)
 		}
-		if got := strings.Split(c.NATSURL, ","); !slices.Equal(got, natsNodes) {
+		if got := strings.Split(withoutUserInfo(c.NATSURL), ","); !slices.Equal(got, natsNodes) {
 			t.Errorf("%s connects to NATS at %q, want the three nodes %q", tc.service, got, natsNodes)
 		}
+		// As the platform's own user, which every node has in the platform's account, and bypasses the callout.
+		checkNATSUser(t, tc.service+"'s NATS_URL", c.NATSURL, nodes, "PLATFORM")
 		if !strings.Contains(c.DatabaseURL, "@postgres:5432/") || !strings.Contains(c.DatabaseURL, "pg-secret") {
 			t.Errorf("%s's database is %q, not the postgres service with its password", tc.service, c.DatabaseURL)
 		}
@@ -219,6 +258,18 @@ func TestComposeRunsAClusteredPlatform(t *testing.T) {
 			if mb := p.Services["minio-bucket"]; !slices.Contains([]string(mb.Command), "minio/"+c.BatchS3.Bucket) ||
 				envOf("minio-bucket")["MC_HOST_minio"] != "http://gpumarket:minio-secret@minio:9000" {
 				t.Errorf("minio-bucket makes %q with %q", mb.Command, envOf("minio-bucket")["MC_HOST_minio"])
+			}
+			// The web replicas answer the auth callout with the key the nodes trust, close rigs' connections as the
+			// system account's user, and show providers the entry point.
+			if issuer := must(rigauth.IssuerPublicKey(c.RigKey)); nodes["nats-1"].AuthCallout == nil || nodes["nats-1"].AuthCallout.Issuer != issuer {
+				t.Errorf("the NATS nodes' auth callout %+v does not trust the web's key %s", nodes["nats-1"].AuthCallout, issuer)
+			}
+			if got := strings.Split(withoutUserInfo(c.NATSSystemURL), ","); !slices.Equal(got, natsNodes) {
+				t.Errorf("web closes rigs' connections through %q, want the three nodes", got)
+			}
+			checkNATSUser(t, "web's GPUMARKET_NATS_SYSTEM_URL", c.NATSSystemURL, nodes, "SYS")
+			if !strings.HasPrefix(c.RigNATSURL, "wss://") {
+				t.Errorf("providers are shown %q, want the wss:// entry point", c.RigNATSURL)
 			}
 			if test, err := c.paymentsMode(); !test || err != nil || c.StripeAPIURL != "http://stripe-mock:12111" {
 				t.Errorf("web's payments: test mode %v (%v) on %q, want stripe-mock's", test, err, c.StripeAPIURL)
@@ -233,8 +284,90 @@ func TestComposeRunsAClusteredPlatform(t *testing.T) {
 		if got := strings.Split(env["NATS_URL"], ","); !slices.Equal(got, natsNodes) {
 			t.Errorf("%s publishes usage to %q, want the three nodes", rig, got)
 		}
+		// A rig holds its own credential and nothing of the platform's.
+		for k, v := range env {
+			for _, secret := range []string{"platform-nats-secret", "system-nats-secret", composeRigKey} {
+				if strings.Contains(v, secret) {
+					t.Errorf("%s's %s holds a platform secret", rig, k)
+				}
+			}
+		}
 		if !strings.HasPrefix(env["GPUAGENT_UPSTREAM"], "http://"+rig+"-backend:") {
 			t.Errorf("%s forwards to %q, not its simbackend", rig, env["GPUAGENT_UPSTREAM"])
+		}
+	}
+}
+
+// natsConfigVariables are the environment variables deploy/nats/nats.conf reads ($NAME).
+func natsConfigVariables(t *testing.T) map[string]bool {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(deployDir, "nats", "nats.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "#") {
+			continue
+		}
+		for _, m := range regexp.MustCompile(`\$([A-Z][A-Z0-9_]*)`).FindAllStringSubmatch(line, -1) {
+			names[m[1]] = true
+		}
+	}
+	return names
+}
+
+// natsNodeOptions is deploy/nats/nats.conf as nats-server reads it with a Compose NATS service's environment; the
+// file is the one the service mounts where its command reads it, and its certificate paths are in the directory
+// the service mounts (they are replaced by a certificate made here, which nats-server loads as it reads the file).
+func natsNodeOptions(t *testing.T, s types.ServiceConfig, env map[string]string) *server.Options {
+	t.Helper()
+	conf := flagValue(s.Command, "-c")
+	var mounted, tlsDir bool
+	for _, v := range s.Volumes {
+		switch {
+		case v.Target == conf && filepath.Base(v.Source) == "nats.conf" && filepath.Base(filepath.Dir(v.Source)) == "nats":
+			mounted = true
+		case env["NATS_RIGS_TLS_CERT"] != "" && filepath.Dir(env["NATS_RIGS_TLS_CERT"]) == v.Target &&
+			filepath.Dir(env["NATS_RIGS_TLS_KEY"]) == v.Target:
+			tlsDir = true
+		}
+	}
+	if !mounted || !tlsDir {
+		t.Fatalf("%s: the configuration %q mounted from deploy/nats/nats.conf: %v; the certificate's directory mounted: %v (%+v)",
+			s.Name, conf, mounted, tlsDir, s.Volumes)
+	}
+	cert, key := natstest.WriteCertificate(t, t.TempDir())
+	env["NATS_RIGS_TLS_CERT"], env["NATS_RIGS_TLS_KEY"] = cert, key
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	o, err := server.ProcessConfigFile(filepath.Join(deployDir, "nats", "nats.conf"))
+	if err != nil {
+		t.Fatalf("%s: deploy/nats/nats.conf: %v", s.Name, err)
+	}
+	return o
+}
+
+// checkNATSUser checks that the user and password of every URL in a comma-separated list are a user of that account
+// on every node, and one the auth callout lets through without asking.
+func checkNATSUser(t *testing.T, what, urls string, nodes map[string]*server.Options, account string) {
+	t.Helper()
+	for _, raw := range strings.Split(urls, ",") {
+		u, err := url.Parse(strings.TrimSpace(raw))
+		if err != nil || u.User == nil {
+			t.Errorf("%s: %q has no user", what, raw)
+			continue
+		}
+		password, _ := u.User.Password()
+		for name, o := range nodes {
+			i := slices.IndexFunc(o.Users, func(x *server.User) bool { return x.Username == u.User.Username() })
+			if i < 0 || o.Users[i].Password != password || o.Users[i].Account == nil || o.Users[i].Account.Name != account {
+				t.Errorf("%s: %s has no user %q with that password in account %s", what, name, u.User.Username(), account)
+			}
+			if o.AuthCallout == nil || !slices.Contains(o.AuthCallout.AuthUsers, u.User.Username()) {
+				t.Errorf("%s: %s puts user %q to the auth callout", what, name, u.User.Username())
+			}
 		}
 	}
 }
@@ -519,7 +652,20 @@ func TestKubernetesManifestsProbeAndConfigureEachRole(t *testing.T) {
 					} `json:"pvc"`
 				} `json:"fileStore"`
 			} `json:"jetstream"`
+			Websocket struct {
+				Enabled bool `json:"enabled"`
+				Port    int  `json:"port"`
+				TLS     struct {
+					Enabled    bool   `json:"enabled"`
+					SecretName string `json:"secretName"`
+				} `json:"tls"`
+			} `json:"websocket"`
+			Merge map[string]any `json:"merge"`
 		} `json:"config"`
+		Container struct {
+			Env map[string]corev1.EnvVar `json:"env"`
+		} `json:"container"`
+		ExtraResources []corev1.Service `json:"extraResources"`
 	}
 	if err := yaml.Unmarshal(b, &values); err != nil {
 		t.Fatal(err)
@@ -531,6 +677,80 @@ func TestKubernetesManifestsProbeAndConfigureEachRole(t *testing.T) {
 	if !c.JetStream.Enabled || !c.JetStream.FileStore.Enabled || !c.JetStream.FileStore.PVC.Enabled || c.JetStream.FileStore.PVC.Size == "" {
 		t.Errorf("the NATS chart's JetStream %+v, want file storage on a persistent volume", c.JetStream)
 	}
+	// The rigs' entry point: wss:// with a certificate, reached from outside on 443 and on nothing else.
+	if !c.Websocket.Enabled || !c.Websocket.TLS.Enabled || c.Websocket.TLS.SecretName == "" {
+		t.Errorf("the NATS chart's WebSocket %+v, want one with TLS", c.Websocket)
+	}
+	if len(values.ExtraResources) != 1 || len(values.ExtraResources[0].Spec.Ports) != 1 ||
+		values.ExtraResources[0].Spec.Ports[0].Port != 443 || values.ExtraResources[0].Spec.Ports[0].TargetPort.IntValue() != c.Websocket.Port {
+		t.Errorf("the rigs reach NATS through %+v, want one Service from 443 to the WebSocket port %d only", values.ExtraResources, c.Websocket.Port)
+	}
+	// The accounts, users and auth callout are deploy/nats/nats.conf's, and their secrets come from the Secret.
+	merged := natsConfigFromChartMerge(t, c.Merge)
+	file := natsConfigSections(t, filepath.Join(deployDir, "nats", "nats.conf"))
+	for _, section := range []string{"accounts", "system_account", "authorization"} {
+		if !reflect.DeepEqual(merged[section], file[section]) {
+			t.Errorf("the NATS chart's %s:\n%v\ndeploy/nats/nats.conf's:\n%v", section, merged[section], file[section])
+		}
+	}
+	for name, key := range map[string]string{"NATS_PLATFORM_PASSWORD": "nats-platform-password",
+		"NATS_SYSTEM_PASSWORD": "nats-system-password", "NATS_AUTH_CALLOUT_ISSUER": "nats-auth-callout-issuer"} {
+		e := values.Container.Env[name]
+		if e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil || e.ValueFrom.SecretKeyRef.Name != secret.Name || secret.StringData[key] == "" ||
+			e.ValueFrom.SecretKeyRef.Key != key {
+			t.Errorf("the NATS chart's %s comes from %+v, want the Secret's %s", name, e.ValueFrom, key)
+		}
+	}
+	// The platform's processes connect as the users the chart's configuration has.
+	platform, _ := url.Parse(secret.StringData["nats-url"])
+	system, _ := url.Parse(secret.StringData["nats-system-url"])
+	if pw, _ := platform.User.Password(); platform.User.Username() != "gpumarket" || pw != secret.StringData["nats-platform-password"] {
+		t.Errorf("the Secret's nats-url is not the platform's NATS user with nats-platform-password")
+	}
+	if pw, _ := system.User.Password(); system.User.Username() != "system" || pw != secret.StringData["nats-system-password"] {
+		t.Errorf("the Secret's nats-system-url is not the system account's NATS user with nats-system-password")
+	}
+}
+
+// natsConfigVariableValues are values for every variable deploy/nats/nats.conf reads, for parsing it.
+func natsConfigVariableValues(t *testing.T) {
+	t.Helper()
+	for name := range natsConfigVariables(t) {
+		t.Setenv(name, "v"+strings.ToLower(name))
+	}
+	for _, port := range []string{"NATS_CLIENT_PORT", "NATS_HTTP_PORT", "NATS_CLUSTER_PORT", "NATS_RIGS_PORT"} {
+		t.Setenv(port, "4222")
+	}
+	t.Setenv("NATS_ROUTES", "[nats://a:6222]")
+}
+
+// natsConfigSections is a NATS configuration file as nats-server's parser reads it, its variables given values.
+func natsConfigSections(t *testing.T, path string) map[string]any {
+	t.Helper()
+	natsConfigVariableValues(t)
+	m, err := conf.ParseFile(path)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return m
+}
+
+// natsConfigFromChartMerge is the NATS configuration the chart writes for config.merge, parsed: the chart writes
+// the values as JSON (which nats-server reads), with "<< $NAME >>" unquoted.
+func natsConfigFromChartMerge(t *testing.T, merge map[string]any) map[string]any {
+	t.Helper()
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(merge); err != nil {
+		t.Fatal(err)
+	}
+	text := regexp.MustCompile(`"<< (\$[A-Z_]+) >>"`).ReplaceAllString(buf.String(), "$1")
+	path := filepath.Join(t.TempDir(), "merge.conf")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return natsConfigSections(t, path)
 }
 
 func ptrText(n *int32) string {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/services/events/natstest"
 	"github.com/gpumarket/gpumarket/services/testlog"
+	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/gpumarket/gpumarket/db/dbtest"
 	"github.com/gpumarket/gpumarket/services/accounts"
@@ -123,9 +124,7 @@ func TestConnectPageShowsNoPlatformCredential(t *testing.T) {
 	t.Parallel()
 	const platformPassword = "pl4tform-s3cret-password"
 	rigKey := []byte(strings.Repeat("r", 32))
-	ns := natstest.Start(t, natsserver.EmbeddedOptions{
-		Authenticator: &natsserver.RigAuthenticator{PlatformName: "gpumarket", PlatformPassword: platformPassword, RigKey: rigKey,
-			RigOf: func(context.Context, string) (string, int, bool) { return "", 0, false }}})
+	ns := natstest.Start(t, natsserver.EmbeddedOptions{Users: []*server.User{natsserver.PlatformUser("gpumarket", platformPassword)}})
 	bare := ns.ClientURL()
 	external := strings.Replace(bare, "nats://", "nats://gpumarket:"+platformPassword+"@", 1)
 

@@ -201,6 +201,7 @@ func (p *Platform) Close() {
 	if p.rigLimitsNC != nil {
 		p.rigLimitsNC.Close()
 	}
+	p.closeRigEntry()
 	if p.nc != nil {
 		drain(p.nc)
 	}

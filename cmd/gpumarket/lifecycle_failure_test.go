@@ -108,32 +108,30 @@ func stoppedParts(log string) []string {
 	return parts
 }
 
-// revocableNATS is a NATS server as the embedded one (the platform's user and the rigs'), whose operator can
-// revoke the platform's credential.
+// revocableNATS is a NATS server with the platform's user, whose operator can revoke the platform's credential.
 type revocableNATS struct {
 	srv         *server.Server
 	platformURL string // with the platform's user and password
+	password    string
 	revoked     atomic.Bool
-	rigs        server.Authentication
 }
 
 func startRevocableNATS(t *testing.T) *revocableNATS {
 	t.Helper()
-	password := randomToken()
-	n := &revocableNATS{rigs: &natsserver.RigAuthenticator{PlatformName: "gpumarket", PlatformPassword: password,
-		RigKey: []byte(strings.Repeat("r", 32)),
-		RigOf:  func(context.Context, string) (string, int, bool) { return "", 0, false }}}
+	n := &revocableNATS{password: randomToken()}
 	n.srv = natstest.Start(t, natsserver.EmbeddedOptions{Authenticator: n})
-	n.platformURL = withUserInfo(n.srv.ClientURL(), "gpumarket", password)
+	n.platformURL = withUserInfo(n.srv.ClientURL(), "gpumarket", n.password)
 	return n
 }
 
-// Check implements server.Authentication: the rigs' rule, and the platform's user refused once revoked.
+// Check implements server.Authentication: the platform's user with its password, until it is revoked.
 func (n *revocableNATS) Check(c server.ClientAuthentication) bool {
-	if n.revoked.Load() && c.GetOpts().Username == "gpumarket" {
+	o := c.GetOpts()
+	if n.revoked.Load() || o.Username != "gpumarket" || o.Password != n.password {
 		return false
 	}
-	return n.rigs.Check(c)
+	c.RegisterUser(natsserver.PlatformUser("gpumarket", n.password))
+	return true
 }
 
 // revoke refuses the platform's credential from now on and closes its connections: they reconnect, are refused,

@@ -14,6 +14,8 @@
 //	                    measure a batch's lines per second and overhead over direct calls (make bench-batch)
 //	gpumarket invoices close --period YYYY-MM
 //	                    close a month: draft its invoices and provider statements
+//	gpumarket nats-issuer
+//	                    print the NATS auth callout's issuer public key, derived from GPUMARKET_RIG_KEY
 package main
 
 import (
@@ -66,6 +68,8 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 		return benchBatch(ctx, cfg, args[1:])
 	case "invoices":
 		return invoices(ctx, cfg, log, args[1:], os.Stdout)
+	case "nats-issuer":
+		return natsIssuer(cfg, os.Stdout)
 	case "help", "-h", "--help":
 		usage()
 		return nil
@@ -87,6 +91,8 @@ func usage() {
   bench-batch    a 50,000-line batch's lines per second and overhead over direct calls (make bench-batch)
   invoices close --period YYYY-MM
                  close a month (UTC): draft its invoices and provider statements, printing progress
+  nats-issuer    print the public key the NATS configuration names as the auth callout's issuer
+                 (NATS_AUTH_CALLOUT_ISSUER), derived from GPUMARKET_RIG_KEY
 
 environment:
   DATABASE_URL            PostgreSQL connection URL
@@ -97,9 +103,13 @@ environment:
   GPUMARKET_NATS_PORT     embedded NATS port (default 4222)
   GPUMARKET_RIG_NATS_ADDR where the embedded NATS listens for rigs, host:port (default 127.0.0.1:4222)
   GPUMARKET_RIG_NATS_URL  the NATS URL providers' rigs are shown (default the embedded listener, or NATS_URL)
+  GPUMARKET_RIG_NATS_WSS_ADDR, GPUMARKET_RIG_NATS_TLS_CERT, GPUMARKET_RIG_NATS_TLS_KEY
+                          the embedded NATS's wss:// entry point for rigs (ip:port) and its certificate and key
   GPUMARKET_SESSION_KEY   at least 32 bytes signing session tokens (dev makes one)
   GPUMARKET_TICKET_KEY    at least 32 bytes signing route tickets (dev makes one)
-  GPUMARKET_RIG_KEY       at least 32 bytes deriving each rig's NATS password on the embedded server (dev makes one)
+  GPUMARKET_RIG_KEY       at least 32 bytes deriving each rig's NATS password and the auth callout's key (dev makes one)
+  GPUMARKET_NATS_SYSTEM_URL
+                          NATS_URL's servers with the system account's user: closes revoked rigs' connections
   GPUMARKET_ROLES         any of web,gateway,meter, comma-separated (default all three)
   GPUMARKET_STREAM_REPLICAS, GPUMARKET_STREAM_DUPLICATE_WINDOW, GPUMARKET_STREAM_ACK_WAIT
                           the usage stream's replicas (3 on a cluster), dedupe window (5m), redelivery wait (30s)

@@ -45,6 +45,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/performance"
 	records "github.com/gpumarket/gpumarket/services/reliability"
 	"github.com/gpumarket/gpumarket/services/reports"
+	"github.com/gpumarket/gpumarket/services/rigauth"
 	"github.com/gpumarket/gpumarket/services/riglimits"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/ticket"
@@ -99,6 +100,10 @@ type Platform struct {
 	// runs and NATS is not embedded.
 	rigLimits   atomic.Pointer[riglimits.Watcher]
 	rigLimitsNC *nats.Conn // the watcher's own connection
+	// rigAuthNC answers the NATS auth callout for rigs (rigauth.Responder), and rigRevoker closes rigs'
+	// connections through the system account; both nil where this process does not let rigs in (rigentry.go).
+	rigAuthNC  *nats.Conn
+	rigRevoker *rigauth.Revoker
 	// payouts pays statements through Stripe Connect (nil where no web role runs); testPayments
 	// says it runs on stripe-mock.
 	payouts      *payouts.Service
@@ -135,20 +140,26 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 	if err := p.usageStore.Maintain(ctx); err != nil {
 		log.Warn("keeping the usage partitions failed; the meter makes the months it writes, and the next pass tries again", "err", err)
 	}
-	// The catalog is there before NATS: the embedded server asks it for each rig that connects.
+	// The catalog is there before NATS: the answer to the auth callout reads it for each rig that connects.
 	p.audit = audit.New(p.pool, nil)
-	p.catalog = catalog.NewService(p.pool, catalog.Config{Rigs: cfg.RigPolicy(), Audit: p.audit})
-	natsURL := cfg.NATSURL
+	p.catalog = catalog.NewService(p.pool, catalog.Config{Rigs: cfg.RigPolicy(), Audit: p.audit, Delisted: p.disconnectRig})
+	natsURL, systemURL := cfg.NATSURL, cfg.NATSSystemURL
 	if natsURL == "" {
-		// The embedded server is the rigs' entry point: it lets in this process (a password made now, in the
-		// platform's account) and each listed offering's rig with its own credential, in the rigs' account,
-		// allowed to publish only its own subjects (docs/usage-stream.md, "The rigs' entry point").
-		platformPassword := randomToken()
+		// The embedded server is the rigs' entry point: it lets in this process's users (the platform's and the
+		// system account's, with passwords made now) and puts every other name to the auth callout, which this
+		// process answers (openRigEntry): each listed offering's rig with its own credential, in the rigs'
+		// account, allowed only its own subjects (docs/usage-stream.md, "The rigs' entry point").
+		platformPassword, systemPassword := randomToken(), randomToken()
+		issuer, err := rigauth.IssuerPublicKey(cfg.RigKey)
+		if err != nil {
+			return nil, err
+		}
 		natsserver.TuneGCForEmbedded()
 		p.natsServer, err = natsserver.StartEmbedded(natsserver.EmbeddedOptions{
 			Host: cfg.NATSHost, Port: cfg.NATSPort, StoreDir: filepath.Join(cfg.DataDir, "nats"), Log: log,
-			Authenticator: &natsserver.RigAuthenticator{PlatformName: "gpumarket", PlatformPassword: platformPassword,
-				RigKey: cfg.RigKey, RigOf: p.rigOf, Refused: p.rigRefused},
+			Rigs: &natsserver.RigEntry{PlatformUser: "gpumarket", PlatformPassword: platformPassword,
+				SystemUser: "system", SystemPassword: systemPassword, Issuer: issuer},
+			RigsTLS: cfg.RigTLS,
 		})
 		if err != nil {
 			return nil, err
@@ -166,6 +177,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 		}
 		p.natsLocalURL = local
 		natsURL = withUserInfo(local, "gpumarket", platformPassword)
+		systemURL = withUserInfo(local, "system", systemPassword)
 		log.Info("embedded NATS with JetStream", "url", p.natsServer.ClientURL(), "rigs_url", p.natsURL,
 			"store", filepath.Join(cfg.DataDir, "nats"))
 	} else {
@@ -179,6 +191,9 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 	}
 	p.natsPlatformURL = natsURL
 	if p.nc, p.js, err = events.Connect(ctx, natsURL, "gpumarket", log); err != nil {
+		return nil, err
+	}
+	if err = p.openRigEntry(ctx, natsURL, systemURL); err != nil {
 		return nil, err
 	}
 	p.registry = prometheus.NewRegistry()
@@ -406,12 +421,11 @@ func (p *Platform) reconcile(ctx context.Context) {
 
 // RigCredentials gives a provider what its agent needs: where the rigs' entry point is (never with the
 // platform's own user and password), the rig's user and the password of its credential's current issue, and the
-// key that verifies the offering's route tickets (never the platform's). On an external NATS server the rig's
-// password is the one derived from GPUMARKET_RIG_KEY when that is set (the server is then configured with it),
-// else the operator's to give, and empty here.
+// key that verifies the offering's route tickets (never the platform's). The password is the one the platform's
+// answer to the auth callout checks; without GPUMARKET_RIG_KEY on an external NATS there is none to show.
 func (p *Platform) RigCredentials(ctx context.Context, offeringID string) (web.RigCredential, error) {
 	cred := web.RigCredential{NATSURL: p.natsURL, NATSUser: events.RigUsername(offeringID),
-		OfferingKey: hex.EncodeToString(ticket.OfferingKey(p.cfg.TicketKey, offeringID)), Reissuable: p.natsServer != nil}
+		OfferingKey: hex.EncodeToString(ticket.OfferingKey(p.cfg.TicketKey, offeringID)), Reissuable: p.rigRevoker != nil}
 	if p.natsServer != nil || len(p.cfg.RigKey) >= 32 {
 		_, issue, err := p.catalog.RigCredentialIssue(ctx, offeringID)
 		if err != nil {
@@ -423,10 +437,9 @@ func (p *Platform) RigCredentials(ctx context.Context, offeringID string) (web.R
 }
 
 // ReissueRigCredential moves the provider's rig on to its credential's next issue and closes the connections the
-// earlier one opened: from now on the embedded server lets the rig in with the new password only. An external
-// NATS server keeps its own users, which the platform cannot change.
+// earlier one opened, on every NATS node: from now on the auth callout lets the rig in with the new password only.
 func (p *Platform) ReissueRigCredential(ctx context.Context, providerAccountID, offeringID string) error {
-	if p.natsServer == nil {
+	if p.rigRevoker == nil {
 		return services.Errorf(services.CodeUnavailable,
 			"This platform's NATS is run by its operator: ask them for a new password for your rig.")
 	}
@@ -434,7 +447,7 @@ func (p *Platform) ReissueRigCredential(ctx context.Context, providerAccountID, 
 	if err != nil {
 		return err
 	}
-	closed, err := natsserver.DisconnectUser(p.natsServer, events.RigUsername(offeringID))
+	closed, err := p.rigRevoker.Disconnect(ctx, events.RigUsername(offeringID))
 	if err != nil {
 		return err
 	}
@@ -442,7 +455,7 @@ func (p *Platform) ReissueRigCredential(ctx context.Context, providerAccountID, 
 	return nil
 }
 
-// rigOf tells the embedded NATS server whose offering a rig serves and which issue of its credential is valid.
+// rigOf tells the auth callout whose offering a rig serves and which issue of its credential is valid.
 func (p *Platform) rigOf(ctx context.Context, offeringID string) (string, int, bool) {
 	provider, issue, err := p.catalog.RigCredentialIssue(ctx, offeringID)
 	if err != nil && services.ErrorCode(err) != services.CodeNotFound {

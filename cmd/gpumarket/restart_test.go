@@ -24,6 +24,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 
 	"github.com/gpumarket/gpumarket/cmd/gpuagent/agent"
 	"github.com/gpumarket/gpumarket/db"
@@ -36,6 +37,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/events/natsserver"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/rigaddr"
+	"github.com/gpumarket/gpumarket/services/rigauth"
 	"github.com/gpumarket/gpumarket/services/simulation"
 	"github.com/gpumarket/gpumarket/services/ticket"
 )
@@ -119,9 +121,8 @@ type restartOptions struct {
 	// what keeps a rig in the standard tier once its figures are flushed (a P99 under 49.5 ms would promote it to
 	// realtime, where requests for the standard tier no longer reach it).
 	rigDelay time.Duration
-	// natsCluster runs NATS as a cluster of three nodes instead of one server, with no users: the rigs' account
-	// and credentials are the embedded server's (natsserver.RigAuthenticator), and an external cluster's are its
-	// own configuration's.
+	// natsCluster runs NATS as a cluster of three nodes instead of one server, with no users (the rigs' entry
+	// point on a cluster is tested from its configuration file in package rigauth).
 	natsCluster bool
 }
 
@@ -148,25 +149,41 @@ func setupRestartWith(t *testing.T, opts restartOptions) *restart {
 		}
 	})
 
-	// NATS outlives the platform, with the rigs' users as the embedded server has them.
+	// NATS outlives the platform, letting rigs in as the embedded server does, through the auth callout, answered
+	// here while the platform is down (and by the platform too while it runs: one of them answers each rig).
 	h.natsPass = randomToken()
-	auth := &natsserver.RigAuthenticator{PlatformName: "gpumarket", PlatformPassword: h.natsPass,
-		RigKey: []byte(restartRigKey), RigOf: func(ctx context.Context, offeringID string) (string, int, bool) {
-			var provider string
-			var issue int
-			err := h.pool.QueryRow(ctx, `SELECT provider_account_id::text, rig_credential_issue FROM offerings WHERE id::text = $1`,
-				offeringID).Scan(&provider, &issue)
-			return provider, issue, err == nil
-		}}
 	if opts.natsCluster {
-		h.nats = startNATSCluster(t) // with no users, as the Compose cluster (docs/deploy.md, "Rigs on the cluster")
+		h.nats = startNATSCluster(t) // with no users (the Compose cluster's are in TestClusterFromTheDeployConfig...)
 	} else {
-		ns, err := natsserver.StartEmbedded(natsserver.EmbeddedOptions{StoreDir: t.TempDir(), Log: discardLog(), Authenticator: auth})
+		issuer, err := rigauth.Issuer([]byte(restartRigKey))
+		if err != nil {
+			t.Fatal(err)
+		}
+		public, _ := issuer.PublicKey()
+		ns, err := natsserver.StartEmbedded(natsserver.EmbeddedOptions{StoreDir: t.TempDir(), Log: discardLog(),
+			Rigs: &natsserver.RigEntry{PlatformUser: "gpumarket", PlatformPassword: h.natsPass,
+				SystemUser: "system", SystemPassword: randomToken(), Issuer: public}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
 		h.nats = []*server.Server{ns}
+		nc, err := nats.Connect(withUserInfo(ns.ClientURL(), "gpumarket", h.natsPass), nats.Name("test-rigauth"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		responder := &rigauth.Responder{Issuer: issuer, RigKey: []byte(restartRigKey), Log: discardLog(),
+			RigOf: func(ctx context.Context, offeringID string) (string, int, bool) {
+				var provider string
+				var issue int
+				err := h.pool.QueryRow(ctx, `SELECT provider_account_id::text, rig_credential_issue FROM offerings WHERE id::text = $1`,
+					offeringID).Scan(&provider, &issue)
+				return provider, issue, err == nil
+			}}
+		if _, err := responder.Serve(nc); err != nil {
+			t.Fatal(err)
+		}
 	}
 	h.natsURL = h.platformNATSURL(0)
 	h.stripeURL = stripemocktest.Start(t)

@@ -31,6 +31,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/events/natsserver"
 	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/rigauth"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/simulation"
 )
@@ -210,8 +211,9 @@ func TestConnectPageShowsOnlyTheRigsOwnCredential(t *testing.T) {
 	}
 }
 
-// TestARigsReissuedCredentialShutsOutTheEarlierOne: re-issuing from the Connect page closes the rig's connection,
-// refuses its earlier password and lets the new one in, which the page then shows.
+// TestARigsReissuedCredentialShutsOutTheEarlierOne: re-issuing from the Connect page closes the rig's connection
+// within a second, refuses its earlier password and lets the new one in, which the page then shows; delisting the
+// offering closes that one within a second too, and refuses the rig altogether.
 func TestARigsReissuedCredentialShutsOutTheEarlierOne(t *testing.T) {
 	t.Parallel()
 	p := runPlatform(t, testConfig(t, Roles{Web: true, Meter: true}))
@@ -243,12 +245,13 @@ func TestARigsReissuedCredentialShutsOutTheEarlierOne(t *testing.T) {
 	if code := reissue(t, p, "northwind@example.com", rig.ID); code != http.StatusNotFound {
 		t.Errorf("another provider re-issuing the rig's credential: %d, want 404", code)
 	}
+	start := time.Now()
 	if code := reissue(t, p, "provider@example.com", rig.ID); code != http.StatusSeeOther {
 		t.Fatalf("re-issuing: %d, want 303", code)
 	}
-	for deadline := time.Now().Add(5 * time.Second); !live.IsClosed(); time.Sleep(20 * time.Millisecond) {
+	for deadline := start.Add(time.Second); !live.IsClosed(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatal("the rig's connection with its earlier password is still open")
+			t.Fatal("the rig's connection with its earlier password is still open a second after re-issuing")
 		}
 	}
 	if nc, err := connect(before); err == nil {
@@ -260,10 +263,24 @@ func TestARigsReissuedCredentialShutsOutTheEarlierOne(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the new password: %v", err)
 	}
-	nc.Close()
+	defer nc.Close()
 	command := connectPage(t, p, "provider@example.com", rig.ID).Find(`[data-testid="agent-command"]`).Text()
 	if !strings.Contains(command, "GPUAGENT_NATS_PASSWORD="+after+" ") || strings.Contains(command, before) {
 		t.Errorf("after re-issuing, the page shows:\n%s", command)
+	}
+
+	start = time.Now()
+	if err := p.catalog.SetStatus(ctx, provider.AccountID, rig.ID, catalog.StatusDelisted); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := start.Add(time.Second); !nc.IsClosed(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the delisted rig's connection is still open a second after delisting")
+		}
+	}
+	if nc, err := connect(after); err == nil {
+		nc.Close()
+		t.Error("the delisted rig's password still lets it in")
 	}
 }
 
@@ -339,14 +356,31 @@ func assertNoPlatformSecret(t *testing.T, p *Platform, page string) {
 	if !ok || len(platformPassword) < 32 {
 		t.Fatalf("the platform's own NATS connection has no password to look for (%q)", u.Redacted())
 	}
-	for name, secret := range map[string]string{
+	secrets := map[string]string{
 		"the platform's NATS password": platformPassword,
 		"the rig key":                  string(p.cfg.RigKey),
 		"the ticket key":               string(p.cfg.TicketKey),
 		"the session key":              string(p.cfg.SessionKey),
 		"the rig key, hexadecimal":     fmt.Sprintf("%x", p.cfg.RigKey),
 		"the ticket key, hexadecimal":  fmt.Sprintf("%x", p.cfg.TicketKey),
-	} {
+	}
+	if p.rigRevoker != nil {
+		s, err := url.Parse(p.rigRevoker.NC.ConnectedUrl())
+		if err != nil {
+			t.Fatal(err)
+		}
+		secrets["the system account's NATS password"], _ = s.User.Password()
+	}
+	issuer, err := rigauth.Issuer(p.cfg.RigKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed, _ := issuer.Seed()
+	secrets["the auth callout's signing key"] = string(seed)
+	for name, secret := range secrets {
+		if secret == "" {
+			t.Fatalf("no %s to look for", name)
+		}
 		if strings.Contains(page, secret) {
 			t.Errorf("the Connect page shows %s", name)
 		}
@@ -356,15 +390,17 @@ func assertNoPlatformSecret(t *testing.T, p *Platform, page string) {
 	}
 }
 
-// rigConnected says whether the rig's user has exactly one connection, the agent's own: not the one its preflight
-// opens and closes at start, before the agent serves (named ".../preflight").
+// rigConnected says whether the rig's user has exactly one connection, the agent's own, let in: in the rigs'
+// account (one the auth callout has not answered yet is in none), and not the one its preflight opens and closes
+// at start, before the agent serves (named ".../preflight").
 func rigConnected(t *testing.T, s *server.Server, offeringID string) bool {
 	t.Helper()
-	conns, err := s.Connz(&server.ConnzOptions{User: events.RigUsername(offeringID)})
+	conns, err := s.Connz(&server.ConnzOptions{User: events.RigUsername(offeringID), Username: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return len(conns.Conns) == 1 && !strings.HasSuffix(conns.Conns[0].Name, "/preflight")
+	return len(conns.Conns) == 1 && conns.Conns[0].Account == natsserver.RigsAccount &&
+		!strings.HasSuffix(conns.Conns[0].Name, "/preflight")
 }
 
 // checkRigConnection checks that the rig's agent is connected as the rig's own user, in the rigs' account, at the

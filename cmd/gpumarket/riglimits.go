@@ -7,14 +7,14 @@ import (
 	usageevent "github.com/gpumarket/gpumarket/services/usage"
 
 	"github.com/gpumarket/gpumarket/services/events"
-	"github.com/gpumarket/gpumarket/services/events/natsserver"
 	"github.com/gpumarket/gpumarket/services/riglimits"
 	"github.com/gpumarket/gpumarket/web"
 )
 
 // watchRigLimits starts watching the rigs' use of the usage stream on a NATS connection of its
-// own (it receives a copy of every usage event). On the embedded server a rig over its rate is
-// shut out; on an external one it is reported. The process that meters also keeps the stream's
+// own (it receives a copy of every usage event). Where this process closes rigs' connections
+// (openRigEntry), a rig over its rate is shut out, on the embedded server and a cluster alike;
+// elsewhere it is reported. The process that meters also keeps the stream's
 // per-rig limit applied once a backlog that held it back is metered. See docs/usage-stream.md.
 func (p *Platform) watchRigLimits(ctx context.Context, natsURL string) error {
 	nc, _, err := events.Connect(ctx, natsURL, "gpumarket-riglimits", p.log)
@@ -24,12 +24,8 @@ func (p *Platform) watchRigLimits(ctx context.Context, natsURL string) error {
 	p.rigLimitsNC = nc
 	cfg := riglimits.Config{NATS: nc, JS: p.js, MaxRate: p.cfg.StreamMaxRatePerRig, Cooldown: p.cfg.StreamRateCooldown,
 		Registerer: p.registry, Log: p.log.With("role", "riglimits")}
-	if srv := p.natsServer; srv != nil {
-		cfg.Disconnect = func(offeringID string) {
-			if _, err := natsserver.DisconnectUser(srv, events.RigUsername(offeringID)); err != nil {
-				p.log.Warn("a rig shut out could not be disconnected", "offering", offeringID, "err", err)
-			}
-		}
+	if p.rigRevoker != nil {
+		cfg.Disconnect = p.disconnectRig
 	}
 	if p.cfg.Roles.Meter {
 		cfg.PendingLimit = cmp.Or(p.cfg.StreamMaxPendingPerRig, usageevent.DefaultMaxPendingPerRig)
@@ -38,7 +34,7 @@ func (p *Platform) watchRigLimits(ctx context.Context, natsURL string) error {
 	return nil
 }
 
-// rigRefused tells the embedded server's authenticator whether a rig is shut out for now.
+// rigRefused tells the auth callout's responder whether a rig is shut out for now.
 func (p *Platform) rigRefused(offeringID string) bool {
 	w := p.rigLimits.Load()
 	return w != nil && w.Refused(offeringID)

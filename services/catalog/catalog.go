@@ -144,6 +144,9 @@ type Config struct {
 	// Audit records each price change in the finance audit log, in the transaction that makes
 	// it; nil records nothing.
 	Audit AuditLog
+	// Delisted, when set, is told each offering delisted, once the change is made: the platform closes its rig's
+	// NATS connections (docs/usage-stream.md, "The rigs' entry point").
+	Delisted func(offeringID string)
 }
 
 // AuditLog records a finance action inside the transaction that takes it (audit.Log).
@@ -157,6 +160,8 @@ type Service struct {
 	now   func() time.Time
 	rigs  rigaddr.Policy
 	audit AuditLog
+	// delisted is Config.Delisted.
+	delisted func(offeringID string)
 }
 
 // NewService returns the catalog service.
@@ -164,5 +169,5 @@ func NewService(pool *pgxpool.Pool, cfg Config) *Service {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Service{pool: pool, now: cfg.Now, rigs: cfg.Rigs, audit: cfg.Audit}
+	return &Service{pool: pool, now: cfg.Now, rigs: cfg.Rigs, audit: cfg.Audit, delisted: cfg.Delisted}
 }

@@ -467,6 +467,9 @@ func (s *Service) SetStatus(ctx context.Context, providerAccountID, id string, s
 	if isInvalidText(err) || (err == nil && tag.RowsAffected() == 0) {
 		return errNotFound
 	}
+	if err == nil && status == StatusDelisted && s.delisted != nil {
+		s.delisted(id)
+	}
 	return err
 }
 

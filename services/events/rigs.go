@@ -10,9 +10,9 @@ import (
 
 // Rig credentials. Every rig (one provider's agent serving one offering) authenticates with its own user, and the
 // server lets that user publish only the rig's own subjects, so a subject names its sender truthfully: a rig
-// cannot report usage, or a heartbeat, for another offering or another provider. On the embedded server,
-// natsserver.RigUser and natsserver.RigAuthenticator (package services/events/natsserver) grant exactly these
-// permissions.
+// cannot report usage, or a heartbeat, for another offering or another provider. On every NATS server the platform
+// uses, embedded or a cluster, rigs are let in by nats-server's auth callout, which the platform answers
+// (package services/rigauth) with a user in RigsAccount allowed exactly RigPermissions.
 //
 // What a rig may do, and why each permission is there:
 //   - publish usage.<provider_id>.<offering_id> (metering.Subject): its usage events, captured by the USAGE stream.
@@ -22,28 +22,16 @@ import (
 //     there. It needs nothing under $JS.API: publishing to a stream's subject is an ordinary publish.
 //   - subscribe HeartbeatRequestSubject: a gateway that has just started asks there for a heartbeat now, and the
 //     rig answers with one on its heartbeat subject. The requests carry nothing, and every rig receives the same.
+//   - subscribe its calls and publish its replies (RigCallSubject, RigReplySubject, below).
 //
 // The inbox is the rig's own rather than the usual _INBOX.>: whoever may subscribe _INBOX.> receives every reply
 // sent to any client in the account, among them the batches of usage events the meter fetches (a pull consumer
 // delivers to the fetcher's inbox) with other providers' tickets and traffic. The agent sets its inbox prefix with
 // nats.CustomInboxPrefix(RigInboxPrefix(...)); nats.go's JetStream client takes its reply subjects from it.
 //
-// On the embedded server the rigs' users are in an account of their own, natsserver.RigsAccount, which shares only
-// the usage and heartbeat subjects with the platform's (docs/usage-stream.md, "The rigs' entry point"). On an
-// external NATS server the same rules are two accounts in its configuration, and a users entry per rig:
-//
-//	accounts: {
-//	  PLATFORM: { jetstream: enabled, users: [{ user: gpumarket, password: "<the platform's own>" }],
-//	    exports: [{ service: "usage.*.*", accounts: [RIGS] }, { stream: "heartbeat_request", accounts: [RIGS] }],
-//	    imports: [{ stream: { account: RIGS, subject: "heartbeat.*.*" } }] }
-//	  RIGS: {
-//	    exports: [{ stream: "heartbeat.*.*", accounts: [PLATFORM] }],
-//	    imports: [{ service: { account: PLATFORM, subject: "usage.*.*" } },
-//	              { stream: { account: PLATFORM, subject: "heartbeat_request" } }],
-//	    users: [{ user: "rig-<offering_id>", password: "<RigPasswordIssue>",
-//	      permissions: { publish: ["usage.<provider_id>.<offering_id>", "heartbeat.<provider_id>.<offering_id>"],
-//	                     subscribe: ["_INBOX_RIG.<provider_id>.<offering_id>.>", "heartbeat_request"] } }] }
-//	}
+// The rigs' users are in an account of their own, RigsAccount, which shares only the usage, heartbeat, call and
+// reply subjects with the platform's (docs/usage-stream.md, "The rigs' entry point"; deploy/nats/nats.conf writes
+// the same accounts for a cluster).
 const (
 	// HeartbeatPrefix is the first token of a rig's heartbeat subject.
 	HeartbeatPrefix = "heartbeat"
@@ -54,6 +42,8 @@ const (
 	HeartbeatRequestSubject = "heartbeat_request"
 	// rigInboxRoot is the first token of every rig's reply inbox, apart from nats.go's default _INBOX.
 	rigInboxRoot = "_INBOX_RIG"
+	// RigsAccount is the NATS account every rig's user is in, apart from the platform's own.
+	RigsAccount = "RIGS"
 	// rigPasswordLabel separates rig passwords from anything else the platform derives from the same key.
 	rigPasswordLabel = "gpumarket rig NATS password v1\x00"
 )

@@ -21,6 +21,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/events/natsserver"
+	"github.com/gpumarket/gpumarket/services/rigauth"
 	"github.com/gpumarket/gpumarket/services/riglimits"
 	"github.com/gpumarket/gpumarket/services/usage"
 )
@@ -46,20 +47,21 @@ type platform struct {
 	logs    *syncBuffer
 }
 
-// startPlatform starts an embedded server that lets rigs in as the platform does (natsserver.RigAuthenticator,
-// refusing the rigs the watcher shuts out), the usage stream and a watcher with its own connection.
+// startPlatform starts an embedded server that lets rigs in as the platform does (the auth callout answered by
+// rigauth.Responder, refusing the rigs the watcher shuts out), the usage stream and a watcher with its own
+// connection, which shuts rigs out through the system account (rigauth.Revoker).
 func startPlatform(t *testing.T, stream usage.StreamOptions, cfg riglimits.Config) *platform {
 	t.Helper()
 	p := &platform{logs: &syncBuffer{}, reg: prometheus.NewRegistry()}
 	log := slog.New(slog.NewTextHandler(p.logs, nil))
 	var watcher atomic.Pointer[riglimits.Watcher]
 	providers := map[string]string{flooder.offering: flooder.provider, calm.offering: calm.provider}
-	srv := natstest.Start(t, natsserver.EmbeddedOptions{
-		Authenticator: &natsserver.RigAuthenticator{PlatformName: "platform", PlatformPassword: "platform-secret", RigKey: rigKey,
-			RigOf:   func(_ context.Context, id string) (string, int, bool) { p, ok := providers[id]; return p, 1, ok },
-			Refused: func(id string) bool { w := watcher.Load(); return w != nil && w.Refused(id) }}})
+	entry := natstest.StartRigEntry(t, natsserver.EmbeddedOptions{}, &rigauth.Responder{RigKey: rigKey,
+		RigOf:   func(_ context.Context, id string) (string, int, bool) { p, ok := providers[id]; return p, 1, ok },
+		Refused: func(id string) bool { w := watcher.Load(); return w != nil && w.Refused(id) }})
+	srv := entry.Server
 	p.srv = srv
-	platformURL := "nats://platform:platform-secret@" + strings.TrimPrefix(srv.ClientURL(), "nats://")
+	platformURL := entry.PlatformURL
 	nc, js, err := events.Connect(t.Context(), platformURL, "platform", log)
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +77,9 @@ func startPlatform(t *testing.T, stream usage.StreamOptions, cfg riglimits.Confi
 	}
 	t.Cleanup(wnc.Close)
 	cfg.NATS, cfg.JS, cfg.Registerer, cfg.Log = wnc, js, p.reg, log
-	cfg.Disconnect = func(offeringID string) { _, _ = natsserver.DisconnectUser(srv, events.RigUsername(offeringID)) }
+	cfg.Disconnect = func(offeringID string) {
+		_, _ = entry.Revoker.Disconnect(context.Background(), events.RigUsername(offeringID))
+	}
 	p.watcher = riglimits.New(cfg)
 	watcher.Store(p.watcher)
 	ctx, cancel := context.WithCancel(context.Background())

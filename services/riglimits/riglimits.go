@@ -9,11 +9,11 @@
 //   - how fast a rig publishes: NATS has no per-subject or per-client publish rate limit, so a Watcher counts
 //     every event arriving on the usage subjects (a subscription of its own: it sees what the rig published,
 //     whether the stream took it or not) over RateWindow. A rig over MaxRate is shut out for Cooldown: its
-//     connections are closed (Config.Disconnect) and the embedded server refuses its credential (Refused, asked
-//     by natsserver.RigAuthenticator) until the cooldown ends. The rig's code cannot bypass this: the count is
-//     the platform's, of what the server delivered, and the refusal is the server's. On an external NATS server
-//     the platform cannot close a rig's connections; the Watcher still measures and reports, and the operator
-//     acts (docs/usage-stream.md).
+//     connections are closed on every node (Config.Disconnect) and the platform's answer to the auth callout
+//     refuses its credential (Refused, asked by rigauth.Responder) until the cooldown ends, on the embedded
+//     server and a cluster alike. The rig's code cannot bypass this: the count is the platform's, of what the
+//     server delivered, and the refusal is the server's. Where the platform has no system-account user to close
+//     connections with, the Watcher still measures and reports, and the operator acts (docs/usage-stream.md).
 //
 // A Watcher logs a warning naming the provider and the offering when a rig reaches either limit, exports the
 // counts as Prometheus gauges, and gives admins its Report.
@@ -65,9 +65,8 @@ type Config struct {
 	MaxRate float64
 	// Cooldown is how long a rig over its rate is shut out: DefaultCooldown when 0.
 	Cooldown time.Duration
-	// Disconnect closes every connection of the rig serving an offering: on the embedded server,
-	// natsserver.DisconnectUser. Nil where the platform cannot (an external server): rigs over their rate are
-	// then reported, not shut out.
+	// Disconnect closes every connection of the rig serving an offering, on every node (rigauth.Revoker). Nil
+	// where the platform cannot: rigs over their rate are then reported, not shut out.
 	Disconnect func(offeringID string)
 	// PendingLimit, when above 0, is the per-rig limit this process asked of the stream
 	// (usage.StreamOptions.MaxPendingPerRig). While the stream has another, because a rig's backlog was above
@@ -173,8 +172,8 @@ func (w *Watcher) Run(ctx context.Context) error {
 	}
 }
 
-// Refused says whether the rig serving an offering is shut out now: natsserver.RigAuthenticator refuses its
-// credential while it is.
+// Refused says whether the rig serving an offering is shut out now: the platform's answer to the auth callout
+// (rigauth.Responder) refuses its credential while it is.
 func (w *Watcher) Refused(offeringID string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()

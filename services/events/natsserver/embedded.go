@@ -1,5 +1,6 @@
 // Package natsserver is the NATS server the platform embeds: the nats-server with JetStream that `make run` and
-// tests use in place of a cluster (same protocol, JetStream on disk), and the rigs' users and permissions on it. It
+// tests use in place of a cluster (same protocol, JetStream on disk), and the rigs' entry point on it: the rigs'
+// account, the platform's and the system account's users and the auth callout (RigEntry), and optionally wss://. It
 // is kept apart from package events so that a client, the provider's agent among them, connects to NATS without
 // linking the server.
 //
@@ -37,15 +38,29 @@ type EmbeddedOptions struct {
 	// StoreDir is the directory JetStream keeps its streams in. Required: a stream must survive a restart.
 	StoreDir string
 	// Users, when set, are the only clients let in, with the permissions given to each, all in the platform's
-	// account; nil lets any client in. Tests put rigs' users (RigUser) and the platform's own (PlatformUser) here;
-	// the platform uses Authenticator, which puts rigs in RigsAccount.
+	// account; nil (and no Rigs) lets any client in. Tests put rigs' users (RigUser) and the platform's own
+	// (PlatformUser) here.
 	Users []*server.User
-	// Authenticator, when set, decides who may connect and with what permissions, at connect time: rigs listed
-	// after the server started get in without a reload (see RigAuthenticator). The server always has the rigs'
-	// account (RigsAccount); a RigAuthenticator is given it.
+	// Rigs, when set, lets rigs in as the platform does everywhere: the platform's own users, and the auth callout
+	// for every other name, answered by the platform (package rigauth) with a user in the rigs' account.
+	Rigs *RigEntry
+	// RigsTLS, when set, is an entry point for rigs with TLS beside the client port: NATS over WebSocket (wss://),
+	// as the cluster's (deploy/nats/nats.conf).
+	RigsTLS *TLSEntry
+	// Authenticator, when set, decides who may connect and with what permissions, in place of Users and Rigs'
+	// users (a test's own rule).
 	Authenticator server.Authentication
 	// Log receives the server's log; nil means slog.Default().
 	Log *slog.Logger
+}
+
+// TLSEntry is where the embedded server takes rigs over wss://, and its certificate.
+type TLSEntry struct {
+	// Host and Port are where it listens; "" is every address.
+	Host string
+	Port int
+	// CertFile and KeyFile are the certificate chain and its key, PEM.
+	CertFile, KeyFile string
 }
 
 // StartEmbedded starts a NATS server with JetStream inside this process and waits until it accepts clients.
@@ -75,7 +90,7 @@ func StartEmbedded(opts EmbeddedOptions) (s *server.Server, err error) {
 		port, fallback = server.RANDOM_PORT, true
 	}
 
-	s, err = server.NewServer(&server.Options{
+	so := &server.Options{
 		ServerName: "gpumarket-embedded",
 		Host:       opts.Host,
 		Port:       port,
@@ -85,7 +100,18 @@ func StartEmbedded(opts EmbeddedOptions) (s *server.Server, err error) {
 
 		CustomClientAuthentication: opts.Authenticator,
 		NoSigs:                     true, // signals belong to the process that embeds the server
-	})
+	}
+	if opts.Rigs != nil {
+		opts.Rigs.configure(so)
+	}
+	if e := opts.RigsTLS; e != nil {
+		tc, err := server.GenTLSConfig(&server.TLSConfigOpts{CertFile: e.CertFile, KeyFile: e.KeyFile})
+		if err != nil {
+			return nil, fmt.Errorf("the rigs' TLS entry point: %w", err)
+		}
+		so.Websocket = server.WebsocketOpts{Host: e.Host, Port: e.Port, TLSConfig: tc}
+	}
+	s, err = server.NewServer(so)
 	if err != nil {
 		return nil, err
 	}
@@ -105,13 +131,9 @@ func StartEmbedded(opts EmbeddedOptions) (s *server.Server, err error) {
 		}
 	}
 
-	rigs, err := openRigsAccount(s)
-	if err != nil {
+	if _, err := openRigsAccount(s); err != nil {
 		s.Shutdown()
 		return nil, err
-	}
-	if ra, ok := opts.Authenticator.(*RigAuthenticator); ok {
-		ra.rigs.Store(rigs)
 	}
 
 	addr := s.Addr().(*net.TCPAddr)

@@ -1,12 +1,7 @@
 package natsserver
 
 import (
-	"context"
-	"crypto/subtle"
 	"fmt"
-	"strings"
-	"sync/atomic"
-	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 
@@ -14,21 +9,52 @@ import (
 	"github.com/gpumarket/gpumarket/services/usage"
 )
 
-// RigsAccount is the NATS account rigs' users live in on the embedded server, apart from the platform's own
-// (the server's global account, where the USAGE stream, the meter, the gateways and every platform process are).
-// A rig sees nothing of the platform's account but what the two accounts share, each way
+// RigsAccount (events.RigsAccount) is the NATS account rigs' users live in on the embedded server, apart from the
+// platform's own (the server's global account, where the USAGE stream, the meter, the gateways and every platform
+// process are). A rig sees nothing of the platform's account but what the two accounts share, each way
 // (docs/usage-stream.md, "The rigs' entry point"):
 //   - usage.*.*, a service the platform exports to RIGS: a rig's event, and the stream's acknowledgement back to
 //     the rig's own inbox.
 //   - heartbeat.*.*, a stream RIGS exports to the platform: the rigs' heartbeats.
 //   - heartbeat_request, a stream the platform exports to RIGS: a gateway asking every rig for a heartbeat now.
-//   - rigcall.*.*.>, a stream the platform exports to RIGS: a gateway's calls to a rig (events.RigCallSubject).
+//   - rigcall.*.* and rigcall.*.*.>, streams the platform exports to RIGS: a gateway's calls to a rig
+//     (events.RigCallSubject) and its acknowledgements below them.
 //   - rigreply.*.*.>, a stream RIGS exports to the platform: the rigs' answers (events.RigReplySubject).
 //
-// Within RIGS each rig's user may still publish only its own subjects (RigUser), so a rig cannot speak for another,
-// and no subject of the platform's account (the JetStream API, the meter's fetches, the gateways' feeds) exists for
-// it at all.
-const RigsAccount = "RIGS"
+// Within RIGS each rig's user may still publish only its own subjects (events.RigPermissions), so a rig cannot
+// speak for another, and no subject of the platform's account (the JetStream API, the meter's fetches, the
+// gateways' feeds) exists for it at all. deploy/nats/nats.conf gives a cluster the same two accounts.
+const RigsAccount = events.RigsAccount
+
+// SystemAccount is the embedded server's system account when it lets rigs in (RigEntry): the account whose user
+// may list and close any connection on the server (rigauth.Revoker).
+const SystemAccount = "SYS"
+
+// RigEntry lets rigs into the embedded server by nats-server's auth callout, as deploy/nats/nats.conf does on a
+// cluster: the platform's own users are let in by their passwords, every other name is put to the callout, which
+// the platform answers (rigauth.Responder, on a connection of the platform's user) with a rig's user in RigsAccount
+// or a refusal. The server holds no rig's password, and nothing of the platform's but the callout's public key.
+type RigEntry struct {
+	// PlatformUser and PlatformPassword are the platform's own user, in the platform's account (the global
+	// account, where the USAGE stream is), which answers the callout.
+	PlatformUser, PlatformPassword string
+	// SystemUser and SystemPassword are a user of SystemAccount, which closes rigs' connections (rigauth.Revoker).
+	SystemUser, SystemPassword string
+	// Issuer is the public account key that signs the callout's answers (rigauth.IssuerPublicKey): an answer
+	// signed by any other key is refused.
+	Issuer string
+}
+
+// configure sets the server's options for the entry: the users, the system account and the callout.
+func (e *RigEntry) configure(o *server.Options) {
+	sys := server.NewAccount(SystemAccount)
+	o.Accounts = append(o.Accounts, sys)
+	o.SystemAccount = SystemAccount
+	o.Users = append(o.Users, PlatformUser(e.PlatformUser, e.PlatformPassword),
+		&server.User{Username: e.SystemUser, Password: e.SystemPassword, Account: sys})
+	o.AuthCallout = &server.AuthCallout{Issuer: e.Issuer, Account: server.DEFAULT_GLOBAL_ACCOUNT,
+		AuthUsers: []string{e.PlatformUser, e.SystemUser}}
+}
 
 // openRigsAccount registers RigsAccount on a started server with what it shares with the platform's account. It
 // runs after the server started so that JetStream stays enabled for the global account, as a server with no other
@@ -41,7 +67,8 @@ func openRigsAccount(s *server.Server) (*server.Account, error) {
 	platform := s.GlobalAccount()
 	usageSubjects := usage.Subject("*", "*")
 	heartbeats := events.HeartbeatSubject("*", "*")
-	rigCalls := events.RigCallSubject("*", "*") + ".>"
+	rigCalls := events.RigCallSubject("*", "*")
+	rigCallAcks := rigCalls + ".>"
 	rigReplies := events.RigReplySubject("*", "*") + ".>"
 	for _, step := range []struct {
 		what string
@@ -59,6 +86,8 @@ func openRigsAccount(s *server.Server) (*server.Account, error) {
 		}},
 		{"export calls", func() error { return platform.AddStreamExport(rigCalls, []*server.Account{rigs}) }},
 		{"import calls", func() error { return rigs.AddStreamImport(platform, rigCalls, "") }},
+		{"export call acknowledgements", func() error { return platform.AddStreamExport(rigCallAcks, []*server.Account{rigs}) }},
+		{"import call acknowledgements", func() error { return rigs.AddStreamImport(platform, rigCallAcks, "") }},
 		{"export replies", func() error { return rigs.AddStreamExport(rigReplies, []*server.Account{platform}) }},
 		{"import replies", func() error { return platform.AddStreamImport(rigs, rigReplies, "") }},
 	} {
@@ -69,8 +98,9 @@ func openRigsAccount(s *server.Server) (*server.Account, error) {
 	return rigs, nil
 }
 
-// RigUser is the embedded server's user for the rig serving an offering (events.RigUsername), allowed only what
-// package events lists for rig credentials (its rigs.go). Pass it in EmbeddedOptions.Users.
+// RigUser is a static user for the rig serving an offering (events.RigUsername), allowed only what package events
+// lists for rig credentials (events.RigPermissions), for tests that need no callout: pass it in
+// EmbeddedOptions.Users. The platform lets rigs in through RigEntry.
 func RigUser(providerID, offeringID, password string) *server.User {
 	publish, subscribe := events.RigPermissions(providerID, offeringID)
 	return &server.User{
@@ -90,73 +120,9 @@ func PlatformUser(name, password string) *server.User {
 	return &server.User{Username: name, Password: password}
 }
 
-// RigAuthenticator lets in the platform's own user, in the platform's account, and every listed offering's rig, in
-// RigsAccount, with the permissions PlatformUser and RigUser give, deciding at connect time: a rig listed after the
-// server started needs no reload. It stores no rig password: it recomputes the one a rig presents from the
-// platform's key and the issue of the rig's credential. Give it to StartEmbedded (EmbeddedOptions.Authenticator), which opens the rigs' account for it.
-type RigAuthenticator struct {
-	PlatformName, PlatformPassword string
-	RigKey                         []byte
-	// RigOf returns the provider of a listed (not delisted) offering and the issue of its rig's credential
-	// (events.RigPasswordIssue): a rig presenting an earlier issue's password is refused.
-	RigOf func(ctx context.Context, offeringID string) (providerID string, credentialIssue int, ok bool)
-	// Refused, when set, says whether an offering's rig is shut out for now (riglimits.Watcher.Refused: it
-	// published usage events faster than its limit); its right credential is then refused.
-	Refused func(offeringID string) bool
-
-	rigs atomic.Pointer[server.Account] // RigsAccount, once StartEmbedded opened it
-}
-
-var _ server.Authentication = (*RigAuthenticator)(nil)
-
-// Check implements server.Authentication.
-func (a *RigAuthenticator) Check(c server.ClientAuthentication) bool {
-	o := c.GetOpts()
-	if o == nil {
-		return false
-	}
-	if o.Username == a.PlatformName {
-		if subtle.ConstantTimeCompare([]byte(o.Password), []byte(a.PlatformPassword)) != 1 {
-			return false
-		}
-		c.RegisterUser(PlatformUser(a.PlatformName, a.PlatformPassword))
-		return true
-	}
-	rigs := a.rigs.Load()
-	if rigs == nil { // the server is still starting
-		return false
-	}
-	offeringID, ok := strings.CutPrefix(o.Username, "rig-")
-	if !ok || offeringID == "" || len(offeringID) > 128 || len(o.Password) != rigPasswordLen {
-		return false
-	}
-	// The listing is read before the password is checked, since the password depends on its issue: whoever
-	// reaches the entry point with a name and a password of the right length makes one lookup by primary key.
-	// Every refusal looks the same to the client.
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	providerID, issue, ok := a.RigOf(ctx, offeringID)
-	if !ok {
-		return false
-	}
-	want := events.RigPasswordIssue(a.RigKey, offeringID, issue)
-	if subtle.ConstantTimeCompare([]byte(o.Password), []byte(want)) != 1 {
-		return false
-	}
-	if a.Refused != nil && a.Refused(offeringID) {
-		return false
-	}
-	u := RigUser(providerID, offeringID, want)
-	u.Account = rigs
-	c.RegisterUser(u)
-	return true
-}
-
-// rigPasswordLen is the length of every password events.RigPasswordIssue derives.
-const rigPasswordLen = 43
-
-// DisconnectUser closes every connection of a user on the server, as a rig shut out for a cooldown is
-// (riglimits.Config.Disconnect), and returns how many it closed.
+// DisconnectUser closes every connection of a user on this server, from the process that runs it, and returns how
+// many it closed. The platform closes rigs' connections through the system account instead (rigauth.Revoker), the
+// same way on the embedded server and a cluster.
 func DisconnectUser(s *server.Server, username string) (int, error) {
 	closed := 0
 	for {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -29,58 +27,6 @@ func TestRigUserMayPublishOnlyItsOwnSubjects(t *testing.T) {
 		Users:    []*server.User{rig, other, PlatformUser("platform", "platform-secret")},
 	})
 	checkRigPermissions(t, s, rig)
-}
-
-// The authenticator gives rigs listed at any time the same permissions, and refuses the rest.
-func TestRigAuthenticator(t *testing.T) {
-	t.Parallel()
-	key := []byte("0123456789abcdef0123456789abcdef")
-	providers := map[string]string{"off-1": "prov-1", "off-2": "prov-1", "off-3": "prov-1", "off-4": "prov-1"}
-	issues := map[string]int{"off-4": 3} // re-issued twice
-	var lookedUp atomic.Int32
-	s, _ := startServer(t, EmbeddedOptions{
-		StoreDir: t.TempDir(),
-		Authenticator: &RigAuthenticator{PlatformName: "platform", PlatformPassword: "platform-secret", RigKey: key,
-			RigOf: func(_ context.Context, id string) (string, int, bool) {
-				if id == "off-5" {
-					lookedUp.Add(1)
-				}
-				p, ok := providers[id]
-				return p, max(issues[id], 1), ok
-			},
-			Refused: func(id string) bool { return id == "off-3" }},
-	})
-	checkRigPermissions(t, s, RigUser("prov-1", "off-1", events.RigPassword(key, "off-1")))
-	conns, err := s.Connz(&server.ConnzOptions{User: events.RigUsername("off-1"), Username: true})
-	if err != nil || len(conns.Conns) != 1 || conns.Conns[0].Account != RigsAccount {
-		t.Errorf("the rig's connections %+v (%v), want one in the %s account", conns.Conns, err, RigsAccount)
-	}
-	if nc, err := nats.Connect(s.ClientURL(), nats.UserInfo(events.RigUsername("off-4"), events.RigPasswordIssue(key, "off-4", 3)),
-		nats.NoReconnect()); err != nil {
-		t.Errorf("a rig with its credential's current issue: %v", err)
-	} else {
-		nc.Close()
-	}
-	for name, opts := range map[string][]nats.Option{
-		"a password no rig has the length of": {nats.UserInfo(events.RigUsername("off-5"), "short")},
-		"a re-issued rig's first password":    {nats.UserInfo(events.RigUsername("off-4"), events.RigPassword(key, "off-4"))},
-		"a re-issued rig's second password":   {nats.UserInfo(events.RigUsername("off-4"), events.RigPasswordIssue(key, "off-4", 2))},
-		"no credentials":                      nil,
-		"wrong rig password":                  {nats.UserInfo(events.RigUsername("off-1"), events.RigPassword(key, "off-2"))},
-		"unlisted offering, right key":        {nats.UserInfo(events.RigUsername("off-9"), events.RigPassword(key, "off-9"))},
-		"platform, wrong password":            {nats.UserInfo("platform", "nope")},
-		"another key's rig password":          {nats.UserInfo(events.RigUsername("off-1"), events.RigPassword([]byte("another key, another platform...."), "off-1"))},
-		"a rig shut out, right key":           {nats.UserInfo(events.RigUsername("off-3"), events.RigPassword(key, "off-3"))},
-	} {
-		nc, err := nats.Connect(s.ClientURL(), append(opts, nats.NoReconnect())...)
-		if err == nil {
-			nc.Close()
-			t.Errorf("%s: connected, want an authorization error", name)
-		}
-	}
-	if n := lookedUp.Load(); n != 0 {
-		t.Errorf("a password of the wrong length made %d lookups of the listing, want none", n)
-	}
 }
 
 func checkRigPermissions(t *testing.T, s *server.Server, rig *server.User) {
@@ -374,60 +320,6 @@ func TestDisconnectUserClosesEveryConnectionOfThatUserOnly(t *testing.T) {
 	}
 	if err := other.Flush(); err != nil || !other.IsConnected() {
 		t.Errorf("rig-off-2 lost its connection: %v", err)
-	}
-}
-
-// TestExternalServerConfigurationForRigs: the two accounts package events documents for an external NATS server
-// (its rigs.go), given to a nats-server as its configuration file, let a rig do what it does on the embedded
-// server, and no more.
-func TestExternalServerConfigurationForRigs(t *testing.T) {
-	t.Parallel()
-	src, err := os.ReadFile("../rigs.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var block []string
-	for _, line := range strings.Split(string(src), "\n") {
-		text, ok := strings.CutPrefix(line, "//\t")
-		if !ok {
-			continue
-		}
-		if strings.HasPrefix(text, "accounts: {") || len(block) > 0 {
-			block = append(block, text)
-		}
-		if text == "}" && len(block) > 0 {
-			break
-		}
-	}
-	if len(block) < 3 {
-		t.Fatal("events/rigs.go documents no accounts block")
-	}
-	conf := strings.NewReplacer("user: gpumarket", "user: platform", "<the platform's own>", "platform-secret",
-		"<RigPasswordIssue>", "rig-secret", "<provider_id>", "prov-1", "<offering_id>", "off-1").Replace(strings.Join(block, "\n"))
-	dir := t.TempDir()
-	path := filepath.Join(dir, "nats.conf")
-	conf = fmt.Sprintf("port: -1\nhost: 127.0.0.1\njetstream: { store_dir: %q }\n%s\n", filepath.Join(dir, "js"), conf)
-	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	opts, err := server.ProcessConfigFile(path)
-	if err != nil {
-		t.Fatalf("the documented configuration:\n%s\n%v", conf, err)
-	}
-	opts.NoSigs, opts.NoLog = true, true
-	s, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Start()
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("the server with the documented configuration is not ready")
-	}
-	checkRigPermissions(t, s, RigUser("prov-1", "off-1", "rig-secret"))
-	conns, err := s.Connz(&server.ConnzOptions{User: events.RigUsername("off-1"), Username: true})
-	if err != nil || len(conns.Conns) != 1 || conns.Conns[0].Account != RigsAccount {
-		t.Errorf("the rig's connections %+v (%v), want one in the %s account", conns.Conns, err, RigsAccount)
 	}
 }
 
