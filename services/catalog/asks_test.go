@@ -130,6 +130,11 @@ func TestAPriceCutTakesAnOfferingOutOfTheCatalog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, o := range []Offering{dear, cheap} {
+		if err := s.MarkQualified(ctx, o.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
 	listedIDs := func() []string {
 		l, err := s.List(ctx, ListInput{})
 		if err != nil {

@@ -40,11 +40,12 @@ import (
 // own reports over fewer are not compared with the gateway's.
 const MinMeasuredRequests = 100
 
-// Status is where an offering stands in its listing.
+// Status is where an offering stands in its listing, by its provider's choice. What the platform observed of
+// its rig is apart (RigState).
 type Status string
 
 const (
-	StatusActive   Status = "active"   // listed and routable
+	StatusActive   Status = "active"   // listed, routable once its rig is active (RigState)
 	StatusPaused   Status = "paused"   // listed, takes no traffic
 	StatusDelisted Status = "delisted" // gone from the catalog; kept for history
 )
@@ -72,15 +73,27 @@ type Offering struct {
 	MeasuredTokensPerSec *float64       `json:"measured_tokens_per_second"`
 	// The rig's own figures, from its usage events: shown beside the measured ones, never used
 	// to place or route the offering.
-	ReportedRequests     int64     `json:"reported_requests"`
-	ReportedTTFTP50Ms    *float64  `json:"reported_ttft_p50_ms"`
-	ReportedTTFTP99Ms    *float64  `json:"reported_ttft_p99_ms"`
-	ReportedTokensPerSec *float64  `json:"reported_tokens_per_second"`
-	Tier                 Tier      `json:"tier"`
-	Status               Status    `json:"status"`
-	Source               string    `json:"source,omitempty"`
-	CreatedAt            time.Time `json:"created_at"`
-	UpdatedAt            time.Time `json:"updated_at"`
+	ReportedRequests     int64    `json:"reported_requests"`
+	ReportedTTFTP50Ms    *float64 `json:"reported_ttft_p50_ms"`
+	ReportedTTFTP99Ms    *float64 `json:"reported_ttft_p99_ms"`
+	ReportedTokensPerSec *float64 `json:"reported_tokens_per_second"`
+	Tier                 Tier     `json:"tier"`
+	Status               Status   `json:"status"`
+	// What the platform observed of the rig (rigstate.go): routed and in the public catalog only when
+	// active, as Status is.
+	RigState       RigState   `json:"rig_state"`
+	RigStateSince  time.Time  `json:"rig_state_since"`
+	RigHeartbeatAt *time.Time `json:"-"`
+	// The probes of a pending or offline rig: passed in a row, the last failure's problem, and the last one's
+	// time and figures.
+	RigProbePasses       int        `json:"-"`
+	RigProbeProblem      string     `json:"-"`
+	RigProbeAt           *time.Time `json:"-"`
+	RigProbeTTFTMs       *float64   `json:"-"`
+	RigProbeTokensPerSec *float64   `json:"-"`
+	Source               string     `json:"source,omitempty"`
+	CreatedAt            time.Time  `json:"created_at"`
+	UpdatedAt            time.Time  `json:"updated_at"`
 	// Where the rig runs and the PUE its provider stated, if any (docs/methodology.md).
 	Site      carbon.Site `json:"site"`
 	StatedPUE *float64    `json:"stated_pue,omitempty"`

@@ -23,7 +23,9 @@ const offeringColumns = `o.id, o.provider_account_id, a.name, o.gpu, o.gpu_count
 	o.claimed_ttft_p50_ms, o.claimed_ttft_p99_ms, o.claimed_tokens_per_sec,
 	o.measured_requests, o.measured_ttft_p50_ms, o.measured_ttft_p99_ms, o.measured_tokens_per_sec,
 	o.reported_requests, o.reported_ttft_p50_ms, o.reported_ttft_p99_ms, o.reported_tokens_per_sec,
-	o.tier, o.status, o.source, o.created_at, o.updated_at, o.site, o.pue`
+	o.tier, o.status, o.source, o.created_at, o.updated_at, o.site, o.pue,
+	o.rig_state, o.rig_state_since, o.rig_heartbeat_at, o.rig_probe_passes, o.rig_probe_problem,
+	o.rig_probe_at, o.rig_probe_ttft_ms, o.rig_probe_tokens_per_sec`
 
 func scanOffering(row pgx.CollectableRow) (Offering, error) {
 	var o Offering
@@ -32,7 +34,9 @@ func scanOffering(row pgx.CollectableRow) (Offering, error) {
 		&askIn, &askOut, &o.AgentURL, &o.ClaimedTTFTP50Ms, &o.ClaimedTTFTP99Ms, &o.ClaimedTokensPerSec,
 		&o.MeasuredRequests, &o.MeasuredTTFTP50Ms, &o.MeasuredTTFTP99Ms, &o.MeasuredTokensPerSec,
 		&o.ReportedRequests, &o.ReportedTTFTP50Ms, &o.ReportedTTFTP99Ms, &o.ReportedTokensPerSec,
-		&o.Tier, &o.Status, &o.Source, &o.CreatedAt, &o.UpdatedAt, &o.Site, &o.StatedPUE)
+		&o.Tier, &o.Status, &o.Source, &o.CreatedAt, &o.UpdatedAt, &o.Site, &o.StatedPUE,
+		&o.RigState, &o.RigStateSince, &o.RigHeartbeatAt, &o.RigProbePasses, &o.RigProbeProblem,
+		&o.RigProbeAt, &o.RigProbeTTFTMs, &o.RigProbeTokensPerSec)
 	o.AskInput, o.AskOutput = money.MicroUSD(askIn), money.MicroUSD(askOut)
 	if g, ok := GPUBySKU(o.GPU); ok {
 		o.GPUName = g.Name
@@ -86,8 +90,9 @@ func (in ListInput) Validate() error {
 	return fe.Err()
 }
 
-// List returns the public catalog: the active offerings whose tier's price in force covers their
-// asks (Offering.Priced), that match the filters, in the chosen order.
+// List returns the public catalog: the active offerings whose rig is active (qualified by the platform's
+// probes and heard from) and whose tier's price in force covers their asks (Offering.Priced), that match the
+// filters, in the chosen order.
 func (s *Service) List(ctx context.Context, in ListInput) (_ []Offering, err error) {
 	defer services.Wrap(&err, "catalog.List")
 	if err := in.Validate(); err != nil {
@@ -97,7 +102,7 @@ func (s *Service) List(ctx context.Context, in ListInput) (_ []Offering, err err
 	if err != nil {
 		return nil, err
 	}
-	where := []string{"o.status = 'active'"}
+	where := []string{"o.status = 'active'", "o.rig_state = 'active'"}
 	var args []any
 	add := func(cond string, v any) {
 		args = append(args, v)
@@ -200,9 +205,10 @@ func compactStrings(sorted []string) []string {
 	return out
 }
 
-// ListActive returns every active offering with an agent URL, whatever its asks: routing holds
-// them all and applies the price in force itself, at the moment it routes, so that a scheduled
-// price change or a tier move takes effect there without waiting for a reload.
+// ListActive returns every active offering with an agent URL, whatever its asks and its rig's state: routing
+// holds them all, applies the price in force itself, at the moment it routes, so that a scheduled price change
+// or a tier move takes effect there without waiting for a reload, routes only those whose rig is active, and
+// probes the pending and offline ones.
 func (s *Service) ListActive(ctx context.Context) (_ []Offering, err error) {
 	defer services.Wrap(&err, "catalog.ListActive")
 	rows, err := s.pool.Query(ctx, `SELECT `+offeringColumns+`
@@ -381,7 +387,9 @@ func (in ListingInput) claimedTier() Tier {
 	return TierForP99(*in.ClaimedTTFTP99Ms)
 }
 
-// Create lists a new rig for the provider account, in the tier its claims place it.
+// Create lists a new rig for the provider account, in the tier its claims place it. Its rig is pending: it
+// is neither in the public catalog nor routed until its agent has connected and passed the platform's probes
+// (docs/listing-states.md).
 func (s *Service) Create(ctx context.Context, providerAccountID string, in ListingInput) (_ Offering, err error) {
 	defer services.Wrap(&err, "catalog.Create")
 	tier := in.claimedTier()
@@ -394,8 +402,8 @@ func (s *Service) Create(ctx context.Context, providerAccountID string, in Listi
 		INSERT INTO offerings (provider_account_id, gpu, gpu_count, region, model,
 			ask_input_micro_usd_per_mtok, ask_output_micro_usd_per_mtok, agent_url,
 			claimed_ttft_p50_ms, claimed_ttft_p99_ms, claimed_tokens_per_sec, tier, status, created_at, updated_at,
-			site, pue)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'active', $13, $13, $14, $15)
+			site, pue, rig_state, rig_state_since)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'active', $13, $13, $14, $15, 'pending', $13)
 		RETURNING id`,
 		providerAccountID, in.GPU, in.GPUCount, in.Region, in.Model, int64(in.AskInput), int64(in.AskOutput), in.AgentURL,
 		in.ClaimedTTFTP50Ms, in.ClaimedTTFTP99Ms, in.ClaimedTokensPerSec, string(tier), now, string(in.Site), in.PUE,
@@ -408,7 +416,8 @@ func (s *Service) Create(ctx context.Context, providerAccountID string, in Listi
 
 // Update edits a provider's own listed rig. Another provider's rig is not found. The tier is
 // recomputed from the new claims unless traffic has measured it, and the asks are checked
-// against the tier the rig will be in.
+// against the tier the rig will be in. A rig whose model changes is pending again: its probes
+// must show it serves the new one.
 func (s *Service) Update(ctx context.Context, providerAccountID, id string, in ListingInput) (_ Offering, err error) {
 	defer services.Wrap(&err, "catalog.Update(%s)", id)
 	tx, err := s.pool.Begin(ctx)
@@ -438,7 +447,12 @@ func (s *Service) Update(ctx context.Context, providerAccountID, id string, in L
 		UPDATE offerings SET gpu = $2, gpu_count = $3, region = $4, model = $5,
 			ask_input_micro_usd_per_mtok = $6, ask_output_micro_usd_per_mtok = $7,
 			agent_url = $8, claimed_ttft_p50_ms = $9, claimed_ttft_p99_ms = $10, claimed_tokens_per_sec = $11,
-			tier = $12, updated_at = $13, site = $14, pue = $15
+			tier = $12, updated_at = $13, site = $14, pue = $15,
+			-- A rig that now serves another model has not shown it serves that one: it qualifies again.
+			rig_state = CASE WHEN model <> $5 THEN 'pending' ELSE rig_state END,
+			rig_state_since = CASE WHEN model <> $5 THEN $13 ELSE rig_state_since END,
+			rig_probe_passes = CASE WHEN model <> $5 THEN 0 ELSE rig_probe_passes END,
+			rig_probe_problem = CASE WHEN model <> $5 THEN '' ELSE rig_probe_problem END
 		WHERE id = $1`,
 		id, in.GPU, in.GPUCount, in.Region, in.Model, int64(in.AskInput), int64(in.AskOutput), in.AgentURL,
 		in.ClaimedTTFTP50Ms, in.ClaimedTTFTP99Ms, in.ClaimedTokensPerSec, string(tier), s.now().UTC(),
@@ -559,9 +573,9 @@ func (s *Service) EnsureSeeded(ctx context.Context, providerAccountID, seedKey s
 			ask_input_micro_usd_per_mtok, ask_output_micro_usd_per_mtok, agent_url,
 			claimed_ttft_p50_ms, claimed_ttft_p99_ms, claimed_tokens_per_sec,
 			measured_requests, measured_ttft_p50_ms, measured_ttft_p99_ms, measured_tokens_per_sec,
-			tier, status, source, seed_key, created_at, updated_at, site, pue)
+			tier, status, source, seed_key, created_at, updated_at, site, pue, rig_state, rig_state_since)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 'active', $17, $18, $19, $19,
-			$20, $21)
+			$20, $21, 'pending', $19)
 		ON CONFLICT (seed_key) DO NOTHING`,
 		providerAccountID, l.GPU, l.GPUCount, l.Region, l.Model, int64(l.AskInput), int64(l.AskOutput), l.AgentURL,
 		l.ClaimedTTFTP50Ms, l.ClaimedTTFTP99Ms, l.ClaimedTokensPerSec,

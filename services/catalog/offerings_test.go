@@ -130,8 +130,14 @@ func TestPauseEditDelist(t *testing.T) {
 		}
 		return len(l)
 	}
+	if o.RigState != RigPending || listed() != 0 {
+		t.Fatalf("a new rig is %s, and in the catalog %d times; want pending, and not in it", o.RigState, listed())
+	}
+	if err := s.MarkQualified(ctx, o.ID); err != nil {
+		t.Fatal(err)
+	}
 	if listed() != 1 {
-		t.Fatal("a new rig is not in the catalog")
+		t.Fatal("a qualified rig is not in the catalog")
 	}
 	if err := s.SetStatus(ctx, p, o.ID, StatusPaused); err != nil {
 		t.Fatal(err)
@@ -146,8 +152,22 @@ func TestPauseEditDelist(t *testing.T) {
 	if up.Model != "m2" || up.AskInput != 90_000 || up.AskOutput != 180_000 || up.Tier != TierRealtime || up.Status != StatusPaused {
 		t.Fatalf("after edit: %+v", up)
 	}
+	// Another model: its rig must show it serves that one.
+	if up.RigState != RigPending || up.RigProbePasses != 0 {
+		t.Fatalf("after a change of model the rig is %s with %d probes passed; want pending, none", up.RigState, up.RigProbePasses)
+	}
 	if err := s.SetStatus(ctx, p, o.ID, StatusActive); err != nil {
 		t.Fatal(err)
+	}
+	if listed() != 0 {
+		t.Fatal("a resumed rig whose new model is not qualified is in the catalog")
+	}
+	if err := s.MarkQualified(ctx, o.ID); err != nil {
+		t.Fatal(err)
+	}
+	same, err := s.Update(ctx, p, o.ID, rig("m2", 80_000, f(40)))
+	if err != nil || same.RigState != RigActive {
+		t.Fatalf("after an edit of its asks only the rig is %s, %v; want active still", same.RigState, err)
 	}
 	if listed() != 1 {
 		t.Fatal("a resumed rig is not in the catalog")
@@ -170,7 +190,11 @@ func TestListFiltersAndSorts(t *testing.T) {
 	mk := func(model, region string, askIn, askOut money.MicroUSD, p99, tps float64, gpu string, n int) {
 		in := ListingInput{GPU: gpu, GPUCount: n, Region: region, Model: model, AskInput: askIn, AskOutput: askOut,
 			AgentURL: "https://rig.example.com:9000", ClaimedTTFTP99Ms: f(p99), ClaimedTokensPerSec: f(tps)}
-		if _, err := s.Create(ctx, p, in); err != nil {
+		o, err := s.Create(ctx, p, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.MarkQualified(ctx, o.ID); err != nil {
 			t.Fatal(err)
 		}
 	}

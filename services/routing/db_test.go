@@ -54,6 +54,9 @@ func (b dbBundle) list(t *testing.T, model string, ask money.MicroUSD, p99 float
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := b.catalog.MarkQualified(context.Background(), o.ID); err != nil {
+		t.Fatal(err)
+	}
 	return o
 }
 

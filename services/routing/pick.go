@@ -72,6 +72,9 @@ type Candidate struct {
 	Model      string
 	Tier       catalog.Tier
 	AgentURL   string
+	// Qualifying marks a probe target whose rig is pending or offline (ProbeTargets): the probe's outcome
+	// decides whether it becomes active (RecordProbe). Pick never returns such an offering.
+	Qualifying bool
 	// AskInput and AskOutput are the offering's asks per million input and output tokens as the router held
 	// them at Pick: what its provider is paid for the request, whatever it asks later.
 	AskInput  money.MicroUSD
@@ -141,7 +144,8 @@ func (s *snapshot) idleForBatch(c choice, tier catalog.Tier, now time.Time) (cho
 
 // Pick returns up to MaxCandidates offerings for the request, in the order to try them.
 //
-// Candidates serve the model, are offered (active, both asks within the tier's price in force now), sit in the
+// Candidates serve the model, are offered (active, their rig active, both asks within the tier's price in force
+// now), sit in the
 // request's tier, are under its caps, are healthy (a heartbeat from their own provider within HeartbeatTimeout)
 // and their circuit is not open; a half-open one is returned to one request at a time. Each place goes to the
 // cheapest remaining blended ask, except that among near-equals, blended asks within 5% of it, two are drawn at
@@ -150,7 +154,8 @@ func (s *snapshot) idleForBatch(c choice, tier catalog.Tier, now time.Time) (cho
 // request that prefers carbon passes the same filters and is ordered by estimated carbon instead (carbon.go).
 //
 // It fails with a *services.Error whose Cause is one of the Err values above, naming the first rule that left
-// no offering: the model, the pin, the tier, the caps, then health and circuits.
+// no offering: the model, the pin, the tier, the caps, then health and circuits. A model, or a pinned offering,
+// whose rigs are all pending or offline is unavailable (503), not unknown: it is listed, and may qualify soon.
 func (r *Router) Pick(req Request) ([]Candidate, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
@@ -163,7 +168,12 @@ func (r *Router) Pick(req Request) ([]Candidate, error) {
 	now := r.cfg.Now()
 
 	var cs, idle []choice
+	var unqualified []string // offerings of the model whose rig is pending or offline
 	for _, l := range snap.byModel[req.Model] {
+		if !l.qualified() {
+			unqualified = append(unqualified, l.ID)
+			continue
+		}
 		c := choice{listed: l, v: l.state.view(now)}
 		c.tier = cmp.Or(c.v.tier, l.Tier)
 		var ok bool
@@ -174,12 +184,20 @@ func (r *Router) Pick(req Request) ([]Candidate, error) {
 			idle = append(idle, b)
 		}
 	}
+	if len(cs) == 0 && len(unqualified) > 0 {
+		return nil, &services.Error{Code: services.CodeUnavailable, Cause: ErrUnavailable,
+			Message: fmt.Sprintf("No rig serving %s is ready to take requests yet; retry later.", req.Model)}
+	}
 	if len(cs) == 0 {
 		return nil, &services.Error{Code: services.CodeNotFound, Cause: ErrUnknownModel,
 			Message: fmt.Sprintf("The model %q does not exist or is not on offer; GET /v1/models lists the models on offer.", req.Model)}
 	}
 	if req.Offering != "" {
-		if cs = slices.DeleteFunc(cs, func(c choice) bool { return c.ID != req.Offering }); len(cs) == 0 {
+		if cs = slices.DeleteFunc(cs, func(c choice) bool { return c.ID != req.Offering }); len(cs) == 0 && slices.Contains(unqualified, req.Offering) {
+			return nil, &services.Error{Code: services.CodeUnavailable, Cause: ErrUnavailable,
+				Message: fmt.Sprintf("Offering %q is not taking requests yet; retry later, or pin none.", req.Offering)}
+		}
+		if len(cs) == 0 {
 			return nil, &services.Error{Code: services.CodeNotFound, Cause: ErrUnknownOffering,
 				Message: fmt.Sprintf("Offering %q does not serve %q; pin an offering of this model from the catalog, or none.", req.Offering, req.Model)}
 		}
