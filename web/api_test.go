@@ -48,6 +48,8 @@ type offeringJSON struct {
 	BlendedAsk   money.MicroUSD `json:"blended_ask_usd_per_mtok"`
 	NotRouted    string         `json:"not_routed_because"`
 	AgentURL     string         `json:"agent_url"`
+	RigState     string         `json:"rig_state"`
+	RigReason    string         `json:"rig_state_reason"`
 	TTFTP99Ms    *float64       `json:"ttft_p99_ms"`
 	TokensPerSec *float64       `json:"tokens_per_second"`
 	FiguresBasis string         `json:"figures_basis"`
@@ -398,8 +400,17 @@ func TestAPIProviderOfferings(t *testing.T) {
 		rig.AgentURL != "https://rig1.example.com:8443" || rig.FiguresBasis != "claimed" {
 		t.Fatalf("created %+v, want an active realtime rig (claimed P99 45 ms) with its agent URL", rig)
 	}
+	// Pending until the platform's probes qualify it: not in the public catalog, and its provider told why.
+	if rig.RigState != "pending" || rig.RigReason != "Pending: waiting for your agent to connect" {
+		t.Fatalf("a new rig is %q, %q; want pending, waiting for its agent", rig.RigState, rig.RigReason)
+	}
+	if slices.Contains(publicIDs(t), rig.ID) {
+		t.Errorf("new rig %s is in the catalog before its probes", rig.ID)
+	}
+	wantStatus(t, e.call(t, "", http.MethodGet, "/api/offerings/"+rig.ID, nil, nil), http.StatusNotFound)
+	e.qualify(t, rig.ID)
 	if !slices.Contains(publicIDs(t), rig.ID) {
-		t.Errorf("new rig %s is not in the catalog", rig.ID)
+		t.Errorf("qualified rig %s is not in the catalog", rig.ID)
 	}
 
 	t.Run("values as strings", func(t *testing.T) {

@@ -131,6 +131,9 @@ type offeringJSON struct {
 	// disagree with the gateway's; empty when neither.
 	NotRoutedBecause string `json:"not_routed_because,omitempty"`
 	ReportDivergence string `json:"report_divergence,omitempty"`
+	// For the offering's provider: where its rig stands with the platform and why ("Pending: 2 of 3 probes
+	// passed"; docs/listing-states.md).
+	RigStateReason string `json:"rig_state_reason,omitempty"`
 }
 
 func toJSON(o catalog.Offering, prices map[catalog.Tier]catalog.Price, owner bool) offeringJSON {
@@ -184,8 +187,8 @@ func (s *Server) apiOffering(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	// The public catalog shows only what it lists: active, and within its tier's price.
-	if o.Status != catalog.StatusActive || !o.Priced(prices) {
+	// The public catalog shows only what it lists: active, its rig qualified, and within its tier's price.
+	if o.Status != catalog.StatusActive || o.RigState != catalog.RigActive || !o.Priced(prices) {
 		return services.Errorf(services.CodeNotFound, "No such offering.")
 	}
 	return c.JSON(http.StatusOK, toJSON(o, prices, false))

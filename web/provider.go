@@ -154,7 +154,7 @@ func (s *Server) rigsPage(c echo.Context) error {
 	}
 	rows := make([]templates.OfferingRow, 0, len(list))
 	for _, o := range list {
-		rows = append(rows, ownOfferingRow(o, prices))
+		rows = append(rows, ownOfferingRow(o, prices, s.now()))
 	}
 	return s.render(c, http.StatusOK, templates.Rigs(templates.RigsPage{Page: s.page(c, "My rigs"), Rigs: rows}))
 }
@@ -262,7 +262,14 @@ func (s *Server) ownJSON(c echo.Context, o catalog.Offering, status int) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(status, toJSON(o, prices, true))
+	return c.JSON(status, s.ownOfferingJSON(o, prices))
+}
+
+// ownOfferingJSON is the offering as its provider sees it in the API, with where its rig stands and why.
+func (s *Server) ownOfferingJSON(o catalog.Offering, prices map[catalog.Tier]catalog.Price) offeringJSON {
+	j := toJSON(o, prices, true)
+	j.RigStateReason = o.RigStateReason(s.now())
+	return j
 }
 
 func (s *Server) apiListRigs(c echo.Context) error {
@@ -277,7 +284,7 @@ func (s *Server) apiListRigs(c echo.Context) error {
 	}
 	out := make([]offeringJSON, 0, len(list))
 	for _, o := range list {
-		out = append(out, toJSON(o, prices, true))
+		out = append(out, s.ownOfferingJSON(o, prices))
 	}
 	return c.JSON(http.StatusOK, map[string]any{"offerings": out, "count": len(out)})
 }

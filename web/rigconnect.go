@@ -41,7 +41,7 @@ func (s *Server) rigConnectPage(c echo.Context) error {
 		return err
 	}
 	return s.render(c, http.StatusOK, templates.RigConnect(templates.RigConnectPage{Page: s.page(c, "Connect your rig"),
-		Rig: offeringRow(o), NATSURL: cred.NATSURL, Command: AgentCommand(o, cred), EnvFile: AgentEnvFile(o, cred),
+		Rig: withRigState(offeringRow(o), o, s.now()), NATSURL: cred.NATSURL, Command: AgentCommand(o, cred), EnvFile: AgentEnvFile(o, cred),
 		Reissuable: cred.Reissuable}))
 }
 

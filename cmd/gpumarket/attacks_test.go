@@ -81,6 +81,7 @@ func (b *gatewayBundle) startDishonestRig(t *testing.T, model string, ask money.
 	if err != nil {
 		t.Fatal(err)
 	}
+	b.qualify(t, o)
 	verifier, err := ticket.NewOfferingVerifier(ticket.OfferingKey(b.p.cfg.TicketKey, o.ID), o.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -403,6 +404,7 @@ func (b *gatewayBundle) testLyingUpstreamBehindTheStockAgent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	b.qualify(t, o)
 	a, err := agent.New(agent.Config{ListenAddr: "127.0.0.1:0", Upstream: upstream.URL, ProviderID: b.provider,
 		OfferingID: o.ID, GPUSKU: "rtx-4090", GPUCount: 4, Capacity: 8, NATSURL: b.p.natsURL,
 		NATSUser: events.RigUsername(o.ID), NATSPassword: events.RigPassword(b.p.cfg.RigKey, o.ID),

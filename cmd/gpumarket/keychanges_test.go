@@ -170,6 +170,9 @@ func listServedOffering(t *testing.T, a, b *Platform) catalog.Offering {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := a.catalog.MarkQualified(ctx, o.ID); err != nil {
+		t.Fatal(err)
+	}
 	profile := simulation.Zero()
 	profile.Model = o.Model
 	rig, err := a.startRig(ctx, o.ID, provider.AccountID, o.GPU, o.GPUCount, "127.0.0.1:0", profile)

@@ -207,6 +207,9 @@ func setupRestartWith(t *testing.T, opts restartOptions) *restart {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if err := cat.MarkQualified(ctx, o.ID); err != nil {
+			t.Fatal(err)
+		}
 		addr := h.startRig(o, provider.AccountID)
 		if _, err := h.pool.Exec(ctx, `UPDATE offerings SET agent_url = $2 WHERE id = $1`, o.ID, "http://"+addr); err != nil {
 			t.Fatal(err)

@@ -91,7 +91,7 @@ func testRigFromConnectPage(t *testing.T, bin, host string) {
 		t.Helper()
 		b.eventually(t, what+": the agent connects as the rig's own user", func() bool { return rigConnected(t, p.natsServer, o.ID) })
 		checkRigConnection(t, p.natsServer, o.ID, host)
-		b.eventually(t, what+": the rig's heartbeat reaches routing", func() bool {
+		b.eventually(t, what+": the rig qualifies by the platform's probes and is routed", func() bool {
 			_, err := p.router.Pick(routing.Request{Model: model, Tier: o.Tier, Offering: o.ID})
 			return err == nil
 		})

@@ -96,6 +96,7 @@ func (b *gatewayBundle) listWithBackend(t *testing.T, model string, backend http
 	if err != nil {
 		t.Fatal(err)
 	}
+	b.qualify(t, o)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -43,6 +43,7 @@ func seedDB(t *testing.T) seeded {
 	if err := Seed(context.Background(), acc, s.cat, s.now); err != nil {
 		t.Fatal(err)
 	}
+	qualifySeeded(t, s.cat)
 	return s
 }
 
@@ -172,6 +173,7 @@ func TestAnEarlierSeedsOverpricedOfferingsArePaused(t *testing.T) {
 		if err := Seed(ctx, s.acc, s.cat, s.now); err != nil {
 			t.Fatal(err)
 		}
+		qualifySeeded(t, s.cat)
 		if got := status(); got["active"] != 18 || got["paused"] != 6 {
 			t.Fatalf("statuses after the seed %v, want 18 active and the six paused", got)
 		}
