@@ -13,6 +13,10 @@
 //     a later price change or tier move leaves above its tier's price stays listed to its
 //     provider, who is told why, but the public catalog does not show it and routing does not
 //     send it traffic (Price.Covers is the rule both apply).
+//   - A listing earns its place: its rig is pending until the platform's probes qualify it, active then, and
+//     offline once no gateway hears its heartbeats; only an offering whose status and rig state are both active
+//     is in the public catalog and routed (rigstate.go, docs/listing-states.md). What the platform observed
+//     (RigState) is kept apart from the provider's choice (Status).
 //   - A listing's agent URL is checked against the platform's rig address policy (package
 //     rigaddr): http(s) with a host only, never a cloud metadata address, and no internal
 //     address unless the platform allows it.

@@ -551,7 +551,8 @@ type SeedInput struct {
 
 // EnsureSeeded lists the offering under seedKey unless it exists; running it twice changes
 // nothing. Its tier follows the measured P99, or the claimed one when nothing was measured, and the listing is
-// checked as Create checks one.
+// checked as Create checks one. Its rig is pending, as any new listing's: under `gpumarket dev` the demo's
+// simulated rigs qualify by the platform's probes.
 func (s *Service) EnsureSeeded(ctx context.Context, providerAccountID, seedKey string, in SeedInput) (_ Offering, err error) {
 	defer services.Wrap(&err, "catalog.EnsureSeeded(%s)", seedKey)
 	var measuredP50, measuredP99, measuredTPS *float64
