@@ -41,6 +41,16 @@ func TestRequestsThroughASimulatedRigAreMeteredOnce(t *testing.T) {
 	if err := p.Seed(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// The demo's rigs, qualified as their probes would: how a rig qualifies is TestAListingEarnsItsPlace's.
+	seeded, err := p.catalog.ListActive(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range seeded {
+		if err := p.catalog.MarkQualified(ctx, o.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
 	defer func() { cancel(); <-done }()
