@@ -123,7 +123,6 @@ type offeringJSON struct {
 	TierPriceIn  money.MicroUSD     `json:"tier_input_usd_per_mtok"`
 	TierPriceOut money.MicroUSD     `json:"tier_output_usd_per_mtok"`
 	BlendedAsk   money.MicroUSD     `json:"blended_ask_usd_per_mtok"` // what the catalog sorts and caps by
-	OwnAgentURL  string             `json:"agent_url,omitempty"`
 	// PUE is the one the rig's figures use: stated by its provider, else its site's default.
 	PUE       float64 `json:"pue"`
 	PUEStated bool    `json:"pue_stated"`
@@ -147,7 +146,6 @@ func toJSON(o catalog.Offering, prices map[catalog.Tier]catalog.Price, owner boo
 		j.TierPriceIn, j.TierPriceOut = p.Input, p.Output
 	}
 	if owner {
-		j.OwnAgentURL = o.AgentURL
 		if o.Status == catalog.StatusActive {
 			j.NotRoutedBecause = o.NotRoutedBecause(prices)
 		}

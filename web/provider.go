@@ -15,14 +15,14 @@ import (
 	"github.com/gpumarket/gpumarket/templates"
 )
 
-var listingFields = []string{"gpu", "gpu_count", "region", "model", catalog.FieldAskInput, catalog.FieldAskOutput, "agent_url",
+var listingFields = []string{"gpu", "gpu_count", "region", "model", catalog.FieldAskInput, catalog.FieldAskOutput,
 	"claimed_ttft_p50_ms", "claimed_ttft_p99_ms", "claimed_tokens_per_second", "site", "pue"}
 
 // listingInput reads a listing from text values (a form, or a JSON body's values) and reports
 // every problem at once: what does not parse, and what breaks the catalog's rules.
 func listingInput(get func(string) string) (catalog.ListingInput, error) {
 	fe := services.FieldErrors{}
-	in := catalog.ListingInput{GPU: get("gpu"), Region: get("region"), Model: get("model"), AgentURL: get("agent_url")}
+	in := catalog.ListingInput{GPU: get("gpu"), Region: get("region"), Model: get("model")}
 	if v := strings.TrimSpace(get("gpu_count")); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil {
@@ -204,7 +204,7 @@ func (s *Server) editRigPage(c echo.Context) error {
 		return err
 	}
 	v := map[string]string{"gpu": o.GPU, "gpu_count": strconv.Itoa(o.GPUCount), "region": o.Region, "model": o.Model,
-		catalog.FieldAskInput: o.AskInput.Decimal(), catalog.FieldAskOutput: o.AskOutput.Decimal(), "agent_url": o.AgentURL}
+		catalog.FieldAskInput: o.AskInput.Decimal(), catalog.FieldAskOutput: o.AskOutput.Decimal()}
 	v["site"] = string(o.Site)
 	for name, p := range map[string]*float64{"claimed_ttft_p50_ms": o.ClaimedTTFTP50Ms, "claimed_ttft_p99_ms": o.ClaimedTTFTP99Ms,
 		"claimed_tokens_per_second": o.ClaimedTokensPerSec, "pue": o.StatedPUE} {

@@ -1,7 +1,6 @@
 package web
 
 import (
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -62,15 +61,15 @@ func (s *Server) rigCredentialReissueSubmit(c echo.Context) error {
 }
 
 // AgentCommand is the shell command that runs gpuagent on the rig's machine for an offering, one option per line:
-// the secrets in the environment (gpuagent reads them only there), the rest as flags. The agent listens on the
-// port of the offering's agent URL and forwards to the inference server on agentUpstream.
+// the secrets in the environment (gpuagent reads them only there), the rest as flags. The agent forwards to the
+// inference server on agentUpstream.
 func AgentCommand(o catalog.Offering, cred RigCredential) string {
 	return strings.Join([]string{
 		"GPUAGENT_OFFERING_KEY=" + cred.OfferingKey + " \\",
 		"GPUAGENT_NATS_PASSWORD=" + shownPassword(cred) + " \\",
 		"gpuagent -provider " + o.ProviderAccountID + " -offering " + o.ID + " \\",
 		"  -gpu " + o.GPU + " -gpus " + strconv.Itoa(o.GPUCount) + " -capacity " + strconv.Itoa(agentCapacity) + " \\",
-		"  -addr " + agentListenAddr(o.AgentURL) + " -upstream " + agentUpstream + " \\",
+		"  -upstream " + agentUpstream + " \\",
 		"  -nats " + cred.NATSURL + " -nats-user " + cred.NATSUser,
 	}, "\n")
 }
@@ -85,7 +84,6 @@ func AgentEnvFile(o catalog.Offering, cred RigCredential) string {
 		"NATS_URL=" + cred.NATSURL,
 		"GPUAGENT_NATS_USER=" + cred.NATSUser,
 		"GPUAGENT_NATS_PASSWORD=" + shownPassword(cred),
-		"GPUAGENT_ADDR=" + agentListenAddr(o.AgentURL),
 		"GPUAGENT_GPU=" + o.GPU,
 		"GPUAGENT_GPU_COUNT=" + strconv.Itoa(o.GPUCount),
 		"GPUAGENT_CAPACITY=" + strconv.Itoa(agentCapacity),
@@ -97,15 +95,4 @@ func shownPassword(cred RigCredential) string {
 		return operatorPassword
 	}
 	return cred.NATSPassword
-}
-
-// agentListenAddr is where the agent listens so that the gateway reaches it at the offering's agent URL: every
-// address of the rig's machine, on the URL's port. A URL without one (a proxy in front of the agent on 80 or 443)
-// gets the agent's default, 8100.
-func agentListenAddr(agentURL string) string {
-	port := "8100"
-	if u, err := url.Parse(agentURL); err == nil && u.Port() != "" {
-		port = u.Port()
-	}
-	return net.JoinHostPort("", port)
 }

@@ -30,7 +30,6 @@ import (
 	"github.com/gpumarket/gpumarket/services/payouts"
 	"github.com/gpumarket/gpumarket/services/performance"
 	"github.com/gpumarket/gpumarket/services/reports"
-	"github.com/gpumarket/gpumarket/services/rigaddr"
 	"github.com/gpumarket/gpumarket/web"
 	"github.com/gpumarket/gpumarket/web/gateway"
 )
@@ -98,8 +97,7 @@ func setupWith(t *testing.T, configure func(*web.Config, *pgxpool.Pool)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The demo's rigs listen on this machine, as `gpumarket dev` lists them.
-	cat := catalog.NewService(pool, catalog.Config{Rigs: rigaddr.Policy{Development: true}})
+	cat := catalog.NewService(pool, catalog.Config{})
 	if err := demo.Seed(context.Background(), acc, cat, time.Now()); err != nil {
 		t.Fatal(err)
 	}

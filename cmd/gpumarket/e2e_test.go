@@ -105,9 +105,6 @@ func TestRequestsThroughASimulatedRigAreMeteredOnce(t *testing.T) {
 	}
 	defer rig.stop()
 	agentURL := "http://" + rig.agent.Addr().String()
-	if _, err := p.pool.Exec(ctx, `UPDATE offerings SET agent_url = $2 WHERE id = $1`, o.ID, agentURL); err != nil {
-		t.Fatal(err)
-	}
 	if err := p.router.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -201,7 +201,7 @@ func (b *gatewayBundle) list(t *testing.T, spec rigSpec) catalog.Offering {
 		spec.region = "eu"
 	}
 	o, err := b.p.catalog.Create(b.ctx, b.provider, catalog.ListingInput{GPU: spec.gpu, GPUCount: spec.count, Region: spec.region,
-		Model: spec.model, AskInput: 2 * spec.ask / 3, AskOutput: 2*spec.ask - 2*spec.ask/3, AgentURL: "http://127.0.0.1:1", ClaimedTTFTP50Ms: &p50, ClaimedTTFTP99Ms: &spec.p99,
+		Model: spec.model, AskInput: 2 * spec.ask / 3, AskOutput: 2*spec.ask - 2*spec.ask/3, ClaimedTTFTP50Ms: &p50, ClaimedTTFTP99Ms: &spec.p99,
 		ClaimedTokensPerSec: &tps})
 	if err != nil {
 		t.Fatal(err)
@@ -219,9 +219,6 @@ func (b *gatewayBundle) list(t *testing.T, spec rigSpec) catalog.Offering {
 		t.Fatal(err)
 	}
 	t.Cleanup(rig.stop)
-	if _, err := b.p.pool.Exec(b.ctx, `UPDATE offerings SET agent_url = $2 WHERE id = $1`, o.ID, "http://"+rig.agent.Addr().String()); err != nil {
-		t.Fatal(err)
-	}
 	if err := b.p.router.Refresh(b.ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -641,7 +638,7 @@ func (b *gatewayBundle) testFailover(t *testing.T) {
 func (b *gatewayBundle) testNoCandidate(t *testing.T) {
 	// An offering qualified once whose rig has not beaten since: routing knows it, and cannot send it anything.
 	dark, err := b.p.catalog.Create(b.ctx, b.provider, catalog.ListingInput{GPU: "rtx-4090", GPUCount: 4, Region: "eu",
-		Model: "gw-dark", AskInput: 50_000, AskOutput: 100_000, AgentURL: "http://127.0.0.1:1", ClaimedTTFTP99Ms: ptr(300.0)})
+		Model: "gw-dark", AskInput: 50_000, AskOutput: 100_000, ClaimedTTFTP99Ms: ptr(300.0)})
 	if err != nil {
 		t.Fatal(err)
 	}

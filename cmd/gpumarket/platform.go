@@ -132,7 +132,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 	}
 	// The catalog is there before NATS: the embedded server asks it for each rig that connects.
 	p.audit = audit.New(p.pool, nil)
-	p.catalog = catalog.NewService(p.pool, catalog.Config{Rigs: cfg.RigPolicy(), Audit: p.audit})
+	p.catalog = catalog.NewService(p.pool, catalog.Config{Audit: p.audit})
 	natsURL := cfg.NATSURL
 	if natsURL == "" {
 		// The embedded server is the rigs' entry point: it lets in this process (a password made now, in the

@@ -107,7 +107,7 @@ func (b *gatewayBundle) listPending(t *testing.T, model string) catalog.Offering
 	t.Helper()
 	p50, p99, tps := 150.0, 300.0, 1000.0
 	o, err := b.p.catalog.Create(b.ctx, b.provider, catalog.ListingInput{GPU: "rtx-4090", GPUCount: 4, Region: "eu",
-		Model: model, AskInput: 50_000, AskOutput: 100_000, AgentURL: "http://127.0.0.1:1", ClaimedTTFTP50Ms: &p50, ClaimedTTFTP99Ms: &p99,
+		Model: model, AskInput: 50_000, AskOutput: 100_000, ClaimedTTFTP50Ms: &p50, ClaimedTTFTP99Ms: &p99,
 		ClaimedTokensPerSec: &tps})
 	if err != nil {
 		t.Fatal(err)
@@ -142,9 +142,6 @@ func (b *gatewayBundle) runAgent(t *testing.T, o catalog.Offering, backend http.
 	ctx, cancel := context.WithCancel(b.ctx)
 	rig := &simulatedRig{offeringID: o.ID, backend: srv, agent: a, cancel: cancel}
 	rig.running.Go(func() { _ = a.Run(ctx) })
-	if _, err := b.p.pool.Exec(b.ctx, `UPDATE offerings SET agent_url = $2 WHERE id = $1`, o.ID, "http://"+a.Addr().String()); err != nil {
-		t.Fatal(err)
-	}
 	if err := b.p.router.Refresh(b.ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,8 @@
 -- +goose Up
+-- The platform reaches a rig over the connection the rig's agent opened; it dials no rig, and a
+-- listing names no address.
+ALTER TABLE offerings DROP COLUMN agent_url;
+
 -- What the platform observed of each rig, apart from what its provider chose (status: active,
 -- paused, delisted). A listing is 'pending' until its agent has connected, sent heartbeats and
 -- passed the platform's probes in a row; then 'active'; 'offline' once its heartbeats stop, until
@@ -27,3 +31,4 @@ ALTER TABLE offerings
     DROP COLUMN rig_heartbeat_at,
     DROP COLUMN rig_state_since,
     DROP COLUMN rig_state;
+ALTER TABLE offerings ADD COLUMN agent_url text NOT NULL DEFAULT '';

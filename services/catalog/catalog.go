@@ -17,9 +17,6 @@
 //     offline once no gateway hears its heartbeats; only an offering whose status and rig state are both active
 //     is in the public catalog and routed (rigstate.go, docs/listing-states.md). What the platform observed
 //     (RigState) is kept apart from the provider's choice (Status).
-//   - A listing's agent URL is checked against the platform's rig address policy (package
-//     rigaddr): http(s) with a host only, never a cloud metadata address, and no internal
-//     address unless the platform allows it.
 //
 // Prices are integers of micro-dollars per million tokens; nothing here is a float of money.
 //
@@ -37,7 +34,6 @@ import (
 	"github.com/gpumarket/gpumarket/services/audit"
 	"github.com/gpumarket/gpumarket/services/carbon"
 	"github.com/gpumarket/gpumarket/services/money"
-	"github.com/gpumarket/gpumarket/services/rigaddr"
 )
 
 // MinMeasuredRequests is how many observed requests replace a provider's claimed figures; a rig's
@@ -67,7 +63,6 @@ type Offering struct {
 	Model                string         `json:"model"`
 	AskInput             money.MicroUSD `json:"ask_input_usd_per_mtok"`
 	AskOutput            money.MicroUSD `json:"ask_output_usd_per_mtok"`
-	AgentURL             string         `json:"agent_url,omitempty"`
 	ClaimedTTFTP50Ms     *float64       `json:"claimed_ttft_p50_ms"`
 	ClaimedTTFTP99Ms     *float64       `json:"claimed_ttft_p99_ms"`
 	ClaimedTokensPerSec  *float64       `json:"claimed_tokens_per_second"`
@@ -155,9 +150,6 @@ func (o Offering) BlendedAsk() money.MicroUSD { return (o.AskInput + o.AskOutput
 type Config struct {
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-	// Rigs is where listings may point their agent URL; the zero value allows public addresses
-	// only. `gpumarket dev` allows this machine's (rigaddr.Policy.Development).
-	Rigs rigaddr.Policy
 	// Audit records each price change in the finance audit log, in the transaction that makes
 	// it; nil records nothing.
 	Audit AuditLog
@@ -172,7 +164,6 @@ type AuditLog interface {
 type Service struct {
 	pool  *pgxpool.Pool
 	now   func() time.Time
-	rigs  rigaddr.Policy
 	audit AuditLog
 }
 
@@ -181,5 +172,5 @@ func NewService(pool *pgxpool.Pool, cfg Config) *Service {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Service{pool: pool, now: cfg.Now, rigs: cfg.Rigs, audit: cfg.Audit}
+	return &Service{pool: pool, now: cfg.Now, audit: cfg.Audit}
 }

@@ -9,21 +9,15 @@ import (
 	"github.com/gpumarket/gpumarket/db/dbtest"
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/money"
-	"github.com/gpumarket/gpumarket/services/rigaddr"
 )
 
 // setup returns a catalog on a fresh database with the default price book in force since the
-// month before its clock's 2026-11-30 12:00, with the production rig address policy.
+// month before its clock's 2026-11-30 12:00.
 func setup(t *testing.T) (*Service, context.Context, func(name string) string) {
-	t.Helper()
-	return setupWith(t, rigaddr.Policy{})
-}
-
-func setupWith(t *testing.T, rigs rigaddr.Policy) (*Service, context.Context, func(name string) string) {
 	t.Helper()
 	pool := dbtest.New(t)
 	ctx := context.Background()
-	s := NewService(pool, Config{Now: func() time.Time { return time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC) }, Rigs: rigs})
+	s := NewService(pool, Config{Now: func() time.Time { return time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC) }})
 	if err := s.EnsureDefaultPrices(ctx, time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)); err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +37,7 @@ func f(v float64) *float64 { return &v }
 // the default price book's ratio.
 func rig(model string, ask money.MicroUSD, p99 *float64) ListingInput {
 	return ListingInput{GPU: "rtx-4090", GPUCount: 4, Region: "eu", Model: model, AskInput: ask, AskOutput: 2 * ask,
-		AgentURL: "https://rig.example.com:8443", ClaimedTTFTP99Ms: p99, ClaimedTokensPerSec: f(1858.57)}
+		ClaimedTTFTP99Ms: p99, ClaimedTokensPerSec: f(1858.57)}
 }
 
 func TestListingFollowsItsClaimedTier(t *testing.T) {
@@ -70,13 +64,13 @@ func TestInvalidListingSavesNothing(t *testing.T) {
 	s, ctx, newAccount := setup(t)
 	p := newAccount("Fjord")
 	in := ListingInput{GPU: "gtx-1080", GPUCount: 9, Region: "mars", Model: "bad model:tier", AskInput: 0, AskOutput: -1,
-		AgentURL: "ftp://x", ClaimedTTFTP50Ms: f(500), ClaimedTTFTP99Ms: f(100)}
+		ClaimedTTFTP50Ms: f(500), ClaimedTTFTP99Ms: f(100)}
 	_, err := s.Create(ctx, p, in)
 	var ae *services.Error
 	if !errors.As(err, &ae) || ae.Code != services.CodeInvalid {
 		t.Fatalf("Create = %v, want invalid", err)
 	}
-	for _, field := range []string{"gpu", "gpu_count", "region", "model", FieldAskInput, FieldAskOutput, "agent_url", "claimed_ttft_p99_ms"} {
+	for _, field := range []string{"gpu", "gpu_count", "region", "model", FieldAskInput, FieldAskOutput, "claimed_ttft_p99_ms"} {
 		if ae.Fields[field] == "" {
 			t.Errorf("no message for %s: %v", field, ae.Fields)
 		}
@@ -189,7 +183,7 @@ func TestListFiltersAndSorts(t *testing.T) {
 	p := newAccount("Fjord")
 	mk := func(model, region string, askIn, askOut money.MicroUSD, p99, tps float64, gpu string, n int) {
 		in := ListingInput{GPU: gpu, GPUCount: n, Region: region, Model: model, AskInput: askIn, AskOutput: askOut,
-			AgentURL: "https://rig.example.com:9000", ClaimedTTFTP99Ms: f(p99), ClaimedTokensPerSec: f(tps)}
+			ClaimedTTFTP99Ms: f(p99), ClaimedTokensPerSec: f(tps)}
 		o, err := s.Create(ctx, p, in)
 		if err != nil {
 			t.Fatal(err)

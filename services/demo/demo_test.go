@@ -11,7 +11,6 @@ import (
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/money"
-	"github.com/gpumarket/gpumarket/services/rigaddr"
 )
 
 func TestSeedIsIdempotentAndFillsEveryTier(t *testing.T) {
@@ -22,7 +21,7 @@ func TestSeedIsIdempotentAndFillsEveryTier(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat := catalog.NewService(pool, catalog.Config{Rigs: rigaddr.Policy{Development: true}})
+	cat := catalog.NewService(pool, catalog.Config{})
 	now := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
 
 	counts := func() [4]int {

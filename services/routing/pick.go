@@ -71,7 +71,9 @@ type Candidate struct {
 	ProviderID string
 	Model      string
 	Tier       catalog.Tier
-	AgentURL   string
+	// AgentURL is never set: a listing names no address, the platform reaching each rig over the connection
+	// its agent opened. It stays only until the gateway's last reader of it goes with that change.
+	AgentURL string
 	// Qualifying marks a probe target whose rig is pending or offline (ProbeTargets): the probe's outcome
 	// decides whether it becomes active (RecordProbe). Pick never returns such an offering.
 	Qualifying bool
@@ -315,7 +317,7 @@ func (r *Router) order(cs []choice, now time.Time, preferCarbon bool) []Candidat
 			continue
 		}
 		out = append(out, Candidate{
-			OfferingID: c.ID, ProviderID: c.ProviderAccountID, Model: c.Model, Tier: c.tier, AgentURL: c.AgentURL,
+			OfferingID: c.ID, ProviderID: c.ProviderAccountID, Model: c.Model, Tier: c.tier,
 			AskInput: c.AskInput, AskOutput: c.AskOutput, PriceID: c.price.ID, PriceInput: c.price.Input, PriceOutput: c.price.Output,
 			GPUName: c.GPUName, GPUCount: c.GPUCount, TTFTP50Ms: c.p50, TTFTP99Ms: c.p99, InFlight: c.v.load, Capacity: c.v.capacity,
 			GCO2ePerToken: c.gco2ePerToken,

@@ -64,7 +64,7 @@ func TestARigQualifiesGoesOfflineAndQualifiesAgain(t *testing.T) {
 	b := setupDB(t)
 	ctx := context.Background()
 	o, err := b.catalog.Create(ctx, b.provider, catalog.ListingInput{GPU: "rtx-4090", GPUCount: 4, Region: "eu",
-		Model: "m", AskInput: 60_000, AskOutput: 120_000, AgentURL: "http://127.0.0.1:9100", ClaimedTTFTP99Ms: f64(300)})
+		Model: "m", AskInput: 60_000, AskOutput: 120_000, ClaimedTTFTP99Ms: f64(300)})
 	if err != nil {
 		t.Fatal(err)
 	}

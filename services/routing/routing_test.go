@@ -87,7 +87,7 @@ func offering(id, model string, tier catalog.Tier, blend money.MicroUSD) catalog
 // asking is an active offering of model in tier with these asks per input and output token, its rig qualified.
 func asking(id, model string, tier catalog.Tier, in, out money.MicroUSD) catalog.Offering {
 	return catalog.Offering{ID: id, ProviderAccountID: "provider-" + id, Model: model, Tier: tier, AskInput: in, AskOutput: out,
-		AgentURL: "http://rig-" + id + ":8443", Status: catalog.StatusActive, RigState: catalog.RigActive}
+		Status: catalog.StatusActive, RigState: catalog.RigActive}
 }
 
 // pending is the offering with its rig not yet qualified.

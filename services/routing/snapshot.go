@@ -49,7 +49,7 @@ func (r *Router) Refresh(ctx context.Context) (err error) {
 	}
 	snap := &snapshot{byModel: map[string][]*listed{}, book: book, loadedAt: r.cfg.Now()}
 	for _, o := range offerings {
-		if o.Status != catalog.StatusActive || o.AgentURL == "" {
+		if o.Status != catalog.StatusActive {
 			continue
 		}
 		l := &listed{Offering: o, state: r.state(o.ID)}
