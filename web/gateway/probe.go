@@ -100,7 +100,10 @@ func (g *Gateway) RunProbes(ctx context.Context, account func(context.Context) (
 					delete(busy, cand.OfferingID)
 					mu.Unlock()
 				}()
-				result := g.Probe(ctx, acct, cand)
+				result, judged := g.Probe(ctx, acct, cand)
+				if !judged {
+					return
+				}
 				if err := targets.RecordProbe(ctx, cand, result); err != nil && ctx.Err() == nil {
 					g.log.Warn("gateway: a rig's probe not recorded", "offering", cand.OfferingID, "err", err)
 				}
@@ -123,8 +126,9 @@ func probeBody(model string, maxTokens int64) []byte {
 
 // Probe sends the offering one probe in its tier (cand.Tier, at the price routing gave it) and reports how it
 // went as every attempt is reported: observed by routing (streamed), recorded for the meter. It returns the
-// probe's result, judged as a qualifying probe's answer is (probeProblem).
-func (g *Gateway) Probe(ctx context.Context, acct ProbeAccount, cand routing.Candidate) catalog.ProbeResult {
+// probe's result, judged as a qualifying probe's answer is (probeProblem), and whether the rig was judged at all:
+// a probe the platform itself failed to send or read says nothing of the rig.
+func (g *Gateway) Probe(ctx context.Context, acct ProbeAccount, cand routing.Candidate) (catalog.ProbeResult, bool) {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	maxTokens := int64(probeMaxTokens)
@@ -137,8 +141,8 @@ func (g *Gateway) Probe(ctx context.Context, acct ProbeAccount, cand routing.Can
 		bounds: routing.BoundsFor(cand.Model, len(body), &maxTokens, 1, true)}
 	key := accounts.APIKey{ID: acct.APIKeyID, AccountID: acct.AccountID}
 	a := &attempt{cand: cand, requestID: g.cfg.NewRequestID(), start: g.now()}
-	failed := func(problem string) catalog.ProbeResult {
-		return catalog.ProbeResult{At: g.now(), Problem: problem}
+	failed := func(problem string) (catalog.ProbeResult, bool) {
+		return catalog.ProbeResult{At: g.now(), Problem: problem}, true
 	}
 	tk, err := g.cfg.Tickets.Sign(ticket.Claims{RequestID: a.requestID, AccountID: key.AccountID, APIKeyID: key.ID,
 		OfferingID: cand.OfferingID, Tier: string(cand.Tier), Kind: req.ep.kind,
@@ -146,14 +150,14 @@ func (g *Gateway) Probe(ctx context.Context, acct ProbeAccount, cand routing.Can
 		MaxInputTokens: req.bounds.MaxInputTokens, MaxOutputTokens: req.bounds.MaxOutputTokens, Stream: true, IssuedAt: a.start})
 	if err != nil {
 		g.log.Warn("gateway: probe not signed", "offering", cand.OfferingID, "err", err)
-		return failed("the platform could not send it") // the platform's fault: counts as no pass, stores no blame
+		return catalog.ProbeResult{}, false
 	}
 	resp, err := g.send(ctx, req, a, tk)
 	if err != nil {
 		a.end()
 		g.observe(req, a, outcome{status: billing.GatewayError, at: g.now()})
 		g.log.Info("gateway: probe unanswered", "offering", cand.OfferingID, "request_id", a.requestID, "err", err)
-		return failed(fmt.Sprintf("no answer reached the platform within %s", probeTimeout))
+		return failed("its agent did not answer")
 	}
 	defer resp.Body.Close()
 	if why := failedAnswer(req, resp); why != "" {
@@ -169,7 +173,7 @@ func (g *Gateway) Probe(ctx context.Context, acct ProbeAccount, cand routing.Can
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, chatEndpoint.path, nil)
 	if err != nil {
 		a.end()
-		return failed("the platform could not read its answer")
+		return catalog.ProbeResult{}, false
 	}
 	rec := &lineRecorder{header: http.Header{}}
 	c := g.echo.NewContext(hreq, rec)
@@ -198,7 +202,7 @@ func (g *Gateway) Probe(ctx context.Context, acct ProbeAccount, cand routing.Can
 	if !result.Passed {
 		g.log.Info("gateway: probe's answer refused", "offering", cand.OfferingID, "request_id", a.requestID, "why", result.Problem)
 	}
-	return result
+	return result, true
 }
 
 // probeChunk is what a probe reads of each chunk of the answer.
