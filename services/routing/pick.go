@@ -147,12 +147,11 @@ func (s *snapshot) idleForBatch(c choice, tier catalog.Tier, now time.Time) (cho
 // Pick returns up to MaxCandidates offerings for the request, in the order to try them.
 //
 // Candidates serve the model, are offered (active, their rig active, both asks within the tier's price in force
-// now), sit in the
-// request's tier, are under its caps, are healthy (a heartbeat from their own provider within HeartbeatTimeout)
-// and their circuit is not open; a half-open one is returned to one request at a time. Each place goes to the
-// cheapest remaining blended ask, except that among near-equals, blended asks within 5% of it, two are drawn at
-// random and the one with the shorter expected wait wins (the power of two choices): P50 time to first token
-// times (1 + load / capacity). Rigs at capacity come after those with room, cheapest first among them too. A
+// now), sit in the request's tier, are under its caps, are healthy (a heartbeat from their own provider within
+// HeartbeatTimeout) and their circuit is not open; a half-open one is returned to one request at a time. Each
+// place goes to the cheapest remaining blended ask, except that among near-equals, blended asks within 5% of it,
+// two are drawn at random and the one with the shorter expected wait wins (the power of two choices): P50 time
+// to first token times (1 + load / capacity). Rigs at capacity come after those with room, cheapest first among them too. A
 // request that prefers carbon passes the same filters and is ordered by estimated carbon instead (carbon.go).
 //
 // It fails with a *services.Error whose Cause is one of the Err values above, naming the first rule that left
