@@ -31,8 +31,8 @@ func TestMigrationsUpDownUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := pool.Exec(ctx, `INSERT INTO offerings (provider_account_id, gpu, gpu_count, region, model,
-		ask_input_micro_usd_per_mtok, ask_output_micro_usd_per_mtok, agent_url, tier, status, created_at, updated_at)
-		VALUES ($1, 'rtx-4090', 4, 'eu', 'm', 99333, 198667, 'http://x', 'standard', 'active', now(), now())`, accountID); err != nil {
+		ask_input_micro_usd_per_mtok, ask_output_micro_usd_per_mtok, tier, status, created_at, updated_at)
+		VALUES ($1, 'rtx-4090', 4, 'eu', 'm', 99333, 198667, 'standard', 'active', now(), now())`, accountID); err != nil {
 		t.Fatal(err)
 	}
 	// A second Migrate changes nothing.

@@ -47,7 +47,8 @@ type offeringJSON struct {
 	AskOutput    money.MicroUSD `json:"ask_output_usd_per_mtok"`
 	BlendedAsk   money.MicroUSD `json:"blended_ask_usd_per_mtok"`
 	NotRouted    string         `json:"not_routed_because"`
-	AgentURL     string         `json:"agent_url"`
+	RigState     string         `json:"rig_state"`
+	RigReason    string         `json:"rig_state_reason"`
 	TTFTP99Ms    *float64       `json:"ttft_p99_ms"`
 	TokensPerSec *float64       `json:"tokens_per_second"`
 	FiguresBasis string         `json:"figures_basis"`
@@ -67,14 +68,14 @@ type offeringListJSON struct {
 // rigJSON is a valid listing with its values as JSON numbers; its claimed P99 earns realtime.
 func rigJSON() map[string]any {
 	return map[string]any{"gpu": "rtx-4090", "gpu_count": 4, "region": "eu", "model": "Qwen/Qwen2.5-7B-Instruct",
-		"ask_input_usd_per_mtok": 0.12, "ask_output_usd_per_mtok": 0.24, "agent_url": "https://rig1.example.com:8443",
+		"ask_input_usd_per_mtok": 0.12, "ask_output_usd_per_mtok": 0.24,
 		"claimed_ttft_p50_ms": 20, "claimed_ttft_p99_ms": 45, "claimed_tokens_per_second": 2500}
 }
 
 // rigForm is a valid listing as the listing page posts it.
 func rigForm() url.Values {
 	return url.Values{"gpu": {"rtx-4090"}, "gpu_count": {"4"}, "region": {"eu"}, "model": {"Qwen/Qwen2.5-7B-Instruct"},
-		"ask_input_usd_per_mtok": {"0.12"}, "ask_output_usd_per_mtok": {"0.24"}, "agent_url": {"https://rig1.example.com:8443"}, "claimed_ttft_p99_ms": {"45"}}
+		"ask_input_usd_per_mtok": {"0.12"}, "ask_output_usd_per_mtok": {"0.24"}, "claimed_ttft_p99_ms": {"45"}}
 }
 
 // csrfFromPage opens a page and returns the CSRF token its forms carry.
@@ -285,9 +286,6 @@ func TestAPIOfferings(t *testing.T) {
 			if _, ok := catalog.RegionByCode(o.Region); !ok {
 				t.Errorf("offering %s: region %q", o.ID, o.Region)
 			}
-			if o.AgentURL != "" {
-				t.Errorf("offering %s shows its agent URL %q to the public", o.ID, o.AgentURL)
-			}
 			if o.Status != "active" {
 				t.Errorf("offering %s is %s", o.ID, o.Status)
 			}
@@ -395,16 +393,25 @@ func TestAPIProviderOfferings(t *testing.T) {
 	var rig offeringJSON
 	wantStatus(t, e.call(t, owner, http.MethodPost, "/api/provider/offerings", rigJSON(), &rig), http.StatusCreated)
 	if rig.ID == "" || rig.Tier != "realtime" || rig.Status != "active" || rig.GPUCount != 4 || rig.AskInput.Decimal() != "0.12" || rig.AskOutput.Decimal() != "0.24" ||
-		rig.AgentURL != "https://rig1.example.com:8443" || rig.FiguresBasis != "claimed" {
-		t.Fatalf("created %+v, want an active realtime rig (claimed P99 45 ms) with its agent URL", rig)
+		rig.FiguresBasis != "claimed" {
+		t.Fatalf("created %+v, want an active realtime rig (claimed P99 45 ms)", rig)
 	}
+	// Pending until the platform's probes qualify it: not in the public catalog, and its provider told why.
+	if rig.RigState != "pending" || rig.RigReason != "Pending: waiting for your agent to connect" {
+		t.Fatalf("a new rig is %q, %q; want pending, waiting for its agent", rig.RigState, rig.RigReason)
+	}
+	if slices.Contains(publicIDs(t), rig.ID) {
+		t.Errorf("new rig %s is in the catalog before its probes", rig.ID)
+	}
+	wantStatus(t, e.call(t, "", http.MethodGet, "/api/offerings/"+rig.ID, nil, nil), http.StatusNotFound)
+	e.qualify(t, rig.ID)
 	if !slices.Contains(publicIDs(t), rig.ID) {
-		t.Errorf("new rig %s is not in the catalog", rig.ID)
+		t.Errorf("qualified rig %s is not in the catalog", rig.ID)
 	}
 
 	t.Run("values as strings", func(t *testing.T) {
 		body := map[string]any{"gpu": "rtx-4090", "gpu_count": "2", "region": "no", "model": "Qwen/Qwen2.5-7B-Instruct",
-			"ask_input_usd_per_mtok": "0.149", "ask_output_usd_per_mtok": "0.298", "agent_url": "https://rig2.example.com", "claimed_ttft_p99_ms": "300",
+			"ask_input_usd_per_mtok": "0.149", "ask_output_usd_per_mtok": "0.298", "claimed_ttft_p99_ms": "300",
 			"claimed_tokens_per_second": "1500.5"}
 		var o offeringJSON
 		wantStatus(t, e.call(t, owner, http.MethodPost, "/api/provider/offerings", body, &o), http.StatusCreated)
@@ -429,10 +436,10 @@ func TestAPIProviderOfferings(t *testing.T) {
 	t.Run("invalid listing names every bad field and writes nothing", func(t *testing.T) {
 		before := offerings(t)
 		body := rigJSON()
-		body["gpu"], body["gpu_count"], body["region"], body["agent_url"], body["ask_input_usd_per_mtok"] = "gtx-280", 9, "xx", "ftp:/rig", "abc"
+		body["gpu"], body["gpu_count"], body["region"], body["ask_input_usd_per_mtok"] = "gtx-280", 9, "xx", "abc"
 		var out apiErrorJSON
 		wantStatus(t, e.call(t, owner, http.MethodPost, "/api/provider/offerings", body, &out), http.StatusUnprocessableEntity)
-		wantFields(t, out, "gpu", "gpu_count", "region", "agent_url", "ask_input_usd_per_mtok")
+		wantFields(t, out, "gpu", "gpu_count", "region", "ask_input_usd_per_mtok")
 		if after := offerings(t); after != before {
 			t.Errorf("offerings %d -> %d", before, after)
 		}

@@ -128,7 +128,6 @@ type offeringJSON struct {
 	TierPriceIn  money.MicroUSD     `json:"tier_input_usd_per_mtok"`
 	TierPriceOut money.MicroUSD     `json:"tier_output_usd_per_mtok"`
 	BlendedAsk   money.MicroUSD     `json:"blended_ask_usd_per_mtok"` // what the catalog sorts and caps by
-	OwnAgentURL  string             `json:"agent_url,omitempty"`
 	// PUE is the one the rig's figures use: stated by its provider, else its site's default.
 	PUE       float64 `json:"pue"`
 	PUEStated bool    `json:"pue_stated"`
@@ -138,6 +137,9 @@ type offeringJSON struct {
 	ReportDivergence string `json:"report_divergence,omitempty"`
 	// Reliability is the offering's reliability record, in the public catalog (reliability.go).
 	Reliability *reliability.Record `json:"reliability,omitempty"`
+	// For the offering's provider: where its rig stands with the platform and why ("Pending: 2 of 3 probes
+	// passed"; docs/listing-states.md).
+	RigStateReason string `json:"rig_state_reason,omitempty"`
 }
 
 func toJSON(o catalog.Offering, prices map[catalog.Tier]catalog.Price, owner bool) offeringJSON {
@@ -151,7 +153,6 @@ func toJSON(o catalog.Offering, prices map[catalog.Tier]catalog.Price, owner boo
 		j.TierPriceIn, j.TierPriceOut = p.Input, p.Output
 	}
 	if owner {
-		j.OwnAgentURL = o.AgentURL
 		if o.Status == catalog.StatusActive {
 			j.NotRoutedBecause = o.NotRoutedBecause(prices)
 		}
@@ -193,8 +194,8 @@ func (s *Server) apiOffering(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	// The public catalog shows only what it lists: active, and within its tier's price.
-	if o.Status != catalog.StatusActive || !o.Priced(prices) {
+	// The public catalog shows only what it lists: active, its rig qualified, and within its tier's price.
+	if o.Status != catalog.StatusActive || o.RigState != catalog.RigActive || !o.Priced(prices) {
 		return services.Errorf(services.CodeNotFound, "No such offering.")
 	}
 	j := toJSON(o, prices, false)

@@ -78,7 +78,6 @@ func TestJourneyProviderListsRigAndFindsItInCatalog(t *testing.T) {
 		fill(form+` input[name="model"]`, journeyModel),
 		fill(form+` input[name="ask_input_usd_per_mtok"]`, "0.123"),
 		fill(form+` input[name="ask_output_usd_per_mtok"]`, "0.246"),
-		fill(form+` input[name="agent_url"]`, "https://rig.example.com:8443"),
 		fill(form+` input[name="claimed_ttft_p50_ms"]`, "133.9"),
 		fill(form+` input[name="claimed_ttft_p99_ms"]`, "448.04"),
 		fill(form+` input[name="claimed_tokens_per_second"]`, "1858.57"),
@@ -125,7 +124,7 @@ func TestJourneyProviderListsRigAndFindsItInCatalog(t *testing.T) {
 		t.Fatalf("the rig %s on My rigs is not the provider's: %v", id, err)
 	}
 	if o.GPU != "rtx-4090" || o.GPUCount != 4 || o.Region != "eu" || o.Model != journeyModel ||
-		o.AskInput.Decimal() != "0.123" || o.AskOutput.Decimal() != "0.246" || o.AgentURL != "https://rig.example.com:8443" ||
+		o.AskInput.Decimal() != "0.123" || o.AskOutput.Decimal() != "0.246" ||
 		o.Tier != catalog.TierStandard || o.Status != catalog.StatusActive || o.ProviderName != org {
 		t.Errorf("saved offering = %+v", o)
 	}
@@ -138,7 +137,12 @@ func TestJourneyProviderListsRigAndFindsItInCatalog(t *testing.T) {
 		}
 	}
 
-	// The catalog shows it in the standard tier, to everyone.
+	// Pending until its agent connects and passes the platform's probes; then the catalog shows it in the
+	// standard tier, to everyone.
+	if rs := b.text(mine + " " + testID("rig-state")); rs != "Pending: waiting for your agent to connect" {
+		t.Errorf("rig state on My rigs = %q, want pending, waiting for the agent", rs)
+	}
+	e.qualify(t, id)
 	if st := b.navigate("click Catalog in the nav", click(`header nav a[href="/catalog"]`)); st != http.StatusOK {
 		t.Fatalf("catalog: status %d", st)
 	}
@@ -225,7 +229,6 @@ func TestJourneyListingErrorsShowBesideFields(t *testing.T) {
 		fill(form+` input[name="model"]`, ""),
 		fill(form+` input[name="ask_input_usd_per_mtok"]`, "cheap"),
 		fill(form+` input[name="ask_output_usd_per_mtok"]`, "0.20"),
-		fill(form+` input[name="agent_url"]`, "https://rig.example.com:8443"),
 		fill(form+` input[name="claimed_ttft_p99_ms"]`, "448.04"),
 	)
 	if st := b.navigate("submit the listing form", click(testID("listing-submit"))); st != http.StatusUnprocessableEntity {
@@ -266,7 +269,7 @@ func TestJourneyListingErrorsShowBesideFields(t *testing.T) {
 
 	// What was typed is still there to fix.
 	for field, want := range map[string]string{
-		"ask_input_usd_per_mtok": "cheap", "ask_output_usd_per_mtok": "0.20", "agent_url": "https://rig.example.com:8443", "claimed_ttft_p99_ms": "448.04",
+		"ask_input_usd_per_mtok": "cheap", "ask_output_usd_per_mtok": "0.20", "claimed_ttft_p99_ms": "448.04",
 		"gpu": "rtx-4090", "gpu_count": "4", "region": "eu",
 	} {
 		if got := browserRun(b, "read "+field, chromedp.Value(chromedp.CSS("#"+field))); got != want {

@@ -15,14 +15,14 @@ import (
 	"github.com/gpumarket/gpumarket/templates"
 )
 
-var listingFields = []string{"gpu", "gpu_count", "region", "model", catalog.FieldAskInput, catalog.FieldAskOutput, "agent_url",
+var listingFields = []string{"gpu", "gpu_count", "region", "model", catalog.FieldAskInput, catalog.FieldAskOutput,
 	"claimed_ttft_p50_ms", "claimed_ttft_p99_ms", "claimed_tokens_per_second", "site", "pue"}
 
 // listingInput reads a listing from text values (a form, or a JSON body's values) and reports
 // every problem at once: what does not parse, and what breaks the catalog's rules.
 func listingInput(get func(string) string) (catalog.ListingInput, error) {
 	fe := services.FieldErrors{}
-	in := catalog.ListingInput{GPU: get("gpu"), Region: get("region"), Model: get("model"), AgentURL: get("agent_url")}
+	in := catalog.ListingInput{GPU: get("gpu"), Region: get("region"), Model: get("model")}
 	if v := strings.TrimSpace(get("gpu_count")); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil {
@@ -154,7 +154,7 @@ func (s *Server) rigsPage(c echo.Context) error {
 	}
 	rows := make([]templates.OfferingRow, 0, len(list))
 	for _, o := range list {
-		rows = append(rows, ownOfferingRow(o, prices))
+		rows = append(rows, ownOfferingRow(o, prices, s.now()))
 	}
 	if err := s.withProviderBenchmarks(c, ownBenchmarkURL, rows); err != nil {
 		return err
@@ -207,7 +207,7 @@ func (s *Server) editRigPage(c echo.Context) error {
 		return err
 	}
 	v := map[string]string{"gpu": o.GPU, "gpu_count": strconv.Itoa(o.GPUCount), "region": o.Region, "model": o.Model,
-		catalog.FieldAskInput: o.AskInput.Decimal(), catalog.FieldAskOutput: o.AskOutput.Decimal(), "agent_url": o.AgentURL}
+		catalog.FieldAskInput: o.AskInput.Decimal(), catalog.FieldAskOutput: o.AskOutput.Decimal()}
 	v["site"] = string(o.Site)
 	for name, p := range map[string]*float64{"claimed_ttft_p50_ms": o.ClaimedTTFTP50Ms, "claimed_ttft_p99_ms": o.ClaimedTTFTP99Ms,
 		"claimed_tokens_per_second": o.ClaimedTokensPerSec, "pue": o.StatedPUE} {
@@ -265,7 +265,14 @@ func (s *Server) ownJSON(c echo.Context, o catalog.Offering, status int) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(status, toJSON(o, prices, true))
+	return c.JSON(status, s.ownOfferingJSON(o, prices))
+}
+
+// ownOfferingJSON is the offering as its provider sees it in the API, with where its rig stands and why.
+func (s *Server) ownOfferingJSON(o catalog.Offering, prices map[catalog.Tier]catalog.Price) offeringJSON {
+	j := toJSON(o, prices, true)
+	j.RigStateReason = o.RigStateReason(s.now())
+	return j
 }
 
 func (s *Server) apiListRigs(c echo.Context) error {
@@ -280,7 +287,7 @@ func (s *Server) apiListRigs(c echo.Context) error {
 	}
 	out := make([]offeringJSON, 0, len(list))
 	for _, o := range list {
-		out = append(out, toJSON(o, prices, true))
+		out = append(out, s.ownOfferingJSON(o, prices))
 	}
 	return c.JSON(http.StatusOK, map[string]any{"offerings": out, "count": len(out)})
 }

@@ -45,7 +45,7 @@ func (s *Server) rigConnectPage(c echo.Context) error {
 		return err
 	}
 	base := s.baseURL(c)
-	page := templates.RigConnectPage{Page: s.page(c, "Connect your rig"), Rig: offeringRow(o),
+	page := templates.RigConnectPage{Page: s.page(c, "Connect your rig"), Rig: withRigState(offeringRow(o), o, s.now()),
 		NATSURL: cred.NATSURL, NATSLoopback: loopbackURL(cred.NATSURL),
 		DownloadBase: base, DownloadLoopback: loopbackURL(base),
 		EnvFile: AgentEnvFile(o, cred), UnitURL: base + "/downloads/" + deploy.AgentUnitName, Unit: deploy.AgentUnit,

@@ -3,10 +3,12 @@ package web_test
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/demo"
 )
 
@@ -19,15 +21,14 @@ func rigAt(in, out string) map[string]any {
 	return body
 }
 
-// TestAListingIsHeldToItsTiersPriceAndItsAgentURLToThePolicy: an ask above the standard tier's price for output
-// tokens ($0.30), and agent URLs with a path or at the cloud's metadata address, are refused with what to fix, and
-// nothing is saved.
-func TestAListingIsHeldToItsTiersPriceAndItsAgentURLToThePolicy(t *testing.T) {
+// TestAListingIsHeldToItsTiersPriceAndNamesNoAddress: an ask above the standard tier's price for output tokens
+// ($0.30) is refused with what to fix, and so is an agent URL: the platform reaches a rig over the connection its
+// agent opens, and dials no address. Nothing is saved.
+func TestAListingIsHeldToItsTiersPriceAndNamesNoAddress(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	owner := e.token(t, "provider@example.com", demo.Password)
 	before := countRows(t, e, `SELECT count(*) FROM offerings`)
-	how := " Give only the scheme, host and port where your agent listens, like https://rig1.example.com:8443."
 	for _, c := range []struct {
 		name  string
 		edit  func(map[string]any)
@@ -36,11 +37,7 @@ func TestAListingIsHeldToItsTiersPriceAndItsAgentURLToThePolicy(t *testing.T) {
 	}{
 		{"output ask above the price", func(b map[string]any) { b["ask_output_usd_per_mtok"] = "0.40" }, "ask_output_usd_per_mtok",
 			"Your ask for output tokens, $0.40 per million, is above the standard tier's price of $0.30: customers would pay less than you are paid. Ask at most $0.30."},
-		{"a path", func(b map[string]any) { b["agent_url"] = "https://rig1.example.com:8443/metrics" }, "agent_url",
-			"No path: the platform adds /v1/... itself." + how},
-		{"a fragment", func(b map[string]any) { b["agent_url"] = "https://rig1.example.com:8443#" }, "agent_url", "No fragment." + how},
-		{"the metadata address", func(b map[string]any) { b["agent_url"] = "http://169.254.169.254" }, "agent_url",
-			"169.254.169.254 is a cloud metadata address." + how},
+		{"an agent URL", func(b map[string]any) { b["agent_url"] = "http://169.254.169.254" }, "agent_url", "Unknown field."},
 	} {
 		body := rigAt("0.10", "0.20")
 		c.edit(body)
@@ -74,6 +71,7 @@ func TestAPriceCutTakesARigOffTheCatalogAndTellsItsProvider(t *testing.T) {
 		}
 		return false
 	}
+	e.qualify(t, rig.ID)
 	if !listed() || rig.NotRouted != "" {
 		t.Fatalf("the new rig: listed %v, not routed because %q", listed(), rig.NotRouted)
 	}
@@ -160,4 +158,53 @@ func TestARigsOwnFiguresFarBetterThanTheGatewaysAreFlagged(t *testing.T) {
 		public.Reported != 500 || public.Why != "" {
 		t.Fatalf("public offering %+v", public)
 	}
+}
+
+// TestTheProviderSeesEachRigsStateAndWhy: a new rig is pending, waiting for its agent; as the gateways write
+// down its heartbeats and probes, its provider's rigs page and API say how many probes passed, and once three
+// in a row have, since when it is active.
+func TestTheProviderSeesEachRigsStateAndWhy(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	owner := e.token(t, "provider@example.com", demo.Password)
+	var rig offeringJSON
+	wantStatus(t, e.call(t, owner, http.MethodPost, "/api/provider/offerings", rigAt("0.10", "0.20"), &rig), http.StatusCreated)
+	b := browserClient(t)
+	token := csrfFromPage(t, b, e.srv.URL+"/login")
+	wantStatus(t, postForm(t, b, e.srv.URL+"/login", url.Values{"_csrf": {token}, "email": {"provider@example.com"},
+		"password": {demo.Password}}), http.StatusSeeOther)
+	shows := func(state, reason string) {
+		t.Helper()
+		cell := getPage(t, b, e.srv.URL+"/provider/rigs").Find(`tr[data-offering-id="` + rig.ID + `"] [data-testid="rig-state"]`)
+		if got, _ := cell.Attr("data-rig-state"); got != state || strings.TrimSpace(cell.Text()) != reason {
+			t.Errorf("the rigs page shows %q, %q; want %q, %q", got, strings.TrimSpace(cell.Text()), state, reason)
+		}
+		var api offeringJSON
+		wantStatus(t, e.call(t, owner, http.MethodGet, "/api/provider/offerings/"+rig.ID, nil, &api), http.StatusOK)
+		if api.RigState != state || api.RigReason != reason {
+			t.Errorf("the API shows %q, %q; want %q, %q", api.RigState, api.RigReason, state, reason)
+		}
+	}
+	shows("pending", "Pending: waiting for your agent to connect")
+
+	now := time.Now().UTC()
+	if err := e.catalog.RecordHeartbeats(ctx, map[string]time.Time{rig.ID: now}); err != nil {
+		t.Fatal(err)
+	}
+	shows("pending", "Pending: 0 of 3 probes passed")
+	probe := func(passed bool, problem string) {
+		t.Helper()
+		if _, err := e.catalog.RecordProbe(ctx, rig.ID, catalog.ProbeResult{At: now, Passed: passed, Problem: problem,
+			TTFTMs: 180, TokensPerSec: 95}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	probe(false, `its answer named the model "other", not the listed "Qwen/Qwen2.5-7B-Instruct"`)
+	shows("pending", `Pending: 0 of 3 probes passed; the last one failed: its answer named the model "other", not the listed "Qwen/Qwen2.5-7B-Instruct"`)
+	probe(true, "")
+	probe(true, "")
+	shows("pending", "Pending: 2 of 3 probes passed")
+	probe(true, "")
+	shows("active", "Active since "+now.Format("15:04 UTC"))
 }

@@ -31,7 +31,6 @@ import (
 	"github.com/gpumarket/gpumarket/services/payouts"
 	"github.com/gpumarket/gpumarket/services/performance"
 	"github.com/gpumarket/gpumarket/services/reports"
-	"github.com/gpumarket/gpumarket/services/rigaddr"
 	"github.com/gpumarket/gpumarket/web"
 	"github.com/gpumarket/gpumarket/web/gateway"
 )
@@ -82,6 +81,14 @@ const testMetricsToken = "metrics-token-for-the-web-tests"
 
 func setup(t *testing.T) *env { return setupWith(t, nil) }
 
+// qualify makes the offering's rig active, as its passing the platform's probes does: no rig runs in these tests.
+func (e *env) qualify(t *testing.T, offeringID string) {
+	t.Helper()
+	if err := e.catalog.MarkQualified(context.Background(), offeringID); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // setupWith is setup with the web configuration changed by configure before the server is
 // built: its accounts, payments and gateway are there to change, on the test's database.
 func setupWith(t *testing.T, configure func(*web.Config, *pgxpool.Pool)) *env {
@@ -91,10 +98,20 @@ func setupWith(t *testing.T, configure func(*web.Config, *pgxpool.Pool)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The demo's rigs listen on this machine, as `gpumarket dev` lists them.
-	cat := catalog.NewService(pool, catalog.Config{Rigs: rigaddr.Policy{Development: true}})
+	cat := catalog.NewService(pool, catalog.Config{})
 	if err := demo.Seed(context.Background(), acc, cat, time.Now()); err != nil {
 		t.Fatal(err)
+	}
+	// Under `gpumarket dev` the platform's probes qualify the demo's rigs; here no rig runs, and the pages are
+	// about rigs that qualified.
+	seeded, err := cat.ListActive(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range seeded {
+		if err := cat.MarkQualified(context.Background(), o.ID); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ledger := billing.NewLedger(pool, nil)
 	credits := billing.NewCredits(pool, ledger, billing.NewStripeCheckout("sk_test_web", stripeMockURL(t)), nil)

@@ -62,7 +62,7 @@ func newUsageWorld(t *testing.T) *usageWorld {
 	}
 	rig := func(provider, gpu string, count int, model string, p99 float64) catalog.Offering {
 		o, err := w.catalog.Create(ctx, provider, catalog.ListingInput{GPU: gpu, GPUCount: count, Region: "eu", Model: model,
-			AskInput: 60_000, AskOutput: 60_000, AgentURL: "https://rig.example.com:8443", ClaimedTTFTP99Ms: &p99})
+			AskInput: 60_000, AskOutput: 60_000, ClaimedTTFTP99Ms: &p99})
 		if err != nil {
 			t.Fatal(err)
 		}

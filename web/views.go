@@ -3,6 +3,7 @@ package web
 import (
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/catalog"
@@ -39,14 +40,31 @@ func offeringRow(o catalog.Offering) templates.OfferingRow {
 	return r
 }
 
-// ownOfferingRow is offeringRow for the offering's provider, with what it should know: why the rig is not
-// routed at prices (the prices in force), and whether its agent's own figures disagree with the gateway's.
-func ownOfferingRow(o catalog.Offering, prices map[catalog.Tier]catalog.Price) templates.OfferingRow {
-	r := offeringRow(o)
+// ownOfferingRow is offeringRow for the offering's provider, with what it should know: where its rig stands
+// with the platform and why (at now), why the rig is not routed at prices (the prices in force), and whether
+// its agent's own figures disagree with the gateway's.
+func ownOfferingRow(o catalog.Offering, prices map[catalog.Tier]catalog.Price, now time.Time) templates.OfferingRow {
+	r := withRigState(offeringRow(o), o, now)
 	if why := o.NotRoutedBecause(prices); why != "" && o.Status == catalog.StatusActive {
 		r.NotRouted = why
 	}
 	r.Divergence = o.ReportDivergence()
+	return r
+}
+
+// withRigState adds to the row where the offering's rig stands and why, and what its last probe measured.
+func withRigState(r templates.OfferingRow, o catalog.Offering, now time.Time) templates.OfferingRow {
+	r.RigState, r.RigReason = string(o.RigState), o.RigStateReason(now)
+	if o.RigProbeAt != nil && o.RigState != catalog.RigActive {
+		r.RigProbe = "Last probe at " + o.RigProbeAt.UTC().Format("15:04:05 UTC")
+		if o.RigProbeTTFTMs != nil {
+			r.RigProbe += ": first token in " + formatMs(*o.RigProbeTTFTMs)
+			if t := o.RigProbeTokensPerSec; t != nil {
+				r.RigProbe += ", " + strconv.FormatFloat(*t, 'f', 0, 64) + " tokens/s"
+			}
+		}
+		r.RigProbe += "."
+	}
 	return r
 }
 

@@ -49,12 +49,12 @@ func seed(ctx context.Context, d *scratchdb.Database, o options, p invoicing.Per
 				FROM bench_providers p, generate_series(0, 1) k),
 			ins AS (
 				INSERT INTO offerings (provider_account_id, gpu, gpu_count, region, model, ask_input_micro_usd_per_mtok,
-					ask_output_micro_usd_per_mtok, agent_url, tier, status, created_at, updated_at)
-				SELECT provider, 'rtx-4090', 4, 'eu', model, ask_in, 2 * ask_in, 'http://bench-' || idx, tier, 'active', $1, $1
-				FROM o RETURNING id, agent_url)
+					ask_output_micro_usd_per_mtok, seed_key, tier, status, created_at, updated_at)
+				SELECT provider, 'rtx-4090', 4, 'eu', model, ask_in, 2 * ask_in, 'bench-' || idx, tier, 'active', $1, $1
+				FROM o RETURNING id, seed_key)
 			INSERT INTO bench_offerings
 			SELECT o.idx, ins.id, o.provider, o.tier, o.model, o.ask_in, 2 * o.ask_in
-			FROM o JOIN ins ON ins.agent_url = 'http://bench-' || o.idx`, []any{p.Start()}},
+			FROM o JOIN ins ON ins.seed_key = 'bench-' || o.idx`, []any{p.Start()}},
 		// Each account's rows: one an hour for rows hours spread over the month, each of ten
 		// requests at one of three offerings, one request without output.
 		{"rollups", `

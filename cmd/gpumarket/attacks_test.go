@@ -76,11 +76,12 @@ func (b *gatewayBundle) startDishonestRig(t *testing.T, model string, ask money.
 	t.Helper()
 	p50, p99, tps := 150.0, 300.0, 1000.0
 	o, err := b.p.catalog.Create(b.ctx, b.provider, catalog.ListingInput{GPU: "rtx-4090", GPUCount: 4, Region: "eu",
-		Model: model, AskInput: 2 * ask / 3, AskOutput: 2*ask - 2*ask/3, AgentURL: "http://127.0.0.1:1",
+		Model: model, AskInput: 2 * ask / 3, AskOutput: 2*ask - 2*ask/3,
 		ClaimedTTFTP50Ms: &p50, ClaimedTTFTP99Ms: &p99, ClaimedTokensPerSec: &tps})
 	if err != nil {
 		t.Fatal(err)
 	}
+	b.qualify(t, o)
 	verifier, err := ticket.NewOfferingVerifier(ticket.OfferingKey(b.p.cfg.TicketKey, o.ID), o.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -233,7 +234,7 @@ func (b *gatewayBundle) testAskRaisedAfterServing(t *testing.T) {
 	id, _, _ := headersOf(t, res)
 
 	p50, p99 := 150.0, 300.0
-	edit := catalog.ListingInput{GPU: "rtx-4090", GPUCount: 4, Region: "eu", Model: "atk-ask", AgentURL: "http://127.0.0.1:1",
+	edit := catalog.ListingInput{GPU: "rtx-4090", GPUCount: 4, Region: "eu", Model: "atk-ask",
 		ClaimedTTFTP50Ms: &p50, ClaimedTTFTP99Ms: &p99, AskInput: 2_000_000_000_000, AskOutput: 2_000_000_000_000}
 	if _, err := b.p.catalog.Update(b.ctx, b.provider, rig.offering.ID, edit); services.ErrorCode(err) != services.CodeInvalid {
 		t.Fatalf("an ask of $2 per token was not refused: %v", err)
@@ -398,11 +399,12 @@ func (b *gatewayBundle) testLyingUpstreamBehindTheStockAgent(t *testing.T) {
 	t.Cleanup(upstream.Close)
 	p50, p99, tps := 150.0, 300.0, 1000.0
 	o, err := b.p.catalog.Create(b.ctx, b.provider, catalog.ListingInput{GPU: "rtx-4090", GPUCount: 4, Region: "eu",
-		Model: "atk-upstream", AskInput: 20_000, AskOutput: 40_000, AgentURL: "http://127.0.0.1:1",
+		Model: "atk-upstream", AskInput: 20_000, AskOutput: 40_000,
 		ClaimedTTFTP50Ms: &p50, ClaimedTTFTP99Ms: &p99, ClaimedTokensPerSec: &tps})
 	if err != nil {
 		t.Fatal(err)
 	}
+	b.qualify(t, o)
 	a, err := agent.New(agent.Config{ListenAddr: "127.0.0.1:0", Upstream: upstream.URL, ProviderID: b.provider,
 		OfferingID: o.ID, GPUSKU: "rtx-4090", GPUCount: 4, Capacity: 8, NATSURL: b.p.natsURL,
 		NATSUser: events.RigUsername(o.ID), NATSPassword: events.RigPassword(b.p.cfg.RigKey, o.ID),

@@ -382,16 +382,17 @@ func startBenchPlatform(ctx context.Context, dbURL, dataDir string, log *slog.Lo
 	// offering's tier by its measured P99 (routing/tiers.go), so each run asks for the tier it is in then.
 	p50, p99, tps := setup.p50, setup.p99, 1000.0
 	if b.offering, err = p.catalog.Create(ctx, provider.AccountID, catalog.ListingInput{GPU: "rtx-4090", GPUCount: 4, Region: "eu",
-		Model: benchModel, AskInput: 60_000, AskOutput: 120_000, AgentURL: "http://127.0.0.1:1", ClaimedTTFTP50Ms: &p50, ClaimedTTFTP99Ms: &p99,
+		Model: benchModel, AskInput: 60_000, AskOutput: 120_000, ClaimedTTFTP50Ms: &p50, ClaimedTTFTP99Ms: &p99,
 		ClaimedTokensPerSec: &tps}); err != nil {
+		return nil, err
+	}
+	// The benchmark measures the gateway's path, not how a rig qualifies: its rig starts active.
+	if err := p.catalog.MarkQualified(ctx, b.offering.ID); err != nil {
 		return nil, err
 	}
 	profile := simulation.Zero()
 	profile.Model = benchModel
 	if b.rig, err = p.startRig(runCtx, b.offering.ID, provider.AccountID, b.offering.GPU, b.offering.GPUCount, "127.0.0.1:0", profile); err != nil {
-		return nil, err
-	}
-	if _, err := p.pool.Exec(ctx, `UPDATE offerings SET agent_url = $2 WHERE id = $1`, b.offering.ID, b.agentURL()); err != nil {
 		return nil, err
 	}
 	if setup.processes {

@@ -15,7 +15,6 @@ import (
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/demo/history"
 	"github.com/gpumarket/gpumarket/services/invoicing"
-	"github.com/gpumarket/gpumarket/services/rigaddr"
 )
 
 func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
@@ -69,7 +68,7 @@ func seed(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	// The demo's rigs are simulated on this machine, as `gpumarket dev` runs them: their agent URLs are
 	// loopback ones, which the development policy allows.
-	if err := demo.Seed(ctx, acc, catalog.NewService(pool, catalog.Config{Rigs: rigaddr.Policy{Development: true}}), time.Now()); err != nil {
+	if err := demo.Seed(ctx, acc, catalog.NewService(pool, catalog.Config{}), time.Now()); err != nil {
 		return err
 	}
 	// The history's route tickets are signed with GPUMARKET_TICKET_KEY when it is set, else

@@ -120,7 +120,7 @@ type Config struct {
 	UsageRetentionMonths int
 }
 
-// RigPolicy is where listings may point their agent URL, and where the gateway may connect to reach a rig.
+// RigPolicy is where the gateway may connect to reach a rig.
 func (c Config) RigPolicy() rigaddr.Policy {
 	return rigaddr.Policy{Development: c.Development, Allowed: c.RigNetworks}
 }

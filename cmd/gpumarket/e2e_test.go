@@ -41,6 +41,16 @@ func TestRequestsThroughASimulatedRigAreMeteredOnce(t *testing.T) {
 	if err := p.Seed(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// The demo's rigs, qualified as their probes would: how a rig qualifies is TestAListingEarnsItsPlace's.
+	seeded, err := p.catalog.ListActive(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range seeded {
+		if err := p.catalog.MarkQualified(ctx, o.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
 	defer func() { cancel(); <-done }()
@@ -95,9 +105,6 @@ func TestRequestsThroughASimulatedRigAreMeteredOnce(t *testing.T) {
 	}
 	defer rig.stop()
 	agentURL := "http://" + rig.agent.Addr().String()
-	if _, err := p.pool.Exec(ctx, `UPDATE offerings SET agent_url = $2 WHERE id = $1`, o.ID, agentURL); err != nil {
-		t.Fatal(err)
-	}
 	if err := p.router.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -201,11 +201,12 @@ func (b *gatewayBundle) list(t *testing.T, spec rigSpec) catalog.Offering {
 		spec.region = "eu"
 	}
 	o, err := b.p.catalog.Create(b.ctx, b.provider, catalog.ListingInput{GPU: spec.gpu, GPUCount: spec.count, Region: spec.region,
-		Model: spec.model, AskInput: 2 * spec.ask / 3, AskOutput: 2*spec.ask - 2*spec.ask/3, AgentURL: "http://127.0.0.1:1", ClaimedTTFTP50Ms: &p50, ClaimedTTFTP99Ms: &spec.p99,
+		Model: spec.model, AskInput: 2 * spec.ask / 3, AskOutput: 2*spec.ask - 2*spec.ask/3, ClaimedTTFTP50Ms: &p50, ClaimedTTFTP99Ms: &spec.p99,
 		ClaimedTokensPerSec: &tps})
 	if err != nil {
 		t.Fatal(err)
 	}
+	b.qualify(t, o)
 	profile := spec.profile
 	if profile.IsZero() {
 		profile = simulation.Zero()
@@ -218,9 +219,6 @@ func (b *gatewayBundle) list(t *testing.T, spec rigSpec) catalog.Offering {
 		t.Fatal(err)
 	}
 	t.Cleanup(rig.stop)
-	if _, err := b.p.pool.Exec(b.ctx, `UPDATE offerings SET agent_url = $2 WHERE id = $1`, o.ID, "http://"+rig.agent.Addr().String()); err != nil {
-		t.Fatal(err)
-	}
 	if err := b.p.router.Refresh(b.ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -229,6 +227,15 @@ func (b *gatewayBundle) list(t *testing.T, spec rigSpec) catalog.Offering {
 		return err == nil
 	})
 	return o
+}
+
+// qualify makes the offering's rig active as if it had passed its probes: the subtests that list rigs are
+// about what they serve, not how they qualify (listing_states_test.go is).
+func (b *gatewayBundle) qualify(t *testing.T, o catalog.Offering) {
+	t.Helper()
+	if err := b.p.catalog.MarkQualified(b.ctx, o.ID); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // startFailingRig is a simulated rig whose backend answers 500 to the given fraction of
@@ -629,18 +636,20 @@ func (b *gatewayBundle) testFailover(t *testing.T) {
 }
 
 func (b *gatewayBundle) testNoCandidate(t *testing.T) {
-	// An offering whose rig never beat: routing knows it, and cannot send it anything.
-	if _, err := b.p.catalog.Create(b.ctx, b.provider, catalog.ListingInput{GPU: "rtx-4090", GPUCount: 4, Region: "eu",
-		Model: "gw-dark", AskInput: 50_000, AskOutput: 100_000, AgentURL: "http://127.0.0.1:1", ClaimedTTFTP99Ms: ptr(300.0)}); err != nil {
+	// An offering qualified once whose rig has not beaten since: routing knows it, and cannot send it anything.
+	dark, err := b.p.catalog.Create(b.ctx, b.provider, catalog.ListingInput{GPU: "rtx-4090", GPUCount: 4, Region: "eu",
+		Model: "gw-dark", AskInput: 50_000, AskOutput: 100_000, ClaimedTTFTP99Ms: ptr(300.0)})
+	if err != nil {
 		t.Fatal(err)
 	}
+	b.qualify(t, dark)
 	if err := b.p.router.Refresh(b.ctx); err != nil {
 		t.Fatal(err)
 	}
 	_, _, secret := b.developer(t, "nocandidate", 20*money.PicoPerUSD, accounts.NewKeyInput{})
 	client := b.client(secret)
 	var res *http.Response
-	_, err := client.Chat.Completions.New(b.ctx, chatParams("gw-dark", 4), option.WithResponseInto(&res))
+	_, err = client.Chat.Completions.New(b.ctx, chatParams("gw-dark", 4), option.WithResponseInto(&res))
 	apiError(t, err, http.StatusServiceUnavailable, "server_error", "no_capacity")
 	if res.Header.Get("Retry-After") == "" {
 		t.Error("503 without Retry-After")

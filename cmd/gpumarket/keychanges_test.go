@@ -165,9 +165,12 @@ func listServedOffering(t *testing.T, a, b *Platform) catalog.Offering {
 	}
 	p50, p99, tps := 150.0, 300.0, 1000.0
 	o, err := a.catalog.Create(ctx, provider.AccountID, catalog.ListingInput{GPU: "rtx-4090", GPUCount: 4, Region: "eu",
-		Model: "keychanges-model", AskInput: 66_667, AskOutput: 133_333, AgentURL: "http://127.0.0.1:1",
+		Model: "keychanges-model", AskInput: 66_667, AskOutput: 133_333,
 		ClaimedTTFTP50Ms: &p50, ClaimedTTFTP99Ms: &p99, ClaimedTokensPerSec: &tps})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.catalog.MarkQualified(ctx, o.ID); err != nil {
 		t.Fatal(err)
 	}
 	profile := simulation.Zero()
@@ -177,9 +180,6 @@ func listServedOffering(t *testing.T, a, b *Platform) catalog.Offering {
 		t.Fatal(err)
 	}
 	t.Cleanup(rig.stop)
-	if _, err := a.pool.Exec(ctx, `UPDATE offerings SET agent_url = $2 WHERE id = $1`, o.ID, "http://"+rig.agent.Addr().String()); err != nil {
-		t.Fatal(err)
-	}
 	for _, p := range []*Platform{a, b} {
 		if err := p.router.Refresh(ctx); err != nil {
 			t.Fatal(err)

@@ -13,8 +13,10 @@ import (
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/billing/stripemock/stripemocktest"
+	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/routing"
 )
 
 // The whole platform (every role, embedded NATS, the demo's simulated rigs) opened, run, answering and stopped
@@ -81,7 +83,7 @@ func seedPlatform(t *testing.T, cfg Config) lifecycleCall {
 	}
 	var tier string
 	if err := p.pool.QueryRow(ctx, `SELECT model, tier FROM offerings WHERE seed_key IS NOT NULL AND status = 'active'
-		AND agent_url LIKE 'http://127.0.0.1:%' ORDER BY claimed_ttft_p50_ms, seed_key LIMIT 1`).Scan(&call.model, &tier); err != nil {
+		ORDER BY claimed_ttft_p50_ms, seed_key LIMIT 1`).Scan(&call.model, &tier); err != nil {
 		t.Fatal(err)
 	}
 	call.model += ":" + tier
@@ -152,11 +154,11 @@ func waitForStatus(t *testing.T, client *http.Client, url string, round int, don
 }
 
 // waitForCompletion sends a chat completion until one is answered 200 (the router knows the rig once its
-// heartbeat is in), or fails.
+// heartbeat is in, and routes it once its probes have qualified it: in the first round), or fails.
 func waitForCompletion(t *testing.T, client *http.Client, baseURL string, call lifecycleCall, round int, done <-chan error) {
 	t.Helper()
 	body := `{"model":"` + call.model + `","max_tokens":8,"messages":[{"role":"user","content":"hello"}]}`
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(10*time.Second + catalog.ProbesToQualify*routing.ProbeEvery)
 	for {
 		req, err := http.NewRequest(http.MethodPost, baseURL+"/v1/chat/completions", strings.NewReader(body))
 		if err != nil {

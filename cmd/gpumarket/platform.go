@@ -142,7 +142,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 	}
 	// The catalog is there before NATS: the answer to the auth callout reads it for each rig that connects.
 	p.audit = audit.New(p.pool, nil)
-	p.catalog = catalog.NewService(p.pool, catalog.Config{Rigs: cfg.RigPolicy(), Audit: p.audit, Delisted: p.disconnectRig})
+	p.catalog = catalog.NewService(p.pool, catalog.Config{Audit: p.audit, Delisted: p.disconnectRig})
 	natsURL, systemURL := cfg.NATSURL, cfg.NATSSystemURL
 	if natsURL == "" {
 		// The embedded server is the rigs' entry point: it lets in this process's users (the platform's and the

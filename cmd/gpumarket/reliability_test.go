@@ -297,8 +297,8 @@ func setupReliability(t *testing.T) *reliability {
 		askIn, askOut int64
 	}{{r.providers[0], 100_000, 200_000}, {r.providers[0], 130_000, 260_000}, {r.providers[1], 90_000, 180_000}} {
 		id := q(`INSERT INTO offerings (provider_account_id, gpu, gpu_count, region, model, ask_input_micro_usd_per_mtok,
-			ask_output_micro_usd_per_mtok, agent_url, tier, status, created_at, updated_at)
-			VALUES ($1, 'rtx-4090', 4, 'eu', 'llama-3.1-8b', $2, $3, 'http://rig', 'standard', 'active', now(), now())
+			ask_output_micro_usd_per_mtok, tier, status, created_at, updated_at)
+			VALUES ($1, 'rtx-4090', 4, 'eu', 'llama-3.1-8b', $2, $3, 'standard', 'active', now(), now())
 			RETURNING id`, o.provider, o.askIn, o.askOut)
 		r.offerings = append(r.offerings, reliabilityOffering{id: id, provider: o.provider, askIn: o.askIn, askOut: o.askOut})
 	}

@@ -36,7 +36,6 @@ import (
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/events/natsserver"
 	"github.com/gpumarket/gpumarket/services/money"
-	"github.com/gpumarket/gpumarket/services/rigaddr"
 	"github.com/gpumarket/gpumarket/services/rigauth"
 	"github.com/gpumarket/gpumarket/services/simulation"
 	"github.com/gpumarket/gpumarket/services/ticket"
@@ -194,7 +193,7 @@ func setupRestartWith(t *testing.T, opts restartOptions) *restart {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat := catalog.NewService(h.pool, catalog.Config{Rigs: rigaddr.Policy{Development: true}})
+	cat := catalog.NewService(h.pool, catalog.Config{})
 	if err := cat.EnsureDefaultPrices(ctx, time.Now().Add(-time.Hour)); err != nil {
 		t.Fatal(err)
 	}
@@ -219,15 +218,15 @@ func setupRestartWith(t *testing.T, opts restartOptions) *restart {
 	for i := range 2 {
 		p50, p99, tps := 100.0, 300.0, 1000.0
 		o, err := cat.Create(ctx, provider.AccountID, catalog.ListingInput{GPU: "rtx-4090", GPUCount: 4, Region: "eu",
-			Model: "restart-model", AskInput: money.MicroUSD(50_000 + i*1_000), AskOutput: 100_000, AgentURL: "http://127.0.0.1:1",
+			Model: "restart-model", AskInput: money.MicroUSD(50_000 + i*1_000), AskOutput: 100_000,
 			ClaimedTTFTP50Ms: &p50, ClaimedTTFTP99Ms: &p99, ClaimedTokensPerSec: &tps})
 		if err != nil {
 			t.Fatal(err)
 		}
-		addr := h.startRig(o, provider.AccountID)
-		if _, err := h.pool.Exec(ctx, `UPDATE offerings SET agent_url = $2 WHERE id = $1`, o.ID, "http://"+addr); err != nil {
+		if err := cat.MarkQualified(ctx, o.ID); err != nil {
 			t.Fatal(err)
 		}
+		h.startRig(o, provider.AccountID)
 		h.offerings = append(h.offerings, o)
 	}
 	return h

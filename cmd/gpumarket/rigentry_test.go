@@ -75,12 +75,11 @@ func testRigFromConnectPage(t *testing.T, bin, host string) {
 		}
 	}
 
-	// The offering, with the agent's address the gateway calls; the inference server runs beside it.
+	// The offering; the inference server runs beside its agent.
 	const model = "rig-entry-model"
-	agentPort := freePort(t)
 	p50, p99, tps := 100.0, 300.0, 1000.0
 	o, err := p.catalog.Create(b.ctx, b.provider, catalog.ListingInput{GPU: "rtx-4090", GPUCount: 4, Region: "eu", Model: model,
-		AskInput: 60_000, AskOutput: 120_000, AgentURL: "http://127.0.0.1:" + strconv.Itoa(agentPort),
+		AskInput: 60_000, AskOutput: 120_000,
 		ClaimedTTFTP50Ms: &p50, ClaimedTTFTP99Ms: &p99, ClaimedTokensPerSec: &tps})
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +107,7 @@ func testRigFromConnectPage(t *testing.T, bin, host string) {
 		t.Helper()
 		b.eventually(t, what+": the agent connects as the rig's own user", func() bool { return rigConnected(t, p.natsServer, o.ID) })
 		checkRigConnection(t, p.natsServer, o.ID, host)
-		b.eventually(t, what+": the rig's heartbeat reaches routing", func() bool {
+		b.eventually(t, what+": the rig qualifies by the platform's probes and is routed", func() bool {
 			_, err := p.router.Pick(routing.Request{Model: model, Tier: o.Tier, Offering: o.ID})
 			return err == nil
 		})

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -19,8 +18,6 @@ import (
 
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/riglimits"
-	"github.com/gpumarket/gpumarket/services/simulation"
-	"github.com/gpumarket/gpumarket/services/ticket"
 )
 
 // TestStreamLimitsComeFromTheEnvironment: the per-rig limits on the usage stream are read from
@@ -75,97 +72,6 @@ func openTestPlatform(t *testing.T, limits Config) (*Platform, context.Context) 
 		t.Fatal(err)
 	}
 	return p, ctx
-}
-
-// TestSimulatedRigsTakeFreePorts: with the first demo offering's seeded address taken by
-// another program, every simulated rig starts on a free port, each demo offering's row names its rig's address,
-// and a request to the first offering reaches its rig, not the other program.
-func TestSimulatedRigsTakeFreePorts(t *testing.T) {
-	p, ctx := openTestPlatform(t, Config{})
-	var first, firstModel, seeded string
-	if err := p.pool.QueryRow(ctx, `SELECT id::text, model, agent_url FROM offerings
-		WHERE seed_key IS NOT NULL AND status = 'active' ORDER BY agent_url LIMIT 1`).Scan(&first, &firstModel, &seeded); err != nil {
-		t.Fatalf("the seed listed no offering: %v", err)
-	}
-	taken := strings.TrimPrefix(seeded, "http://")
-	if ln, err := net.Listen("tcp", taken); err == nil { // else something holds it already
-		t.Cleanup(func() { ln.Close() })
-	}
-	rows, err := p.pool.Query(ctx, `SELECT id::text, model, gpu, gpu_count FROM offerings WHERE seed_key IS NOT NULL AND status = 'active'`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	simulated := 0
-	for rows.Next() {
-		var id, model, gpu string
-		var count int
-		if err := rows.Scan(&id, &model, &gpu, &count); err != nil {
-			t.Fatal(err)
-		}
-		if _, ok := simulation.Lookup(model, gpu, count); ok {
-			simulated++
-		}
-	}
-	rows.Close()
-
-	rigs, err := p.startSimulatedRigs(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		for _, r := range rigs {
-			r.stop()
-		}
-	})
-	if len(rigs) != simulated || simulated == 0 {
-		t.Fatalf("%d simulated rigs started, want one for each of the %d demo offerings with a profile", len(rigs), simulated)
-	}
-	ports := map[string]bool{}
-	for _, r := range rigs {
-		var agentURL string
-		if err := p.pool.QueryRow(ctx, `SELECT agent_url FROM offerings WHERE id::text = $1`, r.offeringID).Scan(&agentURL); err != nil {
-			t.Fatal(err)
-		}
-		if want := "http://" + r.agent.Addr().String(); agentURL != want {
-			t.Errorf("offering %s names %s, want its rig's %s", r.offeringID, agentURL, want)
-		}
-		if agentURL == seeded || ports[agentURL] {
-			t.Errorf("offering %s names %s: taken or shared", r.offeringID, agentURL)
-		}
-		ports[agentURL] = true
-	}
-
-	var agentURL string
-	if err := p.pool.QueryRow(ctx, `SELECT agent_url FROM offerings WHERE id::text = $1`, first).Scan(&agentURL); err != nil {
-		t.Fatal(err)
-	}
-	signer, err := ticket.NewSigner(p.cfg.TicketKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tk, err := signer.Sign(ticket.Claims{RequestID: "req_free_port", AccountID: "acc", APIKeyID: "key", OfferingID: first,
-		Tier: "standard", IssuedAt: time.Now()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, agentURL+"/v1/chat/completions",
-		strings.NewReader(fmt.Sprintf(`{"model": %q, "max_tokens": 3, "messages": [{"role": "user", "content": "hi"}]}`, firstModel)))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(ticket.Header, tk)
-	client := &http.Client{Timeout: 30 * time.Second}
-	res, err := client.Do(req)
-	if err != nil {
-		t.Fatalf("the first offering's rig at %s: %v", agentURL, err)
-	}
-	defer res.Body.Close()
-	var answer struct {
-		Usage struct {
-			CompletionTokens int `json:"completion_tokens"`
-		} `json:"usage"`
-	}
-	if err := json.NewDecoder(res.Body).Decode(&answer); err != nil || res.StatusCode != http.StatusOK || answer.Usage.CompletionTokens != 3 {
-		t.Errorf("the first offering's rig answered %d (%v) with %d tokens, want 200 with 3", res.StatusCode, err, answer.Usage.CompletionTokens)
-	}
 }
 
 // TestARigFloodingTheUsageStreamIsShutOutAndShownToAdmins: on the platform as it runs, a demo offering's rig logs in

@@ -3,10 +3,8 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
-	"net/url"
 	"path/filepath"
 	"sync"
 	"time"
@@ -27,24 +25,23 @@ type simulatedRig struct {
 	running, serving sync.WaitGroup
 }
 
-// startSimulatedRigs starts a rig for every active demo offering whose agent URL is on this
-// machine. Each agent connects to NATS with its own rig credential, as a provider's would, and
-// listens on a port free now, whatever the seed wrote: the offering's row gets the agent's
-// address at every start, before the router reads the catalog.
+// startSimulatedRigs starts a rig for every active demo offering the simulation has a profile of. Each agent
+// connects to NATS with its own rig credential, as a provider's would; the platform's probes then qualify it as
+// any rig (docs/listing-states.md).
 func (p *Platform) startSimulatedRigs(ctx context.Context) ([]*simulatedRig, error) {
-	rows, err := p.pool.Query(ctx, `SELECT id::text, provider_account_id::text, gpu, gpu_count, model, agent_url
+	rows, err := p.pool.Query(ctx, `SELECT id::text, provider_account_id::text, gpu, gpu_count, model
 		FROM offerings WHERE seed_key IS NOT NULL AND status = 'active' ORDER BY seed_key`)
 	if err != nil {
 		return nil, err
 	}
 	type offering struct {
-		id, provider, gpu, model, agentURL string
-		count                              int
+		id, provider, gpu, model string
+		count                    int
 	}
 	var list []offering
 	for rows.Next() {
 		var o offering
-		if err := rows.Scan(&o.id, &o.provider, &o.gpu, &o.count, &o.model, &o.agentURL); err != nil {
+		if err := rows.Scan(&o.id, &o.provider, &o.gpu, &o.count, &o.model); err != nil {
 			rows.Close()
 			return nil, err
 		}
@@ -56,28 +53,17 @@ func (p *Platform) startSimulatedRigs(ctx context.Context) ([]*simulatedRig, err
 	}
 	var rigs []*simulatedRig
 	for _, o := range list {
-		u, err := url.Parse(o.agentURL)
-		if err != nil || (u.Hostname() != "127.0.0.1" && u.Hostname() != "localhost") {
-			continue
-		}
 		profile, ok := simulation.Lookup(o.model, o.gpu, o.count)
 		if !ok {
 			p.log.Warn("no simulation profile for a demo offering; not started", "offering", o.id, "model", o.model)
 			continue
 		}
-		rig, err := p.startRig(ctx, o.id, o.provider, o.gpu, o.count, net.JoinHostPort(u.Hostname(), "0"), profile)
+		rig, err := p.startRig(ctx, o.id, o.provider, o.gpu, o.count, "127.0.0.1:0", profile)
 		if err != nil {
-			p.log.Warn("simulated rig not started", "offering", o.id, "agent_url", o.agentURL, "err", err)
+			p.log.Warn("simulated rig not started", "offering", o.id, "err", err)
 			continue
 		}
 		rigs = append(rigs, rig)
-		if _, err := p.pool.Exec(ctx, `UPDATE offerings SET agent_url = $2 WHERE id::text = $1 AND seed_key IS NOT NULL`,
-			o.id, "http://"+rig.agent.Addr().String()); err != nil {
-			for _, r := range rigs {
-				r.stop()
-			}
-			return nil, fmt.Errorf("record the simulated rig's address: %w", err)
-		}
 	}
 	p.log.Info("simulated rigs running", "rigs", len(rigs))
 	return rigs, nil

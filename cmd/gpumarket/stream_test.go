@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"log/slog"
 	"net"
@@ -89,13 +90,38 @@ func (b *gatewayBundle) testStreamHeadersFirst(t *testing.T) {
 // send it requests.
 func (b *gatewayBundle) listWithBackend(t *testing.T, model string, backend http.Handler) catalog.Offering {
 	t.Helper()
+	o := b.listPending(t, model)
+	b.qualify(t, o)
+	rig := b.runAgent(t, o, backend)
+	t.Cleanup(rig.stop)
+	b.eventually(t, "the rig's heartbeat reaches routing", func() bool {
+		_, err := b.p.router.Pick(routing.Request{Model: model, Tier: o.Tier, Offering: o.ID})
+		return err == nil
+	})
+	return o
+}
+
+// listPending lists an offering of model in the standard tier, its rig pending: it has to qualify. Routing
+// knows it at once.
+func (b *gatewayBundle) listPending(t *testing.T, model string) catalog.Offering {
+	t.Helper()
 	p50, p99, tps := 150.0, 300.0, 1000.0
 	o, err := b.p.catalog.Create(b.ctx, b.provider, catalog.ListingInput{GPU: "rtx-4090", GPUCount: 4, Region: "eu",
-		Model: model, AskInput: 50_000, AskOutput: 100_000, AgentURL: "http://127.0.0.1:1", ClaimedTTFTP50Ms: &p50, ClaimedTTFTP99Ms: &p99,
+		Model: model, AskInput: 50_000, AskOutput: 100_000, ClaimedTTFTP50Ms: &p50, ClaimedTTFTP99Ms: &p99,
 		ClaimedTokensPerSec: &tps})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := b.p.router.Refresh(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// runAgent runs the offering's agent in front of backend, with the rig's own NATS credential, and points the
+// offering at it; stop ends it (the caller's to call).
+func (b *gatewayBundle) runAgent(t *testing.T, o catalog.Offering, backend http.Handler) *simulatedRig {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -113,17 +139,11 @@ func (b *gatewayBundle) listWithBackend(t *testing.T, model string, backend http
 		_ = srv.Close()
 		t.Fatal(err)
 	}
-	go func() { _ = a.Run(b.ctx) }()
-	t.Cleanup((&simulatedRig{offeringID: o.ID, backend: srv, agent: a}).stop)
-	if _, err := b.p.pool.Exec(b.ctx, `UPDATE offerings SET agent_url = $2 WHERE id = $1`, o.ID, "http://"+a.Addr().String()); err != nil {
-		t.Fatal(err)
-	}
+	ctx, cancel := context.WithCancel(b.ctx)
+	rig := &simulatedRig{offeringID: o.ID, backend: srv, agent: a, cancel: cancel}
+	rig.running.Go(func() { _ = a.Run(ctx) })
 	if err := b.p.router.Refresh(b.ctx); err != nil {
 		t.Fatal(err)
 	}
-	b.eventually(t, "the rig's heartbeat reaches routing", func() bool {
-		_, err := b.p.router.Pick(routing.Request{Model: model, Tier: o.Tier, Offering: o.ID})
-		return err == nil
-	})
-	return o
+	return rig
 }

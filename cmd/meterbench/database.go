@@ -59,8 +59,8 @@ func seed(ctx context.Context, pool *pgxpool.Pool, events int) (workload, error)
 				Model: fmt.Sprintf("bench/model-%d", o), AskIn: ask, AskOut: 2 * ask}
 			off.PriceID = prices[off.Tier]
 			if err := pool.QueryRow(ctx, `INSERT INTO offerings (provider_account_id, gpu, gpu_count, region, model,
-				ask_input_micro_usd_per_mtok, ask_output_micro_usd_per_mtok, agent_url, tier, status, created_at, updated_at)
-				VALUES ($1, 'rtx-4090', 4, 'eu', $2, $3, $4, 'http://bench', $5, 'active', $6, $6) RETURNING id::text`,
+				ask_input_micro_usd_per_mtok, ask_output_micro_usd_per_mtok, tier, status, created_at, updated_at)
+				VALUES ($1, 'rtx-4090', 4, 'eu', $2, $3, $4, $5, 'active', $6, $6) RETURNING id::text`,
 				provider, off.Model, off.AskIn, off.AskOut, off.Tier, now).Scan(&off.ID); err != nil {
 				return w, fmt.Errorf("seed: %w", err)
 			}

@@ -49,14 +49,14 @@ func seed(ctx context.Context, d *scratchdb.Database, o options, end time.Time) 
 				SELECT (substr(p.name, 10)::int) * 2 + k AS idx, p.id AS provider FROM p, generate_series(0, 1) k),
 			ins AS (
 				INSERT INTO offerings (provider_account_id, gpu, gpu_count, region, model, ask_input_micro_usd_per_mtok,
-					ask_output_micro_usd_per_mtok, agent_url, tier, status, site, pue, created_at, updated_at)
+					ask_output_micro_usd_per_mtok, seed_key, tier, status, site, pue, created_at, updated_at)
 				SELECT provider, CASE WHEN idx % 3 = 0 THEN 'h100-pcie' ELSE 'rtx-4090' END, CASE WHEN idx % 3 = 0 THEN 1 ELSE 4 END,
 					(ARRAY['no', 'fr', 'de', 'pl', 'us'])[1 + idx % 5], 'deepseek-ai/DeepSeek-R1-Distill-Qwen-14B', 60000, 120000,
-					'http://bench-' || idx, (ARRAY['realtime', 'standard', 'batch'])[1 + idx % 3], 'active',
+					'bench-' || idx, (ARRAY['realtime', 'standard', 'batch'])[1 + idx % 3], 'active',
 					CASE WHEN idx % 3 = 0 OR idx % 4 = 1 THEN 'datacentre' ELSE 'home' END,
 					CASE WHEN idx % 7 = 0 THEN 1.15 END, $1, $1
-				FROM o RETURNING id, agent_url, provider_account_id, tier)
-			INSERT INTO bench_offerings SELECT substr(agent_url, 14)::int, id, provider_account_id, tier FROM ins`, []any{start}},
+				FROM o RETURNING id, seed_key, provider_account_id, tier)
+			INSERT INTO bench_offerings SELECT substr(seed_key, 7)::int, id, provider_account_id, tier FROM ins`, []any{start}},
 	}
 	for _, s := range steps {
 		if err := exec(s.what, s.sql, s.args...); err != nil {

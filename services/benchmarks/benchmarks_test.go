@@ -12,7 +12,6 @@ import (
 	"github.com/gpumarket/gpumarket/services/benchmarks"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/demo"
-	"github.com/gpumarket/gpumarket/services/rigaddr"
 )
 
 // TestOnlyItsProviderAttachesReplacesAndRemovesAResult: the owner's result is kept and replaced
@@ -28,7 +27,7 @@ func TestOnlyItsProviderAttachesReplacesAndRemovesAResult(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat := catalog.NewService(pool, catalog.Config{Rigs: rigaddr.Policy{Development: true}})
+	cat := catalog.NewService(pool, catalog.Config{})
 	if err := demo.Seed(ctx, acc, cat, time.Now()); err != nil {
 		t.Fatal(err)
 	}

@@ -13,9 +13,10 @@
 //     a later price change or tier move leaves above its tier's price stays listed to its
 //     provider, who is told why, but the public catalog does not show it and routing does not
 //     send it traffic (Price.Covers is the rule both apply).
-//   - A listing's agent URL is checked against the platform's rig address policy (package
-//     rigaddr): http(s) with a host only, never a cloud metadata address, and no internal
-//     address unless the platform allows it.
+//   - A listing earns its place: its rig is pending until the platform's probes qualify it, active then, and
+//     offline once no gateway hears its heartbeats; only an offering whose status and rig state are both active
+//     is in the public catalog and routed (rigstate.go, docs/listing-states.md). What the platform observed
+//     (RigState) is kept apart from the provider's choice (Status).
 //
 // Prices are integers of micro-dollars per million tokens; nothing here is a float of money.
 //
@@ -33,18 +34,18 @@ import (
 	"github.com/gpumarket/gpumarket/services/audit"
 	"github.com/gpumarket/gpumarket/services/carbon"
 	"github.com/gpumarket/gpumarket/services/money"
-	"github.com/gpumarket/gpumarket/services/rigaddr"
 )
 
 // MinMeasuredRequests is how many observed requests replace a provider's claimed figures; a rig's
 // own reports over fewer are not compared with the gateway's.
 const MinMeasuredRequests = 100
 
-// Status is where an offering stands in its listing.
+// Status is where an offering stands in its listing, by its provider's choice. What the platform observed of
+// its rig is apart (RigState).
 type Status string
 
 const (
-	StatusActive   Status = "active"   // listed and routable
+	StatusActive   Status = "active"   // listed, routable once its rig is active (RigState)
 	StatusPaused   Status = "paused"   // listed, takes no traffic
 	StatusDelisted Status = "delisted" // gone from the catalog; kept for history
 )
@@ -62,7 +63,6 @@ type Offering struct {
 	Model                string         `json:"model"`
 	AskInput             money.MicroUSD `json:"ask_input_usd_per_mtok"`
 	AskOutput            money.MicroUSD `json:"ask_output_usd_per_mtok"`
-	AgentURL             string         `json:"agent_url,omitempty"`
 	ClaimedTTFTP50Ms     *float64       `json:"claimed_ttft_p50_ms"`
 	ClaimedTTFTP99Ms     *float64       `json:"claimed_ttft_p99_ms"`
 	ClaimedTokensPerSec  *float64       `json:"claimed_tokens_per_second"`
@@ -72,15 +72,27 @@ type Offering struct {
 	MeasuredTokensPerSec *float64       `json:"measured_tokens_per_second"`
 	// The rig's own figures, from its usage events: shown beside the measured ones, never used
 	// to place or route the offering.
-	ReportedRequests     int64     `json:"reported_requests"`
-	ReportedTTFTP50Ms    *float64  `json:"reported_ttft_p50_ms"`
-	ReportedTTFTP99Ms    *float64  `json:"reported_ttft_p99_ms"`
-	ReportedTokensPerSec *float64  `json:"reported_tokens_per_second"`
-	Tier                 Tier      `json:"tier"`
-	Status               Status    `json:"status"`
-	Source               string    `json:"source,omitempty"`
-	CreatedAt            time.Time `json:"created_at"`
-	UpdatedAt            time.Time `json:"updated_at"`
+	ReportedRequests     int64    `json:"reported_requests"`
+	ReportedTTFTP50Ms    *float64 `json:"reported_ttft_p50_ms"`
+	ReportedTTFTP99Ms    *float64 `json:"reported_ttft_p99_ms"`
+	ReportedTokensPerSec *float64 `json:"reported_tokens_per_second"`
+	Tier                 Tier     `json:"tier"`
+	Status               Status   `json:"status"`
+	// What the platform observed of the rig (rigstate.go): routed and in the public catalog only when
+	// active, as Status is.
+	RigState       RigState   `json:"rig_state"`
+	RigStateSince  time.Time  `json:"rig_state_since"`
+	RigHeartbeatAt *time.Time `json:"-"`
+	// The probes of a pending or offline rig: passed in a row, the last failure's problem, and the last one's
+	// time and figures.
+	RigProbePasses       int        `json:"-"`
+	RigProbeProblem      string     `json:"-"`
+	RigProbeAt           *time.Time `json:"-"`
+	RigProbeTTFTMs       *float64   `json:"-"`
+	RigProbeTokensPerSec *float64   `json:"-"`
+	Source               string     `json:"source,omitempty"`
+	CreatedAt            time.Time  `json:"created_at"`
+	UpdatedAt            time.Time  `json:"updated_at"`
 	// Where the rig runs and the PUE its provider stated, if any (docs/methodology.md).
 	Site      carbon.Site `json:"site"`
 	StatedPUE *float64    `json:"stated_pue,omitempty"`
@@ -138,9 +150,6 @@ func (o Offering) BlendedAsk() money.MicroUSD { return (o.AskInput + o.AskOutput
 type Config struct {
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-	// Rigs is where listings may point their agent URL; the zero value allows public addresses
-	// only. `gpumarket dev` allows this machine's (rigaddr.Policy.Development).
-	Rigs rigaddr.Policy
 	// Audit records each price change in the finance audit log, in the transaction that makes
 	// it; nil records nothing.
 	Audit AuditLog
@@ -158,7 +167,6 @@ type AuditLog interface {
 type Service struct {
 	pool  *pgxpool.Pool
 	now   func() time.Time
-	rigs  rigaddr.Policy
 	audit AuditLog
 	// delisted is Config.Delisted.
 	delisted func(offeringID string)
@@ -169,5 +177,5 @@ func NewService(pool *pgxpool.Pool, cfg Config) *Service {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Service{pool: pool, now: cfg.Now, rigs: cfg.Rigs, audit: cfg.Audit, delisted: cfg.Delisted}
+	return &Service{pool: pool, now: cfg.Now, audit: cfg.Audit, delisted: cfg.Delisted}
 }

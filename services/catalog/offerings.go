@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
 	"regexp"
 	"sort"
 	"strings"
@@ -15,24 +14,27 @@ import (
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/carbon"
 	"github.com/gpumarket/gpumarket/services/money"
-	"github.com/gpumarket/gpumarket/services/rigaddr"
 )
 
 const offeringColumns = `o.id, o.provider_account_id, a.name, o.gpu, o.gpu_count, o.region, o.model,
-	o.ask_input_micro_usd_per_mtok, o.ask_output_micro_usd_per_mtok, o.agent_url,
+	o.ask_input_micro_usd_per_mtok, o.ask_output_micro_usd_per_mtok,
 	o.claimed_ttft_p50_ms, o.claimed_ttft_p99_ms, o.claimed_tokens_per_sec,
 	o.measured_requests, o.measured_ttft_p50_ms, o.measured_ttft_p99_ms, o.measured_tokens_per_sec,
 	o.reported_requests, o.reported_ttft_p50_ms, o.reported_ttft_p99_ms, o.reported_tokens_per_sec,
-	o.tier, o.status, o.source, o.created_at, o.updated_at, o.site, o.pue`
+	o.tier, o.status, o.source, o.created_at, o.updated_at, o.site, o.pue,
+	o.rig_state, o.rig_state_since, o.rig_heartbeat_at, o.rig_probe_passes, o.rig_probe_problem,
+	o.rig_probe_at, o.rig_probe_ttft_ms, o.rig_probe_tokens_per_sec`
 
 func scanOffering(row pgx.CollectableRow) (Offering, error) {
 	var o Offering
 	var askIn, askOut int64
 	err := row.Scan(&o.ID, &o.ProviderAccountID, &o.ProviderName, &o.GPU, &o.GPUCount, &o.Region, &o.Model,
-		&askIn, &askOut, &o.AgentURL, &o.ClaimedTTFTP50Ms, &o.ClaimedTTFTP99Ms, &o.ClaimedTokensPerSec,
+		&askIn, &askOut, &o.ClaimedTTFTP50Ms, &o.ClaimedTTFTP99Ms, &o.ClaimedTokensPerSec,
 		&o.MeasuredRequests, &o.MeasuredTTFTP50Ms, &o.MeasuredTTFTP99Ms, &o.MeasuredTokensPerSec,
 		&o.ReportedRequests, &o.ReportedTTFTP50Ms, &o.ReportedTTFTP99Ms, &o.ReportedTokensPerSec,
-		&o.Tier, &o.Status, &o.Source, &o.CreatedAt, &o.UpdatedAt, &o.Site, &o.StatedPUE)
+		&o.Tier, &o.Status, &o.Source, &o.CreatedAt, &o.UpdatedAt, &o.Site, &o.StatedPUE,
+		&o.RigState, &o.RigStateSince, &o.RigHeartbeatAt, &o.RigProbePasses, &o.RigProbeProblem,
+		&o.RigProbeAt, &o.RigProbeTTFTMs, &o.RigProbeTokensPerSec)
 	o.AskInput, o.AskOutput = money.MicroUSD(askIn), money.MicroUSD(askOut)
 	if g, ok := GPUBySKU(o.GPU); ok {
 		o.GPUName = g.Name
@@ -86,8 +88,9 @@ func (in ListInput) Validate() error {
 	return fe.Err()
 }
 
-// List returns the public catalog: the active offerings whose tier's price in force covers their
-// asks (Offering.Priced), that match the filters, in the chosen order.
+// List returns the public catalog: the active offerings whose rig is active (qualified by the platform's
+// probes and heard from) and whose tier's price in force covers their asks (Offering.Priced), that match the
+// filters, in the chosen order.
 func (s *Service) List(ctx context.Context, in ListInput) (_ []Offering, err error) {
 	defer services.Wrap(&err, "catalog.List")
 	if err := in.Validate(); err != nil {
@@ -97,7 +100,7 @@ func (s *Service) List(ctx context.Context, in ListInput) (_ []Offering, err err
 	if err != nil {
 		return nil, err
 	}
-	where := []string{"o.status = 'active'"}
+	where := []string{"o.status = 'active'", "o.rig_state = 'active'"}
 	var args []any
 	add := func(cond string, v any) {
 		args = append(args, v)
@@ -200,14 +203,15 @@ func compactStrings(sorted []string) []string {
 	return out
 }
 
-// ListActive returns every active offering with an agent URL, whatever its asks: routing holds
-// them all and applies the price in force itself, at the moment it routes, so that a scheduled
-// price change or a tier move takes effect there without waiting for a reload.
+// ListActive returns every active offering, whatever its asks and its rig's state: routing
+// holds them all, applies the price in force itself, at the moment it routes, so that a scheduled price change
+// or a tier move takes effect there without waiting for a reload, routes only those whose rig is active, and
+// probes the pending and offline ones.
 func (s *Service) ListActive(ctx context.Context) (_ []Offering, err error) {
 	defer services.Wrap(&err, "catalog.ListActive")
 	rows, err := s.pool.Query(ctx, `SELECT `+offeringColumns+`
 		FROM offerings o JOIN accounts a ON a.id = o.provider_account_id
-		WHERE o.status = 'active' AND o.agent_url <> ''
+		WHERE o.status = 'active'
 		ORDER BY o.id`)
 	if err != nil {
 		return nil, err
@@ -244,7 +248,6 @@ type ListingInput struct {
 	Model               string         `json:"model"`
 	AskInput            money.MicroUSD `json:"ask_input_usd_per_mtok"`
 	AskOutput           money.MicroUSD `json:"ask_output_usd_per_mtok"`
-	AgentURL            string         `json:"agent_url"`
 	ClaimedTTFTP50Ms    *float64       `json:"claimed_ttft_p50_ms"`
 	ClaimedTTFTP99Ms    *float64       `json:"claimed_ttft_p99_ms"`
 	ClaimedTokensPerSec *float64       `json:"claimed_tokens_per_second"`
@@ -257,13 +260,8 @@ type ListingInput struct {
 
 var modelName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$`)
 
-// anyNetwork is the rig address policy that allows every network: with it, CheckURL checks
-// what every platform refuses (the URL's shape, metadata addresses), and the Service then applies
-// its own policy.
-var anyNetwork = rigaddr.Policy{Development: true}
-
-// Validate checks every field on its own, without the platform's policies, and reports all
-// problems at once; Create and Update check the rest (see Service.check).
+// Validate checks every field on its own and reports all problems at once; Create and Update
+// check the rest (see Service.check).
 func (in *ListingInput) Validate() error {
 	fe := services.FieldErrors{}
 	in.validate(fe)
@@ -293,10 +291,6 @@ func (in *ListingInput) validate(fe services.FieldErrors) {
 		} else if a.ask > maxAsk {
 			fe.Add(a.field, "Asks above $1,000 per million tokens are not accepted.")
 		}
-	}
-	in.AgentURL = strings.TrimSpace(in.AgentURL)
-	if _, err := anyNetwork.CheckURL(in.AgentURL); err != nil {
-		fe.Add("agent_url", agentURLProblem(err))
 	}
 	positive := func(field string, v *float64, max float64) {
 		if v != nil && (*v <= 0 || *v > max) {
@@ -329,35 +323,11 @@ func DefaultSite(gpu string) carbon.Site {
 	return carbon.SiteHome
 }
 
-// agentURLProblem turns rigaddr's refusal into what the provider should fix.
-func agentURLProblem(err error) string {
-	reason := strings.TrimPrefix(err.Error(), rigaddr.ErrRefused.Error()+": ")
-	if reason != "" {
-		// A sentence starts with a capital, unless it starts with the address refused.
-		if first, _, _ := strings.Cut(reason, " "); !isAddr(first) {
-			reason = strings.ToUpper(reason[:1]) + reason[1:]
-		}
-		reason += ". "
-	}
-	return reason + "Give only the scheme, host and port where your agent listens, like https://rig1.example.com:8443."
-}
-
-func isAddr(s string) bool {
-	_, err := netip.ParseAddr(s)
-	return err == nil
-}
-
-// check validates a listing that will sit in tier: every rule of Validate, the platform's rig
-// address policy, and its asks against the tier's price in force (AskProblems), all problems at
-// once.
+// check validates a listing that will sit in tier: every rule of Validate, and its asks against
+// the tier's price in force (AskProblems), all problems at once.
 func (s *Service) check(ctx context.Context, in *ListingInput, tier Tier) error {
 	fe := services.FieldErrors{}
 	in.validate(fe)
-	if _, bad := fe["agent_url"]; !bad {
-		if _, err := s.rigs.CheckURL(in.AgentURL); err != nil {
-			fe.Add("agent_url", agentURLProblem(err))
-		}
-	}
 	_, badIn := fe[FieldAskInput]
 	_, badOut := fe[FieldAskOutput]
 	if !badIn && !badOut {
@@ -381,7 +351,9 @@ func (in ListingInput) claimedTier() Tier {
 	return TierForP99(*in.ClaimedTTFTP99Ms)
 }
 
-// Create lists a new rig for the provider account, in the tier its claims place it.
+// Create lists a new rig for the provider account, in the tier its claims place it. Its rig is pending: it
+// is neither in the public catalog nor routed until its agent has connected and passed the platform's probes
+// (docs/listing-states.md).
 func (s *Service) Create(ctx context.Context, providerAccountID string, in ListingInput) (_ Offering, err error) {
 	defer services.Wrap(&err, "catalog.Create")
 	tier := in.claimedTier()
@@ -392,12 +364,12 @@ func (s *Service) Create(ctx context.Context, providerAccountID string, in Listi
 	var id string
 	err = s.pool.QueryRow(ctx, `
 		INSERT INTO offerings (provider_account_id, gpu, gpu_count, region, model,
-			ask_input_micro_usd_per_mtok, ask_output_micro_usd_per_mtok, agent_url,
+			ask_input_micro_usd_per_mtok, ask_output_micro_usd_per_mtok,
 			claimed_ttft_p50_ms, claimed_ttft_p99_ms, claimed_tokens_per_sec, tier, status, created_at, updated_at,
-			site, pue)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'active', $13, $13, $14, $15)
+			site, pue, rig_state, rig_state_since)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'active', $12, $12, $13, $14, 'pending', $12)
 		RETURNING id`,
-		providerAccountID, in.GPU, in.GPUCount, in.Region, in.Model, int64(in.AskInput), int64(in.AskOutput), in.AgentURL,
+		providerAccountID, in.GPU, in.GPUCount, in.Region, in.Model, int64(in.AskInput), int64(in.AskOutput),
 		in.ClaimedTTFTP50Ms, in.ClaimedTTFTP99Ms, in.ClaimedTokensPerSec, string(tier), now, string(in.Site), in.PUE,
 	).Scan(&id)
 	if err != nil {
@@ -408,7 +380,8 @@ func (s *Service) Create(ctx context.Context, providerAccountID string, in Listi
 
 // Update edits a provider's own listed rig. Another provider's rig is not found. The tier is
 // recomputed from the new claims unless traffic has measured it, and the asks are checked
-// against the tier the rig will be in.
+// against the tier the rig will be in. A rig whose model changes is pending again: its probes
+// must show it serves the new one.
 func (s *Service) Update(ctx context.Context, providerAccountID, id string, in ListingInput) (_ Offering, err error) {
 	defer services.Wrap(&err, "catalog.Update(%s)", id)
 	tx, err := s.pool.Begin(ctx)
@@ -437,10 +410,15 @@ func (s *Service) Update(ctx context.Context, providerAccountID, id string, in L
 	if _, err := tx.Exec(ctx, `
 		UPDATE offerings SET gpu = $2, gpu_count = $3, region = $4, model = $5,
 			ask_input_micro_usd_per_mtok = $6, ask_output_micro_usd_per_mtok = $7,
-			agent_url = $8, claimed_ttft_p50_ms = $9, claimed_ttft_p99_ms = $10, claimed_tokens_per_sec = $11,
-			tier = $12, updated_at = $13, site = $14, pue = $15
+			claimed_ttft_p50_ms = $8, claimed_ttft_p99_ms = $9, claimed_tokens_per_sec = $10,
+			tier = $11, updated_at = $12, site = $13, pue = $14,
+			-- A rig that now serves another model has not shown it serves that one: it qualifies again.
+			rig_state = CASE WHEN model <> $5 THEN 'pending' ELSE rig_state END,
+			rig_state_since = CASE WHEN model <> $5 THEN $12 ELSE rig_state_since END,
+			rig_probe_passes = CASE WHEN model <> $5 THEN 0 ELSE rig_probe_passes END,
+			rig_probe_problem = CASE WHEN model <> $5 THEN '' ELSE rig_probe_problem END
 		WHERE id = $1`,
-		id, in.GPU, in.GPUCount, in.Region, in.Model, int64(in.AskInput), int64(in.AskOutput), in.AgentURL,
+		id, in.GPU, in.GPUCount, in.Region, in.Model, int64(in.AskInput), int64(in.AskOutput),
 		in.ClaimedTTFTP50Ms, in.ClaimedTTFTP99Ms, in.ClaimedTokensPerSec, string(tier), s.now().UTC(),
 		string(in.Site), in.PUE); err != nil {
 		return Offering{}, err
@@ -540,7 +518,8 @@ type SeedInput struct {
 
 // EnsureSeeded lists the offering under seedKey unless it exists; running it twice changes
 // nothing. Its tier follows the measured P99, or the claimed one when nothing was measured, and the listing is
-// checked as Create checks one.
+// checked as Create checks one. Its rig is pending, as any new listing's: under `gpumarket dev` the demo's
+// simulated rigs qualify by the platform's probes.
 func (s *Service) EnsureSeeded(ctx context.Context, providerAccountID, seedKey string, in SeedInput) (_ Offering, err error) {
 	defer services.Wrap(&err, "catalog.EnsureSeeded(%s)", seedKey)
 	var measuredP50, measuredP99, measuredTPS *float64
@@ -559,14 +538,14 @@ func (s *Service) EnsureSeeded(ctx context.Context, providerAccountID, seedKey s
 	l := in.Listing
 	_, err = s.pool.Exec(ctx, `
 		INSERT INTO offerings (provider_account_id, gpu, gpu_count, region, model,
-			ask_input_micro_usd_per_mtok, ask_output_micro_usd_per_mtok, agent_url,
+			ask_input_micro_usd_per_mtok, ask_output_micro_usd_per_mtok,
 			claimed_ttft_p50_ms, claimed_ttft_p99_ms, claimed_tokens_per_sec,
 			measured_requests, measured_ttft_p50_ms, measured_ttft_p99_ms, measured_tokens_per_sec,
-			tier, status, source, seed_key, created_at, updated_at, site, pue)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 'active', $17, $18, $19, $19,
-			$20, $21)
+			tier, status, source, seed_key, created_at, updated_at, site, pue, rig_state, rig_state_since)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, 'active', $16, $17, $18, $18,
+			$19, $20, 'pending', $18)
 		ON CONFLICT (seed_key) DO NOTHING`,
-		providerAccountID, l.GPU, l.GPUCount, l.Region, l.Model, int64(l.AskInput), int64(l.AskOutput), l.AgentURL,
+		providerAccountID, l.GPU, l.GPUCount, l.Region, l.Model, int64(l.AskInput), int64(l.AskOutput),
 		l.ClaimedTTFTP50Ms, l.ClaimedTTFTP99Ms, l.ClaimedTokensPerSec,
 		in.MeasuredRequests, measuredP50, measuredP99, measuredTPS,
 		string(tier), in.Source, seedKey, now, string(l.Site), l.PUE)

@@ -9,21 +9,15 @@ import (
 	"github.com/gpumarket/gpumarket/db/dbtest"
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/money"
-	"github.com/gpumarket/gpumarket/services/rigaddr"
 )
 
 // setup returns a catalog on a fresh database with the default price book in force since the
-// month before its clock's 2026-11-30 12:00, with the production rig address policy.
+// month before its clock's 2026-11-30 12:00.
 func setup(t *testing.T) (*Service, context.Context, func(name string) string) {
-	t.Helper()
-	return setupWith(t, rigaddr.Policy{})
-}
-
-func setupWith(t *testing.T, rigs rigaddr.Policy) (*Service, context.Context, func(name string) string) {
 	t.Helper()
 	pool := dbtest.New(t)
 	ctx := context.Background()
-	s := NewService(pool, Config{Now: func() time.Time { return time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC) }, Rigs: rigs})
+	s := NewService(pool, Config{Now: func() time.Time { return time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC) }})
 	if err := s.EnsureDefaultPrices(ctx, time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)); err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +37,7 @@ func f(v float64) *float64 { return &v }
 // the default price book's ratio.
 func rig(model string, ask money.MicroUSD, p99 *float64) ListingInput {
 	return ListingInput{GPU: "rtx-4090", GPUCount: 4, Region: "eu", Model: model, AskInput: ask, AskOutput: 2 * ask,
-		AgentURL: "https://rig.example.com:8443", ClaimedTTFTP99Ms: p99, ClaimedTokensPerSec: f(1858.57)}
+		ClaimedTTFTP99Ms: p99, ClaimedTokensPerSec: f(1858.57)}
 }
 
 func TestListingFollowsItsClaimedTier(t *testing.T) {
@@ -70,13 +64,13 @@ func TestInvalidListingSavesNothing(t *testing.T) {
 	s, ctx, newAccount := setup(t)
 	p := newAccount("Fjord")
 	in := ListingInput{GPU: "gtx-1080", GPUCount: 9, Region: "mars", Model: "bad model:tier", AskInput: 0, AskOutput: -1,
-		AgentURL: "ftp://x", ClaimedTTFTP50Ms: f(500), ClaimedTTFTP99Ms: f(100)}
+		ClaimedTTFTP50Ms: f(500), ClaimedTTFTP99Ms: f(100)}
 	_, err := s.Create(ctx, p, in)
 	var ae *services.Error
 	if !errors.As(err, &ae) || ae.Code != services.CodeInvalid {
 		t.Fatalf("Create = %v, want invalid", err)
 	}
-	for _, field := range []string{"gpu", "gpu_count", "region", "model", FieldAskInput, FieldAskOutput, "agent_url", "claimed_ttft_p99_ms"} {
+	for _, field := range []string{"gpu", "gpu_count", "region", "model", FieldAskInput, FieldAskOutput, "claimed_ttft_p99_ms"} {
 		if ae.Fields[field] == "" {
 			t.Errorf("no message for %s: %v", field, ae.Fields)
 		}
@@ -130,8 +124,14 @@ func TestPauseEditDelist(t *testing.T) {
 		}
 		return len(l)
 	}
+	if o.RigState != RigPending || listed() != 0 {
+		t.Fatalf("a new rig is %s, and in the catalog %d times; want pending, and not in it", o.RigState, listed())
+	}
+	if err := s.MarkQualified(ctx, o.ID); err != nil {
+		t.Fatal(err)
+	}
 	if listed() != 1 {
-		t.Fatal("a new rig is not in the catalog")
+		t.Fatal("a qualified rig is not in the catalog")
 	}
 	if err := s.SetStatus(ctx, p, o.ID, StatusPaused); err != nil {
 		t.Fatal(err)
@@ -146,8 +146,22 @@ func TestPauseEditDelist(t *testing.T) {
 	if up.Model != "m2" || up.AskInput != 90_000 || up.AskOutput != 180_000 || up.Tier != TierRealtime || up.Status != StatusPaused {
 		t.Fatalf("after edit: %+v", up)
 	}
+	// Another model: its rig must show it serves that one.
+	if up.RigState != RigPending || up.RigProbePasses != 0 {
+		t.Fatalf("after a change of model the rig is %s with %d probes passed; want pending, none", up.RigState, up.RigProbePasses)
+	}
 	if err := s.SetStatus(ctx, p, o.ID, StatusActive); err != nil {
 		t.Fatal(err)
+	}
+	if listed() != 0 {
+		t.Fatal("a resumed rig whose new model is not qualified is in the catalog")
+	}
+	if err := s.MarkQualified(ctx, o.ID); err != nil {
+		t.Fatal(err)
+	}
+	same, err := s.Update(ctx, p, o.ID, rig("m2", 80_000, f(40)))
+	if err != nil || same.RigState != RigActive {
+		t.Fatalf("after an edit of its asks only the rig is %s, %v; want active still", same.RigState, err)
 	}
 	if listed() != 1 {
 		t.Fatal("a resumed rig is not in the catalog")
@@ -169,8 +183,12 @@ func TestListFiltersAndSorts(t *testing.T) {
 	p := newAccount("Fjord")
 	mk := func(model, region string, askIn, askOut money.MicroUSD, p99, tps float64, gpu string, n int) {
 		in := ListingInput{GPU: gpu, GPUCount: n, Region: region, Model: model, AskInput: askIn, AskOutput: askOut,
-			AgentURL: "https://rig.example.com:9000", ClaimedTTFTP99Ms: f(p99), ClaimedTokensPerSec: f(tps)}
-		if _, err := s.Create(ctx, p, in); err != nil {
+			ClaimedTTFTP99Ms: f(p99), ClaimedTokensPerSec: f(tps)}
+		o, err := s.Create(ctx, p, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.MarkQualified(ctx, o.ID); err != nil {
 			t.Fatal(err)
 		}
 	}

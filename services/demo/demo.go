@@ -183,12 +183,6 @@ func Rows() ([]Row, error) {
 	return out, nil
 }
 
-// AgentURL is the address the seed gives the i-th demo offering: a loopback one, which tells
-// `gpumarket dev` that the offering is a simulated rig of its own to start. Dev starts each
-// such rig on a port free at that moment and writes the rig's address over this one, so that
-// nothing else listening on these ports is ever reached.
-func AgentURL(i int) string { return fmt.Sprintf("http://127.0.0.1:%d", 9100+i) }
-
 // Seed creates what is missing of the demo data and changes nothing that exists.
 func Seed(ctx context.Context, acc *accounts.Service, cat *catalog.Service, now time.Time) (err error) {
 	defer services.Wrap(&err, "demo.Seed")
@@ -218,7 +212,7 @@ func Seed(ctx context.Context, acc *accounts.Service, cat *catalog.Service, now 
 	if err != nil {
 		return err
 	}
-	for i, r := range rows {
+	for _, r := range rows {
 		p, ok := prices[r.Tier()]
 		if !ok {
 			return fmt.Errorf("no %s price in force at %s", r.Tier(), now.Format(time.RFC3339))
@@ -236,7 +230,6 @@ func Seed(ctx context.Context, acc *accounts.Service, cat *catalog.Service, now 
 			Listing: catalog.ListingInput{
 				GPU: r.GPU, GPUCount: r.GPUCount, Region: region, Model: r.Model, AskInput: askIn, AskOutput: askOut,
 				PUE:              statedPUE(email),
-				AgentURL:         AgentURL(i),
 				ClaimedTTFTP50Ms: &p50, ClaimedTTFTP99Ms: &p99, ClaimedTokensPerSec: &tps,
 			},
 			// The benchmark run is what the provider claims; what the platform measures comes from the rig's

@@ -11,7 +11,6 @@ import (
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/money"
-	"github.com/gpumarket/gpumarket/services/rigaddr"
 )
 
 func TestSeedIsIdempotentAndFillsEveryTier(t *testing.T) {
@@ -22,7 +21,7 @@ func TestSeedIsIdempotentAndFillsEveryTier(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat := catalog.NewService(pool, catalog.Config{Rigs: rigaddr.Policy{Development: true}})
+	cat := catalog.NewService(pool, catalog.Config{})
 	now := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
 
 	counts := func() [4]int {
@@ -48,6 +47,11 @@ func TestSeedIsIdempotentAndFillsEveryTier(t *testing.T) {
 		t.Fatalf("accounts, users, offerings, prices = %v; want %d users, 18 offerings, 3 prices", first, len(Logins))
 	}
 
+	// Seeded rigs are pending like any new listing: nothing has probed them yet.
+	if list, err := cat.List(ctx, catalog.ListInput{}); err != nil || len(list) != 0 {
+		t.Fatalf("the catalog lists %d seeded offerings before their probes, %v; want none", len(list), err)
+	}
+	qualifySeeded(t, cat)
 	list, err := cat.List(ctx, catalog.ListInput{})
 	if err != nil {
 		t.Fatal(err)
@@ -162,5 +166,24 @@ func TestSixConfigurationsCostMoreThanTheirTierPays(t *testing.T) {
 	}
 	if n != 6 {
 		t.Fatalf("%d overpriced configurations found, want 6", n)
+	}
+}
+
+// qualifySeeded makes every seeded rig active, as the platform's probes do under `gpumarket dev` once the
+// demo's simulated rigs answer them.
+func qualifySeeded(t *testing.T, cat *catalog.Service) {
+	t.Helper()
+	ctx := context.Background()
+	seeded, err := cat.ListActive(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range seeded {
+		if o.RigState == catalog.RigActive {
+			continue
+		}
+		if err := cat.MarkQualified(ctx, o.ID); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

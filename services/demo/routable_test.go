@@ -19,7 +19,6 @@ import (
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/events/natsserver"
-	"github.com/gpumarket/gpumarket/services/rigaddr"
 	"github.com/gpumarket/gpumarket/services/routing"
 )
 
@@ -38,11 +37,12 @@ func seedDB(t *testing.T) seeded {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := seeded{pool: pool, acc: acc, cat: catalog.NewService(pool, catalog.Config{Rigs: rigaddr.Policy{Development: true}}),
+	s := seeded{pool: pool, acc: acc, cat: catalog.NewService(pool, catalog.Config{}),
 		now: time.Now().UTC()}
 	if err := Seed(context.Background(), acc, s.cat, s.now); err != nil {
 		t.Fatal(err)
 	}
+	qualifySeeded(t, s.cat)
 	return s
 }
 
@@ -136,15 +136,15 @@ func TestAnEarlierSeedsOverpricedOfferingsArePaused(t *testing.T) {
 	if err := s.pool.QueryRow(ctx, `SELECT id FROM accounts WHERE name = 'Northwind Compute'`).Scan(&provider); err != nil {
 		t.Fatal(err)
 	}
-	for i, r := range rows {
+	for _, r := range rows {
 		if _, over := overpriced[r.SeedKey()]; !over {
 			continue
 		}
 		in, out := r.Asks(prices[r.Tier()])
 		if _, err := s.pool.Exec(ctx, `INSERT INTO offerings (provider_account_id, gpu, gpu_count, region, model,
-			ask_input_micro_usd_per_mtok, ask_output_micro_usd_per_mtok, agent_url, tier, status, seed_key, created_at, updated_at)
-			VALUES ($1, $2, $3, 'us', $4, $5, $6, $7, $8, 'active', $9, now(), now())`,
-			provider, r.GPU, r.GPUCount, r.Model, int64(in), int64(out), AgentURL(i), string(r.Tier()), r.SeedKey()); err != nil {
+			ask_input_micro_usd_per_mtok, ask_output_micro_usd_per_mtok, tier, status, seed_key, created_at, updated_at)
+			VALUES ($1, $2, $3, 'us', $4, $5, $6, $7, 'active', $8, now(), now())`,
+			provider, r.GPU, r.GPUCount, r.Model, int64(in), int64(out), string(r.Tier()), r.SeedKey()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -172,6 +172,7 @@ func TestAnEarlierSeedsOverpricedOfferingsArePaused(t *testing.T) {
 		if err := Seed(ctx, s.acc, s.cat, s.now); err != nil {
 			t.Fatal(err)
 		}
+		qualifySeeded(t, s.cat)
 		if got := status(); got["active"] != 18 || got["paused"] != 6 {
 			t.Fatalf("statuses after the seed %v, want 18 active and the six paused", got)
 		}

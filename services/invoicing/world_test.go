@@ -132,8 +132,8 @@ func (w *world) rig(provider string) rig {
 	w.t.Helper()
 	var id string
 	w.scan(`INSERT INTO offerings (provider_account_id, gpu, gpu_count, region, model, ask_input_micro_usd_per_mtok,
-		ask_output_micro_usd_per_mtok, agent_url, tier, status, created_at, updated_at)
-		VALUES ($1, 'rtx-4090', 4, 'eu-west', 'llama-3.1-8b', $2, $3, 'http://x', 'standard', 'active', now(), now())
+		ask_output_micro_usd_per_mtok, tier, status, created_at, updated_at)
+		VALUES ($1, 'rtx-4090', 4, 'eu-west', 'llama-3.1-8b', $2, $3, 'standard', 'active', now(), now())
 		RETURNING id::text`, []any{provider, askIn, askOut}, &id)
 	return rig{provider: provider, offering: id}
 }

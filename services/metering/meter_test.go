@@ -104,8 +104,8 @@ func setupMeterOn(t *testing.T, url string, opts usage.StreamOptions) *meterEnv 
 	e.provider = q(`INSERT INTO accounts (name, created_at) VALUES ('Fjord', now()) RETURNING id`)
 	e.other = q(`INSERT INTO accounts (name, created_at) VALUES ('Other', now()) RETURNING id`)
 	offering := `INSERT INTO offerings (provider_account_id, gpu, gpu_count, region, model, ask_input_micro_usd_per_mtok,
-		ask_output_micro_usd_per_mtok, agent_url, tier, status, created_at, updated_at)
-		VALUES ($1, 'rtx-4090', 4, 'eu', 'm', $2, $2, 'http://x', 'standard', 'active', now(), now()) RETURNING id`
+		ask_output_micro_usd_per_mtok, tier, status, created_at, updated_at)
+		VALUES ($1, 'rtx-4090', 4, 'eu', 'm', $2, $2, 'standard', 'active', now(), now()) RETURNING id`
 	e.offering = q(offering, e.provider, 100_000)
 	e.foreign = q(offering, e.other, 100_000)
 	price := func(tier string, from time.Time, in, out int64) int64 {
@@ -219,8 +219,8 @@ func (e *meterEnv) newOffering(t *testing.T, provider, tier string) string {
 	t.Helper()
 	var id string
 	if err := e.pool.QueryRow(context.Background(), `INSERT INTO offerings (provider_account_id, gpu, gpu_count, region, model,
-		ask_input_micro_usd_per_mtok, ask_output_micro_usd_per_mtok, agent_url, tier, status, created_at, updated_at)
-		VALUES ($1, 'rtx-4090', 4, 'eu', 'm', 10000, 10000, 'http://x', $2, 'active', now(), now()) RETURNING id`, provider, tier).Scan(&id); err != nil {
+		ask_input_micro_usd_per_mtok, ask_output_micro_usd_per_mtok, tier, status, created_at, updated_at)
+		VALUES ($1, 'rtx-4090', 4, 'eu', 'm', 10000, 10000, $2, 'active', now(), now()) RETURNING id`, provider, tier).Scan(&id); err != nil {
 		t.Fatal(err)
 	}
 	return id

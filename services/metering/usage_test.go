@@ -73,8 +73,8 @@ func (f *reportFixture) offering(t *testing.T, provider, gpu string, count int, 
 	var id string
 	if err := f.pool.QueryRow(context.Background(), `
 		INSERT INTO offerings (provider_account_id, gpu, gpu_count, region, model, ask_input_micro_usd_per_mtok,
-			ask_output_micro_usd_per_mtok, agent_url, tier, status, created_at, updated_at)
-		VALUES ($1, $2, $3, 'eu', $4, 60000, 60000, 'https://rig.example.com', $5, 'active', $6, $6) RETURNING id`,
+			ask_output_micro_usd_per_mtok, tier, status, created_at, updated_at)
+		VALUES ($1, $2, $3, 'eu', $4, 60000, 60000, $5, 'active', $6, $6) RETURNING id`,
 		provider, gpu, count, model, string(tier), reportDay).Scan(&id); err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/gpumarket/gpumarket/services/carbon"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/money"
-	"github.com/gpumarket/gpumarket/services/rigaddr"
 )
 
 func f64(v float64) *float64 { return &v }
@@ -111,7 +110,7 @@ func TestOfferingsReadsTheProvidersRollups(t *testing.T) {
 	pool := dbtest.New(t)
 	ctx := context.Background()
 	now := time.Date(2026, 12, 1, 12, 30, 0, 0, time.UTC)
-	cat := catalog.NewService(pool, catalog.Config{Now: func() time.Time { return now }, Rigs: rigaddr.Policy{Development: true}})
+	cat := catalog.NewService(pool, catalog.Config{Now: func() time.Time { return now }})
 	if err := cat.EnsureDefaultPrices(ctx, now.AddDate(0, -1, 0)); err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +124,7 @@ func TestOfferingsReadsTheProvidersRollups(t *testing.T) {
 	mine, other, customer := account("Fjord"), account("Other"), account("Customer")
 	list := func(provider string) catalog.Offering {
 		o, err := cat.Create(ctx, provider, catalog.ListingInput{GPU: "rtx-4090", GPUCount: 4, Region: "no", Model: "m",
-			AskInput: 100_000, AskOutput: 200_000, AgentURL: "http://127.0.0.1:9100", ClaimedTTFTP99Ms: f64(448), ClaimedTokensPerSec: f64(1858.57)})
+			AskInput: 100_000, AskOutput: 200_000, ClaimedTTFTP99Ms: f64(448), ClaimedTokensPerSec: f64(1858.57)})
 		if err != nil {
 			t.Fatal(err)
 		}

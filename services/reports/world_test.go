@@ -139,8 +139,8 @@ func (w *world) rig(provider, gpu string, gpuCount int, region, site string, pue
 	w.t.Helper()
 	var id string
 	w.scan(`INSERT INTO offerings (provider_account_id, gpu, gpu_count, region, model, ask_input_micro_usd_per_mtok,
-		ask_output_micro_usd_per_mtok, agent_url, tier, status, site, pue, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, 60000, 120000, 'http://x', 'standard', 'active', $6, $7, now(), now())
+		ask_output_micro_usd_per_mtok, tier, status, site, pue, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, 60000, 120000, 'standard', 'active', $6, $7, now(), now())
 		RETURNING id::text`, []any{provider, gpu, gpuCount, region, model, site, pue}, &id)
 	return rig{provider: provider, offering: id, gpu: gpu, gpuCount: gpuCount, region: region, site: site, pue: pue}
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/money"
-	"github.com/gpumarket/gpumarket/services/rigaddr"
 )
 
 type dbBundle struct {
@@ -34,7 +33,7 @@ func setupDB(t *testing.T) dbBundle {
 	pool := dbtest.New(t)
 	ctx := context.Background()
 	clk := newClock()
-	cat := catalog.NewService(pool, catalog.Config{Now: clk.Now, Rigs: rigaddr.Policy{Development: true}})
+	cat := catalog.NewService(pool, catalog.Config{Now: clk.Now})
 	if err := cat.EnsureDefaultPrices(ctx, clk.Now().AddDate(0, -1, 0)); err != nil {
 		t.Fatal(err)
 	}
@@ -49,9 +48,12 @@ func setupDB(t *testing.T) dbBundle {
 func (b dbBundle) list(t *testing.T, model string, ask money.MicroUSD, p99 float64) catalog.Offering {
 	t.Helper()
 	o, err := b.catalog.Create(context.Background(), b.provider, catalog.ListingInput{GPU: "rtx-4090", GPUCount: 4, Region: "eu",
-		Model: model, AskInput: 2 * ask / 3, AskOutput: 2*ask - 2*ask/3, AgentURL: "http://127.0.0.1:9100", ClaimedTTFTP50Ms: f64(p99 / 2), ClaimedTTFTP99Ms: f64(p99),
+		Model: model, AskInput: 2 * ask / 3, AskOutput: 2*ask - 2*ask/3, ClaimedTTFTP50Ms: f64(p99 / 2), ClaimedTTFTP99Ms: f64(p99),
 		ClaimedTokensPerSec: f64(1858.57)})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.catalog.MarkQualified(context.Background(), o.ID); err != nil {
 		t.Fatal(err)
 	}
 	return o

@@ -72,7 +72,12 @@ type Candidate struct {
 	ProviderID string
 	Model      string
 	Tier       catalog.Tier
-	AgentURL   string
+	// AgentURL is never set: a listing names no address, the platform reaching each rig over the connection
+	// its agent opened. It stays only until the gateway's last reader of it goes with that change.
+	AgentURL string
+	// Qualifying marks a probe target whose rig is pending or offline (ProbeTargets): the probe's outcome
+	// decides whether it becomes active (RecordProbe). Pick never returns such an offering.
+	Qualifying bool
 	// AskInput and AskOutput are the offering's asks per million input and output tokens as the router held
 	// them at Pick: what its provider is paid for the request, whatever it asks later.
 	AskInput  money.MicroUSD
@@ -144,18 +149,19 @@ func (s *snapshot) idleForBatch(c choice, tier catalog.Tier, now time.Time) (cho
 
 // Pick returns up to MaxCandidates offerings for the request, in the order to try them.
 //
-// Candidates serve the model, are offered (active, both asks within the tier's price in force now), sit in the
-// request's tier, are under its caps, are healthy (a heartbeat from their own provider within HeartbeatTimeout)
-// and their circuit is not open; a half-open one is returned to one request at a time. Each place goes to the
-// cheapest remaining blended ask, except that among near-equals, blended asks within 5% of it, two are drawn at
-// random and the one with the shorter expected wait wins (the power of two choices): P50 time to first token
-// times (1 + load / capacity). Rigs at capacity come after those with room, cheapest first among them too. A
+// Candidates serve the model, are offered (active, their rig active, both asks within the tier's price in force
+// now), sit in the request's tier, are under its caps, are healthy (a heartbeat from their own provider within
+// HeartbeatTimeout) and their circuit is not open; a half-open one is returned to one request at a time. Each
+// place goes to the cheapest remaining blended ask, except that among near-equals, blended asks within 5% of it,
+// two are drawn at random and the one with the shorter expected wait wins (the power of two choices): P50 time
+// to first token times (1 + load / capacity). Rigs at capacity come after those with room, cheapest first among them too. A
 // request that prefers carbon passes the same filters and is ordered by estimated carbon instead (carbon.go).
 // Above every other rule of order, the offerings below 95% uptime come after the others, and those below 80% last
 // (reliability.go).
 //
 // It fails with a *services.Error whose Cause is one of the Err values above, naming the first rule that left
-// no offering: the model, the pin, the tier, the caps, then health and circuits.
+// no offering: the model, the pin, the tier, the caps, then health and circuits. A model, or a pinned offering,
+// whose rigs are all pending or offline is unavailable (503), not unknown: it is listed, and may qualify soon.
 func (r *Router) Pick(req Request) ([]Candidate, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
@@ -168,7 +174,12 @@ func (r *Router) Pick(req Request) ([]Candidate, error) {
 	now := r.cfg.Now()
 
 	var cs, idle []choice
+	var unqualified []string // offerings of the model whose rig is pending or offline
 	for _, l := range snap.byModel[req.Model] {
+		if !l.qualified() {
+			unqualified = append(unqualified, l.ID)
+			continue
+		}
 		c := choice{listed: l, v: l.state.view(now), standing: r.standing(l.ID)}
 		c.tier = cmp.Or(c.v.tier, l.Tier)
 		var ok bool
@@ -179,12 +190,20 @@ func (r *Router) Pick(req Request) ([]Candidate, error) {
 			idle = append(idle, b)
 		}
 	}
+	if len(cs) == 0 && len(unqualified) > 0 {
+		return nil, &services.Error{Code: services.CodeUnavailable, Cause: ErrUnavailable,
+			Message: fmt.Sprintf("No rig serving %s is ready to take requests yet; retry later.", req.Model)}
+	}
 	if len(cs) == 0 {
 		return nil, &services.Error{Code: services.CodeNotFound, Cause: ErrUnknownModel,
 			Message: fmt.Sprintf("The model %q does not exist or is not on offer; GET /v1/models lists the models on offer.", req.Model)}
 	}
 	if req.Offering != "" {
-		if cs = slices.DeleteFunc(cs, func(c choice) bool { return c.ID != req.Offering }); len(cs) == 0 {
+		if cs = slices.DeleteFunc(cs, func(c choice) bool { return c.ID != req.Offering }); len(cs) == 0 && slices.Contains(unqualified, req.Offering) {
+			return nil, &services.Error{Code: services.CodeUnavailable, Cause: ErrUnavailable,
+				Message: fmt.Sprintf("Offering %q is not taking requests yet; retry later, or pin none.", req.Offering)}
+		}
+		if len(cs) == 0 {
 			return nil, &services.Error{Code: services.CodeNotFound, Cause: ErrUnknownOffering,
 				Message: fmt.Sprintf("Offering %q does not serve %q; pin an offering of this model from the catalog, or none.", req.Offering, req.Model)}
 		}
@@ -303,7 +322,7 @@ func (r *Router) order(out []Candidate, cs []choice, now time.Time, preferCarbon
 			continue
 		}
 		out = append(out, Candidate{
-			OfferingID: c.ID, ProviderID: c.ProviderAccountID, Model: c.Model, Tier: c.tier, AgentURL: c.AgentURL,
+			OfferingID: c.ID, ProviderID: c.ProviderAccountID, Model: c.Model, Tier: c.tier,
 			AskInput: c.AskInput, AskOutput: c.AskOutput, PriceID: c.price.ID, PriceInput: c.price.Input, PriceOutput: c.price.Output,
 			GPUName: c.GPUName, GPUCount: c.GPUCount, TTFTP50Ms: c.p50, TTFTP99Ms: c.p99, InFlight: c.v.load, Capacity: c.v.capacity,
 			GCO2ePerToken: c.gco2ePerToken,

@@ -1,6 +1,7 @@
 package routing
 
 import (
+	"cmp"
 	"time"
 
 	"github.com/gpumarket/gpumarket/services/catalog"
@@ -14,12 +15,20 @@ import (
 // shared with the other replicas. Once the window's P99 over the probes and whatever streamed traffic it still
 // has is back under the better tier's bound with the margin to spare, Flush promotes it (nextTier), and
 // customers' streamed requests judge it from then on.
+//
+// The same probes qualify a rig: an offering whose rig is pending or offline is probed while its agent
+// heartbeats, and RecordProbe makes it active after catalog.ProbesToQualify passes in a row
+// (docs/listing-states.md). Customers' requests never reach it until then (Pick).
 const ProbeEvery = 3 * time.Second
 
-// ProbeTargets returns the offerings to probe now, each as a candidate in its live tier: active, healthy by its
-// heartbeat, its circuit not open, and in a worse live tier than the one its claimed P99 earns (batch when it
-// claims none, which is never worse). An offering that is merely not offered in its tier (its asks above the
-// price) is not probed: no latency would bring it back.
+// ProbeTargets returns the offerings to probe now, each as a candidate in its live tier, healthy by its
+// heartbeat (from its own provider) and its circuit not open:
+//   - a qualified offering in a worse live tier than the one its claimed P99 earns (batch when it claims none,
+//     which is never worse), offered in both. An offering that is merely not offered in its tier (its asks
+//     above the price) is not probed: no latency would bring it back.
+//   - an offering whose rig is pending or offline, offered in its tier, marked Qualifying: its probes decide
+//     whether it becomes active (RecordProbe). Its heartbeat says its agent is connected; without one there is
+//     nothing to probe.
 func (r *Router) ProbeTargets() []Candidate {
 	snap := r.snap.Load()
 	if snap == nil {
@@ -28,28 +37,30 @@ func (r *Router) ProbeTargets() []Candidate {
 	now := r.cfg.Now()
 	var out []Candidate
 	for _, l := range snap.listed {
-		claimed := catalog.TierBatch
-		if l.ClaimedTTFTP99Ms != nil {
-			claimed = catalog.TierForP99(*l.ClaimedTTFTP99Ms)
-		}
 		v := l.state.view(now)
-		tier := v.tier
-		if tier == "" {
-			tier = l.Tier
-		}
-		if rank(tier) <= rank(claimed) || !v.healthy || v.circuit == circuitOpen {
+		if !v.healthy || v.provider != l.ProviderAccountID || v.circuit == circuitOpen {
 			continue
 		}
-		if _, ok := snap.offered(l, claimed, now); !ok {
-			continue
+		tier := cmp.Or(v.tier, l.Tier)
+		if l.qualified() {
+			claimed := catalog.TierBatch
+			if l.ClaimedTTFTP99Ms != nil {
+				claimed = catalog.TierForP99(*l.ClaimedTTFTP99Ms)
+			}
+			if rank(tier) <= rank(claimed) {
+				continue
+			}
+			if _, ok := snap.offered(l, claimed, now); !ok {
+				continue
+			}
 		}
 		price, ok := snap.offered(l, tier, now) // the probe is routed in the live tier, at its price
 		if !ok {
 			continue
 		}
 		out = append(out, Candidate{OfferingID: l.ID, ProviderID: l.ProviderAccountID, Model: l.Model, Tier: tier,
-			PriceID: price.ID, PriceInput: price.Input, PriceOutput: price.Output,
-			AgentURL: l.AgentURL, AskInput: l.AskInput, AskOutput: l.AskOutput, GPUName: l.GPUName, GPUCount: l.GPUCount,
+			Qualifying: !l.qualified(), PriceID: price.ID, PriceInput: price.Input, PriceOutput: price.Output,
+			AskInput: l.AskInput, AskOutput: l.AskOutput, GPUName: l.GPUName, GPUCount: l.GPUCount,
 			TTFTP50Ms: v.figures.TTFTP50Ms, TTFTP99Ms: v.figures.TTFTP99Ms, InFlight: v.load, Capacity: v.capacity})
 	}
 	return out

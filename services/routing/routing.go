@@ -28,6 +28,9 @@
 //     apart (ObserveUsage), are written beside the measured ones, and decide nothing.
 //   - Tiers move on the measured P99 with at least catalog.MinMeasuredRequests observations, with a 10% margin
 //     each way, at most once a minute (Flush).
+//   - Rigs earn their place: only an offering whose rig is active (catalog.RigActive: qualified by the
+//     platform's probes, heard from within catalog.OfflineAfter) is routed; pending and offline ones are probed
+//     while they heartbeat, never given a customer's request (rigstates.go, ProbeTargets, Pick).
 //   - Ready: once the catalog is loaded and the rigs have answered the heartbeat request, or readyWait has
 //     passed (Ready).
 //
@@ -37,7 +40,8 @@
 //
 // Tables of other packages it reads: accounts (package accounts); offerings, prices (package
 // catalog). It writes one column of catalog's: offerings.tier, the tier it moves an offering to by
-// its measured latency (docs/tiers-and-asks.md).
+// its measured latency (docs/tiers-and-asks.md), with the figures beside it; rigs' heartbeats, probes and
+// states it writes through the catalog's own functions (RigStates).
 package routing
 
 import (
@@ -80,6 +84,10 @@ type Config struct {
 	Pool *pgxpool.Pool
 	// Catalog is where routable offerings and prices come from; nil means the catalog on Pool.
 	Catalog Catalog
+	// RigStates is where rigs' heartbeats and probes are written down and their states decided
+	// (rigstates.go); nil means the Catalog when it implements RigStates, else none: states are then only
+	// read, never changed.
+	RigStates RigStates
 	// NATS is the connection Start subscribes to heartbeats, the other replicas' observations and the meter's
 	// feed on, and publishes this replica's observations and the heartbeat request on.
 	NATS *nats.Conn
@@ -102,9 +110,10 @@ type Config struct {
 
 // Router is the gateway's routing table. Its methods are safe for concurrent use.
 type Router struct {
-	cfg Config
-	cat Catalog
-	log *slog.Logger
+	cfg  Config
+	cat  Catalog
+	rigs RigStates // nil: no state is changed
+	log  *slog.Logger
 
 	randMu sync.Mutex
 	rnd    *rand.Rand
@@ -149,7 +158,11 @@ func New(cfg Config) *Router {
 	if cat == nil {
 		cat = catalog.NewService(cfg.Pool, catalog.Config{Now: cfg.Now})
 	}
-	r := &Router{cfg: cfg, cat: cat, log: cfg.Log, rnd: cfg.Rand, offerings: map[string]*offeringState{}}
+	rigs := cfg.RigStates
+	if rs, ok := cat.(RigStates); ok && rigs == nil {
+		rigs = rs
+	}
+	r := &Router{cfg: cfg, cat: cat, rigs: rigs, log: cfg.Log, rnd: cfg.Rand, offerings: map[string]*offeringState{}}
 	r.sharer.kick = make(chan struct{}, 1)
 	return r
 }
@@ -158,7 +171,8 @@ func New(cfg Config) *Router {
 // (ObservedSubject) and to the meter's feed (metering.FeedSubject); loads the catalog; and asks every rig for a
 // heartbeat now (events.HeartbeatRequestSubject), once the server has the subscriptions, so that the answers
 // are not lost. Then, until ctx ends, it reloads the catalog every RefreshEvery, publishes this replica's
-// observations every ShareEvery and flushes the figures every FlushEvery (when there is a Pool). It returns once
+// observations every ShareEvery, settles the rigs' states every RigStatesEvery (SettleRigStates) and flushes
+// the figures every FlushEvery (when there is a Pool). It returns once
 // the subscriptions are up, the first load is done and the heartbeat request is out; a failure of any is
 // returned. Close ends the loop and waits for its last flush.
 func (r *Router) Start(ctx context.Context) (err error) {
@@ -236,6 +250,8 @@ func (r *Router) run(ctx context.Context, unsubscribe func()) {
 	defer flush.Stop()
 	share := time.NewTicker(r.cfg.ShareEvery)
 	defer share.Stop()
+	rigStates := time.NewTicker(RigStatesEvery)
+	defer rigStates.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -255,6 +271,10 @@ func (r *Router) run(ctx context.Context, unsubscribe func()) {
 		case <-refresh.C:
 			if err := r.Refresh(ctx); err != nil && ctx.Err() == nil {
 				r.log.Warn("routing: catalog reload failed; routing on the last one", "error", err)
+			}
+		case <-rigStates.C:
+			if err := r.SettleRigStates(ctx); err != nil && ctx.Err() == nil {
+				r.log.Warn("routing: rigs' heartbeats or states not written", "error", err)
 			}
 		case <-share.C:
 			r.publishShared()

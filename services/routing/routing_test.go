@@ -84,10 +84,16 @@ func offering(id, model string, tier catalog.Tier, blend money.MicroUSD) catalog
 	return asking(id, model, tier, in, 2*blend-in)
 }
 
-// asking is an active offering of model in tier with these asks per input and output token.
+// asking is an active offering of model in tier with these asks per input and output token, its rig qualified.
 func asking(id, model string, tier catalog.Tier, in, out money.MicroUSD) catalog.Offering {
 	return catalog.Offering{ID: id, ProviderAccountID: "provider-" + id, Model: model, Tier: tier, AskInput: in, AskOutput: out,
-		AgentURL: "http://rig-" + id + ":8443", Status: catalog.StatusActive}
+		Status: catalog.StatusActive, RigState: catalog.RigActive}
+}
+
+// pending is the offering with its rig not yet qualified.
+func pending(o catalog.Offering) catalog.Offering {
+	o.RigState = catalog.RigPending
+	return o
 }
 
 // claims gives an offering claimed P50 and P99 times to first token.

@@ -12,7 +12,8 @@ import (
 )
 
 // snapshot is the catalog as last loaded: the active offerings, each with its router state, and the whole price
-// book. It is replaced whole, never changed.
+// book. It holds the offerings whose rig is pending or offline too, to probe them; routing skips them
+// (listed.qualified). It is replaced whole, never changed.
 type snapshot struct {
 	listed   []*listed
 	byModel  map[string][]*listed // ordered by blended ask, then id
@@ -25,6 +26,11 @@ type listed struct {
 	catalog.Offering
 	state *offeringState
 }
+
+// qualified reports whether the offering's rig is active: it passed the platform's probes and has not gone
+// offline since. Only a qualified offering is routed or listed among the models; the others are probed
+// (ProbeTargets).
+func (l *listed) qualified() bool { return l.RigState == catalog.RigActive }
 
 // askSum is twice the offering's blended ask, exact: what routing orders and caps by.
 func (l *listed) askSum() int64 { return int64(l.AskInput) + int64(l.AskOutput) }
@@ -43,7 +49,7 @@ func (r *Router) Refresh(ctx context.Context) (err error) {
 	}
 	snap := &snapshot{byModel: map[string][]*listed{}, book: book, loadedAt: r.cfg.Now()}
 	for _, o := range offerings {
-		if o.Status != catalog.StatusActive || o.AgentURL == "" {
+		if o.Status != catalog.StatusActive {
 			continue
 		}
 		l := &listed{Offering: o, state: r.state(o.ID)}
@@ -74,7 +80,8 @@ type ModelTiers struct {
 }
 
 // Models lists the models on offer, by name, each with the tiers that have an offered offering of it (for
-// GET /v1/models). Health does not count: a rig that misses a heartbeat does not take its model off the list.
+// GET /v1/models). Only qualified offerings count (their rig active); health does not: a rig that misses a
+// heartbeat does not take its model off the list.
 func (r *Router) Models() []ModelTiers {
 	snap := r.snap.Load()
 	if snap == nil {
@@ -85,6 +92,9 @@ func (r *Router) Models() []ModelTiers {
 	for model, ls := range snap.byModel {
 		in := map[catalog.Tier]bool{}
 		for _, l := range ls {
+			if !l.qualified() {
+				continue
+			}
 			if tier := l.liveTier(); !in[tier] {
 				_, in[tier] = snap.offered(l, tier, now)
 			}

@@ -27,6 +27,8 @@ type offeringState struct {
 	// Health (health.go): the last heartbeat and when this process received it.
 	heartbeat Heartbeat
 	heardAt   time.Time
+	// heardWritten is the latest heartbeat time this router wrote down (SettleRigStates).
+	heardWritten time.Time
 
 	// Circuit breaker (breaker.go).
 	failures   int       // consecutive

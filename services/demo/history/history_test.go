@@ -13,7 +13,6 @@ import (
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/demo"
-	"github.com/gpumarket/gpumarket/services/rigaddr"
 )
 
 // testNow is a Tuesday: the history runs from Friday 2026-01-16 to Monday 2026-03-16, and the
@@ -46,7 +45,7 @@ func seedDemo(t *testing.T, pool *pgxpool.Pool, now time.Time) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := demo.Seed(context.Background(), acc, catalog.NewService(pool, catalog.Config{Rigs: rigaddr.Policy{Development: true}}), now); err != nil {
+	if err := demo.Seed(context.Background(), acc, catalog.NewService(pool, catalog.Config{}), now); err != nil {
 		t.Fatal(err)
 	}
 }
