@@ -89,15 +89,11 @@ func TestRequestsThroughASimulatedRigAreMeteredOnce(t *testing.T) {
 	if !ok {
 		t.Fatalf("no profile for %s on %dx %s", o.Model, o.GPUCount, o.GPU)
 	}
-	rig, err := p.startRig(ctx, o.ID, o.ProviderAccountID, o.GPU, o.GPUCount, "127.0.0.1:0", profile)
+	rig, err := p.startRig(ctx, o.ID, o.ProviderAccountID, o.GPU, o.GPUCount, profile)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rig.stop()
-	agentURL := "http://" + rig.agent.Addr().String()
-	if _, err := p.pool.Exec(ctx, `UPDATE offerings SET agent_url = $2 WHERE id = $1`, o.ID, agentURL); err != nil {
-		t.Fatal(err)
-	}
 	if err := p.router.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -134,9 +130,10 @@ func TestRequestsThroughASimulatedRigAreMeteredOnce(t *testing.T) {
 		sent[res.Header.Get("X-GPUMarket-Request-Id")] = true
 	}
 	// A request without a ticket is refused by the agent and never billed.
-	res, err := http.Post(agentURL+"/v1/chat/completions", "application/json", strings.NewReader(`{"model": "x", "messages": []}`))
-	if err != nil || res.StatusCode != http.StatusUnauthorized {
-		t.Fatalf("request without a ticket: %v %v", res, err)
+	res := callRig(t, p, o.ProviderAccountID, o.ID, "", `{"model": "x", "messages": []}`)
+	res.Body.Close()
+	if res.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("request without a ticket: %d", res.StatusCode)
 	}
 
 	var usage struct {

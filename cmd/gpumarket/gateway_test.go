@@ -214,13 +214,10 @@ func (b *gatewayBundle) list(t *testing.T, spec rigSpec) catalog.Offering {
 	var rig *simulatedRig
 	if spec.failRate > 0 {
 		rig = b.startFailingRig(t, o, spec.failRate)
-	} else if rig, err = b.p.startRig(b.ctx, o.ID, b.provider, spec.gpu, spec.count, "127.0.0.1:0", profile); err != nil {
+	} else if rig, err = b.p.startRig(b.ctx, o.ID, b.provider, spec.gpu, spec.count, profile); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(rig.stop)
-	if _, err := b.p.pool.Exec(b.ctx, `UPDATE offerings SET agent_url = $2 WHERE id = $1`, o.ID, "http://"+rig.agent.Addr().String()); err != nil {
-		t.Fatal(err)
-	}
 	if err := b.p.router.Refresh(b.ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +240,7 @@ func (b *gatewayBundle) startFailingRig(t *testing.T, o catalog.Offering, failRa
 		ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = backend.Serve(l) }()
 	a, err := agent.New(agent.Config{
-		ListenAddr: "127.0.0.1:0", Upstream: "http://" + l.Addr().String(),
+		Upstream:   "http://" + l.Addr().String(),
 		ProviderID: b.provider, OfferingID: o.ID, GPUSKU: o.GPU, GPUCount: o.GPUCount, Capacity: 64,
 		NATSURL: b.p.natsURL, NATSUser: events.RigUsername(o.ID), NATSPassword: events.RigPassword(b.p.cfg.RigKey, o.ID),
 		OutboxDir: t.TempDir(), OfferingKey: ticket.OfferingKey(b.p.cfg.TicketKey, o.ID),

@@ -172,14 +172,11 @@ func listServedOffering(t *testing.T, a, b *Platform) catalog.Offering {
 	}
 	profile := simulation.Zero()
 	profile.Model = o.Model
-	rig, err := a.startRig(ctx, o.ID, provider.AccountID, o.GPU, o.GPUCount, "127.0.0.1:0", profile)
+	rig, err := a.startRig(ctx, o.ID, provider.AccountID, o.GPU, o.GPUCount, profile)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(rig.stop)
-	if _, err := a.pool.Exec(ctx, `UPDATE offerings SET agent_url = $2 WHERE id = $1`, o.ID, "http://"+rig.agent.Addr().String()); err != nil {
-		t.Fatal(err)
-	}
 	for _, p := range []*Platform{a, b} {
 		if err := p.router.Refresh(ctx); err != nil {
 			t.Fatal(err)

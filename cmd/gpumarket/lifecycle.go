@@ -200,6 +200,9 @@ func (p *Platform) Close() {
 	if p.rigLimitsNC != nil {
 		p.rigLimitsNC.Close()
 	}
+	if p.rigCaller != nil {
+		p.rigCaller.Close()
+	}
 	if p.nc != nil {
 		drain(p.nc)
 	}

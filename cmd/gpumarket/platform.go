@@ -44,6 +44,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/performance"
 	"github.com/gpumarket/gpumarket/services/reports"
 	"github.com/gpumarket/gpumarket/services/riglimits"
+	"github.com/gpumarket/gpumarket/services/rigwire"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/ticket"
 	"github.com/gpumarket/gpumarket/services/usagestore"
@@ -76,6 +77,7 @@ type Platform struct {
 	audit           *audit.Log          // the finance audit log
 	invoicing       *invoicing.Service  // the close, invoices and statements; it closes due periods by itself in Run
 	router          *routing.Router     // nil unless the gateway runs here: the /v1 gateway routes with it
+	rigCaller       *rigwire.Caller     // nil unless the gateway runs here: how it calls the rigs, over NATS
 	requestLog      *billing.RequestLog // what the gateway saw, reconciled with the meter
 	// reconcileEvery is how often the gateway's record is compared with the metered usage.
 	reconcileEvery time.Duration
@@ -359,9 +361,14 @@ func (p *Platform) gatewayConfig() (gateway.Config, error) {
 	p.router = routing.New(routing.Config{Pool: p.pool, Catalog: p.catalog, NATS: p.nc, Log: p.log.With("role", "gateway"),
 		FlushEvery: p.cfg.routingFlushEvery})
 	p.requestLog = billing.NewRequestLog(p.pool, nil, p.log.With("role", "gateway"))
+	// The gateway reaches every rig over the NATS connection the rig's agent opened: it dials none
+	// (docs/rig-transport.md).
+	if p.rigCaller, err = rigwire.NewCaller(p.nc, rigwire.Options{Log: p.log.With("role", "gateway")}); err != nil {
+		return gateway.Config{}, err
+	}
 	return gateway.Config{
-		Router: p.router, Tickets: signer, Requests: p.requestLog,
-		RatePerSecond: p.cfg.RateLimitRPS, RateBurst: p.cfg.RateLimitBurst, RigPolicy: p.cfg.RigPolicy(),
+		Router: p.router, Tickets: signer, Requests: p.requestLog, Rigs: p.rigCaller,
+		RatePerSecond: p.cfg.RateLimitRPS, RateBurst: p.cfg.RateLimitBurst,
 		Admission: billing.NewAdmission(billing.AdmissionConfig{Pool: p.pool, Prices: p.catalog, Log: p.log.With("role", "gateway")}),
 	}, nil
 }

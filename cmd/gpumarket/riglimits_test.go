@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/riglimits"
+	"github.com/gpumarket/gpumarket/services/rigwire"
 	"github.com/gpumarket/gpumarket/services/simulation"
 	"github.com/gpumarket/gpumarket/services/ticket"
 )
@@ -77,19 +77,14 @@ func openTestPlatform(t *testing.T, limits Config) (*Platform, context.Context) 
 	return p, ctx
 }
 
-// TestSimulatedRigsTakeFreePorts: with the first demo offering's seeded address taken by
-// another program, every simulated rig starts on a free port, each demo offering's row names its rig's address,
-// and a request to the first offering reaches its rig, not the other program.
-func TestSimulatedRigsTakeFreePorts(t *testing.T) {
+// TestSimulatedRigsServeOverNATS: every demo offering with a simulation profile gets a simulated rig, which
+// listens on no port: a call to the first offering over NATS, as a gateway makes it, reaches its rig.
+func TestSimulatedRigsServeOverNATS(t *testing.T) {
 	p, ctx := openTestPlatform(t, Config{})
-	var first, firstModel, seeded string
-	if err := p.pool.QueryRow(ctx, `SELECT id::text, model, agent_url FROM offerings
-		WHERE seed_key IS NOT NULL AND status = 'active' ORDER BY agent_url LIMIT 1`).Scan(&first, &firstModel, &seeded); err != nil {
+	var first, firstProvider, firstModel string
+	if err := p.pool.QueryRow(ctx, `SELECT id::text, provider_account_id::text, model FROM offerings
+		WHERE seed_key IS NOT NULL AND status = 'active' ORDER BY seed_key LIMIT 1`).Scan(&first, &firstProvider, &firstModel); err != nil {
 		t.Fatalf("the seed listed no offering: %v", err)
-	}
-	taken := strings.TrimPrefix(seeded, "http://")
-	if ln, err := net.Listen("tcp", taken); err == nil { // else something holds it already
-		t.Cleanup(func() { ln.Close() })
 	}
 	rows, err := p.pool.Query(ctx, `SELECT id::text, model, gpu, gpu_count FROM offerings WHERE seed_key IS NOT NULL AND status = 'active'`)
 	if err != nil {
@@ -120,42 +115,31 @@ func TestSimulatedRigsTakeFreePorts(t *testing.T) {
 	if len(rigs) != simulated || simulated == 0 {
 		t.Fatalf("%d simulated rigs started, want one for each of the %d demo offerings with a profile", len(rigs), simulated)
 	}
-	ports := map[string]bool{}
-	for _, r := range rigs {
-		var agentURL string
-		if err := p.pool.QueryRow(ctx, `SELECT agent_url FROM offerings WHERE id::text = $1`, r.offeringID).Scan(&agentURL); err != nil {
-			t.Fatal(err)
-		}
-		if want := "http://" + r.agent.Addr().String(); agentURL != want {
-			t.Errorf("offering %s names %s, want its rig's %s", r.offeringID, agentURL, want)
-		}
-		if agentURL == seeded || ports[agentURL] {
-			t.Errorf("offering %s names %s: taken or shared", r.offeringID, agentURL)
-		}
-		ports[agentURL] = true
-	}
-
-	var agentURL string
-	if err := p.pool.QueryRow(ctx, `SELECT agent_url FROM offerings WHERE id::text = $1`, first).Scan(&agentURL); err != nil {
-		t.Fatal(err)
-	}
 	signer, err := ticket.NewSigner(p.cfg.TicketKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tk, err := signer.Sign(ticket.Claims{RequestID: "req_free_port", AccountID: "acc", APIKeyID: "key", OfferingID: first,
+	tk, err := signer.Sign(ticket.Claims{RequestID: "req_over_nats", AccountID: "acc", APIKeyID: "key", OfferingID: first,
 		Tier: "standard", IssuedAt: time.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, agentURL+"/v1/chat/completions",
-		strings.NewReader(fmt.Sprintf(`{"model": %q, "max_tokens": 3, "messages": [{"role": "user", "content": "hi"}]}`, firstModel)))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(ticket.Header, tk)
-	client := &http.Client{Timeout: 30 * time.Second}
-	res, err := client.Do(req)
-	if err != nil {
-		t.Fatalf("the first offering's rig at %s: %v", agentURL, err)
+	body := fmt.Sprintf(`{"model": %q, "max_tokens": 3, "messages": [{"role": "user", "content": "hi"}]}`, firstModel)
+	var res *http.Response
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		caller, err := rigwire.NewCaller(p.nc, rigwire.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(caller.Close)
+		res, err = caller.Call(ctx, firstProvider, first, "/v1/chat/completions",
+			http.Header{"Content-Type": {"application/json"}, ticket.Header: {tk}}, []byte(body))
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the first offering's rig over NATS: %v", err)
+		}
 	}
 	defer res.Body.Close()
 	var answer struct {

@@ -3,10 +3,8 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
-	"net/url"
 	"path/filepath"
 	"sync"
 	"time"
@@ -17,7 +15,7 @@ import (
 )
 
 // simulatedRig is one demo offering served on this machine: a simbackend behaving like the
-// offering's GPU profile, behind a gpuagent listening at the offering's agent URL.
+// offering's GPU profile, behind a gpuagent that serves the gateway over NATS.
 type simulatedRig struct {
 	offeringID string
 	backend    *http.Server
@@ -27,24 +25,23 @@ type simulatedRig struct {
 	running, serving sync.WaitGroup
 }
 
-// startSimulatedRigs starts a rig for every active demo offering whose agent URL is on this
-// machine. Each agent connects to NATS with its own rig credential, as a provider's would, and
-// listens on a port free now, whatever the seed wrote: the offering's row gets the agent's
-// address at every start, before the router reads the catalog.
+// startSimulatedRigs starts a rig for every active demo offering that has a simulation profile.
+// Each agent connects to NATS with its own rig credential, as a provider's would, and serves the
+// gateway's calls over that connection: no rig listens on a port.
 func (p *Platform) startSimulatedRigs(ctx context.Context) ([]*simulatedRig, error) {
-	rows, err := p.pool.Query(ctx, `SELECT id::text, provider_account_id::text, gpu, gpu_count, model, agent_url
+	rows, err := p.pool.Query(ctx, `SELECT id::text, provider_account_id::text, gpu, gpu_count, model
 		FROM offerings WHERE seed_key IS NOT NULL AND status = 'active' ORDER BY seed_key`)
 	if err != nil {
 		return nil, err
 	}
 	type offering struct {
-		id, provider, gpu, model, agentURL string
-		count                              int
+		id, provider, gpu, model string
+		count                    int
 	}
 	var list []offering
 	for rows.Next() {
 		var o offering
-		if err := rows.Scan(&o.id, &o.provider, &o.gpu, &o.count, &o.model, &o.agentURL); err != nil {
+		if err := rows.Scan(&o.id, &o.provider, &o.gpu, &o.count, &o.model); err != nil {
 			rows.Close()
 			return nil, err
 		}
@@ -56,34 +53,23 @@ func (p *Platform) startSimulatedRigs(ctx context.Context) ([]*simulatedRig, err
 	}
 	var rigs []*simulatedRig
 	for _, o := range list {
-		u, err := url.Parse(o.agentURL)
-		if err != nil || (u.Hostname() != "127.0.0.1" && u.Hostname() != "localhost") {
-			continue
-		}
 		profile, ok := simulation.Lookup(o.model, o.gpu, o.count)
 		if !ok {
 			p.log.Warn("no simulation profile for a demo offering; not started", "offering", o.id, "model", o.model)
 			continue
 		}
-		rig, err := p.startRig(ctx, o.id, o.provider, o.gpu, o.count, net.JoinHostPort(u.Hostname(), "0"), profile)
+		rig, err := p.startRig(ctx, o.id, o.provider, o.gpu, o.count, profile)
 		if err != nil {
-			p.log.Warn("simulated rig not started", "offering", o.id, "agent_url", o.agentURL, "err", err)
+			p.log.Warn("simulated rig not started", "offering", o.id, "err", err)
 			continue
 		}
 		rigs = append(rigs, rig)
-		if _, err := p.pool.Exec(ctx, `UPDATE offerings SET agent_url = $2 WHERE id::text = $1 AND seed_key IS NOT NULL`,
-			o.id, "http://"+rig.agent.Addr().String()); err != nil {
-			for _, r := range rigs {
-				r.stop()
-			}
-			return nil, fmt.Errorf("record the simulated rig's address: %w", err)
-		}
 	}
 	p.log.Info("simulated rigs running", "rigs", len(rigs))
 	return rigs, nil
 }
 
-func (p *Platform) startRig(ctx context.Context, offeringID, providerID, gpu string, count int, agentAddr string,
+func (p *Platform) startRig(ctx context.Context, offeringID, providerID, gpu string, count int,
 	profile simulation.Profile) (*simulatedRig, error) {
 	// The rig's credential is the one its Connect page shows; it reaches NATS where this process does.
 	cred, err := p.RigCredentials(ctx, offeringID)
@@ -96,7 +82,7 @@ func (p *Platform) startRig(ctx context.Context, offeringID, providerID, gpu str
 	}
 	backend := &http.Server{Handler: simulation.NewHandler(simulation.Options{Profile: profile}), ReadHeaderTimeout: 10 * time.Second}
 	a, err := agent.New(agent.Config{
-		ListenAddr: agentAddr, Upstream: "http://" + l.Addr().String(),
+		Upstream:   "http://" + l.Addr().String(),
 		ProviderID: providerID, OfferingID: offeringID, GPUSKU: gpu, GPUCount: count, Capacity: 64,
 		NATSURL: p.natsLocalURL, NATSUser: cred.NATSUser, NATSPassword: cred.NATSPassword,
 		OutboxDir:   filepath.Join(p.cfg.DataDir, "rigs", offeringID, "outbox"),

@@ -103,7 +103,7 @@ func (b *gatewayBundle) listWithBackend(t *testing.T, model string, backend http
 	srv := &http.Server{Handler: backend, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(l) }()
 	a, err := agent.New(agent.Config{
-		ListenAddr: "127.0.0.1:0", Upstream: "http://" + l.Addr().String(),
+		Upstream:   "http://" + l.Addr().String(),
 		ProviderID: b.provider, OfferingID: o.ID, GPUSKU: o.GPU, GPUCount: o.GPUCount, Capacity: 64,
 		NATSURL: b.p.natsURL, NATSUser: events.RigUsername(o.ID), NATSPassword: events.RigPassword(b.p.cfg.RigKey, o.ID),
 		OutboxDir: t.TempDir(), OfferingKey: ticket.OfferingKey(b.p.cfg.TicketKey, o.ID),
@@ -115,9 +115,6 @@ func (b *gatewayBundle) listWithBackend(t *testing.T, model string, backend http
 	}
 	go func() { _ = a.Run(b.ctx) }()
 	t.Cleanup((&simulatedRig{offeringID: o.ID, backend: srv, agent: a}).stop)
-	if _, err := b.p.pool.Exec(b.ctx, `UPDATE offerings SET agent_url = $2 WHERE id = $1`, o.ID, "http://"+a.Addr().String()); err != nil {
-		t.Fatal(err)
-	}
 	if err := b.p.router.Refresh(b.ctx); err != nil {
 		t.Fatal(err)
 	}
