@@ -106,7 +106,7 @@ func TestStreamedAnswerArrivesInOrderAsItIsFlushed(t *testing.T) {
 		}
 	}), rigwire.Options{})
 	c := w.caller(t, rigwire.Options{})
-	resp, err := c.Call(t.Context(), "p1", "p1-o1", "/v1/chat/completions", http.Header{"X-Ticket": {"t-1"}}, []byte("hello"))
+	resp, err := c.Call(t.Context(), "p1", "p1-o1", "/v1/chat/completions", http.Header{"x-TICKET": {"t-1"}}, []byte("hello"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -119,7 +119,7 @@ func (r *reader) byte() byte {
 	return c
 }
 
-// header decodes a header; names are kept as sent (the sender's were canonical).
+// header decodes a header, its names in canonical form as net/http reads them off a connection.
 func (r *reader) header() http.Header {
 	n := r.uvarint()
 	if r.bad || n > uint64(len(r.b)) {
@@ -128,7 +128,7 @@ func (r *reader) header() http.Header {
 	}
 	h := make(http.Header, n)
 	for i := uint64(0); i < n && !r.bad; i++ {
-		name := r.string()
+		name := http.CanonicalHeaderKey(r.string())
 		h[name] = append(h[name], r.string())
 	}
 	return h
