@@ -189,9 +189,16 @@ type rigSpec struct {
 	region   string  // "" is eu
 }
 
-// list lists an offering, starts its rig on a free port, points the offering's agent URL at
-// it, and waits until routing can send it requests.
+// list lists an offering, starts its rig, which serves the gateway over NATS, and waits until
+// routing can send it requests.
 func (b *gatewayBundle) list(t *testing.T, spec rigSpec) catalog.Offering {
+	t.Helper()
+	o, _ := b.listRig(t, spec)
+	return o
+}
+
+// listRig is list, which also returns the offering's rig.
+func (b *gatewayBundle) listRig(t *testing.T, spec rigSpec) (catalog.Offering, *simulatedRig) {
 	t.Helper()
 	if spec.gpu == "" {
 		spec.gpu, spec.count = "rtx-4090", 4
@@ -225,7 +232,7 @@ func (b *gatewayBundle) list(t *testing.T, spec rigSpec) catalog.Offering {
 		_, err := b.p.router.Pick(routing.Request{Model: spec.model, Tier: o.Tier, Offering: o.ID})
 		return err == nil
 	})
-	return o
+	return o, rig
 }
 
 // startFailingRig is a simulated rig whose backend answers 500 to the given fraction of
