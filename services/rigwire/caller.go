@@ -98,6 +98,9 @@ func (c *Caller) Close() {
 	})
 }
 
+// lateAcceptGrace is how long a call given up before its acceptance waits for one, to cancel it.
+const lateAcceptGrace = 30 * time.Second
+
 // call is one call in flight, as the gateway sees it.
 type call struct {
 	c         *Caller
@@ -260,7 +263,17 @@ func (k *call) deliver(r replyMsg) {
 	}
 	k.mu.Lock()
 	if k.err != nil || k.end {
+		late := r.flags&flagAccept != 0 && k.canceled && !k.accepted
+		if late {
+			k.accepted, k.control = true, r.control
+		}
 		k.mu.Unlock()
+		if late { // a call given up before the rig took it: the rig is told to stop
+			_ = k.c.nc.Publish(r.control, []byte{ctlCancel})
+			if k.closed {
+				k.c.forget(k)
+			}
+		}
 		return
 	}
 	if r.seq != k.seq {
@@ -338,7 +351,11 @@ func (k *call) close() {
 	if live {
 		k.err = ErrCanceled
 	}
-	control, canceled := k.control, k.canceled
+	control := k.control
+	// A call given up before its acceptance (timed out, canceled) may still reach a rig late: it is kept a while
+	// so that a late acceptance is answered with a cancel, and the rig stops rather than serve a request its
+	// gateway no longer waits for.
+	k.canceled = k.canceled || control == ""
 	k.chunks, k.cur = nil, nil
 	k.mu.Unlock()
 	if k.stopCtx != nil {
@@ -347,8 +364,8 @@ func (k *call) close() {
 	if live && control != "" {
 		_ = k.c.nc.Publish(control, []byte{ctlCancel})
 	}
-	if control == "" && canceled {
-		return // kept until the sweep, to cancel an acceptance that may still come
+	if control == "" {
+		return // forgotten by the sweep after lateAcceptGrace
 	}
 	k.c.forget(k)
 }
@@ -445,7 +462,7 @@ func (c *Caller) sweep() {
 			k.mu.Unlock()
 			switch {
 			case closed && !accepted:
-				if now.Sub(k.start) > c.opts.AcceptTimeout {
+				if now.Sub(k.start) > lateAcceptGrace {
 					c.forget(k)
 				}
 			case over:

@@ -5,8 +5,9 @@
 //
 // The agent listens on no port: the gateway's requests reach it over the NATS connection it opened itself
 // (package rigwire, docs/rig-transport.md), so a rig behind a home router or carrier-grade NAT serves as one in a
-// data centre does. Run serves them, through Handler, until its context ends; the subscription comes back with
-// the connection after a reconnect.
+// data centre does. Run serves them, through Handler, until its context ends, on a second connection with the same
+// credential and options: answers never wait in line behind a batch of usage events. Both connections come back
+// after a reconnect, and the subscription with them.
 //
 // # What it serves
 //
@@ -199,6 +200,7 @@ type Agent struct {
 	outbox   *outbox
 
 	nc        *nats.Conn
+	natsOpts  []nats.Option
 	js        jetstream.JetStream
 	subject   string // usage.<provider>.<offering>
 	heartbeat string // heartbeat.<provider>.<offering>
@@ -304,7 +306,12 @@ func (a *Agent) Run(ctx context.Context) error {
 		wg.Go(func() { a.samplePower(loops) })
 	}
 
-	srv, err := rigwire.Serve(ctx, a.nc, a.cfg.ProviderID, a.cfg.OfferingID, a.handler,
+	serveNC, err := nats.Connect(a.cfg.NATSURL, a.natsOpts...)
+	if err != nil {
+		return fmt.Errorf("agent: connect to serve: %w", err)
+	}
+	defer serveNC.Close()
+	srv, err := rigwire.Serve(ctx, serveNC, a.cfg.ProviderID, a.cfg.OfferingID, a.handler,
 		rigwire.Options{Log: a.log})
 	if err == nil {
 		a.log.Info("gpuagent serving over NATS", "subject", events.RigCallSubject(a.cfg.ProviderID, a.cfg.OfferingID),
