@@ -270,8 +270,7 @@ func startShell(t *testing.T, command string) *shell {
 	s := &shell{lines: make(chan string, 1024), exited: make(chan error, 1), drained: make(chan struct{})}
 	s.cmd = exec.Command("sh", "-c", command)
 	s.cmd.Dir = t.TempDir()
-	// GPUAGENT_ADDR keeps the agent, which still listens for the gateway in this version, off a fixed port.
-	s.cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + s.cmd.Dir, "GPUAGENT_ADDR=127.0.0.1:0"}
+	s.cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + s.cmd.Dir}
 	// Its own process group, so that stopping the shell stops the agent it started too.
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	r, w := io.Pipe()

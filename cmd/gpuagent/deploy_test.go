@@ -106,10 +106,10 @@ func TestSystemdUnitStartsTheAgentFromItsEnvironmentFile(t *testing.T) {
 		cfg.NATSPassword != "rig-password" || cfg.NATSURL != filled["NATS_URL"] {
 		t.Errorf("the agent's configuration %+v is not the environment file's", cfg)
 	}
-	if cfg.GPUSKU != "rtx-4090" || cfg.GPUCount != 1 || cfg.Capacity != 8 || cfg.ListenAddr != ":8100" ||
+	if cfg.GPUSKU != "rtx-4090" || cfg.GPUCount != 1 || cfg.Capacity != 8 ||
 		cfg.Upstream != "http://127.0.0.1:8000" {
-		t.Errorf("the rig is %s x%d serving %d at once on %s in front of %s", cfg.GPUSKU, cfg.GPUCount, cfg.Capacity,
-			cfg.ListenAddr, cfg.Upstream)
+		t.Errorf("the rig is %s x%d serving %d at once in front of %s", cfg.GPUSKU, cfg.GPUCount, cfg.Capacity,
+			cfg.Upstream)
 	}
 }
 

@@ -3,10 +3,10 @@
 // reports each request's usage to the platform over NATS JetStream (package agent says how).
 //
 //	gpuagent -provider P -offering O -model M -gpu rtx-4090 -gpus 4 -capacity 16 \
-//	         [-addr :8100] [-upstream http://127.0.0.1:8000] [-nats nats://host:4222] \
+//	         [-upstream http://127.0.0.1:8000] [-nats nats://host:4222] \
 //	         [-nats-user rig-O] [-outbox DIR] [-nvidia-smi nvidia-smi] [-ticket-max-age 10m]
 //
-// Every flag can be set in the environment instead (the flag wins): GPUAGENT_ADDR, GPUAGENT_UPSTREAM,
+// Every flag can be set in the environment instead (the flag wins): GPUAGENT_UPSTREAM,
 // GPUAGENT_PROVIDER_ID, GPUAGENT_OFFERING_ID, GPUAGENT_MODEL, GPUAGENT_GPU, GPUAGENT_GPU_COUNT, GPUAGENT_CAPACITY, NATS_URL,
 // GPUAGENT_NATS_USER, GPUAGENT_NATS_PASSWORD, GPUAGENT_OUTBOX, GPUAGENT_NVIDIA_SMI. Secrets come from the
 // environment only: GPUAGENT_OFFERING_KEY (the key that verifies this offering's route tickets) and GPUAGENT_NATS_PASSWORD (the rig's NATS
@@ -104,7 +104,6 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (agen
 		return agent.Config{}, fmt.Errorf("GPUAGENT_OFFERING_KEY: use the hexadecimal key shown with your offering: %w", err)
 	}
 	cfg := agent.Config{OfferingKey: offeringKey}
-	fs.StringVar(&cfg.ListenAddr, "addr", env("GPUAGENT_ADDR", ":8100"), "listen address of the proxy the gateway calls")
 	fs.StringVar(&cfg.Upstream, "upstream", env("GPUAGENT_UPSTREAM", "http://127.0.0.1:8000"), "base URL of the OpenAI-compatible server, without /v1")
 	fs.StringVar(&cfg.ProviderID, "provider", getenv("GPUAGENT_PROVIDER_ID"), "provider id")
 	fs.StringVar(&cfg.OfferingID, "offering", getenv("GPUAGENT_OFFERING_ID"), "offering id this rig serves")

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/openai/openai-go/v3/option"
 
@@ -38,7 +37,6 @@ type dishonestRig struct {
 	t        *testing.T
 	offering catalog.Offering
 	provider string
-	server   *httptest.Server
 	js       jetstream.JetStream
 
 	mu      sync.Mutex
@@ -74,20 +72,13 @@ func jsonAnswer(text string, claimed *[2]int64) answer {
 // with ans, heartbeats with the rig's credential, and is routable when it returns.
 func (b *gatewayBundle) startDishonestRig(t *testing.T, model string, ask money.MicroUSD, ans answer) *dishonestRig {
 	t.Helper()
-	p50, p99, tps := 150.0, 300.0, 1000.0
-	o, err := b.p.catalog.Create(b.ctx, b.provider, catalog.ListingInput{GPU: "rtx-4090", GPUCount: 4, Region: "eu",
-		Model: model, AskInput: 2 * ask / 3, AskOutput: 2*ask - 2*ask/3,
-		ClaimedTTFTP50Ms: &p50, ClaimedTTFTP99Ms: &p99, ClaimedTokensPerSec: &tps})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.qualify(t, o)
+	o, fake := b.listFake(t, model, ask)
 	verifier, err := ticket.NewOfferingVerifier(ticket.OfferingKey(b.p.cfg.TicketKey, o.ID), o.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &dishonestRig{t: t, offering: o, provider: b.provider}
-	r.server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	r := &dishonestRig{t: t, offering: o, provider: b.provider, js: fake.js}
+	fake.use(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		raw := req.Header.Get(ticket.Header)
 		c, err := verifier.Verify(raw, time.Now(), time.Hour) // with the offering's key, which its provider holds
 		if err != nil {
@@ -100,41 +91,6 @@ func (b *gatewayBundle) startDishonestRig(t *testing.T, model string, ask money.
 		r.mu.Unlock()
 		ans(w, req)
 	}))
-	t.Cleanup(r.server.Close)
-
-	nc, err := nats.Connect(b.p.natsURL, nats.UserInfo(events.RigUsername(o.ID), events.RigPassword(b.p.cfg.RigKey, o.ID)),
-		nats.CustomInboxPrefix(events.RigInboxPrefix(b.provider, o.ID)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	if r.js, err = jetstream.New(nc); err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(b.ctx)
-	t.Cleanup(stop)
-	beat := func() {
-		hb, _ := json.Marshal(routing.Heartbeat{OfferingID: o.ID, ProviderID: b.provider, Capacity: 64, At: time.Now()})
-		_ = nc.Publish(events.HeartbeatSubject(b.provider, o.ID), hb)
-	}
-	beat()
-	go func() {
-		tick := time.NewTicker(time.Second)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				beat()
-			}
-		}
-	}()
-	b.pointAt(t, o, r.server.URL)
-	b.eventually(t, "the dishonest rig is routable", func() bool {
-		_, err := b.p.router.Pick(routing.Request{Model: model, Tier: o.Tier, Offering: o.ID})
-		return err == nil
-	})
 	return r
 }
 
@@ -405,7 +361,7 @@ func (b *gatewayBundle) testLyingUpstreamBehindTheStockAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.qualify(t, o)
-	a, err := agent.New(agent.Config{ListenAddr: "127.0.0.1:0", Upstream: upstream.URL, ProviderID: b.provider,
+	a, err := agent.New(agent.Config{Upstream: upstream.URL, ProviderID: b.provider,
 		OfferingID: o.ID, GPUSKU: "rtx-4090", GPUCount: 4, Capacity: 8, NATSURL: b.p.natsURL,
 		NATSUser: events.RigUsername(o.ID), NATSPassword: events.RigPassword(b.p.cfg.RigKey, o.ID),
 		OutboxDir: t.TempDir(), OfferingKey: ticket.OfferingKey(b.p.cfg.TicketKey, o.ID), Log: discardLog()})
@@ -414,7 +370,9 @@ func (b *gatewayBundle) testLyingUpstreamBehindTheStockAgent(t *testing.T) {
 	}
 	go func() { _ = a.Run(b.ctx) }()
 	t.Cleanup(func() { _ = a.Close() })
-	b.pointAt(t, o, "http://"+a.Addr().String())
+	if err := b.p.router.Refresh(b.ctx); err != nil {
+		t.Fatal(err)
+	}
 	b.eventually(t, "the rig is routable", func() bool {
 		_, err := b.p.router.Pick(routing.Request{Model: o.Model, Tier: o.Tier, Offering: o.ID})
 		return err == nil

@@ -126,9 +126,10 @@ const (
 //     gpuagent, both in this process on loopback ports, heartbeating so that routing sees it
 //     healthy. A developer account has ample credit and an API key without a monthly limit.
 //  2. At each rate, the load generator (cmd/loadgen/load) sends small non-streamed chat
-//     completions with Poisson arrivals: first directly to the agent, with a route ticket for
+//     completions with Poisson arrivals: first directly to the agent's handler (served for the
+//     benchmark on a loopback port: the agent itself listens on none), with a route ticket for
 //     the offering signed for the run with the platform's ticket key, then through the
-//     gateway's /v1 with the API key, on the same arrival schedule and bodies, in the tier the
+//     gateway's /v1 with the API key (gateway, NATS, the agent's NATS connection, the same handler), on the same arrival schedule and bodies, in the tier the
 //     offering is in at the time (routing moves it by its measured latency). A short warm-up on
 //     each path comes first. Each path's run is cut in segments of benchSegment that take turns
 //     with the other paths' (direct, proxy, gateway, then proxy, gateway, direct, and so on), each
@@ -290,6 +291,10 @@ type benchPlatform struct {
 	signer                 *ticket.Signer
 	proxy                  *http.Server // pathProxy's, once started
 	proxyURL               string
+	// direct serves the rig's agent handler on a loopback port for the direct path only: the agent itself
+	// listens on no port, and the gateway reaches it over NATS.
+	direct    *http.Server
+	directURL string
 }
 
 // benchSetup is what a benchmark changes of the platform: its configuration, and the latency the
@@ -313,7 +318,6 @@ func startBenchPlatform(ctx context.Context, dbURL, dataDir string, log *slog.Lo
 		// keeps Open from starting stripe-mock, and no request goes to Stripe.
 		StripeSecretKey: "sk_test_gpumarket_bench_unused", StripeWebhookSecrets: []string{"whsec_gpumarket_bench_unused"},
 		Roles: Roles{Gateway: !setup.processes, Meter: !setup.processes}, StreamReplicas: 1,
-		Development: true, // the benchmark's rig listens on loopback
 		// The per-key rate limit (GPUMARKET_RATE_LIMIT_RPS and _BURST, 50/s and 100 by default)
 		// would refuse most of the load: far above the rates measured, it refuses nothing.
 		RateLimitRPS: benchKeyRate, RateLimitBurst: benchKeyRate}
@@ -392,16 +396,23 @@ func startBenchPlatform(ctx context.Context, dbURL, dataDir string, log *slog.Lo
 	}
 	profile := simulation.Zero()
 	profile.Model = benchModel
-	if b.rig, err = p.startRig(runCtx, b.offering.ID, provider.AccountID, b.offering.GPU, b.offering.GPUCount, "127.0.0.1:0", profile); err != nil {
+	if b.rig, err = p.startRig(runCtx, b.offering.ID, provider.AccountID, b.offering.GPU, b.offering.GPUCount, profile); err != nil {
 		return nil, err
 	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	b.direct = &http.Server{Handler: b.rig.agent.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	b.directURL = "http://" + ln.Addr().String()
+	go b.direct.Serve(ln)
 	if setup.processes {
 		// The gateway last, so that it loads the catalog with the offering in it; ready once its routing is.
 		benchProgress("starting the gateway in a process of its own")
 		if b.gatewayProc, err = startPlatformProcess(ctx, "gateway", "gateway", dataDir, b.processEnv()); err != nil {
 			return nil, err
 		}
-		benchProgress("gateway at %s, meter at %s; offering %s (%s tier) served by a zero-latency simbackend behind its agent at %s",
+		benchProgress("gateway at %s, meter at %s; offering %s (%s tier) served by a zero-latency simbackend behind its agent (over NATS; directly at %s)",
 			b.gatewayURL(), b.meterProc.URL(), b.offering.ID, b.offering.Tier, b.agentURL())
 		return b, nil
 	}
@@ -414,7 +425,7 @@ func startBenchPlatform(ctx context.Context, dbURL, dataDir string, log *slog.Lo
 	}); err != nil {
 		return nil, err
 	}
-	benchProgress("platform at %s; offering %s (%s tier) served by a zero-latency simbackend behind its agent at %s",
+	benchProgress("platform at %s; offering %s (%s tier) served by a zero-latency simbackend behind its agent (over NATS; directly at %s)",
 		p.URL(), b.offering.ID, b.offering.Tier, b.agentURL())
 	return b, nil
 }
@@ -429,7 +440,8 @@ func redactedURL(s string) string {
 	return u.Redacted()
 }
 
-func (b *benchPlatform) agentURL() string { return "http://" + b.rig.agent.Addr().String() }
+// agentURL is where the direct path reaches the rig's agent: its handler, served on loopback for the benchmark.
+func (b *benchPlatform) agentURL() string { return b.directURL }
 
 // gatewayURL is where the gateway serves /v1: its own process's address, else this process's.
 func (b *benchPlatform) gatewayURL() string {
@@ -440,8 +452,7 @@ func (b *benchPlatform) gatewayURL() string {
 }
 
 // processEnv is the environment of a platform process this one starts: the same database, NATS (with the
-// platform's credentials), keys and per-key rate limit, loopback allowed for the rig's agent URL (the operator's
-// GPUMARKET_RIG_NETWORKS), warnings only in its log unless GPUMARKET_LOG_LEVEL says otherwise.
+// platform's credentials), keys and per-key rate limit, warnings only in its log unless GPUMARKET_LOG_LEVEL says otherwise.
 func (b *benchPlatform) processEnv() []string {
 	level := os.Getenv("GPUMARKET_LOG_LEVEL")
 	if level == "" {
@@ -449,7 +460,7 @@ func (b *benchPlatform) processEnv() []string {
 	}
 	return []string{"DATABASE_URL=" + b.cfg.DatabaseURL, "NATS_URL=" + b.p.natsPlatformURL,
 		"GPUMARKET_SESSION_KEY=" + string(b.cfg.SessionKey), "GPUMARKET_TICKET_KEY=" + string(b.cfg.TicketKey),
-		"GPUMARKET_RIG_KEY=" + string(b.cfg.RigKey), "GPUMARKET_RIG_NETWORKS=127.0.0.0/8",
+		"GPUMARKET_RIG_KEY=" + string(b.cfg.RigKey),
 		"GPUMARKET_RATE_LIMIT_RPS=" + strconv.FormatFloat(b.cfg.RateLimitRPS, 'f', -1, 64), "GPUMARKET_RATE_LIMIT_BURST=" + strconv.Itoa(b.cfg.RateLimitBurst),
 		"GPUMARKET_STREAM_REPLICAS=1", "GPUMARKET_LOG_LEVEL=" + level}
 }
@@ -459,6 +470,9 @@ func (b *benchPlatform) processEnv() []string {
 func (b *benchPlatform) close() {
 	if b.gatewayProc != nil {
 		b.gatewayProc.stop()
+	}
+	if b.direct != nil {
+		_ = b.direct.Close()
 	}
 	if b.rig != nil {
 		b.rig.stop()

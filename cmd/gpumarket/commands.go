@@ -66,8 +66,8 @@ func seed(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	// The demo's rigs are simulated on this machine, as `gpumarket dev` runs them: their agent URLs are
-	// loopback ones, which the development policy allows.
+	// The demo's rigs are simulated on this machine, as `gpumarket dev` runs them, and qualify through the
+	// platform's probes like any rig.
 	if err := demo.Seed(ctx, acc, catalog.NewService(pool, catalog.Config{}), time.Now()); err != nil {
 		return err
 	}
@@ -86,7 +86,6 @@ func dev(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return err
 	}
-	cfg.Development = true // the simulated rigs listen on this machine
 	var err error
 	if cfg.DatabaseURL, err = devenv.EnsurePostgres(ctx, cfg.DataDir, log); err != nil {
 		return err

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"net"
-	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/gpumarket/gpumarket/services/batch"
 	"github.com/gpumarket/gpumarket/services/events/natsserver"
-	"github.com/gpumarket/gpumarket/services/rigaddr"
 	"github.com/gpumarket/gpumarket/web/gateway"
 )
 
@@ -106,23 +104,12 @@ type Config struct {
 	// served.
 	MetricsToken string
 	MetricsAddr  string
-	// Development is set by `gpumarket dev`, which runs the simulated rigs on this machine: listings may then
-	// point their agent URL at loopback, private and link-local addresses. Never set by the environment.
-	Development bool
-	// RigNetworks (GPUMARKET_RIG_NETWORKS, comma-separated CIDR networks) are internal networks the operator
-	// allows rigs' agent URLs on, beyond the public internet: rigs on a private network of the operator's own.
-	RigNetworks []netip.Prefix
 	// Invoicing is the documents' numbering, the close's grace, the minimum payout and the seller's details.
 	Invoicing InvoicingConfig
 	// UsageRetentionMonths (GPUMARKET_USAGE_RETENTION_MONTHS) is how many whole months a month's raw usage rows are
 	// kept after it ends, then dropped once its invoices and statements are final; 0, the default, keeps them
 	// forever. Rollups and documents are always kept (docs/usage-storage.md, "Retention").
 	UsageRetentionMonths int
-}
-
-// RigPolicy is where the gateway may connect to reach a rig.
-func (c Config) RigPolicy() rigaddr.Policy {
-	return rigaddr.Policy{Development: c.Development, Allowed: c.RigNetworks}
 }
 
 // PaymentsTest is the value of GPUMARKET_PAYMENTS that runs payments on stripe-mock and the
@@ -301,9 +288,6 @@ func configFromEnv() (Config, error) {
 		if sec = strings.TrimSpace(sec); sec != "" {
 			c.StripeWebhookSecrets = append(c.StripeWebhookSecrets, sec)
 		}
-	}
-	if c.RigNetworks, err = rigaddr.ParseNetworks(os.Getenv("GPUMARKET_RIG_NETWORKS")); err != nil {
-		return c, fmt.Errorf("GPUMARKET_RIG_NETWORKS: %w", err)
 	}
 	if c.Invoicing, err = invoicingConfigFromEnv(); err != nil {
 		return c, err

@@ -29,8 +29,7 @@ func TestRequestsThroughASimulatedRigAreMeteredOnce(t *testing.T) {
 	cfg := Config{DatabaseURL: dbURL, Addr: "127.0.0.1:0", DataDir: t.TempDir(), NATSPort: 0,
 		Payments:   PaymentsTest,
 		SessionKey: []byte(strings.Repeat("k", 32)), StripeWebhookSecrets: []string{"whsec_test_e2e"},
-		Roles: Roles{Web: true, Gateway: true, Meter: true}, TicketKey: []byte(strings.Repeat("t", 32)), RigKey: []byte(strings.Repeat("r", 32)),
-		Development: true} // the test's rigs listen on loopback
+		Roles: Roles{Web: true, Gateway: true, Meter: true}, TicketKey: []byte(strings.Repeat("t", 32)), RigKey: []byte(strings.Repeat("r", 32))}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	p, err := Open(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -99,12 +98,11 @@ func TestRequestsThroughASimulatedRigAreMeteredOnce(t *testing.T) {
 	if !ok {
 		t.Fatalf("no profile for %s on %dx %s", o.Model, o.GPUCount, o.GPU)
 	}
-	rig, err := p.startRig(ctx, o.ID, o.ProviderAccountID, o.GPU, o.GPUCount, "127.0.0.1:0", profile)
+	rig, err := p.startRig(ctx, o.ID, o.ProviderAccountID, o.GPU, o.GPUCount, profile)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rig.stop()
-	agentURL := "http://" + rig.agent.Addr().String()
 	if err := p.router.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -141,9 +139,10 @@ func TestRequestsThroughASimulatedRigAreMeteredOnce(t *testing.T) {
 		sent[res.Header.Get("X-GPUMarket-Request-Id")] = true
 	}
 	// A request without a ticket is refused by the agent and never billed.
-	res, err := http.Post(agentURL+"/v1/chat/completions", "application/json", strings.NewReader(`{"model": "x", "messages": []}`))
-	if err != nil || res.StatusCode != http.StatusUnauthorized {
-		t.Fatalf("request without a ticket: %v %v", res, err)
+	res := callRig(t, p, o.ProviderAccountID, o.ID, "", `{"model": "x", "messages": []}`)
+	res.Body.Close()
+	if res.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("request without a ticket: %d", res.StatusCode)
 	}
 
 	var usage struct {

@@ -46,8 +46,7 @@ func testConfig(t *testing.T, roles Roles) Config {
 	t.Helper()
 	_, dbURL := dbtest.NewWithURL(t)
 	return Config{DatabaseURL: dbURL, Addr: "127.0.0.1:0", DataDir: t.TempDir(), NATSPort: 0, Payments: PaymentsTest,
-		Development: true, // the tests' rigs listen on loopback
-		SessionKey:  []byte(strings.Repeat("k", 32)), StripeWebhookSecrets: []string{"whsec_test_edges"},
+		SessionKey: []byte(strings.Repeat("k", 32)), StripeWebhookSecrets: []string{"whsec_test_edges"},
 		Roles: roles, TicketKey: []byte(strings.Repeat("t", 32)), RigKey: []byte(strings.Repeat("r", 32))}
 }
 

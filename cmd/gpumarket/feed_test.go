@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -46,13 +45,7 @@ func (b *gatewayBundle) testMeteredFeed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		req, _ := http.NewRequestWithContext(b.ctx, http.MethodPost, cands[0].AgentURL+"/v1/chat/completions", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set(ticket.Header, tk)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := callRig(t, b.p, o.ProviderAccountID, o.ID, tk, body)
 		relayed, _ := io.ReadAll(res.Body)
 		res.Body.Close()
 		if res.StatusCode != http.StatusOK {

@@ -93,8 +93,7 @@ func setupGatewayConfig(t *testing.T, configure func(*Config), adjust func(*Plat
 	cfg := Config{DatabaseURL: dbURL, Addr: "127.0.0.1:0", DataDir: t.TempDir(), NATSPort: 0,
 		Payments:   PaymentsTest,
 		SessionKey: []byte(strings.Repeat("k", 32)), StripeWebhookSecrets: []string{"whsec_test_gateway"},
-		Roles: Roles{Web: true, Gateway: true, Meter: true}, TicketKey: []byte(strings.Repeat("t", 32)), RigKey: []byte(strings.Repeat("r", 32)),
-		Development: true} // the test's rigs listen on loopback
+		Roles: Roles{Web: true, Gateway: true, Meter: true}, TicketKey: []byte(strings.Repeat("t", 32)), RigKey: []byte(strings.Repeat("r", 32))}
 	if configure != nil {
 		configure(&cfg)
 	}
@@ -189,9 +188,16 @@ type rigSpec struct {
 	region   string  // "" is eu
 }
 
-// list lists an offering, starts its rig on a free port, points the offering's agent URL at
-// it, and waits until routing can send it requests.
+// list lists an offering, starts its rig, which serves the gateway over NATS, and waits until
+// routing can send it requests.
 func (b *gatewayBundle) list(t *testing.T, spec rigSpec) catalog.Offering {
+	t.Helper()
+	o, _ := b.listRig(t, spec)
+	return o
+}
+
+// listRig is list, which also returns the offering's rig.
+func (b *gatewayBundle) listRig(t *testing.T, spec rigSpec) (catalog.Offering, *simulatedRig) {
 	t.Helper()
 	if spec.gpu == "" {
 		spec.gpu, spec.count = "rtx-4090", 4
@@ -215,7 +221,7 @@ func (b *gatewayBundle) list(t *testing.T, spec rigSpec) catalog.Offering {
 	var rig *simulatedRig
 	if spec.failRate > 0 {
 		rig = b.startFailingRig(t, o, spec.failRate)
-	} else if rig, err = b.p.startRig(b.ctx, o.ID, b.provider, spec.gpu, spec.count, "127.0.0.1:0", profile); err != nil {
+	} else if rig, err = b.p.startRig(b.ctx, o.ID, b.provider, spec.gpu, spec.count, profile); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(rig.stop)
@@ -226,7 +232,7 @@ func (b *gatewayBundle) list(t *testing.T, spec rigSpec) catalog.Offering {
 		_, err := b.p.router.Pick(routing.Request{Model: spec.model, Tier: o.Tier, Offering: o.ID})
 		return err == nil
 	})
-	return o
+	return o, rig
 }
 
 // qualify makes the offering's rig active as if it had passed its probes: the subtests that list rigs are
@@ -250,7 +256,7 @@ func (b *gatewayBundle) startFailingRig(t *testing.T, o catalog.Offering, failRa
 		ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = backend.Serve(l) }()
 	a, err := agent.New(agent.Config{
-		ListenAddr: "127.0.0.1:0", Upstream: "http://" + l.Addr().String(),
+		Upstream:   "http://" + l.Addr().String(),
 		ProviderID: b.provider, OfferingID: o.ID, GPUSKU: o.GPU, GPUCount: o.GPUCount, Capacity: 64,
 		NATSURL: b.p.natsURL, NATSUser: events.RigUsername(o.ID), NATSPassword: events.RigPassword(b.p.cfg.RigKey, o.ID),
 		OutboxDir: t.TempDir(), OfferingKey: ticket.OfferingKey(b.p.cfg.TicketKey, o.ID),

@@ -37,7 +37,7 @@ func TestDemoHistoryShowsOnTheUsagePages(t *testing.T) {
 		Payments:   PaymentsTest,
 		SessionKey: []byte(strings.Repeat("k", 32)), StripeWebhookSecrets: []string{"whsec_test_history"},
 		Roles: Roles{Web: true, Gateway: true, Meter: true}, TicketKey: []byte(strings.Repeat("t", 32)),
-		RigKey: []byte(strings.Repeat("r", 32)), Development: true}
+		RigKey: []byte(strings.Repeat("r", 32))}
 	cfg.Invoicing.Seller, cfg.Invoicing.MinimumPayout = demoSeller, demoMinimumPayout // as `gpumarket dev` sets them
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

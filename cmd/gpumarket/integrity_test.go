@@ -18,15 +18,15 @@ import (
 	"github.com/gpumarket/gpumarket/services/ticket"
 )
 
-// TestGatewayIntegrity repeats, against the whole platform, what a dishonest provider tried: an agent URL that
-// sends the gateway somewhere else, and answers that are not what an OpenAI server sends. Each attack fails in the
+// TestGatewayIntegrity repeats, against the whole platform, what a dishonest provider tried: a rig that redirects
+// the gateway somewhere else, and answers that are not what an OpenAI server sends. Each attack fails in the
 // way docs/metering-integrity.md says: it costs the customer nothing, or no more than the gateway bounded.
 func TestGatewayIntegrity(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a whole platform with simulated rigs")
 	}
 	b := setupGateway(t)
-	t.Run("an agent URL that redirects reaches nothing behind it", b.testRedirectingAgent)
+	t.Run("a rig that redirects reaches nothing behind it", b.testRedirectingAgent)
 	t.Run("an answer that is not an OpenAI response is not relayed", b.testNotAnOpenAIAnswer)
 	t.Run("the gateway's record holds the bounds and what it relayed", b.testRecordedBounds)
 	t.Run("an ask raised after serving pays the ask agreed at routing", b.testAskRaisedAfterServing)
@@ -37,8 +37,9 @@ func TestGatewayIntegrity(t *testing.T) {
 	t.Run("a burst of held, inflated events from four rigs stalls nothing", b.testBurstOfHeldEvents)
 }
 
-// probe is an HTTP server standing for what a rig could point the gateway at: it counts what reaches it and
-// whether a route ticket came along.
+// probe is an HTTP server standing for what a rig could point the gateway at, or a rig's own answer (its
+// Config.Handler, served over NATS by a fake rig): it counts what reaches it and whether a route ticket came
+// along.
 type probe struct {
 	*httptest.Server
 	mu      sync.Mutex
@@ -67,22 +68,13 @@ func (p *probe) seen() (paths []string, tickets int) {
 	return append([]string(nil), p.paths...), p.tickets
 }
 
-// pointAt reloads routing for an offering whose rig is to be reached at url. A listing names no address any
-// more: reaching a rig is the rig connection's, and url is what the test's rig answers at.
-func (b *gatewayBundle) pointAt(t *testing.T, o catalog.Offering, url string) {
-	t.Helper()
-	if err := b.p.router.Refresh(b.ctx); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // pinned asks for a chat completion on one offering, as a customer pinning it would.
 func pinned(o catalog.Offering, maxTokens int64) (openai.ChatCompletionNewParams, option.RequestOption) {
 	return chatParams(o.Model, maxTokens), option.WithJSONSet("gpumarket", map[string]any{"offering": o.ID})
 }
 
 func (b *gatewayBundle) testRedirectingAgent(t *testing.T) {
-	o := b.list(t, rigSpec{model: "gw-redirect", ask: 100_000, p99: 300})
+	o, rig := b.listFake(t, "gw-redirect", 100_000)
 	dev, _, secret := b.developer(t, "redirect", 20*money.PicoPerUSD, accounts.NewKeyInput{})
 	start := b.balance(t, dev.AccountID)
 
@@ -96,7 +88,7 @@ func (b *gatewayBundle) testRedirectingAgent(t *testing.T) {
 		redirector := newProbe(t, func(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, target, http.StatusTemporaryRedirect)
 		})
-		b.pointAt(t, o, redirector.URL)
+		rig.use(redirector.Config.Handler)
 		params, pin := pinned(o, 4)
 		var res *http.Response
 		_, err := b.client(secret).Chat.Completions.New(b.ctx, params, pin, option.WithResponseInto(&res))
@@ -126,7 +118,7 @@ func (b *gatewayBundle) testRedirectingAgent(t *testing.T) {
 }
 
 func (b *gatewayBundle) testNotAnOpenAIAnswer(t *testing.T) {
-	o := b.list(t, rigSpec{model: "gw-answers", ask: 100_000, p99: 300})
+	o, rig := b.listFake(t, "gw-answers", 100_000)
 	dev, _, secret := b.developer(t, "answers", 20*money.PicoPerUSD, accounts.NewKeyInput{})
 	start := b.balance(t, dev.AccountID)
 	var answered atomic.Int32
@@ -146,7 +138,7 @@ func (b *gatewayBundle) testNotAnOpenAIAnswer(t *testing.T) {
 		},
 	} {
 		fake := newProbe(t, func(w http.ResponseWriter, r *http.Request) { answered.Add(1); h(w, r) })
-		b.pointAt(t, o, fake.URL)
+		rig.use(fake.Config.Handler)
 		params, pin := pinned(o, 4)
 		_, err := b.client(secret).Chat.Completions.New(b.ctx, params, pin)
 		e := apiError(t, err, http.StatusServiceUnavailable, "server_error", "no_capacity")

@@ -175,7 +175,7 @@ func listServedOffering(t *testing.T, a, b *Platform) catalog.Offering {
 	}
 	profile := simulation.Zero()
 	profile.Model = o.Model
-	rig, err := a.startRig(ctx, o.ID, provider.AccountID, o.GPU, o.GPUCount, "127.0.0.1:0", profile)
+	rig, err := a.startRig(ctx, o.ID, provider.AccountID, o.GPU, o.GPUCount, profile)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -201,6 +201,9 @@ func (p *Platform) Close() {
 	if p.rigLimitsNC != nil {
 		p.rigLimitsNC.Close()
 	}
+	if p.rigCaller != nil {
+		p.rigCaller.Close()
+	}
 	p.closeRigEntry()
 	if p.nc != nil {
 		drain(p.nc)

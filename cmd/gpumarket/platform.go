@@ -47,6 +47,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/reports"
 	"github.com/gpumarket/gpumarket/services/rigauth"
 	"github.com/gpumarket/gpumarket/services/riglimits"
+	"github.com/gpumarket/gpumarket/services/rigwire"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/ticket"
 	"github.com/gpumarket/gpumarket/services/usagestore"
@@ -79,6 +80,7 @@ type Platform struct {
 	audit           *audit.Log          // the finance audit log
 	invoicing       *invoicing.Service  // the close, invoices and statements; it closes due periods by itself in Run
 	router          *routing.Router     // nil unless the gateway runs here: the /v1 gateway routes with it
+	rigCaller       *rigwire.Caller     // nil unless the gateway runs here: how it calls the rigs, over NATS
 	requestLog      *billing.RequestLog // what the gateway saw, reconciled with the meter
 	// reliability holds the offerings' reliability records, which routing and the pages read; nil where
 	// neither runs (reliabilityrecord.go).
@@ -387,9 +389,14 @@ func (p *Platform) gatewayConfig() (gateway.Config, error) {
 	p.router = routing.New(routing.Config{Pool: p.pool, Catalog: p.catalog, NATS: p.nc, Log: p.log.With("role", "gateway"),
 		FlushEvery: p.cfg.routingFlushEvery, Reliability: p.reliabilityBoard()})
 	p.requestLog = billing.NewRequestLog(p.pool, nil, p.log.With("role", "gateway"))
+	// The gateway reaches every rig over the NATS connection the rig's agent opened: it dials none
+	// (docs/rig-transport.md).
+	if p.rigCaller, err = rigwire.NewCaller(p.nc, rigwire.Options{Log: p.log.With("role", "gateway")}); err != nil {
+		return gateway.Config{}, err
+	}
 	return gateway.Config{
-		Router: p.router, Tickets: signer, Requests: p.requestLog,
-		RatePerSecond: p.cfg.RateLimitRPS, RateBurst: p.cfg.RateLimitBurst, RigPolicy: p.cfg.RigPolicy(),
+		Router: p.router, Tickets: signer, Requests: p.requestLog, Rigs: p.rigCaller,
+		RatePerSecond: p.cfg.RateLimitRPS, RateBurst: p.cfg.RateLimitBurst,
 		Admission: billing.NewAdmission(billing.AdmissionConfig{Pool: p.pool, Prices: p.catalog, Log: p.log.With("role", "gateway")}),
 	}, nil
 }

@@ -22,7 +22,7 @@ func TestPlatformServesAndShutsDown(t *testing.T) {
 		Payments:   PaymentsTest,
 		SessionKey: []byte(strings.Repeat("k", 32)), StripeWebhookSecrets: []string{"whsec_test_platform"},
 		Roles: Roles{Web: true, Gateway: true, Meter: true}, TicketKey: []byte(strings.Repeat("t", 32)),
-		RigKey: []byte(strings.Repeat("r", 32)), Development: true} // the demo's rigs listen on loopback
+		RigKey: []byte(strings.Repeat("r", 32))}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

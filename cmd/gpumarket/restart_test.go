@@ -243,8 +243,8 @@ func (h *restart) platformNATSURL(first int) string {
 }
 
 // startRig runs a provider's rig for the offering: a stock gpuagent in front of a simulated backend, connected to
-// NATS with the rig's own credential (on a cluster, each rig to the next node). It returns the agent's address.
-func (h *restart) startRig(o catalog.Offering, providerID string) string {
+// NATS with the rig's own credential (on a cluster, each rig to the next node), serving the gateway over it.
+func (h *restart) startRig(o catalog.Offering, providerID string) {
 	h.t.Helper()
 	defer func() { h.rigs++ }()
 	profile := simulation.Zero()
@@ -258,7 +258,7 @@ func (h *restart) startRig(o catalog.Offering, providerID string) string {
 		})
 	}
 	backend := httptestServer(h.t, handler)
-	a, err := agent.New(agent.Config{ListenAddr: "127.0.0.1:0", Upstream: backend, ProviderID: providerID, OfferingID: o.ID,
+	a, err := agent.New(agent.Config{Upstream: backend, ProviderID: providerID, OfferingID: o.ID,
 		GPUSKU: "rtx-4090", GPUCount: 4, Capacity: 64, NATSURL: h.nats[h.rigs%len(h.nats)].ClientURL(), NATSUser: events.RigUsername(o.ID),
 		NATSPassword: events.RigPassword([]byte(restartRigKey), o.ID), OutboxDir: h.t.TempDir(),
 		OfferingKey: ticket.OfferingKey([]byte(restartTicketKey), o.ID), Log: discardLog()})
@@ -267,7 +267,6 @@ func (h *restart) startRig(o catalog.Offering, providerID string) string {
 	}
 	go func() { _ = a.Run(h.ctx) }()
 	h.t.Cleanup(func() { _ = a.Close() })
-	return a.Addr().String()
 }
 
 func httptestServer(t *testing.T, handler http.Handler) string {
@@ -311,7 +310,6 @@ func (h *restart) serve(addr, dataDir, logPath, name string, extra ...string) *m
 		"GPUMARKET_PAYMENTS=test",
 		"STRIPE_API_URL="+h.stripeURL,
 		"STRIPE_WEBHOOK_SECRET=whsec_restart_test",
-		"GPUMARKET_RIG_NETWORKS=127.0.0.0/8",
 		"GPUMARKET_RATE_LIMIT_RPS=1000",
 		"GPUMARKET_RATE_LIMIT_BURST=1000",
 		"GPUMARKET_METER_RECORD_WAIT="+restartRecordWait.String(),

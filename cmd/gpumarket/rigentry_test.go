@@ -126,13 +126,11 @@ func testRigFromConnectPage(t *testing.T, bin, host string) {
 		}
 	}
 
-	// The command, as the provider pastes it into a shell. GPUAGENT_ADDR is where the agent of this version listens
-	// for the gateway, which calls the offering's agent URL.
+	// The command, as the provider pastes it into a shell.
 	if !strings.Contains(command, " -upstream "+agentUpstreamOnPage+" ") {
 		t.Fatalf("the command does not forward to %s:\n%s", agentUpstreamOnPage, command)
 	}
-	listen := map[string]string{"GPUAGENT_ADDR": "127.0.0.1:" + strconv.Itoa(agentPort)}
-	stop := runAgent(t, bin, exec.Command("sh", "-c", strings.Replace(command, agentUpstreamOnPage, upstream, 1)), listen)
+	stop := runAgent(t, bin, exec.Command("sh", "-c", strings.Replace(command, agentUpstreamOnPage, upstream, 1)), nil)
 	serve("the page's command")
 	stop()
 
@@ -147,7 +145,6 @@ func testRigFromConnectPage(t *testing.T, bin, host string) {
 		}
 	}
 	env := parseEnvFile(t, envFile)
-	env["GPUAGENT_ADDR"] = listen["GPUAGENT_ADDR"]
 	stop = runAgent(t, bin, exec.Command(bin, args...), env)
 	serve("the page's environment file")
 	stop()

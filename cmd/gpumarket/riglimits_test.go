@@ -18,6 +18,9 @@ import (
 
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/riglimits"
+	"github.com/gpumarket/gpumarket/services/rigwire"
+	"github.com/gpumarket/gpumarket/services/simulation"
+	"github.com/gpumarket/gpumarket/services/ticket"
 )
 
 // TestStreamLimitsComeFromTheEnvironment: the per-rig limits on the usage stream are read from
@@ -72,6 +75,81 @@ func openTestPlatform(t *testing.T, limits Config) (*Platform, context.Context) 
 		t.Fatal(err)
 	}
 	return p, ctx
+}
+
+// TestSimulatedRigsServeOverNATS: every demo offering with a simulation profile gets a simulated rig, which
+// listens on no port: a call to the first offering over NATS, as a gateway makes it, reaches its rig.
+func TestSimulatedRigsServeOverNATS(t *testing.T) {
+	p, ctx := openTestPlatform(t, Config{})
+	var first, firstProvider, firstModel string
+	if err := p.pool.QueryRow(ctx, `SELECT id::text, provider_account_id::text, model FROM offerings
+		WHERE seed_key IS NOT NULL AND status = 'active' ORDER BY seed_key LIMIT 1`).Scan(&first, &firstProvider, &firstModel); err != nil {
+		t.Fatalf("the seed listed no offering: %v", err)
+	}
+	rows, err := p.pool.Query(ctx, `SELECT id::text, model, gpu, gpu_count FROM offerings WHERE seed_key IS NOT NULL AND status = 'active'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	simulated := 0
+	for rows.Next() {
+		var id, model, gpu string
+		var count int
+		if err := rows.Scan(&id, &model, &gpu, &count); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := simulation.Lookup(model, gpu, count); ok {
+			simulated++
+		}
+	}
+	rows.Close()
+
+	rigs, err := p.startSimulatedRigs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, r := range rigs {
+			r.stop()
+		}
+	})
+	if len(rigs) != simulated || simulated == 0 {
+		t.Fatalf("%d simulated rigs started, want one for each of the %d demo offerings with a profile", len(rigs), simulated)
+	}
+	signer, err := ticket.NewSigner(p.cfg.TicketKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, err := signer.Sign(ticket.Claims{RequestID: "req_over_nats", AccountID: "acc", APIKeyID: "key", OfferingID: first,
+		Tier: "standard", IssuedAt: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := fmt.Sprintf(`{"model": %q, "max_tokens": 3, "messages": [{"role": "user", "content": "hi"}]}`, firstModel)
+	var res *http.Response
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		caller, err := rigwire.NewCaller(p.nc, rigwire.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(caller.Close)
+		res, err = caller.Call(ctx, firstProvider, first, "/v1/chat/completions",
+			http.Header{"Content-Type": {"application/json"}, ticket.Header: {tk}}, []byte(body))
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the first offering's rig over NATS: %v", err)
+		}
+	}
+	defer res.Body.Close()
+	var answer struct {
+		Usage struct {
+			CompletionTokens int `json:"completion_tokens"`
+		} `json:"usage"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&answer); err != nil || res.StatusCode != http.StatusOK || answer.Usage.CompletionTokens != 3 {
+		t.Errorf("the first offering's rig answered %d (%v) with %d tokens, want 200 with 3", res.StatusCode, err, answer.Usage.CompletionTokens)
+	}
 }
 
 // TestARigFloodingTheUsageStreamIsShutOutAndShownToAdmins: on the platform as it runs, a demo offering's rig logs in

@@ -15,7 +15,7 @@ import (
 )
 
 // simulatedRig is one demo offering served on this machine: a simbackend behaving like the
-// offering's GPU profile, behind a gpuagent listening at the offering's agent URL.
+// offering's GPU profile, behind a gpuagent that serves the gateway over NATS.
 type simulatedRig struct {
 	offeringID string
 	backend    *http.Server
@@ -26,8 +26,9 @@ type simulatedRig struct {
 }
 
 // startSimulatedRigs starts a rig for every active demo offering the simulation has a profile of. Each agent
-// connects to NATS with its own rig credential, as a provider's would; the platform's probes then qualify it as
-// any rig (docs/listing-states.md).
+// connects to NATS with its own rig credential, as a provider's would, and serves the gateway's calls over that
+// connection: no rig listens on a port. The platform's probes then qualify it as any rig
+// (docs/listing-states.md).
 func (p *Platform) startSimulatedRigs(ctx context.Context) ([]*simulatedRig, error) {
 	rows, err := p.pool.Query(ctx, `SELECT id::text, provider_account_id::text, gpu, gpu_count, model
 		FROM offerings WHERE seed_key IS NOT NULL AND status = 'active' ORDER BY seed_key`)
@@ -58,7 +59,7 @@ func (p *Platform) startSimulatedRigs(ctx context.Context) ([]*simulatedRig, err
 			p.log.Warn("no simulation profile for a demo offering; not started", "offering", o.id, "model", o.model)
 			continue
 		}
-		rig, err := p.startRig(ctx, o.id, o.provider, o.gpu, o.count, "127.0.0.1:0", profile)
+		rig, err := p.startRig(ctx, o.id, o.provider, o.gpu, o.count, profile)
 		if err != nil {
 			p.log.Warn("simulated rig not started", "offering", o.id, "err", err)
 			continue
@@ -69,7 +70,7 @@ func (p *Platform) startSimulatedRigs(ctx context.Context) ([]*simulatedRig, err
 	return rigs, nil
 }
 
-func (p *Platform) startRig(ctx context.Context, offeringID, providerID, gpu string, count int, agentAddr string,
+func (p *Platform) startRig(ctx context.Context, offeringID, providerID, gpu string, count int,
 	profile simulation.Profile) (*simulatedRig, error) {
 	// The rig's credential is the one its Connect page shows; it reaches NATS where this process does.
 	cred, err := p.RigCredentials(ctx, offeringID)
@@ -82,7 +83,7 @@ func (p *Platform) startRig(ctx context.Context, offeringID, providerID, gpu str
 	}
 	backend := &http.Server{Handler: simulation.NewHandler(simulation.Options{Profile: profile}), ReadHeaderTimeout: 10 * time.Second}
 	a, err := agent.New(agent.Config{
-		ListenAddr: agentAddr, Upstream: "http://" + l.Addr().String(),
+		Upstream:   "http://" + l.Addr().String(),
 		ProviderID: providerID, OfferingID: offeringID, GPUSKU: gpu, GPUCount: count, Capacity: 64,
 		NATSURL: p.natsLocalURL, NATSUser: cred.NATSUser, NATSPassword: cred.NATSPassword,
 		OutboxDir:   filepath.Join(p.cfg.DataDir, "rigs", offeringID, "outbox"),

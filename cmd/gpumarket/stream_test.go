@@ -129,7 +129,7 @@ func (b *gatewayBundle) runAgent(t *testing.T, o catalog.Offering, backend http.
 	srv := &http.Server{Handler: backend, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(l) }()
 	a, err := agent.New(agent.Config{
-		ListenAddr: "127.0.0.1:0", Upstream: "http://" + l.Addr().String(),
+		Upstream:   "http://" + l.Addr().String(),
 		ProviderID: b.provider, OfferingID: o.ID, GPUSKU: o.GPU, GPUCount: o.GPUCount, Capacity: 64,
 		NATSURL: b.p.natsURL, NATSUser: events.RigUsername(o.ID), NATSPassword: events.RigPassword(b.p.cfg.RigKey, o.ID),
 		OutboxDir: t.TempDir(), OfferingKey: ticket.OfferingKey(b.p.cfg.TicketKey, o.ID),

@@ -39,8 +39,8 @@ func newOffering(t *testing.T, pool *pgxpool.Pool, provider string) string {
 	t.Helper()
 	var id string
 	if err := pool.QueryRow(context.Background(), `INSERT INTO offerings (provider_account_id, gpu, gpu_count, region,
-		model, ask_input_micro_usd_per_mtok, ask_output_micro_usd_per_mtok, agent_url, tier, status, created_at, updated_at)
-		VALUES ($1, 'rtx-4090', 4, 'eu', 'm', 100000, 100000, 'http://x', 'standard', 'active', $2, $2) RETURNING id`,
+		model, ask_input_micro_usd_per_mtok, ask_output_micro_usd_per_mtok, tier, status, created_at, updated_at)
+		VALUES ($1, 'rtx-4090', 4, 'eu', 'm', 100000, 100000, 'standard', 'active', $2, $2) RETURNING id`,
 		provider, testNow).Scan(&id); err != nil {
 		t.Fatal(err)
 	}

@@ -72,9 +72,6 @@ type Candidate struct {
 	ProviderID string
 	Model      string
 	Tier       catalog.Tier
-	// AgentURL is never set: a listing names no address, the platform reaching each rig over the connection
-	// its agent opened. It stays only until the gateway's last reader of it goes with that change.
-	AgentURL string
 	// Qualifying marks a probe target whose rig is pending or offline (ProbeTargets): the probe's outcome
 	// decides whether it becomes active (RecordProbe). Pick never returns such an offering.
 	Qualifying bool

@@ -16,8 +16,7 @@
 //     bounds (routing.BoundsFor), routing and admission (billing.Admission).
 //   - proxy.go: the attempts at the candidates routing chose, the relay of the answer, what
 //     the gateway records of each attempt, and the settlement of the request's reservation
-//     (billing.SettlementOf).
-//   - rigclient.go: the HTTP/1.1 client to the rigs' agents.
+//     (billing.SettlementOf). Rigs are called through Config.Rigs (package rigwire, over NATS).
 //   - jsonobject.go: a JSON object's top-level members, read in one pass without a map: the
 //     request's members the gateway needs, and a whole answer's usage.
 //   - errors.go: OpenAI's error shape, the one place that maps errors to statuses here.

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"log/slog"
 	"math"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -23,7 +22,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/money"
-	"github.com/gpumarket/gpumarket/services/rigaddr"
+	"github.com/gpumarket/gpumarket/services/rigwire"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/ticket"
 	"github.com/gpumarket/gpumarket/web/internal/httpx"
@@ -63,9 +62,6 @@ const (
 	touchEvery = time.Second
 	// maxCachedKeys bounds the key cache; a flood of made-up keys empties it rather than grow it.
 	maxCachedKeys = 10_000
-	// DefaultRigHeaderTimeout bounds the wait for a rig's response headers. A response that is not streamed has
-	// its headers only once the whole answer is generated, so this covers a long generation on a slow rig.
-	DefaultRigHeaderTimeout = 10 * time.Minute
 )
 
 // Config is what the /v1 endpoints need. With no Router, they authenticate and then answer
@@ -94,12 +90,20 @@ type Config struct {
 	MaxBodyBytes  int64         // zero means DefaultMaxBodyBytes
 	KeyCacheTTL   time.Duration // zero means DefaultKeyCacheTTL
 	NewRequestID  func() string // nil means "req_" and 24 random hex digits
-	// RigPolicy says which addresses the gateway may connect to a rig at (package rigaddr): checked on every
-	// connection, after DNS. The zero value allows public addresses only.
-	RigPolicy rigaddr.Policy
-	// RigHeaderTimeout bounds the wait for a rig's response headers; zero means DefaultRigHeaderTimeout.
-	RigHeaderTimeout time.Duration
+	// Rigs calls the rigs' agents over the connections they hold (*rigwire.Caller): the gateway never dials a
+	// rig. Nil fails every attempt, as an unreachable rig does.
+	Rigs RigCaller
 }
+
+// RigCaller sends one request to the rig serving an offering and returns its answer once the rig sent its
+// head. An error is a failure of the rig before its first byte (the gateway fails over); the Body's Read
+// returning an error other than io.EOF is an answer that broke off. The context's end cancels the call at the
+// rig. *rigwire.Caller implements it.
+type RigCaller interface {
+	Call(ctx context.Context, providerID, offeringID, path string, header http.Header, body []byte) (*http.Response, error)
+}
+
+var _ RigCaller = (*rigwire.Caller)(nil)
 
 // Router is what the gateway asks of routing. *routing.Router implements it.
 type Router interface {
@@ -124,7 +128,6 @@ type Gateway struct {
 	batches  *batch.Service
 	log      *slog.Logger
 	now      func() time.Time
-	client   *rigClient // to the rigs' agents
 	keys     keyCache
 	// batchKeys are the keys batches' lines go out with, by account and key id (batches.go).
 	batchKeys keyCache
@@ -157,20 +160,13 @@ func New(cfg Config) *Gateway {
 	if cfg.NewRequestID == nil {
 		cfg.NewRequestID = newRequestID
 	}
-	if cfg.RigHeaderTimeout <= 0 {
-		cfg.RigHeaderTimeout = DefaultRigHeaderTimeout
-	}
-	// Every connection is checked where DNS resolved it to, so that a rig's name cannot be made
-	// to resolve to the platform's own network after its listing was checked.
-	client := newRigClient((&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second,
-		Control: cfg.RigPolicy.Control}).DialContext, cfg.RigHeaderTimeout)
 	acc, log := cfg.Accounts, cfg.Log
 	touchKeys := func(context.Context, map[string]time.Time) error { return nil }
 	if acc != nil {
 		touchKeys = acc.TouchKeys
 	}
 	g := &Gateway{
-		cfg: cfg, accounts: acc, batches: cfg.Batches, log: log, now: cfg.Now, client: client,
+		cfg: cfg, accounts: acc, batches: cfg.Batches, log: log, now: cfg.Now,
 		keys:      keyCache{ttl: cfg.KeyCacheTTL, entries: map[[32]byte]keyEntry{}},
 		batchKeys: keyCache{ttl: cfg.KeyCacheTTL, entries: map[[32]byte]keyEntry{}},
 		limits:    keyLimits{rate: rate.Limit(cfg.RatePerSecond), burst: cfg.RateBurst, byKey: map[string]*rate.Limiter{}},
@@ -191,14 +187,12 @@ func New(cfg Config) *Gateway {
 
 // Close ends the gateway's work in the background, once the HTTP server has finished the
 // requests in flight: the scheduled write of when keys were last used is dropped (see
-// keyTouches), admission's rereads end, and idle connections to the rigs are closed. Calling
-// it again does nothing more.
+// keyTouches) and admission's rereads end. Calling it again does nothing more.
 func (g *Gateway) Close() {
 	g.touches.close()
 	if g.cfg.Admission != nil {
 		g.cfg.Admission.Close()
 	}
-	g.client.Close()
 }
 
 // ServeHTTP makes the gateway an http.Handler.

@@ -36,9 +36,9 @@ import (
 // before its first byte: a connection error, a 5xx, a 401 or 403 (the rig refused a ticket the
 // platform signed, so it is misconfigured, not the customer), a redirect (never followed), or an
 // answer that is not an OpenAI response (a 2xx that is neither JSON nor, for a stream, an event
-// stream; a body larger than maxResponseBytes). The agent URL is used for its scheme and host
-// only, checked again here (rigaddr), with the endpoint's path appended, and every connection is
-// checked where it resolved. Any other answer is the answer: relayed with X-GPUMarket-Request-Id,
+// stream; a body larger than maxResponseBytes). The rig is called over the NATS connection its
+// agent holds (Config.Rigs, package rigwire): the gateway dials no rig, and a rig that is not
+// connected fails within rigwire's accept timeout. Any other answer is the answer: relayed with X-GPUMarket-Request-Id,
 // X-GPUMarket-Offering and X-GPUMarket-Tier, a stream frame by frame with a flush after each,
 // a whole response as it comes, never held whole. Only Content-Type, Content-Length and
 // Cache-Control of the rig's headers are passed on: a provider sets no cookie or other header
@@ -197,17 +197,15 @@ func mediaType(contentType string) string {
 	return strings.ToLower(strings.TrimSpace(mt))
 }
 
-// errRigURL is an agent URL the platform may not connect to.
-var errRigURL = errors.New("the offering's agent URL is refused")
+// errNoRigs is a gateway built without a way to call rigs.
+var errNoRigs = errors.New("the gateway has no connection to the rigs")
 
 // send sends the request to the attempt's candidate with its route ticket, counting it in
-// flight with routing until a.end is called. Only the agent URL's scheme and host are used:
-// the endpoint's path is the platform's.
+// flight with routing until a.end is called. The endpoint's path is the platform's.
 func (g *Gateway) send(ctx context.Context, req *gatewayRequest, a *attempt, tk string) (*http.Response, error) {
 	a.end = func() {}
-	u, err := g.cfg.RigPolicy.CheckURL(a.cand.AgentURL)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errRigURL, err)
+	if g.cfg.Rigs == nil {
+		return nil, errNoRigs
 	}
 	header := http.Header{"Content-Type": {echo.MIMEApplicationJSON}, ticket.Header: {tk}}
 	if req.stream {
@@ -218,7 +216,7 @@ func (g *Gateway) send(ctx context.Context, req *gatewayRequest, a *attempt, tk 
 		end, endLine := a.end, g.batchLoad.begin(a.cand.OfferingID)
 		a.end = func() { end(); endLine() }
 	}
-	return g.client.post(ctx, u.Scheme, u.Host, req.ep.path, header, req.body)
+	return g.cfg.Rigs.Call(ctx, a.cand.ProviderID, a.cand.OfferingID, req.ep.path, header, req.body)
 }
 
 // The headers every answer carries, in their canonical form.
@@ -303,7 +301,7 @@ func (g *Gateway) relaySmall(c echo.Context, a *attempt, resp *http.Response) ou
 	w := c.Response()
 	o := outcome{httpStatus: resp.StatusCode, status: billing.GatewayOK}
 	// Read into a buffer one byte longer than announced, so that the read goes on to the body's
-	// end, which hands the connection back to the pool (rigBody). The body stops at its length.
+	// end, where a longer answer shows. The body stops at its end.
 	body := make([]byte, resp.ContentLength+1)
 	n, err := io.ReadFull(resp.Body, body)
 	body = body[:n]

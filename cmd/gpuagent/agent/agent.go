@@ -3,6 +3,12 @@
 // reports what each one used as a usage event (package usage) on NATS JetStream. cmd/gpuagent runs it alone;
 // cmd/gpumarket runs it in process in front of simulated rigs.
 //
+// The agent listens on no port: the gateway's requests reach it over the NATS connection it opened itself
+// (package rigwire, docs/rig-transport.md), so a rig behind a home router or carrier-grade NAT serves as one in a
+// data centre does. Run serves them, through Handler, until its context ends, on a second connection with the same
+// credential and options: answers never wait in line behind a batch of usage events. Both connections come back
+// after a reconnect, and the subscription with them.
+//
 // # What it serves
 //
 // POST /v1/chat/completions, /v1/completions, /v1/embeddings and GET /v1/models, each only with a route ticket
@@ -82,7 +88,6 @@ package agent
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -103,6 +108,7 @@ import (
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/hardware"
+	"github.com/gpumarket/gpumarket/services/rigwire"
 	"github.com/gpumarket/gpumarket/services/ticket"
 	"github.com/gpumarket/gpumarket/services/usage"
 )
@@ -119,9 +125,6 @@ const (
 
 // Config is what an agent needs to know.
 type Config struct {
-	// ListenAddr is where Run serves the proxy ("127.0.0.1:0" picks a free port; Addr tells which). Empty when
-	// the caller serves Handler itself.
-	ListenAddr string
 	// Upstream is the base URL of the OpenAI-compatible server, without /v1: "http://127.0.0.1:8000".
 	Upstream string
 	// Model is the offering's listed model, which Preflight checks the upstream lists; empty skips that check.
@@ -199,6 +202,7 @@ type Agent struct {
 	outbox   *outbox
 
 	nc        *nats.Conn
+	natsOpts  []nats.Option
 	js        jetstream.JetStream
 	subject   string // usage.<provider>.<offering>
 	heartbeat string // heartbeat.<provider>.<offering>
@@ -210,14 +214,11 @@ type Agent struct {
 	acked             atomic.Int64
 	rounds            atomic.Int64
 
-	ln  net.Listener
-	srv *http.Server
-
 	closeOnce sync.Once
 }
 
-// New checks the configuration, opens the outbox, starts connecting to NATS (in the background: the agent
-// serves while NATS is away) and, when ListenAddr is set, opens its listener.
+// New checks the configuration, opens the outbox and starts connecting to NATS (in the background: Run serves
+// once the connection is up).
 func New(cfg Config) (*Agent, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -285,31 +286,16 @@ func New(cfg Config) (*Agent, error) {
 	if a.nc, a.js, err = a.connect(); err != nil {
 		return nil, err
 	}
-	if cfg.ListenAddr != "" {
-		if a.ln, err = net.Listen("tcp", cfg.ListenAddr); err != nil {
-			a.nc.Close()
-			return nil, fmt.Errorf("agent: %w", err)
-		}
-		a.srv = &http.Server{Handler: a.handler, ReadHeaderTimeout: 10 * time.Second}
-	}
 	if n := box.pending.Load(); n > 0 {
 		log.Info("outbox holds usage events from an earlier run; sending them", "events", n)
 	}
 	return a, nil
 }
 
-// Handler is the proxy: mount it, or let Run serve it on ListenAddr.
+// Handler is the proxy, which verifies each request's route ticket: Run serves it over NATS.
 func (a *Agent) Handler() http.Handler { return a.handler }
 
-// Addr is where Run serves, when ListenAddr was set; nil otherwise.
-func (a *Agent) Addr() net.Addr {
-	if a.ln == nil {
-		return nil
-	}
-	return a.ln.Addr()
-}
-
-// Run sends the outbox, heartbeats and samples power until ctx ends, serving on ListenAddr when it was set.
+// Run serves the gateway's calls over NATS, sends the outbox, heartbeats and samples power until ctx ends.
 // Then it lets requests in flight finish (up to ten seconds), tries once more to send what they left in the
 // outbox, and returns.
 func (a *Agent) Run(ctx context.Context) error {
@@ -322,26 +308,20 @@ func (a *Agent) Run(ctx context.Context) error {
 		wg.Go(func() { a.samplePower(loops) })
 	}
 
-	var err error
-	if a.srv != nil {
-		a.log.Info("gpuagent serving", "addr", a.ln.Addr().String(), "upstream", a.upstream)
-		served := make(chan error, 1)
-		go func() { served <- a.srv.Serve(a.ln) }()
-		select {
-		case err = <-served:
-		case <-ctx.Done():
-			grace, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
-			if a.srv.Shutdown(grace) != nil {
-				_ = a.srv.Close()
-			}
-			cancel()
-			err = <-served
-		}
-		if errors.Is(err, http.ErrServerClosed) {
-			err = nil
-		}
-	} else {
+	serveNC, err := nats.Connect(a.cfg.NATSURL, a.natsOpts...)
+	if err != nil {
+		return fmt.Errorf("agent: connect to serve: %w", err)
+	}
+	defer serveNC.Close()
+	srv, err := rigwire.Serve(ctx, serveNC, a.cfg.ProviderID, a.cfg.OfferingID, a.handler,
+		rigwire.Options{Log: a.log})
+	if err == nil {
+		a.log.Info("gpuagent serving over NATS", "subject", events.RigCallSubject(a.cfg.ProviderID, a.cfg.OfferingID),
+			"upstream", a.upstream)
 		<-ctx.Done()
+		grace, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
+		_ = srv.Shutdown(grace)
+		cancel()
 	}
 	stop()
 	wg.Wait()
@@ -354,13 +334,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	return err
 }
 
-// Close closes the NATS connection and the listener. Events not yet acknowledged stay in the outbox.
+// Close closes the NATS connection. Events not yet acknowledged stay in the outbox.
 func (a *Agent) Close() error {
 	a.closeOnce.Do(func() {
-		if a.srv != nil {
-			_ = a.srv.Close()
-			_ = a.ln.Close() // when Run never served on it
-		}
 		a.nc.Close()
 	})
 	return nil

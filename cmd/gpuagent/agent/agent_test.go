@@ -27,6 +27,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/events/natsserver"
+	"github.com/gpumarket/gpumarket/services/rigwire"
 	"github.com/gpumarket/gpumarket/services/simulation"
 	"github.com/gpumarket/gpumarket/services/ticket"
 	"github.com/gpumarket/gpumarket/services/usage"
@@ -441,15 +442,43 @@ func TestEnergyIsMeasuredWhenNvidiaSMIIsThere(t *testing.T) {
 	}
 }
 
-func TestRunServesOnListenAddr(t *testing.T) {
+// Run serves the gateway's calls over the agent's own NATS connection: no port is opened. A call without a route
+// ticket is refused there as over any other way in.
+func TestRunServesOverNATS(t *testing.T) {
 	t.Parallel()
-	r := setup(t, rigOptions{listen: true})
-	resp := r.post(t, "/v1/chat/completions", r.ticket(t, "req_listen"), `{"messages":[{"role":"user","content":"hi"}],"max_tokens":2}`)
-	if body := readAll(t, resp); resp.StatusCode != http.StatusOK {
-		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	r := setup(t, rigOptions{})
+	caller, err := rigwire.NewCaller(r.nc, rigwire.Options{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if d := r.waitEvents(t, 1)[0].event.Data; d.RequestID != "req_listen" || d.OutputTokens != 2 {
+	defer caller.Close()
+	call := func(tk string) (*http.Response, error) {
+		h := http.Header{"Content-Type": {"application/json"}}
+		if tk != "" {
+			h.Set(ticket.Header, tk)
+		}
+		return caller.Call(t.Context(), testProvider, testOffering, "/v1/chat/completions", h,
+			[]byte(`{"messages":[{"role":"user","content":"hi"}],"max_tokens":2,"stream":true}`))
+	}
+	var resp *http.Response
+	waitFor(t, "the agent to serve over NATS", func() bool {
+		resp, err = call(r.ticket(t, "req_nats"))
+		return err == nil
+	})
+	body := string(readAll(t, resp))
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" ||
+		!strings.HasSuffix(body, "data: [DONE]\n\n") {
+		t.Fatalf("status %d %q: %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+	}
+	if d := r.waitEvents(t, 1)[0].event.Data; d.RequestID != "req_nats" || d.OutputTokens != 2 || d.Status != usage.StatusOK {
 		t.Errorf("event %+v", d)
+	}
+	resp, err = call("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := string(readAll(t, resp)); resp.StatusCode != http.StatusUnauthorized || !strings.Contains(body, "invalid_route_ticket") {
+		t.Errorf("a call without a ticket: %d %s", resp.StatusCode, body)
 	}
 }
 
@@ -595,7 +624,6 @@ type rigOptions struct {
 	nvidiaSMI string
 	noRun     bool          // serve without Run: events stay in the outbox
 	upstream  http.Handler  // answers in place of the simulated inference server
-	listen    bool          // let Run serve on a port of its own instead of httptest
 	heartbeat time.Duration // the heartbeat interval; 50 ms when 0
 	pending   int64         // the usage stream's per-rig limit; its default when 0
 }
@@ -648,10 +676,6 @@ func setup(t *testing.T, opts rigOptions) *rig {
 	r.upstreamURL = up.URL
 
 	r.agent = r.startAgent(t, r.outboxDir, opts.noRun)
-	if opts.listen {
-		r.agentURL = "http://" + r.agent.Addr().String()
-		return r
-	}
 	srv := httptest.NewServer(r.agent.Handler())
 	t.Cleanup(srv.Close)
 	r.agentURL = srv.URL
@@ -661,12 +685,7 @@ func setup(t *testing.T, opts rigOptions) *rig {
 // startAgent starts an agent on the outbox, running (unless noRun) until the test ends.
 func (r *rig) startAgent(t *testing.T, outboxDir string, noRun bool) *Agent {
 	t.Helper()
-	listen := ""
-	if r.opts.listen {
-		listen = "127.0.0.1:0"
-	}
 	a, err := New(Config{
-		ListenAddr:        listen,
 		Upstream:          r.upstreamURL,
 		ProviderID:        testProvider,
 		OfferingID:        testOffering,

@@ -1,0 +1,229 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/demo"
+	"github.com/gpumarket/gpumarket/services/events/natsserver"
+	"github.com/gpumarket/gpumarket/services/events/natstest"
+	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/simulation"
+)
+
+// TestRigsServeOverNATS: the gateway reaches rigs only over the NATS connections their agents opened
+// (docs/rig-transport.md). A streamed answer is relayed and billed exactly once; an agent whose connection is cut in
+// the middle of a stream leaves the client an answer without its end and the gateway a record of the error.
+func TestRigsServeOverNATS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a whole platform with simulated rigs")
+	}
+	b := setupGateway(t)
+	t.Run("a streamed answer over NATS is billed exactly once", b.testStreamOverNATSBilledOnce)
+	t.Run("an agent's connection cut mid-stream breaks the answer truthfully", b.testAgentCutMidStream)
+}
+
+func (b *gatewayBundle) testStreamOverNATSBilledOnce(t *testing.T) {
+	o := b.list(t, rigSpec{model: "wire-stream", ask: 90_000, p99: 300})
+	dev, _, secret := b.developer(t, "wire-stream", 20*money.PicoPerUSD, accounts.NewKeyInput{})
+	start := b.balance(t, dev.AccountID)
+	params := chatParams(o.Model, 24)
+	params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
+	var res *http.Response
+	stream := b.client(secret).Chat.Completions.NewStreaming(b.ctx, params, option.WithResponseInto(&res))
+	var acc openai.ChatCompletionAccumulator
+	chunks := 0
+	for stream.Next() {
+		acc.AddChunk(stream.Current())
+		chunks++
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	id, offering, _ := headersOf(t, res)
+	if offering != o.ID || acc.Usage.CompletionTokens != 24 || chunks < 2 || acc.Choices[0].Message.Content == "" {
+		t.Fatalf("from %s: %d chunks, usage %+v", offering, chunks, acc.Usage)
+	}
+	m := b.metered(t, id)
+	if m.output != 24 || m.input != acc.Usage.PromptTokens || m.status != "ok" {
+		t.Fatalf("metered %+v, want the %d + 24 tokens the client was told", m, acc.Usage.PromptTokens)
+	}
+	want := b.price(t, string(o.Tier), m.input, m.output)
+	if m.charge != want || start-b.balance(t, dev.AccountID) != want {
+		t.Fatalf("charged %s and the balance fell by %s; want %s", m.charge, start-b.balance(t, dev.AccountID), want)
+	}
+	// The provider earns its asks on the same tokens, once.
+	earnIn, err1 := money.ChargeFor(m.input, o.AskInput)
+	earnOut, err2 := money.ChargeFor(m.output, o.AskOutput)
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	var rows int
+	var payable int64
+	if err := b.p.pool.QueryRow(b.ctx, `SELECT count(*), coalesce(sum(payable_pico), 0)::bigint FROM usage_events
+		WHERE request_id = $1`, id).Scan(&rows, &payable); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 1 || money.Pico(payable) != earnIn+earnOut {
+		t.Fatalf("%d usage rows paying the provider %s; want one paying %s", rows, money.Pico(payable), earnIn+earnOut)
+	}
+	b.payableMatchesUsage(t, b.provider)
+}
+
+func (b *gatewayBundle) testAgentCutMidStream(t *testing.T) {
+	// About 100 ms to the first token, 50 ms a token after it: the stream lasts long enough to be cut.
+	profile, ok := simulation.Lookup("meta-llama/Meta-Llama-3-70B-Instruct", "h100-pcie", 2)
+	if !ok {
+		t.Fatal("no profile for the slow rig")
+	}
+	o, rig := b.listRig(t, rigSpec{model: "wire-cut", gpu: "h100-pcie", count: 2, ask: 100_000, p99: 400, profile: profile})
+	dev, _, secret := b.developer(t, "wire-cut", 20*money.PicoPerUSD, accounts.NewKeyInput{})
+	start := b.balance(t, dev.AccountID)
+
+	body := fmt.Sprintf(`{"model": %q, "max_tokens": 400, "stream": true, "messages": [{"role": "user", "content": "hi"}]}`, o.Model)
+	req, _ := http.NewRequestWithContext(b.ctx, http.MethodPost, b.p.URL()+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+secret)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	id, offering, _ := headersOf(t, res)
+	if res.StatusCode != http.StatusOK || offering != o.ID {
+		t.Fatalf("answered %d from %s", res.StatusCode, offering)
+	}
+	br := bufio.NewReader(res.Body)
+	frames := 0
+	for frames < 3 {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(line, "data: {") {
+			frames++
+		}
+	}
+	// The rig's host loses its network: its NATS connection is gone, nothing more comes.
+	cut := time.Now()
+	_ = rig.agent.Close()
+	rest, err := io.ReadAll(br)
+	took := time.Since(cut)
+	if strings.Contains(string(rest), "[DONE]") {
+		t.Fatalf("the broken stream ended as a whole one: %q", rest)
+	}
+	if took > 10*time.Second {
+		t.Fatalf("the client waited %s for the broken stream's end", took)
+	}
+	b.flushRequestLog(t)
+	var status string
+	var relayedChunks int64
+	var hold int64
+	b.eventually(t, "the gateway records the broken attempt", func() bool {
+		return b.p.pool.QueryRow(b.ctx, `SELECT g.status, g.relayed_output_chunks, coalesce(h.amount_pico, 0)::bigint
+			FROM gateway_requests g LEFT JOIN admission_holds h USING (request_id)
+			WHERE g.request_id = $1`, id).Scan(&status, &relayedChunks, &hold) == nil
+	})
+	// The first frame names the role only: of the three the client had, two carried output.
+	if status != string(billing.GatewayError) || relayedChunks < 2 || relayedChunks > 200 {
+		t.Fatalf("recorded %s with %d chunks relayed; want error with what the client got", status, relayedChunks)
+	}
+	// What is held for it is bounded by what was relayed, never the 400 tokens asked for; nothing is charged until
+	// the rig's own report arrives, which its cut connection keeps in its outbox.
+	if bound := b.price(t, string(o.Tier), 1<<20, relayedChunks); hold <= 0 || money.Pico(hold) > bound {
+		t.Fatalf("held %s for a broken stream of %d chunks (bounded by %s)", money.Pico(hold), relayedChunks, bound)
+	}
+	if got := b.balance(t, dev.AccountID); got != start {
+		t.Fatalf("balance %s, want %s: nothing is billed before the rig reports", got, start)
+	}
+	t.Logf("the cut was seen after %s", took.Round(time.Millisecond))
+}
+
+// TestTwoGatewaysServeOneRigOverNATS: two gateway processes share one NATS server and one database, and one rig
+// connected to NATS: both reach it, each request is answered by it and billed once.
+func TestTwoGatewaysServeOneRigOverNATS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two platforms")
+	}
+	t.Parallel()
+	ctx := context.Background()
+	ns := natstest.Start(t, natsserver.EmbeddedOptions{})
+	cfgA := testConfig(t, Roles{Web: true, Gateway: true, Meter: true})
+	cfgA.NATSURL = ns.ClientURL()
+	a := runPlatform(t, cfgA)
+	if err := a.Seed(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cfgB := cfgA
+	cfgB.Roles, cfgB.DataDir = Roles{Gateway: true}, t.TempDir()
+	bp := runPlatform(t, cfgB)
+
+	dev, err := a.accounts.SignUp(ctx, accounts.SignUpInput{Email: "two@gateways.example.com", Password: demo.Password,
+		Role: accounts.RoleDeveloper})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := a.accounts.UserByEmail(ctx, "admin@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	credits := billing.NewCredits(a.pool, billing.NewLedger(a.pool, nil), nil, nil)
+	if _, err := credits.Adjust(ctx, billing.AdjustInput{AccountID: dev.AccountID, Amount: 20 * money.PicoPerUSD,
+		Reason: "two gateways test", ByUserID: admin.ID}); err != nil {
+		t.Fatal(err)
+	}
+	_, secret, err := a.accounts.CreateKey(ctx, dev, accounts.NewKeyInput{Name: "two"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := listServedOffering(t, a, bp)
+	chat := map[string]any{"model": o.Model, "max_tokens": 4, "messages": []map[string]string{{"role": "user", "content": "hi"}}}
+	ids := map[string]bool{}
+	for i := range 10 {
+		gw := a
+		if i%2 == 1 {
+			gw = bp
+		}
+		st, body := call(t, http.MethodPost, gw.URL()+"/v1/chat/completions", secret, chat)
+		if st != http.StatusOK || !strings.Contains(body, `"completion_tokens":4`) {
+			t.Fatalf("request %d through gateway %d: %d %s", i, i%2, st, body)
+		}
+	}
+	// Every request was served by the one rig and metered once, whichever gateway took it.
+	within(t, 20*time.Second, "the meter bills all ten", func() bool {
+		var n int
+		_ = a.pool.QueryRow(ctx, `SELECT count(*) FROM usage_events WHERE account_id = $1`, dev.AccountID).Scan(&n)
+		return n == 10
+	})
+	rows, err := a.pool.Query(ctx, `SELECT request_id, offering_id::text FROM usage_events WHERE account_id = $1`, dev.AccountID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id, offering string
+		if err := rows.Scan(&id, &offering); err != nil {
+			t.Fatal(err)
+		}
+		if offering != o.ID || ids[id] {
+			t.Errorf("request %s billed on %s (twice: %v)", id, offering, ids[id])
+		}
+		ids[id] = true
+	}
+	rows.Close()
+	var gateways int
+	if err := a.pool.QueryRow(ctx, `SELECT count(*) FROM gateway_requests WHERE account_id = $1 AND status = 'ok'`,
+		dev.AccountID).Scan(&gateways); err != nil || gateways != 10 || len(ids) != 10 {
+		t.Fatalf("%d gateway records, %d billed requests; want 10 of each (%v)", gateways, len(ids), err)
+	}
+}
