@@ -386,17 +386,30 @@ func assertNoPlatformSecret(t *testing.T, p *Platform, page string) {
 	}
 }
 
-// rigConnected says whether the rig's user has exactly one connection, the agent's own, let in: in the rigs'
-// account (one the auth callout has not answered yet is in none), and not the one its preflight opens and closes
-// at start, before the agent serves (named ".../preflight").
+// agentConnections is how many connections a running agent holds: one for its usage events and heartbeats, one for
+// the gateway's calls (agent.Agent.Run).
+const agentConnections = 2
+
+// rigConnected says whether the rig's agent is connected and let in: its connections, and no other of the rig's
+// user, all in the rigs' account (one the auth callout has not answered yet is in none). The connection its
+// preflight opens and closes at start, before the agent serves (named ".../preflight"), is not the agent's.
 func rigConnected(t *testing.T, s *server.Server, offeringID string) bool {
 	t.Helper()
 	conns, err := s.Connz(&server.ConnzOptions{User: events.RigUsername(offeringID), Username: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return len(conns.Conns) == 1 && conns.Conns[0].Account == natsserver.RigsAccount &&
-		!strings.HasSuffix(conns.Conns[0].Name, "/preflight")
+	agent := 0
+	for _, c := range conns.Conns {
+		if strings.HasSuffix(c.Name, "/preflight") {
+			continue
+		}
+		if c.Account != natsserver.RigsAccount {
+			return false
+		}
+		agent++
+	}
+	return agent == agentConnections
 }
 
 // checkRigConnection checks that the rig's agent is connected as the rig's own user, in the rigs' account, at the
@@ -407,12 +420,13 @@ func checkRigConnection(t *testing.T, s *server.Server, offeringID, host string)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(conns.Conns) != 1 {
-		t.Fatalf("%d connections of %s, want the agent's one", len(conns.Conns), events.RigUsername(offeringID))
+	if len(conns.Conns) != agentConnections {
+		t.Fatalf("%d connections of %s, want the agent's %d", len(conns.Conns), events.RigUsername(offeringID), agentConnections)
 	}
-	c := conns.Conns[0]
-	if c.Account != natsserver.RigsAccount || c.IP != host {
-		t.Errorf("the agent is connected in account %q from %s, want %q from %s", c.Account, c.IP, natsserver.RigsAccount, host)
+	for _, c := range conns.Conns {
+		if c.Account != natsserver.RigsAccount || c.IP != host {
+			t.Errorf("the agent is connected in account %q from %s, want %q from %s", c.Account, c.IP, natsserver.RigsAccount, host)
+		}
 	}
 }
 
