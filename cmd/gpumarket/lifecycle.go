@@ -203,6 +203,9 @@ func (p *Platform) Close() {
 	if p.rigCaller != nil {
 		p.rigCaller.Close()
 	}
+	if p.rigNC != nil {
+		p.rigNC.Close()
+	}
 	if p.nc != nil {
 		drain(p.nc)
 	}
