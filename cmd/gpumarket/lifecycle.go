@@ -204,6 +204,9 @@ func (p *Platform) Close() {
 	if p.rigCaller != nil {
 		p.rigCaller.Close()
 	}
+	if p.rigNC != nil {
+		p.rigNC.Close()
+	}
 	p.closeRigEntry()
 	if p.nc != nil {
 		drain(p.nc)

@@ -81,6 +81,7 @@ type Platform struct {
 	invoicing       *invoicing.Service  // the close, invoices and statements; it closes due periods by itself in Run
 	router          *routing.Router     // nil unless the gateway runs here: the /v1 gateway routes with it
 	rigCaller       *rigwire.Caller     // nil unless the gateway runs here: how it calls the rigs, over NATS
+	rigNC           *nats.Conn          // the rig calls' own connection
 	requestLog      *billing.RequestLog // what the gateway saw, reconciled with the meter
 	// reliability holds the offerings' reliability records, which routing and the pages read; nil where
 	// neither runs (reliabilityrecord.go).
@@ -228,6 +229,16 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 		if gw, err = p.gatewayConfig(); err != nil {
 			return nil, err
 		}
+		// The gateway reaches every rig over the NATS connection the rig's agent opened: it dials none
+		// (docs/rig-transport.md). Its calls have a connection of their own, so that answers never wait in
+		// line behind the meter's or routing's traffic on the platform's.
+		if p.rigNC, _, err = events.Connect(ctx, natsURL, "gpumarket-rigcalls", log); err != nil {
+			return nil, err
+		}
+		if p.rigCaller, err = rigwire.NewCaller(p.rigNC, rigwire.Options{Log: log.With("role", "gateway")}); err != nil {
+			return nil, err
+		}
+		gw.Rigs = p.rigCaller
 	}
 	if cfg.Roles.Web || cfg.Roles.Gateway {
 		// The batch pages (web) and the Batch API and its scheduler (gateway) share the files and batches.
@@ -389,13 +400,8 @@ func (p *Platform) gatewayConfig() (gateway.Config, error) {
 	p.router = routing.New(routing.Config{Pool: p.pool, Catalog: p.catalog, NATS: p.nc, Log: p.log.With("role", "gateway"),
 		FlushEvery: p.cfg.routingFlushEvery, Reliability: p.reliabilityBoard()})
 	p.requestLog = billing.NewRequestLog(p.pool, nil, p.log.With("role", "gateway"))
-	// The gateway reaches every rig over the NATS connection the rig's agent opened: it dials none
-	// (docs/rig-transport.md).
-	if p.rigCaller, err = rigwire.NewCaller(p.nc, rigwire.Options{Log: p.log.With("role", "gateway")}); err != nil {
-		return gateway.Config{}, err
-	}
 	return gateway.Config{
-		Router: p.router, Tickets: signer, Requests: p.requestLog, Rigs: p.rigCaller,
+		Router: p.router, Tickets: signer, Requests: p.requestLog,
 		RatePerSecond: p.cfg.RateLimitRPS, RateBurst: p.cfg.RateLimitBurst,
 		Admission: billing.NewAdmission(billing.AdmissionConfig{Pool: p.pool, Prices: p.catalog, Log: p.log.With("role", "gateway")}),
 	}, nil

@@ -121,10 +121,13 @@ type call struct {
 	end      bool
 	err      error
 	canceled bool // by the caller: a late acceptance gets a cancel
-	closed   bool
-	consumed int64
-	acked    int64
-	stopCtx  func() bool
+	// wantsControl: a goroutine waits for the acceptance itself (to send the rest of the body); otherwise an
+	// acceptance alone wakes no one.
+	wantsControl bool
+	closed       bool
+	consumed     int64
+	acked        int64
+	stopCtx      func() bool
 }
 
 func (k *call) signal() {
@@ -192,6 +195,7 @@ func (k *call) sendBody(rest []byte) error {
 	for {
 		k.mu.Lock()
 		control, err := k.control, k.err
+		k.wantsControl = control == ""
 		k.mu.Unlock()
 		if err != nil {
 			return err
@@ -306,11 +310,14 @@ func (k *call) deliver(r replyMsg) {
 	case r.flags&flagEnd != 0:
 		k.end = true
 	}
+	wake := r.flags != flagAccept || len(r.data) > 0 || k.err != nil || k.wantsControl
 	k.mu.Unlock()
 	if cancelAt != "" {
 		_ = k.c.nc.Publish(cancelAt, []byte{ctlCancel})
 	}
-	k.signal()
+	if wake {
+		k.signal()
+	}
 }
 
 // fail ends the call with err unless it ended already.

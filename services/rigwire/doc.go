@@ -8,8 +8,10 @@
 // One wildcard subscription per Caller receives the answers of all its calls. The agent (Serve) answers on the
 // reply subject with numbered messages, strictly in order:
 //
-//  0. accepted, at once, naming the agent's control subject for this call (below the call subject): a rig that
-//     is not there is known within AcceptTimeout, and the call fails as a refused connection would;
+//  0. accepted, naming the agent's control subject for this call (below the call subject): with the answer's
+//     first message when that comes within 5 ms (a whole answer is then one message), else alone. A rig that is
+//     not there is known within AcceptTimeout, and the call fails as a refused connection would; a call given up
+//     before a late acceptance is canceled at the rig when the acceptance comes;
 //  1. the response's head (status and headers), then body chunks of at most ChunkSize bytes, and an end marker
 //     or an error marker; several of these share a message when they are ready together (a whole answer is one
 //     message).

@@ -63,6 +63,7 @@ func Serve(ctx context.Context, nc *nats.Conn, providerID, offeringID string, h 
 		return nil, fmt.Errorf("rigwire: subscribe: %w", err)
 	}
 	go s.sweep()
+	go s.acceptLoop()
 	context.AfterFunc(ctx, s.stopTaking)
 	return s, nil
 }
@@ -107,21 +108,24 @@ func (s *Server) Close() {
 type serverCall struct {
 	s         *Server
 	key       string
+	control   string // the call's control subject, named in the acceptance
+	start     time.Time
 	reply     string
 	window    int64
 	cancelCtx context.CancelFunc
 	lastHeard atomic.Int64 // from the gateway
 	lastSent  atomic.Int64 // to the gateway
 
-	mu    sync.Mutex
-	cond  *sync.Cond
-	acked int64
-	sent  int64
-	err   error // the call was canceled or broke: writes fail with it
-	body  *bodyPipe
-	pubMu sync.Mutex // one message at a time, in number order
-	seq   uint64
-	frame []byte
+	mu       sync.Mutex
+	cond     *sync.Cond
+	acked    int64
+	sent     int64
+	err      error // the call was canceled or broke: writes fail with it
+	body     *bodyPipe
+	pubMu    sync.Mutex  // one message at a time, in number order
+	accepted atomic.Bool // set under pubMu
+	seq      uint64
+	frame    []byte
 }
 
 // onCall accepts a call and runs it.
@@ -134,7 +138,8 @@ func (s *Server) onCall(m *nats.Msg) {
 		s.opts.Log.Warn("rigwire: a call that does not decode", "error", err)
 		return
 	}
-	sc := &serverCall{s: s, key: strconv.FormatUint(s.ids.Add(1), 36), reply: m.Reply, window: c.window}
+	sc := &serverCall{s: s, key: strconv.FormatUint(s.ids.Add(1), 36), reply: m.Reply, window: c.window, start: time.Now()}
+	sc.control = s.control + "." + sc.key
 	sc.cond = sync.NewCond(&sc.mu)
 	now := time.Now().UnixNano()
 	sc.lastHeard.Store(now)
@@ -151,7 +156,7 @@ func (s *Server) onCall(m *nats.Msg) {
 	r, err := http.NewRequestWithContext(ctx, c.method, c.path, body)
 	if err != nil {
 		cancel()
-		sc.publish(flagAccept|flagError, s.control+"."+sc.key, nil, "the call's request is invalid")
+		sc.publish(flagError, nil, "the call's request is invalid")
 		return
 	}
 	r.Header, r.ContentLength, r.RequestURI, r.RemoteAddr = c.header, c.bodyLen, c.path, "nats"
@@ -162,7 +167,8 @@ func (s *Server) onCall(m *nats.Msg) {
 	s.inFlight[sc.key] = sc
 	s.wg.Add(1)
 	s.mu.Unlock()
-	sc.publish(flagAccept, s.control+"."+sc.key, nil, "")
+	// The acceptance goes with the answer's first message when that comes within acceptDelay (a whole answer is
+	// then one message), else alone (acceptLoop).
 	go sc.run(r)
 }
 
@@ -240,14 +246,19 @@ func (sc *serverCall) abort(err error) {
 	sc.cancelCtx()
 }
 
-// publish sends one numbered message of the answer: flags, what they announce, then data.
-func (sc *serverCall) publish(flags byte, control string, w *responseWriter, reason string) error {
+// publish sends one numbered message of the answer: flags, what they announce, then data. The first message of
+// a call carries its acceptance.
+func (sc *serverCall) publish(flags byte, w *responseWriter, reason string) error {
 	sc.pubMu.Lock()
 	defer sc.pubMu.Unlock()
+	if !sc.accepted.Load() {
+		flags |= flagAccept
+		sc.accepted.Store(true)
+	}
 	f := append(sc.frame[:0], flags)
 	f = binary.AppendUvarint(f, sc.seq)
 	if flags&flagAccept != 0 {
-		f = appendString(f, control)
+		f = appendString(f, sc.control)
 	}
 	var data []byte
 	if w != nil {
@@ -279,6 +290,40 @@ func (sc *serverCall) waitWindow(n int64) error {
 	}
 	sc.sent += n
 	return nil
+}
+
+// acceptDelay is how long a call's acceptance may wait to go with the answer's first message.
+const acceptDelay = 5 * time.Millisecond
+
+// acceptLoop accepts, alone, the calls whose answer has not begun within acceptDelay.
+func (s *Server) acceptLoop() {
+	t := time.NewTicker(acceptDelay)
+	defer t.Stop()
+	var late []*serverCall
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		late = late[:0]
+		s.mu.Lock()
+		for _, sc := range s.inFlight {
+			if !sc.accepted.Load() && now.Sub(sc.start) >= acceptDelay {
+				late = append(late, sc)
+			}
+		}
+		s.mu.Unlock()
+		for _, sc := range late {
+			sc.pubMu.Lock()
+			accepted := sc.accepted.Load()
+			sc.pubMu.Unlock()
+			if !accepted { // publish checks again: the answer may have begun meanwhile
+				_ = sc.publish(0, nil, "")
+			}
+		}
+	}
 }
 
 // sweep sends keepalives on quiet calls and cancels the calls whose gateway went silent.
@@ -371,7 +416,7 @@ func (w *responseWriter) send(extra byte) error {
 	if flags == 0 && len(w.buf) == 0 {
 		return nil
 	}
-	err := w.sc.publish(flags, "", w, "")
+	err := w.sc.publish(flags, w, "")
 	w.buf = w.buf[:0]
 	if err != nil {
 		w.sc.abort(err)
@@ -412,7 +457,7 @@ func (w *responseWriter) fail(reason string) {
 	}
 	w.done = true
 	w.buf = w.buf[:0]
-	_ = w.sc.publish(flagError, "", nil, reason)
+	_ = w.sc.publish(flagError, nil, reason)
 }
 
 // bodyPipe is a request body arriving in numbered chunks.

@@ -203,6 +203,7 @@ type Agent struct {
 
 	nc        *nats.Conn
 	natsOpts  []nats.Option
+	serveNC   atomic.Pointer[nats.Conn] // Run's connection for the gateway's calls
 	js        jetstream.JetStream
 	subject   string // usage.<provider>.<offering>
 	heartbeat string // heartbeat.<provider>.<offering>
@@ -312,6 +313,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("agent: connect to serve: %w", err)
 	}
+	a.serveNC.Store(serveNC)
 	defer serveNC.Close()
 	srv, err := rigwire.Serve(ctx, serveNC, a.cfg.ProviderID, a.cfg.OfferingID, a.handler,
 		rigwire.Options{Log: a.log})
@@ -334,9 +336,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	return err
 }
 
-// Close closes the NATS connection. Events not yet acknowledged stay in the outbox.
+// Close closes the NATS connections. Events not yet acknowledged stay in the outbox.
 func (a *Agent) Close() error {
 	a.closeOnce.Do(func() {
+		if nc := a.serveNC.Load(); nc != nil {
+			nc.Close()
+		}
 		a.nc.Close()
 	})
 	return nil
