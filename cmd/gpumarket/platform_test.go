@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/gpumarket/gpumarket/db/dbtest"
 )
 
@@ -70,6 +72,24 @@ func TestPlatformServesAndShutsDown(t *testing.T) {
 	// Neither GPUMARKET_METRICS_TOKEN nor GPUMARKET_METRICS_ADDR: /metrics is not served.
 	if code, _ := get("/metrics"); code != http.StatusNotFound {
 		t.Errorf("/metrics without a token or an address of its own: %d, want 404", code)
+	}
+	// The demo's rigs are not running here: every listing is pending, and the public catalog shows none of them.
+	if code, body := get("/api/offerings"); code != http.StatusOK || body["count"] != float64(0) {
+		t.Errorf("with no rig running, the catalog lists %v offerings (%d); want none", body["count"], code)
+	}
+	// Once their rigs qualify (here marked so, rather than through probes), it shows each tier's.
+	rows, err := p.pool.Query(ctx, `SELECT id::text FROM offerings WHERE status = 'active'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(ids) == 0 {
+		t.Fatalf("the demo's listings: %d, %v", len(ids), err)
+	}
+	for _, id := range ids {
+		if err := p.catalog.MarkQualified(ctx, id); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, tier := range []string{"realtime", "standard", "batch"} {
 		code, body := get("/api/offerings?tier=" + tier)
