@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,15 +12,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/demo"
+	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/events/natsserver"
 	"github.com/gpumarket/gpumarket/services/events/natstest"
 	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/simulation"
 )
 
@@ -225,5 +231,61 @@ func TestTwoGatewaysServeOneRigOverNATS(t *testing.T) {
 	if err := a.pool.QueryRow(ctx, `SELECT count(*) FROM gateway_requests WHERE account_id = $1 AND status = 'ok'`,
 		dev.AccountID).Scan(&gateways); err != nil || gateways != 10 || len(ids) != 10 {
 		t.Fatalf("%d gateway records, %d billed requests; want 10 of each (%v)", gateways, len(ids), err)
+	}
+}
+
+// TestARigThatTakesNoCallIsRecordedAsAnError: a rig whose agent heartbeats but never takes the gateway's calls
+// (its program serves nothing) costs the customer nothing: the gateway gives up on it after rigwire's acceptance
+// timeout and answers no_capacity, and its record holds the attempt as failed over with no HTTP status, which the
+// rig's reliability record counts as an error.
+func TestARigThatTakesNoCallIsRecordedAsAnError(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a whole platform")
+	}
+	b := setupGateway(t)
+	const model = "wire-silent"
+	p50, p99, tps := 150.0, 300.0, 1000.0
+	o, err := b.p.catalog.Create(b.ctx, b.provider, catalog.ListingInput{GPU: "rtx-4090", GPUCount: 4, Region: "eu",
+		Model: model, AskInput: 60_000, AskOutput: 120_000, ClaimedTTFTP50Ms: &p50, ClaimedTTFTP99Ms: &p99, ClaimedTokensPerSec: &tps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.qualify(t, o)
+	nc, err := nats.Connect(b.p.natsURL, nats.UserInfo(events.RigUsername(o.ID), events.RigPassword(b.p.cfg.RigKey, o.ID)),
+		nats.CustomInboxPrefix(events.RigInboxPrefix(o.ProviderAccountID, o.ID)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	hb, _ := json.Marshal(routing.Heartbeat{OfferingID: o.ID, ProviderID: o.ProviderAccountID, Capacity: 64, At: time.Now()})
+	if err := nc.Publish(events.HeartbeatSubject(o.ProviderAccountID, o.ID), hb); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.p.router.Refresh(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.eventually(t, "the silent rig is routable", func() bool {
+		_, err := b.p.router.Pick(routing.Request{Model: model, Tier: o.Tier, Offering: o.ID})
+		return err == nil
+	})
+
+	dev, _, secret := b.developer(t, "wire-silent", 20*money.PicoPerUSD, accounts.NewKeyInput{})
+	start := b.balance(t, dev.AccountID)
+	_, err = b.client(secret).Chat.Completions.New(b.ctx, chatParams(model, 5))
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("a request to the silent rig: %v; want 503", err)
+	}
+	var status string
+	var httpStatus int
+	b.eventually(t, "the attempt is recorded", func() bool {
+		return b.p.pool.QueryRow(b.ctx, `SELECT status, http_status FROM gateway_requests WHERE offering_id = $1`, o.ID).
+			Scan(&status, &httpStatus) == nil
+	})
+	if status != string(billing.GatewayFailedOver) || httpStatus != 0 {
+		t.Fatalf("recorded %s with HTTP %d; want failed_over with none", status, httpStatus)
+	}
+	if paid := start - b.balance(t, dev.AccountID); paid != 0 {
+		t.Fatalf("the customer paid %s for an answer that never came", paid)
 	}
 }

@@ -131,6 +131,10 @@ func (g *Gateway) forward(c echo.Context, key accounts.APIKey, req *gatewayReque
 			}
 			g.cfg.Router.Failure(cand.OfferingID)
 			g.observe(req, a, outcome{status: billing.GatewayError, at: g.now()})
+			// Recorded as failed over with no HTTP status: the rig did not take the call, which its
+			// reliability record counts as an error (docs/reliability.md). A rig that took it late and
+			// reports it is billed by its ticket, as after any failover.
+			g.record(key, req, a, outcome{status: billing.GatewayFailedOver, at: g.now()}, billing.Hold{})
 			g.log.Warn("gateway: rig unreachable; trying the next", "offering", cand.OfferingID, "request_id", a.requestID, "err", err)
 			lastErr = err
 			continue
