@@ -56,7 +56,7 @@ import (
 // environment holding nothing of the platform's. The rig gets in over wss:// as its own user in the rigs'
 // account, qualifies through the platform's probes, serves a customer's request sent through a web process with an
 // API key made there, and is billed once. Re-issuing its credential closes its connections on every node within a
-// second.
+// second, and the agent, still holding the earlier password, is not let in again.
 func TestComposeProcessesAdmitARig(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: builds four binaries and runs the compose file's processes")
@@ -252,6 +252,13 @@ func TestComposeProcessesAdmitARig(t *testing.T) {
 	}
 	t.Logf("%v: re-issued; the rig's connections (%v) closed within %v", time.Since(begin).Round(time.Millisecond),
 		summarize(conns), time.Since(start).Round(time.Millisecond))
+
+	// The agent, still running with its earlier password, tries again and is refused on every node.
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if now := c.rigConnections(o.ID); len(now) > 0 {
+			t.Fatalf("the rig is let in again with its earlier password: %v", summarize(now))
+		}
+	}
 }
 
 // composeRun is deploy/compose.yaml's processes on this machine.
