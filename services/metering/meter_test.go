@@ -281,9 +281,21 @@ func (e *meterEnv) drain(t *testing.T) {
 func (e *meterEnv) waitDrained(t *testing.T, within time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(within)
+	// Everything published before the call, up to the stream's last sequence now, must be acknowledged: the
+	// consumer's own counts can lag an event just published.
+	stream, err := e.js.Stream(context.Background(), e.cons.CachedInfo().Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	si, err := stream.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := si.State.LastSeq
 	for {
 		info, err := e.cons.Info(context.Background())
-		if err == nil && info.NumPending == 0 && info.NumAckPending == 0 && info.Delivered.Stream > 0 {
+		if err == nil && info.NumPending == 0 && info.NumAckPending == 0 && info.Delivered.Stream > 0 &&
+			info.AckFloor.Stream >= last {
 			return
 		}
 		if time.Now().After(deadline) {
