@@ -168,8 +168,8 @@ func TestJourneyProviderListsRigAndFindsItInCatalog(t *testing.T) {
 	if tier := browserRun(b, "read the catalog row's tier", chromedp.AttributeValue(chromedp.CSS(row), "data-tier")).Value; tier != "standard" {
 		t.Errorf("catalog row tier = %q, want standard", tier)
 	}
-	// The public table's last column is the provider: the organisation given at signup.
-	if prov := b.text(row + " td:last-child"); prov != org {
+	// The public table names the provider: the organisation given at signup.
+	if prov := b.text(row + " " + testID("provider")); prov != org {
 		t.Errorf("catalog provider = %q, want %s", prov, org)
 	}
 	// Found by its unique ask, the row is the same one.
