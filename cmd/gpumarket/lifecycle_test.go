@@ -81,7 +81,7 @@ func seedPlatform(t *testing.T, cfg Config) lifecycleCall {
 	}
 	var tier string
 	if err := p.pool.QueryRow(ctx, `SELECT model, tier FROM offerings WHERE seed_key IS NOT NULL AND status = 'active'
-		AND agent_url LIKE 'http://127.0.0.1:%' ORDER BY claimed_ttft_p50_ms, seed_key LIMIT 1`).Scan(&call.model, &tier); err != nil {
+		ORDER BY claimed_ttft_p50_ms, seed_key LIMIT 1`).Scan(&call.model, &tier); err != nil {
 		t.Fatal(err)
 	}
 	call.model += ":" + tier
