@@ -104,6 +104,11 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (agen
 		return agent.Config{}, fmt.Errorf("GPUAGENT_OFFERING_KEY: use the hexadecimal key shown with your offering: %w", err)
 	}
 	cfg := agent.Config{OfferingKey: offeringKey}
+	// -addr is where earlier agents listened for the gateway. The agent listens on no port now (the gateway's
+	// requests come over its NATS connection); the flag is still taken, and ignored, so that a unit or a command
+	// written for an earlier agent keeps working.
+	var addr string
+	fs.StringVar(&addr, "addr", "", "ignored: the agent listens on no port, the gateway's requests come over NATS")
 	fs.StringVar(&cfg.Upstream, "upstream", env("GPUAGENT_UPSTREAM", "http://127.0.0.1:8000"), "base URL of the OpenAI-compatible server, without /v1")
 	fs.StringVar(&cfg.ProviderID, "provider", getenv("GPUAGENT_PROVIDER_ID"), "provider id")
 	fs.StringVar(&cfg.OfferingID, "offering", getenv("GPUAGENT_OFFERING_ID"), "offering id this rig serves")
@@ -118,6 +123,9 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (agen
 	fs.DurationVar(&cfg.TicketMaxAge, "ticket-max-age", agent.DefaultTicketMaxAge, "refuse route tickets issued longer ago")
 	if err := fs.Parse(args); err != nil {
 		return agent.Config{}, err
+	}
+	if addr != "" {
+		fmt.Fprintln(out, "gpuagent: -addr is ignored: the agent listens on no port; the gateway's requests come over NATS")
 	}
 	if fs.NArg() > 0 {
 		return agent.Config{}, fmt.Errorf("unexpected arguments %q", fs.Args())

@@ -386,9 +386,9 @@ func assertNoPlatformSecret(t *testing.T, p *Platform, page string) {
 	}
 }
 
-// agentConnections is how many connections a running agent holds: one for its usage events and heartbeats, one for
+// agentConnections is how many connections a running agent holds: one, for its usage events, its heartbeats and
 // the gateway's calls (agent.Agent.Run).
-const agentConnections = 2
+const agentConnections = 1
 
 // rigConnected says whether the rig's agent is connected and let in: its connections, and no other of the rig's
 // user, all in the rigs' account (one the auth callout has not answered yet is in none). The connection its

@@ -5,9 +5,9 @@
 //
 // The agent listens on no port: the gateway's requests reach it over the NATS connection it opened itself
 // (package rigwire, docs/rig-transport.md), so a rig behind a home router or carrier-grade NAT serves as one in a
-// data centre does. Run serves them, through Handler, until its context ends, on a second connection with the same
-// credential and options: answers never wait in line behind a batch of usage events. Both connections come back
-// after a reconnect, and the subscription with them.
+// data centre does. Run serves them, through Handler, until its context ends, on the same connection as its usage
+// events and heartbeats: one connection per rig. The subscription comes back with the connection after a
+// reconnect.
 //
 // # What it serves
 //
@@ -202,8 +202,6 @@ type Agent struct {
 	outbox   *outbox
 
 	nc        *nats.Conn
-	natsOpts  []nats.Option
-	serveNC   atomic.Pointer[nats.Conn] // Run's connection for the gateway's calls
 	js        jetstream.JetStream
 	subject   string // usage.<provider>.<offering>
 	heartbeat string // heartbeat.<provider>.<offering>
@@ -309,13 +307,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		wg.Go(func() { a.samplePower(loops) })
 	}
 
-	serveNC, err := nats.Connect(a.cfg.NATSURL, a.natsOpts...)
-	if err != nil {
-		return fmt.Errorf("agent: connect to serve: %w", err)
-	}
-	a.serveNC.Store(serveNC)
-	defer serveNC.Close()
-	srv, err := rigwire.Serve(ctx, serveNC, a.cfg.ProviderID, a.cfg.OfferingID, a.handler,
+	srv, err := rigwire.Serve(ctx, a.nc, a.cfg.ProviderID, a.cfg.OfferingID, a.handler,
 		rigwire.Options{Log: a.log})
 	if err == nil {
 		a.log.Info("gpuagent serving over NATS", "subject", events.RigCallSubject(a.cfg.ProviderID, a.cfg.OfferingID),
@@ -336,12 +328,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	return err
 }
 
-// Close closes the NATS connections. Events not yet acknowledged stay in the outbox.
+// Close closes the NATS connection. Events not yet acknowledged stay in the outbox.
 func (a *Agent) Close() error {
 	a.closeOnce.Do(func() {
-		if nc := a.serveNC.Load(); nc != nil {
-			nc.Close()
-		}
 		a.nc.Close()
 	})
 	return nil

@@ -83,7 +83,6 @@ func (a *Agent) connect() (*nats.Conn, jetstream.JetStream, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	a.natsOpts = opts
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(ackTimeout))
 	if err != nil {
 		nc.Close()
