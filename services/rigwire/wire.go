@@ -13,8 +13,10 @@ const (
 	ChunkSize = 64 << 10
 	// DefaultWindow is the body bytes an agent may have published and not yet acknowledged on one call.
 	DefaultWindow = 1 << 20
-	// DefaultAcceptTimeout bounds the wait for a rig to accept a call.
-	DefaultAcceptTimeout = time.Second
+	// DefaultAcceptTimeout bounds the wait for a rig to accept a call. A rig with no agent subscribed is known at
+	// once (no responders); this bounds only a connected rig that does not answer, and is long enough that a
+	// machine stalled for a moment does not give up on calls a healthy rig took (docs/rig-transport.md).
+	DefaultAcceptTimeout = 3 * time.Second
 	// DefaultKeepalive is how often each side tells the other that a call it is quiet on is still alive.
 	DefaultKeepalive = time.Second
 	// DefaultIdleTimeout is how long a side waits without a word of a call before taking it as broken.
