@@ -22,6 +22,7 @@ import (
 // to the picodollar. The provider attaches the result, which the platform takes as run through its
 // gateway, and the public catalog shows it labelled as the provider's.
 func TestAProviderBenchmarksItsListingThroughTheGateway(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a whole platform with simulated rigs")
 	}

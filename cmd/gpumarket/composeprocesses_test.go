@@ -58,6 +58,7 @@ import (
 // API key made there, and is billed once. Re-issuing its credential closes its connections on every node within a
 // second, and the agent, still holding the earlier password, is not let in again.
 func TestComposeProcessesAdmitARig(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: builds four binaries and runs the compose file's processes")
 	}

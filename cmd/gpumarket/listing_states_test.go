@@ -25,6 +25,7 @@ import (
 // whose answer names another model stays pending and says why. A rig whose agent stops goes offline, leaves
 // routing and the catalog, and comes back by its probes. The provider's rig page shows each state.
 func TestAListingEarnsItsPlace(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a whole platform with simulated rigs")
 	}

@@ -34,6 +34,7 @@ import (
 // agent opened, and the request is billed exactly once: the customer charged the tier's price, the provider owed
 // its asks.
 func TestARigAtHomeServesFromItsConnectPage(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the agent and runs a whole platform")
 	}

@@ -32,6 +32,7 @@ import (
 // (docs/rig-transport.md). A streamed answer is relayed and billed exactly once; an agent whose connection is cut in
 // the middle of a stream leaves the client an answer without its end and the gateway a record of the error.
 func TestRigsServeOverNATS(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a whole platform with simulated rigs")
 	}
@@ -239,6 +240,7 @@ func TestTwoGatewaysServeOneRigOverNATS(t *testing.T) {
 // timeout and answers no_capacity, and its record holds the attempt as failed over with no HTTP status, which the
 // rig's reliability record counts as an error.
 func TestARigThatTakesNoCallIsRecordedAsAnError(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a whole platform")
 	}
