@@ -142,20 +142,7 @@ func TestARigAtHomeServesFromItsConnectPage(t *testing.T) {
 	if paid := start - b.balance(t, dev.AccountID); paid != want {
 		t.Fatalf("the customer paid %s; want %s", paid, want)
 	}
-	earnIn, err1 := money.ChargeFor(m.input, o.AskInput)
-	earnOut, err2 := money.ChargeFor(m.output, o.AskOutput)
-	if err1 != nil || err2 != nil {
-		t.Fatal(err1, err2)
-	}
-	var rows int
-	var payable int64
-	if err := p.pool.QueryRow(b.ctx, `SELECT count(*), coalesce(sum(payable_pico), 0)::bigint FROM usage_events
-		WHERE request_id = $1`, id).Scan(&rows, &payable); err != nil {
-		t.Fatal(err)
-	}
-	if rows != 1 || money.Pico(payable) != earnIn+earnOut {
-		t.Fatalf("%d usage rows owing the provider %s; want one owing %s", rows, money.Pico(payable), earnIn+earnOut)
-	}
+	b.owedOnce(t, id, o, m)
 }
 
 // assertNothingListensAtHome checks that no socket in the rig's namespace listens on any address but loopback:

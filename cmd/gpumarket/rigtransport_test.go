@@ -71,20 +71,7 @@ func (b *gatewayBundle) testStreamOverNATSBilledOnce(t *testing.T) {
 		t.Fatalf("charged %s and the balance fell by %s; want %s", m.charge, start-b.balance(t, dev.AccountID), want)
 	}
 	// The provider earns its asks on the same tokens, once.
-	earnIn, err1 := money.ChargeFor(m.input, o.AskInput)
-	earnOut, err2 := money.ChargeFor(m.output, o.AskOutput)
-	if err1 != nil || err2 != nil {
-		t.Fatal(err1, err2)
-	}
-	var rows int
-	var payable int64
-	if err := b.p.pool.QueryRow(b.ctx, `SELECT count(*), coalesce(sum(payable_pico), 0)::bigint FROM usage_events
-		WHERE request_id = $1`, id).Scan(&rows, &payable); err != nil {
-		t.Fatal(err)
-	}
-	if rows != 1 || money.Pico(payable) != earnIn+earnOut {
-		t.Fatalf("%d usage rows paying the provider %s; want one paying %s", rows, money.Pico(payable), earnIn+earnOut)
-	}
+	b.owedOnce(t, id, o, m)
 	b.payableMatchesUsage(t, b.provider)
 }
 
@@ -289,5 +276,25 @@ func TestARigThatTakesNoCallIsRecordedAsAnError(t *testing.T) {
 	}
 	if paid := start - b.balance(t, dev.AccountID); paid != 0 {
 		t.Fatalf("the customer paid %s for an answer that never came", paid)
+	}
+}
+
+// owedOnce checks that the request was metered once and owes the offering's provider its asks on the metered
+// tokens, exactly.
+func (b *gatewayBundle) owedOnce(t *testing.T, requestID string, o catalog.Offering, m meteredRow) {
+	t.Helper()
+	earnIn, err1 := money.ChargeFor(m.input, o.AskInput)
+	earnOut, err2 := money.ChargeFor(m.output, o.AskOutput)
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	var rows int
+	var payable int64
+	if err := b.p.pool.QueryRow(b.ctx, `SELECT count(*), coalesce(sum(payable_pico), 0)::bigint FROM usage_events
+		WHERE request_id = $1`, requestID).Scan(&rows, &payable); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 1 || money.Pico(payable) != earnIn+earnOut {
+		t.Fatalf("%d usage rows owing the provider %s; want one owing %s", rows, money.Pico(payable), earnIn+earnOut)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -13,14 +12,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpumarket/gpumarket/services/usage"
-
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/events/natstest"
 	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/usage"
 )
 
 // natsCluster is three nats-server nodes with JetStream, clustered on loopback, each with its own store. A node
@@ -29,25 +28,6 @@ type natsCluster struct {
 	t     *testing.T
 	opts  []server.Options // each node's, kept to restart it
 	nodes []*server.Server // nil while a node is down
-}
-
-// freePorts reserves n loopback TCP ports the system says are free, and releases them for the caller to listen on.
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	var ports []int
-	var lns []net.Listener
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	for _, ln := range lns {
-		ln.Close()
-	}
-	return ports
 }
 
 func startNATSCluster(t *testing.T) *natsCluster {
@@ -70,7 +50,7 @@ func startNATSCluster(t *testing.T) *natsCluster {
 // newNATSCluster is the three nodes' options, none started; all are shut down at the test's end.
 func newNATSCluster(t *testing.T) *natsCluster {
 	t.Helper()
-	ports := freePorts(t, 6) // a client and a cluster port per node
+	ports := natstest.FreePorts(t, 6) // a client and a cluster port per node
 	var routes []string
 	for i := range 3 {
 		routes = append(routes, "nats://127.0.0.1:"+strconv.Itoa(ports[3+i]))

@@ -2,7 +2,6 @@ package rigauth_test
 
 import (
 	"fmt"
-	"net"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -41,7 +40,7 @@ func startDeployCluster(t *testing.T, l *listings) (*entry, []*server.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ports := freePorts(t, 12) // client, cluster, monitoring and the rigs' entry point, per node
+	ports := natstest.FreePorts(t, 12) // client, cluster, monitoring and the rigs' entry point, per node
 	var routes []string
 	for i := range 3 {
 		routes = append(routes, "nats://127.0.0.1:"+strconv.Itoa(ports[3+i]))
@@ -127,23 +126,4 @@ func startDeployCluster(t *testing.T, l *listings) (*entry, []*server.Server) {
 		}
 	}
 	return e, nodes
-}
-
-// freePorts reserves n loopback TCP ports the system says are free, and releases them for the caller to listen on.
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	var ports []int
-	var lns []net.Listener
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	for _, ln := range lns {
-		ln.Close()
-	}
-	return ports
 }

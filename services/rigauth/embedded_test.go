@@ -19,7 +19,7 @@ func TestEmbeddedServerLetsRigsInByTheCallout(t *testing.T) {
 	t.Parallel()
 	l := newListings()
 	cert, key := natstest.WriteCertificate(t, t.TempDir())
-	port := freePorts(t, 1)[0]
+	port := natstest.FreePorts(t, 1)[0]
 	e := natstest.StartRigEntry(t, natsserver.EmbeddedOptions{
 		RigsTLS: &natsserver.TLSEntry{Host: "127.0.0.1", Port: port, CertFile: cert, KeyFile: key}}, l.responder())
 	checkRigEntry(t, &entry{rigURLs: []string{"wss://127.0.0.1:" + strconv.Itoa(port)}, rigOpts: []nats.Option{nats.RootCAs(cert)},
