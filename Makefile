@@ -8,6 +8,7 @@ DATA_DIR ?= $(or $(GPUMARKET_DATA_DIR),.data)
 PKGS     := ./...
 STRIPE_MOCK_VERSION := v0.203.0
 BENCH_EVENTS ?= 1000000
+BENCH_RIGWIRE_CALLS ?= 6000
 BENCH_GATEWAY_FLAGS ?=
 BENCH_CLOSE_FLAGS ?=
 BIN_DIR  := $(abspath $(DATA_DIR))/bin
@@ -57,7 +58,7 @@ test-short: ## the fast tests alone, in under a minute once built: those that ne
 	$(GO) test -short -count=1 $(PKGS)
 
 .PHONY: bench
-bench: bench-meter bench-gateway bench-close bench-reports bench-batch ## run the benchmarks
+bench: bench-meter bench-gateway bench-rigwire bench-close bench-reports bench-batch ## run the benchmarks
 
 .PHONY: bench-meter
 bench-meter: ## meter BENCH_EVENTS usage events end to end and compare with this machine's ceilings (starts PostgreSQL when missing)
@@ -82,6 +83,10 @@ bench-gateway: ## the latency the /v1 gateway adds at 1,000 and 2,000 requests/s
 	@url=$${GPUMARKET_TEST_DATABASE_URL:-$$(GPUMARKET_DATA_DIR=$(DATA_DIR) $(GO) run ./cmd/gpumarket dev postgres)}; \
 	echo "the benchmark uses PostgreSQL at $$url" >&2; \
 	GPUMARKET_TEST_DATABASE_URL="$$url" $(GO) run ./cmd/gpumarket bench-gateway $(BENCH_GATEWAY_FLAGS)
+
+.PHONY: bench-rigwire
+bench-rigwire: ## the hop to a rig alone: a call over NATS against the same call over loopback HTTP, p50 and p99 at 1,000 calls/s (BENCH_RIGWIRE_CALLS a path)
+	$(GO) test -run '^$$' -bench '^BenchmarkHop$$' -benchtime $(BENCH_RIGWIRE_CALLS)x -count 3 ./services/rigwire
 
 .PHONY: bench-batch
 bench-batch: ## a 50,000-line batch against a zero-latency rig: lines per second and the overhead per line over direct calls (BENCH_BATCH_FLAGS; starts PostgreSQL when missing)

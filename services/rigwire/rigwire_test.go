@@ -33,7 +33,7 @@ type world struct {
 	platform *nats.Conn
 }
 
-func newWorld(t *testing.T) *world {
+func newWorld(t testing.TB) *world {
 	t.Helper()
 	e := natstest.StartRigEntry(t, natsserver.EmbeddedOptions{StoreDir: t.TempDir(), Log: quiet}, &rigauth.Responder{
 		RigKey: rigKey, Log: quiet,
@@ -46,7 +46,7 @@ func newWorld(t *testing.T) *world {
 	return w
 }
 
-func (w *world) connect(t *testing.T, user, password, inbox string, opts ...nats.Option) *nats.Conn {
+func (w *world) connect(t testing.TB, user, password, inbox string, opts ...nats.Option) *nats.Conn {
 	t.Helper()
 	opts = append([]nats.Option{nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {})}, opts...)
 	opts = append(opts, nats.UserInfo(user, password))
@@ -62,7 +62,7 @@ func (w *world) connect(t *testing.T, user, password, inbox string, opts ...nats
 }
 
 // rig connects as the rig of provider/offering with its own credential and serves h.
-func (w *world) rig(t *testing.T, provider, offering string, h http.Handler, opts rigwire.Options) (*nats.Conn, *rigwire.Server) {
+func (w *world) rig(t testing.TB, provider, offering string, h http.Handler, opts rigwire.Options) (*nats.Conn, *rigwire.Server) {
 	t.Helper()
 	nc := w.connect(t, events.RigUsername(offering), events.RigPassword(rigKey, offering), events.RigInboxPrefix(provider, offering))
 	s, err := rigwire.Serve(t.Context(), nc, provider, offering, h, opts)
@@ -73,7 +73,7 @@ func (w *world) rig(t *testing.T, provider, offering string, h http.Handler, opt
 	return nc, s
 }
 
-func (w *world) caller(t *testing.T, opts rigwire.Options) *rigwire.Caller {
+func (w *world) caller(t testing.TB, opts rigwire.Options) *rigwire.Caller {
 	t.Helper()
 	c, err := rigwire.NewCaller(w.platform, opts)
 	if err != nil {

@@ -26,6 +26,8 @@ type Server struct {
 	opts    Options
 	control string // this server's control subjects' prefix
 	calls   *nats.Subscription
+	callCh  chan *nats.Msg
+	idle    atomic.Int32 // workers waiting for a call
 	ctl     *nats.Subscription
 	ids     atomic.Uint64
 
@@ -53,11 +55,13 @@ func Serve(ctx context.Context, nc *nats.Conn, providerID, offeringID string, h 
 		return nil, fmt.Errorf("rigwire: subscribe to control: %w", err)
 	}
 	_ = s.ctl.SetPendingLimits(1<<20, 512<<20)
-	if s.calls, err = nc.QueueSubscribe(events.RigCallSubject(providerID, offeringID)+"."+callToken, queueGroup, s.onCall); err != nil {
+	s.callCh = make(chan *nats.Msg, callQueue)
+	if s.calls, err = nc.ChanQueueSubscribe(events.RigCallSubject(providerID, offeringID)+"."+callToken, queueGroup, s.callCh); err != nil {
 		_ = s.ctl.Unsubscribe()
 		return nil, fmt.Errorf("rigwire: subscribe to calls: %w", err)
 	}
-	_ = s.calls.SetPendingLimits(1<<20, 512<<20)
+	s.idle.Store(1)
+	go s.worker()
 	if err := nc.Flush(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) && nc.IsConnected() {
 		s.Close()
 		return nil, fmt.Errorf("rigwire: subscribe: %w", err)
@@ -66,6 +70,41 @@ func Serve(ctx context.Context, nc *nats.Conn, providerID, offeringID string, h 
 	go s.acceptLoop()
 	context.AfterFunc(ctx, s.stopTaking)
 	return s, nil
+}
+
+const (
+	// callQueue is how many calls may wait for a worker; a full queue drops a call, which its gateway then
+	// fails over as a call no rig accepted. A worker is started whenever none is left waiting.
+	callQueue = 1 << 12
+	// maxIdleWorkers is how many workers stay waiting for calls after a burst.
+	maxIdleWorkers = 16
+)
+
+// worker serves calls as they come, each on the goroutine that took it from the connection's reader (no goroutine
+// between them to wake). When it takes a call and leaves no worker waiting, it starts one.
+func (s *Server) worker() {
+	for {
+		select {
+		case <-s.stop:
+			s.idle.Add(-1)
+			return
+		case m := <-s.callCh:
+			if s.idle.Add(-1) == 0 {
+				s.idle.Add(1)
+				go s.worker()
+			}
+			s.onCall(m)
+		}
+		for {
+			n := s.idle.Load()
+			if n >= maxIdleWorkers {
+				return
+			}
+			if s.idle.CompareAndSwap(n, n+1) {
+				break
+			}
+		}
+	}
 }
 
 // stopTaking stops taking new calls; those in flight go on.
@@ -128,7 +167,7 @@ type serverCall struct {
 	frame    []byte
 }
 
-// onCall accepts a call and runs it.
+// onCall accepts a call and runs it on the calling goroutine.
 func (s *Server) onCall(m *nats.Msg) {
 	if m.Reply == "" {
 		return
@@ -164,12 +203,20 @@ func (s *Server) onCall(m *nats.Msg) {
 		r.Body = http.NoBody
 	}
 	s.mu.Lock()
+	select {
+	case <-s.stop: // a call taken as the server closed: its gateway fails over at once
+		s.mu.Unlock()
+		cancel()
+		sc.publish(flagError, nil, "the agent is stopping")
+		return
+	default:
+	}
 	s.inFlight[sc.key] = sc
 	s.wg.Add(1)
 	s.mu.Unlock()
 	// The acceptance goes with the answer's first message when that comes within acceptDelay (a whole answer is
 	// then one message), else alone (acceptLoop).
-	go sc.run(r)
+	sc.run(r)
 }
 
 // run serves the call through the handler and ends its answer.
