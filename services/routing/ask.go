@@ -27,6 +27,9 @@ type Ask struct {
 	MaxPricePerMTok money.MicroUSD
 	MaxTTFTMillis   float64
 	Offering        string
+	// Preferences are the body's provider object and gpumarket's own rules of its gpumarket object
+	// (preferences.go); nil when the body gives none.
+	Preferences *Preferences
 	// KeyTier and KeyPrefersCarbon are the API key's default tier ("" for none) and routing order.
 	KeyTier          catalog.Tier
 	KeyPrefersCarbon bool
@@ -42,7 +45,8 @@ func SplitModelTier(model string) (string, catalog.Tier) {
 }
 
 // RequestFor is the routing request an ask makes: the model without its tier suffix, the
-// tier by the first that names one, the caps, and the routing order.
+// tier by the first that names one, the caps, the preferences, and the routing order (an explicit
+// provider.sort orders instead of the carbon preference: rankingFor).
 func RequestFor(a Ask) Request {
 	model, tier := SplitModelTier(a.Model)
 	for _, t := range []catalog.Tier{a.HeaderTier, a.BodyTier, a.KeyTier, catalog.TierStandard} {
@@ -56,5 +60,5 @@ func RequestFor(a Ask) Request {
 		carbon = *a.PreferCarbon
 	}
 	return Request{Model: model, Tier: tier, MaxPricePerMTok: a.MaxPricePerMTok, MaxTTFTMillis: a.MaxTTFTMillis,
-		Offering: a.Offering, PreferCarbon: carbon}
+		Offering: a.Offering, PreferCarbon: carbon, Preferences: a.Preferences}
 }

@@ -13,15 +13,9 @@ import (
 // tokens per second (the live window's when it holds catalog.MinMeasuredRequests requests,
 // else the catalog's measured or claimed figure), x the region's grid intensity x the site's PUE.
 
-// estimateCarbon fills in the choice's estimated gCO2e per token.
+// estimateCarbon fills in the choice's estimated gCO2e per token, from its throughput (choice.estimate).
 func (c *choice) estimateCarbon() {
-	var tps float64
-	if f := c.v.figures; f.Requests >= catalog.MinMeasuredRequests && f.TokensPerSec > 0 {
-		tps = f.TokensPerSec
-	} else if t := c.TokensPerSec(); t != nil {
-		tps = *t
-	}
-	if e, ok := catalog.EstimateEmissions(c.GPU, c.GPUCount, tps, c.Region, c.Site, c.StatedPUE); ok {
+	if e, ok := catalog.EstimateEmissions(c.GPU, c.GPUCount, c.tps, c.Region, c.Site, c.StatedPUE); ok {
 		c.gco2ePerToken = e.GCO2ePerToken
 	}
 }

@@ -45,6 +45,13 @@ type Request struct {
 	Offering string
 	// PreferCarbon orders the candidates by estimated gCO2e per token instead of by ask (carbon.go).
 	PreferCarbon bool
+	// Preferences narrow and order the candidates as the request's provider object and gpumarket's own rules
+	// say (preferences.go); nil changes nothing. An explicit sort orders instead of PreferCarbon.
+	Preferences *Preferences
+	// Conversation names the conversation the request belongs to, so that it goes first to the offering that
+	// served the conversation last (sticky.go); "" for none. It is not used with a pinned offering or an explicit
+	// provider order.
+	Conversation string
 }
 
 // Validate checks the request's fields, named as in the gateway's request body.
@@ -61,6 +68,9 @@ func (req Request) Validate() error {
 	}
 	if req.MaxTTFTMillis < 0 {
 		fe.Add("max_ttft_ms", "Use a positive number of milliseconds.")
+	}
+	if field, problem := req.Preferences.Check(); field != "" {
+		fe.Add(field, problem)
 	}
 	return fe.Err()
 }
@@ -108,15 +118,21 @@ var (
 	ErrTierNotOffered  = errors.New("routing: the model is not offered in the tier")
 	ErrOverCaps        = errors.New("routing: no offering of the model in the tier is under the caps")
 	ErrUnavailable     = errors.New("routing: no offering of the model in the tier is healthy")
+	// ErrPreferences is a request whose provider preferences leave no offering (preferences.go). Its code says
+	// why: not_found for names that name nothing, invalid for preferences that contradict each other, unavailable
+	// for rules no offering meets now; its Fields name the field.
+	ErrPreferences = errors.New("routing: no offering of the model meets the request's provider preferences")
 )
 
 // choice is an offering going through Pick's filters.
 type choice struct {
 	*listed
-	v         view
-	tier      catalog.Tier
-	price     catalog.Price // the tier's, in force at Pick
-	p50, p99  float64
+	v        view
+	tier     catalog.Tier
+	price    catalog.Price // the tier's, in force at Pick
+	p50, p99 float64
+	// tps is the throughput routing goes by: the live window's, else the catalog's; 0 when unknown.
+	tps       float64
 	saturated bool
 	// gco2ePerToken is the estimated carbon per token, 0 when unknown (carbon.go).
 	gco2ePerToken float64
@@ -156,8 +172,15 @@ func (s *snapshot) idleForBatch(c choice, tier catalog.Tier, now time.Time) (cho
 // Above every other rule of order, the offerings below 95% uptime come after the others, and those below 80% last
 // (reliability.go).
 //
+// The request's provider preferences (preferences.go) pass the candidates through their own filters after the
+// caps, and may order them: an explicit sort instead of the ask, and the offerings an order names first, entry
+// by entry, each entry's by the rules above. Without an order, the offering that last served the request's
+// conversation goes first while it may (sticky.go). Without fallbacks, only the first candidate is returned, or
+// with an order only the offerings it names.
+//
 // It fails with a *services.Error whose Cause is one of the Err values above, naming the first rule that left
-// no offering: the model, the pin, the tier, the caps, then health and circuits. A model, or a pinned offering,
+// no offering: the model, the pin, the names the preferences give, the tier, the caps, the preferences' filters,
+// then health and circuits. A model, or a pinned offering,
 // whose rigs are all pending or offline is unavailable (503), not unknown: it is listed, and may qualify soon.
 func (r *Router) Pick(req Request) ([]Candidate, error) {
 	if err := req.Validate(); err != nil {
@@ -205,6 +228,12 @@ func (r *Router) Pick(req Request) ([]Candidate, error) {
 				Message: fmt.Sprintf("Offering %q does not serve %q; pin an offering of this model from the catalog, or none.", req.Offering, req.Model)}
 		}
 	}
+	prefs := req.Preferences
+	if prefs != nil {
+		if err := prefs.resolve(req.Model, snap.byModel[req.Model]); err != nil {
+			return nil, err
+		}
+	}
 	tiers := tiersOf(cs)
 	cs = slices.DeleteFunc(cs, func(c choice) bool { return c.tier != tier })
 	cs = append(cs, idle...)
@@ -223,17 +252,39 @@ func (r *Router) Pick(req Request) ([]Candidate, error) {
 		return nil, &services.Error{Code: services.CodeUnavailable, Cause: ErrOverCaps,
 			Message: fmt.Sprintf("No offering of %s in the %s tier meets %s; raise the cap or choose another tier.", req.Model, tier, req.caps())}
 	}
+	if prefs != nil {
+		var err error
+		if cs, err = prefs.filter(req.Model, tier, cs); err != nil {
+			return nil, err
+		}
+	}
 	cs = slices.DeleteFunc(cs, func(c choice) bool {
 		return !c.v.healthy || c.v.provider != c.ProviderAccountID || c.v.circuit == circuitOpen
 	})
-	// By uptime first (reliability.go); within a standing, a rig of a faster tier lending an idle slot comes
-	// after every batch rig.
+	rk := rankingFor(req)
 	var out []Candidate
-	for _, group := range byStanding(cs) {
-		borrowed := slices.DeleteFunc(slices.Clone(group), func(c choice) bool { return !c.borrowed })
-		group = slices.DeleteFunc(group, func(c choice) bool { return c.borrowed })
-		out = r.order(out, group, now, req.PreferCarbon)
-		out = r.order(out, borrowed, now, req.PreferCarbon)
+	switch {
+	case prefs != nil && len(prefs.Order) > 0:
+		// The offerings each entry of the order names, entry by entry, then (with fallbacks) the others.
+		for _, e := range prefs.Order {
+			named := slices.DeleteFunc(slices.Clone(cs), func(c choice) bool { return !c.names(e) })
+			cs = slices.DeleteFunc(cs, func(c choice) bool { return c.names(e) })
+			out = r.rank(out, named, now, rk)
+		}
+		if !prefs.NoFallbacks {
+			out = r.rank(out, cs, now, rk)
+		}
+	default:
+		if req.Conversation != "" && req.Offering == "" {
+			if i := r.stickyChoice(cs, req.Conversation, now); i >= 0 {
+				out = append(out, cs[i].candidate())
+				cs = slices.Delete(cs, i, i+1)
+			}
+		}
+		out = r.rank(out, cs, now, rk)
+		if prefs != nil && prefs.NoFallbacks {
+			out = out[:min(len(out), 1)]
+		}
 	}
 	if len(out) == 0 {
 		return nil, &services.Error{Code: services.CodeUnavailable, Cause: ErrUnavailable,
@@ -266,6 +317,11 @@ func (c *choice) estimate() {
 	default:
 		c.p50 = unknownBatchTTFTMs
 	}
+	if f.Requests >= catalog.MinMeasuredRequests && f.TokensPerSec > 0 {
+		c.tps = f.TokensPerSec
+	} else if t := c.TokensPerSec(); t != nil {
+		c.tps = *t
+	}
 	c.saturated = c.v.capacity > 0 && c.v.load >= c.v.capacity
 }
 
@@ -292,18 +348,62 @@ func (req Request) caps() string {
 	return strings.Join(caps, " and ")
 }
 
-// order ranks the candidates (see Pick) and appends to out those it may hand out, until out holds
-// MaxCandidates. A request that prefers carbon takes them in order of estimated carbon (byCarbon), with no draw
-// among near-equals.
-func (r *Router) order(out []Candidate, cs []choice, now time.Time, preferCarbon bool) []Candidate {
-	if preferCarbon {
-		slices.SortFunc(cs, byCarbon)
-	} else {
-		slices.SortFunc(cs, byAsk)
+// ranking is how candidates of one standing are ordered: cmp sorts them, and draw says whether the place goes to
+// the faster of two near-equals drawn at random (the power of two choices).
+type ranking struct {
+	cmp  func(a, b choice) int
+	draw bool
+}
+
+// rankingFor is the request's ranking: an explicit sort strictly by its figure (preferences.go), else carbon
+// for a request that prefers it (byCarbon), else the blended ask with a draw among near-equals (byAsk).
+func rankingFor(req Request) ranking {
+	switch {
+	case req.Preferences != nil && req.Preferences.Sort != "":
+		return ranking{cmp: bySort(req.Preferences.Sort)}
+	case req.PreferCarbon:
+		return ranking{cmp: byCarbon}
 	}
+	return ranking{cmp: byAsk, draw: true}
+}
+
+// rank appends the candidates to out in routing's order: by uptime first (reliability.go); within a standing, by
+// the ranking, a rig of a faster tier lending an idle slot after every batch rig.
+func (r *Router) rank(out []Candidate, cs []choice, now time.Time, rk ranking) []Candidate {
+	for _, group := range byStanding(cs) {
+		borrowed := slices.DeleteFunc(slices.Clone(group), func(c choice) bool { return !c.borrowed })
+		group = slices.DeleteFunc(group, func(c choice) bool { return c.borrowed })
+		out = r.order(out, group, now, rk)
+		out = r.order(out, borrowed, now, rk)
+	}
+	return out
+}
+
+// stickyChoice is the index among cs of the offering that last served the conversation, when it may go first:
+// it is among the candidates, its circuit closed, with room, and it stands by its uptime as well as the best of
+// them; -1 otherwise (sticky.go).
+func (r *Router) stickyChoice(cs []choice, conversation string, now time.Time) int {
+	id := r.conversations.lookup(conversation, now)
+	if id == "" {
+		return -1
+	}
+	i := slices.IndexFunc(cs, func(c choice) bool { return c.ID == id })
+	if i < 0 || cs[i].saturated || cs[i].v.circuit != circuitClosed {
+		return -1
+	}
+	if slices.ContainsFunc(cs, func(c choice) bool { return c.standing < cs[i].standing }) {
+		return -1
+	}
+	return i
+}
+
+// order ranks the candidates (see Pick) and appends to out those it may hand out, until out holds
+// MaxCandidates.
+func (r *Router) order(out []Candidate, cs []choice, now time.Time, rk ranking) []Candidate {
+	slices.SortFunc(cs, rk.cmp)
 	for len(out) < MaxCandidates && len(cs) > 0 {
 		k := 0
-		if g := nearEquals(cs); g > 1 && !preferCarbon {
+		if g := nearEquals(cs); g > 1 && rk.draw {
 			i, j := r.intn(g), r.intn(g-1)
 			if j >= i {
 				j++
@@ -318,14 +418,19 @@ func (r *Router) order(out []Candidate, cs []choice, now time.Time, preferCarbon
 		if c.v.circuit == circuitHalfOpen && !c.state.reserveTrial(now) {
 			continue
 		}
-		out = append(out, Candidate{
-			OfferingID: c.ID, ProviderID: c.ProviderAccountID, Model: c.Model, Tier: c.tier,
-			AskInput: c.AskInput, AskOutput: c.AskOutput, PriceID: c.price.ID, PriceInput: c.price.Input, PriceOutput: c.price.Output,
-			GPUName: c.GPUName, GPUCount: c.GPUCount, TTFTP50Ms: c.p50, TTFTP99Ms: c.p99, InFlight: c.v.load, Capacity: c.v.capacity,
-			GCO2ePerToken: c.gco2ePerToken,
-		})
+		out = append(out, c.candidate())
 	}
 	return out
+}
+
+// candidate is the choice as Pick hands it out.
+func (c choice) candidate() Candidate {
+	return Candidate{
+		OfferingID: c.ID, ProviderID: c.ProviderAccountID, Model: c.Model, Tier: c.tier,
+		AskInput: c.AskInput, AskOutput: c.AskOutput, PriceID: c.price.ID, PriceInput: c.price.Input, PriceOutput: c.price.Output,
+		GPUName: c.GPUName, GPUCount: c.GPUCount, TTFTP50Ms: c.p50, TTFTP99Ms: c.p99, InFlight: c.v.load, Capacity: c.v.capacity,
+		GCO2ePerToken: c.gco2ePerToken,
+	}
 }
 
 // byAsk orders candidates with room before saturated ones, then by blended ask, cheapest first, then id.

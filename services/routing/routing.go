@@ -126,6 +126,9 @@ type Router struct {
 	sharer sharer
 	ready  readiness
 
+	// conversations is the offering that last served each conversation (sticky.go).
+	conversations conversations
+
 	// stop ends Start's loop and done is closed once it has returned (Close).
 	stop context.CancelFunc
 	done chan struct{}

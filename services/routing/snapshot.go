@@ -25,6 +25,8 @@ type snapshot struct {
 type listed struct {
 	catalog.Offering
 	state *offeringState
+	// providerKey is the provider's display name as preferences compare it (nameKey).
+	providerKey string
 }
 
 // qualified reports whether the offering's rig is active: it passed the platform's probes and has not gone
@@ -52,7 +54,7 @@ func (r *Router) Refresh(ctx context.Context) (err error) {
 		if o.Status != catalog.StatusActive {
 			continue
 		}
-		l := &listed{Offering: o, state: r.state(o.ID)}
+		l := &listed{Offering: o, state: r.state(o.ID), providerKey: nameKey(o.ProviderName)}
 		snap.listed = append(snap.listed, l)
 		snap.byModel[o.Model] = append(snap.byModel[o.Model], l)
 	}

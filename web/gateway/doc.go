@@ -17,6 +17,9 @@
 //   - proxy.go: the attempts at the candidates routing chose, the relay of the answer, what
 //     the gateway records of each attempt, and the settlement of the request's reservation
 //     (billing.SettlementOf). Rigs are called through Config.Rigs (package rigwire, over NATS).
+//   - provider.go: OpenRouter's "provider" object and gpumarket's own preferences
+//     (routing.Preferences), require_parameters, and the conversation a request belongs to, which
+//     routing keeps on one rig.
 //   - jsonobject.go: a JSON object's top-level members, read in one pass without a map: the
 //     request's members the gateway needs, and a whole answer's usage.
 //   - errors.go: OpenAI's error shape, the one place that maps errors to statuses here.

@@ -103,6 +103,23 @@ func describeGatewayError(err error) *gatewayError {
 		return &gatewayError{status: http.StatusServiceUnavailable, typ: "server_error", code: "tier_not_offered", message: msg}
 	case errors.Is(err, routing.ErrOverCaps):
 		return &gatewayError{status: http.StatusServiceUnavailable, typ: "server_error", code: "no_offering_under_caps", message: msg}
+	case errors.Is(err, routing.ErrPreferences):
+		// The field is the one the preferences' rule is named after (routing's preferences.go).
+		var param string
+		if ae != nil {
+			for f := range ae.Fields {
+				param = f
+			}
+		}
+		switch services.ErrorCode(err) {
+		case services.CodeNotFound:
+			return &gatewayError{status: http.StatusNotFound, typ: "invalid_request_error", code: "provider_not_found", param: param, message: msg}
+		case services.CodeInvalid:
+			return &gatewayError{status: http.StatusBadRequest, typ: "invalid_request_error", code: "invalid_provider_preferences",
+				param: param, message: msg}
+		}
+		return &gatewayError{status: http.StatusServiceUnavailable, typ: "server_error", code: "no_offering_meets_preferences",
+			param: param, message: msg}
 	case errors.Is(err, routing.ErrUnavailable), errors.Is(err, routing.ErrNotLoaded):
 		return &gatewayError{status: http.StatusServiceUnavailable, typ: "server_error", code: "no_capacity", message: msg,
 			retryAfter: time.Second}

@@ -41,8 +41,11 @@ import (
 //
 // The tier comes from the first of: a model suffix (<model>:realtime, :standard or :batch), the
 // X-GPUMarket-Tier header, the body object "gpumarket": {"tier", "max_price_per_mtok",
-// "max_ttft_ms", "offering", "prefer"}, the key's default tier, else standard. The suffix and the
-// gpumarket object are taken out of the body before it goes to the rig.
+// "max_ttft_ms", "offering", "prefer", "hardware_class", "region", "max_gco2e_per_mtok"}, the
+// key's default tier, else standard. OpenRouter's body object "provider" narrows and orders the
+// offerings, and the conversation a request belongs to keeps it on one rig (provider.go). The
+// suffix, the gpumarket and provider objects and session_id are taken out of the body before it
+// goes to the rig.
 //
 // /v1 calls carry API keys, never sessions: they are served by this package's own router, which
 // has no session middleware and no CSRF check (a request's cookies authenticate nothing here). API keys are looked up once per KeyCacheTTL; a key revoked or
@@ -112,6 +115,8 @@ type Router interface {
 	Failure(offeringID string)
 	Success(offeringID string)
 	Observe(offeringID string, o routing.Observation)
+	// Served records the offering that answered a request of a conversation (routing.Request.Conversation).
+	Served(conversation, offeringID string)
 	Models() []routing.ModelTiers
 	// Capacity is the requests an offering's rig serves at once by its last heartbeat (0: none).
 	Capacity(offeringID string) int
@@ -249,6 +254,9 @@ func (g *Gateway) serve(ep endpoint) echo.HandlerFunc {
 		if err != nil {
 			return g.writeGatewayError(c, err)
 		}
+		if session := c.Request().Header.Get(SessionHeader); session != "" { // before the body's (provider.go)
+			req.route.Conversation = conversationOf(nil, ep, session, key.AccountID, req.route.Model)
+		}
 		if batchLineOf(c.Request().Context()) != nil {
 			req.route.Tier = catalog.TierBatch // a batch's line runs at the batch tier, whatever it names (batches.go)
 		}
@@ -332,6 +340,11 @@ type gatewayOptions struct {
 	// Prefer "carbon" asks for the lowest-carbon offering that keeps the tier's promise and the caps
 	// (routing.Request.PreferCarbon); "price", the default, for the cheapest.
 	Prefer string `json:"prefer"`
+	// gpumarket's own provider preferences (routing.Preferences): the GPU's class, consumer or enterprise;
+	// the regions, a code or a list of codes; a cap on the estimated grams of CO2e per million tokens.
+	HardwareClass   string          `json:"hardware_class"`
+	Region          json.RawMessage `json:"region"`
+	MaxGCO2ePerMTok *float64        `json:"max_gco2e_per_mtok"`
 }
 
 // parseGatewayRequest reads what the gateway needs of a body and rewrites the body for the rig
@@ -375,11 +388,36 @@ func parseGatewayRequest(body []byte, ep endpoint, headerTier string, key accoun
 			}
 		}
 	}
+	preferGiven := ask.PreferCarbon != nil
+	// OpenRouter's provider object (provider.go); session_id names a conversation, for the gateway alone.
+	if raw, ok := top.get("provider"); ok {
+		delete(edit(), "provider")
+		rewrite = true
+		if string(raw) != "null" {
+			requireParameters, err := readProviderOptions(raw, &ask)
+			if err != nil {
+				return nil, err
+			}
+			if requireParameters {
+				if err := requireKnownParameters(top, ep); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	if _, ok := top.get("session_id"); ok {
+		delete(edit(), "session_id")
+		rewrite = true
+	}
 	// The tier: suffix, header, body object, the key's default, standard (routing.RequestFor).
 	req.route = routing.RequestFor(ask)
 	if req.route.Model != model {
 		model, rewrite = req.route.Model, true // the tier suffix is taken out
 	}
+	if err := checkPreferences(req.route, preferGiven); err != nil {
+		return nil, err
+	}
+	req.route.Conversation = conversationOf(top, ep, "", key.AccountID, req.route.Model)
 
 	if ep.streams {
 		if raw, ok := top.get("stream"); ok && json.Unmarshal(raw, &req.stream) != nil {
@@ -428,7 +466,7 @@ func readGatewayOptions(raw json.RawMessage, ask *routing.Ask) error {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&opts); err != nil {
 		return invalidRequest("gpumarket", "invalid_gpumarket_options",
-			`The "gpumarket" object takes tier, max_price_per_mtok, max_ttft_ms, offering and prefer: %v.`, err)
+			`The "gpumarket" object takes tier, max_price_per_mtok, max_ttft_ms, offering, prefer, hardware_class, region and max_gco2e_per_mtok: %v.`, err)
 	}
 	if opts.Tier != "" && !opts.Tier.Valid() {
 		return invalidRequest("gpumarket.tier", "invalid_tier", "gpumarket.tier must be realtime, standard or batch.")
@@ -454,7 +492,7 @@ func readGatewayOptions(raw json.RawMessage, ask *routing.Ask) error {
 	default:
 		return invalidRequest("gpumarket.prefer", "invalid_prefer", `gpumarket.prefer must be "carbon" or "price".`)
 	}
-	return nil
+	return readGatewayPreferences(opts, ask)
 }
 
 // outputLimit reads the most output tokens each choice of a request asks for, max_completion_tokens (else

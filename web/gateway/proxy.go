@@ -153,6 +153,7 @@ func (g *Gateway) forward(c echo.Context, key accounts.APIKey, req *gatewayReque
 			continue
 		}
 		g.cfg.Router.Success(cand.OfferingID)
+		g.cfg.Router.Served(req.route.Conversation, cand.OfferingID)
 		o := g.relay(c, req, a, resp)
 		resp.Body.Close()
 		a.end()

@@ -1,0 +1,322 @@
+package gateway
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/routing"
+)
+
+// Provider preferences and conversations (docs/gateway.md, "Provider preferences" and "One conversation, one
+// rig").
+//
+// The body object "provider" is OpenRouter's: order, only, ignore, sort, max_price, allow_fallbacks,
+// require_parameters, quantizations, data_collection, zdr and enforce_distillable_text, read as OpenRouter
+// documents them wherever gpumarket knows what they ask (routing.Preferences), and refused beside their name
+// where it cannot keep them. gpumarket's own rules, the hardware class, the regions and a cap on carbon, are in
+// the "gpumarket" object (readGatewayOptions), so that a provider object written for OpenRouter means here what
+// it meant there. Both objects are taken out of the body before it goes to the rig, and so is session_id.
+
+// SessionHeader names the conversation a request belongs to, as the body's session_id does.
+const SessionHeader = "X-Session-Id"
+
+// providerOptions is the body object "provider".
+type providerOptions struct {
+	Order             []string        `json:"order"`
+	Only              []string        `json:"only"`
+	Ignore            []string        `json:"ignore"`
+	Sort              json.RawMessage `json:"sort"` // "price", "throughput", "latency", or {"by", "partition"}
+	MaxPrice          json.RawMessage `json:"max_price"`
+	AllowFallbacks    *bool           `json:"allow_fallbacks"`
+	RequireParameters *bool           `json:"require_parameters"`
+	Quantizations     []string        `json:"quantizations"`
+	// What gpumarket cannot promise: accepted only at the values that ask nothing.
+	DataCollection         *string `json:"data_collection"`
+	ZDR                    *bool   `json:"zdr"`
+	EnforceDistillableText *bool   `json:"enforce_distillable_text"`
+}
+
+// quantizations are the levels OpenRouter names. gpumarket's catalog records no offering's quantization: every
+// offering's is "unknown".
+var quantizations = []string{"int4", "int8", "fp4", "fp6", "fp8", "fp16", "bf16", "fp32", "unknown"}
+
+// readProviderOptions reads the body object "provider" into the ask, refusing a field it does not know or a
+// value it cannot keep, beside the field's name. It reports whether the request asks that only offerings known
+// to take each of its parameters serve it (require_parameters).
+func readProviderOptions(raw json.RawMessage, ask *routing.Ask) (requireParameters bool, err error) {
+	var opts providerOptions
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&opts); err != nil {
+		return false, invalidRequest("provider", "invalid_provider_preferences",
+			`The "provider" object takes order, only, ignore, sort, max_price, allow_fallbacks, require_parameters, quantizations, data_collection, zdr and enforce_distillable_text: %v.`, err)
+	}
+	p := preferencesOf(ask)
+	for _, list := range []struct {
+		field string
+		in    []string
+		out   *[]string
+	}{{"provider.order", opts.Order, &p.Order}, {"provider.only", opts.Only, &p.Only}, {"provider.ignore", opts.Ignore, &p.Ignore}} {
+		for _, e := range list.in {
+			if e = strings.TrimSpace(e); e == "" {
+				return false, invalidRequest(list.field, "invalid_provider_preferences", "%s holds an empty name.", list.field)
+			}
+			*list.out = append(*list.out, e)
+		}
+	}
+	if p.Sort, err = readSort(opts.Sort); err != nil {
+		return false, err
+	}
+	if err := readMaxPrice(opts.MaxPrice, p); err != nil {
+		return false, err
+	}
+	p.NoFallbacks = opts.AllowFallbacks != nil && !*opts.AllowFallbacks
+	if len(opts.Quantizations) > 0 {
+		for _, q := range opts.Quantizations {
+			if !slices.Contains(quantizations, q) {
+				return false, invalidRequest("provider.quantizations", "invalid_provider_preferences",
+					"provider.quantizations takes %s; %q is none of them.", strings.Join(quantizations, ", "), q)
+			}
+		}
+		if !slices.Contains(opts.Quantizations, "unknown") {
+			return false, invalidRequest("provider.quantizations", "unsupported_provider_preference",
+				`gpumarket's catalog does not record the quantization an offering runs, so every offering's is "unknown": include "unknown" in provider.quantizations, or leave it out.`)
+		}
+	}
+	switch {
+	case opts.DataCollection != nil && *opts.DataCollection != "allow":
+		return false, invalidRequest("provider.data_collection", "unsupported_provider_preference",
+			`provider.data_collection can only be "allow": gpumarket's rigs are run by independent providers, and the platform cannot promise what one keeps.`)
+	case opts.ZDR != nil && *opts.ZDR:
+		return false, invalidRequest("provider.zdr", "unsupported_provider_preference",
+			"provider.zdr can only be false: gpumarket cannot promise that an independent provider's rig retains no prompt.")
+	case opts.EnforceDistillableText != nil && *opts.EnforceDistillableText:
+		return false, invalidRequest("provider.enforce_distillable_text", "unsupported_provider_preference",
+			"provider.enforce_distillable_text can only be false: gpumarket's catalog does not record the models' licences.")
+	}
+	return opts.RequireParameters != nil && *opts.RequireParameters, nil
+}
+
+// preferencesOf is the ask's preferences, made when it has none.
+func preferencesOf(ask *routing.Ask) *routing.Preferences {
+	if ask.Preferences == nil {
+		ask.Preferences = &routing.Preferences{}
+	}
+	return ask.Preferences
+}
+
+// readSort reads provider.sort: a string, or OpenRouter's object {"by", "partition"}, whose partition changes
+// nothing here, since a request routes one model.
+func readSort(raw json.RawMessage) (routing.Sort, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	var by string
+	if json.Unmarshal(raw, &by) != nil {
+		var obj struct {
+			By        string  `json:"by"`
+			Partition *string `json:"partition"`
+		}
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if dec.Decode(&obj) != nil || (obj.Partition != nil && *obj.Partition != "model" && *obj.Partition != "none") {
+			return "", invalidRequest("provider.sort", "invalid_provider_preferences",
+				`provider.sort is "price", "throughput" or "latency", or an object {"by": one of them, "partition": "model" or "none"}.`)
+		}
+		by = obj.By
+	}
+	if s := routing.Sort(by); s.Valid() {
+		return s, nil
+	}
+	return "", invalidRequest("provider.sort", "invalid_provider_preferences", `provider.sort must be "price", "throughput" or "latency".`)
+}
+
+// readMaxPrice reads provider.max_price: prompt and completion in dollars per million tokens, as numbers or
+// strings, as OpenRouter takes them. gpumarket charges per token alone, so a cap on the price per request,
+// image or audio unit is met by every offering and changes nothing.
+func readMaxPrice(raw json.RawMessage, p *routing.Preferences) error {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	var mp struct {
+		Prompt     json.RawMessage `json:"prompt"`
+		Completion json.RawMessage `json:"completion"`
+		Request    json.RawMessage `json:"request"`
+		Image      json.RawMessage `json:"image"`
+		Audio      json.RawMessage `json:"audio"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&mp); err != nil {
+		return invalidRequest("provider.max_price", "invalid_provider_preferences",
+			"provider.max_price takes prompt and completion, in dollars per million tokens (and request, image and audio, which gpumarket does not charge): %v.", err)
+	}
+	for _, f := range []struct {
+		name string
+		raw  json.RawMessage
+		out  **money.MicroUSD
+	}{
+		{"prompt", mp.Prompt, &p.MaxPromptPrice}, {"completion", mp.Completion, &p.MaxCompletionPrice},
+		{"request", mp.Request, nil}, {"image", mp.Image, nil}, {"audio", mp.Audio, nil},
+	} {
+		if len(f.raw) == 0 || string(f.raw) == "null" {
+			continue
+		}
+		v, err := money.ParseMicroUSD(strings.Trim(string(f.raw), `"`))
+		if err != nil {
+			return invalidRequest("provider.max_price."+f.name, "invalid_price",
+				"provider.max_price.%s is dollars per million tokens, like 0.15: %v.", f.name, err)
+		}
+		if f.out != nil {
+			*f.out = &v
+		}
+	}
+	return nil
+}
+
+// knownParameters are the members of a request that every offering is known to take, by endpoint: what every
+// OpenAI-compatible server gpuagent fronts (vLLM, llama.cpp's server) takes without options of its own, and
+// the gateway's own members. gpumarket's catalog records no rig's server or its options, so a request that
+// requires its parameters may carry only these (docs/gateway.md, "require_parameters").
+var knownParameters = map[string][]string{
+	chatEndpoint.path: {"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "stop", "seed",
+		"presence_penalty", "frequency_penalty", "stream", "stream_options", "user"},
+	completionEndpoint.path: {"model", "prompt", "max_tokens", "temperature", "top_p", "stop", "seed",
+		"presence_penalty", "frequency_penalty", "stream", "stream_options", "user"},
+	embeddingEndpoint.path: {"model", "input", "encoding_format", "user"},
+}
+
+// gatewayMembers are the members the gateway itself reads, on every endpoint.
+var gatewayMembers = []string{"gpumarket", "provider", "session_id", "prompt_cache_key"}
+
+// requireKnownParameters refuses a request that requires its parameters when one of them is not known to be
+// taken by every offering: no offering is then known to support it.
+func requireKnownParameters(top jsonObject, ep endpoint) error {
+	known := knownParameters[ep.path]
+	if known == nil {
+		return invalidRequest("provider.require_parameters", "unsupported_parameter",
+			"provider.require_parameters is not taken on %s: gpumarket knows of no offering's parameters there.", ep.path)
+	}
+	for _, m := range top {
+		name := string(m.name)
+		if !slices.Contains(known, name) && !slices.Contains(gatewayMembers, name) && string(m.value) != "null" {
+			return invalidRequest("provider.require_parameters", "unsupported_parameter",
+				"No offering is known to support %s, and provider.require_parameters is true: gpumarket's catalog does not record a rig's inference server, so only %s are known to be taken by every offering. Leave %s out, or require_parameters false.",
+				name, strings.Join(known, ", "), name)
+		}
+	}
+	return nil
+}
+
+// conversationOf names the conversation of a request, for routing to keep it on one rig (routing.Request's
+// Conversation): the first of the X-Session-Id header, the body's session_id, its prompt_cache_key, else, for
+// a chat, its messages up to and including the first user message (the system prompt and the opening
+// question, which every later turn of the conversation repeats). The name is a digest of the account, the
+// model and that value, so that two accounts' conversations never share a name. An embedding, or a completion
+// that names none, belongs to no conversation.
+func conversationOf(top jsonObject, ep endpoint, header, accountID, model string) string {
+	if !ep.output {
+		return ""
+	}
+	value := strings.TrimSpace(header)
+	source := "session"
+	if value == "" {
+		for _, name := range []string{"session_id", "prompt_cache_key"} {
+			raw, ok := top.get(name)
+			if !ok {
+				continue
+			}
+			if s, ok := jsonString(raw); ok && strings.TrimSpace(s) != "" {
+				value, source = strings.TrimSpace(s), name
+				break
+			}
+		}
+	}
+	if value == "" && ep.path == chatEndpoint.path {
+		raw, _ := top.get("messages")
+		value, source = openingOf(raw), "messages"
+	}
+	if value == "" {
+		return ""
+	}
+	h := sha256.New()
+	for _, part := range []string{accountID, model, source, value} {
+		h.Write([]byte(part))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// openingOf is the messages of a chat up to and including the first user message, as written; "" when there
+// is no user message or the messages are not an array of objects.
+func openingOf(messages json.RawMessage) string {
+	dec := json.NewDecoder(bytes.NewReader(messages))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
+		return ""
+	}
+	var opening bytes.Buffer
+	for dec.More() {
+		var m json.RawMessage
+		if dec.Decode(&m) != nil {
+			return ""
+		}
+		obj, ok := splitObject(m)
+		if !ok {
+			return ""
+		}
+		opening.Write(m)
+		opening.WriteByte('\n')
+		if role, _ := obj.get("role"); string(role) == `"user"` {
+			return opening.String()
+		}
+	}
+	return ""
+}
+
+// checkPreferences answers the first problem with the request's preferences beside its field, and a routing
+// order asked for twice.
+func checkPreferences(route routing.Request, preferGiven bool) error {
+	if field, problem := route.Preferences.Check(); field != "" {
+		return invalidRequest(field, "invalid_provider_preferences", "%s", problem)
+	}
+	if preferGiven && route.Preferences != nil && route.Preferences.Sort != "" {
+		return invalidRequest("provider.sort", "invalid_provider_preferences",
+			"provider.sort and gpumarket.prefer both order the offerings: give one of them.")
+	}
+	return nil
+}
+
+// readGatewayPreferences reads gpumarket's own provider preferences from the body object "gpumarket": the
+// hardware class, the regions and the carbon cap. Their values are checked with the rest (checkPreferences).
+func readGatewayPreferences(opts gatewayOptions, ask *routing.Ask) error {
+	if opts.HardwareClass != "" {
+		preferencesOf(ask).HardwareClass = strings.ToLower(strings.TrimSpace(opts.HardwareClass))
+	}
+	if len(opts.Region) > 0 && string(opts.Region) != "null" {
+		var regions []string
+		if code, ok := jsonString(opts.Region); ok {
+			regions = []string{code}
+		} else if json.Unmarshal(opts.Region, &regions) != nil || len(regions) == 0 {
+			return invalidRequest("gpumarket.region", "invalid_gpumarket_options",
+				`gpumarket.region is a region's code, like "no", or a list of codes.`)
+		}
+		for i := range regions {
+			regions[i] = strings.ToLower(strings.TrimSpace(regions[i]))
+		}
+		preferencesOf(ask).Regions = regions
+	}
+	if g := opts.MaxGCO2ePerMTok; g != nil {
+		if math.IsNaN(*g) || math.IsInf(*g, 0) || *g <= 0 {
+			return invalidRequest("gpumarket.max_gco2e_per_mtok", "invalid_gpumarket_options",
+				"gpumarket.max_gco2e_per_mtok is grams of CO2e per million tokens, more than 0.")
+		}
+		preferencesOf(ask).MaxGCO2ePerMTok = *g
+	}
+	return nil
+}
