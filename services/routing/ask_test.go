@@ -31,6 +31,7 @@ func TestSplitModelTier(t *testing.T) {
 // the body's prefer, else the key's.
 func TestRequestFor(t *testing.T) {
 	yes, no := true, false
+	prefs := &Preferences{Only: []string{"Lisboa"}, Sort: SortLatency}
 	for _, c := range []struct {
 		name string
 		ask  Ask
@@ -54,6 +55,8 @@ func TestRequestFor(t *testing.T) {
 		{"the caps and the offering pass through", Ask{Model: "m:realtime", MaxPricePerMTok: 150_000, MaxTTFTMillis: 250,
 			Offering: "off-1"}, Request{Model: "m", Tier: catalog.TierRealtime, MaxPricePerMTok: 150_000, MaxTTFTMillis: 250,
 			Offering: "off-1"}},
+		{"the preferences pass through", Ask{Model: "m", Preferences: prefs}, Request{Model: "m", Tier: catalog.TierStandard,
+			Preferences: prefs}},
 	} {
 		if got := RequestFor(c.ask); got != c.want {
 			t.Errorf("%s: RequestFor(%+v) = %+v; want %+v", c.name, c.ask, got, c.want)
