@@ -49,6 +49,8 @@ func TestGateway(t *testing.T) {
 	t.Run("tier by suffix, header, body object, key default, else standard", b.testTierChoice)
 	t.Run("price cap and latency cap", b.testCaps)
 	t.Run("prefer carbon: the low-carbon rig, and the answer's estimated gCO2e", b.testCarbonRouting)
+	t.Run("OpenRouter's provider object and gpumarket's own preferences choose the rig", b.testProviderPreferences)
+	t.Run("a conversation stays on its rig while it can serve it", b.testConversations)
 	t.Run("failover to the next offering when a rig answers 500", b.testFailover)
 	t.Run("no offering can serve: 503; unknown model: 404", b.testNoCandidate)
 	t.Run("invalid or revoked key: 401", b.testBadKey)

@@ -49,9 +49,12 @@ type Request struct {
 	// say (preferences.go); nil changes nothing. An explicit sort orders instead of PreferCarbon.
 	Preferences *Preferences
 	// Conversation names the conversation the request belongs to, so that it goes first to the offering that
-	// served the conversation last (sticky.go); "" for none. It is not used with a pinned offering or an explicit
-	// provider order.
+	// served the conversation last (sticky.go); "" for none. It is not looked up for a pinned offering, an
+	// explicit provider order or sort, or a request that opens its conversation (ConversationStarts).
 	Conversation string
+	// ConversationStarts says the request is its conversation's first: the offering that serves it becomes the
+	// conversation's, but it routes as any other request, however many requests opened the same way before.
+	ConversationStarts bool
 }
 
 // Validate checks the request's fields, named as in the gateway's request body.
@@ -174,7 +177,7 @@ func (s *snapshot) idleForBatch(c choice, tier catalog.Tier, now time.Time) (cho
 //
 // The request's provider preferences (preferences.go) pass the candidates through their own filters after the
 // caps, and may order them: an explicit sort instead of the ask, and the offerings an order names first, entry
-// by entry, each entry's by the rules above. Without an order, the offering that last served the request's
+// by entry, each entry's by the rules above. Without an order or a sort, the offering that last served the request's
 // conversation goes first while it may (sticky.go). Without fallbacks, only the first candidate is returned, or
 // with an order only the offerings it names.
 //
@@ -275,7 +278,7 @@ func (r *Router) Pick(req Request) ([]Candidate, error) {
 			out = r.rank(out, cs, now, rk)
 		}
 	default:
-		if req.Conversation != "" && req.Offering == "" {
+		if req.Conversation != "" && !req.ConversationStarts && req.Offering == "" && (prefs == nil || prefs.Sort == "") {
 			if i := r.stickyChoice(cs, req.Conversation, now); i >= 0 {
 				out = append(out, cs[i].candidate())
 				cs = slices.Delete(cs, i, i+1)

@@ -12,7 +12,10 @@ import (
 // offering first for the conversation's next requests while it is a candidate (the tier, the caps, the
 // preferences, health and the circuit admit it), has room and stands as well by its uptime as the best of the
 // others; otherwise it routes as it would have, and the offering that serves becomes the conversation's. A
-// conversation no request has come from for ConversationTTL is forgotten.
+// conversation no request has come from for ConversationTTL is forgotten. A request's own explicit order
+// (provider.order or provider.sort) comes before its conversation's rig, and a request that opens its
+// conversation (Request.ConversationStarts) routes as any other: identical one-off requests are balanced as
+// ever, not piled on the rig that served the first of them.
 //
 // The record is this router's, in memory: each gateway replica keeps its own, and a restart forgets it. That is
 // acceptable because it only orders candidates that routing would have returned anyway: a conversation whose

@@ -86,8 +86,10 @@ func TestAConversationLeavesARigThatIsNoLongerEligible(t *testing.T) {
 		{name: "an explicit order comes first", req: Request{Model: "m", Preferences: &Preferences{Order: []string{"cheap"}}},
 			want: []string{"cheap", "mid"}},
 		{name: "a pinned offering", req: Request{Model: "m", Offering: "cheap"}, want: []string{"cheap"}},
-		{name: "a sort keeps the conversation", req: Request{Model: "m", Preferences: &Preferences{Sort: SortPrice}},
-			want: []string{"mid", "cheap"}},
+		{name: "an explicit sort comes first", req: Request{Model: "m", Preferences: &Preferences{Sort: SortPrice}},
+			want: []string{"cheap", "mid"}},
+		{name: "a request that opens its conversation is not looked up", req: Request{Model: "m", ConversationStarts: true},
+			want: []string{"cheap", "mid"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

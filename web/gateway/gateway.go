@@ -255,7 +255,7 @@ func (g *Gateway) serve(ep endpoint) echo.HandlerFunc {
 			return g.writeGatewayError(c, err)
 		}
 		if session := c.Request().Header.Get(SessionHeader); session != "" { // before the body's (provider.go)
-			req.route.Conversation = conversationOf(nil, ep, session, key.AccountID, req.route.Model)
+			req.route.Conversation, req.route.ConversationStarts = conversationOf(nil, ep, session, key.AccountID, req.route.Model)
 		}
 		if batchLineOf(c.Request().Context()) != nil {
 			req.route.Tier = catalog.TierBatch // a batch's line runs at the batch tier, whatever it names (batches.go)
@@ -417,7 +417,7 @@ func parseGatewayRequest(body []byte, ep endpoint, headerTier string, key accoun
 	if err := checkPreferences(req.route, preferGiven); err != nil {
 		return nil, err
 	}
-	req.route.Conversation = conversationOf(top, ep, "", key.AccountID, req.route.Model)
+	req.route.Conversation, req.route.ConversationStarts = conversationOf(top, ep, "", key.AccountID, req.route.Model)
 
 	if ep.streams {
 		if raw, ok := top.get("stream"); ok && json.Unmarshal(raw, &req.stream) != nil {

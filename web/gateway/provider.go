@@ -215,68 +215,72 @@ func requireKnownParameters(top jsonObject, ep endpoint) error {
 }
 
 // conversationOf names the conversation of a request, for routing to keep it on one rig (routing.Request's
-// Conversation): the first of the X-Session-Id header, the body's session_id, its prompt_cache_key, else, for
-// a chat, its messages up to and including the first user message (the system prompt and the opening
-// question, which every later turn of the conversation repeats). The name is a digest of the account, the
-// model and that value, so that two accounts' conversations never share a name. An embedding, or a completion
-// that names none, belongs to no conversation.
-func conversationOf(top jsonObject, ep endpoint, header, accountID, model string) string {
+// Conversation), and says whether the request opens it (ConversationStarts): the first of the X-Session-Id
+// header, the body's session_id, its prompt_cache_key, else, for a chat, its messages up to and including the
+// first user message (the system prompt and the opening question, which every later turn of the conversation
+// repeats). A chat whose messages end there opens its conversation; named by a session or a cache key, a request
+// continues it, whichever turn it is. The name is a digest of the account, the model and that value, so that two
+// accounts' conversations never share a name. An embedding, or a completion that names none, belongs to no
+// conversation.
+func conversationOf(top jsonObject, ep endpoint, header, accountID, model string) (name string, starts bool) {
 	if !ep.output {
-		return ""
+		return "", false
 	}
 	value := strings.TrimSpace(header)
 	source := "session"
 	if value == "" {
-		for _, name := range []string{"session_id", "prompt_cache_key"} {
-			raw, ok := top.get(name)
+		// session_id and the header name the same conversations.
+		for _, m := range []struct{ member, source string }{{"session_id", "session"}, {"prompt_cache_key", "prompt_cache_key"}} {
+			raw, ok := top.get(m.member)
 			if !ok {
 				continue
 			}
 			if s, ok := jsonString(raw); ok && strings.TrimSpace(s) != "" {
-				value, source = strings.TrimSpace(s), name
+				value, source = strings.TrimSpace(s), m.source
 				break
 			}
 		}
 	}
 	if value == "" && ep.path == chatEndpoint.path {
 		raw, _ := top.get("messages")
-		value, source = openingOf(raw), "messages"
+		value, starts = openingOf(raw)
+		source = "messages"
 	}
 	if value == "" {
-		return ""
+		return "", false
 	}
 	h := sha256.New()
 	for _, part := range []string{accountID, model, source, value} {
 		h.Write([]byte(part))
 		h.Write([]byte{0})
 	}
-	return hex.EncodeToString(h.Sum(nil)[:16])
+	return hex.EncodeToString(h.Sum(nil)[:16]), starts
 }
 
-// openingOf is the messages of a chat up to and including the first user message, as written; "" when there
-// is no user message or the messages are not an array of objects.
-func openingOf(messages json.RawMessage) string {
+// openingOf is the messages of a chat up to and including the first user message, as written, and whether
+// they are all of its messages; "" when there is no user message or the messages are not an array of objects.
+func openingOf(messages json.RawMessage) (opening string, all bool) {
 	dec := json.NewDecoder(bytes.NewReader(messages))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
-		return ""
+		return "", false
 	}
-	var opening bytes.Buffer
+	var b bytes.Buffer
 	for dec.More() {
 		var m json.RawMessage
 		if dec.Decode(&m) != nil {
-			return ""
+			return "", false
 		}
 		obj, ok := splitObject(m)
 		if !ok {
-			return ""
+			return "", false
 		}
-		opening.Write(m)
-		opening.WriteByte('\n')
+		b.Write(m)
+		b.WriteByte('\n')
 		if role, _ := obj.get("role"); string(role) == `"user"` {
-			return opening.String()
+			return b.String(), !dec.More()
 		}
 	}
-	return ""
+	return "", false
 }
 
 // checkPreferences answers the first problem with the request's preferences beside its field, and a routing
