@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"math"
 	"slices"
 	"strings"
@@ -215,7 +216,7 @@ func requireKnownParameters(top jsonObject, ep endpoint) error {
 }
 
 // conversationOf names the conversation of a request, for routing to keep it on one rig (routing.Request's
-// Conversation), and says whether the request opens it (ConversationStarts): the first of the X-Session-Id
+// Conversation), and says whether the request opens it (ConversationStarts, writeOpening): the first of the X-Session-Id
 // header, the body's session_id, its prompt_cache_key, else, for a chat, its messages up to and including the
 // first user message (the system prompt and the opening question, which every later turn of the conversation
 // repeats). A chat whose messages end there opens its conversation; named by a session or a cache key, a request
@@ -241,46 +242,56 @@ func conversationOf(top jsonObject, ep endpoint, header, accountID, model string
 			}
 		}
 	}
-	if value == "" && ep.path == chatEndpoint.path {
-		raw, _ := top.get("messages")
-		value, starts = openingOf(raw)
-		source = "messages"
-	}
-	if value == "" {
-		return "", false
-	}
 	h := sha256.New()
-	for _, part := range []string{accountID, model, source, value} {
+	for _, part := range []string{accountID, model} {
 		h.Write([]byte(part))
 		h.Write([]byte{0})
+	}
+	switch {
+	case value != "":
+		h.Write([]byte(source))
+		h.Write([]byte{0})
+		h.Write([]byte(value))
+	case ep.path == chatEndpoint.path:
+		raw, _ := top.get("messages")
+		h.Write([]byte("messages\x00"))
+		var ok bool
+		if ok, starts = writeOpening(h, raw); !ok {
+			return "", false
+		}
+	default:
+		return "", false
 	}
 	return hex.EncodeToString(h.Sum(nil)[:16]), starts
 }
 
-// openingOf is the messages of a chat up to and including the first user message, as written, and whether
-// they are all of its messages; "" when there is no user message or the messages are not an array of objects.
-func openingOf(messages json.RawMessage) (opening string, all bool) {
-	dec := json.NewDecoder(bytes.NewReader(messages))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
-		return "", false
+// writeOpening writes to w the messages of a chat up to and including the first user message, as written, and
+// says whether they are all of its messages; ok is false when there is no user message or the messages are not
+// an array of objects. The body is valid JSON (readJSONObject): it is read in place, as its members are.
+func writeOpening(w io.Writer, messages json.RawMessage) (ok, all bool) {
+	i := skipSpace(messages, 0)
+	if i == len(messages) || messages[i] != '[' {
+		return false, false
 	}
-	var b bytes.Buffer
-	for dec.More() {
-		var m json.RawMessage
-		if dec.Decode(&m) != nil {
-			return "", false
+	for i = skipSpace(messages, i+1); i < len(messages) && messages[i] != ']'; {
+		end := valueEnd(messages, i)
+		m := messages[i:end]
+		obj, isObject := splitObject(m)
+		if !isObject {
+			return false, false
 		}
-		obj, ok := splitObject(m)
-		if !ok {
-			return "", false
+		_, _ = w.Write(m)
+		_, _ = w.Write([]byte{'\n'})
+		if i = skipSpace(messages, end); i < len(messages) && messages[i] == ',' {
+			i = skipSpace(messages, i+1)
 		}
-		b.Write(m)
-		b.WriteByte('\n')
-		if role, _ := obj.get("role"); string(role) == `"user"` {
-			return b.String(), !dec.More()
+		if raw, _ := obj.get("role"); raw != nil {
+			if role, _ := jsonString(raw); role == "user" {
+				return true, i < len(messages) && messages[i] == ']'
+			}
 		}
 	}
-	return "", false
+	return false, false
 }
 
 // checkPreferences answers the first problem with the request's preferences beside its field, and a routing

@@ -143,6 +143,13 @@ func TestAConversationIsNamedByItsSessionOrItsOpening(t *testing.T) {
 	opening := `{"role": "system", "content": "Be terse."}, {"role": "user", "content": "Name a GPU."}`
 	first, starts := name(chatEndpoint, "", "a", `{"messages": [`+opening+`]}`)
 	later, laterStarts := name(chatEndpoint, "", "a", `{"messages": [`+opening+`, {"role": "assistant", "content": "H100"}, {"role": "user", "content": "More?"}]}`)
+	spaced, _ := name(chatEndpoint, "", "a", `{"messages": [ `+opening+` ,{"role": "user", "content": "More?"} ] }`)
+	if escaped, escapedStarts := name(chatEndpoint, "", "a", `{"messages": [{"role": "\u0075ser", "content": "x"}, {"role": "assistant"}]}`); escaped == "" || escapedStarts {
+		t.Errorf("a user message whose role is escaped: %q (opens %v)", escaped, escapedStarts)
+	}
+	if spaced != first {
+		t.Errorf("the opening with space around the array's members: %q, want %q", spaced, first)
+	}
 	if first == "" || first != later || !starts || laterStarts {
 		t.Errorf("the opening names the conversation: %q (opens %v), a later turn %q (opens %v)", first, starts, later, laterStarts)
 	}
@@ -165,7 +172,8 @@ func TestAConversationIsNamedByItsSessionOrItsOpening(t *testing.T) {
 		t.Errorf("the same cache key on a completion: %q, want %q", key2, key)
 	}
 	for what, body := range map[string]string{"no user message": `{"messages": [{"role": "system", "content": "x"}]}`,
-		"messages that are not an array": `{"messages": "hi"}`} {
+		"messages that are not an array": `{"messages": "hi"}`, "messages that are not objects": `{"messages": ["hi", {"role": "user"}]}`,
+		"no messages": `{"messages": []}`} {
 		if got, _ := name(chatEndpoint, "", "a", body); got != "" {
 			t.Errorf("%s: %q", what, got)
 		}
