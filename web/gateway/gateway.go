@@ -209,6 +209,17 @@ type endpoint struct {
 	streams bool // takes "stream" and "stream_options"
 	output  bool // produces output tokens (embeddings do not)
 	kind    ticket.Kind
+	// dialect, when set, is the API the endpoint speaks, translated to and from chat completions (dialect.go);
+	// its rig is then called on chatEndpoint's path.
+	dialect dialect
+}
+
+// rigPath is the path the endpoint's rig is called on.
+func (ep endpoint) rigPath() string {
+	if ep.dialect != nil {
+		return chatEndpoint.path
+	}
+	return ep.path
 }
 
 var (
@@ -230,6 +241,9 @@ func (g *Gateway) routes() {
 // serve answers an inference endpoint.
 func (g *Gateway) serve(ep endpoint) echo.HandlerFunc {
 	return func(c echo.Context) error {
+		if ep.dialect != nil {
+			c.Set(dialectKey, ep.dialect)
+		}
 		key, err := g.admitKey(c)
 		if err != nil {
 			return g.writeGatewayError(c, err)
@@ -237,6 +251,12 @@ func (g *Gateway) serve(ep endpoint) echo.HandlerFunc {
 		body, err := readGatewayBody(c, g.cfg.MaxBodyBytes)
 		if err != nil {
 			return g.writeGatewayError(c, err)
+		}
+		clientBody := body
+		if ep.dialect != nil {
+			if body, err = ep.dialect.toChat(body); err != nil {
+				return g.writeGatewayError(c, err)
+			}
 		}
 		// The server's read and write timeouts bound a request's arrival, not an answer that a rig
 		// may take minutes to generate and stream: past the body they are lifted, and the relay
@@ -249,6 +269,7 @@ func (g *Gateway) serve(ep endpoint) echo.HandlerFunc {
 		if err != nil {
 			return g.writeGatewayError(c, err)
 		}
+		req.clientBody = clientBody
 		if batchLineOf(c.Request().Context()) != nil {
 			req.route.Tier = catalog.TierBatch // a batch's line runs at the batch tier, whatever it names (batches.go)
 		}
@@ -276,6 +297,9 @@ func (g *Gateway) admitKey(c echo.Context) (accounts.APIKey, error) {
 		return g.batchKey(c.Request().Context(), line)
 	}
 	secret := httpx.BearerToken(c.Request())
+	if secret == "" {
+		secret = strings.TrimSpace(c.Request().Header.Get("X-Api-Key")) // as Anthropic's clients send it
+	}
 	if secret == "" {
 		return accounts.APIKey{}, services.Errorf(services.CodeUnauthorized, "No API key.")
 	}
@@ -319,6 +343,7 @@ type gatewayRequest struct {
 	// record: the client did not ask for it and does not get it.
 	forcedUsage bool
 	body        []byte // what goes to the rig
+	clientBody  []byte // the body as the client sent it, before a dialect's translation
 	// bounds are the billable tokens the route ticket allows (routing.BoundsFor).
 	bounds routing.Bounds
 }

@@ -220,7 +220,7 @@ func (g *Gateway) send(ctx context.Context, req *gatewayRequest, a *attempt, tk 
 		end, endLine := a.end, g.batchLoad.begin(a.cand.OfferingID)
 		a.end = func() { end(); endLine() }
 	}
-	return g.cfg.Rigs.Call(ctx, a.cand.ProviderID, a.cand.OfferingID, req.ep.path, header, req.body)
+	return g.cfg.Rigs.Call(ctx, a.cand.ProviderID, a.cand.OfferingID, req.ep.rigPath(), header, req.body)
 }
 
 // The headers every answer carries, in their canonical form.
@@ -241,6 +241,9 @@ func (g *Gateway) relay(c echo.Context, req *gatewayRequest, a *attempt, resp *h
 	h[tierHeader] = []string{string(a.cand.Tier)}
 	if a.cand.GPUName != "" {
 		h[hardwareHeader] = []string{strconv.Itoa(a.cand.GPUCount) + "x " + a.cand.GPUName}
+	}
+	if req.ep.dialect != nil {
+		return g.relayTranslated(c, req, a, resp)
 	}
 	for _, name := range []string{"Content-Type", "Cache-Control"} {
 		if v := resp.Header.Get(name); v != "" {
