@@ -322,7 +322,6 @@ func (g *Gateway) relaySmall(c echo.Context, req *gatewayRequest, a *attempt, re
 	if err == nil && int64(len(body)) != resp.ContentLength {
 		err = fmt.Errorf("the answer is %d bytes, not the %d it announced", len(body), resp.ContentLength)
 	}
-	o.outputBytes = int64(len(body)) // what the rig answered
 	if err == nil {
 		o.usage = usageOf(body)
 		setCarbonTrailer(w.Header(), a.cand, o)
@@ -336,6 +335,7 @@ func (g *Gateway) relaySmall(c echo.Context, req *gatewayRequest, a *attempt, re
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Now().Add(clientWriteIdle))
 	w.WriteHeader(resp.StatusCode)
+	o.outputBytes = int64(len(body)) // what was relayed, its cost included
 	// Flushed at once: the answer is whole, and the client need not wait for the gateway's
 	// records of it (observe, record, settle), which follow.
 	_, werr := w.Write(body)
