@@ -160,6 +160,12 @@ func (g *Gateway) writeGatewayError(c echo.Context, err error) error {
 	if ge.status >= 500 && ge.cause != nil {
 		g.log.Error("gateway request failed", "path", c.Request().URL.Path, "status", ge.status, "err", ge.cause)
 	}
+	if ge.retryAfter > 0 {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(ge.retryAfter.Seconds()))))
+	}
+	if d := dialectOf(c); d != nil {
+		return c.Blob(ge.status, echo.MIMEApplicationJSON, d.errorBody(ge))
+	}
 	body := openAIErrorBody{Message: ge.message, Type: ge.typ}
 	if ge.param != "" {
 		body.Param = &ge.param
@@ -170,10 +176,6 @@ func (g *Gateway) writeGatewayError(c echo.Context, err error) error {
 	raw, merr := json.Marshal(openAIError{Error: body})
 	if merr != nil {
 		return merr
-	}
-	h := c.Response().Header()
-	if ge.retryAfter > 0 {
-		h.Set("Retry-After", strconv.Itoa(int(math.Ceil(ge.retryAfter.Seconds()))))
 	}
 	return c.Blob(ge.status, echo.MIMEApplicationJSON, raw)
 }

@@ -214,6 +214,17 @@ type endpoint struct {
 	streams bool // takes "stream" and "stream_options"
 	output  bool // produces output tokens (embeddings do not)
 	kind    ticket.Kind
+	// dialect, when set, is the API the endpoint speaks, translated to and from chat completions (dialect.go);
+	// its rig is then called on chatEndpoint's path.
+	dialect dialect
+}
+
+// rigPath is the path the endpoint's rig is called on.
+func (ep endpoint) rigPath() string {
+	if ep.dialect != nil {
+		return chatEndpoint.path
+	}
+	return ep.path
 }
 
 var (
@@ -235,6 +246,9 @@ func (g *Gateway) routes() {
 // serve answers an inference endpoint.
 func (g *Gateway) serve(ep endpoint) echo.HandlerFunc {
 	return func(c echo.Context) error {
+		if ep.dialect != nil {
+			c.Set(dialectKey, ep.dialect)
+		}
 		key, err := g.admitKey(c)
 		if err != nil {
 			return g.writeGatewayError(c, err)
@@ -242,6 +256,12 @@ func (g *Gateway) serve(ep endpoint) echo.HandlerFunc {
 		body, err := readGatewayBody(c, g.cfg.MaxBodyBytes)
 		if err != nil {
 			return g.writeGatewayError(c, err)
+		}
+		clientBody := body
+		if ep.dialect != nil {
+			if body, err = ep.dialect.toChat(body); err != nil {
+				return g.writeGatewayError(c, err)
+			}
 		}
 		// The server's read and write timeouts bound a request's arrival, not an answer that a rig
 		// may take minutes to generate and stream: past the body they are lifted, and the relay
@@ -254,6 +274,7 @@ func (g *Gateway) serve(ep endpoint) echo.HandlerFunc {
 		if err != nil {
 			return g.writeGatewayError(c, err)
 		}
+		req.clientBody = clientBody
 		if session := c.Request().Header.Get(SessionHeader); session != "" { // before the body's (provider.go)
 			req.route.Conversation, req.route.ConversationStarts = conversationOf(nil, ep, session, key.AccountID, req.route.Model)
 		}
@@ -284,6 +305,9 @@ func (g *Gateway) admitKey(c echo.Context) (accounts.APIKey, error) {
 		return g.batchKey(c.Request().Context(), line)
 	}
 	secret := httpx.BearerToken(c.Request())
+	if secret == "" {
+		secret = strings.TrimSpace(c.Request().Header.Get("X-Api-Key")) // as Anthropic's clients send it
+	}
 	if secret == "" {
 		return accounts.APIKey{}, services.Errorf(services.CodeUnauthorized, "No API key.")
 	}
@@ -327,6 +351,7 @@ type gatewayRequest struct {
 	// record: the client did not ask for it and does not get it.
 	forcedUsage bool
 	body        []byte // what goes to the rig
+	clientBody  []byte // the body as the client sent it, before a dialect's translation
 	// bounds are the billable tokens the route ticket allows (routing.BoundsFor).
 	bounds routing.Bounds
 }

@@ -199,7 +199,7 @@ var gatewayMembers = []string{"gpumarket", "provider", "session_id", "prompt_cac
 // requireKnownParameters refuses a request that requires its parameters when one of them is not known to be
 // taken by every offering: no offering is then known to support it.
 func requireKnownParameters(top jsonObject, ep endpoint) error {
-	known := knownParameters[ep.path]
+	known := knownParameters[ep.rigPath()] // a dialect's body is a chat by now (dialect.go)
 	if known == nil {
 		return invalidRequest("provider.require_parameters", "unsupported_parameter",
 			"provider.require_parameters is not taken on %s: gpumarket knows of no offering's parameters there.", ep.path)
@@ -252,7 +252,7 @@ func conversationOf(top jsonObject, ep endpoint, header, accountID, model string
 		h.Write([]byte(source))
 		h.Write([]byte{0})
 		h.Write([]byte(value))
-	case ep.path == chatEndpoint.path:
+	case ep.rigPath() == chatEndpoint.path: // a dialect's body is a chat by now
 		raw, _ := top.get("messages")
 		h.Write([]byte("messages\x00"))
 		var ok bool
