@@ -149,6 +149,11 @@ func (g *Gateway) writeGatewayError(c echo.Context, err error) error {
 	if d := dialectOf(c); d != nil {
 		return c.Blob(ge.status, echo.MIMEApplicationJSON, d.errorBody(ge))
 	}
+	return c.Blob(ge.status, echo.MIMEApplicationJSON, openAIErrorJSON(ge))
+}
+
+// openAIErrorJSON is the error's body in OpenAI's shape.
+func openAIErrorJSON(ge *gatewayError) []byte {
 	body := openAIErrorBody{Message: ge.message, Type: ge.typ}
 	if ge.param != "" {
 		body.Param = &ge.param
@@ -156,11 +161,8 @@ func (g *Gateway) writeGatewayError(c echo.Context, err error) error {
 	if ge.code != "" {
 		body.Code = &ge.code
 	}
-	raw, merr := json.Marshal(openAIError{Error: body})
-	if merr != nil {
-		return merr
-	}
-	return c.Blob(ge.status, echo.MIMEApplicationJSON, raw)
+	raw, _ := json.Marshal(openAIError{Error: body}) // strings only: it always encodes
+	return raw
 }
 
 // handleError answers an error a handler or the router returned, in OpenAI's shape: what the
