@@ -139,8 +139,8 @@ func (b *gatewayBundle) testResponsesToolCall(t *testing.T) {
 
 	var res *http.Response
 	r, err := client.Responses.New(b.ctx, responses.ResponseNewParams{Model: "resp-tools", Store: openai.Bool(false),
-		Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{question}},
-		Tools: []responses.ToolUnionParam{weatherTool()},
+		Input:      responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{question}},
+		Tools:      []responses.ToolUnionParam{weatherTool()},
 		ToolChoice: responses.ResponseNewParamsToolChoiceUnion{OfToolChoiceMode: openai.Opt(responses.ToolChoiceOptionsRequired)}},
 		option.WithResponseInto(&res))
 	if err != nil {
