@@ -51,9 +51,13 @@ func (b *gatewayBundle) testStreamOverNATSBilledOnce(t *testing.T) {
 	stream := b.client(secret).Chat.Completions.NewStreaming(b.ctx, params, option.WithResponseInto(&res))
 	var acc openai.ChatCompletionAccumulator
 	chunks := 0
+	var usageChunk string
 	for stream.Next() {
 		acc.AddChunk(stream.Current())
 		chunks++
+		if stream.Current().JSON.Usage.Valid() {
+			usageChunk = stream.Current().RawJSON()
+		}
 	}
 	if err := stream.Err(); err != nil {
 		t.Fatal(err)
@@ -70,9 +74,43 @@ func (b *gatewayBundle) testStreamOverNATSBilledOnce(t *testing.T) {
 	if m.charge != want || start-b.balance(t, dev.AccountID) != want {
 		t.Fatalf("charged %s and the balance fell by %s; want %s", m.charge, start-b.balance(t, dev.AccountID), want)
 	}
+	// The usage chunk told the client what it paid.
+	if got := costIn(t, usageChunk); got != m.charge {
+		t.Fatalf("the usage chunk says the request cost %s; the meter charged %s (%s)", got, m.charge, usageChunk)
+	}
 	// The provider earns its asks on the same tokens, once.
 	b.owedOnce(t, id, o, m)
 	b.payableMatchesUsage(t, b.provider)
+
+	// A whole answer tells its cost in its usage too.
+	var whole *http.Response
+	c, err := b.client(secret).Chat.Completions.New(b.ctx, chatParams(o.Model, 10), option.WithResponseInto(&whole))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _, _ = headersOf(t, whole)
+	m = b.metered(t, id)
+	if got := costIn(t, c.RawJSON()); got != m.charge || got != b.price(t, string(o.Tier), m.input, m.output) {
+		t.Fatalf("the answer says the request cost %s; the meter charged %s", got, m.charge)
+	}
+}
+
+// costIn reads usage.cost, in dollars, of an answer or a usage chunk.
+func costIn(t *testing.T, raw string) money.Pico {
+	t.Helper()
+	var v struct {
+		Usage struct {
+			Cost json.Number `json:"cost"`
+		} `json:"usage"`
+	}
+	if err := json.Unmarshal([]byte(raw), &v); err != nil || v.Usage.Cost == "" {
+		t.Fatalf("no usage.cost in %s (%v)", raw, err)
+	}
+	p, err := money.ParseUSD(v.Usage.Cost.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 func (b *gatewayBundle) testAgentCutMidStream(t *testing.T) {

@@ -41,7 +41,7 @@ func setCarbonHeaders(h http.Header, cand routing.Candidate, whole bool) (traile
 
 // setCarbonTrailer sets the request's estimate from the tokens its answer reported.
 func setCarbonTrailer(h http.Header, cand routing.Candidate, o outcome) {
-	if o.usage == nil {
+	if o.usage == nil || cand.GCO2ePerToken <= 0 {
 		return
 	}
 	tokens := float64(o.usage.Input + o.usage.Output)

@@ -194,7 +194,7 @@ func (g *Gateway) relayTranslatedStream(w *httpx.DeadlineWriter, body io.Reader,
 			if isDone(frame) {
 				return send(tr.end())
 			}
-			_, output := readChunk(frame, false, o)
+			_, output := readChunk(frame, false, o, nil)
 			if payload, _, ok := dataPayload(frame); ok && len(payload) > 0 && payload[0] == '{' {
 				out, terr := tr.chunk(bytes.Clone(payload))
 				if terr != nil {

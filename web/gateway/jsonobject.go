@@ -17,6 +17,7 @@ type jsonObject []jsonMember
 type jsonMember struct {
 	name  []byte // decoded: the body's own bytes unless the name has an escape
 	value json.RawMessage
+	at    int // where value starts in the object's bytes
 }
 
 // readJSONObject reads body's top-level members; ok is false when body is not a JSON object.
@@ -49,7 +50,7 @@ func splitObject(body []byte) (obj jsonObject, ok bool) {
 		i = skipSpace(body, end)
 		i = skipSpace(body, i+1) // the colon
 		vend := valueEnd(body, i)
-		obj = append(obj, jsonMember{name: name, value: body[i:vend:vend]})
+		obj = append(obj, jsonMember{name: name, value: body[i:vend:vend], at: i})
 		i = skipSpace(body, vend)
 		if body[i] == '}' {
 			return obj, true

@@ -20,6 +20,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/ticket"
 	"github.com/gpumarket/gpumarket/web/internal/httpx"
@@ -257,8 +258,8 @@ func (g *Gateway) relay(c echo.Context, req *gatewayRequest, a *attempt, resp *h
 	// chunked: the rig's Content-Length is then not passed on.
 	small := ok && !streaming && resp.ContentLength >= 0 && resp.ContentLength <= maxUsageScan
 	trailer := setCarbonHeaders(h, a.cand, ok && !streaming && !small)
-	if small && a.cand.GCO2ePerToken > 0 {
-		return g.relaySmall(c, a, resp)
+	if small {
+		return g.relaySmall(c, req, a, resp)
 	}
 	if streaming {
 		h.Set("X-Accel-Buffering", "no") // a reverse proxy in front must not hold frames back
@@ -279,7 +280,7 @@ func (g *Gateway) relay(c echo.Context, req *gatewayRequest, a *attempt, resp *h
 	body := &boundedReader{r: resp.Body, left: maxResponseBytes}
 	var err error
 	if streaming {
-		err = g.relayStream(out, body, req.forcedUsage, &o)
+		err = g.relayStream(out, body, req.forcedUsage, &o, func(u *billing.TokenCount) (money.Pico, bool) { return costOf(a, req, u) })
 	} else {
 		err = g.relayBody(out, body, ok, &o)
 	}
@@ -303,8 +304,8 @@ func (g *Gateway) relay(c echo.Context, req *gatewayRequest, a *attempt, resp *h
 }
 
 // relaySmall reads a whole answer of known length at most maxUsageScan, sets the request's
-// carbon from its usage as a header, and relays it with its length.
-func (g *Gateway) relaySmall(c echo.Context, a *attempt, resp *http.Response) outcome {
+// carbon from its usage as a header, puts its cost in its usage (cost.go), and relays it with its length.
+func (g *Gateway) relaySmall(c echo.Context, req *gatewayRequest, a *attempt, resp *http.Response) outcome {
 	w := c.Response()
 	o := outcome{httpStatus: resp.StatusCode, status: billing.GatewayOK}
 	// Read into a buffer one byte longer than announced, so that the read goes on to the body's
@@ -321,9 +322,13 @@ func (g *Gateway) relaySmall(c echo.Context, a *attempt, resp *http.Response) ou
 	if err == nil && int64(len(body)) != resp.ContentLength {
 		err = fmt.Errorf("the answer is %d bytes, not the %d it announced", len(body), resp.ContentLength)
 	}
+	o.outputBytes = int64(len(body)) // what the rig answered
 	if err == nil {
 		o.usage = usageOf(body)
 		setCarbonTrailer(w.Header(), a.cand, o)
+		if cost, ok := costOf(a, req, o.usage); ok && resp.StatusCode < 300 {
+			body = withCost(body, cost)
+		}
 	}
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	// One write, bounded by a write deadline; the read deadline stays lifted (serve), so the
@@ -331,7 +336,6 @@ func (g *Gateway) relaySmall(c echo.Context, a *attempt, resp *http.Response) ou
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Now().Add(clientWriteIdle))
 	w.WriteHeader(resp.StatusCode)
-	o.outputBytes = int64(len(body))
 	// Flushed at once: the answer is whole, and the client need not wait for the gateway's
 	// records of it (observe, record, settle), which follow.
 	_, werr := w.Write(body)
@@ -456,7 +460,8 @@ func (u *tokenUsage) count() *billing.TokenCount {
 // relayStream relays server-sent events frame by frame, flushing after each. It reads every
 // chunk for its output text (what was relayed, and the time to first token) and the usage, and
 // drops the usage chunk the gateway asked for when the client had not.
-func (g *Gateway) relayStream(w *httpx.DeadlineWriter, body io.Reader, forcedUsage bool, o *outcome) error {
+func (g *Gateway) relayStream(w *httpx.DeadlineWriter, body io.Reader, forcedUsage bool, o *outcome,
+	costFor func(*billing.TokenCount) (money.Pico, bool)) error {
 	br := bufio.NewReaderSize(body, 32<<10)
 	var frame []byte
 	for {
@@ -472,7 +477,7 @@ func (g *Gateway) relayStream(w *httpx.DeadlineWriter, body io.Reader, forcedUsa
 			continue
 		}
 		if len(frame) > 0 {
-			out, output := readChunk(frame, forcedUsage, o)
+			out, output := readChunk(frame, forcedUsage, o, costFor)
 			if out != nil {
 				if _, werr := w.Write(out); werr != nil {
 					return errClientGone
@@ -532,8 +537,8 @@ var usageNullTail = []byte(`,"usage":null}`)
 
 // readChunk reads one frame and returns what to send the client (nil to drop it) and the bytes
 // of output text it carried, which bound the tokens its rig may bill for it: every chunk is
-// parsed.
-func readChunk(frame []byte, forcedUsage bool, o *outcome) (out []byte, output int64) {
+// parsed. The usage chunk a client asked for gets the request's cost from costFor, when given.
+func readChunk(frame []byte, forcedUsage bool, o *outcome, costFor func(*billing.TokenCount) (money.Pico, bool)) (out []byte, output int64) {
 	payload, from, ok := dataPayload(frame)
 	if !ok || len(payload) == 0 || payload[0] != '{' {
 		return frame, 0 // a comment, [DONE], or not a chunk
@@ -553,6 +558,13 @@ func readChunk(frame []byte, forcedUsage bool, o *outcome) (out []byte, output i
 		o.usage = chunk.Usage.count()
 	}
 	if !forcedUsage {
+		if chunk.Usage != nil && costFor != nil {
+			if cost, ok := costFor(o.usage); ok {
+				with := withCost(payload, cost)
+				out = make([]byte, 0, len(frame)+len(with)-len(payload))
+				return append(append(append(out, frame[:from]...), with...), frame[from+len(payload):]...), output
+			}
+		}
 		return frame, output
 	}
 	if chunk.Usage != nil && len(chunk.Choices) == 0 {

@@ -1,0 +1,79 @@
+package gateway
+
+import (
+	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/ticket"
+)
+
+// What a request cost, in its answer.
+//
+// As OpenRouter does, the usage object of an answer carries "cost": what the request costs its customer, in
+// dollars, as a JSON number (exact: twelve decimal places, picodollars). It is the gateway's figure: the answer's
+// reported tokens, each bounded by the route ticket (routing.BoundsFor), at the price the ticket names — the
+// figure the meter bills unless the rig's own report, checked against what the gateway saw, comes in lower
+// (docs/metering-integrity.md). The usage API has the meter's final figure. A generation that produced no output
+// token costs nothing, and an embedding its input, as the meter bills them. It goes in the usage member of a whole
+// answer the gateway reads whole (relaySmall: every answer of known length up to maxUsageScan) and in a stream's
+// usage chunk when the client asked for it; an answer of unknown or larger length carries none.
+
+// costOf is the request's cost for the usage an answer reported; ok is false when there is none to tell.
+func costOf(a *attempt, req *gatewayRequest, u *billing.TokenCount) (money.Pico, bool) {
+	if u == nil {
+		return 0, false
+	}
+	in, out := u.Input, u.Output
+	if b := req.bounds.MaxInputTokens; b > 0 {
+		in = min(in, b)
+	}
+	if req.ep.kind == ticket.KindEmbedding {
+		out = 0
+	} else {
+		if b := req.bounds.MaxOutputTokens; b >= 0 {
+			out = min(out, b)
+		}
+		if out == 0 {
+			return 0, true
+		}
+	}
+	ci, err := money.ChargeFor(in, a.cand.PriceInput)
+	if err != nil {
+		return 0, false
+	}
+	co, err := money.ChargeFor(out, a.cand.PriceOutput)
+	if err != nil {
+		return 0, false
+	}
+	c, err := ci.Add(co)
+	return c, err == nil
+}
+
+// withCost returns body, a JSON object, with "cost" added to its usage member, an object; body itself when it has
+// none. A cost already there (a rig's) is outvoted: a member named twice reads as its last value.
+func withCost(body []byte, cost money.Pico) []byte {
+	top, ok := splitObject(body)
+	if !ok {
+		return body
+	}
+	for i := len(top) - 1; i >= 0; i-- {
+		m := top[i]
+		if string(m.name) != "usage" {
+			continue
+		}
+		v := m.value
+		if len(v) < 2 || v[0] != '{' {
+			return body
+		}
+		closing := m.at + len(v) - 1
+		fields, _ := splitObject(v)
+		out := make([]byte, 0, len(body)+32)
+		out = append(out, body[:closing]...)
+		if len(fields) > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, `"cost":`...)
+		out = append(out, cost.Decimal(12)...)
+		return append(out, body[closing:]...)
+	}
+	return body
+}

@@ -1,0 +1,52 @@
+package gateway
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/routing"
+	"github.com/gpumarket/gpumarket/services/ticket"
+)
+
+func TestAnAnswerTellsWhatItCost(t *testing.T) {
+	a := &attempt{cand: routing.Candidate{PriceInput: 150_000, PriceOutput: 300_000}}
+	req := &gatewayRequest{ep: chatEndpoint, bounds: routing.Bounds{MaxInputTokens: 1000, MaxOutputTokens: 8}}
+	// 20 input tokens at $0.15/M and 8 output (of 50 reported: the ticket bounds them) at $0.30/M.
+	cost, ok := costOf(a, req, &billing.TokenCount{Input: 20, Output: 50})
+	if want := money.Pico(20*150_000 + 8*300_000); !ok || cost != want {
+		t.Fatalf("cost %s, want %s", cost, want)
+	}
+	if cost, ok := costOf(a, req, &billing.TokenCount{Input: 20}); !ok || cost != 0 {
+		t.Fatalf("a generation with no output costs %s, want nothing", cost)
+	}
+	emb := &gatewayRequest{ep: embeddingEndpoint, bounds: routing.Bounds{MaxInputTokens: 1000}}
+	if emb.ep.kind != ticket.KindEmbedding {
+		t.Fatal("the embeddings endpoint is no embedding")
+	}
+	if cost, _ := costOf(a, emb, &billing.TokenCount{Input: 20}); cost != 20*150_000 {
+		t.Fatalf("an embedding costs %s, want its input", cost)
+	}
+
+	for _, c := range []struct{ body, want string }{
+		{`{"id":"x","usage":{"prompt_tokens":1,"completion_tokens":2}}`, `{"id":"x","usage":{"prompt_tokens":1,"completion_tokens":2,"cost":0.000005400000}}`},
+		{`{"usage":{}}`, `{"usage":{"cost":0.000005400000}}`},
+		{`{"usage": {"cost": 9, "prompt_tokens": 1} , "x": 1}`, `{"usage": {"cost": 9, "prompt_tokens": 1,"cost":0.000005400000} , "x": 1}`},
+		{`{"usage":null}`, `{"usage":null}`},
+		{`{"id":"x"}`, `{"id":"x"}`},
+	} {
+		got := string(withCost([]byte(c.body), 5_400_000))
+		if got != c.want || !json.Valid([]byte(got)) {
+			t.Errorf("withCost(%s) = %s, want %s", c.body, got, c.want)
+		}
+	}
+	// A rig's own cost is outvoted: the last member named cost is the gateway's.
+	var v struct {
+		Usage struct{ Cost json.Number } `json:"usage"`
+	}
+	_ = json.Unmarshal(withCost([]byte(`{"usage":{"cost":9}}`), 5_400_000), &v)
+	if v.Usage.Cost.String() != "0.000005400000" {
+		t.Fatalf("a client reads cost %s", v.Usage.Cost)
+	}
+}
