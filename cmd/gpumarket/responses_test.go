@@ -32,9 +32,10 @@ func TestResponsesAPI(t *testing.T) {
 }
 
 // billedOnce checks a response's request: metered once at the usage it reported, in the offering's standard tier,
-// owing the provider its asks; it returns the charge.
-func (b *gatewayBundle) billedOnce(t *testing.T, res *http.Response, o catalog.Offering, u responses.ResponseUsage) (string, money.Pico) {
+// at the cost its usage told, owing the provider its asks; it returns the charge.
+func (b *gatewayBundle) billedOnce(t *testing.T, res *http.Response, o catalog.Offering, r responses.Response) (string, money.Pico) {
 	t.Helper()
+	u := r.Usage
 	id, offering, tier := headersOf(t, res)
 	if offering != o.ID || tier != "standard" {
 		t.Fatalf("served by %s in %s, want %s in standard", offering, tier, o.ID)
@@ -49,6 +50,9 @@ func (b *gatewayBundle) billedOnce(t *testing.T, res *http.Response, o catalog.O
 	}
 	if want := b.price(t, "standard", m.input, m.output); m.charge != want || m.charge == 0 {
 		t.Fatalf("%s charged %s, want %s", id, m.charge, want)
+	}
+	if told := costIn(t, r.RawJSON()); told != m.charge {
+		t.Fatalf("%s: the response says it cost %s; the meter charged %s", id, told, m.charge)
 	}
 	b.owedOnce(t, id, o, m)
 	return id, m.charge
@@ -69,7 +73,7 @@ func (b *gatewayBundle) testResponsesBilledOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, paidWhole := b.billedOnce(t, res, o, r.Usage)
+	id, paidWhole := b.billedOnce(t, res, o, *r)
 	if r.ID != "resp_"+strings.TrimPrefix(id, "req_") || r.Object != "response" || r.Status != responses.ResponseStatusCompleted ||
 		r.Model != "resp-billed" || r.OutputText() == "" || r.Instructions.OfString != "Answer briefly." || r.Metadata["case"] != "whole" ||
 		len(r.Output) != 1 || r.Output[0].Type != "message" || r.Usage.OutputTokens <= 0 {
@@ -109,7 +113,7 @@ func (b *gatewayBundle) testResponsesBilledOnce(t *testing.T) {
 		final.OutputText() != text.String() || text.Len() == 0 || final.Usage.OutputTokens != 12 || final.MaxOutputTokens != 12 {
 		t.Fatalf("the streamed response (text %q): %s", text.String(), final.RawJSON())
 	}
-	streamID, paidStream := b.billedOnce(t, res, o, final.Usage)
+	streamID, paidStream := b.billedOnce(t, res, o, final)
 	if final.ID != "resp_"+strings.TrimPrefix(streamID, "req_") {
 		t.Fatalf("the streamed response %s of request %s", final.ID, streamID)
 	}
@@ -146,7 +150,7 @@ func (b *gatewayBundle) testResponsesToolCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, paidCall := b.billedOnce(t, res, o, r.Usage)
+	_, paidCall := b.billedOnce(t, res, o, *r)
 	if r.Status != responses.ResponseStatusCompleted || len(r.Output) != 1 || r.Output[0].Type != "function_call" ||
 		len(r.Tools) != 1 || r.Tools[0].Name != "weather" {
 		t.Fatalf("the response: %s", r.RawJSON())
@@ -180,7 +184,7 @@ func (b *gatewayBundle) testResponsesToolCall(t *testing.T) {
 		final.Output[0].Type != "message" {
 		t.Fatalf("the answer after the tool's output: %s", final.RawJSON())
 	}
-	_, paidAnswer := b.billedOnce(t, res, o, final.Usage)
+	_, paidAnswer := b.billedOnce(t, res, o, final)
 
 	// The same call, streamed: its arguments arrive as deltas and end whole.
 	stream = client.Responses.NewStreaming(b.ctx, responses.ResponseNewParams{Model: "resp-tools",
@@ -206,7 +210,7 @@ func (b *gatewayBundle) testResponsesToolCall(t *testing.T) {
 		len(final.Output) != 1 || final.Output[0].AsFunctionCall().Arguments != done || final.Output[0].AsFunctionCall().Name != "weather" {
 		t.Fatalf("the streamed call: deltas %q, done %q, response %s", deltas.String(), done, final.RawJSON())
 	}
-	_, paidStream := b.billedOnce(t, res, o, final.Usage)
+	_, paidStream := b.billedOnce(t, res, o, final)
 	if got, want := b.balance(t, dev.AccountID), start-paidCall-paidAnswer-paidStream; got != want {
 		t.Fatalf("balance %s; want %s", got, want)
 	}

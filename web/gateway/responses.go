@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gpumarket/gpumarket/services/billing"
 )
 
 // The OpenAI Responses API, POST /v1/responses, served by translation to and from chat completions (dialect.go).
@@ -39,8 +41,9 @@ import (
 // response.output_item.added, its content or arguments (response.content_part.added, response.output_text.delta,
 // response.output_text.done, response.content_part.done; response.function_call_arguments.delta and .done) and
 // response.output_item.done, and last response.completed (or response.incomplete) with the whole response and
-// its usage. A model's reasoning text is not relayed; its tokens are in usage.output_tokens_details. Errors are
-// OpenAI's error body, the gateway's own.
+// its usage. The usage carries the request's cost in dollars, as every answer's does (cost.go). A model's
+// reasoning text is not relayed; its tokens are in usage.output_tokens_details. Errors are OpenAI's error body,
+// the gateway's own.
 type responsesDialect struct{}
 
 var _ dialect = responsesDialect{}
@@ -563,6 +566,8 @@ type responseUsage struct {
 		ReasoningTokens int64 `json:"reasoning_tokens"`
 	} `json:"output_tokens_details"`
 	TotalTokens int64 `json:"total_tokens"`
+	// Cost is what the request cost, in dollars, as an answer's usage tells it (cost.go); absent when untold.
+	Cost json.RawMessage `json:"cost,omitempty"`
 }
 
 // respMessageItem is an output message.
@@ -631,8 +636,8 @@ func responseShell(t *translation) *responseObject {
 	return resp
 }
 
-// finish sets a Response's status from the chat's finish reason, and its usage.
-func (resp *responseObject) finish(finishReason string, u *respChatUsage, at int64) {
+// finish sets a Response's status from the chat's finish reason, and its usage with the request's cost.
+func (resp *responseObject) finish(finishReason string, u *respChatUsage, at int64, t *translation) {
 	switch finishReason {
 	case "length":
 		resp.Status, resp.IncompleteDetails = "incomplete", &respIncompleteDetails{Reason: "max_output_tokens"}
@@ -651,6 +656,11 @@ func (resp *responseObject) finish(finishReason string, u *respChatUsage, at int
 		}
 		if ru.TotalTokens == 0 {
 			ru.TotalTokens = ru.InputTokens + ru.OutputTokens
+		}
+		if t.cost != nil {
+			if cost, ok := t.cost(&billing.TokenCount{Input: max(u.PromptTokens, 0), Output: max(u.CompletionTokens, 0)}); ok {
+				ru.Cost = json.RawMessage(cost.Decimal(12))
+			}
 		}
 		resp.Usage = ru
 	}
@@ -674,7 +684,7 @@ func (responsesDialect) answer(chat []byte, t *translation) ([]byte, error) {
 	}
 	ch := c.Choices[0]
 	resp := responseShell(t)
-	resp.finish(ch.FinishReason, c.Usage, time.Now().Unix())
+	resp.finish(ch.FinishReason, c.Usage, time.Now().Unix(), t)
 	itemStatus := "completed"
 	if resp.Status == "incomplete" {
 		itemStatus = "incomplete"
@@ -904,7 +914,7 @@ func (s *responsesStream) end() []byte {
 		s.openMessage() // an answer without output still has its (empty) message, as a whole answer does
 	}
 	s.closeOpen()
-	s.resp.finish(s.finish, s.usage, time.Now().Unix())
+	s.resp.finish(s.finish, s.usage, time.Now().Unix(), s.t)
 	typ := "response.completed"
 	if s.resp.Status == "incomplete" {
 		typ = "response.incomplete"

@@ -13,7 +13,9 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/money"
 )
 
 // sameJSON fails unless got and want are the same JSON value.
@@ -153,9 +155,12 @@ func TestResponsesRefusals(t *testing.T) {
 	}
 }
 
+// testTranslation is a request's translation whose cost is a microdollar a token.
 func testTranslation(request string) *translation {
 	return &translation{requestID: "req_0123abcd", request: []byte(request), model: "llama-3-8b",
-		created: time.Unix(1_800_000_000, 0)}
+		created: time.Unix(1_800_000_000, 0), cost: func(u *billing.TokenCount) (money.Pico, bool) {
+			return money.Pico(u.Input+u.Output) * money.PicoPerUSD / 1_000_000, true
+		}}
 }
 
 // decodeResponse decodes a Response as the official SDK does.
@@ -197,6 +202,9 @@ func TestResponsesWholeAnswer(t *testing.T) {
 	if u.InputTokens != 12 || u.InputTokensDetails.CachedTokens != 4 || u.OutputTokens != 3 || u.OutputTokensDetails.ReasoningTokens != 1 ||
 		u.TotalTokens != 15 {
 		t.Fatalf("usage %+v", u)
+	}
+	if !bytes.Contains(raw, []byte(`"total_tokens":15,"cost":0.000015000000}`)) {
+		t.Fatalf("the usage does not tell the cost: %s", raw)
 	}
 	if !bytes.Contains(raw, []byte(`"error":null`)) || !bytes.Contains(raw, []byte(`"incomplete_details":null`)) ||
 		!bytes.Contains(raw, []byte(`"store":false`)) || !bytes.Contains(raw, []byte(`"annotations":[]`)) {
@@ -320,7 +328,7 @@ func TestResponsesStreamOfText(t *testing.T) {
 	}
 	r := events[9].ev.AsResponseCompleted().Response
 	if r.Status != "completed" || r.OutputText() != "Hello." || r.Usage.InputTokens != 7 || r.Usage.OutputTokens != 2 ||
-		r.Usage.TotalTokens != 9 {
+		r.Usage.TotalTokens != 9 || !strings.Contains(r.Usage.RawJSON(), `"cost":0.000009000000`) {
 		t.Fatalf("response.completed: %s", events[9].data)
 	}
 
