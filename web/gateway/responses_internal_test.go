@@ -18,8 +18,8 @@ import (
 	"github.com/gpumarket/gpumarket/services/money"
 )
 
-// sameJSON fails unless got and want are the same JSON value.
-func sameJSON(t *testing.T, got []byte, want string) {
+// sameJSONValue fails unless got and want are the same JSON value.
+func sameJSONValue(t *testing.T, got []byte, want string) {
 	t.Helper()
 	var g, w any
 	if err := json.Unmarshal(got, &g); err != nil {
@@ -59,7 +59,7 @@ func TestResponsesRequestBecomesChat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameJSON(t, chat, `{"model":"llama-3-8b:realtime","stream":true,"max_tokens":64,"temperature":0.5,"top_p":0.9,
+	sameJSONValue(t, chat, `{"model":"llama-3-8b:realtime","stream":true,"max_tokens":64,"temperature":0.5,"top_p":0.9,
 		"parallel_tool_calls":false,
 		"messages":[
 			{"role":"system","content":"Be brief."},
@@ -103,12 +103,12 @@ func TestResponsesStringInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameJSON(t, chat, `{"model":"m","messages":[{"role":"user","content":"Hello"}],"tool_choice":"none"}`)
+	sameJSONValue(t, chat, `{"model":"m","messages":[{"role":"user","content":"Hello"}],"tool_choice":"none"}`)
 	chat, err = responsesDialect{}.toChat([]byte(`{"model":"m","input":"Hi","previous_response_id":null,"text":{"format":{"type":"json_object"}}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameJSON(t, chat, `{"model":"m","messages":[{"role":"user","content":"Hi"}],"response_format":{"type":"json_object"}}`)
+	sameJSONValue(t, chat, `{"model":"m","messages":[{"role":"user","content":"Hi"}],"response_format":{"type":"json_object"}}`)
 }
 
 func TestResponsesRefusals(t *testing.T) {
@@ -155,16 +155,16 @@ func TestResponsesRefusals(t *testing.T) {
 	}
 }
 
-// testTranslation is a request's translation whose cost is a microdollar a token.
-func testTranslation(request string) *translation {
+// responsesTranslation is a request's translation whose cost is a microdollar a token.
+func responsesTranslation(request string) *translation {
 	return &translation{requestID: "req_0123abcd", request: []byte(request), model: "llama-3-8b",
 		created: time.Unix(1_800_000_000, 0), cost: func(u *billing.TokenCount) (money.Pico, bool) {
 			return money.Pico(u.Input+u.Output) * money.PicoPerUSD / 1_000_000, true
 		}}
 }
 
-// decodeResponse decodes a Response as the official SDK does.
-func decodeResponse(t *testing.T, raw []byte) responses.Response {
+// decodeSDKResponse decodes a Response as the official SDK does.
+func decodeSDKResponse(t *testing.T, raw []byte) responses.Response {
 	t.Helper()
 	var r responses.Response
 	if err := json.Unmarshal(raw, &r); err != nil {
@@ -174,7 +174,7 @@ func decodeResponse(t *testing.T, raw []byte) responses.Response {
 }
 
 func TestResponsesWholeAnswer(t *testing.T) {
-	tr := testTranslation(`{"model":"llama-3-8b:standard","input":"Hi","instructions":"Be brief.","max_output_tokens":50,
+	tr := responsesTranslation(`{"model":"llama-3-8b:standard","input":"Hi","instructions":"Be brief.","max_output_tokens":50,
 		"metadata":{"k":"v"},"tools":[{"type":"function","name":"weather","parameters":{"type":"object"}}]}`)
 	raw, err := responsesDialect{}.answer([]byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"llama-3-8b",
 		"choices":[{"index":0,"message":{"role":"assistant","content":"Bonjour."},"finish_reason":"stop"}],
@@ -183,7 +183,7 @@ func TestResponsesWholeAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := decodeResponse(t, raw)
+	r := decodeSDKResponse(t, raw)
 	if r.ID != "resp_0123abcd" || r.Object != "response" || r.Status != responses.ResponseStatusCompleted || r.CreatedAt != 1_800_000_000 ||
 		r.Model != "llama-3-8b" || r.OutputText() != "Bonjour." || r.Instructions.OfString != "Be brief." || r.MaxOutputTokens != 50 ||
 		r.Metadata["k"] != "v" || !r.ParallelToolCalls || r.ToolChoice.OfToolChoiceMode != "auto" || len(r.Tools) != 1 ||
@@ -217,7 +217,7 @@ func TestResponsesWholeAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r = decodeResponse(t, raw)
+	r = decodeSDKResponse(t, raw)
 	if r.Status != responses.ResponseStatusIncomplete || r.IncompleteDetails.Reason != "max_output_tokens" ||
 		r.Output[0].AsMessage().Status != "incomplete" || r.Usage.TotalTokens != 62 || r.CompletedAt != 0 {
 		t.Fatalf("an answer cut short: %s", raw)
@@ -225,7 +225,7 @@ func TestResponsesWholeAnswer(t *testing.T) {
 }
 
 func TestResponsesWholeToolCall(t *testing.T) {
-	tr := testTranslation(`{"model":"m","input":"Weather?","tool_choice":"required",
+	tr := responsesTranslation(`{"model":"m","input":"Weather?","tool_choice":"required",
 		"tools":[{"type":"function","name":"weather","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}]}`)
 	// A tool call as the simulated backend answers one.
 	raw, err := responsesDialect{}.answer([]byte(`{"id":"chatcmpl-2","object":"chat.completion","model":"m",
@@ -235,7 +235,7 @@ func TestResponsesWholeToolCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := decodeResponse(t, raw)
+	r := decodeSDKResponse(t, raw)
 	if r.Status != responses.ResponseStatusCompleted || len(r.Output) != 1 || r.ToolChoice.OfToolChoiceMode != "required" {
 		t.Fatalf("the response: %s", raw)
 	}
@@ -246,25 +246,25 @@ func TestResponsesWholeToolCall(t *testing.T) {
 	}
 }
 
-// sseEvent is one event of a translated stream.
-type sseEvent struct {
+// responsesEvent is one event of a translated stream.
+type responsesEvent struct {
 	name string
 	data []byte
 	ev   responses.ResponseStreamEventUnion
 }
 
-// readEvents splits frames into events, checking that each is an event line and a data line whose type is the
+// readResponsesEvents splits frames into events, checking that each is an event line and a data line whose type is the
 // event's name, numbered in sequence from 0, and that the SDK decodes it.
-func readEvents(t *testing.T, frames []byte) []sseEvent {
+func readResponsesEvents(t *testing.T, frames []byte) []responsesEvent {
 	t.Helper()
-	var out []sseEvent
+	var out []responsesEvent
 	for _, f := range strings.Split(strings.TrimSuffix(string(frames), "\n\n"), "\n\n") {
 		name, rest, ok := strings.Cut(f, "\n")
 		data, found := strings.CutPrefix(rest, "data: ")
 		if !ok || !strings.HasPrefix(name, "event: ") || !found || strings.Contains(data, "\n") {
 			t.Fatalf("a frame that is not an event and its data: %q", f)
 		}
-		e := sseEvent{name: strings.TrimPrefix(name, "event: "), data: []byte(data)}
+		e := responsesEvent{name: strings.TrimPrefix(name, "event: "), data: []byte(data)}
 		if err := json.Unmarshal(e.data, &e.ev); err != nil {
 			t.Fatalf("the SDK does not decode %s: %v", data, err)
 		}
@@ -276,8 +276,8 @@ func readEvents(t *testing.T, frames []byte) []sseEvent {
 	return out
 }
 
-// translateStream feeds chunks to a stream translator and returns all it sent.
-func translateStream(t *testing.T, tr *translation, chunks ...string) []byte {
+// translateResponsesStream feeds chunks to a stream translator and returns all it sent.
+func translateResponsesStream(t *testing.T, tr *translation, chunks ...string) []byte {
 	t.Helper()
 	s := responsesDialect{}.stream(tr)
 	var all []byte
@@ -291,7 +291,7 @@ func translateStream(t *testing.T, tr *translation, chunks ...string) []byte {
 	return append(all, s.end()...)
 }
 
-func eventNames(events []sseEvent) []string {
+func responsesEventNames(events []responsesEvent) []string {
 	names := make([]string, len(events))
 	for i, e := range events {
 		names[i] = e.name
@@ -300,8 +300,8 @@ func eventNames(events []sseEvent) []string {
 }
 
 func TestResponsesStreamOfText(t *testing.T) {
-	tr := testTranslation(`{"model":"llama-3-8b","input":"Hi","stream":true}`)
-	events := readEvents(t, translateStream(t, tr,
+	tr := responsesTranslation(`{"model":"llama-3-8b","input":"Hi","stream":true}`)
+	events := readResponsesEvents(t, translateResponsesStream(t, tr,
 		`{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}],"usage":null}`,
 		`{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"Hel"},"finish_reason":null}],"usage":null}`,
 		`{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"lo."},"finish_reason":null}],"usage":null}`,
@@ -310,7 +310,7 @@ func TestResponsesStreamOfText(t *testing.T) {
 	want := []string{"response.created", "response.in_progress", "response.output_item.added", "response.content_part.added",
 		"response.output_text.delta", "response.output_text.delta", "response.output_text.done", "response.content_part.done",
 		"response.output_item.done", "response.completed"}
-	if got := eventNames(events); !reflect.DeepEqual(got, want) {
+	if got := responsesEventNames(events); !reflect.DeepEqual(got, want) {
 		t.Fatalf("events %v\nwant %v", got, want)
 	}
 	if created := events[0].ev.AsResponseCreated().Response; created.ID != "resp_0123abcd" || created.Status != "in_progress" ||
@@ -333,7 +333,7 @@ func TestResponsesStreamOfText(t *testing.T) {
 	}
 
 	// Cut short by its length: it ends with response.incomplete.
-	events = readEvents(t, translateStream(t, tr,
+	events = readResponsesEvents(t, translateResponsesStream(t, tr,
 		`{"choices":[{"index":0,"delta":{"content":"Hel"},"finish_reason":null}]}`,
 		`{"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}`,
 		`{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":1}}`))
@@ -345,10 +345,10 @@ func TestResponsesStreamOfText(t *testing.T) {
 }
 
 func TestResponsesStreamOfToolCall(t *testing.T) {
-	tr := testTranslation(`{"model":"m","input":"Weather?","stream":true,"tools":[{"type":"function","name":"weather"}]}`)
+	tr := responsesTranslation(`{"model":"m","input":"Weather?","stream":true,"tools":[{"type":"function","name":"weather"}]}`)
 	// A tool call streamed as OpenAI streams one, and as the simulated backend does: the call's id and name first,
 	// then its arguments in pieces.
-	events := readEvents(t, translateStream(t, tr,
+	events := readResponsesEvents(t, translateResponsesStream(t, tr,
 		`{"choices":[{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_77","type":"function",
 			"function":{"name":"weather","arguments":""}}]},"finish_reason":null}]}`,
 		`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"city\":"}}]},"finish_reason":null}]}`,
@@ -358,7 +358,7 @@ func TestResponsesStreamOfToolCall(t *testing.T) {
 	want := []string{"response.created", "response.in_progress", "response.output_item.added",
 		"response.function_call_arguments.delta", "response.function_call_arguments.delta", "response.function_call_arguments.done",
 		"response.output_item.done", "response.completed"}
-	if got := eventNames(events); !reflect.DeepEqual(got, want) {
+	if got := responsesEventNames(events); !reflect.DeepEqual(got, want) {
 		t.Fatalf("events %v\nwant %v", got, want)
 	}
 	if item := events[2].ev.AsResponseOutputItemAdded().Item.AsFunctionCall(); item.CallID != "call_77" || item.Name != "weather" ||
@@ -381,7 +381,7 @@ func TestResponsesStreamOfToolCall(t *testing.T) {
 	}
 
 	// Text, then two calls: each item closes before the next opens.
-	events = readEvents(t, translateStream(t, tr,
+	events = readResponsesEvents(t, translateResponsesStream(t, tr,
 		`{"choices":[{"index":0,"delta":{"content":"Checking."}}]}`,
 		`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","function":{"name":"weather","arguments":"{}"}}]}}]}`,
 		`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"call_2","function":{"name":"time","arguments":"{}"}}]}}]}`,
@@ -393,7 +393,7 @@ func TestResponsesStreamOfToolCall(t *testing.T) {
 		"response.function_call_arguments.done", "response.output_item.done",
 		"response.output_item.added", "response.function_call_arguments.delta",
 		"response.function_call_arguments.done", "response.output_item.done", "response.completed"}
-	if got := eventNames(events); !reflect.DeepEqual(got, want) {
+	if got := responsesEventNames(events); !reflect.DeepEqual(got, want) {
 		t.Fatalf("events %v\nwant %v", got, want)
 	}
 	r = events[len(events)-1].ev.AsResponseCompleted().Response
