@@ -181,6 +181,6 @@ func (g *Gateway) handleError(err error, c echo.Context) {
 func (g *Gateway) notFound(c echo.Context) error {
 	r := c.Request()
 	return g.writeGatewayError(c, &gatewayError{status: http.StatusNotFound, typ: "invalid_request_error", code: "unknown_url",
-		message: fmt.Sprintf("Invalid URL (%s %s). The gateway serves POST /v1/chat/completions, /v1/completions, /v1/embeddings and GET /v1/models.",
+		message: fmt.Sprintf("Invalid URL (%s %s). The gateway serves POST /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/responses and GET /v1/models.",
 			r.Method, strings.TrimSpace(r.URL.Path))})
 }
