@@ -1,6 +1,7 @@
 // Package gateway is the platform's OpenAI-compatible /v1 gateway: the inference endpoints
-// (POST /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/responses, GET /v1/models) and the Batch
-// API's files and batches, for any OpenAI SDK pointed at <platform>/v1 with an API key.
+// (POST /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/responses, GET /v1/models)
+// and the Batch API's files and batches, for any OpenAI SDK pointed at <platform>/v1 with an
+// API key.
 //
 // It is an http.Handler of its own (Gateway, built by New from a Config that names every
 // dependency), with its own router: a /v1 request never reaches package web, so the pages'
