@@ -145,7 +145,7 @@ func errNotStored(param string) *gatewayError {
 func (responsesDialect) toChat(body []byte) ([]byte, error) {
 	var r responsesRequest
 	if err := json.Unmarshal(body, &r); err != nil {
-		return nil, invalidRequest("", "invalid_json", "We could not parse the JSON body of your request: %v.", respJsonProblem(err))
+		return nil, invalidRequest("", "invalid_json", "We could not parse the JSON body of your request: %v.", respJSONProblem(err))
 	}
 	if s, ok := jsonString(r.PreviousResponseID); !respIsNull(r.PreviousResponseID) && (!ok || s != "") {
 		return nil, errNotStored("previous_response_id")
@@ -204,8 +204,8 @@ func (responsesDialect) toChat(body []byte) ([]byte, error) {
 	return respMarshal(chat)
 }
 
-// respJsonProblem is what encoding/json found wrong with a body, without the Go types it names.
-func respJsonProblem(err error) string {
+// respJSONProblem is what encoding/json found wrong with a body, without the Go types it names.
+func respJSONProblem(err error) string {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) && te.Field != "" {
 		return fmt.Sprintf("%s must not be a %s", te.Field, te.Value)
