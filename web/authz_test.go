@@ -436,6 +436,8 @@ var authzTable = map[string]route{
 	"POST /v1/completions":      {body: map[string]any{"model": "m", "prompt": "hi"}, want: everyone(http.StatusUnauthorized)},
 	"POST /v1/embeddings":       {body: map[string]any{"model": "m", "input": "hi"}, want: everyone(http.StatusUnauthorized)},
 	"GET /v1/models":            {want: everyone(http.StatusUnauthorized)},
+	// The OpenAI Responses API, translated to chat completions: an API key, in OpenAI's error shape.
+	"POST /v1/responses": {body: map[string]any{"model": "m", "input": "hi"}, want: everyone(http.StatusUnauthorized)},
 	// The Batch API takes API keys too: a session is no credential for it.
 	"POST /v1/files":              {want: everyone(http.StatusUnauthorized)},
 	"GET /v1/files":               {want: everyone(http.StatusUnauthorized)},

@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/web/internal/httpx"
 )
 
@@ -46,6 +47,9 @@ type translation struct {
 	request   []byte // the client's body, as it came
 	model     string // as the rig is asked for it: without a tier suffix
 	created   time.Time
+	// cost is what the request costs for the usage its answer reported (cost.go); ok is false when there is
+	// none to tell. Nil tells none.
+	cost func(*billing.TokenCount) (money.Pico, bool)
 }
 
 // chunkTranslator translates one chat completion stream into the dialect's events.
@@ -70,7 +74,8 @@ func (g *Gateway) relayTranslated(c echo.Context, req *gatewayRequest, a *attemp
 	d := req.ep.dialect
 	w := c.Response()
 	h := w.Header()
-	t := &translation{requestID: a.requestID, request: req.clientBody, model: req.route.Model, created: a.start}
+	t := &translation{requestID: a.requestID, request: req.clientBody, model: req.route.Model, created: a.start,
+		cost: func(u *billing.TokenCount) (money.Pico, bool) { return costOf(a, req, u) }}
 	o := outcome{httpStatus: resp.StatusCode, status: billing.GatewayOK}
 	ok := resp.StatusCode >= 200 && resp.StatusCode < 300
 	streaming := ok && mediaType(resp.Header.Get("Content-Type")) == "text/event-stream"

@@ -1,6 +1,7 @@
 // Package gateway is the platform's OpenAI-compatible /v1 gateway: the inference endpoints
-// (POST /v1/chat/completions, /v1/completions, /v1/embeddings, GET /v1/models) and the Batch
-// API's files and batches, for any OpenAI SDK pointed at <platform>/v1 with an API key.
+// (POST /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/responses, GET /v1/models)
+// and the Batch API's files and batches, for any OpenAI SDK pointed at <platform>/v1 with an
+// API key.
 //
 // It is an http.Handler of its own (Gateway, built by New from a Config that names every
 // dependency), with its own router: a /v1 request never reaches package web, so the pages'
@@ -23,6 +24,8 @@
 //   - jsonobject.go: a JSON object's top-level members, read in one pass without a map: the
 //     request's members the gateway needs, and a whole answer's usage.
 //   - errors.go: OpenAI's error shape, the one place that maps errors to statuses here.
+//   - responses.go: the OpenAI Responses API, /v1/responses, stateless, translated to and from chat
+//     completions (dialect.go's hook).
 //   - carbon.go: the X-GPUMarket-Gco2e headers and trailer.
 //   - keychanges.go: forgetting a revoked or changed key (ForgetKey).
 //   - batches.go: the Batch API's /v1/files and /v1/batches, and Send, through which the batch

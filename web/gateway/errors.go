@@ -166,6 +166,11 @@ func (g *Gateway) writeGatewayError(c echo.Context, err error) error {
 	if d := dialectOf(c); d != nil {
 		return c.Blob(ge.status, echo.MIMEApplicationJSON, d.errorBody(ge))
 	}
+	return c.Blob(ge.status, echo.MIMEApplicationJSON, openAIErrorJSON(ge))
+}
+
+// openAIErrorJSON is the error's body in OpenAI's shape.
+func openAIErrorJSON(ge *gatewayError) []byte {
 	body := openAIErrorBody{Message: ge.message, Type: ge.typ}
 	if ge.param != "" {
 		body.Param = &ge.param
@@ -173,11 +178,8 @@ func (g *Gateway) writeGatewayError(c echo.Context, err error) error {
 	if ge.code != "" {
 		body.Code = &ge.code
 	}
-	raw, merr := json.Marshal(openAIError{Error: body})
-	if merr != nil {
-		return merr
-	}
-	return c.Blob(ge.status, echo.MIMEApplicationJSON, raw)
+	raw, _ := json.Marshal(openAIError{Error: body}) // strings only: it always encodes
+	return raw
 }
 
 // handleError answers an error a handler or the router returned, in OpenAI's shape: what the
@@ -196,6 +198,6 @@ func (g *Gateway) handleError(err error, c echo.Context) {
 func (g *Gateway) notFound(c echo.Context) error {
 	r := c.Request()
 	return g.writeGatewayError(c, &gatewayError{status: http.StatusNotFound, typ: "invalid_request_error", code: "unknown_url",
-		message: fmt.Sprintf("Invalid URL (%s %s). The gateway serves POST /v1/chat/completions, /v1/completions, /v1/embeddings and GET /v1/models.",
+		message: fmt.Sprintf("Invalid URL (%s %s). The gateway serves POST /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/responses and GET /v1/models.",
 			r.Method, strings.TrimSpace(r.URL.Path))})
 }

@@ -239,6 +239,7 @@ func (g *Gateway) routes() {
 	e.POST(chatEndpoint.path, g.serve(chatEndpoint))
 	e.POST(completionEndpoint.path, g.serve(completionEndpoint))
 	e.POST(embeddingEndpoint.path, g.serve(embeddingEndpoint))
+	e.POST("/v1/responses", g.serve(endpoint{path: "/v1/responses", streams: true, output: true, dialect: responsesDialect{}}))
 	e.GET("/v1/models", g.models)
 	e.RouteNotFound("/v1/*", g.notFound)
 }
