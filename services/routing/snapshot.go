@@ -65,11 +65,12 @@ func (r *Router) Refresh(ctx context.Context) (err error) {
 	return nil
 }
 
-// offered returns the tier's price in force at now and whether it covers the offering's asks
+// offered returns the price in force at now for the offering's model in the tier (its own row of the price
+// book, else the tier's default: catalog.PriceBook.At) and whether it covers the offering's asks
 // (catalog.Price.Covers): only then may the offering be routed in the tier, for then no request pays its
 // provider more than its customer paid, whatever its mix of input and output tokens.
 func (s *snapshot) offered(l *listed, tier catalog.Tier, now time.Time) (catalog.Price, bool) {
-	p, ok := s.book.At(tier, now)
+	p, ok := s.book.At(tier, l.Model, now)
 	return p, ok && p.Covers(l.AskInput, l.AskOutput)
 }
 
