@@ -147,13 +147,14 @@ func TestEveryUsageRowWasMeteredFromATicketedEventAndAGatewayRecord(t *testing.T
 			OR u.occurred_at > g.at`); n != 0 {
 		t.Fatalf("%d usage rows without their gateway record, or not metered at their day's end", n)
 	}
-	// Each row pays the price row in force for its tier when its attempt was routed (when the
-	// gateway's record began), as its ticket named it.
+	// Each row pays the price row in force for its model in its tier when its attempt was routed
+	// (when the gateway's record began), as its ticket named it: the model's own row, else the
+	// tier's default.
 	if n := one[int64](t, pool, `SELECT count(*) FROM usage_events u
 		JOIN gateway_requests g ON g.request_id = u.request_id
-		WHERE u.price_id <> (SELECT p.id FROM prices p WHERE p.tier = u.tier
+		WHERE u.price_id <> (SELECT p.id FROM prices p WHERE p.tier = u.tier AND (p.model = u.model OR p.model IS NULL)
 			AND p.effective_from <= g.at - g.duration_ms * interval '1 millisecond'
-			ORDER BY p.effective_from DESC LIMIT 1)`); n != 0 {
+			ORDER BY p.model IS NULL, p.effective_from DESC LIMIT 1)`); n != 0 {
 		t.Fatalf("%d usage rows at another price than the one in force when they were routed", n)
 	}
 	if n := one[int64](t, pool, `SELECT count(*) FROM usage_rejections`); n != 0 {
@@ -320,7 +321,7 @@ func TestHistoryOnADatabaseSeededByAnEarlierVersion(t *testing.T) {
 	}
 	// The demo's book now reaches back before the history. The cut takes effect 30 days ago,
 	// and the earlier seed's row of the old price, which starts after it, ends it.
-	if n := one[int64](t, pool, `SELECT count(*) FROM prices WHERE tier = 'standard'`); n != 3 {
+	if n := one[int64](t, pool, `SELECT count(*) FROM prices WHERE tier = 'standard' AND model IS NULL`); n != 3 {
 		t.Errorf("%d standard price rows; want the default from 2026-01-15, the cut and the earlier seed's", n)
 	}
 	if n := one[int64](t, pool, `SELECT count(*) FROM usage_events WHERE tier = 'standard' AND NOT (
