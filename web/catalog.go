@@ -218,13 +218,22 @@ func (s *Server) apiOffering(c echo.Context) error {
 	return c.JSON(http.StatusOK, j)
 }
 
-// apiPrices lists the prices in force: each tier's default, then the models' own prices in it, by model.
+// apiPrices lists the prices in force: under "prices" each tier's default, as before there were prices per
+// model, and under "model_prices" the models' own prices, by tier and model.
 func (s *Server) apiPrices(c echo.Context) error {
 	book, err := s.catalog.PriceBook(c.Request().Context())
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"prices": pricesInTierOrder(book, s.now())})
+	defaults, models := []catalog.Price{}, []catalog.Price{}
+	for _, p := range pricesInTierOrder(book, s.now()) {
+		if p.Model == "" {
+			defaults = append(defaults, p)
+		} else {
+			models = append(models, p)
+		}
+	}
+	return c.JSON(http.StatusOK, map[string]any{"prices": defaults, "model_prices": models})
 }
 
 func (s *Server) apiReference(c echo.Context) error {
