@@ -263,12 +263,27 @@ func (g *Gateway) serve(ep endpoint) echo.HandlerFunc {
 		res, err := g.cfg.Admission.Admit(c.Request().Context(), billing.AdmitInput{
 			AccountID: key.AccountID, APIKeyID: key.ID, MonthlyLimit: key.MonthlyLimit, Tier: req.route.Tier,
 			MaxInputTokens: req.bounds.MaxInputTokens, MaxOutputTokens: req.bounds.MaxOutputTokens,
+			Price: dearestPrice(candidates),
 		})
 		if err != nil {
 			return g.writeGatewayError(c, err)
 		}
 		return g.forward(c, key, req, candidates, res)
 	}
+}
+
+// dearestPrice is the highest input and output prices among the candidates, which admission holds
+// the request's bound at: the candidates of a request serve one model in one tier and carry its
+// price, but a bound is never underestimated.
+func dearestPrice(cs []routing.Candidate) *catalog.Price {
+	if len(cs) == 0 {
+		return nil
+	}
+	p := catalog.Price{ID: cs[0].PriceID, Tier: cs[0].Tier, Input: cs[0].PriceInput, Output: cs[0].PriceOutput}
+	for _, c := range cs[1:] {
+		p.Input, p.Output = max(p.Input, c.PriceInput), max(p.Output, c.PriceOutput)
+	}
+	return &p
 }
 
 // admitKey authenticates the API key and takes a token from its bucket.
