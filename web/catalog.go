@@ -136,10 +136,10 @@ type offeringJSON struct {
 	Footprint    *catalog.Footprint `json:"footprint_estimate,omitempty"`
 	// TierPriceIn and TierPriceOut are what the offering's customers pay: the price in force for its model in
 	// its tier, the model's own (ModelPrice) where it has one, else the tier's default.
-	TierPriceIn  money.MicroUSD     `json:"tier_input_usd_per_mtok"`
-	TierPriceOut money.MicroUSD     `json:"tier_output_usd_per_mtok"`
-	ModelPrice   bool               `json:"model_price,omitempty"`
-	BlendedAsk   money.MicroUSD     `json:"blended_ask_usd_per_mtok"` // what the catalog sorts and caps by
+	TierPriceIn  money.MicroUSD `json:"tier_input_usd_per_mtok"`
+	TierPriceOut money.MicroUSD `json:"tier_output_usd_per_mtok"`
+	ModelPrice   bool           `json:"model_price,omitempty"`
+	BlendedAsk   money.MicroUSD `json:"blended_ask_usd_per_mtok"` // what the catalog sorts and caps by
 	// PUE is the one the rig's figures use: stated by its provider, else its site's default.
 	PUE       float64 `json:"pue"`
 	PUEStated bool    `json:"pue_stated"`
