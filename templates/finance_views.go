@@ -28,14 +28,16 @@ type PricesPage struct {
 	Form    Form
 }
 
-// PriceRow is a tier's price in force.
+// PriceRow is a price in force: a tier's default, or a model's own price in the tier.
 type PriceRow struct {
 	Tier, Input, Output, EffectiveFrom string
+	Model                              string // "" for the tier's default
 }
 
 // PriceChangeRow is one row of the price book's history.
 type PriceChangeRow struct {
 	Tier, Input, Output, EffectiveFrom string
+	Model                              string // "" for the tier's default
 	ScheduledBy, ScheduledAt           string
 	Status                             string // scheduled, in force, superseded
 }

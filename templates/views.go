@@ -61,9 +61,18 @@ func (f Form) Err(name string) string { return f.Errors[name] }
 type TierSection struct {
 	Tier        string
 	Promise     string
-	InputPrice  string // per million input tokens
-	OutputPrice string // per million output tokens
+	InputPrice  string // per million input tokens: the tier's default
+	OutputPrice string // per million output tokens: the tier's default
+	// ModelPrices are the models with a price of their own in the tier, in force now, by name.
+	ModelPrices []ModelPrice
 	Offerings   []OfferingRow
+}
+
+// ModelPrice is a model's own price in a tier, per million input and output tokens.
+type ModelPrice struct {
+	Model       string
+	InputPrice  string
+	OutputPrice string
 }
 
 // OfferingRow is an offering as the catalog and the provider portal show it.

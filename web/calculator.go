@@ -86,7 +86,7 @@ func (s *Server) calculate(c echo.Context, in calculatorInput) (calculatorAnswer
 	if err != nil || len(list) == 0 {
 		return a, nil, err
 	}
-	prices, err := s.catalog.CurrentPrices(ctx)
+	prices, err := s.catalog.CurrentModelPrices(ctx, list[0].Model)
 	if err != nil {
 		return a, nil, err
 	}

@@ -1,9 +1,12 @@
 package web
 
 import (
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -46,16 +49,22 @@ func listInput(c echo.Context) (catalog.ListInput, error) {
 	return in, fe.Err()
 }
 
-// tierSections groups offerings by tier, each with the tier's current price.
-func tierSections(offerings []catalog.Offering, prices map[catalog.Tier]catalog.Price, only catalog.Tier) []templates.TierSection {
+// tierSections groups offerings by tier, each with the tier's default price in force at now and the
+// models' own prices in it.
+func tierSections(offerings []catalog.Offering, book catalog.PriceBook, now time.Time, only catalog.Tier) []templates.TierSection {
 	var out []templates.TierSection
+	models := book.ModelsAt(now)
 	for _, t := range catalog.Tiers {
 		if only != "" && t != only {
 			continue
 		}
 		sec := templates.TierSection{Tier: string(t), Promise: t.Promise(), InputPrice: "—", OutputPrice: "—"}
-		if p, ok := prices[t]; ok {
+		if p, ok := book.At(t, "", now); ok {
 			sec.InputPrice, sec.OutputPrice = p.Input.String(), p.Output.String()
+		}
+		for _, m := range slices.Sorted(maps.Keys(models[t])) {
+			p := models[t][m]
+			sec.ModelPrices = append(sec.ModelPrices, templates.ModelPrice{Model: m, InputPrice: p.Input.String(), OutputPrice: p.Output.String()})
 		}
 		for _, o := range offerings {
 			if o.Tier == t {
@@ -73,11 +82,11 @@ func (s *Server) homePage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	prices, err := s.catalog.CurrentPrices(ctx)
+	book, err := s.catalog.PriceBook(ctx)
 	if err != nil {
 		return err
 	}
-	return s.render(c, http.StatusOK, templates.Home(templates.HomePage{Page: s.page(c, "Home"), Sections: tierSections(offerings, prices, "")}))
+	return s.render(c, http.StatusOK, templates.Home(templates.HomePage{Page: s.page(c, "Home"), Sections: tierSections(offerings, book, s.now(), "")}))
 }
 
 func (s *Server) catalogPage(c echo.Context) error {
@@ -98,7 +107,7 @@ func (s *Server) catalogPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	prices, err := s.catalog.CurrentPrices(ctx)
+	book, err := s.catalog.PriceBook(ctx)
 	if err != nil {
 		return err
 	}
@@ -109,7 +118,7 @@ func (s *Server) catalogPage(c echo.Context) error {
 	for _, m := range models {
 		filters.Models = append(filters.Models, templates.Option{Value: m, Label: m})
 	}
-	sections := tierSections(offerings, prices, in.Tier)
+	sections := tierSections(offerings, book, s.now(), in.Tier)
 	if err := s.withSectionBenchmarks(c, sections); err != nil {
 		return err
 	}
@@ -125,9 +134,12 @@ type offeringJSON struct {
 	TokensPerSec *float64           `json:"tokens_per_second"`
 	FiguresBasis string             `json:"figures_basis"`
 	Footprint    *catalog.Footprint `json:"footprint_estimate,omitempty"`
-	TierPriceIn  money.MicroUSD     `json:"tier_input_usd_per_mtok"`
-	TierPriceOut money.MicroUSD     `json:"tier_output_usd_per_mtok"`
-	BlendedAsk   money.MicroUSD     `json:"blended_ask_usd_per_mtok"` // what the catalog sorts and caps by
+	// TierPriceIn and TierPriceOut are what the offering's customers pay: the price in force for its model in
+	// its tier, the model's own (ModelPrice) where it has one, else the tier's default.
+	TierPriceIn  money.MicroUSD `json:"tier_input_usd_per_mtok"`
+	TierPriceOut money.MicroUSD `json:"tier_output_usd_per_mtok"`
+	ModelPrice   bool           `json:"model_price,omitempty"`
+	BlendedAsk   money.MicroUSD `json:"blended_ask_usd_per_mtok"` // what the catalog sorts and caps by
 	// PUE is the one the rig's figures use: stated by its provider, else its site's default.
 	PUE       float64 `json:"pue"`
 	PUEStated bool    `json:"pue_stated"`
@@ -142,6 +154,7 @@ type offeringJSON struct {
 	RigStateReason string `json:"rig_state_reason,omitempty"`
 }
 
+// toJSON shows the offering at prices, the prices in force for its model (catalog.PriceBook.ForModel).
 func toJSON(o catalog.Offering, prices map[catalog.Tier]catalog.Price, owner bool) offeringJSON {
 	j := offeringJSON{Offering: o, TTFTP99Ms: o.TTFTP99Ms(), TokensPerSec: o.TokensPerSec(), FiguresBasis: o.FiguresBasis(),
 		BlendedAsk: o.BlendedAsk()}
@@ -150,7 +163,7 @@ func toJSON(o catalog.Offering, prices map[catalog.Tier]catalog.Price, owner boo
 		j.Footprint = &f
 	}
 	if p, ok := prices[o.Tier]; ok {
-		j.TierPriceIn, j.TierPriceOut = p.Input, p.Output
+		j.TierPriceIn, j.TierPriceOut, j.ModelPrice = p.Input, p.Output, p.Model != ""
 	}
 	if owner {
 		if o.Status == catalog.StatusActive {
@@ -171,13 +184,14 @@ func (s *Server) apiOfferings(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	prices, err := s.catalog.CurrentPrices(ctx)
+	book, err := s.catalog.PriceBook(ctx)
 	if err != nil {
 		return err
 	}
+	now := s.now()
 	out := make([]offeringJSON, 0, len(offerings))
 	for _, o := range offerings {
-		j := toJSON(o, prices, false)
+		j := toJSON(o, book.ForModel(o.Model, now), false)
 		j.Reliability = s.publishedRecord(o.ID)
 		out = append(out, j)
 	}
@@ -190,11 +204,12 @@ func (s *Server) apiOffering(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	prices, err := s.catalog.CurrentPrices(ctx)
+	prices, err := s.catalog.CurrentModelPrices(ctx, o.Model)
 	if err != nil {
 		return err
 	}
-	// The public catalog shows only what it lists: active, its rig qualified, and within its tier's price.
+	// The public catalog shows only what it lists: active, its rig qualified, and within its model's price in
+	// its tier.
 	if o.Status != catalog.StatusActive || o.RigState != catalog.RigActive || !o.Priced(prices) {
 		return services.Errorf(services.CodeNotFound, "No such offering.")
 	}
@@ -203,18 +218,22 @@ func (s *Server) apiOffering(c echo.Context) error {
 	return c.JSON(http.StatusOK, j)
 }
 
+// apiPrices lists the prices in force: under "prices" each tier's default, as before there were prices per
+// model, and under "model_prices" the models' own prices, by tier and model.
 func (s *Server) apiPrices(c echo.Context) error {
-	prices, err := s.catalog.CurrentPrices(c.Request().Context())
+	book, err := s.catalog.PriceBook(c.Request().Context())
 	if err != nil {
 		return err
 	}
-	out := make([]catalog.Price, 0, len(prices))
-	for _, t := range catalog.Tiers {
-		if p, ok := prices[t]; ok {
-			out = append(out, p)
+	defaults, models := []catalog.Price{}, []catalog.Price{}
+	for _, p := range pricesInTierOrder(book, s.now()) {
+		if p.Model == "" {
+			defaults = append(defaults, p)
+		} else {
+			models = append(models, p)
 		}
 	}
-	return c.JSON(http.StatusOK, map[string]any{"prices": out})
+	return c.JSON(http.StatusOK, map[string]any{"prices": defaults, "model_prices": models})
 }
 
 func (s *Server) apiReference(c echo.Context) error {

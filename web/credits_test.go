@@ -483,6 +483,7 @@ func TestFinanceAdjustmentForm(t *testing.T) {
 
 type priceChangeJSON struct {
 	Tier          string         `json:"tier"`
+	Model         string         `json:"model"`
 	Input         money.MicroUSD `json:"input_usd_per_mtok"`
 	Output        money.MicroUSD `json:"output_usd_per_mtok"`
 	EffectiveFrom time.Time      `json:"effective_from"`
@@ -529,6 +530,14 @@ func TestAPIFinancePrices(t *testing.T) {
 	var conflict apiErrorJSON
 	wantStatus(t, schedule(fin, body, &conflict), http.StatusConflict)
 	wantFields(t, conflict, "effective_from")
+	// A model's own price at the same moment is another row of the book, not a conflict.
+	const llama = "meta-llama/Meta-Llama-3-8B-Instruct"
+	var own priceChangeJSON
+	wantStatus(t, schedule(fin, map[string]any{"tier": "standard", "model": llama, "input_usd_per_mtok": "0.25",
+		"output_usd_per_mtok": "0.5", "effective_from": when.Format(time.RFC3339)}, &own), http.StatusCreated)
+	if own.Model != llama || own.Tier != "standard" || own.Input != 250_000 || own.Output != 500_000 {
+		t.Errorf("the model's price %+v", own)
+	}
 
 	var book struct {
 		Current []priceChangeJSON `json:"current"`
@@ -537,7 +546,7 @@ func TestAPIFinancePrices(t *testing.T) {
 	wantStatus(t, e.call(t, fin, http.MethodGet, "/api/finance/prices", nil, &book), http.StatusOK)
 	found := 0
 	for _, h := range book.History {
-		if h.Tier == "standard" && h.EffectiveFrom.Equal(when) {
+		if h.Tier == "standard" && h.EffectiveFrom.Equal(when) && h.Model == "" {
 			found++
 			if h.CreatedBy != "finance@example.com" || h.Input != 200_000 || h.Output != 400_000 {
 				t.Errorf("history row %+v, want $0.20/$0.40 by finance@example.com", h)
@@ -547,15 +556,24 @@ func TestAPIFinancePrices(t *testing.T) {
 	if found != 1 {
 		t.Errorf("%d history rows for the change, want 1", found)
 	}
+	defaults, models := 0, 0
 	for _, c := range book.Current {
+		if c.Model != "" {
+			models++
+			if c.Model == llama {
+				t.Errorf("the 8B model's price is in force before its moment: %+v", c)
+			}
+			continue
+		}
+		defaults++
 		for _, d := range catalog.DefaultPrices {
 			if c.Tier == string(d.Tier) && (c.Input != d.Input || c.Output != d.Output) {
 				t.Errorf("%s in force now is %s/%s, want the default until the change takes effect", c.Tier, c.Input, c.Output)
 			}
 		}
 	}
-	if len(book.Current) != len(catalog.Tiers) {
-		t.Errorf("%d tiers priced now, want %d", len(book.Current), len(catalog.Tiers))
+	if defaults != len(catalog.Tiers) || models != len(demo.ModelPrices) {
+		t.Errorf("%d tiers and %d models priced now, want %d and the demo's %d", defaults, models, len(catalog.Tiers), len(demo.ModelPrices))
 	}
 }
 
@@ -595,8 +613,11 @@ func TestFinancePriceForm(t *testing.T) {
 	if row.Length() != 1 || !strings.Contains(row.Text(), "admin@example.com") || !strings.Contains(row.Text(), "$0.09") {
 		t.Errorf("scheduled rows %q, want one for batch at $0.09 by admin@example.com", row.Text())
 	}
-	if n := doc.Find(`[data-testid="current-price"]`).Length(); n != len(catalog.Tiers) {
-		t.Errorf("%d prices in force, want %d", n, len(catalog.Tiers))
+	if n := doc.Find(`[data-testid="current-price"][data-model=""]`).Length(); n != len(catalog.Tiers) {
+		t.Errorf("%d tier prices in force, want %d", n, len(catalog.Tiers))
+	}
+	if n := doc.Find(`[data-testid="current-price"][data-model="meta-llama/Meta-Llama-3-70B-Instruct"][data-tier="batch"]`).Length(); n != 1 {
+		t.Errorf("%d batch prices of the 70B model in force, want the demo's", n)
 	}
 }
 

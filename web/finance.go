@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -245,10 +246,10 @@ func (f timeFormat) parse(s string) (time.Time, bool) {
 
 // priceChange reads a price change from text values and reports every problem at once: what
 // does not parse, and what breaks the price book's rules (a date in the past among them).
-// free marks a $0 price as meant.
-func priceChange(tier, input, output, effectiveFrom string, free bool, when timeFormat, now time.Time) (catalog.ScheduleInput, error) {
+// free marks a $0 price as meant; an empty model changes the tier's default.
+func priceChange(tier, model, input, output, effectiveFrom string, free bool, when timeFormat, now time.Time) (catalog.ScheduleInput, error) {
 	fe := services.FieldErrors{}
-	in := catalog.ScheduleInput{Tier: catalog.Tier(strings.TrimSpace(tier)), Free: free}
+	in := catalog.ScheduleInput{Tier: catalog.Tier(strings.TrimSpace(tier)), Model: strings.TrimSpace(model), Free: free}
 	for _, p := range []struct {
 		field, text string
 		into        *money.MicroUSD
@@ -276,24 +277,30 @@ func priceChange(tier, input, output, effectiveFrom string, free bool, when time
 	return in, fe.Err()
 }
 
-// pricesInTierOrder lists a price per tier in the order pages show tiers.
-func pricesInTierOrder(prices map[catalog.Tier]catalog.Price) []catalog.Price {
-	out := make([]catalog.Price, 0, len(prices))
+// pricesInTierOrder lists the prices in force at now in the order pages show tiers: each tier's
+// default, then the models' own prices in it, by model.
+func pricesInTierOrder(book catalog.PriceBook, now time.Time) []catalog.Price {
+	models := book.ModelsAt(now)
+	out := make([]catalog.Price, 0, len(book))
 	for _, t := range catalog.Tiers {
-		if p, ok := prices[t]; ok {
+		if p, ok := book.At(t, "", now); ok {
 			out = append(out, p)
+		}
+		for _, m := range slices.Sorted(maps.Keys(models[t])) {
+			out = append(out, models[t][m])
 		}
 	}
 	return out
 }
 
-// priceStatus says where a row of the price book stands against the prices in force.
-func priceStatus(ch catalog.PriceChange, current map[catalog.Tier]catalog.Price) string {
-	cur, ok := current[ch.Tier]
+// priceStatus says where a row of the price book stands at now: in force for its tier's default or
+// its model, scheduled, or superseded by a later row of the same.
+func priceStatus(ch catalog.PriceChange, book catalog.PriceBook, now time.Time) string {
+	cur, ok := book.At(ch.Tier, ch.Model, now)
 	switch {
-	case ok && cur.EffectiveFrom.Equal(ch.EffectiveFrom):
+	case ok && cur.ID == ch.ID:
 		return "in force"
-	case !ok || ch.EffectiveFrom.After(cur.EffectiveFrom):
+	case ch.EffectiveFrom.After(now):
 		return "scheduled"
 	}
 	return "superseded"
@@ -311,7 +318,7 @@ func (s *Server) pricesPage(c echo.Context) error {
 
 func (s *Server) renderPrices(c echo.Context, status int, form templates.Form) error {
 	ctx := c.Request().Context()
-	current, err := s.catalog.CurrentPrices(ctx)
+	book, err := s.catalog.PriceBook(ctx)
 	if err != nil {
 		return err
 	}
@@ -319,12 +326,13 @@ func (s *Server) renderPrices(c echo.Context, status int, form templates.Form) e
 	if err != nil {
 		return err
 	}
+	now := s.now()
 	p := templates.PricesPage{Page: s.page(c, "Price book"), Form: form}
 	for _, t := range catalog.Tiers {
 		p.Tiers = append(p.Tiers, templates.Option{Value: string(t), Label: string(t)})
 	}
-	for _, pr := range pricesInTierOrder(current) {
-		p.Current = append(p.Current, templates.PriceRow{Tier: string(pr.Tier), Input: pr.Input.String(), Output: pr.Output.String(),
+	for _, pr := range pricesInTierOrder(book, now) {
+		p.Current = append(p.Current, templates.PriceRow{Tier: string(pr.Tier), Model: pr.Model, Input: pr.Input.String(), Output: pr.Output.String(),
 			EffectiveFrom: pr.EffectiveFrom.UTC().Format(minuteUTC)})
 	}
 	for _, ch := range history {
@@ -332,9 +340,9 @@ func (s *Server) renderPrices(c echo.Context, status int, form templates.Form) e
 		if by == "" {
 			by = "platform default"
 		}
-		p.History = append(p.History, templates.PriceChangeRow{Tier: string(ch.Tier), Input: ch.Input.String(), Output: ch.Output.String(),
+		p.History = append(p.History, templates.PriceChangeRow{Tier: string(ch.Tier), Model: ch.Model, Input: ch.Input.String(), Output: ch.Output.String(),
 			EffectiveFrom: ch.EffectiveFrom.UTC().Format(minuteUTC), ScheduledBy: by, ScheduledAt: ch.CreatedAt.UTC().Format(minuteUTC),
-			Status: priceStatus(ch, current)})
+			Status: priceStatus(ch, book, now)})
 	}
 	return s.render(c, status, templates.Prices(p))
 }
@@ -350,14 +358,14 @@ func (s *Server) schedulePrice(c echo.Context, in catalog.ScheduleInput) (catalo
 }
 
 func (s *Server) priceSubmit(c echo.Context) error {
-	in, err := priceChange(c.FormValue("tier"), c.FormValue("input_usd_per_mtok"), c.FormValue("output_usd_per_mtok"),
+	in, err := priceChange(c.FormValue("tier"), c.FormValue("model"), c.FormValue("input_usd_per_mtok"), c.FormValue("output_usd_per_mtok"),
 		c.FormValue("effective_from"), c.FormValue(catalog.FieldFree) != "", datetimeLocal, s.now())
 	if err == nil {
 		_, err = s.schedulePrice(c, in)
 	}
 	if err != nil {
 		return s.formError(c, err, func(f templates.Form) error {
-			f.Values = submitted(c, "tier", "input_usd_per_mtok", "output_usd_per_mtok", "effective_from", catalog.FieldFree)
+			f.Values = submitted(c, "tier", "model", "input_usd_per_mtok", "output_usd_per_mtok", "effective_from", catalog.FieldFree)
 			return s.renderPrices(c, statusFor(err), f)
 		})
 	}
@@ -481,7 +489,7 @@ func (s *Server) apiAdjust(c echo.Context) error {
 
 func (s *Server) apiFinancePrices(c echo.Context) error {
 	ctx := c.Request().Context()
-	current, err := s.catalog.CurrentPrices(ctx)
+	book, err := s.catalog.PriceBook(ctx)
 	if err != nil {
 		return err
 	}
@@ -489,12 +497,13 @@ func (s *Server) apiFinancePrices(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"current": pricesInTierOrder(current), "history": history})
+	return c.JSON(http.StatusOK, map[string]any{"current": pricesInTierOrder(book, s.now()), "history": history})
 }
 
 func (s *Server) apiSchedulePrice(c echo.Context) error {
 	var body struct {
 		Tier          string          `json:"tier"`
+		Model         string          `json:"model"`               // empty for the tier's default
 		Input         json.RawMessage `json:"input_usd_per_mtok"`  // a string or a number
 		Output        json.RawMessage `json:"output_usd_per_mtok"` // a string or a number
 		EffectiveFrom string          `json:"effective_from"`      // RFC 3339
@@ -503,7 +512,7 @@ func (s *Server) apiSchedulePrice(c echo.Context) error {
 	if err := decodeJSON(c, &body); err != nil {
 		return err
 	}
-	in, err := priceChange(body.Tier, jsonText(body.Input), jsonText(body.Output), body.EffectiveFrom, body.Free, rfc3339, s.now())
+	in, err := priceChange(body.Tier, body.Model, jsonText(body.Input), jsonText(body.Output), body.EffectiveFrom, body.Free, rfc3339, s.now())
 	if err != nil {
 		return err
 	}

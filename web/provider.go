@@ -148,13 +148,14 @@ func (s *Server) rigsPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	prices, err := s.catalog.CurrentPrices(ctx)
+	book, err := s.catalog.PriceBook(ctx)
 	if err != nil {
 		return err
 	}
+	now := s.now()
 	rows := make([]templates.OfferingRow, 0, len(list))
 	for _, o := range list {
-		rows = append(rows, ownOfferingRow(o, prices, s.now()))
+		rows = append(rows, ownOfferingRow(o, book.ForModel(o.Model, now), now))
 	}
 	if err := s.withProviderBenchmarks(c, ownBenchmarkURL, rows); err != nil {
 		return err
@@ -261,14 +262,15 @@ func (s *Server) rigStatusSubmit(c echo.Context) error {
 // JSON API for providers.
 
 func (s *Server) ownJSON(c echo.Context, o catalog.Offering, status int) error {
-	prices, err := s.catalog.CurrentPrices(c.Request().Context())
+	prices, err := s.catalog.CurrentModelPrices(c.Request().Context(), o.Model)
 	if err != nil {
 		return err
 	}
 	return c.JSON(status, s.ownOfferingJSON(o, prices))
 }
 
-// ownOfferingJSON is the offering as its provider sees it in the API, with where its rig stands and why.
+// ownOfferingJSON is the offering as its provider sees it in the API, at prices (those in force for its model),
+// with where its rig stands and why.
 func (s *Server) ownOfferingJSON(o catalog.Offering, prices map[catalog.Tier]catalog.Price) offeringJSON {
 	j := toJSON(o, prices, true)
 	j.RigStateReason = o.RigStateReason(s.now())
@@ -281,13 +283,14 @@ func (s *Server) apiListRigs(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	prices, err := s.catalog.CurrentPrices(ctx)
+	book, err := s.catalog.PriceBook(ctx)
 	if err != nil {
 		return err
 	}
+	now := s.now()
 	out := make([]offeringJSON, 0, len(list))
 	for _, o := range list {
-		out = append(out, s.ownOfferingJSON(o, prices))
+		out = append(out, s.ownOfferingJSON(o, book.ForModel(o.Model, now)))
 	}
 	return c.JSON(http.StatusOK, map[string]any{"offerings": out, "count": len(out)})
 }

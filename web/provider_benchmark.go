@@ -274,11 +274,11 @@ func (s *Server) apiPublicBenchmark(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	prices, err := s.catalog.CurrentPrices(ctx)
+	prices, err := s.catalog.CurrentModelPrices(ctx, o.Model)
 	if err != nil {
 		return err
 	}
-	// Only beside what the public catalog shows: active, and within its tier's price.
+	// Only beside what the public catalog shows: active, and within its model's price in its tier.
 	if o.Status != catalog.StatusActive || !o.Priced(prices) {
 		return services.Errorf(services.CodeNotFound, "No such offering.")
 	}

@@ -1211,16 +1211,26 @@ func (b *gatewayBundle) testModels(t *testing.T) {
 	var list struct {
 		Object string `json:"object"`
 		Data   []struct {
-			ID    string   `json:"id"`
-			Tiers []string `json:"tiers"`
+			ID      string   `json:"id"`
+			Tiers   []string `json:"tiers"`
+			Pricing struct {
+				Prompt     string `json:"prompt"`
+				Completion string `json:"completion"`
+			} `json:"pricing"`
 		} `json:"data"`
 	}
 	if err := json.NewDecoder(bufio.NewReader(raw.Body)).Decode(&list); err != nil || list.Object != "list" {
 		t.Fatalf("models list: %v %+v", err, list)
 	}
+	// Each entry carries, as OpenRouter does, dollars per token: the tier's price per million over a million.
+	perToken := map[string]string{"gw-tiers:batch": "0.00000008 0.00000016", "gw-tiers:realtime": "0.0000003 0.0000006",
+		"gw-tiers": "0.00000015 0.0000003"}
 	for _, m := range list.Data {
 		if m.ID == "gw-tiers" && fmt.Sprint(m.Tiers) != "[realtime standard batch]" {
 			t.Errorf("gw-tiers offered in %v", m.Tiers)
+		}
+		if want, ok := perToken[m.ID]; ok && m.Pricing.Prompt+" "+m.Pricing.Completion != want {
+			t.Errorf("%s pricing %+v, want %s", m.ID, m.Pricing, want)
 		}
 	}
 }

@@ -175,6 +175,10 @@ type AdmitInput struct {
 	// 0 for an endpoint that produces no output tokens.
 	MaxInputTokens  int64
 	MaxOutputTokens int64
+	// Price is the price routing fixed for the request, its model's in the tier (a model may
+	// have a price of its own above the tier's default); nil estimates at the tier's default in
+	// force.
+	Price *catalog.Price
 }
 
 // TokenCount is a response's usage.
@@ -231,8 +235,10 @@ func (r *Reservation) Amount() money.Pico { return r.amount }
 // ErrKeyLimitReached (see Admission).
 func (a *Admission) Admit(ctx context.Context, in AdmitInput) (_ *Reservation, err error) {
 	defer services.Wrap(&err, "billing.Admit")
-	price, err := a.price(ctx, in.Tier)
-	if err != nil {
+	var price catalog.Price
+	if in.Price != nil {
+		price = *in.Price
+	} else if price, err = a.price(ctx, in.Tier); err != nil {
 		return nil, err
 	}
 	amount := estimate(in, price)

@@ -194,3 +194,36 @@ func TestAdmissionHoldsTheBoundNotTheClaim(t *testing.T) {
 	}
 	r3.Settle(Settlement{})
 }
+
+// A request routed at its model's own price is held at that price, not at its tier's default: the 70B model's
+// $0.90 and $1.80 per million input and output tokens against standard's $0.15 and $0.30.
+func TestAdmissionHoldsAtTheModelsPrice(t *testing.T) {
+	t.Parallel()
+	s := setupShop(t, nil)
+	ctx := context.Background()
+	finance := newUser(t, s.pool, newOrg(t, s.pool, "gpumarket"), "finance@gpumarket.test")
+	if _, err := s.credits.Adjust(ctx, AdjustInput{AccountID: s.org, Amount: money.PicoPerUSD, Reason: "welcome credit", ByUserID: finance}); err != nil {
+		t.Fatal(err)
+	}
+	a := NewAdmission(AdmissionConfig{Pool: s.pool, Now: s.clock.Now,
+		Prices: fixedPrices{catalog.TierStandard: {Tier: catalog.TierStandard, Input: 150_000, Output: 300_000}}})
+	in := AdmitInput{AccountID: s.org, APIKeyID: "key-1", Tier: catalog.TierStandard, MaxInputTokens: 1000, MaxOutputTokens: 500,
+		Price: &catalog.Price{ID: 9, Tier: catalog.TierStandard, Model: "meta-llama/Meta-Llama-3-70B-Instruct", Input: 900_000, Output: 1_800_000}}
+	r, err := a.Admit(ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Amount() != 1000*900_000+500*1_800_000 {
+		t.Fatalf("reservation %d; want the bound at the model's price", r.Amount())
+	}
+	r.Settle(Settlement{})
+	in.Price = nil
+	r, err = a.Admit(ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Amount() != 1000*150_000+500*300_000 {
+		t.Fatalf("reservation %d; want the bound at the tier's default", r.Amount())
+	}
+	r.Settle(Settlement{})
+}

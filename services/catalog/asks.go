@@ -25,8 +25,9 @@ func (p Price) Covers(askInput, askOutput money.MicroUSD) bool {
 }
 
 // AskProblems says, by ask field, why asks cannot be carried in the tier at prices (the prices
-// in force): each ask above the price of its kind of token, or the tier having no price at all.
-// It is empty when the tier's price covers both.
+// in force for the listing's model: its own row, else the tier's default; ModelPricesAt): each
+// ask above the price of its kind of token, or the tier having no price at all. It is empty when
+// the price covers both.
 func AskProblems(tier Tier, prices map[Tier]Price, askInput, askOutput money.MicroUSD) map[string]string {
 	p, ok := prices[tier]
 	if !ok {
@@ -34,10 +35,14 @@ func AskProblems(tier Tier, prices map[Tier]Price, askInput, askOutput money.Mic
 			"The %s tier has no price yet, so no rig in it can be paid; list it once the platform has priced the tier.", tier)}
 	}
 	out := map[string]string{}
+	whose := fmt.Sprintf("the %s tier's price", tier)
+	if p.Model != "" {
+		whose = fmt.Sprintf("the %s tier's price for %s", tier, p.Model)
+	}
 	above := func(field, kind string, ask, price money.MicroUSD) {
 		if ask > price {
-			out[field] = fmt.Sprintf("Your ask for %s tokens, %s per million, is above the %s tier's price of %s: "+
-				"customers would pay less than you are paid. Ask at most %s.", kind, ask, tier, price, price)
+			out[field] = fmt.Sprintf("Your ask for %s tokens, %s per million, is above %s of %s: "+
+				"customers would pay less than you are paid. Ask at most %s.", kind, ask, whose, price, price)
 		}
 	}
 	above(FieldAskInput, "input", askInput, p.Input)
@@ -45,14 +50,15 @@ func AskProblems(tier Tier, prices map[Tier]Price, askInput, askOutput money.Mic
 	return out
 }
 
-// Priced reports whether the offering's tier, at prices, covers its asks: only then does the
-// public catalog list it and routing send it traffic.
+// Priced reports whether the offering's tier, at prices (the prices in force for its model,
+// ModelPricesAt), covers its asks: only then does the public catalog list it and routing send it
+// traffic.
 func (o Offering) Priced(prices map[Tier]Price) bool {
 	p, ok := prices[o.Tier]
 	return ok && p.Covers(o.AskInput, o.AskOutput)
 }
 
-// NotRoutedBecause tells the offering's provider why, at prices, its rig is neither listed in the
+// NotRoutedBecause tells the offering's provider why, at prices (for its model), its rig is neither listed in the
 // public catalog nor routed to, and what to do; "" when its asks are within its tier's price.
 func (o Offering) NotRoutedBecause(prices map[Tier]Price) string {
 	problems := AskProblems(o.Tier, prices, o.AskInput, o.AskOutput)

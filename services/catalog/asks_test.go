@@ -215,7 +215,7 @@ func TestPriceBookAtAnInstant(t *testing.T) {
 	}{{day(1).Add(-time.Nanosecond), TierStandard, 0}, {day(1), TierStandard, 1}, {day(15).Add(-time.Nanosecond), TierStandard, 1},
 		{day(15), TierStandard, 7}, {day(30), TierStandard, 7}, {day(30), TierBatch, 0}}
 	for _, c := range cases {
-		p, ok := book.At(c.tier, c.at)
+		p, ok := book.At(c.tier, "", c.at)
 		if p.ID != c.wantID || ok != (c.wantID != 0) {
 			t.Errorf("At(%s, %s) = %d, %v; want %d", c.tier, c.at, p.ID, ok, c.wantID)
 		}
@@ -235,8 +235,8 @@ func TestPriceBookHoldsScheduledRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	now, _ := book.At(TierStandard, s.now())
-	later, _ := book.At(TierStandard, s.now().Add(time.Hour))
+	now, _ := book.At(TierStandard, "", s.now())
+	later, _ := book.At(TierStandard, "", s.now().Add(time.Hour))
 	current, _ := s.CurrentPrices(ctx)
 	if len(book[TierStandard]) != 2 || now.Input != 150_000 || now.ID != current[TierStandard].ID || later.ID != id || later.Output != 2 {
 		t.Fatalf("book %+v", book)

@@ -89,17 +89,18 @@ func (in ListInput) Validate() error {
 }
 
 // List returns the public catalog: the active offerings whose rig is active (qualified by the platform's
-// probes and heard from) and whose tier's price in force covers their asks (Offering.Priced), that match the
-// filters, in the chosen order.
+// probes and heard from) and whose price in force, their model's in their tier or else the tier's default,
+// covers their asks (Offering.Priced), that match the filters, in the chosen order.
 func (s *Service) List(ctx context.Context, in ListInput) (_ []Offering, err error) {
 	defer services.Wrap(&err, "catalog.List")
 	if err := in.Validate(); err != nil {
 		return nil, err
 	}
-	prices, err := s.CurrentPrices(ctx)
+	book, err := s.PriceBook(ctx)
 	if err != nil {
 		return nil, err
 	}
+	now := s.now()
 	where := []string{"o.status = 'active'", "o.rig_state = 'active'"}
 	var args []any
 	add := func(cond string, v any) {
@@ -132,7 +133,7 @@ func (s *Service) List(ctx context.Context, in ListInput) (_ []Offering, err err
 	}
 	out := all[:0]
 	for _, o := range all {
-		if !o.Priced(prices) {
+		if !o.Priced(book.ForModel(o.Model, now)) {
 			continue
 		}
 		if in.MaxP99Ms > 0 {
@@ -324,14 +325,14 @@ func DefaultSite(gpu string) carbon.Site {
 }
 
 // check validates a listing that will sit in tier: every rule of Validate, and its asks against
-// the tier's price in force (AskProblems), all problems at once.
+// the price in force for its model in the tier (AskProblems), all problems at once.
 func (s *Service) check(ctx context.Context, in *ListingInput, tier Tier) error {
 	fe := services.FieldErrors{}
 	in.validate(fe)
 	_, badIn := fe[FieldAskInput]
 	_, badOut := fe[FieldAskOutput]
 	if !badIn && !badOut {
-		prices, err := s.CurrentPrices(ctx)
+		prices, err := s.CurrentModelPrices(ctx, in.Model)
 		if err != nil {
 			return err
 		}

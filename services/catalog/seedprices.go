@@ -11,19 +11,20 @@ import (
 // scheduledAt, for demo data whose past is made after the fact (services/demo/history). Like
 // SchedulePrice it refuses a change that takes effect before it was scheduled, judged at
 // scheduledAt. It adds nothing, and reports created false, when the tier already holds a row at
-// the change's prices or a row at its instant, so that seeding twice changes nothing.
+// the change's prices or a row at its instant for the same model (or default), so that seeding
+// twice changes nothing.
 func (s *Service) SeedPriceChange(ctx context.Context, byUserID string, in ScheduleInput, scheduledAt time.Time) (created bool, err error) {
 	defer services.Wrap(&err, "catalog.SeedPriceChange(%s)", in.Tier)
 	if err := in.Validate(scheduledAt); err != nil {
 		return false, err
 	}
 	tag, err := s.pool.Exec(ctx, `
-		INSERT INTO prices (tier, input_micro_usd_per_mtok, output_micro_usd_per_mtok, effective_from, created_by, created_at)
-		SELECT $1, $2, $3, $4, $5, $6
+		INSERT INTO prices (tier, model, input_micro_usd_per_mtok, output_micro_usd_per_mtok, effective_from, created_by, created_at)
+		SELECT $1, $7, $2, $3, $4, $5, $6
 		WHERE NOT EXISTS (SELECT 1 FROM prices
-			WHERE tier = $1 AND input_micro_usd_per_mtok = $2 AND output_micro_usd_per_mtok = $3)
-		ON CONFLICT (tier, effective_from) DO NOTHING`,
-		string(in.Tier), int64(in.Input), int64(in.Output), in.EffectiveFrom.UTC(), byUserID, scheduledAt.UTC())
+			WHERE tier = $1 AND model IS NOT DISTINCT FROM $7 AND input_micro_usd_per_mtok = $2 AND output_micro_usd_per_mtok = $3)
+		ON CONFLICT ON CONSTRAINT prices_tier_model_effective_from_key DO NOTHING`,
+		string(in.Tier), int64(in.Input), int64(in.Output), in.EffectiveFrom.UTC(), byUserID, scheduledAt.UTC(), nullModel(in.Model))
 	if err != nil {
 		return false, err
 	}

@@ -1,15 +1,18 @@
 // Package demo seeds the data that `make run` shows a new user: demo providers with one
-// offering per GPU configuration and model of the public benchmark that its tier can pay for,
-// the default price book from PriceBookStart, one demo user per role and two more customers.
+// offering per GPU configuration and model of the public benchmark, the default price book and
+// the prices of the models the tiers' defaults cannot pay for (ModelPrices) from PriceBookStart,
+// one demo user per role and two more customers.
 // Seeding is idempotent: running it twice changes nothing. The demo's past traffic is seeded
 // apart, by services/demo/history.
 //
 // A demo offering asks what its benchmark run cost per million tokens, split between input
 // and output tokens in its tier's input:output price ratio, so that at the benchmark's mix of
-// half input and half output tokens the provider earns exactly that cost (Row.Asks). A
-// configuration whose cost is above its tier's price for either kind of token would be paid
-// more than its customers pay: it is not listed, and where an earlier seed listed it, it is
-// paused (see docs/tiers-and-asks.md).
+// half input and half output tokens the provider earns exactly that cost (Row.Asks). The 32B and
+// 70B models, and the 14B model on eight RTX 4090s, cost more than their tier's default price:
+// their models have prices of their own in their tier (ModelPrices), so that every configuration
+// the benchmark ran is listed. A configuration whose cost is above the price in force for its
+// model would be paid more than its customers pay: it is not listed, and where an earlier seed
+// listed it, it is paused (see docs/tiers-and-asks.md).
 //
 // Tables of other packages it reads: accounts (package accounts); offerings (package catalog). It
 // writes only its own.
@@ -75,6 +78,22 @@ const PriceBookDays = 61
 func PriceBookStart(now time.Time) time.Time {
 	now = now.UTC()
 	return time.Date(now.Year(), now.Month(), now.Day()-PriceBookDays, 0, 0, 0, 0, time.UTC)
+}
+
+// ModelPrices are the demo's prices of the models whose benchmark configurations cost more per
+// token than their tier's default pays (catalog.DefaultPrices), each in its configurations' tier:
+// the 32B models and Nemotron 70B on one or two H100s in standard, the 14B model on eight RTX
+// 4090s in standard, the two 70B models on two H100s in batch (their P99 time to first token at
+// the benchmark's load is over 20 seconds). Each is a round price in the defaults' 1:2 ratio of
+// input to output whose blend, (input + output) / 2, is at least the dearest cost of the model in
+// the tier, so that both its asks are within it (Row.Asks).
+var ModelPrices = []catalog.Price{
+	{Tier: catalog.TierStandard, Model: "Qwen/QwQ-32B-Preview", Input: 300_000, Output: 600_000},                                         // costs $0.378
+	{Tier: catalog.TierStandard, Model: "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B", Input: 300_000, Output: 600_000},                     // $0.361
+	{Tier: catalog.TierStandard, Model: "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B", Input: 210_000, Output: 420_000},                     // $0.300 on 8x RTX 4090
+	{Tier: catalog.TierStandard, Model: "neuralmagic/Llama-3.1-Nemotron-70B-Instruct-HF-FP8-dynamic", Input: 500_000, Output: 1_000_000}, // $0.674
+	{Tier: catalog.TierBatch, Model: "deepseek-ai/DeepSeek-R1-Distill-Llama-70B", Input: 900_000, Output: 1_800_000},                     // $1.203
+	{Tier: catalog.TierBatch, Model: "meta-llama/Meta-Llama-3-70B-Instruct", Input: 900_000, Output: 1_800_000},                          // $1.195
 }
 
 // Row is one benchmark run that a demo offering carries.
@@ -200,11 +219,16 @@ func Seed(ctx context.Context, acc *accounts.Service, cat *catalog.Service, now 
 		}
 	}
 	// Prices take effect from PriceBookStart: on a platform seeded earlier, whose book starts
-	// later, the defaults are added for the days before it, and nothing else changes.
+	// later, the defaults are added for the days before it, and nothing else changes. A model's
+	// price missing from a book that started earlier takes effect now, never before
+	// (catalog.Service.EnsurePrices).
 	if err := cat.EnsureDefaultPrices(ctx, PriceBookStart(now)); err != nil {
 		return err
 	}
-	prices, err := cat.PricesAt(ctx, now)
+	if err := cat.EnsurePrices(ctx, ModelPrices, PriceBookStart(now)); err != nil {
+		return err
+	}
+	book, err := cat.PriceBook(ctx)
 	if err != nil {
 		return err
 	}
@@ -213,7 +237,7 @@ func Seed(ctx context.Context, acc *accounts.Service, cat *catalog.Service, now 
 		return err
 	}
 	for _, r := range rows {
-		p, ok := prices[r.Tier()]
+		p, ok := book.At(r.Tier(), r.Model, now)
 		if !ok {
 			return fmt.Errorf("no %s price in force at %s", r.Tier(), now.Format(time.RFC3339))
 		}

@@ -43,8 +43,8 @@ func TestSeedIsIdempotentAndFillsEveryTier(t *testing.T) {
 	if second := counts(); second != first {
 		t.Fatalf("seeding twice changed the data: %v then %v", first, second)
 	}
-	if first[1] != len(Logins) || first[2] != 18 || first[3] != 3 {
-		t.Fatalf("accounts, users, offerings, prices = %v; want %d users, 18 offerings, 3 prices", first, len(Logins))
+	if first[1] != len(Logins) || first[2] != 24 || first[3] != 3+len(ModelPrices) {
+		t.Fatalf("accounts, users, offerings, prices = %v; want %d users, 24 offerings, %d prices", first, len(Logins), 3+len(ModelPrices))
 	}
 
 	// Seeded rigs are pending like any new listing: nothing has probed them yet.
@@ -143,18 +143,25 @@ var overpriced = map[string]money.MicroUSD{
 	"benchmark:meta-llama/Meta-Llama-3-70B-Instruct:2xh100-pcie":                       1_194_576, // batch
 }
 
-func TestSixConfigurationsCostMoreThanTheirTierPays(t *testing.T) {
+// TestSixConfigurationsNeedTheirModelsPrice: at the tiers' defaults six configurations cost more than their tier
+// pays; at the demo's prices, the model's own where it has one, every configuration's asks are within its price,
+// and a model has a price of its own only where its tier's default leaves one of its configurations out.
+func TestSixConfigurationsNeedTheirModelsPrice(t *testing.T) {
 	rows, err := Rows()
 	if err != nil {
 		t.Fatal(err)
 	}
-	prices := map[catalog.Tier]catalog.Price{}
+	defaults, book := map[catalog.Tier]catalog.Price{}, catalog.PriceBook{}
 	for _, p := range catalog.DefaultPrices {
-		prices[p.Tier] = p
+		defaults[p.Tier] = p
+		book[p.Tier] = append(book[p.Tier], p)
 	}
-	n := 0
+	for _, p := range ModelPrices {
+		book[p.Tier] = append(book[p.Tier], p)
+	}
+	n, needed := 0, map[string]bool{}
 	for _, r := range rows {
-		p := prices[r.Tier()]
+		p := defaults[r.Tier()]
 		in, out := r.Asks(p)
 		want, over := overpriced[r.SeedKey()]
 		if p.Covers(in, out) == over || (over && (r.Cost() != want || in <= p.Input || out <= p.Output)) {
@@ -162,10 +169,24 @@ func TestSixConfigurationsCostMoreThanTheirTierPays(t *testing.T) {
 		}
 		if over {
 			n++
+			needed[string(r.Tier())+" "+r.Model] = true
+		}
+		mp, _ := book.At(r.Tier(), r.Model, time.Time{})
+		if in, out := r.Asks(mp); !mp.Covers(in, out) || in+out != 2*r.Cost() {
+			t.Errorf("%s (%s): asks %d and %d at its price %+v", r.SeedKey(), r.Tier(), in, out, mp)
 		}
 	}
 	if n != 6 {
 		t.Fatalf("%d overpriced configurations found, want 6", n)
+	}
+	for _, p := range ModelPrices {
+		if !needed[string(p.Tier)+" "+p.Model] || p.Output != 2*p.Input {
+			t.Errorf("%s has a price of its own it does not need, or not in the 1:2 ratio: %+v", p.Subject(), p)
+		}
+		delete(needed, string(p.Tier)+" "+p.Model)
+	}
+	if len(needed) != 0 {
+		t.Errorf("no price of their own for %v", needed)
 	}
 }
 

@@ -46,9 +46,58 @@ func seedDB(t *testing.T) seeded {
 	return s
 }
 
-// TestEveryListedDemoOfferingIsRoutable: the catalog lists 18 demo offerings, none of the six that cost more than
-// their tier pays, and a router over the seeded database, with a heartbeat from each rig, routes a request pinned
-// to each one in its tier, with its asks within the tier's price.
+// TestEveryBenchmarkConfigurationIsListed: the public catalog lists one demo offering for every GPU configuration
+// and model of the benchmark file, each at asks within the price in force for its model in its tier, and the
+// six the tiers' defaults cannot pay for at their model's own price.
+func TestEveryBenchmarkConfigurationIsListed(t *testing.T) {
+	s := seedDB(t)
+	ctx := context.Background()
+	rows, err := Rows()
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed, err := s.cat.List(ctx, catalog.ListInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ownPrice := map[string]bool{}
+	for _, p := range ModelPrices {
+		ownPrice[p.Subject()] = true
+	}
+	byKey := map[string]catalog.Offering{}
+	for _, o := range listed {
+		byKey[fmt.Sprintf("benchmark:%s:%dx%s", o.Model, o.GPUCount, o.GPU)] = o
+	}
+	book, err := s.cat.PriceBook(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		o, ok := byKey[r.SeedKey()]
+		if !ok {
+			t.Errorf("%s is not in the catalog", r.SeedKey())
+			continue
+		}
+		p, _ := book.At(o.Tier, o.Model, s.now)
+		if o.Tier != r.Tier() || !p.Covers(o.AskInput, o.AskOutput) || o.AskInput+o.AskOutput != 2*r.Cost() {
+			t.Errorf("%s listed in %s asking %d and %d against %+v", r.SeedKey(), o.Tier, o.AskInput, o.AskOutput, p)
+		}
+		// The six are listed at their model's own price; so is any other configuration of those models in
+		// the tier (the 14B model on four RTX 4090s); every other at the tier's default.
+		_, over := overpriced[r.SeedKey()]
+		_, own := ownPrice[string(o.Tier)+" "+o.Model]
+		if (over && !own) || own != (p.Model == o.Model) {
+			t.Errorf("%s is listed at %+v; overpriced at the defaults %v", r.SeedKey(), p, over)
+		}
+	}
+	if len(listed) != len(rows) || len(rows) != 24 {
+		t.Fatalf("%d offerings listed for %d configurations, want 24", len(listed), len(rows))
+	}
+}
+
+// TestEveryListedDemoOfferingIsRoutable: the catalog lists the 24 demo offerings, and a router over the seeded
+// database, with a heartbeat from each rig, routes a request pinned to each one in its tier, at the price of its
+// model in the tier (its own row, else the tier's default), with its asks within it.
 func TestEveryListedDemoOfferingIsRoutable(t *testing.T) {
 	s := seedDB(t)
 	ctx := context.Background()
@@ -56,17 +105,8 @@ func TestEveryListedDemoOfferingIsRoutable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(listed) != 18 {
-		t.Fatalf("%d demo offerings listed, want 18", len(listed))
-	}
-	var stored int
-	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM offerings`).Scan(&stored); err != nil || stored != 18 {
-		t.Fatalf("%d offerings stored, %v; want the 18 listed and none of the six", stored, err)
-	}
-	for _, o := range listed {
-		if key := fmt.Sprintf("benchmark:%s:%dx%s", o.Model, o.GPUCount, o.GPU); overpriced[key] != 0 {
-			t.Errorf("the overpriced %s is listed", key)
-		}
+	if len(listed) != 24 {
+		t.Fatalf("%d demo offerings listed, want 24", len(listed))
 	}
 
 	nc := natstest.Connect(t, natstest.Start(t, natsserver.EmbeddedOptions{}))
@@ -87,20 +127,23 @@ func TestEveryListedDemoOfferingIsRoutable(t *testing.T) {
 			t.Fatalf("the router is not ready: %v", r.Ready(ctx))
 		}
 	}
-	prices, err := s.cat.CurrentPrices(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, o := range listed {
 		cs, err := r.Pick(routing.Request{Model: o.Model, Tier: o.Tier, Offering: o.ID})
 		if err != nil || len(cs) != 1 {
 			t.Errorf("%s on %dx %s (%s): Pick = %v", o.Model, o.GPUCount, o.GPU, o.Tier, err)
 			continue
 		}
+		prices, err := s.cat.CurrentModelPrices(ctx, o.Model)
+		if err != nil {
+			t.Fatal(err)
+		}
 		p := prices[o.Tier]
 		if c := cs[0]; c.AskInput != o.AskInput || c.AskOutput != o.AskOutput || c.PriceID != p.ID ||
 			c.AskInput > c.PriceInput || c.AskOutput > c.PriceOutput {
 			t.Errorf("%s (%s): candidate %+v against price %+v", o.Model, o.Tier, c, p)
+		}
+		if _, over := overpriced[fmt.Sprintf("benchmark:%s:%dx%s", o.Model, o.GPUCount, o.GPU)]; over && p.Model != o.Model {
+			t.Errorf("%s (%s) is routed at %+v, not its model's own price", o.Model, o.Tier, p)
 		}
 	}
 	// Every model the catalog lists is on offer, in the tiers it lists it in.
@@ -118,67 +161,38 @@ func TestEveryListedDemoOfferingIsRoutable(t *testing.T) {
 	}
 }
 
-// TestAnEarlierSeedsOverpricedOfferingsArePaused: a database seeded before holds the six as active offerings,
-// their asks split as the migration to per-kind asks split them; seeding again pauses them, which takes them out
-// of the catalog, and a third seed changes nothing.
-func TestAnEarlierSeedsOverpricedOfferingsArePaused(t *testing.T) {
+// TestAPriceCutBelowASeededOfferingsAsksPausesIt: finance cuts the 70B model's batch price below what its demo
+// rig asks; the next seed pauses that offering, which takes it out of the catalog, and a third seed changes nothing.
+func TestAPriceCutBelowASeededOfferingsAsksPausesIt(t *testing.T) {
 	s := seedDB(t)
 	ctx := context.Background()
-	rows, err := Rows()
-	if err != nil {
+	const model = "meta-llama/Meta-Llama-3-70B-Instruct"
+	var finance string
+	if err := s.pool.QueryRow(ctx, `SELECT id FROM users WHERE email = 'finance@example.com'`).Scan(&finance); err != nil {
 		t.Fatal(err)
 	}
-	prices, err := s.cat.CurrentPrices(ctx)
-	if err != nil {
+	cut := time.Now().Add(time.Second)
+	if _, err := s.cat.SchedulePrice(ctx, finance, catalog.ScheduleInput{Tier: catalog.TierBatch, Model: model,
+		Input: 100_000, Output: 200_000, EffectiveFrom: cut}); err != nil {
 		t.Fatal(err)
-	}
-	var provider string
-	if err := s.pool.QueryRow(ctx, `SELECT id FROM accounts WHERE name = 'Northwind Compute'`).Scan(&provider); err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range rows {
-		if _, over := overpriced[r.SeedKey()]; !over {
-			continue
-		}
-		in, out := r.Asks(prices[r.Tier()])
-		if _, err := s.pool.Exec(ctx, `INSERT INTO offerings (provider_account_id, gpu, gpu_count, region, model,
-			ask_input_micro_usd_per_mtok, ask_output_micro_usd_per_mtok, tier, status, seed_key, created_at, updated_at)
-			VALUES ($1, $2, $3, 'us', $4, $5, $6, $7, 'active', $8, now(), now())`,
-			provider, r.GPU, r.GPUCount, r.Model, int64(in), int64(out), string(r.Tier()), r.SeedKey()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	status := func() map[string]int {
-		out := map[string]int{}
-		rs, err := s.pool.Query(ctx, `SELECT status, count(*) FROM offerings GROUP BY status`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rs.Close()
-		for rs.Next() {
-			var st string
-			var n int
-			if err := rs.Scan(&st, &n); err != nil {
-				t.Fatal(err)
-			}
-			out[st] = n
-		}
-		return out
-	}
-	if got := status(); got["active"] != 24 {
-		t.Fatalf("statuses before the seed %v, want 24 active", got)
 	}
 	for range 2 {
-		if err := Seed(ctx, s.acc, s.cat, s.now); err != nil {
+		if err := Seed(ctx, s.acc, s.cat, cut.Add(time.Second)); err != nil {
 			t.Fatal(err)
 		}
-		qualifySeeded(t, s.cat)
-		if got := status(); got["active"] != 18 || got["paused"] != 6 {
-			t.Fatalf("statuses after the seed %v, want 18 active and the six paused", got)
+		var paused []string
+		if err := s.pool.QueryRow(ctx, `SELECT array_agg(model) FROM offerings WHERE status = 'paused'`).Scan(&paused); err != nil {
+			t.Fatal(err)
+		}
+		if len(paused) != 1 || paused[0] != model {
+			t.Fatalf("paused %v, want the 70B rig", paused)
 		}
 	}
+	for time.Now().Before(cut) {
+		time.Sleep(10 * time.Millisecond)
+	}
 	listed, err := s.cat.List(ctx, catalog.ListInput{})
-	if err != nil || len(listed) != 18 {
-		t.Fatalf("%d listed, %v; want 18", len(listed), err)
+	if err != nil || len(listed) != 23 {
+		t.Fatalf("%d listed, %v; want 23", len(listed), err)
 	}
 }

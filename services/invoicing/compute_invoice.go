@@ -112,6 +112,7 @@ func buildInvoice(p Period, in *customerInputs, prices map[int64]price) (invoice
 			if pr, ok := prices[k.priceID]; ok && k.priceID != 0 {
 				in, out, from := pr.input, pr.output, pr.from
 				line.InputPrice, line.OutputPrice, line.PriceFrom = &in, &out, &from
+				line.ModelPrice = pr.model != ""
 				if s.pricedAt(int64(in), int64(out)) != s.charge {
 					mismatch = true
 				}
@@ -237,8 +238,9 @@ func unionKeys[K comparable](a, b map[K]usageSums) []K {
 }
 
 // usageDescription writes a usage line as documents show it: "Standard tier · model · $0.15
-// input, $0.30 output per million tokens (prices from 1 Mar 2026)", with the requests that
-// were not charged, and for late usage the period it belongs to.
+// input, $0.30 output per million tokens (prices from 1 Mar 2026)", or, where the model has a
+// price of its own in the tier, "(the model's own prices from 1 Mar 2026)", with the requests
+// that were not charged, and for late usage the period it belongs to.
 func usageDescription(l InvoiceLine, p Period) string {
 	var b strings.Builder
 	if l.Kind == LineLateUsage {
@@ -246,8 +248,12 @@ func usageDescription(l InvoiceLine, p Period) string {
 	}
 	fmt.Fprintf(&b, "%s tier · %s", titleCase(l.Tier), l.Model)
 	if l.InputPrice != nil {
-		fmt.Fprintf(&b, " · %s input, %s output per million tokens (prices from %s)",
-			*l.InputPrice, *l.OutputPrice, l.PriceFrom.UTC().Format("2 Jan 2006"))
+		whose := "prices"
+		if l.ModelPrice {
+			whose = "the model's own prices"
+		}
+		fmt.Fprintf(&b, " · %s input, %s output per million tokens (%s from %s)",
+			*l.InputPrice, *l.OutputPrice, whose, l.PriceFrom.UTC().Format("2 Jan 2006"))
 	} else {
 		b.WriteString(" · at the prices in force when it was served")
 	}

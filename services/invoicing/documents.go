@@ -75,13 +75,15 @@ type InvoiceLine struct {
 	Model       string `json:"model,omitempty"`
 	// PriceID is the price book's row the usage was sold at (0 where it was not recorded);
 	// InputPrice and OutputPrice its unit prices per million tokens, nil where unknown.
-	PriceID      int64           `json:"price_id,omitempty"`
-	InputPrice   *money.MicroUSD `json:"input_usd_per_mtok,omitempty"`
-	OutputPrice  *money.MicroUSD `json:"output_usd_per_mtok,omitempty"`
-	PriceFrom    *time.Time      `json:"price_effective_from,omitempty"`
-	Requests     int64           `json:"requests"`
-	InputTokens  int64           `json:"input_tokens"`
-	OutputTokens int64           `json:"output_tokens"`
+	PriceID     int64           `json:"price_id,omitempty"`
+	InputPrice  *money.MicroUSD `json:"input_usd_per_mtok,omitempty"`
+	OutputPrice *money.MicroUSD `json:"output_usd_per_mtok,omitempty"`
+	PriceFrom   *time.Time      `json:"price_effective_from,omitempty"`
+	// ModelPrice says the row is the model's own price in the tier, not the tier's default.
+	ModelPrice   bool  `json:"model_price,omitempty"`
+	Requests     int64 `json:"requests"`
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
 	// Requests that produced no output token are charged nothing; their tokens are counted
 	// above and again here. The line's charge is exactly (InputTokens - UnchargedInputTokens)
 	// at InputPrice plus (OutputTokens - UnchargedOutputTokens) at OutputPrice.

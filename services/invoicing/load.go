@@ -39,7 +39,7 @@ func ledgerBound(ctx context.Context, q querier, t time.Time) (int64, error) {
 
 // loadPrices reads the whole price book: a few rows per price change.
 func loadPrices(ctx context.Context, q querier) (map[int64]price, error) {
-	rows, err := q.Query(ctx, `SELECT id, input_micro_usd_per_mtok, output_micro_usd_per_mtok, effective_from FROM prices`)
+	rows, err := q.Query(ctx, `SELECT id, input_micro_usd_per_mtok, output_micro_usd_per_mtok, effective_from, coalesce(model, '') FROM prices`)
 	if err != nil {
 		return nil, wrapf(err, "invoicing: read the price book")
 	}
@@ -47,10 +47,11 @@ func loadPrices(ctx context.Context, q querier) (map[int64]price, error) {
 	for rows.Next() {
 		var id, in, outp int64
 		var from time.Time
-		if err := rows.Scan(&id, &in, &outp, &from); err != nil {
+		var model string
+		if err := rows.Scan(&id, &in, &outp, &from, &model); err != nil {
 			return nil, err
 		}
-		out[id] = price{input: money.MicroUSD(in), output: money.MicroUSD(outp), from: from.UTC()}
+		out[id] = price{input: money.MicroUSD(in), output: money.MicroUSD(outp), from: from.UTC(), model: model}
 	}
 	return out, wrapf(rows.Err(), "invoicing: read the price book")
 }

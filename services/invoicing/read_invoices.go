@@ -350,7 +350,7 @@ func (s *Service) AccountCreditNotes(ctx context.Context, accountID string) (_ [
 func invoiceLines(ctx context.Context, q querier, invoiceID string) ([]InvoiceLine, error) {
 	rows, err := q.Query(ctx, `
 		SELECT l.line_no, l.kind, l.usage_period, l.tier, l.model, l.price_id, l.input_price, l.output_price, p.effective_from,
-			l.requests, l.input_tokens, l.output_tokens, l.uncharged_requests, l.uncharged_input_tokens,
+			p.model IS NOT NULL, l.requests, l.input_tokens, l.output_tokens, l.uncharged_requests, l.uncharged_input_tokens,
 			l.uncharged_output_tokens, l.charge_pico, l.payable_pico, l.amount_cents, l.description,
 			coalesce(l.credit_note_id::text, '')
 		FROM invoice_lines l LEFT JOIN prices p ON p.id = l.price_id AND l.input_price IS NOT NULL
@@ -363,7 +363,7 @@ func invoiceLines(ctx context.Context, q querier, invoiceID string) ([]InvoiceLi
 		var usage pgtype.Date
 		var in, out pgtype.Int8
 		var from pgtype.Timestamptz
-		err := r.Scan(&l.No, &l.Kind, &usage, &l.Tier, &l.Model, &l.PriceID, &in, &out, &from, &l.Requests, &l.InputTokens,
+		err := r.Scan(&l.No, &l.Kind, &usage, &l.Tier, &l.Model, &l.PriceID, &in, &out, &from, &l.ModelPrice, &l.Requests, &l.InputTokens,
 			&l.OutputTokens, &l.UnchargedRequests, &l.UnchargedInputTokens, &l.UnchargedOutputTokens, &l.Charge, &l.payable,
 			&l.Amount, &l.Description, &l.CreditNoteID)
 		if usage.Valid {

@@ -101,6 +101,7 @@ type shareSums struct {
 type price struct {
 	input, output money.MicroUSD
 	from          time.Time
+	model         string // "" for a tier's default
 }
 
 // ledgerFigures are what the ledger holds of one ledger account for a period: its balance now,

@@ -75,8 +75,9 @@ const (
 	RejectUnknownOffering usage.RejectReason = "unknown_offering"
 	// RejectForeign is an event whose NATS subject names another provider than the offering's.
 	RejectForeign usage.RejectReason = "foreign_offering"
-	// RejectNoPrice is an event whose ticket names no price of its tier: a price version the
-	// price book does not hold, or one of another tier.
+	// RejectNoPrice is an event whose ticket names no price of its tier and offering: a price
+	// version the price book does not hold, one of another tier, or one of another model than
+	// the offering's.
 	RejectNoPrice usage.RejectReason = "no_price"
 	// RejectAskAbovePrice is an event that would pay its provider, at the ticket's asks, more
 	// than its customer pays at the ticket's price version.

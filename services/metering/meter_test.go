@@ -168,14 +168,14 @@ func (e *meterEnv) routed(t *testing.T, r route) (eventID string, body []byte, r
 		t.Fatal(err)
 	}
 	ev := usage.NewEvent(fmt.Sprintf("evt_%d", n), rig.provider, rig.offering, r.at, usage.Usage{RequestID: requestID, Ticket: tk,
-		OfferingID: rig.offering, Model: "m", InputTokens: r.in, OutputTokens: r.out, TTFTMillis: 100, DurationMillis: 900,
+		OfferingID: rig.offering, Model: cmp.Or(rig.model, "m"), InputTokens: r.in, OutputTokens: r.out, TTFTMillis: 100, DurationMillis: 900,
 		EnergyJoules: 12.5, EnergySource: cmp.Or(r.source, usage.EnergyEstimated), Status: usage.StatusOK})
 	if body, err = usage.Encode(ev); err != nil {
 		t.Fatal(err)
 	}
 	if !r.noRecord {
 		g := billing.GatewayRequest{RequestID: requestID, AccountID: rig.customer, APIKeyID: rig.apiKey, OfferingID: rig.offering,
-			Tier: catalog.Tier(rig.tier), Model: "m", HTTPStatus: 200, Status: billing.GatewayOK, Duration: 900 * time.Millisecond,
+			Tier: catalog.Tier(rig.tier), Model: cmp.Or(rig.model, "m"), HTTPStatus: 200, Status: billing.GatewayOK, Duration: 900 * time.Millisecond,
 			At: r.at, InputBytes: 4 * r.in, MaxInputTokens: claims.MaxInputTokens, MaxOutputTokens: claims.MaxOutputTokens,
 			Streamed: true, RelayedOutputBytes: 4 * r.out, RelayedOutputChunks: r.out}
 		if r.record != nil {
@@ -190,6 +190,7 @@ func (e *meterEnv) routed(t *testing.T, r route) (eventID string, body []byte, r
 // and its key, and the terms its tickets carry.
 type testRig struct {
 	provider, offering, tier string
+	model                    string // "m" unless set
 	customer, apiKey         string
 	priceID, askIn, askOut   int64
 }

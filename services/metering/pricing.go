@@ -13,10 +13,11 @@ import (
 // its billable tokens at the price version and the asks its route ticket fixed at routing.
 
 // priceRow is a version of a tier's price (a row of prices), in micro-dollars per million
-// tokens.
+// tokens: the tier's default, or the price of one model in the tier.
 type priceRow struct {
 	id          int64
 	tier        string
+	model       string // "" for the tier's default
 	input, outp int64
 }
 
@@ -126,11 +127,12 @@ func (m *Meter) judge(cands []candidate, refs references, now time.Time, out *st
 		reject := func(reason usage.RejectReason, detail string) {
 			out.rejections = append(out.rejections, StoredRejection{Message: c.msg, EventID: c.ev.ID, Reason: reason, Detail: detail})
 		}
-		provider, ok := refs.offerings[u.OfferingID]
+		off, ok := refs.offerings[u.OfferingID]
 		if !ok {
 			reject(RejectUnknownOffering, "no offering "+u.OfferingID)
 			continue
 		}
+		provider := off.provider
 		if !refs.accounts[c.claims.AccountID] {
 			reject(usage.RejectTicketInvalid, "the ticket names no account the platform holds: "+c.claims.AccountID)
 			continue
@@ -142,6 +144,10 @@ func (m *Meter) judge(cands []candidate, refs references, now time.Time, out *st
 		p, ok := refs.prices[c.claims.PriceID]
 		if !ok || p.tier != c.claims.Tier {
 			reject(RejectNoPrice, fmt.Sprintf("the ticket's price version %d is no %s price of the price book", c.claims.PriceID, c.claims.Tier))
+			continue
+		}
+		if p.model != "" && p.model != off.model {
+			reject(RejectNoPrice, fmt.Sprintf("the ticket's price version %d prices %s, not the offering's %s", c.claims.PriceID, p.model, off.model))
 			continue
 		}
 		var rec *gatewayRecord

@@ -13,12 +13,18 @@ import (
 // judged against, read inside its transaction so that the batch is judged on one consistent
 // view.
 type references struct {
-	offerings map[string]string // offering id: its provider's account id
+	offerings map[string]offeringRef // by offering id
 	accounts  map[string]bool
 	prices    map[int64]priceRow // by id: the versions the batch's tickets name
 	// records[i] is the gateway's record of candidate i's request, when recorded[i].
 	records  []gatewayRecord
 	recorded []bool
+}
+
+// offeringRef is what the meter reads of an offering: its provider's account id and its model,
+// which a price version of one model (a model's own row of the price book) must name.
+type offeringRef struct {
+	provider, model string
 }
 
 // canonicalUUIDs is the uuid[] of the elements of the text[] parameter $1 written as the
@@ -31,7 +37,7 @@ const canonicalUUIDs = `ARRAY(SELECT id::uuid FROM unnest($1::text[]) AS id
 // versions, then the gateway's records of its requests. The offering's current ask is not read:
 // the provider is paid the asks its tickets carry.
 func loadReferences(ctx context.Context, tx pgx.Tx, cands []candidate) (references, error) {
-	refs := references{offerings: map[string]string{}, accounts: map[string]bool{}, prices: map[int64]priceRow{},
+	refs := references{offerings: map[string]offeringRef{}, accounts: map[string]bool{}, prices: map[int64]priceRow{},
 		records: make([]gatewayRecord, len(cands)), recorded: make([]bool, len(cands))}
 	var offeringIDs, accountIDs []string
 	var priceIDs []int64
@@ -53,14 +59,15 @@ func loadReferences(ctx context.Context, tx pgx.Tx, cands []candidate) (referenc
 		requestIDs[i] = cands[i].ev.Data.RequestID
 	}
 	b := &pgx.Batch{}
-	b.Queue(`SELECT id::text, provider_account_id::text FROM offerings
+	b.Queue(`SELECT id::text, provider_account_id::text, model FROM offerings
 		WHERE id = ANY (`+canonicalUUIDs+`)`, offeringIDs).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
-			var id, provider string
-			if err := rows.Scan(&id, &provider); err != nil {
+			var id string
+			var o offeringRef
+			if err := rows.Scan(&id, &o.provider, &o.model); err != nil {
 				return err
 			}
-			refs.offerings[id] = provider
+			refs.offerings[id] = o
 		}
 		return rows.Err()
 	})
@@ -74,11 +81,11 @@ func loadReferences(ctx context.Context, tx pgx.Tx, cands []candidate) (referenc
 		}
 		return rows.Err()
 	})
-	b.Queue(`SELECT id, tier, input_micro_usd_per_mtok, output_micro_usd_per_mtok FROM prices WHERE id = ANY ($1)`,
+	b.Queue(`SELECT id, tier, coalesce(model, ''), input_micro_usd_per_mtok, output_micro_usd_per_mtok FROM prices WHERE id = ANY ($1)`,
 		priceIDs).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var p priceRow
-			if err := rows.Scan(&p.id, &p.tier, &p.input, &p.outp); err != nil {
+			if err := rows.Scan(&p.id, &p.tier, &p.model, &p.input, &p.outp); err != nil {
 				return err
 			}
 			refs.prices[p.id] = p

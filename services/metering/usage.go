@@ -156,8 +156,8 @@ type RequestRecord struct {
 	EnergySource usage.EnergySource `json:"energy_source"`
 	Region       string             `json:"region"`
 	GCO2e        float64            `json:"gco2e"`
-	// BaselineCost is what the request's charged tokens would have cost at the realtime tier's
-	// price in force when it finished: nothing for a request charged nothing, its own charge
+	// BaselineCost is what the request's charged tokens would have cost at the realtime price of its model
+	// in force when it finished (its own row, else the tier's default): nothing for a request charged nothing, its own charge
 	// on the realtime tier (the savings report's baseline, docs/methodology.md).
 	BaselineCost    money.BigPico `json:"baseline_cost"`
 	BaselineCostUSD string        `json:"baseline_cost_usd"`
@@ -201,8 +201,8 @@ func (r *Reports) Requests(ctx context.Context, accountID string, f UsageFilter)
 		JOIN accounts a ON a.id = o.provider_account_id
 		LEFT JOIN LATERAL (
 			SELECT input_micro_usd_per_mtok AS pin, output_micro_usd_per_mtok AS pout FROM prices
-			WHERE tier = 'realtime' AND effective_from <= u.occurred_at
-			ORDER BY effective_from DESC LIMIT 1) rt ON true
+			WHERE tier = 'realtime' AND (model = u.model OR model IS NULL) AND effective_from <= u.occurred_at
+			ORDER BY model IS NULL, effective_from DESC LIMIT 1) rt ON true
 		WHERE `+strings.Join(conds, " AND ")+`
 		ORDER BY u.occurred_at DESC, u.request_id DESC
 		LIMIT $`+strconv.Itoa(len(args)), args...)

@@ -36,12 +36,22 @@ type savingsLine struct {
 
 // savingsQuery reads accounts' savings lines. $1 the accounts, $2 from, $3 to, $4 the
 // date_trunc unit. It reads usage_hourly through usage_hourly_account_idx (account, hour) and
-// the realtime rows of the price book, never usage_events.
+// the realtime rows of the price book, never usage_events: a model's own realtime rows where it has
+// them, else the tier's defaults.
 const savingsQuery = `
-	WITH realtime AS (
-		SELECT input_micro_usd_per_mtok AS pin, output_micro_usd_per_mtok AS pout, effective_from AS since,
-			coalesce(lead(effective_from) OVER (ORDER BY effective_from), 'infinity') AS until
-		FROM prices WHERE tier = 'realtime')
+	WITH book AS (
+		SELECT model, input_micro_usd_per_mtok AS pin, output_micro_usd_per_mtok AS pout, effective_from AS since,
+			coalesce(lead(effective_from) OVER (PARTITION BY model ORDER BY effective_from), 'infinity') AS until
+		FROM prices WHERE tier = 'realtime'),
+	realtime AS (
+		-- A model's own rows from its first on; before it, and for the models without one, the defaults.
+		SELECT m.model, m.pin, m.pout, m.since, m.until FROM book m WHERE m.model IS NOT NULL
+		UNION ALL
+		SELECT f.model, d.pin, d.pout, d.since, least(d.until, f.first) FROM book d
+			CROSS JOIN (SELECT model, min(since) AS first FROM book WHERE model IS NOT NULL GROUP BY model) f
+			WHERE d.model IS NULL AND d.since < f.first
+		UNION ALL
+		SELECT NULL, d.pin, d.pout, d.since, d.until FROM book d WHERE d.model IS NULL)
 	SELECT h.account_id::text, date_trunc($4, h.hour, 'UTC') AS period, h.tier, h.model, h.price_id,
 		sum(h.requests)::bigint, sum(h.input_tokens)::bigint, sum(h.output_tokens)::bigint,
 		sum(h.input_tokens - h.uncharged_input_tokens + h.output_tokens - h.uncharged_output_tokens)::bigint,
@@ -51,6 +61,7 @@ const savingsQuery = `
 				+ (h.output_tokens - h.uncharged_output_tokens)::numeric * r.pout END)
 	FROM usage_hourly h
 	LEFT JOIN realtime r ON h.hour >= r.since AND h.hour < r.until
+		AND r.model IS NOT DISTINCT FROM (SELECT p.model FROM prices p WHERE p.tier = 'realtime' AND p.model = h.model LIMIT 1)
 	WHERE h.account_id = ANY ($1::text[]::uuid[]) AND h.hour >= $2 AND h.hour < $3
 	GROUP BY 1, 2, 3, 4, 5`
 

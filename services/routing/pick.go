@@ -92,7 +92,8 @@ type Candidate struct {
 	// them at Pick: what its provider is paid for the request, whatever it asks later.
 	AskInput  money.MicroUSD
 	AskOutput money.MicroUSD
-	// PriceID is the row of the price book (catalog.Price.ID) in force for the tier at the moment of Pick, and
+	// PriceID is the row of the price book (catalog.Price.ID) in force for the model in the tier at the moment
+	// of Pick (the model's own row, else the tier's default), and
 	// PriceInput and PriceOutput its prices per million input and output tokens: what the customer pays. They
 	// cover the asks (catalog.Price.Covers).
 	PriceID     int64
@@ -132,7 +133,7 @@ type choice struct {
 	*listed
 	v        view
 	tier     catalog.Tier
-	price    catalog.Price // the tier's, in force at Pick
+	price    catalog.Price // the model's in the tier, in force at Pick
 	p50, p99 float64
 	// tps is the throughput routing goes by: the live window's, else the catalog's; 0 when unknown.
 	tps       float64

@@ -11,9 +11,10 @@
 // back to the offerings table, so that the catalog shows "measured over N requests".
 //
 // The rules, each in one place (see docs/tiers-and-asks.md):
-//   - Offered: an offering is offered for routing in a tier when it is active and the tier's price in force at
-//     the moment of Pick covers its asks: its input ask at most the tier's input price, its output ask at most
-//     the output price (catalog.Price.Covers), so that no request pays a provider more than its customer paid.
+//   - Offered: an offering is offered for routing in a tier when it is active and the price in force at the
+//     moment of Pick for its model in the tier (the model's own row of the price book, else the tier's
+//     default) covers its asks: its input ask at most the input price, its output ask at most the output
+//     price (catalog.Price.Covers), so that no request pays a provider more than its customer paid.
 //     The router holds the whole price book, so a scheduled change takes effect at its instant (offered).
 //   - Candidates serve the model, are offered, sit in the request's tier, are under the request's caps
 //     (MaxPricePerMTok against the offering's blended ask, catalog.Offering.BlendedAsk, as the catalog's max

@@ -67,22 +67,26 @@ func (r *Router) Refresh(ctx context.Context) (err error) {
 	return nil
 }
 
-// offered returns the tier's price in force at now and whether it covers the offering's asks
+// offered returns the price in force at now for the offering's model in the tier (its own row of the price
+// book, else the tier's default: catalog.PriceBook.At) and whether it covers the offering's asks
 // (catalog.Price.Covers): only then may the offering be routed in the tier, for then no request pays its
 // provider more than its customer paid, whatever its mix of input and output tokens.
 func (s *snapshot) offered(l *listed, tier catalog.Tier, now time.Time) (catalog.Price, bool) {
-	p, ok := s.book.At(tier, now)
+	p, ok := s.book.At(tier, l.Model, now)
 	return p, ok && p.Covers(l.AskInput, l.AskOutput)
 }
 
-// ModelTiers is a model on offer and the tiers it can be asked for in.
+// ModelTiers is a model on offer, the tiers it can be asked for in, and what its requests pay in each.
 type ModelTiers struct {
 	Model string         `json:"model"`
 	Tiers []catalog.Tier `json:"tiers"` // in catalog.Tiers order
+	// Prices is, per tier of Tiers, the price in force for the model there: its own row of the price book, else
+	// the tier's default (catalog.PriceBook.At).
+	Prices map[catalog.Tier]catalog.Price `json:"prices"`
 }
 
-// Models lists the models on offer, by name, each with the tiers that have an offered offering of it (for
-// GET /v1/models). Only qualified offerings count (their rig active); health does not: a rig that misses a
+// Models lists the models on offer, by name, each with the tiers that have an offered offering of it and its
+// price in each (for GET /v1/models). Only qualified offerings count (their rig active); health does not: a rig that misses a
 // heartbeat does not take its model off the list.
 func (r *Router) Models() []ModelTiers {
 	snap := r.snap.Load()
@@ -101,10 +105,11 @@ func (r *Router) Models() []ModelTiers {
 				_, in[tier] = snap.offered(l, tier, now)
 			}
 		}
-		mt := ModelTiers{Model: model}
+		mt := ModelTiers{Model: model, Prices: map[catalog.Tier]catalog.Price{}}
 		for _, t := range catalog.Tiers {
 			if in[t] {
 				mt.Tiers = append(mt.Tiers, t)
+				mt.Prices[t], _ = snap.book.At(t, model, now)
 			}
 		}
 		if len(mt.Tiers) > 0 {

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"net/http"
@@ -292,12 +293,27 @@ func (g *Gateway) serve(ep endpoint) echo.HandlerFunc {
 		res, err := g.cfg.Admission.Admit(c.Request().Context(), billing.AdmitInput{
 			AccountID: key.AccountID, APIKeyID: key.ID, MonthlyLimit: key.MonthlyLimit, Tier: req.route.Tier,
 			MaxInputTokens: req.bounds.MaxInputTokens, MaxOutputTokens: req.bounds.MaxOutputTokens,
+			Price: dearestPrice(candidates),
 		})
 		if err != nil {
 			return g.writeGatewayError(c, err)
 		}
 		return g.forward(c, key, req, candidates, res)
 	}
+}
+
+// dearestPrice is the highest input and output prices among the candidates, which admission holds
+// the request's bound at: the candidates of a request serve one model in one tier and carry its
+// price, but a bound is never underestimated.
+func dearestPrice(cs []routing.Candidate) *catalog.Price {
+	if len(cs) == 0 {
+		return nil
+	}
+	p := catalog.Price{ID: cs[0].PriceID, Tier: cs[0].Tier, Input: cs[0].PriceInput, Output: cs[0].PriceOutput}
+	for _, c := range cs[1:] {
+		p.Input, p.Output = max(p.Input, c.PriceInput), max(p.Output, c.PriceOutput)
+	}
+	return &p
 }
 
 // admitKey authenticates the API key and takes a token from its bucket.
@@ -560,34 +576,85 @@ func marshalMembers(members map[string]json.RawMessage) ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
-// openAIModel is an entry of GET /v1/models, in OpenAI's shape, with the tiers it is offered in.
+// openAIModel is an entry of GET /v1/models, in OpenAI's shape, with the tiers it is offered in
+// and, in OpenRouter's shape, what its tokens cost.
 type openAIModel struct {
 	ID      string         `json:"id"`
 	Object  string         `json:"object"`
 	Created int64          `json:"created"`
 	OwnedBy string         `json:"owned_by"`
 	Tiers   []catalog.Tier `json:"tiers"`
+	// Pricing is what a request naming the entry pays; absent for a bare model name whose tier
+	// (standard, or the key's default tier) does not offer it.
+	Pricing *openRouterPricing `json:"pricing,omitempty"`
+}
+
+// openRouterPricing is a price of the price book as OpenRouter's models API writes one: dollars
+// per token, as decimal strings, for prompt (input) and completion (output) tokens.
+type openRouterPricing struct {
+	Prompt     string `json:"prompt"`
+	Completion string `json:"completion"`
+}
+
+// pricingOf writes the price p in OpenRouter's shape.
+func pricingOf(p catalog.Price) *openRouterPricing {
+	return &openRouterPricing{Prompt: perToken(p.Input), Completion: perToken(p.Output)}
+}
+
+// perToken writes a price per million tokens as the exact decimal string of dollars per token:
+// $0.90 per million is "0.0000009". A price in micro-dollars per million tokens is a price in
+// 10^-12 dollars per token, so the division is a shift of the decimal point, never a float.
+func perToken(perMillion money.MicroUSD) string {
+	v, sign := int64(perMillion), ""
+	if v < 0 {
+		sign, v = "-", -v
+	}
+	const scale = 1_000_000_000_000
+	frac := strings.TrimRight(fmt.Sprintf("%012d", v%scale), "0")
+	if frac == "" {
+		return fmt.Sprintf("%s%d", sign, v/scale)
+	}
+	return fmt.Sprintf("%s%d.%s", sign, v/scale, frac)
 }
 
 // models lists the models on offer: each by its name, which routes to standard or the key's
-// default tier, and as <model>:<tier> for each tier it is offered in.
+// default tier, and as <model>:<tier> for each tier it is offered in, each with the price of the
+// model in the tier its requests are routed in (its own row of the price book, else the tier's
+// default).
 func (g *Gateway) models(c echo.Context) error {
-	if _, err := g.admitKey(c); err != nil {
+	key, err := g.admitKey(c)
+	if err != nil {
 		return g.writeGatewayError(c, err)
 	}
 	if g.cfg.Router == nil {
 		return g.writeGatewayError(c, services.Errorf(services.CodeUnavailable, "The gateway does not run in this process."))
 	}
-	list := g.cfg.Router.Models()
+	return c.JSON(http.StatusOK, map[string]any{"object": "list", "data": modelEntries(g.cfg.Router.Models(), catalog.Tier(key.DefaultTier))})
+}
+
+// modelEntries are the entries of GET /v1/models for the models on offer, seen by a key whose
+// default tier is keyTier ("" for none): a bare model name is asked for in keyTier, else standard.
+func modelEntries(list []routing.ModelTiers, keyTier catalog.Tier) []openAIModel {
+	bareTier := catalog.TierStandard
+	if keyTier.Valid() {
+		bareTier = keyTier
+	}
 	data := make([]openAIModel, 0, 4*len(list))
 	for _, m := range list {
-		data = append(data, openAIModel{ID: m.Model, Object: "model", OwnedBy: "gpumarket", Tiers: m.Tiers})
+		bare := openAIModel{ID: m.Model, Object: "model", OwnedBy: "gpumarket", Tiers: m.Tiers}
+		if p, ok := m.Prices[bareTier]; ok {
+			bare.Pricing = pricingOf(p)
+		}
+		data = append(data, bare)
 		for _, t := range m.Tiers {
-			data = append(data, openAIModel{ID: m.Model + ":" + string(t), Object: "model", OwnedBy: "gpumarket",
-				Tiers: []catalog.Tier{t}})
+			e := openAIModel{ID: m.Model + ":" + string(t), Object: "model", OwnedBy: "gpumarket", Tiers: []catalog.Tier{t}}
+			if p, ok := m.Prices[t]; ok {
+				e.Pricing = pricingOf(p)
+			}
+			data = append(data, e)
 		}
 	}
-	return c.JSON(http.StatusOK, map[string]any{"object": "list", "data": data})
+	return data
 }
 
 // keyCache remembers API keys, and secrets that are none, for ttl. A key revoked or changed

@@ -147,13 +147,14 @@ func TestEveryUsageRowWasMeteredFromATicketedEventAndAGatewayRecord(t *testing.T
 			OR u.occurred_at > g.at`); n != 0 {
 		t.Fatalf("%d usage rows without their gateway record, or not metered at their day's end", n)
 	}
-	// Each row pays the price row in force for its tier when its attempt was routed (when the
-	// gateway's record began), as its ticket named it.
+	// Each row pays the price row in force for its model in its tier when its attempt was routed
+	// (when the gateway's record began), as its ticket named it: the model's own row, else the
+	// tier's default.
 	if n := one[int64](t, pool, `SELECT count(*) FROM usage_events u
 		JOIN gateway_requests g ON g.request_id = u.request_id
-		WHERE u.price_id <> (SELECT p.id FROM prices p WHERE p.tier = u.tier
+		WHERE u.price_id <> (SELECT p.id FROM prices p WHERE p.tier = u.tier AND (p.model = u.model OR p.model IS NULL)
 			AND p.effective_from <= g.at - g.duration_ms * interval '1 millisecond'
-			ORDER BY p.effective_from DESC LIMIT 1)`); n != 0 {
+			ORDER BY p.model IS NULL, p.effective_from DESC LIMIT 1)`); n != 0 {
 		t.Fatalf("%d usage rows at another price than the one in force when they were routed", n)
 	}
 	if n := one[int64](t, pool, `SELECT count(*) FROM usage_rejections`); n != 0 {
@@ -278,13 +279,19 @@ func TestHistoryHoldsEveryTierFailuresRefundsAndBothPricesOfTheChangedTier(t *te
 	}
 	// The standard tier's cut on 2026-02-15: every request before it at $0.15 / $0.30, after at
 	// $0.12 / $0.24; the other tiers at one price.
-	if n := one[int64](t, pool, `SELECT count(*) FROM usage_events WHERE tier = 'standard' AND NOT (
+	// The 14B model has a standard price of its own (demo.ModelPrices), which the cut of the
+	// tier's default does not touch.
+	if n := one[int64](t, pool, `SELECT count(*) FROM usage_events WHERE tier = 'standard' AND `+defaultPriced+` AND NOT (
 		(occurred_at < '2026-02-15' AND input_price = 150000 AND output_price = 300000) OR
 		(occurred_at >= '2026-02-15 00:00:05' AND input_price = 120000 AND output_price = 240000))`); n != 0 {
 		t.Errorf("%d standard requests at the wrong side of the price change", n)
 	}
-	if n := one[int64](t, pool, `SELECT count(DISTINCT (tier, input_price)) FROM usage_events`); n != 4 {
-		t.Errorf("%d tier prices in the usage; want one per tier and the standard tier's two", n)
+	if n := one[int64](t, pool, `SELECT count(*) FROM usage_events WHERE tier = 'standard'
+		AND model = 'deepseek-ai/DeepSeek-R1-Distill-Qwen-14B' AND NOT (input_price = 210000 AND output_price = 420000)`); n != 0 {
+		t.Errorf("%d standard requests of the 14B model at another price than its own", n)
+	}
+	if n := one[int64](t, pool, `SELECT count(DISTINCT (tier, input_price)) FROM usage_events`); n != 5 {
+		t.Errorf("%d tier prices in the usage; want one per tier, the standard tier's two and the 14B model's own", n)
 	}
 	if by := one[string](t, pool, `SELECT u.email FROM prices p JOIN users u ON u.id = p.created_by
 		WHERE p.tier = 'standard' AND p.effective_from = '2026-02-15'`); by != "finance@example.com" {
@@ -308,6 +315,10 @@ func TestThePreviousMonthIsWholeForEveryCustomerWithCredit(t *testing.T) {
 	}
 }
 
+// defaultPriced selects the usage rows of models without a price of their own in their tier: those the
+// tier's default prices.
+const defaultPriced = `model NOT IN (SELECT p.model FROM prices p WHERE p.model IS NOT NULL AND p.tier = usage_events.tier)`
+
 func TestHistoryOnADatabaseSeededByAnEarlierVersion(t *testing.T) {
 	t.Parallel()
 	// An earlier seed started the price book at the month it ran in, and made no history.
@@ -320,17 +331,17 @@ func TestHistoryOnADatabaseSeededByAnEarlierVersion(t *testing.T) {
 	}
 	// The demo's book now reaches back before the history. The cut takes effect 30 days ago,
 	// and the earlier seed's row of the old price, which starts after it, ends it.
-	if n := one[int64](t, pool, `SELECT count(*) FROM prices WHERE tier = 'standard'`); n != 3 {
+	if n := one[int64](t, pool, `SELECT count(*) FROM prices WHERE tier = 'standard' AND model IS NULL`); n != 3 {
 		t.Errorf("%d standard price rows; want the default from 2026-01-15, the cut and the earlier seed's", n)
 	}
-	if n := one[int64](t, pool, `SELECT count(*) FROM usage_events WHERE tier = 'standard' AND NOT (
+	if n := one[int64](t, pool, `SELECT count(*) FROM usage_events WHERE tier = 'standard' AND `+defaultPriced+` AND NOT (
 		(occurred_at < '2026-02-15' AND input_price = 150000) OR
 		(occurred_at >= '2026-02-15 00:00:05' AND occurred_at < '2026-03-01' AND input_price = 120000) OR
 		(occurred_at >= '2026-03-01 00:00:05' AND input_price = 150000))`); n != 0 {
 		t.Errorf("%d standard requests at another price than the one in force", n)
 	}
-	if n := one[int64](t, pool, `SELECT count(DISTINCT price_id) FROM usage_events WHERE tier = 'standard'`); n != 3 {
-		t.Errorf("standard usage at %d price rows; want all three", n)
+	if n := one[int64](t, pool, `SELECT count(DISTINCT price_id) FROM usage_events WHERE tier = 'standard' AND `+defaultPriced); n != 3 {
+		t.Errorf("standard usage at %d default price rows; want all three", n)
 	}
 }
 
@@ -357,7 +368,7 @@ func TestThePriceChangeNeverComesBeforeUsageAlreadyBilled(t *testing.T) {
 	if from := one[time.Time](t, pool, `SELECT effective_from FROM prices WHERE input_micro_usd_per_mtok = 120000`); !from.Equal(time.Date(2026, 3, 17, 0, 0, 0, 0, time.UTC)) {
 		t.Errorf("the cut takes effect %s; want the day after the standard tier's latest billed request", from)
 	}
-	if n := one[int64](t, pool, `SELECT count(DISTINCT input_price) FROM usage_events WHERE tier = 'standard'`); n != 1 {
+	if n := one[int64](t, pool, `SELECT count(DISTINCT input_price) FROM usage_events WHERE tier = 'standard' AND `+defaultPriced); n != 1 {
 		t.Errorf("standard usage at %d prices; the history's requests were all before the cut", n)
 	}
 }

@@ -100,8 +100,8 @@ const (
 // from the default $0.15 / $0.30 to $0.12 / $0.24 per million input / output tokens, effective
 // priceChangeDaysAgo days before today (later only where the tier has usage metered since:
 // ensurePriceChange), scheduled by finance (financeEmail) priceChangeNotice ahead. Every demo
-// offering of the tier asks less than the new price, and no configuration the seed leaves out
-// of the tier asks less (services/demo), so the cut changes no listing.
+// offering the tier's default prices asks less than the new price, so the cut changes no
+// listing; the models with a standard price of their own (demo.ModelPrices) keep it.
 var priceChange = catalog.Price{Tier: catalog.TierStandard, Input: 120_000, Output: 240_000}
 
 const (

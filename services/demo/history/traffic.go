@@ -289,9 +289,10 @@ type routed struct {
 }
 
 // route signs the ticket of an attempt at at, with the terms routing fixes: the offering's
-// asks, the tier's price in force at that moment, and the bounds on billable tokens.
+// asks, the price in force at that moment for its model in its tier (the model's own row, else the
+// tier's default), and the bounds on billable tokens.
 func (h *history) route(c *customer, day time.Time, s *spec, off offering, at time.Time, n int) (routed, error) {
-	price, ok := h.book.At(off.Tier, at)
+	price, ok := h.book.At(off.Tier, off.Model, at)
 	if !ok {
 		return routed{}, fmt.Errorf("no %s price in force at %s", off.Tier, at.Format(time.RFC3339))
 	}
