@@ -22,22 +22,31 @@ type Price struct {
 	Input         money.MicroUSD `json:"input_usd_per_mtok"`
 	Output        money.MicroUSD `json:"output_usd_per_mtok"`
 	EffectiveFrom time.Time      `json:"effective_from"`
+	// CachedInput is the price of an input token the engine served from its prompt cache
+	// (docs/metering-integrity.md, "Cached input tokens"): at most Input, a quarter of it
+	// unless the change that made the row said otherwise.
+	CachedInput money.MicroUSD `json:"cached_input_usd_per_mtok"`
 }
+
+// DefaultCachedInput is the cached input price a row of the price book takes when none is
+// given: a quarter of its input price, rounded down (the database's default too).
+func DefaultCachedInput(input money.MicroUSD) money.MicroUSD { return input / 4 }
 
 // DefaultPrices is the price book a new platform starts with. Realtime sits above the
 // enterprise asks it routes to (about $0.17-0.31 per million at the benchmark's load);
 // standard and batch sit above the consumer clusters' asks ($0.03-0.15).
 var DefaultPrices = []Price{
-	{Tier: TierRealtime, Input: 300_000, Output: 600_000},
-	{Tier: TierStandard, Input: 150_000, Output: 300_000},
-	{Tier: TierBatch, Input: 80_000, Output: 160_000},
+	{Tier: TierRealtime, Input: 300_000, Output: 600_000, CachedInput: 75_000},
+	{Tier: TierStandard, Input: 150_000, Output: 300_000, CachedInput: 37_500},
+	{Tier: TierBatch, Input: 80_000, Output: 160_000, CachedInput: 20_000},
 }
 
 // PricesAt returns, per tier, the price in force at t: the latest row effective at or before t.
 func (s *Service) PricesAt(ctx context.Context, t time.Time) (_ map[Tier]Price, err error) {
 	defer services.Wrap(&err, "catalog.PricesAt")
 	rows, err := s.pool.Query(ctx, `
-		SELECT DISTINCT ON (tier) id, tier, input_micro_usd_per_mtok, output_micro_usd_per_mtok, effective_from
+		SELECT DISTINCT ON (tier) id, tier, input_micro_usd_per_mtok, output_micro_usd_per_mtok, effective_from,
+			cached_input_micro_usd_per_mtok
 		FROM prices WHERE effective_from <= $1
 		ORDER BY tier, effective_from DESC`, t)
 	if err != nil {
@@ -56,9 +65,9 @@ func (s *Service) PricesAt(ctx context.Context, t time.Time) (_ map[Tier]Price, 
 
 func scanPrice(r pgx.CollectableRow) (Price, error) {
 	var p Price
-	var in, out int64
-	err := r.Scan(&p.ID, &p.Tier, &in, &out, &p.EffectiveFrom)
-	p.Input, p.Output = money.MicroUSD(in), money.MicroUSD(out)
+	var in, out, cached int64
+	err := r.Scan(&p.ID, &p.Tier, &in, &out, &p.EffectiveFrom, &cached)
+	p.Input, p.Output, p.CachedInput = money.MicroUSD(in), money.MicroUSD(out), money.MicroUSD(cached)
 	return p, err
 }
 
@@ -81,7 +90,8 @@ func (b PriceBook) At(tier Tier, t time.Time) (Price, bool) {
 func (s *Service) PriceBook(ctx context.Context) (_ PriceBook, err error) {
 	defer services.Wrap(&err, "catalog.PriceBook")
 	rows, err := s.pool.Query(ctx, `
-		SELECT id, tier, input_micro_usd_per_mtok, output_micro_usd_per_mtok, effective_from
+		SELECT id, tier, input_micro_usd_per_mtok, output_micro_usd_per_mtok, effective_from,
+			cached_input_micro_usd_per_mtok
 		FROM prices ORDER BY tier, effective_from`)
 	if err != nil {
 		return nil, err
@@ -110,10 +120,11 @@ func (s *Service) EnsureDefaultPrices(ctx context.Context, effectiveFrom time.Ti
 	defer services.Wrap(&err, "catalog.EnsureDefaultPrices")
 	for _, p := range DefaultPrices {
 		if _, err := s.pool.Exec(ctx, `
-			INSERT INTO prices (tier, input_micro_usd_per_mtok, output_micro_usd_per_mtok, effective_from, created_at)
-			SELECT $1, $2, $3, $4, $5
+			INSERT INTO prices (tier, input_micro_usd_per_mtok, output_micro_usd_per_mtok, effective_from, created_at,
+				cached_input_micro_usd_per_mtok)
+			SELECT $1, $2, $3, $4, $5, $6
 			WHERE NOT EXISTS (SELECT 1 FROM prices WHERE tier = $1 AND effective_from <= $4)`,
-			string(p.Tier), int64(p.Input), int64(p.Output), effectiveFrom.UTC(), s.now().UTC()); err != nil {
+			string(p.Tier), int64(p.Input), int64(p.Output), effectiveFrom.UTC(), s.now().UTC(), int64(p.CachedInput)); err != nil {
 			return err
 		}
 	}
@@ -133,6 +144,9 @@ type ScheduleInput struct {
 	Input         money.MicroUSD `json:"input_usd_per_mtok"`
 	Output        money.MicroUSD `json:"output_usd_per_mtok"`
 	EffectiveFrom time.Time      `json:"effective_from"`
+	// CachedInput is the price of a cached input token; nil gives the default, a quarter of
+	// Input (DefaultCachedInput).
+	CachedInput *money.MicroUSD `json:"cached_input_usd_per_mtok,omitempty"`
 	// Free says a price of $0 is meant: without it a $0 input or output price is refused as a
 	// slip (an empty field, a misplaced decimal), since it gives the tier's tokens away.
 	Free bool `json:"free"`
@@ -160,6 +174,10 @@ func (in ScheduleInput) Validate(now time.Time) error {
 				"is routed at it. If that is meant, tick \"Free on purpose\"; otherwise enter the price.")
 		}
 	}
+	if c := in.CachedInput; c != nil && (*c < 0 || *c > in.Input) {
+		fe.Add("cached_input_usd_per_mtok", "Use a cached input price from $0 to the input price: a token the engine "+
+			"served from its cache never costs more than one it computed.")
+	}
 	if in.Free && in.Input != 0 && in.Output != 0 {
 		fe.Add(FieldFree, "Neither price is $0: untick \"Free on purpose\", or set the free one to 0.")
 	}
@@ -169,6 +187,14 @@ func (in ScheduleInput) Validate(now time.Time) error {
 		fe.Add("effective_from", "A price change takes effect in the future; usage already served keeps its price.")
 	}
 	return fe.Err()
+}
+
+// cachedInput is the change's cached input price: the one given, or the default.
+func (in ScheduleInput) cachedInput() money.MicroUSD {
+	if in.CachedInput != nil {
+		return *in.CachedInput
+	}
+	return DefaultCachedInput(in.Input)
 }
 
 // SchedulePrice records a price change from its date on, with who made it, and records it in
@@ -181,10 +207,12 @@ func (s *Service) SchedulePrice(ctx context.Context, byUserID string, in Schedul
 	if err := in.Validate(now); err != nil {
 		return PriceChange{}, err
 	}
-	change := PriceChange{Price: Price{Tier: in.Tier, Input: in.Input, Output: in.Output, EffectiveFrom: in.EffectiveFrom.UTC()}, CreatedAt: now}
+	change := PriceChange{Price: Price{Tier: in.Tier, Input: in.Input, Output: in.Output, EffectiveFrom: in.EffectiveFrom.UTC(),
+		CachedInput: in.cachedInput()}, CreatedAt: now}
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `
-			SELECT id, tier, input_micro_usd_per_mtok, output_micro_usd_per_mtok, effective_from
+			SELECT id, tier, input_micro_usd_per_mtok, output_micro_usd_per_mtok, effective_from,
+				cached_input_micro_usd_per_mtok
 			FROM prices WHERE tier = $1 AND effective_from <= $2
 			ORDER BY effective_from DESC LIMIT 1`, string(in.Tier), change.EffectiveFrom)
 		if err != nil {
@@ -195,9 +223,11 @@ func (s *Service) SchedulePrice(ctx context.Context, byUserID string, in Schedul
 			return err
 		}
 		if err := tx.QueryRow(ctx, `
-			INSERT INTO prices (tier, input_micro_usd_per_mtok, output_micro_usd_per_mtok, effective_from, created_by, created_at)
-			VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`,
-			string(in.Tier), int64(in.Input), int64(in.Output), change.EffectiveFrom, byUserID, now).Scan(&change.ID); err != nil {
+			INSERT INTO prices (tier, input_micro_usd_per_mtok, output_micro_usd_per_mtok, effective_from, created_by, created_at,
+				cached_input_micro_usd_per_mtok)
+			VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id`,
+			string(in.Tier), int64(in.Input), int64(in.Output), change.EffectiveFrom, byUserID, now,
+			int64(change.CachedInput)).Scan(&change.ID); err != nil {
 			return err
 		}
 		if s.audit == nil {
@@ -209,8 +239,8 @@ func (s *Service) SchedulePrice(ctx context.Context, byUserID string, in Schedul
 		}
 		return s.audit.RecordTx(ctx, tx, audit.Record{
 			ActorID: byUserID, Action: audit.ActionPriceChange, SubjectKind: "price", SubjectID: strconv.FormatInt(change.ID, 10),
-			Summary: fmt.Sprintf("%s price from %s: %s input, %s output per million tokens%s", in.Tier,
-				change.EffectiveFrom.Format(time.RFC3339), in.Input, in.Output, freeNote(in.Free)),
+			Summary: fmt.Sprintf("%s price from %s: %s input, %s cached input, %s output per million tokens%s", in.Tier,
+				change.EffectiveFrom.Format(time.RFC3339), in.Input, change.CachedInput, in.Output, freeNote(in.Free)),
 			Before: before, After: change.Price,
 		})
 	})
@@ -229,7 +259,7 @@ func (s *Service) PriceHistory(ctx context.Context) (_ []PriceChange, err error)
 	defer services.Wrap(&err, "catalog.PriceHistory")
 	rows, err := s.pool.Query(ctx, `
 		SELECT p.id, p.tier, p.input_micro_usd_per_mtok, p.output_micro_usd_per_mtok, p.effective_from,
-			coalesce(u.email, ''), p.created_at
+			p.cached_input_micro_usd_per_mtok, coalesce(u.email, ''), p.created_at
 		FROM prices p LEFT JOIN users u ON u.id = p.created_by
 		ORDER BY p.effective_from DESC, p.tier`)
 	if err != nil {
@@ -237,9 +267,9 @@ func (s *Service) PriceHistory(ctx context.Context) (_ []PriceChange, err error)
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (PriceChange, error) {
 		var c PriceChange
-		var in, out int64
-		err := r.Scan(&c.ID, &c.Tier, &in, &out, &c.EffectiveFrom, &c.CreatedBy, &c.CreatedAt)
-		c.Input, c.Output = money.MicroUSD(in), money.MicroUSD(out)
+		var in, out, cached int64
+		err := r.Scan(&c.ID, &c.Tier, &in, &out, &c.EffectiveFrom, &cached, &c.CreatedBy, &c.CreatedAt)
+		c.Input, c.Output, c.CachedInput = money.MicroUSD(in), money.MicroUSD(out), money.MicroUSD(cached)
 		return c, err
 	})
 }

@@ -18,12 +18,14 @@ func (s *Service) SeedPriceChange(ctx context.Context, byUserID string, in Sched
 		return false, err
 	}
 	tag, err := s.pool.Exec(ctx, `
-		INSERT INTO prices (tier, input_micro_usd_per_mtok, output_micro_usd_per_mtok, effective_from, created_by, created_at)
-		SELECT $1, $2, $3, $4, $5, $6
+		INSERT INTO prices (tier, input_micro_usd_per_mtok, output_micro_usd_per_mtok, effective_from, created_by, created_at,
+			cached_input_micro_usd_per_mtok)
+		SELECT $1, $2, $3, $4, $5, $6, $7
 		WHERE NOT EXISTS (SELECT 1 FROM prices
 			WHERE tier = $1 AND input_micro_usd_per_mtok = $2 AND output_micro_usd_per_mtok = $3)
 		ON CONFLICT (tier, effective_from) DO NOTHING`,
-		string(in.Tier), int64(in.Input), int64(in.Output), in.EffectiveFrom.UTC(), byUserID, scheduledAt.UTC())
+		string(in.Tier), int64(in.Input), int64(in.Output), in.EffectiveFrom.UTC(), byUserID, scheduledAt.UTC(),
+		int64(in.cachedInput()))
 	if err != nil {
 		return false, err
 	}
