@@ -1,6 +1,10 @@
 package metering
 
 import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"slices"
 	"testing"
 	"time"
 
@@ -31,6 +35,37 @@ func TestMeterBillsCachedInputAtTheCachedPrice(t *testing.T) {
 	if n := e.count(t, `SELECT count(*) FROM usage_hourly WHERE input_tokens = 1000 AND cached_input_tokens = 800
 		AND uncharged_cached_input_tokens = 0 AND charge_pico = 210000000 AND payable_pico = 84000000`); n != 1 {
 		t.Error("the hourly rollup does not sum the cached input tokens")
+	}
+
+	// The usage API, its totals and its CSV show the cached tokens apart.
+	ctx := context.Background()
+	reports := NewReports(e.pool)
+	page, err := reports.Requests(ctx, e.customer, UsageFilter{})
+	if err != nil || len(page.Requests) != 1 {
+		t.Fatalf("requests %+v, %v", page, err)
+	}
+	if r := page.Requests[0]; r.InputTokens != 1000 || r.CachedInputTokens != 800 || r.Cost != 210_000_000 {
+		t.Errorf("request %+v, want 1000 input tokens of which 800 cached, costing $0.00021", r)
+	}
+	totals, err := reports.DailyTotals(ctx, e.customer, UsageFilter{})
+	if err != nil || totals.Total.InputTokens != 1000 || totals.Total.CachedInputTokens != 800 {
+		t.Errorf("totals %+v, %v; want 1000 input tokens of which 800 cached", totals.Total, err)
+	}
+	traffic, err := reports.ProviderTraffic(ctx, e.provider, UsageFilter{})
+	if err != nil || traffic.Total.CachedInputTokens != 800 || !traffic.Total.Earned.Equal(84_000_000) {
+		t.Errorf("provider traffic %+v, %v; want 800 cached input tokens earning $0.000084", traffic.Total, err)
+	}
+	var buf bytes.Buffer
+	if err := reports.ExportCSV(ctx, e.customer, UsageFilter{}, &buf); err != nil {
+		t.Fatal(err)
+	}
+	records, err := csv.NewReader(&buf).ReadAll()
+	if err != nil || len(records) != 2 {
+		t.Fatalf("export %q, %v", records, err)
+	}
+	col := slices.Index(records[0], "cached_input_tokens")
+	if col < 0 || records[1][col] != "800" || records[1][slices.Index(records[0], "input_tokens")] != "1000" {
+		t.Errorf("export %q, want 1000 input tokens of which 800 cached", records)
 	}
 }
 
