@@ -15,6 +15,20 @@ ALTER TABLE usage_events
 
 ALTER TABLE usage_hourly
     ADD COLUMN cached_input_tokens           bigint NOT NULL DEFAULT 0,
+    ADD COLUMN uncharged_cached_input_tokens bigint NOT NULL DEFAULT 0,
+    ADD COLUMN ask_cached_input_price        bigint; -- fixed by price_id and ask_input_price; NULL before
+
+-- Invoice and statement lines keep the cached input tokens they bill, and their unit price (on
+-- a statement, the provider's cached ask), so that a line's amount is exactly its tokens at its
+-- prices: (input - uncharged input - (cached - uncharged cached)) at the input price, plus
+-- (cached - uncharged cached) at the cached price, plus the charged output at the output price.
+ALTER TABLE invoice_lines
+    ADD COLUMN cached_input_price            bigint,
+    ADD COLUMN cached_input_tokens           bigint NOT NULL DEFAULT 0,
+    ADD COLUMN uncharged_cached_input_tokens bigint NOT NULL DEFAULT 0;
+ALTER TABLE statement_lines
+    ADD COLUMN ask_cached_input_price        bigint,
+    ADD COLUMN cached_input_tokens           bigint NOT NULL DEFAULT 0,
     ADD COLUMN uncharged_cached_input_tokens bigint NOT NULL DEFAULT 0;
 
 ALTER TABLE gateway_requests
@@ -22,7 +36,16 @@ ALTER TABLE gateway_requests
 
 -- +goose Down
 ALTER TABLE gateway_requests DROP COLUMN cached_input_tokens;
+ALTER TABLE statement_lines
+    DROP COLUMN uncharged_cached_input_tokens,
+    DROP COLUMN cached_input_tokens,
+    DROP COLUMN ask_cached_input_price;
+ALTER TABLE invoice_lines
+    DROP COLUMN uncharged_cached_input_tokens,
+    DROP COLUMN cached_input_tokens,
+    DROP COLUMN cached_input_price;
 ALTER TABLE usage_hourly
+    DROP COLUMN ask_cached_input_price,
     DROP COLUMN uncharged_cached_input_tokens,
     DROP COLUMN cached_input_tokens;
 ALTER TABLE usage_events

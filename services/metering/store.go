@@ -234,7 +234,7 @@ var (
 			ORDER BY n
 			RETURNING event_id, occurred_at, account_id, api_key_id, offering_id, tier, model, price_id, ask_input_price,
 				ask_output_price, provider_account_id, input_tokens, output_tokens, charge_pico, payable_pico, energy_j,
-				energy_source, duration_ms, cached_input_tokens), ` +
+				energy_source, duration_ms, cached_input_tokens, ask_cached_input_price), ` +
 		usageRollup("inserted") + `, ` +
 		keySpend("inserted") + `
 		SELECT event_id FROM inserted`
@@ -283,14 +283,15 @@ func usageRollup(rows string) string {
 		INSERT INTO usage_hourly (hour, account_id, offering_id, tier, model, price_id, ask_input_price,
 			ask_output_price, provider_account_id, requests, input_tokens, output_tokens, uncharged_requests,
 			uncharged_input_tokens, uncharged_output_tokens, charge_pico, payable_pico, energy_j, energy_measured_j,
-			energy_simulated_j, busy_ms, cached_input_tokens, uncharged_cached_input_tokens)
+			energy_simulated_j, busy_ms, cached_input_tokens, uncharged_cached_input_tokens, ask_cached_input_price)
 		SELECT date_trunc('hour', occurred_at), account_id, offering_id, tier, model, price_id, ask_input_price,
 			ask_output_price, provider_account_id, count(*), sum(input_tokens), sum(output_tokens),
 			count(*) FILTER (WHERE charge_pico = 0), coalesce(sum(input_tokens) FILTER (WHERE charge_pico = 0), 0),
 			coalesce(sum(output_tokens) FILTER (WHERE charge_pico = 0), 0), sum(charge_pico), sum(payable_pico),
 			sum(energy_j), coalesce(sum(energy_j) FILTER (WHERE energy_source = 'measured'), 0),
 			coalesce(sum(energy_j) FILTER (WHERE energy_source = 'simulated'), 0), sum(duration_ms),
-			sum(cached_input_tokens), coalesce(sum(cached_input_tokens) FILTER (WHERE charge_pico = 0), 0)
+			sum(cached_input_tokens), coalesce(sum(cached_input_tokens) FILTER (WHERE charge_pico = 0), 0),
+			max(ask_cached_input_price)
 		FROM ` + rows + `
 		GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9
 		ORDER BY 1, 2, 3, 4, 5, 6, 7, 8
@@ -313,7 +314,8 @@ const addToRollup = `ON CONFLICT (hour, account_id, offering_id, tier, model, pr
 	energy_simulated_j = usage_hourly.energy_simulated_j + EXCLUDED.energy_simulated_j,
 	busy_ms = usage_hourly.busy_ms + EXCLUDED.busy_ms,
 	cached_input_tokens = usage_hourly.cached_input_tokens + EXCLUDED.cached_input_tokens,
-	uncharged_cached_input_tokens = usage_hourly.uncharged_cached_input_tokens + EXCLUDED.uncharged_cached_input_tokens`
+	uncharged_cached_input_tokens = usage_hourly.uncharged_cached_input_tokens + EXCLUDED.uncharged_cached_input_tokens,
+	ask_cached_input_price = coalesce(usage_hourly.ask_cached_input_price, EXCLUDED.ask_cached_input_price)`
 
 // keySpend adds the usage rows of the CTE named rows to their API keys' monthly spend.
 func keySpend(rows string) string {

@@ -161,6 +161,9 @@ type rollupKey struct {
 	account, offering, tier, model string
 	priceID, askIn, askOut         int64
 	provider                       string
+	// askCached is fixed by the price version and askIn (cachedAsk), so it splits no row: it
+	// is kept with the row, not a part of the table's key.
+	askCached int64
 }
 
 // rollupSums are a rollup row's sums. The uncharged ones count the requests charged nothing
@@ -189,7 +192,7 @@ func rollUp(priced []pricedEvent) (r rollups, ok bool) {
 		u := &pe.c.ev.Data
 		k := rollupKey{hour: pe.c.ev.Time.UTC().Truncate(time.Hour), account: pe.account, offering: u.OfferingID,
 			tier: pe.c.claims.Tier, model: u.Model, priceID: pe.t.price.id, askIn: pe.t.askIn, askOut: pe.t.askOut,
-			provider: pe.provider}
+			provider: pe.provider, askCached: pe.t.askCached}
 		s := r.sums[k]
 		if s == nil {
 			s = &rollupSums{}
@@ -257,7 +260,7 @@ func (r rollups) arrays() []any {
 	requests, input, output, charge, payable := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 	unchargedRequests, unchargedInput, unchargedOutput := make([]int64, n), make([]int64, n), make([]int64, n)
 	energy, energyMeasured, energySimulated, busy := make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
-	cached, unchargedCached := make([]int64, n), make([]int64, n)
+	cached, unchargedCached, askCached := make([]int64, n), make([]int64, n), make([]int64, n)
 	for i, k := range r.keys {
 		s := r.sums[k]
 		hour[i], account[i], offering[i], tier[i], model[i], provider[i] = k.hour, k.account, k.offering, k.tier, k.model, k.provider
@@ -265,11 +268,11 @@ func (r rollups) arrays() []any {
 		requests[i], input[i], output[i], charge[i], payable[i], energy[i] = s.requests, s.input, s.output, s.charge, s.payable, s.energy
 		unchargedRequests[i], unchargedInput[i], unchargedOutput[i] = s.unchargedRequests, s.unchargedInput, s.unchargedOutput
 		energyMeasured[i], energySimulated[i], busy[i] = s.energyMeasured, s.energySimulated, s.busyMs
-		cached[i], unchargedCached[i] = s.cached, s.unchargedCached
+		cached[i], unchargedCached[i], askCached[i] = s.cached, s.unchargedCached, k.askCached
 	}
 	return []any{hour, account, offering, tier, model, priceID, askIn, askOut, provider, requests, input, output,
 		unchargedRequests, unchargedInput, unchargedOutput, charge, payable, energy, energyMeasured, energySimulated, busy,
-		cached, unchargedCached}
+		cached, unchargedCached, askCached}
 }
 
 // upsertRollups adds summed rows to usage_hourly, in the order given.
@@ -277,19 +280,19 @@ const upsertRollups = `
 	INSERT INTO usage_hourly (hour, account_id, offering_id, tier, model, price_id, ask_input_price, ask_output_price,
 		provider_account_id, requests, input_tokens, output_tokens, uncharged_requests, uncharged_input_tokens,
 		uncharged_output_tokens, charge_pico, payable_pico, energy_j, energy_measured_j, energy_simulated_j, busy_ms,
-		cached_input_tokens, uncharged_cached_input_tokens)
+		cached_input_tokens, uncharged_cached_input_tokens, ask_cached_input_price)
 	SELECT hour, account_id::uuid, offering_id::uuid, tier, model, price_id, ask_input_price, ask_output_price,
 		provider_account_id::uuid, requests, input_tokens, output_tokens, uncharged_requests, uncharged_input_tokens,
 		uncharged_output_tokens, charge_pico, payable_pico, energy_j, energy_measured_j, energy_simulated_j, busy_ms,
-		cached_input_tokens, uncharged_cached_input_tokens
+		cached_input_tokens, uncharged_cached_input_tokens, ask_cached_input_price
 	FROM unnest($1::timestamptz[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[],
 		$8::bigint[], $9::text[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[], $14::bigint[],
 		$15::bigint[], $16::bigint[], $17::bigint[], $18::float8[], $19::float8[], $20::float8[], $21::float8[],
-		$22::bigint[], $23::bigint[])
+		$22::bigint[], $23::bigint[], $24::bigint[])
 		WITH ORDINALITY AS r (hour, account_id, offering_id, tier, model, price_id, ask_input_price, ask_output_price,
 			provider_account_id, requests, input_tokens, output_tokens, uncharged_requests, uncharged_input_tokens,
 			uncharged_output_tokens, charge_pico, payable_pico, energy_j, energy_measured_j, energy_simulated_j, busy_ms,
-			cached_input_tokens, uncharged_cached_input_tokens, n)
+			cached_input_tokens, uncharged_cached_input_tokens, ask_cached_input_price, n)
 	ORDER BY n
 	` + addToRollup
 
