@@ -1,12 +1,15 @@
 package invoicing
 
 import (
+	"bytes"
+	"encoding/csv"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/documents"
 	"github.com/gpumarket/gpumarket/services/money"
 )
 
@@ -55,6 +58,37 @@ func TestCachedInputTokensFootOnInvoiceAndStatement(t *testing.T) {
 	if !strings.Contains(l.Description, "$0.0375 cached input") ||
 		!strings.Contains(l.Description, "4,204,003 of the input tokens were served from the prompt cache") {
 		t.Errorf("description %q does not name the cached input tokens and their price", l.Description)
+	}
+
+	// The document shows the cached input tokens apart: on the printed sheet under the line,
+	// in the CSV in their own columns.
+	d, err := InvoiceDocument(inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tk := d.Lines[0].Tokens; tk == nil || tk.Input != 5_239_567 || tk.CachedInput != 4_204_003 || tk.CachedInputPrice != 37_500 {
+		t.Errorf("document line tokens %+v", d.Lines[0].Tokens)
+	}
+	sheet, err := d.Sheet()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if detail := sheet.Lines[0].Detail; !strings.Contains(detail, "Of the input, 4,204,003 tokens cached, at "+
+		money.FormatPrice(37_500)+" per million") {
+		t.Errorf("sheet line detail %q", detail)
+	}
+	var buf bytes.Buffer
+	if err := documents.LinesCSV(&buf, d); err != nil {
+		t.Fatal(err)
+	}
+	records, err := csv.NewReader(&buf).ReadAll()
+	if err != nil || len(records) < 2 {
+		t.Fatalf("lines CSV %q, %v", records, err)
+	}
+	col := func(name string) string { return records[1][slices.Index(records[0], name)] }
+	if col("input_tokens") != "5239567" || col("cached_input_tokens") != "4204003" || col("cached_input_price_per_million") != "0.0375" ||
+		col("exact_amount") != "0.712684612500" {
+		t.Errorf("lines CSV %q", records)
 	}
 
 	st := w.statementOf(fjordAccount, march)
