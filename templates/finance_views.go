@@ -31,11 +31,13 @@ type PricesPage struct {
 // PriceRow is a tier's price in force.
 type PriceRow struct {
 	Tier, Input, Output, EffectiveFrom string
+	CachedInput                        string
 }
 
 // PriceChangeRow is one row of the price book's history.
 type PriceChangeRow struct {
 	Tier, Input, Output, EffectiveFrom string
+	CachedInput                        string
 	ScheduledBy, ScheduledAt           string
 	Status                             string // scheduled, in force, superseded
 }

@@ -333,7 +333,7 @@ func (s *Server) renderPrices(c echo.Context, status int, form templates.Form) e
 	}
 	for _, pr := range pricesInTierOrder(current) {
 		p.Current = append(p.Current, templates.PriceRow{Tier: string(pr.Tier), Input: pr.Input.String(), Output: pr.Output.String(),
-			EffectiveFrom: pr.EffectiveFrom.UTC().Format(minuteUTC)})
+			CachedInput: pr.CachedInput.String(), EffectiveFrom: pr.EffectiveFrom.UTC().Format(minuteUTC)})
 	}
 	for _, ch := range history {
 		by := ch.CreatedBy
@@ -341,7 +341,7 @@ func (s *Server) renderPrices(c echo.Context, status int, form templates.Form) e
 			by = "platform default"
 		}
 		p.History = append(p.History, templates.PriceChangeRow{Tier: string(ch.Tier), Input: ch.Input.String(), Output: ch.Output.String(),
-			EffectiveFrom: ch.EffectiveFrom.UTC().Format(minuteUTC), ScheduledBy: by, ScheduledAt: ch.CreatedAt.UTC().Format(minuteUTC),
+			CachedInput: ch.CachedInput.String(), EffectiveFrom: ch.EffectiveFrom.UTC().Format(minuteUTC), ScheduledBy: by, ScheduledAt: ch.CreatedAt.UTC().Format(minuteUTC),
 			Status: priceStatus(ch, current)})
 	}
 	return s.render(c, status, templates.Prices(p))
