@@ -30,6 +30,7 @@ type savingsLine struct {
 	tier, model             string
 	priceID                 int64
 	requests, input, output int64
+	cached                  int64 // of input
 	chargeableTokens        int64
 	spend, baseline         money.BigPico
 }
@@ -39,7 +40,8 @@ type savingsLine struct {
 // the realtime rows of the price book, never usage_events.
 const savingsQuery = `
 	WITH realtime AS (
-		SELECT input_micro_usd_per_mtok AS pin, output_micro_usd_per_mtok AS pout, effective_from AS since,
+		SELECT input_micro_usd_per_mtok AS pin, output_micro_usd_per_mtok AS pout,
+			cached_input_micro_usd_per_mtok AS pcached, effective_from AS since,
 			coalesce(lead(effective_from) OVER (ORDER BY effective_from), 'infinity') AS until
 		FROM prices WHERE tier = 'realtime')
 	SELECT h.account_id::text, date_trunc($4, h.hour, 'UTC') AS period, h.tier, h.model, h.price_id,
@@ -47,8 +49,10 @@ const savingsQuery = `
 		sum(h.input_tokens - h.uncharged_input_tokens + h.output_tokens - h.uncharged_output_tokens)::bigint,
 		sum(h.charge_pico),
 		sum(CASE WHEN h.tier = 'realtime' OR r.pin IS NULL THEN h.charge_pico
-			ELSE (h.input_tokens - h.uncharged_input_tokens)::numeric * r.pin
-				+ (h.output_tokens - h.uncharged_output_tokens)::numeric * r.pout END)
+			ELSE (h.input_tokens - h.uncharged_input_tokens - h.cached_input_tokens + h.uncharged_cached_input_tokens)::numeric * r.pin
+				+ (h.cached_input_tokens - h.uncharged_cached_input_tokens)::numeric * r.pcached
+				+ (h.output_tokens - h.uncharged_output_tokens)::numeric * r.pout END),
+		sum(h.cached_input_tokens)::bigint
 	FROM usage_hourly h
 	LEFT JOIN realtime r ON h.hour >= r.since AND h.hour < r.until
 	WHERE h.account_id = ANY ($1::text[]::uuid[]) AND h.hour >= $2 AND h.hour < $3
@@ -62,7 +66,7 @@ func readSavingsLines(ctx context.Context, q Querier, accountIDs []string, from,
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (savingsLine, error) {
 		var l savingsLine
 		err := row.Scan(&l.accountID, &l.period, &l.tier, &l.model, &l.priceID, &l.requests, &l.input, &l.output, &l.chargeableTokens,
-			&l.spend, &l.baseline)
+			&l.spend, &l.baseline, &l.cached)
 		l.period = l.period.UTC()
 		return l, err
 	})
@@ -101,6 +105,7 @@ func (s *Service) Savings(ctx context.Context, accountID string, q Query) (_ Sav
 		r := &out.Rows[i]
 		r.Requests += l.requests
 		r.InputTokens += l.input
+		r.CachedInputTokens += l.cached
 		r.OutputTokens += l.output
 		r.Spend = r.Spend.Add(l.spend)
 		r.Baseline = r.Baseline.Add(l.baseline)
@@ -130,6 +135,7 @@ func (s *Service) Savings(ctx context.Context, accountID string, q Query) (_ Sav
 		}
 		t.Requests += r.Requests
 		t.InputTokens += r.InputTokens
+		t.CachedInputTokens += r.CachedInputTokens
 		t.OutputTokens += r.OutputTokens
 		t.Spend = t.Spend.Add(r.Spend)
 		t.Baseline = t.Baseline.Add(r.Baseline)
