@@ -137,7 +137,7 @@ func TestUsageKeepsCachedPromptTokens(t *testing.T) {
 			t.Errorf("whole answer, usage %s: read %+v, want %d in (%d cached), %d out", c.usage, whole, c.in, c.cached, c.wantOut)
 		}
 		var o outcome
-		readChunk([]byte(`data: {"id":"x","choices":[],"usage":`+c.usage+"}\n\n"), false, &o)
+		readChunk([]byte(`data: {"id":"x","choices":[],"usage":`+c.usage+"}\n\n"), false, &o, nil)
 		if o.usage == nil || o.usage.Input != c.in || o.usage.Cached != c.cached || o.usage.Output != c.wantOut {
 			t.Errorf("streamed, usage %s: read %+v, want %d in (%d cached), %d out", c.usage, o.usage, c.in, c.cached, c.wantOut)
 		}
