@@ -32,12 +32,14 @@ type PricesPage struct {
 type PriceRow struct {
 	Tier, Input, Output, EffectiveFrom string
 	Model                              string // "" for the tier's default
+	CachedInput                        string
 }
 
 // PriceChangeRow is one row of the price book's history.
 type PriceChangeRow struct {
 	Tier, Input, Output, EffectiveFrom string
 	Model                              string // "" for the tier's default
+	CachedInput                        string
 	ScheduledBy, ScheduledAt           string
 	Status                             string // scheduled, in force, superseded
 }

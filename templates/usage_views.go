@@ -28,6 +28,7 @@ type UsageRequestRow struct {
 	When, RequestID, Model, Tier string
 	Hardware, Provider, Offering string // "4x NVIDIA GeForce RTX 4090", its provider, the offering id
 	TokensIn, TokensOut          string
+	TokensCached                 string // of TokensIn, billed at the cached input price
 	TTFT, Duration               string
 	TTFTTitle                    string // why there is no first-token time ("—"), or what the figure is
 	Cost                         string // exact, "$0.000042"
@@ -39,6 +40,7 @@ type UsageRequestRow struct {
 // tier.
 type UsageTotalRow struct {
 	Day, Tier, Requests, TokensIn, TokensOut, Cost string
+	TokensCached                                   string // of TokensIn
 }
 
 // EarningsPage is the traffic a provider's rigs served and what it earned.

@@ -246,8 +246,9 @@ func (f timeFormat) parse(s string) (time.Time, bool) {
 
 // priceChange reads a price change from text values and reports every problem at once: what
 // does not parse, and what breaks the price book's rules (a date in the past among them).
-// free marks a $0 price as meant; an empty model changes the tier's default.
-func priceChange(tier, model, input, output, effectiveFrom string, free bool, when timeFormat, now time.Time) (catalog.ScheduleInput, error) {
+// free marks a $0 price as meant; an empty model changes the tier's default; an empty cached price takes the
+// default, a quarter of the input price.
+func priceChange(tier, model, input, output, cached, effectiveFrom string, free bool, when timeFormat, now time.Time) (catalog.ScheduleInput, error) {
 	fe := services.FieldErrors{}
 	in := catalog.ScheduleInput{Tier: catalog.Tier(strings.TrimSpace(tier)), Model: strings.TrimSpace(model), Free: free}
 	for _, p := range []struct {
@@ -259,6 +260,13 @@ func priceChange(tier, model, input, output, effectiveFrom string, free bool, wh
 			fe.Add(p.field, "Enter dollars per million tokens, like 0.15.")
 		}
 		*p.into = m
+	}
+	if v := strings.TrimSpace(cached); v != "" {
+		m, err := money.ParseMicroUSD(v)
+		if err != nil {
+			fe.Add("cached_input_usd_per_mtok", "Enter dollars per million tokens, like 0.0375, or leave it empty for a quarter of the input price.")
+		}
+		in.CachedInput = &m
 	}
 	if v := strings.TrimSpace(effectiveFrom); v != "" {
 		t, ok := when.parse(v)
@@ -333,7 +341,7 @@ func (s *Server) renderPrices(c echo.Context, status int, form templates.Form) e
 	}
 	for _, pr := range pricesInTierOrder(book, now) {
 		p.Current = append(p.Current, templates.PriceRow{Tier: string(pr.Tier), Model: pr.Model, Input: pr.Input.String(), Output: pr.Output.String(),
-			EffectiveFrom: pr.EffectiveFrom.UTC().Format(minuteUTC)})
+			CachedInput: pr.CachedInput.String(), EffectiveFrom: pr.EffectiveFrom.UTC().Format(minuteUTC)})
 	}
 	for _, ch := range history {
 		by := ch.CreatedBy
@@ -341,7 +349,7 @@ func (s *Server) renderPrices(c echo.Context, status int, form templates.Form) e
 			by = "platform default"
 		}
 		p.History = append(p.History, templates.PriceChangeRow{Tier: string(ch.Tier), Model: ch.Model, Input: ch.Input.String(), Output: ch.Output.String(),
-			EffectiveFrom: ch.EffectiveFrom.UTC().Format(minuteUTC), ScheduledBy: by, ScheduledAt: ch.CreatedAt.UTC().Format(minuteUTC),
+			CachedInput: ch.CachedInput.String(), EffectiveFrom: ch.EffectiveFrom.UTC().Format(minuteUTC), ScheduledBy: by, ScheduledAt: ch.CreatedAt.UTC().Format(minuteUTC),
 			Status: priceStatus(ch, book, now)})
 	}
 	return s.render(c, status, templates.Prices(p))
@@ -359,13 +367,15 @@ func (s *Server) schedulePrice(c echo.Context, in catalog.ScheduleInput) (catalo
 
 func (s *Server) priceSubmit(c echo.Context) error {
 	in, err := priceChange(c.FormValue("tier"), c.FormValue("model"), c.FormValue("input_usd_per_mtok"), c.FormValue("output_usd_per_mtok"),
+		c.FormValue("cached_input_usd_per_mtok"),
 		c.FormValue("effective_from"), c.FormValue(catalog.FieldFree) != "", datetimeLocal, s.now())
 	if err == nil {
 		_, err = s.schedulePrice(c, in)
 	}
 	if err != nil {
 		return s.formError(c, err, func(f templates.Form) error {
-			f.Values = submitted(c, "tier", "model", "input_usd_per_mtok", "output_usd_per_mtok", "effective_from", catalog.FieldFree)
+			f.Values = submitted(c, "tier", "model", "input_usd_per_mtok", "output_usd_per_mtok", "cached_input_usd_per_mtok", "effective_from",
+				catalog.FieldFree)
 			return s.renderPrices(c, statusFor(err), f)
 		})
 	}
@@ -502,17 +512,20 @@ func (s *Server) apiFinancePrices(c echo.Context) error {
 
 func (s *Server) apiSchedulePrice(c echo.Context) error {
 	var body struct {
-		Tier          string          `json:"tier"`
-		Model         string          `json:"model"`               // empty for the tier's default
-		Input         json.RawMessage `json:"input_usd_per_mtok"`  // a string or a number
-		Output        json.RawMessage `json:"output_usd_per_mtok"` // a string or a number
-		EffectiveFrom string          `json:"effective_from"`      // RFC 3339
-		Free          bool            `json:"free"`                // a $0 price is meant
+		Tier   string          `json:"tier"`
+		Model  string          `json:"model"`               // empty for the tier's default
+		Input  json.RawMessage `json:"input_usd_per_mtok"`  // a string or a number
+		Output json.RawMessage `json:"output_usd_per_mtok"` // a string or a number
+		// CachedInput is optional, a string or a number: absent, a quarter of the input price.
+		CachedInput   json.RawMessage `json:"cached_input_usd_per_mtok"`
+		EffectiveFrom string          `json:"effective_from"` // RFC 3339
+		Free          bool            `json:"free"`           // a $0 price is meant
 	}
 	if err := decodeJSON(c, &body); err != nil {
 		return err
 	}
-	in, err := priceChange(body.Tier, body.Model, jsonText(body.Input), jsonText(body.Output), body.EffectiveFrom, body.Free, rfc3339, s.now())
+	in, err := priceChange(body.Tier, body.Model, jsonText(body.Input), jsonText(body.Output), jsonText(body.CachedInput), body.EffectiveFrom,
+		body.Free, rfc3339, s.now())
 	if err != nil {
 		return err
 	}

@@ -372,12 +372,15 @@ func (s *Server) savingsCSV(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	// cached_input_tokens, a part of input_tokens, comes last: readers of the earlier columns
+	// read them where they were.
 	rows := [][]string{{"period", "tier", "requests", "input_tokens", "output_tokens", "spend_usd", "baseline_usd",
-		"savings_usd", "savings_percent", "method_version"}}
+		"savings_usd", "savings_percent", "method_version", "cached_input_tokens"}}
 	for _, r := range sav.Rows {
 		rows = append(rows, []string{ReportPeriodLabel(q.Group, r.Period), services.CSVText(r.Tier),
 			strconv.FormatInt(r.Requests, 10), strconv.FormatInt(r.InputTokens, 10), strconv.FormatInt(r.OutputTokens, 10),
-			r.Spend.Decimal(12), r.Baseline.Decimal(12), r.Savings.Decimal(12), r.SavingsPct, services.CSVText(r.MethodVersion)})
+			r.Spend.Decimal(12), r.Baseline.Decimal(12), r.Savings.Decimal(12), r.SavingsPct, services.CSVText(r.MethodVersion),
+			strconv.FormatInt(r.CachedInputTokens, 10)})
 	}
 	return writeReportCSV(c, "savings", q, rows)
 }

@@ -161,8 +161,8 @@ func (s *Server) usagePage(c echo.Context) error {
 		p.Requests = append(p.Requests, templates.UsageRequestRow{
 			When: r.OccurredAt.Format("2006-01-02 15:04:05"), RequestID: r.RequestID, Model: r.Model, Tier: string(r.Tier),
 			Hardware: fmt.Sprintf("%dx %s", r.GPUCount, r.GPUName), Provider: r.Provider, Offering: r.OfferingID,
-			TokensIn: money.FormatCount(r.InputTokens), TokensOut: money.FormatCount(r.OutputTokens),
-			TTFT: ttft, TTFTTitle: ttftTitle, Duration: formatMs(r.DurationMillis), Cost: money.FormatPrecisePico(r.Cost), Status: string(r.Status),
+			TokensIn: money.FormatCount(r.InputTokens), TokensCached: money.FormatCount(r.CachedInputTokens),
+			TokensOut: money.FormatCount(r.OutputTokens), TTFT: ttft, TTFTTitle: ttftTitle, Duration: formatMs(r.DurationMillis), Cost: money.FormatPrecisePico(r.Cost), Status: string(r.Status),
 			BatchID: r.BatchID,
 		})
 	}
@@ -184,7 +184,8 @@ func (s *Server) usagePage(c echo.Context) error {
 
 func usageTotalRow(day, tier string, sum metering.UsageSum) templates.UsageTotalRow {
 	return templates.UsageTotalRow{Day: day, Tier: tier, Requests: money.FormatCount(sum.Requests),
-		TokensIn: money.FormatCount(sum.InputTokens), TokensOut: money.FormatCount(sum.OutputTokens), Cost: money.FormatBigCents(sum.Cost)}
+		TokensIn: money.FormatCount(sum.InputTokens), TokensCached: money.FormatCount(sum.CachedInputTokens),
+		TokensOut: money.FormatCount(sum.OutputTokens), Cost: money.FormatBigCents(sum.Cost)}
 }
 
 // usageCSV exports the filtered requests, all of them, as a CSV attachment: the page's

@@ -1,10 +1,13 @@
 // Command simbackend is an OpenAI-compatible inference server that behaves like a GPU profile
 // measured by the public benchmark (package simulation): time to first token and time per
 // output token drawn as the profile measured them at the current concurrency, deterministic
-// text. It stands in for vLLM behind gpuagent in development, demos and tests.
+// text. It stands in for vLLM behind gpuagent in development, demos and tests. Like vLLM with
+// prefix caching, it reports the prompt tokens it served before as cached
+// (usage.prompt_tokens_details.cached_tokens): the second request of a conversation shows the
+// first one's messages cached (-prefix-cache=false turns that off).
 //
 //	simbackend [-addr 127.0.0.1:8000] [-model M] [-gpu h100-pcie|rtx-4090] [-count N]
-//	           [-zero] [-speed F] [-fail-rate F] [-seed S]
+//	           [-zero] [-speed F] [-fail-rate F] [-seed S] [-prefix-cache=false]
 //	simbackend -list
 package main
 
@@ -44,6 +47,6 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	}
 	defer m.Close()
 	log.Info("simbackend serving", "addr", m.Addr(), "model", m.Handler.Model(), "profile", cfg.Options.Profile.String(),
-		"speed", cfg.Options.Speed, "fail_rate", cfg.Options.FailRate)
+		"speed", cfg.Options.Speed, "fail_rate", cfg.Options.FailRate, "prefix_cache", cfg.Options.PrefixCache)
 	return m.Run(ctx)
 }

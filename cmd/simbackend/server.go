@@ -38,6 +38,8 @@ func parseFlags(args []string, out io.Writer) (Config, error) {
 	fs.Float64Var(&cfg.Options.Speed, "speed", 1, "time scale: 10 runs ten times faster")
 	fs.Float64Var(&cfg.Options.FailRate, "fail-rate", 0, "fraction of requests answered 500 before any byte")
 	fs.Uint64Var(&cfg.Options.Seed, "seed", 1, "seed of latencies, failures, text and embeddings")
+	fs.BoolVar(&cfg.Options.PrefixCache, "prefix-cache", true,
+		"report prompt tokens a simulated prefix cache served, in usage.prompt_tokens_details.cached_tokens")
 	fs.BoolVar(&cfg.List, "list", false, "print the profiles and exit")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err

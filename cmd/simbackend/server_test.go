@@ -85,3 +85,84 @@ func TestMainServesUntilItsContextEnds(t *testing.T) {
 		t.Error("still serving after shutdown")
 	}
 }
+
+// The second request of a conversation repeats the first one's messages, which the server
+// served a moment ago: it reports their tokens cached, in whole blocks of 16 and never the
+// last token, as vLLM does; the first request, and a conversation never seen, report none.
+// Streamed, the usage chunk reports the same.
+func TestSecondRequestOfAConversationReportsCachedTokens(t *testing.T) {
+	t.Parallel()
+	cfg, err := parseFlags([]string{"-zero", "-model", "sim", "-addr", "127.0.0.1:0"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := Listen(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = m.Run(ctx) }()
+	base := "http://" + m.Addr()
+
+	type usage struct {
+		PromptTokens        int `json:"prompt_tokens"`
+		PromptTokensDetails struct {
+			CachedTokens int `json:"cached_tokens"`
+		} `json:"prompt_tokens_details"`
+	}
+	ask := func(body string) usage {
+		t.Helper()
+		resp, err := http.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("status %d: %s", resp.StatusCode, raw)
+		}
+		if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+			var last usage
+			for _, line := range strings.Split(string(raw), "\n") {
+				payload, ok := strings.CutPrefix(line, "data: ")
+				if !ok || !strings.Contains(payload, `"usage":{`) {
+					continue
+				}
+				var c struct{ Usage usage }
+				if err := json.Unmarshal([]byte(payload), &c); err != nil {
+					t.Fatal(err)
+				}
+				last = c.Usage
+			}
+			return last
+		}
+		var a struct{ Usage usage }
+		if err := json.Unmarshal(raw, &a); err != nil {
+			t.Fatal(err)
+		}
+		return a.Usage
+	}
+	system := `{"role":"system","content":"` + strings.Repeat("You answer questions about GPU rentals briefly and exactly. ", 8) + `"}`
+	first := `{"role":"user","content":"What does an hour of an RTX 4090 cost?"}`
+	one := ask(`{"model":"sim","max_tokens":4,"messages":[` + system + `,` + first + `]}`)
+	if one.PromptTokensDetails.CachedTokens != 0 || one.PromptTokens < 64 {
+		t.Fatalf("first request: %+v, want a prompt of 64 tokens or more and none cached", one)
+	}
+	second := `{"model":"sim","max_tokens":4,"messages":[` + system + `,` + first +
+		`,{"role":"assistant","content":"About forty cents."},{"role":"user","content":"And an H100?"}]}`
+	two := ask(second)
+	want := one.PromptTokens / 16 * 16
+	if two.PromptTokensDetails.CachedTokens != want || two.PromptTokens <= one.PromptTokens {
+		t.Fatalf("second request: %+v, want the first's %d prompt tokens cached to the block: %d", two, one.PromptTokens, want)
+	}
+	streamed := ask(strings.Replace(second, `"max_tokens":4`, `"max_tokens":4,"stream":true,"stream_options":{"include_usage":true}`, 1))
+	if streamed.PromptTokens != two.PromptTokens || streamed.PromptTokensDetails.CachedTokens != two.PromptTokens-1-(two.PromptTokens-1)%16 {
+		t.Fatalf("the same prompt again, streamed: %+v, want all of its %d tokens but the last cached, to the block", streamed, two.PromptTokens)
+	}
+	other := ask(`{"model":"sim","max_tokens":4,"messages":[{"role":"user","content":"` + strings.Repeat("A different conversation. ", 10) + `"}]}`)
+	if other.PromptTokensDetails.CachedTokens != 0 {
+		t.Fatalf("a conversation never seen: %+v, want none cached", other)
+	}
+}

@@ -181,9 +181,12 @@ type AdmitInput struct {
 	Price *catalog.Price
 }
 
-// TokenCount is a response's usage.
+// TokenCount is a response's usage. Cached are the input tokens the usage said the engine
+// served from its prompt cache (prompt_tokens_details.cached_tokens), a part of Input; the
+// meter bills no fewer of them at the cached price than the client was shown.
 type TokenCount struct {
 	Input, Output int64
+	Cached        int64
 }
 
 // spender is one account's figures and commitments, guarded by its own lock.

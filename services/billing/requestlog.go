@@ -175,7 +175,7 @@ func (l *RequestLog) insert(ctx context.Context, rs []GatewayRequest) error {
 	ids, accts, keys, offerings := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	tiers, models, statuses := make([]string, n), make([]string, n), make([]string, n)
 	codes := make([]int32, n)
-	in, out := make([]*int64, n), make([]*int64, n)
+	in, out, cached := make([]*int64, n), make([]*int64, n), make([]*int64, n)
 	ttftMs, durationMs := make([]*float64, n), make([]float64, n)
 	at := make([]time.Time, n)
 	inBytes, maxIn, maxOut := make([]int64, n), make([]int64, n), make([]int64, n)
@@ -189,7 +189,7 @@ func (l *RequestLog) insert(ctx context.Context, rs []GatewayRequest) error {
 		ids[i], accts[i], keys[i], offerings[i] = r.RequestID, r.AccountID, r.APIKeyID, r.OfferingID
 		tiers[i], models[i], statuses[i], codes[i] = string(r.Tier), r.Model, string(r.Status), int32(r.HTTPStatus)
 		if r.Usage != nil {
-			in[i], out[i] = &r.Usage.Input, &r.Usage.Output
+			in[i], out[i], cached[i] = &r.Usage.Input, &r.Usage.Output, &r.Usage.Cached
 		}
 		if r.TTFT > 0 {
 			ms := float64(r.TTFT) / float64(time.Millisecond)
@@ -205,17 +205,17 @@ func (l *RequestLog) insert(ctx context.Context, rs []GatewayRequest) error {
 		WITH r AS (
 			SELECT * FROM unnest($1::text[], $2::uuid[], $3::uuid[], $4::uuid[], $5::text[], $6::text[], $7::int[], $8::text[],
 				$9::bigint[], $10::bigint[], $11::float8[], $12::float8[], $13::timestamptz[], $14::bigint[], $15::bigint[],
-				$16::bigint[], $17::bool[], $18::bigint[], $19::bigint[], $20::bigint[], $21::timestamptz[])
+				$16::bigint[], $17::bool[], $18::bigint[], $19::bigint[], $20::bigint[], $21::timestamptz[], $22::bigint[])
 				AS r(request_id, account_id, api_key_id, offering_id, tier, model, http_status, status, input_tokens,
 					output_tokens, ttft_ms, duration_ms, at, input_bytes, max_input_tokens, max_output_tokens, streamed,
-					relayed_output_bytes, relayed_output_chunks, hold_pico, hold_until)
+					relayed_output_bytes, relayed_output_chunks, hold_pico, hold_until, cached_input_tokens)
 		), g AS (
 			INSERT INTO gateway_requests (request_id, account_id, api_key_id, offering_id, tier, model, http_status, status,
 				input_tokens, output_tokens, ttft_ms, duration_ms, at, input_bytes, max_input_tokens, max_output_tokens,
-				streamed, relayed_output_bytes, relayed_output_chunks)
+				streamed, relayed_output_bytes, relayed_output_chunks, cached_input_tokens)
 			SELECT request_id, account_id, api_key_id, offering_id, tier, model, http_status, status, input_tokens,
 				output_tokens, ttft_ms, duration_ms, at, input_bytes, max_input_tokens, max_output_tokens, streamed,
-				relayed_output_bytes, relayed_output_chunks
+				relayed_output_bytes, relayed_output_chunks, cached_input_tokens
 			FROM r
 			ON CONFLICT (request_id) DO NOTHING
 		)
@@ -224,7 +224,7 @@ func (l *RequestLog) insert(ctx context.Context, rs []GatewayRequest) error {
 		WHERE hold_pico > 0 AND NOT EXISTS (SELECT 1 FROM usage_event_keys k WHERE k.request_id = r.request_id)
 		ON CONFLICT (request_id) DO NOTHING`,
 		ids, accts, keys, offerings, tiers, models, codes, statuses, in, out, ttftMs, durationMs, at,
-		inBytes, maxIn, maxOut, streamed, outBytes, outChunks, holds, holdUntil)
+		inBytes, maxIn, maxOut, streamed, outBytes, outChunks, holds, holdUntil, cached)
 	return err
 }
 

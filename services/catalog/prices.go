@@ -25,15 +25,23 @@ type Price struct {
 	Input         money.MicroUSD `json:"input_usd_per_mtok"`
 	Output        money.MicroUSD `json:"output_usd_per_mtok"`
 	EffectiveFrom time.Time      `json:"effective_from"`
+	// CachedInput is the price of an input token the engine served from its prompt cache
+	// (docs/metering-integrity.md, "Cached input tokens"): at most Input, a quarter of it
+	// unless the change that made the row said otherwise.
+	CachedInput money.MicroUSD `json:"cached_input_usd_per_mtok"`
 }
+
+// DefaultCachedInput is the cached input price a row of the price book takes when none is
+// given: a quarter of its input price, rounded down (the database's default too).
+func DefaultCachedInput(input money.MicroUSD) money.MicroUSD { return input / 4 }
 
 // DefaultPrices is the price book a new platform starts with. Realtime sits above the
 // enterprise asks it routes to (about $0.17-0.31 per million at the benchmark's load);
 // standard and batch sit above the consumer clusters' asks ($0.03-0.15).
 var DefaultPrices = []Price{
-	{Tier: TierRealtime, Input: 300_000, Output: 600_000},
-	{Tier: TierStandard, Input: 150_000, Output: 300_000},
-	{Tier: TierBatch, Input: 80_000, Output: 160_000},
+	{Tier: TierRealtime, Input: 300_000, Output: 600_000, CachedInput: 75_000},
+	{Tier: TierStandard, Input: 150_000, Output: 300_000, CachedInput: 37_500},
+	{Tier: TierBatch, Input: 80_000, Output: 160_000, CachedInput: 20_000},
 }
 
 // PricesAt returns, per tier, the tier's default price in force at t: the latest row without a
@@ -55,10 +63,10 @@ func (s *Service) ModelPricesAt(ctx context.Context, model string, t time.Time) 
 
 func scanPrice(r pgx.CollectableRow) (Price, error) {
 	var p Price
-	var in, out int64
+	var in, out, cached int64
 	var model *string
-	err := r.Scan(&p.ID, &p.Tier, &model, &in, &out, &p.EffectiveFrom)
-	p.Input, p.Output = money.MicroUSD(in), money.MicroUSD(out)
+	err := r.Scan(&p.ID, &p.Tier, &model, &in, &out, &p.EffectiveFrom, &cached)
+	p.Input, p.Output, p.CachedInput = money.MicroUSD(in), money.MicroUSD(out), money.MicroUSD(cached)
 	if model != nil {
 		p.Model = *model
 	}
@@ -66,7 +74,7 @@ func scanPrice(r pgx.CollectableRow) (Price, error) {
 }
 
 // priceColumns are the columns scanPrice reads, in its order.
-const priceColumns = `id, tier, model, input_micro_usd_per_mtok, output_micro_usd_per_mtok, effective_from`
+const priceColumns = `id, tier, model, input_micro_usd_per_mtok, output_micro_usd_per_mtok, effective_from, cached_input_micro_usd_per_mtok`
 
 // PriceBook is the whole price book: every tier's rows, the defaults and the models' own, oldest
 // first.
@@ -219,6 +227,9 @@ type ScheduleInput struct {
 	Input         money.MicroUSD `json:"input_usd_per_mtok"`
 	Output        money.MicroUSD `json:"output_usd_per_mtok"`
 	EffectiveFrom time.Time      `json:"effective_from"`
+	// CachedInput is the price of a cached input token; nil gives the default, a quarter of
+	// Input (DefaultCachedInput).
+	CachedInput *money.MicroUSD `json:"cached_input_usd_per_mtok,omitempty"`
 	// Free says a price of $0 is meant: without it a $0 input or output price is refused as a
 	// slip (an empty field, a misplaced decimal), since it gives the tier's tokens away.
 	Free bool `json:"free"`
@@ -249,6 +260,10 @@ func (in ScheduleInput) Validate(now time.Time) error {
 				"is routed at it. If that is meant, tick \"Free on purpose\"; otherwise enter the price.")
 		}
 	}
+	if c := in.CachedInput; c != nil && (*c < 0 || *c > in.Input) {
+		fe.Add("cached_input_usd_per_mtok", "Use a cached input price from $0 to the input price: a token the engine "+
+			"served from its cache never costs more than one it computed.")
+	}
 	if in.Free && in.Input != 0 && in.Output != 0 {
 		fe.Add(FieldFree, "Neither price is $0: untick \"Free on purpose\", or set the free one to 0.")
 	}
@@ -258,6 +273,14 @@ func (in ScheduleInput) Validate(now time.Time) error {
 		fe.Add("effective_from", "A price change takes effect in the future; usage already served keeps its price.")
 	}
 	return fe.Err()
+}
+
+// cachedInput is the change's cached input price: the one given, or the default.
+func (in ScheduleInput) cachedInput() money.MicroUSD {
+	if in.CachedInput != nil {
+		return *in.CachedInput
+	}
+	return DefaultCachedInput(in.Input)
 }
 
 // SchedulePrice records a price change from its date on, with who made it, and records it in
@@ -270,7 +293,8 @@ func (s *Service) SchedulePrice(ctx context.Context, byUserID string, in Schedul
 	if err := in.Validate(now); err != nil {
 		return PriceChange{}, err
 	}
-	change := PriceChange{Price: Price{Tier: in.Tier, Model: in.Model, Input: in.Input, Output: in.Output, EffectiveFrom: in.EffectiveFrom.UTC()}, CreatedAt: now}
+	change := PriceChange{Price: Price{Tier: in.Tier, Model: in.Model, Input: in.Input, Output: in.Output, EffectiveFrom: in.EffectiveFrom.UTC(),
+		CachedInput: in.cachedInput()}, CreatedAt: now}
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		// What the model's requests were to pay from that moment: its own latest row, else the tier's default.
 		rows, err := tx.Query(ctx, `
@@ -285,9 +309,11 @@ func (s *Service) SchedulePrice(ctx context.Context, byUserID string, in Schedul
 			return err
 		}
 		if err := tx.QueryRow(ctx, `
-			INSERT INTO prices (tier, model, input_micro_usd_per_mtok, output_micro_usd_per_mtok, effective_from, created_by, created_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id`,
-			string(in.Tier), nullModel(in.Model), int64(in.Input), int64(in.Output), change.EffectiveFrom, byUserID, now).Scan(&change.ID); err != nil {
+			INSERT INTO prices (tier, model, input_micro_usd_per_mtok, output_micro_usd_per_mtok, effective_from, created_by, created_at,
+				cached_input_micro_usd_per_mtok)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id`,
+			string(in.Tier), nullModel(in.Model), int64(in.Input), int64(in.Output), change.EffectiveFrom, byUserID, now,
+			int64(change.CachedInput)).Scan(&change.ID); err != nil {
 			return err
 		}
 		if s.audit == nil {
@@ -299,8 +325,8 @@ func (s *Service) SchedulePrice(ctx context.Context, byUserID string, in Schedul
 		}
 		return s.audit.RecordTx(ctx, tx, audit.Record{
 			ActorID: byUserID, Action: audit.ActionPriceChange, SubjectKind: "price", SubjectID: strconv.FormatInt(change.ID, 10),
-			Summary: fmt.Sprintf("%s price from %s: %s input, %s output per million tokens%s", change.Price.Subject(),
-				change.EffectiveFrom.Format(time.RFC3339), in.Input, in.Output, freeNote(in.Free)),
+			Summary: fmt.Sprintf("%s price from %s: %s input, %s cached input, %s output per million tokens%s", change.Price.Subject(),
+				change.EffectiveFrom.Format(time.RFC3339), in.Input, change.CachedInput, in.Output, freeNote(in.Free)),
 			Before: before, After: change.Price,
 		})
 	})
@@ -319,7 +345,7 @@ func (s *Service) PriceHistory(ctx context.Context) (_ []PriceChange, err error)
 	defer services.Wrap(&err, "catalog.PriceHistory")
 	rows, err := s.pool.Query(ctx, `
 		SELECT p.id, p.tier, coalesce(p.model, ''), p.input_micro_usd_per_mtok, p.output_micro_usd_per_mtok, p.effective_from,
-			coalesce(u.email, ''), p.created_at
+			p.cached_input_micro_usd_per_mtok, coalesce(u.email, ''), p.created_at
 		FROM prices p LEFT JOIN users u ON u.id = p.created_by
 		ORDER BY p.effective_from DESC, p.tier, p.model NULLS FIRST`)
 	if err != nil {
@@ -327,9 +353,9 @@ func (s *Service) PriceHistory(ctx context.Context) (_ []PriceChange, err error)
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (PriceChange, error) {
 		var c PriceChange
-		var in, out int64
-		err := r.Scan(&c.ID, &c.Tier, &c.Model, &in, &out, &c.EffectiveFrom, &c.CreatedBy, &c.CreatedAt)
-		c.Input, c.Output = money.MicroUSD(in), money.MicroUSD(out)
+		var in, out, cached int64
+		err := r.Scan(&c.ID, &c.Tier, &c.Model, &in, &out, &c.EffectiveFrom, &cached, &c.CreatedBy, &c.CreatedAt)
+		c.Input, c.Output, c.CachedInput = money.MicroUSD(in), money.MicroUSD(out), money.MicroUSD(cached)
 		return c, err
 	})
 }

@@ -19,12 +19,14 @@ func (s *Service) SeedPriceChange(ctx context.Context, byUserID string, in Sched
 		return false, err
 	}
 	tag, err := s.pool.Exec(ctx, `
-		INSERT INTO prices (tier, model, input_micro_usd_per_mtok, output_micro_usd_per_mtok, effective_from, created_by, created_at)
-		SELECT $1, $7, $2, $3, $4, $5, $6
+		INSERT INTO prices (tier, model, input_micro_usd_per_mtok, output_micro_usd_per_mtok, effective_from, created_by, created_at,
+			cached_input_micro_usd_per_mtok)
+		SELECT $1, $7, $2, $3, $4, $5, $6, $8
 		WHERE NOT EXISTS (SELECT 1 FROM prices
 			WHERE tier = $1 AND model IS NOT DISTINCT FROM $7 AND input_micro_usd_per_mtok = $2 AND output_micro_usd_per_mtok = $3)
 		ON CONFLICT ON CONSTRAINT prices_tier_model_effective_from_key DO NOTHING`,
-		string(in.Tier), int64(in.Input), int64(in.Output), in.EffectiveFrom.UTC(), byUserID, scheduledAt.UTC(), nullModel(in.Model))
+		string(in.Tier), int64(in.Input), int64(in.Output), in.EffectiveFrom.UTC(), byUserID, scheduledAt.UTC(), nullModel(in.Model),
+		int64(in.cachedInput()))
 	if err != nil {
 		return false, err
 	}

@@ -30,12 +30,12 @@ func TestLinesCSVCarriesExactFigures(t *testing.T) {
 		t.Fatalf("header %q", rows[0])
 	}
 	want := [][]string{
-		{"GPM-2026-000042", "1", "usage", "realtime · meta-llama/Meta-Llama-3-70B-Instruct", "", "1204331", "402118", "0.90", "0.90", "1.45", "1.445804100000", "USD"},
-		{"GPM-2026-000042", "2", "usage", "standard · meta-llama/Meta-Llama-3-8B-Instruct", "", "18342907", "5120433", "0.149", "0.149", "3.50", "3.496037660000", "USD"},
-		{"GPM-2026-000042", "3", "usage", "batch · mistralai/Mistral-7B-Instruct-v0.3", "", "72004125", "9811002", "0.05", "0.075", "4.34", "4.336031400000", "USD"},
-		{"GPM-2026-000042", "4", "late_usage", "standard · meta-llama/Meta-Llama-3-8B-Instruct", "2026-02", "48200", "12050", "0.15", "0.15", "0.01", "0.009037500000", "USD"},
-		{"GPM-2026-000042", "5", "adjustment", "Goodwill credit for the degraded service of 2026-03-12", "", "", "", "", "", "-5.00", "", "USD"},
-		{"GPM-2026-000042", "6", "credits", "Credits bought on 2026-03-04", "", "", "", "", "", "50.00", "", "USD"},
+		{"GPM-2026-000042", "1", "usage", "realtime · meta-llama/Meta-Llama-3-70B-Instruct", "", "1204331", "402118", "0.90", "0.90", "1.45", "1.445804100000", "USD", "0", ""},
+		{"GPM-2026-000042", "2", "usage", "standard · meta-llama/Meta-Llama-3-8B-Instruct", "", "18342907", "5120433", "0.149", "0.149", "3.50", "3.496037660000", "USD", "0", ""},
+		{"GPM-2026-000042", "3", "usage", "batch · mistralai/Mistral-7B-Instruct-v0.3", "", "72004125", "9811002", "0.05", "0.075", "4.34", "4.336031400000", "USD", "0", ""},
+		{"GPM-2026-000042", "4", "late_usage", "standard · meta-llama/Meta-Llama-3-8B-Instruct", "2026-02", "48200", "12050", "0.15", "0.15", "0.01", "0.009037500000", "USD", "0", ""},
+		{"GPM-2026-000042", "5", "adjustment", "Goodwill credit for the degraded service of 2026-03-12", "", "", "", "", "", "-5.00", "", "USD", "", ""},
+		{"GPM-2026-000042", "6", "credits", "Credits bought on 2026-03-04", "", "", "", "", "", "50.00", "", "USD", "", ""},
 	}
 	if len(rows)-1 != len(want) {
 		t.Fatalf("%d rows after the header, want %d", len(rows)-1, len(want))
@@ -82,5 +82,27 @@ func TestLinesCSVRefusesADocumentThatDoesNotAddUp(t *testing.T) {
 	}
 	if b.Len() != 0 {
 		t.Errorf("a refused document still wrote %q", b.String())
+	}
+}
+
+// A usage line's cached input tokens, a part of its input tokens, and their price go in the
+// last two columns and under the line on the sheet; more cached tokens than input is refused.
+func TestCachedInputTokensAreShownApart(t *testing.T) {
+	d := sampleInvoice(t)
+	d.Lines[1].Tokens.CachedInput, d.Lines[1].Tokens.CachedInputPrice = 12_000_000, 37_250
+	rows := linesCSV(t, d)
+	if got := rows[2][len(rows[2])-2:]; !slices.Equal(got, []string{"12000000", "0.03725"}) {
+		t.Errorf("cached columns %q, want 12000000 at 0.03725", got)
+	}
+	sheet, err := d.Sheet()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if detail := sheet.Lines[1].Detail; detail != "Of the input, 12,000,000 tokens cached, at $0.03725 per million" {
+		t.Errorf("detail %q", detail)
+	}
+	d.Lines[1].Tokens.CachedInput = d.Lines[1].Tokens.Input + 1
+	if err := d.Validate(); err == nil || !strings.Contains(err.Error(), "cached input tokens are a part of the input tokens") {
+		t.Errorf("more cached than input tokens: %v", err)
 	}
 }

@@ -146,6 +146,11 @@ type Tokens struct {
 	// route tickets carried the price): the prices print as "—", the CSV leaves them empty,
 	// and both prices are zero.
 	Unpriced bool
+	// CachedInput are the input tokens the engine served from its prompt cache, a part of
+	// Input, billed at CachedInputPrice (on a statement, the provider's cached input ask)
+	// rather than InputPrice; 0 when none were.
+	CachedInput      int64
+	CachedInputPrice money.MicroUSD
 }
 
 // Totals are the figures under the lines.
@@ -308,8 +313,12 @@ func (l Line) problem(period Period) string {
 	if l.Kind != LineLateUsage && l.ForPeriod != nil {
 		return "only a late-usage line names another period"
 	}
-	if t := l.Tokens; t != nil && (t.Input < 0 || t.Output < 0 || t.InputPrice < 0 || t.OutputPrice < 0) {
+	if t := l.Tokens; t != nil && (t.Input < 0 || t.Output < 0 || t.InputPrice < 0 || t.OutputPrice < 0 ||
+		t.CachedInput < 0 || t.CachedInputPrice < 0) {
 		return "tokens and prices are never negative"
+	}
+	if t := l.Tokens; t != nil && t.CachedInput > t.Input {
+		return "cached input tokens are a part of the input tokens"
 	}
 	if t := l.Tokens; t != nil && t.Unpriced && (t.InputPrice != 0 || t.OutputPrice != 0) {
 		return "tokens without recorded prices carry no prices"

@@ -47,7 +47,7 @@ type PartyBlock struct {
 // SheetLine is a line of the lines table. Cells a line does not have are "".
 type SheetLine struct {
 	Description               string
-	Detail                    string // under the description: the earlier period of a late-usage line
+	Detail                    string // under the description: the earlier period of a late-usage line, the cached input
 	InputTokens, OutputTokens string
 	InputPrice, OutputPrice   string
 	Amount                    string
@@ -151,6 +151,16 @@ func sheetLine(currency string, l Line) SheetLine {
 	out := SheetLine{Description: l.Description, Amount: amountText(currency, l.Amount)}
 	if l.Kind == LineLateUsage {
 		out.Detail = "Late usage of " + l.ForPeriod.String()
+	}
+	if t := l.Tokens; t != nil && t.CachedInput != 0 {
+		cached := "Of the input, " + countText(t.CachedInput) + " tokens cached"
+		if !t.Unpriced {
+			cached += ", at " + priceText(currency, t.CachedInputPrice) + " per million"
+		}
+		if out.Detail != "" {
+			out.Detail += " · "
+		}
+		out.Detail += cached
 	}
 	if t := l.Tokens; t != nil {
 		out.InputTokens, out.OutputTokens = countText(t.Input), countText(t.Output)

@@ -85,13 +85,13 @@ func (s *Service) checkUsage(ctx context.Context, q querier, accountID string, p
 	var rollups, rows = map[usageKey]usageSums{}, map[usageKey]usageSums{}
 	b.Queue(`
 		SELECT tier, model, price_id, sum(requests)::bigint, sum(input_tokens)::bigint, sum(output_tokens)::bigint,
-			sum(charge_pico), sum(payable_pico)
+			sum(charge_pico), sum(payable_pico), sum(cached_input_tokens)::bigint
 		FROM usage_hourly WHERE account_id = $1 AND hour >= $2 AND hour < $3
 		GROUP BY 1, 2, 3`, accountID, p.Start(), p.End()).Query(func(r pgx.Rows) error {
 		for r.Next() {
 			var k usageKey
 			var s usageSums
-			if err := r.Scan(&k.tier, &k.model, &k.priceID, &s.requests, &s.input, &s.output, &s.charge, &s.payable); err != nil {
+			if err := r.Scan(&k.tier, &k.model, &k.priceID, &s.requests, &s.input, &s.output, &s.charge, &s.payable, &s.cached); err != nil {
 				return err
 			}
 			rollups[k] = s
@@ -100,13 +100,13 @@ func (s *Service) checkUsage(ctx context.Context, q querier, accountID string, p
 	})
 	b.Queue(`
 		SELECT tier, model, coalesce(price_id, 0), count(*), sum(input_tokens)::bigint, sum(output_tokens)::bigint,
-			sum(charge_pico), sum(payable_pico)
+			sum(charge_pico), sum(payable_pico), sum(cached_input_tokens)::bigint
 		FROM usage_events WHERE account_id = $1 AND occurred_at >= $2 AND occurred_at < $3
 		GROUP BY 1, 2, 3`, accountID, p.Start(), p.End()).Query(func(r pgx.Rows) error {
 		for r.Next() {
 			var k usageKey
 			var s usageSums
-			if err := r.Scan(&k.tier, &k.model, &k.priceID, &s.requests, &s.input, &s.output, &s.charge, &s.payable); err != nil {
+			if err := r.Scan(&k.tier, &k.model, &k.priceID, &s.requests, &s.input, &s.output, &s.charge, &s.payable, &s.cached); err != nil {
 				return err
 			}
 			rows[k] = s

@@ -108,12 +108,12 @@ func buildInvoice(p Period, in *customerInputs, prices map[int64]price) (invoice
 			line := InvoiceLine{Kind: kind, UsagePeriod: usagePeriod, Tier: k.tier, Model: k.model, PriceID: k.priceID,
 				Requests: s.requests, InputTokens: s.input, OutputTokens: s.output, UnchargedRequests: s.unchargedRequests,
 				UnchargedInputTokens: s.unchargedInput, UnchargedOutputTokens: s.unchargedOutput, Charge: s.charge, Amount: amount,
-				payable: s.payable}
+				CachedInputTokens: s.cached, UnchargedCachedInputTokens: s.unchargedCached, payable: s.payable}
 			if pr, ok := prices[k.priceID]; ok && k.priceID != 0 {
-				in, out, from := pr.input, pr.output, pr.from
-				line.InputPrice, line.OutputPrice, line.PriceFrom = &in, &out, &from
+				in, out, cached, from := pr.input, pr.output, pr.cached, pr.from
+				line.InputPrice, line.OutputPrice, line.CachedInputPrice, line.PriceFrom = &in, &out, &cached, &from
 				line.ModelPrice = pr.model != ""
-				if s.pricedAt(int64(in), int64(out)) != s.charge {
+				if s.pricedAt(int64(in), int64(cached), int64(out)) != s.charge {
 					mismatch = true
 				}
 			}
@@ -247,19 +247,27 @@ func usageDescription(l InvoiceLine, p Period) string {
 		fmt.Fprintf(&b, "Usage of %s metered after its invoice was issued: ", l.UsagePeriod.Label())
 	}
 	fmt.Fprintf(&b, "%s tier · %s", titleCase(l.Tier), l.Model)
-	if l.InputPrice != nil {
-		whose := "prices"
-		if l.ModelPrice {
-			whose = "the model's own prices"
-		}
+	whose := "prices"
+	if l.ModelPrice {
+		whose = "the model's own prices"
+	}
+	switch {
+	case l.InputPrice != nil && l.CachedInputTokens != 0 && l.CachedInputPrice != nil:
+		fmt.Fprintf(&b, " · %s input, %s cached input, %s output per million tokens (%s from %s)",
+			*l.InputPrice, *l.CachedInputPrice, *l.OutputPrice, whose, l.PriceFrom.UTC().Format("2 Jan 2006"))
+	case l.InputPrice != nil:
 		fmt.Fprintf(&b, " · %s input, %s output per million tokens (%s from %s)",
 			*l.InputPrice, *l.OutputPrice, whose, l.PriceFrom.UTC().Format("2 Jan 2006"))
-	} else {
+	default:
 		b.WriteString(" · at the prices in force when it was served")
 	}
 	if l.UnchargedRequests > 0 {
 		fmt.Fprintf(&b, "; %s of the requests produced no output and were not charged (%s input tokens)",
 			grouped(l.UnchargedRequests), grouped(l.UnchargedInputTokens))
+	}
+	if l.CachedInputTokens != 0 {
+		fmt.Fprintf(&b, "; %s of the input tokens were served from the prompt cache, at the cached input price",
+			grouped(l.CachedInputTokens))
 	}
 	return b.String()
 }

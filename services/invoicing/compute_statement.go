@@ -83,7 +83,10 @@ func buildStatement(p Period, in *providerInputs, minimum Cents) (statementDraft
 			if c := cmp.Compare(a.askIn, b.askIn); c != 0 {
 				return c
 			}
-			return cmp.Compare(a.askOut, b.askOut)
+			if c := cmp.Compare(a.askOut, b.askOut); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.askCached, b.askCached)
 		})
 		for _, k := range keys {
 			s := usage[k].minus(invoiced[k])
@@ -97,9 +100,10 @@ func buildStatement(p Period, in *providerInputs, minimum Cents) (statementDraft
 			line := StatementLine{Kind: kind, UsagePeriod: usagePeriod, OfferingID: k.offering, Model: k.model,
 				AskInput: money.MicroUSD(k.askIn), AskOutput: money.MicroUSD(k.askOut), Requests: s.requests,
 				InputTokens: s.input, OutputTokens: s.output, UnchargedRequests: s.unchargedRequests,
-				UnchargedInputTokens: s.unchargedInput, UnchargedOutputTokens: s.unchargedOutput, Earned: s.payable, Amount: amount}
+				UnchargedInputTokens: s.unchargedInput, UnchargedOutputTokens: s.unchargedOutput, Earned: s.payable, Amount: amount,
+				AskCachedInput: money.MicroUSD(k.askCached), CachedInputTokens: s.cached, UnchargedCachedInputTokens: s.unchargedCached}
 			line.Description = offeringDescription(line, in.offerings[k.offering])
-			if s.pricedAt(k.askIn, k.askOut) != s.payable {
+			if s.pricedAt(k.askIn, k.askCached, k.askOut) != s.payable {
 				d.flags = appendFlag(d.flags, FlagUsageMismatch)
 			}
 			d.lines = append(d.lines, line)

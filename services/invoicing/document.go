@@ -129,9 +129,13 @@ func invoiceLine(l InvoiceLine) documents.Line {
 	switch l.Kind {
 	case LineUsage, LineLateUsage:
 		out.Kind = documents.LineUsage
-		t := &documents.Tokens{Input: l.InputTokens, Output: l.OutputTokens, Unpriced: l.InputPrice == nil}
+		t := &documents.Tokens{Input: l.InputTokens, Output: l.OutputTokens, Unpriced: l.InputPrice == nil,
+			CachedInput: l.CachedInputTokens}
 		if l.InputPrice != nil {
 			t.InputPrice, t.OutputPrice = *l.InputPrice, *l.OutputPrice
+			if l.CachedInputPrice != nil {
+				t.CachedInputPrice = *l.CachedInputPrice
+			}
 		}
 		out.Tokens = t
 		if l.Kind == LineLateUsage {
@@ -210,7 +214,8 @@ func StatementDocument(st Statement) (documents.Document, error) {
 			Exact: exact(l.Earned)}
 		if l.Kind == LineUsage || l.Kind == LineLateUsage {
 			out.Kind = documents.LineUsage
-			out.Tokens = &documents.Tokens{Input: l.InputTokens, Output: l.OutputTokens, InputPrice: l.AskInput, OutputPrice: l.AskOutput}
+			out.Tokens = &documents.Tokens{Input: l.InputTokens, Output: l.OutputTokens, InputPrice: l.AskInput, OutputPrice: l.AskOutput,
+				CachedInput: l.CachedInputTokens, CachedInputPrice: l.AskCachedInput}
 			if l.Kind == LineLateUsage {
 				out.Kind = documents.LineLateUsage
 				p := documentPeriod(l.UsagePeriod)

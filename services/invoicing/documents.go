@@ -85,22 +85,40 @@ type InvoiceLine struct {
 	InputTokens  int64 `json:"input_tokens"`
 	OutputTokens int64 `json:"output_tokens"`
 	// Requests that produced no output token are charged nothing; their tokens are counted
-	// above and again here. The line's charge is exactly (InputTokens - UnchargedInputTokens)
-	// at InputPrice plus (OutputTokens - UnchargedOutputTokens) at OutputPrice.
-	UnchargedRequests     int64         `json:"uncharged_requests"`
-	UnchargedInputTokens  int64         `json:"uncharged_input_tokens"`
-	UnchargedOutputTokens int64         `json:"uncharged_output_tokens"`
-	Charge                money.BigPico `json:"charge_pico"` // exact; Amount is it rounded to the cent
-	Amount                Cents         `json:"amount_cents"`
-	Description           string        `json:"description"`
-	CreditNoteID          string        `json:"credit_note_id,omitempty"`
+	// above and again here. The line's charge is exactly its charged input tokens that were not
+	// cached (ChargedUncachedInputTokens) at InputPrice, its charged cached input tokens
+	// (ChargedCachedInputTokens) at CachedInputPrice, and (OutputTokens - UnchargedOutputTokens)
+	// at OutputPrice.
+	UnchargedRequests     int64 `json:"uncharged_requests"`
+	UnchargedInputTokens  int64 `json:"uncharged_input_tokens"`
+	UnchargedOutputTokens int64 `json:"uncharged_output_tokens"`
+	// CachedInputTokens are the input tokens the engine served from its prompt cache, a part of
+	// InputTokens, billed at CachedInputPrice (nil where the price is unknown);
+	// UnchargedCachedInputTokens those of them that requests charged nothing held.
+	CachedInputPrice           *money.MicroUSD `json:"cached_input_usd_per_mtok,omitempty"`
+	CachedInputTokens          int64           `json:"cached_input_tokens"`
+	UnchargedCachedInputTokens int64           `json:"uncharged_cached_input_tokens"`
+	Charge                     money.BigPico   `json:"charge_pico"` // exact; Amount is it rounded to the cent
+	Amount                     Cents           `json:"amount_cents"`
+	Description                string          `json:"description"`
+	CreditNoteID               string          `json:"credit_note_id,omitempty"`
 	// payable is what the line's usage owes its providers (for a credit, what the credit note
 	// took back, negative): kept with the line, never shown to the customer.
 	payable money.BigPico
 }
 
-// ChargedInputTokens are the input tokens the line charges for.
+// ChargedInputTokens are the input tokens the line charges for, cached or not.
 func (l InvoiceLine) ChargedInputTokens() int64 { return l.InputTokens - l.UnchargedInputTokens }
+
+// ChargedCachedInputTokens are the cached input tokens the line charges for, at CachedInputPrice.
+func (l InvoiceLine) ChargedCachedInputTokens() int64 {
+	return l.CachedInputTokens - l.UnchargedCachedInputTokens
+}
+
+// ChargedUncachedInputTokens are the input tokens the line charges for at InputPrice.
+func (l InvoiceLine) ChargedUncachedInputTokens() int64 {
+	return l.ChargedInputTokens() - l.ChargedCachedInputTokens()
+}
 
 // ChargedOutputTokens are the output tokens the line charges for.
 func (l InvoiceLine) ChargedOutputTokens() int64 { return l.OutputTokens - l.UnchargedOutputTokens }
@@ -248,11 +266,16 @@ type StatementLine struct {
 	UnchargedRequests     int64          `json:"uncharged_requests"`
 	UnchargedInputTokens  int64          `json:"uncharged_input_tokens"`
 	UnchargedOutputTokens int64          `json:"uncharged_output_tokens"`
-	Earned                money.BigPico  `json:"earned_pico"` // exact; negative for a clawback
-	Amount                Cents          `json:"amount_cents"`
-	Description           string         `json:"description"`
-	TransactionID         string         `json:"transaction_id,omitempty"`
-	CreditNoteID          string         `json:"credit_note_id,omitempty"`
+	// AskCachedInput is what the provider is paid per million cached input tokens: its input
+	// ask scaled by the price version's cached-to-input ratio (docs/metering-integrity.md).
+	AskCachedInput             money.MicroUSD `json:"ask_cached_input_usd_per_mtok"`
+	CachedInputTokens          int64          `json:"cached_input_tokens"`
+	UnchargedCachedInputTokens int64          `json:"uncharged_cached_input_tokens"`
+	Earned                     money.BigPico  `json:"earned_pico"` // exact; negative for a clawback
+	Amount                     Cents          `json:"amount_cents"`
+	Description                string         `json:"description"`
+	TransactionID              string         `json:"transaction_id,omitempty"`
+	CreditNoteID               string         `json:"credit_note_id,omitempty"`
 }
 
 // PayableSummary is a provider's payable over a period by ledger time, signed as posted: usage

@@ -39,33 +39,35 @@ func ledgerBound(ctx context.Context, q querier, t time.Time) (int64, error) {
 
 // loadPrices reads the whole price book: a few rows per price change.
 func loadPrices(ctx context.Context, q querier) (map[int64]price, error) {
-	rows, err := q.Query(ctx, `SELECT id, input_micro_usd_per_mtok, output_micro_usd_per_mtok, effective_from, coalesce(model, '') FROM prices`)
+	rows, err := q.Query(ctx, `SELECT id, input_micro_usd_per_mtok, output_micro_usd_per_mtok, effective_from,
+		cached_input_micro_usd_per_mtok, coalesce(model, '') FROM prices`)
 	if err != nil {
 		return nil, wrapf(err, "invoicing: read the price book")
 	}
 	out := map[int64]price{}
 	for rows.Next() {
-		var id, in, outp int64
+		var id, in, outp, cached int64
 		var from time.Time
 		var model string
-		if err := rows.Scan(&id, &in, &outp, &from, &model); err != nil {
+		if err := rows.Scan(&id, &in, &outp, &from, &cached, &model); err != nil {
 			return nil, err
 		}
-		out[id] = price{input: money.MicroUSD(in), output: money.MicroUSD(outp), from: from.UTC(), model: model}
+		out[id] = price{input: money.MicroUSD(in), output: money.MicroUSD(outp), cached: money.MicroUSD(cached), from: from.UTC(), model: model}
 	}
 	return out, wrapf(rows.Err(), "invoicing: read the price book")
 }
 
 // scanSums reads the sums a query writes as requests, input, output, uncharged requests,
-// uncharged input, uncharged output, charge, payable.
+// uncharged input, uncharged output, charge, payable, cached input, uncharged cached input.
 func sumsTargets(s *usageSums) []any {
-	return []any{&s.requests, &s.input, &s.output, &s.unchargedRequests, &s.unchargedInput, &s.unchargedOutput, &s.charge, &s.payable}
+	return []any{&s.requests, &s.input, &s.output, &s.unchargedRequests, &s.unchargedInput, &s.unchargedOutput, &s.charge, &s.payable,
+		&s.cached, &s.unchargedCached}
 }
 
 // sumColumns sums the rollups' columns in the order sumsTargets reads them.
 const sumColumns = `sum(requests)::bigint, sum(input_tokens)::bigint, sum(output_tokens)::bigint,
 	sum(uncharged_requests)::bigint, sum(uncharged_input_tokens)::bigint, sum(uncharged_output_tokens)::bigint,
-	sum(charge_pico), sum(payable_pico)`
+	sum(charge_pico), sum(payable_pico), sum(cached_input_tokens)::bigint, sum(uncharged_cached_input_tokens)::bigint`
 
 // ledgerQuery reads, per owner of ledger accounts of a kind, the balance and the movements of
 // the period by kind and occurred time, with each transaction other than usage in the period
@@ -178,7 +180,8 @@ func loadCustomers(ctx context.Context, q querier, p Period, lateOpen bool, boun
 	b.Queue(`
 		SELECT i.account_id::text, l.usage_period = $2, l.tier, l.model, l.price_id, sum(l.requests)::bigint,
 			sum(l.input_tokens)::bigint, sum(l.output_tokens)::bigint, sum(l.uncharged_requests)::bigint,
-			sum(l.uncharged_input_tokens)::bigint, sum(l.uncharged_output_tokens)::bigint, sum(l.charge_pico), sum(l.payable_pico)
+			sum(l.uncharged_input_tokens)::bigint, sum(l.uncharged_output_tokens)::bigint, sum(l.charge_pico), sum(l.payable_pico),
+			sum(l.cached_input_tokens)::bigint, sum(l.uncharged_cached_input_tokens)::bigint
 		FROM invoices i JOIN invoice_lines l ON l.invoice_id = i.id
 		WHERE i.account_id = ANY ($3::text[]::uuid[]) AND i.status IN ('issued', 'paid')
 			AND l.kind IN ('usage', 'late_usage') AND l.usage_period >= $1 AND l.usage_period <= $2

@@ -31,16 +31,18 @@ func loadProviders(ctx context.Context, q querier, p Period, lateOpen bool, boun
 	}
 	b := &pgx.Batch{}
 	b.Queue(`
-		SELECT provider_account_id::text, hour >= $2, offering_id::text, model, ask_input_price, ask_output_price, `+sumColumns+`
+		SELECT provider_account_id::text, hour >= $2, offering_id::text, model, ask_input_price, ask_output_price,
+			coalesce(ask_cached_input_price, ask_input_price), `+sumColumns+`
 		FROM usage_hourly
 		WHERE provider_account_id = ANY ($4::text[]::uuid[]) AND hour >= $1 AND hour < $3
-		GROUP BY 1, 2, 3, 4, 5, 6`, from, p.Start(), p.End(), ids).Query(func(rows pgx.Rows) error {
+		GROUP BY 1, 2, 3, 4, 5, 6, 7`, from, p.Start(), p.End(), ids).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var id string
 			var current bool
 			var k offerKey
 			var s usageSums
-			if err := rows.Scan(append([]any{&id, &current, &k.offering, &k.model, &k.askIn, &k.askOut}, sumsTargets(&s)...)...); err != nil {
+			if err := rows.Scan(append([]any{&id, &current, &k.offering, &k.model, &k.askIn, &k.askOut, &k.askCached},
+				sumsTargets(&s)...)...); err != nil {
 				return err
 			}
 			// A statement pays the provider's part; what the customer paid is not its business,
@@ -52,19 +54,21 @@ func loadProviders(ctx context.Context, q querier, p Period, lateOpen bool, boun
 	})
 	b.Queue(`
 		SELECT s.provider_account_id::text, l.usage_period = $2, l.offering_id::text, l.model, l.ask_input_price,
-			l.ask_output_price, sum(l.requests)::bigint, sum(l.input_tokens)::bigint, sum(l.output_tokens)::bigint,
+			l.ask_output_price, coalesce(l.ask_cached_input_price, l.ask_input_price), sum(l.requests)::bigint,
+			sum(l.input_tokens)::bigint, sum(l.output_tokens)::bigint,
 			sum(l.uncharged_requests)::bigint, sum(l.uncharged_input_tokens)::bigint, sum(l.uncharged_output_tokens)::bigint,
-			0::numeric, sum(l.payable_pico)
+			0::numeric, sum(l.payable_pico), sum(l.cached_input_tokens)::bigint, sum(l.uncharged_cached_input_tokens)::bigint
 		FROM statements s JOIN statement_lines l ON l.statement_id = s.id
 		WHERE s.provider_account_id = ANY ($3::text[]::uuid[]) AND s.status IN ('issued', 'paid')
 			AND l.kind IN ('usage', 'late_usage') AND l.usage_period >= $1 AND l.usage_period <= $2
-		GROUP BY 1, 2, 3, 4, 5, 6`, from, p.Start(), ids).Query(func(rows pgx.Rows) error {
+		GROUP BY 1, 2, 3, 4, 5, 6, 7`, from, p.Start(), ids).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var id string
 			var current bool
 			var k offerKey
 			var s usageSums
-			if err := rows.Scan(append([]any{&id, &current, &k.offering, &k.model, &k.askIn, &k.askOut}, sumsTargets(&s)...)...); err != nil {
+			if err := rows.Scan(append([]any{&id, &current, &k.offering, &k.model, &k.askIn, &k.askOut, &k.askCached},
+				sumsTargets(&s)...)...); err != nil {
 				return err
 			}
 			get(id).invoiced.add(current, k, s)

@@ -352,7 +352,7 @@ func invoiceLines(ctx context.Context, q querier, invoiceID string) ([]InvoiceLi
 		SELECT l.line_no, l.kind, l.usage_period, l.tier, l.model, l.price_id, l.input_price, l.output_price, p.effective_from,
 			p.model IS NOT NULL, l.requests, l.input_tokens, l.output_tokens, l.uncharged_requests, l.uncharged_input_tokens,
 			l.uncharged_output_tokens, l.charge_pico, l.payable_pico, l.amount_cents, l.description,
-			coalesce(l.credit_note_id::text, '')
+			coalesce(l.credit_note_id::text, ''), l.cached_input_price, l.cached_input_tokens, l.uncharged_cached_input_tokens
 		FROM invoice_lines l LEFT JOIN prices p ON p.id = l.price_id AND l.input_price IS NOT NULL
 		WHERE l.invoice_id = $1 ORDER BY l.line_no`, invoiceID)
 	if err != nil {
@@ -361,11 +361,15 @@ func invoiceLines(ctx context.Context, q querier, invoiceID string) ([]InvoiceLi
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (InvoiceLine, error) {
 		var l InvoiceLine
 		var usage pgtype.Date
-		var in, out pgtype.Int8
+		var in, out, cached pgtype.Int8
 		var from pgtype.Timestamptz
 		err := r.Scan(&l.No, &l.Kind, &usage, &l.Tier, &l.Model, &l.PriceID, &in, &out, &from, &l.ModelPrice, &l.Requests, &l.InputTokens,
 			&l.OutputTokens, &l.UnchargedRequests, &l.UnchargedInputTokens, &l.UnchargedOutputTokens, &l.Charge, &l.payable,
-			&l.Amount, &l.Description, &l.CreditNoteID)
+			&l.Amount, &l.Description, &l.CreditNoteID, &cached, &l.CachedInputTokens, &l.UnchargedCachedInputTokens)
+		if cached.Valid {
+			c := money.MicroUSD(cached.Int64)
+			l.CachedInputPrice = &c
+		}
 		if usage.Valid {
 			l.UsagePeriod = periodOfDate(usage.Time)
 		}

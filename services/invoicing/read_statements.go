@@ -254,7 +254,8 @@ func (s *Service) statement(ctx context.Context, q querier, id, providerID strin
 	rows, err := q.Query(ctx, `
 		SELECT line_no, kind, usage_period, coalesce(offering_id::text, ''), model, ask_input_price, ask_output_price,
 			requests, input_tokens, output_tokens, uncharged_requests, uncharged_input_tokens, uncharged_output_tokens,
-			payable_pico, amount_cents, description, coalesce(transaction_id::text, ''), coalesce(credit_note_id::text, '')
+			payable_pico, amount_cents, description, coalesce(transaction_id::text, ''), coalesce(credit_note_id::text, ''),
+			coalesce(ask_cached_input_price, ask_input_price), cached_input_tokens, uncharged_cached_input_tokens
 		FROM statement_lines WHERE statement_id = $1 ORDER BY line_no`, v.ID)
 	if err != nil {
 		return Statement{}, err
@@ -262,10 +263,11 @@ func (s *Service) statement(ctx context.Context, q querier, id, providerID strin
 	v.Lines, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (StatementLine, error) {
 		var l StatementLine
 		var usage pgtype.Date
-		var in, out int64
+		var in, out, cached int64
 		err := r.Scan(&l.No, &l.Kind, &usage, &l.OfferingID, &l.Model, &in, &out, &l.Requests, &l.InputTokens,
 			&l.OutputTokens, &l.UnchargedRequests, &l.UnchargedInputTokens, &l.UnchargedOutputTokens, &l.Earned, &l.Amount,
-			&l.Description, &l.TransactionID, &l.CreditNoteID)
+			&l.Description, &l.TransactionID, &l.CreditNoteID, &cached, &l.CachedInputTokens, &l.UnchargedCachedInputTokens)
+		l.AskCachedInput = money.MicroUSD(cached)
 		if usage.Valid {
 			l.UsagePeriod = periodOfDate(usage.Time)
 		}

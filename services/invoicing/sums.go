@@ -11,7 +11,9 @@ import (
 type usageSums struct {
 	requests, input, output                            int64
 	unchargedRequests, unchargedInput, unchargedOutput int64
-	charge, payable                                    money.BigPico
+	// cached and unchargedCached are the cached input tokens among input and unchargedInput.
+	cached, unchargedCached int64
+	charge, payable         money.BigPico
 }
 
 func (a usageSums) plus(b usageSums) usageSums {
@@ -19,27 +21,31 @@ func (a usageSums) plus(b usageSums) usageSums {
 		requests: a.requests + b.requests, input: a.input + b.input, output: a.output + b.output,
 		unchargedRequests: a.unchargedRequests + b.unchargedRequests, unchargedInput: a.unchargedInput + b.unchargedInput,
 		unchargedOutput: a.unchargedOutput + b.unchargedOutput,
-		charge:          a.charge.Add(b.charge), payable: a.payable.Add(b.payable),
+		cached:          a.cached + b.cached, unchargedCached: a.unchargedCached + b.unchargedCached,
+		charge: a.charge.Add(b.charge), payable: a.payable.Add(b.payable),
 	}
 }
 
 func (a usageSums) minus(b usageSums) usageSums {
 	return a.plus(usageSums{
 		requests: -b.requests, input: -b.input, output: -b.output, unchargedRequests: -b.unchargedRequests,
-		unchargedInput: -b.unchargedInput, unchargedOutput: -b.unchargedOutput, charge: b.charge.Neg(), payable: b.payable.Neg(),
+		unchargedInput: -b.unchargedInput, unchargedOutput: -b.unchargedOutput, cached: -b.cached,
+		unchargedCached: -b.unchargedCached, charge: b.charge.Neg(), payable: b.payable.Neg(),
 	})
 }
 
 // zero reports whether nothing is left: no request, token or money.
 func (a usageSums) zero() bool {
 	return a.requests == 0 && a.input == 0 && a.output == 0 && a.unchargedRequests == 0 && a.unchargedInput == 0 &&
-		a.unchargedOutput == 0 && a.charge.Sign() == 0 && a.payable.Sign() == 0
+		a.unchargedOutput == 0 && a.cached == 0 && a.unchargedCached == 0 && a.charge.Sign() == 0 && a.payable.Sign() == 0
 }
 
-// pricedAt is what the sums' charged tokens cost at the unit prices: the charge the line must
-// carry, exactly, when the rows were priced at them.
-func (a usageSums) pricedAt(in, out int64) money.BigPico {
-	return mul(a.input-a.unchargedInput, in).Add(mul(a.output-a.unchargedOutput, out))
+// pricedAt is what the sums' charged tokens cost at the unit prices: the charged cached input
+// tokens at cached, the rest of the charged input at in, the charged output at out. It is the
+// charge the line must carry, exactly, when the rows were priced at them.
+func (a usageSums) pricedAt(in, cached, out int64) money.BigPico {
+	chargedCached := a.cached - a.unchargedCached
+	return mul(a.input-a.unchargedInput-chargedCached, in).Add(mul(chargedCached, cached)).Add(mul(a.output-a.unchargedOutput, out))
 }
 
 // mul is tokens × price picodollars, exactly.
@@ -72,6 +78,7 @@ type usageKey struct {
 type offerKey struct {
 	offering, model string
 	askIn, askOut   int64
+	askCached       int64 // the cached input ask: the input ask scaled by its price version's ratio
 }
 
 // byPeriod holds a document's sums for its own period and the one before, whose late usage it
@@ -99,9 +106,9 @@ type shareSums struct {
 
 // price is a row of the price book as a line shows it.
 type price struct {
-	input, output money.MicroUSD
-	from          time.Time
-	model         string // "" for a tier's default
+	input, output, cached money.MicroUSD
+	from                  time.Time
+	model                 string // "" for a tier's default
 }
 
 // ledgerFigures are what the ledger holds of one ledger account for a period: its balance now,

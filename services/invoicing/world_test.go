@@ -145,6 +145,7 @@ type request struct {
 	rig       rig
 	at        time.Time
 	in, out   int64
+	cached    int64 // of in, the input tokens the rig reports served from its prompt cache
 	meteredAt time.Time
 	// priceID is the price version its ticket carries: by default the one in force at at.
 	priceID int64
@@ -190,7 +191,7 @@ func (w *world) use(r request) string {
 	}
 	ev := usage.NewEvent(fmt.Sprintf("evt_%06d", n), r.rig.provider, r.rig.offering, r.at, usage.Usage{
 		RequestID: requestID, Ticket: tk, OfferingID: r.rig.offering, Model: "llama-3.1-8b", InputTokens: r.in,
-		OutputTokens: r.out, TTFTMillis: 90, DurationMillis: 800, EnergyJoules: 10, EnergySource: usage.EnergyEstimated,
+		CachedInputTokens: r.cached, OutputTokens: r.out, TTFTMillis: 90, DurationMillis: 800, EnergyJoules: 10, EnergySource: usage.EnergyEstimated,
 		Status: usage.StatusOK})
 	body, err := usage.Encode(ev)
 	if err != nil {

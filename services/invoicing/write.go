@@ -154,14 +154,17 @@ func writeInvoices(ctx context.Context, tx pgx.Tx, p Period, now time.Time, draf
 				t.MeasuredKWh, t.SimulatedKWh, t.GCO2e, t.BaselineGCO2e, t.MethodVersion})
 		}
 		for _, l := range w.d.lines {
-			var in, out any
+			var in, out, cached any
 			if l.InputPrice != nil {
 				in, out = int64(*l.InputPrice), int64(*l.OutputPrice)
+			}
+			if l.CachedInputPrice != nil {
+				cached = int64(*l.CachedInputPrice)
 			}
 			lines = append(lines, []any{id, int32(l.No), string(l.Kind), optionalDate(l.UsagePeriod), l.Tier, l.Model, l.PriceID,
 				in, out, l.Requests, l.InputTokens, l.OutputTokens, l.UnchargedRequests, l.UnchargedInputTokens,
 				l.UnchargedOutputTokens, numeric(l.Charge), numeric(l.payable), int64(l.Amount), l.Description,
-				optionalUUID(l.CreditNoteID)})
+				optionalUUID(l.CreditNoteID), cached, l.CachedInputTokens, l.UnchargedCachedInputTokens})
 		}
 		for _, s := range w.d.shares {
 			shares = append(shares, []any{id, s.usagePeriod.Start(), uuidOf(s.provider), numeric(s.charge), numeric(s.payable)})
@@ -177,7 +180,8 @@ func writeInvoices(ctx context.Context, tx pgx.Tx, p Period, now time.Time, draf
 	}{
 		{"invoice_lines", []string{"invoice_id", "line_no", "kind", "usage_period", "tier", "model", "price_id", "input_price",
 			"output_price", "requests", "input_tokens", "output_tokens", "uncharged_requests", "uncharged_input_tokens",
-			"uncharged_output_tokens", "charge_pico", "payable_pico", "amount_cents", "description", "credit_note_id"}, lines},
+			"uncharged_output_tokens", "charge_pico", "payable_pico", "amount_cents", "description", "credit_note_id",
+			"cached_input_price", "cached_input_tokens", "uncharged_cached_input_tokens"}, lines},
 		{"invoice_provider_shares", []string{"invoice_id", "usage_period", "provider_account_id", "charge_pico", "payable_pico"}, shares},
 		{"invoice_ledger_entries", []string{"invoice_id", "transaction_id", "kind", "memo", "occurred_at", "amount_pico"}, entries},
 		{"invoice_summaries", []string{"invoice_id", "tier", "spend_pico", "spend_cents", "baseline_pico", "energy_kwh",
@@ -258,14 +262,16 @@ func writeStatements(ctx context.Context, tx pgx.Tx, p Period, now time.Time, mi
 			lines = append(lines, []any{id, int32(l.No), string(l.Kind), optionalDate(l.UsagePeriod), optionalUUID(l.OfferingID),
 				l.Model, int64(l.AskInput), int64(l.AskOutput), l.Requests, l.InputTokens, l.OutputTokens, l.UnchargedRequests,
 				l.UnchargedInputTokens, l.UnchargedOutputTokens, numeric(l.Earned), int64(l.Amount), l.Description,
-				optionalUUID(l.TransactionID), optionalUUID(l.CreditNoteID)})
+				optionalUUID(l.TransactionID), optionalUUID(l.CreditNoteID), int64(l.AskCachedInput), l.CachedInputTokens,
+				l.UnchargedCachedInputTokens})
 		}
 	}
 	if len(lines) > 0 {
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"statement_lines"}, []string{"statement_id", "line_no", "kind",
 			"usage_period", "offering_id", "model", "ask_input_price", "ask_output_price", "requests", "input_tokens",
 			"output_tokens", "uncharged_requests", "uncharged_input_tokens", "uncharged_output_tokens", "payable_pico",
-			"amount_cents", "description", "transaction_id", "credit_note_id"}, pgx.CopyFromRows(lines)); err != nil {
+			"amount_cents", "description", "transaction_id", "credit_note_id", "ask_cached_input_price", "cached_input_tokens",
+			"uncharged_cached_input_tokens"}, pgx.CopyFromRows(lines)); err != nil {
 			return wrapf(err, "invoicing: write the statement drafts' lines")
 		}
 	}

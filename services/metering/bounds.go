@@ -44,6 +44,9 @@ type gatewayRecord struct {
 	// is false in records of a gateway that did not count them.
 	relayedBytes, relayedChunks int64
 	counted                     bool
+	// cachedSeen are the cached input tokens the answer's usage showed the client, when sawCached.
+	cachedSeen int64
+	sawCached  bool
 }
 
 // failed is true for an attempt the gateway saw fail: nothing of it is billable.
@@ -59,6 +62,7 @@ const outputSlack = ticket.OutputSlack
 // not landed and the event is looked at again after wait.
 type tokenBill struct {
 	in, out int64
+	cached  int64 // of in, billed at the cached price
 	flag    Flag
 	detail  string
 	wait    time.Duration
@@ -82,6 +86,7 @@ func billableTokens(u usage.Usage, c ticket.Claims, rec *gatewayRecord, age time
 		}
 		bound := ticket.BillableOf(c.MaxInputTokens, c.MaxOutputTokens, false, 0, 0)
 		b := tokenBill{in: min(u.InputTokens, bound.Input), out: min(reportedOut, bound.Output), flag: FlagNoGatewayRecord}
+		b.cached = min(u.CachedInputTokens, b.in)
 		b.detail = fmt.Sprintf("no gateway record of the attempt after %s: billed within the ticket's bounds only "+
 			"(at most %d input and %d output tokens)", w.max, c.MaxInputTokens, c.MaxOutputTokens)
 		return b
@@ -101,6 +106,17 @@ func billableTokens(u usage.Usage, c ticket.Claims, rec *gatewayRecord, age time
 	var clipped []string
 	if b.in < u.InputTokens {
 		clipped = append(clipped, fmt.Sprintf("input clipped from %d to the ticket's bound of %d tokens", u.InputTokens, b.in))
+	}
+	// Cached input: the rig's figure, but no fewer than the answer showed the client, and never
+	// more than the input billed (docs/metering-integrity.md, "Cached input tokens").
+	b.cached = u.CachedInputTokens
+	if rec.sawCached && rec.cachedSeen > b.cached {
+		b.cached = rec.cachedSeen
+	}
+	b.cached = min(b.cached, b.in)
+	if b.cached > u.CachedInputTokens {
+		clipped = append(clipped, fmt.Sprintf("cached input raised from %d to %d tokens, what the answer's usage showed the client",
+			u.CachedInputTokens, b.cached))
 	}
 	if b.out < reportedOut {
 		clipped = append(clipped, fmt.Sprintf("output clipped from %d to %d tokens, %s", reportedOut, b.out, why))

@@ -26,7 +26,7 @@ func TestCopyColumnTypes(t *testing.T) {
 		"usage_events": {"text", "text", "uuid", "text", "uuid", "uuid", "text", "text", "bigint", "bigint", "bigint",
 			"bigint", "double precision", "double precision", "double precision", "text", "text", "bigint", "bigint",
 			"bigint", "bigint", "bigint", "numeric", "numeric", "text", "text", "timestamp with time zone",
-			"timestamp with time zone", "bigint"},
+			"timestamp with time zone", "bigint", "bigint", "bigint", "bigint", "bigint"},
 	}
 	columns := map[string][]string{"usage_event_keys": usageKeyColumns, "usage_events": usageColumns}
 	for table, types := range written {

@@ -97,7 +97,7 @@ func TestMeterRefusesOverflowingEventsAndMetersTheRest(t *testing.T) {
 		t.Fatal(err)
 	}
 	const perEvent = money.Pico(2_500_000 * money.PicoPerUSD)
-	if c, err := cost(10_000_000, 125_000_000_000, 10_000_000, 125_000_000_000); err != nil || c != perEvent {
+	if c, err := cost(10_000_000, 125_000_000_000, 0, 0, 10_000_000, 125_000_000_000); err != nil || c != perEvent {
 		t.Fatalf("an inflated event costs %s, %v", c, err)
 	}
 	mallory, malloryKey := e.newCustomer(t, "Mallory")

@@ -127,6 +127,7 @@ func setupMeterOn(t *testing.T, url string, opts usage.StreamOptions) *meterEnv 
 type route struct {
 	kind    ticket.Kind
 	in, out int64
+	cached  int64 // of in, the cached input tokens the rig reports
 	at      time.Time
 	// rig, when set, is the offering served, its provider and tier, the customer billed and
 	// its API key; by default the provider's offering, standard, billed to the customer.
@@ -168,7 +169,8 @@ func (e *meterEnv) routed(t *testing.T, r route) (eventID string, body []byte, r
 		t.Fatal(err)
 	}
 	ev := usage.NewEvent(fmt.Sprintf("evt_%d", n), rig.provider, rig.offering, r.at, usage.Usage{RequestID: requestID, Ticket: tk,
-		OfferingID: rig.offering, Model: cmp.Or(rig.model, "m"), InputTokens: r.in, OutputTokens: r.out, TTFTMillis: 100, DurationMillis: 900,
+		OfferingID: rig.offering, Model: cmp.Or(rig.model, "m"), InputTokens: r.in, CachedInputTokens: r.cached, OutputTokens: r.out,
+		TTFTMillis: 100, DurationMillis: 900,
 		EnergyJoules: 12.5, EnergySource: cmp.Or(r.source, usage.EnergyEstimated), Status: usage.StatusOK})
 	if body, err = usage.Encode(ev); err != nil {
 		t.Fatal(err)

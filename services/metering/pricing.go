@@ -2,6 +2,7 @@ package metering
 
 import (
 	"fmt"
+	"math/bits"
 	"time"
 
 	"github.com/gpumarket/gpumarket/services/money"
@@ -19,21 +20,47 @@ type priceRow struct {
 	tier        string
 	model       string // "" for the tier's default
 	input, outp int64
+	cached      int64 // a cached input token's price, at most input
 }
 
 // terms are what a request is billed at: the customer's price and the provider's asks.
 type terms struct {
-	price          priceRow
-	askIn, askOut  int64
+	price         priceRow
+	askIn, askOut int64
+	// askCached is what the provider is paid per million cached input tokens: cachedAsk.
+	askCached      int64
 	kind           ticket.Kind
 	embeddingValid bool // for an embedding: the rig reported it served it (status ok)
 }
 
-// charges is what tokens cost the customer and earn the provider at the terms. A generation
-// that produced no completion token costs and earns nothing; an embedding,
-// which never produces one, is charged for its input when it succeeded. Amounts past the
-// range of money.Pico are money.ErrOverflow.
-func (t terms) charges(in, out int64) (charge, payable money.Pico, err error) {
+// newTerms are the terms of a price version and a ticket's asks.
+func newTerms(p priceRow, askIn, askOut int64, kind ticket.Kind, embeddingValid bool) terms {
+	return terms{price: p, askIn: askIn, askOut: askOut, askCached: cachedAsk(askIn, p), kind: kind,
+		embeddingValid: embeddingValid}
+}
+
+// cachedAsk is the provider's ask for a cached input token: its input ask scaled by the ratio
+// of the price version's cached price to its input price, rounded down, so that caching takes
+// from the provider's pay the share it takes from the customer's charge and never more (the
+// provider keeps the rounding's fraction of a micro-dollar per million tokens away from it, the
+// platform keeps it). At an input price of $0 there is no ratio: caching changes no charge, and
+// no pay either. The product is taken in 128 bits; the quotient is at most askIn.
+func cachedAsk(askIn int64, p priceRow) int64 {
+	if askIn <= 0 || p.input <= 0 || p.cached < 0 || p.cached >= p.input {
+		return askIn // no ask, or no discount to pass on (the price book keeps cached within input)
+	}
+	hi, lo := bits.Mul64(uint64(askIn), uint64(p.cached))
+	q, _ := bits.Div64(hi, lo, uint64(p.input))
+	return int64(q)
+}
+
+// charges is what tokens cost the customer and earn the provider at the terms: cached of the
+// in input tokens at the cached price and cached ask, the rest of them at the input price and
+// ask, out at the output price and ask. A generation that produced no completion token costs
+// and earns nothing; an embedding, which never produces one, is charged for its input when it
+// succeeded. cached is at most in (billableTokens). Amounts past the range of money.Pico are
+// money.ErrOverflow.
+func (t terms) charges(in, cached, out int64) (charge, payable money.Pico, err error) {
 	if t.kind == ticket.KindEmbedding {
 		if !t.embeddingValid {
 			return 0, 0, nil
@@ -42,26 +69,30 @@ func (t terms) charges(in, out int64) (charge, payable money.Pico, err error) {
 	} else if out == 0 {
 		return 0, 0, nil
 	}
-	if charge, err = cost(in, t.price.input, out, t.price.outp); err != nil {
+	cached = min(max(cached, 0), in)
+	if charge, err = cost(in-cached, t.price.input, cached, t.price.cached, out, t.price.outp); err != nil {
 		return 0, 0, err
 	}
-	if payable, err = cost(in, t.askIn, out, t.askOut); err != nil {
+	if payable, err = cost(in-cached, t.askIn, cached, t.askCached, out, t.askOut); err != nil {
 		return 0, 0, err
 	}
 	return charge, payable, nil
 }
 
-// cost is in tokens at inPrice plus out tokens at outPrice, exactly.
-func cost(in, inPrice, out, outPrice int64) (money.Pico, error) {
-	a, err := money.ChargeFor(in, money.MicroUSD(inPrice))
-	if err != nil {
-		return 0, err
+// cost is in tokens at inPrice, cached tokens at cachedPrice and out tokens at outPrice,
+// exactly.
+func cost(in, inPrice, cached, cachedPrice, out, outPrice int64) (money.Pico, error) {
+	var sum money.Pico
+	for _, part := range [...]struct{ n, price int64 }{{in, inPrice}, {cached, cachedPrice}, {out, outPrice}} {
+		c, err := money.ChargeFor(part.n, money.MicroUSD(part.price))
+		if err != nil {
+			return 0, err
+		}
+		if sum, err = sum.Add(c); err != nil {
+			return 0, err
+		}
 	}
-	b, err := money.ChargeFor(out, money.MicroUSD(outPrice))
-	if err != nil {
-		return 0, err
-	}
-	return a.Add(b)
+	return sum, nil
 }
 
 // keepFlag decides whether a bill's flag goes on the discrepancies page: when the rig's
@@ -163,11 +194,11 @@ func (m *Meter) judge(cands []candidate, refs references, now time.Time, out *st
 			out.deferred = append(out.deferred, Deferral{Message: c.msg, EventID: c.ev.ID, Delay: bill.wait})
 			continue
 		}
-		t := terms{price: p, askIn: c.claims.AskInput, askOut: c.claims.AskOutput, kind: c.claims.Kind,
-			embeddingValid: u.Status == usage.StatusOK}
-		charge, payable, err := t.charges(bill.in, bill.out)
+		t := newTerms(p, c.claims.AskInput, c.claims.AskOutput, c.claims.Kind, u.Status == usage.StatusOK)
+		charge, payable, err := t.charges(bill.in, bill.cached, bill.out)
 		if err != nil {
-			reject(RejectOverflow, fmt.Sprintf("%d input and %d output tokens at the ticket's terms: %v", bill.in, bill.out, err))
+			reject(RejectOverflow, fmt.Sprintf("%d input (%d cached) and %d output tokens at the ticket's terms: %v",
+				bill.in, bill.cached, bill.out, err))
 			continue
 		}
 		if payable > charge {
@@ -179,8 +210,8 @@ func (m *Meter) judge(cands []candidate, refs references, now time.Time, out *st
 			reject(RejectOverflow, fmt.Sprintf("the event's charge %s: %v", charge, err))
 			continue
 		}
-		reported, _, rerr := t.charges(u.InputTokens, u.OutputTokens)
-		pe := pricedEvent{c: c, t: t, in: bill.in, out: bill.out, charge: charge, payable: payable,
+		reported, _, rerr := t.charges(u.InputTokens, u.CachedInputTokens, u.OutputTokens)
+		pe := pricedEvent{c: c, t: t, in: bill.in, cached: bill.cached, out: bill.out, charge: charge, payable: payable,
 			account: c.claims.AccountID, provider: provider}
 		if keepFlag(bill.flag, reported, rerr != nil, charge) {
 			pe.flag, pe.flagReason = bill.flag, bill.detail

@@ -28,7 +28,7 @@ func TestTermsCharges(t *testing.T) {
 			terms{price: priceRow{input: 1_000_000_000_000, outp: 1_000_000_000_000}}, 10_000_000, 10_000_000, 0, 0, true},
 	}
 	for _, c := range cases {
-		charge, payable, err := c.t.charges(c.in, c.out)
+		charge, payable, err := c.t.charges(c.in, 0, c.out)
 		if c.overflow {
 			if !errors.Is(err, money.ErrOverflow) {
 				t.Errorf("%s: %s, %s, %v; want ErrOverflow", c.name, charge, payable, err)
@@ -98,5 +98,40 @@ func TestBatchSumsAdmit(t *testing.T) {
 	}
 	if err := p.admit("acme", "north", 0, 1); err != nil {
 		t.Errorf("another provider's payable: %v", err)
+	}
+}
+
+// Cached input tokens at the cached price, and at the input ask scaled by the cached price's
+// ratio to the input price, rounded down: $0.070001 x 33,333 / 100,000 is $0.023333 per million.
+func TestTermsChargeCachedInput(t *testing.T) {
+	p := priceRow{id: 1, tier: "standard", input: 100_000, outp: 200_000, cached: 33_333}
+	tm := newTerms(p, 70_001, 100_000, ticket.KindGeneration, false)
+	if tm.askCached != 23_333 {
+		t.Fatalf("cached ask %d, want 23333", tm.askCached)
+	}
+	charge, payable, err := tm.charges(1000, 999, 10)
+	// 1 x 100,000 + 999 x 33,333 + 10 x 200,000 and 1 x 70,001 + 999 x 23,333 + 10 x 100,000 picodollars.
+	if err != nil || charge != 35_399_667 || payable != 24_379_668 {
+		t.Fatalf("charged %d, payable %d, %v; want 35399667 and 24379668", charge, payable, err)
+	}
+	// More cached than input is taken as all the input cached.
+	if c, p, _ := tm.charges(10, 50, 1); c != 10*33_333+200_000 || p != 10*23_333+100_000 {
+		t.Fatalf("50 cached of 10 input: charged %d, payable %d", c, p)
+	}
+	for _, c := range []struct {
+		name  string
+		askIn int64
+		p     priceRow
+		want  int64
+	}{
+		{"a quarter", 60_000, priceRow{input: 150_000, cached: 37_500}, 15_000},
+		{"no discount", 60_000, priceRow{input: 150_000, cached: 150_000}, 60_000},
+		{"free cached tokens", 60_000, priceRow{input: 150_000, cached: 0}, 0},
+		{"a free input price: no ratio, no change to pay", 60_000, priceRow{input: 0, cached: 0}, 60_000},
+		{"the largest asks and prices", math.MaxInt64, priceRow{input: math.MaxInt64, cached: math.MaxInt64 - 1}, math.MaxInt64 - 1},
+	} {
+		if got := cachedAsk(c.askIn, c.p); got != c.want {
+			t.Errorf("%s: cached ask %d, want %d", c.name, got, c.want)
+		}
 	}
 }

@@ -81,11 +81,12 @@ func loadReferences(ctx context.Context, tx pgx.Tx, cands []candidate) (referenc
 		}
 		return rows.Err()
 	})
-	b.Queue(`SELECT id, tier, coalesce(model, ''), input_micro_usd_per_mtok, output_micro_usd_per_mtok FROM prices WHERE id = ANY ($1)`,
+	b.Queue(`SELECT id, tier, coalesce(model, ''), input_micro_usd_per_mtok, output_micro_usd_per_mtok, cached_input_micro_usd_per_mtok
+		FROM prices WHERE id = ANY ($1)`,
 		priceIDs).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var p priceRow
-			if err := rows.Scan(&p.id, &p.tier, &p.model, &p.input, &p.outp); err != nil {
+			if err := rows.Scan(&p.id, &p.tier, &p.model, &p.input, &p.outp, &p.cached); err != nil {
 				return err
 			}
 			refs.prices[p.id] = p
@@ -102,10 +103,11 @@ func loadReferences(ctx context.Context, tx pgx.Tx, cands []candidate) (referenc
 	// each call (QueryExecModeExec), outside the batch's cached statements: a plan cached while
 	// gateway_requests was nearly empty would scan it whole as it grows, and a join planned for a
 	// batch of thousands hashes the whole table, 150 ms a batch at 200,000 records.
-	rows, err := tx.Query(ctx, `SELECT r.n - 1, g.http_status, nullif(g.status, 'ok'), g.relayed_output_bytes, g.relayed_output_chunks
+	rows, err := tx.Query(ctx, `SELECT r.n - 1, g.http_status, nullif(g.status, 'ok'), g.relayed_output_bytes, g.relayed_output_chunks,
+			g.cached_input_tokens
 		FROM unnest($1::text[]) WITH ORDINALITY AS r (request_id, n)
-		CROSS JOIN LATERAL (SELECT http_status, status, relayed_output_bytes, relayed_output_chunks FROM gateway_requests
-			WHERE request_id = r.request_id OFFSET 0) g`, pgx.QueryExecModeExec, requestIDs)
+		CROSS JOIN LATERAL (SELECT http_status, status, relayed_output_bytes, relayed_output_chunks, cached_input_tokens
+			FROM gateway_requests WHERE request_id = r.request_id OFFSET 0) g`, pgx.QueryExecModeExec, requestIDs)
 	if err != nil {
 		return refs, err
 	}
@@ -113,9 +115,9 @@ func loadReferences(ctx context.Context, tx pgx.Tx, cands []candidate) (referenc
 	for rows.Next() {
 		var i int
 		var status pgtype.Text
-		var bytes, chunks pgtype.Int8
+		var bytes, chunks, cached pgtype.Int8
 		var r gatewayRecord
-		if err := rows.Scan(&i, &r.httpStatus, &status, &bytes, &chunks); err != nil {
+		if err := rows.Scan(&i, &r.httpStatus, &status, &bytes, &chunks, &cached); err != nil {
 			return refs, err
 		}
 		r.status = billing.GatewayOK
@@ -123,6 +125,7 @@ func loadReferences(ctx context.Context, tx pgx.Tx, cands []candidate) (referenc
 			r.status = billing.GatewayStatus(status.String)
 		}
 		r.relayedBytes, r.relayedChunks, r.counted = bytes.Int64, chunks.Int64, bytes.Valid
+		r.cachedSeen, r.sawCached = cached.Int64, cached.Valid
 		refs.records[i], refs.recorded[i] = r, true
 	}
 	return refs, rows.Err()

@@ -66,6 +66,7 @@ type pricedEvent struct {
 	c                 *candidate
 	t                 terms
 	in, out           int64 // the tokens billed
+	cached            int64 // of in, the cached input tokens billed at the cached price
 	flag              Flag  // "" unless the bill is flagged for review
 	flagReason        string
 	charge, payable   money.Pico
@@ -143,7 +144,7 @@ func (m *Meter) store(ctx context.Context, tx pgx.Tx, cands []candidate, now tim
 		}
 		stored = append(stored, pe)
 		u := pe.c.ev.Data
-		u.InputTokens, u.OutputTokens = pe.in, pe.out
+		u.InputTokens, u.CachedInputTokens, u.OutputTokens = pe.in, pe.cached, pe.out
 		out.occurred = append(out.occurred, pe.c.ev.Time)
 		out.usages = append(out.usages, u)
 	}
@@ -212,7 +213,7 @@ func redeliveries(ctx context.Context, tx pgx.Tx, priced []pricedEvent, isNew ma
 }
 
 // The statements that write a batch's usage rows, given as one array per column ($29 is the
-// metering time), and add them to the hourly rollups, in one round trip. The rows go in in
+// metering time, $30 to $33 the cached input columns), and add them to the hourly rollups, in one round trip. The rows go in in
 // the order of the arrays, which usageArrays sorts by event id, so that meters racing on the
 // same events take the unique indexes' locks in one order; rollup rows are upserted in key
 // order for the same reason.
@@ -233,7 +234,7 @@ var (
 			ORDER BY n
 			RETURNING event_id, occurred_at, account_id, api_key_id, offering_id, tier, model, price_id, ask_input_price,
 				ask_output_price, provider_account_id, input_tokens, output_tokens, charge_pico, payable_pico, energy_j,
-				energy_source, duration_ms), ` +
+				energy_source, duration_ms, cached_input_tokens, ask_cached_input_price), ` +
 		usageRollup("inserted") + `, ` +
 		keySpend("inserted") + `
 		SELECT event_id FROM inserted`
@@ -244,21 +245,25 @@ const (
 		SELECT event_id, request_id, account_id::uuid, api_key_id, offering_id::uuid, provider_account_id::uuid,
 			tier, model, input_tokens, output_tokens, reported_input_tokens, reported_output_tokens, ttft_ms,
 			duration_ms, energy_j, energy_source, status, price_id, input_price, output_price, ask_input_price,
-			ask_output_price, charge_pico, payable_pico, flag, flag_reason, occurred_at, stream_seq, n
+			ask_output_price, charge_pico, payable_pico, flag, flag_reason, occurred_at, stream_seq,
+			cached_input_tokens, reported_cached_input_tokens, cached_input_price, ask_cached_input_price, n
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
 			$8::text[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[], $13::float8[], $14::float8[],
 			$15::float8[], $16::text[], $17::text[], $18::bigint[], $19::bigint[], $20::bigint[], $21::bigint[],
-			$22::bigint[], $23::bigint[], $24::bigint[], $25::text[], $26::text[], $27::timestamptz[], $28::bigint[])
+			$22::bigint[], $23::bigint[], $24::bigint[], $25::text[], $26::text[], $27::timestamptz[], $28::bigint[],
+			$30::bigint[], $31::bigint[], $32::bigint[], $33::bigint[])
 			WITH ORDINALITY AS u (event_id, request_id, account_id, api_key_id, offering_id, provider_account_id,
 				tier, model, input_tokens, output_tokens, reported_input_tokens, reported_output_tokens, ttft_ms,
 				duration_ms, energy_j, energy_source, status, price_id, input_price, output_price, ask_input_price,
-				ask_output_price, charge_pico, payable_pico, flag, flag_reason, occurred_at, stream_seq, n))`
+				ask_output_price, charge_pico, payable_pico, flag, flag_reason, occurred_at, stream_seq,
+				cached_input_tokens, reported_cached_input_tokens, cached_input_price, ask_cached_input_price, n))`
 	usageInsert = `
 		INSERT INTO usage_events (` + usageColumnList + `)
 		SELECT event_id, request_id, account_id, api_key_id, offering_id, provider_account_id,
 			tier, model, input_tokens, output_tokens, reported_input_tokens, reported_output_tokens, ttft_ms,
 			duration_ms, energy_j, energy_source, status, price_id, input_price, output_price, ask_input_price,
-			ask_output_price, charge_pico, payable_pico, flag, flag_reason, occurred_at, $29, stream_seq`
+			ask_output_price, charge_pico, payable_pico, flag, flag_reason, occurred_at, $29, stream_seq,
+			cached_input_tokens, reported_cached_input_tokens, cached_input_price, ask_cached_input_price`
 	// usageKeysInsert writes the incoming rows' keys (docs/usage-storage.md, "One event id, one
 	// request id, over all months").
 	usageKeysInsert = `
@@ -267,7 +272,8 @@ const (
 	usageColumnList = `event_id, request_id, account_id, api_key_id, offering_id, provider_account_id,
 		tier, model, input_tokens, output_tokens, reported_input_tokens, reported_output_tokens, ttft_ms,
 		duration_ms, energy_j, energy_source, status, price_id, input_price, output_price, ask_input_price,
-		ask_output_price, charge_pico, payable_pico, flag, flag_reason, occurred_at, metered_at, stream_seq`
+		ask_output_price, charge_pico, payable_pico, flag, flag_reason, occurred_at, metered_at, stream_seq,
+		cached_input_tokens, reported_cached_input_tokens, cached_input_price, ask_cached_input_price`
 )
 
 // usageRollup adds the usage rows of the CTE named rows to the hourly rollups: per hour,
@@ -277,13 +283,15 @@ func usageRollup(rows string) string {
 		INSERT INTO usage_hourly (hour, account_id, offering_id, tier, model, price_id, ask_input_price,
 			ask_output_price, provider_account_id, requests, input_tokens, output_tokens, uncharged_requests,
 			uncharged_input_tokens, uncharged_output_tokens, charge_pico, payable_pico, energy_j, energy_measured_j,
-			energy_simulated_j, busy_ms)
+			energy_simulated_j, busy_ms, cached_input_tokens, uncharged_cached_input_tokens, ask_cached_input_price)
 		SELECT date_trunc('hour', occurred_at), account_id, offering_id, tier, model, price_id, ask_input_price,
 			ask_output_price, provider_account_id, count(*), sum(input_tokens), sum(output_tokens),
 			count(*) FILTER (WHERE charge_pico = 0), coalesce(sum(input_tokens) FILTER (WHERE charge_pico = 0), 0),
 			coalesce(sum(output_tokens) FILTER (WHERE charge_pico = 0), 0), sum(charge_pico), sum(payable_pico),
 			sum(energy_j), coalesce(sum(energy_j) FILTER (WHERE energy_source = 'measured'), 0),
-			coalesce(sum(energy_j) FILTER (WHERE energy_source = 'simulated'), 0), sum(duration_ms)
+			coalesce(sum(energy_j) FILTER (WHERE energy_source = 'simulated'), 0), sum(duration_ms),
+			sum(cached_input_tokens), coalesce(sum(cached_input_tokens) FILTER (WHERE charge_pico = 0), 0),
+			max(ask_cached_input_price)
 		FROM ` + rows + `
 		GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9
 		ORDER BY 1, 2, 3, 4, 5, 6, 7, 8
@@ -304,7 +312,10 @@ const addToRollup = `ON CONFLICT (hour, account_id, offering_id, tier, model, pr
 	energy_j = usage_hourly.energy_j + EXCLUDED.energy_j,
 	energy_measured_j = usage_hourly.energy_measured_j + EXCLUDED.energy_measured_j,
 	energy_simulated_j = usage_hourly.energy_simulated_j + EXCLUDED.energy_simulated_j,
-	busy_ms = usage_hourly.busy_ms + EXCLUDED.busy_ms`
+	busy_ms = usage_hourly.busy_ms + EXCLUDED.busy_ms,
+	cached_input_tokens = usage_hourly.cached_input_tokens + EXCLUDED.cached_input_tokens,
+	uncharged_cached_input_tokens = usage_hourly.uncharged_cached_input_tokens + EXCLUDED.uncharged_cached_input_tokens,
+	ask_cached_input_price = coalesce(usage_hourly.ask_cached_input_price, EXCLUDED.ask_cached_input_price)`
 
 // keySpend adds the usage rows of the CTE named rows to their API keys' monthly spend.
 func keySpend(rows string) string {
@@ -341,6 +352,8 @@ func usageArrays(priced []pricedEvent, now time.Time) []any {
 		charge, payable, seq                    = make([]int64, n), make([]int64, n), make([]int64, n)
 		flag, flagReason                        = make([]pgtype.Text, n), make([]pgtype.Text, n)
 		occurred                                = make([]time.Time, n)
+		cached, reportedCached                  = make([]int64, n), make([]int64, n)
+		cachedPrice, askCached                  = make([]int64, n), make([]int64, n)
 	)
 	for i, j := range order {
 		pe := &priced[j]
@@ -358,10 +371,13 @@ func usageArrays(priced []pricedEvent, now time.Time) []any {
 		charge[i], payable[i] = int64(pe.charge), int64(pe.payable)
 		flag[i], flagReason[i] = pe.flagText()
 		occurred[i], seq[i] = c.ev.Time, int64(c.msg.Seq)
+		cached[i], reportedCached[i] = pe.cached, u.CachedInputTokens
+		cachedPrice[i], askCached[i] = pe.t.price.cached, pe.t.askCached
 	}
 	return []any{eventID, requestID, accountID, apiKeyID, offeringID, providerID, tier, model, inputTokens,
 		outputTokens, reportedIn, reportedOut, ttftMs, duration, energy, energySource, status, priceID, inputPrice,
-		outputPrice, askIn, askOut, charge, payable, flag, flagReason, occurred, seq, now}
+		outputPrice, askIn, askOut, charge, payable, flag, flagReason, occurred, seq, now,
+		cached, reportedCached, cachedPrice, askCached}
 }
 
 // flagText is the event's flag and its reason as the usage row stores them: NULL when unflagged.

@@ -131,17 +131,20 @@ func (c UsageCursor) decode() (time.Time, string, error) {
 
 // RequestRecord is one metered request as its customer sees it.
 type RequestRecord struct {
-	OccurredAt   time.Time    `json:"occurred_at"`
-	RequestID    string       `json:"request_id"`
-	Model        string       `json:"model"`
-	Tier         catalog.Tier `json:"tier"`
-	OfferingID   string       `json:"offering_id"`
-	Provider     string       `json:"provider"`
-	GPU          string       `json:"gpu"`      // SKU, "rtx-4090"
-	GPUName      string       `json:"gpu_name"` // "NVIDIA GeForce RTX 4090"
-	GPUCount     int          `json:"gpu_count"`
-	InputTokens  int64        `json:"input_tokens"`
-	OutputTokens int64        `json:"output_tokens"`
+	OccurredAt  time.Time    `json:"occurred_at"`
+	RequestID   string       `json:"request_id"`
+	Model       string       `json:"model"`
+	Tier        catalog.Tier `json:"tier"`
+	OfferingID  string       `json:"offering_id"`
+	Provider    string       `json:"provider"`
+	GPU         string       `json:"gpu"`      // SKU, "rtx-4090"
+	GPUName     string       `json:"gpu_name"` // "NVIDIA GeForce RTX 4090"
+	GPUCount    int          `json:"gpu_count"`
+	InputTokens int64        `json:"input_tokens"`
+	// CachedInputTokens are the input tokens billed at the cached input price, a part of
+	// InputTokens (docs/metering-integrity.md, "Cached input tokens").
+	CachedInputTokens int64 `json:"cached_input_tokens"`
+	OutputTokens      int64 `json:"output_tokens"`
 	// TTFTMillis is the time to the first token of a streamed request; null for a request answered
 	// whole (its first byte comes with its last) or that produced no output.
 	TTFTMillis     *float64     `json:"ttft_ms"`
@@ -191,16 +194,18 @@ func (r *Reports) Requests(ctx context.Context, accountID string, f UsageFilter)
 	args = append(args, limit+1)
 	rows, err := r.pool.Query(ctx, `
 		SELECT u.occurred_at, u.request_id, u.model, u.tier, u.offering_id, a.name, o.gpu, o.gpu_count,
-			u.input_tokens, u.output_tokens, u.ttft_ms, u.duration_ms, u.charge_pico, u.status,
+			u.input_tokens, u.cached_input_tokens, u.output_tokens, u.ttft_ms, u.duration_ms, u.charge_pico, u.status,
 			u.energy_j, u.energy_source, o.region, o.site, o.pue,
 			CASE WHEN u.charge_pico = 0 THEN 0
 				WHEN u.tier = 'realtime' OR rt.pin IS NULL THEN u.charge_pico
-				ELSE u.input_tokens::numeric * rt.pin + u.output_tokens::numeric * rt.pout END
+				ELSE (u.input_tokens - u.cached_input_tokens)::numeric * rt.pin + u.cached_input_tokens::numeric * rt.pcached
+					+ u.output_tokens::numeric * rt.pout END
 		FROM usage_events u
 		JOIN offerings o ON o.id = u.offering_id
 		JOIN accounts a ON a.id = o.provider_account_id
 		LEFT JOIN LATERAL (
-			SELECT input_micro_usd_per_mtok AS pin, output_micro_usd_per_mtok AS pout FROM prices
+			SELECT input_micro_usd_per_mtok AS pin, output_micro_usd_per_mtok AS pout,
+				cached_input_micro_usd_per_mtok AS pcached FROM prices
 			WHERE tier = 'realtime' AND (model = u.model OR model IS NULL) AND effective_from <= u.occurred_at
 			ORDER BY model IS NULL, effective_from DESC LIMIT 1) rt ON true
 		WHERE `+strings.Join(conds, " AND ")+`
@@ -228,7 +233,7 @@ func scanRequestRecord(row pgx.CollectableRow) (RequestRecord, error) {
 	var site string
 	var pue *float64
 	err := row.Scan(&rec.OccurredAt, &rec.RequestID, &rec.Model, &rec.Tier, &rec.OfferingID, &rec.Provider, &rec.GPU,
-		&rec.GPUCount, &rec.InputTokens, &rec.OutputTokens, &rec.TTFTMillis, &rec.DurationMillis, &charge, &rec.Status,
+		&rec.GPUCount, &rec.InputTokens, &rec.CachedInputTokens, &rec.OutputTokens, &rec.TTFTMillis, &rec.DurationMillis, &charge, &rec.Status,
 		&rec.EnergyJoules, &rec.EnergySource, &rec.Region, &site, &pue, &rec.BaselineCost)
 	rec.OccurredAt = rec.OccurredAt.UTC()
 	rec.BaselineCostUSD = bigUSDText(rec.BaselineCost)
@@ -259,16 +264,18 @@ func bigUSDText(p money.BigPico) string { return strings.TrimPrefix(p.String(), 
 
 // UsageSum adds up requests.
 type UsageSum struct {
-	Requests     int64         `json:"requests"`
-	InputTokens  int64         `json:"input_tokens"`
-	OutputTokens int64         `json:"output_tokens"`
-	Cost         money.BigPico `json:"cost_pico"`
-	CostUSD      string        `json:"cost_usd"`
+	Requests          int64         `json:"requests"`
+	InputTokens       int64         `json:"input_tokens"`
+	CachedInputTokens int64         `json:"cached_input_tokens"` // of InputTokens
+	OutputTokens      int64         `json:"output_tokens"`
+	Cost              money.BigPico `json:"cost_pico"`
+	CostUSD           string        `json:"cost_usd"`
 }
 
 func (s *UsageSum) add(o UsageSum) {
 	s.Requests += o.Requests
 	s.InputTokens += o.InputTokens
+	s.CachedInputTokens += o.CachedInputTokens
 	s.OutputTokens += o.OutputTokens
 	s.Cost = s.Cost.Add(o.Cost)
 	s.CostUSD = bigUSDText(s.Cost)
@@ -297,7 +304,8 @@ func (r *Reports) DailyTotals(ctx context.Context, accountID string, f UsageFilt
 	conds, args := f.where([]string{"h.account_id = $1"}, []any{accountID}, "h", "hour")
 	rows, err := r.pool.Query(ctx, `
 		SELECT to_char(h.hour AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day, h.tier,
-			sum(h.requests)::bigint, sum(h.input_tokens)::bigint, sum(h.output_tokens)::bigint, sum(h.charge_pico)
+			sum(h.requests)::bigint, sum(h.input_tokens)::bigint, sum(h.cached_input_tokens)::bigint,
+			sum(h.output_tokens)::bigint, sum(h.charge_pico)
 		FROM usage_hourly h
 		WHERE `+strings.Join(conds, " AND ")+`
 		GROUP BY day, h.tier
@@ -307,7 +315,7 @@ func (r *Reports) DailyTotals(ctx context.Context, accountID string, f UsageFilt
 	}
 	days, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (DailyTotal, error) {
 		var d DailyTotal
-		err := row.Scan(&d.Day, &d.Tier, &d.Requests, &d.InputTokens, &d.OutputTokens, &d.Cost)
+		err := row.Scan(&d.Day, &d.Tier, &d.Requests, &d.InputTokens, &d.CachedInputTokens, &d.OutputTokens, &d.Cost)
 		d.CostUSD = bigUSDText(d.Cost)
 		return d, err
 	})
@@ -321,9 +329,10 @@ func (r *Reports) DailyTotals(ctx context.Context, accountID string, f UsageFilt
 	return out, nil
 }
 
-// csvHeader names the columns of ExportCSV.
+// csvHeader names the columns of ExportCSV. Columns added later go at the end, so that a
+// reader that counts columns keeps reading the ones it knew.
 var csvHeader = []string{"occurred_at", "request_id", "model", "tier", "provider", "offering_id", "gpu", "gpu_count",
-	"input_tokens", "output_tokens", "ttft_ms", "duration_ms", "status", "cost_usd", "batch_id"}
+	"input_tokens", "output_tokens", "ttft_ms", "duration_ms", "status", "cost_usd", "batch_id", "cached_input_tokens"}
 
 // ExportCSV writes every request of the account that matches the filter to w as CSV, newest
 // first, with a header line. cost_usd is exact: dollars with twelve decimals, the
@@ -370,22 +379,24 @@ func csvRecord(rec RequestRecord) []string {
 		rec.OccurredAt.Format(time.RFC3339Nano), rec.RequestID, services.CSVText(rec.Model), string(rec.Tier), services.CSVText(rec.Provider),
 		rec.OfferingID, rec.GPU, strconv.Itoa(rec.GPUCount), strconv.FormatInt(rec.InputTokens, 10),
 		strconv.FormatInt(rec.OutputTokens, 10), ttft, ms(rec.DurationMillis), string(rec.Status),
-		rec.Cost.Decimal(12), rec.BatchID,
+		rec.Cost.Decimal(12), rec.BatchID, strconv.FormatInt(rec.CachedInputTokens, 10),
 	}
 }
 
 // TrafficSum adds up what a provider's rigs served and earned.
 type TrafficSum struct {
-	Requests     int64         `json:"requests"`
-	InputTokens  int64         `json:"input_tokens"`
-	OutputTokens int64         `json:"output_tokens"`
-	Earned       money.BigPico `json:"earned_pico"` // payable to the provider: its asks, not the customer's price
-	EarnedUSD    string        `json:"earned_usd"`
+	Requests          int64         `json:"requests"`
+	InputTokens       int64         `json:"input_tokens"`
+	CachedInputTokens int64         `json:"cached_input_tokens"` // of InputTokens
+	OutputTokens      int64         `json:"output_tokens"`
+	Earned            money.BigPico `json:"earned_pico"` // payable to the provider: its asks, not the customer's price
+	EarnedUSD         string        `json:"earned_usd"`
 }
 
 func (s *TrafficSum) add(o TrafficSum) {
 	s.Requests += o.Requests
 	s.InputTokens += o.InputTokens
+	s.CachedInputTokens += o.CachedInputTokens
 	s.OutputTokens += o.OutputTokens
 	s.Earned = s.Earned.Add(o.Earned)
 	s.EarnedUSD = bigUSDText(s.Earned)
@@ -419,7 +430,8 @@ func (r *Reports) ProviderTraffic(ctx context.Context, providerAccountID string,
 	conds, args := f.where([]string{"h.provider_account_id = $1"}, []any{providerAccountID}, "h", "hour")
 	rows, err := r.pool.Query(ctx, `
 		SELECT to_char(h.hour AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day, h.offering_id, o.gpu, o.gpu_count, o.model,
-			sum(h.requests)::bigint, sum(h.input_tokens)::bigint, sum(h.output_tokens)::bigint, sum(h.payable_pico)
+			sum(h.requests)::bigint, sum(h.input_tokens)::bigint, sum(h.cached_input_tokens)::bigint,
+			sum(h.output_tokens)::bigint, sum(h.payable_pico)
 		FROM usage_hourly h
 		JOIN offerings o ON o.id = h.offering_id
 		WHERE `+strings.Join(conds, " AND ")+`
@@ -430,7 +442,8 @@ func (r *Reports) ProviderTraffic(ctx context.Context, providerAccountID string,
 	}
 	days, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (OfferingDay, error) {
 		var d OfferingDay
-		err := row.Scan(&d.Day, &d.OfferingID, &d.GPU, &d.GPUCount, &d.Model, &d.Requests, &d.InputTokens, &d.OutputTokens, &d.Earned)
+		err := row.Scan(&d.Day, &d.OfferingID, &d.GPU, &d.GPUCount, &d.Model, &d.Requests, &d.InputTokens,
+			&d.CachedInputTokens, &d.OutputTokens, &d.Earned)
 		d.EarnedUSD = bigUSDText(d.Earned)
 		d.GPUName = d.GPU
 		if g, ok := catalog.GPUBySKU(d.GPU); ok {

@@ -25,7 +25,8 @@ import (
 var usageColumns = []string{"event_id", "request_id", "account_id", "api_key_id", "offering_id", "provider_account_id",
 	"tier", "model", "input_tokens", "output_tokens", "reported_input_tokens", "reported_output_tokens", "ttft_ms",
 	"duration_ms", "energy_j", "energy_source", "status", "price_id", "input_price", "output_price", "ask_input_price",
-	"ask_output_price", "charge_pico", "payable_pico", "flag", "flag_reason", "occurred_at", "metered_at", "stream_seq"}
+	"ask_output_price", "charge_pico", "payable_pico", "flag", "flag_reason", "occurred_at", "metered_at", "stream_seq",
+	"cached_input_tokens", "reported_cached_input_tokens", "cached_input_price", "ask_cached_input_price"}
 
 // usageKeyColumns are a usage row's keys, which usage_event_keys holds once over all months
 // (docs/usage-storage.md, "One event id, one request id, over all months").
@@ -144,6 +145,10 @@ func usageRows(priced []pricedEvent, order []int, now time.Time) (*copyRows, err
 		rows.timestamptz(c.ev.Time)
 		rows.timestamptz(now)
 		rows.int8(int64(c.msg.Seq))
+		rows.int8(pe.cached)
+		rows.int8(u.CachedInputTokens)
+		rows.int8(pe.t.price.cached)
+		rows.int8(pe.t.askCached)
 	}
 	return rows, bad
 }
@@ -156,14 +161,19 @@ type rollupKey struct {
 	account, offering, tier, model string
 	priceID, askIn, askOut         int64
 	provider                       string
+	// askCached is fixed by the price version and askIn (cachedAsk), so it splits no row: it
+	// is kept with the row, not a part of the table's key.
+	askCached int64
 }
 
 // rollupSums are a rollup row's sums. The uncharged ones count the requests charged nothing
 // (no output token, a failed embedding) and their tokens.
 type rollupSums struct {
 	requests, input, output, charge, payable int64
+	cached                                   int64 // of input, the cached input tokens
 	unchargedRequests                        int64
 	unchargedInput, unchargedOutput          int64
+	unchargedCached                          int64
 	energy, energyMeasured, energySimulated  float64
 	busyMs                                   float64
 }
@@ -182,7 +192,7 @@ func rollUp(priced []pricedEvent) (r rollups, ok bool) {
 		u := &pe.c.ev.Data
 		k := rollupKey{hour: pe.c.ev.Time.UTC().Truncate(time.Hour), account: pe.account, offering: u.OfferingID,
 			tier: pe.c.claims.Tier, model: u.Model, priceID: pe.t.price.id, askIn: pe.t.askIn, askOut: pe.t.askOut,
-			provider: pe.provider}
+			provider: pe.provider, askCached: pe.t.askCached}
 		s := r.sums[k]
 		if s == nil {
 			s = &rollupSums{}
@@ -192,6 +202,7 @@ func rollUp(priced []pricedEvent) (r rollups, ok bool) {
 		var o1, o2, o3, o4 bool
 		s.requests++
 		s.input, o1 = addInt64(s.input, pe.in)
+		s.cached += pe.cached // at most pe.in: within the input's sum
 		s.output, o2 = addInt64(s.output, pe.out)
 		s.charge, o3 = addInt64(s.charge, int64(pe.charge))
 		s.payable, o4 = addInt64(s.payable, int64(pe.payable))
@@ -202,6 +213,7 @@ func rollUp(priced []pricedEvent) (r rollups, ok bool) {
 			// Within the sums above: these cannot overflow where they did not.
 			s.unchargedRequests++
 			s.unchargedInput += pe.in
+			s.unchargedCached += pe.cached
 			s.unchargedOutput += pe.out
 		}
 		s.energy += u.EnergyJoules
@@ -248,6 +260,7 @@ func (r rollups) arrays() []any {
 	requests, input, output, charge, payable := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 	unchargedRequests, unchargedInput, unchargedOutput := make([]int64, n), make([]int64, n), make([]int64, n)
 	energy, energyMeasured, energySimulated, busy := make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
+	cached, unchargedCached, askCached := make([]int64, n), make([]int64, n), make([]int64, n)
 	for i, k := range r.keys {
 		s := r.sums[k]
 		hour[i], account[i], offering[i], tier[i], model[i], provider[i] = k.hour, k.account, k.offering, k.tier, k.model, k.provider
@@ -255,25 +268,31 @@ func (r rollups) arrays() []any {
 		requests[i], input[i], output[i], charge[i], payable[i], energy[i] = s.requests, s.input, s.output, s.charge, s.payable, s.energy
 		unchargedRequests[i], unchargedInput[i], unchargedOutput[i] = s.unchargedRequests, s.unchargedInput, s.unchargedOutput
 		energyMeasured[i], energySimulated[i], busy[i] = s.energyMeasured, s.energySimulated, s.busyMs
+		cached[i], unchargedCached[i], askCached[i] = s.cached, s.unchargedCached, k.askCached
 	}
 	return []any{hour, account, offering, tier, model, priceID, askIn, askOut, provider, requests, input, output,
-		unchargedRequests, unchargedInput, unchargedOutput, charge, payable, energy, energyMeasured, energySimulated, busy}
+		unchargedRequests, unchargedInput, unchargedOutput, charge, payable, energy, energyMeasured, energySimulated, busy,
+		cached, unchargedCached, askCached}
 }
 
 // upsertRollups adds summed rows to usage_hourly, in the order given.
 const upsertRollups = `
 	INSERT INTO usage_hourly (hour, account_id, offering_id, tier, model, price_id, ask_input_price, ask_output_price,
 		provider_account_id, requests, input_tokens, output_tokens, uncharged_requests, uncharged_input_tokens,
-		uncharged_output_tokens, charge_pico, payable_pico, energy_j, energy_measured_j, energy_simulated_j, busy_ms)
+		uncharged_output_tokens, charge_pico, payable_pico, energy_j, energy_measured_j, energy_simulated_j, busy_ms,
+		cached_input_tokens, uncharged_cached_input_tokens, ask_cached_input_price)
 	SELECT hour, account_id::uuid, offering_id::uuid, tier, model, price_id, ask_input_price, ask_output_price,
 		provider_account_id::uuid, requests, input_tokens, output_tokens, uncharged_requests, uncharged_input_tokens,
-		uncharged_output_tokens, charge_pico, payable_pico, energy_j, energy_measured_j, energy_simulated_j, busy_ms
+		uncharged_output_tokens, charge_pico, payable_pico, energy_j, energy_measured_j, energy_simulated_j, busy_ms,
+		cached_input_tokens, uncharged_cached_input_tokens, ask_cached_input_price
 	FROM unnest($1::timestamptz[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[],
 		$8::bigint[], $9::text[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[], $14::bigint[],
-		$15::bigint[], $16::bigint[], $17::bigint[], $18::float8[], $19::float8[], $20::float8[], $21::float8[])
+		$15::bigint[], $16::bigint[], $17::bigint[], $18::float8[], $19::float8[], $20::float8[], $21::float8[],
+		$22::bigint[], $23::bigint[], $24::bigint[])
 		WITH ORDINALITY AS r (hour, account_id, offering_id, tier, model, price_id, ask_input_price, ask_output_price,
 			provider_account_id, requests, input_tokens, output_tokens, uncharged_requests, uncharged_input_tokens,
-			uncharged_output_tokens, charge_pico, payable_pico, energy_j, energy_measured_j, energy_simulated_j, busy_ms, n)
+			uncharged_output_tokens, charge_pico, payable_pico, energy_j, energy_measured_j, energy_simulated_j, busy_ms,
+			cached_input_tokens, uncharged_cached_input_tokens, ask_cached_input_price, n)
 	ORDER BY n
 	` + addToRollup
 

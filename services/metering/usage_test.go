@@ -418,7 +418,7 @@ func TestReportsExportCSV(t *testing.T) {
 		t.Fatalf("%d rows, want acme's 5", len(rows))
 	}
 	want := []string{"2026-11-03T10:00:00Z", r.ids[3], reportQwen, "standard", "'=HYPERLINK(\"http://evil.example\") Fjord",
-		r.rtx4090, "rtx-4090", "4", "12", "3", "41.5", "1234.25", "ok", "9007.199254740993", ""}
+		r.rtx4090, "rtx-4090", "4", "12", "3", "41.5", "1234.25", "ok", "9007.199254740993", "", "0"}
 	if !slices.Equal(rows[1], want) {
 		t.Errorf("row\n%q, want\n%q", rows[1], want)
 	}

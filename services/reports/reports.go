@@ -35,15 +35,18 @@ type Query struct {
 // chargeable tokens priced at the realtime tier's price in force at the hour they were served
 // (everything on enterprise GPUs).
 type SavingsRow struct {
-	Period       time.Time     `json:"period"`
-	Tier         string        `json:"tier"`
-	Requests     int64         `json:"requests"`
-	InputTokens  int64         `json:"input_tokens"`
-	OutputTokens int64         `json:"output_tokens"`
-	Spend        money.BigPico `json:"spend_usd"`
-	Baseline     money.BigPico `json:"baseline_usd"`
-	Savings      money.BigPico `json:"savings_usd"`
-	SavingsPct   string        `json:"savings_percent"` // one decimal, "" when the baseline is zero
+	Period       time.Time `json:"period"`
+	Tier         string    `json:"tier"`
+	Requests     int64     `json:"requests"`
+	InputTokens  int64     `json:"input_tokens"`
+	OutputTokens int64     `json:"output_tokens"`
+	// CachedInputTokens are the input tokens served from a prompt cache, a part of InputTokens:
+	// the baseline prices them at the realtime tier's cached input price.
+	CachedInputTokens int64         `json:"cached_input_tokens"`
+	Spend             money.BigPico `json:"spend_usd"`
+	Baseline          money.BigPico `json:"baseline_usd"`
+	Savings           money.BigPico `json:"savings_usd"`
+	SavingsPct        string        `json:"savings_percent"` // one decimal, "" when the baseline is zero
 	// InvoiceSpendUSD is, in a month report, the month's spend of the tier as its invoice
 	// rounds it (each usage line to the cent, then summed): dollars with two decimals.
 	InvoiceSpendUSD string `json:"invoice_spend_usd,omitempty"`
@@ -66,13 +69,14 @@ type Savings struct {
 
 // SavingsTotals sums a report's rows.
 type SavingsTotals struct {
-	Requests     int64         `json:"requests"`
-	InputTokens  int64         `json:"input_tokens"`
-	OutputTokens int64         `json:"output_tokens"`
-	Spend        money.BigPico `json:"spend_usd"`
-	Baseline     money.BigPico `json:"baseline_usd"`
-	Savings      money.BigPico `json:"savings_usd"`
-	SavingsPct   string        `json:"savings_percent"`
+	Requests          int64         `json:"requests"`
+	InputTokens       int64         `json:"input_tokens"`
+	OutputTokens      int64         `json:"output_tokens"`
+	CachedInputTokens int64         `json:"cached_input_tokens"` // of InputTokens
+	Spend             money.BigPico `json:"spend_usd"`
+	Baseline          money.BigPico `json:"baseline_usd"`
+	Savings           money.BigPico `json:"savings_usd"`
+	SavingsPct        string        `json:"savings_percent"`
 	// InvoiceSpendUSD is, in a month report, the spend as the months' invoices round it.
 	InvoiceSpendUSD string `json:"invoice_spend_usd,omitempty"`
 	// Invoiced is, in a month report, the spend, the baseline and the saving as the months'

@@ -30,6 +30,7 @@ type savingsLine struct {
 	tier, model             string
 	priceID                 int64
 	requests, input, output int64
+	cached                  int64 // of input
 	chargeableTokens        int64
 	spend, baseline         money.BigPico
 }
@@ -40,25 +41,28 @@ type savingsLine struct {
 // them, else the tier's defaults.
 const savingsQuery = `
 	WITH book AS (
-		SELECT model, input_micro_usd_per_mtok AS pin, output_micro_usd_per_mtok AS pout, effective_from AS since,
+		SELECT model, input_micro_usd_per_mtok AS pin, output_micro_usd_per_mtok AS pout,
+			cached_input_micro_usd_per_mtok AS pcached, effective_from AS since,
 			coalesce(lead(effective_from) OVER (PARTITION BY model ORDER BY effective_from), 'infinity') AS until
 		FROM prices WHERE tier = 'realtime'),
 	realtime AS (
 		-- A model's own rows from its first on; before it, and for the models without one, the defaults.
-		SELECT m.model, m.pin, m.pout, m.since, m.until FROM book m WHERE m.model IS NOT NULL
+		SELECT m.model, m.pin, m.pout, m.pcached, m.since, m.until FROM book m WHERE m.model IS NOT NULL
 		UNION ALL
-		SELECT f.model, d.pin, d.pout, d.since, least(d.until, f.first) FROM book d
+		SELECT f.model, d.pin, d.pout, d.pcached, d.since, least(d.until, f.first) FROM book d
 			CROSS JOIN (SELECT model, min(since) AS first FROM book WHERE model IS NOT NULL GROUP BY model) f
 			WHERE d.model IS NULL AND d.since < f.first
 		UNION ALL
-		SELECT NULL, d.pin, d.pout, d.since, d.until FROM book d WHERE d.model IS NULL)
+		SELECT NULL, d.pin, d.pout, d.pcached, d.since, d.until FROM book d WHERE d.model IS NULL)
 	SELECT h.account_id::text, date_trunc($4, h.hour, 'UTC') AS period, h.tier, h.model, h.price_id,
 		sum(h.requests)::bigint, sum(h.input_tokens)::bigint, sum(h.output_tokens)::bigint,
 		sum(h.input_tokens - h.uncharged_input_tokens + h.output_tokens - h.uncharged_output_tokens)::bigint,
 		sum(h.charge_pico),
 		sum(CASE WHEN h.tier = 'realtime' OR r.pin IS NULL THEN h.charge_pico
-			ELSE (h.input_tokens - h.uncharged_input_tokens)::numeric * r.pin
-				+ (h.output_tokens - h.uncharged_output_tokens)::numeric * r.pout END)
+			ELSE (h.input_tokens - h.uncharged_input_tokens - h.cached_input_tokens + h.uncharged_cached_input_tokens)::numeric * r.pin
+				+ (h.cached_input_tokens - h.uncharged_cached_input_tokens)::numeric * r.pcached
+				+ (h.output_tokens - h.uncharged_output_tokens)::numeric * r.pout END),
+		sum(h.cached_input_tokens)::bigint
 	FROM usage_hourly h
 	LEFT JOIN realtime r ON h.hour >= r.since AND h.hour < r.until
 		AND r.model IS NOT DISTINCT FROM (SELECT p.model FROM prices p WHERE p.tier = 'realtime' AND p.model = h.model LIMIT 1)
@@ -73,7 +77,7 @@ func readSavingsLines(ctx context.Context, q Querier, accountIDs []string, from,
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (savingsLine, error) {
 		var l savingsLine
 		err := row.Scan(&l.accountID, &l.period, &l.tier, &l.model, &l.priceID, &l.requests, &l.input, &l.output, &l.chargeableTokens,
-			&l.spend, &l.baseline)
+			&l.spend, &l.baseline, &l.cached)
 		l.period = l.period.UTC()
 		return l, err
 	})
@@ -112,6 +116,7 @@ func (s *Service) Savings(ctx context.Context, accountID string, q Query) (_ Sav
 		r := &out.Rows[i]
 		r.Requests += l.requests
 		r.InputTokens += l.input
+		r.CachedInputTokens += l.cached
 		r.OutputTokens += l.output
 		r.Spend = r.Spend.Add(l.spend)
 		r.Baseline = r.Baseline.Add(l.baseline)
@@ -141,6 +146,7 @@ func (s *Service) Savings(ctx context.Context, accountID string, q Query) (_ Sav
 		}
 		t.Requests += r.Requests
 		t.InputTokens += r.InputTokens
+		t.CachedInputTokens += r.CachedInputTokens
 		t.OutputTokens += r.OutputTokens
 		t.Spend = t.Spend.Add(r.Spend)
 		t.Baseline = t.Baseline.Add(r.Baseline)

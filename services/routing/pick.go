@@ -99,8 +99,11 @@ type Candidate struct {
 	PriceID     int64
 	PriceInput  money.MicroUSD
 	PriceOutput money.MicroUSD
-	GPUName     string // the rig's GPU model, e.g. "RTX 4090"
-	GPUCount    int
+	// PriceCachedInput is the price's cached input price (catalog.Price.CachedInput): what an input token
+	// the engine served from its prompt cache costs.
+	PriceCachedInput money.MicroUSD
+	GPUName          string // the rig's GPU model, e.g. "RTX 4090"
+	GPUCount         int
 	// TTFTP50Ms is the expected time to first token routing used; TTFTP99Ms the P99 the latency cap was
 	// checked against (0 when unknown). Both are live figures when the window holds enough traffic, else the
 	// catalog's.
@@ -432,7 +435,8 @@ func (c choice) candidate() Candidate {
 	return Candidate{
 		OfferingID: c.ID, ProviderID: c.ProviderAccountID, Model: c.Model, Tier: c.tier,
 		AskInput: c.AskInput, AskOutput: c.AskOutput, PriceID: c.price.ID, PriceInput: c.price.Input, PriceOutput: c.price.Output,
-		GPUName: c.GPUName, GPUCount: c.GPUCount, TTFTP50Ms: c.p50, TTFTP99Ms: c.p99, InFlight: c.v.load, Capacity: c.v.capacity,
+		PriceCachedInput: c.price.CachedInput,
+		GPUName:          c.GPUName, GPUCount: c.GPUCount, TTFTP50Ms: c.p50, TTFTP99Ms: c.p99, InFlight: c.v.load, Capacity: c.v.capacity,
 		GCO2ePerToken: c.gco2ePerToken,
 	}
 }

@@ -240,7 +240,7 @@ func TestCandidatesCarryWhatTheGatewayNeeds(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Candidate{OfferingID: "a", ProviderID: "provider-a", Model: "m", Tier: rt,
-		AskInput: 150_000, AskOutput: 250_000, PriceID: 1, PriceInput: 300_000, PriceOutput: 600_000,
+		AskInput: 150_000, AskOutput: 250_000, PriceID: 1, PriceInput: 300_000, PriceOutput: 600_000, PriceCachedInput: 75_000,
 		TTFTP50Ms: 20, TTFTP99Ms: 40, Capacity: 8}
 	if len(cs) != 1 || cs[0] != want {
 		t.Fatalf("Pick = %+v, want %+v", cs, want)

@@ -60,7 +60,8 @@ func (r *Router) ProbeTargets() []Candidate {
 		}
 		out = append(out, Candidate{OfferingID: l.ID, ProviderID: l.ProviderAccountID, Model: l.Model, Tier: tier,
 			Qualifying: !l.qualified(), PriceID: price.ID, PriceInput: price.Input, PriceOutput: price.Output,
-			AskInput: l.AskInput, AskOutput: l.AskOutput, GPUName: l.GPUName, GPUCount: l.GPUCount,
+			PriceCachedInput: price.CachedInput,
+			AskInput:         l.AskInput, AskOutput: l.AskOutput, GPUName: l.GPUName, GPUCount: l.GPUCount,
 			TTFTP50Ms: v.figures.TTFTP50Ms, TTFTP99Ms: v.figures.TTFTP99Ms, InFlight: v.load, Capacity: v.capacity})
 	}
 	return out

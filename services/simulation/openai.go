@@ -104,9 +104,15 @@ func idsText(ids []int) string {
 }
 
 type usage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	TotalTokens      int `json:"total_tokens"`
+	PromptTokens        int            `json:"prompt_tokens"`
+	CompletionTokens    int            `json:"completion_tokens"`
+	TotalTokens         int            `json:"total_tokens"`
+	PromptTokensDetails *promptDetails `json:"prompt_tokens_details,omitempty"` // with Options.PrefixCache only
+}
+
+// promptDetails are the prompt tokens served from the prefix cache, as vLLM reports them.
+type promptDetails struct {
+	CachedTokens int `json:"cached_tokens"`
 }
 
 type chatCompletion struct {

@@ -41,6 +41,10 @@ type Options struct {
 	FailRate float64          // fraction of inference requests answered 500 before any byte, in [0, 1]
 	Seed     uint64           // seeds latencies, failures, output lengths, text and embeddings
 	Now      func() time.Time // the clock of the "created" fields; time.Now when nil
+	// PrefixCache reports the prompt tokens a simulated prefix cache served
+	// (prefix_cache.go) in usage.prompt_tokens_details.cached_tokens, as vLLM does with its
+	// prefix caching and prompt token details on; without it usage has no details.
+	PrefixCache bool
 }
 
 // Validate reports what is wrong with the options, if anything.
@@ -76,8 +80,9 @@ type Handler struct {
 	inFlight atomic.Int64
 	started  int64
 
-	mu      sync.Mutex
-	failRng *rand.Rand
+	mu       sync.Mutex
+	failRng  *rand.Rand
+	prefixes prefixCache
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -128,6 +133,8 @@ type generation struct {
 	id               string
 	created          int64
 	promptTokens     int
+	cachedTokens     int  // of promptTokens, served from the prefix cache
+	prefixCache      bool // usage reports cachedTokens
 	completionTokens int
 	finishReason     string
 	text             *textGen
@@ -136,7 +143,11 @@ type generation struct {
 }
 
 func (g *generation) usage() usage {
-	return usage{g.promptTokens, g.completionTokens, g.promptTokens + g.completionTokens}
+	u := usage{PromptTokens: g.promptTokens, CompletionTokens: g.completionTokens, TotalTokens: g.promptTokens + g.completionTokens}
+	if g.prefixCache {
+		u.PromptTokensDetails = &promptDetails{CachedTokens: g.cachedTokens}
+	}
+	return u
 }
 
 // plan sizes the answer to a prompt: limit tokens when the request sets a limit (finishing for
@@ -247,6 +258,7 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	var prompt strings.Builder
 	tokens := 0
+	parts := make([]promptPart, 0, len(req.Messages))
 	for i, m := range req.Messages {
 		text, err := m.text()
 		if err != nil {
@@ -254,10 +266,15 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 				fmt.Sprintf("messages[%d].content", i), "", err.Error())
 			return
 		}
-		tokens += CountTokens(m.Role) + CountTokens(text)
+		n := CountTokens(m.Role) + CountTokens(text)
+		tokens += n
 		prompt.WriteString(m.Role + "\x00" + text + "\x00")
+		parts = append(parts, promptPart{text: m.Role + "\x00" + text, tokens: n})
 	}
 	g := h.plan("chatcmpl-", prompt.String(), tokens, limit)
+	if h.opts.PrefixCache {
+		g.prefixCache, g.cachedTokens = true, h.prefixes.serve(h.model, parts)
+	}
 	g.includeUsage = req.Stream && req.StreamOptions != nil && req.StreamOptions.IncludeUsage
 	var leave func()
 	g.latency, leave = h.enter()
@@ -310,6 +327,9 @@ func (h *Handler) completions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g := h.plan("cmpl-", prompts[0], tokens[0], req.MaxTokens)
+	if h.opts.PrefixCache {
+		g.prefixCache, g.cachedTokens = true, h.prefixes.serve(h.model, []promptPart{{text: prompts[0], tokens: tokens[0]}})
+	}
 	g.includeUsage = req.Stream && req.StreamOptions != nil && req.StreamOptions.IncludeUsage
 	var leave func()
 	g.latency, leave = h.enter()

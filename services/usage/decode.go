@@ -100,12 +100,15 @@ func decodeStrict(raw []byte) (UsageEvent, error) {
 }
 
 // The members of the envelope and of its data, every one required, in the order in which a
-// missing one is named.
+// missing one is named. The data's one optional member, cachedInputName, is not among them.
 var (
 	envelopeNames = []string{"specversion", "type", "source", "id", "time", "datacontenttype", "subject", "data"}
 	usageNames    = []string{"request_id", "ticket", "offering_id", "model", "input_tokens", "output_tokens",
 		"ttft_ms", "duration_ms", "energy_j", "energy_source", "status"}
 )
+
+// cachedInputName is the data's one optional member: absent, no input token was cached.
+const cachedInputName = "cached_input_tokens"
 
 func decodeUsage(raw json.RawMessage, u *Usage) error {
 	members, err := objectMembers(raw)
@@ -130,6 +133,8 @@ func decodeUsage(raw json.RawMessage, u *Usage) error {
 			err = decodeString(m.value, &u.Model)
 		case "input_tokens":
 			err = decodeInt(m.value, &u.InputTokens)
+		case cachedInputName:
+			err = decodeInt(m.value, &u.CachedInputTokens)
 		case "output_tokens":
 			err = decodeInt(m.value, &u.OutputTokens)
 		case "ttft_ms":

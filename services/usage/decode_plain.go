@@ -102,10 +102,28 @@ func (p *plainParser) usage(u *Usage) bool {
 		return false
 	}
 	var seen uint
+	seenCached := false
 	for more := true; more; {
 		name, ok := p.memberName()
+		if !ok {
+			return false
+		}
+		if name == cachedInputName {
+			// The optional member, once at most.
+			if seenCached {
+				return false
+			}
+			seenCached = true
+			if u.CachedInputTokens, ok = p.integer(); !ok {
+				return false
+			}
+			if more, ok = p.next(); !ok {
+				return false
+			}
+			continue
+		}
 		i := slices.Index(usageNames, name)
-		if !ok || i < 0 || seen&(1<<i) != 0 {
+		if i < 0 || seen&(1<<i) != 0 {
 			return false
 		}
 		seen |= 1 << i

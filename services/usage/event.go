@@ -124,17 +124,22 @@ type UsageEvent struct {
 
 // Usage is what one request used: the event's data.
 type Usage struct {
-	RequestID      string       `json:"request_id"`
-	Ticket         string       `json:"ticket"` // the route ticket the gateway issued for the request
-	OfferingID     string       `json:"offering_id"`
-	Model          string       `json:"model"`
-	InputTokens    int64        `json:"input_tokens"`
-	OutputTokens   int64        `json:"output_tokens"`
-	TTFTMillis     float64      `json:"ttft_ms"`     // time to first token
-	DurationMillis float64      `json:"duration_ms"` // from the request's arrival to its last byte
-	EnergyJoules   float64      `json:"energy_j"`
-	EnergySource   EnergySource `json:"energy_source"`
-	Status         Status       `json:"status"`
+	RequestID   string `json:"request_id"`
+	Ticket      string `json:"ticket"` // the route ticket the gateway issued for the request
+	OfferingID  string `json:"offering_id"`
+	Model       string `json:"model"`
+	InputTokens int64  `json:"input_tokens"`
+	// CachedInputTokens are the input tokens the engine served from its prompt cache
+	// (usage.prompt_tokens_details.cached_tokens), part of InputTokens, never more. The one
+	// optional field: an event without it reports none, and one with none is written without
+	// it, so that agents and meters of before it and after it read each other's events.
+	CachedInputTokens int64        `json:"cached_input_tokens,omitempty"`
+	OutputTokens      int64        `json:"output_tokens"`
+	TTFTMillis        float64      `json:"ttft_ms"`     // time to first token
+	DurationMillis    float64      `json:"duration_ms"` // from the request's arrival to its last byte
+	EnergyJoules      float64      `json:"energy_j"`
+	EnergySource      EnergySource `json:"energy_source"`
+	Status            Status       `json:"status"`
 }
 
 // Subject is the NATS subject an event for the offering is published to. Both ids must be

@@ -56,17 +56,18 @@ func TestExampleIsValid(t *testing.T) {
 		DataContentType: "application/json",
 		Subject:         exampleRequest,
 		Data: Usage{
-			RequestID:      exampleRequest,
-			Ticket:         ev.Data.Ticket,
-			OfferingID:     exampleOffering,
-			Model:          "meta-llama/Llama-3.1-8B-Instruct",
-			InputTokens:    512,
-			OutputTokens:   128,
-			TTFTMillis:     212.4,
-			DurationMillis: 4310.7,
-			EnergyJoules:   2861.5,
-			EnergySource:   EnergyEstimated,
-			Status:         StatusOK,
+			RequestID:         exampleRequest,
+			Ticket:            ev.Data.Ticket,
+			OfferingID:        exampleOffering,
+			Model:             "meta-llama/Llama-3.1-8B-Instruct",
+			InputTokens:       512,
+			CachedInputTokens: 384,
+			OutputTokens:      128,
+			TTFTMillis:        212.4,
+			DurationMillis:    4310.7,
+			EnergyJoules:      2861.5,
+			EnergySource:      EnergyEstimated,
+			Status:            StatusOK,
 		},
 	}
 	if ev != want {
@@ -277,7 +278,7 @@ func TestValidate(t *testing.T) {
 		{name: "a model of 200 four-byte characters", edit: func(ev *UsageEvent) { ev.Data.Model = strings.Repeat("𝕃", MaxModelLength) }},
 		{name: "tokens at the limit", edit: func(ev *UsageEvent) { ev.Data.InputTokens, ev.Data.OutputTokens = MaxTokens, MaxTokens }},
 		{name: "a failed request with no tokens", edit: func(ev *UsageEvent) {
-			ev.Data.Status, ev.Data.InputTokens, ev.Data.OutputTokens, ev.Data.TTFTMillis = StatusError, 0, 0, 0
+			ev.Data.Status, ev.Data.InputTokens, ev.Data.CachedInputTokens, ev.Data.OutputTokens, ev.Data.TTFTMillis = StatusError, 0, 0, 0, 0
 		}},
 		{name: "a canceled request, energy measured", edit: func(ev *UsageEvent) {
 			ev.Data.Status, ev.Data.EnergySource = StatusCanceled, EnergyMeasured
@@ -487,17 +488,18 @@ func TestRejection(t *testing.T) {
 func TestLargestEventFits(t *testing.T) {
 	id := strings.Repeat("i", MaxIDLength)
 	u := Usage{
-		RequestID:      id,
-		Ticket:         strings.Repeat(`"`, ticket.MaxLength), // each one escaped: the longest ticket encoding
-		OfferingID:     id,
-		Model:          strings.Repeat("𝕃", MaxModelLength),
-		InputTokens:    MaxTokens,
-		OutputTokens:   MaxTokens,
-		TTFTMillis:     0.1234567890123456,
-		DurationMillis: 12345678.90123456,
-		EnergyJoules:   123456789.0123456,
-		EnergySource:   EnergyEstimated,
-		Status:         StatusCanceled,
+		RequestID:         id,
+		Ticket:            strings.Repeat(`"`, ticket.MaxLength), // each one escaped: the longest ticket encoding
+		OfferingID:        id,
+		Model:             strings.Repeat("𝕃", MaxModelLength),
+		InputTokens:       MaxTokens,
+		CachedInputTokens: MaxTokens,
+		OutputTokens:      MaxTokens,
+		TTFTMillis:        0.1234567890123456,
+		DurationMillis:    12345678.90123456,
+		EnergyJoules:      123456789.0123456,
+		EnergySource:      EnergyEstimated,
+		Status:            StatusCanceled,
 	}
 	at := time.Date(2026, 11, 30, 12, 0, 0, 123456000, time.UTC)
 	ev := NewEvent(id, id, id, at, u)
@@ -522,5 +524,67 @@ func TestEncodeRefusesOversized(t *testing.T) {
 	ev.Data.Model = strings.Repeat("m", MaxEventBytes)
 	if _, err := Encode(ev); ReasonOf(err) != RejectOversized {
 		t.Fatalf("Encode = %v, want an oversized rejection", err)
+	}
+}
+
+// Cached input tokens are optional, part of the input and never more: an event without them
+// reports none, by either decoder; one with more of them than input tokens is refused.
+func TestCachedInputTokens(t *testing.T) {
+	example := readExample(t)
+	without := bytes.Replace(example, []byte("    \"cached_input_tokens\": 384,\n"), nil, 1)
+	if bytes.Equal(without, example) {
+		t.Fatal("the example holds no cached_input_tokens")
+	}
+	compactWithout, err := Encode(func() UsageEvent { ev := exampleEvent(t); ev.Data.CachedInputTokens = 0; return ev }())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(compactWithout, []byte("cached_input_tokens")) {
+		t.Fatalf("an event with no cached token is written with the field: %s", compactWithout)
+	}
+	for _, raw := range [][]byte{without, compactWithout} {
+		ev, err := Decode(raw)
+		if err != nil {
+			t.Fatalf("an event without cached_input_tokens does not decode: %v", err)
+		}
+		if ev.Data.CachedInputTokens != 0 || ev.Data.InputTokens != 512 {
+			t.Fatalf("decoded %d cached of %d input tokens, want 0 of 512", ev.Data.CachedInputTokens, ev.Data.InputTokens)
+		}
+		if err := Validate(ev, exampleSubject, exampleNow); err != nil {
+			t.Fatalf("an event without cached_input_tokens does not validate: %v", err)
+		}
+	}
+	compact, err := Encode(exampleEvent(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, raw := range [][]byte{example, compact} {
+		if ev, ok := decodePlain(raw); !ok || ev.Data.CachedInputTokens != 384 {
+			t.Fatalf("decodePlain: ok %v, %d cached tokens, want 384", ok, ev.Data.CachedInputTokens)
+		}
+		if ev, err := decodeStrict(raw); err != nil || ev.Data.CachedInputTokens != 384 {
+			t.Fatalf("decodeStrict: %v, %d cached tokens, want 384", err, ev.Data.CachedInputTokens)
+		}
+	}
+	twice := bytes.Replace(example, []byte(`"cached_input_tokens": 384,`), []byte(`"cached_input_tokens": 384, "cached_input_tokens": 1,`), 1)
+	if _, err := Decode(twice); ReasonOf(err) != RejectMalformed {
+		t.Fatalf("cached_input_tokens twice: %v, want %s", err, RejectMalformed)
+	}
+	fraction := bytes.Replace(example, []byte(`"cached_input_tokens": 384`), []byte(`"cached_input_tokens": 3.84e2`), 1)
+	if _, err := Decode(fraction); ReasonOf(err) != RejectSchema {
+		t.Fatalf("cached_input_tokens 3.84e2: %v, want %s", err, RejectSchema)
+	}
+	for _, cached := range []int64{513, -1} {
+		ev := exampleEvent(t)
+		ev.Data.CachedInputTokens = cached
+		if err := Validate(ev, exampleSubject, exampleNow); ReasonOf(err) != RejectSchema ||
+			!strings.Contains(err.Error(), "cached_input_tokens") {
+			t.Fatalf("%d cached of 512 input tokens: %v, want %s", cached, err, RejectSchema)
+		}
+	}
+	ev := exampleEvent(t)
+	ev.Data.CachedInputTokens = ev.Data.InputTokens
+	if err := Validate(ev, exampleSubject, exampleNow); err != nil {
+		t.Fatalf("every input token cached: %v", err)
 	}
 }

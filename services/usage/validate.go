@@ -112,6 +112,11 @@ func validateUsage(u Usage) error {
 	if u.InputTokens < 0 || u.InputTokens > MaxTokens {
 		return reject(RejectSchema, "data.input_tokens %d is not between 0 and %d", u.InputTokens, MaxTokens)
 	}
+	// An engine's cached tokens are a part of its prompt tokens: more of them than the input is
+	// no count an engine makes, and the event is refused rather than guessed at.
+	if u.CachedInputTokens < 0 || u.CachedInputTokens > u.InputTokens {
+		return reject(RejectSchema, "data.cached_input_tokens %d is not between 0 and input_tokens %d", u.CachedInputTokens, u.InputTokens)
+	}
 	if u.OutputTokens < 0 || u.OutputTokens > MaxTokens {
 		return reject(RejectSchema, "data.output_tokens %d is not between 0 and %d", u.OutputTokens, MaxTokens)
 	}

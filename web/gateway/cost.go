@@ -10,7 +10,8 @@ import (
 //
 // As OpenRouter does, the usage object of an answer carries "cost": what the request costs its customer, in
 // dollars, as a JSON number (exact: twelve decimal places, picodollars). It is the gateway's figure: the answer's
-// reported tokens, each bounded by the route ticket (routing.BoundsFor), at the price the ticket names — the
+// reported tokens, each bounded by the route ticket (routing.BoundsFor), at the price the ticket names (the
+// cached prompt tokens the usage reports, within the input, at its cached input price) — the
 // figure the meter bills unless the rig's own report, checked against what the gateway saw, comes in lower
 // (docs/metering-integrity.md). The usage API has the meter's final figure. A generation that produced no output
 // token costs nothing, and an embedding its input, as the meter bills them. It goes in the usage member of a whole
@@ -36,8 +37,18 @@ func costOf(a *attempt, req *gatewayRequest, u *billing.TokenCount) (money.Pico,
 			return 0, true
 		}
 	}
-	ci, err := money.ChargeFor(in, a.cand.PriceInput)
+	// The meter bills no fewer cached tokens than the answer shows (docs/metering-integrity.md, "Cached input
+	// tokens"), so the figure priced with them is still what it bills at most.
+	cached := min(max(u.Cached, 0), in)
+	ci, err := money.ChargeFor(in-cached, a.cand.PriceInput)
 	if err != nil {
+		return 0, false
+	}
+	cc, err := money.ChargeFor(cached, a.cand.PriceCachedInput)
+	if err != nil {
+		return 0, false
+	}
+	if ci, err = ci.Add(cc); err != nil {
 		return 0, false
 	}
 	co, err := money.ChargeFor(out, a.cand.PriceOutput)

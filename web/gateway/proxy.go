@@ -376,6 +376,15 @@ func usageOf(body []byte) *billing.TokenCount {
 	if !okIn || !okOut {
 		return nil
 	}
+	// The cached prompt tokens, when the usage details them: a details member that is not an
+	// object, or a count that is not a whole number, shows none.
+	if raw, ok := members.get("prompt_tokens_details"); ok {
+		if details, ok := splitObject(raw); ok {
+			if n, ok := details.jsonInt("cached_tokens"); ok {
+				u.PromptTokensDetails = &promptDetails{CachedTokens: n}
+			}
+		}
+	}
 	return u.count()
 }
 
@@ -448,14 +457,38 @@ func (g *Gateway) relayBody(w *httpx.DeadlineWriter, body io.Reader, ok bool, o 
 	return nil
 }
 
-// tokenUsage is the usage object of a response or of a stream's usage chunk.
+// tokenUsage is the usage object of a response or of a stream's usage chunk. Its
+// prompt_tokens_details.cached_tokens are the prompt tokens the engine said it served from its
+// cache, which the client is shown and the meter bills no fewer of at the cached price.
 type tokenUsage struct {
-	PromptTokens     int64 `json:"prompt_tokens"`
-	CompletionTokens int64 `json:"completion_tokens"`
+	PromptTokens        int64          `json:"prompt_tokens"`
+	CompletionTokens    int64          `json:"completion_tokens"`
+	PromptTokensDetails *promptDetails `json:"prompt_tokens_details"`
+}
+
+// promptDetails is what the gateway reads of a usage's prompt_tokens_details.
+type promptDetails struct {
+	CachedTokens int64 `json:"cached_tokens"`
+}
+
+// UnmarshalJSON reads the details leniently: details it cannot read show no cached token, and
+// never cost the chunk its usage.
+func (d *promptDetails) UnmarshalJSON(raw []byte) error {
+	var v struct {
+		CachedTokens int64 `json:"cached_tokens"`
+	}
+	if json.Unmarshal(raw, &v) == nil {
+		d.CachedTokens = v.CachedTokens
+	}
+	return nil
 }
 
 func (u *tokenUsage) count() *billing.TokenCount {
-	return &billing.TokenCount{Input: max(u.PromptTokens, 0), Output: max(u.CompletionTokens, 0)}
+	c := &billing.TokenCount{Input: max(u.PromptTokens, 0), Output: max(u.CompletionTokens, 0)}
+	if u.PromptTokensDetails != nil {
+		c.Cached = min(max(u.PromptTokensDetails.CachedTokens, 0), c.Input)
+	}
+	return c
 }
 
 // relayStream relays server-sent events frame by frame, flushing after each. It reads every

@@ -373,6 +373,9 @@ func (a *Agent) report(t ticketed, x *exchange, start, end time.Time, joules flo
 	}
 	u.InputTokens = min(max(u.InputTokens, 0), usage.MaxTokens)
 	u.OutputTokens = min(max(u.OutputTokens, 0), usage.MaxTokens)
+	// Cached tokens are a part of the prompt: an engine that counted more of them than prompt tokens is
+	// taken at its prompt count, so that the request still bills (the meter refuses the event otherwise).
+	u.CachedInputTokens = min(max(cachedTokens(x.usage, x.timings), 0), u.InputTokens)
 	duration := max(end.Sub(start), 0)
 	u.DurationMillis = millis(duration)
 	if u.OutputTokens > 0 && !x.firstToken.IsZero() {
@@ -395,6 +398,7 @@ func (a *Agent) report(t ticketed, x *exchange, start, end time.Time, joules flo
 		return
 	}
 	a.log.Debug("request served", "request", u.RequestID, "status", u.Status, "input_tokens", u.InputTokens,
+		"cached_input_tokens", u.CachedInputTokens,
 		"output_tokens", u.OutputTokens, "ttft_ms", u.TTFTMillis, "duration_ms", u.DurationMillis,
 		"energy_j", u.EnergyJoules, "energy_source", u.EnergySource)
 	a.notify()

@@ -8,10 +8,35 @@ import (
 
 // The OpenAI wire format, as much of it as the agent reads or rewrites. Everything else passes through untouched.
 
-// tokenUsage is the usage object of a response or of a stream's last chunk.
+// tokenUsage is the usage object of a response or of a stream's last chunk. PromptTokensDetails.CachedTokens
+// are the prompt tokens the engine served from its prefix cache (vLLM, SGLang, and llama.cpp's server of late
+// report them there); null or absent when the engine says nothing of a cache.
 type tokenUsage struct {
-	PromptTokens     int64 `json:"prompt_tokens"`
-	CompletionTokens int64 `json:"completion_tokens"`
+	PromptTokens        int64 `json:"prompt_tokens"`
+	CompletionTokens    int64 `json:"completion_tokens"`
+	PromptTokensDetails *struct {
+		CachedTokens int64 `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+}
+
+// llamaTimings is what the agent reads of the timings object llama.cpp's server adds to a response and to a
+// stream's last chunk: cache_n is the prompt tokens it took from its cache (prompt_n those it evaluated).
+type llamaTimings struct {
+	CacheN *int64 `json:"cache_n"`
+}
+
+// cachedTokens are the prompt tokens the engine says it served from its cache: usage's
+// prompt_tokens_details.cached_tokens when the usage has it, else llama.cpp's timings.cache_n, else none.
+func cachedTokens(u *tokenUsage, t *llamaTimings) int64 {
+	switch {
+	case u == nil:
+		return 0 // no prompt count: nothing of it was cached
+	case u.PromptTokensDetails != nil:
+		return u.PromptTokensDetails.CachedTokens
+	case t != nil && t.CacheN != nil:
+		return *t.CacheN
+	}
+	return 0
 }
 
 // inferenceRequest is what the agent reads of a request body, and the body it sends upstream.
@@ -84,7 +109,8 @@ type streamChunk struct {
 			ToolCalls        json.RawMessage `json:"tool_calls"`
 		} `json:"delta"`
 	} `json:"choices"`
-	Usage *tokenUsage `json:"usage"`
+	Usage   *tokenUsage   `json:"usage"`
+	Timings *llamaTimings `json:"timings"`
 }
 
 // carriesOutput says whether the chunk holds generated output: text, reasoning or a tool call. The first such
@@ -139,7 +165,7 @@ func withoutMember(obj []byte, name string) []byte {
 }
 
 // memberScanner reads a JSON object as it streams past (it is an io.Writer) and keeps the raw values of the
-// top-level members usage and model, so that a response of any size is relayed without being held in memory.
+// top-level members usage, model and timings (llama.cpp's), so that a response of any size is relayed without being held in memory.
 type memberScanner struct {
 	depth    int
 	inString bool
@@ -151,6 +177,7 @@ type memberScanner struct {
 	overflow bool
 	usage    []byte
 	model    []byte
+	timings  []byte
 }
 
 const (
@@ -215,6 +242,8 @@ func (s *memberScanner) step(c byte) {
 				s.usage, s.capture, s.overflow = nil, &s.usage, false
 			case "model":
 				s.model, s.capture, s.overflow = nil, &s.model, false
+			case "timings":
+				s.timings, s.capture, s.overflow = nil, &s.timings, false
 			}
 		}
 	}
@@ -228,6 +257,15 @@ func (s *memberScanner) result() (usage *tokenUsage, model string) {
 	}
 	_ = json.Unmarshal(s.model, &model)
 	return usage, model
+}
+
+// llamaTimings decodes the timings object that was kept, nil when the body had none.
+func (s *memberScanner) llamaTimings() *llamaTimings {
+	var t llamaTimings
+	if len(s.timings) == 0 || json.Unmarshal(s.timings, &t) != nil {
+		return nil
+	}
+	return &t
 }
 
 // writeError answers in OpenAI's error shape.

@@ -62,10 +62,11 @@ type ticketed struct {
 // exchange is what the agent learns of one request while relaying it.
 type exchange struct {
 	status        usage.Status
-	model         string      // from the response, else from the request
-	usage         *tokenUsage // the upstream's count, when it gave one
-	contentChunks int64       // streamed chunks that carried output
-	firstToken    time.Time   // when the first output reached the client
+	model         string        // from the response, else from the request
+	usage         *tokenUsage   // the upstream's count, when it gave one
+	timings       *llamaTimings // llama.cpp's timings, when the upstream is its server
+	contentChunks int64         // streamed chunks that carried output
+	firstToken    time.Time     // when the first output reached the client
 
 	report   func() // keeps the request's usage event in the outbox; nil when the request bills nothing
 	reported bool
@@ -165,7 +166,7 @@ func (a *Agent) relay(w http.ResponseWriter, r *http.Request, streamOptions bool
 		case !ok:
 			// The upstream refused or failed (a 5xx before the first byte, which the gateway fails over on):
 			// its status went to the client as it was, and nothing was produced.
-			x.status, x.usage, x.contentChunks, x.firstToken = usage.StatusError, nil, 0, time.Time{}
+			x.status, x.usage, x.timings, x.contentChunks, x.firstToken = usage.StatusError, nil, nil, 0, time.Time{}
 		case rerr == nil:
 			// The whole response went out; a client that hangs up after its last byte canceled nothing.
 		case errors.Is(rerr, errClientGone) || r.Context().Err() != nil:
@@ -287,6 +288,9 @@ func (a *Agent) readFrame(frame []byte, forcedUsage bool, x *exchange) (out []by
 	if chunk.Usage != nil {
 		x.usage = chunk.Usage
 	}
+	if chunk.Timings != nil {
+		x.timings = chunk.Timings
+	}
 	output = chunk.carriesOutput()
 	if output {
 		x.contentChunks++
@@ -363,7 +367,7 @@ func (a *Agent) relayBody(w http.ResponseWriter, body io.Reader, x *exchange, wh
 		}
 	}
 	usage, model := scan.result()
-	x.usage = usage
+	x.usage, x.timings = usage, scan.llamaTimings()
 	if model != "" {
 		x.model = model
 	}
