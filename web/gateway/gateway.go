@@ -234,6 +234,8 @@ func (g *Gateway) routes() {
 	e.POST(chatEndpoint.path, g.serve(chatEndpoint))
 	e.POST(completionEndpoint.path, g.serve(completionEndpoint))
 	e.POST(embeddingEndpoint.path, g.serve(embeddingEndpoint))
+	e.POST(messagesEndpoint.path, g.serve(messagesEndpoint))
+	e.POST("/v1/messages/count_tokens", g.countAnthropicTokens)
 	e.GET("/v1/models", g.models)
 	e.RouteNotFound("/v1/*", g.notFound)
 }
