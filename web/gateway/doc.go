@@ -20,6 +20,8 @@
 //   - jsonobject.go: a JSON object's top-level members, read in one pass without a map: the
 //     request's members the gateway needs, and a whole answer's usage.
 //   - errors.go: OpenAI's error shape, the one place that maps errors to statuses here.
+//   - dialect.go: APIs served by translation to and from chat completions.
+//   - anthropic.go: the Anthropic Messages API (POST /v1/messages, /v1/messages/count_tokens).
 //   - carbon.go: the X-GPUMarket-Gco2e headers and trailer.
 //   - keychanges.go: forgetting a revoked or changed key (ForgetKey).
 //   - batches.go: the Batch API's /v1/files and /v1/batches, and Send, through which the batch
