@@ -438,6 +438,11 @@ var authzTable = map[string]route{
 	"GET /v1/models":            {want: everyone(http.StatusUnauthorized)},
 	// The OpenAI Responses API, translated to chat completions: an API key, in OpenAI's error shape.
 	"POST /v1/responses": {body: map[string]any{"model": "m", "input": "hi"}, want: everyone(http.StatusUnauthorized)},
+	// The Anthropic Messages API takes API keys as X-Api-Key or a bearer token.
+	"POST /v1/messages": {body: map[string]any{"model": "m", "max_tokens": 1, "messages": []any{}},
+		want: everyone(http.StatusUnauthorized)},
+	"POST /v1/messages/count_tokens": {body: map[string]any{"model": "m", "messages": []any{}},
+		want: everyone(http.StatusUnauthorized)},
 	// The Batch API takes API keys too: a session is no credential for it.
 	"POST /v1/files":              {want: everyone(http.StatusUnauthorized)},
 	"GET /v1/files":               {want: everyone(http.StatusUnauthorized)},
@@ -731,6 +736,16 @@ func (a *authzEnv) check(t *testing.T, c caller, key string, row route, withCSRF
 		// A logged-in caller is never sent to log in: its session counted.
 		if loc := res.Header.Get("Location"); loc == "" || (c != anonymous && strings.HasPrefix(loc, "/login")) {
 			t.Errorf("redirect to %q", loc)
+		}
+	case strings.HasPrefix(path, "/v1/messages") && res.StatusCode == http.StatusUnauthorized:
+		var e struct {
+			Type  string `json:"type"`
+			Error struct {
+				Type string `json:"type"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(raw, &e); err != nil || e.Type != "error" || e.Error.Type != "authentication_error" {
+			t.Errorf("a /v1/messages refusal in Anthropic's shape, an authentication_error, got %s (%v)", raw, err)
 		}
 	case strings.HasPrefix(path, "/v1/") && res.StatusCode == http.StatusUnauthorized:
 		var e struct {

@@ -44,5 +44,28 @@
 // (finish reason "stop"). Its text comes from a word generator seeded by the server's seed,
 // the model and the prompt, so the same prompt always gets the same text, and a limited answer
 // is a prefix of the unlimited one. Embeddings are unit vectors seeded the same way by their
-// input.
+// input. The calls an assistant message carries count as its content: each call's function name
+// and arguments. Tool definitions do not count.
+//
+// # Tool calls
+//
+// A chat request whose tools array is not empty, whose tool_choice is not "none" and whose last
+// message is not a tool's result (role "tool") is answered with one call of a function instead
+// of text: the function tool_choice names when it is {"type": "function", "function": {"name":
+// ...}}, else the first tool. The answer's message is {"role": "assistant", "content": null,
+// "tool_calls": [{"id": "call_<hex>", "type": "function", "function": {"name", "arguments"}}]}
+// with finish reason "tool_calls". The arguments are a JSON object, written without white
+// space, that gives each property the tool's parameters schema lists as required, in that
+// order, a placeholder by its type: "example" for a string, 1 for a number or an integer, true
+// for a boolean, [] for an array, {} for an object, null for a property without a type; {}
+// when none is required. They are the answer's output: its completion tokens are their tokens
+// by CountTokens, and a max_completion_tokens or max_tokens below that cuts them at the limit,
+// finishing for "length". Streamed, the call comes as OpenAI streams it: a first chunk with the
+// role, a null content and the call's index 0, id, type, name and empty arguments, then the
+// arguments in pieces on the profile's schedule, then a chunk with finish reason "tool_calls"
+// (and the usage chunk when asked for). A request whose last message is a tool's result is
+// answered with text, as a model answers once it has what it called for; so is one whose
+// tool_choice is "none". Only function tools are served: a tool of another type, a
+// tool_choice that names a function not among the tools, or one that asks for a call without
+// tools, is refused with 400.
 package simulation

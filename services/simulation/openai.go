@@ -7,21 +7,47 @@ import (
 )
 
 // The OpenAI wire format, as much of it as simbackend reads and writes. Fields a request may
-// carry that the simulation has no use for (temperature, top_p, tools, ...) are ignored.
+// carry that the simulation has no use for (temperature, top_p, parallel_tool_calls, ...) are
+// ignored.
 
 type chatRequest struct {
-	Model               string         `json:"model"`
-	Messages            []chatMessage  `json:"messages"`
-	Stream              bool           `json:"stream"`
-	StreamOptions       *streamOptions `json:"stream_options"`
-	MaxTokens           *int           `json:"max_tokens"`
-	MaxCompletionTokens *int           `json:"max_completion_tokens"`
-	N                   *int           `json:"n"`
+	Model               string          `json:"model"`
+	Messages            []chatMessage   `json:"messages"`
+	Stream              bool            `json:"stream"`
+	StreamOptions       *streamOptions  `json:"stream_options"`
+	MaxTokens           *int            `json:"max_tokens"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	N                   *int            `json:"n"`
+	Tools               []chatTool      `json:"tools"`
+	ToolChoice          json.RawMessage `json:"tool_choice"`
 }
 
 type chatMessage struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	ToolCalls  []toolCall      `json:"tool_calls"`   // an assistant's calls
+	ToolCallID string          `json:"tool_call_id"` // the call a tool message answers
+}
+
+// chatTool is a tool a request offers: a function with the JSON Schema of its arguments.
+type chatTool struct {
+	Type     string `json:"type"`
+	Function struct {
+		Name       string          `json:"name"`
+		Parameters json.RawMessage `json:"parameters"`
+	} `json:"function"`
+}
+
+// toolCall is a call of a function, in an assistant message or an answer.
+type toolCall struct {
+	ID       string       `json:"id"`
+	Type     string       `json:"type"` // function
+	Function functionCall `json:"function"`
+}
+
+type functionCall struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"` // a JSON object, as text
 }
 
 // text is the message's text: a string, the text parts of an array of parts, or nothing.
@@ -131,9 +157,11 @@ type chatChoice struct {
 	FinishReason string          `json:"finish_reason"`
 }
 
+// assistantReply is the message of an answer: text, or (content null) tool calls.
 type assistantReply struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
+	Role      string     `json:"role"`
+	Content   *string    `json:"content"`
+	ToolCalls []toolCall `json:"tool_calls,omitempty"`
 }
 
 // streamChunk is a chat.completion.chunk or a streamed text_completion. Usage is left out
@@ -158,6 +186,35 @@ type chatDelta struct {
 type deltaContent struct {
 	Role    string  `json:"role,omitempty"`
 	Content *string `json:"content,omitempty"`
+}
+
+// toolCallDelta is the delta of a streamed tool call, as OpenAI streams it: the first carries
+// the role, a null content and the call's index, id, type, name and empty arguments; the next
+// ones the call's index and a piece of its arguments.
+type toolCallDelta struct {
+	Role      string              `json:"role,omitempty"`
+	Content   json.RawMessage     `json:"content,omitempty"` // null in the first
+	ToolCalls []toolCallDeltaItem `json:"tool_calls"`
+}
+
+type toolCallDeltaItem struct {
+	Index    int               `json:"index"`
+	ID       string            `json:"id,omitempty"`
+	Type     string            `json:"type,omitempty"`
+	Function functionCallDelta `json:"function"`
+}
+
+type functionCallDelta struct {
+	Name      string `json:"name,omitempty"`
+	Arguments string `json:"arguments"`
+}
+
+// toolDeltaChoice is a chunk's choice that carries a tool call delta.
+type toolDeltaChoice struct {
+	Index        int             `json:"index"`
+	Delta        toolCallDelta   `json:"delta"`
+	Logprobs     json.RawMessage `json:"logprobs"`
+	FinishReason *string         `json:"finish_reason"`
 }
 
 type textCompletion struct {

@@ -7,6 +7,7 @@ import (
 	crand "crypto/rand"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -62,7 +63,7 @@ func (o Options) Validate() error {
 
 // Handler is an OpenAI-compatible inference server that behaves like its profile:
 //
-//	POST /v1/chat/completions   streaming (server-sent events) and not
+//	POST /v1/chat/completions   streaming (server-sent events) and not; tool calls (see the package doc)
 //	POST /v1/completions        streaming and not
 //	POST /v1/embeddings         deterministic unit vectors
 //	GET  /v1/models             the served model
@@ -137,10 +138,15 @@ type generation struct {
 	prefixCache      bool // usage reports cachedTokens
 	completionTokens int
 	finishReason     string
-	text             *textGen
+	text             tokenSource
 	latency          Latency // already scaled by the speed
 	includeUsage     bool
+	// call, when set, is the tool call the answer is: text then holds its arguments.
+	call *toolCall
 }
+
+// tokenSource hands out an answer's text one token at a time.
+type tokenSource interface{ next() string }
 
 func (g *generation) usage() usage {
 	u := usage{PromptTokens: g.promptTokens, CompletionTokens: g.completionTokens, TotalTokens: g.promptTokens + g.completionTokens}
@@ -167,6 +173,27 @@ func (h *Handler) plan(idPrefix, prompt string, promptTokens int, limit *int) *g
 	}
 	g.text = newTextGen(rng)
 	return g
+}
+
+// planToolCall makes the generation a call of the tool: its output is the call's placeholder
+// arguments, one token at a time, cut at the limit when the request sets a lower one (finishing
+// for "length"), else whole (finishing for "tool_calls").
+func (g *generation) planToolCall(tool *chatTool, limit *int) {
+	pieces := tokenPieces(placeholderArguments(tool.Function.Parameters))
+	g.finishReason = "tool_calls"
+	if limit != nil && *limit < len(pieces) {
+		pieces, g.finishReason = pieces[:*limit], "length"
+	}
+	g.completionTokens = len(pieces)
+	g.text = &pieceSource{pieces: pieces}
+	g.call = &toolCall{ID: "call_" + randomHex(12), Type: "function", Function: functionCall{Name: tool.Function.Name}}
+}
+
+// randomHex is n random bytes in hex.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = crand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // enter counts a request in flight and draws its latency at the concurrency it found; the
@@ -269,11 +296,26 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		n := CountTokens(m.Role) + CountTokens(text)
 		tokens += n
 		prompt.WriteString(m.Role + "\x00" + text + "\x00")
+		// The calls an assistant made are its content: their names and arguments count.
+		for _, c := range m.ToolCalls {
+			k := CountTokens(c.Function.Name) + CountTokens(c.Function.Arguments)
+			tokens, n = tokens+k, n+k
+			text += "\x00" + c.Function.Name + "\x00" + c.Function.Arguments
+			prompt.WriteString(c.Function.Name + "\x00" + c.Function.Arguments + "\x00")
+		}
 		parts = append(parts, promptPart{text: m.Role + "\x00" + text, tokens: n})
+	}
+	tool, call, param, err := toolToCall(req)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", param, "", err.Error())
+		return
 	}
 	g := h.plan("chatcmpl-", prompt.String(), tokens, limit)
 	if h.opts.PrefixCache {
 		g.prefixCache, g.cachedTokens = true, h.prefixes.serve(h.model, parts)
+	}
+	if call {
+		g.planToolCall(tool, limit)
 	}
 	g.includeUsage = req.Stream && req.StreamOptions != nil && req.StreamOptions.IncludeUsage
 	var leave func()
@@ -285,17 +327,35 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return // the client is gone
 		}
+		reply := assistantReply{Role: "assistant", Content: &text}
+		if g.call != nil {
+			c := *g.call
+			c.Function.Arguments = text
+			reply = assistantReply{Role: "assistant", ToolCalls: []toolCall{c}}
+		}
 		writeJSON(w, http.StatusOK, chatCompletion{
 			ID: g.id, Object: "chat.completion", Created: g.created, Model: h.model,
-			Choices: []chatChoice{{Message: assistantReply{Role: "assistant", Content: text},
-				FinishReason: g.finishReason}},
-			Usage: g.usage(),
+			Choices: []chatChoice{{Message: reply, FinishReason: g.finishReason}},
+			Usage:   g.usage(),
 		})
 		return
 	}
 	s := h.startStream(w, g, "chat.completion.chunk")
 	first := true
-	err := g.stream(r.Context(), func(text string) error {
+	err = g.stream(r.Context(), func(text string) error {
+		if g.call != nil {
+			if first {
+				first = false
+				head := toolDeltaChoice{Delta: toolCallDelta{Role: "assistant", Content: jsonNull,
+					ToolCalls: []toolCallDeltaItem{{ID: g.call.ID, Type: g.call.Type,
+						Function: functionCallDelta{Name: g.call.Function.Name}}}}}
+				if err := s.send(head); err != nil {
+					return err
+				}
+			}
+			return s.send(toolDeltaChoice{Delta: toolCallDelta{
+				ToolCalls: []toolCallDeltaItem{{Function: functionCallDelta{Arguments: text}}}}})
+		}
 		if first {
 			first = false
 			if err := s.send(chatDelta{Delta: deltaContent{Role: "assistant", Content: new("")}}); err != nil {

@@ -1,6 +1,7 @@
 package simulation
 
 import (
+	"encoding/json"
 	"math"
 	"strings"
 	"testing"
@@ -78,5 +79,40 @@ func TestEmbeddingIsADeterministicUnitVector(t *testing.T) {
 	}
 	if dot > 0.9 {
 		t.Errorf("different texts have near-identical vectors (cosine %g)", dot)
+	}
+}
+
+func TestTokenPiecesSplitATextIntoItsTokens(t *testing.T) {
+	t.Parallel()
+	for _, text := range []string{`{"city":"example","days":1}`, "  Hello, world! ", "a b\tc", `{"two words":"x y"}`, "café", ""} {
+		pieces := tokenPieces(text)
+		if len(pieces) != CountTokens(text) {
+			t.Errorf("%q: %d pieces, %d tokens", text, len(pieces), CountTokens(text))
+		}
+		for _, p := range pieces {
+			if CountTokens(p) != 1 {
+				t.Errorf("%q: piece %q is not one token", text, p)
+			}
+		}
+		if CountTokens(text) > 0 && strings.Join(pieces, "") != text {
+			t.Errorf("%q: pieces %q", text, pieces)
+		}
+	}
+}
+
+func TestPlaceholderArgumentsOfOddSchemas(t *testing.T) {
+	t.Parallel()
+	for schema, want := range map[string]string{
+		``:                       `{}`,
+		`null`:                   `{}`,
+		`"not a schema"`:         `{}`,
+		`{"type":"object"}`:      `{}`,
+		`{"required":["x","x"]}`: `{"x":null}`,
+		`{"properties":{"q":{"type":"string"}},"required":["q","missing"]}`:             `{"q":"example","missing":null}`,
+		`{"properties":{"k \"1\"":{"type":["null","integer"]}},"required":["k \"1\""]}`: `{"k \"1\"":1}`,
+	} {
+		if got := placeholderArguments(json.RawMessage(schema)); got != want {
+			t.Errorf("%s: %s, want %s", schema, got, want)
+		}
 	}
 }

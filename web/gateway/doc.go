@@ -24,6 +24,8 @@
 //   - jsonobject.go: a JSON object's top-level members, read in one pass without a map: the
 //     request's members the gateway needs, and a whole answer's usage.
 //   - errors.go: OpenAI's error shape, the one place that maps errors to statuses here.
+//   - dialect.go: APIs served by translation to and from chat completions.
+//   - anthropic.go: the Anthropic Messages API (POST /v1/messages, /v1/messages/count_tokens).
 //   - responses.go: the OpenAI Responses API, /v1/responses, stateless, translated to and from chat
 //     completions (dialect.go's hook).
 //   - carbon.go: the X-GPUMarket-Gco2e headers and trailer.

@@ -240,6 +240,8 @@ func (g *Gateway) routes() {
 	e.POST(chatEndpoint.path, g.serve(chatEndpoint))
 	e.POST(completionEndpoint.path, g.serve(completionEndpoint))
 	e.POST(embeddingEndpoint.path, g.serve(embeddingEndpoint))
+	e.POST(messagesEndpoint.path, g.serve(messagesEndpoint))
+	e.POST("/v1/messages/count_tokens", g.countAnthropicTokens)
 	e.POST("/v1/responses", g.serve(endpoint{path: "/v1/responses", streams: true, output: true, dialect: responsesDialect{}}))
 	e.GET("/v1/models", g.models)
 	e.RouteNotFound("/v1/*", g.notFound)
