@@ -84,7 +84,7 @@ func TestResponsesRequestBecomesChat(t *testing.T) {
 	}
 
 	// What the gateway then reads of it is the chat completion's: the tier of the model's suffix, the stream, the
-	// output limit of max_output_tokens; the gpumarket object is taken out on the way to the rig.
+	// output limit of max_output_tokens; the gpumarket and provider objects are taken out on the way to the rig.
 	req, err := parseGatewayRequest(chat, endpoint{path: "/v1/responses", streams: true, output: true, dialect: responsesDialect{}},
 		"", accounts.APIKey{})
 	if err != nil {
@@ -93,7 +93,7 @@ func TestResponsesRequestBecomesChat(t *testing.T) {
 	if req.route.Model != "llama-3-8b" || req.route.Tier != catalog.TierRealtime || !req.stream || req.bounds.MaxOutputTokens != 64 {
 		t.Fatalf("read as model %q tier %q stream %v max output %d", req.route.Model, req.route.Tier, req.stream, req.bounds.MaxOutputTokens)
 	}
-	if bytes.Contains(req.body, []byte(`"gpumarket"`)) || !bytes.Contains(req.body, []byte(`"provider"`)) {
+	if bytes.Contains(req.body, []byte(`"gpumarket"`)) || bytes.Contains(req.body, []byte(`"provider"`)) {
 		t.Fatalf("the rig's body: %s", req.body)
 	}
 }
