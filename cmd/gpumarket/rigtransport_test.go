@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/billing"
@@ -39,6 +40,65 @@ func TestRigsServeOverNATS(t *testing.T) {
 	b := setupGateway(t)
 	t.Run("a streamed answer over NATS is billed exactly once", b.testStreamOverNATSBilledOnce)
 	t.Run("an agent's connection cut mid-stream breaks the answer truthfully", b.testAgentCutMidStream)
+	t.Run("a chat completion's tool call is relayed as the rig made it and billed as output", b.testChatToolCall)
+}
+
+func (b *gatewayBundle) testChatToolCall(t *testing.T) {
+	o := b.list(t, rigSpec{model: "wire-tools", ask: 90_000, p99: 300})
+	dev, _, secret := b.developer(t, "wire-tools", 20*money.PicoPerUSD, accounts.NewKeyInput{})
+	start := b.balance(t, dev.AccountID)
+	params := chatParams(o.Model, 64)
+	params.Tools = []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{
+		Name: "get_weather", Description: openai.String("The weather in a city."),
+		Parameters: shared.FunctionParameters{"type": "object", "required": []string{"city", "days"},
+			"properties": map[string]any{"city": map[string]any{"type": "string"}, "days": map[string]any{"type": "integer"}}}})}
+
+	// Whole: the call the rig made, as it made it.
+	var res *http.Response
+	c, err := b.client(secret).Chat.Completions.New(b.ctx, params, option.WithResponseInto(&res))
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := c.Choices[0].Message.ToolCalls
+	if c.Choices[0].FinishReason != "tool_calls" || len(calls) != 1 || calls[0].Function.Name != "get_weather" ||
+		calls[0].Function.Arguments != `{"city":"example","days":1}` {
+		t.Fatalf("answered %+v", c.Choices[0])
+	}
+	id, _, _ := headersOf(t, res)
+	m := b.metered(t, id)
+	if m.output != c.Usage.CompletionTokens || m.output == 0 || m.input != c.Usage.PromptTokens {
+		t.Fatalf("metered %+v; the answer reported %d + %d tokens", m, c.Usage.PromptTokens, c.Usage.CompletionTokens)
+	}
+	paid := m.charge
+	if want := b.price(t, string(o.Tier), m.input, m.output); m.charge != want || costIn(t, c.RawJSON()) != want {
+		t.Fatalf("charged %s, want %s", m.charge, want)
+	}
+	b.owedOnce(t, id, o, m)
+
+	// Streamed: the call arrives in pieces and accumulates to the same call; its tokens are the stream's output.
+	params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
+	stream := b.client(secret).Chat.Completions.NewStreaming(b.ctx, params, option.WithResponseInto(&res))
+	var acc openai.ChatCompletionAccumulator
+	for stream.Next() {
+		acc.AddChunk(stream.Current())
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	calls = acc.Choices[0].Message.ToolCalls
+	if len(calls) != 1 || calls[0].Function.Name != "get_weather" || calls[0].Function.Arguments != `{"city":"example","days":1}` {
+		t.Fatalf("accumulated %+v", acc.Choices[0].Message)
+	}
+	id, _, _ = headersOf(t, res)
+	m = b.metered(t, id)
+	if m.output != acc.Usage.CompletionTokens || m.output == 0 {
+		t.Fatalf("metered %+v; the stream reported %d output tokens", m, acc.Usage.CompletionTokens)
+	}
+	paid += m.charge
+	if got := start - b.balance(t, dev.AccountID); got != paid {
+		t.Fatalf("the balance fell by %s; the two calls were charged %s", got, paid)
+	}
+	b.owedOnce(t, id, o, m)
 }
 
 func (b *gatewayBundle) testStreamOverNATSBilledOnce(t *testing.T) {
