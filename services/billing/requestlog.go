@@ -81,6 +81,9 @@ type RequestLog struct {
 	now  func() time.Time
 	log  *slog.Logger
 
+	// writing is held for the whole of a Flush: a Flush returns once every record queued before it is written,
+	// also those another Flush (Run's) had taken and was still writing.
+	writing sync.Mutex
 	mu      sync.Mutex
 	buf     []GatewayRequest
 	dropped int64
@@ -140,10 +143,13 @@ func (l *RequestLog) Run(ctx context.Context) {
 	}
 }
 
-// Flush writes every queued record. Records a write failed on are queued again, unless the
-// database refused them as invalid (they are dropped and logged).
+// Flush writes every queued record, those a Flush in progress had taken included. Records a write
+// failed on are queued again, unless the database refused them as invalid (they are dropped and
+// logged).
 func (l *RequestLog) Flush(ctx context.Context) (err error) {
 	defer services.Wrap(&err, "billing.RequestLog.Flush")
+	l.writing.Lock()
+	defer l.writing.Unlock()
 	l.mu.Lock()
 	batch, dropped := l.buf, l.dropped
 	l.buf, l.dropped = nil, 0
