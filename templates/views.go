@@ -97,6 +97,8 @@ type OfferingRow struct {
 	// For the offering's provider only: where its rig stands with the platform (pending, active, offline), why
 	// in words ("Pending: 2 of 3 probes passed"), and what its last probe measured while it is not active.
 	RigState, RigReason, RigProbe string
+	// APIs says how the Messages and Responses APIs reach the rig (catalog.Offering.APIsServed); "" when untold.
+	APIs string
 	// For the offering's provider only: why it is neither listed nor routed, and how its rig's own figures
 	// disagree with the gateway's; "" when neither.
 	NotRouted  string

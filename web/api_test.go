@@ -49,6 +49,8 @@ type offeringJSON struct {
 	NotRouted    string         `json:"not_routed_because"`
 	RigState     string         `json:"rig_state"`
 	RigReason    string         `json:"rig_state_reason"`
+	NativeAPIs   []string       `json:"native_apis"`
+	APIsServed   string         `json:"apis_served"`
 	TTFTP99Ms    *float64       `json:"ttft_p99_ms"`
 	TokensPerSec *float64       `json:"tokens_per_second"`
 	FiguresBasis string         `json:"figures_basis"`

@@ -152,6 +152,10 @@ type offeringJSON struct {
 	// For the offering's provider: where its rig stands with the platform and why ("Pending: 2 of 3 probes
 	// passed"; docs/listing-states.md).
 	RigStateReason string `json:"rig_state_reason,omitempty"`
+	// For the offering's provider: the APIs besides chat completions its rig's engine serves natively, as its
+	// agent last said ("messages", "responses"), and how the gateway serves the two on it.
+	NativeAPIs []string `json:"native_apis,omitempty"`
+	APIsServed string   `json:"apis_served,omitempty"`
 }
 
 // toJSON shows the offering at prices, the prices in force for its model (catalog.PriceBook.ForModel).

@@ -274,6 +274,7 @@ func (s *Server) ownJSON(c echo.Context, o catalog.Offering, status int) error {
 func (s *Server) ownOfferingJSON(o catalog.Offering, prices map[catalog.Tier]catalog.Price) offeringJSON {
 	j := toJSON(o, prices, true)
 	j.RigStateReason = o.RigStateReason(s.now())
+	j.NativeAPIs, j.APIsServed = o.RigNativeAPIs, o.APIsServed()
 	return j
 }
 

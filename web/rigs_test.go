@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -189,10 +190,36 @@ func TestTheProviderSeesEachRigsStateAndWhy(t *testing.T) {
 	shows("pending", "Pending: waiting for your agent to connect")
 
 	now := time.Now().UTC()
-	if err := e.catalog.RecordHeartbeats(ctx, map[string]time.Time{rig.ID: now}); err != nil {
+	if err := e.catalog.RecordHeartbeats(ctx, map[string]catalog.Heard{rig.ID: {At: now}}); err != nil {
 		t.Fatal(err)
 	}
 	shows("pending", "Pending: 0 of 3 probes passed")
+
+	// What the agent said of its engine's APIs is written down with its heartbeat, and shown to its provider;
+	// a name that is no API is not kept, and a later heartbeat replaces the list.
+	apis := func(want string, wantNative ...string) {
+		t.Helper()
+		cell := getPage(t, b, e.srv.URL+"/provider/rigs").Find(`tr[data-offering-id="` + rig.ID + `"] [data-testid="rig-apis"]`)
+		if got := strings.TrimSpace(cell.Text()); got != want {
+			t.Errorf("the rigs page says %q of the APIs; want %q", got, want)
+		}
+		var api offeringJSON
+		wantStatus(t, e.call(t, owner, http.MethodGet, "/api/provider/offerings/"+rig.ID, nil, &api), http.StatusOK)
+		if api.APIsServed != want || !slices.Equal(api.NativeAPIs, wantNative) {
+			t.Errorf("the API says %q, %q; want %q, %q", api.APIsServed, api.NativeAPIs, want, wantNative)
+		}
+	}
+	apis("Anthropic Messages and OpenAI Responses: translated to chat completions (its engine serves neither natively).")
+	if err := e.catalog.RecordHeartbeats(ctx, map[string]catalog.Heard{rig.ID: {At: now.Add(time.Millisecond),
+		Native: []string{"responses", "telnet", "messages"}}}); err != nil {
+		t.Fatal(err)
+	}
+	apis("Anthropic Messages and OpenAI Responses: passed to its engine, which serves both natively.", "messages", "responses")
+	if err := e.catalog.RecordHeartbeats(ctx, map[string]catalog.Heard{rig.ID: {At: now.Add(2 * time.Millisecond),
+		Native: []string{"responses"}}}); err != nil {
+		t.Fatal(err)
+	}
+	apis("OpenAI Responses: passed to its engine natively; Anthropic Messages: translated to chat completions.", "responses")
 	probe := func(passed bool, problem string) {
 		t.Helper()
 		if _, err := e.catalog.RecordProbe(ctx, rig.ID, catalog.ProbeResult{At: now, Passed: passed, Problem: problem,

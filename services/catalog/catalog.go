@@ -90,9 +90,12 @@ type Offering struct {
 	RigProbeAt           *time.Time `json:"-"`
 	RigProbeTTFTMs       *float64   `json:"-"`
 	RigProbeTokensPerSec *float64   `json:"-"`
-	Source               string     `json:"source,omitempty"`
-	CreatedAt            time.Time  `json:"created_at"`
-	UpdatedAt            time.Time  `json:"updated_at"`
+	// RigNativeAPIs are the APIs besides chat completions its rig's engine serves natively, as its agent last
+	// said (NativeMessages, NativeResponses); the gateway translates the others to chat completions.
+	RigNativeAPIs []string  `json:"-"`
+	Source        string    `json:"source,omitempty"`
+	CreatedAt     time.Time `json:"created_at"`
+	UpdatedAt     time.Time `json:"updated_at"`
 	// Where the rig runs and the PUE its provider stated, if any (docs/methodology.md).
 	Site      carbon.Site `json:"site"`
 	StatedPUE *float64    `json:"stated_pue,omitempty"`

@@ -23,7 +23,7 @@ const offeringColumns = `o.id, o.provider_account_id, a.name, o.gpu, o.gpu_count
 	o.reported_requests, o.reported_ttft_p50_ms, o.reported_ttft_p99_ms, o.reported_tokens_per_sec,
 	o.tier, o.status, o.source, o.created_at, o.updated_at, o.site, o.pue,
 	o.rig_state, o.rig_state_since, o.rig_heartbeat_at, o.rig_probe_passes, o.rig_probe_problem,
-	o.rig_probe_at, o.rig_probe_ttft_ms, o.rig_probe_tokens_per_sec`
+	o.rig_probe_at, o.rig_probe_ttft_ms, o.rig_probe_tokens_per_sec, o.rig_native_apis`
 
 func scanOffering(row pgx.CollectableRow) (Offering, error) {
 	var o Offering
@@ -34,7 +34,7 @@ func scanOffering(row pgx.CollectableRow) (Offering, error) {
 		&o.ReportedRequests, &o.ReportedTTFTP50Ms, &o.ReportedTTFTP99Ms, &o.ReportedTokensPerSec,
 		&o.Tier, &o.Status, &o.Source, &o.CreatedAt, &o.UpdatedAt, &o.Site, &o.StatedPUE,
 		&o.RigState, &o.RigStateSince, &o.RigHeartbeatAt, &o.RigProbePasses, &o.RigProbeProblem,
-		&o.RigProbeAt, &o.RigProbeTTFTMs, &o.RigProbeTokensPerSec)
+		&o.RigProbeAt, &o.RigProbeTTFTMs, &o.RigProbeTokensPerSec, &o.RigNativeAPIs)
 	o.AskInput, o.AskOutput = money.MicroUSD(askIn), money.MicroUSD(askOut)
 	if g, ok := GPUBySKU(o.GPU); ok {
 		o.GPUName = g.Name

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -91,23 +93,71 @@ var uuidShape = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f
 
 // RecordHeartbeats writes down when each offering's rig was last heard from (offering id to the time a
 // gateway received its heartbeat), never moving a time back: every gateway replica writes what it heard, and
-// OfflineAfter is judged on the latest any of them did. Ids that are not an offering's are skipped.
-func (s *Service) RecordHeartbeats(ctx context.Context, heard map[string]time.Time) (err error) {
+// OfflineAfter is judged on the latest any of them did. With the time goes what that heartbeat said of the APIs
+// the rig serves natively (only the names of NativeMessages and NativeResponses are kept). Ids that are not an
+// offering's are skipped.
+func (s *Service) RecordHeartbeats(ctx context.Context, heard map[string]Heard) (err error) {
 	defer services.Wrap(&err, "catalog.RecordHeartbeats(%d)", len(heard))
 	ids := make([]string, 0, len(heard))
 	ats := make([]time.Time, 0, len(heard))
-	for id, at := range heard {
+	natives := make([]string, 0, len(heard))
+	for id, h := range heard {
 		if uuidShape.MatchString(id) {
-			ids, ats = append(ids, id), append(ats, at.UTC())
+			ids, ats = append(ids, id), append(ats, h.At.UTC())
+			natives = append(natives, strings.Join(knownNativeAPIs(h.Native), ","))
 		}
 	}
 	if len(ids) == 0 {
 		return nil
 	}
-	_, err = s.pool.Exec(ctx, `UPDATE offerings o SET rig_heartbeat_at = h.at
-		FROM unnest($1::uuid[], $2::timestamptz[]) AS h (id, at)
-		WHERE o.id = h.id AND (o.rig_heartbeat_at IS NULL OR o.rig_heartbeat_at < h.at)`, ids, ats)
+	_, err = s.pool.Exec(ctx, `UPDATE offerings o SET rig_heartbeat_at = h.at,
+			rig_native_apis = coalesce(string_to_array(nullif(h.native, ''), ','), '{}')
+		FROM unnest($1::uuid[], $2::timestamptz[], $3::text[]) AS h (id, at, native)
+		WHERE o.id = h.id AND (o.rig_heartbeat_at IS NULL OR o.rig_heartbeat_at < h.at)`, ids, ats, natives)
 	return err
+}
+
+// Heard is what a router heard of a rig: its last heartbeat's time, by the router's clock, and the APIs its
+// agent said the engine serves natively.
+type Heard struct {
+	At     time.Time
+	Native []string
+}
+
+// The APIs besides chat completions a rig's engine may serve natively, as agents name them in heartbeats.
+const (
+	NativeMessages  = "messages"  // the Anthropic Messages API, POST /v1/messages
+	NativeResponses = "responses" // the OpenAI Responses API, POST /v1/responses
+)
+
+// APIsServed says, in its provider's words, how the gateway serves the Anthropic Messages and OpenAI Responses
+// APIs on the rig, from what its agent last said: "" until the agent has been heard from.
+func (o Offering) APIsServed() string {
+	if o.RigHeartbeatAt == nil {
+		return ""
+	}
+	messages, responses := slices.Contains(o.RigNativeAPIs, NativeMessages), slices.Contains(o.RigNativeAPIs, NativeResponses)
+	switch {
+	case messages && responses:
+		return "Anthropic Messages and OpenAI Responses: passed to its engine, which serves both natively."
+	case messages:
+		return "Anthropic Messages: passed to its engine natively; OpenAI Responses: translated to chat completions."
+	case responses:
+		return "OpenAI Responses: passed to its engine natively; Anthropic Messages: translated to chat completions."
+	}
+	return "Anthropic Messages and OpenAI Responses: translated to chat completions (its engine serves neither natively)."
+}
+
+// knownNativeAPIs is the names in native that name an API, in order, each once: a heartbeat's list is a rig's
+// word, and only these are kept.
+func knownNativeAPIs(native []string) []string {
+	var out []string
+	for _, api := range []string{NativeMessages, NativeResponses} {
+		if slices.Contains(native, api) {
+			out = append(out, api)
+		}
+	}
+	return out
 }
 
 // MarkOffline turns offline every listed rig not heard from since silentSince (now less OfflineAfter), and

@@ -24,6 +24,10 @@ type Heartbeat struct {
 	Queued     int       `json:"queued"`    // requests waiting
 	Capacity   int       `json:"capacity"`  // requests the rig serves at once
 	At         time.Time `json:"at"`        // the rig's clock; freshness is judged by the router's own clock
+	// Native names the APIs besides chat completions the rig's engine serves natively, as its agent found by
+	// trying them upstream (catalog.NativeMessages, catalog.NativeResponses); the gateway passes such a request
+	// through to the rig untouched, and translates it to chat completions for a rig without.
+	Native []string `json:"native,omitempty"`
 }
 
 // onHeartbeat records a heartbeat. The subject names its sender truthfully (a rig may publish only its own, see

@@ -81,6 +81,18 @@ func TestHeartbeatsOnNATSMakeAnOfferingHealthyFor15Seconds(t *testing.T) {
 	if got := ids(cs); !slices.Equal(got, []string{"other", "a"}) || cs[1].InFlight != 4 || cs[1].Capacity != 4 {
 		t.Fatalf("Pick = %+v", cs)
 	}
+	if cs[0].Native != nil || cs[1].Native != nil {
+		t.Fatalf("Pick = %+v: no heartbeat named a native API", cs)
+	}
+	// The APIs an agent found its engine serving natively go, as its heartbeat's "native", to the candidate.
+	if err := nc.Publish(events.HeartbeatSubject(a.ProviderAccountID, a.ID),
+		[]byte(`{"offering_id":"`+a.ID+`","provider_id":"`+a.ProviderAccountID+`","capacity":4,"native":["messages","responses"]}`)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a's native APIs", func() bool {
+		cs, _ := r.Pick(req)
+		return len(cs) == 2 && slices.Equal(cs[0].Native, []string{"messages", "responses"})
+	})
 
 	clk.Advance(HeartbeatTimeout)
 	if got := ids(mustPick(t, r, req)); len(got) != 2 {

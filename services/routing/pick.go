@@ -113,6 +113,9 @@ type Candidate struct {
 	Capacity  int // from the rig's heartbeat
 	// GCO2ePerToken is the offering's estimated carbon per token (carbon.go); 0 when unknown.
 	GCO2ePerToken float64
+	// Native names the APIs besides chat completions its rig's engine serves natively, from its last heartbeat
+	// (Heartbeat.Native).
+	Native []string
 }
 
 // What Pick fails with, as the Cause of a *services.Error: errors.Is tells them apart, services.ErrorCode gives
@@ -437,7 +440,7 @@ func (c choice) candidate() Candidate {
 		AskInput: c.AskInput, AskOutput: c.AskOutput, PriceID: c.price.ID, PriceInput: c.price.Input, PriceOutput: c.price.Output,
 		PriceCachedInput: c.price.CachedInput,
 		GPUName:          c.GPUName, GPUCount: c.GPUCount, TTFTP50Ms: c.p50, TTFTP99Ms: c.p99, InFlight: c.v.load, Capacity: c.v.capacity,
-		GCO2ePerToken: c.gco2ePerToken,
+		GCO2ePerToken: c.gco2ePerToken, Native: c.v.native,
 	}
 }
 

@@ -3,6 +3,7 @@ package routing
 import (
 	"errors"
 	"math"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -242,7 +243,7 @@ func TestCandidatesCarryWhatTheGatewayNeeds(t *testing.T) {
 	want := Candidate{OfferingID: "a", ProviderID: "provider-a", Model: "m", Tier: rt,
 		AskInput: 150_000, AskOutput: 250_000, PriceID: 1, PriceInput: 300_000, PriceOutput: 600_000, PriceCachedInput: 75_000,
 		TTFTP50Ms: 20, TTFTP99Ms: 40, Capacity: 8}
-	if len(cs) != 1 || cs[0] != want {
+	if len(cs) != 1 || !reflect.DeepEqual(cs[0], want) {
 		t.Fatalf("Pick = %+v, want %+v", cs, want)
 	}
 }

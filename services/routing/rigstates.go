@@ -21,7 +21,7 @@ const RigStatesEvery = 5 * time.Second
 
 // RigStates is where rigs' states are decided; *catalog.Service implements it.
 type RigStates interface {
-	RecordHeartbeats(ctx context.Context, heard map[string]time.Time) error
+	RecordHeartbeats(ctx context.Context, heard map[string]catalog.Heard) error
 	MarkOffline(ctx context.Context, silentSince, now time.Time) ([]string, error)
 	RecordProbe(ctx context.Context, offeringID string, r catalog.ProbeResult) (catalog.RigState, error)
 }
@@ -36,12 +36,12 @@ func (r *Router) SettleRigStates(ctx context.Context) (err error) {
 	if r.rigs == nil {
 		return nil
 	}
-	heard := map[string]time.Time{}
+	heard := map[string]catalog.Heard{}
 	r.mu.RLock()
 	for id, s := range r.offerings {
 		s.mu.Lock()
 		if s.heardAt.After(s.heardWritten) {
-			heard[id] = s.heardAt
+			heard[id] = catalog.Heard{At: s.heardAt, Native: s.heartbeat.Native}
 		}
 		s.mu.Unlock()
 	}
@@ -49,11 +49,11 @@ func (r *Router) SettleRigStates(ctx context.Context) (err error) {
 	if err := r.rigs.RecordHeartbeats(ctx, heard); err != nil {
 		return err
 	}
-	for id, at := range heard {
+	for id, h := range heard {
 		s := r.state(id)
 		s.mu.Lock()
-		if at.After(s.heardWritten) {
-			s.heardWritten = at
+		if h.At.After(s.heardWritten) {
+			s.heardWritten = h.At
 		}
 		s.mu.Unlock()
 	}

@@ -49,9 +49,10 @@ type view struct {
 	figures  Figures
 	tier     catalog.Tier // the live tier, "" when traffic has not moved it
 	healthy  bool
-	provider string // from the heartbeat's subject
-	load     int    // max of this gateway's in-flight count and the rig's reported in-flight plus queued
-	capacity int    // from the heartbeat; 0 when unknown
+	provider string   // from the heartbeat's subject
+	load     int      // max of this gateway's in-flight count and the rig's reported in-flight plus queued
+	capacity int      // from the heartbeat; 0 when unknown
+	native   []string // from the heartbeat: the APIs its engine serves natively
 	circuit  circuit
 }
 
@@ -64,6 +65,7 @@ func (s *offeringState) view(now time.Time) view {
 		healthy:  s.healthyLocked(now),
 		provider: s.heartbeat.ProviderID,
 		capacity: s.heartbeat.Capacity,
+		native:   s.heartbeat.Native,
 		circuit:  s.circuitLocked(now),
 	}
 	v.load = int(s.inFlight.Load())
