@@ -216,7 +216,7 @@ type endpoint struct {
 	output  bool // produces output tokens (embeddings do not)
 	kind    ticket.Kind
 	// dialect, when set, is the API the endpoint speaks, translated to and from chat completions (dialect.go);
-	// its rig is then called on chatEndpoint's path.
+	// its rig is then called on chatEndpoint's path, unless its engine serves the dialect natively (native.go).
 	dialect dialect
 }
 
@@ -279,6 +279,19 @@ func (g *Gateway) serve(ep endpoint) echo.HandlerFunc {
 			return g.writeGatewayError(c, err)
 		}
 		req.clientBody = clientBody
+		if ep.dialect != nil {
+			if req.nativeBody, err = nativeBodyOf(clientBody, req.route.Model); err != nil {
+				return g.writeGatewayError(c, err)
+			}
+			req.nativeHeader = http.Header{}
+			for _, name := range anthropicHeaders {
+				if v := c.Request().Header.Get(name); v != "" && ep.nativeAPI() == catalog.NativeMessages {
+					req.nativeHeader[name] = []string{v}
+				}
+			}
+			// The route ticket bounds the input by the body the rig gets, whichever it is (native.go).
+			req.bounds.MaxInputTokens = max(req.bounds.MaxInputTokens, int64(len(req.nativeBody))+routing.InputAllowance)
+		}
 		if session := c.Request().Header.Get(SessionHeader); session != "" { // before the body's (provider.go)
 			req.route.Conversation, req.route.ConversationStarts = conversationOf(nil, ep, session, key.AccountID, req.route.Model)
 		}
@@ -371,6 +384,10 @@ type gatewayRequest struct {
 	forcedUsage bool
 	body        []byte // what goes to the rig
 	clientBody  []byte // the body as the client sent it, before a dialect's translation
+	// nativeBody is a dialect request's body as a rig whose engine serves the dialect gets it (native.go).
+	nativeBody []byte
+	// nativeHeader holds the client's headers of its dialect that go with a native body (anthropicHeaders).
+	nativeHeader http.Header
 	// bounds are the billable tokens the route ticket allows (routing.BoundsFor).
 	bounds routing.Bounds
 }

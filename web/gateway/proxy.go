@@ -20,6 +20,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/ticket"
@@ -80,6 +81,8 @@ type attempt struct {
 	requestID string
 	start     time.Time
 	end       func() // routing's in-flight count
+	// native says the request goes to the candidate's engine in its own dialect (native.go).
+	native bool
 }
 
 // outcome is how an attempt ended, as the gateway saw it.
@@ -222,7 +225,17 @@ func (g *Gateway) send(ctx context.Context, req *gatewayRequest, a *attempt, tk 
 		end, endLine := a.end, g.batchLoad.begin(a.cand.OfferingID)
 		a.end = func() { end(); endLine() }
 	}
-	return g.cfg.Rigs.Call(ctx, a.cand.ProviderID, a.cand.OfferingID, req.ep.rigPath(), header, req.body)
+	path, body := req.ep.rigPath(), req.body
+	if a.native = req.passesThrough(a.cand); a.native {
+		path, body = req.ep.path, req.nativeBody
+		for name, v := range req.nativeHeader {
+			header[name] = v
+		}
+		if req.ep.nativeAPI() == catalog.NativeMessages && header.Get("Anthropic-Version") == "" {
+			header["Anthropic-Version"] = []string{anthropicVersion}
+		}
+	}
+	return g.cfg.Rigs.Call(ctx, a.cand.ProviderID, a.cand.OfferingID, path, header, body)
 }
 
 // The headers every answer carries, in their canonical form.
@@ -243,6 +256,9 @@ func (g *Gateway) relay(c echo.Context, req *gatewayRequest, a *attempt, resp *h
 	h[tierHeader] = []string{string(a.cand.Tier)}
 	if a.cand.GPUName != "" {
 		h[hardwareHeader] = []string{strconv.Itoa(a.cand.GPUCount) + "x " + a.cand.GPUName}
+	}
+	if a.native {
+		return g.relayNative(c, req, a, resp)
 	}
 	if req.ep.dialect != nil {
 		return g.relayTranslated(c, req, a, resp)

@@ -1,0 +1,397 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/routing"
+	"github.com/gpumarket/gpumarket/web/internal/httpx"
+)
+
+// APIs passed through to engines that serve them.
+//
+// vLLM, llama.cpp's server and Ollama serve the Anthropic Messages and OpenAI Responses APIs themselves. A rig's
+// agent tries each on its engine and says in its heartbeats which it found (routing.Heartbeat.Native). A request
+// in a dialect routed to such a rig goes to it on the dialect's own path, as the client wrote it but for its model
+// (without the tier suffix) and the gateway's own members (gpumarket, provider, session_id), which the engine
+// does not know; its answer comes back as the engine wrote it. Every other rig gets the chat completion it
+// translates to (dialect.go). Everything before the rig is the same for both: the tier, the caps, routing and
+// admission are those of the chat completion, and the route ticket bounds the input by the longer of the two
+// bodies, so that the hold covers the request whichever way it goes. The gateway reads the usage of the answer
+// as it relays it (nativeUsage), for its record and for the cost it adds to a Responses answer's usage, as a
+// translated one carries it; the agent reports the same usage, and the meter bills it as it bills any chat.
+
+// nativeAPI is the name by which agents say their engine serves the endpoint's dialect natively; "" for an
+// endpoint without a dialect.
+func (ep endpoint) nativeAPI() string {
+	switch ep.dialect.(type) {
+	case anthropicDialect:
+		return catalog.NativeMessages
+	case responsesDialect:
+		return catalog.NativeResponses
+	}
+	return ""
+}
+
+// passesThrough says whether the request goes to the candidate's engine in its own dialect.
+func (req *gatewayRequest) passesThrough(cand routing.Candidate) bool {
+	api := req.ep.nativeAPI()
+	return api != "" && req.nativeBody != nil && slices.Contains(cand.Native, api)
+}
+
+// nativeBodyOf is the client's body of a dialect request as a rig whose engine serves the dialect gets it: the
+// model named without its tier suffix, and without the members only the gateway reads.
+func nativeBodyOf(clientBody []byte, model string) ([]byte, error) {
+	top, ok := readJSONObject(clientBody)
+	if !ok {
+		return nil, invalidRequest("", "invalid_json", "We could not parse the JSON body of your request: send a JSON object.")
+	}
+	members := top.members()
+	for _, name := range []string{"gpumarket", "provider", "session_id"} {
+		delete(members, name)
+	}
+	raw, err := json.Marshal(model)
+	if err != nil {
+		return nil, err
+	}
+	members["model"] = raw
+	return marshalMembers(members)
+}
+
+// Headers of the Messages API passed on to an engine that serves it, and the version named when the client named
+// none (the one the gateway's own translation speaks).
+var anthropicHeaders = []string{"Anthropic-Version", "Anthropic-Beta"}
+
+const anthropicVersion = "2023-06-01"
+
+// nativeUsage reads the usage of a whole native answer: nil when it has none the gateway can read.
+func nativeUsage(api string, body []byte) *billing.TokenCount {
+	var a struct {
+		Usage *json.RawMessage `json:"usage"`
+	}
+	if json.Unmarshal(body, &a) != nil || a.Usage == nil {
+		return nil
+	}
+	return usageIn(api, *a.Usage)
+}
+
+// usageIn reads a native usage object. Anthropic counts the input read from the cache, and the input written to
+// it, apart from input_tokens; the Responses API counts the cached input within input_tokens.
+func usageIn(api string, raw json.RawMessage) *billing.TokenCount {
+	switch api {
+	case catalog.NativeMessages:
+		var u struct {
+			Input       *int64 `json:"input_tokens"`
+			Output      *int64 `json:"output_tokens"`
+			CacheRead   int64  `json:"cache_read_input_tokens"`
+			CacheCreate int64  `json:"cache_creation_input_tokens"`
+		}
+		if json.Unmarshal(raw, &u) != nil || u.Output == nil {
+			return nil
+		}
+		in := max(ptrOr(u.Input), 0) + max(u.CacheRead, 0) + max(u.CacheCreate, 0)
+		return &billing.TokenCount{Input: in, Output: max(*u.Output, 0), Cached: max(u.CacheRead, 0)}
+	case catalog.NativeResponses:
+		var u struct {
+			Input   *int64 `json:"input_tokens"`
+			Output  *int64 `json:"output_tokens"`
+			Details struct {
+				Cached int64 `json:"cached_tokens"`
+			} `json:"input_tokens_details"`
+		}
+		if json.Unmarshal(raw, &u) != nil || u.Input == nil || u.Output == nil {
+			return nil
+		}
+		return &billing.TokenCount{Input: max(*u.Input, 0), Output: max(*u.Output, 0), Cached: max(u.Details.Cached, 0)}
+	}
+	return nil
+}
+
+func ptrOr(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+// relayNative answers the client with the native answer of a rig whose engine serves the request's dialect.
+func (g *Gateway) relayNative(c echo.Context, req *gatewayRequest, a *attempt, resp *http.Response) outcome {
+	api := req.ep.nativeAPI()
+	w := c.Response()
+	h := w.Header()
+	o := outcome{httpStatus: resp.StatusCode, status: billing.GatewayOK}
+	ok := resp.StatusCode >= 200 && resp.StatusCode < 300
+	streaming := ok && mediaType(resp.Header.Get("Content-Type")) == "text/event-stream"
+	out, _ := httpx.NewDeadlineWriter(w, clientWriteIdle)
+	cost := func(u *billing.TokenCount) (money.Pico, bool) { return costOf(a, req, u) }
+	var err error
+	if streaming {
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
+		h.Set("X-Accel-Buffering", "no")
+		setCarbonHeaders(h, a.cand, false)
+		w.WriteHeader(resp.StatusCode)
+		_ = out.Flush()
+		err = g.relayNativeStream(out, &boundedReader{r: resp.Body, left: maxResponseBytes}, api, &o, cost)
+	} else {
+		var body []byte
+		body, err = io.ReadAll(&boundedReader{r: resp.Body, left: maxUsageScan, err: errAnswerTooLarge})
+		if len(body) > 0 {
+			o.firstToken = g.now()
+		}
+		switch {
+		case err != nil:
+			// Nothing was written yet: the client gets an error in its dialect's shape.
+			body = req.ep.dialect.errorBody(&gatewayError{status: http.StatusBadGateway, typ: "server_error",
+				message: "The offering's answer could not be read; it has been logged."})
+			resp.StatusCode = http.StatusBadGateway
+		case ok:
+			o.usage = nativeUsage(api, body)
+			if api == catalog.NativeResponses && o.usage != nil {
+				if c, cok := cost(o.usage); cok {
+					body = withCost(body, c)
+				}
+			}
+		}
+		setCarbonHeaders(h, a.cand, false)
+		if ok && err == nil {
+			setCarbonTrailer(h, a.cand, o)
+		}
+		h.Set("Content-Type", echo.MIMEApplicationJSON)
+		h.Set("Content-Length", strconv.Itoa(len(body)))
+		w.WriteHeader(resp.StatusCode)
+		o.outputBytes = int64(len(body))
+		if _, werr := out.Write(body); werr != nil && err == nil {
+			err = errClientGone
+		} else if werr == nil {
+			_ = out.Flush()
+		}
+	}
+	o.at = g.now()
+	switch {
+	case err == nil && ok:
+	case c.Request().Context().Err() != nil || errors.Is(err, errClientGone):
+		o.status = billing.GatewayCanceled
+	case err != nil:
+		o.status = billing.GatewayError
+		g.log.Warn("gateway: a rig's native answer broke off", "offering", a.cand.OfferingID, "request_id", a.requestID, "err", err)
+	default:
+		o.status = billing.GatewayError
+	}
+	return o
+}
+
+// nativeEvent is what the gateway reads of one server-sent event of a native stream.
+type nativeEvent struct {
+	Type string `json:"type"`
+	// Messages: message_start's message, content_block_delta's delta, message_delta's usage.
+	Message *struct {
+		Usage json.RawMessage `json:"usage"`
+	} `json:"message"`
+	Delta json.RawMessage `json:"delta"`
+	Usage json.RawMessage `json:"usage"`
+	// Responses: the response of response.completed, response.incomplete and response.failed.
+	Response *struct {
+		Usage json.RawMessage `json:"usage"`
+	} `json:"response"`
+}
+
+// errNativeFailed is a native stream that ended with its dialect's error event.
+var errNativeFailed = errors.New("the engine's stream ended with an error event")
+
+// relayNativeStream relays a native stream frame by frame as the engine wrote it, flushing after each, and reads
+// each frame's output and usage on the way: Messages' message_start carries the input (and the model's first
+// output count), message_delta the output so far, message_stop ends it; the Responses API's last event
+// (response.completed, response.incomplete, response.failed) carries the whole usage, and the request's cost
+// goes into it. A stream that stops before its end broke off.
+func (g *Gateway) relayNativeStream(w *httpx.DeadlineWriter, body io.Reader, api string, o *outcome,
+	cost func(*billing.TokenCount) (money.Pico, bool)) error {
+	br := bufio.NewReaderSize(body, 32<<10)
+	var frame []byte
+	for {
+		line, err := br.ReadSlice('\n')
+		frame = append(frame, line...)
+		if len(frame) > maxFrameBytes {
+			return fmt.Errorf("a server-sent event longer than %d bytes", maxFrameBytes)
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if err == nil && !isBlankLine(line) {
+			continue
+		}
+		var end, failed bool
+		if len(frame) > 0 {
+			frame, end, failed = g.readNativeFrame(frame, api, o, cost)
+			if _, werr := w.Write(frame); werr != nil {
+				return errClientGone
+			}
+			if w.Flush() != nil {
+				return errClientGone
+			}
+			frame = frame[:0]
+		}
+		switch {
+		case failed:
+			return errNativeFailed
+		case end:
+			return nil
+		case errors.Is(err, io.EOF):
+			return io.ErrUnexpectedEOF
+		case err != nil:
+			return err
+		}
+	}
+}
+
+// readNativeFrame reads one frame of a native stream into o and returns it as it goes to the client (with the
+// cost in a Responses stream's final usage), and whether it ends the stream, failed or not.
+func (g *Gateway) readNativeFrame(frame []byte, api string, o *outcome, cost func(*billing.TokenCount) (money.Pico, bool)) (out []byte, end, failed bool) {
+	from, to, ok := eventData(frame)
+	if !ok || to <= from || frame[from] != '{' {
+		return frame, false, false
+	}
+	payload := frame[from:to]
+	var ev nativeEvent
+	if json.Unmarshal(payload, &ev) != nil {
+		return frame, false, false
+	}
+	output := func(delta string) {
+		if delta == "" {
+			return
+		}
+		o.outputChunks++
+		o.outputBytes += int64(len(delta))
+		if o.firstToken.IsZero() {
+			o.firstToken = g.now()
+		}
+	}
+	switch api {
+	case catalog.NativeMessages:
+		switch ev.Type {
+		case "message_start":
+			if ev.Message != nil && len(ev.Message.Usage) > 0 {
+				if u := usageIn(api, ev.Message.Usage); u != nil {
+					o.usage = u
+				}
+			}
+		case "content_block_delta":
+			var d struct {
+				Text        string `json:"text"`
+				PartialJSON string `json:"partial_json"`
+				Thinking    string `json:"thinking"`
+			}
+			if json.Unmarshal(ev.Delta, &d) == nil {
+				output(d.Text + d.PartialJSON + d.Thinking)
+			}
+		case "message_delta":
+			if len(ev.Usage) > 0 {
+				// The output count is the whole so far; the input, when this event repeats it, too.
+				var u struct {
+					Input       *int64 `json:"input_tokens"`
+					Output      *int64 `json:"output_tokens"`
+					CacheRead   *int64 `json:"cache_read_input_tokens"`
+					CacheCreate *int64 `json:"cache_creation_input_tokens"`
+				}
+				if json.Unmarshal(ev.Usage, &u) == nil && u.Output != nil {
+					if o.usage == nil {
+						o.usage = &billing.TokenCount{}
+					}
+					o.usage.Output = max(*u.Output, 0)
+					if u.Input != nil || u.CacheRead != nil || u.CacheCreate != nil {
+						o.usage.Input = max(ptrOr(u.Input), 0) + max(ptrOr(u.CacheRead), 0) + max(ptrOr(u.CacheCreate), 0)
+						o.usage.Cached = max(ptrOr(u.CacheRead), 0)
+					}
+				}
+			}
+		case "message_stop":
+			return frame, true, false
+		case "error":
+			return frame, true, true
+		}
+	case catalog.NativeResponses:
+		switch ev.Type {
+		case "response.output_text.delta", "response.function_call_arguments.delta", "response.reasoning_text.delta":
+			var d string
+			if json.Unmarshal(ev.Delta, &d) == nil {
+				output(d)
+			}
+		case "response.completed", "response.incomplete", "response.failed":
+			if ev.Response != nil && len(ev.Response.Usage) > 0 {
+				if u := usageIn(api, ev.Response.Usage); u != nil {
+					o.usage = u
+					if c, ok := cost(u); ok {
+						frame = withResponseCost(frame, from, to, c)
+					}
+				}
+			}
+			return frame, true, ev.Type == "response.failed"
+		case "error":
+			return frame, true, true
+		}
+	}
+	return frame, false, false
+}
+
+// eventData finds the data of a server-sent event whose data is one line, after an event line or not, as the
+// Messages and Responses APIs send them: frame[from:to].
+func eventData(frame []byte) (from, to int, ok bool) {
+	for at := 0; at < len(frame); {
+		end := bytes.IndexByte(frame[at:], '\n')
+		if end < 0 {
+			end = len(frame)
+		} else {
+			end += at
+		}
+		line := frame[at:end]
+		if rest, found := bytes.CutPrefix(line, []byte("data:")); found {
+			if ok {
+				return 0, 0, false // a second data line: the data is not one JSON line
+			}
+			from = at + len("data:")
+			if len(rest) > 0 && rest[0] == ' ' {
+				from++
+			}
+			to, ok = end, true
+			if to > from && frame[to-1] == '\r' {
+				to--
+			}
+		}
+		at = end + 1
+	}
+	return from, to, ok
+}
+
+// withResponseCost returns the frame with the cost in the usage of the response its payload (frame[from:to])
+// carries.
+func withResponseCost(frame []byte, from, to int, cost money.Pico) []byte {
+	top, ok := splitObject(frame[from:to])
+	if !ok {
+		return frame
+	}
+	for i := len(top) - 1; i >= 0; i-- {
+		if string(top[i].name) != "response" {
+			continue
+		}
+		v := top[i].value
+		nv := withCost(v, cost)
+		at := from + top[i].at
+		out := make([]byte, 0, len(frame)+len(nv)-len(v))
+		out = append(out, frame[:at]...)
+		out = append(out, nv...)
+		return append(out, frame[at+len(v):]...)
+	}
+	return frame
+}

@@ -1,0 +1,160 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/routing"
+	"github.com/gpumarket/gpumarket/web/internal/httpx"
+)
+
+// TestANativeBodyIsTheClientsAsTheEngineKnowsIt: the model without its tier suffix, and none of the members only
+// the gateway reads; everything else as the client wrote it.
+func TestANativeBodyIsTheClientsAsTheEngineKnowsIt(t *testing.T) {
+	body := []byte(`{"model":"qwen:batch","max_tokens":9,"gpumarket":{"prefer":"carbon"},"provider":{"sort":"price"},` +
+		`"session_id":"s1","messages":[{"role":"user","content":"<b>hi</b>"}],"metadata":{"user_id":"u"}}`)
+	got, err := nativeBodyOf(body, "qwen")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(got, &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, gone := range []string{"gpumarket", "provider", "session_id"} {
+		if _, ok := m[gone]; ok {
+			t.Errorf("the native body keeps %q: %s", gone, got)
+		}
+	}
+	if string(m["model"]) != `"qwen"` || string(m["max_tokens"]) != "9" || string(m["metadata"]) != `{"user_id":"u"}` ||
+		!bytes.Contains(got, []byte(`<b>hi</b>`)) {
+		t.Fatalf("native body %s", got)
+	}
+	if _, err := nativeBodyOf([]byte(`[1]`), "qwen"); err == nil {
+		t.Fatal("a body that is no object made a native body")
+	}
+}
+
+// TestNativeUsageIsReadInEachAPIsOwnTerms: Anthropic counts cache reads and writes apart from input_tokens, the
+// Responses API within them.
+func TestNativeUsageIsReadInEachAPIsOwnTerms(t *testing.T) {
+	for _, c := range []struct {
+		api, body string
+		want      *billing.TokenCount
+	}{
+		{catalog.NativeMessages, `{"type":"message","usage":{"input_tokens":5,"cache_read_input_tokens":30,"cache_creation_input_tokens":2,"output_tokens":7}}`,
+			&billing.TokenCount{Input: 37, Cached: 30, Output: 7}},
+		{catalog.NativeMessages, `{"type":"message","usage":{"input_tokens":12,"output_tokens":0}}`, &billing.TokenCount{Input: 12}},
+		{catalog.NativeMessages, `{"type":"message","usage":{"input_tokens":-4,"output_tokens":-1}}`, &billing.TokenCount{}},
+		{catalog.NativeMessages, `{"type":"message","usage":{"input_tokens":12}}`, nil},
+		{catalog.NativeMessages, `{"type":"message"}`, nil},
+		{catalog.NativeResponses, `{"object":"response","usage":{"input_tokens":40,"input_tokens_details":{"cached_tokens":32},"output_tokens":9,"total_tokens":49}}`,
+			&billing.TokenCount{Input: 40, Cached: 32, Output: 9}},
+		{catalog.NativeResponses, `{"object":"response","usage":{"output_tokens":9}}`, nil},
+		{catalog.NativeResponses, `not json`, nil},
+	} {
+		got := nativeUsage(c.api, []byte(c.body))
+		if (got == nil) != (c.want == nil) || got != nil && *got != *c.want {
+			t.Errorf("%s usage of %s = %+v; want %+v", c.api, c.body, got, c.want)
+		}
+	}
+}
+
+// nativeRelay relays a native stream through relayNativeStream and returns what the client got, the outcome and
+// the relay's error.
+func nativeRelay(t *testing.T, api, stream string, cost func(*billing.TokenCount) (money.Pico, bool)) (string, outcome, error) {
+	t.Helper()
+	g := &Gateway{now: time.Now, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	rec := httptest.NewRecorder()
+	out, _ := httpx.NewDeadlineWriter(rec, time.Minute)
+	var o outcome
+	err := g.relayNativeStream(out, strings.NewReader(stream), api, &o, cost)
+	return rec.Body.String(), o, err
+}
+
+// TestANativeMessagesStreamIsRelayedAsItCame: every frame goes out untouched; the gateway reads the input from
+// message_start, the output so far from each message_delta and the output it relayed from the deltas; the stream
+// ends at message_stop; one that stops short, or ends in an error event, broke off.
+func TestANativeMessagesStreamIsRelayedAsItCame(t *testing.T) {
+	stream := "event: message_start\n" +
+		`data: {"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[],"usage":{"input_tokens":3,"cache_read_input_tokens":16,"output_tokens":1}}}` + "\n\n" +
+		"event: content_block_start\n" + `data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}` + "\n\n" +
+		"event: ping\n" + `data: {"type": "ping"}` + "\n\n" +
+		"event: content_block_delta\n" + `data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hello"}}` + "\n\n" +
+		"event: content_block_delta\n" + `data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":" there"}}` + "\n\n" +
+		"event: content_block_stop\n" + `data: {"type":"content_block_stop","index":0}` + "\n\n" +
+		"event: message_delta\n" + `data: {"type":"message_delta","delta":{"stop_reason":"max_tokens","stop_sequence":null},"usage":{"output_tokens":2}}` + "\n\n" +
+		"event: message_stop\n" + `data: {"type":"message_stop"}` + "\n\n"
+	got, o, err := nativeRelay(t, catalog.NativeMessages, stream, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != stream {
+		t.Fatalf("relayed\n%s\nwant it as it came\n%s", got, stream)
+	}
+	if o.usage == nil || *o.usage != (billing.TokenCount{Input: 19, Cached: 16, Output: 2}) || o.outputChunks != 2 ||
+		o.outputBytes != int64(len("Hello there")) || o.firstToken.IsZero() {
+		t.Fatalf("outcome %+v, usage %+v", o, o.usage)
+	}
+	if _, _, err := nativeRelay(t, catalog.NativeMessages, stream[:strings.Index(stream, "event: message_stop")], nil); err == nil {
+		t.Fatal("a stream without message_stop ended well")
+	}
+	failed := stream[:strings.Index(stream, "event: content_block_stop")] +
+		"event: error\n" + `data: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}` + "\n\n"
+	if got, _, err := nativeRelay(t, catalog.NativeMessages, failed, nil); err == nil || got != failed {
+		t.Fatalf("a stream that ended in an error event: %v, relayed %q", err, got)
+	}
+}
+
+// TestANativeResponsesStreamCarriesItsCost: the deltas are output, response.completed carries the usage, and the
+// cost goes into that usage, where a translated stream has it.
+func TestANativeResponsesStreamCarriesItsCost(t *testing.T) {
+	completed := `{"type":"response.completed","sequence_number":5,"response":{"id":"resp_1","object":"response","status":"completed",` +
+		`"usage":{"input_tokens":40,"input_tokens_details":{"cached_tokens":32},"output_tokens":2,"total_tokens":42}}}`
+	stream := "event: response.created\n" + `data: {"type":"response.created","sequence_number":0,"response":{"id":"resp_1","object":"response","status":"in_progress","usage":null}}` + "\n\n" +
+		"event: response.output_text.delta\n" + `data: {"type":"response.output_text.delta","sequence_number":3,"delta":"Hi"}` + "\n\n" +
+		"event: response.function_call_arguments.delta\n" + `data: {"type":"response.function_call_arguments.delta","sequence_number":4,"delta":"{}"}` + "\n\n" +
+		"event: response.completed\n" + "data: " + completed + "\n\n"
+	a := &attempt{cand: routing.Candidate{PriceInput: 150_000, PriceCachedInput: 37_500, PriceOutput: 300_000}}
+	req := &gatewayRequest{ep: endpoint{path: "/v1/responses", streams: true, output: true, dialect: responsesDialect{}},
+		bounds: routing.Bounds{MaxInputTokens: 1000, MaxOutputTokens: 16}}
+	got, o, err := nativeRelay(t, catalog.NativeResponses, stream, func(u *billing.TokenCount) (money.Pico, bool) { return costOf(a, req, u) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.usage == nil || *o.usage != (billing.TokenCount{Input: 40, Cached: 32, Output: 2}) || o.outputChunks != 2 || o.outputBytes != 4 {
+		t.Fatalf("outcome %+v, usage %+v", o, o.usage)
+	}
+	last := got[strings.LastIndex(got, "data: ")+len("data: "):]
+	var ev struct {
+		Type     string `json:"type"`
+		Response struct {
+			ID    string `json:"id"`
+			Usage struct {
+				InputTokens int64       `json:"input_tokens"`
+				Cost        json.Number `json:"cost"`
+			} `json:"usage"`
+		} `json:"response"`
+	}
+	if err := json.Unmarshal([]byte(strings.TrimSpace(last)), &ev); err != nil {
+		t.Fatalf("%v: %s", err, last)
+	}
+	// 8 fresh input tokens at $0.15/M, 32 cached at $0.0375/M and 2 output at $0.30/M.
+	want := money.Pico(8*150_000 + 32*37_500 + 2*300_000)
+	if ev.Type != "response.completed" || ev.Response.ID != "resp_1" || ev.Response.Usage.InputTokens != 40 ||
+		ev.Response.Usage.Cost.String() != want.Decimal(12) {
+		t.Fatalf("the last event %s; want its cost %s", last, want.Decimal(12))
+	}
+	if !strings.HasPrefix(got, stream[:strings.Index(stream, "event: response.completed")]) {
+		t.Fatalf("the events before the last were not relayed as they came:\n%s", got)
+	}
+}
