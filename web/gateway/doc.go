@@ -25,6 +25,8 @@
 //     request's members the gateway needs, and a whole answer's usage.
 //   - errors.go: OpenAI's error shape, the one place that maps errors to statuses here.
 //   - dialect.go: APIs served by translation to and from chat completions.
+//   - native.go: the same APIs passed through untouched to rigs whose engine serves them, with the usage
+//     of their native answers.
 //   - anthropic.go: the Anthropic Messages API (POST /v1/messages, /v1/messages/count_tokens).
 //   - responses.go: the OpenAI Responses API, /v1/responses, stateless, translated to and from chat
 //     completions (dialect.go's hook).
