@@ -572,6 +572,11 @@ func (s *anthropicStream) end() []byte {
 	return event(out, "message_stop", map[string]string{"type": "message_stop"})
 }
 
+// fail is the error event Anthropic ends a stream with when it fails midway.
+func (s *anthropicStream) fail(message string) []byte {
+	return event(nil, "error", map[string]any{"type": "error", "error": map[string]string{"type": "api_error", "message": message}})
+}
+
 // countAnthropicTokens answers POST /v1/messages/count_tokens with {"input_tokens": N}. The platform holds no
 // tokenizer of the models on offer, so N is the bound the gateway itself puts on the request's input (routing.BoundsFor
 // on the chat completion it translates to): the most input tokens such a request can be billed for, an upper bound of

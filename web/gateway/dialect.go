@@ -59,7 +59,12 @@ type chunkTranslator interface {
 	chunk(payload []byte) ([]byte, error)
 	// end returns the frames that end the stream, once the chat stream ended with [DONE].
 	end() []byte
+	// fail returns the frame that ends a stream the rig broke off: the dialect's error event, with message.
+	fail(message string) []byte
 }
+
+// brokenStreamMessage is what a client of a dialect reads in the error event that ends a stream its rig broke off.
+const brokenStreamMessage = "The offering's answer broke off before its end; you are billed only for what it produced."
 
 // dialectKey is where a request's dialect is kept in its echo.Context, for its errors.
 const dialectKey = "gateway.dialect"
@@ -88,7 +93,15 @@ func (g *Gateway) relayTranslated(c echo.Context, req *gatewayRequest, a *attemp
 		setCarbonHeaders(h, a.cand, false)
 		w.WriteHeader(resp.StatusCode)
 		_ = out.Flush()
-		err = g.relayTranslatedStream(out, &boundedReader{r: resp.Body, left: maxResponseBytes}, d.stream(t), &o)
+		tr := d.stream(t)
+		err = g.relayTranslatedStream(out, &boundedReader{r: resp.Body, left: maxResponseBytes}, tr, &o)
+		if err != nil && !errors.Is(err, errClientGone) && c.Request().Context().Err() == nil {
+			// The stream stays well formed to its end: the client's SDK reads the break as an error, not as
+			// an answer that merely stopped.
+			if _, werr := out.Write(tr.fail(brokenStreamMessage)); werr == nil {
+				_ = out.Flush()
+			}
+		}
 	} else {
 		var body []byte
 		body, err = io.ReadAll(&boundedReader{r: resp.Body, left: maxUsageScan, err: errAnswerTooLarge})

@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/labstack/echo/v4"
 
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/catalog"
@@ -156,5 +159,36 @@ func TestANativeResponsesStreamCarriesItsCost(t *testing.T) {
 	}
 	if !strings.HasPrefix(got, stream[:strings.Index(stream, "event: response.completed")]) {
 		t.Fatalf("the events before the last were not relayed as they came:\n%s", got)
+	}
+}
+
+// TestABrokenTranslatedStreamEndsWithTheDialectsErrorEvent: a chat stream that breaks off before [DONE] ends the
+// client's Messages or Responses stream with its API's error event, so that its SDK fails rather than take the
+// text so far for a whole answer; the attempt is recorded as an error.
+func TestABrokenTranslatedStreamEndsWithTheDialectsErrorEvent(t *testing.T) {
+	chat := `data: {"id":"c","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"Hel"}}]}` + "\n\n"
+	for _, c := range []struct {
+		ep   endpoint
+		body string
+		want string
+	}{
+		{messagesEndpoint, `{"model":"m","max_tokens":8,"stream":true,"messages":[{"role":"user","content":"hi"}]}`,
+			`event: error` + "\n" + `data: {"error":{"message":"` + brokenStreamMessage + `","type":"api_error"},"type":"error"}` + "\n\n"},
+		{endpoint{path: "/v1/responses", streams: true, output: true, dialect: responsesDialect{}},
+			`{"model":"m","input":"hi","stream":true}`, `"type":"error","code":"server_error","message":"` + brokenStreamMessage + `"`},
+	} {
+		g := &Gateway{now: time.Now, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		e := echo.New()
+		rec := httptest.NewRecorder()
+		ctx := e.NewContext(httptest.NewRequest(http.MethodPost, c.ep.path, strings.NewReader(c.body)), rec)
+		req := &gatewayRequest{ep: c.ep, clientBody: []byte(c.body), stream: true, route: routing.Request{Model: "m"}}
+		a := &attempt{requestID: "req_1", start: time.Now()}
+		resp := &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"text/event-stream"}},
+			Body: io.NopCloser(strings.NewReader(chat))}
+		o := g.relayTranslated(ctx, req, a, resp)
+		got := rec.Body.String()
+		if o.status != billing.GatewayError || !strings.Contains(got, c.want) || !strings.HasSuffix(got, "\n\n") {
+			t.Errorf("%s: status %s; the client got\n%s\nwant it to end with %s", c.ep.path, o.status, got, c.want)
+		}
 	}
 }

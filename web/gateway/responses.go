@@ -907,6 +907,23 @@ func (s *responsesStream) closeOpen() {
 	}
 }
 
+// fail is the Responses API's error event, which ends a stream that failed midway.
+func (s *responsesStream) fail(message string) []byte {
+	s.out.Reset()
+	e := struct {
+		Type           string  `json:"type"`
+		Code           string  `json:"code"`
+		Message        string  `json:"message"`
+		Param          *string `json:"param"`
+		SequenceNumber int     `json:"sequence_number"`
+	}{Type: "error", Code: "server_error", Message: message, SequenceNumber: s.seq}
+	s.seq++
+	s.out.WriteString("event: error\ndata: ")
+	s.out.Write(respJSON(e))
+	s.out.WriteString("\n\n")
+	return bytes.Clone(s.out.Bytes())
+}
+
 func (s *responsesStream) end() []byte {
 	s.out.Reset()
 	s.start()
