@@ -64,7 +64,7 @@ type chunkTranslator interface {
 }
 
 // brokenStreamMessage is what a client of a dialect reads in the error event that ends a stream its rig broke off.
-const brokenStreamMessage = "The offering's answer broke off before its end; you are billed only for what it produced."
+const brokenStreamMessage = "The offering's answer broke off before its end; it has been logged."
 
 // dialectKey is where a request's dialect is kept in its echo.Context, for its errors.
 const dialectKey = "gateway.dialect"
