@@ -8,7 +8,6 @@ import (
 
 	"github.com/gpumarket/gpumarket/services/batch"
 	"github.com/gpumarket/gpumarket/services/billing"
-	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/money"
 )
 
@@ -60,17 +59,7 @@ func (p *Platform) newBatchScheduler() *batch.Scheduler {
 			}
 			return false
 		},
-		BatchPrice: func(ctx context.Context) (catalog.Price, error) {
-			prices, err := p.catalog.CurrentPrices(ctx)
-			if err != nil {
-				return catalog.Price{}, err
-			}
-			price, ok := prices[catalog.TierBatch]
-			if !ok {
-				return catalog.Price{}, fmt.Errorf("the batch tier has no price in force")
-			}
-			return price, nil
-		},
+		Prices: p.catalog.PriceBook,
 		Balance: func(ctx context.Context, accountID string) (money.BigPico, error) {
 			b, err := credits.Balance(ctx, accountID)
 			return b.Pico, err

@@ -72,8 +72,8 @@ func (g *meteringGateway) sentPrefixes() []string {
 
 func testScheduler(svc *Service, gw Gateway, lease time.Duration) *Scheduler {
 	return NewScheduler(SchedulerConfig{Service: svc, Gateway: gw, Offered: func(string) bool { return true },
-		BatchPrice: func(context.Context) (catalog.Price, error) {
-			return catalog.Price{Tier: catalog.TierBatch, Input: 100_000, Output: 200_000}, nil
+		Prices: func(context.Context) (catalog.PriceBook, error) {
+			return catalog.PriceBook{catalog.TierBatch: {{Tier: catalog.TierBatch, Input: 100_000, Output: 200_000}}}, nil
 		},
 		Balance: func(context.Context, string) (money.BigPico, error) {
 			return money.BigPicoOf(100 * money.PicoPerUSD), nil

@@ -50,8 +50,8 @@ func TestQueue(t *testing.T) {
 	clk := &clock{t: time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)}
 	svc := NewService(Config{Pool: pool, Storage: store, Now: clk.now})
 	sch := NewScheduler(SchedulerConfig{Service: svc, Gateway: answerBy{}, Offered: func(string) bool { return true },
-		BatchPrice: func(context.Context) (catalog.Price, error) {
-			return catalog.Price{Tier: catalog.TierBatch, Input: 100_000, Output: 200_000}, nil
+		Prices: func(context.Context) (catalog.PriceBook, error) {
+			return catalog.PriceBook{catalog.TierBatch: {{Tier: catalog.TierBatch, Input: 100_000, Output: 200_000}}}, nil
 		},
 		Balance: func(context.Context, string) (money.BigPico, error) {
 			return money.BigPicoOf(100 * money.PicoPerUSD), nil

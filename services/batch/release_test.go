@@ -39,8 +39,8 @@ func TestCloseReleasesLinesNotSent(t *testing.T) {
 	svc := NewService(Config{Pool: pool, Storage: store})
 	gw := heldGateway{arrived: make(chan string, 8), answer: make(chan struct{})}
 	sch := NewScheduler(SchedulerConfig{Service: svc, Gateway: gw, Offered: func(string) bool { return true },
-		BatchPrice: func(context.Context) (catalog.Price, error) {
-			return catalog.Price{Tier: catalog.TierBatch, Input: 100_000, Output: 200_000}, nil
+		Prices: func(context.Context) (catalog.PriceBook, error) {
+			return catalog.PriceBook{catalog.TierBatch: {{Tier: catalog.TierBatch, Input: 100_000, Output: 200_000}}}, nil
 		},
 		Balance: func(context.Context, string) (money.BigPico, error) {
 			return money.BigPicoOf(100 * money.PicoPerUSD), nil

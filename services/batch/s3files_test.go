@@ -109,8 +109,8 @@ func TestFilesOnS3(t *testing.T) {
 		t.Fatal(err)
 	}
 	sch := NewScheduler(SchedulerConfig{Service: svc, Gateway: answerBy{}, Offered: func(string) bool { return true },
-		BatchPrice: func(context.Context) (catalog.Price, error) {
-			return catalog.Price{Tier: catalog.TierBatch, Input: 100_000, Output: 200_000}, nil
+		Prices: func(context.Context) (catalog.PriceBook, error) {
+			return catalog.PriceBook{catalog.TierBatch: {{Tier: catalog.TierBatch, Input: 100_000, Output: 200_000}}}, nil
 		},
 		Balance: func(context.Context, string) (money.BigPico, error) {
 			return money.BigPicoOf(1000 * money.PicoPerUSD), nil

@@ -68,14 +68,15 @@ const (
 type SchedulerConfig struct {
 	Service *Service
 	Gateway Gateway
-	// Offered says whether the catalog offers a model; BatchPrice is the batch tier's price in
-	// force; Balance is an account's prepaid balance.
+	// Offered says whether the catalog offers a model; Prices is the price book, in which a line's
+	// model has its batch price (its own, else the batch tier's default); Balance is an account's
+	// prepaid balance.
 	Offered func(model string) bool
 	// Ready says whether Offered knows the catalog yet: no batch is checked before, so that none
 	// fails for models not loaded. Nil means always.
-	Ready      func(ctx context.Context) error
-	BatchPrice func(ctx context.Context) (catalog.Price, error)
-	Balance    func(ctx context.Context, accountID string) (money.BigPico, error)
+	Ready   func(ctx context.Context) error
+	Prices  func(ctx context.Context) (catalog.PriceBook, error)
+	Balance func(ctx context.Context, accountID string) (money.BigPico, error)
 	// Concurrency is how many lines are in flight at once, across all batches: the share of
 	// capacity batch lines may take. Zero means DefaultConcurrency.
 	Concurrency int
@@ -248,15 +249,17 @@ func (s *Scheduler) validateOne(ctx context.Context) (_ bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	price, err := s.cfg.BatchPrice(ctx)
+	book, err := s.cfg.Prices(ctx)
 	if err != nil {
 		return false, err
 	}
+	pricedAt := s.now()
+	priceOf := func(model string) (catalog.Price, bool) { return book.At(catalog.TierBatch, model, pricedAt) }
 	f, err := s.svc.store.Open(fileID)
 	if err != nil {
 		return false, err
 	}
-	c, err := checkLines(f, endpoint, s.cfg.Offered, price)
+	c, err := checkLines(f, endpoint, s.cfg.Offered, priceOf)
 	f.Close()
 	if err != nil {
 		return false, err

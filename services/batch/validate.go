@@ -76,7 +76,7 @@ func (c *checked) fail(line int, code, param, format string, args ...any) {
 // for a batch to endpoint. The estimate bounds each line's tokens as the gateway bounds an
 // interactive request's (routing.BoundsFor): its body's bytes plus the template allowance for input,
 // its max_tokens (or the model's output limit) times its choices for output.
-func checkLines(r io.Reader, endpoint string, offered func(string) bool, price catalog.Price) (*checked, error) {
+func checkLines(r io.Reader, endpoint string, offered func(string) bool, priceOf func(model string) (catalog.Price, bool)) (*checked, error) {
 	c := &checked{}
 	seen := map[string]bool{}
 	br := bufio.NewReaderSize(r, 64<<10)
@@ -98,7 +98,7 @@ func checkLines(r io.Reader, endpoint string, offered func(string) bool, price c
 		case len(trimmed) == 0:
 			// a blank line, at the end of a file most often, is no request
 		default:
-			c.checkLine(n, trimmed, start, len(raw), endpoint, offered, price, seen)
+			c.checkLine(n, trimmed, start, len(raw), endpoint, offered, priceOf, seen)
 		}
 		if errors.Is(err, io.EOF) {
 			break
@@ -111,7 +111,7 @@ func checkLines(r io.Reader, endpoint string, offered func(string) bool, price c
 }
 
 func (c *checked) checkLine(n int, raw []byte, offset int64, length int, endpoint string, offered func(string) bool,
-	price catalog.Price, seen map[string]bool) {
+	priceOf func(model string) (catalog.Price, bool), seen map[string]bool) {
 	var in inputLine
 	if err := json.Unmarshal(raw, &in); err != nil {
 		c.fail(n, "invalid_json_line", "", "Line %d is not a JSON object: %v.", n, err)
@@ -169,6 +169,11 @@ func (c *checked) checkLine(n int, raw []byte, offset int64, length int, endpoin
 	}
 	if (limit != nil && *limit < 0) || choices < 1 || choices > routing.MaxChoices {
 		c.fail(n, "invalid_body", "body", "Line %d: max_tokens must be 0 or more and n from 1 to %d.", n, routing.MaxChoices)
+		return
+	}
+	price, ok := priceOf(model)
+	if !ok {
+		c.fail(n, "model_not_found", "body.model", "Line %d: the model %s has no batch price in force.", n, model)
 		return
 	}
 	b := routing.BoundsFor(model, len(in.Body), limit, choices, output)
