@@ -148,7 +148,8 @@ const (
 type Config struct {
 	// Upstream is the base URL of the OpenAI-compatible server, without /v1: "http://127.0.0.1:8000".
 	Upstream string
-	// Model is the offering's listed model, which Preflight checks the upstream lists; empty skips that check.
+	// Model is the offering's listed model, which Preflight checks the upstream lists and the agent names in its
+	// probes for the APIs the upstream serves natively (probe.go); empty skips both.
 	Model string
 
 	ProviderID string // the provider's id; with OfferingID, a NATS subject token each
@@ -236,7 +237,7 @@ type Agent struct {
 
 	// native holds the APIs the upstream was last found to serve natively (nativeAPIs), none until it was
 	// probed; probeEvery is how often it is probed again (nativeProbeInterval); probing serialises probes
-	// and guards probed, which says a probe has found anything yet.
+	// and guards probed, which says whether any probe has finished yet.
 	native     atomic.Uint32
 	probeEvery time.Duration
 	probing    sync.Mutex
