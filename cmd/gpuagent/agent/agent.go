@@ -14,10 +14,21 @@
 // POST /v1/chat/completions, /v1/completions, /v1/embeddings and GET /v1/models, each only with a route ticket
 // (header X-GPUMarket-Ticket) signed by the platform for this offering and issued at most TicketMaxAge ago;
 // anything else is answered 401 in OpenAI's error shape. The ticket stays with the agent: the inference server
-// gets the request's id in X-Request-Id instead. Responses are relayed as they come: a stream's status and headers
-// as soon as the upstream sent them, then its frames one by one, flushed after each; a whole response as it is. An
-// upstream error status (a 5xx before the first byte, which the gateway fails over on) reaches the client
-// unchanged.
+// gets the request's id in X-Request-Id instead.
+//
+// POST /v1/messages (Anthropic Messages) and POST /v1/responses (OpenAI Responses) are served the same way when
+// the inference server serves them itself, and answered 404 without calling it otherwise. The agent finds out by
+// asking (probe.go): when Run starts and every 10 minutes, one real request of each API for Config.Model, a
+// one-token message and a 16-token response, which counts only when it is answered 2xx in the API's own shape with
+// the input and output tokens the agent bills from. Heartbeats name what was found (Heartbeat.Native), so that the
+// gateway passes those requests through to this rig instead of translating them into chat completions; a change
+// is logged and heartbeated at once. The probes are the agent's own and make no usage event. A request of either
+// API goes upstream with its body as the client sent it (no stream_options) and its headers (anthropic-version,
+// anthropic-beta) but the ticket.
+//
+// Responses are relayed as they come: a stream's status and headers as soon as the upstream sent them, then its
+// frames one by one, flushed after each; a whole response as it is. An upstream error status (a 5xx before the
+// first byte, which the gateway fails over on) reaches the client unchanged.
 //
 // # What it counts
 //
@@ -30,6 +41,14 @@
 // them (a lower bound when a server packs several tokens in a chunk), and the input is 0: the agent has no
 // tokenizer, and under-billing a cut-off request is the safe side.
 //
+// The native APIs count in their own words (native.go). A Messages answer's prompt is its input_tokens plus its
+// cache_read_input_tokens and cache_creation_input_tokens (Anthropic counts the cache apart), of which the cache
+// reads are cached; its stream gives the input with message_start, and the output, counted so far, with each
+// message_delta (the last one counts); an error event fails the request. A Responses answer's input_tokens
+// include the cached input_tokens_details.cached_tokens; its stream gives the usage with the event that ends it
+// (response.completed, response.incomplete, or response.failed, which fails the request). Without usage, the
+// streamed deltas count as for chat, and every figure is bounded as chat's are.
+//
 // The status is ok when the upstream answered 2xx and the response went to the client whole (its end, the
 // [DONE] frame or the last byte, follows the event: see Delivery); canceled when the
 // client went away first (the upstream request is cancelled at once, and the event carries the tokens produced
@@ -37,7 +56,8 @@
 // response broke off (the tokens relayed until then).
 //
 // The time to first token runs from the request's arrival to the moment the first chunk carrying output was
-// flushed to the client (for a whole response, its first byte); it is 0 when no output token came. The
+// flushed to the client (a Messages content_block_delta, a Responses text, refusal, reasoning or function-call
+// arguments delta; for a whole response, its first byte); it is 0 when no output token came. The
 // duration runs from the arrival to the last byte.
 //
 // # Energy
@@ -55,9 +75,10 @@
 // # Delivery
 //
 // Every event is in the outbox before the client can learn that its request is over, and removed only when the
-// USAGE stream has acknowledged it: a stream's event is written before its [DONE] frame, a whole response's before
-// its last byte (held back until then: with a Content-Length that byte tells the client the response is whole),
-// and any other before the handler returns and the server ends the response. A crash can then leave an event
+// USAGE stream has acknowledged it: a stream's event is written before its [DONE] frame (a Messages or Responses
+// stream's, before the event that ends it), a whole response's before its last byte (held back until then: with a
+// Content-Length that byte tells the client the response is whole), and any other before the handler returns and
+// the server ends the response. A crash can then leave an event
 // kept for a request whose client never saw its end, never a request completed for its client without an event.
 //
 // The outbox is a directory (Config.OutboxDir) with one file per event, named "<unix nanoseconds, 20
@@ -127,7 +148,8 @@ const (
 type Config struct {
 	// Upstream is the base URL of the OpenAI-compatible server, without /v1: "http://127.0.0.1:8000".
 	Upstream string
-	// Model is the offering's listed model, which Preflight checks the upstream lists; empty skips that check.
+	// Model is the offering's listed model, which Preflight checks the upstream lists and the agent names in its
+	// probes for the APIs the upstream serves natively (probe.go); empty skips both.
 	Model string
 
 	ProviderID string // the provider's id; with OfferingID, a NATS subject token each
@@ -213,6 +235,14 @@ type Agent struct {
 	acked             atomic.Int64
 	rounds            atomic.Int64
 
+	// native holds the APIs the upstream was last found to serve natively (nativeAPIs), none until it was
+	// probed; probeEvery is how often it is probed again (nativeProbeInterval); probing serialises probes
+	// and guards probed, which says whether any probe has finished yet.
+	native     atomic.Uint32
+	probeEvery time.Duration
+	probing    sync.Mutex
+	probed     bool
+
 	closeOnce sync.Once
 }
 
@@ -263,18 +293,21 @@ func New(cfg Config) (*Agent, error) {
 			IdleConnTimeout:     90 * time.Second,
 			DisableCompression:  true, // relay bytes as the server wrote them, and read them
 		}},
-		meter:     newRigMeter(float64(gpu.BoardPowerW*cfg.GPUCount), cfg.Now),
-		outbox:    box,
-		subject:   usage.Subject(cfg.ProviderID, cfg.OfferingID),
-		heartbeat: events.HeartbeatSubject(cfg.ProviderID, cfg.OfferingID),
-		wake:      make(chan struct{}, 1),
-		beatAsked: make(chan struct{}, 1),
-		pace:      rate.NewLimiter(maxPublishRate, publishWindow),
+		meter:      newRigMeter(float64(gpu.BoardPowerW*cfg.GPUCount), cfg.Now),
+		outbox:     box,
+		subject:    usage.Subject(cfg.ProviderID, cfg.OfferingID),
+		heartbeat:  events.HeartbeatSubject(cfg.ProviderID, cfg.OfferingID),
+		wake:       make(chan struct{}, 1),
+		beatAsked:  make(chan struct{}, 1),
+		pace:       rate.NewLimiter(maxPublishRate, publishWindow),
+		probeEvery: nativeProbeInterval,
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/chat/completions", a.serveInference(true))
-	mux.HandleFunc("POST /v1/completions", a.serveInference(true))
-	mux.HandleFunc("POST /v1/embeddings", a.serveInference(false))
+	mux.HandleFunc("POST /v1/chat/completions", a.serveInference(true, dialectOpenAI))
+	mux.HandleFunc("POST /v1/completions", a.serveInference(true, dialectOpenAI))
+	mux.HandleFunc("POST /v1/embeddings", a.serveInference(false, dialectOpenAI))
+	mux.HandleFunc("POST /v1/messages", a.serveInference(false, dialectMessages))
+	mux.HandleFunc("POST /v1/responses", a.serveInference(false, dialectResponses))
 	mux.HandleFunc("GET /v1/models", a.serveModels)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "invalid_request_error", "unknown_url",
@@ -303,6 +336,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { a.sendLoop(loops) })
 	wg.Go(func() { a.heartbeatLoop(loops) })
+	wg.Go(func() { a.probeLoop(loops) })
 	if a.cfg.NvidiaSMI != "" {
 		wg.Go(func() { a.samplePower(loops) })
 	}
@@ -366,8 +400,9 @@ func (a *Agent) report(t ticketed, x *exchange, start, end time.Time, joules flo
 		EnergySource: source,
 		Status:       x.status,
 	}
-	if x.usage != nil {
-		u.InputTokens, u.OutputTokens = x.usage.PromptTokens, x.usage.CompletionTokens
+	counted := x.counted()
+	if counted != nil {
+		u.InputTokens, u.OutputTokens = counted.PromptTokens, counted.CompletionTokens
 	} else {
 		u.OutputTokens = x.contentChunks
 	}
@@ -375,7 +410,7 @@ func (a *Agent) report(t ticketed, x *exchange, start, end time.Time, joules flo
 	u.OutputTokens = min(max(u.OutputTokens, 0), usage.MaxTokens)
 	// Cached tokens are a part of the prompt: an engine that counted more of them than prompt tokens is
 	// taken at its prompt count, so that the request still bills (the meter refuses the event otherwise).
-	u.CachedInputTokens = min(max(cachedTokens(x.usage, x.timings), 0), u.InputTokens)
+	u.CachedInputTokens = min(max(cachedTokens(counted, x.timings), 0), u.InputTokens)
 	duration := max(end.Sub(start), 0)
 	u.DurationMillis = millis(duration)
 	if u.OutputTokens > 0 && !x.firstToken.IsZero() {

@@ -509,14 +509,14 @@ func TestMemberScannerFindsTopLevelUsageAndModelInPieces(t *testing.T) {
 		for i := 0; i < len(body); i += size {
 			_, _ = s.Write([]byte(body[i:min(i+size, len(body))]))
 		}
-		usage, model := s.result()
+		usage, model := s.result(dialectOpenAI)
 		if usage == nil || usage.PromptTokens != 12 || usage.CompletionTokens != 3 || model != "m-1" {
 			t.Errorf("pieces of %d: usage %+v, model %q", size, usage, model)
 		}
 	}
 	var none memberScanner
 	_, _ = none.Write([]byte(`{"error":{"message":"no"}}`))
-	if usage, model := none.result(); usage != nil || model != "" {
+	if usage, model := none.result(dialectOpenAI); usage != nil || model != "" {
 		t.Errorf("error body: usage %+v, model %q", usage, model)
 	}
 }
@@ -626,6 +626,8 @@ type rigOptions struct {
 	upstream  http.Handler  // answers in place of the simulated inference server
 	heartbeat time.Duration // the heartbeat interval; 50 ms when 0
 	pending   int64         // the usage stream's per-rig limit; its default when 0
+	model     string        // the listed model: the agent probes its upstream for native APIs only with one
+	reprobe   time.Duration // how often the agent probes its upstream again; nativeProbeInterval when 0
 }
 
 type rig struct {
@@ -687,6 +689,7 @@ func (r *rig) startAgent(t *testing.T, outboxDir string, noRun bool) *Agent {
 	t.Helper()
 	a, err := New(Config{
 		Upstream:          r.upstreamURL,
+		Model:             r.opts.model,
 		ProviderID:        testProvider,
 		OfferingID:        testOffering,
 		GPUSKU:            "rtx-4090",
@@ -705,6 +708,7 @@ func (r *rig) startAgent(t *testing.T, outboxDir string, noRun bool) *Agent {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { a.Close() })
+	a.probeEvery = cmp.Or(r.opts.reprobe, a.probeEvery)
 	if noRun {
 		return a
 	}

@@ -80,7 +80,7 @@ func TestMemberScannerKeepsLlamaTimings(t *testing.T) {
 		var s memberScanner
 		_, _ = s.Write([]byte(body[:cut]))
 		_, _ = s.Write([]byte(body[cut:]))
-		u, _ := s.result()
+		u, _ := s.result(dialectOpenAI)
 		if got := cachedTokens(u, s.llamaTimings()); got != 8 {
 			t.Fatalf("cut at %d: %d cached tokens, want 8", cut, got)
 		}

@@ -12,11 +12,15 @@ import (
 // are the prompt tokens the engine served from its prefix cache (vLLM, SGLang, and llama.cpp's server of late
 // report them there); null or absent when the engine says nothing of a cache.
 type tokenUsage struct {
-	PromptTokens        int64 `json:"prompt_tokens"`
-	CompletionTokens    int64 `json:"completion_tokens"`
-	PromptTokensDetails *struct {
-		CachedTokens int64 `json:"cached_tokens"`
-	} `json:"prompt_tokens_details"`
+	PromptTokens        int64          `json:"prompt_tokens"`
+	CompletionTokens    int64          `json:"completion_tokens"`
+	PromptTokensDetails *cachedDetails `json:"prompt_tokens_details"`
+}
+
+// cachedDetails says how many of the prompt tokens the engine served from its cache: OpenAI's
+// prompt_tokens_details in chat and text completions, input_tokens_details in Responses.
+type cachedDetails struct {
+	CachedTokens int64 `json:"cached_tokens"`
 }
 
 // llamaTimings is what the agent reads of the timings object llama.cpp's server adds to a response and to a
@@ -249,14 +253,11 @@ func (s *memberScanner) step(c byte) {
 	}
 }
 
-// result decodes what was kept: the usage, when the body had one, and the model name.
-func (s *memberScanner) result() (usage *tokenUsage, model string) {
-	var u tokenUsage
-	if len(s.usage) > 0 && json.Unmarshal(s.usage, &u) == nil && !bytes.Equal(bytes.TrimSpace(s.usage), []byte("null")) {
-		usage = &u
-	}
+// result decodes what was kept: the usage, read as the dialect writes it, when the body had one, and the model
+// name.
+func (s *memberScanner) result(d dialect) (usage *tokenUsage, model string) {
 	_ = json.Unmarshal(s.model, &model)
-	return usage, model
+	return d.usageOf(s.usage), model
 }
 
 // llamaTimings decodes the timings object that was kept, nil when the body had none.

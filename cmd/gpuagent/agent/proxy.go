@@ -61,15 +61,25 @@ type ticketed struct {
 
 // exchange is what the agent learns of one request while relaying it.
 type exchange struct {
+	dialect       dialect // the wire format of the answer
 	status        usage.Status
-	model         string        // from the response, else from the request
-	usage         *tokenUsage   // the upstream's count, when it gave one
-	timings       *llamaTimings // llama.cpp's timings, when the upstream is its server
-	contentChunks int64         // streamed chunks that carried output
-	firstToken    time.Time     // when the first output reached the client
+	model         string         // from the response, else from the request
+	usage         *tokenUsage    // the upstream's count, when it gave one
+	messages      *messagesUsage // a Messages stream's count, gathered from its events
+	timings       *llamaTimings  // llama.cpp's timings, when the upstream is its server
+	contentChunks int64          // streamed chunks that carried output
+	firstToken    time.Time      // when the first output reached the client
 
 	report   func() // keeps the request's usage event in the outbox; nil when the request bills nothing
 	reported bool
+}
+
+// counted is the upstream's count of the request's tokens in the OpenAI form, nil when it gave none.
+func (x *exchange) counted() *tokenUsage {
+	if x.messages != nil {
+		return x.messages.tokens(x.contentChunks)
+	}
+	return x.usage
 }
 
 // finish reports the request, once: relay calls it as soon as the response is whole, before the client can
@@ -82,13 +92,20 @@ func (x *exchange) finish() {
 }
 
 // serveInference relays an inference request and reports its usage. streamOptions says the endpoint takes
-// stream_options (chat and text completions).
-func (a *Agent) serveInference(streamOptions bool) http.HandlerFunc {
+// stream_options (chat and text completions); d is the wire format of its answers. An endpoint of a native API
+// the upstream was not found to serve (probe.go) is answered 404 as an unknown path is, without calling the
+// upstream.
+func (a *Agent) serveInference(streamOptions bool, d dialect) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if d != dialectOpenAI && !a.nativeNow().has(d) {
+			writeError(w, http.StatusNotFound, "invalid_request_error", "unknown_url",
+				fmt.Sprintf("Invalid URL (%s %s): this rig's inference server does not serve it.", r.Method, r.URL.Path))
+			return
+		}
 		t := r.Context().Value(claimsKey{}).(ticketed)
 		start := a.cfg.Now()
 		mark := a.meter.enter(start)
-		x := &exchange{status: usage.StatusOK}
+		x := &exchange{dialect: d, status: usage.StatusOK}
 		x.report = func() {
 			end := a.cfg.Now()
 			joules, source := a.meter.leave(mark, end)
@@ -166,7 +183,8 @@ func (a *Agent) relay(w http.ResponseWriter, r *http.Request, streamOptions bool
 		case !ok:
 			// The upstream refused or failed (a 5xx before the first byte, which the gateway fails over on):
 			// its status went to the client as it was, and nothing was produced.
-			x.status, x.usage, x.timings, x.contentChunks, x.firstToken = usage.StatusError, nil, nil, 0, time.Time{}
+			x.status, x.usage, x.messages, x.timings = usage.StatusError, nil, nil, nil
+			x.contentChunks, x.firstToken = 0, time.Time{}
 		case rerr == nil:
 			// The whole response went out; a client that hangs up after its last byte canceled nothing.
 		case errors.Is(rerr, errClientGone) || r.Context().Err() != nil:
@@ -205,8 +223,9 @@ var errClientGone = errors.New("the client went away")
 // relayStream relays server-sent events frame by frame, flushing each, and reads each chunk for the model,
 // the output and the usage. When the agent forced include_usage, the client gets the stream it asked for: the
 // usage-only chunk is dropped and the usage member removed from the other chunks (OpenAI sends "usage":null
-// on each chunk only when the client asked for usage); every other byte is relayed as it came. whole runs
-// before the [DONE] frame is written.
+// on each chunk only when the client asked for usage); every other byte is relayed as it came. A Messages or
+// Responses stream is relayed byte for byte. whole runs before the frame that ends the stream is written: [DONE],
+// message_stop, or response.completed, response.incomplete or response.failed.
 func (a *Agent) relayStream(w http.ResponseWriter, body io.Reader, forcedUsage bool, x *exchange, whole func()) error {
 	rc := http.NewResponseController(w)
 	br := bufio.NewReaderSize(body, 64<<10)
@@ -225,8 +244,7 @@ func (a *Agent) relayStream(w http.ResponseWriter, body io.Reader, forcedUsage b
 			continue
 		}
 		if len(frame) > 0 {
-			done := isDone(frame)
-			out, output := a.readFrame(frame, forcedUsage, x)
+			out, output, done := a.readFrame(frame, forcedUsage, x)
 			if done {
 				whole()
 			}
@@ -241,11 +259,14 @@ func (a *Agent) relayStream(w http.ResponseWriter, body io.Reader, forcedUsage b
 					x.firstToken = a.cfg.Now()
 				}
 			}
-			if done {
+			if done && x.dialect == dialectOpenAI {
 				// The stream is complete, its usage read: the client may hang up at once, as
 				// OpenAI's SDKs (and the gateway) do on [DONE]. That is no cancellation.
 				return nil
 			}
+			// After the event that ends a Messages or Responses stream, whatever else the upstream sends
+			// is relayed too: neither API makes that event the last byte as [DONE] is. The request is
+			// reported by then, so a client that hangs up on that event canceled nothing either.
 			frame = frame[:0]
 		}
 		if errors.Is(err, io.EOF) {
@@ -267,16 +288,31 @@ func isBlankLine(line []byte) bool {
 	return len(line) == 1 || len(line) == 2 && line[0] == '\r'
 }
 
-// readFrame reads one event and returns what to send the client (nil to drop it) and whether it carried
-// output.
-func (a *Agent) readFrame(frame []byte, forcedUsage bool, x *exchange) (out []byte, output bool) {
+// readFrame reads one event and returns what to send the client (nil to drop it), whether it carried output,
+// and whether it ends the stream: [DONE], or the last event of a Messages or Responses stream. Those go to the
+// client as they came.
+func (a *Agent) readFrame(frame []byte, forcedUsage bool, x *exchange) (out []byte, output, done bool) {
+	if x.dialect != dialectOpenAI {
+		output, done = a.readNativeFrame(frame, x)
+		return frame, output, done
+	}
+	if isDone(frame) {
+		return frame, false, true
+	}
+	out, output = a.readChunk(frame, forcedUsage, x)
+	return out, output, false
+}
+
+// readChunk reads one chunk of a chat or text completion stream and returns what to send the client (nil to drop
+// it) and whether it carried output.
+func (a *Agent) readChunk(frame []byte, forcedUsage bool, x *exchange) (out []byte, output bool) {
 	from, to, ok := dataPayload(frame)
 	if !ok {
 		return frame, false
 	}
 	payload := frame[from:to]
 	if len(payload) == 0 || payload[0] != '{' {
-		return frame, false // [DONE], or not a chunk
+		return frame, false // not a chunk
 	}
 	var chunk streamChunk
 	if err := json.Unmarshal(payload, &chunk); err != nil {
@@ -307,6 +343,16 @@ func (a *Agent) readFrame(frame []byte, forcedUsage bool, x *exchange) (out []by
 	}
 	out = make([]byte, 0, len(frame)-len(payload)+len(trimmed))
 	return append(append(append(out, frame[:from]...), trimmed...), frame[to:]...), output
+}
+
+// eventName is the value of the frame's event line, "" without one.
+func eventName(frame []byte) string {
+	for line := range bytes.Lines(frame) {
+		if rest, ok := bytes.CutPrefix(line, []byte("event:")); ok {
+			return string(bytes.TrimSpace(rest))
+		}
+	}
+	return ""
 }
 
 // dataPayload finds the payload of the frame's data line: the frame must hold exactly one, as OpenAI-compatible
@@ -366,8 +412,11 @@ func (a *Agent) relayBody(w http.ResponseWriter, body io.Reader, x *exchange, wh
 			return err
 		}
 	}
-	usage, model := scan.result()
-	x.usage, x.timings = usage, scan.llamaTimings()
+	usage, model := scan.result(x.dialect)
+	x.usage = usage
+	if x.dialect == dialectOpenAI {
+		x.timings = scan.llamaTimings() // the native APIs count the cache in their usage
+	}
 	if model != "" {
 		x.model = model
 	}

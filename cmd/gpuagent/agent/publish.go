@@ -243,12 +243,16 @@ func (a *Agent) flush(ctx context.Context) error {
 // Heartbeat is what a rig publishes every HeartbeatInterval on heartbeat.<provider_id>.<offering_id>
 // (events.HeartbeatSubject), for the gateway to route on.
 type Heartbeat struct {
-	OfferingID string    `json:"offering_id"`
-	ProviderID string    `json:"provider_id"`
-	InFlight   int       `json:"in_flight"` // requests being served
-	Queued     int       `json:"queued"`    // requests waiting: always 0, the agent queues nothing itself
-	Capacity   int       `json:"capacity"`  // requests the rig serves at once (Config.Capacity)
-	At         time.Time `json:"at"`
+	OfferingID string `json:"offering_id"`
+	ProviderID string `json:"provider_id"`
+	InFlight   int    `json:"in_flight"` // requests being served
+	Queued     int    `json:"queued"`    // requests waiting: always 0, the agent queues nothing itself
+	Capacity   int    `json:"capacity"`  // requests the rig serves at once (Config.Capacity)
+	// Native are the APIs besides chat completions that the upstream was found to serve itself (NativeMessages,
+	// NativeResponses), sorted: the gateway passes a request in one of them through to this rig as it came,
+	// instead of translating it into a chat completion. None until the agent has probed its upstream.
+	Native []string  `json:"native,omitempty"`
+	At     time.Time `json:"at"`
 }
 
 // heartbeatLoop publishes a heartbeat at once and then every HeartbeatInterval until ctx ends, and one more
@@ -309,6 +313,7 @@ func (a *Agent) beat() {
 		ProviderID: a.cfg.ProviderID,
 		InFlight:   a.meter.inFlightNow(),
 		Capacity:   a.cfg.Capacity,
+		Native:     a.nativeNow().names(),
 		At:         a.cfg.Now().UTC(),
 	})
 	if err := a.nc.Publish(a.heartbeat, b); err != nil {
