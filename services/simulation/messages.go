@@ -63,8 +63,8 @@ func (req messagesRequest) chat() (chatRequest, *requestError) {
 	if req.MaxTokens == nil {
 		return chatRequest{}, invalid("max_tokens", "max_tokens: Field required")
 	}
-	if e := validLimit("max_tokens", req.MaxTokens, nil); e != nil {
-		return chatRequest{}, e
+	if *req.MaxTokens < 1 {
+		return chatRequest{}, invalid("max_tokens", "max_tokens: must be 1 or more.")
 	}
 	if len(req.Messages) == 0 {
 		return chatRequest{}, invalid("messages", "messages: at least one message is required.")

@@ -11,16 +11,7 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
-
-	"github.com/gpumarket/gpumarket/services/simulation"
 )
-
-// nativeOptions serve the native APIs without latency or prefix cache.
-func nativeOptions() simulation.Options {
-	opts := zeroOptions()
-	opts.Native = true
-	return opts
-}
 
 func anthropicClient(url string) anthropic.Client {
 	return anthropic.NewClient(option.WithBaseURL(url+"/"), option.WithAPIKey("x"), option.WithMaxRetries(0))
@@ -166,6 +157,12 @@ func TestMessagesAnswerAsChatCompletionsDo(t *testing.T) {
 			streamed.StopReason != c.stop || streamed.Usage.InputTokens != u.InputTokens || streamed.Usage.OutputTokens != u.OutputTokens {
 			t.Errorf("%s: streamed message %s", c.name, streamed.RawJSON())
 		}
+	}
+
+	// A limit as high as clients send (64000, above what chat completions take) only bounds.
+	status, b := post(t, url+"/v1/messages", `{"model":"sim-model","max_tokens":64000,"messages":[{"role":"user","content":"hi"}]}`)
+	if m := object(t, b); status != http.StatusOK || m["stop_reason"] != "end_turn" {
+		t.Fatalf("max_tokens 64000: %d %s", status, b)
 	}
 }
 
@@ -371,21 +368,5 @@ func TestMessagesErrorsHaveAnthropicShape(t *testing.T) {
 	status, b := post(t, failing+"/v1/messages", `{"model":"sim-model","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`)
 	if m := object(t, b); status != http.StatusInternalServerError || m["error"].(map[string]any)["type"] != "api_error" {
 		t.Fatalf("failure: %d %s", status, b)
-	}
-}
-
-// Without Native the native paths are unknown, as on an engine that serves only OpenAI's chat
-// and completions: 404 in OpenAI's shape, naming the path.
-func TestNativePathsAre404WithoutNative(t *testing.T) {
-	t.Parallel()
-	_, url := setup(t, zeroOptions())
-	for _, path := range []string{"/v1/messages", "/v1/responses"} {
-		status, b := post(t, url+path, `{"model":"sim-model","max_tokens":5,"input":"hi","messages":[{"role":"user","content":"hi"}]}`)
-		m := object(t, b)
-		wantKeys(t, path, m, "error")
-		if e := m["error"].(map[string]any); status != http.StatusNotFound || e["message"] != "Invalid URL (POST "+path+")" ||
-			e["type"] != "invalid_request_error" {
-			t.Errorf("%s: %d %s", path, status, b)
-		}
 	}
 }

@@ -61,8 +61,8 @@ func (req responsesRequest) chat() (chatRequest, *requestError) {
 		return chatRequest{}, invalid("previous_response_id",
 			"previous_response_id is not supported: this server stores no responses. Send the whole conversation in input.")
 	}
-	if e := validLimit("max_output_tokens", req.MaxOutputTokens, nil); e != nil {
-		return chatRequest{}, e
+	if req.MaxOutputTokens != nil && *req.MaxOutputTokens < 1 {
+		return chatRequest{}, invalid("max_output_tokens", "max_output_tokens must be 1 or more.")
 	}
 	chat := chatRequest{Model: req.Model, MaxTokens: req.MaxOutputTokens, Stream: req.Stream}
 	if req.Instructions != nil && *req.Instructions != "" {

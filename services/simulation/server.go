@@ -176,7 +176,7 @@ const (
 	limitSets limitRule = iota
 	// limitCaps cuts the answer's drawn length at the limit: on the native APIs, whose clients
 	// send a limit with nearly every request (Anthropic's requires one) as a bound, as a real
-	// engine takes it.
+	// engine takes it. Any limit of 1 or more is taken there, however high: it only bounds.
 	limitCaps
 )
 
