@@ -4,10 +4,13 @@
 // text. It stands in for vLLM behind gpuagent in development, demos and tests. Like vLLM with
 // prefix caching, it reports the prompt tokens it served before as cached
 // (usage.prompt_tokens_details.cached_tokens): the second request of a conversation shows the
-// first one's messages cached (-prefix-cache=false turns that off).
+// first one's messages cached (-prefix-cache=false turns that off). With -native it also serves
+// the Anthropic Messages API (POST /v1/messages) and OpenAI's Responses API (POST /v1/responses)
+// natively, as vLLM does, answering them as it answers the same conversation on chat
+// completions; without it those paths are 404.
 //
 //	simbackend [-addr 127.0.0.1:8000] [-model M] [-gpu h100-pcie|rtx-4090] [-count N]
-//	           [-zero] [-speed F] [-fail-rate F] [-seed S] [-prefix-cache=false]
+//	           [-zero] [-speed F] [-fail-rate F] [-seed S] [-prefix-cache=false] [-native]
 //	simbackend -list
 package main
 
@@ -47,6 +50,6 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	}
 	defer m.Close()
 	log.Info("simbackend serving", "addr", m.Addr(), "model", m.Handler.Model(), "profile", cfg.Options.Profile.String(),
-		"speed", cfg.Options.Speed, "fail_rate", cfg.Options.FailRate, "prefix_cache", cfg.Options.PrefixCache)
+		"speed", cfg.Options.Speed, "fail_rate", cfg.Options.FailRate, "prefix_cache", cfg.Options.PrefixCache, "native", cfg.Options.Native)
 	return m.Run(ctx)
 }

@@ -40,6 +40,8 @@ func parseFlags(args []string, out io.Writer) (Config, error) {
 	fs.Uint64Var(&cfg.Options.Seed, "seed", 1, "seed of latencies, failures, text and embeddings")
 	fs.BoolVar(&cfg.Options.PrefixCache, "prefix-cache", true,
 		"report prompt tokens a simulated prefix cache served, in usage.prompt_tokens_details.cached_tokens")
+	fs.BoolVar(&cfg.Options.Native, "native", false,
+		"also serve the Anthropic Messages API (/v1/messages) and OpenAI's Responses API (/v1/responses) natively, as vLLM does")
 	fs.BoolVar(&cfg.List, "list", false, "print the profiles and exit")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err

@@ -166,3 +166,58 @@ func TestSecondRequestOfAConversationReportsCachedTokens(t *testing.T) {
 		t.Fatalf("a conversation never seen: %+v, want none cached", other)
 	}
 }
+
+// -native serves the Anthropic Messages API and OpenAI's Responses API beside chat completions;
+// without it they are 404, as on an engine that serves only OpenAI's chat and completions.
+func TestNativeFlagServesMessagesAndResponses(t *testing.T) {
+	t.Parallel()
+	for _, native := range []bool{false, true} {
+		args := []string{"-zero", "-model", "sim", "-addr", "127.0.0.1:0"}
+		if native {
+			args = append(args, "-native")
+		}
+		cfg, err := parseFlags(args, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Options.Native != native {
+			t.Fatalf("%q: Native %v", args, cfg.Options.Native)
+		}
+		m, err := Listen(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() { _ = m.Run(ctx) }()
+		base := "http://" + m.Addr()
+		for _, c := range []struct{ path, body, kind string }{
+			{"/v1/messages", `{"model":"sim","max_tokens":3,"messages":[{"role":"user","content":"hi"}]}`, "message"},
+			{"/v1/responses", `{"model":"sim","max_output_tokens":3,"input":"hi"}`, "response"},
+		} {
+			path := c.path
+			resp, err := http.Post(base+path, "application/json", strings.NewReader(c.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out struct {
+				Type   string `json:"type"`
+				Object string `json:"object"`
+				Model  string `json:"model"`
+				Usage  struct {
+					OutputTokens int `json:"output_tokens"`
+				} `json:"usage"`
+			}
+			err = json.NewDecoder(resp.Body).Decode(&out)
+			resp.Body.Close()
+			switch {
+			case !native && resp.StatusCode != http.StatusNotFound:
+				t.Errorf("without -native, %s: status %d", path, resp.StatusCode)
+			case native && (err != nil || resp.StatusCode != http.StatusOK || out.Type+out.Object != c.kind || out.Model != "sim" ||
+				out.Usage.OutputTokens != 3):
+				t.Errorf("with -native, %s: %d %+v %v", path, resp.StatusCode, out, err)
+			}
+		}
+		cancel()
+		m.Close()
+	}
+}

@@ -1,6 +1,7 @@
 // Package simulation owns simulated inference: GPU profiles built from the public benchmark, the
 // latency model drawn from them, and an OpenAI-compatible server (Handler) that behaves like a
-// profile. cmd/simbackend serves it; tests elsewhere can serve it in-process.
+// profile, and with Options.Native also the Anthropic Messages API and OpenAI's Responses API.
+// cmd/simbackend serves it; tests elsewhere can serve it in-process.
 //
 // # Profiles
 //
@@ -68,4 +69,53 @@
 // tool_choice is "none". Only function tools are served: a tool of another type, a
 // tool_choice that names a function not among the tools, or one that asks for a call without
 // tools, is refused with 400.
+//
+// # Native APIs
+//
+// With Options.Native (simbackend -native) the server also serves the Anthropic Messages API,
+// POST /v1/messages, and OpenAI's Responses API, POST /v1/responses, as vLLM serves them beside
+// chat completions; without it those paths are 404 as any unknown path. A native request is read
+// as the chat it stands for and planned by the chat path itself, so the same conversation gets
+// the same latency, prompt tokens, cached tokens, text and tool call on every API. Only the
+// encoding differs, and what a token limit does: the native APIs' clients send one with nearly
+// every request, as a bound (Anthropic's max_tokens is required), so there it caps the answer's
+// drawn length instead of setting it, as a real engine takes it. An answer the limit cuts is
+// the chat answer with that limit, token for token; one it does not cut is the chat answer
+// without a limit. Stop sequences are ignored on every API.
+//
+// A Messages request's system prompt is a system message; a message's text blocks its content;
+// an assistant's tool_use blocks its tool calls; a user's tool_result blocks tool messages,
+// before its text; its tools are function tools; tool_choice auto, any, tool (with its name) and
+// none are chat's auto, required, the named function and none. max_tokens is required. The
+// answer is a Message with one block: text, or a tool_use block with the call (id "toolu_<hex>",
+// input the placeholder arguments, {} when max_tokens cut them short of an object); stop_reason
+// is end_turn, max_tokens or tool_use. Its usage counts the prompt as Anthropic does:
+// input_tokens are the prompt's tokens less cache_read_input_tokens, those the prefix cache
+// served; cache_creation_input_tokens is 0. Streamed, it is message_start (usage with
+// output_tokens 0) and a ping, content_block_start, a content_block_delta (text_delta or
+// input_json_delta) per frame of tokens, content_block_stop, message_delta with the stop reason
+// and the whole usage, and message_stop, each with its event line. Its errors are Anthropic's:
+// {"type": "error", "error": {"type", "message"}}.
+//
+// A Responses request is stateless: store may be true or false, the answer says false, and
+// previous_response_id is refused with 400, since nothing is kept. instructions are a system
+// message, a string input a user message, input items messages (developer as system, content a
+// string or input_text and output_text parts), function_call items an assistant's tool calls
+// (following an assistant message or one another, one assistant turn), function_call_output
+// items tool messages; function tools are chat's tools, tool_choice none, auto, required or
+// {"type": "function", "name": ...}; max_output_tokens is the limit. The answer is a Response
+// with one output item: a message with an output_text part, or a function_call (call_id
+// "call_<hex>", the placeholder arguments). It is "completed", or "incomplete" with
+// incomplete_details.reason "max_output_tokens" when the limit cut it, its item then
+// "incomplete" too. Its usage counts the prompt as OpenAI does: input_tokens include
+// input_tokens_details.cached_tokens. Streamed, it is OpenAI's semantic events, each with its
+// event line and a sequence_number from 0: response.created, response.in_progress,
+// response.output_item.added, for a message response.content_part.added, a
+// response.output_text.delta per frame, response.output_text.done and response.content_part.done,
+// for a call a response.function_call_arguments.delta per frame and
+// response.function_call_arguments.done, then response.output_item.done and response.completed
+// (response.incomplete when cut) with the whole Response. Its errors are OpenAI's.
+//
+// Both streams send their first event with the first token, as a chat stream sends its first
+// chunk: the time to first token is the same on every API.
 package simulation

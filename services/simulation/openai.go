@@ -263,15 +263,4 @@ type modelCard struct {
 	OwnedBy string `json:"owned_by"`
 }
 
-type errorBody struct {
-	Error errorDetail `json:"error"`
-}
-
-type errorDetail struct {
-	Message string  `json:"message"`
-	Type    string  `json:"type"`
-	Param   *string `json:"param"`
-	Code    *string `json:"code"`
-}
-
 var jsonNull = json.RawMessage("null")

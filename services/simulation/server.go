@@ -46,6 +46,11 @@ type Options struct {
 	// (prefix_cache.go) in usage.prompt_tokens_details.cached_tokens, as vLLM does with its
 	// prefix caching and prompt token details on; without it usage has no details.
 	PrefixCache bool
+	// Native serves /v1/messages and /v1/responses natively, as vLLM does: the Anthropic
+	// Messages API and OpenAI's Responses API, answered as the chat they stand for is (see the
+	// package doc). Without it those paths are 404, as on an engine that serves only OpenAI's
+	// chat and completions.
+	Native bool
 }
 
 // Validate reports what is wrong with the options, if anything.
@@ -66,6 +71,8 @@ func (o Options) Validate() error {
 //	POST /v1/chat/completions   streaming (server-sent events) and not; tool calls (see the package doc)
 //	POST /v1/completions        streaming and not
 //	POST /v1/embeddings         deterministic unit vectors
+//	POST /v1/messages           with Options.Native: the Anthropic Messages API, streaming and not
+//	POST /v1/responses          with Options.Native: OpenAI's Responses API, stateless, streaming and not
 //	GET  /v1/models             the served model
 //	GET  /health                200 when up, as vLLM answers it
 //
@@ -108,19 +115,23 @@ func NewHandler(opts Options) *Handler {
 		started: opts.Now().Unix(),
 	}
 	h.mux = http.NewServeMux()
-	h.mux.HandleFunc("POST /v1/chat/completions", h.chatCompletions)
-	h.mux.HandleFunc("POST /v1/completions", h.completions)
-	h.mux.HandleFunc("POST /v1/embeddings", h.embeddings)
+	h.mux.HandleFunc("POST /v1/chat/completions", openAIErrors.serve(h.chatCompletions))
+	h.mux.HandleFunc("POST /v1/completions", openAIErrors.serve(h.completions))
+	h.mux.HandleFunc("POST /v1/embeddings", openAIErrors.serve(h.embeddings))
+	if opts.Native {
+		h.mux.HandleFunc("POST /v1/messages", anthropicErrors.serve(h.messages))
+		h.mux.HandleFunc("POST /v1/responses", openAIErrors.serve(h.responses))
+	}
 	h.mux.HandleFunc("GET /v1/models", h.models)
 	h.mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {})
-	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "invalid_request_error", "", "",
-			fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path))
-	})
+	h.mux.HandleFunc("/", openAIErrors.serve(func(w http.ResponseWriter, r *http.Request) *requestError {
+		return &requestError{status: http.StatusNotFound, typ: "invalid_request_error",
+			message: fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path)}
+	}))
 	return h
 }
 
-// ServeHTTP serves the OpenAI endpoints.
+// ServeHTTP serves the endpoints.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
 
 // InFlight is the number of inference requests being served now.
@@ -156,10 +167,24 @@ func (g *generation) usage() usage {
 	return u
 }
 
-// plan sizes the answer to a prompt: limit tokens when the request sets a limit (finishing for
-// "length"), else a length drawn around the profile's mean output (finishing for "stop"). The
-// length is drawn in either case, so that a limited answer is a prefix of the unlimited one.
-func (h *Handler) plan(idPrefix, prompt string, promptTokens int, limit *int) *generation {
+// limitRule is what a request's token limit does to its answer's length.
+type limitRule int
+
+const (
+	// limitSets makes the answer as long as the limit: on the OpenAI paths a client, a benchmark
+	// say, gets the output length it asks for.
+	limitSets limitRule = iota
+	// limitCaps cuts the answer's drawn length at the limit: on the native APIs, whose clients
+	// send a limit with nearly every request (Anthropic's requires one) as a bound, as a real
+	// engine takes it. Any limit of 1 or more is taken there, however high: it only bounds.
+	limitCaps
+)
+
+// plan sizes the answer to a prompt: a length drawn around the profile's mean output, finishing
+// for "stop", unless the request sets a limit, which sets or caps that length by the rule; an
+// answer the limit sets or cuts finishes for "length". The length is drawn in either case, so
+// that a limited answer is a prefix of the unlimited one.
+func (h *Handler) plan(idPrefix, prompt string, promptTokens int, limit *int, rule limitRule) *generation {
 	rng := keyedRand(h.opts.Seed, h.model+"\x00"+prompt)
 	g := &generation{
 		id:               idPrefix + crand.Text(),
@@ -168,7 +193,7 @@ func (h *Handler) plan(idPrefix, prompt string, promptTokens int, limit *int) *g
 		completionTokens: outputLength(rng, h.opts.Profile.MeanOutputTokens()),
 		finishReason:     "stop",
 	}
-	if limit != nil {
+	if limit != nil && (rule == limitSets || *limit < g.completionTokens) {
 		g.completionTokens, g.finishReason = *limit, "length"
 	}
 	g.text = newTextGen(rng)
@@ -205,83 +230,68 @@ func (h *Handler) enter() (Latency, func()) {
 	return Latency{TTFT: scale(l.TTFT), TPOT: scale(l.TPOT)}, func() { h.inFlight.Add(-1) }
 }
 
-// failed answers the request 500, as often as the fail rate says, before reading it.
-func (h *Handler) failed(w http.ResponseWriter) bool {
+// failure is the 500 of a request the fail rate picks, drawn before the request is read.
+func (h *Handler) failure() *requestError {
 	if h.opts.FailRate == 0 {
-		return false
+		return nil
 	}
 	h.mu.Lock()
 	fail := h.failRng.Float64() < h.opts.FailRate
 	h.mu.Unlock()
-	if fail {
-		writeError(w, http.StatusInternalServerError, "server_error", "", "",
-			"The server had an error while processing your request. Sorry about that!")
+	if !fail {
+		return nil
 	}
-	return fail
+	return &requestError{status: http.StatusInternalServerError, typ: "server_error",
+		message: "The server had an error while processing your request. Sorry about that!"}
 }
 
-// decode reads a JSON body into v, answering 400 (or 413) when it cannot.
-func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+// read admits an inference request: it fails it as often as the fail rate says, else decodes
+// its JSON body into v, refusing one it cannot parse (400) or too large (413).
+func (h *Handler) read(w http.ResponseWriter, r *http.Request, v any) *requestError {
+	if e := h.failure(); e != nil {
+		return e
+	}
 	err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBodyBytes)).Decode(v)
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
-		writeError(w, http.StatusRequestEntityTooLarge, "invalid_request_error", "", "",
-			fmt.Sprintf("The request body is larger than %d bytes.", maxBodyBytes))
-		return false
+		return &requestError{status: http.StatusRequestEntityTooLarge, typ: "invalid_request_error",
+			message: fmt.Sprintf("The request body is larger than %d bytes.", maxBodyBytes)}
 	case err != nil:
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "",
-			"We could not parse the JSON body of your request. ("+err.Error()+")")
-		return false
+		return invalid("", "We could not parse the JSON body of your request. (%v)", err)
 	}
-	return true
+	return nil
 }
 
-// servesModel answers 404 when the request names a model other than the served one. A request
+// servesModel refuses (404) a request that names a model other than the served one. A request
 // that names none gets the served model, as vLLM does.
-func (h *Handler) servesModel(w http.ResponseWriter, model string) bool {
+func (h *Handler) servesModel(model string) *requestError {
 	if model == "" || model == h.model {
-		return true
+		return nil
 	}
-	writeError(w, http.StatusNotFound, "invalid_request_error", "model", "model_not_found",
-		fmt.Sprintf("The model `%s` does not exist.", model))
-	return false
+	return &requestError{status: http.StatusNotFound, typ: "invalid_request_error", param: "model", code: "model_not_found",
+		message: fmt.Sprintf("The model `%s` does not exist.", model)}
 }
 
-// validLimit answers 400 unless the token limit, when set, is in range; n must be 1.
-func validLimit(w http.ResponseWriter, param string, limit, n *int) bool {
+// validLimit refuses a token limit out of range, and an n other than 1.
+func validLimit(param string, limit, n *int) *requestError {
 	if n != nil && *n != 1 {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "n", "",
-			"This server returns one choice per request: set n to 1 or leave it out.")
-		return false
+		return invalid("n", "This server returns one choice per request: set n to 1 or leave it out.")
 	}
 	if limit != nil && (*limit < 1 || *limit > maxCompletionTokens) {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", param, "",
-			fmt.Sprintf("%s must be between 1 and %d.", param, maxCompletionTokens))
-		return false
+		return invalid(param, "%s must be between 1 and %d.", param, maxCompletionTokens)
 	}
-	return true
+	return nil
 }
 
-func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
-	if h.failed(w) {
-		return
-	}
-	var req chatRequest
-	if !decode(w, r, &req) || !h.servesModel(w, req.Model) {
-		return
-	}
-	limit, param := req.MaxCompletionTokens, "max_completion_tokens"
-	if limit == nil {
-		limit, param = req.MaxTokens, "max_tokens"
-	}
-	if !validLimit(w, param, limit, req.N) {
-		return
-	}
+// planChat plans the answer to a chat: its prompt's tokens (each message's role and content, and
+// the calls an assistant message carries), the share of them the prefix cache served, and text
+// or a call of a tool (tools.go), limited by limit, when set, by the rule. The native APIs' requests
+// come here as the chat they stand for (messages.go, responses.go), so that every API answers
+// the same conversation alike.
+func (h *Handler) planChat(req chatRequest, limit *int, rule limitRule, idPrefix string) (*generation, *requestError) {
 	if len(req.Messages) == 0 {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "messages", "",
-			"messages must hold at least one message.")
-		return
+		return nil, invalid("messages", "messages must hold at least one message.")
 	}
 	var prompt strings.Builder
 	tokens := 0
@@ -289,9 +299,7 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	for i, m := range req.Messages {
 		text, err := m.text()
 		if err != nil {
-			writeError(w, http.StatusBadRequest, "invalid_request_error",
-				fmt.Sprintf("messages[%d].content", i), "", err.Error())
-			return
+			return nil, invalid(fmt.Sprintf("messages[%d].content", i), "%s", err)
 		}
 		n := CountTokens(m.Role) + CountTokens(text)
 		tokens += n
@@ -307,15 +315,36 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	tool, call, param, err := toolToCall(req)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", param, "", err.Error())
-		return
+		return nil, invalid(param, "%s", err)
 	}
-	g := h.plan("chatcmpl-", prompt.String(), tokens, limit)
+	g := h.plan(idPrefix, prompt.String(), tokens, limit, rule)
 	if h.opts.PrefixCache {
 		g.prefixCache, g.cachedTokens = true, h.prefixes.serve(h.model, parts)
 	}
 	if call {
 		g.planToolCall(tool, limit)
+	}
+	return g, nil
+}
+
+func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) *requestError {
+	var req chatRequest
+	if e := h.read(w, r, &req); e != nil {
+		return e
+	}
+	if e := h.servesModel(req.Model); e != nil {
+		return e
+	}
+	limit, param := req.MaxCompletionTokens, "max_completion_tokens"
+	if limit == nil {
+		limit, param = req.MaxTokens, "max_tokens"
+	}
+	if e := validLimit(param, limit, req.N); e != nil {
+		return e
+	}
+	g, e := h.planChat(req, limit, limitSets, "chatcmpl-")
+	if e != nil {
+		return e
 	}
 	g.includeUsage = req.Stream && req.StreamOptions != nil && req.StreamOptions.IncludeUsage
 	var leave func()
@@ -325,7 +354,7 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	if !req.Stream {
 		text, err := g.whole(r.Context())
 		if err != nil {
-			return // the client is gone
+			return nil // the client is gone
 		}
 		reply := assistantReply{Role: "assistant", Content: &text}
 		if g.call != nil {
@@ -333,16 +362,15 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			c.Function.Arguments = text
 			reply = assistantReply{Role: "assistant", ToolCalls: []toolCall{c}}
 		}
-		writeJSON(w, http.StatusOK, chatCompletion{
+		return writeJSON(w, http.StatusOK, chatCompletion{
 			ID: g.id, Object: "chat.completion", Created: g.created, Model: h.model,
 			Choices: []chatChoice{{Message: reply, FinishReason: g.finishReason}},
 			Usage:   g.usage(),
 		})
-		return
 	}
 	s := h.startStream(w, g, "chat.completion.chunk")
 	first := true
-	err = g.stream(r.Context(), func(text string) error {
+	err := g.stream(r.Context(), func(text string) error {
 		if g.call != nil {
 			if first {
 				first = false
@@ -364,29 +392,31 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		}
 		return s.send(chatDelta{Delta: deltaContent{Content: &text}})
 	})
-	if err != nil {
-		return
+	if err == nil {
+		s.finish(chatDelta{FinishReason: &g.finishReason})
 	}
-	s.finish(chatDelta{FinishReason: &g.finishReason})
+	return nil
 }
 
-func (h *Handler) completions(w http.ResponseWriter, r *http.Request) {
-	if h.failed(w) {
-		return
-	}
+func (h *Handler) completions(w http.ResponseWriter, r *http.Request) *requestError {
 	var req completionRequest
-	if !decode(w, r, &req) || !h.servesModel(w, req.Model) || !validLimit(w, "max_tokens", req.MaxTokens, req.N) {
-		return
+	if e := h.read(w, r, &req); e != nil {
+		return e
+	}
+	if e := h.servesModel(req.Model); e != nil {
+		return e
+	}
+	if e := validLimit("max_tokens", req.MaxTokens, req.N); e != nil {
+		return e
 	}
 	prompts, tokens, err := texts(req.Prompt)
 	if err == nil && len(prompts) != 1 {
 		err = errors.New("must hold exactly one prompt: this server answers one prompt per request")
 	}
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "prompt", "", "prompt "+err.Error())
-		return
+		return invalid("prompt", "prompt %s", err)
 	}
-	g := h.plan("cmpl-", prompts[0], tokens[0], req.MaxTokens)
+	g := h.plan("cmpl-", prompts[0], tokens[0], req.MaxTokens, limitSets)
 	if h.opts.PrefixCache {
 		g.prefixCache, g.cachedTokens = true, h.prefixes.serve(h.model, []promptPart{{text: prompts[0], tokens: tokens[0]}})
 	}
@@ -398,57 +428,51 @@ func (h *Handler) completions(w http.ResponseWriter, r *http.Request) {
 	if !req.Stream {
 		text, err := g.whole(r.Context())
 		if err != nil {
-			return
+			return nil
 		}
-		writeJSON(w, http.StatusOK, textCompletion{
+		return writeJSON(w, http.StatusOK, textCompletion{
 			ID: g.id, Object: "text_completion", Created: g.created, Model: h.model,
 			Choices: []textChoice{{Text: text, FinishReason: &g.finishReason}},
 			Usage:   g.usage(),
 		})
-		return
 	}
 	s := h.startStream(w, g, "text_completion")
-	if err := g.stream(r.Context(), func(text string) error { return s.send(textChoice{Text: text}) }); err != nil {
-		return
+	if err := g.stream(r.Context(), func(text string) error { return s.send(textChoice{Text: text}) }); err == nil {
+		s.finish(textChoice{FinishReason: &g.finishReason})
 	}
-	s.finish(textChoice{FinishReason: &g.finishReason})
+	return nil
 }
 
-func (h *Handler) embeddings(w http.ResponseWriter, r *http.Request) {
-	if h.failed(w) {
-		return
-	}
+func (h *Handler) embeddings(w http.ResponseWriter, r *http.Request) *requestError {
 	var req embeddingRequest
-	if !decode(w, r, &req) || !h.servesModel(w, req.Model) {
-		return
+	if e := h.read(w, r, &req); e != nil {
+		return e
+	}
+	if e := h.servesModel(req.Model); e != nil {
+		return e
 	}
 	inputs, tokens, err := texts(req.Input)
 	if err == nil && len(inputs) == 0 {
 		err = errors.New("must not be empty")
 	}
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "input", "", "input "+err.Error())
-		return
+		return invalid("input", "input %s", err)
 	}
 	dims := defaultEmbeddingDims
 	if req.Dimensions != nil {
 		dims = *req.Dimensions
 	}
 	if dims < 1 || dims > maxEmbeddingDims {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "dimensions", "",
-			fmt.Sprintf("dimensions must be between 1 and %d.", maxEmbeddingDims))
-		return
+		return invalid("dimensions", "dimensions must be between 1 and %d.", maxEmbeddingDims)
 	}
 	if req.EncodingFormat != "" && req.EncodingFormat != "float" && req.EncodingFormat != "base64" {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "encoding_format", "",
-			"encoding_format must be float or base64.")
-		return
+		return invalid("encoding_format", "encoding_format must be float or base64.")
 	}
 	// An embedding is a prefill without output: it waits one time to first token.
 	latency, leave := h.enter()
 	defer leave()
 	if sleep(r.Context(), latency.TTFT) != nil {
-		return
+		return nil
 	}
 	out := embeddingList{Object: "list", Model: h.model}
 	for i, in := range inputs {
@@ -465,11 +489,11 @@ func (h *Handler) embeddings(w http.ResponseWriter, r *http.Request) {
 		out.Usage.PromptTokens += tokens[i]
 	}
 	out.Usage.TotalTokens = out.Usage.PromptTokens
-	writeJSON(w, http.StatusOK, out)
+	return writeJSON(w, http.StatusOK, out)
 }
 
 func (h *Handler) models(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, modelList{Object: "list", Data: []modelCard{
+	_ = writeJSON(w, http.StatusOK, modelList{Object: "list", Data: []modelCard{
 		{ID: h.model, Object: "model", Created: h.started, OwnedBy: "gpumarket"},
 	}})
 }
@@ -527,24 +551,77 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// sseStream writes server-sent events in OpenAI's framing, flushing each frame.
+// eventWriter writes server-sent events, flushing each: a data line, after an event line when
+// the event is named, as Anthropic and the Responses API frame their streams (OpenAI's chat
+// streams name none).
+type eventWriter struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+}
+
+// startEvents sends the response headers at once, as vLLM does: the status is known before the
+// first token.
+func startEvents(w http.ResponseWriter) *eventWriter {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	e := &eventWriter{w: w, rc: http.NewResponseController(w)}
+	_ = e.rc.Flush()
+	return e
+}
+
+// send writes v as the data of an event named event ("" for none).
+func (e *eventWriter) send(event string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return e.write(event, b)
+}
+
+// namedEvent is an event to send: its name and its data.
+type namedEvent struct {
+	name string
+	data any
+}
+
+// sendAll sends the events in order, stopping at the first that fails.
+func (e *eventWriter) sendAll(events ...namedEvent) error {
+	for _, ev := range events {
+		if err := e.send(ev.name, ev.data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *eventWriter) write(event string, data []byte) error {
+	var b bytes.Buffer
+	b.Grow(len(event) + len(data) + 16)
+	if event != "" {
+		b.WriteString("event: ")
+		b.WriteString(event)
+		b.WriteByte('\n')
+	}
+	b.WriteString("data: ")
+	b.Write(data)
+	b.WriteString("\n\n")
+	if _, err := e.w.Write(b.Bytes()); err != nil {
+		return err
+	}
+	return e.rc.Flush()
+}
+
+// sseStream writes a chat or text completion stream in OpenAI's framing: chunks, then [DONE].
 type sseStream struct {
-	w      http.ResponseWriter
-	rc     *http.ResponseController
+	events *eventWriter
 	g      *generation
 	object string
 	model  string
 }
 
-// startStream sends the response headers at once, as vLLM does: the status is known before
-// the first token.
 func (h *Handler) startStream(w http.ResponseWriter, g *generation, object string) *sseStream {
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	s := &sseStream{w: w, rc: http.NewResponseController(w), g: g, object: object, model: h.model}
-	_ = s.rc.Flush()
-	return s
+	return &sseStream{events: startEvents(w), g: g, object: object, model: h.model}
 }
 
 // send writes one chunk with one choice.
@@ -553,7 +630,7 @@ func (s *sseStream) send(choice any) error {
 	if s.g.includeUsage {
 		c.Usage = jsonNull
 	}
-	return s.frame(c)
+	return s.events.send("", c)
 }
 
 // finish writes the chunk that carries the finish reason, the usage chunk (no choices) when
@@ -565,54 +642,22 @@ func (s *sseStream) finish(choice any) {
 	if s.g.includeUsage {
 		u, _ := json.Marshal(s.g.usage())
 		c := streamChunk{ID: s.g.id, Object: s.object, Created: s.g.created, Model: s.model, Choices: []any{}, Usage: u}
-		if s.frame(c) != nil {
+		if s.events.send("", c) != nil {
 			return
 		}
 	}
-	_ = s.write([]byte("[DONE]"))
+	_ = s.events.write("", []byte("[DONE]"))
 }
 
-func (s *sseStream) frame(v any) error {
+// writeJSON answers v with the status; it returns the 500 to write instead when v does not
+// encode.
+func writeJSON(w http.ResponseWriter, status int, v any) *requestError {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return err
-	}
-	return s.write(b)
-}
-
-func (s *sseStream) write(data []byte) error {
-	var b bytes.Buffer
-	b.Grow(len(data) + 8)
-	b.WriteString("data: ")
-	b.Write(data)
-	b.WriteString("\n\n")
-	if _, err := s.w.Write(b.Bytes()); err != nil {
-		return err
-	}
-	return s.rc.Flush()
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		writeError(w, http.StatusInternalServerError, "server_error", "", "", "The response could not be encoded.")
-		return
+		return &requestError{status: http.StatusInternalServerError, typ: "server_error", message: "The response could not be encoded."}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
-}
-
-// writeError answers in OpenAI's error shape; an empty param or code is null.
-func writeError(w http.ResponseWriter, status int, typ, param, code, message string) {
-	orNull := func(s string) *string {
-		if s == "" {
-			return nil
-		}
-		return &s
-	}
-	b, _ := json.Marshal(errorBody{Error: errorDetail{Message: message, Type: typ, Param: orNull(param), Code: orNull(code)}})
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
+	return nil
 }
