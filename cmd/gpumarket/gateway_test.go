@@ -188,6 +188,9 @@ type rigSpec struct {
 	profile  simulation.Profile
 	failRate float64 // 1 makes the rig's backend answer every inference request 500
 	region   string  // "" is eu
+	// native makes the rig's engine serve the Messages and Responses APIs itself, and prefixCache report the
+	// prompt tokens it served from its cache (simulation.Options).
+	native, prefixCache bool
 }
 
 // list lists an offering, starts its rig, which serves the gateway over NATS, and waits until
@@ -223,7 +226,8 @@ func (b *gatewayBundle) listRig(t *testing.T, spec rigSpec) (catalog.Offering, *
 	var rig *simulatedRig
 	if spec.failRate > 0 {
 		rig = b.startFailingRig(t, o, spec.failRate)
-	} else if rig, err = b.p.startRig(b.ctx, o.ID, b.provider, spec.gpu, spec.count, profile); err != nil {
+	} else if rig, err = b.p.startRigWith(b.ctx, o.ID, b.provider, spec.gpu, spec.count,
+		simulation.Options{Profile: profile, Native: spec.native, PrefixCache: spec.prefixCache}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(rig.stop)
@@ -287,6 +291,7 @@ func (b *gatewayBundle) eventually(t *testing.T, what string, ok func() bool) {
 type meteredRow struct {
 	offering, tier, status string
 	input, output          int64
+	cached                 int64 // of input, billed at the cached input price
 	charge                 money.Pico
 }
 
@@ -295,8 +300,10 @@ func (b *gatewayBundle) metered(t *testing.T, requestID string) meteredRow {
 	t.Helper()
 	var m meteredRow
 	b.eventually(t, "request "+requestID+" is metered", func() bool {
-		err := b.p.pool.QueryRow(b.ctx, `SELECT offering_id::text, tier, status, input_tokens, output_tokens, charge_pico::bigint
-			FROM usage_events WHERE request_id = $1`, requestID).Scan(&m.offering, &m.tier, &m.status, &m.input, &m.output, &m.charge)
+		err := b.p.pool.QueryRow(b.ctx, `SELECT offering_id::text, tier, status, input_tokens, output_tokens,
+				cached_input_tokens, charge_pico::bigint
+			FROM usage_events WHERE request_id = $1`, requestID).Scan(&m.offering, &m.tier, &m.status, &m.input, &m.output,
+			&m.cached, &m.charge)
 		return err == nil
 	})
 	return m

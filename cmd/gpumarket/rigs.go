@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net"
@@ -53,13 +54,17 @@ func (p *Platform) startSimulatedRigs(ctx context.Context) ([]*simulatedRig, err
 		return nil, err
 	}
 	var rigs []*simulatedRig
-	for _, o := range list {
+	for i, o := range list {
 		profile, ok := simulation.Lookup(o.model, o.gpu, o.count)
 		if !ok {
 			p.log.Warn("no simulation profile for a demo offering; not started", "offering", o.id, "model", o.model)
 			continue
 		}
-		rig, err := p.startRig(ctx, o.id, o.provider, o.gpu, o.count, profile)
+		// As vLLM runs by default, every demo engine caches prompt prefixes and reports the tokens it served from
+		// the cache; every other one also serves the Messages and Responses APIs itself, so that the demo shows
+		// both ways of serving them (docs/gateway.md).
+		rig, err := p.startRigWith(ctx, o.id, o.provider, o.gpu, o.count,
+			simulation.Options{Profile: profile, PrefixCache: true, Native: i%2 == 0})
 		if err != nil {
 			p.log.Warn("simulated rig not started", "offering", o.id, "err", err)
 			continue
@@ -70,8 +75,17 @@ func (p *Platform) startSimulatedRigs(ctx context.Context) ([]*simulatedRig, err
 	return rigs, nil
 }
 
+// startRig starts a simulated rig of the offering: an engine of the profile on a loopback port, and the agent in
+// front of it, connected to NATS with the offering's rig credential.
 func (p *Platform) startRig(ctx context.Context, offeringID, providerID, gpu string, count int,
 	profile simulation.Profile) (*simulatedRig, error) {
+	return p.startRigWith(ctx, offeringID, providerID, gpu, count, simulation.Options{Profile: profile})
+}
+
+// startRigWith is startRig with the simulated engine's options in full. The agent names the engine's model, as
+// gpuagent's -model does: it checks the engine serves it and tries the engine's own Messages and Responses APIs.
+func (p *Platform) startRigWith(ctx context.Context, offeringID, providerID, gpu string, count int,
+	engine simulation.Options) (*simulatedRig, error) {
 	// The rig's credential is the one its Connect page shows; it reaches NATS where this process does.
 	cred, err := p.RigCredentials(ctx, offeringID)
 	if err != nil {
@@ -81,10 +95,11 @@ func (p *Platform) startRig(ctx context.Context, offeringID, providerID, gpu str
 	if err != nil {
 		return nil, err
 	}
-	backend := &http.Server{Handler: simulation.NewHandler(simulation.Options{Profile: profile}), ReadHeaderTimeout: 10 * time.Second}
+	backend := &http.Server{Handler: simulation.NewHandler(engine), ReadHeaderTimeout: 10 * time.Second}
 	a, err := agent.New(agent.Config{
 		Upstream:   "http://" + l.Addr().String(),
 		ProviderID: providerID, OfferingID: offeringID, GPUSKU: gpu, GPUCount: count, Capacity: 64,
+		Model:   cmp.Or(engine.Model, engine.Profile.Model),
 		NATSURL: p.natsLocalURL, NATSUser: cred.NATSUser, NATSPassword: cred.NATSPassword,
 		OutboxDir:   filepath.Join(p.cfg.DataDir, "rigs", offeringID, "outbox"),
 		OfferingKey: ticket.OfferingKey(p.cfg.TicketKey, offeringID),
