@@ -609,15 +609,17 @@ type openAIModel struct {
 }
 
 // openRouterPricing is a price of the price book as OpenRouter's models API writes one: dollars
-// per token, as decimal strings, for prompt (input) and completion (output) tokens.
+// per token, as decimal strings, for prompt (input) and completion (output) tokens, and for a prompt
+// token the engine read from its cache.
 type openRouterPricing struct {
-	Prompt     string `json:"prompt"`
-	Completion string `json:"completion"`
+	Prompt         string `json:"prompt"`
+	Completion     string `json:"completion"`
+	InputCacheRead string `json:"input_cache_read"`
 }
 
 // pricingOf writes the price p in OpenRouter's shape.
 func pricingOf(p catalog.Price) *openRouterPricing {
-	return &openRouterPricing{Prompt: perToken(p.Input), Completion: perToken(p.Output)}
+	return &openRouterPricing{Prompt: perToken(p.Input), Completion: perToken(p.Output), InputCacheRead: perToken(p.CachedInput)}
 }
 
 // perToken writes a price per million tokens as the exact decimal string of dollars per token:

@@ -37,10 +37,10 @@ func TestModelEntriesCarryEachTiersPrice(t *testing.T) {
 	const big = "meta-llama/Meta-Llama-3-70B-Instruct"
 	list := []routing.ModelTiers{{Model: big, Tiers: []catalog.Tier{catalog.TierStandard, catalog.TierBatch},
 		Prices: map[catalog.Tier]catalog.Price{
-			catalog.TierStandard: {ID: 2, Tier: catalog.TierStandard, Input: 150_000, Output: 300_000},
-			catalog.TierBatch:    {ID: 9, Tier: catalog.TierBatch, Model: big, Input: 900_000, Output: 1_800_000},
+			catalog.TierStandard: {ID: 2, Tier: catalog.TierStandard, Input: 150_000, Output: 300_000, CachedInput: 37_500},
+			catalog.TierBatch:    {ID: 9, Tier: catalog.TierBatch, Model: big, Input: 900_000, Output: 1_800_000, CachedInput: 225_000},
 		}}, {Model: "m", Tiers: []catalog.Tier{catalog.TierRealtime},
-		Prices: map[catalog.Tier]catalog.Price{catalog.TierRealtime: {ID: 1, Input: 300_000, Output: 600_000}}}}
+		Prices: map[catalog.Tier]catalog.Price{catalog.TierRealtime: {ID: 1, Input: 300_000, Output: 600_000, CachedInput: 75_000}}}}
 
 	pricing := func(entries []openAIModel) map[string]string {
 		out := map[string]string{}
@@ -49,8 +49,9 @@ func TestModelEntriesCarryEachTiersPrice(t *testing.T) {
 			var back struct {
 				ID      string `json:"id"`
 				Pricing *struct {
-					Prompt     string `json:"prompt"`
-					Completion string `json:"completion"`
+					Prompt         string `json:"prompt"`
+					Completion     string `json:"completion"`
+					InputCacheRead string `json:"input_cache_read"`
 				} `json:"pricing"`
 			}
 			if err := json.Unmarshal(b, &back); err != nil {
@@ -60,16 +61,16 @@ func TestModelEntriesCarryEachTiersPrice(t *testing.T) {
 				out[back.ID] = "none"
 				continue
 			}
-			out[back.ID] = back.Pricing.Prompt + " " + back.Pricing.Completion
+			out[back.ID] = back.Pricing.Prompt + " " + back.Pricing.Completion + " " + back.Pricing.InputCacheRead
 		}
 		return out
 	}
 	want := map[string]string{
-		big:               "0.00000015 0.0000003",
-		big + ":standard": "0.00000015 0.0000003",
-		big + ":batch":    "0.0000009 0.0000018",
+		big:               "0.00000015 0.0000003 0.0000000375",
+		big + ":standard": "0.00000015 0.0000003 0.0000000375",
+		big + ":batch":    "0.0000009 0.0000018 0.000000225",
 		"m":               "none",
-		"m:realtime":      "0.0000003 0.0000006",
+		"m:realtime":      "0.0000003 0.0000006 0.000000075",
 	}
 	got := pricing(modelEntries(list, ""))
 	for id, w := range want {
@@ -80,7 +81,7 @@ func TestModelEntriesCarryEachTiersPrice(t *testing.T) {
 	if len(got) != len(want) {
 		t.Errorf("entries %v", got)
 	}
-	if got := pricing(modelEntries(list, catalog.TierBatch)); got[big] != "0.0000009 0.0000018" {
+	if got := pricing(modelEntries(list, catalog.TierBatch)); got[big] != "0.0000009 0.0000018 0.000000225" {
 		t.Errorf("a batch key's bare 70B pricing %q", got[big])
 	}
 }
