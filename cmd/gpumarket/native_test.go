@@ -1,10 +1,13 @@
 package main
 
 import (
+	"encoding/json"
+	"math/big"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
@@ -191,4 +194,96 @@ func charge(t *testing.T, fresh int64, freshPrice money.MicroUSD, cached int64, 
 		sum += c
 	}
 	return sum
+}
+
+// TestAModelOfItsOwnPriceIsBilledAtItThroughThePlatform: a 70B model whose asks no tier's default price pays is
+// listed at the price the price book gives that model, routed, answered, told its cost and billed at that price,
+// while a small model beside it pays the tier's default; GET /v1/models gives each its own.
+func TestAModelOfItsOwnPriceIsBilledAtItThroughThePlatform(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("starts a whole platform with simulated rigs")
+	}
+	b := setupGateway(t)
+	def := b.prices[catalog.TierStandard]
+	own := catalog.Price{Tier: catalog.TierStandard, Model: "big-70b", Input: 6 * def.Input, Output: 6 * def.Output}
+	if err := b.p.catalog.EnsurePrices(b.ctx, []catalog.Price{own}, time.Now().Add(-time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	// Its blended ask is four times what the default pays: only the model's own price covers it.
+	big := b.list(t, rigSpec{model: "big-70b", ask: 2 * (def.Input + def.Output), p99: 300})
+	small := b.list(t, rigSpec{model: "small-7b", ask: (def.Input + def.Output) / 4, p99: 300})
+	if big.Tier != catalog.TierStandard || small.Tier != catalog.TierStandard {
+		t.Fatalf("listed in %s and %s, want standard", big.Tier, small.Tier)
+	}
+	prices, err := b.p.catalog.CurrentModelPrices(b.ctx, "big-70b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := prices[catalog.TierStandard]; p.Model != "big-70b" || p.Input != own.Input || p.Output != own.Output || p.CachedInput != own.Input/4 {
+		t.Fatalf("big-70b's standard price %+v", p)
+	}
+	own = prices[catalog.TierStandard]
+	dev, _, secret := b.developer(t, "big-model", 20*money.PicoPerUSD, accounts.NewKeyInput{})
+	start := b.balance(t, dev.AccountID)
+	var total money.Pico
+	for _, c := range []struct {
+		o     catalog.Offering
+		price catalog.Price
+	}{{big, own}, {small, def}} {
+		var res *http.Response
+		answer, err := b.client(secret).Chat.Completions.New(b.ctx, chatParams(c.o.Model, 16), option.WithResponseInto(&res))
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, offering, _ := headersOf(t, res)
+		m := b.metered(t, id)
+		want := charge(t, m.input, c.price.Input, 0, 0, m.output, c.price.Output)
+		if offering != c.o.ID || m.output != 16 || m.input != answer.Usage.PromptTokens || m.charge != want ||
+			costIn(t, answer.RawJSON()) != want {
+			t.Fatalf("%s: metered %+v, told %s; want a charge of %s at %+v", c.o.Model, m, costIn(t, answer.RawJSON()), want, c.price)
+		}
+		b.owedOnce(t, id, c.o, m)
+		total += m.charge
+	}
+	if got := b.balance(t, dev.AccountID); got != start-total {
+		t.Fatalf("balance %s after requests costing %s; want %s", got, total, start-total)
+	}
+
+	models, err := b.client(secret).Models.List(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, m := range models.Data {
+		var entry struct {
+			Pricing struct {
+				Prompt, Completion string
+				Cached             string `json:"input_cache_read"`
+			} `json:"pricing"`
+		}
+		if err := json.Unmarshal([]byte(m.RawJSON()), &entry); err != nil {
+			t.Fatal(err)
+		}
+		p, ok := map[string]catalog.Price{"big-70b": own, "small-7b": def}[m.ID]
+		if !ok {
+			continue
+		}
+		seen++
+		if entry.Pricing.Prompt != perMillion(p.Input) || entry.Pricing.Completion != perMillion(p.Output) ||
+			entry.Pricing.Cached != perMillion(p.CachedInput) {
+			t.Errorf("%s priced %+v in /v1/models; want %+v", m.ID, entry.Pricing, p)
+		}
+	}
+	if seen != 2 {
+		t.Fatalf("/v1/models lists %d of the two models", seen)
+	}
+}
+
+// perMillion writes a price a million tokens as dollars a token, as /v1/models does: $0.90 a million is
+// "0.0000009".
+func perMillion(p money.MicroUSD) string {
+	r := new(big.Rat).SetFrac64(int64(p), 1_000_000_000_000)
+	s := strings.TrimRight(r.FloatString(12), "0")
+	return strings.TrimSuffix(s, ".")
 }
