@@ -30,7 +30,7 @@ func TestAnthropicMessagesThroughTheGateway(t *testing.T) {
 
 	// billedOnce checks the answer's usage is what the meter billed, once, at the tier's price, and owes the provider
 	// its asks on it.
-	billedOnce := func(res *http.Response, msgID string, usage anthropic.Usage) {
+	billedOnce := func(res *http.Response, msgID string, usage anthropic.Usage) money.Pico {
 		t.Helper()
 		id, offering, _ := headersOf(t, res)
 		if offering != o.ID || msgID != "msg_"+strings.TrimPrefix(id, "req_") {
@@ -45,6 +45,7 @@ func TestAnthropicMessagesThroughTheGateway(t *testing.T) {
 		}
 		b.owedOnce(t, id, o, m)
 		total += m.charge
+		return m.charge
 	}
 	question := []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Which GPU is serving me?"))}
 
@@ -60,7 +61,9 @@ func TestAnthropicMessagesThroughTheGateway(t *testing.T) {
 		msg.Usage.OutputTokens != 8 {
 		t.Fatalf("message %s", msg.RawJSON())
 	}
-	billedOnce(res, msg.ID, msg.Usage)
+	if paid := billedOnce(res, msg.ID, msg.Usage); costIn(t, msg.RawJSON()) != paid {
+		t.Fatalf("the message says it cost %s; the meter charged %s", costIn(t, msg.RawJSON()), paid)
+	}
 
 	// Streamed, accumulated as the SDK does.
 	stream := client.Messages.NewStreaming(b.ctx, anthropic.MessageNewParams{Model: o.Model, MaxTokens: 12, Messages: question},

@@ -90,7 +90,9 @@ func TestMessagesAndResponsesPassedToAnEngineThatServesThem(t *testing.T) {
 		msg.StopReason != anthropic.StopReasonEndTurn || msg.Usage.OutputTokens >= 4096 || msg.Usage.CacheReadInputTokens != 0 {
 		t.Fatalf("message %s", msg.RawJSON())
 	}
-	billed(res, msg.Usage.InputTokens, 0, msg.Usage.OutputTokens)
+	if _, m := billed(res, msg.Usage.InputTokens, 0, msg.Usage.OutputTokens); costIn(t, msg.RawJSON()) != m.charge {
+		t.Fatalf("the message says it cost %s; the meter charged %s", costIn(t, msg.RawJSON()), m.charge)
+	}
 
 	// The next turn of the conversation: the engine served the first turn's prompt from its cache, and Anthropic
 	// counts what it read from the cache apart from input_tokens.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/routing"
 )
 
@@ -342,9 +343,12 @@ type anthropicUsage struct {
 	OutputTokens             int64 `json:"output_tokens"`
 	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
 	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+	// Cost is what the request cost, in dollars, as every answer's usage tells it (cost.go); absent when untold.
+	Cost json.RawMessage `json:"cost,omitempty"`
 }
 
-func (u *chatUsage) anthropic() anthropicUsage {
+// anthropic is the usage as Messages tells it, with the request's cost for it when t tells one.
+func (u *chatUsage) anthropic(t *translation) anthropicUsage {
 	if u == nil {
 		return anthropicUsage{}
 	}
@@ -352,6 +356,12 @@ func (u *chatUsage) anthropic() anthropicUsage {
 	if d := u.PromptTokensDetails; d != nil && d.CachedTokens > 0 {
 		out.CacheReadInputTokens = min(d.CachedTokens, u.PromptTokens)
 		out.InputTokens -= out.CacheReadInputTokens
+	}
+	if t != nil && t.cost != nil {
+		if cost, ok := t.cost(&billing.TokenCount{Input: max(u.PromptTokens, 0), Output: max(u.CompletionTokens, 0),
+			Cached: max(out.CacheReadInputTokens, 0)}); ok {
+			out.Cost = json.RawMessage(cost.Decimal(12))
+		}
 	}
 	return out
 }
@@ -399,7 +409,7 @@ func (anthropicDialect) answer(chat []byte, t *translation) ([]byte, error) {
 	}
 	ch := a.Choices[0]
 	out := anthropicAnswer{ID: anthropicMessageID(t.requestID), Type: "message", Role: "assistant", Model: t.model,
-		Content: []json.RawMessage{}, Usage: a.Usage.anthropic()}
+		Content: []json.RawMessage{}, Usage: a.Usage.anthropic(t)}
 	if c := ch.Message.Content; c != nil && *c != "" {
 		b, _ := json.Marshal(map[string]string{"type": "text", "text": *c})
 		out.Content = append(out.Content, b)
@@ -566,7 +576,7 @@ func (s *anthropicStream) chunk(payload []byte) ([]byte, error) {
 func (s *anthropicStream) end() []byte {
 	out := s.closeBlock(s.start(nil))
 	reason, seq := stopReason(s.finish, s.vllmStop)
-	u := s.usage.anthropic()
+	u := s.usage.anthropic(s.t)
 	out = event(out, "message_delta", map[string]any{"type": "message_delta",
 		"delta": map[string]any{"stop_reason": reason, "stop_sequence": seq}, "usage": u})
 	return event(out, "message_stop", map[string]string{"type": "message_stop"})

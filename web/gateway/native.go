@@ -30,8 +30,8 @@ import (
 // translates to (dialect.go). Everything before the rig is the same for both: the tier, the caps, routing and
 // admission are those of the chat completion, and the route ticket bounds the input by the longer of the two
 // bodies, so that the hold covers the request whichever way it goes. The gateway reads the usage of the answer
-// as it relays it (nativeUsage), for its record and for the cost it adds to a Responses answer's usage, as a
-// translated one carries it; the agent reports the same usage, and the meter bills it as it bills any chat.
+// as it relays it (nativeUsage), for its record and for the cost it adds to the answer's usage, as a translated
+// one carries it (a stream's in the event that ends with the whole usage: message_delta, response.completed); the agent reports the same usage, and the meter bills it as it bills any chat.
 
 // nativeAPI is the name by which agents say their engine serves the endpoint's dialect natively; "" for an
 // endpoint without a dialect.
@@ -159,7 +159,7 @@ func (g *Gateway) relayNative(c echo.Context, req *gatewayRequest, a *attempt, r
 			resp.StatusCode = http.StatusBadGateway
 		case ok:
 			o.usage = nativeUsage(api, body)
-			if api == catalog.NativeResponses && o.usage != nil {
+			if o.usage != nil {
 				if c, cok := cost(o.usage); cok {
 					body = withCost(body, c)
 				}
@@ -213,9 +213,9 @@ var errNativeFailed = errors.New("the engine's stream ended with an error event"
 
 // relayNativeStream relays a native stream frame by frame as the engine wrote it, flushing after each, and reads
 // each frame's output and usage on the way: Messages' message_start carries the input (and the model's first
-// output count), message_delta the output so far, message_stop ends it; the Responses API's last event
-// (response.completed, response.incomplete, response.failed) carries the whole usage, and the request's cost
-// goes into it. A stream that stops before its end broke off.
+// output count), message_delta the output so far, and the request's cost goes into its usage; message_stop ends
+// it; the Responses API's last event (response.completed, response.incomplete, response.failed) carries the whole
+// usage, and the cost goes into it. A stream that stops before its end broke off.
 func (g *Gateway) relayNativeStream(w *httpx.DeadlineWriter, body io.Reader, api string, o *outcome,
 	cost func(*billing.TokenCount) (money.Pico, bool)) error {
 	br := bufio.NewReaderSize(body, 32<<10)
@@ -314,6 +314,9 @@ func (g *Gateway) readNativeFrame(frame []byte, api string, o *outcome, cost fun
 						o.usage.Input = max(ptrOr(u.Input), 0) + max(ptrOr(u.CacheRead), 0) + max(ptrOr(u.CacheCreate), 0)
 						o.usage.Cached = max(ptrOr(u.CacheRead), 0)
 					}
+					if c, ok := costOr(cost, o.usage); ok {
+						frame = withPayloadCost(frame, from, to, c)
+					}
 				}
 			}
 		case "message_stop":
@@ -332,7 +335,7 @@ func (g *Gateway) readNativeFrame(frame []byte, api string, o *outcome, cost fun
 			if ev.Response != nil && len(ev.Response.Usage) > 0 {
 				if u := usageIn(api, ev.Response.Usage); u != nil {
 					o.usage = u
-					if c, ok := cost(u); ok {
+					if c, ok := costOr(cost, u); ok {
 						frame = withResponseCost(frame, from, to, c)
 					}
 				}
@@ -372,6 +375,23 @@ func eventData(frame []byte) (from, to int, ok bool) {
 		at = end + 1
 	}
 	return from, to, ok
+}
+
+// costOr is cost(u), or none without a cost to tell.
+func costOr(cost func(*billing.TokenCount) (money.Pico, bool), u *billing.TokenCount) (money.Pico, bool) {
+	if cost == nil || u == nil {
+		return 0, false
+	}
+	return cost(u)
+}
+
+// withPayloadCost returns the frame with the cost in the usage of its payload (frame[from:to]).
+func withPayloadCost(frame []byte, from, to int, cost money.Pico) []byte {
+	payload := withCost(frame[from:to], cost)
+	out := make([]byte, 0, len(frame)+len(payload)-(to-from))
+	out = append(out, frame[:from]...)
+	out = append(out, payload...)
+	return append(out, frame[to:]...)
 }
 
 // withResponseCost returns the frame with the cost in the usage of the response its payload (frame[from:to])

@@ -192,3 +192,25 @@ func TestABrokenTranslatedStreamEndsWithTheDialectsErrorEvent(t *testing.T) {
 		}
 	}
 }
+
+// TestANativeMessagesStreamTellsItsCost: the cost goes into message_delta's usage, priced on the input message_start
+// told and the output so far; nothing else of the stream changes.
+func TestANativeMessagesStreamTellsItsCost(t *testing.T) {
+	start := "event: message_start\n" +
+		`data: {"type":"message_start","message":{"id":"msg_1","type":"message","usage":{"input_tokens":8,"cache_read_input_tokens":32,"output_tokens":1}}}` + "\n\n"
+	delta := `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":2}}`
+	stream := start + "event: content_block_delta\n" + `data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}` + "\n\n" +
+		"event: message_delta\ndata: " + delta + "\n\n" + "event: message_stop\n" + `data: {"type":"message_stop"}` + "\n\n"
+	a := &attempt{cand: routing.Candidate{PriceInput: 150_000, PriceCachedInput: 37_500, PriceOutput: 300_000}}
+	req := &gatewayRequest{ep: messagesEndpoint, bounds: routing.Bounds{MaxInputTokens: 1000, MaxOutputTokens: 16}}
+	got, _, err := nativeRelay(t, catalog.NativeMessages, stream, func(u *billing.TokenCount) (money.Pico, bool) { return costOf(a, req, u) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := money.Pico(8*150_000 + 32*37_500 + 2*300_000)
+	withCost := strings.Replace(stream, delta, `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":2,"cost":`+
+		want.Decimal(12)+`}}`, 1)
+	if got != withCost {
+		t.Fatalf("relayed\n%s\nwant\n%s", got, withCost)
+	}
+}

@@ -658,7 +658,8 @@ func (resp *responseObject) finish(finishReason string, u *respChatUsage, at int
 			ru.TotalTokens = ru.InputTokens + ru.OutputTokens
 		}
 		if t.cost != nil {
-			if cost, ok := t.cost(&billing.TokenCount{Input: max(u.PromptTokens, 0), Output: max(u.CompletionTokens, 0)}); ok {
+			if cost, ok := t.cost(&billing.TokenCount{Input: max(u.PromptTokens, 0), Output: max(u.CompletionTokens, 0),
+				Cached: max(ru.InputTokensDetails.CachedTokens, 0)}); ok {
 				ru.Cost = json.RawMessage(cost.Decimal(12))
 			}
 		}
