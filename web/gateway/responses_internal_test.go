@@ -159,7 +159,8 @@ func TestResponsesRefusals(t *testing.T) {
 func responsesTranslation(request string) *translation {
 	return &translation{requestID: "req_0123abcd", request: []byte(request), model: "llama-3-8b",
 		created: time.Unix(1_800_000_000, 0), cost: func(u *billing.TokenCount) (money.Pico, bool) {
-			return money.Pico(u.Input+u.Output) * money.PicoPerUSD / 1_000_000, true
+			// A dollar a million tokens, a quarter of it for a cached one.
+			return money.Pico(u.Input-u.Cached+u.Output)*money.PicoPerUSD/1_000_000 + money.Pico(u.Cached)*money.PicoPerUSD/4_000_000, true
 		}}
 }
 
@@ -203,7 +204,8 @@ func TestResponsesWholeAnswer(t *testing.T) {
 		u.TotalTokens != 15 {
 		t.Fatalf("usage %+v", u)
 	}
-	if !bytes.Contains(raw, []byte(`"total_tokens":15,"cost":0.000015000000}`)) {
+	// 8 fresh input and 3 output tokens at a dollar a million, 4 cached at a quarter.
+	if !bytes.Contains(raw, []byte(`"total_tokens":15,"cost":0.000012000000}`)) {
 		t.Fatalf("the usage does not tell the cost: %s", raw)
 	}
 	if !bytes.Contains(raw, []byte(`"error":null`)) || !bytes.Contains(raw, []byte(`"incomplete_details":null`)) ||
