@@ -539,10 +539,11 @@ func (b *benchPlatform) startProxy() error {
 // loadOptions are a run's options on a path: the same bodies and, at a rate, the same arrival
 // schedule on both paths.
 func (b *benchPlatform) loadOptions(ctx context.Context, path benchPath, o benchOptions, rate int, d time.Duration, seed uint64) (load.Options, error) {
-	var tier string
-	if err := b.p.pool.QueryRow(ctx, `SELECT tier FROM offerings WHERE id = $1`, b.offering.ID).Scan(&tier); err != nil {
+	current, err := b.p.catalog.Get(ctx, b.offering.ID)
+	if err != nil {
 		return load.Options{}, err
 	}
+	tier := string(current.Tier)
 	lo := load.Options{Model: benchModel, Endpoint: load.EndpointChat, Rate: float64(rate),
 		Requests: max(1, int(math.Round(float64(rate)*d.Seconds()))), MaxTokens: o.maxTokens, PromptTokens: o.promptTokens,
 		Timeout: benchRequestTimeout, Seed: seed}

@@ -31,42 +31,24 @@ type simulatedRig struct {
 // connection: no rig listens on a port. The platform's probes then qualify it as any rig
 // (docs/listing-states.md).
 func (p *Platform) startSimulatedRigs(ctx context.Context) ([]*simulatedRig, error) {
-	rows, err := p.pool.Query(ctx, `SELECT id::text, provider_account_id::text, gpu, gpu_count, model
-		FROM offerings WHERE seed_key IS NOT NULL AND status = 'active' ORDER BY seed_key`)
+	list, err := p.catalog.ListSeeded(ctx)
 	if err != nil {
-		return nil, err
-	}
-	type offering struct {
-		id, provider, gpu, model string
-		count                    int
-	}
-	var list []offering
-	for rows.Next() {
-		var o offering
-		if err := rows.Scan(&o.id, &o.provider, &o.gpu, &o.count, &o.model); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		list = append(list, o)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return nil, err
 	}
 	var rigs []*simulatedRig
 	for i, o := range list {
-		profile, ok := simulation.Lookup(o.model, o.gpu, o.count)
+		profile, ok := simulation.Lookup(o.Model, o.GPU, o.GPUCount)
 		if !ok {
-			p.log.Warn("no simulation profile for a demo offering; not started", "offering", o.id, "model", o.model)
+			p.log.Warn("no simulation profile for a demo offering; not started", "offering", o.ID, "model", o.Model)
 			continue
 		}
 		// As vLLM runs by default, every demo engine caches prompt prefixes and reports the tokens it served from
 		// the cache; every other one also serves the Messages and Responses APIs itself, so that the demo shows
 		// both ways of serving them (docs/gateway.md).
-		rig, err := p.startRigWith(ctx, o.id, o.provider, o.gpu, o.count,
+		rig, err := p.startRigWith(ctx, o.ID, o.ProviderAccountID, o.GPU, o.GPUCount,
 			simulation.Options{Profile: profile, PrefixCache: true, Native: i%2 == 0})
 		if err != nil {
-			p.log.Warn("simulated rig not started", "offering", o.id, "err", err)
+			p.log.Warn("simulated rig not started", "offering", o.ID, "err", err)
 			continue
 		}
 		rigs = append(rigs, rig)

@@ -220,6 +220,20 @@ func (s *Service) ListActive(ctx context.Context) (_ []Offering, err error) {
 	return pgx.CollectRows(rows, scanOffering)
 }
 
+// ListSeeded returns the active offerings the demo seeded (demo.Seed gives each a seed key), in the order of their
+// keys: those whose rigs `gpumarket dev` simulates.
+func (s *Service) ListSeeded(ctx context.Context) (_ []Offering, err error) {
+	defer services.Wrap(&err, "catalog.ListSeeded")
+	rows, err := s.pool.Query(ctx, `SELECT `+offeringColumns+`
+		FROM offerings o JOIN accounts a ON a.id = o.provider_account_id
+		WHERE o.seed_key IS NOT NULL AND o.status = 'active'
+		ORDER BY o.seed_key`)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, scanOffering)
+}
+
 // Get returns one listed (not delisted) offering.
 func (s *Service) Get(ctx context.Context, id string) (_ Offering, err error) {
 	defer services.Wrap(&err, "catalog.Get(%s)", id)

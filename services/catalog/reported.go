@@ -70,3 +70,46 @@ func (s *Service) ListDivergent(ctx context.Context) (_ []Offering, err error) {
 	}
 	return out, nil
 }
+
+// ObservedFigures are an offering's figures over a window of requests: the gateways' measured ones, or the
+// rig's own reported ones. TokensPerSec is nil when the window has no throughput to tell.
+type ObservedFigures struct {
+	Requests             int64
+	TTFTP50Ms, TTFTP99Ms float64
+	TokensPerSec         *float64
+}
+
+// FiguresUpdate is what routing writes of one offering: its measured figures and the tier they earn, and the
+// rig's reported figures, each nil when its window holds too few requests to tell.
+type FiguresUpdate struct {
+	OfferingID string
+	Measured   *ObservedFigures
+	Tier       Tier // with Measured
+	Reported   *ObservedFigures
+}
+
+// RecordFigures writes the figures routing measured and the rig reported, and the tier the measured ones earn,
+// to the offerings they are of, in one round trip: the catalog then shows them "measured over N requests", with the
+// rig's own beside them. A delisted offering keeps its last figures; a throughput not told keeps the one before.
+func (s *Service) RecordFigures(ctx context.Context, updates []FiguresUpdate) (err error) {
+	defer services.Wrap(&err, "catalog.RecordFigures(%d)", len(updates))
+	b := &pgx.Batch{}
+	for _, u := range updates {
+		if m := u.Measured; m != nil {
+			b.Queue(`UPDATE offerings SET measured_requests = $2, measured_ttft_p50_ms = $3, measured_ttft_p99_ms = $4,
+					measured_tokens_per_sec = coalesce($5, measured_tokens_per_sec), tier = $6
+				WHERE id = $1 AND status <> 'delisted'`,
+				u.OfferingID, m.Requests, m.TTFTP50Ms, m.TTFTP99Ms, m.TokensPerSec, string(u.Tier))
+		}
+		if r := u.Reported; r != nil {
+			b.Queue(`UPDATE offerings SET reported_requests = $2, reported_ttft_p50_ms = $3, reported_ttft_p99_ms = $4,
+					reported_tokens_per_sec = coalesce($5, reported_tokens_per_sec)
+				WHERE id = $1 AND status <> 'delisted'`,
+				u.OfferingID, r.Requests, r.TTFTP50Ms, r.TTFTP99Ms, r.TokensPerSec)
+		}
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	return s.pool.SendBatch(ctx, b).Close()
+}

@@ -114,7 +114,9 @@ type Router struct {
 	cfg  Config
 	cat  Catalog
 	rigs RigStates // nil: no state is changed
-	log  *slog.Logger
+	// figureStore is where Flush writes the offerings' figures and tiers (the catalog); nil writes none.
+	figureStore FiguresStore
+	log         *slog.Logger
 
 	randMu sync.Mutex
 	rnd    *rand.Rand
@@ -167,6 +169,9 @@ func New(cfg Config) *Router {
 		rigs = rs
 	}
 	r := &Router{cfg: cfg, cat: cat, rigs: rigs, log: cfg.Log, rnd: cfg.Rand, offerings: map[string]*offeringState{}}
+	if fs, ok := cat.(FiguresStore); ok && cfg.Pool != nil {
+		r.figureStore = fs
+	}
 	r.sharer.kick = make(chan struct{}, 1)
 	return r
 }

@@ -7,8 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/catalog"
 )
@@ -78,7 +76,7 @@ func (s *offeringState) settle(now time.Time, catalogTier catalog.Tier) (f Figur
 // FlushEvery.
 func (r *Router) Flush(ctx context.Context) (err error) {
 	defer services.Wrap(&err, "routing.Flush")
-	if r.cfg.Pool == nil {
+	if r.figureStore == nil {
 		return errors.New("no database to write figures to")
 	}
 	snap := r.snap.Load()
@@ -86,32 +84,40 @@ func (r *Router) Flush(ctx context.Context) (err error) {
 		return nil
 	}
 	now := r.cfg.Now()
-	b := &pgx.Batch{}
+	var updates []catalog.FiguresUpdate
 	for _, l := range snap.listed {
 		f, tier, moved, measured := l.state.settle(now, l.Tier)
+		u := catalog.FiguresUpdate{OfferingID: l.ID}
 		if measured {
 			if moved {
 				r.log.Info("routing: offering moved tier by its measured P99", "offering", l.ID, "model", l.Model,
 					"to", tier, "ttft_p99_ms", f.TTFTP99Ms, "requests", f.Requests)
 			}
-			b.Queue(`UPDATE offerings SET measured_requests = $2, measured_ttft_p50_ms = $3, measured_ttft_p99_ms = $4,
-					measured_tokens_per_sec = coalesce($5, measured_tokens_per_sec), tier = $6
-				WHERE id = $1 AND status <> 'delisted'`,
-				l.ID, int64(f.Requests), f.TTFTP50Ms, f.TTFTP99Ms, positive(f.TokensPerSec), string(tier))
+			u.Measured = &catalog.ObservedFigures{Requests: int64(f.Requests), TTFTP50Ms: f.TTFTP50Ms, TTFTP99Ms: f.TTFTP99Ms,
+				TokensPerSec: positive(f.TokensPerSec)}
+			u.Tier = tier
 		}
 		if rep, reported := l.state.reportedFigures(now); reported {
-			b.Queue(`UPDATE offerings SET reported_requests = $2, reported_ttft_p50_ms = $3, reported_ttft_p99_ms = $4,
-					reported_tokens_per_sec = coalesce($5, reported_tokens_per_sec)
-				WHERE id = $1 AND status <> 'delisted'`,
-				l.ID, int64(rep.Requests), rep.TTFTP50Ms, rep.TTFTP99Ms, positive(rep.TokensPerSec))
+			u.Reported = &catalog.ObservedFigures{Requests: int64(rep.Requests), TTFTP50Ms: rep.TTFTP50Ms, TTFTP99Ms: rep.TTFTP99Ms,
+				TokensPerSec: positive(rep.TokensPerSec)}
 			r.checkDivergence(l, f, measured, rep)
 		}
+		if u.Measured != nil || u.Reported != nil {
+			updates = append(updates, u)
+		}
 	}
-	if b.Len() == 0 {
+	if len(updates) == 0 {
 		return nil
 	}
-	return r.cfg.Pool.SendBatch(ctx, b).Close()
+	return r.figureStore.RecordFigures(ctx, updates)
 }
+
+// FiguresStore is where Flush writes the figures; *catalog.Service implements it.
+type FiguresStore interface {
+	RecordFigures(ctx context.Context, updates []catalog.FiguresUpdate) error
+}
+
+var _ FiguresStore = (*catalog.Service)(nil)
 
 func positive(v float64) *float64 {
 	if v > 0 {
