@@ -99,6 +99,8 @@ type OfferingRow struct {
 	RigState, RigReason, RigProbe string
 	// APIs says how the Messages and Responses APIs reach the rig (catalog.Offering.APIsServed); "" when untold.
 	APIs string
+	// APIsBrief says it in a few words, for the rigs table (catalog.Offering.APIsServedBrief).
+	APIsBrief string
 	// For the offering's provider only: why it is neither listed nor routed, and how its rig's own figures
 	// disagree with the gateway's; "" when neither.
 	NotRouted  string

@@ -197,11 +197,11 @@ func TestTheProviderSeesEachRigsStateAndWhy(t *testing.T) {
 
 	// What the agent said of its engine's APIs is written down with its heartbeat, and shown to its provider;
 	// a name that is no API is not kept, and a later heartbeat replaces the list.
-	apis := func(want string, wantNative ...string) {
+	apis := func(brief, want string, wantNative ...string) {
 		t.Helper()
 		cell := getPage(t, b, e.srv.URL+"/provider/rigs").Find(`tr[data-offering-id="` + rig.ID + `"] [data-testid="rig-apis"]`)
-		if got := strings.TrimSpace(cell.Text()); got != want {
-			t.Errorf("the rigs page says %q of the APIs; want %q", got, want)
+		if got, title := strings.TrimSpace(cell.Text()), cell.AttrOr("title", ""); got != brief || title != want {
+			t.Errorf("the rigs page says %q (%q) of the APIs; want %q (%q)", got, title, brief, want)
 		}
 		var api offeringJSON
 		wantStatus(t, e.call(t, owner, http.MethodGet, "/api/provider/offerings/"+rig.ID, nil, &api), http.StatusOK)
@@ -209,17 +209,20 @@ func TestTheProviderSeesEachRigsStateAndWhy(t *testing.T) {
 			t.Errorf("the API says %q, %q; want %q, %q", api.APIsServed, api.NativeAPIs, want, wantNative)
 		}
 	}
-	apis("Anthropic Messages and OpenAI Responses: translated to chat completions (its engine serves neither natively).")
+	apis("Messages, Responses: translated",
+		"Anthropic Messages and OpenAI Responses: translated to chat completions (its engine serves neither natively).")
 	if err := e.catalog.RecordHeartbeats(ctx, map[string]catalog.Heard{rig.ID: {At: now.Add(time.Millisecond),
 		Native: []string{"responses", "telnet", "messages"}}}); err != nil {
 		t.Fatal(err)
 	}
-	apis("Anthropic Messages and OpenAI Responses: passed to its engine, which serves both natively.", "messages", "responses")
+	apis("Messages, Responses: native", "Anthropic Messages and OpenAI Responses: passed to its engine, which serves both natively.",
+		"messages", "responses")
 	if err := e.catalog.RecordHeartbeats(ctx, map[string]catalog.Heard{rig.ID: {At: now.Add(2 * time.Millisecond),
 		Native: []string{"responses"}}}); err != nil {
 		t.Fatal(err)
 	}
-	apis("OpenAI Responses: passed to its engine natively; Anthropic Messages: translated to chat completions.", "responses")
+	apis("Responses: native; Messages: translated",
+		"OpenAI Responses: passed to its engine natively; Anthropic Messages: translated to chat completions.", "responses")
 	probe := func(passed bool, problem string) {
 		t.Helper()
 		if _, err := e.catalog.RecordProbe(ctx, rig.ID, catalog.ProbeResult{At: now, Passed: passed, Problem: problem,

@@ -148,6 +148,23 @@ func (o Offering) APIsServed() string {
 	return "Anthropic Messages and OpenAI Responses: translated to chat completions (its engine serves neither natively)."
 }
 
+// APIsServedBrief is APIsServed in a few words, for a table's cell: "Messages, Responses: native".
+func (o Offering) APIsServedBrief() string {
+	if o.RigHeartbeatAt == nil {
+		return ""
+	}
+	messages, responses := slices.Contains(o.RigNativeAPIs, NativeMessages), slices.Contains(o.RigNativeAPIs, NativeResponses)
+	switch {
+	case messages && responses:
+		return "Messages, Responses: native"
+	case messages:
+		return "Messages: native; Responses: translated"
+	case responses:
+		return "Responses: native; Messages: translated"
+	}
+	return "Messages, Responses: translated"
+}
+
 // knownNativeAPIs is the names in native that name an API, in order, each once: a heartbeat's list is a rig's
 // word, and only these are kept.
 func knownNativeAPIs(native []string) []string {
