@@ -143,7 +143,7 @@ func readEnvFile(t *testing.T) map[string]string {
 // agentEnvNames is the environment variables main.go reads.
 func agentEnvNames(t *testing.T) map[string]bool {
 	t.Helper()
-	b, err := os.ReadFile("main.go")
+	b, err := os.ReadFile("config.go")
 	if err != nil {
 		t.Fatal(err)
 	}
