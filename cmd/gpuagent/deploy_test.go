@@ -5,11 +5,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/coreos/go-systemd/v22/unit"
+
+	"github.com/gpumarket/gpumarket/cmd/internal/envvars"
 )
 
 // The systemd unit and the environment file that deploy/install-gpuagent.md installs on a provider's rig.
@@ -140,16 +141,12 @@ func readEnvFile(t *testing.T) map[string]string {
 	return env
 }
 
-// agentEnvNames is the environment variables main.go reads.
+// agentEnvNames is the environment variables gpuagent reads, as the scan of its config.go finds them.
 func agentEnvNames(t *testing.T) map[string]bool {
 	t.Helper()
-	b, err := os.ReadFile("main.go")
+	reads, err := envvars.Scan("../..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := map[string]bool{}
-	for _, m := range regexp.MustCompile(`"((?:GPUAGENT|GPUMARKET)_[A-Z_]+|NATS_URL)"`).FindAllSubmatch(b, -1) {
-		names[string(m[1])] = true
-	}
-	return names
+	return reads.Binaries["gpuagent"]
 }

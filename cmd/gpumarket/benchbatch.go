@@ -72,10 +72,10 @@ func benchBatch(ctx context.Context, env Config, args []string) error {
 		return errors.New("-lines is 1 to 50000; -concurrency, -direct and -max-tokens are positive")
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	adminURL := os.Getenv("GPUMARKET_TEST_DATABASE_URL")
+	adminURL := env.TestDatabaseURL
 	if adminURL == "" {
 		var err error
-		if adminURL, err = devenv.EnsureTestPostgres(ctx, env.DataDir, log); err != nil {
+		if adminURL, err = devenv.EnsureTestPostgres(ctx, env.DatabaseURL, env.DataDir, log); err != nil {
 			return err
 		}
 	}

@@ -175,8 +175,8 @@ func benchGateway(ctx context.Context, env Config, args []string) error {
 	// The platform's logs would drown the figures: only warnings and errors, unless
 	// GPUMARKET_LOG_LEVEL asks for more.
 	level := slog.LevelWarn
-	if os.Getenv("GPUMARKET_LOG_LEVEL") != "" {
-		level = logLevel()
+	if l, set := logLevel(); set {
+		level = l
 	}
 	quiet := &quietHandler{Handler: slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}), counts: &logCounts{seen: map[string]int{}}}
 	log := slog.New(quiet)
@@ -197,11 +197,11 @@ func benchGateway(ctx context.Context, env Config, args []string) error {
 
 // runBenchGateway sets up, measures and tears down, and returns the summary lines.
 func runBenchGateway(ctx context.Context, env Config, opts benchOptions, log *slog.Logger) ([]string, error) {
-	adminURL := os.Getenv("GPUMARKET_TEST_DATABASE_URL")
+	adminURL := env.TestDatabaseURL
 	if adminURL == "" {
 		// DATABASE_URL when set, else the PostgreSQL `gpumarket dev postgres` finds or starts.
 		var err error
-		if adminURL, err = devenv.EnsureTestPostgres(ctx, env.DataDir, log); err != nil {
+		if adminURL, err = devenv.EnsureTestPostgres(ctx, env.DatabaseURL, env.DataDir, log); err != nil {
 			return nil, err
 		}
 	}
@@ -454,9 +454,9 @@ func (b *benchPlatform) gatewayURL() string {
 // processEnv is the environment of a platform process this one starts: the same database, NATS (with the
 // platform's credentials), keys and per-key rate limit, warnings only in its log unless GPUMARKET_LOG_LEVEL says otherwise.
 func (b *benchPlatform) processEnv() []string {
-	level := os.Getenv("GPUMARKET_LOG_LEVEL")
-	if level == "" {
-		level = "warn"
+	level := "warn"
+	if l, set := logLevel(); set {
+		level = l.String()
 	}
 	return []string{"DATABASE_URL=" + b.cfg.DatabaseURL, "NATS_URL=" + b.p.natsPlatformURL,
 		"GPUMARKET_SESSION_KEY=" + string(b.cfg.SessionKey), "GPUMARKET_TICKET_KEY=" + string(b.cfg.TicketKey),

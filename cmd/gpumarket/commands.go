@@ -87,7 +87,7 @@ func dev(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	var err error
-	if cfg.DatabaseURL, err = devenv.EnsurePostgres(ctx, cfg.DataDir, log); err != nil {
+	if cfg.DatabaseURL, err = devenv.EnsurePostgres(ctx, cfg.DatabaseURL, cfg.DataDir, log); err != nil {
 		return err
 	}
 	if len(cfg.SessionKey) < 32 {
@@ -130,7 +130,7 @@ func dev(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if cfg.Invoicing.Seller == (invoicing.Party{}) {
 		cfg.Invoicing.Seller = demoSeller
 	}
-	if strings.TrimSpace(os.Getenv("GPUMARKET_PAYOUT_MINIMUM")) == "" {
+	if !cfg.Invoicing.MinimumPayoutSet {
 		cfg.Invoicing.MinimumPayout = demoMinimumPayout
 	}
 	p, err := Open(ctx, cfg, log)
@@ -183,7 +183,7 @@ func welcome(url, metricsURL string, testPayments bool, rigs int) string {
 
 // devPostgres prints the admin URL of a PostgreSQL that tests can create databases on.
 func devPostgres(ctx context.Context, cfg Config, log *slog.Logger) error {
-	url, err := devenv.EnsureTestPostgres(ctx, cfg.DataDir, log)
+	url, err := devenv.EnsureTestPostgres(ctx, cfg.DatabaseURL, cfg.DataDir, log)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net"
 	"net/url"
@@ -15,11 +16,17 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/services/batch"
+	"github.com/gpumarket/gpumarket/services/billing/stripemock"
 	"github.com/gpumarket/gpumarket/services/events/natsserver"
+	"github.com/gpumarket/gpumarket/services/invoicing"
+	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/web/gateway"
 )
 
-// Config is everything the platform reads from its environment. Secrets come only from here.
+// Config is everything the platform reads from its environment. This file is the only one of the
+// binary that reads the environment (configFromEnv and logLevel); packages under services/ and web/
+// take their settings from here as typed values. Secrets come only from here. README.md's
+// configuration table lists every variable read here, and TestReadmeConfigurationTables keeps it so.
 type Config struct {
 	DatabaseURL string
 	NATSURL     string
@@ -53,7 +60,11 @@ type Config struct {
 	StripeSecretKey      string
 	StripeWebhookSecrets []string // several, comma-separated, while a secret is rotated
 	StripeAPIURL         string   // a stripe-mock already running; empty starts one when needed
-	PublicURL            string
+	// StripeMockBin (STRIPE_MOCK_BIN) and StripeMockDirs (Go's bin folders, from GOBIN, GOPATH and HOME) are
+	// where stripemock.Find looks for the stripe-mock the platform starts in test mode.
+	StripeMockBin  string
+	StripeMockDirs []string
+	PublicURL      string
 
 	Roles     Roles
 	TicketKey []byte // signs and verifies route tickets: GPUMARKET_TICKET_KEY
@@ -106,6 +117,12 @@ type Config struct {
 	MetricsAddr  string
 	// Invoicing is the documents' numbering, the close's grace, the minimum payout and the seller's details.
 	Invoicing InvoicingConfig
+	// GOGCSet says the GOGC variable is set: the Go runtime follows it, and a process that embeds NATS keeps it
+	// rather than natsserver.EmbeddedGCPercent.
+	GOGCSet bool
+	// TestDatabaseURL (GPUMARKET_TEST_DATABASE_URL) is the admin connection bench-gateway and bench-batch create
+	// their scratch databases through; empty finds or starts a PostgreSQL as `gpumarket dev postgres` does.
+	TestDatabaseURL string
 	// UsageRetentionMonths (GPUMARKET_USAGE_RETENTION_MONTHS) is how many whole months a month's raw usage rows are
 	// kept after it ends, then dropped once its invoices and statements are final; 0, the default, keeps them
 	// forever. Rollups and documents are always kept (docs/usage-storage.md, "Retention").
@@ -193,6 +210,9 @@ func configFromEnv() (Config, error) {
 
 		StripeSecretKey: os.Getenv("STRIPE_SECRET_KEY"),
 		StripeAPIURL:    os.Getenv("STRIPE_API_URL"),
+		StripeMockBin:   os.Getenv("STRIPE_MOCK_BIN"),
+		StripeMockDirs:  stripemock.GoBinDirs(os.Getenv("GOBIN"), os.Getenv("GOPATH"), os.Getenv("HOME")),
+		TestDatabaseURL: os.Getenv("GPUMARKET_TEST_DATABASE_URL"),
 		PublicURL:       strings.TrimRight(os.Getenv("GPUMARKET_PUBLIC_URL"), "/"),
 		TicketKey:       []byte(os.Getenv("GPUMARKET_TICKET_KEY")),
 		RigKey:          []byte(os.Getenv("GPUMARKET_RIG_KEY")),
@@ -204,6 +224,7 @@ func configFromEnv() (Config, error) {
 		MetricsToken:    os.Getenv("GPUMARKET_METRICS_TOKEN"),
 		MetricsAddr:     os.Getenv("GPUMARKET_METRICS_ADDR"),
 	}
+	_, c.GOGCSet = os.LookupEnv("GOGC")
 	if c.Payments != "" && c.Payments != PaymentsTest {
 		return c, fmt.Errorf("GPUMARKET_PAYMENTS=%q: the only value is test (stripe-mock and the local test-payment page); unset it to take real payments with STRIPE_SECRET_KEY", c.Payments)
 	}
@@ -321,6 +342,62 @@ func configFromEnv() (Config, error) {
 		}
 	}
 	return c, nil
+}
+
+// invoicingConfigFromEnv reads the documents' numbering, the close's grace, the minimum payout and the seller.
+func invoicingConfigFromEnv() (InvoicingConfig, error) {
+	c := InvoicingConfig{Grace: invoicing.DefaultGrace, MinimumPayout: invoicing.DefaultMinimumPayout}
+	var err error
+	if c.InvoiceNumbers, err = numberFormatFromEnv("GPUMARKET_INVOICE_NUMBER_FORMAT", invoicing.DefaultInvoiceNumberFormat,
+		"GPUMARKET_INVOICE_FIRST_NUMBER"); err != nil {
+		return c, err
+	}
+	if c.StatementNumbers, err = numberFormatFromEnv("GPUMARKET_STATEMENT_NUMBER_FORMAT", invoicing.DefaultStatementNumberFormat,
+		"GPUMARKET_STATEMENT_FIRST_NUMBER"); err != nil {
+		return c, err
+	}
+	if d, err := envDuration("GPUMARKET_INVOICE_GRACE"); err != nil {
+		return c, err
+	} else if d > 0 {
+		c.Grace = d
+	}
+	if v := strings.TrimSpace(os.Getenv("GPUMARKET_PAYOUT_MINIMUM")); v != "" {
+		p, err := money.ParseUSD(v)
+		if err != nil || p < 0 || p%money.PicoPerCent != 0 || p > 1_000_000*money.PicoPerUSD {
+			return c, fmt.Errorf("GPUMARKET_PAYOUT_MINIMUM=%q: use dollars and cents from 0 to 1000000, such as 10.00", v)
+		}
+		c.MinimumPayout, c.MinimumPayoutSet = invoicing.Cents(p/money.PicoPerCent), true
+	}
+	c.Seller = invoicing.Party{
+		LegalName: strings.TrimSpace(os.Getenv("GPUMARKET_SELLER_NAME")),
+		Address:   strings.NewReplacer(`\n`, "\n", "|", "\n").Replace(strings.TrimSpace(os.Getenv("GPUMARKET_SELLER_ADDRESS"))),
+		Country:   strings.ToUpper(strings.TrimSpace(os.Getenv("GPUMARKET_SELLER_COUNTRY"))),
+		VATID:     strings.TrimSpace(os.Getenv("GPUMARKET_SELLER_VAT_ID")),
+	}
+	if c.Seller != (invoicing.Party{}) {
+		if err := invoicing.ValidateSeller(c.Seller); err != nil {
+			return c, fmt.Errorf("GPUMARKET_SELLER_*: %w", err)
+		}
+	}
+	return c, nil
+}
+
+// numberFormatFromEnv reads one series' number layout and first number.
+func numberFormatFromEnv(layoutVar, layoutDefault, firstVar string) (invoicing.NumberFormat, error) {
+	layout := envOr(layoutVar, layoutDefault)
+	first := int64(invoicing.DefaultFirstNumber)
+	if v := strings.TrimSpace(os.Getenv(firstVar)); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return invoicing.NumberFormat{}, fmt.Errorf("%s=%q: use a whole number from 1, such as 418 to continue a sequence", firstVar, v)
+		}
+		first = n
+	}
+	f, err := invoicing.ParseNumberFormat(layout, first)
+	if err != nil {
+		return f, fmt.Errorf("%s / %s: %w", layoutVar, firstVar, err)
+	}
+	return f, nil
 }
 
 // readRigTLS reads the embedded server's wss:// entry point for rigs: its address and certificate, all three or none.
@@ -469,6 +546,17 @@ func parseTrustedProxies(s string) ([]*net.IPNet, error) {
 	return out, nil
 }
 
+// logLevel reads GPUMARKET_LOG_LEVEL (debug, info, warn or error; info when it cannot be read), and whether it
+// is set at all. main reads it before the rest, to log the configuration's errors.
+func logLevel() (level slog.Level, set bool) {
+	v := os.Getenv("GPUMARKET_LOG_LEVEL")
+	if err := level.UnmarshalText([]byte(v)); err != nil {
+		level = slog.LevelInfo
+	}
+	return level, v != ""
+}
+
+// envOr reads a variable, or def when it is unset or empty.
 func envOr(name, def string) string {
 	if v := os.Getenv(name); v != "" {
 		return v

@@ -16,6 +16,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/gpumarket/gpumarket/db/dbtest"
+	"github.com/gpumarket/gpumarket/services/billing/stripemock/stripemocktest"
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/documents/pdftext"
 	"github.com/gpumarket/gpumarket/services/invoicing"
@@ -34,7 +35,7 @@ func TestDemoHistoryShowsOnTheUsagePages(t *testing.T) {
 	}
 	pool, dbURL := dbtest.NewWithURL(t)
 	cfg := Config{DatabaseURL: dbURL, Addr: "127.0.0.1:0", DataDir: t.TempDir(), NATSPort: 0,
-		Payments:   PaymentsTest,
+		Payments: PaymentsTest, StripeMockBin: stripemocktest.Bin(t),
 		SessionKey: []byte(strings.Repeat("k", 32)), StripeWebhookSecrets: []string{"whsec_test_history"},
 		Roles: Roles{Web: true, Gateway: true, Meter: true}, TicketKey: []byte(strings.Repeat("t", 32)),
 		RigKey: []byte(strings.Repeat("r", 32))}

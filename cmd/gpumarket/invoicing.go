@@ -7,9 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -18,13 +15,13 @@ import (
 	"github.com/gpumarket/gpumarket/services/audit"
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/invoicing"
-	"github.com/gpumarket/gpumarket/services/money"
 )
 
 // Invoicing's configuration, its automatic close and `gpumarket invoices close` (see
 // docs/invoicing.md).
 
-// InvoicingConfig is what the invoices, statements and the close read from the environment.
+// InvoicingConfig is what the invoices, statements and the close take from the environment
+// (invoicingConfigFromEnv, in config.go).
 type InvoicingConfig struct {
 	// InvoiceNumbers (GPUMARKET_INVOICE_NUMBER_FORMAT, GPUMARKET_INVOICE_FIRST_NUMBER) and
 	// StatementNumbers (GPUMARKET_STATEMENT_NUMBER_FORMAT, GPUMARKET_STATEMENT_FIRST_NUMBER)
@@ -34,8 +31,10 @@ type InvoicingConfig struct {
 	// platform closes it by itself.
 	Grace time.Duration
 	// MinimumPayout (GPUMARKET_PAYOUT_MINIMUM, dollars, default 10.00) is the least a
-	// statement pays out.
-	MinimumPayout invoicing.Cents
+	// statement pays out; MinimumPayoutSet says the environment set it, so that `gpumarket dev`
+	// lowers only a default.
+	MinimumPayout    invoicing.Cents
+	MinimumPayoutSet bool
 	// Seller is the platform's details on every document: GPUMARKET_SELLER_NAME,
 	// GPUMARKET_SELLER_ADDRESS (lines separated by "\n" or "|"), GPUMARKET_SELLER_COUNTRY
 	// (ISO 3166 code), GPUMARKET_SELLER_VAT_ID. Without a name, address and country documents
@@ -51,60 +50,6 @@ var demoSeller = invoicing.Party{LegalName: "gpumarket Demo Ltd", Address: "1 Gr
 // environment sets none: the demo's providers earn a few dollars a month, and approving one of
 // their statements should show its transfer.
 const demoMinimumPayout invoicing.Cents = 1_00
-
-func invoicingConfigFromEnv() (InvoicingConfig, error) {
-	c := InvoicingConfig{Grace: invoicing.DefaultGrace, MinimumPayout: invoicing.DefaultMinimumPayout}
-	var err error
-	if c.InvoiceNumbers, err = numberFormatFromEnv("GPUMARKET_INVOICE_NUMBER_FORMAT", invoicing.DefaultInvoiceNumberFormat,
-		"GPUMARKET_INVOICE_FIRST_NUMBER"); err != nil {
-		return c, err
-	}
-	if c.StatementNumbers, err = numberFormatFromEnv("GPUMARKET_STATEMENT_NUMBER_FORMAT", invoicing.DefaultStatementNumberFormat,
-		"GPUMARKET_STATEMENT_FIRST_NUMBER"); err != nil {
-		return c, err
-	}
-	if d, err := envDuration("GPUMARKET_INVOICE_GRACE"); err != nil {
-		return c, err
-	} else if d > 0 {
-		c.Grace = d
-	}
-	if v := strings.TrimSpace(os.Getenv("GPUMARKET_PAYOUT_MINIMUM")); v != "" {
-		p, err := money.ParseUSD(v)
-		if err != nil || p < 0 || p%money.PicoPerCent != 0 || p > 1_000_000*money.PicoPerUSD {
-			return c, fmt.Errorf("GPUMARKET_PAYOUT_MINIMUM=%q: use dollars and cents from 0 to 1000000, such as 10.00", v)
-		}
-		c.MinimumPayout = invoicing.Cents(p / money.PicoPerCent)
-	}
-	c.Seller = invoicing.Party{
-		LegalName: strings.TrimSpace(os.Getenv("GPUMARKET_SELLER_NAME")),
-		Address:   strings.NewReplacer(`\n`, "\n", "|", "\n").Replace(strings.TrimSpace(os.Getenv("GPUMARKET_SELLER_ADDRESS"))),
-		Country:   strings.ToUpper(strings.TrimSpace(os.Getenv("GPUMARKET_SELLER_COUNTRY"))),
-		VATID:     strings.TrimSpace(os.Getenv("GPUMARKET_SELLER_VAT_ID")),
-	}
-	if c.Seller != (invoicing.Party{}) {
-		if err := invoicing.ValidateSeller(c.Seller); err != nil {
-			return c, fmt.Errorf("GPUMARKET_SELLER_*: %w", err)
-		}
-	}
-	return c, nil
-}
-
-func numberFormatFromEnv(layoutVar, layoutDefault, firstVar string) (invoicing.NumberFormat, error) {
-	layout := envOr(layoutVar, layoutDefault)
-	first := int64(invoicing.DefaultFirstNumber)
-	if v := strings.TrimSpace(os.Getenv(firstVar)); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return invoicing.NumberFormat{}, fmt.Errorf("%s=%q: use a whole number from 1, such as 418 to continue a sequence", firstVar, v)
-		}
-		first = n
-	}
-	f, err := invoicing.ParseNumberFormat(layout, first)
-	if err != nil {
-		return f, fmt.Errorf("%s / %s: %w", layoutVar, firstVar, err)
-	}
-	return f, nil
-}
 
 // newInvoicing builds the invoicing service on the platform's database.
 func newInvoicing(cfg InvoicingConfig, ledger *billing.Ledger, log *audit.Log, pool *pgxpool.Pool, logger *slog.Logger) *invoicing.Service {

@@ -33,7 +33,7 @@ func TestInvoicingComesFromTheEnvironment(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.InvoiceNumbers.Number(2026, 1) != "GPM-2026-000001" || c.StatementNumbers.Number(2026, 2) != "GPS-2026-000002" ||
-		c.Grace != 72*time.Hour || c.MinimumPayout != 10_00 || c.Seller != (invoicing.Party{}) {
+		c.Grace != 72*time.Hour || c.MinimumPayout != 10_00 || c.MinimumPayoutSet || c.Seller != (invoicing.Party{}) {
 		t.Errorf("defaults: %+v", c)
 	}
 	c, err = load(map[string]string{"GPUMARKET_INVOICE_NUMBER_FORMAT": "INV/{year}/{seq:04}", "GPUMARKET_INVOICE_FIRST_NUMBER": "418",
@@ -43,7 +43,7 @@ func TestInvoicingComesFromTheEnvironment(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.InvoiceNumbers.Number(2026, 418) != "INV/2026/0418" || c.InvoiceNumbers.First() != 418 || c.Grace != 24*time.Hour ||
-		c.MinimumPayout != 25_50 || c.Seller.Address != "Hauptstraße 1\n10115 Berlin" || c.Seller.Country != "DE" {
+		c.MinimumPayout != 25_50 || !c.MinimumPayoutSet || c.Seller.Address != "Hauptstraße 1\n10115 Berlin" || c.Seller.Country != "DE" {
 		t.Errorf("set: %+v", c)
 	}
 	for _, bad := range []struct {

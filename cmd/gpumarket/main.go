@@ -29,7 +29,8 @@ import (
 )
 
 func main() {
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel()}))
+	level, _ := logLevel()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], log); err != nil && !errors.Is(err, context.Canceled) {
@@ -134,12 +135,4 @@ environment:
                           the platform's details on its documents (address lines separated by | or \n);
                           documents are not issued without a name, address and country (dev sets demo ones)
 `)
-}
-
-func logLevel() slog.Level {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(os.Getenv("GPUMARKET_LOG_LEVEL"))); err != nil {
-		return slog.LevelInfo
-	}
-	return l
 }

@@ -157,7 +157,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 		if err != nil {
 			return nil, err
 		}
-		natsserver.TuneGCForEmbedded()
+		natsserver.TuneGCForEmbedded(cfg.GOGCSet)
 		p.natsServer, err = natsserver.StartEmbedded(natsserver.EmbeddedOptions{
 			Host: cfg.NATSHost, Port: cfg.NATSPort, StoreDir: filepath.Join(cfg.DataDir, "nats"), Log: log,
 			Rigs: &natsserver.RigEntry{PlatformUser: "gpumarket", PlatformPassword: platformPassword,
@@ -349,7 +349,7 @@ func (p *Platform) payments(ctx context.Context) (web.Payments, error) {
 	if testMode {
 		key, apiURL = "sk_test_gpumarketlocal", cfg.StripeAPIURL
 		if apiURL == "" {
-			bin, err := stripemock.Find()
+			bin, err := stripemock.Find(cfg.StripeMockBin, cfg.StripeMockDirs)
 			if err != nil {
 				return web.Payments{}, fmt.Errorf("GPUMARKET_PAYMENTS=test runs payments on stripe-mock: %w", err)
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpumarket/gpumarket/db/dbtest"
+	"github.com/gpumarket/gpumarket/services/billing/stripemock/stripemocktest"
 )
 
 // TestPlatformServesAndShutsDown starts the whole platform as `serve` does, on port 0 with an
@@ -21,7 +22,7 @@ import (
 func TestPlatformServesAndShutsDown(t *testing.T) {
 	_, dbURL := dbtest.NewWithURL(t)
 	cfg := Config{DatabaseURL: dbURL, Addr: "127.0.0.1:0", DataDir: t.TempDir(), NATSPort: 0,
-		Payments:   PaymentsTest,
+		Payments: PaymentsTest, StripeMockBin: stripemocktest.Bin(t),
 		SessionKey: []byte(strings.Repeat("k", 32)), StripeWebhookSecrets: []string{"whsec_test_platform"},
 		Roles: Roles{Web: true, Gateway: true, Meter: true}, TicketKey: []byte(strings.Repeat("t", 32)),
 		RigKey: []byte(strings.Repeat("r", 32))}

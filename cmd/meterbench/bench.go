@@ -155,7 +155,7 @@ func (env *benchEnv) startNATS(ctx context.Context) (err error) {
 		return err
 	}
 	// As gpumarket does when it embeds the server.
-	progress("the meter's process collects garbage at GOGC=%d", natsserver.TuneGCForEmbedded())
+	progress("the meter's process collects garbage at GOGC=%d", natsserver.TuneGCForEmbedded(gogcSet()))
 	if env.srv, err = natsserver.StartEmbedded(natsserver.EmbeddedOptions{StoreDir: env.natsDir}); err != nil {
 		return err
 	}

@@ -3,7 +3,7 @@
 //
 // It owns the choice of server, made in this order and logged so the developer can tell which one is in use:
 //
-//  1. DATABASE_URL, when set, is used as it is: nothing is created or started.
+//  1. DATABASE_URL, when set (the caller passes it in), is used as it is: nothing is created or started.
 //  2. A server on 127.0.0.1:5432 that accepts user postgres without a password (trust authentication).
 //  3. A private cluster under <dataDir>/postgres, run from the system's PostgreSQL binaries (installed with
 //     apt-get when there are none) on 127.0.0.1, port 5433 or the next free one. It keeps running after the
@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
-	"os"
 )
 
 // Database names that the two entry points ensure.
@@ -28,23 +27,24 @@ const (
 )
 
 // EnsurePostgres finds or provides the PostgreSQL that `make run` uses and returns the URL of database gpumarket
-// on it. dataDir holds the private cluster, when one is needed.
-func EnsurePostgres(ctx context.Context, dataDir string, log *slog.Logger) (url string, err error) {
-	return ensurePostgres(ctx, dataDir, appDatabase, log)
+// on it. databaseURL (the platform's DATABASE_URL), when set, is used as it is; dataDir holds the private
+// cluster, when one is needed.
+func EnsurePostgres(ctx context.Context, databaseURL, dataDir string, log *slog.Logger) (url string, err error) {
+	return ensurePostgres(ctx, databaseURL, dataDir, appDatabase, log)
 }
 
 // EnsureTestPostgres finds or provides a PostgreSQL the same way as EnsurePostgres, but returns the URL of the
 // admin database postgres, through which tests create a fresh database per package.
-func EnsureTestPostgres(ctx context.Context, dataDir string, log *slog.Logger) (url string, err error) {
-	return ensurePostgres(ctx, dataDir, adminDatabase, log)
+func EnsureTestPostgres(ctx context.Context, databaseURL, dataDir string, log *slog.Logger) (url string, err error) {
+	return ensurePostgres(ctx, databaseURL, dataDir, adminDatabase, log)
 }
 
-func ensurePostgres(ctx context.Context, dataDir, database string, log *slog.Logger) (_ string, err error) {
+func ensurePostgres(ctx context.Context, databaseURL, dataDir, database string, log *slog.Logger) (_ string, err error) {
 	defer wrap(&err, "devenv: ensure PostgreSQL database %s", database)
 
-	if u := os.Getenv("DATABASE_URL"); u != "" {
-		log.Info("PostgreSQL: using DATABASE_URL as it is", "url", redacted(u))
-		return u, nil
+	if databaseURL != "" {
+		log.Info("PostgreSQL: using DATABASE_URL as it is", "url", redacted(databaseURL))
+		return databaseURL, nil
 	}
 
 	port := localPort

@@ -20,9 +20,7 @@ import (
 
 func TestDatabaseURLIsUsedAsItIs(t *testing.T) {
 	const dbURL = "postgres://app:s3cret@db.example.com:5432/prod?sslmode=require"
-	t.Setenv("DATABASE_URL", dbURL)
-
-	for name, ensure := range map[string]func(context.Context, string, *slog.Logger) (string, error){
+	for name, ensure := range map[string]func(context.Context, string, string, *slog.Logger) (string, error){
 		"EnsurePostgres":     EnsurePostgres,
 		"EnsureTestPostgres": EnsureTestPostgres,
 	} {
@@ -30,7 +28,7 @@ func TestDatabaseURLIsUsedAsItIs(t *testing.T) {
 			log, logs := testLogger(t)
 			dataDir := t.TempDir()
 
-			got, err := ensure(t.Context(), dataDir, log)
+			got, err := ensure(t.Context(), dbURL, dataDir, log)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -121,7 +119,6 @@ func TestFindBinDirPicksTheVersion(t *testing.T) {
 }
 
 func TestLocalServerGetsTheDatabase(t *testing.T) {
-	t.Setenv("DATABASE_URL", "")
 	if err := probe(t.Context(), localPort); err != nil {
 		t.Skipf("no PostgreSQL on 127.0.0.1:5432 lets user postgres in without a password, so the local-server "+
 			"path cannot be tested here: %v", err)
@@ -144,7 +141,7 @@ func TestLocalServerGetsTheDatabase(t *testing.T) {
 	})
 
 	for _, tt := range []struct {
-		ensure   func(context.Context, string, *slog.Logger) (string, error)
+		ensure   func(context.Context, string, string, *slog.Logger) (string, error)
 		database string
 	}{
 		{EnsurePostgres, "gpumarket"},
@@ -153,7 +150,7 @@ func TestLocalServerGetsTheDatabase(t *testing.T) {
 		t.Run(tt.database, func(t *testing.T) {
 			log, _ := testLogger(t)
 			dataDir := t.TempDir()
-			got, err := tt.ensure(t.Context(), dataDir, log)
+			got, err := tt.ensure(t.Context(), "", dataDir, log)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -19,18 +19,19 @@ import (
 	"time"
 )
 
-// Find locates the stripe-mock binary: STRIPE_MOCK_BIN, then the PATH, then Go's bin folder.
-func Find() (string, error) {
-	if p := os.Getenv("STRIPE_MOCK_BIN"); p != "" {
-		if _, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("STRIPE_MOCK_BIN=%s: %w", p, err)
+// Find locates the stripe-mock binary: bin (STRIPE_MOCK_BIN) when it is set, then the PATH, then
+// goBinDirs (GoBinDirs: where `go install` puts it). The caller reads the environment.
+func Find(bin string, goBinDirs []string) (string, error) {
+	if bin != "" {
+		if _, err := os.Stat(bin); err != nil {
+			return "", fmt.Errorf("STRIPE_MOCK_BIN=%s: %w", bin, err)
 		}
-		return p, nil
+		return bin, nil
 	}
 	if p, err := exec.LookPath("stripe-mock"); err == nil {
 		return p, nil
 	}
-	for _, dir := range []string{os.Getenv("GOBIN"), filepath.Join(os.Getenv("GOPATH"), "bin"), filepath.Join(os.Getenv("HOME"), "go", "bin")} {
+	for _, dir := range goBinDirs {
 		if dir == "" {
 			continue
 		}
@@ -40,6 +41,12 @@ func Find() (string, error) {
 		}
 	}
 	return "", errors.New("stripe-mock is not installed: run `make stripe-mock`, which installs the pinned version, or set STRIPE_MOCK_BIN")
+}
+
+// GoBinDirs are the folders `go install` may have put stripe-mock in, from the values of GOBIN,
+// GOPATH and HOME, in the order Find looks in them.
+func GoBinDirs(gobin, gopath, home string) []string {
+	return []string{gobin, filepath.Join(gopath, "bin"), filepath.Join(home, "go", "bin")}
 }
 
 // Process is a running stripe-mock.

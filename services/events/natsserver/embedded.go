@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"runtime/debug"
 	"strconv"
 	"sync"
@@ -209,10 +208,11 @@ func (l *serverLog) lastFatal() string {
 // instead of twice, and collections come four times less often.
 const EmbeddedGCPercent = 400
 
-// TuneGCForEmbedded sets EmbeddedGCPercent unless the GOGC environment variable is set, and
-// returns the growth target in force.
-func TuneGCForEmbedded() int {
-	if _, ok := os.LookupEnv("GOGC"); ok {
+// TuneGCForEmbedded sets EmbeddedGCPercent unless gogcSet says the GOGC environment variable is
+// set (the runtime then follows it), and returns the growth target in force. The binary reads
+// its environment; this package only takes the answer.
+func TuneGCForEmbedded(gogcSet bool) int {
+	if gogcSet {
 		in := debug.SetGCPercent(100) // reading the target means setting one: set it back
 		debug.SetGCPercent(in)
 		return in

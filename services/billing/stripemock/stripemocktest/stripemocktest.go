@@ -6,17 +6,25 @@ package stripemocktest
 
 import (
 	"context"
+	"os"
 	"sync"
 	"testing"
 
 	"github.com/gpumarket/gpumarket/services/billing/stripemock"
 )
 
+// find locates stripe-mock as the platform does, from the test process's environment: tests
+// read it here, as a binary reads its own in its config file.
+func find() (string, error) {
+	return stripemock.Find(os.Getenv("STRIPE_MOCK_BIN"),
+		stripemock.GoBinDirs(os.Getenv("GOBIN"), os.Getenv("GOPATH"), os.Getenv("HOME")))
+}
+
 // Bin is the path of the stripe-mock binary (stripemock.Find).
 func Bin(t testing.TB) string {
 	t.Helper()
 	skipShort(t)
-	bin, err := stripemock.Find()
+	bin, err := find()
 	if err != nil {
 		t.Fatalf("stripe-mock: %v", err)
 	}
@@ -36,7 +44,7 @@ func (s *Shared) URL(t testing.TB) string {
 	t.Helper()
 	skipShort(t)
 	s.once.Do(func() {
-		bin, err := stripemock.Find()
+		bin, err := find()
 		if err != nil {
 			s.err = err
 			return
