@@ -22,7 +22,7 @@ const bufferSize = 32 << 10
 
 // Reader reads the frames of a stream of server-sent events.
 type Reader struct {
-	br       *bufio.Reader
+	br       bufio.Reader // held by value, so that a Reader on its caller's stack allocates only the buffers
 	maxFrame int
 	frame    []byte // the frame Next returned last, reused for the next
 	err      error  // what ended the stream, returned by every later Next
@@ -35,7 +35,7 @@ func NewReader(r io.Reader, maxFrame int) *Reader {
 }
 
 func newReaderSize(r io.Reader, size, maxFrame int) *Reader {
-	return &Reader{br: bufio.NewReaderSize(r, size), maxFrame: maxFrame}
+	return &Reader{br: *bufio.NewReaderSize(r, size), maxFrame: maxFrame}
 }
 
 // TooLargeError is a frame longer than the Reader's limit.
