@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/sse"
 	"github.com/gpumarket/gpumarket/web/internal/httpx"
 )
 
@@ -182,8 +182,7 @@ func rigError(status int, body []byte) *gatewayError {
 // chunk is read for the output it carried and the usage (readChunk), then translated; the chat stream's [DONE]
 // ends the dialect's stream.
 func (g *Gateway) relayTranslatedStream(w *httpx.DeadlineWriter, body io.Reader, tr chunkTranslator, o *outcome) error {
-	br := bufio.NewReaderSize(body, 32<<10)
-	var frame []byte
+	events := sse.NewReader(body, maxFrameBytes)
 	send := func(out []byte) error {
 		if len(out) == 0 {
 			return nil
@@ -197,45 +196,32 @@ func (g *Gateway) relayTranslatedStream(w *httpx.DeadlineWriter, body io.Reader,
 		return nil
 	}
 	for {
-		line, err := br.ReadSlice('\n')
-		frame = append(frame, line...)
-		if len(frame) > maxFrameBytes {
-			return fmt.Errorf("a server-sent event longer than %d bytes", maxFrameBytes)
-		}
-		if errors.Is(err, bufio.ErrBufferFull) {
-			continue
-		}
-		if err == nil && !isBlankLine(line) {
-			continue
-		}
-		if len(frame) > 0 {
-			if isDone(frame) {
-				return send(tr.end())
-			}
-			_, output := readChunk(frame, false, o, nil)
-			if payload, _, ok := dataPayload(frame); ok && len(payload) > 0 && payload[0] == '{' {
-				out, terr := tr.chunk(bytes.Clone(payload))
-				if terr != nil {
-					return fmt.Errorf("a chunk that does not translate: %w", terr)
-				}
-				if serr := send(out); serr != nil {
-					return serr
-				}
-			}
-			if output > 0 {
-				o.outputChunks++
-				o.outputBytes += output
-				if o.firstToken.IsZero() {
-					o.firstToken = g.now()
-				}
-			}
-			frame = frame[:0]
-		}
+		frame, err := events.Next()
 		if errors.Is(err, io.EOF) {
 			return io.ErrUnexpectedEOF // a chat stream ends with [DONE]: one that stops short broke off
 		}
 		if err != nil {
 			return err
+		}
+		if frame.Done() {
+			return send(tr.end())
+		}
+		_, output := readChunk(frame, false, o, nil)
+		if payload := frame.Payload(); len(payload) > 0 && payload[0] == '{' {
+			out, terr := tr.chunk(bytes.Clone(payload))
+			if terr != nil {
+				return fmt.Errorf("a chunk that does not translate: %w", terr)
+			}
+			if serr := send(out); serr != nil {
+				return serr
+			}
+		}
+		if output > 0 {
+			o.outputChunks++
+			o.outputBytes += output
+			if o.firstToken.IsZero() {
+				o.firstToken = g.now()
+			}
 		}
 	}
 }

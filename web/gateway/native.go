@@ -1,11 +1,8 @@
 package gateway
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -17,6 +14,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/routing"
+	"github.com/gpumarket/gpumarket/services/sse"
 	"github.com/gpumarket/gpumarket/web/internal/httpx"
 )
 
@@ -218,48 +216,35 @@ var errNativeFailed = errors.New("the engine's stream ended with an error event"
 // usage, and the cost goes into it. A stream that stops before its end broke off.
 func (g *Gateway) relayNativeStream(w *httpx.DeadlineWriter, body io.Reader, api string, o *outcome,
 	cost func(*billing.TokenCount) (money.Pico, bool)) error {
-	br := bufio.NewReaderSize(body, 32<<10)
-	var frame []byte
+	events := sse.NewReader(body, maxFrameBytes)
 	for {
-		line, err := br.ReadSlice('\n')
-		frame = append(frame, line...)
-		if len(frame) > maxFrameBytes {
-			return fmt.Errorf("a server-sent event longer than %d bytes", maxFrameBytes)
+		frame, err := events.Next()
+		if errors.Is(err, io.EOF) {
+			return io.ErrUnexpectedEOF
 		}
-		if errors.Is(err, bufio.ErrBufferFull) {
-			continue
+		if err != nil {
+			return err
 		}
-		if err == nil && !isBlankLine(line) {
-			continue
+		out, end, failed := g.readNativeFrame(frame, api, o, cost)
+		if _, werr := w.Write(out); werr != nil {
+			return errClientGone
 		}
-		var end, failed bool
-		if len(frame) > 0 {
-			frame, end, failed = g.readNativeFrame(frame, api, o, cost)
-			if _, werr := w.Write(frame); werr != nil {
-				return errClientGone
-			}
-			if w.Flush() != nil {
-				return errClientGone
-			}
-			frame = frame[:0]
+		if w.Flush() != nil {
+			return errClientGone
 		}
 		switch {
 		case failed:
 			return errNativeFailed
 		case end:
 			return nil
-		case errors.Is(err, io.EOF):
-			return io.ErrUnexpectedEOF
-		case err != nil:
-			return err
 		}
 	}
 }
 
 // readNativeFrame reads one frame of a native stream into o and returns it as it goes to the client (with the
 // cost in a Responses stream's final usage), and whether it ends the stream, failed or not.
-func (g *Gateway) readNativeFrame(frame []byte, api string, o *outcome, cost func(*billing.TokenCount) (money.Pico, bool)) (out []byte, end, failed bool) {
-	from, to, ok := eventData(frame)
+func (g *Gateway) readNativeFrame(frame sse.Frame, api string, o *outcome, cost func(*billing.TokenCount) (money.Pico, bool)) (out []byte, end, failed bool) {
+	from, to, ok := frame.Data()
 	if !ok || to <= from || frame[from] != '{' {
 		return frame, false, false
 	}
@@ -346,35 +331,6 @@ func (g *Gateway) readNativeFrame(frame []byte, api string, o *outcome, cost fun
 		}
 	}
 	return frame, false, false
-}
-
-// eventData finds the data of a server-sent event whose data is one line, after an event line or not, as the
-// Messages and Responses APIs send them: frame[from:to].
-func eventData(frame []byte) (from, to int, ok bool) {
-	for at := 0; at < len(frame); {
-		end := bytes.IndexByte(frame[at:], '\n')
-		if end < 0 {
-			end = len(frame)
-		} else {
-			end += at
-		}
-		line := frame[at:end]
-		if rest, found := bytes.CutPrefix(line, []byte("data:")); found {
-			if ok {
-				return 0, 0, false // a second data line: the data is not one JSON line
-			}
-			from = at + len("data:")
-			if len(rest) > 0 && rest[0] == ' ' {
-				from++
-			}
-			to, ok = end, true
-			if to > from && frame[to-1] == '\r' {
-				to--
-			}
-		}
-		at = end + 1
-	}
-	return from, to, ok
 }
 
 // costOr is cost(u), or none without a cost to tell.

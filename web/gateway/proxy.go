@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -23,6 +22,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/routing"
+	"github.com/gpumarket/gpumarket/services/sse"
 	"github.com/gpumarket/gpumarket/services/ticket"
 	"github.com/gpumarket/gpumarket/web/internal/httpx"
 )
@@ -507,66 +507,42 @@ func (u *tokenUsage) count() *billing.TokenCount {
 	return c
 }
 
-// relayStream relays server-sent events frame by frame, flushing after each. It reads every
-// chunk for its output text (what was relayed, and the time to first token) and the usage, and
-// drops the usage chunk the gateway asked for when the client had not.
+// relayStream relays server-sent events frame by frame as package sse reads them, flushing after
+// each. It reads every chunk for its output text (what was relayed, and the time to first token)
+// and the usage, and drops the usage chunk the gateway asked for when the client had not.
 func (g *Gateway) relayStream(w *httpx.DeadlineWriter, body io.Reader, forcedUsage bool, o *outcome,
 	costFor func(*billing.TokenCount) (money.Pico, bool)) error {
-	br := bufio.NewReaderSize(body, 32<<10)
-	var frame []byte
+	events := sse.NewReader(body, maxFrameBytes)
 	for {
-		line, err := br.ReadSlice('\n')
-		frame = append(frame, line...)
-		if len(frame) > maxFrameBytes {
-			return fmt.Errorf("a server-sent event longer than %d bytes", maxFrameBytes)
-		}
-		if errors.Is(err, bufio.ErrBufferFull) {
-			continue
-		}
-		if err == nil && !isBlankLine(line) {
-			continue
-		}
-		if len(frame) > 0 {
-			out, output := readChunk(frame, forcedUsage, o, costFor)
-			if out != nil {
-				if _, werr := w.Write(out); werr != nil {
-					return errClientGone
-				}
-				if w.Flush() != nil {
-					return errClientGone
-				}
-				if output > 0 {
-					o.outputChunks++
-					o.outputBytes += output
-					if o.firstToken.IsZero() {
-						o.firstToken = g.now()
-					}
-				}
-			}
-			if isDone(frame) {
-				// The stream is complete: the client has it all, and may hang up at once, as
-				// OpenAI's SDKs do on [DONE]. That is no cancellation.
-				return nil
-			}
-			frame = frame[:0]
-		}
+		frame, err := events.Next()
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
+		out, output := readChunk(frame, forcedUsage, o, costFor)
+		if out != nil {
+			if _, werr := w.Write(out); werr != nil {
+				return errClientGone
+			}
+			if w.Flush() != nil {
+				return errClientGone
+			}
+			if output > 0 {
+				o.outputChunks++
+				o.outputBytes += output
+				if o.firstToken.IsZero() {
+					o.firstToken = g.now()
+				}
+			}
+		}
+		if frame.Done() {
+			// The stream is complete: the client has it all, and may hang up at once, as
+			// OpenAI's SDKs do on [DONE]. That is no cancellation.
+			return nil
+		}
 	}
-}
-
-// isDone is true for the frame that ends an OpenAI stream: "data: [DONE]".
-func isDone(frame []byte) bool {
-	payload, _, ok := dataPayload(frame)
-	return ok && string(bytes.TrimSpace(payload)) == "[DONE]"
-}
-
-func isBlankLine(line []byte) bool {
-	return len(line) == 1 || len(line) == 2 && line[0] == '\r'
 }
 
 // streamChunk is what the gateway reads of a streamed chunk.
@@ -588,11 +564,12 @@ var usageNullTail = []byte(`,"usage":null}`)
 // readChunk reads one frame and returns what to send the client (nil to drop it) and the bytes
 // of output text it carried, which bound the tokens its rig may bill for it: every chunk is
 // parsed. The usage chunk a client asked for gets the request's cost from costFor, when given.
-func readChunk(frame []byte, forcedUsage bool, o *outcome, costFor func(*billing.TokenCount) (money.Pico, bool)) (out []byte, output int64) {
-	payload, from, ok := dataPayload(frame)
-	if !ok || len(payload) == 0 || payload[0] != '{' {
+func readChunk(frame sse.Frame, forcedUsage bool, o *outcome, costFor func(*billing.TokenCount) (money.Pico, bool)) (out []byte, output int64) {
+	from, to, ok := frame.Data()
+	if !ok || to == from || frame[from] != '{' {
 		return frame, 0 // a comment, [DONE], or not a chunk
 	}
+	payload := frame[from:to]
 	var chunk streamChunk
 	if json.Unmarshal(payload, &chunk) != nil {
 		return frame, 0
@@ -612,7 +589,7 @@ func readChunk(frame []byte, forcedUsage bool, o *outcome, costFor func(*billing
 			if cost, ok := costFor(o.usage); ok {
 				with := withCost(payload, cost)
 				out = make([]byte, 0, len(frame)+len(with)-len(payload))
-				return append(append(append(out, frame[:from]...), with...), frame[from+len(payload):]...), output
+				return append(append(append(out, frame[:from]...), with...), frame[to:]...), output
 			}
 		}
 		return frame, output
@@ -623,33 +600,11 @@ func readChunk(frame []byte, forcedUsage bool, o *outcome, costFor func(*billing
 	// The usage member OpenAI-compatible servers add, null, to every other chunk once usage is
 	// asked for: taken out when it ends the chunk, as they write it.
 	if bytes.HasSuffix(payload, usageNullTail) {
-		to := from + len(payload)
 		out = make([]byte, 0, len(frame)-len(usageNullTail)+1)
 		out = append(append(append(out, frame[:to-len(usageNullTail)]...), '}'), frame[to:]...)
 		return out, output
 	}
 	return frame, output
-}
-
-// dataPayload returns the payload of a frame that is a single data line, as OpenAI-compatible
-// servers send chunks, and where it starts in the frame.
-func dataPayload(frame []byte) (payload []byte, from int, ok bool) {
-	rest, found := bytes.CutPrefix(frame, []byte("data:"))
-	if !found {
-		return nil, 0, false
-	}
-	from = len("data:")
-	if len(rest) > 0 && rest[0] == ' ' {
-		rest, from = rest[1:], from+1
-	}
-	end := bytes.IndexByte(rest, '\n')
-	if end < 0 {
-		end = len(rest)
-	} else if tail := rest[end+1:]; len(tail) > 0 && !isBlankLine(tail) {
-		return nil, 0, false // more lines than the data line
-	}
-	payload = bytes.TrimSuffix(rest[:end], []byte("\r"))
-	return payload, from, true
 }
 
 // observe reports an attempt to routing. Only a streamed answer's first token is a time to first token: a

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"encoding/json"
 
+	eventstream "github.com/gpumarket/gpumarket/services/sse" // named apart from the tests' sse, which writes streams
 	"github.com/gpumarket/gpumarket/services/usage"
 )
 
@@ -125,12 +126,15 @@ type nativeEvent struct {
 // readNativeFrame reads one event of a Messages or Responses stream into x: the model, the usage, whether it
 // carried output, whether the upstream says the request failed (then x's status is error), and whether it is the
 // event that ends the stream (last).
-func (a *Agent) readNativeFrame(frame []byte, x *exchange) (output, last bool) {
+func (a *Agent) readNativeFrame(frame eventstream.Frame, x *exchange) (output, last bool) {
 	var ev nativeEvent
-	if from, to, ok := dataPayload(frame); ok {
-		_ = json.Unmarshal(frame[from:to], &ev)
+	if payload := frame.Payload(); payload != nil {
+		_ = json.Unmarshal(payload, &ev)
 	}
-	name := cmp.Or(ev.Type, eventName(frame))
+	name := ev.Type
+	if name == "" {
+		name = string(frame.Event())
+	}
 	failed := false
 	switch x.dialect {
 	case dialectMessages:

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -12,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	eventstream "github.com/gpumarket/gpumarket/services/sse" // named apart from the tests' sse, which writes streams
 	"github.com/gpumarket/gpumarket/services/ticket"
 	"github.com/gpumarket/gpumarket/services/usage"
 )
@@ -220,83 +220,58 @@ func (a *Agent) relay(w http.ResponseWriter, r *http.Request, streamOptions bool
 // errClientGone is a failed write to the client.
 var errClientGone = errors.New("the client went away")
 
-// relayStream relays server-sent events frame by frame, flushing each, and reads each chunk for the model,
-// the output and the usage. When the agent forced include_usage, the client gets the stream it asked for: the
-// usage-only chunk is dropped and the usage member removed from the other chunks (OpenAI sends "usage":null
-// on each chunk only when the client asked for usage); every other byte is relayed as it came. A Messages or
+// relayStream relays server-sent events frame by frame as package sse reads them, flushing each, and reads each
+// chunk for the model, the output and the usage. When the agent forced include_usage, the client gets the stream
+// it asked for: the usage-only chunk is dropped and the usage member removed from the other chunks (OpenAI sends
+// "usage":null on each chunk only when the client asked for usage); every other byte is relayed as it came. A Messages or
 // Responses stream is relayed byte for byte. whole runs before the frame that ends the stream is written: [DONE],
 // message_stop, or response.completed, response.incomplete or response.failed.
 func (a *Agent) relayStream(w http.ResponseWriter, body io.Reader, forcedUsage bool, x *exchange, whole func()) error {
 	rc := http.NewResponseController(w)
-	br := bufio.NewReaderSize(body, 64<<10)
-	var frame []byte
+	events := eventstream.NewReader(body, maxFrameBytes)
 	for {
-		line, err := br.ReadSlice('\n')
-		frame = append(frame, line...)
-		if len(frame) > maxFrameBytes {
-			return fmt.Errorf("a server-sent event longer than %d bytes", maxFrameBytes)
-		}
-		if errors.Is(err, bufio.ErrBufferFull) {
-			continue
-		}
-		end := err != nil
-		if !end && !isBlankLine(line) {
-			continue
-		}
-		if len(frame) > 0 {
-			out, output, done := a.readFrame(frame, forcedUsage, x)
-			if done {
-				whole()
-			}
-			if out != nil {
-				if _, werr := w.Write(out); werr != nil {
-					return errClientGone
-				}
-				if werr := rc.Flush(); werr != nil {
-					return errClientGone
-				}
-				if output && x.firstToken.IsZero() {
-					x.firstToken = a.cfg.Now()
-				}
-			}
-			if done && x.dialect == dialectOpenAI {
-				// The stream is complete, its usage read: the client may hang up at once, as
-				// OpenAI's SDKs (and the gateway) do on [DONE]. That is no cancellation.
-				return nil
-			}
-			// After the event that ends a Messages or Responses stream, whatever else the upstream sends
-			// is relayed too: neither API makes that event the last byte as [DONE] is. The request is
-			// reported by then, so a client that hangs up on that event canceled nothing either.
-			frame = frame[:0]
-		}
+		frame, err := events.Next()
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
+		out, output, done := a.readFrame(frame, forcedUsage, x)
+		if done {
+			whole()
+		}
+		if out != nil {
+			if _, werr := w.Write(out); werr != nil {
+				return errClientGone
+			}
+			if werr := rc.Flush(); werr != nil {
+				return errClientGone
+			}
+			if output && x.firstToken.IsZero() {
+				x.firstToken = a.cfg.Now()
+			}
+		}
+		if done && x.dialect == dialectOpenAI {
+			// The stream is complete, its usage read: the client may hang up at once, as
+			// OpenAI's SDKs (and the gateway) do on [DONE]. That is no cancellation.
+			return nil
+		}
+		// After the event that ends a Messages or Responses stream, whatever else the upstream sends
+		// is relayed too: neither API makes that event the last byte as [DONE] is. The request is
+		// reported by then, so a client that hangs up on that event canceled nothing either.
 	}
-}
-
-// isDone is true for the frame that ends an OpenAI stream: "data: [DONE]".
-func isDone(frame []byte) bool {
-	from, to, ok := dataPayload(frame)
-	return ok && string(bytes.TrimSpace(frame[from:to])) == "[DONE]"
-}
-
-func isBlankLine(line []byte) bool {
-	return len(line) == 1 || len(line) == 2 && line[0] == '\r'
 }
 
 // readFrame reads one event and returns what to send the client (nil to drop it), whether it carried output,
 // and whether it ends the stream: [DONE], or the last event of a Messages or Responses stream. Those go to the
 // client as they came.
-func (a *Agent) readFrame(frame []byte, forcedUsage bool, x *exchange) (out []byte, output, done bool) {
+func (a *Agent) readFrame(frame eventstream.Frame, forcedUsage bool, x *exchange) (out []byte, output, done bool) {
 	if x.dialect != dialectOpenAI {
 		output, done = a.readNativeFrame(frame, x)
 		return frame, output, done
 	}
-	if isDone(frame) {
+	if frame.Done() {
 		return frame, false, true
 	}
 	out, output = a.readChunk(frame, forcedUsage, x)
@@ -305,8 +280,8 @@ func (a *Agent) readFrame(frame []byte, forcedUsage bool, x *exchange) (out []by
 
 // readChunk reads one chunk of a chat or text completion stream and returns what to send the client (nil to drop
 // it) and whether it carried output.
-func (a *Agent) readChunk(frame []byte, forcedUsage bool, x *exchange) (out []byte, output bool) {
-	from, to, ok := dataPayload(frame)
+func (a *Agent) readChunk(frame eventstream.Frame, forcedUsage bool, x *exchange) (out []byte, output bool) {
+	from, to, ok := frame.Data()
 	if !ok {
 		return frame, false
 	}
@@ -343,47 +318,6 @@ func (a *Agent) readChunk(frame []byte, forcedUsage bool, x *exchange) (out []by
 	}
 	out = make([]byte, 0, len(frame)-len(payload)+len(trimmed))
 	return append(append(append(out, frame[:from]...), trimmed...), frame[to:]...), output
-}
-
-// eventName is the value of the frame's event line, "" without one.
-func eventName(frame []byte) string {
-	for line := range bytes.Lines(frame) {
-		if rest, ok := bytes.CutPrefix(line, []byte("event:")); ok {
-			return string(bytes.TrimSpace(rest))
-		}
-	}
-	return ""
-}
-
-// dataPayload finds the payload of the frame's data line: the frame must hold exactly one, as OpenAI-compatible
-// servers send them. It returns the payload's offsets, after "data:" and its optional space, before the line end.
-func dataPayload(frame []byte) (from, to int, ok bool) {
-	found := false
-	for start := 0; start < len(frame); {
-		end := bytes.IndexByte(frame[start:], '\n')
-		if end < 0 {
-			end = len(frame)
-		} else {
-			end += start
-		}
-		line := frame[start:end]
-		if rest, isData := bytes.CutPrefix(line, []byte("data:")); isData {
-			if found {
-				return 0, 0, false
-			}
-			found = true
-			from = start + len("data:")
-			if len(rest) > 0 && rest[0] == ' ' {
-				from++
-			}
-			to = end
-			if to > from && frame[to-1] == '\r' {
-				to--
-			}
-		}
-		start = end + 1
-	}
-	return from, to, found
 }
 
 // relayBody relays a whole response as it comes, reading its usage and model on the way. Its last byte is
