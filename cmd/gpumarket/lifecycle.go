@@ -6,9 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/nats-io/nats.go"
-
-	usageevent "github.com/gpumarket/gpumarket/services/usage"
 )
 
 // How the platform's parts start and stop (docs/lifecycle.md). Open connects to PostgreSQL
@@ -100,7 +99,7 @@ func (p *Platform) start(r *running) error {
 				r.fail("meter", err)
 			}
 		})
-		p.log.Info("metering usage events", "stream", usageevent.StreamName, "consumer", usageevent.ConsumerName)
+		p.log.Info("metering usage events", "stream", events.UsageStream, "consumer", events.UsageConsumer)
 		r.loops.Go(func() { p.fundProbes(r.ctx, probeFundingEvery) })
 	}
 	// Every process keeps the usage partitions; a lock lets one of them at a time.

@@ -227,7 +227,7 @@ func prepare(w *workload, now time.Time) ([]preparedEvent, error) {
 		if at < 0 {
 			return nil, errors.New("publisher: the encoded event does not hold its time as expected")
 		}
-		prepared[k] = preparedEvent{subject: usage.Subject(off.Provider, off.ID), id: ev.ID, body: body, stampAt: at}
+		prepared[k] = preparedEvent{subject: events.UsageSubject(off.Provider, off.ID), id: ev.ID, body: body, stampAt: at}
 	}
 	return prepared, nil
 }

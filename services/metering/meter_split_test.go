@@ -6,8 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpumarket/gpumarket/services/usage"
-
+	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/nats-io/nats.go"
 )
 
@@ -22,7 +21,7 @@ func TestMeterSplitsABatchTheDatabaseRefuses(t *testing.T) {
 	cfg := e.meter.cfg
 	cfg.Log = slog.New(logs)
 	e.meter = NewMeter(cfg)
-	subject := usage.Subject(e.provider, e.offering)
+	subject := events.UsageSubject(e.provider, e.offering)
 	at := e.now.Add(-time.Minute)
 
 	const events = 64
@@ -87,7 +86,7 @@ func TestMeterRetriesABatchThroughAFaultOfTheDatabase(t *testing.T) {
 	cfg := e.meter.cfg
 	cfg.Log = slog.New(logs)
 	e.meter = NewMeter(cfg)
-	subject := usage.Subject(e.provider, e.offering)
+	subject := events.UsageSubject(e.provider, e.offering)
 	const events = 20
 	var msgs []*nats.Msg
 	for range events {

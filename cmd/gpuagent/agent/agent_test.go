@@ -812,7 +812,7 @@ func (r *rig) waitEvents(t *testing.T, n int) []received {
 	t.Helper()
 	var stream jetstream.Stream
 	waitFor(t, fmt.Sprintf("%d events on the stream", n), func() bool {
-		s, err := r.js.Stream(t.Context(), usage.StreamName)
+		s, err := r.js.Stream(t.Context(), events.UsageStream)
 		if err != nil {
 			return false
 		}
@@ -846,7 +846,7 @@ func (r *rig) expectStreamHolds(t *testing.T, n int) {
 
 func (r *rig) streamCount(t *testing.T) int {
 	t.Helper()
-	s, err := r.js.Stream(t.Context(), usage.StreamName)
+	s, err := r.js.Stream(t.Context(), events.UsageStream)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gpumarket/gpumarket/services/events"
-	"github.com/gpumarket/gpumarket/services/usage"
 )
 
 func TestRigUserMayPublishOnlyItsOwnSubjects(t *testing.T) {
@@ -325,7 +324,7 @@ func TestDisconnectUserClosesEveryConnectionOfThatUserOnly(t *testing.T) {
 
 func TestRigPermissionsPublishTheUsageSubject(t *testing.T) {
 	publish, _ := events.RigPermissions("prov-1", "off-1")
-	if publish[0] != usage.Subject("prov-1", "off-1") {
-		t.Fatalf("a rig may publish %q for its usage, but its usage subject is %q", publish[0], usage.Subject("prov-1", "off-1"))
+	if publish[0] != events.UsageSubject("prov-1", "off-1") {
+		t.Fatalf("a rig may publish %q for its usage, but its usage subject is %q", publish[0], events.UsageSubject("prov-1", "off-1"))
 	}
 }
