@@ -125,6 +125,12 @@ const MaxIDLength = 128
 // Below is every subject below subject: subject.>.
 func Below(subject string) string { return subject + ".>" }
 
+// AnyToken is every subject one token below subject: subject.*.
+func AnyToken(subject string) string { return subject + ".*" }
+
+// Child is the subject one token below subject: subject.<tok>, tok a token (no '.', no wildcard).
+func Child(subject, tok string) string { return subject + "." + tok }
+
 // LastToken is the last token of a subject, where rigwire's subjects carry the call or control key.
 func LastToken(subject string) string { return subject[strings.LastIndexByte(subject, '.')+1:] }
 
@@ -154,7 +160,7 @@ func UsageSubjectIDs(subject string) (providerID, offeringID string) {
 }
 
 // RejectedSubject is the subject RejectedStream keeps a refused usage event under: usage_rejected.<reason>.
-func RejectedSubject(reason string) string { return RejectedPrefix + "." + reason }
+func RejectedSubject(reason string) string { return Child(RejectedPrefix, reason) }
 
 // HeartbeatSubject is the subject a rig publishes its load on: heartbeat.<provider_id>.<offering_id>.
 func HeartbeatSubject(providerID, offeringID string) string {
@@ -181,21 +187,15 @@ func RigCallSubject(providerID, offeringID string) string {
 
 // RigCallRequestSubject is where a gateway publishes a call to the rig: rigcall.<provider_id>.<offering_id>.call.
 func RigCallRequestSubject(providerID, offeringID string) string {
-	return RigCallSubject(providerID, offeringID) + "." + rigCallToken
+	return Child(RigCallSubject(providerID, offeringID), rigCallToken)
 }
 
 // RigControlSubject is the subject below which one of the rig's agents takes the gateways' messages about its
 // calls: rigcall.<provider_id>.<offering_id>.<agent token>. The agent subscribes to AnyToken(it) and names
-// RigCallControlSubject(it, key) to the gateway for each call; agentToken is unique (NewToken).
+// Child(it, key) to the gateway as the control subject of each call; agentToken is unique (NewToken).
 func RigControlSubject(providerID, offeringID, agentToken string) string {
-	return RigCallSubject(providerID, offeringID) + "." + agentToken
+	return Child(RigCallSubject(providerID, offeringID), agentToken)
 }
-
-// RigCallControlSubject is the control subject of one call an agent took: control.<key>, key a token.
-func RigCallControlSubject(control, key string) string { return control + "." + key }
-
-// AnyToken is every subject one token below subject: subject.*.
-func AnyToken(subject string) string { return subject + ".*" }
 
 // RigReplySubject is the rig's answer subject space: rigreply.<provider_id>.<offering_id>. A call names the
 // subject below it where its answer goes (RigAnswerSubject).
@@ -206,13 +206,13 @@ func RigReplySubject(providerID, offeringID string) string {
 // RigAnswerSubject is where the rig answers one call of a gateway:
 // rigreply.<provider_id>.<offering_id>.<gateway token>.<call id>, the call id a token.
 func RigAnswerSubject(providerID, offeringID, gatewayToken, callID string) string {
-	return RigReplySubject(providerID, offeringID) + "." + gatewayToken + "." + callID
+	return Child(Child(RigReplySubject(providerID, offeringID), gatewayToken), callID)
 }
 
 // RigAnswersSubject is every answer, from any rig, to the calls of the gateway with gatewayToken: the one
 // subscription a gateway needs. LastToken of each message's subject is its call id.
 func RigAnswersSubject(gatewayToken string) string {
-	return AnyToken(RigReplySubject(AnyID, AnyID) + "." + gatewayToken)
+	return AnyToken(Child(RigReplySubject(AnyID, AnyID), gatewayToken))
 }
 
 // NewToken is a token unique to this process and call, for a subject of one gateway or one agent: nats.go's
@@ -221,12 +221,12 @@ func NewToken() string { return strings.TrimPrefix(nats.NewInbox(), nats.InboxPr
 
 // KickSubject closes one connection of the server with the given id (server.clientKickReqSubj):
 // $SYS.REQ.SERVER.<server id>.KICK.
-func KickSubject(serverID string) string { return kickPrefix + "." + serverID + "." + kickToken }
+func KickSubject(serverID string) string { return Child(Child(kickPrefix, serverID), kickToken) }
 
 // rigSubject is prefix.<provider_id>.<offering_id>. Both ids must be subject tokens (CheckID), which the
 // platform's ids are.
 func rigSubject(prefix, providerID, offeringID string) string {
-	return prefix + "." + providerID + "." + offeringID
+	return Child(Child(prefix, providerID), offeringID)
 }
 
 // parseRigSubject splits a subject written by rigSubject(prefix, ...) into its ids.

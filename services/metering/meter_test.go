@@ -503,7 +503,7 @@ func TestRejectionsAreKeptPerMessage(t *testing.T) {
 	write := func(seq uint64, raw string) {
 		t.Helper()
 		err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
-			_, err := e.meter.insertRejections(ctx, tx, []StoredRejection{{Message: Message{Seq: seq, Subject: "usage.p.o", Data: []byte(raw)},
+			_, err := e.meter.insertRejections(ctx, tx, []StoredRejection{{Message: Message{Seq: seq, Subject: events.UsageSubject("p", "o"), Data: []byte(raw)},
 				Reason: usage.RejectMalformed, Detail: "not JSON"}}, e.now)
 			return err
 		})

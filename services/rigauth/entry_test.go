@@ -200,7 +200,7 @@ func checkRigEntry(t *testing.T, e *entry, l *listings) {
 	}
 
 	// The platform calls the rig, and calls another; the rig receives its own only.
-	for _, subject := range []string{events.RigCallSubject("prov-1", "off-1"), events.RigCallControlSubject(events.RigCallSubject("prov-1", "off-1"), "ack"),
+	for _, subject := range []string{events.RigCallSubject("prov-1", "off-1"), events.Child(events.RigCallSubject("prov-1", "off-1"), "ack"),
 		events.RigCallSubject("prov-1", "off-2")} {
 		if err := platform.Publish(subject, []byte("call to "+subject)); err != nil {
 			t.Fatal(err)
@@ -209,7 +209,7 @@ func checkRigEntry(t *testing.T, e *entry, l *listings) {
 	if m, err := calls.NextMsg(2 * time.Second); err != nil || string(m.Data) != "call to "+events.RigCallSubject("prov-1", "off-1") {
 		t.Errorf("the rig's call: %v, %v", m, err)
 	}
-	if m, err := acks.NextMsg(2 * time.Second); err != nil || m.Subject != events.RigCallControlSubject(events.RigCallSubject("prov-1", "off-1"), "ack") {
+	if m, err := acks.NextMsg(2 * time.Second); err != nil || m.Subject != events.Child(events.RigCallSubject("prov-1", "off-1"), "ack") {
 		t.Errorf("the rig's call acknowledgement: %v, %v", m, err)
 	}
 

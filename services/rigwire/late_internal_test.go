@@ -33,7 +33,7 @@ func TestALateAcceptanceIsCanceled(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rig.Close()
-	control := events.RigCallControlSubject(events.RigControlSubject("p1", "o1", "agent"), "1")
+	control := events.Child(events.RigControlSubject("p1", "o1", "agent"), "1")
 	controls, err := rig.SubscribeSync(control)
 	if err != nil {
 		t.Fatal(err)

@@ -177,7 +177,7 @@ func (s *Server) onCall(m *nats.Msg) {
 		return
 	}
 	sc := &serverCall{s: s, key: strconv.FormatUint(s.ids.Add(1), 36), reply: m.Reply, window: c.window, start: time.Now()}
-	sc.control = events.RigCallControlSubject(s.control, sc.key)
+	sc.control = events.Child(s.control, sc.key)
 	sc.cond = sync.NewCond(&sc.mu)
 	now := time.Now().UnixNano()
 	sc.lastHeard.Store(now)

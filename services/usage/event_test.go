@@ -340,8 +340,8 @@ func TestValidate(t *testing.T) {
 		{name: "a ticket with a space", edit: func(ev *UsageEvent) { ev.Data.Ticket = "abc def" }, want: RejectTicketInvalid},
 
 		{name: "a subject of another scheme", subject: events.HeartbeatSubject(exampleProvider, exampleOffering), want: RejectSubjectMismatch},
-		{name: "a subject with one token too few", subject: events.UsagePrefix + "." + exampleOffering, want: RejectSubjectMismatch},
-		{name: "a subject with one token too many", subject: exampleSubject + ".x", want: RejectSubjectMismatch},
+		{name: "a subject with one token too few", subject: events.Child(events.UsagePrefix, exampleOffering), want: RejectSubjectMismatch},
+		{name: "a subject with one token too many", subject: events.Child(exampleSubject, "x"), want: RejectSubjectMismatch},
 		{name: "another provider's subject", subject: events.UsageSubject("another-provider", exampleOffering), want: RejectSubjectMismatch},
 		{name: "another offering's subject", subject: events.UsageSubject(exampleProvider, "another-offering"), want: RejectSubjectMismatch},
 		{name: "data for another offering than source and subject", edit: func(ev *UsageEvent) {

@@ -33,7 +33,7 @@ func checkRigPermissions(t *testing.T, s *server.Server, rig *server.User) {
 	ctx := t.Context()
 
 	platformNC, platformJS, _ := connectAs(t, s.ClientURL(), "platform", "platform-secret", "")
-	heartbeats, err := platformNC.SubscribeSync(events.HeartbeatPrefix + ".>")
+	heartbeats, err := platformNC.SubscribeSync(events.Below(events.HeartbeatPrefix))
 	if err != nil {
 		t.Fatal(err)
 	}
