@@ -6,10 +6,8 @@ package templates
 
 //lint:file-ignore SA4006 This context is only used if a nested component is present.
 
-import (
-	"github.com/a-h/templ"
-	templruntime "github.com/a-h/templ/runtime"
-)
+import "github.com/a-h/templ"
+import templruntime "github.com/a-h/templ/runtime"
 
 // chartFigure is a chart with its figures: the picture, drawn on the server, and the table of
 // the same numbers, which is what the chart says when the picture cannot be seen.

@@ -6,10 +6,8 @@ package templates
 
 //lint:file-ignore SA4006 This context is only used if a nested component is present.
 
-import (
-	"github.com/a-h/templ"
-	templruntime "github.com/a-h/templ/runtime"
-)
+import "github.com/a-h/templ"
+import templruntime "github.com/a-h/templ/runtime"
 
 // Confirm states what an action that moves money, or cannot be undone, will do, and asks for
 // it once more: the form posts the same action with confirm=yes and the token that binds the

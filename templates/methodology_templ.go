@@ -6,10 +6,8 @@ package templates
 
 //lint:file-ignore SA4006 This context is only used if a nested component is present.
 
-import (
-	"github.com/a-h/templ"
-	templruntime "github.com/a-h/templ/runtime"
-)
+import "github.com/a-h/templ"
+import templruntime "github.com/a-h/templ/runtime"
 
 // Methodology is the public page of the method behind every savings, energy and carbon
 // figure. Each section has an anchor that the figures elsewhere link to.

@@ -6,10 +6,8 @@ package templates
 
 //lint:file-ignore SA4006 This context is only used if a nested component is present.
 
-import (
-	"github.com/a-h/templ"
-	templruntime "github.com/a-h/templ/runtime"
-)
+import "github.com/a-h/templ"
+import templruntime "github.com/a-h/templ/runtime"
 
 // reliabilityCell shows an offering's reliability record: uptime over the last day, time to first token and
 // throughput over the last 30 minutes, each with what it rests on.

@@ -6,8 +6,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/nats-io/nats.go"
+
+	"github.com/gpumarket/gpumarket/services/events"
 )
 
 // How the platform's parts start and stop (docs/lifecycle.md). Open connects to PostgreSQL

@@ -6,8 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/nats-io/nats.go"
+
+	"github.com/gpumarket/gpumarket/services/events"
 )
 
 // A batch the database refuses for what one of its events holds is split until that event is

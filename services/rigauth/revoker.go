@@ -7,8 +7,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/nats-io/nats.go"
+
+	"github.com/gpumarket/gpumarket/services/events"
 )
 
 const (

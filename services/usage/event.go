@@ -6,8 +6,8 @@
 // EnsureStreams sets up the JetStream stream the events travel on.
 //
 // Both sides import this package: the agent to write events, the meter to judge them. It
-// depends on nothing of the platform's but route tickets (package ticket), so the agent links
-// no database or ledger code.
+// depends on nothing of the platform's but route tickets (package ticket) and the NATS names
+// (package events), so the agent links no database or ledger code.
 //
 // Invariants this package keeps:
 //   - Decode accepts only one strict shape: CloudEvents 1.0 structured JSON of type

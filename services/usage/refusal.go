@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gpumarket/gpumarket/services/events"
 )
 
 // RefusalReason says why the usage stream refused an event.

@@ -7,8 +7,9 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gpumarket/gpumarket/services/events"
 )
 
 // StreamOptions sizes the usage stream. The zero value gives the production defaults.
