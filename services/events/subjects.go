@@ -16,7 +16,7 @@ import (
 // rig's user publish and subscribe to its own only (RigPermissions), so a subject names its sender truthfully.
 //
 // Config files outside Go that must spell a subject (deploy/nats/nats.conf, the NATS chart's values in
-// deploy/k8s/nats-values.yaml) are tested against SharedWithRigs (deploy_test.go), and subjects_test.go fails on a
+// deploy/k8s/nats-values.yaml) are tested against SharedWithRigs (deploy_test.go), and literals_test.go fails on a
 // Go file elsewhere whose string literal looks like one of these subjects.
 
 // Usage events, from the rigs' agents to the meter (package usage, docs/usage-stream.md).
