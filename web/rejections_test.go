@@ -6,9 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpumarket/gpumarket/services/usage"
-
 	"github.com/gpumarket/gpumarket/services/demo"
+	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/metering"
 )
 
@@ -23,7 +22,7 @@ func TestFinanceSeesRejectionsPerRig(t *testing.T) {
 		JOIN accounts a ON a.id = o.provider_account_id ORDER BY o.id LIMIT 1`).Scan(&provider, &providerName, &offering); err != nil {
 		t.Fatal(err)
 	}
-	subject := usage.Subject(provider, offering)
+	subject := events.UsageSubject(provider, offering)
 	// A flood of 20,000 forged events over two hours, of which 20 were kept whole, and one
 	// malformed event of an unknown rig.
 	for _, q := range []struct {

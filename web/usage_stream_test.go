@@ -11,6 +11,7 @@ import (
 	"github.com/PuerkitoBio/goquery"
 
 	"github.com/gpumarket/gpumarket/services/demo"
+	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/riglimits"
 	"github.com/gpumarket/gpumarket/web"
@@ -30,8 +31,8 @@ func TestAdminsSeeTheRigsAtTheirLimitsOnTheUsageStream(t *testing.T) {
 	report := streamReport{CheckedAt: until.Add(-time.Minute), MaxPendingPerRig: 10_000, MaxRate: 2000, RateWindow: "10s",
 		Cooldown: "1m0s", Enforced: true, PendingEvents: 10_012, RigsPending: 3,
 		Rigs: []riglimits.RigState{
-			{ProviderID: "prov-full", OfferingID: "off-full", Subject: "usage.prov-full.off-full", Pending: 10_000, AtPendingLimit: true, Rate: 12.5},
-			{ProviderID: "prov-fast", OfferingID: "off-fast", Subject: "usage.prov-fast.off-fast", Pending: 10, Rate: 3100, OverRate: true, ShutOutUntil: &until},
+			{ProviderID: "prov-full", OfferingID: "off-full", Subject: events.UsageSubject("prov-full", "off-full"), Pending: 10_000, AtPendingLimit: true, Rate: 12.5},
+			{ProviderID: "prov-fast", OfferingID: "off-fast", Subject: events.UsageSubject("prov-fast", "off-fast"), Pending: 10, Rate: 3100, OverRate: true, ShutOutUntil: &until},
 		}}
 	h := web.New(web.Config{Accounts: e.accounts, Catalog: e.catalog, Usage: metering.NewReports(e.pool), UsageStream: report})
 	srv := httptest.NewServer(h)

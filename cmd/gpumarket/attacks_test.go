@@ -119,7 +119,7 @@ func (r *dishonestRig) tryReport(h heldTicket, in, out int64) error {
 	if err != nil {
 		return err
 	}
-	_, err = r.js.Publish(context.Background(), usageevent.Subject(r.provider, r.offering.ID), body, jetstream.WithMsgID(ev.ID))
+	_, err = r.js.Publish(context.Background(), events.UsageSubject(r.provider, r.offering.ID), body, jetstream.WithMsgID(ev.ID))
 	return err
 }
 

@@ -29,8 +29,8 @@ import (
 	"github.com/gpumarket/gpumarket/cmd/internal/cpuuse"
 	"github.com/gpumarket/gpumarket/cmd/internal/devenv"
 	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/ticket"
-	usageevent "github.com/gpumarket/gpumarket/services/usage"
 )
 
 // benchBatch is `gpumarket bench-batch` (make bench-batch): what running a request as a batch line
@@ -164,7 +164,7 @@ func (b *benchPlatform) waitMetered(ctx context.Context) error {
 		outbox := b.rig.agent.Stats().Outbox
 		var pending uint64
 		var acks int
-		c, err := b.p.js.Consumer(ctx, usageevent.StreamName, usageevent.ConsumerName)
+		c, err := b.p.js.Consumer(ctx, events.UsageStream, events.UsageConsumer)
 		if err == nil {
 			var info *jetstream.ConsumerInfo
 			if info, err = c.Info(ctx); err == nil {

@@ -24,8 +24,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	usageevent "github.com/gpumarket/gpumarket/services/usage"
-
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpumarket/gpumarket/cmd/internal/devenv"
@@ -35,6 +33,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/demo"
+	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/simulation"
@@ -639,7 +638,7 @@ func (b *benchPlatform) settle(ctx context.Context) {
 
 // meterPending is how many usage events the meter has yet to take or acknowledge.
 func (b *benchPlatform) meterPending(ctx context.Context) (uint64, error) {
-	cons, err := b.p.js.Consumer(ctx, usageevent.StreamName, usageevent.ConsumerName)
+	cons, err := b.p.js.Consumer(ctx, events.UsageStream, events.UsageConsumer)
 	if err != nil {
 		return 0, err
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	usageevent "github.com/gpumarket/gpumarket/services/usage"
+	"github.com/gpumarket/gpumarket/services/events"
 )
 
 // How the platform's parts start and stop (docs/lifecycle.md). Open connects to PostgreSQL
@@ -100,7 +100,7 @@ func (p *Platform) start(r *running) error {
 				r.fail("meter", err)
 			}
 		})
-		p.log.Info("metering usage events", "stream", usageevent.StreamName, "consumer", usageevent.ConsumerName)
+		p.log.Info("metering usage events", "stream", events.UsageStream, "consumer", events.UsageConsumer)
 		r.loops.Go(func() { p.fundProbes(r.ctx, probeFundingEvery) })
 	}
 	// Every process keeps the usage partitions; a lock lets one of them at a time.

@@ -256,7 +256,7 @@ func setupReliability(t *testing.T) *reliability {
 	}
 	// Oversized (docs/failure-cases.md, case 7): the stream itself refuses an event over
 	// MaxEventBytes, so it never reaches the meter.
-	if _, err := r.publish(usageevent.Subject("p", "o"), "", bytes.Repeat([]byte("x"), usageevent.MaxEventBytes+1)); err == nil {
+	if _, err := r.publish(events.UsageSubject("p", "o"), "", bytes.Repeat([]byte("x"), usageevent.MaxEventBytes+1)); err == nil {
 		t.Error("the stream accepted an event over MaxEventBytes")
 	}
 
@@ -370,7 +370,7 @@ func (r *reliability) validEvents(n int) []*sentEvent {
 		}
 		c := i % len(r.customers)
 		e := &sentEvent{index: i, customer: r.customers[c], provider: off.provider,
-			subject: usageevent.Subject(off.provider, off.id)}
+			subject: events.UsageSubject(off.provider, off.id)}
 		at := base.Add(time.Duration(i) * time.Millisecond)
 		e.ev = r.event(r.signer, fmt.Sprintf("evt-%05d", i), fmt.Sprintf("req-%05d", i), e.customer, off.provider,
 			off.id, off.id, tier, at, in, outTok)
@@ -456,7 +456,7 @@ func (r *reliability) badEvents(n int) []*badEvent {
 		ev := func(signer *ticket.Signer, offering, ticketOffering string, at time.Time) []byte {
 			return r.encode(r.event(signer, id, req, customer, prov, offering, ticketOffering, "standard", at, 1000, 1000))
 		}
-		b := &badEvent{subject: usageevent.Subject(prov, own.id), eventID: id}
+		b := &badEvent{subject: events.UsageSubject(prov, own.id), eventID: id}
 		switch i % 10 {
 		case 0:
 			b.body, b.reason, b.eventID = []byte(`{"specversion":"1.0","id":"`+id+`","data":{`), usageevent.RejectMalformed, ""
@@ -471,14 +471,14 @@ func (r *reliability) badEvents(n int) []*badEvent {
 		case 4: // a genuine ticket for the provider's other offering
 			b.body, b.reason = ev(r.signer, own.id, sibling.id, now), usageevent.RejectTicketOffering
 		case 5: // foreign: the provider reports usage of another provider's offering
-			b.subject = usageevent.Subject(prov, foreign.id)
+			b.subject = events.UsageSubject(prov, foreign.id)
 			b.body, b.reason = ev(r.signer, foreign.id, foreign.id, now), metering.RejectForeign
 		case 6:
 			unknown := fmt.Sprintf("00000000-0000-4000-8000-%012d", i)
-			b.subject = usageevent.Subject(prov, unknown)
+			b.subject = events.UsageSubject(prov, unknown)
 			b.body, b.reason = ev(r.signer, unknown, unknown, now), metering.RejectUnknownOffering
 		case 7: // published on the subject of another offering
-			b.subject = usageevent.Subject(prov, sibling.id)
+			b.subject = events.UsageSubject(prov, sibling.id)
 			b.body, b.reason = ev(r.signer, own.id, own.id, now), usageevent.RejectSubjectMismatch
 		case 8:
 			b.body, b.reason = ev(r.signer, own.id, own.id, now.Add(-8*24*time.Hour)), usageevent.RejectStale
@@ -748,7 +748,7 @@ func (r *reliability) restartNATS() error {
 	}
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err := r.js.Stream(ctx, usageevent.StreamName)
+		_, err := r.js.Stream(ctx, events.UsageStream)
 		cancel()
 		if r.nc.IsConnected() && err == nil {
 			return nil
@@ -786,11 +786,11 @@ func (r *reliability) terminatePostgres() error {
 func (r *reliability) checkStreamSettings() {
 	r.t.Helper()
 	ctx := context.Background()
-	stream, err := r.js.Stream(ctx, usageevent.StreamName)
+	stream, err := r.js.Stream(ctx, events.UsageStream)
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	cons, err := r.js.Consumer(ctx, usageevent.StreamName, usageevent.ConsumerName)
+	cons, err := r.js.Consumer(ctx, events.UsageStream, events.UsageConsumer)
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -809,7 +809,7 @@ func (r *reliability) waitDrained() {
 	ctx := context.Background()
 	var last, state string
 	r.waitFor(60*time.Second, "the meter did not drain the stream", func() bool {
-		cons, err := r.js.Consumer(ctx, usageevent.StreamName, usageevent.ConsumerName)
+		cons, err := r.js.Consumer(ctx, events.UsageStream, events.UsageConsumer)
 		if err != nil {
 			return false
 		}

@@ -188,7 +188,7 @@ func TestARigFloodingTheUsageStreamIsShutOutAndShownToAdmins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	subject := usageevent.Subject(provider, offering)
+	subject := events.UsageSubject(provider, offering)
 	var futures []jetstream.PubAckFuture
 	for i := range 3000 {
 		f, err := js.PublishAsync(subject, []byte(`{"not":"an event"}`), jetstream.WithMsgID(fmt.Sprintf("flood-%d", i)))

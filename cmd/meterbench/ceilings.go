@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/gpumarket/gpumarket/services/usage"
-
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -19,7 +17,7 @@ import (
 // settings, from the first message after the warm-up round's skip messages.
 func ceilingConsumer(skip int) jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
-		Durable: "meterbench_ceiling", AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second,
+		Durable: events.CeilingBenchConsumer, AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second,
 		MaxDeliver: -1, MaxAckPending: 100_000,
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: uint64(skip) + 1,
 	}
@@ -29,7 +27,7 @@ func ceilingConsumer(skip int) jetstream.ConsumerConfig {
 // keeps a message only while a consumer has yet to acknowledge it, so without this one the
 // messages the meter acknowledges would be gone when jetStreamCeiling reads them.
 func holdForCeiling(ctx context.Context, js jetstream.JetStream, skip int) error {
-	if _, err := js.CreateOrUpdateConsumer(ctx, usage.StreamName, ceilingConsumer(skip)); err != nil {
+	if _, err := js.CreateOrUpdateConsumer(ctx, events.UsageStream, ceilingConsumer(skip)); err != nil {
 		return fmt.Errorf("ceiling consumer: %w", err)
 	}
 	return nil
@@ -46,7 +44,7 @@ func jetStreamCeiling(ctx context.Context, natsURL string, skip, n, batchSize in
 		return 0, err
 	}
 	defer nc.Close()
-	cons, err := js.CreateOrUpdateConsumer(ctx, usage.StreamName, ceilingConsumer(skip))
+	cons, err := js.CreateOrUpdateConsumer(ctx, events.UsageStream, ceilingConsumer(skip))
 	if err != nil {
 		return 0, fmt.Errorf("ceiling consumer: %w", err)
 	}

@@ -37,7 +37,7 @@ const publishAhead = 8192
 // rigs on other machines, and the less of this machine it takes, the more the meter's
 // figure is the meter's.
 type ackCounter struct {
-	inbox  string        // + the publication's number
+	inbox  string        // below it, the publication's number
 	slots  chan struct{} // a token per publication in flight
 	acked  atomic.Int64
 	total  int64
@@ -48,9 +48,9 @@ type ackCounter struct {
 }
 
 func newAckCounter(nc *nats.Conn, total int) (*ackCounter, error) {
-	a := &ackCounter{inbox: nats.NewInbox() + ".", slots: make(chan struct{}, publishAhead),
+	a := &ackCounter{inbox: nats.NewInbox(), slots: make(chan struct{}, publishAhead),
 		total: int64(total), done: make(chan struct{})}
-	sub, err := nc.Subscribe(a.inbox+"*", func(m *nats.Msg) {
+	sub, err := nc.Subscribe(events.AnyToken(a.inbox), func(m *nats.Msg) {
 		// A stored publication is acknowledged with {"stream":...,"seq":...}; a refused one
 		// with {"error":...}.
 		if bytes.Contains(m.Data, []byte(`"error"`)) && a.failed.Add(1) == 1 {
@@ -180,7 +180,7 @@ func publish(ctx context.Context, stdin io.Reader, out io.Writer) error {
 		if err := acks.acquire(ctx); err != nil {
 			return err
 		}
-		msg := &nats.Msg{Subject: ev.subject, Reply: acks.inbox + strconv.Itoa(i), Data: ev.body,
+		msg := &nats.Msg{Subject: ev.subject, Reply: events.Child(acks.inbox, strconv.Itoa(i)), Data: ev.body,
 			Header: nats.Header{usage.HeaderMsgID: {ev.id}}}
 		if err := nc.PublishMsg(msg); err != nil {
 			return fmt.Errorf("publisher: event %d: %w", i, err)
@@ -227,7 +227,7 @@ func prepare(w *workload, now time.Time) ([]preparedEvent, error) {
 		if at < 0 {
 			return nil, errors.New("publisher: the encoded event does not hold its time as expected")
 		}
-		prepared[k] = preparedEvent{subject: usage.Subject(off.Provider, off.ID), id: ev.ID, body: body, stampAt: at}
+		prepared[k] = preparedEvent{subject: events.UsageSubject(off.Provider, off.ID), id: ev.ID, body: body, stampAt: at}
 	}
 	return prepared, nil
 }

@@ -2,11 +2,13 @@
 // agents to the meter.
 //
 // It owns the client connection every role opens (one set of reconnect rules: retry for ever, log each disconnect
-// and reconnect) and the readiness probe on that connection. It defines no streams or event types, which belong to
-// the packages that publish and consume them; it does own the rigs' credentials and what they permit (rigs.go),
-// and so the heartbeat subject and the rigs' reply inboxes. The embedded nats-server that `make run` and tests use
-// in place of a cluster, with the rigs' users on it, is package natsserver (services/events/natsserver), apart so
-// that a client such as the provider's agent does not link the server.
+// and reconnect) and the readiness probe on that connection. It names everything the platform has on NATS
+// (subjects.go): every subject, stream, consumer, bucket, queue group, inbox prefix and account, with the functions
+// that build and parse the subjects; no other package spells one. It defines no event types, which belong to the
+// packages that publish and consume them; it does own the rigs' credentials and what they permit (rigs.go). The
+// embedded nats-server that `make run` and tests use in place of a cluster, with the rigs' users on it, is package
+// natsserver (services/events/natsserver), apart so that a client such as the provider's agent does not link the
+// server.
 package events
 
 import (

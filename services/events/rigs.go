@@ -15,14 +15,14 @@ import (
 // (package services/rigauth) with a user in RigsAccount allowed exactly RigPermissions.
 //
 // What a rig may do, and why each permission is there:
-//   - publish usage.<provider_id>.<offering_id> (metering.Subject): its usage events, captured by the USAGE stream.
+//   - publish usage.<provider_id>.<offering_id> (UsageSubject): its usage events, captured by UsageStream.
 //   - publish heartbeat.<provider_id>.<offering_id> (HeartbeatSubject): its load, read by the gateway.
-//   - subscribe RigInboxPrefix(provider_id, offering_id) + ".>": a JetStream publish is a request, and the
+//   - subscribe Below(RigInboxPrefix(provider_id, offering_id)): a JetStream publish is a request, and the
 //     stream's acknowledgement comes back to the publisher's reply inbox, so the rig must be allowed to subscribe
 //     there. It needs nothing under $JS.API: publishing to a stream's subject is an ordinary publish.
 //   - subscribe HeartbeatRequestSubject: a gateway that has just started asks there for a heartbeat now, and the
 //     rig answers with one on its heartbeat subject. The requests carry nothing, and every rig receives the same.
-//   - subscribe its calls and publish its replies (RigCallSubject, RigReplySubject, below).
+//   - subscribe its calls and publish its replies (RigCallSubject, RigReplySubject, in subjects.go).
 //
 // The inbox is the rig's own rather than the usual _INBOX.>: whoever may subscribe _INBOX.> receives every reply
 // sent to any client in the account, among them the batches of usage events the meter fetches (a pull consumer
@@ -30,40 +30,16 @@ import (
 // nats.CustomInboxPrefix(RigInboxPrefix(...)); nats.go's JetStream client takes its reply subjects from it.
 //
 // The rigs' users are in an account of their own, RigsAccount, which shares only the usage, heartbeat, call and
-// reply subjects with the platform's (docs/usage-stream.md, "The rigs' entry point"; deploy/nats/nats.conf writes
-// the same accounts for a cluster).
-const (
-	// HeartbeatPrefix is the first token of a rig's heartbeat subject.
-	HeartbeatPrefix = "heartbeat"
-	// HeartbeatRequestSubject is where a gateway that has just started asks every rig for a heartbeat now,
-	// rather than at its next beat: a restarted gateway then routes within moments instead of a whole interval.
-	// Rigs may subscribe to it; its messages carry nothing. A rig answers each with a heartbeat at once, but
-	// sends at most one such extra heartbeat per quarter second (HeartbeatRequestGap), however many arrive.
-	HeartbeatRequestSubject = "heartbeat_request"
-	// rigInboxRoot is the first token of every rig's reply inbox, apart from nats.go's default _INBOX.
-	rigInboxRoot = "_INBOX_RIG"
-	// RigsAccount is the NATS account every rig's user is in, apart from the platform's own.
-	RigsAccount = "RIGS"
-	// rigPasswordLabel separates rig passwords from anything else the platform derives from the same key.
-	rigPasswordLabel = "gpumarket rig NATS password v1\x00"
-)
+// reply subjects with the platform's (SharedWithRigs; docs/usage-stream.md, "The rigs' entry point";
+// deploy/nats/nats.conf writes the same accounts for a cluster).
+
+// rigPasswordLabel separates rig passwords from anything else the platform derives from the same key.
+const rigPasswordLabel = "gpumarket rig NATS password v1\x00"
 
 // HeartbeatRequestGap is the least time between two heartbeats a rig sends because it was asked: a request that
 // comes sooner after the last such heartbeat is answered when the gap has passed, and any number of requests
 // meanwhile by that one heartbeat.
 const HeartbeatRequestGap = 250 * time.Millisecond
-
-// HeartbeatSubject is the subject a rig publishes its load on: heartbeat.<provider_id>.<offering_id>. Both ids
-// must be subject tokens, as metering.Subject requires.
-func HeartbeatSubject(providerID, offeringID string) string {
-	return HeartbeatPrefix + "." + providerID + "." + offeringID
-}
-
-// RigInboxPrefix is the reply-inbox prefix a rig's connection must use (nats.CustomInboxPrefix): the only
-// subjects it may subscribe to are below it.
-func RigInboxPrefix(providerID, offeringID string) string {
-	return rigInboxRoot + "." + providerID + "." + offeringID
-}
 
 // RigUsername is the NATS user name of the rig serving an offering. Offering ids are unique across providers,
 // so the offering alone names the rig.
@@ -94,42 +70,17 @@ func RigPasswordIssue(key []byte, offeringID string, issue int) string {
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-// Calls to a rig. The platform never dials a rig: the rig's agent holds its NATS connection, and a gateway
-// reaches it there (docs/rig-transport.md). A call is a request the gateway publishes on the rig's call subject
-// and an answer the agent streams back, as numbered chunks with an end marker, on the rig's reply subject under
-// the calling gateway's own token; the gateway's acknowledgements (flow control) go back on the rig's call
-// subject too. Each rig may subscribe to its own calls only and publish its own replies only, so no rig can
-// read another's requests or answer for another.
-const (
-	// RigCallPrefix is the first token of the subjects a gateway publishes to a rig on.
-	RigCallPrefix = "rigcall"
-	// RigReplyPrefix is the first token of the subjects a rig publishes its answers on.
-	RigReplyPrefix = "rigreply"
-)
-
-// RigCallSubject is the subject calls to the rig serving an offering go to: rigcall.<provider_id>.<offering_id>.
-// The rig subscribes to it and to everything below it (RigCallSubject + ".>": acknowledgements).
-func RigCallSubject(providerID, offeringID string) string {
-	return RigCallPrefix + "." + providerID + "." + offeringID
-}
-
-// RigReplySubject is the subject space the rig serving an offering answers in: rigreply.<provider_id>.<offering_id>.
-// A call names the subject below it where its answer goes.
-func RigReplySubject(providerID, offeringID string) string {
-	return RigReplyPrefix + "." + providerID + "." + offeringID
-}
-
 // RigPermissions is everything the rig serving an offering may publish and subscribe to, and nothing else: the
 // one list every way of letting a rig in grants (the embedded server's, the auth callout's).
 func RigPermissions(providerID, offeringID string) (publish, subscribe []string) {
 	return []string{
-			"usage." + providerID + "." + offeringID, // usage.Subject; package usage imports this one
+			UsageSubject(providerID, offeringID),
 			HeartbeatSubject(providerID, offeringID),
-			RigReplySubject(providerID, offeringID) + ".>",
+			Below(RigReplySubject(providerID, offeringID)),
 		}, []string{
-			RigInboxPrefix(providerID, offeringID) + ".>",
+			Below(RigInboxPrefix(providerID, offeringID)),
 			HeartbeatRequestSubject,
 			RigCallSubject(providerID, offeringID),
-			RigCallSubject(providerID, offeringID) + ".>",
+			Below(RigCallSubject(providerID, offeringID)),
 		}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/usage"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -219,7 +220,7 @@ func (w *world) use(r request) string {
 	}
 	w.at(r.meteredAt)
 	res, err := w.meter.ProcessMessages(w.ctx(), []metering.Message{{Seq: uint64(n),
-		Subject: usage.SubjectPrefix + "." + r.rig.provider + "." + r.rig.offering, Data: body}})
+		Subject: events.UsageSubject(r.rig.provider, r.rig.offering), Data: body}})
 	if err != nil {
 		w.t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/usage"
 
 	"github.com/gpumarket/gpumarket/services/billing"
@@ -122,7 +123,7 @@ func (s *spree) request(t *testing.T, i int, relayedBytes, relayedChunks int64, 
 func (s *spree) release(t *testing.T) {
 	t.Helper()
 	for _, h := range s.held {
-		s.e.publish(t, usage.Subject(s.e.provider, s.e.offering), h[0].(string), h[1].([]byte))
+		s.e.publish(t, events.UsageSubject(s.e.provider, s.e.offering), h[0].(string), h[1].([]byte))
 	}
 	s.e.drain(t)
 	s.clock = s.e.now

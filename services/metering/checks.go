@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/usage"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -158,7 +159,7 @@ func (m *Meter) checkOne(msg Message, now time.Time) verdict {
 		// its generation time. The row keeps none (NULL), and routing's feed none either.
 		ev.Data.TTFTMillis = 0
 	}
-	providerID, _, _ := usage.ParseSubject(msg.Subject)
+	providerID, _, _ := events.ParseUsageSubject(msg.Subject)
 	return verdict{cand: candidate{msg: msg, ev: ev, claims: claims, providerID: providerID}}
 }
 

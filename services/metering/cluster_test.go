@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/events/natstest"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/usage"
@@ -140,7 +141,7 @@ func TestClusteredNATSLosesNoUsageWhenANodeDies(t *testing.T) {
 	e := setupMeterOn(t, cluster.urls(0), usage.StreamOptions{Replicas: 3, AckWait: 2 * time.Second})
 	ctx := context.Background()
 
-	info, err := e.js.Stream(ctx, usage.StreamName)
+	info, err := e.js.Stream(ctx, events.UsageStream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +150,7 @@ func TestClusteredNATSLosesNoUsageWhenANodeDies(t *testing.T) {
 		t.Fatalf("the usage stream has %d replicas (cluster %+v), want 3: a leader and two followers", si.Config.Replicas, si.Cluster)
 	}
 	leader := cluster.node(si.Cluster.Leader)
-	rejected, err := e.js.Stream(ctx, usage.RejectedStreamName)
+	rejected, err := e.js.Stream(ctx, events.RejectedStream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +176,7 @@ func TestClusteredNATSLosesNoUsageWhenANodeDies(t *testing.T) {
 		}
 		rig := &testRig{provider: provider, offering: e.newOffering(t, provider, "standard"), tier: "standard",
 			customer: e.customer, apiKey: e.apiKey, priceID: e.price, askIn: testAskIn, askOut: testAskOut}
-		sim := rigEvents{subject: usage.Subject(provider, rig.offering)}
+		sim := rigEvents{subject: events.UsageSubject(provider, rig.offering)}
 		for i := range perRig {
 			in, out := int64(100+r*10+i), int64(50+i)
 			id, body, _ := e.routed(t, route{rig: rig, in: in, out: out, at: e.now.Add(-time.Minute)})
@@ -286,7 +287,7 @@ func TestClusteredNATSLosesNoUsageWhenANodeDies(t *testing.T) {
 	// The restarted node has caught up on the stream.
 	waitFor("the restarted node catches up on the usage stream", 20*time.Second, func() bool {
 		s := cluster.nodes[leader]
-		return s.JetStreamIsStreamCurrent("$G", usage.StreamName)
+		return s.JetStreamIsStreamCurrent("$G", events.UsageStream)
 	})
 	t.Logf("%d events from %d rigs: the stream's leader %s shut down after %d were acknowledged; while it was down %d were acknowledged "+
 		"and %d metered; %d events had to be sent again", total, rigs, cluster.opts[leader].ServerName, killedAt,

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/usage"
 
 	"github.com/nats-io/nats.go"
@@ -31,16 +32,13 @@ import (
 // NATS's default maximum payload of 1 MB; a server with a smaller one gets smaller messages.
 
 const (
-	// FeedSubject is the core NATS subject of the feed. It is outside usage.>, which the USAGE stream captures, so
-	// the feed is never stored, and no rig may publish on it (natsserver.RigUser).
-	FeedSubject = "metered.usage"
 	// feedChunk is the most events one feed message carries.
 	feedChunk = 1000
 	// feedInFlight is how many batches may be encoded and published at once; a batch beyond them is dropped.
 	feedInFlight = 2
 )
 
-// FeedMessage is the body of a message on FeedSubject.
+// FeedMessage is the body of a message on events.MeteredSubject, the feed's core NATS subject.
 type FeedMessage struct {
 	Offerings []FeedOffering `json:"offerings"`
 }
@@ -158,7 +156,7 @@ func DecodeFeed(data []byte) ([]Metered, error) {
 	return out, nil
 }
 
-// Feed publishes committed batches' stored events on FeedSubject. Its OnCommit is a MeterConfig.OnCommit.
+// Feed publishes committed batches' stored events on events.MeteredSubject. Its OnCommit is a MeterConfig.OnCommit.
 type Feed struct {
 	nc    *nats.Conn
 	log   *slog.Logger
@@ -236,7 +234,7 @@ func (f *Feed) publish(usages []usage.Usage, occurred []time.Time, chunk int) {
 			f.publish(usages[from:to], occurred[from:to], max(chunk/2, 1))
 			continue
 		}
-		if err := f.nc.Publish(FeedSubject, b); err != nil {
+		if err := f.nc.Publish(events.MeteredSubject, b); err != nil {
 			f.log.Debug("meter: feed: publish failed; the rest of a batch's figures dropped", "error", err)
 			return
 		}

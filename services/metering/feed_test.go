@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/events/natstest"
 
 	"github.com/gpumarket/gpumarket/services/usage"
@@ -25,7 +26,7 @@ func TestFeedCarriesEachStoredEventOnce(t *testing.T) {
 	cfg := e.meter.cfg
 	cfg.OnCommit = NewFeed(e.nc, nil).OnCommit
 	e.meter = NewMeter(cfg)
-	sub, err := e.nc.SubscribeSync(FeedSubject)
+	sub, err := e.nc.SubscribeSync(events.MeteredSubject)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +34,7 @@ func TestFeedCarriesEachStoredEventOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	subject := usage.Subject(e.provider, e.offering)
+	subject := events.UsageSubject(e.provider, e.offering)
 	at := e.now.Add(-time.Minute).Truncate(time.Microsecond)
 	var ids []string
 	var first []byte

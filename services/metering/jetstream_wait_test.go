@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/testlog"
 	"github.com/gpumarket/gpumarket/services/usage"
 )
@@ -59,7 +60,7 @@ func TestTheMeterWaitsForTheJetStreamLeader(t *testing.T) {
 	case <-time.After(45 * time.Second):
 		t.Fatal("EnsureStreams did not finish within 45 s of the cluster being whole")
 	}
-	s, err := js.Stream(context.Background(), usage.StreamName)
+	s, err := js.Stream(context.Background(), events.UsageStream)
 	if err != nil || s.CachedInfo().Config.Replicas != 3 {
 		t.Fatalf("the usage stream after the wait: %v", err)
 	}

@@ -6,9 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpumarket/gpumarket/services/usage"
-
 	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/ticket"
 )
@@ -20,7 +19,7 @@ import (
 func TestMeterBillsNoMoreThanTheGatewaySaw(t *testing.T) {
 	e := setupMeter(t)
 	ctx := context.Background()
-	subject := usage.Subject(e.provider, e.offering)
+	subject := events.UsageSubject(e.provider, e.offering)
 	at := e.now.Add(-time.Minute)
 	type want struct {
 		in, out int64
@@ -128,7 +127,7 @@ func TestMeterBillsNoMoreThanTheGatewaySaw(t *testing.T) {
 func TestMeterWaitsForTheGatewaysRecord(t *testing.T) {
 	e := setupMeter(t)
 	ctx := context.Background()
-	subject := usage.Subject(e.provider, e.offering)
+	subject := events.UsageSubject(e.provider, e.offering)
 	// The meter's clock is the machine's here: ages are the stream's timestamps against it.
 	cfg := e.meter.cfg
 	cfg.Now = time.Now
@@ -201,7 +200,7 @@ func TestMeterWaitsForTheGatewaysRecord(t *testing.T) {
 // not held.
 func TestMeterHoldsABatchForTheGatewaysRecords(t *testing.T) {
 	e := setupMeter(t)
-	subject := usage.Subject(e.provider, e.offering)
+	subject := events.UsageSubject(e.provider, e.offering)
 	cfg := e.meter.cfg
 	cfg.Now = time.Now
 	cfg.RecordLag = 400 * time.Millisecond

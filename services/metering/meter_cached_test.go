@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/ticket"
 	"github.com/gpumarket/gpumarket/services/usage"
 )
@@ -19,7 +20,7 @@ import (
 // $0.015), the rest of its input and its output at the input and output prices and asks.
 func TestMeterBillsCachedInputAtTheCachedPrice(t *testing.T) {
 	e := setupMeter(t)
-	subject := usage.Subject(e.provider, e.offering)
+	subject := events.UsageSubject(e.provider, e.offering)
 	id, body, _ := e.routed(t, route{in: 1000, cached: 800, out: 500, at: e.now.Add(-time.Minute)})
 	e.publish(t, subject, id, body)
 	e.drain(t)
@@ -74,7 +75,7 @@ func TestMeterBillsCachedInputAtTheCachedPrice(t *testing.T) {
 // customer and raise its own pay), and no more than the input billed.
 func TestMeterBoundsCachedInputByWhatThePlatformSaw(t *testing.T) {
 	e := setupMeter(t)
-	subject := usage.Subject(e.provider, e.offering)
+	subject := events.UsageSubject(e.provider, e.offering)
 	at := e.now.Add(-time.Minute)
 
 	// The answer showed the client 800 cached tokens; the rig's event claims 100.

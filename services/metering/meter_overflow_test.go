@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/usage"
 
 	"github.com/nats-io/nats.go"
@@ -114,7 +115,7 @@ func TestMeterRefusesOverflowingEventsAndMetersTheRest(t *testing.T) {
 			customer: mallory, apiKey: malloryKey, priceID: premium, askIn: 125_000_000_000, askOut: 125_000_000_000}
 		for range held {
 			id, body, req := e.routed(t, route{rig: rig, in: 10_000_000, out: 10_000_000, at: now.Add(-time.Minute)})
-			burst = append(burst, usageMsg(usage.Subject(attacker, rig.offering), id, body))
+			burst = append(burst, usageMsg(events.UsageSubject(attacker, rig.offering), id, body))
 			inflated[req] = true
 		}
 	}
@@ -138,7 +139,7 @@ func TestMeterRefusesOverflowingEventsAndMetersTheRest(t *testing.T) {
 	wg.Go(func() {
 		for i, s := range traffic {
 			publishedAt.Store(s.req, time.Now())
-			msg := usageMsg(usage.Subject(e.provider, e.offering), s.id, s.body)
+			msg := usageMsg(events.UsageSubject(e.provider, e.offering), s.id, s.body)
 			if _, err := e.js.PublishMsg(ctx, msg); err != nil {
 				t.Errorf("ordinary event %d: %v", i, err)
 				return

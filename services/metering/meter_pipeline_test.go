@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/usage"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -37,7 +38,7 @@ func TestMeterPipelineStoresEveryEventOnce(t *testing.T) {
 	}
 	e.meter = NewMeter(cfg)
 
-	subject := usage.Subject(e.provider, e.offering)
+	subject := events.UsageSubject(e.provider, e.offering)
 	const events, again = 600, 60
 	var want []time.Time
 	var charge money.Pico
@@ -91,7 +92,7 @@ func TestMeterPipelineStoresEveryEventOnce(t *testing.T) {
 // same messages (not duplicates to review), and no transaction deadlocks for good.
 func TestConcurrentBatchesOfTheSameEvents(t *testing.T) {
 	e := setupMeter(t)
-	subject := usage.Subject(e.provider, e.offering)
+	subject := events.UsageSubject(e.provider, e.offering)
 	const events, copies = 300, 4
 	msgs := make([]Message, events)
 	for i := range msgs {
@@ -153,7 +154,7 @@ func TestConcurrentBatchesOfTheSameEvents(t *testing.T) {
 // stored and charged once, the stored one refused, in one transaction.
 func TestCommitStoresTheNewEventsOfABatchWithAStoredOne(t *testing.T) {
 	e := setupMeter(t)
-	subject := usage.Subject(e.provider, e.offering)
+	subject := events.UsageSubject(e.provider, e.offering)
 	var msgs []Message
 	for i := range 5 {
 		_, body := e.event(t, 1000, 100, e.now.Add(-time.Minute))
@@ -192,7 +193,7 @@ func TestCommitStoresTheNewEventsOfABatchWithAStoredOne(t *testing.T) {
 // once and acknowledged quietly: it is not a duplicate for review.
 func TestRedeliveryOfACommittedMessageIsNoDuplicate(t *testing.T) {
 	e := setupMeter(t)
-	subject := usage.Subject(e.provider, e.offering)
+	subject := events.UsageSubject(e.provider, e.offering)
 	_, body := e.event(t, 10, 10, e.now.Add(-time.Minute))
 	msg := Message{Seq: 7, Subject: subject, Data: body}
 	for i := range 3 {
@@ -213,7 +214,7 @@ func TestRedeliveryOfACommittedMessageIsNoDuplicate(t *testing.T) {
 // a report can never count it as measured.
 func TestSimulatedEnergyIsRolledUpApart(t *testing.T) {
 	e := setupMeter(t)
-	subject := usage.Subject(e.provider, e.offering)
+	subject := events.UsageSubject(e.provider, e.offering)
 	var msgs []Message
 	for i, src := range []usage.EnergySource{usage.EnergyMeasured, usage.EnergySimulated, usage.EnergySimulated, usage.EnergyEstimated} {
 		_, body, _ := e.routed(t, route{kind: ticket.KindGeneration, in: 10, out: 10, at: e.now.Add(-time.Minute), source: src})

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpumarket/gpumarket/services/usage"
-
 	"github.com/nats-io/nats.go"
+
+	"github.com/gpumarket/gpumarket/services/events"
 )
 
 // A batch the database refuses for what one of its events holds is split until that event is
@@ -22,7 +22,7 @@ func TestMeterSplitsABatchTheDatabaseRefuses(t *testing.T) {
 	cfg := e.meter.cfg
 	cfg.Log = slog.New(logs)
 	e.meter = NewMeter(cfg)
-	subject := usage.Subject(e.provider, e.offering)
+	subject := events.UsageSubject(e.provider, e.offering)
 	at := e.now.Add(-time.Minute)
 
 	const events = 64
@@ -87,7 +87,7 @@ func TestMeterRetriesABatchThroughAFaultOfTheDatabase(t *testing.T) {
 	cfg := e.meter.cfg
 	cfg.Log = slog.New(logs)
 	e.meter = NewMeter(cfg)
-	subject := usage.Subject(e.provider, e.offering)
+	subject := events.UsageSubject(e.provider, e.offering)
 	const events = 20
 	var msgs []*nats.Msg
 	for range events {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/usage"
 
 	"github.com/gpumarket/gpumarket/services/billing"
@@ -19,7 +20,7 @@ import (
 func TestMeterPaysTheTermsAgreedAtRouting(t *testing.T) {
 	e := setupMeter(t)
 	ctx := context.Background()
-	subject := usage.Subject(e.provider, e.offering)
+	subject := events.UsageSubject(e.provider, e.offering)
 	routedAt := e.now.AddDate(0, 0, 1).Add(-time.Minute) // a minute before tomorrow's price
 	id, body, _ := e.routed(t, route{in: 1000, out: 1000, at: routedAt.Add(2 * time.Minute), ticket: func(c *ticket.Claims) {
 		c.AskInput, c.AskOutput, c.IssuedAt = 10_000, 10_000, routedAt
@@ -46,7 +47,7 @@ func TestMeterPaysTheTermsAgreedAtRouting(t *testing.T) {
 // tier, and one whose asks would pay the provider more than the customer pays.
 func TestMeterRefusesTicketsWithoutUsableTerms(t *testing.T) {
 	e := setupMeter(t)
-	subject := usage.Subject(e.provider, e.offering)
+	subject := events.UsageSubject(e.provider, e.offering)
 	at := e.now.Add(-time.Minute)
 	cases := []struct {
 		name   string

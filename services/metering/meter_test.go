@@ -371,7 +371,7 @@ func payable(in, out int64) money.Pico { return money.Pico(in*testAskIn + out*te
 
 func TestMeterPricesOnceAndPostsToTheLedger(t *testing.T) {
 	e := setupMeter(t)
-	subject := usage.Subject(e.provider, e.offering)
+	subject := events.UsageSubject(e.provider, e.offering)
 	id1, ev1 := e.event(t, 1000, 500, e.now.Add(-time.Minute))
 	id2, ev2 := e.event(t, 2000, 0, e.now.Add(-time.Minute)) // no completion token: no charge
 	e.publish(t, subject, id1, ev1)
@@ -405,7 +405,7 @@ func TestMeterPricesOnceAndPostsToTheLedger(t *testing.T) {
 // generation time, 100 ms of 900 here) is not kept. Its row stores NULL, the streamed one its 100 ms.
 func TestMeterKeepsNoFirstTokenTimeOfAWholeAnswer(t *testing.T) {
 	e := setupMeter(t)
-	subject := usage.Subject(e.provider, e.offering)
+	subject := events.UsageSubject(e.provider, e.offering)
 	at := e.now.Add(-time.Minute)
 	id1, ev1, streamed := e.routed(t, route{in: 1000, out: 500, at: at})
 	id2, ev2, whole := e.routed(t, route{in: 1000, out: 500, at: at, ticket: func(c *ticket.Claims) { c.Stream = false },
@@ -436,7 +436,7 @@ func TestMeterKeepsNoFirstTokenTimeOfAWholeAnswer(t *testing.T) {
 // without one is charged nothing.
 func TestMeterChargesEmbeddingsForTheirInput(t *testing.T) {
 	e := setupMeter(t)
-	subject := usage.Subject(e.provider, e.offering)
+	subject := events.UsageSubject(e.provider, e.offering)
 	embedding, body := e.eventOfKind(t, ticket.KindEmbedding, 4000, 0, e.now.Add(-time.Minute))
 	e.publish(t, subject, embedding, body)
 	generation, body := e.event(t, 4000, 0, e.now.Add(-time.Minute))
@@ -455,7 +455,7 @@ func TestMeterChargesEmbeddingsForTheirInput(t *testing.T) {
 
 func TestMeterRefusesDuplicatesAndBadEventsWithoutStalling(t *testing.T) {
 	e := setupMeter(t)
-	subject := usage.Subject(e.provider, e.offering)
+	subject := events.UsageSubject(e.provider, e.offering)
 	id1, ev1 := e.event(t, 100, 100, e.now.Add(-time.Minute))
 	e.publish(t, subject, id1, ev1)
 	e.drain(t)
@@ -475,7 +475,7 @@ func TestMeterRefusesDuplicatesAndBadEventsWithoutStalling(t *testing.T) {
 	unsigned := []byte(strings.Replace(string(ev3), `"ticket":"`, `"ticket":"x`, 1))
 	e.publish(t, subject, "", unsigned)
 	_, forForeign := e.event(t, 10, 20, e.now.Add(-time.Minute))
-	e.publish(t, usage.Subject(e.provider, e.foreign), "", forForeign)
+	e.publish(t, events.UsageSubject(e.provider, e.foreign), "", forForeign)
 	e.drain(t)
 
 	if n := e.count(t, `SELECT count(*) FROM usage_events`); n != 2 {
@@ -503,7 +503,7 @@ func TestRejectionsAreKeptPerMessage(t *testing.T) {
 	write := func(seq uint64, raw string) {
 		t.Helper()
 		err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
-			_, err := e.meter.insertRejections(ctx, tx, []StoredRejection{{Message: Message{Seq: seq, Subject: "usage.p.o", Data: []byte(raw)},
+			_, err := e.meter.insertRejections(ctx, tx, []StoredRejection{{Message: Message{Seq: seq, Subject: events.UsageSubject("p", "o"), Data: []byte(raw)},
 				Reason: usage.RejectMalformed, Detail: "not JSON"}}, e.now)
 			return err
 		})

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/ticket"
-	"github.com/gpumarket/gpumarket/services/usage"
 )
 
 // TestAModelsOwnPriceIsBilledAsTheTicketNamesIt: the 70B model has a batch price of its own, $0.90 in and $1.80 out
@@ -58,13 +58,13 @@ func TestAModelsOwnPriceIsBilledAsTheTicketNamesIt(t *testing.T) {
 	rig8 := &testRig{provider: e.provider, offering: eight, tier: "batch", customer: e.customer, apiKey: e.apiKey,
 		priceID: p8.ID, askIn: 10_000, askOut: 10_000}
 	id70, body, _ := e.routed(t, route{in: 1000, out: 500, at: at, rig: rig70})
-	e.publish(t, usage.Subject(e.provider, seventy), id70, body)
+	e.publish(t, events.UsageSubject(e.provider, seventy), id70, body)
 	id8, body, _ := e.routed(t, route{in: 1000, out: 500, at: at, rig: rig8})
-	e.publish(t, usage.Subject(e.provider, eight), id8, body)
+	e.publish(t, events.UsageSubject(e.provider, eight), id8, body)
 	idWrong, body, _ := e.routed(t, route{in: 1000, out: 500, at: at, rig: rig8, ticket: func(c *ticket.Claims) {
 		c.PriceID, c.AskInput, c.AskOutput = own, 10_000, 10_000
 	}})
-	e.publish(t, usage.Subject(e.provider, eight), idWrong, body)
+	e.publish(t, events.UsageSubject(e.provider, eight), idWrong, body)
 	e.drain(t)
 
 	// The 70B: 1000 x $0.90/M + 500 x $1.80/M = $0.0018 charged; 1000 x $0.80/M + 500 x $1.60/M = $0.0016 owed.

@@ -6,8 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpumarket/gpumarket/services/usage"
-
+	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/ticket"
 )
 
@@ -17,7 +16,7 @@ import (
 // row is in its own month's partition (docs/usage-storage.md).
 func TestKeysHoldAcrossMonths(t *testing.T) {
 	e := setupMeter(t)
-	subject := usage.Subject(e.provider, e.offering)
+	subject := events.UsageSubject(e.provider, e.offering)
 	e.now = time.Date(2026, 12, 1, 0, 10, 0, 0, time.UTC)
 	november, december := time.Date(2026, 11, 30, 23, 59, 0, 0, time.UTC), time.Date(2026, 12, 1, 0, 5, 0, 0, time.UTC)
 	id1, ev1, req1 := e.routed(t, route{in: 100, out: 100, at: november})
@@ -76,7 +75,7 @@ func TestMeterMakesTheMonthOfItsEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	id, ev, _ := e.routed(t, route{in: 10, out: 20, at: e.now.Add(-time.Minute), ticket: func(c *ticket.Claims) { c.PriceID = price }})
-	e.publish(t, usage.Subject(e.provider, e.offering), id, ev)
+	e.publish(t, events.UsageSubject(e.provider, e.offering), id, ev)
 	e.drain(t)
 	var part string
 	if err := e.pool.QueryRow(context.Background(), `SELECT tableoid::regclass::text FROM usage_events WHERE event_id = $1`, id).

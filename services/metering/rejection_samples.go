@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/usage"
 
 	"github.com/jackc/pgx/v5"
@@ -21,20 +22,13 @@ import (
 // remembered (usage_rejections_counted) until the consumer's acknowledgement floor passes
 // them, after which the stream cannot deliver them again. See docs/metering-integrity.md.
 
-// rig is the provider and offering of a usage subject, usage.<provider>.<offering>, as far as
+// rig is the provider and offering of a usage subject (events.UsageSubject), as far as
 // the subject names them: a refusal is counted against the rig whose subject it came on.
 type rig struct{ provider, offering string }
 
 func rigOf(subject string) rig {
-	parts := strings.SplitN(subject, ".", 4)
-	var r rig
-	if len(parts) > 1 {
-		r.provider = truncate(parts[1], usage.MaxIDLength)
-	}
-	if len(parts) > 2 {
-		r.offering = truncate(parts[2], usage.MaxIDLength)
-	}
-	return r
+	provider, offering := events.UsageSubjectIDs(subject)
+	return rig{provider: truncate(provider, usage.MaxIDLength), offering: truncate(offering, usage.MaxIDLength)}
 }
 
 // rejectionKey is a row of usage_rejection_counts.

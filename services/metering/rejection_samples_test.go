@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/usage"
 
 	"github.com/nats-io/nats.go"
@@ -42,7 +43,7 @@ func TestRejectionsAreCountedPerRigWithBoundedSamples(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return usageMsg(usage.Subject(provider, offering), ev.ID, body)
+		return usageMsg(events.UsageSubject(provider, offering), ev.ID, body)
 	}
 	const flood, others = 20_000, 5
 	msgs := make([]*nats.Msg, 0, flood+others)
@@ -54,10 +55,10 @@ func TestRejectionsAreCountedPerRigWithBoundedSamples(t *testing.T) {
 	}
 	// An honest event among them is billed.
 	id, body, _ := e.routed(t, route{in: 100, out: 10, at: at})
-	msgs = append(msgs, usageMsg(usage.Subject(e.provider, e.offering), id, body))
+	msgs = append(msgs, usageMsg(events.UsageSubject(e.provider, e.offering), id, body))
 	// A second consumer that never acknowledges keeps the stream's messages (the stream drops what every consumer
 	// has acknowledged), so that the first hundred can be delivered again below, as after a crash.
-	if _, err := e.js.CreateOrUpdateConsumer(ctx, usage.StreamName, jetstream.ConsumerConfig{Durable: "keeper",
+	if _, err := e.js.CreateOrUpdateConsumer(ctx, events.UsageStream, jetstream.ConsumerConfig{Durable: "keeper",
 		AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
 		t.Fatal(err)
 	}
@@ -86,10 +87,10 @@ func TestRejectionsAreCountedPerRigWithBoundedSamples(t *testing.T) {
 	if got := counts(); len(got) != 2 || got[flooder] != flood || got[other] != others {
 		t.Fatalf("counts %v, want %v", got, want)
 	}
-	if n := e.count(t, `SELECT count(*) FROM usage_rejections WHERE subject = $1`, usage.Subject(e.provider, e.offering)); n != DefaultRejectionSamples {
+	if n := e.count(t, `SELECT count(*) FROM usage_rejections WHERE subject = $1`, events.UsageSubject(e.provider, e.offering)); n != DefaultRejectionSamples {
 		t.Errorf("%d of the flood kept whole, want the first %d", n, DefaultRejectionSamples)
 	}
-	if n := e.count(t, `SELECT count(*) FROM usage_rejections WHERE subject = $1`, usage.Subject(e.other, e.foreign)); n != others {
+	if n := e.count(t, `SELECT count(*) FROM usage_rejections WHERE subject = $1`, events.UsageSubject(e.other, e.foreign)); n != others {
 		t.Errorf("%d of the other rig's refusals kept whole, want all %d", n, others)
 	}
 	if n := e.count(t, `SELECT count(*) FROM usage_events`); n != 1 {
@@ -98,7 +99,7 @@ func TestRejectionsAreCountedPerRigWithBoundedSamples(t *testing.T) {
 	e.wantBalances(t, charge(100, 10), payable(100, 10))
 
 	// The dead-letter stream holds the samples only.
-	rejected, err := e.js.Stream(ctx, usage.RejectedStreamName)
+	rejected, err := e.js.Stream(ctx, events.RejectedStream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +119,7 @@ func TestRejectionsAreCountedPerRigWithBoundedSamples(t *testing.T) {
 	}
 
 	// Delivered again (a crash after the commit), the same messages are not counted again.
-	usage, err := e.js.Stream(ctx, usage.StreamName)
+	usage, err := e.js.Stream(ctx, events.UsageStream)
 	if err != nil {
 		t.Fatal(err)
 	}

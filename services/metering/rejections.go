@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/usage"
 )
@@ -186,7 +187,7 @@ func (m *Meter) publishRejections(rs []StoredRejection) {
 		return
 	}
 	for _, r := range rs {
-		msg := natsMsg(usage.RejectedSubject+"."+string(r.Reason), r.Data, r.Seq, r.Subject, r.Detail)
+		msg := natsMsg(events.RejectedSubject(string(r.Reason)), r.Data, r.Seq, r.Subject, r.Detail)
 		if _, err := m.cfg.JS.PublishMsgAsync(msg); err != nil {
 			m.cfg.Log.Warn("meter: dead-letter publish", "err", err)
 			return

@@ -5,8 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpumarket/gpumarket/services/usage"
-
+	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/ticket"
 )
 
@@ -17,7 +16,7 @@ import (
 // COPY, and a batch that meets a stored event by the statement that skips it.
 func TestRollupsKeepEachPriceVersionAndAskApart(t *testing.T) {
 	e := setupMeter(t)
-	subject := usage.Subject(e.provider, e.offering)
+	subject := events.UsageSubject(e.provider, e.offering)
 	at := e.now.Add(-10 * time.Minute)
 	terms := func(price, in, out int64) func(*ticket.Claims) {
 		return func(c *ticket.Claims) { c.PriceID, c.AskInput, c.AskOutput = price, in, out }

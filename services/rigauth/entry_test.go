@@ -136,7 +136,7 @@ func checkRigEntry(t *testing.T, e *entry, l *listings) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stream, err := pjs.CreateStream(ctx, jetstream.StreamConfig{Name: "USAGE", Subjects: []string{"usage.>"},
+	stream, err := pjs.CreateStream(ctx, jetstream.StreamConfig{Name: events.UsageStream, Subjects: []string{events.Below(events.UsagePrefix)},
 		Storage: jetstream.FileStorage, Replicas: e.replicas})
 	if err != nil {
 		t.Fatal(err)
@@ -158,40 +158,41 @@ func checkRigEntry(t *testing.T, e *entry, l *listings) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	acks, err := one.nc.SubscribeSync(events.RigCallSubject("prov-1", "off-1") + ".>")
+	acks, err := one.nc.SubscribeSync(events.Below(events.RigCallSubject("prov-1", "off-1")))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := one.nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	ack, err := one.js.Publish(ctx, "usage.prov-1.off-1", []byte("usage of off-1"), jetstream.WithMsgID("evt-1"))
-	if err != nil || ack.Stream != "USAGE" || ack.Sequence != 1 {
+	ack, err := one.js.Publish(ctx, events.UsageSubject("prov-1", "off-1"), []byte("usage of off-1"), jetstream.WithMsgID("evt-1"))
+	if err != nil || ack.Stream != events.UsageStream || ack.Sequence != 1 {
 		t.Fatalf("the rig's own usage event: %+v, %v; want the stream's first", ack, err)
 	}
 	for subject, data := range map[string]string{
-		events.HeartbeatSubject("prov-1", "off-1"):        "heartbeat of off-1",
-		events.RigReplySubject("prov-1", "off-1") + ".g1": "reply of off-1",
+		events.HeartbeatSubject("prov-1", "off-1"):            "heartbeat of off-1",
+		events.RigAnswerSubject("prov-1", "off-1", "g1", "1"): "reply of off-1",
 	} {
 		if err := one.nc.Publish(subject, []byte(data)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// What the rig must not do: speak for another rig, reach the JetStream API, listen to another's calls.
-	for _, subject := range []string{"usage.prov-1.off-2", "usage.prov-2.off-1", events.HeartbeatSubject("prov-1", "off-2"),
-		events.RigReplySubject("prov-1", "off-2") + ".g1", events.RigCallSubject("prov-1", "off-2")} {
+	for _, subject := range []string{events.UsageSubject("prov-1", "off-2"), events.UsageSubject("prov-2", "off-1"), events.HeartbeatSubject("prov-1", "off-2"),
+		events.RigAnswerSubject("prov-1", "off-2", "g1", "1"), events.RigCallSubject("prov-1", "off-2")} {
 		if err := one.nc.Publish(subject, []byte("forged by off-1")); err != nil {
 			t.Fatal(err)
 		}
 		one.expectRefusal(t, "Publish", subject)
 	}
 	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	if _, err := one.js.Stream(short, "USAGE"); err == nil {
+	if _, err := one.js.Stream(short, events.UsageStream); err == nil {
 		t.Error("the rig reached the JetStream API")
 	}
 	cancel()
-	one.expectRefusal(t, "Publish", "$JS.API.STREAM.INFO.USAGE")
-	for _, subject := range []string{events.RigCallSubject("prov-1", "off-2"), "usage.>", "_INBOX.>", "heartbeat.>"} {
+	one.expectRefusal(t, "Publish", jetstream.DefaultAPIPrefix+"STREAM.INFO."+events.UsageStream)
+	for _, subject := range []string{events.RigCallSubject("prov-1", "off-2"), events.Below(events.UsagePrefix), "_INBOX.>",
+		events.Below(events.HeartbeatPrefix)} {
 		if _, err := one.nc.SubscribeSync(subject); err != nil {
 			t.Fatal(err)
 		}
@@ -199,16 +200,16 @@ func checkRigEntry(t *testing.T, e *entry, l *listings) {
 	}
 
 	// The platform calls the rig, and calls another; the rig receives its own only.
-	for _, subject := range []string{events.RigCallSubject("prov-1", "off-1"), events.RigCallSubject("prov-1", "off-1") + ".ack",
+	for _, subject := range []string{events.RigCallSubject("prov-1", "off-1"), events.Child(events.RigCallSubject("prov-1", "off-1"), "ack"),
 		events.RigCallSubject("prov-1", "off-2")} {
 		if err := platform.Publish(subject, []byte("call to "+subject)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if m, err := calls.NextMsg(2 * time.Second); err != nil || string(m.Data) != "call to rigcall.prov-1.off-1" {
+	if m, err := calls.NextMsg(2 * time.Second); err != nil || string(m.Data) != "call to "+events.RigCallSubject("prov-1", "off-1") {
 		t.Errorf("the rig's call: %v, %v", m, err)
 	}
-	if m, err := acks.NextMsg(2 * time.Second); err != nil || m.Subject != "rigcall.prov-1.off-1.ack" {
+	if m, err := acks.NextMsg(2 * time.Second); err != nil || m.Subject != events.Child(events.RigCallSubject("prov-1", "off-1"), "ack") {
 		t.Errorf("the rig's call acknowledgement: %v, %v", m, err)
 	}
 
@@ -230,8 +231,8 @@ func checkRigEntry(t *testing.T, e *entry, l *listings) {
 			got[m.Subject] = string(m.Data)
 		}
 	}
-	want := map[string]string{"usage.prov-1.off-1": "usage of off-1", "heartbeat.prov-1.off-1": "heartbeat of off-1",
-		"rigreply.prov-1.off-1.g1": "reply of off-1"}
+	want := map[string]string{events.UsageSubject("prov-1", "off-1"): "usage of off-1",
+		events.HeartbeatSubject("prov-1", "off-1"): "heartbeat of off-1", events.RigAnswerSubject("prov-1", "off-1", "g1", "1"): "reply of off-1"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("the platform received %v from the rigs, want %v", got, want)
 	}
@@ -297,7 +298,7 @@ func checkRigEntry(t *testing.T, e *entry, l *listings) {
 	if err != nil {
 		t.Fatalf("rig off-1 listed again: %v", err)
 	}
-	ack, err = again.js.Publish(ctx, "usage.prov-1.off-1", []byte("usage of off-1, again"), jetstream.WithMsgID("evt-2"))
+	ack, err = again.js.Publish(ctx, events.UsageSubject("prov-1", "off-1"), []byte("usage of off-1, again"), jetstream.WithMsgID("evt-2"))
 	if err != nil || ack.Sequence != 2 {
 		t.Errorf("rig off-1's second event: %+v, %v", ack, err)
 	}

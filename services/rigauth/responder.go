@@ -30,11 +30,6 @@ import (
 )
 
 const (
-	// CalloutSubject is where nats-server sends each connection's authorization request, in the callout's account
-	// (the platform's); server.AuthCalloutSubject, named here so that the platform need not link the server.
-	CalloutSubject = "$SYS.REQ.USER.AUTH"
-	// calloutQueue makes one responder answer each request where several platform processes run one.
-	calloutQueue = "gpumarket-rigauth"
 	// issuerLabel separates the callout's key from anything else the platform derives from the rig key.
 	issuerLabel = "gpumarket NATS auth callout issuer v1\x00"
 	// rigPasswordLen is the length of every password events.RigPasswordIssue derives.
@@ -86,7 +81,7 @@ type Responder struct {
 // beside any other platform process doing the same (one of them answers each request), until the subscription is
 // drained or nc closes.
 func (r *Responder) Serve(nc *nats.Conn) (*nats.Subscription, error) {
-	sub, err := nc.QueueSubscribe(CalloutSubject, calloutQueue, r.answer)
+	sub, err := nc.QueueSubscribe(events.AuthCalloutSubject, events.AuthCalloutQueue, r.answer)
 	if err != nil {
 		return nil, fmt.Errorf("rigauth: subscribe to the auth callout: %w", err)
 	}

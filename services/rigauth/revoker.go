@@ -8,13 +8,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/gpumarket/gpumarket/services/events"
 )
 
 const (
-	// connzPingSubject asks every server of the cluster for its connections (server.serverPingReqSubj).
-	connzPingSubject = "$SYS.REQ.SERVER.PING.CONNZ"
-	// kickSubject closes one connection of one server (server.clientKickReqSubj).
-	kickSubject = "$SYS.REQ.SERVER.%s.KICK"
 	// firstAnswerWait is how long Disconnect waits for the first server's answer, and quietWait how long after the
 	// latest one for another: the servers answer within milliseconds of one another, and a rig's connections must be
 	// closed within a second in all.
@@ -64,7 +62,7 @@ func (r *Revoker) Disconnect(ctx context.Context, username string) (closed int, 
 	}
 	defer sub.Unsubscribe()
 	body, _ := json.Marshal(map[string]any{"user": username, "limit": connzLimit})
-	if err := r.NC.PublishRequest(connzPingSubject, inbox, body); err != nil {
+	if err := r.NC.PublishRequest(events.ConnzPingSubject, inbox, body); err != nil {
 		return 0, err
 	}
 	var errs []error
@@ -105,7 +103,7 @@ func (r *Revoker) kick(ctx context.Context, serverID string, cid uint64) error {
 	body, _ := json.Marshal(map[string]uint64{"cid": cid})
 	ctx, cancel := context.WithTimeout(ctx, firstAnswerWait)
 	defer cancel()
-	m, err := r.NC.RequestWithContext(ctx, fmt.Sprintf(kickSubject, serverID), body)
+	m, err := r.NC.RequestWithContext(ctx, events.KickSubject(serverID), body)
 	if err != nil {
 		return fmt.Errorf("close connection %d: %w", cid, err)
 	}

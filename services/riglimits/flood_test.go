@@ -37,7 +37,7 @@ var (
 
 type rig struct{ provider, offering string }
 
-func (r rig) subject() string { return usage.Subject(r.provider, r.offering) }
+func (r rig) subject() string { return events.UsageSubject(r.provider, r.offering) }
 
 type platform struct {
 	srv     *server.Server
@@ -133,7 +133,7 @@ type delivery struct {
 func (p *platform) runMeter(t *testing.T, batch int, perBatch time.Duration) (*meter, context.CancelFunc) {
 	t.Helper()
 	m := &meter{delivered: map[string]delivery{}, bySubject: map[string]int{}}
-	cons, err := p.js.Consumer(t.Context(), usage.StreamName, usage.ConsumerName)
+	cons, err := p.js.Consumer(t.Context(), events.UsageStream, events.UsageConsumer)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,6 +32,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/usage"
 )
 
@@ -146,7 +147,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	w.stopped = false
 	w.mu.Unlock()
 	defer w.stopDisconnecting()
-	sub, err := w.cfg.NATS.Subscribe(usage.SubjectPrefix+".*.*", func(m *nats.Msg) { w.arrived(m.Subject) })
+	sub, err := w.cfg.NATS.Subscribe(events.UsageSubject(events.AnyID, events.AnyID), func(m *nats.Msg) { w.arrived(m.Subject) })
 	if err != nil {
 		return fmt.Errorf("riglimits: watch the usage subjects: %w", err)
 	}
@@ -188,7 +189,7 @@ func (w *Watcher) arrived(subject string) {
 	defer w.mu.Unlock()
 	a := w.arrivals[subject]
 	if a == nil {
-		provider, offering, err := usage.ParseSubject(subject)
+		provider, offering, err := events.ParseUsageSubject(subject)
 		if err != nil {
 			return
 		}
@@ -258,7 +259,7 @@ func (w *Watcher) Check(ctx context.Context) error {
 			}
 			atLimit[subject] = true
 			if !w.atLimit[subject] {
-				provider, offering, _ := usage.ParseSubject(subject)
+				provider, offering, _ := events.ParseUsageSubject(subject)
 				w.cfg.Log.Warn("a rig has as many usage events waiting to be metered as the stream holds for one: "+
 					"the stream refuses its further events until the meter catches up", "provider", provider,
 					"offering", offering, "pending", n, "limit", st.pendingLimit)
@@ -310,13 +311,13 @@ func (w *Watcher) readStream(ctx context.Context) (streamState, error) {
 				"pending", res.Pending, "limit", w.cfg.PendingLimit)
 		}
 	}
-	s, err := w.cfg.JS.Stream(ctx, usage.StreamName)
+	s, err := w.cfg.JS.Stream(ctx, events.UsageStream)
 	if err != nil {
-		return streamState{}, fmt.Errorf("riglimits: stream %s: %w", usage.StreamName, err)
+		return streamState{}, fmt.Errorf("riglimits: stream %s: %w", events.UsageStream, err)
 	}
-	info, err := s.Info(ctx, jetstream.WithSubjectFilter(usage.SubjectPrefix+".>"))
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(events.Below(events.UsagePrefix)))
 	if err != nil {
-		return streamState{}, fmt.Errorf("riglimits: stream %s: %w", usage.StreamName, err)
+		return streamState{}, fmt.Errorf("riglimits: stream %s: %w", events.UsageStream, err)
 	}
 	return streamState{checked: w.cfg.Now(), pendingLimit: max(info.Config.MaxMsgsPerSubject, 0),
 		pending: info.State.Msgs, bySubject: info.State.Subjects}, nil
@@ -368,7 +369,7 @@ func (w *Watcher) Report() Report {
 		if s := flagged[subject]; s != nil {
 			return s
 		}
-		provider, offering, _ := usage.ParseSubject(subject)
+		provider, offering, _ := events.ParseUsageSubject(subject)
 		s := &RigState{ProviderID: provider, OfferingID: offering, Subject: subject, Pending: w.stream.bySubject[subject]}
 		if a := w.arrivals[subject]; a != nil {
 			s.Rate = float64(a.sumAt(now.Unix())) / float64(windowSeconds)

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -72,10 +71,10 @@ type Caller struct {
 
 // NewCaller subscribes to the answers of the calls it will make, under a token of its own.
 func NewCaller(nc *nats.Conn, opts Options) (*Caller, error) {
-	c := &Caller{nc: nc, opts: opts.withDefaults(), token: strings.TrimPrefix(nats.NewInbox(), nats.InboxPrefix),
+	c := &Caller{nc: nc, opts: opts.withDefaults(), token: events.NewToken(),
 		calls: map[uint64]*call{}, stop: make(chan struct{}), done: make(chan struct{}),
 		msgs: make(chan *nats.Msg, answerQueue)}
-	sub, err := nc.ChanSubscribe(events.RigReplySubject("*", "*")+"."+c.token+".*", c.msgs)
+	sub, err := nc.ChanSubscribe(events.RigAnswersSubject(c.token), c.msgs)
 	if err != nil {
 		return nil, fmt.Errorf("rigwire: subscribe to answers: %w", err)
 	}
@@ -215,10 +214,10 @@ func (c *Caller) Call(ctx context.Context, providerID, offeringID, path string, 
 	c.calls[k.id] = k
 	c.mu.Unlock()
 
-	reply := events.RigReplySubject(providerID, offeringID) + "." + c.token + "." + strconv.FormatUint(k.id, 36)
+	reply := events.RigAnswerSubject(providerID, offeringID, c.token, strconv.FormatUint(k.id, 36))
 	bp := framePool.Get().(*[]byte)
 	frame := appendCall((*bp)[:0], method, path, header, c.opts.Window, body)
-	err := c.nc.PublishMsg(&nats.Msg{Subject: events.RigCallSubject(providerID, offeringID) + "." + callToken,
+	err := c.nc.PublishMsg(&nats.Msg{Subject: events.RigCallRequestSubject(providerID, offeringID),
 		Reply: reply, Data: frame})
 	*bp = frame
 	framePool.Put(bp)
@@ -297,8 +296,7 @@ func (k *call) response(h *replyMsg) *http.Response {
 
 // dispatch hands a message on the Caller's subscription to its call.
 func (c *Caller) dispatch(m *nats.Msg) {
-	i := strings.LastIndexByte(m.Subject, '.')
-	id, err := strconv.ParseUint(m.Subject[i+1:], 36, 64)
+	id, err := strconv.ParseUint(events.LastToken(m.Subject), 36, 64)
 	if err != nil {
 		return
 	}

@@ -3,8 +3,9 @@
 // it (docs/rig-transport.md).
 //
 // A call is one HTTP exchange. The gateway (Caller) publishes the request on the rig's call subject,
-// events.RigCallSubject(provider, offering) + ".call", where the agents of that offering share the calls in one
-// queue group, naming its reply subject: events.RigReplySubject(provider, offering) + ".<caller token>.<call id>".
+// events.RigCallRequestSubject(provider, offering), where the agents of that offering share the calls in one
+// queue group (events.RigCallQueue), naming its reply subject: events.RigAnswerSubject(provider, offering, caller
+// token, call id). Package events builds every subject below; this package writes none of its own.
 // One wildcard subscription per Caller receives the answers of all its calls. The agent (Serve) answers on the
 // reply subject with numbered messages, strictly in order:
 //

@@ -33,13 +33,13 @@ func TestALateAcceptanceIsCanceled(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rig.Close()
-	control := events.RigCallSubject("p1", "o1") + ".agent.1"
+	control := events.Child(events.RigControlSubject("p1", "o1", "agent"), "1")
 	controls, err := rig.SubscribeSync(control)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The rig takes the call, and accepts it 500 ms later: after the gateway's 200 ms.
-	if _, err := rig.Subscribe(events.RigCallSubject("p1", "o1")+"."+callToken, func(m *nats.Msg) {
+	if _, err := rig.Subscribe(events.RigCallRequestSubject("p1", "o1"), func(m *nats.Msg) {
 		time.Sleep(500 * time.Millisecond)
 		accept := appendString(binary.AppendUvarint([]byte{flagAccept}, 0), control)
 		_ = rig.Publish(m.Reply, accept)

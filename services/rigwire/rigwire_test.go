@@ -301,7 +301,7 @@ func TestNoRigFailsFast(t *testing.T) {
 	}
 	// A rig subscribed that never answers (a hung process) is known by the accept timeout.
 	hung := w.connect(t, "platform", "platform-secret", "")
-	if _, err := hung.Subscribe(events.RigCallSubject("p1", "p1-o2")+".>", func(*nats.Msg) {}); err != nil {
+	if _, err := hung.Subscribe(events.Below(events.RigCallSubject("p1", "p1-o2")), func(*nats.Msg) {}); err != nil {
 		t.Fatal(err)
 	}
 	hung.Flush()
@@ -327,8 +327,8 @@ func TestARigOfAnotherOfferingCannotReadNorAnswerACall(t *testing.T) {
 	thief := w.connect(t, events.RigUsername("p2-o2"), events.RigPassword(rigKey, "p2-o2"), events.RigInboxPrefix("p2", "p2-o2"),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { violations <- err }))
 	var stolen atomic.Int64
-	for _, subject := range []string{events.RigCallSubject("p1", "p1-o1") + ".>", "rigcall.>", ">"} {
-		if _, err := thief.QueueSubscribe(subject, "rig", func(m *nats.Msg) {
+	for _, subject := range []string{events.Below(events.RigCallSubject("p1", "p1-o1")), events.Below(events.RigCallPrefix), ">"} {
+		if _, err := thief.QueueSubscribe(subject, events.RigCallQueue, func(m *nats.Msg) {
 			stolen.Add(1)
 			thief.Publish(m.Reply, []byte("forged"))
 		}); err != nil {
@@ -362,14 +362,14 @@ func TestARigOfAnotherOfferingCannotReadNorAnswerACall(t *testing.T) {
 
 // rigwireForge has the rig of p2-o2 publish on p1-o1's reply subjects and reports whether the platform saw it.
 func rigwireForge(w *world, t *testing.T) (int, error) {
-	sub, err := w.platform.SubscribeSync(events.RigReplySubject("p1", "p1-o1") + ".>")
+	sub, err := w.platform.SubscribeSync(events.Below(events.RigReplySubject("p1", "p1-o1")))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
 	w.platform.Flush()
 	forger := w.connect(t, events.RigUsername("p2-o2"), events.RigPassword(rigKey, "p2-o2"), events.RigInboxPrefix("p2", "p2-o2"))
-	forger.Publish(events.RigReplySubject("p1", "p1-o1")+".x.1", []byte("forged"))
+	forger.Publish(events.RigAnswerSubject("p1", "p1-o1", "x", "1"), []byte("forged"))
 	forger.Flush()
 	if _, err := sub.NextMsg(300 * time.Millisecond); err != nil {
 		return 0, err

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,14 +48,14 @@ type Server struct {
 func Serve(ctx context.Context, nc *nats.Conn, providerID, offeringID string, h http.Handler, opts Options) (*Server, error) {
 	s := &Server{nc: nc, h: h, opts: opts.withDefaults(), inFlight: map[string]*serverCall{},
 		stop: make(chan struct{}), done: make(chan struct{}),
-		control: events.RigCallSubject(providerID, offeringID) + "." + strings.TrimPrefix(nats.NewInbox(), nats.InboxPrefix)}
+		control: events.RigControlSubject(providerID, offeringID, events.NewToken())}
 	var err error
-	if s.ctl, err = nc.Subscribe(s.control+".*", s.onControl); err != nil {
+	if s.ctl, err = nc.Subscribe(events.AnyToken(s.control), s.onControl); err != nil {
 		return nil, fmt.Errorf("rigwire: subscribe to control: %w", err)
 	}
 	_ = s.ctl.SetPendingLimits(1<<20, 512<<20)
 	s.callCh = make(chan *nats.Msg, callQueue)
-	if s.calls, err = nc.ChanQueueSubscribe(events.RigCallSubject(providerID, offeringID)+"."+callToken, queueGroup, s.callCh); err != nil {
+	if s.calls, err = nc.ChanQueueSubscribe(events.RigCallRequestSubject(providerID, offeringID), events.RigCallQueue, s.callCh); err != nil {
 		_ = s.ctl.Unsubscribe()
 		return nil, fmt.Errorf("rigwire: subscribe to calls: %w", err)
 	}
@@ -178,7 +177,7 @@ func (s *Server) onCall(m *nats.Msg) {
 		return
 	}
 	sc := &serverCall{s: s, key: strconv.FormatUint(s.ids.Add(1), 36), reply: m.Reply, window: c.window, start: time.Now()}
-	sc.control = s.control + "." + sc.key
+	sc.control = events.Child(s.control, sc.key)
 	sc.cond = sync.NewCond(&sc.mu)
 	now := time.Now().UnixNano()
 	sc.lastHeard.Store(now)
@@ -244,7 +243,7 @@ func (sc *serverCall) run(r *http.Request) {
 
 // onControl takes the gateway's messages about a call: its body, acknowledgements, a cancel.
 func (s *Server) onControl(m *nats.Msg) {
-	key := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
+	key := events.LastToken(m.Subject)
 	s.mu.Lock()
 	sc := s.inFlight[key]
 	s.mu.Unlock()

@@ -21,10 +21,6 @@ const (
 	DefaultKeepalive = time.Second
 	// DefaultIdleTimeout is how long a side waits without a word of a call before taking it as broken.
 	DefaultIdleTimeout = 3 * time.Second
-	// callToken is the token below events.RigCallSubject that calls are published on.
-	callToken = "call"
-	// queueGroup is the group the agents of one offering share calls in.
-	queueGroup = "rig"
 	// wireVersion is the first byte of a call.
 	wireVersion = 1
 )

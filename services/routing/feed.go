@@ -6,7 +6,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/metering"
 )
 
-// onMetered records the metered requests of a message of the meter's feed (metering.FeedSubject) as their rigs
+// onMetered records the metered requests of a message of the meter's feed (events.MeteredSubject) as their rigs
 // reported them (ObserveUsage), each request once. A malformed message is ignored.
 func (r *Router) onMetered(msg *nats.Msg) {
 	metered, err := metering.DecodeFeed(msg.Data)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/usage"
 
 	"github.com/gpumarket/gpumarket/services/metering"
@@ -44,7 +45,7 @@ func TestTheMetersFeedReachesTheReportedFiguresOncePerRequest(t *testing.T) {
 	// The gateway saw r1 itself, at 100 ms.
 	r.Observe("a", Observation{RequestID: "r1", At: now, TTFT: 100 * time.Millisecond, Streamed: true, Duration: time.Second,
 		InputTokens: 100, OutputTokens: 400, Status: usage.StatusOK})
-	if err := nc.Publish(metering.FeedSubject, []byte(`{"offerings":[{"offering_id":"a","request_id":["x"]}]}`)); err != nil {
+	if err := nc.Publish(events.MeteredSubject, []byte(`{"offerings":[{"offering_id":"a","request_id":["x"]}]}`)); err != nil {
 		t.Fatal(err) // malformed: ignored
 	}
 	commit(usageOf("a", "r1", 10), usageOf("a", "r2", 30), usageOf("b", "r3", 50))

@@ -2,7 +2,6 @@ package routing
 
 import (
 	"encoding/json"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -33,9 +32,9 @@ type Heartbeat struct {
 // onHeartbeat records a heartbeat. The subject names its sender truthfully (a rig may publish only its own, see
 // natsserver.RigUser), so the body must name the same provider and offering or it is ignored.
 func (r *Router) onHeartbeat(msg *nats.Msg) {
-	provider, offering, ok := parseHeartbeatSubject(msg.Subject)
-	if !ok {
-		r.log.Debug("routing: heartbeat on an unexpected subject ignored", "subject", msg.Subject)
+	provider, offering, err := events.ParseHeartbeatSubject(msg.Subject)
+	if err != nil {
+		r.log.Debug("routing: heartbeat on an unexpected subject ignored", "subject", msg.Subject, "error", err)
 		return
 	}
 	var hb Heartbeat
@@ -58,14 +57,6 @@ func (r *Router) recordHeartbeat(hb Heartbeat) {
 	s.mu.Lock()
 	s.heartbeat, s.heardAt = hb, now
 	s.mu.Unlock()
-}
-
-func parseHeartbeatSubject(subject string) (provider, offering string, ok bool) {
-	parts := strings.Split(subject, ".")
-	if len(parts) != 3 || parts[0] != events.HeartbeatPrefix || parts[1] == "" || parts[2] == "" {
-		return "", "", false
-	}
-	return parts[1], parts[2], true
 }
 
 func (s *offeringState) healthyLocked(now time.Time) bool {

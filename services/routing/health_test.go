@@ -65,7 +65,7 @@ func TestHeartbeatsOnNATSMakeAnOfferingHealthyFor15Seconds(t *testing.T) {
 	}
 	// A heartbeat whose body names another rig than its subject is ignored; so is one on a malformed subject.
 	publish(events.HeartbeatSubject(a.ProviderAccountID, a.ID), Heartbeat{OfferingID: "other", ProviderID: a.ProviderAccountID, Capacity: 4})
-	publish("heartbeat."+a.ID, Heartbeat{OfferingID: a.ID, ProviderID: a.ProviderAccountID, Capacity: 4})
+	publish(events.Child(events.HeartbeatPrefix, a.ID), Heartbeat{OfferingID: a.ID, ProviderID: a.ProviderAccountID, Capacity: 4})
 	// The other rig's heartbeat tells that the ones before it were processed: a subscription delivers in order.
 	publish(events.HeartbeatSubject(other.ProviderAccountID, other.ID), Heartbeat{OfferingID: other.ID, ProviderID: other.ProviderAccountID, Capacity: 4})
 	eventually(t, "the other rig's heartbeat", func() bool { _, err := r.Pick(req); return err == nil })

@@ -5,7 +5,7 @@
 // The gateway's HTTP handlers call it on every request: Pick for an ordered list of candidates, Begin while a
 // request is in flight, Failure or Success once the upstream answered or failed before its first byte, and
 // Observe with what it saw when the request ended. Start subscribes to heartbeats, to the other gateway replicas'
-// observations (ObservedSubject) and to the meter's feed of committed usage (metering.FeedSubject, passed to
+// observations (events.ObservedSubject) and to the meter's feed of committed usage (events.MeteredSubject, passed to
 // ObserveUsage); asks every rig for a heartbeat at once (events.HeartbeatRequestSubject), so that a restarted
 // gateway routes within moments; reloads the catalog every few seconds; and writes the live figures and tiers
 // back to the offerings table, so that the catalog shows "measured over N requests".
@@ -60,7 +60,6 @@ import (
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/events"
-	"github.com/gpumarket/gpumarket/services/metering"
 )
 
 // Defaults for Config.
@@ -177,7 +176,7 @@ func New(cfg Config) *Router {
 }
 
 // Start subscribes to every rig's heartbeats (heartbeat.>), to the other replicas' observations
-// (ObservedSubject) and to the meter's feed (metering.FeedSubject); loads the catalog; and asks every rig for a
+// (events.ObservedSubject) and to the meter's feed (events.MeteredSubject); loads the catalog; and asks every rig for a
 // heartbeat now (events.HeartbeatRequestSubject), once the server has the subscriptions, so that the answers
 // are not lost. Then, until ctx ends, it reloads the catalog every RefreshEvery, publishes this replica's
 // observations every ShareEvery, settles the rigs' states every RigStatesEvery (SettleRigStates) and flushes
@@ -199,9 +198,9 @@ func (r *Router) Start(ctx context.Context) (err error) {
 		}
 	}
 	for subject, handler := range map[string]nats.MsgHandler{
-		events.HeartbeatPrefix + ".>": r.onHeartbeat,
-		ObservedSubject:               r.onObserved,
-		metering.FeedSubject:          r.onMetered,
+		events.Below(events.HeartbeatPrefix): r.onHeartbeat,
+		events.ObservedSubject:               r.onObserved,
+		events.MeteredSubject:                r.onMetered,
 	} {
 		sub, err := r.cfg.NATS.Subscribe(subject, handler)
 		if err != nil {

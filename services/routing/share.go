@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/usage"
 
 	"github.com/nats-io/nats.go"
@@ -13,7 +14,7 @@ import (
 
 // Gateway replicas share what they observe, so that every replica's window holds an offering's whole traffic as
 // the gateways saw it, whichever replica routed each request. Each router publishes the observations of its own
-// requests on ObservedSubject (core NATS) in batches, at most every ShareEvery or as soon as maxShareBatch are
+// requests on events.ObservedSubject (core NATS) in batches, at most every ShareEvery or as soon as maxShareBatch are
 // waiting, and adds the other replicas' to its window, counting each request id once and skipping its own
 // batches by their instance id. Only platform processes may publish there: a rig's NATS user may publish its own
 // usage and heartbeat subjects and nothing else, so no rig can put figures in the gateways' windows.
@@ -21,8 +22,6 @@ import (
 // Core NATS delivers at most once and not to a replica that was down: a replica that starts sees the traffic
 // from then on, and its window fills within Window, as it does from its own requests.
 const (
-	// ObservedSubject carries the gateways' observations, in batches (ObservedBatch).
-	ObservedSubject = "routing.observed"
 	// DefaultShareEvery is how often a router publishes what it has observed since the last batch.
 	DefaultShareEvery = 200 * time.Millisecond
 	// maxShareBatch is the most observations one message carries, about 200 bytes each.
@@ -36,7 +35,7 @@ const (
 // decoding it; the body names it too (ObservedBatch.Instance).
 const instanceHeader = "Gpumarket-Instance"
 
-// ObservedBatch is a message on ObservedSubject.
+// ObservedBatch is a message on events.ObservedSubject.
 type ObservedBatch struct {
 	Instance     string            `json:"instance"` // the publishing router's Config.Instance
 	Observations []ObservedRequest `json:"observations"`
@@ -120,7 +119,7 @@ func (r *Router) publishShared() {
 		n := min(len(pending), maxShareBatch)
 		body, err := json.Marshal(ObservedBatch{Instance: r.cfg.Instance, Observations: pending[:n]})
 		if err == nil {
-			msg := nats.NewMsg(ObservedSubject)
+			msg := nats.NewMsg(events.ObservedSubject)
 			msg.Header.Set(instanceHeader, r.cfg.Instance)
 			msg.Data = body
 			err = r.cfg.NATS.PublishMsg(msg)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/usage"
 
 	"github.com/nats-io/nats.go"
@@ -55,10 +56,10 @@ func TestReplicasShareWhatTheyObserve(t *testing.T) {
 		{OfferingID: "a", RequestID: "no-time", TTFTMs: 9000, Streamed: true, Status: usage.StatusOK},
 		{OfferingID: "a", RequestID: "last", At: clk.Now(), TTFTMs: 100, Streamed: true, Status: usage.StatusOK},
 	}})
-	if err := nc.Publish(ObservedSubject, []byte("not json")); err != nil {
+	if err := nc.Publish(events.ObservedSubject, []byte("not json")); err != nil {
 		t.Fatal(err)
 	}
-	if err := nc.Publish(ObservedSubject, dup); err != nil {
+	if err := nc.Publish(events.ObservedSubject, dup); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the last request of the copy", func() bool { return one.Figures("a").Requests == 121 && two.Figures("a").Requests == 121 })
@@ -76,7 +77,7 @@ func TestSharedBatchesStayBounded(t *testing.T) {
 	t.Parallel()
 	nc := startNATS(t)
 	got := make(chan []ObservedRequest, 64)
-	sub, err := nc.Subscribe(ObservedSubject, func(m *nats.Msg) {
+	sub, err := nc.Subscribe(events.ObservedSubject, func(m *nats.Msg) {
 		var b ObservedBatch
 		if json.Unmarshal(m.Data, &b) == nil && b.Instance == "burst" {
 			got <- b.Observations

@@ -6,8 +6,8 @@
 // EnsureStreams sets up the JetStream stream the events travel on.
 //
 // Both sides import this package: the agent to write events, the meter to judge them. It
-// depends on nothing of the platform's but route tickets (package ticket), so the agent links
-// no database or ledger code.
+// depends on nothing of the platform's but route tickets (package ticket) and the NATS names
+// (package events), so the agent links no database or ledger code.
 //
 // Invariants this package keeps:
 //   - Decode accepts only one strict shape: CloudEvents 1.0 structured JSON of type
@@ -27,17 +27,16 @@
 package usage
 
 import (
-	"fmt"
-	"strings"
 	"time"
+
+	"github.com/gpumarket/gpumarket/services/events"
 )
 
-// The fixed attributes of every usage event and the NATS names it travels under.
+// The fixed attributes of every usage event. Its NATS subject is events.UsageSubject.
 const (
 	SpecVersion     = "1.0"                // CloudEvents specification version
 	EventType       = "gpumarket.usage.v1" // CloudEvents type; a breaking change gets a new version
 	DataContentType = "application/json"   // data is a JSON object, never data_base64
-	SubjectPrefix   = "usage"              // NATS subject: usage.<provider_id>.<offering_id>
 	HeaderMsgID     = "Nats-Msg-Id"        // NATS header carrying the event id, for the stream's dedupe
 	sourcePrefix    = "gpuagent/"          // source: gpuagent/<provider_id>/<offering_id>
 )
@@ -68,9 +67,9 @@ const (
 	// before its ticket was issued.
 	MaxClockSkew = 5 * time.Minute
 
-	MaxIDLength    = 128        // event id, request id, provider id, offering id (bytes, ASCII)
-	MaxModelLength = 200        // model name, in characters, as the offerings table allows
-	MaxTokens      = 10_000_000 // input or output tokens of one request
+	MaxIDLength    = events.MaxIDLength // event id, request id, provider id, offering id (bytes, ASCII)
+	MaxModelLength = 200                // model name, in characters, as the offerings table allows
+	MaxTokens      = 10_000_000         // input or output tokens of one request
 
 	// MaxDurationMillis bounds a request's duration and time to first token: the batch
 	// tier's promise is 24 hours, and no single request runs longer.
@@ -140,27 +139,6 @@ type Usage struct {
 	EnergyJoules      float64      `json:"energy_j"`
 	EnergySource      EnergySource `json:"energy_source"`
 	Status            Status       `json:"status"`
-}
-
-// Subject is the NATS subject an event for the offering is published to. Both ids must be
-// subject tokens (ASCII letters, digits, '-' and '_'), which the platform's ids are.
-func Subject(providerID, offeringID string) string {
-	return SubjectPrefix + "." + providerID + "." + offeringID
-}
-
-// ParseSubject splits a subject written by Subject into its provider and offering ids.
-func ParseSubject(subject string) (providerID, offeringID string, err error) {
-	rest, prefixed := strings.CutPrefix(subject, SubjectPrefix+".")
-	providerID, offeringID, two := strings.Cut(rest, ".")
-	if !prefixed || !two || strings.Contains(offeringID, ".") {
-		return "", "", fmt.Errorf("subject %.200q is not %s.<provider_id>.<offering_id>", subject, SubjectPrefix)
-	}
-	for _, p := range []string{providerID, offeringID} {
-		if err := checkToken(p); err != nil {
-			return "", "", fmt.Errorf("subject %.200q: %w", subject, err)
-		}
-	}
-	return providerID, offeringID, nil
 }
 
 // NewEvent wraps u in the envelope for the offering. at is when the request finished; the

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"testing"
 	"time"
+
+	"github.com/gpumarket/gpumarket/services/events"
 )
 
 // FuzzDecodeValidate feeds arbitrary bytes to the meter's front door. Decode and Validate
@@ -39,7 +41,7 @@ func FuzzDecodeValidate(f *testing.F) {
 		_ = Validate(ev, exampleSubject, fixedNow)
 		subject := exampleSubject
 		if p, o, err := parseSource(ev.Source); err == nil {
-			subject = Subject(p, o)
+			subject = events.UsageSubject(p, o)
 		}
 		if err := Validate(ev, subject, ev.Time); err != nil {
 			if ReasonOf(err) == "" {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/ticket"
 )
 
@@ -21,8 +22,10 @@ const (
 	exampleProvider = "7c1f0e52-3a4b-4c8d-9e2f-0a1b2c3d4e5f"
 	exampleOffering = "3f9a2b1c-5d6e-4f70-8a9b-c0d1e2f3a4b5"
 	exampleRequest  = "req_01JDXB8W5Q3K7M9P2R4T6V8X0Z"
-	exampleSubject  = "usage." + exampleProvider + "." + exampleOffering
 )
+
+// exampleSubject is the example event's subject.
+var exampleSubject = events.UsageSubject(exampleProvider, exampleOffering)
 
 // exampleNow is a second after the example event was stamped.
 var exampleNow = time.Date(2026, 11, 30, 12, 0, 2, 0, time.UTC)
@@ -76,7 +79,7 @@ func TestExampleIsValid(t *testing.T) {
 	if err := Validate(ev, exampleSubject, exampleNow); err != nil {
 		t.Fatalf("the example does not validate: %v", err)
 	}
-	if got := Subject(exampleProvider, exampleOffering); got != exampleSubject {
+	if got := events.UsageSubject(exampleProvider, exampleOffering); got != exampleSubject {
 		t.Fatalf("Subject = %q, want %q", got, exampleSubject)
 	}
 
@@ -336,11 +339,11 @@ func TestValidate(t *testing.T) {
 		{name: "a ticket too long", edit: func(ev *UsageEvent) { ev.Data.Ticket = strings.Repeat("t", ticket.MaxLength+1) }, want: RejectTicketInvalid},
 		{name: "a ticket with a space", edit: func(ev *UsageEvent) { ev.Data.Ticket = "abc def" }, want: RejectTicketInvalid},
 
-		{name: "a subject of another scheme", subject: "heartbeat." + exampleProvider + "." + exampleOffering, want: RejectSubjectMismatch},
-		{name: "a subject with one token too few", subject: "usage." + exampleOffering, want: RejectSubjectMismatch},
-		{name: "a subject with one token too many", subject: exampleSubject + ".x", want: RejectSubjectMismatch},
-		{name: "another provider's subject", subject: Subject("another-provider", exampleOffering), want: RejectSubjectMismatch},
-		{name: "another offering's subject", subject: Subject(exampleProvider, "another-offering"), want: RejectSubjectMismatch},
+		{name: "a subject of another scheme", subject: events.HeartbeatSubject(exampleProvider, exampleOffering), want: RejectSubjectMismatch},
+		{name: "a subject with one token too few", subject: events.Child(events.UsagePrefix, exampleOffering), want: RejectSubjectMismatch},
+		{name: "a subject with one token too many", subject: events.Child(exampleSubject, "x"), want: RejectSubjectMismatch},
+		{name: "another provider's subject", subject: events.UsageSubject("another-provider", exampleOffering), want: RejectSubjectMismatch},
+		{name: "another offering's subject", subject: events.UsageSubject(exampleProvider, "another-offering"), want: RejectSubjectMismatch},
 		{name: "data for another offering than source and subject", edit: func(ev *UsageEvent) {
 			ev.Data.OfferingID = "another-offering"
 		}, want: RejectSubjectMismatch},
@@ -452,19 +455,6 @@ func TestVerifyTicket(t *testing.T) {
 	}
 }
 
-func TestSubject(t *testing.T) {
-	p, o, err := ParseSubject(Subject(exampleProvider, exampleOffering))
-	if err != nil || p != exampleProvider || o != exampleOffering {
-		t.Fatalf("ParseSubject(Subject) = %q, %q, %v", p, o, err)
-	}
-	for _, s := range []string{"", "usage", "usage.p", "usage.p.o.x", "heartbeat.p.o", "Usage.p.o", "usage..o", "usage.p.",
-		"usage.*.o", "usage.p.>", "usage.p q.o", "usage." + strings.Repeat("p", MaxIDLength+1) + ".o"} {
-		if p, o, err := ParseSubject(s); err == nil {
-			t.Errorf("ParseSubject(%q) = %q, %q", s, p, o)
-		}
-	}
-}
-
 func TestRejection(t *testing.T) {
 	_, err := Decode([]byte("{"))
 	wrapped := fmt.Errorf("meter batch 7: %w", err)
@@ -503,7 +493,7 @@ func TestLargestEventFits(t *testing.T) {
 	}
 	at := time.Date(2026, 11, 30, 12, 0, 0, 123456000, time.UTC)
 	ev := NewEvent(id, id, id, at, u)
-	if err := Validate(ev, Subject(id, id), at); err != nil {
+	if err := Validate(ev, events.UsageSubject(id, id), at); err != nil {
 		t.Fatal(err)
 	}
 	raw, err := Encode(ev)

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gpumarket/gpumarket/services/events"
 )
 
 // RefusalReason says why the usage stream refused an event.
@@ -43,7 +45,7 @@ func (e *RefusedError) Error() string {
 	case RefusedTooLarge:
 		why = fmt.Sprintf("the event is larger than %d bytes", MaxEventBytes)
 	}
-	return fmt.Sprintf("usage: stream %s refused an event on %s: %s (%v)", StreamName, e.Subject, why, e.Err)
+	return fmt.Sprintf("usage: stream %s refused an event on %s: %s (%v)", events.UsageStream, e.Subject, why, e.Err)
 }
 
 func (e *RefusedError) Unwrap() error { return e.Err }

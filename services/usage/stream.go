@@ -8,14 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-)
 
-// Stream names and the meter's durable consumer.
-const (
-	StreamName         = "USAGE"
-	RejectedStreamName = "USAGE_REJECTED"
-	RejectedSubject    = "usage_rejected" // + "." + reason
-	ConsumerName       = "meter"
+	"github.com/gpumarket/gpumarket/services/events"
 )
 
 // StreamOptions sizes the usage stream. The zero value gives the production defaults.
@@ -147,7 +141,7 @@ func waitForJetStream(ctx context.Context, js jetstream.JetStream, log *slog.Log
 // its rig has pending, and a limit on that, per subject. See docs/usage-stream.md.
 func usageStreamConfig(o StreamOptions) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
-		Name:                 StreamName,
+		Name:                 events.UsageStream,
 		Description:          "usage events from gpuagents, metered exactly once",
 		Subjects:             usageSubjects(),
 		Storage:              jetstream.FileStorage,
@@ -185,30 +179,30 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, opts StreamOptio
 		return nil, err
 	}
 	defer unlock()
-	if _, err := js.Stream(ctx, StreamName); errors.Is(err, jetstream.ErrStreamNotFound) {
+	if _, err := js.Stream(ctx, events.UsageStream); errors.Is(err, jetstream.ErrStreamNotFound) {
 		// Created with limits retention and no per-rig limit, and turned to what it should be below once the
 		// meter's consumer exists: an interest stream drops what it receives while it has no consumer.
 		first := want
 		first.Retention, first.MaxMsgsPerSubject, first.DiscardNewPerSubject = jetstream.LimitsPolicy, 0, false
 		if _, err := js.CreateStream(ctx, first); err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			return nil, fmt.Errorf("usage: create stream %s: %w", StreamName, err)
+			return nil, fmt.Errorf("usage: create stream %s: %w", events.UsageStream, err)
 		}
 	} else if err != nil {
-		return nil, fmt.Errorf("usage: stream %s: %w", StreamName, err)
+		return nil, fmt.Errorf("usage: stream %s: %w", events.UsageStream, err)
 	}
 	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:        RejectedStreamName,
+		Name:        events.RejectedStream,
 		Description: "usage events the meter refused, with the reason in the subject",
-		Subjects:    []string{RejectedSubject + ".>"},
+		Subjects:    []string{events.Below(events.RejectedPrefix)},
 		Storage:     jetstream.FileStorage,
 		MaxAge:      30 * 24 * time.Hour,
 		MaxBytes:    1 << 30,
 		Replicas:    opts.Replicas,
 	}); err != nil {
-		return nil, fmt.Errorf("usage: stream %s: %w", RejectedStreamName, err)
+		return nil, fmt.Errorf("usage: stream %s: %w", events.RejectedStream, err)
 	}
-	cons, err := js.CreateOrUpdateConsumer(ctx, StreamName, jetstream.ConsumerConfig{
-		Durable:       ConsumerName,
+	cons, err := js.CreateOrUpdateConsumer(ctx, events.UsageStream, jetstream.ConsumerConfig{
+		Durable:       events.UsageConsumer,
 		Description:   "the meter: prices usage and posts it to the ledger",
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       opts.AckWait,
@@ -217,7 +211,7 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, opts StreamOptio
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("usage: consumer %s: %w", ConsumerName, err)
+		return nil, fmt.Errorf("usage: consumer %s: %w", events.UsageConsumer, err)
 	}
 	if _, err := updateKeepingPendingLimit(ctx, js, want); err != nil {
 		return nil, err
@@ -237,16 +231,16 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, opts StreamOptio
 // updateKeepingPendingLimit updates the usage stream to want in all but its per-subject limit,
 // which it changes only when that cannot remove a message: raising it, or leaving it.
 func updateKeepingPendingLimit(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig) (jetstream.Stream, error) {
-	s, err := js.Stream(ctx, StreamName)
+	s, err := js.Stream(ctx, events.UsageStream)
 	if err != nil {
-		return nil, fmt.Errorf("usage: stream %s: %w", StreamName, err)
+		return nil, fmt.Errorf("usage: stream %s: %w", events.UsageStream, err)
 	}
 	cur := s.CachedInfo().Config
 	if !raisesOrKeeps(cur.MaxMsgsPerSubject, want.MaxMsgsPerSubject) {
 		want.MaxMsgsPerSubject, want.DiscardNewPerSubject = cur.MaxMsgsPerSubject, cur.DiscardNewPerSubject
 	}
 	if s, err = js.UpdateStream(ctx, want); err != nil {
-		return nil, fmt.Errorf("usage: update stream %s: %w", StreamName, err)
+		return nil, fmt.Errorf("usage: update stream %s: %w", events.UsageStream, err)
 	}
 	return s, nil
 }
@@ -275,15 +269,13 @@ type PendingLimit struct {
 	Pending uint64
 }
 
-// pausedSubject is the only subject the usage stream listens on for the moment its per-rig
-// limit is lowered: no rig can publish there, so no subject grows between the count and the
-// change. Agents publishing meanwhile get no answer and send again from their outboxes.
-const pausedSubject = "usage_paused"
-
-// usageSubjects are the subjects the usage stream takes events on. A pause always ends on
+// usageSubjects are the subjects the usage stream takes events on. While its per-rig limit is
+// lowered the stream listens only on events.UsagePausedSubject: no rig can publish there, so no
+// subject grows between the count and the change; agents publishing meanwhile get no answer
+// and send again from their outboxes. A pause always ends on
 // these, never on the subjects the stream had when the pause began: that may have been
 // another meter's pause, and restoring it would leave the stream refusing every event.
-func usageSubjects() []string { return []string{SubjectPrefix + ".>"} }
+func usageSubjects() []string { return []string{events.Below(events.UsagePrefix)} }
 
 // The usage stream's configuration is changed by one meter at a time: each change reads the
 // whole configuration and writes it back, so two meters starting together (replicas,
@@ -291,10 +283,9 @@ func usageSubjects() []string { return []string{SubjectPrefix + ".>"} }
 // lock is a key in a JetStream key-value bucket, created only when absent; a meter that stopped
 // while holding it leaves it to lapse after configLockTTL.
 const (
-	configLockBucket = "USAGE_CONFIG_LOCK"
-	configLockKey    = "usage"
-	configLockTTL    = 15 * time.Second
-	configLockPoll   = 20 * time.Millisecond
+	configLockKey  = "usage"
+	configLockTTL  = 15 * time.Second
+	configLockPoll = 20 * time.Millisecond
 )
 
 // lockConfig waits for the lock on the usage stream's configuration and returns its release.
@@ -311,7 +302,7 @@ func lockConfig(ctx context.Context, js jetstream.JetStream, replicas int) (unlo
 // electing their leader: its bucket is tried again until the deadline.
 func lockConfigWaiting(ctx context.Context, js jetstream.JetStream, replicas int, log *slog.Logger, deadline time.Time) (unlock func(), err error) {
 	var kv jetstream.KeyValue
-	if err := retryJetStream(ctx, log, deadline, "the lock bucket "+configLockBucket, func(ctx context.Context) (err error) {
+	if err := retryJetStream(ctx, log, deadline, "the lock bucket "+events.UsageConfigLockBucket, func(ctx context.Context) (err error) {
 		kv, err = lockBucket(ctx, js, replicas)
 		return err
 	}); err != nil {
@@ -323,18 +314,18 @@ func lockConfigWaiting(ctx context.Context, js jetstream.JetStream, replicas int
 // lockBucket creates the lock bucket, or opens it when another meter has just created it. When
 // neither works, the error is the creation's: that the bucket is not there only follows from it.
 func lockBucket(ctx context.Context, js jetstream.JetStream, replicas int) (jetstream.KeyValue, error) {
-	kv, createErr := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: configLockBucket,
+	kv, createErr := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: events.UsageConfigLockBucket,
 		Description: "held by the meter changing the usage stream's configuration", TTL: configLockTTL, History: 1,
 		Storage: jetstream.FileStorage, Replicas: max(replicas, 1)})
 	if createErr == nil {
 		return kv, nil
 	}
 	// Another meter may have created it in the same moment.
-	kv, err := js.KeyValue(ctx, configLockBucket)
+	kv, err := js.KeyValue(ctx, events.UsageConfigLockBucket)
 	if err == nil {
 		return kv, nil
 	}
-	return nil, fmt.Errorf("usage: lock bucket %s: create: %w (open: %v)", configLockBucket, createErr, err)
+	return nil, fmt.Errorf("usage: lock bucket %s: create: %w (open: %v)", events.UsageConfigLockBucket, createErr, err)
 }
 
 // takeLock waits for the lock's key in kv and returns its release.
@@ -347,11 +338,11 @@ func takeLock(ctx context.Context, kv jetstream.KeyValue) (unlock func(), err er
 			}, nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
-			return nil, fmt.Errorf("usage: lock %s: %w", configLockBucket, err)
+			return nil, fmt.Errorf("usage: lock %s: %w", events.UsageConfigLockBucket, err)
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("usage: waiting for another meter to finish changing stream %s: %w", StreamName, ctx.Err())
+			return nil, fmt.Errorf("usage: waiting for another meter to finish changing stream %s: %w", events.UsageStream, ctx.Err())
 		case <-time.After(configLockPoll):
 		}
 	}
@@ -362,9 +353,9 @@ func takeLock(ctx context.Context, kv jetstream.KeyValue) (unlock func(), err er
 // events, counted every subject's events and found none above the limit; the stream takes
 // events again at once either way, within a few milliseconds. See docs/usage-stream.md.
 func ApplyPendingLimit(ctx context.Context, js jetstream.JetStream, limit int64) (res PendingLimit, err error) {
-	s, err := js.Stream(ctx, StreamName)
+	s, err := js.Stream(ctx, events.UsageStream)
 	if err != nil {
-		return res, fmt.Errorf("usage: per-rig limit on stream %s: %w", StreamName, err)
+		return res, fmt.Errorf("usage: per-rig limit on stream %s: %w", events.UsageStream, err)
 	}
 	unlock, err := lockConfig(ctx, js, s.CachedInfo().Config.Replicas)
 	if err != nil {
@@ -378,17 +369,17 @@ func ApplyPendingLimit(ctx context.Context, js jetstream.JetStream, limit int64)
 func applyPendingLimit(ctx context.Context, js jetstream.JetStream, limit int64) (res PendingLimit, err error) {
 	defer func() {
 		if err != nil {
-			err = fmt.Errorf("usage: per-rig limit on stream %s: %w", StreamName, err)
+			err = fmt.Errorf("usage: per-rig limit on stream %s: %w", events.UsageStream, err)
 		}
 	}()
-	s, err := js.Stream(ctx, StreamName)
+	s, err := js.Stream(ctx, events.UsageStream)
 	if err != nil {
 		return res, err
 	}
 	// A stream found paused was left so by a meter that stopped mid-count: this one ends the
 	// pause, on the stream's own subjects.
 	cfg := s.CachedInfo().Config
-	paused := len(cfg.Subjects) == 1 && cfg.Subjects[0] == pausedSubject
+	paused := len(cfg.Subjects) == 1 && cfg.Subjects[0] == events.UsagePausedSubject
 	cfg.Subjects = usageSubjects()
 	if cfg.MaxMsgsPerSubject == limit && cfg.DiscardNewPerSubject == (limit > 0) {
 		if paused {
@@ -416,14 +407,14 @@ func applyPendingLimit(ctx context.Context, js jetstream.JetStream, limit int64)
 		return PendingLimit{InForce: max(cfg.MaxMsgsPerSubject, 0), Subject: most, Pending: count}, nil
 	}
 	pause := cfg
-	pause.Subjects = []string{pausedSubject}
+	pause.Subjects = []string{events.UsagePausedSubject}
 	if _, err := js.UpdateStream(ctx, pause); err != nil {
 		return res, err
 	}
 	defer func() {
 		// Whatever happened, the stream takes events again, with the limit it has now.
 		restore := context.WithoutCancel(ctx)
-		cur, ierr := js.Stream(restore, StreamName)
+		cur, ierr := js.Stream(restore, events.UsageStream)
 		if ierr == nil {
 			back := cur.CachedInfo().Config
 			back.Subjects = usageSubjects()
@@ -449,7 +440,7 @@ func applyPendingLimit(ctx context.Context, js jetstream.JetStream, limit int64)
 
 // mostPending is the subject of the usage stream that holds the most events, and how many.
 func mostPending(ctx context.Context, s jetstream.Stream) (string, uint64, error) {
-	info, err := s.Info(ctx, jetstream.WithSubjectFilter(SubjectPrefix+".>"))
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(events.Below(events.UsagePrefix)))
 	if err != nil {
 		return "", 0, err
 	}

@@ -30,6 +30,9 @@ func startJetStream(t *testing.T) jetstream.JetStream {
 }
 
 // publish publishes n events on subject with ids prefix-0, prefix-1, ... and returns the refusals.
+// rigSubject is the usage subject of the one rig most tests publish as.
+var rigSubject = events.UsageSubject("p", "o")
+
 func publish(t *testing.T, js jetstream.JetStream, subject, prefix string, n int) []*usage.RefusedError {
 	t.Helper()
 	var refused []*usage.RefusedError
@@ -47,11 +50,11 @@ func publish(t *testing.T, js jetstream.JetStream, subject, prefix string, n int
 // pending is what the usage stream holds of each subject.
 func pending(t *testing.T, js jetstream.JetStream) (total uint64, bySubject map[string]uint64) {
 	t.Helper()
-	s, err := js.Stream(t.Context(), usage.StreamName)
+	s, err := js.Stream(t.Context(), events.UsageStream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := s.Info(t.Context(), jetstream.WithSubjectFilter(usage.SubjectPrefix+".>"))
+	info, err := s.Info(t.Context(), jetstream.WithSubjectFilter(events.Below(events.UsagePrefix)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,17 +92,17 @@ func TestExistingLimitsStreamTurnsToInterestLosingNoUnmeteredEvent(t *testing.T)
 	js := startJetStream(t)
 	ctx := t.Context()
 	// The stream and consumer as earlier versions made them.
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: usage.StreamName, Subjects: []string{"usage.>"},
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: events.UsageStream, Subjects: []string{events.Below(events.UsagePrefix)},
 		Storage: jetstream.FileStorage, Retention: jetstream.LimitsPolicy, Discard: jetstream.DiscardNew,
 		MaxAge: usage.MaxEventAge, MaxBytes: 10 << 30, MaxMsgSize: int32(usage.MaxEventBytes), Duplicates: 5 * time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	old, err := js.CreateOrUpdateConsumer(ctx, usage.StreamName, jetstream.ConsumerConfig{Durable: usage.ConsumerName,
+	old, err := js.CreateOrUpdateConsumer(ctx, events.UsageStream, jetstream.ConsumerConfig{Durable: events.UsageConsumer,
 		AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Minute, MaxDeliver: -1, DeliverPolicy: jetstream.DeliverAllPolicy})
 	if err != nil {
 		t.Fatal(err)
 	}
-	const busy, calm = "usage.prov-a.off-busy", "usage.prov-b.off-calm"
+	busy, calm := events.UsageSubject("prov-a", "off-busy"), events.UsageSubject("prov-b", "off-calm")
 	publish(t, js, busy, "busy", 40)
 	publish(t, js, calm, "calm", 10)
 	// The meter has metered 20 of the busy rig's events and holds 10 more, delivered and unacknowledged.
@@ -114,7 +117,7 @@ func TestExistingLimitsStreamTurnsToInterestLosingNoUnmeteredEvent(t *testing.T)
 	if err != nil {
 		t.Fatalf("EnsureStreams on the limits stream: %v", err)
 	}
-	s, err := js.Stream(ctx, usage.StreamName)
+	s, err := js.Stream(ctx, events.UsageStream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +171,7 @@ func TestExistingLimitsStreamTurnsToInterestLosingNoUnmeteredEvent(t *testing.T)
 	if _, err := usage.EnsureStreams(ctx, js, opts); err != nil {
 		t.Fatal(err)
 	}
-	if s, err = js.Stream(ctx, usage.StreamName); err != nil || s.CachedInfo().Config.MaxMsgsPerSubject != 100 {
+	if s, err = js.Stream(ctx, events.UsageStream); err != nil || s.CachedInfo().Config.MaxMsgsPerSubject != 100 {
 		t.Fatalf("limit after raising: %v", err)
 	}
 	if total, _ = pending(t, js); total != 30 {
@@ -187,7 +190,7 @@ func TestNewUsageStreamHoldsOnlyWhatIsUnmetered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := js.Stream(t.Context(), usage.StreamName)
+	s, err := js.Stream(t.Context(), events.UsageStream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +203,7 @@ func TestNewUsageStreamHoldsOnlyWhatIsUnmetered(t *testing.T) {
 	if n := usage.DefaultMaxPendingPerRig * int64(cfg.MaxMsgSize); n != 81_920_000 {
 		t.Errorf("a rig may hold %d bytes, want 81,920,000 (78 MiB)", n)
 	}
-	publish(t, js, "usage.p.o", "e", 5)
+	publish(t, js, rigSubject, "e", 5)
 	fetchAndAck(t, cons, 5, 3)
 	if total, _ := pending(t, js); total != 2 {
 		t.Errorf("the stream holds %d events, want the 2 unacknowledged", total)
@@ -215,33 +218,33 @@ func TestLoweringThePendingLimitWaitsForTheBacklog(t *testing.T) {
 	if _, err := usage.EnsureStreams(ctx, js, usage.StreamOptions{MaxPendingPerRig: 50}); err != nil {
 		t.Fatal(err)
 	}
-	publish(t, js, "usage.p.o", "e", 30)
+	publish(t, js, rigSubject, "e", 30)
 	res, err := usage.ApplyPendingLimit(ctx, js, 20)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Applied || res.InForce != 50 || res.Subject != "usage.p.o" || res.Pending != 30 {
-		t.Fatalf("ApplyPendingLimit(20) over 30 pending: %+v; want it left at 50, naming usage.p.o with 30", res)
+	if res.Applied || res.InForce != 50 || res.Subject != rigSubject || res.Pending != 30 {
+		t.Fatalf("ApplyPendingLimit(20) over 30 pending: %+v; want it left at 50, naming %s with 30", res, rigSubject)
 	}
-	s, err := js.Stream(ctx, usage.StreamName)
+	s, err := js.Stream(ctx, events.UsageStream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg := s.CachedInfo().Config; len(cfg.Subjects) != 1 || cfg.Subjects[0] != "usage.>" || cfg.MaxMsgsPerSubject != 50 {
+	if cfg := s.CachedInfo().Config; len(cfg.Subjects) != 1 || cfg.Subjects[0] != events.Below(events.UsagePrefix) || cfg.MaxMsgsPerSubject != 50 {
 		t.Fatalf("stream left with subjects %v and limit %d, want usage.> and 50", cfg.Subjects, cfg.MaxMsgsPerSubject)
 	}
 	if total, _ := pending(t, js); total != 30 {
 		t.Errorf("the stream holds %d, want the 30", total)
 	}
-	if refused := publish(t, js, "usage.p.o", "more", 25); len(refused) != 5 {
+	if refused := publish(t, js, rigSubject, "more", 25); len(refused) != 5 {
 		t.Errorf("%d of 25 more refused, want 5: the limit of 50 still holds", len(refused))
 	}
 	var api *jetstream.APIError
-	_, err = js.Publish(ctx, "usage.p.o", []byte(`{}`), jetstream.WithMsgID("over"))
-	if !errors.As(err, &api) || usage.Refused("usage.p.o", err).Reason != usage.RefusedRigPending {
+	_, err = js.Publish(ctx, rigSubject, []byte(`{}`), jetstream.WithMsgID("over"))
+	if !errors.As(err, &api) || usage.Refused(rigSubject, err).Reason != usage.RefusedRigPending {
 		t.Errorf("publish over the limit: %v, want the per-rig refusal", err)
 	}
-	if r := usage.Refused("usage.p.o", context.DeadlineExceeded); r != nil {
+	if r := usage.Refused(rigSubject, context.DeadlineExceeded); r != nil {
 		t.Errorf("a timeout read as a refusal: %v", r)
 	}
 }
@@ -253,12 +256,12 @@ func TestNATSDropsEventsOnCarelessChanges(t *testing.T) {
 	t.Parallel()
 	js := startJetStream(t)
 	ctx := t.Context()
-	cfg := jetstream.StreamConfig{Name: usage.StreamName, Subjects: []string{"usage.>"}, Storage: jetstream.FileStorage,
+	cfg := jetstream.StreamConfig{Name: events.UsageStream, Subjects: []string{events.Below(events.UsagePrefix)}, Storage: jetstream.FileStorage,
 		Retention: jetstream.LimitsPolicy, Discard: jetstream.DiscardNew}
 	if _, err := js.CreateStream(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	publish(t, js, "usage.p.o", "e", 20)
+	publish(t, js, rigSubject, "e", 20)
 	cfg.MaxMsgsPerSubject, cfg.DiscardNewPerSubject = 15, true
 	if _, err := js.UpdateStream(ctx, cfg); err != nil {
 		t.Fatal(err)
@@ -295,19 +298,19 @@ func TestMetersStartingTogetherLeaveTheStreamTakingEvents(t *testing.T) {
 				t.Fatalf("round %d: %v", round+1, err)
 			}
 		}
-		s, err := js.Stream(t.Context(), usage.StreamName)
+		s, err := js.Stream(t.Context(), events.UsageStream)
 		if err != nil {
 			t.Fatal(err)
 		}
 		cfg := s.CachedInfo().Config
-		if len(cfg.Subjects) != 1 || cfg.Subjects[0] != usage.SubjectPrefix+".>" || cfg.MaxMsgsPerSubject != usage.DefaultMaxPendingPerRig {
-			t.Fatalf("round %d: the stream listens on %v with %d per rig, want %s.> with %d", round+1, cfg.Subjects,
-				cfg.MaxMsgsPerSubject, usage.SubjectPrefix, usage.DefaultMaxPendingPerRig)
+		if len(cfg.Subjects) != 1 || cfg.Subjects[0] != events.Below(events.UsagePrefix) || cfg.MaxMsgsPerSubject != usage.DefaultMaxPendingPerRig {
+			t.Fatalf("round %d: the stream listens on %v with %d per rig, want %s with %d", round+1, cfg.Subjects,
+				cfg.MaxMsgsPerSubject, events.Below(events.UsagePrefix), usage.DefaultMaxPendingPerRig)
 		}
-		if refused := publish(t, js, "usage.p.o", fmt.Sprintf("r%d-", round), 1); len(refused) > 0 {
+		if refused := publish(t, js, rigSubject, fmt.Sprintf("r%d-", round), 1); len(refused) > 0 {
 			t.Fatalf("round %d: an event was refused: %v", round+1, refused[0])
 		}
-		if err := js.DeleteStream(t.Context(), usage.StreamName); err != nil {
+		if err := js.DeleteStream(t.Context(), events.UsageStream); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -321,12 +324,12 @@ func TestAStreamLeftPausedTakesEventsAgain(t *testing.T) {
 	if _, err := usage.EnsureStreams(t.Context(), js, usage.StreamOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	s, err := js.Stream(t.Context(), usage.StreamName)
+	s, err := js.Stream(t.Context(), events.UsageStream)
 	if err != nil {
 		t.Fatal(err)
 	}
 	paused := s.CachedInfo().Config
-	paused.Subjects = []string{"usage_paused"}
+	paused.Subjects = []string{events.UsagePausedSubject}
 	if _, err := js.UpdateStream(t.Context(), paused); err != nil {
 		t.Fatal(err)
 	}
@@ -334,13 +337,13 @@ func TestAStreamLeftPausedTakesEventsAgain(t *testing.T) {
 	if err != nil || !res.Applied {
 		t.Fatalf("ApplyPendingLimit: %+v, %v", res, err)
 	}
-	if s, err = js.Stream(t.Context(), usage.StreamName); err != nil {
+	if s, err = js.Stream(t.Context(), events.UsageStream); err != nil {
 		t.Fatal(err)
 	}
-	if subj := s.CachedInfo().Config.Subjects; len(subj) != 1 || subj[0] != usage.SubjectPrefix+".>" {
-		t.Fatalf("the stream listens on %v, want %s.>", subj, usage.SubjectPrefix)
+	if subj := s.CachedInfo().Config.Subjects; len(subj) != 1 || subj[0] != events.Below(events.UsagePrefix) {
+		t.Fatalf("the stream listens on %v, want %s", subj, events.Below(events.UsagePrefix))
 	}
-	if refused := publish(t, js, "usage.p.o", "after-pause", 1); len(refused) > 0 {
+	if refused := publish(t, js, rigSubject, "after-pause", 1); len(refused) > 0 {
 		t.Fatalf("an event was refused: %v", refused[0])
 	}
 }
@@ -352,7 +355,7 @@ func TestAMeterWaitsForTheConfigurationLock(t *testing.T) {
 	if _, err := usage.EnsureStreams(t.Context(), js, usage.StreamOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	kv, err := js.KeyValue(t.Context(), "USAGE_CONFIG_LOCK")
+	kv, err := js.KeyValue(t.Context(), events.UsageConfigLockBucket)
 	if err != nil {
 		t.Fatal(err)
 	}

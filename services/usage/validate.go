@@ -11,6 +11,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/ticket"
 )
 
@@ -79,7 +80,7 @@ func Validate(ev UsageEvent, subject string, now time.Time) error {
 		return err
 	}
 
-	provider, offering, err := ParseSubject(subject)
+	provider, offering, err := events.ParseUsageSubject(subject)
 	if err != nil {
 		return reject(RejectSubjectMismatch, "%v", err)
 	}
@@ -103,7 +104,7 @@ func validateUsage(u Usage) error {
 	if err := checkID(u.RequestID); err != nil {
 		return reject(RejectSchema, "data.request_id: %v", err)
 	}
-	if err := checkToken(u.OfferingID); err != nil {
+	if err := events.CheckID(u.OfferingID); err != nil {
 		return reject(RejectSchema, "data.offering_id: %v", err)
 	}
 	if err := checkModel(u.Model); err != nil {
@@ -167,20 +168,6 @@ func checkID(s string) error {
 	return nil
 }
 
-// checkToken accepts a provider or offering id: 1 to MaxIDLength ASCII letters, digits, '-'
-// and '_', so that it is one NATS subject token and one path segment of source.
-func checkToken(s string) error {
-	if s == "" || len(s) > MaxIDLength {
-		return fmt.Errorf("an id must be 1 to %d characters", MaxIDLength)
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !isAlnum(c) && c != '_' && c != '-' {
-			return fmt.Errorf("id %.200q may hold only ASCII letters, digits, - and _", s)
-		}
-	}
-	return nil
-}
-
 func isAlnum(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
@@ -209,7 +196,7 @@ func parseSource(s string) (providerID, offeringID string, err error) {
 		return "", "", fmt.Errorf("%.300q is not %s<provider_id>/<offering_id>", s, sourcePrefix)
 	}
 	for _, id := range []string{providerID, offeringID} {
-		if err := checkToken(id); err != nil {
+		if err := events.CheckID(id); err != nil {
 			return "", "", err
 		}
 	}

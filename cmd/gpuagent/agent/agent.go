@@ -182,7 +182,7 @@ type Config struct {
 
 func (c *Config) validate() error {
 	var problems []string
-	if _, _, err := usage.ParseSubject(usage.Subject(c.ProviderID, c.OfferingID)); err != nil {
+	if _, _, err := events.ParseUsageSubject(events.UsageSubject(c.ProviderID, c.OfferingID)); err != nil {
 		problems = append(problems, "provider and offering ids must be 1 to 128 ASCII letters, digits, - and _")
 	}
 	if u, err := url.Parse(c.Upstream); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -295,7 +295,7 @@ func New(cfg Config) (*Agent, error) {
 		}},
 		meter:      newRigMeter(float64(gpu.BoardPowerW*cfg.GPUCount), cfg.Now),
 		outbox:     box,
-		subject:    usage.Subject(cfg.ProviderID, cfg.OfferingID),
+		subject:    events.UsageSubject(cfg.ProviderID, cfg.OfferingID),
 		heartbeat:  events.HeartbeatSubject(cfg.ProviderID, cfg.OfferingID),
 		wake:       make(chan struct{}, 1),
 		beatAsked:  make(chan struct{}, 1),

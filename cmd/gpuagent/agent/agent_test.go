@@ -69,7 +69,7 @@ func TestValidTicketIsServedAndReportedOnce(t *testing.T) {
 	evs := r.waitEvents(t, 1)
 	ev := evs[0]
 	d := ev.event.Data
-	if ev.subject != "usage.prov-1.off-1" || ev.msgID != ev.event.ID || !regexp.MustCompile(`^evt_[0-9a-f]{32}$`).MatchString(ev.event.ID) {
+	if ev.subject != events.UsageSubject("prov-1", "off-1") || ev.msgID != ev.event.ID || !regexp.MustCompile(`^evt_[0-9a-f]{32}$`).MatchString(ev.event.ID) {
 		t.Errorf("published on %q with Nats-Msg-Id %q, event id %q", ev.subject, ev.msgID, ev.event.ID)
 	}
 	if d.RequestID != "req_plain" || d.Ticket != r.lastTicket || d.OfferingID != testOffering || d.Model != testModel {
@@ -402,7 +402,7 @@ func TestOutboxLeftByAnEarlierRunIsSentAtStart(t *testing.T) {
 func TestHeartbeatsReportTheRig(t *testing.T) {
 	t.Parallel()
 	r := setup(t, rigOptions{})
-	sub := r.subscribe(t, "heartbeat.prov-1.off-1")
+	sub := r.subscribe(t, events.HeartbeatSubject("prov-1", "off-1"))
 	msg, err := sub.NextMsg(2 * time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -812,7 +812,7 @@ func (r *rig) waitEvents(t *testing.T, n int) []received {
 	t.Helper()
 	var stream jetstream.Stream
 	waitFor(t, fmt.Sprintf("%d events on the stream", n), func() bool {
-		s, err := r.js.Stream(t.Context(), usage.StreamName)
+		s, err := r.js.Stream(t.Context(), events.UsageStream)
 		if err != nil {
 			return false
 		}
@@ -846,7 +846,7 @@ func (r *rig) expectStreamHolds(t *testing.T, n int) {
 
 func (r *rig) streamCount(t *testing.T) int {
 	t.Helper()
-	s, err := r.js.Stream(t.Context(), usage.StreamName)
+	s, err := r.js.Stream(t.Context(), events.UsageStream)
 	if err != nil {
 		t.Fatal(err)
 	}

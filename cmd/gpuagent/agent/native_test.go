@@ -362,7 +362,7 @@ func TestNativeAnswersAreRelayedAndCounted(t *testing.T) {
 			if (d.TTFTMillis > 0) != (d.OutputTokens > 0) || d.TTFTMillis > d.DurationMillis {
 				t.Errorf("ttft %g ms of %g ms with %d output tokens", d.TTFTMillis, d.DurationMillis, d.OutputTokens)
 			}
-			if err := usage.Validate(ev, usage.Subject(testProvider, testOffering), time.Now()); err != nil {
+			if err := usage.Validate(ev, events.UsageSubject(testProvider, testOffering), time.Now()); err != nil {
 				t.Errorf("the event breaks the contract: %v", err)
 			}
 			r.expectStreamHolds(t, 1)

@@ -208,7 +208,7 @@ func (a *Agent) flush(ctx context.Context) error {
 			}
 			msg := nats.NewMsg(a.subject)
 			msg.Data = body
-			f, err := a.js.PublishMsgAsync(msg, jetstream.WithMsgID(e.id), jetstream.WithExpectStream(usage.StreamName))
+			f, err := a.js.PublishMsgAsync(msg, jetstream.WithMsgID(e.id), jetstream.WithExpectStream(events.UsageStream))
 			if err != nil {
 				failed = err
 				break

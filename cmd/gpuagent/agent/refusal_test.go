@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/usage"
 )
 
@@ -37,7 +38,7 @@ func TestStreamRefusalIsLoggedWithTheRigsSubjectAndKeptForLater(t *testing.T) {
 	}
 
 	// The meter meters the first two: the stream takes the others.
-	cons, err := r.js.Consumer(t.Context(), usage.StreamName, usage.ConsumerName)
+	cons, err := r.js.Consumer(t.Context(), events.UsageStream, events.UsageConsumer)
 	if err != nil {
 		t.Fatal(err)
 	}

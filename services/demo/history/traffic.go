@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/usage"
 
 	"github.com/gpumarket/gpumarket/services/billing"
@@ -399,7 +400,7 @@ func (h *history) event(off offering, rt routed, end time.Time, u usage.Usage) (
 	if err != nil {
 		return metering.Message{}, err
 	}
-	return metering.Message{Subject: usage.Subject(off.ProviderAccountID, off.ID), Data: raw, Stored: end.Add(storedLag)}, nil
+	return metering.Message{Subject: events.UsageSubject(off.ProviderAccountID, off.ID), Data: raw, Stored: end.Add(storedLag)}, nil
 }
 
 // chargeOf is what a request's billable tokens cost at its price, as the meter charges it:

@@ -4,9 +4,9 @@
 // is kept apart from package events so that a client, the provider's agent among them, connects to NATS without
 // linking the server.
 //
-// The permissions a rig gets here are the ones package events describes for rig credentials (its rigs.go), built
-// from its subjects and inboxes (events.HeartbeatSubject, events.RigInboxPrefix) and the usage subject
-// (usage.Subject).
+// The permissions a rig gets here are the ones package events describes for rig credentials (events.RigPermissions),
+// and what the rigs' account shares with the platform's is events.SharedWithRigs: package events names every
+// subject.
 package natsserver
 
 import (

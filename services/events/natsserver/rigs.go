@@ -6,29 +6,20 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/gpumarket/gpumarket/services/events"
-	"github.com/gpumarket/gpumarket/services/usage"
 )
 
 // RigsAccount (events.RigsAccount) is the NATS account rigs' users live in on the embedded server, apart from the
 // platform's own (the server's global account, where the USAGE stream, the meter, the gateways and every platform
-// process are). A rig sees nothing of the platform's account but what the two accounts share, each way
-// (docs/usage-stream.md, "The rigs' entry point"):
-//   - usage.*.*, a service the platform exports to RIGS: a rig's event, and the stream's acknowledgement back to
-//     the rig's own inbox.
-//   - heartbeat.*.*, a stream RIGS exports to the platform: the rigs' heartbeats.
-//   - heartbeat_request, a stream the platform exports to RIGS: a gateway asking every rig for a heartbeat now.
-//   - rigcall.*.* and rigcall.*.*.>, streams the platform exports to RIGS: a gateway's calls to a rig
-//     (events.RigCallSubject) and its acknowledgements below them.
-//   - rigreply.*.*.>, a stream RIGS exports to the platform: the rigs' answers (events.RigReplySubject).
-//
-// Within RIGS each rig's user may still publish only its own subjects (events.RigPermissions), so a rig cannot
-// speak for another, and no subject of the platform's account (the JetStream API, the meter's fetches, the
-// gateways' feeds) exists for it at all. deploy/nats/nats.conf gives a cluster the same two accounts.
+// process are). A rig sees nothing of the platform's account but what the two accounts share, each way:
+// events.SharedWithRigs, which deploy/nats/nats.conf writes for a cluster (docs/usage-stream.md, "The rigs' entry
+// point"). Within RIGS each rig's user may still publish only its own subjects (events.RigPermissions), so a rig
+// cannot speak for another, and no subject of the platform's account (the JetStream API, the meter's fetches, the
+// gateways' feeds) exists for it at all.
 const RigsAccount = events.RigsAccount
 
-// SystemAccount is the embedded server's system account when it lets rigs in (RigEntry): the account whose user
-// may list and close any connection on the server (rigauth.Revoker).
-const SystemAccount = "SYS"
+// SystemAccount (events.SystemAccount) is the embedded server's system account when it lets rigs in (RigEntry):
+// the account whose user may list and close any connection on the server (rigauth.Revoker).
+const SystemAccount = events.SystemAccount
 
 // RigEntry lets rigs into the embedded server by nats-server's auth callout, as deploy/nats/nats.conf does on a
 // cluster: the platform's own users are let in by their passwords, every other name is put to the callout, which
@@ -65,34 +56,23 @@ func openRigsAccount(s *server.Server) (*server.Account, error) {
 		return nil, fmt.Errorf("natsserver: register the %s account: %w", RigsAccount, err)
 	}
 	platform := s.GlobalAccount()
-	usageSubjects := usage.Subject("*", "*")
-	heartbeats := events.HeartbeatSubject("*", "*")
-	rigCalls := events.RigCallSubject("*", "*")
-	rigCallAcks := rigCalls + ".>"
-	rigReplies := events.RigReplySubject("*", "*") + ".>"
-	for _, step := range []struct {
-		what string
-		do   func() error
-	}{
-		{"export usage", func() error { return platform.AddServiceExport(usageSubjects, []*server.Account{rigs}) }},
-		{"import usage", func() error { return rigs.AddServiceImport(platform, usageSubjects, "") }},
-		{"export heartbeats", func() error { return rigs.AddStreamExport(heartbeats, []*server.Account{platform}) }},
-		{"import heartbeats", func() error { return platform.AddStreamImport(rigs, heartbeats, "") }},
-		{"export heartbeat requests", func() error {
-			return platform.AddStreamExport(events.HeartbeatRequestSubject, []*server.Account{rigs})
-		}},
-		{"import heartbeat requests", func() error {
-			return rigs.AddStreamImport(platform, events.HeartbeatRequestSubject, "")
-		}},
-		{"export calls", func() error { return platform.AddStreamExport(rigCalls, []*server.Account{rigs}) }},
-		{"import calls", func() error { return rigs.AddStreamImport(platform, rigCalls, "") }},
-		{"export call acknowledgements", func() error { return platform.AddStreamExport(rigCallAcks, []*server.Account{rigs}) }},
-		{"import call acknowledgements", func() error { return rigs.AddStreamImport(platform, rigCallAcks, "") }},
-		{"export replies", func() error { return rigs.AddStreamExport(rigReplies, []*server.Account{platform}) }},
-		{"import replies", func() error { return platform.AddStreamImport(rigs, rigReplies, "") }},
-	} {
-		if err := step.do(); err != nil {
-			return nil, fmt.Errorf("natsserver: %s account: %s: %w", RigsAccount, step.what, err)
+	for _, shared := range events.SharedWithRigs() {
+		from, to := platform, rigs
+		if shared.FromRigs {
+			from, to = rigs, platform
+		}
+		var err error
+		if shared.Service {
+			if err = from.AddServiceExport(shared.Subject, []*server.Account{to}); err == nil {
+				err = to.AddServiceImport(from, shared.Subject, "")
+			}
+		} else {
+			if err = from.AddStreamExport(shared.Subject, []*server.Account{to}); err == nil {
+				err = to.AddStreamImport(from, shared.Subject, "")
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("natsserver: %s account: share %s: %w", RigsAccount, shared.Subject, err)
 		}
 	}
 	return rigs, nil

@@ -14,7 +14,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gpumarket/gpumarket/services/events"
-	"github.com/gpumarket/gpumarket/services/usage"
 )
 
 func TestRigUserMayPublishOnlyItsOwnSubjects(t *testing.T) {
@@ -34,7 +33,7 @@ func checkRigPermissions(t *testing.T, s *server.Server, rig *server.User) {
 	ctx := t.Context()
 
 	platformNC, platformJS, _ := connectAs(t, s.ClientURL(), "platform", "platform-secret", "")
-	heartbeats, err := platformNC.SubscribeSync(events.HeartbeatPrefix + ".>")
+	heartbeats, err := platformNC.SubscribeSync(events.Below(events.HeartbeatPrefix))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +324,7 @@ func TestDisconnectUserClosesEveryConnectionOfThatUserOnly(t *testing.T) {
 
 func TestRigPermissionsPublishTheUsageSubject(t *testing.T) {
 	publish, _ := events.RigPermissions("prov-1", "off-1")
-	if publish[0] != usage.Subject("prov-1", "off-1") {
-		t.Fatalf("a rig may publish %q for its usage, but its usage subject is %q", publish[0], usage.Subject("prov-1", "off-1"))
+	if publish[0] != events.UsageSubject("prov-1", "off-1") {
+		t.Fatalf("a rig may publish %q for its usage, but its usage subject is %q", publish[0], events.UsageSubject("prov-1", "off-1"))
 	}
 }
