@@ -33,9 +33,10 @@ type offeringRef struct {
 const canonicalUUIDs = `ARRAY(SELECT id::uuid FROM unnest($1::text[]) AS id
 	WHERE id ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$')`
 
-// loadReferences reads, in two round trips, the batch's offerings, customer accounts and price
-// versions, then the gateway's records of its requests. The offering's current ask is not read:
-// the provider is paid the asks its tickets carry.
+// loadReferences reads, in three round trips, the batch's offerings, customer accounts and price
+// versions, then the gateway's records of its requests (a round trip to describe the statement,
+// one to run it). The offering's current ask is not read: the provider is paid the asks its
+// tickets carry.
 func loadReferences(ctx context.Context, tx pgx.Tx, cands []candidate) (references, error) {
 	refs := references{offerings: map[string]offeringRef{}, accounts: map[string]bool{}, prices: map[int64]priceRow{},
 		records: make([]gatewayRecord, len(cands)), recorded: make([]bool, len(cands))}
