@@ -51,27 +51,32 @@ func bench(ctx context.Context, args []string) error {
 	// state they meter in (caches, connections, the Go runtime's heap, the indexes' top
 	// pages); the figures come from the measured round only, and the exactly-once check
 	// covers both.
-	warm, measured := env.workload, env.workload
+	warm, measured, paced := env.workload, env.workload, env.workload
 	warm.From, warm.Events = 0, o.warmup
 	measured.From, measured.Events = o.warmup, o.events
-	// The gateway's records of both rounds' requests are there before their events, as the
+	paced.From, paced.Events = o.warmup+o.events, o.paced
+	rounds := []workload{warm, measured}
+	if o.paced > 0 {
+		rounds = append(rounds, paced)
+	}
+	// The gateway's records of every round's requests are there before their events, as the
 	// gateway writes them when it relays a response: the gateway's work, not the meter's.
 	start := time.Now()
-	records, err := writeGatewayRecords(ctx, env.db.Pool, warm, measured)
+	records, err := writeGatewayRecords(ctx, env.db.Pool, rounds...)
 	if err != nil {
 		return err
 	}
 	progress("the gateway's records of %d requests written by COPY in %s", records, time.Since(start).Round(time.Millisecond))
 	settle(ctx, env.db.Pool)
 	if o.warmup > 0 {
-		if _, err := env.meter(ctx, o, warm, false); err != nil {
+		if _, err := env.meter(ctx, o, warm, warmUpRound); err != nil {
 			return fmt.Errorf("warm-up: %w", err)
 		}
 	}
 	if err := holdForCeiling(ctx, env.js, o.warmup); err != nil {
 		return err
 	}
-	res, err := env.meter(ctx, o, measured, true)
+	res, err := env.meter(ctx, o, measured, measuredRound)
 	if err != nil {
 		return err
 	}
@@ -81,6 +86,11 @@ func bench(ctx context.Context, args []string) error {
 		return err
 	}
 	progress("ceiling: JetStream fetch and ack of the same %d messages: %.0f events/s", o.events, jsRate)
+	// The ceiling's consumer has read what it measures: removed, it holds back none of the
+	// paced round's messages.
+	if err := env.js.DeleteConsumer(ctx, usage.StreamName, ceilingConsumer(o.warmup).Durable); err != nil {
+		return fmt.Errorf("ceiling consumer: %w", err)
+	}
 	pgRate, err := copyCeiling(ctx, env.db.Pool, o.warmup, o.batchSize)
 	if err != nil {
 		return err
@@ -88,14 +98,29 @@ func bench(ctx context.Context, args []string) error {
 	progress("ceiling: pgx CopyFrom of the same %d rows in batches of %d into tables shaped like usage_event_keys and usage_events: %.0f events/s",
 		o.events, o.batchSize, pgRate)
 
-	if err := verify(ctx, env.db.Pool, warm, measured); err != nil {
+	// The paced round: the rigs publish at a share of what the meter did flat out, as they do
+	// on an ordinary day, and the latency is what an event waits at a load the meter keeps up
+	// with rather than the queue of a backlog.
+	var slow runResult
+	if o.paced > 0 {
+		paced.Rate = max(1, int(pacedShare*res.rate))
+		if slow, err = env.meter(ctx, o, paced, pacedRound); err != nil {
+			return fmt.Errorf("paced round: %w", err)
+		}
+	}
+
+	if err := verify(ctx, env.db.Pool, rounds...); err != nil {
 		return err
 	}
-	progress("exactly once: %d distinct events stored (%d of the warm-up, %d measured), none rejected or flagged; charges, ledger, rollups and key spend agree with the workload",
-		o.warmup+o.events, o.warmup, o.events)
+	progress("exactly once: %d distinct events stored (%d of the warm-up, %d measured, %d paced), none rejected or flagged; charges, ledger, rollups and key spend agree with the workload",
+		o.warmup+o.events+o.paced, o.warmup, o.events, o.paced)
 
 	ceiling := min(jsRate, pgRate)
 	fmt.Printf("publish to commit: p50 %s; p99 %s\n", res.p50.Round(time.Millisecond), res.p99.Round(time.Millisecond))
+	if o.paced > 0 {
+		fmt.Printf("publish to commit at %.0f%% of the meter's rate (%d events/s): p50 %s; p99 %s\n", 100*pacedShare,
+			paced.Rate, slow.p50.Round(time.Millisecond), slow.p99.Round(time.Millisecond))
+	}
 	fmt.Printf("meter: %.0f events/s; ceiling: %.0f events/s; ratio: %.2f\n", res.rate, ceiling, res.rate/ceiling)
 	return nil
 }
@@ -186,10 +211,22 @@ func (env *benchEnv) close() {
 	}
 }
 
+// pacedShare is the share of the meter's flat-out rate the paced round publishes at.
+const pacedShare = 0.4
+
+// round is which of the benchmark's rounds a run of the meter is.
+type round string
+
+const (
+	warmUpRound   round = "warm-up round"
+	measuredRound round = "measured round"
+	pacedRound    round = "paced round"
+)
+
 // meter runs the meter while the publisher publishes a round of the workload, until every
-// event of it is metered, and returns the round's figures; only a measured round is profiled
-// and reported.
-func (env *benchEnv) meter(ctx context.Context, o options, w workload, measured bool) (runResult, error) {
+// event of it is metered, and returns the round's figures; only the measured round is
+// profiled, and the warm-up round is not reported.
+func (env *benchEnv) meter(ctx context.Context, o options, w workload, r round) (runResult, error) {
 	run := newMeterRun(w.Events)
 	// The meter feeds the routers what it stored after every commit, as gpumarket's does.
 	feed := metering.NewFeed(env.nc, nil)
@@ -213,16 +250,12 @@ func (env *benchEnv) meter(ctx context.Context, o options, w workload, measured 
 		}
 	}()
 
-	round := "measured round"
-	if !measured {
-		round = "warm-up round"
-	}
-	progress("%s: preparing %d events in a separate process, the publisher", round, w.Events)
+	progress("%s: preparing %d events in a separate process, the publisher", r, w.Events)
 	pub, err := startPublisher(ctx, w)
 	if err != nil {
 		return runResult{}, err
 	}
-	if measured && o.cpuProfile != "" {
+	if r == measuredRound && o.cpuProfile != "" {
 		f, err := os.Create(o.cpuProfile)
 		if err != nil {
 			return runResult{}, err
@@ -233,7 +266,7 @@ func (env *benchEnv) meter(ctx context.Context, o options, w workload, measured 
 		}
 		defer pprof.StopCPUProfile()
 	}
-	progress("%s: publishing while the meter runs", round)
+	progress("%s: publishing while the meter runs", r)
 	cpuBefore := cpuuse.Take(env.db.Name)
 	if err := pub.start(); err != nil {
 		return runResult{}, err
@@ -279,8 +312,15 @@ func (env *benchEnv) meter(ctx context.Context, o options, w workload, measured 
 		return runResult{}, fmt.Errorf("the meter: %w", err)
 	}
 	res := run.result(report.First)
-	if !measured {
+	switch r {
+	case warmUpRound:
 		progress("warm-up round: %d events metered at %.0f events/s (not counted)", w.Events, res.rate)
+		return res, nil
+	case pacedRound:
+		progress("paced round: %d events published at %d events/s, metered in %s from the first publication to the last commit; publish to commit p50 %s, p99 %s, max %s",
+			w.Events, w.Rate, res.took.Round(time.Millisecond), res.p50.Round(time.Millisecond), res.p99.Round(time.Millisecond),
+			res.max.Round(time.Millisecond))
+		reportCPU(cpu, report.CPU, w.Events, res.took)
 		return res, nil
 	}
 	progress("meter: %d events of %d bytes in %s from the first publication to the last commit: %.0f events/s; publish to commit p50 %s, p99 %s, max %s",

@@ -82,7 +82,8 @@ func jetStreamCeiling(ctx context.Context, natsURL string, skip, n, batchSize in
 type usageRow struct {
 	eventID, requestID, accountID, apiKeyID, offeringID, providerID, tier, model string
 	inputTokens, outputTokens, reportedInput, reportedOutput                     int64
-	ttft, duration, energy                                                       float64
+	ttft                                                                         pgtype.Float8 // NULL for a whole answer
+	duration, energy                                                             float64
 	energySource, status                                                         string
 	priceID, inputPrice, outputPrice, askIn, askOut, charge, payable             int64
 	flag, flagReason                                                             pgtype.Text

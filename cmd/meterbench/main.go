@@ -2,7 +2,7 @@
 // second it prices and commits exactly once, how long an event waits from its publication to
 // its commit, and how close that comes to what JetStream and PostgreSQL can do here at all.
 //
-//	meterbench [-n 1000000] [-warmup -1] [-rate 0] [-batch 0] [-cpuprofile file]
+//	meterbench [-n 1000000] [-warmup -1] [-paced -1] [-rate 0] [-batch 0] [-cpuprofile file]
 //
 // One run, on a fresh database (created on the server of GPUMARKET_TEST_DATABASE_URL, else
 // 127.0.0.1:5432, and dropped at the end) and an embedded NATS server in a temporary directory:
@@ -23,7 +23,7 @@
 //     published. The meter's E is N over the time from the first publication to the last
 //     commit; the latency of an event is its commit time minus its stamp. Flat out, the
 //     latency is mostly the queue that builds when the rigs publish faster than the meter
-//     meters; -rate below E measures it at a load the meter keeps up with.
+//     meters; the paced round (step 4) measures it at a load the meter keeps up with.
 //  3. The ceilings, on the same messages and rows, measured after the meter has finished so
 //     that neither takes the machine from the other: a plain pull consumer of its own on the
 //     same stream fetches and acknowledges all N messages as the meter's consumer does (same
@@ -32,14 +32,17 @@
 //     without pgx's encoding), in batches of the meter's size each committed, into a scratch table shaped like usage_events (same columns, constraints and
 //     indexes, but no foreign keys). C is the lower of the two: what this machine could do if
 //     metering were only moving the messages into the table.
-//  4. Exactly once is checked over both rounds: every distinct event stored, none rejected or flagged,
+//  4. A paced round then publishes -paced more events at 40% of E, as rigs do on an ordinary
+//     day, and reports the latency of its events from publication to commit: what the meter's
+//     batching and its wait for the gateway's records cost an event when there is no backlog.
+//  5. Exactly once is checked over every round: every distinct event stored, none rejected or flagged,
 //     charges equal to the workload's own sum, the ledger balanced and equal to the charges,
 //     the rollups and the API keys' monthly spend equal to the rows.
 //
 // Progress goes to stderr, with where the machine's CPU went while the meter ran (this
 // process, which holds the meter and the NATS server; the publisher; the PostgreSQL processes
 // working for the run's database; anything else, such as other work on the machine). The
-// last line on stdout reads
+// lines on stdout give the latencies, flat out and paced, and the last one reads
 // "meter: <E> events/s; ceiling: <C> events/s; ratio: <E/C>".
 package main
 
@@ -76,6 +79,7 @@ func main() {
 type options struct {
 	events     int
 	warmup     int
+	paced      int
 	rate       int
 	batchSize  int
 	cpuProfile string
@@ -86,17 +90,21 @@ func parseOptions(args []string) (options, error) {
 	fs := flag.NewFlagSet("meterbench", flag.ContinueOnError)
 	fs.IntVar(&o.events, "n", 1_000_000, "events to publish and meter")
 	fs.IntVar(&o.warmup, "warmup", -1, "events to meter first, unmeasured (-1: a tenth of -n, at most 100,000)")
-	fs.IntVar(&o.rate, "rate", 0, "events per second to publish (0: as fast as the stream takes them)")
+	fs.IntVar(&o.paced, "paced", -1, "events to meter last at 40% of the measured round's rate, for the latency at an ordinary load (-1: a fifth of -n, at most 200,000; 0: no paced round)")
+	fs.IntVar(&o.rate, "rate", 0, "events per second to publish in the measured round (0: as fast as the stream takes them)")
 	fs.IntVar(&o.batchSize, "batch", 0, "the meter's batch size (0: the meter's default)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process while the meter runs")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
-	if o.events < 1 || o.rate < 0 || o.warmup < -1 {
-		return o, errors.New("-n must be at least 1, -rate and -warmup at least 0")
+	if o.events < 1 || o.rate < 0 || o.warmup < -1 || o.paced < -1 {
+		return o, errors.New("-n must be at least 1, -rate, -warmup and -paced at least 0")
 	}
 	if o.warmup == -1 {
 		o.warmup = min(o.events/10, 100_000)
+	}
+	if o.paced == -1 {
+		o.paced = min(o.events/5, 200_000)
 	}
 	return o, nil
 }

@@ -458,6 +458,69 @@ func TestPostTxCommitsWithTheCaller(t *testing.T) {
 	checkInvariants(t, b.pool)
 }
 
+// TestPostAllTxPostsEachTransactionWhole: several transactions posted in one go are each stored
+// with their own postings and memo, move the balances as posting them one by one would, and
+// input one of them breaks posts none of them, leaving the caller's transaction usable.
+func TestPostAllTxPostsEachTransactionWhole(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	other := accountFor(t, b.ledger, AccountCustomerCredit, newOrg(t, b.pool, "Other Labs"))
+	post(t, b.ledger, purchase(b, usd(t, "10")))
+	usage := func(customer LedgerAccountID, charge, payable, memo string) TransactionInput {
+		return TransactionInput{Kind: TransactionUsage, Memo: memo, Postings: []Posting{
+			{Account: customer, Amount: -usd(t, charge)}, {Account: b.provider, Amount: usd(t, payable)},
+			{Account: b.revenue, Amount: usd(t, charge) - usd(t, payable)}}}
+	}
+	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		keyed := usage(b.customer, "1", "0.5", "keyed")
+		keyed.IdempotencyKey = "usage-1"
+		if err := b.ledger.PostAllTx(ctx, tx, []TransactionInput{usage(b.customer, "1", "0.5", "fine"), keyed}); services.ErrorCode(err) != services.CodeInvalid {
+			t.Errorf("PostAllTx with an idempotency key: %v, want invalid", err)
+		}
+		unbalanced := usage(other, "1", "0.5", "unbalanced")
+		unbalanced.Postings[2].Amount++
+		if err := b.ledger.PostAllTx(ctx, tx, []TransactionInput{usage(b.customer, "1", "0.5", "fine"), unbalanced}); services.ErrorCode(err) != services.CodeInvalid {
+			t.Errorf("PostAllTx with an unbalanced transaction: %v, want invalid", err)
+		}
+		return b.ledger.PostAllTx(ctx, tx, []TransactionInput{
+			usage(b.customer, "2", "1.5", "Usage: 3 requests"), usage(other, "0.75", "0.25", "Usage: 1 requests")})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantBalance(t, b.ledger, b.customer, usd(t, "8"))
+	wantBalance(t, b.ledger, other, -usd(t, "0.75"))
+	wantBalance(t, b.ledger, b.provider, usd(t, "1.75"))
+	wantBalance(t, b.ledger, b.revenue, usd(t, "1"))
+
+	// Each transaction holds its own three postings, the customer's among them.
+	rows, err := b.pool.Query(ctx, `SELECT t.memo, count(*), sum(p.amount)::text,
+			bool_or(p.ledger_account_id = ANY ($1::uuid[]))
+		FROM ledger_transactions t JOIN ledger_postings p ON p.transaction_id = t.id
+		WHERE t.kind = 'usage' GROUP BY t.id, t.memo ORDER BY t.memo`, []string{string(b.customer), string(other)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type txnRow struct {
+		memo     string
+		postings int
+		sum      string
+		customer bool
+	}
+	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (x txnRow, err error) {
+		return x, r.Scan(&x.memo, &x.postings, &x.sum, &x.customer)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []txnRow{{"Usage: 1 requests", 3, "0", true}, {"Usage: 3 requests", 3, "0", true}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("usage transactions %v, want %v", got, want)
+	}
+	checkInvariants(t, b.pool)
+}
+
 // TestLedgerPropertyRandomOperations runs 2,000 random purchases, usage batches, refunds,
 // adjustments, payouts and replays across several accounts, from a fixed seed. After each,
 // every transaction sums to zero, every cached balance equals the sum of its postings, and

@@ -53,8 +53,7 @@ func (m *Meter) post(ctx context.Context, tx pgx.Tx, stored []*pricedEvent, now 
 		return total, err
 	}
 	accounts := sortedKeys(byAccount)
-	var txns []billing.TransactionInput
-	lock := []billing.LedgerAccountID{revenue}
+	txns := make([]billing.TransactionInput, 0, len(accounts))
 	for _, acc := range accounts {
 		s := byAccount[acc]
 		customer, err := m.ledgerAccount(ctx, billing.AccountCustomerCredit, acc)
@@ -62,7 +61,6 @@ func (m *Meter) post(ctx context.Context, tx pgx.Tx, stored []*pricedEvent, now 
 			return total, err
 		}
 		postings := []billing.Posting{{Account: customer, Amount: -s.charge}}
-		lock = append(lock, customer)
 		margin := s.charge
 		for _, prov := range sortedKeys(s.providers) {
 			payable, err := m.ledgerAccount(ctx, billing.AccountProviderPayable, prov)
@@ -70,7 +68,6 @@ func (m *Meter) post(ctx context.Context, tx pgx.Tx, stored []*pricedEvent, now 
 				return total, err
 			}
 			postings = append(postings, billing.Posting{Account: payable, Amount: s.providers[prov]})
-			lock = append(lock, payable)
 			margin -= s.providers[prov]
 		}
 		postings = append(postings, billing.Posting{Account: revenue, Amount: margin})
@@ -80,15 +77,9 @@ func (m *Meter) post(ctx context.Context, tx pgx.Tx, stored []*pricedEvent, now 
 			Postings: postings,
 		})
 	}
-	if err := m.cfg.Ledger.LockTx(ctx, tx, lock); err != nil {
-		return total, err
-	}
-	for _, in := range txns {
-		if _, _, err := m.cfg.Ledger.PostTx(ctx, tx, in); err != nil {
-			return total, err
-		}
-	}
-	return total, nil
+	// In one round trip, after locking every account in id order: the batch's transaction holds
+	// the ledger's locks, which the other committer waits on, for as short a time as it can.
+	return total, m.cfg.Ledger.PostAllTx(ctx, tx, txns)
 }
 
 // resolveLedgers looks up the ledger accounts a batch's events may post to before its

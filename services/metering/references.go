@@ -33,9 +33,10 @@ type offeringRef struct {
 const canonicalUUIDs = `ARRAY(SELECT id::uuid FROM unnest($1::text[]) AS id
 	WHERE id ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$')`
 
-// loadReferences reads, in two round trips, the batch's offerings, customer accounts and price
-// versions, then the gateway's records of its requests. The offering's current ask is not read:
-// the provider is paid the asks its tickets carry.
+// loadReferences reads, in three round trips, the batch's offerings, customer accounts and price
+// versions, then the gateway's records of its requests (a round trip to describe the statement,
+// one to run it). The offering's current ask is not read: the provider is paid the asks its
+// tickets carry.
 func loadReferences(ctx context.Context, tx pgx.Tx, cands []candidate) (references, error) {
 	refs := references{offerings: map[string]offeringRef{}, accounts: map[string]bool{}, prices: map[int64]priceRow{},
 		records: make([]gatewayRecord, len(cands)), recorded: make([]bool, len(cands))}
@@ -100,14 +101,17 @@ func loadReferences(ctx context.Context, tx pgx.Tx, cands []candidate) (referenc
 	// when it is not "ok": no string to read back for nearly every one. Each request is looked
 	// up by its primary key, one probe per request (the LATERAL subquery with OFFSET 0 is never
 	// flattened into a join, so no plan scans the table whole), and the statement is planned for
-	// each call (QueryExecModeExec), outside the batch's cached statements: a plan cached while
-	// gateway_requests was nearly empty would scan it whole as it grows, and a join planned for a
-	// batch of thousands hashes the whole table, 150 ms a batch at 200,000 records.
+	// each call, as an unnamed statement described afresh (QueryExecModeDescribeExec), outside the
+	// batch's cached statements: a plan cached while gateway_requests was nearly empty would scan
+	// it whole as it grows, and a join planned for a batch of thousands hashes the whole table,
+	// 150 ms a batch at 200,000 records. Described, the request ids go in and the records come
+	// back in binary, which costs both sides less than thousands of them written and parsed as
+	// text, for one more round trip, taken before the batch holds any lock.
 	rows, err := tx.Query(ctx, `SELECT r.n - 1, g.http_status, nullif(g.status, 'ok'), g.relayed_output_bytes, g.relayed_output_chunks,
 			g.cached_input_tokens
 		FROM unnest($1::text[]) WITH ORDINALITY AS r (request_id, n)
 		CROSS JOIN LATERAL (SELECT http_status, status, relayed_output_bytes, relayed_output_chunks, cached_input_tokens
-			FROM gateway_requests WHERE request_id = r.request_id OFFSET 0) g`, pgx.QueryExecModeExec, requestIDs)
+			FROM gateway_requests WHERE request_id = r.request_id OFFSET 0) g`, pgx.QueryExecModeDescribeExec, requestIDs)
 	if err != nil {
 		return refs, err
 	}
