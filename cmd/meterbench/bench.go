@@ -88,7 +88,7 @@ func bench(ctx context.Context, args []string) error {
 	progress("ceiling: JetStream fetch and ack of the same %d messages: %.0f events/s", o.events, jsRate)
 	// The ceiling's consumer has read what it measures: removed, it holds back none of the
 	// paced round's messages.
-	if err := env.js.DeleteConsumer(ctx, usage.StreamName, ceilingConsumer(o.warmup).Durable); err != nil {
+	if err := env.js.DeleteConsumer(ctx, events.UsageStream, ceilingConsumer(o.warmup).Durable); err != nil {
 		return fmt.Errorf("ceiling consumer: %w", err)
 	}
 	pgRate, err := copyCeiling(ctx, env.db.Pool, o.warmup, o.batchSize)
