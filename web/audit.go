@@ -15,6 +15,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/audit"
 	"github.com/gpumarket/gpumarket/services/documents"
 	"github.com/gpumarket/gpumarket/templates"
+	"github.com/gpumarket/gpumarket/web/internal/core"
 	"github.com/gpumarket/gpumarket/web/internal/httpx"
 )
 
@@ -78,14 +79,14 @@ func auditQuery(c echo.Context) (audit.Filter, error) {
 
 func (s *Server) auditPage(c echo.Context) error {
 	ctx := c.Request().Context()
-	p := templates.AuditPage{Page: s.page(c, "Audit log"), Action: c.QueryParam("action"), Actor: c.QueryParam("actor"),
+	p := templates.AuditPage{Page: s.Page(c, "Audit log"), Action: c.QueryParam("action"), Actor: c.QueryParam("actor"),
 		From: c.QueryParam("from"), To: c.QueryParam("to"), SubjectKind: c.QueryParam("subject_kind"),
 		SubjectID: c.QueryParam("subject_id"), Actions: []templates.Option{{Value: "", Label: "any"}},
 		Actors: []templates.Option{{Value: "", Label: "anyone"}}}
 	for _, a := range audit.Actions {
 		p.Actions = append(p.Actions, templates.Option{Value: string(a), Label: strings.ReplaceAll(string(a), "_", " ")})
 	}
-	users, err := s.accounts.ListUsers(ctx)
+	users, err := s.Accounts.ListUsers(ctx)
 	if err != nil {
 		return err
 	}
@@ -101,9 +102,9 @@ func (s *Server) auditPage(c echo.Context) error {
 		page, err = s.audit.List(ctx, f)
 	}
 	if err != nil {
-		return s.formError(c, err, func(form templates.Form) error {
+		return s.FormError(c, err, func(form templates.Form) error {
 			p.Form = form
-			return s.render(c, statusFor(err), templates.Audit(p))
+			return s.Render(c, core.StatusFor(err), templates.Audit(p))
 		})
 	}
 	p.Rows = auditRows(page.Entries)
@@ -116,7 +117,7 @@ func (s *Server) auditPage(c echo.Context) error {
 		older.Set("before", strconv.FormatInt(page.Next, 10))
 		p.OlderURL = "/finance/audit?" + older.Encode()
 	}
-	return s.render(c, http.StatusOK, templates.Audit(p))
+	return s.Render(c, http.StatusOK, templates.Audit(p))
 }
 
 func (s *Server) apiAudit(c echo.Context) error {
@@ -182,7 +183,7 @@ func (s *Server) journalCSV(c echo.Context) error {
 	err = s.journal(c.Request().Context(), period, w)
 	if err != nil && w.started {
 		// The status is sent: the client sees a cut-off file, the log sees why.
-		s.log.Error("journal export failed", "path", c.Path(), "request_id", res.Header().Get(echo.HeaderXRequestID), "err", err)
+		s.Log.Error("journal export failed", "path", c.Path(), "request_id", res.Header().Get(echo.HeaderXRequestID), "err", err)
 		return nil
 	}
 	if err == nil && !w.started {

@@ -13,6 +13,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/batch"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/templates"
+	"github.com/gpumarket/gpumarket/web/internal/core"
 )
 
 // The developer's /batches page (docs/batches.md): a form that uploads a file and starts a batch
@@ -40,9 +41,9 @@ func (s *Server) renderBatches(c echo.Context, status int, form templates.Form) 
 	if s.batches == nil {
 		return services.Errorf(services.CodeUnavailable, "Batches do not run in this process.")
 	}
-	sess, _ := currentSession(c)
+	sess, _ := core.CurrentSession(c)
 	ctx := c.Request().Context()
-	keys, err := s.accounts.Keys(ctx, sess.User.AccountID)
+	keys, err := s.Accounts.Keys(ctx, sess.User.AccountID)
 	if err != nil {
 		return err
 	}
@@ -50,7 +51,7 @@ func (s *Server) renderBatches(c echo.Context, status int, form templates.Form) 
 	if err != nil {
 		return err
 	}
-	p := templates.BatchesPage{Page: s.page(c, "Batches"), Form: form, MaxUploadBytes: "1 MB"}
+	p := templates.BatchesPage{Page: s.Page(c, "Batches"), Form: form, MaxUploadBytes: "1 MB"}
 	for _, k := range keys {
 		if k.RevokedAt == nil {
 			p.Keys = append(p.Keys, templates.Option{Value: k.ID, Label: k.Name + " (" + k.Prefix + "…)"})
@@ -66,7 +67,7 @@ func (s *Server) renderBatches(c echo.Context, status int, form templates.Form) 
 		}
 		p.Batches = append(p.Batches, row)
 	}
-	return s.render(c, status, templates.Batches(p))
+	return s.Render(c, status, templates.Batches(p))
 }
 
 // usdPrecise writes a batch's cost as one request's cost is written: a batch of a few lines
@@ -108,17 +109,17 @@ func (s *Server) createBatchSubmit(c echo.Context) error {
 	if s.batches == nil {
 		return services.Errorf(services.CodeUnavailable, "Batches do not run in this process.")
 	}
-	sess, _ := currentSession(c)
+	sess, _ := core.CurrentSession(c)
 	ctx := c.Request().Context()
-	values := submitted(c, "endpoint", "key")
+	values := core.Submitted(c, "endpoint", "key")
 	fail := func(err error) error {
-		return s.formError(c, err, func(f templates.Form) error {
+		return s.FormError(c, err, func(f templates.Form) error {
 			f.Values = values
-			return s.renderBatches(c, statusFor(err), f)
+			return s.renderBatches(c, core.StatusFor(err), f)
 		})
 	}
 	keyID := c.FormValue("key")
-	keys, err := s.accounts.Keys(ctx, sess.User.AccountID)
+	keys, err := s.Accounts.Keys(ctx, sess.User.AccountID)
 	if err != nil {
 		return err
 	}
@@ -127,14 +128,14 @@ func (s *Server) createBatchSubmit(c echo.Context) error {
 		live = live || (k.ID == keyID && k.RevokedAt == nil)
 	}
 	if !live {
-		return fail(fieldError("key", "Choose one of your live API keys."))
+		return fail(core.FieldError("key", "Choose one of your live API keys."))
 	}
 	fh, err := c.FormFile("file")
 	if errors.Is(err, http.ErrMissingFile) || (err == nil && fh.Size == 0) {
-		return fail(fieldError("file", "Choose a JSONL file of requests."))
+		return fail(core.FieldError("file", "Choose a JSONL file of requests."))
 	}
 	if err != nil {
-		return fail(fieldError("file", fmt.Sprintf("The file could not be read; files over %d bytes go through POST /v1/files.", maxPageUpload)))
+		return fail(core.FieldError("file", fmt.Sprintf("The file could not be read; files over %d bytes go through POST /v1/files.", maxPageUpload)))
 	}
 	f, err := fh.Open()
 	if err != nil {
@@ -160,7 +161,7 @@ func (s *Server) createBatchSubmit(c echo.Context) error {
 func asFieldError(field string, err error) error {
 	var ae *services.Error
 	if services.ErrorCode(err) == services.CodeInvalid && errors.As(err, &ae) && len(ae.Fields) == 0 {
-		return fieldError(field, ae.Message)
+		return core.FieldError(field, ae.Message)
 	}
 	return err
 }
@@ -169,7 +170,7 @@ func (s *Server) cancelBatchSubmit(c echo.Context) error {
 	if s.batches == nil {
 		return services.Errorf(services.CodeUnavailable, "Batches do not run in this process.")
 	}
-	sess, _ := currentSession(c)
+	sess, _ := core.CurrentSession(c)
 	if _, err := s.batches.Cancel(c.Request().Context(), sess.User.AccountID, c.Param("id")); err != nil {
 		return err
 	}
@@ -181,7 +182,7 @@ func (s *Server) batchFileDownload(c echo.Context) error {
 	if s.batches == nil {
 		return services.Errorf(services.CodeUnavailable, "Batches do not run in this process.")
 	}
-	sess, _ := currentSession(c)
+	sess, _ := core.CurrentSession(c)
 	f, r, err := s.batches.Content(c.Request().Context(), sess.User.AccountID, c.Param("id"))
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/invoicing"
 	"github.com/gpumarket/gpumarket/templates"
+	"github.com/gpumarket/gpumarket/web/internal/core"
 )
 
 // Closing a month from a page or the API (see docs/invoicing.md, "Pages and API"). A close of
@@ -56,7 +57,7 @@ func (s *Server) startClose(ctx context.Context, p invoicing.Period, by string) 
 				once.Do(func() { close(started) })
 			}})
 		if err != nil && services.ErrorCode(err) != services.CodeInvalid && services.ErrorCode(err) != services.CodeConflict {
-			s.log.Error("close failed", "period", p.String(), "err", err)
+			s.Log.Error("close failed", "period", p.String(), "err", err)
 		}
 		done <- outcome{pr, err}
 	})
@@ -82,7 +83,7 @@ func (s *Server) startClose(ctx context.Context, p invoicing.Period, by string) 
 }
 
 // lastMonth is the period a close form suggests: the month before this one.
-func (s *Server) lastMonth() invoicing.Period { return invoicing.PeriodOf(s.now()).Prev() }
+func (s *Server) lastMonth() invoicing.Period { return invoicing.PeriodOf(s.Now()).Prev() }
 
 func (s *Server) closePage(c echo.Context) error {
 	return s.renderClose(c, http.StatusOK, templates.Form{Values: map[string]string{"period": s.lastMonth().String()}})
@@ -90,7 +91,7 @@ func (s *Server) closePage(c echo.Context) error {
 
 func (s *Server) renderClose(c echo.Context, status int, form templates.Form) error {
 	ctx := c.Request().Context()
-	p := templates.ClosePage{Page: s.page(c, "Close a month"), Form: form}
+	p := templates.ClosePage{Page: s.Page(c, "Close a month"), Form: form}
 	if v := c.QueryParam("period"); v != "" {
 		period, err := invoicing.ParsePeriod(v)
 		if err != nil {
@@ -116,35 +117,35 @@ func (s *Server) renderClose(c echo.Context, status int, form templates.Form) er
 	for _, pr := range closes {
 		p.Closes = append(p.Closes, closeView(pr))
 	}
-	return s.render(c, status, templates.Close(p))
+	return s.Render(c, status, templates.Close(p))
 }
 
 func closeView(pr invoicing.CloseProgress) templates.CloseView {
 	period := pr.Period.String()
 	v := templates.CloseView{Period: period, Status: string(pr.Status), Running: pr.Status == invoicing.CloseRunning,
-		StartedBy: pr.StartedBy, StartedAt: pr.StartedAt.Format(minuteUTC), Runs: pr.Runs,
+		StartedBy: pr.StartedBy, StartedAt: pr.StartedAt.Format(core.MinuteUTC), Runs: pr.Runs,
 		Customers: fmt.Sprintf("%d of %d", pr.CustomersDone, pr.CustomersTotal), Providers: fmt.Sprintf("%d of %d", pr.ProvidersDone, pr.ProvidersTotal),
 		Invoices: pr.Invoices, Statements: pr.Statements, Left: pr.LeftIssued, Problem: pr.Problem,
 		URL:         "/finance/close?period=" + url.QueryEscape(period),
 		InvoicesURL: "/finance/invoices?period=" + url.QueryEscape(period), StatementsURL: "/finance/statements?period=" + url.QueryEscape(period),
 		JournalURL: "/api/finance/journal.csv?period=" + url.QueryEscape(period)}
 	if pr.FinishedAt != nil {
-		v.FinishedAt = pr.FinishedAt.Format(minuteUTC)
+		v.FinishedAt = pr.FinishedAt.Format(core.MinuteUTC)
 	}
 	return v
 }
 
 // closeSubmit starts the close of the month asked for and sends finance to its progress.
 func (s *Server) closeSubmit(c echo.Context) error {
-	values := submitted(c, "period")
+	values := core.Submitted(c, "period")
 	p, err := invoicing.ParsePeriod(c.FormValue("period"))
 	if err == nil {
-		_, err = s.startClose(c.Request().Context(), p, userID(c))
+		_, err = s.startClose(c.Request().Context(), p, core.UserID(c))
 	}
 	if err != nil {
-		return s.formError(c, err, func(f templates.Form) error {
+		return s.FormError(c, err, func(f templates.Form) error {
 			f.Values = values
-			return s.renderClose(c, statusFor(err), f)
+			return s.renderClose(c, core.StatusFor(err), f)
 		})
 	}
 	return c.Redirect(http.StatusSeeOther, "/finance/close?period="+url.QueryEscape(p.String()))
@@ -156,14 +157,14 @@ func (s *Server) apiClose(c echo.Context) error {
 	var in struct {
 		Period string `json:"period"` // YYYY-MM
 	}
-	if err := decodeJSON(c, &in); err != nil {
+	if err := core.DecodeJSON(c, &in); err != nil {
 		return err
 	}
 	p, err := invoicing.ParsePeriod(in.Period)
 	if err != nil {
 		return err
 	}
-	pr, err := s.startClose(c.Request().Context(), p, userID(c))
+	pr, err := s.startClose(c.Request().Context(), p, core.UserID(c))
 	if err != nil {
 		return err
 	}

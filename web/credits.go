@@ -3,86 +3,34 @@ package web
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
-	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/money"
-	"github.com/gpumarket/gpumarket/services/payouts"
 	"github.com/gpumarket/gpumarket/templates"
+	"github.com/gpumarket/gpumarket/web/internal/core"
 )
-
-// Payments wires credits and the Stripe webhook into the web server.
-type Payments struct {
-	Credits *billing.Credits
-	Ledger  *billing.Ledger
-	Webhook *billing.StripeWebhook
-	// Payouts connects providers' Stripe accounts and pays their statements (payouts.go).
-	Payouts *payouts.Service
-	// LocalWebhookSecret, when set, turns on the local test-payment page, which signs its
-	// events with it: the platform runs on stripe-mock and no card is ever charged.
-	LocalWebhookSecret string
-	// PublicURL is where buyers come back to; empty means the request's own scheme and host.
-	PublicURL string
-	// CheckoutOrigins are the origins of the Stripe pages forms send people to, such as
-	// https://checkout.stripe.com for the buy form and https://connect.stripe.com for a
-	// provider's onboarding: the pages' CSP lets forms be redirected there.
-	CheckoutOrigins []string
-}
-
-// testMode reports whether payments run on the local test page: every page then says so.
-func (p Payments) testMode() bool { return p.LocalWebhookSecret != "" }
-
-// allowsCheckout reports whether the pages' CSP lets the buy form redirect to the URL: a path
-// on this site, the site's own origin as the request or PublicURL names it, or one of the
-// payment pages' origins.
-func (p Payments) allowsCheckout(checkoutURL, requestOrigin string) bool {
-	u, err := url.Parse(checkoutURL)
-	if err != nil {
-		return false
-	}
-	if u.Scheme == "" && u.Host == "" && strings.HasPrefix(u.Path, "/") && !strings.HasPrefix(u.Path, "//") {
-		return true
-	}
-	origin := u.Scheme + "://" + u.Host
-	if origin == requestOrigin || slices.Contains(p.CheckoutOrigins, origin) {
-		return true
-	}
-	public, err := url.Parse(p.PublicURL)
-	return err == nil && p.PublicURL != "" && origin == public.Scheme+"://"+public.Host
-}
-
-func (s *Server) baseURL(c echo.Context) string {
-	if s.payments.PublicURL != "" {
-		return s.payments.PublicURL
-	}
-	return c.Scheme() + "://" + c.Request().Host
-}
 
 func (s *Server) startPurchase(c echo.Context, amountText string) (billing.Purchase, billing.CheckoutSession, error) {
 	cents, err := billing.ParseAmountUSD(amountText)
 	if err != nil {
 		return billing.Purchase{}, billing.CheckoutSession{}, err
 	}
-	sess, _ := currentSession(c)
-	base := s.baseURL(c)
-	p, checkout, err := s.payments.Credits.Start(c.Request().Context(), billing.StartInput{
+	sess, _ := core.CurrentSession(c)
+	base := s.BaseURL(c)
+	p, checkout, err := s.Payments.Credits.Start(c.Request().Context(), billing.StartInput{
 		AccountID: sess.User.AccountID, UserID: sess.User.ID, AmountCents: cents,
 		ReturnURL: base + "/credits/return", CancelURL: base + "/credits",
 	})
-	if err == nil && s.payments.testMode() {
+	if err == nil && s.Payments.TestMode() {
 		// stripe-mock cannot host a payment page: the buyer pays on the local test page.
 		checkout.URL = base + "/credits/test-pay/" + p.ID
 	}
@@ -95,8 +43,8 @@ func (s *Server) creditsPage(c echo.Context) error {
 
 func (s *Server) renderCredits(c echo.Context, status int, form templates.Form) error {
 	ctx := c.Request().Context()
-	sess, _ := currentSession(c)
-	bal, err := s.payments.Credits.Balance(ctx, sess.User.AccountID)
+	sess, _ := core.CurrentSession(c)
+	bal, err := s.Payments.Credits.Balance(ctx, sess.User.AccountID)
 	if err != nil {
 		return err
 	}
@@ -108,18 +56,18 @@ func (s *Server) renderCredits(c echo.Context, status int, form templates.Form) 
 		}
 		before = billing.PostingID(n)
 	}
-	hist, err := s.payments.Credits.History(ctx, sess.User.AccountID, 20, before)
+	hist, err := s.Payments.Credits.History(ctx, sess.User.AccountID, 20, before)
 	if err != nil {
 		return err
 	}
-	purchases, err := s.payments.Credits.Purchases(ctx, sess.User.AccountID, 10)
+	purchases, err := s.Payments.Credits.Purchases(ctx, sess.User.AccountID, 10)
 	if err != nil {
 		return err
 	}
-	p := templates.CreditsPage{Page: s.page(c, "Credits"), Balance: money.FormatBigCents(bal.Pico), Negative: bal.Negative,
-		Form: form, TestMode: s.payments.testMode()}
+	p := templates.CreditsPage{Page: s.Page(c, "Credits"), Balance: money.FormatBigCents(bal.Pico), Negative: bal.Negative,
+		Form: form, TestMode: s.Payments.TestMode()}
 	for _, pu := range purchases {
-		p.Purchases = append(p.Purchases, templates.PurchaseRow{ID: pu.ID, Amount: centsText(pu.AmountCents),
+		p.Purchases = append(p.Purchases, templates.PurchaseRow{ID: pu.ID, Amount: core.CentsText(pu.AmountCents),
 			Status: purchaseStatusText(pu), Created: pu.CreatedAt.UTC().Format("2006-01-02 15:04")})
 	}
 	for _, h := range hist.Entries {
@@ -129,23 +77,23 @@ func (s *Server) renderCredits(c echo.Context, status int, form templates.Form) 
 	if hist.Next != 0 {
 		p.NextPage = "/credits?before=" + strconv.FormatInt(int64(hist.Next), 10)
 	}
-	return s.render(c, status, templates.Credits(p))
+	return s.Render(c, status, templates.Credits(p))
 }
 
 func (s *Server) checkoutSubmit(c echo.Context) error {
 	_, sess, err := s.startPurchase(c, c.FormValue("amount_usd"))
-	if err == nil && !s.payments.allowsCheckout(sess.URL, c.Scheme()+"://"+c.Request().Host) {
+	if err == nil && !s.Payments.AllowsCheckout(sess.URL, c.Scheme()+"://"+c.Request().Host) {
 		// The browser would refuse the redirect (the CSP's form-action) and show nothing: say
 		// what is wrong instead. The payment page's origin belongs in Payments.CheckoutOrigins.
-		s.log.Error("the payment page is on an origin the pages' CSP does not allow: the buy form cannot reach it",
-			"checkout_url", clip(sess.URL, 200), "allowed", s.payments.CheckoutOrigins)
+		s.Log.Error("the payment page is on an origin the pages' CSP does not allow: the buy form cannot reach it",
+			"checkout_url", core.Clip(sess.URL, 200), "allowed", s.Payments.CheckoutOrigins)
 		err = services.Errorf(services.CodeUnavailable, "The payment page cannot be opened from here. Nothing was charged; please try again later.")
 	}
 	if err != nil {
 		switch services.ErrorCode(err) {
 		case services.CodeInvalid, services.CodeUnavailable, services.CodeConflict:
-			_, body := s.describe(err)
-			return s.renderCredits(c, statusFor(err), templates.Form{Values: map[string]string{"amount_usd": c.FormValue("amount_usd")},
+			_, body := s.Describe(err)
+			return s.renderCredits(c, core.StatusFor(err), templates.Form{Values: map[string]string{"amount_usd": c.FormValue("amount_usd")},
 				Errors: body.Fields, Error: body.Message})
 		}
 		return err
@@ -155,14 +103,14 @@ func (s *Server) checkoutSubmit(c echo.Context) error {
 
 func (s *Server) purchaseReturnPage(c echo.Context) error {
 	ctx := c.Request().Context()
-	sess, _ := currentSession(c)
-	p, err := s.payments.Credits.Purchase(ctx, sess.User.AccountID, c.QueryParam("purchase"))
+	sess, _ := core.CurrentSession(c)
+	p, err := s.Payments.Credits.Purchase(ctx, sess.User.AccountID, c.QueryParam("purchase"))
 	if err != nil {
 		return err
 	}
-	view := templates.PurchaseReturnPage{Page: s.page(c, "Payment"), PurchaseID: p.ID, Amount: centsText(p.AmountCents), Status: string(p.Status)}
+	view := templates.PurchaseReturnPage{Page: s.Page(c, "Payment"), PurchaseID: p.ID, Amount: core.CentsText(p.AmountCents), Status: string(p.Status)}
 	if p.Status == billing.PurchasePaid {
-		bal, err := s.payments.Credits.Balance(ctx, sess.User.AccountID)
+		bal, err := s.Payments.Credits.Balance(ctx, sess.User.AccountID)
 		if err != nil {
 			return err
 		}
@@ -170,38 +118,38 @@ func (s *Server) purchaseReturnPage(c echo.Context) error {
 	} else if p.Status != billing.PurchaseFailed {
 		c.Response().Header().Set("Refresh", "2")
 	}
-	return s.render(c, http.StatusOK, templates.PurchaseReturn(view))
+	return s.Render(c, http.StatusOK, templates.PurchaseReturn(view))
 }
 
 func (s *Server) testPaymentPage(c echo.Context) error {
-	if !s.payments.testMode() {
+	if !s.Payments.TestMode() {
 		return echo.ErrNotFound
 	}
-	sess, _ := currentSession(c)
-	p, err := s.payments.Credits.Purchase(c.Request().Context(), sess.User.AccountID, c.Param("id"))
+	sess, _ := core.CurrentSession(c)
+	p, err := s.Payments.Credits.Purchase(c.Request().Context(), sess.User.AccountID, c.Param("id"))
 	if err != nil {
 		return err
 	}
-	return s.render(c, http.StatusOK, templates.TestPayment(templates.TestPaymentPage{Page: s.page(c, "Test payment"),
-		PurchaseID: p.ID, SessionID: p.StripeSessionID, Amount: centsText(p.AmountCents), CancelURL: "/credits"}))
+	return s.Render(c, http.StatusOK, templates.TestPayment(templates.TestPaymentPage{Page: s.Page(c, "Test payment"),
+		PurchaseID: p.ID, SessionID: p.StripeSessionID, Amount: core.CentsText(p.AmountCents), CancelURL: "/credits"}))
 }
 
 // testPaymentSubmit pays a purchase on the local test page: it sends a correctly signed
 // checkout.session.completed event to the platform's own webhook endpoint, over HTTP, so the
 // credit takes exactly the path a real Stripe payment takes.
 func (s *Server) testPaymentSubmit(c echo.Context) error {
-	if !s.payments.testMode() {
+	if !s.Payments.TestMode() {
 		return echo.ErrNotFound
 	}
-	sess, _ := currentSession(c)
-	p, err := s.payments.Credits.Purchase(c.Request().Context(), sess.User.AccountID, c.Param("id"))
+	sess, _ := core.CurrentSession(c)
+	p, err := s.Payments.Credits.Purchase(c.Request().Context(), sess.User.AccountID, c.Param("id"))
 	if err != nil {
 		return err
 	}
-	now := s.now()
-	payload := billing.CheckoutEvent("evt_local_"+randomHex(12), "checkout.session.completed", p, "paid",
+	now := s.Now()
+	payload := billing.CheckoutEvent("evt_local_"+core.RandomHex(12), "checkout.session.completed", p, "paid",
 		billing.LocalPaymentIntent(p.ID), now)
-	if err := s.deliverWebhook(c.Request().Context(), payload, billing.SignEvent(payload, s.payments.LocalWebhookSecret, now)); err != nil {
+	if err := s.deliverWebhook(c.Request().Context(), payload, billing.SignEvent(payload, s.Payments.LocalWebhookSecret, now)); err != nil {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, "/credits/return?purchase="+p.ID)
@@ -229,15 +177,15 @@ func (s *Server) stripeWebhook(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	outcome, err := s.payments.Webhook.Handle(c.Request().Context(), payload, c.Request().Header.Get("Stripe-Signature"))
+	outcome, err := s.Payments.Webhook.Handle(c.Request().Context(), payload, c.Request().Header.Get("Stripe-Signature"))
 	if err == billing.ErrBadSignature {
-		s.log.Warn("stripe webhook refused: bad signature", "remote", c.RealIP())
-		return c.JSON(http.StatusBadRequest, apiError{Error: apiErrorBody{Code: "bad_signature", Message: "The Stripe-Signature header does not verify."}})
+		s.Log.Warn("stripe webhook refused: bad signature", "remote", c.RealIP())
+		return c.JSON(http.StatusBadRequest, core.APIError{Error: core.APIErrorBody{Code: "bad_signature", Message: "The Stripe-Signature header does not verify."}})
 	}
 	if err != nil {
 		return err
 	}
-	s.log.Info("stripe webhook", "outcome", outcome)
+	s.Log.Info("stripe webhook", "outcome", outcome)
 	return c.JSON(http.StatusOK, map[string]string{"received": "true", "outcome": outcome})
 }
 
@@ -249,10 +197,10 @@ func (s *Server) apiCheckout(c echo.Context) error {
 		// amount is refused beside the field like one out of bounds.
 		AmountUSD json.RawMessage `json:"amount_usd"`
 	}
-	if err := decodeJSON(c, &in); err != nil {
+	if err := core.DecodeJSON(c, &in); err != nil {
 		return err
 	}
-	p, sess, err := s.startPurchase(c, jsonText(in.AmountUSD))
+	p, sess, err := s.startPurchase(c, core.JSONText(in.AmountUSD))
 	if err != nil {
 		return err
 	}
@@ -261,8 +209,8 @@ func (s *Server) apiCheckout(c echo.Context) error {
 }
 
 func (s *Server) apiPurchase(c echo.Context) error {
-	sess, _ := currentSession(c)
-	p, err := s.payments.Credits.Purchase(c.Request().Context(), sess.User.AccountID, c.Param("id"))
+	sess, _ := core.CurrentSession(c)
+	p, err := s.Payments.Credits.Purchase(c.Request().Context(), sess.User.AccountID, c.Param("id"))
 	if err != nil {
 		return err
 	}
@@ -270,8 +218,8 @@ func (s *Server) apiPurchase(c echo.Context) error {
 }
 
 func (s *Server) apiBalance(c echo.Context) error {
-	sess, _ := currentSession(c)
-	b, err := s.payments.Credits.Balance(c.Request().Context(), sess.User.AccountID)
+	sess, _ := core.CurrentSession(c)
+	b, err := s.Payments.Credits.Balance(c.Request().Context(), sess.User.AccountID)
 	if err != nil {
 		return err
 	}
@@ -280,10 +228,10 @@ func (s *Server) apiBalance(c echo.Context) error {
 }
 
 func (s *Server) apiHistory(c echo.Context) error {
-	sess, _ := currentSession(c)
+	sess, _ := core.CurrentSession(c)
 	limit, _ := strconv.Atoi(c.QueryParam("limit"))
 	before, _ := strconv.ParseInt(c.QueryParam("before"), 10, 64)
-	page, err := s.payments.Credits.History(c.Request().Context(), sess.User.AccountID, limit, billing.PostingID(before))
+	page, err := s.Payments.Credits.History(c.Request().Context(), sess.User.AccountID, limit, billing.PostingID(before))
 	if err != nil {
 		return err
 	}
@@ -300,22 +248,14 @@ func signedAmount(p money.BigPico) string {
 	return s
 }
 
-func centsText(cents int64) string { return money.FormatCents(cents) }
-
 func purchaseStatusText(p billing.Purchase) string {
 	switch {
 	case p.RefundedCents == p.AmountCents && p.RefundedCents > 0:
 		return "refunded"
 	case p.RefundedCents > 0:
-		return "partly refunded (" + centsText(p.RefundedCents) + ")"
+		return "partly refunded (" + core.CentsText(p.RefundedCents) + ")"
 	case p.Status == billing.PurchaseAwaitingPayment:
 		return "awaiting payment"
 	}
 	return string(p.Status)
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }

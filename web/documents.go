@@ -15,6 +15,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/documents"
 	"github.com/gpumarket/gpumarket/services/invoicing"
 	"github.com/gpumarket/gpumarket/templates"
+	"github.com/gpumarket/gpumarket/web/internal/core"
 )
 
 // documentLinks are the toolbar links of a document's page; "" leaves one out.
@@ -80,8 +81,8 @@ func documentParty(b documents.PartyBlock) templates.DocumentParty {
 // invoices and credit notes, never a draft; a provider only its own statements, never a
 // draft. Any other is not found, as if it did not exist.
 func (s *Server) documentRoutes() {
-	customer := []echo.MiddlewareFunc{s.requirePage(accounts.RoleDeveloper, accounts.RoleFinance, accounts.RoleAdmin), s.needsInvoicing}
-	provider := []echo.MiddlewareFunc{s.requirePage(accounts.RoleProvider, accounts.RoleFinance, accounts.RoleAdmin), s.needsInvoicing}
+	customer := []echo.MiddlewareFunc{s.RequirePage(accounts.RoleDeveloper, accounts.RoleFinance, accounts.RoleAdmin), s.needsInvoicing}
+	provider := []echo.MiddlewareFunc{s.RequirePage(accounts.RoleProvider, accounts.RoleFinance, accounts.RoleAdmin), s.needsInvoicing}
 	for _, d := range []struct {
 		path   string
 		guards []echo.MiddlewareFunc
@@ -97,7 +98,7 @@ func (s *Server) documentRoutes() {
 	}
 	// GET /api/invoices/<id>.pdf arrives here by pdfSuffix.
 	s.echo.GET("/api/invoices/:id/pdf", s.documentPDF(s.invoiceDocument),
-		s.requireAPI(accounts.RoleDeveloper, accounts.RoleFinance, accounts.RoleAdmin), s.needsInvoicing)
+		s.RequireAPI(accounts.RoleDeveloper, accounts.RoleFinance, accounts.RoleAdmin), s.needsInvoicing)
 }
 
 // pdfSuffix sends GET /api/invoices/<id>.pdf to /api/invoices/<id>/pdf before routing. Echo's
@@ -123,7 +124,7 @@ type documentLoader func(c echo.Context) (documents.Document, documentLinks, err
 // readsEverything reports whether the caller reads every account's documents: finance and
 // admins.
 func readsEverything(c echo.Context) (accounts.Session, bool) {
-	sess, _ := currentSession(c)
+	sess, _ := core.CurrentSession(c)
 	return sess, sess.User.Role == accounts.RoleFinance || sess.User.Role == accounts.RoleAdmin
 }
 
@@ -205,7 +206,7 @@ func (s *Server) documentPageHandler(load documentLoader) echo.HandlerFunc {
 			return err
 		}
 		c.Response().Header().Set("Cache-Control", "no-store")
-		return s.render(c, http.StatusOK, templates.Document(page))
+		return s.Render(c, http.StatusOK, templates.Document(page))
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -19,6 +18,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/templates"
+	"github.com/gpumarket/gpumarket/web/internal/core"
 )
 
 // stripeEventsShown is how many of the latest Stripe events the audit page lists.
@@ -37,35 +37,6 @@ func flagged(b billing.AccountBalance) bool {
 	return b.Kind == billing.AccountCustomerCredit && b.Balance.Sign() < 0
 }
 
-// usd writes an amount (a money.Pico or a money.BigPico) as exact decimal dollars without the sign.
-func usd(p fmt.Stringer) string { return strings.TrimPrefix(p.String(), "$") }
-
-// fieldError is an invalid error about one field.
-func fieldError(field, problem string) error {
-	fe := services.FieldErrors{}
-	fe.Add(field, problem)
-	return fe.Err()
-}
-
-// submitted returns the named form fields as the page posted them, to show them again.
-func submitted(c echo.Context, names ...string) map[string]string {
-	v := make(map[string]string, len(names))
-	for _, n := range names {
-		v[n] = c.FormValue(n)
-	}
-	return v
-}
-
-// jsonText reads a JSON value that may be a string or a number as the text it holds: a
-// string's content, a number's exact digits (never through a float), "" for null or absent.
-func jsonText(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	return strings.TrimSpace(string(raw))
-}
-
 // Balances and adjustments.
 
 // adjust records a manual adjustment by the logged-in user. The amount is signed dollars,
@@ -73,15 +44,15 @@ func jsonText(raw json.RawMessage) string {
 func (s *Server) adjust(c echo.Context, accountID, amountUSD, reason string) (billing.Transaction, error) {
 	amount, err := money.ParseUSD(amountUSD)
 	if err != nil {
-		return billing.Transaction{}, fieldError("amount_usd", "Enter dollars, like 25.00 to grant credit or -5.00 to take it back.")
+		return billing.Transaction{}, core.FieldError("amount_usd", "Enter dollars, like 25.00 to grant credit or -5.00 to take it back.")
 	}
-	sess, _ := currentSession(c)
-	txn, err := s.payments.Credits.Adjust(c.Request().Context(), billing.AdjustInput{
+	sess, _ := core.CurrentSession(c)
+	txn, err := s.Payments.Credits.Adjust(c.Request().Context(), billing.AdjustInput{
 		AccountID: strings.TrimSpace(accountID), Amount: amount, Reason: reason, ByUserID: sess.User.ID,
 	})
 	if services.ErrorCode(err) == services.CodeNotFound {
 		// The only thing an adjustment looks up is the account it names.
-		return billing.Transaction{}, fieldError("account_id", "There is no such account.")
+		return billing.Transaction{}, core.FieldError("account_id", "There is no such account.")
 	}
 	return txn, err
 }
@@ -92,15 +63,15 @@ func (s *Server) balancesPage(c echo.Context) error {
 
 func (s *Server) renderBalances(c echo.Context, status int, form templates.Form) error {
 	ctx := c.Request().Context()
-	balances, err := s.payments.Ledger.Balances(ctx)
+	balances, err := s.Payments.Ledger.Balances(ctx)
 	if err != nil {
 		return err
 	}
-	users, err := s.accounts.ListUsers(ctx)
+	users, err := s.Accounts.ListUsers(ctx)
 	if err != nil {
 		return err
 	}
-	p := templates.BalancesPage{Page: s.page(c, "Balances"), Form: form, Customers: customerOptions(users, balances)}
+	p := templates.BalancesPage{Page: s.Page(c, "Balances"), Form: form, Customers: customerOptions(users, balances)}
 	for _, b := range balances {
 		owner := b.OwnerName
 		if b.OwnerAccountID == "" {
@@ -109,7 +80,7 @@ func (s *Server) renderBalances(c echo.Context, status int, form templates.Form)
 		p.Accounts = append(p.Accounts, templates.AccountBalanceRow{Account: string(b.Account), Kind: accountKindLabels[b.Kind],
 			Owner: owner, Balance: money.FormatBigCents(b.Balance), Negative: flagged(b)})
 	}
-	return s.render(c, status, templates.Balances(p))
+	return s.Render(c, status, templates.Balances(p))
 }
 
 // customerOptions lists the accounts an adjustment is usually for: every developer's, and
@@ -146,17 +117,17 @@ func customerOptions(users []accounts.User, balances []billing.AccountBalance) [
 
 func (s *Server) adjustmentSubmit(c echo.Context) error {
 	formError := func(err error) error {
-		return s.formError(c, err, func(f templates.Form) error {
-			f.Values = submitted(c, "account_id", "amount_usd", "reason")
-			return s.renderBalances(c, statusFor(err), f)
+		return s.FormError(c, err, func(f templates.Form) error {
+			f.Values = core.Submitted(c, "account_id", "amount_usd", "reason")
+			return s.renderBalances(c, core.StatusFor(err), f)
 		})
 	}
 	conf, err := s.adjustmentConfirmation(c)
 	if err != nil {
 		return formError(err)
 	}
-	if !confirmed(c, conf) {
-		return s.askToConfirm(c, "Adjust a balance", conf)
+	if !core.Confirmed(c, conf) {
+		return s.AskToConfirm(c, "Adjust a balance", conf)
 	}
 	if _, err := s.adjust(c, c.FormValue("account_id"), c.FormValue("amount_usd"), c.FormValue("reason")); err != nil {
 		return formError(err)
@@ -168,7 +139,7 @@ func (s *Server) adjustmentSubmit(c echo.Context) error {
 // (confirm.go): from platform revenue to the customer's credit or back, the balance before and
 // after. It binds the balance as it is, so a confirmation posted twice adjusts once: the first
 // changes the balance, and the second no longer matches it.
-func (s *Server) adjustmentConfirmation(c echo.Context) (confirmation, error) {
+func (s *Server) adjustmentConfirmation(c echo.Context) (core.Confirmation, error) {
 	accountID, reason := strings.TrimSpace(c.FormValue("account_id")), strings.TrimSpace(c.FormValue("reason"))
 	fe := services.FieldErrors{}
 	amount, err := money.ParseUSD(c.FormValue("amount_usd"))
@@ -179,20 +150,20 @@ func (s *Server) adjustmentConfirmation(c echo.Context) (confirmation, error) {
 		fe.Add("reason", "Say why: the reason is kept with the adjustment.")
 	}
 	if err := fe.Err(); err != nil {
-		return confirmation{}, err
+		return core.Confirmation{}, err
 	}
 	// The credit's balance first: it opens the account's credit when it has none yet, and
 	// finds no account that does not exist.
 	ctx := c.Request().Context()
-	if _, err := s.payments.Credits.Balance(ctx, accountID); err != nil {
+	if _, err := s.Payments.Credits.Balance(ctx, accountID); err != nil {
 		if code := services.ErrorCode(err); code == services.CodeNotFound || code == services.CodeInvalid {
-			return confirmation{}, fieldError("account_id", "There is no such account.")
+			return core.Confirmation{}, core.FieldError("account_id", "There is no such account.")
 		}
-		return confirmation{}, err
+		return core.Confirmation{}, err
 	}
-	balances, err := s.payments.Ledger.Balances(ctx)
+	balances, err := s.Payments.Ledger.Balances(ctx)
 	if err != nil {
-		return confirmation{}, err
+		return core.Confirmation{}, err
 	}
 	var held *billing.AccountBalance
 	for i, b := range balances {
@@ -201,7 +172,7 @@ func (s *Server) adjustmentConfirmation(c echo.Context) (confirmation, error) {
 		}
 	}
 	if held == nil {
-		return confirmation{}, fieldError("account_id", "There is no such account.")
+		return core.Confirmation{}, core.FieldError("account_id", "There is no such account.")
 	}
 	after := held.Balance.AddPico(amount)
 	size, verb, button := money.FormatPrecisePico(amount), "Grants", "Grant "
@@ -210,15 +181,15 @@ func (s *Server) adjustmentConfirmation(c echo.Context) (confirmation, error) {
 		size, verb, button = money.FormatPrecisePico(-amount), "Takes back", "Take back "
 		what = fmt.Sprintf("%s %s of credit from %s", verb, size, held.OwnerName)
 	}
-	return confirmation{ConfirmPage: templates.ConfirmPage{Title: "Adjust the credit of " + held.OwnerName,
+	return core.Confirmation{ConfirmPage: templates.ConfirmPage{Title: "Adjust the credit of " + held.OwnerName,
 		Consequences: []string{
 			fmt.Sprintf("%s: the balance goes from %s to %s.", what, money.FormatBigCents(held.Balance), money.FormatBigCents(after)),
 			"The money moves between the customer's credit and platform revenue at once. It cannot be undone; another adjustment can reverse it.",
 			"It is recorded in the audit log with your name and the reason: " + reason,
 		},
 		Button: button + size, Action: "/finance/adjustments", Back: "/finance/balances",
-		Hidden: hiddenFields(c, "account_id", "amount_usd", "reason")},
-		binds: []string{"adjust", accountID, fmt.Sprint(int64(amount)), reason, held.Balance.Decimal(12)}}, nil
+		Hidden: core.HiddenFields(c, "account_id", "amount_usd", "reason")},
+		Binds: []string{"adjust", accountID, fmt.Sprint(int64(amount)), reason, held.Balance.Decimal(12)}}, nil
 }
 
 // Price book.
@@ -285,22 +256,6 @@ func priceChange(tier, model, input, output, cached, effectiveFrom string, free 
 	return in, fe.Err()
 }
 
-// pricesInTierOrder lists the prices in force at now in the order pages show tiers: each tier's
-// default, then the models' own prices in it, by model.
-func pricesInTierOrder(book catalog.PriceBook, now time.Time) []catalog.Price {
-	models := book.ModelsAt(now)
-	out := make([]catalog.Price, 0, len(book))
-	for _, t := range catalog.Tiers {
-		if p, ok := book.At(t, "", now); ok {
-			out = append(out, p)
-		}
-		for _, m := range slices.Sorted(maps.Keys(models[t])) {
-			out = append(out, models[t][m])
-		}
-	}
-	return out
-}
-
 // priceStatus says where a row of the price book stands at now: in force for its tier's default or
 // its model, scheduled, or superseded by a later row of the same.
 func priceStatus(ch catalog.PriceChange, book catalog.PriceBook, now time.Time) string {
@@ -314,11 +269,9 @@ func priceStatus(ch catalog.PriceChange, book catalog.PriceBook, now time.Time) 
 	return "superseded"
 }
 
-const minuteUTC = "2006-01-02 15:04"
-
 func (s *Server) pricesPage(c echo.Context) error {
 	// The form suggests the next midnight, UTC.
-	next := s.now().UTC().Truncate(24 * time.Hour).Add(24 * time.Hour)
+	next := s.Now().UTC().Truncate(24 * time.Hour).Add(24 * time.Hour)
 	return s.renderPrices(c, http.StatusOK, templates.Form{Values: map[string]string{
 		"tier": string(catalog.TierStandard), "effective_from": next.Format(datetimeLocal.layouts[0]),
 	}})
@@ -334,14 +287,14 @@ func (s *Server) renderPrices(c echo.Context, status int, form templates.Form) e
 	if err != nil {
 		return err
 	}
-	now := s.now()
-	p := templates.PricesPage{Page: s.page(c, "Price book"), Form: form}
+	now := s.Now()
+	p := templates.PricesPage{Page: s.Page(c, "Price book"), Form: form}
 	for _, t := range catalog.Tiers {
 		p.Tiers = append(p.Tiers, templates.Option{Value: string(t), Label: string(t)})
 	}
-	for _, pr := range pricesInTierOrder(book, now) {
+	for _, pr := range core.PricesInTierOrder(book, now) {
 		p.Current = append(p.Current, templates.PriceRow{Tier: string(pr.Tier), Model: pr.Model, Input: pr.Input.String(), Output: pr.Output.String(),
-			CachedInput: pr.CachedInput.String(), EffectiveFrom: pr.EffectiveFrom.UTC().Format(minuteUTC)})
+			CachedInput: pr.CachedInput.String(), EffectiveFrom: pr.EffectiveFrom.UTC().Format(core.MinuteUTC)})
 	}
 	for _, ch := range history {
 		by := ch.CreatedBy
@@ -349,14 +302,14 @@ func (s *Server) renderPrices(c echo.Context, status int, form templates.Form) e
 			by = "platform default"
 		}
 		p.History = append(p.History, templates.PriceChangeRow{Tier: string(ch.Tier), Model: ch.Model, Input: ch.Input.String(), Output: ch.Output.String(),
-			CachedInput: ch.CachedInput.String(), EffectiveFrom: ch.EffectiveFrom.UTC().Format(minuteUTC), ScheduledBy: by, ScheduledAt: ch.CreatedAt.UTC().Format(minuteUTC),
+			CachedInput: ch.CachedInput.String(), EffectiveFrom: ch.EffectiveFrom.UTC().Format(core.MinuteUTC), ScheduledBy: by, ScheduledAt: ch.CreatedAt.UTC().Format(core.MinuteUTC),
 			Status: priceStatus(ch, book, now)})
 	}
-	return s.render(c, status, templates.Prices(p))
+	return s.Render(c, status, templates.Prices(p))
 }
 
 func (s *Server) schedulePrice(c echo.Context, in catalog.ScheduleInput) (catalog.PriceChange, error) {
-	sess, _ := currentSession(c)
+	sess, _ := core.CurrentSession(c)
 	ch, err := s.catalog.SchedulePrice(c.Request().Context(), sess.User.ID, in)
 	if err != nil {
 		return catalog.PriceChange{}, err
@@ -368,15 +321,15 @@ func (s *Server) schedulePrice(c echo.Context, in catalog.ScheduleInput) (catalo
 func (s *Server) priceSubmit(c echo.Context) error {
 	in, err := priceChange(c.FormValue("tier"), c.FormValue("model"), c.FormValue("input_usd_per_mtok"), c.FormValue("output_usd_per_mtok"),
 		c.FormValue("cached_input_usd_per_mtok"),
-		c.FormValue("effective_from"), c.FormValue(catalog.FieldFree) != "", datetimeLocal, s.now())
+		c.FormValue("effective_from"), c.FormValue(catalog.FieldFree) != "", datetimeLocal, s.Now())
 	if err == nil {
 		_, err = s.schedulePrice(c, in)
 	}
 	if err != nil {
-		return s.formError(c, err, func(f templates.Form) error {
-			f.Values = submitted(c, "tier", "model", "input_usd_per_mtok", "output_usd_per_mtok", "cached_input_usd_per_mtok", "effective_from",
+		return s.FormError(c, err, func(f templates.Form) error {
+			f.Values = core.Submitted(c, "tier", "model", "input_usd_per_mtok", "output_usd_per_mtok", "cached_input_usd_per_mtok", "effective_from",
 				catalog.FieldFree)
-			return s.renderPrices(c, statusFor(err), f)
+			return s.renderPrices(c, core.StatusFor(err), f)
 		})
 	}
 	return c.Redirect(http.StatusSeeOther, "/finance/prices?flash=price-scheduled")
@@ -385,16 +338,16 @@ func (s *Server) priceSubmit(c echo.Context) error {
 // Stripe events.
 
 func (s *Server) stripeEventsPage(c echo.Context) error {
-	events, err := s.payments.Webhook.RecentEvents(c.Request().Context(), stripeEventsShown)
+	events, err := s.Payments.Webhook.RecentEvents(c.Request().Context(), stripeEventsShown)
 	if err != nil {
 		return err
 	}
-	p := templates.StripeEventsPage{Page: s.page(c, "Stripe events"), Limit: stripeEventsShown}
+	p := templates.StripeEventsPage{Page: s.Page(c, "Stripe events"), Limit: stripeEventsShown}
 	for _, ev := range events {
 		p.Events = append(p.Events, templates.StripeEventRow{ID: ev.ID, Type: ev.Type, Outcome: ev.Outcome, Deliveries: ev.Deliveries,
 			FirstReceived: ev.FirstReceivedAt.UTC().Format(time.DateTime), LastReceived: ev.LastReceivedAt.UTC().Format(time.DateTime)})
 	}
-	return s.render(c, http.StatusOK, templates.StripeEvents(p))
+	return s.Render(c, http.StatusOK, templates.StripeEvents(p))
 }
 
 // Rejected usage events.
@@ -405,7 +358,7 @@ func (s *Server) rejectionsPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	p := templates.RejectionsPage{Page: s.page(c, "Rejected usage events"), Reason: reason}
+	p := templates.RejectionsPage{Page: s.Page(c, "Rejected usage events"), Reason: reason}
 	for _, rc := range report.ByReason {
 		p.Counts = append(p.Counts, templates.Option{Value: rc.Reason, Label: strconv.FormatInt(rc.Count, 10)})
 	}
@@ -419,7 +372,7 @@ func (s *Server) rejectionsPage(c echo.Context) error {
 			Received: ev.ReceivedAt.UTC().Format(time.DateTime), Subject: ev.Subject, EventID: ev.EventID,
 			Reason: ev.Reason, Detail: ev.Detail, Raw: ev.Raw})
 	}
-	return s.render(c, http.StatusOK, templates.Rejections(p))
+	return s.Render(c, http.StatusOK, templates.Rejections(p))
 }
 
 func (s *Server) apiRejections(c echo.Context) error {
@@ -444,14 +397,14 @@ type accountBalanceJSON struct {
 }
 
 func (s *Server) apiFinanceBalances(c echo.Context) error {
-	balances, err := s.payments.Ledger.Balances(c.Request().Context())
+	balances, err := s.Payments.Ledger.Balances(c.Request().Context())
 	if err != nil {
 		return err
 	}
 	out := make([]accountBalanceJSON, 0, len(balances))
 	for _, b := range balances {
 		out = append(out, accountBalanceJSON{LedgerAccountID: b.Account, Kind: b.Kind, OwnerAccountID: b.OwnerAccountID,
-			OwnerName: b.OwnerName, BalancePico: b.Balance, BalanceUSD: usd(b.Balance), Negative: flagged(b)})
+			OwnerName: b.OwnerName, BalancePico: b.Balance, BalanceUSD: core.USD(b.Balance), Negative: flagged(b)})
 	}
 	return c.JSON(http.StatusOK, map[string]any{"accounts": out, "unit": "picodollar (1e-12 USD)"})
 }
@@ -476,7 +429,7 @@ func transactionOf(t billing.Transaction) transactionJSON {
 	j := transactionJSON{ID: t.ID, Kind: t.Kind, Memo: t.Memo, CreatedBy: t.CreatedBy, OccurredAt: t.OccurredAt, CreatedAt: t.CreatedAt,
 		Postings: make([]postingJSON, 0, len(t.Postings))}
 	for _, p := range t.Postings {
-		j.Postings = append(j.Postings, postingJSON{LedgerAccountID: p.Account, AmountPico: p.Amount, AmountUSD: usd(p.Amount)})
+		j.Postings = append(j.Postings, postingJSON{LedgerAccountID: p.Account, AmountPico: p.Amount, AmountUSD: core.USD(p.Amount)})
 	}
 	return j
 }
@@ -487,10 +440,10 @@ func (s *Server) apiAdjust(c echo.Context) error {
 		AmountUSD json.RawMessage `json:"amount_usd"` // a string or a number, signed
 		Reason    string          `json:"reason"`
 	}
-	if err := decodeJSON(c, &in); err != nil {
+	if err := core.DecodeJSON(c, &in); err != nil {
 		return err
 	}
-	txn, err := s.adjust(c, in.AccountID, jsonText(in.AmountUSD), in.Reason)
+	txn, err := s.adjust(c, in.AccountID, core.JSONText(in.AmountUSD), in.Reason)
 	if err != nil {
 		return err
 	}
@@ -507,7 +460,7 @@ func (s *Server) apiFinancePrices(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"current": pricesInTierOrder(book, s.now()), "history": history})
+	return c.JSON(http.StatusOK, map[string]any{"current": core.PricesInTierOrder(book, s.Now()), "history": history})
 }
 
 func (s *Server) apiSchedulePrice(c echo.Context) error {
@@ -521,11 +474,11 @@ func (s *Server) apiSchedulePrice(c echo.Context) error {
 		EffectiveFrom string          `json:"effective_from"` // RFC 3339
 		Free          bool            `json:"free"`           // a $0 price is meant
 	}
-	if err := decodeJSON(c, &body); err != nil {
+	if err := core.DecodeJSON(c, &body); err != nil {
 		return err
 	}
-	in, err := priceChange(body.Tier, body.Model, jsonText(body.Input), jsonText(body.Output), jsonText(body.CachedInput), body.EffectiveFrom,
-		body.Free, rfc3339, s.now())
+	in, err := priceChange(body.Tier, body.Model, core.JSONText(body.Input), core.JSONText(body.Output), core.JSONText(body.CachedInput), body.EffectiveFrom,
+		body.Free, rfc3339, s.Now())
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/invoicing"
 	"github.com/gpumarket/gpumarket/templates"
+	"github.com/gpumarket/gpumarket/web/internal/core"
 )
 
 // Flagged requests: the requests whose rig reported more tokens than were billed, whose
@@ -22,12 +23,11 @@ import (
 
 func (s *Server) flagRoutes() {
 	e := s.echo
-	finance := []echo.MiddlewareFunc{s.requirePage(accounts.RoleFinance, accounts.RoleAdmin), s.needsInvoicing}
+	finance := []echo.MiddlewareFunc{s.RequirePage(accounts.RoleFinance, accounts.RoleAdmin), s.needsInvoicing}
 	e.GET("/finance/flags", s.flagsPage, finance...)
 	e.POST("/finance/flags/resolve", s.resolveFlagSubmit, finance...)
-	e.GET("/finance/discrepancies", s.discrepanciesPage, s.requirePage(accounts.RoleFinance, accounts.RoleAdmin))
 
-	api := []echo.MiddlewareFunc{s.requireAPI(accounts.RoleFinance, accounts.RoleAdmin), s.needsInvoicing}
+	api := []echo.MiddlewareFunc{s.RequireAPI(accounts.RoleFinance, accounts.RoleAdmin), s.needsInvoicing}
 	e.GET("/api/finance/flags", s.apiFlags, api...)
 	e.POST("/api/finance/flags/resolve", s.apiResolveFlag, api...)
 }
@@ -78,7 +78,7 @@ func (s *Server) flagsPage(c echo.Context) error {
 }
 
 func (s *Server) renderFlags(c echo.Context, status int, q flagQuery, form templates.Form) error {
-	p := templates.FlagsPage{Page: s.page(c, "Flagged requests"), Form: form, Period: q.Period, Account: q.Account,
+	p := templates.FlagsPage{Page: s.Page(c, "Flagged requests"), Form: form, Period: q.Period, Account: q.Account,
 		Provider: q.Provider, Unresolved: q.Unresolved,
 		Back: "/finance/flags"}
 	if qs := q.values().Encode(); qs != "" {
@@ -90,9 +90,9 @@ func (s *Server) renderFlags(c echo.Context, status int, q flagQuery, form templ
 		list, err = s.invoicing.FlaggedRequests(c.Request().Context(), f)
 	}
 	if err != nil {
-		return s.formError(c, err, func(fm templates.Form) error {
+		return s.FormError(c, err, func(fm templates.Form) error {
 			p.Form = fm
-			return s.render(c, statusFor(err), templates.Flags(p))
+			return s.Render(c, core.StatusFor(err), templates.Flags(p))
 		})
 	}
 	for _, r := range list {
@@ -114,20 +114,20 @@ func (s *Server) renderFlags(c echo.Context, status int, q flagQuery, form templ
 		}
 		p.Rows = append(p.Rows, row)
 	}
-	return s.render(c, status, templates.Flags(p))
+	return s.Render(c, status, templates.Flags(p))
 }
 
 func (s *Server) resolveFlagSubmit(c echo.Context) error {
 	q := flagQuery{Period: c.FormValue("period"), Account: c.FormValue("account"), Provider: c.FormValue("provider"),
 		Unresolved: c.FormValue("unresolved") == "1"}
 	res, err := s.invoicing.ResolveFlag(c.Request().Context(), invoicing.ResolveInput{RequestID: c.FormValue("request_id"),
-		By: userID(c), Resolution: invoicing.Resolution(c.FormValue("resolution")), Note: c.FormValue("note")})
+		By: core.UserID(c), Resolution: invoicing.Resolution(c.FormValue("resolution")), Note: c.FormValue("note")})
 	if err != nil {
 		if services.ErrorCode(err) == services.CodeNotFound {
 			return err
 		}
-		return s.formError(c, err, func(f templates.Form) error {
-			return s.renderFlags(c, statusFor(err), q, f)
+		return s.FormError(c, err, func(f templates.Form) error {
+			return s.renderFlags(c, core.StatusFor(err), q, f)
 		})
 	}
 	v := q.values()
@@ -159,10 +159,10 @@ func (s *Server) apiResolveFlag(c echo.Context) error {
 		Resolution string `json:"resolution"`
 		Note       string `json:"note"`
 	}
-	if err := decodeJSON(c, &in); err != nil {
+	if err := core.DecodeJSON(c, &in); err != nil {
 		return err
 	}
-	res, err := s.invoicing.ResolveFlag(c.Request().Context(), invoicing.ResolveInput{RequestID: in.RequestID, By: userID(c),
+	res, err := s.invoicing.ResolveFlag(c.Request().Context(), invoicing.ResolveInput{RequestID: in.RequestID, By: core.UserID(c),
 		Resolution: invoicing.Resolution(in.Resolution), Note: in.Note})
 	if err != nil {
 		return err

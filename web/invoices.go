@@ -9,10 +9,10 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/invoicing"
 	"github.com/gpumarket/gpumarket/templates"
+	"github.com/gpumarket/gpumarket/web/internal/core"
 )
 
 // A customer's own invoices and credit notes, a provider's own statements, and the billing
@@ -22,67 +22,35 @@ import (
 // names.
 
 func (s *Server) customerDocumentRoutes() {
-	developerPage, developerAPI := s.requirePage(accounts.RoleDeveloper), s.requireAPI(accounts.RoleDeveloper)
+	developerPage, developerAPI := s.RequirePage(accounts.RoleDeveloper), s.RequireAPI(accounts.RoleDeveloper)
 	s.echo.GET("/invoices", s.invoicesPage, developerPage)
 	s.echo.GET("/api/invoices", s.apiInvoices, developerAPI)
 	s.echo.GET("/api/invoices/:id", s.apiInvoice, developerAPI)
 
-	providerPage, providerAPI := s.requirePage(accounts.RoleProvider), s.requireAPI(accounts.RoleProvider)
+	providerPage, providerAPI := s.RequirePage(accounts.RoleProvider), s.RequireAPI(accounts.RoleProvider)
 	s.echo.GET("/provider/statements", s.providerStatementsPage, providerPage)
 	s.echo.GET("/api/provider/statements", s.apiProviderStatements, providerAPI)
-
-	// Billing details: a customer's for its invoices, a provider's for its statements.
-	billedPage := s.requirePage(accounts.RoleDeveloper, accounts.RoleProvider)
-	billedAPI := s.requireAPI(accounts.RoleDeveloper, accounts.RoleProvider)
-	s.echo.GET("/settings/billing", s.billingDetailsPage, billedPage)
-	s.echo.POST("/settings/billing", s.billingDetailsSubmit, billedPage)
-	s.echo.GET("/api/settings/billing", s.apiBillingDetails, billedAPI)
-	s.echo.PUT("/api/settings/billing", s.apiSetBillingDetails, billedAPI)
 }
-
-// invoicingService is the invoicing service, or an unavailable error where this server has none.
-func (s *Server) invoicingService() (*invoicing.Service, error) {
-	if s.invoicing == nil {
-		return nil, services.Errorf(services.CodeUnavailable, "Invoices are not available on this server.")
-	}
-	return s.invoicing, nil
-}
-
-// documentURLs are where a document is read: its print-ready page, its PDF and its CSV.
-type documentURLs struct {
-	Page string `json:"page"`
-	PDF  string `json:"pdf"`
-	CSV  string `json:"csv"`
-}
-
-func documentURLsAt(base, id string) documentURLs {
-	page := base + id
-	return documentURLs{Page: page, PDF: page + "/pdf", CSV: page + "/csv"}
-}
-
-func invoiceURLs(id string) documentURLs    { return documentURLsAt("/invoices/", id) }
-func creditNoteURLs(id string) documentURLs { return documentURLsAt("/credit-notes/", id) }
-func statementURLs(id string) documentURLs  { return documentURLsAt("/statements/", id) }
 
 // customerInvoice is an invoice in a customer's list, with where to read it.
 type customerInvoice struct {
 	invoicing.InvoiceSummary
-	Links documentURLs `json:"links"`
+	Links core.DocumentURLs `json:"links"`
 }
 
 // customerCreditNote is a credit note in a customer's list, with where to read it.
 type customerCreditNote struct {
 	invoicing.CreditNoteSummary
-	Links documentURLs `json:"links"`
+	Links core.DocumentURLs `json:"links"`
 }
 
 // customerDocuments reads the caller's invoices and credit notes.
 func (s *Server) customerDocuments(c echo.Context) ([]customerInvoice, []customerCreditNote, error) {
-	inv, err := s.invoicingService()
+	inv, err := core.InvoicingService(s.invoicing)
 	if err != nil {
 		return nil, nil, err
 	}
-	sess, _ := currentSession(c)
+	sess, _ := core.CurrentSession(c)
 	ctx, account := c.Request().Context(), sess.User.AccountID
 	list, err := inv.AccountInvoices(ctx, account)
 	if err != nil {
@@ -94,11 +62,11 @@ func (s *Server) customerDocuments(c echo.Context) ([]customerInvoice, []custome
 	}
 	invoices := make([]customerInvoice, len(list))
 	for i, v := range list {
-		invoices[i] = customerInvoice{InvoiceSummary: v, Links: invoiceURLs(v.ID)}
+		invoices[i] = customerInvoice{InvoiceSummary: v, Links: core.InvoiceURLs(v.ID)}
 	}
 	credits := make([]customerCreditNote, len(notes))
 	for i, n := range notes {
-		credits[i] = customerCreditNote{CreditNoteSummary: n, Links: creditNoteURLs(n.ID)}
+		credits[i] = customerCreditNote{CreditNoteSummary: n, Links: core.CreditNoteURLs(n.ID)}
 	}
 	return invoices, credits, nil
 }
@@ -120,7 +88,7 @@ func (s *Server) invoicesPage(c echo.Context) error {
 	var rows []dated
 	for _, v := range invoices {
 		r := templates.CustomerDocumentRow{Kind: "invoice", KindLabel: "Invoice", ID: v.ID, Number: v.DisplayNumber,
-			Period: v.Period.Label(), Issued: dateOf(v.IssuedAt), Total: signedCents(v.Total), AmountDue: signedCents(v.AmountDue),
+			Period: v.Period.Label(), Issued: core.DateOf(v.IssuedAt), Total: core.SignedCents(v.Total), AmountDue: core.SignedCents(v.AmountDue),
 			Status: string(v.Status), URL: v.Links.Page, PDFURL: v.Links.PDF, CSVURL: v.Links.CSV}
 		if n := numbers[v.ReplacesInvoiceID]; n != "" {
 			r.Note = "replaces " + n
@@ -129,7 +97,7 @@ func (s *Server) invoicesPage(c echo.Context) error {
 	}
 	for _, n := range credits {
 		r := templates.CustomerDocumentRow{Kind: "credit_note", KindLabel: "Credit note", ID: n.ID, Number: n.Number,
-			Period: n.Period.Label(), Issued: dateOf(&n.IssuedAt), Total: signedCents(-n.Amount),
+			Period: n.Period.Label(), Issued: core.DateOf(&n.IssuedAt), Total: core.SignedCents(-n.Amount),
 			Status: "issued", Note: "cancels " + n.InvoiceNumber + ": " + strings.ToLower(n.Reason.Text()),
 			URL: n.Links.Page, PDFURL: n.Links.PDF, CSVURL: n.Links.CSV}
 		rows = append(rows, dated{row: r, period: n.Period, issued: timeKey(&n.IssuedAt)})
@@ -141,11 +109,11 @@ func (s *Server) invoicesPage(c echo.Context) error {
 		}
 		return cmp.Compare(b.issued, a.issued)
 	})
-	p := templates.CustomerInvoicesPage{Page: s.page(c, "Invoices")}
+	p := templates.CustomerInvoicesPage{Page: s.Page(c, "Invoices")}
 	for _, r := range rows {
 		p.Documents = append(p.Documents, r.row)
 	}
-	return s.render(c, http.StatusOK, templates.CustomerInvoices(p))
+	return s.Render(c, http.StatusOK, templates.CustomerInvoices(p))
 }
 
 func (s *Server) apiInvoices(c echo.Context) error {
@@ -159,38 +127,22 @@ func (s *Server) apiInvoices(c echo.Context) error {
 // customerInvoiceDetail is a customer's invoice with its lines, and where to read it.
 type customerInvoiceDetail struct {
 	invoicing.Invoice
-	Links documentURLs `json:"links"`
+	Links core.DocumentURLs `json:"links"`
 }
 
 // apiInvoice answers with one of the caller's invoices. GET /api/invoices/{id}.pdf, its PDF, is
 // rewritten before routing to the document routes (documents.go), and never reaches here.
 func (s *Server) apiInvoice(c echo.Context) error {
-	inv, err := s.invoicingService()
+	inv, err := core.InvoicingService(s.invoicing)
 	if err != nil {
 		return err
 	}
-	sess, _ := currentSession(c)
+	sess, _ := core.CurrentSession(c)
 	v, err := inv.AccountInvoice(c.Request().Context(), sess.User.AccountID, c.Param("id"))
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, customerInvoiceDetail{Invoice: v, Links: invoiceURLs(v.ID)})
-}
-
-// signedCents writes a document's amount: "$1234.56", "-$0.05".
-func signedCents(c invoicing.Cents) string {
-	if c < 0 {
-		return "-" + centsText(-int64(c))
-	}
-	return centsText(int64(c))
-}
-
-// dateOf writes a moment's date in UTC, "" for none.
-func dateOf(t *time.Time) string {
-	if t == nil {
-		return ""
-	}
-	return t.UTC().Format("2006-01-02")
+	return c.JSON(http.StatusOK, customerInvoiceDetail{Invoice: v, Links: core.InvoiceURLs(v.ID)})
 }
 
 // timeKey is a moment as text that sorts as the moments do.

@@ -27,7 +27,7 @@ func (s *Server) keyChanged(ctx context.Context, keyID string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), keyChangeTimeout)
 	defer cancel()
 	if err := s.keyChanges.KeyChanged(ctx, keyID); err != nil {
-		s.log.Error("telling the gateways that an API key changed failed: they reread it when their cache expires",
+		s.Log.Error("telling the gateways that an API key changed failed: they reread it when their cache expires",
 			"key", keyID, "err", err)
 	}
 }

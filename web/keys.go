@@ -15,6 +15,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/templates"
+	"github.com/gpumarket/gpumarket/web/internal/core"
 )
 
 // keyFields are the fields of the form that creates a key, as the page posts them.
@@ -85,8 +86,8 @@ func parseKeyLimit(limitUSD string) (*money.Pico, string) {
 // setKeyLimit changes the monthly limit of one of the caller's keys (nil: none) and tells the
 // gateways.
 func (s *Server) setKeyLimit(c echo.Context, keyID string, limit *money.Pico) (accounts.APIKey, error) {
-	sess, _ := currentSession(c)
-	k, err := s.accounts.SetKeyLimit(c.Request().Context(), sess.User.AccountID, keyID, limit)
+	sess, _ := core.CurrentSession(c)
+	k, err := s.Accounts.SetKeyLimit(c.Request().Context(), sess.User.AccountID, keyID, limit)
 	if err != nil {
 		return accounts.APIKey{}, err
 	}
@@ -101,8 +102,8 @@ func keyLimitError(problem string) error {
 
 // revokeKey revokes one of the caller's keys and tells the gateways.
 func (s *Server) revokeKey(c echo.Context, keyID string) error {
-	sess, _ := currentSession(c)
-	if err := s.accounts.RevokeKey(c.Request().Context(), sess.User.AccountID, keyID); err != nil {
+	sess, _ := core.CurrentSession(c)
+	if err := s.Accounts.RevokeKey(c.Request().Context(), sess.User.AccountID, keyID); err != nil {
 		return err
 	}
 	s.keyChanged(c.Request().Context(), keyID)
@@ -115,8 +116,8 @@ func (s *Server) createKey(c echo.Context, name, limitUSD, tier, prefer string) 
 	if err != nil {
 		return accounts.APIKey{}, "", err
 	}
-	sess, _ := currentSession(c)
-	return s.accounts.CreateKey(c.Request().Context(), sess.User, in)
+	sess, _ := core.CurrentSession(c)
+	return s.Accounts.CreateKey(c.Request().Context(), sess.User, in)
 }
 
 // showSecretOnce marks an answer that carries a key's secret: no cache, shared or the
@@ -135,8 +136,8 @@ func (s *Server) keysPage(c echo.Context) error {
 // (shown once), and the limit a row's form could not set.
 func (s *Server) renderKeys(c echo.Context, status int, form templates.Form, created *templates.CreatedKey,
 	limitErr *templates.KeyLimitError) error {
-	sess, _ := currentSession(c)
-	keys, err := s.accounts.Keys(c.Request().Context(), sess.User.AccountID)
+	sess, _ := core.CurrentSession(c)
+	keys, err := s.Accounts.Keys(c.Request().Context(), sess.User.AccountID)
 	if err != nil {
 		return err
 	}
@@ -144,7 +145,7 @@ func (s *Server) renderKeys(c echo.Context, status int, form templates.Form, cre
 	for _, k := range keys {
 		rows = append(rows, keyRow(k))
 	}
-	return s.render(c, status, templates.Keys(templates.KeysPage{Page: s.page(c, "API keys"), Keys: rows, Form: form,
+	return s.Render(c, status, templates.Keys(templates.KeysPage{Page: s.Page(c, "API keys"), Keys: rows, Form: form,
 		Tiers: keyTierOptions(), Prefers: keyPreferOptions(), Created: created, LimitError: limitErr}))
 }
 
@@ -154,14 +155,14 @@ func (s *Server) renderKeys(c echo.Context, status int, form templates.Form, cre
 func (s *Server) createKeySubmit(c echo.Context) error {
 	k, secret, err := s.createKey(c, c.FormValue("name"), c.FormValue("monthly_limit_usd"), c.FormValue("default_tier"), c.FormValue("prefer"))
 	if err != nil {
-		return s.formError(c, err, func(f templates.Form) error {
-			f.Values = submitted(c, keyFields...)
-			return s.renderKeys(c, statusFor(err), f, nil, nil)
+		return s.FormError(c, err, func(f templates.Form) error {
+			f.Values = core.Submitted(c, keyFields...)
+			return s.renderKeys(c, core.StatusFor(err), f, nil, nil)
 		})
 	}
 	showSecretOnce(c)
 	return s.renderKeys(c, http.StatusCreated, templates.Form{}, &templates.CreatedKey{Name: k.Name, Secret: secret,
-		BaseURL: s.baseURL(c) + "/v1", Model: s.exampleModel()}, nil)
+		BaseURL: s.BaseURL(c) + "/v1", Model: s.exampleModel()}, nil)
 }
 
 // exampleModel is a model the gateway serves right now, for the examples beside a new key:
@@ -190,7 +191,7 @@ func (s *Server) revokeKeySubmit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	conf := confirmation{ConfirmPage: templates.ConfirmPage{Title: "Revoke the key " + k.Name,
+	conf := core.Confirmation{ConfirmPage: templates.ConfirmPage{Title: "Revoke the key " + k.Name,
 		Consequences: []string{
 			"Revoking the key " + k.Name + " (" + k.Prefix + "…) cannot be undone.",
 			"From the moment it is revoked, every gateway refuses requests made with it (401): any app, script or server that uses it stops working until it is given another key.",
@@ -198,9 +199,9 @@ func (s *Server) revokeKeySubmit(c echo.Context) error {
 			"What it has already spent stays on your usage and invoices. Create a new key first if something still needs one.",
 		},
 		Button: "Revoke " + k.Name, Action: "/keys/" + k.ID + "/revoke", Back: "/keys"},
-		binds: []string{"revoke key", k.ID}}
-	if !confirmed(c, conf) {
-		return s.askToConfirm(c, "Revoke a key", conf)
+		Binds: []string{"revoke key", k.ID}}
+	if !core.Confirmed(c, conf) {
+		return s.AskToConfirm(c, "Revoke a key", conf)
 	}
 	if err := s.revokeKey(c, k.ID); err != nil {
 		return err
@@ -228,8 +229,8 @@ func (s *Server) keyLimitSubmit(c echo.Context) error {
 
 // ownKey is one of the caller's live keys; any other is not found.
 func (s *Server) ownKey(c echo.Context, keyID string) (accounts.APIKey, error) {
-	sess, _ := currentSession(c)
-	keys, err := s.accounts.Keys(c.Request().Context(), sess.User.AccountID)
+	sess, _ := core.CurrentSession(c)
+	keys, err := s.Accounts.Keys(c.Request().Context(), sess.User.AccountID)
 	if err != nil {
 		return accounts.APIKey{}, err
 	}
@@ -310,10 +311,10 @@ func (s *Server) apiCreateKey(c echo.Context) error {
 		DefaultTier     string          `json:"default_tier"`
 		Prefer          string          `json:"prefer"`
 	}
-	if err := decodeJSON(c, &in); err != nil {
+	if err := core.DecodeJSON(c, &in); err != nil {
 		return err
 	}
-	k, secret, err := s.createKey(c, in.Name, jsonText(in.MonthlyLimitUSD), in.DefaultTier, in.Prefer)
+	k, secret, err := s.createKey(c, in.Name, core.JSONText(in.MonthlyLimitUSD), in.DefaultTier, in.Prefer)
 	if err != nil {
 		return err
 	}
@@ -324,8 +325,8 @@ func (s *Server) apiCreateKey(c echo.Context) error {
 }
 
 func (s *Server) apiKeys(c echo.Context) error {
-	sess, _ := currentSession(c)
-	keys, err := s.accounts.Keys(c.Request().Context(), sess.User.AccountID)
+	sess, _ := core.CurrentSession(c)
+	keys, err := s.Accounts.Keys(c.Request().Context(), sess.User.AccountID)
 	if err != nil {
 		return err
 	}
@@ -350,7 +351,7 @@ func (s *Server) apiUpdateKey(c echo.Context) error {
 		// A string or a number, read as its exact text; null removes the limit.
 		MonthlyLimitUSD json.RawMessage `json:"monthly_limit_usd"`
 	}
-	if err := decodeJSON(c, &in); err != nil {
+	if err := core.DecodeJSON(c, &in); err != nil {
 		return err
 	}
 	var limit *money.Pico
@@ -359,7 +360,7 @@ func (s *Server) apiUpdateKey(c echo.Context) error {
 		return keyLimitError(`Required: dollars and cents such as "12.50", or null for no limit.`)
 	case "null":
 	default:
-		text := jsonText(in.MonthlyLimitUSD)
+		text := core.JSONText(in.MonthlyLimitUSD)
 		if strings.TrimSpace(text) == "" {
 			return keyLimitError(`Enter dollars and cents such as "12.50", or null for no limit.`)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/invoicing"
 	"github.com/gpumarket/gpumarket/services/payouts"
 	"github.com/gpumarket/gpumarket/templates"
+	"github.com/gpumarket/gpumarket/web/internal/core"
 )
 
 // Where Stripe sends a provider from its onboarding: back (return), or for a fresh link when
@@ -25,37 +26,37 @@ const (
 )
 
 func (s *Server) payoutRoutes() {
-	provider := s.requirePage(accounts.RoleProvider)
+	provider := s.RequirePage(accounts.RoleProvider)
 	s.echo.GET("/provider/payouts", s.providerPayoutsPage, provider)
 	s.echo.POST("/provider/payouts/connect", s.connectPayoutsSubmit, provider)
 	s.echo.GET(onboardingRefreshPath, s.onboardingRefresh, provider)
 	s.echo.GET(onboardingReturnPath, s.onboardingReturn, provider)
 	s.echo.GET(testOnboardingPath, s.testOnboardingPage, provider)
 	s.echo.POST(testOnboardingPath, s.testOnboardingSubmit, provider)
-	s.echo.GET("/api/provider/payouts", s.apiProviderPayouts, s.requireAPI(accounts.RoleProvider))
+	s.echo.GET("/api/provider/payouts", s.apiProviderPayouts, s.RequireAPI(accounts.RoleProvider))
 
-	finance := s.requirePage(accounts.RoleFinance, accounts.RoleAdmin)
+	finance := s.RequirePage(accounts.RoleFinance, accounts.RoleAdmin)
 	s.echo.GET("/finance/payouts", s.financePayoutsPage, finance)
 	s.echo.GET("/finance/payouts/:id/retry", s.retryPayoutSubmit, finance)
 	s.echo.POST("/finance/payouts/:id/retry", s.retryPayoutSubmit, finance)
-	financeAPI := s.requireAPI(accounts.RoleFinance, accounts.RoleAdmin)
+	financeAPI := s.RequireAPI(accounts.RoleFinance, accounts.RoleAdmin)
 	s.echo.GET("/api/finance/payouts", s.apiFinancePayouts, financeAPI)
 	s.echo.POST("/api/finance/payouts/:id/retry", s.apiRetryPayout, financeAPI)
 }
 
 // payoutsService is the payouts service, or an unavailable error where this server has none.
 func (s *Server) payoutsService() (*payouts.Service, error) {
-	if s.payments.Payouts == nil {
+	if s.Payments.Payouts == nil {
 		return nil, services.Errorf(services.CodeUnavailable, "Payouts are not available on this server.")
 	}
-	return s.payments.Payouts, nil
+	return s.Payments.Payouts, nil
 }
 
 // onboardingURL is where the connect form sends the provider: Stripe's onboarding, or in test
 // mode the local page, since stripe-mock hosts none.
 func (s *Server) onboardingURL(c echo.Context, link payouts.AccountLink) string {
-	if s.payments.testMode() {
-		return s.baseURL(c) + testOnboardingPath
+	if s.Payments.TestMode() {
+		return s.BaseURL(c) + testOnboardingPath
 	}
 	return link.URL
 }
@@ -70,7 +71,7 @@ func (s *Server) renderProviderPayouts(c echo.Context, status int, form template
 		return err
 	}
 	ctx := c.Request().Context()
-	provider := providerAccount(c)
+	provider := core.ProviderAccount(c)
 	a, err := po.Account(ctx, provider)
 	if err != nil {
 		return err
@@ -79,12 +80,12 @@ func (s *Server) renderProviderPayouts(c echo.Context, status int, form template
 	if err != nil {
 		return err
 	}
-	p := templates.ProviderPayoutsPage{Page: s.page(c, "Payouts"), Account: accountView(a), Form: form,
-		TestMode: s.payments.testMode()}
+	p := templates.ProviderPayoutsPage{Page: s.Page(c, "Payouts"), Account: accountView(a), Form: form,
+		TestMode: s.Payments.TestMode()}
 	for _, o := range list {
 		p.Payouts = append(p.Payouts, payoutRow(o))
 	}
-	return s.render(c, status, templates.ProviderPayouts(p))
+	return s.Render(c, status, templates.ProviderPayouts(p))
 }
 
 func accountView(a payouts.ConnectedAccount) templates.ConnectedAccountView {
@@ -98,7 +99,7 @@ func accountView(a payouts.ConnectedAccount) templates.ConnectedAccountView {
 
 func payoutRow(p payouts.Payout) templates.PayoutRow {
 	r := templates.PayoutRow{ID: p.ID, Provider: p.ProviderName, Statement: p.StatementNumber, StatementID: p.StatementID,
-		Period: p.Period, Amount: centsText(p.AmountCents), Status: string(p.Status), Attempts: p.Attempts, Error: p.LastError,
+		Period: p.Period, Amount: core.CentsText(p.AmountCents), Status: string(p.Status), Attempts: p.Attempts, Error: p.LastError,
 		Transfer: p.StripeTransferID, Created: p.CreatedAt.UTC().Format("2006-01-02 15:04"), InDoubt: p.InDoubt}
 	if p.PaidAt != nil {
 		r.Paid = p.PaidAt.UTC().Format("2006-01-02 15:04")
@@ -116,8 +117,8 @@ func (s *Server) connectPayoutsSubmit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	sess, _ := currentSession(c)
-	base := s.baseURL(c)
+	sess, _ := core.CurrentSession(c)
+	base := s.BaseURL(c)
 	_, link, err := po.Connect(c.Request().Context(), payouts.ConnectInput{ProviderAccountID: sess.User.AccountID,
 		Email: sess.User.Email, Country: c.FormValue("country"),
 		RefreshURL: base + onboardingRefreshPath, ReturnURL: base + onboardingReturnPath})
@@ -129,8 +130,8 @@ func (s *Server) connectPayoutsSubmit(c echo.Context) error {
 	if err != nil {
 		switch services.ErrorCode(err) {
 		case services.CodeInvalid, services.CodeUnavailable, services.CodeConflict:
-			_, body := s.describe(err)
-			return s.renderProviderPayouts(c, statusFor(err), templates.Form{Values: submitted(c, "country"),
+			_, body := s.Describe(err)
+			return s.renderProviderPayouts(c, core.StatusFor(err), templates.Form{Values: core.Submitted(c, "country"),
 				Errors: body.Fields, Error: body.Message})
 		}
 		return err
@@ -142,11 +143,11 @@ func (s *Server) connectPayoutsSubmit(c echo.Context) error {
 // message instead of a page the browser silently refuses to leave (see docs/web-security.md,
 // "The buy form and the CSP").
 func (s *Server) checkRedirect(c echo.Context, target string) error {
-	if s.payments.allowsCheckout(target, c.Scheme()+"://"+c.Request().Host) {
+	if s.Payments.AllowsCheckout(target, c.Scheme()+"://"+c.Request().Host) {
 		return nil
 	}
-	s.log.Error("a form redirects to an origin the pages' CSP does not allow", "url", clip(target, 200),
-		"allowed", s.payments.CheckoutOrigins)
+	s.Log.Error("a form redirects to an origin the pages' CSP does not allow", "url", core.Clip(target, 200),
+		"allowed", s.Payments.CheckoutOrigins)
 	return services.Errorf(services.CodeUnavailable, "Stripe's page cannot be opened from here. Nothing was changed; please try again later.")
 }
 
@@ -157,8 +158,8 @@ func (s *Server) onboardingRefresh(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	base := s.baseURL(c)
-	link, err := po.OnboardingLink(c.Request().Context(), providerAccount(c), base+onboardingRefreshPath, base+onboardingReturnPath)
+	base := s.BaseURL(c)
+	link, err := po.OnboardingLink(c.Request().Context(), core.ProviderAccount(c), base+onboardingRefreshPath, base+onboardingReturnPath)
 	if services.ErrorCode(err) == services.CodeNotFound {
 		return c.Redirect(http.StatusSeeOther, "/provider/payouts")
 	}
@@ -175,7 +176,7 @@ func (s *Server) onboardingReturn(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	a, err := po.Refresh(c.Request().Context(), providerAccount(c))
+	a, err := po.Refresh(c.Request().Context(), core.ProviderAccount(c))
 	if services.ErrorCode(err) == services.CodeNotFound {
 		return c.Redirect(http.StatusSeeOther, "/provider/payouts")
 	}
@@ -196,10 +197,10 @@ func onboardingFlash(a payouts.ConnectedAccount) string {
 // test mode, and only for a provider whose account was created.
 func (s *Server) connectedAccount(c echo.Context) (*payouts.Service, payouts.ConnectedAccount, error) {
 	po, err := s.payoutsService()
-	if err != nil || !s.payments.testMode() {
+	if err != nil || !s.Payments.TestMode() {
 		return nil, payouts.ConnectedAccount{}, echo.ErrNotFound
 	}
-	a, err := po.Account(c.Request().Context(), providerAccount(c))
+	a, err := po.Account(c.Request().Context(), core.ProviderAccount(c))
 	if err == nil && a.StripeAccountID == "" {
 		err = services.Errorf(services.CodeNotFound, "No Stripe account is connected yet: connect one on the Payouts page first.")
 	}
@@ -211,7 +212,7 @@ func (s *Server) testOnboardingPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return s.render(c, http.StatusOK, templates.TestOnboarding(templates.TestOnboardingPage{Page: s.page(c, "Test onboarding"),
+	return s.Render(c, http.StatusOK, templates.TestOnboarding(templates.TestOnboardingPage{Page: s.Page(c, "Test onboarding"),
 		StripeAccountID: a.StripeAccountID, Email: a.Email, Country: a.Country}))
 }
 
@@ -223,7 +224,7 @@ func (s *Server) testOnboardingSubmit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	a, err = po.Observe(c.Request().Context(), payouts.AccountState{ID: a.StripeAccountID, DetailsSubmitted: true, PayoutsEnabled: true}, s.now())
+	a, err = po.Observe(c.Request().Context(), payouts.AccountState{ID: a.StripeAccountID, DetailsSubmitted: true, PayoutsEnabled: true}, s.Now())
 	if err != nil {
 		return err
 	}
@@ -236,7 +237,7 @@ func (s *Server) apiProviderPayouts(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	provider := providerAccount(c)
+	provider := core.ProviderAccount(c)
 	a, err := po.Account(ctx, provider)
 	if err != nil {
 		return err
@@ -262,11 +263,11 @@ func (s *Server) financePayoutsPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	p := templates.FinancePayoutsPage{Page: s.page(c, "Payouts"), Status: status, Statuses: payoutStatuses}
+	p := templates.FinancePayoutsPage{Page: s.Page(c, "Payouts"), Status: status, Statuses: payoutStatuses}
 	for _, o := range list {
 		p.Payouts = append(p.Payouts, payoutRow(o))
 	}
-	return s.render(c, http.StatusOK, templates.FinancePayouts(p))
+	return s.Render(c, http.StatusOK, templates.FinancePayouts(p))
 }
 
 // retryPayoutSubmit retries a failed payout. Whatever the attempt's outcome, finance lands back
@@ -282,8 +283,8 @@ func (s *Server) retryPayoutSubmit(c echo.Context) error {
 		return err
 	}
 	conf := retryConfirmation(before)
-	if !confirmed(c, conf) {
-		return s.askToConfirm(c, "Retry a payout", conf)
+	if !core.Confirmed(c, conf) {
+		return s.AskToConfirm(c, "Retry a payout", conf)
 	}
 	p, err := po.Retry(retryContext(c), before.ID)
 	switch {
@@ -298,15 +299,15 @@ func (s *Server) retryPayoutSubmit(c echo.Context) error {
 // retryConfirmation says what a retry sends: a Stripe transfer of the payout's amount to its
 // provider. It binds the payout's state, so a retry confirmed before the payout was paid (by
 // this retry or another) is asked again, and a paid one offers nothing.
-func retryConfirmation(p payouts.Payout) confirmation {
-	conf := confirmation{ConfirmPage: templates.ConfirmPage{Title: "Retry the payout of statement " + p.StatementNumber,
+func retryConfirmation(p payouts.Payout) core.Confirmation {
+	conf := core.Confirmation{ConfirmPage: templates.ConfirmPage{Title: "Retry the payout of statement " + p.StatementNumber,
 		Action: "/finance/payouts/" + p.ID + "/retry", Back: "/finance/payouts"},
-		binds: []string{"retry payout", p.ID, string(p.Status), strconv.FormatInt(p.AmountCents, 10), strconv.Itoa(p.Attempts)}}
+		Binds: []string{"retry payout", p.ID, string(p.Status), strconv.FormatInt(p.AmountCents, 10), strconv.Itoa(p.Attempts)}}
 	if !slices.Contains(p.Actions, payouts.ActionRetry) {
 		conf.Consequences = []string{"This payout is " + string(p.Status) + ": it cannot be retried now, and nothing is sent."}
 		return conf
 	}
-	amount := centsText(p.AmountCents)
+	amount := core.CentsText(p.AmountCents)
 	conf.Consequences = []string{
 		"Retrying sends a Stripe transfer of " + amount + " to " + p.ProviderName + "'s connected Stripe account, at once, for statement " +
 			p.StatementNumber + " (" + p.Period + ").",
@@ -348,6 +349,6 @@ func (s *Server) apiRetryPayout(c echo.Context) error {
 // retryContext is the request's context naming the finance user who retries: the statement a
 // retry pays is recorded paid by them (see docs/invoicing.md, "Paying statements").
 func retryContext(c echo.Context) context.Context {
-	sess, _ := currentSession(c)
+	sess, _ := core.CurrentSession(c)
 	return invoicing.ActingAs(c.Request().Context(), sess.User.ID)
 }

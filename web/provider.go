@@ -13,6 +13,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/templates"
+	"github.com/gpumarket/gpumarket/web/internal/core"
 )
 
 var listingFields = []string{"gpu", "gpu_count", "region", "model", catalog.FieldAskInput, catalog.FieldAskOutput,
@@ -72,7 +73,7 @@ func listingInput(get func(string) string) (catalog.ListingInput, error) {
 // listingFromJSON reads a JSON listing whose values may be numbers or strings.
 func listingFromJSON(c echo.Context) (catalog.ListingInput, error) {
 	raw := map[string]json.RawMessage{}
-	if err := decodeJSON(c, &raw); err != nil {
+	if err := core.DecodeJSON(c, &raw); err != nil {
 		return catalog.ListingInput{}, err
 	}
 	known := map[string]bool{}
@@ -106,45 +107,18 @@ func siteOptions() []templates.Option {
 	}
 }
 
-// siteName is a site in the page's words.
-func siteName(s carbon.Site) string {
-	if s == carbon.SiteDatacentre {
-		return "data centre"
-	}
-	return "home"
-}
-
 // pueHint says what an empty PUE field means for the site chosen (or the GPU's default site).
 func pueHint(site, gpu string) string {
 	s := carbon.Site(site)
 	if !s.Valid() {
 		s = catalog.DefaultSite(gpu)
 	}
-	return "Empty: " + defaultPUEText(s) + ". A stated PUE is between 1.0 and 3.0."
-}
-
-// defaultPUEText is the site's default PUE as the pages show it: "default 1.0 (home)".
-func defaultPUEText(s carbon.Site) string {
-	return "default " + strconv.FormatFloat(carbon.DefaultPUE(s), 'f', 1, 64) + " (" + siteName(s) + ")"
-}
-
-// sitePUE is a rig's site and the PUE its figures use: "home, PUE default 1.0 (home)" or
-// "data centre, PUE 1.12 (stated)".
-func sitePUE(s carbon.Site, stated *float64) string {
-	if stated != nil {
-		return siteName(s) + ", PUE " + strconv.FormatFloat(*stated, 'f', -1, 64) + " (stated)"
-	}
-	return siteName(s) + ", PUE " + defaultPUEText(s)
-}
-
-func providerAccount(c echo.Context) string {
-	sess, _ := currentSession(c)
-	return sess.User.AccountID
+	return "Empty: " + core.DefaultPUEText(s) + ". A stated PUE is between 1.0 and 3.0."
 }
 
 func (s *Server) rigsPage(c echo.Context) error {
 	ctx := c.Request().Context()
-	list, err := s.catalog.ListOwn(ctx, providerAccount(c))
+	list, err := s.catalog.ListOwn(ctx, core.ProviderAccount(c))
 	if err != nil {
 		return err
 	}
@@ -152,15 +126,15 @@ func (s *Server) rigsPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	now := s.now()
+	now := s.Now()
 	rows := make([]templates.OfferingRow, 0, len(list))
 	for _, o := range list {
-		rows = append(rows, ownOfferingRow(o, book.ForModel(o.Model, now), now))
+		rows = append(rows, core.OwnOfferingRow(o, book.ForModel(o.Model, now), now))
 	}
-	if err := s.withProviderBenchmarks(c, ownBenchmarkURL, rows); err != nil {
+	if err := core.WithProviderBenchmarks(c, s.benchmarks, ownBenchmarkURL, rows); err != nil {
 		return err
 	}
-	return s.render(c, http.StatusOK, templates.Rigs(templates.RigsPage{Page: s.page(c, "My rigs"), Rigs: rows}))
+	return s.Render(c, http.StatusOK, templates.Rigs(templates.RigsPage{Page: s.Page(c, "My rigs"), Rigs: rows}))
 }
 
 func (s *Server) listingPage(c echo.Context, status int, id string, form templates.Form) error {
@@ -168,8 +142,8 @@ func (s *Server) listingPage(c echo.Context, status int, id string, form templat
 	if id != "" {
 		title = "Edit rig"
 	}
-	return s.render(c, status, templates.Listing(templates.ListingPage{
-		Page: s.page(c, title), Form: form, GPUs: gpuOptions(), Regions: regionOptions(), EditID: id,
+	return s.Render(c, status, templates.Listing(templates.ListingPage{
+		Page: s.Page(c, title), Form: form, GPUs: core.GPUOptions(), Regions: core.RegionOptions(), EditID: id,
 		Sites: siteOptions(), PUEHint: pueHint(form.Get("site"), form.Get("gpu")),
 	}))
 }
@@ -191,19 +165,19 @@ func formValues(c echo.Context) map[string]string {
 func (s *Server) createRigSubmit(c echo.Context) error {
 	in, err := listingInput(c.FormValue)
 	if err == nil {
-		_, err = s.catalog.Create(c.Request().Context(), providerAccount(c), in)
+		_, err = s.catalog.Create(c.Request().Context(), core.ProviderAccount(c), in)
 	}
 	if err != nil {
-		return s.formError(c, err, func(f templates.Form) error {
+		return s.FormError(c, err, func(f templates.Form) error {
 			f.Values = formValues(c)
-			return s.listingPage(c, statusFor(err), "", f)
+			return s.listingPage(c, core.StatusFor(err), "", f)
 		})
 	}
 	return c.Redirect(http.StatusSeeOther, "/provider/rigs?flash=listed")
 }
 
 func (s *Server) editRigPage(c echo.Context) error {
-	o, err := s.catalog.Own(c.Request().Context(), providerAccount(c), c.Param("id"))
+	o, err := s.catalog.Own(c.Request().Context(), core.ProviderAccount(c), c.Param("id"))
 	if err != nil {
 		return err
 	}
@@ -223,17 +197,17 @@ func (s *Server) updateRigSubmit(c echo.Context) error {
 	id := c.Param("id")
 	ctx := c.Request().Context()
 	// Look the rig up first so that another provider's rig is a 404, not a form.
-	if _, err := s.catalog.Own(ctx, providerAccount(c), id); err != nil {
+	if _, err := s.catalog.Own(ctx, core.ProviderAccount(c), id); err != nil {
 		return err
 	}
 	in, err := listingInput(c.FormValue)
 	if err == nil {
-		_, err = s.catalog.Update(ctx, providerAccount(c), id, in)
+		_, err = s.catalog.Update(ctx, core.ProviderAccount(c), id, in)
 	}
 	if err != nil {
-		return s.formError(c, err, func(f templates.Form) error {
+		return s.FormError(c, err, func(f templates.Form) error {
 			f.Values = formValues(c)
-			return s.listingPage(c, statusFor(err), id, f)
+			return s.listingPage(c, core.StatusFor(err), id, f)
 		})
 	}
 	return c.Redirect(http.StatusSeeOther, "/provider/rigs?flash=saved")
@@ -253,7 +227,7 @@ func (s *Server) rigStatusSubmit(c echo.Context) error {
 	if !ok {
 		return echo.ErrNotFound
 	}
-	if err := s.catalog.SetStatus(c.Request().Context(), providerAccount(c), c.Param("id"), a.status); err != nil {
+	if err := s.catalog.SetStatus(c.Request().Context(), core.ProviderAccount(c), c.Param("id"), a.status); err != nil {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, "/provider/rigs?flash="+a.flash)
@@ -271,16 +245,16 @@ func (s *Server) ownJSON(c echo.Context, o catalog.Offering, status int) error {
 
 // ownOfferingJSON is the offering as its provider sees it in the API, at prices (those in force for its model),
 // with where its rig stands and why.
-func (s *Server) ownOfferingJSON(o catalog.Offering, prices map[catalog.Tier]catalog.Price) offeringJSON {
-	j := toJSON(o, prices, true)
-	j.RigStateReason = o.RigStateReason(s.now())
+func (s *Server) ownOfferingJSON(o catalog.Offering, prices map[catalog.Tier]catalog.Price) core.OfferingJSON {
+	j := core.OfferingToJSON(o, prices, true)
+	j.RigStateReason = o.RigStateReason(s.Now())
 	j.NativeAPIs, j.APIsServed = o.RigNativeAPIs, o.APIsServed()
 	return j
 }
 
 func (s *Server) apiListRigs(c echo.Context) error {
 	ctx := c.Request().Context()
-	list, err := s.catalog.ListOwn(ctx, providerAccount(c))
+	list, err := s.catalog.ListOwn(ctx, core.ProviderAccount(c))
 	if err != nil {
 		return err
 	}
@@ -288,8 +262,8 @@ func (s *Server) apiListRigs(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	now := s.now()
-	out := make([]offeringJSON, 0, len(list))
+	now := s.Now()
+	out := make([]core.OfferingJSON, 0, len(list))
 	for _, o := range list {
 		out = append(out, s.ownOfferingJSON(o, book.ForModel(o.Model, now)))
 	}
@@ -301,7 +275,7 @@ func (s *Server) apiCreateRig(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	o, err := s.catalog.Create(c.Request().Context(), providerAccount(c), in)
+	o, err := s.catalog.Create(c.Request().Context(), core.ProviderAccount(c), in)
 	if err != nil {
 		return err
 	}
@@ -309,7 +283,7 @@ func (s *Server) apiCreateRig(c echo.Context) error {
 }
 
 func (s *Server) apiGetRig(c echo.Context) error {
-	o, err := s.catalog.Own(c.Request().Context(), providerAccount(c), c.Param("id"))
+	o, err := s.catalog.Own(c.Request().Context(), core.ProviderAccount(c), c.Param("id"))
 	if err != nil {
 		return err
 	}
@@ -318,14 +292,14 @@ func (s *Server) apiGetRig(c echo.Context) error {
 
 func (s *Server) apiUpdateRig(c echo.Context) error {
 	ctx := c.Request().Context()
-	if _, err := s.catalog.Own(ctx, providerAccount(c), c.Param("id")); err != nil {
+	if _, err := s.catalog.Own(ctx, core.ProviderAccount(c), c.Param("id")); err != nil {
 		return err
 	}
 	in, err := listingFromJSON(c)
 	if err != nil {
 		return err
 	}
-	o, err := s.catalog.Update(ctx, providerAccount(c), c.Param("id"), in)
+	o, err := s.catalog.Update(ctx, core.ProviderAccount(c), c.Param("id"), in)
 	if err != nil {
 		return err
 	}
@@ -334,13 +308,13 @@ func (s *Server) apiUpdateRig(c echo.Context) error {
 
 func (s *Server) apiSetStatus(c echo.Context, status catalog.Status) error {
 	ctx := c.Request().Context()
-	if err := s.catalog.SetStatus(ctx, providerAccount(c), c.Param("id"), status); err != nil {
+	if err := s.catalog.SetStatus(ctx, core.ProviderAccount(c), c.Param("id"), status); err != nil {
 		return err
 	}
 	if status == catalog.StatusDelisted {
 		return c.NoContent(http.StatusNoContent)
 	}
-	o, err := s.catalog.Own(ctx, providerAccount(c), c.Param("id"))
+	o, err := s.catalog.Own(ctx, core.ProviderAccount(c), c.Param("id"))
 	if err != nil {
 		return err
 	}

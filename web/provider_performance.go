@@ -12,6 +12,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/performance"
 	"github.com/gpumarket/gpumarket/templates"
+	"github.com/gpumarket/gpumarket/web/internal/core"
 )
 
 // The provider's view of its own rigs over a window (services/performance): a page and
@@ -33,14 +34,14 @@ func (s *Server) performanceOf(c echo.Context) (performance.Window, []performanc
 		}
 		days = n
 	}
-	w, err := performance.WindowOf(s.now(), days)
+	w, err := performance.WindowOf(s.Now(), days)
 	if err != nil {
 		return w, nil, err
 	}
 	caps, _ := s.router.(performance.Capacities)
-	list, err := s.performance.Offerings(c.Request().Context(), providerAccount(c), w, caps)
+	list, err := s.performance.Offerings(c.Request().Context(), core.ProviderAccount(c), w, caps)
 	for i := range list {
-		list[i].Reliability = s.recordOf(list[i].OfferingID)
+		list[i].Reliability = s.RecordOf(list[i].OfferingID)
 	}
 	return w, list, err
 }
@@ -54,7 +55,7 @@ func (s *Server) apiPerformance(c echo.Context) error {
 }
 
 func (s *Server) performancePage(c echo.Context) error {
-	p := templates.PerformancePage{Page: s.page(c, "Performance"), Days: c.QueryParam("days")}
+	p := templates.PerformancePage{Page: s.Page(c, "Performance"), Days: c.QueryParam("days")}
 	if p.Days == "" {
 		p.Days = "7"
 	}
@@ -63,9 +64,9 @@ func (s *Server) performancePage(c echo.Context) error {
 	}
 	w, list, err := s.performanceOf(c)
 	if err != nil {
-		if fields := invalidFields(err); fields != nil {
+		if fields := core.InvalidFields(err); fields != nil {
 			p.Error = fields["days"]
-			return s.render(c, http.StatusUnprocessableEntity, templates.Performance(p))
+			return s.Render(c, http.StatusUnprocessableEntity, templates.Performance(p))
 		}
 		return err
 	}
@@ -73,19 +74,19 @@ func (s *Server) performancePage(c echo.Context) error {
 	for _, o := range list {
 		p.Rigs = append(p.Rigs, performanceRow(o))
 	}
-	return s.render(c, http.StatusOK, templates.Performance(p))
+	return s.Render(c, http.StatusOK, templates.Performance(p))
 }
 
 func performanceRow(o performance.Offering) templates.PerformanceRow {
 	r := templates.PerformanceRow{ID: o.OfferingID, Rig: fmt.Sprintf("%dx %s", o.GPUCount, o.GPU), Model: o.Model,
 		Region: o.Region, Tier: string(o.Tier), Status: string(o.Status), Requests: strconv.FormatInt(o.Requests, 10),
-		Tokens:   tokens(o.InputTokens + o.OutputTokens),
+		Tokens:   core.Tokens(o.InputTokens + o.OutputTokens),
 		InFlight: strconv.FormatFloat(o.MeanInFlight, 'f', 2, 64), Utilisation: "capacity unknown",
 		TTFTClaimed: msText(o.ClaimedTTFTP99Ms), TTFTMeasured: msText(o.MeasuredTTFTP99Ms),
 		TPSClaimed: rateText(o.ClaimedTokensPerSec), TPSMeasured: rateText(o.MeasuredTokensPerSec),
 		TTFTVerdict: verdict(o.TTFTKeepsClaim), TPSVerdict: verdict(o.TokensPerSecKeepsClaim),
 		KWhPerMTok: numText(o.KWhPerMTok, 4), EstimatedKWhPerMTok: numText(o.EstimatedKWhPerMTok, 4),
-		Earned: money.FormatBigCents(o.Earned), EarnedPerKWh: "—", Reliability: reliabilityCell(o.Reliability)}
+		Earned: money.FormatBigCents(o.Earned), EarnedPerKWh: "—", Reliability: core.ReliabilityCell(o.Reliability)}
 	if o.Utilisation != nil {
 		r.Utilisation = strconv.FormatFloat(100**o.Utilisation, 'f', 1, 64) + "% of " + strconv.Itoa(o.Capacity)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/reports"
 	"github.com/gpumarket/gpumarket/templates"
+	"github.com/gpumarket/gpumarket/web/internal/core"
 )
 
 // ReportSource is what the reports pages need of services/reports: an account's savings and
@@ -32,7 +33,7 @@ type ReportSource interface {
 // reportsRoutes are a customer's reports: the dashboard and its figures as CSV, each of the
 // caller's own account only.
 func (s *Server) reportsRoutes() {
-	page := []echo.MiddlewareFunc{s.requirePage(accounts.RoleDeveloper), s.needsReports}
+	page := []echo.MiddlewareFunc{s.RequirePage(accounts.RoleDeveloper), s.needsReports}
 	s.echo.GET("/reports", s.reportsPage, page...)
 	s.echo.GET("/reports/savings.csv", s.savingsCSV, page...)
 	s.echo.GET("/reports/carbon.csv", s.carbonCSV, page...)
@@ -57,7 +58,7 @@ func parseReportQuery(from, to, group string, now time.Time) (reports.Query, err
 
 // reportQueryValues is the query string of a report's period, for its links.
 func reportQueryValues(q reports.Query) url.Values {
-	return url.Values{"from": {q.From.Format(dateLayout)}, "to": {q.To.AddDate(0, 0, -1).Format(dateLayout)}, "group": {string(q.Group)}}
+	return url.Values{"from": {q.From.Format(core.DateLayout)}, "to": {q.To.AddDate(0, 0, -1).Format(core.DateLayout)}, "group": {string(q.Group)}}
 }
 
 // readReportQuery reads the dashboard's period. A customer who asks for none sees the last
@@ -66,26 +67,19 @@ func reportQueryValues(q reports.Query) url.Values {
 func (s *Server) readReportQuery(c echo.Context) (reports.Query, error) {
 	from, to, group := c.QueryParam("from"), c.QueryParam("to"), c.QueryParam("group")
 	if from == "" && to == "" && group == "" {
-		first, last := lastMonth(s.now())
-		from, to = first.Format(dateLayout), last.Format(dateLayout)
+		first, last := core.LastMonth(s.Now())
+		from, to = first.Format(core.DateLayout), last.Format(core.DateLayout)
 	}
-	return parseReportQuery(from, to, group, s.now())
-}
-
-// lastMonth is the first and the last day of the calendar month before now's, UTC.
-func lastMonth(now time.Time) (first, last time.Time) {
-	now = now.UTC()
-	this := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
-	return this.AddDate(0, -1, 0), this.AddDate(0, 0, -1)
+	return parseReportQuery(from, to, group, s.Now())
 }
 
 // reportShortcuts are the periods a customer asks for most, as links.
 func reportShortcuts(now time.Time) []templates.ReportLink {
 	now = now.UTC()
-	first, last := lastMonth(now)
+	first, last := core.LastMonth(now)
 	this := last.AddDate(0, 0, 1)
 	link := func(label string, from, to time.Time, group reports.Group) templates.ReportLink {
-		v := url.Values{"from": {from.Format(dateLayout)}, "to": {to.Format(dateLayout)}, "group": {string(group)}}
+		v := url.Values{"from": {from.Format(core.DateLayout)}, "to": {to.Format(core.DateLayout)}, "group": {string(group)}}
 		return templates.ReportLink{Label: label, URL: "/reports?" + v.Encode()}
 	}
 	today := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
@@ -102,14 +96,14 @@ func reportShortcuts(now time.Time) []templates.ReportLink {
 func (s *Server) reportsPage(c echo.Context) error {
 	ctx := c.Request().Context()
 	q, qerr := s.readReportQuery(c)
-	if fields := invalidFields(qerr); fields != nil {
-		p := templates.ReportsPage{Page: s.page(c, "Reports"), From: c.QueryParam("from"), To: c.QueryParam("to"),
-			Group: c.QueryParam("group"), Errors: fields, Shortcuts: reportShortcuts(s.now())}
-		return s.render(c, http.StatusUnprocessableEntity, templates.Reports(p))
+	if fields := core.InvalidFields(qerr); fields != nil {
+		p := templates.ReportsPage{Page: s.Page(c, "Reports"), From: c.QueryParam("from"), To: c.QueryParam("to"),
+			Group: c.QueryParam("group"), Errors: fields, Shortcuts: reportShortcuts(s.Now())}
+		return s.Render(c, http.StatusUnprocessableEntity, templates.Reports(p))
 	} else if qerr != nil {
 		return qerr
 	}
-	sess, _ := currentSession(c)
+	sess, _ := core.CurrentSession(c)
 	sav, err := s.reports.Savings(ctx, sess.User.AccountID, q)
 	if err != nil {
 		return err
@@ -122,8 +116,8 @@ func (s *Server) reportsPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	p.Page, p.Shortcuts = s.page(c, "Reports"), reportShortcuts(s.now())
-	return s.render(c, http.StatusOK, templates.Reports(p))
+	p.Page, p.Shortcuts = s.Page(c, "Reports"), reportShortcuts(s.Now())
+	return s.Render(c, http.StatusOK, templates.Reports(p))
 }
 
 // reportsView lays the two reports out as the dashboard shows them.
@@ -231,7 +225,7 @@ func ReportPeriodLabel(g reports.Group, t time.Time) string {
 	if g == reports.GroupMonth {
 		return t.UTC().Format("2006-01")
 	}
-	return t.UTC().Format(dateLayout)
+	return t.UTC().Format(core.DateLayout)
 }
 
 func periodIndex(periods []time.Time, t time.Time) int {
@@ -367,7 +361,7 @@ func (s *Server) savingsCSV(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	sess, _ := currentSession(c)
+	sess, _ := core.CurrentSession(c)
 	sav, err := s.reports.Savings(c.Request().Context(), sess.User.AccountID, q)
 	if err != nil {
 		return err
@@ -391,7 +385,7 @@ func (s *Server) carbonCSV(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	sess, _ := currentSession(c)
+	sess, _ := core.CurrentSession(c)
 	car, err := s.reports.Carbon(c.Request().Context(), sess.User.AccountID, q)
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/reports"
+	"github.com/gpumarket/gpumarket/web/internal/core"
 )
 
 // The savings and carbon reports as JSON, for the signed-in customer's own account: from and
@@ -25,10 +26,10 @@ func (s *Server) reportQuery(c echo.Context) (reports.Query, error) {
 	if s.reports == nil {
 		return reports.Query{}, services.Errorf(services.CodeUnavailable, "Reports are not available here.")
 	}
-	q, err := reports.ParseQuery(c.QueryParam("from"), c.QueryParam("to"), c.QueryParam("group"), s.now())
+	q, err := reports.ParseQuery(c.QueryParam("from"), c.QueryParam("to"), c.QueryParam("group"), s.Now())
 	var ae *services.Error
 	if errors.As(err, &ae) && ae.Code == services.CodeInvalid {
-		return q, c.JSON(http.StatusBadRequest, apiError{Error: apiErrorBody{Code: string(ae.Code), Message: ae.Message, Fields: ae.Fields}})
+		return q, c.JSON(http.StatusBadRequest, core.APIError{Error: core.APIErrorBody{Code: string(ae.Code), Message: ae.Message, Fields: ae.Fields}})
 	}
 	return q, err
 }
@@ -38,7 +39,7 @@ func (s *Server) apiSavings(c echo.Context) error {
 	if err != nil || c.Response().Committed {
 		return err
 	}
-	sess, _ := currentSession(c)
+	sess, _ := core.CurrentSession(c)
 	out, err := s.reports.Savings(c.Request().Context(), sess.User.AccountID, q)
 	if err != nil {
 		return err
@@ -54,7 +55,7 @@ func (s *Server) apiCarbon(c echo.Context) error {
 	if err != nil || c.Response().Committed {
 		return err
 	}
-	sess, _ := currentSession(c)
+	sess, _ := core.CurrentSession(c)
 	out, err := s.reports.Carbon(c.Request().Context(), sess.User.AccountID, q)
 	if err != nil {
 		return err

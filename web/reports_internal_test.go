@@ -6,6 +6,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/reports"
+	"github.com/gpumarket/gpumarket/web/internal/core"
 )
 
 // TestReportsViewSumsEachPeriod: the spend chart's table sums a day's tiers exactly, shows a
@@ -50,7 +51,7 @@ func TestReportsViewSumsEachPeriod(t *testing.T) {
 		p.Totals[2].Value != "$0.06 (66.7%)" {
 		t.Errorf("month totals %+v, %v", p.Totals, err)
 	}
-	if _, err := parseReportQuery("2026-03-05", "2026-03-01", "week", day(20)); invalidFields(err)["to"] == "" || invalidFields(err)["group"] == "" {
+	if _, err := parseReportQuery("2026-03-05", "2026-03-01", "week", day(20)); core.InvalidFields(err)["to"] == "" || core.InvalidFields(err)["group"] == "" {
 		t.Errorf("a bad period: %v", err)
 	}
 }
@@ -62,9 +63,9 @@ func TestTheDashboardOpensOnLastMonth(t *testing.T) {
 		{"2027-01-15T00:00:00Z", "2026-12-01", "2026-12-31"},
 	} {
 		now, _ := time.Parse(time.RFC3339, c.now)
-		first, last := lastMonth(now)
-		if first.Format(dateLayout) != c.first || last.Format(dateLayout) != c.last {
-			t.Errorf("at %s: last month %s to %s, want %s to %s", c.now, first.Format(dateLayout), last.Format(dateLayout), c.first, c.last)
+		first, last := core.LastMonth(now)
+		if first.Format(core.DateLayout) != c.first || last.Format(core.DateLayout) != c.last {
+			t.Errorf("at %s: last month %s to %s, want %s to %s", c.now, first.Format(core.DateLayout), last.Format(core.DateLayout), c.first, c.last)
 		}
 		links := reportShortcuts(now)
 		if len(links) == 0 || links[0].URL != "/reports?from="+c.first+"&group=day&to="+c.last {

@@ -14,6 +14,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/invoicing"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/templates"
+	"github.com/gpumarket/gpumarket/web/internal/core"
 )
 
 // Finance's review of invoices and statements (see docs/invoicing.md, "Pages and API"): the
@@ -26,7 +27,7 @@ func (s *Server) invoicingRoutes() {
 	e := s.echo
 	s.documentRoutes()
 
-	finance := []echo.MiddlewareFunc{s.requirePage(accounts.RoleFinance, accounts.RoleAdmin), s.needsInvoicing}
+	finance := []echo.MiddlewareFunc{s.RequirePage(accounts.RoleFinance, accounts.RoleAdmin), s.needsInvoicing}
 	e.GET("/finance/invoices", s.invoiceQueuePage, finance...)
 	e.GET("/finance/invoices/:id", s.invoiceReviewPage, finance...)
 	e.GET("/finance/statements", s.statementQueuePage, finance...)
@@ -46,7 +47,7 @@ func (s *Server) invoicingRoutes() {
 	e.POST("/finance/close", s.closeSubmit, finance...)
 	e.GET("/finance/audit", s.auditPage, finance...)
 
-	api := []echo.MiddlewareFunc{s.requireAPI(accounts.RoleFinance, accounts.RoleAdmin), s.needsInvoicing}
+	api := []echo.MiddlewareFunc{s.RequireAPI(accounts.RoleFinance, accounts.RoleAdmin), s.needsInvoicing}
 	e.GET("/api/finance/invoices", s.apiFinanceInvoices, api...)
 	e.POST("/api/finance/invoices/approve", s.apiApproveInvoices, api...)
 	e.GET("/api/finance/invoices/:id", s.apiFinanceInvoice, api...)
@@ -233,7 +234,7 @@ func queueFilters(q queueQuery, partyLabel string) templates.ReviewFilters {
 // journalLink is the journal of the filtered period, or of the month before this one.
 func (s *Server) journalLink(period string) (string, string) {
 	if _, err := invoicing.ParsePeriod(period); err != nil {
-		period = invoicing.PeriodOf(s.now()).Prev().String()
+		period = invoicing.PeriodOf(s.Now()).Prev().String()
 	}
 	return "/api/finance/journal.csv?period=" + period, period
 }
@@ -244,7 +245,7 @@ func (s *Server) invoiceQueuePage(c echo.Context) error {
 
 func (s *Server) renderInvoiceQueue(c echo.Context, status int, results []templates.ApprovalResult) error {
 	q := readQueueQuery(c)
-	p := templates.ReviewQueuePage{Page: s.page(c, "Invoices"), Kind: "invoices", Heading: "Invoices",
+	p := templates.ReviewQueuePage{Page: s.Page(c, "Invoices"), Kind: "invoices", Heading: "Invoices",
 		Filters: queueFilters(q, "Customer"), TotalLabel: "Total", DueLabel: "Amount due", Results: results}
 	p.JournalURL, p.JournalPeriod = s.journalLink(q.Period)
 	f, err := q.invoiceFilter()
@@ -253,9 +254,9 @@ func (s *Server) renderInvoiceQueue(c echo.Context, status int, results []templa
 		page, err = s.invoicing.Invoices(c.Request().Context(), f)
 	}
 	if err != nil {
-		return s.formError(c, err, func(form templates.Form) error {
+		return s.FormError(c, err, func(form templates.Form) error {
 			p.Form = form
-			return s.render(c, statusFor(err), templates.ReviewQueue(p))
+			return s.Render(c, core.StatusFor(err), templates.ReviewQueue(p))
 		})
 	}
 	for _, inv := range page.Invoices {
@@ -269,7 +270,7 @@ func (s *Server) renderInvoiceQueue(c echo.Context, status int, results []templa
 	p.NextURL = nextPage("/finance/invoices", q, len(page.Invoices), page.More)
 	p.ApproveURL = withQuery("/finance/invoices/approve", q)
 	p.ApproveLabel = "Approve the selected drafts…"
-	return s.render(c, status, templates.ReviewQueue(p))
+	return s.Render(c, status, templates.ReviewQueue(p))
 }
 
 func (s *Server) statementQueuePage(c echo.Context) error {
@@ -278,7 +279,7 @@ func (s *Server) statementQueuePage(c echo.Context) error {
 
 func (s *Server) renderStatementQueue(c echo.Context, status int, results []templates.ApprovalResult) error {
 	q := readQueueQuery(c)
-	p := templates.ReviewQueuePage{Page: s.page(c, "Provider statements"), Kind: "statements", Heading: "Provider statements",
+	p := templates.ReviewQueuePage{Page: s.Page(c, "Provider statements"), Kind: "statements", Heading: "Provider statements",
 		Filters: queueFilters(q, "Provider"), TotalLabel: "Net", DueLabel: "Payout", Results: results}
 	p.JournalURL, p.JournalPeriod = s.journalLink(q.Period)
 	f, err := q.statementFilter()
@@ -287,9 +288,9 @@ func (s *Server) renderStatementQueue(c echo.Context, status int, results []temp
 		page, err = s.invoicing.Statements(c.Request().Context(), f)
 	}
 	if err != nil {
-		return s.formError(c, err, func(form templates.Form) error {
+		return s.FormError(c, err, func(form templates.Form) error {
 			p.Form = form
-			return s.render(c, statusFor(err), templates.ReviewQueue(p))
+			return s.Render(c, core.StatusFor(err), templates.ReviewQueue(p))
 		})
 	}
 	for _, st := range page.Statements {
@@ -306,7 +307,7 @@ func (s *Server) renderStatementQueue(c echo.Context, status int, results []temp
 	if s.invoicing.PaysOut() {
 		p.ApproveLabel = "Approve the selected drafts and pay them through Stripe…"
 	}
-	return s.render(c, status, templates.ReviewQueue(p))
+	return s.Render(c, status, templates.ReviewQueue(p))
 }
 
 // nextPage is the link to the queue's next page, or "" on the last.
@@ -347,10 +348,10 @@ func selectedIDs(c echo.Context) ([]string, error) {
 	}
 	ids := form["id"]
 	if len(ids) == 0 {
-		return nil, fieldError("id", "Select the drafts to approve.")
+		return nil, core.FieldError("id", "Select the drafts to approve.")
 	}
 	if len(ids) > invoicing.MaxListLimit {
-		return nil, fieldError("id", "Approve at most "+strconv.Itoa(invoicing.MaxListLimit)+" at once.")
+		return nil, core.FieldError("id", "Approve at most "+strconv.Itoa(invoicing.MaxListLimit)+" at once.")
 	}
 	return ids, nil
 }
@@ -368,10 +369,10 @@ func (s *Server) approveInvoicesSubmit(c echo.Context) error {
 	}
 	q := readQueueQuery(c)
 	conf := invoiceApproval(invs, ids, withQuery("/finance/invoices/approve", q), withQuery("/finance/invoices", q), idFields(ids))
-	if !confirmed(c, conf) {
-		return s.askToConfirm(c, "Approve invoices", conf)
+	if !core.Confirmed(c, conf) {
+		return s.AskToConfirm(c, "Approve invoices", conf)
 	}
-	res, err := s.invoicing.ApproveConfirmedInvoices(c.Request().Context(), userID(c), confirmedInvoices(invs, ids))
+	res, err := s.invoicing.ApproveConfirmedInvoices(c.Request().Context(), core.UserID(c), confirmedInvoices(invs, ids))
 	if err != nil {
 		return s.renderQueueError(c, err, s.renderInvoiceQueue)
 	}
@@ -392,10 +393,10 @@ func (s *Server) approveStatementsSubmit(c echo.Context) error {
 	q := readQueueQuery(c)
 	conf := statementApproval(sts, ids, s.invoicing.PaysOut(), withQuery("/finance/statements/approve", q),
 		withQuery("/finance/statements", q), idFields(ids))
-	if !confirmed(c, conf) {
-		return s.askToConfirm(c, "Approve statements", conf)
+	if !core.Confirmed(c, conf) {
+		return s.AskToConfirm(c, "Approve statements", conf)
 	}
-	res, err := s.invoicing.ApproveConfirmedStatements(c.Request().Context(), userID(c), confirmedStatements(sts, ids))
+	res, err := s.invoicing.ApproveConfirmedStatements(c.Request().Context(), core.UserID(c), confirmedStatements(sts, ids))
 	if err != nil {
 		return s.renderQueueError(c, err, s.renderStatementQueue)
 	}
@@ -415,20 +416,14 @@ func idFields(ids []string) []templates.HiddenField {
 func (s *Server) renderQueueError(c echo.Context, err error, render func(echo.Context, int, []templates.ApprovalResult) error) error {
 	switch services.ErrorCode(err) {
 	case services.CodeInvalid, services.CodeConflict, services.CodeUnavailable:
-		_, body := s.describe(err)
+		_, body := s.Describe(err)
 		msg := body.Message
 		if v, ok := body.Fields["id"]; ok {
 			msg = v
 		}
-		return render(c, statusFor(err), []templates.ApprovalResult{{Problem: msg}})
+		return render(c, core.StatusFor(err), []templates.ApprovalResult{{Problem: msg}})
 	}
 	return err
-}
-
-// userID is the logged-in user's id: who takes a finance action.
-func userID(c echo.Context) string {
-	sess, _ := currentSession(c)
-	return sess.User.ID
 }
 
 // approveOne approves one document and redirects to its page; a refusal is shown on the page.
@@ -441,8 +436,8 @@ func (s *Server) approveOne(c echo.Context, approve func() ([]invoicing.Approved
 	if err != nil {
 		switch services.ErrorCode(err) {
 		case services.CodeConflict, services.CodeInvalid, services.CodeUnavailable:
-			_, body := s.describe(err)
-			return page(templates.Form{Error: body.Message}, statusFor(err))
+			_, body := s.Describe(err)
+			return page(templates.Form{Error: body.Message}, core.StatusFor(err))
 		}
 		return err
 	}
@@ -461,11 +456,11 @@ func (s *Server) approveInvoiceSubmit(c echo.Context) error {
 	}
 	invs := []*invoicing.Invoice{&inv}
 	conf := invoiceApproval(invs, []string{id}, path+"/approve", path, nil)
-	if !confirmed(c, conf) {
-		return s.askToConfirm(c, "Approve invoice", conf)
+	if !core.Confirmed(c, conf) {
+		return s.AskToConfirm(c, "Approve invoice", conf)
 	}
 	return s.approveOne(c, func() ([]invoicing.Approved, error) {
-		return s.invoicing.ApproveConfirmedInvoices(c.Request().Context(), userID(c), confirmedInvoices(invs, []string{id}))
+		return s.invoicing.ApproveConfirmedInvoices(c.Request().Context(), core.UserID(c), confirmedInvoices(invs, []string{id}))
 	}, func(f templates.Form, status int) error { return s.renderInvoiceReview(c, status, f) }, path)
 }
 
@@ -481,11 +476,11 @@ func (s *Server) approveStatementSubmit(c echo.Context) error {
 	}
 	sts := []*invoicing.Statement{&st}
 	conf := statementApproval(sts, []string{id}, s.invoicing.PaysOut(), path+"/approve", path, nil)
-	if !confirmed(c, conf) {
-		return s.askToConfirm(c, "Approve statement", conf)
+	if !core.Confirmed(c, conf) {
+		return s.AskToConfirm(c, "Approve statement", conf)
 	}
 	return s.approveOne(c, func() ([]invoicing.Approved, error) {
-		return s.invoicing.ApproveConfirmedStatements(c.Request().Context(), userID(c), confirmedStatements(sts, []string{id}))
+		return s.invoicing.ApproveConfirmedStatements(c.Request().Context(), core.UserID(c), confirmedStatements(sts, []string{id}))
 	}, func(f templates.Form, status int) error { return s.renderStatementReview(c, status, f) }, path)
 }
 
@@ -494,7 +489,7 @@ func (s *Server) approveStatementSubmit(c echo.Context) error {
 // voidInput reads a void's form or body: the reason, the note, and a new PO number when one is
 // given (none keeps the voided invoice's).
 func voidInput(c echo.Context, reason, note string, po *string) invoicing.VoidInput {
-	in := invoicing.VoidInput{ID: c.Param("id"), By: userID(c), Reason: invoicing.VoidReason(reason), Note: note}
+	in := invoicing.VoidInput{ID: c.Param("id"), By: core.UserID(c), Reason: invoicing.VoidReason(reason), Note: note}
 	if po != nil && strings.TrimSpace(*po) != "" {
 		in.PONumber = po
 	}
@@ -513,11 +508,11 @@ func (s *Server) voidInvoiceSubmit(c echo.Context) error {
 		return s.afterAction(c, err, "", "/finance/invoices/", s.renderInvoiceReview, "reason", "note", "po_number")
 	}
 	path := "/finance/invoices/" + inv.ID
-	fields := hiddenFields(c, "reason", "note", "po_number")
+	fields := core.HiddenFields(c, "reason", "note", "po_number")
 	conf := voidConfirmation("invoice", inv.DisplayNumber, inv.AccountName, inv.Total, inv.Status,
 		invoicing.VoidReason(c.FormValue("reason")), path+"/void", path, fields)
-	if !confirmed(c, conf) {
-		return s.askToConfirm(c, "Void invoice", conf)
+	if !core.Confirmed(c, conf) {
+		return s.AskToConfirm(c, "Void invoice", conf)
 	}
 	po := c.FormValue("po_number")
 	_, err = s.invoicing.VoidInvoice(c.Request().Context(), voidInput(c, c.FormValue("reason"), c.FormValue("note"), &po))
@@ -536,11 +531,11 @@ func (s *Server) voidStatementSubmit(c echo.Context) error {
 		return s.afterAction(c, err, "", "/finance/statements/", s.renderStatementReview, "reason", "note")
 	}
 	path := "/finance/statements/" + st.ID
-	fields := hiddenFields(c, "reason", "note")
+	fields := core.HiddenFields(c, "reason", "note")
 	conf := voidConfirmation("statement", st.DisplayNumber, st.ProviderName, st.Net, st.Status,
 		invoicing.VoidReason(c.FormValue("reason")), path+"/void", path, fields)
-	if !confirmed(c, conf) {
-		return s.askToConfirm(c, "Void statement", conf)
+	if !core.Confirmed(c, conf) {
+		return s.AskToConfirm(c, "Void statement", conf)
 	}
 	_, err = s.invoicing.VoidStatement(c.Request().Context(), voidInput(c, c.FormValue("reason"), c.FormValue("note"), nil))
 	return s.afterAction(c, err, "voided", "/finance/statements/", s.renderStatementReview, "reason", "note")
@@ -562,12 +557,12 @@ func checkVoidForm(c echo.Context, reasons []invoicing.VoidReason) error {
 	for _, r := range reasons {
 		if r == reason {
 			if r == invoicing.VoidOther && strings.TrimSpace(c.FormValue("note")) == "" {
-				return fieldError("note", "Say why it is voided.")
+				return core.FieldError("note", "Say why it is voided.")
 			}
 			return nil
 		}
 	}
-	return fieldError("reason", "Choose why it is voided.")
+	return core.FieldError("reason", "Choose why it is voided.")
 }
 
 func (s *Server) invoicePaidSubmit(c echo.Context) error {
@@ -580,11 +575,11 @@ func (s *Server) invoicePaidSubmit(c echo.Context) error {
 	}
 	path := "/finance/invoices/" + inv.ID
 	conf := paidConfirmation("invoice", inv.DisplayNumber, inv.AccountName, inv.AmountDue, inv.Status, path+"/paid", path,
-		hiddenFields(c, "reference"))
-	if !confirmed(c, conf) {
-		return s.askToConfirm(c, "Mark invoice paid", conf)
+		core.HiddenFields(c, "reference"))
+	if !core.Confirmed(c, conf) {
+		return s.AskToConfirm(c, "Mark invoice paid", conf)
 	}
-	err = s.invoicing.MarkInvoicePaid(c.Request().Context(), userID(c), c.Param("id"), c.FormValue("reference"))
+	err = s.invoicing.MarkInvoicePaid(c.Request().Context(), core.UserID(c), c.Param("id"), c.FormValue("reference"))
 	return s.afterAction(c, err, "marked-paid", "/finance/invoices/", s.renderInvoiceReview, "reference")
 }
 
@@ -598,11 +593,11 @@ func (s *Server) statementPaidSubmit(c echo.Context) error {
 	}
 	path := "/finance/statements/" + st.ID
 	conf := paidConfirmation("statement", st.DisplayNumber, st.ProviderName, st.Payout, st.Status, path+"/paid", path,
-		hiddenFields(c, "reference"))
-	if !confirmed(c, conf) {
-		return s.askToConfirm(c, "Mark statement paid", conf)
+		core.HiddenFields(c, "reference"))
+	if !core.Confirmed(c, conf) {
+		return s.AskToConfirm(c, "Mark statement paid", conf)
 	}
-	err = s.invoicing.MarkStatementPaid(c.Request().Context(), userID(c), c.Param("id"), c.FormValue("reference"))
+	err = s.invoicing.MarkStatementPaid(c.Request().Context(), core.UserID(c), c.Param("id"), c.FormValue("reference"))
 	return s.afterAction(c, err, "marked-paid", "/finance/statements/", s.renderStatementReview, "reference")
 }
 
@@ -611,9 +606,9 @@ func (s *Server) statementPaidSubmit(c echo.Context) error {
 func (s *Server) afterAction(c echo.Context, err error, flash, path string, page func(echo.Context, int, templates.Form) error,
 	fields ...string) error {
 	if err != nil {
-		return s.formError(c, err, func(f templates.Form) error {
-			f.Values = submitted(c, fields...)
-			return page(c, statusFor(err), f)
+		return s.FormError(c, err, func(f templates.Form) error {
+			f.Values = core.Submitted(c, fields...)
+			return page(c, core.StatusFor(err), f)
 		})
 	}
 	return c.Redirect(http.StatusSeeOther, path+c.Param("id")+"?flash="+flash)

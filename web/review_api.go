@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/services/audit"
 	"github.com/gpumarket/gpumarket/services/invoicing"
+	"github.com/gpumarket/gpumarket/web/internal/core"
 )
 
 // Finance's JSON beside its review pages. A document carries its lines, total_cents, status,
@@ -138,7 +139,7 @@ func approvedOne(res []invoicing.Approved, err error) error {
 // apiApproveInvoice approves a draft and answers with the invoice as issued, number and all.
 func (s *Server) apiApproveInvoice(c echo.Context) error {
 	id := c.Param("id")
-	if err := approvedOne(s.invoicing.ApproveInvoices(c.Request().Context(), userID(c), []string{id})); err != nil {
+	if err := approvedOne(s.invoicing.ApproveInvoices(c.Request().Context(), core.UserID(c), []string{id})); err != nil {
 		return err
 	}
 	return s.apiFinanceInvoice(c)
@@ -146,7 +147,7 @@ func (s *Server) apiApproveInvoice(c echo.Context) error {
 
 func (s *Server) apiApproveStatement(c echo.Context) error {
 	id := c.Param("id")
-	if err := approvedOne(s.invoicing.ApproveStatements(c.Request().Context(), userID(c), []string{id})); err != nil {
+	if err := approvedOne(s.invoicing.ApproveStatements(c.Request().Context(), core.UserID(c), []string{id})); err != nil {
 		return err
 	}
 	return s.apiFinanceStatement(c)
@@ -159,10 +160,10 @@ type idsBody struct {
 
 func (b idsBody) check() error {
 	if len(b.IDs) == 0 {
-		return fieldError("ids", "Give the ids of the drafts to approve.")
+		return core.FieldError("ids", "Give the ids of the drafts to approve.")
 	}
 	if len(b.IDs) > invoicing.MaxListLimit {
-		return fieldError("ids", "Approve at most "+strconv.Itoa(invoicing.MaxListLimit)+" at once.")
+		return core.FieldError("ids", "Approve at most "+strconv.Itoa(invoicing.MaxListLimit)+" at once.")
 	}
 	return nil
 }
@@ -171,13 +172,13 @@ func (b idsBody) check() error {
 // issued with or why it was not.
 func (s *Server) apiApproveInvoices(c echo.Context) error {
 	var in idsBody
-	if err := decodeJSON(c, &in); err != nil {
+	if err := core.DecodeJSON(c, &in); err != nil {
 		return err
 	}
 	if err := in.check(); err != nil {
 		return err
 	}
-	res, err := s.invoicing.ApproveInvoices(c.Request().Context(), userID(c), in.IDs)
+	res, err := s.invoicing.ApproveInvoices(c.Request().Context(), core.UserID(c), in.IDs)
 	if err != nil {
 		return err
 	}
@@ -186,13 +187,13 @@ func (s *Server) apiApproveInvoices(c echo.Context) error {
 
 func (s *Server) apiApproveStatements(c echo.Context) error {
 	var in idsBody
-	if err := decodeJSON(c, &in); err != nil {
+	if err := core.DecodeJSON(c, &in); err != nil {
 		return err
 	}
 	if err := in.check(); err != nil {
 		return err
 	}
-	res, err := s.invoicing.ApproveStatements(c.Request().Context(), userID(c), in.IDs)
+	res, err := s.invoicing.ApproveStatements(c.Request().Context(), core.UserID(c), in.IDs)
 	if err != nil {
 		return err
 	}
@@ -209,7 +210,7 @@ type voidBody struct {
 
 func (s *Server) apiVoidInvoice(c echo.Context) error {
 	var in voidBody
-	if err := decodeJSON(c, &in); err != nil {
+	if err := core.DecodeJSON(c, &in); err != nil {
 		return err
 	}
 	v, err := s.invoicing.VoidInvoice(c.Request().Context(), voidInput(c, in.Reason, in.Note, in.PONumber))
@@ -222,11 +223,11 @@ func (s *Server) apiVoidInvoice(c echo.Context) error {
 
 func (s *Server) apiVoidStatement(c echo.Context) error {
 	var in voidBody
-	if err := decodeJSON(c, &in); err != nil {
+	if err := core.DecodeJSON(c, &in); err != nil {
 		return err
 	}
 	if in.PONumber != nil {
-		return fieldError("po_number", "A statement has no PO number.")
+		return core.FieldError("po_number", "A statement has no PO number.")
 	}
 	v, err := s.invoicing.VoidStatement(c.Request().Context(), voidInput(c, in.Reason, in.Note, nil))
 	if err != nil {
@@ -245,7 +246,7 @@ func readPaid(c echo.Context) (paidBody, error) {
 	if c.Request().ContentLength == 0 {
 		return in, nil
 	}
-	return in, decodeJSON(c, &in)
+	return in, core.DecodeJSON(c, &in)
 }
 
 func (s *Server) apiInvoicePaid(c echo.Context) error {
@@ -253,7 +254,7 @@ func (s *Server) apiInvoicePaid(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.invoicing.MarkInvoicePaid(c.Request().Context(), userID(c), c.Param("id"), in.Reference); err != nil {
+	if err := s.invoicing.MarkInvoicePaid(c.Request().Context(), core.UserID(c), c.Param("id"), in.Reference); err != nil {
 		return err
 	}
 	return s.apiFinanceInvoice(c)
@@ -264,7 +265,7 @@ func (s *Server) apiStatementPaid(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.invoicing.MarkStatementPaid(c.Request().Context(), userID(c), c.Param("id"), in.Reference); err != nil {
+	if err := s.invoicing.MarkStatementPaid(c.Request().Context(), core.UserID(c), c.Param("id"), in.Reference); err != nil {
 		return err
 	}
 	return s.apiFinanceStatement(c)

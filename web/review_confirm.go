@@ -9,6 +9,7 @@ import (
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/invoicing"
 	"github.com/gpumarket/gpumarket/templates"
+	"github.com/gpumarket/gpumarket/web/internal/core"
 )
 
 // The confirmations of finance's actions on documents (confirm.go): each says what the action
@@ -58,21 +59,21 @@ func (s *Server) loadInvoices(c echo.Context, ids []string) ([]*invoicing.Invoic
 // and the payout it sends, and their total. A statement that is not a draft, or no statement,
 // is listed as not approved. action is where the confirmation posts, fields what it carries.
 func statementApproval(sts []*invoicing.Statement, ids []string, paysOut bool, action, back string,
-	fields []templates.HiddenField) confirmation {
-	conf := confirmation{ConfirmPage: templates.ConfirmPage{PartyLabel: "Provider", AmountLabel: "Payout", Action: action,
+	fields []templates.HiddenField) core.Confirmation {
+	conf := core.Confirmation{ConfirmPage: templates.ConfirmPage{PartyLabel: "Provider", AmountLabel: "Payout", Action: action,
 		Back: back, Hidden: fields}}
-	conf.binds = append(bindFields("approve statements", nil), strconv.FormatBool(paysOut))
+	conf.Binds = append(core.BindFields("approve statements", nil), strconv.FormatBool(paysOut))
 	var total invoicing.Cents
 	var drafts, paying int
 	for i, st := range sts {
 		if st == nil {
 			conf.Items = append(conf.Items, templates.ConfirmItem{ID: ids[i], Label: "No such statement: not approved", Party: "—", Amount: "—"})
-			conf.binds = append(conf.binds, ids[i]+":none")
+			conf.Binds = append(conf.Binds, ids[i]+":none")
 			continue
 		}
 		it := templates.ConfirmItem{ID: st.ID, Label: st.DisplayNumber + ", " + st.Period.Label(), Party: st.ProviderName,
 			Amount: st.Payout.String()}
-		conf.binds = append(conf.binds, fmt.Sprintf("%s:%s:%d", st.ID, st.Status, st.Payout))
+		conf.Binds = append(conf.Binds, fmt.Sprintf("%s:%s:%d", st.ID, st.Status, st.Payout))
 		if st.Status != invoicing.StatusDraft {
 			it.Label += " (" + string(st.Status) + ": not approved again)"
 			it.Amount = "—"
@@ -125,21 +126,21 @@ func statementApproval(sts []*invoicing.Statement, ids []string, paysOut bool, a
 
 // invoiceApproval is the confirmation of approving the invoices: each with its customer and
 // total. Approval moves no money: the usage was charged to the prepaid balance as it was used.
-func invoiceApproval(invs []*invoicing.Invoice, ids []string, action, back string, fields []templates.HiddenField) confirmation {
-	conf := confirmation{ConfirmPage: templates.ConfirmPage{PartyLabel: "Customer", AmountLabel: "Total", Action: action,
+func invoiceApproval(invs []*invoicing.Invoice, ids []string, action, back string, fields []templates.HiddenField) core.Confirmation {
+	conf := core.Confirmation{ConfirmPage: templates.ConfirmPage{PartyLabel: "Customer", AmountLabel: "Total", Action: action,
 		Back: back, Hidden: fields}}
-	conf.binds = bindFields("approve invoices", nil)
+	conf.Binds = core.BindFields("approve invoices", nil)
 	var total invoicing.Cents
 	var drafts int
 	for i, inv := range invs {
 		if inv == nil {
 			conf.Items = append(conf.Items, templates.ConfirmItem{ID: ids[i], Label: "No such invoice: not approved", Party: "—", Amount: "—"})
-			conf.binds = append(conf.binds, ids[i]+":none")
+			conf.Binds = append(conf.Binds, ids[i]+":none")
 			continue
 		}
 		it := templates.ConfirmItem{ID: inv.ID, Label: inv.DisplayNumber + ", " + inv.Period.Label(), Party: inv.AccountName,
 			Amount: inv.Total.String()}
-		conf.binds = append(conf.binds, fmt.Sprintf("%s:%s:%d", inv.ID, inv.Status, inv.Total))
+		conf.Binds = append(conf.Binds, fmt.Sprintf("%s:%s:%d", inv.ID, inv.Status, inv.Total))
 		if inv.Status != invoicing.StatusDraft {
 			it.Label += " (" + string(inv.Status) + ": not approved again)"
 			it.Amount = "—"
@@ -200,10 +201,10 @@ func confirmedInvoices(invs []*invoicing.Invoice, ids []string) []invoicing.Conf
 // voidConfirmation is the confirmation of voiding a document: it cannot be undone; what the
 // credit note does to money, by reason.
 func voidConfirmation(kind, number, party string, total invoicing.Cents, status invoicing.Status, reason invoicing.VoidReason,
-	action, back string, fields []templates.HiddenField) confirmation {
-	conf := confirmation{ConfirmPage: templates.ConfirmPage{Title: "Void " + kind + " " + number, Action: action, Back: back,
+	action, back string, fields []templates.HiddenField) core.Confirmation {
+	conf := core.Confirmation{ConfirmPage: templates.ConfirmPage{Title: "Void " + kind + " " + number, Action: action, Back: back,
 		Hidden: fields}}
-	conf.binds = append(bindFields("void "+kind, fields), fmt.Sprintf("%s:%d", status, total))
+	conf.Binds = append(core.BindFields("void "+kind, fields), fmt.Sprintf("%s:%d", status, total))
 	conf.Consequences = []string{fmt.Sprintf("Voiding %s %s of %s (%s) cannot be undone: it keeps its number, is marked void, and a regenerated draft replaces it.",
 		kind, number, party, total)}
 	if kind == "invoice" {
@@ -228,10 +229,10 @@ func voidConfirmation(kind, number, party string, total invoicing.Cents, status 
 
 // paidConfirmation is the confirmation of recording a document paid by hand.
 func paidConfirmation(kind, number, party string, amount invoicing.Cents, status invoicing.Status, action, back string,
-	fields []templates.HiddenField) confirmation {
-	conf := confirmation{ConfirmPage: templates.ConfirmPage{Title: "Mark " + kind + " " + number + " paid", Action: action, Back: back,
+	fields []templates.HiddenField) core.Confirmation {
+	conf := core.Confirmation{ConfirmPage: templates.ConfirmPage{Title: "Mark " + kind + " " + number + " paid", Action: action, Back: back,
 		Hidden: fields}}
-	conf.binds = append(bindFields("paid "+kind, fields), fmt.Sprintf("%s:%d", status, amount))
+	conf.Binds = append(core.BindFields("paid "+kind, fields), fmt.Sprintf("%s:%d", status, amount))
 	if kind == "invoice" {
 		conf.Consequences = []string{
 			fmt.Sprintf("This records that %s paid the %s due on invoice %s, outside Stripe. It cannot be undone; the invoice can afterwards only be voided.", party, amount, number),

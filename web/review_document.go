@@ -12,6 +12,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/invoicing"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/templates"
+	"github.com/gpumarket/gpumarket/web/internal/core"
 )
 
 // A document's page for finance: its lines, totals, flags, parties, links, history, and the
@@ -31,8 +32,8 @@ func (s *Server) renderInvoiceReview(c echo.Context, status int, form templates.
 	if err != nil {
 		return err
 	}
-	p := invoiceReview(s.page(c, "Invoice "+inv.DisplayNumber), inv, history, form)
-	return s.render(c, status, templates.FinanceDocument(p))
+	p := invoiceReview(s.Page(c, "Invoice "+inv.DisplayNumber), inv, history, form)
+	return s.Render(c, status, templates.FinanceDocument(p))
 }
 
 func (s *Server) statementReviewPage(c echo.Context) error {
@@ -49,9 +50,9 @@ func (s *Server) renderStatementReview(c echo.Context, status int, form template
 	if err != nil {
 		return err
 	}
-	p := statementReview(s.page(c, "Statement "+st.DisplayNumber), st, history, form)
+	p := statementReview(s.Page(c, "Statement "+st.DisplayNumber), st, history, form)
 	p.Actions.ApproveLabel = statementApproveButton(st, s.invoicing.PaysOut()) + "…"
-	return s.render(c, status, templates.FinanceDocument(p))
+	return s.Render(c, status, templates.FinanceDocument(p))
 }
 
 // history is a document's entries in the audit log, newest first.
@@ -73,8 +74,8 @@ func invoiceReview(page templates.Page, inv invoicing.Invoice, history []audit.E
 		dl := templates.DocumentDetailLine{No: strconv.Itoa(l.No), Kind: strings.ReplaceAll(string(l.Kind), "_", " "),
 			Description: l.Description, Exact: l.Charge.String(), Amount: l.Amount.String()}
 		if l.Kind == invoicing.LineUsage || l.Kind == invoicing.LineLateUsage {
-			dl.Requests, dl.Uncharged = count(l.Requests), count(l.UnchargedRequests)
-			dl.InputTokens, dl.OutputTokens = count(l.InputTokens), count(l.OutputTokens)
+			dl.Requests, dl.Uncharged = core.Count(l.Requests), core.Count(l.UnchargedRequests)
+			dl.InputTokens, dl.OutputTokens = core.Count(l.InputTokens), core.Count(l.OutputTokens)
 			dl.InputPrice, dl.OutputPrice = "—", "—"
 			if l.InputPrice != nil {
 				dl.InputPrice, dl.OutputPrice = l.InputPrice.String(), l.OutputPrice.String()
@@ -92,7 +93,7 @@ func invoiceReview(page templates.Page, inv invoicing.Invoice, history []audit.E
 		p.Balance = append(p.Balance, templates.Fact{Label: "Closing", Value: closing.String()})
 	}
 	for _, e := range inv.Entries {
-		p.Entries = append(p.Entries, templates.EntryRow{At: e.OccurredAt.Format(minuteUTC), Kind: e.Kind, Memo: e.Memo,
+		p.Entries = append(p.Entries, templates.EntryRow{At: e.OccurredAt.Format(core.MinuteUTC), Kind: e.Kind, Memo: e.Memo,
 			Amount: money.FormatBigCents(e.Amount)})
 	}
 	p.Parties = []templates.DocumentParty{partyView("Buyer", inv.Buyer, inv.PONumber), partyView("Seller", inv.Seller, "")}
@@ -128,8 +129,8 @@ func statementReview(page templates.Page, st invoicing.Statement, history []audi
 		dl := templates.DocumentDetailLine{No: strconv.Itoa(l.No), Kind: strings.ReplaceAll(string(l.Kind), "_", " "),
 			Description: l.Description, Exact: l.Earned.String(), Amount: l.Amount.String()}
 		if l.Kind == invoicing.LineUsage || l.Kind == invoicing.LineLateUsage {
-			dl.Requests, dl.Uncharged = count(l.Requests), count(l.UnchargedRequests)
-			dl.InputTokens, dl.OutputTokens = count(l.InputTokens), count(l.OutputTokens)
+			dl.Requests, dl.Uncharged = core.Count(l.Requests), core.Count(l.UnchargedRequests)
+			dl.InputTokens, dl.OutputTokens = core.Count(l.InputTokens), core.Count(l.OutputTokens)
 			dl.InputPrice, dl.OutputPrice = l.AskInput.String(), l.AskOutput.String()
 		}
 		p.Lines = append(p.Lines, dl)
@@ -189,19 +190,19 @@ func partyView(label string, p invoicing.Party, po string) templates.DocumentPar
 // paid and voided it, when.
 func documentFactsOf(computed, created time.Time, issuedAt *time.Time, issuedBy string, paidAt *time.Time, paidBy, reference string,
 	voidedAt *time.Time, voidedBy string, reason invoicing.VoidReason, note string) []templates.Fact {
-	facts := []templates.Fact{{Label: "Drawn up", Value: created.Format(minuteUTC)}, {Label: "Figures computed", Value: computed.Format(minuteUTC)}}
+	facts := []templates.Fact{{Label: "Drawn up", Value: created.Format(core.MinuteUTC)}, {Label: "Figures computed", Value: computed.Format(core.MinuteUTC)}}
 	if issuedAt != nil {
-		facts = append(facts, templates.Fact{Label: "Issued", Value: issuedAt.Format(minuteUTC) + " by " + issuedBy})
+		facts = append(facts, templates.Fact{Label: "Issued", Value: issuedAt.Format(core.MinuteUTC) + " by " + issuedBy})
 	}
 	if paidAt != nil {
-		v := paidAt.Format(minuteUTC) + " by " + paidBy
+		v := paidAt.Format(core.MinuteUTC) + " by " + paidBy
 		if reference != "" {
 			v += ", reference " + reference
 		}
 		facts = append(facts, templates.Fact{Label: "Paid", Value: v})
 	}
 	if voidedAt != nil {
-		v := voidedAt.Format(minuteUTC) + " by " + voidedBy + ": " + reason.Text()
+		v := voidedAt.Format(core.MinuteUTC) + " by " + voidedBy + ": " + reason.Text()
 		if note != "" {
 			v += " (" + note + ")"
 		}
@@ -209,9 +210,6 @@ func documentFactsOf(computed, created time.Time, issuedAt *time.Time, issuedBy 
 	}
 	return facts
 }
-
-// count writes a count of requests or tokens grouped by thousands, as every page does.
-func count(n int64) string { return money.FormatCount(n) }
 
 // footedFacts writes an opening balance, its movements (labelled, exact) and its closing
 // balance each rounded to the cent, with a rounding row where the rounded movements do not

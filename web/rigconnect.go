@@ -15,6 +15,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/downloads"
 	"github.com/gpumarket/gpumarket/templates"
+	"github.com/gpumarket/gpumarket/web/internal/core"
 )
 
 // The rig's Connect page: how a provider downloads and runs gpuagent on the rig's own machine, with the rig's own
@@ -33,7 +34,7 @@ const agentUpstream = "http://127.0.0.1:8000"
 
 func (s *Server) rigConnectPage(c echo.Context) error {
 	ctx := c.Request().Context()
-	o, err := s.catalog.Own(ctx, providerAccount(c), c.Param("id"))
+	o, err := s.catalog.Own(ctx, core.ProviderAccount(c), c.Param("id"))
 	if err != nil {
 		return err
 	}
@@ -44,8 +45,8 @@ func (s *Server) rigConnectPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	base := s.baseURL(c)
-	page := templates.RigConnectPage{Page: s.page(c, "Connect your rig"), Rig: withRigState(offeringRow(o), o, s.now()),
+	base := s.BaseURL(c)
+	page := templates.RigConnectPage{Page: s.Page(c, "Connect your rig"), Rig: core.WithRigState(core.OfferingRow(o), o, s.Now()),
 		NATSURL: cred.NATSURL, NATSLoopback: loopbackURL(cred.NATSURL),
 		DownloadBase: base, DownloadLoopback: loopbackURL(base),
 		EnvFile: AgentEnvFile(o, cred), UnitURL: base + "/downloads/" + deploy.AgentUnitName, Unit: deploy.AgentUnit,
@@ -64,7 +65,7 @@ func (s *Server) rigConnectPage(c echo.Context) error {
 		page.Agents = append(page.Agents, templates.AgentDownload{Arch: arch, Machine: unameMachine[arch],
 			Available: dl.URL != "", Command: AgentCommand(o, cred, dl)})
 	}
-	return s.render(c, http.StatusOK, templates.RigConnect(page))
+	return s.Render(c, http.StatusOK, templates.RigConnect(page))
 }
 
 // unameMachine is what `uname -m` says on each architecture the agent is published for.
@@ -73,14 +74,14 @@ var unameMachine = map[string]string{"amd64": "x86_64", "arm64": "aarch64"}
 // rigCredentialReissueSubmit re-issues the rig's credential and shows its Connect page with the new one.
 func (s *Server) rigCredentialReissueSubmit(c echo.Context) error {
 	ctx := c.Request().Context()
-	o, err := s.catalog.Own(ctx, providerAccount(c), c.Param("id"))
+	o, err := s.catalog.Own(ctx, core.ProviderAccount(c), c.Param("id"))
 	if err != nil {
 		return err
 	}
 	if s.rigs == nil {
 		return services.Errorf(services.CodeUnavailable, "Rig credentials are not available on this server.")
 	}
-	if err := s.rigs.ReissueRigCredential(ctx, providerAccount(c), o.ID); err != nil {
+	if err := s.rigs.ReissueRigCredential(ctx, core.ProviderAccount(c), o.ID); err != nil {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, "/provider/rigs/"+url.PathEscape(o.ID)+"/connect?flash=rig-reissued")

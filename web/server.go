@@ -30,7 +30,10 @@ import (
 	"github.com/gpumarket/gpumarket/services/invoicing"
 	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/performance"
-	"github.com/gpumarket/gpumarket/services/routing"
+	"github.com/gpumarket/gpumarket/web/account"
+	"github.com/gpumarket/gpumarket/web/admin"
+	"github.com/gpumarket/gpumarket/web/internal/core"
+	"github.com/gpumarket/gpumarket/web/public"
 )
 
 //go:embed static
@@ -128,12 +131,24 @@ type RigCredential struct {
 	Reissuable bool
 }
 
+// Payments wires credits, payouts and the Stripe webhook into the web server (core.Payments).
+type Payments = core.Payments
+
+// UsageStreamReport says where the rigs stand against their limits on the usage stream
+// (admin.UsageStreamReport).
+type UsageStreamReport = admin.UsageStreamReport
+
+// Router is what the pages and the API ask of this process's gateway's routing table (core.Router).
+type Router = core.Router
+
+// Records gives each offering's reliability record; *reliability.Board implements it.
+type Records = core.Records
+
 // Server holds the routes' dependencies.
 type Server struct {
+	*core.Core
 	echo           *echo.Echo
-	accounts       *accounts.Service
 	catalog        *catalog.Service
-	payments       Payments
 	usage          *metering.Reports
 	rigs           RigCredentials
 	downloads      *downloads.Shelf
@@ -145,9 +160,7 @@ type Server struct {
 	metricsHandler http.Handler
 	metricsToken   string
 	ready          []ReadyCheck
-	log            *slog.Logger
 	registry       *prometheus.Registry
-	now            func() time.Time
 	// usageStream is nil where this process does not watch the usage stream.
 	usageStream UsageStreamReport
 	invoicing   *invoicing.Service
@@ -155,7 +168,6 @@ type Server struct {
 	journal     Journal
 	reports     ReportSource
 	performance *performance.Service
-	reliability Records
 	batches     *batch.Service
 	benchmarks  *benchmarks.Service
 	// closes are the month closes started from a page or the API that outlive their request
@@ -178,15 +190,16 @@ func New(cfg Config) *Server {
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	e.IPExtractor = clientIPExtractor(cfg.TrustedProxies)
-	s := &Server{echo: e, accounts: cfg.Accounts, catalog: cfg.Catalog, payments: cfg.Payments, usage: cfg.Usage, rigs: cfg.Rigs, downloads: cfg.Downloads, ready: cfg.Ready, log: cfg.Log,
-		registry: cfg.Registry, now: cfg.Now, keyChanges: cfg.KeyChanges, metricsToken: cfg.MetricsToken,
+	e.IPExtractor = core.ClientIPExtractor(cfg.TrustedProxies)
+	s := &Server{echo: e, catalog: cfg.Catalog, usage: cfg.Usage, rigs: cfg.Rigs, downloads: cfg.Downloads, ready: cfg.Ready,
+		registry: cfg.Registry, keyChanges: cfg.KeyChanges, metricsToken: cfg.MetricsToken,
 		usageStream: cfg.UsageStream, invoicing: cfg.Invoicing, audit: cfg.Audit, journal: cfg.Journal,
-		reports: cfg.Reports, performance: cfg.Performance, reliability: cfg.Reliability, batches: cfg.Batches, benchmarks: cfg.Benchmarks,
+		reports: cfg.Reports, performance: cfg.Performance, batches: cfg.Batches, benchmarks: cfg.Benchmarks,
 		router: cfg.Router, requests: cfg.Requests, batchLoad: cfg.BatchLoad}
+	s.Core = &core.Core{Accounts: cfg.Accounts, Payments: cfg.Payments, Reliability: cfg.Reliability, Log: cfg.Log, Now: cfg.Now}
 	s.background, s.stop = context.WithCancel(context.Background())
-	e.HTTPErrorHandler = s.handleError
-	s.edge = []echo.MiddlewareFunc{requestID, newHTTPMetrics(cfg.Registry).middleware, s.accessLog, s.recoverer(),
+	e.HTTPErrorHandler = s.HandleError
+	s.edge = []echo.MiddlewareFunc{core.RequestID, newHTTPMetrics(cfg.Registry).middleware, s.accessLog, s.Recoverer(),
 		middleware.SecureWithConfig(middleware.SecureConfig{
 			XSSProtection: "0", ContentTypeNosniff: "nosniff", XFrameOptions: "DENY",
 			ReferrerPolicy:        "same-origin",
@@ -199,22 +212,16 @@ func New(cfg Config) *Server {
 		return s
 	}
 	e.Pre(pdfSuffix)
-	e.Use(s.authenticate)
-	e.Use(s.csrf())
+	e.Use(s.Authenticate)
+	e.Use(s.CSRF())
 	s.opsRoutes()
 	s.routes()
+	public.New(s.Core, public.Config{Catalog: cfg.Catalog, Benchmarks: cfg.Benchmarks, Downloads: cfg.Downloads}).Routes(e)
+	account.New(s.Core, account.Config{Invoicing: cfg.Invoicing}).Routes(e)
+	admin.New(s.Core, admin.Config{Catalog: cfg.Catalog, Requests: cfg.Requests, Batches: cfg.Batches, BatchLoad: cfg.BatchLoad,
+		Router: cfg.Router, UsageStream: cfg.UsageStream}).Routes(e)
 	return s
 }
-
-// Router is what the pages and the API ask of this process's gateway's routing table.
-// *routing.Router implements it.
-type Router interface {
-	Models() []routing.ModelTiers
-	// Capacity is the requests an offering's rig serves at once by its last heartbeat (0: none).
-	Capacity(offeringID string) int
-}
-
-var _ Router = (*routing.Router)(nil)
 
 // EdgeMiddleware is what every request to the platform's address goes through first, whichever
 // handler serves it: the request id, the HTTP metrics (on this server's registry), the access
@@ -263,19 +270,8 @@ func (s *Server) routes() {
 	e.GET("/static/*", echo.WrapHandler(http.FileServer(http.FS(staticFS))), cacheStatic)
 
 	// Pages.
-	e.GET("/", s.homePage)
-	e.GET("/catalog", s.catalogPage)
-	e.GET("/calculator", s.calculatorPage)
-	e.GET("/methodology", s.methodologyPage)
-	e.GET("/planner", s.plannerPage)
-	e.GET("/login", s.loginPage)
-	e.POST("/login", s.loginSubmit)
-	e.GET("/signup", s.signupPage)
-	e.POST("/signup", s.signupSubmit)
-	e.POST("/logout", s.logoutSubmit, s.requirePage())
-	s.downloadRoutes()
 
-	provider := e.Group("/provider", s.requirePage(accounts.RoleProvider))
+	provider := e.Group("/provider", s.RequirePage(accounts.RoleProvider))
 	provider.GET("/rigs", s.rigsPage)
 	provider.GET("/rigs/new", s.newRigPage)
 	provider.POST("/rigs", s.createRigSubmit)
@@ -285,7 +281,7 @@ func (s *Server) routes() {
 	provider.POST("/rigs/:id", s.updateRigSubmit)
 	provider.POST("/rigs/:id/:action", s.rigStatusSubmit)
 
-	credits := e.Group("/credits", s.requirePage(accounts.RoleDeveloper))
+	credits := e.Group("/credits", s.RequirePage(accounts.RoleDeveloper))
 	credits.GET("", s.creditsPage)
 	credits.POST("/checkout", s.checkoutSubmit)
 	credits.GET("/return", s.purchaseReturnPage)
@@ -306,7 +302,7 @@ func (s *Server) routes() {
 	// Flagged requests and their resolution, for finance (flags.go).
 	s.flagRoutes()
 
-	finance := e.Group("/finance", s.requirePage(accounts.RoleFinance, accounts.RoleAdmin))
+	finance := e.Group("/finance", s.RequirePage(accounts.RoleFinance, accounts.RoleAdmin))
 	finance.GET("/balances", s.balancesPage)
 	finance.POST("/adjustments", s.adjustmentSubmit)
 	finance.GET("/prices", s.pricesPage)
@@ -314,41 +310,23 @@ func (s *Server) routes() {
 	finance.GET("/stripe-events", s.stripeEventsPage)
 	finance.GET("/usage-rejections", s.rejectionsPage)
 
-	admin := e.Group("/admin", s.requirePage(accounts.RoleAdmin))
-	admin.GET("/users", s.usersPage)
-	admin.POST("/users/:id/role", s.grantRoleSubmit)
-	admin.GET("/discrepancies", s.discrepanciesPage)
-	admin.GET("/rig-reports", s.rigReportsPage)
-	admin.GET("/batches", s.batchQueuePage)
-	admin.GET("/usage-stream", s.usageStreamPage)
-
 	// JSON API.
 	api := e.Group("/api")
-	api.POST("/auth/signup", s.apiSignup)
-	api.POST("/auth/login", s.apiLogin)
-	api.POST("/auth/logout", s.apiLogout, s.requireAPI())
-	api.GET("/me", s.apiMe, s.requireAPI())
-	api.GET("/offerings", s.apiOfferings)
-	api.GET("/offerings/:id", s.apiOffering)
-	api.GET("/prices", s.apiPrices)
-	api.GET("/calculator", s.apiCalculator)
-	api.GET("/planner", s.apiPlanner)
-	api.GET("/reference", s.apiReference)
 
-	developer := s.requireAPI(accounts.RoleDeveloper)
+	developer := s.RequireAPI(accounts.RoleDeveloper)
 	api.POST("/credits/checkout", s.apiCheckout, developer)
 	api.GET("/credits/purchases/:id", s.apiPurchase, developer)
 	api.GET("/credits/history", s.apiHistory, developer)
 	api.GET("/balance", s.apiBalance, developer)
 
-	financeAPI := api.Group("/finance", s.requireAPI(accounts.RoleFinance, accounts.RoleAdmin))
+	financeAPI := api.Group("/finance", s.RequireAPI(accounts.RoleFinance, accounts.RoleAdmin))
 	financeAPI.GET("/balances", s.apiFinanceBalances)
 	financeAPI.GET("/usage-rejections", s.apiRejections)
 	financeAPI.POST("/adjustments", s.apiAdjust)
 	financeAPI.GET("/prices", s.apiFinancePrices)
 	financeAPI.POST("/prices", s.apiSchedulePrice)
 
-	rigs := api.Group("/provider/offerings", s.requireAPI(accounts.RoleProvider))
+	rigs := api.Group("/provider/offerings", s.RequireAPI(accounts.RoleProvider))
 	rigs.GET("", s.apiListRigs)
 	rigs.POST("", s.apiCreateRig)
 	rigs.GET("/:id", s.apiGetRig)
@@ -359,16 +337,9 @@ func (s *Server) routes() {
 	// A rig's benchmark, attached by its provider: the page, the form, the API, the public result.
 	s.benchmarkRoutes(provider, api)
 
-	api.GET("/admin/users", s.apiUsers, s.requireAPI(accounts.RoleAdmin))
-	api.POST("/admin/users/:id/role", s.apiGrantRole, s.requireAPI(accounts.RoleAdmin))
-	api.GET("/admin/discrepancies", s.apiDiscrepancies, s.requireAPI(accounts.RoleAdmin))
-	api.GET("/admin/rig-reports", s.apiRigReports, s.requireAPI(accounts.RoleAdmin))
-	api.GET("/admin/batches", s.apiBatchQueue, s.requireAPI(accounts.RoleAdmin))
-	api.GET("/admin/usage-stream", s.apiUsageStream, s.requireAPI(accounts.RoleAdmin))
-
 	// Usage: a developer's requests and what they cost, a provider's traffic and what it
 	// earned. Each reads only the caller's own account.
-	developerPage, providerPage := s.requirePage(accounts.RoleDeveloper), s.requirePage(accounts.RoleProvider)
+	developerPage, providerPage := s.RequirePage(accounts.RoleDeveloper), s.RequirePage(accounts.RoleProvider)
 	e.GET("/usage", s.usagePage, developerPage)
 	e.GET("/usage.csv", s.usageCSV, developerPage)
 	s.batchPageRoutes(developerPage)
@@ -378,8 +349,8 @@ func (s *Server) routes() {
 	api.GET("/usage", s.apiUsage, developer)
 	api.GET("/usage.csv", s.usageCSV, developer)
 	s.reportsAPIRoutes(api, developer)
-	api.GET("/provider/earnings", s.apiEarnings, s.requireAPI(accounts.RoleProvider))
-	api.GET("/provider/performance", s.apiPerformance, s.requireAPI(accounts.RoleProvider))
+	api.GET("/provider/earnings", s.apiEarnings, s.RequireAPI(accounts.RoleProvider))
+	api.GET("/provider/performance", s.apiPerformance, s.RequireAPI(accounts.RoleProvider))
 
 	// API keys for the /v1 gateway (package web/gateway): a developer's own. The secret is in
 	// the answer that creates a key and nowhere else. Revoking a key or changing its limit tells

@@ -9,6 +9,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/invoicing"
 	"github.com/gpumarket/gpumarket/services/payouts"
 	"github.com/gpumarket/gpumarket/templates"
+	"github.com/gpumarket/gpumarket/web/internal/core"
 )
 
 // A provider's own statements and the payout of each (see docs/payouts.md, "Pages and JSON").
@@ -30,8 +31,8 @@ type providerStatement struct {
 	// (its payout is not made yet), pending, paid or failed (its payout's), or void.
 	PayoutStatus string `json:"payout_status"`
 	// PayoutMade is the statement's payout once one is made, nil before.
-	PayoutMade *statementPayout `json:"payout"`
-	Links      documentURLs     `json:"links"`
+	PayoutMade *statementPayout  `json:"payout"`
+	Links      core.DocumentURLs `json:"links"`
 }
 
 // The statuses of a statement's payment that are not a payout's.
@@ -43,17 +44,17 @@ const (
 
 // providerStatements reads the caller's statements and their payouts.
 func (s *Server) providerStatements(c echo.Context) ([]providerStatement, error) {
-	inv, err := s.invoicingService()
+	inv, err := core.InvoicingService(s.invoicing)
 	if err != nil {
 		return nil, err
 	}
-	ctx, provider := c.Request().Context(), providerAccount(c)
+	ctx, provider := c.Request().Context(), core.ProviderAccount(c)
 	list, err := inv.ProviderStatements(ctx, provider)
 	if err != nil {
 		return nil, err
 	}
 	paid := map[string]payouts.Payout{}
-	if po := s.payments.Payouts; po != nil {
+	if po := s.Payments.Payouts; po != nil {
 		made, err := po.List(ctx, payouts.ListFilter{ProviderAccountID: provider, Limit: payouts.MaxListed})
 		if err != nil {
 			return nil, err
@@ -64,7 +65,7 @@ func (s *Server) providerStatements(c echo.Context) ([]providerStatement, error)
 	}
 	out := make([]providerStatement, len(list))
 	for i, st := range list {
-		out[i] = providerStatement{StatementSummary: st, Links: statementURLs(st.ID)}
+		out[i] = providerStatement{StatementSummary: st, Links: core.StatementURLs(st.ID)}
 		p, made := paid[st.ID]
 		switch {
 		case made:
@@ -89,18 +90,18 @@ func (s *Server) providerStatementsPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	p := templates.ProviderStatementsPage{Page: s.page(c, "Statements"), MinimumPayout: signedCents(s.invoicing.MinimumPayout())}
+	p := templates.ProviderStatementsPage{Page: s.Page(c, "Statements"), MinimumPayout: core.SignedCents(s.invoicing.MinimumPayout())}
 	for _, st := range list {
 		r := templates.ProviderStatementRow{ID: st.ID, Number: st.DisplayNumber, Period: st.Period.Label(), Status: string(st.Status),
-			Earnings: signedCents(st.Earnings + st.LateEarnings), CarriedIn: signedCents(st.CarriedIn),
-			Clawbacks: signedCents(st.Clawbacks), Held: signedCents(st.Held), Payout: signedCents(st.Payout), CarriedOut: signedCents(st.CarriedOut),
+			Earnings: core.SignedCents(st.Earnings + st.LateEarnings), CarriedIn: core.SignedCents(st.CarriedIn),
+			Clawbacks: core.SignedCents(st.Clawbacks), Held: core.SignedCents(st.Held), Payout: core.SignedCents(st.Payout), CarriedOut: core.SignedCents(st.CarriedOut),
 			PayoutStatus: st.PayoutStatus, PayoutText: payoutText(st), URL: st.Links.Page, PDFURL: st.Links.PDF}
 		if made := st.PayoutMade; made != nil {
 			r.Transfer, r.PayoutError = made.StripeTransferID, made.LastError
 		}
 		p.Statements = append(p.Statements, r)
 	}
-	return s.render(c, http.StatusOK, templates.ProviderStatements(p))
+	return s.Render(c, http.StatusOK, templates.ProviderStatements(p))
 }
 
 // payoutText says in words how a statement is paid.
@@ -120,7 +121,7 @@ func payoutText(st providerStatement) string {
 		if st.PayoutMade == nil {
 			return "paid"
 		}
-		return "paid " + dateOf(st.PayoutMade.PaidAt) + " by Stripe transfer"
+		return "paid " + core.DateOf(st.PayoutMade.PaidAt) + " by Stripe transfer"
 	}
 	return st.PayoutStatus
 }

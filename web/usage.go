@@ -17,14 +17,13 @@ import (
 	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/templates"
+	"github.com/gpumarket/gpumarket/web/internal/core"
 	"github.com/gpumarket/gpumarket/web/internal/httpx"
 )
 
 // usageDays is the period the usage pages show when no dates are given: the last 30 UTC
 // days, today included.
 const usageDays = 30
-
-const dateLayout = "2006-01-02"
 
 // usageQuery is a usage request's filters: the filter the reports take, and the dates as
 // the pages and the API show them.
@@ -55,14 +54,14 @@ func (s *Server) readUsageQuery(c echo.Context) (usageQuery, error) {
 		if v == "" {
 			return time.Time{}, false
 		}
-		d, err := time.Parse(dateLayout, v)
+		d, err := time.Parse(core.DateLayout, v)
 		if err != nil {
 			fe.Add(field, "Enter a date as YYYY-MM-DD, like 2026-11-30.")
 			return time.Time{}, false
 		}
 		return d, true
 	}
-	now := s.now().UTC()
+	now := s.Now().UTC()
 	today := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
 	from, fromSet := date("from")
 	to, toSet := date("to")
@@ -75,7 +74,7 @@ func (s *Server) readUsageQuery(c echo.Context) (usageQuery, error) {
 	if !fromSet {
 		from = to.AddDate(0, 0, -(usageDays - 1))
 	}
-	q := usageQuery{from: from.Format(dateLayout), to: to.Format(dateLayout), filter: metering.UsageFilter{
+	q := usageQuery{from: from.Format(core.DateLayout), to: to.Format(core.DateLayout), filter: metering.UsageFilter{
 		From: from, To: to.AddDate(0, 0, 1), Model: strings.TrimSpace(c.QueryParam("model")),
 		Tier: catalog.Tier(c.QueryParam("tier")), Before: metering.UsageCursor(c.QueryParam("before")),
 	}}
@@ -98,15 +97,6 @@ func (s *Server) readUsageQuery(c echo.Context) (usageQuery, error) {
 		return q, err
 	}
 	return q, fe.Err()
-}
-
-// invalidFields returns the field errors of an invalid input, nil for any other error.
-func invalidFields(err error) map[string]string {
-	var ae *services.Error
-	if errors.As(err, &ae) && ae.Code == services.CodeInvalid {
-		return ae.Fields
-	}
-	return nil
 }
 
 func (s *Server) usageFilters(c echo.Context, q usageQuery) (templates.UsageFilters, error) {
@@ -134,16 +124,16 @@ func (s *Server) usagePage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	p := templates.UsagePage{Page: s.page(c, "Usage"), Filters: filters}
-	if fields := invalidFields(qerr); fields != nil {
+	p := templates.UsagePage{Page: s.Page(c, "Usage"), Filters: filters}
+	if fields := core.InvalidFields(qerr); fields != nil {
 		p.Filters.Errors = fields
 		// The values as typed, not the defaults put in their place.
 		p.Filters.From, p.Filters.To, p.Filters.Tier = c.QueryParam("from"), c.QueryParam("to"), c.QueryParam("tier")
-		return s.render(c, http.StatusUnprocessableEntity, templates.Usage(p))
+		return s.Render(c, http.StatusUnprocessableEntity, templates.Usage(p))
 	} else if qerr != nil {
 		return qerr
 	}
-	sess, _ := currentSession(c)
+	sess, _ := core.CurrentSession(c)
 	account := sess.User.AccountID
 	page, err := s.usage.Requests(ctx, account, q.filter)
 	if err != nil {
@@ -156,13 +146,13 @@ func (s *Server) usagePage(c echo.Context) error {
 	for _, r := range page.Requests {
 		ttft, ttftTitle := "—", "No first-token time: the answer was not streamed, or had no output"
 		if r.TTFTMillis != nil {
-			ttft, ttftTitle = formatMs(*r.TTFTMillis), "Time to the first streamed token"
+			ttft, ttftTitle = core.FormatMs(*r.TTFTMillis), "Time to the first streamed token"
 		}
 		p.Requests = append(p.Requests, templates.UsageRequestRow{
 			When: r.OccurredAt.Format("2006-01-02 15:04:05"), RequestID: r.RequestID, Model: r.Model, Tier: string(r.Tier),
 			Hardware: fmt.Sprintf("%dx %s", r.GPUCount, r.GPUName), Provider: r.Provider, Offering: r.OfferingID,
 			TokensIn: money.FormatCount(r.InputTokens), TokensCached: money.FormatCount(r.CachedInputTokens),
-			TokensOut: money.FormatCount(r.OutputTokens), TTFT: ttft, TTFTTitle: ttftTitle, Duration: formatMs(r.DurationMillis), Cost: money.FormatPrecisePico(r.Cost), Status: string(r.Status),
+			TokensOut: money.FormatCount(r.OutputTokens), TTFT: ttft, TTFTTitle: ttftTitle, Duration: core.FormatMs(r.DurationMillis), Cost: money.FormatPrecisePico(r.Cost), Status: string(r.Status),
 			BatchID: r.BatchID,
 		})
 	}
@@ -179,7 +169,7 @@ func (s *Server) usagePage(c echo.Context) error {
 		v.Set("before", string(page.Next))
 		p.NextPage = "/usage?" + v.Encode()
 	}
-	return s.render(c, http.StatusOK, templates.Usage(p))
+	return s.Render(c, http.StatusOK, templates.Usage(p))
 }
 
 func usageTotalRow(day, tier string, sum metering.UsageSum) templates.UsageTotalRow {
@@ -206,10 +196,10 @@ func (s *Server) usageCSV(c echo.Context) error {
 		return err
 	}
 	res.WriteHeader(http.StatusOK)
-	sess, _ := currentSession(c)
+	sess, _ := core.CurrentSession(c)
 	if err := s.usage.ExportCSV(c.Request().Context(), sess.User.AccountID, q.filter, out); err != nil {
 		// The status is sent: the client sees a cut-off file, the log sees why.
-		s.log.Error("usage export failed", "path", c.Path(),
+		s.Log.Error("usage export failed", "path", c.Path(),
 			"request_id", res.Header().Get(echo.HeaderXRequestID), "err", err)
 	}
 	return nil
@@ -221,7 +211,7 @@ func (s *Server) apiUsage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	sess, _ := currentSession(c)
+	sess, _ := core.CurrentSession(c)
 	account := sess.User.AccountID
 	page, err := s.usage.Requests(ctx, account, q.filter)
 	if err != nil {
@@ -245,15 +235,15 @@ func (s *Server) apiUsage(c echo.Context) error {
 
 func (s *Server) earningsPage(c echo.Context) error {
 	q, qerr := s.readUsageQuery(c)
-	p := templates.EarningsPage{Page: s.page(c, "Earnings"), Filters: templates.UsageFilters{From: q.from, To: q.to}}
-	if fields := invalidFields(qerr); fields != nil {
+	p := templates.EarningsPage{Page: s.Page(c, "Earnings"), Filters: templates.UsageFilters{From: q.from, To: q.to}}
+	if fields := core.InvalidFields(qerr); fields != nil {
 		p.Filters.Errors = fields
 		p.Filters.From, p.Filters.To = c.QueryParam("from"), c.QueryParam("to")
-		return s.render(c, http.StatusUnprocessableEntity, templates.Earnings(p))
+		return s.Render(c, http.StatusUnprocessableEntity, templates.Earnings(p))
 	} else if qerr != nil {
 		return qerr
 	}
-	traffic, err := s.usage.ProviderTraffic(c.Request().Context(), providerAccount(c), q.filter)
+	traffic, err := s.usage.ProviderTraffic(c.Request().Context(), core.ProviderAccount(c), q.filter)
 	if err != nil {
 		return err
 	}
@@ -264,7 +254,7 @@ func (s *Server) earningsPage(c echo.Context) error {
 		p.Days = append(p.Days, row)
 	}
 	p.Total = earningsRow(traffic.Total)
-	return s.render(c, http.StatusOK, templates.Earnings(p))
+	return s.Render(c, http.StatusOK, templates.Earnings(p))
 }
 
 func earningsRow(sum metering.TrafficSum) templates.EarningsRow {
@@ -277,7 +267,7 @@ func (s *Server) apiEarnings(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	traffic, err := s.usage.ProviderTraffic(c.Request().Context(), providerAccount(c), q.filter)
+	traffic, err := s.usage.ProviderTraffic(c.Request().Context(), core.ProviderAccount(c), q.filter)
 	if err != nil {
 		return err
 	}

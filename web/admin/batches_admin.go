@@ -1,4 +1,4 @@
-package web
+package admin
 
 import (
 	"context"
@@ -78,7 +78,7 @@ func (s *Server) batchQueuePage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	p := templates.BatchQueuePage{Page: s.page(c, "Batch queue"), Pending: q.Lines.Pending, Running: q.Lines.Running,
+	p := templates.BatchQueuePage{Page: s.Page(c, "Batch queue"), Pending: q.Lines.Pending, Running: q.Lines.Running,
 		Done: q.Lines.Done, Failed: q.Lines.Failed, LinesLastHour: q.LinesLastHour,
 		PerMinute: strconv.FormatFloat(q.LinesPerMinute, 'f', 1, 64), Oldest: "none pending"}
 	for _, st := range []string{batch.StatusValidating, batch.StatusInProgress, batch.StatusFinalizing, batch.StatusCancelling} {
@@ -95,5 +95,5 @@ func (s *Server) batchQueuePage(c echo.Context) error {
 		p.Offerings = append(p.Offerings, templates.BatchOfferingRow{OfferingID: o.OfferingID, Provider: o.Provider,
 			Model: o.Model, Tier: o.Tier, InFlight: o.InFlight, Capacity: capacity})
 	}
-	return s.render(c, http.StatusOK, templates.BatchQueue(p))
+	return s.Render(c, http.StatusOK, templates.BatchQueue(p))
 }

@@ -1,4 +1,4 @@
-package web
+package public
 
 import (
 	"math"
@@ -12,6 +12,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/templates"
+	"github.com/gpumarket/gpumarket/web/internal/core"
 )
 
 // calculatorInput is the calculator's question.
@@ -66,7 +67,7 @@ type calculatorAnswer struct {
 	USDPerMillionTokens float64            `json:"usd_per_million_tokens"`
 	USDPerHour          float64            `json:"usd_per_hour"`
 	Footprint           *catalog.Footprint `json:"footprint_estimate,omitempty"`
-	Cheapest            *offeringJSON      `json:"cheapest_offering,omitempty"`
+	Cheapest            *core.OfferingJSON `json:"cheapest_offering,omitempty"`
 }
 
 func (s *Server) calculate(c echo.Context, in calculatorInput) (calculatorAnswer, *catalog.Offering, error) {
@@ -90,7 +91,7 @@ func (s *Server) calculate(c echo.Context, in calculatorInput) (calculatorAnswer
 	if err != nil {
 		return a, nil, err
 	}
-	j := toJSON(list[0], prices, false)
+	j := core.OfferingToJSON(list[0], prices, false)
 	a.Cheapest = &j
 	return a, &list[0], nil
 }
@@ -108,8 +109,8 @@ func (s *Server) apiCalculator(c echo.Context) error {
 }
 
 func (s *Server) calculatorPage(c echo.Context) error {
-	p := templates.CalculatorPage{Page: s.page(c, "Calculator"), GPUs: append([]templates.Option{{Value: "", Label: "—"}}, gpuOptions()...),
-		Regions: append([]templates.Option{{Value: "", Label: "—"}}, regionOptions()...)}
+	p := templates.CalculatorPage{Page: s.Page(c, "Calculator"), GPUs: append([]templates.Option{{Value: "", Label: "—"}}, core.GPUOptions()...),
+		Regions: append([]templates.Option{{Value: "", Label: "—"}}, core.RegionOptions()...)}
 	q := c.QueryParams()
 	p.Form.Values = map[string]string{}
 	for _, k := range []string{"usd_per_gpu_hour", "gpu_count", "tokens_per_second", "gpu", "region", "p99_ms"} {
@@ -119,14 +120,14 @@ func (s *Server) calculatorPage(c echo.Context) error {
 		// A worked example: 4x RTX 4090 serving the 14B model at 16 requests/s in the benchmark.
 		p.Form.Values = map[string]string{"usd_per_gpu_hour": "0.25", "gpu_count": "4", "tokens_per_second": "1994.82",
 			"gpu": "rtx-4090", "region": "eu", "p99_ms": "500"}
-		return s.render(c, http.StatusOK, templates.Calculator(p))
+		return s.Render(c, http.StatusOK, templates.Calculator(p))
 	}
 	in, err := readCalculator(q.Get)
 	if err != nil {
-		return s.formError(c, err, func(f templates.Form) error {
+		return s.FormError(c, err, func(f templates.Form) error {
 			f.Values = p.Form.Values
 			p.Form = f
-			return s.render(c, http.StatusUnprocessableEntity, templates.Calculator(p))
+			return s.Render(c, http.StatusUnprocessableEntity, templates.Calculator(p))
 		})
 	}
 	a, cheapest, err := s.calculate(c, in)
@@ -144,12 +145,12 @@ func (s *Server) calculatorPage(c echo.Context) error {
 	if in.P99Ms > 0 {
 		r.P99Target = strconv.FormatFloat(in.P99Ms, 'f', -1, 64)
 		if cheapest != nil {
-			row := offeringRow(*cheapest)
+			row := core.OfferingRow(*cheapest)
 			r.Cheapest = &row
 		}
 	}
 	p.Result = r
-	return s.render(c, http.StatusOK, templates.Calculator(p))
+	return s.Render(c, http.StatusOK, templates.Calculator(p))
 }
 
 // modelledPrice writes a modelled price per million tokens (the calculator's and the planner's,

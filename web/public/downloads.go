@@ -1,4 +1,4 @@
-package web
+package public
 
 import (
 	"crypto/sha256"

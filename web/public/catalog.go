@@ -1,4 +1,4 @@
-package web
+package public
 
 import (
 	"maps"
@@ -11,11 +11,10 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpumarket/gpumarket/services"
-	"github.com/gpumarket/gpumarket/services/carbon"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/money"
-	"github.com/gpumarket/gpumarket/services/reliability"
 	"github.com/gpumarket/gpumarket/templates"
+	"github.com/gpumarket/gpumarket/web/internal/core"
 )
 
 // listInput reads the catalog's filters from the query string.
@@ -68,7 +67,7 @@ func tierSections(offerings []catalog.Offering, book catalog.PriceBook, now time
 		}
 		for _, o := range offerings {
 			if o.Tier == t {
-				sec.Offerings = append(sec.Offerings, offeringRow(o))
+				sec.Offerings = append(sec.Offerings, core.OfferingRow(o))
 			}
 		}
 		out = append(out, sec)
@@ -86,7 +85,7 @@ func (s *Server) homePage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return s.render(c, http.StatusOK, templates.Home(templates.HomePage{Page: s.page(c, "Home"), Sections: tierSections(offerings, book, s.now(), "")}))
+	return s.Render(c, http.StatusOK, templates.Home(templates.HomePage{Page: s.Page(c, "Home"), Sections: tierSections(offerings, book, s.Now(), "")}))
 }
 
 func (s *Server) catalogPage(c echo.Context) error {
@@ -94,7 +93,7 @@ func (s *Server) catalogPage(c echo.Context) error {
 	in, ferr := listInput(c)
 	filters := templates.CatalogFilters{
 		Tier: c.QueryParam("tier"), Model: in.Model, Region: in.Region, MaxPrice: c.QueryParam("max_price"),
-		MaxP99: c.QueryParam("max_p99_ms"), Sort: c.QueryParam("sort"), Regions: regionOptions(),
+		MaxP99: c.QueryParam("max_p99_ms"), Sort: c.QueryParam("sort"), Regions: core.RegionOptions(),
 	}
 	status := http.StatusOK
 	if ferr != nil {
@@ -118,64 +117,13 @@ func (s *Server) catalogPage(c echo.Context) error {
 	for _, m := range models {
 		filters.Models = append(filters.Models, templates.Option{Value: m, Label: m})
 	}
-	sections := tierSections(offerings, book, s.now(), in.Tier)
+	sections := tierSections(offerings, book, s.Now(), in.Tier)
 	if err := s.withSectionBenchmarks(c, sections); err != nil {
 		return err
 	}
-	return s.render(c, status, templates.Catalog(templates.CatalogPage{
-		Page: s.page(c, "Catalog"), Filters: filters, Sections: s.withRecords(sections), Count: len(offerings),
+	return s.Render(c, status, templates.Catalog(templates.CatalogPage{
+		Page: s.Page(c, "Catalog"), Filters: filters, Sections: s.WithRecords(sections), Count: len(offerings),
 	}))
-}
-
-// offeringJSON is an offering as the API shows it, with the figures the catalog shows.
-type offeringJSON struct {
-	catalog.Offering
-	TTFTP99Ms    *float64           `json:"ttft_p99_ms"`
-	TokensPerSec *float64           `json:"tokens_per_second"`
-	FiguresBasis string             `json:"figures_basis"`
-	Footprint    *catalog.Footprint `json:"footprint_estimate,omitempty"`
-	// TierPriceIn and TierPriceOut are what the offering's customers pay: the price in force for its model in
-	// its tier, the model's own (ModelPrice) where it has one, else the tier's default.
-	TierPriceIn  money.MicroUSD `json:"tier_input_usd_per_mtok"`
-	TierPriceOut money.MicroUSD `json:"tier_output_usd_per_mtok"`
-	ModelPrice   bool           `json:"model_price,omitempty"`
-	BlendedAsk   money.MicroUSD `json:"blended_ask_usd_per_mtok"` // what the catalog sorts and caps by
-	// PUE is the one the rig's figures use: stated by its provider, else its site's default.
-	PUE       float64 `json:"pue"`
-	PUEStated bool    `json:"pue_stated"`
-	// For the offering's provider: why it is not routed at the prices in force, and how its rig's own figures
-	// disagree with the gateway's; empty when neither.
-	NotRoutedBecause string `json:"not_routed_because,omitempty"`
-	ReportDivergence string `json:"report_divergence,omitempty"`
-	// Reliability is the offering's reliability record, in the public catalog (reliability.go).
-	Reliability *reliability.Record `json:"reliability,omitempty"`
-	// For the offering's provider: where its rig stands with the platform and why ("Pending: 2 of 3 probes
-	// passed"; docs/listing-states.md).
-	RigStateReason string `json:"rig_state_reason,omitempty"`
-	// For the offering's provider: the APIs besides chat completions its rig's engine serves natively, as its
-	// agent last said ("messages", "responses"), and how the gateway serves the two on it.
-	NativeAPIs []string `json:"native_apis,omitempty"`
-	APIsServed string   `json:"apis_served,omitempty"`
-}
-
-// toJSON shows the offering at prices, the prices in force for its model (catalog.PriceBook.ForModel).
-func toJSON(o catalog.Offering, prices map[catalog.Tier]catalog.Price, owner bool) offeringJSON {
-	j := offeringJSON{Offering: o, TTFTP99Ms: o.TTFTP99Ms(), TokensPerSec: o.TokensPerSec(), FiguresBasis: o.FiguresBasis(),
-		BlendedAsk: o.BlendedAsk()}
-	j.PUE, j.PUEStated = carbon.PUE(o.Site, o.StatedPUE)
-	if f, ok := o.Footprint(); ok {
-		j.Footprint = &f
-	}
-	if p, ok := prices[o.Tier]; ok {
-		j.TierPriceIn, j.TierPriceOut, j.ModelPrice = p.Input, p.Output, p.Model != ""
-	}
-	if owner {
-		if o.Status == catalog.StatusActive {
-			j.NotRoutedBecause = o.NotRoutedBecause(prices)
-		}
-		j.ReportDivergence = o.ReportDivergence()
-	}
-	return j
 }
 
 func (s *Server) apiOfferings(c echo.Context) error {
@@ -192,11 +140,11 @@ func (s *Server) apiOfferings(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	now := s.now()
-	out := make([]offeringJSON, 0, len(offerings))
+	now := s.Now()
+	out := make([]core.OfferingJSON, 0, len(offerings))
 	for _, o := range offerings {
-		j := toJSON(o, book.ForModel(o.Model, now), false)
-		j.Reliability = s.publishedRecord(o.ID)
+		j := core.OfferingToJSON(o, book.ForModel(o.Model, now), false)
+		j.Reliability = s.PublishedRecord(o.ID)
 		out = append(out, j)
 	}
 	return c.JSON(http.StatusOK, map[string]any{"offerings": out, "count": len(out)})
@@ -217,8 +165,8 @@ func (s *Server) apiOffering(c echo.Context) error {
 	if o.Status != catalog.StatusActive || o.RigState != catalog.RigActive || !o.Priced(prices) {
 		return services.Errorf(services.CodeNotFound, "No such offering.")
 	}
-	j := toJSON(o, prices, false)
-	j.Reliability = s.publishedRecord(o.ID)
+	j := core.OfferingToJSON(o, prices, false)
+	j.Reliability = s.PublishedRecord(o.ID)
 	return c.JSON(http.StatusOK, j)
 }
 
@@ -230,7 +178,7 @@ func (s *Server) apiPrices(c echo.Context) error {
 		return err
 	}
 	defaults, models := []catalog.Price{}, []catalog.Price{}
-	for _, p := range pricesInTierOrder(book, s.now()) {
+	for _, p := range core.PricesInTierOrder(book, s.Now()) {
 		if p.Model == "" {
 			defaults = append(defaults, p)
 		} else {

@@ -1,4 +1,4 @@
-package web
+package core
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 )
 
 // The reliability record (docs/reliability.md) on the public catalog, its API, and the provider's performance
-// page: each reads an offering's record through recordOf and writes it through reliabilityCell, so that the
+// Page: each reads an offering's record through recordOf and writes it through reliabilityCell, so that the
 // pages cannot disagree.
 
 // Records gives each offering's reliability record; *reliability.Board implements it.
@@ -19,27 +19,27 @@ type Records interface {
 
 var _ Records = (*reliability.Board)(nil)
 
-// recordOf is the offering's record; an empty one, not enough traffic yet, where no board runs.
-func (s *Server) recordOf(offeringID string) reliability.Record {
-	if s.reliability == nil {
+// RecordOf is the offering's record; an empty one, not enough traffic yet, where no board runs.
+func (s *Core) RecordOf(offeringID string) reliability.Record {
+	if s.Reliability == nil {
 		return reliability.RecordOf(reliability.Counts{}, reliability.Window{})
 	}
-	return s.reliability.Record(offeringID)
+	return s.Reliability.Record(offeringID)
 }
 
-// withRecords fills in the record of every offering of the sections.
-func (s *Server) withRecords(sections []templates.TierSection) []templates.TierSection {
+// WithRecords fills in the record of every offering of the sections.
+func (s *Core) WithRecords(sections []templates.TierSection) []templates.TierSection {
 	for i := range sections {
 		for j := range sections[i].Offerings {
 			o := &sections[i].Offerings[j]
-			o.Reliability = reliabilityCell(s.recordOf(o.ID))
+			o.Reliability = ReliabilityCell(s.RecordOf(o.ID))
 		}
 	}
 	return sections
 }
 
-// reliabilityCell writes a record as the pages show it.
-func reliabilityCell(r reliability.Record) templates.ReliabilityCell {
+// ReliabilityCell writes a record as the pages show it.
+func ReliabilityCell(r reliability.Record) templates.ReliabilityCell {
 	c := templates.ReliabilityCell{
 		UptimeBasis: notYet(r.Requests, "requests in the last day"),
 		TTFTBasis:   notYet(r.TTFTRequests, "streamed requests in the last 30 minutes"),
@@ -59,7 +59,7 @@ func reliabilityCell(r reliability.Record) templates.ReliabilityCell {
 		c.Routing = fmt.Sprintf("below %d%%: tried only when no other can serve", reliability.FallbackPercent)
 	}
 	if p := r.TTFTMs; p != nil {
-		c.TTFT = "P50 " + formatMs(p.P50) + " · P90 " + formatMs(p.P90) + " · P99 " + formatMs(p.P99)
+		c.TTFT = "P50 " + FormatMs(p.P50) + " · P90 " + FormatMs(p.P90) + " · P99 " + FormatMs(p.P99)
 		c.TTFTBasis = fmt.Sprintf("over %d streamed requests in the last 30 minutes", r.TTFTRequests)
 	}
 	if p := r.OutputTokensPerSec; p != nil {
@@ -76,8 +76,8 @@ func notYet(n int64, what string) string {
 
 func tokensPerSec(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
 
-// publishedRecord is the offering's record as the public catalog's API gives it.
-func (s *Server) publishedRecord(offeringID string) *reliability.Record {
-	r := s.recordOf(offeringID)
+// PublishedRecord is the offering's record as the public catalog's API gives it.
+func (s *Core) PublishedRecord(offeringID string) *reliability.Record {
+	r := s.RecordOf(offeringID)
 	return &r
 }

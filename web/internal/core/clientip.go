@@ -1,4 +1,4 @@
-package web
+package core
 
 import (
 	"net"
@@ -6,13 +6,13 @@ import (
 	"github.com/labstack/echo/v4"
 )
 
-// clientIPExtractor says where a request comes from, for the login and sign-up limits. A
+// ClientIPExtractor says where a request comes from, for the login and sign-up limits. A
 // connection from one of the trusted proxies may name its client in X-Forwarded-For (read
 // from the right, past every trusted hop); from anywhere else, or with no proxy configured,
 // the connection's own address is the client's, whatever headers it sends. Echo would trust
 // loopback, link-local and private addresses by default: here only the configured networks
 // are trusted. See docs/web-security.md ("Client addresses").
-func clientIPExtractor(trusted []*net.IPNet) echo.IPExtractor {
+func ClientIPExtractor(trusted []*net.IPNet) echo.IPExtractor {
 	if len(trusted) == 0 {
 		return echo.ExtractIPDirect()
 	}

@@ -1,4 +1,4 @@
-package web
+package core
 
 import (
 	"net"
@@ -32,7 +32,7 @@ func TestClientAddressComesFromForwardedForOnlyBehindTrustedProxies(t *testing.T
 		if c.xff != "" {
 			req.Header.Set("X-Forwarded-For", c.xff)
 		}
-		if got := clientIPExtractor(c.trusted)(req); got != c.want {
+		if got := ClientIPExtractor(c.trusted)(req); got != c.want {
 			t.Errorf("%s: %q, want %q", c.name, got, c.want)
 		}
 	}

@@ -1,4 +1,4 @@
-package web
+package core
 
 import (
 	"net/http"
@@ -21,18 +21,18 @@ const (
 	sessionKey    = "session"
 )
 
-// authenticate reads a bearer token or the session cookie and, when it proves a live
+// Authenticate reads a bearer token or the session cookie and, when it proves a live
 // session, puts the session on the context. It never refuses: routes decide what they need.
-func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
+func (s *Core) Authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		token := bearerToken(c.Request())
+		token := BearerToken(c.Request())
 		if token == "" {
 			if ck, err := c.Cookie(sessionCookie); err == nil {
 				token = ck.Value
 			}
 		}
 		if token != "" {
-			if sess, err := s.accounts.Authenticate(c.Request().Context(), token); err == nil {
+			if sess, err := s.Accounts.Authenticate(c.Request().Context(), token); err == nil {
 				c.Set(sessionKey, sess)
 			} else if services.ErrorCode(err) != services.CodeUnauthorized {
 				return err
@@ -42,10 +42,10 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-func bearerToken(r *http.Request) string { return httpx.BearerToken(r) }
+func BearerToken(r *http.Request) string { return httpx.BearerToken(r) }
 
-// currentSession returns the session on the context, if any.
-func currentSession(c echo.Context) (accounts.Session, bool) {
+// CurrentSession returns the session on the context, if any.
+func CurrentSession(c echo.Context) (accounts.Session, bool) {
 	sess, ok := c.Get(sessionKey).(accounts.Session)
 	return sess, ok
 }
@@ -62,11 +62,11 @@ func hasRole(u accounts.User, roles []accounts.Role) bool {
 	return false
 }
 
-// requireAPI refuses API calls without a session (401) or without one of the roles (403).
-func (s *Server) requireAPI(roles ...accounts.Role) echo.MiddlewareFunc {
+// RequireAPI refuses API calls without a session (401) or without one of the roles (403).
+func (s *Core) RequireAPI(roles ...accounts.Role) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			sess, ok := currentSession(c)
+			sess, ok := CurrentSession(c)
 			if !ok {
 				return services.Errorf(services.CodeUnauthorized, "Log in, or send a bearer token from POST /api/auth/login.")
 			}
@@ -78,11 +78,11 @@ func (s *Server) requireAPI(roles ...accounts.Role) echo.MiddlewareFunc {
 	}
 }
 
-// requirePage sends anonymous visitors to the login page and refuses other roles (403).
-func (s *Server) requirePage(roles ...accounts.Role) echo.MiddlewareFunc {
+// RequirePage sends anonymous visitors to the login page and refuses other roles (403).
+func (s *Core) RequirePage(roles ...accounts.Role) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			sess, ok := currentSession(c)
+			sess, ok := CurrentSession(c)
 			if !ok {
 				next := c.Request().URL.RequestURI()
 				if c.Request().Method != http.MethodGet {
@@ -98,10 +98,10 @@ func (s *Server) requirePage(roles ...accounts.Role) echo.MiddlewareFunc {
 	}
 }
 
-// csrf protects every state-changing request that a browser's cookies authenticate. Calls
+// CSRF protects every state-changing request that a browser's cookies authenticate. Calls
 // that carry a bearer token, and API calls with no session cookie, carry no ambient
 // credentials for a forged request to ride on, so they are not checked.
-func (s *Server) csrf() echo.MiddlewareFunc {
+func (s *Core) CSRF() echo.MiddlewareFunc {
 	return middleware.CSRFWithConfig(middleware.CSRFConfig{
 		TokenLookup:    "header:X-CSRF-Token,form:_csrf",
 		CookieName:     csrfCookie,
@@ -119,7 +119,7 @@ func (s *Server) csrf() echo.MiddlewareFunc {
 			if strings.HasPrefix(r.URL.Path, "/downloads/") {
 				return true
 			}
-			if bearerToken(r) != "" {
+			if BearerToken(r) != "" {
 				return true
 			}
 			if strings.HasPrefix(r.URL.Path, "/api/") {
@@ -134,30 +134,30 @@ func (s *Server) csrf() echo.MiddlewareFunc {
 	})
 }
 
-func csrfToken(c echo.Context) string {
+func CSRFToken(c echo.Context) string {
 	t, _ := c.Get("csrf").(string)
 	return t
 }
 
-func (s *Server) setSessionCookie(c echo.Context, sess accounts.Session) {
+func (s *Core) SetSessionCookie(c echo.Context, sess accounts.Session) {
 	c.SetCookie(&http.Cookie{
 		Name: sessionCookie, Value: sess.Token, Path: "/", Expires: sess.ExpiresAt,
 		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: c.Scheme() == "https",
 	})
 }
 
-func (s *Server) clearSessionCookie(c echo.Context) {
+func (s *Core) ClearSessionCookie(c echo.Context) {
 	c.SetCookie(&http.Cookie{
 		Name: sessionCookie, Value: "", Path: "/", Expires: time.Unix(0, 0), MaxAge: -1,
 		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: c.Scheme() == "https",
 	})
 }
 
-// page fills the layout's view model for the request.
-func (s *Server) page(c echo.Context, title string) templates.Page {
-	p := templates.Page{Title: title, CSRF: csrfToken(c), Path: c.Request().URL.Path, Flash: flashes[c.QueryParam("flash")],
-		TestMode: s.payments.testMode()}
-	if sess, ok := currentSession(c); ok {
+// Page fills the layout's view model for the request.
+func (s *Core) Page(c echo.Context, title string) templates.Page {
+	p := templates.Page{Title: title, CSRF: CSRFToken(c), Path: c.Request().URL.Path, Flash: flashes[c.QueryParam("flash")],
+		TestMode: s.Payments.TestMode()}
+	if sess, ok := CurrentSession(c); ok {
 		p.User = &templates.User{Email: sess.User.Email, Role: string(sess.User.Role), AccountID: sess.User.AccountID}
 	}
 	return p
@@ -199,4 +199,15 @@ var flashes = map[string]string{
 	"approved":    "Approved: the document is numbered and issued.",
 	"voided":      "Voided: the credit note and the regenerated draft are linked below.",
 	"marked-paid": "The payment is recorded.",
+}
+
+func ProviderAccount(c echo.Context) string {
+	sess, _ := CurrentSession(c)
+	return sess.User.AccountID
+}
+
+// userID is the logged-in user's id: who takes a finance action.
+func UserID(c echo.Context) string {
+	sess, _ := CurrentSession(c)
+	return sess.User.ID
 }

@@ -1,4 +1,4 @@
-package web
+package core
 
 import (
 	"encoding/json"
@@ -12,9 +12,9 @@ import (
 	"github.com/gpumarket/gpumarket/services"
 )
 
-// decodeJSON reads a JSON body strictly: unknown fields and trailing data are errors that
+// DecodeJSON reads a JSON body strictly: unknown fields and trailing data are errors that
 // say what is wrong, as a 422 with the field named where possible.
-func decodeJSON(c echo.Context, v any) error {
+func DecodeJSON(c echo.Context, v any) error {
 	ct := c.Request().Header.Get(echo.HeaderContentType)
 	if !strings.HasPrefix(ct, echo.MIMEApplicationJSON) {
 		return services.Errorf(services.CodeInvalid, "Send a JSON body with Content-Type: application/json.")

@@ -1,4 +1,4 @@
-package web
+package account
 
 import (
 	"net/http"
@@ -10,6 +10,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/invoicing"
 	"github.com/gpumarket/gpumarket/templates"
+	"github.com/gpumarket/gpumarket/web/internal/core"
 )
 
 // Billing details: the caller's account's, for its invoices (a customer) or its statements (a
@@ -19,11 +20,11 @@ import (
 var billingFields = []string{"legal_name", "address", "country", "vat_id", "po_number"}
 
 func (s *Server) billingDetailsPage(c echo.Context) error {
-	inv, err := s.invoicingService()
+	inv, err := core.InvoicingService(s.invoicing)
 	if err != nil {
 		return err
 	}
-	sess, _ := currentSession(c)
+	sess, _ := core.CurrentSession(c)
 	d, err := inv.BillingDetails(c.Request().Context(), sess.User.AccountID)
 	if err != nil {
 		return err
@@ -34,13 +35,13 @@ func (s *Server) billingDetailsPage(c echo.Context) error {
 }
 
 func (s *Server) renderBillingDetails(c echo.Context, status int, d invoicing.BillingDetails, form templates.Form) error {
-	sess, _ := currentSession(c)
-	p := templates.BillingDetailsPage{Page: s.page(c, "Billing details"), Form: form, Set: d.Set,
+	sess, _ := core.CurrentSession(c)
+	p := templates.BillingDetailsPage{Page: s.Page(c, "Billing details"), Form: form, Set: d.Set,
 		Provider: sess.User.Role == accounts.RoleProvider, Seller: sellerView(s.invoicing.Seller())}
 	if d.Set {
 		p.Updated = d.UpdatedAt.UTC().Format("2006-01-02 15:04")
 	}
-	return s.render(c, status, templates.BillingDetails(p))
+	return s.Render(c, status, templates.BillingDetails(p))
 }
 
 func sellerView(p invoicing.Party) templates.PartyView {
@@ -57,7 +58,7 @@ func sellerView(p invoicing.Party) templates.PartyView {
 // billingDetailsSubmit saves the form; a field the service refuses is shown beside it with
 // everything as it was typed, and nothing is saved.
 func (s *Server) billingDetailsSubmit(c echo.Context) error {
-	inv, err := s.invoicingService()
+	inv, err := core.InvoicingService(s.invoicing)
 	if err != nil {
 		return err
 	}
@@ -65,14 +66,14 @@ func (s *Server) billingDetailsSubmit(c echo.Context) error {
 		Country: c.FormValue("country"), VATID: c.FormValue("vat_id"), PONumber: c.FormValue("po_number")}
 	_, err = s.setBillingDetails(c, inv, in)
 	if services.ErrorCode(err) == services.CodeInvalid {
-		sess, _ := currentSession(c)
+		sess, _ := core.CurrentSession(c)
 		d, derr := inv.BillingDetails(c.Request().Context(), sess.User.AccountID)
 		if derr != nil {
 			return derr
 		}
-		_, body := s.describe(err)
+		_, body := s.Describe(err)
 		return s.renderBillingDetails(c, http.StatusUnprocessableEntity, d,
-			templates.Form{Values: submitted(c, billingFields...), Errors: body.Fields, Error: body.Message})
+			templates.Form{Values: core.Submitted(c, billingFields...), Errors: body.Fields, Error: body.Message})
 	}
 	if err != nil {
 		return err
@@ -83,7 +84,7 @@ func (s *Server) billingDetailsSubmit(c echo.Context) error {
 // setBillingDetails saves the caller's billing details. A provider's carry no PO number: its
 // statements print none, so one given is refused rather than kept unseen.
 func (s *Server) setBillingDetails(c echo.Context, inv *invoicing.Service, in invoicing.BillingDetailsInput) (invoicing.BillingDetails, error) {
-	sess, _ := currentSession(c)
+	sess, _ := core.CurrentSession(c)
 	if sess.User.Role == accounts.RoleProvider && strings.TrimSpace(in.PONumber) != "" {
 		return invoicing.BillingDetails{}, &services.Error{Code: services.CodeInvalid, Message: "Please correct the highlighted fields.",
 			Fields: map[string]string{"po_number": "Statements carry no PO number: leave it empty."}}
@@ -98,11 +99,11 @@ type billingDetailsJSON struct {
 }
 
 func (s *Server) apiBillingDetails(c echo.Context) error {
-	inv, err := s.invoicingService()
+	inv, err := core.InvoicingService(s.invoicing)
 	if err != nil {
 		return err
 	}
-	sess, _ := currentSession(c)
+	sess, _ := core.CurrentSession(c)
 	d, err := inv.BillingDetails(c.Request().Context(), sess.User.AccountID)
 	if err != nil {
 		return err
@@ -113,12 +114,12 @@ func (s *Server) apiBillingDetails(c echo.Context) error {
 // apiSetBillingDetails replaces the caller's billing details with the body's: every field, as
 // PUT does (a field left out is cleared, and the service says which are required).
 func (s *Server) apiSetBillingDetails(c echo.Context) error {
-	inv, err := s.invoicingService()
+	inv, err := core.InvoicingService(s.invoicing)
 	if err != nil {
 		return err
 	}
 	var in invoicing.BillingDetailsInput
-	if err := decodeJSON(c, &in); err != nil {
+	if err := core.DecodeJSON(c, &in); err != nil {
 		return err
 	}
 	d, err := s.setBillingDetails(c, inv, in)

@@ -1,19 +1,24 @@
-package web
+package core
 
-import "github.com/labstack/echo/v4"
+import (
+	"crypto/rand"
+	"encoding/hex"
+
+	"github.com/labstack/echo/v4"
+)
 
 // maxRequestIDLen is the longest X-Request-ID taken from a client.
 const maxRequestIDLen = 64
 
-// requestID gives every request an id, in the X-Request-ID header of the request (for the
+// RequestID gives every request an id, in the X-Request-ID header of the request (for the
 // handlers) and of the response. A client's own id is kept only when it is short and plain
 // (at most 64 letters, digits and . _ : -); any other is replaced by a new one, so that what a
 // client sends is never echoed or logged whole. See docs/web-security.md ("Request ids").
-func requestID(next echo.HandlerFunc) echo.HandlerFunc {
+func RequestID(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		id := c.Request().Header.Get(echo.HeaderXRequestID)
 		if !plainRequestID(id) {
-			id = randomHex(16)
+			id = RandomHex(16)
 		}
 		c.Request().Header.Set(echo.HeaderXRequestID, id)
 		c.Response().Header().Set(echo.HeaderXRequestID, id)
@@ -34,4 +39,10 @@ func plainRequestID(id string) bool {
 		}
 	}
 	return true
+}
+
+func RandomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }

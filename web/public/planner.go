@@ -1,4 +1,4 @@
-package web
+package public
 
 import (
 	"fmt"
@@ -12,6 +12,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/planner"
 	"github.com/gpumarket/gpumarket/templates"
+	"github.com/gpumarket/gpumarket/web/internal/core"
 )
 
 // The fleet planner (docs/planner-and-carbon-routing.md): a public GET form, and the same
@@ -93,7 +94,7 @@ func (s *Server) plannerPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	p := templates.PlannerPage{Page: s.page(c, "Fleet planner"), Models: []templates.Option{{Value: "", Label: "Any model on offer"}}}
+	p := templates.PlannerPage{Page: s.Page(c, "Fleet planner"), Models: []templates.Option{{Value: "", Label: "Any model on offer"}}}
 	for _, m := range models {
 		p.Models = append(p.Models, templates.Option{Value: m, Label: m})
 	}
@@ -110,10 +111,10 @@ func (s *Server) plannerPage(c echo.Context) error {
 	}
 	a, err := s.planFor(c, func(k string) string { return p.Form.Values[k] })
 	if err != nil {
-		return s.formError(c, err, func(f templates.Form) error {
+		return s.FormError(c, err, func(f templates.Form) error {
 			f.Values = p.Form.Values
 			p.Form = f
-			return s.render(c, http.StatusUnprocessableEntity, templates.Planner(p))
+			return s.Render(c, http.StatusUnprocessableEntity, templates.Planner(p))
 		})
 	}
 	p.Result = plannerView(a.Plan)
@@ -123,37 +124,28 @@ func (s *Server) plannerPage(c echo.Context) error {
 	if a.SweetSpot.TargetP99Ms > 0 {
 		p.BenchTarget = "a P99 time to first token of at most " + strconv.FormatFloat(a.SweetSpot.TargetP99Ms, 'f', -1, 64) + " ms"
 	}
-	return s.render(c, http.StatusOK, templates.Planner(p))
-}
-
-func grams(g float64) string {
-	if g >= 10_000 {
-		return strconv.FormatFloat(g/1000, 'f', 2, 64) + " kg"
-	}
-	return strconv.FormatFloat(g, 'f', 1, 64) + " g"
+	return s.Render(c, http.StatusOK, templates.Planner(p))
 }
 
 func kwh(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) + " kWh" }
 
-func tokens(n int64) string { return money.FormatCount(n) }
-
 func plannerView(plan planner.Plan) *templates.PlanView {
 	v := &templates.PlanView{Considered: plan.OfferingsSeen, Method: plan.CarbonMethod}
 	for _, p := range plan.Parts {
-		pv := templates.PlanPartView{Need: p.Need, Tier: string(p.Tier), Tokens: tokens(p.Tokens), Note: p.Note}
+		pv := templates.PlanPartView{Need: p.Need, Tier: string(p.Tier), Tokens: core.Tokens(p.Tokens), Note: p.Note}
 		if p.Tier != "" {
 			pv.Price = p.Price.Input.String() + " in / " + p.Price.Output.String() + " out"
 			pv.Cost = money.FormatCentsOf(p.Cost)
 		}
 		if p.EnergyKnown {
-			pv.Energy, pv.Carbon = kwh(p.KWh), grams(p.GCO2e)
+			pv.Energy, pv.Carbon = kwh(p.KWh), core.Grams(p.GCO2e)
 		}
 		for _, pl := range p.Placements {
 			if pl.Tokens == 0 {
 				continue
 			}
 			pv.Placements = append(pv.Placements, fmt.Sprintf("%s (%s, %s): %s tokens at %.1f gCO2e per million",
-				pl.Hardware, pl.ProviderName, pl.Region, tokens(pl.Tokens), pl.GCO2ePerMTok))
+				pl.Hardware, pl.ProviderName, pl.Region, core.Tokens(pl.Tokens), pl.GCO2ePerMTok))
 		}
 		v.Parts = append(v.Parts, pv)
 	}
@@ -163,7 +155,7 @@ func plannerView(plan planner.Plan) *templates.PlanView {
 			cost = money.FormatCentsOf(t.Cost)
 		}
 		if t.EnergyKnown {
-			energy, carbon = kwh(t.KWh), grams(t.GCO2e)
+			energy, carbon = kwh(t.KWh), core.Grams(t.GCO2e)
 		}
 		return
 	}
@@ -179,9 +171,9 @@ func plannerView(plan planner.Plan) *templates.PlanView {
 		// Honest either way: consumer cards use more energy per token, so a cheaper mix
 		// may emit more than all-realtime.
 		if plan.SavedGCO2e >= 0 {
-			v.CarbonSaved = "Emits " + grams(plan.SavedGCO2e) + " CO2e a day less than all-realtime."
+			v.CarbonSaved = "Emits " + core.Grams(plan.SavedGCO2e) + " CO2e a day less than all-realtime."
 		} else {
-			v.CarbonSaved = "Emits " + grams(-plan.SavedGCO2e) + " CO2e a day more than all-realtime."
+			v.CarbonSaved = "Emits " + core.Grams(-plan.SavedGCO2e) + " CO2e a day more than all-realtime."
 		}
 	}
 	if plan.WithinBudget != nil {

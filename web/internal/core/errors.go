@@ -1,4 +1,4 @@
-package web
+package core
 
 import (
 	"bytes"
@@ -28,40 +28,40 @@ var statusOf = map[services.Code]int{
 	services.CodeInternal:     http.StatusInternalServerError,
 }
 
-// apiError is the JSON shape of every error the API returns.
-type apiError struct {
-	Error apiErrorBody `json:"error"`
+// APIError is the JSON shape of every error the API returns.
+type APIError struct {
+	Error APIErrorBody `json:"error"`
 }
 
-type apiErrorBody struct {
+type APIErrorBody struct {
 	Code    string            `json:"code"`
 	Message string            `json:"message"`
 	Fields  map[string]string `json:"fields,omitempty"`
 }
 
-// handleError turns any error a handler returns into a response: the user sees a plain
+// HandleError turns any error a handler returns into a response: the user sees a plain
 // message, the log gets the cause of every 500.
-func (s *Server) handleError(err error, c echo.Context) {
+func (s *Core) HandleError(err error, c echo.Context) {
 	if c.Response().Committed {
 		return
 	}
-	status, body := s.describe(err)
+	status, body := s.Describe(err)
 	if status >= 500 {
-		s.log.Error("request failed", "method", c.Request().Method, "path", c.Path(),
+		s.Log.Error("request failed", "method", c.Request().Method, "path", c.Path(),
 			"request_id", c.Response().Header().Get(echo.HeaderXRequestID), "err", err)
 	}
 	if status == http.StatusTooManyRequests {
 		c.Response().Header().Set("Retry-After", "60")
 	}
 	if wantsJSON(c) {
-		_ = c.JSON(status, apiError{Error: body})
+		_ = c.JSON(status, APIError{Error: body})
 		return
 	}
-	p := s.page(c, http.StatusText(status))
-	_ = s.render(c, status, templates.Error(templates.ErrorPage{Page: p, Status: status, Message: body.Message}))
+	p := s.Page(c, http.StatusText(status))
+	_ = s.Render(c, status, templates.Error(templates.ErrorPage{Page: p, Status: status, Message: body.Message}))
 }
 
-func (s *Server) describe(err error) (int, apiErrorBody) {
+func (s *Core) Describe(err error) (int, APIErrorBody) {
 	var he *echo.HTTPError
 	if errors.As(err, &he) {
 		msg := http.StatusText(he.Code)
@@ -73,7 +73,7 @@ func (s *Server) describe(err error) (int, apiErrorBody) {
 		case http.StatusRequestEntityTooLarge:
 			msg = "The request is too large."
 		}
-		return he.Code, apiErrorBody{Code: strings.ReplaceAll(strings.ToLower(http.StatusText(he.Code)), " ", "_"), Message: msg}
+		return he.Code, APIErrorBody{Code: strings.ReplaceAll(strings.ToLower(http.StatusText(he.Code)), " ", "_"), Message: msg}
 	}
 	var ae *services.Error
 	if errors.As(err, &ae) {
@@ -82,14 +82,14 @@ func (s *Server) describe(err error) (int, apiErrorBody) {
 			status = http.StatusInternalServerError
 		}
 		if status >= 500 && ae.Code != services.CodeUnavailable {
-			return status, apiErrorBody{Code: string(ae.Code), Message: "Internal error. It has been logged; please try again."}
+			return status, APIErrorBody{Code: string(ae.Code), Message: "Internal error. It has been logged; please try again."}
 		}
-		return status, apiErrorBody{Code: string(ae.Code), Message: ae.Message, Fields: ae.Fields}
+		return status, APIErrorBody{Code: string(ae.Code), Message: ae.Message, Fields: ae.Fields}
 	}
 	if errors.Is(err, context.Canceled) {
-		return 499, apiErrorBody{Code: "canceled", Message: "The request was canceled."}
+		return 499, APIErrorBody{Code: "canceled", Message: "The request was canceled."}
 	}
-	return http.StatusInternalServerError, apiErrorBody{Code: "internal", Message: "Internal error. It has been logged; please try again."}
+	return http.StatusInternalServerError, APIErrorBody{Code: "internal", Message: "Internal error. It has been logged; please try again."}
 }
 
 func wantsJSON(c echo.Context) bool {
@@ -97,9 +97,9 @@ func wantsJSON(c echo.Context) bool {
 	return strings.HasPrefix(r.URL.Path, "/api/") || strings.Contains(r.Header.Get(echo.HeaderAccept), "application/json") && !strings.Contains(r.Header.Get(echo.HeaderAccept), "text/html")
 }
 
-// render writes a component into a buffer first, so that a failed render still becomes a
+// Render writes a component into a buffer first, so that a failed render still becomes a
 // proper error page rather than half a page.
-func (s *Server) render(c echo.Context, status int, comp templ.Component) error {
+func (s *Core) Render(c echo.Context, status int, comp templ.Component) error {
 	var buf bytes.Buffer
 	if err := comp.Render(c.Request().Context(), &buf); err != nil {
 		return fmt.Errorf("render: %w", err)
@@ -107,7 +107,7 @@ func (s *Server) render(c echo.Context, status int, comp templ.Component) error 
 	return c.HTMLBlob(status, buf.Bytes())
 }
 
-func (s *Server) recoverer() echo.MiddlewareFunc {
+func (s *Core) Recoverer() echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) (err error) {
 			defer func() {

@@ -1,4 +1,4 @@
-package web
+package admin
 
 import (
 	"net/http"
@@ -40,7 +40,7 @@ func (s *Server) discrepanciesPage(c echo.Context) error {
 		}
 		return strconv.FormatInt(*n, 10)
 	}
-	p := templates.DiscrepanciesPage{Page: s.page(c, "Discrepancies")}
+	p := templates.DiscrepanciesPage{Page: s.Page(c, "Discrepancies")}
 	for _, d := range list {
 		p.Rows = append(p.Rows, templates.DiscrepancyRow{Flagged: d.FlaggedAt.UTC().Format(time.DateTime), RequestID: d.RequestID,
 			OfferingID: d.OfferingID, Tier: string(d.Tier), Model: d.Model,
@@ -48,5 +48,5 @@ func (s *Server) discrepanciesPage(c echo.Context) error {
 			Metered: tokens(d.MeteredInput) + " / " + tokens(d.MeteredOutput), Excess: tokens(d.ExcessInput) + " / " + tokens(d.ExcessOutput),
 			Flag: d.MeterFlag, Reason: d.Reason})
 	}
-	return s.render(c, http.StatusOK, templates.Discrepancies(p))
+	return s.Render(c, http.StatusOK, templates.Discrepancies(p))
 }

@@ -1,9 +1,10 @@
-package web
+package public
 
 import (
 	"bytes"
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/PuerkitoBio/goquery"
@@ -123,3 +124,6 @@ func TestMethodologyShowsTheMethodsConstants(t *testing.T) {
 		t.Errorf("%d comparisons (2x RTX 4090 for the 14B found: %v), want the benchmark's 11 consumer configurations", n, found)
 	}
 }
+
+// text is a selection's text with its whitespace collapsed, as a reader sees it.
+func text(s *goquery.Selection) string { return strings.Join(strings.Fields(s.Text()), " ") }

@@ -1,4 +1,4 @@
-package web
+package core
 
 import (
 	"crypto/hmac"
@@ -20,18 +20,18 @@ import (
 // whose figures have changed since (a draft computed again, a document already approved)
 // carries a token that no longer matches, and is shown again with the figures as they are.
 
-// confirmation is an action's confirmation page, with what its token binds.
-type confirmation struct {
+// Confirmation is an action's confirmation page, with what its token binds.
+type Confirmation struct {
 	templates.ConfirmPage
-	// binds are the action and the figures shown, in order: the token is their MAC.
-	binds []string
+	// Binds are the action and the figures shown, in order: the token is their MAC.
+	Binds []string
 }
 
 // confirmKey is the key of the session's confirmation tokens: derived from the session's own
 // secret token, so a token is good only in the session that was shown the page, on any replica.
 func confirmKey(c echo.Context) []byte {
-	sess, _ := currentSession(c)
-	k := sha256.Sum256([]byte("gpumarket confirmation\x00" + sess.Token))
+	sess, _ := CurrentSession(c)
+	k := sha256.Sum256([]byte("gpumarket Confirmation\x00" + sess.Token))
 	return k[:]
 }
 
@@ -45,19 +45,19 @@ func confirmToken(c echo.Context, binds []string) string {
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-// confirmed reports whether the request confirms exactly what conf shows.
-func confirmed(c echo.Context, conf confirmation) bool {
+// Confirmed reports whether the request confirms exactly what conf shows.
+func Confirmed(c echo.Context, conf Confirmation) bool {
 	if c.Request().Method != http.MethodPost || c.FormValue("confirm") != "yes" {
 		return false
 	}
-	return hmac.Equal([]byte(c.FormValue("confirm_token")), []byte(confirmToken(c, conf.binds)))
+	return hmac.Equal([]byte(c.FormValue("confirm_token")), []byte(confirmToken(c, conf.Binds)))
 }
 
-// askToConfirm shows the confirmation page. A request that confirmed something else (figures
+// AskToConfirm shows the confirmation page. A request that confirmed something else (figures
 // that have changed since, a document no longer in the state it was) is told so, with 409.
-func (s *Server) askToConfirm(c echo.Context, title string, conf confirmation) error {
+func (s *Core) AskToConfirm(c echo.Context, title string, conf Confirmation) error {
 	p := conf.ConfirmPage
-	p.Page = s.page(c, title)
+	p.Page = s.Page(c, title)
 	status := http.StatusOK
 	if p.Button == "" && c.Request().Method == http.MethodPost {
 		status = http.StatusConflict
@@ -67,13 +67,13 @@ func (s *Server) askToConfirm(c echo.Context, title string, conf confirmation) e
 		p.Stale = "Nothing was done: what you confirmed is no longer what this would do. Check the figures below and confirm again."
 	}
 	if p.Button != "" {
-		p.Token = confirmToken(c, conf.binds)
+		p.Token = confirmToken(c, conf.Binds)
 	}
-	return s.render(c, status, templates.Confirm(p))
+	return s.Render(c, status, templates.Confirm(p))
 }
 
-// hiddenFields carries the named fields of the request to the confirmation's form.
-func hiddenFields(c echo.Context, names ...string) []templates.HiddenField {
+// HiddenFields carries the named fields of the request to the confirmation's form.
+func HiddenFields(c echo.Context, names ...string) []templates.HiddenField {
 	var out []templates.HiddenField
 	for _, n := range names {
 		if v := c.FormValue(n); v != "" {
@@ -83,8 +83,8 @@ func hiddenFields(c echo.Context, names ...string) []templates.HiddenField {
 	return out
 }
 
-// bindFields is the action and its fields' values, for a token.
-func bindFields(action string, fields []templates.HiddenField) []string {
+// BindFields is the action and its fields' values, for a token.
+func BindFields(action string, fields []templates.HiddenField) []string {
 	b := []string{action}
 	for _, f := range fields {
 		b = append(b, f.Name+"="+strings.TrimSpace(f.Value))

@@ -1,4 +1,4 @@
-package web
+package public
 
 import (
 	"fmt"
@@ -25,8 +25,8 @@ func (s *Server) methodologyPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	m.Page = s.page(c, "Methodology")
-	return s.render(c, http.StatusOK, templates.Methodology(m))
+	m.Page = s.Page(c, "Methodology")
+	return s.Render(c, http.StatusOK, templates.Methodology(m))
 }
 
 // The benchmark runs the corrections are about: DeepSeek-R1-Distill-Qwen-14B on 2x RTX 4090

@@ -1,4 +1,4 @@
-package web
+package account
 
 import (
 	"net/http"
@@ -9,29 +9,30 @@ import (
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/templates"
+	"github.com/gpumarket/gpumarket/web/internal/core"
 )
 
 func (s *Server) loginPage(c echo.Context) error {
-	if _, ok := currentSession(c); ok {
+	if _, ok := core.CurrentSession(c); ok {
 		return c.Redirect(http.StatusSeeOther, "/")
 	}
-	return s.render(c, http.StatusOK, templates.Login(templates.AuthPage{Page: s.page(c, "Log in"), Next: safeNext(c.QueryParam("next"))}))
+	return s.Render(c, http.StatusOK, templates.Login(templates.AuthPage{Page: s.Page(c, "Log in"), Next: safeNext(c.QueryParam("next"))}))
 }
 
 func (s *Server) loginSubmit(c echo.Context) error {
 	in := accounts.LoginInput{Email: c.FormValue("email"), Password: c.FormValue("password"), ClientIP: c.RealIP()}
 	next := safeNext(c.FormValue("next"))
-	sess, err := s.accounts.Login(c.Request().Context(), in)
+	sess, err := s.Accounts.Login(c.Request().Context(), in)
 	if code := services.ErrorCode(err); code == services.CodeUnauthorized || code == services.CodeRateLimited ||
 		code == services.CodeUnavailable {
-		status, body := s.describe(err)
+		status, body := s.Describe(err)
 		form := templates.Form{Values: map[string]string{"email": in.Email}, Error: body.Message}
-		return s.render(c, status, templates.Login(templates.AuthPage{Page: s.page(c, "Log in"), Form: form, Next: next}))
+		return s.Render(c, status, templates.Login(templates.AuthPage{Page: s.Page(c, "Log in"), Form: form, Next: next}))
 	}
 	if err != nil {
 		return err
 	}
-	s.setSessionCookie(c, sess)
+	s.SetSessionCookie(c, sess)
 	if next == "" {
 		next = homeFor(sess.User.Role)
 	}
@@ -40,39 +41,39 @@ func (s *Server) loginSubmit(c echo.Context) error {
 
 func (s *Server) signupPage(c echo.Context) error {
 	form := templates.Form{Values: map[string]string{"role": c.QueryParam("role")}}
-	return s.render(c, http.StatusOK, templates.Signup(templates.AuthPage{Page: s.page(c, "Sign up"), Form: form}))
+	return s.Render(c, http.StatusOK, templates.Signup(templates.AuthPage{Page: s.Page(c, "Sign up"), Form: form}))
 }
 
 func (s *Server) signupSubmit(c echo.Context) error {
 	in := accounts.SignUpInput{Email: c.FormValue("email"), Password: c.FormValue("password"),
 		Role: accounts.Role(c.FormValue("role")), AccountName: c.FormValue("account_name"), ClientIP: c.RealIP()}
 	ctx := c.Request().Context()
-	if _, err := s.accounts.SignUp(ctx, in); err != nil {
+	if _, err := s.Accounts.SignUp(ctx, in); err != nil {
 		values := map[string]string{"email": in.Email, "role": string(in.Role), "account_name": in.AccountName}
 		if code := services.ErrorCode(err); code == services.CodeRateLimited || code == services.CodeUnavailable {
-			status, body := s.describe(err)
+			status, body := s.Describe(err)
 			form := templates.Form{Values: values, Error: body.Message}
-			return s.render(c, status, templates.Signup(templates.AuthPage{Page: s.page(c, "Sign up"), Form: form}))
+			return s.Render(c, status, templates.Signup(templates.AuthPage{Page: s.Page(c, "Sign up"), Form: form}))
 		}
-		return s.formError(c, err, func(f templates.Form) error {
+		return s.FormError(c, err, func(f templates.Form) error {
 			f.Values = values
-			return s.render(c, statusFor(err), templates.Signup(templates.AuthPage{Page: s.page(c, "Sign up"), Form: f}))
+			return s.Render(c, core.StatusFor(err), templates.Signup(templates.AuthPage{Page: s.Page(c, "Sign up"), Form: f}))
 		})
 	}
-	sess, err := s.accounts.Login(ctx, accounts.LoginInput{Email: in.Email, Password: in.Password, ClientIP: c.RealIP()})
+	sess, err := s.Accounts.Login(ctx, accounts.LoginInput{Email: in.Email, Password: in.Password, ClientIP: c.RealIP()})
 	if err != nil {
 		return err
 	}
-	s.setSessionCookie(c, sess)
+	s.SetSessionCookie(c, sess)
 	return c.Redirect(http.StatusSeeOther, homeFor(sess.User.Role)+"?flash=signed-up")
 }
 
 func (s *Server) logoutSubmit(c echo.Context) error {
-	sess, _ := currentSession(c)
-	if err := s.accounts.Logout(c.Request().Context(), sess.ID); err != nil {
+	sess, _ := core.CurrentSession(c)
+	if err := s.Accounts.Logout(c.Request().Context(), sess.ID); err != nil {
 		return err
 	}
-	s.clearSessionCookie(c)
+	s.ClearSessionCookie(c)
 	return c.Redirect(http.StatusSeeOther, "/?flash=logged-out")
 }
 
@@ -97,33 +98,15 @@ func safeNext(next string) string {
 	return next
 }
 
-// formError re-renders a form with the error's field messages when the error is the user's
-// to fix, and passes any other error on.
-func (s *Server) formError(c echo.Context, err error, rerender func(templates.Form) error) error {
-	switch services.ErrorCode(err) {
-	case services.CodeInvalid, services.CodeConflict:
-		_, body := s.describe(err)
-		return rerender(templates.Form{Errors: body.Fields, Error: body.Message})
-	}
-	return err
-}
-
-func statusFor(err error) int {
-	if st, ok := statusOf[services.ErrorCode(err)]; ok {
-		return st
-	}
-	return http.StatusInternalServerError
-}
-
 // JSON API.
 
 func (s *Server) apiSignup(c echo.Context) error {
 	var in accounts.SignUpInput
-	if err := decodeJSON(c, &in); err != nil {
+	if err := core.DecodeJSON(c, &in); err != nil {
 		return err
 	}
 	in.ClientIP = c.RealIP()
-	u, err := s.accounts.SignUp(c.Request().Context(), in)
+	u, err := s.Accounts.SignUp(c.Request().Context(), in)
 	if err != nil {
 		return err
 	}
@@ -132,11 +115,11 @@ func (s *Server) apiSignup(c echo.Context) error {
 
 func (s *Server) apiLogin(c echo.Context) error {
 	var in accounts.LoginInput
-	if err := decodeJSON(c, &in); err != nil {
+	if err := core.DecodeJSON(c, &in); err != nil {
 		return err
 	}
 	in.ClientIP = c.RealIP()
-	sess, err := s.accounts.Login(c.Request().Context(), in)
+	sess, err := s.Accounts.Login(c.Request().Context(), in)
 	if err != nil {
 		return err
 	}
@@ -146,15 +129,15 @@ func (s *Server) apiLogin(c echo.Context) error {
 }
 
 func (s *Server) apiLogout(c echo.Context) error {
-	sess, _ := currentSession(c)
-	if err := s.accounts.Logout(c.Request().Context(), sess.ID); err != nil {
+	sess, _ := core.CurrentSession(c)
+	if err := s.Accounts.Logout(c.Request().Context(), sess.ID); err != nil {
 		return err
 	}
-	s.clearSessionCookie(c)
+	s.ClearSessionCookie(c)
 	return c.NoContent(http.StatusNoContent)
 }
 
 func (s *Server) apiMe(c echo.Context) error {
-	sess, _ := currentSession(c)
+	sess, _ := core.CurrentSession(c)
 	return c.JSON(http.StatusOK, map[string]any{"user": sess.User, "account_id": sess.User.AccountID})
 }

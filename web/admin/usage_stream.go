@@ -1,4 +1,4 @@
-package web
+package admin
 
 import (
 	"fmt"
@@ -22,11 +22,11 @@ var _ UsageStreamReport = (*riglimits.Watcher)(nil)
 
 // usageStreamPage shows admins the rigs at their limits on the usage stream.
 func (s *Server) usageStreamPage(c echo.Context) error {
-	p := templates.UsageStreamPage{Page: s.page(c, "Usage stream")}
+	p := templates.UsageStreamPage{Page: s.Page(c, "Usage stream")}
 	if s.usageStream != nil {
 		fillUsageStreamPage(&p, s.usageStream.Report())
 	}
-	return s.render(c, http.StatusOK, templates.UsageStream(p))
+	return s.Render(c, http.StatusOK, templates.UsageStream(p))
 }
 
 func fillUsageStreamPage(p *templates.UsageStreamPage, r riglimits.Report) {
