@@ -32,6 +32,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/performance"
 	"github.com/gpumarket/gpumarket/web/account"
 	"github.com/gpumarket/gpumarket/web/admin"
+	"github.com/gpumarket/gpumarket/web/developer"
 	"github.com/gpumarket/gpumarket/web/internal/core"
 	"github.com/gpumarket/gpumarket/web/public"
 )
@@ -134,6 +135,12 @@ type RigCredential struct {
 // Payments wires credits, payouts and the Stripe webhook into the web server (core.Payments).
 type Payments = core.Payments
 
+// KeyChanges carries word of a changed API key to every gateway process (developer.KeyChanges).
+type KeyChanges = developer.KeyChanges
+
+// ReportSource is what the reports pages need of services/reports (developer.ReportSource).
+type ReportSource = developer.ReportSource
+
 // UsageStreamReport says where the rigs stand against their limits on the usage stream
 // (admin.UsageStreamReport).
 type UsageStreamReport = admin.UsageStreamReport
@@ -218,6 +225,8 @@ func New(cfg Config) *Server {
 	s.routes()
 	public.New(s.Core, public.Config{Catalog: cfg.Catalog, Benchmarks: cfg.Benchmarks, Downloads: cfg.Downloads}).Routes(e)
 	account.New(s.Core, account.Config{Invoicing: cfg.Invoicing}).Routes(e)
+	developer.New(s.Core, developer.Config{Catalog: cfg.Catalog, Usage: cfg.Usage, Router: cfg.Router,
+		KeyChanges: cfg.KeyChanges, Batches: cfg.Batches, Reports: cfg.Reports, Invoicing: cfg.Invoicing}).Routes(e)
 	admin.New(s.Core, admin.Config{Catalog: cfg.Catalog, Requests: cfg.Requests, Batches: cfg.Batches, BatchLoad: cfg.BatchLoad,
 		Router: cfg.Router, UsageStream: cfg.UsageStream}).Routes(e)
 	return s
@@ -281,21 +290,9 @@ func (s *Server) routes() {
 	provider.POST("/rigs/:id", s.updateRigSubmit)
 	provider.POST("/rigs/:id/:action", s.rigStatusSubmit)
 
-	credits := e.Group("/credits", s.RequirePage(accounts.RoleDeveloper))
-	credits.GET("", s.creditsPage)
-	credits.POST("/checkout", s.checkoutSubmit)
-	credits.GET("/return", s.purchaseReturnPage)
-	credits.GET("/test-pay/:id", s.testPaymentPage)
-	credits.POST("/test-pay/:id", s.testPaymentSubmit)
-
-	e.POST("/webhooks/stripe", s.stripeWebhook)
-
 	// Payouts: a provider's Stripe account and payouts, and every payout for finance.
 	s.payoutRoutes()
 
-	// A customer's invoices and credit notes, a provider's statements, and the billing
-	// details both put on them: each the caller's own account's.
-	s.customerDocumentRoutes()
 	// Invoices, credit notes and statements: their documents for whoever may see them, and
 	// finance's review, close, audit log and journal (review.go).
 	s.invoicingRoutes()
@@ -312,12 +309,6 @@ func (s *Server) routes() {
 
 	// JSON API.
 	api := e.Group("/api")
-
-	developer := s.RequireAPI(accounts.RoleDeveloper)
-	api.POST("/credits/checkout", s.apiCheckout, developer)
-	api.GET("/credits/purchases/:id", s.apiPurchase, developer)
-	api.GET("/credits/history", s.apiHistory, developer)
-	api.GET("/balance", s.apiBalance, developer)
 
 	financeAPI := api.Group("/finance", s.RequireAPI(accounts.RoleFinance, accounts.RoleAdmin))
 	financeAPI.GET("/balances", s.apiFinanceBalances)
@@ -339,31 +330,13 @@ func (s *Server) routes() {
 
 	// Usage: a developer's requests and what they cost, a provider's traffic and what it
 	// earned. Each reads only the caller's own account.
-	developerPage, providerPage := s.RequirePage(accounts.RoleDeveloper), s.RequirePage(accounts.RoleProvider)
-	e.GET("/usage", s.usagePage, developerPage)
-	e.GET("/usage.csv", s.usageCSV, developerPage)
-	s.batchPageRoutes(developerPage)
+	providerPage := s.RequirePage(accounts.RoleProvider)
+	e.GET("/provider/statements", s.providerStatementsPage, providerPage)
+	s.echo.GET("/api/provider/statements", s.apiProviderStatements, s.RequireAPI(accounts.RoleProvider))
 	e.GET("/provider/earnings", s.earningsPage, providerPage)
 	e.GET("/provider/performance", s.performancePage, providerPage)
-	s.reportsRoutes()
-	api.GET("/usage", s.apiUsage, developer)
-	api.GET("/usage.csv", s.usageCSV, developer)
-	s.reportsAPIRoutes(api, developer)
 	api.GET("/provider/earnings", s.apiEarnings, s.RequireAPI(accounts.RoleProvider))
 	api.GET("/provider/performance", s.apiPerformance, s.RequireAPI(accounts.RoleProvider))
-
-	// API keys for the /v1 gateway (package web/gateway): a developer's own. The secret is in
-	// the answer that creates a key and nowhere else. Revoking a key or changing its limit tells
-	// every gateway (keychanges.go).
-	e.GET("/keys", s.keysPage, developerPage)
-	e.POST("/keys", s.createKeySubmit, developerPage)
-	e.GET("/keys/:id/revoke", s.revokeKeySubmit, developerPage)
-	e.POST("/keys/:id/revoke", s.revokeKeySubmit, developerPage)
-	e.POST("/keys/:id/limit", s.keyLimitSubmit, developerPage)
-	api.GET("/keys", s.apiKeys, developer)
-	api.POST("/keys", s.apiCreateKey, developer)
-	api.DELETE("/keys/:id", s.apiRevokeKey, developer)
-	api.PATCH("/keys/:id", s.apiUpdateKey, developer)
 }
 
 func cacheStatic(next echo.HandlerFunc) echo.HandlerFunc {

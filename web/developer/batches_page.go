@@ -1,4 +1,4 @@
-package web
+package developer
 
 import (
 	"errors"
@@ -24,14 +24,6 @@ import (
 // maxPageUpload is the largest file the page takes: the site's body limit, which every form
 // under a session has; the API takes files up to batch.MaxFileBytes.
 const maxPageUpload = 1 << 20
-
-func (s *Server) batchPageRoutes(developerPage echo.MiddlewareFunc) {
-	e := s.echo
-	e.GET("/batches", s.batchesPage, developerPage)
-	e.POST("/batches", s.createBatchSubmit, developerPage)
-	e.POST("/batches/:id/cancel", s.cancelBatchSubmit, developerPage)
-	e.GET("/batches/files/:id", s.batchFileDownload, developerPage)
-}
 
 func (s *Server) batchesPage(c echo.Context) error {
 	return s.renderBatches(c, http.StatusOK, templates.Form{})

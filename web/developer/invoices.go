@@ -1,4 +1,4 @@
-package web
+package developer
 
 import (
 	"cmp"
@@ -9,28 +9,15 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/invoicing"
 	"github.com/gpumarket/gpumarket/templates"
 	"github.com/gpumarket/gpumarket/web/internal/core"
 )
 
-// A customer's own invoices and credit notes, a provider's own statements, and the billing
-// details each puts on them. Every call reads the caller's account only, and never a draft:
-// another account's document, or a draft, does not exist for the caller (404). The documents
-// themselves (the print-ready page, the PDF, the CSV) are served at the paths documentURLs
-// names.
-
-func (s *Server) customerDocumentRoutes() {
-	developerPage, developerAPI := s.RequirePage(accounts.RoleDeveloper), s.RequireAPI(accounts.RoleDeveloper)
-	s.echo.GET("/invoices", s.invoicesPage, developerPage)
-	s.echo.GET("/api/invoices", s.apiInvoices, developerAPI)
-	s.echo.GET("/api/invoices/:id", s.apiInvoice, developerAPI)
-
-	providerPage, providerAPI := s.RequirePage(accounts.RoleProvider), s.RequireAPI(accounts.RoleProvider)
-	s.echo.GET("/provider/statements", s.providerStatementsPage, providerPage)
-	s.echo.GET("/api/provider/statements", s.apiProviderStatements, providerAPI)
-}
+// A customer's own invoices and credit notes. Every call reads the caller's account only, and
+// never a draft: another account's document, or a draft, does not exist for the caller (404). The
+// documents themselves (the print-ready page, the PDF, the CSV) are served at the paths
+// core.DocumentURLs names.
 
 // customerInvoice is an invoice in a customer's list, with where to read it.
 type customerInvoice struct {

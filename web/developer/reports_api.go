@@ -1,4 +1,4 @@
-package web
+package developer
 
 import (
 	"errors"
@@ -15,11 +15,6 @@ import (
 // to are UTC dates, both included (the last 30 days without them), group is day or month.
 // Money is in picodollars, as in /api/usage; every report and row names its method version
 // (docs/methodology.md).
-
-func (s *Server) reportsAPIRoutes(api *echo.Group, developer echo.MiddlewareFunc) {
-	api.GET("/reports/savings", s.apiSavings, developer)
-	api.GET("/reports/carbon", s.apiCarbon, developer)
-}
 
 // reportQuery reads a report's query; a bad value is a 400 naming the field.
 func (s *Server) reportQuery(c echo.Context) (reports.Query, error) {

@@ -1,4 +1,4 @@
-package web
+package developer
 
 import (
 	"context"
@@ -14,7 +14,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpumarket/gpumarket/services"
-	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/charts"
 	"github.com/gpumarket/gpumarket/services/documents"
 	"github.com/gpumarket/gpumarket/services/money"
@@ -28,15 +27,6 @@ import (
 type ReportSource interface {
 	Savings(ctx context.Context, accountID string, q reports.Query) (reports.Savings, error)
 	Carbon(ctx context.Context, accountID string, q reports.Query) (reports.Carbon, error)
-}
-
-// reportsRoutes are a customer's reports: the dashboard and its figures as CSV, each of the
-// caller's own account only.
-func (s *Server) reportsRoutes() {
-	page := []echo.MiddlewareFunc{s.RequirePage(accounts.RoleDeveloper), s.needsReports}
-	s.echo.GET("/reports", s.reportsPage, page...)
-	s.echo.GET("/reports/savings.csv", s.savingsCSV, page...)
-	s.echo.GET("/reports/carbon.csv", s.carbonCSV, page...)
 }
 
 func (s *Server) needsReports(next echo.HandlerFunc) echo.HandlerFunc {

@@ -1,4 +1,4 @@
-package web
+package developer
 
 import (
 	"encoding/json"
