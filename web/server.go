@@ -34,6 +34,7 @@ import (
 	"github.com/gpumarket/gpumarket/web/admin"
 	"github.com/gpumarket/gpumarket/web/developer"
 	"github.com/gpumarket/gpumarket/web/internal/core"
+	"github.com/gpumarket/gpumarket/web/provider"
 	"github.com/gpumarket/gpumarket/web/public"
 )
 
@@ -112,28 +113,14 @@ type Config struct {
 // Journal writes the period's journal of ledger postings to w as CSV.
 type Journal func(ctx context.Context, period documents.Period, w io.Writer) error
 
-// RigCredentials derives a rig's secrets from the platform's keys: never one of the platform's own
-// (docs/usage-stream.md, "The rigs' entry point").
-type RigCredentials interface {
-	// RigCredentials returns where the rig's agent connects and with what.
-	RigCredentials(ctx context.Context, offeringID string) (RigCredential, error)
-	// ReissueRigCredential ends the credential the provider's rig holds, closing the rig's connections, and
-	// issues the next; a CodeUnavailable error when the platform does not run the rigs' entry point.
-	ReissueRigCredential(ctx context.Context, providerAccountID, offeringID string) error
-}
-
-// RigCredential is what one rig's agent needs to reach the platform, as its Connect page shows it.
-type RigCredential struct {
-	NATSURL      string // the rigs' entry point, without credentials
-	NATSUser     string // events.RigUsername
-	NATSPassword string // empty when the operator of an external NATS server gives it
-	OfferingKey  string // verifies the offering's route tickets, hexadecimal
-	// Reissuable says the platform runs the rigs' entry point itself and can re-issue the credential.
-	Reissuable bool
-}
-
 // Payments wires credits, payouts and the Stripe webhook into the web server (core.Payments).
 type Payments = core.Payments
+
+// RigCredentials derives a rig's secrets from the platform's keys (provider.RigCredentials).
+type RigCredentials = provider.RigCredentials
+
+// RigCredential is what one rig's agent needs to reach the platform (provider.RigCredential).
+type RigCredential = provider.RigCredential
 
 // KeyChanges carries word of a changed API key to every gateway process (developer.KeyChanges).
 type KeyChanges = developer.KeyChanges
@@ -227,6 +214,9 @@ func New(cfg Config) *Server {
 	account.New(s.Core, account.Config{Invoicing: cfg.Invoicing}).Routes(e)
 	developer.New(s.Core, developer.Config{Catalog: cfg.Catalog, Usage: cfg.Usage, Router: cfg.Router,
 		KeyChanges: cfg.KeyChanges, Batches: cfg.Batches, Reports: cfg.Reports, Invoicing: cfg.Invoicing}).Routes(e)
+	provider.New(s.Core, provider.Config{Catalog: cfg.Catalog, Rigs: cfg.Rigs, Downloads: cfg.Downloads,
+		Benchmarks: cfg.Benchmarks, Performance: cfg.Performance, Router: cfg.Router, Usage: cfg.Usage,
+		Invoicing: cfg.Invoicing}).Routes(e)
 	admin.New(s.Core, admin.Config{Catalog: cfg.Catalog, Requests: cfg.Requests, Batches: cfg.Batches, BatchLoad: cfg.BatchLoad,
 		Router: cfg.Router, UsageStream: cfg.UsageStream}).Routes(e)
 	return s
@@ -280,18 +270,14 @@ func (s *Server) routes() {
 
 	// Pages.
 
-	provider := e.Group("/provider", s.RequirePage(accounts.RoleProvider))
-	provider.GET("/rigs", s.rigsPage)
-	provider.GET("/rigs/new", s.newRigPage)
-	provider.POST("/rigs", s.createRigSubmit)
-	provider.GET("/rigs/:id/edit", s.editRigPage)
-	provider.GET("/rigs/:id/connect", s.rigConnectPage)
-	provider.POST("/rigs/:id/connect", s.rigCredentialReissueSubmit)
-	provider.POST("/rigs/:id", s.updateRigSubmit)
-	provider.POST("/rigs/:id/:action", s.rigStatusSubmit)
-
-	// Payouts: a provider's Stripe account and payouts, and every payout for finance.
-	s.payoutRoutes()
+	// Every payout, for finance.
+	financePage := s.RequirePage(accounts.RoleFinance, accounts.RoleAdmin)
+	s.echo.GET("/finance/payouts", s.financePayoutsPage, financePage)
+	s.echo.GET("/finance/payouts/:id/retry", s.retryPayoutSubmit, financePage)
+	s.echo.POST("/finance/payouts/:id/retry", s.retryPayoutSubmit, financePage)
+	financeAPIOnly := s.RequireAPI(accounts.RoleFinance, accounts.RoleAdmin)
+	s.echo.GET("/api/finance/payouts", s.apiFinancePayouts, financeAPIOnly)
+	s.echo.POST("/api/finance/payouts/:id/retry", s.apiRetryPayout, financeAPIOnly)
 
 	// Invoices, credit notes and statements: their documents for whoever may see them, and
 	// finance's review, close, audit log and journal (review.go).
@@ -317,26 +303,8 @@ func (s *Server) routes() {
 	financeAPI.GET("/prices", s.apiFinancePrices)
 	financeAPI.POST("/prices", s.apiSchedulePrice)
 
-	rigs := api.Group("/provider/offerings", s.RequireAPI(accounts.RoleProvider))
-	rigs.GET("", s.apiListRigs)
-	rigs.POST("", s.apiCreateRig)
-	rigs.GET("/:id", s.apiGetRig)
-	rigs.PUT("/:id", s.apiUpdateRig)
-	rigs.DELETE("/:id", s.apiDelistRig)
-	rigs.POST("/:id/pause", s.apiPauseRig)
-	rigs.POST("/:id/resume", s.apiResumeRig)
-	// A rig's benchmark, attached by its provider: the page, the form, the API, the public result.
-	s.benchmarkRoutes(provider, api)
-
 	// Usage: a developer's requests and what they cost, a provider's traffic and what it
 	// earned. Each reads only the caller's own account.
-	providerPage := s.RequirePage(accounts.RoleProvider)
-	e.GET("/provider/statements", s.providerStatementsPage, providerPage)
-	s.echo.GET("/api/provider/statements", s.apiProviderStatements, s.RequireAPI(accounts.RoleProvider))
-	e.GET("/provider/earnings", s.earningsPage, providerPage)
-	e.GET("/provider/performance", s.performancePage, providerPage)
-	api.GET("/provider/earnings", s.apiEarnings, s.RequireAPI(accounts.RoleProvider))
-	api.GET("/provider/performance", s.apiPerformance, s.RequireAPI(accounts.RoleProvider))
 }
 
 func cacheStatic(next echo.HandlerFunc) echo.HandlerFunc {

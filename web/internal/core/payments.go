@@ -7,8 +7,10 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/payouts"
+	"github.com/gpumarket/gpumarket/templates"
 )
 
 // Payments wires credits and the Stripe webhook into the web server.
@@ -56,4 +58,26 @@ func (s *Core) BaseURL(c echo.Context) string {
 		return s.Payments.PublicURL
 	}
 	return c.Scheme() + "://" + c.Request().Host
+}
+
+// PayoutsService is the payouts service, or an unavailable error where this server has none.
+func (s *Core) PayoutsService() (*payouts.Service, error) {
+	if s.Payments.Payouts == nil {
+		return nil, services.Errorf(services.CodeUnavailable, "Payouts are not available on this server.")
+	}
+	return s.Payments.Payouts, nil
+}
+
+// PayoutRow is a payout as the provider's and finance's tables show it.
+func PayoutRow(p payouts.Payout) templates.PayoutRow {
+	r := templates.PayoutRow{ID: p.ID, Provider: p.ProviderName, Statement: p.StatementNumber, StatementID: p.StatementID,
+		Period: p.Period, Amount: CentsText(p.AmountCents), Status: string(p.Status), Attempts: p.Attempts, Error: p.LastError,
+		Transfer: p.StripeTransferID, Created: p.CreatedAt.UTC().Format("2006-01-02 15:04"), InDoubt: p.InDoubt}
+	if p.PaidAt != nil {
+		r.Paid = p.PaidAt.UTC().Format("2006-01-02 15:04")
+	}
+	for _, a := range p.Actions {
+		r.CanRetry = r.CanRetry || a == payouts.ActionRetry
+	}
+	return r
 }

@@ -1,16 +1,11 @@
-package web
+package provider
 
 import (
-	"context"
 	"net/http"
-	"slices"
-	"strconv"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpumarket/gpumarket/services"
-	"github.com/gpumarket/gpumarket/services/accounts"
-	"github.com/gpumarket/gpumarket/services/invoicing"
 	"github.com/gpumarket/gpumarket/services/payouts"
 	"github.com/gpumarket/gpumarket/templates"
 	"github.com/gpumarket/gpumarket/web/internal/core"
@@ -24,33 +19,6 @@ const (
 	onboardingRefreshPath = "/provider/payouts/onboarding"
 	testOnboardingPath    = "/provider/payouts/test-onboarding"
 )
-
-func (s *Server) payoutRoutes() {
-	provider := s.RequirePage(accounts.RoleProvider)
-	s.echo.GET("/provider/payouts", s.providerPayoutsPage, provider)
-	s.echo.POST("/provider/payouts/connect", s.connectPayoutsSubmit, provider)
-	s.echo.GET(onboardingRefreshPath, s.onboardingRefresh, provider)
-	s.echo.GET(onboardingReturnPath, s.onboardingReturn, provider)
-	s.echo.GET(testOnboardingPath, s.testOnboardingPage, provider)
-	s.echo.POST(testOnboardingPath, s.testOnboardingSubmit, provider)
-	s.echo.GET("/api/provider/payouts", s.apiProviderPayouts, s.RequireAPI(accounts.RoleProvider))
-
-	finance := s.RequirePage(accounts.RoleFinance, accounts.RoleAdmin)
-	s.echo.GET("/finance/payouts", s.financePayoutsPage, finance)
-	s.echo.GET("/finance/payouts/:id/retry", s.retryPayoutSubmit, finance)
-	s.echo.POST("/finance/payouts/:id/retry", s.retryPayoutSubmit, finance)
-	financeAPI := s.RequireAPI(accounts.RoleFinance, accounts.RoleAdmin)
-	s.echo.GET("/api/finance/payouts", s.apiFinancePayouts, financeAPI)
-	s.echo.POST("/api/finance/payouts/:id/retry", s.apiRetryPayout, financeAPI)
-}
-
-// payoutsService is the payouts service, or an unavailable error where this server has none.
-func (s *Server) payoutsService() (*payouts.Service, error) {
-	if s.Payments.Payouts == nil {
-		return nil, services.Errorf(services.CodeUnavailable, "Payouts are not available on this server.")
-	}
-	return s.Payments.Payouts, nil
-}
 
 // onboardingURL is where the connect form sends the provider: Stripe's onboarding, or in test
 // mode the local page, since stripe-mock hosts none.
@@ -66,7 +34,7 @@ func (s *Server) providerPayoutsPage(c echo.Context) error {
 }
 
 func (s *Server) renderProviderPayouts(c echo.Context, status int, form templates.Form) error {
-	po, err := s.payoutsService()
+	po, err := s.PayoutsService()
 	if err != nil {
 		return err
 	}
@@ -83,7 +51,7 @@ func (s *Server) renderProviderPayouts(c echo.Context, status int, form template
 	p := templates.ProviderPayoutsPage{Page: s.Page(c, "Payouts"), Account: accountView(a), Form: form,
 		TestMode: s.Payments.TestMode()}
 	for _, o := range list {
-		p.Payouts = append(p.Payouts, payoutRow(o))
+		p.Payouts = append(p.Payouts, core.PayoutRow(o))
 	}
 	return s.Render(c, status, templates.ProviderPayouts(p))
 }
@@ -97,23 +65,10 @@ func accountView(a payouts.ConnectedAccount) templates.ConnectedAccountView {
 	return v
 }
 
-func payoutRow(p payouts.Payout) templates.PayoutRow {
-	r := templates.PayoutRow{ID: p.ID, Provider: p.ProviderName, Statement: p.StatementNumber, StatementID: p.StatementID,
-		Period: p.Period, Amount: core.CentsText(p.AmountCents), Status: string(p.Status), Attempts: p.Attempts, Error: p.LastError,
-		Transfer: p.StripeTransferID, Created: p.CreatedAt.UTC().Format("2006-01-02 15:04"), InDoubt: p.InDoubt}
-	if p.PaidAt != nil {
-		r.Paid = p.PaidAt.UTC().Format("2006-01-02 15:04")
-	}
-	for _, a := range p.Actions {
-		r.CanRetry = r.CanRetry || a == payouts.ActionRetry
-	}
-	return r
-}
-
 // connectPayoutsSubmit creates the provider's Stripe account on its first click and sends the
 // provider into Stripe's onboarding of it.
 func (s *Server) connectPayoutsSubmit(c echo.Context) error {
-	po, err := s.payoutsService()
+	po, err := s.PayoutsService()
 	if err != nil {
 		return err
 	}
@@ -154,7 +109,7 @@ func (s *Server) checkRedirect(c echo.Context, target string) error {
 // onboardingRefresh is Stripe's refresh URL: the link expired or was used, so a new one is made
 // for the provider's account. It never creates an account (a GET carries no CSRF token).
 func (s *Server) onboardingRefresh(c echo.Context) error {
-	po, err := s.payoutsService()
+	po, err := s.PayoutsService()
 	if err != nil {
 		return err
 	}
@@ -172,7 +127,7 @@ func (s *Server) onboardingRefresh(c echo.Context) error {
 // onboardingReturn is where Stripe sends the provider back: the account is read from Stripe and
 // recorded.
 func (s *Server) onboardingReturn(c echo.Context) error {
-	po, err := s.payoutsService()
+	po, err := s.PayoutsService()
 	if err != nil {
 		return err
 	}
@@ -196,7 +151,7 @@ func onboardingFlash(a payouts.ConnectedAccount) string {
 // connectedAccount is the provider's account for the test onboarding page: it exists only in
 // test mode, and only for a provider whose account was created.
 func (s *Server) connectedAccount(c echo.Context) (*payouts.Service, payouts.ConnectedAccount, error) {
-	po, err := s.payoutsService()
+	po, err := s.PayoutsService()
 	if err != nil || !s.Payments.TestMode() {
 		return nil, payouts.ConnectedAccount{}, echo.ErrNotFound
 	}
@@ -232,7 +187,7 @@ func (s *Server) testOnboardingSubmit(c echo.Context) error {
 }
 
 func (s *Server) apiProviderPayouts(c echo.Context) error {
-	po, err := s.payoutsService()
+	po, err := s.PayoutsService()
 	if err != nil {
 		return err
 	}
@@ -247,108 +202,4 @@ func (s *Server) apiProviderPayouts(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, map[string]any{"account": a, "payouts": list, "count": len(list)})
-}
-
-// Finance.
-
-var payoutStatuses = []string{string(payouts.StatusPending), string(payouts.StatusPaid), string(payouts.StatusFailed)}
-
-func (s *Server) financePayoutsPage(c echo.Context) error {
-	po, err := s.payoutsService()
-	if err != nil {
-		return err
-	}
-	status := c.QueryParam("status")
-	list, err := po.List(c.Request().Context(), payouts.ListFilter{Status: payouts.Status(status)})
-	if err != nil {
-		return err
-	}
-	p := templates.FinancePayoutsPage{Page: s.Page(c, "Payouts"), Status: status, Statuses: payoutStatuses}
-	for _, o := range list {
-		p.Payouts = append(p.Payouts, payoutRow(o))
-	}
-	return s.Render(c, http.StatusOK, templates.FinancePayouts(p))
-}
-
-// retryPayoutSubmit retries a failed payout. Whatever the attempt's outcome, finance lands back
-// on the list, where the payout's row says it; only an error of the request itself (no such
-// payout) is an error page.
-func (s *Server) retryPayoutSubmit(c echo.Context) error {
-	po, err := s.payoutsService()
-	if err != nil {
-		return err
-	}
-	before, err := po.Get(c.Request().Context(), c.Param("id"))
-	if err != nil {
-		return err
-	}
-	conf := retryConfirmation(before)
-	if !core.Confirmed(c, conf) {
-		return s.AskToConfirm(c, "Retry a payout", conf)
-	}
-	p, err := po.Retry(retryContext(c), before.ID)
-	switch {
-	case err == nil && p.Status == payouts.StatusPaid:
-		return c.Redirect(http.StatusSeeOther, "/finance/payouts?flash=payout-paid")
-	case p.ID != "" && (err == nil || services.ErrorCode(err) == services.CodeConflict || services.ErrorCode(err) == services.CodeUnavailable):
-		return c.Redirect(http.StatusSeeOther, "/finance/payouts?flash=payout-not-paid")
-	}
-	return err
-}
-
-// retryConfirmation says what a retry sends: a Stripe transfer of the payout's amount to its
-// provider. It binds the payout's state, so a retry confirmed before the payout was paid (by
-// this retry or another) is asked again, and a paid one offers nothing.
-func retryConfirmation(p payouts.Payout) core.Confirmation {
-	conf := core.Confirmation{ConfirmPage: templates.ConfirmPage{Title: "Retry the payout of statement " + p.StatementNumber,
-		Action: "/finance/payouts/" + p.ID + "/retry", Back: "/finance/payouts"},
-		Binds: []string{"retry payout", p.ID, string(p.Status), strconv.FormatInt(p.AmountCents, 10), strconv.Itoa(p.Attempts)}}
-	if !slices.Contains(p.Actions, payouts.ActionRetry) {
-		conf.Consequences = []string{"This payout is " + string(p.Status) + ": it cannot be retried now, and nothing is sent."}
-		return conf
-	}
-	amount := core.CentsText(p.AmountCents)
-	conf.Consequences = []string{
-		"Retrying sends a Stripe transfer of " + amount + " to " + p.ProviderName + "'s connected Stripe account, at once, for statement " +
-			p.StatementNumber + " (" + p.Period + ").",
-		"It is sent with the payout's idempotency key: a transfer an earlier attempt already made is not made again.",
-	}
-	if p.LastError != "" {
-		conf.Consequences = append(conf.Consequences, "The last attempt failed: "+p.LastError)
-	}
-	conf.Button = "Pay " + amount + " to " + p.ProviderName + " through Stripe"
-	return conf
-}
-
-func (s *Server) apiFinancePayouts(c echo.Context) error {
-	po, err := s.payoutsService()
-	if err != nil {
-		return err
-	}
-	list, err := po.List(c.Request().Context(), payouts.ListFilter{Status: payouts.Status(c.QueryParam("status"))})
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, map[string]any{"payouts": list, "count": len(list)})
-}
-
-// apiRetryPayout retries a payout and answers with it: 200 when paid; a refusal is the error,
-// with the payout's reason, as Pay returns it.
-func (s *Server) apiRetryPayout(c echo.Context) error {
-	po, err := s.payoutsService()
-	if err != nil {
-		return err
-	}
-	p, err := po.Retry(retryContext(c), c.Param("id"))
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, p)
-}
-
-// retryContext is the request's context naming the finance user who retries: the statement a
-// retry pays is recorded paid by them (see docs/invoicing.md, "Paying statements").
-func retryContext(c echo.Context) context.Context {
-	sess, _ := core.CurrentSession(c)
-	return invoicing.ActingAs(c.Request().Context(), sess.User.ID)
 }

@@ -1,6 +1,7 @@
-package web
+package provider
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/netip"
@@ -171,4 +172,24 @@ func loopbackURL(urls string) bool {
 		}
 	}
 	return false
+}
+
+// RigCredentials derives a rig's secrets from the platform's keys: never one of the platform's own
+// (docs/usage-stream.md, "The rigs' entry point").
+type RigCredentials interface {
+	// RigCredentials returns where the rig's agent connects and with what.
+	RigCredentials(ctx context.Context, offeringID string) (RigCredential, error)
+	// ReissueRigCredential ends the credential the provider's rig holds, closing the rig's connections, and
+	// issues the next; a CodeUnavailable error when the platform does not run the rigs' entry point.
+	ReissueRigCredential(ctx context.Context, providerAccountID, offeringID string) error
+}
+
+// RigCredential is what one rig's agent needs to reach the platform, as its Connect page shows it.
+type RigCredential struct {
+	NATSURL      string // the rigs' entry point, without credentials
+	NATSUser     string // events.RigUsername
+	NATSPassword string // empty when the operator of an external NATS server gives it
+	OfferingKey  string // verifies the offering's route tickets, hexadecimal
+	// Reissuable says the platform runs the rigs' entry point itself and can re-issue the credential.
+	Reissuable bool
 }

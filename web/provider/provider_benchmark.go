@@ -1,4 +1,4 @@
-package web
+package provider
 
 import (
 	"bytes"
@@ -12,7 +12,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpumarket/gpumarket/services"
-	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/benchmarks"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/templates"
@@ -23,17 +22,6 @@ import (
 // through the gateway, shown as the provider's own claim beside what the platform measured
 // (docs/provider-benchmarks.md). Its page and form are the provider's; the catalog and the public
 // API show it beside the offering.
-
-// benchmarkRoutes are the provider's benchmark page and form, its API, and the public result.
-func (s *Server) benchmarkRoutes(provider *echo.Group, api *echo.Group) {
-	provider.GET("/rigs/:id/benchmark", s.rigBenchmarkPage)
-	provider.POST("/rigs/:id/benchmark", s.rigBenchmarkSubmit)
-	provider.POST("/rigs/:id/benchmark/remove", s.rigBenchmarkRemoveSubmit)
-	providerAPI := s.RequireAPI(accounts.RoleProvider)
-	api.GET("/provider/offerings/:id/benchmark", s.apiOwnBenchmark, providerAPI)
-	api.PUT("/provider/offerings/:id/benchmark", s.apiAttachBenchmark, providerAPI)
-	api.DELETE("/provider/offerings/:id/benchmark", s.apiRemoveBenchmark, providerAPI)
-}
 
 // gatewayURL is the platform's gateway as the caller reaches it: where a run through the
 // platform calls.
