@@ -34,6 +34,7 @@ import (
 	"github.com/gpumarket/gpumarket/web/admin"
 	"github.com/gpumarket/gpumarket/web/developer"
 	"github.com/gpumarket/gpumarket/web/internal/core"
+	"github.com/gpumarket/gpumarket/web/ledger"
 	"github.com/gpumarket/gpumarket/web/provider"
 	"github.com/gpumarket/gpumarket/web/public"
 )
@@ -217,6 +218,7 @@ func New(cfg Config) *Server {
 	provider.New(s.Core, provider.Config{Catalog: cfg.Catalog, Rigs: cfg.Rigs, Downloads: cfg.Downloads,
 		Benchmarks: cfg.Benchmarks, Performance: cfg.Performance, Router: cfg.Router, Usage: cfg.Usage,
 		Invoicing: cfg.Invoicing}).Routes(e)
+	ledger.New(s.Core, ledger.Config{Catalog: cfg.Catalog, Usage: cfg.Usage}).Routes(e)
 	admin.New(s.Core, admin.Config{Catalog: cfg.Catalog, Requests: cfg.Requests, Batches: cfg.Batches, BatchLoad: cfg.BatchLoad,
 		Router: cfg.Router, UsageStream: cfg.UsageStream}).Routes(e)
 	return s
@@ -268,43 +270,11 @@ func (s *Server) routes() {
 	e := s.echo
 	e.GET("/static/*", echo.WrapHandler(http.FileServer(http.FS(staticFS))), cacheStatic)
 
-	// Pages.
-
-	// Every payout, for finance.
-	financePage := s.RequirePage(accounts.RoleFinance, accounts.RoleAdmin)
-	s.echo.GET("/finance/payouts", s.financePayoutsPage, financePage)
-	s.echo.GET("/finance/payouts/:id/retry", s.retryPayoutSubmit, financePage)
-	s.echo.POST("/finance/payouts/:id/retry", s.retryPayoutSubmit, financePage)
-	financeAPIOnly := s.RequireAPI(accounts.RoleFinance, accounts.RoleAdmin)
-	s.echo.GET("/api/finance/payouts", s.apiFinancePayouts, financeAPIOnly)
-	s.echo.POST("/api/finance/payouts/:id/retry", s.apiRetryPayout, financeAPIOnly)
-
 	// Invoices, credit notes and statements: their documents for whoever may see them, and
 	// finance's review, close, audit log and journal (review.go).
 	s.invoicingRoutes()
 	// Flagged requests and their resolution, for finance (flags.go).
 	s.flagRoutes()
-
-	finance := e.Group("/finance", s.RequirePage(accounts.RoleFinance, accounts.RoleAdmin))
-	finance.GET("/balances", s.balancesPage)
-	finance.POST("/adjustments", s.adjustmentSubmit)
-	finance.GET("/prices", s.pricesPage)
-	finance.POST("/prices", s.priceSubmit)
-	finance.GET("/stripe-events", s.stripeEventsPage)
-	finance.GET("/usage-rejections", s.rejectionsPage)
-
-	// JSON API.
-	api := e.Group("/api")
-
-	financeAPI := api.Group("/finance", s.RequireAPI(accounts.RoleFinance, accounts.RoleAdmin))
-	financeAPI.GET("/balances", s.apiFinanceBalances)
-	financeAPI.GET("/usage-rejections", s.apiRejections)
-	financeAPI.POST("/adjustments", s.apiAdjust)
-	financeAPI.GET("/prices", s.apiFinancePrices)
-	financeAPI.POST("/prices", s.apiSchedulePrice)
-
-	// Usage: a developer's requests and what they cost, a provider's traffic and what it
-	// earned. Each reads only the caller's own account.
 }
 
 func cacheStatic(next echo.HandlerFunc) echo.HandlerFunc {
