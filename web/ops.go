@@ -33,7 +33,7 @@ func (s *Server) readyz(c echo.Context) error {
 		if err := rc.Check(ctx); err != nil {
 			checks[rc.Name] = "failed"
 			failed = append(failed, rc.Name)
-			s.Log.Warn("readiness check failed", "dependency", rc.Name, "err", err)
+			s.core.Log.Warn("readiness check failed", "dependency", rc.Name, "err", err)
 		} else {
 			checks[rc.Name] = "ok"
 		}
@@ -121,10 +121,10 @@ func (s *Server) accessLog(next echo.HandlerFunc) echo.HandlerFunc {
 		if c.Path() == "/healthz" || c.Path() == "/metrics" || c.Path() == "/static/*" {
 			level = slog.LevelDebug
 		}
-		if !s.Log.Enabled(c.Request().Context(), level) {
+		if !s.core.Log.Enabled(c.Request().Context(), level) {
 			return nil // the line's attributes are not even made
 		}
-		s.Log.Log(c.Request().Context(), level, "http",
+		s.core.Log.Log(c.Request().Context(), level, "http",
 			"method", core.Clip(c.Request().Method, 16), "path", core.Clip(c.Request().URL.Path, maxLoggedPath), "route", c.Path(),
 			"status", c.Response().Status, "took", time.Since(start),
 			"request_id", c.Response().Header().Get(echo.HeaderXRequestID))

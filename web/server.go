@@ -1,18 +1,30 @@
 // Package web is the platform's HTTP face: pages rendered with templ, the JSON API beside
-// them, static assets, and operations endpoints. Handlers are thin: decode, call a service,
-// render. Business rules live in services; this package maps their errors to statuses in one
-// place (errors.go).
+// them, static assets, and operations endpoints. It builds the router, runs every request
+// through the edge middleware (request id, metrics, access log, recovery, security headers) and
+// the session and CSRF checks, serves /static/, /healthz, /readyz and /metrics, and mounts the
+// audiences' packages, each of which registers its own routes:
+//
+//   - web/public: the home page, catalog, calculator, planner, methodology, downloads;
+//   - web/account: signing up, logging in and out, billing details;
+//   - web/developer: credits, API keys, usage, batches, reports, invoices;
+//   - web/provider: rigs, connect, benchmarks, performance, earnings, statements, payouts;
+//   - web/ledger: finance's balances, adjustments, prices, Stripe events, rejections, payouts;
+//   - web/finance: the close, the review of invoices and statements, the audit log, flags, and
+//     every document's page, PDF and CSV;
+//   - web/admin: users and roles, rig reports, discrepancies, the batch queue, the usage stream.
+//
+// They share web/internal/core (sessions, role rules, CSRF, decoding, rendering, the one table
+// of error statuses) and import nothing of each other nor of this package. Handlers are thin:
+// decode, call a service, render. Business rules live in services.
 package web
 
 import (
 	"context"
 	"embed"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -25,7 +37,6 @@ import (
 	"github.com/gpumarket/gpumarket/services/benchmarks"
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/catalog"
-	"github.com/gpumarket/gpumarket/services/documents"
 	"github.com/gpumarket/gpumarket/services/downloads"
 	"github.com/gpumarket/gpumarket/services/invoicing"
 	"github.com/gpumarket/gpumarket/services/metering"
@@ -33,6 +44,7 @@ import (
 	"github.com/gpumarket/gpumarket/web/account"
 	"github.com/gpumarket/gpumarket/web/admin"
 	"github.com/gpumarket/gpumarket/web/developer"
+	"github.com/gpumarket/gpumarket/web/finance"
 	"github.com/gpumarket/gpumarket/web/internal/core"
 	"github.com/gpumarket/gpumarket/web/ledger"
 	"github.com/gpumarket/gpumarket/web/provider"
@@ -62,7 +74,7 @@ type Config struct {
 	OpsOnly bool
 	// Rigs gives a provider what its agent needs to connect; nil hides the page.
 	Rigs RigCredentials
-	// Downloads are the agent's binaries published at /downloads/ (downloads.go); nil publishes none, and the
+	// Downloads are the agent's binaries published at /downloads/ (web/public); nil publishes none, and the
 	// Connect page then says so.
 	Downloads *downloads.Shelf
 	// Router is the routing table of this process's gateway, for the models on offer (the
@@ -84,38 +96,38 @@ type Config struct {
 	// a listener of its own.
 	MetricsToken string
 	// KeyChanges tells every gateway process that an API key was revoked or its limit changed;
-	// nil tells none (keychanges.go).
+	// nil tells none (web/developer).
 	KeyChanges KeyChanges
 	// UsageStream says which rigs are at their limits on the usage stream; nil where this
 	// process does not watch it.
 	UsageStream UsageStreamReport
 	// Invoicing is the close, the invoices, statements and credit notes, and their documents
-	// (review.go, documents.go); Audit the finance audit log (audit.go); Journal writes a
+	// (web/finance); Audit the finance audit log; Journal writes a
 	// month's ledger postings as CSV (documents.WriteJournal). Without Invoicing those pages
 	// answer that they are unavailable.
 	Invoicing *invoicing.Service
 	Audit     *audit.Log
 	Journal   Journal
-	// Reports are each customer's savings and carbon (reports.go: the dashboard and its CSV;
-	// reports_api.go: the JSON); nil answers that they are unavailable.
+	// Reports are each customer's savings and carbon (web/developer: the dashboard, its CSV and
+	// its JSON); nil answers that they are unavailable.
 	Reports ReportSource
-	// Performance is the provider's view of its rigs (provider_performance.go); nil hides it.
+	// Performance is the provider's view of its rigs (web/provider); nil hides it.
 	Performance *performance.Service
-	// Reliability is each offering's reliability record (reliability.go); nil shows every offering without
+	// Reliability is each offering's reliability record (web/internal/core); nil shows every offering without
 	// enough traffic yet.
 	Reliability Records
-	// Batches are the Batch API's files and batches (batches.go); nil answers 503.
+	// Batches are the Batch API's files and batches (web/developer, web/admin); nil answers 503.
 	Batches *batch.Service
-	// Benchmarks are the results providers attach to their listings (provider_benchmark.go); nil
+	// Benchmarks are the results providers attach to their listings (web/provider, web/public); nil
 	// answers that they are unavailable.
 	Benchmarks *benchmarks.Service
 }
 
-// Journal writes the period's journal of ledger postings to w as CSV.
-type Journal func(ctx context.Context, period documents.Period, w io.Writer) error
-
 // Payments wires credits, payouts and the Stripe webhook into the web server (core.Payments).
 type Payments = core.Payments
+
+// Journal writes the period's journal of ledger postings to w as CSV (finance.Journal).
+type Journal = finance.Journal
 
 // RigCredentials derives a rig's secrets from the platform's keys (provider.RigCredentials).
 type RigCredentials = provider.RigCredentials
@@ -139,37 +151,18 @@ type Router = core.Router
 // Records gives each offering's reliability record; *reliability.Board implements it.
 type Records = core.Records
 
-// Server holds the routes' dependencies.
+// Server is the platform's pages and API: the shared core (web/internal/core) and the audiences'
+// packages over it, each registering its own routes on one router.
 type Server struct {
-	*core.Core
+	core           *core.Core
 	echo           *echo.Echo
-	catalog        *catalog.Service
-	usage          *metering.Reports
-	rigs           RigCredentials
-	downloads      *downloads.Shelf
-	router         Router
-	requests       *billing.RequestLog
-	batchLoad      func() map[string]int
 	edge           []echo.MiddlewareFunc
-	keyChanges     KeyChanges
 	metricsHandler http.Handler
 	metricsToken   string
 	ready          []ReadyCheck
 	registry       *prometheus.Registry
-	// usageStream is nil where this process does not watch the usage stream.
-	usageStream UsageStreamReport
-	invoicing   *invoicing.Service
-	audit       *audit.Log
-	journal     Journal
-	reports     ReportSource
-	performance *performance.Service
-	batches     *batch.Service
-	benchmarks  *benchmarks.Service
-	// closes are the month closes started from a page or the API that outlive their request
-	// (close.go); background ends them when the server closes.
-	closes     sync.WaitGroup
-	background context.Context
-	stop       context.CancelFunc
+	// finance holds the month closes that requests started; Close ends them.
+	finance *finance.Server
 }
 
 // New builds the server and its routes.
@@ -186,15 +179,11 @@ func New(cfg Config) *Server {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.IPExtractor = core.ClientIPExtractor(cfg.TrustedProxies)
-	s := &Server{echo: e, catalog: cfg.Catalog, usage: cfg.Usage, rigs: cfg.Rigs, downloads: cfg.Downloads, ready: cfg.Ready,
-		registry: cfg.Registry, keyChanges: cfg.KeyChanges, metricsToken: cfg.MetricsToken,
-		usageStream: cfg.UsageStream, invoicing: cfg.Invoicing, audit: cfg.Audit, journal: cfg.Journal,
-		reports: cfg.Reports, performance: cfg.Performance, batches: cfg.Batches, benchmarks: cfg.Benchmarks,
-		router: cfg.Router, requests: cfg.Requests, batchLoad: cfg.BatchLoad}
-	s.Core = &core.Core{Accounts: cfg.Accounts, Payments: cfg.Payments, Reliability: cfg.Reliability, Log: cfg.Log, Now: cfg.Now}
-	s.background, s.stop = context.WithCancel(context.Background())
-	e.HTTPErrorHandler = s.HandleError
-	s.edge = []echo.MiddlewareFunc{core.RequestID, newHTTPMetrics(cfg.Registry).middleware, s.accessLog, s.Recoverer(),
+	c := &core.Core{Accounts: cfg.Accounts, Payments: cfg.Payments, Reliability: cfg.Reliability, Log: cfg.Log, Now: cfg.Now}
+	s := &Server{core: c, echo: e, ready: cfg.Ready, registry: cfg.Registry, metricsToken: cfg.MetricsToken,
+		finance: finance.New(c, finance.Config{Invoicing: cfg.Invoicing, Audit: cfg.Audit, Journal: cfg.Journal})}
+	e.HTTPErrorHandler = c.HandleError
+	s.edge = []echo.MiddlewareFunc{core.RequestID, newHTTPMetrics(cfg.Registry).middleware, s.accessLog, c.Recoverer(),
 		middleware.SecureWithConfig(middleware.SecureConfig{
 			XSSProtection: "0", ContentTypeNosniff: "nosniff", XFrameOptions: "DENY",
 			ReferrerPolicy:        "same-origin",
@@ -206,20 +195,21 @@ func New(cfg Config) *Server {
 		s.opsRoutes()
 		return s
 	}
-	e.Pre(pdfSuffix)
-	e.Use(s.Authenticate)
-	e.Use(s.CSRF())
+	e.Pre(finance.PDFSuffix)
+	e.Use(c.Authenticate)
+	e.Use(c.CSRF())
 	s.opsRoutes()
-	s.routes()
-	public.New(s.Core, public.Config{Catalog: cfg.Catalog, Benchmarks: cfg.Benchmarks, Downloads: cfg.Downloads}).Routes(e)
-	account.New(s.Core, account.Config{Invoicing: cfg.Invoicing}).Routes(e)
-	developer.New(s.Core, developer.Config{Catalog: cfg.Catalog, Usage: cfg.Usage, Router: cfg.Router,
+	e.GET("/static/*", echo.WrapHandler(http.FileServer(http.FS(staticFS))), cacheStatic)
+	public.New(c, public.Config{Catalog: cfg.Catalog, Benchmarks: cfg.Benchmarks, Downloads: cfg.Downloads}).Routes(e)
+	account.New(c, account.Config{Invoicing: cfg.Invoicing}).Routes(e)
+	developer.New(c, developer.Config{Catalog: cfg.Catalog, Usage: cfg.Usage, Router: cfg.Router,
 		KeyChanges: cfg.KeyChanges, Batches: cfg.Batches, Reports: cfg.Reports, Invoicing: cfg.Invoicing}).Routes(e)
-	provider.New(s.Core, provider.Config{Catalog: cfg.Catalog, Rigs: cfg.Rigs, Downloads: cfg.Downloads,
+	provider.New(c, provider.Config{Catalog: cfg.Catalog, Rigs: cfg.Rigs, Downloads: cfg.Downloads,
 		Benchmarks: cfg.Benchmarks, Performance: cfg.Performance, Router: cfg.Router, Usage: cfg.Usage,
 		Invoicing: cfg.Invoicing}).Routes(e)
-	ledger.New(s.Core, ledger.Config{Catalog: cfg.Catalog, Usage: cfg.Usage}).Routes(e)
-	admin.New(s.Core, admin.Config{Catalog: cfg.Catalog, Requests: cfg.Requests, Batches: cfg.Batches, BatchLoad: cfg.BatchLoad,
+	ledger.New(c, ledger.Config{Catalog: cfg.Catalog, Usage: cfg.Usage}).Routes(e)
+	s.finance.Routes(e)
+	admin.New(c, admin.Config{Catalog: cfg.Catalog, Requests: cfg.Requests, Batches: cfg.Batches, BatchLoad: cfg.BatchLoad,
 		Router: cfg.Router, UsageStream: cfg.UsageStream}).Routes(e)
 	return s
 }
@@ -237,10 +227,7 @@ func (s *Server) IPExtractor() echo.IPExtractor { return s.echo.IPExtractor }
 // Close ends the month closes still running that requests started, once the HTTP server has
 // finished the requests themselves, and waits for them: a close cut off so reads as failed and is
 // completed by closing again (docs/invoicing.md). Calling it again does nothing more.
-func (s *Server) Close() {
-	s.stop()
-	s.closes.Wait()
-}
+func (s *Server) Close() { s.finance.Close() }
 
 // ServeHTTP makes the server an http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.ServeHTTP(w, r) }
@@ -264,17 +251,6 @@ func contentSecurityPolicy(checkoutOrigins []string) string {
 	formAction := append([]string{"'self'"}, checkoutOrigins...)
 	return "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; form-action " +
 		strings.Join(formAction, " ") + "; frame-ancestors 'none'"
-}
-
-func (s *Server) routes() {
-	e := s.echo
-	e.GET("/static/*", echo.WrapHandler(http.FileServer(http.FS(staticFS))), cacheStatic)
-
-	// Invoices, credit notes and statements: their documents for whoever may see them, and
-	// finance's review, close, audit log and journal (review.go).
-	s.invoicingRoutes()
-	// Flagged requests and their resolution, for finance (flags.go).
-	s.flagRoutes()
 }
 
 func cacheStatic(next echo.HandlerFunc) echo.HandlerFunc {

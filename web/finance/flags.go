@@ -1,4 +1,4 @@
-package web
+package finance
 
 import (
 	"net/http"
@@ -9,7 +9,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpumarket/gpumarket/services"
-	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/invoicing"
 	"github.com/gpumarket/gpumarket/templates"
 	"github.com/gpumarket/gpumarket/web/internal/core"
@@ -20,17 +19,6 @@ import (
 // them back (docs/invoicing.md, "Flags and held earnings"). A document's discrepancy flag
 // links here, narrowed to its party and month. Finance also reads every discrepancy the
 // gateway and the meter found, the ones that put no money at stake among them.
-
-func (s *Server) flagRoutes() {
-	e := s.echo
-	finance := []echo.MiddlewareFunc{s.RequirePage(accounts.RoleFinance, accounts.RoleAdmin), s.needsInvoicing}
-	e.GET("/finance/flags", s.flagsPage, finance...)
-	e.POST("/finance/flags/resolve", s.resolveFlagSubmit, finance...)
-
-	api := []echo.MiddlewareFunc{s.RequireAPI(accounts.RoleFinance, accounts.RoleAdmin), s.needsInvoicing}
-	e.GET("/api/finance/flags", s.apiFlags, api...)
-	e.POST("/api/finance/flags/resolve", s.apiResolveFlag, api...)
-}
 
 // flagQuery is the flags page's filter, as its links and forms send it.
 type flagQuery struct {

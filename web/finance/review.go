@@ -1,4 +1,4 @@
-package web
+package finance
 
 import (
 	"net/http"
@@ -10,7 +10,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpumarket/gpumarket/services"
-	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/invoicing"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/templates"
@@ -22,51 +21,6 @@ import (
 // approval of one or many, void with a reason, payment recorded. Every action is the
 // service's; a page offers only what the document's Actions list, and the service refuses any
 // other anyway.
-
-func (s *Server) invoicingRoutes() {
-	e := s.echo
-	s.documentRoutes()
-
-	finance := []echo.MiddlewareFunc{s.RequirePage(accounts.RoleFinance, accounts.RoleAdmin), s.needsInvoicing}
-	e.GET("/finance/invoices", s.invoiceQueuePage, finance...)
-	e.GET("/finance/invoices/:id", s.invoiceReviewPage, finance...)
-	e.GET("/finance/statements", s.statementQueuePage, finance...)
-	e.GET("/finance/statements/:id", s.statementReviewPage, finance...)
-	// The actions that move money or cannot be undone: the GET, and any POST without its
-	// confirmation, shows what the action would do; only the confirmed POST acts (confirm.go).
-	for path, h := range map[string]echo.HandlerFunc{
-		"/finance/invoices/approve": s.approveInvoicesSubmit, "/finance/invoices/:id/approve": s.approveInvoiceSubmit,
-		"/finance/invoices/:id/void": s.voidInvoiceSubmit, "/finance/invoices/:id/paid": s.invoicePaidSubmit,
-		"/finance/statements/approve": s.approveStatementsSubmit, "/finance/statements/:id/approve": s.approveStatementSubmit,
-		"/finance/statements/:id/void": s.voidStatementSubmit, "/finance/statements/:id/paid": s.statementPaidSubmit,
-	} {
-		e.GET(path, h, finance...)
-		e.POST(path, h, finance...)
-	}
-	e.GET("/finance/close", s.closePage, finance...)
-	e.POST("/finance/close", s.closeSubmit, finance...)
-	e.GET("/finance/audit", s.auditPage, finance...)
-
-	api := []echo.MiddlewareFunc{s.RequireAPI(accounts.RoleFinance, accounts.RoleAdmin), s.needsInvoicing}
-	e.GET("/api/finance/invoices", s.apiFinanceInvoices, api...)
-	e.POST("/api/finance/invoices/approve", s.apiApproveInvoices, api...)
-	e.GET("/api/finance/invoices/:id", s.apiFinanceInvoice, api...)
-	e.POST("/api/finance/invoices/:id/approve", s.apiApproveInvoice, api...)
-	e.POST("/api/finance/invoices/:id/void", s.apiVoidInvoice, api...)
-	e.POST("/api/finance/invoices/:id/paid", s.apiInvoicePaid, api...)
-	e.GET("/api/finance/credit-notes/:id", s.apiFinanceCreditNote, api...)
-	e.GET("/api/finance/statements", s.apiFinanceStatements, api...)
-	e.POST("/api/finance/statements/approve", s.apiApproveStatements, api...)
-	e.GET("/api/finance/statements/:id", s.apiFinanceStatement, api...)
-	e.POST("/api/finance/statements/:id/approve", s.apiApproveStatement, api...)
-	e.POST("/api/finance/statements/:id/void", s.apiVoidStatement, api...)
-	e.POST("/api/finance/statements/:id/paid", s.apiStatementPaid, api...)
-	e.POST("/api/finance/close", s.apiClose, api...)
-	e.GET("/api/finance/closes", s.apiCloses, api...)
-	e.GET("/api/finance/closes/:period", s.apiCloseProgress, api...)
-	e.GET("/api/finance/audit", s.apiAudit, api...)
-	e.GET("/api/finance/journal.csv", s.journalCSV, api...)
-}
 
 // needsInvoicing answers that invoicing is unavailable on a server built without it.
 func (s *Server) needsInvoicing(next echo.HandlerFunc) echo.HandlerFunc {

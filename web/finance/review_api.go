@@ -1,4 +1,4 @@
-package web
+package finance
 
 import (
 	"net/http"

@@ -1,6 +1,8 @@
-package web
+package finance
 
 import (
+	"context"
+	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -207,3 +209,6 @@ func (s *startOnWrite) Write(p []byte) (int, error) {
 	}
 	return s.w.Write(p)
 }
+
+// Journal writes the period's journal of ledger postings to w as CSV.
+type Journal func(ctx context.Context, period documents.Period, w io.Writer) error

@@ -1,4 +1,4 @@
-package web
+package finance
 
 import (
 	"bytes"
@@ -75,37 +75,11 @@ func documentParty(b documents.PartyBlock) templates.DocumentParty {
 	return templates.DocumentParty{Label: b.Label, Name: b.Name, Lines: b.Lines}
 }
 
-// Documents' routes: each invoice, credit note and statement as its print-ready page, its PDF
-// and the CSV of its lines, for whoever may see it (see docs/invoicing.md, "Pages and API"):
-// finance and admins every document, drafts included; a developer only its own account's
-// invoices and credit notes, never a draft; a provider only its own statements, never a
-// draft. Any other is not found, as if it did not exist.
-func (s *Server) documentRoutes() {
-	customer := []echo.MiddlewareFunc{s.RequirePage(accounts.RoleDeveloper, accounts.RoleFinance, accounts.RoleAdmin), s.needsInvoicing}
-	provider := []echo.MiddlewareFunc{s.RequirePage(accounts.RoleProvider, accounts.RoleFinance, accounts.RoleAdmin), s.needsInvoicing}
-	for _, d := range []struct {
-		path   string
-		guards []echo.MiddlewareFunc
-		load   documentLoader
-	}{
-		{"/invoices/:id", customer, s.invoiceDocument},
-		{"/credit-notes/:id", customer, s.creditNoteDocument},
-		{"/statements/:id", provider, s.statementDocument},
-	} {
-		s.echo.GET(d.path, s.documentPageHandler(d.load), d.guards...)
-		s.echo.GET(d.path+"/pdf", s.documentPDF(d.load), d.guards...)
-		s.echo.GET(d.path+"/csv", s.documentCSV(d.load), d.guards...)
-	}
-	// GET /api/invoices/<id>.pdf arrives here by pdfSuffix.
-	s.echo.GET("/api/invoices/:id/pdf", s.documentPDF(s.invoiceDocument),
-		s.RequireAPI(accounts.RoleDeveloper, accounts.RoleFinance, accounts.RoleAdmin), s.needsInvoicing)
-}
-
-// pdfSuffix sends GET /api/invoices/<id>.pdf to /api/invoices/<id>/pdf before routing. Echo's
+// PDFSuffix sends GET /api/invoices/<id>.pdf to /api/invoices/<id>/pdf before routing. Echo's
 // router ends a parameter only at a slash, so "/api/invoices/:id.pdf" would be a parameter
 // named "id.pdf" on the same route as /api/invoices/:id, the invoice's JSON; rewritten, the
 // PDF is a route of its own.
-func pdfSuffix(next echo.HandlerFunc) echo.HandlerFunc {
+func PDFSuffix(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
 		if rest, ok := strings.CutPrefix(r.URL.Path, "/api/invoices/"); ok {
