@@ -8,7 +8,6 @@ package account
 import (
 	"github.com/labstack/echo/v4"
 
-	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/invoicing"
 	"github.com/gpumarket/gpumarket/web/internal/core"
 )
@@ -32,23 +31,21 @@ func New(c *core.Core, cfg Config) *Server {
 
 // Routes registers the account pages and API on e.
 func (s *Server) Routes(e *echo.Echo) {
-	e.GET("/login", s.loginPage)
-	e.POST("/login", s.loginSubmit)
-	e.GET("/signup", s.signupPage)
-	e.POST("/signup", s.signupSubmit)
-	e.POST("/logout", s.logoutSubmit, s.RequirePage())
+	m := s.Mount(e)
+	m.GET("/login", s.loginPage)
+	m.POST("/login", s.loginSubmit)
+	m.GET("/signup", s.signupPage)
+	m.POST("/signup", s.signupSubmit)
+	m.POST("/logout", s.logoutSubmit)
 
-	api := e.Group("/api")
-	api.POST("/auth/signup", s.apiSignup)
-	api.POST("/auth/login", s.apiLogin)
-	api.POST("/auth/logout", s.apiLogout, s.RequireAPI())
-	api.GET("/me", s.apiMe, s.RequireAPI())
+	m.POST("/api/auth/signup", s.apiSignup)
+	m.POST("/api/auth/login", s.apiLogin)
+	m.POST("/api/auth/logout", s.apiLogout)
+	m.GET("/api/me", s.apiMe)
 
 	// Billing details: a customer's for its invoices, a provider's for its statements.
-	billedPage := s.RequirePage(accounts.RoleDeveloper, accounts.RoleProvider)
-	billedAPI := s.RequireAPI(accounts.RoleDeveloper, accounts.RoleProvider)
-	e.GET("/settings/billing", s.billingDetailsPage, billedPage)
-	e.POST("/settings/billing", s.billingDetailsSubmit, billedPage)
-	e.GET("/api/settings/billing", s.apiBillingDetails, billedAPI)
-	e.PUT("/api/settings/billing", s.apiSetBillingDetails, billedAPI)
+	m.GET("/settings/billing", s.billingDetailsPage)
+	m.POST("/settings/billing", s.billingDetailsSubmit)
+	m.GET("/api/settings/billing", s.apiBillingDetails)
+	m.PUT("/api/settings/billing", s.apiSetBillingDetails)
 }

@@ -9,7 +9,6 @@ package admin
 import (
 	"github.com/labstack/echo/v4"
 
-	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/batch"
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/catalog"
@@ -52,21 +51,21 @@ func New(c *core.Core, cfg Config) *Server {
 
 // Routes registers the administrators' pages and API on e.
 func (s *Server) Routes(e *echo.Echo) {
-	admin := e.Group("/admin", s.RequirePage(accounts.RoleAdmin))
-	admin.GET("/users", s.usersPage)
-	admin.POST("/users/:id/role", s.grantRoleSubmit)
-	admin.GET("/discrepancies", s.discrepanciesPage)
-	admin.GET("/rig-reports", s.rigReportsPage)
-	admin.GET("/batches", s.batchQueuePage)
-	admin.GET("/usage-stream", s.usageStreamPage)
+	m := s.Mount(e)
+	m.Guarded("/admin")
+	m.GET("/admin/users", s.usersPage)
+	m.POST("/admin/users/:id/role", s.grantRoleSubmit)
+	m.GET("/admin/discrepancies", s.discrepanciesPage)
+	m.GET("/admin/rig-reports", s.rigReportsPage)
+	m.GET("/admin/batches", s.batchQueuePage)
+	m.GET("/admin/usage-stream", s.usageStreamPage)
 	// Finance reads the discrepancies too, beside its flags.
-	e.GET("/finance/discrepancies", s.discrepanciesPage, s.RequirePage(accounts.RoleFinance, accounts.RoleAdmin))
+	m.GET("/finance/discrepancies", s.discrepanciesPage)
 
-	api, admins := e.Group("/api"), s.RequireAPI(accounts.RoleAdmin)
-	api.GET("/admin/users", s.apiUsers, admins)
-	api.POST("/admin/users/:id/role", s.apiGrantRole, admins)
-	api.GET("/admin/discrepancies", s.apiDiscrepancies, admins)
-	api.GET("/admin/rig-reports", s.apiRigReports, admins)
-	api.GET("/admin/batches", s.apiBatchQueue, admins)
-	api.GET("/admin/usage-stream", s.apiUsageStream, admins)
+	m.GET("/api/admin/users", s.apiUsers)
+	m.POST("/api/admin/users/:id/role", s.apiGrantRole)
+	m.GET("/api/admin/discrepancies", s.apiDiscrepancies)
+	m.GET("/api/admin/rig-reports", s.apiRigReports)
+	m.GET("/api/admin/batches", s.apiBatchQueue)
+	m.GET("/api/admin/usage-stream", s.apiUsageStream)
 }

@@ -11,7 +11,6 @@ package developer
 import (
 	"github.com/labstack/echo/v4"
 
-	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/batch"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/invoicing"
@@ -61,55 +60,54 @@ func New(c *core.Core, cfg Config) *Server {
 // Routes registers a customer's pages and API on e.
 func (s *Server) Routes(e *echo.Echo) {
 	s.echo = e
-	page, api := s.RequirePage(accounts.RoleDeveloper), s.RequireAPI(accounts.RoleDeveloper)
-
-	credits := e.Group("/credits", page)
-	credits.GET("", s.creditsPage)
-	credits.POST("/checkout", s.checkoutSubmit)
-	credits.GET("/return", s.purchaseReturnPage)
-	credits.GET("/test-pay/:id", s.testPaymentPage)
-	credits.POST("/test-pay/:id", s.testPaymentSubmit)
+	m := s.Mount(e)
+	m.Guarded("/credits")
+	m.GET("/credits", s.creditsPage)
+	m.POST("/credits/checkout", s.checkoutSubmit)
+	m.GET("/credits/return", s.purchaseReturnPage)
+	m.GET("/credits/test-pay/:id", s.testPaymentPage)
+	m.POST("/credits/test-pay/:id", s.testPaymentSubmit)
 	// Stripe's word that a purchase is paid: it proves itself by its signature, not a session.
-	e.POST("/webhooks/stripe", s.stripeWebhook)
-	e.POST("/api/credits/checkout", s.apiCheckout, api)
-	e.GET("/api/credits/purchases/:id", s.apiPurchase, api)
-	e.GET("/api/credits/history", s.apiHistory, api)
-	e.GET("/api/balance", s.apiBalance, api)
+	m.POST("/webhooks/stripe", s.stripeWebhook)
+	m.POST("/api/credits/checkout", s.apiCheckout)
+	m.GET("/api/credits/purchases/:id", s.apiPurchase)
+	m.GET("/api/credits/history", s.apiHistory)
+	m.GET("/api/balance", s.apiBalance)
 
 	// A developer's requests and what they cost.
-	e.GET("/usage", s.usagePage, page)
-	e.GET("/usage.csv", s.usageCSV, page)
-	e.GET("/api/usage", s.apiUsage, api)
-	e.GET("/api/usage.csv", s.usageCSV, api)
+	m.GET("/usage", s.usagePage)
+	m.GET("/usage.csv", s.usageCSV)
+	m.GET("/api/usage", s.apiUsage)
+	m.GET("/api/usage.csv", s.usageCSV)
 
 	// The Batch API's page (batches_page.go).
-	e.GET("/batches", s.batchesPage, page)
-	e.POST("/batches", s.createBatchSubmit, page)
-	e.POST("/batches/:id/cancel", s.cancelBatchSubmit, page)
-	e.GET("/batches/files/:id", s.batchFileDownload, page)
+	m.GET("/batches", s.batchesPage)
+	m.POST("/batches", s.createBatchSubmit)
+	m.POST("/batches/:id/cancel", s.cancelBatchSubmit)
+	m.GET("/batches/files/:id", s.batchFileDownload)
 
 	// The reports: the dashboard and its figures as CSV and JSON.
-	e.GET("/reports", s.reportsPage, page, s.needsReports)
-	e.GET("/reports/savings.csv", s.savingsCSV, page, s.needsReports)
-	e.GET("/reports/carbon.csv", s.carbonCSV, page, s.needsReports)
-	e.GET("/api/reports/savings", s.apiSavings, api)
-	e.GET("/api/reports/carbon", s.apiCarbon, api)
+	m.GET("/reports", s.reportsPage, s.needsReports)
+	m.GET("/reports/savings.csv", s.savingsCSV, s.needsReports)
+	m.GET("/reports/carbon.csv", s.carbonCSV, s.needsReports)
+	m.GET("/api/reports/savings", s.apiSavings)
+	m.GET("/api/reports/carbon", s.apiCarbon)
 
 	// API keys for the /v1 gateway (package web/gateway). The secret is in the answer that
 	// creates a key and nowhere else. Revoking a key or changing its limit tells every gateway
 	// (keychanges.go).
-	e.GET("/keys", s.keysPage, page)
-	e.POST("/keys", s.createKeySubmit, page)
-	e.GET("/keys/:id/revoke", s.revokeKeySubmit, page)
-	e.POST("/keys/:id/revoke", s.revokeKeySubmit, page)
-	e.POST("/keys/:id/limit", s.keyLimitSubmit, page)
-	e.GET("/api/keys", s.apiKeys, api)
-	e.POST("/api/keys", s.apiCreateKey, api)
-	e.DELETE("/api/keys/:id", s.apiRevokeKey, api)
-	e.PATCH("/api/keys/:id", s.apiUpdateKey, api)
+	m.GET("/keys", s.keysPage)
+	m.POST("/keys", s.createKeySubmit)
+	m.GET("/keys/:id/revoke", s.revokeKeySubmit)
+	m.POST("/keys/:id/revoke", s.revokeKeySubmit)
+	m.POST("/keys/:id/limit", s.keyLimitSubmit)
+	m.GET("/api/keys", s.apiKeys)
+	m.POST("/api/keys", s.apiCreateKey)
+	m.DELETE("/api/keys/:id", s.apiRevokeKey)
+	m.PATCH("/api/keys/:id", s.apiUpdateKey)
 
-	// Invoices and credit notes (invoices.go); their documents are finance's package's.
-	e.GET("/invoices", s.invoicesPage, page)
-	e.GET("/api/invoices", s.apiInvoices, api)
-	e.GET("/api/invoices/:id", s.apiInvoice, api)
+	// Invoices and credit notes (invoices.go); their documents are web/finance's.
+	m.GET("/invoices", s.invoicesPage)
+	m.GET("/api/invoices", s.apiInvoices)
+	m.GET("/api/invoices/:id", s.apiInvoice)
 }

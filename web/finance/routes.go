@@ -16,7 +16,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/audit"
 	"github.com/gpumarket/gpumarket/services/invoicing"
 	"github.com/gpumarket/gpumarket/web/internal/core"
@@ -67,31 +66,27 @@ func (s *Server) Routes(e *echo.Echo) {
 	// finance and admins every document, drafts included; a developer only its own account's
 	// invoices and credit notes, never a draft; a provider only its own statements, never a
 	// draft. Any other is not found, as if it did not exist.
-	customer := []echo.MiddlewareFunc{s.RequirePage(accounts.RoleDeveloper, accounts.RoleFinance, accounts.RoleAdmin), s.needsInvoicing}
-	provider := []echo.MiddlewareFunc{s.RequirePage(accounts.RoleProvider, accounts.RoleFinance, accounts.RoleAdmin), s.needsInvoicing}
+	m := s.Mount(e)
 	for _, d := range []struct {
-		path   string
-		guards []echo.MiddlewareFunc
-		load   documentLoader
+		path string
+		load documentLoader
 	}{
-		{"/invoices/:id", customer, s.invoiceDocument},
-		{"/credit-notes/:id", customer, s.creditNoteDocument},
-		{"/statements/:id", provider, s.statementDocument},
+		{"/invoices/:id", s.invoiceDocument},
+		{"/credit-notes/:id", s.creditNoteDocument},
+		{"/statements/:id", s.statementDocument},
 	} {
-		e.GET(d.path, s.documentPageHandler(d.load), d.guards...)
-		e.GET(d.path+"/pdf", s.documentPDF(d.load), d.guards...)
-		e.GET(d.path+"/csv", s.documentCSV(d.load), d.guards...)
+		m.GET(d.path, s.documentPageHandler(d.load), s.needsInvoicing)
+		m.GET(d.path+"/pdf", s.documentPDF(d.load), s.needsInvoicing)
+		m.GET(d.path+"/csv", s.documentCSV(d.load), s.needsInvoicing)
 	}
 	// GET /api/invoices/<id>.pdf arrives here by PDFSuffix.
-	e.GET("/api/invoices/:id/pdf", s.documentPDF(s.invoiceDocument),
-		s.RequireAPI(accounts.RoleDeveloper, accounts.RoleFinance, accounts.RoleAdmin), s.needsInvoicing)
+	m.GET("/api/invoices/:id/pdf", s.documentPDF(s.invoiceDocument), s.needsInvoicing)
 
 	// The review, the close, the audit log and the journal.
-	finance := []echo.MiddlewareFunc{s.RequirePage(accounts.RoleFinance, accounts.RoleAdmin), s.needsInvoicing}
-	e.GET("/finance/invoices", s.invoiceQueuePage, finance...)
-	e.GET("/finance/invoices/:id", s.invoiceReviewPage, finance...)
-	e.GET("/finance/statements", s.statementQueuePage, finance...)
-	e.GET("/finance/statements/:id", s.statementReviewPage, finance...)
+	m.GET("/finance/invoices", s.invoiceQueuePage, s.needsInvoicing)
+	m.GET("/finance/invoices/:id", s.invoiceReviewPage, s.needsInvoicing)
+	m.GET("/finance/statements", s.statementQueuePage, s.needsInvoicing)
+	m.GET("/finance/statements/:id", s.statementReviewPage, s.needsInvoicing)
 	// The actions that move money or cannot be undone: the GET, and any POST without its
 	// confirmation, shows what the action would do; only the confirmed POST acts (confirm.go).
 	for path, h := range map[string]echo.HandlerFunc{
@@ -100,36 +95,35 @@ func (s *Server) Routes(e *echo.Echo) {
 		"/finance/statements/approve": s.approveStatementsSubmit, "/finance/statements/:id/approve": s.approveStatementSubmit,
 		"/finance/statements/:id/void": s.voidStatementSubmit, "/finance/statements/:id/paid": s.statementPaidSubmit,
 	} {
-		e.GET(path, h, finance...)
-		e.POST(path, h, finance...)
+		m.GET(path, h, s.needsInvoicing)
+		m.POST(path, h, s.needsInvoicing)
 	}
-	e.GET("/finance/close", s.closePage, finance...)
-	e.POST("/finance/close", s.closeSubmit, finance...)
-	e.GET("/finance/audit", s.auditPage, finance...)
+	m.GET("/finance/close", s.closePage, s.needsInvoicing)
+	m.POST("/finance/close", s.closeSubmit, s.needsInvoicing)
+	m.GET("/finance/audit", s.auditPage, s.needsInvoicing)
 
-	api := []echo.MiddlewareFunc{s.RequireAPI(accounts.RoleFinance, accounts.RoleAdmin), s.needsInvoicing}
-	e.GET("/api/finance/invoices", s.apiFinanceInvoices, api...)
-	e.POST("/api/finance/invoices/approve", s.apiApproveInvoices, api...)
-	e.GET("/api/finance/invoices/:id", s.apiFinanceInvoice, api...)
-	e.POST("/api/finance/invoices/:id/approve", s.apiApproveInvoice, api...)
-	e.POST("/api/finance/invoices/:id/void", s.apiVoidInvoice, api...)
-	e.POST("/api/finance/invoices/:id/paid", s.apiInvoicePaid, api...)
-	e.GET("/api/finance/credit-notes/:id", s.apiFinanceCreditNote, api...)
-	e.GET("/api/finance/statements", s.apiFinanceStatements, api...)
-	e.POST("/api/finance/statements/approve", s.apiApproveStatements, api...)
-	e.GET("/api/finance/statements/:id", s.apiFinanceStatement, api...)
-	e.POST("/api/finance/statements/:id/approve", s.apiApproveStatement, api...)
-	e.POST("/api/finance/statements/:id/void", s.apiVoidStatement, api...)
-	e.POST("/api/finance/statements/:id/paid", s.apiStatementPaid, api...)
-	e.POST("/api/finance/close", s.apiClose, api...)
-	e.GET("/api/finance/closes", s.apiCloses, api...)
-	e.GET("/api/finance/closes/:period", s.apiCloseProgress, api...)
-	e.GET("/api/finance/audit", s.apiAudit, api...)
-	e.GET("/api/finance/journal.csv", s.journalCSV, api...)
+	m.GET("/api/finance/invoices", s.apiFinanceInvoices, s.needsInvoicing)
+	m.POST("/api/finance/invoices/approve", s.apiApproveInvoices, s.needsInvoicing)
+	m.GET("/api/finance/invoices/:id", s.apiFinanceInvoice, s.needsInvoicing)
+	m.POST("/api/finance/invoices/:id/approve", s.apiApproveInvoice, s.needsInvoicing)
+	m.POST("/api/finance/invoices/:id/void", s.apiVoidInvoice, s.needsInvoicing)
+	m.POST("/api/finance/invoices/:id/paid", s.apiInvoicePaid, s.needsInvoicing)
+	m.GET("/api/finance/credit-notes/:id", s.apiFinanceCreditNote, s.needsInvoicing)
+	m.GET("/api/finance/statements", s.apiFinanceStatements, s.needsInvoicing)
+	m.POST("/api/finance/statements/approve", s.apiApproveStatements, s.needsInvoicing)
+	m.GET("/api/finance/statements/:id", s.apiFinanceStatement, s.needsInvoicing)
+	m.POST("/api/finance/statements/:id/approve", s.apiApproveStatement, s.needsInvoicing)
+	m.POST("/api/finance/statements/:id/void", s.apiVoidStatement, s.needsInvoicing)
+	m.POST("/api/finance/statements/:id/paid", s.apiStatementPaid, s.needsInvoicing)
+	m.POST("/api/finance/close", s.apiClose, s.needsInvoicing)
+	m.GET("/api/finance/closes", s.apiCloses, s.needsInvoicing)
+	m.GET("/api/finance/closes/:period", s.apiCloseProgress, s.needsInvoicing)
+	m.GET("/api/finance/audit", s.apiAudit, s.needsInvoicing)
+	m.GET("/api/finance/journal.csv", s.journalCSV, s.needsInvoicing)
 
 	// Flagged requests and their resolution (flags.go).
-	e.GET("/finance/flags", s.flagsPage, finance...)
-	e.POST("/finance/flags/resolve", s.resolveFlagSubmit, finance...)
-	e.GET("/api/finance/flags", s.apiFlags, api...)
-	e.POST("/api/finance/flags/resolve", s.apiResolveFlag, api...)
+	m.GET("/finance/flags", s.flagsPage, s.needsInvoicing)
+	m.POST("/finance/flags/resolve", s.resolveFlagSubmit, s.needsInvoicing)
+	m.GET("/api/finance/flags", s.apiFlags, s.needsInvoicing)
+	m.POST("/api/finance/flags/resolve", s.apiResolveFlag, s.needsInvoicing)
 }

@@ -10,7 +10,6 @@ package ledger
 import (
 	"github.com/labstack/echo/v4"
 
-	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/web/internal/core"
@@ -37,26 +36,26 @@ func New(c *core.Core, cfg Config) *Server {
 
 // Routes registers finance's ledger pages and API on e.
 func (s *Server) Routes(e *echo.Echo) {
-	page := s.RequirePage(accounts.RoleFinance, accounts.RoleAdmin)
-	finance := e.Group("/finance", page)
-	finance.GET("/balances", s.balancesPage)
-	finance.POST("/adjustments", s.adjustmentSubmit)
-	finance.GET("/prices", s.pricesPage)
-	finance.POST("/prices", s.priceSubmit)
-	finance.GET("/stripe-events", s.stripeEventsPage)
-	finance.GET("/usage-rejections", s.rejectionsPage)
+	m := s.Mount(e)
+	m.Guarded("/finance")
+	m.GET("/finance/balances", s.balancesPage)
+	m.POST("/finance/adjustments", s.adjustmentSubmit)
+	m.GET("/finance/prices", s.pricesPage)
+	m.POST("/finance/prices", s.priceSubmit)
+	m.GET("/finance/stripe-events", s.stripeEventsPage)
+	m.GET("/finance/usage-rejections", s.rejectionsPage)
 
-	api := e.Group("/api/finance", s.RequireAPI(accounts.RoleFinance, accounts.RoleAdmin))
-	api.GET("/balances", s.apiFinanceBalances)
-	api.GET("/usage-rejections", s.apiRejections)
-	api.POST("/adjustments", s.apiAdjust)
-	api.GET("/prices", s.apiFinancePrices)
-	api.POST("/prices", s.apiSchedulePrice)
+	m.Guarded("/api/finance")
+	m.GET("/api/finance/balances", s.apiFinanceBalances)
+	m.GET("/api/finance/usage-rejections", s.apiRejections)
+	m.POST("/api/finance/adjustments", s.apiAdjust)
+	m.GET("/api/finance/prices", s.apiFinancePrices)
+	m.POST("/api/finance/prices", s.apiSchedulePrice)
 
 	// Every provider's payouts. Retrying a failed one asks for its confirmation first.
-	e.GET("/finance/payouts", s.financePayoutsPage, page)
-	e.GET("/finance/payouts/:id/retry", s.retryPayoutSubmit, page)
-	e.POST("/finance/payouts/:id/retry", s.retryPayoutSubmit, page)
-	e.GET("/api/finance/payouts", s.apiFinancePayouts, s.RequireAPI(accounts.RoleFinance, accounts.RoleAdmin))
-	e.POST("/api/finance/payouts/:id/retry", s.apiRetryPayout, s.RequireAPI(accounts.RoleFinance, accounts.RoleAdmin))
+	m.GET("/finance/payouts", s.financePayoutsPage)
+	m.GET("/finance/payouts/:id/retry", s.retryPayoutSubmit)
+	m.POST("/finance/payouts/:id/retry", s.retryPayoutSubmit)
+	m.GET("/api/finance/payouts", s.apiFinancePayouts)
+	m.POST("/api/finance/payouts/:id/retry", s.apiRetryPayout)
 }

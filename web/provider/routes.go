@@ -9,7 +9,6 @@ package provider
 import (
 	"github.com/labstack/echo/v4"
 
-	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/benchmarks"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/downloads"
@@ -60,49 +59,48 @@ func New(c *core.Core, cfg Config) *Server {
 
 // Routes registers a provider's pages and API on e.
 func (s *Server) Routes(e *echo.Echo) {
-	page, api := s.RequirePage(accounts.RoleProvider), s.RequireAPI(accounts.RoleProvider)
-
-	provider := e.Group("/provider", page)
-	provider.GET("/rigs", s.rigsPage)
-	provider.GET("/rigs/new", s.newRigPage)
-	provider.POST("/rigs", s.createRigSubmit)
-	provider.GET("/rigs/:id/edit", s.editRigPage)
-	provider.GET("/rigs/:id/connect", s.rigConnectPage)
-	provider.POST("/rigs/:id/connect", s.rigCredentialReissueSubmit)
-	provider.POST("/rigs/:id", s.updateRigSubmit)
-	provider.POST("/rigs/:id/:action", s.rigStatusSubmit)
+	m := s.Mount(e)
+	m.Guarded("/provider")
+	m.GET("/provider/rigs", s.rigsPage)
+	m.GET("/provider/rigs/new", s.newRigPage)
+	m.POST("/provider/rigs", s.createRigSubmit)
+	m.GET("/provider/rigs/:id/edit", s.editRigPage)
+	m.GET("/provider/rigs/:id/connect", s.rigConnectPage)
+	m.POST("/provider/rigs/:id/connect", s.rigCredentialReissueSubmit)
+	m.POST("/provider/rigs/:id", s.updateRigSubmit)
+	m.POST("/provider/rigs/:id/:action", s.rigStatusSubmit)
 	// A rig's benchmark, attached by its provider: the page, the form and the API (the public
-	// result is the public package's).
-	provider.GET("/rigs/:id/benchmark", s.rigBenchmarkPage)
-	provider.POST("/rigs/:id/benchmark", s.rigBenchmarkSubmit)
-	provider.POST("/rigs/:id/benchmark/remove", s.rigBenchmarkRemoveSubmit)
+	// result is web/public's).
+	m.GET("/provider/rigs/:id/benchmark", s.rigBenchmarkPage)
+	m.POST("/provider/rigs/:id/benchmark", s.rigBenchmarkSubmit)
+	m.POST("/provider/rigs/:id/benchmark/remove", s.rigBenchmarkRemoveSubmit)
 
-	rigs := e.Group("/api/provider/offerings", api)
-	rigs.GET("", s.apiListRigs)
-	rigs.POST("", s.apiCreateRig)
-	rigs.GET("/:id", s.apiGetRig)
-	rigs.PUT("/:id", s.apiUpdateRig)
-	rigs.DELETE("/:id", s.apiDelistRig)
-	rigs.POST("/:id/pause", s.apiPauseRig)
-	rigs.POST("/:id/resume", s.apiResumeRig)
-	e.GET("/api/provider/offerings/:id/benchmark", s.apiOwnBenchmark, api)
-	e.PUT("/api/provider/offerings/:id/benchmark", s.apiAttachBenchmark, api)
-	e.DELETE("/api/provider/offerings/:id/benchmark", s.apiRemoveBenchmark, api)
+	m.Guarded("/api/provider/offerings")
+	m.GET("/api/provider/offerings", s.apiListRigs)
+	m.POST("/api/provider/offerings", s.apiCreateRig)
+	m.GET("/api/provider/offerings/:id", s.apiGetRig)
+	m.PUT("/api/provider/offerings/:id", s.apiUpdateRig)
+	m.DELETE("/api/provider/offerings/:id", s.apiDelistRig)
+	m.POST("/api/provider/offerings/:id/pause", s.apiPauseRig)
+	m.POST("/api/provider/offerings/:id/resume", s.apiResumeRig)
+	m.GET("/api/provider/offerings/:id/benchmark", s.apiOwnBenchmark)
+	m.PUT("/api/provider/offerings/:id/benchmark", s.apiAttachBenchmark)
+	m.DELETE("/api/provider/offerings/:id/benchmark", s.apiRemoveBenchmark)
 
 	// The traffic and what it earned, the rigs' performance, the statements.
-	e.GET("/provider/earnings", s.earningsPage, page)
-	e.GET("/provider/performance", s.performancePage, page)
-	e.GET("/provider/statements", s.providerStatementsPage, page)
-	e.GET("/api/provider/earnings", s.apiEarnings, api)
-	e.GET("/api/provider/performance", s.apiPerformance, api)
-	e.GET("/api/provider/statements", s.apiProviderStatements, api)
+	m.GET("/provider/earnings", s.earningsPage)
+	m.GET("/provider/performance", s.performancePage)
+	m.GET("/provider/statements", s.providerStatementsPage)
+	m.GET("/api/provider/earnings", s.apiEarnings)
+	m.GET("/api/provider/performance", s.apiPerformance)
+	m.GET("/api/provider/statements", s.apiProviderStatements)
 
 	// Payouts: the provider's Stripe account, its onboarding, and its payouts.
-	e.GET("/provider/payouts", s.providerPayoutsPage, page)
-	e.POST("/provider/payouts/connect", s.connectPayoutsSubmit, page)
-	e.GET(onboardingRefreshPath, s.onboardingRefresh, page)
-	e.GET(onboardingReturnPath, s.onboardingReturn, page)
-	e.GET(testOnboardingPath, s.testOnboardingPage, page)
-	e.POST(testOnboardingPath, s.testOnboardingSubmit, page)
-	e.GET("/api/provider/payouts", s.apiProviderPayouts, api)
+	m.GET("/provider/payouts", s.providerPayoutsPage)
+	m.POST("/provider/payouts/connect", s.connectPayoutsSubmit)
+	m.GET(onboardingRefreshPath, s.onboardingRefresh)
+	m.GET(onboardingReturnPath, s.onboardingReturn)
+	m.GET(testOnboardingPath, s.testOnboardingPage)
+	m.POST(testOnboardingPath, s.testOnboardingSubmit)
+	m.GET("/api/provider/payouts", s.apiProviderPayouts)
 }

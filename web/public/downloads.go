@@ -22,10 +22,6 @@ import (
 // time whether it is still the one published: a new agent on the platform is what the next download gets, and
 // what SHA256SUMS and the Connect page name.
 
-func (s *Server) downloadRoutes() {
-	s.echo.Match([]string{http.MethodGet, http.MethodHead}, "/downloads/:name", s.download)
-}
-
 func (s *Server) download(c echo.Context) error {
 	name := c.Param("name")
 	switch name {

@@ -8,6 +8,8 @@
 package public
 
 import (
+	"net/http"
+
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpumarket/gpumarket/services/benchmarks"
@@ -28,7 +30,6 @@ type Config struct {
 // Server serves the public pages and API.
 type Server struct {
 	*core.Core
-	echo       *echo.Echo
 	catalog    *catalog.Service
 	benchmarks *benchmarks.Service
 	downloads  *downloads.Shelf
@@ -41,20 +42,20 @@ func New(c *core.Core, cfg Config) *Server {
 
 // Routes registers the public pages and API on e.
 func (s *Server) Routes(e *echo.Echo) {
-	s.echo = e
-	e.GET("/", s.homePage)
-	e.GET("/catalog", s.catalogPage)
-	e.GET("/calculator", s.calculatorPage)
-	e.GET("/methodology", s.methodologyPage)
-	e.GET("/planner", s.plannerPage)
-	s.downloadRoutes()
+	m := s.Mount(e)
+	m.GET("/", s.homePage)
+	m.GET("/catalog", s.catalogPage)
+	m.GET("/calculator", s.calculatorPage)
+	m.GET("/methodology", s.methodologyPage)
+	m.GET("/planner", s.plannerPage)
+	// What a rig fetches: public, without a login, and the same for everyone (downloads.go).
+	e.Match([]string{http.MethodGet, http.MethodHead}, "/downloads/:name", s.download)
 
-	api := e.Group("/api")
-	api.GET("/offerings", s.apiOfferings)
-	api.GET("/offerings/:id", s.apiOffering)
-	api.GET("/offerings/:id/benchmark", s.apiPublicBenchmark)
-	api.GET("/prices", s.apiPrices)
-	api.GET("/calculator", s.apiCalculator)
-	api.GET("/planner", s.apiPlanner)
-	api.GET("/reference", s.apiReference)
+	m.GET("/api/offerings", s.apiOfferings)
+	m.GET("/api/offerings/:id", s.apiOffering)
+	m.GET("/api/offerings/:id/benchmark", s.apiPublicBenchmark)
+	m.GET("/api/prices", s.apiPrices)
+	m.GET("/api/calculator", s.apiCalculator)
+	m.GET("/api/planner", s.apiPlanner)
+	m.GET("/api/reference", s.apiReference)
 }

@@ -1,9 +1,10 @@
-// Package core is what every audience's pages and API share: the session on the request and
-// the role rules, CSRF, decoding a JSON body and reading a form, rendering a page into a
-// buffer, the one table that maps application errors to HTTP statuses, request ids, the
-// client's address, the confirmation of actions that move money, and the view helpers more
-// than one audience writes its figures with (offering rows, amounts, document addresses, the
-// reliability record).
+// Package core is what every audience's pages and API share: the session on the request, the
+// role rules (one table of route prefixes and roles, access.go, which Mux puts in front of
+// every route an audience registers), CSRF, decoding a JSON body and reading a form, rendering
+// a page into a buffer, the one table that maps application errors to HTTP statuses, request
+// ids, the client's address, the confirmation of actions that move money, and the view
+// helpers more than one audience writes its figures with (offering rows, amounts, document
+// addresses, the reliability record).
 //
 // The audience packages (web/public, web/account, web/developer, web/provider, web/finance,
 // web/ledger, web/admin) import core and never each other; core imports none of them, and

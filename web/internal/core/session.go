@@ -62,8 +62,8 @@ func hasRole(u accounts.User, roles []accounts.Role) bool {
 	return false
 }
 
-// RequireAPI refuses API calls without a session (401) or without one of the roles (403).
-func (s *Core) RequireAPI(roles ...accounts.Role) echo.MiddlewareFunc {
+// requireAPI refuses API calls without a session (401) or without one of the roles (403).
+func (s *Core) requireAPI(roles ...accounts.Role) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			sess, ok := CurrentSession(c)
@@ -78,8 +78,8 @@ func (s *Core) RequireAPI(roles ...accounts.Role) echo.MiddlewareFunc {
 	}
 }
 
-// RequirePage sends anonymous visitors to the login page and refuses other roles (403).
-func (s *Core) RequirePage(roles ...accounts.Role) echo.MiddlewareFunc {
+// requirePage sends anonymous visitors to the login page and refuses other roles (403).
+func (s *Core) requirePage(roles ...accounts.Role) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			sess, ok := CurrentSession(c)
