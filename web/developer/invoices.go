@@ -118,7 +118,7 @@ type customerInvoiceDetail struct {
 }
 
 // apiInvoice answers with one of the caller's invoices. GET /api/invoices/{id}.pdf, its PDF, is
-// rewritten before routing to the document routes (documents.go), and never reaches here.
+// rewritten before routing to the document routes (web/finance), and never reaches here.
 func (s *Server) apiInvoice(c echo.Context) error {
 	inv, err := core.InvoicingService(s.invoicing)
 	if err != nil {

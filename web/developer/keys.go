@@ -185,7 +185,7 @@ func (s *Server) exampleModel() string {
 }
 
 // revokeKeySubmit revokes a key once confirmed; before, and for any other POST, it says what
-// stops working (confirm.go). A key already revoked, or another account's, is not found.
+// stops working (core.Confirmation). A key already revoked, or another account's, is not found.
 func (s *Server) revokeKeySubmit(c echo.Context) error {
 	k, err := s.ownKey(c, c.Param("id"))
 	if err != nil {

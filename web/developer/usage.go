@@ -103,7 +103,7 @@ func (s *Server) usageCSV(c echo.Context) error {
 	res.Header().Set(echo.HeaderContentDisposition,
 		fmt.Sprintf(`attachment; filename="gpumarket-usage-%s-to-%s.csv"`, q.From, q.To))
 	// An export of many months may take longer than the server's timeouts: it extends its own
-	// deadlines while it writes (deadlines.go).
+	// deadlines while it writes (web/internal/httpx).
 	out, err := httpx.NewDeadlineWriter(res, httpx.ExportWindow)
 	if err != nil {
 		return err

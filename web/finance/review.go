@@ -311,7 +311,7 @@ func selectedIDs(c echo.Context) ([]string, error) {
 }
 
 // approveInvoicesSubmit approves the selected drafts once confirmed; before, and for any
-// other POST, it shows what the approval would do (confirm.go).
+// other POST, it shows what the approval would do (core.Confirmation).
 func (s *Server) approveInvoicesSubmit(c echo.Context) error {
 	ids, err := selectedIDs(c)
 	if err != nil {

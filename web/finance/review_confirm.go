@@ -12,7 +12,7 @@ import (
 	"github.com/gpumarket/gpumarket/web/internal/core"
 )
 
-// The confirmations of finance's actions on documents (confirm.go): each says what the action
+// The confirmations of finance's actions on documents (core.Confirmation): each says what the action
 // does to money and what cannot be undone, with the amounts, and binds them.
 
 // statementApproveButton is the approval's words for a statement: the transfer it sends, by

@@ -88,7 +88,7 @@ func (s *Server) Routes(e *echo.Echo) {
 	m.GET("/finance/statements", s.statementQueuePage, s.needsInvoicing)
 	m.GET("/finance/statements/:id", s.statementReviewPage, s.needsInvoicing)
 	// The actions that move money or cannot be undone: the GET, and any POST without its
-	// confirmation, shows what the action would do; only the confirmed POST acts (confirm.go).
+	// confirmation, shows what the action would do; only the confirmed POST acts (core.Confirmation).
 	for path, h := range map[string]echo.HandlerFunc{
 		"/finance/invoices/approve": s.approveInvoicesSubmit, "/finance/invoices/:id/approve": s.approveInvoiceSubmit,
 		"/finance/invoices/:id/void": s.voidInvoiceSubmit, "/finance/invoices/:id/paid": s.invoicePaidSubmit,

@@ -136,7 +136,7 @@ func (s *Server) adjustmentSubmit(c echo.Context) error {
 }
 
 // adjustmentConfirmation is the page that says what an adjustment moves before it is made
-// (confirm.go): from platform revenue to the customer's credit or back, the balance before and
+// (core.Confirmation): from platform revenue to the customer's credit or back, the balance before and
 // after. It binds the balance as it is, so a confirmation posted twice adjusts once: the first
 // changes the balance, and the second no longer matches it.
 func (s *Server) adjustmentConfirmation(c echo.Context) (core.Confirmation, error) {

@@ -80,7 +80,7 @@ func (s *Server) performancePage(c echo.Context) error {
 func performanceRow(o performance.Offering) templates.PerformanceRow {
 	r := templates.PerformanceRow{ID: o.OfferingID, Rig: fmt.Sprintf("%dx %s", o.GPUCount, o.GPU), Model: o.Model,
 		Region: o.Region, Tier: string(o.Tier), Status: string(o.Status), Requests: strconv.FormatInt(o.Requests, 10),
-		Tokens:   core.Tokens(o.InputTokens + o.OutputTokens),
+		Tokens:   core.Count(o.InputTokens + o.OutputTokens),
 		InFlight: strconv.FormatFloat(o.MeanInFlight, 'f', 2, 64), Utilisation: "capacity unknown",
 		TTFTClaimed: msText(o.ClaimedTTFTP99Ms), TTFTMeasured: msText(o.MeasuredTTFTP99Ms),
 		TPSClaimed: rateText(o.ClaimedTokensPerSec), TPSMeasured: rateText(o.MeasuredTokensPerSec),

@@ -132,20 +132,20 @@ func kwh(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) + " kWh" 
 func plannerView(plan planner.Plan) *templates.PlanView {
 	v := &templates.PlanView{Considered: plan.OfferingsSeen, Method: plan.CarbonMethod}
 	for _, p := range plan.Parts {
-		pv := templates.PlanPartView{Need: p.Need, Tier: string(p.Tier), Tokens: core.Tokens(p.Tokens), Note: p.Note}
+		pv := templates.PlanPartView{Need: p.Need, Tier: string(p.Tier), Tokens: core.Count(p.Tokens), Note: p.Note}
 		if p.Tier != "" {
 			pv.Price = p.Price.Input.String() + " in / " + p.Price.Output.String() + " out"
 			pv.Cost = money.FormatCentsOf(p.Cost)
 		}
 		if p.EnergyKnown {
-			pv.Energy, pv.Carbon = kwh(p.KWh), core.Grams(p.GCO2e)
+			pv.Energy, pv.Carbon = kwh(p.KWh), grams(p.GCO2e)
 		}
 		for _, pl := range p.Placements {
 			if pl.Tokens == 0 {
 				continue
 			}
 			pv.Placements = append(pv.Placements, fmt.Sprintf("%s (%s, %s): %s tokens at %.1f gCO2e per million",
-				pl.Hardware, pl.ProviderName, pl.Region, core.Tokens(pl.Tokens), pl.GCO2ePerMTok))
+				pl.Hardware, pl.ProviderName, pl.Region, core.Count(pl.Tokens), pl.GCO2ePerMTok))
 		}
 		v.Parts = append(v.Parts, pv)
 	}
@@ -155,7 +155,7 @@ func plannerView(plan planner.Plan) *templates.PlanView {
 			cost = money.FormatCentsOf(t.Cost)
 		}
 		if t.EnergyKnown {
-			energy, carbon = kwh(t.KWh), core.Grams(t.GCO2e)
+			energy, carbon = kwh(t.KWh), grams(t.GCO2e)
 		}
 		return
 	}
@@ -171,9 +171,9 @@ func plannerView(plan planner.Plan) *templates.PlanView {
 		// Honest either way: consumer cards use more energy per token, so a cheaper mix
 		// may emit more than all-realtime.
 		if plan.SavedGCO2e >= 0 {
-			v.CarbonSaved = "Emits " + core.Grams(plan.SavedGCO2e) + " CO2e a day less than all-realtime."
+			v.CarbonSaved = "Emits " + grams(plan.SavedGCO2e) + " CO2e a day less than all-realtime."
 		} else {
-			v.CarbonSaved = "Emits " + core.Grams(-plan.SavedGCO2e) + " CO2e a day more than all-realtime."
+			v.CarbonSaved = "Emits " + grams(-plan.SavedGCO2e) + " CO2e a day more than all-realtime."
 		}
 	}
 	if plan.WithinBudget != nil {
@@ -220,4 +220,12 @@ func sweetSpotViews(spots []planner.SweetSpot) []templates.SweetSpotView {
 		out = append(out, v)
 	}
 	return out
+}
+
+// grams writes a mass of CO2e in grams, or in kilograms from 10 kg.
+func grams(g float64) string {
+	if g >= 10_000 {
+		return strconv.FormatFloat(g/1000, 'f', 2, 64) + " kg"
+	}
+	return strconv.FormatFloat(g, 'f', 1, 64) + " g"
 }

@@ -22,15 +22,19 @@ type DocumentURLs struct {
 	CSV  string `json:"csv"`
 }
 
+// DocumentURLsAt are the addresses of the document id under base.
 func DocumentURLsAt(base, id string) DocumentURLs {
 	page := base + id
 	return DocumentURLs{Page: page, PDF: page + "/pdf", CSV: page + "/csv"}
 }
 
+// InvoiceURLs are where an invoice is read.
 func InvoiceURLs(id string) DocumentURLs { return DocumentURLsAt("/invoices/", id) }
 
+// CreditNoteURLs are where a credit note is read.
 func CreditNoteURLs(id string) DocumentURLs { return DocumentURLsAt("/credit-notes/", id) }
 
+// StatementURLs are where a statement is read.
 func StatementURLs(id string) DocumentURLs { return DocumentURLsAt("/statements/", id) }
 
 // SignedCents writes a document's amount: "$1234.56", "-$0.05".

@@ -33,6 +33,7 @@ type APIError struct {
 	Error APIErrorBody `json:"error"`
 }
 
+// APIErrorBody is what an error says: its code, a message for people, and the fields at fault.
 type APIErrorBody struct {
 	Code    string            `json:"code"`
 	Message string            `json:"message"`
@@ -61,6 +62,7 @@ func (s *Core) HandleError(err error, c echo.Context) {
 	_ = s.Render(c, status, templates.Error(templates.ErrorPage{Page: p, Status: status, Message: body.Message}))
 }
 
+// Describe is the status and the body an error answers with, by the table statusOf.
 func (s *Core) Describe(err error) (int, APIErrorBody) {
 	var he *echo.HTTPError
 	if errors.As(err, &he) {
@@ -107,6 +109,7 @@ func (s *Core) Render(c echo.Context, status int, comp templ.Component) error {
 	return c.HTMLBlob(status, buf.Bytes())
 }
 
+// Recoverer turns a handler's panic into an error, which HandleError logs and answers with 500.
 func (s *Core) Recoverer() echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) (err error) {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -42,6 +41,7 @@ func PricesInTierOrder(book catalog.PriceBook, now time.Time) []catalog.Price {
 	return out
 }
 
+// MinuteUTC is how the finance pages write and read a moment: to the minute, in UTC.
 const MinuteUTC = "2006-01-02 15:04"
 
 // Clip shortens s to at most n bytes, marking the cut.
@@ -52,19 +52,11 @@ func Clip(s string, n int) string {
 	return s[:n] + "…"
 }
 
+// CentsText writes whole cents as dollars: "$1234.56".
 func CentsText(cents int64) string { return money.FormatCents(cents) }
 
 // Count writes a count of requests or tokens grouped by thousands, as every page does.
 func Count(n int64) string { return money.FormatCount(n) }
-
-func Grams(g float64) string {
-	if g >= 10_000 {
-		return strconv.FormatFloat(g/1000, 'f', 2, 64) + " kg"
-	}
-	return strconv.FormatFloat(g, 'f', 1, 64) + " g"
-}
-
-func Tokens(n int64) string { return money.FormatCount(n) }
 
 // LastMonth is the first and the last day of the calendar month before now's, UTC.
 func LastMonth(now time.Time) (first, last time.Time) {

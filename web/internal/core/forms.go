@@ -21,6 +21,7 @@ func (s *Core) FormError(c echo.Context, err error, rerender func(templates.Form
 	return err
 }
 
+// StatusFor is the HTTP status of an error's code, 500 for an error without one.
 func StatusFor(err error) int {
 	if st, ok := statusOf[services.ErrorCode(err)]; ok {
 		return st
@@ -44,6 +45,7 @@ func Submitted(c echo.Context, names ...string) map[string]string {
 	return v
 }
 
+// DateLayout is a date as the pages' forms and the API take it.
 const DateLayout = "2006-01-02"
 
 // InvalidFields returns the field errors of an invalid input, nil for any other error.

@@ -18,7 +18,7 @@ type Payments struct {
 	Credits *billing.Credits
 	Ledger  *billing.Ledger
 	Webhook *billing.StripeWebhook
-	// Payouts connects providers' Stripe accounts and pays their statements (payouts.go).
+	// Payouts connects providers' Stripe accounts and pays their statements (web/provider, web/ledger).
 	Payouts *payouts.Service
 	// LocalWebhookSecret, when set, turns on the local test-payment page, which signs its
 	// events with it: the platform runs on stripe-mock and no card is ever charged.
@@ -53,6 +53,8 @@ func (p Payments) AllowsCheckout(checkoutURL, requestOrigin string) bool {
 	return err == nil && p.PublicURL != "" && origin == public.Scheme+"://"+public.Host
 }
 
+// BaseURL is the platform as the caller reaches it: Payments.PublicURL, else the request's own
+// scheme and host.
 func (s *Core) BaseURL(c echo.Context) string {
 	if s.Payments.PublicURL != "" {
 		return s.Payments.PublicURL

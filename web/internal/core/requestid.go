@@ -41,6 +41,7 @@ func plainRequestID(id string) bool {
 	return true
 }
 
+// RandomHex is n random bytes in hexadecimal.
 func RandomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)

@@ -25,7 +25,7 @@ const (
 // session, puts the session on the context. It never refuses: routes decide what they need.
 func (s *Core) Authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		token := BearerToken(c.Request())
+		token := bearerToken(c.Request())
 		if token == "" {
 			if ck, err := c.Cookie(sessionCookie); err == nil {
 				token = ck.Value
@@ -42,7 +42,7 @@ func (s *Core) Authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-func BearerToken(r *http.Request) string { return httpx.BearerToken(r) }
+func bearerToken(r *http.Request) string { return httpx.BearerToken(r) }
 
 // CurrentSession returns the session on the context, if any.
 func CurrentSession(c echo.Context) (accounts.Session, bool) {
@@ -119,7 +119,7 @@ func (s *Core) CSRF() echo.MiddlewareFunc {
 			if strings.HasPrefix(r.URL.Path, "/downloads/") {
 				return true
 			}
-			if BearerToken(r) != "" {
+			if bearerToken(r) != "" {
 				return true
 			}
 			if strings.HasPrefix(r.URL.Path, "/api/") {
@@ -134,11 +134,12 @@ func (s *Core) CSRF() echo.MiddlewareFunc {
 	})
 }
 
-func CSRFToken(c echo.Context) string {
+func csrfToken(c echo.Context) string {
 	t, _ := c.Get("csrf").(string)
 	return t
 }
 
+// SetSessionCookie gives the browser the session.
 func (s *Core) SetSessionCookie(c echo.Context, sess accounts.Session) {
 	c.SetCookie(&http.Cookie{
 		Name: sessionCookie, Value: sess.Token, Path: "/", Expires: sess.ExpiresAt,
@@ -146,6 +147,7 @@ func (s *Core) SetSessionCookie(c echo.Context, sess accounts.Session) {
 	})
 }
 
+// ClearSessionCookie makes the browser forget its session.
 func (s *Core) ClearSessionCookie(c echo.Context) {
 	c.SetCookie(&http.Cookie{
 		Name: sessionCookie, Value: "", Path: "/", Expires: time.Unix(0, 0), MaxAge: -1,
@@ -155,7 +157,7 @@ func (s *Core) ClearSessionCookie(c echo.Context) {
 
 // Page fills the layout's view model for the request.
 func (s *Core) Page(c echo.Context, title string) templates.Page {
-	p := templates.Page{Title: title, CSRF: CSRFToken(c), Path: c.Request().URL.Path, Flash: flashes[c.QueryParam("flash")],
+	p := templates.Page{Title: title, CSRF: csrfToken(c), Path: c.Request().URL.Path, Flash: flashes[c.QueryParam("flash")],
 		TestMode: s.Payments.TestMode()}
 	if sess, ok := CurrentSession(c); ok {
 		p.User = &templates.User{Email: sess.User.Email, Role: string(sess.User.Role), AccountID: sess.User.AccountID}
@@ -183,24 +185,25 @@ var flashes = map[string]string{
 	"price-scheduled": "The price change is scheduled.",
 	"key-revoked":     "The API key is revoked: calls with it are refused from now on.",
 	"key-limit-set":   "The key's monthly limit is changed: the gateway applies it from its next request.",
-	// Batches (batches_page.go).
+	// Batches (web/developer).
 	"batch-started":    "The batch is started: its lines are checked first, then run at the batch tier.",
 	"batch-cancelling": "The batch is cancelling: no more of its lines are sent, and those in flight finish.",
 
-	// Payouts (payouts.go).
+	// Payouts (web/provider, web/ledger).
 	"onboarded":             "Your Stripe account is connected and can receive payouts.",
 	"onboarding-unfinished": "Stripe cannot send payouts to your account yet: continue onboarding when you are ready.",
 	"payout-paid":           "The payout is paid.",
 	"payout-not-paid":       "The payout was not paid; its row says why.",
 
-	// Billing details (billing_details.go).
+	// Billing details (web/account).
 	"billing-saved": "Your billing details are saved: documents issued from now on carry them.",
-	// Finance's review of invoices and statements (review.go).
+	// Finance's review of invoices and statements (web/finance).
 	"approved":    "Approved: the document is numbered and issued.",
 	"voided":      "Voided: the credit note and the regenerated draft are linked below.",
 	"marked-paid": "The payment is recorded.",
 }
 
+// ProviderAccount is the account of the user the session is of.
 func ProviderAccount(c echo.Context) string {
 	sess, _ := CurrentSession(c)
 	return sess.User.AccountID

@@ -71,6 +71,7 @@ func WithRigState(r templates.OfferingRow, o catalog.Offering, now time.Time) te
 	return r
 }
 
+// FormatMs writes a duration in milliseconds, in seconds from one second.
 func FormatMs(ms float64) string {
 	if ms >= 1000 {
 		return strconv.FormatFloat(ms/1000, 'f', 2, 64) + " s"
@@ -78,6 +79,7 @@ func FormatMs(ms float64) string {
 	return strconv.FormatFloat(ms, 'f', 1, 64) + " ms"
 }
 
+// RegionLabel is a region's name, or its code where the platform knows no such region.
 func RegionLabel(code string) string {
 	if r, ok := catalog.RegionByCode(code); ok {
 		return r.Name
@@ -85,6 +87,7 @@ func RegionLabel(code string) string {
 	return code
 }
 
+// GPUOptions are the GPUs a listing may name, as a form's choices.
 func GPUOptions() []templates.Option {
 	out := make([]templates.Option, 0, len(catalog.GPUs))
 	for _, g := range catalog.GPUs {
@@ -93,6 +96,7 @@ func GPUOptions() []templates.Option {
 	return out
 }
 
+// RegionOptions are the regions a listing may name, as a form's choices.
 func RegionOptions() []templates.Option {
 	out := make([]templates.Option, 0, len(catalog.Regions))
 	for _, r := range catalog.Regions {
@@ -143,7 +147,7 @@ type OfferingJSON struct {
 	// disagree with the gateway's; empty when neither.
 	NotRoutedBecause string `json:"not_routed_because,omitempty"`
 	ReportDivergence string `json:"report_divergence,omitempty"`
-	// Reliability is the offering's reliability record, in the public catalog (reliability.go).
+	// Reliability is the offering's reliability record, in the public catalog (RecordOf).
 	Reliability *reliability.Record `json:"reliability,omitempty"`
 	// For the offering's provider: where its rig stands with the platform and why ("Pending: 2 of 3 probes
 	// passed"; docs/listing-states.md).
