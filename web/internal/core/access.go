@@ -140,7 +140,7 @@ func (x Mux) DELETE(pattern string, h echo.HandlerFunc, m ...echo.MiddlewareFunc
 // says, before its 404: an anonymous visitor to /provider/no-such-page is sent to log in, as on
 // every provider's page, rather than told what the site does not have.
 func (x Mux) Guarded(prefix string) {
-	if g := x.core.guard(prefix); g != nil {
+	if g := x.core.guard(prefix + "/"); g != nil {
 		x.e.Group(prefix, g)
 	}
 }
