@@ -28,6 +28,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/events/natsserver"
 	"github.com/gpumarket/gpumarket/web"
+	webprovider "github.com/gpumarket/gpumarket/web/provider"
 )
 
 // downloadsServer is the platform's web server publishing the binaries in dir, and its URL.
@@ -185,8 +186,8 @@ func TestTheConnectCommandDownloadsVerifiesAndRunsTheAgent(t *testing.T) {
 	o := catalog.Offering{ID: offering, ProviderAccountID: provider, Model: model, GPU: "rtx-4090", GPUCount: 2}
 	cred := web.RigCredential{NATSURL: nats.ClientURL(), NATSUser: events.RigUsername(offering), NATSPassword: password,
 		OfferingKey: strings.Repeat("ab", 32)}
-	dl := web.AgentDownload{Arch: runtime.GOARCH, URL: base + "/downloads/" + name, SHA256: sha256Hex(binary)}
-	command := web.AgentCommand(o, cred, dl)
+	dl := webprovider.AgentDownload{Arch: runtime.GOARCH, URL: base + "/downloads/" + name, SHA256: sha256Hex(binary)}
+	command := webprovider.AgentCommand(o, cred, dl)
 	if strings.Contains(command, "-addr") {
 		t.Errorf("the command gives the agent an address to listen on:\n%s", command)
 	}
@@ -222,7 +223,7 @@ func TestTheConnectCommandDownloadsVerifiesAndRunsTheAgent(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(evil, name), impostor, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		tampered := web.AgentCommand(o, cred, web.AgentDownload{Arch: runtime.GOARCH,
+		tampered := webprovider.AgentCommand(o, cred, webprovider.AgentDownload{Arch: runtime.GOARCH,
 			URL: downloadsServer(t, evil) + "/downloads/" + name, SHA256: dl.SHA256})
 		sh := startShell(t, tampered)
 		out, err := sh.wait(t)

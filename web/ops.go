@@ -10,10 +10,12 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/gpumarket/gpumarket/web/internal/httpx"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/gpumarket/gpumarket/web/internal/core"
+	"github.com/gpumarket/gpumarket/web/internal/httpx"
 )
 
 func (s *Server) healthz(c echo.Context) error {
@@ -31,7 +33,7 @@ func (s *Server) readyz(c echo.Context) error {
 		if err := rc.Check(ctx); err != nil {
 			checks[rc.Name] = "failed"
 			failed = append(failed, rc.Name)
-			s.log.Warn("readiness check failed", "dependency", rc.Name, "err", err)
+			s.core.Log.Warn("readiness check failed", "dependency", rc.Name, "err", err)
 		} else {
 			checks[rc.Name] = "ok"
 		}
@@ -119,11 +121,11 @@ func (s *Server) accessLog(next echo.HandlerFunc) echo.HandlerFunc {
 		if c.Path() == "/healthz" || c.Path() == "/metrics" || c.Path() == "/static/*" {
 			level = slog.LevelDebug
 		}
-		if !s.log.Enabled(c.Request().Context(), level) {
+		if !s.core.Log.Enabled(c.Request().Context(), level) {
 			return nil // the line's attributes are not even made
 		}
-		s.log.Log(c.Request().Context(), level, "http",
-			"method", clip(c.Request().Method, 16), "path", clip(c.Request().URL.Path, maxLoggedPath), "route", c.Path(),
+		s.core.Log.Log(c.Request().Context(), level, "http",
+			"method", core.Clip(c.Request().Method, 16), "path", core.Clip(c.Request().URL.Path, maxLoggedPath), "route", c.Path(),
 			"status", c.Response().Status, "took", time.Since(start),
 			"request_id", c.Response().Header().Get(echo.HeaderXRequestID))
 		return nil
@@ -132,11 +134,3 @@ func (s *Server) accessLog(next echo.HandlerFunc) echo.HandlerFunc {
 
 // maxLoggedPath is how much of a request's path the access log keeps.
 const maxLoggedPath = 256
-
-// clip shortens s to at most n bytes, marking the cut.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}

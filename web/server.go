@@ -1,18 +1,30 @@
 // Package web is the platform's HTTP face: pages rendered with templ, the JSON API beside
-// them, static assets, and operations endpoints. Handlers are thin: decode, call a service,
-// render. Business rules live in services; this package maps their errors to statuses in one
-// place (errors.go).
+// them, static assets, and operations endpoints. It builds the router, runs every request
+// through the edge middleware (request id, metrics, access log, recovery, security headers) and
+// the session and CSRF checks, serves /static/, /healthz, /readyz and /metrics, and mounts the
+// audiences' packages, each of which registers its own routes:
+//
+//   - web/public: the home page, catalog, calculator, planner, methodology, downloads;
+//   - web/account: signing up, logging in and out, billing details;
+//   - web/developer: credits, API keys, usage, batches, reports, invoices;
+//   - web/provider: rigs, connect, benchmarks, performance, earnings, statements, payouts;
+//   - web/ledger: finance's balances, adjustments, prices, Stripe events, rejections, payouts;
+//   - web/finance: the close, the review of invoices and statements, the audit log, flags, and
+//     every document's page, PDF and CSV;
+//   - web/admin: users and roles, rig reports, discrepancies, the batch queue, the usage stream.
+//
+// They share web/internal/core (sessions, role rules, CSRF, decoding, rendering, the one table
+// of error statuses) and import nothing of each other nor of this package. Handlers are thin:
+// decode, call a service, render. Business rules live in services.
 package web
 
 import (
 	"context"
 	"embed"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -25,12 +37,18 @@ import (
 	"github.com/gpumarket/gpumarket/services/benchmarks"
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/catalog"
-	"github.com/gpumarket/gpumarket/services/documents"
 	"github.com/gpumarket/gpumarket/services/downloads"
 	"github.com/gpumarket/gpumarket/services/invoicing"
 	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/performance"
-	"github.com/gpumarket/gpumarket/services/routing"
+	"github.com/gpumarket/gpumarket/web/account"
+	"github.com/gpumarket/gpumarket/web/admin"
+	"github.com/gpumarket/gpumarket/web/developer"
+	"github.com/gpumarket/gpumarket/web/finance"
+	"github.com/gpumarket/gpumarket/web/internal/core"
+	"github.com/gpumarket/gpumarket/web/ledger"
+	"github.com/gpumarket/gpumarket/web/provider"
+	"github.com/gpumarket/gpumarket/web/public"
 )
 
 //go:embed static
@@ -56,7 +74,7 @@ type Config struct {
 	OpsOnly bool
 	// Rigs gives a provider what its agent needs to connect; nil hides the page.
 	Rigs RigCredentials
-	// Downloads are the agent's binaries published at /downloads/ (downloads.go); nil publishes none, and the
+	// Downloads are the agent's binaries published at /downloads/ (web/public); nil publishes none, and the
 	// Connect page then says so.
 	Downloads *downloads.Shelf
 	// Router is the routing table of this process's gateway, for the models on offer (the
@@ -78,91 +96,73 @@ type Config struct {
 	// a listener of its own.
 	MetricsToken string
 	// KeyChanges tells every gateway process that an API key was revoked or its limit changed;
-	// nil tells none (keychanges.go).
+	// nil tells none (web/developer).
 	KeyChanges KeyChanges
 	// UsageStream says which rigs are at their limits on the usage stream; nil where this
 	// process does not watch it.
 	UsageStream UsageStreamReport
 	// Invoicing is the close, the invoices, statements and credit notes, and their documents
-	// (review.go, documents.go); Audit the finance audit log (audit.go); Journal writes a
+	// (web/finance); Audit the finance audit log; Journal writes a
 	// month's ledger postings as CSV (documents.WriteJournal). Without Invoicing those pages
 	// answer that they are unavailable.
 	Invoicing *invoicing.Service
 	Audit     *audit.Log
 	Journal   Journal
-	// Reports are each customer's savings and carbon (reports.go: the dashboard and its CSV;
-	// reports_api.go: the JSON); nil answers that they are unavailable.
+	// Reports are each customer's savings and carbon (web/developer: the dashboard, its CSV and
+	// its JSON); nil answers that they are unavailable.
 	Reports ReportSource
-	// Performance is the provider's view of its rigs (provider_performance.go); nil hides it.
+	// Performance is the provider's view of its rigs (web/provider); nil hides it.
 	Performance *performance.Service
-	// Reliability is each offering's reliability record (reliability.go); nil shows every offering without
+	// Reliability is each offering's reliability record (web/internal/core); nil shows every offering without
 	// enough traffic yet.
 	Reliability Records
-	// Batches are the Batch API's files and batches (batches.go); nil answers 503.
+	// Batches are the Batch API's files and batches (web/developer, web/admin); nil answers 503.
 	Batches *batch.Service
-	// Benchmarks are the results providers attach to their listings (provider_benchmark.go); nil
+	// Benchmarks are the results providers attach to their listings (web/provider, web/public); nil
 	// answers that they are unavailable.
 	Benchmarks *benchmarks.Service
 }
 
-// Journal writes the period's journal of ledger postings to w as CSV.
-type Journal func(ctx context.Context, period documents.Period, w io.Writer) error
+// Payments wires credits, payouts and the Stripe webhook into the web server (core.Payments).
+type Payments = core.Payments
 
-// RigCredentials derives a rig's secrets from the platform's keys: never one of the platform's own
-// (docs/usage-stream.md, "The rigs' entry point").
-type RigCredentials interface {
-	// RigCredentials returns where the rig's agent connects and with what.
-	RigCredentials(ctx context.Context, offeringID string) (RigCredential, error)
-	// ReissueRigCredential ends the credential the provider's rig holds, closing the rig's connections, and
-	// issues the next; a CodeUnavailable error when the platform does not run the rigs' entry point.
-	ReissueRigCredential(ctx context.Context, providerAccountID, offeringID string) error
-}
+// Journal writes the period's journal of ledger postings to w as CSV (finance.Journal).
+type Journal = finance.Journal
 
-// RigCredential is what one rig's agent needs to reach the platform, as its Connect page shows it.
-type RigCredential struct {
-	NATSURL      string // the rigs' entry point, without credentials
-	NATSUser     string // events.RigUsername
-	NATSPassword string // empty when the operator of an external NATS server gives it
-	OfferingKey  string // verifies the offering's route tickets, hexadecimal
-	// Reissuable says the platform runs the rigs' entry point itself and can re-issue the credential.
-	Reissuable bool
-}
+// RigCredentials derives a rig's secrets from the platform's keys (provider.RigCredentials).
+type RigCredentials = provider.RigCredentials
 
-// Server holds the routes' dependencies.
+// RigCredential is what one rig's agent needs to reach the platform (provider.RigCredential).
+type RigCredential = provider.RigCredential
+
+// KeyChanges carries word of a changed API key to every gateway process (developer.KeyChanges).
+type KeyChanges = developer.KeyChanges
+
+// ReportSource is what the reports pages need of services/reports (developer.ReportSource).
+type ReportSource = developer.ReportSource
+
+// UsageStreamReport says where the rigs stand against their limits on the usage stream
+// (admin.UsageStreamReport).
+type UsageStreamReport = admin.UsageStreamReport
+
+// Router is what the pages and the API ask of this process's gateway's routing table (core.Router).
+type Router = core.Router
+
+// Records gives each offering's reliability record; *reliability.Board implements it.
+type Records = core.Records
+
+// Server is the platform's pages and API: the shared core (web/internal/core) and the audiences'
+// packages over it, each registering its own routes on one router.
 type Server struct {
+	core           *core.Core
 	echo           *echo.Echo
-	accounts       *accounts.Service
-	catalog        *catalog.Service
-	payments       Payments
-	usage          *metering.Reports
-	rigs           RigCredentials
-	downloads      *downloads.Shelf
-	router         Router
-	requests       *billing.RequestLog
-	batchLoad      func() map[string]int
 	edge           []echo.MiddlewareFunc
-	keyChanges     KeyChanges
 	metricsHandler http.Handler
 	metricsToken   string
 	ready          []ReadyCheck
-	log            *slog.Logger
 	registry       *prometheus.Registry
-	now            func() time.Time
-	// usageStream is nil where this process does not watch the usage stream.
-	usageStream UsageStreamReport
-	invoicing   *invoicing.Service
-	audit       *audit.Log
-	journal     Journal
-	reports     ReportSource
-	performance *performance.Service
-	reliability Records
-	batches     *batch.Service
-	benchmarks  *benchmarks.Service
-	// closes are the month closes started from a page or the API that outlive their request
-	// (close.go); background ends them when the server closes.
-	closes     sync.WaitGroup
-	background context.Context
-	stop       context.CancelFunc
+	// finance holds the month closes that requests started; Close ends them.
+	finance *finance.Server
 }
 
 // New builds the server and its routes.
@@ -178,15 +178,12 @@ func New(cfg Config) *Server {
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	e.IPExtractor = clientIPExtractor(cfg.TrustedProxies)
-	s := &Server{echo: e, accounts: cfg.Accounts, catalog: cfg.Catalog, payments: cfg.Payments, usage: cfg.Usage, rigs: cfg.Rigs, downloads: cfg.Downloads, ready: cfg.Ready, log: cfg.Log,
-		registry: cfg.Registry, now: cfg.Now, keyChanges: cfg.KeyChanges, metricsToken: cfg.MetricsToken,
-		usageStream: cfg.UsageStream, invoicing: cfg.Invoicing, audit: cfg.Audit, journal: cfg.Journal,
-		reports: cfg.Reports, performance: cfg.Performance, reliability: cfg.Reliability, batches: cfg.Batches, benchmarks: cfg.Benchmarks,
-		router: cfg.Router, requests: cfg.Requests, batchLoad: cfg.BatchLoad}
-	s.background, s.stop = context.WithCancel(context.Background())
-	e.HTTPErrorHandler = s.handleError
-	s.edge = []echo.MiddlewareFunc{requestID, newHTTPMetrics(cfg.Registry).middleware, s.accessLog, s.recoverer(),
+	e.IPExtractor = core.ClientIPExtractor(cfg.TrustedProxies)
+	c := &core.Core{Accounts: cfg.Accounts, Payments: cfg.Payments, Reliability: cfg.Reliability, Log: cfg.Log, Now: cfg.Now}
+	s := &Server{core: c, echo: e, ready: cfg.Ready, registry: cfg.Registry, metricsToken: cfg.MetricsToken,
+		finance: finance.New(c, finance.Config{Invoicing: cfg.Invoicing, Audit: cfg.Audit, Journal: cfg.Journal})}
+	e.HTTPErrorHandler = c.HandleError
+	s.edge = []echo.MiddlewareFunc{core.RequestID, newHTTPMetrics(cfg.Registry).middleware, s.accessLog, c.Recoverer(),
 		middleware.SecureWithConfig(middleware.SecureConfig{
 			XSSProtection: "0", ContentTypeNosniff: "nosniff", XFrameOptions: "DENY",
 			ReferrerPolicy:        "same-origin",
@@ -198,23 +195,24 @@ func New(cfg Config) *Server {
 		s.opsRoutes()
 		return s
 	}
-	e.Pre(pdfSuffix)
-	e.Use(s.authenticate)
-	e.Use(s.csrf())
+	e.Pre(finance.PDFSuffix)
+	e.Use(c.Authenticate)
+	e.Use(c.CSRF())
 	s.opsRoutes()
-	s.routes()
+	e.GET("/static/*", echo.WrapHandler(http.FileServer(http.FS(staticFS))), cacheStatic)
+	public.New(c, public.Config{Catalog: cfg.Catalog, Benchmarks: cfg.Benchmarks, Downloads: cfg.Downloads}).Routes(e)
+	account.New(c, account.Config{Invoicing: cfg.Invoicing}).Routes(e)
+	developer.New(c, developer.Config{Catalog: cfg.Catalog, Usage: cfg.Usage, Router: cfg.Router,
+		KeyChanges: cfg.KeyChanges, Batches: cfg.Batches, Reports: cfg.Reports, Invoicing: cfg.Invoicing}).Routes(e)
+	provider.New(c, provider.Config{Catalog: cfg.Catalog, Rigs: cfg.Rigs, Downloads: cfg.Downloads,
+		Benchmarks: cfg.Benchmarks, Performance: cfg.Performance, Router: cfg.Router, Usage: cfg.Usage,
+		Invoicing: cfg.Invoicing}).Routes(e)
+	ledger.New(c, ledger.Config{Catalog: cfg.Catalog, Usage: cfg.Usage}).Routes(e)
+	s.finance.Routes(e)
+	admin.New(c, admin.Config{Catalog: cfg.Catalog, Requests: cfg.Requests, Batches: cfg.Batches, BatchLoad: cfg.BatchLoad,
+		Router: cfg.Router, UsageStream: cfg.UsageStream}).Routes(e)
 	return s
 }
-
-// Router is what the pages and the API ask of this process's gateway's routing table.
-// *routing.Router implements it.
-type Router interface {
-	Models() []routing.ModelTiers
-	// Capacity is the requests an offering's rig serves at once by its last heartbeat (0: none).
-	Capacity(offeringID string) int
-}
-
-var _ Router = (*routing.Router)(nil)
 
 // EdgeMiddleware is what every request to the platform's address goes through first, whichever
 // handler serves it: the request id, the HTTP metrics (on this server's registry), the access
@@ -229,10 +227,7 @@ func (s *Server) IPExtractor() echo.IPExtractor { return s.echo.IPExtractor }
 // Close ends the month closes still running that requests started, once the HTTP server has
 // finished the requests themselves, and waits for them: a close cut off so reads as failed and is
 // completed by closing again (docs/invoicing.md). Calling it again does nothing more.
-func (s *Server) Close() {
-	s.stop()
-	s.closes.Wait()
-}
+func (s *Server) Close() { s.finance.Close() }
 
 // ServeHTTP makes the server an http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.ServeHTTP(w, r) }
@@ -256,143 +251,6 @@ func contentSecurityPolicy(checkoutOrigins []string) string {
 	formAction := append([]string{"'self'"}, checkoutOrigins...)
 	return "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; form-action " +
 		strings.Join(formAction, " ") + "; frame-ancestors 'none'"
-}
-
-func (s *Server) routes() {
-	e := s.echo
-	e.GET("/static/*", echo.WrapHandler(http.FileServer(http.FS(staticFS))), cacheStatic)
-
-	// Pages.
-	e.GET("/", s.homePage)
-	e.GET("/catalog", s.catalogPage)
-	e.GET("/calculator", s.calculatorPage)
-	e.GET("/methodology", s.methodologyPage)
-	e.GET("/planner", s.plannerPage)
-	e.GET("/login", s.loginPage)
-	e.POST("/login", s.loginSubmit)
-	e.GET("/signup", s.signupPage)
-	e.POST("/signup", s.signupSubmit)
-	e.POST("/logout", s.logoutSubmit, s.requirePage())
-	s.downloadRoutes()
-
-	provider := e.Group("/provider", s.requirePage(accounts.RoleProvider))
-	provider.GET("/rigs", s.rigsPage)
-	provider.GET("/rigs/new", s.newRigPage)
-	provider.POST("/rigs", s.createRigSubmit)
-	provider.GET("/rigs/:id/edit", s.editRigPage)
-	provider.GET("/rigs/:id/connect", s.rigConnectPage)
-	provider.POST("/rigs/:id/connect", s.rigCredentialReissueSubmit)
-	provider.POST("/rigs/:id", s.updateRigSubmit)
-	provider.POST("/rigs/:id/:action", s.rigStatusSubmit)
-
-	credits := e.Group("/credits", s.requirePage(accounts.RoleDeveloper))
-	credits.GET("", s.creditsPage)
-	credits.POST("/checkout", s.checkoutSubmit)
-	credits.GET("/return", s.purchaseReturnPage)
-	credits.GET("/test-pay/:id", s.testPaymentPage)
-	credits.POST("/test-pay/:id", s.testPaymentSubmit)
-
-	e.POST("/webhooks/stripe", s.stripeWebhook)
-
-	// Payouts: a provider's Stripe account and payouts, and every payout for finance.
-	s.payoutRoutes()
-
-	// A customer's invoices and credit notes, a provider's statements, and the billing
-	// details both put on them: each the caller's own account's.
-	s.customerDocumentRoutes()
-	// Invoices, credit notes and statements: their documents for whoever may see them, and
-	// finance's review, close, audit log and journal (review.go).
-	s.invoicingRoutes()
-	// Flagged requests and their resolution, for finance (flags.go).
-	s.flagRoutes()
-
-	finance := e.Group("/finance", s.requirePage(accounts.RoleFinance, accounts.RoleAdmin))
-	finance.GET("/balances", s.balancesPage)
-	finance.POST("/adjustments", s.adjustmentSubmit)
-	finance.GET("/prices", s.pricesPage)
-	finance.POST("/prices", s.priceSubmit)
-	finance.GET("/stripe-events", s.stripeEventsPage)
-	finance.GET("/usage-rejections", s.rejectionsPage)
-
-	admin := e.Group("/admin", s.requirePage(accounts.RoleAdmin))
-	admin.GET("/users", s.usersPage)
-	admin.POST("/users/:id/role", s.grantRoleSubmit)
-	admin.GET("/discrepancies", s.discrepanciesPage)
-	admin.GET("/rig-reports", s.rigReportsPage)
-	admin.GET("/batches", s.batchQueuePage)
-	admin.GET("/usage-stream", s.usageStreamPage)
-
-	// JSON API.
-	api := e.Group("/api")
-	api.POST("/auth/signup", s.apiSignup)
-	api.POST("/auth/login", s.apiLogin)
-	api.POST("/auth/logout", s.apiLogout, s.requireAPI())
-	api.GET("/me", s.apiMe, s.requireAPI())
-	api.GET("/offerings", s.apiOfferings)
-	api.GET("/offerings/:id", s.apiOffering)
-	api.GET("/prices", s.apiPrices)
-	api.GET("/calculator", s.apiCalculator)
-	api.GET("/planner", s.apiPlanner)
-	api.GET("/reference", s.apiReference)
-
-	developer := s.requireAPI(accounts.RoleDeveloper)
-	api.POST("/credits/checkout", s.apiCheckout, developer)
-	api.GET("/credits/purchases/:id", s.apiPurchase, developer)
-	api.GET("/credits/history", s.apiHistory, developer)
-	api.GET("/balance", s.apiBalance, developer)
-
-	financeAPI := api.Group("/finance", s.requireAPI(accounts.RoleFinance, accounts.RoleAdmin))
-	financeAPI.GET("/balances", s.apiFinanceBalances)
-	financeAPI.GET("/usage-rejections", s.apiRejections)
-	financeAPI.POST("/adjustments", s.apiAdjust)
-	financeAPI.GET("/prices", s.apiFinancePrices)
-	financeAPI.POST("/prices", s.apiSchedulePrice)
-
-	rigs := api.Group("/provider/offerings", s.requireAPI(accounts.RoleProvider))
-	rigs.GET("", s.apiListRigs)
-	rigs.POST("", s.apiCreateRig)
-	rigs.GET("/:id", s.apiGetRig)
-	rigs.PUT("/:id", s.apiUpdateRig)
-	rigs.DELETE("/:id", s.apiDelistRig)
-	rigs.POST("/:id/pause", s.apiPauseRig)
-	rigs.POST("/:id/resume", s.apiResumeRig)
-	// A rig's benchmark, attached by its provider: the page, the form, the API, the public result.
-	s.benchmarkRoutes(provider, api)
-
-	api.GET("/admin/users", s.apiUsers, s.requireAPI(accounts.RoleAdmin))
-	api.POST("/admin/users/:id/role", s.apiGrantRole, s.requireAPI(accounts.RoleAdmin))
-	api.GET("/admin/discrepancies", s.apiDiscrepancies, s.requireAPI(accounts.RoleAdmin))
-	api.GET("/admin/rig-reports", s.apiRigReports, s.requireAPI(accounts.RoleAdmin))
-	api.GET("/admin/batches", s.apiBatchQueue, s.requireAPI(accounts.RoleAdmin))
-	api.GET("/admin/usage-stream", s.apiUsageStream, s.requireAPI(accounts.RoleAdmin))
-
-	// Usage: a developer's requests and what they cost, a provider's traffic and what it
-	// earned. Each reads only the caller's own account.
-	developerPage, providerPage := s.requirePage(accounts.RoleDeveloper), s.requirePage(accounts.RoleProvider)
-	e.GET("/usage", s.usagePage, developerPage)
-	e.GET("/usage.csv", s.usageCSV, developerPage)
-	s.batchPageRoutes(developerPage)
-	e.GET("/provider/earnings", s.earningsPage, providerPage)
-	e.GET("/provider/performance", s.performancePage, providerPage)
-	s.reportsRoutes()
-	api.GET("/usage", s.apiUsage, developer)
-	api.GET("/usage.csv", s.usageCSV, developer)
-	s.reportsAPIRoutes(api, developer)
-	api.GET("/provider/earnings", s.apiEarnings, s.requireAPI(accounts.RoleProvider))
-	api.GET("/provider/performance", s.apiPerformance, s.requireAPI(accounts.RoleProvider))
-
-	// API keys for the /v1 gateway (package web/gateway): a developer's own. The secret is in
-	// the answer that creates a key and nowhere else. Revoking a key or changing its limit tells
-	// every gateway (keychanges.go).
-	e.GET("/keys", s.keysPage, developerPage)
-	e.POST("/keys", s.createKeySubmit, developerPage)
-	e.GET("/keys/:id/revoke", s.revokeKeySubmit, developerPage)
-	e.POST("/keys/:id/revoke", s.revokeKeySubmit, developerPage)
-	e.POST("/keys/:id/limit", s.keyLimitSubmit, developerPage)
-	api.GET("/keys", s.apiKeys, developer)
-	api.POST("/keys", s.apiCreateKey, developer)
-	api.DELETE("/keys/:id", s.apiRevokeKey, developer)
-	api.PATCH("/keys/:id", s.apiUpdateKey, developer)
 }
 
 func cacheStatic(next echo.HandlerFunc) echo.HandlerFunc {

@@ -7,7 +7,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/documents"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/reports"
-	"github.com/gpumarket/gpumarket/web"
+	"github.com/gpumarket/gpumarket/web/developer"
 )
 
 // ReportTables are the reports dashboard's chart tables as the reports give them, keyed by
@@ -35,7 +35,7 @@ func ReportTables(sav reports.Savings, car reports.Carbon) map[string][][]string
 				kwh, baseKWh, g, baseG = kwh+r.EnergyKWh, baseKWh+r.BaselineKWh, g+r.GCO2e, baseG+r.BaselineGCO2e
 			}
 		}
-		label := web.ReportPeriodLabel(sav.Group, p)
+		label := developer.ReportPeriodLabel(sav.Group, p)
 		out["spend"] = append(out["spend"], []string{label, money.FormatBigCents(spend), money.FormatBigCents(base), money.FormatBigCents(base.Add(spend.Neg()))})
 		out["energy"] = append(out["energy"], []string{label, documents.ChartValue(kwh), documents.ChartValue(baseKWh)})
 		out["carbon"] = append(out["carbon"], []string{label, documents.ChartValue(g), documents.ChartValue(baseG)})

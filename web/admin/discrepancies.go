@@ -1,0 +1,52 @@
+package admin
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/templates"
+)
+
+// Discrepancies: requests whose usage as the gateway saw it differs from what was metered.
+
+func (s *Server) discrepancies(c echo.Context) ([]billing.Discrepancy, error) {
+	if s.requests == nil {
+		return []billing.Discrepancy{}, nil
+	}
+	return s.requests.Discrepancies(c.Request().Context(), 200)
+}
+
+func (s *Server) apiDiscrepancies(c echo.Context) error {
+	list, err := s.discrepancies(c)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"discrepancies": list, "count": len(list)})
+}
+
+// discrepanciesPage lists flagged requests for an admin to review.
+func (s *Server) discrepanciesPage(c echo.Context) error {
+	list, err := s.discrepancies(c)
+	if err != nil {
+		return err
+	}
+	tokens := func(n *int64) string {
+		if n == nil {
+			return "-"
+		}
+		return strconv.FormatInt(*n, 10)
+	}
+	p := templates.DiscrepanciesPage{Page: s.Page(c, "Discrepancies")}
+	for _, d := range list {
+		p.Rows = append(p.Rows, templates.DiscrepancyRow{Flagged: d.FlaggedAt.UTC().Format(time.DateTime), RequestID: d.RequestID,
+			OfferingID: d.OfferingID, Tier: string(d.Tier), Model: d.Model,
+			Seen: tokens(d.InputTokens) + " / " + tokens(d.OutputTokens), Reported: tokens(d.ReportedInput) + " / " + tokens(d.ReportedOutput),
+			Metered: tokens(d.MeteredInput) + " / " + tokens(d.MeteredOutput), Excess: tokens(d.ExcessInput) + " / " + tokens(d.ExcessOutput),
+			Flag: d.MeterFlag, Reason: d.Reason})
+	}
+	return s.Render(c, http.StatusOK, templates.Discrepancies(p))
+}

@@ -1,0 +1,45 @@
+package ledger
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/gpumarket/gpumarket/templates"
+)
+
+// The usage events the meter refused, and why.
+
+func (s *Server) rejectionsPage(c echo.Context) error {
+	reason := c.QueryParam("reason")
+	report, err := s.usage.Rejections(c.Request().Context(), reason, 200)
+	if err != nil {
+		return err
+	}
+	p := templates.RejectionsPage{Page: s.Page(c, "Rejected usage events"), Reason: reason}
+	for _, rc := range report.ByReason {
+		p.Counts = append(p.Counts, templates.Option{Value: rc.Reason, Label: strconv.FormatInt(rc.Count, 10)})
+	}
+	for _, g := range report.ByRig {
+		p.Rigs = append(p.Rigs, templates.RigRejectionRow{Provider: g.ProviderName, ProviderID: g.ProviderID,
+			OfferingID: g.OfferingID, Reason: g.Reason, Count: strconv.FormatInt(g.Count, 10),
+			Samples: strconv.FormatInt(g.Samples, 10), Last: g.LastAt.UTC().Format(time.DateTime)})
+	}
+	for _, ev := range report.Samples {
+		p.Events = append(p.Events, templates.RejectionRow{Seq: strconv.FormatInt(ev.StreamSeq, 10),
+			Received: ev.ReceivedAt.UTC().Format(time.DateTime), Subject: ev.Subject, EventID: ev.EventID,
+			Reason: ev.Reason, Detail: ev.Detail, Raw: ev.Raw})
+	}
+	return s.Render(c, http.StatusOK, templates.Rejections(p))
+}
+
+func (s *Server) apiRejections(c echo.Context) error {
+	limit, _ := strconv.Atoi(c.QueryParam("limit"))
+	report, err := s.usage.Rejections(c.Request().Context(), c.QueryParam("reason"), limit)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, report)
+}
