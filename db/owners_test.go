@@ -174,7 +174,9 @@ func TestEveryTableHasOneOwner(t *testing.T) {
 
 // isTableOfAnother says whether table is a partition of another table of the migrations (usage_events_2026_12 of
 // usage_events): the owner of the parent owns it.
-func isTableOfAnother(table string, tables map[string]bool) bool { return parentOf(table, tables) != "" }
+func isTableOfAnother(table string, tables map[string]bool) bool {
+	return parentOf(table, tables) != ""
+}
 
 func parentOf(table string, tables map[string]bool) string {
 	for other := range tables {

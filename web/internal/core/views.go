@@ -57,7 +57,7 @@ func OwnOfferingRow(o catalog.Offering, prices map[catalog.Tier]catalog.Price, n
 // WithRigState adds to the row where the offering's rig stands and why, and what its last probe measured.
 func WithRigState(r templates.OfferingRow, o catalog.Offering, now time.Time) templates.OfferingRow {
 	r.RigState, r.RigReason = string(o.RigState), o.RigStateReason(now)
-	r.APIs = o.APIsServed()
+	r.APIs, r.APIsBrief = o.APIsServed(), o.APIsServedBrief()
 	if o.RigProbeAt != nil && o.RigState != catalog.RigActive {
 		r.RigProbe = "Last probe at " + o.RigProbeAt.UTC().Format("15:04:05 UTC")
 		if o.RigProbeTTFTMs != nil {
