@@ -16,6 +16,7 @@ import (
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/batch"
+	"github.com/gpumarket/gpumarket/web/gateway/internal/wire"
 )
 
 // The OpenAI Batch API under /v1 (docs/batches.md): files (POST, GET, DELETE /v1/files, GET
@@ -131,9 +132,9 @@ func (g *Gateway) batchError(c echo.Context, err error) error {
 	}
 	switch services.ErrorCode(err) {
 	case services.CodeNotFound:
-		err = &gatewayError{status: http.StatusNotFound, typ: "invalid_request_error", message: msg}
+		err = &wire.Error{Status: http.StatusNotFound, Type: "invalid_request_error", Message: msg}
 	case services.CodeConflict:
-		err = &gatewayError{status: http.StatusConflict, typ: "invalid_request_error", message: msg}
+		err = &wire.Error{Status: http.StatusConflict, Type: "invalid_request_error", Message: msg}
 	}
 	return g.writeGatewayError(c, err)
 }
@@ -161,7 +162,7 @@ func (g *Gateway) uploadFile(c echo.Context) error {
 	_ = rc.SetReadDeadline(time.Now().Add(30 * time.Minute))
 	mr, err := c.Request().MultipartReader()
 	if err != nil {
-		return g.batchError(c, invalidRequest("file", "", "Send the file as multipart/form-data with the fields file and purpose."))
+		return g.batchError(c, wire.InvalidRequest("file", "", "Send the file as multipart/form-data with the fields file and purpose."))
 	}
 	var staged *batch.Staged
 	purpose := ""
@@ -176,12 +177,12 @@ func (g *Gateway) uploadFile(c echo.Context) error {
 			break
 		}
 		if err != nil {
-			return g.batchError(c, invalidRequest("file", "", "The multipart body could not be read."))
+			return g.batchError(c, wire.InvalidRequest("file", "", "The multipart body could not be read."))
 		}
 		switch part.FormName() {
 		case "file":
 			if staged != nil {
-				return g.batchError(c, invalidRequest("file", "", "Send one file."))
+				return g.batchError(c, wire.InvalidRequest("file", "", "Send one file."))
 			}
 			if staged, err = g.batches.Stage(key.AccountID, part.FileName(), part); err != nil {
 				return g.batchError(c, err)
@@ -193,7 +194,7 @@ func (g *Gateway) uploadFile(c echo.Context) error {
 		part.Close()
 	}
 	if staged == nil {
-		return g.batchError(c, invalidRequest("file", "", "The form has no file."))
+		return g.batchError(c, wire.InvalidRequest("file", "", "The form has no file."))
 	}
 	f, err := g.batches.Commit(c.Request().Context(), staged, purpose)
 	staged = nil // committed or thrown away
@@ -269,7 +270,7 @@ func (g *Gateway) createBatch(c echo.Context) error {
 	}
 	var in batch.CreateInput
 	if err := json.Unmarshal(body, &in); err != nil {
-		return g.batchError(c, invalidRequest("", "invalid_json", "We could not parse the JSON body of your request."))
+		return g.batchError(c, wire.InvalidRequest("", "invalid_json", "We could not parse the JSON body of your request."))
 	}
 	in.AccountID, in.APIKeyID = key.AccountID, key.ID
 	b, err := g.batches.Create(c.Request().Context(), in)

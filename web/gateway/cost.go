@@ -4,6 +4,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/ticket"
+	"github.com/gpumarket/gpumarket/web/gateway/internal/wire"
 )
 
 // What a request cost, in its answer.
@@ -62,21 +63,21 @@ func costOf(a *attempt, req *gatewayRequest, u *billing.TokenCount) (money.Pico,
 // withCost returns body, a JSON object, with "cost" added to its usage member, an object; body itself when it has
 // none. A cost already there (a rig's) is outvoted: a member named twice reads as its last value.
 func withCost(body []byte, cost money.Pico) []byte {
-	top, ok := splitObject(body)
+	top, ok := wire.SplitObject(body)
 	if !ok {
 		return body
 	}
 	for i := len(top) - 1; i >= 0; i-- {
 		m := top[i]
-		if string(m.name) != "usage" {
+		if string(m.Name) != "usage" {
 			continue
 		}
-		v := m.value
+		v := m.Value
 		if len(v) < 2 || v[0] != '{' {
 			return body
 		}
-		closing := m.at + len(v) - 1
-		fields, _ := splitObject(v)
+		closing := m.At + len(v) - 1
+		fields, _ := wire.SplitObject(v)
 		out := make([]byte, 0, len(body)+32)
 		out = append(out, body[:closing]...)
 		if len(fields) > 0 {

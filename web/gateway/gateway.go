@@ -26,6 +26,8 @@ import (
 	"github.com/gpumarket/gpumarket/services/rigwire"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/ticket"
+	"github.com/gpumarket/gpumarket/web/gateway/dialect"
+	"github.com/gpumarket/gpumarket/web/gateway/internal/wire"
 	"github.com/gpumarket/gpumarket/web/internal/httpx"
 )
 
@@ -215,9 +217,9 @@ type endpoint struct {
 	streams bool // takes "stream" and "stream_options"
 	output  bool // produces output tokens (embeddings do not)
 	kind    ticket.Kind
-	// dialect, when set, is the API the endpoint speaks, translated to and from chat completions (dialect.go);
+	// dialect, when set, is the API the endpoint speaks, translated to and from chat completions (package dialect);
 	// its rig is then called on chatEndpoint's path, unless its engine serves the dialect natively (native.go).
-	dialect dialect
+	dialect dialect.Dialect
 }
 
 // rigPath is the path the endpoint's rig is called on.
@@ -242,7 +244,7 @@ func (g *Gateway) routes() {
 	e.POST(embeddingEndpoint.path, g.serve(embeddingEndpoint))
 	e.POST(messagesEndpoint.path, g.serve(messagesEndpoint))
 	e.POST("/v1/messages/count_tokens", g.countAnthropicTokens)
-	e.POST("/v1/responses", g.serve(endpoint{path: "/v1/responses", streams: true, output: true, dialect: responsesDialect{}}))
+	e.POST("/v1/responses", g.serve(endpoint{path: "/v1/responses", streams: true, output: true, dialect: dialect.Responses{}}))
 	e.GET("/v1/models", g.models)
 	e.RouteNotFound("/v1/*", g.notFound)
 }
@@ -263,7 +265,7 @@ func (g *Gateway) serve(ep endpoint) echo.HandlerFunc {
 		}
 		clientBody := body
 		if ep.dialect != nil {
-			if body, err = ep.dialect.toChat(body); err != nil {
+			if body, err = ep.dialect.ToChat(body); err != nil {
 				return g.writeGatewayError(c, err)
 			}
 		}
@@ -280,7 +282,7 @@ func (g *Gateway) serve(ep endpoint) echo.HandlerFunc {
 		}
 		req.clientBody = clientBody
 		if ep.dialect != nil {
-			if req.nativeBody, err = nativeBodyOf(clientBody, req.route.Model); err != nil {
+			if req.nativeBody, err = dialect.NativeBody(clientBody, req.route.Model); err != nil {
 				return g.writeGatewayError(c, err)
 			}
 			req.nativeHeader = http.Header{}
@@ -349,8 +351,8 @@ func (g *Gateway) admitKey(c echo.Context) (accounts.APIKey, error) {
 		return accounts.APIKey{}, err
 	}
 	if wait := g.limits.take(key.ID, now); wait > 0 {
-		return accounts.APIKey{}, &gatewayError{status: http.StatusTooManyRequests, typ: "requests", code: "rate_limit_exceeded",
-			retryAfter: wait, message: "Rate limit reached for this API key. Retry after the time in the Retry-After header."}
+		return accounts.APIKey{}, &wire.Error{Status: http.StatusTooManyRequests, Type: "requests", Code: "rate_limit_exceeded",
+			RetryAfter: wait, Message: "Rate limit reached for this API key. Retry after the time in the Retry-After header."}
 	}
 	g.touches.touch(key.ID, now)
 	return key, nil
@@ -367,9 +369,9 @@ func readGatewayBody(c echo.Context, limit int64) ([]byte, error) {
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
-		return nil, invalidRequest("", "request_too_large", "The request body is larger than %d bytes.", limit)
+		return nil, wire.InvalidRequest("", "request_too_large", "The request body is larger than %d bytes.", limit)
 	case err != nil:
-		return nil, invalidRequest("", "", "The request body could not be read.")
+		return nil, wire.InvalidRequest("", "", "The request body could not be read.")
 	}
 	return buf.Bytes(), nil
 }
@@ -412,35 +414,35 @@ type gatewayOptions struct {
 // when it must: without the tier suffix and the gpumarket object, with the stream's usage
 // asked for. An untouched body goes out as it came.
 func parseGatewayRequest(body []byte, ep endpoint, headerTier string, key accounts.APIKey) (*gatewayRequest, error) {
-	top, ok := readJSONObject(body)
+	top, ok := wire.ReadObject(body)
 	if !ok {
-		return nil, invalidRequest("", "invalid_json", "We could not parse the JSON body of your request: send a JSON object.")
+		return nil, wire.InvalidRequest("", "invalid_json", "We could not parse the JSON body of your request: send a JSON object.")
 	}
 	// A body the gateway must rewrite is rewritten from its members as a map.
 	var edits map[string]json.RawMessage
 	edit := func() map[string]json.RawMessage {
 		if edits == nil {
-			edits = top.members()
+			edits = top.Members()
 		}
 		return edits
 	}
 	req := &gatewayRequest{ep: ep, body: body}
-	rawModel, _ := top.get("model")
-	model, ok := jsonString(rawModel)
+	rawModel, _ := top.Get("model")
+	model, ok := wire.String(rawModel)
 	if !ok || model == "" {
-		return nil, invalidRequest("model", "", "You must provide a model parameter; GET /v1/models lists the models on offer.")
+		return nil, wire.InvalidRequest("model", "", "You must provide a model parameter; GET /v1/models lists the models on offer.")
 	}
 	rewrite := false
 	ask := routing.Ask{Model: model, KeyTier: catalog.Tier(key.DefaultTier), KeyPrefersCarbon: key.PreferCarbon}
 	if headerTier != "" {
 		if ask.HeaderTier = catalog.Tier(strings.ToLower(strings.TrimSpace(headerTier))); !ask.HeaderTier.Valid() {
 			if _, suffix := routing.SplitModelTier(model); suffix == "" {
-				return nil, invalidRequest(TierHeader, "invalid_tier", "%s must be realtime, standard or batch.", TierHeader)
+				return nil, wire.InvalidRequest(TierHeader, "invalid_tier", "%s must be realtime, standard or batch.", TierHeader)
 			}
 			ask.HeaderTier = "" // the model's suffix chooses the tier: the header is not read
 		}
 	}
-	if raw, ok := top.get("gpumarket"); ok {
+	if raw, ok := top.Get("gpumarket"); ok {
 		delete(edit(), "gpumarket")
 		rewrite = true
 		if string(raw) != "null" {
@@ -451,7 +453,7 @@ func parseGatewayRequest(body []byte, ep endpoint, headerTier string, key accoun
 	}
 	preferGiven := ask.PreferCarbon != nil
 	// OpenRouter's provider object (provider.go); session_id names a conversation, for the gateway alone.
-	if raw, ok := top.get("provider"); ok {
+	if raw, ok := top.Get("provider"); ok {
 		delete(edit(), "provider")
 		rewrite = true
 		if string(raw) != "null" {
@@ -466,7 +468,7 @@ func parseGatewayRequest(body []byte, ep endpoint, headerTier string, key accoun
 			}
 		}
 	}
-	if _, ok := top.get("session_id"); ok {
+	if _, ok := top.Get("session_id"); ok {
 		delete(edit(), "session_id")
 		rewrite = true
 	}
@@ -481,21 +483,21 @@ func parseGatewayRequest(body []byte, ep endpoint, headerTier string, key accoun
 	req.route.Conversation, req.route.ConversationStarts = conversationOf(top, ep, "", key.AccountID, req.route.Model)
 
 	if ep.streams {
-		if raw, ok := top.get("stream"); ok && json.Unmarshal(raw, &req.stream) != nil {
-			return nil, invalidRequest("stream", "", "stream must be true or false.")
+		if raw, ok := top.Get("stream"); ok && json.Unmarshal(raw, &req.stream) != nil {
+			return nil, wire.InvalidRequest("stream", "", "stream must be true or false.")
 		}
 	}
 	if req.stream {
 		options := map[string]json.RawMessage{}
-		if raw, ok := top.get("stream_options"); ok && string(raw) != "null" {
+		if raw, ok := top.Get("stream_options"); ok && string(raw) != "null" {
 			if json.Unmarshal(raw, &options) != nil || options == nil {
-				return nil, invalidRequest("stream_options", "", "stream_options must be an object.")
+				return nil, wire.InvalidRequest("stream_options", "", "stream_options must be an object.")
 			}
 		}
 		var asked bool
 		if json.Unmarshal(options["include_usage"], &asked) != nil || !asked {
 			options["include_usage"] = json.RawMessage("true")
-			raw, err := marshalMembers(options)
+			raw, err := wire.MarshalMembers(options)
 			if err != nil {
 				return nil, err
 			}
@@ -511,7 +513,7 @@ func parseGatewayRequest(body []byte, ep endpoint, headerTier string, key accoun
 		if members["model"], err = json.Marshal(model); err != nil {
 			return nil, err
 		}
-		if req.body, err = marshalMembers(members); err != nil {
+		if req.body, err = wire.MarshalMembers(members); err != nil {
 			return nil, err
 		}
 	}
@@ -526,23 +528,23 @@ func readGatewayOptions(raw json.RawMessage, ask *routing.Ask) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&opts); err != nil {
-		return invalidRequest("gpumarket", "invalid_gpumarket_options",
+		return wire.InvalidRequest("gpumarket", "invalid_gpumarket_options",
 			`The "gpumarket" object takes tier, max_price_per_mtok, max_ttft_ms, offering, prefer, hardware_class, region and max_gco2e_per_mtok: %v.`, err)
 	}
 	if opts.Tier != "" && !opts.Tier.Valid() {
-		return invalidRequest("gpumarket.tier", "invalid_tier", "gpumarket.tier must be realtime, standard or batch.")
+		return wire.InvalidRequest("gpumarket.tier", "invalid_tier", "gpumarket.tier must be realtime, standard or batch.")
 	}
 	ask.BodyTier = opts.Tier
 	if len(opts.MaxPricePerMTok) > 0 && string(opts.MaxPricePerMTok) != "null" {
 		p, err := money.ParseMicroUSD(strings.Trim(string(opts.MaxPricePerMTok), `"`))
 		if err != nil {
-			return invalidRequest("gpumarket.max_price_per_mtok", "invalid_price",
+			return wire.InvalidRequest("gpumarket.max_price_per_mtok", "invalid_price",
 				"gpumarket.max_price_per_mtok is dollars per million tokens, like 0.15: %v.", err)
 		}
 		ask.MaxPricePerMTok = p
 	}
 	if math.IsNaN(opts.MaxTTFTMillis) || math.IsInf(opts.MaxTTFTMillis, 0) {
-		return invalidRequest("gpumarket.max_ttft_ms", "", "gpumarket.max_ttft_ms is a number of milliseconds.")
+		return wire.InvalidRequest("gpumarket.max_ttft_ms", "", "gpumarket.max_ttft_ms is a number of milliseconds.")
 	}
 	ask.MaxTTFTMillis, ask.Offering = opts.MaxTTFTMillis, opts.Offering
 	switch opts.Prefer {
@@ -551,48 +553,36 @@ func readGatewayOptions(raw json.RawMessage, ask *routing.Ask) error {
 		carbon := opts.Prefer == "carbon"
 		ask.PreferCarbon = &carbon
 	default:
-		return invalidRequest("gpumarket.prefer", "invalid_prefer", `gpumarket.prefer must be "carbon" or "price".`)
+		return wire.InvalidRequest("gpumarket.prefer", "invalid_prefer", `gpumarket.prefer must be "carbon" or "price".`)
 	}
 	return readGatewayPreferences(opts, ask)
 }
 
 // outputLimit reads the most output tokens each choice of a request asks for, max_completion_tokens (else
 // max_tokens), nil when it sets none, and its choices, n.
-func outputLimit(top jsonObject, ep endpoint) (limit *int64, choices int64, err error) {
+func outputLimit(top wire.Object, ep endpoint) (limit *int64, choices int64, err error) {
 	choices = 1
 	if !ep.output {
 		return nil, choices, nil
 	}
 	for _, name := range []string{"max_completion_tokens", "max_tokens"} {
-		raw, ok := top.get(name)
+		raw, ok := top.Get(name)
 		if !ok || string(raw) == "null" {
 			continue
 		}
 		var v int64
 		if json.Unmarshal(raw, &v) != nil || v < 0 {
-			return nil, 0, invalidRequest(name, "", "%s must be a whole number of tokens, 0 or more.", name)
+			return nil, 0, wire.InvalidRequest(name, "", "%s must be a whole number of tokens, 0 or more.", name)
 		}
 		limit = &v
 		break
 	}
-	if raw, ok := top.get("n"); ok && string(raw) != "null" {
+	if raw, ok := top.Get("n"); ok && string(raw) != "null" {
 		if json.Unmarshal(raw, &choices) != nil || choices < 1 || choices > routing.MaxChoices {
-			return nil, 0, invalidRequest("n", "", "n must be a whole number from 1 to %d.", routing.MaxChoices)
+			return nil, 0, wire.InvalidRequest("n", "", "n must be a whole number from 1 to %d.", routing.MaxChoices)
 		}
 	}
 	return limit, choices, nil
-}
-
-// marshalMembers encodes a JSON object without escaping <, > and &, which a prompt holds as
-// it is.
-func marshalMembers(members map[string]json.RawMessage) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(members); err != nil {
-		return nil, invalidRequest("", "invalid_json", "We could not parse the JSON body of your request.")
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // openAIModel is an entry of GET /v1/models, in OpenAI's shape, with the tiers it is offered in

@@ -24,6 +24,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/sse"
 	"github.com/gpumarket/gpumarket/services/ticket"
+	"github.com/gpumarket/gpumarket/web/gateway/internal/wire"
 	"github.com/gpumarket/gpumarket/web/internal/httpx"
 )
 
@@ -168,9 +169,9 @@ func (g *Gateway) forward(c echo.Context, key accounts.APIKey, req *gatewayReque
 		g.record(key, req, a, o, hold)
 		return nil
 	}
-	return g.writeGatewayError(c, &gatewayError{status: http.StatusServiceUnavailable, typ: "server_error", code: "no_capacity",
-		retryAfter: time.Second, cause: lastErr,
-		message: fmt.Sprintf("No offering of %s in the %s tier could serve the request; retry shortly.", req.route.Model, req.route.Tier)})
+	return g.writeGatewayError(c, &wire.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "no_capacity",
+		RetryAfter: time.Second, Cause: lastErr,
+		Message: fmt.Sprintf("No offering of %s in the %s tier could serve the request; retry shortly.", req.route.Model, req.route.Tier)})
 }
 
 // failedAnswer says why an answer is a failure of the rig, to fail over on, or "" when it is an
@@ -376,27 +377,27 @@ func (g *Gateway) relaySmall(c echo.Context, req *gatewayRequest, a *attempt, re
 
 // usageOf reads the usage member of a whole response.
 func usageOf(body []byte) *billing.TokenCount {
-	top, ok := readJSONObject(body)
+	top, ok := wire.ReadObject(body)
 	if !ok {
 		return nil
 	}
-	raw, _ := top.get("usage")
-	members, ok := splitObject(raw) // a part of the body, which readJSONObject checked
+	raw, _ := top.Get("usage")
+	members, ok := wire.SplitObject(raw) // a part of the body, which wire.ReadObject checked
 	if !ok {
 		return nil // none, null, or not an object
 	}
 	var u tokenUsage
 	var okIn, okOut bool
-	u.PromptTokens, okIn = members.jsonInt("prompt_tokens")
-	u.CompletionTokens, okOut = members.jsonInt("completion_tokens")
+	u.PromptTokens, okIn = members.Int("prompt_tokens")
+	u.CompletionTokens, okOut = members.Int("completion_tokens")
 	if !okIn || !okOut {
 		return nil
 	}
 	// The cached prompt tokens, when the usage details them: a details member that is not an
 	// object, or a count that is not a whole number, shows none.
-	if raw, ok := members.get("prompt_tokens_details"); ok {
-		if details, ok := splitObject(raw); ok {
-			if n, ok := details.jsonInt("cached_tokens"); ok {
+	if raw, ok := members.Get("prompt_tokens_details"); ok {
+		if details, ok := wire.SplitObject(raw); ok {
+			if n, ok := details.Int("cached_tokens"); ok {
 				u.PromptTokensDetails = &promptDetails{CachedTokens: n}
 			}
 		}
