@@ -26,6 +26,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/rigwire"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/ticket"
+	"github.com/gpumarket/gpumarket/web/gateway/batchapi"
 	"github.com/gpumarket/gpumarket/web/gateway/dialect"
 	"github.com/gpumarket/gpumarket/web/gateway/internal/wire"
 	"github.com/gpumarket/gpumarket/web/internal/httpx"
@@ -75,7 +76,7 @@ const (
 type Config struct {
 	// Accounts finds the API keys requests carry and records when they were last used.
 	Accounts *accounts.Service
-	// Batches are the Batch API's files and batches (batches.go); nil answers them with 503.
+	// Batches are the Batch API's files and batches (package batchapi); nil answers them with 503.
 	Batches *batch.Service
 	Log     *slog.Logger     // nil means slog.Default()
 	Now     func() time.Time // nil means time.Now
@@ -133,7 +134,6 @@ type Gateway struct {
 	echo     *echo.Echo
 	cfg      Config
 	accounts *accounts.Service
-	batches  *batch.Service
 	log      *slog.Logger
 	now      func() time.Time
 	keys     keyCache
@@ -174,7 +174,7 @@ func New(cfg Config) *Gateway {
 		touchKeys = acc.TouchKeys
 	}
 	g := &Gateway{
-		cfg: cfg, accounts: acc, batches: cfg.Batches, log: log, now: cfg.Now,
+		cfg: cfg, accounts: acc, log: log, now: cfg.Now,
 		keys:      keyCache{ttl: cfg.KeyCacheTTL, entries: map[[32]byte]keyEntry{}},
 		batchKeys: keyCache{ttl: cfg.KeyCacheTTL, entries: map[[32]byte]keyEntry{}},
 		limits:    keyLimits{rate: rate.Limit(cfg.RatePerSecond), burst: cfg.RateBurst, byKey: map[string]*rate.Limiter{}},
@@ -189,7 +189,7 @@ func New(cfg Config) *Gateway {
 	e.Use(cfg.Middleware...)
 	g.echo = e
 	g.routes()
-	g.batchRoutes()
+	(&batchapi.API{Batches: cfg.Batches, Admit: g.admitKey, ReadBody: readGatewayBody, WriteError: g.writeGatewayError}).Routes(e)
 	return g
 }
 
