@@ -29,6 +29,7 @@ import (
 	"github.com/gpumarket/gpumarket/web/gateway/batchapi"
 	"github.com/gpumarket/gpumarket/web/gateway/dialect"
 	"github.com/gpumarket/gpumarket/web/gateway/internal/wire"
+	"github.com/gpumarket/gpumarket/web/gateway/preferences"
 	"github.com/gpumarket/gpumarket/web/internal/httpx"
 )
 
@@ -47,7 +48,7 @@ import (
 // X-GPUMarket-Tier header, the body object "gpumarket": {"tier", "max_price_per_mtok",
 // "max_ttft_ms", "offering", "prefer", "hardware_class", "region", "max_gco2e_per_mtok"}, the
 // key's default tier, else standard. OpenRouter's body object "provider" narrows and orders the
-// offerings, and the conversation a request belongs to keeps it on one rig (provider.go). The
+// offerings, and the conversation a request belongs to keeps it on one rig (package preferences). The
 // suffix, the gpumarket and provider objects and session_id are taken out of the body before it
 // goes to the rig.
 //
@@ -294,8 +295,8 @@ func (g *Gateway) serve(ep endpoint) echo.HandlerFunc {
 			// The route ticket bounds the input by the body the rig gets, whichever it is (native.go).
 			req.bounds.MaxInputTokens = max(req.bounds.MaxInputTokens, int64(len(req.nativeBody))+routing.InputAllowance)
 		}
-		if session := c.Request().Header.Get(SessionHeader); session != "" { // before the body's (provider.go)
-			req.route.Conversation, req.route.ConversationStarts = conversationOf(nil, ep, session, key.AccountID, req.route.Model)
+		if session := c.Request().Header.Get(SessionHeader); session != "" { // before the body's (package preferences)
+			req.route.Conversation, req.route.ConversationStarts = preferences.ConversationOf(nil, ep.rigPath(), ep.output, session, key.AccountID, req.route.Model)
 		}
 		if batchLineOf(c.Request().Context()) != nil {
 			req.route.Tier = catalog.TierBatch // a batch's line runs at the batch tier, whatever it names (batches.go)
@@ -394,6 +395,10 @@ type gatewayRequest struct {
 	bounds routing.Bounds
 }
 
+// SessionHeader names the conversation a request belongs to, as the body's session_id does
+// (preferences.ConversationOf).
+const SessionHeader = "X-Session-Id"
+
 // gatewayOptions is the body object "gpumarket".
 type gatewayOptions struct {
 	Tier            catalog.Tier    `json:"tier"`
@@ -403,11 +408,8 @@ type gatewayOptions struct {
 	// Prefer "carbon" asks for the lowest-carbon offering that keeps the tier's promise and the caps
 	// (routing.Request.PreferCarbon); "price", the default, for the cheapest.
 	Prefer string `json:"prefer"`
-	// gpumarket's own provider preferences (routing.Preferences): the GPU's class, consumer or enterprise;
-	// the regions, a code or a list of codes; a cap on the estimated grams of CO2e per million tokens.
-	HardwareClass   string          `json:"hardware_class"`
-	Region          json.RawMessage `json:"region"`
-	MaxGCO2ePerMTok *float64        `json:"max_gco2e_per_mtok"`
+	// gpumarket's own provider preferences.
+	preferences.Options
 }
 
 // parseGatewayRequest reads what the gateway needs of a body and rewrites the body for the rig
@@ -452,17 +454,17 @@ func parseGatewayRequest(body []byte, ep endpoint, headerTier string, key accoun
 		}
 	}
 	preferGiven := ask.PreferCarbon != nil
-	// OpenRouter's provider object (provider.go); session_id names a conversation, for the gateway alone.
+	// OpenRouter's provider object (package preferences); session_id names a conversation, for the gateway alone.
 	if raw, ok := top.Get("provider"); ok {
 		delete(edit(), "provider")
 		rewrite = true
 		if string(raw) != "null" {
-			requireParameters, err := readProviderOptions(raw, &ask)
+			requireParameters, err := preferences.ReadProvider(raw, &ask)
 			if err != nil {
 				return nil, err
 			}
 			if requireParameters {
-				if err := requireKnownParameters(top, ep); err != nil {
+				if err := preferences.RequireKnownParameters(top, ep.path, ep.rigPath()); err != nil {
 					return nil, err
 				}
 			}
@@ -477,10 +479,10 @@ func parseGatewayRequest(body []byte, ep endpoint, headerTier string, key accoun
 	if req.route.Model != model {
 		model, rewrite = req.route.Model, true // the tier suffix is taken out
 	}
-	if err := checkPreferences(req.route, preferGiven); err != nil {
+	if err := preferences.Check(req.route, preferGiven); err != nil {
 		return nil, err
 	}
-	req.route.Conversation, req.route.ConversationStarts = conversationOf(top, ep, "", key.AccountID, req.route.Model)
+	req.route.Conversation, req.route.ConversationStarts = preferences.ConversationOf(top, ep.rigPath(), ep.output, "", key.AccountID, req.route.Model)
 
 	if ep.streams {
 		if raw, ok := top.Get("stream"); ok && json.Unmarshal(raw, &req.stream) != nil {
@@ -555,7 +557,7 @@ func readGatewayOptions(raw json.RawMessage, ask *routing.Ask) error {
 	default:
 		return wire.InvalidRequest("gpumarket.prefer", "invalid_prefer", `gpumarket.prefer must be "carbon" or "price".`)
 	}
-	return readGatewayPreferences(opts, ask)
+	return preferences.Read(opts.Options, ask)
 }
 
 // outputLimit reads the most output tokens each choice of a request asks for, max_completion_tokens (else

@@ -10,6 +10,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/web/gateway/internal/wire"
+	"github.com/gpumarket/gpumarket/web/gateway/preferences"
 )
 
 // TestTheProviderObjectIsReadAndTakenOut: every field of OpenRouter's provider object and gpumarket's own
@@ -139,7 +140,7 @@ func TestAConversationIsNamedByItsSessionOrItsOpening(t *testing.T) {
 		if !ok {
 			t.Fatalf("not an object: %s", body)
 		}
-		return conversationOf(top, ep, header, account, "m")
+		return preferences.ConversationOf(top, ep.rigPath(), ep.output, header, account, "m")
 	}
 	opening := `{"role": "system", "content": "Be terse."}, {"role": "user", "content": "Name a GPU."}`
 	first, starts := name(chatEndpoint, "", "a", `{"messages": [`+opening+`]}`)

@@ -1,4 +1,9 @@
-package gateway
+// Package preferences reads what a /v1 request asks of routing beyond its model and tier: OpenRouter's
+// "provider" object (routing.Preferences), gpumarket's own preferences in the "gpumarket" object,
+// require_parameters, and the conversation the request belongs to, which routing keeps on one rig. It reads
+// bodies only; the gateway (package gateway), its only importer, parses the request and routes it. It imports
+// none of the gateway's packages but internal/wire.
+package preferences
 
 import (
 	"bytes"
@@ -22,11 +27,15 @@ import (
 // require_parameters, quantizations, data_collection, zdr and enforce_distillable_text, read as OpenRouter
 // documents them wherever gpumarket knows what they ask (routing.Preferences), and refused beside their name
 // where it cannot keep them. gpumarket's own rules, the hardware class, the regions and a cap on carbon, are in
-// the "gpumarket" object (readGatewayOptions), so that a provider object written for OpenRouter means here what
-// it meant there. Both objects are taken out of the body before it goes to the rig, and so is session_id.
+// the "gpumarket" object (package gateway's readGatewayOptions, then Read), so that a provider object written
+// for OpenRouter means here what it meant there. Both objects are taken out of the body before it goes to the rig, and so is session_id.
 
-// SessionHeader names the conversation a request belongs to, as the body's session_id does.
-const SessionHeader = "X-Session-Id"
+// The paths of the endpoints whose parameters are known (knownParameters); the chat's also names conversations.
+const (
+	chatPath       = "/v1/chat/completions"
+	completionPath = "/v1/completions"
+	embeddingPath  = "/v1/embeddings"
+)
 
 // providerOptions is the body object "provider".
 type providerOptions struct {
@@ -48,10 +57,10 @@ type providerOptions struct {
 // offering's is "unknown".
 var quantizations = []string{"int4", "int8", "fp4", "fp6", "fp8", "fp16", "bf16", "fp32", "unknown"}
 
-// readProviderOptions reads the body object "provider" into the ask, refusing a field it does not know or a
+// ReadProvider reads the body object "provider" into the ask, refusing a field it does not know or a
 // value it cannot keep, beside the field's name. It reports whether the request asks that only offerings known
 // to take each of its parameters serve it (require_parameters).
-func readProviderOptions(raw json.RawMessage, ask *routing.Ask) (requireParameters bool, err error) {
+func ReadProvider(raw json.RawMessage, ask *routing.Ask) (requireParameters bool, err error) {
 	var opts providerOptions
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
@@ -187,23 +196,24 @@ func readMaxPrice(raw json.RawMessage, p *routing.Preferences) error {
 // the gateway's own members. gpumarket's catalog records no rig's server or its options, so a request that
 // requires its parameters may carry only these (docs/gateway.md, "require_parameters").
 var knownParameters = map[string][]string{
-	chatEndpoint.path: {"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "stop", "seed",
+	chatPath: {"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "stop", "seed",
 		"presence_penalty", "frequency_penalty", "stream", "stream_options", "user"},
-	completionEndpoint.path: {"model", "prompt", "max_tokens", "temperature", "top_p", "stop", "seed",
+	completionPath: {"model", "prompt", "max_tokens", "temperature", "top_p", "stop", "seed",
 		"presence_penalty", "frequency_penalty", "stream", "stream_options", "user"},
-	embeddingEndpoint.path: {"model", "input", "encoding_format", "user"},
+	embeddingPath: {"model", "input", "encoding_format", "user"},
 }
 
 // gatewayMembers are the members the gateway itself reads, on every endpoint.
 var gatewayMembers = []string{"gpumarket", "provider", "session_id", "prompt_cache_key"}
 
-// requireKnownParameters refuses a request that requires its parameters when one of them is not known to be
-// taken by every offering: no offering is then known to support it.
-func requireKnownParameters(top wire.Object, ep endpoint) error {
-	known := knownParameters[ep.rigPath()] // a dialect's body is a chat by now (dialect.go)
+// RequireKnownParameters refuses a request to path that requires its parameters when one of them is not known to
+// be taken by every offering: no offering is then known to support it. rigPath is the path its rig is called
+// on: a dialect's body is a chat by now.
+func RequireKnownParameters(top wire.Object, path, rigPath string) error {
+	known := knownParameters[rigPath]
 	if known == nil {
 		return wire.InvalidRequest("provider.require_parameters", "unsupported_parameter",
-			"provider.require_parameters is not taken on %s: gpumarket knows of no offering's parameters there.", ep.path)
+			"provider.require_parameters is not taken on %s: gpumarket knows of no offering's parameters there.", path)
 	}
 	for _, m := range top {
 		name := string(m.Name)
@@ -216,16 +226,17 @@ func requireKnownParameters(top wire.Object, ep endpoint) error {
 	return nil
 }
 
-// conversationOf names the conversation of a request, for routing to keep it on one rig (routing.Request's
+// ConversationOf names the conversation of a request, for routing to keep it on one rig (routing.Request's
 // Conversation), and says whether the request opens it (ConversationStarts, writeOpening): the first of the X-Session-Id
 // header, the body's session_id, its prompt_cache_key, else, for a chat, its messages up to and including the
 // first user message (the system prompt and the opening question, which every later turn of the conversation
 // repeats). A chat whose messages end there opens its conversation; named by a session or a cache key, a request
 // continues it, whichever turn it is. The name is a digest of the account, the model and that value, so that two
-// accounts' conversations never share a name. An embedding, or a completion that names none, belongs to no
-// conversation.
-func conversationOf(top wire.Object, ep endpoint, header, accountID, model string) (name string, starts bool) {
-	if !ep.output {
+// accounts' conversations never share a name. An embedding (output false), or a completion that names none,
+// belongs to no conversation. rigPath is the path the request's rig is called on: a dialect's body is a chat by
+// now.
+func ConversationOf(top wire.Object, rigPath string, output bool, header, accountID, model string) (name string, starts bool) {
+	if !output {
 		return "", false
 	}
 	value := strings.TrimSpace(header)
@@ -253,7 +264,7 @@ func conversationOf(top wire.Object, ep endpoint, header, accountID, model strin
 		h.Write([]byte(source))
 		h.Write([]byte{0})
 		h.Write([]byte(value))
-	case ep.rigPath() == chatEndpoint.path: // a dialect's body is a chat by now
+	case rigPath == chatPath:
 		raw, _ := top.Get("messages")
 		h.Write([]byte("messages\x00"))
 		var ok bool
@@ -295,9 +306,9 @@ func writeOpening(w io.Writer, messages json.RawMessage) (ok, all bool) {
 	return false, false
 }
 
-// checkPreferences answers the first problem with the request's preferences beside its field, and a routing
+// Check answers the first problem with the request's preferences beside its field, and a routing
 // order asked for twice.
-func checkPreferences(route routing.Request, preferGiven bool) error {
+func Check(route routing.Request, preferGiven bool) error {
 	if field, problem := route.Preferences.Check(); field != "" {
 		return wire.InvalidRequest(field, "invalid_provider_preferences", "%s", problem)
 	}
@@ -308,9 +319,17 @@ func checkPreferences(route routing.Request, preferGiven bool) error {
 	return nil
 }
 
-// readGatewayPreferences reads gpumarket's own provider preferences from the body object "gpumarket": the
-// hardware class, the regions and the carbon cap. Their values are checked with the rest (checkPreferences).
-func readGatewayPreferences(opts gatewayOptions, ask *routing.Ask) error {
+// Options are gpumarket's own provider preferences (routing.Preferences), members of the body object "gpumarket":
+// the GPU's class, consumer or enterprise; the regions, a code or a list of codes; a cap on the estimated grams
+// of CO2e per million tokens.
+type Options struct {
+	HardwareClass   string          `json:"hardware_class"`
+	Region          json.RawMessage `json:"region"`
+	MaxGCO2ePerMTok *float64        `json:"max_gco2e_per_mtok"`
+}
+
+// Read reads gpumarket's own provider preferences into the ask. Their values are checked with the rest (Check).
+func Read(opts Options, ask *routing.Ask) error {
 	if opts.HardwareClass != "" {
 		preferencesOf(ask).HardwareClass = strings.ToLower(strings.TrimSpace(opts.HardwareClass))
 	}
