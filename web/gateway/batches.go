@@ -35,7 +35,7 @@ func batchLineOf(ctx context.Context) *batchLine {
 // forgotten with them when a key changes), in a cache of its own: no bearer token can name an
 // entry of it.
 func (g *Gateway) batchKey(ctx context.Context, line *batchLine) (accounts.APIKey, error) {
-	return g.batchKeys.lookup(ctx, line.accountID+"/"+line.apiKeyID, g.now(), func(ctx context.Context, _ string) (accounts.APIKey, error) {
+	return g.batchKeys.Lookup(ctx, line.accountID+"/"+line.apiKeyID, g.now(), func(ctx context.Context, _ string) (accounts.APIKey, error) {
 		keys, err := g.accounts.Keys(ctx, line.accountID)
 		if err != nil {
 			return accounts.APIKey{}, err

@@ -3,7 +3,6 @@ package gateway
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,11 +10,9 @@ import (
 	"math"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
-	"golang.org/x/time/rate"
 
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/accounts"
@@ -26,6 +23,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/rigwire"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/ticket"
+	"github.com/gpumarket/gpumarket/web/gateway/apikeys"
 	"github.com/gpumarket/gpumarket/web/gateway/batchapi"
 	"github.com/gpumarket/gpumarket/web/gateway/dialect"
 	"github.com/gpumarket/gpumarket/web/gateway/internal/wire"
@@ -56,7 +54,7 @@ import (
 // has no session middleware and no CSRF check (a request's cookies authenticate nothing here). API keys are looked up once per KeyCacheTTL; a key revoked or
 // changed is forgotten by every gateway process as soon as word of it arrives (keychanges.go),
 // and KeyCacheTTL bounds how stale it can be when that word is lost; when a key was last used
-// is written in batches, every touchEvery.
+// is written in batches, every apikeys.TouchEvery.
 
 // Defaults of Config.
 const (
@@ -66,10 +64,6 @@ const (
 	DefaultKeyCacheTTL      = 5 * time.Second
 	// TierHeader chooses the tier when the model names none.
 	TierHeader = "X-GPUMarket-Tier"
-	// touchEvery is how often the keys' last use is written.
-	touchEvery = time.Second
-	// maxCachedKeys bounds the key cache; a flood of made-up keys empties it rather than grow it.
-	maxCachedKeys = 10_000
 )
 
 // Config is what the /v1 endpoints need. With no Router, they authenticate and then answer
@@ -137,13 +131,13 @@ type Gateway struct {
 	accounts *accounts.Service
 	log      *slog.Logger
 	now      func() time.Time
-	keys     keyCache
+	keys     *apikeys.Cache
 	// batchKeys are the keys batches' lines go out with, by account and key id (batches.go).
-	batchKeys keyCache
+	batchKeys *apikeys.Cache
 	// batchLoad is the batch lines in flight on each offering (batches_admin.go).
 	batchLoad batchLoad
-	limits    keyLimits
-	touches   keyTouches
+	limits    *apikeys.Limits
+	touches   *apikeys.Touches
 }
 
 // New builds the gateway and its routes.
@@ -176,10 +170,10 @@ func New(cfg Config) *Gateway {
 	}
 	g := &Gateway{
 		cfg: cfg, accounts: acc, log: log, now: cfg.Now,
-		keys:      keyCache{ttl: cfg.KeyCacheTTL, entries: map[[32]byte]keyEntry{}},
-		batchKeys: keyCache{ttl: cfg.KeyCacheTTL, entries: map[[32]byte]keyEntry{}},
-		limits:    keyLimits{rate: rate.Limit(cfg.RatePerSecond), burst: cfg.RateBurst, byKey: map[string]*rate.Limiter{}},
-		touches:   keyTouches{write: touchKeys, log: log, pending: map[string]time.Time{}},
+		keys:      apikeys.NewCache(cfg.KeyCacheTTL),
+		batchKeys: apikeys.NewCache(cfg.KeyCacheTTL),
+		limits:    apikeys.NewLimits(cfg.RatePerSecond, cfg.RateBurst),
+		touches:   apikeys.NewTouches(touchKeys, log),
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
@@ -196,9 +190,9 @@ func New(cfg Config) *Gateway {
 
 // Close ends the gateway's work in the background, once the HTTP server has finished the
 // requests in flight: the scheduled write of when keys were last used is dropped (see
-// keyTouches) and admission's rereads end. Calling it again does nothing more.
+// apikeys.Touches) and admission's rereads end. Calling it again does nothing more.
 func (g *Gateway) Close() {
-	g.touches.close()
+	g.touches.Close()
 	if g.cfg.Admission != nil {
 		g.cfg.Admission.Close()
 	}
@@ -347,15 +341,15 @@ func (g *Gateway) admitKey(c echo.Context) (accounts.APIKey, error) {
 		return accounts.APIKey{}, services.Errorf(services.CodeUnauthorized, "No API key.")
 	}
 	now := g.now()
-	key, err := g.keys.lookup(c.Request().Context(), secret, now, g.accounts.KeyBySecret)
+	key, err := g.keys.Lookup(c.Request().Context(), secret, now, g.accounts.KeyBySecret)
 	if err != nil {
 		return accounts.APIKey{}, err
 	}
-	if wait := g.limits.take(key.ID, now); wait > 0 {
+	if wait := g.limits.Take(key.ID, now); wait > 0 {
 		return accounts.APIKey{}, &wire.Error{Status: http.StatusTooManyRequests, Type: "requests", Code: "rate_limit_exceeded",
 			RetryAfter: wait, Message: "Rate limit reached for this API key. Retry after the time in the Retry-After header."}
 	}
-	g.touches.touch(key.ID, now)
+	g.touches.Touch(key.ID, now)
 	return key, nil
 }
 
@@ -668,144 +662,4 @@ func modelEntries(list []routing.ModelTiers, keyTier catalog.Tier) []openAIModel
 		}
 	}
 	return data
-}
-
-// keyCache remembers API keys, and secrets that are none, for ttl. A key revoked or changed
-// is forgotten at once when word of it arrives (forget; see keychanges.go), so ttl bounds
-// only how stale a key can be when that word is lost.
-type keyCache struct {
-	ttl     time.Duration
-	mu      sync.RWMutex
-	entries map[[32]byte]keyEntry // by the secret's SHA-256
-	// forgets counts calls to forget: a lookup that read the database before a forget does
-	// not cache what it read, which may be the key as it was before the change.
-	forgets uint64
-}
-
-type keyEntry struct {
-	key   accounts.APIKey
-	valid bool
-	at    time.Time
-}
-
-// lookup returns the live key a secret proves, asking find on a miss.
-func (kc *keyCache) lookup(ctx context.Context, secret string, now time.Time,
-	find func(context.Context, string) (accounts.APIKey, error)) (accounts.APIKey, error) {
-	h := sha256.Sum256([]byte(secret))
-	kc.mu.RLock()
-	e, ok := kc.entries[h]
-	forgets := kc.forgets
-	kc.mu.RUnlock()
-	if !ok || now.Sub(e.at) >= kc.ttl {
-		key, err := find(ctx, secret)
-		if err != nil && services.ErrorCode(err) != services.CodeUnauthorized {
-			return accounts.APIKey{}, err
-		}
-		e = keyEntry{key: key, valid: err == nil, at: now}
-		kc.mu.Lock()
-		if kc.forgets == forgets {
-			if len(kc.entries) >= maxCachedKeys {
-				clear(kc.entries)
-			}
-			kc.entries[h] = e
-		}
-		kc.mu.Unlock()
-	}
-	if !e.valid {
-		return accounts.APIKey{}, services.Errorf(services.CodeUnauthorized, "Invalid API key.")
-	}
-	return e.key, nil
-}
-
-// forget drops the cached entry of the key with this id, if any.
-func (kc *keyCache) forget(keyID string) {
-	kc.mu.Lock()
-	defer kc.mu.Unlock()
-	kc.forgets++
-	for h, e := range kc.entries {
-		if e.valid && e.key.ID == keyID {
-			delete(kc.entries, h)
-		}
-	}
-}
-
-// keyLimits is a token bucket per API key.
-type keyLimits struct {
-	rate  rate.Limit
-	burst int
-	mu    sync.Mutex
-	byKey map[string]*rate.Limiter
-}
-
-// take takes a token from the key's bucket; when there is none, it returns how long until
-// there is one, and takes nothing.
-func (l *keyLimits) take(keyID string, now time.Time) time.Duration {
-	l.mu.Lock()
-	lim := l.byKey[keyID]
-	if lim == nil {
-		lim = rate.NewLimiter(l.rate, l.burst)
-		l.byKey[keyID] = lim
-	}
-	l.mu.Unlock()
-	r := lim.ReserveN(now, 1)
-	if !r.OK() {
-		return time.Second
-	}
-	if d := r.DelayFrom(now); d > 0 {
-		r.CancelAt(now)
-		return d
-	}
-	return 0
-}
-
-// keyTouches writes when keys were last used, in batches: at most one write per touchEvery.
-// What is pending when the process stops is not written: last use is informative.
-type keyTouches struct {
-	write     func(context.Context, map[string]time.Time) error
-	log       *slog.Logger
-	mu        sync.Mutex
-	pending   map[string]time.Time
-	scheduled bool
-	// timer is the write scheduled, writing the write under way (close waits for it), and
-	// closed says no other is scheduled.
-	timer   *time.Timer
-	writing sync.WaitGroup
-	closed  bool
-}
-
-func (t *keyTouches) touch(keyID string, at time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.pending[keyID] = at
-	if !t.scheduled && !t.closed {
-		t.scheduled = true
-		t.writing.Add(1)
-		t.timer = time.AfterFunc(touchEvery, func() {
-			defer t.writing.Done()
-			t.flush()
-		})
-	}
-}
-
-// close cancels the write scheduled, waits for one under way and schedules no other.
-func (t *keyTouches) close() {
-	t.mu.Lock()
-	t.closed = true
-	if t.timer != nil && t.timer.Stop() {
-		t.writing.Done() // stopped before it ran: it never will
-	}
-	t.mu.Unlock()
-	t.writing.Wait()
-}
-
-func (t *keyTouches) flush() {
-	t.mu.Lock()
-	batch := t.pending
-	t.pending, t.scheduled = make(map[string]time.Time, len(batch)), false
-	t.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := t.write(ctx, batch); err != nil {
-		t.log.Warn("gateway: recording when API keys were last used failed", "keys", len(batch), "err", err)
-	}
 }
