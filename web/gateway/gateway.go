@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"math"
 	"net/http"
@@ -27,6 +26,7 @@ import (
 	"github.com/gpumarket/gpumarket/web/gateway/batchapi"
 	"github.com/gpumarket/gpumarket/web/gateway/dialect"
 	"github.com/gpumarket/gpumarket/web/gateway/internal/wire"
+	"github.com/gpumarket/gpumarket/web/gateway/models"
 	"github.com/gpumarket/gpumarket/web/gateway/preferences"
 	"github.com/gpumarket/gpumarket/web/internal/httpx"
 )
@@ -581,49 +581,6 @@ func outputLimit(top wire.Object, ep endpoint) (limit *int64, choices int64, err
 	return limit, choices, nil
 }
 
-// openAIModel is an entry of GET /v1/models, in OpenAI's shape, with the tiers it is offered in
-// and, in OpenRouter's shape, what its tokens cost.
-type openAIModel struct {
-	ID      string         `json:"id"`
-	Object  string         `json:"object"`
-	Created int64          `json:"created"`
-	OwnedBy string         `json:"owned_by"`
-	Tiers   []catalog.Tier `json:"tiers"`
-	// Pricing is what a request naming the entry pays; absent for a bare model name whose tier
-	// (standard, or the key's default tier) does not offer it.
-	Pricing *openRouterPricing `json:"pricing,omitempty"`
-}
-
-// openRouterPricing is a price of the price book as OpenRouter's models API writes one: dollars
-// per token, as decimal strings, for prompt (input) and completion (output) tokens, and for a prompt
-// token the engine read from its cache.
-type openRouterPricing struct {
-	Prompt         string `json:"prompt"`
-	Completion     string `json:"completion"`
-	InputCacheRead string `json:"input_cache_read"`
-}
-
-// pricingOf writes the price p in OpenRouter's shape.
-func pricingOf(p catalog.Price) *openRouterPricing {
-	return &openRouterPricing{Prompt: perToken(p.Input), Completion: perToken(p.Output), InputCacheRead: perToken(p.CachedInput)}
-}
-
-// perToken writes a price per million tokens as the exact decimal string of dollars per token:
-// $0.90 per million is "0.0000009". A price in micro-dollars per million tokens is a price in
-// 10^-12 dollars per token, so the division is a shift of the decimal point, never a float.
-func perToken(perMillion money.MicroUSD) string {
-	v, sign := int64(perMillion), ""
-	if v < 0 {
-		sign, v = "-", -v
-	}
-	const scale = 1_000_000_000_000
-	frac := strings.TrimRight(fmt.Sprintf("%012d", v%scale), "0")
-	if frac == "" {
-		return fmt.Sprintf("%s%d", sign, v/scale)
-	}
-	return fmt.Sprintf("%s%d.%s", sign, v/scale, frac)
-}
-
 // models lists the models on offer: each by its name, which routes to standard or the key's
 // default tier, and as <model>:<tier> for each tier it is offered in, each with the price of the
 // model in the tier its requests are routed in (its own row of the price book, else the tier's
@@ -636,30 +593,5 @@ func (g *Gateway) models(c echo.Context) error {
 	if g.cfg.Router == nil {
 		return g.writeGatewayError(c, services.Errorf(services.CodeUnavailable, "The gateway does not run in this process."))
 	}
-	return c.JSON(http.StatusOK, map[string]any{"object": "list", "data": modelEntries(g.cfg.Router.Models(), catalog.Tier(key.DefaultTier))})
-}
-
-// modelEntries are the entries of GET /v1/models for the models on offer, seen by a key whose
-// default tier is keyTier ("" for none): a bare model name is asked for in keyTier, else standard.
-func modelEntries(list []routing.ModelTiers, keyTier catalog.Tier) []openAIModel {
-	bareTier := catalog.TierStandard
-	if keyTier.Valid() {
-		bareTier = keyTier
-	}
-	data := make([]openAIModel, 0, 4*len(list))
-	for _, m := range list {
-		bare := openAIModel{ID: m.Model, Object: "model", OwnedBy: "gpumarket", Tiers: m.Tiers}
-		if p, ok := m.Prices[bareTier]; ok {
-			bare.Pricing = pricingOf(p)
-		}
-		data = append(data, bare)
-		for _, t := range m.Tiers {
-			e := openAIModel{ID: m.Model + ":" + string(t), Object: "model", OwnedBy: "gpumarket", Tiers: []catalog.Tier{t}}
-			if p, ok := m.Prices[t]; ok {
-				e.Pricing = pricingOf(p)
-			}
-			data = append(data, e)
-		}
-	}
-	return data
+	return c.JSON(http.StatusOK, map[string]any{"object": "list", "data": models.Entries(g.cfg.Router.Models(), catalog.Tier(key.DefaultTier))})
 }
