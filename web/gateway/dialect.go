@@ -73,7 +73,7 @@ func (g *Gateway) relayTranslated(c echo.Context, req *gatewayRequest, a *attemp
 		}
 		var translated []byte
 		if err == nil && ok {
-			o.usage = usageOf(body)
+			o.usage = wire.UsageOf(body)
 			if translated, err = d.Answer(body, t); err != nil {
 				err = fmt.Errorf("the rig's answer does not translate: %w", err)
 			}

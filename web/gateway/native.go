@@ -89,7 +89,7 @@ func (g *Gateway) relayNative(c echo.Context, req *gatewayRequest, a *attempt, r
 			o.usage = dialect.NativeUsage(api, body)
 			if o.usage != nil {
 				if c, cok := cost(o.usage); cok {
-					body = withCost(body, c)
+					body = wire.WithCost(body, c)
 				}
 			}
 		}
@@ -215,7 +215,7 @@ func (g *Gateway) readNativeFrame(frame sse.Frame, api string, o *outcome, cost 
 			if u, ok := dialect.MessagesDeltaUsage(ev.Usage, o.usage); ok {
 				o.usage = u
 				if c, ok := costOr(cost, o.usage); ok {
-					frame = withPayloadCost(frame, from, to, c)
+					frame = wire.WithPayloadCost(frame, from, to, c)
 				}
 			}
 		case "message_stop":
@@ -235,7 +235,7 @@ func (g *Gateway) readNativeFrame(frame sse.Frame, api string, o *outcome, cost 
 				if u := dialect.UsageIn(api, ev.Response.Usage); u != nil {
 					o.usage = u
 					if c, ok := costOr(cost, u); ok {
-						frame = withResponseCost(frame, from, to, c)
+						frame = wire.WithResponseCost(frame, from, to, c)
 					}
 				}
 			}
@@ -253,35 +253,4 @@ func costOr(cost func(*billing.TokenCount) (money.Pico, bool), u *billing.TokenC
 		return 0, false
 	}
 	return cost(u)
-}
-
-// withPayloadCost returns the frame with the cost in the usage of its payload (frame[from:to]).
-func withPayloadCost(frame []byte, from, to int, cost money.Pico) []byte {
-	payload := withCost(frame[from:to], cost)
-	out := make([]byte, 0, len(frame)+len(payload)-(to-from))
-	out = append(out, frame[:from]...)
-	out = append(out, payload...)
-	return append(out, frame[to:]...)
-}
-
-// withResponseCost returns the frame with the cost in the usage of the response its payload (frame[from:to])
-// carries.
-func withResponseCost(frame []byte, from, to int, cost money.Pico) []byte {
-	top, ok := wire.SplitObject(frame[from:to])
-	if !ok {
-		return frame
-	}
-	for i := len(top) - 1; i >= 0; i-- {
-		if string(top[i].Name) != "response" {
-			continue
-		}
-		v := top[i].Value
-		nv := withCost(v, cost)
-		at := from + top[i].At
-		out := make([]byte, 0, len(frame)+len(nv)-len(v))
-		out = append(out, frame[:at]...)
-		out = append(out, nv...)
-		return append(out, frame[at+len(v):]...)
-	}
-	return frame
 }

@@ -1,7 +1,8 @@
-// Package wire holds what the gateway (package gateway) and the API dialects it translates (package dialect)
-// both read and write on the wire: the error as the gateway answers it, before it is rendered in a dialect's
-// shape, and the reader of a JSON object's top-level members. Only packages under web/gateway import it; it
-// imports none of them.
+// Package wire holds what the gateway's packages read and write on the wire: the error as the gateway answers it,
+// before it is rendered in OpenAI's shape or a dialect's (package dialect); the reader of a JSON object's
+// top-level members, which reads a request's members and an answer's without a map; and the usage member of an
+// answer, read, and written with the request's cost. Only packages under web/gateway import it; it imports none
+// of them.
 package wire
 
 import (
