@@ -58,33 +58,3 @@ func costOf(a *attempt, req *gatewayRequest, u *billing.TokenCount) (money.Pico,
 	c, err := ci.Add(co)
 	return c, err == nil
 }
-
-// withCost returns body, a JSON object, with "cost" added to its usage member, an object; body itself when it has
-// none. A cost already there (a rig's) is outvoted: a member named twice reads as its last value.
-func withCost(body []byte, cost money.Pico) []byte {
-	top, ok := splitObject(body)
-	if !ok {
-		return body
-	}
-	for i := len(top) - 1; i >= 0; i-- {
-		m := top[i]
-		if string(m.name) != "usage" {
-			continue
-		}
-		v := m.value
-		if len(v) < 2 || v[0] != '{' {
-			return body
-		}
-		closing := m.at + len(v) - 1
-		fields, _ := splitObject(v)
-		out := make([]byte, 0, len(body)+32)
-		out = append(out, body[:closing]...)
-		if len(fields) > 0 {
-			out = append(out, ',')
-		}
-		out = append(out, `"cost":`...)
-		out = append(out, cost.Decimal(12)...)
-		return append(out, body[closing:]...)
-	}
-	return body
-}

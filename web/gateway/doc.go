@@ -13,27 +13,38 @@
 // The files:
 //
 //   - gateway.go: Config, New, the routes, and a request's way in: the API key (with its cache
-//     and its rate limit), the body, the tier and caps (routing.RequestFor), the route ticket's
-//     bounds (routing.BoundsFor), routing and admission (billing.Admission).
+//     and its rate limit, package apikeys), the body, the tier and caps (routing.RequestFor), the
+//     route ticket's bounds (routing.BoundsFor), routing and admission (billing.Admission); and
+//     GET /v1/models (package models).
 //   - proxy.go: the attempts at the candidates routing chose, the relay of the answer, what
 //     the gateway records of each attempt, and the settlement of the request's reservation
 //     (billing.SettlementOf). Rigs are called through Config.Rigs (package rigwire, over NATS).
-//   - provider.go: OpenRouter's "provider" object and gpumarket's own preferences
-//     (routing.Preferences), require_parameters, and the conversation a request belongs to, which
-//     routing keeps on one rig.
-//   - jsonobject.go: a JSON object's top-level members, read in one pass without a map: the
-//     request's members the gateway needs, and a whole answer's usage.
-//   - errors.go: OpenAI's error shape, the one place that maps errors to statuses here.
-//   - dialect.go: APIs served by translation to and from chat completions.
-//   - native.go: the same APIs passed through untouched to rigs whose engine serves them, with the usage
-//     of their native answers.
-//   - anthropic.go: the Anthropic Messages API (POST /v1/messages, /v1/messages/count_tokens).
-//   - responses.go: the OpenAI Responses API, /v1/responses, stateless, translated to and from chat
-//     completions (dialect.go's hook).
+//   - errors.go: the one place that maps errors to statuses here, answered in OpenAI's shape or
+//     the request's dialect's.
+//   - dialect.go: the relay of answers translated into the request's dialect (package dialect),
+//     and the Anthropic Messages API's endpoints (POST /v1/messages, /v1/messages/count_tokens).
+//   - native.go: the same APIs passed through untouched to rigs whose engine serves them, and the
+//     relay of their native answers.
+//   - cost.go: what a request cost, which its answer's usage carries.
 //   - carbon.go: the X-GPUMarket-Gco2e headers and trailer.
 //   - keychanges.go: forgetting a revoked or changed key (ForgetKey).
-//   - batches.go: the Batch API's /v1/files and /v1/batches, and Send, through which the batch
-//     scheduler (package batch) runs each line in process.
+//   - batches.go: Send, through which the batch scheduler (package batch) runs each line in
+//     process.
 //   - batchload.go: the batch lines in flight on each offering, for the admin's queue.
+//   - probe.go: probes of offerings that get no streamed request.
 //   - mount.go: Mount and NotRunning.
+//
+// The packages under it, which it imports and which never import it:
+//
+//   - dialect: the APIs served by translation to and from chat completions, the Anthropic
+//     Messages API and the OpenAI Responses API (/v1/responses, stateless), and the body and
+//     usage of their native answers.
+//   - preferences: OpenRouter's "provider" object and gpumarket's own preferences
+//     (routing.Preferences), require_parameters, and the conversation a request belongs to,
+//     which routing keeps on one rig.
+//   - batchapi: the Batch API's /v1/files and /v1/batches.
+//   - apikeys: the keys read by secret, each key's rate limit, and when each was last used.
+//   - models: the entries of GET /v1/models.
+//   - internal/wire: what they share: the gateway's error, OpenAI's error body, a JSON object's
+//     top-level members read in one pass without a map, and an answer's usage with its cost.
 package gateway

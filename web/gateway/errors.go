@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -17,6 +16,7 @@ import (
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/routing"
+	"github.com/gpumarket/gpumarket/web/gateway/internal/wire"
 )
 
 // The /v1 gateway answers errors in OpenAI's shape, {"error": {"message", "type", "param",
@@ -24,48 +24,9 @@ import (
 // retries 429 and 5xx, never 402. This file is the one place that maps the gateway's errors
 // to statuses and types.
 
-// gatewayError is an error as the gateway answers it.
-type gatewayError struct {
-	status  int
-	typ     string // OpenAI's error type: invalid_request_error, insufficient_quota, ...
-	code    string // "" for null
-	param   string // "" for null
-	message string
-	// retryAfter, when set, goes out as a Retry-After header, in whole seconds.
-	retryAfter time.Duration
-	cause      error // for the log
-}
-
-func (e *gatewayError) Error() string {
-	if e.cause != nil {
-		return fmt.Sprintf("%d %s: %s: %v", e.status, e.typ, e.message, e.cause)
-	}
-	return fmt.Sprintf("%d %s: %s", e.status, e.typ, e.message)
-}
-
-func (e *gatewayError) Unwrap() error { return e.cause }
-
-// invalidRequest is a 400 about the request's body or headers.
-func invalidRequest(param, code, format string, args ...any) *gatewayError {
-	return &gatewayError{status: http.StatusBadRequest, typ: "invalid_request_error", param: param, code: code,
-		message: fmt.Sprintf(format, args...)}
-}
-
-// openAIError is OpenAI's error body.
-type openAIError struct {
-	Error openAIErrorBody `json:"error"`
-}
-
-type openAIErrorBody struct {
-	Message string  `json:"message"`
-	Type    string  `json:"type"`
-	Param   *string `json:"param"`
-	Code    *string `json:"code"`
-}
-
 // describeGatewayError maps any error the gateway meets to what it answers.
-func describeGatewayError(err error) *gatewayError {
-	var ge *gatewayError
+func describeGatewayError(err error) *wire.Error {
+	var ge *wire.Error
 	if errors.As(err, &ge) {
 		return ge
 	}
@@ -80,11 +41,11 @@ func describeGatewayError(err error) *gatewayError {
 		if he.Code >= 500 {
 			typ = "server_error"
 		}
-		return &gatewayError{status: he.Code, typ: typ, code: strings.ReplaceAll(strings.ToLower(http.StatusText(he.Code)), " ", "_"),
-			message: msg, cause: he}
+		return &wire.Error{Status: he.Code, Type: typ, Code: strings.ReplaceAll(strings.ToLower(http.StatusText(he.Code)), " ", "_"),
+			Message: msg, Cause: he}
 	}
 	if errors.Is(err, context.Canceled) {
-		return &gatewayError{status: statusClientClosed, typ: "invalid_request_error", code: "canceled", message: "The request was canceled."}
+		return &wire.Error{Status: statusClientClosed, Type: "invalid_request_error", Code: "canceled", Message: "The request was canceled."}
 	}
 	msg := "Internal error. It has been logged; please try again."
 	var ae *services.Error
@@ -93,16 +54,16 @@ func describeGatewayError(err error) *gatewayError {
 	}
 	switch {
 	case errors.Is(err, billing.ErrCreditSpent), errors.Is(err, billing.ErrKeyLimitReached):
-		return &gatewayError{status: http.StatusPaymentRequired, typ: "insufficient_quota", code: "insufficient_quota", message: msg}
+		return &wire.Error{Status: http.StatusPaymentRequired, Type: "insufficient_quota", Code: "insufficient_quota", Message: msg}
 	case errors.Is(err, routing.ErrUnknownModel):
-		return &gatewayError{status: http.StatusNotFound, typ: "invalid_request_error", code: "model_not_found", param: "model", message: msg}
+		return &wire.Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "model_not_found", Param: "model", Message: msg}
 	case errors.Is(err, routing.ErrUnknownOffering):
-		return &gatewayError{status: http.StatusNotFound, typ: "invalid_request_error", code: "offering_not_found",
-			param: "gpumarket.offering", message: msg}
+		return &wire.Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "offering_not_found",
+			Param: "gpumarket.offering", Message: msg}
 	case errors.Is(err, routing.ErrTierNotOffered):
-		return &gatewayError{status: http.StatusServiceUnavailable, typ: "server_error", code: "tier_not_offered", message: msg}
+		return &wire.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "tier_not_offered", Message: msg}
 	case errors.Is(err, routing.ErrOverCaps):
-		return &gatewayError{status: http.StatusServiceUnavailable, typ: "server_error", code: "no_offering_under_caps", message: msg}
+		return &wire.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "no_offering_under_caps", Message: msg}
 	case errors.Is(err, routing.ErrPreferences):
 		// The field is the one the preferences' rule is named after (routing's preferences.go).
 		var param string
@@ -113,16 +74,16 @@ func describeGatewayError(err error) *gatewayError {
 		}
 		switch services.ErrorCode(err) {
 		case services.CodeNotFound:
-			return &gatewayError{status: http.StatusNotFound, typ: "invalid_request_error", code: "provider_not_found", param: param, message: msg}
+			return &wire.Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "provider_not_found", Param: param, Message: msg}
 		case services.CodeInvalid:
-			return &gatewayError{status: http.StatusBadRequest, typ: "invalid_request_error", code: "invalid_provider_preferences",
-				param: param, message: msg}
+			return &wire.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "invalid_provider_preferences",
+				Param: param, Message: msg}
 		}
-		return &gatewayError{status: http.StatusServiceUnavailable, typ: "server_error", code: "no_offering_meets_preferences",
-			param: param, message: msg}
+		return &wire.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "no_offering_meets_preferences",
+			Param: param, Message: msg}
 	case errors.Is(err, routing.ErrUnavailable), errors.Is(err, routing.ErrNotLoaded):
-		return &gatewayError{status: http.StatusServiceUnavailable, typ: "server_error", code: "no_capacity", message: msg,
-			retryAfter: time.Second}
+		return &wire.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "no_capacity", Message: msg,
+			RetryAfter: time.Second}
 	}
 	switch services.ErrorCode(err) {
 	case services.CodeInvalid:
@@ -138,16 +99,16 @@ func describeGatewayError(err error) *gatewayError {
 				problems += " " + f + ": " + ae.Fields[f]
 			}
 		}
-		return &gatewayError{status: http.StatusBadRequest, typ: "invalid_request_error", param: param, message: msg + problems}
+		return &wire.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: param, Message: msg + problems}
 	case services.CodeUnauthorized:
-		return &gatewayError{status: http.StatusUnauthorized, typ: "invalid_request_error", code: "invalid_api_key",
-			message: "Invalid API key. Send Authorization: Bearer <key> with a key from the API keys page."}
+		return &wire.Error{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_api_key",
+			Message: "Invalid API key. Send Authorization: Bearer <key> with a key from the API keys page."}
 	case services.CodeUnavailable:
-		return &gatewayError{status: http.StatusServiceUnavailable, typ: "server_error", code: "unavailable", message: msg,
-			retryAfter: time.Second, cause: err}
+		return &wire.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "unavailable", Message: msg,
+			RetryAfter: time.Second, Cause: err}
 	}
-	return &gatewayError{status: http.StatusInternalServerError, typ: "server_error",
-		message: "Internal error. It has been logged; please try again.", cause: err}
+	return &wire.Error{Status: http.StatusInternalServerError, Type: "server_error",
+		Message: "Internal error. It has been logged; please try again.", Cause: err}
 }
 
 // writeGatewayError answers the error; a 5xx's cause goes to the log. Once a response has
@@ -157,29 +118,16 @@ func (g *Gateway) writeGatewayError(c echo.Context, err error) error {
 		return nil
 	}
 	ge := describeGatewayError(err)
-	if ge.status >= 500 && ge.cause != nil {
-		g.log.Error("gateway request failed", "path", c.Request().URL.Path, "status", ge.status, "err", ge.cause)
+	if ge.Status >= 500 && ge.Cause != nil {
+		g.log.Error("gateway request failed", "path", c.Request().URL.Path, "status", ge.Status, "err", ge.Cause)
 	}
-	if ge.retryAfter > 0 {
-		c.Response().Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(ge.retryAfter.Seconds()))))
+	if ge.RetryAfter > 0 {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(ge.RetryAfter.Seconds()))))
 	}
 	if d := dialectOf(c); d != nil {
-		return c.Blob(ge.status, echo.MIMEApplicationJSON, d.errorBody(ge))
+		return c.Blob(ge.Status, echo.MIMEApplicationJSON, d.ErrorBody(ge))
 	}
-	return c.Blob(ge.status, echo.MIMEApplicationJSON, openAIErrorJSON(ge))
-}
-
-// openAIErrorJSON is the error's body in OpenAI's shape.
-func openAIErrorJSON(ge *gatewayError) []byte {
-	body := openAIErrorBody{Message: ge.message, Type: ge.typ}
-	if ge.param != "" {
-		body.Param = &ge.param
-	}
-	if ge.code != "" {
-		body.Code = &ge.code
-	}
-	raw, _ := json.Marshal(openAIError{Error: body}) // strings only: it always encodes
-	return raw
+	return c.Blob(ge.Status, echo.MIMEApplicationJSON, wire.OpenAIJSON(ge))
 }
 
 // handleError answers an error a handler or the router returned, in OpenAI's shape: what the
@@ -197,7 +145,7 @@ func (g *Gateway) handleError(err error, c echo.Context) {
 // notFound answers an address under /v1 that the gateway does not serve, as OpenAI does.
 func (g *Gateway) notFound(c echo.Context) error {
 	r := c.Request()
-	return g.writeGatewayError(c, &gatewayError{status: http.StatusNotFound, typ: "invalid_request_error", code: "unknown_url",
-		message: fmt.Sprintf("Invalid URL (%s %s). The gateway serves POST /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/responses and GET /v1/models.",
+	return g.writeGatewayError(c, &wire.Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "unknown_url",
+		Message: fmt.Sprintf("Invalid URL (%s %s). The gateway serves POST /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/responses and GET /v1/models.",
 			r.Method, strings.TrimSpace(r.URL.Path))})
 }

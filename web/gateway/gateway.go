@@ -3,19 +3,15 @@ package gateway
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"math"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
-	"golang.org/x/time/rate"
 
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/accounts"
@@ -26,6 +22,12 @@ import (
 	"github.com/gpumarket/gpumarket/services/rigwire"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/ticket"
+	"github.com/gpumarket/gpumarket/web/gateway/apikeys"
+	"github.com/gpumarket/gpumarket/web/gateway/batchapi"
+	"github.com/gpumarket/gpumarket/web/gateway/dialect"
+	"github.com/gpumarket/gpumarket/web/gateway/internal/wire"
+	"github.com/gpumarket/gpumarket/web/gateway/models"
+	"github.com/gpumarket/gpumarket/web/gateway/preferences"
 	"github.com/gpumarket/gpumarket/web/internal/httpx"
 )
 
@@ -44,7 +46,7 @@ import (
 // X-GPUMarket-Tier header, the body object "gpumarket": {"tier", "max_price_per_mtok",
 // "max_ttft_ms", "offering", "prefer", "hardware_class", "region", "max_gco2e_per_mtok"}, the
 // key's default tier, else standard. OpenRouter's body object "provider" narrows and orders the
-// offerings, and the conversation a request belongs to keeps it on one rig (provider.go). The
+// offerings, and the conversation a request belongs to keeps it on one rig (package preferences). The
 // suffix, the gpumarket and provider objects and session_id are taken out of the body before it
 // goes to the rig.
 //
@@ -52,7 +54,7 @@ import (
 // has no session middleware and no CSRF check (a request's cookies authenticate nothing here). API keys are looked up once per KeyCacheTTL; a key revoked or
 // changed is forgotten by every gateway process as soon as word of it arrives (keychanges.go),
 // and KeyCacheTTL bounds how stale it can be when that word is lost; when a key was last used
-// is written in batches, every touchEvery.
+// is written in batches, every apikeys.TouchEvery.
 
 // Defaults of Config.
 const (
@@ -62,10 +64,6 @@ const (
 	DefaultKeyCacheTTL      = 5 * time.Second
 	// TierHeader chooses the tier when the model names none.
 	TierHeader = "X-GPUMarket-Tier"
-	// touchEvery is how often the keys' last use is written.
-	touchEvery = time.Second
-	// maxCachedKeys bounds the key cache; a flood of made-up keys empties it rather than grow it.
-	maxCachedKeys = 10_000
 )
 
 // Config is what the /v1 endpoints need. With no Router, they authenticate and then answer
@@ -73,7 +71,7 @@ const (
 type Config struct {
 	// Accounts finds the API keys requests carry and records when they were last used.
 	Accounts *accounts.Service
-	// Batches are the Batch API's files and batches (batches.go); nil answers them with 503.
+	// Batches are the Batch API's files and batches (package batchapi); nil answers them with 503.
 	Batches *batch.Service
 	Log     *slog.Logger     // nil means slog.Default()
 	Now     func() time.Time // nil means time.Now
@@ -131,16 +129,15 @@ type Gateway struct {
 	echo     *echo.Echo
 	cfg      Config
 	accounts *accounts.Service
-	batches  *batch.Service
 	log      *slog.Logger
 	now      func() time.Time
-	keys     keyCache
+	keys     *apikeys.Cache
 	// batchKeys are the keys batches' lines go out with, by account and key id (batches.go).
-	batchKeys keyCache
+	batchKeys *apikeys.Cache
 	// batchLoad is the batch lines in flight on each offering (batches_admin.go).
 	batchLoad batchLoad
-	limits    keyLimits
-	touches   keyTouches
+	limits    *apikeys.Limits
+	touches   *apikeys.Touches
 }
 
 // New builds the gateway and its routes.
@@ -172,11 +169,11 @@ func New(cfg Config) *Gateway {
 		touchKeys = acc.TouchKeys
 	}
 	g := &Gateway{
-		cfg: cfg, accounts: acc, batches: cfg.Batches, log: log, now: cfg.Now,
-		keys:      keyCache{ttl: cfg.KeyCacheTTL, entries: map[[32]byte]keyEntry{}},
-		batchKeys: keyCache{ttl: cfg.KeyCacheTTL, entries: map[[32]byte]keyEntry{}},
-		limits:    keyLimits{rate: rate.Limit(cfg.RatePerSecond), burst: cfg.RateBurst, byKey: map[string]*rate.Limiter{}},
-		touches:   keyTouches{write: touchKeys, log: log, pending: map[string]time.Time{}},
+		cfg: cfg, accounts: acc, log: log, now: cfg.Now,
+		keys:      apikeys.NewCache(cfg.KeyCacheTTL),
+		batchKeys: apikeys.NewCache(cfg.KeyCacheTTL),
+		limits:    apikeys.NewLimits(cfg.RatePerSecond, cfg.RateBurst),
+		touches:   apikeys.NewTouches(touchKeys, log),
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
@@ -187,15 +184,15 @@ func New(cfg Config) *Gateway {
 	e.Use(cfg.Middleware...)
 	g.echo = e
 	g.routes()
-	g.batchRoutes()
+	(&batchapi.API{Batches: cfg.Batches, Admit: g.admitKey, ReadBody: readGatewayBody, WriteError: g.writeGatewayError}).Routes(e)
 	return g
 }
 
 // Close ends the gateway's work in the background, once the HTTP server has finished the
 // requests in flight: the scheduled write of when keys were last used is dropped (see
-// keyTouches) and admission's rereads end. Calling it again does nothing more.
+// apikeys.Touches) and admission's rereads end. Calling it again does nothing more.
 func (g *Gateway) Close() {
-	g.touches.close()
+	g.touches.Close()
 	if g.cfg.Admission != nil {
 		g.cfg.Admission.Close()
 	}
@@ -215,9 +212,9 @@ type endpoint struct {
 	streams bool // takes "stream" and "stream_options"
 	output  bool // produces output tokens (embeddings do not)
 	kind    ticket.Kind
-	// dialect, when set, is the API the endpoint speaks, translated to and from chat completions (dialect.go);
+	// dialect, when set, is the API the endpoint speaks, translated to and from chat completions (package dialect);
 	// its rig is then called on chatEndpoint's path, unless its engine serves the dialect natively (native.go).
-	dialect dialect
+	dialect dialect.Dialect
 }
 
 // rigPath is the path the endpoint's rig is called on.
@@ -242,7 +239,7 @@ func (g *Gateway) routes() {
 	e.POST(embeddingEndpoint.path, g.serve(embeddingEndpoint))
 	e.POST(messagesEndpoint.path, g.serve(messagesEndpoint))
 	e.POST("/v1/messages/count_tokens", g.countAnthropicTokens)
-	e.POST("/v1/responses", g.serve(endpoint{path: "/v1/responses", streams: true, output: true, dialect: responsesDialect{}}))
+	e.POST("/v1/responses", g.serve(endpoint{path: "/v1/responses", streams: true, output: true, dialect: dialect.Responses{}}))
 	e.GET("/v1/models", g.models)
 	e.RouteNotFound("/v1/*", g.notFound)
 }
@@ -263,7 +260,7 @@ func (g *Gateway) serve(ep endpoint) echo.HandlerFunc {
 		}
 		clientBody := body
 		if ep.dialect != nil {
-			if body, err = ep.dialect.toChat(body); err != nil {
+			if body, err = ep.dialect.ToChat(body); err != nil {
 				return g.writeGatewayError(c, err)
 			}
 		}
@@ -280,7 +277,7 @@ func (g *Gateway) serve(ep endpoint) echo.HandlerFunc {
 		}
 		req.clientBody = clientBody
 		if ep.dialect != nil {
-			if req.nativeBody, err = nativeBodyOf(clientBody, req.route.Model); err != nil {
+			if req.nativeBody, err = dialect.NativeBody(clientBody, req.route.Model); err != nil {
 				return g.writeGatewayError(c, err)
 			}
 			req.nativeHeader = http.Header{}
@@ -292,8 +289,8 @@ func (g *Gateway) serve(ep endpoint) echo.HandlerFunc {
 			// The route ticket bounds the input by the body the rig gets, whichever it is (native.go).
 			req.bounds.MaxInputTokens = max(req.bounds.MaxInputTokens, int64(len(req.nativeBody))+routing.InputAllowance)
 		}
-		if session := c.Request().Header.Get(SessionHeader); session != "" { // before the body's (provider.go)
-			req.route.Conversation, req.route.ConversationStarts = conversationOf(nil, ep, session, key.AccountID, req.route.Model)
+		if session := c.Request().Header.Get(SessionHeader); session != "" { // before the body's (package preferences)
+			req.route.Conversation, req.route.ConversationStarts = preferences.ConversationOf(nil, ep.rigPath(), ep.output, session, key.AccountID, req.route.Model)
 		}
 		if batchLineOf(c.Request().Context()) != nil {
 			req.route.Tier = catalog.TierBatch // a batch's line runs at the batch tier, whatever it names (batches.go)
@@ -344,15 +341,15 @@ func (g *Gateway) admitKey(c echo.Context) (accounts.APIKey, error) {
 		return accounts.APIKey{}, services.Errorf(services.CodeUnauthorized, "No API key.")
 	}
 	now := g.now()
-	key, err := g.keys.lookup(c.Request().Context(), secret, now, g.accounts.KeyBySecret)
+	key, err := g.keys.Lookup(c.Request().Context(), secret, now, g.accounts.KeyBySecret)
 	if err != nil {
 		return accounts.APIKey{}, err
 	}
-	if wait := g.limits.take(key.ID, now); wait > 0 {
-		return accounts.APIKey{}, &gatewayError{status: http.StatusTooManyRequests, typ: "requests", code: "rate_limit_exceeded",
-			retryAfter: wait, message: "Rate limit reached for this API key. Retry after the time in the Retry-After header."}
+	if wait := g.limits.Take(key.ID, now); wait > 0 {
+		return accounts.APIKey{}, &wire.Error{Status: http.StatusTooManyRequests, Type: "requests", Code: "rate_limit_exceeded",
+			RetryAfter: wait, Message: "Rate limit reached for this API key. Retry after the time in the Retry-After header."}
 	}
-	g.touches.touch(key.ID, now)
+	g.touches.Touch(key.ID, now)
 	return key, nil
 }
 
@@ -367,9 +364,9 @@ func readGatewayBody(c echo.Context, limit int64) ([]byte, error) {
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
-		return nil, invalidRequest("", "request_too_large", "The request body is larger than %d bytes.", limit)
+		return nil, wire.InvalidRequest("", "request_too_large", "The request body is larger than %d bytes.", limit)
 	case err != nil:
-		return nil, invalidRequest("", "", "The request body could not be read.")
+		return nil, wire.InvalidRequest("", "", "The request body could not be read.")
 	}
 	return buf.Bytes(), nil
 }
@@ -392,6 +389,10 @@ type gatewayRequest struct {
 	bounds routing.Bounds
 }
 
+// SessionHeader names the conversation a request belongs to, as the body's session_id does
+// (preferences.ConversationOf).
+const SessionHeader = "X-Session-Id"
+
 // gatewayOptions is the body object "gpumarket".
 type gatewayOptions struct {
 	Tier            catalog.Tier    `json:"tier"`
@@ -401,46 +402,43 @@ type gatewayOptions struct {
 	// Prefer "carbon" asks for the lowest-carbon offering that keeps the tier's promise and the caps
 	// (routing.Request.PreferCarbon); "price", the default, for the cheapest.
 	Prefer string `json:"prefer"`
-	// gpumarket's own provider preferences (routing.Preferences): the GPU's class, consumer or enterprise;
-	// the regions, a code or a list of codes; a cap on the estimated grams of CO2e per million tokens.
-	HardwareClass   string          `json:"hardware_class"`
-	Region          json.RawMessage `json:"region"`
-	MaxGCO2ePerMTok *float64        `json:"max_gco2e_per_mtok"`
+	// gpumarket's own provider preferences.
+	preferences.Options
 }
 
 // parseGatewayRequest reads what the gateway needs of a body and rewrites the body for the rig
 // when it must: without the tier suffix and the gpumarket object, with the stream's usage
 // asked for. An untouched body goes out as it came.
 func parseGatewayRequest(body []byte, ep endpoint, headerTier string, key accounts.APIKey) (*gatewayRequest, error) {
-	top, ok := readJSONObject(body)
+	top, ok := wire.ReadObject(body)
 	if !ok {
-		return nil, invalidRequest("", "invalid_json", "We could not parse the JSON body of your request: send a JSON object.")
+		return nil, wire.InvalidRequest("", "invalid_json", "We could not parse the JSON body of your request: send a JSON object.")
 	}
 	// A body the gateway must rewrite is rewritten from its members as a map.
 	var edits map[string]json.RawMessage
 	edit := func() map[string]json.RawMessage {
 		if edits == nil {
-			edits = top.members()
+			edits = top.Members()
 		}
 		return edits
 	}
 	req := &gatewayRequest{ep: ep, body: body}
-	rawModel, _ := top.get("model")
-	model, ok := jsonString(rawModel)
+	rawModel, _ := top.Get("model")
+	model, ok := wire.String(rawModel)
 	if !ok || model == "" {
-		return nil, invalidRequest("model", "", "You must provide a model parameter; GET /v1/models lists the models on offer.")
+		return nil, wire.InvalidRequest("model", "", "You must provide a model parameter; GET /v1/models lists the models on offer.")
 	}
 	rewrite := false
 	ask := routing.Ask{Model: model, KeyTier: catalog.Tier(key.DefaultTier), KeyPrefersCarbon: key.PreferCarbon}
 	if headerTier != "" {
 		if ask.HeaderTier = catalog.Tier(strings.ToLower(strings.TrimSpace(headerTier))); !ask.HeaderTier.Valid() {
 			if _, suffix := routing.SplitModelTier(model); suffix == "" {
-				return nil, invalidRequest(TierHeader, "invalid_tier", "%s must be realtime, standard or batch.", TierHeader)
+				return nil, wire.InvalidRequest(TierHeader, "invalid_tier", "%s must be realtime, standard or batch.", TierHeader)
 			}
 			ask.HeaderTier = "" // the model's suffix chooses the tier: the header is not read
 		}
 	}
-	if raw, ok := top.get("gpumarket"); ok {
+	if raw, ok := top.Get("gpumarket"); ok {
 		delete(edit(), "gpumarket")
 		rewrite = true
 		if string(raw) != "null" {
@@ -450,23 +448,23 @@ func parseGatewayRequest(body []byte, ep endpoint, headerTier string, key accoun
 		}
 	}
 	preferGiven := ask.PreferCarbon != nil
-	// OpenRouter's provider object (provider.go); session_id names a conversation, for the gateway alone.
-	if raw, ok := top.get("provider"); ok {
+	// OpenRouter's provider object (package preferences); session_id names a conversation, for the gateway alone.
+	if raw, ok := top.Get("provider"); ok {
 		delete(edit(), "provider")
 		rewrite = true
 		if string(raw) != "null" {
-			requireParameters, err := readProviderOptions(raw, &ask)
+			requireParameters, err := preferences.ReadProvider(raw, &ask)
 			if err != nil {
 				return nil, err
 			}
 			if requireParameters {
-				if err := requireKnownParameters(top, ep); err != nil {
+				if err := preferences.RequireKnownParameters(top, ep.path, ep.rigPath()); err != nil {
 					return nil, err
 				}
 			}
 		}
 	}
-	if _, ok := top.get("session_id"); ok {
+	if _, ok := top.Get("session_id"); ok {
 		delete(edit(), "session_id")
 		rewrite = true
 	}
@@ -475,27 +473,27 @@ func parseGatewayRequest(body []byte, ep endpoint, headerTier string, key accoun
 	if req.route.Model != model {
 		model, rewrite = req.route.Model, true // the tier suffix is taken out
 	}
-	if err := checkPreferences(req.route, preferGiven); err != nil {
+	if err := preferences.Check(req.route, preferGiven); err != nil {
 		return nil, err
 	}
-	req.route.Conversation, req.route.ConversationStarts = conversationOf(top, ep, "", key.AccountID, req.route.Model)
+	req.route.Conversation, req.route.ConversationStarts = preferences.ConversationOf(top, ep.rigPath(), ep.output, "", key.AccountID, req.route.Model)
 
 	if ep.streams {
-		if raw, ok := top.get("stream"); ok && json.Unmarshal(raw, &req.stream) != nil {
-			return nil, invalidRequest("stream", "", "stream must be true or false.")
+		if raw, ok := top.Get("stream"); ok && json.Unmarshal(raw, &req.stream) != nil {
+			return nil, wire.InvalidRequest("stream", "", "stream must be true or false.")
 		}
 	}
 	if req.stream {
 		options := map[string]json.RawMessage{}
-		if raw, ok := top.get("stream_options"); ok && string(raw) != "null" {
+		if raw, ok := top.Get("stream_options"); ok && string(raw) != "null" {
 			if json.Unmarshal(raw, &options) != nil || options == nil {
-				return nil, invalidRequest("stream_options", "", "stream_options must be an object.")
+				return nil, wire.InvalidRequest("stream_options", "", "stream_options must be an object.")
 			}
 		}
 		var asked bool
 		if json.Unmarshal(options["include_usage"], &asked) != nil || !asked {
 			options["include_usage"] = json.RawMessage("true")
-			raw, err := marshalMembers(options)
+			raw, err := wire.MarshalMembers(options)
 			if err != nil {
 				return nil, err
 			}
@@ -511,7 +509,7 @@ func parseGatewayRequest(body []byte, ep endpoint, headerTier string, key accoun
 		if members["model"], err = json.Marshal(model); err != nil {
 			return nil, err
 		}
-		if req.body, err = marshalMembers(members); err != nil {
+		if req.body, err = wire.MarshalMembers(members); err != nil {
 			return nil, err
 		}
 	}
@@ -526,23 +524,23 @@ func readGatewayOptions(raw json.RawMessage, ask *routing.Ask) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&opts); err != nil {
-		return invalidRequest("gpumarket", "invalid_gpumarket_options",
+		return wire.InvalidRequest("gpumarket", "invalid_gpumarket_options",
 			`The "gpumarket" object takes tier, max_price_per_mtok, max_ttft_ms, offering, prefer, hardware_class, region and max_gco2e_per_mtok: %v.`, err)
 	}
 	if opts.Tier != "" && !opts.Tier.Valid() {
-		return invalidRequest("gpumarket.tier", "invalid_tier", "gpumarket.tier must be realtime, standard or batch.")
+		return wire.InvalidRequest("gpumarket.tier", "invalid_tier", "gpumarket.tier must be realtime, standard or batch.")
 	}
 	ask.BodyTier = opts.Tier
 	if len(opts.MaxPricePerMTok) > 0 && string(opts.MaxPricePerMTok) != "null" {
 		p, err := money.ParseMicroUSD(strings.Trim(string(opts.MaxPricePerMTok), `"`))
 		if err != nil {
-			return invalidRequest("gpumarket.max_price_per_mtok", "invalid_price",
+			return wire.InvalidRequest("gpumarket.max_price_per_mtok", "invalid_price",
 				"gpumarket.max_price_per_mtok is dollars per million tokens, like 0.15: %v.", err)
 		}
 		ask.MaxPricePerMTok = p
 	}
 	if math.IsNaN(opts.MaxTTFTMillis) || math.IsInf(opts.MaxTTFTMillis, 0) {
-		return invalidRequest("gpumarket.max_ttft_ms", "", "gpumarket.max_ttft_ms is a number of milliseconds.")
+		return wire.InvalidRequest("gpumarket.max_ttft_ms", "", "gpumarket.max_ttft_ms is a number of milliseconds.")
 	}
 	ask.MaxTTFTMillis, ask.Offering = opts.MaxTTFTMillis, opts.Offering
 	switch opts.Prefer {
@@ -551,91 +549,36 @@ func readGatewayOptions(raw json.RawMessage, ask *routing.Ask) error {
 		carbon := opts.Prefer == "carbon"
 		ask.PreferCarbon = &carbon
 	default:
-		return invalidRequest("gpumarket.prefer", "invalid_prefer", `gpumarket.prefer must be "carbon" or "price".`)
+		return wire.InvalidRequest("gpumarket.prefer", "invalid_prefer", `gpumarket.prefer must be "carbon" or "price".`)
 	}
-	return readGatewayPreferences(opts, ask)
+	return preferences.Read(opts.Options, ask)
 }
 
 // outputLimit reads the most output tokens each choice of a request asks for, max_completion_tokens (else
 // max_tokens), nil when it sets none, and its choices, n.
-func outputLimit(top jsonObject, ep endpoint) (limit *int64, choices int64, err error) {
+func outputLimit(top wire.Object, ep endpoint) (limit *int64, choices int64, err error) {
 	choices = 1
 	if !ep.output {
 		return nil, choices, nil
 	}
 	for _, name := range []string{"max_completion_tokens", "max_tokens"} {
-		raw, ok := top.get(name)
+		raw, ok := top.Get(name)
 		if !ok || string(raw) == "null" {
 			continue
 		}
 		var v int64
 		if json.Unmarshal(raw, &v) != nil || v < 0 {
-			return nil, 0, invalidRequest(name, "", "%s must be a whole number of tokens, 0 or more.", name)
+			return nil, 0, wire.InvalidRequest(name, "", "%s must be a whole number of tokens, 0 or more.", name)
 		}
 		limit = &v
 		break
 	}
-	if raw, ok := top.get("n"); ok && string(raw) != "null" {
+	if raw, ok := top.Get("n"); ok && string(raw) != "null" {
 		if json.Unmarshal(raw, &choices) != nil || choices < 1 || choices > routing.MaxChoices {
-			return nil, 0, invalidRequest("n", "", "n must be a whole number from 1 to %d.", routing.MaxChoices)
+			return nil, 0, wire.InvalidRequest("n", "", "n must be a whole number from 1 to %d.", routing.MaxChoices)
 		}
 	}
 	return limit, choices, nil
-}
-
-// marshalMembers encodes a JSON object without escaping <, > and &, which a prompt holds as
-// it is.
-func marshalMembers(members map[string]json.RawMessage) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(members); err != nil {
-		return nil, invalidRequest("", "invalid_json", "We could not parse the JSON body of your request.")
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
-
-// openAIModel is an entry of GET /v1/models, in OpenAI's shape, with the tiers it is offered in
-// and, in OpenRouter's shape, what its tokens cost.
-type openAIModel struct {
-	ID      string         `json:"id"`
-	Object  string         `json:"object"`
-	Created int64          `json:"created"`
-	OwnedBy string         `json:"owned_by"`
-	Tiers   []catalog.Tier `json:"tiers"`
-	// Pricing is what a request naming the entry pays; absent for a bare model name whose tier
-	// (standard, or the key's default tier) does not offer it.
-	Pricing *openRouterPricing `json:"pricing,omitempty"`
-}
-
-// openRouterPricing is a price of the price book as OpenRouter's models API writes one: dollars
-// per token, as decimal strings, for prompt (input) and completion (output) tokens, and for a prompt
-// token the engine read from its cache.
-type openRouterPricing struct {
-	Prompt         string `json:"prompt"`
-	Completion     string `json:"completion"`
-	InputCacheRead string `json:"input_cache_read"`
-}
-
-// pricingOf writes the price p in OpenRouter's shape.
-func pricingOf(p catalog.Price) *openRouterPricing {
-	return &openRouterPricing{Prompt: perToken(p.Input), Completion: perToken(p.Output), InputCacheRead: perToken(p.CachedInput)}
-}
-
-// perToken writes a price per million tokens as the exact decimal string of dollars per token:
-// $0.90 per million is "0.0000009". A price in micro-dollars per million tokens is a price in
-// 10^-12 dollars per token, so the division is a shift of the decimal point, never a float.
-func perToken(perMillion money.MicroUSD) string {
-	v, sign := int64(perMillion), ""
-	if v < 0 {
-		sign, v = "-", -v
-	}
-	const scale = 1_000_000_000_000
-	frac := strings.TrimRight(fmt.Sprintf("%012d", v%scale), "0")
-	if frac == "" {
-		return fmt.Sprintf("%s%d", sign, v/scale)
-	}
-	return fmt.Sprintf("%s%d.%s", sign, v/scale, frac)
 }
 
 // models lists the models on offer: each by its name, which routes to standard or the key's
@@ -650,170 +593,5 @@ func (g *Gateway) models(c echo.Context) error {
 	if g.cfg.Router == nil {
 		return g.writeGatewayError(c, services.Errorf(services.CodeUnavailable, "The gateway does not run in this process."))
 	}
-	return c.JSON(http.StatusOK, map[string]any{"object": "list", "data": modelEntries(g.cfg.Router.Models(), catalog.Tier(key.DefaultTier))})
-}
-
-// modelEntries are the entries of GET /v1/models for the models on offer, seen by a key whose
-// default tier is keyTier ("" for none): a bare model name is asked for in keyTier, else standard.
-func modelEntries(list []routing.ModelTiers, keyTier catalog.Tier) []openAIModel {
-	bareTier := catalog.TierStandard
-	if keyTier.Valid() {
-		bareTier = keyTier
-	}
-	data := make([]openAIModel, 0, 4*len(list))
-	for _, m := range list {
-		bare := openAIModel{ID: m.Model, Object: "model", OwnedBy: "gpumarket", Tiers: m.Tiers}
-		if p, ok := m.Prices[bareTier]; ok {
-			bare.Pricing = pricingOf(p)
-		}
-		data = append(data, bare)
-		for _, t := range m.Tiers {
-			e := openAIModel{ID: m.Model + ":" + string(t), Object: "model", OwnedBy: "gpumarket", Tiers: []catalog.Tier{t}}
-			if p, ok := m.Prices[t]; ok {
-				e.Pricing = pricingOf(p)
-			}
-			data = append(data, e)
-		}
-	}
-	return data
-}
-
-// keyCache remembers API keys, and secrets that are none, for ttl. A key revoked or changed
-// is forgotten at once when word of it arrives (forget; see keychanges.go), so ttl bounds
-// only how stale a key can be when that word is lost.
-type keyCache struct {
-	ttl     time.Duration
-	mu      sync.RWMutex
-	entries map[[32]byte]keyEntry // by the secret's SHA-256
-	// forgets counts calls to forget: a lookup that read the database before a forget does
-	// not cache what it read, which may be the key as it was before the change.
-	forgets uint64
-}
-
-type keyEntry struct {
-	key   accounts.APIKey
-	valid bool
-	at    time.Time
-}
-
-// lookup returns the live key a secret proves, asking find on a miss.
-func (kc *keyCache) lookup(ctx context.Context, secret string, now time.Time,
-	find func(context.Context, string) (accounts.APIKey, error)) (accounts.APIKey, error) {
-	h := sha256.Sum256([]byte(secret))
-	kc.mu.RLock()
-	e, ok := kc.entries[h]
-	forgets := kc.forgets
-	kc.mu.RUnlock()
-	if !ok || now.Sub(e.at) >= kc.ttl {
-		key, err := find(ctx, secret)
-		if err != nil && services.ErrorCode(err) != services.CodeUnauthorized {
-			return accounts.APIKey{}, err
-		}
-		e = keyEntry{key: key, valid: err == nil, at: now}
-		kc.mu.Lock()
-		if kc.forgets == forgets {
-			if len(kc.entries) >= maxCachedKeys {
-				clear(kc.entries)
-			}
-			kc.entries[h] = e
-		}
-		kc.mu.Unlock()
-	}
-	if !e.valid {
-		return accounts.APIKey{}, services.Errorf(services.CodeUnauthorized, "Invalid API key.")
-	}
-	return e.key, nil
-}
-
-// forget drops the cached entry of the key with this id, if any.
-func (kc *keyCache) forget(keyID string) {
-	kc.mu.Lock()
-	defer kc.mu.Unlock()
-	kc.forgets++
-	for h, e := range kc.entries {
-		if e.valid && e.key.ID == keyID {
-			delete(kc.entries, h)
-		}
-	}
-}
-
-// keyLimits is a token bucket per API key.
-type keyLimits struct {
-	rate  rate.Limit
-	burst int
-	mu    sync.Mutex
-	byKey map[string]*rate.Limiter
-}
-
-// take takes a token from the key's bucket; when there is none, it returns how long until
-// there is one, and takes nothing.
-func (l *keyLimits) take(keyID string, now time.Time) time.Duration {
-	l.mu.Lock()
-	lim := l.byKey[keyID]
-	if lim == nil {
-		lim = rate.NewLimiter(l.rate, l.burst)
-		l.byKey[keyID] = lim
-	}
-	l.mu.Unlock()
-	r := lim.ReserveN(now, 1)
-	if !r.OK() {
-		return time.Second
-	}
-	if d := r.DelayFrom(now); d > 0 {
-		r.CancelAt(now)
-		return d
-	}
-	return 0
-}
-
-// keyTouches writes when keys were last used, in batches: at most one write per touchEvery.
-// What is pending when the process stops is not written: last use is informative.
-type keyTouches struct {
-	write     func(context.Context, map[string]time.Time) error
-	log       *slog.Logger
-	mu        sync.Mutex
-	pending   map[string]time.Time
-	scheduled bool
-	// timer is the write scheduled, writing the write under way (close waits for it), and
-	// closed says no other is scheduled.
-	timer   *time.Timer
-	writing sync.WaitGroup
-	closed  bool
-}
-
-func (t *keyTouches) touch(keyID string, at time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.pending[keyID] = at
-	if !t.scheduled && !t.closed {
-		t.scheduled = true
-		t.writing.Add(1)
-		t.timer = time.AfterFunc(touchEvery, func() {
-			defer t.writing.Done()
-			t.flush()
-		})
-	}
-}
-
-// close cancels the write scheduled, waits for one under way and schedules no other.
-func (t *keyTouches) close() {
-	t.mu.Lock()
-	t.closed = true
-	if t.timer != nil && t.timer.Stop() {
-		t.writing.Done() // stopped before it ran: it never will
-	}
-	t.mu.Unlock()
-	t.writing.Wait()
-}
-
-func (t *keyTouches) flush() {
-	t.mu.Lock()
-	batch := t.pending
-	t.pending, t.scheduled = make(map[string]time.Time, len(batch)), false
-	t.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := t.write(ctx, batch); err != nil {
-		t.log.Warn("gateway: recording when API keys were last used failed", "keys", len(batch), "err", err)
-	}
+	return c.JSON(http.StatusOK, map[string]any{"object": "list", "data": models.Entries(g.cfg.Router.Models(), catalog.Tier(key.DefaultTier))})
 }

@@ -14,8 +14,8 @@ import (
 // ForgetKey drops what this gateway cached of the key, so that its next request reads the key
 // as it is stored now.
 func (g *Gateway) ForgetKey(keyID string) {
-	g.keys.forget(keyID)
-	g.batchKeys.forget(keyID)
+	g.keys.Forget(keyID)
+	g.batchKeys.Forget(keyID)
 }
 
 // KeyChanged forgets the key at once: a gateway in the process that changed the key is told

@@ -15,6 +15,8 @@ import (
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/sse"
+	"github.com/gpumarket/gpumarket/web/gateway/dialect"
+	"github.com/gpumarket/gpumarket/web/gateway/internal/wire"
 	"github.com/gpumarket/gpumarket/web/internal/httpx"
 )
 
@@ -28,19 +30,16 @@ import (
 // translates to (dialect.go). Everything before the rig is the same for both: the tier, the caps, routing and
 // admission are those of the chat completion, and the route ticket bounds the input by the longer of the two
 // bodies, so that the hold covers the request whichever way it goes. The gateway reads the usage of the answer
-// as it relays it (nativeUsage), for its record and for the cost it adds to the answer's usage, as a translated
+// as it relays it (dialect.NativeUsage), for its record and for the cost it adds to the answer's usage, as a translated
 // one carries it (a stream's in the event that ends with the whole usage: message_delta, response.completed); the agent reports the same usage, and the meter bills it as it bills any chat.
 
 // nativeAPI is the name by which agents say their engine serves the endpoint's dialect natively; "" for an
 // endpoint without a dialect.
 func (ep endpoint) nativeAPI() string {
-	switch ep.dialect.(type) {
-	case anthropicDialect:
-		return catalog.NativeMessages
-	case responsesDialect:
-		return catalog.NativeResponses
+	if ep.dialect == nil {
+		return ""
 	}
-	return ""
+	return ep.dialect.NativeAPI()
 }
 
 // passesThrough says whether the request goes to the candidate's engine in its own dialect.
@@ -49,80 +48,11 @@ func (req *gatewayRequest) passesThrough(cand routing.Candidate) bool {
 	return api != "" && req.nativeBody != nil && slices.Contains(cand.Native, api)
 }
 
-// nativeBodyOf is the client's body of a dialect request as a rig whose engine serves the dialect gets it: the
-// model named without its tier suffix, and without the members only the gateway reads.
-func nativeBodyOf(clientBody []byte, model string) ([]byte, error) {
-	top, ok := readJSONObject(clientBody)
-	if !ok {
-		return nil, invalidRequest("", "invalid_json", "We could not parse the JSON body of your request: send a JSON object.")
-	}
-	members := top.members()
-	for _, name := range []string{"gpumarket", "provider", "session_id"} {
-		delete(members, name)
-	}
-	raw, err := json.Marshal(model)
-	if err != nil {
-		return nil, err
-	}
-	members["model"] = raw
-	return marshalMembers(members)
-}
-
 // Headers of the Messages API passed on to an engine that serves it, and the version named when the client named
 // none (the one the gateway's own translation speaks).
 var anthropicHeaders = []string{"Anthropic-Version", "Anthropic-Beta"}
 
 const anthropicVersion = "2023-06-01"
-
-// nativeUsage reads the usage of a whole native answer: nil when it has none the gateway can read.
-func nativeUsage(api string, body []byte) *billing.TokenCount {
-	var a struct {
-		Usage *json.RawMessage `json:"usage"`
-	}
-	if json.Unmarshal(body, &a) != nil || a.Usage == nil {
-		return nil
-	}
-	return usageIn(api, *a.Usage)
-}
-
-// usageIn reads a native usage object. Anthropic counts the input read from the cache, and the input written to
-// it, apart from input_tokens; the Responses API counts the cached input within input_tokens.
-func usageIn(api string, raw json.RawMessage) *billing.TokenCount {
-	switch api {
-	case catalog.NativeMessages:
-		var u struct {
-			Input       *int64 `json:"input_tokens"`
-			Output      *int64 `json:"output_tokens"`
-			CacheRead   int64  `json:"cache_read_input_tokens"`
-			CacheCreate int64  `json:"cache_creation_input_tokens"`
-		}
-		if json.Unmarshal(raw, &u) != nil || u.Output == nil {
-			return nil
-		}
-		in := max(ptrOr(u.Input), 0) + max(u.CacheRead, 0) + max(u.CacheCreate, 0)
-		return &billing.TokenCount{Input: in, Output: max(*u.Output, 0), Cached: max(u.CacheRead, 0)}
-	case catalog.NativeResponses:
-		var u struct {
-			Input   *int64 `json:"input_tokens"`
-			Output  *int64 `json:"output_tokens"`
-			Details struct {
-				Cached int64 `json:"cached_tokens"`
-			} `json:"input_tokens_details"`
-		}
-		if json.Unmarshal(raw, &u) != nil || u.Input == nil || u.Output == nil {
-			return nil
-		}
-		return &billing.TokenCount{Input: max(*u.Input, 0), Output: max(*u.Output, 0), Cached: max(u.Details.Cached, 0)}
-	}
-	return nil
-}
-
-func ptrOr(p *int64) int64 {
-	if p == nil {
-		return 0
-	}
-	return *p
-}
 
 // relayNative answers the client with the native answer of a rig whose engine serves the request's dialect.
 func (g *Gateway) relayNative(c echo.Context, req *gatewayRequest, a *attempt, resp *http.Response) outcome {
@@ -152,14 +82,14 @@ func (g *Gateway) relayNative(c echo.Context, req *gatewayRequest, a *attempt, r
 		switch {
 		case err != nil:
 			// Nothing was written yet: the client gets an error in its dialect's shape.
-			body = req.ep.dialect.errorBody(&gatewayError{status: http.StatusBadGateway, typ: "server_error",
-				message: "The offering's answer could not be read; it has been logged."})
+			body = req.ep.dialect.ErrorBody(&wire.Error{Status: http.StatusBadGateway, Type: "server_error",
+				Message: "The offering's answer could not be read; it has been logged."})
 			resp.StatusCode = http.StatusBadGateway
 		case ok:
-			o.usage = nativeUsage(api, body)
+			o.usage = dialect.NativeUsage(api, body)
 			if o.usage != nil {
 				if c, cok := cost(o.usage); cok {
-					body = withCost(body, c)
+					body = wire.WithCost(body, c)
 				}
 			}
 		}
@@ -268,7 +198,7 @@ func (g *Gateway) readNativeFrame(frame sse.Frame, api string, o *outcome, cost 
 		switch ev.Type {
 		case "message_start":
 			if ev.Message != nil && len(ev.Message.Usage) > 0 {
-				if u := usageIn(api, ev.Message.Usage); u != nil {
+				if u := dialect.UsageIn(api, ev.Message.Usage); u != nil {
 					o.usage = u
 				}
 			}
@@ -282,26 +212,10 @@ func (g *Gateway) readNativeFrame(frame sse.Frame, api string, o *outcome, cost 
 				output(d.Text + d.PartialJSON + d.Thinking)
 			}
 		case "message_delta":
-			if len(ev.Usage) > 0 {
-				// The output count is the whole so far; the input, when this event repeats it, too.
-				var u struct {
-					Input       *int64 `json:"input_tokens"`
-					Output      *int64 `json:"output_tokens"`
-					CacheRead   *int64 `json:"cache_read_input_tokens"`
-					CacheCreate *int64 `json:"cache_creation_input_tokens"`
-				}
-				if json.Unmarshal(ev.Usage, &u) == nil && u.Output != nil {
-					if o.usage == nil {
-						o.usage = &billing.TokenCount{}
-					}
-					o.usage.Output = max(*u.Output, 0)
-					if u.Input != nil || u.CacheRead != nil || u.CacheCreate != nil {
-						o.usage.Input = max(ptrOr(u.Input), 0) + max(ptrOr(u.CacheRead), 0) + max(ptrOr(u.CacheCreate), 0)
-						o.usage.Cached = max(ptrOr(u.CacheRead), 0)
-					}
-					if c, ok := costOr(cost, o.usage); ok {
-						frame = withPayloadCost(frame, from, to, c)
-					}
+			if u, ok := dialect.MessagesDeltaUsage(ev.Usage, o.usage); ok {
+				o.usage = u
+				if c, ok := costOr(cost, o.usage); ok {
+					frame = wire.WithPayloadCost(frame, from, to, c)
 				}
 			}
 		case "message_stop":
@@ -318,10 +232,10 @@ func (g *Gateway) readNativeFrame(frame sse.Frame, api string, o *outcome, cost 
 			}
 		case "response.completed", "response.incomplete", "response.failed":
 			if ev.Response != nil && len(ev.Response.Usage) > 0 {
-				if u := usageIn(api, ev.Response.Usage); u != nil {
+				if u := dialect.UsageIn(api, ev.Response.Usage); u != nil {
 					o.usage = u
 					if c, ok := costOr(cost, u); ok {
-						frame = withResponseCost(frame, from, to, c)
+						frame = wire.WithResponseCost(frame, from, to, c)
 					}
 				}
 			}
@@ -339,35 +253,4 @@ func costOr(cost func(*billing.TokenCount) (money.Pico, bool), u *billing.TokenC
 		return 0, false
 	}
 	return cost(u)
-}
-
-// withPayloadCost returns the frame with the cost in the usage of its payload (frame[from:to]).
-func withPayloadCost(frame []byte, from, to int, cost money.Pico) []byte {
-	payload := withCost(frame[from:to], cost)
-	out := make([]byte, 0, len(frame)+len(payload)-(to-from))
-	out = append(out, frame[:from]...)
-	out = append(out, payload...)
-	return append(out, frame[to:]...)
-}
-
-// withResponseCost returns the frame with the cost in the usage of the response its payload (frame[from:to])
-// carries.
-func withResponseCost(frame []byte, from, to int, cost money.Pico) []byte {
-	top, ok := splitObject(frame[from:to])
-	if !ok {
-		return frame
-	}
-	for i := len(top) - 1; i >= 0; i-- {
-		if string(top[i].name) != "response" {
-			continue
-		}
-		v := top[i].value
-		nv := withCost(v, cost)
-		at := from + top[i].at
-		out := make([]byte, 0, len(frame)+len(nv)-len(v))
-		out = append(out, frame[:at]...)
-		out = append(out, nv...)
-		return append(out, frame[at+len(v):]...)
-	}
-	return frame
 }

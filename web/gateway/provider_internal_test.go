@@ -9,6 +9,8 @@ import (
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/routing"
+	"github.com/gpumarket/gpumarket/web/gateway/internal/wire"
+	"github.com/gpumarket/gpumarket/web/gateway/preferences"
 )
 
 // TestTheProviderObjectIsReadAndTakenOut: every field of OpenRouter's provider object and gpumarket's own
@@ -108,8 +110,8 @@ func TestWhatCannotBeKeptIsRefusedBesideItsField(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			body := `{"model": "m", "messages": [{"role": "user", "content": "hi"}], ` + c.members + `}`
 			_, err := parseGatewayRequest([]byte(body), c.ep, "", accounts.APIKey{})
-			var ge *gatewayError
-			if !errors.As(err, &ge) || ge.status != 400 || ge.param != c.param || ge.code != c.code {
+			var ge *wire.Error
+			if !errors.As(err, &ge) || ge.Status != 400 || ge.Param != c.param || ge.Code != c.code {
 				t.Fatalf("parseGatewayRequest = %v; want 400 %s beside %s", err, c.code, c.param)
 			}
 		})
@@ -134,11 +136,11 @@ func TestAConversationIsNamedByItsSessionOrItsOpening(t *testing.T) {
 	t.Parallel()
 	name := func(ep endpoint, header, account, body string) (string, bool) {
 		t.Helper()
-		top, ok := readJSONObject([]byte(body))
+		top, ok := wire.ReadObject([]byte(body))
 		if !ok {
 			t.Fatalf("not an object: %s", body)
 		}
-		return conversationOf(top, ep, header, account, "m")
+		return preferences.ConversationOf(top, ep.rigPath(), ep.output, header, account, "m")
 	}
 	opening := `{"role": "system", "content": "Be terse."}, {"role": "user", "content": "Name a GPU."}`
 	first, starts := name(chatEndpoint, "", "a", `{"messages": [`+opening+`]}`)

@@ -24,6 +24,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/sse"
 	"github.com/gpumarket/gpumarket/services/ticket"
+	"github.com/gpumarket/gpumarket/web/gateway/internal/wire"
 	"github.com/gpumarket/gpumarket/web/internal/httpx"
 )
 
@@ -168,9 +169,9 @@ func (g *Gateway) forward(c echo.Context, key accounts.APIKey, req *gatewayReque
 		g.record(key, req, a, o, hold)
 		return nil
 	}
-	return g.writeGatewayError(c, &gatewayError{status: http.StatusServiceUnavailable, typ: "server_error", code: "no_capacity",
-		retryAfter: time.Second, cause: lastErr,
-		message: fmt.Sprintf("No offering of %s in the %s tier could serve the request; retry shortly.", req.route.Model, req.route.Tier)})
+	return g.writeGatewayError(c, &wire.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "no_capacity",
+		RetryAfter: time.Second, Cause: lastErr,
+		Message: fmt.Sprintf("No offering of %s in the %s tier could serve the request; retry shortly.", req.route.Model, req.route.Tier)})
 }
 
 // failedAnswer says why an answer is a failure of the rig, to fail over on, or "" when it is an
@@ -340,10 +341,10 @@ func (g *Gateway) relaySmall(c echo.Context, req *gatewayRequest, a *attempt, re
 		err = fmt.Errorf("the answer is %d bytes, not the %d it announced", len(body), resp.ContentLength)
 	}
 	if err == nil {
-		o.usage = usageOf(body)
+		o.usage = wire.UsageOf(body)
 		setCarbonTrailer(w.Header(), a.cand, o)
 		if cost, ok := costOf(a, req, o.usage); ok && resp.StatusCode < 300 {
-			body = withCost(body, cost)
+			body = wire.WithCost(body, cost)
 		}
 	}
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
@@ -372,36 +373,6 @@ func (g *Gateway) relaySmall(c echo.Context, req *gatewayRequest, a *attempt, re
 		g.log.Warn("gateway: a rig's response broke off", "offering", a.cand.OfferingID, "request_id", a.requestID, "err", err)
 	}
 	return o
-}
-
-// usageOf reads the usage member of a whole response.
-func usageOf(body []byte) *billing.TokenCount {
-	top, ok := readJSONObject(body)
-	if !ok {
-		return nil
-	}
-	raw, _ := top.get("usage")
-	members, ok := splitObject(raw) // a part of the body, which readJSONObject checked
-	if !ok {
-		return nil // none, null, or not an object
-	}
-	var u tokenUsage
-	var okIn, okOut bool
-	u.PromptTokens, okIn = members.jsonInt("prompt_tokens")
-	u.CompletionTokens, okOut = members.jsonInt("completion_tokens")
-	if !okIn || !okOut {
-		return nil
-	}
-	// The cached prompt tokens, when the usage details them: a details member that is not an
-	// object, or a count that is not a whole number, shows none.
-	if raw, ok := members.get("prompt_tokens_details"); ok {
-		if details, ok := splitObject(raw); ok {
-			if n, ok := details.jsonInt("cached_tokens"); ok {
-				u.PromptTokensDetails = &promptDetails{CachedTokens: n}
-			}
-		}
-	}
-	return u.count()
 }
 
 // errClientGone is a failed write to the client.
@@ -468,43 +439,9 @@ func (g *Gateway) relayBody(w *httpx.DeadlineWriter, body io.Reader, ok bool, o 
 		}
 	}
 	if ok && !overflow {
-		o.usage = usageOf(kept.Bytes())
+		o.usage = wire.UsageOf(kept.Bytes())
 	}
 	return nil
-}
-
-// tokenUsage is the usage object of a response or of a stream's usage chunk. Its
-// prompt_tokens_details.cached_tokens are the prompt tokens the engine said it served from its
-// cache, which the client is shown and the meter bills no fewer of at the cached price.
-type tokenUsage struct {
-	PromptTokens        int64          `json:"prompt_tokens"`
-	CompletionTokens    int64          `json:"completion_tokens"`
-	PromptTokensDetails *promptDetails `json:"prompt_tokens_details"`
-}
-
-// promptDetails is what the gateway reads of a usage's prompt_tokens_details.
-type promptDetails struct {
-	CachedTokens int64 `json:"cached_tokens"`
-}
-
-// UnmarshalJSON reads the details leniently: details it cannot read show no cached token, and
-// never cost the chunk its usage.
-func (d *promptDetails) UnmarshalJSON(raw []byte) error {
-	var v struct {
-		CachedTokens int64 `json:"cached_tokens"`
-	}
-	if json.Unmarshal(raw, &v) == nil {
-		d.CachedTokens = v.CachedTokens
-	}
-	return nil
-}
-
-func (u *tokenUsage) count() *billing.TokenCount {
-	c := &billing.TokenCount{Input: max(u.PromptTokens, 0), Output: max(u.CompletionTokens, 0)}
-	if u.PromptTokensDetails != nil {
-		c.Cached = min(max(u.PromptTokensDetails.CachedTokens, 0), c.Input)
-	}
-	return c
 }
 
 // relayStream relays server-sent events frame by frame as package sse reads them, flushing after
@@ -556,7 +493,7 @@ type streamChunk struct {
 			ToolCalls        json.RawMessage `json:"tool_calls"`
 		} `json:"delta"`
 	} `json:"choices"`
-	Usage *tokenUsage `json:"usage"`
+	Usage *wire.Usage `json:"usage"`
 }
 
 var usageNullTail = []byte(`,"usage":null}`)
@@ -582,12 +519,12 @@ func readChunk(frame sse.Frame, forcedUsage bool, o *outcome, costFor func(*bill
 		}
 	}
 	if chunk.Usage != nil {
-		o.usage = chunk.Usage.count()
+		o.usage = chunk.Usage.Count()
 	}
 	if !forcedUsage {
 		if chunk.Usage != nil && costFor != nil {
 			if cost, ok := costFor(o.usage); ok {
-				with := withCost(payload, cost)
+				with := wire.WithCost(payload, cost)
 				out = make([]byte, 0, len(frame)+len(with)-len(payload))
 				return append(append(append(out, frame[:from]...), with...), frame[to:]...), output
 			}

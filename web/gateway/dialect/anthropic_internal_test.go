@@ -1,4 +1,4 @@
-package gateway
+package dialect
 
 import (
 	"bufio"
@@ -12,8 +12,7 @@ import (
 	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
-
-	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/web/gateway/internal/wire"
 )
 
 // sameJSON fails unless got and want are the same JSON value.
@@ -48,7 +47,7 @@ func TestAnthropicRequestTranslatesToAChatCompletion(t *testing.T) {
 				{"type":"text","text":"And tomorrow?"}]},
 			{"role":"assistant","content":[{"type":"tool_use","id":"toolu_3","name":"now","input":{}}]},
 			{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_3"}]}]}`
-	got, err := anthropicDialect{}.toChat([]byte(body))
+	got, err := Anthropic{}.ToChat([]byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,19 +68,10 @@ func TestAnthropicRequestTranslatesToAChatCompletion(t *testing.T) {
 			{"role":"assistant","content":null,"tool_calls":[{"id":"toolu_3","type":"function","function":{"name":"now","arguments":"{}"}}]},
 			{"role":"tool","tool_call_id":"toolu_3","content":""}]}`)
 
-	// The chat body is what the gateway parses next: the tier suffix, the gpumarket object and the stream's usage.
-	req, err := parseGatewayRequest(got, messagesEndpoint, "", accounts.APIKey{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if req.route.Model != "m" || req.route.Tier != "batch" || !req.stream || !req.forcedUsage || req.bounds.MaxOutputTokens != 64 {
-		t.Fatalf("parsed %+v", req)
-	}
-
 	for choice, want := range map[string]string{
 		`{"type":"auto"}`: `"auto"`, `{"type":"any"}`: `"required"`, `{"type":"none"}`: `"none"`,
 	} {
-		got, err := anthropicDialect{}.toChat([]byte(`{"model":"m","max_tokens":1,"tool_choice":` + choice +
+		got, err := Anthropic{}.ToChat([]byte(`{"model":"m","max_tokens":1,"tool_choice":` + choice +
 			`,"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}]}`))
 		if err != nil {
 			t.Fatal(err)
@@ -109,16 +99,16 @@ func TestAnthropicRequestsTheGatewayRefuses(t *testing.T) {
 		`{"model":"m","max_tokens":5,"tool_choice":{"type":"tool"},"messages":[{"role":"user","content":"x"}]}`:                                       "tool_choice.name: Field required",
 		`{"model":"m","max_tokens":5,"system":5,"messages":[{"role":"user","content":"x"}]}`:                                                          "system: must be a string",
 	} {
-		_, err := anthropicDialect{}.toChat([]byte(body))
-		var ge *gatewayError
-		if !errors.As(err, &ge) || ge.status != http.StatusBadRequest || !strings.Contains(ge.message, want) {
+		_, err := Anthropic{}.ToChat([]byte(body))
+		var ge *wire.Error
+		if !errors.As(err, &ge) || ge.Status != http.StatusBadRequest || !strings.Contains(ge.Message, want) {
 			t.Errorf("%s: %v, want a 400 saying %q", body, err, want)
 		}
 	}
 }
 
 func TestAnthropicAnswerTranslatesAChatCompletion(t *testing.T) {
-	tr := &translation{requestID: "req_0123", model: "m", created: time.Unix(1767225600, 0)}
+	tr := &Translation{RequestID: "req_0123", Model: "m", Created: time.Unix(1767225600, 0)}
 	cases := []struct{ chat, want string }{
 		{`{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Hello there."},
 			"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":3,"total_tokens":12}}`,
@@ -146,7 +136,7 @@ func TestAnthropicAnswerTranslatesAChatCompletion(t *testing.T) {
 			"usage":{"input_tokens":5,"output_tokens":6,"cache_creation_input_tokens":0,"cache_read_input_tokens":0}}`},
 	}
 	for _, c := range cases {
-		got, err := anthropicDialect{}.answer([]byte(c.chat), tr)
+		got, err := Anthropic{}.Answer([]byte(c.chat), tr)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,7 +146,7 @@ func TestAnthropicAnswerTranslatesAChatCompletion(t *testing.T) {
 			t.Fatalf("the SDK reads %+v, %v", m, err)
 		}
 	}
-	if _, err := (anthropicDialect{}).answer([]byte(`{"choices":[]}`), tr); err == nil {
+	if _, err := (Anthropic{}).Answer([]byte(`{"choices":[]}`), tr); err == nil {
 		t.Error("a chat completion without a choice translated")
 	}
 }
@@ -188,16 +178,16 @@ func sseEvents(t *testing.T, out []byte) (names []string, data [][]byte) {
 // translateStream runs chat chunks through the stream translator and accumulates the events as the SDK does.
 func translateStream(t *testing.T, chunks ...string) ([]string, anthropic.Message) {
 	t.Helper()
-	tr := anthropicDialect{}.stream(&translation{requestID: "req_77", model: "m"})
+	tr := Anthropic{}.Stream(&Translation{RequestID: "req_77", Model: "m"})
 	var out []byte
 	for _, c := range chunks {
-		b, err := tr.chunk([]byte(c))
+		b, err := tr.Chunk([]byte(c))
 		if err != nil {
 			t.Fatal(err)
 		}
 		out = append(out, b...)
 	}
-	out = append(out, tr.end()...)
+	out = append(out, tr.End()...)
 	names, data := sseEvents(t, out)
 	var msg anthropic.Message
 	for i, d := range data {
@@ -272,7 +262,7 @@ func TestAnthropicErrorsHaveAnthropicsShape(t *testing.T) {
 	for status, typ := range map[int]string{400: "invalid_request_error", 401: "authentication_error", 402: "billing_error",
 		403: "permission_error", 404: "not_found_error", 409: "invalid_request_error", 413: "request_too_large",
 		429: "rate_limit_error", 500: "api_error", 502: "api_error", 503: "overloaded_error", 504: "timeout_error"} {
-		got := anthropicDialect{}.errorBody(&gatewayError{status: status, typ: "server_error", code: "x", message: "Why."})
+		got := Anthropic{}.ErrorBody(&wire.Error{Status: status, Type: "server_error", Code: "x", Message: "Why."})
 		sameJSON(t, http.StatusText(status), got, `{"type":"error","error":{"type":"`+typ+`","message":"Why."}}`)
 	}
 }

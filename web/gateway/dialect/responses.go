@@ -1,4 +1,4 @@
-package gateway
+package dialect
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/web/gateway/internal/wire"
 )
 
 // The OpenAI Responses API, POST /v1/responses, served by translation to and from chat completions (dialect.go).
@@ -41,12 +43,15 @@ import (
 // response.output_item.added, its content or arguments (response.content_part.added, response.output_text.delta,
 // response.output_text.done, response.content_part.done; response.function_call_arguments.delta and .done) and
 // response.output_item.done, and last response.completed (or response.incomplete) with the whole response and
-// its usage. The usage carries the request's cost in dollars, as every answer's does (cost.go). A model's
+// its usage. The usage carries the request's cost in dollars, as every answer's does (package gateway's cost.go). A model's
 // reasoning text is not relayed; its tokens are in usage.output_tokens_details. Errors are OpenAI's error body,
 // the gateway's own.
-type responsesDialect struct{}
+type Responses struct{}
 
-var _ dialect = responsesDialect{}
+// NativeAPI is the name by which agents say their engine serves the Responses API.
+func (Responses) NativeAPI() string { return catalog.NativeResponses }
+
+var _ Dialect = Responses{}
 
 // responsesRequest is what the gateway reads of a Responses API request.
 type responsesRequest struct {
@@ -135,19 +140,19 @@ func respNotNull(raw json.RawMessage) json.RawMessage {
 }
 
 // errNotStored is the 400 of what needs a response or conversation the platform would have stored.
-func errNotStored(param string) *gatewayError {
-	return invalidRequest(param, "unsupported_parameter",
+func errNotStored(param string) *wire.Error {
+	return wire.InvalidRequest(param, "unsupported_parameter",
 		"%s is not supported: this platform does not store responses or conversations, so every request to /v1/responses "+
 			"is stateless (as with \"store\": false). Send the whole conversation in input, with the output items you "+
 			"received and your function_call_output items.", param)
 }
 
-func (responsesDialect) toChat(body []byte) ([]byte, error) {
+func (Responses) ToChat(body []byte) ([]byte, error) {
 	var r responsesRequest
 	if err := json.Unmarshal(body, &r); err != nil {
-		return nil, invalidRequest("", "invalid_json", "We could not parse the JSON body of your request: %v.", respJSONProblem(err))
+		return nil, wire.InvalidRequest("", "invalid_json", "We could not parse the JSON body of your request: %v.", respJSONProblem(err))
 	}
-	if s, ok := jsonString(r.PreviousResponseID); !respIsNull(r.PreviousResponseID) && (!ok || s != "") {
+	if s, ok := wire.String(r.PreviousResponseID); !respIsNull(r.PreviousResponseID) && (!ok || s != "") {
 		return nil, errNotStored("previous_response_id")
 	}
 	if !respIsNull(r.Conversation) {
@@ -163,9 +168,9 @@ func (responsesDialect) toChat(body []byte) ([]byte, error) {
 		TopP: respNotNull(r.TopP), ParallelToolCalls: respNotNull(r.ParallelToolCalls), Stream: respNotNull(r.Stream),
 		GPUMarket: r.GPUMarket, Provider: r.Provider}
 	if !respIsNull(r.Instructions) {
-		text, ok := jsonString(r.Instructions)
+		text, ok := wire.String(r.Instructions)
 		if !ok {
-			return nil, invalidRequest("instructions", "", "instructions must be a string.")
+			return nil, wire.InvalidRequest("instructions", "", "instructions must be a string.")
 		}
 		if text != "" {
 			chat.Messages = append(chat.Messages, &respChatMessage{Role: "system", Content: respJSON(text)})
@@ -193,7 +198,7 @@ func (responsesDialect) toChat(body []byte) ([]byte, error) {
 			Effort json.RawMessage `json:"effort"`
 		}
 		if json.Unmarshal(r.Reasoning, &reasoning) != nil {
-			return nil, invalidRequest("reasoning", "", "reasoning must be an object.")
+			return nil, wire.InvalidRequest("reasoning", "", "reasoning must be an object.")
 		}
 		chat.ReasoningEffort = respNotNull(reasoning.Effort)
 	}
@@ -247,21 +252,21 @@ type respInputItem struct {
 // appendInput appends the input, a string or a list of items, to the chat's messages.
 func appendInput(chat *respChatRequest, input json.RawMessage) error {
 	if respIsNull(input) {
-		return invalidRequest("input", "", "input is required: a string, or a list of input items.")
+		return wire.InvalidRequest("input", "", "input is required: a string, or a list of input items.")
 	}
-	if text, ok := jsonString(input); ok {
+	if text, ok := wire.String(input); ok {
 		chat.Messages = append(chat.Messages, &respChatMessage{Role: "user", Content: respJSON(text)})
 		return nil
 	}
 	var items []json.RawMessage
 	if json.Unmarshal(input, &items) != nil {
-		return invalidRequest("input", "", "input must be a string or a list of input items.")
+		return wire.InvalidRequest("input", "", "input must be a string or a list of input items.")
 	}
 	for i, raw := range items {
 		param := fmt.Sprintf("input[%d]", i)
 		var item respInputItem
 		if json.Unmarshal(raw, &item) != nil {
-			return invalidRequest(param, "", "%s must be an input item: an object with a type or a role.", param)
+			return wire.InvalidRequest(param, "", "%s must be an input item: an object with a type or a role.", param)
 		}
 		if item.Type == "" && item.Role != "" {
 			item.Type = "message"
@@ -275,7 +280,7 @@ func appendInput(chat *respChatRequest, input json.RawMessage) error {
 			chat.Messages = append(chat.Messages, m)
 		case "function_call":
 			if item.CallID == "" || item.Name == "" {
-				return invalidRequest(param, "", "%s, a function_call item, needs its call_id and name.", param)
+				return wire.InvalidRequest(param, "", "%s, a function_call item, needs its call_id and name.", param)
 			}
 			call := respChatToolCall{ID: item.CallID, Type: "function", Function: respChatFunctionCall{Name: item.Name, Arguments: item.Arguments}}
 			// Calls that follow an assistant message, or one another, are that one assistant turn's.
@@ -287,7 +292,7 @@ func appendInput(chat *respChatRequest, input json.RawMessage) error {
 			}
 		case "function_call_output":
 			if item.CallID == "" {
-				return invalidRequest(param, "", "%s, a function_call_output item, needs the call_id of its function_call.", param)
+				return wire.InvalidRequest(param, "", "%s, a function_call_output item, needs the call_id of its function_call.", param)
 			}
 			text, err := respOutputText(item.Output, param+".output")
 			if err != nil {
@@ -299,12 +304,12 @@ func appendInput(chat *respChatRequest, input json.RawMessage) error {
 		case "item_reference":
 			return errNotStored(param + " (an item_reference)")
 		default:
-			return invalidRequest(param+".type", "unsupported_input_item",
+			return wire.InvalidRequest(param+".type", "unsupported_input_item",
 				"%s is a %q item: the gateway takes message, function_call, function_call_output and reasoning items.", param, item.Type)
 		}
 	}
 	if len(chat.Messages) == 0 {
-		return invalidRequest("input", "", "input has no message.")
+		return wire.InvalidRequest("input", "", "input has no message.")
 	}
 	return nil
 }
@@ -339,14 +344,14 @@ func respChatMessageOf(item respInputItem, param string) (*respChatMessage, erro
 	case "developer":
 		role = "system"
 	default:
-		return nil, invalidRequest(param+".role", "", "%s.role must be user, assistant, system or developer.", param)
+		return nil, wire.InvalidRequest(param+".role", "", "%s.role must be user, assistant, system or developer.", param)
 	}
-	if text, ok := jsonString(item.Content); ok {
+	if text, ok := wire.String(item.Content); ok {
 		return &respChatMessage{Role: role, Content: respJSON(text)}, nil
 	}
 	var parts []respContentPart
 	if json.Unmarshal(item.Content, &parts) != nil {
-		return nil, invalidRequest(param+".content", "", "%s.content must be a string or a list of content parts.", param)
+		return nil, wire.InvalidRequest(param+".content", "", "%s.content must be a string or a list of content parts.", param)
 	}
 	out := make([]respChatPart, 0, len(parts))
 	for k, p := range parts {
@@ -358,12 +363,12 @@ func respChatMessageOf(item respInputItem, param string) (*respChatMessage, erro
 			out = append(out, respChatPart{Type: "text", Text: p.Refusal})
 		case p.Type == "input_image" && role == "user":
 			if p.ImageURL == "" {
-				return nil, invalidRequest(where, "unsupported_content",
+				return nil, wire.InvalidRequest(where, "unsupported_content",
 					"%s: an image is taken by its image_url (a URL or a data: URL); this platform stores no files.", where)
 			}
 			out = append(out, respChatPart{Type: "image_url", ImageURL: &respChatImagePart{URL: p.ImageURL, Detail: p.Detail}})
 		default:
-			return nil, invalidRequest(where+".type", "unsupported_content",
+			return nil, wire.InvalidRequest(where+".type", "unsupported_content",
 				"%s is a %q part, which a %s message cannot carry here: text parts, and images in user messages.", where, p.Type, item.Role)
 		}
 	}
@@ -375,17 +380,17 @@ func respChatMessageOf(item respInputItem, param string) (*respChatMessage, erro
 
 // respOutputText is a function_call_output's output, a string or a list of text parts, as the tool message's text.
 func respOutputText(raw json.RawMessage, param string) (string, error) {
-	if text, ok := jsonString(raw); ok {
+	if text, ok := wire.String(raw); ok {
 		return text, nil
 	}
 	var parts []respContentPart
 	if json.Unmarshal(raw, &parts) != nil {
-		return "", invalidRequest(param, "", "%s must be a string or a list of input_text parts.", param)
+		return "", wire.InvalidRequest(param, "", "%s must be a string or a list of input_text parts.", param)
 	}
 	var text strings.Builder
 	for k, p := range parts {
 		if p.Type != "input_text" && p.Type != "output_text" && p.Type != "text" {
-			return "", invalidRequest(fmt.Sprintf("%s[%d].type", param, k), "unsupported_content",
+			return "", wire.InvalidRequest(fmt.Sprintf("%s[%d].type", param, k), "unsupported_content",
 				"%s[%d] is a %q part: a tool's output is text here.", param, k, p.Type)
 		}
 		text.WriteString(p.Text)
@@ -404,15 +409,15 @@ func respChatToolOf(raw json.RawMessage, i int) (respChatTool, error) {
 	}
 	param := fmt.Sprintf("tools[%d]", i)
 	if json.Unmarshal(raw, &t) != nil {
-		return respChatTool{}, invalidRequest(param, "", "%s must be a tool object.", param)
+		return respChatTool{}, wire.InvalidRequest(param, "", "%s must be a tool object.", param)
 	}
 	if t.Type != "function" {
-		return respChatTool{}, invalidRequest(param+".type", "unsupported_tool",
+		return respChatTool{}, wire.InvalidRequest(param+".type", "unsupported_tool",
 			"%s is a %q tool: this platform runs open models on providers' GPUs and offers only function tools, which your code runs.",
 			param, t.Type)
 	}
 	if t.Name == "" {
-		return respChatTool{}, invalidRequest(param+".name", "", "%s, a function tool, needs a name.", param)
+		return respChatTool{}, wire.InvalidRequest(param+".name", "", "%s, a function tool, needs a name.", param)
 	}
 	return respChatTool{Type: "function", Function: respChatFunction{Name: t.Name, Description: t.Description,
 		Parameters: respNotNull(t.Parameters), Strict: respNotNull(t.Strict)}}, nil
@@ -424,19 +429,19 @@ func respChatToolChoice(raw json.RawMessage) (json.RawMessage, error) {
 	if respIsNull(raw) {
 		return nil, nil
 	}
-	if s, ok := jsonString(raw); ok {
+	if s, ok := wire.String(raw); ok {
 		switch s {
 		case "auto", "none", "required":
 			return raw, nil
 		}
-		return nil, invalidRequest("tool_choice", "", "tool_choice must be auto, none, required or {\"type\": \"function\", \"name\": ...}.")
+		return nil, wire.InvalidRequest("tool_choice", "", "tool_choice must be auto, none, required or {\"type\": \"function\", \"name\": ...}.")
 	}
 	var c struct {
 		Type string `json:"type"`
 		Name string `json:"name"`
 	}
 	if json.Unmarshal(raw, &c) != nil || c.Type != "function" || c.Name == "" {
-		return nil, invalidRequest("tool_choice", "unsupported_tool",
+		return nil, wire.InvalidRequest("tool_choice", "unsupported_tool",
 			"tool_choice must be auto, none, required or {\"type\": \"function\", \"name\": ...}: only function tools are offered.")
 	}
 	return respJSON(map[string]any{"type": "function", "function": map[string]string{"name": c.Name}}), nil
@@ -452,7 +457,7 @@ func respChatResponseFormat(text json.RawMessage) (json.RawMessage, error) {
 		Format json.RawMessage `json:"format"`
 	}
 	if json.Unmarshal(text, &t) != nil {
-		return nil, invalidRequest("text", "", "text must be an object.")
+		return nil, wire.InvalidRequest("text", "", "text must be an object.")
 	}
 	if respIsNull(t.Format) {
 		return nil, nil
@@ -465,7 +470,7 @@ func respChatResponseFormat(text json.RawMessage) (json.RawMessage, error) {
 		Strict      json.RawMessage `json:"strict,omitempty"`
 	}
 	if json.Unmarshal(t.Format, &f) != nil {
-		return nil, invalidRequest("text.format", "", "text.format must be an object.")
+		return nil, wire.InvalidRequest("text.format", "", "text.format must be an object.")
 	}
 	switch f.Type {
 	case "text":
@@ -474,7 +479,7 @@ func respChatResponseFormat(text json.RawMessage) (json.RawMessage, error) {
 		return json.RawMessage(`{"type":"json_object"}`), nil
 	case "json_schema":
 		if f.Name == "" || respIsNull(f.Schema) {
-			return nil, invalidRequest("text.format", "", "text.format of type json_schema needs a name and a schema.")
+			return nil, wire.InvalidRequest("text.format", "", "text.format of type json_schema needs a name and a schema.")
 		}
 		type jsonSchema struct {
 			Name        string          `json:"name"`
@@ -487,10 +492,10 @@ func respChatResponseFormat(text json.RawMessage) (json.RawMessage, error) {
 			JSONSchema jsonSchema `json:"json_schema"`
 		}{"json_schema", jsonSchema{f.Name, f.Description, f.Schema, respNotNull(f.Strict)}}), nil
 	}
-	return nil, invalidRequest("text.format.type", "", "text.format.type must be text, json_object or json_schema.")
+	return nil, wire.InvalidRequest("text.format.type", "", "text.format.type must be text, json_object or json_schema.")
 }
 
-func (responsesDialect) errorBody(ge *gatewayError) []byte { return openAIErrorJSON(ge) }
+func (Responses) ErrorBody(ge *wire.Error) []byte { return wire.OpenAIJSON(ge) }
 
 // The answer.
 
@@ -566,7 +571,7 @@ type responseUsage struct {
 		ReasoningTokens int64 `json:"reasoning_tokens"`
 	} `json:"output_tokens_details"`
 	TotalTokens int64 `json:"total_tokens"`
-	// Cost is what the request cost, in dollars, as an answer's usage tells it (cost.go); absent when untold.
+	// Cost is what the request cost, in dollars, as an answer's usage tells it (package gateway's cost.go); absent when untold.
 	Cost json.RawMessage `json:"cost,omitempty"`
 }
 
@@ -597,9 +602,9 @@ type respFunctionCallItem struct {
 }
 
 // responseShell is a Response with what the request sets, before any output.
-func responseShell(t *translation) *responseObject {
+func responseShell(t *Translation) *responseObject {
 	var r responsesRequest
-	_ = json.Unmarshal(t.request, &r) // it was read once already, in toChat
+	_ = json.Unmarshal(t.Request, &r) // it was read once already, in ToChat
 	orNull := func(raw json.RawMessage) json.RawMessage {
 		if respIsNull(raw) {
 			return json.RawMessage("null")
@@ -612,9 +617,9 @@ func responseShell(t *translation) *responseObject {
 		}
 		return raw
 	}
-	resp := &responseObject{ID: responseID(t.requestID), Object: "response", CreatedAt: t.created.Unix(), Status: "in_progress",
+	resp := &responseObject{ID: responseID(t.RequestID), Object: "response", CreatedAt: t.Created.Unix(), Status: "in_progress",
 		Error: json.RawMessage("null"), Instructions: orNull(r.Instructions), MaxOutputTokens: orNull(r.MaxOutputTokens),
-		Model: t.model, Output: []any{}, ParallelToolCalls: string(r.ParallelToolCalls) != "false",
+		Model: t.Model, Output: []any{}, ParallelToolCalls: string(r.ParallelToolCalls) != "false",
 		PreviousResponseID: json.RawMessage("null"), Temperature: or(r.Temperature, "1"), TopP: or(r.TopP, "1"),
 		Text: or(r.Text, `{"format":{"type":"text"}}`), ToolChoice: or(r.ToolChoice, `"auto"`), Tools: json.RawMessage("[]"),
 		Truncation: "disabled", User: orNull(r.SafetyIdentifier), Metadata: or(r.Metadata, "{}")}
@@ -637,7 +642,7 @@ func responseShell(t *translation) *responseObject {
 }
 
 // finish sets a Response's status from the chat's finish reason, and its usage with the request's cost.
-func (resp *responseObject) finish(finishReason string, u *respChatUsage, at int64, t *translation) {
+func (resp *responseObject) finish(finishReason string, u *respChatUsage, at int64, t *Translation) {
 	switch finishReason {
 	case "length":
 		resp.Status, resp.IncompleteDetails = "incomplete", &respIncompleteDetails{Reason: "max_output_tokens"}
@@ -657,8 +662,8 @@ func (resp *responseObject) finish(finishReason string, u *respChatUsage, at int
 		if ru.TotalTokens == 0 {
 			ru.TotalTokens = ru.InputTokens + ru.OutputTokens
 		}
-		if t.cost != nil {
-			if cost, ok := t.cost(&billing.TokenCount{Input: max(u.PromptTokens, 0), Output: max(u.CompletionTokens, 0),
+		if t.Cost != nil {
+			if cost, ok := t.Cost(&billing.TokenCount{Input: max(u.PromptTokens, 0), Output: max(u.CompletionTokens, 0),
 				Cached: max(ru.InputTokensDetails.CachedTokens, 0)}); ok {
 				ru.Cost = json.RawMessage(cost.Decimal(12))
 			}
@@ -675,7 +680,7 @@ func itemID(prefix, requestID string, index int) string {
 	return prefix + strings.TrimPrefix(requestID, "req_") + "_" + strconv.Itoa(index)
 }
 
-func (responsesDialect) answer(chat []byte, t *translation) ([]byte, error) {
+func (Responses) Answer(chat []byte, t *Translation) ([]byte, error) {
 	var c respChatCompletion
 	if err := json.Unmarshal(chat, &c); err != nil {
 		return nil, err
@@ -697,11 +702,11 @@ func (responsesDialect) answer(chat []byte, t *translation) ([]byte, error) {
 		text = *ch.Message.Refusal
 	}
 	if text != "" || len(ch.Message.ToolCalls) == 0 {
-		resp.Output = append(resp.Output, respMessageItem{Type: "message", ID: itemID("msg_", t.requestID, len(resp.Output)),
+		resp.Output = append(resp.Output, respMessageItem{Type: "message", ID: itemID("msg_", t.RequestID, len(resp.Output)),
 			Status: itemStatus, Role: "assistant", Content: []respOutputPart{{Type: "output_text", Text: text, Annotations: []string{}}}})
 	}
 	for _, tc := range ch.Message.ToolCalls {
-		resp.Output = append(resp.Output, respFunctionCallItem{Type: "function_call", ID: itemID("fc_", t.requestID, len(resp.Output)),
+		resp.Output = append(resp.Output, respFunctionCallItem{Type: "function_call", ID: itemID("fc_", t.RequestID, len(resp.Output)),
 			CallID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments, Status: "completed"})
 	}
 	return respMarshal(resp)
@@ -711,7 +716,7 @@ func (responsesDialect) answer(chat []byte, t *translation) ([]byte, error) {
 
 // responsesStream translates a chat completion stream into the Responses API's events.
 type responsesStream struct {
-	t       *translation
+	t       *Translation
 	resp    *responseObject
 	seq     int
 	started bool
@@ -724,7 +729,7 @@ type responsesStream struct {
 	out     bytes.Buffer
 }
 
-func (responsesDialect) stream(t *translation) chunkTranslator {
+func (Responses) Stream(t *Translation) ChunkTranslator {
 	return &responsesStream{t: t, resp: responseShell(t), open: -1, calls: map[int]int{}, args: map[int]*strings.Builder{}}
 }
 
@@ -782,7 +787,7 @@ type respChatChunk struct {
 	Usage *respChatUsage `json:"usage"`
 }
 
-func (s *responsesStream) chunk(payload []byte) ([]byte, error) {
+func (s *responsesStream) Chunk(payload []byte) ([]byte, error) {
 	var c respChatChunk
 	if err := json.Unmarshal(payload, &c); err != nil {
 		return nil, err
@@ -838,7 +843,7 @@ func (s *responsesStream) openMessage() {
 		s.closeOpen()
 	}
 	s.open = len(s.resp.Output)
-	item := &respMessageItem{Type: "message", ID: itemID("msg_", s.t.requestID, s.open), Status: "in_progress", Role: "assistant",
+	item := &respMessageItem{Type: "message", ID: itemID("msg_", s.t.RequestID, s.open), Status: "in_progress", Role: "assistant",
 		Content: []respOutputPart{}}
 	s.resp.Output = append(s.resp.Output, item)
 	s.emit(responseEvent{Type: "response.output_item.added", OutputIndex: respIntp(s.open), Item: item})
@@ -854,7 +859,7 @@ func (s *responsesStream) appendCall(index int, id, name, arguments string) {
 		s.closeOpen()
 		at = len(s.resp.Output)
 		s.calls[index], s.args[index] = at, &strings.Builder{}
-		item := &respFunctionCallItem{Type: "function_call", ID: itemID("fc_", s.t.requestID, at), CallID: id, Name: name,
+		item := &respFunctionCallItem{Type: "function_call", ID: itemID("fc_", s.t.RequestID, at), CallID: id, Name: name,
 			Status: "in_progress"}
 		s.resp.Output = append(s.resp.Output, item)
 		s.open = at
@@ -909,7 +914,7 @@ func (s *responsesStream) closeOpen() {
 }
 
 // fail is the Responses API's error event, which ends a stream that failed midway.
-func (s *responsesStream) fail(message string) []byte {
+func (s *responsesStream) Fail(message string) []byte {
 	s.out.Reset()
 	e := struct {
 		Type           string  `json:"type"`
@@ -925,7 +930,7 @@ func (s *responsesStream) fail(message string) []byte {
 	return bytes.Clone(s.out.Bytes())
 }
 
-func (s *responsesStream) end() []byte {
+func (s *responsesStream) End() []byte {
 	s.out.Reset()
 	s.start()
 	if len(s.resp.Output) == 0 {

@@ -1,42 +1,43 @@
-package gateway
+package wire
 
 import (
+	"bytes"
 	"encoding/json"
 	"strconv"
 	"unicode/utf8"
 )
 
-// jsonObject is the top-level members of a JSON object, in the order they came, each value as
+// Object is the top-level members of a JSON object, in the order they came, each value as
 // it was written. The gateway reads a request's few members it needs, and a whole answer's
 // usage, this way instead of decoding the object into a map: one check of the body (json.Valid)
 // and one pass over it, without a copy of any value. A member named twice reads as its last
 // value, as encoding/json reads an object into a map and as the inference servers read it, so
 // the gateway and the rig never take different values of one request.
-type jsonObject []jsonMember
+type Object []Member
 
-type jsonMember struct {
-	name  []byte // decoded: the body's own bytes unless the name has an escape
-	value json.RawMessage
-	at    int // where value starts in the object's bytes
+type Member struct {
+	Name  []byte // decoded: the body's own bytes unless the name has an escape
+	Value json.RawMessage
+	At    int // where value starts in the object's bytes
 }
 
-// readJSONObject reads body's top-level members; ok is false when body is not a JSON object.
-func readJSONObject(body []byte) (obj jsonObject, ok bool) {
+// ReadObject reads body's top-level members; ok is false when body is not a JSON object.
+func ReadObject(body []byte) (obj Object, ok bool) {
 	if !json.Valid(body) {
 		return nil, false
 	}
-	return splitObject(body)
+	return SplitObject(body)
 }
 
-// splitObject reads the top-level members of body, valid JSON (a value json.Valid took, or
+// SplitObject reads the top-level members of body, valid JSON (a value json.Valid took, or
 // one of its parts); ok is false when it is not an object.
-func splitObject(body []byte) (obj jsonObject, ok bool) {
-	i := skipSpace(body, 0)
+func SplitObject(body []byte) (obj Object, ok bool) {
+	i := SkipSpace(body, 0)
 	if i == len(body) || body[i] != '{' {
 		return nil, false
 	}
-	obj = make(jsonObject, 0, 8)
-	i = skipSpace(body, i+1)
+	obj = make(Object, 0, 8)
+	i = SkipSpace(body, i+1)
 	if body[i] == '}' {
 		return obj, true
 	}
@@ -47,41 +48,41 @@ func splitObject(body []byte) (obj jsonObject, ok bool) {
 		if !ok {
 			return nil, false
 		}
-		i = skipSpace(body, end)
-		i = skipSpace(body, i+1) // the colon
-		vend := valueEnd(body, i)
-		obj = append(obj, jsonMember{name: name, value: body[i:vend:vend], at: i})
-		i = skipSpace(body, vend)
+		i = SkipSpace(body, end)
+		i = SkipSpace(body, i+1) // the colon
+		vend := ValueEnd(body, i)
+		obj = append(obj, Member{Name: name, Value: body[i:vend:vend], At: i})
+		i = SkipSpace(body, vend)
 		if body[i] == '}' {
 			return obj, true
 		}
-		i = skipSpace(body, i+1) // the comma
+		i = SkipSpace(body, i+1) // the comma
 	}
 }
 
-// get returns the last value of the member name, and whether there is one.
-func (o jsonObject) get(name string) (json.RawMessage, bool) {
+// Get returns the last value of the member name, and whether there is one.
+func (o Object) Get(name string) (json.RawMessage, bool) {
 	for k := len(o) - 1; k >= 0; k-- {
-		if string(o[k].name) == name {
-			return o[k].value, true
+		if string(o[k].Name) == name {
+			return o[k].Value, true
 		}
 	}
 	return nil, false
 }
 
-// members returns the object as encoding/json decodes it into a map: each name with its last
-// value. The gateway rewrites a body from it (marshalMembers).
-func (o jsonObject) members() map[string]json.RawMessage {
+// Members returns the object as encoding/json decodes it into a map: each name with its last
+// value. The gateway rewrites a body from it (MarshalMembers).
+func (o Object) Members() map[string]json.RawMessage {
 	m := make(map[string]json.RawMessage, len(o))
 	for _, mb := range o {
-		m[string(mb.name)] = mb.value
+		m[string(mb.Name)] = mb.Value
 	}
 	return m
 }
 
-// jsonString decodes a JSON string, quotes included, as encoding/json does; ok is false for
+// String decodes a JSON string, quotes included, as encoding/json does; ok is false for
 // any other value.
-func jsonString(quoted []byte) (string, bool) {
+func String(quoted []byte) (string, bool) {
 	b, ok := memberName(quoted)
 	return string(b), ok
 }
@@ -110,7 +111,8 @@ func memberName(quoted []byte) ([]byte, bool) {
 	return []byte(name), true
 }
 
-func skipSpace(b []byte, i int) int {
+// SkipSpace is the index of the first byte at or after b[i] that is not JSON's white space.
+func SkipSpace(b []byte, i int) int {
 	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
 		i++
 	}
@@ -130,8 +132,8 @@ func stringEnd(b []byte, i int) int {
 	return len(b)
 }
 
-// valueEnd is the index just past the valid JSON value that starts at b[i].
-func valueEnd(b []byte, i int) int {
+// ValueEnd is the index just past the valid JSON value that starts at b[i].
+func ValueEnd(b []byte, i int) int {
 	switch b[i] {
 	case '"':
 		return stringEnd(b, i)
@@ -161,13 +163,25 @@ func valueEnd(b []byte, i int) int {
 	}
 }
 
-// jsonInt reads a member's whole number as encoding/json reads it into an int64: null and a
+// Int reads a member's whole number as encoding/json reads it into an int64: null and a
 // missing member are 0; ok is false for a value that is not a whole number within int64.
-func (o jsonObject) jsonInt(name string) (n int64, ok bool) {
-	raw, found := o.get(name)
+func (o Object) Int(name string) (n int64, ok bool) {
+	raw, found := o.Get(name)
 	if !found || string(raw) == "null" {
 		return 0, true
 	}
 	n, err := strconv.ParseInt(string(raw), 10, 64)
 	return n, err == nil
+}
+
+// MarshalMembers encodes a JSON object without escaping <, > and &, which a prompt holds as
+// it is.
+func MarshalMembers(members map[string]json.RawMessage) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(members); err != nil {
+		return nil, InvalidRequest("", "invalid_json", "We could not parse the JSON body of your request.")
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }

@@ -1,4 +1,4 @@
-package gateway
+package models
 
 import (
 	"encoding/json"
@@ -42,7 +42,7 @@ func TestModelEntriesCarryEachTiersPrice(t *testing.T) {
 		}}, {Model: "m", Tiers: []catalog.Tier{catalog.TierRealtime},
 		Prices: map[catalog.Tier]catalog.Price{catalog.TierRealtime: {ID: 1, Input: 300_000, Output: 600_000, CachedInput: 75_000}}}}
 
-	pricing := func(entries []openAIModel) map[string]string {
+	pricing := func(entries []Model) map[string]string {
 		out := map[string]string{}
 		for _, e := range entries {
 			b, _ := json.Marshal(e)
@@ -72,7 +72,7 @@ func TestModelEntriesCarryEachTiersPrice(t *testing.T) {
 		"m":               "none",
 		"m:realtime":      "0.0000003 0.0000006 0.000000075",
 	}
-	got := pricing(modelEntries(list, ""))
+	got := pricing(Entries(list, ""))
 	for id, w := range want {
 		if got[id] != w {
 			t.Errorf("%s pricing %q, want %q", id, got[id], w)
@@ -81,7 +81,7 @@ func TestModelEntriesCarryEachTiersPrice(t *testing.T) {
 	if len(got) != len(want) {
 		t.Errorf("entries %v", got)
 	}
-	if got := pricing(modelEntries(list, catalog.TierBatch)); got[big] != "0.0000009 0.0000018 0.000000225" {
+	if got := pricing(Entries(list, catalog.TierBatch)); got[big] != "0.0000009 0.0000018 0.000000225" {
 		t.Errorf("a batch key's bare 70B pricing %q", got[big])
 	}
 }

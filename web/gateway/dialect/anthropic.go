@@ -1,4 +1,4 @@
-package gateway
+package dialect
 
 import (
 	"bytes"
@@ -8,22 +8,18 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/labstack/echo/v4"
-
 	"github.com/gpumarket/gpumarket/services/billing"
-	"github.com/gpumarket/gpumarket/services/routing"
+	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/web/gateway/internal/wire"
 )
 
 // The Anthropic Messages API (POST /v1/messages and /v1/messages/count_tokens), served by translation to and from
 // chat completions (dialect.go). See docs/gateway.md, "Anthropic Messages".
 
-// messagesEndpoint is POST /v1/messages.
-var messagesEndpoint = endpoint{path: "/v1/messages", streams: true, output: true, dialect: anthropicDialect{}}
+// Anthropic is the Messages API.
+type Anthropic struct{}
 
-// anthropicDialect is the Messages API.
-type anthropicDialect struct{}
-
-var _ dialect = anthropicDialect{}
+var _ Dialect = Anthropic{}
 
 // anthropicRequest is a Messages request, as the gateway reads it.
 type anthropicRequest struct {
@@ -85,23 +81,23 @@ var anthropicMembers = map[string]bool{
 var anthropicUnsupported = map[string]bool{"container": true, "mcp_servers": true, "output_config": true, "output_format": true}
 
 // anthropicInvalid is a 400 in Anthropic's shape.
-func anthropicInvalid(format string, args ...any) *gatewayError {
-	return &gatewayError{status: http.StatusBadRequest, typ: "invalid_request_error", message: fmt.Sprintf(format, args...)}
+func anthropicInvalid(format string, args ...any) *wire.Error {
+	return &wire.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: fmt.Sprintf(format, args...)}
 }
 
-func (anthropicDialect) toChat(body []byte) ([]byte, error) {
-	return anthropicToChat(body, true)
+func (Anthropic) ToChat(body []byte) ([]byte, error) {
+	return AnthropicToChat(body, true)
 }
 
-// anthropicToChat translates a Messages request into a chat completions body; needMaxTokens is false for
-// count_tokens, which takes none.
-func anthropicToChat(body []byte, needMaxTokens bool) ([]byte, error) {
-	top, ok := readJSONObject(body)
+// AnthropicToChat translates a Messages request into a chat completions body; needMaxTokens is false for
+// count_tokens (POST /v1/messages/count_tokens), which takes none.
+func AnthropicToChat(body []byte, needMaxTokens bool) ([]byte, error) {
+	top, ok := wire.ReadObject(body)
 	if !ok {
 		return nil, anthropicInvalid("The request body is not a JSON object.")
 	}
 	for _, m := range top {
-		name := string(m.name)
+		name := string(m.Name)
 		switch {
 		case anthropicUnsupported[name]:
 			return nil, anthropicInvalid("%s: not supported: the gateway serves open-weight models through chat completions.", name)
@@ -115,7 +111,7 @@ func anthropicToChat(body []byte, needMaxTokens bool) ([]byte, error) {
 	}
 	chat := map[string]json.RawMessage{}
 	for _, name := range []string{"gpumarket", "provider", "temperature", "top_p", "top_k", "stream"} {
-		if raw, ok := top.get(name); ok {
+		if raw, ok := top.Get(name); ok {
 			chat[name] = raw
 		}
 	}
@@ -203,7 +199,7 @@ func anthropicToChat(body []byte, needMaxTokens bool) ([]byte, error) {
 			chat["parallel_tool_calls"] = json.RawMessage("false")
 		}
 	}
-	return marshalMembers(chat)
+	return wire.MarshalMembers(chat)
 }
 
 // anthropicText reads a system prompt or a tool result's content: a string, or text blocks joined by newlines.
@@ -226,7 +222,7 @@ func anthropicText(raw json.RawMessage, where string) (string, error) {
 	return strings.Join(texts, "\n"), nil
 }
 
-func unsupportedBlock(where, typ string) *gatewayError {
+func unsupportedBlock(where, typ string) *wire.Error {
 	switch typ {
 	case "image", "document":
 		return anthropicInvalid("%s: %s blocks are not supported: the models on offer read text only.", where, typ)
@@ -343,12 +339,12 @@ type anthropicUsage struct {
 	OutputTokens             int64 `json:"output_tokens"`
 	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
 	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
-	// Cost is what the request cost, in dollars, as every answer's usage tells it (cost.go); absent when untold.
+	// Cost is what the request cost, in dollars, as every answer's usage tells it (package gateway's cost.go); absent when untold.
 	Cost json.RawMessage `json:"cost,omitempty"`
 }
 
 // anthropic is the usage as Messages tells it, with the request's cost for it when t tells one.
-func (u *chatUsage) anthropic(t *translation) anthropicUsage {
+func (u *chatUsage) anthropic(t *Translation) anthropicUsage {
 	if u == nil {
 		return anthropicUsage{}
 	}
@@ -357,8 +353,8 @@ func (u *chatUsage) anthropic(t *translation) anthropicUsage {
 		out.CacheReadInputTokens = min(d.CachedTokens, u.PromptTokens)
 		out.InputTokens -= out.CacheReadInputTokens
 	}
-	if t != nil && t.cost != nil {
-		if cost, ok := t.cost(&billing.TokenCount{Input: max(u.PromptTokens, 0), Output: max(u.CompletionTokens, 0),
+	if t != nil && t.Cost != nil {
+		if cost, ok := t.Cost(&billing.TokenCount{Input: max(u.PromptTokens, 0), Output: max(u.CompletionTokens, 0),
 			Cached: max(out.CacheReadInputTokens, 0)}); ok {
 			out.Cost = json.RawMessage(cost.Decimal(12))
 		}
@@ -399,7 +395,7 @@ type anthropicAnswer struct {
 	Usage        anthropicUsage    `json:"usage"`
 }
 
-func (anthropicDialect) answer(chat []byte, t *translation) ([]byte, error) {
+func (Anthropic) Answer(chat []byte, t *Translation) ([]byte, error) {
 	var a chatAnswer
 	if err := json.Unmarshal(chat, &a); err != nil {
 		return nil, err
@@ -408,7 +404,7 @@ func (anthropicDialect) answer(chat []byte, t *translation) ([]byte, error) {
 		return nil, errors.New("a chat completion without a choice")
 	}
 	ch := a.Choices[0]
-	out := anthropicAnswer{ID: anthropicMessageID(t.requestID), Type: "message", Role: "assistant", Model: t.model,
+	out := anthropicAnswer{ID: anthropicMessageID(t.RequestID), Type: "message", Role: "assistant", Model: t.Model,
 		Content: []json.RawMessage{}, Usage: a.Usage.anthropic(t)}
 	if c := ch.Message.Content; c != nil && *c != "" {
 		b, _ := json.Marshal(map[string]string{"type": "text", "text": *c})
@@ -427,17 +423,20 @@ func (anthropicDialect) answer(chat []byte, t *translation) ([]byte, error) {
 // toolInput is a call's arguments as a tool_use block's input: the JSON object they are, or {} when they are not one
 // (arguments cut short by max_tokens).
 func toolInput(arguments string) json.RawMessage {
-	if top, ok := readJSONObject([]byte(arguments)); ok && top != nil {
+	if top, ok := wire.ReadObject([]byte(arguments)); ok && top != nil {
 		return json.RawMessage(arguments)
 	}
 	return json.RawMessage("{}")
 }
 
-func (anthropicDialect) errorBody(ge *gatewayError) []byte {
+func (Anthropic) ErrorBody(ge *wire.Error) []byte {
 	b, _ := json.Marshal(map[string]any{"type": "error", "error": map[string]string{
-		"type": anthropicErrorType(ge.status), "message": ge.message}})
+		"type": anthropicErrorType(ge.Status), "message": ge.Message}})
 	return b
 }
+
+// NativeAPI is the name by which agents say their engine serves the Messages API.
+func (Anthropic) NativeAPI() string { return catalog.NativeMessages }
 
 // anthropicErrorType is Anthropic's error type for a status the gateway answers. 402 (the account's credit or the
 // key's limit is spent) is billing_error, as Anthropic answers it; 503 (no offering can serve now) is
@@ -469,7 +468,7 @@ func anthropicErrorType(status int) string {
 	return "invalid_request_error"
 }
 
-func (anthropicDialect) stream(t *translation) chunkTranslator {
+func (Anthropic) Stream(t *Translation) ChunkTranslator {
 	return &anthropicStream{t: t, blocks: map[int]int{}, open: -1, text: -1}
 }
 
@@ -480,7 +479,7 @@ func (anthropicDialect) stream(t *translation) chunkTranslator {
 // known only at the end, from the usage chunk the gateway asks every rig for: message_start says 0, message_delta the
 // count.
 type anthropicStream struct {
-	t        *translation
+	t        *Translation
 	started  bool
 	next     int         // the index of the next block
 	open     int         // the block open now, -1 when none
@@ -507,7 +506,7 @@ func (s *anthropicStream) start(out []byte) []byte {
 	}
 	s.started = true
 	return event(out, "message_start", map[string]any{"type": "message_start", "message": anthropicAnswer{
-		ID: anthropicMessageID(s.t.requestID), Type: "message", Role: "assistant", Model: s.t.model,
+		ID: anthropicMessageID(s.t.RequestID), Type: "message", Role: "assistant", Model: s.t.Model,
 		Content: []json.RawMessage{}}})
 }
 
@@ -532,7 +531,7 @@ func (s *anthropicStream) closeBlock(out []byte) []byte {
 	return out
 }
 
-func (s *anthropicStream) chunk(payload []byte) ([]byte, error) {
+func (s *anthropicStream) Chunk(payload []byte) ([]byte, error) {
 	var c chatAnswer
 	if err := json.Unmarshal(payload, &c); err != nil {
 		return nil, err
@@ -573,7 +572,7 @@ func (s *anthropicStream) chunk(payload []byte) ([]byte, error) {
 	return out, nil
 }
 
-func (s *anthropicStream) end() []byte {
+func (s *anthropicStream) End() []byte {
 	out := s.closeBlock(s.start(nil))
 	reason, seq := stopReason(s.finish, s.vllmStop)
 	u := s.usage.anthropic(s.t)
@@ -583,35 +582,6 @@ func (s *anthropicStream) end() []byte {
 }
 
 // fail is the error event Anthropic ends a stream with when it fails midway.
-func (s *anthropicStream) fail(message string) []byte {
+func (s *anthropicStream) Fail(message string) []byte {
 	return event(nil, "error", map[string]any{"type": "error", "error": map[string]string{"type": "api_error", "message": message}})
-}
-
-// countAnthropicTokens answers POST /v1/messages/count_tokens with {"input_tokens": N}. The platform holds no
-// tokenizer of the models on offer, so N is the bound the gateway itself puts on the request's input (routing.BoundsFor
-// on the chat completion it translates to): the most input tokens such a request can be billed for, an upper bound of
-// what a rig's tokenizer counts. Nothing is sent to a rig and nothing is billed.
-func (g *Gateway) countAnthropicTokens(c echo.Context) error {
-	c.Set(dialectKey, messagesEndpoint.dialect)
-	key, err := g.admitKey(c)
-	if err != nil {
-		return g.writeGatewayError(c, err)
-	}
-	body, err := readGatewayBody(c, g.cfg.MaxBodyBytes)
-	if err != nil {
-		return g.writeGatewayError(c, err)
-	}
-	if body, err = anthropicToChat(body, false); err != nil {
-		return g.writeGatewayError(c, err)
-	}
-	req, err := parseGatewayRequest(body, messagesEndpoint, c.Request().Header.Get(TierHeader), key)
-	if err != nil {
-		return g.writeGatewayError(c, err)
-	}
-	if g.cfg.Router != nil {
-		if _, err := g.cfg.Router.Pick(req.route); errors.Is(err, routing.ErrUnknownModel) {
-			return g.writeGatewayError(c, err)
-		}
-	}
-	return c.JSON(http.StatusOK, map[string]int64{"input_tokens": req.bounds.MaxInputTokens})
 }

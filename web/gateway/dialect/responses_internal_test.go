@@ -1,4 +1,4 @@
-package gateway
+package dialect
 
 import (
 	"bytes"
@@ -12,10 +12,9 @@ import (
 
 	"github.com/openai/openai-go/v3/responses"
 
-	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/billing"
-	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/web/gateway/internal/wire"
 )
 
 // sameJSONValue fails unless got and want are the same JSON value.
@@ -55,7 +54,7 @@ func TestResponsesRequestBecomesChat(t *testing.T) {
 		"text":{"format":{"type":"json_schema","name":"forecast","strict":true,"schema":{"type":"object"}}},
 		"reasoning":{"effort":"low"},"safety_identifier":"user-7","metadata":{"k":"v"},
 		"gpumarket":{"tier":"standard","max_ttft_ms":900},"provider":{"order":["a","b"],"allow_fallbacks":false}}`
-	chat, err := responsesDialect{}.toChat([]byte(body))
+	chat, err := Responses{}.ToChat([]byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,29 +81,15 @@ func TestResponsesRequestBecomesChat(t *testing.T) {
 	if !bytes.Contains(chat, []byte("<tomorrow>")) {
 		t.Fatalf("the prompt's < and > were escaped: %s", chat)
 	}
-
-	// What the gateway then reads of it is the chat completion's: the tier of the model's suffix, the stream, the
-	// output limit of max_output_tokens; the gpumarket and provider objects are taken out on the way to the rig.
-	req, err := parseGatewayRequest(chat, endpoint{path: "/v1/responses", streams: true, output: true, dialect: responsesDialect{}},
-		"", accounts.APIKey{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if req.route.Model != "llama-3-8b" || req.route.Tier != catalog.TierRealtime || !req.stream || req.bounds.MaxOutputTokens != 64 {
-		t.Fatalf("read as model %q tier %q stream %v max output %d", req.route.Model, req.route.Tier, req.stream, req.bounds.MaxOutputTokens)
-	}
-	if bytes.Contains(req.body, []byte(`"gpumarket"`)) || bytes.Contains(req.body, []byte(`"provider"`)) {
-		t.Fatalf("the rig's body: %s", req.body)
-	}
 }
 
 func TestResponsesStringInput(t *testing.T) {
-	chat, err := responsesDialect{}.toChat([]byte(`{"model":"m","input":"Hello","store":true,"text":{"format":{"type":"text"}},"tool_choice":"none"}`))
+	chat, err := Responses{}.ToChat([]byte(`{"model":"m","input":"Hello","store":true,"text":{"format":{"type":"text"}},"tool_choice":"none"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	sameJSONValue(t, chat, `{"model":"m","messages":[{"role":"user","content":"Hello"}],"tool_choice":"none"}`)
-	chat, err = responsesDialect{}.toChat([]byte(`{"model":"m","input":"Hi","previous_response_id":null,"text":{"format":{"type":"json_object"}}}`))
+	chat, err = Responses{}.ToChat([]byte(`{"model":"m","input":"Hi","previous_response_id":null,"text":{"format":{"type":"json_object"}}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,29 +121,29 @@ func TestResponsesRefusals(t *testing.T) {
 		{"a mistyped member", `{"model":"m","input":"Hi","tools":{"type":"function"}}`, "", "invalid_json", "tools"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := responsesDialect{}.toChat([]byte(c.body))
-			var ge *gatewayError
+			_, err := Responses{}.ToChat([]byte(c.body))
+			var ge *wire.Error
 			if !errors.As(err, &ge) {
 				t.Fatalf("error %v, want a 400", err)
 			}
-			if ge.status != http.StatusBadRequest || ge.param != c.param || ge.code != c.code || !strings.Contains(ge.message, c.says) {
-				t.Fatalf("%d param %q code %q: %s; want 400 param %q code %q saying %q", ge.status, ge.param, ge.code, ge.message,
+			if ge.Status != http.StatusBadRequest || ge.Param != c.param || ge.Code != c.code || !strings.Contains(ge.Message, c.says) {
+				t.Fatalf("%d param %q code %q: %s; want 400 param %q code %q saying %q", ge.Status, ge.Param, ge.Code, ge.Message,
 					c.param, c.code, c.says)
 			}
 			// Answered in OpenAI's error shape.
-			var e openAIError
-			if json.Unmarshal(responsesDialect{}.errorBody(ge), &e) != nil || e.Error.Message != ge.message ||
+			var e wire.OpenAIError
+			if json.Unmarshal(Responses{}.ErrorBody(ge), &e) != nil || e.Error.Message != ge.Message ||
 				e.Error.Type != "invalid_request_error" || (c.param != "" && (e.Error.Param == nil || *e.Error.Param != c.param)) {
-				t.Fatalf("error body %s", responsesDialect{}.errorBody(ge))
+				t.Fatalf("error body %s", Responses{}.ErrorBody(ge))
 			}
 		})
 	}
 }
 
 // responsesTranslation is a request's translation whose cost is a microdollar a token.
-func responsesTranslation(request string) *translation {
-	return &translation{requestID: "req_0123abcd", request: []byte(request), model: "llama-3-8b",
-		created: time.Unix(1_800_000_000, 0), cost: func(u *billing.TokenCount) (money.Pico, bool) {
+func responsesTranslation(request string) *Translation {
+	return &Translation{RequestID: "req_0123abcd", Request: []byte(request), Model: "llama-3-8b",
+		Created: time.Unix(1_800_000_000, 0), Cost: func(u *billing.TokenCount) (money.Pico, bool) {
 			// A dollar a million tokens, a quarter of it for a cached one.
 			return money.Pico(u.Input-u.Cached+u.Output)*money.PicoPerUSD/1_000_000 + money.Pico(u.Cached)*money.PicoPerUSD/4_000_000, true
 		}}
@@ -177,7 +162,7 @@ func decodeSDKResponse(t *testing.T, raw []byte) responses.Response {
 func TestResponsesWholeAnswer(t *testing.T) {
 	tr := responsesTranslation(`{"model":"llama-3-8b:standard","input":"Hi","instructions":"Be brief.","max_output_tokens":50,
 		"metadata":{"k":"v"},"tools":[{"type":"function","name":"weather","parameters":{"type":"object"}}]}`)
-	raw, err := responsesDialect{}.answer([]byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"llama-3-8b",
+	raw, err := Responses{}.Answer([]byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"llama-3-8b",
 		"choices":[{"index":0,"message":{"role":"assistant","content":"Bonjour."},"finish_reason":"stop"}],
 		"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15,"prompt_tokens_details":{"cached_tokens":4},
 		"completion_tokens_details":{"reasoning_tokens":1}}}`), tr)
@@ -214,7 +199,7 @@ func TestResponsesWholeAnswer(t *testing.T) {
 	}
 
 	// Cut short by its length: incomplete, for max_output_tokens.
-	raw, err = responsesDialect{}.answer([]byte(`{"choices":[{"index":0,"message":{"role":"assistant","content":"Bon"},
+	raw, err = Responses{}.Answer([]byte(`{"choices":[{"index":0,"message":{"role":"assistant","content":"Bon"},
 		"finish_reason":"length"}],"usage":{"prompt_tokens":12,"completion_tokens":50}}`), tr)
 	if err != nil {
 		t.Fatal(err)
@@ -230,7 +215,7 @@ func TestResponsesWholeToolCall(t *testing.T) {
 	tr := responsesTranslation(`{"model":"m","input":"Weather?","tool_choice":"required",
 		"tools":[{"type":"function","name":"weather","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}]}`)
 	// A tool call as the simulated backend answers one.
-	raw, err := responsesDialect{}.answer([]byte(`{"id":"chatcmpl-2","object":"chat.completion","model":"m",
+	raw, err := Responses{}.Answer([]byte(`{"id":"chatcmpl-2","object":"chat.completion","model":"m",
 		"choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_9f2e","type":"function",
 		"function":{"name":"weather","arguments":"{\"city\":\"example\"}"}}]},"finish_reason":"tool_calls"}],
 		"usage":{"prompt_tokens":20,"completion_tokens":9,"total_tokens":29}}`), tr)
@@ -279,18 +264,18 @@ func readResponsesEvents(t *testing.T, frames []byte) []responsesEvent {
 }
 
 // translateResponsesStream feeds chunks to a stream translator and returns all it sent.
-func translateResponsesStream(t *testing.T, tr *translation, chunks ...string) []byte {
+func translateResponsesStream(t *testing.T, tr *Translation, chunks ...string) []byte {
 	t.Helper()
-	s := responsesDialect{}.stream(tr)
+	s := Responses{}.Stream(tr)
 	var all []byte
 	for _, c := range chunks {
-		out, err := s.chunk([]byte(c))
+		out, err := s.Chunk([]byte(c))
 		if err != nil {
 			t.Fatal(err)
 		}
 		all = append(all, out...)
 	}
-	return append(all, s.end()...)
+	return append(all, s.End()...)
 }
 
 func responsesEventNames(events []responsesEvent) []string {

@@ -1,4 +1,4 @@
-package gateway
+package apikeys
 
 import (
 	"context"
@@ -8,36 +8,34 @@ import (
 	"time"
 )
 
-// Closing the gateway drops the scheduled write of when keys were last used, and schedules no other: nothing is
+// Closing the record drops the scheduled write of when keys were last used, and schedules no other: nothing is
 // written once Close has returned (the database may be gone by then).
 func TestKeyTouchesScheduleNothingOnceClosed(t *testing.T) {
 	var writes atomic.Int32
-	g := New(Config{Log: slog.New(slog.DiscardHandler)})
-	g.touches.write = func(context.Context, map[string]time.Time) error { writes.Add(1); return nil }
-	g.touches.touch("key_1", time.Now())
-	g.Close()
-	g.touches.touch("key_2", time.Now())
-	time.Sleep(touchEvery + 200*time.Millisecond)
+	touches := NewTouches(func(context.Context, map[string]time.Time) error { writes.Add(1); return nil }, slog.New(slog.DiscardHandler))
+	touches.Touch("key_1", time.Now())
+	touches.Close()
+	touches.Touch("key_2", time.Now())
+	time.Sleep(TouchEvery + 200*time.Millisecond)
 	if n := writes.Load(); n != 0 {
 		t.Fatalf("%d writes after Close", n)
 	}
 }
 
-// A write under way when the gateway closes is waited for.
+// A write under way when the record closes is waited for.
 func TestKeyTouchesCloseWaitsForTheWriteUnderWay(t *testing.T) {
 	started, release := make(chan struct{}), make(chan struct{})
 	var finished atomic.Bool
-	g := New(Config{Log: slog.New(slog.DiscardHandler)})
-	g.touches.write = func(context.Context, map[string]time.Time) error {
+	touches := NewTouches(func(context.Context, map[string]time.Time) error {
 		close(started)
 		<-release
 		finished.Store(true)
 		return nil
-	}
-	g.touches.touch("key_1", time.Now())
+	}, slog.New(slog.DiscardHandler))
+	touches.Touch("key_1", time.Now())
 	<-started
 	closed := make(chan struct{})
-	go func() { g.Close(); close(closed) }()
+	go func() { touches.Close(); close(closed) }()
 	select {
 	case <-closed:
 		t.Fatal("Close returned while a write was under way")
