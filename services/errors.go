@@ -1,6 +1,7 @@
 // Package services holds what every domain package shares: the one application error type,
-// with a few codes that the web layer maps to HTTP statuses in one place. Domain packages live
-// beneath it (accounts, catalog, ...), each owning its types, rules and storage calls.
+// with a few codes that the web layer maps to HTTP statuses in one table (web/internal/httperr).
+// Domain packages live beneath it (accounts, catalog, ...), each owning its types, rules and
+// storage calls.
 package services
 
 import (

@@ -17,6 +17,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/sse"
 	"github.com/gpumarket/gpumarket/web/gateway/dialect"
 	"github.com/gpumarket/gpumarket/web/gateway/internal/wire"
+	"github.com/gpumarket/gpumarket/web/internal/httperr"
 	"github.com/gpumarket/gpumarket/web/internal/httpx"
 )
 
@@ -82,8 +83,7 @@ func (g *Gateway) relayTranslated(c echo.Context, req *gatewayRequest, a *attemp
 		case err != nil:
 			// The answer broke off or is not a chat completion: nothing was written yet, so the client gets an
 			// error in its dialect's shape, and the attempt is recorded as an error.
-			translated = d.ErrorBody(&wire.Error{Status: http.StatusBadGateway, Type: "server_error",
-				Message: "The offering's answer could not be read; it has been logged."})
+			translated = d.ErrorBody(wire.New(httperr.CodeBadGateway, "", "", "The offering's answer could not be read; it has been logged."))
 			resp.StatusCode = http.StatusBadGateway
 		case !ok:
 			translated = d.ErrorBody(rigError(resp.StatusCode, body))
@@ -122,10 +122,7 @@ var errAnswerTooLarge = fmt.Errorf("a whole answer longer than %d bytes", maxUsa
 // rigError is a rig's error answer (an OpenAI error body, else its status alone) as the gateway answers it.
 func rigError(status int, body []byte) *wire.Error {
 	var e wire.OpenAIError
-	ge := &wire.Error{Status: status, Type: "invalid_request_error", Message: http.StatusText(status)}
-	if status >= 500 {
-		ge.Type = "server_error"
-	}
+	ge := &wire.Error{Status: status, Type: httperr.Fallback(status).OpenAIType, Message: http.StatusText(status)}
 	if json.Unmarshal(body, &e) == nil && e.Error.Message != "" {
 		ge.Message = e.Error.Message
 		if e.Error.Type != "" {

@@ -19,8 +19,9 @@
 //   - proxy.go: the attempts at the candidates routing chose, the relay of the answer, what
 //     the gateway records of each attempt, and the settlement of the request's reservation
 //     (billing.SettlementOf). Rigs are called through Config.Rigs (package rigwire, over NATS).
-//   - errors.go: the one place that maps errors to statuses here, answered in OpenAI's shape or
-//     the request's dialect's.
+//   - errors.go: the one place that says which code each of the gateway's errors has, answered in
+//     OpenAI's shape or the request's dialect's; each code's status and types are the one table's
+//     in web/internal/httperr, which the pages read too.
 //   - dialect.go: the relay of answers translated into the request's dialect (package dialect),
 //     and the Anthropic Messages API's endpoints (POST /v1/messages, /v1/messages/count_tokens).
 //   - native.go: the same APIs passed through untouched to rigs whose engine serves them, and the

@@ -17,12 +17,13 @@ import (
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/web/gateway/internal/wire"
+	"github.com/gpumarket/gpumarket/web/internal/httperr"
 )
 
 // The /v1 gateway answers errors in OpenAI's shape, {"error": {"message", "type", "param",
 // "code"}}, so that every OpenAI SDK reads them and retries only what is worth retrying: it
-// retries 429 and 5xx, never 402. This file is the one place that maps the gateway's errors
-// to statuses and types.
+// retries 429 and 5xx, never 402. This file is the one place that says which code each of the
+// gateway's errors has; the code's status and types are the table's in web/internal/httperr.
 
 // describeGatewayError maps any error the gateway meets to what it answers.
 func describeGatewayError(err error) *wire.Error {
@@ -37,33 +38,29 @@ func describeGatewayError(err error) *wire.Error {
 		if he.Code == http.StatusMethodNotAllowed {
 			msg = "This address does not take that method."
 		}
-		typ := "invalid_request_error"
-		if he.Code >= 500 {
-			typ = "server_error"
-		}
-		return &wire.Error{Status: he.Code, Type: typ, Code: strings.ReplaceAll(strings.ToLower(http.StatusText(he.Code)), " ", "_"),
+		return &wire.Error{Status: he.Code, Type: httperr.Fallback(he.Code).OpenAIType, Code: strings.ReplaceAll(strings.ToLower(http.StatusText(he.Code)), " ", "_"),
 			Message: msg, Cause: he}
 	}
 	if errors.Is(err, context.Canceled) {
-		return &wire.Error{Status: statusClientClosed, Type: "invalid_request_error", Code: "canceled", Message: "The request was canceled."}
+		return &wire.Error{Status: statusClientClosed, Type: httperr.Fallback(statusClientClosed).OpenAIType, Code: "canceled",
+			Message: "The request was canceled."}
 	}
-	msg := "Internal error. It has been logged; please try again."
+	msg := httperr.InternalMessage
 	var ae *services.Error
 	if errors.As(err, &ae) {
 		msg = ae.Message
 	}
 	switch {
 	case errors.Is(err, billing.ErrCreditSpent), errors.Is(err, billing.ErrKeyLimitReached):
-		return &wire.Error{Status: http.StatusPaymentRequired, Type: "insufficient_quota", Code: "insufficient_quota", Message: msg}
+		return wire.New(httperr.CodeQuotaSpent, "insufficient_quota", "", msg)
 	case errors.Is(err, routing.ErrUnknownModel):
-		return &wire.Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "model_not_found", Param: "model", Message: msg}
+		return wire.New(services.CodeNotFound, "model_not_found", "model", msg)
 	case errors.Is(err, routing.ErrUnknownOffering):
-		return &wire.Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "offering_not_found",
-			Param: "gpumarket.offering", Message: msg}
+		return wire.New(services.CodeNotFound, "offering_not_found", "gpumarket.offering", msg)
 	case errors.Is(err, routing.ErrTierNotOffered):
-		return &wire.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "tier_not_offered", Message: msg}
+		return wire.New(services.CodeUnavailable, "tier_not_offered", "", msg)
 	case errors.Is(err, routing.ErrOverCaps):
-		return &wire.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "no_offering_under_caps", Message: msg}
+		return wire.New(services.CodeUnavailable, "no_offering_under_caps", "", msg)
 	case errors.Is(err, routing.ErrPreferences):
 		// The field is the one the preferences' rule is named after (routing's preferences.go).
 		var param string
@@ -74,16 +71,15 @@ func describeGatewayError(err error) *wire.Error {
 		}
 		switch services.ErrorCode(err) {
 		case services.CodeNotFound:
-			return &wire.Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "provider_not_found", Param: param, Message: msg}
+			return wire.New(services.CodeNotFound, "provider_not_found", param, msg)
 		case services.CodeInvalid:
-			return &wire.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "invalid_provider_preferences",
-				Param: param, Message: msg}
+			return wire.New(services.CodeInvalid, "invalid_provider_preferences", param, msg)
 		}
-		return &wire.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "no_offering_meets_preferences",
-			Param: param, Message: msg}
+		return wire.New(services.CodeUnavailable, "no_offering_meets_preferences", param, msg)
 	case errors.Is(err, routing.ErrUnavailable), errors.Is(err, routing.ErrNotLoaded):
-		return &wire.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "no_capacity", Message: msg,
-			RetryAfter: time.Second}
+		ge := wire.New(services.CodeUnavailable, "no_capacity", "", msg)
+		ge.RetryAfter = time.Second
+		return ge
 	}
 	switch services.ErrorCode(err) {
 	case services.CodeInvalid:
@@ -99,16 +95,18 @@ func describeGatewayError(err error) *wire.Error {
 				problems += " " + f + ": " + ae.Fields[f]
 			}
 		}
-		return &wire.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: param, Message: msg + problems}
+		return wire.New(services.CodeInvalid, "", param, msg+problems)
 	case services.CodeUnauthorized:
-		return &wire.Error{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_api_key",
-			Message: "Invalid API key. Send Authorization: Bearer <key> with a key from the API keys page."}
+		return wire.New(services.CodeUnauthorized, "invalid_api_key", "",
+			"Invalid API key. Send Authorization: Bearer <key> with a key from the API keys page.")
 	case services.CodeUnavailable:
-		return &wire.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "unavailable", Message: msg,
-			RetryAfter: time.Second, Cause: err}
+		ge := wire.New(services.CodeUnavailable, "unavailable", "", msg)
+		ge.RetryAfter, ge.Cause = time.Second, err
+		return ge
 	}
-	return &wire.Error{Status: http.StatusInternalServerError, Type: "server_error",
-		Message: "Internal error. It has been logged; please try again.", Cause: err}
+	ge = wire.New(services.CodeInternal, "", "", httperr.InternalMessage)
+	ge.Cause = err
+	return ge
 }
 
 // writeGatewayError answers the error; a 5xx's cause goes to the log. Once a response has
@@ -145,7 +143,6 @@ func (g *Gateway) handleError(err error, c echo.Context) {
 // notFound answers an address under /v1 that the gateway does not serve, as OpenAI does.
 func (g *Gateway) notFound(c echo.Context) error {
 	r := c.Request()
-	return g.writeGatewayError(c, &wire.Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "unknown_url",
-		Message: fmt.Sprintf("Invalid URL (%s %s). The gateway serves POST /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/responses and GET /v1/models.",
-			r.Method, strings.TrimSpace(r.URL.Path))})
+	return g.writeGatewayError(c, wire.New(services.CodeNotFound, "unknown_url", "", fmt.Sprintf("Invalid URL (%s %s). The gateway serves POST /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/responses and GET /v1/models.",
+		r.Method, strings.TrimSpace(r.URL.Path))))
 }

@@ -346,8 +346,10 @@ func (g *Gateway) admitKey(c echo.Context) (accounts.APIKey, error) {
 		return accounts.APIKey{}, err
 	}
 	if wait := g.limits.Take(key.ID, now); wait > 0 {
-		return accounts.APIKey{}, &wire.Error{Status: http.StatusTooManyRequests, Type: "requests", Code: "rate_limit_exceeded",
-			RetryAfter: wait, Message: "Rate limit reached for this API key. Retry after the time in the Retry-After header."}
+		ge := wire.New(services.CodeRateLimited, "rate_limit_exceeded", "",
+			"Rate limit reached for this API key. Retry after the time in the Retry-After header.")
+		ge.RetryAfter = wait
+		return accounts.APIKey{}, ge
 	}
 	g.touches.Touch(key.ID, now)
 	return key, nil

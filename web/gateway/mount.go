@@ -6,7 +6,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/web/gateway/internal/wire"
+	"github.com/gpumarket/gpumarket/web/internal/httperr"
 )
 
 // IsPath reports whether a request's path is the gateway's: /v1 or any address under it.
@@ -35,7 +37,7 @@ func Mount(gw, rest http.Handler) http.Handler {
 // the gateway's processes instead.
 func NotRunning() http.Handler {
 	code := "gateway_not_running"
-	raw := mustJSON(wire.OpenAIError{Error: wire.OpenAIErrorBody{Type: "server_error", Code: &code,
+	raw := mustJSON(wire.OpenAIError{Error: wire.OpenAIErrorBody{Type: httperr.Of(services.CodeUnavailable).OpenAIType, Code: &code,
 		Message: "The /v1 gateway does not run in this process (GPUMARKET_ROLES has no gateway): send /v1 requests to a process that runs the gateway role."}})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

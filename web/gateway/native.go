@@ -17,6 +17,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/sse"
 	"github.com/gpumarket/gpumarket/web/gateway/dialect"
 	"github.com/gpumarket/gpumarket/web/gateway/internal/wire"
+	"github.com/gpumarket/gpumarket/web/internal/httperr"
 	"github.com/gpumarket/gpumarket/web/internal/httpx"
 )
 
@@ -82,8 +83,7 @@ func (g *Gateway) relayNative(c echo.Context, req *gatewayRequest, a *attempt, r
 		switch {
 		case err != nil:
 			// Nothing was written yet: the client gets an error in its dialect's shape.
-			body = req.ep.dialect.ErrorBody(&wire.Error{Status: http.StatusBadGateway, Type: "server_error",
-				Message: "The offering's answer could not be read; it has been logged."})
+			body = req.ep.dialect.ErrorBody(wire.New(httperr.CodeBadGateway, "", "", "The offering's answer could not be read; it has been logged."))
 			resp.StatusCode = http.StatusBadGateway
 		case ok:
 			o.usage = dialect.NativeUsage(api, body)

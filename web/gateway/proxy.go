@@ -13,10 +13,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gpumarket/gpumarket/services/usage"
-
 	"github.com/labstack/echo/v4"
 
+	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/catalog"
@@ -24,6 +23,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/sse"
 	"github.com/gpumarket/gpumarket/services/ticket"
+	"github.com/gpumarket/gpumarket/services/usage"
 	"github.com/gpumarket/gpumarket/web/gateway/internal/wire"
 	"github.com/gpumarket/gpumarket/web/internal/httpx"
 )
@@ -169,9 +169,10 @@ func (g *Gateway) forward(c echo.Context, key accounts.APIKey, req *gatewayReque
 		g.record(key, req, a, o, hold)
 		return nil
 	}
-	return g.writeGatewayError(c, &wire.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "no_capacity",
-		RetryAfter: time.Second, Cause: lastErr,
-		Message: fmt.Sprintf("No offering of %s in the %s tier could serve the request; retry shortly.", req.route.Model, req.route.Tier)})
+	ge := wire.New(services.CodeUnavailable, "no_capacity", "",
+		fmt.Sprintf("No offering of %s in the %s tier could serve the request; retry shortly.", req.route.Model, req.route.Tier))
+	ge.RetryAfter, ge.Cause = time.Second, lastErr
+	return g.writeGatewayError(c, ge)
 }
 
 // failedAnswer says why an answer is a failure of the rig, to fail over on, or "" when it is an

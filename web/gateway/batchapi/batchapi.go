@@ -55,11 +55,9 @@ func (a *API) batchError(c echo.Context, err error) error {
 	if errors.As(err, &ae) {
 		msg = ae.Message
 	}
-	switch services.ErrorCode(err) {
-	case services.CodeNotFound:
-		err = &wire.Error{Status: http.StatusNotFound, Type: "invalid_request_error", Message: msg}
-	case services.CodeConflict:
-		err = &wire.Error{Status: http.StatusConflict, Type: "invalid_request_error", Message: msg}
+	switch code := services.ErrorCode(err); code {
+	case services.CodeNotFound, services.CodeConflict:
+		err = wire.New(code, "", "", msg)
 	}
 	return a.WriteError(c, err)
 }

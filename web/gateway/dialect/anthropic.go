@@ -5,12 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 
+	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/web/gateway/internal/wire"
+	"github.com/gpumarket/gpumarket/web/internal/httperr"
 )
 
 // The Anthropic Messages API (POST /v1/messages and /v1/messages/count_tokens), served by translation to and from
@@ -82,7 +83,7 @@ var anthropicUnsupported = map[string]bool{"container": true, "mcp_servers": tru
 
 // anthropicInvalid is a 400 in Anthropic's shape.
 func anthropicInvalid(format string, args ...any) *wire.Error {
-	return &wire.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: fmt.Sprintf(format, args...)}
+	return wire.New(services.CodeInvalid, "", "", fmt.Sprintf(format, args...))
 }
 
 func (Anthropic) ToChat(body []byte) ([]byte, error) {
@@ -431,42 +432,12 @@ func toolInput(arguments string) json.RawMessage {
 
 func (Anthropic) ErrorBody(ge *wire.Error) []byte {
 	b, _ := json.Marshal(map[string]any{"type": "error", "error": map[string]string{
-		"type": anthropicErrorType(ge.Status), "message": ge.Message}})
+		"type": httperr.ForStatus(ge.Status).AnthropicType, "message": ge.Message}})
 	return b
 }
 
 // NativeAPI is the name by which agents say their engine serves the Messages API.
 func (Anthropic) NativeAPI() string { return catalog.NativeMessages }
-
-// anthropicErrorType is Anthropic's error type for a status the gateway answers. 402 (the account's credit or the
-// key's limit is spent) is billing_error, as Anthropic answers it; 503 (no offering can serve now) is
-// overloaded_error, which Anthropic sends with 529: the gateway keeps 503, which its SDKs retry alike.
-func anthropicErrorType(status int) string {
-	switch status {
-	case http.StatusBadRequest:
-		return "invalid_request_error"
-	case http.StatusUnauthorized:
-		return "authentication_error"
-	case http.StatusPaymentRequired:
-		return "billing_error"
-	case http.StatusForbidden:
-		return "permission_error"
-	case http.StatusNotFound:
-		return "not_found_error"
-	case http.StatusRequestEntityTooLarge:
-		return "request_too_large"
-	case http.StatusTooManyRequests:
-		return "rate_limit_error"
-	case http.StatusServiceUnavailable, 529:
-		return "overloaded_error"
-	case http.StatusGatewayTimeout:
-		return "timeout_error"
-	}
-	if status >= 500 {
-		return "api_error"
-	}
-	return "invalid_request_error"
-}
 
 func (Anthropic) Stream(t *Translation) ChunkTranslator {
 	return &anthropicStream{t: t, blocks: map[int]int{}, open: -1, text: -1}
@@ -583,5 +554,6 @@ func (s *anthropicStream) End() []byte {
 
 // fail is the error event Anthropic ends a stream with when it fails midway.
 func (s *anthropicStream) Fail(message string) []byte {
-	return event(nil, "error", map[string]any{"type": "error", "error": map[string]string{"type": "api_error", "message": message}})
+	return event(nil, "error", map[string]any{"type": "error", "error": map[string]string{
+		"type": httperr.Of(httperr.CodeBadGateway).AnthropicType, "message": message}})
 }

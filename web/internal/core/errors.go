@@ -14,19 +14,8 @@ import (
 
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/templates"
+	"github.com/gpumarket/gpumarket/web/internal/httperr"
 )
-
-// statusOf maps application error codes to HTTP statuses: the one place that does.
-var statusOf = map[services.Code]int{
-	services.CodeInvalid:      http.StatusUnprocessableEntity,
-	services.CodeNotFound:     http.StatusNotFound,
-	services.CodeConflict:     http.StatusConflict,
-	services.CodeUnauthorized: http.StatusUnauthorized,
-	services.CodeForbidden:    http.StatusForbidden,
-	services.CodeRateLimited:  http.StatusTooManyRequests,
-	services.CodeUnavailable:  http.StatusServiceUnavailable,
-	services.CodeInternal:     http.StatusInternalServerError,
-}
 
 // APIError is the JSON shape of every error the API returns.
 type APIError struct {
@@ -62,7 +51,8 @@ func (s *Core) HandleError(err error, c echo.Context) {
 	_ = s.Render(c, status, templates.Error(templates.ErrorPage{Page: p, Status: status, Message: body.Message}))
 }
 
-// Describe is the status and the body an error answers with, by the table statusOf.
+// Describe is the status and the body an error answers with: an application error's status and
+// whether its message is shown come from the table in package httperr.
 func (s *Core) Describe(err error) (int, APIErrorBody) {
 	var he *echo.HTTPError
 	if errors.As(err, &he) {
@@ -79,19 +69,17 @@ func (s *Core) Describe(err error) (int, APIErrorBody) {
 	}
 	var ae *services.Error
 	if errors.As(err, &ae) {
-		status := statusOf[ae.Code]
-		if status == 0 {
-			status = http.StatusInternalServerError
+		row := httperr.Of(ae.Code)
+		if row.Message != "" {
+			return row.Status, APIErrorBody{Code: string(ae.Code), Message: row.Message}
 		}
-		if status >= 500 && ae.Code != services.CodeUnavailable {
-			return status, APIErrorBody{Code: string(ae.Code), Message: "Internal error. It has been logged; please try again."}
-		}
-		return status, APIErrorBody{Code: string(ae.Code), Message: ae.Message, Fields: ae.Fields}
+		return row.Status, APIErrorBody{Code: string(ae.Code), Message: ae.Message, Fields: ae.Fields}
 	}
 	if errors.Is(err, context.Canceled) {
 		return 499, APIErrorBody{Code: "canceled", Message: "The request was canceled."}
 	}
-	return http.StatusInternalServerError, APIErrorBody{Code: "internal", Message: "Internal error. It has been logged; please try again."}
+	internal := httperr.Of(services.CodeInternal)
+	return internal.Status, APIErrorBody{Code: string(internal.Code), Message: internal.Message}
 }
 
 func wantsJSON(c echo.Context) bool {

@@ -2,12 +2,12 @@ package core
 
 import (
 	"errors"
-	"net/http"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/templates"
+	"github.com/gpumarket/gpumarket/web/internal/httperr"
 )
 
 // FormError re-renders a form with the error's field messages when the error is the user's
@@ -21,12 +21,10 @@ func (s *Core) FormError(c echo.Context, err error, rerender func(templates.Form
 	return err
 }
 
-// StatusFor is the HTTP status of an error's code, 500 for an error without one.
+// StatusFor is the HTTP status of an error's code by the table in package httperr, 500 for an
+// error without one.
 func StatusFor(err error) int {
-	if st, ok := statusOf[services.ErrorCode(err)]; ok {
-		return st
-	}
-	return http.StatusInternalServerError
+	return httperr.Of(services.ErrorCode(err)).Status
 }
 
 // FieldError is an invalid error about one field.

@@ -2,20 +2,22 @@
 // before it is rendered in OpenAI's shape or a dialect's (package dialect); the reader of a JSON object's
 // top-level members, which reads a request's members and an answer's without a map; and the usage member of an
 // answer, read, and written with the request's cost. Only packages under web/gateway import it; it imports none
-// of them.
+// of them. An error's status and type come from the table in web/internal/httperr.
 package wire
 
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"time"
+
+	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/web/internal/httperr"
 )
 
 // Error is an error as the gateway answers it, rendered in OpenAI's shape or in the request's dialect's.
 type Error struct {
 	Status  int
-	Type    string // OpenAI's error type: invalid_request_error, insufficient_quota, ...
+	Type    string // OpenAI's error type, from the table in package httperr: invalid_request_error, insufficient_quota, ...
 	Code    string // "" for null
 	Param   string // "" for null
 	Message string
@@ -33,10 +35,16 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Cause }
 
+// New is an error of the code with the status and OpenAI type the table in package httperr gives it;
+// openAICode and param are OpenAI's "code" and "param", "" for null.
+func New(code services.Code, openAICode, param, message string) *Error {
+	row := httperr.Of(code)
+	return &Error{Status: row.GatewayStatus, Type: row.OpenAIType, Code: openAICode, Param: param, Message: message}
+}
+
 // InvalidRequest is a 400 about the request's body or headers.
 func InvalidRequest(param, code, format string, args ...any) *Error {
-	return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: param, Code: code,
-		Message: fmt.Sprintf(format, args...)}
+	return New(services.CodeInvalid, code, param, fmt.Sprintf(format, args...))
 }
 
 // OpenAIError is OpenAI's error body.
