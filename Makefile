@@ -82,7 +82,7 @@ bench-reports: ## the savings and carbon reports' p99 at 100 requests/s over 10 
 bench-gateway: ## the latency the /v1 gateway adds at 1,000 and 2,000 requests/s, against a zero-latency rig directly and through it (BENCH_GATEWAY_FLAGS; starts PostgreSQL when missing)
 	@url=$${GPUMARKET_TEST_DATABASE_URL:-$$(GPUMARKET_DATA_DIR=$(DATA_DIR) $(GO) run ./cmd/gpumarket dev postgres)}; \
 	echo "the benchmark uses PostgreSQL at $$url" >&2; \
-	GPUMARKET_TEST_DATABASE_URL="$$url" $(GO) run ./cmd/gpumarket bench-gateway $(BENCH_GATEWAY_FLAGS)
+	GPUMARKET_TEST_DATABASE_URL="$$url" $(GO) run -tags benchharness ./cmd/gpumarket bench-gateway $(BENCH_GATEWAY_FLAGS)
 
 .PHONY: bench-rigwire
 bench-rigwire: ## the hop to a rig alone: a call over NATS against the same call over loopback HTTP, p50 and p99 at 1,000 calls/s (BENCH_RIGWIRE_CALLS a path)
@@ -92,7 +92,7 @@ bench-rigwire: ## the hop to a rig alone: a call over NATS against the same call
 bench-batch: ## a 50,000-line batch against a zero-latency rig: lines per second and the overhead per line over direct calls (BENCH_BATCH_FLAGS; starts PostgreSQL when missing)
 	@url=$${GPUMARKET_TEST_DATABASE_URL:-$$(GPUMARKET_DATA_DIR=$(DATA_DIR) $(GO) run ./cmd/gpumarket dev postgres)}; \
 	echo "the benchmark uses PostgreSQL at $$url" >&2; \
-	GPUMARKET_TEST_DATABASE_URL="$$url" $(GO) run ./cmd/gpumarket bench-batch $(BENCH_BATCH_FLAGS)
+	GPUMARKET_TEST_DATABASE_URL="$$url" $(GO) run -tags benchharness ./cmd/gpumarket bench-batch $(BENCH_BATCH_FLAGS)
 
 .PHONY: stripe-mock
 stripe-mock: $(STRIPE_MOCK_BIN) ## install stripe-mock (Stripe's API mock) under the data directory
@@ -118,10 +118,12 @@ lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '_templ.go$$')); \
 	if [ -n "$$out" ]; then echo "gofmt would change: $$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	$(GO) vet -tags benchharness ./cmd/gpumarket
 
 .PHONY: build
-build: ## build the binaries into bin/
+build: ## build the binaries into bin/, and the platform binary with the gateway and batch benchmarks as bin/gpumarket-bench
 	$(GO) build -o bin/ ./cmd/...
+	$(GO) build -tags benchharness -o bin/gpumarket-bench ./cmd/gpumarket
 
 .PHONY: clean
 clean: ## remove built binaries (the data directory stays)

@@ -1,3 +1,5 @@
+//go:build benchharness
+
 package main
 
 import (
@@ -33,10 +35,10 @@ import (
 	"github.com/gpumarket/gpumarket/services/ticket"
 )
 
-// benchBatch is `gpumarket bench-batch` (make bench-batch): what running a request as a batch line
+// benchBatch is `gpumarket-bench bench-batch` (make bench-batch): what running a request as a batch line
 // costs over sending it to the rig directly.
 //
-//	gpumarket bench-batch [-lines 50000] [-concurrency 16] [-direct 5000] [-max-tokens 8]
+//	gpumarket-bench bench-batch [-lines 50000] [-concurrency 16] [-direct 5000] [-max-tokens 8]
 //
 // On the platform bench-gateway starts (startBenchPlatform: a fresh database, embedded NATS, the
 // meter, one zero-latency simulated rig behind its gpuagent), with GPUMARKET_BATCH_CONCURRENCY set

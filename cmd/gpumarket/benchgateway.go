@@ -1,3 +1,5 @@
+//go:build benchharness
+
 package main
 
 import (
@@ -98,16 +100,17 @@ const (
 	benchRequestTimeout = 30 * time.Second
 )
 
-// benchGateway is `gpumarket bench-gateway` (make bench-gateway): it measures what the /v1
+// benchGateway is `gpumarket-bench bench-gateway` (make bench-gateway): it measures what the /v1
 // gateway adds to a request.
 //
-//	gpumarket bench-gateway [-rates 1000,2000] [-duration 10s] [-warmup 2s] [-max-tokens 8]
-//	                        [-prompt-tokens 16] [-cpuprofile file] [-trace file] [-processes]
+//	gpumarket-bench bench-gateway [-rates 1000,2000] [-duration 10s] [-warmup 2s] [-max-tokens 8]
+//	                              [-prompt-tokens 16] [-cpuprofile file] [-trace file] [-processes]
 //
-// It is a subcommand of the platform binary, not a command of its own, because what it
-// measures is the platform as `gpumarket serve` runs it: the same Config, Open, Run and Close,
-// the same embedded NATS, meter, router, admission and request log, and the simulated rigs of
-// `gpumarket dev` (rigs.go), none of which is reachable from outside this package.
+// It is built from the platform's package, into the platform binary built with the benchharness
+// tag (harness.go), because what it measures is the platform as `gpumarket serve` runs it: the
+// same Config, Open, Run and Close, the same embedded NATS, meter, router, admission and request
+// log, and the simulated rigs of `gpumarket dev` (rigs.go), none of which is reachable from
+// outside this package.
 //
 // One run, on a fresh database (created on the server of GPUMARKET_TEST_DATABASE_URL, else
 // DATABASE_URL, else the PostgreSQL `gpumarket dev postgres` finds or starts; dropped at the
@@ -486,22 +489,6 @@ func (b *benchPlatform) close() {
 		}
 	}
 	b.p.Close()
-}
-
-// waitFor polls ok until it holds, for up to 30 seconds.
-func waitFor(ctx context.Context, what string, ok func() bool) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("timed out waiting for %s", what)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	return nil
 }
 
 // benchPath is how the load generator reaches the rig.

@@ -8,14 +8,13 @@
 //	                    migrate, seed the demo, serve, and print the URL and demo logins
 //	gpumarket dev postgres
 //	                    find or start PostgreSQL and print its admin URL (make test uses it)
-//	gpumarket bench-gateway
-//	                    measure the latency the /v1 gateway adds (make bench-gateway)
-//	gpumarket bench-batch
-//	                    measure a batch's lines per second and overhead over direct calls (make bench-batch)
 //	gpumarket invoices close --period YYYY-MM
 //	                    close a month: draft its invoices and provider statements
 //	gpumarket nats-issuer
 //	                    print the NATS auth callout's issuer public key, derived from GPUMARKET_RIG_KEY
+//
+// The gateway's and batches' benchmarks (make bench-gateway, make bench-batch) are built apart, as
+// gpumarket-bench, so that this binary does not link the load generator (harness.go).
 package main
 
 import (
@@ -63,10 +62,8 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 			return devPostgres(ctx, cfg, log)
 		}
 		return dev(ctx, cfg, log)
-	case "bench-gateway":
-		return benchGateway(ctx, cfg, args[1:])
-	case "bench-batch":
-		return benchBatch(ctx, cfg, args[1:])
+	case "bench-gateway", "bench-batch":
+		return runHarness(ctx, cfg, args[0], args[1:])
 	case "invoices":
 		return invoices(ctx, cfg, log, args[1:], os.Stdout)
 	case "nats-issuer":
@@ -80,6 +77,16 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 }
 
 func usage() {
+	if harnessBuilt {
+		fmt.Fprint(os.Stderr, `usage: gpumarket-bench <subcommand>
+
+  bench-gateway  measure the latency the /v1 gateway adds (make bench-gateway; -h for its flags)
+  bench-batch    a 50,000-line batch's lines per second and overhead over direct calls (make bench-batch)
+
+and every subcommand of gpumarket:
+
+`)
+	}
 	fmt.Fprint(os.Stderr, `usage: gpumarket <subcommand>
 
   serve          run the platform on DATABASE_URL and NATS_URL (embedded NATS when unset)
@@ -88,8 +95,6 @@ func usage() {
   seed           load the demo data (idempotent) and exit
   dev            the whole platform on this machine with demo data (what "make run" does)
   dev postgres   find or start PostgreSQL and print its admin URL
-  bench-gateway  measure the latency the /v1 gateway adds (make bench-gateway; -h for its flags)
-  bench-batch    a 50,000-line batch's lines per second and overhead over direct calls (make bench-batch)
   invoices close --period YYYY-MM
                  close a month (UTC): draft its invoices and provider statements, printing progress
   nats-issuer    print the public key the NATS configuration names as the auth callout's issuer
