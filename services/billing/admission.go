@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -547,4 +548,29 @@ func (sp *spender) heldIDs() []string {
 func monthStart(t time.Time) time.Time {
 	t = t.UTC()
 	return time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
+}
+
+// admissionBound is the largest balance or spend admission reads as it is: one beyond it,
+// either way, is read as the bound. Every decision admission takes is the same for any figure
+// past $4.6 million (a balance that far below zero refuses, one that far above admits), and
+// the bound leaves room to add the held charges to it without overflowing.
+const admissionBound = money.Pico(math.MaxInt64 / 2)
+
+// admissionFigure reads a NUMERIC amount for admission, brought within ±admissionBound.
+func admissionFigure(n pgtype.Numeric) (money.Pico, error) {
+	v, err := n.Value()
+	if err != nil {
+		return 0, err
+	}
+	var b money.BigPico
+	if err := b.Scan(v); err != nil {
+		return 0, err
+	}
+	switch {
+	case b.Cmp(money.BigPicoOf(admissionBound)) > 0:
+		return admissionBound, nil
+	case b.Cmp(money.BigPicoOf(-admissionBound)) < 0:
+		return -admissionBound, nil
+	}
+	return b.Pico()
 }

@@ -195,7 +195,7 @@ func scanPurchase(r pgx.CollectableRow) (Purchase, error) {
 // Purchase returns one of the account's purchases; another account's is not found.
 func (c *Credits) Purchase(ctx context.Context, accountID, id string) (_ Purchase, err error) {
 	defer services.Wrap(&err, "billing.Credits.Purchase(%s)", id)
-	if !canonicalUUID(id) {
+	if !services.CanonicalUUID(id) {
 		return Purchase{}, errPurchaseNotFound
 	}
 	rows, err := c.pool.Query(ctx, `SELECT `+purchaseColumns+` FROM credit_purchases WHERE id = $1 AND account_id = $2`, id, accountID)
@@ -283,7 +283,7 @@ func (c *Credits) Adjust(ctx context.Context, in AdjustInput) (_ Transaction, er
 	if in.Amount == 0 {
 		fe.Add("amount_usd", "Enter a non-zero amount; negative takes credit back.")
 	}
-	if !canonicalUUID(in.AccountID) {
+	if !services.CanonicalUUID(in.AccountID) {
 		fe.Add("account_id", "Choose an account.")
 	}
 	if err := fe.Err(); err != nil {

@@ -51,7 +51,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 	"time"
@@ -149,7 +148,7 @@ func (in TransactionInput) Validate() error {
 	if len(in.Memo) > MaxMemoLength {
 		fe.Add("memo", fmt.Sprintf("Use at most %d characters.", MaxMemoLength))
 	}
-	if in.CreatedBy != "" && !canonicalUUID(in.CreatedBy) {
+	if in.CreatedBy != "" && !services.CanonicalUUID(in.CreatedBy) {
 		fe.Add("created_by", "Not a user id.")
 	}
 	if len(in.IdempotencyKey) > MaxIdempotencyKeyLength {
@@ -174,7 +173,7 @@ func (in TransactionInput) Validate() error {
 func postingsProblem(ps []Posting) string {
 	var credits, debits money.Pico
 	for _, p := range ps {
-		if !canonicalUUID(string(p.Account)) {
+		if !services.CanonicalUUID(string(p.Account)) {
 			return fmt.Sprintf("%q is not a ledger account id.", p.Account)
 		}
 		var err error
@@ -513,52 +512,6 @@ func picoFromNumeric(n pgtype.Numeric) (money.Pico, error) {
 		return 0, fmt.Errorf("billing: a stored amount is outside the range of money.Pico: %w", money.ErrOverflow)
 	}
 	return money.Pico(v.Int64), nil
-}
-
-// admissionBound is the largest balance or spend admission reads as it is: one beyond it,
-// either way, is read as the bound. Every decision admission takes is the same for any figure
-// past $4.6 million (a balance that far below zero refuses, one that far above admits), and
-// the bound leaves room to add the held charges to it without overflowing.
-const admissionBound = money.Pico(math.MaxInt64 / 2)
-
-// admissionFigure reads a NUMERIC amount for admission, brought within ±admissionBound.
-func admissionFigure(n pgtype.Numeric) (money.Pico, error) {
-	v, err := n.Value()
-	if err != nil {
-		return 0, err
-	}
-	var b money.BigPico
-	if err := b.Scan(v); err != nil {
-		return 0, err
-	}
-	switch {
-	case b.Cmp(money.BigPicoOf(admissionBound)) > 0:
-		return admissionBound, nil
-	case b.Cmp(money.BigPicoOf(-admissionBound)) < 0:
-		return -admissionBound, nil
-	}
-	return b.Pico()
-}
-
-// canonicalUUID reports whether s is a uuid as PostgreSQL writes it: lower-case hex in groups
-// of 8-4-4-4-12. Checking it here keeps malformed ids from aborting a caller's transaction.
-func canonicalUUID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i, c := range s {
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 const (

@@ -15,7 +15,7 @@ import (
 // (±$9.2 million) it has grown.
 func (l *Ledger) Balance(ctx context.Context, id LedgerAccountID) (_ money.BigPico, err error) {
 	defer services.Wrap(&err, "billing.Balance(%s)", id)
-	if !canonicalUUID(string(id)) {
+	if !services.CanonicalUUID(string(id)) {
 		return money.BigPico{}, ledgerAccountNotFound(id)
 	}
 	var b money.BigPico
@@ -34,7 +34,7 @@ func (l *Ledger) Balance(ctx context.Context, id LedgerAccountID) (_ money.BigPi
 // payout checks before it lets money leave (services/payouts).
 func (l *Ledger) BalanceTx(ctx context.Context, tx pgx.Tx, id LedgerAccountID) (_ money.BigPico, err error) {
 	defer services.Wrap(&err, "billing.BalanceTx(%s)", id)
-	if !canonicalUUID(string(id)) {
+	if !services.CanonicalUUID(string(id)) {
 		return money.BigPico{}, ledgerAccountNotFound(id)
 	}
 	var b money.BigPico

@@ -48,7 +48,7 @@ func (l *Ledger) History(ctx context.Context, id LedgerAccountID, limit int, bef
 		limit = DefaultHistoryLimit
 	}
 	limit = min(limit, MaxHistoryLimit)
-	if !canonicalUUID(string(id)) {
+	if !services.CanonicalUUID(string(id)) {
 		return HistoryPage{}, ledgerAccountNotFound(id)
 	}
 	var exists bool

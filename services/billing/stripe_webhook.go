@@ -270,7 +270,7 @@ func findPurchase(ctx context.Context, q interface {
 		err = q.QueryRow(ctx, query+ref.column+` = $1`+suffix, ref.stripeID).
 			Scan(&p.ID, &p.AccountID, &p.Status, &p.AmountCents, &p.RefundedCents)
 	}
-	if errors.Is(err, pgx.ErrNoRows) && canonicalUUID(ref.purchaseID) {
+	if errors.Is(err, pgx.ErrNoRows) && services.CanonicalUUID(ref.purchaseID) {
 		err = q.QueryRow(ctx, query+`id = $1`+suffix, ref.purchaseID).
 			Scan(&p.ID, &p.AccountID, &p.Status, &p.AmountCents, &p.RefundedCents)
 	}
