@@ -27,9 +27,9 @@ var Owners = map[string]string{
 	"provider_benchmarks": "services/benchmarks",
 
 	// The ledger, prepaid credit and Stripe's events; the gateway's admission and request log.
-	"ledger_accounts":     "services/billing",
-	"ledger_transactions": "services/billing",
-	"ledger_postings":     "services/billing",
+	"ledger_accounts":     "services/ledger",
+	"ledger_transactions": "services/ledger",
+	"ledger_postings":     "services/ledger",
 	"credit_purchases":    "services/billing",
 	"stripe_events":       "services/billing",
 	"admission_holds":     "services/billing",
@@ -123,6 +123,7 @@ var Borrowed = map[string]map[string]string{
 	"services/billing": {
 		"accounts":         "joins an account's or a person's name into what it lists",
 		"api_key_spend":    "reads the meter's usage in its own queries",
+		"ledger_accounts":  "reads a customer's credit balance in the statement that reads its holds, so from one snapshot",
 		"usage_event_keys": "reads the meter's usage in its own queries",
 		"usage_events":     "reads the meter's usage in its own queries",
 	},
@@ -154,6 +155,9 @@ var Borrowed = map[string]map[string]string{
 		"usage_hourly":         "reads the meter's usage in its own queries",
 		"usage_months_dropped": "checks which months' usage was dropped",
 		"users":                "joins an account's or a person's name into what it lists",
+	},
+	"services/ledger": {
+		"accounts": "joins an account's or a person's name into what it lists",
 	},
 	"services/metering": {
 		"accounts":         "joins an account's or a person's name into what it lists",

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/demo"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/web"
 )
@@ -20,7 +21,7 @@ func TestAdminSeesTheMetersFlagsWithTheExcess(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := context.Background()
-	ledger := billing.NewLedger(e.pool, nil)
+	ledger := ledger.NewLedger(e.pool, nil)
 	credits := billing.NewCredits(e.pool, ledger, billing.NewStripeCheckout("sk_test_web", stripeMockURL(t)), nil)
 	h := web.New(web.Config{Accounts: e.accounts, Catalog: e.catalog, Usage: metering.NewReports(e.pool),
 		Payments: web.Payments{Credits: credits, Ledger: ledger, Webhook: billing.NewStripeWebhook(credits, []string{webhookSecret}),

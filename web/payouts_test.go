@@ -17,6 +17,7 @@ import (
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/demo"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/payouts"
 	"github.com/gpumarket/gpumarket/web"
@@ -192,12 +193,12 @@ func TestFinanceRetriesAFailedPayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	payable, _ := e.ledger.AccountFor(ctx, billing.AccountProviderPayable, fjord.AccountID)
-	credit, _ := e.ledger.AccountFor(ctx, billing.AccountCustomerCredit, dev.AccountID)
-	clearing, _ := e.ledger.AccountFor(ctx, billing.AccountStripeClearing, "")
+	payable, _ := e.ledger.AccountFor(ctx, ledger.AccountProviderPayable, fjord.AccountID)
+	credit, _ := e.ledger.AccountFor(ctx, ledger.AccountCustomerCredit, dev.AccountID)
+	clearing, _ := e.ledger.AccountFor(ctx, ledger.AccountStripeClearing, "")
 	owed := money.Pico(4321)*money.PicoPerCent + 7 // $43.21 and 7 picodollars
-	if _, _, err := e.ledger.Post(ctx, billing.TransactionInput{Kind: billing.TransactionUsage, IdempotencyKey: "web-usage-1",
-		Postings: []billing.Posting{{Account: credit, Amount: -owed}, {Account: payable, Amount: owed}}}); err != nil {
+	if _, _, err := e.ledger.Post(ctx, ledger.TransactionInput{Kind: ledger.TransactionUsage, IdempotencyKey: "web-usage-1",
+		Postings: []ledger.Posting{{Account: credit, Amount: -owed}, {Account: payable, Amount: owed}}}); err != nil {
 		t.Fatal(err)
 	}
 	clearingBefore, _ := e.ledger.Balance(ctx, clearing)

@@ -27,6 +27,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/documents"
 	"github.com/gpumarket/gpumarket/services/invoicing"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/payouts"
 	"github.com/gpumarket/gpumarket/services/performance"
@@ -60,7 +61,7 @@ type env struct {
 	server *web.Server
 	// gateway serves /v1 beside server, as the platform mounts them (gateway.Mount).
 	gateway  *gateway.Gateway
-	ledger   *billing.Ledger
+	ledger   *ledger.Ledger
 	credits  *billing.Credits
 	pool     *pgxpool.Pool
 	accounts *accounts.Service
@@ -113,7 +114,7 @@ func setupWith(t *testing.T, configure func(*web.Config, *pgxpool.Pool)) *env {
 			t.Fatal(err)
 		}
 	}
-	ledger := billing.NewLedger(pool, nil)
+	ledger := ledger.NewLedger(pool, nil)
 	credits := billing.NewCredits(pool, ledger, billing.NewStripeCheckout("sk_test_web", stripeMockURL(t)), nil)
 	auditLog := audit.New(pool, nil)
 	// The demo's providers earn a few dollars a month: their statements pay out from $1, as

@@ -28,6 +28,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/events"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/simulation"
@@ -122,7 +123,7 @@ func setupGatewayConfig(t *testing.T, configure func(*Config), adjust func(*Plat
 		<-done
 		p.Close()
 	})
-	b := &gatewayBundle{p: p, ctx: ctx, credits: billing.NewCredits(p.pool, billing.NewLedger(p.pool, nil), nil, nil)}
+	b := &gatewayBundle{p: p, ctx: ctx, credits: billing.NewCredits(p.pool, ledger.NewLedger(p.pool, nil), nil, nil)}
 	provider, err := p.accounts.UserByEmail(ctx, "provider@example.com")
 	if err != nil {
 		t.Fatal(err)
@@ -1034,7 +1035,7 @@ func (b *gatewayBundle) testProbes(t *testing.T) {
 
 	// The platform pays its probes: the probe account's credit, taken below zero by their cost,
 	// is brought back to exactly zero from platform revenue.
-	credits := billing.NewCredits(b.p.pool, billing.NewLedger(b.p.pool, nil), nil, nil).RecordTo(b.p.audit)
+	credits := billing.NewCredits(b.p.pool, ledger.NewLedger(b.p.pool, nil), nil, nil).RecordTo(b.p.audit)
 	if err := fundProbesOnce(b.ctx, b.p.accounts, credits); err != nil {
 		t.Fatal(err)
 	}

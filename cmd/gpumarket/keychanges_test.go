@@ -17,6 +17,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/events/natsserver"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/simulation"
@@ -93,7 +94,7 @@ func TestKeyChangesReachEveryGatewayWithinASecond(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := billing.NewCredits(a.pool, billing.NewLedger(a.pool, nil), nil, nil).Adjust(ctx,
+	if _, err := billing.NewCredits(a.pool, ledger.NewLedger(a.pool, nil), nil, nil).Adjust(ctx,
 		billing.AdjustInput{AccountID: dev.AccountID, Amount: 20 * money.PicoPerUSD, Reason: "key changes test", ByUserID: admin.ID}); err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/billing/stripemock/stripemocktest"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/demo"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/routing"
 )
@@ -73,7 +74,7 @@ func seedPlatform(t *testing.T, cfg Config) lifecycleCall {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := billing.NewCredits(p.pool, billing.NewLedger(p.pool, nil), nil, nil).Adjust(ctx, billing.AdjustInput{
+	if _, err := billing.NewCredits(p.pool, ledger.NewLedger(p.pool, nil), nil, nil).Adjust(ctx, billing.AdjustInput{
 		AccountID: customer.AccountID, Amount: 10 * money.PicoPerUSD, Reason: "lifecycle test", ByUserID: admin.ID}); err != nil {
 		t.Fatal(err)
 	}

@@ -40,6 +40,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/events/natsserver"
 	"github.com/gpumarket/gpumarket/services/invoicing"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/payouts"
 	"github.com/gpumarket/gpumarket/services/performance"
@@ -217,7 +218,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 	if p.accounts, err = accounts.NewService(p.pool, accounts.Config{SessionKey: sessionKey}); err != nil {
 		return nil, err
 	}
-	p.invoicing = newInvoicing(cfg.Invoicing, billing.NewLedger(p.pool, nil), p.audit, p.pool, log.With("role", "invoicing"))
+	p.invoicing = newInvoicing(cfg.Invoicing, ledger.NewLedger(p.pool, nil), p.audit, p.pool, log.With("role", "invoicing"))
 	var payments web.Payments
 	var gw gateway.Config
 	if cfg.Roles.Web {
@@ -344,7 +345,7 @@ func (p *Platform) payments(ctx context.Context) (web.Payments, error) {
 	if err != nil {
 		return web.Payments{}, err
 	}
-	ledger := billing.NewLedger(p.pool, nil)
+	ledger := ledger.NewLedger(p.pool, nil)
 	key, apiURL := cfg.StripeSecretKey, ""
 	if testMode {
 		key, apiURL = "sk_test_gpumarketlocal", cfg.StripeAPIURL
@@ -576,7 +577,7 @@ func (p *Platform) openMeter(ctx context.Context) (*metering.Meter, error) {
 	// process or another.
 	p.feed = metering.NewFeed(p.nc, log)
 	return metering.NewMeter(metering.MeterConfig{
-		Pool: p.pool, Ledger: billing.NewLedger(p.pool, nil), Tickets: signer, JS: p.js, Consumer: cons,
+		Pool: p.pool, Ledger: ledger.NewLedger(p.pool, nil), Tickets: signer, JS: p.js, Consumer: cons,
 		Log: log, Metrics: metering.NewMetrics(p.registry), OnCommit: p.feed.OnCommit,
 		RecordWait: p.cfg.MeterRecordWait,
 	}), nil

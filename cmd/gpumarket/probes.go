@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/ledger"
 
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/web/gateway"
@@ -56,7 +57,7 @@ const probeFundingEvery = time.Minute
 // the account never ends a month owing money and its invoice carries no negative balance to
 // review. One process funds at a time: the one that meters (docs/tiers-and-asks.md, "Probes").
 func (p *Platform) fundProbes(ctx context.Context, every time.Duration) {
-	credits := billing.NewCredits(p.pool, billing.NewLedger(p.pool, nil), nil, nil).RecordTo(p.audit)
+	credits := billing.NewCredits(p.pool, ledger.NewLedger(p.pool, nil), nil, nil).RecordTo(p.audit)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {

@@ -24,6 +24,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/events/natsserver"
 	"github.com/gpumarket/gpumarket/services/events/natstest"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/simulation"
@@ -270,7 +271,7 @@ func TestTwoGatewaysServeOneRigOverNATS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	credits := billing.NewCredits(a.pool, billing.NewLedger(a.pool, nil), nil, nil)
+	credits := billing.NewCredits(a.pool, ledger.NewLedger(a.pool, nil), nil, nil)
 	if _, err := credits.Adjust(ctx, billing.AdjustInput{AccountID: dev.AccountID, Amount: 20 * money.PicoPerUSD,
 		Reason: "two gateways test", ByUserID: admin.ID}); err != nil {
 		t.Fatal(err)

@@ -8,6 +8,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/gpumarket/gpumarket/services/ledger"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -77,7 +79,7 @@ type Checkout interface {
 // Credits sells prepaid credits and keeps the record of every purchase.
 type Credits struct {
 	pool     *pgxpool.Pool
-	ledger   *Ledger
+	ledger   *ledger.Ledger
 	checkout Checkout
 	now      func() time.Time
 	audit    AuditLog // nil records no adjustment in the audit log
@@ -96,7 +98,7 @@ func (c *Credits) RecordTo(log AuditLog) *Credits {
 }
 
 // NewCredits returns the credits service.
-func NewCredits(pool *pgxpool.Pool, ledger *Ledger, checkout Checkout, now func() time.Time) *Credits {
+func NewCredits(pool *pgxpool.Pool, ledger *ledger.Ledger, checkout Checkout, now func() time.Time) *Credits {
 	if now == nil {
 		now = time.Now
 	}
@@ -235,7 +237,7 @@ type Balance struct {
 // Balance returns the account's credit.
 func (c *Credits) Balance(ctx context.Context, accountID string) (_ Balance, err error) {
 	defer services.Wrap(&err, "billing.Credits.Balance")
-	id, err := c.ledger.AccountFor(ctx, AccountCustomerCredit, accountID)
+	id, err := c.ledger.AccountFor(ctx, ledger.AccountCustomerCredit, accountID)
 	if err != nil {
 		return Balance{}, err
 	}
@@ -251,11 +253,11 @@ func balanceOf(b money.BigPico) Balance {
 }
 
 // History returns a page of the account's credit movements, newest first.
-func (c *Credits) History(ctx context.Context, accountID string, limit int, before PostingID) (_ HistoryPage, err error) {
+func (c *Credits) History(ctx context.Context, accountID string, limit int, before ledger.PostingID) (_ ledger.HistoryPage, err error) {
 	defer services.Wrap(&err, "billing.Credits.History")
-	id, err := c.ledger.AccountFor(ctx, AccountCustomerCredit, accountID)
+	id, err := c.ledger.AccountFor(ctx, ledger.AccountCustomerCredit, accountID)
 	if err != nil {
-		return HistoryPage{}, err
+		return ledger.HistoryPage{}, err
 	}
 	return c.ledger.History(ctx, id, limit, before)
 }
@@ -270,7 +272,7 @@ type AdjustInput struct {
 
 // Adjust moves credit between the customer and platform revenue, with a required reason,
 // recorded with who made it.
-func (c *Credits) Adjust(ctx context.Context, in AdjustInput) (_ Transaction, err error) {
+func (c *Credits) Adjust(ctx context.Context, in AdjustInput) (_ ledger.Transaction, err error) {
 	defer services.Wrap(&err, "billing.Credits.Adjust")
 	fe := services.FieldErrors{}
 	in.Reason = strings.TrimSpace(in.Reason)
@@ -287,22 +289,22 @@ func (c *Credits) Adjust(ctx context.Context, in AdjustInput) (_ Transaction, er
 		fe.Add("account_id", "Choose an account.")
 	}
 	if err := fe.Err(); err != nil {
-		return Transaction{}, err
+		return ledger.Transaction{}, err
 	}
-	customer, err := c.ledger.AccountFor(ctx, AccountCustomerCredit, in.AccountID)
+	customer, err := c.ledger.AccountFor(ctx, ledger.AccountCustomerCredit, in.AccountID)
 	if err != nil {
-		return Transaction{}, err
+		return ledger.Transaction{}, err
 	}
-	revenue, err := c.ledger.AccountFor(ctx, AccountPlatformRevenue, "")
+	revenue, err := c.ledger.AccountFor(ctx, ledger.AccountPlatformRevenue, "")
 	if err != nil {
-		return Transaction{}, err
+		return ledger.Transaction{}, err
 	}
-	var txn Transaction
+	var txn ledger.Transaction
 	err = pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
 		var err error
-		txn, _, err = c.ledger.PostTx(ctx, tx, TransactionInput{
-			Kind: TransactionAdjustment, Memo: "Adjustment: " + in.Reason, CreatedBy: in.ByUserID, OccurredAt: c.now().UTC(),
-			Postings: []Posting{{Account: customer, Amount: in.Amount}, {Account: revenue, Amount: -in.Amount}},
+		txn, _, err = c.ledger.PostTx(ctx, tx, ledger.TransactionInput{
+			Kind: ledger.TransactionAdjustment, Memo: "Adjustment: " + in.Reason, CreatedBy: in.ByUserID, OccurredAt: c.now().UTC(),
+			Postings: []ledger.Posting{{Account: customer, Amount: in.Amount}, {Account: revenue, Amount: -in.Amount}},
 		})
 		if err != nil || c.audit == nil {
 			return err
@@ -330,7 +332,7 @@ func (c *Credits) Adjust(ctx context.Context, in AdjustInput) (_ Transaction, er
 		})
 	})
 	if err != nil {
-		return Transaction{}, err
+		return ledger.Transaction{}, err
 	}
 	return txn, nil
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/ledger"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/stripe/stripe-go/v76"
 	"github.com/stripe/stripe-go/v76/webhook"
@@ -154,7 +156,7 @@ type subject struct {
 	// The purchase's organisation as first read, and its ledger accounts; empty when no
 	// purchase was found.
 	accountID          string
-	customer, clearing LedgerAccountID
+	customer, clearing ledger.LedgerAccountID
 }
 
 // purchaseRef finds the purchase an event is about: by the Stripe id it carries in column,
@@ -191,10 +193,10 @@ func (w *StripeWebhook) subjectOf(ctx context.Context, ev stripe.Event) (subject
 		return s, err
 	}
 	s.accountID = p.AccountID
-	if s.customer, err = w.credits.ledger.AccountFor(ctx, AccountCustomerCredit, p.AccountID); err != nil {
+	if s.customer, err = w.credits.ledger.AccountFor(ctx, ledger.AccountCustomerCredit, p.AccountID); err != nil {
 		return s, err
 	}
-	s.clearing, err = w.credits.ledger.AccountFor(ctx, AccountStripeClearing, "")
+	s.clearing, err = w.credits.ledger.AccountFor(ctx, ledger.AccountStripeClearing, "")
 	return s, err
 }
 
@@ -293,11 +295,11 @@ func (w *StripeWebhook) credit(ctx context.Context, tx pgx.Tx, p lockedPurchase,
 	}
 	c := w.credits
 	amount := centsToPico(p.AmountCents)
-	txn, _, err := c.ledger.PostTx(ctx, tx, TransactionInput{
-		Kind: TransactionPurchase, IdempotencyKey: "stripe-purchase:" + p.ID,
+	txn, _, err := c.ledger.PostTx(ctx, tx, ledger.TransactionInput{
+		Kind: ledger.TransactionPurchase, IdempotencyKey: "stripe-purchase:" + p.ID,
 		Memo:       fmt.Sprintf("Credits bought with Stripe: %s (checkout %s)", formatCents(p.AmountCents), s.ID),
 		OccurredAt: c.now().UTC(),
-		Postings:   []Posting{{Account: subj.customer, Amount: amount}, {Account: subj.clearing, Amount: -amount}},
+		Postings:   []ledger.Posting{{Account: subj.customer, Amount: amount}, {Account: subj.clearing, Amount: -amount}},
 	})
 	if err != nil {
 		return "", err
@@ -335,11 +337,11 @@ func (w *StripeWebhook) refund(ctx context.Context, tx pgx.Tx, p lockedPurchase,
 	}
 	c := w.credits
 	amount := centsToPico(delta)
-	if _, _, err := c.ledger.PostTx(ctx, tx, TransactionInput{
-		Kind: TransactionRefund, IdempotencyKey: fmt.Sprintf("stripe-refund:%s:%d", p.ID, total),
+	if _, _, err := c.ledger.PostTx(ctx, tx, ledger.TransactionInput{
+		Kind: ledger.TransactionRefund, IdempotencyKey: fmt.Sprintf("stripe-refund:%s:%d", p.ID, total),
 		Memo:       fmt.Sprintf("Refund of %s (charge %s)", formatCents(delta), ch.ID),
 		OccurredAt: c.now().UTC(),
-		Postings:   []Posting{{Account: subj.customer, Amount: -amount}, {Account: subj.clearing, Amount: amount}},
+		Postings:   []ledger.Posting{{Account: subj.customer, Amount: -amount}, {Account: subj.clearing, Amount: amount}},
 	}); err != nil {
 		return "", err
 	}

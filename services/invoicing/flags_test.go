@@ -9,6 +9,7 @@ import (
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/documents"
+	"github.com/gpumarket/gpumarket/services/ledger"
 )
 
 // A request the meter flagged while billing it within its bounds, its rig claiming no more
@@ -85,7 +86,7 @@ func TestFlaggedEarningsAreHeldUntilResolved(t *testing.T) {
 
 	// Finance resolves the flags in April: one released, one clawed back.
 	w.at(time.Date(2026, 4, 10, 0, 0, 0, 0, time.UTC))
-	payableBefore, creditBefore := w.balance(billing.AccountProviderPayable, fjordAccount), w.balance(billing.AccountCustomerCredit, globex)
+	payableBefore, creditBefore := w.balance(ledger.AccountProviderPayable, fjordAccount), w.balance(ledger.AccountCustomerCredit, globex)
 	rel, err := w.svc.ResolveFlag(w.ctx(), ResolveInput{RequestID: released, By: w.finance, Resolution: ResolutionRelease,
 		Note: "the rig's agent counted the stop sequence"})
 	if err != nil || rel.Released != pico(630_000_960_000) {
@@ -96,10 +97,10 @@ func TestFlaggedEarningsAreHeldUntilResolved(t *testing.T) {
 		t.Fatalf("claw back: %+v, %v", cb, err)
 	}
 	// The provider's payable gives up $0.63000096, Globex's credit gets back $1.5750024.
-	if got := w.balance(billing.AccountProviderPayable, fjordAccount); got != payableBefore.Add(pico(-630_000_960_000)) {
+	if got := w.balance(ledger.AccountProviderPayable, fjordAccount); got != payableBefore.Add(pico(-630_000_960_000)) {
 		t.Errorf("Fjord's payable after the claw back: %s, want %s less $0.63000096", got, payableBefore)
 	}
-	if got := w.balance(billing.AccountCustomerCredit, globex); got != creditBefore.Add(pico(1_575_002_400_000)) {
+	if got := w.balance(ledger.AccountCustomerCredit, globex); got != creditBefore.Add(pico(1_575_002_400_000)) {
 		t.Errorf("Globex's credit after the claw back: %s, want %s and $1.5750024", got, creditBefore)
 	}
 	if _, err := w.svc.ResolveFlag(w.ctx(), ResolveInput{RequestID: released, By: w.finance, Resolution: ResolutionClawBack}); services.ErrorCode(err) != services.CodeConflict {

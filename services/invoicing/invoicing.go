@@ -48,7 +48,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gpumarket/gpumarket/services/audit"
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/ledger"
 )
 
 // Defaults of Config.
@@ -72,7 +72,7 @@ type AuditLog interface {
 // Config wires the service.
 type Config struct {
 	Pool   *pgxpool.Pool
-	Ledger *billing.Ledger
+	Ledger *ledger.Ledger
 	Audit  AuditLog
 	// Seller is the platform's details, written on every document it issues. Approval is
 	// refused while its name, address or country is missing.

@@ -17,6 +17,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/audit"
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/ticket"
@@ -29,7 +30,7 @@ import (
 type world struct {
 	t        *testing.T
 	pool     *pgxpool.Pool
-	ledger   *billing.Ledger
+	ledger   *ledger.Ledger
 	audit    *audit.Log
 	meter    *metering.Meter
 	requests *billing.RequestLog
@@ -63,7 +64,7 @@ func newWorld(t *testing.T, opts ...func(*Config)) *world {
 	t.Helper()
 	w := &world{t: t, pool: dbtest.New(t), now: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC), keys: map[string]string{}}
 	clock := w.clock
-	w.ledger = billing.NewLedger(w.pool, clock)
+	w.ledger = ledger.NewLedger(w.pool, clock)
 	w.audit = audit.New(w.pool, clock)
 	w.requests = billing.NewRequestLog(w.pool, clock, nil)
 	w.signer, _ = ticket.NewSigner([]byte(strings.Repeat("k", 32)))
@@ -252,17 +253,17 @@ func (w *world) apiKey(customer string) string {
 func (w *world) buy(customer string, at time.Time, cents int64) {
 	w.t.Helper()
 	w.at(at)
-	credit, err := w.ledger.AccountFor(w.ctx(), billing.AccountCustomerCredit, customer)
+	credit, err := w.ledger.AccountFor(w.ctx(), ledger.AccountCustomerCredit, customer)
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	clearing, err := w.ledger.AccountFor(w.ctx(), billing.AccountStripeClearing, "")
+	clearing, err := w.ledger.AccountFor(w.ctx(), ledger.AccountStripeClearing, "")
 	if err != nil {
 		w.t.Fatal(err)
 	}
 	amount := money.Pico(cents) * money.PicoPerCent
-	if _, _, err := w.ledger.Post(w.ctx(), billing.TransactionInput{Kind: billing.TransactionPurchase,
-		Memo: "Credits bought with Stripe", Postings: []billing.Posting{{Account: credit, Amount: amount}, {Account: clearing, Amount: -amount}},
+	if _, _, err := w.ledger.Post(w.ctx(), ledger.TransactionInput{Kind: ledger.TransactionPurchase,
+		Memo: "Credits bought with Stripe", Postings: []ledger.Posting{{Account: credit, Amount: amount}, {Account: clearing, Amount: -amount}},
 	}); err != nil {
 		w.t.Fatal(err)
 	}
@@ -320,7 +321,7 @@ func (w *world) approve(ids ...string) []Approved {
 }
 
 // balance is a ledger account's cached balance.
-func (w *world) balance(kind billing.AccountKind, owner string) money.BigPico {
+func (w *world) balance(kind ledger.AccountKind, owner string) money.BigPico {
 	w.t.Helper()
 	id, err := w.ledger.AccountFor(w.ctx(), kind, owner)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/ticket"
 )
@@ -165,7 +166,7 @@ func TestDishonestRigCannotOverdrawByHeldEvents(t *testing.T) {
 	// Each request is billed 712 input and 60,000 output tokens: $0.0001068 + $0.018.
 	const charge = money.Pico(spreeMaxInput*150_000 + 60_000*300_000)
 	bound := money.Pico(spreeMaxInput*150_000 + spreeMaxOutput*300_000) // one request's bound: $0.0394284
-	balance := e.balance(t, billing.AccountCustomerCredit, s.customer)
+	balance := e.balance(t, ledger.AccountCustomerCredit, s.customer)
 	if want := credit - 274*charge; !balance.Equal(want) { // $5 - $4.9612632 = $0.0387368
 		t.Errorf("balance after metering %s; want %s", balance, want)
 	}
@@ -174,7 +175,7 @@ func TestDishonestRigCannotOverdrawByHeldEvents(t *testing.T) {
 	}
 	// The provider is owed its asks on what was billed, $0.06 and $0.12 per million: far less
 	// than the $5 the customer paid.
-	payable := e.balance(t, billing.AccountProviderPayable, e.provider)
+	payable := e.balance(t, ledger.AccountProviderPayable, e.provider)
 	if want := money.Pico(274 * (spreeMaxInput*testAskIn + 60_000*testAskOut)); !payable.Equal(want) {
 		t.Errorf("provider owed %s; want %s", payable, want)
 	}
@@ -283,7 +284,7 @@ func TestHonestTrafficHoldsAreReleasedToTheCharge(t *testing.T) {
 
 func (e *meterEnv) wantBalancesOf(t *testing.T, customer string, want money.Pico) {
 	t.Helper()
-	if got := e.balance(t, billing.AccountCustomerCredit, customer); !got.Equal(want) {
+	if got := e.balance(t, ledger.AccountCustomerCredit, customer); !got.Equal(want) {
 		t.Errorf("customer balance %s, want %s", got, want)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/events/natsserver"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/ticket"
 )
@@ -37,7 +38,7 @@ type meterEnv struct {
 	cons     jetstream.Consumer
 	meter    *Meter
 	signer   *ticket.Signer
-	ledger   *billing.Ledger
+	ledger   *ledger.Ledger
 	requests *billing.RequestLog
 	customer string
 	apiKey   string // the customer's
@@ -85,7 +86,7 @@ func setupMeterOn(t *testing.T, url string, opts usage.StreamOptions) *meterEnv 
 		t.Fatal(err)
 	}
 	e.signer, _ = ticket.NewSigner([]byte(strings.Repeat("t", 32)))
-	e.ledger = billing.NewLedger(e.pool, func() time.Time { return e.now })
+	e.ledger = ledger.NewLedger(e.pool, func() time.Time { return e.now })
 	e.requests = billing.NewRequestLog(e.pool, nil, nil)
 	e.meter = NewMeter(MeterConfig{Pool: e.pool, Ledger: e.ledger, Tickets: e.signer, JS: e.js, Consumer: e.cons,
 		BatchSize: 500, Now: func() time.Time { return e.now }})
@@ -308,7 +309,7 @@ func (e *meterEnv) waitDrained(t *testing.T, within time.Duration) {
 	}
 }
 
-func (e *meterEnv) balance(t *testing.T, kind billing.AccountKind, owner string) money.BigPico {
+func (e *meterEnv) balance(t *testing.T, kind ledger.AccountKind, owner string) money.BigPico {
 	t.Helper()
 	id, err := e.ledger.AccountFor(context.Background(), kind, owner)
 	if err != nil {
@@ -325,13 +326,13 @@ func (e *meterEnv) balance(t *testing.T, kind billing.AccountKind, owner string)
 // revenue after the customer was charged charge and the provider is owed payable.
 func (e *meterEnv) wantBalances(t *testing.T, charge, payable money.Pico) {
 	t.Helper()
-	if got := e.balance(t, billing.AccountCustomerCredit, e.customer); !got.Equal(-charge) {
+	if got := e.balance(t, ledger.AccountCustomerCredit, e.customer); !got.Equal(-charge) {
 		t.Errorf("customer balance %s, want %s", got, -charge)
 	}
-	if got := e.balance(t, billing.AccountProviderPayable, e.provider); !got.Equal(payable) {
+	if got := e.balance(t, ledger.AccountProviderPayable, e.provider); !got.Equal(payable) {
 		t.Errorf("provider payable %s, want %s", got, payable)
 	}
-	if got := e.balance(t, billing.AccountPlatformRevenue, ""); !got.Equal(charge - payable) {
+	if got := e.balance(t, ledger.AccountPlatformRevenue, ""); !got.Equal(charge - payable) {
 		t.Errorf("revenue %s, want %s", got, charge-payable)
 	}
 }

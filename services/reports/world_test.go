@@ -18,6 +18,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/invoicing"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/reports"
 	"github.com/gpumarket/gpumarket/services/ticket"
@@ -29,7 +30,7 @@ import (
 type world struct {
 	t        *testing.T
 	pool     *pgxpool.Pool
-	ledger   *billing.Ledger
+	ledger   *ledger.Ledger
 	audit    *audit.Log
 	meter    *metering.Meter
 	requests *billing.RequestLog
@@ -57,7 +58,7 @@ var jan1 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 func newWorld(t *testing.T) *world {
 	t.Helper()
 	w := &world{t: t, pool: dbtest.New(t), now: jan1, keys: map[string]string{}, prices: map[string][]priceRow{}}
-	w.ledger = billing.NewLedger(w.pool, w.clock)
+	w.ledger = ledger.NewLedger(w.pool, w.clock)
 	w.audit = audit.New(w.pool, w.clock)
 	w.requests = billing.NewRequestLog(w.pool, w.clock, nil)
 	w.signer, _ = ticket.NewSigner([]byte(strings.Repeat("k", 32)))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/templates"
 	"github.com/gpumarket/gpumarket/web/internal/core"
@@ -48,13 +49,13 @@ func (s *Server) renderCredits(c echo.Context, status int, form templates.Form) 
 	if err != nil {
 		return err
 	}
-	var before billing.PostingID
+	var before ledger.PostingID
 	if v := c.QueryParam("before"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n <= 0 {
 			return services.Errorf(services.CodeNotFound, "No such page of history.")
 		}
-		before = billing.PostingID(n)
+		before = ledger.PostingID(n)
 	}
 	hist, err := s.Payments.Credits.History(ctx, sess.User.AccountID, 20, before)
 	if err != nil {
@@ -231,7 +232,7 @@ func (s *Server) apiHistory(c echo.Context) error {
 	sess, _ := core.CurrentSession(c)
 	limit, _ := strconv.Atoi(c.QueryParam("limit"))
 	before, _ := strconv.ParseInt(c.QueryParam("before"), 10, 64)
-	page, err := s.Payments.Credits.History(c.Request().Context(), sess.User.AccountID, limit, billing.PostingID(before))
+	page, err := s.Payments.Credits.History(c.Request().Context(), sess.User.AccountID, limit, ledger.PostingID(before))
 	if err != nil {
 		return err
 	}

@@ -43,6 +43,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/demo"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/ticket"
 )
@@ -141,7 +142,7 @@ func open(ctx context.Context, cfg Config, now time.Time) (*history, error) {
 		return nil, err
 	}
 	h.catalog = catalog.NewService(cfg.Pool, catalog.Config{Now: h.clock.now})
-	ledger := billing.NewLedger(cfg.Pool, h.clock.now)
+	ledger := ledger.NewLedger(cfg.Pool, h.clock.now)
 	h.credits = billing.NewCredits(cfg.Pool, ledger, pastCheckout{h.clock.now}, h.clock.now)
 	// The history's webhooks are signed and verified with a secret of its own: they are made
 	// and handled here, and never sent over the network.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/payouts"
 	"github.com/gpumarket/gpumarket/templates"
 )
@@ -16,7 +17,7 @@ import (
 // Payments wires credits and the Stripe webhook into the web server.
 type Payments struct {
 	Credits *billing.Credits
-	Ledger  *billing.Ledger
+	Ledger  *ledger.Ledger
 	Webhook *billing.StripeWebhook
 	// Payouts connects providers' Stripe accounts and pays their statements (web/provider, web/ledger).
 	Payouts *payouts.Service

@@ -1,4 +1,4 @@
-// Package billing owns the platform's money: the double-entry ledger that records every
+// Package ledger owns the platform's money: the double-entry ledger that records every
 // purchase of credits, every batch of metered usage, refunds, adjustments, credit notes and
 // payouts.
 //
@@ -34,17 +34,11 @@
 // refusing to record it would lose money. Stopping traffic at a zero balance is the gateway's
 // job (docs/failure-cases.md, case 19).
 //
-// The package's parts: the ledger (ledger*.go); credits bought through Stripe, with their
-// checkout, webhooks and refunds (credits.go, stripe*.go, events_local.go); and two parts the
-// /v1 gateway (package web/gateway) runs on: admission (admission.go, admission_rules.go),
-// which holds each request to its account's balance and its key's monthly limit before it is
-// sent, and the request log (requestlog.go), what the gateway saw of each request, reconciled
-// with the meter's usage rows (docs/gateway-integrity.md).
-//
-// Tables: billing owns the ledger's tables, credit_purchases and the Stripe event tables, and
-// gateway_requests; admission reads api_key_spend and usage_event_keys and the request log
-// reads usage_events and usage_event_keys, which package metering writes.
-package billing
+// Tables: ledger_accounts, ledger_transactions and ledger_postings, which only this package
+// names in SQL; its reports are its functions. It imports services and services/money and no
+// other part of the platform's money: credits, metering, invoicing and payouts import it, and
+// post through Ledger, so the dependency runs one way.
+package ledger
 
 import (
 	"cmp"
