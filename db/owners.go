@@ -30,8 +30,8 @@ var Owners = map[string]string{
 	"ledger_accounts":     "services/ledger",
 	"ledger_transactions": "services/ledger",
 	"ledger_postings":     "services/ledger",
-	"credit_purchases":    "services/billing",
-	"stripe_events":       "services/billing",
+	"credit_purchases":    "services/credits",
+	"stripe_events":       "services/credits",
 	"admission_holds":     "services/billing",
 	"gateway_requests":    "services/billing",
 
@@ -121,7 +121,6 @@ var Borrowed = map[string]map[string]string{
 		"usage_events":     "reads the meter's usage in its own queries",
 	},
 	"services/billing": {
-		"accounts":         "joins an account's or a person's name into what it lists",
 		"api_key_spend":    "reads the meter's usage in its own queries",
 		"ledger_accounts":  "reads a customer's credit balance in the statement that reads its holds, so from one snapshot",
 		"usage_event_keys": "reads the meter's usage in its own queries",
@@ -130,6 +129,10 @@ var Borrowed = map[string]map[string]string{
 	"services/catalog": {
 		"accounts": "joins an account's or a person's name into what it lists",
 		"users":    "joins an account's or a person's name into what it lists",
+	},
+	"services/credits": {
+		"accounts":        "locks the buying account's row, so that counting its pending purchases and adding one is one step",
+		"ledger_accounts": "reads the customer's balance after an adjustment, in the transaction that posted it",
 	},
 	"services/demo/history": {
 		"gateway_requests": "reads the gateway's request log in its own queries",

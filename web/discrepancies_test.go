@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/credits"
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/metering"
@@ -22,9 +23,9 @@ func TestAdminSeesTheMetersFlagsWithTheExcess(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
 	ledger := ledger.NewLedger(e.pool, nil)
-	credits := billing.NewCredits(e.pool, ledger, billing.NewStripeCheckout("sk_test_web", stripeMockURL(t)), nil)
+	cr := credits.NewCredits(e.pool, ledger, credits.NewStripeCheckout("sk_test_web", stripeMockURL(t)), nil)
 	h := web.New(web.Config{Accounts: e.accounts, Catalog: e.catalog, Usage: metering.NewReports(e.pool),
-		Payments: web.Payments{Credits: credits, Ledger: ledger, Webhook: billing.NewStripeWebhook(credits, []string{webhookSecret}),
+		Payments: web.Payments{Credits: cr, Ledger: ledger, Webhook: credits.NewStripeWebhook(cr, []string{webhookSecret}),
 			LocalWebhookSecret: webhookSecret},
 		Requests: billing.NewRequestLog(e.pool, nil, nil)})
 	srv := httptest.NewServer(h)

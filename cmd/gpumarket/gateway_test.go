@@ -24,8 +24,9 @@ import (
 	"github.com/gpumarket/gpumarket/db/dbtest"
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/billing"
-	"github.com/gpumarket/gpumarket/services/billing/stripemock/stripemocktest"
 	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/credits"
+	"github.com/gpumarket/gpumarket/services/credits/stripemock/stripemocktest"
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/ledger"
@@ -75,7 +76,7 @@ type gatewayBundle struct {
 	ctx      context.Context
 	provider string // the demo provider's account: it lists the test offerings
 	admin    accounts.User
-	credits  *billing.Credits
+	credits  *credits.Credits
 	prices   map[catalog.Tier]catalog.Price
 }
 
@@ -123,7 +124,7 @@ func setupGatewayConfig(t *testing.T, configure func(*Config), adjust func(*Plat
 		<-done
 		p.Close()
 	})
-	b := &gatewayBundle{p: p, ctx: ctx, credits: billing.NewCredits(p.pool, ledger.NewLedger(p.pool, nil), nil, nil)}
+	b := &gatewayBundle{p: p, ctx: ctx, credits: credits.NewCredits(p.pool, ledger.NewLedger(p.pool, nil), nil, nil)}
 	provider, err := p.accounts.UserByEmail(ctx, "provider@example.com")
 	if err != nil {
 		t.Fatal(err)
@@ -152,7 +153,7 @@ func (b *gatewayBundle) developer(t *testing.T, name string, credit money.Pico, 
 		t.Fatal(err)
 	}
 	if credit != 0 {
-		if _, err := b.credits.Adjust(b.ctx, billing.AdjustInput{AccountID: u.AccountID, Amount: credit, Reason: "gateway test",
+		if _, err := b.credits.Adjust(b.ctx, credits.AdjustInput{AccountID: u.AccountID, Amount: credit, Reason: "gateway test",
 			ByUserID: b.admin.ID}); err != nil {
 			t.Fatal(err)
 		}
@@ -1035,8 +1036,8 @@ func (b *gatewayBundle) testProbes(t *testing.T) {
 
 	// The platform pays its probes: the probe account's credit, taken below zero by their cost,
 	// is brought back to exactly zero from platform revenue.
-	credits := billing.NewCredits(b.p.pool, ledger.NewLedger(b.p.pool, nil), nil, nil).RecordTo(b.p.audit)
-	if err := fundProbesOnce(b.ctx, b.p.accounts, credits); err != nil {
+	cr := credits.NewCredits(b.p.pool, ledger.NewLedger(b.p.pool, nil), nil, nil).RecordTo(b.p.audit)
+	if err := fundProbesOnce(b.ctx, b.p.accounts, cr); err != nil {
 		t.Fatal(err)
 	}
 	var before, after, amount int64

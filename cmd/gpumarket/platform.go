@@ -32,8 +32,9 @@ import (
 	"github.com/gpumarket/gpumarket/services/batch"
 	"github.com/gpumarket/gpumarket/services/benchmarks"
 	"github.com/gpumarket/gpumarket/services/billing"
-	"github.com/gpumarket/gpumarket/services/billing/stripemock"
 	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/credits"
+	"github.com/gpumarket/gpumarket/services/credits/stripemock"
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/demo/history"
 	"github.com/gpumarket/gpumarket/services/documents"
@@ -361,19 +362,19 @@ func (p *Platform) payments(ctx context.Context) (web.Payments, error) {
 		}
 		p.log.Warn("GPUMARKET_PAYMENTS=test: payments run on stripe-mock with a local test-payment page; no card is charged", "stripe_api", apiURL)
 	}
-	checkout := billing.NewStripeCheckout(key, apiURL)
-	credits := billing.NewCredits(p.pool, ledger, checkout, nil).RecordTo(p.audit)
-	webhook := billing.NewStripeWebhook(credits, cfg.StripeWebhookSecrets)
+	checkout := credits.NewStripeCheckout(key, apiURL)
+	cr := credits.NewCredits(p.pool, ledger, checkout, nil).RecordTo(p.audit)
+	webhook := credits.NewStripeWebhook(cr, cfg.StripeWebhookSecrets)
 	// Providers' Stripe accounts and payouts, on the same Stripe (or stripe-mock); the webhook
 	// hands them the account.updated events. Statements and payouts are joined both ways:
 	// approving a statement pays it, and a payout asks invoicing for its statement and records
 	// it paid (see docs/invoicing.md, "Paying statements").
 	po := payouts.NewService(payouts.Config{Pool: p.pool, Ledger: ledger, Statements: p.invoicing,
-		Stripe: payouts.NewStripeConnect(billing.NewStripeAPI(key, apiURL))})
+		Stripe: payouts.NewStripeConnect(credits.NewStripeAPI(key, apiURL))})
 	p.invoicing.PayWith(po)
 	p.payouts, p.testPayments = po, testMode
 	webhook.On("account.updated", po.AccountUpdated)
-	pay := web.Payments{Credits: credits, Ledger: ledger, Webhook: webhook, Payouts: po,
+	pay := web.Payments{Credits: cr, Ledger: ledger, Webhook: webhook, Payouts: po,
 		PublicURL: cfg.PublicURL, CheckoutOrigins: checkoutOrigins(testMode)}
 	if testMode {
 		pay.LocalWebhookSecret = cfg.StripeWebhookSecrets[0]
@@ -388,7 +389,7 @@ func checkoutOrigins(testMode bool) []string {
 	if testMode {
 		return nil
 	}
-	return []string{billing.StripeCheckoutOrigin, payouts.StripeConnectOrigin}
+	return []string{credits.StripeCheckoutOrigin, payouts.StripeConnectOrigin}
 }
 
 // gatewayConfig builds what the /v1 gateway needs: the router (started in Run), route tickets,

@@ -20,6 +20,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/credits"
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/events/natsserver"
@@ -271,8 +272,8 @@ func TestTwoGatewaysServeOneRigOverNATS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	credits := billing.NewCredits(a.pool, ledger.NewLedger(a.pool, nil), nil, nil)
-	if _, err := credits.Adjust(ctx, billing.AdjustInput{AccountID: dev.AccountID, Amount: 20 * money.PicoPerUSD,
+	cr := credits.NewCredits(a.pool, ledger.NewLedger(a.pool, nil), nil, nil)
+	if _, err := cr.Adjust(ctx, credits.AdjustInput{AccountID: dev.AccountID, Amount: 20 * money.PicoPerUSD,
 		Reason: "two gateways test", ByUserID: admin.ID}); err != nil {
 		t.Fatal(err)
 	}

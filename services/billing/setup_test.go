@@ -1,18 +1,58 @@
 package billing
 
-// The ledger's test helpers that the tests of credits use: the ledger's own are in package ledger.
-
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/gpumarket/gpumarket/services/ledger"
-	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gpumarket/gpumarket/db/dbtest"
+	"github.com/gpumarket/gpumarket/services/credits"
+	"github.com/gpumarket/gpumarket/services/ledger"
 )
 
 var testNow = time.Date(2026, 3, 14, 9, 30, 0, 0, time.UTC)
+
+// clock is a test's time, moved by hand.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// shop is what an admission test works with: a fresh database, one buying organisation, and
+// the credits service that grants it the balance admission reads.
+type shop struct {
+	credits *credits.Credits
+	pool    *pgxpool.Pool
+	clock   *clock
+	org     string
+}
+
+func setupShop(t *testing.T) shop {
+	t.Helper()
+	pool := dbtest.New(t)
+	clk := &clock{now: testNow}
+	return shop{
+		credits: credits.NewCredits(pool, ledger.NewLedger(pool, clk.Now), nil, clk.Now),
+		pool:    pool,
+		clock:   clk,
+		org:     newOrg(t, pool, "Acme Labs"),
+	}
+}
 
 func newOrg(t testing.TB, pool *pgxpool.Pool, name string) string {
 	t.Helper()
@@ -24,64 +64,13 @@ func newOrg(t testing.TB, pool *pgxpool.Pool, name string) string {
 	return id
 }
 
-func accountFor(t testing.TB, l *ledger.Ledger, kind ledger.AccountKind, owner string) ledger.LedgerAccountID {
+func newUser(t testing.TB, pool *pgxpool.Pool, org, email string) string {
 	t.Helper()
-	id, err := l.AccountFor(context.Background(), kind, owner)
-	if err != nil {
+	var id string
+	if err := pool.QueryRow(context.Background(), `
+		INSERT INTO users (account_id, email, password_hash, role, created_at)
+		VALUES ($1, $2, 'x', 'developer', $3) RETURNING id`, org, email, testNow).Scan(&id); err != nil {
 		t.Fatal(err)
 	}
 	return id
-}
-
-func usd(t testing.TB, s string) money.Pico {
-	t.Helper()
-	p, err := money.ParseUSD(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-func wantBalance(t testing.TB, l *ledger.Ledger, id ledger.LedgerAccountID, want money.Pico) {
-	t.Helper()
-	got, err := l.Balance(context.Background(), id)
-	if err != nil {
-		t.Fatalf("Balance(%s): %v", id, err)
-	}
-	if !got.Equal(want) {
-		t.Fatalf("Balance(%s) = %s, want %s", id, got, want)
-	}
-}
-
-// checkInvariants asserts the ledger's invariants over the whole database: every transaction
-// has postings that sum to zero, every cached balance equals the sum of its postings, and so
-// all balances together sum to zero. The sums are NUMERIC, exact at any size.
-func checkInvariants(t testing.TB, pool *pgxpool.Pool) {
-	t.Helper()
-	var unbalanced, empty, drifted int
-	var total string
-	err := pool.QueryRow(context.Background(), `
-		SELECT
-			(SELECT count(*) FROM (SELECT 1 FROM ledger_postings GROUP BY transaction_id HAVING sum(amount) <> 0) u),
-			(SELECT count(*) FROM ledger_transactions t
-			 WHERE NOT EXISTS (SELECT 1 FROM ledger_postings p WHERE p.transaction_id = t.id)),
-			(SELECT count(*) FROM ledger_accounts a
-			 WHERE a.balance <> (SELECT coalesce(sum(p.amount), 0) FROM ledger_postings p WHERE p.ledger_account_id = a.id)),
-			(SELECT coalesce(sum(balance), 0)::text FROM ledger_accounts)`).Scan(&unbalanced, &empty, &drifted, &total)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if unbalanced != 0 || empty != 0 || drifted != 0 || total != "0" {
-		t.Fatalf("ledger invariants broken: %d unbalanced transactions, %d without postings, %d cached balances off their postings, balances sum to %s",
-			unbalanced, empty, drifted, total)
-	}
-}
-
-func countRows(t testing.TB, pool *pgxpool.Pool, table string) int {
-	t.Helper()
-	var n int
-	if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM "+table).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
 }

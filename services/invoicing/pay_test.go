@@ -10,14 +10,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpumarket/gpumarket/services/billing/stripemock/stripemocktest"
+	"github.com/gpumarket/gpumarket/services/credits/stripemock/stripemocktest"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/audit"
-	"github.com/gpumarket/gpumarket/services/billing"
-	"github.com/gpumarket/gpumarket/services/billing/stripemock"
+	"github.com/gpumarket/gpumarket/services/credits"
+	"github.com/gpumarket/gpumarket/services/credits/stripemock"
 	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/payouts"
@@ -70,7 +70,7 @@ func (w *world) payouts() *paying {
 	srv := httptest.NewServer(p.rec)
 	w.t.Cleanup(srv.Close)
 	p.svc = payouts.NewService(payouts.Config{Pool: w.pool, Ledger: w.ledger, Statements: w.svc, Now: w.clock,
-		Stripe: payouts.NewStripeConnect(billing.NewStripeAPI("sk_test_invoicing", srv.URL))})
+		Stripe: payouts.NewStripeConnect(credits.NewStripeAPI("sk_test_invoicing", srv.URL))})
 	w.svc.PayWith(p.svc)
 	return p
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/credits"
 	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/ticket"
@@ -52,8 +53,8 @@ func (e *meterEnv) newSpree(t *testing.T, name string, credit money.Pico, limit 
 	if err := e.pool.QueryRow(context.Background(), `SELECT id FROM users WHERE account_id = $1`, s.customer).Scan(&user); err != nil {
 		t.Fatal(err)
 	}
-	credits := billing.NewCredits(e.pool, e.ledger, nil, func() time.Time { return s.clock })
-	if _, err := credits.Adjust(context.Background(), billing.AdjustInput{AccountID: s.customer, Amount: credit,
+	cr := credits.NewCredits(e.pool, e.ledger, nil, func() time.Time { return s.clock })
+	if _, err := cr.Adjust(context.Background(), credits.AdjustInput{AccountID: s.customer, Amount: credit,
 		Reason: "bought credits", ByUserID: user}); err != nil {
 		t.Fatal(err)
 	}

@@ -12,14 +12,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpumarket/gpumarket/services/billing/stripemock/stripemocktest"
+	"github.com/gpumarket/gpumarket/services/credits/stripemock/stripemocktest"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gpumarket/gpumarket/db/dbtest"
-	"github.com/gpumarket/gpumarket/services/billing"
-	"github.com/gpumarket/gpumarket/services/billing/stripemock"
+	"github.com/gpumarket/gpumarket/services/credits"
+	"github.com/gpumarket/gpumarket/services/credits/stripemock"
 	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/money"
 )
@@ -95,7 +95,7 @@ func newStripeTest(t *testing.T) stripeTest {
 	rec := stripemock.Record(front)
 	srv := httptest.NewServer(rec)
 	t.Cleanup(srv.Close)
-	return stripeTest{front: front, rec: rec, client: NewStripeConnect(billing.NewStripeAPI("sk_test_payouts", srv.URL))}
+	return stripeTest{front: front, rec: rec, client: NewStripeConnect(credits.NewStripeAPI("sk_test_payouts", srv.URL))}
 }
 
 func (f *stripeFront) set(fn func(f *stripeFront)) {
@@ -208,7 +208,7 @@ type env struct {
 	svc        *Service
 	pool       *pgxpool.Pool
 	ledger     *ledger.Ledger
-	webhook    *billing.StripeWebhook
+	webhook    *credits.StripeWebhook
 	stripe     stripeTest
 	clock      *clock
 	statements *statementBook
@@ -227,7 +227,7 @@ func setup(t *testing.T) env {
 	st := newStripeTest(t)
 	book := &statementBook{statements: map[string]statement{}}
 	svc := NewService(Config{Pool: pool, Ledger: l, Stripe: st.client, Statements: book, Now: clk.Now})
-	webhook := billing.NewStripeWebhook(billing.NewCredits(pool, l, nil, clk.Now), []string{testWebhookSecret})
+	webhook := credits.NewStripeWebhook(credits.NewCredits(pool, l, nil, clk.Now), []string{testWebhookSecret})
 	webhook.On("account.updated", svc.AccountUpdated)
 	e := env{svc: svc, pool: pool, ledger: l, webhook: webhook, stripe: st, clock: clk, statements: book,
 		provider: newOrg(t, pool, "Fjord GPU Co-op"), customer: newOrg(t, pool, "Acme Labs")}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/accounts"
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/credits"
 	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/templates"
@@ -41,7 +41,7 @@ func (s *Server) adjust(c echo.Context, accountID, amountUSD, reason string) (le
 		return ledger.Transaction{}, core.FieldError("amount_usd", "Enter dollars, like 25.00 to grant credit or -5.00 to take it back.")
 	}
 	sess, _ := core.CurrentSession(c)
-	txn, err := s.Payments.Credits.Adjust(c.Request().Context(), billing.AdjustInput{
+	txn, err := s.Payments.Credits.Adjust(c.Request().Context(), credits.AdjustInput{
 		AccountID: strings.TrimSpace(accountID), Amount: amount, Reason: reason, ByUserID: sess.User.ID,
 	})
 	if services.ErrorCode(err) == services.CodeNotFound {

@@ -42,6 +42,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/credits"
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/metering"
@@ -112,8 +113,8 @@ type history struct {
 	start       time.Time // its first day
 	accounts    *accounts.Service
 	catalog     *catalog.Service
-	credits     *billing.Credits
-	webhook     *billing.StripeWebhook
+	credits     *credits.Credits
+	webhook     *credits.StripeWebhook
 	webhookKey  string
 	requestLog  *billing.RequestLog
 	meter       *metering.Meter
@@ -143,11 +144,11 @@ func open(ctx context.Context, cfg Config, now time.Time) (*history, error) {
 	}
 	h.catalog = catalog.NewService(cfg.Pool, catalog.Config{Now: h.clock.now})
 	ledger := ledger.NewLedger(cfg.Pool, h.clock.now)
-	h.credits = billing.NewCredits(cfg.Pool, ledger, pastCheckout{h.clock.now}, h.clock.now)
+	h.credits = credits.NewCredits(cfg.Pool, ledger, pastCheckout{h.clock.now}, h.clock.now)
 	// The history's webhooks are signed and verified with a secret of its own: they are made
 	// and handled here, and never sent over the network.
 	h.webhookKey = "whsec_history_" + randomHex(24)
-	h.webhook = billing.NewStripeWebhook(h.credits, []string{h.webhookKey})
+	h.webhook = credits.NewStripeWebhook(h.credits, []string{h.webhookKey})
 	h.requestLog = billing.NewRequestLog(cfg.Pool, h.clock.now, h.log)
 	key := cfg.TicketKey
 	if len(key) == 0 {
