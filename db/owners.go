@@ -32,8 +32,8 @@ var Owners = map[string]string{
 	"ledger_postings":     "services/ledger",
 	"credit_purchases":    "services/credits",
 	"stripe_events":       "services/credits",
-	"admission_holds":     "services/billing",
-	"gateway_requests":    "services/billing",
+	"admission_holds":     "services/admission",
+	"gateway_requests":    "services/requestlog",
 
 	"offerings": "services/catalog",
 	"prices":    "services/catalog",
@@ -112,18 +112,17 @@ var Borrowed = map[string]map[string]string{
 		"usage_events": "a benchmark: seeds and checks its data in bulk, at the speed it measures",
 		"usage_hourly": "a benchmark: seeds and checks its data in bulk, at the speed it measures",
 	},
+	"services/admission": {
+		"api_key_spend":    "reads the meter's usage in its own queries",
+		"ledger_accounts":  "reads a customer's credit balance in the statement that reads its holds, so from one snapshot",
+		"usage_event_keys": "reads the meter's usage in its own queries",
+	},
 	"services/audit": {
 		"users": "joins an account's or a person's name into what it lists",
 	},
 	"services/batch": {
 		"gateway_requests": "reads the gateway's request log in its own queries",
 		"usage_by_batch":   "reads the meter's usage in its own queries",
-		"usage_events":     "reads the meter's usage in its own queries",
-	},
-	"services/billing": {
-		"api_key_spend":    "reads the meter's usage in its own queries",
-		"ledger_accounts":  "reads a customer's credit balance in the statement that reads its holds, so from one snapshot",
-		"usage_event_keys": "reads the meter's usage in its own queries",
 		"usage_events":     "reads the meter's usage in its own queries",
 	},
 	"services/catalog": {
@@ -179,6 +178,11 @@ var Borrowed = map[string]map[string]string{
 		"offerings":    "joins the catalog's offerings or prices into its own queries",
 		"prices":       "joins the catalog's offerings or prices into its own queries",
 		"usage_hourly": "reads the meter's usage in its own queries",
+	},
+	"services/requestlog": {
+		"admission_holds":  "writes an ended request's hold in the statement that records the request, and deletes expired holds",
+		"usage_event_keys": "reads the meter's usage in its own queries",
+		"usage_events":     "reads the meter's usage in its own queries",
 	},
 	"services/usagestore": {
 		"invoice_closes":   "checks that a month's documents are final before it drops the month's usage",

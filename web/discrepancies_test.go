@@ -7,11 +7,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/credits"
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/metering"
+	"github.com/gpumarket/gpumarket/services/requestlog"
 	"github.com/gpumarket/gpumarket/web"
 )
 
@@ -27,7 +27,7 @@ func TestAdminSeesTheMetersFlagsWithTheExcess(t *testing.T) {
 	h := web.New(web.Config{Accounts: e.accounts, Catalog: e.catalog, Usage: metering.NewReports(e.pool),
 		Payments: web.Payments{Credits: cr, Ledger: ledger, Webhook: credits.NewStripeWebhook(cr, []string{webhookSecret}),
 			LocalWebhookSecret: webhookSecret},
-		Requests: billing.NewRequestLog(e.pool, nil, nil)})
+		Requests: requestlog.NewRequestLog(e.pool, nil, nil)})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	e.srv = srv
@@ -54,7 +54,7 @@ func TestAdminSeesTheMetersFlagsWithTheExcess(t *testing.T) {
 
 	token := e.token(t, "admin@example.com", demo.Password)
 	var list struct {
-		Discrepancies []billing.Discrepancy `json:"discrepancies"`
+		Discrepancies []requestlog.Discrepancy `json:"discrepancies"`
 	}
 	if res := e.call(t, token, http.MethodGet, "/api/admin/discrepancies", nil, &list); res.StatusCode != http.StatusOK {
 		t.Fatalf("status %d", res.StatusCode)

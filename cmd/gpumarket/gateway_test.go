@@ -23,7 +23,7 @@ import (
 	"github.com/gpumarket/gpumarket/cmd/gpuagent/agent"
 	"github.com/gpumarket/gpumarket/db/dbtest"
 	"github.com/gpumarket/gpumarket/services/accounts"
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/admission"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/credits"
 	"github.com/gpumarket/gpumarket/services/credits/stripemock/stripemocktest"
@@ -31,6 +31,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/requestlog"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/simulation"
 	"github.com/gpumarket/gpumarket/services/ticket"
@@ -783,7 +784,7 @@ func (b *gatewayBundle) testQuota(t *testing.T) {
 		// Once metered, the key's spend this month keeps it refused; the account's other key
 		// still works.
 		b.metered(t, id)
-		time.Sleep(2 * billing.DefaultBalanceTTL)
+		time.Sleep(2 * admission.DefaultBalanceTTL)
 		_, err = b.client(limited).Chat.Completions.New(b.ctx, chatParams(model, 8))
 		apiError(t, err, http.StatusPaymentRequired, "insufficient_quota", "insufficient_quota")
 		if _, err := b.client(other).Chat.Completions.New(b.ctx, chatParams(model, 8)); err != nil {
@@ -1162,13 +1163,13 @@ func (b *gatewayBundle) testReconciliation(t *testing.T) {
 	// The admin sees the flagged request, in the API and on the page.
 	admin := api.login("admin@example.com")
 	var list struct {
-		Discrepancies []billing.Discrepancy `json:"discrepancies"`
+		Discrepancies []requestlog.Discrepancy `json:"discrepancies"`
 	}
 	api.do(admin, http.MethodGet, "/api/admin/discrepancies", nil, &list, http.StatusOK)
 	// Other subtests' accounts have flags of their own (a stream the client left is billed within what was relayed,
 	// and flagged): this one's are its account's.
 	all := len(list.Discrepancies)
-	list.Discrepancies = slices.DeleteFunc(list.Discrepancies, func(d billing.Discrepancy) bool { return d.AccountID != dev.AccountID })
+	list.Discrepancies = slices.DeleteFunc(list.Discrepancies, func(d requestlog.Discrepancy) bool { return d.AccountID != dev.AccountID })
 	if len(list.Discrepancies) != 1 || list.Discrepancies[0].RequestID != ids[1] ||
 		*list.Discrepancies[0].OutputTokens != 6 || *list.Discrepancies[0].MeteredOutput != 16 ||
 		!strings.Contains(list.Discrepancies[0].Reason, "output tokens") {

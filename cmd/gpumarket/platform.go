@@ -28,10 +28,10 @@ import (
 	"github.com/gpumarket/gpumarket/db"
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/services/admission"
 	"github.com/gpumarket/gpumarket/services/audit"
 	"github.com/gpumarket/gpumarket/services/batch"
 	"github.com/gpumarket/gpumarket/services/benchmarks"
-	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/credits"
 	"github.com/gpumarket/gpumarket/services/credits/stripemock"
@@ -47,6 +47,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/performance"
 	records "github.com/gpumarket/gpumarket/services/reliability"
 	"github.com/gpumarket/gpumarket/services/reports"
+	"github.com/gpumarket/gpumarket/services/requestlog"
 	"github.com/gpumarket/gpumarket/services/rigauth"
 	"github.com/gpumarket/gpumarket/services/riglimits"
 	"github.com/gpumarket/gpumarket/services/rigwire"
@@ -79,12 +80,12 @@ type Platform struct {
 	registry        *prometheus.Registry
 	accounts        *accounts.Service
 	catalog         *catalog.Service
-	audit           *audit.Log          // the finance audit log
-	invoicing       *invoicing.Service  // the close, invoices and statements; it closes due periods by itself in Run
-	router          *routing.Router     // nil unless the gateway runs here: the /v1 gateway routes with it
-	rigCaller       *rigwire.Caller     // nil unless the gateway runs here: how it calls the rigs, over NATS
-	rigNC           *nats.Conn          // the rig calls' own connection
-	requestLog      *billing.RequestLog // what the gateway saw, reconciled with the meter
+	audit           *audit.Log             // the finance audit log
+	invoicing       *invoicing.Service     // the close, invoices and statements; it closes due periods by itself in Run
+	router          *routing.Router        // nil unless the gateway runs here: the /v1 gateway routes with it
+	rigCaller       *rigwire.Caller        // nil unless the gateway runs here: how it calls the rigs, over NATS
+	rigNC           *nats.Conn             // the rig calls' own connection
+	requestLog      *requestlog.RequestLog // what the gateway saw, reconciled with the meter
 	// reliability holds the offerings' reliability records, which routing and the pages read; nil where
 	// neither runs (reliabilityrecord.go).
 	reliability *records.Board
@@ -401,11 +402,11 @@ func (p *Platform) gatewayConfig() (gateway.Config, error) {
 	}
 	p.router = routing.New(routing.Config{Pool: p.pool, Catalog: p.catalog, NATS: p.nc, Log: p.log.With("role", "gateway"),
 		FlushEvery: p.cfg.routingFlushEvery, Reliability: p.reliabilityBoard()})
-	p.requestLog = billing.NewRequestLog(p.pool, nil, p.log.With("role", "gateway"))
+	p.requestLog = requestlog.NewRequestLog(p.pool, nil, p.log.With("role", "gateway"))
 	return gateway.Config{
 		Router: p.router, Tickets: signer, Requests: p.requestLog,
 		RatePerSecond: p.cfg.RateLimitRPS, RateBurst: p.cfg.RateLimitBurst,
-		Admission: billing.NewAdmission(billing.AdmissionConfig{Pool: p.pool, Prices: p.catalog, Log: p.log.With("role", "gateway")}),
+		Admission: admission.NewAdmission(admission.AdmissionConfig{Pool: p.pool, Prices: p.catalog, Log: p.log.With("role", "gateway")}),
 	}, nil
 }
 

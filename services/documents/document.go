@@ -11,7 +11,7 @@
 // same bytes: the PDF's dates are the document's own and nothing in it depends on the clock
 // or on map order (see docs/documents.md).
 //
-// The journal (journal.go) reads the ledger tables of services/billing (ledger_transactions,
+// The journal (journal.go) reads the ledger tables of services/ledger (ledger_transactions,
 // ledger_postings, ledger_accounts) and the accounts table of services/accounts, and writes
 // nothing.
 //

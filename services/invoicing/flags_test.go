@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/services"
-	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/documents"
 	"github.com/gpumarket/gpumarket/services/ledger"
+	"github.com/gpumarket/gpumarket/services/requestlog"
 )
 
 // A request the meter flagged while billing it within its bounds, its rig claiming no more
@@ -31,7 +31,7 @@ func TestFlaggedEarningsAreHeldUntilResolved(t *testing.T) {
 	// the rig reporting exactly what was billed. 10 million input tokens and 1,000 output:
 	// $1.5003 charged, $0.60012 earned.
 	canceled := w.use(request{customer: acme, rig: fjord, at: time.Date(2026, 3, 5, 0, 0, 0, 0, time.UTC), in: 10_000_000,
-		out: 1_000, status: billing.GatewayCanceled})
+		out: 1_000, status: requestlog.GatewayCanceled})
 	var flag string
 	var excess int64
 	w.scan(`SELECT coalesce(flag, ''), coalesce(reported_output_tokens - output_tokens, -1) FROM usage_events WHERE request_id = $1`,

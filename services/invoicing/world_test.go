@@ -14,12 +14,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gpumarket/gpumarket/db/dbtest"
+	"github.com/gpumarket/gpumarket/services/admission"
 	"github.com/gpumarket/gpumarket/services/audit"
-	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/requestlog"
 	"github.com/gpumarket/gpumarket/services/ticket"
 )
 
@@ -33,7 +34,7 @@ type world struct {
 	ledger   *ledger.Ledger
 	audit    *audit.Log
 	meter    *metering.Meter
-	requests *billing.RequestLog
+	requests *requestlog.RequestLog
 	signer   *ticket.Signer
 	svc      *Service
 
@@ -66,7 +67,7 @@ func newWorld(t *testing.T, opts ...func(*Config)) *world {
 	clock := w.clock
 	w.ledger = ledger.NewLedger(w.pool, clock)
 	w.audit = audit.New(w.pool, clock)
-	w.requests = billing.NewRequestLog(w.pool, clock, nil)
+	w.requests = requestlog.NewRequestLog(w.pool, clock, nil)
 	w.signer, _ = ticket.NewSigner([]byte(strings.Repeat("k", 32)))
 	w.meter = metering.NewMeter(metering.MeterConfig{Pool: w.pool, Ledger: w.ledger, Tickets: w.signer, Now: clock})
 	cfg := Config{Pool: w.pool, Ledger: w.ledger, Audit: w.audit, Now: clock,
@@ -157,7 +158,7 @@ type request struct {
 	// bytes each): fewer than the rig reports makes the meter clip and flag the request.
 	relayed int64
 	// status is how the gateway saw the attempt end: by default ok.
-	status billing.GatewayStatus
+	status requestlog.GatewayStatus
 	// seenOut, when set, is the output the response's usage told the customer (the input is
 	// in): by default the response carries no usage.
 	seenOut int64
@@ -203,15 +204,15 @@ func (w *world) use(r request) string {
 	if r.relayed > 0 {
 		relayed = r.relayed
 	}
-	var seen *billing.TokenCount
+	var seen *admission.TokenCount
 	if r.seenOut > 0 {
-		seen = &billing.TokenCount{Input: r.in, Output: r.seenOut}
+		seen = &admission.TokenCount{Input: r.in, Output: r.seenOut}
 	}
-	status := billing.GatewayOK
+	status := requestlog.GatewayOK
 	if r.status != "" {
 		status = r.status
 	}
-	w.requests.Record(billing.GatewayRequest{RequestID: requestID, AccountID: r.customer, APIKeyID: key, OfferingID: r.rig.offering,
+	w.requests.Record(requestlog.GatewayRequest{RequestID: requestID, AccountID: r.customer, APIKeyID: key, OfferingID: r.rig.offering,
 		Tier: catalog.TierStandard, Model: "llama-3.1-8b", HTTPStatus: 200, Status: status,
 		Duration: 800 * time.Millisecond, At: r.at, InputBytes: 4 * r.in, MaxInputTokens: r.in,
 		MaxOutputTokens: max(r.out, 1), Streamed: true, RelayedOutputBytes: 4 * relayed, RelayedOutputChunks: relayed,

@@ -19,12 +19,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gpumarket/gpumarket/db/dbtest"
-	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/events/natsserver"
 	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/requestlog"
 	"github.com/gpumarket/gpumarket/services/ticket"
 )
 
@@ -39,7 +39,7 @@ type meterEnv struct {
 	meter    *Meter
 	signer   *ticket.Signer
 	ledger   *ledger.Ledger
-	requests *billing.RequestLog
+	requests *requestlog.RequestLog
 	customer string
 	apiKey   string // the customer's
 	provider string
@@ -87,7 +87,7 @@ func setupMeterOn(t *testing.T, url string, opts usage.StreamOptions) *meterEnv 
 	}
 	e.signer, _ = ticket.NewSigner([]byte(strings.Repeat("t", 32)))
 	e.ledger = ledger.NewLedger(e.pool, func() time.Time { return e.now })
-	e.requests = billing.NewRequestLog(e.pool, nil, nil)
+	e.requests = requestlog.NewRequestLog(e.pool, nil, nil)
 	e.meter = NewMeter(MeterConfig{Pool: e.pool, Ledger: e.ledger, Tickets: e.signer, JS: e.js, Consumer: e.cons,
 		BatchSize: 500, Now: func() time.Time { return e.now }})
 	q := func(sql string, args ...any) string {
@@ -138,7 +138,7 @@ type route struct {
 	ticket func(*ticket.Claims)
 	// record adjusts the gateway's record; by default a 200 streamed whole, relaying four bytes
 	// per output token in a chunk per token. noRecord writes none.
-	record   func(*billing.GatewayRequest)
+	record   func(*requestlog.GatewayRequest)
 	noRecord bool
 	// source is how the rig obtained the request's 12.5 J; estimated by default.
 	source usage.EnergySource
@@ -177,8 +177,8 @@ func (e *meterEnv) routed(t *testing.T, r route) (eventID string, body []byte, r
 		t.Fatal(err)
 	}
 	if !r.noRecord {
-		g := billing.GatewayRequest{RequestID: requestID, AccountID: rig.customer, APIKeyID: rig.apiKey, OfferingID: rig.offering,
-			Tier: catalog.Tier(rig.tier), Model: cmp.Or(rig.model, "m"), HTTPStatus: 200, Status: billing.GatewayOK, Duration: 900 * time.Millisecond,
+		g := requestlog.GatewayRequest{RequestID: requestID, AccountID: rig.customer, APIKeyID: rig.apiKey, OfferingID: rig.offering,
+			Tier: catalog.Tier(rig.tier), Model: cmp.Or(rig.model, "m"), HTTPStatus: 200, Status: requestlog.GatewayOK, Duration: 900 * time.Millisecond,
 			At: r.at, InputBytes: 4 * r.in, MaxInputTokens: claims.MaxInputTokens, MaxOutputTokens: claims.MaxOutputTokens,
 			Streamed: true, RelayedOutputBytes: 4 * r.out, RelayedOutputChunks: r.out}
 		if r.record != nil {
@@ -231,7 +231,7 @@ func (e *meterEnv) newOffering(t *testing.T, provider, tier string) string {
 }
 
 // record writes the gateway's record of an attempt, as the gateway's request log does.
-func (e *meterEnv) record(t *testing.T, g billing.GatewayRequest) {
+func (e *meterEnv) record(t *testing.T, g requestlog.GatewayRequest) {
 	t.Helper()
 	e.requests.Record(g)
 	if err := e.requests.Flush(context.Background()); err != nil {
@@ -410,7 +410,7 @@ func TestMeterKeepsNoFirstTokenTimeOfAWholeAnswer(t *testing.T) {
 	at := e.now.Add(-time.Minute)
 	id1, ev1, streamed := e.routed(t, route{in: 1000, out: 500, at: at})
 	id2, ev2, whole := e.routed(t, route{in: 1000, out: 500, at: at, ticket: func(c *ticket.Claims) { c.Stream = false },
-		record: func(g *billing.GatewayRequest) { g.Streamed, g.RelayedOutputChunks = false, 0 }})
+		record: func(g *requestlog.GatewayRequest) { g.Streamed, g.RelayedOutputChunks = false, 0 }})
 	e.publish(t, subject, id1, ev1)
 	e.publish(t, subject, id2, ev2)
 	e.drain(t)

@@ -14,7 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpumarket/gpumarket/services"
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/admission"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/web/gateway/internal/wire"
 )
@@ -53,7 +53,7 @@ func describeGatewayError(err error) *wire.Error {
 		msg = ae.Message
 	}
 	switch {
-	case errors.Is(err, billing.ErrCreditSpent), errors.Is(err, billing.ErrKeyLimitReached):
+	case errors.Is(err, admission.ErrCreditSpent), errors.Is(err, admission.ErrKeyLimitReached):
 		return &wire.Error{Status: http.StatusPaymentRequired, Type: "insufficient_quota", Code: "insufficient_quota", Message: msg}
 	case errors.Is(err, routing.ErrUnknownModel):
 		return &wire.Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "model_not_found", Param: "model", Message: msg}

@@ -40,12 +40,12 @@ import (
 
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/accounts"
-	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/credits"
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/metering"
+	"github.com/gpumarket/gpumarket/services/requestlog"
 	"github.com/gpumarket/gpumarket/services/ticket"
 )
 
@@ -116,7 +116,7 @@ type history struct {
 	credits     *credits.Credits
 	webhook     *credits.StripeWebhook
 	webhookKey  string
-	requestLog  *billing.RequestLog
+	requestLog  *requestlog.RequestLog
 	meter       *metering.Meter
 	signer      *ticket.Signer
 	book        catalog.PriceBook
@@ -149,7 +149,7 @@ func open(ctx context.Context, cfg Config, now time.Time) (*history, error) {
 	// and handled here, and never sent over the network.
 	h.webhookKey = "whsec_history_" + randomHex(24)
 	h.webhook = credits.NewStripeWebhook(h.credits, []string{h.webhookKey})
-	h.requestLog = billing.NewRequestLog(cfg.Pool, h.clock.now, h.log)
+	h.requestLog = requestlog.NewRequestLog(cfg.Pool, h.clock.now, h.log)
 	key := cfg.TicketKey
 	if len(key) == 0 {
 		key = []byte(randomHex(32))

@@ -6,8 +6,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/requestlog"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/usage"
 )
@@ -48,10 +48,10 @@ func (h *history) measure(ctx context.Context) error {
 		if ttftMs != nil {
 			o.TTFT = ms(*ttftMs)
 		}
-		switch billing.GatewayStatus(status) { // as the gateway reports an attempt to routing
-		case billing.GatewayCanceled:
+		switch requestlog.GatewayStatus(status) { // as the gateway reports an attempt to routing
+		case requestlog.GatewayCanceled:
 			o.Status = usage.StatusCanceled
-		case billing.GatewayError, billing.GatewayFailedOver:
+		case requestlog.GatewayError, requestlog.GatewayFailedOver:
 			o.Status = usage.StatusError
 		}
 		obs[offering] = append(obs[offering], o)

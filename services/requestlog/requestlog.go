@@ -1,9 +1,10 @@
-package billing
+package requestlog
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gpumarket/gpumarket/services/admission"
 	"log/slog"
 	"sync"
 	"time"
@@ -39,8 +40,8 @@ type GatewayRequest struct {
 	Model      string
 	HTTPStatus int
 	Status     GatewayStatus
-	Usage      *TokenCount   // from the response; nil when none came by
-	TTFT       time.Duration // to the first output; 0 when none came
+	Usage      *admission.TokenCount // from the response; nil when none came by
+	TTFT       time.Duration         // to the first output; 0 when none came
 	Duration   time.Duration
 	At         time.Time // when the attempt ended
 	// What the gateway bounded and relayed, which the meter bills the rig's report against.
@@ -55,7 +56,7 @@ type GatewayRequest struct {
 	RelayedOutputChunks int64
 	// Hold is what admission holds of the account's credit until the meter bills the attempt
 	// (Reservation.Settle); written with the record, in admission_holds, when above zero.
-	Hold Hold
+	Hold admission.Hold
 }
 
 // Defaults of RequestLog.
