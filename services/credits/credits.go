@@ -136,7 +136,7 @@ type StartInput struct {
 // Start records a pending purchase, then creates its Checkout Session. The purchase id is the
 // session's idempotency key, so a retry after a timeout cannot create a second session.
 func (c *Credits) Start(ctx context.Context, in StartInput) (_ Purchase, _ CheckoutSession, err error) {
-	defer services.Wrap(&err, "billing.Credits.Start")
+	defer services.Wrap(&err, "credits.Credits.Start")
 	if in.AmountCents < MinPurchaseCents || in.AmountCents > MaxPurchaseCents {
 		return Purchase{}, CheckoutSession{}, amountError("Buy between $5 and $10,000 of credits at a time.")
 	}
@@ -196,7 +196,7 @@ func scanPurchase(r pgx.CollectableRow) (Purchase, error) {
 
 // Purchase returns one of the account's purchases; another account's is not found.
 func (c *Credits) Purchase(ctx context.Context, accountID, id string) (_ Purchase, err error) {
-	defer services.Wrap(&err, "billing.Credits.Purchase(%s)", id)
+	defer services.Wrap(&err, "credits.Credits.Purchase(%s)", id)
 	if !services.CanonicalUUID(id) {
 		return Purchase{}, errPurchaseNotFound
 	}
@@ -215,7 +215,7 @@ var errPurchaseNotFound = services.Errorf(services.CodeNotFound, "No such purcha
 
 // Purchases lists the account's purchases, newest first.
 func (c *Credits) Purchases(ctx context.Context, accountID string, limit int) (_ []Purchase, err error) {
-	defer services.Wrap(&err, "billing.Credits.Purchases")
+	defer services.Wrap(&err, "credits.Credits.Purchases")
 	if limit <= 0 || limit > 100 {
 		limit = 20
 	}
@@ -236,7 +236,7 @@ type Balance struct {
 
 // Balance returns the account's credit.
 func (c *Credits) Balance(ctx context.Context, accountID string) (_ Balance, err error) {
-	defer services.Wrap(&err, "billing.Credits.Balance")
+	defer services.Wrap(&err, "credits.Credits.Balance")
 	id, err := c.ledger.AccountFor(ctx, ledger.AccountCustomerCredit, accountID)
 	if err != nil {
 		return Balance{}, err
@@ -254,7 +254,7 @@ func balanceOf(b money.BigPico) Balance {
 
 // History returns a page of the account's credit movements, newest first.
 func (c *Credits) History(ctx context.Context, accountID string, limit int, before ledger.PostingID) (_ ledger.HistoryPage, err error) {
-	defer services.Wrap(&err, "billing.Credits.History")
+	defer services.Wrap(&err, "credits.Credits.History")
 	id, err := c.ledger.AccountFor(ctx, ledger.AccountCustomerCredit, accountID)
 	if err != nil {
 		return ledger.HistoryPage{}, err
@@ -273,7 +273,7 @@ type AdjustInput struct {
 // Adjust moves credit between the customer and platform revenue, with a required reason,
 // recorded with who made it.
 func (c *Credits) Adjust(ctx context.Context, in AdjustInput) (_ ledger.Transaction, err error) {
-	defer services.Wrap(&err, "billing.Credits.Adjust")
+	defer services.Wrap(&err, "credits.Credits.Adjust")
 	fe := services.FieldErrors{}
 	in.Reason = strings.TrimSpace(in.Reason)
 	if in.Reason == "" {

@@ -21,7 +21,7 @@ const SignatureTolerance = 300 * time.Second
 
 // ErrBadSignature is returned for a webhook whose signature does not verify; nothing is
 // stored or changed.
-var ErrBadSignature = errors.New("billing: the Stripe-Signature does not verify")
+var ErrBadSignature = errors.New("credits: the Stripe-Signature does not verify")
 
 // StripeWebhook turns Stripe's events into credits, exactly once.
 //
@@ -70,7 +70,7 @@ func (w *StripeWebhook) Handle(ctx context.Context, payload []byte, signature st
 	if err != nil {
 		return "", err
 	}
-	defer services.Wrap(&err, "billing.StripeWebhook.Handle(%s %s)", event.Type, event.ID)
+	defer services.Wrap(&err, "credits.StripeWebhook.Handle(%s %s)", event.Type, event.ID)
 	c := w.credits
 	subj, err := w.subjectOf(ctx, event)
 	if err != nil {
@@ -246,7 +246,7 @@ type lockedPurchase struct {
 
 // errPurchaseAppeared: the event's purchase was found only once its transaction had begun,
 // so its ledger accounts were not opened. The delivery fails and Stripe sends it again.
-var errPurchaseAppeared = errors.New("billing: the purchase appeared while the event was being read; it will be applied on redelivery")
+var errPurchaseAppeared = errors.New("credits: the purchase appeared while the event was being read; it will be applied on redelivery")
 
 // purchaseFor finds and locks the purchase an event is about.
 func (w *StripeWebhook) purchaseFor(ctx context.Context, tx pgx.Tx, s subject) (lockedPurchase, bool, error) {

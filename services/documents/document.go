@@ -16,7 +16,7 @@
 // nothing.
 //
 // Tables of other packages it reads: accounts (package accounts); ledger_accounts, ledger_postings,
-// ledger_transactions (package billing). It writes only its own.
+// ledger_transactions (package ledger). It writes only its own.
 package documents
 
 import (

@@ -22,7 +22,7 @@ import (
 // the payouts page, and payouts asks StatementToPay for the statement as it stands then.
 //
 // This file reads the payouts table of package payouts (whether a statement's payout is under
-// way) and takes the provider's payable ledger account lock of package billing, the lock
+// way) and takes the provider's payable ledger account lock of package ledger, the lock
 // payouts checks a payout under.
 
 // Payer pays an approved statement: payouts.Service.

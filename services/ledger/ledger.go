@@ -218,7 +218,7 @@ func NewLedger(pool *pgxpool.Pool, now func() time.Time) *Ledger {
 // AccountFor returns the ledger account of kind for the organisation ownerAccountID, creating
 // it on first use. Platform kinds (platform_revenue, stripe_clearing) take no owner: pass "".
 func (l *Ledger) AccountFor(ctx context.Context, kind AccountKind, ownerAccountID string) (_ LedgerAccountID, err error) {
-	defer services.Wrap(&err, "billing.AccountFor(%s, %q)", kind, ownerAccountID)
+	defer services.Wrap(&err, "ledger.AccountFor(%s, %q)", kind, ownerAccountID)
 	if !kind.Valid() {
 		return "", services.Errorf(services.CodeInvalid, "Unknown ledger account kind %q.", kind)
 	}
@@ -275,7 +275,7 @@ func (l *Ledger) Post(ctx context.Context, in TransactionInput) (txn Transaction
 // error), unless it takes every lock first with LockTx; one post per database transaction
 // never does.
 func (l *Ledger) PostTx(ctx context.Context, tx pgx.Tx, in TransactionInput) (_ Transaction, created bool, err error) {
-	defer services.Wrap(&err, "billing.Post(%s, %q)", in.Kind, in.IdempotencyKey)
+	defer services.Wrap(&err, "ledger.Post(%s, %q)", in.Kind, in.IdempotencyKey)
 	if err := in.Validate(); err != nil {
 		return Transaction{}, false, err
 	}
@@ -337,7 +337,7 @@ func (l *Ledger) PostTx(ctx context.Context, tx pgx.Tx, in TransactionInput) (_ 
 // usable; an error from the database aborts tx, as any failed statement does. The sums are
 // checked at commit, per transaction, as PostTx's are.
 func (l *Ledger) PostAllTx(ctx context.Context, tx pgx.Tx, ins []TransactionInput) (err error) {
-	defer services.Wrap(&err, "billing.PostAllTx(%d transactions)", len(ins))
+	defer services.Wrap(&err, "ledger.PostAllTx(%d transactions)", len(ins))
 	if len(ins) == 0 {
 		return nil
 	}
@@ -499,11 +499,11 @@ func samePostings(a, b []Posting) bool {
 // money.ErrOverflow rather than returning a wrong number.
 func picoFromNumeric(n pgtype.Numeric) (money.Pico, error) {
 	if !n.Valid {
-		return 0, errors.New("billing: NULL amount")
+		return 0, errors.New("ledger: NULL amount")
 	}
 	v, err := n.Int64Value()
 	if err != nil {
-		return 0, fmt.Errorf("billing: a stored amount is outside the range of money.Pico: %w", money.ErrOverflow)
+		return 0, fmt.Errorf("ledger: a stored amount is outside the range of money.Pico: %w", money.ErrOverflow)
 	}
 	return money.Pico(v.Int64), nil
 }

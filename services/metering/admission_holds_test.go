@@ -19,7 +19,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/ticket"
 )
 
-// spree is a customer's requests through gateway replicas (billing.Admission, and the request
+// spree is a customer's requests through gateway replicas (admission.Admission, and the request
 // log the gateway writes its records and holds with) to a rig whose agent holds the usage
 // events; the events are published to the meter afterwards, as the agent releases them.
 type spree struct {

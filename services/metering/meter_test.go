@@ -30,7 +30,7 @@ import (
 
 // meterEnv is a meter on a fresh database and an embedded NATS server, with one customer and
 // its API key, one provider and two offerings, and the gateway's record of requests
-// (billing.RequestLog), which the tests write as the gateway would.
+// (requestlog.RequestLog), which the tests write as the gateway would.
 type meterEnv struct {
 	pool     *pgxpool.Pool
 	js       jetstream.JetStream

@@ -2,7 +2,7 @@
 // Connect: a provider connects a Stripe account (Connect Express), and each statement finance
 // approves becomes one Stripe Transfer to it, posted on the ledger from the provider's payable
 // to Stripe clearing. It owns the tables provider_stripe_accounts and payouts, and writes the
-// ledger only through billing.Ledger.
+// ledger only through ledger.Ledger.
 //
 // Invariants (docs/payouts.md says why each holds; docs/failure-cases.md, cases 32 to 34):
 //
@@ -21,7 +21,7 @@
 //     provider's payable lock, just before its transfer is sent.
 //
 // Tables of other packages it reads: accounts (package accounts); ledger_postings,
-// ledger_transactions (package billing). It writes only its own.
+// ledger_transactions (package ledger). It writes only its own.
 package payouts
 
 import (

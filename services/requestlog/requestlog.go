@@ -148,7 +148,7 @@ func (l *RequestLog) Run(ctx context.Context) {
 // failed on are queued again, unless the database refused them as invalid (they are dropped and
 // logged).
 func (l *RequestLog) Flush(ctx context.Context) (err error) {
-	defer services.Wrap(&err, "billing.RequestLog.Flush")
+	defer services.Wrap(&err, "requestlog.RequestLog.Flush")
 	l.writing.Lock()
 	defer l.writing.Unlock()
 	l.mu.Lock()
@@ -248,7 +248,7 @@ type ReconcileResult struct {
 // Reconcile compares the recorded requests not yet reconciled with their metered rows (see
 // RequestLog); the platform runs it periodically. Each record is reconciled once.
 func (l *RequestLog) Reconcile(ctx context.Context) (res ReconcileResult, err error) {
-	defer services.Wrap(&err, "billing.RequestLog.Reconcile")
+	defer services.Wrap(&err, "requestlog.RequestLog.Reconcile")
 	now := l.now().UTC()
 	rows, err := l.pool.Query(ctx, `
 		WITH d AS (
@@ -354,7 +354,7 @@ type Discrepancy struct {
 
 // Discrepancies lists the flagged requests, the latest flagged first.
 func (l *RequestLog) Discrepancies(ctx context.Context, limit int) (_ []Discrepancy, err error) {
-	defer services.Wrap(&err, "billing.RequestLog.Discrepancies")
+	defer services.Wrap(&err, "requestlog.RequestLog.Discrepancies")
 	if limit <= 0 || limit > 500 {
 		limit = 100
 	}

@@ -56,7 +56,7 @@ import (
 //
 // The client's going away cancels the request to the rig (it is the client request's
 // context), and the agent then reports what was produced until then. Every attempt that
-// reached a rig is recorded (billing.RequestLog) with the usage the response reported, and
+// reached a rig is recorded (requestlog.RequestLog) with the usage the response reported, and
 // observed by routing; the admission reservation is settled with the final attempt's id.
 
 const (
@@ -95,7 +95,7 @@ type outcome struct {
 	firstToken time.Time // zero when no output came
 	at         time.Time
 	// What was relayed: a stream's output text in bytes and the chunks that carried any, or
-	// the bytes of a whole answer (billing.GatewayRequest).
+	// the bytes of a whole answer (requestlog.GatewayRequest).
 	outputBytes, outputChunks int64
 }
 

@@ -14,7 +14,7 @@ import (
 )
 
 // A customer's side of the history: its user, its API keys, and the credit it buys and is
-// refunded, through billing.Credits and signed Stripe webhooks at their past times.
+// refunded, through credits.Credits and signed Stripe webhooks at their past times.
 
 // customer is a history customer as the database holds it.
 type customer struct {

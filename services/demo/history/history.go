@@ -7,13 +7,13 @@
 //   - the gateway's part: a route ticket signed with the platform's signer (services/ticket) with
 //     the terms routing fixes (the offering's asks, the price book row in force for the tier at
 //     that moment, the bounds on billable tokens of routing.BoundsFor), and the gateway's record
-//     of each attempt (billing.RequestLog): what it relayed and how the attempt ended;
+//     of each attempt (requestlog.RequestLog): what it relayed and how the attempt ended;
 //   - the rig's part: its usage event (metering.NewEvent, Encode), on its offering's subject;
 //   - the meter's part: a metering.Meter whose clock is the simulated one meters each day's
 //     events in one batch (ProcessMessages), with every check it makes of live events, and
 //     posts that day's ledger transactions;
-//   - credit: purchases through billing.Credits completed by signed checkout.session.completed
-//     webhooks, and a refund by a signed charge.refunded, handled by billing.StripeWebhook at
+//   - credit: purchases through credits.Credits completed by signed checkout.session.completed
+//     webhooks, and a refund by a signed charge.refunded, handled by credits.StripeWebhook at
 //     their past times.
 //
 // The rules (customers, workloads, rhythm, failures, credit, the price change) are in rules.go.

@@ -13,7 +13,7 @@ import (
 )
 
 // measure writes what the platform measured of each offering the history served: the figures of the gateway's
-// records of its attempts (gateway_requests, as billing.RequestLog wrote them), the newest routing.WindowSize of
+// records of its attempts (gateway_requests, as requestlog.RequestLog wrote them), the newest routing.WindowSize of
 // them, by the rules of routing's live figures (routing.FiguresOf): percentiles of the streamed requests' times
 // to first token, throughput over the time the rig was busy. An offering whose records hold fewer than
 // catalog.MinMeasuredRequests streamed requests keeps no measured figures: its claims stand, as routing's do.
