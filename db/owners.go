@@ -130,8 +130,7 @@ var Borrowed = map[string]map[string]string{
 		"users":    "joins an account's or a person's name into what it lists",
 	},
 	"services/credits": {
-		"accounts":        "locks the buying account's row, so that counting its pending purchases and adding one is one step",
-		"ledger_accounts": "reads the customer's balance after an adjustment, in the transaction that posted it",
+		"accounts": "locks the buying account's row, so that counting its pending purchases and adding one is one step",
 	},
 	"services/demo/history": {
 		"gateway_requests": "reads the gateway's request log in its own queries",

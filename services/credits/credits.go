@@ -310,8 +310,8 @@ func (c *Credits) Adjust(ctx context.Context, in AdjustInput) (_ ledger.Transact
 			return err
 		}
 		// PostTx holds the account's lock: the balance read here is the one the posting made.
-		var after money.BigPico
-		if err := tx.QueryRow(ctx, `SELECT balance FROM ledger_accounts WHERE id = $1`, string(customer)).Scan(&after); err != nil {
+		after, err := c.ledger.BalanceTx(ctx, tx, customer)
+		if err != nil {
 			return err
 		}
 		verb, size := "Granted", money.BigPicoOf(in.Amount)
