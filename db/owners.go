@@ -27,13 +27,13 @@ var Owners = map[string]string{
 	"provider_benchmarks": "services/benchmarks",
 
 	// The ledger, prepaid credit and Stripe's events; the gateway's admission and request log.
-	"ledger_accounts":     "services/billing",
-	"ledger_transactions": "services/billing",
-	"ledger_postings":     "services/billing",
-	"credit_purchases":    "services/billing",
-	"stripe_events":       "services/billing",
-	"admission_holds":     "services/billing",
-	"gateway_requests":    "services/billing",
+	"ledger_accounts":     "services/ledger",
+	"ledger_transactions": "services/ledger",
+	"ledger_postings":     "services/ledger",
+	"credit_purchases":    "services/credits",
+	"stripe_events":       "services/credits",
+	"admission_holds":     "services/admission",
+	"gateway_requests":    "services/requestlog",
 
 	"offerings": "services/catalog",
 	"prices":    "services/catalog",
@@ -112,6 +112,11 @@ var Borrowed = map[string]map[string]string{
 		"usage_events": "a benchmark: seeds and checks its data in bulk, at the speed it measures",
 		"usage_hourly": "a benchmark: seeds and checks its data in bulk, at the speed it measures",
 	},
+	"services/admission": {
+		"api_key_spend":    "reads the meter's usage in its own queries",
+		"ledger_accounts":  "reads a customer's credit balance in the statement that reads its holds, so from one snapshot",
+		"usage_event_keys": "reads the meter's usage in its own queries",
+	},
 	"services/audit": {
 		"users": "joins an account's or a person's name into what it lists",
 	},
@@ -120,15 +125,12 @@ var Borrowed = map[string]map[string]string{
 		"usage_by_batch":   "reads the meter's usage in its own queries",
 		"usage_events":     "reads the meter's usage in its own queries",
 	},
-	"services/billing": {
-		"accounts":         "joins an account's or a person's name into what it lists",
-		"api_key_spend":    "reads the meter's usage in its own queries",
-		"usage_event_keys": "reads the meter's usage in its own queries",
-		"usage_events":     "reads the meter's usage in its own queries",
-	},
 	"services/catalog": {
 		"accounts": "joins an account's or a person's name into what it lists",
 		"users":    "joins an account's or a person's name into what it lists",
+	},
+	"services/credits": {
+		"accounts": "locks the buying account's row, so that counting its pending purchases and adding one is one step",
 	},
 	"services/demo/history": {
 		"gateway_requests": "reads the gateway's request log in its own queries",
@@ -155,6 +157,9 @@ var Borrowed = map[string]map[string]string{
 		"usage_months_dropped": "checks which months' usage was dropped",
 		"users":                "joins an account's or a person's name into what it lists",
 	},
+	"services/ledger": {
+		"accounts": "joins an account's or a person's name into what it lists",
+	},
 	"services/metering": {
 		"accounts":         "joins an account's or a person's name into what it lists",
 		"admission_holds":  "releases the holds of the requests it bills, in the transaction that bills them",
@@ -172,6 +177,11 @@ var Borrowed = map[string]map[string]string{
 		"offerings":    "joins the catalog's offerings or prices into its own queries",
 		"prices":       "joins the catalog's offerings or prices into its own queries",
 		"usage_hourly": "reads the meter's usage in its own queries",
+	},
+	"services/requestlog": {
+		"admission_holds":  "writes an ended request's hold in the statement that records the request, and deletes expired holds",
+		"usage_event_keys": "reads the meter's usage in its own queries",
+		"usage_events":     "reads the meter's usage in its own queries",
 	},
 	"services/usagestore": {
 		"invoice_closes":   "checks that a month's documents are final before it drops the month's usage",

@@ -58,3 +58,24 @@ func BatchOfRequest(requestID string) (batchID string, ok bool) {
 	}
 	return "batch_" + hex, true
 }
+
+// CanonicalUUID reports whether s is a uuid as PostgreSQL writes it: lower-case hex in groups
+// of 8-4-4-4-12. Checking it before a query keeps malformed ids from aborting a caller's transaction.
+func CanonicalUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i, c := range s {
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+				return false
+			}
+		}
+	}
+	return true
+}

@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gpumarket/gpumarket/services/accounts"
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/credits"
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/demo/history"
 	"github.com/gpumarket/gpumarket/services/invoicing"
@@ -577,7 +577,7 @@ func newAuthzEnv(t *testing.T, c caller) *authzEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, _, err := a.credits.Start(ctx, billing.StartInput{AccountID: other.AccountID, UserID: other.ID, AmountCents: 2000,
+	p, _, err := a.credits.Start(ctx, credits.StartInput{AccountID: other.AccountID, UserID: other.ID, AmountCents: 2000,
 		ReturnURL: a.srv.URL + "/credits/return", CancelURL: a.srv.URL + "/credits"})
 	if err != nil {
 		t.Fatal(err)

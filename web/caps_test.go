@@ -10,7 +10,7 @@ import (
 	"github.com/PuerkitoBio/goquery"
 
 	"github.com/gpumarket/gpumarket/services/accounts"
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/credits"
 	"github.com/gpumarket/gpumarket/services/demo"
 )
 
@@ -53,7 +53,7 @@ func TestOpenCheckoutsPerAccountAreCapped(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	dev := e.token(t, "developer@example.com", demo.Password)
-	for i := range billing.MaxOpenCheckouts {
+	for i := range credits.MaxOpenCheckouts {
 		var p struct {
 			ID string `json:"id"`
 		}
@@ -76,7 +76,7 @@ func TestOpenCheckoutsPerAccountAreCapped(t *testing.T) {
 	if msg := doc.Find(testID("form-error")).Text(); !strings.Contains(msg, "Pay one of them") {
 		t.Errorf("the credits page says %q, want what to do", msg)
 	}
-	if n := countRows(t, e, `SELECT count(*) FROM credit_purchases`); n != billing.MaxOpenCheckouts {
-		t.Fatalf("%d purchases stored, want %d", n, billing.MaxOpenCheckouts)
+	if n := countRows(t, e, `SELECT count(*) FROM credit_purchases`); n != credits.MaxOpenCheckouts {
+		t.Fatalf("%d purchases stored, want %d", n, credits.MaxOpenCheckouts)
 	}
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/credits"
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/web"
 )
@@ -48,18 +48,18 @@ func (h *hostedCheckout) visited() []string {
 }
 
 // CreateSession answers as Stripe does: a session whose URL is on the hosted page's origin.
-func (h *hostedCheckout) CreateSession(_ context.Context, req billing.CheckoutRequest) (billing.CheckoutSession, error) {
+func (h *hostedCheckout) CreateSession(_ context.Context, req credits.CheckoutRequest) (credits.CheckoutSession, error) {
 	id := "cs_test_" + strings.ReplaceAll(req.PurchaseID, "-", "")
-	return billing.CheckoutSession{ID: id, URL: h.srv.URL + "/c/pay/" + id}, nil
+	return credits.CheckoutSession{ID: id, URL: h.srv.URL + "/c/pay/" + id}, nil
 }
 
 // livePayments configures real payments (no test page) on the hosted checkout, with its origin
 // in the pages' CSP when allow is set.
 func livePayments(h *hostedCheckout, allow bool) func(*web.Config, *pgxpool.Pool) {
 	return func(cfg *web.Config, pool *pgxpool.Pool) {
-		credits := billing.NewCredits(pool, cfg.Payments.Ledger, h, nil)
-		cfg.Payments = web.Payments{Credits: credits, Ledger: cfg.Payments.Ledger,
-			Webhook: billing.NewStripeWebhook(credits, []string{webhookSecret})}
+		cr := credits.NewCredits(pool, cfg.Payments.Ledger, h, nil)
+		cfg.Payments = web.Payments{Credits: cr, Ledger: cfg.Payments.Ledger,
+			Webhook: credits.NewStripeWebhook(cr, []string{webhookSecret})}
 		if allow {
 			cfg.Payments.CheckoutOrigins = []string{h.srv.URL}
 		}

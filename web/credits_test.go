@@ -12,8 +12,8 @@ import (
 	"github.com/PuerkitoBio/goquery"
 
 	"github.com/gpumarket/gpumarket/services/accounts"
-	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/credits"
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/money"
 )
@@ -64,7 +64,7 @@ func (e *env) postWebhook(t *testing.T, payload []byte, signature string) *http.
 }
 
 // checkout starts a purchase through the API and returns it as stored.
-func (e *env) checkout(t *testing.T, token, accountID string, amountUSD any) billing.Purchase {
+func (e *env) checkout(t *testing.T, token, accountID string, amountUSD any) credits.Purchase {
 	t.Helper()
 	var out checkoutJSON
 	wantStatus(t, e.call(t, token, http.MethodPost, "/api/credits/checkout", map[string]any{"amount_usd": amountUSD}, &out), http.StatusCreated)
@@ -76,8 +76,8 @@ func (e *env) checkout(t *testing.T, token, accountID string, amountUSD any) bil
 }
 
 // paidEvent is a checkout.session.completed event that says the purchase is paid.
-func paidEvent(eventID string, p billing.Purchase) []byte {
-	return billing.CheckoutEvent(eventID, "checkout.session.completed", p, "paid", "pi_test_"+p.ID[:8], time.Now())
+func paidEvent(eventID string, p credits.Purchase) []byte {
+	return credits.CheckoutEvent(eventID, "checkout.session.completed", p, "paid", "pi_test_"+p.ID[:8], time.Now())
 }
 
 // loginBrowser logs a demo user in through the login form and returns the browser and the
@@ -111,7 +111,7 @@ func TestAPICheckoutAndWebhook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.AmountCents != 2000 || p.Status != billing.PurchasePending || p.StripeSessionID == "" {
+	if p.AmountCents != 2000 || p.Status != credits.PurchasePending || p.StripeSessionID == "" {
 		t.Fatalf("purchase %+v, want $20.00 pending with a checkout session", p)
 	}
 
@@ -136,14 +136,14 @@ func TestAPICheckoutAndWebhook(t *testing.T) {
 	}
 
 	event := paidEvent("evt_web_paid", p)
-	wantStatus(t, e.postWebhook(t, event, billing.SignEvent(event, webhookSecret, time.Now())), http.StatusOK)
+	wantStatus(t, e.postWebhook(t, event, credits.SignEvent(event, webhookSecret, time.Now())), http.StatusOK)
 	if got := e.balance(t, dev); got != "20.00" {
 		t.Fatalf("balance after the paid event = %q, want 20.00", got)
 	}
 
 	t.Run("the same event three times more credits once", func(t *testing.T) {
 		for range 3 {
-			wantStatus(t, e.postWebhook(t, event, billing.SignEvent(event, webhookSecret, time.Now())), http.StatusOK)
+			wantStatus(t, e.postWebhook(t, event, credits.SignEvent(event, webhookSecret, time.Now())), http.StatusOK)
 		}
 		if got := e.balance(t, dev); got != "20.00" {
 			t.Errorf("balance = %q, want 20.00", got)
@@ -165,8 +165,8 @@ func TestAPICheckoutAndWebhook(t *testing.T) {
 		}
 		events := countRows(t, e, `SELECT count(*) FROM stripe_events`)
 
-		wantStatus(t, e.postWebhook(t, tampered, billing.SignEvent(good, webhookSecret, time.Now())), http.StatusBadRequest)
-		wantStatus(t, e.postWebhook(t, good, billing.SignEvent(good, webhookSecret, time.Now().Add(-301*time.Second))),
+		wantStatus(t, e.postWebhook(t, tampered, credits.SignEvent(good, webhookSecret, time.Now())), http.StatusBadRequest)
+		wantStatus(t, e.postWebhook(t, good, credits.SignEvent(good, webhookSecret, time.Now().Add(-301*time.Second))),
 			http.StatusBadRequest)
 
 		if got := e.balance(t, dev); got != "20.00" {
@@ -175,11 +175,11 @@ func TestAPICheckoutAndWebhook(t *testing.T) {
 		if n := countRows(t, e, `SELECT count(*) FROM stripe_events`); n != events {
 			t.Errorf("stripe events %d -> %d: refused events were stored", events, n)
 		}
-		if p, _ := e.credits.Purchase(ctx, devUser.AccountID, second.ID); p.Status != billing.PurchasePending {
+		if p, _ := e.credits.Purchase(ctx, devUser.AccountID, second.ID); p.Status != credits.PurchasePending {
 			t.Errorf("purchase status %s, want pending", p.Status)
 		}
 		// The body as signed, freshly, is good: only the changes made it fail.
-		wantStatus(t, e.postWebhook(t, good, billing.SignEvent(good, webhookSecret, time.Now())), http.StatusOK)
+		wantStatus(t, e.postWebhook(t, good, credits.SignEvent(good, webhookSecret, time.Now())), http.StatusOK)
 		if got := e.balance(t, dev); got != "70.00" {
 			t.Errorf("balance after the good event = %q, want 70.00", got)
 		}
@@ -273,7 +273,7 @@ func TestCreditsOtherDevelopersPurchaseIsNotFound(t *testing.T) {
 		wantStatus(t, res, http.StatusNotFound)
 	}
 	wantStatus(t, postForm(t, b, e.srv.URL+"/credits/test-pay/"+theirs.ID, url.Values{"_csrf": {csrf}}), http.StatusNotFound)
-	if p, _ := e.credits.Purchase(ctx, other.AccountID, theirs.ID); p.Status != billing.PurchasePending {
+	if p, _ := e.credits.Purchase(ctx, other.AccountID, theirs.ID); p.Status != credits.PurchasePending {
 		t.Errorf("their purchase is %s, want pending", p.Status)
 	}
 	if got := e.balance(t, otherToken); got != "0.00" {

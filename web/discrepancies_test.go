@@ -7,9 +7,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/credits"
 	"github.com/gpumarket/gpumarket/services/demo"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/metering"
+	"github.com/gpumarket/gpumarket/services/requestlog"
 	"github.com/gpumarket/gpumarket/web"
 )
 
@@ -20,12 +22,12 @@ func TestAdminSeesTheMetersFlagsWithTheExcess(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := context.Background()
-	ledger := billing.NewLedger(e.pool, nil)
-	credits := billing.NewCredits(e.pool, ledger, billing.NewStripeCheckout("sk_test_web", stripeMockURL(t)), nil)
+	ledger := ledger.NewLedger(e.pool, nil)
+	cr := credits.NewCredits(e.pool, ledger, credits.NewStripeCheckout("sk_test_web", stripeMockURL(t)), nil)
 	h := web.New(web.Config{Accounts: e.accounts, Catalog: e.catalog, Usage: metering.NewReports(e.pool),
-		Payments: web.Payments{Credits: credits, Ledger: ledger, Webhook: billing.NewStripeWebhook(credits, []string{webhookSecret}),
+		Payments: web.Payments{Credits: cr, Ledger: ledger, Webhook: credits.NewStripeWebhook(cr, []string{webhookSecret}),
 			LocalWebhookSecret: webhookSecret},
-		Requests: billing.NewRequestLog(e.pool, nil, nil)})
+		Requests: requestlog.NewRequestLog(e.pool, nil, nil)})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	e.srv = srv
@@ -52,7 +54,7 @@ func TestAdminSeesTheMetersFlagsWithTheExcess(t *testing.T) {
 
 	token := e.token(t, "admin@example.com", demo.Password)
 	var list struct {
-		Discrepancies []billing.Discrepancy `json:"discrepancies"`
+		Discrepancies []requestlog.Discrepancy `json:"discrepancies"`
 	}
 	if res := e.call(t, token, http.MethodGet, "/api/admin/discrepancies", nil, &list); res.StatusCode != http.StatusOK {
 		t.Fatalf("status %d", res.StatusCode)

@@ -11,9 +11,9 @@ import (
 	"github.com/PuerkitoBio/goquery"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/demo/history"
 	"github.com/gpumarket/gpumarket/services/invoicing"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/web"
 )
 
@@ -36,7 +36,7 @@ func newFinanceWorld(t *testing.T) *financeWorld {
 	// Finance's review is tested at the platform's own minimum payout ($10): the demo's providers then carry their
 	// months over, and a statement that pays nothing is there to review.
 	w := &financeWorld{env: setupWith(t, func(cfg *web.Config, pool *pgxpool.Pool) {
-		cfg.Invoicing = invoicing.New(invoicing.Config{Pool: pool, Ledger: billing.NewLedger(pool, nil), Audit: cfg.Audit,
+		cfg.Invoicing = invoicing.New(invoicing.Config{Pool: pool, Ledger: ledger.NewLedger(pool, nil), Audit: cfg.Audit,
 			Seller: testSeller})
 	})}
 	ctx := context.Background()

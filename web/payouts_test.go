@@ -15,8 +15,9 @@ import (
 	"github.com/stripe/stripe-go/v76"
 
 	"github.com/gpumarket/gpumarket/services"
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/credits"
 	"github.com/gpumarket/gpumarket/services/demo"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/payouts"
 	"github.com/gpumarket/gpumarket/web"
@@ -122,11 +123,11 @@ func TestAccountUpdatedWebhookCompletesOnboarding(t *testing.T) {
 		"created": time.Now().Unix(), "type": "account.updated", "account": a.StripeAccountID,
 		"data": map[string]any{"object": map[string]any{"id": a.StripeAccountID, "object": "account",
 			"details_submitted": true, "payouts_enabled": true}}})
-	wantStatus(t, e.postWebhook(t, payload, billing.SignEvent(payload, "whsec_not_ours", time.Now())), http.StatusBadRequest)
+	wantStatus(t, e.postWebhook(t, payload, credits.SignEvent(payload, "whsec_not_ours", time.Now())), http.StatusBadRequest)
 	if got, _ := e.payouts.Account(ctx, northwind.AccountID); got.State != payouts.AccountOnboarding {
 		t.Fatalf("after a badly signed event: %+v", got)
 	}
-	wantStatus(t, e.postWebhook(t, payload, billing.SignEvent(payload, webhookSecret, time.Now())), http.StatusOK)
+	wantStatus(t, e.postWebhook(t, payload, credits.SignEvent(payload, webhookSecret, time.Now())), http.StatusOK)
 	var out providerPayoutsJSON
 	wantStatus(t, e.call(t, e.token(t, "northwind@example.com", demo.Password), http.MethodGet, "/api/provider/payouts", nil, &out), http.StatusOK)
 	if out.Account.State != payouts.AccountComplete {
@@ -180,7 +181,7 @@ func TestFinanceRetriesAFailedPayout(t *testing.T) {
 	book := &webStatements{byID: map[string]webStatement{}, paid: map[string]string{}}
 	e := setupWith(t, func(cfg *web.Config, pool *pgxpool.Pool) {
 		po := payouts.NewService(payouts.Config{Pool: pool, Ledger: cfg.Payments.Ledger, Statements: book,
-			Stripe: payouts.NewStripeConnect(billing.NewStripeAPI("sk_test_web", stripeMockURL(t)))})
+			Stripe: payouts.NewStripeConnect(credits.NewStripeAPI("sk_test_web", stripeMockURL(t)))})
 		cfg.Payments.Payouts = po
 	})
 	ctx := context.Background()
@@ -192,12 +193,12 @@ func TestFinanceRetriesAFailedPayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	payable, _ := e.ledger.AccountFor(ctx, billing.AccountProviderPayable, fjord.AccountID)
-	credit, _ := e.ledger.AccountFor(ctx, billing.AccountCustomerCredit, dev.AccountID)
-	clearing, _ := e.ledger.AccountFor(ctx, billing.AccountStripeClearing, "")
+	payable, _ := e.ledger.AccountFor(ctx, ledger.AccountProviderPayable, fjord.AccountID)
+	credit, _ := e.ledger.AccountFor(ctx, ledger.AccountCustomerCredit, dev.AccountID)
+	clearing, _ := e.ledger.AccountFor(ctx, ledger.AccountStripeClearing, "")
 	owed := money.Pico(4321)*money.PicoPerCent + 7 // $43.21 and 7 picodollars
-	if _, _, err := e.ledger.Post(ctx, billing.TransactionInput{Kind: billing.TransactionUsage, IdempotencyKey: "web-usage-1",
-		Postings: []billing.Posting{{Account: credit, Amount: -owed}, {Account: payable, Amount: owed}}}); err != nil {
+	if _, _, err := e.ledger.Post(ctx, ledger.TransactionInput{Kind: ledger.TransactionUsage, IdempotencyKey: "web-usage-1",
+		Postings: []ledger.Posting{{Account: credit, Amount: -owed}, {Account: payable, Amount: owed}}}); err != nil {
 		t.Fatal(err)
 	}
 	clearingBefore, _ := e.ledger.Balance(ctx, clearing)
@@ -326,7 +327,7 @@ func TestConnectRedirectsOnlyWhereTheCSPAllows(t *testing.T) {
 			cfg.Payments.CheckoutOrigins = origins
 		}
 	}
-	e := setupWith(t, live([]string{billing.StripeCheckoutOrigin, payouts.StripeConnectOrigin}))
+	e := setupWith(t, live([]string{credits.StripeCheckoutOrigin, payouts.StripeConnectOrigin}))
 	b, csrf := loginBrowser(t, e, "provider@example.com")
 	res, err := b.PostForm(e.srv.URL+"/provider/payouts/connect", url.Values{"country": {"NO"}, "_csrf": {csrf}})
 	if err != nil {

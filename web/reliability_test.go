@@ -12,10 +12,11 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/admission"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/reliability"
+	"github.com/gpumarket/gpumarket/services/requestlog"
 	"github.com/gpumarket/gpumarket/web"
 )
 
@@ -28,7 +29,7 @@ func TestCatalogAndPerformanceShowTheSameRecord(t *testing.T) {
 	var board *reliability.Board
 	var at atomic.Pointer[time.Time] // the board's clock once the test sets it
 	e := setupWith(t, func(cfg *web.Config, pool *pgxpool.Pool) {
-		board = reliability.NewBoard(reliability.Config{Source: billing.NewRequestLog(pool, nil, nil), Now: func() time.Time {
+		board = reliability.NewBoard(reliability.Config{Source: requestlog.NewRequestLog(pool, nil, nil), Now: func() time.Time {
 			if p := at.Load(); p != nil {
 				return *p
 			}
@@ -69,27 +70,27 @@ func TestCatalogAndPerformanceShowTheSameRecord(t *testing.T) {
 	// The records, as the gateway writes them: the 97 successes are 100 streamed ones less 3, their first tokens
 	// at 10, 20, ..., 970 ms, each with 1 + i output tokens over the half second after it (2i tokens per second).
 	w := reliability.WindowAt(time.Now())
-	log := billing.NewRequestLog(e.pool, nil, nil)
+	log := requestlog.NewRequestLog(e.pool, nil, nil)
 	n := 0
-	record := func(status billing.GatewayStatus, httpStatus int, ttft time.Duration, output int64, at time.Time) {
+	record := func(status requestlog.GatewayStatus, httpStatus int, ttft time.Duration, output int64, at time.Time) {
 		n++
-		r := billing.GatewayRequest{RequestID: fmt.Sprintf("rec_%04d", n), AccountID: dev.AccountID, APIKeyID: key,
+		r := requestlog.GatewayRequest{RequestID: fmt.Sprintf("rec_%04d", n), AccountID: dev.AccountID, APIKeyID: key,
 			OfferingID: rig, Tier: catalog.TierStandard, Model: "m", HTTPStatus: httpStatus, Status: status, TTFT: ttft,
 			Duration: ttft + 500*time.Millisecond, At: at, Streamed: ttft > 0, RelayedOutputBytes: 4 * output,
 			RelayedOutputChunks: output}
 		if output > 0 {
-			r.Usage = &billing.TokenCount{Input: 20, Output: output}
+			r.Usage = &admission.TokenCount{Input: 20, Output: output}
 		}
 		log.Record(r)
 	}
 	for i := 1; i <= 97; i++ {
-		record(billing.GatewayOK, 200, time.Duration(10*i)*time.Millisecond, int64(1+i), w.To.Add(-time.Duration(i)*time.Second))
+		record(requestlog.GatewayOK, 200, time.Duration(10*i)*time.Millisecond, int64(1+i), w.To.Add(-time.Duration(i)*time.Second))
 	}
 	for range 3 {
-		record(billing.GatewayFailedOver, 502, 0, 0, w.To.Add(-time.Hour))
+		record(requestlog.GatewayFailedOver, 502, 0, 0, w.To.Add(-time.Hour))
 	}
 	for range 5 {
-		record(billing.GatewayError, 429, 0, 0, w.To.Add(-time.Hour))
+		record(requestlog.GatewayError, 429, 0, 0, w.To.Add(-time.Hour))
 	}
 	if err := log.Flush(ctx); err != nil {
 		t.Fatal(err)
@@ -119,7 +120,7 @@ func TestCatalogAndPerformanceShowTheSameRecord(t *testing.T) {
 	// Three more streamed successes, at 980, 990 and 1,000 ms, bring the half hour to the warm-up in the
 	// next window.
 	for i := 98; i <= 100; i++ {
-		record(billing.GatewayOK, 200, time.Duration(10*i)*time.Millisecond, int64(1+i), w.To.Add(time.Duration(i-97)*time.Second))
+		record(requestlog.GatewayOK, 200, time.Duration(10*i)*time.Millisecond, int64(1+i), w.To.Add(time.Duration(i-97)*time.Second))
 	}
 	if err := log.Flush(ctx); err != nil {
 		t.Fatal(err)

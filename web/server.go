@@ -35,12 +35,12 @@ import (
 	"github.com/gpumarket/gpumarket/services/audit"
 	"github.com/gpumarket/gpumarket/services/batch"
 	"github.com/gpumarket/gpumarket/services/benchmarks"
-	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/downloads"
 	"github.com/gpumarket/gpumarket/services/invoicing"
 	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/performance"
+	"github.com/gpumarket/gpumarket/services/requestlog"
 	"github.com/gpumarket/gpumarket/web/account"
 	"github.com/gpumarket/gpumarket/web/admin"
 	"github.com/gpumarket/gpumarket/web/developer"
@@ -83,7 +83,7 @@ type Config struct {
 	// requests never reach this server.
 	Router Router
 	// Requests is what the gateway saw of each request, for the admin's discrepancies; nil shows none.
-	Requests *billing.RequestLog
+	Requests *requestlog.RequestLog
 	// BatchLoad is the batch lines this process's gateway has in flight on each offering
 	// (gateway.Gateway.BatchLoad); nil where no gateway runs here.
 	BatchLoad func() map[string]int

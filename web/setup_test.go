@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpumarket/gpumarket/services/billing/stripemock/stripemocktest"
+	"github.com/gpumarket/gpumarket/services/credits/stripemock/stripemocktest"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -22,11 +22,12 @@ import (
 	"github.com/gpumarket/gpumarket/services/audit"
 	"github.com/gpumarket/gpumarket/services/batch"
 	"github.com/gpumarket/gpumarket/services/benchmarks"
-	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/credits"
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/documents"
 	"github.com/gpumarket/gpumarket/services/invoicing"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/payouts"
 	"github.com/gpumarket/gpumarket/services/performance"
@@ -60,8 +61,8 @@ type env struct {
 	server *web.Server
 	// gateway serves /v1 beside server, as the platform mounts them (gateway.Mount).
 	gateway  *gateway.Gateway
-	ledger   *billing.Ledger
-	credits  *billing.Credits
+	ledger   *ledger.Ledger
+	credits  *credits.Credits
 	pool     *pgxpool.Pool
 	accounts *accounts.Service
 	catalog  *catalog.Service
@@ -113,18 +114,18 @@ func setupWith(t *testing.T, configure func(*web.Config, *pgxpool.Pool)) *env {
 			t.Fatal(err)
 		}
 	}
-	ledger := billing.NewLedger(pool, nil)
-	credits := billing.NewCredits(pool, ledger, billing.NewStripeCheckout("sk_test_web", stripeMockURL(t)), nil)
+	ledger := ledger.NewLedger(pool, nil)
+	cr := credits.NewCredits(pool, ledger, credits.NewStripeCheckout("sk_test_web", stripeMockURL(t)), nil)
 	auditLog := audit.New(pool, nil)
 	// The demo's providers earn a few dollars a month: their statements pay out from $1, as
 	// under gpumarket dev.
 	inv := invoicing.New(invoicing.Config{Pool: pool, Ledger: ledger, Audit: auditLog, Seller: testSeller, MinimumPayout: 1_00})
 	po := payouts.NewService(payouts.Config{Pool: pool, Ledger: ledger, Statements: inv,
-		Stripe: payouts.NewStripeConnect(billing.NewStripeAPI("sk_test_web", stripeMockURL(t)))})
+		Stripe: payouts.NewStripeConnect(credits.NewStripeAPI("sk_test_web", stripeMockURL(t)))})
 	inv.PayWith(po)
-	webhook := billing.NewStripeWebhook(credits, []string{webhookSecret})
+	webhook := credits.NewStripeWebhook(cr, []string{webhookSecret})
 	webhook.On("account.updated", po.AccountUpdated)
-	payments := web.Payments{Credits: credits, Ledger: ledger, Webhook: webhook, Payouts: po, LocalWebhookSecret: webhookSecret}
+	payments := web.Payments{Credits: cr, Ledger: ledger, Webhook: webhook, Payouts: po, LocalWebhookSecret: webhookSecret}
 	cfg := web.Config{Accounts: acc, Catalog: cat, Payments: payments, Usage: metering.NewReports(pool),
 		Ready: []web.ReadyCheck{{Name: "postgres", Check: pool.Ping}}, MetricsToken: testMetricsToken,
 		Invoicing: inv, Audit: auditLog, Journal: func(ctx context.Context, p documents.Period, w io.Writer) error {

@@ -14,8 +14,8 @@ import (
 
 	"github.com/gpumarket/gpumarket/cmd/internal/scratchdb"
 	"github.com/gpumarket/gpumarket/services/audit"
-	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/invoicing"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/money"
 )
 
@@ -37,7 +37,7 @@ func bench(ctx context.Context, o options) error {
 		return err
 	}
 
-	svc := invoicing.New(invoicing.Config{Pool: d.Pool, Ledger: billing.NewLedger(d.Pool, nil), Audit: audit.New(d.Pool, nil),
+	svc := invoicing.New(invoicing.Config{Pool: d.Pool, Ledger: ledger.NewLedger(d.Pool, nil), Audit: audit.New(d.Pool, nil),
 		UsageChecks: -1, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Seller: invoicing.Party{LegalName: "gpumarket Bench Ltd", Address: "1 Bench Road", Country: "IE"}})
 	peak := watchMemory()

@@ -17,10 +17,10 @@ import (
 	"github.com/gpumarket/gpumarket/cmd/gpuagent/agent"
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/accounts"
-	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/requestlog"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/ticket"
 	usageevent "github.com/gpumarket/gpumarket/services/usage"
@@ -267,7 +267,7 @@ func (b *gatewayBundle) testTenMillionTokensForOne(t *testing.T) {
 }
 
 // discrepancy is the admin's entry for a request.
-func (b *gatewayBundle) discrepancy(t *testing.T, requestID string) billing.Discrepancy {
+func (b *gatewayBundle) discrepancy(t *testing.T, requestID string) requestlog.Discrepancy {
 	t.Helper()
 	list, err := b.p.requestLog.Discrepancies(b.ctx, 500)
 	if err != nil {
@@ -279,7 +279,7 @@ func (b *gatewayBundle) discrepancy(t *testing.T, requestID string) billing.Disc
 		}
 	}
 	t.Fatalf("request %s is not on the discrepancies page", requestID)
-	return billing.Discrepancy{}
+	return requestlog.Discrepancy{}
 }
 
 // An attempt the rig answered 503 (the gateway failed over) is billed nothing, whatever the rig reports of it.

@@ -7,7 +7,8 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/services/batch"
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/credits"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/money"
 )
 
@@ -46,7 +47,7 @@ func (p *Platform) openBatchStore(ctx context.Context) (batch.Storage, error) {
 
 // newBatchScheduler builds a scheduler that runs lines through p.gateway at the batch tier.
 func (p *Platform) newBatchScheduler() *batch.Scheduler {
-	credits := billing.NewCredits(p.pool, billing.NewLedger(p.pool, nil), nil, nil)
+	cr := credits.NewCredits(p.pool, ledger.NewLedger(p.pool, nil), nil, nil)
 	return batch.NewScheduler(batch.SchedulerConfig{
 		Service: p.batches, Gateway: p.gateway, Concurrency: p.cfg.BatchConcurrency, PollEvery: p.batchPollEvery,
 		Lease: p.batchLease, Log: p.log.With("role", "batch"),
@@ -61,7 +62,7 @@ func (p *Platform) newBatchScheduler() *batch.Scheduler {
 		},
 		Prices: p.catalog.PriceBook,
 		Balance: func(ctx context.Context, accountID string) (money.BigPico, error) {
-			b, err := credits.Balance(ctx, accountID)
+			b, err := cr.Balance(ctx, accountID)
 			return b.Pico, err
 		},
 	})

@@ -32,10 +32,11 @@ import (
 	"github.com/gpumarket/gpumarket/cmd/loadgen/load"
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/accounts"
-	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/credits"
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/events"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/simulation"
@@ -370,8 +371,8 @@ func startBenchPlatform(ctx context.Context, dbURL, dataDir string, log *slog.Lo
 	if err != nil {
 		return nil, err
 	}
-	credits := billing.NewCredits(p.pool, billing.NewLedger(p.pool, nil), nil, nil)
-	if _, err := credits.Adjust(ctx, billing.AdjustInput{AccountID: b.customer.AccountID, Amount: 100_000 * money.PicoPerUSD,
+	cr := credits.NewCredits(p.pool, ledger.NewLedger(p.pool, nil), nil, nil)
+	if _, err := cr.Adjust(ctx, credits.AdjustInput{AccountID: b.customer.AccountID, Amount: 100_000 * money.PicoPerUSD,
 		Reason: "gateway benchmark", ByUserID: admin.ID}); err != nil {
 		return nil, err
 	}

@@ -34,8 +34,8 @@ import (
 
 	"github.com/gpumarket/gpumarket/db/dbtest"
 	"github.com/gpumarket/gpumarket/services/batch/s3fake"
-	"github.com/gpumarket/gpumarket/services/billing/stripemock/stripemocktest"
 	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/credits/stripemock/stripemocktest"
 	"github.com/gpumarket/gpumarket/services/downloads"
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/events/natstest"

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/services/batch"
-	"github.com/gpumarket/gpumarket/services/billing/stripemock"
+	"github.com/gpumarket/gpumarket/services/credits/stripemock"
 	"github.com/gpumarket/gpumarket/services/events/natsserver"
 	"github.com/gpumarket/gpumarket/services/invoicing"
 	"github.com/gpumarket/gpumarket/services/money"

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/db/dbtest"
-	"github.com/gpumarket/gpumarket/services/billing"
-	"github.com/gpumarket/gpumarket/services/billing/stripemock/stripemocktest"
 	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/credits"
+	"github.com/gpumarket/gpumarket/services/credits/stripemock/stripemocktest"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/simulation"
@@ -67,13 +67,13 @@ func TestRequestsThroughASimulatedRigAreMeteredOnce(t *testing.T) {
 		ID string `json:"id"`
 	}
 	api.do(token, http.MethodPost, "/api/credits/checkout", map[string]any{"amount_usd": "20"}, &checkout, http.StatusCreated)
-	purchase, err := billing.NewCredits(p.pool, nil, nil, nil).Purchase(ctx, me.AccountID, checkout.ID)
+	purchase, err := credits.NewCredits(p.pool, nil, nil, nil).Purchase(ctx, me.AccountID, checkout.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	payload := billing.CheckoutEvent("evt_e2e_paid", "checkout.session.completed", purchase, "paid", "pi_e2e", time.Now())
+	payload := credits.CheckoutEvent("evt_e2e_paid", "checkout.session.completed", purchase, "paid", "pi_e2e", time.Now())
 	req, _ := http.NewRequest(http.MethodPost, p.URL()+"/webhooks/stripe", bytes.NewReader(payload))
-	req.Header.Set("Stripe-Signature", billing.SignEvent(payload, "whsec_test_e2e", time.Now()))
+	req.Header.Set("Stripe-Signature", credits.SignEvent(payload, "whsec_test_e2e", time.Now()))
 	if res, err := http.DefaultClient.Do(req); err != nil || res.StatusCode != http.StatusOK {
 		t.Fatalf("webhook: %v %v", res, err)
 	}

@@ -10,8 +10,8 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/gpumarket/gpumarket/services/accounts"
-	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/requestlog"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/ticket"
 )
@@ -51,8 +51,8 @@ func (b *gatewayBundle) testMeteredFeed(t *testing.T) {
 		if res.StatusCode != http.StatusOK {
 			t.Fatalf("request %s straight to the rig: %d", requestID, res.StatusCode)
 		}
-		b.p.requestLog.Record(billing.GatewayRequest{RequestID: requestID, AccountID: dev.AccountID, APIKeyID: key.ID,
-			OfferingID: o.ID, Tier: o.Tier, Model: o.Model, HTTPStatus: http.StatusOK, Status: billing.GatewayOK,
+		b.p.requestLog.Record(requestlog.GatewayRequest{RequestID: requestID, AccountID: dev.AccountID, APIKeyID: key.ID,
+			OfferingID: o.ID, Tier: o.Tier, Model: o.Model, HTTPStatus: http.StatusOK, Status: requestlog.GatewayOK,
 			Duration: time.Since(start), At: time.Now(), InputBytes: int64(len(body)), MaxInputTokens: bounds.MaxInputTokens,
 			MaxOutputTokens: bounds.MaxOutputTokens, Streamed: true, RelayedOutputBytes: int64(len(relayed))})
 		b.flushRequestLog(t)

@@ -23,12 +23,15 @@ import (
 	"github.com/gpumarket/gpumarket/cmd/gpuagent/agent"
 	"github.com/gpumarket/gpumarket/db/dbtest"
 	"github.com/gpumarket/gpumarket/services/accounts"
-	"github.com/gpumarket/gpumarket/services/billing"
-	"github.com/gpumarket/gpumarket/services/billing/stripemock/stripemocktest"
+	"github.com/gpumarket/gpumarket/services/admission"
 	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/credits"
+	"github.com/gpumarket/gpumarket/services/credits/stripemock/stripemocktest"
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/events"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/requestlog"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/simulation"
 	"github.com/gpumarket/gpumarket/services/ticket"
@@ -74,7 +77,7 @@ type gatewayBundle struct {
 	ctx      context.Context
 	provider string // the demo provider's account: it lists the test offerings
 	admin    accounts.User
-	credits  *billing.Credits
+	credits  *credits.Credits
 	prices   map[catalog.Tier]catalog.Price
 }
 
@@ -122,7 +125,7 @@ func setupGatewayConfig(t *testing.T, configure func(*Config), adjust func(*Plat
 		<-done
 		p.Close()
 	})
-	b := &gatewayBundle{p: p, ctx: ctx, credits: billing.NewCredits(p.pool, billing.NewLedger(p.pool, nil), nil, nil)}
+	b := &gatewayBundle{p: p, ctx: ctx, credits: credits.NewCredits(p.pool, ledger.NewLedger(p.pool, nil), nil, nil)}
 	provider, err := p.accounts.UserByEmail(ctx, "provider@example.com")
 	if err != nil {
 		t.Fatal(err)
@@ -151,7 +154,7 @@ func (b *gatewayBundle) developer(t *testing.T, name string, credit money.Pico, 
 		t.Fatal(err)
 	}
 	if credit != 0 {
-		if _, err := b.credits.Adjust(b.ctx, billing.AdjustInput{AccountID: u.AccountID, Amount: credit, Reason: "gateway test",
+		if _, err := b.credits.Adjust(b.ctx, credits.AdjustInput{AccountID: u.AccountID, Amount: credit, Reason: "gateway test",
 			ByUserID: b.admin.ID}); err != nil {
 			t.Fatal(err)
 		}
@@ -781,7 +784,7 @@ func (b *gatewayBundle) testQuota(t *testing.T) {
 		// Once metered, the key's spend this month keeps it refused; the account's other key
 		// still works.
 		b.metered(t, id)
-		time.Sleep(2 * billing.DefaultBalanceTTL)
+		time.Sleep(2 * admission.DefaultBalanceTTL)
 		_, err = b.client(limited).Chat.Completions.New(b.ctx, chatParams(model, 8))
 		apiError(t, err, http.StatusPaymentRequired, "insufficient_quota", "insufficient_quota")
 		if _, err := b.client(other).Chat.Completions.New(b.ctx, chatParams(model, 8)); err != nil {
@@ -1034,8 +1037,8 @@ func (b *gatewayBundle) testProbes(t *testing.T) {
 
 	// The platform pays its probes: the probe account's credit, taken below zero by their cost,
 	// is brought back to exactly zero from platform revenue.
-	credits := billing.NewCredits(b.p.pool, billing.NewLedger(b.p.pool, nil), nil, nil).RecordTo(b.p.audit)
-	if err := fundProbesOnce(b.ctx, b.p.accounts, credits); err != nil {
+	cr := credits.NewCredits(b.p.pool, ledger.NewLedger(b.p.pool, nil), nil, nil).RecordTo(b.p.audit)
+	if err := fundProbesOnce(b.ctx, b.p.accounts, cr); err != nil {
 		t.Fatal(err)
 	}
 	var before, after, amount int64
@@ -1160,13 +1163,13 @@ func (b *gatewayBundle) testReconciliation(t *testing.T) {
 	// The admin sees the flagged request, in the API and on the page.
 	admin := api.login("admin@example.com")
 	var list struct {
-		Discrepancies []billing.Discrepancy `json:"discrepancies"`
+		Discrepancies []requestlog.Discrepancy `json:"discrepancies"`
 	}
 	api.do(admin, http.MethodGet, "/api/admin/discrepancies", nil, &list, http.StatusOK)
 	// Other subtests' accounts have flags of their own (a stream the client left is billed within what was relayed,
 	// and flagged): this one's are its account's.
 	all := len(list.Discrepancies)
-	list.Discrepancies = slices.DeleteFunc(list.Discrepancies, func(d billing.Discrepancy) bool { return d.AccountID != dev.AccountID })
+	list.Discrepancies = slices.DeleteFunc(list.Discrepancies, func(d requestlog.Discrepancy) bool { return d.AccountID != dev.AccountID })
 	if len(list.Discrepancies) != 1 || list.Discrepancies[0].RequestID != ids[1] ||
 		*list.Discrepancies[0].OutputTokens != 6 || *list.Discrepancies[0].MeteredOutput != 16 ||
 		!strings.Contains(list.Discrepancies[0].Reason, "output tokens") {

@@ -16,7 +16,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/gpumarket/gpumarket/db/dbtest"
-	"github.com/gpumarket/gpumarket/services/billing/stripemock/stripemocktest"
+	"github.com/gpumarket/gpumarket/services/credits/stripemock/stripemocktest"
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/documents/pdftext"
 	"github.com/gpumarket/gpumarket/services/invoicing"

@@ -13,8 +13,8 @@ import (
 
 	"github.com/gpumarket/gpumarket/db"
 	"github.com/gpumarket/gpumarket/services/audit"
-	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/invoicing"
+	"github.com/gpumarket/gpumarket/services/ledger"
 )
 
 // Invoicing's configuration, its automatic close and `gpumarket invoices close` (see
@@ -52,7 +52,7 @@ var demoSeller = invoicing.Party{LegalName: "gpumarket Demo Ltd", Address: "1 Gr
 const demoMinimumPayout invoicing.Cents = 1_00
 
 // newInvoicing builds the invoicing service on the platform's database.
-func newInvoicing(cfg InvoicingConfig, ledger *billing.Ledger, log *audit.Log, pool *pgxpool.Pool, logger *slog.Logger) *invoicing.Service {
+func newInvoicing(cfg InvoicingConfig, ledger *ledger.Ledger, log *audit.Log, pool *pgxpool.Pool, logger *slog.Logger) *invoicing.Service {
 	return invoicing.New(invoicing.Config{Pool: pool, Ledger: ledger, Audit: log, Seller: cfg.Seller,
 		InvoiceNumbers: cfg.InvoiceNumbers, StatementNumbers: cfg.StatementNumbers, MinimumPayout: cfg.MinimumPayout,
 		Grace: cfg.Grace, Log: logger})
@@ -91,7 +91,7 @@ func invoices(ctx context.Context, cfg Config, log *slog.Logger, args []string, 
 	if err := db.Migrate(ctx, pool, log); err != nil {
 		return err
 	}
-	svc := newInvoicing(cfg.Invoicing, billing.NewLedger(pool, nil), audit.New(pool, nil), pool, log)
+	svc := newInvoicing(cfg.Invoicing, ledger.NewLedger(pool, nil), audit.New(pool, nil), pool, log)
 	start := time.Now()
 	pr, err := svc.Close(ctx, invoicing.CloseInput{Period: p, Progress: func(pr invoicing.CloseProgress) {
 		if pr.Status == invoicing.CloseRunning {

@@ -13,10 +13,11 @@ import (
 	"github.com/gpumarket/gpumarket/services/events/natstest"
 
 	"github.com/gpumarket/gpumarket/services/accounts"
-	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/credits"
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/events/natsserver"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/simulation"
@@ -93,8 +94,8 @@ func TestKeyChangesReachEveryGatewayWithinASecond(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := billing.NewCredits(a.pool, billing.NewLedger(a.pool, nil), nil, nil).Adjust(ctx,
-		billing.AdjustInput{AccountID: dev.AccountID, Amount: 20 * money.PicoPerUSD, Reason: "key changes test", ByUserID: admin.ID}); err != nil {
+	if _, err := credits.NewCredits(a.pool, ledger.NewLedger(a.pool, nil), nil, nil).Adjust(ctx,
+		credits.AdjustInput{AccountID: dev.AccountID, Amount: 20 * money.PicoPerUSD, Reason: "key changes test", ByUserID: admin.ID}); err != nil {
 		t.Fatal(err)
 	}
 	sess, err := a.accounts.Login(ctx, loginAs("keys@changes.example.com"))

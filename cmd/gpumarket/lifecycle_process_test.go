@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/db/dbtest"
-	"github.com/gpumarket/gpumarket/services/billing/stripemock/stripemocktest"
+	"github.com/gpumarket/gpumarket/services/credits/stripemock/stripemocktest"
 	"github.com/gpumarket/gpumarket/services/testlog"
 )
 

@@ -11,10 +11,11 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/gpumarket/gpumarket/services/accounts"
-	"github.com/gpumarket/gpumarket/services/billing"
-	"github.com/gpumarket/gpumarket/services/billing/stripemock/stripemocktest"
 	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/credits"
+	"github.com/gpumarket/gpumarket/services/credits/stripemock/stripemocktest"
 	"github.com/gpumarket/gpumarket/services/demo"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/routing"
 )
@@ -73,7 +74,7 @@ func seedPlatform(t *testing.T, cfg Config) lifecycleCall {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := billing.NewCredits(p.pool, billing.NewLedger(p.pool, nil), nil, nil).Adjust(ctx, billing.AdjustInput{
+	if _, err := credits.NewCredits(p.pool, ledger.NewLedger(p.pool, nil), nil, nil).Adjust(ctx, credits.AdjustInput{
 		AccountID: customer.AccountID, Amount: 10 * money.PicoPerUSD, Reason: "lifecycle test", ByUserID: admin.ID}); err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpumarket/gpumarket/services/billing/stripemock/stripemocktest"
+	"github.com/gpumarket/gpumarket/services/credits/stripemock/stripemocktest"
 
 	"github.com/gpumarket/gpumarket/db/dbtest"
 )

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/credits"
 	"github.com/gpumarket/gpumarket/services/invoicing"
 	"github.com/gpumarket/gpumarket/services/payouts"
 )
@@ -130,7 +130,7 @@ func TestPlatformOnboardsProvidersOnStripeMock(t *testing.T) {
 	payload := []byte(fmt.Sprintf(`{"id":"evt_platform_acct","object":"event","type":"account.updated","created":%d,"account":%q,
 		"data":{"object":{"id":%q,"object":"account","details_submitted":true,"payouts_enabled":true}}}`, time.Now().Unix(), acct, acct))
 	req, _ := http.NewRequest(http.MethodPost, p.URL()+"/webhooks/stripe", strings.NewReader(string(payload)))
-	req.Header.Set("Stripe-Signature", billing.SignEvent(payload, cfg.StripeWebhookSecrets[0], time.Now()))
+	req.Header.Set("Stripe-Signature", credits.SignEvent(payload, cfg.StripeWebhookSecrets[0], time.Now()))
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -149,7 +149,7 @@ func TestPlatformOnboardsProvidersOnStripeMock(t *testing.T) {
 // With real payments the pages' CSP lets forms go to Stripe Checkout and Stripe Connect
 // onboarding; in test mode to neither, as both pages are the platform's own.
 func TestCheckoutOriginsNameStripesPages(t *testing.T) {
-	if got := checkoutOrigins(false); !slices.Equal(got, []string{billing.StripeCheckoutOrigin, payouts.StripeConnectOrigin}) {
+	if got := checkoutOrigins(false); !slices.Equal(got, []string{credits.StripeCheckoutOrigin, payouts.StripeConnectOrigin}) {
 		t.Fatalf("origins with real payments: %v", got)
 	}
 	if got := checkoutOrigins(true); len(got) != 0 {

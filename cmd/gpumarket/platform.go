@@ -28,23 +28,26 @@ import (
 	"github.com/gpumarket/gpumarket/db"
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/services/admission"
 	"github.com/gpumarket/gpumarket/services/audit"
 	"github.com/gpumarket/gpumarket/services/batch"
 	"github.com/gpumarket/gpumarket/services/benchmarks"
-	"github.com/gpumarket/gpumarket/services/billing"
-	"github.com/gpumarket/gpumarket/services/billing/stripemock"
 	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/credits"
+	"github.com/gpumarket/gpumarket/services/credits/stripemock"
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/demo/history"
 	"github.com/gpumarket/gpumarket/services/documents"
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/events/natsserver"
 	"github.com/gpumarket/gpumarket/services/invoicing"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/payouts"
 	"github.com/gpumarket/gpumarket/services/performance"
 	records "github.com/gpumarket/gpumarket/services/reliability"
 	"github.com/gpumarket/gpumarket/services/reports"
+	"github.com/gpumarket/gpumarket/services/requestlog"
 	"github.com/gpumarket/gpumarket/services/rigauth"
 	"github.com/gpumarket/gpumarket/services/riglimits"
 	"github.com/gpumarket/gpumarket/services/rigwire"
@@ -77,12 +80,12 @@ type Platform struct {
 	registry        *prometheus.Registry
 	accounts        *accounts.Service
 	catalog         *catalog.Service
-	audit           *audit.Log          // the finance audit log
-	invoicing       *invoicing.Service  // the close, invoices and statements; it closes due periods by itself in Run
-	router          *routing.Router     // nil unless the gateway runs here: the /v1 gateway routes with it
-	rigCaller       *rigwire.Caller     // nil unless the gateway runs here: how it calls the rigs, over NATS
-	rigNC           *nats.Conn          // the rig calls' own connection
-	requestLog      *billing.RequestLog // what the gateway saw, reconciled with the meter
+	audit           *audit.Log             // the finance audit log
+	invoicing       *invoicing.Service     // the close, invoices and statements; it closes due periods by itself in Run
+	router          *routing.Router        // nil unless the gateway runs here: the /v1 gateway routes with it
+	rigCaller       *rigwire.Caller        // nil unless the gateway runs here: how it calls the rigs, over NATS
+	rigNC           *nats.Conn             // the rig calls' own connection
+	requestLog      *requestlog.RequestLog // what the gateway saw, reconciled with the meter
 	// reliability holds the offerings' reliability records, which routing and the pages read; nil where
 	// neither runs (reliabilityrecord.go).
 	reliability *records.Board
@@ -217,7 +220,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 	if p.accounts, err = accounts.NewService(p.pool, accounts.Config{SessionKey: sessionKey}); err != nil {
 		return nil, err
 	}
-	p.invoicing = newInvoicing(cfg.Invoicing, billing.NewLedger(p.pool, nil), p.audit, p.pool, log.With("role", "invoicing"))
+	p.invoicing = newInvoicing(cfg.Invoicing, ledger.NewLedger(p.pool, nil), p.audit, p.pool, log.With("role", "invoicing"))
 	var payments web.Payments
 	var gw gateway.Config
 	if cfg.Roles.Web {
@@ -344,7 +347,7 @@ func (p *Platform) payments(ctx context.Context) (web.Payments, error) {
 	if err != nil {
 		return web.Payments{}, err
 	}
-	ledger := billing.NewLedger(p.pool, nil)
+	ledger := ledger.NewLedger(p.pool, nil)
 	key, apiURL := cfg.StripeSecretKey, ""
 	if testMode {
 		key, apiURL = "sk_test_gpumarketlocal", cfg.StripeAPIURL
@@ -360,19 +363,19 @@ func (p *Platform) payments(ctx context.Context) (web.Payments, error) {
 		}
 		p.log.Warn("GPUMARKET_PAYMENTS=test: payments run on stripe-mock with a local test-payment page; no card is charged", "stripe_api", apiURL)
 	}
-	checkout := billing.NewStripeCheckout(key, apiURL)
-	credits := billing.NewCredits(p.pool, ledger, checkout, nil).RecordTo(p.audit)
-	webhook := billing.NewStripeWebhook(credits, cfg.StripeWebhookSecrets)
+	checkout := credits.NewStripeCheckout(key, apiURL)
+	cr := credits.NewCredits(p.pool, ledger, checkout, nil).RecordTo(p.audit)
+	webhook := credits.NewStripeWebhook(cr, cfg.StripeWebhookSecrets)
 	// Providers' Stripe accounts and payouts, on the same Stripe (or stripe-mock); the webhook
 	// hands them the account.updated events. Statements and payouts are joined both ways:
 	// approving a statement pays it, and a payout asks invoicing for its statement and records
 	// it paid (see docs/invoicing.md, "Paying statements").
 	po := payouts.NewService(payouts.Config{Pool: p.pool, Ledger: ledger, Statements: p.invoicing,
-		Stripe: payouts.NewStripeConnect(billing.NewStripeAPI(key, apiURL))})
+		Stripe: payouts.NewStripeConnect(credits.NewStripeAPI(key, apiURL))})
 	p.invoicing.PayWith(po)
 	p.payouts, p.testPayments = po, testMode
 	webhook.On("account.updated", po.AccountUpdated)
-	pay := web.Payments{Credits: credits, Ledger: ledger, Webhook: webhook, Payouts: po,
+	pay := web.Payments{Credits: cr, Ledger: ledger, Webhook: webhook, Payouts: po,
 		PublicURL: cfg.PublicURL, CheckoutOrigins: checkoutOrigins(testMode)}
 	if testMode {
 		pay.LocalWebhookSecret = cfg.StripeWebhookSecrets[0]
@@ -387,7 +390,7 @@ func checkoutOrigins(testMode bool) []string {
 	if testMode {
 		return nil
 	}
-	return []string{billing.StripeCheckoutOrigin, payouts.StripeConnectOrigin}
+	return []string{credits.StripeCheckoutOrigin, payouts.StripeConnectOrigin}
 }
 
 // gatewayConfig builds what the /v1 gateway needs: the router (started in Run), route tickets,
@@ -399,11 +402,11 @@ func (p *Platform) gatewayConfig() (gateway.Config, error) {
 	}
 	p.router = routing.New(routing.Config{Pool: p.pool, Catalog: p.catalog, NATS: p.nc, Log: p.log.With("role", "gateway"),
 		FlushEvery: p.cfg.routingFlushEvery, Reliability: p.reliabilityBoard()})
-	p.requestLog = billing.NewRequestLog(p.pool, nil, p.log.With("role", "gateway"))
+	p.requestLog = requestlog.NewRequestLog(p.pool, nil, p.log.With("role", "gateway"))
 	return gateway.Config{
 		Router: p.router, Tickets: signer, Requests: p.requestLog,
 		RatePerSecond: p.cfg.RateLimitRPS, RateBurst: p.cfg.RateLimitBurst,
-		Admission: billing.NewAdmission(billing.AdmissionConfig{Pool: p.pool, Prices: p.catalog, Log: p.log.With("role", "gateway")}),
+		Admission: admission.NewAdmission(admission.AdmissionConfig{Pool: p.pool, Prices: p.catalog, Log: p.log.With("role", "gateway")}),
 	}, nil
 }
 
@@ -576,7 +579,7 @@ func (p *Platform) openMeter(ctx context.Context) (*metering.Meter, error) {
 	// process or another.
 	p.feed = metering.NewFeed(p.nc, log)
 	return metering.NewMeter(metering.MeterConfig{
-		Pool: p.pool, Ledger: billing.NewLedger(p.pool, nil), Tickets: signer, JS: p.js, Consumer: cons,
+		Pool: p.pool, Ledger: ledger.NewLedger(p.pool, nil), Tickets: signer, JS: p.js, Consumer: cons,
 		Log: log, Metrics: metering.NewMetrics(p.registry), OnCommit: p.feed.OnCommit,
 		RecordWait: p.cfg.MeterRecordWait,
 	}), nil

@@ -7,7 +7,8 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/services"
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/credits"
+	"github.com/gpumarket/gpumarket/services/ledger"
 
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/web/gateway"
@@ -56,11 +57,11 @@ const probeFundingEvery = time.Minute
 // the account never ends a month owing money and its invoice carries no negative balance to
 // review. One process funds at a time: the one that meters (docs/tiers-and-asks.md, "Probes").
 func (p *Platform) fundProbes(ctx context.Context, every time.Duration) {
-	credits := billing.NewCredits(p.pool, billing.NewLedger(p.pool, nil), nil, nil).RecordTo(p.audit)
+	cr := credits.NewCredits(p.pool, ledger.NewLedger(p.pool, nil), nil, nil).RecordTo(p.audit)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		if err := fundProbesOnce(ctx, p.accounts, credits); err != nil && ctx.Err() == nil {
+		if err := fundProbesOnce(ctx, p.accounts, cr); err != nil && ctx.Err() == nil {
 			p.log.Warn("probes: their spending not paid yet", "err", err)
 		}
 		select {
@@ -72,7 +73,7 @@ func (p *Platform) fundProbes(ctx context.Context, every time.Duration) {
 }
 
 // fundProbesOnce pays what the probe account owes, when it owes anything.
-func fundProbesOnce(ctx context.Context, accts *accounts.Service, credits *billing.Credits) error {
+func fundProbesOnce(ctx context.Context, accts *accounts.Service, cr *credits.Credits) error {
 	u, err := accts.UserByEmail(ctx, probeEmail)
 	if services.ErrorCode(err) == services.CodeNotFound {
 		return nil // nothing has been probed yet
@@ -80,7 +81,7 @@ func fundProbesOnce(ctx context.Context, accts *accounts.Service, credits *billi
 	if err != nil {
 		return err
 	}
-	b, err := credits.Balance(ctx, u.AccountID)
+	b, err := cr.Balance(ctx, u.AccountID)
 	if err != nil || b.Pico.Sign() >= 0 {
 		return err
 	}
@@ -88,7 +89,7 @@ func fundProbesOnce(ctx context.Context, accts *accounts.Service, credits *billi
 	if err != nil {
 		return err
 	}
-	_, err = credits.Adjust(ctx, billing.AdjustInput{AccountID: u.AccountID, Amount: owed,
+	_, err = cr.Adjust(ctx, credits.AdjustInput{AccountID: u.AccountID, Amount: owed,
 		Reason: "the platform pays its probes of demoted offerings", ByUserID: u.ID})
 	return err
 }

@@ -35,11 +35,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gpumarket/gpumarket/db/dbtest"
-	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/events/natsserver"
 	"github.com/gpumarket/gpumarket/services/metering"
+	"github.com/gpumarket/gpumarket/services/requestlog"
 	"github.com/gpumarket/gpumarket/services/ticket"
 )
 
@@ -177,10 +177,10 @@ type reliability struct {
 	customers []string
 	apiKeys   []string // the customers', index for index
 	providers []string
-	offerings []reliabilityOffering // the first two are providers[0]'s, the third providers[1]'s
-	prices    map[string][2]int64   // tier: input and output micro-dollars per million tokens
-	priceIDs  map[string]int64      // tier: the version of its price in force today
-	requests  *billing.RequestLog   // the gateway's record of each valid event's request
+	offerings []reliabilityOffering  // the first two are providers[0]'s, the third providers[1]'s
+	prices    map[string][2]int64    // tier: input and output micro-dollars per million tokens
+	priceIDs  map[string]int64       // tier: the version of its price in force today
+	requests  *requestlog.RequestLog // the gateway's record of each valid event's request
 
 	inWindow []resend // re-sent at once, inside the stream's window
 	late     []resend // re-sent after the window
@@ -321,7 +321,7 @@ func setupReliability(t *testing.T) *reliability {
 			}
 		}
 	}
-	r.requests = billing.NewRequestLog(r.pool, nil, r.quiet)
+	r.requests = requestlog.NewRequestLog(r.pool, nil, r.quiet)
 	return r
 }
 
@@ -381,8 +381,8 @@ func (r *reliability) validEvents(n int) []*sentEvent {
 			e.payable = in*off.askIn + outTok*off.askOut
 		}
 		// What the gateway saw: a 200 streamed whole, four bytes of text per output token.
-		r.requests.Record(billing.GatewayRequest{RequestID: e.ev.Data.RequestID, AccountID: e.customer, APIKeyID: r.apiKeys[c],
-			OfferingID: off.id, Tier: catalog.Tier(tier), Model: "llama-3.1-8b", HTTPStatus: 200, Status: billing.GatewayOK,
+		r.requests.Record(requestlog.GatewayRequest{RequestID: e.ev.Data.RequestID, AccountID: e.customer, APIKeyID: r.apiKeys[c],
+			OfferingID: off.id, Tier: catalog.Tier(tier), Model: "llama-3.1-8b", HTTPStatus: 200, Status: requestlog.GatewayOK,
 			Duration: 1500 * time.Millisecond, At: at, InputBytes: 4 * in, MaxInputTokens: in, MaxOutputTokens: outTok,
 			Streamed: true, RelayedOutputBytes: 4 * outTok, RelayedOutputChunks: outTok})
 		out[i] = e

@@ -4,8 +4,8 @@ import (
 	"context"
 
 	"github.com/gpumarket/gpumarket/services"
-	"github.com/gpumarket/gpumarket/services/billing"
 	records "github.com/gpumarket/gpumarket/services/reliability"
+	"github.com/gpumarket/gpumarket/services/requestlog"
 )
 
 // The reliability records (docs/reliability.md): the gateway routes by them and the pages show them. Each
@@ -15,7 +15,7 @@ import (
 // reliabilityBoard returns the process's board, made on first use; startReliability refreshes it.
 func (p *Platform) reliabilityBoard() *records.Board {
 	if p.reliability == nil {
-		p.reliability = records.NewBoard(records.Config{Source: billing.NewRequestLog(p.pool, nil, p.log),
+		p.reliability = records.NewBoard(records.Config{Source: requestlog.NewRequestLog(p.pool, nil, p.log),
 			Excluded: p.probeAccounts, Log: p.log})
 	}
 	return p.reliability

@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpumarket/gpumarket/services/billing/stripemock/stripemocktest"
+	"github.com/gpumarket/gpumarket/services/credits/stripemock/stripemocktest"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats-server/v2/server"
@@ -30,11 +30,12 @@ import (
 	"github.com/gpumarket/gpumarket/db"
 	"github.com/gpumarket/gpumarket/db/dbtest"
 	"github.com/gpumarket/gpumarket/services/accounts"
-	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/credits"
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/events/natsserver"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/rigauth"
 	"github.com/gpumarket/gpumarket/services/simulation"
@@ -208,7 +209,7 @@ func setupRestartWith(t *testing.T, opts restartOptions) *restart {
 	if h.customer, err = acc.EnsureUser(ctx, "customer@restart.example.com", demo.Password, accounts.RoleDeveloper, "Restart Customer"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := billing.NewCredits(h.pool, billing.NewLedger(h.pool, nil), nil, nil).Adjust(ctx, billing.AdjustInput{
+	if _, err := credits.NewCredits(h.pool, ledger.NewLedger(h.pool, nil), nil, nil).Adjust(ctx, credits.AdjustInput{
 		AccountID: h.customer.AccountID, Amount: 100 * money.PicoPerUSD, Reason: "restart test", ByUserID: admin.ID}); err != nil {
 		t.Fatal(err)
 	}

@@ -18,13 +18,15 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/gpumarket/gpumarket/services/accounts"
-	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/credits"
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/events/natsserver"
 	"github.com/gpumarket/gpumarket/services/events/natstest"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/requestlog"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/simulation"
 )
@@ -228,7 +230,7 @@ func (b *gatewayBundle) testAgentCutMidStream(t *testing.T) {
 			WHERE g.request_id = $1`, id).Scan(&status, &relayedChunks, &hold) == nil
 	})
 	// The first frame names the role only: of the three the client had, two carried output.
-	if status != string(billing.GatewayError) || relayedChunks < 2 || relayedChunks > 200 {
+	if status != string(requestlog.GatewayError) || relayedChunks < 2 || relayedChunks > 200 {
 		t.Fatalf("recorded %s with %d chunks relayed; want error with what the client got", status, relayedChunks)
 	}
 	// What is held for it is bounded by what was relayed, never the 400 tokens asked for; nothing is charged until
@@ -270,8 +272,8 @@ func TestTwoGatewaysServeOneRigOverNATS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	credits := billing.NewCredits(a.pool, billing.NewLedger(a.pool, nil), nil, nil)
-	if _, err := credits.Adjust(ctx, billing.AdjustInput{AccountID: dev.AccountID, Amount: 20 * money.PicoPerUSD,
+	cr := credits.NewCredits(a.pool, ledger.NewLedger(a.pool, nil), nil, nil)
+	if _, err := cr.Adjust(ctx, credits.AdjustInput{AccountID: dev.AccountID, Amount: 20 * money.PicoPerUSD,
 		Reason: "two gateways test", ByUserID: admin.ID}); err != nil {
 		t.Fatal(err)
 	}
@@ -369,7 +371,7 @@ func TestARigThatTakesNoCallIsRecordedAsAnError(t *testing.T) {
 		return b.p.pool.QueryRow(b.ctx, `SELECT status, http_status FROM gateway_requests WHERE offering_id = $1`, o.ID).
 			Scan(&status, &httpStatus) == nil
 	})
-	if status != string(billing.GatewayFailedOver) || httpStatus != 0 {
+	if status != string(requestlog.GatewayFailedOver) || httpStatus != 0 {
 		t.Fatalf("recorded %s with HTTP %d; want failed_over with none", status, httpStatus)
 	}
 	if paid := start - b.balance(t, dev.AccountID); paid != 0 {

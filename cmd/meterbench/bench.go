@@ -21,9 +21,9 @@ import (
 
 	"github.com/gpumarket/gpumarket/cmd/internal/cpuuse"
 	"github.com/gpumarket/gpumarket/cmd/internal/scratchdb"
-	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/events/natsserver"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/ticket"
 )
@@ -231,7 +231,7 @@ func (env *benchEnv) meter(ctx context.Context, o options, w workload, r round) 
 	// The meter feeds the routers what it stored after every commit, as gpumarket's does.
 	feed := metering.NewFeed(env.nc, nil)
 	m := metering.NewMeter(metering.MeterConfig{
-		Pool: env.db.Pool, Ledger: billing.NewLedger(env.db.Pool, nil), Tickets: env.tickets, JS: env.js,
+		Pool: env.db.Pool, Ledger: ledger.NewLedger(env.db.Pool, nil), Tickets: env.tickets, JS: env.js,
 		Consumer: env.consumer, BatchSize: o.batchSize,
 		OnCommit: func(res metering.BatchResult, committed time.Time) {
 			run.committed(res, committed)

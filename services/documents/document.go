@@ -11,12 +11,12 @@
 // same bytes: the PDF's dates are the document's own and nothing in it depends on the clock
 // or on map order (see docs/documents.md).
 //
-// The journal (journal.go) reads the ledger tables of services/billing (ledger_transactions,
+// The journal (journal.go) reads the ledger tables of services/ledger (ledger_transactions,
 // ledger_postings, ledger_accounts) and the accounts table of services/accounts, and writes
 // nothing.
 //
 // Tables of other packages it reads: accounts (package accounts); ledger_accounts, ledger_postings,
-// ledger_transactions (package billing). It writes only its own.
+// ledger_transactions (package ledger). It writes only its own.
 package documents
 
 import (

@@ -33,7 +33,7 @@ const journalTime = "2006-01-02T15:04:05.000000Z"
 // come in the order of the transactions' times, then transaction ids, then posting ids, so a
 // transaction's postings are together and sum to zero. A header row comes first.
 //
-// It reads services/billing's ledger tables through a cursor inside one read-only,
+// It reads services/ledger's tables through a cursor inside one read-only,
 // repeatable-read database transaction: the journal is one consistent snapshot however long
 // the writing takes, and only journalChunk postings are held in memory at a time.
 func WriteJournal(ctx context.Context, pool *pgxpool.Pool, period Period, w io.Writer) (err error) {

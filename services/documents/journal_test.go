@@ -14,22 +14,22 @@ import (
 
 	"github.com/gpumarket/gpumarket/db/dbtest"
 	"github.com/gpumarket/gpumarket/services"
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/money"
 )
 
 // ledgerBook is a ledger with one customer, one provider and the platform's accounts.
 type ledgerBook struct {
 	pool                                *pgxpool.Pool
-	ledger                              *billing.Ledger
-	customer, provider, revenue, stripe billing.LedgerAccountID
+	ledger                              *ledger.Ledger
+	customer, provider, revenue, stripe ledger.LedgerAccountID
 }
 
 func newLedgerBook(t *testing.T) ledgerBook {
 	t.Helper()
 	ctx := context.Background()
 	pool := dbtest.New(t)
-	l := billing.NewLedger(pool, func() time.Time { return time.Date(2026, 4, 5, 9, 0, 0, 0, time.UTC) })
+	l := ledger.NewLedger(pool, func() time.Time { return time.Date(2026, 4, 5, 9, 0, 0, 0, time.UTC) })
 	org := func(name string) string {
 		var id string
 		if err := pool.QueryRow(ctx, `INSERT INTO accounts (name, created_at) VALUES ($1, now()) RETURNING id`, name).Scan(&id); err != nil {
@@ -37,7 +37,7 @@ func newLedgerBook(t *testing.T) ledgerBook {
 		}
 		return id
 	}
-	account := func(kind billing.AccountKind, owner string) billing.LedgerAccountID {
+	account := func(kind ledger.AccountKind, owner string) ledger.LedgerAccountID {
 		id, err := l.AccountFor(ctx, kind, owner)
 		if err != nil {
 			t.Fatal(err)
@@ -46,16 +46,16 @@ func newLedgerBook(t *testing.T) ledgerBook {
 	}
 	return ledgerBook{
 		pool: pool, ledger: l,
-		customer: account(billing.AccountCustomerCredit, org(`=HYPERLINK("http://evil.example") Labs`)),
-		provider: account(billing.AccountProviderPayable, org("Łódź Rigs")),
-		revenue:  account(billing.AccountPlatformRevenue, ""),
-		stripe:   account(billing.AccountStripeClearing, ""),
+		customer: account(ledger.AccountCustomerCredit, org(`=HYPERLINK("http://evil.example") Labs`)),
+		provider: account(ledger.AccountProviderPayable, org("Łódź Rigs")),
+		revenue:  account(ledger.AccountPlatformRevenue, ""),
+		stripe:   account(ledger.AccountStripeClearing, ""),
 	}
 }
 
-func (b ledgerBook) post(t *testing.T, kind billing.TransactionKind, memo string, at time.Time, ps ...billing.Posting) {
+func (b ledgerBook) post(t *testing.T, kind ledger.TransactionKind, memo string, at time.Time, ps ...ledger.Posting) {
 	t.Helper()
-	if _, _, err := b.ledger.Post(context.Background(), billing.TransactionInput{Kind: kind, Memo: memo, OccurredAt: at, Postings: ps}); err != nil {
+	if _, _, err := b.ledger.Post(context.Background(), ledger.TransactionInput{Kind: kind, Memo: memo, OccurredAt: at, Postings: ps}); err != nil {
 		t.Fatalf("post %s at %s: %v", kind, at, err)
 	}
 }
@@ -64,10 +64,10 @@ func (b ledgerBook) post(t *testing.T, kind billing.TransactionKind, memo string
 // keeps the rest.
 func (b ledgerBook) usage(t *testing.T, at time.Time, charge, earned money.Pico) {
 	t.Helper()
-	b.post(t, billing.TransactionUsage, "meter batch", at,
-		billing.Posting{Account: b.customer, Amount: -charge},
-		billing.Posting{Account: b.provider, Amount: earned},
-		billing.Posting{Account: b.revenue, Amount: charge - earned})
+	b.post(t, ledger.TransactionUsage, "meter batch", at,
+		ledger.Posting{Account: b.customer, Amount: -charge},
+		ledger.Posting{Account: b.provider, Amount: earned},
+		ledger.Posting{Account: b.revenue, Amount: charge - earned})
 }
 
 func journal(t *testing.T, pool *pgxpool.Pool, p Period) [][]string {
@@ -107,10 +107,10 @@ func TestJournalSumsToZeroAndMatchesTheLedger(t *testing.T) {
 	lastOfMar := time.Date(2026, 3, 31, 23, 59, 59, 999_999_000, time.UTC)
 	firstOfApr := time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC)
 
-	b.post(t, billing.TransactionPurchase, "checkout February", lastOfFeb,
-		billing.Posting{Account: b.customer, Amount: usd("100")}, billing.Posting{Account: b.stripe, Amount: -usd("100")})
-	b.post(t, billing.TransactionPurchase, "checkout March", firstOfMar,
-		billing.Posting{Account: b.customer, Amount: usd("50")}, billing.Posting{Account: b.stripe, Amount: -usd("50")})
+	b.post(t, ledger.TransactionPurchase, "checkout February", lastOfFeb,
+		ledger.Posting{Account: b.customer, Amount: usd("100")}, ledger.Posting{Account: b.stripe, Amount: -usd("100")})
+	b.post(t, ledger.TransactionPurchase, "checkout March", firstOfMar,
+		ledger.Posting{Account: b.customer, Amount: usd("50")}, ledger.Posting{Account: b.stripe, Amount: -usd("50")})
 	var charged money.Pico
 	for i := range 25 {
 		charge := usd("1.234567890123") + money.Pico(i)
@@ -118,8 +118,8 @@ func TestJournalSumsToZeroAndMatchesTheLedger(t *testing.T) {
 		charged += charge
 	}
 	// At the time of a usage batch: the two sort by transaction id.
-	b.post(t, billing.TransactionAdjustment, "=1+1", firstOfMar.Add(5*time.Hour),
-		billing.Posting{Account: b.customer, Amount: usd("0.000000000001")}, billing.Posting{Account: b.revenue, Amount: -usd("0.000000000001")})
+	b.post(t, ledger.TransactionAdjustment, "=1+1", firstOfMar.Add(5*time.Hour),
+		ledger.Posting{Account: b.customer, Amount: usd("0.000000000001")}, ledger.Posting{Account: b.revenue, Amount: -usd("0.000000000001")})
 	b.usage(t, lastOfMar, usd("0.5"), usd("0.35"))
 	b.usage(t, firstOfApr, usd("2"), usd("1.4"))
 

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/documents"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/money"
 )
 
@@ -104,7 +104,7 @@ func TestCachedInputTokensFootOnInvoiceAndStatement(t *testing.T) {
 	if slices.Contains(st.Flags, FlagUsageMismatch) {
 		t.Errorf("the statement is flagged %v: its lines do not foot with their asks", st.Flags)
 	}
-	if got := w.balance(billing.AccountProviderPayable, fjordAccount); !got.Equal(money.Pico(285_073_845_000)) {
+	if got := w.balance(ledger.AccountProviderPayable, fjordAccount); !got.Equal(money.Pico(285_073_845_000)) {
 		t.Errorf("provider payable %s, want $0.285073845", got)
 	}
 }

@@ -13,7 +13,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/audit"
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/money"
 )
 
@@ -264,15 +264,15 @@ func (s *Service) ResolveFlag(ctx context.Context, in ResolveInput) (_ Resolved,
 	}
 	// The ledger accounts a claw back posts to, looked up before the transaction (AccountFor
 	// uses a connection of its own).
-	var customer, payable, revenue billing.LedgerAccountID
+	var customer, payable, revenue ledger.LedgerAccountID
 	if in.Resolution == ResolutionClawBack {
-		if customer, err = s.cfg.Ledger.AccountFor(ctx, billing.AccountCustomerCredit, v.account); err != nil {
+		if customer, err = s.cfg.Ledger.AccountFor(ctx, ledger.AccountCustomerCredit, v.account); err != nil {
 			return Resolved{}, err
 		}
-		if payable, err = s.cfg.Ledger.AccountFor(ctx, billing.AccountProviderPayable, v.provider); err != nil {
+		if payable, err = s.cfg.Ledger.AccountFor(ctx, ledger.AccountProviderPayable, v.provider); err != nil {
 			return Resolved{}, err
 		}
-		if revenue, err = s.cfg.Ledger.AccountFor(ctx, billing.AccountPlatformRevenue, ""); err != nil {
+		if revenue, err = s.cfg.Ledger.AccountFor(ctx, ledger.AccountPlatformRevenue, ""); err != nil {
 			return Resolved{}, err
 		}
 	}
@@ -299,8 +299,8 @@ func (s *Service) ResolveFlag(ctx context.Context, in ResolveInput) (_ Resolved,
 				return err
 			}
 			if len(postings) > 0 {
-				txn, _, err := s.cfg.Ledger.PostTx(ctx, tx, billing.TransactionInput{
-					Kind: billing.TransactionAdjustment, IdempotencyKey: "flag-claw-back:" + in.RequestID, CreatedBy: in.By,
+				txn, _, err := s.cfg.Ledger.PostTx(ctx, tx, ledger.TransactionInput{
+					Kind: ledger.TransactionAdjustment, IdempotencyKey: "flag-claw-back:" + in.RequestID, CreatedBy: in.By,
 					OccurredAt: now, Memo: fmt.Sprintf("Flagged request %s clawed back from its provider and credited to its customer",
 						in.RequestID),
 					Postings: postings,
@@ -369,7 +369,7 @@ func excess(reported, billed int64, seen *int64) int64 {
 // clawBackPostings take a request's earnings back from its provider's payable and give the
 // customer back its charge, the platform's revenue giving up the rest (its margin). They sum
 // to zero by construction.
-func clawBackPostings(charge, earned money.BigPico, customer, payable, revenue billing.LedgerAccountID) ([]billing.Posting, error) {
+func clawBackPostings(charge, earned money.BigPico, customer, payable, revenue ledger.LedgerAccountID) ([]ledger.Posting, error) {
 	c, err := charge.Pico()
 	if err != nil {
 		return nil, err
@@ -378,15 +378,15 @@ func clawBackPostings(charge, earned money.BigPico, customer, payable, revenue b
 	if err != nil {
 		return nil, err
 	}
-	var postings []billing.Posting
+	var postings []ledger.Posting
 	if c != 0 {
-		postings = append(postings, billing.Posting{Account: customer, Amount: c})
+		postings = append(postings, ledger.Posting{Account: customer, Amount: c})
 	}
 	if e != 0 {
-		postings = append(postings, billing.Posting{Account: payable, Amount: -e})
+		postings = append(postings, ledger.Posting{Account: payable, Amount: -e})
 	}
 	if rest := c - e; rest != 0 {
-		postings = append(postings, billing.Posting{Account: revenue, Amount: -rest})
+		postings = append(postings, ledger.Posting{Account: revenue, Amount: -rest})
 	}
 	return postings, nil
 }

@@ -7,8 +7,9 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/services"
-	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/documents"
+	"github.com/gpumarket/gpumarket/services/ledger"
+	"github.com/gpumarket/gpumarket/services/requestlog"
 )
 
 // A request the meter flagged while billing it within its bounds, its rig claiming no more
@@ -30,7 +31,7 @@ func TestFlaggedEarningsAreHeldUntilResolved(t *testing.T) {
 	// the rig reporting exactly what was billed. 10 million input tokens and 1,000 output:
 	// $1.5003 charged, $0.60012 earned.
 	canceled := w.use(request{customer: acme, rig: fjord, at: time.Date(2026, 3, 5, 0, 0, 0, 0, time.UTC), in: 10_000_000,
-		out: 1_000, status: billing.GatewayCanceled})
+		out: 1_000, status: requestlog.GatewayCanceled})
 	var flag string
 	var excess int64
 	w.scan(`SELECT coalesce(flag, ''), coalesce(reported_output_tokens - output_tokens, -1) FROM usage_events WHERE request_id = $1`,
@@ -85,7 +86,7 @@ func TestFlaggedEarningsAreHeldUntilResolved(t *testing.T) {
 
 	// Finance resolves the flags in April: one released, one clawed back.
 	w.at(time.Date(2026, 4, 10, 0, 0, 0, 0, time.UTC))
-	payableBefore, creditBefore := w.balance(billing.AccountProviderPayable, fjordAccount), w.balance(billing.AccountCustomerCredit, globex)
+	payableBefore, creditBefore := w.balance(ledger.AccountProviderPayable, fjordAccount), w.balance(ledger.AccountCustomerCredit, globex)
 	rel, err := w.svc.ResolveFlag(w.ctx(), ResolveInput{RequestID: released, By: w.finance, Resolution: ResolutionRelease,
 		Note: "the rig's agent counted the stop sequence"})
 	if err != nil || rel.Released != pico(630_000_960_000) {
@@ -96,10 +97,10 @@ func TestFlaggedEarningsAreHeldUntilResolved(t *testing.T) {
 		t.Fatalf("claw back: %+v, %v", cb, err)
 	}
 	// The provider's payable gives up $0.63000096, Globex's credit gets back $1.5750024.
-	if got := w.balance(billing.AccountProviderPayable, fjordAccount); got != payableBefore.Add(pico(-630_000_960_000)) {
+	if got := w.balance(ledger.AccountProviderPayable, fjordAccount); got != payableBefore.Add(pico(-630_000_960_000)) {
 		t.Errorf("Fjord's payable after the claw back: %s, want %s less $0.63000096", got, payableBefore)
 	}
-	if got := w.balance(billing.AccountCustomerCredit, globex); got != creditBefore.Add(pico(1_575_002_400_000)) {
+	if got := w.balance(ledger.AccountCustomerCredit, globex); got != creditBefore.Add(pico(1_575_002_400_000)) {
 		t.Errorf("Globex's credit after the claw back: %s, want %s and $1.5750024", got, creditBefore)
 	}
 	if _, err := w.svc.ResolveFlag(w.ctx(), ResolveInput{RequestID: released, By: w.finance, Resolution: ResolutionClawBack}); services.ErrorCode(err) != services.CodeConflict {

@@ -5,8 +5,8 @@
 // It reads the tables of other packages and writes none of them but through their rules: the
 // hourly rollups (usage_hourly) and, for the exact check of a sample, the usage rows
 // (usage_events) that package metering keeps; the ledger (ledger_accounts, ledger_postings,
-// ledger_transactions) that package billing keeps, to which a credit note posts through
-// billing.Ledger; the price book (prices) and offerings of package catalog; accounts and users;
+// ledger_transactions) that package ledger keeps, to which a credit note posts through
+// ledger.Ledger; the price book (prices) and offerings of package catalog; accounts and users;
 // and the payouts of package payouts, to tell whether a statement's payout is under way. It
 // pays approved statements through package payouts (PayWith), and is that package's
 // payouts.Statements: it records a statement paid in the transaction that posts its payout.
@@ -31,7 +31,7 @@
 //     finance's flags, actions or staff.
 //
 // Tables of other packages it reads: accounts, users, api_keys (package accounts); audit_log
-// (package audit); ledger_accounts, ledger_postings, ledger_transactions (package billing);
+// (package audit); ledger_accounts, ledger_postings, ledger_transactions (package ledger);
 // offerings, prices (package catalog); usage_events, usage_hourly (package metering); payouts
 // (package payouts); usage_months_dropped (package usagestore). It writes only its own.
 package invoicing
@@ -48,7 +48,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gpumarket/gpumarket/services/audit"
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/ledger"
 )
 
 // Defaults of Config.
@@ -72,7 +72,7 @@ type AuditLog interface {
 // Config wires the service.
 type Config struct {
 	Pool   *pgxpool.Pool
-	Ledger *billing.Ledger
+	Ledger *ledger.Ledger
 	Audit  AuditLog
 	// Seller is the platform's details, written on every document it issues. Approval is
 	// refused while its name, address or country is missing.

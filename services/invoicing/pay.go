@@ -10,7 +10,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/audit"
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/payouts"
 )
 
@@ -22,7 +22,7 @@ import (
 // the payouts page, and payouts asks StatementToPay for the statement as it stands then.
 //
 // This file reads the payouts table of package payouts (whether a statement's payout is under
-// way) and takes the provider's payable ledger account lock of package billing, the lock
+// way) and takes the provider's payable ledger account lock of package ledger, the lock
 // payouts checks a payout under.
 
 // Payer pays an approved statement: payouts.Service.
@@ -184,11 +184,11 @@ func (s *Service) MarkPaidTx(ctx context.Context, tx pgx.Tx, id string, p payout
 // that of the two, whichever comes second sees what the first did (see docs/invoicing.md,
 // "Paying statements").
 func (s *Service) lockPayable(ctx context.Context, tx pgx.Tx, providerID string) error {
-	payable, err := s.cfg.Ledger.AccountFor(ctx, billing.AccountProviderPayable, providerID)
+	payable, err := s.cfg.Ledger.AccountFor(ctx, ledger.AccountProviderPayable, providerID)
 	if err != nil {
 		return err
 	}
-	return s.cfg.Ledger.LockTx(ctx, tx, []billing.LedgerAccountID{payable})
+	return s.cfg.Ledger.LockTx(ctx, tx, []ledger.LedgerAccountID{payable})
 }
 
 // statementPayoutUnderway reads, in tx, whether the statement's payout is under way.

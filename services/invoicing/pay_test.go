@@ -10,14 +10,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpumarket/gpumarket/services/billing/stripemock/stripemocktest"
+	"github.com/gpumarket/gpumarket/services/credits/stripemock/stripemocktest"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/audit"
-	"github.com/gpumarket/gpumarket/services/billing"
-	"github.com/gpumarket/gpumarket/services/billing/stripemock"
+	"github.com/gpumarket/gpumarket/services/credits"
+	"github.com/gpumarket/gpumarket/services/credits/stripemock"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/payouts"
 )
@@ -69,7 +70,7 @@ func (w *world) payouts() *paying {
 	srv := httptest.NewServer(p.rec)
 	w.t.Cleanup(srv.Close)
 	p.svc = payouts.NewService(payouts.Config{Pool: w.pool, Ledger: w.ledger, Statements: w.svc, Now: w.clock,
-		Stripe: payouts.NewStripeConnect(billing.NewStripeAPI("sk_test_invoicing", srv.URL))})
+		Stripe: payouts.NewStripeConnect(credits.NewStripeAPI("sk_test_invoicing", srv.URL))})
 	w.svc.PayWith(p.svc)
 	return p
 }
@@ -139,7 +140,7 @@ func TestApprovingAStatementPaysItThroughStripe(t *testing.T) {
 	if st.Payout != 14_40 || st.Status != StatusDraft {
 		t.Fatalf("the draft pays %s (%s), want $14.40", st.Payout, st.Status)
 	}
-	if got := w.balance(billing.AccountProviderPayable, fjordAccount); !got.Equal(money.Pico(14_40) * money.PicoPerCent) {
+	if got := w.balance(ledger.AccountProviderPayable, fjordAccount); !got.Equal(money.Pico(14_40) * money.PicoPerCent) {
 		t.Fatalf("payable before = %s", got)
 	}
 
@@ -153,10 +154,10 @@ func TestApprovingAStatementPaysItThroughStripe(t *testing.T) {
 		sent[0].Form.Get("destination") != acct.StripeAccountID || sent[0].Form.Get("metadata[statement_number]") != res.Number {
 		t.Fatalf("transfers sent: %+v", sent)
 	}
-	if got := w.balance(billing.AccountProviderPayable, fjordAccount); got.Sign() != 0 {
+	if got := w.balance(ledger.AccountProviderPayable, fjordAccount); got.Sign() != 0 {
 		t.Errorf("payable after = %s, want $0: down by exactly $14.40", got)
 	}
-	if got := w.balance(billing.AccountStripeClearing, ""); !got.Equal(-money.Pico(50_00-14_40) * money.PicoPerCent) {
+	if got := w.balance(ledger.AccountStripeClearing, ""); !got.Equal(-money.Pico(50_00-14_40) * money.PicoPerCent) {
 		t.Errorf("clearing after = %s, want -$35.60: up by exactly $14.40", got)
 	}
 	paid := w.statementOf(fjordAccount, march)
@@ -186,7 +187,7 @@ func TestApprovingAStatementPaysItThroughStripe(t *testing.T) {
 	if n := len(pay.transfers()); n != 1 {
 		t.Fatalf("%d transfers after approving and paying again, want 1", n)
 	}
-	if got := w.balance(billing.AccountProviderPayable, fjordAccount); got.Sign() != 0 {
+	if got := w.balance(ledger.AccountProviderPayable, fjordAccount); got.Sign() != 0 {
 		t.Errorf("payable after paying again = %s", got)
 	}
 }
@@ -235,7 +236,7 @@ func TestAStatementWithoutAConnectedAccountIsIssuedAndPaidOnceOnRetry(t *testing
 		t.Fatalf("%d transfers without an account", n)
 	}
 	owed := money.Pico(18_00) * money.PicoPerCent
-	if got := w.balance(billing.AccountProviderPayable, northwindAccount); !got.Equal(owed) {
+	if got := w.balance(ledger.AccountProviderPayable, northwindAccount); !got.Equal(owed) {
 		t.Fatalf("payable after the failed payout = %s, want $18.00", got)
 	}
 
@@ -256,7 +257,7 @@ func TestAStatementWithoutAConnectedAccountIsIssuedAndPaidOnceOnRetry(t *testing
 	if len(sent) != 1 || sent[0].IdempotencyKey != "payout-"+st.ID || sent[0].Form.Get("amount") != "1800" {
 		t.Fatalf("transfers: %+v", sent)
 	}
-	if got := w.balance(billing.AccountProviderPayable, northwindAccount); got.Sign() != 0 {
+	if got := w.balance(ledger.AccountProviderPayable, northwindAccount); got.Sign() != 0 {
 		t.Errorf("payable after the retry = %s, want $0", got)
 	}
 	paid := w.statementOf(northwindAccount, march)

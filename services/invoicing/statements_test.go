@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/services"
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/ledger"
 )
 
 // uses meters n requests of 10 million input and 1 million output tokens, an hour apart from
@@ -116,10 +116,10 @@ func TestAClawbackAfterACreditNoteNetsAgainstTheNextStatements(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := w.balance(billing.AccountProviderPayable, fjordAccount).String(); got != "$0.00" {
+	if got := w.balance(ledger.AccountProviderPayable, fjordAccount).String(); got != "$0.00" {
 		t.Errorf("Fjord's payable after the clawback: %s, want $0.00 ($10.80 earned, $10.80 taken back)", got)
 	}
-	if got := w.balance(billing.AccountPlatformRevenue, "").String(); got != "$0.00" {
+	if got := w.balance(ledger.AccountPlatformRevenue, "").String(); got != "$0.00" {
 		t.Errorf("revenue after the credit: %s, want $0.00 (the $21.60 margin given up)", got)
 	}
 	w.uses(acme, fjord, time.Date(2026, 4, 10, 0, 0, 0, 0, time.UTC), 10) // Fjord earns $7.20

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/gpumarket/gpumarket/services"
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/money"
 )
 
@@ -111,8 +111,8 @@ func TestBalancesAreTheirPostingsByLedgerTime(t *testing.T) {
 	w.use(request{customer: acme, rig: fjord, at: time.Date(2026, 2, 25, 9, 0, 0, 0, time.UTC), in: 1_000_000, out: 1_000_000}) // $0.45
 	w.buy(acme, time.Date(2026, 3, 3, 9, 0, 0, 0, time.UTC), 20_00)
 	w.use(request{customer: acme, rig: fjord, at: time.Date(2026, 3, 4, 9, 0, 0, 0, time.UTC), in: 2_000_000, out: 1_000_000}) // $0.60
-	w.post(acme, billing.TransactionRefund, time.Date(2026, 3, 5, 9, 0, 0, 0, time.UTC), -5_00)
-	w.post(acme, billing.TransactionAdjustment, time.Date(2026, 3, 6, 9, 0, 0, 0, time.UTC), 1_23)
+	w.post(acme, ledger.TransactionRefund, time.Date(2026, 3, 5, 9, 0, 0, 0, time.UTC), -5_00)
+	w.post(acme, ledger.TransactionAdjustment, time.Date(2026, 3, 6, 9, 0, 0, 0, time.UTC), 1_23)
 	w.buy(acme, time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC), 7_00) // April's
 	// Globex never bought credit: its usage is an overdraft.
 	w.use(request{customer: globex, rig: fjord, at: time.Date(2026, 3, 7, 9, 0, 0, 0, time.UTC), in: 9_999_999, out: 1})
@@ -164,14 +164,14 @@ func TestBalancesAreTheirPostingsByLedgerTime(t *testing.T) {
 
 // post posts a transaction of a kind moving cents into (or out of) the customer's credit
 // against the platform's revenue.
-func (w *world) post(customer string, kind billing.TransactionKind, at time.Time, cents int64) {
+func (w *world) post(customer string, kind ledger.TransactionKind, at time.Time, cents int64) {
 	w.t.Helper()
 	w.at(at)
-	credit, _ := w.ledger.AccountFor(w.ctx(), billing.AccountCustomerCredit, customer)
-	revenue, _ := w.ledger.AccountFor(w.ctx(), billing.AccountPlatformRevenue, "")
+	credit, _ := w.ledger.AccountFor(w.ctx(), ledger.AccountCustomerCredit, customer)
+	revenue, _ := w.ledger.AccountFor(w.ctx(), ledger.AccountPlatformRevenue, "")
 	amount := money.Pico(cents) * money.PicoPerCent
-	if _, _, err := w.ledger.Post(w.ctx(), billing.TransactionInput{Kind: kind, Memo: string(kind),
-		Postings: []billing.Posting{{Account: credit, Amount: amount}, {Account: revenue, Amount: -amount}}}); err != nil {
+	if _, _, err := w.ledger.Post(w.ctx(), ledger.TransactionInput{Kind: kind, Memo: string(kind),
+		Postings: []ledger.Posting{{Account: credit, Amount: amount}, {Account: revenue, Amount: -amount}}}); err != nil {
 		w.t.Fatal(err)
 	}
 }

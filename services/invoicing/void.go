@@ -13,7 +13,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/audit"
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/money"
 )
 
@@ -116,20 +116,20 @@ func (s *Service) VoidInvoice(ctx context.Context, in VoidInput) (_ Voided, err 
 	// The ledger accounts a credit posts to, looked up before the transaction (AccountFor uses
 	// a connection of its own). An issued invoice's shares never change.
 	var shares []providerShare
-	var customer, revenue billing.LedgerAccountID
-	payables := map[string]billing.LedgerAccountID{}
+	var customer, revenue ledger.LedgerAccountID
+	payables := map[string]ledger.LedgerAccountID{}
 	if in.Reason.MovesMoney() {
 		if shares, err = s.invoiceShares(ctx, in.ID); err != nil {
 			return Voided{}, err
 		}
-		if customer, err = s.cfg.Ledger.AccountFor(ctx, billing.AccountCustomerCredit, account); err != nil {
+		if customer, err = s.cfg.Ledger.AccountFor(ctx, ledger.AccountCustomerCredit, account); err != nil {
 			return Voided{}, err
 		}
-		if revenue, err = s.cfg.Ledger.AccountFor(ctx, billing.AccountPlatformRevenue, ""); err != nil {
+		if revenue, err = s.cfg.Ledger.AccountFor(ctx, ledger.AccountPlatformRevenue, ""); err != nil {
 			return Voided{}, err
 		}
 		for _, sh := range shares {
-			if payables[sh.provider], err = s.cfg.Ledger.AccountFor(ctx, billing.AccountProviderPayable, sh.provider); err != nil {
+			if payables[sh.provider], err = s.cfg.Ledger.AccountFor(ctx, ledger.AccountProviderPayable, sh.provider); err != nil {
 				return Voided{}, err
 			}
 		}
@@ -211,8 +211,8 @@ func (s *Service) VoidInvoice(ctx context.Context, in VoidInput) (_ Voided, err 
 				return err
 			}
 			number := creditNoteNumber(v.number, v.creditNotesNow+1)
-			txn, _, err := s.cfg.Ledger.PostTx(ctx, tx, billing.TransactionInput{
-				Kind: billing.TransactionCreditNote, IdempotencyKey: "credit-note:" + cnID, CreatedBy: in.By, OccurredAt: now,
+			txn, _, err := s.cfg.Ledger.PostTx(ctx, tx, ledger.TransactionInput{
+				Kind: ledger.TransactionCreditNote, IdempotencyKey: "credit-note:" + cnID, CreatedBy: in.By, OccurredAt: now,
 				Memo:     fmt.Sprintf("Credit note %s for invoice %s: %s", number, v.number, strings.ToLower(in.Reason.Text())),
 				Postings: postings,
 			})
@@ -316,26 +316,26 @@ func clawbacksOf(shares []providerShare) []Clawback {
 // creditPostings are a credit's ledger postings: the customer's credit up by the credit, each
 // provider's payable down by its share, the platform's revenue down by the rest. They sum to
 // zero by construction.
-func creditPostings(credit money.BigPico, clawbacks []Clawback, customer, revenue billing.LedgerAccountID,
-	payables map[string]billing.LedgerAccountID) ([]billing.Posting, error) {
+func creditPostings(credit money.BigPico, clawbacks []Clawback, customer, revenue ledger.LedgerAccountID,
+	payables map[string]ledger.LedgerAccountID) ([]ledger.Posting, error) {
 	c, err := credit.Pico()
 	if err != nil {
 		return nil, err
 	}
-	postings := []billing.Posting{{Account: customer, Amount: c}}
+	postings := []ledger.Posting{{Account: customer, Amount: c}}
 	rest := c
 	for _, cb := range clawbacks {
 		a, err := cb.Amount.Pico()
 		if err != nil {
 			return nil, err
 		}
-		postings = append(postings, billing.Posting{Account: payables[cb.ProviderAccountID], Amount: -a})
+		postings = append(postings, ledger.Posting{Account: payables[cb.ProviderAccountID], Amount: -a})
 		if rest, err = rest.Add(-a); err != nil {
 			return nil, err
 		}
 	}
 	if rest != 0 {
-		postings = append(postings, billing.Posting{Account: revenue, Amount: -rest})
+		postings = append(postings, ledger.Posting{Account: revenue, Amount: -rest})
 	}
 	return postings, nil
 }

@@ -7,7 +7,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/audit"
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/ledger"
 )
 
 // Approve, void, credit note, regenerate: a voided invoice keeps its number; its credit note is
@@ -45,8 +45,8 @@ func TestApproveVoidCreditNoteRegenerate(t *testing.T) {
 		t.Fatal(err)
 	}
 	balances := func() [4]string {
-		return [4]string{w.balance(billing.AccountCustomerCredit, acme).String(), w.balance(billing.AccountProviderPayable, fjordAccount).String(),
-			w.balance(billing.AccountProviderPayable, northwindAccount).String(), w.balance(billing.AccountPlatformRevenue, "").String()}
+		return [4]string{w.balance(ledger.AccountCustomerCredit, acme).String(), w.balance(ledger.AccountProviderPayable, fjordAccount).String(),
+			w.balance(ledger.AccountProviderPayable, northwindAccount).String(), w.balance(ledger.AccountPlatformRevenue, "").String()}
 	}
 	// $5 bought, $1.05 used; Fjord is owed $0.18, Northwind $0.24; the platform kept $0.63.
 	if got, want := balances(), [4]string{"$3.95", "$0.18", "$0.24", "$0.63"}; got != want {

@@ -14,11 +14,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gpumarket/gpumarket/db/dbtest"
+	"github.com/gpumarket/gpumarket/services/admission"
 	"github.com/gpumarket/gpumarket/services/audit"
-	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/requestlog"
 	"github.com/gpumarket/gpumarket/services/ticket"
 )
 
@@ -29,10 +31,10 @@ import (
 type world struct {
 	t        *testing.T
 	pool     *pgxpool.Pool
-	ledger   *billing.Ledger
+	ledger   *ledger.Ledger
 	audit    *audit.Log
 	meter    *metering.Meter
-	requests *billing.RequestLog
+	requests *requestlog.RequestLog
 	signer   *ticket.Signer
 	svc      *Service
 
@@ -63,9 +65,9 @@ func newWorld(t *testing.T, opts ...func(*Config)) *world {
 	t.Helper()
 	w := &world{t: t, pool: dbtest.New(t), now: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC), keys: map[string]string{}}
 	clock := w.clock
-	w.ledger = billing.NewLedger(w.pool, clock)
+	w.ledger = ledger.NewLedger(w.pool, clock)
 	w.audit = audit.New(w.pool, clock)
-	w.requests = billing.NewRequestLog(w.pool, clock, nil)
+	w.requests = requestlog.NewRequestLog(w.pool, clock, nil)
 	w.signer, _ = ticket.NewSigner([]byte(strings.Repeat("k", 32)))
 	w.meter = metering.NewMeter(metering.MeterConfig{Pool: w.pool, Ledger: w.ledger, Tickets: w.signer, Now: clock})
 	cfg := Config{Pool: w.pool, Ledger: w.ledger, Audit: w.audit, Now: clock,
@@ -156,7 +158,7 @@ type request struct {
 	// bytes each): fewer than the rig reports makes the meter clip and flag the request.
 	relayed int64
 	// status is how the gateway saw the attempt end: by default ok.
-	status billing.GatewayStatus
+	status requestlog.GatewayStatus
 	// seenOut, when set, is the output the response's usage told the customer (the input is
 	// in): by default the response carries no usage.
 	seenOut int64
@@ -202,15 +204,15 @@ func (w *world) use(r request) string {
 	if r.relayed > 0 {
 		relayed = r.relayed
 	}
-	var seen *billing.TokenCount
+	var seen *admission.TokenCount
 	if r.seenOut > 0 {
-		seen = &billing.TokenCount{Input: r.in, Output: r.seenOut}
+		seen = &admission.TokenCount{Input: r.in, Output: r.seenOut}
 	}
-	status := billing.GatewayOK
+	status := requestlog.GatewayOK
 	if r.status != "" {
 		status = r.status
 	}
-	w.requests.Record(billing.GatewayRequest{RequestID: requestID, AccountID: r.customer, APIKeyID: key, OfferingID: r.rig.offering,
+	w.requests.Record(requestlog.GatewayRequest{RequestID: requestID, AccountID: r.customer, APIKeyID: key, OfferingID: r.rig.offering,
 		Tier: catalog.TierStandard, Model: "llama-3.1-8b", HTTPStatus: 200, Status: status,
 		Duration: 800 * time.Millisecond, At: r.at, InputBytes: 4 * r.in, MaxInputTokens: r.in,
 		MaxOutputTokens: max(r.out, 1), Streamed: true, RelayedOutputBytes: 4 * relayed, RelayedOutputChunks: relayed,
@@ -252,17 +254,17 @@ func (w *world) apiKey(customer string) string {
 func (w *world) buy(customer string, at time.Time, cents int64) {
 	w.t.Helper()
 	w.at(at)
-	credit, err := w.ledger.AccountFor(w.ctx(), billing.AccountCustomerCredit, customer)
+	credit, err := w.ledger.AccountFor(w.ctx(), ledger.AccountCustomerCredit, customer)
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	clearing, err := w.ledger.AccountFor(w.ctx(), billing.AccountStripeClearing, "")
+	clearing, err := w.ledger.AccountFor(w.ctx(), ledger.AccountStripeClearing, "")
 	if err != nil {
 		w.t.Fatal(err)
 	}
 	amount := money.Pico(cents) * money.PicoPerCent
-	if _, _, err := w.ledger.Post(w.ctx(), billing.TransactionInput{Kind: billing.TransactionPurchase,
-		Memo: "Credits bought with Stripe", Postings: []billing.Posting{{Account: credit, Amount: amount}, {Account: clearing, Amount: -amount}},
+	if _, _, err := w.ledger.Post(w.ctx(), ledger.TransactionInput{Kind: ledger.TransactionPurchase,
+		Memo: "Credits bought with Stripe", Postings: []ledger.Posting{{Account: credit, Amount: amount}, {Account: clearing, Amount: -amount}},
 	}); err != nil {
 		w.t.Fatal(err)
 	}
@@ -320,7 +322,7 @@ func (w *world) approve(ids ...string) []Approved {
 }
 
 // balance is a ledger account's cached balance.
-func (w *world) balance(kind billing.AccountKind, owner string) money.BigPico {
+func (w *world) balance(kind ledger.AccountKind, owner string) money.BigPico {
 	w.t.Helper()
 	id, err := w.ledger.AccountFor(w.ctx(), kind, owner)
 	if err != nil {

@@ -10,18 +10,21 @@ import (
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/usage"
 
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/admission"
 	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/credits"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/requestlog"
 	"github.com/gpumarket/gpumarket/services/ticket"
 )
 
-// spree is a customer's requests through gateway replicas (billing.Admission, and the request
+// spree is a customer's requests through gateway replicas (admission.Admission, and the request
 // log the gateway writes its records and holds with) to a rig whose agent holds the usage
 // events; the events are published to the meter afterwards, as the agent releases them.
 type spree struct {
 	e        *meterEnv
-	replicas []*billing.Admission
+	replicas []*admission.Admission
 	clock    time.Time
 	customer string
 	apiKey   string
@@ -51,8 +54,8 @@ func (e *meterEnv) newSpree(t *testing.T, name string, credit money.Pico, limit 
 	if err := e.pool.QueryRow(context.Background(), `SELECT id FROM users WHERE account_id = $1`, s.customer).Scan(&user); err != nil {
 		t.Fatal(err)
 	}
-	credits := billing.NewCredits(e.pool, e.ledger, nil, func() time.Time { return s.clock })
-	if _, err := credits.Adjust(context.Background(), billing.AdjustInput{AccountID: s.customer, Amount: credit,
+	cr := credits.NewCredits(e.pool, e.ledger, nil, func() time.Time { return s.clock })
+	if _, err := cr.Adjust(context.Background(), credits.AdjustInput{AccountID: s.customer, Amount: credit,
 		Reason: "bought credits", ByUserID: user}); err != nil {
 		t.Fatal(err)
 	}
@@ -63,8 +66,8 @@ func (e *meterEnv) newSpree(t *testing.T, name string, credit money.Pico, limit 
 }
 
 // replica is a gateway process's admission, started afresh.
-func (s *spree) replica() *billing.Admission {
-	return billing.NewAdmission(billing.AdmissionConfig{Pool: s.e.pool, Prices: spreePrices{}, Now: func() time.Time { return s.clock }})
+func (s *spree) replica() *admission.Admission {
+	return admission.NewAdmission(admission.AdmissionConfig{Pool: s.e.pool, Prices: spreePrices{}, Now: func() time.Time { return s.clock }})
 }
 
 // spreePrices is a price book of the standard tier at spreePrice.
@@ -76,16 +79,16 @@ func (spreePrices) CurrentPrices(context.Context) (map[catalog.Tier]catalog.Pric
 
 // request sends one request through replica i: the rig answers relayed bytes in chunks,
 // claiming usage claimed in its answer, while its agent holds an event reporting report.
-func (s *spree) request(t *testing.T, i int, relayedBytes, relayedChunks int64, claimed billing.TokenCount, report usage.Usage) {
+func (s *spree) request(t *testing.T, i int, relayedBytes, relayedChunks int64, claimed admission.TokenCount, report usage.Usage) {
 	t.Helper()
 	e := s.e
 	// Each request finds its replica's figures older than they are ever used (maxStale), so
 	// every admission reads PostgreSQL: what it sees is what every replica has written.
 	s.clock = s.clock.Add(31 * time.Second)
-	res, err := s.replicas[i].Admit(context.Background(), billing.AdmitInput{AccountID: s.customer, APIKeyID: s.apiKey,
+	res, err := s.replicas[i].Admit(context.Background(), admission.AdmitInput{AccountID: s.customer, APIKeyID: s.apiKey,
 		MonthlyLimit: s.limit, Tier: catalog.TierStandard, MaxInputTokens: spreeMaxInput, MaxOutputTokens: spreeMaxOutput})
 	if err != nil {
-		if !errors.Is(err, billing.ErrCreditSpent) && !errors.Is(err, billing.ErrKeyLimitReached) {
+		if !errors.Is(err, admission.ErrCreditSpent) && !errors.Is(err, admission.ErrKeyLimitReached) {
 			t.Fatal(err)
 		}
 		s.refused = err
@@ -102,10 +105,10 @@ func (s *spree) request(t *testing.T, i int, relayedBytes, relayedChunks int64, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	hold := res.Settle(billing.SettlementOf(billing.Ending{RequestID: requestID, Answered: true, HTTPStatus: 200,
+	hold := res.Settle(admission.SettlementOf(admission.Ending{RequestID: requestID, Answered: true, HTTPStatus: 200,
 		RelayedBytes: relayedBytes, RelayedChunks: relayedChunks}))
-	e.record(t, billing.GatewayRequest{RequestID: requestID, AccountID: s.customer, APIKeyID: s.apiKey, OfferingID: e.offering,
-		Tier: catalog.TierStandard, Model: "m", HTTPStatus: 200, Status: billing.GatewayOK, Usage: &claimed,
+	e.record(t, requestlog.GatewayRequest{RequestID: requestID, AccountID: s.customer, APIKeyID: s.apiKey, OfferingID: e.offering,
+		Tier: catalog.TierStandard, Model: "m", HTTPStatus: 200, Status: requestlog.GatewayOK, Usage: &claimed,
 		Duration: 2 * time.Second, At: at, InputBytes: 200, MaxInputTokens: spreeMaxInput, MaxOutputTokens: spreeMaxOutput,
 		Streamed: true, RelayedOutputBytes: relayedBytes, RelayedOutputChunks: relayedChunks, Hold: hold})
 	report.RequestID, report.Ticket, report.OfferingID, report.Model = requestID, tk, e.offering, "m"
@@ -145,7 +148,7 @@ func TestDishonestRigCannotOverdrawByHeldEvents(t *testing.T) {
 		if i == 500 {
 			s.replicas[1] = s.replica() // a restart forgets what the process kept
 		}
-		s.request(t, i%2, 60_000, 600, billing.TokenCount{Input: 1, Output: 1}, rewritten)
+		s.request(t, i%2, 60_000, 600, admission.TokenCount{Input: 1, Output: 1}, rewritten)
 	}
 	// Each answer leaves held 712 input tokens and min(131,072, 60,000 + 600 + 8) output
 	// tokens: $0.0001068 + $0.0181824 = $0.0182892. $5 holds 273 of them; the 274th is
@@ -154,7 +157,7 @@ func TestDishonestRigCannotOverdrawByHeldEvents(t *testing.T) {
 	if hold != 18_289_200_000 {
 		t.Fatalf("hold %d", hold)
 	}
-	if s.admitted != 274 || !errors.Is(s.refused, billing.ErrCreditSpent) {
+	if s.admitted != 274 || !errors.Is(s.refused, admission.ErrCreditSpent) {
 		t.Fatalf("admitted %d of 1,000 requests (refusal %v); want 274, then the credit spent", s.admitted, s.refused)
 	}
 	if n := e.count(t, `SELECT count(*) FROM admission_holds WHERE account_id = $1 AND amount_pico = $2`, s.customer, int64(hold)); n != 274 {
@@ -165,7 +168,7 @@ func TestDishonestRigCannotOverdrawByHeldEvents(t *testing.T) {
 	// Each request is billed 712 input and 60,000 output tokens: $0.0001068 + $0.018.
 	const charge = money.Pico(spreeMaxInput*150_000 + 60_000*300_000)
 	bound := money.Pico(spreeMaxInput*150_000 + spreeMaxOutput*300_000) // one request's bound: $0.0394284
-	balance := e.balance(t, billing.AccountCustomerCredit, s.customer)
+	balance := e.balance(t, ledger.AccountCustomerCredit, s.customer)
 	if want := credit - 274*charge; !balance.Equal(want) { // $5 - $4.9612632 = $0.0387368
 		t.Errorf("balance after metering %s; want %s", balance, want)
 	}
@@ -174,7 +177,7 @@ func TestDishonestRigCannotOverdrawByHeldEvents(t *testing.T) {
 	}
 	// The provider is owed its asks on what was billed, $0.06 and $0.12 per million: far less
 	// than the $5 the customer paid.
-	payable := e.balance(t, billing.AccountProviderPayable, e.provider)
+	payable := e.balance(t, ledger.AccountProviderPayable, e.provider)
 	if want := money.Pico(274 * (spreeMaxInput*testAskIn + 60_000*testAskOut)); !payable.Equal(want) {
 		t.Errorf("provider owed %s; want %s", payable, want)
 	}
@@ -195,10 +198,10 @@ func TestDishonestRigCannotOvershootAKeyLimit(t *testing.T) {
 	s := e.newSpree(t, "Limited", 100*money.PicoPerUSD, &limit, 2)
 	rewritten := usage.Usage{InputTokens: spreeMaxInput, OutputTokens: 60_000}
 	for i := range 1000 {
-		s.request(t, i%2, 60_000, 600, billing.TokenCount{Input: 1, Output: 1}, rewritten)
+		s.request(t, i%2, 60_000, 600, admission.TokenCount{Input: 1, Output: 1}, rewritten)
 	}
 	// $2 holds 109 requests' $0.0182892; the 110th is admitted on what is left.
-	if s.admitted != 110 || !errors.Is(s.refused, billing.ErrKeyLimitReached) {
+	if s.admitted != 110 || !errors.Is(s.refused, admission.ErrKeyLimitReached) {
 		t.Fatalf("admitted %d of 1,000 requests (refusal %v); want 110, then the key's limit reached", s.admitted, s.refused)
 	}
 	s.release(t)
@@ -218,16 +221,16 @@ func TestDishonestRigCannotOvershootAKeyLimit(t *testing.T) {
 	// The holds went to the charges, each $0.0001824 less: the key has $0.008252 left, so one
 	// more request is admitted, and while it is in flight the next is refused.
 	s.clock = s.clock.Add(time.Minute)
-	in := billing.AdmitInput{AccountID: s.customer, APIKeyID: s.apiKey, MonthlyLimit: s.limit, Tier: catalog.TierStandard,
+	in := admission.AdmitInput{AccountID: s.customer, APIKeyID: s.apiKey, MonthlyLimit: s.limit, Tier: catalog.TierStandard,
 		MaxInputTokens: spreeMaxInput, MaxOutputTokens: spreeMaxOutput}
 	res, err := s.replicas[0].Admit(context.Background(), in)
 	if err != nil {
 		t.Fatalf("after metering, with $0.008252 left: %v", err)
 	}
-	if _, err := s.replicas[0].Admit(context.Background(), in); !errors.Is(err, billing.ErrKeyLimitReached) {
+	if _, err := s.replicas[0].Admit(context.Background(), in); !errors.Is(err, admission.ErrKeyLimitReached) {
 		t.Errorf("with that request in flight: %v; want the key's limit reached", err)
 	}
-	res.Settle(billing.Settlement{})
+	res.Settle(admission.Settlement{})
 }
 
 // Honest traffic: each request's hold is its bound on what was relayed, recorded with the
@@ -240,7 +243,7 @@ func TestHonestTrafficHoldsAreReleasedToTheCharge(t *testing.T) {
 	s := e.newSpree(t, "Honest", credit, nil, 2)
 	for i := range 40 {
 		// 100 output tokens relayed as 400 bytes in 100 chunks, reported as they were.
-		s.request(t, i%2, 400, 100, billing.TokenCount{Input: 50, Output: 100}, usage.Usage{InputTokens: 50, OutputTokens: 100})
+		s.request(t, i%2, 400, 100, admission.TokenCount{Input: 50, Output: 100}, usage.Usage{InputTokens: 50, OutputTokens: 100})
 	}
 	if s.admitted != 40 {
 		t.Fatalf("admitted %d of 40 honest requests", s.admitted)
@@ -270,7 +273,7 @@ func TestHonestTrafficHoldsAreReleasedToTheCharge(t *testing.T) {
 	}
 	// With nothing held, the balance admits as it reads.
 	s.clock = s.clock.Add(time.Minute)
-	res, err := s.replicas[1].Admit(ctx, billing.AdmitInput{AccountID: s.customer, APIKeyID: s.apiKey, Tier: catalog.TierStandard,
+	res, err := s.replicas[1].Admit(ctx, admission.AdmitInput{AccountID: s.customer, APIKeyID: s.apiKey, Tier: catalog.TierStandard,
 		MaxInputTokens: spreeMaxInput, MaxOutputTokens: spreeMaxOutput})
 	if err != nil {
 		t.Fatal(err)
@@ -278,12 +281,12 @@ func TestHonestTrafficHoldsAreReleasedToTheCharge(t *testing.T) {
 	if res.Amount() != money.Pico(spreeMaxInput*150_000+spreeMaxOutput*300_000) {
 		t.Errorf("reservation %d; want the ticket's bound", res.Amount())
 	}
-	res.Settle(billing.Settlement{})
+	res.Settle(admission.Settlement{})
 }
 
 func (e *meterEnv) wantBalancesOf(t *testing.T, customer string, want money.Pico) {
 	t.Helper()
-	if got := e.balance(t, billing.AccountCustomerCredit, customer); !got.Equal(want) {
+	if got := e.balance(t, ledger.AccountCustomerCredit, customer); !got.Equal(want) {
 		t.Errorf("customer balance %s, want %s", got, want)
 	}
 }

@@ -7,7 +7,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/services/usage"
 
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/requestlog"
 	"github.com/gpumarket/gpumarket/services/ticket"
 )
 
@@ -38,7 +38,7 @@ const (
 // gatewayRecord is what the gateway saw of an attempt, as the meter bills by it.
 type gatewayRecord struct {
 	httpStatus int
-	status     billing.GatewayStatus
+	status     requestlog.GatewayStatus
 	// relayedBytes and relayedChunks are the output the gateway relayed: a stream's output
 	// text bytes and its chunks that carried output, or a whole response's body bytes. counted
 	// is false in records of a gateway that did not count them.
@@ -51,7 +51,7 @@ type gatewayRecord struct {
 
 // failed is true for an attempt the gateway saw fail: nothing of it is billable.
 func (r *gatewayRecord) failed() bool {
-	return r.status == billing.GatewayFailedOver || r.httpStatus < 200 || r.httpStatus > 299
+	return r.status == requestlog.GatewayFailedOver || r.httpStatus < 200 || r.httpStatus > 299
 }
 
 // outputSlack is ticket.OutputSlack, named here for the tests that check the bill by it.
@@ -122,7 +122,7 @@ func billableTokens(u usage.Usage, c ticket.Claims, rec *gatewayRecord, age time
 		clipped = append(clipped, fmt.Sprintf("output clipped from %d to %d tokens, %s", reportedOut, b.out, why))
 	}
 	switch {
-	case rec.status != billing.GatewayOK:
+	case rec.status != requestlog.GatewayOK:
 		b.flag = FlagIncomplete
 		b.detail = fmt.Sprintf("the gateway did not see the request complete (%s after HTTP %d): billed within its bounds",
 			rec.status, rec.httpStatus)

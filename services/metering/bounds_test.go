@@ -6,16 +6,16 @@ import (
 
 	"github.com/gpumarket/gpumarket/services/usage"
 
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/requestlog"
 	"github.com/gpumarket/gpumarket/services/ticket"
 )
 
 func TestBillableTokens(t *testing.T) {
 	waits := recordWaits{settle: time.Second, max: 2 * time.Minute}
 	ok := func(bytes, chunks int64) *gatewayRecord {
-		return &gatewayRecord{httpStatus: 200, status: billing.GatewayOK, relayedBytes: bytes, relayedChunks: chunks, counted: true}
+		return &gatewayRecord{httpStatus: 200, status: requestlog.GatewayOK, relayedBytes: bytes, relayedChunks: chunks, counted: true}
 	}
-	ended := func(code int, status billing.GatewayStatus, bytes, chunks int64) *gatewayRecord {
+	ended := func(code int, status requestlog.GatewayStatus, bytes, chunks int64) *gatewayRecord {
 		return &gatewayRecord{httpStatus: code, status: status, relayedBytes: bytes, relayedChunks: chunks, counted: true}
 	}
 	generation := ticket.Claims{MaxInputTokens: 50, MaxOutputTokens: 1}
@@ -40,18 +40,18 @@ func TestBillableTokens(t *testing.T) {
 		{"a non-streamed response: its body's bytes bound the output",
 			usage.Usage{InputTokens: 900, OutputTokens: 4000}, roomy, ok(700, 0), 0, 900, 700 + outputSlack, FlagClipped, 0},
 		{"a gateway that did not count what it relayed: the ticket's bound only",
-			usage.Usage{InputTokens: 900, OutputTokens: 5000}, roomy, &gatewayRecord{httpStatus: 200, status: billing.GatewayOK}, 0, 900, 4096, FlagClipped, 0},
+			usage.Usage{InputTokens: 900, OutputTokens: 5000}, roomy, &gatewayRecord{httpStatus: 200, status: requestlog.GatewayOK}, 0, 900, 4096, FlagClipped, 0},
 		{"failed over on a 503: nothing, whatever the rig reports",
-			usage.Usage{InputTokens: 1000, OutputTokens: 500}, roomy, &gatewayRecord{httpStatus: 503, status: billing.GatewayFailedOver}, 0, 0, 0, FlagFailedAttempt, 0},
+			usage.Usage{InputTokens: 1000, OutputTokens: 500}, roomy, &gatewayRecord{httpStatus: 503, status: requestlog.GatewayFailedOver}, 0, 0, 0, FlagFailedAttempt, 0},
 		{"a 400 relayed as an error: nothing",
-			usage.Usage{InputTokens: 1000, OutputTokens: 500}, roomy, &gatewayRecord{httpStatus: 400, status: billing.GatewayError}, 0, 0, 0, FlagFailedAttempt, 0},
+			usage.Usage{InputTokens: 1000, OutputTokens: 500}, roomy, &gatewayRecord{httpStatus: 400, status: requestlog.GatewayError}, 0, 0, 0, FlagFailedAttempt, 0},
 		{"the client left before the rig answered (499): nothing",
-			usage.Usage{InputTokens: 1000, OutputTokens: 500}, roomy, &gatewayRecord{httpStatus: 499, status: billing.GatewayCanceled}, 0, 0, 0, FlagFailedAttempt, 0},
+			usage.Usage{InputTokens: 1000, OutputTokens: 500}, roomy, &gatewayRecord{httpStatus: 499, status: requestlog.GatewayCanceled}, 0, 0, 0, FlagFailedAttempt, 0},
 		{"canceled after a 200: billed within the bounds, flagged",
-			usage.Usage{InputTokens: 200, OutputTokens: 80}, roomy, ended(200, billing.GatewayCanceled, 400, 80),
+			usage.Usage{InputTokens: 200, OutputTokens: 80}, roomy, ended(200, requestlog.GatewayCanceled, 400, 80),
 			0, 200, 80, FlagIncomplete, 0},
 		{"broken off after a 200 and inflated: clipped, flagged incomplete",
-			usage.Usage{InputTokens: 200, OutputTokens: 900}, roomy, ended(200, billing.GatewayError, 40, 10),
+			usage.Usage{InputTokens: 200, OutputTokens: 900}, roomy, ended(200, requestlog.GatewayError, 40, 10),
 			0, 200, 40 + 10 + outputSlack, FlagIncomplete, 0},
 		{"an embedding is billed its input only",
 			usage.Usage{InputTokens: 9000, OutputTokens: 12}, embedding, ok(5000, 0), 0, 8192, 0, FlagClipped, 0},

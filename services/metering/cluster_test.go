@@ -16,9 +16,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/events/natstest"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/usage"
 )
@@ -317,15 +317,15 @@ func TestClusteredNATSLosesNoUsageWhenANodeDies(t *testing.T) {
 		t.Errorf("events refused: %v", rej)
 	}
 	checkLedgerBalances(t, e)
-	if got := e.balance(t, billing.AccountCustomerCredit, e.customer); !got.Equal(-wantCharge) {
+	if got := e.balance(t, ledger.AccountCustomerCredit, e.customer); !got.Equal(-wantCharge) {
 		t.Errorf("the customer paid %s, want %s", got.Neg(), wantCharge)
 	}
 	for provider, owed := range wantOwed {
-		if got := e.balance(t, billing.AccountProviderPayable, provider); !got.Equal(owed) {
+		if got := e.balance(t, ledger.AccountProviderPayable, provider); !got.Equal(owed) {
 			t.Errorf("provider %s is owed %s, want %s", provider, got, owed)
 		}
 	}
-	if got := e.balance(t, billing.AccountPlatformRevenue, ""); !got.Equal(wantCharge - wantPayable) {
+	if got := e.balance(t, ledger.AccountPlatformRevenue, ""); !got.Equal(wantCharge - wantPayable) {
 		t.Errorf("the platform earned %s, want %s", got, wantCharge-wantPayable)
 	}
 	t.Logf("metered %d usage rows; the customer paid %s, the providers are owed %s", total, wantCharge, wantPayable)

@@ -15,7 +15,7 @@
 // reads usage back; feed.go carries stored usage to routing.
 //
 // Tables: the meter writes usage_events, usage_event_keys, usage_hourly, api_key_spend,
-// usage_by_batch and the rejection tables, and posts to the ledger through package billing's
+// usage_by_batch and the rejection tables, and posts to the ledger through package ledger's
 // Ledger, in its own transaction, deleting there the admission holds (admission_holds) of the
 // requests it bills; it reads offerings, accounts, prices and gateway_requests, which other
 // packages own.

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/services"
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/jackc/pgx/v5"
 )
@@ -48,31 +48,31 @@ func (m *Meter) post(ctx context.Context, tx pgx.Tx, stored []*pricedEvent, now 
 	if len(byAccount) == 0 {
 		return total, nil
 	}
-	revenue, err := m.ledgerAccount(ctx, billing.AccountPlatformRevenue, "")
+	revenue, err := m.ledgerAccount(ctx, ledger.AccountPlatformRevenue, "")
 	if err != nil {
 		return total, err
 	}
 	accounts := sortedKeys(byAccount)
-	txns := make([]billing.TransactionInput, 0, len(accounts))
+	txns := make([]ledger.TransactionInput, 0, len(accounts))
 	for _, acc := range accounts {
 		s := byAccount[acc]
-		customer, err := m.ledgerAccount(ctx, billing.AccountCustomerCredit, acc)
+		customer, err := m.ledgerAccount(ctx, ledger.AccountCustomerCredit, acc)
 		if err != nil {
 			return total, err
 		}
-		postings := []billing.Posting{{Account: customer, Amount: -s.charge}}
+		postings := []ledger.Posting{{Account: customer, Amount: -s.charge}}
 		margin := s.charge
 		for _, prov := range sortedKeys(s.providers) {
-			payable, err := m.ledgerAccount(ctx, billing.AccountProviderPayable, prov)
+			payable, err := m.ledgerAccount(ctx, ledger.AccountProviderPayable, prov)
 			if err != nil {
 				return total, err
 			}
-			postings = append(postings, billing.Posting{Account: payable, Amount: s.providers[prov]})
+			postings = append(postings, ledger.Posting{Account: payable, Amount: s.providers[prov]})
 			margin -= s.providers[prov]
 		}
-		postings = append(postings, billing.Posting{Account: revenue, Amount: margin})
-		txns = append(txns, billing.TransactionInput{
-			Kind: billing.TransactionUsage, OccurredAt: now,
+		postings = append(postings, ledger.Posting{Account: revenue, Amount: margin})
+		txns = append(txns, ledger.TransactionInput{
+			Kind: ledger.TransactionUsage, OccurredAt: now,
 			Memo:     "Usage: " + strconv.Itoa(s.requests) + " requests",
 			Postings: postings,
 		})
@@ -91,10 +91,10 @@ func (m *Meter) resolveLedgers(ctx context.Context, cands []candidate) error {
 	if len(cands) == 0 {
 		return nil
 	}
-	need := map[ledgerKey]bool{{billing.AccountPlatformRevenue, ""}: true}
+	need := map[ledgerKey]bool{{ledger.AccountPlatformRevenue, ""}: true}
 	for i := range cands {
-		need[ledgerKey{billing.AccountCustomerCredit, cands[i].claims.AccountID}] = true
-		need[ledgerKey{billing.AccountProviderPayable, cands[i].providerID}] = true
+		need[ledgerKey{ledger.AccountCustomerCredit, cands[i].claims.AccountID}] = true
+		need[ledgerKey{ledger.AccountProviderPayable, cands[i].providerID}] = true
 	}
 	for k := range need {
 		_, err := m.ledgerAccount(ctx, k.kind, k.owner)
@@ -108,7 +108,7 @@ func (m *Meter) resolveLedgers(ctx context.Context, cands []candidate) error {
 // ledgerAccount resolves a ledger account once and remembers it: ledger accounts never change
 // owner or kind. It runs outside the batch's transaction (AccountFor takes its own
 // connection), which is safe because creating an account is idempotent.
-func (m *Meter) ledgerAccount(ctx context.Context, kind billing.AccountKind, owner string) (billing.LedgerAccountID, error) {
+func (m *Meter) ledgerAccount(ctx context.Context, kind ledger.AccountKind, owner string) (ledger.LedgerAccountID, error) {
 	k := ledgerKey{kind, owner}
 	m.mu.Lock()
 	id, ok := m.ledgers[k]

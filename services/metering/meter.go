@@ -15,7 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/ticket"
 	"github.com/gpumarket/gpumarket/services/usagestore"
 )
@@ -95,7 +95,7 @@ const (
 // MeterConfig wires the meter.
 type MeterConfig struct {
 	Pool     *pgxpool.Pool
-	Ledger   *billing.Ledger
+	Ledger   *ledger.Ledger
 	Tickets  *ticket.Signer
 	JS       jetstream.JetStream // for the dead-letter subject
 	Consumer jetstream.Consumer
@@ -157,14 +157,14 @@ type Meter struct {
 	cfg        MeterConfig
 	committing atomic.Int32 // batches being committed
 	mu         sync.Mutex   // guards ledgers, which the committers share
-	ledgers    map[ledgerKey]billing.LedgerAccountID
+	ledgers    map[ledgerKey]ledger.LedgerAccountID
 	// months makes the monthly partition of usage_events an event's row goes to, before the
 	// batch is written (docs/usage-storage.md, "Partitions ahead").
 	months *usagestore.Store
 }
 
 type ledgerKey struct {
-	kind  billing.AccountKind
+	kind  ledger.AccountKind
 	owner string
 }
 
@@ -197,7 +197,7 @@ func NewMeter(cfg MeterConfig) *Meter {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
 	}
-	return &Meter{cfg: cfg, ledgers: map[ledgerKey]billing.LedgerAccountID{},
+	return &Meter{cfg: cfg, ledgers: map[ledgerKey]ledger.LedgerAccountID{},
 		months: usagestore.New(usagestore.Config{Pool: cfg.Pool, Log: cfg.Log})}
 }
 

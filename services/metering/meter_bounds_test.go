@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/requestlog"
 	"github.com/gpumarket/gpumarket/services/ticket"
 )
 
@@ -33,22 +33,22 @@ func TestMeterBillsNoMoreThanTheGatewaySaw(t *testing.T) {
 		// relayed one chunk of 3 bytes.
 		"inflated": {route{in: 10_000_000, out: 10_000_000, at: at,
 			ticket: func(c *ticket.Claims) { c.MaxInputTokens, c.MaxOutputTokens = 50, 1 },
-			record: func(g *billing.GatewayRequest) { g.RelayedOutputBytes, g.RelayedOutputChunks = 3, 1 }},
+			record: func(g *requestlog.GatewayRequest) { g.RelayedOutputBytes, g.RelayedOutputChunks = 3, 1 }},
 			want{50, 1, FlagClipped}},
 		// The rig answered 503 and the gateway tried the next one.
 		"failed over": {route{in: 1000, out: 500, at: at,
-			record: func(g *billing.GatewayRequest) {
-				g.HTTPStatus, g.Status, g.RelayedOutputBytes, g.RelayedOutputChunks = 503, billing.GatewayFailedOver, 0, 0
+			record: func(g *requestlog.GatewayRequest) {
+				g.HTTPStatus, g.Status, g.RelayedOutputBytes, g.RelayedOutputChunks = 503, requestlog.GatewayFailedOver, 0, 0
 			}},
 			want{0, 0, FlagFailedAttempt}},
 		// max_tokens 1000, but the gateway relayed 100 bytes in 20 chunks.
 		"beyond the relayed output": {route{in: 900, out: 900, at: at,
 			ticket: func(c *ticket.Claims) { c.MaxOutputTokens = 1000 },
-			record: func(g *billing.GatewayRequest) { g.RelayedOutputBytes, g.RelayedOutputChunks = 100, 20 }},
+			record: func(g *requestlog.GatewayRequest) { g.RelayedOutputBytes, g.RelayedOutputChunks = 100, 20 }},
 			want{900, 128, FlagClipped}},
 		// The client went away after the 200, mid-stream.
 		"canceled": {route{in: 200, out: 80, at: at,
-			record: func(g *billing.GatewayRequest) { g.Status = billing.GatewayCanceled }},
+			record: func(g *requestlog.GatewayRequest) { g.Status = requestlog.GatewayCanceled }},
 			want{200, 80, FlagIncomplete}},
 		"honest": {route{in: 300, out: 40, at: at}, want{300, 40, ""}},
 	}
@@ -95,7 +95,7 @@ func TestMeterBillsNoMoreThanTheGatewaySaw(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	byRequest := map[string]billing.Discrepancy{}
+	byRequest := map[string]requestlog.Discrepancy{}
 	for _, d := range list {
 		byRequest[d.RequestID] = d
 	}
@@ -110,7 +110,7 @@ func TestMeterBillsNoMoreThanTheGatewaySaw(t *testing.T) {
 	}
 	failed := byRequest[ids["failed over"]]
 	if failed.MeterFlag != string(FlagFailedAttempt) || *failed.ExcessInput != 1000 || *failed.ExcessOutput != 500 ||
-		*failed.Charge != 0 || failed.Status != billing.GatewayFailedOver {
+		*failed.Charge != 0 || failed.Status != requestlog.GatewayFailedOver {
 		t.Errorf("the failed-over attempt on the discrepancies page: %+v", failed)
 	}
 	if d := byRequest[ids["canceled"]]; d.MeterFlag != string(FlagIncomplete) || *d.ExcessOutput != 0 {
@@ -145,8 +145,8 @@ func TestMeterWaitsForTheGatewaysRecord(t *testing.T) {
 	if n := e.count(t, `SELECT count(*) FROM usage_events`); n != 0 {
 		t.Fatal("an event was billed before the gateway's record of it had landed")
 	}
-	e.record(t, billing.GatewayRequest{RequestID: req, AccountID: e.customer, APIKeyID: e.apiKey, OfferingID: e.offering,
-		Tier: "standard", Model: "m", HTTPStatus: 200, Status: billing.GatewayOK, Duration: time.Second, At: at,
+	e.record(t, requestlog.GatewayRequest{RequestID: req, AccountID: e.customer, APIKeyID: e.apiKey, OfferingID: e.offering,
+		Tier: "standard", Model: "m", HTTPStatus: 200, Status: requestlog.GatewayOK, Duration: time.Second, At: at,
 		MaxInputTokens: 500, MaxOutputTokens: 1000, Streamed: true, RelayedOutputBytes: 192, RelayedOutputChunks: 50})
 	e.waitDrained(t, 10*time.Second)
 	took := time.Since(published)
@@ -215,8 +215,8 @@ func TestMeterHoldsABatchForTheGatewaysRecords(t *testing.T) {
 	if n := e.count(t, `SELECT count(*) FROM usage_events`); n != 0 {
 		t.Fatal("a batch was committed before its hold ended")
 	}
-	e.record(t, billing.GatewayRequest{RequestID: req, AccountID: e.customer, APIKeyID: e.apiKey, OfferingID: e.offering,
-		Tier: "standard", Model: "m", HTTPStatus: 200, Status: billing.GatewayOK, Duration: time.Second, At: at,
+	e.record(t, requestlog.GatewayRequest{RequestID: req, AccountID: e.customer, APIKeyID: e.apiKey, OfferingID: e.offering,
+		Tier: "standard", Model: "m", HTTPStatus: 200, Status: requestlog.GatewayOK, Duration: time.Second, At: at,
 		MaxInputTokens: 500, MaxOutputTokens: 600, Streamed: true, RelayedOutputBytes: 2400, RelayedOutputChunks: 600})
 	e.waitDrained(t, 10*time.Second)
 	took := time.Since(published)

@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/admission"
 	"github.com/gpumarket/gpumarket/services/events"
+	"github.com/gpumarket/gpumarket/services/requestlog"
 	"github.com/gpumarket/gpumarket/services/ticket"
 	"github.com/gpumarket/gpumarket/services/usage"
 )
@@ -79,8 +80,8 @@ func TestMeterBoundsCachedInputByWhatThePlatformSaw(t *testing.T) {
 	at := e.now.Add(-time.Minute)
 
 	// The answer showed the client 800 cached tokens; the rig's event claims 100.
-	fewer, body, _ := e.routed(t, route{in: 1000, cached: 100, out: 500, at: at, record: func(g *billing.GatewayRequest) {
-		g.Usage = &billing.TokenCount{Input: 1000, Output: 500, Cached: 800}
+	fewer, body, _ := e.routed(t, route{in: 1000, cached: 100, out: 500, at: at, record: func(g *requestlog.GatewayRequest) {
+		g.Usage = &admission.TokenCount{Input: 1000, Output: 500, Cached: 800}
 	}})
 	e.publish(t, subject, fewer, body)
 	e.drain(t)

@@ -15,7 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/money"
 )
 
@@ -213,10 +213,10 @@ func TestMeterRefusesOverflowingEventsAndMetersTheRest(t *testing.T) {
 	for range stored {
 		malloryOwes = malloryOwes.AddPico(perEvent)
 	}
-	if got := e.balance(t, billing.AccountCustomerCredit, mallory); got != malloryOwes.Neg() {
+	if got := e.balance(t, ledger.AccountCustomerCredit, mallory); got != malloryOwes.Neg() {
 		t.Errorf("Mallory's balance %s, want %s", got, malloryOwes.Neg())
 	}
-	if got := e.balance(t, billing.AccountProviderPayable, attacker); got != malloryOwes {
+	if got := e.balance(t, ledger.AccountProviderPayable, attacker); got != malloryOwes {
 		t.Errorf("the held rigs' provider is owed %s, want %s", got, malloryOwes)
 	}
 	balances, err := e.ledger.Balances(ctx)
@@ -238,10 +238,10 @@ func TestMeterRefusesOverflowingEventsAndMetersTheRest(t *testing.T) {
 	if _, err := malloryOwes.Pico(); err == nil {
 		t.Errorf("the held rigs' earnings %s are not past $9.2 million", malloryOwes)
 	}
-	if got := e.balance(t, billing.AccountCustomerCredit, e.customer); !got.Equal(-ordinaryCharge) {
+	if got := e.balance(t, ledger.AccountCustomerCredit, e.customer); !got.Equal(-ordinaryCharge) {
 		t.Errorf("the ordinary customer's balance %s, want %s", got, -ordinaryCharge)
 	}
-	if got := e.balance(t, billing.AccountProviderPayable, e.provider); !got.Equal(ordinaryPayable) {
+	if got := e.balance(t, ledger.AccountProviderPayable, e.provider); !got.Equal(ordinaryPayable) {
 		t.Errorf("the ordinary provider is owed %s, want %s", got, ordinaryPayable)
 	}
 }

@@ -13,7 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/ticket"
 )
@@ -75,7 +75,7 @@ func TestMeterPipelineStoresEveryEventOnce(t *testing.T) {
 	if n := e.count(t, `SELECT sum(requests) FROM usage_hourly`); n != events+again {
 		t.Errorf("rollups count %d requests, want %d", n, events+again)
 	}
-	if got := e.balance(t, billing.AccountCustomerCredit, e.customer); !got.Equal(-charge) {
+	if got := e.balance(t, ledger.AccountCustomerCredit, e.customer); !got.Equal(-charge) {
 		t.Errorf("customer balance %s, want %s", got, -charge)
 	}
 	slices.SortFunc(occurred, time.Time.Compare)
@@ -140,7 +140,7 @@ func TestConcurrentBatchesOfTheSameEvents(t *testing.T) {
 		t.Fatalf("%d usage rows, want %d", n, events)
 	}
 	charge := money.Pico(events * (100*150_000 + 50*300_000))
-	if got := e.balance(t, billing.AccountCustomerCredit, e.customer); !got.Equal(-charge) {
+	if got := e.balance(t, ledger.AccountCustomerCredit, e.customer); !got.Equal(-charge) {
 		t.Errorf("customer balance %s, want %s", got, -charge)
 	}
 	if n := e.count(t, `SELECT sum(requests) FROM usage_hourly`); n != events {
@@ -178,7 +178,7 @@ func TestCommitStoresTheNewEventsOfABatchWithAStoredOne(t *testing.T) {
 	if !res.Charged.Equal(charge * 4 / 5) {
 		t.Errorf("batch charged %s, want %s", res.Charged, charge*4/5)
 	}
-	if got := e.balance(t, billing.AccountCustomerCredit, e.customer); !got.Equal(-charge) {
+	if got := e.balance(t, ledger.AccountCustomerCredit, e.customer); !got.Equal(-charge) {
 		t.Errorf("customer balance %s, want %s", got, -charge)
 	}
 	if n := e.count(t, `SELECT count(*) FROM ledger_transactions WHERE kind = 'usage'`); n != 2 {

@@ -8,7 +8,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/usage"
 
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/ticket"
 )
 
@@ -79,7 +79,7 @@ func TestMeterRefusesTicketsWithoutUsableTerms(t *testing.T) {
 	}
 	// 1000 x $0.15/M + 500 x $0.30/M = $0.0003; 1000 x $0.20/M + 500 x $0.10/M = $0.00025.
 	e.wantBalances(t, 300_000_000, 250_000_000)
-	if got := e.balance(t, billing.AccountProviderPayable, e.provider); got.Cmp(e.balance(t, billing.AccountCustomerCredit, e.customer).Neg()) > 0 {
+	if got := e.balance(t, ledger.AccountProviderPayable, e.provider); got.Cmp(e.balance(t, ledger.AccountCustomerCredit, e.customer).Neg()) > 0 {
 		t.Error("the provider is owed more than its customer paid")
 	}
 }

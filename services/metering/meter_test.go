@@ -19,17 +19,18 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gpumarket/gpumarket/db/dbtest"
-	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/events/natsserver"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/requestlog"
 	"github.com/gpumarket/gpumarket/services/ticket"
 )
 
 // meterEnv is a meter on a fresh database and an embedded NATS server, with one customer and
 // its API key, one provider and two offerings, and the gateway's record of requests
-// (billing.RequestLog), which the tests write as the gateway would.
+// (requestlog.RequestLog), which the tests write as the gateway would.
 type meterEnv struct {
 	pool     *pgxpool.Pool
 	js       jetstream.JetStream
@@ -37,8 +38,8 @@ type meterEnv struct {
 	cons     jetstream.Consumer
 	meter    *Meter
 	signer   *ticket.Signer
-	ledger   *billing.Ledger
-	requests *billing.RequestLog
+	ledger   *ledger.Ledger
+	requests *requestlog.RequestLog
 	customer string
 	apiKey   string // the customer's
 	provider string
@@ -85,8 +86,8 @@ func setupMeterOn(t *testing.T, url string, opts usage.StreamOptions) *meterEnv 
 		t.Fatal(err)
 	}
 	e.signer, _ = ticket.NewSigner([]byte(strings.Repeat("t", 32)))
-	e.ledger = billing.NewLedger(e.pool, func() time.Time { return e.now })
-	e.requests = billing.NewRequestLog(e.pool, nil, nil)
+	e.ledger = ledger.NewLedger(e.pool, func() time.Time { return e.now })
+	e.requests = requestlog.NewRequestLog(e.pool, nil, nil)
 	e.meter = NewMeter(MeterConfig{Pool: e.pool, Ledger: e.ledger, Tickets: e.signer, JS: e.js, Consumer: e.cons,
 		BatchSize: 500, Now: func() time.Time { return e.now }})
 	q := func(sql string, args ...any) string {
@@ -137,7 +138,7 @@ type route struct {
 	ticket func(*ticket.Claims)
 	// record adjusts the gateway's record; by default a 200 streamed whole, relaying four bytes
 	// per output token in a chunk per token. noRecord writes none.
-	record   func(*billing.GatewayRequest)
+	record   func(*requestlog.GatewayRequest)
 	noRecord bool
 	// source is how the rig obtained the request's 12.5 J; estimated by default.
 	source usage.EnergySource
@@ -176,8 +177,8 @@ func (e *meterEnv) routed(t *testing.T, r route) (eventID string, body []byte, r
 		t.Fatal(err)
 	}
 	if !r.noRecord {
-		g := billing.GatewayRequest{RequestID: requestID, AccountID: rig.customer, APIKeyID: rig.apiKey, OfferingID: rig.offering,
-			Tier: catalog.Tier(rig.tier), Model: cmp.Or(rig.model, "m"), HTTPStatus: 200, Status: billing.GatewayOK, Duration: 900 * time.Millisecond,
+		g := requestlog.GatewayRequest{RequestID: requestID, AccountID: rig.customer, APIKeyID: rig.apiKey, OfferingID: rig.offering,
+			Tier: catalog.Tier(rig.tier), Model: cmp.Or(rig.model, "m"), HTTPStatus: 200, Status: requestlog.GatewayOK, Duration: 900 * time.Millisecond,
 			At: r.at, InputBytes: 4 * r.in, MaxInputTokens: claims.MaxInputTokens, MaxOutputTokens: claims.MaxOutputTokens,
 			Streamed: true, RelayedOutputBytes: 4 * r.out, RelayedOutputChunks: r.out}
 		if r.record != nil {
@@ -230,7 +231,7 @@ func (e *meterEnv) newOffering(t *testing.T, provider, tier string) string {
 }
 
 // record writes the gateway's record of an attempt, as the gateway's request log does.
-func (e *meterEnv) record(t *testing.T, g billing.GatewayRequest) {
+func (e *meterEnv) record(t *testing.T, g requestlog.GatewayRequest) {
 	t.Helper()
 	e.requests.Record(g)
 	if err := e.requests.Flush(context.Background()); err != nil {
@@ -308,7 +309,7 @@ func (e *meterEnv) waitDrained(t *testing.T, within time.Duration) {
 	}
 }
 
-func (e *meterEnv) balance(t *testing.T, kind billing.AccountKind, owner string) money.BigPico {
+func (e *meterEnv) balance(t *testing.T, kind ledger.AccountKind, owner string) money.BigPico {
 	t.Helper()
 	id, err := e.ledger.AccountFor(context.Background(), kind, owner)
 	if err != nil {
@@ -325,13 +326,13 @@ func (e *meterEnv) balance(t *testing.T, kind billing.AccountKind, owner string)
 // revenue after the customer was charged charge and the provider is owed payable.
 func (e *meterEnv) wantBalances(t *testing.T, charge, payable money.Pico) {
 	t.Helper()
-	if got := e.balance(t, billing.AccountCustomerCredit, e.customer); !got.Equal(-charge) {
+	if got := e.balance(t, ledger.AccountCustomerCredit, e.customer); !got.Equal(-charge) {
 		t.Errorf("customer balance %s, want %s", got, -charge)
 	}
-	if got := e.balance(t, billing.AccountProviderPayable, e.provider); !got.Equal(payable) {
+	if got := e.balance(t, ledger.AccountProviderPayable, e.provider); !got.Equal(payable) {
 		t.Errorf("provider payable %s, want %s", got, payable)
 	}
-	if got := e.balance(t, billing.AccountPlatformRevenue, ""); !got.Equal(charge - payable) {
+	if got := e.balance(t, ledger.AccountPlatformRevenue, ""); !got.Equal(charge - payable) {
 		t.Errorf("revenue %s, want %s", got, charge-payable)
 	}
 }
@@ -409,7 +410,7 @@ func TestMeterKeepsNoFirstTokenTimeOfAWholeAnswer(t *testing.T) {
 	at := e.now.Add(-time.Minute)
 	id1, ev1, streamed := e.routed(t, route{in: 1000, out: 500, at: at})
 	id2, ev2, whole := e.routed(t, route{in: 1000, out: 500, at: at, ticket: func(c *ticket.Claims) { c.Stream = false },
-		record: func(g *billing.GatewayRequest) { g.Streamed, g.RelayedOutputChunks = false, 0 }})
+		record: func(g *requestlog.GatewayRequest) { g.Streamed, g.RelayedOutputChunks = false, 0 }})
 	e.publish(t, subject, id1, ev1)
 	e.publish(t, subject, id2, ev2)
 	e.drain(t)

@@ -4,7 +4,7 @@ import (
 	"context"
 	"sort"
 
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/requestlog"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 )
@@ -124,9 +124,9 @@ func loadReferences(ctx context.Context, tx pgx.Tx, cands []candidate) (referenc
 		if err := rows.Scan(&i, &r.httpStatus, &status, &bytes, &chunks, &cached); err != nil {
 			return refs, err
 		}
-		r.status = billing.GatewayOK
+		r.status = requestlog.GatewayOK
 		if status.Valid {
-			r.status = billing.GatewayStatus(status.String)
+			r.status = requestlog.GatewayStatus(status.String)
 		}
 		r.relayedBytes, r.relayedChunks, r.counted = bytes.Int64, chunks.Int64, bytes.Valid
 		r.cachedSeen, r.sawCached = cached.Int64, cached.Valid

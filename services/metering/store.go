@@ -165,7 +165,7 @@ func (m *Meter) store(ctx context.Context, tx pgx.Tx, cands []candidate, now tim
 
 // releaseHolds deletes what admission holds for the requests stored (admission_holds), in the
 // transaction that posts their charges: a snapshot shows each request either held or charged
-// (billing.Admission).
+// (admission.Admission).
 func releaseHolds(ctx context.Context, tx pgx.Tx, stored []*pricedEvent) error {
 	ids := make([]string, len(stored))
 	for i, pe := range stored {

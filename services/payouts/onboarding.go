@@ -317,7 +317,7 @@ type accountObject struct {
 	PayoutsEnabled   bool   `json:"payouts_enabled"`
 }
 
-// AccountUpdated applies Stripe's account.updated event (a billing.EventHandler, handed to it
+// AccountUpdated applies Stripe's account.updated event (a credits.EventHandler, handed to it
 // with StripeWebhook.On), so that a finished onboarding is recorded even when the provider
 // never comes back to the return page. The event has been verified by its signature; the
 // account is found by the id the platform stored when it created it, never by anything else

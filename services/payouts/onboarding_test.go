@@ -13,7 +13,7 @@ import (
 	"github.com/stripe/stripe-go/v76"
 
 	"github.com/gpumarket/gpumarket/services"
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/credits"
 )
 
 // accountUpdated builds Stripe's account.updated event about a connected account.
@@ -29,7 +29,7 @@ func accountUpdated(eventID, acct string, detailsSubmitted, payoutsEnabled bool,
 
 func (e env) deliver(t *testing.T, payload []byte) string {
 	t.Helper()
-	outcome, err := e.webhook.Handle(context.Background(), payload, billing.SignEvent(payload, testWebhookSecret, time.Now()))
+	outcome, err := e.webhook.Handle(context.Background(), payload, credits.SignEvent(payload, testWebhookSecret, time.Now()))
 	if err != nil {
 		t.Fatalf("webhook: %v", err)
 	}
@@ -247,7 +247,7 @@ func TestAccountUpdatedWebhookRecordsCompletion(t *testing.T) {
 	}
 	// A forged event with the wrong signature is refused before anything is read.
 	payload := accountUpdated("evt_forged", a.StripeAccountID, true, true, at.Add(2*time.Hour))
-	if _, err := e.webhook.Handle(ctx, payload, billing.SignEvent(payload, "whsec_wrong", time.Now())); !errors.Is(err, billing.ErrBadSignature) {
+	if _, err := e.webhook.Handle(ctx, payload, credits.SignEvent(payload, "whsec_wrong", time.Now())); !errors.Is(err, credits.ErrBadSignature) {
 		t.Fatalf("forged event: %v", err)
 	}
 	if got, _ := e.svc.Account(ctx, e.provider); got.PayoutsEnabled {

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpumarket/gpumarket/services"
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/money"
 )
 
@@ -26,7 +26,7 @@ type attempt struct {
 	doubt  bool // an earlier attempt sent a transfer whose outcome the platform does not know
 	in     statementInput
 	// The provider's payable and Stripe clearing: what the payout posts between.
-	payable, clearing billing.LedgerAccountID
+	payable, clearing ledger.LedgerAccountID
 }
 
 func (a attempt) request(destination string) TransferRequest {
@@ -52,10 +52,10 @@ func (s *Service) Pay(ctx context.Context, st Statement) (_ Payout, err error) {
 	}
 	defer services.Wrap(&err, "payouts.Pay(%s)", in.ID)
 	a := attempt{in: in}
-	if a.payable, err = s.ledger.AccountFor(ctx, billing.AccountProviderPayable, in.ProviderAccountID); err != nil {
+	if a.payable, err = s.ledger.AccountFor(ctx, ledger.AccountProviderPayable, in.ProviderAccountID); err != nil {
 		return Payout{}, err
 	}
-	if a.clearing, err = s.ledger.AccountFor(ctx, billing.AccountStripeClearing, ""); err != nil {
+	if a.clearing, err = s.ledger.AccountFor(ctx, ledger.AccountStripeClearing, ""); err != nil {
 		return Payout{}, err
 	}
 	p, claimed, err := s.claim(ctx, &a)
@@ -180,7 +180,7 @@ func underway(p Payout, now time.Time) bool {
 // "Joining the statements").
 func (s *Service) check(ctx context.Context, a attempt) (req TransferRequest, refusal *services.Error, err error) {
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := s.ledger.LockTx(ctx, tx, []billing.LedgerAccountID{a.payable}); err != nil {
+		if err := s.ledger.LockTx(ctx, tx, []ledger.LedgerAccountID{a.payable}); err != nil {
 			return err
 		}
 		if refusal, err = s.stillToPay(ctx, a.in); err != nil || refusal != nil {
@@ -293,12 +293,12 @@ func (s *Service) settle(ctx context.Context, a attempt, req TransferRequest, t 
 			return nil
 		}
 		amount := centsToPico(a.in.AmountCents)
-		txn, _, err := s.ledger.PostTx(ctx, tx, billing.TransactionInput{
-			Kind: billing.TransactionPayout, IdempotencyKey: "payout:" + a.in.ID,
+		txn, _, err := s.ledger.PostTx(ctx, tx, ledger.TransactionInput{
+			Kind: ledger.TransactionPayout, IdempotencyKey: "payout:" + a.in.ID,
 			Memo: clip(fmt.Sprintf("Payout of %s to %s for statement %s (%s), Stripe transfer %s",
 				centsText(a.in.AmountCents), p.ProviderName, a.in.Number, a.in.Period, t.ID)),
 			OccurredAt: now,
-			Postings:   []billing.Posting{{Account: a.payable, Amount: -amount}, {Account: a.clearing, Amount: amount}},
+			Postings:   []ledger.Posting{{Account: a.payable, Amount: -amount}, {Account: a.clearing, Amount: amount}},
 		})
 		if err != nil {
 			return err

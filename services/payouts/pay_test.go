@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/services"
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/money"
 )
 
@@ -34,7 +34,7 @@ func (e env) march(id string, cents int64) statement {
 
 // payoutPostings returns every posting of payout transactions: the ledger account and amount,
 // by transaction, and checks each transaction sums to zero.
-func (e env) payoutPostings(t *testing.T) map[string][]billing.Posting {
+func (e env) payoutPostings(t *testing.T) map[string][]ledger.Posting {
 	t.Helper()
 	rows, err := e.pool.Query(context.Background(), `
 		SELECT t.id::text, t.idempotency_key, p.ledger_account_id::text, p.amount::bigint
@@ -44,7 +44,7 @@ func (e env) payoutPostings(t *testing.T) map[string][]billing.Posting {
 		t.Fatal(err)
 	}
 	defer rows.Close()
-	out := map[string][]billing.Posting{}
+	out := map[string][]ledger.Posting{}
 	sums := map[string]money.Pico{}
 	for rows.Next() {
 		var id, key, acct string
@@ -52,7 +52,7 @@ func (e env) payoutPostings(t *testing.T) map[string][]billing.Posting {
 		if err := rows.Scan(&id, &key, &acct, &amount); err != nil {
 			t.Fatal(err)
 		}
-		out[key] = append(out[key], billing.Posting{Account: billing.LedgerAccountID(acct), Amount: money.Pico(amount)})
+		out[key] = append(out[key], ledger.Posting{Account: ledger.LedgerAccountID(acct), Amount: money.Pico(amount)})
 		sums[id] += money.Pico(amount)
 	}
 	for id, s := range sums {
@@ -81,8 +81,8 @@ func (e env) wantOnePosting(t *testing.T, statementID string, cents int64) {
 		t.Fatalf("%d payout transactions, want 1: %v", len(all), all)
 	}
 	got := all["payout:"+statementID]
-	want := []billing.Posting{{Account: e.payable, Amount: -centsToPico(cents)}, {Account: e.clearing, Amount: centsToPico(cents)}}
-	slices.SortFunc(got, func(a, b billing.Posting) int { return int(a.Amount - b.Amount) })
+	want := []ledger.Posting{{Account: e.payable, Amount: -centsToPico(cents)}, {Account: e.clearing, Amount: centsToPico(cents)}}
+	slices.SortFunc(got, func(a, b ledger.Posting) int { return int(a.Amount - b.Amount) })
 	if !slices.Equal(got, want) {
 		t.Fatalf("payout postings = %v, want %v", got, want)
 	}

@@ -2,7 +2,7 @@
 // Connect: a provider connects a Stripe account (Connect Express), and each statement finance
 // approves becomes one Stripe Transfer to it, posted on the ledger from the provider's payable
 // to Stripe clearing. It owns the tables provider_stripe_accounts and payouts, and writes the
-// ledger only through billing.Ledger.
+// ledger only through ledger.Ledger.
 //
 // Invariants (docs/payouts.md says why each holds; docs/failure-cases.md, cases 32 to 34):
 //
@@ -21,7 +21,7 @@
 //     provider's payable lock, just before its transfer is sent.
 //
 // Tables of other packages it reads: accounts (package accounts); ledger_postings,
-// ledger_transactions (package billing). It writes only its own.
+// ledger_transactions (package ledger). It writes only its own.
 package payouts
 
 import (
@@ -31,7 +31,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/ledger"
 )
 
 // Statement is a provider statement to pay, as the invoicing side hands it to Pay. Each
@@ -111,7 +111,7 @@ func actionsOf(p Payout, now time.Time) []string {
 // Config wires the service.
 type Config struct {
 	Pool   *pgxpool.Pool
-	Ledger *billing.Ledger
+	Ledger *ledger.Ledger
 	Stripe Stripe
 	// Statements is the invoicing side: Retry asks it for the statement as it stands now, and
 	// a payout marked paid is reported to it in the same database transaction. Without it Pay
@@ -124,7 +124,7 @@ type Config struct {
 // Service connects providers' Stripe accounts and pays their statements.
 type Service struct {
 	pool       *pgxpool.Pool
-	ledger     *billing.Ledger
+	ledger     *ledger.Ledger
 	stripe     Stripe
 	statements Statements
 	now        func() time.Time

@@ -12,14 +12,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpumarket/gpumarket/services/billing/stripemock/stripemocktest"
+	"github.com/gpumarket/gpumarket/services/credits/stripemock/stripemocktest"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gpumarket/gpumarket/db/dbtest"
-	"github.com/gpumarket/gpumarket/services/billing"
-	"github.com/gpumarket/gpumarket/services/billing/stripemock"
+	"github.com/gpumarket/gpumarket/services/credits"
+	"github.com/gpumarket/gpumarket/services/credits/stripemock"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/money"
 )
 
@@ -94,7 +95,7 @@ func newStripeTest(t *testing.T) stripeTest {
 	rec := stripemock.Record(front)
 	srv := httptest.NewServer(rec)
 	t.Cleanup(srv.Close)
-	return stripeTest{front: front, rec: rec, client: NewStripeConnect(billing.NewStripeAPI("sk_test_payouts", srv.URL))}
+	return stripeTest{front: front, rec: rec, client: NewStripeConnect(credits.NewStripeAPI("sk_test_payouts", srv.URL))}
 }
 
 func (f *stripeFront) set(fn func(f *stripeFront)) {
@@ -206,39 +207,39 @@ func stripeErrorBody(code, message string) []byte {
 type env struct {
 	svc        *Service
 	pool       *pgxpool.Pool
-	ledger     *billing.Ledger
-	webhook    *billing.StripeWebhook
+	ledger     *ledger.Ledger
+	webhook    *credits.StripeWebhook
 	stripe     stripeTest
 	clock      *clock
 	statements *statementBook
 	provider   string // the provider's account id
 	customer   string // the customer's account id
-	payable    billing.LedgerAccountID
-	clearing   billing.LedgerAccountID
-	credit     billing.LedgerAccountID // the customer's credit
+	payable    ledger.LedgerAccountID
+	clearing   ledger.LedgerAccountID
+	credit     ledger.LedgerAccountID // the customer's credit
 }
 
 func setup(t *testing.T) env {
 	t.Helper()
 	pool := dbtest.New(t)
 	clk := &clock{now: testNow}
-	ledger := billing.NewLedger(pool, clk.Now)
+	l := ledger.NewLedger(pool, clk.Now)
 	st := newStripeTest(t)
 	book := &statementBook{statements: map[string]statement{}}
-	svc := NewService(Config{Pool: pool, Ledger: ledger, Stripe: st.client, Statements: book, Now: clk.Now})
-	webhook := billing.NewStripeWebhook(billing.NewCredits(pool, ledger, nil, clk.Now), []string{testWebhookSecret})
+	svc := NewService(Config{Pool: pool, Ledger: l, Stripe: st.client, Statements: book, Now: clk.Now})
+	webhook := credits.NewStripeWebhook(credits.NewCredits(pool, l, nil, clk.Now), []string{testWebhookSecret})
 	webhook.On("account.updated", svc.AccountUpdated)
-	e := env{svc: svc, pool: pool, ledger: ledger, webhook: webhook, stripe: st, clock: clk, statements: book,
+	e := env{svc: svc, pool: pool, ledger: l, webhook: webhook, stripe: st, clock: clk, statements: book,
 		provider: newOrg(t, pool, "Fjord GPU Co-op"), customer: newOrg(t, pool, "Acme Labs")}
 	ctx := context.Background()
 	var err error
-	if e.payable, err = ledger.AccountFor(ctx, billing.AccountProviderPayable, e.provider); err != nil {
+	if e.payable, err = l.AccountFor(ctx, ledger.AccountProviderPayable, e.provider); err != nil {
 		t.Fatal(err)
 	}
-	if e.clearing, err = ledger.AccountFor(ctx, billing.AccountStripeClearing, ""); err != nil {
+	if e.clearing, err = l.AccountFor(ctx, ledger.AccountStripeClearing, ""); err != nil {
 		t.Fatal(err)
 	}
-	if e.credit, err = ledger.AccountFor(ctx, billing.AccountCustomerCredit, e.customer); err != nil {
+	if e.credit, err = l.AccountFor(ctx, ledger.AccountCustomerCredit, e.customer); err != nil {
 		t.Fatal(err)
 	}
 	return e
@@ -257,8 +258,8 @@ func newOrg(t *testing.T, pool *pgxpool.Pool, name string) string {
 // earn posts usage that owes the provider exactly pico (the customer's credit pays it).
 func (e env) earn(t *testing.T, pico money.Pico, key string) {
 	t.Helper()
-	if _, _, err := e.ledger.Post(context.Background(), billing.TransactionInput{Kind: billing.TransactionUsage, IdempotencyKey: key,
-		Memo: "usage batch", Postings: []billing.Posting{{Account: e.credit, Amount: -pico}, {Account: e.payable, Amount: pico}}}); err != nil {
+	if _, _, err := e.ledger.Post(context.Background(), ledger.TransactionInput{Kind: ledger.TransactionUsage, IdempotencyKey: key,
+		Memo: "usage batch", Postings: []ledger.Posting{{Account: e.credit, Amount: -pico}, {Account: e.payable, Amount: pico}}}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -266,13 +267,13 @@ func (e env) earn(t *testing.T, pico money.Pico, key string) {
 // takeBack posts a clawback of pico from the provider's payable, as a refund of usage does.
 func (e env) takeBack(t *testing.T, pico money.Pico, key string) {
 	t.Helper()
-	if _, _, err := e.ledger.Post(context.Background(), billing.TransactionInput{Kind: billing.TransactionRefund, IdempotencyKey: key,
-		Memo: "clawback", Postings: []billing.Posting{{Account: e.payable, Amount: -pico}, {Account: e.credit, Amount: pico}}}); err != nil {
+	if _, _, err := e.ledger.Post(context.Background(), ledger.TransactionInput{Kind: ledger.TransactionRefund, IdempotencyKey: key,
+		Memo: "clawback", Postings: []ledger.Posting{{Account: e.payable, Amount: -pico}, {Account: e.credit, Amount: pico}}}); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func (e env) balance(t *testing.T, id billing.LedgerAccountID) money.BigPico {
+func (e env) balance(t *testing.T, id ledger.LedgerAccountID) money.BigPico {
 	t.Helper()
 	b, err := e.ledger.Balance(context.Background(), id)
 	if err != nil {

@@ -87,7 +87,7 @@ type Stripe interface {
 	FindTransfer(ctx context.Context, req TransferRequest) (Transfer, bool, error)
 }
 
-// StripeConnect calls Stripe Connect with stripe-go (billing.NewStripeAPI builds the client).
+// StripeConnect calls Stripe Connect with stripe-go (credits.NewStripeAPI builds the client).
 type StripeConnect struct {
 	api *client.API
 }

@@ -10,7 +10,7 @@ import (
 )
 
 // Source counts every offering's requests over a window from the gateway's record, leaving out the requests
-// of the accounts excluded; *billing.RequestLog implements it. Offerings without a request are absent.
+// of the accounts excluded; *requestlog.RequestLog implements it. Offerings without a request are absent.
 type Source interface {
 	Reliability(ctx context.Context, w Window, excluded []string) (map[string]Counts, error)
 }

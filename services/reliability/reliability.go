@@ -2,7 +2,7 @@
 // time to first token and throughput over the last half hour, as the gateways recorded its customers' requests
 // (docs/reliability.md). It holds the figures' definitions, their windows, the warm-up below which they are not
 // shown, and the standing routing orders offerings by; the query that counts them belongs to the owner of the
-// gateway's record (billing.RequestLog.Reliability). Board keeps the latest figures of every offering in memory,
+// gateway's record (requestlog.RequestLog.Reliability). Board keeps the latest figures of every offering in memory,
 // refreshed every RefreshEvery, so that a page or a Pick reads them without touching the database.
 //
 // Every process computes the figures over the same windows, ending at the same instant (WindowAt), from the
@@ -31,7 +31,7 @@ const (
 	// RefreshEvery is how often a Board reads the figures again, and the step the windows' end moves by.
 	RefreshEvery = 30 * time.Second
 	// settle is how far behind now the windows end: the gateway writes its records within a tenth of a second
-	// (billing.RequestLog), so a window ending a few seconds ago holds all of its records.
+	// (requestlog.RequestLog), so a window ending a few seconds ago holds all of its records.
 	settle = 5 * time.Second
 )
 

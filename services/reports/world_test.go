@@ -15,11 +15,12 @@ import (
 
 	"github.com/gpumarket/gpumarket/db/dbtest"
 	"github.com/gpumarket/gpumarket/services/audit"
-	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/invoicing"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/reports"
+	"github.com/gpumarket/gpumarket/services/requestlog"
 	"github.com/gpumarket/gpumarket/services/ticket"
 )
 
@@ -29,10 +30,10 @@ import (
 type world struct {
 	t        *testing.T
 	pool     *pgxpool.Pool
-	ledger   *billing.Ledger
+	ledger   *ledger.Ledger
 	audit    *audit.Log
 	meter    *metering.Meter
-	requests *billing.RequestLog
+	requests *requestlog.RequestLog
 	signer   *ticket.Signer
 	reports  *reports.Service
 
@@ -57,9 +58,9 @@ var jan1 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 func newWorld(t *testing.T) *world {
 	t.Helper()
 	w := &world{t: t, pool: dbtest.New(t), now: jan1, keys: map[string]string{}, prices: map[string][]priceRow{}}
-	w.ledger = billing.NewLedger(w.pool, w.clock)
+	w.ledger = ledger.NewLedger(w.pool, w.clock)
 	w.audit = audit.New(w.pool, w.clock)
-	w.requests = billing.NewRequestLog(w.pool, w.clock, nil)
+	w.requests = requestlog.NewRequestLog(w.pool, w.clock, nil)
 	w.signer, _ = ticket.NewSigner([]byte(strings.Repeat("k", 32)))
 	w.meter = metering.NewMeter(metering.MeterConfig{Pool: w.pool, Ledger: w.ledger, Tickets: w.signer, Now: w.clock})
 	w.reports = reports.New(w.pool)
@@ -195,8 +196,8 @@ func (w *world) use(r request) {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	w.requests.Record(billing.GatewayRequest{RequestID: requestID, AccountID: r.customer, APIKeyID: key, OfferingID: r.rig.offering,
-		Tier: r.tier, Model: model, HTTPStatus: 200, Status: billing.GatewayOK,
+	w.requests.Record(requestlog.GatewayRequest{RequestID: requestID, AccountID: r.customer, APIKeyID: key, OfferingID: r.rig.offering,
+		Tier: r.tier, Model: model, HTTPStatus: 200, Status: requestlog.GatewayOK,
 		Duration: time.Duration(r.duration) * time.Millisecond, At: r.at, InputBytes: 4 * r.in, MaxInputTokens: r.in,
 		MaxOutputTokens: max(r.out, 1), Streamed: true, RelayedOutputBytes: 4 * r.out, RelayedOutputChunks: r.out})
 	if err := w.requests.Flush(w.ctx()); err != nil {

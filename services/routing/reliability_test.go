@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/reliability"
+	"github.com/gpumarket/gpumarket/services/requestlog"
 )
 
 // knownCounts is the gateway's record as counted, the same for every window.
@@ -143,26 +143,26 @@ func TestReplicasRouteByTheRecordInPostgres(t *testing.T) {
 		VALUES ($1, 'dev@acme.test', 'x', 'developer', now()) RETURNING id`, customer)
 	scan(&key, `INSERT INTO api_keys (account_id, created_by, name, prefix, key_hash, created_at)
 		VALUES ($1, $2, 'test', 'gm_test', '\x01', now()) RETURNING id`, customer, user)
-	log := billing.NewRequestLog(b.pool, nil, nil)
+	log := requestlog.NewRequestLog(b.pool, nil, nil)
 	n := 0
-	attempts := func(o catalog.Offering, status billing.GatewayStatus, httpStatus, times int) {
+	attempts := func(o catalog.Offering, status requestlog.GatewayStatus, httpStatus, times int) {
 		for range times {
 			n++
-			log.Record(billing.GatewayRequest{RequestID: fmt.Sprintf("req_%d", n), AccountID: customer, APIKeyID: key,
+			log.Record(requestlog.GatewayRequest{RequestID: fmt.Sprintf("req_%d", n), AccountID: customer, APIKeyID: key,
 				OfferingID: o.ID, Tier: st, Model: "m", HTTPStatus: httpStatus, Status: status, Duration: time.Second,
 				At: b.clock.Now().Add(-time.Hour)})
 		}
 	}
-	attempts(cheap, billing.GatewayOK, 200, 79)
-	attempts(cheap, billing.GatewayFailedOver, 502, 21)
-	attempts(mid, billing.GatewayOK, 200, 90)
-	attempts(mid, billing.GatewayFailedOver, 503, 10)
+	attempts(cheap, requestlog.GatewayOK, 200, 79)
+	attempts(cheap, requestlog.GatewayFailedOver, 502, 21)
+	attempts(mid, requestlog.GatewayOK, 200, 90)
+	attempts(mid, requestlog.GatewayFailedOver, 503, 10)
 	if err := log.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
 
 	replica := func() []string {
-		board := reliability.NewBoard(reliability.Config{Source: billing.NewRequestLog(b.pool, nil, nil), Now: b.clock.Now})
+		board := reliability.NewBoard(reliability.Config{Source: requestlog.NewRequestLog(b.pool, nil, nil), Now: b.clock.Now})
 		if err := board.Refresh(ctx); err != nil {
 			t.Fatal(err)
 		}

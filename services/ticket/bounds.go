@@ -3,7 +3,7 @@ package ticket
 import "math"
 
 // The most a request may be billed for, in tokens: the one computation the meter bills by
-// (metering) and admission holds by (billing.Admission), so that what admission holds is never
+// (metering) and admission holds by (admission.Admission), so that what admission holds is never
 // less than what the meter may bill (see docs/gateway-integrity.md).
 
 // OutputSlack is how many output tokens beyond the relayed bytes and chunks a request may

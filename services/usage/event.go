@@ -59,7 +59,7 @@ const (
 	// MaxTicketAge is the oldest a route ticket may be when the meter bills an event under it:
 	// the longest an event may wait in an agent's outbox, MaxEventAge, plus a day for the
 	// longest request. Past it no event of the request is billed any more, so admission holds
-	// an unmetered request's bound this long (billing.Admission).
+	// an unmetered request's bound this long (admission.Admission).
 	MaxTicketAge = MaxEventAge + 24*time.Hour
 
 	// MaxClockSkew is how far an agent's clock may be off the platform's: an event may be

@@ -7,15 +7,15 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/requestlog"
 	"github.com/gpumarket/gpumarket/templates"
 )
 
 // Discrepancies: requests whose usage as the gateway saw it differs from what was metered.
 
-func (s *Server) discrepancies(c echo.Context) ([]billing.Discrepancy, error) {
+func (s *Server) discrepancies(c echo.Context) ([]requestlog.Discrepancy, error) {
 	if s.requests == nil {
-		return []billing.Discrepancy{}, nil
+		return []requestlog.Discrepancy{}, nil
 	}
 	return s.requests.Discrepancies(c.Request().Context(), 200)
 }

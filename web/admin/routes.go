@@ -10,8 +10,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpumarket/gpumarket/services/batch"
-	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/requestlog"
 	"github.com/gpumarket/gpumarket/web/internal/core"
 )
 
@@ -19,7 +19,7 @@ import (
 type Config struct {
 	Catalog *catalog.Service
 	// Requests is what the gateway saw of each request, for the discrepancies; nil shows none.
-	Requests *billing.RequestLog
+	Requests *requestlog.RequestLog
 	// Batches is the Batch API's queue; nil answers 503.
 	Batches *batch.Service
 	// BatchLoad is the batch lines this process's gateway has in flight on each offering; nil
@@ -36,7 +36,7 @@ type Config struct {
 type Server struct {
 	*core.Core
 	catalog     *catalog.Service
-	requests    *billing.RequestLog
+	requests    *requestlog.RequestLog
 	batches     *batch.Service
 	batchLoad   func() map[string]int
 	router      core.Router

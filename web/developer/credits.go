@@ -13,20 +13,21 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpumarket/gpumarket/services"
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/credits"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/templates"
 	"github.com/gpumarket/gpumarket/web/internal/core"
 )
 
-func (s *Server) startPurchase(c echo.Context, amountText string) (billing.Purchase, billing.CheckoutSession, error) {
-	cents, err := billing.ParseAmountUSD(amountText)
+func (s *Server) startPurchase(c echo.Context, amountText string) (credits.Purchase, credits.CheckoutSession, error) {
+	cents, err := credits.ParseAmountUSD(amountText)
 	if err != nil {
-		return billing.Purchase{}, billing.CheckoutSession{}, err
+		return credits.Purchase{}, credits.CheckoutSession{}, err
 	}
 	sess, _ := core.CurrentSession(c)
 	base := s.BaseURL(c)
-	p, checkout, err := s.Payments.Credits.Start(c.Request().Context(), billing.StartInput{
+	p, checkout, err := s.Payments.Credits.Start(c.Request().Context(), credits.StartInput{
 		AccountID: sess.User.AccountID, UserID: sess.User.ID, AmountCents: cents,
 		ReturnURL: base + "/credits/return", CancelURL: base + "/credits",
 	})
@@ -48,13 +49,13 @@ func (s *Server) renderCredits(c echo.Context, status int, form templates.Form) 
 	if err != nil {
 		return err
 	}
-	var before billing.PostingID
+	var before ledger.PostingID
 	if v := c.QueryParam("before"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n <= 0 {
 			return services.Errorf(services.CodeNotFound, "No such page of history.")
 		}
-		before = billing.PostingID(n)
+		before = ledger.PostingID(n)
 	}
 	hist, err := s.Payments.Credits.History(ctx, sess.User.AccountID, 20, before)
 	if err != nil {
@@ -109,13 +110,13 @@ func (s *Server) purchaseReturnPage(c echo.Context) error {
 		return err
 	}
 	view := templates.PurchaseReturnPage{Page: s.Page(c, "Payment"), PurchaseID: p.ID, Amount: core.CentsText(p.AmountCents), Status: string(p.Status)}
-	if p.Status == billing.PurchasePaid {
+	if p.Status == credits.PurchasePaid {
 		bal, err := s.Payments.Credits.Balance(ctx, sess.User.AccountID)
 		if err != nil {
 			return err
 		}
 		view.Balance = money.FormatBigCents(bal.Pico)
-	} else if p.Status != billing.PurchaseFailed {
+	} else if p.Status != credits.PurchaseFailed {
 		c.Response().Header().Set("Refresh", "2")
 	}
 	return s.Render(c, http.StatusOK, templates.PurchaseReturn(view))
@@ -147,9 +148,9 @@ func (s *Server) testPaymentSubmit(c echo.Context) error {
 		return err
 	}
 	now := s.Now()
-	payload := billing.CheckoutEvent("evt_local_"+core.RandomHex(12), "checkout.session.completed", p, "paid",
-		billing.LocalPaymentIntent(p.ID), now)
-	if err := s.deliverWebhook(c.Request().Context(), payload, billing.SignEvent(payload, s.Payments.LocalWebhookSecret, now)); err != nil {
+	payload := credits.CheckoutEvent("evt_local_"+core.RandomHex(12), "checkout.session.completed", p, "paid",
+		credits.LocalPaymentIntent(p.ID), now)
+	if err := s.deliverWebhook(c.Request().Context(), payload, credits.SignEvent(payload, s.Payments.LocalWebhookSecret, now)); err != nil {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, "/credits/return?purchase="+p.ID)
@@ -178,7 +179,7 @@ func (s *Server) stripeWebhook(c echo.Context) error {
 		return err
 	}
 	outcome, err := s.Payments.Webhook.Handle(c.Request().Context(), payload, c.Request().Header.Get("Stripe-Signature"))
-	if err == billing.ErrBadSignature {
+	if err == credits.ErrBadSignature {
 		s.Log.Warn("stripe webhook refused: bad signature", "remote", c.RealIP())
 		return c.JSON(http.StatusBadRequest, core.APIError{Error: core.APIErrorBody{Code: "bad_signature", Message: "The Stripe-Signature header does not verify."}})
 	}
@@ -231,7 +232,7 @@ func (s *Server) apiHistory(c echo.Context) error {
 	sess, _ := core.CurrentSession(c)
 	limit, _ := strconv.Atoi(c.QueryParam("limit"))
 	before, _ := strconv.ParseInt(c.QueryParam("before"), 10, 64)
-	page, err := s.Payments.Credits.History(c.Request().Context(), sess.User.AccountID, limit, billing.PostingID(before))
+	page, err := s.Payments.Credits.History(c.Request().Context(), sess.User.AccountID, limit, ledger.PostingID(before))
 	if err != nil {
 		return err
 	}
@@ -248,13 +249,13 @@ func signedAmount(p money.BigPico) string {
 	return s
 }
 
-func purchaseStatusText(p billing.Purchase) string {
+func purchaseStatusText(p credits.Purchase) string {
 	switch {
 	case p.RefundedCents == p.AmountCents && p.RefundedCents > 0:
 		return "refunded"
 	case p.RefundedCents > 0:
 		return "partly refunded (" + core.CentsText(p.RefundedCents) + ")"
-	case p.Status == billing.PurchaseAwaitingPayment:
+	case p.Status == credits.PurchaseAwaitingPayment:
 		return "awaiting payment"
 	}
 	return string(p.Status)

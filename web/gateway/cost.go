@@ -1,7 +1,7 @@
 package gateway
 
 import (
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/admission"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/ticket"
 )
@@ -19,7 +19,7 @@ import (
 // usage chunk when the client asked for it; an answer of unknown or larger length carries none.
 
 // costOf is the request's cost for the usage an answer reported; ok is false when there is none to tell.
-func costOf(a *attempt, req *gatewayRequest, u *billing.TokenCount) (money.Pico, bool) {
+func costOf(a *attempt, req *gatewayRequest, u *admission.TokenCount) (money.Pico, bool) {
 	if u == nil {
 		return 0, false
 	}

@@ -11,8 +11,9 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/admission"
 	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/requestlog"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/sse"
 	"github.com/gpumarket/gpumarket/web/gateway/dialect"
@@ -44,8 +45,8 @@ func (g *Gateway) relayTranslated(c echo.Context, req *gatewayRequest, a *attemp
 	w := c.Response()
 	h := w.Header()
 	t := &dialect.Translation{RequestID: a.requestID, Request: req.clientBody, Model: req.route.Model, Created: a.start,
-		Cost: func(u *billing.TokenCount) (money.Pico, bool) { return costOf(a, req, u) }}
-	o := outcome{httpStatus: resp.StatusCode, status: billing.GatewayOK}
+		Cost: func(u *admission.TokenCount) (money.Pico, bool) { return costOf(a, req, u) }}
+	o := outcome{httpStatus: resp.StatusCode, status: requestlog.GatewayOK}
 	ok := resp.StatusCode >= 200 && resp.StatusCode < 300
 	streaming := ok && mediaType(resp.Header.Get("Content-Type")) == "text/event-stream"
 	out, _ := httpx.NewDeadlineWriter(w, clientWriteIdle)
@@ -106,12 +107,12 @@ func (g *Gateway) relayTranslated(c echo.Context, req *gatewayRequest, a *attemp
 	switch {
 	case err == nil && ok:
 	case c.Request().Context().Err() != nil || errors.Is(err, errClientGone):
-		o.status = billing.GatewayCanceled
+		o.status = requestlog.GatewayCanceled
 	case err != nil:
-		o.status = billing.GatewayError
+		o.status = requestlog.GatewayError
 		g.log.Warn("gateway: a rig's response broke off", "offering", a.cand.OfferingID, "request_id", a.requestID, "err", err)
 	default:
-		o.status = billing.GatewayError
+		o.status = requestlog.GatewayError
 	}
 	return o
 }

@@ -14,11 +14,11 @@
 //
 //   - gateway.go: Config, New, the routes, and a request's way in: the API key (with its cache
 //     and its rate limit, package apikeys), the body, the tier and caps (routing.RequestFor), the
-//     route ticket's bounds (routing.BoundsFor), routing and admission (billing.Admission); and
+//     route ticket's bounds (routing.BoundsFor), routing and admission (admission.Admission); and
 //     GET /v1/models (package models).
 //   - proxy.go: the attempts at the candidates routing chose, the relay of the answer, what
 //     the gateway records of each attempt, and the settlement of the request's reservation
-//     (billing.SettlementOf). Rigs are called through Config.Rigs (package rigwire, over NATS).
+//     (admission.SettlementOf). Rigs are called through Config.Rigs (package rigwire, over NATS).
 //   - errors.go: the one place that says which code each of the gateway's errors has, answered in
 //     OpenAI's shape or the request's dialect's; each code's status and types are the one table's
 //     in web/internal/httperr, which the pages read too.

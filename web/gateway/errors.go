@@ -14,7 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpumarket/gpumarket/services"
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/admission"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/web/gateway/internal/wire"
 	"github.com/gpumarket/gpumarket/web/internal/httperr"
@@ -51,7 +51,7 @@ func describeGatewayError(err error) *wire.Error {
 		msg = ae.Message
 	}
 	switch {
-	case errors.Is(err, billing.ErrCreditSpent), errors.Is(err, billing.ErrKeyLimitReached):
+	case errors.Is(err, admission.ErrCreditSpent), errors.Is(err, admission.ErrKeyLimitReached):
 		return wire.New(httperr.CodeQuotaSpent, "insufficient_quota", "", msg)
 	case errors.Is(err, routing.ErrUnknownModel):
 		return wire.New(services.CodeNotFound, "model_not_found", "model", msg)

@@ -15,10 +15,11 @@ import (
 
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/services/admission"
 	"github.com/gpumarket/gpumarket/services/batch"
-	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/requestlog"
 	"github.com/gpumarket/gpumarket/services/rigwire"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/ticket"
@@ -84,8 +85,8 @@ type Config struct {
 	IPExtractor echo.IPExtractor
 	Router      Router
 	Tickets     *ticket.Signer
-	Admission   *billing.Admission
-	Requests    *billing.RequestLog // what the gateway saw; also the admin's discrepancies
+	Admission   *admission.Admission
+	Requests    *requestlog.RequestLog // what the gateway saw; also the admin's discrepancies
 	// RatePerSecond and RateBurst are each key's token bucket; zero means the defaults.
 	RatePerSecond float64
 	RateBurst     int
@@ -302,7 +303,7 @@ func (g *Gateway) serve(ep endpoint) echo.HandlerFunc {
 		if err != nil {
 			return g.writeGatewayError(c, err)
 		}
-		res, err := g.cfg.Admission.Admit(c.Request().Context(), billing.AdmitInput{
+		res, err := g.cfg.Admission.Admit(c.Request().Context(), admission.AdmitInput{
 			AccountID: key.AccountID, APIKeyID: key.ID, MonthlyLimit: key.MonthlyLimit, Tier: req.route.Tier,
 			MaxInputTokens: req.bounds.MaxInputTokens, MaxOutputTokens: req.bounds.MaxOutputTokens,
 			Price: dearestPrice(candidates),

@@ -10,9 +10,10 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/admission"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/requestlog"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/sse"
 	"github.com/gpumarket/gpumarket/web/gateway/dialect"
@@ -60,11 +61,11 @@ func (g *Gateway) relayNative(c echo.Context, req *gatewayRequest, a *attempt, r
 	api := req.ep.nativeAPI()
 	w := c.Response()
 	h := w.Header()
-	o := outcome{httpStatus: resp.StatusCode, status: billing.GatewayOK}
+	o := outcome{httpStatus: resp.StatusCode, status: requestlog.GatewayOK}
 	ok := resp.StatusCode >= 200 && resp.StatusCode < 300
 	streaming := ok && mediaType(resp.Header.Get("Content-Type")) == "text/event-stream"
 	out, _ := httpx.NewDeadlineWriter(w, clientWriteIdle)
-	cost := func(u *billing.TokenCount) (money.Pico, bool) { return costOf(a, req, u) }
+	cost := func(u *admission.TokenCount) (money.Pico, bool) { return costOf(a, req, u) }
 	var err error
 	if streaming {
 		h.Set("Content-Type", "text/event-stream")
@@ -111,12 +112,12 @@ func (g *Gateway) relayNative(c echo.Context, req *gatewayRequest, a *attempt, r
 	switch {
 	case err == nil && ok:
 	case c.Request().Context().Err() != nil || errors.Is(err, errClientGone):
-		o.status = billing.GatewayCanceled
+		o.status = requestlog.GatewayCanceled
 	case err != nil:
-		o.status = billing.GatewayError
+		o.status = requestlog.GatewayError
 		g.log.Warn("gateway: a rig's native answer broke off", "offering", a.cand.OfferingID, "request_id", a.requestID, "err", err)
 	default:
-		o.status = billing.GatewayError
+		o.status = requestlog.GatewayError
 	}
 	return o
 }
@@ -145,7 +146,7 @@ var errNativeFailed = errors.New("the engine's stream ended with an error event"
 // it; the Responses API's last event (response.completed, response.incomplete, response.failed) carries the whole
 // usage, and the cost goes into it. A stream that stops before its end broke off.
 func (g *Gateway) relayNativeStream(w *httpx.DeadlineWriter, body io.Reader, api string, o *outcome,
-	cost func(*billing.TokenCount) (money.Pico, bool)) error {
+	cost func(*admission.TokenCount) (money.Pico, bool)) error {
 	events := sse.NewReader(body, maxFrameBytes)
 	for {
 		frame, err := events.Next()
@@ -173,7 +174,7 @@ func (g *Gateway) relayNativeStream(w *httpx.DeadlineWriter, body io.Reader, api
 
 // readNativeFrame reads one frame of a native stream into o and returns it as it goes to the client (with the
 // cost in a Responses stream's final usage), and whether it ends the stream, failed or not.
-func (g *Gateway) readNativeFrame(frame sse.Frame, api string, o *outcome, cost func(*billing.TokenCount) (money.Pico, bool)) (out []byte, end, failed bool) {
+func (g *Gateway) readNativeFrame(frame sse.Frame, api string, o *outcome, cost func(*admission.TokenCount) (money.Pico, bool)) (out []byte, end, failed bool) {
 	from, to, ok := frame.Data()
 	if !ok || to <= from || frame[from] != '{' {
 		return frame, false, false
@@ -248,7 +249,7 @@ func (g *Gateway) readNativeFrame(frame sse.Frame, api string, o *outcome, cost 
 }
 
 // costOr is cost(u), or none without a cost to tell.
-func costOr(cost func(*billing.TokenCount) (money.Pico, bool), u *billing.TokenCount) (money.Pico, bool) {
+func costOr(cost func(*admission.TokenCount) (money.Pico, bool), u *admission.TokenCount) (money.Pico, bool) {
 	if cost == nil || u == nil {
 		return 0, false
 	}

@@ -12,9 +12,10 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/admission"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/requestlog"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/web/gateway/dialect"
 	"github.com/gpumarket/gpumarket/web/internal/httpx"
@@ -22,7 +23,7 @@ import (
 
 // nativeRelay relays a native stream through relayNativeStream and returns what the client got, the outcome and
 // the relay's error.
-func nativeRelay(t *testing.T, api, stream string, cost func(*billing.TokenCount) (money.Pico, bool)) (string, outcome, error) {
+func nativeRelay(t *testing.T, api, stream string, cost func(*admission.TokenCount) (money.Pico, bool)) (string, outcome, error) {
 	t.Helper()
 	g := &Gateway{now: time.Now, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	rec := httptest.NewRecorder()
@@ -52,7 +53,7 @@ func TestANativeMessagesStreamIsRelayedAsItCame(t *testing.T) {
 	if got != stream {
 		t.Fatalf("relayed\n%s\nwant it as it came\n%s", got, stream)
 	}
-	if o.usage == nil || *o.usage != (billing.TokenCount{Input: 19, Cached: 16, Output: 2}) || o.outputChunks != 2 ||
+	if o.usage == nil || *o.usage != (admission.TokenCount{Input: 19, Cached: 16, Output: 2}) || o.outputChunks != 2 ||
 		o.outputBytes != int64(len("Hello there")) || o.firstToken.IsZero() {
 		t.Fatalf("outcome %+v, usage %+v", o, o.usage)
 	}
@@ -78,11 +79,11 @@ func TestANativeResponsesStreamCarriesItsCost(t *testing.T) {
 	a := &attempt{cand: routing.Candidate{PriceInput: 150_000, PriceCachedInput: 37_500, PriceOutput: 300_000}}
 	req := &gatewayRequest{ep: endpoint{path: "/v1/responses", streams: true, output: true, dialect: dialect.Responses{}},
 		bounds: routing.Bounds{MaxInputTokens: 1000, MaxOutputTokens: 16}}
-	got, o, err := nativeRelay(t, catalog.NativeResponses, stream, func(u *billing.TokenCount) (money.Pico, bool) { return costOf(a, req, u) })
+	got, o, err := nativeRelay(t, catalog.NativeResponses, stream, func(u *admission.TokenCount) (money.Pico, bool) { return costOf(a, req, u) })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.usage == nil || *o.usage != (billing.TokenCount{Input: 40, Cached: 32, Output: 2}) || o.outputChunks != 2 || o.outputBytes != 4 {
+	if o.usage == nil || *o.usage != (admission.TokenCount{Input: 40, Cached: 32, Output: 2}) || o.outputChunks != 2 || o.outputBytes != 4 {
 		t.Fatalf("outcome %+v, usage %+v", o, o.usage)
 	}
 	last := got[strings.LastIndex(got, "data: ")+len("data: "):]
@@ -135,7 +136,7 @@ func TestABrokenTranslatedStreamEndsWithTheDialectsErrorEvent(t *testing.T) {
 			Body: io.NopCloser(strings.NewReader(chat))}
 		o := g.relayTranslated(ctx, req, a, resp)
 		got := rec.Body.String()
-		if o.status != billing.GatewayError || !strings.Contains(got, c.want) || !strings.HasSuffix(got, "\n\n") {
+		if o.status != requestlog.GatewayError || !strings.Contains(got, c.want) || !strings.HasSuffix(got, "\n\n") {
 			t.Errorf("%s: status %s; the client got\n%s\nwant it to end with %s", c.ep.path, o.status, got, c.want)
 		}
 	}
@@ -151,7 +152,7 @@ func TestANativeMessagesStreamTellsItsCost(t *testing.T) {
 		"event: message_delta\ndata: " + delta + "\n\n" + "event: message_stop\n" + `data: {"type":"message_stop"}` + "\n\n"
 	a := &attempt{cand: routing.Candidate{PriceInput: 150_000, PriceCachedInput: 37_500, PriceOutput: 300_000}}
 	req := &gatewayRequest{ep: messagesEndpoint, bounds: routing.Bounds{MaxInputTokens: 1000, MaxOutputTokens: 16}}
-	got, _, err := nativeRelay(t, catalog.NativeMessages, stream, func(u *billing.TokenCount) (money.Pico, bool) { return costOf(a, req, u) })
+	got, _, err := nativeRelay(t, catalog.NativeMessages, stream, func(u *admission.TokenCount) (money.Pico, bool) { return costOf(a, req, u) })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,8 +11,9 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/services/accounts"
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/admission"
 	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/requestlog"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/ticket"
 )
@@ -155,7 +156,7 @@ func (g *Gateway) Probe(ctx context.Context, acct ProbeAccount, cand routing.Can
 	resp, err := g.send(ctx, req, a, tk)
 	if err != nil {
 		a.end()
-		g.observe(req, a, outcome{status: billing.GatewayError, at: g.now()})
+		g.observe(req, a, outcome{status: requestlog.GatewayError, at: g.now()})
 		g.log.Info("gateway: probe unanswered", "offering", cand.OfferingID, "request_id", a.requestID, "err", err)
 		return failed("its agent did not answer")
 	}
@@ -163,9 +164,9 @@ func (g *Gateway) Probe(ctx context.Context, acct ProbeAccount, cand routing.Can
 	if why := failedAnswer(req, resp); why != "" {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		a.end()
-		o := outcome{httpStatus: resp.StatusCode, status: billing.GatewayFailedOver, at: g.now()}
+		o := outcome{httpStatus: resp.StatusCode, status: requestlog.GatewayFailedOver, at: g.now()}
 		g.observe(req, a, o)
-		g.record(key, req, a, o, billing.Hold{})
+		g.record(key, req, a, o, admission.Hold{})
 		g.log.Info("gateway: probe failed", "offering", cand.OfferingID, "request_id", a.requestID, "why", why)
 		return failed(fmt.Sprintf("it answered HTTP %d, %s", resp.StatusCode, why))
 	}
@@ -182,7 +183,7 @@ func (g *Gateway) Probe(ctx context.Context, acct ProbeAccount, cand routing.Can
 	g.observe(req, a, o)
 	// A probe is not admitted (the probe account pays the platform's own measurement), so
 	// nothing is held for it.
-	g.record(key, req, a, o, billing.Hold{})
+	g.record(key, req, a, o, admission.Hold{})
 	result := catalog.ProbeResult{At: o.at}
 	if !o.firstToken.IsZero() {
 		result.TTFTMs = float64(o.firstToken.Sub(a.start)) / float64(time.Millisecond)
@@ -191,7 +192,7 @@ func (g *Gateway) Probe(ctx context.Context, acct ProbeAccount, cand routing.Can
 		result.TokensPerSec = float64(o.usage.Input+o.usage.Output) / d.Seconds()
 	}
 	switch {
-	case o.status != billing.GatewayOK:
+	case o.status != requestlog.GatewayOK:
 		result.Problem = fmt.Sprintf("its answer broke off (HTTP %d)", o.httpStatus)
 	case resp.StatusCode != http.StatusOK:
 		result.Problem = fmt.Sprintf("it answered HTTP %d", resp.StatusCode)

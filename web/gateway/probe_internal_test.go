@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/admission"
 )
 
 // TestAProbesAnswerMustBeTheListedModelsStream: a qualifying probe passes only on a whole OpenAI stream of chat
@@ -15,7 +15,7 @@ func TestAProbesAnswerMustBeTheListedModelsStream(t *testing.T) {
 	}
 	usage := `data: {"id":"c1","object":"chat.completion.chunk","model":"m","choices":[],"usage":{"prompt_tokens":9,"completion_tokens":1}}` + "\n\n"
 	done := "data: [DONE]\n\n"
-	answered := outcome{firstToken: time.Now(), usage: &billing.TokenCount{Input: 9, Output: 1}}
+	answered := outcome{firstToken: time.Now(), usage: &admission.TokenCount{Input: 9, Output: 1}}
 	for _, c := range []struct {
 		name   string
 		stream string

@@ -17,9 +17,10 @@ import (
 
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/accounts"
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/admission"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/requestlog"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/sse"
 	"github.com/gpumarket/gpumarket/services/ticket"
@@ -55,7 +56,7 @@ import (
 //
 // The client's going away cancels the request to the rig (it is the client request's
 // context), and the agent then reports what was produced until then. Every attempt that
-// reached a rig is recorded (billing.RequestLog) with the usage the response reported, and
+// reached a rig is recorded (requestlog.RequestLog) with the usage the response reported, and
 // observed by routing; the admission reservation is settled with the final attempt's id.
 
 const (
@@ -89,27 +90,27 @@ type attempt struct {
 // outcome is how an attempt ended, as the gateway saw it.
 type outcome struct {
 	httpStatus int
-	status     billing.GatewayStatus
-	usage      *billing.TokenCount
+	status     requestlog.GatewayStatus
+	usage      *admission.TokenCount
 	firstToken time.Time // zero when no output came
 	at         time.Time
 	// What was relayed: a stream's output text in bytes and the chunks that carried any, or
-	// the bytes of a whole answer (billing.GatewayRequest).
+	// the bytes of a whole answer (requestlog.GatewayRequest).
 	outputBytes, outputChunks int64
 }
 
 // forward tries the candidates and relays the first answer that is not a failure.
 func (g *Gateway) forward(c echo.Context, key accounts.APIKey, req *gatewayRequest, candidates []routing.Candidate,
-	res *billing.Reservation) error {
+	res *admission.Reservation) error {
 	ctx := c.Request().Context()
 	settled := false
-	settle := func(e billing.Ending) billing.Hold {
+	settle := func(e admission.Ending) admission.Hold {
 		settled = true
-		return res.Settle(billing.SettlementOf(e))
+		return res.Settle(admission.SettlementOf(e))
 	}
 	defer func() {
 		if !settled {
-			settle(billing.Ending{}) // no attempt reached a rig
+			settle(admission.Ending{}) // no attempt reached a rig
 		}
 	}()
 	var lastErr error
@@ -129,17 +130,17 @@ func (g *Gateway) forward(c echo.Context, key accounts.APIKey, req *gatewayReque
 			if ctx.Err() != nil {
 				// The client went away before the rig answered; the rig may have the request
 				// and report it, with nothing produced (docs/failure-cases.md, case 18).
-				o := outcome{httpStatus: statusClientClosed, status: billing.GatewayCanceled, at: g.now()}
+				o := outcome{httpStatus: statusClientClosed, status: requestlog.GatewayCanceled, at: g.now()}
 				g.observe(req, a, o)
-				g.record(key, req, a, o, settle(billing.Ending{RequestID: a.requestID}))
+				g.record(key, req, a, o, settle(admission.Ending{RequestID: a.requestID}))
 				return nil
 			}
 			g.cfg.Router.Failure(cand.OfferingID)
-			g.observe(req, a, outcome{status: billing.GatewayError, at: g.now()})
+			g.observe(req, a, outcome{status: requestlog.GatewayError, at: g.now()})
 			// Recorded as failed over with no HTTP status: the rig did not take the call, which its
 			// reliability record counts as an error (docs/reliability.md). A rig that took it late and
 			// reports it is billed by its ticket, as after any failover.
-			g.record(key, req, a, outcome{status: billing.GatewayFailedOver, at: g.now()}, billing.Hold{})
+			g.record(key, req, a, outcome{status: requestlog.GatewayFailedOver, at: g.now()}, admission.Hold{})
 			g.log.Warn("gateway: rig unreachable; trying the next", "offering", cand.OfferingID, "request_id", a.requestID, "err", err)
 			lastErr = err
 			continue
@@ -149,9 +150,9 @@ func (g *Gateway) forward(c echo.Context, key accounts.APIKey, req *gatewayReque
 			resp.Body.Close()
 			a.end()
 			g.cfg.Router.Failure(cand.OfferingID)
-			o := outcome{httpStatus: resp.StatusCode, status: billing.GatewayFailedOver, at: g.now()}
+			o := outcome{httpStatus: resp.StatusCode, status: requestlog.GatewayFailedOver, at: g.now()}
 			g.observe(req, a, o)
-			g.record(key, req, a, o, billing.Hold{})
+			g.record(key, req, a, o, admission.Hold{})
 			g.log.Warn("gateway: rig failed before its first byte; trying the next", "offering", cand.OfferingID,
 				"request_id", a.requestID, "status", resp.StatusCode, "why", why)
 			lastErr = fmt.Errorf("offering %s answered %d: %s", cand.OfferingID, resp.StatusCode, why)
@@ -164,7 +165,7 @@ func (g *Gateway) forward(c echo.Context, key accounts.APIKey, req *gatewayReque
 		a.end()
 		g.observe(req, a, o)
 		// Settled before the record is written, which carries the hold it leaves.
-		hold := settle(billing.Ending{RequestID: a.requestID, Answered: true, HTTPStatus: o.httpStatus,
+		hold := settle(admission.Ending{RequestID: a.requestID, Answered: true, HTTPStatus: o.httpStatus,
 			RelayedBytes: o.outputBytes, RelayedChunks: o.outputChunks})
 		g.record(key, req, a, o, hold)
 		return nil
@@ -295,11 +296,11 @@ func (g *Gateway) relay(c echo.Context, req *gatewayRequest, a *attempt, resp *h
 		_ = out.Flush()
 	}
 
-	o := outcome{httpStatus: resp.StatusCode, status: billing.GatewayOK}
+	o := outcome{httpStatus: resp.StatusCode, status: requestlog.GatewayOK}
 	body := &boundedReader{r: resp.Body, left: maxResponseBytes}
 	var err error
 	if streaming {
-		err = g.relayStream(out, body, req.forcedUsage, &o, func(u *billing.TokenCount) (money.Pico, bool) { return costOf(a, req, u) })
+		err = g.relayStream(out, body, req.forcedUsage, &o, func(u *admission.TokenCount) (money.Pico, bool) { return costOf(a, req, u) })
 	} else {
 		err = g.relayBody(out, body, ok, &o)
 	}
@@ -312,12 +313,12 @@ func (g *Gateway) relay(c echo.Context, req *gatewayRequest, a *attempt, resp *h
 		// The whole response went out; a client that hangs up after its last byte canceled
 		// nothing.
 	case c.Request().Context().Err() != nil || errors.Is(err, errClientGone):
-		o.status = billing.GatewayCanceled
+		o.status = requestlog.GatewayCanceled
 	case err != nil:
-		o.status = billing.GatewayError
+		o.status = requestlog.GatewayError
 		g.log.Warn("gateway: a rig's response broke off", "offering", a.cand.OfferingID, "request_id", a.requestID, "err", err)
 	case !ok:
-		o.status = billing.GatewayError
+		o.status = requestlog.GatewayError
 	}
 	return o
 }
@@ -326,7 +327,7 @@ func (g *Gateway) relay(c echo.Context, req *gatewayRequest, a *attempt, resp *h
 // carbon from its usage as a header, puts its cost in its usage (cost.go), and relays it with its length.
 func (g *Gateway) relaySmall(c echo.Context, req *gatewayRequest, a *attempt, resp *http.Response) outcome {
 	w := c.Response()
-	o := outcome{httpStatus: resp.StatusCode, status: billing.GatewayOK}
+	o := outcome{httpStatus: resp.StatusCode, status: requestlog.GatewayOK}
 	// Read into a buffer one byte longer than announced, so that the read goes on to the body's
 	// end, where a longer answer shows. The body stops at its end.
 	body := make([]byte, resp.ContentLength+1)
@@ -368,9 +369,9 @@ func (g *Gateway) relaySmall(c echo.Context, req *gatewayRequest, a *attempt, re
 	switch {
 	case err == nil:
 	case c.Request().Context().Err() != nil || errors.Is(err, errClientGone):
-		o.status = billing.GatewayCanceled
+		o.status = requestlog.GatewayCanceled
 	default:
-		o.status = billing.GatewayError
+		o.status = requestlog.GatewayError
 		g.log.Warn("gateway: a rig's response broke off", "offering", a.cand.OfferingID, "request_id", a.requestID, "err", err)
 	}
 	return o
@@ -449,7 +450,7 @@ func (g *Gateway) relayBody(w *httpx.DeadlineWriter, body io.Reader, ok bool, o 
 // each. It reads every chunk for its output text (what was relayed, and the time to first token)
 // and the usage, and drops the usage chunk the gateway asked for when the client had not.
 func (g *Gateway) relayStream(w *httpx.DeadlineWriter, body io.Reader, forcedUsage bool, o *outcome,
-	costFor func(*billing.TokenCount) (money.Pico, bool)) error {
+	costFor func(*admission.TokenCount) (money.Pico, bool)) error {
 	events := sse.NewReader(body, maxFrameBytes)
 	for {
 		frame, err := events.Next()
@@ -502,7 +503,7 @@ var usageNullTail = []byte(`,"usage":null}`)
 // readChunk reads one frame and returns what to send the client (nil to drop it) and the bytes
 // of output text it carried, which bound the tokens its rig may bill for it: every chunk is
 // parsed. The usage chunk a client asked for gets the request's cost from costFor, when given.
-func readChunk(frame sse.Frame, forcedUsage bool, o *outcome, costFor func(*billing.TokenCount) (money.Pico, bool)) (out []byte, output int64) {
+func readChunk(frame sse.Frame, forcedUsage bool, o *outcome, costFor func(*admission.TokenCount) (money.Pico, bool)) (out []byte, output int64) {
 	from, to, ok := frame.Data()
 	if !ok || to == from || frame[from] != '{' {
 		return frame, 0 // a comment, [DONE], or not a chunk
@@ -551,9 +552,9 @@ func (g *Gateway) observe(req *gatewayRequest, a *attempt, o outcome) {
 	obs := routing.Observation{RequestID: a.requestID, At: o.at, Duration: o.at.Sub(a.start), Status: usage.StatusOK,
 		Streamed: req.stream}
 	switch o.status {
-	case billing.GatewayCanceled:
+	case requestlog.GatewayCanceled:
 		obs.Status = usage.StatusCanceled
-	case billing.GatewayError, billing.GatewayFailedOver:
+	case requestlog.GatewayError, requestlog.GatewayFailedOver:
 		obs.Status = usage.StatusError
 	}
 	if !o.firstToken.IsZero() {
@@ -567,11 +568,11 @@ func (g *Gateway) observe(req *gatewayRequest, a *attempt, o outcome) {
 
 // record keeps what the gateway saw of an attempt that reached a rig, with what admission holds
 // for it until the meter bills it.
-func (g *Gateway) record(key accounts.APIKey, req *gatewayRequest, a *attempt, o outcome, hold billing.Hold) {
+func (g *Gateway) record(key accounts.APIKey, req *gatewayRequest, a *attempt, o outcome, hold admission.Hold) {
 	if g.cfg.Requests == nil {
 		return
 	}
-	r := billing.GatewayRequest{RequestID: a.requestID, AccountID: key.AccountID, APIKeyID: key.ID,
+	r := requestlog.GatewayRequest{RequestID: a.requestID, AccountID: key.AccountID, APIKeyID: key.ID,
 		OfferingID: a.cand.OfferingID, Tier: a.cand.Tier, Model: req.route.Model, HTTPStatus: o.httpStatus,
 		Status: o.status, Usage: o.usage, Duration: o.at.Sub(a.start), At: o.at,
 		InputBytes: int64(len(req.body)), MaxInputTokens: req.bounds.MaxInputTokens,

@@ -7,7 +7,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/web/internal/core"
 )
@@ -15,13 +15,13 @@ import (
 // The JSON API of the balances, the adjustments and the price book.
 
 type accountBalanceJSON struct {
-	LedgerAccountID billing.LedgerAccountID `json:"ledger_account_id"`
-	Kind            billing.AccountKind     `json:"kind"`
-	OwnerAccountID  string                  `json:"owner_account_id,omitempty"`
-	OwnerName       string                  `json:"owner_name,omitempty"`
-	BalancePico     money.BigPico           `json:"balance_pico"`
-	BalanceUSD      string                  `json:"balance_usd"`
-	Negative        bool                    `json:"negative"` // a customer's credit below zero
+	LedgerAccountID ledger.LedgerAccountID `json:"ledger_account_id"`
+	Kind            ledger.AccountKind     `json:"kind"`
+	OwnerAccountID  string                 `json:"owner_account_id,omitempty"`
+	OwnerName       string                 `json:"owner_name,omitempty"`
+	BalancePico     money.BigPico          `json:"balance_pico"`
+	BalanceUSD      string                 `json:"balance_usd"`
+	Negative        bool                   `json:"negative"` // a customer's credit below zero
 }
 
 func (s *Server) apiFinanceBalances(c echo.Context) error {
@@ -38,22 +38,22 @@ func (s *Server) apiFinanceBalances(c echo.Context) error {
 }
 
 type postingJSON struct {
-	LedgerAccountID billing.LedgerAccountID `json:"ledger_account_id"`
-	AmountPico      money.Pico              `json:"amount_pico"`
-	AmountUSD       string                  `json:"amount_usd"`
+	LedgerAccountID ledger.LedgerAccountID `json:"ledger_account_id"`
+	AmountPico      money.Pico             `json:"amount_pico"`
+	AmountUSD       string                 `json:"amount_usd"`
 }
 
 type transactionJSON struct {
-	ID         string                  `json:"id"`
-	Kind       billing.TransactionKind `json:"kind"`
-	Memo       string                  `json:"memo"`
-	CreatedBy  string                  `json:"created_by"`
-	OccurredAt time.Time               `json:"occurred_at"`
-	CreatedAt  time.Time               `json:"created_at"`
-	Postings   []postingJSON           `json:"postings"`
+	ID         string                 `json:"id"`
+	Kind       ledger.TransactionKind `json:"kind"`
+	Memo       string                 `json:"memo"`
+	CreatedBy  string                 `json:"created_by"`
+	OccurredAt time.Time              `json:"occurred_at"`
+	CreatedAt  time.Time              `json:"created_at"`
+	Postings   []postingJSON          `json:"postings"`
 }
 
-func transactionOf(t billing.Transaction) transactionJSON {
+func transactionOf(t ledger.Transaction) transactionJSON {
 	j := transactionJSON{ID: t.ID, Kind: t.Kind, Memo: t.Memo, CreatedBy: t.CreatedBy, OccurredAt: t.OccurredAt, CreatedAt: t.CreatedAt,
 		Postings: make([]postingJSON, 0, len(t.Postings))}
 	for _, p := range t.Postings {

@@ -11,7 +11,8 @@ import (
 
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/accounts"
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/credits"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/templates"
 	"github.com/gpumarket/gpumarket/web/internal/core"
@@ -19,33 +20,33 @@ import (
 
 // Every account's balance, and the adjustments finance posts to a customer's credit.
 
-var accountKindLabels = map[billing.AccountKind]string{
-	billing.AccountCustomerCredit:  "customer credit",
-	billing.AccountProviderPayable: "provider payable",
-	billing.AccountPlatformRevenue: "platform revenue",
-	billing.AccountStripeClearing:  "Stripe clearing",
+var accountKindLabels = map[ledger.AccountKind]string{
+	ledger.AccountCustomerCredit:  "customer credit",
+	ledger.AccountProviderPayable: "provider payable",
+	ledger.AccountPlatformRevenue: "platform revenue",
+	ledger.AccountStripeClearing:  "Stripe clearing",
 }
 
 // flagged reports a balance finance must look at: a customer's credit below zero, left by a
 // refund or by usage recorded after the credit ran out. Stripe clearing is negative by design.
-func flagged(b billing.AccountBalance) bool {
-	return b.Kind == billing.AccountCustomerCredit && b.Balance.Sign() < 0
+func flagged(b ledger.AccountBalance) bool {
+	return b.Kind == ledger.AccountCustomerCredit && b.Balance.Sign() < 0
 }
 
 // adjust records a manual adjustment by the logged-in user. The amount is signed dollars,
 // exact to the picodollar; the credits service checks the account and the reason.
-func (s *Server) adjust(c echo.Context, accountID, amountUSD, reason string) (billing.Transaction, error) {
+func (s *Server) adjust(c echo.Context, accountID, amountUSD, reason string) (ledger.Transaction, error) {
 	amount, err := money.ParseUSD(amountUSD)
 	if err != nil {
-		return billing.Transaction{}, core.FieldError("amount_usd", "Enter dollars, like 25.00 to grant credit or -5.00 to take it back.")
+		return ledger.Transaction{}, core.FieldError("amount_usd", "Enter dollars, like 25.00 to grant credit or -5.00 to take it back.")
 	}
 	sess, _ := core.CurrentSession(c)
-	txn, err := s.Payments.Credits.Adjust(c.Request().Context(), billing.AdjustInput{
+	txn, err := s.Payments.Credits.Adjust(c.Request().Context(), credits.AdjustInput{
 		AccountID: strings.TrimSpace(accountID), Amount: amount, Reason: reason, ByUserID: sess.User.ID,
 	})
 	if services.ErrorCode(err) == services.CodeNotFound {
 		// The only thing an adjustment looks up is the account it names.
-		return billing.Transaction{}, core.FieldError("account_id", "There is no such account.")
+		return ledger.Transaction{}, core.FieldError("account_id", "There is no such account.")
 	}
 	return txn, err
 }
@@ -79,10 +80,10 @@ func (s *Server) renderBalances(c echo.Context, status int, form templates.Form)
 // customerOptions lists the accounts an adjustment is usually for: every developer's, and
 // every account that already holds credit. Each is labelled by its organisation's name where
 // the ledger knows it, and by a user's email.
-func customerOptions(users []accounts.User, balances []billing.AccountBalance) []templates.Option {
+func customerOptions(users []accounts.User, balances []ledger.AccountBalance) []templates.Option {
 	names := map[string]string{} // accounts holding credit, by id
 	for _, b := range balances {
-		if b.Kind == billing.AccountCustomerCredit {
+		if b.Kind == ledger.AccountCustomerCredit {
 			names[b.OwnerAccountID] = b.OwnerName
 		}
 	}
@@ -158,9 +159,9 @@ func (s *Server) adjustmentConfirmation(c echo.Context) (core.Confirmation, erro
 	if err != nil {
 		return core.Confirmation{}, err
 	}
-	var held *billing.AccountBalance
+	var held *ledger.AccountBalance
 	for i, b := range balances {
-		if b.Kind == billing.AccountCustomerCredit && b.OwnerAccountID == accountID {
+		if b.Kind == ledger.AccountCustomerCredit && b.OwnerAccountID == accountID {
 			held = &balances[i]
 		}
 	}

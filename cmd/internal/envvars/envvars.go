@@ -23,7 +23,7 @@ import (
 
 // TestSupport are the packages, besides _test.go files, that read the environment for tests: the admin database
 // tests create theirs through, the browser, stripe-mock.
-var TestSupport = []string{"db/dbtest", "web/webtest", "services/billing/stripemock/stripemocktest"}
+var TestSupport = []string{"db/dbtest", "web/webtest", "services/credits/stripemock/stripemocktest"}
 
 // Reads is what the sources read, by reader.
 type Reads struct {

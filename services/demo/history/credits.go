@@ -9,19 +9,19 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/services/accounts"
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/credits"
 	"github.com/gpumarket/gpumarket/services/money"
 )
 
 // A customer's side of the history: its user, its API keys, and the credit it buys and is
-// refunded, through billing.Credits and signed Stripe webhooks at their past times.
+// refunded, through credits.Credits and signed Stripe webhooks at their past times.
 
 // customer is a history customer as the database holds it.
 type customer struct {
 	Customer
 	user      accounts.User
 	keys      map[string]string           // by workload key name: the API key's id
-	purchases map[string]billing.Purchase // by Checkout Session id
+	purchases map[string]credits.Purchase // by Checkout Session id
 	lastUsed  map[string]time.Time        // by API key id: the end of its latest request
 }
 
@@ -34,7 +34,7 @@ func (h *history) openCustomer(ctx context.Context, c Customer) (*customer, erro
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w (seed the demo first)", c.Email, err)
 	}
-	cs := &customer{Customer: c, user: u, keys: map[string]string{}, purchases: map[string]billing.Purchase{},
+	cs := &customer{Customer: c, user: u, keys: map[string]string{}, purchases: map[string]credits.Purchase{},
 		lastUsed: map[string]time.Time{}}
 	keys, err := h.accounts.Keys(ctx, u.AccountID)
 	if err != nil {
@@ -121,10 +121,10 @@ func paymentIntent(session string) string {
 // does, by the customer and the simulated day.
 type pastCheckout struct{ now func() time.Time }
 
-var _ billing.Checkout = pastCheckout{}
+var _ credits.Checkout = pastCheckout{}
 
-func (c pastCheckout) CreateSession(_ context.Context, req billing.CheckoutRequest) (billing.CheckoutSession, error) {
-	return billing.CheckoutSession{ID: sessionID(req.AccountID, c.now())}, nil
+func (c pastCheckout) CreateSession(_ context.Context, req credits.CheckoutRequest) (credits.CheckoutSession, error) {
+	return credits.CheckoutSession{ID: sessionID(req.AccountID, c.now())}, nil
 }
 
 // buy buys the customer's top-up at at: the purchase is started as the buy form starts it, and
@@ -133,19 +133,19 @@ func (c pastCheckout) CreateSession(_ context.Context, req billing.CheckoutReque
 func (h *history) buy(ctx context.Context, c *customer, at time.Time) (creditMove, bool, error) {
 	session := sessionID(c.user.AccountID, at)
 	p, started := c.purchases[session]
-	if started && p.Status == billing.PurchasePaid {
+	if started && p.Status == credits.PurchasePaid {
 		return creditMove{}, false, nil
 	}
 	h.clock.set(at)
 	if !started {
 		var err error
-		if p, _, err = h.credits.Start(ctx, billing.StartInput{AccountID: c.user.AccountID, UserID: c.user.ID,
+		if p, _, err = h.credits.Start(ctx, credits.StartInput{AccountID: c.user.AccountID, UserID: c.user.ID,
 			AmountCents: c.TopUpCents, ReturnURL: "/credits", CancelURL: "/credits"}); err != nil {
 			return creditMove{}, false, err
 		}
 	}
 	h.clock.set(at.Add(checkoutTakes))
-	payload := billing.CheckoutEvent("evt_"+strings.TrimPrefix(session, "cs_")+"_completed", "checkout.session.completed",
+	payload := credits.CheckoutEvent("evt_"+strings.TrimPrefix(session, "cs_")+"_completed", "checkout.session.completed",
 		p, "paid", paymentIntent(session), h.clock.now())
 	if err := h.deliver(ctx, payload, "credited"); err != nil {
 		return creditMove{}, false, err
@@ -164,9 +164,9 @@ func (h *history) refund(ctx context.Context, c *customer, day time.Time) (credi
 	if c.RefundCents == 0 {
 		return creditMove{}, false, nil
 	}
-	var first *billing.Purchase
+	var first *credits.Purchase
 	for _, p := range c.purchases {
-		if strings.HasPrefix(p.StripeSessionID, "cs_demo_") && p.Status == billing.PurchasePaid &&
+		if strings.HasPrefix(p.StripeSessionID, "cs_demo_") && p.Status == credits.PurchasePaid &&
 			(first == nil || p.CreatedAt.Before(first.CreatedAt)) {
 			first = &p
 		}
@@ -180,7 +180,7 @@ func (h *history) refund(ctx context.Context, c *customer, day time.Time) (credi
 	}
 	at := day.Add(refundAt)
 	h.clock.set(at)
-	payload := billing.RefundEvent("evt_"+strings.TrimPrefix(first.StripeSessionID, "cs_")+"_refunded", *first,
+	payload := credits.RefundEvent("evt_"+strings.TrimPrefix(first.StripeSessionID, "cs_")+"_refunded", *first,
 		paymentIntent(first.StripeSessionID), c.RefundCents, at)
 	if err := h.deliver(ctx, payload, "refunded"); err != nil {
 		return creditMove{}, false, err
@@ -196,7 +196,7 @@ func (h *history) refund(ctx context.Context, c *customer, day time.Time) (credi
 // deliver hands a Stripe event to the webhook as Stripe sends it: signed now, as a delivery
 // is, while the event itself carries its past time. The outcome must be the one wanted.
 func (h *history) deliver(ctx context.Context, payload []byte, want string) error {
-	outcome, err := h.webhook.Handle(ctx, payload, billing.SignEvent(payload, h.webhookKey, time.Now()))
+	outcome, err := h.webhook.Handle(ctx, payload, credits.SignEvent(payload, h.webhookKey, time.Now()))
 	if err != nil {
 		return err
 	}

@@ -7,13 +7,13 @@
 //   - the gateway's part: a route ticket signed with the platform's signer (services/ticket) with
 //     the terms routing fixes (the offering's asks, the price book row in force for the tier at
 //     that moment, the bounds on billable tokens of routing.BoundsFor), and the gateway's record
-//     of each attempt (billing.RequestLog): what it relayed and how the attempt ended;
+//     of each attempt (requestlog.RequestLog): what it relayed and how the attempt ended;
 //   - the rig's part: its usage event (metering.NewEvent, Encode), on its offering's subject;
 //   - the meter's part: a metering.Meter whose clock is the simulated one meters each day's
 //     events in one batch (ProcessMessages), with every check it makes of live events, and
 //     posts that day's ledger transactions;
-//   - credit: purchases through billing.Credits completed by signed checkout.session.completed
-//     webhooks, and a refund by a signed charge.refunded, handled by billing.StripeWebhook at
+//   - credit: purchases through credits.Credits completed by signed checkout.session.completed
+//     webhooks, and a refund by a signed charge.refunded, handled by credits.StripeWebhook at
 //     their past times.
 //
 // The rules (customers, workloads, rhythm, failures, credit, the price change) are in rules.go.
@@ -40,10 +40,12 @@ import (
 
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/accounts"
-	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/credits"
 	"github.com/gpumarket/gpumarket/services/demo"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/metering"
+	"github.com/gpumarket/gpumarket/services/requestlog"
 	"github.com/gpumarket/gpumarket/services/ticket"
 )
 
@@ -111,10 +113,10 @@ type history struct {
 	start       time.Time // its first day
 	accounts    *accounts.Service
 	catalog     *catalog.Service
-	credits     *billing.Credits
-	webhook     *billing.StripeWebhook
+	credits     *credits.Credits
+	webhook     *credits.StripeWebhook
 	webhookKey  string
-	requestLog  *billing.RequestLog
+	requestLog  *requestlog.RequestLog
 	meter       *metering.Meter
 	signer      *ticket.Signer
 	book        catalog.PriceBook
@@ -141,13 +143,13 @@ func open(ctx context.Context, cfg Config, now time.Time) (*history, error) {
 		return nil, err
 	}
 	h.catalog = catalog.NewService(cfg.Pool, catalog.Config{Now: h.clock.now})
-	ledger := billing.NewLedger(cfg.Pool, h.clock.now)
-	h.credits = billing.NewCredits(cfg.Pool, ledger, pastCheckout{h.clock.now}, h.clock.now)
+	ledger := ledger.NewLedger(cfg.Pool, h.clock.now)
+	h.credits = credits.NewCredits(cfg.Pool, ledger, pastCheckout{h.clock.now}, h.clock.now)
 	// The history's webhooks are signed and verified with a secret of its own: they are made
 	// and handled here, and never sent over the network.
 	h.webhookKey = "whsec_history_" + randomHex(24)
-	h.webhook = billing.NewStripeWebhook(h.credits, []string{h.webhookKey})
-	h.requestLog = billing.NewRequestLog(cfg.Pool, h.clock.now, h.log)
+	h.webhook = credits.NewStripeWebhook(h.credits, []string{h.webhookKey})
+	h.requestLog = requestlog.NewRequestLog(cfg.Pool, h.clock.now, h.log)
 	key := cfg.TicketKey
 	if len(key) == 0 {
 		key = []byte(randomHex(32))

@@ -6,14 +6,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/gpumarket/gpumarket/services/billing"
 	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/requestlog"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/usage"
 )
 
 // measure writes what the platform measured of each offering the history served: the figures of the gateway's
-// records of its attempts (gateway_requests, as billing.RequestLog wrote them), the newest routing.WindowSize of
+// records of its attempts (gateway_requests, as requestlog.RequestLog wrote them), the newest routing.WindowSize of
 // them, by the rules of routing's live figures (routing.FiguresOf): percentiles of the streamed requests' times
 // to first token, throughput over the time the rig was busy. An offering whose records hold fewer than
 // catalog.MinMeasuredRequests streamed requests keeps no measured figures: its claims stand, as routing's do.
@@ -48,10 +48,10 @@ func (h *history) measure(ctx context.Context) error {
 		if ttftMs != nil {
 			o.TTFT = ms(*ttftMs)
 		}
-		switch billing.GatewayStatus(status) { // as the gateway reports an attempt to routing
-		case billing.GatewayCanceled:
+		switch requestlog.GatewayStatus(status) { // as the gateway reports an attempt to routing
+		case requestlog.GatewayCanceled:
 			o.Status = usage.StatusCanceled
-		case billing.GatewayError, billing.GatewayFailedOver:
+		case requestlog.GatewayError, requestlog.GatewayFailedOver:
 			o.Status = usage.StatusError
 		}
 		obs[offering] = append(obs[offering], o)

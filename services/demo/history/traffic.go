@@ -17,11 +17,12 @@ import (
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/usage"
 
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/admission"
 	"github.com/gpumarket/gpumarket/services/carbon"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/requestlog"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/simulation"
 	"github.com/gpumarket/gpumarket/services/ticket"
@@ -93,7 +94,7 @@ type request struct {
 // attempt is one try of a request on an offering: the gateway's record of it and its rig's
 // usage event.
 type attempt struct {
-	record billing.GatewayRequest
+	record requestlog.GatewayRequest
 	msg    metering.Message
 }
 
@@ -320,9 +321,9 @@ func (h *history) servedAttempt(c *customer, day time.Time, s *spec, off offerin
 	if err != nil {
 		return attempt{}, time.Time{}, 0, err
 	}
-	out, status, gwStatus := s.out, usage.StatusOK, billing.GatewayOK
+	out, status, gwStatus := s.out, usage.StatusOK, requestlog.GatewayOK
 	if s.cancel {
-		out, status, gwStatus = max(1, int64(math.Round(float64(s.out)*cancelShare))), usage.StatusCanceled, billing.GatewayCanceled
+		out, status, gwStatus = max(1, int64(math.Round(float64(s.out)*cancelShare))), usage.StatusCanceled, requestlog.GatewayCanceled
 	}
 	served := lat.TTFT + time.Duration(out-1)*lat.TPOT
 	agentStart := at.Add(agentLag)
@@ -334,7 +335,7 @@ func (h *history) servedAttempt(c *customer, day time.Time, s *spec, off offerin
 		rec.TTFT = agentLag + lat.TTFT + relayLag
 	}
 	if status == usage.StatusOK {
-		rec.Usage = &billing.TokenCount{Input: s.in, Output: out} // the stream's usage chunk
+		rec.Usage = &admission.TokenCount{Input: s.in, Output: out} // the stream's usage chunk
 	}
 	rec.RelayedOutputBytes = out * bytesPerToken
 	if s.w.Stream {
@@ -366,14 +367,14 @@ func (h *history) failedAttempt(c *customer, day time.Time, s *spec, off offerin
 	agentEnd := at.Add(agentLag + failedAfter)
 	end := agentEnd.Add(relayLag)
 	rec := h.record(c, s, off, rt, at, end)
-	rec.HTTPStatus, rec.Status = 503, billing.GatewayFailedOver
+	rec.HTTPStatus, rec.Status = 503, requestlog.GatewayFailedOver
 	msg, err := h.event(off, rt, agentEnd, usage.Usage{DurationMillis: millis(failedAfter), Status: usage.StatusError})
 	return attempt{record: rec, msg: msg}, end, err
 }
 
 // record is the gateway's record of an attempt, but for how it ended.
-func (h *history) record(c *customer, s *spec, off offering, rt routed, at, end time.Time) billing.GatewayRequest {
-	return billing.GatewayRequest{RequestID: rt.requestID, AccountID: c.user.AccountID, APIKeyID: c.keys[keyName(*s.w)],
+func (h *history) record(c *customer, s *spec, off offering, rt routed, at, end time.Time) requestlog.GatewayRequest {
+	return requestlog.GatewayRequest{RequestID: rt.requestID, AccountID: c.user.AccountID, APIKeyID: c.keys[keyName(*s.w)],
 		OfferingID: off.ID, Tier: off.Tier, Model: s.w.Model, Duration: end.Sub(at), At: end,
 		InputBytes: rt.bodyBytes, MaxInputTokens: rt.bounds.MaxInputTokens, MaxOutputTokens: rt.bounds.MaxOutputTokens,
 		Streamed: s.w.Stream}

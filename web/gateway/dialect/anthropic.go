@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/gpumarket/gpumarket/services"
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/admission"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/web/gateway/internal/wire"
 	"github.com/gpumarket/gpumarket/web/internal/httperr"
@@ -355,7 +355,7 @@ func (u *chatUsage) anthropic(t *Translation) anthropicUsage {
 		out.InputTokens -= out.CacheReadInputTokens
 	}
 	if t != nil && t.Cost != nil {
-		if cost, ok := t.Cost(&billing.TokenCount{Input: max(u.PromptTokens, 0), Output: max(u.CompletionTokens, 0),
+		if cost, ok := t.Cost(&admission.TokenCount{Input: max(u.PromptTokens, 0), Output: max(u.CompletionTokens, 0),
 			Cached: max(out.CacheReadInputTokens, 0)}); ok {
 			out.Cost = json.RawMessage(cost.Decimal(12))
 		}

@@ -10,7 +10,7 @@ package dialect
 import (
 	"time"
 
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/admission"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/web/gateway/internal/wire"
 )
@@ -49,7 +49,7 @@ type Translation struct {
 	Created   time.Time
 	// Cost is what the request costs for the usage its answer reported; ok is false when there is none to tell.
 	// Nil tells none.
-	Cost func(*billing.TokenCount) (money.Pico, bool)
+	Cost func(*admission.TokenCount) (money.Pico, bool)
 }
 
 // ChunkTranslator translates one chat completion stream into the dialect's events.

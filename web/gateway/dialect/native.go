@@ -3,7 +3,7 @@ package dialect
 import (
 	"encoding/json"
 
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/admission"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/web/gateway/internal/wire"
 )
@@ -37,7 +37,7 @@ func NativeBody(clientBody []byte, model string) ([]byte, error) {
 }
 
 // NativeUsage reads the usage of a whole native answer: nil when it has none the gateway can read.
-func NativeUsage(api string, body []byte) *billing.TokenCount {
+func NativeUsage(api string, body []byte) *admission.TokenCount {
 	var a struct {
 		Usage *json.RawMessage `json:"usage"`
 	}
@@ -49,7 +49,7 @@ func NativeUsage(api string, body []byte) *billing.TokenCount {
 
 // UsageIn reads a native usage object. Anthropic counts the input read from the cache, and the input written to
 // it, apart from input_tokens; the Responses API counts the cached input within input_tokens.
-func UsageIn(api string, raw json.RawMessage) *billing.TokenCount {
+func UsageIn(api string, raw json.RawMessage) *admission.TokenCount {
 	switch api {
 	case catalog.NativeMessages:
 		var u struct {
@@ -62,7 +62,7 @@ func UsageIn(api string, raw json.RawMessage) *billing.TokenCount {
 			return nil
 		}
 		in := max(ptrOr(u.Input), 0) + max(u.CacheRead, 0) + max(u.CacheCreate, 0)
-		return &billing.TokenCount{Input: in, Output: max(*u.Output, 0), Cached: max(u.CacheRead, 0)}
+		return &admission.TokenCount{Input: in, Output: max(*u.Output, 0), Cached: max(u.CacheRead, 0)}
 	case catalog.NativeResponses:
 		var u struct {
 			Input   *int64 `json:"input_tokens"`
@@ -74,7 +74,7 @@ func UsageIn(api string, raw json.RawMessage) *billing.TokenCount {
 		if json.Unmarshal(raw, &u) != nil || u.Input == nil || u.Output == nil {
 			return nil
 		}
-		return &billing.TokenCount{Input: max(*u.Input, 0), Output: max(*u.Output, 0), Cached: max(u.Details.Cached, 0)}
+		return &admission.TokenCount{Input: max(*u.Input, 0), Output: max(*u.Output, 0), Cached: max(u.Details.Cached, 0)}
 	}
 	return nil
 }
@@ -89,7 +89,7 @@ func ptrOr(p *int64) int64 {
 // MessagesDeltaUsage reads the usage of a native Messages stream's message_delta event into the usage read so far
 // (nil before any): the output count is the whole so far; the input, when the event repeats it, too. ok is false
 // when the event tells no output count, and usage is then as it was.
-func MessagesDeltaUsage(raw json.RawMessage, usage *billing.TokenCount) (_ *billing.TokenCount, ok bool) {
+func MessagesDeltaUsage(raw json.RawMessage, usage *admission.TokenCount) (_ *admission.TokenCount, ok bool) {
 	var u struct {
 		Input       *int64 `json:"input_tokens"`
 		Output      *int64 `json:"output_tokens"`
@@ -100,7 +100,7 @@ func MessagesDeltaUsage(raw json.RawMessage, usage *billing.TokenCount) (_ *bill
 		return usage, false
 	}
 	if usage == nil {
-		usage = &billing.TokenCount{}
+		usage = &admission.TokenCount{}
 	}
 	usage.Output = max(*u.Output, 0)
 	if u.Input != nil || u.CacheRead != nil || u.CacheCreate != nil {

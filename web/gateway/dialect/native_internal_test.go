@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/admission"
 	"github.com/gpumarket/gpumarket/services/catalog"
 )
 
@@ -41,16 +41,16 @@ func TestANativeBodyIsTheClientsAsTheEngineKnowsIt(t *testing.T) {
 func TestNativeUsageIsReadInEachAPIsOwnTerms(t *testing.T) {
 	for _, c := range []struct {
 		api, body string
-		want      *billing.TokenCount
+		want      *admission.TokenCount
 	}{
 		{catalog.NativeMessages, `{"type":"message","usage":{"input_tokens":5,"cache_read_input_tokens":30,"cache_creation_input_tokens":2,"output_tokens":7}}`,
-			&billing.TokenCount{Input: 37, Cached: 30, Output: 7}},
-		{catalog.NativeMessages, `{"type":"message","usage":{"input_tokens":12,"output_tokens":0}}`, &billing.TokenCount{Input: 12}},
-		{catalog.NativeMessages, `{"type":"message","usage":{"input_tokens":-4,"output_tokens":-1}}`, &billing.TokenCount{}},
+			&admission.TokenCount{Input: 37, Cached: 30, Output: 7}},
+		{catalog.NativeMessages, `{"type":"message","usage":{"input_tokens":12,"output_tokens":0}}`, &admission.TokenCount{Input: 12}},
+		{catalog.NativeMessages, `{"type":"message","usage":{"input_tokens":-4,"output_tokens":-1}}`, &admission.TokenCount{}},
 		{catalog.NativeMessages, `{"type":"message","usage":{"input_tokens":12}}`, nil},
 		{catalog.NativeMessages, `{"type":"message"}`, nil},
 		{catalog.NativeResponses, `{"object":"response","usage":{"input_tokens":40,"input_tokens_details":{"cached_tokens":32},"output_tokens":9,"total_tokens":49}}`,
-			&billing.TokenCount{Input: 40, Cached: 32, Output: 9}},
+			&admission.TokenCount{Input: 40, Cached: 32, Output: 9}},
 		{catalog.NativeResponses, `{"object":"response","usage":{"output_tokens":9}}`, nil},
 		{catalog.NativeResponses, `not json`, nil},
 	} {

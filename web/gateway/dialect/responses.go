@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/admission"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/web/gateway/internal/wire"
 )
@@ -663,7 +663,7 @@ func (resp *responseObject) finish(finishReason string, u *respChatUsage, at int
 			ru.TotalTokens = ru.InputTokens + ru.OutputTokens
 		}
 		if t.Cost != nil {
-			if cost, ok := t.Cost(&billing.TokenCount{Input: max(u.PromptTokens, 0), Output: max(u.CompletionTokens, 0),
+			if cost, ok := t.Cost(&admission.TokenCount{Input: max(u.PromptTokens, 0), Output: max(u.CompletionTokens, 0),
 				Cached: max(ru.InputTokensDetails.CachedTokens, 0)}); ok {
 				ru.Cost = json.RawMessage(cost.Decimal(12))
 			}

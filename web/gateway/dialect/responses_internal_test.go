@@ -12,7 +12,7 @@ import (
 
 	"github.com/openai/openai-go/v3/responses"
 
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/admission"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/web/gateway/internal/wire"
 )
@@ -143,7 +143,7 @@ func TestResponsesRefusals(t *testing.T) {
 // responsesTranslation is a request's translation whose cost is a microdollar a token.
 func responsesTranslation(request string) *Translation {
 	return &Translation{RequestID: "req_0123abcd", Request: []byte(request), Model: "llama-3-8b",
-		Created: time.Unix(1_800_000_000, 0), Cost: func(u *billing.TokenCount) (money.Pico, bool) {
+		Created: time.Unix(1_800_000_000, 0), Cost: func(u *admission.TokenCount) (money.Pico, bool) {
 			// A dollar a million tokens, a quarter of it for a cached one.
 			return money.Pico(u.Input-u.Cached+u.Output)*money.PicoPerUSD/1_000_000 + money.Pico(u.Cached)*money.PicoPerUSD/4_000_000, true
 		}}

@@ -8,16 +8,17 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpumarket/gpumarket/services"
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/credits"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/payouts"
 	"github.com/gpumarket/gpumarket/templates"
 )
 
 // Payments wires credits and the Stripe webhook into the web server.
 type Payments struct {
-	Credits *billing.Credits
-	Ledger  *billing.Ledger
-	Webhook *billing.StripeWebhook
+	Credits *credits.Credits
+	Ledger  *ledger.Ledger
+	Webhook *credits.StripeWebhook
 	// Payouts connects providers' Stripe accounts and pays their statements (web/provider, web/ledger).
 	Payouts *payouts.Service
 	// LocalWebhookSecret, when set, turns on the local test-payment page, which signs its

@@ -3,7 +3,7 @@ package wire
 import (
 	"encoding/json"
 
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/admission"
 	"github.com/gpumarket/gpumarket/services/money"
 )
 
@@ -11,7 +11,7 @@ import (
 // cost written into it (package gateway's cost.go).
 
 // UsageOf reads the usage member of a whole response.
-func UsageOf(body []byte) *billing.TokenCount {
+func UsageOf(body []byte) *admission.TokenCount {
 	top, ok := ReadObject(body)
 	if !ok {
 		return nil
@@ -67,8 +67,8 @@ func (d *PromptDetails) UnmarshalJSON(raw []byte) error {
 }
 
 // Count is the usage as the meter counts it: never below zero, and never more cached tokens than the prompt.
-func (u *Usage) Count() *billing.TokenCount {
-	c := &billing.TokenCount{Input: max(u.PromptTokens, 0), Output: max(u.CompletionTokens, 0)}
+func (u *Usage) Count() *admission.TokenCount {
+	c := &admission.TokenCount{Input: max(u.PromptTokens, 0), Output: max(u.CompletionTokens, 0)}
 	if u.PromptTokensDetails != nil {
 		c.Cached = min(max(u.PromptTokensDetails.CachedTokens, 0), c.Input)
 	}

@@ -1,4 +1,4 @@
-package billing
+package requestlog
 
 import (
 	"context"
@@ -28,7 +28,7 @@ var _ reliability.Source = (*RequestLog)(nil)
 // most what the gateway saw relayed (ticket.RelayBound): a rig cannot look faster by claiming tokens it did
 // not send.
 func (l *RequestLog) Reliability(ctx context.Context, w reliability.Window, excluded []string) (_ map[string]reliability.Counts, err error) {
-	defer services.Wrap(&err, "billing.RequestLog.Reliability")
+	defer services.Wrap(&err, "requestlog.RequestLog.Reliability")
 	if excluded == nil {
 		excluded = []string{}
 	}

@@ -1,4 +1,4 @@
-package billing
+package credits
 
 import (
 	"context"
@@ -26,7 +26,7 @@ const MaxRecentEvents = 500
 // RecentEvents lists up to limit of the events received, the newest first by when each first
 // arrived. A limit outside 1..MaxRecentEvents is brought into it (0 means 100).
 func (w *StripeWebhook) RecentEvents(ctx context.Context, limit int) (_ []StripeEvent, err error) {
-	defer services.Wrap(&err, "billing.StripeWebhook.RecentEvents(%d)", limit)
+	defer services.Wrap(&err, "credits.StripeWebhook.RecentEvents(%d)", limit)
 	if limit <= 0 {
 		limit = 100
 	}

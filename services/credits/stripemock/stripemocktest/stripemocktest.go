@@ -10,7 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/gpumarket/gpumarket/services/billing/stripemock"
+	"github.com/gpumarket/gpumarket/services/credits/stripemock"
 )
 
 // find locates stripe-mock as the platform does, from the test process's environment: tests

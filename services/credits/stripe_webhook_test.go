@@ -1,4 +1,4 @@
-package billing
+package credits
 
 import (
 	"bytes"
@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gpumarket/gpumarket/services/ledger"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stripe/stripe-go/v76"
@@ -76,7 +78,7 @@ func TestWebhookFieldCase9UnpaidCompletionWaits(t *testing.T) {
 		t.Fatalf("after the unpaid completion: %+v", row)
 	}
 	s.wantCredit(t, s.org, 0)
-	if n := countTransactions(t, s.pool, TransactionPurchase); n != 0 {
+	if n := countTransactions(t, s.pool, ledger.TransactionPurchase); n != 0 {
 		t.Fatalf("%d purchase transactions before payment, want 0", n)
 	}
 
@@ -98,7 +100,7 @@ func TestWebhookFieldCase9UnpaidCompletionWaits(t *testing.T) {
 	}
 	s.wantCredit(t, s.org, cents(2000))
 	wantBalance(t, s.ledger, s.clearing, -cents(2000))
-	if n := countTransactions(t, s.pool, TransactionPurchase); n != 1 {
+	if n := countTransactions(t, s.pool, ledger.TransactionPurchase); n != 1 {
 		t.Fatalf("%d purchase transactions, want 1", n)
 	}
 	checkInvariants(t, s.pool)
@@ -139,7 +141,7 @@ func TestWebhookFieldCase10OnlyTheSessionGrants(t *testing.T) {
 		deliver(t, s.webhook, ev)
 	}
 	s.wantCredit(t, s.org, cents(2000))
-	if n := countTransactions(t, s.pool, TransactionPurchase); n != 1 {
+	if n := countTransactions(t, s.pool, ledger.TransactionPurchase); n != 1 {
 		t.Fatalf("%d purchase transactions, want 1", n)
 	}
 	if n := countRows(t, s.pool, "stripe_events"); n != 4 {
@@ -213,7 +215,7 @@ func TestWebhookFieldCase11SameFinalStateHoweverDelivered(t *testing.T) {
 			}
 			s.wantCredit(t, s.org, cents(1500))
 			wantBalance(t, s.ledger, s.clearing, -cents(1500))
-			if n, m := countTransactions(t, s.pool, TransactionPurchase), countTransactions(t, s.pool, TransactionRefund); n != 1 || m != 1 {
+			if n, m := countTransactions(t, s.pool, ledger.TransactionPurchase), countTransactions(t, s.pool, ledger.TransactionRefund); n != 1 || m != 1 {
 				t.Fatalf("%d purchase and %d refund transactions, want 1 and 1", n, m)
 			}
 			if n := countRows(t, s.pool, "stripe_events"); n != 3 {
@@ -324,7 +326,7 @@ func TestWebhookFieldCase12Signatures(t *testing.T) {
 		t.Fatalf("%d events stored, want %d", n, len(accepted))
 	}
 	s.wantCredit(t, s.org, cents(2000))
-	if n := countTransactions(t, s.pool, TransactionPurchase); n != 1 {
+	if n := countTransactions(t, s.pool, ledger.TransactionPurchase); n != 1 {
 		t.Fatalf("%d purchase transactions, want 1", n)
 	}
 }
@@ -406,7 +408,7 @@ func TestWebhookFieldCase13ManyPurchasesAndRefunds(t *testing.T) {
 		t.Fatalf("sum of postings %s, want %d", sum, int64(want))
 	}
 	var fromHistory money.BigPico
-	for before := PostingID(0); ; {
+	for before := ledger.PostingID(0); ; {
 		page, err := s.credits.History(ctx, s.org, 25, before)
 		if err != nil {
 			t.Fatal(err)
@@ -454,7 +456,7 @@ func TestWebhookRefunds(t *testing.T) {
 		if row := purchaseRow(t, s.pool, p.ID); row.Status != PurchasePaid || row.RefundedCents != 2000 {
 			t.Fatalf("purchase = %+v", row)
 		}
-		if n := countTransactions(t, s.pool, TransactionRefund); n != 2 {
+		if n := countTransactions(t, s.pool, ledger.TransactionRefund); n != 2 {
 			t.Fatalf("%d refund transactions, want 2", n)
 		}
 		checkInvariants(t, s.pool)
@@ -475,7 +477,7 @@ func TestWebhookRefunds(t *testing.T) {
 		if row := purchaseRow(t, s.pool, p.ID); row.RefundedCents != 2000 {
 			t.Fatalf("purchase = %+v", row)
 		}
-		if n := countTransactions(t, s.pool, TransactionRefund); n != 1 {
+		if n := countTransactions(t, s.pool, ledger.TransactionRefund); n != 1 {
 			t.Fatalf("%d refund transactions, want 1", n)
 		}
 		checkInvariants(t, s.pool)
@@ -534,7 +536,7 @@ func TestWebhookAsyncPaymentFailed(t *testing.T) {
 		t.Fatalf("purchase = %+v, want paid", row)
 	}
 	s.wantCredit(t, s.org, cents(1000))
-	if n := countTransactions(t, s.pool, TransactionPurchase); n != 1 {
+	if n := countTransactions(t, s.pool, ledger.TransactionPurchase); n != 1 {
 		t.Fatalf("%d purchase transactions, want 1", n)
 	}
 	checkInvariants(t, s.pool)
@@ -651,7 +653,7 @@ func TestWebhookConcurrentDeliveriesCreditOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(small.Close)
-	hook := NewStripeWebhook(NewCredits(small, NewLedger(small, s.clock.Now), nil, s.clock.Now), []string{testWebhookSecret})
+	hook := NewStripeWebhook(NewCredits(small, ledger.NewLedger(small, s.clock.Now), nil, s.clock.Now), []string{testWebhookSecret})
 
 	type delivery struct {
 		purchase string
@@ -696,7 +698,7 @@ func TestWebhookConcurrentDeliveriesCreditOnce(t *testing.T) {
 		t.Fatalf("credited %d and %d times, want once each", credited[same.ID], credited[mixed.ID])
 	}
 	s.wantCredit(t, s.org, cents(7000))
-	if n := countTransactions(t, s.pool, TransactionPurchase); n != 2 {
+	if n := countTransactions(t, s.pool, ledger.TransactionPurchase); n != 2 {
 		t.Fatalf("%d purchase transactions, want 2", n)
 	}
 	if e := eventRow(t, s.pool, "evt_same"); e.Deliveries != 10 {

@@ -1,4 +1,4 @@
-// Package billing owns the platform's money: the double-entry ledger that records every
+// Package ledger owns the platform's money: the double-entry ledger that records every
 // purchase of credits, every batch of metered usage, refunds, adjustments, credit notes and
 // payouts.
 //
@@ -34,24 +34,17 @@
 // refusing to record it would lose money. Stopping traffic at a zero balance is the gateway's
 // job (docs/failure-cases.md, case 19).
 //
-// The package's parts: the ledger (ledger*.go); credits bought through Stripe, with their
-// checkout, webhooks and refunds (credits.go, stripe*.go, events_local.go); and two parts the
-// /v1 gateway (package web/gateway) runs on: admission (admission.go, admission_rules.go),
-// which holds each request to its account's balance and its key's monthly limit before it is
-// sent, and the request log (requestlog.go), what the gateway saw of each request, reconciled
-// with the meter's usage rows (docs/gateway-integrity.md).
-//
-// Tables: billing owns the ledger's tables, credit_purchases and the Stripe event tables, and
-// gateway_requests; admission reads api_key_spend and usage_event_keys and the request log
-// reads usage_events and usage_event_keys, which package metering writes.
-package billing
+// Tables: ledger_accounts, ledger_transactions and ledger_postings, which only this package
+// names in SQL; its reports are its functions. It imports services and services/money and no
+// other part of the platform's money: credits, metering, invoicing and payouts import it, and
+// post through Ledger, so the dependency runs one way.
+package ledger
 
 import (
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 	"time"
@@ -149,7 +142,7 @@ func (in TransactionInput) Validate() error {
 	if len(in.Memo) > MaxMemoLength {
 		fe.Add("memo", fmt.Sprintf("Use at most %d characters.", MaxMemoLength))
 	}
-	if in.CreatedBy != "" && !canonicalUUID(in.CreatedBy) {
+	if in.CreatedBy != "" && !services.CanonicalUUID(in.CreatedBy) {
 		fe.Add("created_by", "Not a user id.")
 	}
 	if len(in.IdempotencyKey) > MaxIdempotencyKeyLength {
@@ -174,7 +167,7 @@ func (in TransactionInput) Validate() error {
 func postingsProblem(ps []Posting) string {
 	var credits, debits money.Pico
 	for _, p := range ps {
-		if !canonicalUUID(string(p.Account)) {
+		if !services.CanonicalUUID(string(p.Account)) {
 			return fmt.Sprintf("%q is not a ledger account id.", p.Account)
 		}
 		var err error
@@ -225,7 +218,7 @@ func NewLedger(pool *pgxpool.Pool, now func() time.Time) *Ledger {
 // AccountFor returns the ledger account of kind for the organisation ownerAccountID, creating
 // it on first use. Platform kinds (platform_revenue, stripe_clearing) take no owner: pass "".
 func (l *Ledger) AccountFor(ctx context.Context, kind AccountKind, ownerAccountID string) (_ LedgerAccountID, err error) {
-	defer services.Wrap(&err, "billing.AccountFor(%s, %q)", kind, ownerAccountID)
+	defer services.Wrap(&err, "ledger.AccountFor(%s, %q)", kind, ownerAccountID)
 	if !kind.Valid() {
 		return "", services.Errorf(services.CodeInvalid, "Unknown ledger account kind %q.", kind)
 	}
@@ -282,7 +275,7 @@ func (l *Ledger) Post(ctx context.Context, in TransactionInput) (txn Transaction
 // error), unless it takes every lock first with LockTx; one post per database transaction
 // never does.
 func (l *Ledger) PostTx(ctx context.Context, tx pgx.Tx, in TransactionInput) (_ Transaction, created bool, err error) {
-	defer services.Wrap(&err, "billing.Post(%s, %q)", in.Kind, in.IdempotencyKey)
+	defer services.Wrap(&err, "ledger.Post(%s, %q)", in.Kind, in.IdempotencyKey)
 	if err := in.Validate(); err != nil {
 		return Transaction{}, false, err
 	}
@@ -344,7 +337,7 @@ func (l *Ledger) PostTx(ctx context.Context, tx pgx.Tx, in TransactionInput) (_ 
 // usable; an error from the database aborts tx, as any failed statement does. The sums are
 // checked at commit, per transaction, as PostTx's are.
 func (l *Ledger) PostAllTx(ctx context.Context, tx pgx.Tx, ins []TransactionInput) (err error) {
-	defer services.Wrap(&err, "billing.PostAllTx(%d transactions)", len(ins))
+	defer services.Wrap(&err, "ledger.PostAllTx(%d transactions)", len(ins))
 	if len(ins) == 0 {
 		return nil
 	}
@@ -506,59 +499,13 @@ func samePostings(a, b []Posting) bool {
 // money.ErrOverflow rather than returning a wrong number.
 func picoFromNumeric(n pgtype.Numeric) (money.Pico, error) {
 	if !n.Valid {
-		return 0, errors.New("billing: NULL amount")
+		return 0, errors.New("ledger: NULL amount")
 	}
 	v, err := n.Int64Value()
 	if err != nil {
-		return 0, fmt.Errorf("billing: a stored amount is outside the range of money.Pico: %w", money.ErrOverflow)
+		return 0, fmt.Errorf("ledger: a stored amount is outside the range of money.Pico: %w", money.ErrOverflow)
 	}
 	return money.Pico(v.Int64), nil
-}
-
-// admissionBound is the largest balance or spend admission reads as it is: one beyond it,
-// either way, is read as the bound. Every decision admission takes is the same for any figure
-// past $4.6 million (a balance that far below zero refuses, one that far above admits), and
-// the bound leaves room to add the held charges to it without overflowing.
-const admissionBound = money.Pico(math.MaxInt64 / 2)
-
-// admissionFigure reads a NUMERIC amount for admission, brought within ±admissionBound.
-func admissionFigure(n pgtype.Numeric) (money.Pico, error) {
-	v, err := n.Value()
-	if err != nil {
-		return 0, err
-	}
-	var b money.BigPico
-	if err := b.Scan(v); err != nil {
-		return 0, err
-	}
-	switch {
-	case b.Cmp(money.BigPicoOf(admissionBound)) > 0:
-		return admissionBound, nil
-	case b.Cmp(money.BigPicoOf(-admissionBound)) < 0:
-		return -admissionBound, nil
-	}
-	return b.Pico()
-}
-
-// canonicalUUID reports whether s is a uuid as PostgreSQL writes it: lower-case hex in groups
-// of 8-4-4-4-12. Checking it here keeps malformed ids from aborting a caller's transaction.
-func canonicalUUID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i, c := range s {
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 const (

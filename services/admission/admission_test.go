@@ -1,8 +1,9 @@
-package billing
+package admission
 
 import (
 	"context"
 	"errors"
+	"github.com/gpumarket/gpumarket/services/credits"
 	"testing"
 	"time"
 
@@ -22,7 +23,7 @@ func (p fixedPrices) CurrentPrices(context.Context) (map[catalog.Tier]catalog.Pr
 // the background refresh has run.
 func TestAdmissionRereadsFiguresBeforeRefusing(t *testing.T) {
 	t.Parallel()
-	s := setupShop(t, nil)
+	s := setupShop(t)
 	ctx := context.Background()
 	finance := newUser(t, s.pool, newOrg(t, s.pool, "gpumarket"), "finance@gpumarket.test")
 	a := NewAdmission(AdmissionConfig{Pool: s.pool, Now: s.clock.Now, BalanceTTL: time.Minute,
@@ -32,7 +33,7 @@ func TestAdmissionRereadsFiguresBeforeRefusing(t *testing.T) {
 	if _, err := a.Admit(ctx, in); !errors.Is(err, ErrCreditSpent) {
 		t.Fatalf("Admit with no credit = %v, want ErrCreditSpent", err)
 	}
-	if _, err := s.credits.Adjust(ctx, AdjustInput{AccountID: s.org, Amount: 5 * money.PicoPerUSD, Reason: "welcome credit", ByUserID: finance}); err != nil {
+	if _, err := s.credits.Adjust(ctx, credits.AdjustInput{AccountID: s.org, Amount: 5 * money.PicoPerUSD, Reason: "welcome credit", ByUserID: finance}); err != nil {
 		t.Fatal(err)
 	}
 	// Within the same instant the figures are not read again: a client looping on a spent
@@ -52,7 +53,7 @@ func TestAdmissionRereadsFiguresBeforeRefusing(t *testing.T) {
 // does: one at minus $20 million refuses, one at plus $20 million admits, and neither fails.
 func TestAdmissionReadsBalancesPastTheRangeOfPico(t *testing.T) {
 	t.Parallel()
-	s := setupShop(t, nil)
+	s := setupShop(t)
 	ctx := context.Background()
 	finance := newUser(t, s.pool, newOrg(t, s.pool, "gpumarket"), "finance@gpumarket.test")
 	rich := newOrg(t, s.pool, "Rich")
@@ -60,7 +61,7 @@ func TestAdmissionReadsBalancesPastTheRangeOfPico(t *testing.T) {
 		Prices: fixedPrices{catalog.TierStandard: {Tier: catalog.TierStandard, Input: 150_000, Output: 300_000}}})
 	five := 5_000_000 * money.PicoPerUSD
 	for range 4 {
-		for _, adj := range []AdjustInput{{AccountID: s.org, Amount: -five}, {AccountID: rich, Amount: five}} {
+		for _, adj := range []credits.AdjustInput{{AccountID: s.org, Amount: -five}, {AccountID: rich, Amount: five}} {
 			adj.Reason, adj.ByUserID = "test", finance
 			if _, err := s.credits.Adjust(ctx, adj); err != nil {
 				t.Fatal(err)
@@ -86,10 +87,10 @@ func TestAdmissionReadsBalancesPastTheRangeOfPico(t *testing.T) {
 // rereads on its own path once the figures are stale.
 func TestAdmissionCloseWaitsForItsRereads(t *testing.T) {
 	t.Parallel()
-	s := setupShop(t, nil)
+	s := setupShop(t)
 	ctx := context.Background()
 	finance := newUser(t, s.pool, newOrg(t, s.pool, "gpumarket"), "finance@gpumarket.test")
-	if _, err := s.credits.Adjust(ctx, AdjustInput{AccountID: s.org, Amount: 5 * money.PicoPerUSD, Reason: "welcome credit", ByUserID: finance}); err != nil {
+	if _, err := s.credits.Adjust(ctx, credits.AdjustInput{AccountID: s.org, Amount: 5 * money.PicoPerUSD, Reason: "welcome credit", ByUserID: finance}); err != nil {
 		t.Fatal(err)
 	}
 	a := NewAdmission(AdmissionConfig{Pool: s.pool, Now: s.clock.Now, BalanceTTL: time.Second,
@@ -133,11 +134,11 @@ func TestAdmissionCloseWaitsForItsRereads(t *testing.T) {
 // carries it to admission_holds, where every replica reads it, until the meter bills it.
 func TestAdmissionHoldsTheBoundNotTheClaim(t *testing.T) {
 	t.Parallel()
-	s := setupShop(t, nil)
+	s := setupShop(t)
 	ctx := context.Background()
 	finance := newUser(t, s.pool, newOrg(t, s.pool, "gpumarket"), "finance@gpumarket.test")
 	// $0.03 of credit; $0.15 and $0.30 per million input and output tokens.
-	if _, err := s.credits.Adjust(ctx, AdjustInput{AccountID: s.org, Amount: 3 * money.PicoPerCent, Reason: "welcome credit", ByUserID: finance}); err != nil {
+	if _, err := s.credits.Adjust(ctx, credits.AdjustInput{AccountID: s.org, Amount: 3 * money.PicoPerCent, Reason: "welcome credit", ByUserID: finance}); err != nil {
 		t.Fatal(err)
 	}
 	prices := fixedPrices{catalog.TierStandard: {Tier: catalog.TierStandard, Input: 150_000, Output: 300_000}}
@@ -199,10 +200,10 @@ func TestAdmissionHoldsTheBoundNotTheClaim(t *testing.T) {
 // $0.90 and $1.80 per million input and output tokens against standard's $0.15 and $0.30.
 func TestAdmissionHoldsAtTheModelsPrice(t *testing.T) {
 	t.Parallel()
-	s := setupShop(t, nil)
+	s := setupShop(t)
 	ctx := context.Background()
 	finance := newUser(t, s.pool, newOrg(t, s.pool, "gpumarket"), "finance@gpumarket.test")
-	if _, err := s.credits.Adjust(ctx, AdjustInput{AccountID: s.org, Amount: money.PicoPerUSD, Reason: "welcome credit", ByUserID: finance}); err != nil {
+	if _, err := s.credits.Adjust(ctx, credits.AdjustInput{AccountID: s.org, Amount: money.PicoPerUSD, Reason: "welcome credit", ByUserID: finance}); err != nil {
 		t.Fatal(err)
 	}
 	a := NewAdmission(AdmissionConfig{Pool: s.pool, Now: s.clock.Now,

@@ -1,4 +1,4 @@
-package billing
+package credits
 
 import (
 	"context"
@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpumarket/gpumarket/services/billing/stripemock/stripemocktest"
+	"github.com/gpumarket/gpumarket/services/credits/stripemock/stripemocktest"
 
-	"github.com/gpumarket/gpumarket/services/billing/stripemock"
+	"github.com/gpumarket/gpumarket/services/credits/stripemock"
 )
 
 var (

@@ -1,10 +1,11 @@
-package billing
+package admission
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -104,8 +105,8 @@ const (
 // What Admit refuses with, as the Cause of a *services.Error; the gateway answers both with
 // 402 insufficient_quota.
 var (
-	ErrCreditSpent     = errors.New("billing: the account's credit is spent")
-	ErrKeyLimitReached = errors.New("billing: the API key's monthly limit is reached")
+	ErrCreditSpent     = errors.New("admission: the account's credit is spent")
+	ErrKeyLimitReached = errors.New("admission: the API key's monthly limit is reached")
 )
 
 // AdmissionConfig wires an Admission.
@@ -237,7 +238,7 @@ func (r *Reservation) Amount() money.Pico { return r.amount }
 // Admit admits a request and reserves its estimated cost, or refuses it with ErrCreditSpent or
 // ErrKeyLimitReached (see Admission).
 func (a *Admission) Admit(ctx context.Context, in AdmitInput) (_ *Reservation, err error) {
-	defer services.Wrap(&err, "billing.Admit")
+	defer services.Wrap(&err, "admission.Admit")
 	var price catalog.Price
 	if in.Price != nil {
 		price = *in.Price
@@ -391,7 +392,7 @@ func (a *Admission) price(ctx context.Context, tier catalog.Tier) (catalog.Price
 			if a.prices == nil {
 				return catalog.Price{}, err
 			}
-			a.cfg.Log.Warn("billing: price book reload failed; estimating with the last one", "error", err)
+			a.cfg.Log.Warn("admission: price book reload failed; estimating with the last one", "error", err)
 		} else {
 			a.prices, a.pricesAt = prices, now
 		}
@@ -416,7 +417,7 @@ func (a *Admission) refresh(sp *spender, accountID string) {
 	sp.refreshing = false
 	if err != nil {
 		if a.background.Err() == nil { // not cut off by Close
-			a.cfg.Log.Warn("billing: balance refresh failed; admitting on the last figures", "account", accountID, "error", err)
+			a.cfg.Log.Warn("admission: balance refresh failed; admitting on the last figures", "account", accountID, "error", err)
 		}
 		return
 	}
@@ -443,7 +444,7 @@ type figures struct {
 // while usage_events was nearly empty scans the whole table for the held ids, and keeps doing
 // so as it grows until the next ANALYZE.
 func (a *Admission) load(ctx context.Context, accountID string, keys, held []string, now time.Time) (f figures, err error) {
-	defer services.Wrap(&err, "billing.Admission.load(%s)", accountID)
+	defer services.Wrap(&err, "admission.Admission.load(%s)", accountID)
 	f = figures{at: now, month: monthStart(now), spent: make(map[string]money.Pico, len(keys)), byKey: make(map[string]money.Pico, len(keys))}
 	rows, err := a.cfg.Pool.Query(ctx, `
 		WITH holds AS (
@@ -547,4 +548,29 @@ func (sp *spender) heldIDs() []string {
 func monthStart(t time.Time) time.Time {
 	t = t.UTC()
 	return time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
+}
+
+// admissionBound is the largest balance or spend admission reads as it is: one beyond it,
+// either way, is read as the bound. Every decision admission takes is the same for any figure
+// past $4.6 million (a balance that far below zero refuses, one that far above admits), and
+// the bound leaves room to add the held charges to it without overflowing.
+const admissionBound = money.Pico(math.MaxInt64 / 2)
+
+// admissionFigure reads a NUMERIC amount for admission, brought within ±admissionBound.
+func admissionFigure(n pgtype.Numeric) (money.Pico, error) {
+	v, err := n.Value()
+	if err != nil {
+		return 0, err
+	}
+	var b money.BigPico
+	if err := b.Scan(v); err != nil {
+		return 0, err
+	}
+	switch {
+	case b.Cmp(money.BigPicoOf(admissionBound)) > 0:
+		return admissionBound, nil
+	case b.Cmp(money.BigPicoOf(-admissionBound)) < 0:
+		return -admissionBound, nil
+	}
+	return b.Pico()
 }

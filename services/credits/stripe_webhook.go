@@ -1,4 +1,4 @@
-package billing
+package credits
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/gpumarket/gpumarket/services/ledger"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stripe/stripe-go/v76"
@@ -19,7 +21,7 @@ const SignatureTolerance = 300 * time.Second
 
 // ErrBadSignature is returned for a webhook whose signature does not verify; nothing is
 // stored or changed.
-var ErrBadSignature = errors.New("billing: the Stripe-Signature does not verify")
+var ErrBadSignature = errors.New("credits: the Stripe-Signature does not verify")
 
 // StripeWebhook turns Stripe's events into credits, exactly once.
 //
@@ -68,7 +70,7 @@ func (w *StripeWebhook) Handle(ctx context.Context, payload []byte, signature st
 	if err != nil {
 		return "", err
 	}
-	defer services.Wrap(&err, "billing.StripeWebhook.Handle(%s %s)", event.Type, event.ID)
+	defer services.Wrap(&err, "credits.StripeWebhook.Handle(%s %s)", event.Type, event.ID)
 	c := w.credits
 	subj, err := w.subjectOf(ctx, event)
 	if err != nil {
@@ -154,7 +156,7 @@ type subject struct {
 	// The purchase's organisation as first read, and its ledger accounts; empty when no
 	// purchase was found.
 	accountID          string
-	customer, clearing LedgerAccountID
+	customer, clearing ledger.LedgerAccountID
 }
 
 // purchaseRef finds the purchase an event is about: by the Stripe id it carries in column,
@@ -191,10 +193,10 @@ func (w *StripeWebhook) subjectOf(ctx context.Context, ev stripe.Event) (subject
 		return s, err
 	}
 	s.accountID = p.AccountID
-	if s.customer, err = w.credits.ledger.AccountFor(ctx, AccountCustomerCredit, p.AccountID); err != nil {
+	if s.customer, err = w.credits.ledger.AccountFor(ctx, ledger.AccountCustomerCredit, p.AccountID); err != nil {
 		return s, err
 	}
-	s.clearing, err = w.credits.ledger.AccountFor(ctx, AccountStripeClearing, "")
+	s.clearing, err = w.credits.ledger.AccountFor(ctx, ledger.AccountStripeClearing, "")
 	return s, err
 }
 
@@ -244,7 +246,7 @@ type lockedPurchase struct {
 
 // errPurchaseAppeared: the event's purchase was found only once its transaction had begun,
 // so its ledger accounts were not opened. The delivery fails and Stripe sends it again.
-var errPurchaseAppeared = errors.New("billing: the purchase appeared while the event was being read; it will be applied on redelivery")
+var errPurchaseAppeared = errors.New("credits: the purchase appeared while the event was being read; it will be applied on redelivery")
 
 // purchaseFor finds and locks the purchase an event is about.
 func (w *StripeWebhook) purchaseFor(ctx context.Context, tx pgx.Tx, s subject) (lockedPurchase, bool, error) {
@@ -270,7 +272,7 @@ func findPurchase(ctx context.Context, q interface {
 		err = q.QueryRow(ctx, query+ref.column+` = $1`+suffix, ref.stripeID).
 			Scan(&p.ID, &p.AccountID, &p.Status, &p.AmountCents, &p.RefundedCents)
 	}
-	if errors.Is(err, pgx.ErrNoRows) && canonicalUUID(ref.purchaseID) {
+	if errors.Is(err, pgx.ErrNoRows) && services.CanonicalUUID(ref.purchaseID) {
 		err = q.QueryRow(ctx, query+`id = $1`+suffix, ref.purchaseID).
 			Scan(&p.ID, &p.AccountID, &p.Status, &p.AmountCents, &p.RefundedCents)
 	}
@@ -293,11 +295,11 @@ func (w *StripeWebhook) credit(ctx context.Context, tx pgx.Tx, p lockedPurchase,
 	}
 	c := w.credits
 	amount := centsToPico(p.AmountCents)
-	txn, _, err := c.ledger.PostTx(ctx, tx, TransactionInput{
-		Kind: TransactionPurchase, IdempotencyKey: "stripe-purchase:" + p.ID,
+	txn, _, err := c.ledger.PostTx(ctx, tx, ledger.TransactionInput{
+		Kind: ledger.TransactionPurchase, IdempotencyKey: "stripe-purchase:" + p.ID,
 		Memo:       fmt.Sprintf("Credits bought with Stripe: %s (checkout %s)", formatCents(p.AmountCents), s.ID),
 		OccurredAt: c.now().UTC(),
-		Postings:   []Posting{{Account: subj.customer, Amount: amount}, {Account: subj.clearing, Amount: -amount}},
+		Postings:   []ledger.Posting{{Account: subj.customer, Amount: amount}, {Account: subj.clearing, Amount: -amount}},
 	})
 	if err != nil {
 		return "", err
@@ -335,11 +337,11 @@ func (w *StripeWebhook) refund(ctx context.Context, tx pgx.Tx, p lockedPurchase,
 	}
 	c := w.credits
 	amount := centsToPico(delta)
-	if _, _, err := c.ledger.PostTx(ctx, tx, TransactionInput{
-		Kind: TransactionRefund, IdempotencyKey: fmt.Sprintf("stripe-refund:%s:%d", p.ID, total),
+	if _, _, err := c.ledger.PostTx(ctx, tx, ledger.TransactionInput{
+		Kind: ledger.TransactionRefund, IdempotencyKey: fmt.Sprintf("stripe-refund:%s:%d", p.ID, total),
 		Memo:       fmt.Sprintf("Refund of %s (charge %s)", formatCents(delta), ch.ID),
 		OccurredAt: c.now().UTC(),
-		Postings:   []Posting{{Account: subj.customer, Amount: -amount}, {Account: subj.clearing, Amount: amount}},
+		Postings:   []ledger.Posting{{Account: subj.customer, Amount: -amount}, {Account: subj.clearing, Amount: amount}},
 	}); err != nil {
 		return "", err
 	}

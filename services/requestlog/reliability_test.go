@@ -1,8 +1,9 @@
-package billing
+package requestlog
 
 import (
 	"context"
 	"fmt"
+	"github.com/gpumarket/gpumarket/services/admission"
 	"strings"
 	"testing"
 	"time"
@@ -69,7 +70,7 @@ func (a *attemptRows) add(offering string, x attempt, times int) {
 			HTTPStatus: x.httpStatus, Status: x.status, TTFT: x.ttft, Duration: x.duration, At: x.at,
 			Streamed: x.streamed, RelayedOutputBytes: x.relayed, RelayedOutputChunks: x.relayed}
 		if x.output >= 0 {
-			r.Usage = &TokenCount{Input: 10, Output: x.output}
+			r.Usage = &admission.TokenCount{Input: 10, Output: x.output}
 		}
 		rs = append(rs, r)
 	}

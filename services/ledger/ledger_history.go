@@ -1,4 +1,4 @@
-package billing
+package ledger
 
 import (
 	"context"
@@ -43,12 +43,12 @@ const (
 // not by OccurredAt, so that a page boundary never moves when an older event is posted
 // late. A limit outside 1..MaxHistoryLimit is brought into it (0 means DefaultHistoryLimit).
 func (l *Ledger) History(ctx context.Context, id LedgerAccountID, limit int, before PostingID) (_ HistoryPage, err error) {
-	defer services.Wrap(&err, "billing.History(%s, %d, %d)", id, limit, before)
+	defer services.Wrap(&err, "ledger.History(%s, %d, %d)", id, limit, before)
 	if limit <= 0 {
 		limit = DefaultHistoryLimit
 	}
 	limit = min(limit, MaxHistoryLimit)
-	if !canonicalUUID(string(id)) {
+	if !services.CanonicalUUID(string(id)) {
 		return HistoryPage{}, ledgerAccountNotFound(id)
 	}
 	var exists bool

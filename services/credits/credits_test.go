@@ -1,4 +1,4 @@
-package billing
+package credits
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gpumarket/gpumarket/services/ledger"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -70,15 +72,15 @@ const testWebhookSecret = "whsec_test_billing"
 type shop struct {
 	credits  *Credits
 	webhook  *StripeWebhook
-	ledger   *Ledger
+	ledger   *ledger.Ledger
 	pool     *pgxpool.Pool
 	dbURL    string
 	clock    *clock
 	org      string // the buying organisation
 	user     string // its developer
-	customer LedgerAccountID
-	clearing LedgerAccountID
-	revenue  LedgerAccountID
+	customer ledger.LedgerAccountID
+	clearing ledger.LedgerAccountID
+	revenue  ledger.LedgerAccountID
 }
 
 // setupShop returns a shop whose checkout is the given one (nil: a fakeCheckout).
@@ -89,21 +91,21 @@ func setupShop(t *testing.T, checkout Checkout) shop {
 	}
 	pool, dbURL := dbtest.NewWithURL(t)
 	clk := &clock{now: testNow}
-	ledger := NewLedger(pool, clk.Now)
-	credits := NewCredits(pool, ledger, checkout, clk.Now)
+	l := ledger.NewLedger(pool, clk.Now)
+	credits := NewCredits(pool, l, checkout, clk.Now)
 	org := newOrg(t, pool, "Acme Labs")
 	return shop{
 		credits:  credits,
 		webhook:  NewStripeWebhook(credits, []string{testWebhookSecret}),
-		ledger:   ledger,
+		ledger:   l,
 		pool:     pool,
 		dbURL:    dbURL,
 		clock:    clk,
 		org:      org,
 		user:     newUser(t, pool, org, "dev@acme.test"),
-		customer: accountFor(t, ledger, AccountCustomerCredit, org),
-		clearing: accountFor(t, ledger, AccountStripeClearing, ""),
-		revenue:  accountFor(t, ledger, AccountPlatformRevenue, ""),
+		customer: accountFor(t, l, ledger.AccountCustomerCredit, org),
+		clearing: accountFor(t, l, ledger.AccountStripeClearing, ""),
+		revenue:  accountFor(t, l, ledger.AccountPlatformRevenue, ""),
 	}
 }
 
@@ -169,7 +171,7 @@ func (s shop) wantCredit(t testing.TB, org string, want money.Pico) {
 }
 
 // countTransactions counts the ledger transactions of a kind.
-func countTransactions(t testing.TB, pool *pgxpool.Pool, kind TransactionKind) int {
+func countTransactions(t testing.TB, pool *pgxpool.Pool, kind ledger.TransactionKind) int {
 	t.Helper()
 	var n int
 	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM ledger_transactions WHERE kind = $1`, string(kind)).Scan(&n); err != nil {
@@ -347,7 +349,7 @@ func TestAdjust(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if txn.Kind != TransactionAdjustment || txn.CreatedBy != finance || txn.Memo != "Adjustment: Outage on 3 March" || !txn.OccurredAt.Equal(testNow) {
+	if txn.Kind != ledger.TransactionAdjustment || txn.CreatedBy != finance || txn.Memo != "Adjustment: Outage on 3 March" || !txn.OccurredAt.Equal(testNow) {
 		t.Fatalf("adjustment = %+v", txn)
 	}
 	s.wantCredit(t, s.org, grant)

@@ -1,9 +1,10 @@
-package billing
+package requestlog
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gpumarket/gpumarket/services/admission"
 	"log/slog"
 	"sync"
 	"time"
@@ -39,8 +40,8 @@ type GatewayRequest struct {
 	Model      string
 	HTTPStatus int
 	Status     GatewayStatus
-	Usage      *TokenCount   // from the response; nil when none came by
-	TTFT       time.Duration // to the first output; 0 when none came
+	Usage      *admission.TokenCount // from the response; nil when none came by
+	TTFT       time.Duration         // to the first output; 0 when none came
 	Duration   time.Duration
 	At         time.Time // when the attempt ended
 	// What the gateway bounded and relayed, which the meter bills the rig's report against.
@@ -55,7 +56,7 @@ type GatewayRequest struct {
 	RelayedOutputChunks int64
 	// Hold is what admission holds of the account's credit until the meter bills the attempt
 	// (Reservation.Settle); written with the record, in admission_holds, when above zero.
-	Hold Hold
+	Hold admission.Hold
 }
 
 // Defaults of RequestLog.
@@ -147,7 +148,7 @@ func (l *RequestLog) Run(ctx context.Context) {
 // failed on are queued again, unless the database refused them as invalid (they are dropped and
 // logged).
 func (l *RequestLog) Flush(ctx context.Context) (err error) {
-	defer services.Wrap(&err, "billing.RequestLog.Flush")
+	defer services.Wrap(&err, "requestlog.RequestLog.Flush")
 	l.writing.Lock()
 	defer l.writing.Unlock()
 	l.mu.Lock()
@@ -247,7 +248,7 @@ type ReconcileResult struct {
 // Reconcile compares the recorded requests not yet reconciled with their metered rows (see
 // RequestLog); the platform runs it periodically. Each record is reconciled once.
 func (l *RequestLog) Reconcile(ctx context.Context) (res ReconcileResult, err error) {
-	defer services.Wrap(&err, "billing.RequestLog.Reconcile")
+	defer services.Wrap(&err, "requestlog.RequestLog.Reconcile")
 	now := l.now().UTC()
 	rows, err := l.pool.Query(ctx, `
 		WITH d AS (
@@ -353,7 +354,7 @@ type Discrepancy struct {
 
 // Discrepancies lists the flagged requests, the latest flagged first.
 func (l *RequestLog) Discrepancies(ctx context.Context, limit int) (_ []Discrepancy, err error) {
-	defer services.Wrap(&err, "billing.RequestLog.Discrepancies")
+	defer services.Wrap(&err, "requestlog.RequestLog.Discrepancies")
 	if limit <= 0 || limit > 500 {
 		limit = 100
 	}

@@ -1,4 +1,4 @@
-package billing
+package credits
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/gpumarket/gpumarket/services/ledger"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -77,7 +79,7 @@ type Checkout interface {
 // Credits sells prepaid credits and keeps the record of every purchase.
 type Credits struct {
 	pool     *pgxpool.Pool
-	ledger   *Ledger
+	ledger   *ledger.Ledger
 	checkout Checkout
 	now      func() time.Time
 	audit    AuditLog // nil records no adjustment in the audit log
@@ -96,7 +98,7 @@ func (c *Credits) RecordTo(log AuditLog) *Credits {
 }
 
 // NewCredits returns the credits service.
-func NewCredits(pool *pgxpool.Pool, ledger *Ledger, checkout Checkout, now func() time.Time) *Credits {
+func NewCredits(pool *pgxpool.Pool, ledger *ledger.Ledger, checkout Checkout, now func() time.Time) *Credits {
 	if now == nil {
 		now = time.Now
 	}
@@ -134,7 +136,7 @@ type StartInput struct {
 // Start records a pending purchase, then creates its Checkout Session. The purchase id is the
 // session's idempotency key, so a retry after a timeout cannot create a second session.
 func (c *Credits) Start(ctx context.Context, in StartInput) (_ Purchase, _ CheckoutSession, err error) {
-	defer services.Wrap(&err, "billing.Credits.Start")
+	defer services.Wrap(&err, "credits.Credits.Start")
 	if in.AmountCents < MinPurchaseCents || in.AmountCents > MaxPurchaseCents {
 		return Purchase{}, CheckoutSession{}, amountError("Buy between $5 and $10,000 of credits at a time.")
 	}
@@ -194,8 +196,8 @@ func scanPurchase(r pgx.CollectableRow) (Purchase, error) {
 
 // Purchase returns one of the account's purchases; another account's is not found.
 func (c *Credits) Purchase(ctx context.Context, accountID, id string) (_ Purchase, err error) {
-	defer services.Wrap(&err, "billing.Credits.Purchase(%s)", id)
-	if !canonicalUUID(id) {
+	defer services.Wrap(&err, "credits.Credits.Purchase(%s)", id)
+	if !services.CanonicalUUID(id) {
 		return Purchase{}, errPurchaseNotFound
 	}
 	rows, err := c.pool.Query(ctx, `SELECT `+purchaseColumns+` FROM credit_purchases WHERE id = $1 AND account_id = $2`, id, accountID)
@@ -213,7 +215,7 @@ var errPurchaseNotFound = services.Errorf(services.CodeNotFound, "No such purcha
 
 // Purchases lists the account's purchases, newest first.
 func (c *Credits) Purchases(ctx context.Context, accountID string, limit int) (_ []Purchase, err error) {
-	defer services.Wrap(&err, "billing.Credits.Purchases")
+	defer services.Wrap(&err, "credits.Credits.Purchases")
 	if limit <= 0 || limit > 100 {
 		limit = 20
 	}
@@ -234,8 +236,8 @@ type Balance struct {
 
 // Balance returns the account's credit.
 func (c *Credits) Balance(ctx context.Context, accountID string) (_ Balance, err error) {
-	defer services.Wrap(&err, "billing.Credits.Balance")
-	id, err := c.ledger.AccountFor(ctx, AccountCustomerCredit, accountID)
+	defer services.Wrap(&err, "credits.Credits.Balance")
+	id, err := c.ledger.AccountFor(ctx, ledger.AccountCustomerCredit, accountID)
 	if err != nil {
 		return Balance{}, err
 	}
@@ -251,11 +253,11 @@ func balanceOf(b money.BigPico) Balance {
 }
 
 // History returns a page of the account's credit movements, newest first.
-func (c *Credits) History(ctx context.Context, accountID string, limit int, before PostingID) (_ HistoryPage, err error) {
-	defer services.Wrap(&err, "billing.Credits.History")
-	id, err := c.ledger.AccountFor(ctx, AccountCustomerCredit, accountID)
+func (c *Credits) History(ctx context.Context, accountID string, limit int, before ledger.PostingID) (_ ledger.HistoryPage, err error) {
+	defer services.Wrap(&err, "credits.Credits.History")
+	id, err := c.ledger.AccountFor(ctx, ledger.AccountCustomerCredit, accountID)
 	if err != nil {
-		return HistoryPage{}, err
+		return ledger.HistoryPage{}, err
 	}
 	return c.ledger.History(ctx, id, limit, before)
 }
@@ -270,8 +272,8 @@ type AdjustInput struct {
 
 // Adjust moves credit between the customer and platform revenue, with a required reason,
 // recorded with who made it.
-func (c *Credits) Adjust(ctx context.Context, in AdjustInput) (_ Transaction, err error) {
-	defer services.Wrap(&err, "billing.Credits.Adjust")
+func (c *Credits) Adjust(ctx context.Context, in AdjustInput) (_ ledger.Transaction, err error) {
+	defer services.Wrap(&err, "credits.Credits.Adjust")
 	fe := services.FieldErrors{}
 	in.Reason = strings.TrimSpace(in.Reason)
 	if in.Reason == "" {
@@ -283,33 +285,33 @@ func (c *Credits) Adjust(ctx context.Context, in AdjustInput) (_ Transaction, er
 	if in.Amount == 0 {
 		fe.Add("amount_usd", "Enter a non-zero amount; negative takes credit back.")
 	}
-	if !canonicalUUID(in.AccountID) {
+	if !services.CanonicalUUID(in.AccountID) {
 		fe.Add("account_id", "Choose an account.")
 	}
 	if err := fe.Err(); err != nil {
-		return Transaction{}, err
+		return ledger.Transaction{}, err
 	}
-	customer, err := c.ledger.AccountFor(ctx, AccountCustomerCredit, in.AccountID)
+	customer, err := c.ledger.AccountFor(ctx, ledger.AccountCustomerCredit, in.AccountID)
 	if err != nil {
-		return Transaction{}, err
+		return ledger.Transaction{}, err
 	}
-	revenue, err := c.ledger.AccountFor(ctx, AccountPlatformRevenue, "")
+	revenue, err := c.ledger.AccountFor(ctx, ledger.AccountPlatformRevenue, "")
 	if err != nil {
-		return Transaction{}, err
+		return ledger.Transaction{}, err
 	}
-	var txn Transaction
+	var txn ledger.Transaction
 	err = pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
 		var err error
-		txn, _, err = c.ledger.PostTx(ctx, tx, TransactionInput{
-			Kind: TransactionAdjustment, Memo: "Adjustment: " + in.Reason, CreatedBy: in.ByUserID, OccurredAt: c.now().UTC(),
-			Postings: []Posting{{Account: customer, Amount: in.Amount}, {Account: revenue, Amount: -in.Amount}},
+		txn, _, err = c.ledger.PostTx(ctx, tx, ledger.TransactionInput{
+			Kind: ledger.TransactionAdjustment, Memo: "Adjustment: " + in.Reason, CreatedBy: in.ByUserID, OccurredAt: c.now().UTC(),
+			Postings: []ledger.Posting{{Account: customer, Amount: in.Amount}, {Account: revenue, Amount: -in.Amount}},
 		})
 		if err != nil || c.audit == nil {
 			return err
 		}
 		// PostTx holds the account's lock: the balance read here is the one the posting made.
-		var after money.BigPico
-		if err := tx.QueryRow(ctx, `SELECT balance FROM ledger_accounts WHERE id = $1`, string(customer)).Scan(&after); err != nil {
+		after, err := c.ledger.BalanceTx(ctx, tx, customer)
+		if err != nil {
 			return err
 		}
 		verb, size := "Granted", money.BigPicoOf(in.Amount)
@@ -330,7 +332,7 @@ func (c *Credits) Adjust(ctx context.Context, in AdjustInput) (_ Transaction, er
 		})
 	})
 	if err != nil {
-		return Transaction{}, err
+		return ledger.Transaction{}, err
 	}
 	return txn, nil
 }

@@ -1,4 +1,4 @@
-package billing
+package ledger
 
 import (
 	"context"
@@ -14,8 +14,8 @@ import (
 // column that posting keeps equal to it, exactly, however far past the range of money.Pico
 // (±$9.2 million) it has grown.
 func (l *Ledger) Balance(ctx context.Context, id LedgerAccountID) (_ money.BigPico, err error) {
-	defer services.Wrap(&err, "billing.Balance(%s)", id)
-	if !canonicalUUID(string(id)) {
+	defer services.Wrap(&err, "credits.Balance(%s)", id)
+	if !services.CanonicalUUID(string(id)) {
 		return money.BigPico{}, ledgerAccountNotFound(id)
 	}
 	var b money.BigPico
@@ -33,8 +33,8 @@ func (l *Ledger) Balance(ctx context.Context, id LedgerAccountID) (_ money.BigPi
 // account it is the balance no other writer can change until the caller commits: what a
 // payout checks before it lets money leave (services/payouts).
 func (l *Ledger) BalanceTx(ctx context.Context, tx pgx.Tx, id LedgerAccountID) (_ money.BigPico, err error) {
-	defer services.Wrap(&err, "billing.BalanceTx(%s)", id)
-	if !canonicalUUID(string(id)) {
+	defer services.Wrap(&err, "ledger.BalanceTx(%s)", id)
+	if !services.CanonicalUUID(string(id)) {
 		return money.BigPico{}, ledgerAccountNotFound(id)
 	}
 	var b money.BigPico
@@ -57,7 +57,7 @@ type AccountBalance struct {
 // Balances lists every ledger account with its balance: the platform's accounts first, then
 // by kind and owner name. Like Balance, it reads every balance exactly, whatever its size.
 func (l *Ledger) Balances(ctx context.Context) (_ []AccountBalance, err error) {
-	defer services.Wrap(&err, "billing.Balances")
+	defer services.Wrap(&err, "ledger.Balances")
 	rows, err := l.pool.Query(ctx, `
 		SELECT la.id, la.kind, coalesce(a.id::text, ''), coalesce(a.name, ''), la.balance
 		FROM ledger_accounts la

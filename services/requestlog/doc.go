@@ -1,0 +1,12 @@
+// Package requestlog keeps the /v1 gateway's record of what it saw of each request
+// (requestlog.go): its status, its timing and the usage its response reported, written in
+// batches with the hold admission turned its reservation into, and reconciled with the meter's
+// usage rows, so that a rig's answer and what was billed for it can be compared
+// (docs/gateway-integrity.md). From the same record it counts each offering's outcomes for
+// the reliability standings (reliability.go).
+//
+// Tables: gateway_requests; it writes admission_holds (owned by package admission) in the
+// statement that records a request, and reads usage_events and usage_event_keys (owned by
+// package metering). It imports admission for the Hold and the usage it records, and
+// services/reliability for the standings' types; neither the ledger nor credits.
+package requestlog
