@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/gpumarket/gpumarket/services"
-	"github.com/gpumarket/gpumarket/services/billing"
+	"github.com/gpumarket/gpumarket/services/admission"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/web/gateway/dialect"
 )
@@ -21,8 +21,8 @@ func TestGatewayErrorsByTheTable(t *testing.T) {
 		openAIType, code, param string
 		anthropicType           string
 	}{
-		{fmt.Errorf("admit: %w", billing.ErrCreditSpent), 402, "insufficient_quota", "insufficient_quota", "", "billing_error"},
-		{billing.ErrKeyLimitReached, 402, "insufficient_quota", "insufficient_quota", "", "billing_error"},
+		{fmt.Errorf("admit: %w", admission.ErrCreditSpent), 402, "insufficient_quota", "insufficient_quota", "", "billing_error"},
+		{admission.ErrKeyLimitReached, 402, "insufficient_quota", "insufficient_quota", "", "billing_error"},
 		{routing.ErrUnknownModel, 404, "invalid_request_error", "model_not_found", "model", "not_found_error"},
 		{routing.ErrUnknownOffering, 404, "invalid_request_error", "offering_not_found", "gpumarket.offering", "not_found_error"},
 		{routing.ErrTierNotOffered, 503, "server_error", "tier_not_offered", "", "overloaded_error"},
