@@ -65,7 +65,9 @@ func pending(t *testing.T, js jetstream.JetStream) (total uint64, bySubject map[
 // committed those; the rest stay delivered and unacknowledged.
 func fetchAndAck(t *testing.T, cons jetstream.Consumer, n, ack int) {
 	t.Helper()
-	batch, err := cons.FetchNoWait(n)
+	// Fetch, not FetchNoWait: the consumer may not have every published event yet when the test asks, and waiting
+	// for n of them (at most five seconds) is what the test means.
+	batch, err := cons.Fetch(n, jetstream.FetchMaxWait(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
