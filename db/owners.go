@@ -142,6 +142,13 @@ var Borrowed = map[string]map[string]string{
 		"ledger_postings":     "reads the ledger's postings into what it writes",
 		"ledger_transactions": "reads the ledger's postings into what it writes",
 	},
+	"services/fixtures": {
+		"accounts":  "test fixtures: rows tests need, built in one place",
+		"api_keys":  "test fixtures: rows tests need, built in one place",
+		"offerings": "test fixtures: rows tests need, built in one place",
+		"prices":    "test fixtures: rows tests need, built in one place",
+		"users":     "test fixtures: rows tests need, built in one place",
+	},
 	"services/invoicing": {
 		"accounts":             "joins an account's or a person's name into what it lists",
 		"gateway_requests":     "reads the gateway's request log in its own queries",
