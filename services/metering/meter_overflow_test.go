@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/services/events"
+	"github.com/gpumarket/gpumarket/services/fixtures"
 	"github.com/gpumarket/gpumarket/services/usage"
 
 	"github.com/nats-io/nats.go"
@@ -91,21 +92,13 @@ func TestMeterRefusesOverflowingEventsAndMetersTheRest(t *testing.T) {
 
 	// $125,000 per million tokens each way: 20,000,000 tokens cost $2.5 million, which the
 	// provider's asks take whole. Three fit a ledger posting; a fourth does not.
-	var premium int64
-	if err := e.pool.QueryRow(ctx, `INSERT INTO prices (tier, input_micro_usd_per_mtok, output_micro_usd_per_mtok,
-		effective_from, created_at) VALUES ('realtime', 125000000000, 125000000000, now() - interval '1 day', now())
-		RETURNING id`).Scan(&premium); err != nil {
-		t.Fatal(err)
-	}
+	premium := fixtures.Price(t, e.pool, "realtime", time.Now().AddDate(0, 0, -1), 125_000_000_000, 125_000_000_000)
 	const perEvent = money.Pico(2_500_000 * money.PicoPerUSD)
 	if c, err := cost(10_000_000, 125_000_000_000, 0, 0, 10_000_000, 125_000_000_000); err != nil || c != perEvent {
 		t.Fatalf("an inflated event costs %s, %v", c, err)
 	}
 	mallory, malloryKey := e.newCustomer(t, "Mallory")
-	var attacker string
-	if err := e.pool.QueryRow(ctx, `INSERT INTO accounts (name, created_at) VALUES ('Held Rigs', now()) RETURNING id`).Scan(&attacker); err != nil {
-		t.Fatal(err)
-	}
+	attacker := fixtures.Account(t, e.pool, "Held Rigs")
 	const rigs, held = 4, 200
 	now := time.Now()
 	var burst []*nats.Msg

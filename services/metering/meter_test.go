@@ -22,6 +22,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/events/natsserver"
+	"github.com/gpumarket/gpumarket/services/fixtures"
 	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/requestlog"
@@ -90,36 +91,16 @@ func setupMeterOn(t *testing.T, url string, opts usage.StreamOptions) *meterEnv 
 	e.requests = requestlog.NewRequestLog(e.pool, nil, nil)
 	e.meter = NewMeter(MeterConfig{Pool: e.pool, Ledger: e.ledger, Tickets: e.signer, JS: e.js, Consumer: e.cons,
 		BatchSize: 500, Now: func() time.Time { return e.now }})
-	q := func(sql string, args ...any) string {
-		var id string
-		if err := e.pool.QueryRow(ctx, sql, args...).Scan(&id); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-		return id
-	}
-	e.customer = q(`INSERT INTO accounts (name, created_at) VALUES ('Acme', now()) RETURNING id`)
-	user := q(`INSERT INTO users (account_id, email, password_hash, role, created_at)
-		VALUES ($1, 'dev@acme.test', 'x', 'developer', now()) RETURNING id`, e.customer)
-	e.apiKey = q(`INSERT INTO api_keys (account_id, created_by, name, prefix, key_hash, created_at)
-		VALUES ($1, $2, 'test', 'gm_test', '\x01', now()) RETURNING id`, e.customer, user)
-	e.provider = q(`INSERT INTO accounts (name, created_at) VALUES ('Fjord', now()) RETURNING id`)
-	e.other = q(`INSERT INTO accounts (name, created_at) VALUES ('Other', now()) RETURNING id`)
-	offering := `INSERT INTO offerings (provider_account_id, gpu, gpu_count, region, model, ask_input_micro_usd_per_mtok,
-		ask_output_micro_usd_per_mtok, tier, status, created_at, updated_at)
-		VALUES ($1, 'rtx-4090', 4, 'eu', 'm', $2, $2, 'standard', 'active', now(), now()) RETURNING id`
-	e.offering = q(offering, e.provider, 100_000)
-	e.foreign = q(offering, e.other, 100_000)
-	price := func(tier string, from time.Time, in, out int64) int64 {
-		var id int64
-		if err := e.pool.QueryRow(ctx, `INSERT INTO prices (tier, input_micro_usd_per_mtok, output_micro_usd_per_mtok,
-			effective_from, created_at) VALUES ($1, $2, $3, $4, now()) RETURNING id`, tier, in, out, from).Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		return id
-	}
-	e.price = price("standard", e.now.AddDate(0, -1, 0), 150_000, 300_000)
-	e.nextPrice = price("standard", e.now.AddDate(0, 0, 1), 200_000, 400_000)
-	e.batchPrice = price("batch", e.now.AddDate(0, -1, 0), 50_000, 100_000)
+	e.customer = fixtures.Account(t, e.pool, "Acme")
+	user := fixtures.User(t, e.pool, e.customer, "dev@acme.test", "developer")
+	e.apiKey = fixtures.APIKey(t, e.pool, e.customer, user, "test")
+	e.provider = fixtures.Account(t, e.pool, "Fjord")
+	e.other = fixtures.Account(t, e.pool, "Other")
+	e.offering = fixtures.Offering(t, e.pool, e.provider)
+	e.foreign = fixtures.Offering(t, e.pool, e.other)
+	e.price = fixtures.Price(t, e.pool, "standard", e.now.AddDate(0, -1, 0), 150_000, 300_000)
+	e.nextPrice = fixtures.Price(t, e.pool, "standard", e.now.AddDate(0, 0, 1), 200_000, 400_000)
+	e.batchPrice = fixtures.Price(t, e.pool, "batch", e.now.AddDate(0, -1, 0), 50_000, 100_000)
 	return e
 }
 
@@ -202,32 +183,15 @@ type testRig struct {
 // the key.
 func (e *meterEnv) newCustomer(t *testing.T, name string) (account, apiKey string) {
 	t.Helper()
-	ctx := context.Background()
-	var user string
-	if err := e.pool.QueryRow(ctx, `INSERT INTO accounts (name, created_at) VALUES ($1, now()) RETURNING id`, name).Scan(&account); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.pool.QueryRow(ctx, `INSERT INTO users (account_id, email, password_hash, role, created_at)
-		VALUES ($1, $2, 'x', 'developer', now()) RETURNING id`, account, account+"@example.test").Scan(&user); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.pool.QueryRow(ctx, `INSERT INTO api_keys (account_id, created_by, name, prefix, key_hash, created_at)
-		VALUES ($1, $2, 'key', 'gm_test', decode(md5($3), 'hex'), now()) RETURNING id`, account, user, account).Scan(&apiKey); err != nil {
-		t.Fatal(err)
-	}
-	return account, apiKey
+	account = fixtures.Account(t, e.pool, name)
+	user := fixtures.User(t, e.pool, account, account+"@example.test", "developer")
+	return account, fixtures.APIKey(t, e.pool, account, user, "key")
 }
 
 // newOffering lists an offering of the provider in a tier.
 func (e *meterEnv) newOffering(t *testing.T, provider, tier string) string {
 	t.Helper()
-	var id string
-	if err := e.pool.QueryRow(context.Background(), `INSERT INTO offerings (provider_account_id, gpu, gpu_count, region, model,
-		ask_input_micro_usd_per_mtok, ask_output_micro_usd_per_mtok, tier, status, created_at, updated_at)
-		VALUES ($1, 'rtx-4090', 4, 'eu', 'm', 10000, 10000, $2, 'active', now(), now()) RETURNING id`, provider, tier).Scan(&id); err != nil {
-		t.Fatal(err)
-	}
-	return id
+	return fixtures.Offering(t, e.pool, provider, fixtures.WithTier(tier), fixtures.WithAsk(10000, 10000))
 }
 
 // record writes the gateway's record of an attempt, as the gateway's request log does.

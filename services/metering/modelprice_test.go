@@ -7,6 +7,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/events"
+	"github.com/gpumarket/gpumarket/services/fixtures"
 	"github.com/gpumarket/gpumarket/services/ticket"
 )
 
@@ -20,21 +21,11 @@ func TestAModelsOwnPriceIsBilledAsTheTicketNamesIt(t *testing.T) {
 	e := setupMeter(t)
 	ctx := context.Background()
 	const big = "meta-llama/Meta-Llama-3-70B-Instruct"
-	var seventy string
-	if err := e.pool.QueryRow(ctx, `INSERT INTO offerings (provider_account_id, gpu, gpu_count, region, model,
-		ask_input_micro_usd_per_mtok, ask_output_micro_usd_per_mtok, tier, status, created_at, updated_at)
-		VALUES ($1, 'h100-pcie', 2, 'us', $2, 800000, 1600000, 'batch', 'active', now(), now()) RETURNING id`,
-		e.provider, big).Scan(&seventy); err != nil {
-		t.Fatal(err)
-	}
+	seventy := fixtures.Offering(t, e.pool, e.provider, fixtures.WithGPU("h100-pcie", 2), fixtures.WithRegion("us"),
+		fixtures.WithModel(big), fixtures.WithAsk(800000, 1600000), fixtures.WithTier("batch"))
 	eight := e.newOffering(t, e.provider, "batch") // model m, asks $0.01 and $0.01
 	modelPrice := func(from time.Time, in, out int64) int64 {
-		var id int64
-		if err := e.pool.QueryRow(ctx, `INSERT INTO prices (tier, model, input_micro_usd_per_mtok, output_micro_usd_per_mtok,
-			effective_from, created_at) VALUES ('batch', $1, $2, $3, $4, now()) RETURNING id`, big, in, out, from).Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		return id
+		return fixtures.Price(t, e.pool, "batch", from, in, out, fixtures.ForModel(big))
 	}
 	own := modelPrice(e.now.AddDate(0, -1, 0), 900_000, 1_800_000)
 	later := modelPrice(e.now.Add(time.Hour), 850_000, 1_700_000)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/services/events"
+	"github.com/gpumarket/gpumarket/services/fixtures"
 	"github.com/gpumarket/gpumarket/services/ticket"
 )
 
@@ -69,11 +70,7 @@ func TestKeysHoldAcrossMonths(t *testing.T) {
 func TestMeterMakesTheMonthOfItsEvents(t *testing.T) {
 	e := setupMeter(t)
 	e.now = time.Date(2034, 7, 2, 9, 0, 0, 0, time.UTC)
-	var price int64
-	if err := e.pool.QueryRow(context.Background(), `INSERT INTO prices (tier, input_micro_usd_per_mtok, output_micro_usd_per_mtok,
-		effective_from, created_at) VALUES ('standard', 150000, 300000, '2034-01-01', now()) RETURNING id`).Scan(&price); err != nil {
-		t.Fatal(err)
-	}
+	price := fixtures.Price(t, e.pool, "standard", time.Date(2034, 1, 1, 0, 0, 0, 0, time.UTC), 150000, 300000)
 	id, ev, _ := e.routed(t, route{in: 10, out: 20, at: e.now.Add(-time.Minute), ticket: func(c *ticket.Claims) { c.PriceID = price }})
 	e.publish(t, events.UsageSubject(e.provider, e.offering), id, ev)
 	e.drain(t)
