@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/services/events"
+	"github.com/gpumarket/gpumarket/services/fixtures"
 	"github.com/gpumarket/gpumarket/services/usage"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -107,24 +108,17 @@ func (w *world) scan(sql string, args []any, dst ...any) {
 
 func (w *world) account(name string) string {
 	w.t.Helper()
-	var id string
-	w.scan(`INSERT INTO accounts (name, created_at) VALUES ($1, now()) RETURNING id::text`, []any{name}, &id)
-	return id
+	return fixtures.Account(w.t, w.pool, name)
 }
 
 func (w *world) user(account, email, role string) string {
 	w.t.Helper()
-	var id string
-	w.scan(`INSERT INTO users (account_id, email, password_hash, role, created_at) VALUES ($1, $2, 'x', $3, now())
-		RETURNING id::text`, []any{account, email, role}, &id)
-	return id
+	return fixtures.User(w.t, w.pool, account, email, role)
 }
 
 func (w *world) priceRow(tier string, from time.Time, in, out int64) int64 {
 	w.t.Helper()
-	var id int64
-	w.scan(`INSERT INTO prices (tier, input_micro_usd_per_mtok, output_micro_usd_per_mtok, effective_from, created_at)
-		VALUES ($1, $2, $3, $4, now()) RETURNING id`, []any{tier, in, out, from}, &id)
+	id := fixtures.Price(w.t, w.pool, tier, from, in, out)
 	return id
 }
 
@@ -133,11 +127,8 @@ type rig struct{ provider, offering string }
 
 func (w *world) rig(provider string) rig {
 	w.t.Helper()
-	var id string
-	w.scan(`INSERT INTO offerings (provider_account_id, gpu, gpu_count, region, model, ask_input_micro_usd_per_mtok,
-		ask_output_micro_usd_per_mtok, tier, status, created_at, updated_at)
-		VALUES ($1, 'rtx-4090', 4, 'eu-west', 'llama-3.1-8b', $2, $3, 'standard', 'active', now(), now())
-		RETURNING id::text`, []any{provider, askIn, askOut}, &id)
+	id := fixtures.Offering(w.t, w.pool, provider, fixtures.WithRegion("eu-west"), fixtures.WithModel("llama-3.1-8b"),
+		fixtures.WithAsk(askIn, askOut))
 	return rig{provider: provider, offering: id}
 }
 
@@ -243,9 +234,7 @@ func (w *world) apiKey(customer string) string {
 		return k
 	}
 	user := w.user(customer, customer+"@example.test", "developer")
-	var key string
-	w.scan(`INSERT INTO api_keys (account_id, created_by, name, prefix, key_hash, created_at)
-		VALUES ($1::uuid, $2, 'key', 'gm_test', decode(md5($1::text), 'hex'), now()) RETURNING id::text`, []any{customer, user}, &key)
+	key := fixtures.APIKey(w.t, w.pool, customer, user, "key")
 	w.keys[customer] = key
 	return key
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/services/events"
+	"github.com/gpumarket/gpumarket/services/fixtures"
 	"github.com/gpumarket/gpumarket/services/usage"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -95,24 +96,17 @@ func (w *world) scan(sql string, args []any, dst ...any) {
 
 func (w *world) account(name string) string {
 	w.t.Helper()
-	var id string
-	w.scan(`INSERT INTO accounts (name, created_at) VALUES ($1, now()) RETURNING id::text`, []any{name}, &id)
-	return id
+	return fixtures.Account(w.t, w.pool, name)
 }
 
 func (w *world) user(account, email, role string) string {
 	w.t.Helper()
-	var id string
-	w.scan(`INSERT INTO users (account_id, email, password_hash, role, created_at) VALUES ($1, $2, 'x', $3, now())
-		RETURNING id::text`, []any{account, email, role}, &id)
-	return id
+	return fixtures.User(w.t, w.pool, account, email, role)
 }
 
 func (w *world) price(tier string, from time.Time, in, out int64) int64 {
 	w.t.Helper()
-	var id int64
-	w.scan(`INSERT INTO prices (tier, input_micro_usd_per_mtok, output_micro_usd_per_mtok, effective_from, created_at)
-		VALUES ($1, $2, $3, $4, now()) RETURNING id`, []any{tier, in, out, from}, &id)
+	id := fixtures.Price(w.t, w.pool, tier, from, in, out)
 	w.prices[tier] = append(w.prices[tier], priceRow{id: id, from: from, in: in, out: out})
 	return id
 }
@@ -139,11 +133,8 @@ type rig struct {
 
 func (w *world) rig(provider, gpu string, gpuCount int, region, site string, pue *float64) rig {
 	w.t.Helper()
-	var id string
-	w.scan(`INSERT INTO offerings (provider_account_id, gpu, gpu_count, region, model, ask_input_micro_usd_per_mtok,
-		ask_output_micro_usd_per_mtok, tier, status, site, pue, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, 60000, 120000, 'standard', 'active', $6, $7, now(), now())
-		RETURNING id::text`, []any{provider, gpu, gpuCount, region, model, site, pue}, &id)
+	id := fixtures.Offering(w.t, w.pool, provider, fixtures.WithGPU(gpu, gpuCount), fixtures.WithRegion(region),
+		fixtures.WithModel(model), fixtures.WithAsk(60000, 120000), fixtures.WithSite(site, pue))
 	return rig{provider: provider, offering: id, gpu: gpu, gpuCount: gpuCount, region: region, site: site, pue: pue}
 }
 
@@ -224,9 +215,7 @@ func (w *world) apiKey(customer string) string {
 		return k
 	}
 	user := w.user(customer, customer+"@example.test", "developer")
-	var key string
-	w.scan(`INSERT INTO api_keys (account_id, created_by, name, prefix, key_hash, created_at)
-		VALUES ($1::uuid, $2, 'key', 'gm_test', decode(md5($1::text), 'hex'), now()) RETURNING id::text`, []any{customer, user}, &key)
+	key := fixtures.APIKey(w.t, w.pool, customer, user, "key")
 	w.keys[customer] = key
 	return key
 }
