@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/db/dbtest"
 	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/fixtures"
 	"github.com/gpumarket/gpumarket/services/money"
 )
 
@@ -22,11 +23,7 @@ func setup(t *testing.T) (*Service, context.Context, func(name string) string) {
 		t.Fatal(err)
 	}
 	newAccount := func(name string) string {
-		var id string
-		if err := pool.QueryRow(ctx, `INSERT INTO accounts (name, created_at) VALUES ($1, now()) RETURNING id`, name).Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		return id
+		return fixtures.Account(t, pool, name)
 	}
 	return s, ctx, newAccount
 }
@@ -271,10 +268,7 @@ func TestPricesTakeEffectFromTheirDate(t *testing.T) {
 	if err := s.EnsureDefaultPrices(ctx, start.AddDate(0, 0, 5)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.pool.Exec(ctx, `INSERT INTO prices (tier, input_micro_usd_per_mtok, output_micro_usd_per_mtok, effective_from, created_at)
-		VALUES ('standard', 1, 2, $1, now())`, start.AddDate(0, 1, 0)); err != nil {
-		t.Fatal(err)
-	}
+	fixtures.Price(t, s.pool, "standard", start.AddDate(0, 1, 0), 1, 2)
 	before, err := s.PricesAt(ctx, start.AddDate(0, 1, 0).Add(-time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
@@ -298,12 +292,7 @@ func TestSchedulePriceIsNeverRetroactive(t *testing.T) {
 	t.Parallel()
 	s, ctx, _ := setup(t)
 	now := s.now()
-	var finance string
-	if err := s.pool.QueryRow(ctx, `WITH a AS (INSERT INTO accounts (name, created_at) VALUES ('ops', now()) RETURNING id)
-		INSERT INTO users (account_id, email, password_hash, role, created_at) SELECT id, 'fin@example.com', 'x', 'finance', now() FROM a
-		RETURNING id`).Scan(&finance); err != nil {
-		t.Fatal(err)
-	}
+	finance := fixtures.User(t, s.pool, fixtures.Account(t, s.pool, "ops"), "fin@example.com", "finance")
 	_, err := s.SchedulePrice(ctx, finance, ScheduleInput{Tier: TierBatch, Input: 1, Output: 2, EffectiveFrom: now.Add(-time.Second)})
 	if services.ErrorCode(err) != services.CodeInvalid {
 		t.Fatalf("a retroactive change: %v", err)

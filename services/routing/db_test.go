@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/fixtures"
 	"github.com/gpumarket/gpumarket/services/usage"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -37,10 +38,7 @@ func setupDB(t *testing.T) dbBundle {
 	if err := cat.EnsureDefaultPrices(ctx, clk.Now().AddDate(0, -1, 0)); err != nil {
 		t.Fatal(err)
 	}
-	var provider string
-	if err := pool.QueryRow(ctx, `INSERT INTO accounts (name, created_at) VALUES ('Fjord', now()) RETURNING id`).Scan(&provider); err != nil {
-		t.Fatal(err)
-	}
+	provider := fixtures.Account(t, pool, "Fjord")
 	r := New(Config{Pool: pool, Now: clk.Now, Rand: rand.New(rand.NewPCG(1, 2)), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	return dbBundle{bundle: bundle{r: r, clock: clk}, pool: pool, catalog: cat, provider: provider}
 }
@@ -70,10 +68,7 @@ func TestRefreshLoadsRoutableOfferingsAndThePriceBook(t *testing.T) {
 	loss := b.list(t, "m", 220_000, 300)
 	// Listed before standard's price was cut to what it is now, $0.14 in and $0.30 out: $0.146667 per input
 	// token is above it.
-	if _, err := b.pool.Exec(ctx, `INSERT INTO prices (tier, input_micro_usd_per_mtok, output_micro_usd_per_mtok, effective_from, created_at)
-		VALUES ('standard', 140000, 300000, $1, $1)`, b.clock.Now().Add(-time.Minute)); err != nil {
-		t.Fatal(err)
-	}
+	fixtures.Price(t, b.pool, "standard", b.clock.Now().Add(-time.Minute), 140000, 300000)
 	if err := b.r.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -96,10 +91,7 @@ func TestRefreshLoadsRoutableOfferingsAndThePriceBook(t *testing.T) {
 	}
 
 	// A price change in force makes the dear offering a loss too.
-	if _, err := b.pool.Exec(ctx, `INSERT INTO prices (tier, input_micro_usd_per_mtok, output_micro_usd_per_mtok, effective_from, created_at)
-		VALUES ('standard', 100000, 200000, $1, $1)`, b.clock.Now()); err != nil {
-		t.Fatal(err)
-	}
+	fixtures.Price(t, b.pool, "standard", b.clock.Now(), 100000, 200000)
 	if err := b.r.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}

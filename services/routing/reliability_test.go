@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/fixtures"
 	"github.com/gpumarket/gpumarket/services/reliability"
 	"github.com/gpumarket/gpumarket/services/requestlog"
 )
@@ -132,17 +133,9 @@ func TestReplicasRouteByTheRecordInPostgres(t *testing.T) {
 	b := setupDB(t)
 	ctx := context.Background()
 	cheap, mid, dear := b.list(t, "m", 100_000, 300), b.list(t, "m", 150_000, 300), b.list(t, "m", 200_000, 300)
-	var customer, user, key string
-	scan := func(dst *string, sql string, args ...any) {
-		if err := b.pool.QueryRow(ctx, sql, args...).Scan(dst); err != nil {
-			t.Fatal(err)
-		}
-	}
-	scan(&customer, `INSERT INTO accounts (name, created_at) VALUES ('Acme', now()) RETURNING id`)
-	scan(&user, `INSERT INTO users (account_id, email, password_hash, role, created_at)
-		VALUES ($1, 'dev@acme.test', 'x', 'developer', now()) RETURNING id`, customer)
-	scan(&key, `INSERT INTO api_keys (account_id, created_by, name, prefix, key_hash, created_at)
-		VALUES ($1, $2, 'test', 'gm_test', '\x01', now()) RETURNING id`, customer, user)
+	customer := fixtures.Account(t, b.pool, "Acme")
+	user := fixtures.User(t, b.pool, customer, "dev@acme.test", "developer")
+	key := fixtures.APIKey(t, b.pool, customer, user, "test")
 	log := requestlog.NewRequestLog(b.pool, nil, nil)
 	n := 0
 	attempts := func(o catalog.Offering, status requestlog.GatewayStatus, httpStatus, times int) {
