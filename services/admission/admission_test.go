@@ -3,9 +3,10 @@ package admission
 import (
 	"context"
 	"errors"
-	"github.com/gpumarket/gpumarket/services/credits"
 	"testing"
 	"time"
+
+	"github.com/gpumarket/gpumarket/services/credits"
 
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/money"

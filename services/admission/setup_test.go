@@ -1,7 +1,6 @@
 package admission
 
 import (
-	"context"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/db/dbtest"
 	"github.com/gpumarket/gpumarket/services/credits"
+	"github.com/gpumarket/gpumarket/services/fixtures"
 	"github.com/gpumarket/gpumarket/services/ledger"
 )
 
@@ -56,21 +56,10 @@ func setupShop(t *testing.T) shop {
 
 func newOrg(t testing.TB, pool *pgxpool.Pool, name string) string {
 	t.Helper()
-	var id string
-	if err := pool.QueryRow(context.Background(),
-		`INSERT INTO accounts (name, created_at) VALUES ($1, $2) RETURNING id`, name, testNow).Scan(&id); err != nil {
-		t.Fatal(err)
-	}
-	return id
+	return fixtures.Account(t, pool, name, fixtures.AccountCreatedAt(testNow))
 }
 
 func newUser(t testing.TB, pool *pgxpool.Pool, org, email string) string {
 	t.Helper()
-	var id string
-	if err := pool.QueryRow(context.Background(), `
-		INSERT INTO users (account_id, email, password_hash, role, created_at)
-		VALUES ($1, $2, 'x', 'developer', $3) RETURNING id`, org, email, testNow).Scan(&id); err != nil {
-		t.Fatal(err)
-	}
-	return id
+	return fixtures.User(t, pool, org, email, "developer", fixtures.UserCreatedAt(testNow))
 }

@@ -2,11 +2,14 @@ package requestlog
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
-	"github.com/gpumarket/gpumarket/services/admission"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpumarket/gpumarket/services/admission"
+	"github.com/gpumarket/gpumarket/services/fixtures"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -26,26 +29,15 @@ type attemptRows struct {
 
 func newAttemptRows(t *testing.T, pool *pgxpool.Pool, customer string) *attemptRows {
 	t.Helper()
-	ctx := context.Background()
 	user := newUser(t, pool, customer, "dev-"+customer+"@acme.test")
-	var key string
-	if err := pool.QueryRow(ctx, `INSERT INTO api_keys (account_id, created_by, name, prefix, key_hash, created_at)
-		VALUES ($1, $2, 'test', 'gm_test', sha256(convert_to($4, 'UTF8')), $3) RETURNING id`, customer, user, testNow, customer).Scan(&key); err != nil {
-		t.Fatal(err)
-	}
+	hash := sha256.Sum256([]byte(customer))
+	key := fixtures.APIKey(t, pool, customer, user, "test", fixtures.KeyHash(hash[:]), fixtures.KeyCreatedAt(testNow))
 	return &attemptRows{t: t, pool: pool, customer: customer, key: key}
 }
 
 func newOffering(t *testing.T, pool *pgxpool.Pool, provider string) string {
 	t.Helper()
-	var id string
-	if err := pool.QueryRow(context.Background(), `INSERT INTO offerings (provider_account_id, gpu, gpu_count, region,
-		model, ask_input_micro_usd_per_mtok, ask_output_micro_usd_per_mtok, tier, status, created_at, updated_at)
-		VALUES ($1, 'rtx-4090', 4, 'eu', 'm', 100000, 100000, 'standard', 'active', $2, $2) RETURNING id`,
-		provider, testNow).Scan(&id); err != nil {
-		t.Fatal(err)
-	}
-	return id
+	return fixtures.Offering(t, pool, provider, fixtures.WithCreatedAt(testNow))
 }
 
 // attempt is one record's facts that the reliability record reads.

@@ -1,10 +1,10 @@
 package requestlog
 
 import (
-	"context"
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/fixtures"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -12,21 +12,10 @@ var testNow = time.Date(2026, 3, 14, 9, 30, 0, 0, time.UTC)
 
 func newOrg(t testing.TB, pool *pgxpool.Pool, name string) string {
 	t.Helper()
-	var id string
-	if err := pool.QueryRow(context.Background(),
-		`INSERT INTO accounts (name, created_at) VALUES ($1, $2) RETURNING id`, name, testNow).Scan(&id); err != nil {
-		t.Fatal(err)
-	}
-	return id
+	return fixtures.Account(t, pool, name, fixtures.AccountCreatedAt(testNow))
 }
 
 func newUser(t testing.TB, pool *pgxpool.Pool, org, email string) string {
 	t.Helper()
-	var id string
-	if err := pool.QueryRow(context.Background(), `
-		INSERT INTO users (account_id, email, password_hash, role, created_at)
-		VALUES ($1, $2, 'x', 'developer', $3) RETURNING id`, org, email, testNow).Scan(&id); err != nil {
-		t.Fatal(err)
-	}
-	return id
+	return fixtures.User(t, pool, org, email, "developer", fixtures.UserCreatedAt(testNow))
 }
