@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/db/dbtest"
 	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/fixtures"
 )
 
 // Entries are listed newest first with who acted, filtered by action, actor and time, and
@@ -21,18 +22,8 @@ func TestRecordAndList(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 4, 4, 9, 0, 0, 0, time.UTC)
 	log := New(pool, func() time.Time { return now })
-	var org string
-	if err := pool.QueryRow(ctx, `INSERT INTO accounts (name, created_at) VALUES ('gpumarket', now()) RETURNING id::text`).Scan(&org); err != nil {
-		t.Fatal(err)
-	}
-	user := func(email string) string {
-		var id string
-		if err := pool.QueryRow(ctx, `INSERT INTO users (account_id, email, password_hash, role, created_at)
-			VALUES ($1, $2, 'x', 'finance', now()) RETURNING id::text`, org, email).Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		return id
-	}
+	org := fixtures.Account(t, pool, "gpumarket")
+	user := func(email string) string { return fixtures.User(t, pool, org, email, "finance") }
 	alice, bob := user("alice@example.test"), user("bob@example.test")
 	records := []Record{
 		{ActorID: "", Action: ActionClose, SubjectKind: "period", SubjectID: "2026-03", Summary: "Closed 2026-03",

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/fixtures"
 	"github.com/gpumarket/gpumarket/services/money"
 )
 
@@ -147,10 +148,7 @@ func TestAPriceCutTakesAnOfferingOutOfTheCatalog(t *testing.T) {
 		t.Fatalf("listed %v before the change", got)
 	}
 	// From now on, standard is $0.12 in and $0.25 out.
-	if _, err := s.pool.Exec(ctx, `INSERT INTO prices (tier, input_micro_usd_per_mtok, output_micro_usd_per_mtok, effective_from, created_at)
-		VALUES ('standard', 120000, 250000, $1, $1)`, s.now()); err != nil {
-		t.Fatal(err)
-	}
+	fixtures.Price(t, s.pool, "standard", s.now(), 120000, 250000, fixtures.PriceCreatedAt(s.now()))
 	if got := listedIDs(); len(got) != 1 || got[0] != cheap.ID {
 		t.Fatalf("listed %v after the change; want only the offering within the new price", got)
 	}
@@ -226,11 +224,7 @@ func TestPriceBookAtAnInstant(t *testing.T) {
 func TestPriceBookHoldsScheduledRows(t *testing.T) {
 	t.Parallel()
 	s, ctx, _ := setup(t)
-	var id int64
-	if err := s.pool.QueryRow(ctx, `INSERT INTO prices (tier, input_micro_usd_per_mtok, output_micro_usd_per_mtok, effective_from, created_at)
-		VALUES ('standard', 1, 2, $1, $2) RETURNING id`, s.now().Add(time.Hour), s.now()).Scan(&id); err != nil {
-		t.Fatal(err)
-	}
+	id := fixtures.Price(t, s.pool, "standard", s.now().Add(time.Hour), 1, 2, fixtures.PriceCreatedAt(s.now()))
 	book, err := s.PriceBook(ctx)
 	if err != nil {
 		t.Fatal(err)

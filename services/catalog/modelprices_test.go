@@ -1,11 +1,11 @@
 package catalog
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/fixtures"
 )
 
 const llama70B = "meta-llama/Meta-Llama-3-70B-Instruct"
@@ -159,11 +159,5 @@ func TestEnsureModelPriceIsNeverRetroactive(t *testing.T) {
 
 func financeUser(t *testing.T, s *Service) string {
 	t.Helper()
-	var id string
-	if err := s.pool.QueryRow(context.Background(), `WITH a AS (INSERT INTO accounts (name, created_at) VALUES ('ops', now()) RETURNING id)
-		INSERT INTO users (account_id, email, password_hash, role, created_at) SELECT id, 'fin@example.com', 'x', 'finance', now() FROM a
-		RETURNING id`).Scan(&id); err != nil {
-		t.Fatal(err)
-	}
-	return id
+	return fixtures.User(t, s.pool, fixtures.Account(t, s.pool, "ops"), "fin@example.com", "finance")
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/db/dbtest"
 	"github.com/gpumarket/gpumarket/services/audit"
+	"github.com/gpumarket/gpumarket/services/fixtures"
 	"github.com/gpumarket/gpumarket/services/money"
 )
 
@@ -24,12 +25,7 @@ func TestPriceChangesAreRecordedInTheAuditLog(t *testing.T) {
 	if err := s.EnsureDefaultPrices(ctx, time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)); err != nil {
 		t.Fatal(err)
 	}
-	var finance string
-	if err := pool.QueryRow(ctx, `WITH a AS (INSERT INTO accounts (name, created_at) VALUES ('ops', now()) RETURNING id)
-		INSERT INTO users (account_id, email, password_hash, role, created_at) SELECT id, 'fin@example.com', 'x', 'finance', now() FROM a
-		RETURNING id`).Scan(&finance); err != nil {
-		t.Fatal(err)
-	}
+	finance := fixtures.User(t, pool, fixtures.Account(t, pool, "ops"), "fin@example.com", "finance")
 	from := now.AddDate(0, 0, 1)
 	change, err := s.SchedulePrice(ctx, finance, ScheduleInput{Tier: TierBatch, Input: 70_000, Output: 140_000, EffectiveFrom: from})
 	if err != nil {

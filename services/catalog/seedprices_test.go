@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/fixtures"
 )
 
 func TestDefaultPricesReachBackBeforeALaterBook(t *testing.T) {
@@ -33,12 +34,7 @@ func TestDefaultPricesReachBackBeforeALaterBook(t *testing.T) {
 func TestSeedPriceChangeIsRecordedOnceAndNeverBeforeItWasScheduled(t *testing.T) {
 	t.Parallel()
 	s, ctx, _ := setup(t)
-	var finance string
-	if err := s.pool.QueryRow(ctx, `WITH a AS (INSERT INTO accounts (name, created_at) VALUES ('ops', now()) RETURNING id)
-		INSERT INTO users (account_id, email, password_hash, role, created_at) SELECT id, 'fin@example.com', 'x', 'finance', now() FROM a
-		RETURNING id`).Scan(&finance); err != nil {
-		t.Fatal(err)
-	}
+	finance := fixtures.User(t, s.pool, fixtures.Account(t, s.pool, "ops"), "fin@example.com", "finance")
 	from := time.Date(2026, 10, 20, 0, 0, 0, 0, time.UTC)
 	change := ScheduleInput{Tier: TierStandard, Input: 120_000, Output: 240_000, EffectiveFrom: from}
 	if _, err := s.SeedPriceChange(ctx, finance, change, from.Add(time.Hour)); services.ErrorCode(err) != services.CodeInvalid {

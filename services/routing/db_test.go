@@ -68,7 +68,8 @@ func TestRefreshLoadsRoutableOfferingsAndThePriceBook(t *testing.T) {
 	loss := b.list(t, "m", 220_000, 300)
 	// Listed before standard's price was cut to what it is now, $0.14 in and $0.30 out: $0.146667 per input
 	// token is above it.
-	fixtures.Price(t, b.pool, "standard", b.clock.Now().Add(-time.Minute), 140000, 300000)
+	fixtures.Price(t, b.pool, "standard", b.clock.Now().Add(-time.Minute), 140000, 300000,
+		fixtures.PriceCreatedAt(b.clock.Now().Add(-time.Minute)))
 	if err := b.r.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +92,7 @@ func TestRefreshLoadsRoutableOfferingsAndThePriceBook(t *testing.T) {
 	}
 
 	// A price change in force makes the dear offering a loss too.
-	fixtures.Price(t, b.pool, "standard", b.clock.Now(), 100000, 200000)
+	fixtures.Price(t, b.pool, "standard", b.clock.Now(), 100000, 200000, fixtures.PriceCreatedAt(b.clock.Now()))
 	if err := b.r.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
