@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/fixtures"
 	"github.com/gpumarket/gpumarket/services/ledger"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -111,13 +112,7 @@ func setupShop(t *testing.T, checkout Checkout) shop {
 
 func newUser(t testing.TB, pool *pgxpool.Pool, org, email string) string {
 	t.Helper()
-	var id string
-	if err := pool.QueryRow(context.Background(), `
-		INSERT INTO users (account_id, email, password_hash, role, created_at)
-		VALUES ($1, $2, 'x', 'developer', $3) RETURNING id`, org, email, testNow).Scan(&id); err != nil {
-		t.Fatal(err)
-	}
-	return id
+	return fixtures.User(t, pool, org, email, "developer", fixtures.UserCreatedAt(testNow))
 }
 
 // buy starts a purchase of cents for the shop's organisation.

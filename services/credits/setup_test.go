@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/fixtures"
 	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -16,12 +17,7 @@ var testNow = time.Date(2026, 3, 14, 9, 30, 0, 0, time.UTC)
 
 func newOrg(t testing.TB, pool *pgxpool.Pool, name string) string {
 	t.Helper()
-	var id string
-	if err := pool.QueryRow(context.Background(),
-		`INSERT INTO accounts (name, created_at) VALUES ($1, $2) RETURNING id`, name, testNow).Scan(&id); err != nil {
-		t.Fatal(err)
-	}
-	return id
+	return fixtures.Account(t, pool, name, fixtures.AccountCreatedAt(testNow))
 }
 
 func accountFor(t testing.TB, l *ledger.Ledger, kind ledger.AccountKind, owner string) ledger.LedgerAccountID {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/db/dbtest"
 	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/fixtures"
 	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/money"
 )
@@ -30,13 +31,7 @@ func newLedgerBook(t *testing.T) ledgerBook {
 	ctx := context.Background()
 	pool := dbtest.New(t)
 	l := ledger.NewLedger(pool, func() time.Time { return time.Date(2026, 4, 5, 9, 0, 0, 0, time.UTC) })
-	org := func(name string) string {
-		var id string
-		if err := pool.QueryRow(ctx, `INSERT INTO accounts (name, created_at) VALUES ($1, now()) RETURNING id`, name).Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		return id
-	}
+	org := func(name string) string { return fixtures.Account(t, pool, name) }
 	account := func(kind ledger.AccountKind, owner string) ledger.LedgerAccountID {
 		id, err := l.AccountFor(ctx, kind, owner)
 		if err != nil {

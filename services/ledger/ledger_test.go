@@ -17,6 +17,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/db/dbtest"
 	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/fixtures"
 	"github.com/gpumarket/gpumarket/services/money"
 )
 
@@ -49,12 +50,7 @@ func setup(t *testing.T) bundle {
 
 func newOrg(t testing.TB, pool *pgxpool.Pool, name string) string {
 	t.Helper()
-	var id string
-	if err := pool.QueryRow(context.Background(),
-		`INSERT INTO accounts (name, created_at) VALUES ($1, $2) RETURNING id`, name, testNow).Scan(&id); err != nil {
-		t.Fatal(err)
-	}
-	return id
+	return fixtures.Account(t, pool, name, fixtures.AccountCreatedAt(testNow))
 }
 
 func accountFor(t testing.TB, l *Ledger, kind AccountKind, owner string) LedgerAccountID {

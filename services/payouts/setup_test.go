@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/services/credits/stripemock/stripemocktest"
+	"github.com/gpumarket/gpumarket/services/fixtures"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -247,12 +248,7 @@ func setup(t *testing.T) env {
 
 func newOrg(t *testing.T, pool *pgxpool.Pool, name string) string {
 	t.Helper()
-	var id string
-	if err := pool.QueryRow(context.Background(), `INSERT INTO accounts (name, created_at) VALUES ($1, $2) RETURNING id`,
-		name, testNow).Scan(&id); err != nil {
-		t.Fatal(err)
-	}
-	return id
+	return fixtures.Account(t, pool, name, fixtures.AccountCreatedAt(testNow))
 }
 
 // earn posts usage that owes the provider exactly pico (the customer's credit pays it).

@@ -9,6 +9,7 @@ import (
 	"github.com/gpumarket/gpumarket/db/dbtest"
 	"github.com/gpumarket/gpumarket/services/carbon"
 	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/fixtures"
 	"github.com/gpumarket/gpumarket/services/money"
 )
 
@@ -114,13 +115,7 @@ func TestOfferingsReadsTheProvidersRollups(t *testing.T) {
 	if err := cat.EnsureDefaultPrices(ctx, now.AddDate(0, -1, 0)); err != nil {
 		t.Fatal(err)
 	}
-	account := func(name string) string {
-		var id string
-		if err := pool.QueryRow(ctx, `INSERT INTO accounts (name, created_at) VALUES ($1, now()) RETURNING id`, name).Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		return id
-	}
+	account := func(name string) string { return fixtures.Account(t, pool, name) }
 	mine, other, customer := account("Fjord"), account("Other"), account("Customer")
 	list := func(provider string) catalog.Offering {
 		o, err := cat.Create(ctx, provider, catalog.ListingInput{GPU: "rtx-4090", GPUCount: 4, Region: "no", Model: "m",

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gpumarket/gpumarket/db/dbtest"
+	"github.com/gpumarket/gpumarket/services/fixtures"
 	"github.com/gpumarket/gpumarket/services/usagestore"
 )
 
@@ -240,10 +241,7 @@ func TestRetentionKeepsMonthsNotFinal(t *testing.T) {
 	t.Run("a draft invoice", func(t *testing.T) {
 		w := setupRetention(t, 1)
 		w.closeMonth(t, month(2032, 1))
-		var customer string
-		if err := w.pool.QueryRow(ctx, `INSERT INTO accounts (name, created_at) VALUES ('Acme', now()) RETURNING id`).Scan(&customer); err != nil {
-			t.Fatal(err)
-		}
+		customer := fixtures.Account(t, w.pool, "Acme")
 		if _, err := w.pool.Exec(ctx, `INSERT INTO invoices (id, account_id, period, status, total_cents, amount_due_cents,
 			opening_balance_pico, purchases_pico, refunds_pico, adjustments_pico, credit_notes_pico, usage_charged_pico,
 			closing_balance_pico, computed_at, created_at)
