@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpumarket/gpumarket/services/fixtures"
 )
 
 // TestAnInvoiceLineNamesTheModelsOwnPrice: usage sold at the model's own standard price ($0.40 in, $0.80 out per
@@ -13,9 +15,8 @@ func TestAnInvoiceLineNamesTheModelsOwnPrice(t *testing.T) {
 	w := newWorld(t)
 	acme := w.account("Acme Labs")
 	fjord := w.rig(w.account("Fjord GPU Co-op"))
-	var own int64
-	w.scan(`INSERT INTO prices (tier, model, input_micro_usd_per_mtok, output_micro_usd_per_mtok, effective_from, created_at)
-		VALUES ('standard', 'llama-3.1-8b', 400000, 800000, '2026-03-05', now()) RETURNING id`, nil, &own)
+	own := fixtures.Price(w.t, w.pool, "standard", time.Date(2026, 3, 5, 0, 0, 0, 0, time.UTC), 400000, 800000,
+		fixtures.ForModel("llama-3.1-8b"))
 	w.buy(acme, time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC), 500)
 	w.use(request{customer: acme, rig: fjord, at: time.Date(2026, 3, 3, 12, 0, 0, 0, time.UTC), in: 1_000_000, out: 1_000_000})
 	w.use(request{customer: acme, rig: fjord, at: time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC), in: 2_000_000, out: 1_000_000, priceID: own})

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/fixtures"
 	"github.com/gpumarket/gpumarket/services/usage"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -60,25 +61,13 @@ func newReportFixture(t *testing.T) *reportFixture {
 
 func (f *reportFixture) account(t *testing.T, name string) string {
 	t.Helper()
-	var id string
-	if err := f.pool.QueryRow(context.Background(),
-		`INSERT INTO accounts (name, created_at) VALUES ($1, $2) RETURNING id`, name, reportDay).Scan(&id); err != nil {
-		t.Fatal(err)
-	}
-	return id
+	return fixtures.Account(t, f.pool, name, fixtures.AccountCreatedAt(reportDay))
 }
 
 func (f *reportFixture) offering(t *testing.T, provider, gpu string, count int, model string, tier catalog.Tier) string {
 	t.Helper()
-	var id string
-	if err := f.pool.QueryRow(context.Background(), `
-		INSERT INTO offerings (provider_account_id, gpu, gpu_count, region, model, ask_input_micro_usd_per_mtok,
-			ask_output_micro_usd_per_mtok, tier, status, created_at, updated_at)
-		VALUES ($1, $2, $3, 'eu', $4, 60000, 60000, $5, 'active', $6, $6) RETURNING id`,
-		provider, gpu, count, model, string(tier), reportDay).Scan(&id); err != nil {
-		t.Fatal(err)
-	}
-	return id
+	return fixtures.Offering(t, f.pool, provider, fixtures.WithGPU(gpu, count), fixtures.WithModel(model),
+		fixtures.WithAsk(60000, 60000), fixtures.WithTier(string(tier)), fixtures.WithCreatedAt(reportDay))
 }
 
 // reportUse is one metered request to write.
