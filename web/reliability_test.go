@@ -15,6 +15,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/admission"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/demo"
+	"github.com/gpumarket/gpumarket/services/fixtures"
 	"github.com/gpumarket/gpumarket/services/reliability"
 	"github.com/gpumarket/gpumarket/services/requestlog"
 	"github.com/gpumarket/gpumarket/web"
@@ -62,11 +63,7 @@ func TestCatalogAndPerformanceShowTheSameRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var key string
-	if err := e.pool.QueryRow(ctx, `INSERT INTO api_keys (account_id, created_by, name, prefix, key_hash, created_at)
-		VALUES ($1, $2, 'record', 'gm_rec', '\x0102', now()) RETURNING id`, dev.AccountID, dev.ID).Scan(&key); err != nil {
-		t.Fatal(err)
-	}
+	key := fixtures.APIKey(t, e.pool, dev.AccountID, dev.ID, "record", fixtures.KeyPrefix("gm_rec"), fixtures.KeyHash([]byte{1, 2}))
 	// The records, as the gateway writes them: the 97 successes are 100 streamed ones less 3, their first tokens
 	// at 10, 20, ..., 970 ms, each with 1 + i output tokens over the half second after it (2i tokens per second).
 	w := reliability.WindowAt(time.Now())

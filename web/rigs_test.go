@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/demo"
+	"github.com/gpumarket/gpumarket/services/fixtures"
 )
 
 // rigAt is rigJSON in the standard tier (claimed P99 300 ms) asking these dollars per million input and output
@@ -76,10 +77,8 @@ func TestAPriceCutTakesARigOffTheCatalogAndTellsItsProvider(t *testing.T) {
 	if !listed() || rig.NotRouted != "" {
 		t.Fatalf("the new rig: listed %v, not routed because %q", listed(), rig.NotRouted)
 	}
-	if _, err := e.pool.Exec(context.Background(), `INSERT INTO prices (tier, input_micro_usd_per_mtok, output_micro_usd_per_mtok,
-		effective_from, created_at) VALUES ('standard', 120000, 250000, $1, $1)`, time.Now()); err != nil {
-		t.Fatal(err)
-	}
+	now := time.Now()
+	fixtures.Price(t, e.pool, "standard", now, 120000, 250000, fixtures.PriceCreatedAt(now))
 	if listed() {
 		t.Fatal("the rig above its tier's new price is still in the public catalog")
 	}
