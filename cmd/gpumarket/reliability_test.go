@@ -8,6 +8,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -26,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/fixtures"
 	usageevent "github.com/gpumarket/gpumarket/services/usage"
 
 	"github.com/jackc/pgx/v5"
@@ -274,32 +276,22 @@ func setupReliability(t *testing.T) *reliability {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := func(sql string, args ...any) string {
-		var id string
-		if err := r.pool.QueryRow(ctx, sql, args...).Scan(&id); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-		return id
-	}
 	for _, name := range []string{"Acme", "Globex"} {
-		customer := q(`INSERT INTO accounts (name, created_at) VALUES ($1, now()) RETURNING id`, name)
-		user := q(`INSERT INTO users (account_id, email, password_hash, role, created_at)
-			VALUES ($1, $2, 'x', 'developer', now()) RETURNING id`, customer, strings.ToLower(name)+"@reliability.test")
+		customer := fixtures.Account(t, r.pool, name)
+		user := fixtures.User(t, r.pool, customer, strings.ToLower(name)+"@reliability.test", "developer")
 		r.customers = append(r.customers, customer)
-		r.apiKeys = append(r.apiKeys, q(`INSERT INTO api_keys (account_id, created_by, name, prefix, key_hash, created_at)
-			VALUES ($1, $2, 'reliability', 'gm_rel', sha256(convert_to($3, 'UTF8')), now()) RETURNING id`, customer, user, name))
+		hash := sha256.Sum256([]byte(name))
+		r.apiKeys = append(r.apiKeys, fixtures.APIKey(t, r.pool, customer, user, "reliability",
+			fixtures.KeyPrefix("gm_rel"), fixtures.KeyHash(hash[:])))
 	}
 	for _, name := range []string{"Fjord Compute", "Sogn GPU"} {
-		r.providers = append(r.providers, q(`INSERT INTO accounts (name, created_at) VALUES ($1, now()) RETURNING id`, name))
+		r.providers = append(r.providers, fixtures.Account(t, r.pool, name))
 	}
 	for _, o := range []struct {
 		provider      string
 		askIn, askOut int64
 	}{{r.providers[0], 100_000, 200_000}, {r.providers[0], 130_000, 260_000}, {r.providers[1], 90_000, 180_000}} {
-		id := q(`INSERT INTO offerings (provider_account_id, gpu, gpu_count, region, model, ask_input_micro_usd_per_mtok,
-			ask_output_micro_usd_per_mtok, tier, status, created_at, updated_at)
-			VALUES ($1, 'rtx-4090', 4, 'eu', 'llama-3.1-8b', $2, $3, 'standard', 'active', now(), now())
-			RETURNING id`, o.provider, o.askIn, o.askOut)
+		id := fixtures.Offering(t, r.pool, o.provider, fixtures.WithModel("llama-3.1-8b"), fixtures.WithAsk(o.askIn, o.askOut))
 		r.offerings = append(r.offerings, reliabilityOffering{id: id, provider: o.provider, askIn: o.askIn, askOut: o.askOut})
 	}
 	// The prices in force; tomorrow's change must not apply to today's events, whose tickets
@@ -311,11 +303,7 @@ func setupReliability(t *testing.T) *reliability {
 			from   time.Time
 			factor int64
 		}{{time.Now().AddDate(0, -1, 0), 1}, {time.Now().AddDate(0, 0, 1), 3}} {
-			var id int64
-			if err := r.pool.QueryRow(ctx, `INSERT INTO prices (tier, input_micro_usd_per_mtok, output_micro_usd_per_mtok,
-				effective_from, created_at) VALUES ($1, $2, $3, $4, now()) RETURNING id`, tier, p[0]*at.factor, p[1]*at.factor, at.from).Scan(&id); err != nil {
-				t.Fatal(err)
-			}
+			id := fixtures.Price(t, r.pool, tier, at.from, p[0]*at.factor, p[1]*at.factor)
 			if at.factor == 1 {
 				r.priceIDs[tier] = id
 			}
