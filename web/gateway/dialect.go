@@ -89,20 +89,36 @@ func (g *Gateway) relayTranslated(c echo.Context, req *gatewayRequest, a *attemp
 		case !ok:
 			translated = d.ErrorBody(rigError(resp.StatusCode, body))
 		}
-		setCarbonHeaders(h, a.cand, false)
-		if ok && err == nil {
-			setCarbonTrailer(h, a.cand, o)
-		}
-		h.Set("Content-Type", echo.MIMEApplicationJSON)
-		h.Set("Content-Length", strconv.Itoa(len(translated)))
-		w.WriteHeader(resp.StatusCode)
-		o.outputBytes = int64(len(body))
-		if _, werr := out.Write(translated); werr != nil && err == nil {
-			err = errClientGone
-		} else if werr == nil {
-			_ = out.Flush()
-		}
+		err = writeWhole(h, w, out, a, &o, resp.StatusCode, translated, int64(len(body)), ok, err)
 	}
+	g.endAnswer(c, a, &o, ok, err, "a rig's response broke off")
+	return o
+}
+
+// writeWhole answers the client with a whole answer of a dialect, translated or native, as JSON of known length:
+// the carbon headers (and the trailer, for an answer the rig gave whole), the status, the body. relayed is what the
+// rig's answer counted (o.outputBytes). It returns err, or errClientGone when the write failed and err was nil.
+func writeWhole(h http.Header, w *echo.Response, out *httpx.DeadlineWriter, a *attempt, o *outcome, status int,
+	body []byte, relayed int64, ok bool, err error) error {
+	setCarbonHeaders(h, a.cand, false)
+	if ok && err == nil {
+		setCarbonTrailer(h, a.cand, *o)
+	}
+	h.Set("Content-Type", echo.MIMEApplicationJSON)
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	o.outputBytes = relayed
+	if _, werr := out.Write(body); werr != nil && err == nil {
+		return errClientGone
+	} else if werr == nil {
+		_ = out.Flush()
+	}
+	return err
+}
+
+// endAnswer stamps how a dialect's answer ended: ok when it went out whole, canceled when the client went, an
+// error (logged as broke) when it broke off or the rig answered an error.
+func (g *Gateway) endAnswer(c echo.Context, a *attempt, o *outcome, ok bool, err error, broke string) {
 	o.at = g.now()
 	switch {
 	case err == nil && ok:
@@ -110,11 +126,10 @@ func (g *Gateway) relayTranslated(c echo.Context, req *gatewayRequest, a *attemp
 		o.status = requestlog.GatewayCanceled
 	case err != nil:
 		o.status = requestlog.GatewayError
-		g.log.Warn("gateway: a rig's response broke off", "offering", a.cand.OfferingID, "request_id", a.requestID, "err", err)
+		g.log.Warn("gateway: "+broke, "offering", a.cand.OfferingID, "request_id", a.requestID, "err", err)
 	default:
 		o.status = requestlog.GatewayError
 	}
-	return o
 }
 
 // errAnswerTooLarge ends a whole answer to translate that is longer than maxUsageScan.

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"slices"
-	"strconv"
 
 	"github.com/labstack/echo/v4"
 
@@ -94,31 +93,9 @@ func (g *Gateway) relayNative(c echo.Context, req *gatewayRequest, a *attempt, r
 				}
 			}
 		}
-		setCarbonHeaders(h, a.cand, false)
-		if ok && err == nil {
-			setCarbonTrailer(h, a.cand, o)
-		}
-		h.Set("Content-Type", echo.MIMEApplicationJSON)
-		h.Set("Content-Length", strconv.Itoa(len(body)))
-		w.WriteHeader(resp.StatusCode)
-		o.outputBytes = int64(len(body))
-		if _, werr := out.Write(body); werr != nil && err == nil {
-			err = errClientGone
-		} else if werr == nil {
-			_ = out.Flush()
-		}
+		err = writeWhole(h, w, out, a, &o, resp.StatusCode, body, int64(len(body)), ok, err)
 	}
-	o.at = g.now()
-	switch {
-	case err == nil && ok:
-	case c.Request().Context().Err() != nil || errors.Is(err, errClientGone):
-		o.status = requestlog.GatewayCanceled
-	case err != nil:
-		o.status = requestlog.GatewayError
-		g.log.Warn("gateway: a rig's native answer broke off", "offering", a.cand.OfferingID, "request_id", a.requestID, "err", err)
-	default:
-		o.status = requestlog.GatewayError
-	}
+	g.endAnswer(c, a, &o, ok, err, "a rig's native answer broke off")
 	return o
 }
 
