@@ -20,10 +20,13 @@
 //     publish mode, standing for the rigs) signs N valid events for several customers and offerings, with the
 //     terms and bounds the gateway's tickets carry, then publishes them as fast as
 //     the stream takes them (or at -rate events per second), each stamped with the time it is
-//     published. The meter's E is N over the time from the first publication to the last
+//     published. That round's rate is N over the time from the first publication to the last
 //     commit; the latency of an event is its commit time minus its stamp. Flat out, the
 //     latency is mostly the queue that builds when the rigs publish faster than the meter
 //     meters; the paced round (step 4) measures it at a load the meter keeps up with.
+//     A backlog round of N more events follows: the publisher publishes them all with the meter
+//     stopped, then the meter starts and is timed from its start to its last commit, the
+//     meter's own rate on the work the ceilings do (docs/usage-storage.md).
 //  3. The ceilings, on the same messages and rows, measured after the meter has finished so
 //     that neither takes the machine from the other: a plain pull consumer of its own on the
 //     same stream fetches and acknowledges all N messages as the meter's consumer does (same
@@ -43,7 +46,7 @@
 // process, which holds the meter and the NATS server; the publisher; the PostgreSQL processes
 // working for the run's database; anything else, such as other work on the machine). The
 // lines on stdout give the latencies, flat out and paced, and the last one reads
-// "meter: <E> events/s; ceiling: <C> events/s; ratio: <E/C>".
+// "meter: <E> events/s; ceiling: <C> events/s; ratio: <E/C>", E the backlog round's rate.
 package main
 
 import (
@@ -93,7 +96,7 @@ func parseOptions(args []string) (options, error) {
 	fs.IntVar(&o.paced, "paced", -1, "events to meter last at 40% of the measured round's rate, for the latency at an ordinary load (-1: a fifth of -n, at most 200,000; 0: no paced round)")
 	fs.IntVar(&o.rate, "rate", 0, "events per second to publish in the measured round (0: as fast as the stream takes them)")
 	fs.IntVar(&o.batchSize, "batch", 0, "the meter's batch size (0: the meter's default)")
-	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process while the meter runs")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process while the meter drains the backlog round")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
