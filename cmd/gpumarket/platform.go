@@ -235,7 +235,12 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 		// The gateway reaches every rig over the NATS connection the rig's agent opened: it dials none
 		// (docs/rig-transport.md). Its calls have a connection of their own, so that answers never wait in
 		// line behind the meter's or routing's traffic on the platform's.
-		if p.rigNC, _, err = events.Connect(ctx, natsURL, "gpumarket-rigcalls", log); err != nil {
+		var inProcess []nats.Option
+		if p.natsServer != nil {
+			// The embedded server is in this process: its calls skip the loopback's sockets.
+			inProcess = append(inProcess, nats.InProcessServer(p.natsServer))
+		}
+		if p.rigNC, _, err = events.Connect(ctx, natsURL, "gpumarket-rigcalls", log, inProcess...); err != nil {
 			return nil, err
 		}
 		if p.rigCaller, err = rigwire.NewCaller(p.rigNC, rigwire.Options{Log: log.With("role", "gateway")}); err != nil {

@@ -36,8 +36,9 @@ const (
 //
 // The first connection must succeed: an unreachable server is an error here, bounded by ctx's deadline when it
 // has one. After that the connection never gives up: it reconnects for ever, buffering publishes meanwhile, and
-// logs each disconnect and reconnect. The caller closes nc (Drain, to finish in-flight work).
-func Connect(ctx context.Context, url, name string, log *slog.Logger) (nc *nats.Conn, js jetstream.JetStream, err error) {
+// logs each disconnect and reconnect. The caller closes nc (Drain, to finish in-flight work). extra options come
+// last, such as nats.InProcessServer for a server embedded in the caller's process.
+func Connect(ctx context.Context, url, name string, log *slog.Logger, extra ...nats.Option) (nc *nats.Conn, js jetstream.JetStream, err error) {
 	defer func() {
 		if err != nil {
 			err = fmt.Errorf("events: connect %q to NATS at %s: %w", name, redactedURLs(url), err)
@@ -76,6 +77,7 @@ func Connect(ctx context.Context, url, name string, log *slog.Logger) (nc *nats.
 	if deadline, ok := ctx.Deadline(); ok {
 		opts = append(opts, nats.Timeout(time.Until(deadline)))
 	}
+	opts = append(opts, extra...)
 
 	nc, err = nats.Connect(url, opts...)
 	if err != nil {
