@@ -20,11 +20,11 @@ type Endpoint struct {
 	Description string `json:"description"`
 	// EventTypes are the types it receives; empty: every type.
 	EventTypes []string  `json:"event_types"`
-	SecretHint  string    `json:"secret_hint"` // "whsec_AbCd", the start of the secret
-	Enabled     bool      `json:"enabled"`
-	CreatedBy   string    `json:"created_by"`
-	CreatedAt   time.Time `json:"created_at"`
-	UpdatedAt   time.Time `json:"updated_at"`
+	SecretHint string    `json:"secret_hint"` // "whsec_AbCd", the start of the secret
+	Enabled    bool      `json:"enabled"`
+	CreatedBy  string    `json:"created_by"`
+	CreatedAt  time.Time `json:"created_at"`
+	UpdatedAt  time.Time `json:"updated_at"`
 }
 
 // EndpointInput is a new endpoint.

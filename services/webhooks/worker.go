@@ -113,7 +113,9 @@ type outcome struct {
 	duration time.Duration
 }
 
-func (o outcome) delivered() bool { return o.err == "" && o.status != nil && *o.status >= 200 && *o.status < 300 }
+func (o outcome) delivered() bool {
+	return o.err == "" && o.status != nil && *o.status >= 200 && *o.status < 300
+}
 
 // attempt sends one claimed delivery and records the attempt and what follows from it.
 func (s *Service) attempt(ctx context.Context, lease string, c claimed) error {
