@@ -80,6 +80,9 @@ func (s *Service) validate(ctx context.Context, in EndpointInput) (EndpointInput
 // signing secret: the only time the secret is shown.
 func (s *Service) CreateEndpoint(ctx context.Context, accountID, userID string, in EndpointInput) (_ Endpoint, secret string, err error) {
 	defer services.Wrap(&err, "webhooks.CreateEndpoint")
+	if !s.sealing {
+		return Endpoint{}, "", errNoKey
+	}
 	if !services.CanonicalUUID(accountID) || !services.CanonicalUUID(userID) {
 		return Endpoint{}, "", services.Errorf(services.CodeForbidden, "Webhooks belong to an account.")
 	}

@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gpumarket/gpumarket/services"
 )
 
 // Defaults of Config.
@@ -44,7 +46,9 @@ var DefaultSchedule = []time.Duration{5 * time.Second, 5 * time.Minute, 30 * tim
 type Config struct {
 	Pool *pgxpool.Pool
 	// Key seals the endpoints' signing secrets in the database: at least 32 bytes, from the
-	// environment. Changing it makes every stored secret unreadable.
+	// environment. Changing it makes every stored secret unreadable. Without it the service
+	// records events (Emit) and reads the log, but neither adds endpoints nor delivers: a
+	// process that only emits needs none.
 	Key []byte
 	// AllowPrivate lets endpoints be plain http and reach loopback, private and link-local
 	// addresses: for development and tests only.
@@ -66,6 +70,7 @@ type Config struct {
 type Service struct {
 	pool         *pgxpool.Pool
 	key          [32]byte
+	sealing      bool // a key was given
 	allowPrivate bool
 	schedule     []time.Duration
 	timeout      time.Duration
@@ -77,12 +82,12 @@ type Service struct {
 	wake         chan struct{}
 }
 
-// New returns the service; it panics without a pool or with a key shorter than 32 bytes.
+// New returns the service; it panics without a pool, or with a key shorter than 32 bytes.
 func New(cfg Config) *Service {
-	if cfg.Pool == nil || len(cfg.Key) < 32 {
-		panic("webhooks.New: a pool and a key of at least 32 bytes are required")
+	if cfg.Pool == nil || (len(cfg.Key) > 0 && len(cfg.Key) < 32) {
+		panic("webhooks.New: a pool is required, and a key is at least 32 bytes")
 	}
-	s := &Service{pool: cfg.Pool, key: sha256.Sum256(cfg.Key), allowPrivate: cfg.AllowPrivate, schedule: cfg.Schedule,
+	s := &Service{pool: cfg.Pool, key: sha256.Sum256(cfg.Key), sealing: len(cfg.Key) > 0, allowPrivate: cfg.AllowPrivate, schedule: cfg.Schedule,
 		timeout: cfg.Timeout, lease: cfg.Lease, pollEvery: cfg.PollEvery, now: cfg.Now, log: cfg.Log, wake: make(chan struct{}, 1)}
 	if s.schedule == nil {
 		s.schedule = DefaultSchedule
@@ -139,6 +144,11 @@ func EventTypesFor(provider bool) []EventType {
 	}
 	return out
 }
+
+// Delivers reports whether the service can add endpoints and deliver: it was given a key.
+func (s *Service) Delivers() bool { return s.sealing }
+
+var errNoKey = services.Errorf(services.CodeUnavailable, "Webhooks are not available on this server: GPUMARKET_WEBHOOK_KEY is not set.")
 
 func knownType(name string) bool {
 	for _, t := range EventTypes {

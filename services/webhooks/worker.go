@@ -61,6 +61,9 @@ func (s *Service) Run(ctx context.Context) {
 // how many it attempted.
 func (s *Service) DeliverDue(ctx context.Context) (_ int, err error) {
 	defer services.Wrap(&err, "webhooks.DeliverDue")
+	if !s.sealing {
+		return 0, errNoKey
+	}
 	lease, err := services.NewUUID()
 	if err != nil {
 		return 0, err
