@@ -37,7 +37,8 @@ func (s *Service) Emit(ctx context.Context, tx pgx.Tx, accountID, eventType, eve
 }
 
 // record stores the event, unless its key is stored already, and its deliveries: to every
-// subscribed, enabled endpoint of the account, or only to onlyEndpoint when it is set.
+// subscribed, enabled endpoint of the account, or only to onlyEndpoint, whatever it subscribes
+// to, when it is set.
 func (s *Service) record(ctx context.Context, tx pgx.Tx, accountID, eventType, key string, payload []byte, onlyEndpoint string) error {
 	now := s.now().UTC()
 	id := services.NewTimeOrderedID("msg_", now)
@@ -48,8 +49,9 @@ func (s *Service) record(ctx context.Context, tx pgx.Tx, accountID, eventType, k
 	}
 	_, err = tx.Exec(ctx, `INSERT INTO webhook_deliveries (id, event_id, endpoint_id, account_id, status, next_attempt_at, created_at, updated_at)
 		SELECT gen_random_uuid(), $1, e.id, e.account_id, 'pending', $4, $4, $4 FROM webhook_endpoints e
-		WHERE e.account_id = $2 AND e.enabled AND (cardinality(e.event_types) = 0 OR $3 = ANY (e.event_types))
-			AND ($5 = '' OR e.id::text = $5)`, id, accountID, eventType, now, onlyEndpoint)
+		WHERE e.account_id = $2 AND e.enabled
+			AND CASE WHEN $5 = '' THEN cardinality(e.event_types) = 0 OR $3 = ANY (e.event_types) ELSE e.id::text = $5 END`,
+		id, accountID, eventType, now, onlyEndpoint)
 	return err
 }
 
