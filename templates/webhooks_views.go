@@ -1,5 +1,7 @@
 package templates
 
+import "strconv"
+
 // WebhooksPage is an account's webhook endpoints, the form to add one, and the latest
 // deliveries with their attempts. Created is set only on the answer to the form that added an
 // endpoint: its secret is shown there once and never again.
@@ -49,6 +51,14 @@ type WebhookDeliveryRow struct {
 	Created   string
 	CanReplay bool
 	Attempts  []WebhookAttemptRow
+}
+
+// AttemptsLabel is how many attempts the delivery made: "1 attempt", "3 attempts".
+func (d WebhookDeliveryRow) AttemptsLabel() string {
+	if len(d.Attempts) == 1 {
+		return "1 attempt"
+	}
+	return strconv.Itoa(len(d.Attempts)) + " attempts"
 }
 
 // WebhookAttemptRow is one attempt of a delivery.
