@@ -69,6 +69,12 @@ var Owners = map[string]string{
 
 	"payouts":                  "services/payouts",
 	"provider_stripe_accounts": "services/payouts",
+
+	// Outgoing webhooks: accounts' endpoints, their events, deliveries and the log of attempts.
+	"webhook_endpoints":  "services/webhooks",
+	"webhook_events":     "services/webhooks",
+	"webhook_deliveries": "services/webhooks",
+	"webhook_attempts":   "services/webhooks",
 }
 
 // Borrowed lists the tables a package's SQL still names without owning them, package to tables, each with why:

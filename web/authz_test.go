@@ -19,6 +19,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/demo/history"
 	"github.com/gpumarket/gpumarket/services/invoicing"
+	"github.com/gpumarket/gpumarket/services/webhooks"
 	"github.com/gpumarket/gpumarket/web"
 )
 
@@ -62,7 +63,8 @@ type route struct {
 	// active offering of another provider (Northwind Compute, not the provider caller's
 	// Fjord GPU Co-op), {user} for the demo developer's user id, {account} for the demo
 	// developer's account id, {purchase} for a purchase of credits by another developer,
-	// {key} for an API key of another developer.
+	// {key} for an API key of another developer, {webhook} for a webhook endpoint of another
+	// developer and {delivery} for a delivery to it.
 	// Bodies may hold the same placeholders.
 	path string
 	// method is the request method when it differs from the route's: catch-all routes
@@ -195,6 +197,33 @@ var authzTable = map[string]route{
 	"GET /settings/billing":    {want: statuses{303, 200, 200, 403, 403}, login: true},
 	"POST /settings/billing": {body: billingForm(),
 		want: statuses{303, 303, 303, 403, 403}, noCSRF: csrfRefused, login: true},
+	// Webhooks: each account's own, for the roles that manage the account. Another developer's
+	// endpoint and delivery are not found.
+	"GET /settings/webhooks": {want: statuses{303, 200, 200, 403, 403}, login: true},
+	"POST /settings/webhooks": {body: url.Values{"url": {"http://127.0.0.1:9/authz"}},
+		want: statuses{303, 200, 200, 403, 403}, noCSRF: csrfRefused, login: true},
+	"POST /settings/webhooks/:id/enable": {path: "/settings/webhooks/{webhook}/enable", body: url.Values{},
+		want: statuses{303, 404, 404, 403, 403}, noCSRF: csrfRefused, login: true},
+	"POST /settings/webhooks/:id/disable": {path: "/settings/webhooks/{webhook}/disable", body: url.Values{},
+		want: statuses{303, 404, 404, 403, 403}, noCSRF: csrfRefused, login: true},
+	"POST /settings/webhooks/:id/delete": {path: "/settings/webhooks/{webhook}/delete", body: url.Values{},
+		want: statuses{303, 404, 404, 403, 403}, noCSRF: csrfRefused, login: true},
+	"POST /settings/webhooks/:id/test": {path: "/settings/webhooks/{webhook}/test", body: url.Values{},
+		want: statuses{303, 404, 404, 403, 403}, noCSRF: csrfRefused, login: true},
+	"POST /settings/webhooks/deliveries/:id/replay": {path: "/settings/webhooks/deliveries/{delivery}/replay", body: url.Values{},
+		want: statuses{303, 404, 404, 403, 403}, noCSRF: csrfRefused, login: true},
+	"GET /api/webhooks": {want: statuses{401, 200, 200, 403, 403}},
+	"POST /api/webhooks": {body: map[string]any{"url": "http://127.0.0.1:9/authz-api"},
+		want: statuses{401, 201, 201, 403, 403}},
+	"PATCH /api/webhooks/:id": {path: "/api/webhooks/{webhook}", body: map[string]any{"enabled": false},
+		want: statuses{401, 404, 404, 403, 403}},
+	"DELETE /api/webhooks/:id":     {path: "/api/webhooks/{webhook}", want: statuses{401, 404, 404, 403, 403}},
+	"POST /api/webhooks/:id/test":  {path: "/api/webhooks/{webhook}/test", want: statuses{401, 404, 404, 403, 403}},
+	"GET /api/webhooks/deliveries": {want: statuses{401, 200, 200, 403, 403}},
+	"GET /api/webhooks/deliveries/:id": {path: "/api/webhooks/deliveries/{delivery}",
+		want: statuses{401, 404, 404, 403, 403}},
+	"POST /api/webhooks/deliveries/:id/replay": {path: "/api/webhooks/deliveries/{delivery}/replay",
+		want: statuses{401, 404, 404, 403, 403}},
 
 	// Stripe's webhook proves itself by its signature, not by a session or a CSRF token:
 	// unsigned, it is refused whoever sends it.
@@ -544,6 +573,8 @@ type authzEnv struct {
 	account  string // the demo developer's account id
 	purchase string // a purchase of credits by another developer
 	key      string // an API key of another developer
+	// webhook is a webhook endpoint of another developer, delivery a delivery to it.
+	webhook, delivery string
 	// The documents of last month, closed over the demo's past traffic: another developer's
 	// invoice (issued, then voided) and its credit note, another provider's issued statement.
 	invoice, creditNote, statement, period string
@@ -588,6 +619,18 @@ func newAuthzEnv(t *testing.T, c caller) *authzEnv {
 		t.Fatal(err)
 	}
 	a.key = k.ID
+	e, _, err := a.webhooks.CreateEndpoint(ctx, other.AccountID, other.ID, webhooks.EndpointInput{URL: "http://127.0.0.1:9/hooks"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.webhooks.SendTest(ctx, other.AccountID, e.ID); err != nil {
+		t.Fatal(err)
+	}
+	deliveries, err := a.webhooks.Deliveries(ctx, other.AccountID, "", 1)
+	if err != nil || len(deliveries) != 1 {
+		t.Fatalf("the other developer's delivery: %v, %v", deliveries, err)
+	}
+	a.webhook, a.delivery = e.ID, deliveries[0].ID
 	a.seedDocuments(t)
 	a.csrf = csrfFromPage(t, browserClient(t), a.srv.URL+"/login")
 	return a
@@ -666,7 +709,7 @@ func (a *authzEnv) check(t *testing.T, c caller, key string, row route, withCSRF
 		path = row.path
 	}
 	ids := strings.NewReplacer("{offering}", a.offering, "{user}", a.user, "{account}", a.account, "{purchase}", a.purchase,
-		"{key}", a.key, "{invoice}", a.invoice, "{creditnote}", a.creditNote, "{statement}", a.statement, "{period}", a.period)
+		"{key}", a.key, "{webhook}", a.webhook, "{delivery}", a.delivery, "{invoice}", a.invoice, "{creditnote}", a.creditNote, "{statement}", a.statement, "{period}", a.period)
 	path = ids.Replace(path)
 	api := isAPIPath(path)
 

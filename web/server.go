@@ -41,6 +41,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/performance"
 	"github.com/gpumarket/gpumarket/services/requestlog"
+	"github.com/gpumarket/gpumarket/services/webhooks"
 	"github.com/gpumarket/gpumarket/web/account"
 	"github.com/gpumarket/gpumarket/web/admin"
 	"github.com/gpumarket/gpumarket/web/developer"
@@ -77,6 +78,8 @@ type Config struct {
 	// Downloads are the agent's binaries published at /downloads/ (web/public); nil publishes none, and the
 	// Connect page then says so.
 	Downloads *downloads.Shelf
+	// Webhooks keeps the accounts' webhook endpoints (web/account); nil answers that they are unavailable.
+	Webhooks *webhooks.Service
 	// Router is the routing table of this process's gateway, for the models on offer (the
 	// examples beside a new API key), the rigs' capacities (the provider's performance, the batch
 	// queue); nil where no gateway runs here. The /v1 gateway itself is package web/gateway: its
@@ -201,7 +204,7 @@ func New(cfg Config) *Server {
 	s.opsRoutes()
 	e.GET("/static/*", echo.WrapHandler(http.FileServer(http.FS(staticFS))), cacheStatic)
 	public.New(c, public.Config{Catalog: cfg.Catalog, Benchmarks: cfg.Benchmarks, Downloads: cfg.Downloads}).Routes(e)
-	account.New(c, account.Config{Invoicing: cfg.Invoicing}).Routes(e)
+	account.New(c, account.Config{Invoicing: cfg.Invoicing, Webhooks: cfg.Webhooks}).Routes(e)
 	developer.New(c, developer.Config{Catalog: cfg.Catalog, Usage: cfg.Usage, Router: cfg.Router,
 		KeyChanges: cfg.KeyChanges, Batches: cfg.Batches, Reports: cfg.Reports, Invoicing: cfg.Invoicing}).Routes(e)
 	provider.New(c, provider.Config{Catalog: cfg.Catalog, Rigs: cfg.Rigs, Downloads: cfg.Downloads,

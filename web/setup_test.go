@@ -32,6 +32,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/payouts"
 	"github.com/gpumarket/gpumarket/services/performance"
 	"github.com/gpumarket/gpumarket/services/reports"
+	"github.com/gpumarket/gpumarket/services/webhooks"
 	"github.com/gpumarket/gpumarket/web"
 	"github.com/gpumarket/gpumarket/web/gateway"
 )
@@ -71,6 +72,7 @@ type env struct {
 	// statement pays it through payouts, and payouts records it paid through invoicing.
 	invoicing *invoicing.Service
 	audit     *audit.Log
+	webhooks  *webhooks.Service
 }
 
 // testSeller is the platform's details on the web tests' documents.
@@ -119,8 +121,12 @@ func setupWith(t *testing.T, configure func(*web.Config, *pgxpool.Pool)) *env {
 	auditLog := audit.New(pool, nil)
 	// The demo's providers earn a few dollars a month: their statements pay out from $1, as
 	// under gpumarket dev.
-	inv := invoicing.New(invoicing.Config{Pool: pool, Ledger: ledger, Audit: auditLog, Seller: testSeller, MinimumPayout: 1_00})
-	po := payouts.NewService(payouts.Config{Pool: pool, Ledger: ledger, Statements: inv,
+	// Webhooks may go to this machine's test receivers, and are tried again at once.
+	hooks := webhooks.New(webhooks.Config{Pool: pool, Key: []byte(strings.Repeat("w", 32)), AllowPrivate: true,
+		Schedule: []time.Duration{10 * time.Millisecond}})
+	inv := invoicing.New(invoicing.Config{Pool: pool, Ledger: ledger, Audit: auditLog, Seller: testSeller, MinimumPayout: 1_00,
+		Events: hooks})
+	po := payouts.NewService(payouts.Config{Pool: pool, Ledger: ledger, Statements: inv, Events: hooks,
 		Stripe: payouts.NewStripeConnect(credits.NewStripeAPI("sk_test_web", stripeMockURL(t)))})
 	inv.PayWith(po)
 	webhook := credits.NewStripeWebhook(cr, []string{webhookSecret})
@@ -132,7 +138,7 @@ func setupWith(t *testing.T, configure func(*web.Config, *pgxpool.Pool)) *env {
 			return documents.WriteJournal(ctx, pool, p, w)
 		}, Performance: performance.NewService(pool, cat), Reports: reports.New(pool),
 		Batches:    batch.NewService(batch.Config{Pool: pool, Storage: batch.LocalDir{Dir: t.TempDir()}}),
-		Benchmarks: benchmarks.NewService(pool, cat, nil)}
+		Benchmarks: benchmarks.NewService(pool, cat, nil), Webhooks: hooks}
 	if configure != nil {
 		configure(&cfg, pool)
 	}
@@ -146,7 +152,8 @@ func setupWith(t *testing.T, configure func(*web.Config, *pgxpool.Pool)) *env {
 	srv := httptest.NewServer(gateway.Mount(gw, h))
 	t.Cleanup(srv.Close)
 	return &env{srv: srv, server: h, gateway: gw, pool: pool, accounts: cfg.Accounts, catalog: cat, ledger: ledger,
-		credits: cfg.Payments.Credits, payouts: cfg.Payments.Payouts, invoicing: cfg.Invoicing, audit: cfg.Audit}
+		credits: cfg.Payments.Credits, payouts: cfg.Payments.Payouts, invoicing: cfg.Invoicing, audit: cfg.Audit,
+		webhooks: cfg.Webhooks}
 }
 
 // forgetAndTell makes the test's gateway forget a changed key, then tells next, if any.

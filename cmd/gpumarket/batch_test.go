@@ -5,10 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -190,6 +193,10 @@ func (b *gatewayBundle) testBatchCompletes(t *testing.T) {
 	dev, _, secret := b.developer(t, "batch-completes", 20*money.PicoPerUSD, accounts.NewKeyInput{})
 	client := b.client(secret)
 	before := b.balance(t, dev.AccountID)
+	api := &apiClient{t: t, base: b.p.URL()}
+	hooks := newHookReceiver(t)
+	api.do(api.login(dev.Email), http.MethodPost, "/api/webhooks",
+		map[string]any{"url": hooks.URL, "event_types": []string{"batch.completed"}}, nil, http.StatusCreated)
 
 	f := b.upload(t, client, chatLines(model, lines, 16))
 	got, err := client.Files.Get(b.ctx, f.ID)
@@ -230,8 +237,27 @@ func (b *gatewayBundle) testBatchCompletes(t *testing.T) {
 		t.Fatalf("%d usage rows for the account, want one per line: %d", n, lines)
 	}
 	b.eventually(t, "the balance reflects the batch", func() bool { return b.balance(t, dev.AccountID) == before-charged })
+	// The developer's endpoint is told the batch completed, with its counts and output file.
+	b.eventually(t, "the webhook of the batch's completion arrives", func() bool { return len(hooks.bodies()) > 0 })
+	var completed struct {
+		Type string `json:"type"`
+		Data struct {
+			BatchID       string `json:"batch_id"`
+			Status        string `json:"status"`
+			OutputFileID  string `json:"output_file_id"`
+			RequestCounts struct {
+				Total, Completed, Failed int
+			} `json:"request_counts"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(hooks.bodies()[0], &completed); err != nil {
+		t.Fatal(err)
+	}
+	if d := completed.Data; completed.Type != "batch.completed" || d.BatchID != bt.ID || d.Status != "completed" ||
+		d.OutputFileID != bt.OutputFileID || d.RequestCounts.Total != lines || d.RequestCounts.Completed != lines {
+		t.Fatalf("webhook %+v: want batch.completed of %s with %d lines", completed, bt.ID, lines)
+	}
 	// The developer's usage lists each line with its batch.
-	api := &apiClient{t: t, base: b.p.URL()}
 	var usage struct {
 		Requests []struct {
 			RequestID string `json:"request_id"`
@@ -823,4 +849,29 @@ func TestBatchesOnS3(t *testing.T) {
 	if list, err := os.ReadDir(filepath.Join(b.p.cfg.DataDir, "batch-files")); err == nil && len(list) > 0 {
 		t.Fatalf("files kept in the data directory too: %d", len(list))
 	}
+}
+
+// hookReceiver is a webhook endpoint of a test's: it answers 200 and keeps each body.
+type hookReceiver struct {
+	*httptest.Server
+	mu  sync.Mutex
+	got [][]byte
+}
+
+func newHookReceiver(t *testing.T) *hookReceiver {
+	h := &hookReceiver{}
+	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		h.mu.Lock()
+		h.got = append(h.got, body)
+		h.mu.Unlock()
+	}))
+	t.Cleanup(h.Close)
+	return h
+}
+
+func (h *hookReceiver) bodies() [][]byte {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([][]byte(nil), h.got...)
 }

@@ -22,7 +22,7 @@ func (p *Platform) openBatches(ctx context.Context) (*batch.Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	return batch.NewService(batch.Config{Pool: p.pool, Storage: store}), nil
+	return batch.NewService(batch.Config{Pool: p.pool, Storage: store, Events: p.webhooks}), nil
 }
 
 func (p *Platform) openBatchStore(ctx context.Context) (batch.Storage, error) {

@@ -123,6 +123,8 @@ func dev(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if cfg.StripeSecretKey == "" && cfg.Payments == "" {
 		cfg.Payments = PaymentsTest
 	}
+	// A local platform's webhook endpoints may be on this machine (docs/webhooks.md).
+	cfg.WebhooksAllowPrivate = true
 	if cfg.MetricsAddr == "" && cfg.MetricsToken == "" {
 		cfg.MetricsAddr = "127.0.0.1:0"
 	}

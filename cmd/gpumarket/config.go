@@ -1,7 +1,9 @@
 package main
 
 import (
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -127,6 +129,15 @@ type Config struct {
 	// kept after it ends, then dropped once its invoices and statements are final; 0, the default, keeps them
 	// forever. Rollups and documents are always kept (docs/usage-storage.md, "Retention").
 	UsageRetentionMonths int
+	// WebhookKey (GPUMARKET_WEBHOOK_KEY, at least 32 bytes) seals the signing secrets of accounts' webhook
+	// endpoints in the database; empty derives it from SessionKey (docs/webhooks.md, "Secrets").
+	WebhookKey []byte
+	// WebhooksAllowPrivate (GPUMARKET_WEBHOOKS_ALLOW_PRIVATE=1) lets webhook endpoints be plain http and
+	// reach loopback, private and link-local addresses: development and tests only. `make run` sets it.
+	WebhooksAllowPrivate bool
+	// WebhookRetrySchedule (GPUMARKET_WEBHOOK_RETRY_SCHEDULE, comma-separated durations) is the wait after each
+	// failed attempt of a webhook delivery; nil keeps webhooks.DefaultSchedule.
+	WebhookRetrySchedule []time.Duration
 }
 
 // PaymentsTest is the value of GPUMARKET_PAYMENTS that runs payments on stripe-mock and the
@@ -249,6 +260,10 @@ func configFromEnv() (Config, error) {
 		c.BatchConcurrency = n
 	}
 	if c.BatchS3, err = batchS3FromEnv(); err != nil {
+		return c, err
+	}
+	if err := c.readWebhooks(os.Getenv("GPUMARKET_WEBHOOK_KEY"), os.Getenv("GPUMARKET_WEBHOOKS_ALLOW_PRIVATE"),
+		os.Getenv("GPUMARKET_WEBHOOK_RETRY_SCHEDULE")); err != nil {
 		return c, err
 	}
 	if v := os.Getenv("GPUMARKET_USAGE_RETENTION_MONTHS"); v != "" {
@@ -575,6 +590,52 @@ func envDuration(name string) (time.Duration, error) {
 		return 0, fmt.Errorf("%s=%q: use a positive duration such as 30s or 5m", name, v)
 	}
 	return d, nil
+}
+
+// readWebhooks reads the webhooks' key, whether private addresses are allowed, and the retry schedule.
+func (c *Config) readWebhooks(key, allowPrivate, schedule string) error {
+	if key != "" && len(key) < 32 {
+		return errors.New("GPUMARKET_WEBHOOK_KEY is shorter than 32 bytes: use a long random key, such as `openssl rand -hex 32`")
+	}
+	if key != "" {
+		c.WebhookKey = []byte(key)
+	}
+	switch strings.TrimSpace(allowPrivate) {
+	case "", "0", "false":
+	case "1", "true":
+		c.WebhooksAllowPrivate = true
+	default:
+		return fmt.Errorf("GPUMARKET_WEBHOOKS_ALLOW_PRIVATE=%q: use 1 to allow private addresses (development only), or leave it unset", allowPrivate)
+	}
+	if strings.TrimSpace(schedule) == "" {
+		return nil
+	}
+	parts := strings.Split(schedule, ",")
+	if len(parts) > 20 {
+		return fmt.Errorf("GPUMARKET_WEBHOOK_RETRY_SCHEDULE has %d waits: at most 20", len(parts))
+	}
+	for _, part := range parts {
+		d, err := time.ParseDuration(strings.TrimSpace(part))
+		if err != nil || d <= 0 || d > 7*24*time.Hour {
+			return fmt.Errorf("GPUMARKET_WEBHOOK_RETRY_SCHEDULE=%q: use comma-separated durations such as 5s,5m,30m,2h,5h,10h", schedule)
+		}
+		c.WebhookRetrySchedule = append(c.WebhookRetrySchedule, d)
+	}
+	return nil
+}
+
+// webhookKey is the key that seals webhook endpoints' secrets: GPUMARKET_WEBHOOK_KEY, else one derived from
+// the session key, else none (a process without the web role that only records events).
+func (c Config) webhookKey() []byte {
+	if len(c.WebhookKey) > 0 {
+		return c.WebhookKey
+	}
+	if len(c.SessionKey) < 32 {
+		return nil
+	}
+	mac := hmac.New(sha256.New, c.SessionKey)
+	mac.Write([]byte("gpumarket webhook secrets"))
+	return mac.Sum(nil)
 }
 
 func (c Config) requireServe() error {

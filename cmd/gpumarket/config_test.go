@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpumarket/gpumarket/web/gateway"
 )
@@ -282,5 +283,37 @@ func TestDownloadsDirectoryComesFromTheEnvironment(t *testing.T) {
 	}
 	if want, _ := filepath.Abs("published/agents"); c.DownloadsDir != want {
 		t.Errorf("GPUMARKET_DOWNLOADS_DIR=published/agents: %q, want %q", c.DownloadsDir, want)
+	}
+}
+
+// TestWebhooksComeFromTheEnvironment: the key that seals endpoints' secrets (else one derived from the session
+// key, the same in every process that has it), whether private addresses are allowed, and the retry schedule;
+// bad values stop the start with an error naming the variable.
+func TestWebhooksComeFromTheEnvironment(t *testing.T) {
+	t.Setenv("GPUMARKET_SESSION_KEY", strings.Repeat("s", 32))
+	t.Setenv("GPUMARKET_WEBHOOK_KEY", "")
+	t.Setenv("GPUMARKET_WEBHOOKS_ALLOW_PRIVATE", "")
+	t.Setenv("GPUMARKET_WEBHOOK_RETRY_SCHEDULE", "")
+	c, err := configFromEnv()
+	if err != nil || c.WebhooksAllowPrivate || c.WebhookRetrySchedule != nil || len(c.webhookKey()) != 32 ||
+		string(c.webhookKey()) == string(c.SessionKey) {
+		t.Fatalf("defaults: %+v, %v; want private refused, the default schedule and a key derived from the session key", c, err)
+	}
+	derived := string(c.webhookKey())
+	t.Setenv("GPUMARKET_WEBHOOK_KEY", strings.Repeat("w", 40))
+	t.Setenv("GPUMARKET_WEBHOOKS_ALLOW_PRIVATE", "1")
+	t.Setenv("GPUMARKET_WEBHOOK_RETRY_SCHEDULE", "1s, 1m,1h")
+	if c, err = configFromEnv(); err != nil || !c.WebhooksAllowPrivate || string(c.webhookKey()) != strings.Repeat("w", 40) ||
+		string(c.webhookKey()) == derived || len(c.WebhookRetrySchedule) != 3 || c.WebhookRetrySchedule[1] != time.Minute {
+		t.Fatalf("set: %+v, %v", c, err)
+	}
+	for name, bad := range map[string]string{"GPUMARKET_WEBHOOK_KEY": "short", "GPUMARKET_WEBHOOKS_ALLOW_PRIVATE": "yes please",
+		"GPUMARKET_WEBHOOK_RETRY_SCHEDULE": "5s,soon"} {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv(name, bad)
+			if _, err := configFromEnv(); err == nil || !strings.Contains(err.Error(), name) {
+				t.Errorf("%s=%q: error %v; want one naming the variable", name, bad, err)
+			}
+		})
 	}
 }

@@ -99,7 +99,8 @@ func setupGatewayConfig(t *testing.T, configure func(*Config), adjust func(*Plat
 	cfg := Config{DatabaseURL: dbURL, Addr: "127.0.0.1:0", DataDir: t.TempDir(), NATSPort: 0,
 		Payments: PaymentsTest, StripeMockBin: stripemocktest.Bin(t),
 		SessionKey: []byte(strings.Repeat("k", 32)), StripeWebhookSecrets: []string{"whsec_test_gateway"},
-		Roles: Roles{Web: true, Gateway: true, Meter: true}, TicketKey: []byte(strings.Repeat("t", 32)), RigKey: []byte(strings.Repeat("r", 32))}
+		Roles: Roles{Web: true, Gateway: true, Meter: true}, TicketKey: []byte(strings.Repeat("t", 32)), RigKey: []byte(strings.Repeat("r", 32)),
+		WebhooksAllowPrivate: true} // the tests' webhook receivers are on this machine
 	if configure != nil {
 		configure(&cfg)
 	}

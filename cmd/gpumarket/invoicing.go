@@ -52,8 +52,9 @@ var demoSeller = invoicing.Party{LegalName: "gpumarket Demo Ltd", Address: "1 Gr
 const demoMinimumPayout invoicing.Cents = 1_00
 
 // newInvoicing builds the invoicing service on the platform's database.
-func newInvoicing(cfg InvoicingConfig, ledger *ledger.Ledger, log *audit.Log, pool *pgxpool.Pool, logger *slog.Logger) *invoicing.Service {
-	return invoicing.New(invoicing.Config{Pool: pool, Ledger: ledger, Audit: log, Seller: cfg.Seller,
+func newInvoicing(cfg InvoicingConfig, ledger *ledger.Ledger, log *audit.Log, pool *pgxpool.Pool, logger *slog.Logger,
+	events invoicing.Events) *invoicing.Service {
+	return invoicing.New(invoicing.Config{Pool: pool, Ledger: ledger, Audit: log, Events: events, Seller: cfg.Seller,
 		InvoiceNumbers: cfg.InvoiceNumbers, StatementNumbers: cfg.StatementNumbers, MinimumPayout: cfg.MinimumPayout,
 		Grace: cfg.Grace, Log: logger})
 }
@@ -91,7 +92,7 @@ func invoices(ctx context.Context, cfg Config, log *slog.Logger, args []string, 
 	if err := db.Migrate(ctx, pool, log); err != nil {
 		return err
 	}
-	svc := newInvoicing(cfg.Invoicing, ledger.NewLedger(pool, nil), audit.New(pool, nil), pool, log)
+	svc := newInvoicing(cfg.Invoicing, ledger.NewLedger(pool, nil), audit.New(pool, nil), pool, log, nil)
 	start := time.Now()
 	pr, err := svc.Close(ctx, invoicing.CloseInput{Period: p, Progress: func(pr invoicing.CloseProgress) {
 		if pr.Status == invoicing.CloseRunning {

@@ -54,6 +54,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/ticket"
 	"github.com/gpumarket/gpumarket/services/usagestore"
+	"github.com/gpumarket/gpumarket/services/webhooks"
 	"github.com/gpumarket/gpumarket/web"
 	"github.com/gpumarket/gpumarket/web/gateway"
 )
@@ -120,6 +121,8 @@ type Platform struct {
 	batchScheduler *batch.Scheduler
 	batchPollEvery time.Duration
 	batchLease     time.Duration
+	// webhooks records accounts' events and, with its key, delivers them to their endpoints.
+	webhooks *webhooks.Service
 	// usageStore makes usage_events' monthly partitions ahead and applies the usage retention, at the start and
 	// every day (docs/usage-storage.md).
 	usageStore *usagestore.Store
@@ -148,7 +151,11 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 	}
 	// The catalog is there before NATS: the answer to the auth callout reads it for each rig that connects.
 	p.audit = audit.New(p.pool, nil)
-	p.catalog = catalog.NewService(p.pool, catalog.Config{Audit: p.audit, Delisted: p.disconnectRig})
+	// Accounts' webhooks: every process records the events of what it does; a process with the key
+	// (every web one) delivers them too (docs/webhooks.md).
+	p.webhooks = webhooks.New(webhooks.Config{Pool: p.pool, Key: cfg.webhookKey(), AllowPrivate: cfg.WebhooksAllowPrivate,
+		Schedule: cfg.WebhookRetrySchedule, Log: log.With("part", "webhooks")})
+	p.catalog = catalog.NewService(p.pool, catalog.Config{Audit: p.audit, Delisted: p.disconnectRig, Events: p.webhooks})
 	natsURL, systemURL := cfg.NATSURL, cfg.NATSSystemURL
 	if natsURL == "" {
 		// The embedded server is the rigs' entry point: it lets in this process's users (the platform's and the
@@ -220,7 +227,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 	if p.accounts, err = accounts.NewService(p.pool, accounts.Config{SessionKey: sessionKey}); err != nil {
 		return nil, err
 	}
-	p.invoicing = newInvoicing(cfg.Invoicing, ledger.NewLedger(p.pool, nil), p.audit, p.pool, log.With("role", "invoicing"))
+	p.invoicing = newInvoicing(cfg.Invoicing, ledger.NewLedger(p.pool, nil), p.audit, p.pool, log.With("role", "invoicing"), p.webhooks)
 	var payments web.Payments
 	var gw gateway.Config
 	if cfg.Roles.Web {
@@ -274,7 +281,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 		TrustedProxies: cfg.TrustedProxies, MetricsToken: cfg.MetricsToken, KeyChanges: keyChanges,
 		Invoicing: p.invoicing, Audit: p.audit, Journal: p.journal, Performance: performance.NewService(p.pool, p.catalog),
 		Reports: reports.New(p.pool), Batches: p.batches, Benchmarks: benchmarks.NewService(p.pool, p.catalog, nil),
-		Downloads: shelf,
+		Downloads: shelf, Webhooks: p.webhooks,
 	}
 	if cfg.Roles.Web {
 		webCfg.Reliability = p.reliabilityBoard()
@@ -375,7 +382,7 @@ func (p *Platform) payments(ctx context.Context) (web.Payments, error) {
 	// hands them the account.updated events. Statements and payouts are joined both ways:
 	// approving a statement pays it, and a payout asks invoicing for its statement and records
 	// it paid (see docs/invoicing.md, "Paying statements").
-	po := payouts.NewService(payouts.Config{Pool: p.pool, Ledger: ledger, Statements: p.invoicing,
+	po := payouts.NewService(payouts.Config{Pool: p.pool, Ledger: ledger, Statements: p.invoicing, Events: p.webhooks,
 		Stripe: payouts.NewStripeConnect(credits.NewStripeAPI(key, apiURL))})
 	p.invoicing.PayWith(po)
 	p.payouts, p.testPayments = po, testMode

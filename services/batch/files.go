@@ -57,6 +57,13 @@ type Service struct {
 	now     func() time.Time
 	wake    chan struct{} // tells a scheduler in this process that a batch was created
 	maxFile int64
+	events  Events
+}
+
+// Events records an event for an account's webhooks inside the transaction of what happened
+// (webhooks.Service.Emit).
+type Events interface {
+	Emit(ctx context.Context, tx pgx.Tx, accountID, eventType, eventID string, data any) error
 }
 
 // Config builds a Service.
@@ -66,6 +73,9 @@ type Config struct {
 	Now     func() time.Time // nil means time.Now
 	// MaxFileBytes is the largest upload; zero means MaxFileBytes.
 	MaxFileBytes int64
+	// Events is told of each batch completed, in the transaction that completes it
+	// (batch.completed, docs/webhooks.md); nil tells no one.
+	Events Events
 }
 
 // NewService builds the files and batches service.
@@ -76,7 +86,8 @@ func NewService(cfg Config) *Service {
 	if cfg.MaxFileBytes <= 0 {
 		cfg.MaxFileBytes = MaxFileBytes
 	}
-	return &Service{pool: cfg.Pool, store: cfg.Storage, now: cfg.Now, wake: make(chan struct{}, 1), maxFile: cfg.MaxFileBytes}
+	return &Service{pool: cfg.Pool, store: cfg.Storage, now: cfg.Now, wake: make(chan struct{}, 1), maxFile: cfg.MaxFileBytes,
+		events: cfg.Events}
 }
 
 var errFileNotFound = services.Errorf(services.CodeNotFound, "No such file.")

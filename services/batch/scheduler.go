@@ -941,7 +941,58 @@ func (s *Scheduler) finalize(ctx context.Context, id, from string) (err error) {
 		id, final, now, outID, errID); err != nil {
 		return err
 	}
+	if final == StatusCompleted && s.svc.events != nil {
+		if err := s.svc.emitCompleted(ctx, tx, accountID, id); err != nil {
+			return err
+		}
+	}
 	return tx.Commit(ctx)
+}
+
+// EventBatchCompleted is the webhook event of a batch completed.
+const EventBatchCompleted = "batch.completed"
+
+// BatchCompleted is the data of a batch.completed event. The cost is what the meter had billed
+// of the batch's lines when it completed, exact in picodollars and in dollars; usage metered
+// later adds to the figure GET /v1/batches/{id} shows.
+type BatchCompleted struct {
+	BatchID       string            `json:"batch_id"`
+	Status        string            `json:"status"`
+	Endpoint      string            `json:"endpoint"`
+	InputFileID   string            `json:"input_file_id"`
+	OutputFileID  *string           `json:"output_file_id"`
+	ErrorFileID   *string           `json:"error_file_id"`
+	RequestCounts RequestCounts     `json:"request_counts"`
+	CostUSD       string            `json:"cost_usd"`
+	CostPico      money.BigPico     `json:"cost_pico"`
+	CompletedAt   *int64            `json:"completed_at"`
+	Metadata      map[string]string `json:"metadata"`
+}
+
+// emitCompleted tells the account's webhooks that its batch completed, inside tx.
+func (s *Service) emitCompleted(ctx context.Context, tx pgx.Tx, accountID, id string) error {
+	rows, err := tx.Query(ctx, batchSelect+` WHERE b.id = $1`, pgx.QueryExecModeExec, id)
+	if err != nil {
+		return err
+	}
+	b, err := pgx.CollectExactlyOneRow(rows, scanBatch)
+	if err != nil {
+		return err
+	}
+	var cost money.BigPico
+	// The dollars with twelve decimals are the picodollars with a point in them.
+	picos := strings.TrimLeft(strings.Replace(b.GPUMarket.CostUSD, ".", "", 1), "0")
+	if picos == "" {
+		picos = "0"
+	}
+	if err := cost.Scan(picos); err != nil {
+		return err
+	}
+	return s.events.Emit(ctx, tx, accountID, EventBatchCompleted, EventBatchCompleted+":"+id, BatchCompleted{
+		BatchID: b.ID, Status: b.Status, Endpoint: b.Endpoint, InputFileID: b.InputFileID, OutputFileID: b.OutputFileID,
+		ErrorFileID: b.ErrorFileID, RequestCounts: b.RequestCounts, CostUSD: b.GPUMarket.CostUSD, CostPico: cost,
+		CompletedAt: b.CompletedAt, Metadata: b.Metadata,
+	})
 }
 
 // outputLine is a line of an output or error file, OpenAI's.

@@ -159,6 +159,15 @@ type Config struct {
 	// Delisted, when set, is told each offering delisted, once the change is made: the platform closes its rig's
 	// NATS connections (docs/usage-stream.md, "The rigs' entry point").
 	Delisted func(offeringID string)
+	// Events is told of each listed rig that goes offline, in the transaction that marks it
+	// (rig.offline, docs/webhooks.md); nil tells no one.
+	Events Events
+}
+
+// Events records an event for an account's webhooks inside the transaction of what happened
+// (webhooks.Service.Emit).
+type Events interface {
+	Emit(ctx context.Context, tx pgx.Tx, accountID, eventType, eventID string, data any) error
 }
 
 // AuditLog records a finance action inside the transaction that takes it (audit.Log).
@@ -173,6 +182,7 @@ type Service struct {
 	audit AuditLog
 	// delisted is Config.Delisted.
 	delisted func(offeringID string)
+	events   Events
 }
 
 // NewService returns the catalog service.
@@ -180,5 +190,5 @@ func NewService(pool *pgxpool.Pool, cfg Config) *Service {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Service{pool: pool, now: cfg.Now, audit: cfg.Audit, delisted: cfg.Delisted}
+	return &Service{pool: pool, now: cfg.Now, audit: cfg.Audit, delisted: cfg.Delisted, events: cfg.Events}
 }

@@ -184,15 +184,50 @@ func knownNativeAPIs(native []string) []string {
 // decide at once change each rig once.
 func (s *Service) MarkOffline(ctx context.Context, silentSince, now time.Time) (_ []string, err error) {
 	defer services.Wrap(&err, "catalog.MarkOffline")
-	rows, err := s.pool.Query(ctx, `UPDATE offerings SET rig_state = 'offline', rig_state_since = $2,
-			rig_probe_passes = 0, rig_probe_problem = ''
-		WHERE rig_state <> 'offline' AND status <> 'delisted'
-			AND greatest(rig_heartbeat_at, CASE WHEN rig_state = 'active' THEN rig_state_since END) < $1
-		RETURNING id::text`, silentSince.UTC(), now.UTC())
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, pgx.RowTo[string])
+	var ids []string
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `UPDATE offerings SET rig_state = 'offline', rig_state_since = $2,
+				rig_probe_passes = 0, rig_probe_problem = ''
+			WHERE rig_state <> 'offline' AND status <> 'delisted'
+				AND greatest(rig_heartbeat_at, CASE WHEN rig_state = 'active' THEN rig_state_since END) < $1
+			RETURNING id::text, provider_account_id::text, model, rig_heartbeat_at`, silentSince.UTC(), now.UTC())
+		if err != nil {
+			return err
+		}
+		offline, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (RigOfflineEvent, error) {
+			e := RigOfflineEvent{RigState: RigOffline, OfflineSince: now.UTC()}
+			err := r.Scan(&e.OfferingID, &e.providerID, &e.Model, &e.LastHeartbeatAt)
+			return e, err
+		})
+		if err != nil {
+			return err
+		}
+		for _, e := range offline {
+			ids = append(ids, e.OfferingID)
+			if s.events == nil {
+				continue
+			}
+			key := fmt.Sprintf("%s:%s:%d", EventRigOffline, e.OfferingID, now.UnixMicro())
+			if err := s.events.Emit(ctx, tx, e.providerID, EventRigOffline, key, e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return ids, err
+}
+
+// EventRigOffline is the webhook event of a provider's listed rig gone offline.
+const EventRigOffline = "rig.offline"
+
+// RigOfflineEvent is the data of a rig.offline event: the offering whose rig went silent.
+type RigOfflineEvent struct {
+	OfferingID      string     `json:"offering_id"`
+	Model           string     `json:"model"`
+	RigState        RigState   `json:"rig_state"` // "offline"
+	OfflineSince    time.Time  `json:"offline_since"`
+	LastHeartbeatAt *time.Time `json:"last_heartbeat_at"` // null: never heard from
+	providerID      string
 }
 
 // RecordProbe records a probe of a pending or offline rig and returns the rig's state after it: a pass counts

@@ -226,6 +226,15 @@ func (s *Service) approveInvoice(ctx context.Context, ac *approveContext, by, id
 			return wrapf(err, "invoicing: issue the invoice")
 		}
 		*res = Approved{ID: id, Number: number, Total: d.total}
+		if s.cfg.Events != nil {
+			if err := s.cfg.Events.Emit(ctx, tx, account, EventInvoiceIssued, EventInvoiceIssued+":"+id, InvoiceIssued{
+				InvoiceID: id, Number: number, Period: p.String(), Currency: "usd",
+				TotalCents: d.total, TotalUSD: d.total.Decimal(), AmountDueCents: d.due, AmountDueUSD: d.due.Decimal(),
+				IssuedAt: now,
+			}); err != nil {
+				return err
+			}
+		}
 		type state struct {
 			Status Status `json:"status"`
 			Number string `json:"number,omitempty"`
@@ -501,4 +510,20 @@ func containsAction(actions []Action, a Action) bool {
 		}
 	}
 	return false
+}
+
+// EventInvoiceIssued is the webhook event of an invoice issued to its customer.
+const EventInvoiceIssued = "invoice.issued"
+
+// InvoiceIssued is the data of an invoice.issued event: amounts in cents and as decimal dollars.
+type InvoiceIssued struct {
+	InvoiceID      string    `json:"invoice_id"`
+	Number         string    `json:"number"`
+	Period         string    `json:"period"` // "YYYY-MM"
+	Currency       string    `json:"currency"`
+	TotalCents     Cents     `json:"total_cents"`
+	TotalUSD       string    `json:"total_usd"`
+	AmountDueCents Cents     `json:"amount_due_cents"`
+	AmountDueUSD   string    `json:"amount_due_usd"`
+	IssuedAt       time.Time `json:"issued_at"`
 }

@@ -69,11 +69,20 @@ type AuditLog interface {
 	RecordTx(ctx context.Context, tx pgx.Tx, r audit.Record) error
 }
 
+// Events records an event for an account's webhooks inside the transaction of what happened
+// (webhooks.Service.Emit).
+type Events interface {
+	Emit(ctx context.Context, tx pgx.Tx, accountID, eventType, eventID string, data any) error
+}
+
 // Config wires the service.
 type Config struct {
 	Pool   *pgxpool.Pool
 	Ledger *ledger.Ledger
 	Audit  AuditLog
+	// Events is told of each invoice issued, in the transaction that issues it (invoice.issued,
+	// docs/webhooks.md); nil tells no one.
+	Events Events
 	// Seller is the platform's details, written on every document it issues. Approval is
 	// refused while its name, address or country is missing.
 	Seller Party

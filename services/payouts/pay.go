@@ -312,6 +312,15 @@ func (s *Service) settle(ctx context.Context, a attempt, req TransferRequest, t 
 			p.ID, t.ID, req.Destination, txn.ID, now)); err != nil {
 			return err
 		}
+		if s.events != nil {
+			if err := s.events.Emit(ctx, tx, p.ProviderAccountID, EventPayoutPaid, EventPayoutPaid+":"+p.ID, PayoutPaid{
+				PayoutID: p.ID, StatementID: p.StatementID, StatementNumber: p.StatementNumber, Period: p.Period,
+				Currency: p.Currency, AmountCents: p.AmountCents, AmountUSD: centsToPico(p.AmountCents).Decimal(2),
+				StripeTransferID: p.StripeTransferID, PaidAt: now,
+			}); err != nil {
+				return err
+			}
+		}
 		if s.statements != nil {
 			return s.statements.MarkPaidTx(ctx, tx, a.in.ID, p)
 		}
@@ -321,4 +330,20 @@ func (s *Service) settle(ctx context.Context, a attempt, req TransferRequest, t 
 		return Payout{}, fmt.Errorf("record transfer %s: %w", t.ID, err)
 	}
 	return p, nil
+}
+
+// EventPayoutPaid is the webhook event of a provider's payout transferred.
+const EventPayoutPaid = "payout.paid"
+
+// PayoutPaid is the data of a payout.paid event: the amount in cents and as decimal dollars.
+type PayoutPaid struct {
+	PayoutID         string    `json:"payout_id"`
+	StatementID      string    `json:"statement_id"`
+	StatementNumber  string    `json:"statement_number"`
+	Period           string    `json:"period"` // "YYYY-MM"
+	Currency         string    `json:"currency"`
+	AmountCents      int64     `json:"amount_cents"`
+	AmountUSD        string    `json:"amount_usd"`
+	StripeTransferID string    `json:"stripe_transfer_id"`
+	PaidAt           time.Time `json:"paid_at"`
 }

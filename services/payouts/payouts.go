@@ -118,7 +118,16 @@ type Config struct {
 	// still pays the statements it is given, and Retry refuses (it cannot tell whether the
 	// statement is still to be paid).
 	Statements Statements
-	Now        func() time.Time // nil means time.Now
+	// Events is told of each payout paid, in the transaction that marks it paid (payout.paid,
+	// docs/webhooks.md); nil tells no one.
+	Events Events
+	Now    func() time.Time // nil means time.Now
+}
+
+// Events records an event for an account's webhooks inside the transaction of what happened
+// (webhooks.Service.Emit).
+type Events interface {
+	Emit(ctx context.Context, tx pgx.Tx, accountID, eventType, eventID string, data any) error
 }
 
 // Service connects providers' Stripe accounts and pays their statements.
@@ -127,6 +136,7 @@ type Service struct {
 	ledger     *ledger.Ledger
 	stripe     Stripe
 	statements Statements
+	events     Events
 	now        func() time.Time
 }
 
@@ -135,5 +145,5 @@ func NewService(cfg Config) *Service {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Service{pool: cfg.Pool, ledger: cfg.Ledger, stripe: cfg.Stripe, statements: cfg.Statements, now: cfg.Now}
+	return &Service{pool: cfg.Pool, ledger: cfg.Ledger, stripe: cfg.Stripe, statements: cfg.Statements, events: cfg.Events, now: cfg.Now}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpumarket/gpumarket/services/invoicing"
+	"github.com/gpumarket/gpumarket/services/webhooks"
 	"github.com/gpumarket/gpumarket/web/internal/core"
 )
 
@@ -16,17 +17,21 @@ import (
 type Config struct {
 	// Invoicing keeps the billing details; nil answers that they are unavailable.
 	Invoicing *invoicing.Service
+	// Webhooks keeps the accounts' webhook endpoints and their log; nil, or without its key,
+	// answers that webhooks are unavailable.
+	Webhooks *webhooks.Service
 }
 
 // Server serves the account pages and API.
 type Server struct {
 	*core.Core
 	invoicing *invoicing.Service
+	webhooks  *webhooks.Service
 }
 
 // New builds the account handlers over the shared core.
 func New(c *core.Core, cfg Config) *Server {
-	return &Server{Core: c, invoicing: cfg.Invoicing}
+	return &Server{Core: c, invoicing: cfg.Invoicing, webhooks: cfg.Webhooks}
 }
 
 // Routes registers the account pages and API on e.
@@ -48,4 +53,21 @@ func (s *Server) Routes(e *echo.Echo) {
 	m.POST("/settings/billing", s.billingDetailsSubmit)
 	m.GET("/api/settings/billing", s.apiBillingDetails)
 	m.PUT("/api/settings/billing", s.apiSetBillingDetails)
+
+	// Webhooks: the account's endpoints, a test event, the deliveries' log and replay.
+	m.GET("/settings/webhooks", s.webhooksPage)
+	m.POST("/settings/webhooks", s.createWebhookSubmit)
+	m.POST("/settings/webhooks/:id/enable", s.enableWebhookSubmit)
+	m.POST("/settings/webhooks/:id/disable", s.disableWebhookSubmit)
+	m.POST("/settings/webhooks/:id/delete", s.deleteWebhookSubmit)
+	m.POST("/settings/webhooks/:id/test", s.testWebhookSubmit)
+	m.POST("/settings/webhooks/deliveries/:id/replay", s.replayWebhookSubmit)
+	m.GET("/api/webhooks", s.apiWebhooks)
+	m.POST("/api/webhooks", s.apiCreateWebhook)
+	m.PATCH("/api/webhooks/:id", s.apiUpdateWebhook)
+	m.DELETE("/api/webhooks/:id", s.apiDeleteWebhook)
+	m.POST("/api/webhooks/:id/test", s.apiTestWebhook)
+	m.GET("/api/webhooks/deliveries", s.apiWebhookDeliveries)
+	m.GET("/api/webhooks/deliveries/:id", s.apiWebhookDelivery)
+	m.POST("/api/webhooks/deliveries/:id/replay", s.apiReplayWebhook)
 }

@@ -23,6 +23,8 @@ var (
 	customerDocuments = []accounts.Role{accounts.RoleDeveloper, accounts.RoleFinance, accounts.RoleAdmin}
 	providerDocuments = []accounts.Role{accounts.RoleProvider, accounts.RoleFinance, accounts.RoleAdmin}
 	billed            = []accounts.Role{accounts.RoleDeveloper, accounts.RoleProvider}
+	// webhookManagers manage their own account's webhook endpoints: the roles that manage the account.
+	webhookManagers = []accounts.Role{accounts.RoleDeveloper, accounts.RoleProvider}
 )
 
 // access is who may call each part of the site: the one table of role rules. A route is guarded
@@ -37,6 +39,8 @@ var access = []rule{
 	{"/api/me", nil},
 	{"/settings/billing", billed},
 	{"/api/settings/billing", billed},
+	{"/settings/webhooks", webhookManagers},
+	{"/api/webhooks", webhookManagers},
 
 	// A customer's own account (web/developer).
 	{"/credits", developer},

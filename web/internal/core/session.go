@@ -197,6 +197,12 @@ var flashes = map[string]string{
 
 	// Billing details (web/account).
 	"billing-saved": "Your billing details are saved: documents issued from now on carry them.",
+	// Webhooks (web/account).
+	"webhook-enabled":   "The endpoint is enabled: events are sent to it again, and those waiting go now.",
+	"webhook-disabled":  "The endpoint is disabled: no events are sent to it until you enable it.",
+	"webhook-deleted":   "The endpoint is deleted, with its deliveries.",
+	"webhook-test-sent": "A test event is on its way: its delivery is at the top of the list below.",
+	"webhook-replayed":  "The delivery is sent again, with the same webhook-id.",
 	// Finance's review of invoices and statements (web/finance).
 	"approved":    "Approved: the document is numbered and issued.",
 	"voided":      "Voided: the credit note and the regenerated draft are linked below.",
