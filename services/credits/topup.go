@@ -89,12 +89,12 @@ type TopupAttempt struct {
 // an account has at most one attempt open; a crossing has one attempt (armed); only the signed
 // payment_intent.succeeded webhook credits, once, keyed by the attempt.
 type AutoTopup struct {
-	pool   *pgxpool.Pool
-	ledger *ledger.Ledger
-	cards  Cards
-	now    func() time.Time
-	mail   MailQueue    // nil queues no e-mail
-	events EventEmitter // nil emits no event
+	pool    *pgxpool.Pool
+	ledger  *ledger.Ledger
+	cards   Cards
+	now     func() time.Time
+	mail    MailQueue                                // nil queues no e-mail
+	events  EventEmitter                             // nil emits no event
 	charged func(ctx context.Context, c TopupCharge) // nil tells no one
 	// retryAfter is how long an attempt whose charge got no answer waits before a worker sends
 	// it again; it is also the lease of the worker sending it.
