@@ -125,7 +125,11 @@ func setupWith(t *testing.T, configure func(*web.Config, *pgxpool.Pool)) *env {
 	inv.PayWith(po)
 	webhook := credits.NewStripeWebhook(cr, []string{webhookSecret})
 	webhook.On("account.updated", po.AccountUpdated)
-	payments := web.Payments{Credits: cr, Ledger: ledger, Webhook: webhook, Payouts: po, LocalWebhookSecret: webhookSecret}
+	topups := credits.NewAutoTopup(credits.TopupConfig{Pool: pool, Ledger: ledger,
+		Cards: credits.NewStripeCards(credits.NewStripeAPI("sk_test_web", stripeMockURL(t)))})
+	webhook.WithAutoTopup(topups)
+	payments := web.Payments{Credits: cr, Ledger: ledger, Webhook: webhook, Topups: topups, Payouts: po,
+		LocalWebhookSecret: webhookSecret}
 	cfg := web.Config{Accounts: acc, Catalog: cat, Payments: payments, Usage: metering.NewReports(pool),
 		Ready: []web.ReadyCheck{{Name: "postgres", Check: pool.Ping}}, MetricsToken: testMetricsToken,
 		Invoicing: inv, Audit: auditLog, Journal: func(ctx context.Context, p documents.Period, w io.Writer) error {

@@ -277,7 +277,7 @@ type SaveCardInput struct {
 // webhook says so (CardSaved), not when the customer comes back.
 func (t *AutoTopup) StartSaveCard(ctx context.Context, in SaveCardInput) (_ CheckoutSession, err error) {
 	defer services.Wrap(&err, "credits.AutoTopup.StartSaveCard")
-	customer, err := t.customer(ctx, in.AccountID)
+	customer, err := t.EnsureCustomer(ctx, in.AccountID)
 	if err != nil {
 		return CheckoutSession{}, err
 	}
@@ -299,7 +299,8 @@ func (t *AutoTopup) Customer(ctx context.Context, accountID string) (string, err
 	return id, err
 }
 
-func (t *AutoTopup) customer(ctx context.Context, accountID string) (string, error) {
+// EnsureCustomer returns the account's Stripe customer, creating it the first time.
+func (t *AutoTopup) EnsureCustomer(ctx context.Context, accountID string) (string, error) {
 	id, err := t.Customer(ctx, accountID)
 	if err != nil || id != "" {
 		return id, err
@@ -324,9 +325,9 @@ func unavailable(err error) error {
 		Message: "The payment provider did not answer. Nothing was charged; please try again.", Cause: err}
 }
 
-// RemoveCard forgets the account's saved card and turns auto top-up off. The card is detached
-// from the Stripe customer too; the platform never charges a card it has forgotten, even when
-// detaching fails.
+// RemoveCard forgets the account's saved card and turns auto top-up off; with no card saved it
+// does nothing. The card is detached from the Stripe customer too; the platform never charges a
+// card it has forgotten, even when detaching fails.
 func (t *AutoTopup) RemoveCard(ctx context.Context, accountID string) (err error) {
 	defer services.Wrap(&err, "credits.AutoTopup.RemoveCard")
 	var pm string
@@ -335,7 +336,7 @@ func (t *AutoTopup) RemoveCard(ctx context.Context, accountID string) (err error
 		FROM (SELECT payment_method_id FROM topup_settings WHERE account_id = $1 FOR UPDATE) old
 		WHERE s.account_id = $1 RETURNING old.payment_method_id`, accountID, t.now().UTC()).Scan(&pm)
 	if errors.Is(err, pgx.ErrNoRows) || (err == nil && pm == "") {
-		return services.Errorf(services.CodeNotFound, "No card is saved.")
+		return nil
 	}
 	if err != nil {
 		return err
