@@ -71,6 +71,8 @@ type env struct {
 	// statement pays it through payouts, and payouts records it paid through invoicing.
 	invoicing *invoicing.Service
 	audit     *audit.Log
+	// topups is auto top-up, whose worker a test runs by hand (RunOnce).
+	topups *credits.AutoTopup
 }
 
 // testSeller is the platform's details on the web tests' documents.
@@ -150,7 +152,8 @@ func setupWith(t *testing.T, configure func(*web.Config, *pgxpool.Pool)) *env {
 	srv := httptest.NewServer(gateway.Mount(gw, h))
 	t.Cleanup(srv.Close)
 	return &env{srv: srv, server: h, gateway: gw, pool: pool, accounts: cfg.Accounts, catalog: cat, ledger: ledger,
-		credits: cfg.Payments.Credits, payouts: cfg.Payments.Payouts, invoicing: cfg.Invoicing, audit: cfg.Audit}
+		credits: cfg.Payments.Credits, payouts: cfg.Payments.Payouts, invoicing: cfg.Invoicing, audit: cfg.Audit,
+		topups: cfg.Payments.Topups}
 }
 
 // forgetAndTell makes the test's gateway forget a changed key, then tells next, if any.

@@ -109,6 +109,10 @@ func topupInput(c echo.Context, enabled bool, threshold, amount string) (credits
 	if in.AmountCents, err = credits.ParseTopupUSD(amount); err != nil {
 		keep(err)
 	}
+	if len(fe) > 0 {
+		// The bounds of a field that was read (a parse error is kept first).
+		keep(in.Validate())
+	}
 	return in, fe.Err()
 }
 
