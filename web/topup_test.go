@@ -58,7 +58,7 @@ func TestAutoTopupPageFlow(t *testing.T) {
 	}
 	wantStatus(t, postForm(t, b, e.srv.URL+"/credits/test-card", url.Values{"_csrf": {csrf}}), http.StatusSeeOther)
 	doc = getPage(t, b, e.srv.URL+"/credits")
-	if got := doc.Find(`[data-testid="card"]`).Text(); got != "visa ending 4242" {
+	if got := doc.Find(`[data-testid="card"]`).Text(); got != "Visa ending 4242" {
 		t.Fatalf("saved card %q", got)
 	}
 

@@ -76,11 +76,11 @@ func (s *Server) topupView(c echo.Context, form templates.Form) (*templates.Topu
 
 func cardText(c credits.SavedCard) string {
 	if c.Last4 == "" {
-		return "card " + c.PaymentMethodID
+		return "Card " + c.PaymentMethodID
 	}
-	brand := c.Brand
-	if brand == "" {
-		brand = "card"
+	brand := "Card"
+	if c.Brand != "" {
+		brand = strings.ToUpper(c.Brand[:1]) + c.Brand[1:]
 	}
 	return brand + " ending " + c.Last4
 }
