@@ -256,7 +256,10 @@ func (t *AutoTopup) Save(ctx context.Context, in SettingsInput) (_ TopupSettings
 				updated_at = $6
 			WHERE account_id = $1`,
 			in.AccountID, in.Enabled, in.ThresholdCents, in.AmountCents, in.Email, now)
-		return err
+		if err != nil || in.Enabled {
+			return err
+		}
+		return t.cancelUnsentTx(ctx, tx, in.AccountID, "Auto top-up was turned off before the charge was sent.")
 	})
 	if err != nil {
 		return TopupSettings{}, err
@@ -331,16 +334,33 @@ func unavailable(err error) error {
 func (t *AutoTopup) RemoveCard(ctx context.Context, accountID string) (err error) {
 	defer services.Wrap(&err, "credits.AutoTopup.RemoveCard")
 	var pm string
-	err = t.pool.QueryRow(ctx, `
-		UPDATE topup_settings s SET enabled = false, payment_method_id = '', card_brand = '', card_last4 = '', updated_at = $2
-		FROM (SELECT payment_method_id FROM topup_settings WHERE account_id = $1 FOR UPDATE) old
-		WHERE s.account_id = $1 RETURNING old.payment_method_id`, accountID, t.now().UTC()).Scan(&pm)
-	if errors.Is(err, pgx.ErrNoRows) || (err == nil && pm == "") {
-		return nil
-	}
-	if err != nil {
+	err = pgx.BeginFunc(ctx, t.pool, func(tx pgx.Tx) error {
+		err := tx.QueryRow(ctx, `SELECT payment_method_id FROM topup_settings WHERE account_id = $1 FOR UPDATE`, accountID).Scan(&pm)
+		if errors.Is(err, pgx.ErrNoRows) || (err == nil && pm == "") {
+			pm = ""
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE topup_settings SET enabled = false, payment_method_id = '', card_brand = '', card_last4 = '',
+			updated_at = $2 WHERE account_id = $1`, accountID, t.now().UTC()); err != nil {
+			return err
+		}
+		return t.cancelUnsentTx(ctx, tx, accountID, "The card was removed before the charge was sent.")
+	})
+	if err != nil || pm == "" {
 		return err
 	}
 	_ = t.cards.Forget(ctx, pm) // already forgotten here; Stripe keeps a card nobody charges
 	return nil
+}
+
+// cancelUnsentTx gives up the account's attempt that Stripe has not answered yet, in the
+// transaction that turns auto top-up off or removes the card, so that no worker sends it later.
+// If the charge did reach Stripe before, its payment_intent.succeeded still credits it.
+func (t *AutoTopup) cancelUnsentTx(ctx context.Context, tx pgx.Tx, accountID, why string) error {
+	_, err := tx.Exec(ctx, `UPDATE topup_attempts SET status = 'failed', failure = $2, updated_at = $3
+		WHERE account_id = $1 AND status = 'created'`, accountID, why, t.now().UTC())
+	return err
 }

@@ -496,3 +496,30 @@ func TestAutoTopupSettings(t *testing.T) {
 		t.Fatalf("outcome %q", got)
 	}
 }
+
+// TestAutoTopupRemovedCardIsNeverCharged: the card is removed after a charge was recorded and
+// before it was sent (a restart between): no worker sends it afterwards.
+func TestAutoTopupRemovedCardIsNeverCharged(t *testing.T) {
+	t.Parallel()
+	s := setupTopup(t, nil)
+	s.saveCard(t)
+	s.enable(t)
+	s.move(t, 300)
+	if _, made, err := s.topup.open(context.Background(), s.org); err != nil || !made {
+		t.Fatalf("open: %v, %v", made, err)
+	}
+	if err := s.topup.RemoveCard(context.Background(), s.org); err != nil {
+		t.Fatal(err)
+	}
+	s.clock.Advance(DefaultRetryAfter)
+	s.runOnce(t)
+	if n := s.intents(); n != 0 {
+		t.Fatalf("%d charges of a removed card", n)
+	}
+	if att := s.attempts(t); len(att) != 1 || att[0].Status != AttemptFailed || !strings.Contains(att[0].Failure, "removed") {
+		t.Fatalf("attempts = %+v", att)
+	}
+	if m, e := s.alerts.counts(); m != 0 || e != 0 {
+		t.Fatalf("%d e-mails and %d events for a removal the customer made", m, e)
+	}
+}
