@@ -32,6 +32,8 @@ var Owners = map[string]string{
 	"ledger_postings":     "services/ledger",
 	"credit_purchases":    "services/credits",
 	"stripe_events":       "services/credits",
+	"topup_settings":      "services/credits",
+	"topup_attempts":      "services/credits",
 	"admission_holds":     "services/admission",
 	"gateway_requests":    "services/requestlog",
 

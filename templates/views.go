@@ -205,6 +205,26 @@ type CreditsPage struct {
 	History   []HistoryRow
 	NextPage  string // link to older history, "" on the last page
 	TestMode  bool   // payments go to the local test-payment page
+	// Topup is the auto top-up section; nil where auto top-up does not run.
+	Topup *TopupView
+}
+
+// TopupView is a developer's auto top-up: the saved card and "when the balance falls below,
+// add".
+type TopupView struct {
+	Card    string // "visa ending 4242"; "" when no card is saved
+	Enabled bool
+	// Stopped says why auto top-up turned itself off; Pending is the charge waiting for the
+	// payment provider's word.
+	Stopped, StoppedAt string
+	Pending            string
+	Form               Form // topup_threshold_usd, topup_amount_usd, topup_enabled
+	Attempts           []TopupAttemptRow
+}
+
+// TopupAttemptRow is one auto top-up charge.
+type TopupAttemptRow struct {
+	When, Amount, Status string
 }
 
 // PurchaseRow is a purchase of credits.

@@ -183,6 +183,17 @@ var authzTable = map[string]route{
 		want: statuses{303, 404, 403, 403, 403}, login: true},
 	"POST /credits/test-pay/:id": {path: "/credits/test-pay/{purchase}", body: url.Values{},
 		want: statuses{303, 404, 403, 403, 403}, noCSRF: csrfRefused, login: true},
+	// Auto top-up: the settings (off, so no card is needed), saving a card (the local test
+	// page in test mode) and removing it (nothing to remove is no error).
+	"POST /credits/auto-topup": {body: url.Values{"topup_threshold_usd": {"10"}, "topup_amount_usd": {"20"}},
+		want: statuses{303, 303, 403, 403, 403}, noCSRF: csrfRefused, login: true},
+	"POST /credits/card": {body: url.Values{},
+		want: statuses{303, 303, 403, 403, 403}, noCSRF: csrfRefused, login: true},
+	"POST /credits/card/remove": {body: url.Values{},
+		want: statuses{303, 303, 403, 403, 403}, noCSRF: csrfRefused, login: true},
+	"GET /credits/test-card": {want: statuses{303, 200, 403, 403, 403}, login: true},
+	"POST /credits/test-card": {body: url.Values{},
+		want: statuses{303, 303, 403, 403, 403}, noCSRF: csrfRefused, login: true},
 	"echo_route_not_found /credits": {method: http.MethodHead, path: "/credits",
 		want: statuses{303, 404, 403, 403, 403}, login: true},
 	"echo_route_not_found /credits/*": {method: http.MethodGet, path: "/credits/no-such-page",
@@ -390,7 +401,12 @@ var authzTable = map[string]route{
 	"POST /api/credits/checkout": {body: map[string]any{"amount_usd": 20}, want: statuses{401, 201, 403, 403, 403}},
 	"GET /api/credits/purchases/:id": {path: "/api/credits/purchases/{purchase}",
 		want: statuses{401, 404, 403, 403, 403}},
-	"GET /api/credits/history": {want: statuses{401, 200, 403, 403, 403}},
+	"GET /api/credits/history":    {want: statuses{401, 200, 403, 403, 403}},
+	"GET /api/credits/auto-topup": {want: statuses{401, 200, 403, 403, 403}},
+	"PUT /api/credits/auto-topup": {body: map[string]any{"enabled": false, "threshold_usd": "10", "amount_usd": 20},
+		want: statuses{401, 200, 403, 403, 403}},
+	"POST /api/credits/card":   {body: map[string]any{}, want: statuses{401, 201, 403, 403, 403}},
+	"DELETE /api/credits/card": {want: statuses{401, 204, 403, 403, 403}},
 	"GET /api/balance":         {want: statuses{401, 200, 403, 403, 403}},
 
 	// Invoices and billing details API.

@@ -73,6 +73,8 @@ type env struct {
 	invoicing *invoicing.Service
 	audit     *audit.Log
 	webhooks  *webhooks.Service
+	// topups is auto top-up, whose worker a test runs by hand (RunOnce).
+	topups *credits.AutoTopup
 }
 
 // testSeller is the platform's details on the web tests' documents.
@@ -131,7 +133,11 @@ func setupWith(t *testing.T, configure func(*web.Config, *pgxpool.Pool)) *env {
 	inv.PayWith(po)
 	webhook := credits.NewStripeWebhook(cr, []string{webhookSecret})
 	webhook.On("account.updated", po.AccountUpdated)
-	payments := web.Payments{Credits: cr, Ledger: ledger, Webhook: webhook, Payouts: po, LocalWebhookSecret: webhookSecret}
+	topups := credits.NewAutoTopup(credits.TopupConfig{Pool: pool, Ledger: ledger,
+		Cards: credits.NewStripeCards(credits.NewStripeAPI("sk_test_web", stripeMockURL(t)))})
+	webhook.WithAutoTopup(topups)
+	payments := web.Payments{Credits: cr, Ledger: ledger, Webhook: webhook, Topups: topups, Payouts: po,
+		LocalWebhookSecret: webhookSecret}
 	cfg := web.Config{Accounts: acc, Catalog: cat, Payments: payments, Usage: metering.NewReports(pool),
 		Ready: []web.ReadyCheck{{Name: "postgres", Check: pool.Ping}}, MetricsToken: testMetricsToken,
 		Invoicing: inv, Audit: auditLog, Journal: func(ctx context.Context, p documents.Period, w io.Writer) error {
@@ -153,7 +159,7 @@ func setupWith(t *testing.T, configure func(*web.Config, *pgxpool.Pool)) *env {
 	t.Cleanup(srv.Close)
 	return &env{srv: srv, server: h, gateway: gw, pool: pool, accounts: cfg.Accounts, catalog: cat, ledger: ledger,
 		credits: cfg.Payments.Credits, payouts: cfg.Payments.Payouts, invoicing: cfg.Invoicing, audit: cfg.Audit,
-		webhooks: cfg.Webhooks}
+		webhooks: cfg.Webhooks, topups: cfg.Payments.Topups}
 }
 
 // forgetAndTell makes the test's gateway forget a changed key, then tells next, if any.

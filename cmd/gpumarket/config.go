@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/services/batch"
+	"github.com/gpumarket/gpumarket/services/credits"
 	"github.com/gpumarket/gpumarket/services/credits/stripemock"
 	"github.com/gpumarket/gpumarket/services/events/natsserver"
 	"github.com/gpumarket/gpumarket/services/invoicing"
@@ -67,6 +68,9 @@ type Config struct {
 	StripeMockBin  string
 	StripeMockDirs []string
 	PublicURL      string
+	// TopupEvery is how often auto top-up looks at the balances of the accounts that turned it on
+	// (GPUMARKET_TOPUP_EVERY; docs/auto-topup.md).
+	TopupEvery time.Duration
 
 	Roles     Roles
 	TicketKey []byte // signs and verifies route tickets: GPUMARKET_TICKET_KEY
@@ -291,6 +295,12 @@ func configFromEnv() (Config, error) {
 	}
 	if c.StreamRateCooldown, err = envDuration("GPUMARKET_STREAM_RATE_COOLDOWN"); err != nil {
 		return c, err
+	}
+	if c.TopupEvery, err = envDuration("GPUMARKET_TOPUP_EVERY"); err != nil {
+		return c, err
+	}
+	if c.TopupEvery == 0 {
+		c.TopupEvery = credits.DefaultTopupEvery
 	}
 	if v := os.Getenv("GPUMARKET_STREAM_MAX_PENDING_PER_RIG"); v != "" {
 		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)

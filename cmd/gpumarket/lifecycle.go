@@ -105,6 +105,10 @@ func (p *Platform) start(r *running) error {
 	}
 	// Every process keeps the usage partitions; a lock lets one of them at a time.
 	p.usageStore.Start(r.ctx)
+	// Every web process runs auto top-up's worker; the settings' lock makes two of them charge once.
+	if p.topups != nil {
+		r.loops.Go(func() { p.topups.Run(r.ctx, p.cfg.TopupEvery, p.log.With("part", "auto top-up")) })
+	}
 	// Every process closes due periods by itself; the period's lock lets one of them at a time.
 	r.loops.Go(func() { p.invoicing.RunAutoClose(r.ctx, autoCloseFirst, autoCloseEvery) })
 	// Every process with the webhooks' key delivers due webhooks; a lease lets one of them take each.

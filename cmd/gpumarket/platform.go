@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -9,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/http/pprof"
 	"net/url"
 	"path/filepath"
@@ -115,6 +117,9 @@ type Platform struct {
 	// says it runs on stripe-mock.
 	payouts      *payouts.Service
 	testPayments bool
+	// topups charges saved cards when balances fall below their thresholds (nil where no web role
+	// runs); its worker runs in Run.
+	topups *credits.AutoTopup
 	// batches are the Batch API's files and batches (nil where neither the web nor the gateway role
 	// runs), and batchScheduler runs their lines (batches.go), with the gateway role.
 	batches        *batch.Service
@@ -387,12 +392,40 @@ func (p *Platform) payments(ctx context.Context) (web.Payments, error) {
 	p.invoicing.PayWith(po)
 	p.payouts, p.testPayments = po, testMode
 	webhook.On("account.updated", po.AccountUpdated)
-	pay := web.Payments{Credits: cr, Ledger: ledger, Webhook: webhook, Payouts: po,
+	// Auto top-up: saved cards charged off-session when a balance falls below its threshold,
+	// credited by the same webhook (docs/auto-topup.md).
+	topupCfg := credits.TopupConfig{Pool: p.pool, Ledger: ledger, Cards: credits.NewStripeCards(credits.NewStripeAPI(key, apiURL))}
+	if testMode {
+		// stripe-mock sends no webhooks: the platform sends itself the one Stripe would.
+		topupCfg.Charged = p.localTopupSucceeded(cfg.StripeWebhookSecrets[0])
+	}
+	p.topups = credits.NewAutoTopup(topupCfg)
+	webhook.WithAutoTopup(p.topups)
+	pay := web.Payments{Credits: cr, Ledger: ledger, Webhook: webhook, Topups: p.topups, Payouts: po,
 		PublicURL: cfg.PublicURL, CheckoutOrigins: checkoutOrigins(testMode)}
 	if testMode {
 		pay.LocalWebhookSecret = cfg.StripeWebhookSecrets[0]
 	}
 	return pay, nil
+}
+
+// localTopupSucceeded sends the platform's own webhook, through its whole HTTP stack, the signed
+// payment_intent.succeeded that Stripe would send for an auto top-up's charge: with stripe-mock,
+// which sends no webhooks, a top-up is credited by the code path a real one takes.
+func (p *Platform) localTopupSucceeded(secret string) func(context.Context, credits.TopupCharge) {
+	return func(ctx context.Context, c credits.TopupCharge) {
+		now := time.Now()
+		payload := credits.TopupIntentEvent("evt_local_"+randomToken()[:24], "payment_intent.succeeded", c, "", now)
+		req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/webhooks/stripe", bytes.NewReader(payload))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Stripe-Signature", credits.SignEvent(payload, secret, now))
+		rec := httptest.NewRecorder()
+		p.web.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			p.log.Warn("test payments: the local top-up webhook was refused; the top-up stays pending", "status", rec.Code,
+				"body", rec.Body.String())
+		}
+	}
 }
 
 // checkoutOrigins are the origins of the Stripe pages forms send people to, which the pages'

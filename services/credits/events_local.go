@@ -52,3 +52,42 @@ func SignEvent(payload []byte, secret string, at time.Time) string {
 
 // LocalPaymentIntent names the payment a test-payment page makes for a purchase.
 func LocalPaymentIntent(purchaseID string) string { return fmt.Sprintf("pi_test_%s", purchaseID[:8]) }
+
+// SetupSucceededEvent builds the setup_intent.succeeded event of a card saved for auto top-up
+// on the account's customer, as Stripe sends it, for the local save-card page and for tests.
+func SetupSucceededEvent(eventID, accountID, customerID, paymentMethodID string, at time.Time) []byte {
+	ev := map[string]any{
+		"id": eventID, "object": "event", "api_version": stripe.APIVersion, "created": at.Unix(),
+		"type": "setup_intent.succeeded", "livemode": false, "pending_webhooks": 1,
+		"data": map[string]any{"object": map[string]any{
+			"id": "seti_" + eventID, "object": "setup_intent", "status": "succeeded", "usage": "off_session",
+			"customer": customerID, "payment_method": paymentMethodID,
+			"metadata": map[string]string{"account_id": accountID, "purpose": "auto_topup"},
+		}},
+	}
+	b, _ := json.Marshal(ev)
+	return b
+}
+
+// TopupIntentEvent builds a payment_intent.succeeded or payment_intent.payment_failed event
+// for an auto top-up's charge, as Stripe sends it; a failed one carries a card_declined error
+// with declineCode.
+func TopupIntentEvent(eventID, eventType string, c TopupCharge, declineCode string, at time.Time) []byte {
+	pi := map[string]any{
+		"id": c.PaymentIntentID, "object": "payment_intent", "amount": c.AmountCents, "currency": "usd",
+		"customer": c.CustomerID, "status": "succeeded", "amount_received": c.AmountCents,
+		"metadata": map[string]string{"topup_attempt_id": c.AttemptID, "account_id": c.AccountID},
+	}
+	if eventType == "payment_intent.payment_failed" {
+		pi["status"], pi["amount_received"] = "requires_payment_method", 0
+		pi["last_payment_error"] = map[string]any{"type": "card_error", "code": "card_declined",
+			"decline_code": declineCode, "message": "Your card was declined."}
+	}
+	ev := map[string]any{
+		"id": eventID, "object": "event", "api_version": stripe.APIVersion, "created": at.Unix(),
+		"type": eventType, "livemode": false, "pending_webhooks": 1,
+		"data": map[string]any{"object": pi},
+	}
+	b, _ := json.Marshal(ev)
+	return b
+}

@@ -44,6 +44,7 @@ type StripeWebhook struct {
 	credits  *Credits
 	secrets  []string
 	handlers map[stripe.EventType]EventHandler
+	topups   *AutoTopup // nil applies no auto top-up event (WithAutoTopup)
 }
 
 // NewStripeWebhook verifies with any of the secrets, so that a secret can be rotated.
@@ -157,6 +158,8 @@ type subject struct {
 	// purchase was found.
 	accountID          string
 	customer, clearing ledger.LedgerAccountID
+	// topup is an auto top-up event's subject (topup_webhook.go).
+	topup topupSubject
 }
 
 // purchaseRef finds the purchase an event is about: by the Stripe id it carries in column,
@@ -185,6 +188,8 @@ func (w *StripeWebhook) subjectOf(ctx context.Context, ev stripe.Event) (subject
 			return s, nil
 		}
 		s.find = purchaseRef{"stripe_payment_intent", idOf(s.charge.PaymentIntent), s.charge.Metadata["purchase_id"]}
+	case eventIntentSucceeded, eventIntentFailed, eventSetupSucceeded:
+		return s, w.topupSubjectOf(ctx, ev, &s)
 	default:
 		return s, nil
 	}
@@ -232,6 +237,9 @@ func (w *StripeWebhook) apply(ctx context.Context, tx pgx.Tx, ev stripe.Event, s
 			return "no purchase for charge " + s.charge.ID, err
 		}
 		return w.refund(ctx, tx, p, s)
+	}
+	if s.topup.found {
+		return w.applyTopup(ctx, tx, ev, s)
 	}
 	if h := w.handlers[ev.Type]; h != nil {
 		return h(ctx, tx, ev)

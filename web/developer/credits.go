@@ -42,7 +42,21 @@ func (s *Server) creditsPage(c echo.Context) error {
 	return s.renderCredits(c, http.StatusOK, templates.Form{Values: map[string]string{"amount_usd": "20"}})
 }
 
+// creditsForms are the credits page's two forms as submitted: buying credits, and auto
+// top-up's settings (a zero Form shows the stored settings).
+type creditsForms struct {
+	buy, topup templates.Form
+}
+
 func (s *Server) renderCredits(c echo.Context, status int, form templates.Form) error {
+	return s.renderCreditsPage(c, status, creditsForms{buy: form})
+}
+
+func (s *Server) renderCreditsPage(c echo.Context, status int, forms creditsForms) error {
+	form := forms.buy
+	if form.Values == nil {
+		form.Values = map[string]string{"amount_usd": "20"}
+	}
 	ctx := c.Request().Context()
 	sess, _ := core.CurrentSession(c)
 	bal, err := s.Payments.Credits.Balance(ctx, sess.User.AccountID)
@@ -77,6 +91,9 @@ func (s *Server) renderCredits(c echo.Context, status int, form templates.Form) 
 	}
 	if hist.Next != 0 {
 		p.NextPage = "/credits?before=" + strconv.FormatInt(int64(hist.Next), 10)
+	}
+	if p.Topup, err = s.topupView(c, forms.topup); err != nil {
+		return err
 	}
 	return s.Render(c, status, templates.Credits(p))
 }

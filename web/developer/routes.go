@@ -1,9 +1,9 @@
 // Package developer is a customer's own pages and API: buying credits and the balance (/credits,
-// /api/credits, /api/balance, and Stripe's webhook that completes a purchase), the API keys for
-// the /v1 gateway (/keys, /api/keys), the usage and what it cost (/usage, /api/usage), the batch
-// page (/batches), the savings and carbon reports (/reports, /api/reports), and the invoices and
-// credit notes (/invoices, /api/invoices). Every call reads and changes the caller's own account
-// only.
+// /api/credits, /api/balance, and Stripe's webhook that completes a purchase), auto top-up
+// (/credits/card, /credits/auto-topup, /api/credits/auto-topup), the API keys for the /v1 gateway
+// (/keys, /api/keys), the usage and what it cost (/usage, /api/usage), the batch page (/batches),
+// the savings and carbon reports (/reports, /api/reports), and the invoices and credit notes
+// (/invoices, /api/invoices). Every call reads and changes the caller's own account only.
 //
 // It imports web/internal/core and the services, never another audience's package nor web.
 package developer
@@ -67,11 +67,21 @@ func (s *Server) Routes(e *echo.Echo) {
 	m.GET("/credits/return", s.purchaseReturnPage)
 	m.GET("/credits/test-pay/:id", s.testPaymentPage)
 	m.POST("/credits/test-pay/:id", s.testPaymentSubmit)
+	// Auto top-up (topup.go): the saved card and the settings.
+	m.POST("/credits/auto-topup", s.topupSubmit)
+	m.POST("/credits/card", s.saveCardSubmit)
+	m.POST("/credits/card/remove", s.removeCardSubmit)
+	m.GET("/credits/test-card", s.testSaveCardPage)
+	m.POST("/credits/test-card", s.testSaveCardSubmit)
 	// Stripe's word that a purchase is paid: it proves itself by its signature, not a session.
 	m.POST("/webhooks/stripe", s.stripeWebhook)
 	m.POST("/api/credits/checkout", s.apiCheckout)
 	m.GET("/api/credits/purchases/:id", s.apiPurchase)
 	m.GET("/api/credits/history", s.apiHistory)
+	m.GET("/api/credits/auto-topup", s.apiTopup)
+	m.PUT("/api/credits/auto-topup", s.apiPutTopup)
+	m.POST("/api/credits/card", s.apiSaveCard)
+	m.DELETE("/api/credits/card", s.apiRemoveCard)
 	m.GET("/api/balance", s.apiBalance)
 
 	// A developer's requests and what they cost.

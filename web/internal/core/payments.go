@@ -19,6 +19,9 @@ type Payments struct {
 	Credits *credits.Credits
 	Ledger  *ledger.Ledger
 	Webhook *credits.StripeWebhook
+	// Topups is auto top-up: a saved card charged when the balance falls below the customer's
+	// threshold; nil hides it.
+	Topups *credits.AutoTopup
 	// Payouts connects providers' Stripe accounts and pays their statements (web/provider, web/ledger).
 	Payouts *payouts.Service
 	// LocalWebhookSecret, when set, turns on the local test-payment page, which signs its
