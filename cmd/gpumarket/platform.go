@@ -394,7 +394,8 @@ func (p *Platform) payments(ctx context.Context) (web.Payments, error) {
 	webhook.On("account.updated", po.AccountUpdated)
 	// Auto top-up: saved cards charged off-session when a balance falls below its threshold,
 	// credited by the same webhook (docs/auto-topup.md).
-	topupCfg := credits.TopupConfig{Pool: p.pool, Ledger: ledger, Cards: credits.NewStripeCards(credits.NewStripeAPI(key, apiURL))}
+	topupCfg := credits.TopupConfig{Pool: p.pool, Ledger: ledger, Cards: credits.NewStripeCards(credits.NewStripeAPI(key, apiURL)),
+		Events: p.webhooks}
 	if testMode {
 		// stripe-mock sends no webhooks: the platform sends itself the one Stripe would.
 		topupCfg.Charged = p.localTopupSucceeded(cfg.StripeWebhookSecrets[0])
