@@ -1,6 +1,8 @@
 // Package account is what every account holder does with its own account: signing up, logging
-// in and out (the pages and /api/auth), who it is (/api/me), and the billing details a customer's
-// invoices and a provider's statements carry (/settings/billing, /api/settings/billing).
+// in and out (the pages and /api/auth), who it is (/api/me), the billing details a customer's
+// invoices and a provider's statements carry (/settings/billing, /api/settings/billing), its
+// members and invitations (/account/members, /invitations/), and switching between the accounts
+// a login belongs to (/account/switch).
 //
 // It imports web/internal/core and the services, never another audience's package nor web.
 package account
@@ -16,17 +18,20 @@ import (
 type Config struct {
 	// Invoicing keeps the billing details; nil answers that they are unavailable.
 	Invoicing *invoicing.Service
+	// KeyChanges tells every gateway that a removed member's API keys are revoked; nil tells none.
+	KeyChanges KeyChanges
 }
 
 // Server serves the account pages and API.
 type Server struct {
 	*core.Core
-	invoicing *invoicing.Service
+	invoicing  *invoicing.Service
+	keyChanges KeyChanges
 }
 
 // New builds the account handlers over the shared core.
 func New(c *core.Core, cfg Config) *Server {
-	return &Server{Core: c, invoicing: cfg.Invoicing}
+	return &Server{Core: c, invoicing: cfg.Invoicing, keyChanges: cfg.KeyChanges}
 }
 
 // Routes registers the account pages and API on e.
@@ -48,4 +53,17 @@ func (s *Server) Routes(e *echo.Echo) {
 	m.POST("/settings/billing", s.billingDetailsSubmit)
 	m.GET("/api/settings/billing", s.apiBillingDetails)
 	m.PUT("/api/settings/billing", s.apiSetBillingDetails)
+
+	// The account's members and invitations (members.go, docs/members.md), switching between the
+	// login's accounts, and the link an invitation's e-mail holds.
+	m.GET("/account/members", s.membersPage)
+	m.POST("/account/members/invite", s.inviteSubmit)
+	m.POST("/account/members/invitations/:id/revoke", s.revokeInvitationSubmit)
+	m.POST("/account/members/:id/role", s.memberRoleSubmit)
+	m.GET("/account/members/:id/remove", s.removeMemberPage)
+	m.POST("/account/members/:id/remove", s.removeMemberSubmit)
+	m.POST("/account/switch", s.switchSubmit)
+	m.POST("/api/account/switch", s.apiSwitch)
+	m.GET("/invitations/:token", s.invitationPage)
+	m.POST("/invitations/:token", s.invitationSubmit)
 }
