@@ -71,6 +71,8 @@ type env struct {
 	// statement pays it through payouts, and payouts records it paid through invoicing.
 	invoicing *invoicing.Service
 	audit     *audit.Log
+	// mail holds the e-mails the platform queued (invitations).
+	mail *sentMail
 }
 
 // testSeller is the platform's details on the web tests' documents.
@@ -95,7 +97,9 @@ func (e *env) qualify(t *testing.T, offeringID string) {
 func setupWith(t *testing.T, configure func(*web.Config, *pgxpool.Pool)) *env {
 	t.Helper()
 	pool := dbtest.New(t)
-	acc, err := accounts.NewService(pool, accounts.Config{SessionKey: []byte(strings.Repeat("k", 32)), Hasher: fastHasher})
+	sent := &sentMail{}
+	acc, err := accounts.NewService(pool, accounts.Config{SessionKey: []byte(strings.Repeat("k", 32)), Hasher: fastHasher,
+		Outbox: sent})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +150,7 @@ func setupWith(t *testing.T, configure func(*web.Config, *pgxpool.Pool)) *env {
 	srv := httptest.NewServer(gateway.Mount(gw, h))
 	t.Cleanup(srv.Close)
 	return &env{srv: srv, server: h, gateway: gw, pool: pool, accounts: cfg.Accounts, catalog: cat, ledger: ledger,
-		credits: cfg.Payments.Credits, payouts: cfg.Payments.Payouts, invoicing: cfg.Invoicing, audit: cfg.Audit}
+		credits: cfg.Payments.Credits, payouts: cfg.Payments.Payouts, invoicing: cfg.Invoicing, audit: cfg.Audit, mail: sent}
 }
 
 // forgetAndTell makes the test's gateway forget a changed key, then tells next, if any.
