@@ -113,7 +113,8 @@ type route struct {
 	// Fjord GPU Co-op), {user} for the demo developer's user id, {account} for the demo
 	// developer's account id, {purchase} for a purchase of credits by another developer,
 	// {key} for an API key of another developer.
-	// Bodies may hold the same placeholders.
+	// Bodies may hold the same placeholders, and {caller} for the caller's name, so that
+	// callers who share a server sign up emails of their own.
 	path string
 	// method is the request method when it differs from the route's: catch-all routes
 	// answer any method.
@@ -168,7 +169,7 @@ var authzTable = map[string]route{
 	"POST /login": {body: url.Values{"email": {"lisboa@example.com"}, "password": {demo.Password}},
 		want: everyone(http.StatusSeeOther), noCSRF: csrfRefused},
 	"GET /signup": {want: everyone(http.StatusOK)},
-	"POST /signup": {body: url.Values{"email": {"authz-form@example.com"}, "password": {"authz-password-1"}, "role": {"developer"}},
+	"POST /signup": {body: url.Values{"email": {"authz-form-{caller}@example.com"}, "password": {"authz-password-1"}, "role": {"developer"}},
 		want: everyone(http.StatusSeeOther), noCSRF: csrfRefused},
 	"POST /logout": {body: url.Values{}, want: everyone(http.StatusSeeOther), noCSRF: csrfRefused, login: true, endsSession: true},
 
@@ -369,7 +370,7 @@ var authzTable = map[string]route{
 	"GET /api/finance/journal.csv":          {path: "/api/finance/journal.csv?period={period}", want: statuses{401, 403, 403, 200, 200}},
 
 	// Public API.
-	"POST /api/auth/signup": {body: map[string]string{"email": "authz-api@example.com", "password": "authz-password-1", "role": "provider"},
+	"POST /api/auth/signup": {body: map[string]string{"email": "authz-api-{caller}@example.com", "password": "authz-password-1", "role": "provider"},
 		want: everyone(http.StatusCreated)},
 	"POST /api/auth/login": {body: map[string]string{"email": "lisboa@example.com", "password": demo.Password},
 		want: everyone(http.StatusOK)},
@@ -554,9 +555,20 @@ func TestAuthz(t *testing.T) {
 	// Each caller gets a server and database of its own, so that one caller's calls (a login,
 	// a new rig, a role set) neither change what another sees nor spend another's login
 	// attempts: the limiter allows 5 a client address and 5 an email.
+	// The members of an account share one: each is refused what would change another's
+	// calls (another's role, its removal), and what they may change they change alike.
 	envs := make([]*authzEnv, len(callers))
+	shared := map[caller]*authzEnv{}
 	for _, c := range callers {
-		envs[c] = newAuthzEnv(t, c)
+		if !c.isMember() {
+			envs[c] = newAuthzEnv(t, c)
+			continue
+		}
+		owner, _ := c.membership()
+		if shared[owner] == nil {
+			shared[owner] = newAuthzEnv(t, anonymous)
+		}
+		envs[c] = shared[owner].as(t, c)
 	}
 
 	var keys []string
@@ -658,9 +670,6 @@ func newAuthzEnv(t *testing.T, c caller) *authzEnv {
 	a := &authzEnv{env: setupWith(t, func(cfg *web.Config, _ *pgxpool.Pool) {
 		cfg.Reports = &fixedReports{savings: sav, carbon: car}
 	}), caller: c}
-	if c.isMember() {
-		a.join(t, c)
-	}
 	a.token = a.session(t)
 	northwind, err := a.accounts.UserByEmail(ctx, "northwind@example.com")
 	if err != nil {
@@ -695,6 +704,16 @@ func newAuthzEnv(t *testing.T, c caller) *authzEnv {
 	a.seedDocuments(t)
 	a.csrf = csrfFromPage(t, browserClient(t), a.srv.URL+"/login")
 	return a
+}
+
+// as is the same server and data as a, called by the member caller, who joins its account.
+func (a *authzEnv) as(t *testing.T, c caller) *authzEnv {
+	t.Helper()
+	m := *a
+	m.caller = c
+	m.join(t, c)
+	m.token = m.session(t)
+	return &m
 }
 
 // join makes the member caller's login through the way a person takes: its account's owner
@@ -789,7 +808,7 @@ func (a *authzEnv) check(t *testing.T, c caller, key string, row route, withCSRF
 		path = row.path
 	}
 	ids := strings.NewReplacer("{offering}", a.offering, "{user}", a.user, "{account}", a.account, "{purchase}", a.purchase,
-		"{key}", a.key, "{otheruser}", a.otherUser, "{invoice}", a.invoice, "{creditnote}", a.creditNote, "{statement}", a.statement, "{period}", a.period)
+		"{key}", a.key, "{otheruser}", a.otherUser, "{caller}", c.String(), "{invoice}", a.invoice, "{creditnote}", a.creditNote, "{statement}", a.statement, "{period}", a.period)
 	path = ids.Replace(path)
 	api := isAPIPath(path)
 
