@@ -45,7 +45,7 @@ func TestTheAccountMenuSwitchesAccountsInTheBrowser(t *testing.T) {
 	shoot := func(name string, width int64) {
 		t.Helper()
 		b.do("resize to "+name, chromedp.EmulateViewport(width, 900))
-		png := browserRun(b, "screenshot "+name, chromedp.FullScreenshot(90))
+		png := browserRun(b, "screenshot "+name, chromedp.FullScreenshot(100))
 		if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
 			t.Fatal(err)
 		}
