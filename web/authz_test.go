@@ -534,8 +534,8 @@ var authzTable = map[string]route{
 	"POST /api/account/switch": {body: map[string]string{"account_id": "{account}"},
 		want: statuses{401, 200, 403, 403, 403}, members: customerMembers(200, 200, 200, 200)},
 	// An invitation's link is open to whoever holds it; a token that names none is not found.
-	"GET /invitations/:token": {path: "/invitations/no-such-token", want: everyone(http.StatusNotFound)},
-	"POST /invitations/:token": {path: "/invitations/no-such-token", body: url.Values{"password": {"authz-password-1"}},
+	"GET /invitations": {path: "/invitations?token=no-such-token", want: everyone(http.StatusNotFound)},
+	"POST /invitations": {body: url.Values{"token": {"no-such-token"}, "password": {"authz-password-1"}},
 		want: everyone(http.StatusNotFound), noCSRF: csrfRefused},
 
 	// Admin API.

@@ -60,8 +60,9 @@ func (in *InviteInput) Validate() error {
 	return fe.Err()
 }
 
-// InvitationPath is where an invitation's link points, followed by its token.
-const InvitationPath = "/invitations/"
+// InvitationPath is where an invitation's link points, followed by its token. The token is in
+// the query, which the request log leaves out, rather than in the path, which it records.
+const InvitationPath = "/invitations?token="
 
 // Invite records an invitation to the account in use of by's session and, in the same
 // transaction, queues its e-mail (key "invite:<id>"), whose link holds a token stored only as its

@@ -196,7 +196,7 @@ func (s *Server) invitationPage(c echo.Context) error {
 }
 
 func (s *Server) renderInvitation(c echo.Context, status int, form templates.Form) error {
-	token := c.Param("token")
+	token := c.FormValue("token")
 	p := templates.InvitationPage{Page: s.Page(c, "Invitation"), Token: token, Form: form}
 	inv, err := s.Accounts.InvitationByToken(c.Request().Context(), token)
 	if code := services.ErrorCode(err); code == services.CodeNotFound || code == services.CodeConflict {
@@ -213,7 +213,7 @@ func (s *Server) renderInvitation(c echo.Context, status int, form templates.For
 }
 
 func (s *Server) invitationSubmit(c echo.Context) error {
-	in := accounts.AcceptInput{Token: c.Param("token"), Password: c.FormValue("password"), ClientIP: c.RealIP()}
+	in := accounts.AcceptInput{Token: c.FormValue("token"), Password: c.FormValue("password"), ClientIP: c.RealIP()}
 	if sess, ok := core.CurrentSession(c); ok {
 		in.SignedIn = &sess.User
 	}

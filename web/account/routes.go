@@ -64,6 +64,6 @@ func (s *Server) Routes(e *echo.Echo) {
 	m.POST("/account/members/:id/remove", s.removeMemberSubmit)
 	m.POST("/account/switch", s.switchSubmit)
 	m.POST("/api/account/switch", s.apiSwitch)
-	m.GET("/invitations/:token", s.invitationPage)
-	m.POST("/invitations/:token", s.invitationSubmit)
+	m.GET("/invitations", s.invitationPage)
+	m.POST("/invitations", s.invitationSubmit)
 }
