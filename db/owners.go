@@ -17,6 +17,8 @@ var Owners = map[string]string{
 	"sessions":    "services/accounts",
 	"role_grants": "services/accounts",
 	"api_keys":    "services/accounts",
+	"memberships": "services/accounts",
+	"invitations": "services/accounts",
 
 	"audit_log": "services/audit",
 

@@ -18,11 +18,25 @@ type Page struct {
 	Refresh int
 }
 
-// User is the logged-in user as the layout shows it.
+// User is the logged-in user as the layout shows it: Role is its role in the account in use
+// (developer or provider by the account's kind, or the platform's finance or admin), Member its
+// member role there, and Accounts every account it may switch to.
 type User struct {
-	Email     string
-	Role      string
-	AccountID string
+	Email       string
+	Role        string
+	AccountID   string
+	AccountName string
+	Member      string
+	Accounts    []AccountChoice
+}
+
+// AccountChoice is one of the login's accounts in the header's account menu.
+type AccountChoice struct {
+	ID      string
+	Name    string
+	Kind    string // customer or provider
+	Member  string // the login's role in it
+	Current bool
 }
 
 // Is reports whether the user has one of the roles.

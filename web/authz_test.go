@@ -28,30 +28,80 @@ type caller int
 
 const (
 	anonymous caller = iota
-	developer
-	provider
+	developer        // owner of the demo developer's customer account
+	provider         // owner of the demo provider's account
 	finance
 	admin
+	// Members, each a login of its own invited into the demo developer's customer account or the
+	// demo provider's account with a member role (docs/members.md).
+	customerAdmin
+	customerDeveloper
+	customerBilling
+	customerReadOnly
+	providerAdmin
+	providerDeveloper
+	providerBilling
+	providerReadOnly
 )
 
-var callers = []caller{anonymous, developer, provider, finance, admin}
+var callers = []caller{anonymous, developer, provider, finance, admin,
+	customerAdmin, customerDeveloper, customerBilling, customerReadOnly,
+	providerAdmin, providerDeveloper, providerBilling, providerReadOnly}
 
 func (c caller) String() string {
-	return [...]string{"anonymous", "developer", "provider", "finance", "admin"}[c]
+	return [...]string{"anonymous", "developer", "provider", "finance", "admin",
+		"customer-admin", "customer-developer", "customer-billing", "customer-read-only",
+		"provider-admin", "provider-developer", "provider-billing", "provider-read-only"}[c]
 }
 
-// email is the demo user the caller logs in as; anonymous logs in as nobody.
+// email is the user the caller logs in as: a demo user, or for a member its own login;
+// anonymous logs in as nobody.
 func (c caller) email() string {
-	if c == anonymous {
+	switch {
+	case c == anonymous:
 		return ""
+	case c.isMember():
+		return "authz-" + c.String() + "@example.com"
 	}
 	return c.String() + "@example.com"
+}
+
+func (c caller) isMember() bool { return c >= customerAdmin }
+
+// membership is the account owner a member caller is invited by and its role there.
+func (c caller) membership() (owner caller, role accounts.MemberRole) {
+	roles := []accounts.MemberRole{accounts.MemberAdmin, accounts.MemberDeveloper, accounts.MemberBilling, accounts.MemberReadOnly}
+	if c >= providerAdmin {
+		return provider, roles[c-providerAdmin]
+	}
+	return developer, roles[c-customerAdmin]
 }
 
 // statuses holds one expected status per caller: anonymous, developer, provider, finance, admin.
 type statuses [5]int
 
 func everyone(status int) statuses { return statuses{status, status, status, status, status} }
+
+// memberStatuses holds one expected status per member caller: in the customer account its
+// admin, developer, billing and read-only members, then the same in the provider account.
+type memberStatuses [8]int
+
+// customerMembers is what the customer account's admin, developer, billing and read-only
+// members get; the provider account's members are refused (403).
+func customerMembers(adm, dev, billing, readOnly int) memberStatuses {
+	return memberStatuses{adm, dev, billing, readOnly, 403, 403, 403, 403}
+}
+
+// providerMembers is what the provider account's admin, developer, billing and read-only
+// members get; the customer account's members are refused (403).
+func providerMembers(adm, dev, billing, readOnly int) memberStatuses {
+	return memberStatuses{403, 403, 403, 403, adm, dev, billing, readOnly}
+}
+
+// bothMembers is what the admin, developer, billing and read-only members of either account get.
+func bothMembers(adm, dev, billing, readOnly int) memberStatuses {
+	return memberStatuses{adm, dev, billing, readOnly, adm, dev, billing, readOnly}
+}
 
 // csrfRefused is what every caller, logged in or not, gets from a page form posted without
 // the CSRF token its page carried.
@@ -65,7 +115,8 @@ type route struct {
 	// developer's account id, {purchase} for a purchase of credits by another developer,
 	// {key} for an API key of another developer, {webhook} for a webhook endpoint of another
 	// developer and {delivery} for a delivery to it.
-	// Bodies may hold the same placeholders.
+	// Bodies may hold the same placeholders, and {caller} for the caller's name, so that
+	// callers who share a server sign up emails of their own.
 	path string
 	// method is the request method when it differs from the route's: catch-all routes
 	// answer any method.
@@ -74,6 +125,10 @@ type route struct {
 	body any
 	// want is the status each caller gets; for a page form, with a valid CSRF token.
 	want statuses
+	// members is the status each member caller gets. A route a customer or a provider may call
+	// must say; elsewhere it may be left out, and the members get what the account's owner gets
+	// (the developer or provider column).
+	members memberStatuses
 	// noCSRF is, for a page form, the status each caller gets when the form carries no
 	// CSRF token. Every page form must say.
 	noCSRF statuses
@@ -116,48 +171,48 @@ var authzTable = map[string]route{
 	"POST /login": {body: url.Values{"email": {"lisboa@example.com"}, "password": {demo.Password}},
 		want: everyone(http.StatusSeeOther), noCSRF: csrfRefused},
 	"GET /signup": {want: everyone(http.StatusOK)},
-	"POST /signup": {body: url.Values{"email": {"authz-form@example.com"}, "password": {"authz-password-1"}, "role": {"developer"}},
+	"POST /signup": {body: url.Values{"email": {"authz-form-{caller}@example.com"}, "password": {"authz-password-1"}, "role": {"developer"}},
 		want: everyone(http.StatusSeeOther), noCSRF: csrfRefused},
 	"POST /logout": {body: url.Values{}, want: everyone(http.StatusSeeOther), noCSRF: csrfRefused, login: true, endsSession: true},
 
 	// Provider pages.
-	"GET /provider/rigs":     {want: statuses{303, 403, 200, 403, 403}, login: true},
-	"GET /provider/rigs/new": {want: statuses{303, 403, 200, 403, 403}, login: true},
-	"POST /provider/rigs":    {body: rigForm(), want: statuses{303, 403, 303, 403, 403}, noCSRF: csrfRefused, login: true},
+	"GET /provider/rigs":     {want: statuses{303, 403, 200, 403, 403}, login: true, members: providerMembers(200, 200, 200, 200)},
+	"GET /provider/rigs/new": {want: statuses{303, 403, 200, 403, 403}, login: true, members: providerMembers(200, 200, 200, 200)},
+	"POST /provider/rigs":    {body: rigForm(), want: statuses{303, 403, 303, 403, 403}, noCSRF: csrfRefused, login: true, members: providerMembers(303, 303, 403, 403)},
 	"GET /provider/rigs/:id/edit": {path: "/provider/rigs/{offering}/edit",
-		want: statuses{303, 403, 404, 403, 403}, login: true},
+		want: statuses{303, 403, 404, 403, 403}, login: true, members: providerMembers(404, 404, 404, 404)},
 	"GET /provider/rigs/:id/connect": {path: "/provider/rigs/{offering}/connect",
-		want: statuses{303, 403, 404, 403, 403}, login: true},
+		want: statuses{303, 403, 404, 403, 403}, login: true, members: providerMembers(404, 404, 404, 404)},
 	"POST /provider/rigs/:id/connect": {path: "/provider/rigs/{offering}/connect", body: url.Values{},
-		want: statuses{303, 403, 404, 403, 403}, noCSRF: csrfRefused, login: true},
+		want: statuses{303, 403, 404, 403, 403}, noCSRF: csrfRefused, login: true, members: providerMembers(404, 404, 403, 403)},
 	"POST /provider/rigs/:id": {path: "/provider/rigs/{offering}", body: rigForm(),
-		want: statuses{303, 403, 404, 403, 403}, noCSRF: csrfRefused, login: true},
+		want: statuses{303, 403, 404, 403, 403}, noCSRF: csrfRefused, login: true, members: providerMembers(404, 404, 403, 403)},
 	"POST /provider/rigs/:id/:action": {path: "/provider/rigs/{offering}/pause", body: url.Values{},
-		want: statuses{303, 403, 404, 403, 403}, noCSRF: csrfRefused, login: true},
+		want: statuses{303, 403, 404, 403, 403}, noCSRF: csrfRefused, login: true, members: providerMembers(404, 404, 403, 403)},
 	"GET /provider/rigs/:id/benchmark": {path: "/provider/rigs/{offering}/benchmark",
-		want: statuses{303, 403, 404, 403, 403}, login: true},
+		want: statuses{303, 403, 404, 403, 403}, login: true, members: providerMembers(404, 404, 404, 404)},
 	"POST /provider/rigs/:id/benchmark": {path: "/provider/rigs/{offering}/benchmark", body: url.Values{"result": {"{}"}},
-		want: statuses{303, 403, 404, 403, 403}, noCSRF: csrfRefused, login: true},
+		want: statuses{303, 403, 404, 403, 403}, noCSRF: csrfRefused, login: true, members: providerMembers(404, 404, 403, 403)},
 	"POST /provider/rigs/:id/benchmark/remove": {path: "/provider/rigs/{offering}/benchmark/remove", body: url.Values{},
-		want: statuses{303, 403, 404, 403, 403}, noCSRF: csrfRefused, login: true},
+		want: statuses{303, 403, 404, 403, 403}, noCSRF: csrfRefused, login: true, members: providerMembers(404, 404, 403, 403)},
 	// Payouts: the provider's own Stripe account. The GETs sort before the connect form, so
 	// they run while the provider has no account: the refresh and return links send it back
 	// to its Payouts page, and the test onboarding page is not found; the test onboarding
 	// form runs after the connect form and completes the account it created.
-	"GET /provider/payouts": {want: statuses{303, 403, 200, 403, 403}, login: true},
+	"GET /provider/payouts": {want: statuses{303, 403, 200, 403, 403}, login: true, members: providerMembers(200, 403, 200, 200)},
 	"POST /provider/payouts/connect": {body: url.Values{"country": {"US"}},
-		want: statuses{303, 403, 303, 403, 403}, noCSRF: csrfRefused, login: true},
-	"GET /provider/payouts/onboarding":      {want: statuses{303, 403, 303, 403, 403}, login: true},
-	"GET /provider/payouts/return":          {want: statuses{303, 403, 303, 403, 403}, login: true},
-	"GET /provider/payouts/test-onboarding": {want: statuses{303, 403, 404, 403, 403}, login: true},
+		want: statuses{303, 403, 303, 403, 403}, noCSRF: csrfRefused, login: true, members: providerMembers(303, 403, 303, 403)},
+	"GET /provider/payouts/onboarding":      {want: statuses{303, 403, 303, 403, 403}, login: true, members: providerMembers(303, 403, 303, 303)},
+	"GET /provider/payouts/return":          {want: statuses{303, 403, 303, 403, 403}, login: true, members: providerMembers(303, 403, 303, 303)},
+	"GET /provider/payouts/test-onboarding": {want: statuses{303, 403, 404, 403, 403}, login: true, members: providerMembers(404, 403, 404, 404)},
 	// Statements: the provider's own.
-	"GET /provider/statements": {want: statuses{303, 403, 200, 403, 403}, login: true},
+	"GET /provider/statements": {want: statuses{303, 403, 200, 403, 403}, login: true, members: providerMembers(200, 403, 200, 200)},
 	"POST /provider/payouts/test-onboarding": {body: url.Values{},
-		want: statuses{303, 403, 303, 403, 403}, noCSRF: csrfRefused, login: true},
+		want: statuses{303, 403, 303, 403, 403}, noCSRF: csrfRefused, login: true, members: providerMembers(303, 403, 303, 403)},
 	"echo_route_not_found /provider": {method: http.MethodGet, path: "/provider",
-		want: statuses{303, 403, 404, 403, 403}, login: true},
+		want: statuses{303, 403, 404, 403, 403}, login: true, members: providerMembers(404, 404, 404, 404)},
 	"echo_route_not_found /provider/*": {method: http.MethodGet, path: "/provider/no-such-page",
-		want: statuses{303, 403, 404, 403, 403}, login: true},
+		want: statuses{303, 403, 404, 403, 403}, login: true, members: providerMembers(404, 404, 404, 404)},
 
 	// Admin pages. The admin sets the developer's role to what it is, which changes nothing.
 	"GET /admin/users": {want: statuses{303, 403, 403, 403, 200}, login: true},
@@ -174,67 +229,69 @@ var authzTable = map[string]route{
 
 	// Credits pages: a developer's own. HEAD reaches the group's catch-all at /credits,
 	// whose GET is a page; the check-out posts a valid amount and is sent on to pay.
-	"GET /credits": {want: statuses{303, 200, 403, 403, 403}, login: true},
+	"GET /credits": {want: statuses{303, 200, 403, 403, 403}, login: true, members: customerMembers(200, 403, 200, 403)},
 	"POST /credits/checkout": {body: url.Values{"amount_usd": {"20"}},
-		want: statuses{303, 303, 403, 403, 403}, noCSRF: csrfRefused, login: true},
+		want: statuses{303, 303, 403, 403, 403}, noCSRF: csrfRefused, login: true, members: customerMembers(303, 403, 303, 403)},
 	"GET /credits/return": {path: "/credits/return?purchase={purchase}",
-		want: statuses{303, 404, 403, 403, 403}, login: true},
+		want: statuses{303, 404, 403, 403, 403}, login: true, members: customerMembers(404, 403, 404, 403)},
 	"GET /credits/test-pay/:id": {path: "/credits/test-pay/{purchase}",
-		want: statuses{303, 404, 403, 403, 403}, login: true},
+		want: statuses{303, 404, 403, 403, 403}, login: true, members: customerMembers(404, 403, 404, 403)},
 	"POST /credits/test-pay/:id": {path: "/credits/test-pay/{purchase}", body: url.Values{},
-		want: statuses{303, 404, 403, 403, 403}, noCSRF: csrfRefused, login: true},
+		want: statuses{303, 404, 403, 403, 403}, noCSRF: csrfRefused, login: true, members: customerMembers(404, 403, 404, 403)},
 	// Auto top-up: the settings (off, so no card is needed), saving a card (the local test
 	// page in test mode) and removing it (nothing to remove is no error).
 	"POST /credits/auto-topup": {body: url.Values{"topup_threshold_usd": {"10"}, "topup_amount_usd": {"20"}},
-		want: statuses{303, 303, 403, 403, 403}, noCSRF: csrfRefused, login: true},
+		want: statuses{303, 303, 403, 403, 403}, noCSRF: csrfRefused, login: true, members: customerMembers(303, 403, 303, 403)},
 	"POST /credits/card": {body: url.Values{},
-		want: statuses{303, 303, 403, 403, 403}, noCSRF: csrfRefused, login: true},
+		want: statuses{303, 303, 403, 403, 403}, noCSRF: csrfRefused, login: true, members: customerMembers(303, 403, 303, 403)},
 	"POST /credits/card/remove": {body: url.Values{},
-		want: statuses{303, 303, 403, 403, 403}, noCSRF: csrfRefused, login: true},
-	"GET /credits/test-card": {want: statuses{303, 200, 403, 403, 403}, login: true},
+		want: statuses{303, 303, 403, 403, 403}, noCSRF: csrfRefused, login: true, members: customerMembers(303, 403, 303, 403)},
+	"GET /credits/test-card": {want: statuses{303, 200, 403, 403, 403}, login: true, members: customerMembers(200, 403, 200, 403)},
 	"POST /credits/test-card": {body: url.Values{},
-		want: statuses{303, 303, 403, 403, 403}, noCSRF: csrfRefused, login: true},
+		want: statuses{303, 303, 403, 403, 403}, noCSRF: csrfRefused, login: true, members: customerMembers(303, 403, 303, 403)},
 	"echo_route_not_found /credits": {method: http.MethodHead, path: "/credits",
-		want: statuses{303, 404, 403, 403, 403}, login: true},
+		want: statuses{303, 404, 403, 403, 403}, login: true, members: customerMembers(404, 403, 404, 403)},
 	"echo_route_not_found /credits/*": {method: http.MethodGet, path: "/credits/no-such-page",
-		want: statuses{303, 404, 403, 403, 403}, login: true},
+		want: statuses{303, 404, 403, 403, 403}, login: true, members: customerMembers(404, 403, 404, 403)},
 
 	// Invoices: a developer's own; the one asked for does not exist. Billing details: a
 	// developer's for its invoices, a provider's for its statements (without a PO number).
-	"GET /invoices":            {want: statuses{303, 200, 403, 403, 403}, login: true},
-	"GET /reports":             {want: statuses{303, 200, 403, 403, 403}, login: true},
-	"GET /reports/savings.csv": {want: statuses{303, 200, 403, 403, 403}, login: true},
-	"GET /reports/carbon.csv":  {want: statuses{303, 200, 403, 403, 403}, login: true},
-	"GET /settings/billing":    {want: statuses{303, 200, 200, 403, 403}, login: true},
+	"GET /invoices":            {want: statuses{303, 200, 403, 403, 403}, login: true, members: customerMembers(200, 403, 200, 200)},
+	"GET /reports":             {want: statuses{303, 200, 403, 403, 403}, login: true, members: customerMembers(200, 200, 200, 200)},
+	"GET /reports/savings.csv": {want: statuses{303, 200, 403, 403, 403}, login: true, members: customerMembers(200, 200, 200, 200)},
+	"GET /reports/carbon.csv":  {want: statuses{303, 200, 403, 403, 403}, login: true, members: customerMembers(200, 200, 200, 200)},
+	"GET /settings/billing":    {want: statuses{303, 200, 200, 403, 403}, login: true, members: bothMembers(200, 403, 200, 403)},
 	"POST /settings/billing": {body: billingForm(),
-		want: statuses{303, 303, 303, 403, 403}, noCSRF: csrfRefused, login: true},
-	// Webhooks: each account's own, for the roles that manage the account. Another developer's
-	// endpoint and delivery are not found.
-	"GET /settings/webhooks": {want: statuses{303, 200, 200, 403, 403}, login: true},
+		want: statuses{303, 303, 303, 403, 403}, noCSRF: csrfRefused, login: true, members: bothMembers(303, 403, 303, 403)},
+	// Webhooks: each account's own; owners and admins manage them, every member sees them.
+	// Another developer's endpoint and delivery are not found.
+	"GET /settings/webhooks": {want: statuses{303, 200, 200, 403, 403}, login: true, members: bothMembers(200, 200, 200, 200)},
 	"POST /settings/webhooks": {body: url.Values{"url": {"http://127.0.0.1:9/authz"}},
-		want: statuses{303, 200, 200, 403, 403}, noCSRF: csrfRefused, login: true},
+		want: statuses{303, 200, 200, 403, 403}, noCSRF: csrfRefused, login: true, members: bothMembers(200, 403, 403, 403)},
 	"POST /settings/webhooks/:id/enable": {path: "/settings/webhooks/{webhook}/enable", body: url.Values{},
-		want: statuses{303, 404, 404, 403, 403}, noCSRF: csrfRefused, login: true},
+		want: statuses{303, 404, 404, 403, 403}, noCSRF: csrfRefused, login: true, members: bothMembers(404, 403, 403, 403)},
 	"POST /settings/webhooks/:id/disable": {path: "/settings/webhooks/{webhook}/disable", body: url.Values{},
-		want: statuses{303, 404, 404, 403, 403}, noCSRF: csrfRefused, login: true},
+		want: statuses{303, 404, 404, 403, 403}, noCSRF: csrfRefused, login: true, members: bothMembers(404, 403, 403, 403)},
 	"POST /settings/webhooks/:id/delete": {path: "/settings/webhooks/{webhook}/delete", body: url.Values{},
-		want: statuses{303, 404, 404, 403, 403}, noCSRF: csrfRefused, login: true},
+		want: statuses{303, 404, 404, 403, 403}, noCSRF: csrfRefused, login: true, members: bothMembers(404, 403, 403, 403)},
 	"POST /settings/webhooks/:id/test": {path: "/settings/webhooks/{webhook}/test", body: url.Values{},
-		want: statuses{303, 404, 404, 403, 403}, noCSRF: csrfRefused, login: true},
+		want: statuses{303, 404, 404, 403, 403}, noCSRF: csrfRefused, login: true, members: bothMembers(404, 403, 403, 403)},
 	"POST /settings/webhooks/deliveries/:id/replay": {path: "/settings/webhooks/deliveries/{delivery}/replay", body: url.Values{},
-		want: statuses{303, 404, 404, 403, 403}, noCSRF: csrfRefused, login: true},
-	"GET /api/webhooks": {want: statuses{401, 200, 200, 403, 403}},
+		want: statuses{303, 404, 404, 403, 403}, noCSRF: csrfRefused, login: true, members: bothMembers(404, 403, 403, 403)},
+	"GET /api/webhooks": {want: statuses{401, 200, 200, 403, 403}, members: bothMembers(200, 200, 200, 200)},
 	"POST /api/webhooks": {body: map[string]any{"url": "http://127.0.0.1:9/authz-api"},
-		want: statuses{401, 201, 201, 403, 403}},
+		want: statuses{401, 201, 201, 403, 403}, members: bothMembers(201, 403, 403, 403)},
 	"PATCH /api/webhooks/:id": {path: "/api/webhooks/{webhook}", body: map[string]any{"enabled": false},
-		want: statuses{401, 404, 404, 403, 403}},
-	"DELETE /api/webhooks/:id":     {path: "/api/webhooks/{webhook}", want: statuses{401, 404, 404, 403, 403}},
-	"POST /api/webhooks/:id/test":  {path: "/api/webhooks/{webhook}/test", want: statuses{401, 404, 404, 403, 403}},
-	"GET /api/webhooks/deliveries": {want: statuses{401, 200, 200, 403, 403}},
+		want: statuses{401, 404, 404, 403, 403}, members: bothMembers(404, 403, 403, 403)},
+	"DELETE /api/webhooks/:id": {path: "/api/webhooks/{webhook}", want: statuses{401, 404, 404, 403, 403},
+		members: bothMembers(404, 403, 403, 403)},
+	"POST /api/webhooks/:id/test": {path: "/api/webhooks/{webhook}/test", want: statuses{401, 404, 404, 403, 403},
+		members: bothMembers(404, 403, 403, 403)},
+	"GET /api/webhooks/deliveries": {want: statuses{401, 200, 200, 403, 403}, members: bothMembers(200, 200, 200, 200)},
 	"GET /api/webhooks/deliveries/:id": {path: "/api/webhooks/deliveries/{delivery}",
-		want: statuses{401, 404, 404, 403, 403}},
+		want: statuses{401, 404, 404, 403, 403}, members: bothMembers(404, 404, 404, 404)},
 	"POST /api/webhooks/deliveries/:id/replay": {path: "/api/webhooks/deliveries/{delivery}/replay",
-		want: statuses{401, 404, 404, 403, 403}},
+		want: statuses{401, 404, 404, 403, 403}, members: bothMembers(404, 403, 403, 403)},
 
 	// Stripe's webhook proves itself by its signature, not by a session or a CSRF token:
 	// unsigned, it is refused whoever sends it.
@@ -266,16 +323,16 @@ var authzTable = map[string]route{
 	// {creditnote} its credit note, {statement} a statement of another provider (Northwind
 	// Compute); each is not found for the developer or provider caller, whose own are tested in
 	// documents_routes_test.go, and refused to a role that has no such documents.
-	"GET /invoices/:id":         {path: "/invoices/{invoice}", want: statuses{303, 404, 403, 200, 200}, login: true},
-	"GET /invoices/:id/pdf":     {path: "/invoices/{invoice}/pdf", want: statuses{303, 404, 403, 200, 200}, login: true},
-	"GET /invoices/:id/csv":     {path: "/invoices/{invoice}/csv", want: statuses{303, 404, 403, 200, 200}, login: true},
-	"GET /credit-notes/:id":     {path: "/credit-notes/{creditnote}", want: statuses{303, 404, 403, 200, 200}, login: true},
-	"GET /credit-notes/:id/pdf": {path: "/credit-notes/{creditnote}/pdf", want: statuses{303, 404, 403, 200, 200}, login: true},
-	"GET /credit-notes/:id/csv": {path: "/credit-notes/{creditnote}/csv", want: statuses{303, 404, 403, 200, 200}, login: true},
-	"GET /statements/:id":       {path: "/statements/{statement}", want: statuses{303, 403, 404, 200, 200}, login: true},
-	"GET /statements/:id/pdf":   {path: "/statements/{statement}/pdf", want: statuses{303, 403, 404, 200, 200}, login: true},
-	"GET /statements/:id/csv":   {path: "/statements/{statement}/csv", want: statuses{303, 403, 404, 200, 200}, login: true},
-	"GET /api/invoices/:id/pdf": {path: "/api/invoices/{invoice}.pdf", want: statuses{401, 404, 403, 200, 200}},
+	"GET /invoices/:id":         {path: "/invoices/{invoice}", want: statuses{303, 404, 403, 200, 200}, login: true, members: customerMembers(404, 403, 404, 404)},
+	"GET /invoices/:id/pdf":     {path: "/invoices/{invoice}/pdf", want: statuses{303, 404, 403, 200, 200}, login: true, members: customerMembers(404, 403, 404, 404)},
+	"GET /invoices/:id/csv":     {path: "/invoices/{invoice}/csv", want: statuses{303, 404, 403, 200, 200}, login: true, members: customerMembers(404, 403, 404, 404)},
+	"GET /credit-notes/:id":     {path: "/credit-notes/{creditnote}", want: statuses{303, 404, 403, 200, 200}, login: true, members: customerMembers(404, 403, 404, 404)},
+	"GET /credit-notes/:id/pdf": {path: "/credit-notes/{creditnote}/pdf", want: statuses{303, 404, 403, 200, 200}, login: true, members: customerMembers(404, 403, 404, 404)},
+	"GET /credit-notes/:id/csv": {path: "/credit-notes/{creditnote}/csv", want: statuses{303, 404, 403, 200, 200}, login: true, members: customerMembers(404, 403, 404, 404)},
+	"GET /statements/:id":       {path: "/statements/{statement}", want: statuses{303, 403, 404, 200, 200}, login: true, members: providerMembers(404, 403, 404, 404)},
+	"GET /statements/:id/pdf":   {path: "/statements/{statement}/pdf", want: statuses{303, 403, 404, 200, 200}, login: true, members: providerMembers(404, 403, 404, 404)},
+	"GET /statements/:id/csv":   {path: "/statements/{statement}/csv", want: statuses{303, 403, 404, 200, 200}, login: true, members: providerMembers(404, 403, 404, 404)},
+	"GET /api/invoices/:id/pdf": {path: "/api/invoices/{invoice}.pdf", want: statuses{401, 404, 403, 200, 200}, members: customerMembers(404, 403, 404, 404)},
 
 	// Finance's review, close and audit log. Actions name a document that does not exist, so
 	// that each caller's table runs in any order; the actions themselves are tested in
@@ -355,7 +412,7 @@ var authzTable = map[string]route{
 	"GET /api/finance/journal.csv":          {path: "/api/finance/journal.csv?period={period}", want: statuses{401, 403, 403, 200, 200}},
 
 	// Public API.
-	"POST /api/auth/signup": {body: map[string]string{"email": "authz-api@example.com", "password": "authz-password-1", "role": "provider"},
+	"POST /api/auth/signup": {body: map[string]string{"email": "authz-api-{caller}@example.com", "password": "authz-password-1", "role": "provider"},
 		want: everyone(http.StatusCreated)},
 	"POST /api/auth/login": {body: map[string]string{"email": "lisboa@example.com", "password": demo.Password},
 		want: everyone(http.StatusOK)},
@@ -373,49 +430,49 @@ var authzTable = map[string]route{
 	"GET /api/offerings/:id/benchmark": {path: "/api/offerings/{offering}/benchmark", want: everyone(http.StatusNotFound)},
 
 	// Provider API.
-	"GET /api/provider/offerings":  {want: statuses{401, 403, 200, 403, 403}},
-	"POST /api/provider/offerings": {body: rigJSON(), want: statuses{401, 403, 201, 403, 403}},
+	"GET /api/provider/offerings":  {want: statuses{401, 403, 200, 403, 403}, members: providerMembers(200, 200, 200, 200)},
+	"POST /api/provider/offerings": {body: rigJSON(), want: statuses{401, 403, 201, 403, 403}, members: providerMembers(201, 201, 403, 403)},
 	"GET /api/provider/offerings/:id": {path: "/api/provider/offerings/{offering}",
-		want: statuses{401, 403, 404, 403, 403}},
+		want: statuses{401, 403, 404, 403, 403}, members: providerMembers(404, 404, 404, 404)},
 	"PUT /api/provider/offerings/:id": {path: "/api/provider/offerings/{offering}", body: rigJSON(),
-		want: statuses{401, 403, 404, 403, 403}},
+		want: statuses{401, 403, 404, 403, 403}, members: providerMembers(404, 404, 403, 403)},
 	"DELETE /api/provider/offerings/:id": {path: "/api/provider/offerings/{offering}",
-		want: statuses{401, 403, 404, 403, 403}},
+		want: statuses{401, 403, 404, 403, 403}, members: providerMembers(404, 404, 403, 403)},
 	"POST /api/provider/offerings/:id/pause": {path: "/api/provider/offerings/{offering}/pause",
-		want: statuses{401, 403, 404, 403, 403}},
+		want: statuses{401, 403, 404, 403, 403}, members: providerMembers(404, 404, 403, 403)},
 	"POST /api/provider/offerings/:id/resume": {path: "/api/provider/offerings/{offering}/resume",
-		want: statuses{401, 403, 404, 403, 403}},
+		want: statuses{401, 403, 404, 403, 403}, members: providerMembers(404, 404, 403, 403)},
 	"GET /api/provider/offerings/:id/benchmark": {path: "/api/provider/offerings/{offering}/benchmark",
-		want: statuses{401, 403, 404, 403, 403}},
+		want: statuses{401, 403, 404, 403, 403}, members: providerMembers(404, 404, 404, 404)},
 	"PUT /api/provider/offerings/:id/benchmark": {path: "/api/provider/offerings/{offering}/benchmark", body: map[string]any{},
-		want: statuses{401, 403, 404, 403, 403}},
+		want: statuses{401, 403, 404, 403, 403}, members: providerMembers(404, 404, 403, 403)},
 	"DELETE /api/provider/offerings/:id/benchmark": {path: "/api/provider/offerings/{offering}/benchmark",
-		want: statuses{401, 403, 404, 403, 403}},
-	"GET /api/provider/payouts": {want: statuses{401, 403, 200, 403, 403}},
+		want: statuses{401, 403, 404, 403, 403}, members: providerMembers(404, 404, 403, 403)},
+	"GET /api/provider/payouts": {want: statuses{401, 403, 200, 403, 403}, members: providerMembers(200, 403, 200, 200)},
 	"echo_route_not_found /api/provider/offerings": {method: http.MethodPatch, path: "/api/provider/offerings",
-		want: statuses{401, 403, 404, 403, 403}},
+		want: statuses{401, 403, 404, 403, 403}, members: providerMembers(404, 404, 403, 403)},
 	"echo_route_not_found /api/provider/offerings/*": {method: http.MethodGet, path: "/api/provider/offerings/{offering}/no-such-action",
-		want: statuses{401, 403, 404, 403, 403}},
+		want: statuses{401, 403, 404, 403, 403}, members: providerMembers(404, 404, 404, 404)},
 
 	// Credits API, for developers.
-	"POST /api/credits/checkout": {body: map[string]any{"amount_usd": 20}, want: statuses{401, 201, 403, 403, 403}},
+	"POST /api/credits/checkout": {body: map[string]any{"amount_usd": 20}, want: statuses{401, 201, 403, 403, 403}, members: customerMembers(201, 403, 201, 403)},
 	"GET /api/credits/purchases/:id": {path: "/api/credits/purchases/{purchase}",
-		want: statuses{401, 404, 403, 403, 403}},
-	"GET /api/credits/history":    {want: statuses{401, 200, 403, 403, 403}},
-	"GET /api/credits/auto-topup": {want: statuses{401, 200, 403, 403, 403}},
+		want: statuses{401, 404, 403, 403, 403}, members: customerMembers(404, 403, 404, 403)},
+	"GET /api/credits/history":    {want: statuses{401, 200, 403, 403, 403}, members: customerMembers(200, 403, 200, 403)},
+	"GET /api/balance":            {want: statuses{401, 200, 403, 403, 403}, members: customerMembers(200, 200, 200, 200)},
+	"GET /api/credits/auto-topup": {want: statuses{401, 200, 403, 403, 403}, members: customerMembers(200, 403, 200, 403)},
 	"PUT /api/credits/auto-topup": {body: map[string]any{"enabled": false, "threshold_usd": "10", "amount_usd": 20},
-		want: statuses{401, 200, 403, 403, 403}},
-	"POST /api/credits/card":   {body: map[string]any{}, want: statuses{401, 201, 403, 403, 403}},
-	"DELETE /api/credits/card": {want: statuses{401, 204, 403, 403, 403}},
-	"GET /api/balance":         {want: statuses{401, 200, 403, 403, 403}},
+		want: statuses{401, 200, 403, 403, 403}, members: customerMembers(200, 403, 200, 403)},
+	"POST /api/credits/card":   {body: map[string]any{}, want: statuses{401, 201, 403, 403, 403}, members: customerMembers(201, 403, 201, 403)},
+	"DELETE /api/credits/card": {want: statuses{401, 204, 403, 403, 403}, members: customerMembers(204, 403, 204, 403)},
 
 	// Invoices and billing details API.
-	"GET /api/invoices":         {want: statuses{401, 200, 403, 403, 403}},
-	"GET /api/invoices/:id":     {path: "/api/invoices/" + noSuchInvoice, want: statuses{401, 404, 403, 403, 403}},
-	"GET /api/settings/billing": {want: statuses{401, 200, 200, 403, 403}},
+	"GET /api/invoices":         {want: statuses{401, 200, 403, 403, 403}, members: customerMembers(200, 403, 200, 200)},
+	"GET /api/invoices/:id":     {path: "/api/invoices/" + noSuchInvoice, want: statuses{401, 404, 403, 403, 403}, members: customerMembers(404, 403, 404, 404)},
+	"GET /api/settings/billing": {want: statuses{401, 200, 200, 403, 403}, members: bothMembers(200, 403, 200, 403)},
 	"PUT /api/settings/billing": {body: map[string]string{"legal_name": "Authz Ltd", "address": "1 Road", "country": "IE"},
-		want: statuses{401, 200, 200, 403, 403}},
-	"GET /api/provider/statements": {want: statuses{401, 403, 200, 403, 403}},
+		want: statuses{401, 200, 200, 403, 403}, members: bothMembers(200, 403, 200, 403)},
+	"GET /api/provider/statements": {want: statuses{401, 403, 200, 403, 403}, members: providerMembers(200, 403, 200, 200)},
 
 	// Finance API, for finance and admins.
 	"GET /api/finance/balances":         {want: statuses{401, 403, 403, 200, 200}},
@@ -435,41 +492,41 @@ var authzTable = map[string]route{
 
 	// Usage: a developer's requests and their export, a provider's earnings; each the
 	// caller's own, so a role without usage of that kind is refused rather than shown nothing.
-	"GET /usage":                    {want: statuses{303, 200, 403, 403, 403}, login: true},
-	"GET /usage.csv":                {want: statuses{303, 200, 403, 403, 403}, login: true},
-	"GET /provider/earnings":        {want: statuses{303, 403, 200, 403, 403}, login: true},
-	"GET /provider/performance":     {want: statuses{303, 403, 200, 403, 403}, login: true},
-	"GET /api/usage":                {want: statuses{401, 200, 403, 403, 403}},
-	"GET /api/usage.csv":            {want: statuses{401, 200, 403, 403, 403}},
-	"GET /api/provider/earnings":    {want: statuses{401, 403, 200, 403, 403}},
-	"GET /api/provider/performance": {want: statuses{401, 403, 200, 403, 403}},
-	"GET /api/reports/savings":      {want: statuses{401, 200, 403, 403, 403}},
-	"GET /api/reports/carbon":       {want: statuses{401, 200, 403, 403, 403}},
+	"GET /usage":                    {want: statuses{303, 200, 403, 403, 403}, login: true, members: customerMembers(200, 200, 200, 200)},
+	"GET /usage.csv":                {want: statuses{303, 200, 403, 403, 403}, login: true, members: customerMembers(200, 200, 200, 200)},
+	"GET /provider/earnings":        {want: statuses{303, 403, 200, 403, 403}, login: true, members: providerMembers(200, 200, 200, 200)},
+	"GET /provider/performance":     {want: statuses{303, 403, 200, 403, 403}, login: true, members: providerMembers(200, 200, 200, 200)},
+	"GET /api/usage":                {want: statuses{401, 200, 403, 403, 403}, members: customerMembers(200, 200, 200, 200)},
+	"GET /api/usage.csv":            {want: statuses{401, 200, 403, 403, 403}, members: customerMembers(200, 200, 200, 200)},
+	"GET /api/provider/earnings":    {want: statuses{401, 403, 200, 403, 403}, members: providerMembers(200, 200, 200, 200)},
+	"GET /api/provider/performance": {want: statuses{401, 403, 200, 403, 403}, members: providerMembers(200, 200, 200, 200)},
+	"GET /api/reports/savings":      {want: statuses{401, 200, 403, 403, 403}, members: customerMembers(200, 200, 200, 200)},
+	"GET /api/reports/carbon":       {want: statuses{401, 200, 403, 403, 403}, members: customerMembers(200, 200, 200, 200)},
 
 	// API keys: a developer's own. Revoking and changing a limit are tried on another
 	// developer's key, which does not exist for the caller; a developer's own keys are tested
 	// in keys_test.go. The page form answers 201 with the new key's secret rather than
 	// redirecting.
-	"GET /keys":    {want: statuses{303, 200, 403, 403, 403}, login: true},
-	"GET /batches": {want: statuses{303, 200, 403, 403, 403}, login: true},
+	"GET /keys":    {want: statuses{303, 200, 403, 403, 403}, login: true, members: customerMembers(200, 200, 403, 200)},
+	"GET /batches": {want: statuses{303, 200, 403, 403, 403}, login: true, members: customerMembers(200, 200, 403, 200)},
 	"POST /batches": {body: url.Values{"endpoint": {"/v1/chat/completions"}},
-		want: statuses{303, 422, 403, 403, 403}, noCSRF: csrfRefused, login: true},
+		want: statuses{303, 422, 403, 403, 403}, noCSRF: csrfRefused, login: true, members: customerMembers(422, 422, 403, 403)},
 	"POST /batches/:id/cancel": {path: "/batches/batch_none/cancel", body: url.Values{},
-		want: statuses{303, 404, 403, 403, 403}, noCSRF: csrfRefused, login: true},
-	"GET /batches/files/:id": {path: "/batches/files/file-none", want: statuses{303, 404, 403, 403, 403}, login: true},
+		want: statuses{303, 404, 403, 403, 403}, noCSRF: csrfRefused, login: true, members: customerMembers(404, 404, 403, 403)},
+	"GET /batches/files/:id": {path: "/batches/files/file-none", want: statuses{303, 404, 403, 403, 403}, login: true, members: customerMembers(404, 404, 403, 404)},
 	"POST /keys": {body: url.Values{"name": {"authz form"}},
-		want: statuses{303, 201, 403, 403, 403}, noCSRF: csrfRefused, login: true},
+		want: statuses{303, 201, 403, 403, 403}, noCSRF: csrfRefused, login: true, members: customerMembers(201, 201, 403, 403)},
 	"POST /keys/:id/revoke": {path: "/keys/{key}/revoke", body: url.Values{},
-		want: statuses{303, 404, 403, 403, 403}, noCSRF: csrfRefused, login: true},
-	"GET /keys/:id/revoke": {path: "/keys/{key}/revoke", want: statuses{303, 404, 403, 403, 403}, login: true},
+		want: statuses{303, 404, 403, 403, 403}, noCSRF: csrfRefused, login: true, members: customerMembers(404, 404, 403, 403)},
+	"GET /keys/:id/revoke": {path: "/keys/{key}/revoke", want: statuses{303, 404, 403, 403, 403}, login: true, members: customerMembers(404, 404, 403, 403)},
 	"POST /keys/:id/limit": {path: "/keys/{key}/limit", body: url.Values{"monthly_limit_usd": {"12.50"}},
-		want: statuses{303, 404, 403, 403, 403}, noCSRF: csrfRefused, login: true},
-	"GET /api/keys":  {want: statuses{401, 200, 403, 403, 403}},
-	"POST /api/keys": {body: map[string]any{"name": "authz api"}, want: statuses{401, 201, 403, 403, 403}},
+		want: statuses{303, 404, 403, 403, 403}, noCSRF: csrfRefused, login: true, members: customerMembers(404, 404, 403, 403)},
+	"GET /api/keys":  {want: statuses{401, 200, 403, 403, 403}, members: customerMembers(200, 200, 403, 200)},
+	"POST /api/keys": {body: map[string]any{"name": "authz api"}, want: statuses{401, 201, 403, 403, 403}, members: customerMembers(201, 201, 403, 403)},
 	"DELETE /api/keys/:id": {path: "/api/keys/{key}",
-		want: statuses{401, 404, 403, 403, 403}},
+		want: statuses{401, 404, 403, 403, 403}, members: customerMembers(404, 404, 403, 403)},
 	"PATCH /api/keys/:id": {path: "/api/keys/{key}", body: map[string]any{"monthly_limit_usd": "12.50"},
-		want: statuses{401, 404, 403, 403, 403}},
+		want: statuses{401, 404, 403, 403, 403}, members: customerMembers(404, 404, 403, 403)},
 
 	// The OpenAI-compatible gateway authenticates with API keys only, never with a session: a
 	// session token sent as the bearer token is not an API key, so every caller is refused
@@ -501,6 +558,33 @@ var authzTable = map[string]route{
 	"echo_route_not_found /v1/*": {method: http.MethodPost, path: "/v1/no-such-endpoint",
 		want: everyone(http.StatusNotFound)},
 
+	// An account's members (web/account): everyone in it sees them, its owners and admins change
+	// them, and the platform's finance and admin, who act only through their platform roles, are
+	// refused. Changes name a login of another account, which is no member here; the invitation
+	// revoked names none. Members are changed and removed for real in members_test.go.
+	"GET /account/members": {want: statuses{303, 200, 200, 403, 403}, members: bothMembers(200, 200, 200, 200), login: true},
+	"POST /account/members/invite": {body: url.Values{"email": {"authz-invitee@example.com"}, "role": {"read-only"}},
+		want: statuses{303, 200, 200, 403, 403}, members: bothMembers(200, 403, 403, 403), noCSRF: csrfRefused, login: true},
+	"POST /account/members/invitations/:id/revoke": {path: "/account/members/invitations/" + noSuchDocument + "/revoke",
+		body: url.Values{}, want: statuses{303, 404, 404, 403, 403}, members: bothMembers(404, 403, 403, 403),
+		noCSRF: csrfRefused, login: true},
+	"POST /account/members/:id/role": {path: "/account/members/{otheruser}/role", body: url.Values{"role": {"read-only"}},
+		want: statuses{303, 404, 404, 403, 403}, members: bothMembers(404, 403, 403, 403), noCSRF: csrfRefused, login: true},
+	"GET /account/members/:id/remove": {path: "/account/members/{otheruser}/remove",
+		want: statuses{303, 404, 404, 403, 403}, members: bothMembers(404, 403, 403, 403), login: true},
+	"POST /account/members/:id/remove": {path: "/account/members/{otheruser}/remove", body: url.Values{},
+		want: statuses{303, 404, 404, 403, 403}, members: bothMembers(404, 403, 403, 403), noCSRF: csrfRefused, login: true},
+	// Switching to the demo developer's account: its owner and members switch to where they
+	// are (and stay there), anyone else is no member of it.
+	"POST /account/switch": {body: url.Values{"account_id": {"{account}"}},
+		want: statuses{303, 303, 403, 403, 403}, members: customerMembers(303, 303, 303, 303), noCSRF: csrfRefused, login: true},
+	"POST /api/account/switch": {body: map[string]string{"account_id": "{account}"},
+		want: statuses{401, 200, 403, 403, 403}, members: customerMembers(200, 200, 200, 200)},
+	// An invitation's link is open to whoever holds it; a token that names none is not found.
+	"GET /invitations": {path: "/invitations?token=no-such-token", want: everyone(http.StatusNotFound)},
+	"POST /invitations": {body: url.Values{"token": {"no-such-token"}, "password": {"authz-password-1"}},
+		want: everyone(http.StatusNotFound), noCSRF: csrfRefused},
+
 	// Admin API.
 	"GET /api/admin/users":         {want: statuses{401, 403, 403, 403, 200}},
 	"GET /api/admin/discrepancies": {want: statuses{401, 403, 403, 403, 200}},
@@ -518,9 +602,20 @@ func TestAuthz(t *testing.T) {
 	// Each caller gets a server and database of its own, so that one caller's calls (a login,
 	// a new rig, a role set) neither change what another sees nor spend another's login
 	// attempts: the limiter allows 5 a client address and 5 an email.
+	// The members of an account share one: each is refused what would change another's
+	// calls (another's role, its removal), and what they may change they change alike.
 	envs := make([]*authzEnv, len(callers))
+	shared := map[caller]*authzEnv{}
 	for _, c := range callers {
-		envs[c] = newAuthzEnv(t, c)
+		if !c.isMember() {
+			envs[c] = newAuthzEnv(t, c)
+			continue
+		}
+		owner, _ := c.membership()
+		if shared[owner] == nil {
+			shared[owner] = newAuthzEnv(t, anonymous)
+		}
+		envs[c] = shared[owner].as(t, c)
 	}
 
 	var keys []string
@@ -541,6 +636,12 @@ func TestAuthz(t *testing.T) {
 		if isPageForm(method, r.Path) && row.noCSRF == (statuses{}) {
 			t.Errorf("page form %q must say in noCSRF what a post without a CSRF token gets", key)
 		}
+		ownerMayCall := row.want[developer] != http.StatusForbidden || row.want[provider] != http.StatusForbidden
+		sameForAll := row.want[developer] == row.want[provider] && row.want[provider] == row.want[finance] &&
+			row.want[finance] == row.want[admin]
+		if ownerMayCall && !sameForAll && row.members == (memberStatuses{}) {
+			t.Errorf("route %q, which an account's owner may call, must say in members what each member role gets", key)
+		}
 	}
 	for key := range authzTable {
 		if !slices.Contains(keys, key) {
@@ -557,14 +658,27 @@ func TestAuthz(t *testing.T) {
 		for _, c := range callers {
 			if row.noCSRF != (statuses{}) {
 				t.Run(fmt.Sprintf("%s as %s without CSRF token", key, c), func(t *testing.T) {
-					envs[c].check(t, c, key, row, false, row.noCSRF[c])
+					envs[c].check(t, c, key, row, false, row.noCSRF[min(c, admin)])
 				})
 			}
 			t.Run(fmt.Sprintf("%s as %s", key, c), func(t *testing.T) {
-				envs[c].check(t, c, key, row, true, row.want[c])
+				envs[c].check(t, c, key, row, true, row.status(c))
 			})
 		}
 	}
+}
+
+// status is what the caller gets from the row's route: its column of want, or of members; a
+// row that leaves members out gives each member what its account's owner gets.
+func (row route) status(c caller) int {
+	if !c.isMember() {
+		return row.want[c]
+	}
+	if row.members != (memberStatuses{}) {
+		return row.members[c-customerAdmin]
+	}
+	owner, _ := c.membership()
+	return row.want[owner]
 }
 
 // isPageForm reports whether a request changes state through a page rather than the API.
@@ -581,14 +695,15 @@ func isAPIPath(path string) bool {
 // authzEnv is a server as one caller sees it.
 type authzEnv struct {
 	*env
-	caller   caller
-	token    string // the caller's session; empty for anonymous
-	csrf     string // the CSRF token (and cookie value) the login page gave the caller
-	offering string // an active offering of Northwind Compute
-	user     string // the demo developer's user id
-	account  string // the demo developer's account id
-	purchase string // a purchase of credits by another developer
-	key      string // an API key of another developer
+	caller    caller
+	token     string // the caller's session; empty for anonymous
+	csrf      string // the CSRF token (and cookie value) the login page gave the caller
+	offering  string // an active offering of Northwind Compute
+	user      string // the demo developer's user id
+	account   string // the demo developer's account id
+	otherUser string // a login of another customer account (Other Labs)
+	purchase  string // a purchase of credits by another developer
+	key       string // an API key of another developer
 	// webhook is a webhook endpoint of another developer, delivery a delivery to it.
 	webhook, delivery string
 	// The documents of last month, closed over the demo's past traffic: another developer's
@@ -629,7 +744,7 @@ func newAuthzEnv(t *testing.T, c caller) *authzEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.purchase = p.ID
+	a.purchase, a.otherUser = p.ID, other.ID
 	k, _, err := a.accounts.CreateKey(ctx, other, accounts.NewKeyInput{Name: "other's app"})
 	if err != nil {
 		t.Fatal(err)
@@ -650,6 +765,35 @@ func newAuthzEnv(t *testing.T, c caller) *authzEnv {
 	a.seedDocuments(t)
 	a.csrf = csrfFromPage(t, browserClient(t), a.srv.URL+"/login")
 	return a
+}
+
+// as is the same server and data as a, called by the member caller, who joins its account.
+func (a *authzEnv) as(t *testing.T, c caller) *authzEnv {
+	t.Helper()
+	m := *a
+	m.caller = c
+	m.join(t, c)
+	m.token = m.session(t)
+	return &m
+}
+
+// join makes the member caller's login through the way a person takes: its account's owner
+// invites its email with its role, and it accepts the link the e-mail carries with a password.
+func (a *authzEnv) join(t *testing.T, c caller) {
+	t.Helper()
+	ctx := context.Background()
+	ownerCaller, role := c.membership()
+	owner, err := a.accounts.Login(ctx, accounts.LoginInput{Email: ownerCaller.email(), Password: demo.Password, ClientIP: "authz-join"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.accounts.Invite(ctx, owner, accounts.InviteInput{Email: c.email(), Role: role, LinkBase: a.srv.URL}); err != nil {
+		t.Fatal(err)
+	}
+	token := strings.TrimPrefix(a.mail.inviteLink(t, c.email()), accounts.InvitationPath)
+	if _, err := a.accounts.AcceptInvitation(ctx, accounts.AcceptInput{Token: token, Password: demo.Password}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // seedDocuments closes last month over the demo's past traffic and issues the documents the
@@ -725,7 +869,8 @@ func (a *authzEnv) check(t *testing.T, c caller, key string, row route, withCSRF
 		path = row.path
 	}
 	ids := strings.NewReplacer("{offering}", a.offering, "{user}", a.user, "{account}", a.account, "{purchase}", a.purchase,
-		"{key}", a.key, "{webhook}", a.webhook, "{delivery}", a.delivery, "{invoice}", a.invoice, "{creditnote}", a.creditNote, "{statement}", a.statement, "{period}", a.period)
+		"{key}", a.key, "{otheruser}", a.otherUser, "{caller}", c.String(), "{webhook}", a.webhook, "{delivery}", a.delivery,
+		"{invoice}", a.invoice, "{creditnote}", a.creditNote, "{statement}", a.statement, "{period}", a.period)
 	path = ids.Replace(path)
 	api := isAPIPath(path)
 

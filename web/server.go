@@ -204,7 +204,7 @@ func New(cfg Config) *Server {
 	s.opsRoutes()
 	e.GET("/static/*", echo.WrapHandler(http.FileServer(http.FS(staticFS))), cacheStatic)
 	public.New(c, public.Config{Catalog: cfg.Catalog, Benchmarks: cfg.Benchmarks, Downloads: cfg.Downloads}).Routes(e)
-	account.New(c, account.Config{Invoicing: cfg.Invoicing, Webhooks: cfg.Webhooks}).Routes(e)
+	account.New(c, account.Config{Invoicing: cfg.Invoicing, Webhooks: cfg.Webhooks, KeyChanges: cfg.KeyChanges}).Routes(e)
 	developer.New(c, developer.Config{Catalog: cfg.Catalog, Usage: cfg.Usage, Router: cfg.Router,
 		KeyChanges: cfg.KeyChanges, Batches: cfg.Batches, Reports: cfg.Reports, Invoicing: cfg.Invoicing}).Routes(e)
 	provider.New(c, provider.Config{Catalog: cfg.Catalog, Rigs: cfg.Rigs, Downloads: cfg.Downloads,

@@ -75,6 +75,8 @@ type env struct {
 	webhooks  *webhooks.Service
 	// topups is auto top-up, whose worker a test runs by hand (RunOnce).
 	topups *credits.AutoTopup
+	// mail holds the e-mails the platform queued (invitations).
+	mail *sentMail
 }
 
 // testSeller is the platform's details on the web tests' documents.
@@ -99,7 +101,9 @@ func (e *env) qualify(t *testing.T, offeringID string) {
 func setupWith(t *testing.T, configure func(*web.Config, *pgxpool.Pool)) *env {
 	t.Helper()
 	pool := dbtest.New(t)
-	acc, err := accounts.NewService(pool, accounts.Config{SessionKey: []byte(strings.Repeat("k", 32)), Hasher: fastHasher})
+	sent := &sentMail{}
+	acc, err := accounts.NewService(pool, accounts.Config{SessionKey: []byte(strings.Repeat("k", 32)), Hasher: fastHasher,
+		Outbox: sent})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +163,7 @@ func setupWith(t *testing.T, configure func(*web.Config, *pgxpool.Pool)) *env {
 	t.Cleanup(srv.Close)
 	return &env{srv: srv, server: h, gateway: gw, pool: pool, accounts: cfg.Accounts, catalog: cat, ledger: ledger,
 		credits: cfg.Payments.Credits, payouts: cfg.Payments.Payouts, invoicing: cfg.Invoicing, audit: cfg.Audit,
-		webhooks: cfg.Webhooks, topups: cfg.Payments.Topups}
+		webhooks: cfg.Webhooks, topups: cfg.Payments.Topups, mail: sent}
 }
 
 // forgetAndTell makes the test's gateway forget a changed key, then tells next, if any.

@@ -6,11 +6,15 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/gpumarket/gpumarket/services/events/natstest"
+	"github.com/gpumarket/gpumarket/services/mail"
 
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/catalog"
@@ -126,6 +130,47 @@ func TestKeyChangesReachEveryGatewayWithinASecond(t *testing.T) {
 		}
 	})
 
+	// A member is removed from the account through the members page of the first process: the key
+	// they created there is refused by the second gateway within a second (docs/members.md).
+	t.Run("a removed member's key", func(t *testing.T) {
+		mailed := &invitationMail{}
+		inviter, err := accounts.NewService(a.pool, accounts.Config{SessionKey: []byte(strings.Repeat("i", 32)), Outbox: mailed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := inviter.Invite(ctx, sess, accounts.InviteInput{Email: "member@changes.example.com",
+			Role: accounts.MemberDeveloper}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := inviter.AcceptInvitation(ctx, accounts.AcceptInput{Token: mailed.token, Password: demo.Password}); err != nil {
+			t.Fatal(err)
+		}
+		member, err := a.accounts.Login(ctx, loginAs("member@changes.example.com"))
+		if err != nil || member.Account.ID != dev.AccountID {
+			t.Fatalf("the member's session: %+v, %v", member.Account, err)
+		}
+		_, secret, err := a.accounts.CreateKey(ctx, member.User, accounts.NewKeyInput{Name: "the member's"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st, body := call(t, http.MethodGet, b.URL()+"/v1/models", secret, nil); st != http.StatusOK {
+			t.Fatalf("the second gateway with the member's key: %d %s", st, body)
+		}
+		owner := newPageClient(t, a.URL(), "keys@changes.example.com")
+		if code, loc := owner.post("/account/members/"+member.User.ID+"/remove", url.Values{}); code != http.StatusSeeOther ||
+			!strings.Contains(loc, "member-removed") {
+			t.Fatalf("removing the member: %d to %q", code, loc)
+		}
+		took := within(t, time.Second, "the second gateway refuses the removed member's key", func() bool {
+			st, _ := call(t, http.MethodGet, b.URL()+"/v1/models", secret, nil)
+			return st == http.StatusUnauthorized
+		})
+		t.Logf("the second gateway refused the removed member's key %v after the removal", took)
+		if st, _ := call(t, http.MethodGet, a.URL()+"/api/keys", member.Token, nil); st != http.StatusUnauthorized {
+			t.Errorf("the removed member's session answers %d, want 401", st)
+		}
+	})
+
 	t.Run("a raised monthly limit", func(t *testing.T) {
 		o := listServedOffering(t, a, b)
 		half := money.Pico(50 * money.PicoPerCent)
@@ -153,6 +198,15 @@ func TestKeyChangesReachEveryGatewayWithinASecond(t *testing.T) {
 		})
 		t.Logf("the second gateway served the key %v after its limit went from $0.50 to $5.00", took)
 	})
+}
+
+// invitationMail keeps the token of the last invitation it is given.
+type invitationMail struct{ token string }
+
+func (m *invitationMail) Enqueue(_ context.Context, _ pgx.Tx, msg mail.Message) error {
+	i := strings.Index(msg.Text, accounts.InvitationPath)
+	m.token = strings.Fields(msg.Text[i+len(accounts.InvitationPath):])[0]
+	return nil
 }
 
 // listServedOffering lists a standard offering served by a simulated rig and waits until both

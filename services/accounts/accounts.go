@@ -1,7 +1,8 @@
 // Package accounts owns users, the organisations (accounts) they belong to, their roles and
 // their sessions.
 //
-// Invariants: every user belongs to exactly one account; passwords are stored only as
+// Invariants: every user belongs to one or more accounts, with a role in each (memberships), and
+// every account keeps an owner; a session works in one account its user belongs to; passwords are stored only as
 // argon2id hashes; a session token is a signed JWT whose id names a row in sessions, so that
 // logging out revokes it server-side; only an admin grants the finance or admin role.
 package accounts
@@ -43,7 +44,10 @@ func (r Role) Valid() bool {
 	return false
 }
 
-// User is a person who signs in.
+// User is a person who signs in. In a session, AccountID is the account in use and Role the
+// login's role there (Session); read from the users table, AccountID is the account the login
+// was made for and Role the one stored (finance and admin are the platform's; developer and
+// provider only say what the login signed up as).
 type User struct {
 	ID        string    `json:"id"`
 	AccountID string    `json:"account_id"`
@@ -64,6 +68,7 @@ type Service struct {
 	dummyHash  string
 	limiter    *limiter // failed logins and sign-ups, by account and client address
 	sessionTTL time.Duration
+	outbox     Outbox // queues invitations; nil sends none
 }
 
 // Config holds what the service needs besides its pool.
@@ -79,6 +84,8 @@ type Config struct {
 	HashWait  time.Duration
 	// TrackedKeys caps the login and sign-up buckets kept in memory (0: DefaultTrackedKeys).
 	TrackedKeys int
+	// Outbox queues the invitations' e-mails; nil refuses to invite (invitations.go).
+	Outbox Outbox
 }
 
 // NewService returns the accounts service.
@@ -108,6 +115,7 @@ func NewService(pool *pgxpool.Pool, cfg Config) (*Service, error) {
 		hashes:     newHashGate(cfg.HashSlots, cfg.HashWait),
 		limiter:    newLimiter(cfg.Now, cfg.TrackedKeys),
 		sessionTTL: cfg.SessionTTL,
+		outbox:     cfg.Outbox,
 	}, nil
 }
 
@@ -184,21 +192,40 @@ func (s *Service) create(ctx context.Context, email, password string, role Role,
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var accountID string
 		if err := tx.QueryRow(ctx,
-			`INSERT INTO accounts (name, created_at) VALUES ($1, $2) RETURNING id`,
-			accountName, now).Scan(&accountID); err != nil {
+			`INSERT INTO accounts (name, kind, created_at) VALUES ($1, $2, $3) RETURNING id`,
+			accountName, string(kindOf(role)), now).Scan(&accountID); err != nil {
 			return err
 		}
-		return tx.QueryRow(ctx, `
-			INSERT INTO users (account_id, email, password_hash, role, created_at)
-			VALUES ($1, $2, $3, $4, $5)
-			RETURNING id, account_id, email, role, created_at`,
-			accountID, email, hash, string(role), now).Scan(&u.ID, &u.AccountID, &u.Email, &u.Role, &u.CreatedAt)
+		var err error
+		u, err = insertUser(ctx, tx, accountID, email, hash, role, now)
+		if err != nil {
+			return err
+		}
+		return addMember(ctx, tx, accountID, u.ID, MemberOwner, now)
 	})
 	if isUniqueViolation(err) {
 		return User{}, &services.Error{Code: services.CodeConflict, Message: "That email is already registered. Log in instead.",
 			Fields: map[string]string{"email": "This email is already registered."}}
 	}
 	return u, err
+}
+
+// insertUser inserts a login made for the account.
+func insertUser(ctx context.Context, tx pgx.Tx, accountID, email, hash string, role Role, now time.Time) (User, error) {
+	var u User
+	err := tx.QueryRow(ctx, `
+		INSERT INTO users (account_id, email, password_hash, role, created_at)
+		VALUES ($1, $2, $3, $4, $5)
+		RETURNING id, account_id, email, role, created_at`,
+		accountID, email, hash, string(role), now).Scan(&u.ID, &u.AccountID, &u.Email, &u.Role, &u.CreatedAt)
+	return u, err
+}
+
+// addMember makes the login a member of the account.
+func addMember(ctx context.Context, tx pgx.Tx, accountID, userID string, role MemberRole, now time.Time) error {
+	_, err := tx.Exec(ctx, `INSERT INTO memberships (account_id, user_id, role, created_at) VALUES ($1, $2, $3, $4)`,
+		accountID, userID, string(role), now)
+	return err
 }
 
 // EnsureUser creates the user with its own account unless the email exists; it is for demo

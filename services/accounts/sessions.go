@@ -12,19 +12,33 @@ import (
 )
 
 // LoginInput is what a user gives to log in; ClientIP, the address the attempt came from,
-// feeds the rate limit.
+// feeds the rate limit. AccountID, when set, is the account the session works in; without it,
+// the account the login was made for (or else the first it joined).
 type LoginInput struct {
-	Email    string `json:"email"`
-	Password string `json:"password"`
-	ClientIP string `json:"-"`
+	Email     string `json:"email"`
+	Password  string `json:"password"`
+	AccountID string `json:"account_id,omitempty"`
+	ClientIP  string `json:"-"`
 }
 
-// Session is a signed-in user with the token that proves it.
+// Session is a signed-in user with the token that proves it, working in one of its accounts:
+// the account in use. User.AccountID is that account and User.Role the login's role in it
+// (roleIn): the platform's finance or admin, else developer or provider by the account's kind.
+// Member is the login's role in the account.
 type Session struct {
-	ID        string    `json:"-"`
-	Token     string    `json:"token"`
-	ExpiresAt time.Time `json:"expires_at"`
-	User      User      `json:"user"`
+	ID        string     `json:"-"`
+	Token     string     `json:"token"`
+	ExpiresAt time.Time  `json:"expires_at"`
+	User      User       `json:"user"`
+	Account   Account    `json:"account"`
+	Member    MemberRole `json:"member_role"`
+}
+
+// in is the session working in the membership's account.
+func (sess Session) in(m Membership) Session {
+	sess.Account, sess.Member = m.Account, m.Role
+	sess.User.AccountID, sess.User.Role = m.Account.ID, roleIn(sess.User.Role, m.Account.Kind)
+	return sess
 }
 
 var errBadLogin = &services.Error{Code: services.CodeUnauthorized, Message: "Wrong email or password."}
@@ -46,7 +60,11 @@ func (s *Service) Login(ctx context.Context, in LoginInput) (sess Session, err e
 	if err != nil {
 		return Session{}, err
 	}
-	return s.open(ctx, u)
+	m, err := s.membershipIn(ctx, u.ID, in.AccountID)
+	if err != nil {
+		return Session{}, err
+	}
+	return s.open(ctx, u, m)
 }
 
 // checkPassword returns the user whose email and password these are, errBadLogin when they
@@ -80,7 +98,7 @@ func (s *Service) checkPassword(ctx context.Context, email, password string) (Us
 	return u, nil
 }
 
-func (s *Service) open(ctx context.Context, u User) (Session, error) {
+func (s *Service) open(ctx context.Context, u User, m Membership) (Session, error) {
 	now := s.now().UTC().Truncate(time.Second)
 	expires := now.Add(s.sessionTTL)
 	id, err := services.NewUUID()
@@ -88,20 +106,21 @@ func (s *Service) open(ctx context.Context, u User) (Session, error) {
 		return Session{}, err
 	}
 	if _, err := s.pool.Exec(ctx,
-		`INSERT INTO sessions (id, user_id, created_at, expires_at) VALUES ($1, $2, $3, $4)`,
-		id, u.ID, now, expires); err != nil {
+		`INSERT INTO sessions (id, user_id, account_id, created_at, expires_at) VALUES ($1, $2, $3, $4, $5)`,
+		id, u.ID, m.Account.ID, now, expires); err != nil {
 		return Session{}, err
 	}
 	token, err := s.tokens.sign(u.ID, id, now, expires)
 	if err != nil {
 		return Session{}, err
 	}
-	return Session{ID: id, Token: token, ExpiresAt: expires, User: u}, nil
+	return Session{ID: id, Token: token, ExpiresAt: expires, User: u}.in(m), nil
 }
 
 var errNoSession = &services.Error{Code: services.CodeUnauthorized, Message: "Log in to continue."}
 
-// Authenticate returns the session a token proves: signed by us, unexpired, not revoked.
+// Authenticate returns the session a token proves: signed by us, unexpired, not revoked, and of
+// a login that is still a member of the session's account.
 func (s *Service) Authenticate(ctx context.Context, token string) (sess Session, err error) {
 	now := s.now()
 	userID, sessionID, err := s.tokens.parse(token, now)
@@ -109,19 +128,23 @@ func (s *Service) Authenticate(ctx context.Context, token string) (sess Session,
 		return Session{}, errNoSession
 	}
 	var u User
+	var m Membership
 	var expires time.Time
 	err = s.pool.QueryRow(ctx, `
-		SELECT u.id, u.account_id, u.email, u.role, u.created_at, s.expires_at
+		SELECT u.id, u.email, u.role, u.created_at, s.expires_at, a.id, a.name, a.kind, m.role
 		FROM sessions s JOIN users u ON u.id = s.user_id
+		JOIN memberships m ON m.account_id = s.account_id AND m.user_id = s.user_id
+		JOIN accounts a ON a.id = s.account_id
 		WHERE s.id = $1 AND s.user_id = $2 AND s.revoked_at IS NULL AND s.expires_at > $3`,
-		sessionID, userID, now).Scan(&u.ID, &u.AccountID, &u.Email, &u.Role, &u.CreatedAt, &expires)
+		sessionID, userID, now).Scan(&u.ID, &u.Email, &u.Role, &u.CreatedAt, &expires,
+		&m.Account.ID, &m.Account.Name, &m.Account.Kind, &m.Role)
 	if errors.Is(err, pgx.ErrNoRows) || isInvalidText(err) {
 		return Session{}, errNoSession
 	}
 	if err != nil {
 		return Session{}, fmt.Errorf("accounts.Authenticate: %w", err)
 	}
-	return Session{ID: sessionID, Token: token, ExpiresAt: expires, User: u}, nil
+	return Session{ID: sessionID, Token: token, ExpiresAt: expires, User: u}.in(m), nil
 }
 
 // Logout revokes the session; its token is refused from then on.

@@ -125,6 +125,7 @@ func (s *Server) apiLogin(c echo.Context) error {
 	}
 	return c.JSON(http.StatusOK, map[string]any{
 		"token": sess.Token, "token_type": "Bearer", "expires_at": sess.ExpiresAt, "user": sess.User,
+		"account": sess.Account, "member_role": sess.Member,
 	})
 }
 
@@ -137,7 +138,14 @@ func (s *Server) apiLogout(c echo.Context) error {
 	return c.NoContent(http.StatusNoContent)
 }
 
+// apiMe is who the caller is, the account its session works in with its role there, and every
+// account it belongs to.
 func (s *Server) apiMe(c echo.Context) error {
 	sess, _ := core.CurrentSession(c)
-	return c.JSON(http.StatusOK, map[string]any{"user": sess.User, "account_id": sess.User.AccountID})
+	ms, err := s.Accounts.Memberships(c.Request().Context(), sess.User.ID)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"user": sess.User, "account_id": sess.User.AccountID,
+		"account": sess.Account, "member_role": sess.Member, "memberships": ms})
 }

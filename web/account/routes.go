@@ -1,6 +1,8 @@
 // Package account is what every account holder does with its own account: signing up, logging
-// in and out (the pages and /api/auth), who it is (/api/me), and the billing details a customer's
-// invoices and a provider's statements carry (/settings/billing, /api/settings/billing).
+// in and out (the pages and /api/auth), who it is (/api/me), the billing details a customer's
+// invoices and a provider's statements carry (/settings/billing, /api/settings/billing), its
+// members and invitations (/account/members, /invitations/), and switching between the accounts
+// a login belongs to (/account/switch).
 //
 // It imports web/internal/core and the services, never another audience's package nor web.
 package account
@@ -20,18 +22,21 @@ type Config struct {
 	// Webhooks keeps the accounts' webhook endpoints and their log; nil, or without its key,
 	// answers that webhooks are unavailable.
 	Webhooks *webhooks.Service
+	// KeyChanges tells every gateway that a removed member's API keys are revoked; nil tells none.
+	KeyChanges KeyChanges
 }
 
 // Server serves the account pages and API.
 type Server struct {
 	*core.Core
-	invoicing *invoicing.Service
-	webhooks  *webhooks.Service
+	invoicing  *invoicing.Service
+	webhooks   *webhooks.Service
+	keyChanges KeyChanges
 }
 
 // New builds the account handlers over the shared core.
 func New(c *core.Core, cfg Config) *Server {
-	return &Server{Core: c, invoicing: cfg.Invoicing, webhooks: cfg.Webhooks}
+	return &Server{Core: c, invoicing: cfg.Invoicing, webhooks: cfg.Webhooks, keyChanges: cfg.KeyChanges}
 }
 
 // Routes registers the account pages and API on e.
@@ -70,4 +75,17 @@ func (s *Server) Routes(e *echo.Echo) {
 	m.GET("/api/webhooks/deliveries", s.apiWebhookDeliveries)
 	m.GET("/api/webhooks/deliveries/:id", s.apiWebhookDelivery)
 	m.POST("/api/webhooks/deliveries/:id/replay", s.apiReplayWebhook)
+
+	// The account's members and invitations (members.go, docs/members.md), switching between the
+	// login's accounts, and the link an invitation's e-mail holds.
+	m.GET("/account/members", s.membersPage)
+	m.POST("/account/members/invite", s.inviteSubmit)
+	m.POST("/account/members/invitations/:id/revoke", s.revokeInvitationSubmit)
+	m.POST("/account/members/:id/role", s.memberRoleSubmit)
+	m.GET("/account/members/:id/remove", s.removeMemberPage)
+	m.POST("/account/members/:id/remove", s.removeMemberSubmit)
+	m.POST("/account/switch", s.switchSubmit)
+	m.POST("/api/account/switch", s.apiSwitch)
+	m.GET("/invitations", s.invitationPage)
+	m.POST("/invitations", s.invitationSubmit)
 }

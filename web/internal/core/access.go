@@ -1,6 +1,8 @@
 package core
 
 import (
+	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -8,23 +10,31 @@ import (
 	"github.com/gpumarket/gpumarket/services/accounts"
 )
 
-// rule says who may call the routes under a prefix.
+// rule says who may call the routes under a prefix: the platform's roles it names (its finance
+// and admin, who act only through those roles), and the members of an account in use of one of
+// its kinds: change's roles by any method, view's only to read (GET and HEAD). A rule that names
+// no one lets in anyone signed in. See docs/members.md.
 type rule struct {
 	prefix string
-	// roles may call the routes; none means any signed-in user.
-	roles []accounts.Role
+	roles  []accounts.Role
+	kinds  []accounts.Kind
+	change []accounts.MemberRole
+	view   []accounts.MemberRole
 }
 
 var (
-	developer         = []accounts.Role{accounts.RoleDeveloper}
-	provider          = []accounts.Role{accounts.RoleProvider}
-	finance           = []accounts.Role{accounts.RoleFinance, accounts.RoleAdmin}
-	admin             = []accounts.Role{accounts.RoleAdmin}
-	customerDocuments = []accounts.Role{accounts.RoleDeveloper, accounts.RoleFinance, accounts.RoleAdmin}
-	providerDocuments = []accounts.Role{accounts.RoleProvider, accounts.RoleFinance, accounts.RoleAdmin}
-	billed            = []accounts.Role{accounts.RoleDeveloper, accounts.RoleProvider}
-	// webhookManagers manage their own account's webhook endpoints: the roles that manage the account.
-	webhookManagers = []accounts.Role{accounts.RoleDeveloper, accounts.RoleProvider}
+	finance = []accounts.Role{accounts.RoleFinance, accounts.RoleAdmin}
+	admin   = []accounts.Role{accounts.RoleAdmin}
+
+	customer    = []accounts.Kind{accounts.KindCustomer}
+	provider    = []accounts.Kind{accounts.KindProvider}
+	eitherKind  = []accounts.Kind{accounts.KindCustomer, accounts.KindProvider}
+	anyMember   = accounts.MemberRoles
+	makers      = []accounts.MemberRole{accounts.MemberOwner, accounts.MemberAdmin, accounts.MemberDeveloper}
+	payers      = []accounts.MemberRole{accounts.MemberOwner, accounts.MemberAdmin, accounts.MemberBilling}
+	managers    = []accounts.MemberRole{accounts.MemberOwner, accounts.MemberAdmin}
+	readOnly    = []accounts.MemberRole{accounts.MemberReadOnly}
+	billReaders = []accounts.MemberRole{accounts.MemberOwner, accounts.MemberAdmin, accounts.MemberBilling, accounts.MemberReadOnly}
 )
 
 // access is who may call each part of the site: the one table of role rules. A route is guarded
@@ -33,44 +43,79 @@ var (
 // A page's guard sends an anonymous visitor to log in and refuses another role (403); an API
 // route's (under /api/) answers 401 and 403.
 var access = []rule{
-	// Anyone signed in: logging out, and who the caller is.
-	{"/logout", nil},
-	{"/api/auth/logout", nil},
-	{"/api/me", nil},
-	{"/settings/billing", billed},
-	{"/api/settings/billing", billed},
-	{"/settings/webhooks", webhookManagers},
-	{"/api/webhooks", webhookManagers},
+	// Anyone signed in: logging out, who the caller is, and switching to another of its accounts.
+	{prefix: "/logout"},
+	{prefix: "/api/auth/logout"},
+	{prefix: "/api/me"},
+	{prefix: "/account/switch"},
+	{prefix: "/api/account/switch"},
+	// An account's members, both kinds (web/account): everyone sees them, owners and admins change them.
+	{prefix: "/account/members", kinds: eitherKind, change: managers, view: anyMember},
+	{prefix: "/account/members/:id/remove", kinds: eitherKind, change: managers},
+	{prefix: "/settings/billing", kinds: eitherKind, change: payers},
+	{prefix: "/api/settings/billing", kinds: eitherKind, change: payers},
+	// Webhooks (web/account): owners and admins manage the endpoints, every member sees them and their log.
+	{prefix: "/settings/webhooks", kinds: eitherKind, change: managers, view: anyMember},
+	{prefix: "/api/webhooks", kinds: eitherKind, change: managers, view: anyMember},
 
-	// A customer's own account (web/developer).
-	{"/credits", developer},
-	{"/api/credits/", developer},
-	{"/api/balance", developer},
-	{"/keys", developer},
-	{"/api/keys", developer},
-	{"/usage", developer},
-	{"/api/usage", developer},
-	{"/batches", developer},
-	{"/reports", developer},
-	{"/api/reports/", developer},
-	{"/invoices", developer},
-	{"/api/invoices", developer},
+	// A customer's own account (web/developer): credits and invoices for who pays, keys and
+	// batches for who builds, usage and reports for everyone; read-only members see keys,
+	// batches and invoices too.
+	{prefix: "/credits", kinds: customer, change: payers},
+	{prefix: "/api/credits/", kinds: customer, change: payers},
+	{prefix: "/api/balance", kinds: customer, view: anyMember},
+	{prefix: "/keys", kinds: customer, change: makers, view: readOnly},
+	{prefix: "/keys/:id/revoke", kinds: customer, change: makers},
+	{prefix: "/api/keys", kinds: customer, change: makers, view: readOnly},
+	{prefix: "/usage", kinds: customer, view: anyMember},
+	{prefix: "/api/usage", kinds: customer, view: anyMember},
+	{prefix: "/batches", kinds: customer, change: makers, view: readOnly},
+	{prefix: "/reports", kinds: customer, view: anyMember},
+	{prefix: "/api/reports/", kinds: customer, view: anyMember},
+	{prefix: "/invoices", kinds: customer, view: billReaders},
+	{prefix: "/api/invoices", kinds: customer, view: billReaders},
 
-	// A provider's own account (web/provider).
-	{"/provider", provider},
-	{"/api/provider/", provider},
+	// A provider's own account (web/provider): rigs for who builds, payouts for who is paid,
+	// statements for who reads bills; everyone sees the rest.
+	{prefix: "/provider", kinds: provider, change: makers, view: anyMember},
+	{prefix: "/api/provider/", kinds: provider, change: makers, view: anyMember},
+	{prefix: "/provider/payouts", kinds: provider, change: payers, view: readOnly},
+	{prefix: "/api/provider/payouts", kinds: provider, change: payers, view: readOnly},
+	{prefix: "/provider/statements", kinds: provider, view: billReaders},
+	{prefix: "/api/provider/statements", kinds: provider, view: billReaders},
 
 	// The documents (web/finance): a customer's own, a provider's own, and every one for finance.
-	{"/invoices/", customerDocuments},
-	{"/credit-notes/", customerDocuments},
-	{"/api/invoices/:id/pdf", customerDocuments},
-	{"/statements/", providerDocuments},
+	{prefix: "/invoices/", roles: finance, kinds: customer, view: billReaders},
+	{prefix: "/credit-notes/", roles: finance, kinds: customer, view: billReaders},
+	{prefix: "/api/invoices/:id/pdf", roles: finance, kinds: customer, view: billReaders},
+	{prefix: "/statements/", roles: finance, kinds: provider, view: billReaders},
 
 	// Finance (web/ledger, web/finance) and the administrators (web/admin).
-	{"/finance", finance},
-	{"/api/finance/", finance},
-	{"/admin", admin},
-	{"/api/admin/", admin},
+	{prefix: "/finance", roles: finance},
+	{prefix: "/api/finance/", roles: finance},
+	{prefix: "/admin", roles: admin},
+	{prefix: "/api/admin/", roles: admin},
+}
+
+// allows reports whether the session may call a route of the rule by the method.
+func (r rule) allows(sess accounts.Session, method string) bool {
+	if len(r.roles) == 0 && len(r.kinds) == 0 {
+		return true
+	}
+	if slices.Contains(r.roles, sess.User.Role) {
+		return true
+	}
+	// The platform's finance and admin act only through their platform roles.
+	if sess.User.Role == accounts.RoleFinance || sess.User.Role == accounts.RoleAdmin {
+		return false
+	}
+	if !slices.Contains(r.kinds, sess.Account.Kind) {
+		return false
+	}
+	if slices.Contains(r.change, sess.Member) {
+		return true
+	}
+	return (method == http.MethodGet || method == http.MethodHead) && slices.Contains(r.view, sess.Member)
 }
 
 // ruleFor is the rule that guards a route's pattern, if any.
@@ -92,9 +137,9 @@ func (s *Core) guard(pattern string) echo.MiddlewareFunc {
 		return nil
 	}
 	if strings.HasPrefix(pattern, "/api/") {
-		return s.requireAPI(r.roles...)
+		return s.requireAPI(r)
 	}
-	return s.requirePage(r.roles...)
+	return s.requirePage(r)
 }
 
 // Mux registers an audience's routes on the router, each behind the guard the access table

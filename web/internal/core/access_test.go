@@ -1,7 +1,7 @@
 package core
 
 import (
-	"slices"
+	"net/http"
 	"testing"
 
 	"github.com/gpumarket/gpumarket/services/accounts"
@@ -14,32 +14,73 @@ func TestTheLongestPrefixGuardsARoute(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		pattern string
-		public  bool
-		roles   []accounts.Role
+		rule    string // the prefix of the rule that guards it; "" for a public route
 	}{
-		{"/invoices", false, developer},
-		{"/invoices/:id", false, customerDocuments},
-		{"/invoices/:id/pdf", false, customerDocuments},
-		{"/api/invoices", false, developer},
-		{"/api/invoices/:id", false, developer},
-		{"/api/invoices/:id/pdf", false, customerDocuments},
-		{"/statements/:id/csv", false, providerDocuments},
-		{"/provider/statements", false, provider},
-		{"/api/provider/offerings/:id/benchmark", false, provider},
-		{"/api/offerings/:id/benchmark", true, nil},
-		{"/finance/discrepancies", false, finance},
-		{"/admin/discrepancies", false, admin},
-		{"/logout", false, nil},
-		{"/login", true, nil},
-		{"/webhooks/stripe", true, nil},
+		{"/invoices", "/invoices"},
+		{"/invoices/:id", "/invoices/"},
+		{"/invoices/:id/pdf", "/invoices/"},
+		{"/api/invoices", "/api/invoices"},
+		{"/api/invoices/:id", "/api/invoices"},
+		{"/api/invoices/:id/pdf", "/api/invoices/:id/pdf"},
+		{"/statements/:id/csv", "/statements/"},
+		{"/provider/statements", "/provider/statements"},
+		{"/keys/:id/revoke", "/keys/:id/revoke"},
+		{"/keys/:id/limit", "/keys"},
+		{"/api/provider/offerings/:id/benchmark", "/api/provider/"},
+		{"/api/offerings/:id/benchmark", ""},
+		{"/finance/discrepancies", "/finance"},
+		{"/admin/discrepancies", "/admin"},
+		{"/account/members/:id/remove", "/account/members/:id/remove"},
+		{"/account/members/:id/role", "/account/members"},
+		{"/logout", "/logout"},
+		{"/login", ""},
+		{"/invitations", ""},
+		{"/webhooks/stripe", ""},
 	} {
 		r, ok := ruleFor(c.pattern)
-		if ok == c.public {
-			t.Errorf("%s: guarded = %v, want %v", c.pattern, ok, !c.public)
-			continue
+		if ok != (c.rule != "") || r.prefix != c.rule {
+			t.Errorf("%s: guarded by %q (%v), want %q", c.pattern, r.prefix, ok, c.rule)
 		}
-		if !slices.Equal(r.roles, c.roles) {
-			t.Errorf("%s: roles %v, want %v", c.pattern, r.roles, c.roles)
+	}
+}
+
+// TestAMemberRoleReadsOrChanges checks the rules of members against the platform's roles: a
+// read-only member reads the keys but changes nothing, a billing member pays but sees no keys,
+// a provider's member has no customer's pages, and the platform's finance acts only as finance.
+func TestAMemberRoleReadsOrChanges(t *testing.T) {
+	t.Parallel()
+	customerAs := func(m accounts.MemberRole) accounts.Session {
+		return accounts.Session{User: accounts.User{Role: accounts.RoleDeveloper},
+			Account: accounts.Account{Kind: accounts.KindCustomer}, Member: m}
+	}
+	providerOwner := accounts.Session{User: accounts.User{Role: accounts.RoleProvider},
+		Account: accounts.Account{Kind: accounts.KindProvider}, Member: accounts.MemberOwner}
+	staff := accounts.Session{User: accounts.User{Role: accounts.RoleFinance},
+		Account: accounts.Account{Kind: accounts.KindCustomer}, Member: accounts.MemberOwner}
+	for _, c := range []struct {
+		pattern, method string
+		sess            accounts.Session
+		want            bool
+	}{
+		{"/keys", http.MethodGet, customerAs(accounts.MemberReadOnly), true},
+		{"/keys", http.MethodPost, customerAs(accounts.MemberReadOnly), false},
+		{"/keys/:id/revoke", http.MethodGet, customerAs(accounts.MemberReadOnly), false},
+		{"/keys", http.MethodPost, customerAs(accounts.MemberDeveloper), true},
+		{"/keys", http.MethodGet, customerAs(accounts.MemberBilling), false},
+		{"/credits/checkout", http.MethodPost, customerAs(accounts.MemberBilling), true},
+		{"/credits", http.MethodGet, customerAs(accounts.MemberDeveloper), false},
+		{"/invoices", http.MethodGet, customerAs(accounts.MemberReadOnly), true},
+		{"/account/members", http.MethodGet, customerAs(accounts.MemberReadOnly), true},
+		{"/account/members/:id/remove", http.MethodPost, customerAs(accounts.MemberDeveloper), false},
+		{"/account/members/:id/remove", http.MethodPost, customerAs(accounts.MemberAdmin), true},
+		{"/keys", http.MethodGet, providerOwner, false},
+		{"/provider/rigs", http.MethodGet, providerOwner, true},
+		{"/keys", http.MethodGet, staff, false},
+		{"/invoices/:id", http.MethodGet, staff, true},
+	} {
+		r, _ := ruleFor(c.pattern)
+		if got := r.allows(c.sess, c.method); got != c.want {
+			t.Errorf("%s %s as %s %s: allowed %v, want %v", c.method, c.pattern, c.sess.Account.Kind, c.sess.Member, got, c.want)
 		}
 	}
 }

@@ -50,27 +50,15 @@ func CurrentSession(c echo.Context) (accounts.Session, bool) {
 	return sess, ok
 }
 
-func hasRole(u accounts.User, roles []accounts.Role) bool {
-	if len(roles) == 0 {
-		return true
-	}
-	for _, r := range roles {
-		if u.Role == r {
-			return true
-		}
-	}
-	return false
-}
-
-// requireAPI refuses API calls without a session (401) or without one of the roles (403).
-func (s *Core) requireAPI(roles ...accounts.Role) echo.MiddlewareFunc {
+// requireAPI refuses API calls without a session (401) or that the rule does not allow (403).
+func (s *Core) requireAPI(r rule) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			sess, ok := CurrentSession(c)
 			if !ok {
 				return services.Errorf(services.CodeUnauthorized, "Log in, or send a bearer token from POST /api/auth/login.")
 			}
-			if !hasRole(sess.User, roles) {
+			if !r.allows(sess, c.Request().Method) {
 				return services.Errorf(services.CodeForbidden, "Your role cannot do this.")
 			}
 			return next(c)
@@ -78,8 +66,9 @@ func (s *Core) requireAPI(roles ...accounts.Role) echo.MiddlewareFunc {
 	}
 }
 
-// requirePage sends anonymous visitors to the login page and refuses other roles (403).
-func (s *Core) requirePage(roles ...accounts.Role) echo.MiddlewareFunc {
+// requirePage sends anonymous visitors to the login page and refuses what the rule does not
+// allow (403).
+func (s *Core) requirePage(r rule) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			sess, ok := CurrentSession(c)
@@ -90,7 +79,7 @@ func (s *Core) requirePage(roles ...accounts.Role) echo.MiddlewareFunc {
 				}
 				return c.Redirect(http.StatusSeeOther, "/login?next="+url.QueryEscape(next))
 			}
-			if !hasRole(sess.User, roles) {
+			if !r.allows(sess, c.Request().Method) {
 				return services.Errorf(services.CodeForbidden, "Your role cannot open this page.")
 			}
 			return next(c)
@@ -160,7 +149,17 @@ func (s *Core) Page(c echo.Context, title string) templates.Page {
 	p := templates.Page{Title: title, CSRF: csrfToken(c), Path: c.Request().URL.Path, Flash: flashes[c.QueryParam("flash")],
 		TestMode: s.Payments.TestMode()}
 	if sess, ok := CurrentSession(c); ok {
-		p.User = &templates.User{Email: sess.User.Email, Role: string(sess.User.Role), AccountID: sess.User.AccountID}
+		p.User = &templates.User{Email: sess.User.Email, Role: string(sess.User.Role), AccountID: sess.User.AccountID,
+			AccountName: sess.Account.Name, Member: string(sess.Member)}
+		// The account menu lists the login's accounts; a page still renders, without them, when they cannot be read.
+		ms, err := s.Accounts.Memberships(c.Request().Context(), sess.User.ID)
+		if err != nil {
+			s.Log.Error("listing the login's accounts for the menu failed", "err", err)
+		}
+		for _, m := range ms {
+			p.User.Accounts = append(p.User.Accounts, templates.AccountChoice{ID: m.Account.ID, Name: m.Account.Name,
+				Kind: string(m.Account.Kind), Member: string(m.Role), Current: m.Account.ID == sess.Account.ID})
+		}
 	}
 	return p
 }
@@ -194,6 +193,14 @@ var flashes = map[string]string{
 	"onboarding-unfinished": "Stripe cannot send payouts to your account yet: continue onboarding when you are ready.",
 	"payout-paid":           "The payout is paid.",
 	"payout-not-paid":       "The payout was not paid; its row says why.",
+
+	// Members and invitations (web/account).
+	"switched":           "You are now working in this account.",
+	"member-role-set":    "The member's role is changed.",
+	"member-removed":     "The member is removed: their sessions in this account ended and their API keys here were revoked.",
+	"member-keys-moved":  "The member is removed: their sessions in this account ended and their API keys passed to the member you chose.",
+	"invitation-revoked": "The invitation is revoked: its link no longer works.",
+	"joined":             "Welcome: you are now a member of this account.",
 
 	// Billing details (web/account).
 	"billing-saved": "Your billing details are saved: documents issued from now on carry them.",
