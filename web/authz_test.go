@@ -417,13 +417,22 @@ var authzTable = map[string]route{
 	"POST /keys/:id/revoke": {path: "/keys/{key}/revoke", body: url.Values{},
 		want: statuses{303, 404, 403, 403, 403}, noCSRF: csrfRefused, login: true},
 	"GET /keys/:id/revoke": {path: "/keys/{key}/revoke", want: statuses{303, 404, 403, 403, 403}, login: true},
-	"POST /keys/:id/limit": {path: "/keys/{key}/limit", body: url.Values{"monthly_limit_usd": {"12.50"}},
+	"POST /keys/:id/limit": {path: "/keys/{key}/limit", body: url.Values{"limit_usd": {"12.50"}},
 		want: statuses{303, 404, 403, 403, 403}, noCSRF: csrfRefused, login: true},
+	// Budgets: a developer's own account. A member limit for a person of another account is not
+	// found; an empty budget or balance alert removes none there is.
+	"GET /budgets": {want: statuses{303, 200, 403, 403, 403}, login: true},
+	"POST /budgets/members": {body: url.Values{"user_id": {"00000000-0000-0000-0000-000000000000"}, "limit_usd": {"5"}},
+		want: statuses{303, 404, 403, 403, 403}, noCSRF: csrfRefused, login: true},
+	"POST /budgets/account": {body: url.Values{"budget_usd": {""}},
+		want: statuses{303, 303, 403, 403, 403}, noCSRF: csrfRefused, login: true},
+	"POST /budgets/alerts": {body: url.Values{"credit_low_usd": {""}},
+		want: statuses{303, 303, 403, 403, 403}, noCSRF: csrfRefused, login: true},
 	"GET /api/keys":  {want: statuses{401, 200, 403, 403, 403}},
 	"POST /api/keys": {body: map[string]any{"name": "authz api"}, want: statuses{401, 201, 403, 403, 403}},
 	"DELETE /api/keys/:id": {path: "/api/keys/{key}",
 		want: statuses{401, 404, 403, 403, 403}},
-	"PATCH /api/keys/:id": {path: "/api/keys/{key}", body: map[string]any{"monthly_limit_usd": "12.50"},
+	"PATCH /api/keys/:id": {path: "/api/keys/{key}", body: map[string]any{"limit_usd": "12.50"},
 		want: statuses{401, 404, 403, 403, 403}},
 
 	// The OpenAI-compatible gateway authenticates with API keys only, never with a session: a

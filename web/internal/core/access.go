@@ -44,6 +44,7 @@ var access = []rule{
 	{"/api/balance", developer},
 	{"/keys", developer},
 	{"/api/keys", developer},
+	{"/budgets", developer},
 	{"/usage", developer},
 	{"/api/usage", developer},
 	{"/batches", developer},
