@@ -143,28 +143,34 @@ type watched struct {
 
 // ThresholdEvent is the data of a budget.threshold event.
 type ThresholdEvent struct {
-	Limit            string    `json:"limit"` // key, member or account
-	ID               string    `json:"id"`    // the key's id, the member's user id, or the account's id
-	Name             string    `json:"name"`  // the key's name, the member's e-mail, or "account budget"
-	ThresholdPercent int       `json:"threshold_percent"`
-	Period           string    `json:"period"`
-	PeriodStart      time.Time `json:"period_start"`
-	ResetsAt         time.Time `json:"resets_at"`
-	SpendPico        string    `json:"spend_pico"`
-	SpendUSD         string    `json:"spend_usd"`
-	LimitPico        string    `json:"limit_pico"`
-	LimitUSD         string    `json:"limit_usd"`
+	Limit            string        `json:"limit"` // key, member or account
+	ID               string        `json:"id"`    // the key's id, the member's user id, or the account's id
+	Name             string        `json:"name"`  // the key's name, the member's e-mail, or "account budget"
+	ThresholdPercent int           `json:"threshold_percent"`
+	Period           string        `json:"period"`
+	PeriodStart      time.Time     `json:"period_start"`
+	ResetsAt         time.Time     `json:"resets_at"`
+	SpendPico        money.BigPico `json:"spend_pico"`
+	SpendUSD         string        `json:"spend_usd"`
+	LimitPico        money.BigPico `json:"limit_pico"`
+	LimitUSD         string        `json:"limit_usd"`
 }
 
 // CreditLowEvent is the data of a credit.low event.
 type CreditLowEvent struct {
-	BalancePico   string `json:"balance_pico"`
-	BalanceUSD    string `json:"balance_usd"`
-	ThresholdPico string `json:"threshold_pico"`
-	ThresholdUSD  string `json:"threshold_usd"`
+	BalancePico   money.BigPico `json:"balance_pico"`
+	BalanceUSD    string        `json:"balance_usd"`
+	ThresholdPico money.BigPico `json:"threshold_pico"`
+	ThresholdUSD  string        `json:"threshold_usd"`
 }
 
 func usd(b money.BigPico) string { return strings.TrimPrefix(b.String(), "$") }
+
+// picos is the amount as a whole number of picodollars in decimal.
+func picos(b money.BigPico) string {
+	raw, _ := b.MarshalJSON() // never fails
+	return string(raw)
+}
 
 // Evaluate fires every alert crossed and not yet fired in its period, and returns how many fired.
 func (a *Alerts) Evaluate(ctx context.Context) (fired int, err error) {
@@ -181,8 +187,8 @@ func (a *Alerts) Evaluate(ctx context.Context) (fired int, err error) {
 			}
 			start := w.period.Start(now)
 			ev := ThresholdEvent{Limit: w.kind, ID: w.id, Name: w.name, ThresholdPercent: t, Period: string(w.period),
-				PeriodStart: start, ResetsAt: w.period.End(now), SpendPico: w.spent.Decimal(0), SpendUSD: usd(w.spent),
-				LimitPico: money.BigPicoOf(w.limit).Decimal(0), LimitUSD: usd(money.BigPicoOf(w.limit))}
+				PeriodStart: start, ResetsAt: w.period.End(now), SpendPico: w.spent, SpendUSD: usd(w.spent),
+				LimitPico: money.BigPicoOf(w.limit), LimitUSD: usd(money.BigPicoOf(w.limit))}
 			subject := fmt.Sprintf("%s has used %d%% of its %s limit", w.name, t, w.period.Adjective())
 			if w.kind == "account" {
 				subject = fmt.Sprintf("Your account has used %d%% of its monthly budget", t)
@@ -205,7 +211,7 @@ func (a *Alerts) Evaluate(ctx context.Context) (fired int, err error) {
 
 // reached reports whether spent is at least pct % of limit.
 func reached(spent money.BigPico, limit money.Pico, pct int) bool {
-	s, ok := new(big.Int).SetString(spent.Decimal(0), 10)
+	s, ok := new(big.Int).SetString(picos(spent), 10)
 	if !ok {
 		return false
 	}
@@ -345,7 +351,7 @@ func (a *Alerts) creditLow(ctx context.Context, now time.Time) (fired int, err e
 		if bal.Cmp(below) >= 0 {
 			continue
 		}
-		ev := CreditLowEvent{BalancePico: bal.Decimal(0), BalanceUSD: usd(bal), ThresholdPico: below.Decimal(0), ThresholdUSD: usd(below)}
+		ev := CreditLowEvent{BalancePico: bal, BalanceUSD: usd(bal), ThresholdPico: below, ThresholdUSD: usd(below)}
 		subject := fmt.Sprintf("Your gpumarket balance is below $%s", ev.ThresholdUSD)
 		text := fmt.Sprintf("%s: it is $%s. Buy credits on the Credits page so that your API keys keep working.\n", subject, ev.BalanceUSD)
 		ok, err := a.fire(ctx, r.account, "credit_low", start, fmt.Sprint(int64(r.below)), bal, KindCreditLow, nil,
@@ -380,7 +386,7 @@ func (a *Alerts) fire(ctx context.Context, accountID, rule string, start time.Ti
 			INSERT INTO alert_firings (account_id, rule, period_start, threshold, spend_pico, fired_at)
 			VALUES ($1, $2, $3, $4::numeric, $5::numeric, $6)
 			ON CONFLICT (account_id, rule, period_start, threshold) DO NOTHING RETURNING id::text`,
-			accountID, rule, start, threshold, spend.Decimal(0), a.cfg.Now().UTC()).Scan(&id)
+			accountID, rule, start, threshold, picos(spend), a.cfg.Now().UTC()).Scan(&id)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}

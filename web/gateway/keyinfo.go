@@ -22,21 +22,23 @@ type keyInfo struct {
 	Label string `json:"label"` // the key's name
 	// The limit, null for none, its period (day, week or month; reset at 00:00 UTC, weeks on
 	// Monday) and when the current period ends.
-	LimitPico     *string   `json:"limit_pico"`
-	LimitUSD      *string   `json:"limit_usd"`
-	LimitPeriod   string    `json:"limit_period"`
-	LimitReset    time.Time `json:"limit_reset"`
-	UsagePico     string    `json:"usage_pico"` // billed in the current period
-	UsageUSD      string    `json:"usage_usd"`
-	RemainingPico *string   `json:"limit_remaining_pico"`
-	RemainingUSD  *string   `json:"limit_remaining_usd"`
+	// Amounts are the JSON API's: a number of picodollars (*_pico) beside exact decimal dollars
+	// (*_usd).
+	LimitPico     *money.BigPico `json:"limit_pico"`
+	LimitUSD      *string        `json:"limit_usd"`
+	LimitPeriod   string         `json:"limit_period"`
+	LimitReset    time.Time      `json:"limit_reset"`
+	UsagePico     money.BigPico  `json:"usage_pico"` // billed in the current period
+	UsageUSD      string         `json:"usage_usd"`
+	RemainingPico *money.BigPico `json:"limit_remaining_pico"`
+	RemainingUSD  *string        `json:"limit_remaining_usd"`
 	// Billed today, this week and this month (UTC), whatever the limit's period.
-	DailyPico   string `json:"usage_daily_pico"`
-	DailyUSD    string `json:"usage_daily_usd"`
-	WeeklyPico  string `json:"usage_weekly_pico"`
-	WeeklyUSD   string `json:"usage_weekly_usd"`
-	MonthlyPico string `json:"usage_monthly_pico"`
-	MonthlyUSD  string `json:"usage_monthly_usd"`
+	DailyPico   money.BigPico `json:"usage_daily_pico"`
+	DailyUSD    string        `json:"usage_daily_usd"`
+	WeeklyPico  money.BigPico `json:"usage_weekly_pico"`
+	WeeklyUSD   string        `json:"usage_weekly_usd"`
+	MonthlyPico money.BigPico `json:"usage_monthly_pico"`
+	MonthlyUSD  string        `json:"usage_monthly_usd"`
 }
 
 func usdText(b money.BigPico) string { return strings.TrimPrefix(b.String(), "$") }
@@ -57,15 +59,14 @@ func (g *Gateway) key(c echo.Context) error {
 	}
 	u := us[0]
 	v := keyInfo{ID: key.ID, Label: key.Name, LimitPeriod: string(key.LimitPeriod), LimitReset: u.ResetsAt,
-		UsagePico: u.InPeriod.Decimal(0), UsageUSD: usdText(u.InPeriod),
-		DailyPico: u.Spend.Day.Decimal(0), DailyUSD: usdText(u.Spend.Day),
-		WeeklyPico: u.Spend.Week.Decimal(0), WeeklyUSD: usdText(u.Spend.Week),
-		MonthlyPico: u.Spend.Month.Decimal(0), MonthlyUSD: usdText(u.Spend.Month)}
+		UsagePico: u.InPeriod, UsageUSD: usdText(u.InPeriod),
+		DailyPico: u.Spend.Day, DailyUSD: usdText(u.Spend.Day),
+		WeeklyPico: u.Spend.Week, WeeklyUSD: usdText(u.Spend.Week),
+		MonthlyPico: u.Spend.Month, MonthlyUSD: usdText(u.Spend.Month)}
 	if key.Limit != nil {
 		l := money.BigPicoOf(*key.Limit)
-		lp, lu := l.Decimal(0), usdText(l)
-		rp, ru := u.Remaining.Decimal(0), usdText(*u.Remaining)
-		v.LimitPico, v.LimitUSD, v.RemainingPico, v.RemainingUSD = &lp, &lu, &rp, &ru
+		lu, ru := usdText(l), usdText(*u.Remaining)
+		v.LimitPico, v.LimitUSD, v.RemainingPico, v.RemainingUSD = &l, &lu, u.Remaining, &ru
 	}
 	c.Response().Header().Set("Cache-Control", "no-store")
 	return c.JSON(http.StatusOK, map[string]any{"data": v})
