@@ -148,7 +148,7 @@ func TestKeysPageLimitForm(t *testing.T) {
 		t.Fatalf("redirect to %q", loc)
 	}
 	doc := getPage(t, b, e.srv.URL+"/keys?flash=key-limit-set")
-	if got := doc.Find(row + ` [data-testid="key-limit"]`).Text(); got != "$12.50" {
+	if got := doc.Find(row + ` [data-testid="key-limit"]`).Text(); got != "$12.50 per month" {
 		t.Fatalf("the row shows limit %q, want $12.50", got)
 	}
 	if v, _ := doc.Find(row + ` input[name="limit_usd"]`).Attr("value"); v != "12.50" {

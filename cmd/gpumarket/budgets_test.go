@@ -17,9 +17,9 @@ import (
 	"github.com/gpumarket/gpumarket/services/routing"
 )
 
-// A key's daily limit under 50 requests at once through the real gateway, admission and meter:
-// what is billed never passes the limit by more than one request's bound, and GET /v1/key
-// reports exactly what was billed.
+// A key's $1 daily limit under 50 requests at once through the real gateway, admission and
+// meter: what is billed in the day never passes $1 by more than one request's bound, and
+// GET /v1/key reports exactly what was billed.
 func TestDailyKeyLimitUnderParallelRequests(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a whole platform with simulated rigs")
@@ -28,12 +28,23 @@ func TestDailyKeyLimitUnderParallelRequests(t *testing.T) {
 	const model = "gw-daily"
 	b.list(t, rigSpec{model: model, ask: 100_000, p99: 300})
 	// The most admission holds for one request (its body, under 512 bytes, with the input
-	// allowance, and max_tokens 8), at the standard price: the limit is a few of them, so that 50
-	// at once would spend it many times over.
+	// allowance, and max_tokens 8), at the standard price.
 	bound := b.price(t, "standard", routing.InputAllowance+512, 8)
-	limit := 5 * bound
+	limit := money.PicoPerUSD
 	dev, key, secret := b.developer(t, "daily", 20*money.PicoPerUSD, accounts.NewKeyInput{Limit: &limit, LimitPeriod: periods.Day})
 	client := b.client(secret)
+	// Earlier today the key was billed all but three requests' bounds of its limit, as the meter
+	// writes it: 50 requests at once would spend what is left many times over.
+	earlier := limit - 3*bound
+	today := time.Now().UTC()
+	if _, err := b.p.pool.Exec(b.ctx, `INSERT INTO api_key_spend_days (api_key_id, day, requests, charge_pico) VALUES ($1, $2::date, 1, $3)`,
+		key.ID, today.Format("2006-01-02"), int64(earlier)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.p.pool.Exec(b.ctx, `INSERT INTO api_key_spend (api_key_id, month, requests, charge_pico) VALUES ($1, $2, 1, $3)`,
+		key.ID, periods.Month.Start(today), int64(earlier)); err != nil {
+		t.Fatal(err)
+	}
 
 	var mu sync.Mutex
 	var ids []string
@@ -61,9 +72,14 @@ func TestDailyKeyLimitUnderParallelRequests(t *testing.T) {
 	if refused == 0 || len(ids) == 0 {
 		t.Fatalf("%d admitted, %d refused; want the limit to stop some and admit some", len(ids), refused)
 	}
-	var billed money.Pico
+	billed := earlier
 	for _, id := range ids {
 		billed += b.metered(t, id).charge
+	}
+	var day money.Pico
+	if err := b.p.pool.QueryRow(b.ctx, `SELECT charge_pico::bigint FROM api_key_spend_days WHERE api_key_id = $1 AND day = $2::date`,
+		key.ID, today.Format("2006-01-02")).Scan(&day); err != nil || day != billed {
+		t.Fatalf("the day's spend is %s, %v; want the %s billed", day, err, billed)
 	}
 	if billed > limit+bound {
 		t.Fatalf("billed %s under a limit of %s: more than one request's bound (%s) over", billed, limit, bound)

@@ -45,6 +45,14 @@ func (s *Server) renderBudgets(c echo.Context, status int, form templates.Form) 
 			Limit: money.FormatPrecisePico(m.Limit), Period: string(m.Period), Spent: money.FormatPrecise(m.Spent),
 			Remaining: remaining(m.Limit, m.Spent), Thresholds: thresholdText(m.Thresholds)})
 	}
+	if p.Form.Values == nil {
+		// The forms start from what is set.
+		p.Form.Values = map[string]string{"limit_period": "month"}
+		if b := o.Budget; b != nil {
+			p.Form.Values["budget_usd"] = strings.TrimPrefix(b.Limit.String(), "$")
+			p.Form.Values["budget_thresholds"] = thresholdText(b.Thresholds)
+		}
+	}
 	if b := o.Budget; b != nil {
 		p.Budget = &templates.BudgetRow{Limit: money.FormatPrecisePico(b.Limit), Spent: money.FormatPrecise(b.Spent),
 			Remaining: remaining(b.Limit, b.Spent), Thresholds: thresholdText(b.Thresholds)}
