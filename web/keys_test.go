@@ -19,16 +19,16 @@ import (
 
 // keyJSON is an API key as the API shows it.
 type keyJSON struct {
-	ID              string     `json:"id"`
-	Key             string     `json:"key"`
-	Name            string     `json:"name"`
-	Prefix          string     `json:"prefix"`
-	LimitUSD *string    `json:"limit_usd"`
-	DefaultTier     *string    `json:"default_tier"`
-	Status          string     `json:"status"`
-	CreatedAt       time.Time  `json:"created_at"`
-	LastUsedAt      *time.Time `json:"last_used_at"`
-	RevokedAt       *time.Time `json:"revoked_at"`
+	ID          string     `json:"id"`
+	Key         string     `json:"key"`
+	Name        string     `json:"name"`
+	Prefix      string     `json:"prefix"`
+	LimitUSD    *string    `json:"limit_usd"`
+	DefaultTier *string    `json:"default_tier"`
+	Status      string     `json:"status"`
+	CreatedAt   time.Time  `json:"created_at"`
+	LastUsedAt  *time.Time `json:"last_used_at"`
+	RevokedAt   *time.Time `json:"revoked_at"`
 }
 
 type keyListJSON struct {

@@ -23,8 +23,9 @@ import (
 )
 
 // Admission decides whether a gateway request may start spending: it refuses when the
-// account's prepaid credit is spent or the API key has reached its monthly limit
-// (docs/failure-cases.md, case 19), and it bounds the overdraft that requests can cause,
+// account's prepaid credit is spent, or when the API key has reached its limit for its day,
+// week or month, the person who created it their member limit, or the account its monthly
+// budget (docs/failure-cases.md, case 19; docs/budgets.md), and it bounds the overdraft that requests can cause,
 // whatever their rigs claim (docs/gateway-integrity.md, "Holds until metered").
 //
 // What an account has to spend is its credit balance (the ledger's cached balance), less what
@@ -52,7 +53,8 @@ import (
 // when a new month began.
 //
 // A request is refused when the account's balance less its commitments is <= 0, or when the
-// key's metered spend this calendar month (UTC) plus its commitments is >= its limit. The
+// key's metered spend in its limit's period (UTC) plus its commitments is >= its limit, and the
+// same of the creator's member limit and the account's monthly budget. The
 // check comes before the request's own reservation, so a customer with a few cents left can
 // still make a small request. The overdraft bound that follows, per account: the balance can
 // fall below zero by at most the bound of the request admitted last on each gateway replica,
@@ -493,12 +495,11 @@ type figures struct {
 	accountSpent money.Pico
 }
 
-// load reads the account's balance, its limited keys' spend in their periods, its member limits
-// and monthly budget with their spend, its recorded holds and which of the held request ids are
-// recorded or metered, in one statement and so from one snapshot. A key's spend is one row of
-// api_key_spend for a month, one row of api_key_spend_days for a day and at most seven for a
-// week; a member's and the account's are those rows of the keys concerned, read only when the
-// account has such a limit. A recorded hold counts until it expires, unless its request is
+// load reads the account's balance, its limited keys' spend in their periods, its recorded holds
+// and which of the held request ids are recorded or metered, in one statement and so from one
+// snapshot; then, only for an account with a member limit or a budget, those (loadBudgets). A
+// key's spend is one row of api_key_spend for a month, one row of api_key_spend_days for a day
+// and at most seven for a week. A recorded hold counts until it expires, unless its request is
 // metered: the meter deletes the hold as it bills, and a hold recorded after its request was
 // metered (a record written late) counts for nothing. The statement is planned for each call
 // (QueryExecModeExec): a plan cached while usage_events was nearly empty scans the whole table
@@ -511,52 +512,35 @@ func (a *Admission) load(ctx context.Context, accountID string, keys map[string]
 	for id, p := range keys {
 		ids, kinds = append(ids, id), append(kinds, string(p))
 	}
+	var limited bool
 	rows, err := a.cfg.Pool.Query(ctx, `
 		WITH holds AS (
 			SELECT h.api_key_id, h.amount_pico FROM admission_holds h
 			WHERE h.account_id = $1::uuid AND h.expires_at > $5
-				AND NOT EXISTS (SELECT 1 FROM usage_event_keys u WHERE u.request_id = h.request_id)),
-		limits AS (SELECT user_id::text AS user_id, limit_pico, period FROM member_limits WHERE account_id = $1::uuid),
-		budget AS (SELECT limit_pico FROM account_budgets WHERE account_id = $1::uuid),
-		owned AS (SELECT id::text AS id, created_by::text AS created_by FROM api_keys
-			WHERE account_id = $1::uuid AND (EXISTS (SELECT 1 FROM limits) OR EXISTS (SELECT 1 FROM budget)))
+				AND NOT EXISTS (SELECT 1 FROM usage_event_keys u WHERE u.request_id = h.request_id))
 		SELECT b.balance, m.known, (SELECT coalesce(sum(amount_pico), 0) FROM holds),
-			(SELECT limit_pico FROM budget),
-			CASE WHEN EXISTS (SELECT 1 FROM budget) THEN (SELECT coalesce(sum(s.charge_pico), 0)
-				FROM api_key_spend s JOIN owned o ON s.api_key_id = o.id WHERE s.month = $3) ELSE 0 END,
-			x.member, x.id, x.spent, x.held, x.limit_pico, x.period
+			EXISTS (SELECT 1 FROM member_limits WHERE account_id = $1::uuid)
+				OR EXISTS (SELECT 1 FROM account_budgets WHERE account_id = $1::uuid),
+			k.id, k.spent, (SELECT coalesce(sum(amount_pico), 0) FROM holds WHERE holds.api_key_id = k.id)
 		FROM (SELECT (SELECT balance FROM ledger_accounts WHERE kind = 'customer_credit' AND owner_account_id = $1::uuid) AS balance) b
 		CROSS JOIN (SELECT ARRAY(SELECT request_id FROM usage_event_keys WHERE request_id = ANY($4::text[])
 			UNION SELECT request_id FROM admission_holds WHERE request_id = ANY($4::text[])) AS known) m
 		LEFT JOIN LATERAL (
-			SELECT false AS member, k.id, CASE k.period
-					WHEN 'month' THEN coalesce((SELECT charge_pico FROM api_key_spend s WHERE s.api_key_id = k.id AND s.month = $3), 0)
-					WHEN 'day' THEN coalesce((SELECT charge_pico FROM api_key_spend_days d WHERE d.api_key_id = k.id AND d.day = $7::date), 0)
-					ELSE coalesce((SELECT sum(charge_pico) FROM api_key_spend_days d WHERE d.api_key_id = k.id
-						AND d.day >= $8::date AND d.day < $8::date + 7), 0) END AS spent,
-				(SELECT coalesce(sum(amount_pico), 0) FROM holds WHERE holds.api_key_id = k.id) AS held,
-				NULL::numeric AS limit_pico, k.period
-			FROM unnest($2::text[], $6::text[]) AS k(id, period)
-			UNION ALL
-			SELECT true, l.user_id, CASE l.period
-					WHEN 'month' THEN (SELECT coalesce(sum(s.charge_pico), 0) FROM api_key_spend s JOIN owned o ON s.api_key_id = o.id
-						WHERE o.created_by = l.user_id AND s.month = $3)
-					ELSE (SELECT coalesce(sum(d.charge_pico), 0) FROM api_key_spend_days d JOIN owned o ON d.api_key_id = o.id
-						WHERE o.created_by = l.user_id AND d.day >= CASE l.period WHEN 'day' THEN $7::date ELSE $8::date END
-							AND d.day < CASE l.period WHEN 'day' THEN $7::date + 1 ELSE $8::date + 7 END) END,
-				(SELECT coalesce(sum(h.amount_pico), 0) FROM holds h JOIN owned o ON h.api_key_id = o.id WHERE o.created_by = l.user_id),
-				l.limit_pico, l.period
-			FROM limits l) x ON true`,
+			SELECT id, CASE period
+					WHEN 'day' THEN coalesce((SELECT charge_pico FROM api_key_spend_days d WHERE d.api_key_id = id AND d.day = $7::date), 0)
+					WHEN 'week' THEN coalesce((SELECT sum(charge_pico) FROM api_key_spend_days d WHERE d.api_key_id = id
+						AND d.day >= $8::date AND d.day < $8::date + 7), 0)
+					ELSE coalesce((SELECT charge_pico FROM api_key_spend s WHERE s.api_key_id = id AND s.month = $3), 0) END AS spent
+			FROM unnest($2::text[], $6::text[]) AS k(id, period)) k ON true`,
 		pgx.QueryExecModeExec, accountID, ids, periods.Month.Start(now), held, now, kinds, f.day, periods.Week.Start(now))
 	if err != nil {
 		return figures{}, err
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var balance, recorded, budget, accountSpent, spent, keyHeld, limit pgtype.Numeric
-		var member pgtype.Bool
-		var id, period pgtype.Text
-		if err := rows.Scan(&balance, &f.known, &recorded, &budget, &accountSpent, &member, &id, &spent, &keyHeld, &limit, &period); err != nil {
+		var balance, recorded, spent, keyHeld pgtype.Numeric
+		var key pgtype.Text
+		if err := rows.Scan(&balance, &f.known, &recorded, &limited, &key, &spent, &keyHeld); err != nil {
 			return figures{}, err
 		}
 		if balance.Valid {
@@ -567,38 +551,79 @@ func (a *Admission) load(ctx context.Context, accountID string, keys map[string]
 		if f.recorded, err = admissionFigure(recorded); err != nil {
 			return figures{}, err
 		}
-		if budget.Valid {
-			b, err := admissionFigure(budget)
-			if err != nil {
+		if key.Valid {
+			if f.spent[key.String], err = admissionFigure(spent); err != nil {
 				return figures{}, err
 			}
-			f.budget = &b
+			if f.byKey[key.String], err = admissionFigure(keyHeld); err != nil {
+				return figures{}, err
+			}
 		}
-		if f.accountSpent, err = admissionFigure(accountSpent); err != nil {
-			return figures{}, err
-		}
-		if !id.Valid {
-			continue
-		}
-		s, err := admissionFigure(spent)
-		if err != nil {
-			return figures{}, err
-		}
-		h, err := admissionFigure(keyHeld)
-		if err != nil {
-			return figures{}, err
-		}
-		if !member.Bool {
-			f.spent[id.String], f.byKey[id.String] = s, h
-			continue
+	}
+	if err := rows.Err(); err != nil {
+		return figures{}, err
+	}
+	if !limited {
+		return f, nil
+	}
+	return f, a.loadBudgets(ctx, accountID, now, &f)
+}
+
+// loadBudgets reads the account's member limits and monthly budget with their spend and the
+// holds of each member's keys. It runs after load's statement, only for an account that has
+// either: a request the meter billed in between is then counted twice (as a hold there and as
+// spend here) until the next read, never missed.
+func (a *Admission) loadBudgets(ctx context.Context, accountID string, now time.Time, f *figures) (err error) {
+	defer services.Wrap(&err, "admission.Admission.loadBudgets(%s)", accountID)
+	rows, err := a.cfg.Pool.Query(ctx, `
+		WITH holds AS (
+			SELECT h.api_key_id, h.amount_pico FROM admission_holds h
+			WHERE h.account_id = $1::uuid AND h.expires_at > $2
+				AND NOT EXISTS (SELECT 1 FROM usage_event_keys u WHERE u.request_id = h.request_id)),
+		owned AS (SELECT id::text AS id, created_by::text AS created_by FROM api_keys WHERE account_id = $1::uuid),
+		month AS (SELECT o.created_by, s.charge_pico FROM api_key_spend s JOIN owned o ON s.api_key_id = o.id WHERE s.month = $3),
+		days AS (SELECT o.created_by, d.day, d.charge_pico FROM api_key_spend_days d JOIN owned o ON d.api_key_id = o.id
+			WHERE d.day >= least($4::date, $5::date) AND d.day < $5::date + 7)
+		SELECT NULL::text, b.limit_pico, 'month', (SELECT coalesce(sum(charge_pico), 0) FROM month), 0
+		FROM account_budgets b WHERE b.account_id = $1::uuid
+		UNION ALL
+		SELECT l.user_id::text, l.limit_pico, l.period, CASE l.period
+				WHEN 'month' THEN (SELECT coalesce(sum(charge_pico), 0) FROM month WHERE created_by = l.user_id::text)
+				WHEN 'week' THEN (SELECT coalesce(sum(charge_pico), 0) FROM days WHERE created_by = l.user_id::text AND day >= $4::date)
+				ELSE (SELECT coalesce(sum(charge_pico), 0) FROM days WHERE created_by = l.user_id::text AND day = $5::date) END,
+			(SELECT coalesce(sum(h.amount_pico), 0) FROM holds h JOIN owned o ON h.api_key_id = o.id WHERE o.created_by = l.user_id::text)
+		FROM member_limits l WHERE l.account_id = $1::uuid`,
+		accountID, now, periods.Month.Start(now), periods.Week.Start(now), periods.Day.Start(now))
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var user pgtype.Text
+		var limit, spent, held pgtype.Numeric
+		var period string
+		if err := rows.Scan(&user, &limit, &period, &spent, &held); err != nil {
+			return err
 		}
 		l, err := admissionFigure(limit)
 		if err != nil {
-			return figures{}, err
+			return err
 		}
-		f.members[id.String] = memberFigures{limit: l, period: periods.Period(period.String), spent: s, recorded: h}
+		s, err := admissionFigure(spent)
+		if err != nil {
+			return err
+		}
+		if !user.Valid {
+			f.budget, f.accountSpent = &l, s
+			continue
+		}
+		h, err := admissionFigure(held)
+		if err != nil {
+			return err
+		}
+		f.members[user.String] = memberFigures{limit: l, period: periods.Period(period), spent: s, recorded: h}
 	}
-	return f, rows.Err()
+	return rows.Err()
 }
 
 // apply takes in a snapshot newer than the one the figures come from: the balance, spend and
