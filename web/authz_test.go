@@ -445,6 +445,9 @@ var authzTable = map[string]route{
 	"POST /v1/completions":      {body: map[string]any{"model": "m", "prompt": "hi"}, want: everyone(http.StatusUnauthorized)},
 	"POST /v1/embeddings":       {body: map[string]any{"model": "m", "input": "hi"}, want: everyone(http.StatusUnauthorized)},
 	"GET /v1/models":            {want: everyone(http.StatusUnauthorized)},
+	// A key reads its own limit and spend: the key is the credential, at OpenRouter's address too.
+	"GET /v1/key":     {want: everyone(http.StatusUnauthorized)},
+	"GET /api/v1/key": {want: everyone(http.StatusUnauthorized)},
 	// The OpenAI Responses API, translated to chat completions: an API key, in OpenAI's error shape.
 	"POST /v1/responses": {body: map[string]any{"model": "m", "input": "hi"}, want: everyone(http.StatusUnauthorized)},
 	// The Anthropic Messages API takes API keys as X-Api-Key or a bearer token.
@@ -756,7 +759,7 @@ func (a *authzEnv) check(t *testing.T, c caller, key string, row route, withCSRF
 		if err := json.Unmarshal(raw, &e); err != nil || e.Type != "error" || e.Error.Type != "authentication_error" {
 			t.Errorf("a /v1/messages refusal in Anthropic's shape, an authentication_error, got %s (%v)", raw, err)
 		}
-	case strings.HasPrefix(path, "/v1/") && res.StatusCode == http.StatusUnauthorized:
+	case (strings.HasPrefix(path, "/v1/") || path == "/api/v1/key") && res.StatusCode == http.StatusUnauthorized:
 		var e struct {
 			Error struct {
 				Type string `json:"type"`

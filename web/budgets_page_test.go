@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/periods"
 )
@@ -60,6 +61,23 @@ func TestKeysPageShowsSpendAndRemaining(t *testing.T) {
 		t.Fatalf("after the form: %s per %s, want $5.00 per week", got[0].Limit, got[0].LimitPeriod)
 	}
 	snapshot(t, e.srv.URL, b, "keys")
+
+	// GET /api/keys gives the same figures.
+	var listed struct {
+		Keys []struct {
+			ID            string        `json:"id"`
+			LimitPeriod   string        `json:"limit_period"`
+			SpentPico     money.BigPico `json:"spent_in_period_pico"`
+			RemainingUSD  string        `json:"remaining_usd"`
+			RemainingPico money.BigPico `json:"remaining_pico"`
+		} `json:"keys"`
+	}
+	token := e.token(t, "developer@example.com", demo.Password)
+	wantStatus(t, e.call(t, token, http.MethodGet, "/api/keys", nil, &listed), http.StatusOK)
+	if len(listed.Keys) != 1 || listed.Keys[0].LimitPeriod != "week" || !listed.Keys[0].SpentPico.Equal(money.PicoPerUSD/4) ||
+		listed.Keys[0].RemainingUSD != "4.75" || !listed.Keys[0].RemainingPico.Equal(475*money.PicoPerCent) {
+		t.Errorf("GET /api/keys = %+v; want $0.25 spent this week and $4.75 remaining", listed.Keys)
+	}
 
 	wantStatus(t, postForm(t, b, e.srv.URL+"/budgets/account", url.Values{"_csrf": {csrf}, "budget_usd": {"100"}}), http.StatusSeeOther)
 	wantStatus(t, postForm(t, b, e.srv.URL+"/budgets/members", url.Values{"_csrf": {csrf}, "user_id": {dev.ID}, "limit_usd": {"2"},

@@ -301,7 +301,7 @@ func TestKeysPageFlow(t *testing.T) {
 	if got := row.Find(`[data-testid="key-prefix"]`).Text(); got != key.Prefix+"…" || !strings.HasPrefix(secret, key.Prefix) {
 		t.Errorf("the row shows the key as %q, want its prefix %q", got, key.Prefix)
 	}
-	for field, want := range map[string]string{"key-name": "staging chatbot", "key-tier": "realtime", "key-limit": "$25.00",
+	for field, want := range map[string]string{"key-name": "staging chatbot", "key-tier": "realtime", "key-limit": "$25.00 per month",
 		"key-last-used": "never", "key-status": "live"} {
 		if got := row.Find(`[data-testid="` + field + `"]`).Text(); got != want {
 			t.Errorf("%s %q, want %q", field, got, want)

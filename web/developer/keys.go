@@ -323,18 +323,25 @@ func keyStatus(k accounts.APIKey) string {
 // keyJSON is an API key as the API shows it. Key, the secret, is set only in the answer
 // that creates the key.
 type keyJSON struct {
-	ID          string     `json:"id"`
-	Key         string     `json:"key,omitempty"`
-	Name        string     `json:"name"`
-	Prefix      string     `json:"prefix"`
-	LimitUSD    *string    `json:"limit_usd"`    // exact decimal dollars; null: no limit
-	LimitPeriod string     `json:"limit_period"` // day, week or month
-	DefaultTier *string    `json:"default_tier"` // null: the gateway's default
-	Prefer      string     `json:"prefer"`       // price or carbon
-	Status      string     `json:"status"`       // live or revoked
-	CreatedAt   time.Time  `json:"created_at"`
-	LastUsedAt  *time.Time `json:"last_used_at"`
-	RevokedAt   *time.Time `json:"revoked_at"`
+	ID          string  `json:"id"`
+	Key         string  `json:"key,omitempty"`
+	Name        string  `json:"name"`
+	Prefix      string  `json:"prefix"`
+	LimitUSD    *string `json:"limit_usd"`    // exact decimal dollars; null: no limit
+	LimitPeriod string  `json:"limit_period"` // day, week or month
+	// What the key was billed in its limit's period (the month without a limit), what remains of
+	// the limit (absent without one) and when the period ends (docs/budgets.md); in GET /api/keys.
+	SpentPico     *money.BigPico `json:"spent_in_period_pico,omitempty"`
+	SpentUSD      string         `json:"spent_in_period_usd,omitempty"`
+	RemainingPico *money.BigPico `json:"remaining_pico,omitempty"`
+	RemainingUSD  string         `json:"remaining_usd,omitempty"`
+	ResetsAt      *time.Time     `json:"resets_at,omitempty"`
+	DefaultTier   *string        `json:"default_tier"` // null: the gateway's default
+	Prefer        string         `json:"prefer"`       // price or carbon
+	Status        string         `json:"status"`       // live or revoked
+	CreatedAt     time.Time      `json:"created_at"`
+	LastUsedAt    *time.Time     `json:"last_used_at"`
+	RevokedAt     *time.Time     `json:"revoked_at"`
 }
 
 func keyView(k accounts.APIKey) keyJSON {
@@ -382,9 +389,21 @@ func (s *Server) apiKeys(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	usages, err := s.keyUsages(c, keys)
+	if err != nil {
+		return err
+	}
 	out := make([]keyJSON, 0, len(keys))
-	for _, k := range keys {
-		out = append(out, keyView(k))
+	for _, u := range usages {
+		v := keyView(u.Key)
+		if s.budgets != nil {
+			spent, resets := u.InPeriod, u.ResetsAt
+			v.SpentPico, v.SpentUSD, v.ResetsAt = &spent, strings.TrimPrefix(spent.String(), "$"), &resets
+			if u.Remaining != nil {
+				v.RemainingPico, v.RemainingUSD = u.Remaining, strings.TrimPrefix(u.Remaining.String(), "$")
+			}
+		}
+		out = append(out, v)
 	}
 	return c.JSON(http.StatusOK, map[string]any{"keys": out, "count": len(out)})
 }
