@@ -71,6 +71,9 @@ type Alerts struct {
 	done map[firingKey]bool
 }
 
+// maxRemembered is how many firings Alerts remembers before it forgets them all.
+const maxRemembered = 100_000
+
 type firingKey struct {
 	account, rule string
 	start         time.Time
@@ -173,8 +176,12 @@ func picos(b money.BigPico) string {
 }
 
 // Evaluate fires every alert crossed and not yet fired in its period, and returns how many fired.
+// One Alerts evaluates one round at a time (Run); several processes may each run one.
 func (a *Alerts) Evaluate(ctx context.Context) (fired int, err error) {
 	defer services.Wrap(&err, "budgets.Alerts.Evaluate")
+	if len(a.done) > maxRemembered {
+		clear(a.done) // the firing rows decide; this only saves asking again
+	}
 	now := a.cfg.Now()
 	ws, err := a.watchedLimits(ctx, now)
 	if err != nil {
