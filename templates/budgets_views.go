@@ -12,6 +12,8 @@ type BudgetsPage struct {
 	// CreditLowUSD is the balance alert's amount, "" for none.
 	CreditLowUSD string
 	Form         Form
+	// BudgetMail and CreditLowMail say whether the signed-in person gets those alerts' e-mail.
+	BudgetMail, CreditLowMail bool
 }
 
 // MemberLimitRow is a person's limit with what their keys spent in its period.

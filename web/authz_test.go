@@ -428,6 +428,8 @@ var authzTable = map[string]route{
 		want: statuses{303, 303, 403, 403, 403}, noCSRF: csrfRefused, login: true},
 	"POST /budgets/alerts": {body: url.Values{"credit_low_usd": {""}},
 		want: statuses{303, 303, 403, 403, 403}, noCSRF: csrfRefused, login: true},
+	"POST /budgets/subscriptions": {body: url.Values{"budget": {"on"}, "credit_low": {"on"}},
+		want: statuses{303, 303, 403, 403, 403}, noCSRF: csrfRefused, login: true},
 	"GET /api/keys":  {want: statuses{401, 200, 403, 403, 403}},
 	"POST /api/keys": {body: map[string]any{"name": "authz api"}, want: statuses{401, 201, 403, 403, 403}},
 	"DELETE /api/keys/:id": {path: "/api/keys/{key}",

@@ -98,6 +98,15 @@ func TestKeysPageShowsSpendAndRemaining(t *testing.T) {
 	if !strings.Contains(body, "dollars and cents") {
 		t.Error("a bad member limit is not explained")
 	}
+	// A person chooses not to be e-mailed the balance alert; the page shows the choice.
+	wantStatus(t, postForm(t, b, e.srv.URL+"/budgets/subscriptions", url.Values{"_csrf": {csrf}, "budget": {"on"}}), http.StatusSeeOther)
+	doc = getPage(t, b, e.srv.URL+"/budgets")
+	if _, on := doc.Find(`[data-testid="sub-credit-low"]`).Attr("checked"); on {
+		t.Error("the balance alert's e-mail is still chosen after it was turned off")
+	}
+	if _, on := doc.Find(`[data-testid="sub-budget"]`).Attr("checked"); !on {
+		t.Error("the budget alerts' e-mail is not chosen")
+	}
 	snapshot(t, e.srv.URL, b, "budgets")
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/budgets"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/templates"
 	"github.com/gpumarket/gpumarket/web/internal/core"
@@ -56,6 +57,15 @@ func (s *Server) renderBudgets(c echo.Context, status int, form templates.Form) 
 	if b := o.Budget; b != nil {
 		p.Budget = &templates.BudgetRow{Limit: money.FormatPrecisePico(b.Limit), Spent: money.FormatPrecise(b.Spent),
 			Remaining: remaining(b.Limit, b.Spent), Thresholds: thresholdText(b.Thresholds)}
+	}
+	// Without a choice of their own, a person gets the account-wide alerts, and a key's or their
+	// own limit's: the page shows that as on.
+	p.BudgetMail, p.CreditLowMail = true, true
+	if v, ok := o.Subscriptions[budgets.KindBudget][sess.User.ID]; ok {
+		p.BudgetMail = v
+	}
+	if v, ok := o.Subscriptions[budgets.KindCreditLow][sess.User.ID]; ok {
+		p.CreditLowMail = v
 	}
 	if o.CreditLowBelow != nil {
 		p.CreditLowUSD = strings.TrimPrefix(o.CreditLowBelow.String(), "$")
@@ -162,4 +172,17 @@ func (s *Server) creditLowSubmit(c echo.Context) error {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, "/budgets?flash=alert-set")
+}
+
+// subscriptionsSubmit records whether the signed-in person gets the budget and the balance
+// alerts' e-mail.
+func (s *Server) subscriptionsSubmit(c echo.Context) error {
+	sess, _ := core.CurrentSession(c)
+	ctx := c.Request().Context()
+	for kind, field := range map[string]string{budgets.KindBudget: "budget", budgets.KindCreditLow: "credit_low"} {
+		if err := s.budgets.SetSubscription(ctx, sess.User.AccountID, sess.User.ID, kind, c.FormValue(field) == "on"); err != nil {
+			return err
+		}
+	}
+	return c.Redirect(http.StatusSeeOther, "/budgets?flash=subscriptions-set")
 }

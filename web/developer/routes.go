@@ -115,6 +115,7 @@ func (s *Server) Routes(e *echo.Echo) {
 	m.POST("/budgets/members", s.memberLimitSubmit, s.needsBudgets)
 	m.POST("/budgets/account", s.accountBudgetSubmit, s.needsBudgets)
 	m.POST("/budgets/alerts", s.creditLowSubmit, s.needsBudgets)
+	m.POST("/budgets/subscriptions", s.subscriptionsSubmit, s.needsBudgets)
 
 	// Invoices and credit notes (invoices.go); their documents are web/finance's.
 	m.GET("/invoices", s.invoicesPage)
