@@ -66,10 +66,18 @@ var Owners = map[string]string{
 	"usage_rejection_counts":   "services/metering",
 	"usage_rejections_counted": "services/metering",
 	"api_key_spend":            "services/metering",
+	"api_key_spend_days":       "services/metering",
 
 	// The monthly partitions of usage_events, and the months dropped under the retention.
 	"usage_events_default": "services/usagestore",
 	"usage_months_dropped": "services/usagestore",
+
+	// Member limits, account budgets and the alerts on spend.
+	"member_limits":       "services/budgets",
+	"account_budgets":     "services/budgets",
+	"alert_rules":         "services/budgets",
+	"alert_firings":       "services/budgets",
+	"alert_subscriptions": "services/budgets",
 
 	"payouts":                  "services/payouts",
 	"provider_stripe_accounts": "services/payouts",
@@ -123,9 +131,13 @@ var Borrowed = map[string]map[string]string{
 		"usage_hourly": "a benchmark: seeds and checks its data in bulk, at the speed it measures",
 	},
 	"services/admission": {
-		"api_key_spend":    "reads the meter's usage in its own queries",
-		"ledger_accounts":  "reads a customer's credit balance in the statement that reads its holds, so from one snapshot",
-		"usage_event_keys": "reads the meter's usage in its own queries",
+		"account_budgets":    "reads an account's budget with its keys' spend in its own query",
+		"api_key_spend":      "reads the meter's usage in its own queries",
+		"api_key_spend_days": "reads the meter's usage in its own queries",
+		"api_keys":           "reads which person created each key with their spend in its own query",
+		"member_limits":      "reads an account's member limits with their spend in its own query",
+		"ledger_accounts":    "reads a customer's credit balance in the statement that reads its holds, so from one snapshot",
+		"usage_event_keys":   "reads the meter's usage in its own queries",
 	},
 	"services/audit": {
 		"users": "joins an account's or a person's name into what it lists",

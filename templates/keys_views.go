@@ -8,12 +8,13 @@ type KeysPage struct {
 	Form    Form
 	Tiers   []Option
 	Prefers []Option
+	Periods []Option
 	Created *CreatedKey
 	// LimitError is set when a row's form could not change its key's limit.
 	LimitError *KeyLimitError
 }
 
-// KeyLimitError is a monthly limit a key's row could not take, and why.
+// KeyLimitError is a limit a key's row could not take, and why.
 type KeyLimitError struct {
 	KeyID   string
 	Value   string
@@ -25,7 +26,7 @@ func (p KeysPage) LimitValue(k KeyRow) string {
 	if p.LimitError != nil && p.LimitError.KeyID == k.ID {
 		return p.LimitError.Value
 	}
-	return k.MonthlyLimitUSD
+	return k.LimitUSD
 }
 
 // LimitProblem is why a row's limit was refused, or "".
@@ -38,17 +39,21 @@ func (p KeysPage) LimitProblem(k KeyRow) string {
 
 // KeyRow is an API key as its owner sees it: never the secret.
 type KeyRow struct {
-	ID              string
-	Name            string
-	Prefix          string // "gm_AbC123", the start of the secret, to tell keys apart
-	DefaultTier     string // "none" when the gateway's default applies
-	Prefers         string // "carbon" when the key routes by carbon, else ""
-	MonthlyLimit    string // "$25.00", or "none"
-	MonthlyLimitUSD string // "25.00", or "" for none: the limit form's value
-	Created         string
-	LastUsed        string // "never" until the gateway first sees the key
-	Status          string // live or revoked
-	Live            bool
+	ID          string
+	Name        string
+	Prefix      string // "gm_AbC123", the start of the secret, to tell keys apart
+	DefaultTier string // "none" when the gateway's default applies
+	Prefers     string // "carbon" when the key routes by carbon, else ""
+	Limit       string // "$25.00 per day", or "none"
+	LimitUSD    string // "25.00", or "" for none: the limit form's value
+	Period      string // day, week or month: the limit's period, or the one it would have
+	// Spent is what the key was billed in the period, Remaining its limit less that ("—" without
+	// a limit), Resets when the period ends.
+	Spent, Remaining, Resets string
+	Created                  string
+	LastUsed                 string // "never" until the gateway first sees the key
+	Status                   string // live or revoked
+	Live                     bool
 }
 
 // CreatedKey is a key just created, with its secret and how to call the gateway with it.

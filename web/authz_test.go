@@ -519,13 +519,25 @@ var authzTable = map[string]route{
 	"POST /keys/:id/revoke": {path: "/keys/{key}/revoke", body: url.Values{},
 		want: statuses{303, 404, 403, 403, 403}, noCSRF: csrfRefused, login: true, members: customerMembers(404, 404, 403, 403)},
 	"GET /keys/:id/revoke": {path: "/keys/{key}/revoke", want: statuses{303, 404, 403, 403, 403}, login: true, members: customerMembers(404, 404, 403, 403)},
-	"POST /keys/:id/limit": {path: "/keys/{key}/limit", body: url.Values{"monthly_limit_usd": {"12.50"}},
+	"POST /keys/:id/limit": {path: "/keys/{key}/limit", body: url.Values{"limit_usd": {"12.50"}},
 		want: statuses{303, 404, 403, 403, 403}, noCSRF: csrfRefused, login: true, members: customerMembers(404, 404, 403, 403)},
+	// Budgets: a developer's own account; who pays sets them, every member sees them and chooses
+	// their own alert e-mails. A member limit for a person of another account is not found; an
+	// empty budget or balance alert removes none there is.
+	"GET /budgets": {want: statuses{303, 200, 403, 403, 403}, login: true, members: customerMembers(200, 200, 200, 200)},
+	"POST /budgets/members": {body: url.Values{"user_id": {"00000000-0000-0000-0000-000000000000"}, "limit_usd": {"5"}},
+		want: statuses{303, 404, 403, 403, 403}, noCSRF: csrfRefused, login: true, members: customerMembers(404, 403, 404, 403)},
+	"POST /budgets/account": {body: url.Values{"budget_usd": {""}},
+		want: statuses{303, 303, 403, 403, 403}, noCSRF: csrfRefused, login: true, members: customerMembers(303, 403, 303, 403)},
+	"POST /budgets/alerts": {body: url.Values{"credit_low_usd": {""}},
+		want: statuses{303, 303, 403, 403, 403}, noCSRF: csrfRefused, login: true, members: customerMembers(303, 403, 303, 403)},
+	"POST /budgets/subscriptions": {body: url.Values{"budget": {"on"}, "credit_low": {"on"}},
+		want: statuses{303, 303, 403, 403, 403}, noCSRF: csrfRefused, login: true, members: customerMembers(303, 303, 303, 303)},
 	"GET /api/keys":  {want: statuses{401, 200, 403, 403, 403}, members: customerMembers(200, 200, 403, 200)},
 	"POST /api/keys": {body: map[string]any{"name": "authz api"}, want: statuses{401, 201, 403, 403, 403}, members: customerMembers(201, 201, 403, 403)},
 	"DELETE /api/keys/:id": {path: "/api/keys/{key}",
 		want: statuses{401, 404, 403, 403, 403}, members: customerMembers(404, 404, 403, 403)},
-	"PATCH /api/keys/:id": {path: "/api/keys/{key}", body: map[string]any{"monthly_limit_usd": "12.50"},
+	"PATCH /api/keys/:id": {path: "/api/keys/{key}", body: map[string]any{"limit_usd": "12.50"},
 		want: statuses{401, 404, 403, 403, 403}, members: customerMembers(404, 404, 403, 403)},
 
 	// The OpenAI-compatible gateway authenticates with API keys only, never with a session: a
@@ -538,6 +550,9 @@ var authzTable = map[string]route{
 	"POST /v1/completions":      {body: map[string]any{"model": "m", "prompt": "hi"}, want: everyone(http.StatusUnauthorized)},
 	"POST /v1/embeddings":       {body: map[string]any{"model": "m", "input": "hi"}, want: everyone(http.StatusUnauthorized)},
 	"GET /v1/models":            {want: everyone(http.StatusUnauthorized)},
+	// A key reads its own limit and spend: the key is the credential, at OpenRouter's address too.
+	"GET /v1/key":     {want: everyone(http.StatusUnauthorized)},
+	"GET /api/v1/key": {want: everyone(http.StatusUnauthorized)},
 	// The OpenAI Responses API, translated to chat completions: an API key, in OpenAI's error shape.
 	"POST /v1/responses": {body: map[string]any{"model": "m", "input": "hi"}, want: everyone(http.StatusUnauthorized)},
 	// The Anthropic Messages API takes API keys as X-Api-Key or a bearer token.
@@ -951,7 +966,7 @@ func (a *authzEnv) check(t *testing.T, c caller, key string, row route, withCSRF
 		if err := json.Unmarshal(raw, &e); err != nil || e.Type != "error" || e.Error.Type != "authentication_error" {
 			t.Errorf("a /v1/messages refusal in Anthropic's shape, an authentication_error, got %s (%v)", raw, err)
 		}
-	case strings.HasPrefix(path, "/v1/") && res.StatusCode == http.StatusUnauthorized:
+	case (strings.HasPrefix(path, "/v1/") || path == "/api/v1/key") && res.StatusCode == http.StatusUnauthorized:
 		var e struct {
 			Error struct {
 				Type string `json:"type"`

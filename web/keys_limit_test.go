@@ -53,7 +53,7 @@ func TestAPIKeyLimitChange(t *testing.T) {
 	ctx := context.Background()
 	dev := e.token(t, "developer@example.com", demo.Password)
 	var k keyJSON
-	wantStatus(t, e.call(t, dev, http.MethodPost, "/api/keys", map[string]any{"name": "ci", "monthly_limit_usd": "5"}, &k),
+	wantStatus(t, e.call(t, dev, http.MethodPost, "/api/keys", map[string]any{"name": "ci", "limit_usd": "5"}, &k),
 		http.StatusCreated)
 
 	limitOf := func() *money.Pico {
@@ -62,23 +62,23 @@ func TestAPIKeyLimitChange(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return stored.MonthlyLimit
+		return stored.Limit
 	}
 	var got keyJSON
-	wantStatus(t, e.call(t, dev, http.MethodPatch, "/api/keys/"+k.ID, map[string]any{"monthly_limit_usd": "12.50"}, &got), http.StatusOK)
-	if got.ID != k.ID || got.MonthlyLimitUSD == nil || *got.MonthlyLimitUSD != "12.50" || got.Key != "" {
+	wantStatus(t, e.call(t, dev, http.MethodPatch, "/api/keys/"+k.ID, map[string]any{"limit_usd": "12.50"}, &got), http.StatusOK)
+	if got.ID != k.ID || got.LimitUSD == nil || *got.LimitUSD != "12.50" || got.Key != "" {
 		t.Fatalf("after raising to 12.50: %+v", got)
 	}
 	if l := limitOf(); l == nil || *l != 1250*money.PicoPerCent {
 		t.Fatalf("the gateway's lookup sees %v, want $12.50", l)
 	}
-	wantStatus(t, e.call(t, dev, http.MethodPatch, "/api/keys/"+k.ID, map[string]any{"monthly_limit_usd": 7.25}, &got), http.StatusOK)
-	if got.MonthlyLimitUSD == nil || *got.MonthlyLimitUSD != "7.25" {
-		t.Fatalf("a limit sent as the number 7.25 reads back %v", got.MonthlyLimitUSD)
+	wantStatus(t, e.call(t, dev, http.MethodPatch, "/api/keys/"+k.ID, map[string]any{"limit_usd": 7.25}, &got), http.StatusOK)
+	if got.LimitUSD == nil || *got.LimitUSD != "7.25" {
+		t.Fatalf("a limit sent as the number 7.25 reads back %v", got.LimitUSD)
 	}
-	wantStatus(t, e.call(t, dev, http.MethodPatch, "/api/keys/"+k.ID, map[string]any{"monthly_limit_usd": nil}, &got), http.StatusOK)
-	if got.MonthlyLimitUSD != nil || limitOf() != nil {
-		t.Fatalf("after null: %v, stored %v; want no limit", got.MonthlyLimitUSD, limitOf())
+	wantStatus(t, e.call(t, dev, http.MethodPatch, "/api/keys/"+k.ID, map[string]any{"limit_usd": nil}, &got), http.StatusOK)
+	if got.LimitUSD != nil || limitOf() != nil {
+		t.Fatalf("after null: %v, stored %v; want no limit", got.LimitUSD, limitOf())
 	}
 	if told := changes.told(); !slices.Equal(told, []string{k.ID, k.ID, k.ID}) {
 		t.Fatalf("the gateways were told of %v, want the key three times", told)
@@ -86,11 +86,11 @@ func TestAPIKeyLimitChange(t *testing.T) {
 
 	for name, body := range map[string]map[string]any{
 		"no field":      {},
-		"empty string":  {"monthly_limit_usd": ""},
-		"zero":          {"monthly_limit_usd": "0"},
-		"negative":      {"monthly_limit_usd": -5},
-		"not a number":  {"monthly_limit_usd": "lots"},
-		"a tenth cent":  {"monthly_limit_usd": "1.001"},
+		"empty string":  {"limit_usd": ""},
+		"zero":          {"limit_usd": "0"},
+		"negative":      {"limit_usd": -5},
+		"not a number":  {"limit_usd": "lots"},
+		"a tenth cent":  {"limit_usd": "1.001"},
 		"a wrong field": {"monthly_limit": "5"},
 	} {
 		var out apiErrorJSON
@@ -101,9 +101,9 @@ func TestAPIKeyLimitChange(t *testing.T) {
 	}
 	other := e.otherDeveloper(t)
 	var out apiErrorJSON
-	wantStatus(t, e.call(t, other, http.MethodPatch, "/api/keys/"+k.ID, map[string]any{"monthly_limit_usd": "1.00"}, &out),
+	wantStatus(t, e.call(t, other, http.MethodPatch, "/api/keys/"+k.ID, map[string]any{"limit_usd": "1.00"}, &out),
 		http.StatusNotFound)
-	wantStatus(t, e.call(t, dev, http.MethodPatch, "/api/keys/not-a-uuid", map[string]any{"monthly_limit_usd": "1.00"}, nil),
+	wantStatus(t, e.call(t, dev, http.MethodPatch, "/api/keys/not-a-uuid", map[string]any{"limit_usd": "1.00"}, nil),
 		http.StatusNotFound)
 	if l := limitOf(); l != nil {
 		t.Fatalf("refused changes left the limit at %v, want none", *l)
@@ -117,7 +117,7 @@ func TestAPIKeyLimitChange(t *testing.T) {
 	if told := changes.told(); len(told) != 4 || told[3] != k.ID {
 		t.Fatalf("after the revocation the gateways were told of %v", told)
 	}
-	wantStatus(t, e.call(t, dev, http.MethodPatch, "/api/keys/"+k.ID, map[string]any{"monthly_limit_usd": "1.00"}, nil),
+	wantStatus(t, e.call(t, dev, http.MethodPatch, "/api/keys/"+k.ID, map[string]any{"limit_usd": "1.00"}, nil),
 		http.StatusNotFound)
 }
 
@@ -142,50 +142,50 @@ func TestKeysPageLimitForm(t *testing.T) {
 		t.Fatalf("the key's row has %d limit forms, want 1", n)
 	}
 
-	res := postForm(t, b, e.srv.URL+"/keys/"+k.ID+"/limit", url.Values{"_csrf": {csrf}, "monthly_limit_usd": {"12.50"}})
+	res := postForm(t, b, e.srv.URL+"/keys/"+k.ID+"/limit", url.Values{"_csrf": {csrf}, "limit_usd": {"12.50"}})
 	wantStatus(t, res, http.StatusSeeOther)
 	if loc := res.Header.Get("Location"); loc != "/keys?flash=key-limit-set" {
 		t.Fatalf("redirect to %q", loc)
 	}
 	doc := getPage(t, b, e.srv.URL+"/keys?flash=key-limit-set")
-	if got := doc.Find(row + ` [data-testid="key-limit"]`).Text(); got != "$12.50" {
+	if got := doc.Find(row + ` [data-testid="key-limit"]`).Text(); got != "$12.50 per month" {
 		t.Fatalf("the row shows limit %q, want $12.50", got)
 	}
-	if v, _ := doc.Find(row + ` input[name="monthly_limit_usd"]`).Attr("value"); v != "12.50" {
+	if v, _ := doc.Find(row + ` input[name="limit_usd"]`).Attr("value"); v != "12.50" {
 		t.Errorf("the row's limit field holds %q, want 12.50", v)
 	}
-	if stored, _ := e.accounts.KeyBySecret(ctx, secret); stored.MonthlyLimit == nil || *stored.MonthlyLimit != 1250*money.PicoPerCent {
-		t.Fatalf("stored limit %v, want $12.50", stored.MonthlyLimit)
+	if stored, _ := e.accounts.KeyBySecret(ctx, secret); stored.Limit == nil || *stored.Limit != 1250*money.PicoPerCent {
+		t.Fatalf("stored limit %v, want $12.50", stored.Limit)
 	}
 
-	res, body := postPage(t, b, e.srv.URL+"/keys/"+k.ID+"/limit", url.Values{"_csrf": {csrf}, "monthly_limit_usd": {"lots"}})
+	res, body := postPage(t, b, e.srv.URL+"/keys/"+k.ID+"/limit", url.Values{"_csrf": {csrf}, "limit_usd": {"lots"}})
 	wantStatus(t, res, http.StatusUnprocessableEntity)
 	doc, err = goquery.NewDocumentFromReader(strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if msg := doc.Find(row + ` [data-testid="error-monthly_limit_usd"]`).Text(); !strings.Contains(msg, "dollars and cents") {
+	if msg := doc.Find(row + ` [data-testid="error-limit_usd"]`).Text(); !strings.Contains(msg, "dollars and cents") {
 		t.Errorf("the row's error says %q", msg)
 	}
-	if v, _ := doc.Find(row + ` input[name="monthly_limit_usd"]`).Attr("value"); v != "lots" {
+	if v, _ := doc.Find(row + ` input[name="limit_usd"]`).Attr("value"); v != "lots" {
 		t.Errorf("the row's field holds %q, want what was typed", v)
 	}
 
 	// Empty removes the limit.
-	wantStatus(t, postForm(t, b, e.srv.URL+"/keys/"+k.ID+"/limit", url.Values{"_csrf": {csrf}, "monthly_limit_usd": {""}}),
+	wantStatus(t, postForm(t, b, e.srv.URL+"/keys/"+k.ID+"/limit", url.Values{"_csrf": {csrf}, "limit_usd": {""}}),
 		http.StatusSeeOther)
-	if stored, _ := e.accounts.KeyBySecret(ctx, secret); stored.MonthlyLimit != nil {
-		t.Fatalf("after an empty limit: %v, want none", *stored.MonthlyLimit)
+	if stored, _ := e.accounts.KeyBySecret(ctx, secret); stored.Limit != nil {
+		t.Fatalf("after an empty limit: %v, want none", *stored.Limit)
 	}
 
 	e.otherDeveloper(t)
 	other, otherCSRF := loginBrowser(t, e, "other-dev@example.com")
-	wantStatus(t, postForm(t, other, e.srv.URL+"/keys/"+k.ID+"/limit", url.Values{"_csrf": {otherCSRF}, "monthly_limit_usd": {"1.00"}}),
+	wantStatus(t, postForm(t, other, e.srv.URL+"/keys/"+k.ID+"/limit", url.Values{"_csrf": {otherCSRF}, "limit_usd": {"1.00"}}),
 		http.StatusNotFound)
-	wantStatus(t, postForm(t, other, e.srv.URL+"/keys/"+k.ID+"/limit", url.Values{"_csrf": {otherCSRF}, "monthly_limit_usd": {"lots"}}),
+	wantStatus(t, postForm(t, other, e.srv.URL+"/keys/"+k.ID+"/limit", url.Values{"_csrf": {otherCSRF}, "limit_usd": {"lots"}}),
 		http.StatusNotFound)
-	if stored, _ := e.accounts.KeyBySecret(ctx, secret); stored.MonthlyLimit != nil {
-		t.Fatalf("another developer set the limit to %v", *stored.MonthlyLimit)
+	if stored, _ := e.accounts.KeyBySecret(ctx, secret); stored.Limit != nil {
+		t.Fatalf("another developer set the limit to %v", *stored.Limit)
 	}
 	if told := changes.told(); !slices.Equal(told, []string{k.ID, k.ID}) {
 		t.Fatalf("the gateways were told of %v, want the key twice", told)

@@ -19,16 +19,16 @@ import (
 
 // keyJSON is an API key as the API shows it.
 type keyJSON struct {
-	ID              string     `json:"id"`
-	Key             string     `json:"key"`
-	Name            string     `json:"name"`
-	Prefix          string     `json:"prefix"`
-	MonthlyLimitUSD *string    `json:"monthly_limit_usd"`
-	DefaultTier     *string    `json:"default_tier"`
-	Status          string     `json:"status"`
-	CreatedAt       time.Time  `json:"created_at"`
-	LastUsedAt      *time.Time `json:"last_used_at"`
-	RevokedAt       *time.Time `json:"revoked_at"`
+	ID          string     `json:"id"`
+	Key         string     `json:"key"`
+	Name        string     `json:"name"`
+	Prefix      string     `json:"prefix"`
+	LimitUSD    *string    `json:"limit_usd"`
+	DefaultTier *string    `json:"default_tier"`
+	Status      string     `json:"status"`
+	CreatedAt   time.Time  `json:"created_at"`
+	LastUsedAt  *time.Time `json:"last_used_at"`
+	RevokedAt   *time.Time `json:"revoked_at"`
 }
 
 type keyListJSON struct {
@@ -67,7 +67,7 @@ func TestAPIKeys(t *testing.T) {
 
 	var raw json.RawMessage
 	res := e.call(t, dev, http.MethodPost, "/api/keys",
-		map[string]any{"name": " ci ", "monthly_limit_usd": "25", "default_tier": "batch"}, &raw)
+		map[string]any{"name": " ci ", "limit_usd": "25", "default_tier": "batch"}, &raw)
 	wantStatus(t, res, http.StatusCreated)
 	if cc := res.Header.Get("Cache-Control"); cc != "no-store" {
 		t.Errorf("Cache-Control %q on the answer with the secret, want no-store", cc)
@@ -79,7 +79,7 @@ func TestAPIKeys(t *testing.T) {
 	if !strings.HasPrefix(ci.Key, accounts.KeyPrefix) || !strings.HasPrefix(ci.Key, ci.Prefix) || len(ci.Prefix) >= len(ci.Key) {
 		t.Fatalf("created key %q with prefix %q, want a gm_ secret that starts with its shorter prefix", ci.Key, ci.Prefix)
 	}
-	if ci.ID == "" || ci.Name != "ci" || *ci.MonthlyLimitUSD != "25.00" || *ci.DefaultTier != "batch" ||
+	if ci.ID == "" || ci.Name != "ci" || *ci.LimitUSD != "25.00" || *ci.DefaultTier != "batch" ||
 		ci.Status != "live" || ci.LastUsedAt != nil || ci.RevokedAt != nil {
 		t.Fatalf("created %+v, want ci, live, $25.00 a month, batch by default, never used", ci)
 	}
@@ -91,12 +91,12 @@ func TestAPIKeys(t *testing.T) {
 	var plain, numeric keyJSON
 	wantStatus(t, e.call(t, dev, http.MethodPost, "/api/keys", map[string]any{"name": "notebook"}, &plain), http.StatusCreated)
 	wantStatus(t, e.call(t, dev, http.MethodPost, "/api/keys",
-		map[string]any{"name": "cron", "monthly_limit_usd": 10.5, "default_tier": nil}, &numeric), http.StatusCreated)
-	if plain.MonthlyLimitUSD != nil || plain.DefaultTier != nil {
-		t.Errorf("a key without limit or tier shows limit %v and tier %v, want null for both", plain.MonthlyLimitUSD, plain.DefaultTier)
+		map[string]any{"name": "cron", "limit_usd": 10.5, "default_tier": nil}, &numeric), http.StatusCreated)
+	if plain.LimitUSD != nil || plain.DefaultTier != nil {
+		t.Errorf("a key without limit or tier shows limit %v and tier %v, want null for both", plain.LimitUSD, plain.DefaultTier)
 	}
-	if numeric.MonthlyLimitUSD == nil || *numeric.MonthlyLimitUSD != "10.50" {
-		t.Errorf("a limit sent as the number 10.5 reads back %v, want 10.50", numeric.MonthlyLimitUSD)
+	if numeric.LimitUSD == nil || *numeric.LimitUSD != "10.50" {
+		t.Errorf("a limit sent as the number 10.5 reads back %v, want 10.50", numeric.LimitUSD)
 	}
 
 	list, rawList := e.keys(t, dev)
@@ -159,16 +159,16 @@ func TestAPIKeyValidation(t *testing.T) {
 		{"no name", map[string]any{}, []string{"name"}},
 		{"a blank name", map[string]any{"name": "   "}, []string{"name"}},
 		{"a name too long", map[string]any{"name": strings.Repeat("n", 101)}, []string{"name"}},
-		{"an unreadable limit", map[string]any{"name": "ci", "monthly_limit_usd": "lots"}, []string{"monthly_limit_usd"}},
-		{"a limit of zero", map[string]any{"name": "ci", "monthly_limit_usd": 0}, []string{"monthly_limit_usd"}},
-		{"a negative limit", map[string]any{"name": "ci", "monthly_limit_usd": "-5"}, []string{"monthly_limit_usd"}},
-		{"a limit in fractions of a cent", map[string]any{"name": "ci", "monthly_limit_usd": "1.005"}, []string{"monthly_limit_usd"}},
-		{"a limit that is not an amount", map[string]any{"name": "ci", "monthly_limit_usd": true}, []string{"monthly_limit_usd"}},
+		{"an unreadable limit", map[string]any{"name": "ci", "limit_usd": "lots"}, []string{"limit_usd"}},
+		{"a limit of zero", map[string]any{"name": "ci", "limit_usd": 0}, []string{"limit_usd"}},
+		{"a negative limit", map[string]any{"name": "ci", "limit_usd": "-5"}, []string{"limit_usd"}},
+		{"a limit in fractions of a cent", map[string]any{"name": "ci", "limit_usd": "1.005"}, []string{"limit_usd"}},
+		{"a limit that is not an amount", map[string]any{"name": "ci", "limit_usd": true}, []string{"limit_usd"}},
 		{"an unknown tier", map[string]any{"name": "ci", "default_tier": "gold"}, []string{"default_tier"}},
 		{"a tier that is not text", map[string]any{"name": "ci", "default_tier": 3}, []string{"default_tier"}},
 		{"an unknown field", map[string]any{"name": "ci", "scopes": []string{"all"}}, []string{"scopes"}},
-		{"everything wrong at once", map[string]any{"name": "", "monthly_limit_usd": "x", "default_tier": "gold"},
-			[]string{"name", "monthly_limit_usd", "default_tier"}},
+		{"everything wrong at once", map[string]any{"name": "", "limit_usd": "x", "default_tier": "gold"},
+			[]string{"name", "limit_usd", "default_tier"}},
 	} {
 		t.Run(tc.what, func(t *testing.T) {
 			var out apiErrorJSON
@@ -234,19 +234,19 @@ func TestKeysPageFlow(t *testing.T) {
 	}
 
 	t.Run("errors are shown beside the fields and nothing is saved", func(t *testing.T) {
-		res, body := postPage(t, b, keysURL, url.Values{"name": {" "}, "monthly_limit_usd": {"lots"},
+		res, body := postPage(t, b, keysURL, url.Values{"name": {" "}, "limit_usd": {"lots"},
 			"default_tier": {"gold"}, "_csrf": {csrf}})
 		wantStatus(t, res, http.StatusUnprocessableEntity)
 		doc, err := goquery.NewDocumentFromReader(strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, f := range []string{"name", "monthly_limit_usd", "default_tier"} {
+		for _, f := range []string{"name", "limit_usd", "default_tier"} {
 			if doc.Find(`[data-testid="error-`+f+`"]`).Length() != 1 {
 				t.Errorf("no error beside %s", f)
 			}
 		}
-		if v, _ := doc.Find(`input[name="monthly_limit_usd"]`).Attr("value"); v != "lots" {
+		if v, _ := doc.Find(`input[name="limit_usd"]`).Attr("value"); v != "lots" {
 			t.Errorf("the limit field shows %q, want what was typed", v)
 		}
 		if doc.Find(`[data-testid="created-key"]`).Length() != 0 {
@@ -265,7 +265,7 @@ func TestKeysPageFlow(t *testing.T) {
 		}
 	})
 
-	res, body := postPage(t, b, keysURL, url.Values{"name": {"staging chatbot"}, "monthly_limit_usd": {"25"},
+	res, body := postPage(t, b, keysURL, url.Values{"name": {"staging chatbot"}, "limit_usd": {"25"},
 		"default_tier": {"realtime"}, "_csrf": {csrf}})
 	wantStatus(t, res, http.StatusCreated)
 	if loc := res.Header.Get("Location"); loc != "" {
@@ -301,7 +301,7 @@ func TestKeysPageFlow(t *testing.T) {
 	if got := row.Find(`[data-testid="key-prefix"]`).Text(); got != key.Prefix+"…" || !strings.HasPrefix(secret, key.Prefix) {
 		t.Errorf("the row shows the key as %q, want its prefix %q", got, key.Prefix)
 	}
-	for field, want := range map[string]string{"key-name": "staging chatbot", "key-tier": "realtime", "key-limit": "$25.00",
+	for field, want := range map[string]string{"key-name": "staging chatbot", "key-tier": "realtime", "key-limit": "$25.00 per month",
 		"key-last-used": "never", "key-status": "live"} {
 		if got := row.Find(`[data-testid="` + field + `"]`).Text(); got != want {
 			t.Errorf("%s %q, want %q", field, got, want)

@@ -35,6 +35,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/audit"
 	"github.com/gpumarket/gpumarket/services/batch"
 	"github.com/gpumarket/gpumarket/services/benchmarks"
+	"github.com/gpumarket/gpumarket/services/budgets"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/downloads"
 	"github.com/gpumarket/gpumarket/services/invoicing"
@@ -67,6 +68,8 @@ type Config struct {
 	Catalog  *catalog.Service
 	Payments Payments
 	Usage    *metering.Reports // what requests cost and what rigs earned
+	// Budgets are the keys' spend in their periods, the member limits and account budgets.
+	Budgets  *budgets.Service
 	Ready    []ReadyCheck
 	Log      *slog.Logger
 	Registry *prometheus.Registry // where HTTP metrics register; nil means a new one
@@ -206,7 +209,8 @@ func New(cfg Config) *Server {
 	public.New(c, public.Config{Catalog: cfg.Catalog, Benchmarks: cfg.Benchmarks, Downloads: cfg.Downloads}).Routes(e)
 	account.New(c, account.Config{Invoicing: cfg.Invoicing, Webhooks: cfg.Webhooks, KeyChanges: cfg.KeyChanges}).Routes(e)
 	developer.New(c, developer.Config{Catalog: cfg.Catalog, Usage: cfg.Usage, Router: cfg.Router,
-		KeyChanges: cfg.KeyChanges, Batches: cfg.Batches, Reports: cfg.Reports, Invoicing: cfg.Invoicing}).Routes(e)
+		KeyChanges: cfg.KeyChanges, Batches: cfg.Batches, Reports: cfg.Reports, Invoicing: cfg.Invoicing,
+		Budgets: cfg.Budgets}).Routes(e)
 	provider.New(c, provider.Config{Catalog: cfg.Catalog, Rigs: cfg.Rigs, Downloads: cfg.Downloads,
 		Benchmarks: cfg.Benchmarks, Performance: cfg.Performance, Router: cfg.Router, Usage: cfg.Usage,
 		Invoicing: cfg.Invoicing}).Routes(e)

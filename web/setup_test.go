@@ -22,6 +22,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/audit"
 	"github.com/gpumarket/gpumarket/services/batch"
 	"github.com/gpumarket/gpumarket/services/benchmarks"
+	"github.com/gpumarket/gpumarket/services/budgets"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/credits"
 	"github.com/gpumarket/gpumarket/services/demo"
@@ -143,7 +144,8 @@ func setupWith(t *testing.T, configure func(*web.Config, *pgxpool.Pool)) *env {
 	payments := web.Payments{Credits: cr, Ledger: ledger, Webhook: webhook, Topups: topups, Payouts: po,
 		LocalWebhookSecret: webhookSecret}
 	cfg := web.Config{Accounts: acc, Catalog: cat, Payments: payments, Usage: metering.NewReports(pool),
-		Ready: []web.ReadyCheck{{Name: "postgres", Check: pool.Ping}}, MetricsToken: testMetricsToken,
+		Budgets: budgets.NewService(pool, acc, nil),
+		Ready:   []web.ReadyCheck{{Name: "postgres", Check: pool.Ping}}, MetricsToken: testMetricsToken,
 		Invoicing: inv, Audit: auditLog, Journal: func(ctx context.Context, p documents.Period, w io.Writer) error {
 			return documents.WriteJournal(ctx, pool, p, w)
 		}, Performance: performance.NewService(pool, cat), Reports: reports.New(pool),

@@ -770,7 +770,7 @@ func (b *gatewayBundle) testQuota(t *testing.T) {
 
 	t.Run("the key's monthly limit", func(t *testing.T) {
 		limit := money.Pico(1_000_000) // a millionth of a dollar: one request goes over it
-		dev, _, limited := b.developer(t, "limited", 20*money.PicoPerUSD, accounts.NewKeyInput{MonthlyLimit: &limit})
+		dev, _, limited := b.developer(t, "limited", 20*money.PicoPerUSD, accounts.NewKeyInput{Limit: &limit})
 		_, other := b.key(t, dev, accounts.NewKeyInput{Name: "no limit"})
 		var res *http.Response
 		if _, err := b.client(limited).Chat.Completions.New(b.ctx, chatParams(model, 8), option.WithResponseInto(&res)); err != nil {

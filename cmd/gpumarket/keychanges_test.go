@@ -174,7 +174,7 @@ func TestKeyChangesReachEveryGatewayWithinASecond(t *testing.T) {
 	t.Run("a raised monthly limit", func(t *testing.T) {
 		o := listServedOffering(t, a, b)
 		half := money.Pico(50 * money.PicoPerCent)
-		key, secret, err := a.accounts.CreateKey(ctx, dev, accounts.NewKeyInput{Name: "capped", MonthlyLimit: &half})
+		key, secret, err := a.accounts.CreateKey(ctx, dev, accounts.NewKeyInput{Name: "capped", Limit: &half})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -189,7 +189,7 @@ func TestKeyChangesReachEveryGatewayWithinASecond(t *testing.T) {
 			!strings.Contains(body, "monthly spending limit") {
 			t.Fatalf("the second gateway with the key over its limit: %d %s, want 402", st, body)
 		}
-		if st, body := call(t, http.MethodPatch, a.URL()+"/api/keys/"+key.ID, sess.Token, map[string]any{"monthly_limit_usd": "5.00"}); st != http.StatusOK {
+		if st, body := call(t, http.MethodPatch, a.URL()+"/api/keys/"+key.ID, sess.Token, map[string]any{"limit_usd": "5.00"}); st != http.StatusOK {
 			t.Fatalf("raising the limit on the first process: %d %s", st, body)
 		}
 		took := within(t, time.Second, "the second gateway applies the raised limit", func() bool {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/gpumarket/gpumarket/services/budgets"
 	"github.com/gpumarket/gpumarket/services/events"
 )
 
@@ -93,6 +94,9 @@ func (p *Platform) start(r *running) error {
 				r.fail("rig limits", err)
 			}
 		})
+	}
+	if p.alerts != nil {
+		r.loops.Go(func() { p.alerts.Run(r.ctx, budgets.DefaultAlertEvery) })
 	}
 	if p.meter != nil {
 		r.meter.Go(func() {

@@ -34,6 +34,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/audit"
 	"github.com/gpumarket/gpumarket/services/batch"
 	"github.com/gpumarket/gpumarket/services/benchmarks"
+	"github.com/gpumarket/gpumarket/services/budgets"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/credits"
 	"github.com/gpumarket/gpumarket/services/credits/stripemock"
@@ -45,6 +46,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/invoicing"
 	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/metering"
+	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/payouts"
 	"github.com/gpumarket/gpumarket/services/performance"
 	records "github.com/gpumarket/gpumarket/services/reliability"
@@ -64,7 +66,11 @@ import (
 // Platform is the running platform: its connections, services and HTTP server. Start it with
 // Open and Run; Close releases everything. Tests start it on port 0.
 type Platform struct {
-	cfg        Config
+	cfg Config
+	// budgets are the member limits, account budgets and keys' spend per period; alerts fire their
+	// alerts, in the meter's process (budgetAlerts).
+	budgets    *budgets.Service
+	alerts     *budgets.Alerts
 	log        *slog.Logger
 	pool       *pgxpool.Pool
 	natsServer *server.Server // nil when NATS_URL names an external server
@@ -232,6 +238,10 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 	if p.accounts, err = accounts.NewService(p.pool, accounts.Config{SessionKey: sessionKey}); err != nil {
 		return nil, err
 	}
+	p.budgets = budgets.NewService(p.pool, p.accounts, nil)
+	if cfg.Roles.Meter {
+		p.alerts = p.budgetAlerts()
+	}
 	p.invoicing = newInvoicing(cfg.Invoicing, ledger.NewLedger(p.pool, nil), p.audit, p.pool, log.With("role", "invoicing"), p.webhooks)
 	var payments web.Payments
 	var gw gateway.Config
@@ -282,6 +292,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 	webCfg := web.Config{
 		OpsOnly:  !cfg.Roles.Web,
 		Accounts: p.accounts, Catalog: p.catalog, Payments: payments, Usage: metering.NewReports(p.pool), Rigs: p,
+		Budgets:  p.budgets,
 		Requests: p.requestLog, Log: log, Registry: p.registry, Ready: ready, UsageStream: p.usageStreamReport(),
 		TrustedProxies: cfg.TrustedProxies, MetricsToken: cfg.MetricsToken, KeyChanges: keyChanges,
 		Invoicing: p.invoicing, Audit: p.audit, Journal: p.journal, Performance: performance.NewService(p.pool, p.catalog),
@@ -301,6 +312,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 	var v1 http.Handler
 	if p.router != nil {
 		gw.Accounts, gw.Batches, gw.Log, gw.Middleware, gw.IPExtractor = p.accounts, p.batches, log, p.web.EdgeMiddleware(), p.web.IPExtractor()
+		gw.Budgets = p.budgets
 		p.gateway = gateway.New(gw)
 		keyChanges.local = p.gateway
 		if _, err = subscribeKeyChanges(p.nc, p.gateway, log); err != nil {
@@ -454,6 +466,22 @@ func (p *Platform) gatewayConfig() (gateway.Config, error) {
 		RatePerSecond: p.cfg.RateLimitRPS, RateBurst: p.cfg.RateLimitBurst,
 		Admission: admission.NewAdmission(admission.AdmissionConfig{Pool: p.pool, Prices: p.catalog, Log: p.log.With("role", "gateway")}),
 	}, nil
+}
+
+// budgetAlerts is the evaluator of the budget and balance alerts, which runs beside the meter, where
+// spend changes. Its e-mail and webhook deliveries are wired with budgets.AlertsConfig's Mail and
+// Events; without them a firing is recorded and logged only.
+func (p *Platform) budgetAlerts() *budgets.Alerts {
+	l := ledger.NewLedger(p.pool, nil)
+	return budgets.NewAlerts(budgets.AlertsConfig{Pool: p.pool, Accounts: p.accounts, Log: p.log.With("role", "alerts"),
+		Events: p.webhooks,
+		Balance: func(ctx context.Context, accountID string) (money.BigPico, error) {
+			id, err := l.AccountFor(ctx, ledger.AccountCustomerCredit, accountID)
+			if err != nil {
+				return money.BigPico{}, err
+			}
+			return l.Balance(ctx, id)
+		}})
 }
 
 // defaultReconcileEvery is how often Run reconciles the gateway's record with the meter.

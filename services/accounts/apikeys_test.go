@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/periods"
 )
 
 func TestAPIKeysAreShownOnceAndStoredHashed(t *testing.T) {
@@ -22,7 +23,7 @@ func TestAPIKeysAreShownOnceAndStoredHashed(t *testing.T) {
 	}
 	other, _ := s.SignUp(ctx, SignUpInput{Email: "other@example.com", Password: "long enough!", Role: RoleDeveloper})
 	limit := money.Pico(5 * money.PicoPerUSD)
-	k, secret, err := s.CreateKey(ctx, dev, NewKeyInput{Name: " ci ", MonthlyLimit: &limit, DefaultTier: "batch"})
+	k, secret, err := s.CreateKey(ctx, dev, NewKeyInput{Name: " ci ", Limit: &limit, DefaultTier: "batch"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +35,7 @@ func TestAPIKeysAreShownOnceAndStoredHashed(t *testing.T) {
 		t.Fatalf("the secret is stored in clear: %d %v", stored, err)
 	}
 	got, err := s.KeyBySecret(ctx, secret)
-	if err != nil || got.ID != k.ID || got.AccountID != dev.AccountID || *got.MonthlyLimit != limit || got.DefaultTier != "batch" {
+	if err != nil || got.ID != k.ID || got.AccountID != dev.AccountID || *got.Limit != limit || got.DefaultTier != "batch" {
 		t.Fatalf("KeyBySecret = %+v, %v", got, err)
 	}
 	for _, bad := range []string{"", "gm_x", secret + "x", strings.ToUpper(secret)} {
@@ -135,38 +136,38 @@ func TestKeyLimitCanBeChanged(t *testing.T) {
 	dev, _ := s.SignUp(ctx, SignUpInput{Email: "dev@example.com", Password: "long enough!", Role: RoleDeveloper})
 	other, _ := s.SignUp(ctx, SignUpInput{Email: "other@example.com", Password: "long enough!", Role: RoleDeveloper})
 	five := money.Pico(5 * money.PicoPerUSD)
-	k, secret, err := s.CreateKey(ctx, dev, NewKeyInput{Name: "ci", MonthlyLimit: &five})
+	k, secret, err := s.CreateKey(ctx, dev, NewKeyInput{Name: "ci", Limit: &five})
 	if err != nil {
 		t.Fatal(err)
 	}
 	raised := money.Pico(1250 * money.PicoPerCent)
-	got, err := s.SetKeyLimit(ctx, dev.AccountID, k.ID, &raised)
-	if err != nil || got.MonthlyLimit == nil || *got.MonthlyLimit != raised || got.ID != k.ID {
+	got, err := s.SetKeyLimit(ctx, dev.AccountID, k.ID, &raised, periods.Month)
+	if err != nil || got.Limit == nil || *got.Limit != raised || got.ID != k.ID {
 		t.Fatalf("raise to $12.50: %+v, %v", got, err)
 	}
-	if seen, _ := s.KeyBySecret(ctx, secret); seen.MonthlyLimit == nil || *seen.MonthlyLimit != raised {
-		t.Fatalf("the gateway's lookup sees limit %v, want $12.50", seen.MonthlyLimit)
+	if seen, _ := s.KeyBySecret(ctx, secret); seen.Limit == nil || *seen.Limit != raised {
+		t.Fatalf("the gateway's lookup sees limit %v, want $12.50", seen.Limit)
 	}
-	if got, err := s.SetKeyLimit(ctx, dev.AccountID, k.ID, nil); err != nil || got.MonthlyLimit != nil {
+	if got, err := s.SetKeyLimit(ctx, dev.AccountID, k.ID, nil, periods.Month); err != nil || got.Limit != nil {
 		t.Fatalf("remove the limit: %+v, %v", got, err)
 	}
-	if _, err := s.SetKeyLimit(ctx, other.AccountID, k.ID, &five); services.ErrorCode(err) != services.CodeNotFound {
+	if _, err := s.SetKeyLimit(ctx, other.AccountID, k.ID, &five, periods.Month); services.ErrorCode(err) != services.CodeNotFound {
 		t.Fatalf("another account set the limit: %v, want not found", err)
 	}
 	zero := money.Pico(0)
-	if _, err := s.SetKeyLimit(ctx, dev.AccountID, k.ID, &zero); services.ErrorCode(err) != services.CodeInvalid {
+	if _, err := s.SetKeyLimit(ctx, dev.AccountID, k.ID, &zero, periods.Month); services.ErrorCode(err) != services.CodeInvalid {
 		t.Fatalf("a $0 limit: %v, want invalid", err)
 	}
-	if _, err := s.SetKeyLimit(ctx, dev.AccountID, "not-a-uuid", &five); services.ErrorCode(err) != services.CodeNotFound {
+	if _, err := s.SetKeyLimit(ctx, dev.AccountID, "not-a-uuid", &five, periods.Month); services.ErrorCode(err) != services.CodeNotFound {
 		t.Fatalf("a malformed id: %v, want not found", err)
 	}
-	if seen, _ := s.KeyBySecret(ctx, secret); seen.MonthlyLimit != nil {
-		t.Fatalf("the refused changes left limit %v, want none", *seen.MonthlyLimit)
+	if seen, _ := s.KeyBySecret(ctx, secret); seen.Limit != nil {
+		t.Fatalf("the refused changes left limit %v, want none", *seen.Limit)
 	}
 	if err := s.RevokeKey(ctx, dev.AccountID, k.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.SetKeyLimit(ctx, dev.AccountID, k.ID, &five); services.ErrorCode(err) != services.CodeNotFound {
+	if _, err := s.SetKeyLimit(ctx, dev.AccountID, k.ID, &five, periods.Month); services.ErrorCode(err) != services.CodeNotFound {
 		t.Fatalf("a revoked key's limit: %v, want not found", err)
 	}
 }

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
-	"slices"
 	"sync"
 	"time"
 
@@ -17,13 +17,15 @@ import (
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/periods"
 	"github.com/gpumarket/gpumarket/services/ticket"
 	"github.com/gpumarket/gpumarket/services/usage"
 )
 
 // Admission decides whether a gateway request may start spending: it refuses when the
-// account's prepaid credit is spent or the API key has reached its monthly limit
-// (docs/failure-cases.md, case 19), and it bounds the overdraft that requests can cause,
+// account's prepaid credit is spent, or when the API key has reached its limit for its day,
+// week or month, the person who created it their member limit, or the account its monthly
+// budget (docs/failure-cases.md, case 19; docs/budgets.md), and it bounds the overdraft that requests can cause,
 // whatever their rigs claim (docs/gateway-integrity.md, "Holds until metered").
 //
 // What an account has to spend is its credit balance (the ledger's cached balance), less what
@@ -51,7 +53,8 @@ import (
 // when a new month began.
 //
 // A request is refused when the account's balance less its commitments is <= 0, or when the
-// key's metered spend this calendar month (UTC) plus its commitments is >= its limit. The
+// key's metered spend in its limit's period (UTC) plus its commitments is >= its limit, and the
+// same of the creator's member limit and the account's monthly budget. The
 // check comes before the request's own reservation, so a customer with a few cents left can
 // still make a small request. The overdraft bound that follows, per account: the balance can
 // fall below zero by at most the bound of the request admitted last on each gateway replica,
@@ -102,11 +105,13 @@ const (
 	maxEstimateTokens = 1 << 26
 )
 
-// What Admit refuses with, as the Cause of a *services.Error; the gateway answers both with
+// What Admit refuses with, as the Cause of a *services.Error; the gateway answers each with
 // 402 insufficient_quota.
 var (
-	ErrCreditSpent     = errors.New("admission: the account's credit is spent")
-	ErrKeyLimitReached = errors.New("admission: the API key's monthly limit is reached")
+	ErrCreditSpent          = errors.New("admission: the account's credit is spent")
+	ErrKeyLimitReached      = errors.New("admission: the API key's spending limit is reached")
+	ErrMemberLimitReached   = errors.New("admission: the member's spending limit is reached")
+	ErrAccountBudgetReached = errors.New("admission: the account's monthly budget is reached")
 )
 
 // AdmissionConfig wires an Admission.
@@ -166,10 +171,14 @@ func (a *Admission) refreshLater(sp *spender, accountID string) bool {
 
 // AdmitInput is a request asking to be admitted.
 type AdmitInput struct {
-	AccountID    string
-	APIKeyID     string
-	MonthlyLimit *money.Pico // the key's limit; nil for none
-	Tier         catalog.Tier
+	AccountID string
+	APIKeyID  string
+	KeyLimit  *money.Pico    // the key's limit; nil for none
+	KeyPeriod periods.Period // the period of the key's limit; "" is a month
+	// CreatedBy is the person who created the key: the member whose limit in the account holds
+	// the key's requests, when the account set one.
+	CreatedBy string
+	Tier      catalog.Tier
 	// MaxInputTokens and MaxOutputTokens are the bounds of the request's route ticket
 	// (routing.BoundsFor, ticket.Claims): the most input and output tokens the meter may bill
 	// it. The input bound is the body's bytes plus routing.InputAllowance; the output bound is
@@ -194,11 +203,22 @@ type TokenCount struct {
 type spender struct {
 	mu         sync.Mutex
 	loadedAt   time.Time // when the snapshot the figures come from began; zero before the first
-	month      time.Time // the calendar month the keys' spend is of
+	day        time.Time // the day (UTC) the spend of every period is as of
 	refreshing bool
 
 	balance money.Pico
-	spent   map[string]money.Pico // metered spend this month, of the keys with a limit
+	// spent is the metered spend of the keys with a limit in the period of keyPeriod.
+	spent     map[string]money.Pico
+	keyPeriod map[string]periods.Period
+
+	// members are the account's member limits with their metered spend and recorded holds;
+	// budget is its monthly budget (nil for none) and accountSpent its keys' spend this month.
+	members      map[string]memberFigures
+	budget       *money.Pico
+	accountSpent money.Pico
+	// inFlightByMember and heldByMember are the commitments of the keys each person created.
+	inFlightByMember map[string]money.Pico
+	heldByMember     map[string]money.Pico
 
 	// recorded and recordedByKey are the account's holds in PostgreSQL (admission_holds), of
 	// every gateway replica, as of the snapshot.
@@ -215,9 +235,17 @@ type spender struct {
 }
 
 type heldCharge struct {
-	key    string
-	amount money.Pico
-	since  time.Time
+	key, member string
+	amount      money.Pico
+	since       time.Time
+}
+
+// memberFigures is a member limit as a snapshot read it.
+type memberFigures struct {
+	limit    money.Pico
+	period   periods.Period
+	spent    money.Pico
+	recorded money.Pico
 }
 
 // Reservation is an admitted request's hold on its account's credit. Settle it once the
@@ -226,6 +254,7 @@ type Reservation struct {
 	a       *Admission
 	sp      *spender
 	key     string
+	member  string
 	amount  money.Pico
 	bounds  AdmitInput
 	price   catalog.Price
@@ -235,8 +264,8 @@ type Reservation struct {
 // Amount is what the reservation holds.
 func (r *Reservation) Amount() money.Pico { return r.amount }
 
-// Admit admits a request and reserves its estimated cost, or refuses it with ErrCreditSpent or
-// ErrKeyLimitReached (see Admission).
+// Admit admits a request and reserves its estimated cost, or refuses it with ErrCreditSpent,
+// ErrKeyLimitReached, ErrMemberLimitReached or ErrAccountBudgetReached (see Admission).
 func (a *Admission) Admit(ctx context.Context, in AdmitInput) (_ *Reservation, err error) {
 	defer services.Wrap(&err, "admission.Admit")
 	var price catalog.Price
@@ -247,17 +276,21 @@ func (a *Admission) Admit(ctx context.Context, in AdmitInput) (_ *Reservation, e
 	}
 	amount := estimate(in, price)
 	sp := a.spender(in.AccountID)
-	limited := in.MonthlyLimit != nil && in.APIKeyID != ""
+	limited := in.KeyLimit != nil && in.APIKeyID != ""
+	if in.KeyPeriod == "" {
+		in.KeyPeriod = periods.Month
+	}
 
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	// Read under the lock, so that a snapshot this request loads is newer than any applied.
 	now := a.cfg.Now()
-	_, knownKey := sp.spent[in.APIKeyID]
+	period, knownKey := sp.keyPeriod[in.APIKeyID]
+	knownKey = knownKey && period == in.KeyPeriod
 	reload := func() error {
 		keys := sp.limitedKeys()
-		if limited && !slices.Contains(keys, in.APIKeyID) {
-			keys = append(keys, in.APIKeyID)
+		if limited {
+			keys[in.APIKeyID] = in.KeyPeriod
 		}
 		snap, err := a.load(ctx, in.AccountID, keys, sp.heldIDs(), now)
 		if err != nil {
@@ -268,7 +301,7 @@ func (a *Admission) Admit(ctx context.Context, in AdmitInput) (_ *Reservation, e
 	}
 	loaded := false
 	switch age := now.Sub(sp.loadedAt); {
-	case sp.loadedAt.IsZero() || age > maxStale || !monthStart(now).Equal(sp.month) || (limited && !knownKey):
+	case sp.loadedAt.IsZero() || age > maxStale || !periods.Day.Start(now).Equal(sp.day) || (limited && !knownKey):
 		if err := reload(); err != nil {
 			return nil, err
 		}
@@ -277,7 +310,7 @@ func (a *Admission) Admit(ctx context.Context, in AdmitInput) (_ *Reservation, e
 		sp.refreshing = a.refreshLater(sp, in.AccountID)
 	}
 
-	refusal := sp.refusal(in, limited)
+	refusal := sp.refusal(in, limited, now)
 	if refusal != nil && !loaded && now.Sub(sp.loadedAt) >= recheckAfter {
 		// Figures that would refuse are read again before they do: credits bought or a limit
 		// raised a moment ago let the very next request through, not the one after the
@@ -285,14 +318,17 @@ func (a *Admission) Admit(ctx context.Context, in AdmitInput) (_ *Reservation, e
 		if err := reload(); err != nil {
 			return nil, err
 		}
-		refusal = sp.refusal(in, limited)
+		refusal = sp.refusal(in, limited, now)
 	}
 	if refusal != nil {
 		return nil, refusal
 	}
 	sp.inFlight += amount
 	sp.inFlightByKey[in.APIKeyID] += amount
-	return &Reservation{a: a, sp: sp, key: in.APIKeyID, amount: amount, bounds: in, price: price}, nil
+	if in.CreatedBy != "" {
+		sp.inFlightByMember[in.CreatedBy] += amount
+	}
+	return &Reservation{a: a, sp: sp, key: in.APIKeyID, member: in.CreatedBy, amount: amount, bounds: in, price: price}, nil
 }
 
 // recheckAfter is how old figures that would refuse a request must be for admission to read
@@ -301,12 +337,19 @@ func (a *Admission) Admit(ctx context.Context, in AdmitInput) (_ *Reservation, e
 const recheckAfter = 200 * time.Millisecond
 
 // refusal is why the figures refuse a request, nil when they admit it (Refusal).
-func (sp *spender) refusal(in AdmitInput, limited bool) error {
-	st := Standing{Balance: sp.balance, Held: sp.recorded + sp.heldTotal, InFlight: sp.inFlight}
+func (sp *spender) refusal(in AdmitInput, limited bool, now time.Time) error {
+	held := sp.recorded + sp.heldTotal
+	st := Standing{Balance: sp.balance, Held: held, InFlight: sp.inFlight, Now: now}
 	if limited {
-		st.KeySpent, st.KeyInFlight = sp.spent[in.APIKeyID], sp.inFlightByKey[in.APIKeyID]
-		st.KeyHeld = sp.recordedByKey[in.APIKeyID] + sp.heldByKey[in.APIKeyID]
-		st.KeyLimit = in.MonthlyLimit
+		st.Key = Allowance{Spent: sp.spent[in.APIKeyID], InFlight: sp.inFlightByKey[in.APIKeyID],
+			Held: sp.recordedByKey[in.APIKeyID] + sp.heldByKey[in.APIKeyID], Limit: in.KeyLimit, Period: in.KeyPeriod}
+	}
+	if m, ok := sp.members[in.CreatedBy]; ok && in.CreatedBy != "" {
+		st.Member = Allowance{Spent: m.spent, Held: m.recorded + sp.heldByMember[in.CreatedBy],
+			InFlight: sp.inFlightByMember[in.CreatedBy], Limit: &m.limit, Period: m.period}
+	}
+	if sp.budget != nil {
+		st.Account = Allowance{Spent: sp.accountSpent, Held: held, InFlight: sp.inFlight, Limit: sp.budget, Period: periods.Month}
 	}
 	return Refusal(st)
 }
@@ -335,6 +378,11 @@ func (r *Reservation) Settle(s Settlement) Hold {
 	if sp.inFlightByKey[r.key] -= r.amount; sp.inFlightByKey[r.key] == 0 {
 		delete(sp.inFlightByKey, r.key)
 	}
+	if r.member != "" {
+		if sp.inFlightByMember[r.member] -= r.amount; sp.inFlightByMember[r.member] == 0 {
+			delete(sp.inFlightByMember, r.member)
+		}
+	}
 	if s.RequestID == "" || !s.Billable {
 		return Hold{}
 	}
@@ -347,9 +395,12 @@ func (r *Reservation) Settle(s Settlement) Hold {
 		return Hold{}
 	}
 	now := r.a.cfg.Now()
-	sp.held[s.RequestID] = heldCharge{key: r.key, amount: cost, since: now}
+	sp.held[s.RequestID] = heldCharge{key: r.key, member: r.member, amount: cost, since: now}
 	sp.heldTotal += cost
 	sp.heldByKey[r.key] += cost
+	if r.member != "" {
+		sp.heldByMember[r.member] += cost
+	}
 	return Hold{Amount: cost, Until: now.Add(r.a.cfg.HoldFor)}
 }
 
@@ -374,8 +425,9 @@ func (a *Admission) spender(accountID string) *spender {
 	defer a.mu.Unlock()
 	sp := a.spenders[accountID]
 	if sp == nil {
-		sp = &spender{spent: map[string]money.Pico{}, recordedByKey: map[string]money.Pico{}, inFlightByKey: map[string]money.Pico{},
-			held: map[string]heldCharge{}, heldByKey: map[string]money.Pico{}}
+		sp = &spender{spent: map[string]money.Pico{}, keyPeriod: map[string]periods.Period{}, recordedByKey: map[string]money.Pico{},
+			inFlightByKey: map[string]money.Pico{}, held: map[string]heldCharge{}, heldByKey: map[string]money.Pico{},
+			members: map[string]memberFigures{}, inFlightByMember: map[string]money.Pico{}, heldByMember: map[string]money.Pico{}}
 		a.spenders[accountID] = sp
 	}
 	return sp
@@ -427,40 +479,60 @@ func (a *Admission) refresh(sp *spender, accountID string) {
 // figures is what one snapshot of the database says of an account.
 type figures struct {
 	at      time.Time
-	month   time.Time
+	day     time.Time
 	balance money.Pico
 	spent   map[string]money.Pico
+	// keyPeriod are the periods the keys' spend is of.
+	keyPeriod map[string]periods.Period
 	// recorded is the account's holds in admission_holds, byKey those of the keys asked about.
 	recorded money.Pico
 	byKey    map[string]money.Pico
 	known    []string // of the held request ids asked about, those recorded or metered
+	members  map[string]memberFigures
+	// budget is the account's monthly budget, nil for none, and accountSpent what its keys
+	// spent this month.
+	budget       *money.Pico
+	accountSpent money.Pico
 }
 
-// load reads the account's balance, its keys' spend this month, its recorded holds and which of
-// the held request ids are recorded or metered, in one statement and so from one snapshot. A
-// recorded hold counts until it expires, unless its request is metered: the meter deletes the
-// hold as it bills, and a hold recorded after its request was metered (a record written late)
-// counts for nothing. The statement is planned for each call (QueryExecModeExec): a plan cached
-// while usage_events was nearly empty scans the whole table for the held ids, and keeps doing
-// so as it grows until the next ANALYZE.
-func (a *Admission) load(ctx context.Context, accountID string, keys, held []string, now time.Time) (f figures, err error) {
+// load reads the account's balance, its limited keys' spend in their periods, its recorded holds
+// and which of the held request ids are recorded or metered, in one statement and so from one
+// snapshot; then, only for an account with a member limit or a budget, those (loadBudgets). A
+// key's spend is one row of api_key_spend for a month, one row of api_key_spend_days for a day
+// and at most seven for a week. A recorded hold counts until it expires, unless its request is
+// metered: the meter deletes the hold as it bills, and a hold recorded after its request was
+// metered (a record written late) counts for nothing. The statement is planned for each call
+// (QueryExecModeExec): a plan cached while usage_events was nearly empty scans the whole table
+// for the held ids, and keeps doing so as it grows until the next ANALYZE.
+func (a *Admission) load(ctx context.Context, accountID string, keys map[string]periods.Period, held []string, now time.Time) (f figures, err error) {
 	defer services.Wrap(&err, "admission.Admission.load(%s)", accountID)
-	f = figures{at: now, month: monthStart(now), spent: make(map[string]money.Pico, len(keys)), byKey: make(map[string]money.Pico, len(keys))}
+	f = figures{at: now, day: periods.Day.Start(now), spent: make(map[string]money.Pico, len(keys)),
+		byKey: make(map[string]money.Pico, len(keys)), members: map[string]memberFigures{}, keyPeriod: keys}
+	ids, kinds := make([]string, 0, len(keys)), make([]string, 0, len(keys))
+	for id, p := range keys {
+		ids, kinds = append(ids, id), append(kinds, string(p))
+	}
+	var limited bool
 	rows, err := a.cfg.Pool.Query(ctx, `
 		WITH holds AS (
 			SELECT h.api_key_id, h.amount_pico FROM admission_holds h
 			WHERE h.account_id = $1::uuid AND h.expires_at > $5
 				AND NOT EXISTS (SELECT 1 FROM usage_event_keys u WHERE u.request_id = h.request_id))
-		SELECT b.balance, m.known, (SELECT coalesce(sum(amount_pico), 0) FROM holds), k.id, k.spent,
-			(SELECT coalesce(sum(amount_pico), 0) FROM holds WHERE holds.api_key_id = k.id)
+		SELECT b.balance, m.known, (SELECT coalesce(sum(amount_pico), 0) FROM holds),
+			EXISTS (SELECT 1 FROM member_limits WHERE account_id = $1::uuid)
+				OR EXISTS (SELECT 1 FROM account_budgets WHERE account_id = $1::uuid),
+			k.id, k.spent, (SELECT coalesce(sum(amount_pico), 0) FROM holds WHERE holds.api_key_id = k.id)
 		FROM (SELECT (SELECT balance FROM ledger_accounts WHERE kind = 'customer_credit' AND owner_account_id = $1::uuid) AS balance) b
 		CROSS JOIN (SELECT ARRAY(SELECT request_id FROM usage_event_keys WHERE request_id = ANY($4::text[])
 			UNION SELECT request_id FROM admission_holds WHERE request_id = ANY($4::text[])) AS known) m
 		LEFT JOIN LATERAL (
-			SELECT id, coalesce((SELECT charge_pico FROM api_key_spend s
-				WHERE s.api_key_id = id AND s.month = $3), 0) AS spent
-			FROM unnest($2::text[]) AS id) k ON true`,
-		pgx.QueryExecModeExec, accountID, keys, f.month, held, now)
+			SELECT id, CASE period
+					WHEN 'day' THEN coalesce((SELECT charge_pico FROM api_key_spend_days d WHERE d.api_key_id = id AND d.day = $7::date), 0)
+					WHEN 'week' THEN coalesce((SELECT sum(charge_pico) FROM api_key_spend_days d WHERE d.api_key_id = id
+						AND d.day >= $8::date AND d.day < $8::date + 7), 0)
+					ELSE coalesce((SELECT charge_pico FROM api_key_spend s WHERE s.api_key_id = id AND s.month = $3), 0) END AS spent
+			FROM unnest($2::text[], $6::text[]) AS k(id, period)) k ON true`,
+		pgx.QueryExecModeExec, accountID, ids, periods.Month.Start(now), held, now, kinds, f.day, periods.Week.Start(now))
 	if err != nil {
 		return figures{}, err
 	}
@@ -468,7 +540,7 @@ func (a *Admission) load(ctx context.Context, accountID string, keys, held []str
 	for rows.Next() {
 		var balance, recorded, spent, keyHeld pgtype.Numeric
 		var key pgtype.Text
-		if err := rows.Scan(&balance, &f.known, &recorded, &key, &spent, &keyHeld); err != nil {
+		if err := rows.Scan(&balance, &f.known, &recorded, &limited, &key, &spent, &keyHeld); err != nil {
 			return figures{}, err
 		}
 		if balance.Valid {
@@ -488,7 +560,70 @@ func (a *Admission) load(ctx context.Context, accountID string, keys, held []str
 			}
 		}
 	}
-	return f, rows.Err()
+	if err := rows.Err(); err != nil {
+		return figures{}, err
+	}
+	if !limited {
+		return f, nil
+	}
+	return f, a.loadBudgets(ctx, accountID, now, &f)
+}
+
+// loadBudgets reads the account's member limits and monthly budget with their spend and the
+// holds of each member's keys. It runs after load's statement, only for an account that has
+// either: a request the meter billed in between is then counted twice (as a hold there and as
+// spend here) until the next read, never missed.
+func (a *Admission) loadBudgets(ctx context.Context, accountID string, now time.Time, f *figures) (err error) {
+	defer services.Wrap(&err, "admission.Admission.loadBudgets(%s)", accountID)
+	rows, err := a.cfg.Pool.Query(ctx, `
+		WITH holds AS (
+			SELECT h.api_key_id, h.amount_pico FROM admission_holds h
+			WHERE h.account_id = $1::uuid AND h.expires_at > $2
+				AND NOT EXISTS (SELECT 1 FROM usage_event_keys u WHERE u.request_id = h.request_id)),
+		owned AS (SELECT id::text AS id, created_by::text AS created_by FROM api_keys WHERE account_id = $1::uuid),
+		month AS (SELECT o.created_by, s.charge_pico FROM api_key_spend s JOIN owned o ON s.api_key_id = o.id WHERE s.month = $3),
+		days AS (SELECT o.created_by, d.day, d.charge_pico FROM api_key_spend_days d JOIN owned o ON d.api_key_id = o.id
+			WHERE d.day >= least($4::date, $5::date) AND d.day < $5::date + 7)
+		SELECT NULL::text, b.limit_pico, 'month', (SELECT coalesce(sum(charge_pico), 0) FROM month), 0
+		FROM account_budgets b WHERE b.account_id = $1::uuid
+		UNION ALL
+		SELECT l.user_id::text, l.limit_pico, l.period, CASE l.period
+				WHEN 'month' THEN (SELECT coalesce(sum(charge_pico), 0) FROM month WHERE created_by = l.user_id::text)
+				WHEN 'week' THEN (SELECT coalesce(sum(charge_pico), 0) FROM days WHERE created_by = l.user_id::text AND day >= $4::date)
+				ELSE (SELECT coalesce(sum(charge_pico), 0) FROM days WHERE created_by = l.user_id::text AND day = $5::date) END,
+			(SELECT coalesce(sum(h.amount_pico), 0) FROM holds h JOIN owned o ON h.api_key_id = o.id WHERE o.created_by = l.user_id::text)
+		FROM member_limits l WHERE l.account_id = $1::uuid`,
+		accountID, now, periods.Month.Start(now), periods.Week.Start(now), periods.Day.Start(now))
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var user pgtype.Text
+		var limit, spent, held pgtype.Numeric
+		var period string
+		if err := rows.Scan(&user, &limit, &period, &spent, &held); err != nil {
+			return err
+		}
+		l, err := admissionFigure(limit)
+		if err != nil {
+			return err
+		}
+		s, err := admissionFigure(spent)
+		if err != nil {
+			return err
+		}
+		if !user.Valid {
+			f.budget, f.accountSpent = &l, s
+			continue
+		}
+		h, err := admissionFigure(held)
+		if err != nil {
+			return err
+		}
+		f.members[user.String] = memberFigures{limit: l, period: periods.Period(period), spent: s, recorded: h}
+	}
+	return rows.Err()
 }
 
 // apply takes in a snapshot newer than the one the figures come from: the balance, spend and
@@ -498,9 +633,13 @@ func (sp *spender) apply(f figures, holdFor time.Duration) {
 	if !f.at.After(sp.loadedAt) {
 		return
 	}
-	sp.loadedAt, sp.month, sp.balance, sp.recorded = f.at, f.month, f.balance, f.recorded
+	sp.loadedAt, sp.day, sp.balance, sp.recorded = f.at, f.day, f.balance, f.recorded
+	sp.budget, sp.accountSpent, sp.members = f.budget, f.accountSpent, f.members
 	for k, v := range f.spent {
 		sp.spent[k] = v
+	}
+	for k, p := range f.keyPeriod {
+		sp.keyPeriod[k] = p
 	}
 	clear(sp.recordedByKey)
 	for k, v := range f.byKey {
@@ -526,14 +665,16 @@ func (sp *spender) release(requestID string) {
 	if sp.heldByKey[h.key] -= h.amount; sp.heldByKey[h.key] == 0 {
 		delete(sp.heldByKey, h.key)
 	}
+	if h.member != "" {
+		if sp.heldByMember[h.member] -= h.amount; sp.heldByMember[h.member] == 0 {
+			delete(sp.heldByMember, h.member)
+		}
+	}
 }
 
-func (sp *spender) limitedKeys() []string {
-	keys := make([]string, 0, len(sp.spent))
-	for k := range sp.spent {
-		keys = append(keys, k)
-	}
-	return keys
+// limitedKeys are the keys with a limit that the figures follow, with their limits' periods.
+func (sp *spender) limitedKeys() map[string]periods.Period {
+	return maps.Clone(sp.keyPeriod)
 }
 
 func (sp *spender) heldIDs() []string {
@@ -542,12 +683,6 @@ func (sp *spender) heldIDs() []string {
 		ids = append(ids, id)
 	}
 	return ids
-}
-
-// monthStart is the start of t's calendar month in UTC.
-func monthStart(t time.Time) time.Time {
-	t = t.UTC()
-	return time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
 }
 
 // admissionBound is the largest balance or spend admission reads as it is: one beyond it,

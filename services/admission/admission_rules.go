@@ -2,39 +2,72 @@ package admission
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/periods"
 )
 
 // The rules admission decides by, apart from the figures it keeps (see Admission): whether an
 // account's standing admits a request, and what an ended request's reservation turns into.
 
-// Standing is what an account and one of its API keys have to spend when a request asks to
-// start: the account's credit balance, what it has committed that the balance does not show
-// yet (held: ended, not yet metered; in flight: reserved), and the same of the key this month
-// against its limit.
+// Standing is what an account, one of its API keys and the person who created the key have to
+// spend when a request asks to start: the account's credit balance, what it has committed that
+// the balance does not show yet (held: ended, not yet metered; in flight: reserved), and the
+// same of the key, of the person's keys and of the whole account against their limits in their
+// periods at Now.
 type Standing struct {
-	Balance, Held, InFlight        money.Pico
-	KeySpent, KeyHeld, KeyInFlight money.Pico
-	// KeyLimit is the key's monthly limit; nil for none.
-	KeyLimit *money.Pico
+	Balance, Held, InFlight money.Pico
+	// Key is the key's limit; Member the limit on the keys its creator made in the account;
+	// Account the account's monthly budget.
+	Key, Member, Account Allowance
+	Now                  time.Time
+}
+
+// Allowance is one limit and what was spent and committed against it in its current period.
+type Allowance struct {
+	Spent, Held, InFlight money.Pico
+	Limit                 *money.Pico // nil for none
+	Period                periods.Period
+}
+
+// reached reports whether the spend and commitments are at or past the limit.
+func (a Allowance) reached() bool {
+	return a.Limit != nil && a.Spent+a.Held+a.InFlight >= *a.Limit
 }
 
 // Refusal is why a standing refuses a request, nil when it admits it: ErrCreditSpent when the
-// balance less the commitments is <= 0; ErrKeyLimitReached when the key's spend this month
-// plus its commitments is >= its limit. It is asked before the request's own reservation is
-// taken, so a few cents left still admit a small request.
+// balance less the commitments is <= 0; ErrKeyLimitReached, ErrMemberLimitReached or
+// ErrAccountBudgetReached when that limit's spend in its period plus its commitments is >= the
+// limit. It is asked before the request's own reservation is taken, so a few cents left still
+// admit a small request. Each message names the limit and when it resets.
 func Refusal(s Standing) error {
 	if s.Balance-s.Held-s.InFlight <= 0 {
 		return &services.Error{Code: services.CodeForbidden, Cause: ErrCreditSpent,
 			Message: "Your credit balance is spent. Buy credits on the Credits page, then retry."}
 	}
-	if s.KeyLimit != nil && s.KeySpent+s.KeyHeld+s.KeyInFlight >= *s.KeyLimit {
+	if s.Key.reached() {
 		return &services.Error{Code: services.CodeForbidden, Cause: ErrKeyLimitReached,
-			Message: fmt.Sprintf("This API key has reached its monthly spending limit of %s. Raise the limit on the API keys page, or wait for next month.", s.KeyLimit.String())}
+			Message: fmt.Sprintf("This API key has reached its %s spending limit of %s; it resets %s. Raise the limit on the API keys page, or wait until then.",
+				s.Key.Period.Adjective(), s.Key.Limit.String(), resetText(s.Key.Period, s.Now))}
+	}
+	if s.Member.reached() {
+		return &services.Error{Code: services.CodeForbidden, Cause: ErrMemberLimitReached,
+			Message: fmt.Sprintf("The keys you created in this account have reached your %s spending limit of %s; it resets %s. An account admin can raise it on the Budgets page.",
+				s.Member.Period.Adjective(), s.Member.Limit.String(), resetText(s.Member.Period, s.Now))}
+	}
+	if s.Account.reached() {
+		return &services.Error{Code: services.CodeForbidden, Cause: ErrAccountBudgetReached,
+			Message: fmt.Sprintf("This account has reached its monthly budget of %s; it resets %s. An account admin can raise it on the Budgets page.",
+				s.Account.Limit.String(), resetText(periods.Month, s.Now))}
 	}
 	return nil
+}
+
+// resetText says when the period holding now ends: "at 00:00 UTC on Monday 16 March 2026".
+func resetText(p periods.Period, now time.Time) string {
+	return p.End(now).Format("at 15:04 UTC on Monday 2 January 2006")
 }
 
 // Ending is how the last attempt at a gateway request ended, as the gateway saw it.

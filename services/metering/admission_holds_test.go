@@ -86,7 +86,7 @@ func (s *spree) request(t *testing.T, i int, relayedBytes, relayedChunks int64, 
 	// every admission reads PostgreSQL: what it sees is what every replica has written.
 	s.clock = s.clock.Add(31 * time.Second)
 	res, err := s.replicas[i].Admit(context.Background(), admission.AdmitInput{AccountID: s.customer, APIKeyID: s.apiKey,
-		MonthlyLimit: s.limit, Tier: catalog.TierStandard, MaxInputTokens: spreeMaxInput, MaxOutputTokens: spreeMaxOutput})
+		KeyLimit: s.limit, Tier: catalog.TierStandard, MaxInputTokens: spreeMaxInput, MaxOutputTokens: spreeMaxOutput})
 	if err != nil {
 		if !errors.Is(err, admission.ErrCreditSpent) && !errors.Is(err, admission.ErrKeyLimitReached) {
 			t.Fatal(err)
@@ -221,7 +221,7 @@ func TestDishonestRigCannotOvershootAKeyLimit(t *testing.T) {
 	// The holds went to the charges, each $0.0001824 less: the key has $0.008252 left, so one
 	// more request is admitted, and while it is in flight the next is refused.
 	s.clock = s.clock.Add(time.Minute)
-	in := admission.AdmitInput{AccountID: s.customer, APIKeyID: s.apiKey, MonthlyLimit: s.limit, Tier: catalog.TierStandard,
+	in := admission.AdmitInput{AccountID: s.customer, APIKeyID: s.apiKey, KeyLimit: s.limit, Tier: catalog.TierStandard,
 		MaxInputTokens: spreeMaxInput, MaxOutputTokens: spreeMaxOutput}
 	res, err := s.replicas[0].Admit(context.Background(), in)
 	if err != nil {

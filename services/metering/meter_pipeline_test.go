@@ -273,6 +273,14 @@ func assertSummariesMatchRows(t *testing.T, e *meterEnv) {
 		WHERE r.requests IS DISTINCT FROM s.requests OR r.charge_pico IS DISTINCT FROM s.charge_pico`); n != 0 {
 		t.Errorf("%d API key monthly spends differ from the usage rows they sum", n)
 	}
+	if n := e.count(t, `
+		SELECT count(*) FROM (
+			SELECT api_key_id, (occurred_at AT TIME ZONE 'UTC')::date AS day, count(*) AS requests, sum(charge_pico) AS charge_pico
+			FROM usage_events WHERE api_key_id <> '' GROUP BY 1, 2
+		) r FULL JOIN api_key_spend_days s USING (api_key_id, day)
+		WHERE r.requests IS DISTINCT FROM s.requests OR r.charge_pico IS DISTINCT FROM s.charge_pico`); n != 0 {
+		t.Errorf("%d API key daily spends differ from the usage rows they sum", n)
+	}
 	if n := e.count(t, `SELECT count(*) FROM api_key_spend`); n == 0 {
 		t.Error("no API key spend recorded")
 	}
@@ -287,7 +295,7 @@ func TestSumsThatWouldOverflowAreLeftToTheDatabase(t *testing.T) {
 	if _, ok := rollUp([]pricedEvent{half, half}); ok {
 		t.Error("rollUp summed 2^63 in an int64")
 	}
-	if _, ok := sumKeySpend([]pricedEvent{half, half}); ok {
+	if _, ok := sumKeySpend([]pricedEvent{half, half}, monthOf); ok {
 		t.Error("sumKeySpend summed 2^63 in an int64")
 	}
 	r, ok := rollUp([]pricedEvent{half, half, half}[:1])

@@ -220,7 +220,7 @@ func redeliveries(ctx context.Context, tx pgx.Tx, priced []pricedEvent, isNew ma
 var (
 	// insertNewUsage takes every row for new: one already stored fails its keys.
 	insertNewUsage = `WITH ` + usageIncoming + `, keyed AS (` + usageKeysInsert + `), inserted AS (` + usageInsert + `
-			FROM incoming ORDER BY n), ` + usageRollup("incoming") + `, ` + keySpend("incoming") + `
+			FROM incoming ORDER BY n), ` + usageRollup("incoming") + `, ` + keySpend("incoming") + `, ` + keySpendDays("incoming") + `
 		SELECT 1`
 	// insertUsageOnce skips every event whose event id or request id is already stored, rolls
 	// up the rows it inserted, and returns their event ids. The keys decide (as the usage
@@ -236,7 +236,7 @@ var (
 				ask_output_price, provider_account_id, input_tokens, output_tokens, charge_pico, payable_pico, energy_j,
 				energy_source, duration_ms, cached_input_tokens, ask_cached_input_price), ` +
 		usageRollup("inserted") + `, ` +
-		keySpend("inserted") + `
+		keySpend("inserted") + `, ` + keySpendDays("inserted") + `
 		SELECT event_id FROM inserted`
 )
 
@@ -328,6 +328,23 @@ func keySpend(rows string) string {
 		ORDER BY 1, 2
 		` + addToKeySpend + `)`
 }
+
+// keySpendDays adds the usage rows of the CTE named rows to their API keys' daily spend.
+func keySpendDays(rows string) string {
+	return `spend_days AS (
+		INSERT INTO api_key_spend_days (api_key_id, day, requests, charge_pico)
+		SELECT api_key_id, (occurred_at AT TIME ZONE 'UTC')::date, count(*), sum(charge_pico)
+		FROM ` + rows + `
+		WHERE api_key_id <> ''
+		GROUP BY 1, 2
+		ORDER BY 1, 2
+		` + addToKeySpendDays + `)`
+}
+
+// addToKeySpendDays adds the incoming sums to an api_key_spend_days row that is there already.
+const addToKeySpendDays = `ON CONFLICT (api_key_id, day) DO UPDATE SET
+	requests = api_key_spend_days.requests + EXCLUDED.requests,
+	charge_pico = api_key_spend_days.charge_pico + EXCLUDED.charge_pico`
 
 // addToKeySpend adds the incoming sums to an api_key_spend row that is there already.
 const addToKeySpend = `ON CONFLICT (api_key_id, month) DO UPDATE SET

@@ -42,7 +42,11 @@ func copyNewUsage(ctx context.Context, tx pgx.Tx, priced []pricedEvent, now time
 	if !ok {
 		return false, nil
 	}
-	spend, ok := sumKeySpend(priced)
+	spend, ok := sumKeySpend(priced, monthOf)
+	if !ok {
+		return false, nil
+	}
+	spendDays, ok := sumKeySpend(priced, dayOf)
 	if !ok {
 		return false, nil
 	}
@@ -74,6 +78,7 @@ func copyNewUsage(ctx context.Context, tx pgx.Tx, priced []pricedEvent, now time
 	b.Queue(upsertRollups, rollups.arrays()...)
 	if spend.keys != nil {
 		b.Queue(upsertKeySpend, spend.arrays()...)
+		b.Queue(upsertKeySpendDays, spendDays.arrays()...)
 	}
 	return true, tx.SendBatch(ctx, b).Close()
 }
@@ -296,7 +301,7 @@ const upsertRollups = `
 	ORDER BY n
 	` + addToRollup
 
-// keyMonth is a row of api_key_spend.
+// keyMonth is a row of api_key_spend, or with a day for month, of api_key_spend_days.
 type keyMonth struct {
 	key   string
 	month time.Time
@@ -308,9 +313,14 @@ type keySpends struct {
 	charge   map[keyMonth]int64
 }
 
-// sumKeySpend sums the priced events' charges per API key and calendar month (UTC), as
-// keySpend does. ok is false when a sum would overflow.
-func sumKeySpend(priced []pricedEvent) (k keySpends, ok bool) {
+func monthOf(t time.Time) time.Time { return time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC) }
+func dayOf(t time.Time) time.Time {
+	return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
+}
+
+// sumKeySpend sums the priced events' charges per API key and calendar month (UTC), or day with
+// dayOf, as keySpend does. ok is false when a sum would overflow.
+func sumKeySpend(priced []pricedEvent, period func(time.Time) time.Time) (k keySpends, ok bool) {
 	k.requests, k.charge = map[keyMonth]int64{}, map[keyMonth]int64{}
 	for i := range priced {
 		pe := &priced[i]
@@ -318,7 +328,7 @@ func sumKeySpend(priced []pricedEvent) (k keySpends, ok bool) {
 			continue
 		}
 		t := pe.c.ev.Time.UTC()
-		km := keyMonth{key: pe.c.claims.APIKeyID, month: time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)}
+		km := keyMonth{key: pe.c.claims.APIKeyID, month: period(t)}
 		if _, seen := k.requests[km]; !seen {
 			k.keys = append(k.keys, km)
 		}
@@ -345,6 +355,15 @@ func (k keySpends) arrays() []any {
 	}
 	return []any{keys, months, requests, charge}
 }
+
+// upsertKeySpendDays adds summed charges to api_key_spend_days, in the order given.
+const upsertKeySpendDays = `
+	INSERT INTO api_key_spend_days (api_key_id, day, requests, charge_pico)
+	SELECT api_key_id, (day AT TIME ZONE 'UTC')::date, requests, charge_pico
+	FROM unnest($1::text[], $2::timestamptz[], $3::bigint[], $4::bigint[]) WITH ORDINALITY
+		AS s (api_key_id, day, requests, charge_pico, n)
+	ORDER BY n
+	` + addToKeySpendDays
 
 // upsertKeySpend adds summed charges to api_key_spend, in the order given.
 const upsertKeySpend = `

@@ -130,6 +130,8 @@ const TypeTest = "webhook.test"
 var EventTypes = []EventType{
 	{Name: "invoice.issued", Description: "An invoice to you was issued."},
 	{Name: "batch.completed", Description: "A batch finished and its output file is ready."},
+	{Name: "budget.threshold", Description: "Spending reached a threshold of a key's limit, a person's limit or the account's budget."},
+	{Name: "credit.low", Description: "The account's balance fell below the amount its alert names."},
 	{Name: "topup.failed", Description: "An automatic top-up was declined or needs your authentication: auto top-up is off until you turn it on again."},
 	{Name: "payout.paid", Provider: true, Description: "A statement's payout was transferred to your Stripe account."},
 	{Name: "rig.offline", Provider: true, Description: "A rig of yours went offline: its agent stopped sending heartbeats."},

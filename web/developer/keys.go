@@ -12,14 +12,16 @@ import (
 
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/services/budgets"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/periods"
 	"github.com/gpumarket/gpumarket/templates"
 	"github.com/gpumarket/gpumarket/web/internal/core"
 )
 
 // keyFields are the fields of the form that creates a key, as the page posts them.
-var keyFields = []string{"name", "monthly_limit_usd", "default_tier", "prefer"}
+var keyFields = []string{"name", "limit_usd", "limit_period", "default_tier", "prefer"}
 
 // keyPreferOptions are the orders a key's requests may be routed in.
 func keyPreferOptions() []templates.Option {
@@ -27,6 +29,24 @@ func keyPreferOptions() []templates.Option {
 		{Value: "price", Label: "Price (the cheapest offering that keeps the tier's promise)"},
 		{Value: "carbon", Label: "Carbon (the lowest-carbon offering that keeps the tier's promise)"},
 	}
+}
+
+// keyPeriodOptions are the periods a key's limit may reset on.
+func keyPeriodOptions() []templates.Option {
+	return []templates.Option{
+		{Value: "month", Label: "per month"},
+		{Value: "week", Label: "per week (from Monday)"},
+		{Value: "day", Label: "per day"},
+	}
+}
+
+// parseKeyPeriod reads a limit's period; empty is a month. It returns what is wrong, or "".
+func parseKeyPeriod(v string) (periods.Period, string) {
+	p, err := periods.Parse(strings.TrimSpace(v))
+	if err != nil {
+		return "", "Choose day, week or month."
+	}
+	return p, ""
 }
 
 // keyTierOptions are the default tiers a key may carry; none leaves the choice to the gateway.
@@ -40,9 +60,9 @@ func keyTierOptions() []templates.Option {
 }
 
 // newKeyInput reads a key to create from text values (a form, or a JSON body's values) and
-// reports every problem at once. A monthly limit is dollars and cents: that is how a person
-// budgets, and how the page shows it back.
-func newKeyInput(name, limitUSD, tier, prefer string) (accounts.NewKeyInput, error) {
+// reports every problem at once. A limit is dollars and cents per day, week or month: that is
+// how a person budgets, and how the page shows it back.
+func newKeyInput(name, limitUSD, period, tier, prefer string) (accounts.NewKeyInput, error) {
 	fe := services.FieldErrors{}
 	in := accounts.NewKeyInput{Name: name, DefaultTier: strings.TrimSpace(tier)}
 	switch strings.TrimSpace(prefer) {
@@ -54,9 +74,12 @@ func newKeyInput(name, limitUSD, tier, prefer string) (accounts.NewKeyInput, err
 	}
 	limit, problem := parseKeyLimit(limitUSD)
 	if problem != "" {
-		fe.Add("monthly_limit_usd", problem)
+		fe.Add("limit_usd", problem)
 	}
-	in.MonthlyLimit = limit
+	in.Limit = limit
+	if in.LimitPeriod, problem = parseKeyPeriod(period); problem != "" {
+		fe.Add("limit_period", problem)
+	}
 	var ae *services.Error
 	if err := in.Validate(); errors.As(err, &ae) {
 		for field, problem := range ae.Fields {
@@ -66,7 +89,7 @@ func newKeyInput(name, limitUSD, tier, prefer string) (accounts.NewKeyInput, err
 	return in, fe.Err()
 }
 
-// parseKeyLimit reads a monthly limit in dollars and cents; empty is no limit. It returns what
+// parseKeyLimit reads a limit in dollars and cents; empty is no limit. It returns what
 // is wrong with it, or "".
 func parseKeyLimit(limitUSD string) (*money.Pico, string) {
 	v := strings.TrimSpace(limitUSD)
@@ -83,11 +106,11 @@ func parseKeyLimit(limitUSD string) (*money.Pico, string) {
 	return &limit, ""
 }
 
-// setKeyLimit changes the monthly limit of one of the caller's keys (nil: none) and tells the
-// gateways.
-func (s *Server) setKeyLimit(c echo.Context, keyID string, limit *money.Pico) (accounts.APIKey, error) {
+// setKeyLimit changes the limit of one of the caller's keys (nil: none) and its period, and
+// tells the gateways.
+func (s *Server) setKeyLimit(c echo.Context, keyID string, limit *money.Pico, period periods.Period) (accounts.APIKey, error) {
 	sess, _ := core.CurrentSession(c)
-	k, err := s.Accounts.SetKeyLimit(c.Request().Context(), sess.User.AccountID, keyID, limit)
+	k, err := s.Accounts.SetKeyLimit(c.Request().Context(), sess.User.AccountID, keyID, limit, period)
 	if err != nil {
 		return accounts.APIKey{}, err
 	}
@@ -97,7 +120,7 @@ func (s *Server) setKeyLimit(c echo.Context, keyID string, limit *money.Pico) (a
 
 func keyLimitError(problem string) error {
 	return &services.Error{Code: services.CodeInvalid, Message: "Please correct the highlighted fields.",
-		Fields: map[string]string{"monthly_limit_usd": problem}}
+		Fields: map[string]string{"limit_usd": problem}}
 }
 
 // revokeKey revokes one of the caller's keys and tells the gateways.
@@ -111,8 +134,8 @@ func (s *Server) revokeKey(c echo.Context, keyID string) error {
 }
 
 // createKey makes a key for the logged-in developer's account and returns its secret.
-func (s *Server) createKey(c echo.Context, name, limitUSD, tier, prefer string) (accounts.APIKey, string, error) {
-	in, err := newKeyInput(name, limitUSD, tier, prefer)
+func (s *Server) createKey(c echo.Context, name, limitUSD, period, tier, prefer string) (accounts.APIKey, string, error) {
+	in, err := newKeyInput(name, limitUSD, period, tier, prefer)
 	if err != nil {
 		return accounts.APIKey{}, "", err
 	}
@@ -141,19 +164,36 @@ func (s *Server) renderKeys(c echo.Context, status int, form templates.Form, cre
 	if err != nil {
 		return err
 	}
+	usages, err := s.keyUsages(c, keys)
+	if err != nil {
+		return err
+	}
 	rows := make([]templates.KeyRow, 0, len(keys))
-	for _, k := range keys {
-		rows = append(rows, keyRow(k))
+	for _, u := range usages {
+		rows = append(rows, keyRow(u))
 	}
 	return s.Render(c, status, templates.Keys(templates.KeysPage{Page: s.Page(c, "API keys"), Keys: rows, Form: form,
-		Tiers: keyTierOptions(), Prefers: keyPreferOptions(), Created: created, LimitError: limitErr}))
+		Tiers: keyTierOptions(), Prefers: keyPreferOptions(), Periods: keyPeriodOptions(), Created: created, LimitError: limitErr}))
+}
+
+// keyUsages are the keys' spend in their periods; without the budgets service, the keys alone.
+func (s *Server) keyUsages(c echo.Context, keys []accounts.APIKey) ([]budgets.KeyUsage, error) {
+	if s.budgets != nil {
+		return s.budgets.KeyUsages(c.Request().Context(), keys)
+	}
+	out := make([]budgets.KeyUsage, len(keys))
+	for i, k := range keys {
+		out[i] = budgets.KeyUsage{Key: k}
+	}
+	return out, nil
 }
 
 // createKeySubmit creates a key and answers with the page that shows its secret, directly:
 // a redirect would have to carry the secret in its URL or keep it somewhere until the next
 // request, and it must be in neither.
 func (s *Server) createKeySubmit(c echo.Context) error {
-	k, secret, err := s.createKey(c, c.FormValue("name"), c.FormValue("monthly_limit_usd"), c.FormValue("default_tier"), c.FormValue("prefer"))
+	k, secret, err := s.createKey(c, c.FormValue("name"), c.FormValue("limit_usd"), c.FormValue("limit_period"), c.FormValue("default_tier"),
+		c.FormValue("prefer"))
 	if err != nil {
 		return s.FormError(c, err, func(f templates.Form) error {
 			f.Values = core.Submitted(c, keyFields...)
@@ -209,19 +249,23 @@ func (s *Server) revokeKeySubmit(c echo.Context) error {
 	return c.Redirect(http.StatusSeeOther, "/keys?flash=key-revoked")
 }
 
-// keyLimitSubmit changes a key's monthly limit from its row on the keys page; an empty field
-// removes the limit.
+// keyLimitSubmit changes a key's limit and its period from its row on the keys page; an empty
+// amount removes the limit.
 func (s *Server) keyLimitSubmit(c echo.Context) error {
-	limit, problem := parseKeyLimit(c.FormValue("monthly_limit_usd"))
+	limit, problem := parseKeyLimit(c.FormValue("limit_usd"))
+	period, periodProblem := parseKeyPeriod(c.FormValue("limit_period"))
+	if problem == "" {
+		problem = periodProblem
+	}
 	if problem != "" {
 		// Another account's key is not found, whatever the form holds.
 		if _, err := s.ownKey(c, c.Param("id")); err != nil {
 			return err
 		}
 		return s.renderKeys(c, http.StatusUnprocessableEntity, templates.Form{}, nil,
-			&templates.KeyLimitError{KeyID: c.Param("id"), Value: c.FormValue("monthly_limit_usd"), Message: problem})
+			&templates.KeyLimitError{KeyID: c.Param("id"), Value: c.FormValue("limit_usd"), Message: problem})
 	}
-	if _, err := s.setKeyLimit(c, c.Param("id"), limit); err != nil {
+	if _, err := s.setKeyLimit(c, c.Param("id"), limit, period); err != nil {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, "/keys?flash=key-limit-set")
@@ -242,18 +286,24 @@ func (s *Server) ownKey(c echo.Context, keyID string) (accounts.APIKey, error) {
 	return accounts.APIKey{}, services.Errorf(services.CodeNotFound, "No such key.")
 }
 
-func keyRow(k accounts.APIKey) templates.KeyRow {
-	r := templates.KeyRow{ID: k.ID, Name: k.Name, Prefix: k.Prefix, DefaultTier: "none", MonthlyLimit: "none",
-		Created: k.CreatedAt.UTC().Format("2006-01-02 15:04"), LastUsed: "never", Status: keyStatus(k), Live: k.RevokedAt == nil}
+func keyRow(u budgets.KeyUsage) templates.KeyRow {
+	k := u.Key
+	r := templates.KeyRow{ID: k.ID, Name: k.Name, Prefix: k.Prefix, DefaultTier: "none", Limit: "none",
+		Created: k.CreatedAt.UTC().Format("2006-01-02 15:04"), LastUsed: "never", Status: keyStatus(k), Live: k.RevokedAt == nil,
+		Period: string(k.LimitPeriod), Spent: money.FormatPrecise(u.InPeriod), Remaining: "—",
+		Resets: u.ResetsAt.Format("Mon 2 Jan 15:04 UTC")}
 	if k.DefaultTier != "" {
 		r.DefaultTier = k.DefaultTier
 	}
 	if k.PreferCarbon {
 		r.Prefers = "carbon"
 	}
-	if k.MonthlyLimit != nil {
-		r.MonthlyLimit = money.FormatPrecisePico(*k.MonthlyLimit)
-		r.MonthlyLimitUSD = strings.TrimPrefix(k.MonthlyLimit.String(), "$")
+	if k.Limit != nil {
+		r.Limit = money.FormatPrecisePico(*k.Limit) + " per " + string(k.LimitPeriod)
+		r.LimitUSD = strings.TrimPrefix(k.Limit.String(), "$")
+	}
+	if u.Remaining != nil {
+		r.Remaining = money.FormatPrecise(*u.Remaining)
 	}
 	if k.LastUsedAt != nil {
 		r.LastUsed = k.LastUsedAt.UTC().Format("2006-01-02 15:04")
@@ -273,28 +323,36 @@ func keyStatus(k accounts.APIKey) string {
 // keyJSON is an API key as the API shows it. Key, the secret, is set only in the answer
 // that creates the key.
 type keyJSON struct {
-	ID              string     `json:"id"`
-	Key             string     `json:"key,omitempty"`
-	Name            string     `json:"name"`
-	Prefix          string     `json:"prefix"`
-	MonthlyLimitUSD *string    `json:"monthly_limit_usd"` // exact decimal dollars; null: no limit
-	DefaultTier     *string    `json:"default_tier"`      // null: the gateway's default
-	Prefer          string     `json:"prefer"`            // price or carbon
-	Status          string     `json:"status"`            // live or revoked
-	CreatedAt       time.Time  `json:"created_at"`
-	LastUsedAt      *time.Time `json:"last_used_at"`
-	RevokedAt       *time.Time `json:"revoked_at"`
+	ID          string  `json:"id"`
+	Key         string  `json:"key,omitempty"`
+	Name        string  `json:"name"`
+	Prefix      string  `json:"prefix"`
+	LimitUSD    *string `json:"limit_usd"`    // exact decimal dollars; null: no limit
+	LimitPeriod string  `json:"limit_period"` // day, week or month
+	// What the key was billed in its limit's period (the month without a limit), what remains of
+	// the limit (absent without one) and when the period ends (docs/budgets.md); in GET /api/keys.
+	SpentPico     *money.BigPico `json:"spent_in_period_pico,omitempty"`
+	SpentUSD      string         `json:"spent_in_period_usd,omitempty"`
+	RemainingPico *money.BigPico `json:"remaining_pico,omitempty"`
+	RemainingUSD  string         `json:"remaining_usd,omitempty"`
+	ResetsAt      *time.Time     `json:"resets_at,omitempty"`
+	DefaultTier   *string        `json:"default_tier"` // null: the gateway's default
+	Prefer        string         `json:"prefer"`       // price or carbon
+	Status        string         `json:"status"`       // live or revoked
+	CreatedAt     time.Time      `json:"created_at"`
+	LastUsedAt    *time.Time     `json:"last_used_at"`
+	RevokedAt     *time.Time     `json:"revoked_at"`
 }
 
 func keyView(k accounts.APIKey) keyJSON {
 	v := keyJSON{ID: k.ID, Name: k.Name, Prefix: k.Prefix, Status: keyStatus(k), CreatedAt: k.CreatedAt,
-		LastUsedAt: k.LastUsedAt, RevokedAt: k.RevokedAt, Prefer: "price"}
+		LastUsedAt: k.LastUsedAt, RevokedAt: k.RevokedAt, Prefer: "price", LimitPeriod: string(k.LimitPeriod)}
 	if k.PreferCarbon {
 		v.Prefer = "carbon"
 	}
-	if k.MonthlyLimit != nil {
-		usd := strings.TrimPrefix(k.MonthlyLimit.String(), "$")
-		v.MonthlyLimitUSD = &usd
+	if k.Limit != nil {
+		usd := strings.TrimPrefix(k.Limit.String(), "$")
+		v.LimitUSD = &usd
 	}
 	if k.DefaultTier != "" {
 		v.DefaultTier = &k.DefaultTier
@@ -307,14 +365,15 @@ func (s *Server) apiCreateKey(c echo.Context) error {
 		Name string `json:"name"`
 		// A string or a number, read as its exact text, so that an unreadable amount is
 		// refused beside the field like a negative one.
-		MonthlyLimitUSD json.RawMessage `json:"monthly_limit_usd"`
-		DefaultTier     string          `json:"default_tier"`
-		Prefer          string          `json:"prefer"`
+		LimitUSD    json.RawMessage `json:"limit_usd"`
+		LimitPeriod string          `json:"limit_period"`
+		DefaultTier string          `json:"default_tier"`
+		Prefer      string          `json:"prefer"`
 	}
 	if err := core.DecodeJSON(c, &in); err != nil {
 		return err
 	}
-	k, secret, err := s.createKey(c, in.Name, core.JSONText(in.MonthlyLimitUSD), in.DefaultTier, in.Prefer)
+	k, secret, err := s.createKey(c, in.Name, core.JSONText(in.LimitUSD), in.LimitPeriod, in.DefaultTier, in.Prefer)
 	if err != nil {
 		return err
 	}
@@ -330,9 +389,21 @@ func (s *Server) apiKeys(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	usages, err := s.keyUsages(c, keys)
+	if err != nil {
+		return err
+	}
 	out := make([]keyJSON, 0, len(keys))
-	for _, k := range keys {
-		out = append(out, keyView(k))
+	for _, u := range usages {
+		v := keyView(u.Key)
+		if s.budgets != nil {
+			spent, resets := u.InPeriod, u.ResetsAt
+			v.SpentPico, v.SpentUSD, v.ResetsAt = &spent, strings.TrimPrefix(spent.String(), "$"), &resets
+			if u.Remaining != nil {
+				v.RemainingPico, v.RemainingUSD = u.Remaining, strings.TrimPrefix(u.Remaining.String(), "$")
+			}
+		}
+		out = append(out, v)
 	}
 	return c.JSON(http.StatusOK, map[string]any{"keys": out, "count": len(out)})
 }
@@ -344,23 +415,30 @@ func (s *Server) apiRevokeKey(c echo.Context) error {
 	return c.NoContent(http.StatusNoContent)
 }
 
-// apiUpdateKey changes a key: PATCH /api/keys/{id} {"monthly_limit_usd": "12.50"}, or null
-// for no limit. The field is required, so that an empty body changes nothing by mistake.
+// apiUpdateKey changes a key: PATCH /api/keys/{id} {"limit_usd": "12.50", "limit_period": "day"},
+// or null for no limit; the period is a month unless given. The amount is required, so that an
+// empty body changes nothing by mistake.
 func (s *Server) apiUpdateKey(c echo.Context) error {
 	var in struct {
 		// A string or a number, read as its exact text; null removes the limit.
-		MonthlyLimitUSD json.RawMessage `json:"monthly_limit_usd"`
+		LimitUSD    json.RawMessage `json:"limit_usd"`
+		LimitPeriod string          `json:"limit_period"`
 	}
 	if err := core.DecodeJSON(c, &in); err != nil {
 		return err
 	}
+	period, problem := parseKeyPeriod(in.LimitPeriod)
+	if problem != "" {
+		return &services.Error{Code: services.CodeInvalid, Message: "Please correct the highlighted fields.",
+			Fields: map[string]string{"limit_period": problem}}
+	}
 	var limit *money.Pico
-	switch raw := strings.TrimSpace(string(in.MonthlyLimitUSD)); raw {
+	switch raw := strings.TrimSpace(string(in.LimitUSD)); raw {
 	case "":
 		return keyLimitError(`Required: dollars and cents such as "12.50", or null for no limit.`)
 	case "null":
 	default:
-		text := core.JSONText(in.MonthlyLimitUSD)
+		text := core.JSONText(in.LimitUSD)
 		if strings.TrimSpace(text) == "" {
 			return keyLimitError(`Enter dollars and cents such as "12.50", or null for no limit.`)
 		}
@@ -369,7 +447,7 @@ func (s *Server) apiUpdateKey(c echo.Context) error {
 			return keyLimitError(problem)
 		}
 	}
-	k, err := s.setKeyLimit(c, c.Param("id"), limit)
+	k, err := s.setKeyLimit(c, c.Param("id"), limit, period)
 	if err != nil {
 		return err
 	}

@@ -1,9 +1,10 @@
 // Package developer is a customer's own pages and API: buying credits and the balance (/credits,
 // /api/credits, /api/balance, and Stripe's webhook that completes a purchase), auto top-up
 // (/credits/card, /credits/auto-topup, /api/credits/auto-topup), the API keys for the /v1 gateway
-// (/keys, /api/keys), the usage and what it cost (/usage, /api/usage), the batch page (/batches),
-// the savings and carbon reports (/reports, /api/reports), and the invoices and credit notes
-// (/invoices, /api/invoices). Every call reads and changes the caller's own account only.
+// (/keys, /api/keys), the limits per person and the account's budget (/budgets), the usage and
+// what it cost (/usage, /api/usage), the batch page (/batches), the savings and carbon reports
+// (/reports, /api/reports), and the invoices and credit notes (/invoices, /api/invoices). Every
+// call reads and changes the caller's own account only.
 //
 // It imports web/internal/core and the services, never another audience's package nor web.
 package developer
@@ -12,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpumarket/gpumarket/services/batch"
+	"github.com/gpumarket/gpumarket/services/budgets"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/invoicing"
 	"github.com/gpumarket/gpumarket/services/metering"
@@ -33,6 +35,8 @@ type Config struct {
 	Batches *batch.Service
 	// Reports are each customer's savings and carbon; nil answers that they are unavailable.
 	Reports ReportSource
+	// Budgets are the member limits, the account's budget and each key's spend in its period.
+	Budgets *budgets.Service
 	// Invoicing gives a customer's invoices and credit notes; nil answers that they are
 	// unavailable.
 	Invoicing *invoicing.Service
@@ -49,12 +53,13 @@ type Server struct {
 	batches    *batch.Service
 	reports    ReportSource
 	invoicing  *invoicing.Service
+	budgets    *budgets.Service
 }
 
 // New builds a customer's handlers over the shared core.
 func New(c *core.Core, cfg Config) *Server {
 	return &Server{Core: c, catalog: cfg.Catalog, usage: cfg.Usage, router: cfg.Router, keyChanges: cfg.KeyChanges,
-		batches: cfg.Batches, reports: cfg.Reports, invoicing: cfg.Invoicing}
+		batches: cfg.Batches, reports: cfg.Reports, invoicing: cfg.Invoicing, budgets: cfg.Budgets}
 }
 
 // Routes registers a customer's pages and API on e.
@@ -115,6 +120,13 @@ func (s *Server) Routes(e *echo.Echo) {
 	m.POST("/api/keys", s.apiCreateKey)
 	m.DELETE("/api/keys/:id", s.apiRevokeKey)
 	m.PATCH("/api/keys/:id", s.apiUpdateKey)
+
+	// Limits per person, the account's budget and the balance alert (budgets.go).
+	m.GET("/budgets", s.budgetsPage, s.needsBudgets)
+	m.POST("/budgets/members", s.memberLimitSubmit, s.needsBudgets)
+	m.POST("/budgets/account", s.accountBudgetSubmit, s.needsBudgets)
+	m.POST("/budgets/alerts", s.creditLowSubmit, s.needsBudgets)
+	m.POST("/budgets/subscriptions", s.subscriptionsSubmit, s.needsBudgets)
 
 	// Invoices and credit notes (invoices.go); their documents are web/finance's.
 	m.GET("/invoices", s.invoicesPage)

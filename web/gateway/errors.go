@@ -51,7 +51,8 @@ func describeGatewayError(err error) *wire.Error {
 		msg = ae.Message
 	}
 	switch {
-	case errors.Is(err, admission.ErrCreditSpent), errors.Is(err, admission.ErrKeyLimitReached):
+	case errors.Is(err, admission.ErrCreditSpent), errors.Is(err, admission.ErrKeyLimitReached),
+		errors.Is(err, admission.ErrMemberLimitReached), errors.Is(err, admission.ErrAccountBudgetReached):
 		return wire.New(httperr.CodeQuotaSpent, "insufficient_quota", "", msg)
 	case errors.Is(err, routing.ErrUnknownModel):
 		return wire.New(services.CodeNotFound, "model_not_found", "model", msg)

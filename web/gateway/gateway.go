@@ -17,6 +17,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/admission"
 	"github.com/gpumarket/gpumarket/services/batch"
+	"github.com/gpumarket/gpumarket/services/budgets"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/requestlog"
@@ -86,7 +87,9 @@ type Config struct {
 	Router      Router
 	Tickets     *ticket.Signer
 	Admission   *admission.Admission
-	Requests    *requestlog.RequestLog // what the gateway saw; also the admin's discrepancies
+	// Budgets reads a key's spend in its period for GET /v1/key; nil answers 503 there.
+	Budgets  *budgets.Service
+	Requests *requestlog.RequestLog // what the gateway saw; also the admin's discrepancies
 	// RatePerSecond and RateBurst are each key's token bucket; zero means the defaults.
 	RatePerSecond float64
 	RateBurst     int
@@ -242,6 +245,9 @@ func (g *Gateway) routes() {
 	e.POST("/v1/messages/count_tokens", g.countAnthropicTokens)
 	e.POST("/v1/responses", g.serve(endpoint{path: "/v1/responses", streams: true, output: true, dialect: dialect.Responses{}}))
 	e.GET("/v1/models", g.models)
+	for _, path := range keyInfoPaths {
+		e.GET(path, g.key)
+	}
 	e.RouteNotFound("/v1/*", g.notFound)
 }
 
@@ -304,7 +310,7 @@ func (g *Gateway) serve(ep endpoint) echo.HandlerFunc {
 			return g.writeGatewayError(c, err)
 		}
 		res, err := g.cfg.Admission.Admit(c.Request().Context(), admission.AdmitInput{
-			AccountID: key.AccountID, APIKeyID: key.ID, MonthlyLimit: key.MonthlyLimit, Tier: req.route.Tier,
+			AccountID: key.AccountID, APIKeyID: key.ID, KeyLimit: key.Limit, KeyPeriod: key.LimitPeriod, CreatedBy: key.CreatedBy, Tier: req.route.Tier,
 			MaxInputTokens: req.bounds.MaxInputTokens, MaxOutputTokens: req.bounds.MaxOutputTokens,
 			Price: dearestPrice(candidates),
 		})

@@ -11,8 +11,11 @@ import (
 	"github.com/gpumarket/gpumarket/web/internal/httperr"
 )
 
-// IsPath reports whether a request's path is the gateway's: /v1 or any address under it.
-func IsPath(path string) bool { return path == "/v1" || strings.HasPrefix(path, "/v1/") }
+// IsPath reports whether a request's path is the gateway's: /v1 or any address under it, and
+// /api/v1/key, where OpenRouter's clients read their key's limit (keyinfo.go).
+func IsPath(path string) bool {
+	return path == "/v1" || strings.HasPrefix(path, "/v1/") || path == "/api/v1/key"
+}
 
 // Mount serves the gateway's paths (IsPath) with gw and every other with rest: the platform's
 // one address, with the pages, the JSON API and the operations endpoints in rest (package web).

@@ -67,6 +67,8 @@ var access = []rule{
 	{prefix: "/keys", kinds: customer, change: makers, view: readOnly},
 	{prefix: "/keys/:id/revoke", kinds: customer, change: makers},
 	{prefix: "/api/keys", kinds: customer, change: makers, view: readOnly},
+	{prefix: "/budgets", kinds: customer, change: payers, view: anyMember},
+	{prefix: "/budgets/subscriptions", kinds: customer, change: anyMember},
 	{prefix: "/usage", kinds: customer, view: anyMember},
 	{prefix: "/api/usage", kinds: customer, view: anyMember},
 	{prefix: "/batches", kinds: customer, change: makers, view: readOnly},
