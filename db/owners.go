@@ -117,9 +117,6 @@ var Borrowed = map[string]map[string]string{
 		"ledger_accounts":  "reads a customer's credit balance in the statement that reads its holds, so from one snapshot",
 		"usage_event_keys": "reads the meter's usage in its own queries",
 	},
-	"services/audit": {
-		"users": "joins an account's or a person's name into what it lists",
-	},
 	"services/batch": {
 		"gateway_requests": "reads the gateway's request log in its own queries",
 		"usage_by_batch":   "reads the meter's usage in its own queries",
