@@ -122,10 +122,6 @@ var Borrowed = map[string]map[string]string{
 		"usage_by_batch":   "reads the meter's usage in its own queries",
 		"usage_events":     "reads the meter's usage in its own queries",
 	},
-	"services/catalog": {
-		"accounts": "joins an account's or a person's name into what it lists",
-		"users":    "joins an account's or a person's name into what it lists",
-	},
 	"services/credits": {
 		"accounts": "locks the buying account's row, so that counting its pending purchases and adding one is one step",
 	},
