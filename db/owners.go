@@ -167,9 +167,6 @@ var Borrowed = map[string]map[string]string{
 	"services/payouts": {
 		"accounts": "joins an account's or a person's name into what it lists",
 	},
-	"services/performance": {
-		"usage_hourly": "reads the meter's usage in its own queries",
-	},
 	"services/reports": {
 		"offerings":    "joins the catalog's offerings or prices into its own queries",
 		"prices":       "joins the catalog's offerings or prices into its own queries",
