@@ -129,12 +129,6 @@ var Borrowed = map[string]map[string]string{
 		"gateway_requests": "reads the gateway's request log in its own queries",
 		"usage_events":     "reads the meter's usage in its own queries",
 	},
-	"services/documents": {
-		"accounts":            "joins an account's or a person's name into what it lists",
-		"ledger_accounts":     "reads the ledger's postings into what it writes",
-		"ledger_postings":     "reads the ledger's postings into what it writes",
-		"ledger_transactions": "reads the ledger's postings into what it writes",
-	},
 	"services/fixtures": {
 		"accounts":  "test fixtures: rows tests need, built in one place",
 		"api_keys":  "test fixtures: rows tests need, built in one place",
