@@ -141,19 +141,7 @@ func (b PriceBook) ModelsAt(t time.Time) map[Tier]map[string]Price {
 // scheduled change takes effect there at its moment.
 func (s *Service) PriceBook(ctx context.Context) (_ PriceBook, err error) {
 	defer services.Wrap(&err, "catalog.PriceBook")
-	rows, err := s.pool.Query(ctx, `SELECT `+priceColumns+` FROM prices ORDER BY tier, effective_from, id`)
-	if err != nil {
-		return nil, err
-	}
-	list, err := pgx.CollectRows(rows, scanPrice)
-	if err != nil {
-		return nil, err
-	}
-	book := PriceBook{}
-	for _, p := range list {
-		book[p.Tier] = append(book[p.Tier], p)
-	}
-	return book, nil
+	return ReadPriceBook(ctx, s.pool)
 }
 
 // CurrentPrices is PricesAt now: the tiers' defaults in force.
