@@ -63,3 +63,13 @@ func ProviderRollups(ctx context.Context, q Querier, providerAccountID string, f
 	}
 	return rollups, nil
 }
+
+// RolledUpRequests counts, in tx, the requests the rollups hold of the hours [from, to): what the usage retention
+// (package usagestore) checks against a month's rows before it drops them.
+func RolledUpRequests(ctx context.Context, tx pgx.Tx, from, to time.Time) (_ int64, err error) {
+	defer services.Wrap(&err, "metering.RolledUpRequests")
+	var n int64
+	err = tx.QueryRow(ctx, `SELECT coalesce(sum(requests), 0)::bigint FROM usage_hourly WHERE hour >= $1 AND hour < $2`,
+		from, to).Scan(&n)
+	return n, err
+}
