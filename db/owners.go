@@ -163,11 +163,7 @@ var Borrowed = map[string]map[string]string{
 		"usage_events":     "reads the meter's usage in its own queries",
 	},
 	"services/usagestore": {
-		"invoice_closes":   "checks that a month's documents are final before it drops the month's usage",
-		"invoices":         "checks that a month's documents are final before it drops the month's usage",
-		"statements":       "checks that a month's documents are final before it drops the month's usage",
-		"usage_event_keys": "reads the meter's usage in its own queries",
-		"usage_events":     "reads the meter's usage in its own queries",
-		"usage_hourly":     "reads the meter's usage in its own queries",
+		"usage_event_keys": "deletes a dropped month's keys in the transaction that drops its partition",
+		"usage_events":     "attaches and detaches the table's monthly partitions, which are its own",
 	},
 }
