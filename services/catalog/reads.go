@@ -7,7 +7,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gpumarket/gpumarket/services"
-	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/services/carbon"
 )
 
 // Querier is what the catalog's reads for other packages go through: the pool, or a caller's transaction when
@@ -39,34 +39,37 @@ func ReadPriceBook(ctx context.Context, q Querier) (_ PriceBook, err error) {
 	return book, nil
 }
 
-// OfferingsByID reads the offerings of ids through q, by id, whatever their status: what a report or a document
-// of past usage needs of the rigs that served it (their site, region and GPUs). An id of no offering is missing
-// from the map.
-func OfferingsByID(ctx context.Context, q Querier, ids []string) (_ map[string]Offering, err error) {
-	defer services.Wrap(&err, "catalog.OfferingsByID")
-	out := map[string]Offering{}
+// Rig is what a report or a document of past usage needs of the offering that served it: the GPUs it runs on,
+// and where (region, site, PUE as its provider stated it, nil when not stated).
+type Rig struct {
+	OfferingID string
+	GPU        string
+	GPUCount   int
+	Region     string
+	Site       carbon.Site
+	StatedPUE  *float64
+}
+
+// RigsByID reads the rigs of the offerings of ids through q, by offering id, whatever the offerings' status. An id
+// of no offering is missing from the map.
+func RigsByID(ctx context.Context, q Querier, ids []string) (_ map[string]Rig, err error) {
+	defer services.Wrap(&err, "catalog.RigsByID")
+	out := map[string]Rig{}
 	if len(ids) == 0 {
 		return out, nil
 	}
-	rows, err := q.Query(ctx, `SELECT `+offeringColumns+` FROM offerings o WHERE o.id = ANY ($1::text[]::uuid[])`, ids)
+	rows, err := q.Query(ctx, `SELECT id::text, gpu, gpu_count, region, site, pue FROM offerings
+		WHERE id = ANY ($1::text[]::uuid[])`, ids)
 	if err != nil {
 		return nil, err
 	}
-	list, err := pgx.CollectRows(rows, scanOffering)
+	var r Rig
+	_, err = pgx.ForEachRow(rows, []any{&r.OfferingID, &r.GPU, &r.GPUCount, &r.Region, &r.Site, &r.StatedPUE}, func() error {
+		out[r.OfferingID] = r
+		return nil
+	})
 	if err != nil {
 		return nil, err
-	}
-	providers := make([]string, len(list))
-	for i, o := range list {
-		providers[i] = o.ProviderAccountID
-	}
-	names, err := accounts.NamesByID(ctx, q, providers)
-	if err != nil {
-		return nil, err
-	}
-	for _, o := range list {
-		o.ProviderName = names[o.ProviderAccountID]
-		out[o.ID] = o
 	}
 	return out, nil
 }

@@ -39,7 +39,7 @@ type carbonGroup struct {
 
 // readCarbonGroups reads accounts' carbon groups: the meter's rollups of the accounts by offering
 // (metering.EnergyLines, through usage_hourly_account_idx), summed by the site, region and GPUs
-// of the offerings that served them (catalog.OfferingsByID). Rollups of an offering the catalog
+// of the offerings that served them (catalog.RigsByID). Rollups of an offering the catalog
 // does not hold are in no group.
 func readCarbonGroups(ctx context.Context, q Querier, accountIDs []string, from, to time.Time, unit string) ([]carbonGroup, error) {
 	lines, err := metering.EnergyLines(ctx, q, metering.RollupWindow{AccountIDs: accountIDs, From: from, To: to, Unit: unit})
@@ -54,7 +54,7 @@ func readCarbonGroups(ctx context.Context, q Querier, accountIDs []string, from,
 			ids = append(ids, l.OfferingID)
 		}
 	}
-	offerings, err := catalog.OfferingsByID(ctx, q, ids)
+	rigs, err := catalog.RigsByID(ctx, q, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +71,7 @@ func readCarbonGroups(ctx context.Context, q Querier, accountIDs []string, from,
 	at := map[key]int{}
 	var out []carbonGroup
 	for _, l := range lines {
-		o, ok := offerings[l.OfferingID]
+		o, ok := rigs[l.OfferingID]
 		if !ok {
 			continue
 		}

@@ -1,7 +1,7 @@
 // Package reports is what each customer saved and emitted: spend against a named baseline,
 // and the energy and carbon of its tokens against the same tokens on enterprise GPUs. Every
 // figure is computed from the hourly rollups (metering.ChargeLines and metering.EnergyLines),
-// the offerings they were served on (catalog.OfferingsByID, for region, site and PUE) and the
+// the offerings they were served on (catalog.RigsByID, for region, site and PUE) and the
 // price book (catalog.ReadPriceBook), read through their owners and never written. The method,
 // its constants and their sources are in services/carbon and docs/methodology.md. The package
 // has no tables and names none in its SQL.
