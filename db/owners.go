@@ -139,30 +139,13 @@ var Borrowed = map[string]map[string]string{
 		"ledger_accounts":    "reads a customer's credit balance in the statement that reads its holds, so from one snapshot",
 		"usage_event_keys":   "reads the meter's usage in its own queries",
 	},
-	"services/audit": {
-		"users": "joins an account's or a person's name into what it lists",
-	},
 	"services/batch": {
 		"gateway_requests": "reads the gateway's request log in its own queries",
 		"usage_by_batch":   "reads the meter's usage in its own queries",
 		"usage_events":     "reads the meter's usage in its own queries",
 	},
-	"services/catalog": {
-		"accounts": "joins an account's or a person's name into what it lists",
-		"users":    "joins an account's or a person's name into what it lists",
-	},
 	"services/credits": {
 		"accounts": "locks the buying account's row, so that counting its pending purchases and adding one is one step",
-	},
-	"services/demo/history": {
-		"gateway_requests": "reads the gateway's request log in its own queries",
-		"usage_events":     "reads the meter's usage in its own queries",
-	},
-	"services/documents": {
-		"accounts":            "joins an account's or a person's name into what it lists",
-		"ledger_accounts":     "reads the ledger's postings into what it writes",
-		"ledger_postings":     "reads the ledger's postings into what it writes",
-		"ledger_transactions": "reads the ledger's postings into what it writes",
 	},
 	"services/fixtures": {
 		"accounts":  "test fixtures: rows tests need, built in one place",
@@ -186,9 +169,6 @@ var Borrowed = map[string]map[string]string{
 		"usage_months_dropped": "checks which months' usage was dropped",
 		"users":                "joins an account's or a person's name into what it lists",
 	},
-	"services/ledger": {
-		"accounts": "joins an account's or a person's name into what it lists",
-	},
 	"services/metering": {
 		"accounts":         "joins an account's or a person's name into what it lists",
 		"admission_holds":  "releases the holds of the requests it bills, in the transaction that bills them",
@@ -199,25 +179,13 @@ var Borrowed = map[string]map[string]string{
 	"services/payouts": {
 		"accounts": "joins an account's or a person's name into what it lists",
 	},
-	"services/performance": {
-		"usage_hourly": "reads the meter's usage in its own queries",
-	},
-	"services/reports": {
-		"offerings":    "joins the catalog's offerings or prices into its own queries",
-		"prices":       "joins the catalog's offerings or prices into its own queries",
-		"usage_hourly": "reads the meter's usage in its own queries",
-	},
 	"services/requestlog": {
 		"admission_holds":  "writes an ended request's hold in the statement that records the request, and deletes expired holds",
 		"usage_event_keys": "reads the meter's usage in its own queries",
 		"usage_events":     "reads the meter's usage in its own queries",
 	},
 	"services/usagestore": {
-		"invoice_closes":   "checks that a month's documents are final before it drops the month's usage",
-		"invoices":         "checks that a month's documents are final before it drops the month's usage",
-		"statements":       "checks that a month's documents are final before it drops the month's usage",
-		"usage_event_keys": "reads the meter's usage in its own queries",
-		"usage_events":     "reads the meter's usage in its own queries",
-		"usage_hourly":     "reads the meter's usage in its own queries",
+		"usage_event_keys": "deletes a dropped month's keys in the transaction that drops its partition",
+		"usage_events":     "attaches and detaches the table's monthly partitions, which are its own",
 	},
 }

@@ -7,7 +7,8 @@
 // writes (RecordTx), so that an action without its entry, or an entry without its action,
 // cannot be committed.
 //
-// Tables of other packages it reads: accounts, users (package accounts). It writes only its own.
+// The email of each entry's actor comes from package accounts (accounts.EmailsByID), looked up after the entries
+// are read. It writes only its own table.
 package audit
 
 import (
@@ -24,6 +25,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/accounts"
 )
 
 // Action is what was done.
@@ -266,9 +268,9 @@ func (l *Log) List(ctx context.Context, f Filter) (_ Page, err error) {
 	}
 	args = append(args, limit+1)
 	rows, err := l.pool.Query(ctx, `
-		SELECT l.id, l.at, coalesce(l.actor_id::text, ''), coalesce(u.email, ''), l.action, l.subject_kind,
-			l.subject_id, l.summary, l.before, l.after
-		FROM audit_log l LEFT JOIN users u ON u.id = l.actor_id
+		SELECT l.id, l.at, coalesce(l.actor_id::text, ''), l.action, l.subject_kind, l.subject_id, l.summary,
+			l.before, l.after
+		FROM audit_log l
 		`+where+`
 		ORDER BY l.id DESC
 		LIMIT $`+strconv.Itoa(len(args)), args...)
@@ -278,16 +280,27 @@ func (l *Log) List(ctx context.Context, f Filter) (_ Page, err error) {
 	entries, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Entry, error) {
 		var e Entry
 		var before, after []byte
-		err := r.Scan(&e.ID, &e.At, &e.ActorID, &e.Actor, &e.Action, &e.SubjectKind, &e.SubjectID, &e.Summary, &before, &after)
+		err := r.Scan(&e.ID, &e.At, &e.ActorID, &e.Action, &e.SubjectKind, &e.SubjectID, &e.Summary, &before, &after)
 		e.At = e.At.UTC()
-		if e.ActorID == "" {
-			e.Actor = SystemActor
-		}
 		e.Before, e.After = before, after
 		return e, err
 	})
 	if err != nil {
 		return Page{}, err
+	}
+	actors := make([]string, len(entries))
+	for i, e := range entries {
+		actors[i] = e.ActorID
+	}
+	emails, err := accounts.EmailsByID(ctx, l.pool, actors)
+	if err != nil {
+		return Page{}, err
+	}
+	for i, e := range entries {
+		entries[i].Actor = emails[e.ActorID]
+		if e.ActorID == "" {
+			entries[i].Actor = SystemActor
+		}
 	}
 	page := Page{Entries: entries}
 	if len(entries) > limit {

@@ -20,7 +20,8 @@
 //
 // Prices are integers of micro-dollars per million tokens; nothing here is a float of money.
 //
-// Tables of other packages it reads: accounts, users (package accounts). It writes only its own.
+// Each offering's provider name and each price change's author come from package accounts (accounts.NamesByID,
+// accounts.EmailsByID), looked up after the rows are read. It writes only its own tables.
 package catalog
 
 import (

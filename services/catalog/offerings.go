@@ -12,11 +12,12 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/carbon"
 	"github.com/gpumarket/gpumarket/services/money"
 )
 
-const offeringColumns = `o.id, o.provider_account_id, a.name, o.gpu, o.gpu_count, o.region, o.model,
+const offeringColumns = `o.id, o.provider_account_id, o.gpu, o.gpu_count, o.region, o.model,
 	o.ask_input_micro_usd_per_mtok, o.ask_output_micro_usd_per_mtok,
 	o.claimed_ttft_p50_ms, o.claimed_ttft_p99_ms, o.claimed_tokens_per_sec,
 	o.measured_requests, o.measured_ttft_p50_ms, o.measured_ttft_p99_ms, o.measured_tokens_per_sec,
@@ -28,7 +29,7 @@ const offeringColumns = `o.id, o.provider_account_id, a.name, o.gpu, o.gpu_count
 func scanOffering(row pgx.CollectableRow) (Offering, error) {
 	var o Offering
 	var askIn, askOut int64
-	err := row.Scan(&o.ID, &o.ProviderAccountID, &o.ProviderName, &o.GPU, &o.GPUCount, &o.Region, &o.Model,
+	err := row.Scan(&o.ID, &o.ProviderAccountID, &o.GPU, &o.GPUCount, &o.Region, &o.Model,
 		&askIn, &askOut, &o.ClaimedTTFTP50Ms, &o.ClaimedTTFTP99Ms, &o.ClaimedTokensPerSec,
 		&o.MeasuredRequests, &o.MeasuredTTFTP50Ms, &o.MeasuredTTFTP99Ms, &o.MeasuredTokensPerSec,
 		&o.ReportedRequests, &o.ReportedTTFTP50Ms, &o.ReportedTTFTP99Ms, &o.ReportedTokensPerSec,
@@ -121,13 +122,13 @@ func (s *Service) List(ctx context.Context, in ListInput) (_ []Offering, err err
 		add("o.ask_input_micro_usd_per_mtok + o.ask_output_micro_usd_per_mtok <= 2 * $%d::bigint", int64(in.MaxAsk))
 	}
 	rows, err := s.pool.Query(ctx, `SELECT `+offeringColumns+`
-		FROM offerings o JOIN accounts a ON a.id = o.provider_account_id
+		FROM offerings o
 		WHERE `+strings.Join(where, " AND ")+`
 		ORDER BY o.ask_input_micro_usd_per_mtok + o.ask_output_micro_usd_per_mtok, o.id`, args...)
 	if err != nil {
 		return nil, err
 	}
-	all, err := pgx.CollectRows(rows, scanOffering)
+	all, err := s.collectOfferings(ctx, rows)
 	if err != nil {
 		return nil, err
 	}
@@ -211,13 +212,13 @@ func compactStrings(sorted []string) []string {
 func (s *Service) ListActive(ctx context.Context) (_ []Offering, err error) {
 	defer services.Wrap(&err, "catalog.ListActive")
 	rows, err := s.pool.Query(ctx, `SELECT `+offeringColumns+`
-		FROM offerings o JOIN accounts a ON a.id = o.provider_account_id
+		FROM offerings o
 		WHERE o.status = 'active'
 		ORDER BY o.id`)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, scanOffering)
+	return s.collectOfferings(ctx, rows)
 }
 
 // ListSeeded returns the active offerings the demo seeded (demo.Seed gives each a seed key), in the order of their
@@ -225,13 +226,13 @@ func (s *Service) ListActive(ctx context.Context) (_ []Offering, err error) {
 func (s *Service) ListSeeded(ctx context.Context) (_ []Offering, err error) {
 	defer services.Wrap(&err, "catalog.ListSeeded")
 	rows, err := s.pool.Query(ctx, `SELECT `+offeringColumns+`
-		FROM offerings o JOIN accounts a ON a.id = o.provider_account_id
+		FROM offerings o
 		WHERE o.seed_key IS NOT NULL AND o.status = 'active'
 		ORDER BY o.seed_key`)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, scanOffering)
+	return s.collectOfferings(ctx, rows)
 }
 
 // Get returns one listed (not delisted) offering.
@@ -242,7 +243,7 @@ func (s *Service) Get(ctx context.Context, id string) (_ Offering, err error) {
 
 func (s *Service) one(ctx context.Context, where string, args ...any) (Offering, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+offeringColumns+`
-		FROM offerings o JOIN accounts a ON a.id = o.provider_account_id WHERE `+where, args...)
+		FROM offerings o WHERE `+where, args...)
 	if err != nil {
 		return Offering{}, err
 	}
@@ -250,7 +251,39 @@ func (s *Service) one(ctx context.Context, where string, args ...any) (Offering,
 	if errors.Is(err, pgx.ErrNoRows) || isInvalidText(err) {
 		return Offering{}, errNotFound
 	}
-	return o, err
+	if err != nil {
+		return Offering{}, err
+	}
+	one := []Offering{o}
+	if err := s.nameProviders(ctx, one); err != nil {
+		return Offering{}, err
+	}
+	return one[0], nil
+}
+
+// collectOfferings reads rows of offeringColumns, with each provider's name.
+func (s *Service) collectOfferings(ctx context.Context, rows pgx.Rows) ([]Offering, error) {
+	os, err := pgx.CollectRows(rows, scanOffering)
+	if err != nil {
+		return nil, err
+	}
+	return os, s.nameProviders(ctx, os)
+}
+
+// nameProviders sets each offering's ProviderName, from package accounts.
+func (s *Service) nameProviders(ctx context.Context, os []Offering) error {
+	ids := make([]string, len(os))
+	for i, o := range os {
+		ids[i] = o.ProviderAccountID
+	}
+	names, err := accounts.NamesByID(ctx, s.pool, ids)
+	if err != nil {
+		return err
+	}
+	for i := range os {
+		os[i].ProviderName = names[os[i].ProviderAccountID]
+	}
+	return nil
 }
 
 var errNotFound = services.Errorf(services.CodeNotFound, "No such offering.")
@@ -505,13 +538,13 @@ func (s *Service) Own(ctx context.Context, providerAccountID, id string) (_ Offe
 func (s *Service) ListOwn(ctx context.Context, providerAccountID string) (_ []Offering, err error) {
 	defer services.Wrap(&err, "catalog.ListOwn")
 	rows, err := s.pool.Query(ctx, `SELECT `+offeringColumns+`
-		FROM offerings o JOIN accounts a ON a.id = o.provider_account_id
+		FROM offerings o
 		WHERE o.provider_account_id = $1 AND o.status <> 'delisted'
 		ORDER BY o.created_at DESC, o.id`, providerAccountID)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, scanOffering)
+	return s.collectOfferings(ctx, rows)
 }
 
 func isInvalidText(err error) bool {

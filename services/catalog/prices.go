@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/audit"
 	"github.com/gpumarket/gpumarket/services/money"
 )
@@ -140,19 +141,7 @@ func (b PriceBook) ModelsAt(t time.Time) map[Tier]map[string]Price {
 // scheduled change takes effect there at its moment.
 func (s *Service) PriceBook(ctx context.Context) (_ PriceBook, err error) {
 	defer services.Wrap(&err, "catalog.PriceBook")
-	rows, err := s.pool.Query(ctx, `SELECT `+priceColumns+` FROM prices ORDER BY tier, effective_from, id`)
-	if err != nil {
-		return nil, err
-	}
-	list, err := pgx.CollectRows(rows, scanPrice)
-	if err != nil {
-		return nil, err
-	}
-	book := PriceBook{}
-	for _, p := range list {
-		book[p.Tier] = append(book[p.Tier], p)
-	}
-	return book, nil
+	return ReadPriceBook(ctx, s.pool)
 }
 
 // CurrentPrices is PricesAt now: the tiers' defaults in force.
@@ -345,19 +334,33 @@ func (s *Service) PriceHistory(ctx context.Context) (_ []PriceChange, err error)
 	defer services.Wrap(&err, "catalog.PriceHistory")
 	rows, err := s.pool.Query(ctx, `
 		SELECT p.id, p.tier, coalesce(p.model, ''), p.input_micro_usd_per_mtok, p.output_micro_usd_per_mtok, p.effective_from,
-			p.cached_input_micro_usd_per_mtok, coalesce(u.email, ''), p.created_at
-		FROM prices p LEFT JOIN users u ON u.id = p.created_by
+			p.cached_input_micro_usd_per_mtok, coalesce(p.created_by::text, ''), p.created_at
+		FROM prices p
 		ORDER BY p.effective_from DESC, p.tier, p.model NULLS FIRST`)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (PriceChange, error) {
+	var by []string // the id of the user who scheduled each change, "" for the platform
+	changes, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (PriceChange, error) {
 		var c PriceChange
 		var in, out, cached int64
-		err := r.Scan(&c.ID, &c.Tier, &c.Model, &in, &out, &c.EffectiveFrom, &cached, &c.CreatedBy, &c.CreatedAt)
+		var createdBy string
+		err := r.Scan(&c.ID, &c.Tier, &c.Model, &in, &out, &c.EffectiveFrom, &cached, &createdBy, &c.CreatedAt)
 		c.Input, c.Output, c.CachedInput = money.MicroUSD(in), money.MicroUSD(out), money.MicroUSD(cached)
+		by = append(by, createdBy)
 		return c, err
 	})
+	if err != nil {
+		return nil, err
+	}
+	emails, err := accounts.EmailsByID(ctx, s.pool, by)
+	if err != nil {
+		return nil, err
+	}
+	for i := range changes {
+		changes[i].CreatedBy = emails[by[i]]
+	}
+	return changes, nil
 }
 
 // Subject names what the row prices, in messages and the audit log: "standard" for the tier's

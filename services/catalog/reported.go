@@ -3,6 +3,7 @@ package catalog
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
@@ -52,16 +53,18 @@ func oneDecimal(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
 func (s *Service) ListDivergent(ctx context.Context) (_ []Offering, err error) {
 	defer services.Wrap(&err, "catalog.ListDivergent")
 	rows, err := s.pool.Query(ctx, `SELECT `+offeringColumns+`
-		FROM offerings o JOIN accounts a ON a.id = o.provider_account_id
+		FROM offerings o
 		WHERE o.status <> 'delisted' AND o.reported_requests >= $1 AND o.measured_requests >= $1
-		ORDER BY a.name, o.model, o.id`, MinMeasuredRequests)
+		ORDER BY o.model, o.id`, MinMeasuredRequests)
 	if err != nil {
 		return nil, err
 	}
-	all, err := pgx.CollectRows(rows, scanOffering)
+	all, err := s.collectOfferings(ctx, rows)
 	if err != nil {
 		return nil, err
 	}
+	// By provider's name, then model and id: the names come after the query.
+	sort.SliceStable(all, func(i, j int) bool { return all[i].ProviderName < all[j].ProviderName })
 	out := all[:0]
 	for _, o := range all {
 		if o.ReportDivergence() != "" {

@@ -11,12 +11,9 @@
 // same bytes: the PDF's dates are the document's own and nothing in it depends on the clock
 // or on map order (see docs/documents.md).
 //
-// The journal (journal.go) reads the ledger tables of services/ledger (ledger_transactions,
-// ledger_postings, ledger_accounts) and the accounts table of services/accounts, and writes
-// nothing.
-//
-// Tables of other packages it reads: accounts (package accounts); ledger_accounts, ledger_postings,
-// ledger_transactions (package ledger). It writes only its own.
+// The journal (journal.go) reads the ledger's postings through package ledger
+// (ledger.JournalPostings) and their owners' names through package accounts
+// (accounts.NamesByID), and writes nothing. The package has no tables and names none in its SQL.
 package documents
 
 import (

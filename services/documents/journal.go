@@ -3,16 +3,15 @@ package documents
 import (
 	"context"
 	"encoding/csv"
-	"fmt"
 	"io"
 	"strconv"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gpumarket/gpumarket/services"
-	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/services/ledger"
 )
 
 // journalHeader names the columns of WriteJournal.
@@ -33,9 +32,10 @@ const journalTime = "2006-01-02T15:04:05.000000Z"
 // come in the order of the transactions' times, then transaction ids, then posting ids, so a
 // transaction's postings are together and sum to zero. A header row comes first.
 //
-// It reads services/ledger's tables through a cursor inside one read-only,
-// repeatable-read database transaction: the journal is one consistent snapshot however long
-// the writing takes, and only journalChunk postings are held in memory at a time.
+// It reads the postings from package ledger (ledger.JournalPostings, through a cursor) and the
+// owners' names from package accounts, inside one read-only, repeatable-read database
+// transaction: the journal is one consistent snapshot however long the writing takes, and only
+// journalChunk postings are held in memory at a time.
 func WriteJournal(ctx context.Context, pool *pgxpool.Pool, period Period, w io.Writer) (err error) {
 	defer services.Wrap(&err, "documents.WriteJournal(%s)", period)
 	if period.Start.IsZero() || !period.End.After(period.Start) {
@@ -45,61 +45,42 @@ func WriteJournal(ctx context.Context, pool *pgxpool.Pool, period Period, w io.W
 	if err := cw.Write(journalHeader); err != nil {
 		return err
 	}
-	return pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `
-			DECLARE journal NO SCROLL CURSOR FOR
-			SELECT t.occurred_at, t.id::text, t.kind, t.memo, p.id, la.id::text, la.kind,
-			       coalesce(a.id::text, ''), coalesce(a.name, ''), p.amount
-			FROM ledger_transactions t
-			JOIN ledger_postings p ON p.transaction_id = t.id
-			JOIN ledger_accounts la ON la.id = p.ledger_account_id
-			LEFT JOIN accounts a ON a.id = la.owner_account_id
-			WHERE t.occurred_at >= $1 AND t.occurred_at < $2
-			ORDER BY t.occurred_at, t.id, p.id`, period.Start.UTC(), period.End.UTC()); err != nil {
-			return fmt.Errorf("open the journal's cursor: %w", err)
-		}
-		fetch := "FETCH FORWARD " + strconv.Itoa(journalChunk) + " FROM journal"
-		for {
-			n, err := writeJournalChunk(ctx, tx, fetch, cw)
-			if err != nil {
-				return err
-			}
-			if n < journalChunk {
-				return nil
-			}
-		}
+	names := map[string]string{} // owner names looked up so far, by account id
+	err = pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		return ledger.JournalPostings(ctx, tx, period.Start, period.End, journalChunk, func(postings []ledger.JournalPosting) error {
+			return writeJournalChunk(ctx, tx, postings, names, cw)
+		})
 	})
+	if err != nil {
+		return err
+	}
+	cw.Flush() // the header, when the period has no postings
+	return cw.Error()
 }
 
-// writeJournalChunk writes the rows of one fetch from the cursor and flushes them to the
-// writer, returning how many it wrote.
-func writeJournalChunk(ctx context.Context, tx pgx.Tx, fetch string, cw *csv.Writer) (int, error) {
-	rows, err := tx.Query(ctx, fetch)
+// writeJournalChunk writes one chunk of postings, with the names of their owners (looked up in tx, the journal's
+// snapshot, for the owners not in names yet), and flushes them to the writer.
+func writeJournalChunk(ctx context.Context, tx pgx.Tx, postings []ledger.JournalPosting, names map[string]string, cw *csv.Writer) error {
+	var unknown []string
+	for _, p := range postings {
+		if _, ok := names[p.OwnerAccountID]; !ok && p.OwnerAccountID != "" {
+			unknown = append(unknown, p.OwnerAccountID)
+		}
+	}
+	found, err := accounts.NamesByID(ctx, tx, unknown)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	defer rows.Close()
-	n := 0
-	for rows.Next() {
-		var (
-			occurred                                               time.Time
-			txnID, kind, memo, accountID, accountKind, owner, name string
-			postingID                                              int64
-			amount                                                 money.BigPico
-		)
-		if err := rows.Scan(&occurred, &txnID, &kind, &memo, &postingID, &accountID, &accountKind, &owner, &name, &amount); err != nil {
-			return n, err
-		}
-		if err := cw.Write([]string{occurred.UTC().Format(journalTime), txnID, kind, services.CSVText(memo),
-			strconv.FormatInt(postingID, 10), accountID, accountKind, owner, services.CSVText(name),
-			amount.Decimal(12)}); err != nil {
-			return n, err
-		}
-		n++
+	for _, id := range unknown {
+		names[id] = found[id]
 	}
-	if err := rows.Err(); err != nil {
-		return n, err
+	for _, p := range postings {
+		if err := cw.Write([]string{p.OccurredAt.UTC().Format(journalTime), p.TransactionID, p.TransactionKind,
+			services.CSVText(p.Memo), strconv.FormatInt(p.PostingID, 10), string(p.Account), string(p.AccountKind),
+			p.OwnerAccountID, services.CSVText(names[p.OwnerAccountID]), p.Amount.Decimal(12)}); err != nil {
+			return err
+		}
 	}
 	cw.Flush()
-	return n, cw.Error()
+	return cw.Error()
 }

@@ -3,10 +3,12 @@ package ledger
 import (
 	"context"
 	"errors"
+	"sort"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/money"
 )
 
@@ -59,18 +61,43 @@ type AccountBalance struct {
 func (l *Ledger) Balances(ctx context.Context) (_ []AccountBalance, err error) {
 	defer services.Wrap(&err, "ledger.Balances")
 	rows, err := l.pool.Query(ctx, `
-		SELECT la.id, la.kind, coalesce(a.id::text, ''), coalesce(a.name, ''), la.balance
+		SELECT la.id, la.kind, coalesce(la.owner_account_id::text, ''), la.balance
 		FROM ledger_accounts la
-		LEFT JOIN accounts a ON a.id = la.owner_account_id
-		ORDER BY la.owner_account_id IS NOT NULL, la.kind, a.name, la.id`)
+		ORDER BY la.owner_account_id IS NOT NULL, la.kind, la.id`)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (AccountBalance, error) {
+	balances, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (AccountBalance, error) {
 		var b AccountBalance
-		err := r.Scan(&b.Account, &b.Kind, &b.OwnerAccountID, &b.OwnerName, &b.Balance)
+		err := r.Scan(&b.Account, &b.Kind, &b.OwnerAccountID, &b.Balance)
 		return b, err
 	})
+	if err != nil {
+		return nil, err
+	}
+	owners := make([]string, len(balances))
+	for i, b := range balances {
+		owners[i] = b.OwnerAccountID
+	}
+	names, err := accounts.NamesByID(ctx, l.pool, owners)
+	if err != nil {
+		return nil, err
+	}
+	for i := range balances {
+		balances[i].OwnerName = names[balances[i].OwnerAccountID]
+	}
+	// Within the query's order, by owner name: ties keep the ledger account's id order.
+	sort.SliceStable(balances, func(i, j int) bool {
+		a, b := balances[i], balances[j]
+		if (a.OwnerAccountID != "") != (b.OwnerAccountID != "") {
+			return a.OwnerAccountID == ""
+		}
+		if a.Kind != b.Kind {
+			return a.Kind < b.Kind
+		}
+		return a.OwnerName < b.OwnerName
+	})
+	return balances, nil
 }
 
 func ledgerAccountNotFound(id LedgerAccountID) error {

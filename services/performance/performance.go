@@ -1,11 +1,9 @@
 // Package performance is a provider's view of its own rigs over a window: how busy each was,
 // how its measured latency and throughput compare with what was claimed at listing, the energy
-// a million tokens took, and what it earned per kWh. It reads the hourly rollups
-// (usage_hourly, indexed by provider and hour) and the catalog's rows, never usage rows, and
-// only the caller's provider account's. docs/planner-and-carbon-routing.md defines each figure.
-//
-// Tables of other packages it reads: accounts (package accounts); usage_hourly (package metering).
-// It writes only its own.
+// a million tokens took, and what it earned per kWh. It reads the meter's hourly rollups
+// (metering.ProviderRollups, indexed by provider and hour) and the catalog's rows, never usage
+// rows, and only the caller's provider account's. docs/planner-and-carbon-routing.md defines
+// each figure. It has no tables of its own and names none in its SQL.
 package performance
 
 import (
@@ -14,12 +12,12 @@ import (
 	"math/big"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/carbon"
 	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/reliability"
 )
@@ -27,18 +25,8 @@ import (
 // MaxDays bounds the window a view may ask for.
 const MaxDays = 90
 
-// Rollup is an offering's sums over the window, from usage_hourly.
-type Rollup struct {
-	Requests        int64
-	InputTokens     int64
-	OutputTokens    int64
-	BusyMs          float64 // the requests' durations, summed
-	EnergyJ         float64 // what the rig reported, measured or estimated
-	EnergyMeasuredJ float64 // of which measured
-	// EnergySimulatedJ is the part a simulated power sensor reported: neither measured nor estimated.
-	EnergySimulatedJ float64
-	Payable          money.BigPico
-}
+// Rollup is an offering's sums over the window, from the meter's hourly rollups.
+type Rollup = metering.OfferingRollup
 
 // Offering is one rig's figures over the window.
 type Offering struct {
@@ -203,23 +191,8 @@ func (s *Service) Offerings(ctx context.Context, providerAccountID string, w Win
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, `
-		SELECT offering_id, sum(requests)::bigint, sum(input_tokens)::bigint, sum(output_tokens)::bigint,
-			sum(busy_ms), sum(energy_j), sum(energy_measured_j), sum(energy_simulated_j), sum(payable_pico)
-		FROM usage_hourly
-		WHERE provider_account_id = $1 AND hour >= $2 AND hour < $3
-		GROUP BY offering_id`, providerAccountID, w.From, w.To)
+	rollups, err := metering.ProviderRollups(ctx, s.pool, providerAccountID, w.From, w.To)
 	if err != nil {
-		return nil, err
-	}
-	rollups := map[string]Rollup{}
-	var id string
-	var r Rollup
-	if _, err := pgx.ForEachRow(rows, []any{&id, &r.Requests, &r.InputTokens, &r.OutputTokens, &r.BusyMs, &r.EnergyJ,
-		&r.EnergyMeasuredJ, &r.EnergySimulatedJ, &r.Payable}, func() error {
-		rollups[id] = r
-		return nil
-	}); err != nil {
 		return nil, err
 	}
 	windowMs := float64(w.To.Sub(w.From) / time.Millisecond)

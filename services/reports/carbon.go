@@ -6,12 +6,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/carbon"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/hardware"
+	"github.com/gpumarket/gpumarket/services/metering"
 )
 
 // The carbon report is location-based (docs/methodology.md, "Carbon"): each rig's energy, as
@@ -38,29 +37,65 @@ type carbonGroup struct {
 	busyMs              float64
 }
 
-// carbonQuery reads accounts' carbon groups. $1 the accounts, $2 from, $3 to, $4 the date_trunc
-// unit. It reads usage_hourly through usage_hourly_account_idx and the offerings it names.
-const carbonQuery = `
-	SELECT h.account_id::text, date_trunc($4, h.hour, 'UTC') AS period, h.tier, o.region, h.model, o.site, o.pue, o.gpu, o.gpu_count,
-		sum(h.requests)::bigint, sum(h.input_tokens + h.output_tokens)::bigint,
-		sum(h.energy_j), sum(h.energy_measured_j), sum(h.energy_simulated_j), sum(h.busy_ms)
-	FROM usage_hourly h
-	JOIN offerings o ON o.id = h.offering_id
-	WHERE h.account_id = ANY ($1::text[]::uuid[]) AND h.hour >= $2 AND h.hour < $3
-	GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9`
-
+// readCarbonGroups reads accounts' carbon groups: the meter's rollups of the accounts by offering
+// (metering.EnergyLines, through usage_hourly_account_idx), summed by the site, region and GPUs
+// of the offerings that served them (catalog.RigsByID). Rollups of an offering the catalog
+// does not hold are in no group.
 func readCarbonGroups(ctx context.Context, q Querier, accountIDs []string, from, to time.Time, unit string) ([]carbonGroup, error) {
-	rows, err := q.Query(ctx, carbonQuery, accountIDs, from, to, unit)
+	lines, err := metering.EnergyLines(ctx, q, metering.RollupWindow{AccountIDs: accountIDs, From: from, To: to, Unit: unit})
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (carbonGroup, error) {
-		var g carbonGroup
-		err := row.Scan(&g.accountID, &g.period, &g.tier, &g.region, &g.model, &g.site, &g.pue, &g.gpu, &g.gpuCount, &g.requests,
-			&g.tokens, &g.energy, &g.measured, &g.simulated, &g.busyMs)
-		g.period = g.period.UTC()
-		return g, err
-	})
+	ids := make([]string, 0, len(lines))
+	seen := map[string]bool{}
+	for _, l := range lines {
+		if !seen[l.OfferingID] {
+			seen[l.OfferingID] = true
+			ids = append(ids, l.OfferingID)
+		}
+	}
+	rigs, err := catalog.RigsByID(ctx, q, ids)
+	if err != nil {
+		return nil, err
+	}
+	type key struct {
+		account             string
+		period              time.Time
+		tier, region, model string
+		site                string
+		pue                 float64
+		pueStated           bool
+		gpu                 string
+		gpuCount            int
+	}
+	at := map[key]int{}
+	var out []carbonGroup
+	for _, l := range lines {
+		o, ok := rigs[l.OfferingID]
+		if !ok {
+			continue
+		}
+		k := key{account: l.AccountID, period: l.Period, tier: l.Tier, region: o.Region, model: l.Model,
+			site: string(o.Site), pueStated: o.StatedPUE != nil, gpu: o.GPU, gpuCount: o.GPUCount}
+		if o.StatedPUE != nil {
+			k.pue = *o.StatedPUE
+		}
+		i, ok := at[k]
+		if !ok {
+			i = len(out)
+			at[k] = i
+			out = append(out, carbonGroup{accountID: l.AccountID, period: l.Period, tier: l.Tier, region: o.Region,
+				model: l.Model, site: string(o.Site), pue: o.StatedPUE, gpu: o.GPU, gpuCount: o.GPUCount})
+		}
+		g := &out[i]
+		g.requests += l.Requests
+		g.tokens += l.Tokens
+		g.energy += l.EnergyJ
+		g.measured += l.MeasuredJ
+		g.simulated += l.SimulatedJ
+		g.busyMs += l.BusyMs
+	}
+	return out, nil
 }
 
 // grid is the region's intensity, or the world average's for a region not listed.

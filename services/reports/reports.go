@@ -1,13 +1,10 @@
 // Package reports is what each customer saved and emitted: spend against a named baseline,
 // and the energy and carbon of its tokens against the same tokens on enterprise GPUs. Every
-// figure is computed from the hourly rollups (usage_hourly, written by services/metering),
-// the offerings they were served on (services/catalog's offerings table, for region, site and
-// PUE) and the price book (prices), which this package reads and never writes. The method,
-// its constants and their sources are in services/carbon and docs/methodology.md.
-//
-// Tables of other packages it reads: accounts, api_keys (package accounts); offerings, prices
-// (package catalog); invoices, invoice_summaries (package invoicing); usage_events, usage_hourly
-// (package metering). It writes only its own.
+// figure is computed from the hourly rollups (metering.ChargeLines and metering.EnergyLines),
+// the offerings they were served on (catalog.RigsByID, for region, site and PUE) and the
+// price book (catalog.ReadPriceBook), read through their owners and never written. The method,
+// its constants and their sources are in services/carbon and docs/methodology.md. The package
+// has no tables and names none in its SQL.
 package reports
 
 import (

@@ -8,10 +8,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/money"
 )
 
@@ -35,52 +34,73 @@ type savingsLine struct {
 	spend, baseline         money.BigPico
 }
 
-// savingsQuery reads accounts' savings lines. $1 the accounts, $2 from, $3 to, $4 the
-// date_trunc unit. It reads usage_hourly through usage_hourly_account_idx (account, hour) and
-// the realtime rows of the price book, never usage_events: a model's own realtime rows where it has
-// them, else the tier's defaults.
-const savingsQuery = `
-	WITH book AS (
-		SELECT model, input_micro_usd_per_mtok AS pin, output_micro_usd_per_mtok AS pout,
-			cached_input_micro_usd_per_mtok AS pcached, effective_from AS since,
-			coalesce(lead(effective_from) OVER (PARTITION BY model ORDER BY effective_from), 'infinity') AS until
-		FROM prices WHERE tier = 'realtime'),
-	realtime AS (
-		-- A model's own rows from its first on; before it, and for the models without one, the defaults.
-		SELECT m.model, m.pin, m.pout, m.pcached, m.since, m.until FROM book m WHERE m.model IS NOT NULL
-		UNION ALL
-		SELECT f.model, d.pin, d.pout, d.pcached, d.since, least(d.until, f.first) FROM book d
-			CROSS JOIN (SELECT model, min(since) AS first FROM book WHERE model IS NOT NULL GROUP BY model) f
-			WHERE d.model IS NULL AND d.since < f.first
-		UNION ALL
-		SELECT NULL, d.pin, d.pout, d.pcached, d.since, d.until FROM book d WHERE d.model IS NULL)
-	SELECT h.account_id::text, date_trunc($4, h.hour, 'UTC') AS period, h.tier, h.model, h.price_id,
-		sum(h.requests)::bigint, sum(h.input_tokens)::bigint, sum(h.output_tokens)::bigint,
-		sum(h.input_tokens - h.uncharged_input_tokens + h.output_tokens - h.uncharged_output_tokens)::bigint,
-		sum(h.charge_pico),
-		sum(CASE WHEN h.tier = 'realtime' OR r.pin IS NULL THEN h.charge_pico
-			ELSE (h.input_tokens - h.uncharged_input_tokens - h.cached_input_tokens + h.uncharged_cached_input_tokens)::numeric * r.pin
-				+ (h.cached_input_tokens - h.uncharged_cached_input_tokens)::numeric * r.pcached
-				+ (h.output_tokens - h.uncharged_output_tokens)::numeric * r.pout END),
-		sum(h.cached_input_tokens)::bigint
-	FROM usage_hourly h
-	LEFT JOIN realtime r ON h.hour >= r.since AND h.hour < r.until
-		AND r.model IS NOT DISTINCT FROM (SELECT p.model FROM prices p WHERE p.tier = 'realtime' AND p.model = h.model LIMIT 1)
-	WHERE h.account_id = ANY ($1::text[]::uuid[]) AND h.hour >= $2 AND h.hour < $3
-	GROUP BY 1, 2, 3, 4, 5`
-
+// readSavingsLines reads accounts' savings lines: the meter's rollups of the accounts
+// (metering.ChargeLines, through usage_hourly_account_idx, never usage_events) split at every
+// change of the realtime tier's price book (catalog.ReadPriceBook), so that one realtime price
+// (PriceBook.At: a model's own rows where it has one in force, else the tier's default) prices
+// each split's tokens; the splits are summed back into their line.
 func readSavingsLines(ctx context.Context, q Querier, accountIDs []string, from, to time.Time, unit string) ([]savingsLine, error) {
-	rows, err := q.Query(ctx, savingsQuery, accountIDs, from, to, unit)
+	book, err := catalog.ReadPriceBook(ctx, q)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (savingsLine, error) {
-		var l savingsLine
-		err := row.Scan(&l.accountID, &l.period, &l.tier, &l.model, &l.priceID, &l.requests, &l.input, &l.output, &l.chargeableTokens,
-			&l.spend, &l.baseline, &l.cached)
-		l.period = l.period.UTC()
-		return l, err
-	})
+	var breaks []time.Time
+	for _, p := range book[catalog.TierRealtime] { // oldest first
+		if len(breaks) == 0 || p.EffectiveFrom.After(breaks[len(breaks)-1]) {
+			breaks = append(breaks, p.EffectiveFrom)
+		}
+	}
+	charged, err := metering.ChargeLines(ctx, q, metering.RollupWindow{AccountIDs: accountIDs, From: from, To: to, Unit: unit}, breaks)
+	if err != nil {
+		return nil, err
+	}
+	type key struct {
+		account     string
+		period      time.Time
+		tier, model string
+		priceID     int64
+	}
+	at := map[key]int{}
+	var out []savingsLine
+	for _, c := range charged {
+		k := key{c.AccountID, c.Period, c.Tier, c.Model, c.PriceID}
+		i, ok := at[k]
+		if !ok {
+			i = len(out)
+			at[k] = i
+			out = append(out, savingsLine{accountID: c.AccountID, period: c.Period, tier: c.Tier, model: c.Model, priceID: c.PriceID})
+		}
+		l := &out[i]
+		l.requests += c.Requests
+		l.input += c.InputTokens
+		l.output += c.OutputTokens
+		l.cached += c.CachedInputTokens
+		l.chargeableTokens += c.InputTokens - c.UnchargedInputTokens + c.OutputTokens - c.UnchargedOutputTokens
+		l.spend = l.spend.Add(c.Charge)
+		l.baseline = l.baseline.Add(baselineOf(book, breaks, c))
+	}
+	return out, nil
+}
+
+// baselineOf is the charge line's tokens at the realtime price in force over its span; a line on the realtime
+// tier, or of a span without a realtime price, is its own baseline.
+func baselineOf(book catalog.PriceBook, breaks []time.Time, c metering.ChargeLine) money.BigPico {
+	if c.Tier == string(catalog.TierRealtime) || c.Span == 0 {
+		return c.Charge
+	}
+	p, ok := book.At(catalog.TierRealtime, c.Model, breaks[c.Span-1])
+	if !ok {
+		return c.Charge
+	}
+	tokens := func(n int64, price money.MicroUSD) *big.Int {
+		return new(big.Int).Mul(big.NewInt(n), big.NewInt(int64(price)))
+	}
+	sum := tokens(c.InputTokens-c.UnchargedInputTokens-c.CachedInputTokens+c.UnchargedCachedInputTokens, p.Input)
+	sum.Add(sum, tokens(c.CachedInputTokens-c.UnchargedCachedInputTokens, p.CachedInput))
+	sum.Add(sum, tokens(c.OutputTokens-c.UnchargedOutputTokens, p.Output))
+	var b money.BigPico
+	_ = b.Scan(sum.String()) // a micro-dollar per million tokens is a picodollar per token
+	return b
 }
 
 // Savings is the account's spend against the baseline per period and tier, with the totals

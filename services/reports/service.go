@@ -1,14 +1,13 @@
 package reports
 
 import (
-	"strings"
-
 	"context"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gpumarket/gpumarket/services/carbon"
+	"github.com/gpumarket/gpumarket/services/metering"
 )
 
 // Querier is what the reports read through: the pool, or a transaction of a caller that must
@@ -30,21 +29,14 @@ func New(pool *pgxpool.Pool) *Service { return &Service{pool: pool} }
 // MethodVersion is the version of the method every report and row carries.
 const MethodVersion = carbon.MethodVersion
 
-// Plans are PostgreSQL's plans of the two reports' queries for an account and query, by
-// report: how a benchmark or an operator checks that they read the account's rollups through
-// usage_hourly_account_idx and never scan the table.
+// Plans are PostgreSQL's plans of the two reports' reads of the rollups for an account and
+// query, by report: how a benchmark or an operator checks that they read the account's rollups
+// through usage_hourly_account_idx and never scan the table.
 func (s *Service) Plans(ctx context.Context, accountID string, q Query) (map[string]string, error) {
-	out := map[string]string{}
-	for name, sql := range map[string]string{"savings": savingsQuery, "carbon": carbonQuery} {
-		rows, err := s.pool.Query(ctx, "EXPLAIN "+sql, []string{accountID}, q.From, q.To, q.trunc())
-		if err != nil {
-			return nil, err
-		}
-		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return nil, err
-		}
-		out[name] = strings.Join(lines, "\n")
+	plans, err := metering.AccountRollupPlans(ctx, s.pool,
+		metering.RollupWindow{AccountIDs: []string{accountID}, From: q.From, To: q.To, Unit: q.trunc()})
+	if err != nil {
+		return nil, err
 	}
-	return out, nil
+	return map[string]string{"savings": plans["charges"], "carbon": plans["energy"]}, nil
 }

@@ -14,10 +14,11 @@ import (
 
 // Retention (docs/usage-storage.md, "Retention"): with RetentionMonths R above 0, a month's
 // usage rows are dropped once R whole months have passed since it ended, and only when
-//   - its close has run to the end (invoice_closes, status done) and none of its invoices or
-//     statements is still a draft: every document that reads its usage is final;
-//   - its rollups hold every one of its rows: usage_hourly's requests of the month are the
-//     partition's rows, and the DEFAULT partition holds none of the month.
+//   - its close has run to the end and none of its invoices or statements is still a draft:
+//     every document that reads its usage is final (Config.MonthNotFinal, package invoicing's);
+//   - its rollups hold every one of its rows: the rollups' requests of the month
+//     (Config.RolledUpRequests, package metering's) are the partition's rows, and the DEFAULT
+//     partition holds none of the month.
 // A month that fails a condition is kept, and the log says why; the next pass looks again.
 // Its rollups, invoices and statements are never touched.
 
@@ -34,6 +35,9 @@ func (s *Store) Retire(ctx context.Context) (_ []Retired, err error) {
 	defer services.Wrap(&err, "usagestore.Retire")
 	if s.cfg.RetentionMonths <= 0 {
 		return nil, nil
+	}
+	if s.cfg.MonthNotFinal == nil || s.cfg.RolledUpRequests == nil {
+		return nil, errors.New("a retention needs Config.MonthNotFinal and Config.RolledUpRequests")
 	}
 	months, err := s.Months(ctx)
 	if err != nil {
@@ -72,24 +76,26 @@ func (s *Store) retireMonth(ctx context.Context, month time.Time) (Retired, erro
 		if err := lockPartitions(ctx, tx); err != nil {
 			return err
 		}
-		var closeStatus string
-		var draftInvoices, draftStatements, rolledUp, waiting int64
+		// The checks are separate statements, each reading what its package owns: the month is past
+		// usage.MaxEventAge, so no row of it, nor of its rollups, can be written between them.
+		notFinal, err := s.cfg.MonthNotFinal(ctx, tx, month)
+		if err != nil {
+			return err
+		}
+		rolledUp, err := s.cfg.RolledUpRequests(ctx, tx, month, end)
+		if err != nil {
+			return err
+		}
+		var waiting int64
 		if err := tx.QueryRow(ctx, `
-			SELECT coalesce((SELECT status FROM invoice_closes WHERE period = $1::date), ''),
-				(SELECT count(*) FROM invoices WHERE period = $1::date AND status = 'draft'),
-				(SELECT count(*) FROM statements WHERE period = $1::date AND status = 'draft'),
-				(SELECT coalesce(sum(requests), 0)::bigint FROM usage_hourly WHERE hour >= $2 AND hour < $3),
-				(SELECT count(*) FROM `+defaultPartition+` WHERE occurred_at >= $2 AND occurred_at < $3),
+			SELECT (SELECT count(*) FROM `+defaultPartition+` WHERE occurred_at >= $1 AND occurred_at < $2),
 				(SELECT count(*) FROM `+name+`)`,
-			month.Format("2006-01-02"), month, end).
-			Scan(&closeStatus, &draftInvoices, &draftStatements, &rolledUp, &waiting, &r.Events); err != nil {
+			month, end).Scan(&waiting, &r.Events); err != nil {
 			return err
 		}
 		switch {
-		case closeStatus != "done":
-			r.Kept = "not invoiced: the month's close has not run to the end"
-		case draftInvoices > 0 || draftStatements > 0:
-			r.Kept = fmt.Sprintf("not invoiced: %d invoices and %d statements of the month are still drafts", draftInvoices, draftStatements)
+		case notFinal != "":
+			r.Kept = notFinal
 		case waiting > 0:
 			r.Kept = fmt.Sprintf("%d rows of the month wait in the default partition", waiting)
 		case rolledUp != r.Events:
@@ -108,7 +114,7 @@ func (s *Store) retireMonth(ctx context.Context, month time.Time) (Retired, erro
 		if _, err := tx.Exec(ctx, `DELETE FROM usage_event_keys k USING `+name+` u WHERE k.event_id = u.event_id`); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `ALTER TABLE usage_events DETACH PARTITION `+name+`; DROP TABLE `+name)
+		_, err = tx.Exec(ctx, `ALTER TABLE usage_events DETACH PARTITION `+name+`; DROP TABLE `+name)
 		return err
 	})
 	var pe *pgconn.PgError

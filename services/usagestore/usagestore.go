@@ -9,10 +9,11 @@
 // documents are not all final is never dropped; a month is dropped whole, its usage rows and
 // their keys (usage_event_keys) in one transaction.
 //
-// Tables of other packages it reads: invoices, statements, invoice_closes (package invoicing);
-// usage_hourly (package metering). It keeps metering's usage_events table: makes its monthly
-// partitions and, under the retention, drops them with their rows of usage_event_keys
-// (docs/usage-storage.md); usage_months_dropped is its own.
+// It keeps metering's usage_events table: makes its monthly partitions and, under the
+// retention, drops them with their rows of usage_event_keys (docs/usage-storage.md);
+// usage_months_dropped is its own. Whether a month's documents are final and how many requests
+// its rollups hold it asks their owners, through Config's MonthNotFinal (package invoicing) and
+// RolledUpRequests (package metering), which import this package and so are handed in.
 package usagestore
 
 import (
@@ -54,6 +55,12 @@ type Config struct {
 	// RetentionMonths is how many whole months a month's usage rows are kept after it ends:
 	// 0 keeps them forever. A month is dropped only when its documents are final (Retire).
 	RetentionMonths int
+	// MonthNotFinal and RolledUpRequests are the retention's checks, read in its transaction
+	// from the packages that own what they read: invoicing.MonthNotFinal (why a month's documents
+	// are not all final, "" when they are) and metering.RolledUpRequests (the requests the
+	// rollups hold of [from, to)). A retention needs both: Retire refuses to run without them.
+	MonthNotFinal    func(ctx context.Context, tx pgx.Tx, month time.Time) (string, error)
+	RolledUpRequests func(ctx context.Context, tx pgx.Tx, from, to time.Time) (int64, error)
 	// Every is how often Start's loop runs Maintain (DefaultEvery when 0).
 	Every time.Duration
 	Now   func() time.Time

@@ -11,6 +11,8 @@ import (
 
 	"github.com/gpumarket/gpumarket/db/dbtest"
 	"github.com/gpumarket/gpumarket/services/fixtures"
+	"github.com/gpumarket/gpumarket/services/invoicing"
+	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/usagestore"
 )
 
@@ -137,7 +139,8 @@ func setupRetention(t *testing.T, retention int) retentionWorld {
 	pool := dbtest.New(t)
 	ctx := context.Background()
 	now := time.Date(2032, 4, 10, 0, 0, 0, 0, time.UTC)
-	s := usagestore.New(usagestore.Config{Pool: pool, RetentionMonths: retention, Now: func() time.Time { return now }})
+	s := usagestore.New(usagestore.Config{Pool: pool, RetentionMonths: retention, Now: func() time.Time { return now },
+		MonthNotFinal: invoicing.MonthNotFinal, RolledUpRequests: metering.RolledUpRequests})
 	if err := s.MakeMonths(ctx, []time.Time{month(2032, 1), month(2032, 2)}); err != nil {
 		t.Fatal(err)
 	}

@@ -23,9 +23,10 @@
 // keys would refuse a second copy of any event. Admission is followed too: a customer whose
 // credit is spent makes no request until it buys more.
 //
-// It writes through the services that own the tables, and reads two figures of usage_events
-// directly: the latest row of its own API keys, to know where to resume, and the latest row of
-// the tier whose price it changes, so as never to change a price already billed.
+// It writes and reads through the services that own the tables: among its reads, the latest
+// usage of its own API keys, to know where to resume, and the latest usage of the tier whose
+// price it changes, so as never to change a price already billed (metering.LatestUsageOfKeys,
+// metering.LatestUsageOfTier).
 package history
 
 import (
@@ -191,15 +192,13 @@ func (h *history) resumeFrom(ctx context.Context) (time.Time, error) {
 			keys = append(keys, id)
 		}
 	}
-	var last *time.Time
-	if err := h.pool.QueryRow(ctx, `SELECT max(occurred_at) FROM usage_events WHERE api_key_id = ANY ($1)`, keys).
-		Scan(&last); err != nil {
+	l, ok, err := metering.LatestUsageOfKeys(ctx, h.pool, keys)
+	if err != nil {
 		return time.Time{}, fmt.Errorf("the history's last metered day: %w", err)
 	}
-	if last == nil {
+	if !ok {
 		return h.start, nil
 	}
-	l := last.UTC()
 	next := time.Date(l.Year(), l.Month(), l.Day()+1, 0, 0, 0, 0, time.UTC)
 	if next.Before(h.start) {
 		return h.start, nil

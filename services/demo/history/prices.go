@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/metering"
 )
 
 // ensurePriceChange puts the history's price change (priceChange) in the price book, unless
@@ -17,16 +18,14 @@ import (
 // seed) ends the change there, as a later change would.
 func (h *history) ensurePriceChange(ctx context.Context) error {
 	from := h.today.AddDate(0, 0, -priceChangeDaysAgo)
-	var last *time.Time
-	if err := h.pool.QueryRow(ctx, `SELECT max(occurred_at) FROM usage_events WHERE tier = $1`,
-		string(priceChange.Tier)).Scan(&last); err != nil {
+	l, ok, err := metering.LatestUsageOfTier(ctx, h.pool, string(priceChange.Tier))
+	if err != nil {
 		return fmt.Errorf("the latest %s usage: %w", priceChange.Tier, err)
 	}
-	if last != nil && !last.Before(from) {
-		l := last.UTC()
+	if ok && !l.Before(from) {
 		from = time.Date(l.Year(), l.Month(), l.Day()+1, 0, 0, 0, 0, time.UTC)
 	}
-	_, err := h.catalog.SeedPriceChange(ctx, h.financeUser.ID, catalog.ScheduleInput{Tier: priceChange.Tier,
+	_, err = h.catalog.SeedPriceChange(ctx, h.financeUser.ID, catalog.ScheduleInput{Tier: priceChange.Tier,
 		Input: priceChange.Input, Output: priceChange.Output, EffectiveFrom: from}, from.Add(-priceChangeNotice))
 	return err
 }
