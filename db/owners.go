@@ -17,8 +17,11 @@ var Owners = map[string]string{
 	"sessions":    "services/accounts",
 	"role_grants": "services/accounts",
 	"api_keys":    "services/accounts",
+	"user_tokens": "services/accounts",
 
 	"audit_log": "services/audit",
+
+	"mail_outbox": "services/mail",
 
 	"batches":     "services/batch",
 	"batch_files": "services/batch",
