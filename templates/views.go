@@ -23,6 +23,8 @@ type User struct {
 	Email     string
 	Role      string
 	AccountID string
+	// EmailVerified says the user proved Email; until then every page shows a banner.
+	EmailVerified bool
 }
 
 // Is reports whether the user has one of the roles.

@@ -57,8 +57,8 @@ func (s *Service) checkPassword(ctx context.Context, email, password string) (Us
 		hash string
 	)
 	err := s.pool.QueryRow(ctx,
-		`SELECT id, account_id, email, role, created_at, password_hash FROM users WHERE email = $1`, email).
-		Scan(&u.ID, &u.AccountID, &u.Email, &u.Role, &u.CreatedAt, &hash)
+		`SELECT `+userColumns+`, password_hash FROM users WHERE email = $1`, email).
+		Scan(append(userTargets(&u), &hash)...)
 	known := err == nil
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Spend the same time as a real check so that response times do not reveal which
@@ -111,10 +111,10 @@ func (s *Service) Authenticate(ctx context.Context, token string) (sess Session,
 	var u User
 	var expires time.Time
 	err = s.pool.QueryRow(ctx, `
-		SELECT u.id, u.account_id, u.email, u.role, u.created_at, s.expires_at
+		SELECT u.id, u.account_id, u.email, u.role, u.created_at, u.email_verified_at, s.expires_at
 		FROM sessions s JOIN users u ON u.id = s.user_id
 		WHERE s.id = $1 AND s.user_id = $2 AND s.revoked_at IS NULL AND s.expires_at > $3`,
-		sessionID, userID, now).Scan(&u.ID, &u.AccountID, &u.Email, &u.Role, &u.CreatedAt, &expires)
+		sessionID, userID, now).Scan(append(userTargets(&u), &expires)...)
 	if errors.Is(err, pgx.ErrNoRows) || isInvalidText(err) {
 		return Session{}, errNoSession
 	}

@@ -226,6 +226,9 @@ func (s *Service) approveInvoice(ctx context.Context, ac *approveContext, by, id
 			return wrapf(err, "invoicing: issue the invoice")
 		}
 		*res = Approved{ID: id, Number: number, Total: d.total}
+		if err := s.mailInvoice(ctx, tx, id, account); err != nil {
+			return err
+		}
 		type state struct {
 			Status Status `json:"status"`
 			Number string `json:"number,omitempty"`

@@ -34,6 +34,7 @@ var access = []rule{
 	// Anyone signed in: logging out, and who the caller is.
 	{"/logout", nil},
 	{"/api/auth/logout", nil},
+	{"/verify-email/resend", nil},
 	{"/api/me", nil},
 	{"/settings/billing", billed},
 	{"/api/settings/billing", billed},

@@ -160,7 +160,8 @@ func (s *Core) Page(c echo.Context, title string) templates.Page {
 	p := templates.Page{Title: title, CSRF: csrfToken(c), Path: c.Request().URL.Path, Flash: flashes[c.QueryParam("flash")],
 		TestMode: s.Payments.TestMode()}
 	if sess, ok := CurrentSession(c); ok {
-		p.User = &templates.User{Email: sess.User.Email, Role: string(sess.User.Role), AccountID: sess.User.AccountID}
+		p.User = &templates.User{Email: sess.User.Email, Role: string(sess.User.Role), AccountID: sess.User.AccountID,
+			EmailVerified: sess.User.EmailVerifiedAt != nil}
 	}
 	return p
 }
@@ -170,6 +171,9 @@ func (s *Core) Page(c echo.Context, title string) templates.Page {
 var flashes = map[string]string{
 	"signed-up":       "Welcome to gpumarket. Your account is ready.",
 	"logged-out":      "You are logged out.",
+	"password-set":    "Your new password is set, and every other session is logged out.",
+	"email-verified":  "Your e-mail address is confirmed.",
+	"verify-sent":     "We sent a new link to your e-mail address.",
 	"listed":          "Your rig is listed.",
 	"saved":           "Your changes are saved.",
 	"paused":          "The rig is paused: it takes no traffic until you resume it.",
