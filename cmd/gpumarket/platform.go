@@ -42,6 +42,8 @@ import (
 	"github.com/gpumarket/gpumarket/services/events/natsserver"
 	"github.com/gpumarket/gpumarket/services/invoicing"
 	"github.com/gpumarket/gpumarket/services/ledger"
+	"github.com/gpumarket/gpumarket/services/mail"
+	"github.com/gpumarket/gpumarket/services/mail/catcher"
 	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/payouts"
 	"github.com/gpumarket/gpumarket/services/performance"
@@ -120,6 +122,11 @@ type Platform struct {
 	batchScheduler *batch.Scheduler
 	batchPollEvery time.Duration
 	batchLease     time.Duration
+	// outbox queues the platform's e-mail; mailSender sends it where the web role runs and an SMTP server (or
+	// mailCatcher, under `gpumarket dev`) is there, else nil (mail.go).
+	outbox      *mail.Outbox
+	mailSender  *mail.Sender
+	mailCatcher *catcher.Catcher
 	// usageStore makes usage_events' monthly partitions ahead and applies the usage retention, at the start and
 	// every day (docs/usage-storage.md).
 	usageStore *usagestore.Store
@@ -217,10 +224,14 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 	if !cfg.Roles.Web {
 		sessionKey = []byte(strings.Repeat("-", 32)) // signs nothing: no login routes run here
 	}
-	if p.accounts, err = accounts.NewService(p.pool, accounts.Config{SessionKey: sessionKey}); err != nil {
+	if err = p.openMail(); err != nil {
 		return nil, err
 	}
-	p.invoicing = newInvoicing(cfg.Invoicing, ledger.NewLedger(p.pool, nil), p.audit, p.pool, log.With("role", "invoicing"))
+	if p.accounts, err = accounts.NewService(p.pool, accounts.Config{SessionKey: sessionKey, Outbox: p.outbox,
+		SiteURL: p.siteURL}); err != nil {
+		return nil, err
+	}
+	p.invoicing = newInvoicing(cfg.Invoicing, ledger.NewLedger(p.pool, nil), p.audit, p.pool, log.With("role", "invoicing"), p.outbox)
 	var payments web.Payments
 	var gw gateway.Config
 	if cfg.Roles.Web {

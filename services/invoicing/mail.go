@@ -55,6 +55,6 @@ func (s *Service) mailInvoice(ctx context.Context, tx pgx.Tx, id, accountID stri
 		Text: fmt.Sprintf("Your invoice %s for %s is attached.\n\nTotal: %s\nAmount due: %s\n\n"+
 			"Your prepaid balance pays it; the amount due is what it did not cover. The invoice is also on your "+
 			"Invoices page when you log in.\n", inv.Number, inv.Period, inv.Total, inv.AmountDue),
-		Attachments: []mail.Attachment{{Name: inv.Number + ".pdf", ContentType: "application/pdf", Data: pdf.Bytes()}},
+		Attachments: []mail.Attachment{{Name: documents.FileName(doc) + ".pdf", ContentType: "application/pdf", Data: pdf.Bytes()}},
 	})
 }

@@ -42,12 +42,12 @@ func ParseSMTPURL(raw string) (SMTP, error) {
 	case "smtps":
 		s.TLS, s.Port = TLSImplicit, 465
 	default:
-		return SMTP{}, fmt.Errorf("%s: the scheme must be smtp (STARTTLS) or smtps (TLS)", u.Redacted())
+		return SMTP{}, fmt.Errorf("%s: the scheme must be smtp (STARTTLS) or smtps (TLS)", withoutUser(u))
 	}
 	if p := u.Port(); p != "" {
 		n, err := strconv.Atoi(p)
 		if err != nil || n < 1 || n > 65535 {
-			return SMTP{}, fmt.Errorf("%s: the port must be a number from 1 to 65535", u.Redacted())
+			return SMTP{}, fmt.Errorf("%s: the port must be a number from 1 to 65535", withoutUser(u))
 		}
 		s.Port = n
 	}
@@ -61,10 +61,10 @@ func ParseSMTPURL(raw string) (SMTP, error) {
 	case tls == "none" && u.Scheme == "smtp":
 		s.TLS = TLSNone
 	default:
-		return SMTP{}, fmt.Errorf("%s: the only option is tls=none, on smtp://, for a mail catcher on this machine", u.Redacted())
+		return SMTP{}, fmt.Errorf("%s: the only option is tls=none, on smtp://, for a mail catcher on this machine", withoutUser(u))
 	}
 	if len(q) > 1 || (len(q) == 1 && !q.Has("tls")) || u.Path != "" && u.Path != "/" {
-		return SMTP{}, fmt.Errorf("%s: give scheme://user:password@host:port, with tls=none as the only option", u.Redacted())
+		return SMTP{}, fmt.Errorf("%s: give scheme://user:password@host:port, with tls=none as the only option", withoutUser(u))
 	}
 	return s, nil
 }
@@ -83,6 +83,13 @@ func (s SMTP) String() string {
 		u.RawQuery = "tls=none"
 	}
 	return u.String()
+}
+
+// withoutUser is the URL without its user and password, for errors.
+func withoutUser(u *url.URL) string {
+	c := *u
+	c.User = nil
+	return c.String()
 }
 
 // redact hides what follows the scheme of a URL that could not be parsed, in case it holds a password.
