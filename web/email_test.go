@@ -230,3 +230,19 @@ func parseBody(t *testing.T, res *http.Response) *goquery.Document {
 	}
 	return doc
 }
+
+// accountsWithOutbox is the web tests' accounts service queuing its e-mail in an outbox that no
+// sender empties.
+func accountsWithOutbox(t *testing.T, pool *pgxpool.Pool) *accounts.Service {
+	t.Helper()
+	outbox, err := mail.NewOutbox(pool, mail.OutboxConfig{From: "GPU Market <noreply@gpumarket.test>"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acc, err := accounts.NewService(pool, accounts.Config{SessionKey: []byte(strings.Repeat("k", 32)), Hasher: fastHasher,
+		Outbox: outbox, SiteURL: func() string { return "http://gpumarket.test" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return acc
+}
