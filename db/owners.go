@@ -19,8 +19,11 @@ var Owners = map[string]string{
 	"api_keys":    "services/accounts",
 	"memberships": "services/accounts",
 	"invitations": "services/accounts",
+	"user_tokens": "services/accounts",
 
 	"audit_log": "services/audit",
+
+	"mail_outbox": "services/mail",
 
 	"batches":     "services/batch",
 	"batch_files": "services/batch",

@@ -28,6 +28,8 @@ type User struct {
 	AccountName string
 	Member      string
 	Accounts    []AccountChoice
+	// EmailVerified says the user proved Email; until then every page shows a banner.
+	EmailVerified bool
 }
 
 // AccountChoice is one of the login's accounts in the header's account menu.

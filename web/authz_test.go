@@ -174,6 +174,16 @@ var authzTable = map[string]route{
 	"POST /signup": {body: url.Values{"email": {"authz-form-{caller}@example.com"}, "password": {"authz-password-1"}, "role": {"developer"}},
 		want: everyone(http.StatusSeeOther), noCSRF: csrfRefused},
 	"POST /logout": {body: url.Values{}, want: everyone(http.StatusSeeOther), noCSRF: csrfRefused, login: true, endsSession: true},
+	// The links e-mailed to a user: public, the token in them the proof; a made-up token is refused.
+	"GET /forgot-password": {want: everyone(http.StatusOK)},
+	"POST /forgot-password": {body: url.Values{"email": {"lisboa@example.com"}}, want: everyone(http.StatusOK),
+		noCSRF: csrfRefused},
+	"GET /reset-password": {path: "/reset-password?token=made-up", want: everyone(http.StatusOK)}, // says the link is no good
+	"POST /reset-password": {body: url.Values{"token": {"made-up"}, "password": {"authz-password-2"}},
+		want: everyone(http.StatusGone), noCSRF: csrfRefused},
+	"GET /verify-email": {path: "/verify-email?token=made-up", want: everyone(http.StatusGone)},
+	// A signed-in user asks for a new link (the demo users are verified already: nothing is sent).
+	"POST /verify-email/resend": {body: url.Values{}, want: everyone(http.StatusSeeOther), noCSRF: csrfRefused, login: true},
 
 	// Provider pages.
 	"GET /provider/rigs":     {want: statuses{303, 403, 200, 403, 403}, login: true, members: providerMembers(200, 200, 200, 200)},
@@ -731,8 +741,9 @@ func newAuthzEnv(t *testing.T, c caller) *authzEnv {
 	ctx := context.Background()
 	// The reports pages answer from reports made here: who may see them is under test.
 	sav, car := sampleReports(t)
-	a := &authzEnv{env: setupWith(t, func(cfg *web.Config, _ *pgxpool.Pool) {
+	a := &authzEnv{env: setupWith(t, func(cfg *web.Config, pool *pgxpool.Pool) {
 		cfg.Reports = &fixedReports{savings: sav, carbon: car}
+		cfg.Accounts = accountsWithOutbox(t, pool)
 	}), caller: c}
 	a.token = a.session(t)
 	northwind, err := a.accounts.UserByEmail(ctx, "northwind@example.com")

@@ -128,6 +128,8 @@ func dev(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if cfg.MetricsAddr == "" && cfg.MetricsToken == "" {
 		cfg.MetricsAddr = "127.0.0.1:0"
 	}
+	// Its e-mail is caught on this machine unless an SMTP server is set.
+	cfg.MailCatcher = true
 	// Documents name a demo seller unless the environment names the real one.
 	if cfg.Invoicing.Seller == (invoicing.Party{}) {
 		cfg.Invoicing.Seller = demoSeller
@@ -158,18 +160,21 @@ func dev(ctx context.Context, cfg Config, log *slog.Logger) error {
 			r.stop()
 		}
 	}()
-	fmt.Fprint(os.Stdout, welcome(p.URL(), p.MetricsURL(), cfg.Payments == PaymentsTest, len(rigs)))
+	fmt.Fprint(os.Stdout, welcome(p.URL(), p.MetricsURL(), p.MailCatcherURL(), cfg.Payments == PaymentsTest, len(rigs)))
 	return p.Run(ctx)
 }
 
 // welcome is what `gpumarket dev` prints once the platform is up: where it is, where its
-// metrics are, whether payments are a test, and the demo logins.
-func welcome(url, metricsURL string, testPayments bool, rigs int) string {
+// metrics and its caught e-mail are, whether payments are a test, and the demo logins.
+func welcome(url, metricsURL, mailURL string, testPayments bool, rigs int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n  gpumarket is running at %s, with %d simulated GPU rigs\n\n", url, rigs)
 	fmt.Fprintf(&b, "  catalog     %s/catalog\n  calculator  %s/calculator\n  API         %s/api/offerings\n", url, url, url)
 	if metricsURL != "" {
 		fmt.Fprintf(&b, "  metrics     %s\n", metricsURL)
+	}
+	if mailURL != "" {
+		fmt.Fprintf(&b, "  e-mail      %s (caught here: nothing is sent off this machine)\n", mailURL)
 	}
 	b.WriteString("\n")
 	if testPayments {

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	netmail "net/mail"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -22,6 +23,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/credits/stripemock"
 	"github.com/gpumarket/gpumarket/services/events/natsserver"
 	"github.com/gpumarket/gpumarket/services/invoicing"
+	"github.com/gpumarket/gpumarket/services/mail"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/web/gateway"
 )
@@ -71,6 +73,15 @@ type Config struct {
 	// TopupEvery is how often auto top-up looks at the balances of the accounts that turned it on
 	// (GPUMARKET_TOPUP_EVERY; docs/auto-topup.md).
 	TopupEvery time.Duration
+	// SMTP (GPUMARKET_SMTP_URL, such as smtp://user:password@host:587 or smtps://…:465) is the server the
+	// platform's e-mail goes through; nil when unset: `gpumarket dev` then sends it to a mail catcher of its own
+	// (MailCatcher), and `serve` keeps it queued, with a warning, until one is set (docs/email.md).
+	SMTP *mail.SMTP
+	// MailFrom (GPUMARKET_MAIL_FROM) is the From of every e-mail, "GPU Market <noreply@example.com>";
+	// required with GPUMARKET_SMTP_URL.
+	MailFrom string
+	// MailCatcher says to catch the e-mail on this machine when no SMTP server is set: `gpumarket dev` sets it.
+	MailCatcher bool
 
 	Roles     Roles
 	TicketKey []byte // signs and verifies route tickets: GPUMARKET_TICKET_KEY
@@ -268,6 +279,9 @@ func configFromEnv() (Config, error) {
 	}
 	if err := c.readWebhooks(os.Getenv("GPUMARKET_WEBHOOK_KEY"), os.Getenv("GPUMARKET_WEBHOOKS_ALLOW_PRIVATE"),
 		os.Getenv("GPUMARKET_WEBHOOK_RETRY_SCHEDULE")); err != nil {
+		return c, err
+	}
+	if c.SMTP, c.MailFrom, err = mailFromEnv(); err != nil {
 		return c, err
 	}
 	if v := os.Getenv("GPUMARKET_USAGE_RETENTION_MONTHS"); v != "" {
@@ -696,4 +710,32 @@ func devSecret(dataDir, name, prefix string) (string, error) {
 		return "", err
 	}
 	return secret, nil
+}
+
+// DefaultMailFrom is the From of e-mail when no SMTP server is set: what `gpumarket dev` catches.
+const DefaultMailFrom = "GPU Market <noreply@gpumarket.localhost>"
+
+// mailFromEnv reads the SMTP server (GPUMARKET_SMTP_URL) and the From address (GPUMARKET_MAIL_FROM), which
+// a server needs; neither set is no server.
+func mailFromEnv() (*mail.SMTP, string, error) {
+	raw, from := strings.TrimSpace(os.Getenv("GPUMARKET_SMTP_URL")), strings.TrimSpace(os.Getenv("GPUMARKET_MAIL_FROM"))
+	if from != "" {
+		if _, err := netmail.ParseAddress(from); err != nil {
+			return nil, "", fmt.Errorf("GPUMARKET_MAIL_FROM=%q: use an address such as \"GPU Market <noreply@example.com>\"", from)
+		}
+	}
+	if raw == "" {
+		if from == "" {
+			from = DefaultMailFrom
+		}
+		return nil, from, nil
+	}
+	s, err := mail.ParseSMTPURL(raw)
+	if err != nil {
+		return nil, "", fmt.Errorf("GPUMARKET_SMTP_URL: %w", err)
+	}
+	if from == "" {
+		return nil, "", errors.New("GPUMARKET_SMTP_URL is set but not GPUMARKET_MAIL_FROM: set the address e-mail comes from, such as \"GPU Market <noreply@example.com>\"")
+	}
+	return &s, from, nil
 }

@@ -192,17 +192,18 @@ func TestWithoutUserInfo(t *testing.T) {
 	}
 }
 
-// `gpumarket dev` says where its metrics are and that payments are a test.
+// `gpumarket dev` says where its metrics and its caught e-mail are and that payments are a test.
 func TestWelcomeSaysWhereTheMetricsAre(t *testing.T) {
 	t.Parallel()
-	text := welcome("http://localhost:8080", "http://127.0.0.1:41234/metrics", true, 24)
-	for _, want := range []string{"metrics     http://127.0.0.1:41234/metrics", "test mode", "no card is charged"} {
+	text := welcome("http://localhost:8080", "http://127.0.0.1:41234/metrics", "http://127.0.0.1:41235", true, 24)
+	for _, want := range []string{"metrics     http://127.0.0.1:41234/metrics", "e-mail      http://127.0.0.1:41235", "test mode", "no card is charged"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the welcome does not say %q:\n%s", want, text)
 		}
 	}
-	if text := welcome("http://localhost:8080", "", false, 24); strings.Contains(text, "metrics ") || strings.Contains(text, "test mode") {
-		t.Errorf("without a metrics listener or test payments the welcome says:\n%s", text)
+	if text := welcome("http://localhost:8080", "", "", false, 24); strings.Contains(text, "metrics ") || strings.Contains(text, "test mode") ||
+		strings.Contains(text, "e-mail ") {
+		t.Errorf("without a metrics listener, a mail catcher or test payments the welcome says:\n%s", text)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gpumarket/gpumarket/db"
+	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/audit"
 	"github.com/gpumarket/gpumarket/services/invoicing"
 	"github.com/gpumarket/gpumarket/services/ledger"
@@ -52,11 +53,17 @@ var demoSeller = invoicing.Party{LegalName: "gpumarket Demo Ltd", Address: "1 Gr
 const demoMinimumPayout invoicing.Cents = 1_00
 
 // newInvoicing builds the invoicing service on the platform's database.
+// With an outbox, each invoice issued is e-mailed to its customer; nil (the close command, which
+// issues none) e-mails nothing.
 func newInvoicing(cfg InvoicingConfig, ledger *ledger.Ledger, log *audit.Log, pool *pgxpool.Pool, logger *slog.Logger,
-	events invoicing.Events) *invoicing.Service {
-	return invoicing.New(invoicing.Config{Pool: pool, Ledger: ledger, Audit: log, Events: events, Seller: cfg.Seller,
+	events invoicing.Events, outbox invoicing.Outbox) *invoicing.Service {
+	c := invoicing.Config{Pool: pool, Ledger: ledger, Audit: log, Events: events, Seller: cfg.Seller,
 		InvoiceNumbers: cfg.InvoiceNumbers, StatementNumbers: cfg.StatementNumbers, MinimumPayout: cfg.MinimumPayout,
-		Grace: cfg.Grace, Log: logger})
+		Grace: cfg.Grace, Log: logger}
+	if outbox != nil {
+		c.Outbox, c.Recipients = outbox, accounts.AccountEmails
+	}
+	return invoicing.New(c)
 }
 
 // How the platform closes periods by itself: the first look a minute after the start (so that
@@ -92,7 +99,7 @@ func invoices(ctx context.Context, cfg Config, log *slog.Logger, args []string, 
 	if err := db.Migrate(ctx, pool, log); err != nil {
 		return err
 	}
-	svc := newInvoicing(cfg.Invoicing, ledger.NewLedger(pool, nil), audit.New(pool, nil), pool, log, nil)
+	svc := newInvoicing(cfg.Invoicing, ledger.NewLedger(pool, nil), audit.New(pool, nil), pool, log, nil, nil)
 	start := time.Now()
 	pr, err := svc.Close(ctx, invoicing.CloseInput{Period: p, Progress: func(pr invoicing.CloseProgress) {
 		if pr.Status == invoicing.CloseRunning {

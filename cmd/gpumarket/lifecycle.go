@@ -119,6 +119,10 @@ func (p *Platform) start(r *running) error {
 	if p.webhooks.Delivers() {
 		r.loops.Go(func() { p.webhooks.Run(r.ctx) })
 	}
+	if p.mailSender != nil {
+		// Every web process sends; each message's lease lets one of them at a time.
+		r.loops.Go(func() { p.mailSender.Run(r.ctx) })
+	}
 	// A server that stops serving before stop shut it down (its listener gone, or closed by
 	// another hand) is a failure; once stop has begun, a failure is no longer read.
 	r.servers.Go(func() { r.fail("http", p.http.Serve(p.listener)) })
@@ -210,6 +214,9 @@ func (p *Platform) Close() {
 		_ = p.metricsListener.Close()
 	}
 	p.stripeMock.Stop()
+	if p.mailCatcher != nil {
+		p.mailCatcher.Close()
+	}
 	if p.rigLimitsNC != nil {
 		p.rigLimitsNC.Close()
 	}

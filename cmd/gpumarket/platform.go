@@ -45,6 +45,8 @@ import (
 	"github.com/gpumarket/gpumarket/services/events/natsserver"
 	"github.com/gpumarket/gpumarket/services/invoicing"
 	"github.com/gpumarket/gpumarket/services/ledger"
+	"github.com/gpumarket/gpumarket/services/mail"
+	"github.com/gpumarket/gpumarket/services/mail/catcher"
 	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/payouts"
@@ -134,6 +136,11 @@ type Platform struct {
 	batchLease     time.Duration
 	// webhooks records accounts' events and, with its key, delivers them to their endpoints.
 	webhooks *webhooks.Service
+	// outbox queues the platform's e-mail; mailSender sends it where the web role runs and an SMTP server (or
+	// mailCatcher, under `gpumarket dev`) is there, else nil (mail.go).
+	outbox      *mail.Outbox
+	mailSender  *mail.Sender
+	mailCatcher *catcher.Catcher
 	// usageStore makes usage_events' monthly partitions ahead and applies the usage retention, at the start and
 	// every day (docs/usage-storage.md).
 	usageStore *usagestore.Store
@@ -236,14 +243,19 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 	if !cfg.Roles.Web {
 		sessionKey = []byte(strings.Repeat("-", 32)) // signs nothing: no login routes run here
 	}
-	if p.accounts, err = accounts.NewService(p.pool, accounts.Config{SessionKey: sessionKey}); err != nil {
+	if err = p.openMail(); err != nil {
+		return nil, err
+	}
+	if p.accounts, err = accounts.NewService(p.pool, accounts.Config{SessionKey: sessionKey, Outbox: p.outbox,
+		SiteURL: p.siteURL}); err != nil {
 		return nil, err
 	}
 	p.budgets = budgets.NewService(p.pool, p.accounts, nil)
 	if cfg.Roles.Meter {
 		p.alerts = p.budgetAlerts()
 	}
-	p.invoicing = newInvoicing(cfg.Invoicing, ledger.NewLedger(p.pool, nil), p.audit, p.pool, log.With("role", "invoicing"), p.webhooks)
+	p.invoicing = newInvoicing(cfg.Invoicing, ledger.NewLedger(p.pool, nil), p.audit, p.pool, log.With("role", "invoicing"),
+		p.webhooks, p.outbox)
 	var payments web.Payments
 	var gw gateway.Config
 	if cfg.Roles.Web {
@@ -408,7 +420,7 @@ func (p *Platform) payments(ctx context.Context) (web.Payments, error) {
 	// Auto top-up: saved cards charged off-session when a balance falls below its threshold,
 	// credited by the same webhook (docs/auto-topup.md).
 	topupCfg := credits.TopupConfig{Pool: p.pool, Ledger: ledger, Cards: credits.NewStripeCards(credits.NewStripeAPI(key, apiURL)),
-		Events: p.webhooks}
+		Events: p.webhooks, Mail: p.outbox}
 	if testMode {
 		// stripe-mock sends no webhooks: the platform sends itself the one Stripe would.
 		topupCfg.Charged = p.localTopupSucceeded(cfg.StripeWebhookSecrets[0])
@@ -475,7 +487,7 @@ func (p *Platform) gatewayConfig() (gateway.Config, error) {
 func (p *Platform) budgetAlerts() *budgets.Alerts {
 	l := ledger.NewLedger(p.pool, nil)
 	return budgets.NewAlerts(budgets.AlertsConfig{Pool: p.pool, Accounts: p.accounts, Log: p.log.With("role", "alerts"),
-		Events: p.webhooks,
+		Events: p.webhooks, Mail: p.outbox,
 		Balance: func(ctx context.Context, accountID string) (money.BigPico, error) {
 			id, err := l.AccountFor(ctx, ledger.AccountCustomerCredit, accountID)
 			if err != nil {

@@ -10,6 +10,7 @@ package accounts
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/mail"
 	"strings"
 	"time"
@@ -54,6 +55,9 @@ type User struct {
 	Email     string    `json:"email"`
 	Role      Role      `json:"role"`
 	CreatedAt time.Time `json:"created_at"`
+	// EmailVerifiedAt is when the user proved Email by following the link e-mailed to it; nil
+	// until then (docs/email.md).
+	EmailVerifiedAt *time.Time `json:"email_verified_at"`
 }
 
 // Service is the accounts domain on PostgreSQL.
@@ -68,7 +72,8 @@ type Service struct {
 	dummyHash  string
 	limiter    *limiter // failed logins and sign-ups, by account and client address
 	sessionTTL time.Duration
-	outbox     Outbox // queues invitations; nil sends none
+	outbox     Outbox        // queues invitations, sign-ups' links and password resets; nil: no e-mail
+	site       func() string // the site's address for links in e-mail
 }
 
 // Config holds what the service needs besides its pool.
@@ -84,8 +89,14 @@ type Config struct {
 	HashWait  time.Duration
 	// TrackedKeys caps the login and sign-up buckets kept in memory (0: DefaultTrackedKeys).
 	TrackedKeys int
-	// Outbox queues the invitations' e-mails; nil refuses to invite (invitations.go).
+	// Outbox queues the e-mail of invitations (invitations.go), of sign-ups (the link proving the
+	// address) and of password resets; nil sends none: inviting and password resets are then
+	// unavailable.
 	Outbox Outbox
+	// SiteURL is the site's address the e-mailed links start with ("https://gpumarket.example"):
+	// GPUMARKET_PUBLIC_URL, or where this process listens; never a request's Host header, which
+	// whoever asks for a reset writes.
+	SiteURL func() string
 }
 
 // NewService returns the accounts service.
@@ -116,6 +127,7 @@ func NewService(pool *pgxpool.Pool, cfg Config) (*Service, error) {
 		limiter:    newLimiter(cfg.Now, cfg.TrackedKeys),
 		sessionTTL: cfg.SessionTTL,
 		outbox:     cfg.Outbox,
+		site:       cfg.SiteURL,
 	}, nil
 }
 
@@ -136,10 +148,8 @@ func (in *SignUpInput) Validate() error {
 	if err := validateEmail(in.Email); err != "" {
 		fe.Add("email", err)
 	}
-	if n := len(in.Password); n < 10 {
-		fe.Add("password", "Use at least 10 characters.")
-	} else if n > 200 {
-		fe.Add("password", "Use at most 200 characters.")
+	if msg := passwordProblem(in.Password); msg != "" {
+		fe.Add("password", msg)
 	}
 	switch in.Role {
 	case RoleDeveloper, RoleProvider:
@@ -168,14 +178,16 @@ func (s *Service) SignUp(ctx context.Context, in SignUpInput) (u User, err error
 		return User{}, services.Errorf(services.CodeRateLimited,
 			"Too many sign-ups from your network. Wait a few minutes and try again.")
 	}
-	u, err = s.create(ctx, in.Email, in.Password, in.Role, in.AccountName)
+	u, err = s.create(ctx, in.Email, in.Password, in.Role, in.AccountName, false)
 	if errors.Is(err, errBusy) || ctx.Err() != nil {
 		s.limiter.give(charges...) // nothing was tried
 	}
 	return u, err
 }
 
-func (s *Service) create(ctx context.Context, email, password string, role Role, accountName string) (User, error) {
+// create makes the account and its user. A user not known to be verified is sent the link that
+// proves their address, in the same transaction.
+func (s *Service) create(ctx context.Context, email, password string, role Role, accountName string, verified bool) (User, error) {
 	var hash string
 	var err error
 	if gateErr := s.hashes.run(ctx, func() { hash, err = s.hasher.Hash(password) }); gateErr != nil {
@@ -188,6 +200,10 @@ func (s *Service) create(ctx context.Context, email, password string, role Role,
 		accountName = email
 	}
 	now := s.now().UTC()
+	var verifiedAt *time.Time
+	if verified {
+		verifiedAt = &now
+	}
 	var u User
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var accountID string
@@ -197,11 +213,16 @@ func (s *Service) create(ctx context.Context, email, password string, role Role,
 			return err
 		}
 		var err error
-		u, err = insertUser(ctx, tx, accountID, email, hash, role, now)
-		if err != nil {
+		if u, err = insertUser(ctx, tx, accountID, email, hash, role, now, verifiedAt); err != nil {
 			return err
 		}
-		return addMember(ctx, tx, accountID, u.ID, MemberOwner, now)
+		if err := addMember(ctx, tx, accountID, u.ID, MemberOwner, now); err != nil {
+			return err
+		}
+		if verified || s.outbox == nil {
+			return nil
+		}
+		return s.sendVerification(ctx, tx, u)
 	})
 	if isUniqueViolation(err) {
 		return User{}, &services.Error{Code: services.CodeConflict, Message: "That email is already registered. Log in instead.",
@@ -211,13 +232,14 @@ func (s *Service) create(ctx context.Context, email, password string, role Role,
 }
 
 // insertUser inserts a login made for the account.
-func insertUser(ctx context.Context, tx pgx.Tx, accountID, email, hash string, role Role, now time.Time) (User, error) {
+// verifiedAt is when its address was proven, nil when not yet.
+func insertUser(ctx context.Context, tx pgx.Tx, accountID, email, hash string, role Role, now time.Time, verifiedAt *time.Time) (User, error) {
 	var u User
 	err := tx.QueryRow(ctx, `
-		INSERT INTO users (account_id, email, password_hash, role, created_at)
-		VALUES ($1, $2, $3, $4, $5)
-		RETURNING id, account_id, email, role, created_at`,
-		accountID, email, hash, string(role), now).Scan(&u.ID, &u.AccountID, &u.Email, &u.Role, &u.CreatedAt)
+		INSERT INTO users (account_id, email, password_hash, role, created_at, email_verified_at)
+		VALUES ($1, $2, $3, $4, $5, $6)
+		RETURNING `+userColumns,
+		accountID, email, hash, string(role), now, verifiedAt).Scan(userTargets(&u)...)
 	return u, err
 }
 
@@ -229,17 +251,22 @@ func addMember(ctx context.Context, tx pgx.Tx, accountID, userID string, role Me
 }
 
 // EnsureUser creates the user with its own account unless the email exists; it is for demo
-// seeding, which must change nothing when run twice.
+// seeding, which must change nothing when run twice. Its address counts as verified: the platform
+// made it.
 func (s *Service) EnsureUser(ctx context.Context, email, password string, role Role, accountName string) (u User, err error) {
 	defer services.Wrap(&err, "accounts.EnsureUser(%s)", email)
 	u, err = s.UserByEmail(ctx, email)
+	if err == nil && u.EmailVerifiedAt == nil {
+		err = s.pool.QueryRow(ctx, `UPDATE users SET email_verified_at = $2 WHERE id = $1 RETURNING `+userColumns,
+			u.ID, s.now().UTC()).Scan(userTargets(&u)...)
+	}
 	if err == nil {
 		return u, nil
 	}
 	if services.ErrorCode(err) != services.CodeNotFound {
 		return User{}, err
 	}
-	return s.create(ctx, normaliseEmail(email), password, role, accountName)
+	return s.create(ctx, normaliseEmail(email), password, role, accountName, true)
 }
 
 // UserByEmail looks a user up by email.
@@ -254,26 +281,38 @@ func (s *Service) UserByID(ctx context.Context, id string) (User, error) {
 
 func (s *Service) userWhere(ctx context.Context, where string, arg any) (User, error) {
 	var u User
-	err := s.pool.QueryRow(ctx,
-		`SELECT id, account_id, email, role, created_at FROM users WHERE `+where, arg).
-		Scan(&u.ID, &u.AccountID, &u.Email, &u.Role, &u.CreatedAt)
+	err := s.pool.QueryRow(ctx, `SELECT `+userColumns+` FROM users WHERE `+where, arg).Scan(userTargets(&u)...)
 	if errors.Is(err, pgx.ErrNoRows) || isInvalidText(err) {
 		return User{}, services.Errorf(services.CodeNotFound, "No such user.")
 	}
 	return u, err
 }
 
+// AccountEmails are the addresses an account's e-mail (its invoices) goes to, read in the caller's
+// transaction: its first user's, the one who signed the account up.
+func AccountEmails(ctx context.Context, tx pgx.Tx, accountID string) ([]string, error) {
+	var email string
+	err := tx.QueryRow(ctx, `SELECT email FROM users WHERE account_id = $1 ORDER BY created_at, id LIMIT 1`, accountID).Scan(&email)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("accounts.AccountEmails(%s): %w", accountID, err)
+	}
+	return []string{email}, nil
+}
+
 // ListUsers returns every user, newest first, for the admin page.
 func (s *Service) ListUsers(ctx context.Context) (_ []User, err error) {
 	defer services.Wrap(&err, "accounts.ListUsers")
 	rows, err := s.pool.Query(ctx,
-		`SELECT id, account_id, email, role, created_at FROM users ORDER BY created_at DESC, email LIMIT 500`)
+		`SELECT `+userColumns+` FROM users ORDER BY created_at DESC, email LIMIT 500`)
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (User, error) {
 		var u User
-		err := r.Scan(&u.ID, &u.AccountID, &u.Email, &u.Role, &u.CreatedAt)
+		err := r.Scan(userTargets(&u)...)
 		return u, err
 	})
 }
@@ -299,6 +338,24 @@ func (s *Service) GrantRole(ctx context.Context, by User, userID string, role Ro
 			userID, string(role), by.ID, s.now().UTC())
 		return err
 	})
+}
+
+// userColumns are the columns of users a User holds, in userTargets' order.
+const userColumns = `id, account_id, email, role, created_at, email_verified_at`
+
+func userTargets(u *User) []any {
+	return []any{&u.ID, &u.AccountID, &u.Email, &u.Role, &u.CreatedAt, &u.EmailVerifiedAt}
+}
+
+// passwordProblem says what is wrong with a new password, or "".
+func passwordProblem(p string) string {
+	switch n := len(p); {
+	case n < 10:
+		return "Use at least 10 characters."
+	case n > 200:
+		return "Use at most 200 characters."
+	}
+	return ""
 }
 
 func normaliseEmail(e string) string { return strings.ToLower(strings.TrimSpace(e)) }

@@ -16,11 +16,6 @@ import (
 	gpumail "github.com/gpumarket/gpumarket/services/mail"
 )
 
-// Outbox queues an e-mail in the transaction of what it tells of (services/mail's Outbox).
-type Outbox interface {
-	Enqueue(ctx context.Context, tx pgx.Tx, m gpumail.Message) error
-}
-
 // InvitationTTL is how long an invitation's link works.
 const InvitationTTL = 7 * 24 * time.Hour
 
@@ -268,7 +263,7 @@ func (s *Service) AcceptInvitation(ctx context.Context, in AcceptInput) (_ Sessi
 			if err := tx.QueryRow(ctx, `SELECT kind FROM accounts WHERE id = $1`, inv.AccountID).Scan(&kind); err != nil {
 				return err
 			}
-			if u, err = insertUser(ctx, tx, inv.AccountID, inv.Email, hash, roleIn("", kind), now); isUniqueViolation(err) {
+			if u, err = insertUser(ctx, tx, inv.AccountID, inv.Email, hash, roleIn("", kind), now, &now); isUniqueViolation(err) {
 				return services.Errorf(services.CodeConflict, "A login for this email was made meanwhile. Reload the page to sign in.")
 			} else if err != nil {
 				return err

@@ -20,6 +20,10 @@ const (
 	// Sign-ups per client address: 10 at once, then one every 2 minutes.
 	signupBurst    = 10
 	signupInterval = 2 * time.Minute
+	// E-mailed links (password resets by client address, verification links by user): 5 at
+	// once, then one every 2 minutes, so that the form sends no flood of mail.
+	resetBurst    = 5
+	resetInterval = 2 * time.Minute
 	// DefaultTrackedKeys bounds the buckets a limiter keeps: about 64 bytes each, so a flood of
 	// made-up emails costs at most a few megabytes.
 	DefaultTrackedKeys = 100_000
@@ -35,6 +39,7 @@ var (
 	loginPairBudget    = budget{burst: loginPairBurst, interval: loginPairInterval}
 	loginAddressBudget = budget{burst: loginAddressBurst, interval: loginAddressInterval}
 	signupBudget       = budget{burst: signupBurst, interval: signupInterval}
+	resetBudget        = budget{burst: resetBurst, interval: resetInterval}
 )
 
 // limiter keeps token buckets by key, in memory, at most max of them: at the cap it forgets
@@ -152,4 +157,13 @@ func signupCharges(clientIP string) []charge {
 		return nil
 	}
 	return []charge{{key: "signup\x00" + clientIP, budget: signupBudget}}
+}
+
+// resetCharges are what one request for a password reset is counted against: its client address;
+// none without one.
+func resetCharges(clientIP string) []charge {
+	if clientIP == "" {
+		return nil
+	}
+	return []charge{{key: "reset\x00" + clientIP, budget: resetBudget}}
 }

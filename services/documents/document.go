@@ -398,3 +398,19 @@ func textProblem(s string) string {
 	}
 	return ""
 }
+
+// FileName is the name a document's file is saved under, without its extension: its number, or
+// DRAFT-<period> for a draft ("DRAFT-2026-03"), with any character other than letters, digits,
+// '-', '_' and '.' made '_', so that a number format with a slash makes no folder.
+func FileName(d Document) string {
+	name := d.Number
+	if d.Status == StatusDraft || name == "" {
+		name = "DRAFT-" + d.Period.Start.UTC().Format("2006-01")
+	}
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' {
+			return r
+		}
+		return '_'
+	}, name)
+}

@@ -235,6 +235,9 @@ func (s *Service) approveInvoice(ctx context.Context, ac *approveContext, by, id
 				return err
 			}
 		}
+		if err := s.mailInvoice(ctx, tx, id, account); err != nil {
+			return err
+		}
 		type state struct {
 			Status Status `json:"status"`
 			Number string `json:"number,omitempty"`

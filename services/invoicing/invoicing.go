@@ -99,8 +99,12 @@ type Config struct {
 	UsageChecks int
 	// Chunk is how many accounts or providers a close computes per transaction (0: DefaultChunk).
 	Chunk int
-	Now   func() time.Time
-	Log   *slog.Logger
+	// Outbox and Recipients e-mail each invoice as it is issued, its PDF attached, to the
+	// customer's addresses, queued in the transaction that issues it; nil e-mails none.
+	Outbox     Outbox
+	Recipients Recipients
+	Now        func() time.Time
+	Log        *slog.Logger
 }
 
 // Service is the close, the documents and billing details on PostgreSQL.

@@ -1,8 +1,9 @@
 // Package account is what every account holder does with its own account: signing up, logging
-// in and out (the pages and /api/auth), who it is (/api/me), the billing details a customer's
-// invoices and a provider's statements carry (/settings/billing, /api/settings/billing), its
-// members and invitations (/account/members, /invitations/), and switching between the accounts
-// a login belongs to (/account/switch).
+// in and out (the pages and /api/auth), setting a new password and proving its e-mail address by
+// the links e-mailed to it, who it is (/api/me), the billing details a customer's invoices and a
+// provider's statements carry (/settings/billing, /api/settings/billing), its members and
+// invitations (/account/members, /invitations/), and switching between the accounts a login
+// belongs to (/account/switch).
 //
 // It imports web/internal/core and the services, never another audience's package nor web.
 package account
@@ -47,6 +48,12 @@ func (s *Server) Routes(e *echo.Echo) {
 	m.GET("/signup", s.signupPage)
 	m.POST("/signup", s.signupSubmit)
 	m.POST("/logout", s.logoutSubmit)
+	m.GET("/forgot-password", s.forgotPage)
+	m.POST("/forgot-password", s.forgotSubmit)
+	m.GET("/reset-password", s.resetPage)
+	m.POST("/reset-password", s.resetSubmit)
+	m.GET("/verify-email", s.verifyEmail)
+	m.POST("/verify-email/resend", s.verifyResend)
 
 	m.POST("/api/auth/signup", s.apiSignup)
 	m.POST("/api/auth/login", s.apiLogin)

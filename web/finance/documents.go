@@ -198,7 +198,7 @@ func (s *Server) documentPDF(load documentLoader) echo.HandlerFunc {
 			return err
 		}
 		h := c.Response().Header()
-		h.Set(echo.HeaderContentDisposition, attachment(documentFileName(doc)+".pdf"))
+		h.Set(echo.HeaderContentDisposition, attachment(documents.FileName(doc)+".pdf"))
 		h.Set("Cache-Control", "no-store")
 		return c.Blob(http.StatusOK, "application/pdf", buf.Bytes())
 	}
@@ -216,25 +216,10 @@ func (s *Server) documentCSV(load documentLoader) echo.HandlerFunc {
 			return err
 		}
 		h := c.Response().Header()
-		h.Set(echo.HeaderContentDisposition, attachment(documentFileName(doc)+".csv"))
+		h.Set(echo.HeaderContentDisposition, attachment(documents.FileName(doc)+".csv"))
 		h.Set("Cache-Control", "no-store")
 		return c.Blob(http.StatusOK, "text/csv; charset=utf-8", buf.Bytes())
 	}
-}
-
-// documentFileName is the document's number, or DRAFT-<period> for a draft ("DRAFT-2026-03"),
-// with any character a file name should not hold written as "_".
-func documentFileName(d documents.Document) string {
-	name := d.Number
-	if d.Status == documents.StatusDraft || name == "" {
-		name = "DRAFT-" + d.Period.Start.UTC().Format("2006-01")
-	}
-	return strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' {
-			return r
-		}
-		return '_'
-	}, name)
 }
 
 // attachment is a Content-Disposition that saves the response as the file name.

@@ -46,6 +46,7 @@ var access = []rule{
 	// Anyone signed in: logging out, who the caller is, and switching to another of its accounts.
 	{prefix: "/logout"},
 	{prefix: "/api/auth/logout"},
+	{prefix: "/verify-email/resend"},
 	{prefix: "/api/me"},
 	{prefix: "/account/switch"},
 	{prefix: "/api/account/switch"},

@@ -150,7 +150,7 @@ func (s *Core) Page(c echo.Context, title string) templates.Page {
 		TestMode: s.Payments.TestMode()}
 	if sess, ok := CurrentSession(c); ok {
 		p.User = &templates.User{Email: sess.User.Email, Role: string(sess.User.Role), AccountID: sess.User.AccountID,
-			AccountName: sess.Account.Name, Member: string(sess.Member)}
+			AccountName: sess.Account.Name, Member: string(sess.Member), EmailVerified: sess.User.EmailVerifiedAt != nil}
 		// The account menu lists the login's accounts; a page still renders, without them, when they cannot be read.
 		ms, err := s.Accounts.Memberships(c.Request().Context(), sess.User.ID)
 		if err != nil {
@@ -169,6 +169,9 @@ func (s *Core) Page(c echo.Context, title string) templates.Page {
 var flashes = map[string]string{
 	"signed-up":       "Welcome to gpumarket. Your account is ready.",
 	"logged-out":      "You are logged out.",
+	"password-set":    "Your new password is set, and every other session is logged out.",
+	"email-verified":  "Your e-mail address is confirmed.",
+	"verify-sent":     "We sent a new link to your e-mail address.",
 	"listed":          "Your rig is listed.",
 	"saved":           "Your changes are saved.",
 	"paused":          "The rig is paused: it takes no traffic until you resume it.",
