@@ -743,7 +743,6 @@ func newAuthzEnv(t *testing.T, c caller) *authzEnv {
 	sav, car := sampleReports(t)
 	a := &authzEnv{env: setupWith(t, func(cfg *web.Config, pool *pgxpool.Pool) {
 		cfg.Reports = &fixedReports{savings: sav, carbon: car}
-		cfg.Accounts = accountsWithOutbox(t, pool)
 	}), caller: c}
 	a.token = a.session(t)
 	northwind, err := a.accounts.UserByEmail(ctx, "northwind@example.com")

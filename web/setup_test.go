@@ -104,7 +104,7 @@ func setupWith(t *testing.T, configure func(*web.Config, *pgxpool.Pool)) *env {
 	pool := dbtest.New(t)
 	sent := &sentMail{}
 	acc, err := accounts.NewService(pool, accounts.Config{SessionKey: []byte(strings.Repeat("k", 32)), Hasher: fastHasher,
-		Outbox: sent})
+		Outbox: sent, SiteURL: func() string { return "http://gpumarket.test" }})
 	if err != nil {
 		t.Fatal(err)
 	}
