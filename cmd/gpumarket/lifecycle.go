@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/gpumarket/gpumarket/services/credits"
 	"sync"
 	"time"
 
@@ -111,7 +112,11 @@ func (p *Platform) start(r *running) error {
 	p.usageStore.Start(r.ctx)
 	// Every web process runs auto top-up's worker; the settings' lock makes two of them charge once.
 	if p.topups != nil {
-		r.loops.Go(func() { p.topups.Run(r.ctx, p.cfg.TopupEvery, p.log.With("part", "auto top-up")) })
+		every := p.cfg.TopupEvery
+		if every <= 0 {
+			every = credits.DefaultTopupEvery // a Config built in code rather than read from the environment
+		}
+		r.loops.Go(func() { p.topups.Run(r.ctx, every, p.log.With("part", "auto top-up")) })
 	}
 	// Every process closes due periods by itself; the period's lock lets one of them at a time.
 	r.loops.Go(func() { p.invoicing.RunAutoClose(r.ctx, autoCloseFirst, autoCloseEvery) })

@@ -10,7 +10,11 @@ import (
 // without one, to a mail catcher of this process's own. A web process with neither keeps the
 // e-mail queued, and says so, until a server is set (docs/email.md).
 func (p *Platform) openMail() (err error) {
-	if p.outbox, err = mail.NewOutbox(p.pool, mail.OutboxConfig{From: p.cfg.MailFrom}); err != nil {
+	from := p.cfg.MailFrom
+	if from == "" {
+		from = DefaultMailFrom // a Config built in code rather than read from the environment
+	}
+	if p.outbox, err = mail.NewOutbox(p.pool, mail.OutboxConfig{From: from}); err != nil {
 		return err
 	}
 	if !p.cfg.Roles.Web {
@@ -32,7 +36,7 @@ func (p *Platform) openMail() (err error) {
 		p.log.Warn("GPUMARKET_SMTP_URL is unset: e-mail (password resets, address checks, invoices) stays queued until it is set")
 		return nil
 	}
-	p.mailSender, err = mail.NewSender(mail.SenderConfig{Pool: p.pool, SMTP: *smtp, From: p.cfg.MailFrom,
+	p.mailSender, err = mail.NewSender(mail.SenderConfig{Pool: p.pool, SMTP: *smtp, From: from,
 		Log: p.log.With("part", "mail")})
 	return err
 }
