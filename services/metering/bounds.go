@@ -99,10 +99,6 @@ func billableTokens(u usage.Usage, c ticket.Claims, rec *gatewayRecord, age time
 	// past them, so admission's hold covers whatever the meter bills.
 	bound := ticket.BillableOf(c.MaxInputTokens, c.MaxOutputTokens, rec.counted, rec.relayedBytes, rec.relayedChunks)
 	b := tokenBill{in: min(u.InputTokens, bound.Input), out: min(reportedOut, bound.Output)}
-	why := fmt.Sprintf("the ticket's bound of %d", c.MaxOutputTokens)
-	if bound.Output < c.MaxOutputTokens {
-		why = fmt.Sprintf("what the gateway relayed, %d bytes in %d chunks", rec.relayedBytes, rec.relayedChunks)
-	}
 	var clipped []string
 	if b.in < u.InputTokens {
 		clipped = append(clipped, fmt.Sprintf("input clipped from %d to the ticket's bound of %d tokens", u.InputTokens, b.in))
@@ -119,6 +115,11 @@ func billableTokens(u usage.Usage, c ticket.Claims, rec *gatewayRecord, age time
 			u.CachedInputTokens, b.cached))
 	}
 	if b.out < reportedOut {
+		// Written only for the events it concerns: the meter judges every event here.
+		why := fmt.Sprintf("the ticket's bound of %d", c.MaxOutputTokens)
+		if bound.Output < c.MaxOutputTokens {
+			why = fmt.Sprintf("what the gateway relayed, %d bytes in %d chunks", rec.relayedBytes, rec.relayedChunks)
+		}
 		clipped = append(clipped, fmt.Sprintf("output clipped from %d to %d tokens, %s", reportedOut, b.out, why))
 	}
 	switch {
