@@ -31,3 +31,7 @@ type Core struct {
 	// Now is the clock every page reads the time from.
 	Now func() time.Time
 }
+
+// HomePath is the home after logging in (web/home): where logging in, signing up, switching
+// accounts and accepting an invitation land, and where the header's brand leads a signed-in user.
+const HomePath = "/home"
