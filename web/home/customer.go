@@ -97,7 +97,7 @@ func (s *Server) figures(ctx context.Context, account string, now time.Time, h *
 		saved += " (" + t.SavingsPct + "%)"
 	}
 	h.Figures = []templates.ReportFigure{
-		{ID: "savings", Label: "Saved against the realtime price", Value: saved, MethodURL: "/methodology#savings"},
+		{ID: "savings", Label: "Saved against enterprise GPUs", Value: saved, MethodURL: "/methodology#savings"},
 		{ID: "baseline", Label: "Baseline (realtime price)", Value: money.FormatBigCents(t.Baseline), MethodURL: "/methodology#baseline"},
 		{ID: "energy", Label: "Energy", Value: documents.ChartValue(ct.EnergyKWh) + " kWh", MethodURL: "/methodology#energy"},
 		{ID: "carbon", Label: "Carbon (location-based)", Value: documents.ChartValue(ct.GCO2e) + " gCO2e", MethodURL: "/methodology#carbon"},
