@@ -384,7 +384,6 @@ func TestFinanceHomeCountsTheWorkWaiting(t *testing.T) {
 	}
 }
 
-
 // An administrator's home counts the batch lines waiting, the rigs offline (listed on the home)
 // and the discrepancies, each linking to its page, above finance's panel.
 func TestAdminHomeShowsTheQueueOfflineRigsAndDiscrepancies(t *testing.T) {
