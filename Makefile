@@ -41,7 +41,8 @@ agent-downloads: ## build the agent for Linux on amd64 and arm64 into the downlo
 test: test-deps stripe-mock verify ## run the whole test suite (starts PostgreSQL and installs Chromium when missing)
 	@url=$$(GPUMARKET_DATA_DIR=$(DATA_DIR) $(GO) run ./cmd/gpumarket dev postgres); \
 	echo "tests use PostgreSQL at $$url"; \
-	GPUMARKET_TEST_DATABASE_URL="$$url" $(GO) test -count=1 -timeout 9m $(PKGS)
+	GPUMARKET_TEST_DATABASE_URL="$$url" GPUMARKET_TEST_ARTEFACTS="$(abspath $(DATA_DIR))/test-artefacts" \
+		$(GO) test -count=1 -timeout 9m $(PKGS)
 	@echo "fuzzing the usage event decoder and validator for 10 s"
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeValidate$$' -fuzztime 10s -fuzzminimizetime 2s ./services/usage/
 

@@ -629,8 +629,8 @@ func TestCSRFLoginAndLogout(t *testing.T) {
 	creds.Set("_csrf", token)
 	res := postForm(t, b, e.srv.URL+"/login", creds)
 	wantStatus(t, res, http.StatusSeeOther)
-	if loc := res.Header.Get("Location"); loc != "/provider/rigs" {
-		t.Errorf("redirect to %q, want /provider/rigs", loc)
+	if loc := res.Header.Get("Location"); loc != "/home" {
+		t.Errorf("redirect to %q, want /home", loc)
 	}
 	var session *http.Cookie
 	for _, c := range res.Cookies() {
@@ -749,7 +749,7 @@ func TestLoginNextStaysOnSite(t *testing.T) {
 	res := postForm(t, b, e.srv.URL+"/login", url.Values{"_csrf": {token}, "email": {"provider@example.com"},
 		"password": {demo.Password}, "next": {"/\t/evil.example/"}})
 	wantStatus(t, res, http.StatusSeeOther)
-	if loc := res.Header.Get("Location"); loc != "/provider/rigs" {
+	if loc := res.Header.Get("Location"); loc != "/home" {
 		t.Errorf("after login with an off-site next: redirect to %q, want the provider's home", loc)
 	}
 }

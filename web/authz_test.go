@@ -166,6 +166,9 @@ var authzTable = map[string]route{
 	"GET /downloads/:name":  {path: "/downloads/gpuagent.service", want: everyone(http.StatusOK)},
 	"HEAD /downloads/:name": {path: "/downloads/SHA256SUMS", want: everyone(http.StatusNotFound)},
 
+	// The home after logging in: every signed-in caller has one, whose panels follow its role
+	// (home_test.go); a visitor is sent to log in.
+	"GET /home": {want: statuses{303, 200, 200, 200, 200}, members: bothMembers(200, 200, 200, 200), login: true},
 	// Logged-in users are sent home from the login page.
 	"GET /login": {want: statuses{200, 303, 303, 303, 303}},
 	"POST /login": {body: url.Values{"email": {"lisboa@example.com"}, "password": {demo.Password}},

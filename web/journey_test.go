@@ -44,8 +44,8 @@ func TestJourneyProviderListsRigAndFindsItInCatalog(t *testing.T) {
 	if st := b.navigate("submit the signup form", click(testID("signup-submit"))); st != http.StatusOK {
 		t.Fatalf("after signup: status %d", st)
 	}
-	if p := b.path(); !strings.HasPrefix(p, "/provider/rigs") {
-		t.Fatalf("after signup the browser is at %s, want /provider/rigs", p)
+	if p := b.path(); p != "/home?flash=signed-up" {
+		t.Fatalf("after signup the browser is at %s, want its home", p)
 	}
 	if who := b.text(testID("whoami")); !strings.Contains(who, email) || !strings.Contains(who, "provider") {
 		t.Errorf("whoami = %q, want the email %s and the role provider", who, email)
@@ -55,6 +55,9 @@ func TestJourneyProviderListsRigAndFindsItInCatalog(t *testing.T) {
 	}
 	if got := b.text(testID("nav-rigs")); got != "My rigs" {
 		t.Errorf("nav-rigs link = %q, want My rigs", got)
+	}
+	if st := b.navigate("click My rigs", click(testID("nav-rigs"))); st != http.StatusOK {
+		t.Fatalf("My rigs: status %d", st)
 	}
 	if n := b.count(testID("offering")); n != 0 {
 		t.Fatalf("a new provider has %d rigs on My rigs, want 0", n)
@@ -208,7 +211,7 @@ func TestJourneyListingErrorsShowBesideFields(t *testing.T) {
 	}
 	b := newBrowser(t, e.srv.URL)
 
-	// Log in through the page; a provider lands on My rigs.
+	// Log in through the page; a provider lands on its home, and goes to My rigs.
 	if st := b.open("/login"); st != http.StatusOK {
 		t.Fatalf("GET /login: status %d", st)
 	}
@@ -216,12 +219,13 @@ func TestJourneyListingErrorsShowBesideFields(t *testing.T) {
 	if st := b.navigate("submit the login form", click(testID("login-submit"))); st != http.StatusOK {
 		t.Fatalf("after login: status %d", st)
 	}
-	if p := b.path(); p != "/provider/rigs" {
-		t.Fatalf("after login the browser is at %s, want /provider/rigs", p)
+	if p := b.path(); p != "/home" {
+		t.Fatalf("after login the browser is at %s, want /home", p)
 	}
 	if who := b.text(testID("whoami")); !strings.Contains(who, email) {
 		t.Errorf("whoami = %q, want %s", who, email)
 	}
+	b.navigate("click My rigs", click(testID("nav-rigs")))
 
 	b.navigate("click List a rig", click(testID("new-rig")))
 	form := testID("listing-form")

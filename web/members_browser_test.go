@@ -75,7 +75,7 @@ func TestTheAccountMenuSwitchesAccountsInTheBrowser(t *testing.T) {
 	}
 
 	b.navigate("switch to the provider's account", click(`[data-account="`+lisboa.AccountID+`"] button`))
-	if p := b.path(); p != "/provider/rigs?flash=switched" {
+	if p := b.path(); p != "/home?flash=switched" {
 		t.Fatalf("switched to %q", p)
 	}
 	if got := b.text(testID("account-current")); got != "Garage Cluster Lisboa" {

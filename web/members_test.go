@@ -137,7 +137,7 @@ func TestAnInvitationAddsAnAccountToAnExistingLoginWhichSwitchesBetweenThem(t *t
 	wantStatus(t, getStatus(t, b, e.srv.URL+"/keys"), http.StatusForbidden)
 	wantStatus(t, getStatus(t, b, e.srv.URL+"/provider/rigs"), http.StatusForbidden)
 
-	// The header's menu lists both accounts; switching goes to the provider's, and its rigs.
+	// The header's menu lists both accounts; switching goes to the provider's home, and its rigs.
 	doc := getPage(t, b, e.srv.URL+"/invoices")
 	if n := doc.Find(`[data-testid="account-choice"]`).Length(); n != 2 {
 		t.Fatalf("the account menu lists %d accounts, want 2", n)
@@ -147,7 +147,7 @@ func TestAnInvitationAddsAnAccountToAnExistingLoginWhichSwitchesBetweenThem(t *t
 	wantStatus(t, res, http.StatusForbidden) // no CSRF token
 	res = postForm(t, b, e.srv.URL+"/account/switch", url.Values{"account_id": {lisboa.AccountID}, "_csrf": {token}})
 	wantStatus(t, res, http.StatusSeeOther)
-	if loc := res.Header.Get("Location"); !strings.HasPrefix(loc, "/provider/rigs") {
+	if loc := res.Header.Get("Location"); loc != "/home?flash=switched" {
 		t.Fatalf("switched to %q", loc)
 	}
 	if got := whoAmI(t, e, b); got.Account.ID != lisboa.AccountID || got.MemberRole != "owner" || got.User.Role != "provider" {

@@ -11,7 +11,8 @@
 //   - web/ledger: finance's balances, adjustments, prices, Stripe events, rejections, payouts;
 //   - web/finance: the close, the review of invoices and statements, the audit log, flags, and
 //     every document's page, PDF and CSV;
-//   - web/admin: users and roles, rig reports, discrepancies, the batch queue, the usage stream.
+//   - web/admin: users and roles, rig reports, discrepancies, the batch queue, the usage stream;
+//   - web/home: the first page after logging in, /home, whose panels follow the role in use.
 //
 // They share web/internal/core (sessions, role rules, CSRF, decoding, rendering, the one table
 // of error statuses) and import nothing of each other nor of this package. Handlers are thin:
@@ -47,6 +48,7 @@ import (
 	"github.com/gpumarket/gpumarket/web/admin"
 	"github.com/gpumarket/gpumarket/web/developer"
 	"github.com/gpumarket/gpumarket/web/finance"
+	"github.com/gpumarket/gpumarket/web/home"
 	"github.com/gpumarket/gpumarket/web/internal/core"
 	"github.com/gpumarket/gpumarket/web/ledger"
 	"github.com/gpumarket/gpumarket/web/provider"
@@ -218,6 +220,8 @@ func New(cfg Config) *Server {
 	s.finance.Routes(e)
 	admin.New(c, admin.Config{Catalog: cfg.Catalog, Requests: cfg.Requests, Batches: cfg.Batches, BatchLoad: cfg.BatchLoad,
 		Router: cfg.Router, UsageStream: cfg.UsageStream}).Routes(e)
+	home.New(c, home.Config{Catalog: cfg.Catalog, Usage: cfg.Usage, Reports: cfg.Reports, Budgets: cfg.Budgets,
+		Invoicing: cfg.Invoicing, Batches: cfg.Batches, Requests: cfg.Requests}).Routes(e)
 	return s
 }
 

@@ -2,6 +2,7 @@ package budgets
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -132,6 +133,33 @@ func TestAlertsFireOncePerPeriodAndThreshold(t *testing.T) {
 	evaluate(newAlerts(), 1)
 	if len(rec.mails) != 0 {
 		t.Fatalf("an alert e-mailed %v after its only recipient unsubscribed", rec.mails[0].To)
+	}
+
+	// What fired in its period still running: the key's thresholds of the new day (not the
+	// day before's) and the balance's of the month.
+	fired, err := svc.FiredThisPeriod(ctx, org)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, f := range fired {
+		switch f.Limit {
+		case "key":
+			if f.Name != "ci" || f.Period != periods.Day || !f.FiredAt.Equal(now) {
+				t.Errorf("a key's firing %+v", f)
+			}
+			got[fmt.Sprintf("key %d%%", f.Percent)] = true
+		case "credit_low":
+			if f.Below != money.BigPicoOf(below) || f.Spent != balance {
+				t.Errorf("the balance's firing %+v", f)
+			}
+			got["credit_low"] = true
+		default:
+			t.Errorf("firing %+v", f)
+		}
+	}
+	if len(fired) != 3 || !got["key 50%"] || !got["key 80%"] || !got["credit_low"] {
+		t.Fatalf("fired this period: %+v; want the key's 50%% and 80%% of the day and the balance's", fired)
 	}
 }
 

@@ -340,3 +340,13 @@ func (c *Credits) Adjust(ctx context.Context, in AdjustInput) (_ ledger.Transact
 func centsToPico(cents int64) money.Pico { return money.Pico(cents) * money.PicoPerCent }
 
 func formatCents(cents int64) string { return money.FormatCents(cents) }
+
+// PurchasedCents is what the account's paid purchases of credits came to, refunds not taken
+// off: whether it has ever bought credits (the first of a new account's steps, web/home).
+func (c *Credits) PurchasedCents(ctx context.Context, accountID string) (_ int64, err error) {
+	defer services.Wrap(&err, "credits.Credits.PurchasedCents")
+	var cents int64
+	err = c.pool.QueryRow(ctx, `SELECT coalesce(sum(amount_cents), 0)::bigint FROM credit_purchases
+		WHERE account_id = $1 AND status = 'paid'`, accountID).Scan(&cents)
+	return cents, err
+}

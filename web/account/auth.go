@@ -14,7 +14,7 @@ import (
 
 func (s *Server) loginPage(c echo.Context) error {
 	if _, ok := core.CurrentSession(c); ok {
-		return c.Redirect(http.StatusSeeOther, "/")
+		return c.Redirect(http.StatusSeeOther, core.HomePath)
 	}
 	return s.Render(c, http.StatusOK, templates.Login(templates.AuthPage{Page: s.Page(c, "Log in"), Next: safeNext(c.QueryParam("next"))}))
 }
@@ -34,7 +34,7 @@ func (s *Server) loginSubmit(c echo.Context) error {
 	}
 	s.SetSessionCookie(c, sess)
 	if next == "" {
-		next = homeFor(sess.User.Role)
+		next = core.HomePath
 	}
 	return c.Redirect(http.StatusSeeOther, next)
 }
@@ -65,7 +65,7 @@ func (s *Server) signupSubmit(c echo.Context) error {
 		return err
 	}
 	s.SetSessionCookie(c, sess)
-	return c.Redirect(http.StatusSeeOther, homeFor(sess.User.Role)+"?flash=signed-up")
+	return c.Redirect(http.StatusSeeOther, core.HomePath+"?flash=signed-up")
 }
 
 func (s *Server) logoutSubmit(c echo.Context) error {
@@ -75,18 +75,6 @@ func (s *Server) logoutSubmit(c echo.Context) error {
 	}
 	s.ClearSessionCookie(c)
 	return c.Redirect(http.StatusSeeOther, "/?flash=logged-out")
-}
-
-// homeFor is where a user lands after logging in.
-func homeFor(r accounts.Role) string {
-	switch r {
-	case accounts.RoleProvider:
-		return "/provider/rigs"
-	case accounts.RoleAdmin:
-		return "/admin/users"
-	default:
-		return "/catalog"
-	}
 }
 
 // safeNext keeps a post-login redirect on this site. Browsers drop tabs and newlines from a

@@ -62,7 +62,7 @@ func (s *Server) resetSubmit(c echo.Context) error {
 		return err
 	}
 	s.SetSessionCookie(c, sess)
-	return c.Redirect(http.StatusSeeOther, homeFor(sess.User.Role)+"?flash=password-set")
+	return c.Redirect(http.StatusSeeOther, core.HomePath+"?flash=password-set")
 }
 
 func (s *Server) verifyEmail(c echo.Context) error {
@@ -75,8 +75,8 @@ func (s *Server) verifyEmail(c echo.Context) error {
 		return err
 	}
 	next := "/?flash=email-verified"
-	if sess, ok := core.CurrentSession(c); ok {
-		next = homeFor(sess.User.Role) + "?flash=email-verified"
+	if _, ok := core.CurrentSession(c); ok {
+		next = core.HomePath + "?flash=email-verified"
 	}
 	return c.Redirect(http.StatusSeeOther, next)
 }
@@ -86,5 +86,5 @@ func (s *Server) verifyResend(c echo.Context) error {
 	if err := s.Accounts.ResendVerification(c.Request().Context(), sess.User.ID); err != nil {
 		return err
 	}
-	return c.Redirect(http.StatusSeeOther, homeFor(sess.User.Role)+"?flash=verify-sent")
+	return c.Redirect(http.StatusSeeOther, core.HomePath+"?flash=verify-sent")
 }

@@ -167,11 +167,10 @@ func (s *Server) keysRevoked(ctx context.Context, ids []string) {
 // that account's home.
 func (s *Server) switchSubmit(c echo.Context) error {
 	sess, _ := core.CurrentSession(c)
-	now, err := s.Accounts.SwitchAccount(c.Request().Context(), sess, c.FormValue("account_id"))
-	if err != nil {
+	if _, err := s.Accounts.SwitchAccount(c.Request().Context(), sess, c.FormValue("account_id")); err != nil {
 		return err
 	}
-	return c.Redirect(http.StatusSeeOther, homeFor(now.User.Role)+"?flash=switched")
+	return c.Redirect(http.StatusSeeOther, core.HomePath+"?flash=switched")
 }
 
 func (s *Server) apiSwitch(c echo.Context) error {
@@ -235,5 +234,5 @@ func (s *Server) invitationSubmit(c echo.Context) error {
 		}
 	}
 	s.SetSessionCookie(c, sess)
-	return c.Redirect(http.StatusSeeOther, homeFor(sess.User.Role)+"?flash=joined")
+	return c.Redirect(http.StatusSeeOther, core.HomePath+"?flash=joined")
 }

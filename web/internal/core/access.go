@@ -43,8 +43,10 @@ var (
 // A page's guard sends an anonymous visitor to log in and refuses another role (403); an API
 // route's (under /api/) answers 401 and 403.
 var access = []rule{
-	// Anyone signed in: logging out, who the caller is, and switching to another of its accounts.
+	// Anyone signed in: logging out, who the caller is, switching to another of its accounts, and
+	// the home, whose panels follow the role in use (web/home).
 	{prefix: "/logout"},
+	{prefix: "/home"},
 	{prefix: "/api/auth/logout"},
 	{prefix: "/verify-email/resend"},
 	{prefix: "/api/me"},

@@ -7,7 +7,7 @@
 // addresses, the reliability record).
 //
 // The audience packages (web/public, web/account, web/developer, web/provider, web/finance,
-// web/ledger, web/admin) import core and never each other; core imports none of them, and
+// web/ledger, web/admin, and web/home, every signed-in role's first page) import core and never each other; core imports none of them, and
 // nothing of web but web/internal/httpx.
 package core
 
@@ -31,3 +31,7 @@ type Core struct {
 	// Now is the clock every page reads the time from.
 	Now func() time.Time
 }
+
+// HomePath is the home after logging in (web/home): where logging in, signing up, switching
+// accounts and accepting an invitation land, and where the header's brand leads a signed-in user.
+const HomePath = "/home"
