@@ -322,6 +322,8 @@ type BatchQueuePage struct {
 	LinesLastHour                  int64
 	PerMinute, Oldest              string
 	Offerings                      []BatchOfferingRow
+	// Progress is the lines of the batches in progress, done of all, polled while any runs.
+	Progress ProgressView
 }
 
 // BatchStatusCount is how many open batches have a status.
