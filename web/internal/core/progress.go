@@ -1,8 +1,10 @@
 package core
 
 import (
+	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 
 	"github.com/labstack/echo/v4"
 
@@ -28,4 +30,30 @@ func ProgressView(e progress.Estimate, unit, src string) templates.ProgressView 
 func (s *Core) RenderProgress(c echo.Context, v templates.ProgressView) error {
 	c.Response().Header().Set(echo.HeaderCacheControl, "no-store")
 	return s.Render(c, http.StatusOK, templates.ProgressBlock(v))
+}
+
+// PayoutRunView is a period's payout run as the payouts pages show it: every provider's for
+// finance (providerAccountID ""), or the provider's own. base is the page's address; its
+// fragment is base+"/progress". A page with no payout yet shows an empty bar.
+func (s *Core) PayoutRunView(ctx context.Context, period, providerAccountID, base string) (templates.ProgressView, error) {
+	po, err := s.PayoutsService()
+	if err != nil {
+		return templates.ProgressView{}, err
+	}
+	run, err := po.RunProgress(ctx, period, providerAccountID)
+	if err != nil {
+		return templates.ProgressView{}, err
+	}
+	v := ProgressView(progress.Of(run.Reading), "payouts", base+"/progress?period="+url.QueryEscape(run.Period))
+	v.TestID, v.Label = "payout-run", "Payouts of "+run.Period+" ended"
+	switch {
+	case run.Period == "":
+		v.Status, v.Left = "no payout yet", "nothing left"
+	case run.Reading.Running:
+		v.Status = run.Period + ": paying"
+	default:
+		v.Status = run.Period + ": no payout under way"
+	}
+	v.Note = fmt.Sprintf("%d paid, %d failed, %d pending", run.Paid, run.Failed, run.Pending)
+	return v, nil
 }
