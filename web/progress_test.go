@@ -10,9 +10,11 @@ import (
 	"time"
 
 	"github.com/PuerkitoBio/goquery"
+	"github.com/chromedp/chromedp"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gpumarket/gpumarket/services/batch"
+	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/payouts"
 	"github.com/gpumarket/gpumarket/web"
 )
@@ -348,5 +350,70 @@ func TestPayoutRunProgress(t *testing.T) {
 	got = fragment(t, nw, e.srv.URL+"/provider/payouts/progress?period=2026-01")
 	if got.count != "0 of 0 payouts done (0 %)" || got.src != "" {
 		t.Errorf("northwind's January: %+v", got)
+	}
+}
+
+// A developer watches a running batch on /batches: as its lines end, the bar and the figures
+// beside it move without the page being loaded again (a value set on the window before
+// survives), and once the batch ends the block says so and stops polling.
+func TestBatchProgressMovesInTheBrowser(t *testing.T) {
+	t.Parallel()
+	var svc *batch.Service
+	e := setupWith(t, func(cfg *web.Config, _ *pgxpool.Pool) { svc = cfg.Batches })
+	dev, err := e.accounts.UserByEmail(context.Background(), "developer@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	var ended []time.Time
+	for i := range 10 {
+		ended = append(ended, now.Add(-4*time.Minute+time.Duration(i)*20*time.Second))
+	}
+	id := runningBatch(t, e, svc, dev.AccountID, now, 40, ended)
+
+	b := newBrowser(t, e.srv.URL)
+	b.open("/login")
+	b.do("fill the login form", fill("#email", "developer@example.com"), fill("#password", demo.Password))
+	b.navigate("log in", click(testID("login-submit")))
+	if st := b.open("/batches"); st != http.StatusOK {
+		t.Fatalf("GET /batches: %d", st)
+	}
+	bar := `document.querySelector('[data-batch="` + id + `"] [data-testid="batch-lines"] progress')`
+	if v := browserRun(b, "read the bar", chromedp.Evaluate[float64](bar+`.value`)); v != 25 {
+		t.Fatalf("the bar at first: %v, want 25", v)
+	}
+	b.do("mark the document", chromedp.Evaluate[chromedp.Void](`window.progressMarker = "kept"`))
+
+	// Twenty more lines end: 30 of 40.
+	for line := 11; line <= 30; line++ {
+		endLine(t, e, id, line, time.Now())
+	}
+	if v := browserRun(b, "wait for the bar to move", chromedp.Poll[float64](bar+`.value === 75 && `+bar+`.value`,
+		chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(10*time.Second))); v != 75 {
+		t.Fatalf("the bar after 30 of 40 lines: %v", v)
+	}
+	if got := b.text(`[data-batch="` + id + `"] ` + testID("progress-count")); got != "30 done, 0 failed of 40 lines (75 %)" {
+		t.Errorf("the figures after 30 of 40 lines: %q", got)
+	}
+	if got := b.text(`[data-batch="` + id + `"] ` + testID("progress-left")); !strings.HasPrefix(got, "about ") && got != "less than a minute left" {
+		t.Errorf("the time left after 30 of 40 lines: %q", got)
+	}
+	if m := browserRun(b, "read the mark", chromedp.Evaluate[string](`window.progressMarker || ""`)); m != "kept" {
+		t.Fatalf("the document was loaded again: the window's mark is %q", m)
+	}
+
+	// The batch ends: the block says done and drops the address it polled.
+	for line := 31; line <= 40; line++ {
+		endLine(t, e, id, line, time.Now())
+	}
+	if _, err := e.pool.Exec(context.Background(), `UPDATE batches SET status = 'completed', completed_at = now() WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	block := `document.querySelector('[data-batch="` + id + `"] [data-testid="batch-lines"]')`
+	browserRun(b, "wait for the batch to end", chromedp.Poll[bool](block+`.getAttribute("data-progress-src") === null && `+
+		block+`.querySelector('[data-testid="progress-left"]').textContent === "done"`,
+		chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(10*time.Second)))
+	if m := browserRun(b, "read the mark", chromedp.Evaluate[string](`window.progressMarker || ""`)); m != "kept" {
+		t.Fatalf("the document was loaded again at the end: the window's mark is %q", m)
 	}
 }
