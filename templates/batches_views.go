@@ -28,3 +28,9 @@ type BatchRow struct {
 	// Cancellable says the batch is validating or in progress.
 	Cancellable bool
 }
+
+// BatchDetailPage is one batch on a page of its own.
+type BatchDetailPage struct {
+	Page
+	Batch BatchRow
+}

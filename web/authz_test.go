@@ -528,6 +528,8 @@ var authzTable = map[string]route{
 	"GET /keys":    {want: statuses{303, 200, 403, 403, 403}, login: true, members: customerMembers(200, 200, 403, 200)},
 	"GET /batches": {want: statuses{303, 200, 403, 403, 403}, login: true, members: customerMembers(200, 200, 403, 200)},
 	// Another account's batch, like one that does not exist, is not found.
+	"GET /batches/:id": {path: "/batches/batch_none", want: statuses{303, 404, 403, 403, 403}, login: true,
+		members: customerMembers(404, 404, 403, 404)},
 	"GET /batches/:id/progress": {path: "/batches/batch_none/progress", want: statuses{303, 404, 403, 403, 403}, login: true,
 		members: customerMembers(404, 404, 403, 404)},
 	"POST /batches": {body: url.Values{"endpoint": {"/v1/chat/completions"}},

@@ -178,6 +178,14 @@ func TestBatchProgress(t *testing.T) {
 	if r := noscriptRefresh(doc); r != "5" || doc.Find(`script[src="/static/progress.js"]`).Length() != 1 {
 		t.Errorf("/batches: refresh %q without scripts, %d progress scripts", r, doc.Find(`script[src="/static/progress.js"]`).Length())
 	}
+	// And so does the batch's own page.
+	doc = getPage(t, client, e.srv.URL+"/batches/"+id)
+	if page := readProgress(t, doc.Find(`[data-testid="batch-lines"]`)); page != want {
+		t.Errorf("the batch's page:\n got %+v\nwant %+v", page, want)
+	}
+	if r := noscriptRefresh(doc); r != "5" || doc.Find(`[data-testid="batch-cancel"]`).Length() != 1 {
+		t.Errorf("the batch's page: refresh %q without scripts, %d cancel buttons", r, doc.Find(`[data-testid="batch-cancel"]`).Length())
+	}
 
 	// Two minutes later with nothing more ended the pace is lower: of the 10, the 6 that ended
 	// after 11:57 are within the last five minutes, 1.2 a minute, and the 30 left take 25.
@@ -204,15 +212,21 @@ func TestBatchProgress(t *testing.T) {
 	if got := fragment(t, client, e.srv.URL+src); got != want {
 		t.Errorf("a finished batch:\n got %+v\nwant %+v", got, want)
 	}
+	doc = getPage(t, client, e.srv.URL+"/batches/"+id)
+	if page := readProgress(t, doc.Find(`[data-testid="batch-lines"]`)); page != want || noscriptRefresh(doc) != "" {
+		t.Errorf("a finished batch's page:\n got %+v, refresh %q\nwant %+v", page, noscriptRefresh(doc), want)
+	}
 
 	// Another customer's batch does not exist for this one.
 	other, _ := loginBrowser(t, e, "studio@example.com")
-	res, err := other.Get(e.srv.URL + src)
-	if err != nil {
-		t.Fatal(err)
+	for _, u := range []string{src, "/batches/" + id} {
+		res, err := other.Get(e.srv.URL + u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		wantStatus(t, res, http.StatusNotFound)
 	}
-	res.Body.Close()
-	wantStatus(t, res, http.StatusNotFound)
 
 	// The admin's queue: the young batch's 2 of 40 lines are all that is in progress.
 	ab, _ := loginBrowser(t, e, "admin@example.com")

@@ -66,6 +66,23 @@ func (s *Server) renderBatches(c echo.Context, status int, form templates.Form) 
 	return s.Render(c, status, templates.Batches(p))
 }
 
+// batchPage is one of the account's batches on a page of its own; another account's is not found.
+func (s *Server) batchPage(c echo.Context) error {
+	if s.batches == nil {
+		return services.Errorf(services.CodeUnavailable, "Batches do not run in this process.")
+	}
+	sess, _ := core.CurrentSession(c)
+	b, r, err := s.batches.Progress(c.Request().Context(), sess.User.AccountID, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	p := templates.BatchDetailPage{Page: s.Page(c, "Batch "+b.ID), Batch: batchRow(b, r)}
+	if r.Running {
+		p.Refresh = 5 // follow the batch without a script
+	}
+	return s.Render(c, http.StatusOK, templates.BatchDetail(p))
+}
+
 // batchProgress is the progress block of one of the account's batches alone, which the page's
 // script polls while the batch runs (docs/progress.md).
 func (s *Server) batchProgress(c echo.Context) error {

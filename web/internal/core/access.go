@@ -73,6 +73,7 @@ var access = []rule{
 	{prefix: "/usage", kinds: customer, view: anyMember},
 	{prefix: "/api/usage", kinds: customer, view: anyMember},
 	{prefix: "/batches", kinds: customer, change: makers, view: readOnly},
+	{prefix: "/batches/:id", kinds: customer, change: makers, view: readOnly},
 	{prefix: "/batches/:id/progress", kinds: customer, change: makers, view: readOnly},
 	{prefix: "/reports", kinds: customer, view: anyMember},
 	{prefix: "/api/reports/", kinds: customer, view: anyMember},
