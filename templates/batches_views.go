@@ -13,20 +13,24 @@ type BatchesPage struct {
 
 // BatchRow is a batch as its owner sees it on the page.
 type BatchRow struct {
-	ID        string
-	Status    string
-	Endpoint  string
-	Created   string
-	Total     int
-	Completed int
-	Failed    int
-	Percent   int    // of the lines that are finished, done or failed
-	Cost      string // what its metered lines cost, in cents: "$1,234.57"
-	Estimate  string // the bound it was admitted with, in cents
-	Errors    []string
-	InputID   string
-	OutputID  string // "" until it ends with answers
-	ErrorID   string // "" unless some line failed
+	ID       string
+	Status   string
+	Endpoint string
+	Created  string
+	// Progress is its lines' progress block, polled while the batch runs.
+	Progress ProgressView
+	Cost     string // what its metered lines cost, in cents: "$1,234.57"
+	Estimate string // the bound it was admitted with, in cents
+	Errors   []string
+	InputID  string
+	OutputID string // "" until it ends with answers
+	ErrorID  string // "" unless some line failed
 	// Cancellable says the batch is validating or in progress.
 	Cancellable bool
+}
+
+// BatchDetailPage is one batch on a page of its own.
+type BatchDetailPage struct {
+	Page
+	Batch BatchRow
 }

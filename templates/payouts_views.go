@@ -7,6 +7,8 @@ type ProviderPayoutsPage struct {
 	Form     Form // the connect form: the country
 	Payouts  []PayoutRow
 	TestMode bool // onboarding happens on the local test page
+	// Run is the provider's payouts of the latest period, polled while one is pending.
+	Run ProgressView
 }
 
 // ConnectedAccountView is a provider's Stripe account as its page shows it.
@@ -43,4 +45,6 @@ type FinancePayoutsPage struct {
 	Status   string   // the filter, "" for all
 	Statuses []string // the filter's choices
 	Payouts  []PayoutRow
+	// Run is every provider's payouts of the latest period, polled while one is pending.
+	Run ProgressView
 }

@@ -155,7 +155,9 @@ type ClosePage struct {
 	Page
 	Form    Form
 	Current *CloseView
-	Closes  []CloseView
+	// Progress is the current close's accounts done, polled while it runs.
+	Progress ProgressView
+	Closes   []CloseView
 }
 
 // CloseView is a period's close as it stands.

@@ -13,8 +13,9 @@ type Page struct {
 	// TestMode says payments run on the local test page (GPUMARKET_PAYMENTS=test): every page
 	// shows a banner.
 	TestMode bool
-	// Refresh, when above zero, reloads the page after that many seconds: a page that shows
-	// work under way (a close) follows it without a script.
+	// Refresh, when above zero, reloads the page after that many seconds when scripts do not
+	// run: a page that shows work under way (a close, a batch) follows it without a script.
+	// With scripts, its progress blocks update in place instead (ProgressBlock).
 	Refresh int
 }
 
@@ -321,6 +322,8 @@ type BatchQueuePage struct {
 	LinesLastHour                  int64
 	PerMinute, Oldest              string
 	Offerings                      []BatchOfferingRow
+	// Progress is the lines of the batches in progress, done of all, polled while any runs.
+	Progress ProgressView
 }
 
 // BatchStatusCount is how many open batches have a status.

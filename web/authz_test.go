@@ -213,6 +213,8 @@ var authzTable = map[string]route{
 	// to its Payouts page, and the test onboarding page is not found; the test onboarding
 	// form runs after the connect form and completes the account it created.
 	"GET /provider/payouts": {want: statuses{303, 403, 200, 403, 403}, login: true, members: providerMembers(200, 403, 200, 200)},
+	"GET /provider/payouts/progress": {path: "/provider/payouts/progress?period=2001-01",
+		want: statuses{303, 403, 200, 403, 403}, login: true, members: providerMembers(200, 403, 200, 200)},
 	"POST /provider/payouts/connect": {body: url.Values{"country": {"US"}},
 		want: statuses{303, 403, 303, 403, 403}, noCSRF: csrfRefused, login: true, members: providerMembers(303, 403, 303, 403)},
 	"GET /provider/payouts/onboarding":      {want: statuses{303, 403, 303, 403, 403}, login: true, members: providerMembers(303, 403, 303, 303)},
@@ -231,10 +233,11 @@ var authzTable = map[string]route{
 	"GET /admin/users": {want: statuses{303, 403, 403, 403, 200}, login: true},
 	"POST /admin/users/:id/role": {path: "/admin/users/{user}/role", body: url.Values{"role": {"developer"}},
 		want: statuses{303, 403, 403, 403, 303}, noCSRF: csrfRefused, login: true},
-	"GET /admin/discrepancies": {want: statuses{303, 403, 403, 403, 200}, login: true},
-	"GET /admin/rig-reports":   {want: statuses{303, 403, 403, 403, 200}, login: true},
-	"GET /admin/batches":       {want: statuses{303, 403, 403, 403, 200}, login: true},
-	"GET /admin/usage-stream":  {want: statuses{303, 403, 403, 403, 200}, login: true},
+	"GET /admin/discrepancies":    {want: statuses{303, 403, 403, 403, 200}, login: true},
+	"GET /admin/rig-reports":      {want: statuses{303, 403, 403, 403, 200}, login: true},
+	"GET /admin/batches":          {want: statuses{303, 403, 403, 403, 200}, login: true},
+	"GET /admin/batches/progress": {want: statuses{303, 403, 403, 403, 200}, login: true},
+	"GET /admin/usage-stream":     {want: statuses{303, 403, 403, 403, 200}, login: true},
 	"echo_route_not_found /admin": {method: http.MethodGet, path: "/admin",
 		want: statuses{303, 403, 403, 403, 404}, login: true},
 	"echo_route_not_found /admin/*": {method: http.MethodGet, path: "/admin/no-such-page",
@@ -323,6 +326,8 @@ var authzTable = map[string]route{
 	"GET /finance/usage-rejections": {want: statuses{303, 403, 403, 200, 200}, login: true},
 	// Payouts for finance; the retry names a payout that does not exist.
 	"GET /finance/payouts": {want: statuses{303, 403, 403, 200, 200}, login: true},
+	"GET /finance/payouts/progress": {path: "/finance/payouts/progress?period=2001-01",
+		want: statuses{303, 403, 403, 200, 200}, login: true},
 	"POST /finance/payouts/:id/retry": {path: "/finance/payouts/" + noSuchPayout + "/retry", body: url.Values{},
 		want: statuses{303, 403, 403, 404, 404}, noCSRF: csrfRefused, login: true},
 	"GET /finance/payouts/:id/retry": {path: "/finance/payouts/" + noSuchPayout + "/retry",
@@ -389,6 +394,9 @@ var authzTable = map[string]route{
 	"POST /finance/statements/:id/paid": {path: "/finance/statements/" + noSuchDocument + "/paid", body: url.Values{},
 		want: statuses{303, 403, 403, 404, 404}, noCSRF: csrfRefused, login: true},
 	"GET /finance/close": {want: statuses{303, 403, 403, 200, 200}, login: true},
+	// A month never closed has no close to follow.
+	"GET /finance/close/progress": {path: "/finance/close/progress?period=2001-01",
+		want: statuses{303, 403, 403, 404, 404}, login: true},
 	"POST /finance/close": {body: url.Values{"period": {"2099-01"}},
 		want: statuses{303, 403, 403, 422, 422}, noCSRF: csrfRefused, login: true},
 	"GET /finance/audit": {want: statuses{303, 403, 403, 200, 200}, login: true},
@@ -522,6 +530,11 @@ var authzTable = map[string]route{
 	// redirecting.
 	"GET /keys":    {want: statuses{303, 200, 403, 403, 403}, login: true, members: customerMembers(200, 200, 403, 200)},
 	"GET /batches": {want: statuses{303, 200, 403, 403, 403}, login: true, members: customerMembers(200, 200, 403, 200)},
+	// Another account's batch, like one that does not exist, is not found.
+	"GET /batches/:id": {path: "/batches/batch_none", want: statuses{303, 404, 403, 403, 403}, login: true,
+		members: customerMembers(404, 404, 403, 404)},
+	"GET /batches/:id/progress": {path: "/batches/batch_none/progress", want: statuses{303, 404, 403, 403, 403}, login: true,
+		members: customerMembers(404, 404, 403, 404)},
 	"POST /batches": {body: url.Values{"endpoint": {"/v1/chat/completions"}},
 		want: statuses{303, 422, 403, 403, 403}, noCSRF: csrfRefused, login: true, members: customerMembers(422, 422, 403, 403)},
 	"POST /batches/:id/cancel": {path: "/batches/batch_none/cancel", body: url.Values{},

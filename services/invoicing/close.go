@@ -2,6 +2,7 @@ package invoicing
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/audit"
+	"github.com/gpumarket/gpumarket/services/progress"
 )
 
 // The close of a period (see docs/invoicing.md, "The close"): one draft invoice per customer
@@ -58,6 +60,46 @@ type CloseProgress struct {
 	Statements     int         `json:"statements"` // likewise
 	LeftIssued     int         `json:"left_issued"`
 	Problem        string      `json:"problem,omitempty"`
+	// Marks are how far the run was at its last reports, oldest first: those within
+	// progress.Window of the last and the one before them (Reading).
+	Marks []CloseMark `json:"-"`
+}
+
+// CloseMark is how many accounts (customers and providers) a close had done at a report.
+type CloseMark struct {
+	At   time.Time `json:"at"`
+	Done int       `json:"done"`
+}
+
+// Reading is how far the close is at now, for its page (docs/progress.md): accounts done of
+// all, and how many were done since the earliest mark within the window, over the time since it.
+func (pr CloseProgress) Reading(now time.Time) progress.Reading {
+	r := progress.Reading{Done: int64(pr.CustomersDone + pr.ProvidersDone), Total: int64(pr.CustomersTotal + pr.ProvidersTotal),
+		Running: pr.Status == CloseRunning}
+	if !r.Running || len(pr.Marks) == 0 {
+		return r
+	}
+	base := pr.Marks[len(pr.Marks)-1]
+	for _, m := range pr.Marks {
+		if !m.At.Before(now.Add(-progress.Window)) {
+			base = m
+			break
+		}
+	}
+	r.Recent, r.Span = r.Done-int64(base.Done), max(0, now.Sub(base.At))
+	return r
+}
+
+// mark records how far the run is now, keeping the marks within progress.Window and the one
+// before them.
+func (r *closeRun) mark() {
+	now := r.s.now().UTC()
+	marks := append(r.progress.Marks, CloseMark{At: now, Done: r.progress.CustomersDone + r.progress.ProvidersDone})
+	first := 0
+	for first+1 < len(marks) && marks[first+1].At.Before(now.Add(-progress.Window)) {
+		first++
+	}
+	r.progress.Marks = marks[first:]
 }
 
 // Close computes the period's drafts: new ones where none exists, refreshed ones where a
@@ -157,7 +199,7 @@ func (r *closeRun) start(ctx context.Context) error {
 		ON CONFLICT (period) DO UPDATE SET status = 'running', started_by = EXCLUDED.started_by,
 			started_at = EXCLUDED.started_at, finished_at = NULL, runs = invoice_closes.runs + 1, customers_total = 0,
 			customers_done = 0, providers_total = 0, providers_done = 0, invoices = 0, statements = 0, left_issued = 0,
-			problem = ''`, r.p.Start(), by, r.now); err != nil {
+			problem = '', progress_marks = '[]'`, r.p.Start(), by, r.now); err != nil {
 		return wrapf(err, "invoicing: record the close's start")
 	}
 	var err error
@@ -408,12 +450,17 @@ func (r *closeRun) checkSample(ctx context.Context) error {
 
 // report writes the progress to the close's row and hands it to the caller.
 func (r *closeRun) report(ctx context.Context) error {
+	r.mark()
 	pr := r.progress
+	marks, err := json.Marshal(pr.Marks)
+	if err != nil {
+		return err
+	}
 	if _, err := r.conn.Exec(ctx, `
 		UPDATE invoice_closes SET customers_total = $2, customers_done = $3, providers_total = $4, providers_done = $5,
-			invoices = $6, statements = $7, left_issued = $8
+			invoices = $6, statements = $7, left_issued = $8, progress_marks = $9
 		WHERE period = $1`, r.p.Start(), pr.CustomersTotal, pr.CustomersDone, pr.ProvidersTotal, pr.ProvidersDone,
-		pr.Invoices, pr.Statements, pr.LeftIssued); err != nil {
+		pr.Invoices, pr.Statements, pr.LeftIssued, marks); err != nil {
 		return wrapf(err, "invoicing: record the close's progress")
 	}
 	if r.in.Progress != nil {
@@ -542,14 +589,22 @@ func (s *Service) Closes(ctx context.Context, limit int) (_ []CloseProgress, err
 
 const closeColumns = `
 	SELECT c.period, c.status, coalesce(u.email, 'system'), c.started_at, c.finished_at, c.runs, c.customers_total,
-		c.customers_done, c.providers_total, c.providers_done, c.invoices, c.statements, c.left_issued, c.problem
+		c.customers_done, c.providers_total, c.providers_done, c.invoices, c.statements, c.left_issued, c.problem,
+		c.progress_marks
 	FROM invoice_closes c LEFT JOIN users u ON u.id = c.started_by`
 
 func scanClose(r pgx.CollectableRow) (CloseProgress, error) {
 	var pr CloseProgress
 	var period time.Time
+	var marks []byte
 	err := r.Scan(&period, &pr.Status, &pr.StartedBy, &pr.StartedAt, &pr.FinishedAt, &pr.Runs, &pr.CustomersTotal,
-		&pr.CustomersDone, &pr.ProvidersTotal, &pr.ProvidersDone, &pr.Invoices, &pr.Statements, &pr.LeftIssued, &pr.Problem)
+		&pr.CustomersDone, &pr.ProvidersTotal, &pr.ProvidersDone, &pr.Invoices, &pr.Statements, &pr.LeftIssued, &pr.Problem, &marks)
+	if err != nil {
+		return CloseProgress{}, err
+	}
+	if err := json.Unmarshal(marks, &pr.Marks); err != nil {
+		return CloseProgress{}, err
+	}
 	pr.Period, pr.StartedAt = periodOfDate(period), pr.StartedAt.UTC()
 	if pr.FinishedAt != nil {
 		t := pr.FinishedAt.UTC()

@@ -11,7 +11,9 @@ import (
 
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/batch"
+	"github.com/gpumarket/gpumarket/services/progress"
 	"github.com/gpumarket/gpumarket/templates"
+	"github.com/gpumarket/gpumarket/web/internal/core"
 )
 
 // The batch queue for admins (docs/batches.md, "The queue"): GET /admin/batches and GET
@@ -81,6 +83,12 @@ func (s *Server) batchQueuePage(c echo.Context) error {
 	p := templates.BatchQueuePage{Page: s.Page(c, "Batch queue"), Pending: q.Lines.Pending, Running: q.Lines.Running,
 		Done: q.Lines.Done, Failed: q.Lines.Failed, LinesLastHour: q.LinesLastHour,
 		PerMinute: strconv.FormatFloat(q.LinesPerMinute, 'f', 1, 64), Oldest: "none pending"}
+	if p.Progress, err = s.queueProgress(c.Request().Context()); err != nil {
+		return err
+	}
+	if p.Progress.Src != "" {
+		p.Refresh = 10 // follow the queue without a script
+	}
 	for _, st := range []string{batch.StatusValidating, batch.StatusInProgress, batch.StatusFinalizing, batch.StatusCancelling} {
 		p.Batches = append(p.Batches, templates.BatchStatusCount{Status: st, Count: q.Batches[st]})
 	}
@@ -96,4 +104,31 @@ func (s *Server) batchQueuePage(c echo.Context) error {
 			Model: o.Model, Tier: o.Tier, InFlight: o.InFlight, Capacity: capacity})
 	}
 	return s.Render(c, http.StatusOK, templates.BatchQueue(p))
+}
+
+// queueProgress is the lines of every batch in progress as the queue's progress block shows
+// them (docs/progress.md).
+func (s *Server) queueProgress(ctx context.Context) (templates.ProgressView, error) {
+	if s.batches == nil {
+		return templates.ProgressView{}, errNoBatches
+	}
+	r, err := s.batches.QueueProgress(ctx)
+	if err != nil {
+		return templates.ProgressView{}, err
+	}
+	v := core.ProgressView(progress.Of(r), "lines", "/admin/batches/progress")
+	v.TestID, v.Label = "queue-progress", "Lines of the batches in progress done"
+	if !r.Running {
+		v.Status, v.Left = "no batch in progress", "nothing left"
+	}
+	return v, nil
+}
+
+// batchQueueProgress is the queue's progress block alone, which the page's script polls.
+func (s *Server) batchQueueProgress(c echo.Context) error {
+	v, err := s.queueProgress(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	return s.RenderProgress(c, v)
 }

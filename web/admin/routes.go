@@ -58,6 +58,7 @@ func (s *Server) Routes(e *echo.Echo) {
 	m.GET("/admin/discrepancies", s.discrepanciesPage)
 	m.GET("/admin/rig-reports", s.rigReportsPage)
 	m.GET("/admin/batches", s.batchQueuePage)
+	m.GET("/admin/batches/progress", s.batchQueueProgress)
 	m.GET("/admin/usage-stream", s.usageStreamPage)
 	// Finance reads the discrepancies too, beside its flags.
 	m.GET("/finance/discrepancies", s.discrepanciesPage)

@@ -12,6 +12,7 @@ import (
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/batch"
 	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/progress"
 	"github.com/gpumarket/gpumarket/templates"
 	"github.com/gpumarket/gpumarket/web/internal/core"
 )
@@ -53,13 +54,55 @@ func (s *Server) renderBatches(c echo.Context, status int, form templates.Form) 
 		p.Endpoints = append(p.Endpoints, templates.Option{Value: e, Label: e})
 	}
 	for _, b := range page.Data {
-		row := batchRow(b)
-		if row.Cancellable || b.Status == batch.StatusFinalizing || b.Status == batch.StatusCancelling {
+		r, err := s.batches.Reading(ctx, sess.User.AccountID, b)
+		if err != nil {
+			return err
+		}
+		if r.Running {
 			p.Refresh = 5 // follow a batch under way without a script
 		}
-		p.Batches = append(p.Batches, row)
+		p.Batches = append(p.Batches, batchRow(b, r))
 	}
 	return s.Render(c, status, templates.Batches(p))
+}
+
+// batchPage is one of the account's batches on a page of its own; another account's is not found.
+func (s *Server) batchPage(c echo.Context) error {
+	if s.batches == nil {
+		return services.Errorf(services.CodeUnavailable, "Batches do not run in this process.")
+	}
+	sess, _ := core.CurrentSession(c)
+	b, r, err := s.batches.Progress(c.Request().Context(), sess.User.AccountID, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	p := templates.BatchDetailPage{Page: s.Page(c, "Batch "+b.ID), Batch: batchRow(b, r)}
+	if r.Running {
+		p.Refresh = 5 // follow the batch without a script
+	}
+	return s.Render(c, http.StatusOK, templates.BatchDetail(p))
+}
+
+// batchProgress is the progress block of one of the account's batches alone, which the page's
+// script polls while the batch runs (docs/progress.md).
+func (s *Server) batchProgress(c echo.Context) error {
+	if s.batches == nil {
+		return services.Errorf(services.CodeUnavailable, "Batches do not run in this process.")
+	}
+	sess, _ := core.CurrentSession(c)
+	b, r, err := s.batches.Progress(c.Request().Context(), sess.User.AccountID, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return s.RenderProgress(c, batchProgressView(b, r))
+}
+
+// batchProgressView is a batch's lines as its progress block shows them.
+func batchProgressView(b batch.Batch, r progress.Reading) templates.ProgressView {
+	v := core.ProgressView(progress.Of(r), "lines", "/batches/"+b.ID+"/progress")
+	v.TestID, v.Label, v.Status = "batch-lines", "Lines of "+b.ID+" done", strings.ReplaceAll(b.Status, "_", " ")
+	v.Count = fmt.Sprintf("%d done, %d failed of %d lines", b.RequestCounts.Completed, b.RequestCounts.Failed, b.RequestCounts.Total)
+	return v
 }
 
 // usdPrecise writes a batch's cost as one request's cost is written: a batch of a few lines
@@ -73,27 +116,23 @@ func usdPrecise(usd string) string {
 	return money.FormatPrecisePico(p)
 }
 
-func batchRow(b batch.Batch) templates.BatchRow {
-	r := templates.BatchRow{ID: b.ID, Status: strings.ReplaceAll(b.Status, "_", " "), Endpoint: b.Endpoint,
-		Created: time.Unix(b.CreatedAt, 0).UTC().Format(time.DateTime), Total: b.RequestCounts.Total,
-		Completed: b.RequestCounts.Completed, Failed: b.RequestCounts.Failed, Cost: usdPrecise(b.GPUMarket.CostUSD),
+func batchRow(b batch.Batch, r progress.Reading) templates.BatchRow {
+	row := templates.BatchRow{ID: b.ID, Status: strings.ReplaceAll(b.Status, "_", " "), Endpoint: b.Endpoint,
+		Created: time.Unix(b.CreatedAt, 0).UTC().Format(time.DateTime), Cost: usdPrecise(b.GPUMarket.CostUSD),
 		Estimate: usdPrecise(b.GPUMarket.EstimateUSD), InputID: b.InputFileID,
-		Cancellable: b.Status == batch.StatusValidating || b.Status == batch.StatusInProgress}
-	if r.Total > 0 {
-		r.Percent = 100 * (r.Completed + r.Failed) / r.Total
-	}
+		Cancellable: b.Status == batch.StatusValidating || b.Status == batch.StatusInProgress, Progress: batchProgressView(b, r)}
 	if b.OutputFileID != nil {
-		r.OutputID = *b.OutputFileID
+		row.OutputID = *b.OutputFileID
 	}
 	if b.ErrorFileID != nil {
-		r.ErrorID = *b.ErrorFileID
+		row.ErrorID = *b.ErrorFileID
 	}
 	if b.Errors != nil {
 		for _, e := range b.Errors.Data {
-			r.Errors = append(r.Errors, e.Message)
+			row.Errors = append(row.Errors, e.Message)
 		}
 	}
-	return r
+	return row
 }
 
 // createBatchSubmit uploads the form's file and starts a batch of it with the chosen key.

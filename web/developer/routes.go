@@ -100,6 +100,8 @@ func (s *Server) Routes(e *echo.Echo) {
 	m.POST("/batches", s.createBatchSubmit)
 	m.POST("/batches/:id/cancel", s.cancelBatchSubmit)
 	m.GET("/batches/files/:id", s.batchFileDownload)
+	m.GET("/batches/:id", s.batchPage)
+	m.GET("/batches/:id/progress", s.batchProgress)
 
 	// The reports: the dashboard and its figures as CSV and JSON.
 	m.GET("/reports", s.reportsPage, s.needsReports)

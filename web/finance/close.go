@@ -12,17 +12,19 @@ import (
 
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/invoicing"
+	"github.com/gpumarket/gpumarket/services/progress"
 	"github.com/gpumarket/gpumarket/templates"
 	"github.com/gpumarket/gpumarket/web/internal/core"
 )
 
 // Closing a month from a page or the API (see docs/invoicing.md, "Pages and API"). A close of
 // many accounts outlasts a request, so it runs on its own: the request waits a little for it,
-// then answers with the close as it stands, and the close's page follows it by reloading
-// itself while it runs.
+// then answers with the close as it stands, and the close's page follows it while it runs: its
+// progress block in place (docs/progress.md), or by reloading itself without scripts.
 
 // closeWait is how long a request that starts a close waits for it to end before answering
-// that it runs; closeRefresh how often the close's page reloads itself meanwhile.
+// that it runs; closeRefresh how often the close's page reloads itself meanwhile when scripts
+// do not run.
 const (
 	closeWait    = 3 * time.Second
 	closeRefresh = 2
@@ -102,7 +104,7 @@ func (s *Server) renderClose(c echo.Context, status int, form templates.Form) er
 			return err
 		}
 		view := closeView(pr)
-		p.Current = &view
+		p.Current, p.Progress = &view, s.closeProgressView(pr)
 		if view.Running {
 			p.Refresh = closeRefresh
 		}
@@ -193,4 +195,30 @@ func (s *Server) apiCloseProgress(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, pr)
+}
+
+// closeProgressView is a close's accounts, customers and providers, as its progress block
+// shows them.
+func (s *Server) closeProgressView(pr invoicing.CloseProgress) templates.ProgressView {
+	period := pr.Period.String()
+	v := core.ProgressView(progress.Of(pr.Reading(s.Now())), "accounts", "/finance/close/progress?period="+url.QueryEscape(period))
+	v.TestID, v.Label, v.Status = "close-progress-bar", "Accounts of the close of "+period+" done", string(pr.Status)
+	v.Note = fmt.Sprintf("customers %d of %d, providers %d of %d", pr.CustomersDone, pr.CustomersTotal, pr.ProvidersDone, pr.ProvidersTotal)
+	if pr.Status == invoicing.CloseFailed {
+		v.Left = "stopped"
+	}
+	return v
+}
+
+// closeProgress is a close's progress block alone, which its page's script polls.
+func (s *Server) closeProgress(c echo.Context) error {
+	p, err := invoicing.ParsePeriod(c.QueryParam("period"))
+	if err != nil {
+		return err
+	}
+	pr, err := s.invoicing.CloseProgressOf(c.Request().Context(), p)
+	if err != nil {
+		return err
+	}
+	return s.RenderProgress(c, s.closeProgressView(pr))
 }

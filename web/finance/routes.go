@@ -100,6 +100,7 @@ func (s *Server) Routes(e *echo.Echo) {
 	}
 	m.GET("/finance/close", s.closePage, s.needsInvoicing)
 	m.POST("/finance/close", s.closeSubmit, s.needsInvoicing)
+	m.GET("/finance/close/progress", s.closeProgress, s.needsInvoicing)
 	m.GET("/finance/audit", s.auditPage, s.needsInvoicing)
 
 	m.GET("/api/finance/invoices", s.apiFinanceInvoices, s.needsInvoicing)

@@ -33,7 +33,23 @@ func (s *Server) financePayoutsPage(c echo.Context) error {
 	for _, o := range list {
 		p.Payouts = append(p.Payouts, core.PayoutRow(o))
 	}
+	if p.Run, err = s.PayoutRunView(c.Request().Context(), "", "", "/finance/payouts"); err != nil {
+		return err
+	}
+	if p.Run.Src != "" {
+		p.Refresh = 5 // follow a payout run under way without a script
+	}
 	return s.Render(c, http.StatusOK, templates.FinancePayouts(p))
+}
+
+// payoutRunProgress is the progress block of every provider's payouts of a period alone,
+// which the page's script polls (docs/progress.md).
+func (s *Server) payoutRunProgress(c echo.Context) error {
+	v, err := s.PayoutRunView(c.Request().Context(), c.QueryParam("period"), "", "/finance/payouts")
+	if err != nil {
+		return err
+	}
+	return s.RenderProgress(c, v)
 }
 
 // retryPayoutSubmit retries a failed payout. Whatever the attempt's outcome, finance lands back

@@ -54,6 +54,7 @@ func (s *Server) Routes(e *echo.Echo) {
 
 	// Every provider's payouts. Retrying a failed one asks for its confirmation first.
 	m.GET("/finance/payouts", s.financePayoutsPage)
+	m.GET("/finance/payouts/progress", s.payoutRunProgress)
 	m.GET("/finance/payouts/:id/retry", s.retryPayoutSubmit)
 	m.POST("/finance/payouts/:id/retry", s.retryPayoutSubmit)
 	m.GET("/api/finance/payouts", s.apiFinancePayouts)

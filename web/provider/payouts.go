@@ -53,7 +53,23 @@ func (s *Server) renderProviderPayouts(c echo.Context, status int, form template
 	for _, o := range list {
 		p.Payouts = append(p.Payouts, core.PayoutRow(o))
 	}
+	if p.Run, err = s.PayoutRunView(ctx, "", provider, "/provider/payouts"); err != nil {
+		return err
+	}
+	if p.Run.Src != "" {
+		p.Refresh = 5 // follow a payout under way without a script
+	}
 	return s.Render(c, status, templates.ProviderPayouts(p))
+}
+
+// payoutRunProgress is the progress block of the provider's own payouts of a period alone,
+// which the page's script polls (docs/progress.md).
+func (s *Server) payoutRunProgress(c echo.Context) error {
+	v, err := s.PayoutRunView(c.Request().Context(), c.QueryParam("period"), core.ProviderAccount(c), "/provider/payouts")
+	if err != nil {
+		return err
+	}
+	return s.RenderProgress(c, v)
 }
 
 func accountView(a payouts.ConnectedAccount) templates.ConnectedAccountView {

@@ -97,6 +97,7 @@ func (s *Server) Routes(e *echo.Echo) {
 
 	// Payouts: the provider's Stripe account, its onboarding, and its payouts.
 	m.GET("/provider/payouts", s.providerPayoutsPage)
+	m.GET("/provider/payouts/progress", s.payoutRunProgress)
 	m.POST("/provider/payouts/connect", s.connectPayoutsSubmit)
 	m.GET(onboardingRefreshPath, s.onboardingRefresh)
 	m.GET(onboardingReturnPath, s.onboardingReturn)

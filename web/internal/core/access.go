@@ -75,6 +75,8 @@ var access = []rule{
 	{prefix: "/usage", kinds: customer, view: anyMember},
 	{prefix: "/api/usage", kinds: customer, view: anyMember},
 	{prefix: "/batches", kinds: customer, change: makers, view: readOnly},
+	{prefix: "/batches/:id", kinds: customer, change: makers, view: readOnly},
+	{prefix: "/batches/:id/progress", kinds: customer, change: makers, view: readOnly},
 	{prefix: "/reports", kinds: customer, view: anyMember},
 	{prefix: "/api/reports/", kinds: customer, view: anyMember},
 	{prefix: "/invoices", kinds: customer, view: billReaders},
@@ -85,6 +87,7 @@ var access = []rule{
 	{prefix: "/provider", kinds: provider, change: makers, view: anyMember},
 	{prefix: "/api/provider/", kinds: provider, change: makers, view: anyMember},
 	{prefix: "/provider/payouts", kinds: provider, change: payers, view: readOnly},
+	{prefix: "/provider/payouts/progress", kinds: provider, change: payers, view: readOnly},
 	{prefix: "/api/provider/payouts", kinds: provider, change: payers, view: readOnly},
 	{prefix: "/provider/statements", kinds: provider, view: billReaders},
 	{prefix: "/api/provider/statements", kinds: provider, view: billReaders},
@@ -97,8 +100,11 @@ var access = []rule{
 
 	// Finance (web/ledger, web/finance) and the administrators (web/admin).
 	{prefix: "/finance", roles: finance},
+	{prefix: "/finance/close/progress", roles: finance},
+	{prefix: "/finance/payouts/progress", roles: finance},
 	{prefix: "/api/finance/", roles: finance},
 	{prefix: "/admin", roles: admin},
+	{prefix: "/admin/batches/progress", roles: admin},
 	{prefix: "/api/admin/", roles: admin},
 }
 
