@@ -75,11 +75,7 @@ func (s *Server) renderBudgets(c echo.Context, status int, form templates.Form) 
 
 // remaining is a limit less its spend, never below zero.
 func remaining(limit money.Pico, spent money.BigPico) string {
-	r := money.BigPicoOf(limit).Add(spent.Neg())
-	if r.Sign() < 0 {
-		r = money.BigPicoOf(0)
-	}
-	return money.FormatPrecise(r)
+	return money.FormatPrecise(left(limit, spent))
 }
 
 func thresholdText(t []int) string {

@@ -118,11 +118,6 @@ func (s *Server) setKeyLimit(c echo.Context, keyID string, limit *money.Pico, pe
 	return k, nil
 }
 
-func keyLimitError(problem string) error {
-	return &services.Error{Code: services.CodeInvalid, Message: "Please correct the highlighted fields.",
-		Fields: map[string]string{"limit_usd": problem}}
-}
-
 // revokeKey revokes one of the caller's keys and tells the gateways.
 func (s *Server) revokeKey(c echo.Context, keyID string) error {
 	sess, _ := core.CurrentSession(c)
@@ -432,20 +427,9 @@ func (s *Server) apiUpdateKey(c echo.Context) error {
 		return &services.Error{Code: services.CodeInvalid, Message: "Please correct the highlighted fields.",
 			Fields: map[string]string{"limit_period": problem}}
 	}
-	var limit *money.Pico
-	switch raw := strings.TrimSpace(string(in.LimitUSD)); raw {
-	case "":
-		return keyLimitError(`Required: dollars and cents such as "12.50", or null for no limit.`)
-	case "null":
-	default:
-		text := core.JSONText(in.LimitUSD)
-		if strings.TrimSpace(text) == "" {
-			return keyLimitError(`Enter dollars and cents such as "12.50", or null for no limit.`)
-		}
-		var problem string
-		if limit, problem = parseKeyLimit(text); problem != "" {
-			return keyLimitError(problem)
-		}
+	limit, err := limitText(in.LimitUSD, "limit_usd")
+	if err != nil {
+		return err
 	}
 	k, err := s.setKeyLimit(c, c.Param("id"), limit, period)
 	if err != nil {
