@@ -324,6 +324,9 @@ type keyJSON struct {
 	Prefix      string  `json:"prefix"`
 	LimitUSD    *string `json:"limit_usd"`    // exact decimal dollars; null: no limit
 	LimitPeriod string  `json:"limit_period"` // day, week or month
+	// MonthlyLimitUSD is limit_usd again, for the clients of before periods, when the period is
+	// a month; absent otherwise. Deprecated (docs/api.md).
+	MonthlyLimitUSD json.RawMessage `json:"monthly_limit_usd,omitempty"`
 	// What the key was billed in its limit's period (the month without a limit), what remains of
 	// the limit (absent without one) and when the period ends (docs/budgets.md); in GET /api/keys.
 	SpentPico     *money.BigPico `json:"spent_in_period_pico,omitempty"`
@@ -349,6 +352,9 @@ func keyView(k accounts.APIKey) keyJSON {
 		usd := strings.TrimPrefix(k.Limit.String(), "$")
 		v.LimitUSD = &usd
 	}
+	if k.LimitPeriod == periods.Month {
+		v.MonthlyLimitUSD, _ = json.Marshal(v.LimitUSD) // never fails
+	}
 	if k.DefaultTier != "" {
 		v.DefaultTier = &k.DefaultTier
 	}
@@ -362,10 +368,15 @@ func (s *Server) apiCreateKey(c echo.Context) error {
 		// refused beside the field like a negative one.
 		LimitUSD    json.RawMessage `json:"limit_usd"`
 		LimitPeriod string          `json:"limit_period"`
-		DefaultTier string          `json:"default_tier"`
-		Prefer      string          `json:"prefer"`
+		// Deprecated: limit_usd per month (docs/api.md).
+		MonthlyLimitUSD json.RawMessage `json:"monthly_limit_usd"`
+		DefaultTier     string          `json:"default_tier"`
+		Prefer          string          `json:"prefer"`
 	}
 	if err := core.DecodeJSON(c, &in); err != nil {
+		return err
+	}
+	if err := monthlyLimit(in.MonthlyLimitUSD, &in.LimitUSD, &in.LimitPeriod); err != nil {
 		return err
 	}
 	k, secret, err := s.createKey(c, in.Name, core.JSONText(in.LimitUSD), in.LimitPeriod, in.DefaultTier, in.Prefer)
@@ -410,6 +421,23 @@ func (s *Server) apiRevokeKey(c echo.Context) error {
 	return c.NoContent(http.StatusNoContent)
 }
 
+// monthlyLimit reads the deprecated monthly_limit_usd, the field of before limits had periods,
+// as limit_usd per month, so that an old client sets the limit it always set. Given beside
+// limit_usd, or with another period, it is refused: the two would disagree.
+func monthlyLimit(monthly json.RawMessage, limit *json.RawMessage, period *string) error {
+	if monthly == nil {
+		return nil
+	}
+	if *limit != nil {
+		return fieldError("monthly_limit_usd", "Send limit_usd with limit_period, or the older monthly_limit_usd, not both.")
+	}
+	if p := strings.TrimSpace(*period); p != "" && p != string(periods.Month) {
+		return fieldError("monthly_limit_usd", "monthly_limit_usd is a limit per month; for another period send limit_usd with limit_period.")
+	}
+	*limit, *period = monthly, string(periods.Month)
+	return nil
+}
+
 // apiUpdateKey changes a key: PATCH /api/keys/{id} {"limit_usd": "12.50", "limit_period": "day"},
 // or null for no limit; the period is a month unless given. The amount is required, so that an
 // empty body changes nothing by mistake.
@@ -418,8 +446,13 @@ func (s *Server) apiUpdateKey(c echo.Context) error {
 		// A string or a number, read as its exact text; null removes the limit.
 		LimitUSD    json.RawMessage `json:"limit_usd"`
 		LimitPeriod string          `json:"limit_period"`
+		// Deprecated: limit_usd per month (docs/api.md).
+		MonthlyLimitUSD json.RawMessage `json:"monthly_limit_usd"`
 	}
 	if err := core.DecodeJSON(c, &in); err != nil {
+		return err
+	}
+	if err := monthlyLimit(in.MonthlyLimitUSD, &in.LimitUSD, &in.LimitPeriod); err != nil {
 		return err
 	}
 	period, problem := parseKeyPeriod(in.LimitPeriod)
