@@ -3,6 +3,7 @@ package web_test
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"slices"
 	"testing"
 
@@ -140,4 +141,37 @@ func TestAPIBudgets(t *testing.T) {
 	otherUser, _ := e.accounts.UserByEmail(ctx, "other-dev@example.com")
 	wantStatus(t, e.call(t, owner, http.MethodPut, "/api/budgets/members/"+otherUser.ID, map[string]any{"limit_usd": "5"}, nil),
 		http.StatusNotFound)
+}
+
+// The budgets page sets the thresholds of every key's limit with a form of its own, which leaves
+// the balance alert as it is; a wrong list is shown beside the field.
+func TestBudgetsPageKeyThresholdsForm(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	owner := e.token(t, "developer@example.com", demo.Password)
+	wantStatus(t, e.call(t, owner, http.MethodPut, "/api/budgets/alerts", map[string]any{"credit_low_usd": "10"}, nil), http.StatusOK)
+	b, csrf := loginBrowser(t, e, "developer@example.com")
+	doc := getPage(t, b, e.srv.URL+"/budgets")
+	if v, _ := doc.Find(`[data-testid="key-thresholds-form"] input[name="key_thresholds"]`).Attr("value"); v != "50, 80, 100" {
+		t.Fatalf("the form starts from %q, want the default 50, 80, 100", v)
+	}
+	res := postForm(t, b, e.srv.URL+"/budgets/alerts", url.Values{"_csrf": {csrf}, "key_thresholds": {"80, 85, 95"}})
+	wantStatus(t, res, http.StatusSeeOther)
+	var a alertSettingsJSON
+	wantStatus(t, e.call(t, owner, http.MethodGet, "/api/budgets/alerts", nil, &a), http.StatusOK)
+	if !slices.Equal(a.KeyThresholds, []int{80, 85, 95}) || a.CreditLowUSD == nil || *a.CreditLowUSD != "10.00" {
+		t.Fatalf("after the form: %+v; want 80, 85, 95 and the balance alert kept", a)
+	}
+	doc = getPage(t, b, e.srv.URL+"/budgets")
+	if v, _ := doc.Find(`input[name="key_thresholds"]`).Attr("value"); v != "80, 85, 95" {
+		t.Fatalf("the form shows %q after setting", v)
+	}
+	for _, bad := range []string{"80, 80", "0, 50", "101", "10, 20, 30, 40, 50, 60", "lots"} {
+		res := postForm(t, b, e.srv.URL+"/budgets/alerts", url.Values{"_csrf": {csrf}, "key_thresholds": {bad}})
+		wantStatus(t, res, http.StatusUnprocessableEntity)
+	}
+	wantStatus(t, e.call(t, owner, http.MethodGet, "/api/budgets/alerts", nil, &a), http.StatusOK)
+	if !slices.Equal(a.KeyThresholds, []int{80, 85, 95}) {
+		t.Fatalf("refused forms changed the thresholds to %v", a.KeyThresholds)
+	}
 }
