@@ -117,9 +117,9 @@ func (s *Server) apiBudgets(c echo.Context) error {
 		"alerts": a, "as_of": s.Now().UTC().Truncate(time.Second)})
 }
 
-// limitText reads a required amount of a JSON body: dollars and cents as a string or a number,
+// jsonLimit reads a required amount of a JSON body: dollars and cents as a string or a number,
 // or null for none (nil). A problem is told beside the field.
-func limitText(raw json.RawMessage, field string) (*money.Pico, error) {
+func jsonLimit(raw json.RawMessage, field string) (*money.Pico, error) {
 	switch strings.TrimSpace(string(raw)) {
 	case "":
 		return nil, fieldError(field, `Required: dollars and cents such as "12.50", or null for no limit.`)
@@ -149,7 +149,7 @@ func (s *Server) apiSetMemberLimit(c echo.Context) error {
 	if err := core.DecodeJSON(c, &in); err != nil {
 		return err
 	}
-	limit, err := limitText(in.LimitUSD, "limit_usd")
+	limit, err := jsonLimit(in.LimitUSD, "limit_usd")
 	if err != nil {
 		return err
 	}
@@ -184,7 +184,7 @@ func (s *Server) apiSetAccountBudget(c echo.Context) error {
 	if err := core.DecodeJSON(c, &in); err != nil {
 		return err
 	}
-	limit, err := limitText(in.BudgetUSD, "budget_usd")
+	limit, err := jsonLimit(in.BudgetUSD, "budget_usd")
 	if err != nil {
 		return err
 	}
@@ -226,7 +226,7 @@ func (s *Server) apiSetAlerts(c echo.Context) error {
 	var below *money.Pico
 	if in.CreditLowUSD != nil {
 		var err error
-		if below, err = limitText(in.CreditLowUSD, "credit_low_usd"); err != nil {
+		if below, err = jsonLimit(in.CreditLowUSD, "credit_low_usd"); err != nil {
 			return err
 		}
 	}

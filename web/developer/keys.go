@@ -460,7 +460,7 @@ func (s *Server) apiUpdateKey(c echo.Context) error {
 		return &services.Error{Code: services.CodeInvalid, Message: "Please correct the highlighted fields.",
 			Fields: map[string]string{"limit_period": problem}}
 	}
-	limit, err := limitText(in.LimitUSD, "limit_usd")
+	limit, err := jsonLimit(in.LimitUSD, "limit_usd")
 	if err != nil {
 		return err
 	}
