@@ -313,7 +313,7 @@ func Budgets(p BudgetsPage) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 28, "</label> <button type=\"submit\" data-testid=\"credit-low-submit\">Set alert</button></form></section><section data-testid=\"alert-mail\"><h2>Your alert e-mails</h2><p class=\"muted\">By default a key's alerts go to the person who created it, a person's limit to that person, and the account's budget and balance to everyone in the account. Choose for yourself:</p><form method=\"post\" action=\"/budgets/subscriptions\" data-testid=\"subscriptions-form\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 28, "</label> <button type=\"submit\" data-testid=\"credit-low-submit\">Set alert</button></form></section><section data-testid=\"key-thresholds\"><h2>Alerts on API keys' limits</h2><p class=\"muted\">An e-mail to the key's creator and a budget.threshold webhook event when a key's spend in its period reaches each of these percentages of its limit, once per period: up to five different percentages from 1 to 100, for every key of the account. Empty is 50, 80, 100.</p><form method=\"post\" action=\"/budgets/alerts\" class=\"grid-form\" data-testid=\"key-thresholds-form\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -321,27 +321,39 @@ func Budgets(p BudgetsPage) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 29, "<label><input type=\"checkbox\" name=\"budget\" value=\"on\"")
+			templ_7745c5c3_Err = field(p.Form, "key_thresholds", "Alert at (percent)", "text", "Such as 80, 85, 95.").Render(ctx, templ_7745c5c3_Buffer)
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 29, "<button type=\"submit\" data-testid=\"key-thresholds-submit\">Set thresholds</button></form></section><section data-testid=\"alert-mail\"><h2>Your alert e-mails</h2><p class=\"muted\">By default a key's alerts go to the person who created it, a person's limit to that person, and the account's budget and balance to everyone in the account. Choose for yourself:</p><form method=\"post\" action=\"/budgets/subscriptions\" data-testid=\"subscriptions-form\">")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = csrf(p.CSRF).Render(ctx, templ_7745c5c3_Buffer)
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 30, "<label><input type=\"checkbox\" name=\"budget\" value=\"on\"")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			if p.BudgetMail {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 30, " checked")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 31, " checked")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 31, " data-testid=\"sub-budget\"> E-mail me when spend reaches a threshold of a limit or budget</label> <label><input type=\"checkbox\" name=\"credit_low\" value=\"on\"")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 32, " data-testid=\"sub-budget\"> E-mail me when spend reaches a threshold of a limit or budget</label> <label><input type=\"checkbox\" name=\"credit_low\" value=\"on\"")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			if p.CreditLowMail {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 32, " checked")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 33, " checked")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 33, " data-testid=\"sub-credit-low\"> E-mail me when the balance is low</label> <button type=\"submit\" data-testid=\"subscriptions-submit\">Save</button></form></section>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 34, " data-testid=\"sub-credit-low\"> E-mail me when the balance is low</label> <button type=\"submit\" data-testid=\"subscriptions-submit\">Save</button></form></section>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -559,6 +559,18 @@ var authzTable = map[string]route{
 		want: statuses{303, 303, 403, 403, 403}, noCSRF: csrfRefused, login: true, members: customerMembers(303, 403, 303, 403)},
 	"POST /budgets/subscriptions": {body: url.Values{"budget": {"on"}, "credit_low": {"on"}},
 		want: statuses{303, 303, 403, 403, 403}, noCSRF: csrfRefused, login: true, members: customerMembers(303, 303, 303, 303)},
+	// The same in JSON: a member limit for a person of another account is not found; removing a
+	// budget or a balance alert there is none of succeeds.
+	"GET /api/budgets": {want: statuses{401, 200, 403, 403, 403}, members: customerMembers(200, 200, 200, 200)},
+	"PUT /api/budgets/members/:id": {path: "/api/budgets/members/{otheruser}", body: map[string]any{"limit_usd": "5"},
+		want: statuses{401, 404, 403, 403, 403}, members: customerMembers(404, 403, 404, 403)},
+	"PUT /api/budgets/account": {body: map[string]any{"budget_usd": nil},
+		want: statuses{401, 204, 403, 403, 403}, members: customerMembers(204, 403, 204, 403)},
+	"GET /api/budgets/alerts": {want: statuses{401, 200, 403, 403, 403}, members: customerMembers(200, 200, 200, 200)},
+	"PUT /api/budgets/alerts": {body: map[string]any{"credit_low_usd": nil},
+		want: statuses{401, 200, 403, 403, 403}, members: customerMembers(200, 403, 200, 403)},
+	"PUT /api/budgets/subscriptions": {body: map[string]any{"budget_mail": true},
+		want: statuses{401, 200, 403, 403, 403}, members: customerMembers(200, 200, 200, 200)},
 	"GET /api/keys":  {want: statuses{401, 200, 403, 403, 403}, members: customerMembers(200, 200, 403, 200)},
 	"POST /api/keys": {body: map[string]any{"name": "authz api"}, want: statuses{401, 201, 403, 403, 403}, members: customerMembers(201, 201, 403, 403)},
 	"DELETE /api/keys/:id": {path: "/api/keys/{key}",
@@ -615,6 +627,18 @@ var authzTable = map[string]route{
 		want: statuses{303, 404, 404, 403, 403}, members: bothMembers(404, 403, 403, 403), login: true},
 	"POST /account/members/:id/remove": {path: "/account/members/{otheruser}/remove", body: url.Values{},
 		want: statuses{303, 404, 404, 403, 403}, members: bothMembers(404, 403, 403, 403), noCSRF: csrfRefused, login: true},
+	// The same in JSON: every member lists the members, owners and admins change them and alone
+	// see, send and revoke invitations.
+	"GET /api/account/members": {want: statuses{401, 200, 200, 403, 403}, members: bothMembers(200, 200, 200, 200)},
+	"PATCH /api/account/members/:id": {path: "/api/account/members/{otheruser}", body: map[string]string{"role": "read-only"},
+		want: statuses{401, 404, 404, 403, 403}, members: bothMembers(404, 403, 403, 403)},
+	"DELETE /api/account/members/:id": {path: "/api/account/members/{otheruser}",
+		want: statuses{401, 404, 404, 403, 403}, members: bothMembers(404, 403, 403, 403)},
+	"GET /api/account/invitations": {want: statuses{401, 200, 200, 403, 403}, members: bothMembers(200, 403, 403, 403)},
+	"POST /api/account/invitations": {body: map[string]string{"email": "authz-api-invitee-{caller}@example.com", "role": "read-only"},
+		want: statuses{401, 201, 201, 403, 403}, members: bothMembers(201, 403, 403, 403)},
+	"DELETE /api/account/invitations/:id": {path: "/api/account/invitations/" + noSuchDocument,
+		want: statuses{401, 404, 404, 403, 403}, members: bothMembers(404, 403, 403, 403)},
 	// Switching to the demo developer's account: its owner and members switch to where they
 	// are (and stay there), anyone else is no member of it.
 	"POST /account/switch": {body: url.Values{"account_id": {"{account}"}},

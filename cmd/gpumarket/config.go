@@ -153,6 +153,13 @@ type Config struct {
 	// WebhookRetrySchedule (GPUMARKET_WEBHOOK_RETRY_SCHEDULE, comma-separated durations) is the wait after each
 	// failed attempt of a webhook delivery; nil keeps webhooks.DefaultSchedule.
 	WebhookRetrySchedule []time.Duration
+	// MailRetention (GPUMARKET_MAIL_RETENTION_DAYS, whole days) is how long a sent e-mail stays in the outbox
+	// before the periodic cleanup deletes it; 0 keeps mail.DefaultSentRetention (30 days).
+	MailRetention time.Duration
+	// WebhookLogRetention (GPUMARKET_WEBHOOK_LOG_RETENTION_DAYS, whole days) is how long a finished webhook
+	// delivery and its attempts stay in the log before the periodic cleanup deletes them; 0 keeps
+	// webhooks.DefaultLogRetention (30 days).
+	WebhookLogRetention time.Duration
 }
 
 // PaymentsTest is the value of GPUMARKET_PAYMENTS that runs payments on stripe-mock and the
@@ -290,6 +297,12 @@ func configFromEnv() (Config, error) {
 			return c, fmt.Errorf("GPUMARKET_USAGE_RETENTION_MONTHS=%q: use a whole number of months, such as 13, or 0 to keep usage rows forever", v)
 		}
 		c.UsageRetentionMonths = n
+	}
+	if c.MailRetention, err = envDays("GPUMARKET_MAIL_RETENTION_DAYS"); err != nil {
+		return c, err
+	}
+	if c.WebhookLogRetention, err = envDays("GPUMARKET_WEBHOOK_LOG_RETENTION_DAYS"); err != nil {
+		return c, err
 	}
 	if v := os.Getenv("GPUMARKET_STREAM_REPLICAS"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -614,6 +627,19 @@ func envDuration(name string) (time.Duration, error) {
 		return 0, fmt.Errorf("%s=%q: use a positive duration such as 30s or 5m", name, v)
 	}
 	return d, nil
+}
+
+// envDays reads a whole number of days, 1 to 3650, as a duration; unset is 0.
+func envDays(name string) (time.Duration, error) {
+	v := strings.TrimSpace(os.Getenv(name))
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 3650 {
+		return 0, fmt.Errorf("%s=%q: use a whole number of days from 1 to 3650, such as 30", name, v)
+	}
+	return time.Duration(n) * 24 * time.Hour, nil
 }
 
 // readWebhooks reads the webhooks' key, whether private addresses are allowed, and the retry schedule.

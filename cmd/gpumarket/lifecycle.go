@@ -128,6 +128,10 @@ func (p *Platform) start(r *running) error {
 		// Every web process sends; each message's lease lets one of them at a time.
 		r.loops.Go(func() { p.mailSender.Run(r.ctx) })
 	}
+	if p.cfg.Roles.Web {
+		// Every web process deletes the sent e-mail and the webhook log past their retention.
+		r.loops.Go(func() { p.runHousekeeping(r.ctx, housekeepingFirst, housekeepingEvery) })
+	}
 	// A server that stops serving before stop shut it down (its listener gone, or closed by
 	// another hand) is a failure; once stop has begun, a failure is no longer read.
 	r.servers.Go(func() { r.fail("http", p.http.Serve(p.listener)) })

@@ -233,16 +233,22 @@ func (a *Alerts) watchedLimits(ctx context.Context, now time.Time) ([]watched, e
 	if err != nil {
 		return nil, err
 	}
-	keyRules := map[string][]int{}
-	rows, err := a.cfg.Pool.Query(ctx, `SELECT subject, thresholds FROM alert_rules WHERE kind = 'key'`)
+	// A key's own thresholds (subject: the key's id), else its account's for every key (subject
+	// ''), else the default.
+	keyRules, accountKeyRules := map[string][]int{}, map[string][]int{}
+	rows, err := a.cfg.Pool.Query(ctx, `SELECT account_id::text, subject, thresholds FROM alert_rules WHERE kind = 'key'`)
 	if err != nil {
 		return nil, err
 	}
 	if err := forEach(rows, func(r pgx.Rows) error {
-		var id string
+		var account, id string
 		var t []int16
-		err := r.Scan(&id, &t)
-		keyRules[id] = ints(t)
+		err := r.Scan(&account, &id, &t)
+		if id == "" {
+			accountKeyRules[account] = ints(t)
+		} else {
+			keyRules[id] = ints(t)
+		}
 		return err
 	}); err != nil {
 		return nil, err
@@ -295,6 +301,9 @@ func (a *Alerts) watchedLimits(ctx context.Context, now time.Time) ([]watched, e
 	var out []watched
 	for _, k := range limited {
 		t := keyRules[k.ID]
+		if t == nil {
+			t = accountKeyRules[k.AccountID]
+		}
 		if t == nil {
 			t = DefaultThresholds
 		}

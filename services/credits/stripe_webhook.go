@@ -125,6 +125,11 @@ type sessionObject struct {
 	PaymentStatus     string            `json:"payment_status"`
 	PaymentIntent     json.RawMessage   `json:"payment_intent"`
 	Metadata          map[string]string `json:"metadata"`
+	// A session in setup mode saves a card for auto top-up: it names its customer and the
+	// SetupIntent that saved the card (topup_webhook.go).
+	Mode        string          `json:"mode"`
+	Customer    json.RawMessage `json:"customer"`
+	SetupIntent json.RawMessage `json:"setup_intent"`
 }
 
 type chargeObject struct {
@@ -181,6 +186,9 @@ func (w *StripeWebhook) subjectOf(ctx context.Context, ev stripe.Event) (subject
 			s.unreadable = "unreadable session: " + err.Error()
 			return s, nil
 		}
+		if s.session.Mode == "setup" {
+			return s, w.setupSessionSubjectOf(ctx, &s)
+		}
 		s.find = purchaseRef{"stripe_session_id", s.session.ID, s.session.Metadata["purchase_id"]}
 	case "charge.refunded":
 		if err := json.Unmarshal(ev.Data.Raw, &s.charge); err != nil {
@@ -210,6 +218,12 @@ func (w *StripeWebhook) apply(ctx context.Context, tx pgx.Tx, ev stripe.Event, s
 	case "checkout.session.completed", "checkout.session.async_payment_succeeded", "checkout.session.async_payment_failed":
 		if s.unreadable != "" {
 			return s.unreadable, nil
+		}
+		if s.session.Mode == "setup" {
+			if s.topup.found {
+				return w.applyTopup(ctx, tx, ev, s)
+			}
+			return "ignored: setup session " + s.session.ID + " saves no card for auto top-up", nil
 		}
 		p, ok, err := w.purchaseFor(ctx, tx, s)
 		if err != nil || !ok {

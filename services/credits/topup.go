@@ -48,6 +48,20 @@ const (
 	AttemptPending   AttemptStatus = "pending"   // Stripe took the charge; waiting for its webhook to credit it
 	AttemptSucceeded AttemptStatus = "succeeded" // credited
 	AttemptFailed    AttemptStatus = "failed"    // declined or needed the customer; nothing credited
+	// AttemptUnanswered never had Stripe's word: sent MaxChargeTries times without an answer, or
+	// no answer nor webhook within AnswerWait. Auto top-up stopped; a late success still credits.
+	AttemptUnanswered AttemptStatus = "unanswered"
+)
+
+// Bounds on waiting for Stripe's word about a charge (docs/auto-topup.md, "A charge with no
+// answer").
+const (
+	// MaxChargeTries is how many times a charge that gets no answer is sent, with the same
+	// idempotency key, before it is given up.
+	MaxChargeTries = 5
+	// DefaultAnswerWait is how long a charge may wait for Stripe's answer and then for its
+	// webhook before it is given up.
+	DefaultAnswerWait = 24 * time.Hour
 )
 
 // TopupSettings is an account's auto top-up: its saved card and "when the balance falls below
@@ -99,6 +113,8 @@ type AutoTopup struct {
 	// retryAfter is how long an attempt whose charge got no answer waits before a worker sends
 	// it again; it is also the lease of the worker sending it.
 	retryAfter time.Duration
+	// answerWait is how long an attempt may wait for Stripe's word before it is given up.
+	answerWait time.Duration
 }
 
 // TopupConfig is what AutoTopup needs.
@@ -125,7 +141,7 @@ func NewAutoTopup(cfg TopupConfig) *AutoTopup {
 		cfg.Now = time.Now
 	}
 	return &AutoTopup{pool: cfg.Pool, ledger: cfg.Ledger, cards: cfg.Cards, now: cfg.Now, mail: cfg.Mail,
-		events: cfg.Events, charged: cfg.Charged, retryAfter: DefaultRetryAfter}
+		events: cfg.Events, charged: cfg.Charged, retryAfter: DefaultRetryAfter, answerWait: DefaultAnswerWait}
 }
 
 // Settings returns the account's auto top-up; an account that never saved one has it off,

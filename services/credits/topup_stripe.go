@@ -18,6 +18,8 @@ type Cards interface {
 	EnsureCustomer(ctx context.Context, accountID string) (customerID string, err error)
 	// StartSaveCard creates a hosted page where the customer saves a card for later charges.
 	StartSaveCard(ctx context.Context, req SaveCardRequest) (CheckoutSession, error)
+	// SetupIntent reads a SetupIntent: whether it succeeded, its customer and the card it saved.
+	SetupIntent(ctx context.Context, id string) (SetupIntentInfo, error)
 	// Card reads a saved card's brand and last four digits.
 	Card(ctx context.Context, paymentMethodID string) (brand, last4 string, err error)
 	// Forget detaches a card from its customer, so that it can never be charged again.
@@ -34,6 +36,14 @@ type SaveCardRequest struct {
 	SuccessURL, CancelURL string
 	// Key is the creation's idempotency key.
 	Key string
+}
+
+// SetupIntentInfo is what the platform reads of a SetupIntent.
+type SetupIntentInfo struct {
+	ID              string
+	Status          string // "succeeded" once the card is saved
+	CustomerID      string // "" when it names none
+	PaymentMethodID string // "" until a card is saved
 }
 
 // ChargeRequest is one auto top-up charge.
@@ -91,8 +101,9 @@ func (s *StripeCards) EnsureCustomer(ctx context.Context, accountID string) (str
 	return c.ID, nil
 }
 
-// StartSaveCard creates a Checkout Session in setup mode for the customer; the SetupIntent it
-// makes carries the account in its metadata, for setup_intent.succeeded.
+// StartSaveCard creates a Checkout Session in setup mode for the customer. The session and the
+// SetupIntent it makes both carry the account in their metadata, so that either Stripe event
+// saves the card: checkout.session.completed (mode setup) or setup_intent.succeeded.
 func (s *StripeCards) StartSaveCard(ctx context.Context, req SaveCardRequest) (CheckoutSession, error) {
 	meta := map[string]string{"account_id": req.AccountID, "purpose": "auto_topup"}
 	params := &stripe.CheckoutSessionParams{
@@ -112,6 +123,24 @@ func (s *StripeCards) StartSaveCard(ctx context.Context, req SaveCardRequest) (C
 		return CheckoutSession{}, fmt.Errorf("stripe: create setup session: %w", err)
 	}
 	return CheckoutSession{ID: sess.ID, URL: sess.URL}, nil
+}
+
+// SetupIntent reads the SetupIntent a Checkout Session in setup mode made.
+func (s *StripeCards) SetupIntent(ctx context.Context, id string) (SetupIntentInfo, error) {
+	params := &stripe.SetupIntentParams{}
+	params.Context = ctx
+	si, err := s.api.SetupIntents.Get(id, params)
+	if err != nil {
+		return SetupIntentInfo{}, fmt.Errorf("stripe: read setup intent: %w", err)
+	}
+	info := SetupIntentInfo{ID: si.ID, Status: string(si.Status)}
+	if si.Customer != nil {
+		info.CustomerID = si.Customer.ID
+	}
+	if si.PaymentMethod != nil {
+		info.PaymentMethodID = si.PaymentMethod.ID
+	}
+	return info, nil
 }
 
 // Card reads the card's brand and last four digits.

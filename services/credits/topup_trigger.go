@@ -36,8 +36,9 @@ func (t *AutoTopup) Run(ctx context.Context, every time.Duration, log *slog.Logg
 	}
 }
 
-// RunOnce sends again the charges that got no answer, then evaluates each account with auto
-// top-up on. It returns the first error and goes on past it.
+// RunOnce gives up the charges that waited too long for Stripe's word, sends again the others
+// that got no answer, then evaluates each account with auto top-up on. It returns the first
+// error and goes on past it.
 func (t *AutoTopup) RunOnce(ctx context.Context) (err error) {
 	defer services.Wrap(&err, "credits.AutoTopup.RunOnce")
 	first := func(e error) {
@@ -45,6 +46,7 @@ func (t *AutoTopup) RunOnce(ctx context.Context) (err error) {
 			err = e
 		}
 	}
+	first(t.giveUp(ctx))
 	first(t.resume(ctx))
 	rows, err := t.pool.Query(ctx, `SELECT account_id FROM topup_settings WHERE enabled ORDER BY account_id`)
 	if err != nil {
@@ -130,8 +132,8 @@ func (t *AutoTopup) open(ctx context.Context, accountID string) (attempt, bool, 
 		}
 		if _, err := tx.Exec(ctx, `
 			INSERT INTO topup_attempts (id, account_id, amount_cents, stripe_customer_id, payment_method_id, status,
-				next_try_at, created_at, updated_at)
-			VALUES ($1, $2, $3, $4, $5, 'created', $6, $7, $7)`,
+				tries, next_try_at, created_at, updated_at)
+			VALUES ($1, $2, $3, $4, $5, 'created', 1, $6, $7, $7)`,
 			a.ID, accountID, a.AmountCents, a.CustomerID, a.PaymentMethodID, now.Add(t.retryAfter), now); err != nil {
 			return err
 		}
@@ -144,15 +146,18 @@ func (t *AutoTopup) open(ctx context.Context, accountID string) (attempt, bool, 
 
 // resume sends again each charge that got no answer (a timeout, a restart between recording
 // the attempt and calling Stripe) once its wait is over, with the same idempotency key: Stripe
-// answers with the charge it made, if it made one. Taking an attempt moves its next try on, so
-// that two workers do not send one charge at once.
+// answers with the charge it made, if it made one. Taking an attempt moves its next try on and
+// counts the try, so that two workers do not send one charge at once and a charge is sent at
+// most MaxChargeTries times (giveUp ends it then).
 func (t *AutoTopup) resume(ctx context.Context) error {
 	now := t.now().UTC()
 	rows, err := t.pool.Query(ctx, `
-		UPDATE topup_attempts SET next_try_at = $2, updated_at = $1
+		UPDATE topup_attempts SET next_try_at = $2, tries = tries + 1, updated_at = $1
 		WHERE id IN (SELECT id FROM topup_attempts WHERE status = 'created' AND next_try_at <= $1
+			AND tries < $3 AND created_at > $4
 			ORDER BY next_try_at LIMIT 20 FOR UPDATE SKIP LOCKED)
-		RETURNING id, account_id, stripe_customer_id, payment_method_id, amount_cents`, now, now.Add(t.retryAfter))
+		RETURNING id, account_id, stripe_customer_id, payment_method_id, amount_cents`,
+		now, now.Add(t.retryAfter), MaxChargeTries, now.Add(-t.answerWait))
 	if err != nil {
 		return err
 	}
@@ -167,6 +172,54 @@ func (t *AutoTopup) resume(ctx context.Context) error {
 		}
 	}
 	return first
+}
+
+// giveUp ends each charge that waited too long for Stripe's word: one sent MaxChargeTries times
+// with no answer, once its last try's wait is over, and one neither answered nor confirmed by
+// its webhook within answerWait. Each becomes unanswered, auto top-up stops, and the account
+// is alerted once (failTx), as for a decline; the crossing keeps its one charge.
+func (t *AutoTopup) giveUp(ctx context.Context) error {
+	now := t.now().UTC()
+	rows, err := t.pool.Query(ctx, `
+		SELECT id, tries FROM topup_attempts
+		WHERE (status = 'created' AND next_try_at <= $1 AND (tries >= $2 OR created_at <= $3))
+			OR (status = 'pending' AND created_at <= $3)
+		ORDER BY created_at LIMIT 20`, now, MaxChargeTries, now.Add(-t.answerWait))
+	if err != nil {
+		return err
+	}
+	type waiting struct {
+		ID    string
+		Tries int
+	}
+	due, err := pgx.CollectRows(rows, pgx.RowToStructByPos[waiting])
+	if err != nil {
+		return err
+	}
+	var first error
+	for _, a := range due {
+		reason := fmt.Sprintf("The payment provider did not confirm the charge within %s.", waitText(t.answerWait))
+		if a.Tries >= MaxChargeTries {
+			reason = fmt.Sprintf("The payment provider did not answer the charge, sent %d times.", a.Tries)
+		}
+		reason += " Nothing was added; if your card was charged, the credit is added when the payment provider confirms it."
+		err := pgx.BeginFunc(ctx, t.pool, func(tx pgx.Tx) error {
+			_, err := t.settleTx(ctx, tx, a.ID, "", reason, AttemptUnanswered)
+			return err
+		})
+		if err != nil && first == nil {
+			first = fmt.Errorf("giving up top-up %s: %w", a.ID, err)
+		}
+	}
+	return first
+}
+
+// waitText writes a wait in whole hours, or minutes under an hour.
+func waitText(d time.Duration) string {
+	if d >= time.Hour {
+		return fmt.Sprintf("%d hours", int(d.Hours()))
+	}
+	return fmt.Sprintf("%d minutes", int(d.Minutes()))
 }
 
 // charge sends the attempt's charge and records Stripe's answer. A charge Stripe took waits for
@@ -230,6 +283,13 @@ func (t *AutoTopup) Fail(ctx context.Context, attemptID, paymentIntent, reason s
 }
 
 func (t *AutoTopup) failTx(ctx context.Context, tx pgx.Tx, attemptID, paymentIntent, reason string) (string, error) {
+	return t.settleTx(ctx, tx, attemptID, paymentIntent, reason, AttemptFailed)
+}
+
+// settleTx ends an open attempt without credit, as failed or unanswered: auto top-up turns off
+// with the reason and the alert is raised, once. A decline told of an attempt already given up
+// as unanswered records the decline's reason and raises no second alert.
+func (t *AutoTopup) settleTx(ctx context.Context, tx pgx.Tx, attemptID, paymentIntent, reason string, to AttemptStatus) (string, error) {
 	var accountID string
 	if err := tx.QueryRow(ctx, `SELECT account_id FROM topup_attempts WHERE id = $1`, attemptID).Scan(&accountID); err != nil {
 		return "", err
@@ -246,13 +306,19 @@ func (t *AutoTopup) failTx(ctx context.Context, tx pgx.Tx, attemptID, paymentInt
 		Scan(&status, &amount, &created); err != nil {
 		return "", err
 	}
-	if status == AttemptFailed || status == AttemptSucceeded {
+	now := t.now().UTC()
+	if status == AttemptUnanswered && to == AttemptFailed {
+		_, err := tx.Exec(ctx, `UPDATE topup_attempts SET status = 'failed', failure = $2,
+				stripe_payment_intent = coalesce(stripe_payment_intent, nullif($3, '')), updated_at = $4 WHERE id = $1`,
+			attemptID, reason, paymentIntent, now)
+		return "top-up given up before; now failed: " + reason, err
+	}
+	if status != AttemptCreated && status != AttemptPending {
 		return "top-up already " + string(status), nil
 	}
-	now := t.now().UTC()
-	if _, err := tx.Exec(ctx, `UPDATE topup_attempts SET status = 'failed', failure = $2,
+	if _, err := tx.Exec(ctx, `UPDATE topup_attempts SET status = $5, failure = $2,
 			stripe_payment_intent = coalesce(stripe_payment_intent, nullif($3, '')), updated_at = $4 WHERE id = $1`,
-		attemptID, reason, paymentIntent, now); err != nil {
+		attemptID, reason, paymentIntent, now, string(to)); err != nil {
 		return "", err
 	}
 	if _, err := tx.Exec(ctx, `UPDATE topup_settings SET enabled = false, stopped_reason = $2, stopped_at = $3, updated_at = $3
@@ -277,5 +343,5 @@ func (t *AutoTopup) failTx(ctx context.Context, tx pgx.Tx, attemptID, paymentInt
 			return "", err
 		}
 	}
-	return "top-up failed: " + reason, nil
+	return "top-up " + string(to) + ": " + reason, nil
 }

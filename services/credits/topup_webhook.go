@@ -18,6 +18,8 @@ const (
 	eventIntentSucceeded = "payment_intent.succeeded"
 	eventIntentFailed    = "payment_intent.payment_failed"
 	eventSetupSucceeded  = "setup_intent.succeeded"
+	// A Checkout Session in setup mode completed: it saved a card too.
+	eventCheckoutCompleted = "checkout.session.completed"
 )
 
 // WithAutoTopup makes the webhook apply auto top-up's events: the card a SetupIntent saved,
@@ -106,11 +108,49 @@ func (w *StripeWebhook) topupSubjectOf(ctx context.Context, ev stripe.Event, s *
 	return err
 }
 
+// setupSessionSubjectOf reads a completed Checkout Session in setup mode that saves a card for
+// auto top-up (its metadata says so, for the account it names). Stripe's event names the
+// session's SetupIntent by its id only, so the SetupIntent is read from Stripe, before the
+// event's transaction, for its status, its customer and the card it saved. A Stripe that does
+// not answer fails the delivery, and Stripe sends the event again.
+func (w *StripeWebhook) setupSessionSubjectOf(ctx context.Context, s *subject) error {
+	t := w.topups
+	sess := s.session
+	account := sess.Metadata["account_id"]
+	if t == nil || sess.Metadata["purpose"] != "auto_topup" || !services.CanonicalUUID(account) ||
+		sess.ClientReferenceID != account {
+		return nil
+	}
+	s.topup.found, s.accountID = true, account
+	s.topup.setup = setupObject{ID: idOf(sess.SetupIntent)}
+	if s.topup.setup.ID == "" {
+		return nil // cardSavedTx says the session saved no card
+	}
+	si, err := t.cards.SetupIntent(ctx, s.topup.setup.ID)
+	if err != nil {
+		return err
+	}
+	// The SetupIntent's own customer decides; the session's stands in when it names none.
+	customer := si.CustomerID
+	if customer == "" {
+		customer = idOf(sess.Customer)
+	}
+	s.topup.setup.Customer, _ = json.Marshal(customer) // never fails
+	if si.Status != "succeeded" {
+		return nil // no payment method: nothing is saved
+	}
+	s.topup.setup.PaymentMethod, _ = json.Marshal(si.PaymentMethodID)
+	if si.PaymentMethodID != "" {
+		s.topup.brand, s.topup.last4, _ = t.cards.Card(ctx, si.PaymentMethodID)
+	}
+	return nil
+}
+
 // applyTopup applies an auto top-up event inside the event's transaction.
 func (w *StripeWebhook) applyTopup(ctx context.Context, tx pgx.Tx, ev stripe.Event, s subject) (string, error) {
 	t := w.topups
 	switch ev.Type {
-	case eventSetupSucceeded:
+	case eventSetupSucceeded, eventCheckoutCompleted:
 		return t.cardSavedTx(ctx, tx, s)
 	case eventIntentFailed:
 		reason := refusalText("card_declined", "", "")

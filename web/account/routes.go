@@ -2,8 +2,8 @@
 // in and out (the pages and /api/auth), setting a new password and proving its e-mail address by
 // the links e-mailed to it, who it is (/api/me), the billing details a customer's invoices and a
 // provider's statements carry (/settings/billing, /api/settings/billing), its members and
-// invitations (/account/members, /invitations/), and switching between the accounts a login
-// belongs to (/account/switch).
+// invitations (/account/members, /api/account/members, /api/account/invitations,
+// /invitations/), and switching between the accounts a login belongs to (/account/switch).
 //
 // It imports web/internal/core and the services, never another audience's package nor web.
 package account
@@ -91,6 +91,12 @@ func (s *Server) Routes(e *echo.Echo) {
 	m.POST("/account/members/:id/role", s.memberRoleSubmit)
 	m.GET("/account/members/:id/remove", s.removeMemberPage)
 	m.POST("/account/members/:id/remove", s.removeMemberSubmit)
+	m.GET("/api/account/members", s.apiMembers)
+	m.PATCH("/api/account/members/:id", s.apiSetMemberRole)
+	m.DELETE("/api/account/members/:id", s.apiRemoveMember)
+	m.GET("/api/account/invitations", s.apiInvitations)
+	m.POST("/api/account/invitations", s.apiInvite)
+	m.DELETE("/api/account/invitations/:id", s.apiRevokeInvitation)
 	m.POST("/account/switch", s.switchSubmit)
 	m.POST("/api/account/switch", s.apiSwitch)
 	m.GET("/invitations", s.invitationPage)

@@ -48,7 +48,11 @@ func (s *Server) renderBudgets(c echo.Context, status int, form templates.Form) 
 	}
 	if p.Form.Values == nil {
 		// The forms start from what is set.
-		p.Form.Values = map[string]string{"limit_period": "month"}
+		keys, err := s.budgets.KeyThresholds(c.Request().Context(), sess.User.AccountID)
+		if err != nil {
+			return err
+		}
+		p.Form.Values = map[string]string{"limit_period": "month", "key_thresholds": thresholdText(keys)}
 		if b := o.Budget; b != nil {
 			p.Form.Values["budget_usd"] = strings.TrimPrefix(b.Limit.String(), "$")
 			p.Form.Values["budget_thresholds"] = thresholdText(b.Thresholds)
@@ -75,11 +79,7 @@ func (s *Server) renderBudgets(c echo.Context, status int, form templates.Form) 
 
 // remaining is a limit less its spend, never below zero.
 func remaining(limit money.Pico, spent money.BigPico) string {
-	r := money.BigPicoOf(limit).Add(spent.Neg())
-	if r.Sign() < 0 {
-		r = money.BigPicoOf(0)
-	}
-	return money.FormatPrecise(r)
+	return money.FormatPrecise(left(limit, spent))
 }
 
 func thresholdText(t []int) string {
@@ -162,8 +162,30 @@ func (s *Server) accountBudgetSubmit(c echo.Context) error {
 	return c.Redirect(http.StatusSeeOther, "/budgets?flash=budget-set")
 }
 
+// creditLowSubmit sets the alerts the page's forms post: the balance alert (credit_low_usd) and
+// the thresholds of every key's limit (key_thresholds), each only when its form sent it.
 func (s *Server) creditLowSubmit(c echo.Context) error {
 	sess, _ := core.CurrentSession(c)
+	form, err := c.FormParams()
+	if err != nil {
+		return err
+	}
+	if _, ok := form["key_thresholds"]; ok {
+		thresholds, problem := parseThresholds(c.FormValue("key_thresholds"))
+		if problem != "" {
+			return s.budgetFormError(c, fieldError("key_thresholds", problem), "key_thresholds")
+		}
+		err := s.budgets.SetKeyThresholds(c.Request().Context(), sess.User.AccountID, thresholds)
+		if services.ErrorCode(err) == services.CodeInvalid {
+			return s.budgetFormError(c, err, "key_thresholds")
+		}
+		if err != nil {
+			return err
+		}
+		if _, ok := form["credit_low_usd"]; !ok {
+			return c.Redirect(http.StatusSeeOther, "/budgets?flash=alert-set")
+		}
+	}
 	below, problem := parseKeyLimit(c.FormValue("credit_low_usd"))
 	if problem != "" {
 		return s.budgetFormError(c, fieldError("credit_low_usd", problem), "credit_low_usd")

@@ -118,11 +118,6 @@ func (s *Server) setKeyLimit(c echo.Context, keyID string, limit *money.Pico, pe
 	return k, nil
 }
 
-func keyLimitError(problem string) error {
-	return &services.Error{Code: services.CodeInvalid, Message: "Please correct the highlighted fields.",
-		Fields: map[string]string{"limit_usd": problem}}
-}
-
 // revokeKey revokes one of the caller's keys and tells the gateways.
 func (s *Server) revokeKey(c echo.Context, keyID string) error {
 	sess, _ := core.CurrentSession(c)
@@ -329,6 +324,9 @@ type keyJSON struct {
 	Prefix      string  `json:"prefix"`
 	LimitUSD    *string `json:"limit_usd"`    // exact decimal dollars; null: no limit
 	LimitPeriod string  `json:"limit_period"` // day, week or month
+	// MonthlyLimitUSD is limit_usd again, for the clients of before periods, when the period is
+	// a month; absent otherwise. Deprecated (docs/api.md).
+	MonthlyLimitUSD json.RawMessage `json:"monthly_limit_usd,omitempty"`
 	// What the key was billed in its limit's period (the month without a limit), what remains of
 	// the limit (absent without one) and when the period ends (docs/budgets.md); in GET /api/keys.
 	SpentPico     *money.BigPico `json:"spent_in_period_pico,omitempty"`
@@ -354,6 +352,9 @@ func keyView(k accounts.APIKey) keyJSON {
 		usd := strings.TrimPrefix(k.Limit.String(), "$")
 		v.LimitUSD = &usd
 	}
+	if k.LimitPeriod == periods.Month {
+		v.MonthlyLimitUSD, _ = json.Marshal(v.LimitUSD) // never fails
+	}
 	if k.DefaultTier != "" {
 		v.DefaultTier = &k.DefaultTier
 	}
@@ -367,10 +368,15 @@ func (s *Server) apiCreateKey(c echo.Context) error {
 		// refused beside the field like a negative one.
 		LimitUSD    json.RawMessage `json:"limit_usd"`
 		LimitPeriod string          `json:"limit_period"`
-		DefaultTier string          `json:"default_tier"`
-		Prefer      string          `json:"prefer"`
+		// Deprecated: limit_usd per month (docs/api.md).
+		MonthlyLimitUSD json.RawMessage `json:"monthly_limit_usd"`
+		DefaultTier     string          `json:"default_tier"`
+		Prefer          string          `json:"prefer"`
 	}
 	if err := core.DecodeJSON(c, &in); err != nil {
+		return err
+	}
+	if err := monthlyLimit(in.MonthlyLimitUSD, &in.LimitUSD, &in.LimitPeriod); err != nil {
 		return err
 	}
 	k, secret, err := s.createKey(c, in.Name, core.JSONText(in.LimitUSD), in.LimitPeriod, in.DefaultTier, in.Prefer)
@@ -415,6 +421,23 @@ func (s *Server) apiRevokeKey(c echo.Context) error {
 	return c.NoContent(http.StatusNoContent)
 }
 
+// monthlyLimit reads the deprecated monthly_limit_usd, the field of before limits had periods,
+// as limit_usd per month, so that an old client sets the limit it always set. Given beside
+// limit_usd, or with another period, it is refused: the two would disagree.
+func monthlyLimit(monthly json.RawMessage, limit *json.RawMessage, period *string) error {
+	if monthly == nil {
+		return nil
+	}
+	if *limit != nil {
+		return fieldError("monthly_limit_usd", "Send limit_usd with limit_period, or the older monthly_limit_usd, not both.")
+	}
+	if p := strings.TrimSpace(*period); p != "" && p != string(periods.Month) {
+		return fieldError("monthly_limit_usd", "monthly_limit_usd is a limit per month; for another period send limit_usd with limit_period.")
+	}
+	*limit, *period = monthly, string(periods.Month)
+	return nil
+}
+
 // apiUpdateKey changes a key: PATCH /api/keys/{id} {"limit_usd": "12.50", "limit_period": "day"},
 // or null for no limit; the period is a month unless given. The amount is required, so that an
 // empty body changes nothing by mistake.
@@ -423,8 +446,13 @@ func (s *Server) apiUpdateKey(c echo.Context) error {
 		// A string or a number, read as its exact text; null removes the limit.
 		LimitUSD    json.RawMessage `json:"limit_usd"`
 		LimitPeriod string          `json:"limit_period"`
+		// Deprecated: limit_usd per month (docs/api.md).
+		MonthlyLimitUSD json.RawMessage `json:"monthly_limit_usd"`
 	}
 	if err := core.DecodeJSON(c, &in); err != nil {
+		return err
+	}
+	if err := monthlyLimit(in.MonthlyLimitUSD, &in.LimitUSD, &in.LimitPeriod); err != nil {
 		return err
 	}
 	period, problem := parseKeyPeriod(in.LimitPeriod)
@@ -432,20 +460,9 @@ func (s *Server) apiUpdateKey(c echo.Context) error {
 		return &services.Error{Code: services.CodeInvalid, Message: "Please correct the highlighted fields.",
 			Fields: map[string]string{"limit_period": problem}}
 	}
-	var limit *money.Pico
-	switch raw := strings.TrimSpace(string(in.LimitUSD)); raw {
-	case "":
-		return keyLimitError(`Required: dollars and cents such as "12.50", or null for no limit.`)
-	case "null":
-	default:
-		text := core.JSONText(in.LimitUSD)
-		if strings.TrimSpace(text) == "" {
-			return keyLimitError(`Enter dollars and cents such as "12.50", or null for no limit.`)
-		}
-		var problem string
-		if limit, problem = parseKeyLimit(text); problem != "" {
-			return keyLimitError(problem)
-		}
+	limit, err := jsonLimit(in.LimitUSD, "limit_usd")
+	if err != nil {
+		return err
 	}
 	k, err := s.setKeyLimit(c, c.Param("id"), limit, period)
 	if err != nil {

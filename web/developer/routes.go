@@ -1,10 +1,10 @@
 // Package developer is a customer's own pages and API: buying credits and the balance (/credits,
 // /api/credits, /api/balance, and Stripe's webhook that completes a purchase), auto top-up
 // (/credits/card, /credits/auto-topup, /api/credits/auto-topup), the API keys for the /v1 gateway
-// (/keys, /api/keys), the limits per person and the account's budget (/budgets), the usage and
-// what it cost (/usage, /api/usage), the batch page (/batches), the savings and carbon reports
-// (/reports, /api/reports), and the invoices and credit notes (/invoices, /api/invoices). Every
-// call reads and changes the caller's own account only.
+// (/keys, /api/keys), the limits per person, the account's budget and the alerts (/budgets,
+// /api/budgets), the usage and what it cost (/usage, /api/usage), the batch page (/batches), the
+// savings and carbon reports (/reports, /api/reports), and the invoices and credit notes
+// (/invoices, /api/invoices). Every call reads and changes the caller's own account only.
 //
 // It imports web/internal/core and the services, never another audience's package nor web.
 package developer
@@ -129,6 +129,12 @@ func (s *Server) Routes(e *echo.Echo) {
 	m.POST("/budgets/account", s.accountBudgetSubmit, s.needsBudgets)
 	m.POST("/budgets/alerts", s.creditLowSubmit, s.needsBudgets)
 	m.POST("/budgets/subscriptions", s.subscriptionsSubmit, s.needsBudgets)
+	m.GET("/api/budgets", s.apiBudgets, s.needsBudgets)
+	m.PUT("/api/budgets/members/:id", s.apiSetMemberLimit, s.needsBudgets)
+	m.PUT("/api/budgets/account", s.apiSetAccountBudget, s.needsBudgets)
+	m.GET("/api/budgets/alerts", s.apiAlerts, s.needsBudgets)
+	m.PUT("/api/budgets/alerts", s.apiSetAlerts, s.needsBudgets)
+	m.PUT("/api/budgets/subscriptions", s.apiSetSubscriptions, s.needsBudgets)
 
 	// Invoices and credit notes (invoices.go); their documents are web/finance's.
 	m.GET("/invoices", s.invoicesPage)

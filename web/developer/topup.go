@@ -67,6 +67,8 @@ func (s *Server) topupView(c echo.Context, form templates.Form) (*templates.Topu
 			status = "added"
 		case credits.AttemptFailed:
 			status = "failed: " + a.Failure
+		case credits.AttemptUnanswered:
+			status = "no answer: " + a.Failure
 		}
 		v.Attempts = append(v.Attempts, templates.TopupAttemptRow{When: a.CreatedAt.UTC().Format("2006-01-02 15:04"),
 			Amount: core.CentsText(a.AmountCents), Status: status})

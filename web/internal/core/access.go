@@ -55,6 +55,9 @@ var access = []rule{
 	// An account's members, both kinds (web/account): everyone sees them, owners and admins change them.
 	{prefix: "/account/members", kinds: eitherKind, change: managers, view: anyMember},
 	{prefix: "/account/members/:id/remove", kinds: eitherKind, change: managers},
+	{prefix: "/api/account/members", kinds: eitherKind, change: managers, view: anyMember},
+	// Pending invitations are shown to who may send them, as on the members page.
+	{prefix: "/api/account/invitations", kinds: eitherKind, change: managers},
 	{prefix: "/settings/billing", kinds: eitherKind, change: payers},
 	{prefix: "/api/settings/billing", kinds: eitherKind, change: payers},
 	// Webhooks (web/account): owners and admins manage the endpoints, every member sees them and their log.
@@ -72,6 +75,8 @@ var access = []rule{
 	{prefix: "/api/keys", kinds: customer, change: makers, view: readOnly},
 	{prefix: "/budgets", kinds: customer, change: payers, view: anyMember},
 	{prefix: "/budgets/subscriptions", kinds: customer, change: anyMember},
+	{prefix: "/api/budgets", kinds: customer, change: payers, view: anyMember},
+	{prefix: "/api/budgets/subscriptions", kinds: customer, change: anyMember},
 	{prefix: "/usage", kinds: customer, view: anyMember},
 	{prefix: "/api/usage", kinds: customer, view: anyMember},
 	{prefix: "/batches", kinds: customer, change: makers, view: readOnly},
