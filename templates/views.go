@@ -347,3 +347,13 @@ type DiscrepanciesPage struct {
 type DiscrepancyRow struct {
 	Flagged, RequestID, OfferingID, Tier, Model, Seen, Reported, Metered, Excess, Flag, Reason string
 }
+
+// ProfilePage is the signed-in user's own settings.
+type ProfilePage struct {
+	Page
+	Form  Form
+	Email string
+	// Zones are suggested beside the time zone field; Now is the present moment in the zone saved.
+	Zones []string
+	Now   string
+}

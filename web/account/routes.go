@@ -1,7 +1,7 @@
 // Package account is what every account holder does with its own account: signing up, logging
 // in and out (the pages and /api/auth), setting a new password and proving its e-mail address by
 // the links e-mailed to it, who it is (/api/me), the billing details a customer's invoices and a
-// provider's statements carry (/settings/billing, /api/settings/billing), its members and
+// provider's statements carry (/settings/billing, /api/settings/billing), the user's own time zone (/settings/profile), its members and
 // invitations (/account/members, /invitations/), and switching between the accounts a login
 // belongs to (/account/switch).
 //
@@ -59,6 +59,10 @@ func (s *Server) Routes(e *echo.Echo) {
 	m.POST("/api/auth/login", s.apiLogin)
 	m.POST("/api/auth/logout", s.apiLogout)
 	m.GET("/api/me", s.apiMe)
+
+	// The user's own settings: the time zone the pages write moments in.
+	m.GET("/settings/profile", s.profilePage)
+	m.POST("/settings/profile", s.profileSubmit)
 
 	// Billing details: a customer's for its invoices, a provider's for its statements.
 	m.GET("/settings/billing", s.billingDetailsPage)
