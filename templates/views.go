@@ -196,6 +196,8 @@ type UsersPage struct {
 // UserRow is a user on the admin page.
 type UserRow struct {
 	ID, Email, Role, AccountID, Created string
+	// Account is the name of the user's own account.
+	Account string
 }
 
 // HomePage is the landing page.
@@ -310,7 +312,7 @@ type RigReportsPage struct {
 
 // RigReportRow is one flagged rig.
 type RigReportRow struct {
-	OfferingID, Provider, Model, Hardware, Tier, Measured, Reported, Why string
+	OfferingID, Offering, Provider, Model, Hardware, Tier, Measured, Reported, Why string
 }
 
 // BatchQueuePage is the batch queue for admins.
@@ -346,6 +348,8 @@ type DiscrepanciesPage struct {
 // reported, what was billed (Metered), and the excess the rig reported beyond the bill.
 type DiscrepancyRow struct {
 	Flagged, RequestID, OfferingID, Tier, Model, Seen, Reported, Metered, Excess, Flag, Reason string
+	// Offering names the offering (catalog.Label); OfferingID stays in a copyable detail.
+	Offering string
 }
 
 // ProfilePage is the signed-in user's own settings.

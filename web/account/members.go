@@ -52,7 +52,7 @@ func (s *Server) renderMembers(c echo.Context, status int, form templates.Form, 
 		}
 		for _, i := range invs {
 			p.Invitations = append(p.Invitations, templates.InvitationRow{ID: i.ID, Email: i.Email, Role: string(i.Role),
-				InvitedBy: i.InvitedBy, Expires: i.ExpiresAt.UTC().Format("2 Jan 2006 15:04 UTC")})
+				InvitedBy: i.InvitedBy, Expires: core.Moment(c, i.ExpiresAt)})
 		}
 	}
 	return s.Render(c, status, templates.Members(p))

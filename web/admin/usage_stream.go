@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/services/riglimits"
 	"github.com/gpumarket/gpumarket/templates"
+	"github.com/gpumarket/gpumarket/web/internal/core"
 )
 
 // UsageStreamReport says where the rigs stand against their limits on the usage stream
@@ -24,12 +25,12 @@ var _ UsageStreamReport = (*riglimits.Watcher)(nil)
 func (s *Server) usageStreamPage(c echo.Context) error {
 	p := templates.UsageStreamPage{Page: s.Page(c, "Usage stream")}
 	if s.usageStream != nil {
-		fillUsageStreamPage(&p, s.usageStream.Report())
+		fillUsageStreamPage(&p, core.Zone(c), s.usageStream.Report())
 	}
 	return s.Render(c, http.StatusOK, templates.UsageStream(p))
 }
 
-func fillUsageStreamPage(p *templates.UsageStreamPage, r riglimits.Report) {
+func fillUsageStreamPage(p *templates.UsageStreamPage, loc *time.Location, r riglimits.Report) {
 	p.Watched = true
 	pending := "no limit"
 	if r.MaxPendingPerRig > 0 {
@@ -47,7 +48,7 @@ func fillUsageStreamPage(p *templates.UsageStreamPage, r riglimits.Report) {
 	p.Limits = fmt.Sprintf("Each rig may have %s usage events waiting to be metered, and publish %s.", pending, rate)
 	p.Checked = "never"
 	if !r.CheckedAt.IsZero() {
-		p.Checked = r.CheckedAt.UTC().Format(time.DateTime) + " UTC"
+		p.Checked = core.MomentIn(loc, r.CheckedAt, core.ToSecond)
 	}
 	p.Error = r.Error
 	p.Pending = fmt.Sprintf("%d events waiting to be metered, of %d rigs", r.PendingEvents, r.RigsPending)
@@ -56,7 +57,7 @@ func fillUsageStreamPage(p *templates.UsageStreamPage, r riglimits.Report) {
 			Pending: strconv.FormatUint(rig.Pending, 10), AtLimit: rig.AtPendingLimit,
 			Rate: strconv.FormatFloat(rig.Rate, 'f', 1, 64), OverRate: rig.OverRate}
 		if rig.ShutOutUntil != nil {
-			row.ShutOutUntil = rig.ShutOutUntil.UTC().Format(time.DateTime) + " UTC"
+			row.ShutOutUntil = core.MomentIn(loc, *rig.ShutOutUntil, core.ToSecond)
 		}
 		p.Rigs = append(p.Rigs, row)
 	}
