@@ -719,7 +719,7 @@ func StripeEvents(p StripeEventsPage) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			} else {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 55, "<div class=\"table-wrap\"><table><thead><tr><th>Event</th><th>Type</th><th class=\"num\">Deliveries</th><th>Outcome</th><th>First received (UTC)</th><th>Last received (UTC)</th></tr></thead> <tbody>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 55, "<div class=\"table-wrap\"><table><thead><tr><th>Event</th><th>Type</th><th class=\"num\">Deliveries</th><th>Outcome</th><th>First received</th><th>Last received</th></tr></thead> <tbody>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
@@ -958,7 +958,7 @@ func Rejections(p RejectionsPage) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			if len(p.Rigs) > 0 {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 74, "<h2>Per rig</h2><div class=\"table-wrap\"><table><thead><tr><th>Provider</th><th>Offering</th><th>Reason</th><th>Refused</th><th>Kept whole</th><th>Last (UTC)</th></tr></thead> <tbody>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 74, "<h2>Per rig</h2><div class=\"table-wrap\"><table><thead><tr><th>Provider</th><th>Offering</th><th>Reason</th><th>Refused</th><th>Kept whole</th><th>Last</th></tr></thead> <tbody>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
@@ -1080,7 +1080,7 @@ func Rejections(p RejectionsPage) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			} else {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 87, "<div class=\"table-wrap\"><table><thead><tr><th>Received (UTC)</th><th>Stream seq</th><th>Subject</th><th>Event</th><th>Reason</th><th>Detail</th><th>Raw event</th></tr></thead> <tbody>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 87, "<div class=\"table-wrap\"><table><thead><tr><th>Received</th><th>Stream seq</th><th>Subject</th><th>Event</th><th>Reason</th><th>Detail</th><th>Raw event</th></tr></thead> <tbody>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}

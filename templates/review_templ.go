@@ -1559,7 +1559,7 @@ func FinanceDocument(p FinanceDocumentPage) templ.Component {
 					return templ_7745c5c3_Err
 				}
 				if len(p.Entries) > 0 {
-					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 146, "<table data-testid=\"doc-entries\"><thead><tr><th>When (UTC)</th><th>Kind</th><th>Memo</th><th class=\"num\">Amount</th></tr></thead> <tbody>")
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 146, "<table data-testid=\"doc-entries\"><thead><tr><th>When</th><th>Kind</th><th>Memo</th><th class=\"num\">Amount</th></tr></thead> <tbody>")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}

@@ -45,4 +45,3 @@ func (s *Server) profileSubmit(c echo.Context) error {
 	}
 	return c.Redirect(http.StatusSeeOther, "/settings/profile?flash=saved")
 }
-

@@ -1,12 +1,12 @@
 package account
 
 import (
-	"time"
 	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 

@@ -53,7 +53,7 @@ func (s *Server) renderBatches(c echo.Context, status int, form templates.Form) 
 		p.Endpoints = append(p.Endpoints, templates.Option{Value: e, Label: e})
 	}
 	for _, b := range page.Data {
-		row := batchRow(b)
+		row := batchRow(core.Zone(c), b)
 		if row.Cancellable || b.Status == batch.StatusFinalizing || b.Status == batch.StatusCancelling {
 			p.Refresh = 5 // follow a batch under way without a script
 		}
@@ -73,9 +73,9 @@ func usdPrecise(usd string) string {
 	return money.FormatPrecisePico(p)
 }
 
-func batchRow(b batch.Batch) templates.BatchRow {
+func batchRow(loc *time.Location, b batch.Batch) templates.BatchRow {
 	r := templates.BatchRow{ID: b.ID, Status: strings.ReplaceAll(b.Status, "_", " "), Endpoint: b.Endpoint,
-		Created: time.Unix(b.CreatedAt, 0).UTC().Format(time.DateTime), Total: b.RequestCounts.Total,
+		Created: core.MomentIn(loc, time.Unix(b.CreatedAt, 0), core.ToSecond), Total: b.RequestCounts.Total,
 		Completed: b.RequestCounts.Completed, Failed: b.RequestCounts.Failed, Cost: usdPrecise(b.GPUMarket.CostUSD),
 		Estimate: usdPrecise(b.GPUMarket.EstimateUSD), InputID: b.InputFileID,
 		Cancellable: b.Status == batch.StatusValidating || b.Status == batch.StatusInProgress}
