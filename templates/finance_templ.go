@@ -454,7 +454,7 @@ func Prices(p PricesPage) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 36, "</label> <button type=\"submit\" data-testid=\"price-submit\">Schedule</button></form></section><section><h2>History</h2><div class=\"table-wrap\"><table><thead><tr><th>Tier</th><th>Model</th><th class=\"num\">Input</th><th class=\"num\">Cached input</th><th class=\"num\">Output</th><th>Effective from (UTC)</th><th>Status</th><th>Scheduled by</th><th>Scheduled at (UTC)</th></tr></thead> <tbody>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 36, "</label> <button type=\"submit\" data-testid=\"price-submit\">Schedule</button></form></section><section><h2>History</h2><div class=\"table-wrap\"><table><thead><tr><th>Tier</th><th>Model</th><th class=\"num\">Input</th><th class=\"num\">Cached input</th><th class=\"num\">Output</th><th>Effective from</th><th>Status</th><th>Scheduled by</th><th>Scheduled at</th></tr></thead> <tbody>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
