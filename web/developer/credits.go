@@ -133,7 +133,7 @@ func (s *Server) purchaseReturnPage(c echo.Context) error {
 			return err
 		}
 		view.Balance = money.FormatBigCents(bal.Pico)
-	} else if p.Status != credits.PurchaseFailed {
+	} else if p.Status != credits.PurchaseFailed && p.Status != credits.PurchaseExpired {
 		c.Response().Header().Set("Refresh", "2")
 	}
 	return s.Render(c, http.StatusOK, templates.PurchaseReturn(view))
