@@ -82,6 +82,7 @@ type TierSection struct {
 	// ModelPrices are the models with a price of their own in the tier, in force now, by name.
 	ModelPrices []ModelPrice
 	Offerings   []OfferingRow
+	Count       string // "1 offering", "3 offerings"
 }
 
 // ModelPrice is a model's own price in a tier, per million input and output tokens.

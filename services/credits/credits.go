@@ -61,7 +61,7 @@ type Purchase struct {
 	// sessions were given an expiry.
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 	CreatedAt time.Time  `json:"created_at"`
-	UpdatedAt       time.Time      `json:"updated_at"`
+	UpdatedAt time.Time  `json:"updated_at"`
 }
 
 // CheckoutRequest is what the platform asks its payment provider for.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/riglimits"
 	"github.com/gpumarket/gpumarket/templates"
 	"github.com/gpumarket/gpumarket/web/internal/core"
@@ -51,7 +52,8 @@ func fillUsageStreamPage(p *templates.UsageStreamPage, loc *time.Location, r rig
 		p.Checked = core.MomentIn(loc, r.CheckedAt, core.ToSecond)
 	}
 	p.Error = r.Error
-	p.Pending = fmt.Sprintf("%d events waiting to be metered, of %d rigs", r.PendingEvents, r.RigsPending)
+	p.Pending = money.Counted(int64(r.PendingEvents), "event", "events") + " waiting to be metered, of " +
+		money.Counted(int64(r.RigsPending), "rig", "rigs")
 	for _, rig := range r.Rigs {
 		row := templates.StreamRigRow{ProviderID: rig.ProviderID, OfferingID: rig.OfferingID,
 			Pending: strconv.FormatUint(rig.Pending, 10), AtLimit: rig.AtPendingLimit,

@@ -74,7 +74,7 @@ func invoiceReview(page templates.Page, loc *time.Location, inv invoicing.Invoic
 		dl := templates.DocumentDetailLine{No: strconv.Itoa(l.No), Kind: strings.ReplaceAll(string(l.Kind), "_", " "),
 			Description: l.Description, Exact: l.Charge.String(), Amount: l.Amount.String()}
 		if l.Kind == invoicing.LineUsage || l.Kind == invoicing.LineLateUsage {
-			dl.Requests, dl.Uncharged = core.Count(l.Requests), core.Count(l.UnchargedRequests)
+			dl.Requests, dl.Uncharged = core.Count(l.Requests), unchargedText(l.UnchargedRequests)
 			dl.InputTokens, dl.OutputTokens = core.Count(l.InputTokens), core.Count(l.OutputTokens)
 			dl.InputPrice, dl.OutputPrice = "—", "—"
 			if l.InputPrice != nil {
@@ -129,7 +129,7 @@ func statementReview(page templates.Page, loc *time.Location, st invoicing.State
 		dl := templates.DocumentDetailLine{No: strconv.Itoa(l.No), Kind: strings.ReplaceAll(string(l.Kind), "_", " "),
 			Description: l.Description, Exact: l.Earned.String(), Amount: l.Amount.String()}
 		if l.Kind == invoicing.LineUsage || l.Kind == invoicing.LineLateUsage {
-			dl.Requests, dl.Uncharged = core.Count(l.Requests), core.Count(l.UnchargedRequests)
+			dl.Requests, dl.Uncharged = core.Count(l.Requests), unchargedText(l.UnchargedRequests)
 			dl.InputTokens, dl.OutputTokens = core.Count(l.InputTokens), core.Count(l.OutputTokens)
 			dl.InputPrice, dl.OutputPrice = l.AskInput.String(), l.AskOutput.String()
 		}
@@ -233,4 +233,12 @@ func footedFacts(opening, closing money.BigPico, labels []templates.Fact, moves 
 		out = append(out, templates.Fact{Label: invoicing.RoundingDescription, Value: r.String()})
 	}
 	return append(out, templates.Fact{Label: "Closing", Value: c.String()})
+}
+
+// unchargedText says how many of a line's requests produced nothing and were not charged; "" for none.
+func unchargedText(n int64) string {
+	if n == 0 {
+		return ""
+	}
+	return money.Counted(n, "request", "requests") + " not charged"
 }

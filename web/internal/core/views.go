@@ -29,7 +29,7 @@ func OfferingRow(o catalog.Offering) templates.OfferingRow {
 		if t := o.ReportedTokensPerSec; t != nil {
 			r.Reported += ", " + strconv.FormatFloat(*t, 'f', 0, 64) + " tokens/s"
 		}
-		r.Reported += " over " + strconv.FormatInt(o.ReportedRequests, 10) + " requests"
+		r.Reported += " over " + money.Counted(o.ReportedRequests, "request", "requests")
 	}
 	if t := o.TokensPerSec(); t != nil {
 		r.TokensPerSec = strconv.FormatFloat(*t, 'f', 0, 64)
