@@ -158,10 +158,38 @@ func (s *Server) deleteWebhookSubmit(c echo.Context) error {
 		return err
 	}
 	account, _, _ := caller(c)
-	if err := wh.DeleteEndpoint(c.Request().Context(), account, c.Param("id")); err != nil {
+	e, err := ownEndpoint(c, wh, account, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	conf := core.Confirmation{ConfirmPage: templates.ConfirmPage{Title: "Delete the endpoint " + e.URL,
+		Consequences: []string{
+			"Deleting the endpoint " + e.URL + " cannot be undone: no event is sent to it again, and its deliveries and their log are deleted with it.",
+			"To stop events for a while instead, disable it: it keeps its signing secret and its log.",
+		},
+		Button: "Delete the endpoint", Action: "/settings/webhooks/" + e.ID + "/delete", Back: "/settings/webhooks", Danger: true},
+		Binds: []string{"delete webhook endpoint", e.ID}}
+	if !core.Confirmed(c, conf) {
+		return s.AskToConfirm(c, "Delete a webhook endpoint", conf)
+	}
+	if err := wh.DeleteEndpoint(c.Request().Context(), account, e.ID); err != nil {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, "/settings/webhooks?flash=webhook-deleted")
+}
+
+// ownEndpoint is one of the account's endpoints; another account's, or none, is not found.
+func ownEndpoint(c echo.Context, wh *webhooks.Service, account, id string) (webhooks.Endpoint, error) {
+	list, err := wh.Endpoints(c.Request().Context(), account)
+	if err != nil {
+		return webhooks.Endpoint{}, err
+	}
+	for _, e := range list {
+		if e.ID == id {
+			return e, nil
+		}
+	}
+	return webhooks.Endpoint{}, services.Errorf(services.CodeNotFound, "No such webhook endpoint.")
 }
 
 func (s *Server) testWebhookSubmit(c echo.Context) error {

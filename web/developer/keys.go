@@ -238,7 +238,7 @@ func (s *Server) revokeKeySubmit(c echo.Context) error {
 			"Batches created with it stop: their lines not yet run fail with \"The batch's API key was revoked.\" and are not run.",
 			"What it has already spent stays on your usage and invoices. Create a new key first if something still needs one.",
 		},
-		Button: "Revoke " + k.Name, Action: "/keys/" + k.ID + "/revoke", Back: "/keys"},
+		Button: "Revoke " + k.Name, Action: "/keys/" + k.ID + "/revoke", Back: "/keys", Danger: true},
 		Binds: []string{"revoke key", k.ID}}
 	if !core.Confirmed(c, conf) {
 		return s.AskToConfirm(c, "Revoke a key", conf)
