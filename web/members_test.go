@@ -317,7 +317,11 @@ func TestARemovedMemberIsRefusedAtOnceAndTheirKeysStop(t *testing.T) {
 	if doc.Find(`[data-testid="remove-keys"]`).Length() != 1 {
 		t.Fatal("the remove page does not say the member has keys")
 	}
+	// The removal page is its confirmation: a POST without its fields removes no one.
 	res := postForm(t, owner, e.srv.URL+"/account/members/"+leaverUser.ID+"/remove", url.Values{"_csrf": {csrf}})
+	wantStatus(t, res, http.StatusOK)
+	wantStatus(t, getStatus(t, leaver, e.srv.URL+"/keys"), http.StatusOK)
+	res = postForm(t, owner, e.srv.URL+"/account/members/"+leaverUser.ID+"/remove", hiddenFields(doc, testID("remove-form")))
 	wantStatus(t, res, http.StatusSeeOther)
 
 	// Their next request, by page or by API, is refused; so is their key at the gateway.
@@ -340,7 +344,9 @@ func TestARemovedMemberIsRefusedAtOnceAndTheirKeysStop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res = postForm(t, owner, e.srv.URL+"/account/members/"+stayerUser.ID+"/remove", url.Values{"_csrf": {csrf}, "keys_transfer": {dev.ID}})
+	form := hiddenFields(getPage(t, owner, e.srv.URL+"/account/members/"+stayerUser.ID+"/remove"), testID("remove-form"))
+	form.Set("keys_transfer", dev.ID)
+	res = postForm(t, owner, e.srv.URL+"/account/members/"+stayerUser.ID+"/remove", form)
 	wantStatus(t, res, http.StatusSeeOther)
 	wantStatus(t, e.call(t, stayerToken, http.MethodGet, "/api/keys", nil, nil), http.StatusUnauthorized)
 	res, _ = get(t, e.srv.URL+"/v1/models", map[string]string{"Authorization": "Bearer " + stayerKey})
