@@ -297,7 +297,7 @@ func TestDestructiveActionsAreConfirmed(t *testing.T) {
 		wantStatus(t, e.call(t, token, http.MethodPost, "/api/webhooks", map[string]any{"url": "http://127.0.0.1:9/confirm"}, &created), http.StatusCreated)
 		b, csrf := loginBrowser(t, e, "developer@example.com")
 		page := getPage(t, b, e.srv.URL+"/settings/webhooks")
-		if page.Find(testID("endpoint-delete") + ".danger").Length() != 1 {
+		if page.Find(testID("endpoint-delete")+".danger").Length() != 1 {
 			t.Error("the delete button is not drawn as a destructive action")
 		}
 		deleteURL := e.srv.URL + "/settings/webhooks/" + created.Endpoint.ID + "/delete"

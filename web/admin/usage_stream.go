@@ -8,6 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/riglimits"
 	"github.com/gpumarket/gpumarket/templates"
@@ -26,9 +27,37 @@ var _ UsageStreamReport = (*riglimits.Watcher)(nil)
 func (s *Server) usageStreamPage(c echo.Context) error {
 	p := templates.UsageStreamPage{Page: s.Page(c, "Usage stream")}
 	if s.usageStream != nil {
-		fillUsageStreamPage(&p, core.Zone(c), s.usageStream.Report())
+		r := s.usageStream.Report()
+		fillUsageStreamPage(&p, core.Zone(c), r)
+		if err := s.nameStreamRigs(c, p.Rigs); err != nil {
+			return err
+		}
 	}
 	return s.Render(c, http.StatusOK, templates.UsageStream(p))
+}
+
+// nameStreamRigs names each rig's provider and offering in place of their ids.
+func (s *Server) nameStreamRigs(c echo.Context, rows []templates.StreamRigRow) error {
+	var providers, offerings []string
+	for _, r := range rows {
+		// The stream's subjects carry what a rig published; only well-formed ids are looked up.
+		if services.CanonicalUUID(r.ProviderID) {
+			providers = append(providers, r.ProviderID)
+		}
+		offerings = append(offerings, r.OfferingID)
+	}
+	names, err := s.Accounts.AccountNames(c.Request().Context(), providers)
+	if err != nil {
+		return err
+	}
+	labels, err := s.offeringLabels(c, offerings)
+	if err != nil {
+		return err
+	}
+	for i := range rows {
+		rows[i].Provider, rows[i].Offering = names[rows[i].ProviderID], labels[rows[i].OfferingID]
+	}
+	return nil
 }
 
 func fillUsageStreamPage(p *templates.UsageStreamPage, loc *time.Location, r riglimits.Report) {

@@ -22,9 +22,19 @@ func (s *Server) rejectionsPage(c echo.Context) error {
 	for _, rc := range report.ByReason {
 		p.Counts = append(p.Counts, templates.Option{Value: rc.Reason, Label: strconv.FormatInt(rc.Count, 10)})
 	}
+	ids := make([]string, 0, len(report.ByRig))
+	for _, g := range report.ByRig {
+		ids = append(ids, g.OfferingID)
+	}
+	labels := map[string]string{}
+	if s.catalog != nil {
+		if labels, err = s.catalog.LabelsByID(c.Request().Context(), ids); err != nil {
+			return err
+		}
+	}
 	for _, g := range report.ByRig {
 		p.Rigs = append(p.Rigs, templates.RigRejectionRow{Provider: g.ProviderName, ProviderID: g.ProviderID,
-			OfferingID: g.OfferingID, Reason: g.Reason, Count: strconv.FormatInt(g.Count, 10),
+			OfferingID: g.OfferingID, Offering: labels[g.OfferingID], Reason: g.Reason, Count: strconv.FormatInt(g.Count, 10),
 			Samples: strconv.FormatInt(g.Samples, 10), Last: core.MomentSeconds(c, g.LastAt)})
 	}
 	for _, ev := range report.Samples {
