@@ -334,8 +334,8 @@ type BatchStatusCount struct {
 
 // BatchOfferingRow is an offering serving batch lines now.
 type BatchOfferingRow struct {
-	OfferingID, Provider, Model, Tier, Capacity string
-	InFlight                                    int
+	OfferingID, Offering, Provider, Model, Tier, Capacity string
+	InFlight                                              int
 }
 
 // DiscrepanciesPage lists requests whose usage as the gateway saw it differs from what was
