@@ -230,7 +230,7 @@ func Close(p ClosePage) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			} else {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 21, "<div class=\"table-wrap\"><table data-testid=\"closes\"><thead><tr><th>Month</th><th>Status</th><th>Started by</th><th>Started (UTC)</th><th>Finished (UTC)</th><th class=\"num\">Runs</th><th>Customers</th><th>Providers</th><th class=\"num\">Invoices</th><th class=\"num\">Statements</th><th class=\"num\">Issued, kept</th></tr></thead> <tbody>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 21, "<div class=\"table-wrap\"><table data-testid=\"closes\"><thead><tr><th>Month</th><th>Status</th><th>Started by</th><th>Started</th><th>Finished</th><th class=\"num\">Runs</th><th>Customers</th><th>Providers</th><th class=\"num\">Invoices</th><th class=\"num\">Statements</th><th class=\"num\">Issued, kept</th></tr></thead> <tbody>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}

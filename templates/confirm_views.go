@@ -12,8 +12,10 @@ type ConfirmPage struct {
 	Items                   []ConfirmItem
 	PartyLabel, AmountLabel string
 	Total                   string
-	// Button is the confirm button's text; "" offers no button (nothing can be done).
+	// Button is the confirm button's text; "" offers no button (nothing can be done). Danger
+	// marks an action that destroys or cannot be undone: its button is drawn as such.
 	Button string
+	Danger bool
 	Action string
 	// Hidden are the fields the action was posted with, posted again.
 	Hidden []HiddenField

@@ -71,6 +71,8 @@ type RejectionsPage struct {
 // RigRejectionRow is how many events one rig had refused for one reason.
 type RigRejectionRow struct {
 	Provider, ProviderID, OfferingID, Reason, Count, Samples, Last string
+	// Offering names the offering (catalog.Label), "" for one the catalog does not have.
+	Offering string
 }
 
 // RejectionRow is one refused usage event.

@@ -171,7 +171,7 @@ func Flags(p FlagsPage) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			} else {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 17, "<div class=\"table-wrap\"><table data-testid=\"flags\"><thead><tr><th>Request</th><th>Finished (UTC)</th><th>Customer</th><th>Provider</th><th>Model</th><th class=\"num\">Rig reported (in / out)</th><th class=\"num\">Billed (in / out)</th><th class=\"num\">Response (in / out)</th><th class=\"num\">Excess (in / out)</th><th class=\"num\">Charged</th><th class=\"num\">Earnings held</th><th>Resolution</th></tr></thead> <tbody>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 17, "<div class=\"table-wrap\"><table data-testid=\"flags\"><thead><tr><th>Request</th><th>Finished</th><th>Customer</th><th>Provider</th><th>Model</th><th class=\"num\">Rig reported (in / out)</th><th class=\"num\">Billed (in / out)</th><th class=\"num\">Response (in / out)</th><th class=\"num\">Excess (in / out)</th><th class=\"num\">Charged</th><th class=\"num\">Earnings held</th><th>Resolution</th></tr></thead> <tbody>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}

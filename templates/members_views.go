@@ -42,9 +42,12 @@ type RemoveMemberPage struct {
 	Page
 	Member MemberRow
 	// LiveKeys is how many live API keys the member created; Others the members who could take them.
-	LiveKeys int
-	Others   []Option
-	Form     Form
+	LiveKeys     int
+	LiveKeysText string // "1 live API key", "2 live API keys"
+	Others       []Option
+	Form         Form
+	// Confirm are the fields that make the form this removal's confirmation.
+	Confirm []HiddenField
 }
 
 // InvitationPage is an invitation as its link opens it: to accept with the login's password, or by

@@ -62,6 +62,8 @@ func (f FlagView) Text() string {
 // ApprovalResult is the outcome of approving one document: its number, or why not.
 type ApprovalResult struct {
 	ID, URL, Number, Problem string
+	// Name is the document as a person knows it: its party and period.
+	Name string
 }
 
 // FinanceDocumentPage is one invoice or statement as finance reviews it: its lines, totals,
@@ -145,6 +147,7 @@ type AuditRow struct {
 	ID                  string
 	At, Actor, Action   string
 	Subject, SubjectURL string
+	SubjectID           string // a named subject's id, kept in a copyable detail; "" when Subject shows the id
 	Summary             string
 	Before, After       string // JSON, "" for none
 }

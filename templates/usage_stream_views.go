@@ -14,9 +14,11 @@ type UsageStreamPage struct {
 // StreamRigRow is a rig at its limit, over its rate or shut out.
 type StreamRigRow struct {
 	ProviderID, OfferingID string
-	Pending                string
-	AtLimit                bool
-	Rate                   string // events per second
-	OverRate               bool
-	ShutOutUntil           string // "" when not shut out
+	// Provider and Offering name them; "" when the platform has no such account or offering.
+	Provider, Offering string
+	Pending            string
+	AtLimit            bool
+	Rate               string // events per second
+	OverRate           bool
+	ShutOutUntil       string // "" when not shut out
 }

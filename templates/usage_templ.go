@@ -579,7 +579,7 @@ func Usage(p UsagePage) templ.Component {
 						return templ_7745c5c3_Err
 					}
 				} else {
-					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 58, "<div class=\"table-wrap\"><table data-testid=\"requests\"><thead><tr><th>Time (UTC)</th><th>Request</th><th>Model</th><th>Tier</th><th>GPU</th><th>Provider</th><th class=\"num\">Tokens in</th><th class=\"num\" title=\"Of the tokens in, those the engine served from its prompt cache, at the cached input price\">Cached in</th><th class=\"num\">Tokens out</th><th class=\"num\">First token</th><th class=\"num\">Duration</th><th>Status</th><th class=\"num\">Cost</th></tr></thead> <tbody>")
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 58, "<div class=\"table-wrap\"><table data-testid=\"requests\"><thead><tr><th>Time</th><th>Request</th><th>Model</th><th>Tier</th><th>GPU</th><th>Provider</th><th class=\"num\">Tokens in</th><th class=\"num\" title=\"Of the tokens in, those the engine served from its prompt cache, at the cached input price\">Cached in</th><th class=\"num\">Tokens out</th><th class=\"num\">First token</th><th class=\"num\">Duration</th><th>Status</th><th class=\"num\">Cost</th></tr></thead> <tbody>")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}

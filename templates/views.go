@@ -83,6 +83,7 @@ type TierSection struct {
 	// ModelPrices are the models with a price of their own in the tier, in force now, by name.
 	ModelPrices []ModelPrice
 	Offerings   []OfferingRow
+	Count       string // "1 offering", "3 offerings"
 }
 
 // ModelPrice is a model's own price in a tier, per million input and output tokens.
@@ -197,6 +198,8 @@ type UsersPage struct {
 // UserRow is a user on the admin page.
 type UserRow struct {
 	ID, Email, Role, AccountID, Created string
+	// Account is the name of the user's own account.
+	Account string
 }
 
 // HomePage is the landing page.
@@ -311,7 +314,7 @@ type RigReportsPage struct {
 
 // RigReportRow is one flagged rig.
 type RigReportRow struct {
-	OfferingID, Provider, Model, Hardware, Tier, Measured, Reported, Why string
+	OfferingID, Offering, Provider, Model, Hardware, Tier, Measured, Reported, Why string
 }
 
 // BatchQueuePage is the batch queue for admins.
@@ -334,8 +337,8 @@ type BatchStatusCount struct {
 
 // BatchOfferingRow is an offering serving batch lines now.
 type BatchOfferingRow struct {
-	OfferingID, Provider, Model, Tier, Capacity string
-	InFlight                                    int
+	OfferingID, Offering, Provider, Model, Tier, Capacity string
+	InFlight                                              int
 }
 
 // DiscrepanciesPage lists requests whose usage as the gateway saw it differs from what was
@@ -349,4 +352,16 @@ type DiscrepanciesPage struct {
 // reported, what was billed (Metered), and the excess the rig reported beyond the bill.
 type DiscrepancyRow struct {
 	Flagged, RequestID, OfferingID, Tier, Model, Seen, Reported, Metered, Excess, Flag, Reason string
+	// Offering names the offering (catalog.Label); OfferingID stays in a copyable detail.
+	Offering string
+}
+
+// ProfilePage is the signed-in user's own settings.
+type ProfilePage struct {
+	Page
+	Form  Form
+	Email string
+	// Zones are suggested beside the time zone field; Now is the present moment in the zone saved.
+	Zones []string
+	Now   string
 }

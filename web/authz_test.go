@@ -276,7 +276,11 @@ var authzTable = map[string]route{
 	"GET /reports":             {want: statuses{303, 200, 403, 403, 403}, login: true, members: customerMembers(200, 200, 200, 200)},
 	"GET /reports/savings.csv": {want: statuses{303, 200, 403, 403, 403}, login: true, members: customerMembers(200, 200, 200, 200)},
 	"GET /reports/carbon.csv":  {want: statuses{303, 200, 403, 403, 403}, login: true, members: customerMembers(200, 200, 200, 200)},
-	"GET /settings/billing":    {want: statuses{303, 200, 200, 403, 403}, login: true, members: bothMembers(200, 403, 200, 403)},
+	// A login's own settings: its time zone, whatever its role or membership.
+	"GET /settings/profile": {want: statuses{303, 200, 200, 200, 200}, login: true, members: bothMembers(200, 200, 200, 200)},
+	"POST /settings/profile": {body: url.Values{"time_zone": {"UTC"}},
+		want: statuses{303, 303, 303, 303, 303}, noCSRF: csrfRefused, login: true, members: bothMembers(303, 303, 303, 303)},
+	"GET /settings/billing": {want: statuses{303, 200, 200, 403, 403}, login: true, members: bothMembers(200, 403, 200, 403)},
 	"POST /settings/billing": {body: billingForm(),
 		want: statuses{303, 303, 303, 403, 403}, noCSRF: csrfRefused, login: true, members: bothMembers(303, 403, 303, 403)},
 	// Webhooks: each account's own; owners and admins manage them, every member sees them.

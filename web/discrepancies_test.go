@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/credits"
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/ledger"
@@ -74,5 +75,24 @@ func TestAdminSeesTheMetersFlagsWithTheExcess(t *testing.T) {
 	if row.Length() != 1 || strings.TrimSpace(row.Find(`[data-testid="excess"]`).Text()) != "9999950 / 9999999" ||
 		!strings.Contains(row.Text(), "no_gateway_record") || !strings.Contains(row.Text(), "10000000 / 10000000") {
 		t.Errorf("the page's row %q", row.Text())
+	}
+	// The offering is named by its hardware, model and region; its id is in the JSON and in a
+	// copyable detail, not in the row's text.
+	var gpu, model, region string
+	var count int
+	if err := e.pool.QueryRow(ctx, `SELECT gpu, gpu_count, model, region FROM offerings WHERE id = $1`, offering).
+		Scan(&gpu, &count, &model, &region); err != nil {
+		t.Fatal(err)
+	}
+	cell := row.Find(testID("discrepancy-offering")).Clone()
+	if id := cell.Find(testID("id")).Text(); id != offering || d.OfferingID != offering {
+		t.Errorf("the offering's id %q on the page, %q in the JSON; want %s", id, d.OfferingID, offering)
+	}
+	cell.Find("details").Remove()
+	if got, want := text(cell), catalog.Label(gpu, count, model, region); got != want || !strings.Contains(got, catalog.RegionName(region)) {
+		t.Errorf("the offering is written %q, want %q", got, want)
+	}
+	if strings.Contains(visibleText(doc), offering) {
+		t.Error("the page's visible text shows the offering's id")
 	}
 }

@@ -324,8 +324,8 @@ func TestKeysPageFlow(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := getPage(t, b, keysURL).Find(`[data-key="` + key.ID + `"] [data-testid="key-last-used"]`).Text()
-		if got != "2026-03-04 05:06" {
-			t.Errorf("last used %q, want 2026-03-04 05:06", got)
+		if got != "2026-03-04 05:06 UTC" {
+			t.Errorf("last used %q, want 2026-03-04 05:06 UTC", got)
 		}
 	})
 

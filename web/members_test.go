@@ -307,6 +307,7 @@ func TestARemovedMemberIsRefusedAtOnceAndTheirKeysStop(t *testing.T) {
 		return out.Key
 	}
 	leaverKey := newKey(leaverToken)
+	newKey(leaverToken)
 	stayerToken := e.token(t, "stayer@example.com", demo.Password)
 	stayerKey := newKey(stayerToken)
 	wantStatus(t, getStatus(t, leaver, e.srv.URL+"/keys"), http.StatusOK)
@@ -314,10 +315,14 @@ func TestARemovedMemberIsRefusedAtOnceAndTheirKeysStop(t *testing.T) {
 	// The leaver is removed, their keys revoked.
 	leaverUser, _ := e.accounts.UserByEmail(ctx, "leaver@example.com")
 	doc := getPage(t, owner, e.srv.URL+"/account/members/"+leaverUser.ID+"/remove")
-	if doc.Find(`[data-testid="remove-keys"]`).Length() != 1 {
-		t.Fatal("the remove page does not say the member has keys")
+	if got := text(doc.Find(`[data-testid="remove-keys"]`)); !strings.Contains(got, "They created 2 live API keys here") {
+		t.Fatalf("the remove page says %q, want the member's 2 live API keys", got)
 	}
+	// The removal page is its confirmation: a POST without its fields removes no one.
 	res := postForm(t, owner, e.srv.URL+"/account/members/"+leaverUser.ID+"/remove", url.Values{"_csrf": {csrf}})
+	wantStatus(t, res, http.StatusOK)
+	wantStatus(t, getStatus(t, leaver, e.srv.URL+"/keys"), http.StatusOK)
+	res = postForm(t, owner, e.srv.URL+"/account/members/"+leaverUser.ID+"/remove", hiddenFields(doc, testID("remove-form")))
 	wantStatus(t, res, http.StatusSeeOther)
 
 	// Their next request, by page or by API, is refused; so is their key at the gateway.
@@ -340,7 +345,13 @@ func TestARemovedMemberIsRefusedAtOnceAndTheirKeysStop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res = postForm(t, owner, e.srv.URL+"/account/members/"+stayerUser.ID+"/remove", url.Values{"_csrf": {csrf}, "keys_transfer": {dev.ID}})
+	stayerPage := getPage(t, owner, e.srv.URL+"/account/members/"+stayerUser.ID+"/remove")
+	if got := text(stayerPage.Find(`[data-testid="remove-keys"]`)); !strings.Contains(got, "They created 1 live API key here") {
+		t.Errorf("the remove page says %q, want the member's 1 live API key", got)
+	}
+	form := hiddenFields(stayerPage, testID("remove-form"))
+	form.Set("keys_transfer", dev.ID)
+	res = postForm(t, owner, e.srv.URL+"/account/members/"+stayerUser.ID+"/remove", form)
 	wantStatus(t, res, http.StatusSeeOther)
 	wantStatus(t, e.call(t, stayerToken, http.MethodGet, "/api/keys", nil, nil), http.StatusUnauthorized)
 	res, _ = get(t, e.srv.URL+"/v1/models", map[string]string{"Authorization": "Bearer " + stayerKey})

@@ -157,7 +157,7 @@ func TestKeyChangesReachEveryGatewayWithinASecond(t *testing.T) {
 			t.Fatalf("the second gateway with the member's key: %d %s", st, body)
 		}
 		owner := newPageClient(t, a.URL(), "keys@changes.example.com")
-		if code, loc := owner.post("/account/members/"+member.User.ID+"/remove", url.Values{}); code != http.StatusSeeOther ||
+		if code, loc := owner.confirmed("/account/members/"+member.User.ID+"/remove", url.Values{}); code != http.StatusSeeOther ||
 			!strings.Contains(loc, "member-removed") {
 			t.Fatalf("removing the member: %d to %q", code, loc)
 		}

@@ -58,6 +58,9 @@ type User struct {
 	// EmailVerifiedAt is when the user proved Email by following the link e-mailed to it; nil
 	// until then (docs/email.md).
 	EmailVerifiedAt *time.Time `json:"email_verified_at"`
+	// TimeZone is the IANA zone the pages write the user's moments in: "UTC" until the user
+	// chooses another (docs/page-text.md).
+	TimeZone string `json:"time_zone"`
 }
 
 // Service is the accounts domain on PostgreSQL.
@@ -341,10 +344,10 @@ func (s *Service) GrantRole(ctx context.Context, by User, userID string, role Ro
 }
 
 // userColumns are the columns of users a User holds, in userTargets' order.
-const userColumns = `id, account_id, email, role, created_at, email_verified_at`
+const userColumns = `id, account_id, email, role, created_at, email_verified_at, time_zone`
 
 func userTargets(u *User) []any {
-	return []any{&u.ID, &u.AccountID, &u.Email, &u.Role, &u.CreatedAt, &u.EmailVerifiedAt}
+	return []any{&u.ID, &u.AccountID, &u.Email, &u.Role, &u.CreatedAt, &u.EmailVerifiedAt, &u.TimeZone}
 }
 
 // passwordProblem says what is wrong with a new password, or "".

@@ -61,3 +61,9 @@ func textByID(ctx context.Context, q Querier, sql string, ids []string) (map[str
 	}
 	return out, nil
 }
+
+// AccountNames is NamesByID through the service's own pool, for a page that lists accounts'
+// rows it read from this package.
+func (s *Service) AccountNames(ctx context.Context, ids []string) (map[string]string, error) {
+	return NamesByID(ctx, s.pool, ids)
+}

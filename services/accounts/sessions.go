@@ -131,12 +131,12 @@ func (s *Service) Authenticate(ctx context.Context, token string) (sess Session,
 	var m Membership
 	var expires time.Time
 	err = s.pool.QueryRow(ctx, `
-		SELECT u.id, u.email, u.role, u.created_at, u.email_verified_at, s.expires_at, a.id, a.name, a.kind, m.role
+		SELECT u.id, u.email, u.role, u.created_at, u.email_verified_at, u.time_zone, s.expires_at, a.id, a.name, a.kind, m.role
 		FROM sessions s JOIN users u ON u.id = s.user_id
 		JOIN memberships m ON m.account_id = s.account_id AND m.user_id = s.user_id
 		JOIN accounts a ON a.id = s.account_id
 		WHERE s.id = $1 AND s.user_id = $2 AND s.revoked_at IS NULL AND s.expires_at > $3`,
-		sessionID, userID, now).Scan(&u.ID, &u.Email, &u.Role, &u.CreatedAt, &u.EmailVerifiedAt, &expires,
+		sessionID, userID, now).Scan(&u.ID, &u.Email, &u.Role, &u.CreatedAt, &u.EmailVerifiedAt, &u.TimeZone, &expires,
 		&m.Account.ID, &m.Account.Name, &m.Account.Kind, &m.Role)
 	if errors.Is(err, pgx.ErrNoRows) || isInvalidText(err) {
 		return Session{}, errNoSession

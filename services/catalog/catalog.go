@@ -26,7 +26,6 @@ package catalog
 
 import (
 	"context"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -127,7 +126,7 @@ func (o Offering) TokensPerSec() *float64 {
 // FiguresBasis says where the shown figures come from, in the catalog's words.
 func (o Offering) FiguresBasis() string {
 	if o.Measured() {
-		return "measured over " + strconv.FormatInt(o.MeasuredRequests, 10) + " requests"
+		return "measured over " + money.Counted(o.MeasuredRequests, "request", "requests")
 	}
 	return "claimed"
 }

@@ -22,3 +22,7 @@ func GPUBySKU(sku string) (GPU, bool) { return hardware.GPUBySKU(sku) }
 
 // RegionByCode finds a region.
 func RegionByCode(code string) (Region, bool) { return hardware.RegionByCode(code) }
+
+// RegionName is how pages and documents write a region: its name, or the code when no listed
+// region has it.
+func RegionName(code string) string { return hardware.RegionName(code) }

@@ -41,7 +41,13 @@ const (
 	PurchaseAwaitingPayment PurchaseStatus = "awaiting_payment" // checkout completed, payment not yet settled
 	PurchasePaid            PurchaseStatus = "paid"             // credited
 	PurchaseFailed          PurchaseStatus = "failed"           // the payment failed; nothing credited
+	PurchaseExpired         PurchaseStatus = "expired"          // the checkout was not paid by its expiry; nothing credited
 )
+
+// CheckoutExpiry is how long a Checkout Session may be paid for: Stripe expires it then and
+// sends checkout.session.expired. A pending purchase past its expiry reads as expired before
+// that event arrives (docs/failure-cases.md, case 35). Stripe allows from 30 minutes to 24 hours.
+const CheckoutExpiry = 24 * time.Hour
 
 // Purchase is a purchase of prepaid credits.
 type Purchase struct {
@@ -51,8 +57,11 @@ type Purchase struct {
 	Status          PurchaseStatus `json:"status"`
 	StripeSessionID string         `json:"stripe_session_id,omitempty"`
 	RefundedCents   int64          `json:"refunded_cents"`
-	CreatedAt       time.Time      `json:"created_at"`
-	UpdatedAt       time.Time      `json:"updated_at"`
+	// ExpiresAt is when its Checkout Session expires unpaid; nil for a purchase started before
+	// sessions were given an expiry.
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+	UpdatedAt time.Time  `json:"updated_at"`
 }
 
 // CheckoutRequest is what the platform asks its payment provider for.
@@ -62,6 +71,8 @@ type CheckoutRequest struct {
 	AmountCents int64
 	SuccessURL  string
 	CancelURL   string
+	// ExpiresAt is when the session expires unpaid.
+	ExpiresAt time.Time
 }
 
 // CheckoutSession is the payment provider's answer: where to send the buyer.
@@ -152,8 +163,8 @@ func (c *Credits) Start(ctx context.Context, in StartInput) (_ Purchase, _ Check
 		}
 		var open int
 		if err := tx.QueryRow(ctx, `SELECT count(*) FROM credit_purchases
-			WHERE account_id = $1 AND status = 'pending' AND created_at > $2`,
-			in.AccountID, now.Add(-OpenCheckoutWindow)).Scan(&open); err != nil {
+			WHERE account_id = $1 AND status = 'pending' AND created_at > $2 AND (expires_at IS NULL OR expires_at > $3)`,
+			in.AccountID, now.Add(-OpenCheckoutWindow), now).Scan(&open); err != nil {
 			return err
 		}
 		if open >= MaxOpenCheckouts {
@@ -162,15 +173,15 @@ func (c *Credits) Start(ctx context.Context, in StartInput) (_ Purchase, _ Check
 				open)
 		}
 		_, err := tx.Exec(ctx, `
-			INSERT INTO credit_purchases (id, account_id, created_by, amount_cents, status, created_at, updated_at)
-			VALUES ($1, $2, $3, $4, 'pending', $5, $5)`, id, in.AccountID, in.UserID, in.AmountCents, now)
+			INSERT INTO credit_purchases (id, account_id, created_by, amount_cents, status, expires_at, created_at, updated_at)
+			VALUES ($1, $2, $3, $4, 'pending', $5, $6, $6)`, id, in.AccountID, in.UserID, in.AmountCents, now.Add(CheckoutExpiry), now)
 		return err
 	}); err != nil {
 		return Purchase{}, CheckoutSession{}, err
 	}
 	sess, err := c.checkout.CreateSession(ctx, CheckoutRequest{
 		PurchaseID: id, AccountID: in.AccountID, AmountCents: in.AmountCents,
-		SuccessURL: in.ReturnURL + "?purchase=" + id, CancelURL: in.CancelURL,
+		SuccessURL: in.ReturnURL + "?purchase=" + id, CancelURL: in.CancelURL, ExpiresAt: now.Add(CheckoutExpiry),
 	})
 	if err != nil {
 		_, _ = c.pool.Exec(ctx, `UPDATE credit_purchases SET status = 'failed', problem = $2, updated_at = $3 WHERE id = $1`,
@@ -186,12 +197,21 @@ func (c *Credits) Start(ctx context.Context, in StartInput) (_ Purchase, _ Check
 	return p, sess, err
 }
 
-const purchaseColumns = `id, account_id, amount_cents, status, coalesce(stripe_session_id, ''), refunded_cents, created_at, updated_at`
+const purchaseColumns = `id, account_id, amount_cents, status, coalesce(stripe_session_id, ''), refunded_cents, expires_at,
+	created_at, updated_at`
 
-func scanPurchase(r pgx.CollectableRow) (Purchase, error) {
-	var p Purchase
-	err := r.Scan(&p.ID, &p.AccountID, &p.AmountCents, &p.Status, &p.StripeSessionID, &p.RefundedCents, &p.CreatedAt, &p.UpdatedAt)
-	return p, err
+// scanPurchase reads a purchase as it stands at now: a pending one past its expiry is expired,
+// whether or not Stripe's checkout.session.expired has arrived yet.
+func scanPurchase(now time.Time) pgx.RowToFunc[Purchase] {
+	return func(r pgx.CollectableRow) (Purchase, error) {
+		var p Purchase
+		err := r.Scan(&p.ID, &p.AccountID, &p.AmountCents, &p.Status, &p.StripeSessionID, &p.RefundedCents, &p.ExpiresAt,
+			&p.CreatedAt, &p.UpdatedAt)
+		if p.Status == PurchasePending && p.ExpiresAt != nil && !now.Before(*p.ExpiresAt) {
+			p.Status = PurchaseExpired
+		}
+		return p, err
+	}
 }
 
 // Purchase returns one of the account's purchases; another account's is not found.
@@ -204,7 +224,7 @@ func (c *Credits) Purchase(ctx context.Context, accountID, id string) (_ Purchas
 	if err != nil {
 		return Purchase{}, err
 	}
-	p, err := pgx.CollectExactlyOneRow(rows, scanPurchase)
+	p, err := pgx.CollectExactlyOneRow(rows, scanPurchase(c.now()))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Purchase{}, errPurchaseNotFound
 	}
@@ -224,7 +244,7 @@ func (c *Credits) Purchases(ctx context.Context, accountID string, limit int) (_
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, scanPurchase)
+	return pgx.CollectRows(rows, scanPurchase(c.now()))
 }
 
 // Balance is a customer's prepaid credit.

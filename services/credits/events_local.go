@@ -11,14 +11,18 @@ import (
 
 // CheckoutEvent builds a Stripe event about a purchase's Checkout Session, as Stripe sends it,
 // for the local test-payment page (no real Stripe) and for tests. paymentStatus is "paid" or
-// "unpaid".
+// "unpaid"; a checkout.session.expired event's session is expired.
 func CheckoutEvent(eventID, eventType string, p Purchase, paymentStatus, paymentIntent string, at time.Time) []byte {
+	status := "complete"
+	if eventType == "checkout.session.expired" {
+		status = "expired"
+	}
 	ev := map[string]any{
 		"id": eventID, "object": "event", "api_version": stripe.APIVersion, "created": at.Unix(),
 		"type": eventType, "livemode": false, "pending_webhooks": 1,
 		"request": map[string]any{"id": nil, "idempotency_key": nil},
 		"data": map[string]any{"object": map[string]any{
-			"id": p.StripeSessionID, "object": "checkout.session", "mode": "payment", "status": "complete",
+			"id": p.StripeSessionID, "object": "checkout.session", "mode": "payment", "status": status,
 			"client_reference_id": p.AccountID, "amount_total": p.AmountCents, "currency": "usd",
 			"payment_status": paymentStatus, "payment_intent": paymentIntent,
 			"metadata": map[string]string{"purchase_id": p.ID, "account_id": p.AccountID},

@@ -69,6 +69,7 @@ func (s *StripeCheckout) CreateSession(ctx context.Context, req CheckoutRequest)
 			},
 		}},
 		Metadata:          meta,
+		ExpiresAt:         stripe.Int64(req.ExpiresAt.Unix()),
 		PaymentIntentData: &stripe.CheckoutSessionPaymentIntentDataParams{Metadata: meta},
 	}
 	params.Context = ctx

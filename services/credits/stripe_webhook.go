@@ -34,6 +34,8 @@ var ErrBadSignature = errors.New("credits: the Stripe-Signature does not verify"
 //   - The grant is what the platform recorded when the buyer started: the purchase's account
 //     and amount. An event whose session disagrees (another account, another amount) grants
 //     nothing and is kept with the problem for review.
+//   - checkout.session.expired marks a pending purchase expired, once; it grants nothing, and
+//     a purchase already paid or failed stays as it is (docs/failure-cases.md, case 35).
 //   - charge.refunded carries the charge's cumulative amount_refunded; the ledger takes back
 //     the part not yet taken back, keyed by that cumulative amount, so partial refunds add up
 //     and a late or repeated event moves nothing. A balance may go negative.
@@ -181,7 +183,8 @@ type purchaseRef struct {
 func (w *StripeWebhook) subjectOf(ctx context.Context, ev stripe.Event) (subject, error) {
 	var s subject
 	switch ev.Type {
-	case "checkout.session.completed", "checkout.session.async_payment_succeeded", "checkout.session.async_payment_failed":
+	case "checkout.session.completed", "checkout.session.async_payment_succeeded", "checkout.session.async_payment_failed",
+		eventSessionExpired:
 		if err := json.Unmarshal(ev.Data.Raw, &s.session); err != nil {
 			s.unreadable = "unreadable session: " + err.Error()
 			return s, nil
@@ -215,7 +218,8 @@ func (w *StripeWebhook) subjectOf(ctx context.Context, ev stripe.Event) (subject
 
 func (w *StripeWebhook) apply(ctx context.Context, tx pgx.Tx, ev stripe.Event, s subject) (string, error) {
 	switch ev.Type {
-	case "checkout.session.completed", "checkout.session.async_payment_succeeded", "checkout.session.async_payment_failed":
+	case "checkout.session.completed", "checkout.session.async_payment_succeeded", "checkout.session.async_payment_failed",
+		eventSessionExpired:
 		if s.unreadable != "" {
 			return s.unreadable, nil
 		}
@@ -235,6 +239,8 @@ func (w *StripeWebhook) apply(ctx context.Context, tx pgx.Tx, ev stripe.Event, s
 			}
 		}
 		switch {
+		case ev.Type == eventSessionExpired:
+			return w.markExpired(ctx, tx, p)
 		case ev.Type == "checkout.session.async_payment_failed":
 			return w.markFailed(ctx, tx, p)
 		case ev.Type == "checkout.session.completed" && s.session.PaymentStatus != "paid":
@@ -337,6 +343,20 @@ func (w *StripeWebhook) markAwaiting(ctx context.Context, tx pgx.Tx, p lockedPur
 	}
 	_, err := tx.Exec(ctx, `UPDATE credit_purchases SET status = 'awaiting_payment', updated_at = $2 WHERE id = $1`, p.ID, w.credits.now().UTC())
 	return "awaiting payment", err
+}
+
+// eventSessionExpired is Stripe's word that a Checkout Session was not paid by its expiry.
+const eventSessionExpired = "checkout.session.expired"
+
+// markExpired ends a purchase whose session expired unpaid, once: only a pending purchase
+// changes; a repeated event, or one about a purchase that was paid or failed meanwhile, moves
+// nothing.
+func (w *StripeWebhook) markExpired(ctx context.Context, tx pgx.Tx, p lockedPurchase) (string, error) {
+	if p.Status != string(PurchasePending) {
+		return "session expired; purchase already " + p.Status, nil
+	}
+	_, err := tx.Exec(ctx, `UPDATE credit_purchases SET status = 'expired', updated_at = $2 WHERE id = $1`, p.ID, w.credits.now().UTC())
+	return "expired unpaid", err
 }
 
 func (w *StripeWebhook) markFailed(ctx context.Context, tx pgx.Tx, p lockedPurchase) (string, error) {

@@ -709,3 +709,72 @@ func TestWebhookConcurrentDeliveriesCreditOnce(t *testing.T) {
 	}
 	checkInvariants(t, s.pool)
 }
+
+// TestWebhookFieldCase35SessionExpired (docs/failure-cases.md, case 35): Stripe's
+// checkout.session.expired marks a pending purchase expired, once, and credits nothing; a
+// purchase paid before its session's expired event arrived stays paid.
+func TestWebhookFieldCase35SessionExpired(t *testing.T) {
+	t.Parallel()
+	s := setupShop(t, nil)
+	p := s.buy(t, 2000)
+	if p.ExpiresAt == nil || !p.ExpiresAt.Equal(testNow.Add(CheckoutExpiry)) {
+		t.Fatalf("purchase expires at %v, want %v", p.ExpiresAt, testNow.Add(CheckoutExpiry))
+	}
+
+	expired := CheckoutEvent("evt_c35_expired", "checkout.session.expired", p, "unpaid", "", testNow)
+	if got := deliver(t, s.webhook, expired); got != "expired unpaid" {
+		t.Fatalf("session expired: outcome %q", got)
+	}
+	if got := deliver(t, s.webhook, expired); got != "session expired; purchase already expired" {
+		t.Fatalf("session expired again: outcome %q", got)
+	}
+	if row := purchaseRow(t, s.pool, p.ID); row.Status != PurchaseExpired || row.CreditTxn != "" {
+		t.Fatalf("after expiry: %+v", row)
+	}
+	got, err := s.credits.Purchase(context.Background(), s.org, p.ID)
+	if err != nil || got.Status != PurchaseExpired {
+		t.Fatalf("Purchase = %+v, %v; want expired", got, err)
+	}
+	var updated int
+	if err := s.pool.QueryRow(context.Background(), `SELECT count(*) FROM stripe_events WHERE id = 'evt_c35_expired'`).Scan(&updated); err != nil || updated != 1 {
+		t.Fatalf("stored expired events = %d, %v; want 1", updated, err)
+	}
+	s.wantCredit(t, s.org, 0)
+
+	q := s.buy(t, 1000)
+	deliver(t, s.webhook, CheckoutEvent("evt_c35_paid", "checkout.session.completed", q, "paid", "pi_c35", testNow))
+	if got := deliver(t, s.webhook, CheckoutEvent("evt_c35_late", "checkout.session.expired", q, "unpaid", "", testNow)); got != "session expired; purchase already paid" {
+		t.Fatalf("expiry after payment: outcome %q", got)
+	}
+	if row := purchaseRow(t, s.pool, q.ID); row.Status != PurchasePaid {
+		t.Fatalf("purchase = %+v, want paid", row)
+	}
+	s.wantCredit(t, s.org, cents(1000))
+	checkInvariants(t, s.pool)
+}
+
+// TestPendingPurchasePastItsExpiryReadsExpired: before Stripe's expired event arrives, a
+// pending purchase past its expiry reads as expired, and no longer counts as an open checkout.
+func TestPendingPurchasePastItsExpiryReadsExpired(t *testing.T) {
+	t.Parallel()
+	s := setupShop(t, nil)
+	p := s.buy(t, 2000)
+	ctx := context.Background()
+
+	s.clock.Advance(CheckoutExpiry - time.Second)
+	if got, err := s.credits.Purchase(ctx, s.org, p.ID); err != nil || got.Status != PurchasePending {
+		t.Fatalf("a second before expiry: %+v, %v; want pending", got, err)
+	}
+	s.clock.Advance(time.Second)
+	list, err := s.credits.Purchases(ctx, s.org, 10)
+	if err != nil || len(list) != 1 || list[0].Status != PurchaseExpired {
+		t.Fatalf("at expiry: %+v, %v; want one expired", list, err)
+	}
+	// The row itself waits for Stripe's event, which still marks it once.
+	if row := purchaseRow(t, s.pool, p.ID); row.Status != PurchasePending {
+		t.Fatalf("row = %+v, want pending until the event", row)
+	}
+	if got := deliver(t, s.webhook, CheckoutEvent("evt_exp", "checkout.session.expired", p, "unpaid", "", testNow)); got != "expired unpaid" {
+		t.Fatalf("session expired: outcome %q", got)
+	}
+}

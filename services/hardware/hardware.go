@@ -68,3 +68,12 @@ func RegionByCode(code string) (Region, bool) {
 	}
 	return Region{}, false
 }
+
+// RegionName is how pages and documents write a region: its name ("Norway"), or the code as it
+// was given when no listed region has it.
+func RegionName(code string) string {
+	if r, ok := RegionByCode(code); ok {
+		return r.Name
+	}
+	return code
+}

@@ -197,12 +197,7 @@ func buildInvoice(p Period, in *customerInputs, prices map[int64]price) (invoice
 const mismatchNote = "the total differs from the usage rows it sums"
 
 // requestsText is "1 request" or "3 requests".
-func requestsText(n int64) string {
-	if n == 1 {
-		return "1 request"
-	}
-	return grouped(n) + " requests"
-}
+func requestsText(n int64) string { return money.Counted(n, "request", "requests") }
 
 // spikeNote says how a total jumped against last month's.
 func spikeNote(total, previous Cents) string {

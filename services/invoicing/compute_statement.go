@@ -205,7 +205,7 @@ func appendFlag(flags []Flag, f Flag) []Flag {
 	return append(flags, f)
 }
 
-// offeringDescription writes a statement line: "4x NVIDIA GeForce RTX 4090 in eu-west ·
+// offeringDescription writes a statement line: "4x NVIDIA GeForce RTX 4090 in Norway ·
 // model · asks $0.05 input, $0.10 output per million tokens".
 func offeringDescription(l StatementLine, o offering) string {
 	var b strings.Builder
@@ -217,7 +217,7 @@ func offeringDescription(l StatementLine, o offering) string {
 		if g, ok := catalog.GPUBySKU(o.gpu); ok {
 			name = g.Name
 		}
-		fmt.Fprintf(&b, "%dx %s in %s · ", o.gpuCount, name, o.region)
+		fmt.Fprintf(&b, "%dx %s in %s · ", o.gpuCount, name, catalog.RegionName(o.region))
 	}
 	fmt.Fprintf(&b, "%s · asks %s input, %s output per million tokens", l.Model, l.AskInput, l.AskOutput)
 	if l.UnchargedRequests > 0 {

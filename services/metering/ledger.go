@@ -2,7 +2,6 @@ package metering
 
 import (
 	"context"
-	"strconv"
 	"time"
 
 	"github.com/gpumarket/gpumarket/services"
@@ -73,7 +72,7 @@ func (m *Meter) post(ctx context.Context, tx pgx.Tx, stored []*pricedEvent, now 
 		postings = append(postings, ledger.Posting{Account: revenue, Amount: margin})
 		txns = append(txns, ledger.TransactionInput{
 			Kind: ledger.TransactionUsage, OccurredAt: now,
-			Memo:     "Usage: " + strconv.Itoa(s.requests) + " requests",
+			Memo:     "Usage: " + money.Counted(int64(s.requests), "request", "requests"),
 			Postings: postings,
 		})
 	}

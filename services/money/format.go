@@ -86,6 +86,16 @@ func FormatCount(n int64) string {
 	return grouped(d)
 }
 
+// Counted writes a count with the noun that agrees with it, the count grouped by thousands:
+// "1 request", "2 requests", "1,204 requests", "0 requests". Every page and memo that counts
+// things writes them through it (docs/page-text.md, "Counts").
+func Counted(n int64, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return FormatCount(n) + " " + many
+}
+
 // dollars writes a plain decimal of dollars ("-1234.5") for a person: the sign, the dollar
 // sign, the whole dollars grouped by thousands, the decimals as given.
 func dollars(dec string) string {

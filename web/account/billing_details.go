@@ -39,7 +39,7 @@ func (s *Server) renderBillingDetails(c echo.Context, status int, d invoicing.Bi
 	p := templates.BillingDetailsPage{Page: s.Page(c, "Billing details"), Form: form, Set: d.Set,
 		Provider: sess.User.Role == accounts.RoleProvider, Seller: sellerView(s.invoicing.Seller())}
 	if d.Set {
-		p.Updated = d.UpdatedAt.UTC().Format("2006-01-02 15:04")
+		p.Updated = core.Moment(c, d.UpdatedAt)
 	}
 	return s.Render(c, status, templates.BillingDetails(p))
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/templates"
 	"github.com/gpumarket/gpumarket/web/internal/core"
 )
@@ -52,7 +53,7 @@ func (s *Server) renderMembers(c echo.Context, status int, form templates.Form, 
 		}
 		for _, i := range invs {
 			p.Invitations = append(p.Invitations, templates.InvitationRow{ID: i.ID, Email: i.Email, Role: string(i.Role),
-				InvitedBy: i.InvitedBy, Expires: i.ExpiresAt.UTC().Format("2 Jan 2006 15:04 UTC")})
+				InvitedBy: i.InvitedBy, Expires: core.Moment(c, i.ExpiresAt)})
 		}
 	}
 	return s.Render(c, status, templates.Members(p))
@@ -106,7 +107,8 @@ func (s *Server) renderRemoveMember(c echo.Context, status int, form templates.F
 		return err
 	}
 	p := templates.RemoveMemberPage{Page: s.Page(c, "Remove a member"), Form: form,
-		Others: []templates.Option{{Value: "", Label: "Revoke them"}}}
+		Others:  []templates.Option{{Value: "", Label: "Revoke them"}},
+		Confirm: core.ConfirmFields(c, removeMemberBinds(c.Param("id")))}
 	found := false
 	for _, m := range members {
 		if m.UserID == c.Param("id") {
@@ -118,15 +120,26 @@ func (s *Server) renderRemoveMember(c echo.Context, status int, form templates.F
 	if !found {
 		return services.Errorf(services.CodeNotFound, "No such member of this account.")
 	}
-	if p.LiveKeys, err = s.Accounts.LiveKeysCreatedBy(ctx, sess.Account.ID, p.Member.UserID); err != nil {
+	live, err := s.Accounts.LiveKeysCreatedBy(ctx, sess.Account.ID, p.Member.UserID)
+	if err != nil {
 		return err
 	}
+	p.LiveKeys, p.LiveKeysText = live, money.Counted(int64(live), "live API key", "live API keys")
 	return s.Render(c, status, templates.RemoveMember(p))
 }
 
+// removeMemberBinds is what the removal page's confirmation binds: the action and the member.
+func removeMemberBinds(userID string) []string { return []string{"remove member", userID} }
+
+// removeMemberSubmit removes the member once confirmed on the removal page, which is itself
+// the confirmation (it asks what becomes of their keys); any other POST shows that page and
+// removes no one.
 func (s *Server) removeMemberSubmit(c echo.Context) error {
 	sess, _ := core.CurrentSession(c)
 	in := accounts.RemoveMemberInput{UserID: c.Param("id"), KeysTransfer: c.FormValue("keys_transfer")}
+	if !core.Confirmed(c, core.Confirmation{Binds: removeMemberBinds(in.UserID)}) {
+		return s.renderRemoveMember(c, http.StatusOK, templates.Form{Values: map[string]string{"keys_transfer": in.KeysTransfer}})
+	}
 	revoked, err := s.Accounts.RemoveMember(c.Request().Context(), sess, in)
 	if err != nil {
 		return s.FormError(c, err, func(f templates.Form) error {

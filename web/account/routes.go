@@ -1,9 +1,10 @@
 // Package account is what every account holder does with its own account: signing up, logging
 // in and out (the pages and /api/auth), setting a new password and proving its e-mail address by
 // the links e-mailed to it, who it is (/api/me), the billing details a customer's invoices and a
-// provider's statements carry (/settings/billing, /api/settings/billing), its members and
-// invitations (/account/members, /api/account/members, /api/account/invitations,
-// /invitations/), and switching between the accounts a login belongs to (/account/switch).
+// provider's statements carry (/settings/billing, /api/settings/billing), the user's own time zone
+// (/settings/profile), its members and invitations (/account/members, /api/account/members,
+// /api/account/invitations, /invitations/), and switching between the accounts a login belongs to
+// (/account/switch).
 //
 // It imports web/internal/core and the services, never another audience's package nor web.
 package account
@@ -59,6 +60,10 @@ func (s *Server) Routes(e *echo.Echo) {
 	m.POST("/api/auth/login", s.apiLogin)
 	m.POST("/api/auth/logout", s.apiLogout)
 	m.GET("/api/me", s.apiMe)
+
+	// The user's own settings: the time zone the pages write moments in.
+	m.GET("/settings/profile", s.profilePage)
+	m.POST("/settings/profile", s.profileSubmit)
 
 	// Billing details: a customer's for its invoices, a provider's for its statements.
 	m.GET("/settings/billing", s.billingDetailsPage)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -62,15 +63,15 @@ func (s *Server) renderWebhooks(c echo.Context, status int, form templates.Form,
 			Checked: slices.Contains(chosen, t.Name)})
 	}
 	for _, e := range endpoints {
-		p.Endpoints = append(p.Endpoints, endpointRow(e))
+		p.Endpoints = append(p.Endpoints, endpointRow(core.Zone(c), e))
 	}
 	for _, d := range deliveries {
-		p.Deliveries = append(p.Deliveries, deliveryRow(d))
+		p.Deliveries = append(p.Deliveries, deliveryRow(core.Zone(c), d))
 	}
 	return s.Render(c, status, templates.Webhooks(p))
 }
 
-func endpointRow(e webhooks.Endpoint) templates.WebhookEndpointRow {
+func endpointRow(loc *time.Location, e webhooks.Endpoint) templates.WebhookEndpointRow {
 	events := "all events"
 	if len(e.EventTypes) > 0 {
 		events = strings.Join(e.EventTypes, ", ")
@@ -80,12 +81,12 @@ func endpointRow(e webhooks.Endpoint) templates.WebhookEndpointRow {
 		status = "disabled"
 	}
 	return templates.WebhookEndpointRow{ID: e.ID, URL: e.URL, Description: e.Description, Events: events,
-		SecretHint: e.SecretHint, Status: status, Enabled: e.Enabled, Created: e.CreatedAt.UTC().Format("2006-01-02 15:04")}
+		SecretHint: e.SecretHint, Status: status, Enabled: e.Enabled, Created: core.MomentIn(loc, e.CreatedAt, core.ToMinute)}
 }
 
-func deliveryRow(d webhooks.Delivery) templates.WebhookDeliveryRow {
+func deliveryRow(loc *time.Location, d webhooks.Delivery) templates.WebhookDeliveryRow {
 	row := templates.WebhookDeliveryRow{ID: d.ID, EventID: d.EventID, EventType: d.EventType, Endpoint: d.EndpointURL,
-		Status: d.Status, Created: d.CreatedAt.UTC().Format("2006-01-02 15:04:05"), CanReplay: d.Status != webhooks.StatusPending}
+		Status: d.Status, Created: core.MomentIn(loc, d.CreatedAt, core.ToSecond), CanReplay: d.Status != webhooks.StatusPending}
 	if d.LastStatusCode != nil {
 		row.Last = strconv.Itoa(*d.LastStatusCode)
 	} else if d.Status == webhooks.StatusPending && len(d.Attempts) == 0 {
@@ -94,10 +95,10 @@ func deliveryRow(d webhooks.Delivery) templates.WebhookDeliveryRow {
 		row.Last = "no answer"
 	}
 	if d.Status == webhooks.StatusPending && d.NextAttemptAt != nil && d.Tries > 0 {
-		row.Next = "next try " + d.NextAttemptAt.UTC().Format("15:04:05") + " UTC"
+		row.Next = "next try " + core.MomentIn(loc, *d.NextAttemptAt, "15:04:05")
 	}
 	for _, a := range d.Attempts {
-		ar := templates.WebhookAttemptRow{At: a.AttemptedAt.UTC().Format("2006-01-02 15:04:05"), Duration: fmt.Sprintf("%d ms", a.DurationMs),
+		ar := templates.WebhookAttemptRow{At: core.MomentIn(loc, a.AttemptedAt, core.ToSecond), Duration: fmt.Sprintf("%d ms", a.DurationMs),
 			Error: a.Error, Body: a.ResponseBody, Replay: a.Replay, Status: "no answer"}
 		if a.StatusCode != nil {
 			ar.Status = strconv.Itoa(*a.StatusCode)
@@ -157,10 +158,38 @@ func (s *Server) deleteWebhookSubmit(c echo.Context) error {
 		return err
 	}
 	account, _, _ := caller(c)
-	if err := wh.DeleteEndpoint(c.Request().Context(), account, c.Param("id")); err != nil {
+	e, err := ownEndpoint(c, wh, account, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	conf := core.Confirmation{ConfirmPage: templates.ConfirmPage{Title: "Delete the endpoint " + e.URL,
+		Consequences: []string{
+			"Deleting the endpoint " + e.URL + " cannot be undone: no event is sent to it again, and its deliveries and their log are deleted with it.",
+			"To stop events for a while instead, disable it: it keeps its signing secret and its log.",
+		},
+		Button: "Delete the endpoint", Action: "/settings/webhooks/" + e.ID + "/delete", Back: "/settings/webhooks", Danger: true},
+		Binds: []string{"delete webhook endpoint", e.ID}}
+	if !core.Confirmed(c, conf) {
+		return s.AskToConfirm(c, "Delete a webhook endpoint", conf)
+	}
+	if err := wh.DeleteEndpoint(c.Request().Context(), account, e.ID); err != nil {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, "/settings/webhooks?flash=webhook-deleted")
+}
+
+// ownEndpoint is one of the account's endpoints; another account's, or none, is not found.
+func ownEndpoint(c echo.Context, wh *webhooks.Service, account, id string) (webhooks.Endpoint, error) {
+	list, err := wh.Endpoints(c.Request().Context(), account)
+	if err != nil {
+		return webhooks.Endpoint{}, err
+	}
+	for _, e := range list {
+		if e.ID == id {
+			return e, nil
+		}
+	}
+	return webhooks.Endpoint{}, services.Errorf(services.CodeNotFound, "No such webhook endpoint.")
 }
 
 func (s *Server) testWebhookSubmit(c echo.Context) error {

@@ -95,12 +95,20 @@ func (s *Server) batchQueuePage(c echo.Context) error {
 	if q.OldestPendingAgeSeconds != nil {
 		p.Oldest = (time.Duration(*q.OldestPendingAgeSeconds) * time.Second).String()
 	}
+	ids := make([]string, 0, len(q.Offerings))
+	for _, o := range q.Offerings {
+		ids = append(ids, o.OfferingID)
+	}
+	labels, err := s.offeringLabels(c, ids)
+	if err != nil {
+		return err
+	}
 	for _, o := range q.Offerings {
 		capacity := "unknown"
 		if o.Capacity > 0 {
 			capacity = strconv.Itoa(o.Capacity)
 		}
-		p.Offerings = append(p.Offerings, templates.BatchOfferingRow{OfferingID: o.OfferingID, Provider: o.Provider,
+		p.Offerings = append(p.Offerings, templates.BatchOfferingRow{OfferingID: o.OfferingID, Offering: labelOr(labels, o.OfferingID), Provider: o.Provider,
 			Model: o.Model, Tier: o.Tier, InFlight: o.InFlight, Capacity: capacity})
 	}
 	return s.Render(c, http.StatusOK, templates.BatchQueue(p))

@@ -22,7 +22,7 @@ func (s *Server) rigReportsPage(c echo.Context) error {
 	}
 	rows := make([]templates.RigReportRow, 0, len(list))
 	for _, o := range list {
-		rows = append(rows, templates.RigReportRow{OfferingID: o.ID, Provider: o.ProviderName, Model: o.Model,
+		rows = append(rows, templates.RigReportRow{OfferingID: o.ID, Offering: catalog.Label(o.GPU, o.GPUCount, o.Model, o.Region), Provider: o.ProviderName, Model: o.Model,
 			Hardware: fmt.Sprintf("%dx %s", o.GPUCount, o.GPUName), Tier: string(o.Tier),
 			Measured: figuresText(o.MeasuredTTFTP99Ms, o.MeasuredTokensPerSec, o.MeasuredRequests),
 			Reported: figuresText(o.ReportedTTFTP99Ms, o.ReportedTokensPerSec, o.ReportedRequests), Why: o.ReportDivergence()})

@@ -15,10 +15,18 @@ func (s *Server) usersPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	ids := make([]string, 0, len(users))
+	for _, u := range users {
+		ids = append(ids, u.AccountID)
+	}
+	names, err := s.Accounts.AccountNames(c.Request().Context(), ids)
+	if err != nil {
+		return err
+	}
 	rows := make([]templates.UserRow, 0, len(users))
 	for _, u := range users {
 		rows = append(rows, templates.UserRow{ID: u.ID, Email: u.Email, Role: string(u.Role), AccountID: u.AccountID,
-			Created: u.CreatedAt.UTC().Format("2006-01-02")})
+			Account: names[u.AccountID], Created: u.CreatedAt.UTC().Format("2006-01-02")})
 	}
 	return s.Render(c, http.StatusOK, templates.Users(templates.UsersPage{Page: s.Page(c, "Users"), Users: rows, Roles: roleNames()}))
 }

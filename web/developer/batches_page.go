@@ -61,7 +61,7 @@ func (s *Server) renderBatches(c echo.Context, status int, form templates.Form) 
 		if r.Running {
 			p.Refresh = 5 // follow a batch under way without a script
 		}
-		p.Batches = append(p.Batches, batchRow(b, r))
+		p.Batches = append(p.Batches, batchRow(core.Zone(c), b, r))
 	}
 	return s.Render(c, status, templates.Batches(p))
 }
@@ -76,7 +76,7 @@ func (s *Server) batchPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	p := templates.BatchDetailPage{Page: s.Page(c, "Batch "+b.ID), Batch: batchRow(b, r)}
+	p := templates.BatchDetailPage{Page: s.Page(c, "Batch "+b.ID), Batch: batchRow(core.Zone(c), b, r)}
 	if r.Running {
 		p.Refresh = 5 // follow the batch without a script
 	}
@@ -116,9 +116,9 @@ func usdPrecise(usd string) string {
 	return money.FormatPrecisePico(p)
 }
 
-func batchRow(b batch.Batch, r progress.Reading) templates.BatchRow {
+func batchRow(loc *time.Location, b batch.Batch, r progress.Reading) templates.BatchRow {
 	row := templates.BatchRow{ID: b.ID, Status: strings.ReplaceAll(b.Status, "_", " "), Endpoint: b.Endpoint,
-		Created: time.Unix(b.CreatedAt, 0).UTC().Format(time.DateTime), Cost: usdPrecise(b.GPUMarket.CostUSD),
+		Created: core.MomentIn(loc, time.Unix(b.CreatedAt, 0), core.ToSecond), Cost: usdPrecise(b.GPUMarket.CostUSD),
 		Estimate: usdPrecise(b.GPUMarket.EstimateUSD), InputID: b.InputFileID,
 		Cancellable: b.Status == batch.StatusValidating || b.Status == batch.StatusInProgress, Progress: batchProgressView(b, r)}
 	if b.OutputFileID != nil {

@@ -83,10 +83,10 @@ func (s *Server) renderCreditsPage(c echo.Context, status int, forms creditsForm
 		Form: form, TestMode: s.Payments.TestMode()}
 	for _, pu := range purchases {
 		p.Purchases = append(p.Purchases, templates.PurchaseRow{ID: pu.ID, Amount: core.CentsText(pu.AmountCents),
-			Status: purchaseStatusText(pu), Created: pu.CreatedAt.UTC().Format("2006-01-02 15:04")})
+			Status: purchaseStatusText(pu), Created: core.Moment(c, pu.CreatedAt)})
 	}
 	for _, h := range hist.Entries {
-		p.History = append(p.History, templates.HistoryRow{When: h.OccurredAt.UTC().Format("2006-01-02 15:04"),
+		p.History = append(p.History, templates.HistoryRow{When: core.Moment(c, h.OccurredAt),
 			Kind: string(h.Kind), Memo: h.Memo, Amount: signedAmount(h.Amount), Negative: h.Amount.Sign() < 0})
 	}
 	if hist.Next != 0 {
@@ -133,7 +133,7 @@ func (s *Server) purchaseReturnPage(c echo.Context) error {
 			return err
 		}
 		view.Balance = money.FormatBigCents(bal.Pico)
-	} else if p.Status != credits.PurchaseFailed {
+	} else if p.Status != credits.PurchaseFailed && p.Status != credits.PurchaseExpired {
 		c.Response().Header().Set("Refresh", "2")
 	}
 	return s.Render(c, http.StatusOK, templates.PurchaseReturn(view))

@@ -165,7 +165,7 @@ func (s *Server) renderKeys(c echo.Context, status int, form templates.Form, cre
 	}
 	rows := make([]templates.KeyRow, 0, len(keys))
 	for _, u := range usages {
-		rows = append(rows, keyRow(u))
+		rows = append(rows, keyRow(core.Zone(c), u))
 	}
 	return s.Render(c, status, templates.Keys(templates.KeysPage{Page: s.Page(c, "API keys"), Keys: rows, Form: form,
 		Tiers: keyTierOptions(), Prefers: keyPreferOptions(), Periods: keyPeriodOptions(), Created: created, LimitError: limitErr}))
@@ -233,7 +233,7 @@ func (s *Server) revokeKeySubmit(c echo.Context) error {
 			"Batches created with it stop: their lines not yet run fail with \"The batch's API key was revoked.\" and are not run.",
 			"What it has already spent stays on your usage and invoices. Create a new key first if something still needs one.",
 		},
-		Button: "Revoke " + k.Name, Action: "/keys/" + k.ID + "/revoke", Back: "/keys"},
+		Button: "Revoke " + k.Name, Action: "/keys/" + k.ID + "/revoke", Back: "/keys", Danger: true},
 		Binds: []string{"revoke key", k.ID}}
 	if !core.Confirmed(c, conf) {
 		return s.AskToConfirm(c, "Revoke a key", conf)
@@ -281,12 +281,12 @@ func (s *Server) ownKey(c echo.Context, keyID string) (accounts.APIKey, error) {
 	return accounts.APIKey{}, services.Errorf(services.CodeNotFound, "No such key.")
 }
 
-func keyRow(u budgets.KeyUsage) templates.KeyRow {
+func keyRow(loc *time.Location, u budgets.KeyUsage) templates.KeyRow {
 	k := u.Key
 	r := templates.KeyRow{ID: k.ID, Name: k.Name, Prefix: k.Prefix, DefaultTier: "none", Limit: "none",
-		Created: k.CreatedAt.UTC().Format("2006-01-02 15:04"), LastUsed: "never", Status: keyStatus(k), Live: k.RevokedAt == nil,
+		Created: core.MomentIn(loc, k.CreatedAt, core.ToMinute), LastUsed: "never", Status: keyStatus(k), Live: k.RevokedAt == nil,
 		Period: string(k.LimitPeriod), Spent: money.FormatPrecise(u.InPeriod), Remaining: "—",
-		Resets: u.ResetsAt.Format("Mon 2 Jan 15:04 UTC")}
+		Resets: core.MomentIn(loc, u.ResetsAt, "Mon 2 Jan 15:04")}
 	if k.DefaultTier != "" {
 		r.DefaultTier = k.DefaultTier
 	}
@@ -301,7 +301,7 @@ func keyRow(u budgets.KeyUsage) templates.KeyRow {
 		r.Remaining = money.FormatPrecise(*u.Remaining)
 	}
 	if k.LastUsedAt != nil {
-		r.LastUsed = k.LastUsedAt.UTC().Format("2006-01-02 15:04")
+		r.LastUsed = core.MomentIn(loc, *k.LastUsedAt, core.ToMinute)
 	}
 	return r
 }

@@ -45,10 +45,10 @@ func (s *Server) topupView(c echo.Context, form templates.Form) (*templates.Topu
 		v.Card = cardText(*set.Card)
 	}
 	if set.StoppedAt != nil {
-		v.StoppedAt = set.StoppedAt.UTC().Format("2006-01-02 15:04")
+		v.StoppedAt = core.Moment(c, *set.StoppedAt)
 	}
 	if p := set.Pending; p != nil {
-		v.Pending = "A top-up of " + core.CentsText(p.AmountCents) + " started " + p.CreatedAt.UTC().Format("2006-01-02 15:04") +
+		v.Pending = "A top-up of " + core.CentsText(p.AmountCents) + " started " + core.Moment(c, p.CreatedAt) +
 			" is waiting for the payment provider's confirmation. No other top-up is charged until it is settled."
 	}
 	if form.Values == nil {
@@ -70,7 +70,7 @@ func (s *Server) topupView(c echo.Context, form templates.Form) (*templates.Topu
 		case credits.AttemptUnanswered:
 			status = "no answer: " + a.Failure
 		}
-		v.Attempts = append(v.Attempts, templates.TopupAttemptRow{When: a.CreatedAt.UTC().Format("2006-01-02 15:04"),
+		v.Attempts = append(v.Attempts, templates.TopupAttemptRow{When: core.Moment(c, a.CreatedAt),
 			Amount: core.CentsText(a.AmountCents), Status: status})
 	}
 	return v, nil

@@ -62,7 +62,7 @@ func (s *Server) usagePage(c echo.Context) error {
 			ttft, ttftTitle = core.FormatMs(*r.TTFTMillis), "Time to the first streamed token"
 		}
 		p.Requests = append(p.Requests, templates.UsageRequestRow{
-			When: r.OccurredAt.Format("2006-01-02 15:04:05"), RequestID: r.RequestID, Model: r.Model, Tier: string(r.Tier),
+			When: core.MomentSeconds(c, r.OccurredAt), RequestID: r.RequestID, Model: r.Model, Tier: string(r.Tier),
 			Hardware: fmt.Sprintf("%dx %s", r.GPUCount, r.GPUName), Provider: r.Provider, Offering: r.OfferingID,
 			TokensIn: money.FormatCount(r.InputTokens), TokensCached: money.FormatCount(r.CachedInputTokens),
 			TokensOut: money.FormatCount(r.OutputTokens), TTFT: ttft, TTFTTitle: ttftTitle, Duration: core.FormatMs(r.DurationMillis), Cost: money.FormatPrecisePico(r.Cost), Status: string(r.Status),

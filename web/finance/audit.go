@@ -109,7 +109,11 @@ func (s *Server) auditPage(c echo.Context) error {
 			return s.Render(c, core.StatusFor(err), templates.Audit(p))
 		})
 	}
-	p.Rows = auditRows(page.Entries)
+	names, err := s.subjectNames(c, page.Entries)
+	if err != nil {
+		return err
+	}
+	p.Rows = auditRows(core.Zone(c), page.Entries, names)
 	if page.Next > 0 {
 		v := c.QueryParams()
 		older := url.Values{}
@@ -134,14 +138,65 @@ func (s *Server) apiAudit(c echo.Context) error {
 	return c.JSON(http.StatusOK, page)
 }
 
-func auditRows(entries []audit.Entry) []templates.AuditRow {
+// auditRows are the entries as the page lists them: moments in loc, each subject by its name
+// where names has it (kind+" "+id: an invoice's or statement's number and party, an account's
+// name), the id kept in a copyable detail.
+func auditRows(loc *time.Location, entries []audit.Entry, names map[string]string) []templates.AuditRow {
 	out := make([]templates.AuditRow, 0, len(entries))
 	for _, e := range entries {
-		out = append(out, templates.AuditRow{ID: strconv.FormatInt(e.ID, 10), At: e.At.Format(time.DateTime), Actor: e.Actor,
-			Action: strings.ReplaceAll(string(e.Action), "_", " "), Subject: e.SubjectKind + " " + e.SubjectID,
+		subject, named := e.SubjectKind+" "+e.SubjectID, ""
+		if n, ok := names[subject]; ok {
+			subject, named = e.SubjectKind+" "+n, e.SubjectID
+		}
+		out = append(out, templates.AuditRow{ID: strconv.FormatInt(e.ID, 10), At: core.MomentIn(loc, e.At, core.ToSecond), Actor: e.Actor,
+			Action: strings.ReplaceAll(string(e.Action), "_", " "), Subject: subject, SubjectID: named,
 			SubjectURL: subjectURL(e.SubjectKind, e.SubjectID), Summary: e.Summary, Before: string(e.Before), After: string(e.After)})
 	}
 	return out
+}
+
+// subjectNames names the entries' subjects a person knows by name, by kind+" "+id: each
+// invoice and statement by its number and party, each account by its name.
+func (s *Server) subjectNames(c echo.Context, entries []audit.Entry) (map[string]string, error) {
+	ctx := c.Request().Context()
+	out := map[string]string{}
+	var accountIDs []string
+	for _, e := range entries {
+		key := e.SubjectKind + " " + e.SubjectID
+		if _, done := out[key]; done {
+			continue
+		}
+		switch e.SubjectKind {
+		case "invoice":
+			inv, err := s.invoicing.Invoice(ctx, e.SubjectID)
+			if services.ErrorCode(err) == services.CodeNotFound {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			out[key] = inv.DisplayNumber + " (" + inv.AccountName + ", " + inv.Period.Label() + ")"
+		case "statement":
+			st, err := s.invoicing.Statement(ctx, e.SubjectID)
+			if services.ErrorCode(err) == services.CodeNotFound {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			out[key] = st.DisplayNumber + " (" + st.ProviderName + ", " + st.Period.Label() + ")"
+		case "account":
+			accountIDs = append(accountIDs, e.SubjectID)
+		}
+	}
+	names, err := s.Accounts.AccountNames(ctx, accountIDs)
+	if err != nil {
+		return nil, err
+	}
+	for id, n := range names {
+		out["account "+id] = n
+	}
+	return out, nil
 }
 
 // subjectURL is the page of what an entry acted on, "" when it has none.

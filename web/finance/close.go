@@ -103,7 +103,7 @@ func (s *Server) renderClose(c echo.Context, status int, form templates.Form) er
 		if err != nil {
 			return err
 		}
-		view := closeView(pr)
+		view := closeView(core.Zone(c), pr)
 		p.Current, p.Progress = &view, s.closeProgressView(pr)
 		if view.Running {
 			p.Refresh = closeRefresh
@@ -117,22 +117,22 @@ func (s *Server) renderClose(c echo.Context, status int, form templates.Form) er
 		return err
 	}
 	for _, pr := range closes {
-		p.Closes = append(p.Closes, closeView(pr))
+		p.Closes = append(p.Closes, closeView(core.Zone(c), pr))
 	}
 	return s.Render(c, status, templates.Close(p))
 }
 
-func closeView(pr invoicing.CloseProgress) templates.CloseView {
+func closeView(loc *time.Location, pr invoicing.CloseProgress) templates.CloseView {
 	period := pr.Period.String()
 	v := templates.CloseView{Period: period, Status: string(pr.Status), Running: pr.Status == invoicing.CloseRunning,
-		StartedBy: pr.StartedBy, StartedAt: pr.StartedAt.Format(core.MinuteUTC), Runs: pr.Runs,
+		StartedBy: pr.StartedBy, StartedAt: core.MomentIn(loc, pr.StartedAt, core.ToMinute), Runs: pr.Runs,
 		Customers: fmt.Sprintf("%d of %d", pr.CustomersDone, pr.CustomersTotal), Providers: fmt.Sprintf("%d of %d", pr.ProvidersDone, pr.ProvidersTotal),
 		Invoices: pr.Invoices, Statements: pr.Statements, Left: pr.LeftIssued, Problem: pr.Problem,
 		URL:         "/finance/close?period=" + url.QueryEscape(period),
 		InvoicesURL: "/finance/invoices?period=" + url.QueryEscape(period), StatementsURL: "/finance/statements?period=" + url.QueryEscape(period),
 		JournalURL: "/api/finance/journal.csv?period=" + url.QueryEscape(period)}
 	if pr.FinishedAt != nil {
-		v.FinishedAt = pr.FinishedAt.Format(core.MinuteUTC)
+		v.FinishedAt = core.MomentIn(loc, *pr.FinishedAt, core.ToMinute)
 	}
 	return v
 }

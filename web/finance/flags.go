@@ -84,7 +84,7 @@ func (s *Server) renderFlags(c echo.Context, status int, q flagQuery, form templ
 		})
 	}
 	for _, r := range list {
-		row := templates.FlagRow{RequestID: r.RequestID, Occurred: r.OccurredAt.UTC().Format("2006-01-02 15:04"),
+		row := templates.FlagRow{RequestID: r.RequestID, Occurred: core.Moment(c, r.OccurredAt),
 			Period: r.Period.String(), Customer: r.AccountName, Provider: r.ProviderName, Model: r.Model,
 			Reported: flagTokens(r.ReportedInput) + " / " + flagTokens(r.ReportedOutput),
 			Billed:   flagTokens(r.BilledInput) + " / " + flagTokens(r.BilledOutput),
@@ -94,7 +94,7 @@ func (s *Server) renderFlags(c echo.Context, status int, q flagQuery, form templ
 			Earned:     invoicing.RequestDollars(r.Payable),
 			Resolution: strings.ReplaceAll(string(r.Resolution), "_", " "), ResolvedBy: r.ResolvedBy, Note: r.Note}
 		if r.ResolvedAt != nil {
-			row.ResolvedAt = r.ResolvedAt.UTC().Format("2006-01-02 15:04")
+			row.ResolvedAt = core.Moment(c, *r.ResolvedAt)
 		}
 		if r.Resolution == "" {
 			row.Release = "Release " + row.Earned + " to " + r.ProviderName + " on its next statement"

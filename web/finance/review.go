@@ -285,11 +285,39 @@ func withQuery(path string, q queueQuery) string {
 // Approval.
 
 // approvalResults are the outcomes of an approval of many, with links to each document.
-func approvalResults(kind string, res []invoicing.Approved) []templates.ApprovalResult {
+// Each names its document by its party and period ("Acme Ltd's invoice for March 2026"), never
+// by its id alone; names are the documents' as loaded for the confirmation, by id.
+func approvalResults(kind string, res []invoicing.Approved, names map[string]string) []templates.ApprovalResult {
 	out := make([]templates.ApprovalResult, 0, len(res))
 	for _, r := range res {
-		out = append(out, templates.ApprovalResult{ID: r.ID, URL: "/finance/" + kind + "/" + url.PathEscape(r.ID), Number: r.Number,
-			Problem: r.Problem})
+		name, ok := names[r.ID]
+		if !ok {
+			name = "No such " + strings.TrimSuffix(kind, "s")
+		}
+		out = append(out, templates.ApprovalResult{ID: r.ID, URL: "/finance/" + kind + "/" + url.PathEscape(r.ID), Name: name,
+			Number: r.Number, Problem: r.Problem})
+	}
+	return out
+}
+
+// invoiceNames names the invoices by id: their customer and period.
+func invoiceNames(invs []*invoicing.Invoice) map[string]string {
+	out := map[string]string{}
+	for _, inv := range invs {
+		if inv != nil {
+			out[inv.ID] = inv.AccountName + "'s invoice for " + inv.Period.Label()
+		}
+	}
+	return out
+}
+
+// statementNames names the statements by id: their provider and period.
+func statementNames(sts []*invoicing.Statement) map[string]string {
+	out := map[string]string{}
+	for _, st := range sts {
+		if st != nil {
+			out[st.ID] = st.ProviderName + "'s statement for " + st.Period.Label()
+		}
 	}
 	return out
 }
@@ -330,7 +358,7 @@ func (s *Server) approveInvoicesSubmit(c echo.Context) error {
 	if err != nil {
 		return s.renderQueueError(c, err, s.renderInvoiceQueue)
 	}
-	return s.renderInvoiceQueue(c, http.StatusOK, approvalResults("invoices", res))
+	return s.renderInvoiceQueue(c, http.StatusOK, approvalResults("invoices", res, invoiceNames(invs)))
 }
 
 // approveStatementsSubmit approves the selected drafts and pays their payouts once confirmed;
@@ -354,7 +382,7 @@ func (s *Server) approveStatementsSubmit(c echo.Context) error {
 	if err != nil {
 		return s.renderQueueError(c, err, s.renderStatementQueue)
 	}
-	return s.renderStatementQueue(c, http.StatusOK, approvalResults("statements", res))
+	return s.renderStatementQueue(c, http.StatusOK, approvalResults("statements", res, statementNames(sts)))
 }
 
 // idFields carries the selected ids to the confirmation's form.

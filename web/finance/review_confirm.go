@@ -203,7 +203,7 @@ func confirmedInvoices(invs []*invoicing.Invoice, ids []string) []invoicing.Conf
 func voidConfirmation(kind, number, party string, total invoicing.Cents, status invoicing.Status, reason invoicing.VoidReason,
 	action, back string, fields []templates.HiddenField) core.Confirmation {
 	conf := core.Confirmation{ConfirmPage: templates.ConfirmPage{Title: "Void " + kind + " " + number, Action: action, Back: back,
-		Hidden: fields}}
+		Hidden: fields, Danger: true}}
 	conf.Binds = append(core.BindFields("void "+kind, fields), fmt.Sprintf("%s:%d", status, total))
 	conf.Consequences = []string{fmt.Sprintf("Voiding %s %s of %s (%s) cannot be undone: it keeps its number, is marked void, and a regenerated draft replaces it.",
 		kind, number, party, total)}

@@ -32,7 +32,7 @@ func (s *Server) renderInvoiceReview(c echo.Context, status int, form templates.
 	if err != nil {
 		return err
 	}
-	p := invoiceReview(s.Page(c, "Invoice "+inv.DisplayNumber), inv, history, form)
+	p := invoiceReview(s.Page(c, "Invoice "+inv.DisplayNumber), core.Zone(c), inv, history, form)
 	return s.Render(c, status, templates.FinanceDocument(p))
 }
 
@@ -50,7 +50,7 @@ func (s *Server) renderStatementReview(c echo.Context, status int, form template
 	if err != nil {
 		return err
 	}
-	p := statementReview(s.Page(c, "Statement "+st.DisplayNumber), st, history, form)
+	p := statementReview(s.Page(c, "Statement "+st.DisplayNumber), core.Zone(c), st, history, form)
 	p.Actions.ApproveLabel = statementApproveButton(st, s.invoicing.PaysOut()) + "…"
 	return s.Render(c, status, templates.FinanceDocument(p))
 }
@@ -61,7 +61,7 @@ func (s *Server) history(c echo.Context, kind, id string) ([]audit.Entry, error)
 	return page.Entries, err
 }
 
-func invoiceReview(page templates.Page, inv invoicing.Invoice, history []audit.Entry, form templates.Form) templates.FinanceDocumentPage {
+func invoiceReview(page templates.Page, loc *time.Location, inv invoicing.Invoice, history []audit.Entry, form templates.Form) templates.FinanceDocumentPage {
 	base := "/finance/invoices/" + inv.ID
 	p := templates.FinanceDocumentPage{Page: page, Kind: "invoice", Title: "Invoice", ID: inv.ID, Path: base,
 		Number: inv.DisplayNumber, Status: string(inv.Status), Period: inv.Period.Label(), Party: inv.AccountName,
@@ -69,12 +69,12 @@ func invoiceReview(page templates.Page, inv invoicing.Invoice, history []audit.E
 			flagTarget{party: "account", partyID: inv.AccountID, period: inv.Period, review: base}), PriceLabel: "price",
 		Strong: "Total", BalanceTitle: "Prepaid balance", Form: form,
 		DocumentURL: "/invoices/" + inv.ID, PDFURL: "/invoices/" + inv.ID + "/pdf", CSVURL: "/invoices/" + inv.ID + "/csv",
-		History: auditRows(history)}
+		History: auditRows(loc, history, map[string]string{"invoice " + inv.ID: inv.DisplayNumber})}
 	for _, l := range inv.Lines {
 		dl := templates.DocumentDetailLine{No: strconv.Itoa(l.No), Kind: strings.ReplaceAll(string(l.Kind), "_", " "),
 			Description: l.Description, Exact: l.Charge.String(), Amount: l.Amount.String()}
 		if l.Kind == invoicing.LineUsage || l.Kind == invoicing.LineLateUsage {
-			dl.Requests, dl.Uncharged = core.Count(l.Requests), core.Count(l.UnchargedRequests)
+			dl.Requests, dl.Uncharged = core.Count(l.Requests), unchargedText(l.UnchargedRequests)
 			dl.InputTokens, dl.OutputTokens = core.Count(l.InputTokens), core.Count(l.OutputTokens)
 			dl.InputPrice, dl.OutputPrice = "—", "—"
 			if l.InputPrice != nil {
@@ -93,7 +93,7 @@ func invoiceReview(page templates.Page, inv invoicing.Invoice, history []audit.E
 		p.Balance = append(p.Balance, templates.Fact{Label: "Closing", Value: closing.String()})
 	}
 	for _, e := range inv.Entries {
-		p.Entries = append(p.Entries, templates.EntryRow{At: e.OccurredAt.Format(core.MinuteUTC), Kind: e.Kind, Memo: e.Memo,
+		p.Entries = append(p.Entries, templates.EntryRow{At: core.MomentIn(loc, e.OccurredAt, core.ToMinute), Kind: e.Kind, Memo: e.Memo,
 			Amount: money.FormatBigCents(e.Amount)})
 	}
 	p.Parties = []templates.DocumentParty{partyView("Buyer", inv.Buyer, inv.PONumber), partyView("Seller", inv.Seller, "")}
@@ -108,7 +108,7 @@ func invoiceReview(page templates.Page, inv invoicing.Invoice, history []audit.E
 	for _, cn := range inv.CreditNotes {
 		p.Related = append(p.Related, templates.Link{Label: "Credit note " + cn.Number, URL: "/credit-notes/" + cn.ID, TestID: "credit-note-link"})
 	}
-	p.Facts = documentFactsOf(inv.ComputedAt, inv.CreatedAt, inv.IssuedAt, inv.IssuedBy, inv.PaidAt, inv.PaidBy, inv.PaymentReference,
+	p.Facts = documentFactsOf(loc, inv.ComputedAt, inv.CreatedAt, inv.IssuedAt, inv.IssuedBy, inv.PaidAt, inv.PaidBy, inv.PaymentReference,
 		inv.VoidedAt, inv.VoidedBy, inv.VoidReason, inv.VoidNote)
 	p.Actions = templates.DocumentActions{Approve: allows(inv.Actions, invoicing.ActionApprove),
 		MarkPaid: allows(inv.Actions, invoicing.ActionMarkPaid), Void: allows(inv.Actions, invoicing.ActionVoid),
@@ -116,7 +116,7 @@ func invoiceReview(page templates.Page, inv invoicing.Invoice, history []audit.E
 	return p
 }
 
-func statementReview(page templates.Page, st invoicing.Statement, history []audit.Entry, form templates.Form) templates.FinanceDocumentPage {
+func statementReview(page templates.Page, loc *time.Location, st invoicing.Statement, history []audit.Entry, form templates.Form) templates.FinanceDocumentPage {
 	base := "/finance/statements/" + st.ID
 	p := templates.FinanceDocumentPage{Page: page, Kind: "statement", Title: "Provider statement", ID: st.ID, Path: base,
 		Number: st.DisplayNumber, Status: string(st.Status), Period: st.Period.Label(), Party: st.ProviderName,
@@ -124,12 +124,12 @@ func statementReview(page templates.Page, st invoicing.Statement, history []audi
 			flagTarget{party: "provider", partyID: st.ProviderAccountID, period: st.Period, review: base}), PriceLabel: "ask",
 		Strong: "Net", BalanceTitle: "The provider's payable", Form: form,
 		DocumentURL: "/statements/" + st.ID, PDFURL: "/statements/" + st.ID + "/pdf", CSVURL: "/statements/" + st.ID + "/csv",
-		History: auditRows(history)}
+		History: auditRows(loc, history, map[string]string{"statement " + st.ID: st.DisplayNumber})}
 	for _, l := range st.Lines {
 		dl := templates.DocumentDetailLine{No: strconv.Itoa(l.No), Kind: strings.ReplaceAll(string(l.Kind), "_", " "),
 			Description: l.Description, Exact: l.Earned.String(), Amount: l.Amount.String()}
 		if l.Kind == invoicing.LineUsage || l.Kind == invoicing.LineLateUsage {
-			dl.Requests, dl.Uncharged = core.Count(l.Requests), core.Count(l.UnchargedRequests)
+			dl.Requests, dl.Uncharged = core.Count(l.Requests), unchargedText(l.UnchargedRequests)
 			dl.InputTokens, dl.OutputTokens = core.Count(l.InputTokens), core.Count(l.OutputTokens)
 			dl.InputPrice, dl.OutputPrice = l.AskInput.String(), l.AskOutput.String()
 		}
@@ -151,7 +151,7 @@ func statementReview(page templates.Page, st invoicing.Statement, history []audi
 		p.Related = append(p.Related, templates.Link{Label: "Carried over from the previous statement",
 			URL: "/finance/statements/" + st.CarriedFromStatementID, TestID: "carried-from-link"})
 	}
-	p.Facts = documentFactsOf(st.ComputedAt, st.CreatedAt, st.IssuedAt, st.IssuedBy, st.PaidAt, st.PaidBy, st.PaymentReference,
+	p.Facts = documentFactsOf(loc, st.ComputedAt, st.CreatedAt, st.IssuedAt, st.IssuedBy, st.PaidAt, st.PaidBy, st.PaymentReference,
 		st.VoidedAt, st.VoidedBy, st.VoidReason, st.VoidNote)
 	p.Actions = templates.DocumentActions{Approve: allows(st.Actions, invoicing.ActionApprove),
 		MarkPaid: allows(st.Actions, invoicing.ActionMarkPaid), Void: allows(st.Actions, invoicing.ActionVoid),
@@ -188,21 +188,21 @@ func partyView(label string, p invoicing.Party, po string) templates.DocumentPar
 
 // documentFactsOf is a document's record: when its figures were computed, and who issued,
 // paid and voided it, when.
-func documentFactsOf(computed, created time.Time, issuedAt *time.Time, issuedBy string, paidAt *time.Time, paidBy, reference string,
+func documentFactsOf(loc *time.Location, computed, created time.Time, issuedAt *time.Time, issuedBy string, paidAt *time.Time, paidBy, reference string,
 	voidedAt *time.Time, voidedBy string, reason invoicing.VoidReason, note string) []templates.Fact {
-	facts := []templates.Fact{{Label: "Drawn up", Value: created.Format(core.MinuteUTC)}, {Label: "Figures computed", Value: computed.Format(core.MinuteUTC)}}
+	facts := []templates.Fact{{Label: "Drawn up", Value: core.MomentIn(loc, created, core.ToMinute)}, {Label: "Figures computed", Value: core.MomentIn(loc, computed, core.ToMinute)}}
 	if issuedAt != nil {
-		facts = append(facts, templates.Fact{Label: "Issued", Value: issuedAt.Format(core.MinuteUTC) + " by " + issuedBy})
+		facts = append(facts, templates.Fact{Label: "Issued", Value: core.MomentIn(loc, *issuedAt, core.ToMinute) + " by " + issuedBy})
 	}
 	if paidAt != nil {
-		v := paidAt.Format(core.MinuteUTC) + " by " + paidBy
+		v := core.MomentIn(loc, *paidAt, core.ToMinute) + " by " + paidBy
 		if reference != "" {
 			v += ", reference " + reference
 		}
 		facts = append(facts, templates.Fact{Label: "Paid", Value: v})
 	}
 	if voidedAt != nil {
-		v := voidedAt.Format(core.MinuteUTC) + " by " + voidedBy + ": " + reason.Text()
+		v := core.MomentIn(loc, *voidedAt, core.ToMinute) + " by " + voidedBy + ": " + reason.Text()
 		if note != "" {
 			v += " (" + note + ")"
 		}
@@ -233,4 +233,12 @@ func footedFacts(opening, closing money.BigPico, labels []templates.Fact, moves 
 		out = append(out, templates.Fact{Label: invoicing.RoundingDescription, Value: r.String()})
 	}
 	return append(out, templates.Fact{Label: "Closing", Value: c.String()})
+}
+
+// unchargedText says how many of a line's requests produced nothing and were not charged; "" for none.
+func unchargedText(n int64) string {
+	if n == 0 {
+		return ""
+	}
+	return money.Counted(n, "request", "requests") + " not charged"
 }

@@ -31,7 +31,7 @@ func (s *Server) financePayoutsPage(c echo.Context) error {
 	}
 	p := templates.FinancePayoutsPage{Page: s.Page(c, "Payouts"), Status: status, Statuses: payoutStatuses}
 	for _, o := range list {
-		p.Payouts = append(p.Payouts, core.PayoutRow(o))
+		p.Payouts = append(p.Payouts, core.PayoutRow(core.Zone(c), o))
 	}
 	if p.Run, err = s.PayoutRunView(c.Request().Context(), "", "", "/finance/payouts"); err != nil {
 		return err

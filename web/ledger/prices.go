@@ -116,7 +116,7 @@ func (s *Server) renderPrices(c echo.Context, status int, form templates.Form) e
 	}
 	for _, pr := range core.PricesInTierOrder(book, now) {
 		p.Current = append(p.Current, templates.PriceRow{Tier: string(pr.Tier), Model: pr.Model, Input: pr.Input.String(), Output: pr.Output.String(),
-			CachedInput: pr.CachedInput.String(), EffectiveFrom: pr.EffectiveFrom.UTC().Format(core.MinuteUTC)})
+			CachedInput: pr.CachedInput.String(), EffectiveFrom: core.MomentIn(time.UTC, pr.EffectiveFrom, core.ToMinute)})
 	}
 	for _, ch := range history {
 		by := ch.CreatedBy
@@ -124,7 +124,7 @@ func (s *Server) renderPrices(c echo.Context, status int, form templates.Form) e
 			by = "platform default"
 		}
 		p.History = append(p.History, templates.PriceChangeRow{Tier: string(ch.Tier), Model: ch.Model, Input: ch.Input.String(), Output: ch.Output.String(),
-			CachedInput: ch.CachedInput.String(), EffectiveFrom: ch.EffectiveFrom.UTC().Format(core.MinuteUTC), ScheduledBy: by, ScheduledAt: ch.CreatedAt.UTC().Format(core.MinuteUTC),
+			CachedInput: ch.CachedInput.String(), EffectiveFrom: core.MomentIn(time.UTC, ch.EffectiveFrom, core.ToMinute), ScheduledBy: by, ScheduledAt: core.Moment(c, ch.CreatedAt),
 			Status: priceStatus(ch, book, now)})
 	}
 	return s.Render(c, status, templates.Prices(p))

@@ -3,11 +3,11 @@ package ledger
 import (
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpumarket/gpumarket/templates"
+	"github.com/gpumarket/gpumarket/web/internal/core"
 )
 
 // The usage events the meter refused, and why.
@@ -22,14 +22,24 @@ func (s *Server) rejectionsPage(c echo.Context) error {
 	for _, rc := range report.ByReason {
 		p.Counts = append(p.Counts, templates.Option{Value: rc.Reason, Label: strconv.FormatInt(rc.Count, 10)})
 	}
+	ids := make([]string, 0, len(report.ByRig))
+	for _, g := range report.ByRig {
+		ids = append(ids, g.OfferingID)
+	}
+	labels := map[string]string{}
+	if s.catalog != nil {
+		if labels, err = s.catalog.LabelsByID(c.Request().Context(), ids); err != nil {
+			return err
+		}
+	}
 	for _, g := range report.ByRig {
 		p.Rigs = append(p.Rigs, templates.RigRejectionRow{Provider: g.ProviderName, ProviderID: g.ProviderID,
-			OfferingID: g.OfferingID, Reason: g.Reason, Count: strconv.FormatInt(g.Count, 10),
-			Samples: strconv.FormatInt(g.Samples, 10), Last: g.LastAt.UTC().Format(time.DateTime)})
+			OfferingID: g.OfferingID, Offering: labels[g.OfferingID], Reason: g.Reason, Count: strconv.FormatInt(g.Count, 10),
+			Samples: strconv.FormatInt(g.Samples, 10), Last: core.MomentSeconds(c, g.LastAt)})
 	}
 	for _, ev := range report.Samples {
 		p.Events = append(p.Events, templates.RejectionRow{Seq: strconv.FormatInt(ev.StreamSeq, 10),
-			Received: ev.ReceivedAt.UTC().Format(time.DateTime), Subject: ev.Subject, EventID: ev.EventID,
+			Received: core.MomentSeconds(c, ev.ReceivedAt), Subject: ev.Subject, EventID: ev.EventID,
 			Reason: ev.Reason, Detail: ev.Detail, Raw: ev.Raw})
 	}
 	return s.Render(c, http.StatusOK, templates.Rejections(p))

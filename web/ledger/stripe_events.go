@@ -2,11 +2,11 @@ package ledger
 
 import (
 	"net/http"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpumarket/gpumarket/templates"
+	"github.com/gpumarket/gpumarket/web/internal/core"
 )
 
 // The events Stripe sent, as the webhook recorded them.
@@ -22,7 +22,7 @@ func (s *Server) stripeEventsPage(c echo.Context) error {
 	p := templates.StripeEventsPage{Page: s.Page(c, "Stripe events"), Limit: stripeEventsShown}
 	for _, ev := range events {
 		p.Events = append(p.Events, templates.StripeEventRow{ID: ev.ID, Type: ev.Type, Outcome: ev.Outcome, Deliveries: ev.Deliveries,
-			FirstReceived: ev.FirstReceivedAt.UTC().Format(time.DateTime), LastReceived: ev.LastReceivedAt.UTC().Format(time.DateTime)})
+			FirstReceived: core.MomentSeconds(c, ev.FirstReceivedAt), LastReceived: core.MomentSeconds(c, ev.LastReceivedAt)})
 	}
 	return s.Render(c, http.StatusOK, templates.StripeEvents(p))
 }

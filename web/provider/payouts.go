@@ -1,6 +1,8 @@
 package provider
 
 import (
+	"time"
+
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -48,10 +50,10 @@ func (s *Server) renderProviderPayouts(c echo.Context, status int, form template
 	if err != nil {
 		return err
 	}
-	p := templates.ProviderPayoutsPage{Page: s.Page(c, "Payouts"), Account: accountView(a), Form: form,
+	p := templates.ProviderPayoutsPage{Page: s.Page(c, "Payouts"), Account: accountView(core.Zone(c), a), Form: form,
 		TestMode: s.Payments.TestMode()}
 	for _, o := range list {
-		p.Payouts = append(p.Payouts, core.PayoutRow(o))
+		p.Payouts = append(p.Payouts, core.PayoutRow(core.Zone(c), o))
 	}
 	if p.Run, err = s.PayoutRunView(ctx, "", provider, "/provider/payouts"); err != nil {
 		return err
@@ -72,11 +74,11 @@ func (s *Server) payoutRunProgress(c echo.Context) error {
 	return s.RenderProgress(c, v)
 }
 
-func accountView(a payouts.ConnectedAccount) templates.ConnectedAccountView {
+func accountView(loc *time.Location, a payouts.ConnectedAccount) templates.ConnectedAccountView {
 	v := templates.ConnectedAccountView{State: a.State, StripeAccountID: a.StripeAccountID, Email: a.Email, Country: a.Country,
 		LastError: a.LastError}
 	if a.OnboardedAt != nil {
-		v.OnboardedAt = a.OnboardedAt.UTC().Format("2006-01-02 15:04")
+		v.OnboardedAt = core.MomentIn(loc, *a.OnboardedAt, core.ToMinute)
 	}
 	return v
 }

@@ -227,6 +227,23 @@ func (s *Server) rigStatusSubmit(c echo.Context) error {
 	if !ok {
 		return echo.ErrNotFound
 	}
+	if a.status == catalog.StatusDelisted {
+		o, err := s.catalog.Own(c.Request().Context(), core.ProviderAccount(c), c.Param("id"))
+		if err != nil {
+			return err
+		}
+		name := catalog.Label(o.GPU, o.GPUCount, o.Model, o.Region)
+		conf := core.Confirmation{ConfirmPage: templates.ConfirmPage{Title: "Delist " + name,
+			Consequences: []string{
+				"Delisting " + name + " takes it out of the catalog for good: the gateway stops routing to it, and it cannot be resumed.",
+				"What it has already served stays on your statements. To stop traffic for a while instead, pause it.",
+			},
+			Button: "Delist the rig", Action: "/provider/rigs/" + o.ID + "/delist", Back: "/provider/rigs", Danger: true},
+			Binds: []string{"delist rig", o.ID}}
+		if !core.Confirmed(c, conf) {
+			return s.AskToConfirm(c, "Delist a rig", conf)
+		}
+	}
 	if err := s.catalog.SetStatus(c.Request().Context(), core.ProviderAccount(c), c.Param("id"), a.status); err != nil {
 		return err
 	}

@@ -60,7 +60,11 @@ func (s *Server) performancePage(c echo.Context) error {
 		p.Days = "7"
 	}
 	for _, d := range performanceDays {
-		p.DayOptions = append(p.DayOptions, templates.Option{Value: d, Label: "last " + d + " days"})
+		label := "last " + d + " days"
+		if d == "1" {
+			label = "last day"
+		}
+		p.DayOptions = append(p.DayOptions, templates.Option{Value: d, Label: label})
 	}
 	w, list, err := s.performanceOf(c)
 	if err != nil {

@@ -70,6 +70,7 @@ func tierSections(offerings []catalog.Offering, book catalog.PriceBook, now time
 				sec.Offerings = append(sec.Offerings, core.OfferingRow(o))
 			}
 		}
+		sec.Count = money.Counted(int64(len(sec.Offerings)), "offering", "offerings")
 		out = append(out, sec)
 	}
 	return out

@@ -52,6 +52,8 @@ var access = []rule{
 	{prefix: "/api/me"},
 	{prefix: "/account/switch"},
 	{prefix: "/api/account/switch"},
+	// A login's own settings (web/account): its time zone, whatever its role.
+	{prefix: "/settings/profile"},
 	// An account's members, both kinds (web/account): everyone sees them, owners and admins change them.
 	{prefix: "/account/members", kinds: eitherKind, change: managers, view: anyMember},
 	{prefix: "/account/members/:id/remove", kinds: eitherKind, change: managers},

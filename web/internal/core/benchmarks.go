@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/benchmarks"
+	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/templates"
 )
 
@@ -28,8 +29,8 @@ func BenchmarkView(b benchmarks.Benchmark, rawURL string) *templates.ProviderBen
 		at = "at " + strconv.FormatFloat(b.Rate, 'f', -1, 64) + " requests/s"
 	}
 	v := &templates.ProviderBenchmark{
-		Figures: fmt.Sprintf("p50 TTFT %s, %s tokens/s %s over %d requests", FormatMs(b.TTFTP50Ms),
-			strconv.FormatFloat(b.TotalTPS, 'f', 0, 64), at, b.Completed),
+		Figures: fmt.Sprintf("p50 TTFT %s, %s tokens/s %s over %s", FormatMs(b.TTFTP50Ms),
+			strconv.FormatFloat(b.TotalTPS, 'f', 0, 64), at, money.Counted(int64(b.Completed), "request", "requests")),
 		Date: b.StartedAt.UTC().Format("2 Jan 2006"), RawURL: rawURL,
 	}
 	if !b.ThroughGateway {

@@ -72,6 +72,14 @@ func (s *Core) AskToConfirm(c echo.Context, title string, conf Confirmation) err
 	return s.Render(c, status, templates.Confirm(p))
 }
 
+// ConfirmFields are the fields of a form that is itself an action's confirmation, because the
+// page asks a choice as it confirms (removing a member asks what becomes of their keys):
+// confirm=yes and the token that binds the action. Confirmed checks them as it checks the
+// confirmation page's.
+func ConfirmFields(c echo.Context, binds []string) []templates.HiddenField {
+	return []templates.HiddenField{{Name: "confirm", Value: "yes"}, {Name: "confirm_token", Value: confirmToken(c, binds)}}
+}
+
 // HiddenFields carries the named fields of the request to the confirmation's form.
 func HiddenFields(c echo.Context, names ...string) []templates.HiddenField {
 	var out []templates.HiddenField

@@ -4,6 +4,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -75,12 +76,12 @@ func (s *Core) PayoutsService() (*payouts.Service, error) {
 }
 
 // PayoutRow is a payout as the provider's and finance's tables show it.
-func PayoutRow(p payouts.Payout) templates.PayoutRow {
+func PayoutRow(loc *time.Location, p payouts.Payout) templates.PayoutRow {
 	r := templates.PayoutRow{ID: p.ID, Provider: p.ProviderName, Statement: p.StatementNumber, StatementID: p.StatementID,
 		Period: p.Period, Amount: CentsText(p.AmountCents), Status: string(p.Status), Attempts: p.Attempts, Error: p.LastError,
-		Transfer: p.StripeTransferID, Created: p.CreatedAt.UTC().Format("2006-01-02 15:04"), InDoubt: p.InDoubt}
+		Transfer: p.StripeTransferID, Created: MomentIn(loc, p.CreatedAt, ToMinute), InDoubt: p.InDoubt}
 	if p.PaidAt != nil {
-		r.Paid = p.PaidAt.UTC().Format("2006-01-02 15:04")
+		r.Paid = MomentIn(loc, *p.PaidAt, ToMinute)
 	}
 	for _, a := range p.Actions {
 		r.CanRetry = r.CanRetry || a == payouts.ActionRetry

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/reliability"
 	"github.com/gpumarket/gpumarket/templates"
 )
@@ -47,7 +48,7 @@ func ReliabilityCell(r reliability.Record) templates.ReliabilityCell {
 	}
 	if r.UptimePercent != nil {
 		c.Uptime = strconv.FormatFloat(*r.UptimePercent, 'f', 2, 64) + "%"
-		c.UptimeBasis = fmt.Sprintf("over %d requests in the last day", r.Requests)
+		c.UptimeBasis = "over " + money.Counted(int64(r.Requests), "request", "requests") + " in the last day"
 	}
 	if r.RateLimited > 0 {
 		c.UptimeBasis += fmt.Sprintf(", %d rate limited", r.RateLimited)

@@ -29,7 +29,7 @@ func OfferingRow(o catalog.Offering) templates.OfferingRow {
 		if t := o.ReportedTokensPerSec; t != nil {
 			r.Reported += ", " + strconv.FormatFloat(*t, 'f', 0, 64) + " tokens/s"
 		}
-		r.Reported += " over " + strconv.FormatInt(o.ReportedRequests, 10) + " requests"
+		r.Reported += " over " + money.Counted(o.ReportedRequests, "request", "requests")
 	}
 	if t := o.TokensPerSec(); t != nil {
 		r.TokensPerSec = strconv.FormatFloat(*t, 'f', 0, 64)
@@ -59,7 +59,7 @@ func WithRigState(r templates.OfferingRow, o catalog.Offering, now time.Time) te
 	r.RigState, r.RigReason = string(o.RigState), o.RigStateReason(now)
 	r.APIs, r.APIsBrief = o.APIsServed(), o.APIsServedBrief()
 	if o.RigProbeAt != nil && o.RigState != catalog.RigActive {
-		r.RigProbe = "Last probe at " + o.RigProbeAt.UTC().Format("15:04:05 UTC")
+		r.RigProbe = "Last probe at " + MomentIn(time.UTC, *o.RigProbeAt, "15:04:05")
 		if o.RigProbeTTFTMs != nil {
 			r.RigProbe += ": first token in " + FormatMs(*o.RigProbeTTFTMs)
 			if t := o.RigProbeTokensPerSec; t != nil {
@@ -80,12 +80,7 @@ func FormatMs(ms float64) string {
 }
 
 // RegionLabel is a region's name, or its code where the platform knows no such region.
-func RegionLabel(code string) string {
-	if r, ok := catalog.RegionByCode(code); ok {
-		return r.Name
-	}
-	return code
-}
+func RegionLabel(code string) string { return catalog.RegionName(code) }
 
 // GPUOptions are the GPUs a listing may name, as a form's choices.
 func GPUOptions() []templates.Option {
