@@ -46,11 +46,20 @@ test: test-deps stripe-mock verify ## run the whole test suite (starts PostgreSQ
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeValidate$$' -fuzztime 10s -fuzzminimizetime 2s ./services/usage/
 
 .PHONY: test-deps
-test-deps: ## install Chromium for the browser tests when it is missing
+test-deps: ## install Chromium and axe-core (npm ci) for the browser tests when they are missing
 	@if ! command -v chromium >/dev/null && [ -z "$${CHROMIUM_BIN:-}" ]; then \
 		echo "installing Debian's chromium for the browser tests (apt-get)"; \
 		sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
 		$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq chromium >/dev/null; \
+	fi
+	@if [ ! -f web/webtest/axe/node_modules/axe-core/axe.min.js ]; then \
+		if ! command -v npm >/dev/null; then \
+			echo "installing Debian's npm for axe-core (apt-get)"; \
+			sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
+			$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq npm >/dev/null; \
+		fi; \
+		echo "installing axe-core for the accessibility checks (npm ci in web/webtest/axe)"; \
+		npm ci --prefix web/webtest/axe --no-audit --no-fund --silent; \
 	fi
 
 .PHONY: test-short

@@ -1,0 +1,457 @@
+package web_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
+	cdplog "github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/services/demo"
+	"github.com/gpumarket/gpumarket/services/invoicing"
+	"github.com/gpumarket/gpumarket/web/internal/core"
+	"github.com/gpumarket/gpumarket/web/webtest"
+)
+
+// pageCallers are the kinds of user whose every page is checked: a visitor, a customer
+// account's owner, its developer and billing members, a provider, finance and an administrator.
+var pageCallers = []caller{anonymous, developer, customerDeveloper, customerBilling, provider, finance, admin}
+
+// pageWidths are the screens every page must fit: a laptop's and a phone's (docs/pages.md).
+var pageWidths = []struct {
+	name          string
+	width, height int64
+	mobile        bool
+}{{"1366", 1366, 768, false}, {"390", 390, 844, true}}
+
+// pageFixtures are the records the pages with ids in their paths are opened with, each the
+// caller's own where the page is about its own records.
+type pageFixtures struct {
+	offering            string // an offering of the demo provider (Fjord GPU Co-op)
+	key                 string // an API key of the demo developer's account (Acme Labs)
+	member              string // the user id of Acme Labs' developer member
+	ownInvoice          string // Acme Labs' issued invoice of last month
+	ownStatement        string // Fjord's issued statement of last month
+	draftInvoice        string // a draft invoice of last month, for finance to approve
+	draftStatement      string // a draft statement of last month, for finance to approve
+	invoice, creditNote string // another developer's voided invoice and its credit note
+	statement           string // another provider's issued statement
+	// Each caller's session, and the token its cookie carries.
+	sessionOf       map[caller]accounts.Session
+	sessionCookieOf map[caller]string
+}
+
+// pagePaths fills a page route's ids for the caller: the path to open, or "" to leave the page
+// out for that caller. Every page route with an id must have a row: add one with a new page.
+var pagePaths = map[string]func(f *pageFixtures, c caller) string{
+	"/provider/rigs/:id/edit":      func(f *pageFixtures, c caller) string { return "/provider/rigs/" + f.offering + "/edit" },
+	// How a rig connects needs the platform's NATS, which these tests' server has not: rigs_site_test.go opens it.
+	"/provider/rigs/:id/connect": func(*pageFixtures, caller) string { return "" },
+	"/provider/rigs/:id/benchmark": func(f *pageFixtures, c caller) string { return "/provider/rigs/" + f.offering + "/benchmark" },
+	"/keys/:id/revoke":             func(f *pageFixtures, c caller) string { return "/keys/" + f.key + "/revoke" },
+	"/account/members/:id/remove": func(f *pageFixtures, c caller) string {
+		if c != developer {
+			return "" // the member is Acme Labs', and only its owner and admins may remove one
+		}
+		return "/account/members/" + f.member + "/remove"
+	},
+	"/invoices/:id": func(f *pageFixtures, c caller) string {
+		return "/invoices/" + byStaff(c, f.invoice, f.ownInvoice)
+	},
+	"/credit-notes/:id": func(f *pageFixtures, c caller) string {
+		return "/credit-notes/" + byStaff(c, f.creditNote, "") // the demo developer has no credit note
+	},
+	"/statements/:id": func(f *pageFixtures, c caller) string {
+		return "/statements/" + byStaff(c, f.statement, f.ownStatement)
+	},
+	"/finance/invoices/:id":           func(f *pageFixtures, c caller) string { return "/finance/invoices/" + f.ownInvoice },
+	"/finance/invoices/:id/approve":   func(f *pageFixtures, c caller) string { return "/finance/invoices/" + f.draftInvoice + "/approve" },
+	"/finance/invoices/:id/void":      func(f *pageFixtures, c caller) string { return "/finance/invoices/" + f.ownInvoice + "/void?reason=wrong_details" },
+	// The issued invoice here is not one its actions let finance mark paid (409).
+	"/finance/invoices/:id/paid": func(*pageFixtures, caller) string { return "" },
+	"/finance/statements/:id":         func(f *pageFixtures, c caller) string { return "/finance/statements/" + f.ownStatement },
+	"/finance/statements/:id/approve": func(f *pageFixtures, c caller) string { return "/finance/statements/" + f.draftStatement + "/approve" },
+	"/finance/statements/:id/void":    func(f *pageFixtures, c caller) string { return "/finance/statements/" + f.ownStatement + "/void?reason=wrong_details" },
+	"/finance/statements/:id/paid":    func(f *pageFixtures, c caller) string { return "/finance/statements/" + f.ownStatement + "/paid" },
+	// A retry is offered for a failed payout only, and these tests' payouts do not fail.
+	"/finance/payouts/:id/retry": func(*pageFixtures, caller) string { return "" },
+	// The local test payment page serves only GPUMARKET_PAYMENTS=test (checkout_browser_test.go).
+	"/credits/test-pay/:id": func(*pageFixtures, caller) string { return "" },
+	// A batch's file is a download, not a page.
+	"/batches/files/:id": func(*pageFixtures, caller) string { return "" },
+	// What a rig downloads is a file, not a page.
+	"/downloads/:name": func(*pageFixtures, caller) string { return "" },
+}
+
+// byStaff is the staff's record for finance and the administrators, else the caller's own; ""
+// leaves the page out.
+func byStaff(c caller, staff, own string) string {
+	if c == finance || c == admin {
+		return staff
+	}
+	return own
+}
+
+// notPages are the GET routes that serve no page to a person.
+var notPages = regexp.MustCompile(`^/(api|v1|static)/|^/(healthz|readyz|metrics)$|\*|[./](csv|pdf)$`)
+
+// TestEveryPageFitsAndIsAccessible opens every page each kind of user may reach, found from the
+// router and the access table, at a laptop's width and a phone's, and fails a page that scrolls
+// sideways (naming the element that sticks out furthest), that puts a table in a box that scrolls
+// sideways, whose charts' text renders below 11 px, that logs an error to the console or throws,
+// or that axe-core finds a serious or critical accessibility violation on. With
+// GPUMARKET_TEST_ARTEFACTS set, a screenshot of each page at each width is kept there, under pages/.
+func TestEveryPageFitsAndIsAccessible(t *testing.T) {
+	t.Parallel()
+	started := time.Now()
+	axe := webtest.AxeSource(t)
+	a := newAuthzEnv(t, anonymous)
+	f := pageWorld(t, a)
+	t.Logf("fixtures ready in %v", time.Since(started).Round(time.Millisecond))
+
+	// Each caller's pages: the router's GET routes that serve a page, those the access table
+	// lets the caller view, ids filled from the fixtures, and of them those that answer with a
+	// page (a logged-in user's /login sends it home; a document's PDF is a download).
+	var patterns []string
+	for _, r := range a.server.Echo().Routes() {
+		if r.Method == http.MethodGet && !notPages.MatchString(r.Path) && !slices.Contains(patterns, r.Path) {
+			patterns = append(patterns, r.Path)
+		}
+	}
+	slices.Sort(patterns)
+	type pageToCheck struct{ pattern, path string }
+	pages := map[caller][]pageToCheck{}
+	for _, c := range pageCallers {
+		for _, pattern := range patterns {
+			if !core.MayView(f.sessionOf[c], pattern) {
+				continue
+			}
+			path := pattern
+			if strings.Contains(pattern, ":") {
+				fill, ok := pagePaths[pattern]
+				if !ok {
+					t.Errorf("page %s has ids in its path: add to pagePaths how to fill them", pattern)
+					continue
+				}
+				if path = fill(f, c); path == "" || strings.HasSuffix(path, "/") || strings.Contains(path, "//") {
+					continue
+				}
+			}
+			status, html := pageAnswer(t, a.srv.URL+path, f.sessionCookieOf[c])
+			switch {
+			case status >= 500:
+				t.Errorf("GET %s as %s: status %d", path, c, status)
+			case status == http.StatusOK && html:
+				pages[c] = append(pages[c], pageToCheck{pattern, path})
+			case strings.Contains(pattern, ":"):
+				t.Errorf("GET %s as %s: status %d (html %v), want a page: fix its row in pagePaths", path, c, status, html)
+			}
+		}
+		var paths []string
+		for _, p := range pages[c] {
+			paths = append(paths, p.path)
+		}
+		t.Logf("%s: %d pages: %s", c, len(paths), strings.Join(paths, " "))
+	}
+
+	artefacts := os.Getenv("GPUMARKET_TEST_ARTEFACTS")
+	if artefacts != "" {
+		artefacts = filepath.Join(artefacts, "pages")
+		if err := os.MkdirAll(artefacts, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline, cancel := context.WithTimeout(context.Background(), 300*time.Second)
+	defer cancel()
+	tab := webtest.StartChromium(t, deadline)
+	b := &browser{t: t, ctx: tab, base: a.srv.URL}
+	t.Cleanup(func() {
+		if t.Failed() {
+			b.logPage()
+		}
+	})
+	var mu sync.Mutex
+	var problems []string // the console's errors and the uncaught exceptions of the page open now
+	if err := chromedp.Listen(tab, func(ev any) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch ev := ev.(type) {
+		case *runtime.EventConsoleAPICalled:
+			if ev.Type == runtime.ConsoleAPICalledTypeError || ev.Type == runtime.ConsoleAPICalledTypeAssert {
+				var args []string
+				for _, arg := range ev.Args {
+					args = append(args, strings.Trim(string(arg.Value), `"`)+arg.Description)
+				}
+				problems = append(problems, "console."+string(ev.Type)+": "+strings.Join(args, " "))
+			}
+		case *runtime.EventExceptionThrown:
+			d := ev.ExceptionDetails
+			msg := d.Text
+			if d.Exception != nil {
+				msg += " " + d.Exception.Description
+			}
+			problems = append(problems, fmt.Sprintf("uncaught exception at %s:%d: %s", d.URL, d.LineNumber, msg))
+		case *cdplog.EventEntryAdded:
+			if ev.Entry.Level == cdplog.EntryLevelError {
+				problems = append(problems, fmt.Sprintf("%s error: %s %s", ev.Entry.Source, ev.Entry.Text, ev.Entry.URL))
+			}
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// axe-core goes into every page the tab opens, by the test: the pages load no such script.
+	b.do("inject axe-core", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: axe})
+		return err
+	}))
+
+	checked, axeRuns := 0, 0
+	axed := map[string]bool{}
+	var opening, checking, shooting time.Duration
+	for _, c := range pageCallers {
+		b.do("log in as "+c.String(), chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			if _, err := cdp.Call(ctx, tg, network.ClearBrowserCookies, cdp.Empty{}); err != nil || c == anonymous {
+				return err
+			}
+			_, err := cdp.Call(ctx, tg, network.SetCookie, network.SetCookieParams{Name: "gpumarket_session",
+				Value: f.sessionCookieOf[c], URL: a.srv.URL})
+			return err
+		}))
+		for _, w := range pageWidths {
+			b.do(fmt.Sprintf("resize to %d px", w.width), chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+				_, err := cdp.Call(ctx, tg, emulation.SetDeviceMetricsOverride, emulation.SetDeviceMetricsOverrideParams{
+					Width: w.width, Height: w.height, DeviceScaleFactor: 1, Mobile: w.mobile})
+				return err
+			}))
+			for _, pg := range pages[c] {
+				path := pg.path
+				where := fmt.Sprintf("%s at %s px as %s", path, w.name, c)
+				mu.Lock()
+				problems = nil
+				mu.Unlock()
+				t0 := time.Now()
+				st := b.open(path)
+				opening += time.Since(t0)
+				if st != http.StatusOK {
+					t.Errorf("%s: status %d", where, st)
+					continue
+				}
+				checked++
+				t0 = time.Now()
+				// axe-core checks a page once at each width: another role's view of the same page
+				// differs in the header, which axe checks on that role's other pages.
+				axeKey := pg.pattern + " " + w.name
+				runAxe := !axed[axeKey]
+				axed[axeKey] = true
+				report := browserRun(b, "check "+where, chromedp.Evaluate[pageReport](
+					fmt.Sprintf("(%s)(%v)", pageCheckScript, runAxe), chromedp.EvalAwaitPromise))
+				checking += time.Since(t0)
+				if runAxe {
+					axeRuns++
+				}
+				if report.Overflow != "" {
+					t.Errorf("%s: the page scrolls sideways (%d px wide in a %d px window); furthest out: %s",
+						where, report.ScrollWidth, report.InnerWidth, report.Overflow)
+				}
+				for _, s := range report.Scrollers {
+					t.Errorf("%s: a table scrolls sideways in a box: %s", where, s)
+				}
+				for _, s := range report.SmallText {
+					t.Errorf("%s: chart text below 11 px: %s", where, s)
+				}
+				for _, v := range report.Violations {
+					t.Errorf("%s: axe %s", where, v)
+				}
+				mu.Lock()
+				for _, p := range problems {
+					t.Errorf("%s: %s", where, p)
+				}
+				mu.Unlock()
+				if artefacts != "" {
+					t0 = time.Now()
+					png := browserRun(b, "screenshot "+where, chromedp.FullScreenshot(100))
+					name := fmt.Sprintf("%s-%s-%s.png", c, w.name, pageSlug(path))
+					if err := os.WriteFile(filepath.Join(artefacts, name), png, 0o644); err != nil {
+						t.Fatal(err)
+					}
+					shooting += time.Since(t0)
+				}
+			}
+		}
+	}
+	t.Logf("%d page loads checked (axe-core on %d) in %v: %v opening, %v measuring and axe, %v screenshots", checked, axeRuns,
+		time.Since(started).Round(time.Millisecond), opening.Round(time.Millisecond), checking.Round(time.Millisecond),
+		shooting.Round(time.Millisecond))
+}
+
+// pageReport is what pageCheckScript finds on a page.
+type pageReport struct {
+	ScrollWidth int      `json:"scrollWidth"`
+	InnerWidth  int      `json:"innerWidth"`
+	Overflow    string   `json:"overflow"`   // the element furthest out when the page scrolls sideways
+	Scrollers   []string `json:"scrollers"`  // boxes in which a table scrolls sideways
+	SmallText   []string `json:"smallText"`  // chart labels that render below 11 px
+	Violations  []string `json:"violations"` // axe-core's serious and critical violations
+}
+
+// pageCheckScript measures the page open in the tab and, when asked, runs axe-core on it.
+const pageCheckScript = `async (runAxe) => {
+	const name = el => {
+		let s = el.tagName.toLowerCase();
+		if (el.id) s += "#" + el.id;
+		if (el.dataset && el.dataset.testid) s += "[data-testid=" + el.dataset.testid + "]";
+		if (typeof el.className === "string" && el.className.trim()) s += "." + el.className.trim().split(/\s+/).join(".");
+		return s;
+	};
+	const path = el => { const p = []; for (let e = el; e && e !== document.body && p.length < 4; e = e.parentElement) p.unshift(name(e)); return p.join(" > "); };
+	const text = el => (el.innerText || el.textContent || "").trim().replace(/\s+/g, " ").slice(0, 60);
+	const r = {scrollWidth: document.documentElement.scrollWidth, innerWidth: window.innerWidth, overflow: "", scrollers: [], smallText: [], violations: []};
+	if (r.scrollWidth > r.innerWidth) {
+		let worst = null, right = r.innerWidth, width = 0;
+		for (const el of document.body.querySelectorAll("*")) {
+			const b = el.getBoundingClientRect();
+			if (b.width === 0 || b.height === 0) continue;
+			if (b.right > right + 0.5 || (worst && b.right >= right - 0.5 && b.width > width && worst.contains(el))) { worst = el; right = b.right; width = b.width; }
+		}
+		r.overflow = worst ? path(worst) + " (" + Math.round(width) + " px wide, right edge at " + Math.round(right) + " px) «" + text(worst) + "»" : "nothing visible";
+	}
+	for (const el of document.body.querySelectorAll("*")) {
+		const ox = getComputedStyle(el).overflowX;
+		if ((ox === "auto" || ox === "scroll" || ox === "hidden") && el.scrollWidth > el.clientWidth + 1 && el.querySelector("table")) {
+			r.scrollers.push(path(el) + " (" + el.scrollWidth + " px of table in " + el.clientWidth + " px)");
+		}
+	}
+	for (const svg of document.querySelectorAll("svg")) {
+		let least = Infinity, small = 0, example = "";
+		for (const t of svg.querySelectorAll("text")) {
+			const m = t.getScreenCTM();
+			if (!m || !t.getBoundingClientRect().width) continue;
+			const px = parseFloat(getComputedStyle(t).fontSize) * Math.hypot(m.a, m.b);
+			if (px < 10.95) { small++; if (px < least) { least = px; example = text(t); } }
+		}
+		if (small) r.smallText.push(path(svg) + ": " + small + " label(s), the smallest «" + example + "» at " + least.toFixed(1) + " px");
+	}
+	const res = runAxe ? await axe.run(document, {resultTypes: ["violations"]}) : {violations: []};
+	for (const v of res.violations) {
+		if (v.impact !== "serious" && v.impact !== "critical") continue;
+		const nodes = v.nodes.slice(0, 3).map(n => n.target.join(" ") + (n.failureSummary ? " (" + n.failureSummary.replace(/\s+/g, " ").slice(0, 160) + ")" : ""));
+		r.violations.push(v.impact + " " + v.id + ": " + v.help + " on " + v.nodes.length + " element(s): " + nodes.join("; "));
+	}
+	return r;
+}`
+
+// pageAnswer is the status of a GET of the URL with the session cookie, and whether it answers
+// with a page.
+func pageAnswer(t *testing.T, url, session string) (int, bool) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if session != "" {
+		req.AddCookie(&http.Cookie{Name: "gpumarket_session", Value: session})
+	}
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	res, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	return res.StatusCode, strings.HasPrefix(res.Header.Get("Content-Type"), "text/html")
+}
+
+// pageSlug names a page's screenshot after its path.
+func pageSlug(path string) string {
+	s := strings.Trim(regexp.MustCompile(`[^a-zA-Z0-9]+`).ReplaceAllString(path, "-"), "-")
+	if s == "" {
+		return "home"
+	}
+	return s
+}
+
+// pageWorld makes the records the pages are opened with on a's server, whose last month is
+// closed (newAuthzEnv), and logs each caller in: the members join the demo developer's account.
+func pageWorld(t *testing.T, a *authzEnv) *pageFixtures {
+	t.Helper()
+	ctx := context.Background()
+	f := &pageFixtures{invoice: a.invoice, creditNote: a.creditNote, statement: a.statement,
+		sessionOf: map[caller]accounts.Session{}, sessionCookieOf: map[caller]string{}}
+	for _, c := range pageCallers {
+		if c == anonymous {
+			continue
+		}
+		if c.isMember() {
+			a.join(t, c)
+		}
+		sess, err := a.accounts.Login(ctx, accounts.LoginInput{Email: c.email(), Password: demo.Password, ClientIP: "pages-" + c.String()})
+		if err != nil {
+			t.Fatalf("log in as %s: %v", c, err)
+		}
+		f.sessionOf[c], f.sessionCookieOf[c] = sess, sess.Token
+	}
+	f.member = f.sessionOf[customerDeveloper].User.ID
+	dev := f.sessionOf[developer]
+	k, _, err := a.accounts.CreateKey(ctx, dev.User, accounts.NewKeyInput{Name: "the pages' key"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.key = k.ID
+	rigs, err := a.catalog.ListOwn(ctx, f.sessionOf[provider].Account.ID)
+	if err != nil || len(rigs) == 0 {
+		t.Fatalf("the demo provider's rigs: %v, %d", err, len(rigs))
+	}
+	f.offering = rigs[0].ID
+
+	fin := f.sessionOf[finance].User.ID
+	last := invoicing.PeriodOf(time.Now()).Prev()
+	invoices, err := a.invoicing.Invoices(ctx, invoicing.InvoiceFilter{Period: last})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range invoices.Invoices {
+		switch {
+		case s.AccountID == dev.Account.ID && s.Status == invoicing.StatusDraft:
+			f.ownInvoice = s.ID
+		case s.Status == invoicing.StatusDraft && f.draftInvoice == "":
+			f.draftInvoice = s.ID
+		}
+	}
+	statements, err := a.invoicing.Statements(ctx, invoicing.StatementFilter{Period: last})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range statements.Statements {
+		switch {
+		case s.ProviderAccountID == f.sessionOf[provider].Account.ID && s.Status == invoicing.StatusDraft:
+			f.ownStatement = s.ID
+		case s.Status == invoicing.StatusDraft && f.draftStatement == "":
+			f.draftStatement = s.ID
+		}
+	}
+	if f.ownInvoice == "" || f.draftInvoice == "" || f.ownStatement == "" || f.draftStatement == "" {
+		t.Fatalf("last month's drafts: own invoice %q, another %q, own statement %q, another %q",
+			f.ownInvoice, f.draftInvoice, f.ownStatement, f.draftStatement)
+	}
+	if res, err := a.invoicing.ApproveInvoices(ctx, fin, []string{f.ownInvoice}); err != nil || res[0].Err != nil {
+		t.Fatalf("approve Acme's invoice: %v %v", err, res)
+	}
+	if res, err := a.invoicing.ApproveStatements(ctx, fin, []string{f.ownStatement}); err != nil || res[0].Err != nil {
+		t.Fatalf("approve Fjord's statement: %v %v", err, res)
+	}
+	return f
+}
