@@ -8,6 +8,10 @@ type ChartView struct {
 	// paths, circles and text (charts.CheckSVG): it is written into the page as it is. ""
 	// leaves the picture out; the table stays.
 	SVG string
+	// NarrowSVG is the same picture drawn at half the width, which a phone shows in its place so
+	// that the labels keep their size rather than shrink with the picture (docs/pages.md). ""
+	// leaves SVG to every screen.
+	NarrowSVG string
 	// Columns head the table: the labels' column, then one per series.
 	Columns []string
 	Rows    []ChartRow
