@@ -25,3 +25,11 @@ type ChartRow struct {
 	Label  string
 	Values []string
 }
+
+// columnName is the name of the table's column i, "" past the last.
+func (c ChartView) columnName(i int) string {
+	if i < len(c.Columns) {
+		return c.Columns[i]
+	}
+	return ""
+}

@@ -39,6 +39,21 @@ var pageWidths = []struct {
 	mobile        bool
 }{{"1366", 1366, 768, false}, {"390", 390, 844, true}}
 
+// navWanted are links the header must show, or not, to a caller: a member sees the pages of
+// its member role, not those of its account's owner.
+var navWanted = map[caller][]struct {
+	href  string
+	shown bool
+}{
+	anonymous:         {{"/catalog", true}, {"/usage", false}, {"/finance/balances", false}},
+	developer:         {{"/keys", true}, {"/credits", true}, {"/invoices", true}, {"/provider/rigs", false}},
+	customerDeveloper: {{"/keys", true}, {"/usage", true}, {"/credits", false}, {"/invoices", false}},
+	customerBilling:   {{"/keys", false}, {"/batches", false}, {"/credits", true}, {"/invoices", true}, {"/usage", true}},
+	provider:          {{"/provider/rigs", true}, {"/provider/statements", true}, {"/keys", false}},
+	finance:           {{"/finance/invoices", true}, {"/admin/users", false}, {"/invoices", false}},
+	admin:             {{"/finance/invoices", true}, {"/admin/users", true}, {"/keys", false}},
+}
+
 // pageFixtures are the records the pages with ids in their paths are opened with, each the
 // caller's own where the page is about its own records.
 type pageFixtures struct {
@@ -59,9 +74,9 @@ type pageFixtures struct {
 // pagePaths fills a page route's ids for the caller: the path to open, or "" to leave the page
 // out for that caller. Every page route with an id must have a row: add one with a new page.
 var pagePaths = map[string]func(f *pageFixtures, c caller) string{
-	"/provider/rigs/:id/edit":      func(f *pageFixtures, c caller) string { return "/provider/rigs/" + f.offering + "/edit" },
+	"/provider/rigs/:id/edit": func(f *pageFixtures, c caller) string { return "/provider/rigs/" + f.offering + "/edit" },
 	// How a rig connects needs the platform's NATS, which these tests' server has not: rigs_site_test.go opens it.
-	"/provider/rigs/:id/connect": func(*pageFixtures, caller) string { return "" },
+	"/provider/rigs/:id/connect":   func(*pageFixtures, caller) string { return "" },
 	"/provider/rigs/:id/benchmark": func(f *pageFixtures, c caller) string { return "/provider/rigs/" + f.offering + "/benchmark" },
 	"/keys/:id/revoke":             func(f *pageFixtures, c caller) string { return "/keys/" + f.key + "/revoke" },
 	"/account/members/:id/remove": func(f *pageFixtures, c caller) string {
@@ -79,15 +94,19 @@ var pagePaths = map[string]func(f *pageFixtures, c caller) string{
 	"/statements/:id": func(f *pageFixtures, c caller) string {
 		return "/statements/" + byStaff(c, f.statement, f.ownStatement)
 	},
-	"/finance/invoices/:id":           func(f *pageFixtures, c caller) string { return "/finance/invoices/" + f.ownInvoice },
-	"/finance/invoices/:id/approve":   func(f *pageFixtures, c caller) string { return "/finance/invoices/" + f.draftInvoice + "/approve" },
-	"/finance/invoices/:id/void":      func(f *pageFixtures, c caller) string { return "/finance/invoices/" + f.ownInvoice + "/void?reason=wrong_details" },
+	"/finance/invoices/:id":         func(f *pageFixtures, c caller) string { return "/finance/invoices/" + f.ownInvoice },
+	"/finance/invoices/:id/approve": func(f *pageFixtures, c caller) string { return "/finance/invoices/" + f.draftInvoice + "/approve" },
+	"/finance/invoices/:id/void": func(f *pageFixtures, c caller) string {
+		return "/finance/invoices/" + f.ownInvoice + "/void?reason=wrong_details"
+	},
 	// The issued invoice here is not one its actions let finance mark paid (409).
-	"/finance/invoices/:id/paid": func(*pageFixtures, caller) string { return "" },
+	"/finance/invoices/:id/paid":      func(*pageFixtures, caller) string { return "" },
 	"/finance/statements/:id":         func(f *pageFixtures, c caller) string { return "/finance/statements/" + f.ownStatement },
 	"/finance/statements/:id/approve": func(f *pageFixtures, c caller) string { return "/finance/statements/" + f.draftStatement + "/approve" },
-	"/finance/statements/:id/void":    func(f *pageFixtures, c caller) string { return "/finance/statements/" + f.ownStatement + "/void?reason=wrong_details" },
-	"/finance/statements/:id/paid":    func(f *pageFixtures, c caller) string { return "/finance/statements/" + f.ownStatement + "/paid" },
+	"/finance/statements/:id/void": func(f *pageFixtures, c caller) string {
+		return "/finance/statements/" + f.ownStatement + "/void?reason=wrong_details"
+	},
+	"/finance/statements/:id/paid": func(f *pageFixtures, c caller) string { return "/finance/statements/" + f.ownStatement + "/paid" },
 	// A retry is offered for a failed payout only, and these tests' payouts do not fail.
 	"/finance/payouts/:id/retry": func(*pageFixtures, caller) string { return "" },
 	// The local test payment page serves only GPUMARKET_PAYMENTS=test (checkout_browser_test.go).
@@ -134,7 +153,6 @@ func TestEveryPageFitsAndIsAccessible(t *testing.T) {
 		}
 	}
 	slices.Sort(patterns)
-	type pageToCheck struct{ pattern, path string }
 	pages := map[caller][]pageToCheck{}
 	for _, c := range pageCallers {
 		for _, pattern := range patterns {
@@ -178,125 +196,213 @@ func TestEveryPageFitsAndIsAccessible(t *testing.T) {
 	}
 	deadline, cancel := context.WithTimeout(context.Background(), 300*time.Second)
 	defer cancel()
-	tab := webtest.StartChromium(t, deadline)
-	b := &browser{t: t, ctx: tab, base: a.srv.URL}
-	t.Cleanup(func() {
-		if t.Failed() {
-			b.logPage()
+	first := webtest.StartChromium(t, deadline)
+	// Two tabs, each in a browser context of its own (its own cookies), check the callers' pages
+	// side by side.
+	tabs := make(chan *pageTab, 2)
+	for range cap(tabs) {
+		tabs <- newPageTab(t, first, a.srv.URL, axe)
+	}
+	run := &pageRun{fixtures: f, artefacts: artefacts, axed: map[string]bool{}}
+	t.Run("pages", func(t *testing.T) {
+		for _, c := range pageCallers {
+			t.Run(c.String(), func(t *testing.T) {
+				t.Parallel()
+				tab := <-tabs
+				defer func() { tabs <- tab }()
+				tab.b.t = t
+				t.Cleanup(func() {
+					if t.Failed() {
+						tab.b.logPage()
+					}
+				})
+				run.check(t, tab, c, pages[c])
+			})
 		}
 	})
-	var mu sync.Mutex
-	var problems []string // the console's errors and the uncaught exceptions of the page open now
-	if err := chromedp.Listen(tab, func(ev any) {
-		mu.Lock()
-		defer mu.Unlock()
-		switch ev := ev.(type) {
-		case *runtime.EventConsoleAPICalled:
-			if ev.Type == runtime.ConsoleAPICalledTypeError || ev.Type == runtime.ConsoleAPICalledTypeAssert {
-				var args []string
-				for _, arg := range ev.Args {
-					args = append(args, strings.Trim(string(arg.Value), `"`)+arg.Description)
-				}
-				problems = append(problems, "console."+string(ev.Type)+": "+strings.Join(args, " "))
-			}
-		case *runtime.EventExceptionThrown:
-			d := ev.ExceptionDetails
-			msg := d.Text
-			if d.Exception != nil {
-				msg += " " + d.Exception.Description
-			}
-			problems = append(problems, fmt.Sprintf("uncaught exception at %s:%d: %s", d.URL, d.LineNumber, msg))
-		case *cdplog.EventEntryAdded:
-			if ev.Entry.Level == cdplog.EntryLevelError {
-				problems = append(problems, fmt.Sprintf("%s error: %s %s", ev.Entry.Source, ev.Entry.Text, ev.Entry.URL))
-			}
-		}
-	}); err != nil {
+	t.Logf("%d page loads checked (axe-core on %d) in %v: %v opening, %v measuring and axe, %v screenshots", run.checked,
+		run.axeRuns, time.Since(started).Round(time.Millisecond), run.opening.Round(time.Millisecond),
+		run.checking.Round(time.Millisecond), run.shooting.Round(time.Millisecond))
+}
+
+// pageToCheck is a page a caller opens: its route's pattern and its path.
+type pageToCheck struct{ pattern, path string }
+
+// pageTab is a tab, in a browser context of its own, that opens the pages: it gathers the
+// console's errors and the uncaught exceptions of the page open in it.
+type pageTab struct {
+	b        *browser
+	mu       sync.Mutex
+	problems []string
+}
+
+// newPageTab opens a tab in a new browser context of the browser of first, with axe-core put
+// into every page it opens.
+func newPageTab(t *testing.T, first context.Context, base, axe string) *pageTab {
+	t.Helper()
+	ctx, cancel := chromedp.NewContext(first, chromedp.WithNewBrowserContext())
+	t.Cleanup(cancel)
+	pt := &pageTab{b: &browser{t: t, ctx: ctx, base: base}}
+	if err := chromedp.Listen(ctx, pt.record); err != nil {
 		t.Fatal(err)
 	}
 	// axe-core goes into every page the tab opens, by the test: the pages load no such script.
-	b.do("inject axe-core", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+	pt.b.do("inject axe-core", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
 		_, err := cdp.Call(ctx, tg, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: axe})
 		return err
 	}))
+	return pt
+}
 
-	checked, axeRuns := 0, 0
-	axed := map[string]bool{}
-	var opening, checking, shooting time.Duration
-	for _, c := range pageCallers {
-		b.do("log in as "+c.String(), chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			if _, err := cdp.Call(ctx, tg, network.ClearBrowserCookies, cdp.Empty{}); err != nil || c == anonymous {
-				return err
+// record keeps a console error, an uncaught exception or an error the browser logs.
+func (pt *pageTab) record(ev any) {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	switch ev := ev.(type) {
+	case *runtime.EventConsoleAPICalled:
+		if ev.Type == runtime.ConsoleAPICalledTypeError || ev.Type == runtime.ConsoleAPICalledTypeAssert {
+			var args []string
+			for _, arg := range ev.Args {
+				args = append(args, strings.Trim(string(arg.Value), `"`)+arg.Description)
 			}
-			_, err := cdp.Call(ctx, tg, network.SetCookie, network.SetCookieParams{Name: "gpumarket_session",
-				Value: f.sessionCookieOf[c], URL: a.srv.URL})
-			return err
-		}))
-		for _, w := range pageWidths {
-			b.do(fmt.Sprintf("resize to %d px", w.width), chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-				_, err := cdp.Call(ctx, tg, emulation.SetDeviceMetricsOverride, emulation.SetDeviceMetricsOverrideParams{
-					Width: w.width, Height: w.height, DeviceScaleFactor: 1, Mobile: w.mobile})
-				return err
-			}))
-			for _, pg := range pages[c] {
-				path := pg.path
-				where := fmt.Sprintf("%s at %s px as %s", path, w.name, c)
-				mu.Lock()
-				problems = nil
-				mu.Unlock()
-				t0 := time.Now()
-				st := b.open(path)
-				opening += time.Since(t0)
-				if st != http.StatusOK {
-					t.Errorf("%s: status %d", where, st)
-					continue
-				}
-				checked++
-				t0 = time.Now()
-				// axe-core checks a page once at each width: another role's view of the same page
-				// differs in the header, which axe checks on that role's other pages.
-				axeKey := pg.pattern + " " + w.name
-				runAxe := !axed[axeKey]
-				axed[axeKey] = true
-				report := browserRun(b, "check "+where, chromedp.Evaluate[pageReport](
-					fmt.Sprintf("(%s)(%d, %v)", pageCheckScript, w.width, runAxe), chromedp.EvalAwaitPromise))
-				checking += time.Since(t0)
-				if runAxe {
-					axeRuns++
-				}
-				if report.Overflow != "" {
-					t.Errorf("%s: the page scrolls sideways (%d px wide in a %d px window); furthest out: %s",
-						where, report.ScrollWidth, report.InnerWidth, report.Overflow)
-				}
-				for _, s := range report.Scrollers {
-					t.Errorf("%s: a table scrolls sideways in a box: %s", where, s)
-				}
-				for _, s := range report.SmallText {
-					t.Errorf("%s: chart text below 11 px: %s", where, s)
-				}
-				for _, v := range report.Violations {
-					t.Errorf("%s: axe %s", where, v)
-				}
-				mu.Lock()
-				for _, p := range problems {
-					t.Errorf("%s: %s", where, p)
-				}
-				mu.Unlock()
-				if artefacts != "" {
-					t0 = time.Now()
-					png := browserRun(b, "screenshot "+where, chromedp.FullScreenshot(100))
-					name := fmt.Sprintf("%s-%s-%s.png", c, w.name, pageSlug(path))
-					if err := os.WriteFile(filepath.Join(artefacts, name), png, 0o644); err != nil {
-						t.Fatal(err)
-					}
-					shooting += time.Since(t0)
-				}
-			}
+			pt.problems = append(pt.problems, "console."+string(ev.Type)+": "+strings.Join(args, " "))
+		}
+	case *runtime.EventExceptionThrown:
+		d := ev.ExceptionDetails
+		msg := d.Text
+		if d.Exception != nil {
+			msg += " " + d.Exception.Description
+		}
+		pt.problems = append(pt.problems, fmt.Sprintf("uncaught exception at %s:%d: %s", d.URL, d.LineNumber, msg))
+	case *cdplog.EventEntryAdded:
+		if ev.Entry.Level == cdplog.EntryLevelError {
+			pt.problems = append(pt.problems, fmt.Sprintf("%s error: %s %s", ev.Entry.Source, ev.Entry.Text, ev.Entry.URL))
 		}
 	}
-	t.Logf("%d page loads checked (axe-core on %d) in %v: %v opening, %v measuring and axe, %v screenshots", checked, axeRuns,
-		time.Since(started).Round(time.Millisecond), opening.Round(time.Millisecond), checking.Round(time.Millisecond),
-		shooting.Round(time.Millisecond))
+}
+
+// take returns the problems recorded since the last call and forgets them.
+func (pt *pageTab) take() []string {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	p := pt.problems
+	pt.problems = nil
+	return p
+}
+
+// pageRun is what the callers' checks share: the fixtures, which pages axe-core checked, and the
+// time each part took.
+type pageRun struct {
+	fixtures  *pageFixtures
+	artefacts string
+
+	mu                          sync.Mutex
+	axed                        map[string]bool // pattern and width
+	checked, axeRuns            int
+	opening, checking, shooting time.Duration
+}
+
+// firstAxe reports whether axe-core has yet to check the page at the width, and marks it checked.
+func (r *pageRun) firstAxe(pattern, width string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	key := pattern + " " + width
+	first := !r.axed[key]
+	r.axed[key] = true
+	if first {
+		r.axeRuns++
+	}
+	return first
+}
+
+// took adds a check's times.
+func (r *pageRun) took(opening, checking, shooting time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.checked++
+	r.opening += opening
+	r.checking += checking
+	r.shooting += shooting
+}
+
+// check logs the tab in as the caller, checks its header's links, then opens each of its pages
+// at each width and checks it.
+func (r *pageRun) check(t *testing.T, tab *pageTab, c caller, pages []pageToCheck) {
+	b, f := tab.b, r.fixtures
+	b.do("log in as "+c.String(), chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		if _, err := cdp.Call(ctx, tg, network.ClearBrowserCookies, cdp.Empty{}); err != nil || c == anonymous {
+			return err
+		}
+		_, err := cdp.Call(ctx, tg, network.SetCookie, network.SetCookieParams{Name: "gpumarket_session",
+			Value: f.sessionCookieOf[c], URL: b.base})
+		return err
+	}))
+	// The header links only pages the access table lets the caller view, in the account in use.
+	b.open("/catalog")
+	links := browserRun(b, "read the navigation", chromedp.Evaluate[[]string](
+		`[...document.querySelectorAll("#site-nav a")].map(a => a.getAttribute("href"))`))
+	for _, href := range links {
+		if !core.MayView(f.sessionOf[c], href) {
+			t.Errorf("the header links %s for %s, who may not view it", href, c)
+		}
+	}
+	for _, want := range navWanted[c] {
+		if got := slices.Contains(links, want.href); got != want.shown {
+			t.Errorf("the header for %s links %s: %v, want %v (links: %v)", c, want.href, got, want.shown, links)
+		}
+	}
+	for _, w := range pageWidths {
+		b.do(fmt.Sprintf("resize to %d px", w.width), chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := cdp.Call(ctx, tg, emulation.SetDeviceMetricsOverride, emulation.SetDeviceMetricsOverrideParams{
+				Width: w.width, Height: w.height, DeviceScaleFactor: 1, Mobile: w.mobile})
+			return err
+		}))
+		for _, pg := range pages {
+			where := fmt.Sprintf("%s at %s px as %s", pg.path, w.name, c)
+			tab.take()
+			t0 := time.Now()
+			st := b.open(pg.path)
+			opening := time.Since(t0)
+			if st != http.StatusOK {
+				t.Errorf("%s: status %d", where, st)
+				continue
+			}
+			// axe-core checks a page once at each width: another role's view of the same page
+			// differs in the header, which axe checks on that role's other pages.
+			runAxe := r.firstAxe(pg.pattern, w.name)
+			t0 = time.Now()
+			report := browserRun(b, "check "+where, chromedp.Evaluate[pageReport](
+				fmt.Sprintf("(%s)(%d, %v)", pageCheckScript, w.width, runAxe), chromedp.EvalAwaitPromise))
+			checking := time.Since(t0)
+			if report.Overflow != "" {
+				t.Errorf("%s: the page scrolls sideways (%d px wide in a %d px window); furthest out: %s",
+					where, report.ScrollWidth, report.InnerWidth, report.Overflow)
+			}
+			for _, s := range report.Scrollers {
+				t.Errorf("%s: a table scrolls sideways in a box: %s", where, s)
+			}
+			for _, s := range report.SmallText {
+				t.Errorf("%s: chart text below 11 px: %s", where, s)
+			}
+			for _, v := range report.Violations {
+				t.Errorf("%s: axe %s", where, v)
+			}
+			for _, p := range tab.take() {
+				t.Errorf("%s: %s", where, p)
+			}
+			var shooting time.Duration
+			if r.artefacts != "" {
+				t0 = time.Now()
+				png := browserRun(b, "screenshot "+where, chromedp.FullScreenshot(100))
+				name := fmt.Sprintf("%s-%s-%s.png", c, w.name, pageSlug(pg.path))
+				if err := os.WriteFile(filepath.Join(r.artefacts, name), png, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				shooting = time.Since(t0)
+			}
+			r.took(opening, checking, shooting)
+		}
+	}
 }
 
 // pageReport is what pageCheckScript finds on a page.
