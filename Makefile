@@ -38,7 +38,7 @@ agent-downloads: ## build the agent for Linux on amd64 and arm64 into the downlo
 	done
 
 .PHONY: test
-test: test-deps stripe-mock verify ## run the whole test suite (starts PostgreSQL and installs Chromium when missing)
+test: test-deps stripe-mock verify ## run the whole test suite (starts PostgreSQL and installs Chromium and axe-core when missing)
 	@url=$$(GPUMARKET_DATA_DIR=$(DATA_DIR) $(GO) run ./cmd/gpumarket dev postgres); \
 	echo "tests use PostgreSQL at $$url"; \
 	GPUMARKET_TEST_DATABASE_URL="$$url" $(GO) test -count=1 -timeout 9m $(PKGS)
