@@ -357,6 +357,9 @@ func (r *pageRun) check(t *testing.T, tab *pageTab, c caller, pages []pageToChec
 				Width: w.width, Height: w.height, DeviceScaleFactor: 1, Mobile: w.mobile})
 			return err
 		}))
+		if w.mobile {
+			r.checkFoldedMenu(t, tab, c, w.width)
+		}
 		for _, pg := range pages {
 			where := fmt.Sprintf("%s at %s px as %s", pg.path, w.name, c)
 			tab.take()
@@ -401,6 +404,33 @@ func (r *pageRun) check(t *testing.T, tab *pageTab, c caller, pages []pageToChec
 				shooting = time.Since(t0)
 			}
 			r.took(opening, checking, shooting)
+		}
+	}
+}
+
+// checkFoldedMenu checks the header on a phone's screen: its links are folded away until the
+// menu toggle is pressed, then shown within the screen.
+func (r *pageRun) checkFoldedMenu(t *testing.T, tab *pageTab, c caller, width int64) {
+	b := tab.b
+	b.open("/catalog")
+	const shown = `[...document.querySelectorAll("#site-nav a")].filter(a => a.getClientRects().length > 0).length`
+	if n := browserRun(b, "count the links shown", chromedp.Evaluate[int](shown)); n != 0 {
+		t.Errorf("at %d px as %s the header shows %d links before its menu is opened", width, c, n)
+	}
+	b.do("open the menu", click(testID("nav-toggle")))
+	links := browserRun(b, "count the links shown", chromedp.Evaluate[int](shown))
+	if want := browserRun(b, "count the links", chromedp.Evaluate[int](`document.querySelectorAll("#site-nav a").length`)); links != want || links == 0 {
+		t.Errorf("at %d px as %s the open menu shows %d of %d links", width, c, links, want)
+	}
+	right := browserRun(b, "measure the menu", chromedp.Evaluate[float64](
+		`Math.max(document.documentElement.scrollWidth, ...[...document.querySelectorAll("#site-nav a")].map(a => a.getBoundingClientRect().right))`))
+	if right > float64(width) {
+		t.Errorf("at %d px as %s the open menu reaches %.0f px", width, c, right)
+	}
+	if r.artefacts != "" {
+		png := browserRun(b, "screenshot the open menu", chromedp.CaptureScreenshot())
+		if err := os.WriteFile(filepath.Join(r.artefacts, fmt.Sprintf("%s-%d-menu.png", c, width)), png, 0o644); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
