@@ -129,8 +129,10 @@ func byStaff(c caller, staff, own string) string {
 // notPages are the GET routes that serve no page to a person.
 var notPages = regexp.MustCompile(`^/(api|v1|static)/|^/(healthz|readyz|metrics)$|\*|[./](csv|pdf)$`)
 
-// TestEveryPageFitsAndIsAccessible opens every page each kind of user may reach, found from the
-// router and the access table, at a laptop's width and a phone's, and fails a page that scrolls
+// TestEveryPageFitsAndIsAccessible checks each kind of user's header (it links only what the
+// access table lets the user view, and folds into a menu on a phone), then opens every page the
+// user may reach, found from the router and the access table, at a laptop's width and a phone's,
+// and fails a page that scrolls
 // sideways (naming the element that sticks out furthest), that puts a table in a box that scrolls
 // sideways, whose charts' text renders below 11 px, that logs an error to the console or throws,
 // or that axe-core finds a serious or critical accessibility violation on. With
