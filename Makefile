@@ -38,7 +38,7 @@ agent-downloads: ## build the agent for Linux on amd64 and arm64 into the downlo
 	done
 
 .PHONY: test
-test: test-deps stripe-mock verify ## run the whole test suite (starts PostgreSQL and installs Chromium when missing)
+test: test-deps stripe-mock verify ## run the whole test suite (starts PostgreSQL and installs Chromium and axe-core when missing)
 	@url=$$(GPUMARKET_DATA_DIR=$(DATA_DIR) $(GO) run ./cmd/gpumarket dev postgres); \
 	echo "tests use PostgreSQL at $$url"; \
 	GPUMARKET_TEST_DATABASE_URL="$$url" GPUMARKET_TEST_ARTEFACTS="$(abspath $(DATA_DIR))/test-artefacts" \
@@ -47,11 +47,20 @@ test: test-deps stripe-mock verify ## run the whole test suite (starts PostgreSQ
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeValidate$$' -fuzztime 10s -fuzzminimizetime 2s ./services/usage/
 
 .PHONY: test-deps
-test-deps: ## install Chromium for the browser tests when it is missing
+test-deps: ## install Chromium and axe-core (npm ci) for the browser tests when they are missing
 	@if ! command -v chromium >/dev/null && [ -z "$${CHROMIUM_BIN:-}" ]; then \
 		echo "installing Debian's chromium for the browser tests (apt-get)"; \
 		sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
 		$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq chromium >/dev/null; \
+	fi
+	@if [ ! -f web/webtest/axe/node_modules/axe-core/axe.min.js ]; then \
+		if ! command -v npm >/dev/null; then \
+			echo "installing Debian's npm for axe-core (apt-get)"; \
+			sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
+			$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq npm >/dev/null; \
+		fi; \
+		echo "installing axe-core for the accessibility checks (npm ci in web/webtest/axe)"; \
+		npm ci --prefix web/webtest/axe --no-audit --no-fund --silent; \
 	fi
 
 .PHONY: test-short

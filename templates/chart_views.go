@@ -8,6 +8,10 @@ type ChartView struct {
 	// paths, circles and text (charts.CheckSVG): it is written into the page as it is. ""
 	// leaves the picture out; the table stays.
 	SVG string
+	// NarrowSVG is the same picture drawn at half the width, which a phone shows in its place so
+	// that the labels keep their size rather than shrink with the picture (docs/pages.md). ""
+	// leaves SVG to every screen.
+	NarrowSVG string
 	// Columns head the table: the labels' column, then one per series.
 	Columns []string
 	Rows    []ChartRow
@@ -20,4 +24,12 @@ type ChartView struct {
 type ChartRow struct {
 	Label  string
 	Values []string
+}
+
+// columnName is the name of the table's column i, "" past the last.
+func (c ChartView) columnName(i int) string {
+	if i < len(c.Columns) {
+		return c.Columns[i]
+	}
+	return ""
 }

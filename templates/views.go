@@ -13,6 +13,10 @@ type Page struct {
 	// TestMode says payments run on the local test page (GPUMARKET_PAYMENTS=test): every page
 	// shows a banner.
 	TestMode bool
+	// MayView says whether the reader may open the page at a path, in the account in use, by the
+	// access table (core.MayView): the navigation links only those pages. Nil links only the
+	// public pages.
+	MayView func(path string) bool
 	// Refresh, when above zero, reloads the page after that many seconds when scripts do not
 	// run: a page that shows work under way (a close, a batch) follows it without a script.
 	// With scripts, its progress blocks update in place instead (ProgressBlock).

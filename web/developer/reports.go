@@ -190,8 +190,12 @@ func (rc reportChart) view() (templates.ChartView, error) {
 	if err != nil {
 		return templates.ChartView{}, err
 	}
-	return templates.ChartView{ID: rc.id, Title: rc.chart.Title, SVG: string(svg), Columns: rc.columns, Rows: rc.rows,
-		MethodURL: "/methodology#" + rc.method}, nil
+	narrow, err := charts.DrawAt(rc.chart, rc.kind, charts.SVG, charts.Width/2, charts.Height)
+	if err != nil {
+		return templates.ChartView{}, err
+	}
+	return templates.ChartView{ID: rc.id, Title: rc.chart.Title, SVG: string(svg), NarrowSVG: string(narrow), Columns: rc.columns,
+		Rows: rc.rows, MethodURL: "/methodology#" + rc.method}, nil
 }
 
 // reportPeriods are the starts of every period of the query, in order, so that a day without

@@ -54,7 +54,12 @@ func documentPage(s documents.Sheet, links documentLinks) (templates.DocumentPag
 		if err != nil {
 			return templates.DocumentPage{}, err
 		}
-		v := templates.ChartView{ID: "summary-" + strconv.Itoa(i+1), Title: c.Title, SVG: string(svg), Columns: c.Columns}
+		narrow, err := charts.DrawAt(c.Chart, charts.Bars, charts.SVG, charts.Width/2, charts.Height)
+		if err != nil {
+			return templates.DocumentPage{}, err
+		}
+		v := templates.ChartView{ID: "summary-" + strconv.Itoa(i+1), Title: c.Title, SVG: string(svg), NarrowSVG: string(narrow),
+			Columns: c.Columns}
 		for _, r := range c.Rows {
 			v.Rows = append(v.Rows, templates.ChartRow{Label: r.Label, Values: r.Values})
 		}

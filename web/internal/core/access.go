@@ -136,6 +136,13 @@ func (r rule) allows(sess accounts.Session, method string) bool {
 	return (method == http.MethodGet || method == http.MethodHead) && slices.Contains(r.view, sess.Member)
 }
 
+// MayView reports whether the session may read the page at path, by the rule that guards it: the
+// navigation links only the pages its reader may open, from this same table.
+func MayView(sess accounts.Session, path string) bool {
+	r, ok := ruleFor(path)
+	return !ok || r.allows(sess, http.MethodGet)
+}
+
 // ruleFor is the rule that guards a route's pattern, if any.
 func ruleFor(pattern string) (rule, bool) {
 	var best rule

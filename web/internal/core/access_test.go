@@ -84,3 +84,38 @@ func TestAMemberRoleReadsOrChanges(t *testing.T) {
 		}
 	}
 }
+
+// TestMayViewFollowsTheMemberRole checks the navigation's question against the table: a billing
+// member of a customer account may not view the keys but may view the invoices, a visitor only
+// what no rule guards, and finance its own pages only.
+func TestMayViewFollowsTheMemberRole(t *testing.T) {
+	t.Parallel()
+	customerAs := func(m accounts.MemberRole) accounts.Session {
+		return accounts.Session{User: accounts.User{Role: accounts.RoleDeveloper},
+			Account: accounts.Account{Kind: accounts.KindCustomer}, Member: m}
+	}
+	staff := accounts.Session{User: accounts.User{Role: accounts.RoleFinance},
+		Account: accounts.Account{Kind: accounts.KindCustomer}, Member: accounts.MemberOwner}
+	for _, c := range []struct {
+		path string
+		sess accounts.Session
+		want bool
+	}{
+		{"/keys", customerAs(accounts.MemberBilling), false},
+		{"/invoices", customerAs(accounts.MemberBilling), true},
+		{"/credits", customerAs(accounts.MemberBilling), true},
+		{"/credits", customerAs(accounts.MemberDeveloper), false},
+		{"/keys", customerAs(accounts.MemberDeveloper), true},
+		{"/invoices", customerAs(accounts.MemberDeveloper), false},
+		{"/usage", customerAs(accounts.MemberReadOnly), true},
+		{"/catalog", accounts.Session{}, true},
+		{"/usage", accounts.Session{}, false},
+		{"/finance/invoices", staff, true},
+		{"/invoices", staff, false},
+		{"/admin/users", staff, false},
+	} {
+		if got := MayView(c.sess, c.path); got != c.want {
+			t.Errorf("%s as %s %s %s: %v, want %v", c.path, c.sess.User.Role, c.sess.Account.Kind, c.sess.Member, got, c.want)
+		}
+	}
+}

@@ -148,7 +148,10 @@ func (s *Core) ClearSessionCookie(c echo.Context) {
 func (s *Core) Page(c echo.Context, title string) templates.Page {
 	p := templates.Page{Title: title, CSRF: csrfToken(c), Path: c.Request().URL.Path, Flash: flashes[c.QueryParam("flash")],
 		TestMode: s.Payments.TestMode()}
-	if sess, ok := CurrentSession(c); ok {
+	sess, ok := CurrentSession(c)
+	// A visitor's zero session may view what no rule guards.
+	p.MayView = func(path string) bool { return MayView(sess, path) }
+	if ok {
 		p.User = &templates.User{Email: sess.User.Email, Role: string(sess.User.Role), AccountID: sess.User.AccountID,
 			AccountName: sess.Account.Name, Member: string(sess.Member), EmailVerified: sess.User.EmailVerifiedAt != nil}
 		// The account menu lists the login's accounts; a page still renders, without them, when they cannot be read.
