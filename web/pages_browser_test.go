@@ -22,6 +22,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/services/batch"
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/invoicing"
 	"github.com/gpumarket/gpumarket/web/internal/core"
@@ -66,6 +67,7 @@ type pageFixtures struct {
 	draftStatement      string // a draft statement of last month, for finance to approve
 	invoice, creditNote string // another developer's voided invoice and its credit note
 	statement           string // another provider's issued statement
+	batch               string // a batch of Acme Labs under way, a quarter of its lines done
 	// Each caller's session, and the token its cookie carries.
 	sessionOf       map[caller]accounts.Session
 	sessionCookieOf map[caller]string
@@ -79,6 +81,7 @@ var pagePaths = map[string]func(f *pageFixtures, c caller) string{
 	"/provider/rigs/:id/connect":   func(*pageFixtures, caller) string { return "" },
 	"/provider/rigs/:id/benchmark": func(f *pageFixtures, c caller) string { return "/provider/rigs/" + f.offering + "/benchmark" },
 	"/keys/:id/revoke":             func(f *pageFixtures, c caller) string { return "/keys/" + f.key + "/revoke" },
+	"/batches/:id":                 func(f *pageFixtures, c caller) string { return "/batches/" + f.batch },
 	"/account/members/:id/remove": func(f *pageFixtures, c caller) string {
 		if c != developer {
 			return "" // the member is Acme Labs', and only its owner and admins may remove one
@@ -126,8 +129,9 @@ func byStaff(c caller, staff, own string) string {
 	return own
 }
 
-// notPages are the GET routes that serve no page to a person.
-var notPages = regexp.MustCompile(`^/(api|v1|static)/|^/(healthz|readyz|metrics)$|\*|[./](csv|pdf)$`)
+// notPages are the GET routes that serve no page to a person: among them the progress blocks
+// that pages poll and put in place (docs/progress.md), which the pages holding them bring here.
+var notPages = regexp.MustCompile(`^/(api|v1|static)/|^/(healthz|readyz|metrics)$|\*|[./](csv|pdf)$|/progress$`)
 
 // TestEveryPageFitsAndIsAccessible checks each kind of user's header (it links only what the
 // access table lets the user view, and folds into a menu on a phone), then opens every page the
@@ -560,6 +564,9 @@ func pageWorld(t *testing.T, a *authzEnv) *pageFixtures {
 		t.Fatalf("the demo provider's rigs: %v, %d", err, len(rigs))
 	}
 	f.offering = rigs[0].ID
+	now := time.Now()
+	f.batch = runningBatch(t, a.env, batch.NewService(batch.Config{Pool: a.pool, Storage: batch.LocalDir{Dir: t.TempDir()}}),
+		dev.Account.ID, now, 40, []time.Time{now.Add(-3 * time.Minute), now.Add(-2 * time.Minute), now.Add(-time.Minute)})
 
 	fin := f.sessionOf[finance].User.ID
 	last := invoicing.PeriodOf(time.Now()).Prev()
