@@ -68,11 +68,7 @@ func (s *Server) renderBatches(c echo.Context, status int, form templates.Form) 
 
 // batchPage is one of the account's batches on a page of its own; another account's is not found.
 func (s *Server) batchPage(c echo.Context) error {
-	if s.batches == nil {
-		return services.Errorf(services.CodeUnavailable, "Batches do not run in this process.")
-	}
-	sess, _ := core.CurrentSession(c)
-	b, r, err := s.batches.Progress(c.Request().Context(), sess.User.AccountID, c.Param("id"))
+	b, r, err := s.ownBatch(c)
 	if err != nil {
 		return err
 	}
@@ -86,22 +82,29 @@ func (s *Server) batchPage(c echo.Context) error {
 // batchProgress is the progress block of one of the account's batches alone, which the page's
 // script polls while the batch runs (docs/progress.md).
 func (s *Server) batchProgress(c echo.Context) error {
-	if s.batches == nil {
-		return services.Errorf(services.CodeUnavailable, "Batches do not run in this process.")
-	}
-	sess, _ := core.CurrentSession(c)
-	b, r, err := s.batches.Progress(c.Request().Context(), sess.User.AccountID, c.Param("id"))
+	b, r, err := s.ownBatch(c)
 	if err != nil {
 		return err
 	}
 	return s.RenderProgress(c, batchProgressView(b, r))
 }
 
+// ownBatch is the batch the path names, of the account in use, with its lines' progress;
+// another account's is not found.
+func (s *Server) ownBatch(c echo.Context) (batch.Batch, progress.Reading, error) {
+	if s.batches == nil {
+		return batch.Batch{}, progress.Reading{}, services.Errorf(services.CodeUnavailable, "Batches do not run in this process.")
+	}
+	sess, _ := core.CurrentSession(c)
+	return s.batches.Progress(c.Request().Context(), sess.User.AccountID, c.Param("id"))
+}
+
 // batchProgressView is a batch's lines as its progress block shows them.
 func batchProgressView(b batch.Batch, r progress.Reading) templates.ProgressView {
 	v := core.ProgressView(progress.Of(r), "lines", "/batches/"+b.ID+"/progress")
 	v.TestID, v.Label, v.Status = "batch-lines", "Lines of "+b.ID+" done", strings.ReplaceAll(b.Status, "_", " ")
-	v.Count = fmt.Sprintf("%d done, %d failed of %d lines", b.RequestCounts.Completed, b.RequestCounts.Failed, b.RequestCounts.Total)
+	v.Count = fmt.Sprintf("%d done, %d failed of %s", b.RequestCounts.Completed, b.RequestCounts.Failed,
+		money.Counted(int64(b.RequestCounts.Total), "line", "lines"))
 	return v
 }
 
