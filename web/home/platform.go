@@ -21,8 +21,16 @@ func countText(n int, more bool) string {
 	return strconv.Itoa(n)
 }
 
-func task(id, label, link string, n int, more bool) templates.HomeTask {
-	return templates.HomeTask{ID: id, Label: label, Link: link, Count: countText(n, more), Waiting: n > 0}
+func task(id, one, many, link string, n int, more bool) templates.HomeTask {
+	return templates.HomeTask{ID: id, Label: countedLabel(int64(n), more, one, many), Link: link, Count: countText(n, more), Waiting: n > 0}
+}
+
+// countedLabel is the noun after a count, agreeing with it ("1 rig offline", "2 rigs offline").
+func countedLabel(n int64, more bool, one, many string) string {
+	if n == 1 && !more {
+		return one
+	}
+	return many
 }
 
 // maxFlags is how many open flags the home counts before it writes "500+".
@@ -48,9 +56,9 @@ func (s *Server) financeHome(ctx context.Context, now time.Time) (*templates.Fin
 			return nil, err
 		}
 		h.Tasks = append(h.Tasks,
-			task("draft-invoices", "draft invoices to review", "/finance/invoices?status=draft", len(invs.Invoices), invs.More),
-			task("draft-statements", "draft statements to review", "/finance/statements?status=draft", len(sts.Statements), sts.More),
-			task("open-flags", "flagged requests to resolve", "/finance/flags", len(flags), len(flags) >= maxFlags))
+			task("draft-invoices", "draft invoice to review", "draft invoices to review", "/finance/invoices?status=draft", len(invs.Invoices), invs.More),
+			task("draft-statements", "draft statement to review", "draft statements to review", "/finance/statements?status=draft", len(sts.Statements), sts.More),
+			task("open-flags", "flagged request to resolve", "flagged requests to resolve", "/finance/flags", len(flags), len(flags) >= maxFlags))
 		if err := s.closeState(ctx, inv, month, now, h); err != nil {
 			return nil, err
 		}
@@ -62,7 +70,7 @@ func (s *Server) financeHome(ctx context.Context, now time.Time) (*templates.Fin
 		if err != nil {
 			return nil, err
 		}
-		h.Tasks = append(h.Tasks, task("failed-payouts", "failed payouts to retry", "/finance/payouts?status=failed",
+		h.Tasks = append(h.Tasks, task("failed-payouts", "failed payout to retry", "failed payouts to retry", "/finance/payouts?status=failed",
 			len(failed), len(failed) >= payouts.MaxListed))
 	}
 	return h, nil
@@ -115,7 +123,7 @@ func (s *Server) adminHome(ctx context.Context, now time.Time) (*templates.Admin
 		if err != nil {
 			return nil, err
 		}
-		h.Tasks = append(h.Tasks, templates.HomeTask{ID: "batch-queue", Label: "batch lines waiting in the queue",
+		h.Tasks = append(h.Tasks, templates.HomeTask{ID: "batch-queue", Label: countedLabel(q.Lines.Pending, false, "batch line waiting in the queue", "batch lines waiting in the queue"),
 			Link: "/admin/batches", Count: strconv.FormatInt(q.Lines.Pending, 10), Waiting: q.Lines.Pending > 0})
 	}
 	if cat := s.cfg.Catalog; cat != nil {
@@ -128,14 +136,14 @@ func (s *Server) adminHome(ctx context.Context, now time.Time) (*templates.Admin
 				h.Offline = append(h.Offline, homeRig(o, now))
 			}
 		}
-		h.Tasks = append(h.Tasks, task("rigs-offline", "rigs offline", "/home#offline-rigs", len(h.Offline), false))
+		h.Tasks = append(h.Tasks, task("rigs-offline", "rig offline", "rigs offline", "/home#offline-rigs", len(h.Offline), false))
 	}
 	if r := s.cfg.Requests; r != nil {
 		list, err := r.Discrepancies(ctx, maxDiscrepancies)
 		if err != nil {
 			return nil, err
 		}
-		h.Tasks = append(h.Tasks, task("discrepancies", "open discrepancies", "/admin/discrepancies", len(list),
+		h.Tasks = append(h.Tasks, task("discrepancies", "open discrepancy", "open discrepancies", "/admin/discrepancies", len(list),
 			len(list) >= maxDiscrepancies))
 	}
 	return h, nil
