@@ -328,14 +328,25 @@ func buildGPUMarket(t *testing.T, dir string) string {
 	return bin
 }
 
+// freeAddr is a loopback address free now, for a process the test starts to listen on. Its port
+// is below the kernel's range of ephemeral ports (32768 and up on Linux): a port the kernel
+// handed out for a listener on :0 is free again once the listener closes, and may be taken as
+// the source port of any outgoing connection (a process's own NATS or PostgreSQL connections)
+// before the process binds it, while one below that range is never handed out by the kernel.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 200 {
+		port := 10000 + rand.IntN(22000) // 10000-31999
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue // in use: another
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		return addr
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatal("no free port between 10000 and 31999 on 127.0.0.1 after 200 tries")
+	return ""
 }
 
 func (r *reliability) logf(format string, args ...any) {
