@@ -36,7 +36,7 @@ func (s *Server) customerHome(c echo.Context, sess accounts.Session, now time.Ti
 	if err := s.figures(ctx, account, now, h); err != nil {
 		return nil, err
 	}
-	if h.Alerts, err = s.alerts(ctx, account, bal); err != nil {
+	if h.Alerts, err = s.alerts(ctx, account, bal, core.Zone(c)); err != nil {
 		return nil, err
 	}
 	if h.Steps, err = s.firstSteps(ctx, account, sess.Member); err != nil {
@@ -112,7 +112,7 @@ func (s *Server) figures(ctx context.Context, account string, now time.Time, h *
 // alerts are what the account should act on: the budget alerts that fired in their current
 // period (budgets.Service.FiredThisPeriod), the balance under the account's balance alert or
 // below zero, and an auto top-up whose last charge failed or that turned itself off.
-func (s *Server) alerts(ctx context.Context, account string, bal credits.Balance) ([]templates.HomeAlert, error) {
+func (s *Server) alerts(ctx context.Context, account string, bal credits.Balance, loc *time.Location) ([]templates.HomeAlert, error) {
 	var out []templates.HomeAlert
 	var below *money.Pico
 	if s.cfg.Budgets != nil {
@@ -124,7 +124,7 @@ func (s *Server) alerts(ctx context.Context, account string, bal credits.Balance
 			if f.Limit == "credit_low" {
 				continue // the balance's alert is told below, as the balance stands now
 			}
-			out = append(out, templates.HomeAlert{ID: fmt.Sprintf("budget-%d", i), Text: firingText(f),
+			out = append(out, templates.HomeAlert{ID: fmt.Sprintf("budget-%d", i), Text: firingText(loc, f),
 				Link: "/budgets", LinkText: "Budgets and limits"})
 		}
 		o, err := s.cfg.Budgets.Overview(ctx, account)
@@ -153,7 +153,7 @@ func (s *Server) alerts(ctx context.Context, account string, bal credits.Balance
 		switch {
 		case len(attempts) > 0 && attempts[0].Status == credits.AttemptFailed:
 			a := attempts[0]
-			text := "The auto top-up of " + core.CentsText(a.AmountCents) + " at " + minuteText(a.CreatedAt) + " failed"
+			text := "The auto top-up of " + core.CentsText(a.AmountCents) + " at " + minuteText(loc, a.CreatedAt) + " failed"
 			if a.Failure != "" {
 				text += ": " + a.Failure
 			}
@@ -161,7 +161,7 @@ func (s *Server) alerts(ctx context.Context, account string, bal credits.Balance
 		case settings.StoppedReason != "":
 			text := "Auto top-up turned itself off"
 			if settings.StoppedAt != nil {
-				text += " at " + minuteText(*settings.StoppedAt)
+				text += " at " + minuteText(loc, *settings.StoppedAt)
 			}
 			out = append(out, templates.HomeAlert{ID: "topup-failed", Text: text + ": " + settings.StoppedReason,
 				Link: "/credits", LinkText: "Check the card"})
@@ -171,8 +171,8 @@ func (s *Server) alerts(ctx context.Context, account string, bal credits.Balance
 }
 
 // firingText says what a budget alert is about.
-func firingText(f budgets.Firing) string {
-	when := " at " + minuteText(f.FiredAt) + " (" + money.FormatBigCents(f.Spent) + " spent)."
+func firingText(loc *time.Location, f budgets.Firing) string {
+	when := " at " + minuteText(loc, f.FiredAt) + " (" + money.FormatBigCents(f.Spent) + " spent)."
 	switch f.Limit {
 	case "key":
 		return fmt.Sprintf("The API key %s reached %d%% of its %s limit", f.Name, f.Percent, f.Period.Adjective()) + when

@@ -79,11 +79,11 @@ func (s *Server) homePage(c echo.Context) error {
 				return err
 			}
 		}
-		if p.Finance, err = s.financeHome(ctx, now); err != nil {
+		if p.Finance, err = s.financeHome(ctx, now, core.Zone(c)); err != nil {
 			return err
 		}
 	case sess.Account.Kind == accounts.KindProvider:
-		if p.Provider, err = s.providerHome(ctx, sess.Account.ID, now); err != nil {
+		if p.Provider, err = s.providerHome(ctx, sess.Account.ID, now, core.Zone(c)); err != nil {
 			return err
 		}
 	default:
@@ -114,5 +114,8 @@ func spanText(from, to time.Time) string {
 	return from.UTC().Format("2 Jan 15:04") + " to " + to.UTC().Format("2 Jan 15:04") + " UTC"
 }
 
-// minuteText writes a moment to the minute with its zone: "14:05 UTC on 4 Dec 2026".
-func minuteText(t time.Time) string { return t.UTC().Format("15:04 UTC on 2 Jan 2006") }
+// minuteText writes a moment to the minute in the reader's zone, with the zone: "14:05 UTC on 4
+// Dec 2026", "15:05 CET on 4 Dec 2026".
+func minuteText(loc *time.Location, t time.Time) string {
+	return core.MomentIn(loc, t, "15:04") + " on " + t.In(loc).Format("2 Jan 2006")
+}

@@ -38,7 +38,7 @@ const maxFlags = 500
 
 // financeHome is the platform finance's work waiting, each a count linking to its page, and
 // last month's close (see docs/home.md, "Finance").
-func (s *Server) financeHome(ctx context.Context, now time.Time) (*templates.FinanceHome, error) {
+func (s *Server) financeHome(ctx context.Context, now time.Time, loc *time.Location) (*templates.FinanceHome, error) {
 	h := &templates.FinanceHome{}
 	month := invoicing.PeriodOf(now).Prev()
 	h.ClosePeriod = month.Label()
@@ -59,7 +59,7 @@ func (s *Server) financeHome(ctx context.Context, now time.Time) (*templates.Fin
 			task("draft-invoices", "draft invoice to review", "draft invoices to review", "/finance/invoices?status=draft", len(invs.Invoices), invs.More),
 			task("draft-statements", "draft statement to review", "draft statements to review", "/finance/statements?status=draft", len(sts.Statements), sts.More),
 			task("open-flags", "flagged request to resolve", "flagged requests to resolve", "/finance/flags", len(flags), len(flags) >= maxFlags))
-		if err := s.closeState(ctx, inv, month, now, h); err != nil {
+		if err := s.closeState(ctx, inv, month, now, loc, h); err != nil {
 			return nil, err
 		}
 	} else {
@@ -78,15 +78,15 @@ func (s *Server) financeHome(ctx context.Context, now time.Time) (*templates.Fin
 
 // closeState says where the close of month stands: not yet closed (and when it closes by
 // itself), running, done or failed.
-func (s *Server) closeState(ctx context.Context, inv *invoicing.Service, month invoicing.Period, now time.Time, h *templates.FinanceHome) error {
+func (s *Server) closeState(ctx context.Context, inv *invoicing.Service, month invoicing.Period, now time.Time, loc *time.Location, h *templates.FinanceHome) error {
 	pr, err := inv.CloseProgressOf(ctx, month)
 	if services.ErrorCode(err) == services.CodeNotFound {
 		h.CloseState = "not closed yet"
 		at := month.End().Add(inv.Grace())
 		if at.After(now) {
-			h.CloseDetail = "It closes by itself at " + minuteText(at) + ", or close it now."
+			h.CloseDetail = "It closes by itself at " + minuteText(loc, at) + ", or close it now."
 		} else {
-			h.CloseDetail = "It was due at " + minuteText(at) + ": the next automatic close runs it, or close it now."
+			h.CloseDetail = "It was due at " + minuteText(loc, at) + ": the next automatic close runs it, or close it now."
 		}
 		return nil
 	}
@@ -97,7 +97,7 @@ func (s *Server) closeState(ctx context.Context, inv *invoicing.Service, month i
 	case invoicing.CloseDone:
 		h.CloseState = "done"
 		if pr.FinishedAt != nil {
-			h.CloseDetail = "Finished at " + minuteText(*pr.FinishedAt) + ". "
+			h.CloseDetail = "Finished at " + minuteText(loc, *pr.FinishedAt) + ". "
 		}
 		h.CloseDetail += fmt.Sprintf("%d invoices and %d statements drafted.", pr.Invoices, pr.Statements)
 	case invoicing.CloseFailed:
@@ -105,7 +105,7 @@ func (s *Server) closeState(ctx context.Context, inv *invoicing.Service, month i
 		h.CloseDetail = pr.Problem
 	default:
 		h.CloseState = "running"
-		h.CloseDetail = fmt.Sprintf("Started at %s: %d of %d customers and %d of %d providers done.", minuteText(pr.StartedAt),
+		h.CloseDetail = fmt.Sprintf("Started at %s: %d of %d customers and %d of %d providers done.", minuteText(loc, pr.StartedAt),
 			pr.CustomersDone, pr.CustomersTotal, pr.ProvidersDone, pr.ProvidersTotal)
 	}
 	return nil

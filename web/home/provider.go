@@ -15,7 +15,7 @@ import (
 )
 
 // providerHome is a provider's account at a glance (see docs/home.md, "A provider's account").
-func (s *Server) providerHome(ctx context.Context, provider string, now time.Time) (*templates.ProviderHome, error) {
+func (s *Server) providerHome(ctx context.Context, provider string, now time.Time, loc *time.Location) (*templates.ProviderHome, error) {
 	h := &templates.ProviderHome{Earnings: "—"}
 	if s.cfg.Catalog != nil {
 		rigs, err := s.cfg.Catalog.ListOwn(ctx, provider)
@@ -37,7 +37,7 @@ func (s *Server) providerHome(ctx context.Context, provider string, now time.Tim
 		h.Earnings, h.EarningsSpan = money.FormatBigCents(earned), spanText(from, to)
 	}
 	var err error
-	if h.Payout, err = s.nextPayout(ctx, provider, earned, now); err != nil {
+	if h.Payout, err = s.nextPayout(ctx, provider, earned, now, loc); err != nil {
 		return nil, err
 	}
 	return h, nil
@@ -57,7 +57,7 @@ func homeRig(o catalog.Offering, now time.Time) templates.HomeRig {
 // nextPayout is the provider's next payout: an issued statement's payout not yet paid, else
 // what this month's statement will pay, or why nothing is coming: no Stripe account to pay
 // into, or less than the minimum payout (which carries over to the next statement).
-func (s *Server) nextPayout(ctx context.Context, provider string, earned money.BigPico, now time.Time) (templates.HomePayout, error) {
+func (s *Server) nextPayout(ctx context.Context, provider string, earned money.BigPico, now time.Time, loc *time.Location) (templates.HomePayout, error) {
 	out := templates.HomePayout{Link: "/provider/payouts", LinkText: "Payouts"}
 	inv, po := s.cfg.Invoicing, s.Payments.Payouts
 	if inv == nil || po == nil {
@@ -118,6 +118,6 @@ func (s *Server) nextPayout(ctx context.Context, provider string, earned money.B
 	}
 	out.Amount = core.CentsText(int64(next)) + " so far"
 	out.When = fmt.Sprintf("For %s: its statement is drafted by %s and paid once finance approves it.", month.Label(),
-		minuteText(month.End().Add(inv.Grace())))
+		minuteText(loc, month.End().Add(inv.Grace())))
 	return out, nil
 }
