@@ -228,10 +228,10 @@ func runBenchGateway(ctx context.Context, env Config, opts benchOptions, log *sl
 }
 
 // benchTempRoot is where the run's data directory goes: /dev/shm when the machine has it. The
-// agent writes and fsyncs each usage event to its outbox before it answers, and the embedded
-// NATS stores the usage stream under the same directory; on a disk those writes cost the rig
-// milliseconds a request, the same on both paths, and saturate it long before the gateway is
-// measured. In memory they cost microseconds.
+// agent fsyncs each usage event into its outbox before it answers (one fsync shared by the
+// requests that end together), and the embedded NATS stores the usage stream under the same
+// directory; on a disk each fsync costs milliseconds that depend on the disk, not on the
+// gateway. In memory they cost microseconds.
 func benchTempRoot() string {
 	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
 		return "/dev/shm"

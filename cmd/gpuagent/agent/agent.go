@@ -81,13 +81,20 @@
 // the server ends the response. A crash can then leave an event
 // kept for a request whose client never saw its end, never a request completed for its client without an event.
 //
-// The outbox is a directory (Config.OutboxDir) with one file per event, named "<unix nanoseconds, 20
-// digits>-<event id>.json" and holding exactly the encoded event that is published. A file is written as
-// ".tmp-<event id>", fsynced, renamed and the directory fsynced, so a file under its final name is always whole;
-// at start-up a temporary file that decodes as the whole event its name says is fsynced and renamed, as the crash
-// kept it from being (once: a copy of an event kept already is deleted), and any other is deleted.
+// The outbox is a log in a directory (Config.OutboxDir): segment files named "<number, 20 digits>.log", each a
+// sequence of records, a record being its kind ('E' an event, 'A' an acknowledgement), its payload's length and
+// the payload's CRC-32C (4 bytes each, big-endian), and the payload: an event's id (its length in 2 bytes, then
+// the id) and exactly the encoded event that is published; an acknowledgement's id. An event is appended and
+// fsynced before add returns, and the fsync is shared: one covers every record written before it began, so that
+// the requests that end together wait for one fsync between them, not one each (a rig's disk takes milliseconds
+// for one). An acknowledgement is appended without an fsync (lost in a crash, it only means a re-send). A new
+// segment is started at 4 MiB and at each start; a segment none of whose events waits any longer is deleted. At
+// start-up the segments are read in order, each up to its first record cut short or failing its checksum (the tail
+// of a write that add never returned from, cut off), and every event no acknowledgement follows is sent again.
+// The files of the earlier format, one file per event ("<unix nanoseconds>-<event id>.json", and a whole
+// ".tmp-<event id>" a crash left before its rename), are moved into the log at start-up and deleted.
 //
-// A background loop publishes the files in name order (the order they were written), each with its event id as
+// A background loop publishes the events in the order they were kept, each with its event id as
 // Nats-Msg-Id, in windows of 256, at most maxPublishRate events a second, and waits for the stream's
 // acknowledgements (a duplicate's too). It starts 20 ms after an event is added or the connection comes back
 // (publishLinger: the events of those 20 ms go in one round, apart from the responses on their way), and at
@@ -425,7 +432,7 @@ func (a *Agent) report(t ticketed, x *exchange, start, end time.Time, joules flo
 	}
 	raw, err := usage.Encode(ev)
 	if err == nil {
-		err = a.outbox.add(ev.ID, raw, end)
+		err = a.outbox.add(ev.ID, raw)
 	}
 	if err != nil {
 		a.log.Error("usage event could not be kept: it is lost unless replayed from this line",

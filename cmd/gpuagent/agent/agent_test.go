@@ -317,11 +317,11 @@ func TestEventsWaitInTheOutboxWhileNATSIsDownAndAreSentOnceWhenItIsBack(t *testi
 		t.Fatalf("with NATS down: %d %s, want the request served", resp.StatusCode, body)
 	}
 	waitFor(t, "the event in the outbox", func() bool { return r.agent.Stats().Outbox == 1 })
-	files, err := filepath.Glob(filepath.Join(r.outboxDir, "*.json"))
-	if err != nil || len(files) != 1 {
-		t.Fatalf("outbox files %v (%v), want one", files, err)
+	events, err := keptInOutbox(r.outboxDir)
+	if err != nil || len(events) != 1 {
+		t.Fatalf("the outbox keeps %d events (%v), want one", len(events), err)
 	}
-	kept, err := usage.Decode(mustRead(t, files[0]))
+	kept, err := usage.Decode(events[0])
 	if err != nil {
 		t.Fatalf("the outbox file is not the event: %v", err)
 	}
@@ -337,8 +337,8 @@ func TestEventsWaitInTheOutboxWhileNATSIsDownAndAreSentOnceWhenItIsBack(t *testi
 		t.Errorf("the stream holds event %s (msg id %s), want the kept %s", evs[0].event.ID, evs[0].msgID, kept.ID)
 	}
 	r.expectStreamHolds(t, 1)
-	if files, _ := filepath.Glob(filepath.Join(r.outboxDir, "*")); len(files) != 0 {
-		t.Errorf("outbox still holds %v", files)
+	if events, err := keptInOutbox(r.outboxDir); err != nil || len(events) != 0 {
+		t.Errorf("the outbox still keeps %d events (%v)", len(events), err)
 	}
 }
 
@@ -381,8 +381,8 @@ func TestOutboxLeftByAnEarlierRunIsSentAtStart(t *testing.T) {
 	waitFor(t, "the event in the outbox", func() bool { return r.agent.Stats().Outbox == 1 })
 	r.agent.Close()
 
-	if files, _ := filepath.Glob(filepath.Join(r.outboxDir, "*.json")); len(files) != 1 {
-		t.Fatalf("the stopped agent left %v in its outbox, want one event", files)
+	if events, err := keptInOutbox(r.outboxDir); len(events) != 1 {
+		t.Fatalf("the stopped agent left %d events in its outbox (%v), want one", len(events), err)
 	}
 	if n := r.streamCount(t); n != 0 {
 		t.Fatalf("the stream holds %d events from an agent that never sent", n)

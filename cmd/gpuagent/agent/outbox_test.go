@@ -5,18 +5,19 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/gpumarket/gpumarket/services/usage"
 )
 
-// TestOutboxLeftByACrashIsRecoveredAtStart starts an agent on a directory holding what crashes leave behind: events
-// under their final names, a whole temporary file (the crash came between its write and its rename), a whole
-// temporary copy of an event already kept (the crash came after the rename, as add never leaves one, or a copy
-// restored from a backup), a partial one and an empty one (the crash came during the write). The agent must
-// start, keep exactly the whole events once each, and send each of them once.
-func TestOutboxLeftByACrashIsRecoveredAtStart(t *testing.T) {
+// TestOutboxOfTheEarlierFormatIsMovedIntoTheLog starts an agent on a directory holding what the earlier format,
+// one file per event, leaves behind after crashes: events under their final names, a whole temporary file (the
+// crash came between its write and its rename), a whole temporary copy of an event already kept (a copy restored
+// from a backup), a partial one and an empty one (the crash came during the write). The agent must start, keep
+// exactly the whole events once each, send each of them once, and leave none of the old files.
+func TestOutboxOfTheEarlierFormatIsMovedIntoTheLog(t *testing.T) {
 	t.Parallel()
 	r := setup(t, rigOptions{noRun: true})
 	dir := t.TempDir()
@@ -43,15 +44,15 @@ func TestOutboxLeftByACrashIsRecoveredAtStart(t *testing.T) {
 		want = append(want, id)
 	}
 	_, copyOf2 := event(2)
-	write(tmpPrefix+"evt_crash02", copyOf2) // a whole copy of a kept event
+	write(legacyTmpPrefix+"evt_crash02", copyOf2) // a whole copy of a kept event
 	id4, whole := event(4)
-	write(tmpPrefix+id4, whole) // whole, never renamed
+	write(legacyTmpPrefix+id4, whole) // whole, never renamed
 	want = append(want, id4)
 	id5, partial := event(5)
-	write(tmpPrefix+id5, partial[:len(partial)/2])
-	write(tmpPrefix+"evt_crash06", nil)
+	write(legacyTmpPrefix+id5, partial[:len(partial)/2])
+	write(legacyTmpPrefix+"evt_crash06", nil)
 	_, other := event(7)
-	write(tmpPrefix+"evt_crash08", other) // whole, but not the event its name says
+	write(legacyTmpPrefix+"evt_crash08", other) // whole, but not the event its name says
 
 	a := r.startAgent(t, dir, false)
 	names := func() []string {
@@ -81,13 +82,18 @@ func TestOutboxLeftByACrashIsRecoveredAtStart(t *testing.T) {
 	if st := a.Stats(); st.Acked != int64(len(want)) {
 		t.Errorf("the agent counted %d acknowledgements, want %d", st.Acked, len(want))
 	}
-	if left := names(); len(left) != 0 {
-		t.Errorf("the outbox still holds %v", left)
+	for _, name := range names() {
+		if !strings.HasSuffix(name, segmentExt) {
+			t.Errorf("the outbox still holds %s", name)
+		}
+	}
+	if kept, err := keptInOutbox(dir); err != nil || len(kept) != 0 {
+		t.Errorf("the log keeps %d events (%v) once all were acknowledged", len(kept), err)
 	}
 }
 
-// TestOutboxRecoveryKeepsWholeTemporaryFilesUnderTheirFinalNames opens the outbox alone and reads what it kept.
-func TestOutboxRecoveryKeepsWholeTemporaryFilesUnderTheirFinalNames(t *testing.T) {
+// TestOutboxRecoveryKeepsWholeTemporaryFilesOfTheEarlierFormat opens the outbox alone and reads what it kept.
+func TestOutboxRecoveryKeepsWholeTemporaryFilesOfTheEarlierFormat(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	at := time.Date(2025, 3, 4, 5, 6, 7, 8000, time.UTC)
@@ -97,7 +103,7 @@ func TestOutboxRecoveryKeepsWholeTemporaryFilesUnderTheirFinalNames(t *testing.T
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, body := range map[string][]byte{tmpPrefix + "evt_whole": raw, tmpPrefix + "evt_cut": raw[:10], tmpPrefix + "evt_none": nil} {
+	for name, body := range map[string][]byte{legacyTmpPrefix + "evt_whole": raw, legacyTmpPrefix + "evt_cut": raw[:10], legacyTmpPrefix + "evt_none": nil} {
 		if err := os.WriteFile(filepath.Join(dir, name), body, 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -110,16 +116,17 @@ func TestOutboxRecoveryKeepsWholeTemporaryFilesUnderTheirFinalNames(t *testing.T
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantName := fmt.Sprintf("%020d-evt_whole.json", at.UnixNano())
-	if len(entries) != 1 || entries[0].id != "evt_whole" || entries[0].name != wantName || o.pending.Load() != 1 {
-		t.Fatalf("kept %+v (pending %d), want only evt_whole as %s", entries, o.pending.Load(), wantName)
+	if len(entries) != 1 || entries[0].id != "evt_whole" || o.pending.Load() != 1 {
+		t.Fatalf("kept %+v (pending %d), want only evt_whole", entries, o.pending.Load())
 	}
 	if body, err := o.read(entries[0]); err != nil || string(body) != string(raw) {
 		t.Errorf("kept %q (%v), want the event's bytes", body, err)
 	}
 	files, _ := os.ReadDir(dir)
-	if len(files) != 1 {
-		t.Errorf("the directory holds %d files, want only the kept event", len(files))
+	for _, f := range files {
+		if !strings.HasSuffix(f.Name(), segmentExt) {
+			t.Errorf("the directory still holds %s", f.Name())
+		}
 	}
 	// Opened again, as the next start after another crash would: nothing changes.
 	if o, err = openOutbox(dir); err != nil || o.pending.Load() != 1 {

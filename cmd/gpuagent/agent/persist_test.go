@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -63,8 +62,8 @@ func receive(t *testing.T, resp *http.Response, outboxDir string, end func(got [
 			ended := end(rv.got.Bytes())
 			rv.mu.Unlock()
 			if ended || err != nil {
-				files, _ := filepath.Glob(filepath.Join(outboxDir, "*.json"))
-				rv.keptAtEnd = len(files)
+				events, _ := keptInOutbox(outboxDir)
+				rv.keptAtEnd = len(events)
 				return
 			}
 		}
@@ -89,13 +88,13 @@ func (rv *receiver) wait(t *testing.T) {
 
 func keptEvents(t *testing.T, dir string) []usage.UsageEvent {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	kept, err := keptInOutbox(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out []usage.UsageEvent
-	for _, f := range files {
-		ev, err := usage.Decode(mustRead(t, f))
+	for _, raw := range kept {
+		ev, err := usage.Decode(raw)
 		if err != nil {
 			t.Fatal(err)
 		}
