@@ -150,14 +150,6 @@ var Borrowed = map[string]map[string]string{
 	"services/credits": {
 		"accounts": "locks the buying account's row, so that counting its pending purchases and adding one is one step",
 	},
-	"services/fixtures": {
-		"accounts":    "test fixtures: rows tests need, built in one place",
-		"api_keys":    "test fixtures: rows tests need, built in one place",
-		"memberships": "test fixtures: rows tests need, built in one place",
-		"offerings":   "test fixtures: rows tests need, built in one place",
-		"prices":      "test fixtures: rows tests need, built in one place",
-		"users":       "test fixtures: rows tests need, built in one place",
-	},
 	"services/invoicing": {
 		"accounts":             "joins an account's or a person's name into what it lists",
 		"gateway_requests":     "reads the gateway's request log in its own queries",
