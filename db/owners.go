@@ -95,18 +95,6 @@ var Owners = map[string]string{
 // Borrowed lists the tables a package's SQL still names without owning them, package to tables, each with why:
 // uses to move behind their owner's functions. An entry is removed when its use moves.
 var Borrowed = map[string]map[string]string{
-	"cmd/closebench": {
-		"accounts":            "a benchmark: seeds and checks its data in bulk, at the speed it measures",
-		"invoice_lines":       "a benchmark: seeds and checks its data in bulk, at the speed it measures",
-		"invoices":            "a benchmark: seeds and checks its data in bulk, at the speed it measures",
-		"ledger_accounts":     "a benchmark: seeds and checks its data in bulk, at the speed it measures",
-		"ledger_postings":     "a benchmark: seeds and checks its data in bulk, at the speed it measures",
-		"ledger_transactions": "a benchmark: seeds and checks its data in bulk, at the speed it measures",
-		"offerings":           "a benchmark: seeds and checks its data in bulk, at the speed it measures",
-		"prices":              "a benchmark: seeds and checks its data in bulk, at the speed it measures",
-		"statement_lines":     "a benchmark: seeds and checks its data in bulk, at the speed it measures",
-		"usage_hourly":        "a benchmark: seeds and checks its data in bulk, at the speed it measures",
-	},
 	"cmd/gpumarket": {
 		"gateway_requests": "a benchmark: seeds and checks its data in bulk, at the speed it measures",
 		"usage_event_keys": "a benchmark: seeds and checks its data in bulk, at the speed it measures",
