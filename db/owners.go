@@ -114,13 +114,6 @@ var Borrowed = map[string]map[string]string{
 		"usage_rejection_counts": "a benchmark: seeds and checks its data in bulk, at the speed it measures",
 		"users":                  "a benchmark: seeds and checks its data in bulk, at the speed it measures",
 	},
-	"cmd/reportsbench": {
-		"accounts":     "a benchmark: seeds and checks its data in bulk, at the speed it measures",
-		"offerings":    "a benchmark: seeds and checks its data in bulk, at the speed it measures",
-		"prices":       "a benchmark: seeds and checks its data in bulk, at the speed it measures",
-		"usage_events": "a benchmark: seeds and checks its data in bulk, at the speed it measures",
-		"usage_hourly": "a benchmark: seeds and checks its data in bulk, at the speed it measures",
-	},
 	"services/admission": {
 		"account_budgets":    "reads an account's budget with its keys' spend in its own query",
 		"api_key_spend":      "reads the meter's usage in its own queries",
