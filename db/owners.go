@@ -95,11 +95,6 @@ var Owners = map[string]string{
 // Borrowed lists the tables a package's SQL still names without owning them, package to tables, each with why:
 // uses to move behind their owner's functions. An entry is removed when its use moves.
 var Borrowed = map[string]map[string]string{
-	"cmd/gpumarket": {
-		"gateway_requests": "a benchmark: seeds and checks its data in bulk, at the speed it measures",
-		"usage_event_keys": "a benchmark: seeds and checks its data in bulk, at the speed it measures",
-		"usage_events":     "a benchmark: seeds and checks its data in bulk, at the speed it measures",
-	},
 	"services/admission": {
 		"account_budgets":    "reads an account's budget with its keys' spend in its own query",
 		"api_key_spend":      "reads the meter's usage in its own queries",
