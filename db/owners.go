@@ -95,44 +95,6 @@ var Owners = map[string]string{
 // Borrowed lists the tables a package's SQL still names without owning them, package to tables, each with why:
 // uses to move behind their owner's functions. An entry is removed when its use moves.
 var Borrowed = map[string]map[string]string{
-	"cmd/closebench": {
-		"accounts":            "a benchmark: seeds and checks its data in bulk, at the speed it measures",
-		"invoice_lines":       "a benchmark: seeds and checks its data in bulk, at the speed it measures",
-		"invoices":            "a benchmark: seeds and checks its data in bulk, at the speed it measures",
-		"ledger_accounts":     "a benchmark: seeds and checks its data in bulk, at the speed it measures",
-		"ledger_postings":     "a benchmark: seeds and checks its data in bulk, at the speed it measures",
-		"ledger_transactions": "a benchmark: seeds and checks its data in bulk, at the speed it measures",
-		"offerings":           "a benchmark: seeds and checks its data in bulk, at the speed it measures",
-		"prices":              "a benchmark: seeds and checks its data in bulk, at the speed it measures",
-		"statement_lines":     "a benchmark: seeds and checks its data in bulk, at the speed it measures",
-		"usage_hourly":        "a benchmark: seeds and checks its data in bulk, at the speed it measures",
-	},
-	"cmd/gpumarket": {
-		"gateway_requests": "a benchmark: seeds and checks its data in bulk, at the speed it measures",
-		"usage_event_keys": "a benchmark: seeds and checks its data in bulk, at the speed it measures",
-		"usage_events":     "a benchmark: seeds and checks its data in bulk, at the speed it measures",
-	},
-	"cmd/meterbench": {
-		"accounts":               "a benchmark: seeds and checks its data in bulk, at the speed it measures",
-		"api_key_spend":          "a benchmark: seeds and checks its data in bulk, at the speed it measures",
-		"api_keys":               "a benchmark: seeds and checks its data in bulk, at the speed it measures",
-		"gateway_requests":       "a benchmark: seeds and checks its data in bulk, at the speed it measures",
-		"ledger_accounts":        "a benchmark: seeds and checks its data in bulk, at the speed it measures",
-		"ledger_postings":        "a benchmark: seeds and checks its data in bulk, at the speed it measures",
-		"offerings":              "a benchmark: seeds and checks its data in bulk, at the speed it measures",
-		"prices":                 "a benchmark: seeds and checks its data in bulk, at the speed it measures",
-		"usage_events":           "a benchmark: seeds and checks its data in bulk, at the speed it measures",
-		"usage_hourly":           "a benchmark: seeds and checks its data in bulk, at the speed it measures",
-		"usage_rejection_counts": "a benchmark: seeds and checks its data in bulk, at the speed it measures",
-		"users":                  "a benchmark: seeds and checks its data in bulk, at the speed it measures",
-	},
-	"cmd/reportsbench": {
-		"accounts":     "a benchmark: seeds and checks its data in bulk, at the speed it measures",
-		"offerings":    "a benchmark: seeds and checks its data in bulk, at the speed it measures",
-		"prices":       "a benchmark: seeds and checks its data in bulk, at the speed it measures",
-		"usage_events": "a benchmark: seeds and checks its data in bulk, at the speed it measures",
-		"usage_hourly": "a benchmark: seeds and checks its data in bulk, at the speed it measures",
-	},
 	"services/admission": {
 		"account_budgets":    "reads an account's budget with its keys' spend in its own query",
 		"api_key_spend":      "reads the meter's usage in its own queries",

@@ -16,7 +16,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/audit"
 	"github.com/gpumarket/gpumarket/services/invoicing"
 	"github.com/gpumarket/gpumarket/services/ledger"
-	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/metering"
 )
 
 // bench runs the whole benchmark; see the package comment.
@@ -71,23 +71,20 @@ func verify(ctx context.Context, d *scratchdb.Database, o options, p invoicing.P
 	if pr.Invoices != o.accounts || pr.Statements != o.providers {
 		return fmt.Errorf("verify: %d invoices and %d statements, want %d and %d", pr.Invoices, pr.Statements, o.accounts, o.providers)
 	}
-	var rolled, invoiced, payable, paid money.BigPico
-	var events, lines int64
-	var negative int
-	if err := d.Pool.QueryRow(ctx, `
-		SELECT (SELECT sum(charge_pico) FROM usage_hourly), (SELECT sum(charge_pico) FROM invoice_lines),
-			(SELECT sum(payable_pico) FROM usage_hourly), (SELECT sum(payable_pico) FROM statement_lines),
-			(SELECT sum(requests)::bigint FROM invoice_lines), (SELECT count(*) FROM invoice_lines),
-			(SELECT count(*) FROM invoices WHERE 'negative_balance' = ANY (flags))`).Scan(
-		&rolled, &invoiced, &payable, &paid, &events, &lines, &negative); err != nil {
+	rolled, err := metering.SumHourly(ctx, d.Pool)
+	if err != nil {
 		return fmt.Errorf("verify: %w", err)
 	}
-	if rolled != invoiced || payable != paid || events != int64(o.events) {
+	docs, err := invoicing.SumDocuments(ctx, d.Pool)
+	if err != nil {
+		return fmt.Errorf("verify: %w", err)
+	}
+	if rolled.Charge != docs.Charged || rolled.Payable != docs.Payable || docs.InvoiceRequests != int64(o.events) {
 		return fmt.Errorf("verify: invoices charge %s of the rollups' %s and statements pay %s of %s, over %d requests of %d",
-			invoiced, rolled, paid, payable, events, o.events)
+			docs.Charged, rolled.Charge, docs.Payable, rolled.Payable, docs.InvoiceRequests, o.events)
 	}
 	progress("verified: %d invoices of %d lines charge %s, the rollups' sum to the picodollar; statements pay %s; %d accounts overdrawn and flagged",
-		pr.Invoices, lines, invoiced, paid, negative)
+		pr.Invoices, docs.InvoiceLines, docs.Charged, docs.Payable, docs.Flagged[invoicing.FlagNegativeBalance])
 	return nil
 }
 

@@ -10,12 +10,13 @@
 //  1. The previous calendar month is seeded through the hourly rollups: the rows the meter
 //     would have kept for -events requests of -accounts customers over -providers providers'
 //     offerings (ten requests a row, one of them without output and so not charged; three
-//     offerings a customer; a price change on the 16th), written by one INSERT from
-//     generate_series; then the ledger postings the meter posts for them (one usage
-//     transaction per customer, as if the month were one batch: the customer's credit down by
-//     its charges, each provider's payable up by its asks, the platform's revenue the margin),
-//     and a purchase of credit per customer at the month's start, small enough for a quarter
-//     of them to end the month overdrawn.
+//     offerings a customer; a price change on the 16th); then the ledger postings the meter
+//     posts for them (one usage transaction per customer, as if the month were one batch: the
+//     customer's credit down by its charges, each provider's payable up by its asks, the
+//     platform's revenue the margin), and a purchase of credit per customer at the month's
+//     start, small enough for a quarter of them to end the month overdrawn. Every row is
+//     written by COPY, through the owners' bulk loads (metering.CopyHourly,
+//     ledger.CopyTransactions and the like).
 //  2. The close runs as `gpumarket invoices close` runs it, with its default chunk of accounts
 //     per transaction; the exact check of a sample against usage_events is off, since the
 //     benchmark writes rollups and not the usage rows they would sum.

@@ -3,122 +3,211 @@ package main
 import (
 	"context"
 	"fmt"
+	"iter"
 	"time"
 
 	"github.com/gpumarket/gpumarket/cmd/internal/scratchdb"
+	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/invoicing"
+	"github.com/gpumarket/gpumarket/services/ledger"
+	"github.com/gpumarket/gpumarket/services/metering"
+	"github.com/gpumarket/gpumarket/services/money"
 )
 
-// seed writes the benchmark's month: accounts, offerings and the price book, the rollups of
-// its requests, and the ledger postings the meter would have posted for them. The customers,
-// providers and offerings are numbered in tables of the scratch database's own, which the
-// statements that write the rollups and postings join.
+// month is the benchmark's month as seed writes it: its customers and providers (their ids, the i-th named
+// "Customer i" or "Provider i"), their offerings and the price book.
+type month struct {
+	period    invoicing.Period
+	customers []string
+	providers []string
+	offerings []catalog.LoadedOffering
+	prices    catalog.PriceBook
+	rows      int // rollup rows per customer
+	hours     int // in the month
+}
+
+// seed writes the benchmark's month through the owners' bulk loads: accounts, offerings and the price book, the
+// rollups of its requests, and the ledger postings the meter would have posted for them.
 func seed(ctx context.Context, d *scratchdb.Database, o options, p invoicing.Period) error {
-	rows := o.events / (o.accounts * eventsPerRow) // rollup rows per account
-	hours := int(p.End().Sub(p.Start()).Hours())
+	m := month{period: p, rows: o.events / (o.accounts * eventsPerRow), hours: int(p.End().Sub(p.Start()).Hours())}
 	change := time.Date(p.Start().Year(), p.Start().Month(), 16, 0, 0, 0, 0, time.UTC)
 	steps := []struct {
 		what string
-		sql  string
-		args []any
+		load func() error
 	}{
-		{"numbering tables", `
-			CREATE TABLE bench_customers (idx int PRIMARY KEY, id uuid NOT NULL);
-			CREATE TABLE bench_providers (idx int PRIMARY KEY, id uuid NOT NULL);
-			CREATE TABLE bench_offerings (idx int PRIMARY KEY, id uuid NOT NULL, provider uuid NOT NULL, tier text NOT NULL,
-				model text NOT NULL, ask_in bigint NOT NULL, ask_out bigint NOT NULL)`, nil},
-		{"customers", `
-			WITH a AS (INSERT INTO accounts (name, created_at)
-				SELECT 'Customer ' || i, $2 FROM generate_series(0, $1 - 1) i RETURNING id, name)
-			INSERT INTO bench_customers SELECT substr(name, 10)::int, id FROM a`, []any{o.accounts, p.Start()}},
-		{"providers", `
-			WITH a AS (INSERT INTO accounts (name, created_at)
-				SELECT 'Provider ' || i, $2 FROM generate_series(0, $1 - 1) i RETURNING id, name)
-			INSERT INTO bench_providers SELECT substr(name, 10)::int, id FROM a`, []any{o.providers, p.Start()}},
+		{"customers", func() (err error) {
+			m.customers, err = loadAccounts(ctx, d, "Customer", o.accounts, p.Start())
+			return err
+		}},
+		{"providers", func() (err error) {
+			m.providers, err = loadAccounts(ctx, d, "Provider", o.providers, p.Start())
+			return err
+		}},
 		// The price book: each tier's price from long before, and a change on the 16th.
-		{"prices", `
-			INSERT INTO prices (tier, input_micro_usd_per_mtok, output_micro_usd_per_mtok, effective_from, created_at)
-			VALUES ('realtime', 300000, 600000, $1, $1), ('standard', 150000, 300000, $1, $1), ('batch', 80000, 160000, $1, $1),
-				('realtime', 330000, 660000, $2, $1), ('standard', 165000, 330000, $2, $1), ('batch', 88000, 176000, $2, $1)`,
-			[]any{p.Start().AddDate(-1, 0, 0), change}},
+		{"prices", func() error {
+			since, created := p.Start().AddDate(-1, 0, 0), p.Start().AddDate(-1, 0, 0)
+			_, err := catalog.CopyPrices(ctx, d.Pool, []catalog.LoadedPrice{
+				{Tier: catalog.TierRealtime, Input: 300000, Output: 600000, EffectiveFrom: since, CreatedAt: created},
+				{Tier: catalog.TierStandard, Input: 150000, Output: 300000, EffectiveFrom: since, CreatedAt: created},
+				{Tier: catalog.TierBatch, Input: 80000, Output: 160000, EffectiveFrom: since, CreatedAt: created},
+				{Tier: catalog.TierRealtime, Input: 330000, Output: 660000, EffectiveFrom: change, CreatedAt: created},
+				{Tier: catalog.TierStandard, Input: 165000, Output: 330000, EffectiveFrom: change, CreatedAt: created},
+				{Tier: catalog.TierBatch, Input: 88000, Output: 176000, EffectiveFrom: change, CreatedAt: created},
+			})
+			if err == nil {
+				m.prices, err = catalog.ReadPriceBook(ctx, d.Pool)
+			}
+			return err
+		}},
 		// Two offerings per provider, asking below their tier's prices.
-		{"offerings", `
-			WITH o AS (
-				SELECT p.idx * 2 + k AS idx, p.id AS provider, (ARRAY['realtime', 'standard', 'batch'])[1 + (p.idx * 2 + k) % 3] AS tier,
-					'bench/model-' || ((p.idx * 2 + k) % 4) AS model, 20000 + ((p.idx * 2 + k) % 20) * 1000 AS ask_in
-				FROM bench_providers p, generate_series(0, 1) k),
-			ins AS (
-				INSERT INTO offerings (provider_account_id, gpu, gpu_count, region, model, ask_input_micro_usd_per_mtok,
-					ask_output_micro_usd_per_mtok, seed_key, tier, status, created_at, updated_at)
-				SELECT provider, 'rtx-4090', 4, 'eu', model, ask_in, 2 * ask_in, 'bench-' || idx, tier, 'active', $1, $1
-				FROM o RETURNING id, seed_key)
-			INSERT INTO bench_offerings
-			SELECT o.idx, ins.id, o.provider, o.tier, o.model, o.ask_in, 2 * o.ask_in
-			FROM o JOIN ins ON ins.seed_key = 'bench-' || o.idx`, []any{p.Start()}},
-		// Each account's rows: one an hour for rows hours spread over the month, each of ten
-		// requests at one of three offerings, one request without output.
-		{"rollups", `
-			INSERT INTO usage_hourly (hour, account_id, offering_id, tier, model, price_id, ask_input_price, ask_output_price,
-				provider_account_id, requests, input_tokens, output_tokens, uncharged_requests, uncharged_input_tokens,
-				uncharged_output_tokens, charge_pico, payable_pico, energy_j)
-			SELECT r.hour, c.id, o.id, o.tier, o.model, pr.id, o.ask_in, o.ask_out, o.provider,
-				$4, $4 * r.inp, ($4 - 1) * r.outp, 1, r.inp, 0,
-				($4 - 1) * (r.inp * pr.input_micro_usd_per_mtok + r.outp * pr.output_micro_usd_per_mtok),
-				($4 - 1) * (r.inp * o.ask_in + r.outp * o.ask_out), $4 * 40.0
-			FROM bench_customers c
-			CROSS JOIN generate_series(0, $1 - 1) k
-			CROSS JOIN LATERAL (SELECT $5::timestamptz + make_interval(hours => (c.idx + k * 11) % $2) AS hour,
-				(200 + (c.idx * 37 + k * 11) % 1800)::bigint AS inp, (20 + (c.idx * 13 + k * 7) % 400)::bigint AS outp) r
-			JOIN bench_offerings o ON o.idx = (c.idx * 3 + k % 3) % $3
-			JOIN LATERAL (SELECT id, input_micro_usd_per_mtok, output_micro_usd_per_mtok FROM prices
-				WHERE tier = o.tier AND effective_from <= r.hour ORDER BY effective_from DESC LIMIT 1) pr ON true`,
-			[]any{rows, hours, 2 * o.providers, eventsPerRow, p.Start()}},
-		{"ledger accounts", `
-			INSERT INTO ledger_accounts (kind, owner_account_id, created_at)
-			SELECT 'customer_credit', id, $1::timestamptz FROM bench_customers
-			UNION ALL SELECT 'provider_payable', id, $1::timestamptz FROM bench_providers
-			UNION ALL VALUES ('platform_revenue', NULL::uuid, $1::timestamptz), ('stripe_clearing', NULL, $1::timestamptz)`, []any{p.Start()}},
-		// A purchase per customer at the month's start: $1, or 5 cents for every fourth, who
-		// ends the month overdrawn.
-		{"purchases", `
-			WITH t AS (
-				INSERT INTO ledger_transactions (kind, idempotency_key, memo, occurred_at, created_at)
-				SELECT 'purchase', 'bench-purchase:' || c.id, 'Credits bought with Stripe', $1, $1 FROM bench_customers c
-				RETURNING id, idempotency_key),
-			amounts AS (
-				SELECT t.id, la.id AS customer, CASE WHEN c.idx % 4 = 0 THEN 50000000000 ELSE 1000000000000 END AS amount
-				FROM t JOIN bench_customers c ON t.idempotency_key = 'bench-purchase:' || c.id
-				JOIN ledger_accounts la ON la.kind = 'customer_credit' AND la.owner_account_id = c.id)
-			INSERT INTO ledger_postings (transaction_id, ledger_account_id, amount)
-			SELECT id, customer, amount FROM amounts
-			UNION ALL
-			SELECT id, (SELECT id FROM ledger_accounts WHERE kind = 'stripe_clearing'), -amount FROM amounts`,
-			[]any{p.Start().Add(time.Hour)}},
-		// A usage transaction per customer, as the meter posts one per customer per batch.
-		{"usage postings", `
-			WITH t AS (
-				INSERT INTO ledger_transactions (kind, idempotency_key, memo, occurred_at, created_at)
-				SELECT 'usage', 'bench-usage:' || id, 'Usage', $1, $1 FROM bench_customers
-				RETURNING id, substr(idempotency_key, 13)::uuid AS customer),
-			sums AS (
-				SELECT account_id, provider_account_id, sum(charge_pico) AS charge, sum(payable_pico) AS payable
-				FROM usage_hourly GROUP BY 1, 2)
-			INSERT INTO ledger_postings (transaction_id, ledger_account_id, amount)
-			SELECT t.id, la.id, -sum(s.charge) FROM t JOIN sums s ON s.account_id = t.customer
-				JOIN ledger_accounts la ON la.kind = 'customer_credit' AND la.owner_account_id = t.customer GROUP BY 1, 2
-			UNION ALL
-			SELECT t.id, la.id, s.payable FROM t JOIN sums s ON s.account_id = t.customer
-				JOIN ledger_accounts la ON la.kind = 'provider_payable' AND la.owner_account_id = s.provider_account_id
-			UNION ALL
-			SELECT t.id, (SELECT id FROM ledger_accounts WHERE kind = 'platform_revenue'), sum(s.charge - s.payable)
-				FROM t JOIN sums s ON s.account_id = t.customer GROUP BY 1`, []any{p.End().Add(-time.Hour)}},
+		{"offerings", func() error {
+			tiers := []catalog.Tier{catalog.TierRealtime, catalog.TierStandard, catalog.TierBatch}
+			for i, provider := range m.providers {
+				for k := range 2 {
+					idx := i*2 + k
+					ask := money.MicroUSD(20000 + (idx%20)*1000)
+					m.offerings = append(m.offerings, catalog.LoadedOffering{ID: newID(), ProviderAccountID: provider,
+						GPU: "rtx-4090", GPUCount: 4, Region: "eu", Model: fmt.Sprintf("bench/model-%d", idx%4),
+						AskInput: ask, AskOutput: 2 * ask, Tier: tiers[idx%3], Status: catalog.StatusActive,
+						SeedKey: fmt.Sprintf("bench-%d", idx), CreatedAt: p.Start(), UpdatedAt: p.Start()})
+				}
+			}
+			_, err := catalog.CopyOfferings(ctx, d.Pool, m.offerings)
+			return err
+		}},
+		{"rollups", func() error {
+			_, err := metering.CopyHourly(ctx, d.Pool, m.rollups())
+			return err
+		}},
+		{"ledger", func() error { return m.loadLedger(ctx, d) }},
 	}
 	for _, s := range steps {
 		start := time.Now()
-		if _, err := d.Pool.Exec(ctx, s.sql, s.args...); err != nil {
+		if err := s.load(); err != nil {
 			return fmt.Errorf("seed %s: %w", s.what, err)
 		}
 		progress("seeded %s in %s", s.what, time.Since(start).Round(time.Millisecond))
 	}
 	return nil
+}
+
+// loadAccounts writes n accounts named prefix and their number, and returns their ids in that order.
+func loadAccounts(ctx context.Context, d *scratchdb.Database, prefix string, n int, created time.Time) ([]string, error) {
+	rows := make([]accounts.LoadedAccount, n)
+	ids := make([]string, n)
+	for i := range rows {
+		ids[i] = newID()
+		rows[i] = accounts.LoadedAccount{ID: ids[i], Name: fmt.Sprintf("%s %d", prefix, i), CreatedAt: created}
+	}
+	_, err := accounts.CopyAccounts(ctx, d.Pool, rows)
+	return ids, err
+}
+
+// rollups are each customer's rows: one an hour for m.rows hours spread over the month, each of ten requests at
+// one of three offerings, one request without output.
+func (m *month) rollups() iter.Seq[metering.HourlyRow] {
+	return func(yield func(metering.HourlyRow) bool) {
+		for c := range m.customers {
+			for k := range m.rows {
+				if !yield(m.rollup(c, k)) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// rollup is customer c's k-th row.
+func (m *month) rollup(c, k int) metering.HourlyRow {
+	hour := m.period.Start().Add(time.Duration((c+k*11)%m.hours) * time.Hour)
+	inp, outp := int64(200+(c*37+k*11)%1800), int64(20+(c*13+k*7)%400)
+	o := &m.offerings[(c*3+k%3)%len(m.offerings)]
+	pr, _ := m.prices.At(o.Tier, "", hour)
+	const n = eventsPerRow
+	return metering.HourlyRow{Hour: hour, AccountID: m.customers[c], OfferingID: o.ID, ProviderAccountID: o.ProviderAccountID,
+		Tier: string(o.Tier), Model: o.Model, PriceID: pr.ID, AskInputPrice: int64(o.AskInput), AskOutputPrice: int64(o.AskOutput),
+		Requests: n, InputTokens: n * inp, OutputTokens: (n - 1) * outp,
+		UnchargedRequests: 1, UnchargedInputTokens: inp, UnchargedOutputTokens: 0,
+		Charge:  money.Pico((n - 1) * (inp*int64(pr.Input) + outp*int64(pr.Output))),
+		Payable: money.Pico((n - 1) * (inp*int64(o.AskInput) + outp*int64(o.AskOutput))),
+		EnergyJ: n * 40.0}
+}
+
+// loadLedger writes the ledger: an account per customer and per provider and the platform's two; a purchase per
+// customer at the month's start, of $1, or 5 cents for every fourth, who ends the month overdrawn; and a usage
+// transaction per customer at the month's end, as the meter posts one per customer per batch, as if the month
+// were one batch: the customer's credit down by its charges, each provider's payable up by its asks, the
+// platform's revenue the margin.
+func (m *month) loadLedger(ctx context.Context, d *scratchdb.Database) error {
+	start := m.period.Start()
+	var accts []ledger.LoadedAccount
+	open := func(kind ledger.AccountKind, owner string) ledger.LedgerAccountID {
+		id := ledger.LedgerAccountID(newID())
+		accts = append(accts, ledger.LoadedAccount{ID: id, Kind: kind, OwnerAccountID: owner, CreatedAt: start})
+		return id
+	}
+	credit := map[string]ledger.LedgerAccountID{}
+	for _, c := range m.customers {
+		credit[c] = open(ledger.AccountCustomerCredit, c)
+	}
+	payable := map[string]ledger.LedgerAccountID{}
+	for _, p := range m.providers {
+		payable[p] = open(ledger.AccountProviderPayable, p)
+	}
+	revenue, clearing := open(ledger.AccountPlatformRevenue, ""), open(ledger.AccountStripeClearing, "")
+	if _, err := ledger.CopyAccounts(ctx, d.Pool, accts); err != nil {
+		return err
+	}
+
+	// What each customer owes and each provider is owed of it, from the rollups.
+	type owed struct {
+		charge    money.Pico
+		providers map[string]money.Pico
+	}
+	usage := make([]owed, len(m.customers))
+	for c := range m.customers {
+		usage[c].providers = map[string]money.Pico{}
+		for k := range m.rows {
+			r := m.rollup(c, k)
+			usage[c].charge += r.Charge
+			usage[c].providers[r.ProviderAccountID] += r.Payable
+		}
+	}
+	var txns []ledger.Transaction
+	paidAt, usedAt := start.Add(time.Hour), m.period.End().Add(-time.Hour)
+	for c, id := range m.customers {
+		amount := money.Pico(1_000_000_000_000)
+		if c%4 == 0 {
+			amount = 50_000_000_000
+		}
+		txns = append(txns, ledger.Transaction{ID: newID(), Kind: ledger.TransactionPurchase, IdempotencyKey: "bench-purchase:" + id,
+			Memo: "Credits bought with Stripe", OccurredAt: paidAt, CreatedAt: paidAt,
+			Postings: []ledger.Posting{{Account: credit[id], Amount: amount}, {Account: clearing, Amount: -amount}}})
+	}
+	for c, id := range m.customers {
+		if len(usage[c].providers) == 0 {
+			continue
+		}
+		postings := []ledger.Posting{{Account: credit[id], Amount: -usage[c].charge}}
+		margin := usage[c].charge
+		for _, p := range m.providers {
+			if owed, ok := usage[c].providers[p]; ok {
+				postings = append(postings, ledger.Posting{Account: payable[p], Amount: owed})
+				margin -= owed
+			}
+		}
+		postings = append(postings, ledger.Posting{Account: revenue, Amount: margin})
+		txns = append(txns, ledger.Transaction{ID: newID(), Kind: ledger.TransactionUsage, IdempotencyKey: "bench-usage:" + id,
+			Memo: "Usage", OccurredAt: usedAt, CreatedAt: usedAt, Postings: postings})
+	}
+	_, err := ledger.CopyTransactions(ctx, d.Pool, txns)
+	return err
+}
+
+// newID is a fresh uuid: the id a loaded row is written with. It reads crypto/rand, which does not fail.
+func newID() string {
+	id, _ := services.NewUUID()
+	return id
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"net"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"runtime/trace"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,7 +39,9 @@ import (
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/ledger"
+	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/requestlog"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/services/simulation"
 	"github.com/gpumarket/gpumarket/services/ticket"
@@ -763,25 +767,45 @@ func (b *benchPlatform) measure(ctx context.Context, o benchOptions) ([]string, 
 }
 
 // timeSplit is where a gateway run's requests spent their time, at the median, as the platform
-// recorded them: the gateway's attempt (gateway_requests.duration_ms: from the route ticket to the
-// answer relayed) and the agent's handling (the usage event's duration_ms: from the request's
-// arrival at the agent to the answer whole).
+// recorded them: the gateway's attempt (its record's duration: from the route ticket to the answer
+// relayed) and the agent's handling (the usage event's duration: from the request's arrival at the
+// agent to the answer whole).
 type timeSplit struct {
 	requests         int
 	attemptMs, rigMs float64
 }
 
-// gatewaySplit reads the medians of the customer's gateway requests between from and to.
+// gatewaySplit reads the medians of the customer's gateway requests between from and to, over
+// those the meter has a usage row of.
 func (b *benchPlatform) gatewaySplit(ctx context.Context, from, to time.Time) (timeSplit, error) {
-	var t timeSplit
-	err := b.p.pool.QueryRow(ctx, `
-		SELECT count(*), coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY g.duration_ms), 0),
-			coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY u.duration_ms), 0)
-		FROM gateway_requests g
-		JOIN usage_event_keys k ON k.request_id = g.request_id
-		JOIN usage_events u ON u.occurred_at = k.occurred_at AND u.request_id = k.request_id
-		WHERE g.account_id = $1 AND g.at >= $2 AND g.at < $3`, b.customer.AccountID, from, to).Scan(&t.requests, &t.attemptMs, &t.rigMs)
-	return t, err
+	attempts, err := requestlog.DurationsOfAccount(ctx, b.p.pool, b.customer.AccountID, from, to)
+	if err != nil {
+		return timeSplit{}, err
+	}
+	ids := slices.Collect(maps.Keys(attempts))
+	handled, err := metering.DurationsOfRequests(ctx, b.p.pool, ids)
+	if err != nil {
+		return timeSplit{}, err
+	}
+	var attemptMs, rigMs []float64
+	for id, ms := range handled {
+		attemptMs, rigMs = append(attemptMs, attempts[id]), append(rigMs, ms)
+	}
+	return timeSplit{requests: len(rigMs), attemptMs: median(attemptMs), rigMs: median(rigMs)}, nil
+}
+
+// median is the median of v, half way between the middle two when they are two, as
+// PostgreSQL's percentile_cont(0.5) interpolates; 0 for none.
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	slices.Sort(v)
+	mid := len(v) / 2
+	if len(v)%2 == 1 {
+		return v[mid]
+	}
+	return v[mid-1] + (v[mid]-v[mid-1])/2
 }
 
 // printSplit prints where the gateway run's requests spent their time, at the median: what the

@@ -3,77 +3,84 @@ package main
 import (
 	"context"
 	"fmt"
+	"iter"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/services/admission"
+	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/requestlog"
 )
 
-// seed writes the workload's customers with their API keys, providers, offerings and price
-// book, and returns the workload over them (without its NATS URL and ticket key).
+// seed writes, through the owners' bulk loads, the workload's customers with their API keys, providers,
+// offerings and price book, and returns the workload over them (without its NATS URL and ticket key).
 func seed(ctx context.Context, pool *pgxpool.Pool, events int) (workload, error) {
 	const customers, providers, offeringsPerProvider = 20, 4, 2
 	now := time.Now()
 	w := workload{Events: events, IDsFrom: now.UnixMilli()}
-	account := func(name string) (string, error) {
-		var id string
-		err := pool.QueryRow(ctx, `INSERT INTO accounts (name, created_at) VALUES ($1, $2) RETURNING id::text`, name, now).Scan(&id)
-		return id, err
-	}
+	var accts []accounts.LoadedAccount
+	var users []accounts.LoadedUser
+	var keys []accounts.LoadedKey
 	for i := range customers {
-		id, err := account(fmt.Sprintf("Customer %d", i))
-		if err != nil {
-			return w, fmt.Errorf("seed: %w", err)
-		}
-		var key string
-		if err := pool.QueryRow(ctx, `WITH u AS (
-				INSERT INTO users (account_id, email, password_hash, role, created_at)
-				VALUES ($1, $2, 'x', 'developer', $3) RETURNING id)
-			INSERT INTO api_keys (account_id, created_by, name, prefix, key_hash, created_at)
-			SELECT $1, u.id, 'bench', 'gm_bench', sha256(convert_to($2, 'UTF8')), $3 FROM u RETURNING id::text`,
-			id, fmt.Sprintf("customer-%d@bench.test", i), now).Scan(&key); err != nil {
-			return w, fmt.Errorf("seed: %w", err)
-		}
+		id, user, key := newID(), newID(), newID()
+		email := fmt.Sprintf("customer-%d@bench.test", i)
+		accts = append(accts, accounts.LoadedAccount{ID: id, Name: fmt.Sprintf("Customer %d", i), CreatedAt: now})
+		users = append(users, accounts.LoadedUser{ID: user, AccountID: id, Email: email, Role: accounts.RoleDeveloper, CreatedAt: now})
+		keys = append(keys, accounts.LoadedKey{ID: key, AccountID: id, CreatedBy: user, Name: "bench", Prefix: "gm_bench",
+			Secret: email, CreatedAt: now})
 		w.Customers, w.APIKeys = append(w.Customers, id), append(w.APIKeys, key)
 	}
-	prices := map[string]int64{}
+	var prices []catalog.LoadedPrice
 	for tier, p := range tierPrices {
-		var id int64
-		if err := pool.QueryRow(ctx, `INSERT INTO prices (tier, input_micro_usd_per_mtok, output_micro_usd_per_mtok,
-			effective_from, created_at) VALUES ($1, $2, $3, $4, $5) RETURNING id`, tier, p.in, p.out, now.AddDate(0, -1, 0), now).Scan(&id); err != nil {
-			return w, fmt.Errorf("seed: %w", err)
-		}
-		prices[tier] = id
+		prices = append(prices, catalog.LoadedPrice{Tier: catalog.Tier(tier), Input: money.MicroUSD(p.in), Output: money.MicroUSD(p.out),
+			EffectiveFrom: now.AddDate(0, -1, 0), CreatedAt: now})
 	}
+	var offerings []catalog.LoadedOffering
 	tiers := []string{"realtime", "standard", "batch"}
 	for p := range providers {
-		provider, err := account(fmt.Sprintf("Provider %d", p))
-		if err != nil {
-			return w, fmt.Errorf("seed: %w", err)
-		}
+		provider := newID()
+		accts = append(accts, accounts.LoadedAccount{ID: provider, Name: fmt.Sprintf("Provider %d", p), CreatedAt: now})
 		for o := range offeringsPerProvider {
 			// Asks below the tier's price for either kind of token: 10,000 to 45,000 in, twice as
 			// much out.
 			ask := int64(10_000 + 5_000*len(w.Offerings))
-			off := offering{Provider: provider, Tier: tiers[len(w.Offerings)%len(tiers)],
+			off := offering{ID: newID(), Provider: provider, Tier: tiers[len(w.Offerings)%len(tiers)],
 				Model: fmt.Sprintf("bench/model-%d", o), AskIn: ask, AskOut: 2 * ask}
-			off.PriceID = prices[off.Tier]
-			if err := pool.QueryRow(ctx, `INSERT INTO offerings (provider_account_id, gpu, gpu_count, region, model,
-				ask_input_micro_usd_per_mtok, ask_output_micro_usd_per_mtok, tier, status, created_at, updated_at)
-				VALUES ($1, 'rtx-4090', 4, 'eu', $2, $3, $4, $5, 'active', $6, $6) RETURNING id::text`,
-				provider, off.Model, off.AskIn, off.AskOut, off.Tier, now).Scan(&off.ID); err != nil {
-				return w, fmt.Errorf("seed: %w", err)
-			}
+			offerings = append(offerings, catalog.LoadedOffering{ID: off.ID, ProviderAccountID: provider, GPU: "rtx-4090",
+				GPUCount: 4, Region: "eu", Model: off.Model, AskInput: money.MicroUSD(off.AskIn), AskOutput: money.MicroUSD(off.AskOut),
+				Tier: catalog.Tier(off.Tier), Status: catalog.StatusActive, CreatedAt: now, UpdatedAt: now})
 			w.Offerings = append(w.Offerings, off)
 		}
 	}
+	if _, err := accounts.CopyAccounts(ctx, pool, accts); err != nil {
+		return w, fmt.Errorf("seed: %w", err)
+	}
+	if _, err := accounts.CopyUsers(ctx, pool, users); err != nil {
+		return w, fmt.Errorf("seed: %w", err)
+	}
+	if _, err := accounts.CopyAPIKeys(ctx, pool, keys); err != nil {
+		return w, fmt.Errorf("seed: %w", err)
+	}
+	if _, err := catalog.CopyPrices(ctx, pool, prices); err != nil {
+		return w, fmt.Errorf("seed: %w", err)
+	}
+	book, err := catalog.ReadPriceBook(ctx, pool)
+	if err != nil {
+		return w, fmt.Errorf("seed: %w", err)
+	}
+	for i, off := range w.Offerings {
+		p, _ := book.At(catalog.Tier(off.Tier), "", now)
+		w.Offerings[i].PriceID = p.ID
+	}
+	if _, err := catalog.CopyOfferings(ctx, pool, offerings); err != nil {
+		return w, fmt.Errorf("seed: %w", err)
+	}
 	return w, nil
 }
-
-// gatewayColumns are the columns of gateway_requests the gateway writes for an attempt.
-var gatewayColumns = []string{"request_id", "account_id", "api_key_id", "offering_id", "tier", "model", "http_status",
-	"status", "input_tokens", "output_tokens", "ttft_ms", "duration_ms", "at", "input_bytes", "max_input_tokens",
-	"max_output_tokens", "streamed", "relayed_output_bytes", "relayed_output_chunks"}
 
 // writeGatewayRecords writes, by COPY, the gateway's record of every request of the workload's
 // rounds, as the gateway would have written them when it relayed the responses: a 200
@@ -83,8 +90,7 @@ func writeGatewayRecords(ctx context.Context, pool *pgxpool.Pool, rounds ...work
 	at := time.Now()
 	var total int64
 	for _, w := range rounds {
-		src := &gatewaySource{w: w, i: w.From - 1, at: at}
-		n, err := pool.CopyFrom(ctx, pgx.Identifier{"gateway_requests"}, gatewayColumns, src)
+		n, err := requestlog.CopyRecords(ctx, pool, w.gatewayRecords(at))
 		if err != nil {
 			return total, fmt.Errorf("write the gateway's records: %w", err)
 		}
@@ -93,18 +99,27 @@ func writeGatewayRecords(ctx context.Context, pool *pgxpool.Pool, rounds ...work
 	return total, nil
 }
 
-// gatewaySource hands CopyFrom the gateway's records of a round, one request at a time.
-type gatewaySource struct {
-	w  workload
-	i  int
-	at time.Time
+// gatewayRecords are the gateway's records of the round's requests, each ended at.
+func (w *workload) gatewayRecords(at time.Time) iter.Seq[requestlog.GatewayRequest] {
+	return func(yield func(requestlog.GatewayRequest) bool) {
+		for i := w.From; i < w.From+w.Events; i++ {
+			u, off := w.usage(i, ""), w.offering(i)
+			r := requestlog.GatewayRequest{RequestID: u.RequestID, AccountID: w.customer(i), APIKeyID: w.apiKey(i),
+				OfferingID: off.ID, Tier: catalog.Tier(off.Tier), Model: off.Model, HTTPStatus: 200, Status: requestlog.GatewayOK,
+				Usage:    &admission.TokenCount{Input: u.InputTokens, Output: u.OutputTokens},
+				TTFT:     time.Duration(u.TTFTMillis * float64(time.Millisecond)),
+				Duration: time.Duration(u.DurationMillis * float64(time.Millisecond)), At: at,
+				InputBytes: 4 * u.InputTokens, MaxInputTokens: u.InputTokens, MaxOutputTokens: maxOutputTokens, Streamed: true,
+				RelayedOutputBytes: 4 * u.OutputTokens, RelayedOutputChunks: u.OutputTokens}
+			if !yield(r) {
+				return
+			}
+		}
+	}
 }
 
-func (s *gatewaySource) Next() bool { s.i++; return s.i < s.w.From+s.w.Events }
-func (s *gatewaySource) Err() error { return nil }
-func (s *gatewaySource) Values() ([]any, error) {
-	u, off := s.w.usage(s.i, ""), s.w.offering(s.i)
-	return []any{u.RequestID, s.w.customer(s.i), s.w.apiKey(s.i), off.ID, off.Tier, off.Model, int32(200), "ok",
-		u.InputTokens, u.OutputTokens, u.TTFTMillis, u.DurationMillis, s.at, 4 * u.InputTokens, u.InputTokens,
-		int64(maxOutputTokens), true, 4 * u.OutputTokens, u.OutputTokens}, nil
+// newID is a fresh uuid: the id a loaded row is written with. It reads crypto/rand, which does not fail.
+func newID() string {
+	id, _ := services.NewUUID()
+	return id
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/cmd/internal/scratchdb"
+	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/reports"
 )
 
@@ -26,33 +27,22 @@ func bench(ctx context.Context, o options) error {
 	now := time.Now().UTC()
 	end := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC).AddDate(0, 0, 1)
 	began := time.Now()
-	if err := seed(ctx, d, o, end); err != nil {
+	accounts, err := seed(ctx, d, o, end)
+	if err != nil {
 		return err
 	}
 	if _, err := d.Pool.Exec(ctx, "VACUUM ANALYZE"); err != nil {
 		return err
 	}
-	var events, rollups int64
-	if err := d.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM usage_events), (SELECT count(*) FROM usage_hourly)`).Scan(&events, &rollups); err != nil {
-		return err
-	}
-	progress("seeded %d usage rows in %d rollup rows in %s", events, rollups, time.Since(began).Round(time.Second))
-
-	var accounts []string
-	rows, err := d.Pool.Query(ctx, `SELECT id::text FROM bench_customers ORDER BY idx`)
+	events, err := metering.CountUsageRows(ctx, d.Pool)
 	if err != nil {
 		return err
 	}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return err
-		}
-		accounts = append(accounts, id)
-	}
-	if err := rows.Err(); err != nil {
+	rollups, err := metering.SumHourly(ctx, d.Pool)
+	if err != nil {
 		return err
 	}
+	progress("seeded %d usage rows in %d rollup rows in %s", events, rollups.Rows, time.Since(began).Round(time.Second))
 
 	svc := reports.New(d.Pool)
 	q, err := reports.ParseQuery("", "", "day", now)

@@ -8,9 +8,9 @@
 // 127.0.0.1:5432, and dropped at the end):
 //
 //  1. -days days to today are seeded: -events usage rows of -accounts customers on rigs in
-//     several regions and sites, written by INSERT ... SELECT from generate_series, and the
-//     hourly rollups that sum them (as the meter keeps them), with a realtime price change
-//     half way.
+//     several regions and sites, written by COPY (metering.CopyUsage), and the hourly rollups
+//     that sum them (as the meter keeps them, metering.RollUpCopiedUsage), with a realtime
+//     price change half way.
 //  2. The reports' query plans are checked: both read usage_hourly through
 //     usage_hourly_account_idx.
 //  3. An HTTP server answers /savings and /carbon (the last 30 days by day, of an account

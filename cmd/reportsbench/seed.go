@@ -3,24 +3,45 @@ package main
 import (
 	"context"
 	"fmt"
+	"iter"
+	"strconv"
 	"time"
 
 	"github.com/gpumarket/gpumarket/cmd/internal/scratchdb"
+	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/services/carbon"
+	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/metering"
+	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/usagestore"
 )
 
-// seedChunk is how many usage rows one INSERT writes, so that progress shows.
+// seedChunk is how many usage rows one COPY writes, so that progress shows.
 const seedChunk = 1_000_000
 
-// seed writes the accounts, rigs and price book, o.events usage rows spread evenly over the
-// accounts and the days to end, and the rollups that sum them. Row i belongs to account
-// i % accounts, at a time that walks through the period; each account uses two rigs.
-func seed(ctx context.Context, d *scratchdb.Database, o options, end time.Time) error {
+// benchModel is the model every rig of the benchmark serves.
+const benchModel = "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B"
+
+// ttftMs is every usage row's time to first token.
+var ttftMs = 40.0
+
+// seeded is what seed wrote: the customers (the i-th named "Customer i") and the rigs.
+type seeded struct {
+	customers []string
+	offerings []catalog.LoadedOffering
+	prices    catalog.PriceBook
+}
+
+// seed writes, through the owners' bulk loads, the accounts, rigs and price book, o.events usage rows spread
+// evenly over the accounts and the days to end, and the rollups that sum them. Row i belongs to account
+// i % accounts, at a time that walks through the period; each account uses two rigs. It returns the customers.
+func seed(ctx context.Context, d *scratchdb.Database, o options, end time.Time) ([]string, error) {
 	start := end.AddDate(0, 0, -o.days)
-	span := end.Sub(start).Seconds()
-	exec := func(what, sql string, args ...any) error {
+	var s seeded
+	step := func(what string, load func() error) error {
 		began := time.Now()
-		if _, err := d.Pool.Exec(ctx, sql, args...); err != nil {
+		if err := load(); err != nil {
 			return fmt.Errorf("seed %s: %w", what, err)
 		}
 		progress("seeded %s in %s", what, time.Since(began).Round(time.Millisecond))
@@ -28,39 +49,60 @@ func seed(ctx context.Context, d *scratchdb.Database, o options, end time.Time) 
 	}
 	steps := []struct {
 		what string
-		sql  string
-		args []any
+		load func() error
 	}{
-		{"numbering tables", `
-			CREATE TABLE bench_customers (idx int PRIMARY KEY, id uuid NOT NULL);
-			CREATE TABLE bench_offerings (idx int PRIMARY KEY, id uuid NOT NULL, provider uuid NOT NULL, tier text NOT NULL)`, nil},
-		{"customers", `
-			WITH a AS (INSERT INTO accounts (name, created_at)
-				SELECT 'Customer ' || i, $2 FROM generate_series(0, $1 - 1) i RETURNING id, name)
-			INSERT INTO bench_customers SELECT substr(name, 10)::int, id FROM a`, []any{o.accounts, start}},
-		{"prices", `
-			INSERT INTO prices (tier, input_micro_usd_per_mtok, output_micro_usd_per_mtok, effective_from, created_at)
-			VALUES ('realtime', 600000, 1200000, $1, $1), ('standard', 150000, 300000, $1, $1), ('batch', 70000, 130000, $1, $1),
-				('realtime', 660000, 1320000, $2, $1)`, []any{start.AddDate(-1, 0, 0), start.AddDate(0, 0, o.days/2)}},
-		// Twenty providers with two rigs each, in five regions, at home or in a data centre.
-		{"rigs", `
-			WITH p AS (INSERT INTO accounts (name, created_at) SELECT 'Provider ' || i, $1 FROM generate_series(0, 19) i RETURNING id, name),
-			o AS (
-				SELECT (substr(p.name, 10)::int) * 2 + k AS idx, p.id AS provider FROM p, generate_series(0, 1) k),
-			ins AS (
-				INSERT INTO offerings (provider_account_id, gpu, gpu_count, region, model, ask_input_micro_usd_per_mtok,
-					ask_output_micro_usd_per_mtok, seed_key, tier, status, site, pue, created_at, updated_at)
-				SELECT provider, CASE WHEN idx % 3 = 0 THEN 'h100-pcie' ELSE 'rtx-4090' END, CASE WHEN idx % 3 = 0 THEN 1 ELSE 4 END,
-					(ARRAY['no', 'fr', 'de', 'pl', 'us'])[1 + idx % 5], 'deepseek-ai/DeepSeek-R1-Distill-Qwen-14B', 60000, 120000,
-					'bench-' || idx, (ARRAY['realtime', 'standard', 'batch'])[1 + idx % 3], 'active',
-					CASE WHEN idx % 3 = 0 OR idx % 4 = 1 THEN 'datacentre' ELSE 'home' END,
-					CASE WHEN idx % 7 = 0 THEN 1.15 END, $1, $1
-				FROM o RETURNING id, seed_key, provider_account_id, tier)
-			INSERT INTO bench_offerings SELECT substr(seed_key, 7)::int, id, provider_account_id, tier FROM ins`, []any{start}},
-	}
-	for _, s := range steps {
-		if err := exec(s.what, s.sql, s.args...); err != nil {
+		{"customers", func() (err error) {
+			s.customers, err = loadAccounts(ctx, d, "Customer", o.accounts, start)
 			return err
+		}},
+		{"prices", func() error {
+			since, created := start.AddDate(-1, 0, 0), start.AddDate(-1, 0, 0)
+			_, err := catalog.CopyPrices(ctx, d.Pool, []catalog.LoadedPrice{
+				{Tier: catalog.TierRealtime, Input: 600000, Output: 1200000, EffectiveFrom: since, CreatedAt: created},
+				{Tier: catalog.TierStandard, Input: 150000, Output: 300000, EffectiveFrom: since, CreatedAt: created},
+				{Tier: catalog.TierBatch, Input: 70000, Output: 130000, EffectiveFrom: since, CreatedAt: created},
+				{Tier: catalog.TierRealtime, Input: 660000, Output: 1320000, EffectiveFrom: start.AddDate(0, 0, o.days/2), CreatedAt: created},
+			})
+			if err == nil {
+				s.prices, err = catalog.ReadPriceBook(ctx, d.Pool)
+			}
+			return err
+		}},
+		// Twenty providers with two rigs each, in five regions, at home or in a data centre.
+		{"rigs", func() error {
+			providers, err := loadAccounts(ctx, d, "Provider", 20, start)
+			if err != nil {
+				return err
+			}
+			tiers := []catalog.Tier{catalog.TierRealtime, catalog.TierStandard, catalog.TierBatch}
+			regions := []string{"no", "fr", "de", "pl", "us"}
+			for p, provider := range providers {
+				for k := range 2 {
+					idx := p*2 + k
+					rig := catalog.LoadedOffering{ID: newID(), ProviderAccountID: provider, GPU: "rtx-4090", GPUCount: 4,
+						Region: regions[idx%5], Model: benchModel, AskInput: 60000, AskOutput: 120000, Tier: tiers[idx%3],
+						Status: catalog.StatusActive, SeedKey: fmt.Sprintf("bench-%d", idx), Site: carbon.SiteHome,
+						CreatedAt: start, UpdatedAt: start}
+					if idx%3 == 0 {
+						rig.GPU, rig.GPUCount = "h100-pcie", 1
+					}
+					if idx%3 == 0 || idx%4 == 1 {
+						rig.Site = carbon.SiteDatacentre
+					}
+					if idx%7 == 0 {
+						pue := 1.15
+						rig.StatedPUE = &pue
+					}
+					s.offerings = append(s.offerings, rig)
+				}
+			}
+			_, err = catalog.CopyOfferings(ctx, d.Pool, s.offerings)
+			return err
+		}},
+	}
+	for _, st := range steps {
+		if err := step(st.what, st.load); err != nil {
+			return nil, err
 		}
 	}
 	// Each month of the rows gets its partition first, as the meter makes it (docs/usage-storage.md).
@@ -69,40 +111,79 @@ func seed(ctx context.Context, d *scratchdb.Database, o options, end time.Time) 
 		months = append(months, m)
 	}
 	if err := usagestore.New(usagestore.Config{Pool: d.Pool}).MakeMonths(ctx, append(months, end)); err != nil {
-		return fmt.Errorf("seed the usage months: %w", err)
+		return nil, fmt.Errorf("seed the usage months: %w", err)
 	}
-	perAccount := (o.events + o.accounts - 1) / o.accounts
+	w := usageRows{seeded: &s, accounts: int64(o.accounts), perAccount: int64((o.events + o.accounts - 1) / o.accounts),
+		start: start, span: int64(end.Sub(start).Seconds())}
 	for from := 0; from < o.events; from += seedChunk {
 		to := min(from+seedChunk, o.events)
-		if err := exec(fmt.Sprintf("usage rows %d to %d of %d", from, to, o.events), `
-			INSERT INTO usage_events (event_id, request_id, account_id, offering_id, provider_account_id, tier, model,
-				input_tokens, output_tokens, ttft_ms, duration_ms, energy_j, energy_source, status, price_id, input_price,
-				output_price, ask_input_price, ask_output_price, charge_pico, payable_pico, occurred_at, metered_at, stream_seq)
-			SELECT 'evt_' || i, 'req_' || i, c.id, o.id, o.provider, o.tier, 'deepseek-ai/DeepSeek-R1-Distill-Qwen-14B',
-				r.inp, r.outp, 40, 900, (r.inp + r.outp) * 0.35, CASE WHEN i % 4 = 0 THEN 'measured' ELSE 'estimated' END, 'ok',
-				pr.id, pr.input_micro_usd_per_mtok, pr.output_micro_usd_per_mtok, 60000, 120000,
-				r.inp * pr.input_micro_usd_per_mtok + r.outp * pr.output_micro_usd_per_mtok, r.inp * 60000 + r.outp * 120000,
-				r.at, r.at, i
-			FROM generate_series($1::bigint, $2::bigint - 1) i
-			JOIN bench_customers c ON c.idx = i % $3
-			CROSS JOIN LATERAL (SELECT $5::timestamptz + make_interval(secs => ((i / $3) * $6 / $4)::double precision) AS at,
-				(200 + i % 1800)::bigint AS inp, (20 + i % 400)::bigint AS outp) r
-			JOIN bench_offerings o ON o.idx = (c.idx * 2 + (i / $3) % 2) % 40
-			JOIN LATERAL (SELECT id, input_micro_usd_per_mtok, output_micro_usd_per_mtok FROM prices
-				WHERE tier = o.tier AND effective_from <= r.at ORDER BY effective_from DESC LIMIT 1) pr ON true`,
-			from, to, o.accounts, perAccount, start, span); err != nil {
+		if err := step(fmt.Sprintf("usage rows %d to %d of %d", from, to, o.events), func() error {
+			_, err := metering.CopyUsage(ctx, d.Pool, w.rows(int64(from), int64(to)))
 			return err
+		}); err != nil {
+			return nil, err
 		}
 	}
 	// The rollups the meter would have kept for those rows.
-	return exec("rollups", `
-		INSERT INTO usage_hourly (hour, account_id, offering_id, tier, model, price_id, ask_input_price, ask_output_price,
-			provider_account_id, requests, input_tokens, output_tokens, uncharged_requests, uncharged_input_tokens,
-			uncharged_output_tokens, charge_pico, payable_pico, energy_j, energy_measured_j, busy_ms)
-		SELECT date_trunc('hour', occurred_at, 'UTC'), account_id, offering_id, tier, model, price_id, ask_input_price,
-			ask_output_price, provider_account_id, count(*), sum(input_tokens), sum(output_tokens), 0, 0, 0,
-			sum(charge_pico), sum(payable_pico), sum(energy_j), coalesce(sum(energy_j) FILTER (WHERE energy_source = 'measured'), 0),
-			sum(duration_ms)
-		FROM usage_events
-		GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9`)
+	return s.customers, step("rollups", func() error {
+		_, err := metering.RollUpCopiedUsage(ctx, d.Pool)
+		return err
+	})
+}
+
+// usageRows are the benchmark's usage rows.
+type usageRows struct {
+	*seeded
+	accounts, perAccount int64
+	start                time.Time
+	span                 int64 // seconds
+}
+
+// rows are rows from to to-1.
+func (w usageRows) rows(from, to int64) iter.Seq[metering.UsageRow] {
+	return func(yield func(metering.UsageRow) bool) {
+		for i := from; i < to; i++ {
+			if !yield(w.row(i)) {
+				return
+			}
+		}
+	}
+}
+
+// row is row i: of customer i % accounts, at the i / accounts-th of its times, on one of its two rigs.
+func (w usageRows) row(i int64) metering.UsageRow {
+	c := i % w.accounts
+	at := w.start.Add(time.Duration((i/w.accounts)*w.span/w.perAccount) * time.Second)
+	inp, outp := 200+i%1800, 20+i%400
+	o := &w.offerings[(c*2+(i/w.accounts)%2)%int64(len(w.offerings))]
+	pr, _ := w.prices.At(o.Tier, "", at)
+	source := "estimated"
+	if i%4 == 0 {
+		source = "measured"
+	}
+	return metering.UsageRow{EventID: "evt_" + strconv.FormatInt(i, 10), RequestID: "req_" + strconv.FormatInt(i, 10),
+		AccountID: w.customers[c], OfferingID: o.ID, ProviderAccountID: o.ProviderAccountID, Tier: string(o.Tier),
+		Model: benchModel, InputTokens: inp, OutputTokens: outp, TTFTMs: &ttftMs, DurationMs: 900,
+		EnergyJ: float64((inp+outp)*35) / 100, EnergySource: source, Status: "ok", PriceID: pr.ID,
+		InputPrice: int64(pr.Input), OutputPrice: int64(pr.Output), AskInputPrice: 60000, AskOutputPrice: 120000,
+		Charge:  money.Pico(inp*int64(pr.Input) + outp*int64(pr.Output)),
+		Payable: money.Pico(inp*60000 + outp*120000), OccurredAt: at, MeteredAt: at, StreamSeq: i}
+}
+
+// loadAccounts writes n accounts named prefix and their number, and returns their ids in that order.
+func loadAccounts(ctx context.Context, d *scratchdb.Database, prefix string, n int, created time.Time) ([]string, error) {
+	rows := make([]accounts.LoadedAccount, n)
+	ids := make([]string, n)
+	for i := range rows {
+		ids[i] = newID()
+		rows[i] = accounts.LoadedAccount{ID: ids[i], Name: fmt.Sprintf("%s %d", prefix, i), CreatedAt: created}
+	}
+	_, err := accounts.CopyAccounts(ctx, d.Pool, rows)
+	return ids, err
+}
+
+// newID is a fresh uuid: the id a loaded row is written with. It reads crypto/rand, which does not fail.
+func newID() string {
+	id, _ := services.NewUUID()
+	return id
 }
