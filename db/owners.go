@@ -147,9 +147,6 @@ var Borrowed = map[string]map[string]string{
 		"usage_by_batch":   "reads the meter's usage in its own queries",
 		"usage_events":     "reads the meter's usage in its own queries",
 	},
-	"services/credits": {
-		"accounts": "locks the buying account's row, so that counting its pending purchases and adding one is one step",
-	},
 	"services/fixtures": {
 		"accounts":    "test fixtures: rows tests need, built in one place",
 		"api_keys":    "test fixtures: rows tests need, built in one place",
