@@ -177,9 +177,6 @@ var Borrowed = map[string]map[string]string{
 		"offerings":        "joins the catalog's offerings or prices into its own queries",
 		"prices":           "joins the catalog's offerings or prices into its own queries",
 	},
-	"services/payouts": {
-		"accounts": "joins an account's or a person's name into what it lists",
-	},
 	"services/requestlog": {
 		"admission_holds":  "writes an ended request's hold in the statement that records the request, and deletes expired holds",
 		"usage_event_keys": "reads the meter's usage in its own queries",
