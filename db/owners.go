@@ -162,7 +162,6 @@ var Borrowed = map[string]map[string]string{
 		"ledger_postings":      "reads the ledger's postings into what it writes",
 		"ledger_transactions":  "reads the ledger's postings into what it writes",
 		"offerings":            "joins the catalog's offerings or prices into its own queries",
-		"payouts":              "joins a statement's payouts",
 		"prices":               "joins the catalog's offerings or prices into its own queries",
 		"usage_event_keys":     "reads the meter's usage in its own queries",
 		"usage_events":         "reads the meter's usage in its own queries",
