@@ -2,7 +2,9 @@ package accounts
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -12,6 +14,31 @@ import (
 // What other packages read or lock of accounts beside their own rows: documents name their parties and filter
 // by name, a customer's billing details are set by one of its users, a purchase of credit is started under its
 // account's lock.
+
+// NamedAccount is an account as documents name it: its name, and when it was made (what its billing details
+// date from until it gives some).
+type NamedAccount struct {
+	ID        string
+	Name      string
+	CreatedAt time.Time
+}
+
+// QueueAccountsByID queues on b the read of the accounts of ids, and calls each with every one found as the batch
+// is read: an id of no account is left out.
+func QueueAccountsByID(b *pgx.Batch, ids []string, each func(NamedAccount)) {
+	b.Queue(`SELECT id::text, name, created_at FROM accounts WHERE id = ANY ($1::text[]::uuid[])`, ids).
+		Query(func(rows pgx.Rows) error {
+			var a NamedAccount
+			_, err := pgx.ForEachRow(rows, []any{&a.ID, &a.Name, &a.CreatedAt}, func() error {
+				each(a)
+				return nil
+			})
+			if err != nil {
+				return fmt.Errorf("accounts: the accounts of %d ids: %w", len(ids), err)
+			}
+			return nil
+		})
+}
 
 // IDsNamedLike returns the ids of the accounts whose name holds s, in any case, in no order: what a list of
 // another package's rows filtered by its accounts' names selects by.
