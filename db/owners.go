@@ -109,33 +109,12 @@ var Borrowed = map[string]map[string]string{
 		"usage_by_batch":   "reads the meter's usage in its own queries",
 		"usage_events":     "reads the meter's usage in its own queries",
 	},
-	"services/credits": {
-		"accounts": "locks the buying account's row, so that counting its pending purchases and adding one is one step",
-	},
-	"services/invoicing": {
-		"accounts":             "joins an account's or a person's name into what it lists",
-		"gateway_requests":     "reads the gateway's request log in its own queries",
-		"ledger_accounts":      "reads the ledger's postings into what it writes",
-		"ledger_postings":      "reads the ledger's postings into what it writes",
-		"ledger_transactions":  "reads the ledger's postings into what it writes",
-		"offerings":            "joins the catalog's offerings or prices into its own queries",
-		"payouts":              "joins a statement's payouts",
-		"prices":               "joins the catalog's offerings or prices into its own queries",
-		"usage_event_keys":     "reads the meter's usage in its own queries",
-		"usage_events":         "reads the meter's usage in its own queries",
-		"usage_hourly":         "reads the meter's usage in its own queries",
-		"usage_months_dropped": "checks which months' usage was dropped",
-		"users":                "joins an account's or a person's name into what it lists",
-	},
 	"services/metering": {
 		"accounts":         "joins an account's or a person's name into what it lists",
 		"admission_holds":  "releases the holds of the requests it bills, in the transaction that bills them",
 		"gateway_requests": "reads the gateway's request log in its own queries",
 		"offerings":        "joins the catalog's offerings or prices into its own queries",
 		"prices":           "joins the catalog's offerings or prices into its own queries",
-	},
-	"services/payouts": {
-		"accounts": "joins an account's or a person's name into what it lists",
 	},
 	"services/requestlog": {
 		"admission_holds":  "writes an ended request's hold in the statement that records the request, and deletes expired holds",

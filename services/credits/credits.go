@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/audit"
 	"github.com/gpumarket/gpumarket/services/money"
 )
@@ -158,7 +159,7 @@ func (c *Credits) Start(ctx context.Context, in StartInput) (_ Purchase, _ Check
 	now := c.now().UTC()
 	if err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
 		// The account's row is the lock that makes counting and inserting one step.
-		if _, err := tx.Exec(ctx, `SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE`, in.AccountID); err != nil {
+		if err := accounts.LockAccount(ctx, tx, in.AccountID); err != nil {
 			return err
 		}
 		var open int

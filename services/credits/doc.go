@@ -8,7 +8,8 @@
 // transaction posted through package ledger.
 //
 // Tables: credit_purchases, stripe_events, topup_settings and topup_attempts, which only this
-// package names in SQL. It imports services/ledger (to post and read balances), services/audit,
+// package names in SQL. It imports services/ledger (to post and read balances),
+// services/accounts (the buying account's lock, accounts.LockAccount), services/audit,
 // services/mail (the message a failed top-up queues) and services/money; nothing of the
 // gateway's admission or request log, and the ledger does not import it.
 package credits

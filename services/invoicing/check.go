@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/metering"
+	"github.com/gpumarket/gpumarket/services/usagestore"
 )
 
 // The exact check of an invoice's usage: the rollups it was computed from against the usage
@@ -71,50 +73,26 @@ func (s *Service) CheckInvoiceUsage(ctx context.Context, invoiceID string) (_ Us
 	return check, nil
 }
 
-// checkUsage compares an account's rollups of a period with its usage rows.
+// checkUsage compares an account's rollups of a period with its usage rows, unless the
+// period's rows were dropped after their retention.
 func (s *Service) checkUsage(ctx context.Context, q querier, accountID string, p Period) (UsageCheck, error) {
 	var dropped bool
-	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM usage_months_dropped WHERE month = $1)`, p.Start()).
-		Scan(&dropped); err != nil {
+	var rollups, rows = map[usageKey]usageSums{}, map[usageKey]usageSums{}
+	into := func(m map[usageKey]usageSums) func(metering.LineTotals) {
+		return func(l metering.LineTotals) {
+			m[usageKey{tier: l.Tier, model: l.Model, priceID: l.PriceID}] = usageSums{requests: l.Requests, input: l.InputTokens,
+				output: l.OutputTokens, charge: l.Charge, payable: l.Payable, cached: l.CachedInputTokens}
+		}
+	}
+	b := &pgx.Batch{}
+	usagestore.QueueMonthDropped(b, p.Start(), &dropped)
+	metering.QueueRollupLines(b, accountID, p.Start(), p.End(), into(rollups))
+	metering.QueueUsageLines(b, accountID, p.Start(), p.End(), into(rows))
+	if err := q.SendBatch(ctx, b).Close(); err != nil {
 		return UsageCheck{}, wrapf(err, "invoicing: check the usage of %s in %s", accountID, p)
 	}
 	if dropped {
 		return UsageCheck{RowsDropped: true, Differences: []UsageDifference{}}, nil
-	}
-	b := &pgx.Batch{}
-	var rollups, rows = map[usageKey]usageSums{}, map[usageKey]usageSums{}
-	b.Queue(`
-		SELECT tier, model, price_id, sum(requests)::bigint, sum(input_tokens)::bigint, sum(output_tokens)::bigint,
-			sum(charge_pico), sum(payable_pico), sum(cached_input_tokens)::bigint
-		FROM usage_hourly WHERE account_id = $1 AND hour >= $2 AND hour < $3
-		GROUP BY 1, 2, 3`, accountID, p.Start(), p.End()).Query(func(r pgx.Rows) error {
-		for r.Next() {
-			var k usageKey
-			var s usageSums
-			if err := r.Scan(&k.tier, &k.model, &k.priceID, &s.requests, &s.input, &s.output, &s.charge, &s.payable, &s.cached); err != nil {
-				return err
-			}
-			rollups[k] = s
-		}
-		return r.Err()
-	})
-	b.Queue(`
-		SELECT tier, model, coalesce(price_id, 0), count(*), sum(input_tokens)::bigint, sum(output_tokens)::bigint,
-			sum(charge_pico), sum(payable_pico), sum(cached_input_tokens)::bigint
-		FROM usage_events WHERE account_id = $1 AND occurred_at >= $2 AND occurred_at < $3
-		GROUP BY 1, 2, 3`, accountID, p.Start(), p.End()).Query(func(r pgx.Rows) error {
-		for r.Next() {
-			var k usageKey
-			var s usageSums
-			if err := r.Scan(&k.tier, &k.model, &k.priceID, &s.requests, &s.input, &s.output, &s.charge, &s.payable, &s.cached); err != nil {
-				return err
-			}
-			rows[k] = s
-		}
-		return r.Err()
-	})
-	if err := q.SendBatch(ctx, b).Close(); err != nil {
-		return UsageCheck{}, wrapf(err, "invoicing: check the usage of %s in %s", accountID, p)
 	}
 	check := UsageCheck{Matches: true, Differences: []UsageDifference{}}
 	keys := unionKeys(rollups, rows)

@@ -3,7 +3,6 @@ package invoicing
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -13,7 +12,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/audit"
+	"github.com/gpumarket/gpumarket/services/ledger"
+	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/progress"
 )
 
@@ -165,12 +167,21 @@ func (s *Service) Close(ctx context.Context, in CloseInput) (_ CloseProgress, er
 // while there is neither. No period ending at or before it has anything to close.
 func (s *Service) FirstActivity(ctx context.Context) (first time.Time, found bool, err error) {
 	defer services.Wrap(&err, "invoicing.FirstActivity")
-	var t pgtype.Timestamptz
-	if err := s.pool.QueryRow(ctx, `SELECT least((SELECT min(hour) FROM usage_hourly),
-		(SELECT min(occurred_at) FROM ledger_transactions))`).Scan(&t); err != nil {
+	var usage, moved time.Time
+	var used, anyMoved bool
+	b := &pgx.Batch{}
+	metering.QueueFirstRollupHour(b, &usage, &used)
+	ledger.QueueFirstTransaction(b, &moved, &anyMoved)
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return time.Time{}, false, err
 	}
-	return t.Time, t.Valid, nil
+	switch {
+	case used && (!anyMoved || usage.Before(moved)):
+		return usage, true, nil
+	case anyMoved:
+		return moved, true, nil
+	}
+	return time.Time{}, false, nil
 }
 
 // closeRun is one run of a period's close.
@@ -224,8 +235,9 @@ func (r *closeRun) closeAll(ctx context.Context) error {
 		from = r.p.Prev().Start()
 	}
 	// The accounts and providers with activity in the period: rollups (of the period before too,
-	// whose late usage may be carried), ledger transactions, and drafts already made. They are
-	// listed in a table of the run's session and read a chunk at a time.
+	// whose late usage may be carried), ledger transactions (for providers, credit notes' claw
+	// backs), and drafts already made. The rollups' and the ledger's are read from their owners;
+	// all are listed in a table of the run's session and read a chunk at a time.
 	if _, err := r.conn.Exec(ctx, `
 		DROP TABLE IF EXISTS pg_temp.close_customers, pg_temp.close_providers;
 		CREATE TEMP TABLE close_customers (id uuid PRIMARY KEY);
@@ -235,35 +247,42 @@ func (r *closeRun) closeAll(ctx context.Context) error {
 	defer func() {
 		_, _ = r.conn.Exec(context.WithoutCancel(ctx), `DROP TABLE IF EXISTS pg_temp.close_customers, pg_temp.close_providers`)
 	}()
-	if err := r.conn.QueryRow(ctx, `
+	var usedBy, movedFor, servedBy, clawedFrom []string
+	b := &pgx.Batch{}
+	metering.QueueRolledUpCustomers(b, from, r.p.End(), &usedBy)
+	ledger.QueueOwnersMoved(b, ledger.AccountCustomerCredit, "", r.p.Start(), r.p.End(), &movedFor)
+	metering.QueueRolledUpProviders(b, from, r.p.End(), &servedBy)
+	ledger.QueueOwnersMoved(b, ledger.AccountProviderPayable, ledger.TransactionCreditNote, r.p.Start(), r.p.End(), &clawedFrom)
+	if err := r.conn.SendBatch(ctx, b).Close(); err != nil {
+		return wrapf(err, "invoicing: list the period's customers and providers")
+	}
+	b = &pgx.Batch{}
+	b.Queue(`
 		WITH listed AS (
 			INSERT INTO close_customers (id)
-			SELECT account_id FROM usage_hourly WHERE hour >= $1 AND hour < $3
+			SELECT unnest($1::text[]::uuid[])
 			UNION
-			SELECT la.owner_account_id FROM ledger_transactions t
-				JOIN ledger_postings p ON p.transaction_id = t.id
-				JOIN ledger_accounts la ON la.id = p.ledger_account_id
-			WHERE la.kind = 'customer_credit' AND t.occurred_at >= $2 AND t.occurred_at < $3
+			SELECT unnest($2::text[]::uuid[])
 			UNION
-			SELECT account_id FROM invoices WHERE period = $2::date AND status = 'draft'
+			SELECT account_id FROM invoices WHERE period = $3::date AND status = 'draft'
 			RETURNING 1)
-		SELECT count(*) FROM listed`, from, r.p.Start(), r.p.End()).Scan(&r.progress.CustomersTotal); err != nil {
-		return wrapf(err, "invoicing: list the period's customers")
-	}
-	if err := r.conn.QueryRow(ctx, `
+		SELECT count(*) FROM listed`, usedBy, movedFor, r.p.Start()).QueryRow(func(row pgx.Row) error {
+		return wrapf(row.Scan(&r.progress.CustomersTotal), "invoicing: list the period's customers")
+	})
+	b.Queue(`
 		WITH listed AS (
 			INSERT INTO close_providers (id)
-			SELECT provider_account_id FROM usage_hourly WHERE hour >= $1 AND hour < $3
+			SELECT unnest($1::text[]::uuid[])
 			UNION
-			SELECT la.owner_account_id FROM ledger_transactions t
-				JOIN ledger_postings p ON p.transaction_id = t.id
-				JOIN ledger_accounts la ON la.id = p.ledger_account_id
-			WHERE la.kind = 'provider_payable' AND t.kind = 'credit_note' AND t.occurred_at >= $2 AND t.occurred_at < $3
+			SELECT unnest($2::text[]::uuid[])
 			UNION
-			SELECT provider_account_id FROM statements WHERE period = $2::date AND status = 'draft'
+			SELECT provider_account_id FROM statements WHERE period = $3::date AND status = 'draft'
 			RETURNING 1)
-		SELECT count(*) FROM listed`, from, r.p.Start(), r.p.End()).Scan(&r.progress.ProvidersTotal); err != nil {
-		return wrapf(err, "invoicing: list the period's providers")
+		SELECT count(*) FROM listed`, servedBy, clawedFrom, r.p.Start()).QueryRow(func(row pgx.Row) error {
+		return wrapf(row.Scan(&r.progress.ProvidersTotal), "invoicing: list the period's providers")
+	})
+	if err := r.conn.SendBatch(ctx, b).Close(); err != nil {
+		return err
 	}
 	if err := r.report(ctx); err != nil {
 		return err
@@ -513,18 +532,14 @@ func (r *closeRun) fail(ctx context.Context, cause error) {
 // counts. A period never closed is not found.
 func (s *Service) CloseProgressOf(ctx context.Context, p Period) (_ CloseProgress, err error) {
 	defer services.Wrap(&err, "invoicing.CloseProgressOf(%s)", p)
-	rows, err := s.pool.Query(ctx, closeColumns+` WHERE c.period = $1`, p.Start())
+	list, err := s.readCloses(ctx, ` WHERE c.period = $1`, p.Start())
 	if err != nil {
 		return CloseProgress{}, err
 	}
-	pr, err := pgx.CollectExactlyOneRow(rows, scanClose)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if len(list) == 0 {
 		return CloseProgress{}, services.Errorf(services.CodeNotFound, "%s has not been closed.", p)
 	}
-	if err != nil {
-		return CloseProgress{}, err
-	}
-	return s.settleInterrupted(ctx, pr)
+	return s.settleInterrupted(ctx, list[0])
 }
 
 // interruptedProblem is the problem of a close whose process stopped while it ran.
@@ -551,14 +566,14 @@ func (s *Service) settleInterrupted(ctx context.Context, pr CloseProgress) (Clos
 	if held {
 		return pr, nil
 	}
-	rows, err := s.pool.Query(ctx, closeColumns+` WHERE c.period = $1`, pr.Period.Start())
+	list, err := s.readCloses(ctx, ` WHERE c.period = $1`, pr.Period.Start())
 	if err != nil {
 		return CloseProgress{}, err
 	}
-	again, err := pgx.CollectExactlyOneRow(rows, scanClose)
-	if err != nil {
-		return CloseProgress{}, err
+	if len(list) != 1 {
+		return CloseProgress{}, pgx.ErrNoRows
 	}
+	again := list[0]
 	if again.Status == CloseRunning {
 		again.Status, again.Problem = CloseFailed, interruptedProblem
 	}
@@ -571,11 +586,7 @@ func (s *Service) Closes(ctx context.Context, limit int) (_ []CloseProgress, err
 	if limit <= 0 || limit > 120 {
 		limit = 24
 	}
-	rows, err := s.pool.Query(ctx, closeColumns+` ORDER BY c.period DESC LIMIT $1`, limit)
-	if err != nil {
-		return nil, err
-	}
-	list, err := pgx.CollectRows(rows, scanClose)
+	list, err := s.readCloses(ctx, ` ORDER BY c.period DESC LIMIT $1`, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -587,12 +598,41 @@ func (s *Service) Closes(ctx context.Context, limit int) (_ []CloseProgress, err
 	return list, nil
 }
 
-const closeColumns = `
-	SELECT c.period, c.status, coalesce(u.email, 'system'), c.started_at, c.finished_at, c.runs, c.customers_total,
-		c.customers_done, c.providers_total, c.providers_done, c.invoices, c.statements, c.left_issued, c.problem,
-		c.progress_marks
-	FROM invoice_closes c LEFT JOIN users u ON u.id = c.started_by`
+// readCloses reads the closes that rest selects (a WHERE, an ORDER BY), each started by the
+// email of the user who started it (accounts.EmailsByID), or "system".
+func (s *Service) readCloses(ctx context.Context, rest string, args ...any) ([]CloseProgress, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT c.period, c.status, coalesce(c.started_by::text, ''), c.started_at, c.finished_at, c.runs, c.customers_total,
+			c.customers_done, c.providers_total, c.providers_done, c.invoices, c.statements, c.left_issued, c.problem,
+			c.progress_marks
+		FROM invoice_closes c`+rest, args...)
+	if err != nil {
+		return nil, err
+	}
+	list, err := pgx.CollectRows(rows, scanClose)
+	if err != nil {
+		return nil, err
+	}
+	starters := make([]string, len(list))
+	for i, pr := range list {
+		starters[i] = pr.StartedBy
+	}
+	emails, err := accounts.EmailsByID(ctx, s.pool, starters)
+	if err != nil {
+		return nil, err
+	}
+	for i := range list {
+		if email, ok := emails[list[i].StartedBy]; ok {
+			list[i].StartedBy = email
+		} else {
+			list[i].StartedBy = "system"
+		}
+	}
+	return list, nil
+}
 
+// scanClose reads a close, StartedBy holding the id of the user who started it ("" for the
+// platform) until readCloses writes the user's email there.
 func scanClose(r pgx.CollectableRow) (CloseProgress, error) {
 	var pr CloseProgress
 	var period time.Time

@@ -10,9 +10,10 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/documents"
 )
 
@@ -198,27 +199,15 @@ func (s *Service) BillingDetails(ctx context.Context, accountID string) (_ Billi
 	if !isUUID(accountID) {
 		return BillingDetails{}, services.Errorf(services.CodeNotFound, "No such account.")
 	}
-	rows, err := s.pool.Query(ctx, `
-		SELECT a.id::text, coalesce(b.legal_name, a.name), coalesce(b.address, ''), coalesce(b.country, ''),
-			coalesce(b.vat_id, ''), coalesce(b.po_number, ''), coalesce(b.updated_at, a.created_at), b.account_id IS NOT NULL
-		FROM accounts a LEFT JOIN billing_details b ON b.account_id = a.id
-		WHERE a.id = $1`, accountID)
+	d, err := s.billingDetailsWith(ctx, s.pool, accountID)
 	if err != nil {
 		return BillingDetails{}, err
 	}
-	d, err := pgx.CollectExactlyOneRow(rows, scanBillingDetails)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if d.AccountID == "" {
 		return BillingDetails{}, services.Errorf(services.CodeNotFound, "No such account.")
 	}
-	return d, err
-}
-
-func scanBillingDetails(r pgx.CollectableRow) (BillingDetails, error) {
-	var d BillingDetails
-	err := r.Scan(&d.AccountID, &d.LegalName, &d.Address, &d.Country, &d.VATID, &d.PONumber, &d.UpdatedAt, &d.Set)
-	d.Party = d.Party.withCountryName()
 	d.UpdatedAt = d.UpdatedAt.UTC()
-	return d, err
+	return d, nil
 }
 
 // SetBillingDetails sets the account's billing details, by the user byUserID of that account.
@@ -233,20 +222,23 @@ func (s *Service) SetBillingDetails(ctx context.Context, accountID, byUserID str
 	if !isUUID(accountID) || (byUserID != "" && !isUUID(byUserID)) {
 		return BillingDetails{}, services.Errorf(services.CodeNotFound, "No such account.")
 	}
-	tag, err := s.pool.Exec(ctx, `
-		INSERT INTO billing_details (account_id, legal_name, address, country, vat_id, po_number, updated_by, updated_at)
-		SELECT a.id, $2, $3, $4, $5, $6, u.id, $8
-		FROM accounts a LEFT JOIN users u ON u.id = nullif($7, '')::uuid AND u.account_id = a.id
-		WHERE a.id = $1
-		ON CONFLICT (account_id) DO UPDATE SET legal_name = EXCLUDED.legal_name, address = EXCLUDED.address,
-			country = EXCLUDED.country, vat_id = EXCLUDED.vat_id, po_number = EXCLUDED.po_number,
-			updated_by = EXCLUDED.updated_by, updated_at = EXCLUDED.updated_at`,
-		accountID, in.LegalName, in.Address, in.Country, in.VATID, in.PONumber, byUserID, s.now().UTC())
+	// The change names its author when the author is one of the account's users.
+	found, ofAccount, err := accounts.AccountAndUser(ctx, s.pool, accountID, byUserID)
 	if err != nil {
 		return BillingDetails{}, err
 	}
-	if tag.RowsAffected() == 0 {
+	if !found {
 		return BillingDetails{}, services.Errorf(services.CodeNotFound, "No such account.")
+	}
+	by := pgtype.Text{String: byUserID, Valid: ofAccount}
+	if _, err := s.pool.Exec(ctx, `
+		INSERT INTO billing_details (account_id, legal_name, address, country, vat_id, po_number, updated_by, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7::uuid, $8)
+		ON CONFLICT (account_id) DO UPDATE SET legal_name = EXCLUDED.legal_name, address = EXCLUDED.address,
+			country = EXCLUDED.country, vat_id = EXCLUDED.vat_id, po_number = EXCLUDED.po_number,
+			updated_by = EXCLUDED.updated_by, updated_at = EXCLUDED.updated_at`,
+		accountID, in.LegalName, in.Address, in.Country, in.VATID, in.PONumber, by, s.now().UTC()); err != nil {
+		return BillingDetails{}, err
 	}
 	return s.BillingDetails(ctx, accountID)
 }

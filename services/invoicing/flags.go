@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -12,9 +13,12 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/audit"
 	"github.com/gpumarket/gpumarket/services/ledger"
+	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/requestlog"
 )
 
 // Flagged requests and their resolution (see docs/invoicing.md, "Flags and held earnings").
@@ -25,41 +29,104 @@ import (
 // the provider's payable gives them up and the customer's credit gets back what the request
 // was charged, the platform's revenue giving up its margin, in one ledger transaction.
 
-// A usage row u is flagged with an excess when its rig claimed more than it was given, seen
-// by the meter or by the gateway:
-//   - meterExcess: the meter flagged it and the rig reported more tokens than were billed;
-//   - gatewayExcess: the gateway's reconciliation flagged it (g, its gateway_requests row) and
-//     the meter billed more tokens than the response told the customer.
-//
-// A row flagged without either (excess 0/0: billed within its bounds, the rig claiming no
-// more, the response saying as much) puts no money at stake and is never held or flagged on a
-// document.
+// Which usage rows are flagged with an excess is package metering's to say
+// (metering.ReportedAboveBilled, metering.BilledAboveResponse), the gateway's flags and what
+// each response told coming from package requestlog's log. A row flagged without an excess
+// puts no money at stake and is never held or flagged on a document.
+
+// flagParty says whose requests a close's chunk reads the flags of.
+type flagParty int
+
 const (
-	meterExcess = `u.flag IS NOT NULL
-	AND (u.reported_input_tokens > u.input_tokens OR u.reported_output_tokens > u.output_tokens)`
-	gatewayExcess = `g.flagged_at IS NOT NULL AND (u.input_tokens > g.input_tokens OR u.output_tokens > g.output_tokens)`
+	customerFlags flagParty = iota
+	providerFlags
 )
 
-// flaggedIDs is a query of the request ids of the usage rows flagged with an excess that
-// match uCond (over u, usage_events) and, of those the gateway flagged, gCond too (over g and
-// u): two halves, each on an index of flagged rows (the meter's, the gateway's).
-func flaggedIDs(uCond, gCond string) string {
-	return `SELECT u.request_id FROM usage_events u WHERE ` + meterExcess + ` AND ` + uCond + `
-		UNION
-		SELECT u.request_id FROM gateway_requests g JOIN usage_events u ON u.request_id = g.request_id
-		WHERE ` + gatewayExcess + ` AND ` + uCond + ` AND ` + gCond
+// periodFlags are the reads of the requests of a period flagged with an excess, of a chunk of
+// customers or providers, with their resolutions. The first reads go on the chunk's batch
+// (queuePeriodFlags): the requests the gateway flagged since the period began, and the rows the
+// meter flagged. The usage rows of the requests the gateway flagged, and the resolutions of
+// all, hang on them and go on a second batch (queueRest), which has nothing to read unless
+// something was flagged.
+type periodFlags struct {
+	scope       metering.FlagScope
+	told        []metering.ResponseTokens
+	rows        map[string]metering.FlaggedUsage
+	resolutions map[string]flagResolution
 }
 
-// periodFlags is flaggedIDs for a period's rows ($1 its start, $2 its end) of the parties in
-// $3 (column party of both tables: account_id or provider_account_id; the gateway records the
-// customer's account only).
-func periodFlags(party string) string {
-	gCond := `g.flagged_at >= $1`
-	if party == "account_id" {
-		gCond += ` AND g.account_id = ANY ($3::text[]::uuid[])`
+// flaggedRequest is a request flagged with an excess, with its resolution.
+type flaggedRequest struct {
+	usage metering.FlaggedUsage
+	flagResolution
+}
+
+// flagResolution is a flag's resolution; the zero value while it has none.
+type flagResolution struct {
+	resolution Resolution
+	resolvedAt time.Time
+}
+
+// queuePeriodFlags queues the first reads of the flagged requests of period p (metered in it
+// or later) of the parties of ids. The gateway records the customer's account only: a
+// provider's chunk reads every request it flagged since the period began.
+func queuePeriodFlags(b *pgx.Batch, p Period, party flagParty, ids []string) *periodFlags {
+	f := &periodFlags{scope: metering.FlagScope{From: p.Start(), To: p.End()}, rows: map[string]metering.FlaggedUsage{},
+		resolutions: map[string]flagResolution{}}
+	var accountIDs []string
+	if party == customerFlags {
+		f.scope.AccountIDs, accountIDs = ids, ids
+	} else {
+		f.scope.ProviderIDs = ids
 	}
-	return flaggedIDs(`u.metered_at >= $1 AND u.occurred_at >= $1 AND u.occurred_at < $2 AND u.`+party+` = ANY ($3::text[]::uuid[])`,
-		gCond)
+	requestlog.QueueFlaggedSince(b, p.Start(), accountIDs, func(r requestlog.Response) {
+		f.told = append(f.told, metering.ResponseTokens{RequestID: r.RequestID, InputTokens: r.InputTokens, OutputTokens: r.OutputTokens})
+	})
+	metering.QueueReportedAboveBilled(b, f.scope, f.add)
+	return f
+}
+
+func (f *periodFlags) add(u metering.FlaggedUsage) { f.rows[u.RequestID] = u }
+
+// queueRest queues on b the reads that hang on the first ones: the usage rows of the requests
+// the gateway flagged that were billed above their responses, and the resolutions of every
+// request flagged (those of the gateway's that turn out not to be are read and left unused).
+func (f *periodFlags) queueRest(b *pgx.Batch) {
+	metering.QueueBilledAboveResponse(b, f.scope, f.told, f.add)
+	ids := make([]string, 0, len(f.rows)+len(f.told))
+	for id := range f.rows {
+		ids = append(ids, id)
+	}
+	for _, t := range f.told {
+		ids = append(ids, t.RequestID)
+	}
+	if len(ids) > 0 {
+		queueResolutions(b, ids, func(id string, r flagResolution) { f.resolutions[id] = r })
+	}
+}
+
+// flagged are the flagged requests read, each once, with their resolutions.
+func (f *periodFlags) flagged() []flaggedRequest {
+	out := make([]flaggedRequest, 0, len(f.rows))
+	for id, u := range f.rows {
+		out = append(out, flaggedRequest{usage: u, flagResolution: f.resolutions[id]})
+	}
+	return out
+}
+
+// queueResolutions queues on b the read of the resolutions of the requests of ids, and calls
+// each with every one as the batch is read.
+func queueResolutions(b *pgx.Batch, ids []string, each func(id string, r flagResolution)) {
+	b.Queue(`SELECT request_id, resolution, resolved_at FROM flag_resolutions WHERE request_id = ANY ($1::text[])`, ids).
+		Query(func(rows pgx.Rows) error {
+			var id string
+			var r flagResolution
+			_, err := pgx.ForEachRow(rows, []any{&id, &r.resolution, &r.resolvedAt}, func() error {
+				each(id, r)
+				return nil
+			})
+			return err
+		})
 }
 
 // Resolution is finance's decision on a flagged request.
@@ -134,70 +201,150 @@ func (s *Service) FlaggedRequests(ctx context.Context, f FlagFilter) (_ []Flagge
 	if f.Limit <= 0 || f.Limit > 500 {
 		f.Limit = 200
 	}
-	where := []string{"true"}
-	args := []any{f.Limit}
-	add := func(cond string, v any) {
-		args = append(args, v)
-		where = append(where, strings.ReplaceAll(cond, "$?", fmt.Sprintf("$%d", len(args))))
-	}
+	scope := metering.FlagScope{Limit: f.Limit}
 	if !f.Period.IsZero() {
-		add("u.occurred_at >= $?", f.Period.Start())
-		add("u.occurred_at < $?", f.Period.End())
-		add("u.metered_at >= $?", f.Period.Start())
+		scope.From, scope.To = f.Period.Start(), f.Period.End()
 	}
 	if f.AccountID != "" {
 		if !isUUID(f.AccountID) {
 			return []FlaggedRequest{}, nil
 		}
-		add("u.account_id = $?", f.AccountID)
+		scope.AccountIDs = []string{f.AccountID}
 	}
 	if f.ProviderID != "" {
 		if !isUUID(f.ProviderID) {
 			return []FlaggedRequest{}, nil
 		}
-		add("u.provider_account_id = $?", f.ProviderID)
+		scope.ProviderIDs = []string{f.ProviderID}
 	}
-	unresolved := "true"
+	// The requests the gateway flagged, with what their responses told, and those resolved
+	// already when only the unresolved are asked for.
+	var told []metering.ResponseTokens
+	b := &pgx.Batch{}
+	requestlog.QueueFlaggedSince(b, time.Time{}, nil, func(r requestlog.Response) {
+		told = append(told, metering.ResponseTokens{RequestID: r.RequestID, InputTokens: r.InputTokens, OutputTokens: r.OutputTokens})
+	})
 	if f.Unresolved {
-		unresolved = "r.request_id IS NULL"
+		b.Queue(`SELECT request_id FROM flag_resolutions`).Query(func(rows pgx.Rows) error {
+			var err error
+			scope.Except, err = pgx.CollectRows(rows, pgx.RowTo[string])
+			return err
+		})
 	}
-	cond := strings.Join(where, " AND ")
-	rows, err := s.pool.Query(ctx, `
-		SELECT u.request_id, u.occurred_at, u.account_id::text, a.name, u.provider_account_id::text, pa.name, u.model,
-			coalesce(u.reported_input_tokens, u.input_tokens), coalesce(u.reported_output_tokens, u.output_tokens),
-			u.input_tokens, u.output_tokens, g.input_tokens, g.output_tokens, coalesce(u.flag, ''),
-			concat_ws('; ', g.flag_reason, u.flag_reason), u.charge_pico, u.payable_pico,
-			coalesce(r.resolution, ''), r.resolved_at, coalesce(ur.email, ''), coalesce(r.note, ''),
-			coalesce(r.transaction_id::text, '')
-		FROM (`+flaggedIDs(cond, "true")+`) f
-		JOIN usage_events u ON u.request_id = f.request_id
-		JOIN accounts a ON a.id = u.account_id
-		JOIN accounts pa ON pa.id = u.provider_account_id
-		LEFT JOIN gateway_requests g ON g.request_id = u.request_id
-		LEFT JOIN flag_resolutions r ON r.request_id = u.request_id
-		LEFT JOIN users ur ON ur.id = r.resolved_by
-		WHERE `+unresolved+`
-		ORDER BY u.occurred_at DESC, u.request_id LIMIT $1`, args...)
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return nil, err
+	}
+	// The latest rows of either kind, each of the two limited as the whole is: together they
+	// hold the latest of the whole.
+	byMeter, err := metering.ReportedAboveBilled(ctx, s.pool, scope)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (FlaggedRequest, error) {
-		var v FlaggedRequest
-		err := r.Scan(&v.RequestID, &v.OccurredAt, &v.AccountID, &v.AccountName, &v.ProviderID, &v.ProviderName, &v.Model,
-			&v.ReportedInput, &v.ReportedOutput, &v.BilledInput, &v.BilledOutput, &v.SeenInput, &v.SeenOutput, &v.MeterFlag,
-			&v.Reason, &v.Charge, &v.Payable,
-			&v.Resolution, &v.ResolvedAt, &v.ResolvedBy, &v.Note, &v.TransactionID)
-		if err != nil {
-			return v, err
+	byGateway, err := metering.BilledAboveResponse(ctx, s.pool, scope, told)
+	if err != nil {
+		return nil, err
+	}
+	rows := byMeter
+	seen := make(map[string]bool, len(byMeter))
+	for _, u := range byMeter {
+		seen[u.RequestID] = true
+	}
+	for _, u := range byGateway {
+		if !seen[u.RequestID] {
+			rows = append(rows, u)
+		}
+	}
+	slices.SortFunc(rows, func(a, b metering.FlaggedUsage) int {
+		if c := b.OccurredAt.Compare(a.OccurredAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.RequestID, b.RequestID)
+	})
+	rows = rows[:min(len(rows), f.Limit)]
+
+	// What the gateway saw of each, its resolution and the names of its parties.
+	ids := make([]string, len(rows))
+	parties := make([]string, 0, 2*len(rows))
+	for i, u := range rows {
+		ids[i] = u.RequestID
+		parties = append(parties, u.AccountID, u.ProviderID)
+	}
+	responses := map[string]requestlog.Response{}
+	type resolution struct {
+		resolution      Resolution
+		resolvedAt      time.Time
+		by, note, txnID string
+	}
+	resolutions := map[string]resolution{}
+	b = &pgx.Batch{}
+	requestlog.QueueResponses(b, ids, func(r requestlog.Response) { responses[r.RequestID] = r })
+	b.Queue(`SELECT request_id, resolution, resolved_at, resolved_by::text, note, coalesce(transaction_id::text, '')
+		FROM flag_resolutions WHERE request_id = ANY ($1::text[])`, ids).Query(func(rows pgx.Rows) error {
+		var id string
+		var r resolution
+		_, err := pgx.ForEachRow(rows, []any{&id, &r.resolution, &r.resolvedAt, &r.by, &r.note, &r.txnID}, func() error {
+			resolutions[id] = r
+			return nil
+		})
+		return err
+	})
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return nil, err
+	}
+	resolvers := make([]string, 0, len(resolutions))
+	for _, r := range resolutions {
+		resolvers = append(resolvers, r.by)
+	}
+	names, err := accounts.NamesByID(ctx, s.pool, parties)
+	if err != nil {
+		return nil, err
+	}
+	emails, err := accounts.EmailsByID(ctx, s.pool, resolvers)
+	if err != nil {
+		return nil, err
+	}
+
+	out := make([]FlaggedRequest, 0, len(rows))
+	for _, u := range rows {
+		g, r := responses[u.RequestID], resolutions[u.RequestID]
+		v := FlaggedRequest{RequestID: u.RequestID, OccurredAt: u.OccurredAt, AccountID: u.AccountID, AccountName: names[u.AccountID],
+			ProviderID: u.ProviderID, ProviderName: names[u.ProviderID], Model: u.Model, BilledInput: u.InputTokens,
+			BilledOutput: u.OutputTokens, SeenInput: g.InputTokens, SeenOutput: g.OutputTokens, MeterFlag: u.Flag,
+			Reason: joinPresent("; ", g.FlagReason, u.FlagReason), Charge: u.Charge, Payable: u.Payable,
+			Resolution: r.resolution, ResolvedBy: emails[r.by], Note: r.note, TransactionID: r.txnID}
+		v.ReportedInput, v.ReportedOutput = u.InputTokens, u.OutputTokens
+		if u.ReportedInputTokens != nil {
+			v.ReportedInput = *u.ReportedInputTokens
+		}
+		if u.ReportedOutputTokens != nil {
+			v.ReportedOutput = *u.ReportedOutputTokens
+		}
+		if r.resolution != "" {
+			at := r.resolvedAt
+			v.ResolvedAt = &at
 		}
 		v.ExcessInput, v.ExcessOutput = excess(v.ReportedInput, v.BilledInput, v.SeenInput), excess(v.ReportedOutput, v.BilledOutput, v.SeenOutput)
 		v.Period = PeriodOf(v.OccurredAt)
 		if v.Charged, err = CentsOf(v.Charge); err != nil {
-			return v, err
+			return nil, err
 		}
-		v.Earned, err = CentsOf(v.Payable)
-		return v, err
-	})
+		if v.Earned, err = CentsOf(v.Payable); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// joinPresent joins the parts that are there with sep, as PostgreSQL's concat_ws does.
+func joinPresent(sep string, parts ...*string) string {
+	var present []string
+	for _, p := range parts {
+		if p != nil {
+			present = append(present, *p)
+		}
+	}
+	return strings.Join(present, sep)
 }
 
 // ResolveInput is finance's resolution of a flagged request.
@@ -244,24 +391,29 @@ func (s *Service) ResolveFlag(ctx context.Context, in ResolveInput) (_ Resolved,
 	if in.RequestID == "" || len(in.RequestID) > 200 {
 		return Resolved{}, errFlagNotFound
 	}
-	var v struct {
-		account, provider, model string
-		occurred                 time.Time
-		charge, payable          money.BigPico
-	}
-	err = s.pool.QueryRow(ctx, `
-		SELECT u.account_id::text, u.provider_account_id::text, u.model, u.occurred_at, u.charge_pico, u.payable_pico
-		FROM usage_event_keys k
-		JOIN usage_events u ON u.occurred_at = k.occurred_at AND u.request_id = k.request_id
-		LEFT JOIN gateway_requests g ON g.request_id = u.request_id
-		WHERE k.request_id = $1 AND ((`+meterExcess+`) OR (`+gatewayExcess+`))`, in.RequestID).Scan(
-		&v.account, &v.provider, &v.model, &v.occurred, &v.charge, &v.payable)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Resolved{}, errFlagNotFound
-	}
+	u, found, err := metering.UsageOfRequest(ctx, s.pool, in.RequestID)
 	if err != nil {
 		return Resolved{}, err
 	}
+	flagged := found && u.ReportedAboveBilled()
+	if found && !flagged {
+		var g *requestlog.Response
+		b := &pgx.Batch{}
+		requestlog.QueueResponses(b, []string{in.RequestID}, func(r requestlog.Response) { g = &r })
+		if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+			return Resolved{}, err
+		}
+		flagged = g != nil && g.FlaggedAt != nil &&
+			u.BilledAbove(metering.ResponseTokens{RequestID: g.RequestID, InputTokens: g.InputTokens, OutputTokens: g.OutputTokens})
+	}
+	if !flagged {
+		return Resolved{}, errFlagNotFound
+	}
+	v := struct {
+		account, provider, model string
+		occurred                 time.Time
+		charge, payable          money.BigPico
+	}{u.AccountID, u.ProviderID, u.Model, u.OccurredAt, u.Charge, u.Payable}
 	// The ledger accounts a claw back posts to, looked up before the transaction (AccountFor
 	// uses a connection of its own).
 	var customer, payable, revenue ledger.LedgerAccountID

@@ -2,14 +2,16 @@
 // providers' statements and credit notes, their numbering, review and approval, voiding, and
 // customers' billing details. docs/invoicing.md says what each decision is and why.
 //
-// It reads the tables of other packages and writes none of them but through their rules: the
-// hourly rollups (usage_hourly) and, for the exact check of a sample, the usage rows
-// (usage_events) that package metering keeps; the ledger (ledger_accounts, ledger_postings,
-// ledger_transactions) that package ledger keeps, to which a credit note posts through
-// ledger.Ledger; the price book (prices) and offerings of package catalog; accounts and users;
-// and the payouts of package payouts, to tell whether a statement's payout is under way. It
-// pays approved statements through package payouts (PayWith), and is that package's
-// payouts.Statements: it records a statement paid in the transaction that posts its payout.
+// It reads what other packages keep through their functions, and writes none of it but through
+// their rules: the hourly rollups and, for the exact check of a sample and the flagged
+// requests, the usage rows of package metering; the gateway's log of package requestlog; the
+// ledger of package ledger, to which a credit note posts through ledger.Ledger; the price book
+// and offerings of package catalog; accounts' and users' names of package accounts; whether a
+// month's usage rows were dropped, of package usagestore; and the payouts of package payouts,
+// to tell whether a statement's payout is under way. The close reads them in each chunk's
+// transaction, queued on the batch that reads its own tables. It pays approved statements
+// through package payouts (PayWith), and is that package's payouts.Statements: it records a
+// statement paid in the transaction that posts its payout.
 //
 // Its invariants:
 //   - One document per account (or provider) and period that is not void, however often and
@@ -30,10 +32,7 @@
 //   - A customer or provider reads only its own documents that are not drafts, without
 //     finance's flags, actions or staff.
 //
-// Tables of other packages it reads: accounts, users, api_keys (package accounts); audit_log
-// (package audit); ledger_accounts, ledger_postings, ledger_transactions (package ledger);
-// offerings, prices (package catalog); usage_events, usage_hourly (package metering); payouts
-// (package payouts); usage_months_dropped (package usagestore). It writes only its own.
+// Its SQL names only its own tables (db.Owners).
 package invoicing
 
 import (

@@ -5,8 +5,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/ledger"
+	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/money"
 )
 
@@ -21,40 +24,44 @@ type querier interface {
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
-// ledgerBound is a lower bound of the ids of the postings of every transaction that occurred
-// at or after t, as the ledger stands now: the least posting id among those transactions, or
-// one past the last posting when there are none. Postings are numbered as they are recorded,
-// so a document's balances read only the postings from it on, through the index on (ledger
-// account, id), whatever the ledger's history before. It is computed afresh by each operation
-// (a close, an approval): a transaction recorded later has a larger id.
+// ledgerBound is the ledger's bound of the postings of the transactions that occurred at or
+// after t (ledger.QueuePostingBound), from which a document's balances read the postings. It
+// is computed afresh by each operation (a close, an approval).
 func ledgerBound(ctx context.Context, q querier, t time.Time) (int64, error) {
 	var bound int64
-	err := q.QueryRow(ctx, `
-		SELECT coalesce(
-			(SELECT min(p.id) FROM ledger_transactions t JOIN ledger_postings p ON p.transaction_id = t.id
-			 WHERE t.occurred_at >= $1),
-			(SELECT coalesce(max(id), 0) + 1 FROM ledger_postings))`, t).Scan(&bound)
-	return bound, wrapf(err, "invoicing: where the ledger's postings of %s start", t.Format(time.RFC3339))
+	b := &pgx.Batch{}
+	ledger.QueuePostingBound(b, t, &bound)
+	return bound, wrapf(q.SendBatch(ctx, b).Close(), "invoicing: where the ledger's postings of %s start", t.Format(time.RFC3339))
 }
 
-// loadPrices reads the whole price book: a few rows per price change.
+// loadPrices reads the whole price book (catalog.ReadPriceBook): a few rows per price change.
 func loadPrices(ctx context.Context, q querier) (map[int64]price, error) {
-	rows, err := q.Query(ctx, `SELECT id, input_micro_usd_per_mtok, output_micro_usd_per_mtok, effective_from,
-		cached_input_micro_usd_per_mtok, coalesce(model, '') FROM prices`)
+	book, err := catalog.ReadPriceBook(ctx, q)
 	if err != nil {
 		return nil, wrapf(err, "invoicing: read the price book")
 	}
 	out := map[int64]price{}
-	for rows.Next() {
-		var id, in, outp, cached int64
-		var from time.Time
-		var model string
-		if err := rows.Scan(&id, &in, &outp, &from, &cached, &model); err != nil {
-			return nil, err
+	for _, rows := range book {
+		for _, p := range rows {
+			out[p.ID] = price{input: p.Input, output: p.Output, cached: p.CachedInput, from: p.EffectiveFrom.UTC(), model: p.Model}
 		}
-		out[id] = price{input: money.MicroUSD(in), output: money.MicroUSD(outp), cached: money.MicroUSD(cached), from: from.UTC(), model: model}
 	}
-	return out, wrapf(rows.Err(), "invoicing: read the price book")
+	return out, nil
+}
+
+// sendAny sends the batch through q when anything is queued on it.
+func sendAny(ctx context.Context, q querier, b *pgx.Batch) error {
+	if b.Len() == 0 {
+		return nil
+	}
+	return q.SendBatch(ctx, b).Close()
+}
+
+// sumsOf are the rollups' sums as a document's lines add them.
+func sumsOf(r metering.RollupSums) usageSums {
+	return usageSums{requests: r.Requests, input: r.InputTokens, output: r.OutputTokens, unchargedRequests: r.UnchargedRequests,
+		unchargedInput: r.UnchargedInputTokens, unchargedOutput: r.UnchargedOutputTokens, charge: r.Charge, payable: r.Payable,
+		cached: r.CachedInputTokens, unchargedCached: r.UnchargedCachedInputTokens}
 }
 
 // scanSums reads the sums a query writes as requests, input, output, uncharged requests,
@@ -64,65 +71,28 @@ func sumsTargets(s *usageSums) []any {
 		&s.cached, &s.unchargedCached}
 }
 
-// sumColumns sums the rollups' columns in the order sumsTargets reads them.
-const sumColumns = `sum(requests)::bigint, sum(input_tokens)::bigint, sum(output_tokens)::bigint,
-	sum(uncharged_requests)::bigint, sum(uncharged_input_tokens)::bigint, sum(uncharged_output_tokens)::bigint,
-	sum(charge_pico), sum(payable_pico), sum(cached_input_tokens)::bigint, sum(uncharged_cached_input_tokens)::bigint`
-
-// ledgerQuery reads, per owner of ledger accounts of a kind, the balance and the movements of
-// the period by kind and occurred time, with each transaction other than usage in the period
-// and the credit note it records. $1 kind, $2 owners, $3 the posting id bound, $4 start, $5 end.
-const ledgerQuery = `
-	WITH acc AS (
-		SELECT id, owner_account_id, balance FROM ledger_accounts
-		WHERE kind = $1 AND owner_account_id = ANY ($2::text[]::uuid[])),
-	moves AS (
-		SELECT p.ledger_account_id, t.id, t.kind, t.memo, t.occurred_at, p.amount
-		FROM acc
-		JOIN ledger_postings p ON p.ledger_account_id = acc.id AND p.id >= $3
-		JOIN ledger_transactions t ON t.id = p.transaction_id AND t.occurred_at >= $4)
-	SELECT acc.owner_account_id::text, acc.balance, m.kind, m.occurred_at < $5,
-		CASE WHEN m.kind <> 'usage' AND m.occurred_at < $5 THEN m.id::text END AS txn,
-		coalesce(min(m.memo), ''), min(m.occurred_at), coalesce(sum(m.amount), 0),
-		coalesce(min(cn.id::text), ''), coalesce(min(cn.number), '')
-	FROM acc
-	LEFT JOIN moves m ON m.ledger_account_id = acc.id
-	LEFT JOIN credit_notes cn ON cn.ledger_transaction_id = m.id
-	GROUP BY 1, 2, 3, 4, 5`
-
-// queueLedger queues the ledger query for owners and fills figures per owner.
-func queueLedger(b *pgx.Batch, kind string, owners []string, bound int64, p Period, figures func(owner string) *ledgerFigures) {
-	b.Queue(ledgerQuery, kind, owners, bound, p.Start(), p.End()).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			var owner, memo, cnID, cnNumber string
-			var balance, amount money.BigPico
-			var kind, txn pgtype.Text
-			var inPeriod pgtype.Bool
-			var at pgtype.Timestamptz
-			if err := rows.Scan(&owner, &balance, &kind, &inPeriod, &txn, &memo, &at, &amount, &cnID, &cnNumber); err != nil {
-				return err
-			}
-			f := figures(owner)
-			f.balance = balance
-			if !kind.Valid {
-				continue // no movement since the period began
-			}
-			f.sinceStart = f.sinceStart.Add(amount)
-			if !inPeriod.Bool {
-				f.sinceEnd = f.sinceEnd.Add(amount)
-				continue
-			}
-			if f.byKind == nil {
-				f.byKind = map[string]money.BigPico{}
-			}
-			f.byKind[kind.String] = f.byKind[kind.String].Add(amount)
-			if txn.Valid {
-				f.entries = append(f.entries, ledgerEntry{
-					LedgerEntry:  LedgerEntry{TransactionID: txn.String, Kind: kind.String, Memo: memo, OccurredAt: at.Time.UTC(), Amount: amount},
-					creditNoteID: cnID, creditNoteNumber: cnNumber})
-			}
+// queueLedger queues the read of the owners' ledger accounts of a kind with their movements
+// since the period began (ledger.QueuePeriodMovements), and fills figures per owner.
+func queueLedger(b *pgx.Batch, kind ledger.AccountKind, owners []string, bound int64, p Period, figures func(owner string) *ledgerFigures) {
+	ledger.QueuePeriodMovements(b, kind, owners, bound, p.Start(), p.End(), func(m ledger.PeriodMovement) {
+		f := figures(m.Owner)
+		f.balance = m.Balance
+		if !m.Moved {
+			return // no movement since the period began
 		}
-		return rows.Err()
+		f.sinceStart = f.sinceStart.Add(m.Amount)
+		if !m.InPeriod {
+			f.sinceEnd = f.sinceEnd.Add(m.Amount)
+			return
+		}
+		if f.byKind == nil {
+			f.byKind = map[string]money.BigPico{}
+		}
+		f.byKind[string(m.Kind)] = f.byKind[string(m.Kind)].Add(m.Amount)
+		if m.TransactionID != "" {
+			f.entries = append(f.entries, ledgerEntry{LedgerEntry: LedgerEntry{TransactionID: m.TransactionID, Kind: string(m.Kind),
+				Memo: m.Memo, OccurredAt: m.OccurredAt.UTC(), Amount: m.Amount}})
+		}
 	})
 }
 
@@ -149,32 +119,13 @@ func loadCustomers(ctx context.Context, q querier, p Period, lateOpen bool, boun
 	}
 	b := &pgx.Batch{}
 	// The rollups per line and per provider, in one pass over the accounts' rows.
-	b.Queue(`
-		SELECT account_id::text, current, GROUPING(provider_account_id) = 1, tier, model, price_id,
-			coalesce(provider_account_id::text, ''), `+sumColumns+`
-		FROM (SELECT *, hour >= $2 AS current FROM usage_hourly
-			WHERE account_id = ANY ($4::text[]::uuid[]) AND hour >= $1 AND hour < $3) h
-		GROUP BY GROUPING SETS ((account_id, current, tier, model, price_id), (account_id, current, provider_account_id))`,
-		from, p.Start(), p.End(), ids).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			var id, provider string
-			var current, isLine bool
-			var k usageKey
-			var tier, model pgtype.Text
-			var priceID pgtype.Int8
-			var s usageSums
-			if err := rows.Scan(append([]any{&id, &current, &isLine, &tier, &model, &priceID, &provider}, sumsTargets(&s)...)...); err != nil {
-				return err
-			}
-			in := get(id)
-			if isLine {
-				k = usageKey{tier: tier.String, model: model.String, priceID: priceID.Int64}
-				in.usage.add(current, k, s)
-			} else {
-				in.shares.add(current, provider, s)
-			}
+	metering.QueueCustomerRollups(b, ids, from, p.Start(), p.End(), func(r metering.CustomerRollup) {
+		in := get(r.AccountID)
+		if r.ByProvider {
+			in.shares.add(r.Current, r.ProviderID, sumsOf(r.Sums))
+		} else {
+			in.usage.add(r.Current, usageKey{tier: r.Tier, model: r.Model, priceID: r.PriceID}, sumsOf(r.Sums))
 		}
-		return rows.Err()
 	})
 	// What issued invoices billed of the same usage.
 	b.Queue(`
@@ -242,25 +193,8 @@ func loadCustomers(ctx context.Context, q querier, p Period, lateOpen bool, boun
 		}
 		return rows.Err()
 	})
-	queueLedger(b, "customer_credit", ids, bound, p, func(owner string) *ledgerFigures { return &get(owner).ledger })
-	b.Queue(`
-		SELECT u.account_id::text, count(*), sum(u.charge_pico)
-		FROM (`+periodFlags("account_id")+`) f
-		JOIN usage_events u ON u.request_id = f.request_id AND u.occurred_at >= $1 AND u.occurred_at < $2
-		WHERE NOT EXISTS (SELECT 1 FROM flag_resolutions r WHERE r.request_id = u.request_id)
-		GROUP BY 1`, p.Start(), p.End(), ids).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			var id string
-			var n int64
-			var charge money.BigPico
-			if err := rows.Scan(&id, &n, &charge); err != nil {
-				return err
-			}
-			in := get(id)
-			in.flagged, in.flaggedCharge = n, charge
-		}
-		return rows.Err()
-	})
+	queueLedger(b, ledger.AccountCustomerCredit, ids, bound, p, func(owner string) *ledgerFigures { return &get(owner).ledger })
+	flags := queuePeriodFlags(b, p, customerFlags, ids)
 	b.Queue(`
 		SELECT cn.account_id::text, cn.id::text, cn.number, cn.reason, cn.credited_pico,
 			coalesce((SELECT sum(c.amount_pico) FROM credit_note_clawbacks c WHERE c.credit_note_id = cn.id), 0)
@@ -285,28 +219,45 @@ func loadCustomers(ctx context.Context, q querier, p Period, lateOpen bool, boun
 	if err := q.SendBatch(ctx, b).Close(); err != nil {
 		return nil, wrapf(err, "invoicing: read the inputs of %d invoices of %s", len(ids), p)
 	}
+	// The requests flagged with an excess and not resolved, whose rows and resolutions hang on
+	// those reads.
+	rest := &pgx.Batch{}
+	flags.queueRest(rest)
+	if err := sendAny(ctx, q, rest); err != nil {
+		return nil, wrapf(err, "invoicing: read the flagged requests of %d invoices of %s", len(ids), p)
+	}
+	for _, f := range flags.flagged() {
+		if f.resolution == "" {
+			in := get(f.usage.AccountID)
+			in.flagged, in.flaggedCharge = in.flagged+1, in.flaggedCharge.Add(f.usage.Charge)
+		}
+	}
 	for id, in := range out {
 		in.carriesLate = lateOpen && !drafts[id]
 	}
 	return out, nil
 }
 
-// queueDetails queues the read of the accounts' names and current billing details.
+// queueDetails queues the read of the accounts' names (accounts.QueueAccountsByID) and current
+// billing details. An account that has given none is named on its documents by its name, its
+// details dating from the account's creation.
 func queueDetails(b *pgx.Batch, ids []string, into func(id string) (*string, *BillingDetails)) {
+	accounts.QueueAccountsByID(b, ids, func(a accounts.NamedAccount) {
+		name, d := into(a.ID)
+		*name = a.Name
+		*d = BillingDetails{AccountID: a.ID, Party: Party{LegalName: a.Name}.withCountryName(), UpdatedAt: a.CreatedAt}
+	})
 	b.Queue(`
-		SELECT a.id::text, a.name, coalesce(d.legal_name, a.name), coalesce(d.address, ''), coalesce(d.country, ''),
-			coalesce(d.vat_id, ''), coalesce(d.po_number, ''), coalesce(d.updated_at, a.created_at), d.account_id IS NOT NULL
-		FROM accounts a LEFT JOIN billing_details d ON d.account_id = a.id
-		WHERE a.id = ANY ($1::text[]::uuid[])`, ids).Query(func(rows pgx.Rows) error {
+		SELECT account_id::text, legal_name, address, country, vat_id, po_number, updated_at
+		FROM billing_details WHERE account_id = ANY ($1::text[]::uuid[])`, ids).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
-			var id, name string
-			var d BillingDetails
-			if err := rows.Scan(&id, &name, &d.LegalName, &d.Address, &d.Country, &d.VATID, &d.PONumber, &d.UpdatedAt, &d.Set); err != nil {
+			d := BillingDetails{Set: true}
+			if err := rows.Scan(&d.AccountID, &d.LegalName, &d.Address, &d.Country, &d.VATID, &d.PONumber, &d.UpdatedAt); err != nil {
 				return err
 			}
-			d.AccountID, d.Party = id, d.Party.withCountryName()
-			n, dst := into(id)
-			*n, *dst = name, d
+			d.Party = d.Party.withCountryName()
+			_, dst := into(d.AccountID)
+			*dst = d
 		}
 		return rows.Err()
 	})

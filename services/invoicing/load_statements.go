@@ -6,6 +6,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/ledger"
+	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/money"
 )
 
@@ -30,27 +33,13 @@ func loadProviders(ctx context.Context, q querier, p Period, lateOpen bool, boun
 		from = p.Prev().Start()
 	}
 	b := &pgx.Batch{}
-	b.Queue(`
-		SELECT provider_account_id::text, hour >= $2, offering_id::text, model, ask_input_price, ask_output_price,
-			coalesce(ask_cached_input_price, ask_input_price), `+sumColumns+`
-		FROM usage_hourly
-		WHERE provider_account_id = ANY ($4::text[]::uuid[]) AND hour >= $1 AND hour < $3
-		GROUP BY 1, 2, 3, 4, 5, 6, 7`, from, p.Start(), p.End(), ids).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			var id string
-			var current bool
-			var k offerKey
-			var s usageSums
-			if err := rows.Scan(append([]any{&id, &current, &k.offering, &k.model, &k.askIn, &k.askOut, &k.askCached},
-				sumsTargets(&s)...)...); err != nil {
-				return err
-			}
-			// A statement pays the provider's part; what the customer paid is not its business,
-			// and statement lines do not keep it.
-			s.charge = money.BigPico{}
-			get(id).usage.add(current, k, s)
-		}
-		return rows.Err()
+	metering.QueueProviderRollups(b, ids, from, p.Start(), p.End(), func(r metering.ProviderRollup) {
+		k := offerKey{offering: r.OfferingID, model: r.Model, askIn: r.AskInput, askOut: r.AskOutput, askCached: r.AskCachedInput}
+		s := sumsOf(r.Sums)
+		// A statement pays the provider's part; what the customer paid is not its business,
+		// and statement lines do not keep it.
+		s.charge = money.BigPico{}
+		get(r.ProviderID).usage.add(r.Current, k, s)
 	})
 	b.Queue(`
 		SELECT s.provider_account_id::text, l.usage_period = $2, l.offering_id::text, l.model, l.ask_input_price,
@@ -75,17 +64,8 @@ func loadProviders(ctx context.Context, q querier, p Period, lateOpen bool, boun
 		}
 		return rows.Err()
 	})
-	b.Queue(`SELECT id::text, provider_account_id::text, gpu, gpu_count, region FROM offerings
-		WHERE provider_account_id = ANY ($1::text[]::uuid[])`, ids).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			var id, provider string
-			var o offering
-			if err := rows.Scan(&id, &provider, &o.gpu, &o.gpuCount, &o.region); err != nil {
-				return err
-			}
-			get(provider).offerings[id] = o
-		}
-		return rows.Err()
+	catalog.QueueRigsOfProviders(b, ids, func(provider string, r catalog.Rig) {
+		get(provider).offerings[r.OfferingID] = offering{gpu: r.GPU, gpuCount: r.GPUCount, region: r.Region}
 	})
 	// The statements of the period and the one before (for the spike flag and whether its late
 	// usage lands on its own draft), and the latest statement before the period, whose carry
@@ -131,30 +111,11 @@ func loadProviders(ctx context.Context, q querier, p Period, lateOpen bool, boun
 		}
 		return rows.Err()
 	})
-	queueLedger(b, "provider_payable", ids, bound, p, func(owner string) *ledgerFigures { return &get(owner).ledger })
+	queueLedger(b, ledger.AccountProviderPayable, ids, bound, p, func(owner string) *ledgerFigures { return &get(owner).ledger })
 	// The period's requests flagged with an excess: held unless released before the period
 	// ended; and the held requests of earlier periods released in this one (docs/invoicing.md,
 	// "Flags and held earnings").
-	b.Queue(`
-		SELECT u.provider_account_id::text, count(*), coalesce(sum(u.payable_pico), 0),
-			count(*) FILTER (WHERE r.request_id IS NULL), coalesce(sum(u.payable_pico) FILTER (WHERE r.request_id IS NULL), 0)
-		FROM (`+periodFlags("provider_account_id")+`) f
-		JOIN usage_events u ON u.request_id = f.request_id AND u.occurred_at >= $1 AND u.occurred_at < $2
-		LEFT JOIN flag_resolutions r ON r.request_id = u.request_id
-		WHERE NOT (r.resolution IS NOT DISTINCT FROM 'released' AND r.resolved_at < $2)
-		GROUP BY 1`, p.Start(), p.End(), ids).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			var id string
-			var held, unresolved int64
-			var heldPayable, unresolvedPayable money.BigPico
-			if err := rows.Scan(&id, &held, &heldPayable, &unresolved, &unresolvedPayable); err != nil {
-				return err
-			}
-			in := get(id)
-			in.held, in.heldPayable, in.unresolved, in.unresolvedPayable = held, heldPayable, unresolved, unresolvedPayable
-		}
-		return rows.Err()
-	})
+	flags := queuePeriodFlags(b, p, providerFlags, ids)
 	b.Queue(`
 		SELECT provider_account_id::text, count(*), sum(held_pico) FROM flag_resolutions
 		WHERE resolution = 'released' AND resolved_at >= $1 AND resolved_at < $2 AND occurred_at < $1
@@ -179,8 +140,57 @@ func loadProviders(ctx context.Context, q querier, p Period, lateOpen bool, boun
 	if err := q.SendBatch(ctx, b).Close(); err != nil {
 		return nil, wrapf(err, "invoicing: read the inputs of %d statements of %s", len(ids), p)
 	}
+	// What hangs on those reads, when there is any: the flagged requests' rows and resolutions,
+	// and the credit notes of the clawbacks.
+	rest := &pgx.Batch{}
+	flags.queueRest(rest)
+	queueCreditNoteNames(rest, out)
+	if err := sendAny(ctx, q, rest); err != nil {
+		return nil, wrapf(err, "invoicing: read the flagged requests and credit notes of %d statements of %s", len(ids), p)
+	}
+	for _, f := range flags.flagged() {
+		if f.resolution == ResolutionRelease && f.resolvedAt.Before(p.End()) {
+			continue // released before the period ended: not held
+		}
+		in := get(f.usage.ProviderID)
+		in.held, in.heldPayable = in.held+1, in.heldPayable.Add(f.usage.Payable)
+		if f.resolution == "" {
+			in.unresolved, in.unresolvedPayable = in.unresolved+1, in.unresolvedPayable.Add(f.usage.Payable)
+		}
+	}
 	for id, in := range out {
 		in.carriesLate = lateOpen && !drafts[id]
 	}
 	return out, nil
+}
+
+// queueCreditNoteNames queues on b, when the providers' ledger entries hold credit notes' transactions, the read
+// of the credit note each records, which its clawback line names.
+func queueCreditNoteNames(b *pgx.Batch, providers map[string]*providerInputs) {
+	byTxn := map[string][]*ledgerEntry{}
+	for _, in := range providers {
+		for i, e := range in.ledger.entries {
+			if e.Kind == string(ledger.TransactionCreditNote) {
+				byTxn[e.TransactionID] = append(byTxn[e.TransactionID], &in.ledger.entries[i])
+			}
+		}
+	}
+	if len(byTxn) == 0 {
+		return
+	}
+	txns := make([]string, 0, len(byTxn))
+	for txn := range byTxn {
+		txns = append(txns, txn)
+	}
+	b.Queue(`SELECT ledger_transaction_id::text, min(id::text), min(number) FROM credit_notes
+		WHERE ledger_transaction_id = ANY ($1::text[]::uuid[]) GROUP BY 1`, txns).Query(func(rows pgx.Rows) error {
+		var txn, id, number string
+		_, err := pgx.ForEachRow(rows, []any{&txn, &id, &number}, func() error {
+			for _, e := range byTxn[txn] {
+				e.creditNoteID, e.creditNoteNumber = id, number
+			}
+			return nil
+		})
+		return err
+	})
 }

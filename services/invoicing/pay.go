@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/audit"
 	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/payouts"
@@ -136,17 +137,21 @@ func payoutProblem(status Status, payout Cents, number string) string {
 func (s *Service) MarkPaidTx(ctx context.Context, tx pgx.Tx, id string, p payouts.Payout) (err error) {
 	defer services.Wrap(&err, "invoicing.MarkPaidTx(%s)", id)
 	var status Status
-	var number, provider, providerName string
+	var number, provider string
 	var payout Cents
-	err = tx.QueryRow(ctx, `SELECT s.status, coalesce(s.number, ''), s.payout_cents, s.provider_account_id::text, a.name
-		FROM statements s JOIN accounts a ON a.id = s.provider_account_id WHERE s.id = $1 FOR UPDATE OF s`, id).Scan(
-		&status, &number, &payout, &provider, &providerName)
+	err = tx.QueryRow(ctx, `SELECT status, coalesce(number, ''), payout_cents, provider_account_id::text
+		FROM statements WHERE id = $1 FOR UPDATE`, id).Scan(&status, &number, &payout, &provider)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return errStatementNotFound
 	}
 	if err != nil {
 		return err
 	}
+	names, err := accounts.NamesByID(ctx, tx, []string{provider})
+	if err != nil {
+		return err
+	}
+	providerName := names[provider]
 	switch {
 	case status != StatusIssued:
 		return fmt.Errorf("statement %s is %s, and its payout %s cannot be recorded on it", displayNumber(number), status, p.ID)
@@ -191,12 +196,9 @@ func (s *Service) lockPayable(ctx context.Context, tx pgx.Tx, providerID string)
 	return s.cfg.Ledger.LockTx(ctx, tx, []ledger.LedgerAccountID{payable})
 }
 
-// statementPayoutUnderway reads, in tx, whether the statement's payout is under way.
+// statementPayoutUnderway reads, in tx, whether the statement's payout is under way
+// (payouts.UnderwayOf).
 func statementPayoutUnderway(ctx context.Context, tx pgx.Tx, id string) (bool, error) {
-	var underway bool
-	err := tx.QueryRow(ctx, `SELECT `+payoutUnderway+` FROM statements s WHERE s.id = $1`, id).Scan(&underway)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
-	}
-	return underway, err
+	underway, err := payouts.UnderwayOf(ctx, tx, []string{id})
+	return underway[id], err
 }

@@ -1,9 +1,11 @@
 package invoicing
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -12,6 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/reports"
 )
@@ -93,11 +97,6 @@ func checkListFilter(fe services.FieldErrors, nameField, name string, flag Flag,
 	}
 }
 
-// nameLike is a pattern for ILIKE that matches names holding s, whatever it holds.
-func nameLike(s string) string {
-	return "%" + strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(s) + "%"
-}
-
 // InvoicePage is a page of invoices: latest period first, then by account name.
 type InvoicePage struct {
 	Invoices []InvoiceSummary `json:"invoices"`
@@ -106,20 +105,53 @@ type InvoicePage struct {
 }
 
 const invoiceSummaryColumns = `
-	SELECT i.id::text, i.account_id::text, a.name, i.period, i.status, coalesce(i.number, ''), i.total_cents,
-		i.amount_due_cents, i.flags, coalesce(i.replaces_invoice_id::text, ''), i.computed_at, i.issued_at, i.flag_notes
-	FROM invoices i JOIN accounts a ON a.id = i.account_id`
+	SELECT i.id::text, i.account_id::text, i.period, i.status, coalesce(i.number, ''), i.total_cents,
+		i.amount_due_cents, i.flags, coalesce(i.replaces_invoice_id::text, ''), i.computed_at, i.issued_at, i.flag_notes,
+		i.created_at
+	FROM invoices i`
 
-func scanInvoiceSummary(r pgx.CollectableRow) (InvoiceSummary, error) {
-	var v InvoiceSummary
+// listedInvoice is an invoice in a list, with when it was made, which orders invoices of one
+// account and period.
+type listedInvoice struct {
+	InvoiceSummary
+	createdAt time.Time
+}
+
+func scanInvoiceSummary(r pgx.CollectableRow) (listedInvoice, error) {
+	var v listedInvoice
 	var period time.Time
 	var flags []string
-	err := r.Scan(&v.ID, &v.AccountID, &v.AccountName, &period, &v.Status, &v.Number, &v.Total, &v.AmountDue, &flags,
-		&v.ReplacesInvoiceID, &v.ComputedAt, &v.IssuedAt, &v.FlagNotes)
+	err := r.Scan(&v.ID, &v.AccountID, &period, &v.Status, &v.Number, &v.Total, &v.AmountDue, &flags,
+		&v.ReplacesInvoiceID, &v.ComputedAt, &v.IssuedAt, &v.FlagNotes, &v.createdAt)
 	v.Period, v.DisplayNumber, v.Flags = periodOfDate(period), displayNumber(v.Number), flagsOf(flags)
 	v.Actions = invoiceActions(v.Status, v.AmountDue)
 	v.ComputedAt, v.IssuedAt = v.ComputedAt.UTC(), utcPtr(v.IssuedAt)
 	return v, err
+}
+
+// readInvoiceSummaries reads the invoices a query of invoiceSummaryColumns selects, each
+// named by its account's name (accounts.NamesByID).
+func (s *Service) readInvoiceSummaries(ctx context.Context, sql string, args ...any) ([]listedInvoice, error) {
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	list, err := pgx.CollectRows(rows, scanInvoiceSummary)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(list))
+	for i, v := range list {
+		ids[i] = v.AccountID
+	}
+	names, err := accounts.NamesByID(ctx, s.pool, ids)
+	if err != nil {
+		return nil, err
+	}
+	for i := range list {
+		list[i].AccountName = names[list[i].AccountID]
+	}
+	return list, nil
 }
 
 // Invoices lists the invoices that match the filter, for finance.
@@ -139,7 +171,11 @@ func (s *Service) Invoices(ctx context.Context, f InvoiceFilter) (_ InvoicePage,
 		w.add("i.account_id = $?::uuid", f.AccountID)
 	}
 	if f.AccountName != "" {
-		w.add("a.name ILIKE $?", nameLike(f.AccountName))
+		named, err := accounts.IDsNamedLike(ctx, s.pool, f.AccountName)
+		if err != nil {
+			return InvoicePage{}, err
+		}
+		w.add("i.account_id = ANY ($?::text[]::uuid[])", named)
 	}
 	if f.Flag != "" {
 		w.add("$? = ANY (i.flags)", string(f.Flag))
@@ -154,18 +190,24 @@ func (s *Service) Invoices(ctx context.Context, f InvoiceFilter) (_ InvoicePage,
 	if limit == 0 {
 		limit = DefaultListLimit
 	}
-	rows, err := s.pool.Query(ctx, invoiceSummaryColumns+w.sql()+`
-		ORDER BY i.period DESC, a.name, i.created_at, i.id `+w.page(limit+1, f.Offset), w.args...)
+	list, err := s.readInvoiceSummaries(ctx, invoiceSummaryColumns+w.sql(), w.args...)
 	if err != nil {
 		return InvoicePage{}, err
 	}
-	list, err := pgx.CollectRows(rows, scanInvoiceSummary)
-	if err != nil {
-		return InvoicePage{}, err
-	}
-	page := InvoicePage{Invoices: list}
-	if len(list) > limit {
-		page.Invoices, page.More = list[:limit], true
+	// Latest period first, then by account name, then as made: sorted after the names are
+	// looked up, and paged then.
+	slices.SortFunc(list, func(a, b listedInvoice) int {
+		return cmp.Or(b.Period.Start().Compare(a.Period.Start()), strings.Compare(a.AccountName, b.AccountName),
+			a.createdAt.Compare(b.createdAt), strings.Compare(a.ID, b.ID))
+	})
+	list = list[min(f.Offset, len(list)):]
+	page := InvoicePage{Invoices: make([]InvoiceSummary, 0, min(len(list), limit))}
+	for i, v := range list {
+		if i == limit {
+			page.More = true
+			break
+		}
+		page.Invoices = append(page.Invoices, v.InvoiceSummary)
 	}
 	return page, nil
 }
@@ -177,17 +219,18 @@ func (s *Service) AccountInvoices(ctx context.Context, accountID string) (_ []In
 	if !isUUID(accountID) {
 		return []InvoiceSummary{}, nil
 	}
-	rows, err := s.pool.Query(ctx, invoiceSummaryColumns+`
+	list, err := s.readInvoiceSummaries(ctx, invoiceSummaryColumns+`
 		WHERE i.account_id = $1 AND i.status <> 'draft'
 		ORDER BY i.period DESC, i.issued_at DESC`, accountID)
 	if err != nil {
 		return nil, err
 	}
-	list, err := pgx.CollectRows(rows, scanInvoiceSummary)
-	for i := range list {
-		list[i].Flags, list[i].FlagNotes, list[i].Actions = []Flag{}, []string{}, []Action{}
+	out := make([]InvoiceSummary, len(list))
+	for i, v := range list {
+		out[i] = v.InvoiceSummary
+		out[i].Flags, out[i].FlagNotes, out[i].Actions = []Flag{}, []string{}, []Action{}
 	}
-	return list, err
+	return out, nil
 }
 
 // Invoice returns an invoice with its lines, for finance.
@@ -226,7 +269,7 @@ func (s *Service) invoice(ctx context.Context, q querier, id, accountID string, 
 	var buyer, seller [4]pgtype.Text
 	var reason string
 	err = q.QueryRow(ctx, `
-		SELECT i.id::text, i.account_id::text, a.name, i.period, i.status, coalesce(i.number, ''),
+		SELECT i.id::text, i.account_id::text, i.period, i.status, coalesce(i.number, ''),
 			coalesce(i.replaces_invoice_id::text, ''),
 			coalesce((SELECT r.number FROM invoices r WHERE r.id = i.replaces_invoice_id), ''),
 			coalesce((SELECT r.id::text FROM invoices r WHERE r.replaces_invoice_id = i.id ORDER BY r.created_at LIMIT 1), ''),
@@ -234,16 +277,12 @@ func (s *Service) invoice(ctx context.Context, q querier, id, accountID string, 
 			i.adjustments_pico, i.credit_notes_pico, i.usage_charged_pico, i.closing_balance_pico, i.po_number,
 			i.buyer_legal_name, i.buyer_address, i.buyer_country, i.buyer_vat_id,
 			i.seller_name, i.seller_address, i.seller_country, i.seller_vat_id,
-			i.flags, i.computed_at, i.created_at, i.issued_at, coalesce(ui.email, ''), i.paid_at, coalesce(up.email, ''),
-			coalesce(i.payment_reference, ''), i.voided_at, coalesce(uv.email, ''), coalesce(i.void_reason, ''),
-			coalesce(i.void_note, ''), i.flag_notes
+			i.flags, i.computed_at, i.created_at, i.issued_at, coalesce(i.issued_by::text, ''), i.paid_at,
+			coalesce(i.paid_by::text, ''), coalesce(i.payment_reference, ''), i.voided_at, coalesce(i.voided_by::text, ''),
+			coalesce(i.void_reason, ''), coalesce(i.void_note, ''), i.flag_notes
 		FROM invoices i
-		JOIN accounts a ON a.id = i.account_id
-		LEFT JOIN users ui ON ui.id = i.issued_by
-		LEFT JOIN users up ON up.id = i.paid_by
-		LEFT JOIN users uv ON uv.id = i.voided_by
 		WHERE i.id = $1 AND ($2 = '' OR i.account_id::text = $2) AND ($3 OR i.status <> 'draft')`, id, accountID, drafts).Scan(
-		&v.ID, &v.AccountID, &v.AccountName, &period, &v.Status, &v.Number, &v.ReplacesInvoiceID, &v.ReplacesNumber,
+		&v.ID, &v.AccountID, &period, &v.Status, &v.Number, &v.ReplacesInvoiceID, &v.ReplacesNumber,
 		&v.ReplacedByInvoiceID,
 		&v.Currency, &v.Total, &v.AmountDue, &v.Balance.Opening, &v.Balance.Purchases, &v.Balance.Refunds,
 		&v.Balance.Adjustments, &v.Balance.CreditNotes, &v.Balance.UsageCharged, &v.Balance.Closing, &po,
@@ -254,6 +293,11 @@ func (s *Service) invoice(ctx context.Context, q querier, id, accountID string, 
 		return Invoice{}, errInvoiceNotFound
 	}
 	if err != nil {
+		return Invoice{}, err
+	}
+	// The account's name and the finance users' emails, in place of their ids.
+	if err := nameParties(ctx, q, []*string{&v.AccountName}, []string{v.AccountID},
+		[]*string{&v.IssuedBy, &v.PaidBy, &v.VoidedBy}); err != nil {
 		return Invoice{}, err
 	}
 	v.Period, v.DisplayNumber, v.Flags, v.VoidReason = periodOfDate(period), displayNumber(v.Number), flagsOf(flags), VoidReason(reason)
@@ -346,24 +390,24 @@ func (s *Service) AccountCreditNotes(ctx context.Context, accountID string) (_ [
 	return pgx.CollectRows(rows, scanCreditNoteSummary)
 }
 
-// invoiceLines reads an invoice's lines in order.
+// invoiceLines reads an invoice's lines in order, each priced line with when its price
+// version took effect and whether it is a model's own (catalog.PricesByID).
 func invoiceLines(ctx context.Context, q querier, invoiceID string) ([]InvoiceLine, error) {
 	rows, err := q.Query(ctx, `
-		SELECT l.line_no, l.kind, l.usage_period, l.tier, l.model, l.price_id, l.input_price, l.output_price, p.effective_from,
-			p.model IS NOT NULL, l.requests, l.input_tokens, l.output_tokens, l.uncharged_requests, l.uncharged_input_tokens,
+		SELECT l.line_no, l.kind, l.usage_period, l.tier, l.model, l.price_id, l.input_price, l.output_price,
+			l.requests, l.input_tokens, l.output_tokens, l.uncharged_requests, l.uncharged_input_tokens,
 			l.uncharged_output_tokens, l.charge_pico, l.payable_pico, l.amount_cents, l.description,
 			coalesce(l.credit_note_id::text, ''), l.cached_input_price, l.cached_input_tokens, l.uncharged_cached_input_tokens
-		FROM invoice_lines l LEFT JOIN prices p ON p.id = l.price_id AND l.input_price IS NOT NULL
+		FROM invoice_lines l
 		WHERE l.invoice_id = $1 ORDER BY l.line_no`, invoiceID)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (InvoiceLine, error) {
+	lines, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (InvoiceLine, error) {
 		var l InvoiceLine
 		var usage pgtype.Date
 		var in, out, cached pgtype.Int8
-		var from pgtype.Timestamptz
-		err := r.Scan(&l.No, &l.Kind, &usage, &l.Tier, &l.Model, &l.PriceID, &in, &out, &from, &l.ModelPrice, &l.Requests, &l.InputTokens,
+		err := r.Scan(&l.No, &l.Kind, &usage, &l.Tier, &l.Model, &l.PriceID, &in, &out, &l.Requests, &l.InputTokens,
 			&l.OutputTokens, &l.UnchargedRequests, &l.UnchargedInputTokens, &l.UnchargedOutputTokens, &l.Charge, &l.payable,
 			&l.Amount, &l.Description, &l.CreditNoteID, &cached, &l.CachedInputTokens, &l.UnchargedCachedInputTokens)
 		if cached.Valid {
@@ -377,12 +421,28 @@ func invoiceLines(ctx context.Context, q querier, invoiceID string) ([]InvoiceLi
 			i, o := money.MicroUSD(in.Int64), money.MicroUSD(out.Int64)
 			l.InputPrice, l.OutputPrice = &i, &o
 		}
-		if from.Valid {
-			t := from.Time.UTC()
-			l.PriceFrom = &t
-		}
 		return l, err
 	})
+	if err != nil {
+		return nil, err
+	}
+	var priced []int64
+	for _, l := range lines {
+		if l.InputPrice != nil {
+			priced = append(priced, l.PriceID)
+		}
+	}
+	prices, err := catalog.PricesByID(ctx, q, priced)
+	if err != nil {
+		return nil, err
+	}
+	for i, l := range lines {
+		if p, ok := prices[l.PriceID]; ok && l.InputPrice != nil {
+			from := p.EffectiveFrom.UTC()
+			lines[i].PriceFrom, lines[i].ModelPrice = &from, p.Model != ""
+		}
+	}
+	return lines, nil
 }
 
 // CreditNote returns a credit note with the voided invoice's lines, for finance.
@@ -412,16 +472,15 @@ func (s *Service) creditNote(ctx context.Context, id, accountID string) (_ Credi
 	var period time.Time
 	var buyer, seller [4]pgtype.Text
 	err = s.pool.QueryRow(ctx, `
-		SELECT cn.id::text, cn.number, cn.invoice_id::text, coalesce(i.number, ''), cn.account_id::text, a.name, cn.period,
+		SELECT cn.id::text, cn.number, cn.invoice_id::text, coalesce(i.number, ''), cn.account_id::text, cn.period,
 			i.currency, cn.reason, cn.note, cn.amount_cents, cn.credited_pico, coalesce(cn.ledger_transaction_id::text, ''),
 			cn.regenerated_invoice_id::text, cn.po_number, cn.buyer_legal_name, cn.buyer_address, cn.buyer_country,
-			cn.buyer_vat_id, cn.seller_name, cn.seller_address, cn.seller_country, cn.seller_vat_id, cn.issued_at, u.email
+			cn.buyer_vat_id, cn.seller_name, cn.seller_address, cn.seller_country, cn.seller_vat_id, cn.issued_at,
+			cn.issued_by::text
 		FROM credit_notes cn
 		JOIN invoices i ON i.id = cn.invoice_id
-		JOIN accounts a ON a.id = cn.account_id
-		JOIN users u ON u.id = cn.issued_by
 		WHERE cn.id = $1 AND ($2 = '' OR cn.account_id::text = $2)`, id, accountID).Scan(
-		&c.ID, &c.Number, &c.InvoiceID, &c.InvoiceNumber, &c.AccountID, &c.AccountName, &period, &c.Currency, &c.Reason, &c.Note,
+		&c.ID, &c.Number, &c.InvoiceID, &c.InvoiceNumber, &c.AccountID, &period, &c.Currency, &c.Reason, &c.Note,
 		&c.Amount, &c.Credited, &c.LedgerTransactionID, &c.RegeneratedInvoiceID, &c.PONumber, &buyer[0], &buyer[1],
 		&buyer[2], &buyer[3], &seller[0], &seller[1], &seller[2], &seller[3], &c.IssuedAt, &c.IssuedBy)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -430,24 +489,67 @@ func (s *Service) creditNote(ctx context.Context, id, accountID string) (_ Credi
 	if err != nil {
 		return CreditNote{}, err
 	}
+	if err := nameParties(ctx, s.pool, []*string{&c.AccountName}, []string{c.AccountID}, []*string{&c.IssuedBy}); err != nil {
+		return CreditNote{}, err
+	}
 	c.Period, c.ReasonText, c.IssuedAt = periodOfDate(period), c.Reason.Text(), c.IssuedAt.UTC()
 	c.Buyer, c.Seller = partyOf(buyer), partyOf(seller)
 	if c.Lines, err = invoiceLines(ctx, s.pool, c.InvoiceID); err != nil {
 		return CreditNote{}, err
 	}
 	rows, err := s.pool.Query(ctx, `
-		SELECT c.provider_account_id::text, a.name, c.amount_pico FROM credit_note_clawbacks c
-		JOIN accounts a ON a.id = c.provider_account_id
-		WHERE c.credit_note_id = $1 ORDER BY a.name`, c.ID)
+		SELECT provider_account_id::text, amount_pico FROM credit_note_clawbacks WHERE credit_note_id = $1
+		ORDER BY provider_account_id`, c.ID)
 	if err != nil {
 		return CreditNote{}, err
 	}
-	c.Clawbacks, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Clawback, error) {
+	if c.Clawbacks, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Clawback, error) {
 		var b Clawback
-		err := r.Scan(&b.ProviderAccountID, &b.ProviderName, &b.Amount)
+		err := r.Scan(&b.ProviderAccountID, &b.Amount)
 		return b, err
-	})
-	return c, err
+	}); err != nil {
+		return CreditNote{}, err
+	}
+	providers := make([]string, len(c.Clawbacks))
+	for i, b := range c.Clawbacks {
+		providers[i] = b.ProviderAccountID
+	}
+	names, err := accounts.NamesByID(ctx, s.pool, providers)
+	if err != nil {
+		return CreditNote{}, err
+	}
+	for i := range c.Clawbacks {
+		c.Clawbacks[i].ProviderName = names[c.Clawbacks[i].ProviderAccountID]
+	}
+	// By provider name, as the note lists them.
+	slices.SortStableFunc(c.Clawbacks, func(a, b Clawback) int { return strings.Compare(a.ProviderName, b.ProviderName) })
+	return c, nil
+}
+
+// nameParties writes, through q, the name of the account of each of accountIDs into the
+// string of names at its index, and replaces each user id held in users by the user's email
+// ("" for none or an unknown user): a document's parties and finance users, looked up by id
+// (accounts.NamesByID, accounts.EmailsByID) after the document is read.
+func nameParties(ctx context.Context, q querier, names []*string, accountIDs []string, users []*string) error {
+	found, err := accounts.NamesByID(ctx, q, accountIDs)
+	if err != nil {
+		return err
+	}
+	for i, id := range accountIDs {
+		*names[i] = found[id]
+	}
+	ids := make([]string, len(users))
+	for i, u := range users {
+		ids[i] = *u
+	}
+	emails, err := accounts.EmailsByID(ctx, q, ids)
+	if err != nil {
+		return err
+	}
+	for i, id := range ids {
+		*users[i] = emails[id]
+	}
+	return nil
 }
 
 // billingDetailsWith is BillingDetails on the given querier.

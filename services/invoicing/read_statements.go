@@ -1,15 +1,20 @@
 package invoicing
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/payouts"
 )
 
 // Reading statements: finance reads any (Statement, Statements), a provider only its own that
@@ -79,31 +84,62 @@ type StatementPage struct {
 const laterIssued = `EXISTS (SELECT 1 FROM statements l WHERE l.provider_account_id = s.provider_account_id
 	AND l.period > s.period AND l.status IN ('issued', 'paid'))`
 
-// payoutUnderway says whether the statement's payout (package payouts' table) is under way: an
-// attempt holds it or ended without an outcome (pending), or a transfer may exist (in doubt).
-// Money may then be leaving for the statement, which is neither voided nor marked paid by hand
-// meanwhile (see docs/invoicing.md, "Paying statements").
-const payoutUnderway = `EXISTS (SELECT 1 FROM payouts po WHERE po.statement_id = s.id::text
-	AND (po.status = 'pending' OR po.in_doubt))`
-
 const statementSummaryColumns = `
-	SELECT s.id::text, s.provider_account_id::text, a.name, s.period, s.status, coalesce(s.number, ''), s.earnings_cents,
+	SELECT s.id::text, s.provider_account_id::text, s.period, s.status, coalesce(s.number, ''), s.earnings_cents,
 		s.late_earnings_cents, s.clawbacks_cents, s.carried_in_cents, s.net_cents, s.payout_cents, s.carried_out_cents,
-		s.held_cents, s.flags, s.flag_notes, s.computed_at, s.issued_at, ` + laterIssued + `, ` + payoutUnderway + `
-	FROM statements s JOIN accounts a ON a.id = s.provider_account_id`
+		s.held_cents, s.flags, s.flag_notes, s.computed_at, s.issued_at, ` + laterIssued + `, s.created_at
+	FROM statements s`
 
-func scanStatementSummary(r pgx.CollectableRow) (StatementSummary, error) {
-	var v StatementSummary
+// listedStatement is a statement in a list, with whether a later statement of its provider is
+// issued and when it was made, which orders statements of one provider and period.
+type listedStatement struct {
+	StatementSummary
+	later     bool
+	createdAt time.Time
+}
+
+func scanStatementSummary(r pgx.CollectableRow) (listedStatement, error) {
+	var v listedStatement
 	var period time.Time
 	var flags []string
-	var later, underway bool
-	err := r.Scan(&v.ID, &v.ProviderAccountID, &v.ProviderName, &period, &v.Status, &v.Number, &v.Earnings,
+	err := r.Scan(&v.ID, &v.ProviderAccountID, &period, &v.Status, &v.Number, &v.Earnings,
 		&v.LateEarnings, &v.Clawbacks, &v.CarriedIn, &v.Net, &v.Payout, &v.CarriedOut, &v.Held, &flags, &v.FlagNotes,
-		&v.ComputedAt, &v.IssuedAt, &later, &underway)
+		&v.ComputedAt, &v.IssuedAt, &v.later, &v.createdAt)
 	v.Period, v.DisplayNumber, v.Flags, v.Total = periodOfDate(period), displayNumber(v.Number), flagsOf(flags), v.Net
-	v.Actions = statementActions(v.Status, v.Payout, later, underway)
 	v.ComputedAt, v.IssuedAt = v.ComputedAt.UTC(), utcPtr(v.IssuedAt)
 	return v, err
+}
+
+// readStatementSummaries reads the statements a query of statementSummaryColumns selects,
+// each named by its provider's name (accounts.NamesByID), with the actions finance may take
+// on it, which depend on whether its payout is under way (payouts.UnderwayOf).
+func (s *Service) readStatementSummaries(ctx context.Context, sql string, args ...any) ([]listedStatement, error) {
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	list, err := pgx.CollectRows(rows, scanStatementSummary)
+	if err != nil {
+		return nil, err
+	}
+	providers, ids := make([]string, len(list)), make([]string, len(list))
+	for i, v := range list {
+		providers[i], ids[i] = v.ProviderAccountID, v.ID
+	}
+	names, err := accounts.NamesByID(ctx, s.pool, providers)
+	if err != nil {
+		return nil, err
+	}
+	underway, err := payouts.UnderwayOf(ctx, s.pool, ids)
+	if err != nil {
+		return nil, err
+	}
+	for i := range list {
+		v := &list[i]
+		v.ProviderName = names[v.ProviderAccountID]
+		v.Actions = statementActions(v.Status, v.Payout, v.later, underway[v.ID])
+	}
+	return list, nil
 }
 
 // Statements lists the statements that match the filter, for finance.
@@ -123,7 +159,11 @@ func (s *Service) Statements(ctx context.Context, f StatementFilter) (_ Statemen
 		w.add("s.provider_account_id = $?::uuid", f.ProviderAccountID)
 	}
 	if f.ProviderName != "" {
-		w.add("a.name ILIKE $?", nameLike(f.ProviderName))
+		named, err := accounts.IDsNamedLike(ctx, s.pool, f.ProviderName)
+		if err != nil {
+			return StatementPage{}, err
+		}
+		w.add("s.provider_account_id = ANY ($?::text[]::uuid[])", named)
 	}
 	if f.MinTotal != nil {
 		w.add("s.net_cents >= $?", int64(*f.MinTotal))
@@ -138,18 +178,24 @@ func (s *Service) Statements(ctx context.Context, f StatementFilter) (_ Statemen
 	if limit == 0 {
 		limit = DefaultListLimit
 	}
-	rows, err := s.pool.Query(ctx, statementSummaryColumns+w.sql()+`
-		ORDER BY s.period DESC, a.name, s.created_at, s.id `+w.page(limit+1, f.Offset), w.args...)
+	list, err := s.readStatementSummaries(ctx, statementSummaryColumns+w.sql(), w.args...)
 	if err != nil {
 		return StatementPage{}, err
 	}
-	list, err := pgx.CollectRows(rows, scanStatementSummary)
-	if err != nil {
-		return StatementPage{}, err
-	}
-	page := StatementPage{Statements: list}
-	if len(list) > limit {
-		page.Statements, page.More = list[:limit], true
+	// Latest period first, then by provider name, then as made: sorted after the names are
+	// looked up, and paged then.
+	slices.SortFunc(list, func(a, b listedStatement) int {
+		return cmp.Or(b.Period.Start().Compare(a.Period.Start()), strings.Compare(a.ProviderName, b.ProviderName),
+			a.createdAt.Compare(b.createdAt), strings.Compare(a.ID, b.ID))
+	})
+	list = list[min(f.Offset, len(list)):]
+	page := StatementPage{Statements: make([]StatementSummary, 0, min(len(list), limit))}
+	for i, v := range list {
+		if i == limit {
+			page.More = true
+			break
+		}
+		page.Statements = append(page.Statements, v.StatementSummary)
 	}
 	return page, nil
 }
@@ -161,17 +207,18 @@ func (s *Service) ProviderStatements(ctx context.Context, providerID string) (_ 
 	if !isUUID(providerID) {
 		return []StatementSummary{}, nil
 	}
-	rows, err := s.pool.Query(ctx, statementSummaryColumns+`
+	list, err := s.readStatementSummaries(ctx, statementSummaryColumns+`
 		WHERE s.provider_account_id = $1 AND s.status <> 'draft'
 		ORDER BY s.period DESC, s.issued_at DESC`, providerID)
 	if err != nil {
 		return nil, err
 	}
-	list, err := pgx.CollectRows(rows, scanStatementSummary)
-	for i := range list {
-		list[i].Flags, list[i].FlagNotes, list[i].Actions = []Flag{}, []string{}, []Action{}
+	out := make([]StatementSummary, len(list))
+	for i, v := range list {
+		out[i] = v.StatementSummary
+		out[i].Flags, out[i].FlagNotes, out[i].Actions = []Flag{}, []string{}, []Action{}
 	}
-	return list, err
+	return out, nil
 }
 
 // Statement returns a statement with its lines, for finance.
@@ -207,37 +254,44 @@ func (s *Service) statement(ctx context.Context, q querier, id, providerID strin
 	var flags []string
 	var payee, payer [4]pgtype.Text
 	var reason string
-	var later, underway bool
+	var later bool
 	err = q.QueryRow(ctx, `
-		SELECT s.id::text, s.provider_account_id::text, a.name, s.period, s.status, coalesce(s.number, ''),
+		SELECT s.id::text, s.provider_account_id::text, s.period, s.status, coalesce(s.number, ''),
 			coalesce(s.replaces_statement_id::text, ''), s.currency, s.earnings_cents, s.late_earnings_cents,
 			s.clawbacks_cents, s.carried_in_cents, s.net_cents, s.payout_cents, s.carried_out_cents, s.minimum_payout_cents,
 			coalesce(s.carried_from_statement_id::text, ''), s.opening_payable_pico, s.usage_posted_pico,
 			s.credit_notes_posted_pico, s.payouts_posted_pico, s.other_posted_pico, s.closing_payable_pico,
 			s.payee_legal_name, s.payee_address, s.payee_country, s.payee_vat_id,
 			s.payer_name, s.payer_address, s.payer_country, s.payer_vat_id,
-			s.flags, s.computed_at, s.created_at, s.issued_at, coalesce(ui.email, ''), s.paid_at, coalesce(up.email, ''),
-			coalesce(s.payment_reference, ''), s.voided_at, coalesce(uv.email, ''), coalesce(s.void_reason, ''),
-			coalesce(s.void_note, ''), `+laterIssued+`, `+payoutUnderway+`, s.held_cents, s.flag_notes
+			s.flags, s.computed_at, s.created_at, s.issued_at, coalesce(s.issued_by::text, ''), s.paid_at,
+			coalesce(s.paid_by::text, ''), coalesce(s.payment_reference, ''), s.voided_at, coalesce(s.voided_by::text, ''),
+			coalesce(s.void_reason, ''), coalesce(s.void_note, ''), `+laterIssued+`, s.held_cents, s.flag_notes
 		FROM statements s
-		JOIN accounts a ON a.id = s.provider_account_id
-		LEFT JOIN users ui ON ui.id = s.issued_by
-		LEFT JOIN users up ON up.id = s.paid_by
-		LEFT JOIN users uv ON uv.id = s.voided_by
 		WHERE s.id = $1 AND ($2 = '' OR s.provider_account_id::text = $2) AND ($3 OR s.status <> 'draft')`,
 		id, providerID, drafts).Scan(
-		&v.ID, &v.ProviderAccountID, &v.ProviderName, &period, &v.Status, &v.Number, &v.ReplacesStatementID, &v.Currency,
+		&v.ID, &v.ProviderAccountID, &period, &v.Status, &v.Number, &v.ReplacesStatementID, &v.Currency,
 		&v.Earnings, &v.LateEarnings, &v.Clawbacks, &v.CarriedIn, &v.Net, &v.Payout, &v.CarriedOut, &v.MinimumPayout,
 		&v.CarriedFromStatementID, &v.Payable.Opening, &v.Payable.Usage, &v.Payable.CreditNotes, &v.Payable.Payouts,
 		&v.Payable.Other, &v.Payable.Closing, &payee[0], &payee[1], &payee[2], &payee[3], &payer[0], &payer[1], &payer[2],
 		&payer[3], &flags, &v.ComputedAt, &v.CreatedAt, &v.IssuedAt, &v.IssuedBy, &v.PaidAt, &v.PaidBy,
-		&v.PaymentReference, &v.VoidedAt, &v.VoidedBy, &reason, &v.VoidNote, &later, &underway, &v.Held, &v.FlagNotes)
+		&v.PaymentReference, &v.VoidedAt, &v.VoidedBy, &reason, &v.VoidNote, &later, &v.Held, &v.FlagNotes)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Statement{}, errStatementNotFound
 	}
 	if err != nil {
 		return Statement{}, err
 	}
+	// The provider's name and the finance users' emails, in place of their ids; whether its
+	// payout is under way.
+	if err := nameParties(ctx, q, []*string{&v.ProviderName}, []string{v.ProviderAccountID},
+		[]*string{&v.IssuedBy, &v.PaidBy, &v.VoidedBy}); err != nil {
+		return Statement{}, err
+	}
+	payingOut, err := payouts.UnderwayOf(ctx, q, []string{v.ID})
+	if err != nil {
+		return Statement{}, err
+	}
+	underway := payingOut[v.ID]
 	v.Period, v.DisplayNumber, v.Flags, v.VoidReason = periodOfDate(period), displayNumber(v.Number), flagsOf(flags), VoidReason(reason)
 	v.ComputedAt, v.CreatedAt = v.ComputedAt.UTC(), v.CreatedAt.UTC()
 	v.IssuedAt, v.PaidAt, v.VoidedAt = utcPtr(v.IssuedAt), utcPtr(v.PaidAt), utcPtr(v.VoidedAt)

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/audit"
 	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/money"
@@ -150,13 +151,18 @@ func (s *Service) VoidInvoice(ctx context.Context, in VoidInput) (_ Voided, err 
 		if err := tx.QueryRow(ctx, `
 			SELECT i.status, coalesce(i.number, ''), i.total_cents, i.amount_due_cents, coalesce(i.po_number, ''),
 				i.buyer_legal_name, i.buyer_address, i.buyer_country, i.buyer_vat_id,
-				i.seller_name, i.seller_address, i.seller_country, i.seller_vat_id, a.name,
+				i.seller_name, i.seller_address, i.seller_country, i.seller_vat_id,
 				(SELECT count(*) FROM credit_notes c WHERE c.invoice_id = i.id)
-			FROM invoices i JOIN accounts a ON a.id = i.account_id WHERE i.id = $1 FOR UPDATE OF i`, in.ID).Scan(
+			FROM invoices i WHERE i.id = $1 FOR UPDATE OF i`, in.ID).Scan(
 			&v.status, &v.number, &v.total, &v.due, &v.po, &v.buyer[0], &v.buyer[1], &v.buyer[2], &v.buyer[3],
-			&v.seller[0], &v.seller[1], &v.seller[2], &v.seller[3], &v.accountName, &v.creditNotesNow); err != nil {
+			&v.seller[0], &v.seller[1], &v.seller[2], &v.seller[3], &v.creditNotesNow); err != nil {
 			return err
 		}
+		names, err := accounts.NamesByID(ctx, tx, []string{account})
+		if err != nil {
+			return err
+		}
+		v.accountName = names[account]
 		if allowed := invoiceActions(v.status, v.due); !containsAction(allowed, ActionVoid) {
 			return notAllowed("invoice", v.number, v.status, ActionVoid, allowed)
 		}
@@ -378,12 +384,19 @@ func (s *Service) VoidStatement(ctx context.Context, in VoidInput) (_ Voided, er
 		var number, name string
 		var payout Cents
 		var later, underway bool
-		if err := tx.QueryRow(ctx, `SELECT s.status, coalesce(s.number, ''), s.payout_cents, a.name, `+laterIssued+`,
-			`+payoutUnderway+`
-			FROM statements s JOIN accounts a ON a.id = s.provider_account_id WHERE s.id = $1 FOR UPDATE OF s`, in.ID).Scan(
-			&status, &number, &payout, &name, &later, &underway); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT s.status, coalesce(s.number, ''), s.payout_cents, `+laterIssued+`
+			FROM statements s WHERE s.id = $1 FOR UPDATE OF s`, in.ID).Scan(&status, &number, &payout, &later); err != nil {
 			return err
 		}
+		var err error
+		if underway, err = statementPayoutUnderway(ctx, tx, in.ID); err != nil {
+			return err
+		}
+		names, err := accounts.NamesByID(ctx, tx, []string{provider})
+		if err != nil {
+			return err
+		}
+		name = names[provider]
 		if underway && status == StatusIssued {
 			return services.Errorf(services.CodeConflict,
 				"Statement %s's payout is under way through Stripe, and money may be leaving for it: it cannot be voided until the payout's outcome is known.",

@@ -9,24 +9,43 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/accounts"
 )
 
-// payoutColumns read a payout p joined with its provider's account a.
-const payoutColumns = `p.id::text, p.statement_id, p.statement_number, p.period, p.provider_account_id::text, a.name,
+// payoutColumns read a payout p.
+const payoutColumns = `p.id::text, p.statement_id, p.statement_number, p.period, p.provider_account_id::text,
 	p.amount_cents, p.currency, p.status, coalesce(p.stripe_account_id, ''), coalesce(p.stripe_transfer_id, ''),
 	coalesce(p.ledger_transaction_id::text, ''), p.attempts, p.last_error, p.in_doubt, p.attempt_started_at,
 	p.created_at, p.updated_at, p.paid_at`
 
-const payoutFrom = ` FROM payouts p JOIN accounts a ON a.id = p.provider_account_id`
+const payoutFrom = ` FROM payouts p`
 
+// scanPayout reads a payout; its provider's name is left to named.
 func (s *Service) scanPayout(row pgx.Row) (Payout, error) {
 	var p Payout
-	err := row.Scan(&p.ID, &p.StatementID, &p.StatementNumber, &p.Period, &p.ProviderAccountID, &p.ProviderName,
+	err := row.Scan(&p.ID, &p.StatementID, &p.StatementNumber, &p.Period, &p.ProviderAccountID,
 		&p.AmountCents, &p.Currency, &p.Status, &p.StripeAccountID, &p.StripeTransferID,
 		&p.LedgerTransactionID, &p.Attempts, &p.LastError, &p.InDoubt, &p.AttemptStartedAt,
 		&p.CreatedAt, &p.UpdatedAt, &p.PaidAt)
 	p.Actions = actionsOf(p, s.now())
 	return p, err
+}
+
+// named writes each payout's provider's name, looked up through q (accounts.NamesByID): the
+// pool, or the transaction that read the payouts.
+func named(ctx context.Context, q accounts.Querier, list ...*Payout) error {
+	ids := make([]string, len(list))
+	for i, p := range list {
+		ids[i] = p.ProviderAccountID
+	}
+	names, err := accounts.NamesByID(ctx, q, ids)
+	if err != nil {
+		return err
+	}
+	for _, p := range list {
+		p.ProviderName = names[p.ProviderAccountID]
+	}
+	return nil
 }
 
 var errPayoutNotFound = services.Errorf(services.CodeNotFound, "No such payout.")
@@ -41,7 +60,10 @@ func (s *Service) Get(ctx context.Context, id string) (_ Payout, err error) {
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Payout{}, errPayoutNotFound
 	}
-	return p, err
+	if err != nil {
+		return Payout{}, err
+	}
+	return p, named(ctx, s.pool, &p)
 }
 
 // ForStatement returns the payout of a statement; ok is false when none was made.
@@ -51,7 +73,10 @@ func (s *Service) ForStatement(ctx context.Context, statementID string) (_ Payou
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Payout{}, false, nil
 	}
-	return p, err == nil, err
+	if err != nil {
+		return Payout{}, false, err
+	}
+	return p, true, named(ctx, s.pool, &p)
 }
 
 // MaxListed bounds one listing of payouts.
@@ -99,5 +124,13 @@ func (s *Service) List(ctx context.Context, f ListFilter) (_ []Payout, err error
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Payout, error) { return s.scanPayout(r) })
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Payout, error) { return s.scanPayout(r) })
+	if err != nil {
+		return nil, err
+	}
+	each := make([]*Payout, len(list))
+	for i := range list {
+		each[i] = &list[i]
+	}
+	return list, named(ctx, s.pool, each...)
 }

@@ -139,6 +139,9 @@ func (s *Service) claim(ctx context.Context, a *attempt) (Payout, bool, error) {
 		if p, err = s.scanPayout(tx.QueryRow(ctx, `SELECT `+payoutColumns+payoutFrom+` WHERE p.statement_id = $1 FOR UPDATE OF p`, in.ID)); err != nil {
 			return err
 		}
+		if err := named(ctx, tx, &p); err != nil {
+			return err
+		}
 		switch {
 		case p.ProviderAccountID != in.ProviderAccountID || p.AmountCents != in.AmountCents:
 			return services.Errorf(services.CodeConflict,
@@ -289,6 +292,9 @@ func (s *Service) settle(ctx context.Context, a attempt, req TransferRequest, t 
 		if p, err = s.scanPayout(tx.QueryRow(ctx, `SELECT `+payoutColumns+payoutFrom+` WHERE p.id = $1 FOR UPDATE OF p`, a.payout.ID)); err != nil {
 			return err
 		}
+		if err := named(ctx, tx, &p); err != nil {
+			return err
+		}
 		if p.Status == StatusPaid {
 			return nil
 		}
@@ -308,8 +314,11 @@ func (s *Service) settle(ctx context.Context, a attempt, req TransferRequest, t 
 				UPDATE payouts SET status = 'paid', stripe_transfer_id = $2, stripe_account_id = $3, ledger_transaction_id = $4,
 					paid_at = $5, last_error = '', in_doubt = false, attempt_started_at = NULL, updated_at = $5
 				WHERE id = $1 RETURNING *)
-			SELECT `+payoutColumns+` FROM paid p JOIN accounts a ON a.id = p.provider_account_id`,
+			SELECT `+payoutColumns+` FROM paid p`,
 			p.ID, t.ID, req.Destination, txn.ID, now)); err != nil {
+			return err
+		}
+		if err := named(ctx, tx, &p); err != nil {
 			return err
 		}
 		if s.events != nil {

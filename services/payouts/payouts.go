@@ -20,8 +20,9 @@
 //   - A statement is paid only as it stands: the invoicing side is asked for it again, under the
 //     provider's payable lock, just before its transfer is sent.
 //
-// Tables of other packages it reads: accounts (package accounts); ledger_postings,
-// ledger_transactions (package ledger). It writes only its own.
+// It names only its own tables in SQL: its providers' names come from package accounts
+// (accounts.NamesByID, through the transaction that reads the payouts), the ledger's balances
+// and postings from package ledger.
 package payouts
 
 import (
