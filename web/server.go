@@ -6,7 +6,8 @@
 //
 //   - web/public: the home page, catalog, calculator, planner, methodology, downloads;
 //   - web/account: signing up, logging in and out, billing details;
-//   - web/developer: credits, API keys, usage, batches, reports, invoices;
+//   - web/developer: credits, usage, batches, reports, invoices;
+//   - web/developer/keys: API keys, the limits per person, the account's budget and the alerts;
 //   - web/provider: rigs, connect, benchmarks, performance, earnings, statements, payouts;
 //   - web/ledger: finance's balances, adjustments, prices, Stripe events, rejections, payouts;
 //   - web/finance: the close, the review of invoices and statements, the audit log, flags, and
@@ -47,6 +48,7 @@ import (
 	"github.com/gpumarket/gpumarket/web/account"
 	"github.com/gpumarket/gpumarket/web/admin"
 	"github.com/gpumarket/gpumarket/web/developer"
+	"github.com/gpumarket/gpumarket/web/developer/keys"
 	"github.com/gpumarket/gpumarket/web/finance"
 	"github.com/gpumarket/gpumarket/web/home"
 	"github.com/gpumarket/gpumarket/web/internal/core"
@@ -104,7 +106,7 @@ type Config struct {
 	// a listener of its own.
 	MetricsToken string
 	// KeyChanges tells every gateway process that an API key was revoked or its limit changed;
-	// nil tells none (web/developer).
+	// nil tells none (web/developer/keys).
 	KeyChanges KeyChanges
 	// UsageStream says which rigs are at their limits on the usage stream; nil where this
 	// process does not watch it.
@@ -143,8 +145,8 @@ type RigCredentials = provider.RigCredentials
 // RigCredential is what one rig's agent needs to reach the platform (provider.RigCredential).
 type RigCredential = provider.RigCredential
 
-// KeyChanges carries word of a changed API key to every gateway process (developer.KeyChanges).
-type KeyChanges = developer.KeyChanges
+// KeyChanges carries word of a changed API key to every gateway process (keys.KeyChanges).
+type KeyChanges = keys.KeyChanges
 
 // ReportSource is what the reports pages need of services/reports (developer.ReportSource).
 type ReportSource = developer.ReportSource
@@ -210,9 +212,9 @@ func New(cfg Config) *Server {
 	e.GET("/static/*", echo.WrapHandler(http.FileServer(http.FS(staticFS))), cacheStatic)
 	public.New(c, public.Config{Catalog: cfg.Catalog, Benchmarks: cfg.Benchmarks, Downloads: cfg.Downloads}).Routes(e)
 	account.New(c, account.Config{Invoicing: cfg.Invoicing, Webhooks: cfg.Webhooks, KeyChanges: cfg.KeyChanges}).Routes(e)
-	developer.New(c, developer.Config{Catalog: cfg.Catalog, Usage: cfg.Usage, Router: cfg.Router,
-		KeyChanges: cfg.KeyChanges, Batches: cfg.Batches, Reports: cfg.Reports, Invoicing: cfg.Invoicing,
-		Budgets: cfg.Budgets}).Routes(e)
+	developer.New(c, developer.Config{Catalog: cfg.Catalog, Usage: cfg.Usage, Batches: cfg.Batches, Reports: cfg.Reports,
+		Invoicing: cfg.Invoicing}).Routes(e)
+	keys.New(c, keys.Config{Router: cfg.Router, KeyChanges: cfg.KeyChanges, Budgets: cfg.Budgets}).Routes(e)
 	provider.New(c, provider.Config{Catalog: cfg.Catalog, Rigs: cfg.Rigs, Downloads: cfg.Downloads,
 		Benchmarks: cfg.Benchmarks, Performance: cfg.Performance, Router: cfg.Router, Usage: cfg.Usage,
 		Invoicing: cfg.Invoicing}).Routes(e)

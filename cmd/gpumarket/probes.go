@@ -11,7 +11,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/ledger"
 
 	"github.com/gpumarket/gpumarket/services/accounts"
-	"github.com/gpumarket/gpumarket/web/gateway"
+	"github.com/gpumarket/gpumarket/web/gateway/probes"
 )
 
 // The platform's probe account (docs/tiers-and-asks.md, "Probes"): the developer account the gateway's probes
@@ -24,27 +24,27 @@ const (
 )
 
 // probeAccount returns the probe account and its key, making them when missing.
-func (p *Platform) probeAccount(ctx context.Context) (gateway.ProbeAccount, error) {
+func (p *Platform) probeAccount(ctx context.Context) (probes.Account, error) {
 	password := make([]byte, 32)
 	_, _ = rand.Read(password) // crypto/rand.Read never fails
 	u, err := p.accounts.EnsureUser(ctx, probeEmail, hex.EncodeToString(password), accounts.RoleDeveloper, probeAccountName)
 	if err != nil {
-		return gateway.ProbeAccount{}, err
+		return probes.Account{}, err
 	}
 	keys, err := p.accounts.Keys(ctx, u.AccountID)
 	if err != nil {
-		return gateway.ProbeAccount{}, err
+		return probes.Account{}, err
 	}
 	for _, k := range keys {
 		if k.Name == probeKeyName && k.RevokedAt == nil {
-			return gateway.ProbeAccount{AccountID: u.AccountID, APIKeyID: k.ID}, nil
+			return probes.Account{AccountID: u.AccountID, APIKeyID: k.ID}, nil
 		}
 	}
 	k, _, err := p.accounts.CreateKey(ctx, u, accounts.NewKeyInput{Name: probeKeyName})
 	if err != nil {
-		return gateway.ProbeAccount{}, err
+		return probes.Account{}, err
 	}
-	return gateway.ProbeAccount{AccountID: u.AccountID, APIKeyID: k.ID}, nil
+	return probes.Account{AccountID: u.AccountID, APIKeyID: k.ID}, nil
 }
 
 // probeFundingEvery is how often the platform pays its probe account's spending (fundProbes).

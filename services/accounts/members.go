@@ -217,8 +217,8 @@ type RemoveMemberInput struct {
 // RemoveMember takes a member out of the account in use of by's session. In the same
 // transaction their sessions in the account are revoked, so their next request is refused, and
 // the live API keys they created are revoked, or pass to another member when KeysTransfer names
-// one. It returns the revoked keys' ids: the gateways must be told of each (web/developer's
-// KeyChanges).
+// one. It returns the revoked keys' ids: the gateways must be told of each (the KeyChanges of
+// web/developer/keys).
 func (s *Service) RemoveMember(ctx context.Context, by Session, in RemoveMemberInput) (revoked []string, err error) {
 	defer services.Wrap(&err, "accounts.RemoveMember(%s)", in.UserID)
 	accountID := by.Account.ID

@@ -14,8 +14,8 @@ import (
 	"github.com/gpumarket/gpumarket/web/internal/core"
 )
 
-// KeyChanges carries word of a revoked API key to every gateway process (web/developer's
-// KeyChanges, which cmd/gpumarket implements on NATS): removing a member revokes their keys.
+// KeyChanges carries word of a revoked API key to every gateway process (the KeyChanges of
+// web/developer/keys, which cmd/gpumarket implements on NATS): removing a member revokes their keys.
 type KeyChanges interface {
 	KeyChanged(ctx context.Context, keyID string) error
 }

@@ -1,10 +1,10 @@
 // Package developer is a customer's own pages and API: buying credits and the balance (/credits,
 // /api/credits, /api/balance, and Stripe's webhook that completes a purchase), auto top-up
-// (/credits/card, /credits/auto-topup, /api/credits/auto-topup), the API keys for the /v1 gateway
-// (/keys, /api/keys), the limits per person, the account's budget and the alerts (/budgets,
-// /api/budgets), the usage and what it cost (/usage, /api/usage), the batch page (/batches), the
-// savings and carbon reports (/reports, /api/reports), and the invoices and credit notes
-// (/invoices, /api/invoices). Every call reads and changes the caller's own account only.
+// (/credits/card, /credits/auto-topup, /api/credits/auto-topup), the usage and what it cost
+// (/usage, /api/usage), the batch page (/batches), the savings and carbon reports (/reports,
+// /api/reports), and the invoices and credit notes (/invoices, /api/invoices). Every call reads
+// and changes the caller's own account only. The API keys and the budgets (/keys, /budgets) are
+// package web/developer/keys.
 //
 // It imports web/internal/core and the services, never another audience's package nor web.
 package developer
@@ -13,7 +13,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gpumarket/gpumarket/services/batch"
-	"github.com/gpumarket/gpumarket/services/budgets"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/invoicing"
 	"github.com/gpumarket/gpumarket/services/metering"
@@ -25,18 +24,10 @@ type Config struct {
 	Catalog *catalog.Service
 	// Usage is what requests cost.
 	Usage *metering.Reports
-	// Router gives the models on offer, for the examples beside a new API key; nil where no
-	// gateway runs here.
-	Router core.Router
-	// KeyChanges tells every gateway that an API key was revoked or its limit changed; nil tells
-	// none (keychanges.go).
-	KeyChanges KeyChanges
 	// Batches are the Batch API's files and batches; nil answers 503.
 	Batches *batch.Service
 	// Reports are each customer's savings and carbon; nil answers that they are unavailable.
 	Reports ReportSource
-	// Budgets are the member limits, the account's budget and each key's spend in its period.
-	Budgets *budgets.Service
 	// Invoicing gives a customer's invoices and credit notes; nil answers that they are
 	// unavailable.
 	Invoicing *invoicing.Service
@@ -45,21 +36,18 @@ type Config struct {
 // Server serves a customer's pages and API.
 type Server struct {
 	*core.Core
-	echo       *echo.Echo
-	catalog    *catalog.Service
-	usage      *metering.Reports
-	router     core.Router
-	keyChanges KeyChanges
-	batches    *batch.Service
-	reports    ReportSource
-	invoicing  *invoicing.Service
-	budgets    *budgets.Service
+	echo      *echo.Echo
+	catalog   *catalog.Service
+	usage     *metering.Reports
+	batches   *batch.Service
+	reports   ReportSource
+	invoicing *invoicing.Service
 }
 
 // New builds a customer's handlers over the shared core.
 func New(c *core.Core, cfg Config) *Server {
-	return &Server{Core: c, catalog: cfg.Catalog, usage: cfg.Usage, router: cfg.Router, keyChanges: cfg.KeyChanges,
-		batches: cfg.Batches, reports: cfg.Reports, invoicing: cfg.Invoicing, budgets: cfg.Budgets}
+	return &Server{Core: c, catalog: cfg.Catalog, usage: cfg.Usage, batches: cfg.Batches, reports: cfg.Reports,
+		invoicing: cfg.Invoicing}
 }
 
 // Routes registers a customer's pages and API on e.
@@ -109,32 +97,6 @@ func (s *Server) Routes(e *echo.Echo) {
 	m.GET("/reports/carbon.csv", s.carbonCSV, s.needsReports)
 	m.GET("/api/reports/savings", s.apiSavings)
 	m.GET("/api/reports/carbon", s.apiCarbon)
-
-	// API keys for the /v1 gateway (package web/gateway). The secret is in the answer that
-	// creates a key and nowhere else. Revoking a key or changing its limit tells every gateway
-	// (keychanges.go).
-	m.GET("/keys", s.keysPage)
-	m.POST("/keys", s.createKeySubmit)
-	m.GET("/keys/:id/revoke", s.revokeKeySubmit)
-	m.POST("/keys/:id/revoke", s.revokeKeySubmit)
-	m.POST("/keys/:id/limit", s.keyLimitSubmit)
-	m.GET("/api/keys", s.apiKeys)
-	m.POST("/api/keys", s.apiCreateKey)
-	m.DELETE("/api/keys/:id", s.apiRevokeKey)
-	m.PATCH("/api/keys/:id", s.apiUpdateKey)
-
-	// Limits per person, the account's budget and the balance alert (budgets.go).
-	m.GET("/budgets", s.budgetsPage, s.needsBudgets)
-	m.POST("/budgets/members", s.memberLimitSubmit, s.needsBudgets)
-	m.POST("/budgets/account", s.accountBudgetSubmit, s.needsBudgets)
-	m.POST("/budgets/alerts", s.creditLowSubmit, s.needsBudgets)
-	m.POST("/budgets/subscriptions", s.subscriptionsSubmit, s.needsBudgets)
-	m.GET("/api/budgets", s.apiBudgets, s.needsBudgets)
-	m.PUT("/api/budgets/members/:id", s.apiSetMemberLimit, s.needsBudgets)
-	m.PUT("/api/budgets/account", s.apiSetAccountBudget, s.needsBudgets)
-	m.GET("/api/budgets/alerts", s.apiAlerts, s.needsBudgets)
-	m.PUT("/api/budgets/alerts", s.apiSetAlerts, s.needsBudgets)
-	m.PUT("/api/budgets/subscriptions", s.apiSetSubscriptions, s.needsBudgets)
 
 	// Invoices and credit notes (invoices.go); their documents are web/finance's.
 	m.GET("/invoices", s.invoicesPage)

@@ -19,9 +19,9 @@
 //   - proxy.go: the attempts at the candidates routing chose, the relay of the answer, what
 //     the gateway records of each attempt, and the settlement of the request's reservation
 //     (admission.SettlementOf). Rigs are called through Config.Rigs (package rigwire, over NATS).
-//   - errors.go: the one place that says which code each of the gateway's errors has, answered in
-//     OpenAI's shape or the request's dialect's; each code's status and types are the one table's
-//     in web/internal/httperr, which the pages read too.
+//   - errors.go: the gateway's errors answered in OpenAI's shape or the request's dialect's, with
+//     the code wire.Describe gives each (the one place that says which); each code's status and
+//     types are the one table's in web/internal/httperr, which the pages read too.
 //   - dialect.go: the relay of answers translated into the request's dialect (package dialect),
 //     and the Anthropic Messages API's endpoints (POST /v1/messages, /v1/messages/count_tokens).
 //   - native.go: the same APIs passed through untouched to rigs whose engine serves them, and the
@@ -31,8 +31,11 @@
 //   - keychanges.go: forgetting a revoked or changed key (ForgetKey).
 //   - batches.go: Send, through which the batch scheduler (package batch) runs each line in
 //     process.
-//   - batchload.go: the batch lines in flight on each offering, for the admin's queue.
-//   - probe.go: probes of offerings that get no streamed request.
+//   - batchload.go: the batch lines in flight on each offering, for the admin's queue (package
+//     batchload counts them).
+//   - probe.go: a probe of an offering that gets no streamed request, sent as a customer's request
+//     goes; when to probe and how the answer is judged are package probes'.
+//   - keyinfo.go: GET /v1/key, a key's own limit and spend (package keyinfo shapes the answer).
 //   - mount.go: Mount and NotRunning.
 //
 // The packages under it, which it imports and which never import it:
@@ -46,6 +49,10 @@
 //   - batchapi: the Batch API's /v1/files and /v1/batches.
 //   - apikeys: the keys read by secret, each key's rate limit, and when each was last used.
 //   - models: the entries of GET /v1/models.
-//   - internal/wire: what they share: the gateway's error, OpenAI's error body, a JSON object's
-//     top-level members read in one pass without a map, and an answer's usage with its cost.
+//   - probes: when the offerings are probed (Run), a probe's request, and the judgement of its answer.
+//   - keyinfo: what a key reads of itself at GET /v1/key.
+//   - batchload: the count of batch lines in flight on each offering.
+//   - internal/wire: what they share: the gateway's error and the code of each error the gateway
+//     meets (Describe), OpenAI's error body, a JSON object's top-level members read in one pass
+//     without a map, and an answer's usage with its cost.
 package gateway

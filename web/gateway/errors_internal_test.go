@@ -9,6 +9,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/admission"
 	"github.com/gpumarket/gpumarket/services/routing"
 	"github.com/gpumarket/gpumarket/web/gateway/dialect"
+	"github.com/gpumarket/gpumarket/web/gateway/internal/wire"
 )
 
 // Each of the gateway's errors answers with the status, OpenAI type and code its clients read, and
@@ -32,7 +33,7 @@ func TestGatewayErrorsByTheTable(t *testing.T) {
 		{services.Errorf(services.CodeUnavailable, "down"), 503, "server_error", "unavailable", "", "overloaded_error"},
 		{fmt.Errorf("disk on fire"), 500, "server_error", "", "", "api_error"},
 	} {
-		ge := describeGatewayError(tc.err)
+		ge := wire.Describe(tc.err)
 		if ge.Status != tc.status || ge.Type != tc.openAIType || ge.Code != tc.code || ge.Param != tc.param {
 			t.Errorf("%v: %d %s code %q param %q, want %d %s code %q param %q", tc.err, ge.Status, ge.Type, ge.Code, ge.Param,
 				tc.status, tc.openAIType, tc.code, tc.param)

@@ -26,6 +26,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/ticket"
 	"github.com/gpumarket/gpumarket/web/gateway/apikeys"
 	"github.com/gpumarket/gpumarket/web/gateway/batchapi"
+	"github.com/gpumarket/gpumarket/web/gateway/batchload"
 	"github.com/gpumarket/gpumarket/web/gateway/dialect"
 	"github.com/gpumarket/gpumarket/web/gateway/internal/wire"
 	"github.com/gpumarket/gpumarket/web/gateway/models"
@@ -139,7 +140,7 @@ type Gateway struct {
 	// batchKeys are the keys batches' lines go out with, by account and key id (batches.go).
 	batchKeys *apikeys.Cache
 	// batchLoad is the batch lines in flight on each offering (batches_admin.go).
-	batchLoad batchLoad
+	batchLoad batchload.Load
 	limits    *apikeys.Limits
 	touches   *apikeys.Touches
 }

@@ -62,7 +62,7 @@ import (
 const (
 	// statusClientClosed records an attempt the client left before the rig answered (nginx's
 	// 499); no response was written.
-	statusClientClosed = 499
+	statusClientClosed = wire.StatusClientClosed
 	// maxFrameBytes bounds one server-sent event; a longer one ends the stream as broken.
 	maxFrameBytes = 8 << 20
 	// maxUsageScan bounds how much of a whole response is kept to read its usage from; the
@@ -225,7 +225,7 @@ func (g *Gateway) send(ctx context.Context, req *gatewayRequest, a *attempt, tk 
 	}
 	a.end = g.cfg.Router.Begin(a.cand.OfferingID)
 	if batchLineOf(ctx) != nil { // the admin's batch queue shows where batch lines run
-		end, endLine := a.end, g.batchLoad.begin(a.cand.OfferingID)
+		end, endLine := a.end, g.batchLoad.Begin(a.cand.OfferingID)
 		a.end = func() { end(); endLine() }
 	}
 	path, body := req.ep.rigPath(), req.body

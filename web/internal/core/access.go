@@ -66,9 +66,9 @@ var access = []rule{
 	{prefix: "/settings/webhooks", kinds: eitherKind, change: managers, view: anyMember},
 	{prefix: "/api/webhooks", kinds: eitherKind, change: managers, view: anyMember},
 
-	// A customer's own account (web/developer): credits and invoices for who pays, keys and
-	// batches for who builds, usage and reports for everyone; read-only members see keys,
-	// batches and invoices too.
+	// A customer's own account (web/developer; keys and budgets, web/developer/keys): credits
+	// and invoices for who pays, keys and batches for who builds, usage and reports for everyone;
+	// read-only members see keys, batches and invoices too.
 	{prefix: "/credits", kinds: customer, change: payers},
 	{prefix: "/api/credits/", kinds: customer, change: payers},
 	{prefix: "/api/balance", kinds: customer, view: anyMember},

@@ -6,9 +6,10 @@
 // helpers more than one audience writes its figures with (offering rows, amounts, document
 // addresses, the reliability record).
 //
-// The audience packages (web/public, web/account, web/developer, web/provider, web/finance,
-// web/ledger, web/admin, and web/home, every signed-in role's first page) import core and never each other; core imports none of them, and
-// nothing of web but web/internal/httpx.
+// The audience packages (web/public, web/account, web/developer, web/developer/keys,
+// web/provider, web/finance, web/ledger, web/admin, and web/home, every signed-in role's first
+// page) import core and never each other; core imports none of them, and nothing of web but
+// web/internal/httpx.
 package core
 
 import (

@@ -1,8 +1,9 @@
 // Package wire holds what the gateway's packages read and write on the wire: the error as the gateway answers it,
-// before it is rendered in OpenAI's shape or a dialect's (package dialect); the reader of a JSON object's
-// top-level members, which reads a request's members and an answer's without a map; and the usage member of an
-// answer, read, and written with the request's cost. Only packages under web/gateway import it; it imports none
-// of them. An error's status and type come from the table in web/internal/httperr.
+// before it is rendered in OpenAI's shape or a dialect's (package dialect), and the code each error the gateway
+// meets answers with (Describe, describe.go); the reader of a JSON object's top-level members, which reads a
+// request's members and an answer's without a map; and the usage member of an answer, read, and written with the
+// request's cost. Only packages under web/gateway import it; it imports none of them. An error's status and type
+// come from the table in web/internal/httperr.
 package wire
 
 import (
