@@ -139,7 +139,7 @@ type Gateway struct {
 	keys     *apikeys.Cache
 	// batchKeys are the keys batches' lines go out with, by account and key id (batches.go).
 	batchKeys *apikeys.Cache
-	// batchLoad is the batch lines in flight on each offering (batches_admin.go).
+	// batchLoad is the batch lines in flight on each offering, which the admin's batch queue shows (BatchLoad).
 	batchLoad batchload.Load
 	limits    *apikeys.Limits
 	touches   *apikeys.Touches
