@@ -139,7 +139,9 @@ var notPages = regexp.MustCompile(`^/(api|v1|static)/|^/(healthz|readyz|metrics)
 // and fails a page that scrolls
 // sideways (naming the element that sticks out furthest), that puts a table in a box that scrolls
 // sideways, whose charts' text renders below 11 px, that logs an error to the console or throws,
-// or that axe-core finds a serious or critical accessibility violation on. With
+// that axe-core finds a serious or critical accessibility violation on, or, at a phone's width,
+// that has a table with a header whose cells do not all name their column for its cards
+// (data-label). With
 // GPUMARKET_TEST_ARTEFACTS set, a screenshot of each page at each width is kept there, under pages/.
 func TestEveryPageFitsAndIsAccessible(t *testing.T) {
 	t.Parallel()
@@ -381,7 +383,7 @@ func (r *pageRun) check(t *testing.T, tab *pageTab, c caller, pages []pageToChec
 			runAxe := r.firstAxe(pg.pattern, w.name)
 			t0 = time.Now()
 			report := browserRun(b, "check "+where, chromedp.Evaluate[pageReport](
-				fmt.Sprintf("(%s)(%d, %v)", pageCheckScript, w.width, runAxe), chromedp.EvalAwaitPromise))
+				fmt.Sprintf("(%s)(%d, %v, %v)", pageCheckScript, w.width, runAxe, w.mobile), chromedp.EvalAwaitPromise))
 			checking := time.Since(t0)
 			if report.Overflow != "" {
 				t.Errorf("%s: the page scrolls sideways (%d px wide in a %d px window); furthest out: %s",
@@ -395,6 +397,9 @@ func (r *pageRun) check(t *testing.T, tab *pageTab, c caller, pages []pageToChec
 			}
 			for _, v := range report.Violations {
 				t.Errorf("%s: axe %s", where, v)
+			}
+			for _, u := range report.Unlabelled {
+				t.Errorf("%s: a table's cells have no data-label, so a phone's card shows their values unnamed: %s", where, u)
 			}
 			for _, p := range tab.take() {
 				t.Errorf("%s: %s", where, p)
@@ -449,10 +454,13 @@ type pageReport struct {
 	Scrollers   []string `json:"scrollers"`  // boxes in which a table scrolls sideways
 	SmallText   []string `json:"smallText"`  // chart labels that render below 11 px
 	Violations  []string `json:"violations"` // axe-core's serious and critical violations
+	// Unlabelled are the tables with a header whose cells lack the data-label that names their
+	// column on a phone's card (checked at a phone's width).
+	Unlabelled []string `json:"unlabelled"`
 }
 
 // pageCheckScript measures the page open in the tab and, when asked, runs axe-core on it.
-const pageCheckScript = `async (width, runAxe) => {
+const pageCheckScript = `async (width, runAxe, phone) => {
 	const name = el => {
 		let s = el.tagName.toLowerCase();
 		if (el.getAttribute("id")) s += "#" + el.getAttribute("id");
@@ -464,7 +472,8 @@ const pageCheckScript = `async (width, runAxe) => {
 	const text = el => (el.innerText || el.textContent || "").trim().replace(/\s+/g, " ").slice(0, 60);
 	// A phone's browser widens its viewport to a page that does not fit: the page must fit the
 	// screen's width, not the viewport's.
-	const r = {scrollWidth: document.documentElement.scrollWidth, innerWidth: width, overflow: "", scrollers: [], smallText: [], violations: []};
+	const r = {scrollWidth: document.documentElement.scrollWidth, innerWidth: width, overflow: "", scrollers: [], smallText: [], violations: [],
+		unlabelled: []};
 	if (r.scrollWidth > width) {
 		let worst = null, right = width, wide = 0;
 		for (const el of document.body.querySelectorAll("*")) {
@@ -493,6 +502,27 @@ const pageCheckScript = `async (width, runAxe) => {
 			if (px < 10.95) { small++; if (px < least) { least = px; example = text(t); } }
 		}
 		if (small) r.smallText.push(path(svg) + ": " + small + " label(s), the smallest «" + example + "» at " + least.toFixed(1) + " px");
+	}
+	// On a phone a table is a list of cards, each cell named by its data-label (docs/pages.md):
+	// every cell of a table with a header carries one, but a cell spanning columns (a note under
+	// a row), which no one column names.
+	if (phone) {
+		for (const table of document.querySelectorAll("table")) {
+			if (!table.tHead) continue;
+			const heads = table.tHead.rows.length ? [...table.tHead.rows[table.tHead.rows.length - 1].cells].map(text) : [];
+			const columns = new Set();
+			let missing = 0;
+			for (const section of [...table.tBodies, table.tFoot].filter(Boolean)) {
+				for (const row of section.rows) {
+					for (const cell of row.cells) {
+						if (cell.tagName !== "TD" || cell.colSpan > 1 || (cell.getAttribute("data-label") || "").trim()) continue;
+						missing++;
+						columns.add("«" + (heads[cell.cellIndex] || "column " + (cell.cellIndex + 1)) + "»");
+					}
+				}
+			}
+			if (missing) r.unlabelled.push(path(table) + ": " + missing + " cell(s), in " + [...columns].join(", "));
+		}
 	}
 	const res = runAxe ? await axe.run(document, {resultTypes: ["violations"]}) : {violations: []};
 	for (const v of res.violations) {
