@@ -139,9 +139,10 @@ var notPages = regexp.MustCompile(`^/(api|v1|static)/|^/(healthz|readyz|metrics)
 // and fails a page that scrolls
 // sideways (naming the element that sticks out furthest), that puts a table in a box that scrolls
 // sideways, whose charts' text renders below 11 px, that logs an error to the console or throws,
-// that axe-core finds a serious or critical accessibility violation on, or, at a phone's width,
-// that has a table with a header whose cells do not all name their column for its cards
-// (data-label). With
+// that axe-core finds a serious or critical accessibility violation on, that a keyboard cannot
+// use (a form control or link out of the Tab order, a positive tabindex, an element that reacts to
+// clicks without being a button or link, a form without a submit button), or, at a phone's width,
+// a table with a header whose cells do not all name their column for its cards (data-label). With
 // GPUMARKET_TEST_ARTEFACTS set, a screenshot of each page at each width is kept there, under pages/.
 func TestEveryPageFitsAndIsAccessible(t *testing.T) {
 	t.Parallel()
@@ -254,13 +255,32 @@ func newPageTab(t *testing.T, first context.Context, base, axe string) *pageTab 
 	if err := chromedp.Listen(ctx, pt.record); err != nil {
 		t.Fatal(err)
 	}
-	// axe-core goes into every page the tab opens, by the test: the pages load no such script.
+	// axe-core goes into every page the tab opens, by the test: the pages load no such script;
+	// so does a note of the elements that listen for clicks, for the keyboard's check.
 	pt.b.do("inject axe-core", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-		_, err := cdp.Call(ctx, tg, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: axe})
-		return err
+		for _, src := range []string{clickListeners, axe} {
+			if _, err := cdp.Call(ctx, tg, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: src}); err != nil {
+				return err
+			}
+		}
+		return nil
 	}))
 	return pt
 }
+
+// clickListeners runs before a page's own scripts and notes each element that a script gives a
+// listener for a click or a press of the pointer (window.__clickTargets lists them): such an
+// element must be a button or a link, which the keyboard reaches and presses.
+const clickListeners = `(() => {
+	const kinds = new Set(["click", "dblclick", "auxclick", "mousedown", "mouseup", "pointerdown", "pointerup", "touchstart", "touchend"]);
+	const targets = new Set();
+	const add = EventTarget.prototype.addEventListener;
+	EventTarget.prototype.addEventListener = function (type, ...rest) {
+		if (kinds.has(type) && this instanceof Element) targets.add(this);
+		return add.call(this, type, ...rest);
+	};
+	Object.defineProperty(window, "__clickTargets", {value: () => [...targets].filter(el => el.isConnected)});
+})()`
 
 // record keeps a console error, an uncaught exception or an error the browser logs.
 func (pt *pageTab) record(ev any) {
@@ -401,6 +421,9 @@ func (r *pageRun) check(t *testing.T, tab *pageTab, c caller, pages []pageToChec
 			for _, u := range report.Unlabelled {
 				t.Errorf("%s: a table's cells have no data-label, so a phone's card shows their values unnamed: %s", where, u)
 			}
+			for _, k := range report.Keyboard {
+				t.Errorf("%s: not usable from the keyboard: %s", where, k)
+			}
 			for _, p := range tab.take() {
 				t.Errorf("%s: %s", where, p)
 			}
@@ -457,6 +480,10 @@ type pageReport struct {
 	// Unlabelled are the tables with a header whose cells lack the data-label that names their
 	// column on a phone's card (checked at a phone's width).
 	Unlabelled []string `json:"unlabelled"`
+	// Keyboard are the elements the keyboard cannot use as a mouse can: a form control or link
+	// taken out of the Tab order, a positive tabindex (which reorders Tab), an element that
+	// reacts to clicks without being a button or link, a form without a submit button.
+	Keyboard []string `json:"keyboard"`
 }
 
 // pageCheckScript measures the page open in the tab and, when asked, runs axe-core on it.
@@ -473,7 +500,7 @@ const pageCheckScript = `async (width, runAxe, phone) => {
 	// A phone's browser widens its viewport to a page that does not fit: the page must fit the
 	// screen's width, not the viewport's.
 	const r = {scrollWidth: document.documentElement.scrollWidth, innerWidth: width, overflow: "", scrollers: [], smallText: [], violations: [],
-		unlabelled: []};
+		unlabelled: [], keyboard: []};
 	if (r.scrollWidth > width) {
 		let worst = null, right = width, wide = 0;
 		for (const el of document.body.querySelectorAll("*")) {
@@ -524,6 +551,30 @@ const pageCheckScript = `async (width, runAxe, phone) => {
 			if (missing) r.unlabelled.push(path(table) + ": " + missing + " cell(s), in " + [...columns].join(", "));
 		}
 	}
+	// From the keyboard: Tab reaches every form control and link in the page's order, and only
+	// buttons and links (and the form controls) react to a click.
+	// The same problem on every row of a table is told once, with how many.
+	const keyboard = new Map();
+	const problem = s => keyboard.set(s, (keyboard.get(s) || 0) + 1);
+	const controls = "input:not([type=hidden]), select, textarea, button, a[href]";
+	for (const el of document.querySelectorAll("[tabindex]")) {
+		const ti = parseInt(el.getAttribute("tabindex"), 10);
+		if (ti > 0) problem("tabindex " + ti + " reorders Tab: " + path(el));
+		else if (ti < 0 && el.matches(controls)) problem("tabindex " + ti + " keeps Tab from it: " + path(el) + " «" + text(el) + "»");
+	}
+	const clickable = new Set(window.__clickTargets ? window.__clickTargets() : []);
+	const handlers = ["onclick", "ondblclick", "onauxclick", "onmousedown", "onmouseup", "onpointerdown", "onpointerup", "ontouchstart", "ontouchend"];
+	for (const el of document.querySelectorAll("*")) {
+		if (handlers.some(h => el.hasAttribute(h) || typeof el[h] === "function")) clickable.add(el);
+	}
+	for (const el of clickable) {
+		if (!el.matches(controls + ", summary, label")) problem("reacts to clicks but is no button or link: " + path(el) + " «" + text(el) + "»");
+	}
+	for (const form of document.forms) {
+		const submits = [...form.elements].filter(el => (el.tagName === "BUTTON" && el.type === "submit") || (el.tagName === "INPUT" && (el.type === "submit" || el.type === "image")));
+		if (!submits.length) problem("a form without a submit button: " + path(form));
+	}
+	for (const [s, n] of keyboard) r.keyboard.push(n > 1 ? s + " (" + n + " times)" : s);
 	const res = runAxe ? await axe.run(document, {resultTypes: ["violations"]}) : {violations: []};
 	for (const v of res.violations) {
 		if (v.impact !== "serious" && v.impact !== "critical") continue;
