@@ -25,6 +25,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/batch"
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/invoicing"
+	"github.com/gpumarket/gpumarket/services/requestlog"
 	"github.com/gpumarket/gpumarket/web/internal/core"
 	"github.com/gpumarket/gpumarket/web/webtest"
 )
@@ -648,6 +649,14 @@ func pageWorld(t *testing.T, a *authzEnv) *pageFixtures {
 	now := time.Now()
 	f.batch = runningBatch(t, a.env, batch.NewService(batch.Config{Pool: a.pool, Storage: batch.LocalDir{Dir: t.TempDir()}}),
 		dev.Account.ID, now, 40, []time.Time{now.Add(-3 * time.Minute), now.Add(-2 * time.Minute), now.Add(-time.Minute)})
+
+	// The discrepancies list an open one, with its form to resolve it, and one resolved.
+	flagRequest(t, a.pool, "req_pages_open", 9001)
+	flagRequest(t, a.pool, "req_pages_resolved", 9002)
+	if _, err := requestlog.NewRequestLog(a.pool, nil, nil).ResolveDiscrepancy(ctx, a.audit, requestlog.ResolveInput{
+		RequestID: "req_pages_resolved", By: f.sessionOf[admin].User.ID, Note: "A retried attempt, billed once."}); err != nil {
+		t.Fatal(err)
+	}
 
 	fin := f.sessionOf[finance].User.ID
 	last := invoicing.PeriodOf(time.Now()).Prev()
