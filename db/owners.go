@@ -41,6 +41,8 @@ var Owners = map[string]string{
 	"topup_attempts":      "services/credits",
 	"admission_holds":     "services/admission",
 	"gateway_requests":    "services/requestlog",
+	// An administrator's resolution of a discrepancy the request log lists.
+	"discrepancy_resolutions": "services/requestlog",
 
 	"offerings": "services/catalog",
 	"prices":    "services/catalog",

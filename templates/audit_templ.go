@@ -39,7 +39,7 @@ func Audit(p AuditPage) templ.Component {
 				}()
 			}
 			ctx = templ.InitializeContext(ctx)
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<h1>Audit log</h1><p class=\"muted\">Every finance action, with who took it, when, what it acted on and the state before and after. The log only grows: the database refuses to change or delete an entry.</p><form method=\"get\" action=\"/finance/audit\" class=\"filters\" data-testid=\"audit-filters\"><label>Action <select name=\"action\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<h1>Audit log</h1><p class=\"muted\">Every finance action, and each discrepancy an administrator marks resolved, with who took it, when, what it acted on and the state before and after. The log only grows: the database refuses to change or delete an entry.</p><form method=\"get\" action=\"/finance/audit\" class=\"filters\" data-testid=\"audit-filters\"><label>Action <select name=\"action\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

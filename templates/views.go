@@ -349,7 +349,20 @@ type BatchOfferingRow struct {
 // metered.
 type DiscrepanciesPage struct {
 	Page
-	Rows []DiscrepancyRow
+	Form Form
+	// State is which are shown: "open" (the default) or "resolved"; StateLinks switch between them.
+	State      string
+	StateLinks []FilterLink
+	// CanResolve offers each open discrepancy's form to mark it resolved (an administrator's).
+	CanResolve bool
+	Rows       []DiscrepancyRow
+}
+
+// FilterLink is one choice of a page's filter: its label, where it leads, and whether it is
+// the choice shown.
+type FilterLink struct {
+	Label, Href, TestID string
+	Current             bool
 }
 
 // DiscrepancyRow is one flagged request: the usage the response carried (Seen), what the rig
@@ -358,6 +371,9 @@ type DiscrepancyRow struct {
 	Flagged, RequestID, OfferingID, Tier, Model, Seen, Reported, Metered, Excess, Flag, Reason string
 	// Offering names the offering (catalog.Label); OfferingID stays in a copyable detail.
 	Offering string
+	// Resolved says who marked the discrepancy resolved and when, Note what they found; both ""
+	// while it is open.
+	Resolved, Note string
 }
 
 // ProfilePage is the signed-in user's own settings.

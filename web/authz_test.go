@@ -19,6 +19,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/demo/history"
 	"github.com/gpumarket/gpumarket/services/invoicing"
+	"github.com/gpumarket/gpumarket/services/requestlog"
 	"github.com/gpumarket/gpumarket/services/webhooks"
 	"github.com/gpumarket/gpumarket/web"
 )
@@ -233,7 +234,10 @@ var authzTable = map[string]route{
 	"GET /admin/users": {want: statuses{303, 403, 403, 403, 200}, login: true},
 	"POST /admin/users/:id/role": {path: "/admin/users/{user}/role", body: url.Values{"role": {"developer"}},
 		want: statuses{303, 403, 403, 403, 303}, noCSRF: csrfRefused, login: true},
-	"GET /admin/discrepancies":    {want: statuses{303, 403, 403, 403, 200}, login: true},
+	"GET /admin/discrepancies": {want: statuses{303, 403, 403, 403, 200}, login: true},
+	// No discrepancy is flagged on the request: the admin is let through to be told so.
+	"POST /admin/discrepancies/resolve": {body: url.Values{"request_id": {"req_not_flagged"}, "note": {"looked into"}},
+		want: statuses{303, 403, 403, 403, 404}, noCSRF: csrfRefused, login: true},
 	"GET /admin/rig-reports":      {want: statuses{303, 403, 403, 403, 200}, login: true},
 	"GET /admin/batches":          {want: statuses{303, 403, 403, 403, 200}, login: true},
 	"GET /admin/batches/progress": {want: statuses{303, 403, 403, 403, 200}, login: true},
@@ -657,9 +661,11 @@ var authzTable = map[string]route{
 	// Admin API.
 	"GET /api/admin/users":         {want: statuses{401, 403, 403, 403, 200}},
 	"GET /api/admin/discrepancies": {want: statuses{401, 403, 403, 403, 200}},
-	"GET /api/admin/rig-reports":   {want: statuses{401, 403, 403, 403, 200}},
-	"GET /api/admin/batches":       {want: statuses{401, 403, 403, 403, 200}},
-	"GET /api/admin/usage-stream":  {want: statuses{401, 403, 403, 403, 200}},
+	"POST /api/admin/discrepancies/resolve": {body: map[string]string{"request_id": "req_not_flagged", "note": "looked into"},
+		want: statuses{401, 403, 403, 403, 404}},
+	"GET /api/admin/rig-reports":  {want: statuses{401, 403, 403, 403, 200}},
+	"GET /api/admin/batches":      {want: statuses{401, 403, 403, 403, 200}},
+	"GET /api/admin/usage-stream": {want: statuses{401, 403, 403, 403, 200}},
 	"POST /api/admin/users/:id/role": {path: "/api/admin/users/{user}/role", body: map[string]string{"role": "developer"},
 		want: statuses{401, 403, 403, 403, 200}},
 }
@@ -787,6 +793,7 @@ func newAuthzEnv(t *testing.T, c caller) *authzEnv {
 	sav, car := sampleReports(t)
 	a := &authzEnv{env: setupWith(t, func(cfg *web.Config, pool *pgxpool.Pool) {
 		cfg.Reports = &fixedReports{savings: sav, carbon: car}
+		cfg.Requests = requestlog.NewRequestLog(pool, nil, nil)
 	}), caller: c}
 	a.token = a.session(t)
 	northwind, err := a.accounts.UserByEmail(ctx, "northwind@example.com")

@@ -25,6 +25,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/batch"
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/invoicing"
+	"github.com/gpumarket/gpumarket/services/requestlog"
 	"github.com/gpumarket/gpumarket/web/internal/core"
 	"github.com/gpumarket/gpumarket/web/webtest"
 )
@@ -139,7 +140,10 @@ var notPages = regexp.MustCompile(`^/(api|v1|static)/|^/(healthz|readyz|metrics)
 // and fails a page that scrolls
 // sideways (naming the element that sticks out furthest), that puts a table in a box that scrolls
 // sideways, whose charts' text renders below 11 px, that logs an error to the console or throws,
-// or that axe-core finds a serious or critical accessibility violation on. With
+// that axe-core finds a serious or critical accessibility violation on, that a keyboard cannot
+// use (a form control or link out of the Tab order, a positive tabindex, an element that reacts to
+// clicks without being a button or link, a form without a submit button), or, at a phone's width,
+// a table with a header whose cells do not all name their column for its cards (data-label). With
 // GPUMARKET_TEST_ARTEFACTS set, a screenshot of each page at each width is kept there, under pages/.
 func TestEveryPageFitsAndIsAccessible(t *testing.T) {
 	t.Parallel()
@@ -252,13 +256,32 @@ func newPageTab(t *testing.T, first context.Context, base, axe string) *pageTab 
 	if err := chromedp.Listen(ctx, pt.record); err != nil {
 		t.Fatal(err)
 	}
-	// axe-core goes into every page the tab opens, by the test: the pages load no such script.
+	// axe-core goes into every page the tab opens, by the test: the pages load no such script;
+	// so does a note of the elements that listen for clicks, for the keyboard's check.
 	pt.b.do("inject axe-core", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-		_, err := cdp.Call(ctx, tg, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: axe})
-		return err
+		for _, src := range []string{clickListeners, axe} {
+			if _, err := cdp.Call(ctx, tg, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: src}); err != nil {
+				return err
+			}
+		}
+		return nil
 	}))
 	return pt
 }
+
+// clickListeners runs before a page's own scripts and notes each element that a script gives a
+// listener for a click or a press of the pointer (window.__clickTargets lists them): such an
+// element must be a button or a link, which the keyboard reaches and presses.
+const clickListeners = `(() => {
+	const kinds = new Set(["click", "dblclick", "auxclick", "mousedown", "mouseup", "pointerdown", "pointerup", "touchstart", "touchend"]);
+	const targets = new Set();
+	const add = EventTarget.prototype.addEventListener;
+	EventTarget.prototype.addEventListener = function (type, ...rest) {
+		if (kinds.has(type) && this instanceof Element) targets.add(this);
+		return add.call(this, type, ...rest);
+	};
+	Object.defineProperty(window, "__clickTargets", {value: () => [...targets].filter(el => el.isConnected)});
+})()`
 
 // record keeps a console error, an uncaught exception or an error the browser logs.
 func (pt *pageTab) record(ev any) {
@@ -381,7 +404,7 @@ func (r *pageRun) check(t *testing.T, tab *pageTab, c caller, pages []pageToChec
 			runAxe := r.firstAxe(pg.pattern, w.name)
 			t0 = time.Now()
 			report := browserRun(b, "check "+where, chromedp.Evaluate[pageReport](
-				fmt.Sprintf("(%s)(%d, %v)", pageCheckScript, w.width, runAxe), chromedp.EvalAwaitPromise))
+				fmt.Sprintf("(%s)(%d, %v, %v)", pageCheckScript, w.width, runAxe, w.mobile), chromedp.EvalAwaitPromise))
 			checking := time.Since(t0)
 			if report.Overflow != "" {
 				t.Errorf("%s: the page scrolls sideways (%d px wide in a %d px window); furthest out: %s",
@@ -395,6 +418,12 @@ func (r *pageRun) check(t *testing.T, tab *pageTab, c caller, pages []pageToChec
 			}
 			for _, v := range report.Violations {
 				t.Errorf("%s: axe %s", where, v)
+			}
+			for _, u := range report.Unlabelled {
+				t.Errorf("%s: a table's cells have no data-label, so a phone's card shows their values unnamed: %s", where, u)
+			}
+			for _, k := range report.Keyboard {
+				t.Errorf("%s: not usable from the keyboard: %s", where, k)
 			}
 			for _, p := range tab.take() {
 				t.Errorf("%s: %s", where, p)
@@ -449,10 +478,17 @@ type pageReport struct {
 	Scrollers   []string `json:"scrollers"`  // boxes in which a table scrolls sideways
 	SmallText   []string `json:"smallText"`  // chart labels that render below 11 px
 	Violations  []string `json:"violations"` // axe-core's serious and critical violations
+	// Unlabelled are the tables with a header whose cells lack the data-label that names their
+	// column on a phone's card (checked at a phone's width).
+	Unlabelled []string `json:"unlabelled"`
+	// Keyboard are the elements the keyboard cannot use as a mouse can: a form control or link
+	// taken out of the Tab order, a positive tabindex (which reorders Tab), an element that
+	// reacts to clicks without being a button or link, a form without a submit button.
+	Keyboard []string `json:"keyboard"`
 }
 
 // pageCheckScript measures the page open in the tab and, when asked, runs axe-core on it.
-const pageCheckScript = `async (width, runAxe) => {
+const pageCheckScript = `async (width, runAxe, phone) => {
 	const name = el => {
 		let s = el.tagName.toLowerCase();
 		if (el.getAttribute("id")) s += "#" + el.getAttribute("id");
@@ -464,7 +500,8 @@ const pageCheckScript = `async (width, runAxe) => {
 	const text = el => (el.innerText || el.textContent || "").trim().replace(/\s+/g, " ").slice(0, 60);
 	// A phone's browser widens its viewport to a page that does not fit: the page must fit the
 	// screen's width, not the viewport's.
-	const r = {scrollWidth: document.documentElement.scrollWidth, innerWidth: width, overflow: "", scrollers: [], smallText: [], violations: []};
+	const r = {scrollWidth: document.documentElement.scrollWidth, innerWidth: width, overflow: "", scrollers: [], smallText: [], violations: [],
+		unlabelled: [], keyboard: []};
 	if (r.scrollWidth > width) {
 		let worst = null, right = width, wide = 0;
 		for (const el of document.body.querySelectorAll("*")) {
@@ -494,6 +531,51 @@ const pageCheckScript = `async (width, runAxe) => {
 		}
 		if (small) r.smallText.push(path(svg) + ": " + small + " label(s), the smallest «" + example + "» at " + least.toFixed(1) + " px");
 	}
+	// On a phone a table is a list of cards, each cell named by its data-label (docs/pages.md):
+	// every cell of a table with a header carries one, but a cell spanning columns (a note under
+	// a row), which no one column names.
+	if (phone) {
+		for (const table of document.querySelectorAll("table")) {
+			if (!table.tHead) continue;
+			const heads = table.tHead.rows.length ? [...table.tHead.rows[table.tHead.rows.length - 1].cells].map(text) : [];
+			const columns = new Set();
+			let missing = 0;
+			for (const section of [...table.tBodies, table.tFoot].filter(Boolean)) {
+				for (const row of section.rows) {
+					for (const cell of row.cells) {
+						if (cell.tagName !== "TD" || cell.colSpan > 1 || (cell.getAttribute("data-label") || "").trim()) continue;
+						missing++;
+						columns.add("«" + (heads[cell.cellIndex] || "column " + (cell.cellIndex + 1)) + "»");
+					}
+				}
+			}
+			if (missing) r.unlabelled.push(path(table) + ": " + missing + " cell(s), in " + [...columns].join(", "));
+		}
+	}
+	// From the keyboard: Tab reaches every form control and link in the page's order, and only
+	// buttons and links (and the form controls) react to a click.
+	// The same problem on every row of a table is told once, with how many.
+	const keyboard = new Map();
+	const problem = s => keyboard.set(s, (keyboard.get(s) || 0) + 1);
+	const controls = "input:not([type=hidden]), select, textarea, button, a[href]";
+	for (const el of document.querySelectorAll("[tabindex]")) {
+		const ti = parseInt(el.getAttribute("tabindex"), 10);
+		if (ti > 0) problem("tabindex " + ti + " reorders Tab: " + path(el));
+		else if (ti < 0 && el.matches(controls)) problem("tabindex " + ti + " keeps Tab from it: " + path(el) + " «" + text(el) + "»");
+	}
+	const clickable = new Set(window.__clickTargets ? window.__clickTargets() : []);
+	const handlers = ["onclick", "ondblclick", "onauxclick", "onmousedown", "onmouseup", "onpointerdown", "onpointerup", "ontouchstart", "ontouchend"];
+	for (const el of document.querySelectorAll("*")) {
+		if (handlers.some(h => el.hasAttribute(h) || typeof el[h] === "function")) clickable.add(el);
+	}
+	for (const el of clickable) {
+		if (!el.matches(controls + ", summary, label")) problem("reacts to clicks but is no button or link: " + path(el) + " «" + text(el) + "»");
+	}
+	for (const form of document.forms) {
+		const submits = [...form.elements].filter(el => (el.tagName === "BUTTON" && el.type === "submit") || (el.tagName === "INPUT" && (el.type === "submit" || el.type === "image")));
+		if (!submits.length) problem("a form without a submit button: " + path(form));
+	}
+	for (const [s, n] of keyboard) r.keyboard.push(n > 1 ? s + " (" + n + " times)" : s);
 	const res = runAxe ? await axe.run(document, {resultTypes: ["violations"]}) : {violations: []};
 	for (const v of res.violations) {
 		if (v.impact !== "serious" && v.impact !== "critical") continue;
@@ -567,6 +649,14 @@ func pageWorld(t *testing.T, a *authzEnv) *pageFixtures {
 	now := time.Now()
 	f.batch = runningBatch(t, a.env, batch.NewService(batch.Config{Pool: a.pool, Storage: batch.LocalDir{Dir: t.TempDir()}}),
 		dev.Account.ID, now, 40, []time.Time{now.Add(-3 * time.Minute), now.Add(-2 * time.Minute), now.Add(-time.Minute)})
+
+	// The discrepancies list an open one, with its form to resolve it, and one resolved.
+	flagRequest(t, a.pool, "req_pages_open", 9001)
+	flagRequest(t, a.pool, "req_pages_resolved", 9002)
+	if _, err := requestlog.NewRequestLog(a.pool, nil, nil).ResolveDiscrepancy(ctx, a.audit, requestlog.ResolveInput{
+		RequestID: "req_pages_resolved", By: f.sessionOf[admin].User.ID, Note: "A retried attempt, billed once."}); err != nil {
+		t.Fatal(err)
+	}
 
 	fin := f.sessionOf[finance].User.ID
 	last := invoicing.PeriodOf(time.Now()).Prev()

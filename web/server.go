@@ -220,7 +220,7 @@ func New(cfg Config) *Server {
 		Invoicing: cfg.Invoicing}).Routes(e)
 	ledger.New(c, ledger.Config{Catalog: cfg.Catalog, Usage: cfg.Usage}).Routes(e)
 	s.finance.Routes(e)
-	admin.New(c, admin.Config{Catalog: cfg.Catalog, Requests: cfg.Requests, Batches: cfg.Batches, BatchLoad: cfg.BatchLoad,
+	admin.New(c, admin.Config{Catalog: cfg.Catalog, Requests: cfg.Requests, Audit: cfg.Audit, Batches: cfg.Batches, BatchLoad: cfg.BatchLoad,
 		Router: cfg.Router, UsageStream: cfg.UsageStream}).Routes(e)
 	home.New(c, home.Config{Catalog: cfg.Catalog, Usage: cfg.Usage, Reports: cfg.Reports, Budgets: cfg.Budgets,
 		Invoicing: cfg.Invoicing, Batches: cfg.Batches, Requests: cfg.Requests}).Routes(e)

@@ -269,7 +269,7 @@ func (b *gatewayBundle) testTenMillionTokensForOne(t *testing.T) {
 // discrepancy is the admin's entry for a request.
 func (b *gatewayBundle) discrepancy(t *testing.T, requestID string) requestlog.Discrepancy {
 	t.Helper()
-	list, err := b.p.requestLog.Discrepancies(b.ctx, 500)
+	list, err := b.p.requestLog.Discrepancies(b.ctx, requestlog.DiscrepancyFilter{Limit: 500})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 // Package audit owns the finance audit log: every finance action (a close, an approval, a
-// void, a payment recorded, an adjustment, a price change, a payout) with who took it, when,
-// what it acted on, and the state before and after as JSON.
+// void, a payment recorded, an adjustment, a price change, a payout), and an administrator's
+// resolution of a discrepancy, with who took it, when, what it acted on, and the state before
+// and after as JSON.
 //
 // The log is append-only: a database trigger refuses UPDATE, DELETE and TRUNCATE of its table
 // (audit_log). An action records its entry in the same database transaction as its own
@@ -41,11 +42,13 @@ const (
 	ActionPriceChange Action = "price_change" // a price of the price book scheduled
 	ActionPayout      Action = "payout"       // a provider paid
 	ActionResolveFlag Action = "resolve_flag" // a flagged request's held earnings released or clawed back
+	// An administrator's action recorded beside them.
+	ActionResolveDiscrepancy Action = "resolve_discrepancy" // a discrepancy marked resolved, with a note
 )
 
 // Actions lists the actions in the order pages offer them as filters.
 var Actions = []Action{ActionClose, ActionApprove, ActionVoid, ActionMarkPaid, ActionAdjustment, ActionPriceChange, ActionPayout,
-	ActionResolveFlag}
+	ActionResolveFlag, ActionResolveDiscrepancy}
 
 // Valid reports whether a is a known action.
 func (a Action) Valid() bool {

@@ -91,7 +91,7 @@ func TestMeterBillsNoMoreThanTheGatewaySaw(t *testing.T) {
 
 	// The discrepancies page lists the meter's flags with the excess; the honest request is
 	// not on it.
-	list, err := e.requests.Discrepancies(ctx, 100)
+	list, err := e.requests.Discrepancies(ctx, requestlog.DiscrepancyFilter{Limit: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestMeterWaitsForTheGatewaysRecord(t *testing.T) {
 	if in != 40 || out != 2 || flag == nil || *flag != string(FlagNoGatewayRecord) || !strings.Contains(*reason, "no gateway record") {
 		t.Errorf("billed %d/%d, flag %v (%v); want the ticket's bounds 40/2, flagged no_gateway_record", in, out, flag, reason)
 	}
-	list, err := e.requests.Discrepancies(ctx, 10)
+	list, err := e.requests.Discrepancies(ctx, requestlog.DiscrepancyFilter{Limit: 10})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,10 @@
 // (docs/gateway-integrity.md). From the same record it counts each offering's outcomes for
 // the reliability standings (reliability.go).
 //
-// Tables: gateway_requests; it writes admission_holds (owned by package admission) in the
+// An administrator marks a discrepancy resolved with a note (resolutions.go), recorded in the
+// audit log in the same transaction.
+//
+// Tables: gateway_requests, discrepancy_resolutions; it writes admission_holds (owned by package admission) in the
 // statement that records a request, and reads usage_events and usage_event_keys (owned by
 // package metering). It imports admission for the Hold and the usage it records, and
 // services/reliability for the standings' types; neither the ledger nor credits.

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/money"
 )
@@ -350,21 +351,38 @@ type Discrepancy struct {
 	MeterFlag string `json:"meter_flag,omitempty"`
 	// Reason says why, the reconciliation's reason and the meter's, "; " between them.
 	Reason string `json:"reason"`
+	// Resolution is an administrator's, once one has marked the discrepancy resolved; nil while
+	// it is open.
+	Resolution *DiscrepancyResolution `json:"resolution,omitempty"`
 }
 
-// Discrepancies lists the flagged requests, the latest flagged first.
-func (l *RequestLog) Discrepancies(ctx context.Context, limit int) (_ []Discrepancy, err error) {
+// Discrepancies lists the flagged requests the filter selects, the latest flagged first.
+func (l *RequestLog) Discrepancies(ctx context.Context, f DiscrepancyFilter) (_ []Discrepancy, err error) {
 	defer services.Wrap(&err, "requestlog.RequestLog.Discrepancies")
+	limit := f.Limit
 	if limit <= 0 || limit > 500 {
 		limit = 100
+	}
+	// Which of the flagged requests: the open ones have no resolution, the resolved one.
+	var state string
+	switch f.State {
+	case DiscrepanciesAll:
+	case DiscrepanciesOpen:
+		state = `AND NOT EXISTS (SELECT 1 FROM discrepancy_resolutions r WHERE r.request_id = x.request_id)`
+	case DiscrepanciesResolved:
+		state = `AND EXISTS (SELECT 1 FROM discrepancy_resolutions r WHERE r.request_id = x.request_id)`
+	default:
+		fe := services.FieldErrors{}
+		fe.Add("state", "Choose open or resolved.")
+		return nil, fe.Err()
 	}
 	rows, err := l.pool.Query(ctx, `
 		WITH flagged AS (
 			SELECT request_id, max(at) AS flagged_at FROM (
-				(SELECT request_id, flagged_at AS at FROM gateway_requests WHERE flagged_at IS NOT NULL
+				(SELECT request_id, flagged_at AS at FROM gateway_requests x WHERE flagged_at IS NOT NULL `+state+`
 					ORDER BY flagged_at DESC LIMIT $1)
 				UNION ALL
-				(SELECT request_id, metered_at FROM usage_events WHERE flag IS NOT NULL
+				(SELECT request_id, metered_at FROM usage_events x WHERE flag IS NOT NULL `+state+`
 					ORDER BY metered_at DESC LIMIT $1)
 			) f GROUP BY request_id
 			ORDER BY 2 DESC, 1 LIMIT $1
@@ -375,24 +393,50 @@ func (l *RequestLog) Discrepancies(ctx context.Context, limit int) (_ []Discrepa
 			u.reported_input_tokens, u.reported_output_tokens, u.input_tokens, u.output_tokens,
 			u.reported_input_tokens - u.input_tokens, u.reported_output_tokens - u.output_tokens,
 			u.charge_pico::bigint, coalesce(g.at, u.occurred_at), f.flagged_at,
-			coalesce(u.flag, ''), concat_ws('; ', g.flag_reason, u.flag_reason)
+			coalesce(u.flag, ''), concat_ws('; ', g.flag_reason, u.flag_reason),
+			r.note, r.resolved_by::text, r.resolved_at
 		FROM flagged f
 		LEFT JOIN gateway_requests g ON g.request_id = f.request_id
 		LEFT JOIN usage_events u ON u.request_id = f.request_id
+		LEFT JOIN discrepancy_resolutions r ON r.request_id = f.request_id
 		ORDER BY f.flagged_at DESC, f.request_id`, limit)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Discrepancy, error) {
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Discrepancy, error) {
 		var d Discrepancy
 		var charge *int64
+		var note, by *string
+		var at *time.Time
 		err := r.Scan(&d.RequestID, &d.AccountID, &d.APIKeyID, &d.OfferingID, &d.Tier, &d.Model, &d.HTTPStatus, &d.Status,
 			&d.InputTokens, &d.OutputTokens, &d.ReportedInput, &d.ReportedOutput, &d.MeteredInput, &d.MeteredOutput,
-			&d.ExcessInput, &d.ExcessOutput, &charge, &d.At, &d.FlaggedAt, &d.MeterFlag, &d.Reason)
+			&d.ExcessInput, &d.ExcessOutput, &charge, &d.At, &d.FlaggedAt, &d.MeterFlag, &d.Reason, &note, &by, &at)
 		if charge != nil {
 			c := money.Pico(*charge)
 			d.Charge = &c
 		}
+		if note != nil && by != nil && at != nil {
+			d.Resolution = &DiscrepancyResolution{Note: *note, ResolvedByID: *by, ResolvedAt: *at}
+		}
 		return d, err
 	})
+	if err != nil {
+		return nil, err
+	}
+	var by []string
+	for _, d := range list {
+		if d.Resolution != nil {
+			by = append(by, d.Resolution.ResolvedByID)
+		}
+	}
+	emails, err := accounts.EmailsByID(ctx, l.pool, by)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range list {
+		if d.Resolution != nil {
+			d.Resolution.ResolvedBy = emails[d.Resolution.ResolvedByID]
+		}
+	}
+	return list, nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/invoicing"
 	"github.com/gpumarket/gpumarket/services/payouts"
+	"github.com/gpumarket/gpumarket/services/requestlog"
 	"github.com/gpumarket/gpumarket/templates"
 )
 
@@ -139,7 +140,7 @@ func (s *Server) adminHome(ctx context.Context, now time.Time) (*templates.Admin
 		h.Tasks = append(h.Tasks, task("rigs-offline", "rig offline", "rigs offline", "/home#offline-rigs", len(h.Offline), false))
 	}
 	if r := s.cfg.Requests; r != nil {
-		list, err := r.Discrepancies(ctx, maxDiscrepancies)
+		list, err := r.Discrepancies(ctx, requestlog.DiscrepancyFilter{State: requestlog.DiscrepanciesOpen, Limit: maxDiscrepancies})
 		if err != nil {
 			return nil, err
 		}
