@@ -173,13 +173,6 @@ var Borrowed = map[string]map[string]string{
 		"usage_months_dropped": "checks which months' usage was dropped",
 		"users":                "joins an account's or a person's name into what it lists",
 	},
-	"services/metering": {
-		"accounts":         "joins an account's or a person's name into what it lists",
-		"admission_holds":  "releases the holds of the requests it bills, in the transaction that bills them",
-		"gateway_requests": "reads the gateway's request log in its own queries",
-		"offerings":        "joins the catalog's offerings or prices into its own queries",
-		"prices":           "joins the catalog's offerings or prices into its own queries",
-	},
 	"services/payouts": {
 		"accounts": "joins an account's or a person's name into what it lists",
 	},
