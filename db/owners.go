@@ -181,8 +181,4 @@ var Borrowed = map[string]map[string]string{
 		"usage_event_keys": "reads the meter's usage in its own queries",
 		"usage_events":     "reads the meter's usage in its own queries",
 	},
-	"services/usagestore": {
-		"usage_event_keys": "deletes a dropped month's keys in the transaction that drops its partition",
-		"usage_events":     "attaches and detaches the table's monthly partitions, which are its own",
-	},
 }

@@ -164,7 +164,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 	// The usage table's months ahead, and its retention, before anything writes usage; then once a day (Run).
 	p.usageStore = usagestore.New(usagestore.Config{Pool: p.pool, RetentionMonths: cfg.UsageRetentionMonths,
 		MonthNotFinal: invoicing.MonthNotFinal, RolledUpRequests: metering.RolledUpRequests,
-		Log: log.With("part", "usage storage")})
+		AttachMonth: metering.AttachMonth, DetachMonth: metering.DetachMonth, Log: log.With("part", "usage storage")})
 	if err := p.usageStore.Maintain(ctx); err != nil {
 		log.Warn("keeping the usage partitions failed; the meter makes the months it writes, and the next pass tries again", "err", err)
 	}

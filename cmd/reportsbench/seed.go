@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/cmd/internal/scratchdb"
+	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/usagestore"
 )
 
@@ -68,7 +69,7 @@ func seed(ctx context.Context, d *scratchdb.Database, o options, end time.Time) 
 	for m := start; !m.After(end); m = m.AddDate(0, 0, 1) {
 		months = append(months, m)
 	}
-	if err := usagestore.New(usagestore.Config{Pool: d.Pool}).MakeMonths(ctx, append(months, end)); err != nil {
+	if err := usagestore.New(usagestore.Config{Pool: d.Pool, AttachMonth: metering.AttachMonth}).MakeMonths(ctx, append(months, end)); err != nil {
 		return fmt.Errorf("seed the usage months: %w", err)
 	}
 	perAccount := (o.events + o.accounts - 1) / o.accounts
