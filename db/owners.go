@@ -142,11 +142,6 @@ var Borrowed = map[string]map[string]string{
 		"ledger_accounts":    "reads a customer's credit balance in the statement that reads its holds, so from one snapshot",
 		"usage_event_keys":   "reads the meter's usage in its own queries",
 	},
-	"services/batch": {
-		"gateway_requests": "reads the gateway's request log in its own queries",
-		"usage_by_batch":   "reads the meter's usage in its own queries",
-		"usage_events":     "reads the meter's usage in its own queries",
-	},
 	"services/credits": {
 		"accounts": "locks the buying account's row, so that counting its pending purchases and adding one is one step",
 	},

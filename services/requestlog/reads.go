@@ -79,3 +79,13 @@ func AttemptsBilled(ctx context.Context, q Querier, requestIDs []string) (_ []Bi
 	}
 	return out, nil
 }
+
+// Answered reads through q which of the requests of requestIDs the gateway recorded as answered (GatewayOK).
+func Answered(ctx context.Context, q Querier, requestIDs []string) (_ []string, err error) {
+	defer services.Wrap(&err, "requestlog.Answered")
+	rows, err := q.Query(ctx, `SELECT request_id FROM gateway_requests WHERE request_id = ANY($1) AND status = 'ok'`, requestIDs)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
