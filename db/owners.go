@@ -171,9 +171,4 @@ var Borrowed = map[string]map[string]string{
 	"services/payouts": {
 		"accounts": "joins an account's or a person's name into what it lists",
 	},
-	"services/requestlog": {
-		"admission_holds":  "writes an ended request's hold in the statement that records the request, and deletes expired holds",
-		"usage_event_keys": "reads the meter's usage in its own queries",
-		"usage_events":     "reads the meter's usage in its own queries",
-	},
 }

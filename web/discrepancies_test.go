@@ -28,7 +28,7 @@ func TestAdminSeesTheMetersFlagsWithTheExcess(t *testing.T) {
 	h := web.New(web.Config{Accounts: e.accounts, Catalog: e.catalog, Usage: metering.NewReports(e.pool),
 		Payments: web.Payments{Credits: cr, Ledger: ledger, Webhook: credits.NewStripeWebhook(cr, []string{webhookSecret}),
 			LocalWebhookSecret: webhookSecret},
-		Requests: requestlog.NewRequestLog(e.pool, nil, nil)})
+		Requests: requestlog.NewRequestLog(e.pool, metering.GatewayReads{}, nil, nil)})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	e.srv = srv

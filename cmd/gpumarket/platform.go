@@ -473,7 +473,7 @@ func (p *Platform) gatewayConfig() (gateway.Config, error) {
 	}
 	p.router = routing.New(routing.Config{Pool: p.pool, Catalog: p.catalog, NATS: p.nc, Log: p.log.With("role", "gateway"),
 		FlushEvery: p.cfg.routingFlushEvery, Reliability: p.reliabilityBoard()})
-	p.requestLog = requestlog.NewRequestLog(p.pool, nil, p.log.With("role", "gateway"))
+	p.requestLog = requestlog.NewRequestLog(p.pool, metering.GatewayReads{}, nil, p.log.With("role", "gateway"))
 	return gateway.Config{
 		Router: p.router, Tickets: signer, Requests: p.requestLog,
 		RatePerSecond: p.cfg.RateLimitRPS, RateBurst: p.cfg.RateLimitBurst,
