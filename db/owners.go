@@ -133,15 +133,6 @@ var Borrowed = map[string]map[string]string{
 		"usage_events": "a benchmark: seeds and checks its data in bulk, at the speed it measures",
 		"usage_hourly": "a benchmark: seeds and checks its data in bulk, at the speed it measures",
 	},
-	"services/admission": {
-		"account_budgets":    "reads an account's budget with its keys' spend in its own query",
-		"api_key_spend":      "reads the meter's usage in its own queries",
-		"api_key_spend_days": "reads the meter's usage in its own queries",
-		"api_keys":           "reads which person created each key with their spend in its own query",
-		"member_limits":      "reads an account's member limits with their spend in its own query",
-		"ledger_accounts":    "reads a customer's credit balance in the statement that reads its holds, so from one snapshot",
-		"usage_event_keys":   "reads the meter's usage in its own queries",
-	},
 	"services/credits": {
 		"accounts": "locks the buying account's row, so that counting its pending purchases and adding one is one step",
 	},

@@ -477,7 +477,8 @@ func (p *Platform) gatewayConfig() (gateway.Config, error) {
 	return gateway.Config{
 		Router: p.router, Tickets: signer, Requests: p.requestLog,
 		RatePerSecond: p.cfg.RateLimitRPS, RateBurst: p.cfg.RateLimitBurst,
-		Admission: admission.NewAdmission(admission.AdmissionConfig{Pool: p.pool, Prices: p.catalog, Log: p.log.With("role", "gateway")}),
+		Admission: admission.NewAdmission(admission.AdmissionConfig{Pool: p.pool, Prices: p.catalog, Usage: metering.GatewayReads{},
+			Limits: budgets.AdmissionLimits{}, Log: p.log.With("role", "gateway")}),
 	}, nil
 }
 
