@@ -562,15 +562,17 @@ func (a *Admission) load(ctx context.Context, accountID string, keys map[string]
 			})
 			return err
 		})
-		b.Queue(`SELECT request_id FROM admission_holds WHERE request_id = ANY($1::text[])`, held).Query(func(rows pgx.Rows) error {
-			var id string
-			_, err := pgx.ForEachRow(rows, []any{&id}, func() error {
-				f.known = append(f.known, id)
-				return nil
+		if len(held) > 0 {
+			b.Queue(`SELECT request_id FROM admission_holds WHERE request_id = ANY($1::text[])`, held).Query(func(rows pgx.Rows) error {
+				var id string
+				_, err := pgx.ForEachRow(rows, []any{&id}, func() error {
+					f.known = append(f.known, id)
+					return nil
+				})
+				return err
 			})
-			return err
-		})
-		a.cfg.Usage.QueueMetered(b, held, func(id string) { f.known = append(f.known, id) })
+			a.cfg.Usage.QueueMetered(b, held, func(id string) { f.known = append(f.known, id) })
+		}
 		if len(keys) > 0 {
 			a.cfg.Usage.QueueSpendInPeriods(b, keys, now, spent)
 		}
