@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/admission"
@@ -30,18 +29,16 @@ func (GatewayReads) Metered(requestID string) string {
 	return `EXISTS (SELECT 1 FROM usage_event_keys metered_key WHERE metered_key.request_id = (` + requestID + `))`
 }
 
-// MeteredUsage reads through q the usage rows of the requests of requestIDs, by request id; a request not metered
-// is missing. Each row is found through its key, in its month's partition.
-func (GatewayReads) MeteredUsage(ctx context.Context, q requestlog.Querier, requestIDs []string) (_ map[string]requestlog.MeteredUsage, err error) {
-	defer services.Wrap(&err, "metering.GatewayReads.MeteredUsage")
-	out := map[string]requestlog.MeteredUsage{}
+// MeteredTokens reads through q the input and output tokens the meter billed the metered requests of requestIDs
+// (requestlog.Usage), by request id, each row found through its key, in its month's partition.
+func (GatewayReads) MeteredTokens(ctx context.Context, q requestlog.Querier, requestIDs []string) (_ map[string]requestlog.Tokens, err error) {
+	defer services.Wrap(&err, "metering.GatewayReads.MeteredTokens")
+	out := map[string]requestlog.Tokens{}
 	if len(requestIDs) == 0 {
 		return out, nil
 	}
 	rows, err := q.Query(ctx, `
-		SELECT u.request_id, u.account_id::text, u.api_key_id, u.offering_id::text, u.tier, u.model,
-			u.reported_input_tokens, u.reported_output_tokens, u.input_tokens, u.output_tokens, u.charge_pico::bigint,
-			u.occurred_at, coalesce(u.flag, ''), u.flag_reason
+		SELECT k.request_id, u.input_tokens, u.output_tokens
 		FROM usage_event_keys k
 		JOIN usage_events u ON u.occurred_at = k.occurred_at AND u.request_id = k.request_id
 		WHERE k.request_id = ANY ($1)`, requestIDs)
@@ -49,15 +46,37 @@ func (GatewayReads) MeteredUsage(ctx context.Context, q requestlog.Querier, requ
 		return nil, err
 	}
 	var id string
+	var t requestlog.Tokens
+	_, err = pgx.ForEachRow(rows, []any{&id, &t.Input, &t.Output}, func() error {
+		out[id] = t
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// MeteredUsage reads through q the usage rows of the requests of requestIDs (requestlog.Usage), by request id; a
+// request without one is missing.
+func (GatewayReads) MeteredUsage(ctx context.Context, q requestlog.Querier, requestIDs []string) (_ map[string]requestlog.MeteredUsage, err error) {
+	defer services.Wrap(&err, "metering.GatewayReads.MeteredUsage")
+	out := map[string]requestlog.MeteredUsage{}
+	if len(requestIDs) == 0 {
+		return out, nil
+	}
+	rows, err := q.Query(ctx, `
+		SELECT request_id, account_id::text, api_key_id, offering_id::text, tier, model, reported_input_tokens,
+			reported_output_tokens, input_tokens, output_tokens, charge_pico::bigint, occurred_at, coalesce(flag, ''),
+			flag_reason
+		FROM usage_events WHERE request_id = ANY ($1)`, requestIDs)
+	if err != nil {
+		return nil, err
+	}
+	var id string
 	var m requestlog.MeteredUsage
-	var reason pgtype.Text
 	_, err = pgx.ForEachRow(rows, []any{&id, &m.AccountID, &m.APIKeyID, &m.OfferingID, &m.Tier, &m.Model, &m.ReportedInput,
-		&m.ReportedOutput, &m.Input, &m.Output, &m.ChargePico, &m.OccurredAt, &m.Flag, &reason}, func() error {
-		m.FlagReason = nil
-		if reason.Valid {
-			s := reason.String
-			m.FlagReason = &s
-		}
+		&m.ReportedOutput, &m.Input, &m.Output, &m.ChargePico, &m.OccurredAt, &m.Flag, &m.FlagReason}, func() error {
 		out[id] = m
 		return nil
 	})

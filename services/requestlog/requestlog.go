@@ -257,8 +257,8 @@ func (l *RequestLog) Reconcile(ctx context.Context) (res ReconcileResult, err er
 		return res, errNoUsage
 	}
 	now := l.now().UTC()
-	// The oldest records whose request is metered, compared with their usage rows
-	// (Usage.MeteredUsage): a difference of more than 1% either way is flagged.
+	// The oldest records whose request is metered, compared with what it was billed
+	// (Usage.MeteredTokens): a difference of more than 1% either way is flagged.
 	rows, err := l.pool.Query(ctx, `
 		SELECT g.request_id FROM gateway_requests g
 		WHERE g.reconciled_at IS NULL AND `+l.usage.Metered("g.request_id")+`
@@ -270,7 +270,7 @@ func (l *RequestLog) Reconcile(ctx context.Context) (res ReconcileResult, err er
 	if err != nil {
 		return res, err
 	}
-	metered, err := l.usage.MeteredUsage(ctx, l.pool, ids)
+	metered, err := l.usage.MeteredTokens(ctx, l.pool, ids)
 	if err != nil {
 		return res, err
 	}

@@ -15,8 +15,11 @@ type Usage interface {
 	// Metered is the SQL condition that the request whose id is the SQL expression requestID is metered, for a
 	// statement of this package that must tell metered requests from the others in its own snapshot.
 	Metered(requestID string) string
-	// MeteredUsage reads through q the usage rows of the requests of requestIDs, by request id; a request not
-	// metered is missing.
+	// MeteredTokens reads through q the input and output tokens the meter billed the metered requests of
+	// requestIDs, by request id, each found through its key in its month's partition.
+	MeteredTokens(ctx context.Context, q Querier, requestIDs []string) (map[string]Tokens, error)
+	// MeteredUsage reads through q the usage rows of the requests of requestIDs, by request id; a request without
+	// one is missing.
 	MeteredUsage(ctx context.Context, q Querier, requestIDs []string) (map[string]MeteredUsage, error)
 	// FlaggedByMeter reads through q the newest limit requests the meter flagged, the latest metered first.
 	FlaggedByMeter(ctx context.Context, q Querier, limit int) ([]Flagged, error)
@@ -37,6 +40,11 @@ type MeteredUsage struct {
 	// Flag is the meter's flag, "" when it flagged nothing; FlagReason its reason, nil when none.
 	Flag       string
 	FlagReason *string
+}
+
+// Tokens are the input and output tokens the meter billed a request.
+type Tokens struct {
+	Input, Output int64
 }
 
 // Flagged is a request flagged for review, and when.
