@@ -95,8 +95,8 @@ type RequestLog struct {
 }
 
 // NewRequestLog returns the log, which reads the meter's usage rows through usage (nil for a
-// log that writes no holds, and neither reconciles nor lists discrepancies: see Usage); Run
-// writes it.
+// log whose attempts leave nothing held, and that neither reconciles nor lists discrepancies:
+// see Usage); Run writes it.
 func NewRequestLog(pool *pgxpool.Pool, usage Usage, now func() time.Time, log *slog.Logger) *RequestLog {
 	if now == nil {
 		now = time.Now

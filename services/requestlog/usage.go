@@ -10,7 +10,7 @@ import (
 // Usage is what the request log reads of the meter's usage rows, to write an ended request's hold only while its
 // request is not metered and to reconcile its records with what was metered. Package metering implements it
 // (metering.GatewayReads) and imports this package, so the platform hands it in (NewRequestLog). A log without it
-// writes records but no holds, and neither reconciles nor lists discrepancies.
+// writes the records of attempts that leave nothing held, and neither reconciles nor lists discrepancies.
 type Usage interface {
 	// Metered is the SQL condition that the request whose id is the SQL expression requestID is metered, for a
 	// statement of this package that must tell metered requests from the others in its own snapshot.
