@@ -96,35 +96,4 @@ var Owners = map[string]string{
 
 // Borrowed lists the tables a package's SQL still names without owning them, package to tables, each with why:
 // uses to move behind their owner's functions. An entry is removed when its use moves.
-var Borrowed = map[string]map[string]string{
-	"services/admission": {
-		"account_budgets":    "reads an account's budget with its keys' spend in its own query",
-		"api_key_spend":      "reads the meter's usage in its own queries",
-		"api_key_spend_days": "reads the meter's usage in its own queries",
-		"api_keys":           "reads which person created each key with their spend in its own query",
-		"member_limits":      "reads an account's member limits with their spend in its own query",
-		"ledger_accounts":    "reads a customer's credit balance in the statement that reads its holds, so from one snapshot",
-		"usage_event_keys":   "reads the meter's usage in its own queries",
-	},
-	"services/batch": {
-		"gateway_requests": "reads the gateway's request log in its own queries",
-		"usage_by_batch":   "reads the meter's usage in its own queries",
-		"usage_events":     "reads the meter's usage in its own queries",
-	},
-	"services/metering": {
-		"accounts":         "joins an account's or a person's name into what it lists",
-		"admission_holds":  "releases the holds of the requests it bills, in the transaction that bills them",
-		"gateway_requests": "reads the gateway's request log in its own queries",
-		"offerings":        "joins the catalog's offerings or prices into its own queries",
-		"prices":           "joins the catalog's offerings or prices into its own queries",
-	},
-	"services/requestlog": {
-		"admission_holds":  "writes an ended request's hold in the statement that records the request, and deletes expired holds",
-		"usage_event_keys": "reads the meter's usage in its own queries",
-		"usage_events":     "reads the meter's usage in its own queries",
-	},
-	"services/usagestore": {
-		"usage_event_keys": "deletes a dropped month's keys in the transaction that drops its partition",
-		"usage_events":     "attaches and detaches the table's monthly partitions, which are its own",
-	},
-}
+var Borrowed = map[string]map[string]string{}

@@ -19,6 +19,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/demo/history"
 	"github.com/gpumarket/gpumarket/services/invoicing"
+	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/requestlog"
 	"github.com/gpumarket/gpumarket/services/webhooks"
 	"github.com/gpumarket/gpumarket/web"
@@ -793,7 +794,7 @@ func newAuthzEnv(t *testing.T, c caller) *authzEnv {
 	sav, car := sampleReports(t)
 	a := &authzEnv{env: setupWith(t, func(cfg *web.Config, pool *pgxpool.Pool) {
 		cfg.Reports = &fixedReports{savings: sav, carbon: car}
-		cfg.Requests = requestlog.NewRequestLog(pool, nil, nil)
+		cfg.Requests = requestlog.NewRequestLog(pool, metering.GatewayReads{}, nil, nil)
 	}), caller: c}
 	a.token = a.session(t)
 	northwind, err := a.accounts.UserByEmail(ctx, "northwind@example.com")

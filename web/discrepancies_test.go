@@ -32,7 +32,7 @@ func TestAdminSeesTheMetersFlagsWithTheExcess(t *testing.T) {
 	h := web.New(web.Config{Accounts: e.accounts, Catalog: e.catalog, Usage: metering.NewReports(e.pool),
 		Payments: web.Payments{Credits: cr, Ledger: ledger, Webhook: credits.NewStripeWebhook(cr, []string{webhookSecret}),
 			LocalWebhookSecret: webhookSecret},
-		Requests: requestlog.NewRequestLog(e.pool, nil, nil)})
+		Requests: requestlog.NewRequestLog(e.pool, metering.GatewayReads{}, nil, nil)})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	e.srv = srv
@@ -134,7 +134,7 @@ func flagRequest(t *testing.T, pool *pgxpool.Pool, requestID string, seq int) {
 func TestAdminResolvesADiscrepancyWithANote(t *testing.T) {
 	t.Parallel()
 	e := setupWith(t, func(cfg *web.Config, pool *pgxpool.Pool) {
-		cfg.Requests = requestlog.NewRequestLog(pool, nil, nil)
+		cfg.Requests = requestlog.NewRequestLog(pool, metering.GatewayReads{}, nil, nil)
 	})
 	ctx := context.Background()
 	flagRequest(t, e.pool, "req_skewed", 1)

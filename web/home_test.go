@@ -19,6 +19,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/invoicing"
 	"github.com/gpumarket/gpumarket/services/ledger"
+	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/payouts"
 	"github.com/gpumarket/gpumarket/services/reports"
@@ -389,7 +390,7 @@ func TestFinanceHomeCountsTheWorkWaiting(t *testing.T) {
 func TestAdminHomeShowsTheQueueOfflineRigsAndDiscrepancies(t *testing.T) {
 	t.Parallel()
 	e := setupWith(t, func(cfg *web.Config, pool *pgxpool.Pool) {
-		cfg.Requests = requestlog.NewRequestLog(pool, nil, nil)
+		cfg.Requests = requestlog.NewRequestLog(pool, metering.GatewayReads{}, nil, nil)
 	})
 	ctx := context.Background()
 	active, err := e.catalog.ListActive(ctx)

@@ -25,6 +25,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/batch"
 	"github.com/gpumarket/gpumarket/services/demo"
 	"github.com/gpumarket/gpumarket/services/invoicing"
+	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/requestlog"
 	"github.com/gpumarket/gpumarket/web/internal/core"
 	"github.com/gpumarket/gpumarket/web/webtest"
@@ -653,7 +654,7 @@ func pageWorld(t *testing.T, a *authzEnv) *pageFixtures {
 	// The discrepancies list an open one, with its form to resolve it, and one resolved.
 	flagRequest(t, a.pool, "req_pages_open", 9001)
 	flagRequest(t, a.pool, "req_pages_resolved", 9002)
-	if _, err := requestlog.NewRequestLog(a.pool, nil, nil).ResolveDiscrepancy(ctx, a.audit, requestlog.ResolveInput{
+	if _, err := requestlog.NewRequestLog(a.pool, metering.GatewayReads{}, nil, nil).ResolveDiscrepancy(ctx, a.audit, requestlog.ResolveInput{
 		RequestID: "req_pages_resolved", By: f.sessionOf[admin].User.ID, Note: "A retried attempt, billed once."}); err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ func TestCatalogAndPerformanceShowTheSameRecord(t *testing.T) {
 	var board *reliability.Board
 	var at atomic.Pointer[time.Time] // the board's clock once the test sets it
 	e := setupWith(t, func(cfg *web.Config, pool *pgxpool.Pool) {
-		board = reliability.NewBoard(reliability.Config{Source: requestlog.NewRequestLog(pool, nil, nil), Now: func() time.Time {
+		board = reliability.NewBoard(reliability.Config{Source: requestlog.NewRequestLog(pool, nil, nil, nil), Now: func() time.Time {
 			if p := at.Load(); p != nil {
 				return *p
 			}
@@ -67,7 +67,7 @@ func TestCatalogAndPerformanceShowTheSameRecord(t *testing.T) {
 	// The records, as the gateway writes them: the 97 successes are 100 streamed ones less 3, their first tokens
 	// at 10, 20, ..., 970 ms, each with 1 + i output tokens over the half second after it (2i tokens per second).
 	w := reliability.WindowAt(time.Now())
-	log := requestlog.NewRequestLog(e.pool, nil, nil)
+	log := requestlog.NewRequestLog(e.pool, nil, nil, nil)
 	n := 0
 	record := func(status requestlog.GatewayStatus, httpStatus int, ttft time.Duration, output int64, at time.Time) {
 		n++

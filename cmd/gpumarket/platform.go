@@ -164,7 +164,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 	// The usage table's months ahead, and its retention, before anything writes usage; then once a day (Run).
 	p.usageStore = usagestore.New(usagestore.Config{Pool: p.pool, RetentionMonths: cfg.UsageRetentionMonths,
 		MonthNotFinal: invoicing.MonthNotFinal, RolledUpRequests: metering.RolledUpRequests,
-		Log: log.With("part", "usage storage")})
+		AttachMonth: metering.AttachMonth, DetachMonth: metering.DetachMonth, Log: log.With("part", "usage storage")})
 	if err := p.usageStore.Maintain(ctx); err != nil {
 		log.Warn("keeping the usage partitions failed; the meter makes the months it writes, and the next pass tries again", "err", err)
 	}
@@ -473,11 +473,12 @@ func (p *Platform) gatewayConfig() (gateway.Config, error) {
 	}
 	p.router = routing.New(routing.Config{Pool: p.pool, Catalog: p.catalog, NATS: p.nc, Log: p.log.With("role", "gateway"),
 		FlushEvery: p.cfg.routingFlushEvery, Reliability: p.reliabilityBoard()})
-	p.requestLog = requestlog.NewRequestLog(p.pool, nil, p.log.With("role", "gateway"))
+	p.requestLog = requestlog.NewRequestLog(p.pool, metering.GatewayReads{}, nil, p.log.With("role", "gateway"))
 	return gateway.Config{
 		Router: p.router, Tickets: signer, Requests: p.requestLog,
 		RatePerSecond: p.cfg.RateLimitRPS, RateBurst: p.cfg.RateLimitBurst,
-		Admission: admission.NewAdmission(admission.AdmissionConfig{Pool: p.pool, Prices: p.catalog, Log: p.log.With("role", "gateway")}),
+		Admission: admission.NewAdmission(admission.AdmissionConfig{Pool: p.pool, Prices: p.catalog, Usage: metering.GatewayReads{},
+			Limits: budgets.AdmissionLimits{}, Log: p.log.With("role", "gateway")}),
 	}, nil
 }
 

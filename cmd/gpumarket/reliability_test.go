@@ -309,7 +309,7 @@ func setupReliability(t *testing.T) *reliability {
 			}
 		}
 	}
-	r.requests = requestlog.NewRequestLog(r.pool, nil, r.quiet)
+	r.requests = requestlog.NewRequestLog(r.pool, nil, nil, r.quiet)
 	return r
 }
 

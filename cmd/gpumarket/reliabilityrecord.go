@@ -15,7 +15,7 @@ import (
 // reliabilityBoard returns the process's board, made on first use; startReliability refreshes it.
 func (p *Platform) reliabilityBoard() *records.Board {
 	if p.reliability == nil {
-		p.reliability = records.NewBoard(records.Config{Source: requestlog.NewRequestLog(p.pool, nil, p.log),
+		p.reliability = records.NewBoard(records.Config{Source: requestlog.NewRequestLog(p.pool, nil, nil, p.log),
 			Excluded: p.probeAccounts, Log: p.log})
 	}
 	return p.reliability

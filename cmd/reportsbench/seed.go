@@ -110,7 +110,7 @@ func seed(ctx context.Context, d *scratchdb.Database, o options, end time.Time) 
 	for m := start; !m.After(end); m = m.AddDate(0, 0, 1) {
 		months = append(months, m)
 	}
-	if err := usagestore.New(usagestore.Config{Pool: d.Pool}).MakeMonths(ctx, append(months, end)); err != nil {
+	if err := usagestore.New(usagestore.Config{Pool: d.Pool, AttachMonth: metering.AttachMonth}).MakeMonths(ctx, append(months, end)); err != nil {
 		return nil, fmt.Errorf("seed the usage months: %w", err)
 	}
 	w := usageRows{seeded: &s, accounts: int64(o.accounts), perAccount: int64((o.events + o.accounts - 1) / o.accounts),

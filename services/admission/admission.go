@@ -15,7 +15,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/ledger"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/periods"
 	"github.com/gpumarket/gpumarket/services/ticket"
@@ -43,9 +45,9 @@ import (
 //     record is written the hold is kept here, in this process.
 //
 // The balance, the keys' metered spend this month, the account's holds and which of the holds
-// kept here are recorded or metered are read in one statement, so from one snapshot: every
-// ended request is counted once, either in the balance or as a hold, however stale the cached
-// figures are. A hold lasts until the meter bills its request, or until the meter would no
+// kept here are recorded or metered are read in one batch, in one read-only repeatable-read
+// transaction, so from one snapshot: every ended request is counted once, either in the balance
+// or as a hold, however stale the cached figures are. A hold lasts until the meter bills its request, or until the meter would no
 // longer bill it (its ticket is older than usage.MaxTicketAge), so an event a rig releases
 // days late finds its charge already held. Since the holds live in PostgreSQL, every gateway
 // replica counts the holds of every other, and a restart loses none of them. Figures are reread
@@ -118,6 +120,11 @@ var (
 type AdmissionConfig struct {
 	Pool   *pgxpool.Pool
 	Prices PriceBook
+	// Usage and Limits are what admission reads of the meter's usage and of the budgets, in the
+	// batch that reads an account's figures: metering.GatewayReads and budgets.AdmissionLimits.
+	// Both packages import this one, so the platform hands them in; without them Admit refuses.
+	Usage  Usage
+	Limits Limits
 	Now    func() time.Time // nil means time.Now
 	// BalanceTTL is how old cached figures get before they are reread in the background.
 	BalanceTTL time.Duration
@@ -216,6 +223,9 @@ type spender struct {
 	members      map[string]memberFigures
 	budget       *money.Pico
 	accountSpent money.Pico
+	// limited says whether the last figures found a member limit or a budget: the next read then
+	// reads the account's keys with the rest (load).
+	limited bool
 	// inFlightByMember and heldByMember are the commitments of the keys each person created.
 	inFlightByMember map[string]money.Pico
 	heldByMember     map[string]money.Pico
@@ -292,7 +302,7 @@ func (a *Admission) Admit(ctx context.Context, in AdmitInput) (_ *Reservation, e
 		if limited {
 			keys[in.APIKeyID] = in.KeyPeriod
 		}
-		snap, err := a.load(ctx, in.AccountID, keys, sp.heldIDs(), now)
+		snap, err := a.load(ctx, in.AccountID, keys, sp.heldIDs(), sp.mayBeLimited(), now)
 		if err != nil {
 			return err
 		}
@@ -459,11 +469,11 @@ func (a *Admission) price(ctx context.Context, tier catalog.Tier) (catalog.Price
 // refresh rereads an account's figures in the background.
 func (a *Admission) refresh(sp *spender, accountID string) {
 	sp.mu.Lock()
-	keys, held := sp.limitedKeys(), sp.heldIDs()
+	keys, held, limited := sp.limitedKeys(), sp.heldIDs(), sp.mayBeLimited()
 	sp.mu.Unlock()
 	ctx, cancel := context.WithTimeout(a.background, 5*time.Second)
 	defer cancel()
-	snap, err := a.load(ctx, accountID, keys, held, a.cfg.Now())
+	snap, err := a.load(ctx, accountID, keys, held, limited, a.cfg.Now())
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	sp.refreshing = false
@@ -488,142 +498,187 @@ type figures struct {
 	recorded money.Pico
 	byKey    map[string]money.Pico
 	known    []string // of the held request ids asked about, those recorded or metered
-	members  map[string]memberFigures
-	// budget is the account's monthly budget, nil for none, and accountSpent what its keys
-	// spent this month.
+	// limited says whether the account has a member limit or a budget; members and budget are
+	// then those, and accountSpent what its keys spent this month.
+	limited      bool
+	members      map[string]memberFigures
 	budget       *money.Pico
 	accountSpent money.Pico
 }
 
-// load reads the account's balance, its limited keys' spend in their periods, its recorded holds
-// and which of the held request ids are recorded or metered, in one statement and so from one
-// snapshot; then, only for an account with a member limit or a budget, those (loadBudgets). A
-// key's spend is one row of api_key_spend for a month, one row of api_key_spend_days for a day
-// and at most seven for a week. A recorded hold counts until it expires, unless its request is
-// metered: the meter deletes the hold as it bills, and a hold recorded after its request was
-// metered (a record written late) counts for nothing. The statement is planned for each call
-// (QueryExecModeExec): a plan cached while usage_events was nearly empty scans the whole table
-// for the held ids, and keeps doing so as it grows until the next ANALYZE.
-func (a *Admission) load(ctx context.Context, accountID string, keys map[string]periods.Period, held []string, now time.Time) (f figures, err error) {
+// errNotWired refuses to admit on an admission not given the meter's and the budgets' reads.
+var errNotWired = errors.New("admission reads the meter's usage and the budgets through AdmissionConfig.Usage and Limits, and was given none")
+
+// load reads the account's balance (package ledger), its limited keys' spend in their periods
+// (the meter's, Usage), its recorded holds, which of the held request ids are recorded or
+// metered, and whether it has a member limit or a budget (Limits), in one batch: one round trip,
+// one read-only repeatable-read transaction, so from one snapshot (readSnapshot). Then, only for
+// an account with a member limit or a budget, those (loadBudgets); with mayBeLimited (the last
+// figures had either, or there were none yet) the account's keys and their creators, which
+// loadBudgets sums the spend by, are read in the same batch. A key's spend is one row of
+// api_key_spend for a month, one row of api_key_spend_days for a day and at most seven for a
+// week. A recorded hold counts until it expires, unless its request is metered, as the holds'
+// statement asks of its snapshot (Usage.Metered): the meter deletes the hold as it bills, and a
+// hold recorded after its request was metered (a record written late) counts for nothing. The
+// statements are planned for each call: a plan cached while usage_events was nearly empty scans
+// the whole table for the held ids, and keeps doing so as it grows until the next ANALYZE.
+func (a *Admission) load(ctx context.Context, accountID string, keys map[string]periods.Period, held []string, mayBeLimited bool,
+	now time.Time) (f figures, err error) {
 	defer services.Wrap(&err, "admission.Admission.load(%s)", accountID)
+	if a.cfg.Usage == nil || a.cfg.Limits == nil {
+		return figures{}, errNotWired
+	}
 	f = figures{at: now, day: periods.Day.Start(now), spent: make(map[string]money.Pico, len(keys)),
 		byKey: make(map[string]money.Pico, len(keys)), members: map[string]memberFigures{}, keyPeriod: keys}
-	ids, kinds := make([]string, 0, len(keys)), make([]string, 0, len(keys))
-	for id, p := range keys {
-		ids, kinds = append(ids, id), append(kinds, string(p))
+	ids := make([]string, 0, len(keys))
+	for id := range keys {
+		ids = append(ids, id)
 	}
-	var limited bool
-	rows, err := a.cfg.Pool.Query(ctx, `
-		WITH holds AS (
-			SELECT h.api_key_id, h.amount_pico FROM admission_holds h
-			WHERE h.account_id = $1::uuid AND h.expires_at > $5
-				AND NOT EXISTS (SELECT 1 FROM usage_event_keys u WHERE u.request_id = h.request_id))
-		SELECT b.balance, m.known, (SELECT coalesce(sum(amount_pico), 0) FROM holds),
-			EXISTS (SELECT 1 FROM member_limits WHERE account_id = $1::uuid)
-				OR EXISTS (SELECT 1 FROM account_budgets WHERE account_id = $1::uuid),
-			k.id, k.spent, (SELECT coalesce(sum(amount_pico), 0) FROM holds WHERE holds.api_key_id = k.id)
-		FROM (SELECT (SELECT balance FROM ledger_accounts WHERE kind = 'customer_credit' AND owner_account_id = $1::uuid) AS balance) b
-		CROSS JOIN (SELECT ARRAY(SELECT request_id FROM usage_event_keys WHERE request_id = ANY($4::text[])
-			UNION SELECT request_id FROM admission_holds WHERE request_id = ANY($4::text[])) AS known) m
-		LEFT JOIN LATERAL (
-			SELECT id, CASE period
-					WHEN 'day' THEN coalesce((SELECT charge_pico FROM api_key_spend_days d WHERE d.api_key_id = id AND d.day = $7::date), 0)
-					WHEN 'week' THEN coalesce((SELECT sum(charge_pico) FROM api_key_spend_days d WHERE d.api_key_id = id
-						AND d.day >= $8::date AND d.day < $8::date + 7), 0)
-					ELSE coalesce((SELECT charge_pico FROM api_key_spend s WHERE s.api_key_id = id AND s.month = $3), 0) END AS spent
-			FROM unnest($2::text[], $6::text[]) AS k(id, period)) k ON true`,
-		pgx.QueryExecModeExec, accountID, ids, periods.Month.Start(now), held, now, kinds, f.day, periods.Week.Start(now))
+	var balance, recorded money.BigPico
+	keyHeld := make(map[string]money.BigPico, len(keys))
+	spent := make(map[string]money.BigPico, len(keys))
+	var creators map[string]string
+	if mayBeLimited {
+		creators = map[string]string{}
+	}
+	err = a.readSnapshot(ctx, true, func(b *pgx.Batch) {
+		ledger.QueueCustomerCredit(b, accountID, &balance)
+		b.Queue(`
+			WITH holds AS (
+				SELECT h.api_key_id, h.amount_pico FROM admission_holds h
+				WHERE h.account_id = $1::uuid AND h.expires_at > $2 AND NOT `+a.cfg.Usage.Metered("h.request_id")+`)
+			SELECT (SELECT coalesce(sum(amount_pico), 0) FROM holds),
+				k.id, (SELECT coalesce(sum(amount_pico), 0) FROM holds WHERE holds.api_key_id = k.id)
+			FROM (SELECT) AS one LEFT JOIN unnest($3::text[]) AS k (id) ON true`,
+			accountID, now, ids).Query(func(rows pgx.Rows) error {
+			var key pgtype.Text
+			var total, byKey money.BigPico
+			_, err := pgx.ForEachRow(rows, []any{&total, &key, &byKey}, func() error {
+				recorded = total
+				if key.Valid {
+					keyHeld[key.String] = byKey
+				}
+				return nil
+			})
+			return err
+		})
+		if len(held) > 0 {
+			b.Queue(`SELECT request_id FROM admission_holds WHERE request_id = ANY($1::text[])`, held).Query(func(rows pgx.Rows) error {
+				var id string
+				_, err := pgx.ForEachRow(rows, []any{&id}, func() error {
+					f.known = append(f.known, id)
+					return nil
+				})
+				return err
+			})
+			a.cfg.Usage.QueueMetered(b, held, func(id string) { f.known = append(f.known, id) })
+		}
+		if len(keys) > 0 {
+			a.cfg.Usage.QueueSpendInPeriods(b, keys, now, spent)
+		}
+		a.cfg.Limits.QueueLimited(b, accountID, &f.limited)
+		if creators != nil {
+			accounts.QueueKeyCreators(b, accountID, creators)
+		}
+	})
 	if err != nil {
 		return figures{}, err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var balance, recorded, spent, keyHeld pgtype.Numeric
-		var key pgtype.Text
-		if err := rows.Scan(&balance, &f.known, &recorded, &limited, &key, &spent, &keyHeld); err != nil {
-			return figures{}, err
-		}
-		if balance.Valid {
-			if f.balance, err = admissionFigure(balance); err != nil {
-				return figures{}, err
-			}
-		}
-		if f.recorded, err = admissionFigure(recorded); err != nil {
-			return figures{}, err
-		}
-		if key.Valid {
-			if f.spent[key.String], err = admissionFigure(spent); err != nil {
-				return figures{}, err
-			}
-			if f.byKey[key.String], err = admissionFigure(keyHeld); err != nil {
-				return figures{}, err
-			}
-		}
+	f.balance, f.recorded = admissionFigure(balance), admissionFigure(recorded)
+	for _, id := range ids {
+		f.spent[id], f.byKey[id] = admissionFigure(spent[id]), admissionFigure(keyHeld[id])
 	}
-	if err := rows.Err(); err != nil {
-		return figures{}, err
-	}
-	if !limited {
+	if !f.limited {
 		return f, nil
 	}
-	return f, a.loadBudgets(ctx, accountID, now, &f)
+	return f, a.loadBudgets(ctx, accountID, creators, now, &f)
 }
 
-// loadBudgets reads the account's member limits and monthly budget with their spend and the
-// holds of each member's keys. It runs after load's statement, only for an account that has
-// either: a request the meter billed in between is then counted twice (as a hold there and as
-// spend here) until the next read, never missed.
-func (a *Admission) loadBudgets(ctx context.Context, accountID string, now time.Time, f *figures) (err error) {
+// loadBudgets reads the account's member limits and monthly budget (Limits) with the spend of
+// its keys (Usage) and their holds, summed by the person who created each key (creators, the
+// account's keys; nil when load did not read them, and they are read first). The spend and the
+// holds come from one snapshot, so a request is counted once, as one or the other; that
+// snapshot is after load's: a request the meter billed in between is then counted twice (as a
+// hold there and as spend here) until the next read, never missed.
+func (a *Admission) loadBudgets(ctx context.Context, accountID string, creators map[string]string, now time.Time, f *figures) (err error) {
 	defer services.Wrap(&err, "admission.Admission.loadBudgets(%s)", accountID)
-	rows, err := a.cfg.Pool.Query(ctx, `
-		WITH holds AS (
-			SELECT h.api_key_id, h.amount_pico FROM admission_holds h
-			WHERE h.account_id = $1::uuid AND h.expires_at > $2
-				AND NOT EXISTS (SELECT 1 FROM usage_event_keys u WHERE u.request_id = h.request_id)),
-		owned AS (SELECT id::text AS id, created_by::text AS created_by FROM api_keys WHERE account_id = $1::uuid),
-		month AS (SELECT o.created_by, s.charge_pico FROM api_key_spend s JOIN owned o ON s.api_key_id = o.id WHERE s.month = $3),
-		days AS (SELECT o.created_by, d.day, d.charge_pico FROM api_key_spend_days d JOIN owned o ON d.api_key_id = o.id
-			WHERE d.day >= least($4::date, $5::date) AND d.day < $5::date + 7)
-		SELECT NULL::text, b.limit_pico, 'month', (SELECT coalesce(sum(charge_pico), 0) FROM month), 0
-		FROM account_budgets b WHERE b.account_id = $1::uuid
-		UNION ALL
-		SELECT l.user_id::text, l.limit_pico, l.period, CASE l.period
-				WHEN 'month' THEN (SELECT coalesce(sum(charge_pico), 0) FROM month WHERE created_by = l.user_id::text)
-				WHEN 'week' THEN (SELECT coalesce(sum(charge_pico), 0) FROM days WHERE created_by = l.user_id::text AND day >= $4::date)
-				ELSE (SELECT coalesce(sum(charge_pico), 0) FROM days WHERE created_by = l.user_id::text AND day = $5::date) END,
-			(SELECT coalesce(sum(h.amount_pico), 0) FROM holds h JOIN owned o ON h.api_key_id = o.id WHERE o.created_by = l.user_id::text)
-		FROM member_limits l WHERE l.account_id = $1::uuid`,
-		accountID, now, periods.Month.Start(now), periods.Week.Start(now), periods.Day.Start(now))
+	if creators == nil {
+		creators = map[string]string{}
+		b := &pgx.Batch{}
+		accounts.QueueKeyCreators(b, accountID, creators)
+		if err := a.cfg.Pool.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+	}
+	keys := make([]string, 0, len(creators))
+	for k := range creators {
+		keys = append(keys, k)
+	}
+	day, week, month := periods.Day.Start(now), periods.Week.Start(now), periods.Month.Start(now)
+	from := week
+	if day.Before(from) {
+		from = day
+	}
+	limits := AccountLimits{Members: map[string]MemberLimit{}}
+	spend := KeySpend{Month: map[string]money.BigPico{}}
+	held := map[string]money.BigPico{} // by key
+	err = a.readSnapshot(ctx, false, func(b *pgx.Batch) {
+		a.cfg.Limits.QueueLimits(b, accountID, &limits)
+		a.cfg.Usage.QueueKeySpend(b, keys, month, from, day.AddDate(0, 0, 7), &spend)
+		b.Queue(`
+			SELECT h.api_key_id, sum(h.amount_pico) FROM admission_holds h
+			WHERE h.account_id = $1::uuid AND h.expires_at > $2 AND NOT `+a.cfg.Usage.Metered("h.request_id")+`
+			GROUP BY h.api_key_id`, accountID, now).Query(func(rows pgx.Rows) error {
+			var key string
+			var sum money.BigPico
+			_, err := pgx.ForEachRow(rows, []any{&key, &sum}, func() error {
+				held[key] = sum
+				return nil
+			})
+			return err
+		})
+	})
 	if err != nil {
 		return err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var user pgtype.Text
-		var limit, spent, held pgtype.Numeric
-		var period string
-		if err := rows.Scan(&user, &limit, &period, &spent, &held); err != nil {
-			return err
-		}
-		l, err := admissionFigure(limit)
-		if err != nil {
-			return err
-		}
-		s, err := admissionFigure(spent)
-		if err != nil {
-			return err
-		}
-		if !user.Valid {
-			f.budget, f.accountSpent = &l, s
-			continue
-		}
-		h, err := admissionFigure(held)
-		if err != nil {
-			return err
-		}
-		f.members[user.String] = memberFigures{limit: l, period: periods.Period(period), spent: s, recorded: h}
+	// Sums by person: the month of each key, its days of the week, its day, and its holds.
+	var accountMonth money.BigPico
+	byMonth, byWeek, byDay, byHeld := map[string]money.BigPico{}, map[string]money.BigPico{}, map[string]money.BigPico{},
+		map[string]money.BigPico{}
+	for key, charge := range spend.Month {
+		accountMonth = accountMonth.Add(charge)
+		byMonth[creators[key]] = byMonth[creators[key]].Add(charge)
 	}
-	return rows.Err()
+	for _, d := range spend.Days {
+		by := creators[d.Key]
+		if !d.Day.Before(week) {
+			byWeek[by] = byWeek[by].Add(d.Charge)
+		}
+		if d.Day.Equal(day) {
+			byDay[by] = byDay[by].Add(d.Charge)
+		}
+	}
+	for key, sum := range held {
+		if by, ok := creators[key]; ok {
+			byHeld[by] = byHeld[by].Add(sum)
+		}
+	}
+	if limits.Budget != nil {
+		b := admissionFigure(*limits.Budget)
+		f.budget, f.accountSpent = &b, admissionFigure(accountMonth)
+	}
+	for user, l := range limits.Members {
+		spent := byDay[user]
+		switch l.Period {
+		case periods.Month:
+			spent = byMonth[user]
+		case periods.Week:
+			spent = byWeek[user]
+		}
+		f.members[user] = memberFigures{limit: admissionFigure(l.Limit), period: l.Period, spent: admissionFigure(spent),
+			recorded: admissionFigure(byHeld[user])}
+	}
+	return nil
 }
 
 // apply takes in a snapshot newer than the one the figures come from: the balance, spend and
@@ -634,7 +689,7 @@ func (sp *spender) apply(f figures, holdFor time.Duration) {
 		return
 	}
 	sp.loadedAt, sp.day, sp.balance, sp.recorded = f.at, f.day, f.balance, f.recorded
-	sp.budget, sp.accountSpent, sp.members = f.budget, f.accountSpent, f.members
+	sp.budget, sp.accountSpent, sp.members, sp.limited = f.budget, f.accountSpent, f.members, f.limited
 	for k, v := range f.spent {
 		sp.spent[k] = v
 	}
@@ -677,6 +732,12 @@ func (sp *spender) limitedKeys() map[string]periods.Period {
 	return maps.Clone(sp.keyPeriod)
 }
 
+// mayBeLimited says whether the account may have a member limit or a budget: the last figures
+// found one, or there are none yet.
+func (sp *spender) mayBeLimited() bool {
+	return sp.limited || sp.loadedAt.IsZero()
+}
+
 func (sp *spender) heldIDs() []string {
 	ids := make([]string, 0, len(sp.held))
 	for id := range sp.held {
@@ -691,21 +752,14 @@ func (sp *spender) heldIDs() []string {
 // the bound leaves room to add the held charges to it without overflowing.
 const admissionBound = money.Pico(math.MaxInt64 / 2)
 
-// admissionFigure reads a NUMERIC amount for admission, brought within ±admissionBound.
-func admissionFigure(n pgtype.Numeric) (money.Pico, error) {
-	v, err := n.Value()
-	if err != nil {
-		return 0, err
-	}
-	var b money.BigPico
-	if err := b.Scan(v); err != nil {
-		return 0, err
-	}
+// admissionFigure is an amount as admission reads it, brought within ±admissionBound.
+func admissionFigure(b money.BigPico) money.Pico {
 	switch {
 	case b.Cmp(money.BigPicoOf(admissionBound)) > 0:
-		return admissionBound, nil
+		return admissionBound
 	case b.Cmp(money.BigPicoOf(-admissionBound)) < 0:
-		return -admissionBound, nil
+		return -admissionBound
 	}
-	return b.Pico()
+	p, _ := b.Pico() // within the bound, it fits
+	return p
 }

@@ -1,4 +1,4 @@
-package admission
+package admission_test
 
 import (
 	"context"
@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpumarket/gpumarket/services/credits"
-
+	"github.com/gpumarket/gpumarket/services/admission"
 	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/credits"
 	"github.com/gpumarket/gpumarket/services/money"
 )
 
@@ -27,11 +27,11 @@ func TestAdmissionRereadsFiguresBeforeRefusing(t *testing.T) {
 	s := setupShop(t)
 	ctx := context.Background()
 	finance := newUser(t, s.pool, newOrg(t, s.pool, "gpumarket"), "finance@gpumarket.test")
-	a := NewAdmission(AdmissionConfig{Pool: s.pool, Now: s.clock.Now, BalanceTTL: time.Minute,
+	a := newAdmission(admission.AdmissionConfig{Pool: s.pool, Now: s.clock.Now, BalanceTTL: time.Minute,
 		Prices: fixedPrices{catalog.TierStandard: {Tier: catalog.TierStandard, Input: 150_000, Output: 300_000}}})
-	in := AdmitInput{AccountID: s.org, APIKeyID: "key-1", Tier: catalog.TierStandard, MaxInputTokens: 100, MaxOutputTokens: 16}
+	in := admission.AdmitInput{AccountID: s.org, APIKeyID: "key-1", Tier: catalog.TierStandard, MaxInputTokens: 100, MaxOutputTokens: 16}
 
-	if _, err := a.Admit(ctx, in); !errors.Is(err, ErrCreditSpent) {
+	if _, err := a.Admit(ctx, in); !errors.Is(err, admission.ErrCreditSpent) {
 		t.Fatalf("Admit with no credit = %v, want ErrCreditSpent", err)
 	}
 	if _, err := s.credits.Adjust(ctx, credits.AdjustInput{AccountID: s.org, Amount: 5 * money.PicoPerUSD, Reason: "welcome credit", ByUserID: finance}); err != nil {
@@ -39,7 +39,7 @@ func TestAdmissionRereadsFiguresBeforeRefusing(t *testing.T) {
 	}
 	// Within the same instant the figures are not read again: a client looping on a spent
 	// balance does not cost a read per request.
-	if _, err := a.Admit(ctx, in); !errors.Is(err, ErrCreditSpent) {
+	if _, err := a.Admit(ctx, in); !errors.Is(err, admission.ErrCreditSpent) {
 		t.Fatalf("Admit again at once = %v, want ErrCreditSpent from the figures just read", err)
 	}
 	s.clock.Advance(300 * time.Millisecond)
@@ -47,7 +47,7 @@ func TestAdmissionRereadsFiguresBeforeRefusing(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Admit after the credit, long before the figures' TTL = %v, want admitted", err)
 	}
-	r.Settle(Settlement{})
+	r.Settle(admission.Settlement{})
 }
 
 // Balances past the range of money.Pico decide admission as any balance beyond the bound
@@ -58,7 +58,7 @@ func TestAdmissionReadsBalancesPastTheRangeOfPico(t *testing.T) {
 	ctx := context.Background()
 	finance := newUser(t, s.pool, newOrg(t, s.pool, "gpumarket"), "finance@gpumarket.test")
 	rich := newOrg(t, s.pool, "Rich")
-	a := NewAdmission(AdmissionConfig{Pool: s.pool, Now: s.clock.Now, BalanceTTL: time.Minute,
+	a := newAdmission(admission.AdmissionConfig{Pool: s.pool, Now: s.clock.Now, BalanceTTL: time.Minute,
 		Prices: fixedPrices{catalog.TierStandard: {Tier: catalog.TierStandard, Input: 150_000, Output: 300_000}}})
 	five := 5_000_000 * money.PicoPerUSD
 	for range 4 {
@@ -72,8 +72,8 @@ func TestAdmissionReadsBalancesPastTheRangeOfPico(t *testing.T) {
 	if b, err := s.credits.Balance(ctx, s.org); err != nil || b.USD != "-20000000.00" || !b.Negative {
 		t.Fatalf("Balance = %+v, %v; want -20000000.00", b, err)
 	}
-	in := AdmitInput{AccountID: s.org, APIKeyID: "key-1", Tier: catalog.TierStandard, MaxInputTokens: 100, MaxOutputTokens: 16}
-	if _, err := a.Admit(ctx, in); !errors.Is(err, ErrCreditSpent) {
+	in := admission.AdmitInput{AccountID: s.org, APIKeyID: "key-1", Tier: catalog.TierStandard, MaxInputTokens: 100, MaxOutputTokens: 16}
+	if _, err := a.Admit(ctx, in); !errors.Is(err, admission.ErrCreditSpent) {
 		t.Fatalf("Admit at -$20M = %v, want ErrCreditSpent", err)
 	}
 	in.AccountID = rich
@@ -81,7 +81,7 @@ func TestAdmissionReadsBalancesPastTheRangeOfPico(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Admit at +$20M = %v, want admitted", err)
 	}
-	r.Settle(Settlement{})
+	r.Settle(admission.Settlement{})
 }
 
 // Close waits for the figures being reread in the background, and no reread starts after it: a request then
@@ -94,22 +94,17 @@ func TestAdmissionCloseWaitsForItsRereads(t *testing.T) {
 	if _, err := s.credits.Adjust(ctx, credits.AdjustInput{AccountID: s.org, Amount: 5 * money.PicoPerUSD, Reason: "welcome credit", ByUserID: finance}); err != nil {
 		t.Fatal(err)
 	}
-	a := NewAdmission(AdmissionConfig{Pool: s.pool, Now: s.clock.Now, BalanceTTL: time.Second,
+	a := newAdmission(admission.AdmissionConfig{Pool: s.pool, Now: s.clock.Now, BalanceTTL: time.Second,
 		Prices: fixedPrices{catalog.TierStandard: {Tier: catalog.TierStandard, Input: 150_000, Output: 300_000}}})
-	in := AdmitInput{AccountID: s.org, APIKeyID: "key-1", Tier: catalog.TierStandard, MaxInputTokens: 100, MaxOutputTokens: 16}
-	refreshing := func() bool {
-		sp := a.spender(s.org)
-		sp.mu.Lock()
-		defer sp.mu.Unlock()
-		return sp.refreshing
-	}
+	in := admission.AdmitInput{AccountID: s.org, APIKeyID: "key-1", Tier: catalog.TierStandard, MaxInputTokens: 100, MaxOutputTokens: 16}
+	refreshing := func() bool { return a.Refreshing(s.org) }
 	admit := func() {
 		t.Helper()
 		r, err := a.Admit(ctx, in)
 		if err != nil {
 			t.Fatal(err)
 		}
-		r.Settle(Settlement{})
+		r.Settle(admission.Settlement{})
 	}
 	admit()
 	s.clock.Advance(2 * time.Second)
@@ -126,7 +121,7 @@ func TestAdmissionCloseWaitsForItsRereads(t *testing.T) {
 	if refreshing() {
 		t.Fatal("a reread started in the background after Close")
 	}
-	s.clock.Advance(maxStale + time.Second)
+	s.clock.Advance(admission.MaxStale + time.Second)
 	admit() // stale: read on the request path
 }
 
@@ -143,9 +138,9 @@ func TestAdmissionHoldsTheBoundNotTheClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	prices := fixedPrices{catalog.TierStandard: {Tier: catalog.TierStandard, Input: 150_000, Output: 300_000}}
-	a := NewAdmission(AdmissionConfig{Pool: s.pool, Now: s.clock.Now, Prices: prices})
-	replica := NewAdmission(AdmissionConfig{Pool: s.pool, Now: s.clock.Now, Prices: prices})
-	in := AdmitInput{AccountID: s.org, APIKeyID: "key-1", Tier: catalog.TierStandard, MaxInputTokens: 712, MaxOutputTokens: 131_072}
+	a := newAdmission(admission.AdmissionConfig{Pool: s.pool, Now: s.clock.Now, Prices: prices})
+	replica := newAdmission(admission.AdmissionConfig{Pool: s.pool, Now: s.clock.Now, Prices: prices})
+	in := admission.AdmitInput{AccountID: s.org, APIKeyID: "key-1", Tier: catalog.TierStandard, MaxInputTokens: 712, MaxOutputTokens: 131_072}
 
 	r, err := a.Admit(ctx, in)
 	if err != nil {
@@ -154,14 +149,14 @@ func TestAdmissionHoldsTheBoundNotTheClaim(t *testing.T) {
 	if r.Amount() != 712*150_000+131_072*300_000 { // $0.0394284
 		t.Fatalf("reservation %d; want the ticket's bound", r.Amount())
 	}
-	hold := r.Settle(SettlementOf(Ending{RequestID: "req_1", Answered: true, HTTPStatus: 200, RelayedBytes: 60_000, RelayedChunks: 600}))
+	hold := r.Settle(admission.SettlementOf(admission.Ending{RequestID: "req_1", Answered: true, HTTPStatus: 200, RelayedBytes: 60_000, RelayedChunks: 600}))
 	if hold.Amount != 712*150_000+60_608*300_000 { // $0.0182892
 		t.Fatalf("hold %d; want the bound on 60,000 bytes in 600 chunks", hold.Amount)
 	}
-	if want := s.clock.Now().Add(DefaultHoldFor); !hold.Until.Equal(want) || DefaultHoldFor < 8*24*time.Hour {
+	if want := s.clock.Now().Add(admission.DefaultHoldFor); !hold.Until.Equal(want) || admission.DefaultHoldFor < 8*24*time.Hour {
 		t.Errorf("held until %s; want %s, past the meter's last day for the request", hold.Until, want)
 	}
-	if again := r.Settle(SettlementOf(Ending{RequestID: "req_1", Answered: true, HTTPStatus: 200})); again != (Hold{}) {
+	if again := r.Settle(admission.SettlementOf(admission.Ending{RequestID: "req_1", Answered: true, HTTPStatus: 200})); again != (admission.Hold{}) {
 		t.Errorf("settled twice: %+v", again)
 	}
 	// $0.03 - $0.0182892 leaves room for one more request here; after it, none.
@@ -169,9 +164,9 @@ func TestAdmissionHoldsTheBoundNotTheClaim(t *testing.T) {
 	if err != nil {
 		t.Fatalf("second request: %v", err)
 	}
-	r2.Settle(SettlementOf(Ending{RequestID: "req_2", Answered: true, HTTPStatus: 200, RelayedBytes: 60_000, RelayedChunks: 600}))
+	r2.Settle(admission.SettlementOf(admission.Ending{RequestID: "req_2", Answered: true, HTTPStatus: 200, RelayedBytes: 60_000, RelayedChunks: 600}))
 	s.clock.Advance(time.Second)
-	if _, err := a.Admit(ctx, in); !errors.Is(err, ErrCreditSpent) {
+	if _, err := a.Admit(ctx, in); !errors.Is(err, admission.ErrCreditSpent) {
 		t.Fatalf("third request with $0.0365784 held of $0.03: %v; want ErrCreditSpent", err)
 	}
 	// The other replica reads the holds the records carried to PostgreSQL.
@@ -180,21 +175,21 @@ func TestAdmissionHoldsTheBoundNotTheClaim(t *testing.T) {
 		s.org, int64(hold.Amount), s.clock.Now(), hold.Until); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := replica.Admit(ctx, in); !errors.Is(err, ErrCreditSpent) {
+	if _, err := replica.Admit(ctx, in); !errors.Is(err, admission.ErrCreditSpent) {
 		t.Fatalf("another replica: %v; want ErrCreditSpent from the recorded holds", err)
 	}
 	// Recorded, they leave the process's own keeping and are counted once: still refused.
-	s.clock.Advance(maxStale + time.Second)
-	if _, err := a.Admit(ctx, in); !errors.Is(err, ErrCreditSpent) {
+	s.clock.Advance(admission.MaxStale + time.Second)
+	if _, err := a.Admit(ctx, in); !errors.Is(err, admission.ErrCreditSpent) {
 		t.Fatalf("once recorded: %v; want ErrCreditSpent", err)
 	}
 	// A hold past its expiry, when the meter bills the request no more, counts for nothing.
-	s.clock.Advance(DefaultHoldFor)
+	s.clock.Advance(admission.DefaultHoldFor)
 	r3, err := replica.Admit(ctx, in)
 	if err != nil {
 		t.Fatalf("after the holds expired: %v", err)
 	}
-	r3.Settle(Settlement{})
+	r3.Settle(admission.Settlement{})
 }
 
 // A request routed at its model's own price is held at that price, not at its tier's default: the 70B model's
@@ -207,9 +202,9 @@ func TestAdmissionHoldsAtTheModelsPrice(t *testing.T) {
 	if _, err := s.credits.Adjust(ctx, credits.AdjustInput{AccountID: s.org, Amount: money.PicoPerUSD, Reason: "welcome credit", ByUserID: finance}); err != nil {
 		t.Fatal(err)
 	}
-	a := NewAdmission(AdmissionConfig{Pool: s.pool, Now: s.clock.Now,
+	a := newAdmission(admission.AdmissionConfig{Pool: s.pool, Now: s.clock.Now,
 		Prices: fixedPrices{catalog.TierStandard: {Tier: catalog.TierStandard, Input: 150_000, Output: 300_000}}})
-	in := AdmitInput{AccountID: s.org, APIKeyID: "key-1", Tier: catalog.TierStandard, MaxInputTokens: 1000, MaxOutputTokens: 500,
+	in := admission.AdmitInput{AccountID: s.org, APIKeyID: "key-1", Tier: catalog.TierStandard, MaxInputTokens: 1000, MaxOutputTokens: 500,
 		Price: &catalog.Price{ID: 9, Tier: catalog.TierStandard, Model: "meta-llama/Meta-Llama-3-70B-Instruct", Input: 900_000, Output: 1_800_000}}
 	r, err := a.Admit(ctx, in)
 	if err != nil {
@@ -218,7 +213,7 @@ func TestAdmissionHoldsAtTheModelsPrice(t *testing.T) {
 	if r.Amount() != 1000*900_000+500*1_800_000 {
 		t.Fatalf("reservation %d; want the bound at the model's price", r.Amount())
 	}
-	r.Settle(Settlement{})
+	r.Settle(admission.Settlement{})
 	in.Price = nil
 	r, err = a.Admit(ctx, in)
 	if err != nil {
@@ -227,5 +222,5 @@ func TestAdmissionHoldsAtTheModelsPrice(t *testing.T) {
 	if r.Amount() != 1000*150_000+500*300_000 {
 		t.Fatalf("reservation %d; want the bound at the tier's default", r.Amount())
 	}
-	r.Settle(Settlement{})
+	r.Settle(admission.Settlement{})
 }

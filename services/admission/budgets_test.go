@@ -1,4 +1,4 @@
-package admission
+package admission_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/admission"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/credits"
 	"github.com/gpumarket/gpumarket/services/fixtures"
@@ -19,10 +20,13 @@ import (
 // the test's clock.
 type budgetShop struct {
 	shop
-	a              *Admission
+	a              *admission.Admission
 	alice, bob     string // users
 	aliceK, bobKey string // their keys
 }
+
+// standardPrices are the standard tier's $0.15 and $0.30 per million input and output tokens.
+var standardPrices = fixedPrices{catalog.TierStandard: {Tier: catalog.TierStandard, Input: 150_000, Output: 300_000}}
 
 func setupBudgetShop(t *testing.T) budgetShop {
 	t.Helper()
@@ -35,8 +39,7 @@ func setupBudgetShop(t *testing.T) budgetShop {
 	b := budgetShop{shop: s, alice: newUser(t, s.pool, s.org, "alice@acme.test"), bob: newUser(t, s.pool, s.org, "bob@acme.test")}
 	b.aliceK = fixtures.APIKey(t, s.pool, s.org, b.alice, "alice's")
 	b.bobKey = fixtures.APIKey(t, s.pool, s.org, b.bob, "bob's")
-	b.a = NewAdmission(AdmissionConfig{Pool: s.pool, Now: s.clock.Now, BalanceTTL: time.Hour,
-		Prices: fixedPrices{catalog.TierStandard: {Tier: catalog.TierStandard, Input: 150_000, Output: 300_000}}})
+	b.a = newAdmission(admission.AdmissionConfig{Pool: s.pool, Now: s.clock.Now, BalanceTTL: time.Hour, Prices: standardPrices})
 	t.Cleanup(b.a.Close)
 	return b
 }
@@ -58,10 +61,10 @@ func (b budgetShop) spend(t *testing.T, key string, day time.Time, amount money.
 }
 
 func (b budgetShop) admit(key, by string, limit *money.Pico, p periods.Period) error {
-	r, err := b.a.Admit(context.Background(), AdmitInput{AccountID: b.org, APIKeyID: key, KeyLimit: limit, KeyPeriod: p, CreatedBy: by,
+	r, err := b.a.Admit(context.Background(), admission.AdmitInput{AccountID: b.org, APIKeyID: key, KeyLimit: limit, KeyPeriod: p, CreatedBy: by,
 		Tier: catalog.TierStandard, MaxInputTokens: 100, MaxOutputTokens: 16})
 	if err == nil {
-		r.Settle(Settlement{})
+		r.Settle(admission.Settlement{})
 	}
 	return err
 }
@@ -93,7 +96,7 @@ func TestKeyLimitsResetWithTheirPeriod(t *testing.T) {
 			b.clock.now = c.before
 			err := b.admit(b.aliceK, b.alice, &limit, c.p)
 			var se *services.Error
-			if !errors.Is(err, ErrKeyLimitReached) || !errors.As(err, &se) || !strings.Contains(se.Message, c.resets) ||
+			if !errors.Is(err, admission.ErrKeyLimitReached) || !errors.As(err, &se) || !strings.Contains(se.Message, c.resets) ||
 				!strings.Contains(se.Message, c.p.Adjective()) {
 				t.Fatalf("at %s: %v; want the %s limit refused until %s", c.before, err, c.p, c.resets)
 			}
@@ -123,10 +126,10 @@ func TestMemberLimitAndAccountBudgetRefuse(t *testing.T) {
 	}
 	b.spend(t, aliceSecond, now, money.PicoPerUSD)
 	b.clock.Advance(time.Hour) // the figures are reread once stale
-	b.a = NewAdmission(AdmissionConfig{Pool: b.pool, Now: b.clock.Now, Prices: b.a.cfg.Prices})
+	b.a = newAdmission(admission.AdmissionConfig{Pool: b.pool, Now: b.clock.Now, Prices: standardPrices})
 	err := b.admit(aliceSecond, b.alice, nil, "")
 	var se *services.Error
-	if !errors.Is(err, ErrMemberLimitReached) || !errors.As(err, &se) || !strings.Contains(se.Message, "daily spending limit of $2.00") {
+	if !errors.Is(err, admission.ErrMemberLimitReached) || !errors.As(err, &se) || !strings.Contains(se.Message, "daily spending limit of $2.00") {
 		t.Fatalf("alice at her limit over two keys: %v; want ErrMemberLimitReached", err)
 	}
 	if err := b.admit(b.bobKey, b.bob, nil, ""); err != nil {
@@ -138,9 +141,9 @@ func TestMemberLimitAndAccountBudgetRefuse(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.spend(t, b.bobKey, now, money.PicoPerUSD)
-	b.a = NewAdmission(AdmissionConfig{Pool: b.pool, Now: b.clock.Now, Prices: b.a.cfg.Prices})
+	b.a = newAdmission(admission.AdmissionConfig{Pool: b.pool, Now: b.clock.Now, Prices: standardPrices})
 	err = b.admit(b.bobKey, b.bob, nil, "")
-	if !errors.Is(err, ErrAccountBudgetReached) || !errors.As(err, &se) || !strings.Contains(se.Message, "monthly budget of $3.00") ||
+	if !errors.Is(err, admission.ErrAccountBudgetReached) || !errors.As(err, &se) || !strings.Contains(se.Message, "monthly budget of $3.00") ||
 		!strings.Contains(se.Message, "1 April 2026") {
 		t.Fatalf("bob with the account at its $3 budget: %v; want ErrAccountBudgetReached", err)
 	}
@@ -157,16 +160,16 @@ func TestMemberLimitHoldsRequestsInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	second := fixtures.APIKey(t, b.pool, b.org, b.alice, "alice's second")
-	var admitted []*Reservation
+	var admitted []*admission.Reservation
 	var held money.Pico
 	for i := range 100 {
 		key := b.aliceK
 		if i%2 == 1 {
 			key = second
 		}
-		r, err := b.a.Admit(ctx, AdmitInput{AccountID: b.org, APIKeyID: key, CreatedBy: b.alice, Tier: catalog.TierStandard,
+		r, err := b.a.Admit(ctx, admission.AdmitInput{AccountID: b.org, APIKeyID: key, CreatedBy: b.alice, Tier: catalog.TierStandard,
 			MaxInputTokens: 10_000, MaxOutputTokens: 1_000})
-		if errors.Is(err, ErrMemberLimitReached) {
+		if errors.Is(err, admission.ErrMemberLimitReached) {
 			break
 		}
 		if err != nil {

@@ -6,11 +6,15 @@
 // reservation becomes a Hold, which the request log writes and the meter releases
 // (docs/gateway-integrity.md).
 //
-// Tables: admission_holds, which it reads here and which the request log writes and the meter
-// deletes from; it reads a customer's balance from ledger_accounts (owned by package ledger)
-// and api_key_spend, api_key_spend_days and usage_event_keys (owned by package metering), in one
-// statement so from one snapshot; an account's member_limits and account_budgets (package
-// budgets) with the creators of its api_keys (package accounts) in a second, only when it has
-// one. It imports services, catalog, money, ticket and usage: nothing of ledger,
-// credits or the request log, which imports it.
+// Tables: admission_holds, its own, which the request log writes (QueueRecordHolds,
+// DeleteExpiredHolds) and the meter deletes from (ReleaseHolds). An account's figures are read
+// in one batch, one round trip in one read-only repeatable-read transaction, so from one
+// snapshot: its holds here, with the reads the owners of the other tables queue into the batch,
+// a customer's balance from package ledger (QueueCustomerCredit), the keys' spend and which
+// requests are metered from package metering (Usage), whether it has a member limit or a budget
+// from package budgets (Limits), and the creators of its keys from package accounts; its member
+// limits and monthly budget, with the spend and holds of its keys, in a second batch, only when
+// it has one. Packages metering and budgets import this one, so their reads are handed in
+// (AdmissionConfig). It imports services, accounts, catalog, ledger, money, periods, ticket and
+// usage: nothing of credits or the request log, which imports it.
 package admission

@@ -1,4 +1,4 @@
-package admission
+package admission_test
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/db/dbtest"
+	"github.com/gpumarket/gpumarket/services/admission"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/credits"
 	"github.com/gpumarket/gpumarket/services/fixtures"
@@ -14,26 +15,26 @@ import (
 )
 
 // BenchmarkAdmitReadingFigures is admission on the request path when it must read an account's
-// figures (a new day, stale figures): one statement for the balance, the holds and the limited
-// key's spend.
+// figures (a new day, stale figures): one batch, in one round trip, for the balance, the holds
+// and the limited key's spend.
 func BenchmarkAdmitReadingFigures(b *testing.B) {
 	s := setupShopB(b)
 	ctx := context.Background()
 	dev := fixtures.User(b, s.pool, s.org, "dev@acme.test", "developer")
 	key := fixtures.APIKey(b, s.pool, s.org, dev, "ci")
-	a := NewAdmission(AdmissionConfig{Pool: s.pool, Now: s.clock.Now,
+	a := newAdmission(admission.AdmissionConfig{Pool: s.pool, Now: s.clock.Now,
 		Prices: fixedPrices{catalog.TierStandard: {Tier: catalog.TierStandard, Input: 150_000, Output: 300_000}}})
 	defer a.Close()
 	limit := 1000 * money.PicoPerUSD
 	in := benchInput(s.org, key, dev, &limit)
 	b.ResetTimer()
 	for range b.N {
-		s.clock.Advance(maxStale + time.Second)
+		s.clock.Advance(admission.MaxStale + time.Second)
 		r, err := a.Admit(ctx, in)
 		if err != nil {
 			b.Fatal(err)
 		}
-		r.Settle(Settlement{})
+		r.Settle(admission.Settlement{})
 	}
 }
 
@@ -51,7 +52,7 @@ func setupShopB(b *testing.B) shop {
 	return s
 }
 
-func benchInput(org, key, dev string, limit *money.Pico) AdmitInput {
-	return AdmitInput{AccountID: org, APIKeyID: key, KeyLimit: limit, CreatedBy: dev, Tier: catalog.TierStandard,
+func benchInput(org, key, dev string, limit *money.Pico) admission.AdmitInput {
+	return admission.AdmitInput{AccountID: org, APIKeyID: key, KeyLimit: limit, CreatedBy: dev, Tier: catalog.TierStandard,
 		MaxInputTokens: 100, MaxOutputTokens: 16}
 }

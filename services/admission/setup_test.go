@@ -1,4 +1,4 @@
-package admission
+package admission_test
 
 import (
 	"sync"
@@ -8,9 +8,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gpumarket/gpumarket/db/dbtest"
+	"github.com/gpumarket/gpumarket/services/admission"
+	"github.com/gpumarket/gpumarket/services/budgets"
 	"github.com/gpumarket/gpumarket/services/credits"
 	"github.com/gpumarket/gpumarket/services/fixtures"
 	"github.com/gpumarket/gpumarket/services/ledger"
+	"github.com/gpumarket/gpumarket/services/metering"
 )
 
 var testNow = time.Date(2026, 3, 14, 9, 30, 0, 0, time.UTC)
@@ -62,4 +65,10 @@ func newOrg(t testing.TB, pool *pgxpool.Pool, name string) string {
 func newUser(t testing.TB, pool *pgxpool.Pool, org, email string) string {
 	t.Helper()
 	return fixtures.User(t, pool, org, email, "developer", fixtures.UserCreatedAt(testNow))
+}
+
+// newAdmission is admission.NewAdmission reading the meter's usage and the budgets as the platform wires it.
+func newAdmission(cfg admission.AdmissionConfig) *admission.Admission {
+	cfg.Usage, cfg.Limits = metering.GatewayReads{}, budgets.AdmissionLimits{}
+	return admission.NewAdmission(cfg)
 }

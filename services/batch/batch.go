@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/money"
 )
 
@@ -160,11 +161,7 @@ func (s *Service) Create(ctx context.Context, in CreateInput) (_ Batch, err erro
 		id, in.AccountID, in.APIKeyID, in.InputFileID, in.Endpoint, in.CompletionWindow, meta, now, now.Add(24*time.Hour)); err != nil {
 		return Batch{}, err
 	}
-	rows, err := tx.Query(ctx, batchSelect+` WHERE b.id = $1`, id)
-	if err != nil {
-		return Batch{}, err
-	}
-	b, err := pgx.CollectExactlyOneRow(rows, scanBatch)
+	b, err := readBatch(ctx, tx, ` WHERE b.id = $1`, id)
 	if err != nil {
 		return Batch{}, err
 	}
@@ -183,18 +180,67 @@ func (s *Service) Wake() {
 	}
 }
 
-// batchSelect reads batches with their line counts and cost: the cost is what the meter billed
-// the requests of the batch's lines, every attempt's, which the meter sums in usage_by_batch as
-// it stores their usage rows (metering's table), so it is exact once their usage is metered. It
-// is planned for each call (pgx.QueryExecModeExec): a plan cached while batch_lines was nearly
-// empty would scan it whole, and go on doing so as it grows.
+// batchSelect reads batches with their line counts and their account, for readBatches. It is
+// planned for each call (pgx.QueryExecModeExec) where the caller asks: a plan cached while
+// batch_lines was nearly empty would scan it whole, and go on doing so as it grows.
 const batchSelect = `SELECT b.id, b.endpoint, b.errors, b.input_file_id, b.completion_window, b.status,
 	b.output_file_id, b.error_file_id, b.created_at, b.in_progress_at, b.expires_at, b.finalizing_at, b.completed_at,
 	b.failed_at, b.expired_at, b.cancelling_at, b.cancelled_at, b.metadata, coalesce(b.estimate_pico, 0)::text,
-	c.total, c.done, c.failed,
-	(SELECT coalesce(sum(u.charge_pico), 0)::text FROM usage_by_batch u WHERE u.batch_id = b.id AND u.account_id = b.account_id)
+	c.total, c.done, c.failed, b.account_id::text
 	FROM batches b, LATERAL (SELECT count(*) AS total, count(*) FILTER (WHERE status = 'done') AS done,
 		count(*) FILTER (WHERE status = 'failed') AS failed FROM batch_lines WHERE batch_id = b.id) c`
+
+// dbQuery is a pool or a transaction.
+type dbQuery interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// readBatches reads the batches batchSelect and the conditions that follow it (where, with
+// args) select, in their order, with their cost: what the meter billed the requests of the
+// batch's lines, every attempt's, which it sums as it stores their usage rows
+// (metering.BatchCosts), so that it is exact once their usage is metered. Both are read through
+// q, a transaction when the batches must be read in it.
+func readBatches(ctx context.Context, q dbQuery, where string, args ...any) ([]Batch, error) {
+	rows, err := q.Query(ctx, batchSelect+where, args...)
+	if err != nil {
+		return nil, err
+	}
+	var accounts []string
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Batch, error) {
+		b, account, err := scanBatch(r)
+		accounts = append(accounts, account)
+		return b, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(list))
+	for i := range list {
+		ids[i] = list[i].ID
+	}
+	costs, err := metering.BatchCosts(ctx, q, ids, accounts)
+	if err != nil {
+		return nil, err
+	}
+	for i := range list {
+		list[i].GPUMarket.CostUSD = costs[list[i].ID].Decimal(12)
+	}
+	return list, nil
+}
+
+// readBatch is the one batch readBatches selects, pgx.ErrNoRows when there is none.
+func readBatch(ctx context.Context, q dbQuery, where string, args ...any) (Batch, error) {
+	list, err := readBatches(ctx, q, where, args...)
+	switch {
+	case err != nil:
+		return Batch{}, err
+	case len(list) == 0:
+		return Batch{}, pgx.ErrNoRows
+	case len(list) > 1:
+		return Batch{}, pgx.ErrTooManyRows
+	}
+	return list[0], nil
+}
 
 func unix(t *time.Time) *int64 {
 	if t == nil {
@@ -204,24 +250,22 @@ func unix(t *time.Time) *int64 {
 	return &u
 }
 
-func scanBatch(r pgx.CollectableRow) (Batch, error) {
+// scanBatch reads a row of batchSelect: the batch, without its cost, and its account.
+func scanBatch(r pgx.CollectableRow) (_ Batch, account string, _ error) {
 	b := Batch{Object: "batch"}
 	var errs, meta []byte
 	var created, expires time.Time
 	var inProgress, finalizing, completed, failed, expired, cancelling, cancelled *time.Time
-	var estimate, cost money.BigPico
-	var estimateText, costText string
+	var estimate money.BigPico
+	var estimateText string
 	err := r.Scan(&b.ID, &b.Endpoint, &errs, &b.InputFileID, &b.CompletionWindow, &b.Status, &b.OutputFileID, &b.ErrorFileID,
 		&created, &inProgress, &expires, &finalizing, &completed, &failed, &expired, &cancelling, &cancelled, &meta,
-		&estimateText, &b.RequestCounts.Total, &b.RequestCounts.Completed, &b.RequestCounts.Failed, &costText)
+		&estimateText, &b.RequestCounts.Total, &b.RequestCounts.Completed, &b.RequestCounts.Failed, &account)
 	if err != nil {
-		return Batch{}, err
+		return Batch{}, "", err
 	}
 	if err := estimate.Scan(estimateText); err != nil {
-		return Batch{}, err
-	}
-	if err := cost.Scan(costText); err != nil {
-		return Batch{}, err
+		return Batch{}, "", err
 	}
 	b.CreatedAt, b.ExpiresAt = created.Unix(), unix(&expires)
 	b.InProgressAt, b.FinalizingAt, b.CompletedAt, b.FailedAt = unix(inProgress), unix(finalizing), unix(completed), unix(failed)
@@ -229,26 +273,22 @@ func scanBatch(r pgx.CollectableRow) (Batch, error) {
 	if len(errs) > 0 {
 		b.Errors = &BatchErrors{Object: "list"}
 		if err := json.Unmarshal(errs, &b.Errors.Data); err != nil {
-			return Batch{}, err
+			return Batch{}, "", err
 		}
 	}
 	if len(meta) > 0 {
 		if err := json.Unmarshal(meta, &b.Metadata); err != nil {
-			return Batch{}, err
+			return Batch{}, "", err
 		}
 	}
-	b.GPUMarket = Figures{CostUSD: cost.Decimal(12), EstimateUSD: estimate.Decimal(12)}
-	return b, nil
+	b.GPUMarket = Figures{EstimateUSD: estimate.Decimal(12)}
+	return b, account, nil
 }
 
 // Batch returns the account's batch.
 func (s *Service) Batch(ctx context.Context, accountID, id string) (_ Batch, err error) {
 	defer services.Wrap(&err, "batch.Batch")
-	rows, err := s.pool.Query(ctx, batchSelect+` WHERE b.id = $1 AND b.account_id::text = $2`, pgx.QueryExecModeExec, id, accountID)
-	if err != nil {
-		return Batch{}, err
-	}
-	b, err := pgx.CollectExactlyOneRow(rows, scanBatch)
+	b, err := readBatch(ctx, s.pool, ` WHERE b.id = $1 AND b.account_id::text = $2`, pgx.QueryExecModeExec, id, accountID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Batch{}, errBatchNotFound
 	}
@@ -272,13 +312,9 @@ func (s *Service) Batches(ctx context.Context, accountID, after string, limit in
 		limit = 20
 	}
 	limit = min(limit, 100)
-	rows, err := s.pool.Query(ctx, batchSelect+` WHERE b.account_id::text = $1 AND ($2 = '' OR (b.created_at, b.id) <
+	list, err := readBatches(ctx, s.pool, ` WHERE b.account_id::text = $1 AND ($2 = '' OR (b.created_at, b.id) <
 		(SELECT created_at, id FROM batches WHERE id = $2 AND account_id::text = $1))
 		ORDER BY b.created_at DESC, b.id DESC LIMIT $3`, pgx.QueryExecModeExec, accountID, after, limit+1)
-	if err != nil {
-		return Page{}, err
-	}
-	list, err := pgx.CollectRows(rows, scanBatch)
 	if err != nil {
 		return Page{}, err
 	}

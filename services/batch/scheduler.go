@@ -15,7 +15,9 @@ import (
 
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/metering"
 	"github.com/gpumarket/gpumarket/services/money"
+	"github.com/gpumarket/gpumarket/services/requestlog"
 	"github.com/gpumarket/gpumarket/services/routing"
 )
 
@@ -812,13 +814,8 @@ func (s *Scheduler) recoverLines(ctx context.Context) (err error) {
 		for i := range ids {
 			ids[i] = AttemptRequestID(l.requestIDPrefix(), i)
 		}
-		var charged *string
-		var unmetered bool
-		if err := tx.QueryRow(ctx, `SELECT
-			(SELECT request_id FROM usage_events WHERE request_id = ANY($1) AND (charge_pico > 0 OR payable_pico > 0)
-				ORDER BY request_id DESC LIMIT 1),
-			EXISTS (SELECT FROM gateway_requests g WHERE g.request_id = ANY($1) AND g.status = 'ok'
-				AND NOT EXISTS (SELECT FROM usage_events e WHERE e.request_id = g.request_id))`, ids).Scan(&charged, &unmetered); err != nil {
+		charged, unmetered, err := attemptsMetered(ctx, tx, ids)
+		if err != nil {
 			return err
 		}
 		switch {
@@ -843,6 +840,34 @@ func (s *Scheduler) recoverLines(ctx context.Context) (err error) {
 			"waiting_for_the_meter", waiting)
 	}
 	return tx.Commit(ctx)
+}
+
+// attemptsMetered says of a line's attempts, the requests of ids, which was charged (the last
+// by request id whose usage row carries a charge or a provider's earning, nil for none), and
+// whether the gateway recorded one as answered that has no usage row yet. The gateway's record
+// is read first (requestlog.Answered), the usage rows after (metering.RequestsMetered), each in
+// its own snapshot of tx: a request the meter stores between the two is found stored, never
+// missed.
+func attemptsMetered(ctx context.Context, tx pgx.Tx, ids []string) (charged *string, unmetered bool, err error) {
+	answered, err := requestlog.Answered(ctx, tx, ids)
+	if err != nil {
+		return nil, false, err
+	}
+	metered, err := metering.RequestsMetered(ctx, tx, ids)
+	if err != nil {
+		return nil, false, err
+	}
+	for id, c := range metered {
+		if c && (charged == nil || id > *charged) {
+			charged = &id
+		}
+	}
+	for _, id := range answered {
+		if _, ok := metered[id]; !ok {
+			unmetered = true
+		}
+	}
+	return charged, unmetered, nil
 }
 
 // AttemptRequestID is the gateway's request id for a line's attempt at its i-th candidate.
@@ -971,11 +996,7 @@ type BatchCompleted struct {
 
 // emitCompleted tells the account's webhooks that its batch completed, inside tx.
 func (s *Service) emitCompleted(ctx context.Context, tx pgx.Tx, accountID, id string) error {
-	rows, err := tx.Query(ctx, batchSelect+` WHERE b.id = $1`, pgx.QueryExecModeExec, id)
-	if err != nil {
-		return err
-	}
-	b, err := pgx.CollectExactlyOneRow(rows, scanBatch)
+	b, err := readBatch(ctx, tx, ` WHERE b.id = $1`, pgx.QueryExecModeExec, id)
 	if err != nil {
 		return err
 	}

@@ -4,8 +4,9 @@
 // thresholds (alert_rules), who gets an alert's e-mail (alert_subscriptions), and the record
 // of every alert that fired (alert_firings).
 //
-// Admission enforces the limits, reading member_limits and account_budgets in the statement
-// that reads an account's figures (package admission); this package sets them, reports a key's
+// Admission enforces the limits, reading member_limits and account_budgets through
+// AdmissionLimits, queued into the batch that reads an account's figures (package admission,
+// which this package imports, so the platform hands them in); this package sets them, reports a key's
 // spend in its period (KeyUsage) and fires the alerts (Alerts). An alert fires once per rule,
 // period and threshold: its firing row is unique on those, and is written in the transaction
 // that queues its e-mail and its webhook event, so a restart neither loses nor repeats one.

@@ -39,15 +39,33 @@ func ReadPriceBook(ctx context.Context, q Querier) (_ PriceBook, err error) {
 	return book, nil
 }
 
-// Rig is what a report or a document of past usage needs of the offering that served it: the GPUs it runs on,
-// and where (region, site, PUE as its provider stated it, nil when not stated).
+// Rig is what a report or a document of past usage, or the meter, needs of the offering that served it: whose it
+// is and the model it serves, the GPUs it runs on, and where (region, site, PUE as its provider stated it, nil when
+// not stated).
 type Rig struct {
-	OfferingID string
-	GPU        string
-	GPUCount   int
-	Region     string
-	Site       carbon.Site
-	StatedPUE  *float64
+	OfferingID        string
+	ProviderAccountID string
+	Model             string
+	GPU               string
+	GPUCount          int
+	Region            string
+	Site              carbon.Site
+	StatedPUE         *float64
+}
+
+// rigsSelect reads the rigs of the offerings whose ids are the uuid text[] $1, in scanRig's order.
+const rigsSelect = `SELECT id::text, provider_account_id::text, model, gpu, gpu_count, region, site, pue FROM offerings
+	WHERE id = ANY ($1::text[]::uuid[])`
+
+// scanRig reads the rigs of rigsSelect's rows into out, by offering id.
+func scanRig(rows pgx.Rows, out map[string]Rig) error {
+	var r Rig
+	_, err := pgx.ForEachRow(rows, []any{&r.OfferingID, &r.ProviderAccountID, &r.Model, &r.GPU, &r.GPUCount, &r.Region,
+		&r.Site, &r.StatedPUE}, func() error {
+		out[r.OfferingID] = r
+		return nil
+	})
+	return err
 }
 
 // RigsByID reads the rigs of the offerings of ids through q, by offering id, whatever the offerings' status. An id
@@ -58,17 +76,11 @@ func RigsByID(ctx context.Context, q Querier, ids []string) (_ map[string]Rig, e
 	if len(ids) == 0 {
 		return out, nil
 	}
-	rows, err := q.Query(ctx, `SELECT id::text, gpu, gpu_count, region, site, pue FROM offerings
-		WHERE id = ANY ($1::text[]::uuid[])`, ids)
+	rows, err := q.Query(ctx, rigsSelect, ids)
 	if err != nil {
 		return nil, err
 	}
-	var r Rig
-	_, err = pgx.ForEachRow(rows, []any{&r.OfferingID, &r.GPU, &r.GPUCount, &r.Region, &r.Site, &r.StatedPUE}, func() error {
-		out[r.OfferingID] = r
-		return nil
-	})
-	if err != nil {
+	if err := scanRig(rows, out); err != nil {
 		return nil, err
 	}
 	return out, nil

@@ -68,7 +68,7 @@ func newWorld(t *testing.T, opts ...func(*Config)) *world {
 	clock := w.clock
 	w.ledger = ledger.NewLedger(w.pool, clock)
 	w.audit = audit.New(w.pool, clock)
-	w.requests = requestlog.NewRequestLog(w.pool, clock, nil)
+	w.requests = requestlog.NewRequestLog(w.pool, metering.GatewayReads{}, clock, nil)
 	w.signer, _ = ticket.NewSigner([]byte(strings.Repeat("k", 32)))
 	w.meter = metering.NewMeter(metering.MeterConfig{Pool: w.pool, Ledger: w.ledger, Tickets: w.signer, Now: clock})
 	cfg := Config{Pool: w.pool, Ledger: w.ledger, Audit: w.audit, Now: clock,

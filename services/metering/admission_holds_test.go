@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/usage"
 
@@ -67,8 +69,17 @@ func (e *meterEnv) newSpree(t *testing.T, name string, credit money.Pico, limit 
 
 // replica is a gateway process's admission, started afresh.
 func (s *spree) replica() *admission.Admission {
-	return admission.NewAdmission(admission.AdmissionConfig{Pool: s.e.pool, Prices: spreePrices{}, Now: func() time.Time { return s.clock }})
+	return admission.NewAdmission(admission.AdmissionConfig{Pool: s.e.pool, Prices: spreePrices{}, Usage: GatewayReads{},
+		Limits: noLimits{}, Now: func() time.Time { return s.clock }})
 }
+
+// noLimits are the limits of accounts without member limits or a budget, as the spree's customers are: the budgets'
+// own (budgets.AdmissionLimits) import this package.
+type noLimits struct{}
+
+func (noLimits) QueueLimited(_ *pgx.Batch, _ string, limited *bool) { *limited = false }
+
+func (noLimits) QueueLimits(*pgx.Batch, string, *admission.AccountLimits) {}
 
 // spreePrices is a price book of the standard tier at spreePrice.
 type spreePrices struct{}

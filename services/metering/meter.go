@@ -198,7 +198,7 @@ func NewMeter(cfg MeterConfig) *Meter {
 		cfg.Metrics = NewMetrics(nil)
 	}
 	return &Meter{cfg: cfg, ledgers: map[ledgerKey]ledger.LedgerAccountID{},
-		months: usagestore.New(usagestore.Config{Pool: cfg.Pool, Log: cfg.Log})}
+		months: usagestore.New(usagestore.Config{Pool: cfg.Pool, AttachMonth: AttachMonth, Log: cfg.Log})}
 }
 
 // Run meters until ctx ends. A batch that fails to commit for a fault of the database or the

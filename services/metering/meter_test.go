@@ -88,7 +88,7 @@ func setupMeterOn(t *testing.T, url string, opts usage.StreamOptions) *meterEnv 
 	}
 	e.signer, _ = ticket.NewSigner([]byte(strings.Repeat("t", 32)))
 	e.ledger = ledger.NewLedger(e.pool, func() time.Time { return e.now })
-	e.requests = requestlog.NewRequestLog(e.pool, nil, nil)
+	e.requests = requestlog.NewRequestLog(e.pool, GatewayReads{}, nil, nil)
 	e.meter = NewMeter(MeterConfig{Pool: e.pool, Ledger: e.ledger, Tickets: e.signer, JS: e.js, Consumer: e.cons,
 		BatchSize: 500, Now: func() time.Time { return e.now }})
 	e.customer = fixtures.Account(t, e.pool, "Acme")

@@ -2,11 +2,14 @@ package metering
 
 import (
 	"context"
+	"regexp"
 	"sort"
 
-	"github.com/gpumarket/gpumarket/services/requestlog"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/services/catalog"
+	"github.com/gpumarket/gpumarket/services/requestlog"
 )
 
 // references are the catalog rows, the price versions and the gateway's records a batch is
@@ -27,16 +30,14 @@ type offeringRef struct {
 	provider, model string
 }
 
-// canonicalUUIDs is the uuid[] of the elements of the text[] parameter $1 written as the
-// database writes a uuid, lower-case and canonical; no other id can match a row, and casting
-// one could abort the batch's transaction.
-const canonicalUUIDs = `ARRAY(SELECT id::uuid FROM unnest($1::text[]) AS id
-	WHERE id ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$')`
+// canonicalUUID matches an id written as the database writes a uuid, lower-case and canonical: no other id can
+// match a row, and casting one could abort the batch's transaction.
+var canonicalUUID = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 
-// loadReferences reads, in three round trips, the batch's offerings, customer accounts and price
-// versions, then the gateway's records of its requests (a round trip to describe the statement,
-// one to run it). The offering's current ask is not read: the provider is paid the asks its
-// tickets carry.
+// loadReferences reads, in three round trips, the batch's offerings, customer accounts and price versions (the
+// catalog's and the accounts' reads, sent together), then the gateway's records of its requests
+// (requestlog.AttemptsBilled: a round trip to describe the statement, one to run it, taken before the batch holds
+// any lock). The offering's current ask is not read: the provider is paid the asks its tickets carry.
 func loadReferences(ctx context.Context, tx pgx.Tx, cands []candidate) (references, error) {
 	refs := references{offerings: map[string]offeringRef{}, accounts: map[string]bool{}, prices: map[int64]priceRow{},
 		records: make([]gatewayRecord, len(cands)), recorded: make([]bool, len(cands))}
@@ -47,11 +48,15 @@ func loadReferences(ctx context.Context, tx pgx.Tx, cands []candidate) (referenc
 	for i := range cands {
 		if id := cands[i].ev.Data.OfferingID; !seenOffering[id] {
 			seenOffering[id] = true
-			offeringIDs = append(offeringIDs, id)
+			if canonicalUUID.MatchString(id) {
+				offeringIDs = append(offeringIDs, id)
+			}
 		}
 		if id := cands[i].claims.AccountID; !seenAccount[id] {
 			seenAccount[id] = true
-			accountIDs = append(accountIDs, id)
+			if canonicalUUID.MatchString(id) {
+				accountIDs = append(accountIDs, id)
+			}
 		}
 		if id := cands[i].claims.PriceID; !seenPrice[id] {
 			seenPrice[id] = true
@@ -59,80 +64,34 @@ func loadReferences(ctx context.Context, tx pgx.Tx, cands []candidate) (referenc
 		}
 		requestIDs[i] = cands[i].ev.Data.RequestID
 	}
+	rigs, prices := map[string]catalog.Rig{}, map[int64]catalog.Price{}
 	b := &pgx.Batch{}
-	b.Queue(`SELECT id::text, provider_account_id::text, model FROM offerings
-		WHERE id = ANY (`+canonicalUUIDs+`)`, offeringIDs).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			var id string
-			var o offeringRef
-			if err := rows.Scan(&id, &o.provider, &o.model); err != nil {
-				return err
-			}
-			refs.offerings[id] = o
-		}
-		return rows.Err()
-	})
-	b.Queue(`SELECT id::text FROM accounts WHERE id = ANY (`+canonicalUUIDs+`)`, accountIDs).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				return err
-			}
-			refs.accounts[id] = true
-		}
-		return rows.Err()
-	})
-	b.Queue(`SELECT id, tier, coalesce(model, ''), input_micro_usd_per_mtok, output_micro_usd_per_mtok, cached_input_micro_usd_per_mtok
-		FROM prices WHERE id = ANY ($1)`,
-		priceIDs).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			var p priceRow
-			if err := rows.Scan(&p.id, &p.tier, &p.model, &p.input, &p.outp, &p.cached); err != nil {
-				return err
-			}
-			refs.prices[p.id] = p
-		}
-		return rows.Err()
-	})
+	catalog.QueueRigs(b, offeringIDs, rigs)
+	accounts.QueueExisting(b, accountIDs, refs.accounts)
+	catalog.QueuePricesByID(b, priceIDs, prices)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return refs, err
 	}
-	// Each record comes back with the index of its request in requestIDs, and its status only
-	// when it is not "ok": no string to read back for nearly every one. Each request is looked
-	// up by its primary key, one probe per request (the LATERAL subquery with OFFSET 0 is never
-	// flattened into a join, so no plan scans the table whole), and the statement is planned for
-	// each call, as an unnamed statement described afresh (QueryExecModeDescribeExec), outside the
-	// batch's cached statements: a plan cached while gateway_requests was nearly empty would scan
-	// it whole as it grows, and a join planned for a batch of thousands hashes the whole table,
-	// 150 ms a batch at 200,000 records. Described, the request ids go in and the records come
-	// back in binary, which costs both sides less than thousands of them written and parsed as
-	// text, for one more round trip, taken before the batch holds any lock.
-	rows, err := tx.Query(ctx, `SELECT r.n - 1, g.http_status, nullif(g.status, 'ok'), g.relayed_output_bytes, g.relayed_output_chunks,
-			g.cached_input_tokens
-		FROM unnest($1::text[]) WITH ORDINALITY AS r (request_id, n)
-		CROSS JOIN LATERAL (SELECT http_status, status, relayed_output_bytes, relayed_output_chunks, cached_input_tokens
-			FROM gateway_requests WHERE request_id = r.request_id OFFSET 0) g`, pgx.QueryExecModeDescribeExec, requestIDs)
+	for id, r := range rigs {
+		refs.offerings[id] = offeringRef{provider: r.ProviderAccountID, model: r.Model}
+	}
+	for id, p := range prices {
+		refs.prices[id] = priceRow{id: p.ID, tier: string(p.Tier), model: p.Model, input: int64(p.Input), outp: int64(p.Output),
+			cached: int64(p.CachedInput)}
+	}
+	attempts, err := requestlog.AttemptsBilled(ctx, tx, requestIDs)
 	if err != nil {
 		return refs, err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var i int
-		var status pgtype.Text
-		var bytes, chunks, cached pgtype.Int8
-		var r gatewayRecord
-		if err := rows.Scan(&i, &r.httpStatus, &status, &bytes, &chunks, &cached); err != nil {
-			return refs, err
+	for i, a := range attempts {
+		if !a.Recorded {
+			continue
 		}
-		r.status = requestlog.GatewayOK
-		if status.Valid {
-			r.status = requestlog.GatewayStatus(status.String)
-		}
-		r.relayedBytes, r.relayedChunks, r.counted = bytes.Int64, chunks.Int64, bytes.Valid
-		r.cachedSeen, r.sawCached = cached.Int64, cached.Valid
-		refs.records[i], refs.recorded[i] = r, true
+		refs.records[i] = gatewayRecord{httpStatus: a.HTTPStatus, status: a.Status, relayedBytes: a.RelayedOutputBytes,
+			relayedChunks: a.RelayedOutputChunks, counted: a.Counted, cachedSeen: a.CachedInputTokens, sawCached: a.SawCached}
+		refs.recorded[i] = true
 	}
-	return refs, rows.Err()
+	return refs, nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {

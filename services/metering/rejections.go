@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/events"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/usage"
@@ -98,21 +99,35 @@ func (r *Reports) Rejections(ctx context.Context, reason string, limit int) (_ R
 			FROM usage_rejections WHERE $1 = '' OR reason = $1
 			GROUP BY 1, 2, 3
 		)
-		SELECT c.provider_id, coalesce(a.name, ''), c.offering_id, c.reason, c.rejected, coalesce(s.kept, 0), c.last_at
+		SELECT c.provider_id, c.offering_id, c.reason, c.rejected, coalesce(s.kept, 0), c.last_at
 		FROM counts c
 		LEFT JOIN samples s USING (provider_id, offering_id, reason)
-		LEFT JOIN accounts a ON a.id::text = c.provider_id
 		ORDER BY c.rejected DESC, c.provider_id, c.offering_id, c.reason`, reason, maxRigRows).Query(func(rows pgx.Rows) error {
 		var err error
 		out.ByRig, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (RigRejections, error) {
 			var g RigRejections
-			err := r.Scan(&g.ProviderID, &g.ProviderName, &g.OfferingID, &g.Reason, &g.Count, &g.Samples, &g.LastAt)
+			err := r.Scan(&g.ProviderID, &g.OfferingID, &g.Reason, &g.Count, &g.Samples, &g.LastAt)
 			return g, err
 		})
 		return err
 	})
 	if err := r.pool.SendBatch(ctx, b).Close(); err != nil {
 		return RejectionReport{}, err
+	}
+	// The providers' names, after the counts: a provider id is what a rig's subject said, so only one written as
+	// an account's id is looked up.
+	var providers []string
+	for _, g := range out.ByRig {
+		if canonicalUUID.MatchString(g.ProviderID) {
+			providers = append(providers, g.ProviderID)
+		}
+	}
+	names, err := accounts.NamesByID(ctx, r.pool, providers)
+	if err != nil {
+		return RejectionReport{}, err
+	}
+	for i := range out.ByRig {
+		out.ByRig[i].ProviderName = names[out.ByRig[i].ProviderID]
 	}
 	return out, nil
 }

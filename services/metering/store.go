@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gpumarket/gpumarket/services/admission"
 	"github.com/gpumarket/gpumarket/services/usage"
 
 	"github.com/jackc/pgx/v5"
@@ -163,16 +164,15 @@ func (m *Meter) store(ctx context.Context, tx pgx.Tx, cands []candidate, now tim
 	return out, nil
 }
 
-// releaseHolds deletes what admission holds for the requests stored (admission_holds), in the
-// transaction that posts their charges: a snapshot shows each request either held or charged
+// releaseHolds deletes what admission holds for the requests stored (admission.ReleaseHolds), in
+// the transaction that posts their charges: a snapshot shows each request either held or charged
 // (admission.Admission).
 func releaseHolds(ctx context.Context, tx pgx.Tx, stored []*pricedEvent) error {
 	ids := make([]string, len(stored))
 	for i, pe := range stored {
 		ids[i] = pe.c.ev.Data.RequestID
 	}
-	_, err := tx.Exec(ctx, `DELETE FROM admission_holds WHERE request_id = ANY($1::text[])`, ids)
-	return err
+	return admission.ReleaseHolds(ctx, tx, ids)
 }
 
 // redeliveries finds which of the events not inserted are stored from the very same stream

@@ -13,6 +13,8 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
+	"math/big"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -23,6 +25,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gpumarket/gpumarket/services"
+	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/carbon"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/money"
@@ -193,21 +196,9 @@ func (r *Reports) Requests(ctx context.Context, accountID string, f UsageFilter)
 	}
 	args = append(args, limit+1)
 	rows, err := r.pool.Query(ctx, `
-		SELECT u.occurred_at, u.request_id, u.model, u.tier, u.offering_id, a.name, o.gpu, o.gpu_count,
-			u.input_tokens, u.cached_input_tokens, u.output_tokens, u.ttft_ms, u.duration_ms, u.charge_pico, u.status,
-			u.energy_j, u.energy_source, o.region, o.site, o.pue,
-			CASE WHEN u.charge_pico = 0 THEN 0
-				WHEN u.tier = 'realtime' OR rt.pin IS NULL THEN u.charge_pico
-				ELSE (u.input_tokens - u.cached_input_tokens)::numeric * rt.pin + u.cached_input_tokens::numeric * rt.pcached
-					+ u.output_tokens::numeric * rt.pout END
+		SELECT u.occurred_at, u.request_id, u.model, u.tier, u.offering_id, u.input_tokens, u.cached_input_tokens,
+			u.output_tokens, u.ttft_ms, u.duration_ms, u.charge_pico, u.status, u.energy_j, u.energy_source
 		FROM usage_events u
-		JOIN offerings o ON o.id = u.offering_id
-		JOIN accounts a ON a.id = o.provider_account_id
-		LEFT JOIN LATERAL (
-			SELECT input_micro_usd_per_mtok AS pin, output_micro_usd_per_mtok AS pout,
-				cached_input_micro_usd_per_mtok AS pcached FROM prices
-			WHERE tier = 'realtime' AND (model = u.model OR model IS NULL) AND effective_from <= u.occurred_at
-			ORDER BY model IS NULL, effective_from DESC LIMIT 1) rt ON true
 		WHERE `+strings.Join(conds, " AND ")+`
 		ORDER BY u.occurred_at DESC, u.request_id DESC
 		LIMIT $`+strconv.Itoa(len(args)), args...)
@@ -216,6 +207,9 @@ func (r *Reports) Requests(ctx context.Context, accountID string, f UsageFilter)
 	}
 	list, err := pgx.CollectRows(rows, scanRequestRecord)
 	if err != nil {
+		return RequestPage{}, err
+	}
+	if err := r.describeRequests(ctx, list); err != nil {
 		return RequestPage{}, err
 	}
 	page := RequestPage{Requests: list}
@@ -230,22 +224,79 @@ func (r *Reports) Requests(ctx context.Context, accountID string, f UsageFilter)
 func scanRequestRecord(row pgx.CollectableRow) (RequestRecord, error) {
 	var rec RequestRecord
 	var charge int64 // one request's charge fits: the meter computes it as a Pico
-	var site string
-	var pue *float64
-	err := row.Scan(&rec.OccurredAt, &rec.RequestID, &rec.Model, &rec.Tier, &rec.OfferingID, &rec.Provider, &rec.GPU,
-		&rec.GPUCount, &rec.InputTokens, &rec.CachedInputTokens, &rec.OutputTokens, &rec.TTFTMillis, &rec.DurationMillis, &charge, &rec.Status,
-		&rec.EnergyJoules, &rec.EnergySource, &rec.Region, &site, &pue, &rec.BaselineCost)
+	err := row.Scan(&rec.OccurredAt, &rec.RequestID, &rec.Model, &rec.Tier, &rec.OfferingID, &rec.InputTokens,
+		&rec.CachedInputTokens, &rec.OutputTokens, &rec.TTFTMillis, &rec.DurationMillis, &charge, &rec.Status,
+		&rec.EnergyJoules, &rec.EnergySource)
 	rec.OccurredAt = rec.OccurredAt.UTC()
-	rec.BaselineCostUSD = bigUSDText(rec.BaselineCost)
 	rec.BatchID, _ = services.BatchOfRequest(rec.RequestID)
-	rec.GCO2e = requestGCO2e(rec.EnergyJoules, rec.Region, site, pue)
 	rec.Cost, rec.CostUSD = money.Pico(charge), usdText(money.Pico(charge))
-	if g, ok := catalog.GPUBySKU(rec.GPU); ok {
-		rec.GPUName = g.Name
-	} else {
-		rec.GPUName = rec.GPU
-	}
 	return rec, err
+}
+
+// describeRequests completes the records with what the catalog and the accounts hold of them, read after the
+// usage rows: the rig that served each (catalog.RigsByID), its provider's name (accounts.NamesByID), its emissions
+// at the rig's region and PUE, and its baseline cost at the realtime price in force when it finished
+// (catalog.ReadPriceBook). A usage row names an offering and a provider that are never deleted.
+func (r *Reports) describeRequests(ctx context.Context, list []RequestRecord) error {
+	if len(list) == 0 {
+		return nil
+	}
+	offerings := make([]string, len(list))
+	for i := range list {
+		offerings[i] = list[i].OfferingID
+	}
+	rigs, err := catalog.RigsByID(ctx, r.pool, offerings)
+	if err != nil {
+		return err
+	}
+	providers := make([]string, 0, len(rigs))
+	for _, rig := range rigs {
+		providers = append(providers, rig.ProviderAccountID)
+	}
+	names, err := accounts.NamesByID(ctx, r.pool, providers)
+	if err != nil {
+		return err
+	}
+	book, err := catalog.ReadPriceBook(ctx, r.pool)
+	if err != nil {
+		return err
+	}
+	for i := range list {
+		rec := &list[i]
+		rig := rigs[rec.OfferingID]
+		rec.Provider, rec.GPU, rec.GPUCount, rec.Region = names[rig.ProviderAccountID], rig.GPU, rig.GPUCount, rig.Region
+		if g, ok := catalog.GPUBySKU(rec.GPU); ok {
+			rec.GPUName = g.Name
+		} else {
+			rec.GPUName = rec.GPU
+		}
+		rec.GCO2e = requestGCO2e(rec.EnergyJoules, rec.Region, string(rig.Site), rig.StatedPUE)
+		rec.BaselineCost = baselineCost(book, *rec)
+		rec.BaselineCostUSD = bigUSDText(rec.BaselineCost)
+	}
+	return nil
+}
+
+// baselineCost is what the request's charged tokens would have cost at the realtime price of its model in force
+// when it finished (RequestRecord.BaselineCost): nothing for a request charged nothing, its own charge on the
+// realtime tier or without a realtime price in force.
+func baselineCost(book catalog.PriceBook, rec RequestRecord) money.BigPico {
+	if rec.Cost == 0 {
+		return money.BigPico{}
+	}
+	rt, ok := book.At(catalog.TierRealtime, rec.Model, rec.OccurredAt)
+	if rec.Tier == catalog.TierRealtime || !ok {
+		return money.BigPicoOf(rec.Cost)
+	}
+	tokens := func(n int64, price money.MicroUSD) *big.Int {
+		return new(big.Int).Mul(big.NewInt(n), big.NewInt(int64(price)))
+	}
+	sum := tokens(rec.InputTokens-rec.CachedInputTokens, rt.Input)
+	sum.Add(sum, tokens(rec.CachedInputTokens, rt.CachedInput))
+	sum.Add(sum, tokens(rec.OutputTokens, rt.Output))
+	var b money.BigPico
+	_ = b.Scan(sum.String()) // a micro-dollar per million tokens is a picodollar per token
+	return b
 }
 
 // requestGCO2e is a request's location-based emissions: its energy at its rig's region's grid
@@ -429,31 +480,56 @@ func (r *Reports) ProviderTraffic(ctx context.Context, providerAccountID string,
 	}
 	conds, args := f.where([]string{"h.provider_account_id = $1"}, []any{providerAccountID}, "h", "hour")
 	rows, err := r.pool.Query(ctx, `
-		SELECT to_char(h.hour AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day, h.offering_id, o.gpu, o.gpu_count, o.model,
+		SELECT to_char(h.hour AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day, h.offering_id,
 			sum(h.requests)::bigint, sum(h.input_tokens)::bigint, sum(h.cached_input_tokens)::bigint,
 			sum(h.output_tokens)::bigint, sum(h.payable_pico)
 		FROM usage_hourly h
-		JOIN offerings o ON o.id = h.offering_id
 		WHERE `+strings.Join(conds, " AND ")+`
-		GROUP BY day, h.offering_id, o.gpu, o.gpu_count, o.model
-		ORDER BY day DESC, o.model, o.gpu, o.gpu_count, h.offering_id`, args...)
+		GROUP BY day, h.offering_id`, args...)
 	if err != nil {
 		return Traffic{}, err
 	}
 	days, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (OfferingDay, error) {
 		var d OfferingDay
-		err := row.Scan(&d.Day, &d.OfferingID, &d.GPU, &d.GPUCount, &d.Model, &d.Requests, &d.InputTokens,
-			&d.CachedInputTokens, &d.OutputTokens, &d.Earned)
+		err := row.Scan(&d.Day, &d.OfferingID, &d.Requests, &d.InputTokens, &d.CachedInputTokens, &d.OutputTokens, &d.Earned)
 		d.EarnedUSD = bigUSDText(d.Earned)
-		d.GPUName = d.GPU
-		if g, ok := catalog.GPUBySKU(d.GPU); ok {
-			d.GPUName = g.Name
-		}
 		return d, err
 	})
 	if err != nil {
 		return Traffic{}, err
 	}
+	// The rigs are the catalog's, looked up after the sums; the days are then ordered by them.
+	ids := make([]string, len(days))
+	for i := range days {
+		ids[i] = days[i].OfferingID
+	}
+	rigs, err := catalog.RigsByID(ctx, r.pool, ids)
+	if err != nil {
+		return Traffic{}, err
+	}
+	for i := range days {
+		d := &days[i]
+		rig := rigs[d.OfferingID]
+		d.GPU, d.GPUCount, d.Model = rig.GPU, rig.GPUCount, rig.Model
+		d.GPUName = d.GPU
+		if g, ok := catalog.GPUBySKU(d.GPU); ok {
+			d.GPUName = g.Name
+		}
+	}
+	sort.Slice(days, func(i, j int) bool {
+		a, b := days[i], days[j]
+		switch {
+		case a.Day != b.Day:
+			return a.Day > b.Day
+		case a.Model != b.Model:
+			return a.Model < b.Model
+		case a.GPU != b.GPU:
+			return a.GPU < b.GPU
+		case a.GPUCount != b.GPUCount:
+			return a.GPUCount < b.GPUCount
+		}
+		return a.OfferingID < b.OfferingID
+	})
 	out := Traffic{Days: days, Total: TrafficSum{EarnedUSD: usdText(0)}}
 	for _, d := range days {
 		out.Total.add(d.TrafficSum)

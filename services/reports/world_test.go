@@ -61,7 +61,7 @@ func newWorld(t *testing.T) *world {
 	w := &world{t: t, pool: dbtest.New(t), now: jan1, keys: map[string]string{}, prices: map[string][]priceRow{}}
 	w.ledger = ledger.NewLedger(w.pool, w.clock)
 	w.audit = audit.New(w.pool, w.clock)
-	w.requests = requestlog.NewRequestLog(w.pool, w.clock, nil)
+	w.requests = requestlog.NewRequestLog(w.pool, metering.GatewayReads{}, w.clock, nil)
 	w.signer, _ = ticket.NewSigner([]byte(strings.Repeat("k", 32)))
 	w.meter = metering.NewMeter(metering.MeterConfig{Pool: w.pool, Ledger: w.ledger, Tickets: w.signer, Now: w.clock})
 	w.reports = reports.New(w.pool)

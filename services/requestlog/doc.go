@@ -8,8 +8,9 @@
 // An administrator marks a discrepancy resolved with a note (resolutions.go), recorded in the
 // audit log in the same transaction.
 //
-// Tables: gateway_requests, discrepancy_resolutions; it writes admission_holds (owned by package admission) in the
-// statement that records a request, and reads usage_events and usage_event_keys (owned by
-// package metering). It imports admission for the Hold and the usage it records, and
-// services/reliability for the standings' types; neither the ledger nor credits.
+// Tables: gateway_requests, discrepancy_resolutions. A request's hold goes to package admission's table through
+// admission.QueueRecordHolds, in the batch that records the request; the meter's usage rows are
+// read through Usage (metering.GatewayReads, handed in: package metering imports this one). It
+// imports admission for the Hold and the usage it records, and services/reliability for the
+// standings' types; neither the ledger nor credits.
 package requestlog

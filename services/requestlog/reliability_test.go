@@ -66,7 +66,7 @@ func (a *attemptRows) add(offering string, x attempt, times int) {
 		}
 		rs = append(rs, r)
 	}
-	l := NewRequestLog(a.pool, nil, nil)
+	l := NewRequestLog(a.pool, nil, nil, nil)
 	if err := l.insert(context.Background(), rs); err != nil {
 		a.t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestReliabilityCountsTheGatewaysRecord(t *testing.T) {
 	customer.add(b, attempt{status: GatewayOK, httpStatus: 200, streamed: true, ttft: 5 * time.Millisecond,
 		duration: time.Second, output: 100, relayed: 400, at: w.To.Add(-31 * time.Minute)}, 1)
 
-	l := NewRequestLog(pool, nil, nil)
+	l := NewRequestLog(pool, nil, nil, nil)
 	got, err := l.Reliability(ctx, w, []string{probes.customer})
 	if err != nil {
 		t.Fatal(err)
@@ -198,7 +198,7 @@ func TestReliabilityReadsOnlyTheDaysRows(t *testing.T) {
 	if !strings.Contains(plan, "gateway_requests_at_idx") {
 		t.Fatalf("plan = %q; want a scan of gateway_requests_at_idx", plan)
 	}
-	got, err := NewRequestLog(pool, nil, nil).Reliability(ctx, w, nil)
+	got, err := NewRequestLog(pool, nil, nil, nil).Reliability(ctx, w, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/gpumarket/gpumarket/services/admission"
 	"log/slog"
+	"slices"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/accounts"
+	"github.com/gpumarket/gpumarket/services/admission"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/money"
 )
@@ -79,9 +82,10 @@ const (
 // for review (docs/failure-cases.md, case 17). Records are written in batches off the request
 // path by Run.
 type RequestLog struct {
-	pool *pgxpool.Pool
-	now  func() time.Time
-	log  *slog.Logger
+	pool  *pgxpool.Pool
+	usage Usage
+	now   func() time.Time
+	log   *slog.Logger
 
 	// writing is held for the whole of a Flush: a Flush returns once every record queued before it is written,
 	// also those another Flush (Run's) had taken and was still writing.
@@ -92,16 +96,21 @@ type RequestLog struct {
 	wake    chan struct{}
 }
 
-// NewRequestLog returns the log; Run writes it.
-func NewRequestLog(pool *pgxpool.Pool, now func() time.Time, log *slog.Logger) *RequestLog {
+// NewRequestLog returns the log, which reads the meter's usage rows through usage (nil for a
+// log whose attempts leave nothing held, and that neither reconciles nor lists discrepancies:
+// see Usage); Run writes it.
+func NewRequestLog(pool *pgxpool.Pool, usage Usage, now func() time.Time, log *slog.Logger) *RequestLog {
 	if now == nil {
 		now = time.Now
 	}
 	if log == nil {
 		log = slog.Default()
 	}
-	return &RequestLog{pool: pool, now: now, log: log, wake: make(chan struct{}, 1)}
+	return &RequestLog{pool: pool, usage: usage, now: now, log: log, wake: make(chan struct{}, 1)}
 }
+
+// errNoUsage refuses what needs the meter's usage rows of a log given none.
+var errNoUsage = errors.New("the request log reads the meter's usage rows through the Usage it is given, and was given none")
 
 // Record queues an attempt to be written. It never waits on the database.
 func (l *RequestLog) Record(r GatewayRequest) {
@@ -189,9 +198,12 @@ func (l *RequestLog) insert(ctx context.Context, rs []GatewayRequest) error {
 	inBytes, maxIn, maxOut := make([]int64, n), make([]int64, n), make([]int64, n)
 	streamed := make([]bool, n)
 	outBytes, outChunks := make([]int64, n), make([]int64, n)
-	holds, holdUntil := make([]int64, n), make([]time.Time, n)
+	holds := make([]admission.HoldRecord, 0, n)
 	for i, r := range rs {
-		holds[i], holdUntil[i] = int64(r.Hold.Amount), r.Hold.Until.UTC()
+		if r.Hold.Amount > 0 {
+			holds = append(holds, admission.HoldRecord{RequestID: r.RequestID, AccountID: r.AccountID, APIKeyID: r.APIKeyID,
+				Hold: r.Hold, At: r.At})
+		}
 		inBytes[i], maxIn[i], maxOut[i], streamed[i] = r.InputBytes, r.MaxInputTokens, r.MaxOutputTokens, r.Streamed
 		outBytes[i], outChunks[i] = r.RelayedOutputBytes, r.RelayedOutputChunks
 		ids[i], accts[i], keys[i], offerings[i] = r.RequestID, r.AccountID, r.APIKeyID, r.OfferingID
@@ -206,34 +218,27 @@ func (l *RequestLog) insert(ctx context.Context, rs []GatewayRequest) error {
 		durationMs[i] = float64(r.Duration) / float64(time.Millisecond)
 		at[i] = r.At.UTC()
 	}
-	// The record and its hold are written by one statement, so that the hold exists exactly
-	// when the record the meter bills by does. A hold whose request the meter billed already (a
-	// record written late) is not written.
-	_, err := l.pool.Exec(ctx, `
-		WITH r AS (
-			SELECT * FROM unnest($1::text[], $2::uuid[], $3::uuid[], $4::uuid[], $5::text[], $6::text[], $7::int[], $8::text[],
-				$9::bigint[], $10::bigint[], $11::float8[], $12::float8[], $13::timestamptz[], $14::bigint[], $15::bigint[],
-				$16::bigint[], $17::bool[], $18::bigint[], $19::bigint[], $20::bigint[], $21::timestamptz[], $22::bigint[])
-				AS r(request_id, account_id, api_key_id, offering_id, tier, model, http_status, status, input_tokens,
-					output_tokens, ttft_ms, duration_ms, at, input_bytes, max_input_tokens, max_output_tokens, streamed,
-					relayed_output_bytes, relayed_output_chunks, hold_pico, hold_until, cached_input_tokens)
-		), g AS (
-			INSERT INTO gateway_requests (request_id, account_id, api_key_id, offering_id, tier, model, http_status, status,
-				input_tokens, output_tokens, ttft_ms, duration_ms, at, input_bytes, max_input_tokens, max_output_tokens,
-				streamed, relayed_output_bytes, relayed_output_chunks, cached_input_tokens)
-			SELECT request_id, account_id, api_key_id, offering_id, tier, model, http_status, status, input_tokens,
-				output_tokens, ttft_ms, duration_ms, at, input_bytes, max_input_tokens, max_output_tokens, streamed,
-				relayed_output_bytes, relayed_output_chunks, cached_input_tokens
-			FROM r
-			ON CONFLICT (request_id) DO NOTHING
-		)
-		INSERT INTO admission_holds (request_id, account_id, api_key_id, amount_pico, held_at, expires_at)
-		SELECT request_id, account_id, api_key_id::text, hold_pico, at, hold_until FROM r
-		WHERE hold_pico > 0 AND NOT EXISTS (SELECT 1 FROM usage_event_keys k WHERE k.request_id = r.request_id)
+	if len(holds) > 0 && l.usage == nil {
+		return errNoUsage
+	}
+	// The records and their holds (admission.QueueRecordHolds) are written by one batch, in one
+	// round trip and one transaction, so that a hold exists exactly when the record the meter
+	// bills by does.
+	b := &pgx.Batch{}
+	b.Queue(`
+		INSERT INTO gateway_requests (request_id, account_id, api_key_id, offering_id, tier, model, http_status, status,
+			input_tokens, output_tokens, ttft_ms, duration_ms, at, input_bytes, max_input_tokens, max_output_tokens,
+			streamed, relayed_output_bytes, relayed_output_chunks, cached_input_tokens)
+		SELECT * FROM unnest($1::text[], $2::uuid[], $3::uuid[], $4::uuid[], $5::text[], $6::text[], $7::int[], $8::text[],
+			$9::bigint[], $10::bigint[], $11::float8[], $12::float8[], $13::timestamptz[], $14::bigint[], $15::bigint[],
+			$16::bigint[], $17::bool[], $18::bigint[], $19::bigint[], $20::bigint[])
 		ON CONFLICT (request_id) DO NOTHING`,
 		ids, accts, keys, offerings, tiers, models, codes, statuses, in, out, ttftMs, durationMs, at,
-		inBytes, maxIn, maxOut, streamed, outBytes, outChunks, holds, holdUntil, cached)
-	return err
+		inBytes, maxIn, maxOut, streamed, outBytes, outChunks, cached)
+	if len(holds) > 0 {
+		admission.QueueRecordHolds(b, holds, l.usage.Metered)
+	}
+	return l.pool.SendBatch(ctx, b).Close()
 }
 
 // ReconcileResult says what a reconciliation did.
@@ -250,8 +255,33 @@ type ReconcileResult struct {
 // RequestLog); the platform runs it periodically. Each record is reconciled once.
 func (l *RequestLog) Reconcile(ctx context.Context) (res ReconcileResult, err error) {
 	defer services.Wrap(&err, "requestlog.RequestLog.Reconcile")
+	if l.usage == nil {
+		return res, errNoUsage
+	}
 	now := l.now().UTC()
+	// The oldest records whose request is metered, compared with what it was billed
+	// (Usage.MeteredTokens): a difference of more than 1% either way is flagged.
 	rows, err := l.pool.Query(ctx, `
+		SELECT g.request_id FROM gateway_requests g
+		WHERE g.reconciled_at IS NULL AND `+l.usage.Metered("g.request_id")+`
+		ORDER BY g.at LIMIT $1`, reconcileBatch)
+	if err != nil {
+		return res, err
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return res, err
+	}
+	metered, err := l.usage.MeteredTokens(ctx, l.pool, ids)
+	if err != nil {
+		return res, err
+	}
+	ids = ids[:0]
+	var in, out []int64
+	for id, u := range metered {
+		ids, in, out = append(ids, id), append(in, u.Input), append(out, u.Output)
+	}
+	rows, err = l.pool.Query(ctx, `
 		WITH d AS (
 			SELECT g.request_id, concat_ws('; ',
 				CASE WHEN g.input_tokens IS NOT NULL AND abs(g.input_tokens - u.input_tokens) * 100 > greatest(g.input_tokens, u.input_tokens)
@@ -260,15 +290,14 @@ func (l *RequestLog) Reconcile(ctx context.Context) (res ReconcileResult, err er
 					THEN format('output tokens: the response reported %s, the meter billed %s', g.output_tokens, u.output_tokens) END
 			) AS reason
 			FROM gateway_requests g
-			JOIN usage_event_keys k ON k.request_id = g.request_id
-			JOIN usage_events u ON u.occurred_at = k.occurred_at AND u.request_id = k.request_id
+			JOIN unnest($2::text[], $3::bigint[], $4::bigint[]) AS u (request_id, input_tokens, output_tokens)
+				ON u.request_id = g.request_id
 			WHERE g.reconciled_at IS NULL
-			ORDER BY g.at LIMIT $2
 		)
 		UPDATE gateway_requests g SET reconciled_at = $1,
 			flagged_at = CASE WHEN d.reason <> '' THEN $1::timestamptz END, flag_reason = nullif(d.reason, '')
 		FROM d WHERE g.request_id = d.request_id
-		RETURNING g.flagged_at IS NOT NULL`, now, reconcileBatch)
+		RETURNING g.flagged_at IS NOT NULL`, now, ids, in, out)
 	if err != nil {
 		return res, err
 	}
@@ -289,7 +318,7 @@ func (l *RequestLog) Reconcile(ctx context.Context) (res ReconcileResult, err er
 					$3::text, g.input_tokens, g.output_tokens) AS reason
 			FROM gateway_requests g
 			WHERE g.reconciled_at IS NULL AND g.at < $2
-				AND NOT EXISTS (SELECT 1 FROM usage_event_keys k WHERE k.request_id = g.request_id)
+				AND NOT `+l.usage.Metered("g.request_id")+`
 			ORDER BY g.at LIMIT $4
 		)
 		UPDATE gateway_requests g SET reconciled_at = $1,
@@ -309,11 +338,11 @@ func (l *RequestLog) Reconcile(ctx context.Context) (res ReconcileResult, err er
 		}
 	}
 	// Holds the meter can no longer bill against count for nothing (Admission.load); they go.
-	tag, err := l.pool.Exec(ctx, `DELETE FROM admission_holds WHERE expires_at <= $1`, now)
+	expired, err := admission.DeleteExpiredHolds(ctx, l.pool, now)
 	if err != nil {
 		return res, err
 	}
-	res.HoldsExpired = int(tag.RowsAffected())
+	res.HoldsExpired = int(expired)
 	return res, nil
 }
 
@@ -356,75 +385,98 @@ type Discrepancy struct {
 	Resolution *DiscrepancyResolution `json:"resolution,omitempty"`
 }
 
-// Discrepancies lists the flagged requests the filter selects, the latest flagged first.
+// Discrepancies lists the flagged requests the filter selects, the latest flagged first: the newest the
+// reconciliation flagged and the newest the meter flagged (Usage.FlaggedByMeter), the latest Limit of them each
+// with the gateway's record, its usage row (Usage.MeteredUsage) and its resolution, if any.
 func (l *RequestLog) Discrepancies(ctx context.Context, f DiscrepancyFilter) (_ []Discrepancy, err error) {
 	defer services.Wrap(&err, "requestlog.RequestLog.Discrepancies")
+	if l.usage == nil {
+		return nil, errNoUsage
+	}
 	limit := f.Limit
 	if limit <= 0 || limit > 500 {
 		limit = 100
 	}
-	// Which of the flagged requests: the open ones have no resolution, the resolved one.
+	// Which of the flagged requests: the open ones have no resolution, the resolved ones one.
 	var state string
 	switch f.State {
 	case DiscrepanciesAll:
 	case DiscrepanciesOpen:
-		state = `AND NOT EXISTS (SELECT 1 FROM discrepancy_resolutions r WHERE r.request_id = x.request_id)`
+		state = `AND NOT EXISTS (SELECT 1 FROM discrepancy_resolutions r WHERE r.request_id = g.request_id)`
 	case DiscrepanciesResolved:
-		state = `AND EXISTS (SELECT 1 FROM discrepancy_resolutions r WHERE r.request_id = x.request_id)`
+		state = `AND EXISTS (SELECT 1 FROM discrepancy_resolutions r WHERE r.request_id = g.request_id)`
 	default:
 		fe := services.FieldErrors{}
 		fe.Add("state", "Choose open or resolved.")
 		return nil, fe.Err()
 	}
-	rows, err := l.pool.Query(ctx, `
-		WITH flagged AS (
-			SELECT request_id, max(at) AS flagged_at FROM (
-				(SELECT request_id, flagged_at AS at FROM gateway_requests x WHERE flagged_at IS NOT NULL `+state+`
-					ORDER BY flagged_at DESC LIMIT $1)
-				UNION ALL
-				(SELECT request_id, metered_at FROM usage_events x WHERE flag IS NOT NULL `+state+`
-					ORDER BY metered_at DESC LIMIT $1)
-			) f GROUP BY request_id
-			ORDER BY 2 DESC, 1 LIMIT $1
-		)
-		SELECT f.request_id, coalesce(g.account_id, u.account_id)::text, coalesce(g.api_key_id::text, u.api_key_id),
-			coalesce(g.offering_id, u.offering_id)::text, coalesce(g.tier, u.tier), coalesce(g.model, u.model),
-			g.http_status, coalesce(g.status, ''), g.input_tokens, g.output_tokens,
-			u.reported_input_tokens, u.reported_output_tokens, u.input_tokens, u.output_tokens,
-			u.reported_input_tokens - u.input_tokens, u.reported_output_tokens - u.output_tokens,
-			u.charge_pico::bigint, coalesce(g.at, u.occurred_at), f.flagged_at,
-			coalesce(u.flag, ''), concat_ws('; ', g.flag_reason, u.flag_reason),
-			r.note, r.resolved_by::text, r.resolved_at
-		FROM flagged f
-		LEFT JOIN gateway_requests g ON g.request_id = f.request_id
-		LEFT JOIN usage_events u ON u.request_id = f.request_id
-		LEFT JOIN discrepancy_resolutions r ON r.request_id = f.request_id
-		ORDER BY f.flagged_at DESC, f.request_id`, limit)
+	resolutions, err := l.resolutions(ctx)
 	if err != nil {
 		return nil, err
 	}
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Discrepancy, error) {
-		var d Discrepancy
-		var charge *int64
-		var note, by *string
-		var at *time.Time
-		err := r.Scan(&d.RequestID, &d.AccountID, &d.APIKeyID, &d.OfferingID, &d.Tier, &d.Model, &d.HTTPStatus, &d.Status,
-			&d.InputTokens, &d.OutputTokens, &d.ReportedInput, &d.ReportedOutput, &d.MeteredInput, &d.MeteredOutput,
-			&d.ExcessInput, &d.ExcessOutput, &charge, &d.At, &d.FlaggedAt, &d.MeterFlag, &d.Reason, &note, &by, &at)
-		if charge != nil {
-			c := money.Pico(*charge)
-			d.Charge = &c
-		}
-		if note != nil && by != nil && at != nil {
-			d.Resolution = &DiscrepancyResolution{Note: *note, ResolvedByID: *by, ResolvedAt: *at}
-		}
-		return d, err
-	})
+	keep := func(requestID string) bool {
+		_, resolved := resolutions[requestID]
+		return f.State == DiscrepanciesAll || resolved == (f.State == DiscrepanciesResolved)
+	}
+	rows, err := l.pool.Query(ctx, `SELECT request_id, flagged_at FROM gateway_requests g WHERE flagged_at IS NOT NULL `+state+`
+		ORDER BY flagged_at DESC LIMIT $1`, limit)
 	if err != nil {
 		return nil, err
+	}
+	byGateway, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Flagged])
+	if err != nil {
+		return nil, err
+	}
+	// The meter's flags are its own rows: those the filter leaves out are dropped here, so as many more are read
+	// as there are resolutions, and the newest limit of those kept are still among them.
+	byMeter, err := l.usage.FlaggedByMeter(ctx, l.pool, limit+len(resolutions))
+	if err != nil {
+		return nil, err
+	}
+	byMeter = slices.DeleteFunc(byMeter, func(f Flagged) bool { return !keep(f.RequestID) })
+	// A request flagged by both is listed once, at the later of the two.
+	latest := map[string]time.Time{}
+	for _, f := range append(byGateway, byMeter...) {
+		if at, ok := latest[f.RequestID]; !ok || f.At.After(at) {
+			latest[f.RequestID] = f.At
+		}
+	}
+	flagged := make([]Flagged, 0, len(latest))
+	for id, at := range latest {
+		flagged = append(flagged, Flagged{RequestID: id, At: at})
+	}
+	sort.Slice(flagged, func(i, j int) bool {
+		if !flagged[i].At.Equal(flagged[j].At) {
+			return flagged[i].At.After(flagged[j].At)
+		}
+		return flagged[i].RequestID < flagged[j].RequestID
+	})
+	flagged = flagged[:min(len(flagged), limit)]
+	ids := make([]string, len(flagged))
+	for i, f := range flagged {
+		ids[i] = f.RequestID
+	}
+	records, err := l.flaggedRecords(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	usage, err := l.usage.MeteredUsage(ctx, l.pool, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Discrepancy, len(flagged))
+	for i, f := range flagged {
+		var u *MeteredUsage
+		if m, ok := usage[f.RequestID]; ok {
+			u = &m
+		}
+		out[i] = discrepancyOf(f, records[f.RequestID], u)
+		if r, ok := resolutions[f.RequestID]; ok {
+			out[i].Resolution = &r
+		}
 	}
 	var by []string
-	for _, d := range list {
+	for _, d := range out {
 		if d.Resolution != nil {
 			by = append(by, d.Resolution.ResolvedByID)
 		}
@@ -433,10 +485,83 @@ func (l *RequestLog) Discrepancies(ctx context.Context, f DiscrepancyFilter) (_ 
 	if err != nil {
 		return nil, err
 	}
-	for _, d := range list {
+	for _, d := range out {
 		if d.Resolution != nil {
 			d.Resolution.ResolvedBy = emails[d.Resolution.ResolvedByID]
 		}
 	}
-	return list, nil
+	return out, nil
+}
+
+// flaggedRecord is the gateway's record of a flagged request as a Discrepancy shows it.
+type flaggedRecord struct {
+	found                           bool
+	accountID, apiKeyID, offeringID string
+	tier                            catalog.Tier
+	model                           string
+	httpStatus                      int
+	status                          GatewayStatus
+	inputTokens, outputTokens       *int64
+	at                              time.Time
+	flagReason                      *string
+}
+
+// flaggedRecords reads the gateway's records of the requests of ids, by request id.
+func (l *RequestLog) flaggedRecords(ctx context.Context, ids []string) (map[string]flaggedRecord, error) {
+	rows, err := l.pool.Query(ctx, `SELECT request_id, account_id::text, api_key_id::text, offering_id::text, tier, model,
+			http_status, status, input_tokens, output_tokens, at, flag_reason
+		FROM gateway_requests WHERE request_id = ANY ($1)`, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]flaggedRecord{}
+	var id string
+	r := flaggedRecord{found: true}
+	_, err = pgx.ForEachRow(rows, []any{&id, &r.accountID, &r.apiKeyID, &r.offeringID, &r.tier, &r.model, &r.httpStatus,
+		&r.status, &r.inputTokens, &r.outputTokens, &r.at, &r.flagReason}, func() error {
+		out[id] = r
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// discrepancyOf is a flagged request as the gateway recorded it (g, when found) beside its usage row (u, when
+// metered): where both have a value, the gateway's is shown.
+func discrepancyOf(f Flagged, g flaggedRecord, u *MeteredUsage) Discrepancy {
+	d := Discrepancy{RequestID: f.RequestID, FlaggedAt: f.At}
+	var reasons []string
+	if g.found {
+		d.AccountID, d.APIKeyID, d.OfferingID, d.Tier, d.Model = g.accountID, g.apiKeyID, g.offeringID, g.tier, g.model
+		status := g.httpStatus
+		d.HTTPStatus, d.Status, d.InputTokens, d.OutputTokens, d.At = &status, g.status, g.inputTokens, g.outputTokens, g.at
+		if g.flagReason != nil {
+			reasons = append(reasons, *g.flagReason)
+		}
+	}
+	if u != nil {
+		if !g.found {
+			d.AccountID, d.APIKeyID, d.OfferingID, d.Tier, d.Model, d.At = u.AccountID, u.APIKeyID, u.OfferingID, u.Tier, u.Model, u.OccurredAt
+		}
+		in, out, charge := u.Input, u.Output, money.Pico(u.ChargePico)
+		d.ReportedInput, d.ReportedOutput, d.MeteredInput, d.MeteredOutput = u.ReportedInput, u.ReportedOutput, &in, &out
+		d.ExcessInput, d.ExcessOutput = excess(u.ReportedInput, in), excess(u.ReportedOutput, out)
+		d.Charge, d.MeterFlag = &charge, u.Flag
+		if u.FlagReason != nil {
+			reasons = append(reasons, *u.FlagReason)
+		}
+	}
+	d.Reason = strings.Join(reasons, "; ")
+	return d
+}
+
+// excess is the tokens a rig reported beyond those billed, nil when the report is not known.
+func excess(reported *int64, billed int64) *int64 {
+	if reported == nil {
+		return nil
+	}
+	e := *reported - billed
+	return &e
 }

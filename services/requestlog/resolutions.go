@@ -71,12 +71,21 @@ func (l *RequestLog) ResolveDiscrepancy(ctx context.Context, log *audit.Log, in 
 		return DiscrepancyResolution{}, errors.New("no audit log to record the resolution in")
 	}
 	out := DiscrepancyResolution{Note: note, ResolvedByID: in.By, ResolvedAt: l.now().UTC()}
+	if l.usage == nil {
+		return DiscrepancyResolution{}, errNoUsage
+	}
 	err = pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
 		var flagged bool
-		if err := tx.QueryRow(ctx, `
-			SELECT EXISTS (SELECT 1 FROM gateway_requests WHERE request_id = $1 AND flagged_at IS NOT NULL)
-				OR EXISTS (SELECT 1 FROM usage_events WHERE request_id = $1 AND flag IS NOT NULL)`, in.RequestID).Scan(&flagged); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM gateway_requests WHERE request_id = $1 AND flagged_at IS NOT NULL)`,
+			in.RequestID).Scan(&flagged); err != nil {
 			return err
+		}
+		if !flagged { // the meter's flag is on its usage row
+			usage, err := l.usage.MeteredUsage(ctx, tx, []string{in.RequestID})
+			if err != nil {
+				return err
+			}
+			flagged = usage[in.RequestID].Flag != ""
 		}
 		if !flagged {
 			return services.Errorf(services.CodeNotFound, "No discrepancy is flagged on request %s.", in.RequestID)
@@ -104,4 +113,21 @@ func (l *RequestLog) ResolveDiscrepancy(ctx context.Context, log *audit.Log, in 
 		return DiscrepancyResolution{}, err
 	}
 	return out, nil
+}
+
+// resolutions reads every resolution, by request id. Administrators resolve discrepancies one by one: the table
+// stays small.
+func (l *RequestLog) resolutions(ctx context.Context) (map[string]DiscrepancyResolution, error) {
+	rows, err := l.pool.Query(ctx, `SELECT request_id, note, resolved_by::text, resolved_at FROM discrepancy_resolutions`)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]DiscrepancyResolution{}
+	var id string
+	var r DiscrepancyResolution
+	_, err = pgx.ForEachRow(rows, []any{&id, &r.Note, &r.ResolvedByID, &r.ResolvedAt}, func() error {
+		out[id] = r
+		return nil
+	})
+	return out, err
 }

@@ -136,7 +136,7 @@ func TestReplicasRouteByTheRecordInPostgres(t *testing.T) {
 	customer := fixtures.Account(t, b.pool, "Acme")
 	user := fixtures.User(t, b.pool, customer, "dev@acme.test", "developer")
 	key := fixtures.APIKey(t, b.pool, customer, user, "test")
-	log := requestlog.NewRequestLog(b.pool, nil, nil)
+	log := requestlog.NewRequestLog(b.pool, nil, nil, nil)
 	n := 0
 	attempts := func(o catalog.Offering, status requestlog.GatewayStatus, httpStatus, times int) {
 		for range times {
@@ -155,7 +155,7 @@ func TestReplicasRouteByTheRecordInPostgres(t *testing.T) {
 	}
 
 	replica := func() []string {
-		board := reliability.NewBoard(reliability.Config{Source: requestlog.NewRequestLog(b.pool, nil, nil), Now: b.clock.Now})
+		board := reliability.NewBoard(reliability.Config{Source: requestlog.NewRequestLog(b.pool, nil, nil, nil), Now: b.clock.Now})
 		if err := board.Refresh(ctx); err != nil {
 			t.Fatal(err)
 		}

@@ -36,8 +36,8 @@ func (s *Store) Retire(ctx context.Context) (_ []Retired, err error) {
 	if s.cfg.RetentionMonths <= 0 {
 		return nil, nil
 	}
-	if s.cfg.MonthNotFinal == nil || s.cfg.RolledUpRequests == nil {
-		return nil, errors.New("a retention needs Config.MonthNotFinal and Config.RolledUpRequests")
+	if s.cfg.MonthNotFinal == nil || s.cfg.RolledUpRequests == nil || s.cfg.DetachMonth == nil {
+		return nil, errors.New("a retention needs Config.MonthNotFinal, Config.RolledUpRequests and Config.DetachMonth")
 	}
 	months, err := s.Months(ctx)
 	if err != nil {
@@ -109,12 +109,13 @@ func (s *Store) retireMonth(ctx context.Context, month time.Time) (Retired, erro
 			month, r.Events, s.cfg.Now()); err != nil {
 			return err
 		}
-		// The month's keys go with its rows: no event of it can reach the database again, since
-		// the meter refuses an event older than usage.MaxEventAge before it looks at keys.
-		if _, err := tx.Exec(ctx, `DELETE FROM usage_event_keys k USING `+name+` u WHERE k.event_id = u.event_id`); err != nil {
+		// The month's keys go with its rows (Config.DetachMonth): no event of it can reach the
+		// database again, since the meter refuses an event older than usage.MaxEventAge before it
+		// looks at keys.
+		if err := s.cfg.DetachMonth(ctx, tx, month); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `ALTER TABLE usage_events DETACH PARTITION `+name+`; DROP TABLE `+name)
+		_, err = tx.Exec(ctx, `DROP TABLE `+name)
 		return err
 	})
 	var pe *pgconn.PgError

@@ -9,15 +9,18 @@
 // documents are not all final is never dropped; a month is dropped whole, its usage rows and
 // their keys (usage_event_keys) in one transaction.
 //
-// It keeps metering's usage_events table: makes its monthly partitions and, under the
-// retention, drops them with their rows of usage_event_keys (docs/usage-storage.md);
-// usage_months_dropped is its own. Whether a month's documents are final and how many requests
-// its rollups hold it asks their owners, through Config's MonthNotFinal (package invoicing) and
-// RolledUpRequests (package metering), which import this package and so are handed in.
+// It keeps the monthly partitions of metering's usage_events table: makes them and, under the
+// retention, drops them (docs/usage-storage.md); usage_months_dropped is its own. Attaching a
+// month's partition to usage_events, and detaching it with its rows' keys (usage_event_keys),
+// is package metering's, through Config's AttachMonth and DetachMonth. Whether a month's
+// documents are final and how many requests its rollups hold it asks their owners, through
+// Config's MonthNotFinal (package invoicing) and RolledUpRequests (package metering). Both
+// packages import this one, so their functions are handed in.
 package usagestore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"regexp"
@@ -61,6 +64,12 @@ type Config struct {
 	// rollups hold of [from, to)). A retention needs both: Retire refuses to run without them.
 	MonthNotFinal    func(ctx context.Context, tx pgx.Tx, month time.Time) (string, error)
 	RolledUpRequests func(ctx context.Context, tx pgx.Tx, from, to time.Time) (int64, error)
+	// AttachMonth and DetachMonth change usage_events' partitions, in the transaction that makes
+	// or drops a month's: metering.AttachMonth attaches the month's partition (PartitionName), made
+	// with the month's bounds (BoundLiteral); metering.DetachMonth deletes the keys of its rows and
+	// detaches it. Making a month needs AttachMonth; a retention needs DetachMonth.
+	AttachMonth func(ctx context.Context, tx pgx.Tx, month time.Time) error
+	DetachMonth func(ctx context.Context, tx pgx.Tx, month time.Time) error
 	// Every is how often Start's loop runs Maintain (DefaultEvery when 0).
 	Every time.Duration
 	Now   func() time.Time
@@ -204,14 +213,15 @@ func (s *Store) make(ctx context.Context, months []time.Time, always bool) error
 }
 
 // makeMonth makes month's partition unless it has one. The table is made on its own and then
-// attached, which locks usage_events only against other changes of its partitions (SHARE
-// UPDATE EXCLUSIVE), never against the meter's writes or the readers; a CHECK of the month's
-// bounds spares ATTACH a scan of the new table. Rows of the month found in the DEFAULT
-// partition are moved into it first.
+// attached (Config.AttachMonth), which locks usage_events only against other changes of its
+// partitions (SHARE UPDATE EXCLUSIVE), never against the meter's writes or the readers. Rows
+// of the month found in the DEFAULT partition are moved into it first.
 func (s *Store) makeMonth(ctx context.Context, month time.Time) (err error) {
 	name := PartitionName(month)
 	defer services.Wrap(&err, "usagestore: make %s", name)
-	from, to := boundLiteral(month), boundLiteral(month.AddDate(0, 1, 0))
+	if s.cfg.AttachMonth == nil {
+		return errors.New("making a month needs Config.AttachMonth")
+	}
 	var moved int64
 	err = pgx.BeginFunc(ctx, s.cfg.Pool, func(tx pgx.Tx) error {
 		if err := lockPartitions(ctx, tx); err != nil {
@@ -235,11 +245,7 @@ func (s *Store) makeMonth(ctx context.Context, month time.Time) (err error) {
 			return err
 		}
 		moved = tag.RowsAffected()
-		_, err = tx.Exec(ctx, `
-			ALTER TABLE `+name+` ADD CONSTRAINT `+name+`_month CHECK (occurred_at >= `+from+` AND occurred_at < `+to+`);
-			ALTER TABLE usage_events ATTACH PARTITION `+name+` FOR VALUES FROM (`+from+`) TO (`+to+`);
-			ALTER TABLE `+name+` DROP CONSTRAINT `+name+`_month`)
-		return err
+		return s.cfg.AttachMonth(ctx, tx, month)
 	})
 	if err != nil {
 		return err
@@ -258,8 +264,9 @@ func lockPartitions(ctx context.Context, tx pgx.Tx) error {
 	return err
 }
 
-// boundLiteral writes t as a timestamptz literal for DDL, which takes no parameters.
-func boundLiteral(t time.Time) string {
+// BoundLiteral writes t as a timestamptz literal for the DDL of a partition's bounds, which
+// takes no parameters.
+func BoundLiteral(t time.Time) string {
 	return "'" + t.UTC().Format("2006-01-02 15:04:05") + "+00'"
 }
 

@@ -49,7 +49,7 @@ func TestEnsureAheadMakesTheMonthsAhead(t *testing.T) {
 	pool := dbtest.New(t)
 	ctx := context.Background()
 	now := time.Date(2031, 5, 3, 10, 0, 0, 0, time.UTC) // a week ago was April
-	s := usagestore.New(usagestore.Config{Pool: pool, Now: func() time.Time { return now }})
+	s := usagestore.New(usagestore.Config{Pool: pool, AttachMonth: metering.AttachMonth, Now: func() time.Time { return now }})
 	before, err := s.Months(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +98,7 @@ func TestAMonthMadeTakesItsRowsFromTheDefaultPartition(t *testing.T) {
 	if part := insertUsage(t, pool, "evt_waiting", at); part != "usage_events_default" {
 		t.Fatalf("a row of a month without its partition went to %s", part)
 	}
-	s := usagestore.New(usagestore.Config{Pool: pool, Now: func() time.Time { return at }})
+	s := usagestore.New(usagestore.Config{Pool: pool, AttachMonth: metering.AttachMonth, Now: func() time.Time { return at }})
 	if err := s.EnsureAhead(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,8 @@ func setupRetention(t *testing.T, retention int) retentionWorld {
 	ctx := context.Background()
 	now := time.Date(2032, 4, 10, 0, 0, 0, 0, time.UTC)
 	s := usagestore.New(usagestore.Config{Pool: pool, RetentionMonths: retention, Now: func() time.Time { return now },
-		MonthNotFinal: invoicing.MonthNotFinal, RolledUpRequests: metering.RolledUpRequests})
+		MonthNotFinal: invoicing.MonthNotFinal, RolledUpRequests: metering.RolledUpRequests,
+		AttachMonth: metering.AttachMonth, DetachMonth: metering.DetachMonth})
 	if err := s.MakeMonths(ctx, []time.Time{month(2032, 1), month(2032, 2)}); err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +282,8 @@ func TestRetentionKeepsMonthsNotFinal(t *testing.T) {
 func TestStartMaintainsUntilClose(t *testing.T) {
 	pool := dbtest.New(t)
 	now := time.Date(2045, 9, 20, 0, 0, 0, 0, time.UTC)
-	s := usagestore.New(usagestore.Config{Pool: pool, Every: 20 * time.Millisecond, Now: func() time.Time { return now }})
+	s := usagestore.New(usagestore.Config{Pool: pool, Every: 20 * time.Millisecond, AttachMonth: metering.AttachMonth,
+		Now: func() time.Time { return now }})
 	s.Start(context.Background())
 	deadline := time.Now().Add(10 * time.Second)
 	for {

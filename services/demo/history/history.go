@@ -150,7 +150,7 @@ func open(ctx context.Context, cfg Config, now time.Time) (*history, error) {
 	// and handled here, and never sent over the network.
 	h.webhookKey = "whsec_history_" + randomHex(24)
 	h.webhook = credits.NewStripeWebhook(h.credits, []string{h.webhookKey})
-	h.requestLog = requestlog.NewRequestLog(cfg.Pool, h.clock.now, h.log)
+	h.requestLog = requestlog.NewRequestLog(cfg.Pool, nil, h.clock.now, h.log)
 	key := cfg.TicketKey
 	if len(key) == 0 {
 		key = []byte(randomHex(32))
