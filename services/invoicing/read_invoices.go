@@ -200,16 +200,22 @@ func (s *Service) Invoices(ctx context.Context, f InvoiceFilter) (_ InvoicePage,
 		return cmp.Or(b.Period.Start().Compare(a.Period.Start()), strings.Compare(a.AccountName, b.AccountName),
 			a.createdAt.Compare(b.createdAt), strings.Compare(a.ID, b.ID))
 	})
-	list = list[min(f.Offset, len(list)):]
-	page := InvoicePage{Invoices: make([]InvoiceSummary, 0, min(len(list), limit))}
-	for i, v := range list {
-		if i == limit {
-			page.More = true
-			break
-		}
-		page.Invoices = append(page.Invoices, v.InvoiceSummary)
+	shown, more := pageOf(list, f.Offset, limit)
+	page := InvoicePage{Invoices: make([]InvoiceSummary, len(shown)), More: more}
+	for i, v := range shown {
+		page.Invoices[i] = v.InvoiceSummary
 	}
 	return page, nil
+}
+
+// pageOf is the page of a sorted list that starts at offset and holds at most limit entries, and whether more
+// follow it.
+func pageOf[T any](list []T, offset, limit int) (page []T, more bool) {
+	list = list[min(max(offset, 0), len(list)):]
+	if len(list) > limit {
+		return list[:limit], true
+	}
+	return list, false
 }
 
 // AccountInvoices lists an account's issued, paid and void invoices, latest period first, as

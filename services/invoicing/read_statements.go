@@ -188,14 +188,10 @@ func (s *Service) Statements(ctx context.Context, f StatementFilter) (_ Statemen
 		return cmp.Or(b.Period.Start().Compare(a.Period.Start()), strings.Compare(a.ProviderName, b.ProviderName),
 			a.createdAt.Compare(b.createdAt), strings.Compare(a.ID, b.ID))
 	})
-	list = list[min(f.Offset, len(list)):]
-	page := StatementPage{Statements: make([]StatementSummary, 0, min(len(list), limit))}
-	for i, v := range list {
-		if i == limit {
-			page.More = true
-			break
-		}
-		page.Statements = append(page.Statements, v.StatementSummary)
+	shown, more := pageOf(list, f.Offset, limit)
+	page := StatementPage{Statements: make([]StatementSummary, len(shown)), More: more}
+	for i, v := range shown {
+		page.Statements[i] = v.StatementSummary
 	}
 	return page, nil
 }
