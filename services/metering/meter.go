@@ -155,9 +155,13 @@ const committers = 2
 // Meter consumes the usage stream.
 type Meter struct {
 	cfg        MeterConfig
-	committing atomic.Int32 // batches being committed
-	mu         sync.Mutex   // guards ledgers, which the committers share
-	ledgers    map[ledgerKey]ledger.LedgerAccountID
+	holding    atomic.Int32 // batches a committer holds for RecordLag before it commits them
+	committing atomic.Int32 // batches being committed, after their hold
+	// partial lets one batch that is not full commit at a time: two commit at once only when
+	// both are full (collectAndCheck).
+	partial sync.Mutex
+	mu      sync.Mutex // guards ledgers, which the committers share
+	ledgers map[ledgerKey]ledger.LedgerAccountID
 	// months makes the monthly partition of usage_events an event's row goes to, before the
 	// batch is written (docs/usage-storage.md, "Partitions ahead").
 	months *usagestore.Store
@@ -231,8 +235,15 @@ func (m *Meter) Run(ctx context.Context) error {
 	for range committers {
 		wg.Go(func() {
 			for b := range checked {
+				if !m.hold(ctx, b) {
+					continue
+				}
 				m.committing.Add(1)
-				if m.hold(ctx, b) {
+				if len(b.acks) < m.cfg.BatchSize {
+					m.partial.Lock()
+					m.commitWithRetry(ctx, b)
+					m.partial.Unlock()
+				} else {
 					m.commitWithRetry(ctx, b)
 				}
 				m.committing.Add(-1)
@@ -246,8 +257,9 @@ func (m *Meter) Run(ctx context.Context) error {
 // hold waits until the gateway's records of a batch's attempts have had time to land
 // (RecordLag after its newest event came), unless the batch is full: a full batch is what a
 // backlog or a burst gives, whose events are mostly older, and holding it would only slow the
-// meter down when it has the most to do. Meanwhile the batch counts as committing, so the
-// collector goes on filling the next one. It is false when ctx ended first: the batch is left
+// meter down when it has the most to do. Meanwhile the batch counts as held, so the collector
+// goes on filling the next one, and hands it over as this one's hold ends: the next batch's
+// hold then runs while this one commits. It is false when ctx ended first: the batch is left
 // unacknowledged, for the stream to deliver again.
 func (m *Meter) hold(ctx context.Context, b checkedBatch) bool {
 	if m.cfg.RecordLag <= 0 || len(b.acks) >= m.cfg.BatchSize || b.received.IsZero() {
@@ -257,6 +269,8 @@ func (m *Meter) hold(ctx context.Context, b checkedBatch) bool {
 	if wait <= 0 {
 		return true
 	}
+	m.holding.Add(1)
+	defer m.holding.Add(-1)
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
@@ -268,11 +282,14 @@ func (m *Meter) hold(ctx context.Context, b checkedBatch) bool {
 }
 
 // collectAndCheck feeds the committers checked batches until the stream ends or ctx does. A
-// batch goes to a committer once it is full, or once Linger has passed since its first event
-// and no other batch is committing; until then it keeps filling, checked as it grows, since a
-// fuller batch costs the database hardly more than a small one. So batches grow with the
-// load, the per-batch costs (the ledger's transactions, the round trips) shrink per event
-// when the meter has the most to do, and two batches commit at once only when both are full.
+// batch goes to a committer once it is full, or once Linger has passed since its first event,
+// no other batch is held (hold) and a committer is free (mayHandOver); until then it keeps filling, checked
+// as it grows, since a fuller batch costs the database hardly more than a small one. So
+// batches grow with the load, the per-batch costs (the ledger's transactions, the round
+// trips) shrink per event when the meter has the most to do, and two batches commit at once
+// only when both are full (Meter.partial). A batch is handed over while the one before it
+// commits, so that its hold and that commit overlap: an event waits for at most the hold of
+// the batch before its own, its own hold and its commit.
 func (m *Meter) collectAndCheck(ctx context.Context, it jetstream.MessagesContext, out chan<- checkedBatch) error {
 	for {
 		first, err := it.Next()
@@ -288,7 +305,7 @@ func (m *Meter) collectAndCheck(ctx context.Context, it jetstream.MessagesContex
 		b.add(msgs)
 		handed := false
 		for !handed && err == nil && ctx.Err() == nil && len(b.acks) < m.cfg.BatchSize {
-			if m.committing.Load() == 0 {
+			if m.mayHandOver() {
 				select {
 				case out <- b.checkedBatch:
 					handed = true
@@ -310,6 +327,12 @@ func (m *Meter) collectAndCheck(ctx context.Context, it jetstream.MessagesContex
 			return stopError(ctx, err)
 		}
 	}
+}
+
+// mayHandOver says whether a batch that is not full may go to a free committer: when no other
+// batch is held, and, where batches are not held at all, when none is committing either.
+func (m *Meter) mayHandOver() bool {
+	return m.holding.Load() == 0 && (m.cfg.RecordLag > 0 || m.committing.Load() == 0)
 }
 
 // fillPoll is how long a batch waiting for a free committer waits for more events before it

@@ -3,6 +3,7 @@ package metering
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -241,5 +242,56 @@ func TestMeterHoldsABatchForTheGatewaysRecords(t *testing.T) {
 	stop()
 	if n := e.count(t, `SELECT count(*) FROM usage_events WHERE request_id = '`+req+`'`); n != 1 || took >= cfg.RecordLag {
 		t.Errorf("a full batch: %d rows after %s, want its event billed before the %s hold", n, took, cfg.RecordLag)
+	}
+}
+
+// While one batch commits, the next is already held: the collector hands a batch over as the
+// hold before it ends, not once its commit is done, so that an event under a steady load waits
+// for the hold of the batch before its own, its own hold and its commit, and not for a commit
+// more besides. Commits are made slow here (OnCommit holds the committer up) to see them
+// overlap with the next batch's hold; batches that are not full still commit one at a time.
+func TestMeterHoldsTheNextBatchWhileOneCommits(t *testing.T) {
+	e := setupMeter(t)
+	subject := events.UsageSubject(e.provider, e.offering)
+	cfg := e.meter.cfg
+	cfg.RecordLag = 200 * time.Millisecond
+	var mu sync.Mutex
+	var commits, overlapped, concurrent, inCommit int
+	cfg.OnCommit = func(res BatchResult, committed time.Time) {
+		mu.Lock()
+		commits++
+		if inCommit++; inCommit > 1 {
+			concurrent++
+		}
+		mu.Unlock()
+		time.Sleep(100 * time.Millisecond) // a slow commit
+		mu.Lock()
+		if e.meter.holding.Load() > 0 {
+			overlapped++
+		}
+		inCommit--
+		mu.Unlock()
+	}
+	e.meter = NewMeter(cfg)
+
+	stop := e.start()
+	const n = 120
+	for i := range n {
+		id, body := e.event(t, 10, 1, e.now.Add(-time.Duration(i)*time.Second))
+		e.publish(t, subject, id, body)
+		time.Sleep(10 * time.Millisecond)
+	}
+	e.waitDrained(t, 20*time.Second)
+	stop()
+	if got := e.count(t, `SELECT count(*) FROM usage_events`); got != n {
+		t.Fatalf("%d usage rows, want %d", got, n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if commits < 3 || overlapped == 0 {
+		t.Errorf("%d commits, %d of them with the next batch held meanwhile; want the holds to overlap the commits", commits, overlapped)
+	}
+	if concurrent > 0 {
+		t.Errorf("%d commits of batches that were not full ran beside another", concurrent)
 	}
 }
