@@ -42,7 +42,7 @@ test: test-deps stripe-mock verify ## run the whole test suite (starts PostgreSQ
 	@url=$$(GPUMARKET_DATA_DIR=$(DATA_DIR) $(GO) run ./cmd/gpumarket dev postgres); \
 	echo "tests use PostgreSQL at $$url"; \
 	GPUMARKET_TEST_DATABASE_URL="$$url" GPUMARKET_TEST_ARTEFACTS="$(abspath $(DATA_DIR))/test-artefacts" \
-		$(GO) test -count=1 -timeout 9m $(PKGS)
+		$(GO) test -count=1 -timeout 15m $(PKGS)
 	@echo "fuzzing the usage event decoder and validator for 10 s"
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeValidate$$' -fuzztime 10s -fuzzminimizetime 2s ./services/usage/
 

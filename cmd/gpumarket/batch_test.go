@@ -33,6 +33,7 @@ import (
 // admitted and run through the gateway at the batch tier on simulated rigs, and their output and
 // error files; each line's usage metered at the batch price and charged once.
 func TestBatches(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a whole platform with simulated rigs")
 	}

@@ -44,6 +44,7 @@ import (
 // own, so that routing sees only them, and most use a developer account of their own, so that
 // balances are exact.
 func TestGateway(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a whole platform with simulated rigs")
 	}

@@ -22,7 +22,7 @@ import (
 
 // The whole platform (every role, embedded NATS, the demo's simulated rigs) opened, run, answering and stopped
 // lifecycleRounds times on one database; then no goroutine of any round is left (docs/lifecycle.md).
-const lifecycleRounds = 100
+const lifecycleRounds = 40
 
 func TestPlatformStopsEverythingItStarts(t *testing.T) {
 	cfg := testConfig(t, Roles{Web: true, Gateway: true, Meter: true})

@@ -46,6 +46,7 @@ import (
 // It runs with the entry point on loopback, and on another address of this machine (the embedded NATS then does
 // not listen on loopback at all, so the agent can have reached it only at the address the page showed).
 func TestARigRunsFromItsConnectPage(t *testing.T) {
+	t.Parallel()
 	bin := buildAgent(t)
 	t.Run("loopback", func(t *testing.T) { testRigFromConnectPage(t, bin, "127.0.0.1") })
 	t.Run("another address of this machine", func(t *testing.T) {
