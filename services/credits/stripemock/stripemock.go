@@ -9,12 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -55,13 +54,11 @@ type Process struct {
 	cmd *exec.Cmd
 }
 
-// Start runs stripe-mock on a free port and waits until it answers.
+// Start runs stripe-mock on a port the system chooses and waits until it answers. The port is
+// the one stripe-mock says it bound: a port picked here and handed to it could be taken by
+// another listener before stripe-mock binds it, and the wait would then talk to that listener.
 func Start(ctx context.Context, bin string, log *slog.Logger) (*Process, error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(bin, "-http-port", strconv.Itoa(port), "-https-port", "-1")
+	cmd := exec.Command(bin, "-http-addr", "127.0.0.1:0", "-https-addr", "127.0.0.1:0")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -71,16 +68,39 @@ func Start(ctx context.Context, bin string, log *slog.Logger) (*Process, error) 
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("stripemock: start %s: %w", bin, err)
 	}
+	p := &Process{cmd: cmd}
+	bound := make(chan string, 1)
+	ended := make(chan struct{})
 	go func() {
+		defer close(ended)
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
+			if addr, ok := strings.CutPrefix(sc.Text(), listeningHTTP); ok {
+				select {
+				case bound <- strings.TrimSpace(addr):
+				default:
+				}
+			}
 			if log != nil {
 				log.Debug("stripe-mock", "line", sc.Text())
 			}
 		}
 	}()
-	p := &Process{URL: fmt.Sprintf("http://127.0.0.1:%d", port), cmd: cmd}
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.NewTimer(startWithin)
+	defer deadline.Stop()
+	select {
+	case addr := <-bound:
+		p.URL = "http://" + addr
+	case <-ended:
+		p.Stop()
+		return nil, fmt.Errorf("stripemock: %s exited before it listened", bin)
+	case <-deadline.C:
+		p.Stop()
+		return nil, fmt.Errorf("stripemock: stripe-mock did not listen within %s", startWithin)
+	case <-ctx.Done():
+		p.Stop()
+		return nil, ctx.Err()
+	}
 	for {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.URL+"/v1/balance", nil)
 		req.Header.Set("Authorization", "Bearer sk_test_123")
@@ -91,13 +111,24 @@ func Start(ctx context.Context, bin string, log *slog.Logger) (*Process, error) 
 				return p, nil
 			}
 		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
+		select {
+		case <-deadline.C:
 			p.Stop()
-			return nil, errors.New("stripemock: stripe-mock did not answer within 20 s")
+			return nil, fmt.Errorf("stripemock: stripe-mock did not answer within %s", startWithin)
+		case <-ctx.Done():
+			p.Stop()
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// listeningHTTP begins the line in which stripe-mock says where it listens for HTTP.
+const listeningHTTP = "Listening for HTTP at address:"
+
+// startWithin bounds stripe-mock's start: it reads its whole OpenAPI description first, which
+// takes seconds on a busy machine.
+const startWithin = time.Minute
 
 // Stop ends the process and waits until it has exited.
 func (p *Process) Stop() {
@@ -113,13 +144,4 @@ func (p *Process) Stop() {
 		_ = p.cmd.Process.Kill()
 		<-done
 	}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
