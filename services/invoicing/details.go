@@ -244,6 +244,19 @@ func (s *Service) SetBillingDetails(ctx context.Context, accountID, byUserID str
 }
 
 // isUUID reports whether s is a uuid as PostgreSQL writes it.
+// uuidsOf is the ids that are UUIDs, each once: a query by them never fails on one that is not.
+func uuidsOf(ids []string) []string {
+	seen := make(map[string]bool, len(ids))
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if isUUID(id) && !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
 func isUUID(s string) bool {
 	if len(s) != 36 {
 		return false

@@ -68,3 +68,44 @@ func TestTheQueuesSelectByNameAndTotal(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// The audit log names the documents it lists through InvoicesByID and StatementsByID: each
+// document asked for once is there with its number, party and period; an id of no document, one
+// that is not an id, and one asked twice change nothing.
+func TestDocumentsAreReadByTheirIDs(t *testing.T) {
+	w := newWorld(t)
+	acme := w.account("Acme Labs")
+	fjordAccount := w.account("Fjord GPU Co-op")
+	w.uses(acme, w.rig(fjordAccount), time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC), 2)
+	w.at(time.Date(2026, 4, 4, 0, 0, 0, 0, time.UTC))
+	w.close(march)
+
+	invoices, err := w.svc.Invoices(w.ctx(), InvoiceFilter{})
+	if err != nil || len(invoices.Invoices) != 1 {
+		t.Fatalf("invoices %v, %v", invoices, err)
+	}
+	statements, err := w.svc.Statements(w.ctx(), StatementFilter{})
+	if err != nil || len(statements.Statements) != 1 {
+		t.Fatalf("statements %v, %v", statements, err)
+	}
+	inv, st := invoices.Invoices[0], statements.Statements[0]
+	const unknown = "00000000-0000-4000-8000-000000000000"
+	gotInvoices, err := w.svc.InvoicesByID(w.ctx(), []string{inv.ID, unknown, "not-an-id", inv.ID, st.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gotInvoices) != 1 || gotInvoices[inv.ID].AccountName != "Acme Labs" || gotInvoices[inv.ID].Period != inv.Period ||
+		gotInvoices[inv.ID].DisplayNumber != inv.DisplayNumber {
+		t.Errorf("invoices by id: %+v, want only %s of Acme Labs", gotInvoices, inv.ID)
+	}
+	gotStatements, err := w.svc.StatementsByID(w.ctx(), []string{st.ID, unknown, inv.ID, ""})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gotStatements) != 1 || gotStatements[st.ID].ProviderName != "Fjord GPU Co-op" || gotStatements[st.ID].Net != st.Net {
+		t.Errorf("statements by id: %+v, want only %s of Fjord GPU Co-op", gotStatements, st.ID)
+	}
+	if none, err := w.svc.InvoicesByID(w.ctx(), nil); err != nil || len(none) != 0 {
+		t.Errorf("no ids: %v, %v", none, err)
+	}
+}

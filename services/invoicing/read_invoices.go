@@ -239,6 +239,25 @@ func (s *Service) AccountInvoices(ctx context.Context, accountID string) (_ []In
 	return out, nil
 }
 
+// InvoicesByID returns the summaries of the invoices with these ids, by id, for finance, in one
+// query: ids of no invoice are left out.
+func (s *Service) InvoicesByID(ctx context.Context, ids []string) (_ map[string]InvoiceSummary, err error) {
+	defer services.Wrap(&err, "invoicing.InvoicesByID")
+	ids = uuidsOf(ids)
+	out := make(map[string]InvoiceSummary, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	list, err := s.readInvoiceSummaries(ctx, invoiceSummaryColumns+` WHERE i.id = ANY($1::uuid[])`, ids)
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range list {
+		out[v.ID] = v.InvoiceSummary
+	}
+	return out, nil
+}
+
 // Invoice returns an invoice with its lines, for finance.
 func (s *Service) Invoice(ctx context.Context, id string) (Invoice, error) {
 	return s.invoice(ctx, s.pool, id, "", true)

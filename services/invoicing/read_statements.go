@@ -217,6 +217,25 @@ func (s *Service) ProviderStatements(ctx context.Context, providerID string) (_ 
 	return out, nil
 }
 
+// StatementsByID returns the summaries of the statements with these ids, by id, for finance, in
+// one query: ids of no statement are left out.
+func (s *Service) StatementsByID(ctx context.Context, ids []string) (_ map[string]StatementSummary, err error) {
+	defer services.Wrap(&err, "invoicing.StatementsByID")
+	ids = uuidsOf(ids)
+	out := make(map[string]StatementSummary, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	list, err := s.readStatementSummaries(ctx, statementSummaryColumns+` WHERE s.id = ANY($1::uuid[])`, ids)
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range list {
+		out[v.ID] = v.StatementSummary
+	}
+	return out, nil
+}
+
 // Statement returns a statement with its lines, for finance.
 func (s *Service) Statement(ctx context.Context, id string) (Statement, error) {
 	return s.statement(ctx, s.pool, id, "", true)

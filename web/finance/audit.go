@@ -156,38 +156,35 @@ func auditRows(loc *time.Location, entries []audit.Entry, names map[string]strin
 }
 
 // subjectNames names the entries' subjects a person knows by name, by kind+" "+id: each
-// invoice and statement by its number and party, each account by its name.
+// invoice and statement by its number and party, each account by its name. One query reads
+// each kind, whatever the page holds.
 func (s *Server) subjectNames(c echo.Context, entries []audit.Entry) (map[string]string, error) {
 	ctx := c.Request().Context()
-	out := map[string]string{}
-	var accountIDs []string
+	var invoiceIDs, statementIDs, accountIDs []string
 	for _, e := range entries {
-		key := e.SubjectKind + " " + e.SubjectID
-		if _, done := out[key]; done {
-			continue
-		}
 		switch e.SubjectKind {
 		case "invoice":
-			inv, err := s.invoicing.Invoice(ctx, e.SubjectID)
-			if services.ErrorCode(err) == services.CodeNotFound {
-				continue
-			}
-			if err != nil {
-				return nil, err
-			}
-			out[key] = inv.DisplayNumber + " (" + inv.AccountName + ", " + inv.Period.Label() + ")"
+			invoiceIDs = append(invoiceIDs, e.SubjectID)
 		case "statement":
-			st, err := s.invoicing.Statement(ctx, e.SubjectID)
-			if services.ErrorCode(err) == services.CodeNotFound {
-				continue
-			}
-			if err != nil {
-				return nil, err
-			}
-			out[key] = st.DisplayNumber + " (" + st.ProviderName + ", " + st.Period.Label() + ")"
+			statementIDs = append(statementIDs, e.SubjectID)
 		case "account":
 			accountIDs = append(accountIDs, e.SubjectID)
 		}
+	}
+	out := map[string]string{}
+	invoices, err := s.invoicing.InvoicesByID(ctx, invoiceIDs)
+	if err != nil {
+		return nil, err
+	}
+	for id, inv := range invoices {
+		out["invoice "+id] = inv.DisplayNumber + " (" + inv.AccountName + ", " + inv.Period.Label() + ")"
+	}
+	statements, err := s.invoicing.StatementsByID(ctx, statementIDs)
+	if err != nil {
+		return nil, err
+	}
+	for id, st := range statements {
+		out["statement "+id] = st.DisplayNumber + " (" + st.ProviderName + ", " + st.Period.Label() + ")"
 	}
 	names, err := s.Accounts.AccountNames(ctx, accountIDs)
 	if err != nil {
