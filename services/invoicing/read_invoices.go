@@ -190,17 +190,21 @@ func (s *Service) Invoices(ctx context.Context, f InvoiceFilter) (_ InvoicePage,
 	if limit == 0 {
 		limit = DefaultListLimit
 	}
+	w, offset, ok, err := s.pagePeriods(ctx, "invoices i", "i", w, f.Offset, limit)
+	if err != nil || !ok {
+		return InvoicePage{Invoices: []InvoiceSummary{}}, err
+	}
 	list, err := s.readInvoiceSummaries(ctx, invoiceSummaryColumns+w.sql(), w.args...)
 	if err != nil {
 		return InvoicePage{}, err
 	}
 	// Latest period first, then by account name, then as made: sorted after the names are
-	// looked up, and paged then.
+	// looked up, and paged then, among the periods the page reaches into.
 	slices.SortFunc(list, func(a, b listedInvoice) int {
 		return cmp.Or(b.Period.Start().Compare(a.Period.Start()), strings.Compare(a.AccountName, b.AccountName),
 			a.createdAt.Compare(b.createdAt), strings.Compare(a.ID, b.ID))
 	})
-	shown, more := pageOf(list, f.Offset, limit)
+	shown, more := pageOf(list, offset, limit)
 	page := InvoicePage{Invoices: make([]InvoiceSummary, len(shown)), More: more}
 	for i, v := range shown {
 		page.Invoices[i] = v.InvoiceSummary
@@ -607,6 +611,48 @@ func utcPtr(t *time.Time) *time.Time {
 	}
 	u := t.UTC()
 	return &u
+}
+
+// pagePeriods narrows a list's WHERE clause to the periods that hold the page of limit rows at
+// offset, the list sorted latest period first (Invoices, Statements): it counts the matching
+// rows of each period and keeps the latest periods that the page and the row after it reach
+// into, so that the rows of earlier periods are never read, nor those of later ones the page
+// skips. It returns the narrowed clause and the page's offset in the narrowed list; ok is false
+// when the page starts past the list's end. from is the table and its alias, as "invoices i".
+func (s *Service) pagePeriods(ctx context.Context, from, alias string, w where, offset, limit int) (_ where, _ int, ok bool, err error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+alias+`.period, count(*) FROM `+from+w.sql()+` GROUP BY 1 ORDER BY 1 DESC`, w.args...)
+	if err != nil {
+		return where{}, 0, false, err
+	}
+	type periodCount struct {
+		period time.Time
+		n      int
+	}
+	counts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (c periodCount, err error) {
+		return c, r.Scan(&c.period, &c.n)
+	})
+	if err != nil {
+		return where{}, 0, false, err
+	}
+	offset = max(offset, 0)
+	var periods []time.Time
+	skipped, reached := 0, 0
+	for _, c := range counts {
+		if len(periods) == 0 && skipped+c.n <= offset {
+			skipped += c.n // wholly before the page
+			continue
+		}
+		periods = append(periods, c.period)
+		if reached += c.n; reached-(offset-skipped) > limit {
+			break // the page and the row after it, which says whether more follow
+		}
+	}
+	if len(periods) == 0 {
+		return where{}, 0, false, nil
+	}
+	narrowed := where{conds: slices.Clone(w.conds), args: slices.Clone(w.args)}
+	narrowed.add(alias+".period = ANY ($?::date[])", periods)
+	return narrowed, offset - skipped, true, nil
 }
 
 // where builds a WHERE clause whose placeholders are written $? and numbered as added.

@@ -178,17 +178,21 @@ func (s *Service) Statements(ctx context.Context, f StatementFilter) (_ Statemen
 	if limit == 0 {
 		limit = DefaultListLimit
 	}
+	w, offset, ok, err := s.pagePeriods(ctx, "statements s", "s", w, f.Offset, limit)
+	if err != nil || !ok {
+		return StatementPage{Statements: []StatementSummary{}}, err
+	}
 	list, err := s.readStatementSummaries(ctx, statementSummaryColumns+w.sql(), w.args...)
 	if err != nil {
 		return StatementPage{}, err
 	}
 	// Latest period first, then by provider name, then as made: sorted after the names are
-	// looked up, and paged then.
+	// looked up, and paged then, among the periods the page reaches into.
 	slices.SortFunc(list, func(a, b listedStatement) int {
 		return cmp.Or(b.Period.Start().Compare(a.Period.Start()), strings.Compare(a.ProviderName, b.ProviderName),
 			a.createdAt.Compare(b.createdAt), strings.Compare(a.ID, b.ID))
 	})
-	shown, more := pageOf(list, f.Offset, limit)
+	shown, more := pageOf(list, offset, limit)
 	page := StatementPage{Statements: make([]StatementSummary, len(shown)), More: more}
 	for i, v := range shown {
 		page.Statements[i] = v.StatementSummary
