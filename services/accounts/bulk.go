@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gpumarket/gpumarket/services"
 )
@@ -16,14 +15,7 @@ import (
 // nothing and writes nothing else: no membership, role grant, audit entry or e-mail.
 
 // Loader is what a bulk load writes through: the pool, or a caller's transaction.
-type Loader interface {
-	CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, rows pgx.CopyFromSource) (int64, error)
-}
-
-var (
-	_ Loader = (*pgxpool.Pool)(nil)
-	_ Loader = (pgx.Tx)(nil)
-)
+type Loader = services.Loader
 
 // LoadedAccount is an account as CopyAccounts writes it.
 type LoadedAccount struct {

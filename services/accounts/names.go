@@ -4,21 +4,13 @@ import (
 	"context"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gpumarket/gpumarket/services"
 )
 
 // Querier is what the lookups by ids read through: the pool, or a caller's transaction when the names must come
 // from the snapshot its other reads come from.
-type Querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
-
-var (
-	_ Querier = (*pgxpool.Pool)(nil)
-	_ Querier = (pgx.Tx)(nil)
-)
+type Querier = services.Querier
 
 // NamesByID returns the names of the accounts of ids, by id: what a list of another package's rows shows beside
 // each account's id, looked up after the rows are read. An id of no account is missing from the map.

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/carbon"
@@ -18,14 +17,7 @@ import (
 // their ids.
 
 // Loader is what a bulk load writes through: the pool, or a caller's transaction.
-type Loader interface {
-	CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, rows pgx.CopyFromSource) (int64, error)
-}
-
-var (
-	_ Loader = (*pgxpool.Pool)(nil)
-	_ Loader = (pgx.Tx)(nil)
-)
+type Loader = services.Loader
 
 // LoadedPrice is a row of the price book as CopyPrices writes it: a tier's default, for every model.
 type LoadedPrice struct {

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/carbon"
@@ -12,14 +11,7 @@ import (
 
 // Querier is what the catalog's reads for other packages go through: the pool, or a caller's transaction when
 // they must come from the snapshot of its other reads (the close's).
-type Querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
-
-var (
-	_ Querier = (*pgxpool.Pool)(nil)
-	_ Querier = (pgx.Tx)(nil)
-)
+type Querier = services.Querier
 
 // ReadPriceBook reads the whole price book through q (Service.PriceBook reads it through the pool).
 func ReadPriceBook(ctx context.Context, q Querier) (_ PriceBook, err error) {

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/money"
@@ -16,14 +15,7 @@ import (
 // passes its transaction.
 
 // Querier is what the rollups are read through: the pool, or a caller's transaction.
-type Querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
-
-var (
-	_ Querier = (*pgxpool.Pool)(nil)
-	_ Querier = (pgx.Tx)(nil)
-)
+type Querier = services.Querier
 
 // OfferingRollup is an offering's sums over a window, from usage_hourly.
 type OfferingRollup struct {

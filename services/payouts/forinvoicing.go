@@ -4,21 +4,13 @@ import (
 	"context"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gpumarket/gpumarket/services"
 )
 
 // Querier is what the reads for other packages go through: the pool, or a caller's transaction when they must
 // come from its snapshot or follow its locks.
-type Querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
-
-var (
-	_ Querier = (*pgxpool.Pool)(nil)
-	_ Querier = (pgx.Tx)(nil)
-)
+type Querier = services.Querier
 
 // UnderwayOf returns which of the statements of statementIDs have their payout under way: an attempt holds it or
 // ended without an outcome (pending), or a transfer may exist (in doubt). Money may then be leaving for the

@@ -3,20 +3,16 @@ package reports
 import (
 	"context"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/carbon"
 	"github.com/gpumarket/gpumarket/services/metering"
 )
 
 // Querier is what the reports read through: the pool, or a transaction of a caller that must
 // see its own writes (the close, which stores each invoice's summary).
-type Querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
-
-var _ Querier = (*pgxpool.Pool)(nil)
+type Querier = services.Querier
 
 // Service computes the savings and carbon reports of an account from the rollups.
 type Service struct {

@@ -15,14 +15,7 @@ import (
 // write the gateway's records by the million and to read back what the gateway recorded of a run.
 
 // Loader is what a bulk load writes through: the pool, or a caller's transaction.
-type Loader interface {
-	CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, rows pgx.CopyFromSource) (int64, error)
-}
-
-var (
-	_ Loader = (*pgxpool.Pool)(nil)
-	_ Loader = (pgx.Tx)(nil)
-)
+type Loader = services.Loader
 
 var copiedColumns = []string{"request_id", "account_id", "api_key_id", "offering_id", "tier", "model", "http_status",
 	"status", "input_tokens", "output_tokens", "ttft_ms", "duration_ms", "at", "input_bytes", "max_input_tokens",

@@ -5,21 +5,13 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gpumarket/gpumarket/services"
 )
 
 // Querier is what the reads of the gateway's record for other packages go through: the pool, or the caller's
 // transaction (the meter's batch, a batch line's recovery).
-type Querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
-
-var (
-	_ Querier = (*pgxpool.Pool)(nil)
-	_ Querier = (pgx.Tx)(nil)
-)
+type Querier = services.Querier
 
 // Billed is the gateway's record of an attempt as the meter bills the attempt's usage by it (AttemptsBilled).
 type Billed struct {
