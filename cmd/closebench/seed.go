@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/cmd/internal/scratchdb"
-	"github.com/gpumarket/gpumarket/services"
-	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/invoicing"
 	"github.com/gpumarket/gpumarket/services/ledger"
@@ -38,11 +36,11 @@ func seed(ctx context.Context, d *scratchdb.Database, o options, p invoicing.Per
 		load func() error
 	}{
 		{"customers", func() (err error) {
-			m.customers, err = loadAccounts(ctx, d, "Customer", o.accounts, p.Start())
+			m.customers, err = d.LoadAccounts(ctx, "Customer", o.accounts, p.Start())
 			return err
 		}},
 		{"providers", func() (err error) {
-			m.providers, err = loadAccounts(ctx, d, "Provider", o.providers, p.Start())
+			m.providers, err = d.LoadAccounts(ctx, "Provider", o.providers, p.Start())
 			return err
 		}},
 		// The price book: each tier's price from long before, and a change on the 16th.
@@ -68,7 +66,7 @@ func seed(ctx context.Context, d *scratchdb.Database, o options, p invoicing.Per
 				for k := range 2 {
 					idx := i*2 + k
 					ask := money.MicroUSD(20000 + (idx%20)*1000)
-					m.offerings = append(m.offerings, catalog.LoadedOffering{ID: newID(), ProviderAccountID: provider,
+					m.offerings = append(m.offerings, catalog.LoadedOffering{ID: scratchdb.NewID(), ProviderAccountID: provider,
 						GPU: "rtx-4090", GPUCount: 4, Region: "eu", Model: fmt.Sprintf("bench/model-%d", idx%4),
 						AskInput: ask, AskOutput: 2 * ask, Tier: tiers[idx%3], Status: catalog.StatusActive,
 						SeedKey: fmt.Sprintf("bench-%d", idx), CreatedAt: p.Start(), UpdatedAt: p.Start()})
@@ -91,18 +89,6 @@ func seed(ctx context.Context, d *scratchdb.Database, o options, p invoicing.Per
 		progress("seeded %s in %s", s.what, time.Since(start).Round(time.Millisecond))
 	}
 	return nil
-}
-
-// loadAccounts writes n accounts named prefix and their number, and returns their ids in that order.
-func loadAccounts(ctx context.Context, d *scratchdb.Database, prefix string, n int, created time.Time) ([]string, error) {
-	rows := make([]accounts.LoadedAccount, n)
-	ids := make([]string, n)
-	for i := range rows {
-		ids[i] = newID()
-		rows[i] = accounts.LoadedAccount{ID: ids[i], Name: fmt.Sprintf("%s %d", prefix, i), CreatedAt: created}
-	}
-	_, err := accounts.CopyAccounts(ctx, d.Pool, rows)
-	return ids, err
 }
 
 // rollups are each customer's rows: one an hour for m.rows hours spread over the month, each of ten requests at
@@ -144,7 +130,7 @@ func (m *month) loadLedger(ctx context.Context, d *scratchdb.Database) error {
 	start := m.period.Start()
 	var accts []ledger.LoadedAccount
 	open := func(kind ledger.AccountKind, owner string) ledger.LedgerAccountID {
-		id := ledger.LedgerAccountID(newID())
+		id := ledger.LedgerAccountID(scratchdb.NewID())
 		accts = append(accts, ledger.LoadedAccount{ID: id, Kind: kind, OwnerAccountID: owner, CreatedAt: start})
 		return id
 	}
@@ -182,7 +168,7 @@ func (m *month) loadLedger(ctx context.Context, d *scratchdb.Database) error {
 		if c%4 == 0 {
 			amount = 50_000_000_000
 		}
-		txns = append(txns, ledger.Transaction{ID: newID(), Kind: ledger.TransactionPurchase, IdempotencyKey: "bench-purchase:" + id,
+		txns = append(txns, ledger.Transaction{ID: scratchdb.NewID(), Kind: ledger.TransactionPurchase, IdempotencyKey: "bench-purchase:" + id,
 			Memo: "Credits bought with Stripe", OccurredAt: paidAt, CreatedAt: paidAt,
 			Postings: []ledger.Posting{{Account: credit[id], Amount: amount}, {Account: clearing, Amount: -amount}}})
 	}
@@ -199,15 +185,9 @@ func (m *month) loadLedger(ctx context.Context, d *scratchdb.Database) error {
 			}
 		}
 		postings = append(postings, ledger.Posting{Account: revenue, Amount: margin})
-		txns = append(txns, ledger.Transaction{ID: newID(), Kind: ledger.TransactionUsage, IdempotencyKey: "bench-usage:" + id,
+		txns = append(txns, ledger.Transaction{ID: scratchdb.NewID(), Kind: ledger.TransactionUsage, IdempotencyKey: "bench-usage:" + id,
 			Memo: "Usage", OccurredAt: usedAt, CreatedAt: usedAt, Postings: postings})
 	}
 	_, err := ledger.CopyTransactions(ctx, d.Pool, txns)
 	return err
-}
-
-// newID is a fresh uuid: the id a loaded row is written with. It reads crypto/rand, which does not fail.
-func newID() string {
-	id, _ := services.NewUUID()
-	return id
 }

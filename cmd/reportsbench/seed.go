@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/cmd/internal/scratchdb"
-	"github.com/gpumarket/gpumarket/services"
-	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/carbon"
 	"github.com/gpumarket/gpumarket/services/catalog"
 	"github.com/gpumarket/gpumarket/services/metering"
@@ -52,7 +50,7 @@ func seed(ctx context.Context, d *scratchdb.Database, o options, end time.Time) 
 		load func() error
 	}{
 		{"customers", func() (err error) {
-			s.customers, err = loadAccounts(ctx, d, "Customer", o.accounts, start)
+			s.customers, err = d.LoadAccounts(ctx, "Customer", o.accounts, start)
 			return err
 		}},
 		{"prices", func() error {
@@ -70,7 +68,7 @@ func seed(ctx context.Context, d *scratchdb.Database, o options, end time.Time) 
 		}},
 		// Twenty providers with two rigs each, in five regions, at home or in a data centre.
 		{"rigs", func() error {
-			providers, err := loadAccounts(ctx, d, "Provider", 20, start)
+			providers, err := d.LoadAccounts(ctx, "Provider", 20, start)
 			if err != nil {
 				return err
 			}
@@ -79,7 +77,7 @@ func seed(ctx context.Context, d *scratchdb.Database, o options, end time.Time) 
 			for p, provider := range providers {
 				for k := range 2 {
 					idx := p*2 + k
-					rig := catalog.LoadedOffering{ID: newID(), ProviderAccountID: provider, GPU: "rtx-4090", GPUCount: 4,
+					rig := catalog.LoadedOffering{ID: scratchdb.NewID(), ProviderAccountID: provider, GPU: "rtx-4090", GPUCount: 4,
 						Region: regions[idx%5], Model: benchModel, AskInput: 60000, AskOutput: 120000, Tier: tiers[idx%3],
 						Status: catalog.StatusActive, SeedKey: fmt.Sprintf("bench-%d", idx), Site: carbon.SiteHome,
 						CreatedAt: start, UpdatedAt: start}
@@ -168,22 +166,4 @@ func (w usageRows) row(i int64) metering.UsageRow {
 		InputPrice: int64(pr.Input), OutputPrice: int64(pr.Output), AskInputPrice: 60000, AskOutputPrice: 120000,
 		Charge:  money.Pico(inp*int64(pr.Input) + outp*int64(pr.Output)),
 		Payable: money.Pico(inp*60000 + outp*120000), OccurredAt: at, MeteredAt: at, StreamSeq: i}
-}
-
-// loadAccounts writes n accounts named prefix and their number, and returns their ids in that order.
-func loadAccounts(ctx context.Context, d *scratchdb.Database, prefix string, n int, created time.Time) ([]string, error) {
-	rows := make([]accounts.LoadedAccount, n)
-	ids := make([]string, n)
-	for i := range rows {
-		ids[i] = newID()
-		rows[i] = accounts.LoadedAccount{ID: ids[i], Name: fmt.Sprintf("%s %d", prefix, i), CreatedAt: created}
-	}
-	_, err := accounts.CopyAccounts(ctx, d.Pool, rows)
-	return ids, err
-}
-
-// newID is a fresh uuid: the id a loaded row is written with. It reads crypto/rand, which does not fail.
-func newID() string {
-	id, _ := services.NewUUID()
-	return id
 }
