@@ -2,10 +2,12 @@ package services
 
 import (
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -22,19 +24,53 @@ func NewUUID() (string, error) {
 }
 
 // NewTimeOrderedID returns prefix followed by 32 lower-case hex digits: the time in
-// milliseconds since 1970 (12 digits), then 80 random bits. Ids made later sort later, so
-// the unique indexes that hold them (usage event and request ids) grow at their right edge
-// instead of splitting pages at random, and within a millisecond two ids collide with a
-// chance of one in 2^80.
+// milliseconds since 1970 (12 digits), then 80 bits that are random for the first id of a
+// millisecond. Ids made later sort later, so the unique indexes that hold them (usage event and
+// request ids) grow at their right edge instead of splitting pages at random, and lists that
+// page by id (files, batches) keep the order things were made in.
+//
+// Within one process the ids of one millisecond keep that order too: each after the first adds
+// a random step of 1 to 2^32 to the one before it, so two files uploaded in the same millisecond
+// list in the order they were uploaded. Ids made in different processes in the same millisecond
+// are in no particular order among themselves, and collide with a chance of about one in 2^80.
 func NewTimeOrderedID(prefix string, now time.Time) string {
 	var b [16]byte
 	ms := uint64(now.UnixMilli())
+	lastID.Lock()
+	if ms == lastID.ms {
+		var step [4]byte
+		_, _ = rand.Read(step[:])
+		addToTail(&lastID.tail, uint64(binary.BigEndian.Uint32(step[:]))+1)
+	} else {
+		lastID.ms = ms
+		_, _ = rand.Read(lastID.tail[:]) // crypto/rand.Read never fails
+	}
+	copy(b[6:], lastID.tail[:])
+	lastID.Unlock()
 	for i := 5; i >= 0; i-- {
 		b[i] = byte(ms)
 		ms >>= 8
 	}
-	_, _ = rand.Read(b[6:]) // crypto/rand.Read never fails
 	return prefix + hex.EncodeToString(b[:])
+}
+
+// lastID is the millisecond and the random tail of the last time-ordered id this process made.
+var lastID struct {
+	sync.Mutex
+	ms   uint64
+	tail [10]byte
+}
+
+// addToTail adds n to the 80-bit big-endian tail. A carry out of its top bit is dropped, which
+// would put the id after it before the ones of its millisecond made earlier: from a random start,
+// with steps below 2^32, even a million ids in one millisecond reach the top with a chance below
+// one in 2^28.
+func addToTail(tail *[10]byte, n uint64) {
+	for i := len(tail) - 1; i >= 0 && n > 0; i-- {
+		sum := uint64(tail[i]) + n&0xff
+		tail[i] = byte(sum)
+		n = n>>8 + sum>>8
+	}
 }
 
 // BatchRequestPrefix is the request id of a batch line's attempt, without the candidate's
