@@ -81,7 +81,9 @@
 // the server ends the response. A crash can then leave an event
 // kept for a request whose client never saw its end, never a request completed for its client without an event.
 //
-// The outbox is a log in a directory (Config.OutboxDir): segment files named "<number, 20 digits>.log", each a
+// The outbox is a log in a directory (Config.OutboxDir), which one agent holds at a time: an exclusive flock on
+// its file "lock" (holding the agent's process id), taken at New and released at Close or when the process ends;
+// a second agent on the directory is refused at New. The log is segment files named "<number, 20 digits>.log", each a
 // sequence of records, a record being its kind ('E' an event, 'A' an acknowledgement), its payload's length and
 // the payload's CRC-32C (4 bytes each, big-endian), and the payload: an event's id (its length in 2 bytes, then
 // the id) and exactly the encoded event that is published; an acknowledgement's id. An event is appended and
@@ -323,6 +325,7 @@ func New(cfg Config) (*Agent, error) {
 	a.handler = a.requireTicket(mux)
 
 	if a.nc, a.js, err = a.connect(); err != nil {
+		box.unlock()
 		return nil, err
 	}
 	if n := box.pending.Load(); n > 0 {
@@ -369,10 +372,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	return err
 }
 
-// Close closes the NATS connection. Events not yet acknowledged stay in the outbox.
+// Close closes the NATS connection and releases the outbox's directory for the next agent. Events not yet
+// acknowledged stay in the outbox.
 func (a *Agent) Close() error {
 	a.closeOnce.Do(func() {
 		a.nc.Close()
+		a.outbox.unlock()
 	})
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/gpumarket/gpumarket/services/usage"
 )
@@ -27,6 +28,7 @@ import (
 // that requests ending together share one.
 type outbox struct {
 	dir     string
+	lock    *os.File // lockName, locked while this outbox is open (lockDir)
 	pending atomic.Int64
 	// testHookAdd, when set, runs as add begins: a test holds the write there to see what the client has
 	// received meanwhile.
@@ -82,6 +84,9 @@ const (
 	// The outbox's format before the log, which openOutbox still reads: one file per event.
 	legacyExt       = ".json"
 	legacyTmpPrefix = ".tmp-"
+
+	// lockName is the file an open outbox holds a lock on, so that no two agents write one directory.
+	lockName = "lock"
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -90,12 +95,21 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // no acknowledgement follows, in the order they were kept. A segment ends at its first record that is cut short or
 // fails its checksum (a crash during a write that add had not returned from): the rest is cut off. Events kept
 // one file per event by an earlier version are moved into the log. New events go to a new segment.
-func openOutbox(dir string) (*outbox, error) {
+func openOutbox(dir string) (_ *outbox, err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("outbox: %w", err)
 	}
-	o := &outbox{dir: dir, segs: map[uint64]*segment{}, segLimit: segmentLimit}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	o := &outbox{dir: dir, lock: lock, segs: map[uint64]*segment{}, segLimit: segmentLimit}
 	o.cond = sync.NewCond(&o.syncMu)
+	defer func() {
+		if err != nil {
+			o.unlock()
+		}
+	}()
 	names, legacy, err := o.scanDir()
 	if err != nil {
 		return nil, err
@@ -130,6 +144,41 @@ func openOutbox(dir string) (*outbox, error) {
 	}
 	o.pending.Store(int64(len(o.entries)))
 	return o, nil
+}
+
+// lockDir takes the directory's lock, an exclusive flock on its lock file, which the kernel releases when the
+// process ends however it ends. Two agents writing one outbox would each number their segments after the last one
+// they read, write the same files, and send each other's events under the wrong rig's credentials: the second
+// agent is refused at start instead. The file holds the process id of the agent that has it, for the refusal.
+func lockDir(dir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		holder, _ := io.ReadAll(io.LimitReader(f, 32))
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			by := "another gpuagent"
+			if pid := strings.TrimSpace(string(holder)); pid != "" {
+				by += " (process " + pid + ")"
+			}
+			return nil, fmt.Errorf("outbox %s is in use by %s: give each agent a directory of its own (-outbox, GPUAGENT_OUTBOX)", dir, by)
+		}
+		return nil, fmt.Errorf("outbox: lock %s: %w", dir, err)
+	}
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return f, nil
+}
+
+// unlock releases the directory's lock; the outbox is not used after it.
+func (o *outbox) unlock() {
+	if o.lock != nil {
+		_ = o.lock.Close()
+		o.lock = nil
+	}
 }
 
 // scanDir lists the segments, by number, and the files of the earlier one-file-per-event format.

@@ -83,7 +83,7 @@ func TestOutboxOfTheEarlierFormatIsMovedIntoTheLog(t *testing.T) {
 		t.Errorf("the agent counted %d acknowledgements, want %d", st.Acked, len(want))
 	}
 	for _, name := range names() {
-		if !strings.HasSuffix(name, segmentExt) {
+		if !strings.HasSuffix(name, segmentExt) && name != lockName {
 			t.Errorf("the outbox still holds %s", name)
 		}
 	}
@@ -124,11 +124,12 @@ func TestOutboxRecoveryKeepsWholeTemporaryFilesOfTheEarlierFormat(t *testing.T) 
 	}
 	files, _ := os.ReadDir(dir)
 	for _, f := range files {
-		if !strings.HasSuffix(f.Name(), segmentExt) {
+		if !strings.HasSuffix(f.Name(), segmentExt) && f.Name() != lockName {
 			t.Errorf("the directory still holds %s", f.Name())
 		}
 	}
 	// Opened again, as the next start after another crash would: nothing changes.
+	o.unlock()
 	if o, err = openOutbox(dir); err != nil || o.pending.Load() != 1 {
 		t.Errorf("opened again: %v, %d pending; want the one event", err, o.pending.Load())
 	}
@@ -164,4 +165,40 @@ func TestAFullOutboxIsSentNoFasterThanThePlatformAllows(t *testing.T) {
 		t.Errorf("the stream holds %d events, want %d", got, n)
 	}
 	t.Logf("%d events sent in %s", n, took.Round(time.Millisecond))
+}
+
+// Two agents started on one outbox directory (the default ./gpuagent-outbox, from one working directory) would
+// write the same segment files: the second is refused at start with the first's process id, and once the first
+// has let go of it (Close, or its process ending) the next opens it.
+func TestAnOutboxIsOneAgentsAtATime(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	first, err := openOutbox(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, raw := logEvent(t, 1)
+	if err := first.add(id, raw); err != nil {
+		t.Fatal(err)
+	}
+	_, err = openOutbox(dir)
+	if err == nil {
+		t.Fatal("a second outbox opened on a directory the first holds")
+	}
+	for _, want := range []string{"in use by another gpuagent", fmt.Sprintf("(process %d)", os.Getpid()), "GPUAGENT_OUTBOX"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("refusal %q does not say %q", err, want)
+		}
+	}
+	if got := ids(t, first); !slices.Equal(got, []string{id}) {
+		t.Errorf("after the refusal the first outbox holds %v, want %s", got, id)
+	}
+	first.unlock()
+	next, err := openOutbox(dir)
+	if err != nil {
+		t.Fatalf("opened after the first let go: %v", err)
+	}
+	if got := ids(t, next); !slices.Equal(got, []string{id}) {
+		t.Errorf("the next agent's outbox holds %v, want %s", got, id)
+	}
 }

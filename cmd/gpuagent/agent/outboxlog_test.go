@@ -118,6 +118,7 @@ func TestOutboxLogKeepsWhatAddReturnedForAcrossACrash(t *testing.T) {
 	if got := o.pending.Load(); got != 6 {
 		t.Fatalf("pending %d after four acknowledgements of ten, want 6", got)
 	}
+	o.unlock()                    // the process gone: the kernel releases its lock, and closes nothing else
 	again, err := openOutbox(dir) // the first is never closed: as after a crash
 	if err != nil {
 		t.Fatal(err)
@@ -168,6 +169,7 @@ func TestOutboxLogCutsATornTail(t *testing.T) {
 			}
 			f.Close()
 
+			o.unlock() // a crash: the kernel releases the lock
 			again, err := openOutbox(dir)
 			if err != nil {
 				t.Fatal(err)
@@ -182,6 +184,7 @@ func TestOutboxLogCutsATornTail(t *testing.T) {
 			if err := again.add(id3, raw3); err != nil {
 				t.Fatal(err)
 			}
+			again.unlock()
 			third, err := openOutbox(dir)
 			if err != nil {
 				t.Fatal(err)
@@ -275,6 +278,7 @@ func TestOutboxLogRollsOverAndDeletesAcknowledgedSegments(t *testing.T) {
 	if after >= before {
 		t.Errorf("%d segments after 30 of 40 events were acknowledged, %d before: want the acknowledged ones gone", after, before)
 	}
+	o.unlock()
 	again, err := openOutbox(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -287,6 +291,7 @@ func TestOutboxLogRollsOverAndDeletesAcknowledgedSegments(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	again.unlock()
 	final, err := openOutbox(dir)
 	if err != nil {
 		t.Fatal(err)
