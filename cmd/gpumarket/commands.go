@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gpumarket/gpumarket/cmd/internal/devenv"
+	"github.com/gpumarket/gpumarket/cmd/internal/dirlock"
 	"github.com/gpumarket/gpumarket/db"
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/catalog"
@@ -86,7 +88,21 @@ func dev(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return err
 	}
-	var err error
+	// One platform a data directory: a second would share the first's simulated rigs' outboxes and its
+	// PostgreSQL, on ports of its own.
+	lock, err := dirlock.Take(cfg.DataDir, devLockName)
+	if held := (*dirlock.HeldError)(nil); errors.As(err, &held) {
+		at := ""
+		if held.Note != "" {
+			at = ", at " + held.Note
+		}
+		return fmt.Errorf("gpumarket dev is already running on the data directory %s (process %d%s): stop it first, "+
+			"or give this one a data directory of its own (GPUMARKET_DATA_DIR)", cfg.DataDir, held.PID, at)
+	}
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
 	if cfg.DatabaseURL, err = devenv.EnsurePostgres(ctx, cfg.DatabaseURL, cfg.DataDir, log); err != nil {
 		return err
 	}
@@ -142,6 +158,7 @@ func dev(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	defer p.Close()
+	_ = lock.Note(p.URL()) // for a second `gpumarket dev` to say where this one is
 	if err := p.Seed(ctx); err != nil {
 		return err
 	}
@@ -163,6 +180,9 @@ func dev(ctx context.Context, cfg Config, log *slog.Logger) error {
 	fmt.Fprint(os.Stdout, welcome(p.URL(), p.MetricsURL(), p.MailCatcherURL(), cfg.Payments == PaymentsTest, len(rigs)))
 	return p.Run(ctx)
 }
+
+// devLockName is the file in the data directory that `gpumarket dev` holds while it runs (package dirlock).
+const devLockName = "dev.lock"
 
 // welcome is what `gpumarket dev` prints once the platform is up: where it is, where its
 // metrics and its caught e-mail are, whether payments are a test, and the demo logins.

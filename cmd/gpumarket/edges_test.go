@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/gpumarket/gpumarket/services/testlog"
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/gpumarket/gpumarket/cmd/internal/dirlock"
 	"github.com/gpumarket/gpumarket/db/dbtest"
 	"github.com/gpumarket/gpumarket/services/accounts"
 	"github.com/gpumarket/gpumarket/services/credits/stripemock/stripemocktest"
@@ -189,6 +192,35 @@ func TestWithoutUserInfo(t *testing.T) {
 		if got := withoutUserInfo(in); got != want {
 			t.Errorf("withoutUserInfo(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// A second `gpumarket dev` on the data directory of one that runs (make run twice) stops before it starts
+// anything, and says where the first one is.
+func TestASecondDevOnOneDataDirectoryIsRefused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	first, err := dirlock.Take(dir, devLockName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Release()
+	if err := first.Note("http://127.0.0.1:8080"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = dev(ctx, Config{DataDir: dir, Addr: "127.0.0.1:0"}, slog.New(slog.DiscardHandler))
+	if err == nil {
+		t.Fatal("a second dev platform ran on a data directory the first holds")
+	}
+	for _, want := range []string{"already running", fmt.Sprintf("(process %d, at http://127.0.0.1:8080)", os.Getpid()), "GPUMARKET_DATA_DIR"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("refusal %q does not say %q", err, want)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("the refused platform left %d entries in the data directory, want only the lock", len(entries))
 	}
 }
 

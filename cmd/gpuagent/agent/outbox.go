@@ -15,8 +15,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 
+	"github.com/gpumarket/gpumarket/cmd/internal/dirlock"
 	"github.com/gpumarket/gpumarket/services/usage"
 )
 
@@ -28,7 +28,7 @@ import (
 // that requests ending together share one.
 type outbox struct {
 	dir     string
-	lock    *os.File // lockName, locked while this outbox is open (lockDir)
+	lock    *dirlock.Lock // held while this outbox is open (lockDir)
 	pending atomic.Int64
 	// testHookAdd, when set, runs as add begins: a test holds the write there to see what the client has
 	// received meanwhile.
@@ -146,40 +146,27 @@ func openOutbox(dir string) (_ *outbox, err error) {
 	return o, nil
 }
 
-// lockDir takes the directory's lock, an exclusive flock on its lock file, which the kernel releases when the
-// process ends however it ends. Two agents writing one outbox would each number their segments after the last one
-// they read, write the same files, and send each other's events under the wrong rig's credentials: the second
-// agent is refused at start instead. The file holds the process id of the agent that has it, for the refusal.
-func lockDir(dir string) (*os.File, error) {
-	f, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, 0o600)
+// lockDir holds the directory (package dirlock) for this outbox. Two agents writing one outbox would each number
+// their segments after the last one they read, write the same files, and send each other's events under the wrong
+// rig's credentials: the second agent is refused at start instead.
+func lockDir(dir string) (*dirlock.Lock, error) {
+	l, err := dirlock.Take(dir, lockName)
+	var held *dirlock.HeldError
+	if errors.As(err, &held) {
+		by := "another gpuagent"
+		if held.PID > 0 {
+			by += fmt.Sprintf(" (process %d)", held.PID)
+		}
+		return nil, fmt.Errorf("outbox %s is in use by %s: give each agent a directory of its own (-outbox, GPUAGENT_OUTBOX)", dir, by)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("outbox: %w", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		holder, _ := io.ReadAll(io.LimitReader(f, 32))
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			by := "another gpuagent"
-			if pid := strings.TrimSpace(string(holder)); pid != "" {
-				by += " (process " + pid + ")"
-			}
-			return nil, fmt.Errorf("outbox %s is in use by %s: give each agent a directory of its own (-outbox, GPUAGENT_OUTBOX)", dir, by)
-		}
-		return nil, fmt.Errorf("outbox: lock %s: %w", dir, err)
-	}
-	if err := f.Truncate(0); err == nil {
-		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-	}
-	return f, nil
+	return l, nil
 }
 
-// unlock releases the directory's lock; the outbox is not used after it.
-func (o *outbox) unlock() {
-	if o.lock != nil {
-		_ = o.lock.Close()
-		o.lock = nil
-	}
-}
+// unlock releases the directory; the outbox is not used after it.
+func (o *outbox) unlock() { o.lock.Release() }
 
 // scanDir lists the segments, by number, and the files of the earlier one-file-per-event format.
 func (o *outbox) scanDir() (segs []uint64, legacy []string, err error) {
