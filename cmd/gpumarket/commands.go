@@ -96,7 +96,7 @@ func dev(ctx context.Context, cfg Config, log *slog.Logger) error {
 		if held.Note != "" {
 			at = ", at " + held.Note
 		}
-		return fmt.Errorf("gpumarket dev is already running on the data directory %s (process %d%s): stop it first, "+
+		return fmt.Errorf("another gpumarket dev is running on the data directory %s (process %d%s): stop it first, "+
 			"or give this one a data directory of its own (GPUMARKET_DATA_DIR)", cfg.DataDir, held.PID, at)
 	}
 	if err != nil {

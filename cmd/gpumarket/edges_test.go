@@ -214,7 +214,7 @@ func TestASecondDevOnOneDataDirectoryIsRefused(t *testing.T) {
 	if err == nil {
 		t.Fatal("a second dev platform ran on a data directory the first holds")
 	}
-	for _, want := range []string{"already running", fmt.Sprintf("(process %d, at http://127.0.0.1:8080)", os.Getpid()), "GPUMARKET_DATA_DIR"} {
+	for _, want := range []string{"another gpumarket dev is running", fmt.Sprintf("(process %d, at http://127.0.0.1:8080)", os.Getpid()), "GPUMARKET_DATA_DIR"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("refusal %q does not say %q", err, want)
 		}
