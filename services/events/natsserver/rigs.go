@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/gpumarket/gpumarket/services/events"
 )
@@ -41,10 +42,22 @@ func (e *RigEntry) configure(o *server.Options) {
 	sys := server.NewAccount(SystemAccount)
 	o.Accounts = append(o.Accounts, sys)
 	o.SystemAccount = SystemAccount
-	o.Users = append(o.Users, PlatformUser(e.PlatformUser, e.PlatformPassword),
-		&server.User{Username: e.SystemUser, Password: e.SystemPassword, Account: sys})
+	o.Users = append(o.Users, PlatformUser(e.PlatformUser, hashed(e.PlatformPassword)),
+		&server.User{Username: e.SystemUser, Password: hashed(e.SystemPassword), Account: sys})
 	o.AuthCallout = &server.AuthCallout{Issuer: e.Issuer, Account: server.DEFAULT_GLOBAL_ACCOUNT,
 		AuthUsers: []string{e.PlatformUser, e.SystemUser}}
+}
+
+// hashed is a password as a bcrypt hash, the form nats-server compares a client's password against without holding
+// it (and without warning at start that it holds plain passwords). The platform's users' passwords are random
+// secrets made at start, which no guessing reaches, so the lowest cost serves: a connection's check takes about a
+// millisecond. A password bcrypt cannot take (over 72 bytes) is kept as it is.
+func hashed(password string) string {
+	h, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.MinCost)
+	if err != nil {
+		return password
+	}
+	return string(h)
 }
 
 // openRigsAccount registers RigsAccount on a started server with what it shares with the platform's account. It

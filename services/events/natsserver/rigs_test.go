@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/gpumarket/gpumarket/services/events"
 )
@@ -326,5 +327,27 @@ func TestRigPermissionsPublishTheUsageSubject(t *testing.T) {
 	publish, _ := events.RigPermissions("prov-1", "off-1")
 	if publish[0] != events.UsageSubject("prov-1", "off-1") {
 		t.Fatalf("a rig may publish %q for its usage, but its usage subject is %q", publish[0], events.UsageSubject("prov-1", "off-1"))
+	}
+}
+
+// The rigs' entry holds the platform's users' passwords as bcrypt hashes only (natstest's servers, which every
+// test of the callout starts, connect with the plain ones), and one over bcrypt's 72 bytes as it is.
+func TestTheRigEntryHoldsNoPlainPassword(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("x", 73)
+	var o server.Options
+	(&RigEntry{PlatformUser: "platform", PlatformPassword: "platform-secret", SystemUser: "system", SystemPassword: long}).configure(&o)
+	if len(o.Users) != 2 {
+		t.Fatalf("%d users, want the platform's and the system's", len(o.Users))
+	}
+	platform, system := o.Users[0], o.Users[1]
+	if !strings.HasPrefix(platform.Password, "$2a$") || strings.Contains(platform.Password, "platform-secret") {
+		t.Errorf("the platform's password is held as %q, want a bcrypt hash", platform.Password)
+	}
+	if err := bcrypt.CompareHashAndPassword([]byte(platform.Password), []byte("platform-secret")); err != nil {
+		t.Errorf("the hash does not take the password: %v", err)
+	}
+	if system.Password != long {
+		t.Errorf("a password bcrypt cannot take is held as %q", system.Password)
 	}
 }
