@@ -38,6 +38,9 @@
 //  4. A paced round then publishes -paced more events at 40% of E, as rigs do on an ordinary
 //     day, and reports the latency of its events from publication to commit: what the meter's
 //     batching and its wait for the gateway's records cost an event when there is no backlog.
+//     Before it, the dirty pages of the rounds and ceilings before are written out and
+//     PostgreSQL checkpointed, as before the run: the ceilings' bulk writes are not an ordinary
+//     day's load.
 //  5. Exactly once is checked over every round: every distinct event stored, none rejected or flagged,
 //     charges equal to the workload's own sum, the ledger balanced and equal to the charges,
 //     the rollups and the API keys' monthly spend equal to the rows.
