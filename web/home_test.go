@@ -163,7 +163,16 @@ func TestCustomerHomeTicksTheFirstStepsAndShowsTheAccount(t *testing.T) {
 	if got := money.FormatBigCents(sav.Totals.Spend); got != "$3.40" {
 		t.Fatalf("the savings report's spend is %s, want $3.40", got)
 	}
-	want := money.FormatBigCents(sav.Totals.Savings) + " (" + sav.Totals.SavingsPct + "%)"
+	// As /reports prints it: the spend and the baseline rounded to the cent, the saving their
+	// difference, with its share of the baseline when that is not zero.
+	rounded, err := reports.RoundedSaving(sav.Totals.Spend, sav.Totals.Baseline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := money.FormatCents(rounded.SavedCents)
+	if rounded.SavedPct != "" {
+		want += " (" + rounded.SavedPct + "%)"
+	}
 	if got := homeText(doc, "home-figure-savings"); !strings.HasSuffix(got, want) {
 		t.Errorf("the savings figure reads %q, want the report's %s", got, want)
 	}

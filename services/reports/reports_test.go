@@ -427,3 +427,23 @@ func TestParseQuery(t *testing.T) {
 		}
 	}
 }
+
+// RoundedSaving rounds the spend and the baseline once each, half away from zero, and takes the
+// saving as their difference, so that the three printed side by side add up.
+func TestRoundedSavingAddsUpAtItsCents(t *testing.T) {
+	for _, c := range []struct {
+		spend, base money.Pico
+		s, b, saved int64
+		pct         string
+	}{
+		{4_676_000_000_000, 9_254_000_000_000, 468, 925, 457, "49.4"},
+		{5_000_000_000, 15_000_000_000, 1, 2, 1, "50.0"}, // $0.005 and $0.015 round up to 1 and 2 cents
+		{0, 0, 0, 0, 0, ""},
+		{3_000_000_000_000, 2_000_000_000_000, 300, 200, -100, "-50.0"}, // dearer than the baseline
+	} {
+		got, err := reports.RoundedSaving(money.BigPicoOf(c.spend), money.BigPicoOf(c.base))
+		if err != nil || got.SpendCents != c.s || got.BaselineCents != c.b || got.SavedCents != c.saved || got.SavedPct != c.pct {
+			t.Errorf("RoundedSaving(%d, %d) = %+v, %v; want %d, %d, %d, %q", c.spend, c.base, got, err, c.s, c.b, c.saved, c.pct)
+		}
+	}
+}

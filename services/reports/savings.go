@@ -261,6 +261,18 @@ func InvoicedSaving(spendCents []int64, baselines []money.BigPico) (Invoiced, er
 	return out, nil
 }
 
+// RoundedSaving is a saving as a page prints it beside its spend and baseline: the two rounded
+// to the cent once each (CentsOf), the saving their difference and its share of the rounded
+// baseline, so that the spend and the saving shown add up to the baseline shown. A month's
+// figures come from InvoicedSaving instead, which rounds the spend as its invoice's lines do.
+func RoundedSaving(spend, baseline money.BigPico) (Invoiced, error) {
+	c, err := CentsOf(spend)
+	if err != nil {
+		return Invoiced{}, err
+	}
+	return InvoicedSaving([]int64{c}, []money.BigPico{baseline})
+}
+
 func centsPico(c int64) money.BigPico {
 	var b money.BigPico
 	_ = b.Scan(new(big.Int).Mul(big.NewInt(c), big.NewInt(int64(money.PicoPerCent))).String())

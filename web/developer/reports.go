@@ -122,11 +122,18 @@ func reportsView(q reports.Query, sav reports.Savings, car reports.Carbon) (temp
 	}
 	t, ct := sav.Totals, car.Totals
 	// A month report shows the months' figures as their invoices print them, saving and its
-	// percent included (reports.InvoicedSaving); a report by day rounds its exact sums once.
-	spend, base, saved, pct := money.FormatBigCents(t.Spend), money.FormatBigCents(t.Baseline), money.FormatBigCents(t.Savings), t.SavingsPct
-	if inv := t.Invoiced; inv != nil {
-		spend, base, saved, pct = money.FormatCents(inv.SpendCents), money.FormatCents(inv.BaselineCents), money.FormatCents(inv.SavedCents), inv.SavedPct
+	// percent included (reports.InvoicedSaving); a report by day rounds its exact spend and
+	// baseline once each, and its saving is their difference (reports.RoundedSaving): either way
+	// the spend and the saving shown add up to the baseline shown.
+	inv := t.Invoiced
+	if inv == nil {
+		rounded, err := reports.RoundedSaving(t.Spend, t.Baseline)
+		if err != nil {
+			return templates.ReportsPage{}, err
+		}
+		inv = &rounded
 	}
+	spend, base, saved, pct := money.FormatCents(inv.SpendCents), money.FormatCents(inv.BaselineCents), money.FormatCents(inv.SavedCents), inv.SavedPct
 	if pct != "" {
 		saved += " (" + pct + "%)"
 	}
@@ -254,8 +261,12 @@ func spendChart(q reports.Query, sav reports.Savings, _ reports.Carbon) (reportC
 		label := ReportPeriodLabel(q.Group, t)
 		rc.chart.Labels = append(rc.chart.Labels, label)
 		s.Values, b.Values = append(s.Values, usdFigure(spend[i])), append(b.Values, usdFigure(base[i]))
+		row, err := reports.RoundedSaving(spend[i], base[i]) // each row adds up at its cents
+		if err != nil {
+			return reportChart{}, err
+		}
 		rc.rows = append(rc.rows, templates.ChartRow{Label: label,
-			Values: []string{money.FormatBigCents(spend[i]), money.FormatBigCents(base[i]), money.FormatBigCents(base[i].Add(spend[i].Neg()))}})
+			Values: []string{money.FormatCents(row.SpendCents), money.FormatCents(row.BaselineCents), money.FormatCents(row.SavedCents)}})
 	}
 	rc.chart.Series = []charts.Series{s, b}
 	return rc, nil

@@ -73,3 +73,29 @@ func TestTheDashboardOpensOnLastMonth(t *testing.T) {
 		}
 	}
 }
+
+// A report by day prints its spend and baseline rounded once each and its saving as their
+// difference: spend $4.676 and baseline $9.254 print $4.68, $9.25 and $4.57, which add up,
+// where the exact saving, $4.578, rounds to $4.58. Its totals and each row of its table alike.
+func TestADayReportAddsUpAtTheCentsItPrints(t *testing.T) {
+	day := time.Date(2026, 11, 4, 0, 0, 0, 0, time.UTC)
+	q, err := parseReportQuery("2026-11-04", "2026-11-04", "day", day.AddDate(0, 1, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spend, base := money.BigPicoOf(4_676_000_000_000), money.BigPicoOf(9_254_000_000_000)
+	sav := reports.Savings{From: day, To: day.AddDate(0, 0, 1), Group: reports.GroupDay, Rows: []reports.SavingsRow{
+		{Period: day, Tier: "standard", Requests: 1, Spend: spend, Baseline: base}}}
+	sav.Totals.Spend, sav.Totals.Baseline = spend, base
+	sav.Totals.Savings, sav.Totals.SavingsPct = base.Add(spend.Neg()), reports.Percent(base.Add(spend.Neg()), base)
+	p, err := reportsView(q, sav, reports.Carbon{From: day, To: day.AddDate(0, 0, 1), Group: reports.GroupDay})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := []string{p.Totals[0].Value, p.Totals[1].Value, p.Totals[2].Value}; got[0] != "$4.68" || got[1] != "$9.25" || got[2] != "$4.57 (49.4%)" {
+		t.Errorf("totals %v, want $4.68, $9.25 and $4.57 (49.4%%)", got)
+	}
+	if row := p.Charts[0].Rows[0].Values; row[0] != "$4.68" || row[1] != "$9.25" || row[2] != "$4.57" {
+		t.Errorf("the day's row %v, want $4.68, $9.25 and $4.57", row)
+	}
+}

@@ -92,13 +92,18 @@ func (s *Server) figures(ctx context.Context, account string, now time.Time, h *
 		return err
 	}
 	t, ct := sav.Totals, car.Totals
-	saved := money.FormatBigCents(t.Savings)
-	if t.SavingsPct != "" {
-		saved += " (" + t.SavingsPct + "%)"
+	// Rounded as /reports rounds a report by day, so that the two pages show the same figures.
+	rounded, err := reports.RoundedSaving(t.Spend, t.Baseline)
+	if err != nil {
+		return err
+	}
+	saved := money.FormatCents(rounded.SavedCents)
+	if rounded.SavedPct != "" {
+		saved += " (" + rounded.SavedPct + "%)"
 	}
 	h.Figures = []templates.ReportFigure{
 		{ID: "savings", Label: "Saved against enterprise GPUs", Value: saved, MethodURL: "/methodology#savings"},
-		{ID: "baseline", Label: "Baseline (realtime price)", Value: money.FormatBigCents(t.Baseline), MethodURL: "/methodology#baseline"},
+		{ID: "baseline", Label: "Baseline (realtime price)", Value: money.FormatCents(rounded.BaselineCents), MethodURL: "/methodology#baseline"},
 		{ID: "energy", Label: "Energy", Value: documents.ChartValue(ct.EnergyKWh) + " kWh", MethodURL: "/methodology#energy"},
 		{ID: "carbon", Label: "Carbon (location-based)", Value: documents.ChartValue(ct.GCO2e) + " gCO2e", MethodURL: "/methodology#carbon"},
 		{ID: "carbon-baseline", Label: "Carbon on enterprise GPUs", Value: documents.ChartValue(ct.BaselineGCO2e) + " gCO2e",

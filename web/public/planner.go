@@ -11,6 +11,7 @@ import (
 	"github.com/gpumarket/gpumarket/services"
 	"github.com/gpumarket/gpumarket/services/money"
 	"github.com/gpumarket/gpumarket/services/planner"
+	"github.com/gpumarket/gpumarket/services/reports"
 	"github.com/gpumarket/gpumarket/templates"
 	"github.com/gpumarket/gpumarket/web/internal/core"
 )
@@ -162,9 +163,13 @@ func plannerView(plan planner.Plan) *templates.PlanView {
 	v.Cost, v.Energy, v.Carbon = total(plan.Total)
 	v.AllCost, v.AllEnergy, v.AllCarbon = total(plan.AllRealtime)
 	if plan.Total.CostKnown && plan.AllRealtime.CostKnown {
-		v.Savings = money.FormatCentsOf(plan.Savings)
-		if plan.AllRealtime.Cost > 0 {
-			v.SavingsPercent = strconv.FormatFloat(100*float64(plan.Savings)/float64(plan.AllRealtime.Cost), 'f', 1, 64) + "%"
+		// The difference of the two costs as they are printed, so that the three add up at their
+		// cents, and its share of the all-realtime cost.
+		// (It cannot fail: a Pico counts millionths of a millionth of a dollar, so its cents fit an int64.)
+		saving, _ := reports.RoundedSaving(money.BigPicoOf(plan.Total.Cost), money.BigPicoOf(plan.AllRealtime.Cost))
+		v.Savings = money.FormatCents(saving.SavedCents)
+		if saving.SavedPct != "" {
+			v.SavingsPercent = saving.SavedPct + "%"
 		}
 	}
 	if plan.Total.EnergyKnown && plan.AllRealtime.EnergyKnown {

@@ -36,7 +36,10 @@ func ReportTables(sav reports.Savings, car reports.Carbon) map[string][][]string
 			}
 		}
 		label := developer.ReportPeriodLabel(sav.Group, p)
-		out["spend"] = append(out["spend"], []string{label, money.FormatBigCents(spend), money.FormatBigCents(base), money.FormatBigCents(base.Add(spend.Neg()))})
+		// Spend and baseline rounded to the cent, and the saving their difference: a row adds up.
+		spendCents, _ := reports.CentsOf(spend)
+		baseCents, _ := reports.CentsOf(base)
+		out["spend"] = append(out["spend"], []string{label, money.FormatCents(spendCents), money.FormatCents(baseCents), money.FormatCents(baseCents - spendCents)})
 		out["energy"] = append(out["energy"], []string{label, documents.ChartValue(kwh), documents.ChartValue(baseKWh)})
 		out["carbon"] = append(out["carbon"], []string{label, documents.ChartValue(g), documents.ChartValue(baseG)})
 	}
