@@ -125,15 +125,15 @@ func reportsView(q reports.Query, sav reports.Savings, car reports.Carbon) (temp
 	// percent included (reports.InvoicedSaving); a report by day rounds its exact spend and
 	// baseline once each, and its saving is their difference (reports.RoundedSaving): either way
 	// the spend and the saving shown add up to the baseline shown.
-	inv := t.Invoiced
-	if inv == nil {
+	shown := t.Invoiced
+	if shown == nil {
 		rounded, err := reports.RoundedSaving(t.Spend, t.Baseline)
 		if err != nil {
 			return templates.ReportsPage{}, err
 		}
-		inv = &rounded
+		shown = &rounded
 	}
-	spend, base, saved, pct := money.FormatCents(inv.SpendCents), money.FormatCents(inv.BaselineCents), money.FormatCents(inv.SavedCents), inv.SavedPct
+	spend, base, saved, pct := money.FormatCents(shown.SpendCents), money.FormatCents(shown.BaselineCents), money.FormatCents(shown.SavedCents), shown.SavedPct
 	if pct != "" {
 		saved += " (" + pct + "%)"
 	}
