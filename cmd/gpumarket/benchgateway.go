@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -25,6 +26,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -58,6 +60,7 @@ type benchOptions struct {
 	cpuProfile   string
 	trace        string
 	processes    bool
+	compareHop   bool
 }
 
 func parseBenchOptions(args []string) (benchOptions, error) {
@@ -76,8 +79,14 @@ func parseBenchOptions(args []string) (benchOptions, error) {
 		"(-pprof=sched: where goroutines waited for a processor)")
 	fs.BoolVar(&o.processes, "processes", false, "run the gateway and the meter each in a `gpumarket serve` process of its own, "+
 		"as a deployment does, and print each process's CPU time a request")
+	fs.BoolVar(&o.compareHop, "compare-hop", false, "also measure, in the same turns, the gateway calling the rig over a "+
+		"keep-alive HTTP connection to the agent's handler instead of over NATS: the best any connection held open "+
+		"between the gateway and a rig (a tunnel the agent opened) could do; not with -processes")
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	if o.compareHop && o.processes {
+		return o, errors.New("-compare-hop measures the gateway in this process: not with -processes")
 	}
 	for _, s := range strings.Split(*rates, ",") {
 		r, err := strconv.Atoi(strings.TrimSpace(s))
@@ -110,6 +119,7 @@ const (
 //
 //	gpumarket-bench bench-gateway [-rates 1000,2000] [-duration 10s] [-warmup 2s] [-max-tokens 8]
 //	                              [-prompt-tokens 16] [-cpuprofile file] [-trace file] [-processes]
+//	                              [-compare-hop]
 //
 // It is built from the platform's package, into the platform binary built with the benchharness
 // tag (harness.go), because what it measures is the platform as `gpumarket serve` runs it: the
@@ -147,7 +157,11 @@ const (
 //     measured in the same turns, goes through the standard library's reverse proxy
 //     (httputil.ReverseProxy, no check of its own) to the agent with the direct path's ticket:
 //     what a bare proxy hop adds on this machine at this moment, the floor the gateway's added
-//     latency is read against.
+//     latency is read against. With -compare-hop a fourth path takes its turns too: the gateway
+//     again, for a customer of its own, with its calls to the rig made over a keep-alive HTTP
+//     connection to the agent's handler instead of over NATS (directHop): what the platform's
+//     path would cost over a connection held open between the gateway and the rig, the
+//     alternative to NATS docs/rig-transport.md weighs.
 //
 // Per rate it prints the latency at the 50th and 99th percentiles, the throughput achieved and
 // the failed requests on each path; failures are listed with their causes, and the latencies
@@ -223,7 +237,7 @@ func runBenchGateway(ctx context.Context, env Config, opts benchOptions, log *sl
 	}
 	defer os.RemoveAll(dataDir)
 
-	b, err := startBenchPlatform(ctx, dbURL, dataDir, log, benchSetup{p50: 5, p99: 20, processes: opts.processes})
+	b, err := startBenchPlatform(ctx, dbURL, dataDir, log, benchSetup{p50: 5, p99: 20, processes: opts.processes, compareHop: opts.compareHop})
 	if err != nil {
 		return nil, err
 	}
@@ -302,6 +316,11 @@ type benchPlatform struct {
 	// listens on no port, and the gateway reaches it over NATS.
 	direct    *http.Server
 	directURL string
+	// hop is the gateway's way to the rig when -compare-hop measures pathGatewayHTTP, and that path's customer
+	// (an account of its own, so that the platform's records of the two gateway paths stay apart); nil without.
+	hop         *directHop
+	hopCustomer accounts.User
+	hopSecret   string
 }
 
 // benchSetup is what a benchmark changes of the platform: its configuration, and the latency the
@@ -309,6 +328,8 @@ type benchPlatform struct {
 type benchSetup struct {
 	adjust   func(*Config)
 	p50, p99 float64
+	// compareHop has the gateway's calls to the rig go through a directHop (bench-gateway -compare-hop).
+	compareHop bool
 	// processes runs the gateway and the meter each in a `gpumarket serve` process of its own, as a deployment
 	// runs them (GPUMARKET_ROLES=gateway, GPUMARKET_ROLES=meter), on this process's database and embedded
 	// NATS; this process then holds the NATS server, the rig and the load generator. Otherwise both roles run
@@ -331,6 +352,12 @@ func startBenchPlatform(ctx context.Context, dbURL, dataDir string, log *slog.Lo
 	if setup.adjust != nil {
 		setup.adjust(&cfg)
 	}
+	var hop *directHop
+	if setup.compareHop {
+		hop = &directHop{client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024, MaxIdleConns: 1024,
+			IdleConnTimeout: 90 * time.Second}}}
+		cfg.wrapRigCalls = func(over gateway.RigCaller) gateway.RigCaller { hop.nats = over; return hop }
+	}
 	benchProgress("starting the platform (database %s, embedded NATS under %s)", redactedURL(dbURL), dataDir)
 	runCtx, cancel := context.WithCancel(ctx)
 	p, err := Open(runCtx, cfg, log)
@@ -338,7 +365,7 @@ func startBenchPlatform(ctx context.Context, dbURL, dataDir string, log *slog.Lo
 		cancel()
 		return nil, err
 	}
-	b := &benchPlatform{p: p, cfg: cfg, cancel: cancel}
+	b := &benchPlatform{p: p, cfg: cfg, cancel: cancel, hop: hop}
 	defer func() {
 		if err != nil {
 			b.close()
@@ -366,22 +393,14 @@ func startBenchPlatform(ctx context.Context, dbURL, dataDir string, log *slog.Lo
 	}
 
 	// The customer: a developer with $100,000 of credit (a run costs cents) and a key without
-	// a monthly limit.
-	if b.customer, err = p.accounts.SignUp(ctx, accounts.SignUpInput{Email: "bench@gateway.example.com", Password: demo.Password,
-		Role: accounts.RoleDeveloper, AccountName: "Gateway benchmark"}); err != nil {
+	// a monthly limit; with -compare-hop, another for the gateway path over HTTP.
+	if b.customer, b.key, b.secret, err = b.signUpCustomer(ctx, "bench@gateway.example.com", "Gateway benchmark"); err != nil {
 		return nil, err
 	}
-	admin, err := p.accounts.UserByEmail(ctx, "admin@example.com")
-	if err != nil {
-		return nil, err
-	}
-	cr := credits.NewCredits(p.pool, ledger.NewLedger(p.pool, nil), nil, nil)
-	if _, err := cr.Adjust(ctx, credits.AdjustInput{AccountID: b.customer.AccountID, Amount: 100_000 * money.PicoPerUSD,
-		Reason: "gateway benchmark", ByUserID: admin.ID}); err != nil {
-		return nil, err
-	}
-	if b.key, b.secret, err = p.accounts.CreateKey(ctx, b.customer, accounts.NewKeyInput{Name: "gateway benchmark"}); err != nil {
-		return nil, err
+	if hop != nil {
+		if b.hopCustomer, _, b.hopSecret, err = b.signUpCustomer(ctx, "bench-http@gateway.example.com", "Gateway benchmark, hop over HTTP"); err != nil {
+			return nil, err
+		}
 	}
 
 	// The offering, listed by a demo provider, and its rig.
@@ -412,6 +431,9 @@ func startBenchPlatform(ctx context.Context, dbURL, dataDir string, log *slog.Lo
 	}
 	b.direct = &http.Server{Handler: b.rig.agent.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	b.directURL = "http://" + ln.Addr().String()
+	if hop != nil {
+		hop.url.Store(&b.directURL)
+	}
 	go b.direct.Serve(ln)
 	if setup.processes {
 		// The gateway last, so that it loads the catalog with the offering in it; ready once its routing is.
@@ -438,6 +460,59 @@ func startBenchPlatform(ctx context.Context, dbURL, dataDir string, log *slog.Lo
 }
 
 func randomKey() []byte { return []byte(randomHex(32)) }
+
+// signUpCustomer signs up a developer with $100,000 of credit, granted by an adjustment, and an API key
+// without a monthly limit.
+func (b *benchPlatform) signUpCustomer(ctx context.Context, email, name string) (accounts.User, accounts.APIKey, string, error) {
+	p := b.p
+	user, err := p.accounts.SignUp(ctx, accounts.SignUpInput{Email: email, Password: demo.Password,
+		Role: accounts.RoleDeveloper, AccountName: name})
+	if err != nil {
+		return user, accounts.APIKey{}, "", err
+	}
+	admin, err := p.accounts.UserByEmail(ctx, "admin@example.com")
+	if err != nil {
+		return user, accounts.APIKey{}, "", err
+	}
+	cr := credits.NewCredits(p.pool, ledger.NewLedger(p.pool, nil), nil, nil)
+	if _, err := cr.Adjust(ctx, credits.AdjustInput{AccountID: user.AccountID, Amount: 100_000 * money.PicoPerUSD,
+		Reason: "gateway benchmark", ByUserID: admin.ID}); err != nil {
+		return user, accounts.APIKey{}, "", err
+	}
+	key, secret, err := p.accounts.CreateKey(ctx, user, accounts.NewKeyInput{Name: "gateway benchmark"})
+	return user, key, secret, err
+}
+
+// directHop is the gateway's way to the rig under bench-gateway -compare-hop: over NATS, as always, but during
+// pathGatewayHTTP's turns an HTTP/1.1 request on a keep-alive loopback connection to the agent's handler, the
+// handler NATS brings the calls to. It stands for any connection held open between the gateway and a rig (a
+// tunnel the agent opened, or the dial to the rig the platform no longer makes): none does better than a warm
+// connection on the loopback. The platform has no such path; only the benchmark measures it.
+type directHop struct {
+	nats   gateway.RigCaller
+	on     atomic.Bool            // during pathGatewayHTTP's turns
+	url    atomic.Pointer[string] // the agent's handler, once served
+	client *http.Client
+}
+
+var _ gateway.RigCaller = (*directHop)(nil)
+
+func (h *directHop) Call(ctx context.Context, providerID, offeringID, path string, header http.Header, body []byte) (*http.Response, error) {
+	base := h.url.Load()
+	if !h.on.Load() || base == nil {
+		return h.nats.Call(ctx, providerID, offeringID, path, header, body)
+	}
+	method, rd := http.MethodGet, io.Reader(nil) // as rigwire.Caller: POST with the body, GET when it is nil
+	if body != nil {
+		method, rd = http.MethodPost, bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, *base+path, rd)
+	if err != nil {
+		return nil, err
+	}
+	req.Header = header.Clone()
+	return h.client.Do(req)
+}
 
 func redactedURL(s string) string {
 	u, err := url.Parse(s)
@@ -505,6 +580,9 @@ const (
 	// pathProxy is the standard library's reverse proxy in front of the agent, with no check of
 	// its own: the hop any proxy adds on this machine, measured beside the gateway's.
 	pathProxy benchPath = "proxy"
+	// pathGatewayHTTP is the gateway with its calls to the rig over a keep-alive HTTP connection (directHop):
+	// measured with -compare-hop only.
+	pathGatewayHTTP benchPath = "gateway-http"
 )
 
 // startProxy serves a bare httputil.ReverseProxy to the agent on a loopback port.
@@ -554,6 +632,8 @@ func (b *benchPlatform) loadOptions(ctx context.Context, path benchPath, o bench
 		}
 	case pathGateway:
 		lo.URL, lo.APIKey, lo.Header = b.gatewayURL()+"/v1", b.secret, http.Header{gateway.TierHeader: {tier}}
+	case pathGatewayHTTP:
+		lo.URL, lo.APIKey, lo.Header = b.gatewayURL()+"/v1", b.hopSecret, http.Header{gateway.TierHeader: {tier}}
 	}
 	return lo, nil
 }
@@ -565,6 +645,10 @@ func (b *benchPlatform) run(ctx context.Context, path benchPath, o benchOptions,
 	lo, err := b.loadOptions(ctx, path, o, rate, d, seed)
 	if err != nil {
 		return load.Result{}, err
+	}
+	if path == pathGatewayHTTP {
+		b.hop.on.Store(true)
+		defer b.hop.on.Store(false)
 	}
 	if profile != "" && path == pathGateway && b.gatewayProc != nil {
 		// The gateway's own process, over the run; this one (the load generator, the rig, NATS) beside it.
@@ -648,8 +732,12 @@ func (b *benchPlatform) measure(ctx context.Context, o benchOptions) ([]string, 
 		return nil, err
 	}
 	defer func() { _ = b.proxy.Shutdown(context.WithoutCancel(ctx)) }()
+	all := []benchPath{pathDirect, pathProxy, pathGateway}
+	if o.compareHop {
+		all = append(all, pathGatewayHTTP)
+	}
 	if o.warmup > 0 {
-		for _, path := range []benchPath{pathDirect, pathProxy, pathGateway} {
+		for _, path := range all {
 			benchProgress("warming up: %s at %d requests/s for %s", path, o.rates[0], o.warmup)
 			res, err := b.run(ctx, path, o, o.rates[0], o.warmup, uint64(o.rates[0]), "", "")
 			if err != nil {
@@ -666,6 +754,8 @@ func (b *benchPlatform) measure(ctx context.Context, o benchOptions) ([]string, 
 		proxy                 load.Result
 		directCPU, gatewayCPU cpuUse
 		split                 timeSplit
+		hop                   load.Result // pathGatewayHTTP's, with -compare-hop
+		hopSplit              timeSplit
 	}
 	var pairs []pair
 	out := os.Stdout
@@ -680,10 +770,9 @@ func (b *benchPlatform) measure(ctx context.Context, o benchOptions) ([]string, 
 		segments := max(1, int(o.duration/benchSegment))
 		runs := map[benchPath][]load.Result{}
 		var measuredFrom time.Time
-		benchProgress("measuring: direct, proxy and gateway at %d requests/s for %s each, in %d segments of each in turn", rate, o.duration, segments)
+		benchProgress("measuring: %s at %d requests/s for %s each, in %d segments of each in turn", pathNames(all), rate, o.duration, segments)
 		for seg := range segments {
-			all := []benchPath{pathDirect, pathProxy, pathGateway}
-			paths := append(all[seg%3:], all[:seg%3]...)
+			paths := append(slices.Clone(all[seg%len(all):]), all[:seg%len(all)]...)
 			for _, path := range paths {
 				profile, traced := "", ""
 				first := i == 0 && seg == 0 && path != pathProxy
@@ -720,21 +809,33 @@ func (b *benchPlatform) measure(ctx context.Context, o benchOptions) ([]string, 
 		}
 		pr.direct, pr.gateway = load.Merge(runs[pathDirect]), load.Merge(runs[pathGateway])
 		pr.proxy = load.Merge(runs[pathProxy])
-		// Only the gateway's requests have a gateway record: the whole measurement's are its.
-		if split, err := b.gatewaySplit(ctx, measuredFrom, time.Now()); err != nil {
+		// Only the gateway's requests have a gateway record: the whole measurement's are its, each gateway path's
+		// under its own customer.
+		if split, err := b.gatewaySplit(ctx, b.customer.AccountID, measuredFrom, time.Now()); err != nil {
 			benchProgress("reading where the gateway's requests spent their time: %v", err)
 		} else {
 			pr.split = split
 		}
-		printRate(out, pr.rate, pr.direct, pr.proxy, pr.gateway)
+		if o.compareHop {
+			pr.hop = load.Merge(runs[pathGatewayHTTP])
+			if split, err := b.gatewaySplit(ctx, b.hopCustomer.AccountID, measuredFrom, time.Now()); err != nil {
+				benchProgress("reading where the gateway's requests over HTTP spent their time: %v", err)
+			} else {
+				pr.hopSplit = split
+			}
+		}
+		printRate(out, pr.rate, pr.direct, pr.proxy, pr.gateway, pr.hop)
 		printCPU(out, pr.direct, pr.gateway, pr.directCPU, pr.gatewayCPU, b.gatewayProc != nil)
-		printSplit(out, pr.gateway, pr.split)
+		printSplit(out, "gateway", pr.gateway, pr.split)
+		if o.compareHop {
+			printSplit(out, "gateway-http", pr.hop, pr.hopSplit)
+		}
 		pairs = append(pairs, pr)
 	}
 	failed := 0
 	for _, pr := range pairs {
-		failed += pr.direct.Failed + pr.proxy.Failed + pr.gateway.Failed
-		if pr.direct.Completed == 0 || pr.proxy.Completed == 0 || pr.gateway.Completed == 0 {
+		failed += pr.direct.Failed + pr.proxy.Failed + pr.gateway.Failed + pr.hop.Failed
+		if pr.direct.Completed == 0 || pr.proxy.Completed == 0 || pr.gateway.Completed == 0 || (o.compareHop && pr.hop.Completed == 0) {
 			return nil, fmt.Errorf("at %d requests/s no request succeeded on one of the paths: nothing to compare", pr.rate)
 		}
 	}
@@ -758,10 +859,15 @@ func (b *benchPlatform) measure(ctx context.Context, o benchOptions) ([]string, 
 	time.Sleep(1500 * time.Millisecond)
 	var summary []string
 	for _, pr := range append(pairs[1:], pairs[0]) {
-		summary = append(summary, fmt.Sprintf("gateway: added p50 %d us, p99 %d us at %d rps; throughput ratio %.2f; "+
-			"added p50 / direct p50 %.2f (a bare reverse proxy's %.2f)",
+		line := fmt.Sprintf("gateway: added p50 %d us, p99 %d us at %d rps; throughput ratio %.2f; "+
+			"added p50 / direct p50 %.2f (a bare reverse proxy's %.2f",
 			addedMicros(pr.gateway.LatencyP50Ms, pr.direct.LatencyP50Ms), addedMicros(pr.gateway.LatencyP99Ms, pr.direct.LatencyP99Ms),
-			pr.rate, pr.gateway.ReqS/pr.direct.ReqS, addedRatio(pr.gateway, pr.direct), addedRatio(pr.proxy, pr.direct)))
+			pr.rate, pr.gateway.ReqS/pr.direct.ReqS, addedRatio(pr.gateway, pr.direct), addedRatio(pr.proxy, pr.direct))
+		if o.compareHop {
+			line += fmt.Sprintf("; the gateway's over a keep-alive HTTP connection to the rig %.2f, throughput ratio %.2f",
+				addedRatio(pr.hop, pr.direct), pr.hop.ReqS/pr.direct.ReqS)
+		}
+		summary = append(summary, line+")")
 	}
 	return summary, nil
 }
@@ -777,8 +883,8 @@ type timeSplit struct {
 
 // gatewaySplit reads the medians of the customer's gateway requests between from and to, over
 // those the meter has a usage row of.
-func (b *benchPlatform) gatewaySplit(ctx context.Context, from, to time.Time) (timeSplit, error) {
-	attempts, err := requestlog.DurationsOfAccount(ctx, b.p.pool, b.customer.AccountID, from, to)
+func (b *benchPlatform) gatewaySplit(ctx context.Context, accountID string, from, to time.Time) (timeSplit, error) {
+	attempts, err := requestlog.DurationsOfAccount(ctx, b.p.pool, accountID, from, to)
 	if err != nil {
 		return timeSplit{}, err
 	}
@@ -811,17 +917,17 @@ func median(v []float64) float64 {
 // printSplit prints where the gateway run's requests spent their time, at the median: what the
 // client saw, the gateway's attempt, the agent's handling, and the differences, which are the
 // hops and the gateway's own work on either side of its attempt.
-func printSplit(out io.Writer, gw load.Result, t timeSplit) {
+func printSplit(out io.Writer, path string, gw load.Result, t timeSplit) {
 	if t.requests == 0 {
 		return
 	}
 	client := gw.LatencyP50Ms * 1000
 	attempt, rig := t.attemptMs*1000, t.rigMs*1000
-	fmt.Fprintf(out, "  where a gateway request's time goes, medians of %d requests, us: %.0f at the client; %.0f of them the "+
+	fmt.Fprintf(out, "  where a %s request's time goes, medians of %d requests, us: %.0f at the client; %.0f of them the "+
 		"gateway's attempt (from the route ticket to the answer relayed), %.0f of those the agent's handling (its usage "+
 		"events' duration); so about %.0f between the client and the attempt (the client's hop and the gateway's "+
 		"checks) and %.0f between the attempt and the agent (the gateway's hop to the rig)\n",
-		t.requests, client, attempt, rig, client-attempt, attempt-rig)
+		path, t.requests, client, attempt, rig, client-attempt, attempt-rig)
 }
 
 // cpuUse is the CPU time each process has used: this one (the load generator, the rig, NATS), the
@@ -919,14 +1025,17 @@ func addedRatio(path, direct load.Result) float64 {
 	return (path.LatencyP50Ms - direct.LatencyP50Ms) / direct.LatencyP50Ms
 }
 
-func printRate(out io.Writer, rate int, direct, proxy, gateway load.Result) {
+func printRate(out io.Writer, rate int, direct, proxy, gateway, hop load.Result) {
 	fmt.Fprintf(out, "\n%d requests/s, %d requests on each path:\n", rate, direct.Requests)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "\tp50 us\tp99 us\tmax us\tthroughput rps\tfailed\tsent late p99 ms\t")
 	for _, r := range []struct {
 		name string
 		res  load.Result
-	}{{"direct", direct}, {"proxy", proxy}, {"gateway", gateway}} {
+	}{{"direct", direct}, {"proxy", proxy}, {"gateway", gateway}, {"gateway-http", hop}} {
+		if r.res.Requests == 0 {
+			continue // gateway-http without -compare-hop
+		}
 		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f\t%.2f\t%d\t%.2f\t\n", r.name, r.res.LatencyP50Ms*1000, r.res.LatencyP99Ms*1000,
 			r.res.LatencyMaxMs*1000, r.res.ReqS, r.res.Failed, r.res.LagP99Ms)
 	}
@@ -938,11 +1047,15 @@ func printRate(out io.Writer, rate int, direct, proxy, gateway load.Result) {
 		addedMicros(proxy.LatencyP99Ms, direct.LatencyP99Ms))
 	fmt.Fprintf(tw, "gateway added\t%d\t%d\t\tratio %.2f\t\t\t\n", addedMicros(gateway.LatencyP50Ms, direct.LatencyP50Ms),
 		addedMicros(gateway.LatencyP99Ms, direct.LatencyP99Ms), ratio)
+	if hop.Requests > 0 && direct.ReqS > 0 {
+		fmt.Fprintf(tw, "gateway-http added\t%d\t%d\t\tratio %.2f\t\t\t\n", addedMicros(hop.LatencyP50Ms, direct.LatencyP50Ms),
+			addedMicros(hop.LatencyP99Ms, direct.LatencyP99Ms), hop.ReqS/direct.ReqS)
+	}
 	_ = tw.Flush()
 	for _, r := range []struct {
 		name string
 		res  load.Result
-	}{{"direct", direct}, {"proxy", proxy}, {"gateway", gateway}} {
+	}{{"direct", direct}, {"proxy", proxy}, {"gateway", gateway}, {"gateway-http", hop}} {
 		if r.res.Failed > 0 {
 			fmt.Fprintf(out, "  %s: %s\n", r.name, describeFailures(r.res))
 		}
@@ -1020,4 +1133,13 @@ func (c *logCounts) report() {
 // benchProgress prints a progress line to stderr.
 func benchProgress(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "bench-gateway: "+format+"\n", args...)
+}
+
+// pathNames lists paths for a progress line: "direct, proxy and gateway".
+func pathNames(paths []benchPath) string {
+	names := make([]string, len(paths))
+	for i, p := range paths {
+		names[i] = string(p)
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }

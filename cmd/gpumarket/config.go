@@ -160,6 +160,10 @@ type Config struct {
 	// delivery and its attempts stay in the log before the periodic cleanup deletes them; 0 keeps
 	// webhooks.DefaultLogRetention (30 days).
 	WebhookLogRetention time.Duration
+
+	// wrapRigCalls, set only by the benchmark harness (bench-gateway -compare-hop), wraps how the gateway calls
+	// the rigs; nil, as everywhere else, leaves the calls over NATS (docs/rig-transport.md).
+	wrapRigCalls func(gateway.RigCaller) gateway.RigCaller
 }
 
 // PaymentsTest is the value of GPUMARKET_PAYMENTS that runs payments on stripe-mock and the

@@ -282,6 +282,9 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (_ *Platform, err e
 			return nil, err
 		}
 		gw.Rigs = p.rigCaller
+		if cfg.wrapRigCalls != nil {
+			gw.Rigs = cfg.wrapRigCalls(p.rigCaller)
+		}
 	}
 	if cfg.Roles.Web || cfg.Roles.Gateway {
 		// The batch pages (web) and the Batch API and its scheduler (gateway) share the files and batches.
