@@ -293,9 +293,15 @@ type RigConnectPage struct {
 	DownloadLoopback bool
 	// Agents is the command for each architecture the agent is published for, the most common first.
 	Agents  []AgentDownload
-	EnvFile string // the same configuration as /etc/gpuagent/gpuagent.env for deploy/gpuagent.service
-	UnitURL string // where the systemd unit is downloaded
-	Unit    string // the unit itself
+	// ServiceCommand installs the agent and its systemd unit, a template, and starts the listing's instance of it,
+	// ServiceName, which reads the environment file EnvFile at EnvPath.
+	ServiceCommand string
+	ServiceName    string
+	EnvFile        string // the same configuration as the command, for the unit's instance
+	EnvPath        string
+	UnitURL        string // where the systemd unit is downloaded
+	UnitName       string // its file name under /etc/systemd/system
+	Unit           string // the unit itself
 	// Reissuable offers a form that re-issues the rig's credential.
 	Reissuable bool
 }

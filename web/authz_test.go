@@ -165,7 +165,7 @@ var authzTable = map[string]route{
 	"GET /methodology": {want: everyone(http.StatusOK)},
 	"GET /planner":     {want: everyone(http.StatusOK)},
 	// What a rig downloads: public. These tests' server publishes no agent binary, so SHA256SUMS is not found.
-	"GET /downloads/:name":  {path: "/downloads/gpuagent.service", want: everyone(http.StatusOK)},
+	"GET /downloads/:name":  {path: "/downloads/gpuagent@.service", want: everyone(http.StatusOK)},
 	"HEAD /downloads/:name": {path: "/downloads/SHA256SUMS", want: everyone(http.StatusNotFound)},
 
 	// The home after logging in: every signed-in caller has one, whose panels follow its role

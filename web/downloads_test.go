@@ -118,7 +118,7 @@ func TestDownloadsPublishTheAgentAndItsChecksums(t *testing.T) {
 		t.Errorf("sha256sum -c on SHA256SUMS: %v\n%s", err, out)
 	}
 
-	if res, body := get(http.MethodGet, "/downloads/gpuagent.service", nil); res.StatusCode != http.StatusOK ||
+	if res, body := get(http.MethodGet, "/downloads/gpuagent@.service", nil); res.StatusCode != http.StatusOK ||
 		!strings.Contains(body, "ExecStart=/usr/local/bin/gpuagent") {
 		t.Errorf("the systemd unit: %d, %q", res.StatusCode, body)
 	}

@@ -15,15 +15,16 @@ import (
 
 // The systemd unit and the environment file that deploy/install-gpuagent.md installs on a provider's rig.
 const (
-	unitFile = "../../deploy/gpuagent.service"
+	unitFile = "../../deploy/gpuagent@.service"
 	envFile  = "../../deploy/gpuagent.env.example"
 )
 
-// TestSystemdUnitStartsTheAgentFromItsEnvironmentFile: deploy/gpuagent.service, read as systemd reads it, starts
+// TestSystemdUnitStartsTheAgentFromItsEnvironmentFile: deploy/gpuagent@.service, read as systemd reads it, starts
 // gpuagent after the network is up, again whenever it stops, from the environment file the guide installs, with
 // the outbox in the unit's state directory (kept across restarts and upgrades); the command line and the
 // environment file, filled in with an offering's values, make a valid agent configuration, and the file names
-// only variables the agent reads.
+// only variables the agent reads. The unit is a template: two instances, for two offerings on one machine, read
+// environment files of their own and keep outboxes of their own.
 func TestSystemdUnitStartsTheAgentFromItsEnvironmentFile(t *testing.T) {
 	f, err := os.Open(unitFile)
 	if err != nil {
@@ -58,8 +59,8 @@ func TestSystemdUnitStartsTheAgentFromItsEnvironmentFile(t *testing.T) {
 		{"Service", "Type", "simple"},
 		{"Service", "Restart", "always"},
 		{"Service", "KillSignal", "SIGTERM"},
-		{"Service", "StateDirectory", "gpuagent"},
-		{"Service", "EnvironmentFile", "/etc/gpuagent/gpuagent.env"},
+		{"Service", "StateDirectory", "gpuagent/%i"},
+		{"Service", "EnvironmentFile", "/etc/gpuagent/%i.env"},
 		{"Install", "WantedBy", "multi-user.target"},
 	} {
 		if got := one(want.section, want.name); got != want.value {
@@ -67,7 +68,7 @@ func TestSystemdUnitStartsTheAgentFromItsEnvironmentFile(t *testing.T) {
 		}
 	}
 
-	exec := strings.Fields(one("Service", "ExecStart"))
+	exec := strings.Fields(expandSpecifiers(t, one("Service", "ExecStart"), "off_1"))
 	if len(exec) == 0 || exec[0] != "/usr/local/bin/gpuagent" {
 		t.Fatalf("ExecStart %q does not run /usr/local/bin/gpuagent", exec)
 	}
@@ -100,8 +101,23 @@ func TestSystemdUnitStartsTheAgentFromItsEnvironmentFile(t *testing.T) {
 	if err != nil {
 		t.Fatalf("gpuagent %q with the environment file: %v", exec[1:], err)
 	}
-	if !strings.HasPrefix(cfg.OutboxDir, "/var/lib/"+one("Service", "StateDirectory")+"/") {
-		t.Errorf("the outbox is %q, not under the unit's state directory: it would not survive a restart", cfg.OutboxDir)
+	if state := "/var/lib/" + expandSpecifiers(t, one("Service", "StateDirectory"), "off_1") + "/"; !strings.HasPrefix(cfg.OutboxDir, state) {
+		t.Errorf("the outbox is %q, not under the unit's state directory %s: it would not survive a restart", cfg.OutboxDir, state)
+	}
+	// Another offering's instance on the same machine: its own environment file, state directory and outbox.
+	other := strings.Fields(expandSpecifiers(t, one("Service", "ExecStart"), "off_2"))
+	otherCfg, err := parseConfig(other[1:], func(name string) string { return env[name] }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []struct{ what, a, b string }{
+		{"outbox", cfg.OutboxDir, otherCfg.OutboxDir},
+		{"environment file", expandSpecifiers(t, one("Service", "EnvironmentFile"), "off_1"), expandSpecifiers(t, one("Service", "EnvironmentFile"), "off_2")},
+		{"state directory", expandSpecifiers(t, one("Service", "StateDirectory"), "off_1"), expandSpecifiers(t, one("Service", "StateDirectory"), "off_2")},
+	} {
+		if v.a == v.b {
+			t.Errorf("two instances of the unit share one %s, %s", v.what, v.a)
+		}
 	}
 	if cfg.ProviderID != "prov_1" || cfg.OfferingID != "off_1" || len(cfg.OfferingKey) != 32 || cfg.NATSUser != "rig-off_1" ||
 		cfg.NATSPassword != "rig-password" || cfg.NATSURL != filled["NATS_URL"] {
@@ -149,4 +165,33 @@ func agentEnvNames(t *testing.T) map[string]bool {
 		t.Fatal(err)
 	}
 	return reads.Binaries["gpuagent"]
+}
+
+// expandSpecifiers replaces the systemd specifiers the unit uses, as systemd does for a system unit's instance: %i
+// the instance (the offering id), %S the state directories' root, %% a percent sign. Any other is an error: the test
+// would not know what systemd makes of it.
+func expandSpecifiers(t *testing.T, s, instance string) string {
+	t.Helper()
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '%' {
+			b.WriteByte(s[i])
+			continue
+		}
+		if i+1 == len(s) {
+			t.Fatalf("%q ends in a lone %%", s)
+		}
+		i++
+		switch s[i] {
+		case 'i':
+			b.WriteString(instance)
+		case 'S':
+			b.WriteString("/var/lib")
+		case '%':
+			b.WriteByte('%')
+		default:
+			t.Fatalf("%q uses the specifier %%%c, which this test does not expand", s, s[i])
+		}
+	}
+	return b.String()
 }

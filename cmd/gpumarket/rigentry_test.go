@@ -38,7 +38,7 @@ import (
 
 // TestARigRunsFromItsConnectPage is a provider's rig as the Connect page tells the provider to run it: the page's
 // command for this machine's architecture downloads the gpuagent binary the platform publishes, checks its SHA-256
-// and runs it, and then its environment file under deploy/gpuagent.service's command line runs the same binary, in
+// and runs it, and then its environment file under deploy/gpuagent@.service's command line runs the same binary, in
 // an environment holding nothing but what the page shows (no platform secret at all), against the rigs' entry
 // point at the URL the page names. The only change the test makes is the inference server's address. The rig
 // connects as its own user in the rigs' account, gets routed a request, and the meter meters its usage event.
@@ -135,23 +135,25 @@ func testRigFromConnectPage(t *testing.T, bin, host string) {
 	serve("the page's command")
 	stop()
 
-	// The environment file, under the unit's command line.
+	// The environment file, under the unit's command line (its outbox, in the state directory systemd would make, in
+	// a directory of the test's instead).
 	args := unitCommandLine(t)
 	for i := range args {
-		switch {
-		case args[i] == agentUpstreamOnPage:
-			args[i] = upstream
-		case i > 0 && args[i-1] == "-outbox":
+		if i > 0 && args[i-1] == "-outbox" {
 			args[i] = filepath.Join(t.TempDir(), "outbox")
 		}
 	}
 	env := parseEnvFile(t, envFile)
+	if env["GPUAGENT_UPSTREAM"] != agentUpstreamOnPage {
+		t.Fatalf("the environment file does not forward to %s:\n%s", agentUpstreamOnPage, envFile)
+	}
+	env["GPUAGENT_UPSTREAM"] = upstream
 	stop = runAgent(t, bin, exec.Command(bin, args...), env)
 	serve("the page's environment file")
 	stop()
 }
 
-// agentUpstreamOnPage is the inference server's address in the page's command and in deploy/gpuagent.service.
+// agentUpstreamOnPage is the inference server's address in the page's command and environment file.
 const agentUpstreamOnPage = "http://127.0.0.1:8000"
 
 // TestConnectPageShowsOnlyTheRigsOwnCredential: the page of a rig on the embedded entry point shows its command and
@@ -189,6 +191,19 @@ func TestConnectPageShowsOnlyTheRigsOwnCredential(t *testing.T) {
 	}
 	if page.Find(`[data-testid="reissue-credential"]`).Length() != 1 {
 		t.Error("the page of a rig on the embedded entry point offers no new password")
+	}
+	// The service: the unit's instance for this rig, reading an environment file of its own, so that a second
+	// listing served from the same machine neither overwrites this one's file nor shares its outbox.
+	service := page.Find(`[data-testid="agent-service-command"]`).Text()
+	envPath := "/etc/gpuagent/" + rig.ID + ".env"
+	for _, want := range []string{"sudoedit " + envPath + " ", "/etc/systemd/system/gpuagent@.service ",
+		"enable --now gpuagent@" + rig.ID + "\n", "journalctl -u gpuagent@" + rig.ID + " -f"} {
+		if !strings.Contains(service, want) {
+			t.Errorf("the service's commands do not hold %q:\n%s", want, service)
+		}
+	}
+	if got := page.Find(`[data-testid="agent-env-path"]`).Text(); got != envPath {
+		t.Errorf("the page names the environment file %q, want %q", got, envPath)
 	}
 
 	// This platform publishes no agent (its downloads directory is empty): the page says so for each architecture
@@ -482,10 +497,10 @@ func runAgent(t *testing.T, bin string, cmd *exec.Cmd, env map[string]string) (s
 	return stop
 }
 
-// unitCommandLine is deploy/gpuagent.service's ExecStart, without the program.
+// unitCommandLine is deploy/gpuagent@.service's ExecStart, without the program.
 func unitCommandLine(t *testing.T) []string {
 	t.Helper()
-	f, err := os.Open("../../deploy/gpuagent.service")
+	f, err := os.Open("../../deploy/gpuagent@.service")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -499,7 +514,7 @@ func unitCommandLine(t *testing.T) []string {
 			return strings.Fields(o.Value)[1:]
 		}
 	}
-	t.Fatal("deploy/gpuagent.service has no ExecStart")
+	t.Fatal("deploy/gpuagent@.service has no ExecStart")
 	return nil
 }
 

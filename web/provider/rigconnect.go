@@ -30,7 +30,7 @@ const operatorPassword = "<rig password from the platform operator>"
 // agentCapacity is the requests at once the page proposes; the provider sets what the rig can take.
 const agentCapacity = 16
 
-// agentUpstream is where the agent expects the inference server, as deploy/gpuagent.service has it.
+// agentUpstream is where the page proposes the inference server, as the agent's default has it.
 const agentUpstream = "http://127.0.0.1:8000"
 
 func (s *Server) rigConnectPage(c echo.Context) error {
@@ -50,7 +50,9 @@ func (s *Server) rigConnectPage(c echo.Context) error {
 	page := templates.RigConnectPage{Page: s.Page(c, "Connect your rig"), Rig: core.WithRigState(core.OfferingRow(o), o, s.Now()),
 		NATSURL: cred.NATSURL, NATSLoopback: loopbackURL(cred.NATSURL),
 		DownloadBase: base, DownloadLoopback: loopbackURL(base),
-		EnvFile: AgentEnvFile(o, cred), UnitURL: base + "/downloads/" + deploy.AgentUnitName, Unit: deploy.AgentUnit,
+		EnvFile: AgentEnvFile(o, cred), EnvPath: deploy.AgentEnvPath(o.ID), ServiceName: deploy.AgentInstance(o.ID),
+		ServiceCommand: AgentServiceCommand(o, base+"/downloads/"+deploy.AgentUnitName),
+		UnitURL: base + "/downloads/" + deploy.AgentUnitName, UnitName: deploy.AgentUnitName, Unit: deploy.AgentUnit,
 		Reissuable: cred.Reissuable}
 	for _, arch := range downloads.Arches {
 		dl := AgentDownload{Arch: arch}
@@ -120,14 +122,30 @@ func AgentCommand(o catalog.Offering, cred RigCredential, dl AgentDownload) stri
 	return strings.Join(append(fetch, run...), "\n")
 }
 
-// AgentEnvFile is /etc/gpuagent/gpuagent.env for the offering, in the form of deploy/gpuagent.env.example, which
-// deploy/gpuagent.service reads.
+// AgentServiceCommand installs the downloaded agent and the systemd unit deploy/gpuagent@.service from unitURL, and
+// starts the unit's instance for the offering, which reads the environment file at deploy.AgentEnvPath: each
+// offering served from one machine has an instance, an environment file and an outbox of its own.
+func AgentServiceCommand(o catalog.Offering, unitURL string) string {
+	instance := shellWord(deploy.AgentInstance(o.ID))
+	return strings.Join([]string{
+		"sudo install -m 0755 gpuagent /usr/local/bin/gpuagent",
+		"sudo install -d -m 0700 /etc/gpuagent",
+		"sudoedit " + shellWord(deploy.AgentEnvPath(o.ID)) + "    # paste the environment file below",
+		"sudo curl -fsSLo " + shellWord("/etc/systemd/system/"+deploy.AgentUnitName) + " " + shellWord(unitURL),
+		"sudo systemctl daemon-reload && sudo systemctl enable --now " + instance,
+		"journalctl -u " + instance + " -f",
+	}, "\n")
+}
+
+// AgentEnvFile is the environment file of the offering's instance of deploy/gpuagent@.service
+// (deploy.AgentEnvPath), in the form of deploy/gpuagent.env.example.
 func AgentEnvFile(o catalog.Offering, cred RigCredential) string {
 	return strings.Join([]string{
 		"GPUAGENT_PROVIDER_ID=" + o.ProviderAccountID,
 		"GPUAGENT_OFFERING_ID=" + o.ID,
 		"GPUAGENT_OFFERING_KEY=" + cred.OfferingKey,
 		"GPUAGENT_MODEL=" + o.Model,
+		"GPUAGENT_UPSTREAM=" + agentUpstream,
 		"NATS_URL=" + cred.NATSURL,
 		"GPUAGENT_NATS_USER=" + cred.NATSUser,
 		"GPUAGENT_NATS_PASSWORD=" + shownPassword(cred),
