@@ -2,8 +2,10 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -194,4 +196,34 @@ func expandSpecifiers(t *testing.T, s, instance string) string {
 		}
 	}
 	return b.String()
+}
+
+// TestSystemdAcceptsTheUnit: systemd's own check of unit files (systemd-analyze verify) reads an instance of
+// deploy/gpuagent@.service, for an offering, without a word: no unknown key, no bad value, no specifier it cannot
+// expand. The agent's path is an executable that exists here (the check wants one). Where systemd-analyze is not
+// installed, the test says so and skips.
+func TestSystemdAcceptsTheUnit(t *testing.T) {
+	analyze, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Skip("systemd-analyze is not installed here (apt-get install systemd): the unit is checked by go-systemd's parser only")
+	}
+	text, err := os.ReadFile(unitFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(text), "ExecStart=/usr/local/bin/gpuagent ") {
+		t.Fatal("the unit does not run /usr/local/bin/gpuagent")
+	}
+	instance := filepath.Join(t.TempDir(), "gpuagent@3f2c9a1e-5b7d-4e21-9c0a-7d1e2f3a4b5c.service")
+	if err := os.WriteFile(instance, []byte(strings.ReplaceAll(string(text), "/usr/local/bin/gpuagent ", self+" ")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(analyze, "verify", "--man=no", instance).CombinedOutput()
+	if err != nil || len(bytes.TrimSpace(out)) != 0 {
+		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
+	}
 }
