@@ -775,7 +775,7 @@ func (b *benchPlatform) measure(ctx context.Context, o benchOptions) ([]string, 
 			paths := append(slices.Clone(all[seg%len(all):]), all[:seg%len(all)]...)
 			for _, path := range paths {
 				profile, traced := "", ""
-				first := i == 0 && seg == 0 && path != pathProxy
+				first := i == 0 && seg == 0 && (path == pathDirect || path == pathGateway)
 				if first && o.cpuProfile != "" { // the first segment of the direct and gateway paths
 					profile = o.cpuProfile
 					if path == pathDirect {
