@@ -292,7 +292,7 @@ type RigConnectPage struct {
 	DownloadBase     string
 	DownloadLoopback bool
 	// Agents is the command for each architecture the agent is published for, the most common first.
-	Agents  []AgentDownload
+	Agents []AgentDownload
 	// ServiceCommand installs the agent and its systemd unit, a template, and starts the listing's instance of it,
 	// ServiceName, which reads the environment file EnvFile at EnvPath.
 	ServiceCommand string

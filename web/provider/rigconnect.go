@@ -52,7 +52,7 @@ func (s *Server) rigConnectPage(c echo.Context) error {
 		DownloadBase: base, DownloadLoopback: loopbackURL(base),
 		EnvFile: AgentEnvFile(o, cred), EnvPath: deploy.AgentEnvPath(o.ID), ServiceName: deploy.AgentInstance(o.ID),
 		ServiceCommand: AgentServiceCommand(o, base+"/downloads/"+deploy.AgentUnitName),
-		UnitURL: base + "/downloads/" + deploy.AgentUnitName, UnitName: deploy.AgentUnitName, Unit: deploy.AgentUnit,
+		UnitURL:        base + "/downloads/" + deploy.AgentUnitName, UnitName: deploy.AgentUnitName, Unit: deploy.AgentUnit,
 		Reissuable: cred.Reissuable}
 	for _, arch := range downloads.Arches {
 		dl := AgentDownload{Arch: arch}
